@@ -1,0 +1,150 @@
+"""T2. Stationary variance and autocovariances of delayed SGD on a quadratic.
+
+Model: ``x_{t+1} = x_t - eta (lam x_{t-tau} + xi_t)`` with i.i.d. noise of mean 0
+and variance ``sigma**2`` drawn fresh at every step. With ``a = eta lam`` and
+``s2 = eta**2 sigma**2`` this is the AR(tau+1) process
+``x_{t+1} = x_t - a x_{t-tau} + e_t``, ``Var e_t = s2``. It has a stationary
+law iff ``0 < a < a*(tau)`` (T1).
+
+Derivation. For the stationary autocovariances ``g(h) = E[x_{t+h} x_t]``
+(``g(-h) = g(h)``) multiply the recursion by ``x_t`` (resp. ``x_{t+1}``):
+
+* ``g(h) = g(h-1) - a g(h-1-tau)`` for ``h = 1, ..., tau+1`` (``e`` is independent
+  of the past),
+* ``g(0) = g(1) - a g(tau+1) + s2``.
+
+These ``tau + 2`` linear (Yule-Walker) equations are equivalent to the discrete
+Lyapunov equation ``Sigma = A Sigma A^T + s2 e1 e1^T`` for the companion matrix
+``A`` of T1, whose stationary solution is the Toeplitz matrix
+``Sigma_ij = g(|i-j|)``; further lags follow from the first recursion, i.e.
+``C(h) = (A^h Sigma)_00``. Solving them symbolically gives (each denominator
+vanishes at ``a*(tau)``):
+
+* tau = 0: ``s2 / (a (2 - a))``
+* tau = 1: ``s2 (1 + a) / (a (1 - a) (2 + a))``
+* tau = 2: ``s2 (1 + a - a**2) / (a (2 - a) (1 - a - a**2))``
+* tau = 3: ``s2 (1 + 2a - a**2 - a**3) / (a (2 + a) (1 - 2a - a**2 + a**3))``
+
+Multi-dimensional quadratic with Hessian eigenvalues ``lam_i`` and isotropic noise:
+the directions decouple and the expected excess loss is
+``E f = 1/2 sum_i lam_i Var_i`` with ``a_i = eta lam_i``.
+
+Source: the standard Yule-Walker / Lyapunov treatment of linear AR models; the
+closed forms above are derived here (``derive_variance``) and checked against
+the table of theory.md T2.
+
+Worked example: ``eta = 0.1, lam = 2`` (``a = 0.2``), ``sigma = 1`` (``s2 = 0.01``).
+
+>>> [round(variance(0.2, tau, 0.01), 6) for tau in (0, 1, 2, 3, 4)]
+[0.027778, 0.034091, 0.042398, 0.054097, 0.072259]
+>>> variance_closed_form(1)
+s2*(a + 1)/(a*(1 - a)*(a + 2))
+>>> sp.simplify(derive_variance(2) - variance_closed_form(2))
+0
+>>> variance(0.2, 8, 0.01)
+Traceback (most recent call last):
+...
+ValueError: unstable: a=0.2 >= a*(8)=0.184537
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy as sp
+
+from theory.delayed_stability import critical_step
+
+a_sym, s2_sym = sp.symbols("a s2", positive=True)
+
+
+def _closed_forms() -> dict[int, sp.Expr]:
+    a, s2 = a_sym, s2_sym
+    return {
+        0: s2 / (a * (2 - a)),
+        1: s2 * (1 + a) / (a * (1 - a) * (2 + a)),
+        2: s2 * (1 + a - a**2) / (a * (2 - a) * (1 - a - a**2)),
+        3: s2 * (1 + 2 * a - a**2 - a**3) / (a * (2 + a) * (1 - 2 * a - a**2 + a**3)),
+    }
+
+
+def variance_closed_form(tau: int) -> sp.Expr:
+    """Tabulated closed form of ``Var_inf`` for ``tau`` in 0..3 (symbols ``a, s2``)."""
+    forms = _closed_forms()
+    if tau not in forms:
+        raise ValueError("closed forms are tabulated for tau in 0..3; use derive_variance")
+    return forms[tau]
+
+
+def derive_autocovariances(tau: int) -> list[sp.Expr]:
+    """Solve the Yule-Walker equations symbolically: ``[g(0), ..., g(tau+1)]``.
+
+    Exact rational functions of ``a`` and ``s2``; practical for ``tau <= 5``.
+    """
+    g = sp.symbols(f"g0:{tau + 2}")
+
+    def gam(h: int) -> sp.Symbol:
+        return g[abs(h)]
+
+    eqs = [sp.Eq(gam(h), gam(h - 1) - a_sym * gam(h - 1 - tau)) for h in range(1, tau + 2)]
+    eqs.append(sp.Eq(gam(0), gam(1) - a_sym * gam(tau + 1) + s2_sym))
+    sol = sp.solve(eqs, g, dict=True)[0]
+    return [sp.factor(sp.simplify(sol[gi])) for gi in g]
+
+
+def derive_variance(tau: int) -> sp.Expr:
+    """``Var_inf = g(0)`` derived symbolically from the Yule-Walker equations."""
+    return derive_autocovariances(tau)[0]
+
+
+def _check_stable(a: float, tau: int) -> None:
+    a_star = critical_step(tau)
+    if not 0.0 < a < a_star:
+        raise ValueError(f"unstable: a={a:g} >= a*({tau})={a_star:.6f}" if a > 0 else "a must be > 0")
+
+
+def autocovariances(a: float, tau: int, s2: float = 1.0, max_lag: int | None = None) -> np.ndarray:
+    """Stationary ``C(h) = E[x_{t+h} x_t]`` for ``h = 0..max_lag`` (default ``tau+1``).
+
+    Solves the ``tau + 2`` Yule-Walker equations numerically, then extends by
+    ``C(h) = C(h-1) - a C(h-1-tau)``. Raises ``ValueError`` if not stable.
+    """
+    _check_stable(a, tau)
+    n = tau + 2
+    M = np.zeros((n, n))
+    rhs = np.zeros(n)
+    for h in range(1, tau + 2):  # g(h) - g(h-1) + a g(|h-1-tau|) = 0
+        M[h - 1, h] += 1.0
+        M[h - 1, h - 1] -= 1.0
+        M[h - 1, abs(h - 1 - tau)] += a
+    M[n - 1, 0] += 1.0  # g(0) - g(1) + a g(tau+1) = s2
+    M[n - 1, 1] -= 1.0
+    M[n - 1, tau + 1] += a
+    rhs[n - 1] = s2
+    g = list(np.linalg.solve(M, rhs))
+    max_lag = tau + 1 if max_lag is None else max_lag
+    for h in range(tau + 2, max_lag + 1):
+        g.append(g[h - 1] - a * g[abs(h - 1 - tau)])
+    return np.asarray(g[: max_lag + 1])
+
+
+def variance(a: float, tau: int, s2: float = 1.0) -> float:
+    """Stationary variance ``Var_inf`` of the delayed recursion (any tau)."""
+    return float(autocovariances(a, tau, s2, max_lag=0)[0])
+
+
+def stationary_covariance(a: float, tau: int, s2: float = 1.0) -> np.ndarray:
+    """Solution ``Sigma`` of ``Sigma = A Sigma A^T + s2 e1 e1^T`` (Toeplitz in ``C(h)``)."""
+    g = autocovariances(a, tau, s2, max_lag=tau)
+    idx = np.arange(tau + 1)
+    return g[np.abs(idx[:, None] - idx[None, :])]
+
+
+def sgd_variance(eta: float, lam: float, sigma: float, tau: int) -> float:
+    """``Var_inf`` in optimiser units: ``a = eta lam``, ``s2 = (eta sigma)**2``."""
+    return variance(eta * lam, tau, (eta * sigma) ** 2)
+
+
+def excess_loss(eta: float, lams, sigma: float, tau: int) -> float:
+    """Expected stationary loss ``1/2 sum_i lam_i Var_i`` (isotropic noise ``sigma**2``)."""
+    lams = np.asarray(lams, dtype=float)
+    return float(0.5 * sum(l * sgd_variance(eta, l, sigma, tau) for l in lams))
