@@ -49,6 +49,8 @@ ValueError: unstable: a=0.2 >= a*(8)=0.184537
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import sympy as sp
 
@@ -75,7 +77,8 @@ def variance_closed_form(tau: int) -> sp.Expr:
     return forms[tau]
 
 
-def derive_autocovariances(tau: int) -> list[sp.Expr]:
+@lru_cache(maxsize=None)
+def derive_autocovariances(tau: int) -> tuple[sp.Expr, ...]:
     """Solve the Yule-Walker equations symbolically: ``[g(0), ..., g(tau+1)]``.
 
     Exact rational functions of ``a`` and ``s2``; practical for ``tau <= 5``.
@@ -88,7 +91,7 @@ def derive_autocovariances(tau: int) -> list[sp.Expr]:
     eqs = [sp.Eq(gam(h), gam(h - 1) - a_sym * gam(h - 1 - tau)) for h in range(1, tau + 2)]
     eqs.append(sp.Eq(gam(0), gam(1) - a_sym * gam(tau + 1) + s2_sym))
     sol = sp.solve(eqs, g, dict=True)[0]
-    return [sp.factor(sp.simplify(sol[gi])) for gi in g]
+    return tuple(sp.factor(sp.simplify(sol[gi])) for gi in g)
 
 
 def derive_variance(tau: int) -> sp.Expr:
