@@ -1,0 +1,137 @@
+"""Objectives, off-policy corrections and optimizer-level stabilizers for asynchronous RL of LMs.
+
+Every method follows ``shared/reference/algorithms.md`` and cites its source in its docstring.
+Nothing here depends on the simulator: all pieces work in a plain torch loop
+(``examples/plain_torch_loop.py``).
+
+Losses (pure functions of tensors)
+----------------------------------
+::
+
+    loss_fn = build_policy_loss(GRPOConfig(), TISConfig(level="sequence"))
+    out = loss_fn(PolicyLossInput(logp, behaviour_logp, mask, rewards, group_size))
+    out.loss            # shape (...): one loss per replica; call out.loss.sum().backward()
+    out.metrics         # {"loss/pg", "adv/mean", "clip/frac", "mask/frac", "is/ess_ratio", ...}
+
+Tensors may carry any number of leading replica dims ``...``; reductions are over ``(N, T)`` only.
+``prox_logp=None`` is bypass mode (``π_prox := μ``); giving it selects decoupled mode. Methods needing
+more inputs read ``inp.extras``: ``"seq_grad_sq_norms"`` ``(..., N)`` for the ``opob``/``optimal``
+baselines (see :func:`per_sequence_grad_sq_norms`), ``"ref_logp"`` ``(..., N, T)`` for KL/TBA.
+
+Stabilizers (around any torch optimizer)
+----------------------------------------
+::
+
+    opt = StabilizedOptimizer(torch.optim.Adam(params, lr), params,
+                              build_stabilizers([GACConfig(), VCPOLRConfig()]),
+                              replica_dims=0, max_grad_norm=1.0)
+    out.loss.sum().backward()
+    metrics = opt.step(StepContext(ess_ratio=out.metrics["is/ess_ratio"], staleness=lag))
+    opt.zero_grad()
+
+Step protocol of :meth:`StabilizedOptimizer.step`: (1) per-replica gradient norm; (2) global-norm
+clipping and pre-optimizer gradient edits (GAC) in the configured order; (3) ``optimizer.step()``
+(skipped when every replica skips); (4) the update ``Δ = θ_after − θ_before`` is edited (post-optimizer
+GAC), scaled per replica by the product of all LR multipliers (VCPO ESS rule, staleness rules) and
+zeroed for skipped replicas: ``θ = θ_before + s_r·Δ``. With ``replica_dims = 1`` dim 0 of every
+parameter indexes independent learners and every cosine, norm, skip and scale is per replica.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from .api import LossOutput, PolicyLossInput, masked_mean
+from .configs import (
+    BAPOConfig,
+    CISPOConfig,
+    DAPOConfig,
+    DecoupledPPOConfig,
+    DPPOMaskConfig,
+    DrGRPOConfig,
+    GACConfig,
+    GeoMISConfig,
+    GRPOConfig,
+    GSPOConfig,
+    IcePopConfig,
+    M2POClipBandConfig,
+    M2POMaskConfig,
+    MISConfig,
+    NoCorrectionConfig,
+    OPSMConfig,
+    PPOConfig,
+    ReinforceConfig,
+    RLOOConfig,
+    StalenessLRConfig,
+    TBAConfig,
+    TISConfig,
+    TOPRConfig,
+    VCPOLRConfig,
+)
+from .diagnostics import ess_ratio, ess_ratio_from_log_weights, is_metrics
+from .policy_loss import PolicyLoss, build_policy_loss
+
+ObjectiveConfig = Annotated[
+    Union[
+        ReinforceConfig, GRPOConfig, DrGRPOConfig, RLOOConfig, PPOConfig, DAPOConfig, GSPOConfig, CISPOConfig, TBAConfig
+    ],
+    Field(discriminator="name"),
+]
+"""Discriminated union of every objective config (TOML ``name``: reinforce, grpo, dr_grpo, rloo, ppo,
+dapo, gspo, cispo, tba)."""
+
+CorrectionConfig = Annotated[
+    Union[
+        NoCorrectionConfig, TISConfig, MISConfig, GeoMISConfig, IcePopConfig, OPSMConfig, DecoupledPPOConfig,
+        M2POMaskConfig, M2POClipBandConfig, BAPOConfig, TOPRConfig, DPPOMaskConfig,
+    ],
+    Field(discriminator="name"),
+]
+"""Discriminated union of every correction config (none, tis, mis, geo_mis, icepop, opsm, decoupled_ppo,
+m2po_mask, m2po_clipband, bapo, topr, dppo_mask)."""
+
+StabilizerConfig = Annotated[
+    Union[GACConfig, VCPOLRConfig, StalenessLRConfig],
+    Field(discriminator="name"),
+]
+"""Discriminated union of every stabilizer config (gac, vcpo_lr, staleness_lr)."""
+
+__all__ = [
+    "PolicyLossInput",
+    "LossOutput",
+    "masked_mean",
+    "ObjectiveConfig",
+    "CorrectionConfig",
+    "StabilizerConfig",
+    "PolicyLoss",
+    "build_policy_loss",
+    "ess_ratio",
+    "ess_ratio_from_log_weights",
+    "is_metrics",
+    "ReinforceConfig",
+    "GRPOConfig",
+    "DrGRPOConfig",
+    "RLOOConfig",
+    "PPOConfig",
+    "DAPOConfig",
+    "GSPOConfig",
+    "CISPOConfig",
+    "TBAConfig",
+    "NoCorrectionConfig",
+    "TISConfig",
+    "MISConfig",
+    "GeoMISConfig",
+    "IcePopConfig",
+    "OPSMConfig",
+    "DecoupledPPOConfig",
+    "M2POMaskConfig",
+    "M2POClipBandConfig",
+    "BAPOConfig",
+    "TOPRConfig",
+    "DPPOMaskConfig",
+    "GACConfig",
+    "VCPOLRConfig",
+    "StalenessLRConfig",
+]

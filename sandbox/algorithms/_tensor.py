@@ -1,0 +1,92 @@
+"""Shape helpers shared by the losses: group views, masked sums and the four aggregation modes.
+
+Every function reduces over the trailing ``(N, T)`` or ``(N,)`` dimensions only, so any number of
+leading replica dimensions passes through untouched (``shared/reference/algorithms.md`` §0).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"]
+
+
+def group_view(x: Tensor, group_size: int) -> Tensor:
+    """``(..., N)`` → ``(..., N // G, G)``; groups are contiguous blocks of ``G`` along ``N``."""
+    n = x.shape[-1]
+    if group_size < 1 or n % group_size != 0:
+        raise ValueError(f"N={n} responses cannot be split into groups of group_size={group_size}")
+    return x.reshape(*x.shape[:-1], n // group_size, group_size)
+
+
+def ungroup(x: Tensor) -> Tensor:
+    """Inverse of :func:`group_view`."""
+    return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])
+
+
+def seq_sum(x: Tensor, fmask: Tensor) -> Tensor:
+    """``Σ_t m_{i,t} x_{i,t}``: ``(..., N, T)`` → ``(..., N)``."""
+    return (x * fmask).sum(-1)
+
+
+def seq_len(fmask: Tensor) -> Tensor:
+    """Number of valid tokens per response, ``(..., N)`` (float)."""
+    return fmask.sum(-1)
+
+
+def seq_mean(x: Tensor, fmask: Tensor) -> Tensor:
+    """``(1/|y_i|) Σ_t m x``: ``(..., N, T)`` → ``(..., N)`` (0 for empty responses)."""
+    return seq_sum(x, fmask) / seq_len(fmask).clamp_min(1.0)
+
+
+def token_mean(x: Tensor, fmask: Tensor) -> Tensor:
+    """Mean over all valid tokens of the batch: ``(..., N, T)`` → ``(...)``."""
+    return (x * fmask).sum((-2, -1)) / fmask.sum((-2, -1)).clamp_min(1.0)
+
+
+def aggregate(per_token: Tensor, fmask: Tensor, mode: Aggregation, max_len: int | None = None) -> Tensor:
+    """Turn per-token losses ``ℓ_{i,t}`` into one loss per replica (algorithms.md §0 table).
+
+    * ``token_mean``: ``Σ m ℓ / Σ m`` (DAPO, CISPO, verl default);
+    * ``seq_mean_token_mean``: ``(1/B) Σ_i Σ_t m ℓ / Σ_t m`` (GRPO, GSPO, VCPO);
+    * ``seq_mean_token_sum``: ``(1/B) Σ_i Σ_t m ℓ`` (REINFORCE on the sequence log-prob);
+    * ``seq_mean_token_sum_norm``: ``Σ m ℓ / (B · L_const)`` with ``L_const = max_len`` or the
+      padded length ``T`` when ``max_len`` is None (Dr.GRPO).
+    """
+    n = per_token.shape[-2]
+    if mode == "token_mean":
+        return token_mean(per_token, fmask)
+    if mode == "seq_mean_token_mean":
+        return seq_mean(per_token, fmask).mean(-1)
+    if mode == "seq_mean_token_sum":
+        return seq_sum(per_token, fmask).mean(-1)
+    if mode == "seq_mean_token_sum_norm":
+        length = float(max_len if max_len is not None else per_token.shape[-1])
+        return (per_token * fmask).sum((-2, -1)) / (n * length)
+    raise ValueError(f"unknown aggregation mode {mode!r}")
+
+
+def masked_frac(flag: Tensor, fmask: Tensor) -> Tensor:
+    """Fraction of valid tokens where ``flag`` holds, per replica."""
+    return token_mean(flag.to(fmask.dtype), fmask)
+
+
+def replica_sum(x: Tensor, replica_dims: int) -> Tensor:
+    """Sum over every dimension after the first ``replica_dims`` (scalar if ``replica_dims == 0``)."""
+    dims = tuple(range(replica_dims, x.dim()))
+    return x.sum(dims) if dims else x
+
+
+def replica_view(scale: Tensor | float, like: Tensor, replica_dims: int) -> Tensor | float:
+    """Reshape a per-replica tensor ``(R...)`` so it broadcasts against ``like`` ``(R..., *shape)``."""
+    if not isinstance(scale, Tensor) or replica_dims == 0:
+        return scale
+    return scale.reshape(*scale.shape, *([1] * (like.dim() - scale.dim())))
+
+
+def as_tensor(x, like: Tensor) -> Tensor:
+    """Float tensor on ``like``'s device/dtype."""
+    return torch.as_tensor(x, dtype=like.dtype, device=like.device)

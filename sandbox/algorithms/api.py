@@ -1,0 +1,65 @@
+"""Tensor-level contract shared by every objective, correction and stabilizer.
+
+Shapes: ``...`` is any number of leading *replica* dimensions (R independent learners carried in
+one batched tensor, see DESIGN.md "Replicas"); ``N`` responses, ``T`` token positions (padded).
+Every reduction is over the last two dimensions only, so a loss of shape ``(...)`` comes back
+with one value per replica; the learner sums it for ``backward`` (replicas share no parameters,
+so each replica receives exactly its own gradient).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class PolicyLossInput:
+    """Everything a policy-gradient loss may need for one optimizer batch.
+
+    Notation follows ``shared/reference/algorithms.md`` §0.
+    """
+
+    logp: Tensor
+    """``(..., N, T)`` log π_θ(y_t|s_t) under the learner's current weights (carries gradient)."""
+    behaviour_logp: Tensor
+    """``(..., N, T)`` log μ(y_t|s_t) recorded by the sampler at generation time (no gradient)."""
+    mask: Tensor
+    """``(..., N, T)`` or ``(N, T)`` 1.0 for valid response tokens, 0.0 for padding."""
+    rewards: Tensor
+    """``(..., N)`` scalar reward per response."""
+    group_size: int
+    """Responses per prompt; groups are contiguous blocks of ``group_size`` along ``N``."""
+    prox_logp: Tensor | None = None
+    """``(..., N, T)`` log π_prox (trainer recompute at the start of the update). ``None`` means
+    bypass mode: π_prox := μ."""
+    token_versions: Tensor | None = None
+    """``(N, T)`` policy version that produced each token (for staleness-aware methods)."""
+    learner_version: int = 0
+    """Version of the learner weights the gradient is taken at."""
+    extras: dict = field(default_factory=dict)
+    """Method-specific inputs (e.g. per-trajectory gradient norms for VCPO's OPOB)."""
+
+    @property
+    def fmask(self) -> Tensor:
+        """Float mask broadcast to ``logp``'s shape."""
+        return self.mask.to(self.logp.dtype).expand_as(self.logp)
+
+
+@dataclass
+class LossOutput:
+    """A loss per replica and the metrics the method monitors (each a tensor of shape ``(...)``
+    or a scalar), named with slash namespaces (``is/ess_ratio``, ``clip/frac`` ...)."""
+
+    loss: Tensor
+    metrics: dict[str, Tensor] = field(default_factory=dict)
+
+
+def masked_mean(x: Tensor, mask: Tensor, dim=None) -> Tensor:
+    """Mean of ``x`` over ``dim`` counting only positions where ``mask`` is 1 (0 if none)."""
+    mask = mask.to(x.dtype).expand_as(x)
+    if dim is None:
+        dim = tuple(range(-2, 0))
+    return (x * mask).sum(dim) / mask.sum(dim).clamp_min(1.0)

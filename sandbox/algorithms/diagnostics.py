@@ -1,0 +1,55 @@
+"""Importance-sampling monitors (``shared/reference/algorithms.md`` §2.1, §3.7; theory.md T8).
+
+All are computed without gradient from the *unclipped* full ratio ``ρ = π_θ/μ`` and reduce over the
+trailing ``(N, T)`` (or ``(N,)``) dims only."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ._tensor import seq_sum, token_mean
+
+
+def ess_ratio_from_log_weights(log_w: Tensor) -> Tensor:
+    """``ESS/B = (Σ_i w_i)² / (B Σ_i w_i²)`` over the last dim, from ``log w_i`` (VCPO ``compute_ess_info``:
+    per optimizer batch, unclipped sequence weights). Log-space, so huge weights do not overflow."""
+    b = log_w.shape[-1]
+    lw = log_w.detach()
+    return torch.exp(2.0 * torch.logsumexp(lw, -1) - torch.logsumexp(2.0 * lw, -1) - math.log(b))
+
+
+def ess_ratio(logp: Tensor, behaviour_logp: Tensor, mask: Tensor) -> Tensor:
+    """Batch ESS ratio of the unclipped sequence ratios ``exp(Σ_t log π_θ − log μ)`` (VCPO), per replica.
+    This is the quantity the ``vcpo_lr`` stabilizer expects in its step context."""
+    fmask = mask.to(logp.dtype).expand_as(logp)
+    return ess_ratio_from_log_weights(seq_sum((logp.detach() - behaviour_logp.detach()) * fmask, fmask))
+
+
+def k3(log_r: Tensor) -> Tensor:
+    """``k3 = r − 1 − log r`` with samples from the denominator policy (non-negative, unbiased for KL(q‖p))."""
+    return torch.expm1(log_r) - log_r
+
+
+def is_metrics(log_rho: Tensor, fmask: Tensor) -> dict[str, Tensor]:
+    """Standard monitors of the learner/behaviour mismatch, per replica:
+
+    * ``is/ess_ratio``, ``is/ess``: batch ESS of unclipped sequence ratios (VCPO);
+    * ``is/chi2``: token-level ``E[ρ_t²] − 1`` (TIS blog's chi² monitor);
+    * ``is/chi2_seq``: ``1/ess_ratio − 1`` (normalised second moment of the sequence weights);
+    * ``is/kl_k3``: token mean of ``k3(ρ_t)``, estimating KL(μ‖π_θ) (behaviour vs learner);
+    * ``is/log_ratio_mean``: mean of ``log π_θ − log μ`` over valid tokens.
+    """
+    log_rho = log_rho.detach() * fmask
+    seq = seq_sum(log_rho, fmask)
+    ratio = ess_ratio_from_log_weights(seq)
+    return {
+        "is/ess_ratio": ratio,
+        "is/ess": ratio * seq.shape[-1],
+        "is/chi2": token_mean(torch.exp(2.0 * log_rho.clamp(max=40.0)), fmask) - 1.0,
+        "is/chi2_seq": 1.0 / ratio.clamp_min(1e-30) - 1.0,
+        "is/kl_k3": token_mean(k3(log_rho.clamp(max=40.0)), fmask),
+        "is/log_ratio_mean": token_mean(log_rho, fmask),
+    }
