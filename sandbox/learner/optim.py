@@ -1,0 +1,52 @@
+"""The ``[algorithm.optimizer]`` section: a standard torch optimizer and its LR schedule."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class OptimizerConfig(BaseModel):
+    """Optimizer, learning rate and schedule. Defaults: Adam(β=(0.9, 0.999), ε=1e-8) as in
+    torch / Kingma & Ba 2015; constant LR as in the VCPO scripts (algorithms.md §3.7)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["adam", "adamw", "sgd"] = Field("adam", description="adam | adamw | sgd.")
+    lr: float = Field(0.05, gt=0, description="Base learning rate η (> 0).")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="Adam moment decays, each in [0, 1).")
+    eps: float = Field(1e-8, gt=0, description="Adam denominator epsilon.")
+    momentum: float = Field(0.0, ge=0, lt=1, description="SGD heavy-ball momentum in [0, 1).")
+    weight_decay: float = Field(0.0, ge=0, description="Weight decay (decoupled for adamw).")
+    schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="LR decay after warm-up.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    grad_clip: float | None = Field(None, gt=0, description="Per-replica global gradient-norm clip (None = off).")
+
+    @field_validator("betas")
+    @classmethod
+    def _betas_in_range(cls, v):
+        if not all(0 <= b < 1 for b in v):
+            raise ValueError(f"each beta must lie in [0, 1), got {v}")
+        return v
+
+
+def build_optimizer(cfg: OptimizerConfig, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+    if cfg.name == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    cls = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
+    return cls(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+
+
+def scheduled_lr(cfg: OptimizerConfig, step: int, total_steps: int) -> float:
+    """η_t: linear warm-up to ``lr`` over ``warmup_steps``, then constant / linear / cosine decay to 0."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    span = max(total_steps - cfg.warmup_steps, 1)
+    progress = min(max(step - cfg.warmup_steps, 0) / span, 1.0)
+    if cfg.schedule == "linear":
+        return cfg.lr * (1.0 - progress)
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * progress))

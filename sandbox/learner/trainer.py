@@ -1,0 +1,219 @@
+"""The learner: real gradients on the real policy, at the moment the event schedule says.
+
+:class:`Learner` owns the weights (leaf tensors whose first dimension indexes R independent
+replicas), a standard torch optimizer, and the per-step bookkeeping every task shares: gradient
+norm and cosine with the previous gradient, per-replica clipping, the LR schedule, the update
+norm, and divergence detection. Subclasses say how a batch of finished jobs becomes a loss.
+
+Divergence (non-finite loss, gradient or weights, or loss / weight norm beyond the configured
+bounds) freezes that replica at its last finite weights and records the step; when every replica
+has diverged the run stops with status ``diverged`` and everything recorded so far is kept.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..system.cluster import Job, TrainResult
+from ..tasks.base import OracleTask, Params, PolicyTask
+from ..tasks.rollouts import Rollouts
+from . import diagnostics as dg
+from .optim import OptimizerConfig, build_optimizer, scheduled_lr
+
+
+@dataclass
+class DivergenceBounds:
+    max_loss: float = 1e8
+    max_param_norm: float = 1e6
+
+
+class Learner:
+    def __init__(
+        self,
+        params: Params,
+        optimizer_cfg: OptimizerConfig,
+        total_steps: int,
+        bounds: DivergenceBounds,
+        eval_fn=None,
+        eval_every: int = 1,
+        stabilizers=None,
+    ):
+        self.names = list(params)
+        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        self.plist = [self.params[k] for k in self.names]
+        self.R = self.plist[0].shape[0]
+        self.opt_cfg = optimizer_cfg
+        self.optimizer = build_optimizer(optimizer_cfg, self.plist)
+        self.total_steps = total_steps
+        self.bounds = bounds
+        self.eval_fn = eval_fn
+        self.eval_every = max(eval_every, 1)
+        self.stabilizers = stabilizers
+        self.prev_grad: Tensor | None = None
+        self.alive = torch.ones(self.R, dtype=torch.bool)
+        self.diverged_at = np.full(self.R, -1)
+        self.replica_rows: list[dict[str, np.ndarray]] = []
+
+    # -- Trainer protocol --------------------------------------------------------------------
+    def initial_weights(self) -> Params:
+        return self.snapshot()
+
+    def snapshot(self) -> Params:
+        return {k: v.detach().clone() for k, v in self.params.items()}
+
+    def compute_loss(self, step: int, jobs: list[Job]) -> tuple[Tensor, dict[str, Tensor], int]:
+        """(loss per replica ``(R,)``, metrics per replica ``(R,)``, tokens in the batch)."""
+        raise NotImplementedError
+
+    def train(self, step: int, jobs: list[Job], now: float) -> TrainResult:
+        loss, metrics, tokens = self.compute_loss(step, jobs)
+        alive_f = self.alive.to(loss.dtype)
+        self.optimizer.zero_grad(set_to_none=False)
+        (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * alive_f).sum().backward()
+
+        grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)
+        metrics["grad/norm"] = grad.norm(dim=1)
+        metrics["grad/cos_prev"] = (
+            dg.cosine(grad, self.prev_grad) if self.prev_grad is not None else torch.full((self.R,), math.nan)
+        )
+        self.prev_grad = grad.detach().clone()
+        if self.opt_cfg.grad_clip is not None:
+            scale = (self.opt_cfg.grad_clip / metrics["grad/norm"].clamp_min(1e-12)).clamp(max=1.0)
+            for p in self.plist:
+                p.grad.mul_(scale.view(-1, *([1] * (p.dim() - 1))).to(p.grad.dtype))
+
+        lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        before = [p.detach().clone() for p in self.plist]
+        extra = self._step(step, metrics)
+        metrics.update(extra)
+        with torch.no_grad():
+            delta = dg.flat_per_replica([p - b for p, b in zip(self.plist, before)], self.R)
+            metrics["update/norm"] = delta.norm(dim=1)
+            pnorm = dg.flat_per_replica(self.plist, self.R).norm(dim=1)
+            metrics["param/norm"] = pnorm
+            monitored = metrics.get("loss", loss).detach()
+            bad = ~torch.isfinite(monitored) | ~torch.isfinite(pnorm) | ~torch.isfinite(metrics["grad/norm"])
+            bad |= (monitored.abs() > self.bounds.max_loss) | (pnorm > self.bounds.max_param_norm)
+            newly = bad & self.alive
+            for r in torch.nonzero(newly).flatten().tolist():
+                self.diverged_at[r] = step
+            self.alive &= ~bad
+            # Frozen replicas keep their last finite weights so sampling from them stays defined.
+            frozen = ~self.alive
+            if frozen.any():
+                for p, b in zip(self.plist, before):
+                    p[frozen] = b[frozen]
+        metrics["lr"] = torch.full((self.R,), lr)
+        if self.eval_fn is not None and (step % self.eval_every == 0 or step == self.total_steps - 1):
+            metrics.update(self.eval_fn(self.params))
+        self.replica_rows.append({k: _np(v) for k, v in metrics.items()})
+        row = {k: _alive_mean(v, self.alive if self.alive.any() else newly) for k, v in metrics.items()}
+        row["replicas/alive"] = float(self.alive.float().mean())
+        return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=row, stop=not bool(self.alive.any()))
+
+    def _step(self, step: int, metrics: dict) -> dict:
+        """Apply the optimizer, through the stabilizers when configured."""
+        if self.stabilizers is not None:
+            return self.stabilizers.step(self, step, metrics)
+        self.optimizer.step()
+        return {}
+
+
+def _np(v) -> np.ndarray:
+    return v.detach().cpu().numpy() if isinstance(v, Tensor) else np.asarray(v)
+
+
+def _alive_mean(v, alive: Tensor) -> float:
+    if not isinstance(v, Tensor):
+        return float(v)
+    v = v.detach().double()
+    if v.dim() == 0:
+        return float(v)
+    sel = v[alive] if alive.any() else v
+    sel = sel[torch.isfinite(sel)]
+    return float(sel.mean()) if sel.numel() else math.nan
+
+
+def staleness_metrics(step: int, versions: Tensor, mask: Tensor) -> dict[str, Tensor]:
+    """Per-replica lag of the consumed data: per response (head = oldest token, tail = newest)
+    and per token. ``versions``: ``(R, N, T)``, -1 on padding."""
+    big = torch.iinfo(torch.int64).max
+    head = step - versions.masked_fill(versions < 0, big).min(-1).values  # (R, N)
+    tail = step - versions.max(-1).values
+    tok = ((step - versions) * mask).sum((-2, -1)) / mask.sum((-2, -1)).clamp_min(1)
+    return {
+        "staleness/mean": head.double().mean(-1),
+        "staleness/max": head.double().max(-1).values,
+        "staleness/min": head.double().min(-1).values,
+        "staleness/tail_mean": tail.double().mean(-1),
+        "staleness/token_mean": tok.double(),
+    }
+
+
+class PolicyLearner(Learner):
+    """Policy-gradient learner: objective + off-policy correction from ``sandbox.algorithms``."""
+
+    def __init__(self, task: PolicyTask, policy_loss, params: Params, **kw):
+        super().__init__(params, eval_fn=task.evaluate, **kw)
+        self.task = task
+        self.policy_loss = policy_loss
+        self.last_batch: Rollouts | None = None
+
+    def compute_loss(self, step, jobs):
+        from ..algorithms.api import PolicyLossInput
+
+        ro = Rollouts.cat([j.payload for j in jobs])
+        self.last_batch = ro
+        logp = self.task.logprobs(self.params, ro)
+        mask = ro.mask
+        inp = PolicyLossInput(
+            logp=logp,
+            behaviour_logp=ro.behaviour_logp,
+            mask=mask,
+            rewards=ro.rewards,
+            group_size=ro.group_size,
+            token_versions=ro.token_versions,
+            learner_version=step,
+        )
+        out = self.policy_loss(inp)
+        log_w = dg.sequence_log_weights(logp, ro.behaviour_logp, mask)
+        metrics = {f"{k}": v for k, v in out.metrics.items()}
+        metrics.update(
+            {
+                "loss": out.loss.detach(),
+                "reward/mean": ro.rewards.mean(-1),
+                "length/mean": ro.lengths.double().mean(-1),
+                "is/ess_ratio": dg.ess_ratio(log_w),
+                "is/chi2": dg.chi2_estimate(log_w),
+                "is/kl_k3": dg.kl_k3(logp, ro.behaviour_logp, mask),
+            }
+        )
+        metrics.update(staleness_metrics(step, ro.token_versions, mask))
+        return out.loss, metrics, ro.token_count
+
+
+class OracleLearner(Learner):
+    """Delayed SGD on a gradient oracle: applies the (stale) gradients the workers computed."""
+
+    def __init__(self, task: OracleTask, params: Params, **kw):
+        super().__init__(params, eval_fn=None, **kw)
+        self.task = task
+
+    def compute_loss(self, step, jobs):
+        grads = torch.cat([j.payload.grad for j in jobs], dim=1)
+        surrogate = self.task.surrogate(self.params, grads)
+        true_loss = self.task.loss(self.params).detach()
+        versions = torch.tensor([j.payload.version for j in jobs]).repeat_interleave(
+            torch.tensor([j.payload.num_responses for j in jobs])
+        )
+        versions = versions.view(1, -1, 1).expand(self.R, -1, 1)
+        metrics = {"loss": true_loss, "eval/loss": true_loss}
+        metrics.update(staleness_metrics(step, versions, torch.ones(versions.shape)))
+        return surrogate, metrics, 0

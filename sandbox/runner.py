@@ -1,0 +1,178 @@
+"""One run: build the task, the learner and the cluster from a scenario, simulate, record.
+
+``run_scenario`` is the programmatic entry point (the CLI, sweeps and checks call it). It returns
+a :class:`RunResult` holding the per-step metrics, the per-replica arrays, the jobs and the event
+log; with ``out_dir`` it also writes the run directory (see :mod:`sandbox.outputs`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
+from .outputs import write_json, write_npz, write_table, write_text
+from .scenario import Scenario, dump_scenario
+from .system.cluster import Cluster
+from .tasks import OracleTask, make_task
+from .workload import OracleWorkload, PolicyWorkload
+
+EVENT_COLUMNS = ["time", "kind", "worker", "job", "version", "step"]
+
+
+@dataclass
+class RunResult:
+    scenario: Scenario
+    status: str
+    metrics: pd.DataFrame
+    jobs: pd.DataFrame
+    events: pd.DataFrame
+    replica_metrics: dict[str, np.ndarray]
+    diverged_at: np.ndarray
+    summary: dict = field(default_factory=dict)
+
+
+def build_learner(scn: Scenario, task, params):
+    kw = dict(
+        optimizer_cfg=scn.algorithm.optimizer,
+        total_steps=scn.run.steps,
+        bounds=DivergenceBounds(scn.run.max_loss, scn.run.max_param_norm),
+        eval_every=scn.run.eval_every,
+    )
+    if isinstance(task, OracleTask):
+        learner = OracleLearner(task, params, **kw)
+    else:
+        from .algorithms import build_policy_loss
+
+        learner = PolicyLearner(task, build_policy_loss(scn.algorithm.objective, scn.algorithm.correction), params, **kw)
+    if scn.algorithm.stabilizers:
+        from .algorithms import build_stabilizers
+
+        learner.stabilizers = build_stabilizers(scn.algorithm.stabilizers, learner.optimizer, learner.plist, replica_dims=1)
+    return learner
+
+
+def run_scenario(
+    scn: Scenario,
+    out_dir: str | Path | None = None,
+    on_step: Callable[[dict], None] | None = None,
+) -> RunResult:
+    seeds = scn.run.seeds()
+    task = make_task(scn.task)
+    params = task.init_params(torch.Generator().manual_seed(seeds["init"]))
+    learner = build_learner(scn, task, params)
+    gen = torch.Generator().manual_seed(seeds["sampling"])
+    workload = OracleWorkload(task, gen) if isinstance(task, OracleTask) else PolicyWorkload(task, gen)
+    cluster = Cluster(
+        scn.system,
+        workload,
+        learner,
+        groups_per_step=scn.algorithm.groups_per_step,
+        group_size=scn.algorithm.group_size,
+        seed=seeds["system"],
+        on_step=on_step,
+        record_events=scn.run.record_events,
+    )
+    res = cluster.run(scn.run.steps)
+    metrics = pd.DataFrame(res.rows)
+    jobs = pd.DataFrame(
+        [
+            {
+                "job": j.id,
+                "worker": j.worker,
+                "head_version": j.head_version,
+                "tail_version": j.tail_version,
+                "target_step": -1 if j.target_step is None else j.target_step,
+                "dispatch_time": j.dispatch_time,
+                "finish_time": j.finish_time,
+                "consume_time": j.consume_time,
+                "consume_step": j.consume_step,
+                "dropped_at": -1 if j.dropped_at is None else j.dropped_at,
+                "segments": j.segments,
+                "samples": j.num_samples if j.payload is not None else 0,
+            }
+            for j in res.jobs
+        ]
+    )
+    events = pd.DataFrame(res.events, columns=EVENT_COLUMNS)
+    replica = {k: np.stack([r[k] for r in learner.replica_rows]) for k in _common_keys(learner.replica_rows)}
+    result = RunResult(
+        scenario=scn,
+        status=res.status,
+        metrics=metrics,
+        jobs=jobs,
+        events=events,
+        replica_metrics=replica,
+        diverged_at=learner.diverged_at.copy(),
+    )
+    result.summary = summarize(result, res.sim_time)
+    if out_dir is not None:
+        write_run_dir(result, Path(out_dir))
+    return result
+
+
+def _common_keys(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    keys = set(rows[0])
+    for r in rows[1:]:
+        keys &= set(r)
+    return sorted(keys)
+
+
+def _tail_mean(series: pd.Series, frac: float = 0.1) -> float:
+    s = series.dropna()
+    if s.empty:
+        return math.nan
+    n = max(1, int(len(s) * frac))
+    return float(s.iloc[-n:].mean())
+
+
+def summarize(result: RunResult, sim_time: float) -> dict:
+    m, jobs = result.metrics, result.jobs
+    consumed = jobs[jobs.consume_step >= 0]
+    lags = (consumed.consume_step - consumed.head_version).to_numpy()
+    hist = {int(k): int(v) for k, v in zip(*np.unique(lags, return_counts=True))} if len(lags) else {}
+    col = lambda name: _tail_mean(m[name]) if name in m else math.nan  # noqa: E731
+    diverged = [int(s) for s in result.diverged_at if s >= 0]
+    return {
+        "title": result.scenario.title,
+        "status": result.status,
+        "steps_done": int(len(m)),
+        "sim_time": float(sim_time),
+        "diverged_replicas": len(diverged),
+        "replicas": int(len(result.diverged_at)),
+        "diverged_at": [int(s) for s in result.diverged_at],
+        "final_reward": col("reward/mean"),
+        "final_expected_reward": col("eval/expected_reward"),
+        "final_loss": col("eval/loss"),
+        "throughput_samples_per_s": float(m["throughput/samples_per_s"].iloc[-1]) if len(m) else math.nan,
+        "staleness_mean": float(lags.mean()) if len(lags) else math.nan,
+        "staleness_max": int(lags.max()) if len(lags) else -1,
+        "staleness_hist": hist,
+        "ess_ratio_mean": float(m["is/ess_ratio"].mean()) if "is/ess_ratio" in m else math.nan,
+        "grad_cos_mean": float(m["grad/cos_prev"].mean()) if "grad/cos_prev" in m else math.nan,
+        "dropped": int((jobs.dropped_at >= 0).sum()) if len(jobs) else 0,
+        "util_workers": float(m["util/workers"].iloc[-1]) if len(m) else math.nan,
+        "util_learner": float(m["util/learner"].iloc[-1]) if len(m) else math.nan,
+    }
+
+
+def write_run_dir(result: RunResult, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "scenario.toml", dump_scenario(result.scenario))
+    write_table(out / "metrics.parquet", result.metrics)
+    write_table(out / "jobs.parquet", result.jobs)
+    write_table(out / "events.parquet", result.events)
+    write_npz(out / "replicas.npz", {k.replace("/", "__"): v for k, v in result.replica_metrics.items()})
+    if result.scenario.run.figures:
+        from .plots import default_figures
+
+        default_figures(result, out / "figures")
+    write_json(out / "summary.json", result.summary)  # last: its presence marks a complete run

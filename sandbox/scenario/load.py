@@ -1,0 +1,167 @@
+"""Loading scenarios: TOML → dict → dotted-key overrides → validated :class:`Scenario`.
+
+User mistakes become a :class:`ScenarioError` listing each bad field by its dotted path with what
+was expected, never a traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import tomli_w
+
+from .model import Scenario
+
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.toml"
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be used; ``problems`` holds one line per bad field."""
+
+    def __init__(self, problems: list[str], source: str = "scenario"):
+        self.problems = problems
+        self.source = source
+        super().__init__(f"invalid {source}:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value as TOML would read it (numbers, booleans, lists, inline tables),
+    falling back to a plain string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def set_dotted(data: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    if not all(keys):
+        raise ScenarioError([f"{dotted!r}: expected a dotted key like system.staleness.k_max"], "override")
+    node = data
+    for k in keys[:-1]:
+        nxt = node.setdefault(k, {})
+        if not isinstance(nxt, dict):
+            raise ScenarioError([f"{dotted}: '{k}' is a value, not a section"], "override")
+        node = nxt
+    node[keys[-1]] = value
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ScenarioError([f"{item!r}: expected dotted.key=value"], "override")
+        key, text = item.split("=", 1)
+        out[key.strip()] = parse_value(text.strip())
+    return out
+
+
+def apply_overrides(data: dict, overrides: dict[str, Any]) -> dict:
+    data = copy.deepcopy(data)
+    for key, value in overrides.items():
+        set_dotted(data, key, value)
+    return data
+
+
+def _dotted_loc(loc: tuple, data: Any) -> str:
+    """Dotted path of a pydantic error location, without the union tags pydantic inserts
+    (a tag is a location element that is not a key of the input at that level)."""
+    parts: list[str] = []
+    node = data
+    for item in loc:
+        if isinstance(node, dict) and item in node:
+            parts.append(str(item))
+            node = node[item]
+        elif isinstance(node, list) and isinstance(item, int) and item < len(node):
+            parts.append(f"[{item}]")
+            node = node[item]
+        elif isinstance(item, str) and node is not None and not isinstance(node, (dict, list)):
+            break
+        elif isinstance(node, dict) and isinstance(item, str) and item not in node and _looks_like_tag(item, node):
+            continue
+        else:
+            parts.append(str(item))
+            node = None
+    return ".".join(parts).replace(".[", "[") or "(top level)"
+
+
+def _looks_like_tag(item: str, node: dict) -> bool:
+    return item in {node.get("kind"), node.get("name")} or "[" in item or item.startswith("function-")
+
+
+def _describe(err: dict, data: dict) -> str:
+    where = _dotted_loc(tuple(err.get("loc", ())), data)
+    msg = err.get("msg", "invalid")
+    if err.get("type") == "extra_forbidden":
+        msg = "unknown key (check the spelling; see the scenario reference in the README)"
+    elif err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+        ctx = err.get("ctx", {})
+        msg = f"unknown {ctx.get('discriminator', 'kind')} {ctx.get('tag', '')!r}; expected one of {ctx.get('expected_tags', '?')}"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if "input" in err and err.get("type") not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
+        msg += f" (got {err['input']!r})"
+    return f"{where}: {msg}"
+
+
+def validate_scenario(data: dict, source: str = "scenario") -> Scenario:
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError([_describe(e, data) for e in exc.errors()], source) from None
+    except ValueError as exc:  # validators that run outside pydantic's wrapping
+        raise ScenarioError([str(exc)], source) from None
+
+
+def read_toml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise ScenarioError([f"file not found: {path}"], str(path))
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError([f"not valid TOML: {exc}"], str(path)) from None
+
+
+def load_scenario(path: str | Path | None = None, overrides: list[str] | dict | None = None) -> tuple[Scenario, dict]:
+    """Read, override and validate a scenario; returns the model and the raw (overridden) dict."""
+    path = Path(path) if path is not None else DEFAULT_SCENARIO
+    data = read_toml(path)
+    ov = overrides if isinstance(overrides, dict) else parse_overrides(overrides)
+    data = apply_overrides(data, ov)
+    return validate_scenario(data, str(path)), data
+
+
+def variant_scenarios(scn: Scenario, raw: dict) -> dict[str, Scenario]:
+    """One validated scenario per variant (or ``{"": scn}`` when there are none)."""
+    if not scn.variants:
+        return {"": scn}
+    base = {k: v for k, v in raw.items() if k != "variants"}
+    out = {}
+    for name, ov in scn.variants.items():
+        out[name] = validate_scenario(apply_overrides(base, ov), f"variant '{name}'")
+    return out
+
+
+def _strip_none(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _strip_none(v) for k, v in x.items() if v is not None}
+    if isinstance(x, (list, tuple)):
+        return [_strip_none(v) for v in x]
+    return x
+
+
+def dump_scenario(scn: Scenario) -> str:
+    """The resolved scenario as TOML (every default made explicit; None fields omitted)."""
+    data = _strip_none(scn.model_dump(mode="json", exclude={"variants"}))
+    return tomli_w.dumps(data)

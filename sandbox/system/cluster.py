@@ -1,0 +1,336 @@
+"""The discrete-event model of an asynchronous RL cluster (simpy), in simulated seconds.
+
+Processes: one per rollout worker and one learner. A worker asks the staleness control for
+admission, takes the weights of the admitted version from the :class:`WeightStore`, lets the
+:class:`Workload` really sample with them, and holds for the sampled duration; the finished job
+enters the buffer. The learner takes a batch when the control allows it, lets the
+:class:`Trainer` really update the weights, holds for the training time, and publishes the new
+version, which becomes visible to workers after the sync delay. Staleness is never set: it is
+whatever this timing produces.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+import simpy
+
+from .config import SystemConfig
+from .staleness import Control, make_control
+
+
+class Payload(Protocol):
+    """What a job produces (rollouts or gradient samples)."""
+
+    @property
+    def decode_steps(self) -> int: ...
+
+    @property
+    def token_count(self) -> int: ...
+
+
+class Workload(Protocol):
+    """The compute a worker does: sample with given weights (the simulator supplies the time)."""
+
+    def sample(self, weights: Any, version: int, group_size: int) -> Payload: ...
+
+    def begin(self, group_size: int) -> Payload:
+        """An empty payload to continue with :meth:`extend` (partial rollouts only)."""
+
+    def extend(self, weights: Any, payload: Payload, version: int) -> Payload:
+        """Continue ``payload`` to completion with ``weights`` (partial rollouts only)."""
+
+    def finish(self, payload: Payload) -> Payload:
+        """Final touch when the job completes (e.g. compute rewards)."""
+
+
+@dataclass
+class TrainResult:
+    weights: Any
+    tokens: int = 0
+    metrics: dict = field(default_factory=dict)
+    stop: bool = False
+
+
+class Trainer(Protocol):
+    def initial_weights(self) -> Any: ...
+
+    def train(self, step: int, jobs: list["Job"], now: float) -> TrainResult: ...
+
+
+@dataclass
+class Job:
+    id: int
+    worker: int
+    head_version: int
+    dispatch_time: float
+    target_step: int | None = None
+    finish_time: float = math.nan
+    consume_time: float = math.nan
+    consume_step: int = -1
+    dropped_at: int | None = None
+    segments: int = 1
+    tail_version: int = -1
+    payload: Any = None
+
+    @property
+    def num_samples(self) -> int:
+        return int(getattr(self.payload, "num_responses", 1))
+
+
+class Signal:
+    """Wakes every process waiting for 'something changed' (buffer, versions, counts)."""
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self._event = env.event()
+
+    def wait(self) -> simpy.Event:
+        return self._event
+
+    def notify(self) -> None:
+        if not self._event.triggered:
+            self._event.succeed()
+        self._event = self.env.event()
+
+
+class WeightStore:
+    """Published weight versions; version v becomes visible to workers after the sync delay."""
+
+    def __init__(self, env: simpy.Environment, weights0: Any, on_visible: Callable[[int], None]):
+        self.env = env
+        self.snapshots: dict[int, Any] = {0: weights0}
+        self.latest = 0
+        self.visible = 0
+        self.changed = env.event()
+        self._on_visible = on_visible
+
+    def get(self, version: int) -> Any:
+        return self.snapshots[version]
+
+    def publish(self, version: int, weights: Any, delay: float) -> None:
+        self.snapshots[version] = weights
+        self.latest = version
+        self.env.process(self._sync(version, delay))
+
+    def _sync(self, version: int, delay: float):
+        if delay > 0:
+            yield self.env.timeout(delay)
+        if version > self.visible:
+            self.visible = version
+            event, self.changed = self.changed, self.env.event()
+            event.succeed(version)
+            self._on_visible(version)
+
+    def prune(self, oldest_needed: int) -> None:
+        for v in [v for v in self.snapshots if v < oldest_needed]:
+            del self.snapshots[v]
+
+
+@dataclass
+class ClusterResult:
+    status: str
+    steps_done: int
+    sim_time: float
+    jobs: list[Job]
+    events: list[tuple]
+    rows: list[dict]
+    dropped: int
+
+
+class Cluster:
+    """Runs ``steps`` learner steps of the asynchronous system described by ``cfg``."""
+
+    def __init__(
+        self,
+        cfg: SystemConfig,
+        workload: Workload,
+        trainer: Trainer,
+        groups_per_step: int,
+        group_size: int,
+        seed: int,
+        on_step: Callable[[dict], None] | None = None,
+        record_events: bool = True,
+    ):
+        self.cfg = cfg
+        self.workload = workload
+        self.trainer = trainer
+        self.B = groups_per_step
+        self.G = group_size
+        self.rng = np.random.default_rng(seed)
+        self.env = simpy.Environment()
+        self.signal = Signal(self.env)
+        self.control: Control = make_control(cfg.staleness, groups_per_step)
+        self.store = WeightStore(self.env, trainer.initial_weights(), self._on_visible)
+        self.buffer: list[Job] = []
+        self.jobs: list[Job] = []
+        self.events: list[tuple] = []
+        self.record_events = record_events
+        self.on_step = on_step
+        self.speeds = cfg.speeds()
+        self.busy_done = 0.0  # worker-seconds of finished jobs
+        self.running_since: dict[int, float] = {}
+        self.learner_busy = 0.0
+        self.samples_consumed = 0
+        self.tokens_consumed = 0
+        self.samples_generated = 0
+        self.rows: list[dict] = []
+        self.status = "running"
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    def _event(self, kind: str, worker: int = -1, job: int = -1, version: int = -1, step: int = -1) -> None:
+        if self.record_events:
+            self.events.append((self.env.now, kind, worker, job, version, step))
+
+    def _on_visible(self, version: int) -> None:
+        self._event("visible", version=version)
+        self.store.prune(self.control.oldest_needed_version(self.store.visible))
+        self.signal.notify()
+
+    def worker_utilisation(self) -> float:
+        now = self.env.now
+        if now <= 0:
+            return 0.0
+        running = sum(now - t for t in self.running_since.values())
+        return (self.busy_done + running) / (len(self.speeds) * now)
+
+    # -- processes -----------------------------------------------------------------------------
+    def _worker(self, wid: int):
+        speed = self.speeds[wid]
+        gen_time = self.cfg.generation_time
+        while True:
+            admission = self.control.admit(self.store.visible, len(self.buffer))
+            if admission is None:
+                yield self.signal.wait()
+                continue
+            self.control.running += 1
+            job = Job(
+                id=len(self.jobs),
+                worker=wid,
+                head_version=admission.version,
+                target_step=admission.target_step,
+                dispatch_time=self.env.now,
+            )
+            self.jobs.append(job)
+            self.running_since[job.id] = self.env.now
+            self._event("dispatch", wid, job.id, admission.version, -1 if admission.target_step is None else admission.target_step)
+            if self.cfg.partial_rollouts:
+                yield from self._generate_in_flight(job, speed)
+            else:
+                job.payload = self.workload.sample(self.store.get(admission.version), admission.version, self.G)
+                job.tail_version = admission.version
+                yield self.env.timeout(gen_time.sample(self.rng, job.payload.decode_steps) / speed)
+            job.payload = self.workload.finish(job.payload)
+            job.finish_time = self.env.now
+            self.busy_done += job.finish_time - self.running_since.pop(job.id)
+            self.samples_generated += job.num_samples
+            self.control.running -= 1
+            self.buffer.append(job)
+            self._event("finish", wid, job.id, job.tail_version)
+            self.signal.notify()
+
+    def _generate_in_flight(self, job: Job, speed: float):
+        """Decode in segments; when a newer version becomes visible mid-generation the tokens
+        decoded so far are kept and the rest is regenerated with the new weights."""
+        cost = self.cfg.generation_time
+        version = job.head_version
+        payload = self.workload.begin(self.G)
+        prefill = cost.prefill / speed
+        if prefill > 0:
+            yield self.env.timeout(prefill)
+            version = self.store.visible if self.store.visible > version else version
+        while True:
+            start_width = payload.width
+            full = self.workload.extend(self.store.get(version), payload, version)
+            steps = full.decode_steps - start_width
+            per_token = cost.per_token_time(self.rng) / speed
+            started = self.env.now
+            done = self.env.timeout(steps * per_token)
+            yield done | self.store.changed
+            elapsed_tokens = int((self.env.now - started) / per_token) if per_token > 0 else steps
+            if done.processed or elapsed_tokens >= steps:
+                payload = full
+                break
+            payload = full.truncate(start_width + elapsed_tokens)
+            version = self.store.visible
+            job.segments += 1
+            self._event("switch", job.worker, job.id, version)
+        job.payload = payload
+        job.tail_version = int(payload.newest_version().max().item())
+        # Lag is counted from the oldest version that produced a token (the head version).
+        job.head_version = int(payload.oldest_version().min().item())
+
+    def _learner(self, steps: int):
+        last_time = 0.0
+        for step in range(steps):
+            wait_start = self.env.now
+            while True:
+                dropped_before = self.control.dropped
+                batch = self.control.take(step, self.buffer)
+                for job in self.control.dropped_jobs[dropped_before:]:
+                    self._event("drop", job.worker, job.id, job.head_version, step)
+                if batch is not None:
+                    break
+                if self.control.dropped != dropped_before:
+                    self.signal.notify()  # drops free admission capacity
+                yield self.signal.wait()
+            self.signal.notify()  # the buffer shrank: throttled workers may go on
+            now = self.env.now
+            for job in batch:
+                job.consume_time = now
+                job.consume_step = step
+            self._event("consume", step=step)
+            self.control.consumed += len(batch)
+            result = self.trainer.train(step, batch, now)
+            duration = self.cfg.train_time.sample(self.rng, result.tokens)
+            self._event("train_start", step=step)
+            yield self.env.timeout(duration)
+            self.learner_busy += duration
+            self._event("train_end", step=step)
+            self.samples_consumed += sum(j.num_samples for j in batch)
+            self.tokens_consumed += result.tokens
+            self.control.learner_version = step + 1
+            self.store.publish(step + 1, result.weights, self.cfg.sync_delay.sample(self.rng))
+            self._event("publish", version=step + 1)
+            now = self.env.now
+            row = {
+                "time": now,
+                "step": step,
+                "system/step_time": now - last_time,
+                "system/learner_wait": now - wait_start - duration,
+                "system/dropped": self.control.dropped,
+                "system/buffer": len(self.buffer),
+                "throughput/samples_per_s": self.samples_consumed / now if now > 0 else math.nan,
+                "throughput/tokens_per_s": self.tokens_consumed / now if now > 0 else math.nan,
+                "throughput/generated_per_s": self.samples_generated / now if now > 0 else math.nan,
+                "util/workers": self.worker_utilisation(),
+                "util/learner": self.learner_busy / now if now > 0 else math.nan,
+            }
+            row.update(result.metrics)
+            last_time = now
+            self.rows.append(row)
+            if self.on_step is not None:
+                self.on_step(row)
+            self.signal.notify()
+            if result.stop:
+                self.status = "diverged"
+                return
+        self.status = "completed"
+
+    def run(self, steps: int) -> ClusterResult:
+        for wid in range(len(self.speeds)):
+            self.env.process(self._worker(wid))
+        learner = self.env.process(self._learner(steps))
+        self.env.run(until=learner)
+        return ClusterResult(
+            status=self.status,
+            steps_done=len(self.rows),
+            sim_time=self.env.now,
+            jobs=self.jobs,
+            events=self.events,
+            rows=self.rows,
+            dropped=self.control.dropped,
+        )

@@ -1,0 +1,105 @@
+"""Softmax multi-armed bandit: π_θ(a) = softmax(θ)_a over K arms, one token per response.
+
+Exact policy quantities are available for checks: the expected reward Σ_a π_a m_a, and between two
+parameter vectors the importance-weight second moment
+E_q[(p/q)²] = exp(LSE(2θ − θ') − 2 LSE(θ) + LSE(θ'))  (exponential family identity, theory.md T8.5).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from torch import Tensor
+
+from .base import Params, PolicyTask
+from .rollouts import Rollouts
+
+
+class BanditConfig(BaseModel):
+    """A K-armed bandit with Bernoulli or Gaussian rewards."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["bandit"] = "bandit"
+    num_arms: int = Field(10, ge=2, description="Number of arms K (>= 2).")
+    reward: Literal["bernoulli", "gaussian"] = Field("bernoulli", description="Reward distribution per arm.")
+    arm_means: list[float] | None = Field(
+        None, description="Mean reward per arm; default: evenly spaced in [0.1, 0.9] (best arm last)."
+    )
+    reward_std: float = Field(1.0, gt=0, description="Standard deviation of Gaussian rewards.")
+    init_logit_std: float = Field(0.0, ge=0, description="Std of the initial logits (0 = uniform policy).")
+    replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
+
+    @model_validator(mode="after")
+    def _check_means(self):
+        if self.arm_means is not None:
+            if len(self.arm_means) != self.num_arms:
+                raise ValueError(f"arm_means has {len(self.arm_means)} entries, expected num_arms={self.num_arms}")
+            if self.reward == "bernoulli" and not all(0 <= m <= 1 for m in self.arm_means):
+                raise ValueError("arm_means must lie in [0, 1] for Bernoulli rewards")
+        return self
+
+    def means(self) -> Tensor:
+        if self.arm_means is not None:
+            return torch.tensor(self.arm_means, dtype=torch.float32)
+        return torch.linspace(0.1, 0.9, self.num_arms)
+
+
+class BanditTask(PolicyTask):
+    max_len = 1
+
+    def __init__(self, cfg: BanditConfig):
+        self.cfg = cfg
+        self.replicas = cfg.replicas
+        self.means = cfg.means()
+
+    def init_params(self, gen):
+        logits = torch.randn(self.replicas, self.cfg.num_arms, generator=gen) * self.cfg.init_logit_std
+        return {"logits": logits}
+
+    def new_group(self, group_size, gen):
+        R = self.replicas
+        return Rollouts(
+            tokens=torch.zeros(R, group_size, 0, dtype=torch.long),
+            behaviour_logp=torch.zeros(R, group_size, 0),
+            token_versions=torch.zeros(R, group_size, 0, dtype=torch.long),
+            lengths=torch.zeros(R, group_size, dtype=torch.long),
+            ended=torch.zeros(R, group_size, dtype=torch.bool),
+            group_size=group_size,
+        )
+
+    def generate(self, params, group, gen, version):
+        if bool(group.ended.all()):
+            return group
+        R, G = group.lengths.shape
+        logp_all = torch.log_softmax(params["logits"].detach(), -1)  # (R, K)
+        actions = torch.multinomial(logp_all.exp(), G, replacement=True, generator=gen)  # (R, G)
+        logp = logp_all.gather(-1, actions)
+        ones = torch.ones(R, G, dtype=torch.long)
+        return group.extend(actions.unsqueeze(-1), logp.unsqueeze(-1), ones, ones.bool(), version)
+
+    def rewards(self, group, gen):
+        m = self.means[group.tokens[..., 0]]
+        if self.cfg.reward == "bernoulli":
+            return (torch.rand(m.shape, generator=gen) < m).to(torch.float32)
+        return m + self.cfg.reward_std * torch.randn(m.shape, generator=gen)
+
+    def logprobs(self, params, rollouts):
+        logp_all = torch.log_softmax(params["logits"], -1)  # (R, K)
+        R, N, T = rollouts.tokens.shape
+        lp = logp_all.gather(-1, rollouts.tokens.reshape(R, N * T)).reshape(R, N, T)
+        return lp * rollouts.mask
+
+    def evaluate(self, params):
+        pi = torch.softmax(params["logits"].detach(), -1)
+        return {
+            "eval/expected_reward": pi @ self.means,
+            "eval/best_arm_prob": pi[:, int(self.means.argmax())],
+        }
+
+
+def softmax_second_moment(target_logits: Tensor, behaviour_logits: Tensor) -> Tensor:
+    """E_{a∼q}[(p_a/q_a)²] for p = softmax(θ), q = softmax(θ') (theory.md T8.5)."""
+    lse = torch.logsumexp
+    return torch.exp(lse(2 * target_logits - behaviour_logits, -1) - 2 * lse(target_logits, -1) + lse(behaviour_logits, -1))

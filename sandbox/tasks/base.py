@@ -1,0 +1,92 @@
+"""The task interface: what is learned, and how the simulator samples from and trains it.
+
+Two kinds share the simulator:
+
+* :class:`PolicyTask` — an RL policy. Workers call :meth:`PolicyTask.new_group` then
+  :meth:`PolicyTask.generate` with the weights of the version they hold (recording behaviour
+  log-probs and token versions); the learner calls :meth:`PolicyTask.logprobs` under its current
+  weights. Parameters are a ``dict[str, Tensor]`` whose tensors lead with the replica dimension.
+* :class:`OracleTask` — a stochastic-gradient oracle (the delayed-SGD testbeds of theory.md
+  T1–T3): a worker evaluates a noisy gradient at the weights it holds; the learner applies it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from .rollouts import Rollouts
+
+Params = dict[str, Tensor]
+
+
+class Task(ABC):
+    kind: ClassVar[str]
+    replicas: int
+
+    @abstractmethod
+    def init_params(self, gen: torch.Generator) -> Params:
+        """Initial learner weights, each tensor ``(R, ...)``."""
+
+    def evaluate(self, params: Params) -> dict[str, Tensor]:
+        """Task-level evaluation per replica (``(R,)`` tensors), e.g. exact expected reward."""
+        return {}
+
+
+class PolicyTask(Task):
+    kind: ClassVar[str] = "policy"
+    max_len: int
+
+    @abstractmethod
+    def new_group(self, group_size: int, gen: torch.Generator) -> Rollouts:
+        """An empty group (width 0) of ``group_size`` responses to one prompt per replica."""
+
+    @abstractmethod
+    def generate(self, params: Params, group: Rollouts, gen: torch.Generator, version: int) -> Rollouts:
+        """Continue every unfinished response of ``group`` to its end with ``params``."""
+
+    @abstractmethod
+    def rewards(self, group: Rollouts, gen: torch.Generator) -> Tensor:
+        """``(R, N)`` rewards of complete responses."""
+
+    @abstractmethod
+    def logprobs(self, params: Params, rollouts: Rollouts) -> Tensor:
+        """``(R, N, T)`` log π(y_t|s_t) under ``params`` (differentiable; 0 on padding)."""
+
+
+@dataclass
+class GradientSample:
+    """A stochastic gradient evaluated by a worker at the weights it held."""
+
+    grad: Tensor
+    """``(R, G, d...)`` one gradient per sample (G = group size)."""
+    version: int
+    loss_at_version: Tensor
+    """``(R,)`` true objective at the evaluated weights."""
+
+    @property
+    def num_responses(self) -> int:
+        return self.grad.shape[1]
+
+    decode_steps = 0  # a gradient evaluation has no decode phase: cost models charge prefill only
+    token_count = 0
+
+
+class OracleTask(Task):
+    kind: ClassVar[str] = "oracle"
+
+    @abstractmethod
+    def gradient(self, params: Params, n: int, gen: torch.Generator, version: int) -> GradientSample:
+        """``n`` noisy gradients at ``params``."""
+
+    @abstractmethod
+    def surrogate(self, params: Params, grads: Tensor) -> Tensor:
+        """``(R,)`` a loss whose autograd gradient w.r.t. ``params`` is the mean of ``grads``."""
+
+    @abstractmethod
+    def loss(self, params: Params) -> Tensor:
+        """``(R,)`` true objective."""

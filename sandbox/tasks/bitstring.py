@@ -1,0 +1,98 @@
+"""Bit-string sequence task: H independent per-position Bernoulli logits, reward when at least a
+fraction f of the bits are 1.
+
+π_θ(y) = Π_t σ(θ_t)^{y_t} (1 − σ(θ_t))^{1 − y_t}. Because the sequence ratio is the product of H
+token ratios, sequence- and token-level importance corrections differ here (algorithms.md §2),
+and the sequence weight's variance grows with H (theory.md T8.7). The expected reward is exact:
+the number of ones is Poisson-binomial, computed by dynamic programming.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field
+
+from .base import PolicyTask
+from .rollouts import Rollouts
+
+
+class BitStringConfig(BaseModel):
+    """Sequences of H bits; reward 1 when mean(bits) >= threshold."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["bitstring"] = "bitstring"
+    horizon: int = Field(16, ge=1, le=4096, description="Sequence length H.")
+    threshold: float = Field(
+        0.75, gt=0, le=1, description="Fraction f of ones needed for reward 1 (0 < f <= 1)."
+    )
+    init_logit: float = Field(
+        0.0, description="Initial logit of every position (0 = fair coins; negative makes reward rarer)."
+    )
+    init_logit_std: float = Field(0.0, ge=0, description="Std of random perturbations of the initial logits.")
+    replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
+
+
+class BitStringTask(PolicyTask):
+    def __init__(self, cfg: BitStringConfig):
+        self.cfg = cfg
+        self.replicas = cfg.replicas
+        self.max_len = cfg.horizon
+        self.needed = math.ceil(cfg.threshold * cfg.horizon - 1e-9)
+
+    def init_params(self, gen):
+        H = self.cfg.horizon
+        base = torch.full((self.replicas, H), float(self.cfg.init_logit))
+        return {"logits": base + self.cfg.init_logit_std * torch.randn(self.replicas, H, generator=gen)}
+
+    def new_group(self, group_size, gen):
+        R = self.replicas
+        return Rollouts(
+            tokens=torch.zeros(R, group_size, 0, dtype=torch.long),
+            behaviour_logp=torch.zeros(R, group_size, 0),
+            token_versions=torch.zeros(R, group_size, 0, dtype=torch.long),
+            lengths=torch.zeros(R, group_size, dtype=torch.long),
+            ended=torch.zeros(R, group_size, dtype=torch.bool),
+            group_size=group_size,
+        )
+
+    def generate(self, params, group, gen, version):
+        start = group.width
+        H = self.cfg.horizon
+        if start >= H or bool(group.ended.all()):
+            return group
+        R, G = group.lengths.shape
+        theta = params["logits"].detach()[:, start:]  # (R, S)
+        p1 = torch.sigmoid(theta).unsqueeze(1).expand(R, G, H - start)
+        bits = (torch.rand(p1.shape, generator=gen) < p1).long()
+        logp = torch.where(bits.bool(), F.logsigmoid(theta).unsqueeze(1), F.logsigmoid(-theta).unsqueeze(1))
+        steps = torch.full((R, G), H - start, dtype=torch.long)
+        return group.extend(bits, logp, steps, torch.ones(R, G, dtype=torch.bool), version)
+
+    def rewards(self, group, gen):
+        ones = (group.tokens * group.mask.long()).sum(-1)
+        return (ones >= self.needed).to(torch.float32)
+
+    def logprobs(self, params, rollouts):
+        T = rollouts.width
+        theta = params["logits"][:, :T].unsqueeze(1)  # (R, 1, T)
+        y = rollouts.tokens.to(theta.dtype)
+        lp = y * F.logsigmoid(theta) + (1 - y) * F.logsigmoid(-theta)
+        return lp * rollouts.mask
+
+    def evaluate(self, params):
+        p = torch.sigmoid(params["logits"].detach().double())  # (R, H)
+        # Poisson-binomial distribution of the number of ones, one position at a time.
+        dist = torch.zeros(p.shape[0], self.cfg.horizon + 1, dtype=torch.float64)
+        dist[:, 0] = 1.0
+        for t in range(self.cfg.horizon):
+            pt = p[:, t : t + 1]
+            shifted = torch.nn.functional.pad(dist[:, :-1], (1, 0))
+            dist = dist * (1 - pt) + shifted * pt
+        return {
+            "eval/expected_reward": dist[:, self.needed :].sum(-1).float(),
+            "eval/mean_bit": p.mean(-1).float(),
+        }

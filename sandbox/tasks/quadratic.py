@@ -1,0 +1,80 @@
+"""Noisy quadratic testbed: f(x) = ½ Σ_i λ_i x_i², gradient oracle g = ∇f(x) + σ ξ, ξ ~ N(0, I).
+
+The delayed-SGD recursion x_{t+1} = x_t − η g(x_{t−τ}) on this model is the object of the stability
+threshold (Levin & May 1976; theory.md T1), the stationary variance (T2) and the consecutive
+gradient cosine (T3, GAC's stale-aligned signature). Workers evaluate the gradient with autograd at
+the weights of the version they hold; the learner applies whatever arrives.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .base import GradientSample, OracleTask
+
+
+class QuadraticConfig(BaseModel):
+    """Diagonal quadratic with a chosen Hessian spectrum and isotropic gradient noise."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["quadratic"] = "quadratic"
+    dim: int = Field(100, ge=1, description="Dimension d.")
+    spectrum: Literal["logspace", "linspace", "constant"] = Field(
+        "logspace", description="How the eigenvalues are spread between eig_min and eig_max."
+    )
+    eigenvalues: list[float] | None = Field(None, description="Explicit Hessian eigenvalues (overrides spectrum).")
+    eig_min: float = Field(0.01, gt=0, description="Smallest eigenvalue (theory.md T3 example: 0.01).")
+    eig_max: float = Field(1.0, gt=0, description="Largest eigenvalue λ_max (sets the critical step).")
+    noise_std: float = Field(0.05, ge=0, description="Gradient noise σ per coordinate (T3 example: 0.05).")
+    x0_std: float = Field(1.0, ge=0, description="Std of the initial point.")
+    replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.eigenvalues is not None:
+            if len(self.eigenvalues) != self.dim:
+                raise ValueError(f"eigenvalues has {len(self.eigenvalues)} entries, expected dim={self.dim}")
+            if any(v <= 0 for v in self.eigenvalues):
+                raise ValueError("eigenvalues must all be > 0")
+        elif self.eig_max < self.eig_min:
+            raise ValueError(f"eig_max ({self.eig_max}) must be >= eig_min ({self.eig_min})")
+        return self
+
+    def hessian_diagonal(self) -> torch.Tensor:
+        if self.eigenvalues is not None:
+            return torch.tensor(self.eigenvalues, dtype=torch.float64)
+        if self.spectrum == "constant" or self.dim == 1:
+            return torch.full((self.dim,), self.eig_max, dtype=torch.float64)
+        if self.spectrum == "logspace":
+            return torch.logspace(torch.log10(torch.tensor(self.eig_min)), torch.log10(torch.tensor(self.eig_max)), self.dim, dtype=torch.float64)
+        return torch.linspace(self.eig_min, self.eig_max, self.dim, dtype=torch.float64)
+
+
+class QuadraticTask(OracleTask):
+    def __init__(self, cfg: QuadraticConfig):
+        self.cfg = cfg
+        self.replicas = cfg.replicas
+        self.lam = cfg.hessian_diagonal()
+
+    def init_params(self, gen):
+        return {"x": self.cfg.x0_std * torch.randn(self.replicas, self.cfg.dim, generator=gen, dtype=torch.float64)}
+
+    def loss(self, params):
+        x = params["x"]
+        return 0.5 * (self.lam * x * x).sum(-1)
+
+    def gradient(self, params, n, gen, version):
+        x = params["x"].detach().clone().requires_grad_(True)
+        value = self.loss({"x": x})
+        (true_grad,) = torch.autograd.grad(value.sum(), x)
+        noise = self.cfg.noise_std * torch.randn(self.replicas, n, self.cfg.dim, generator=gen, dtype=torch.float64)
+        return GradientSample(grad=true_grad.unsqueeze(1) + noise, version=version, loss_at_version=value.detach())
+
+    def surrogate(self, params, grads):
+        return (grads.mean(1).detach() * params["x"]).sum(-1)
+
+    def evaluate(self, params):
+        return {"eval/loss": self.loss(params).detach().float()}

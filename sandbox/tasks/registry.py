@@ -1,0 +1,25 @@
+"""Task registry: the TOML ``[task] name = ...`` selects a config model and a task class."""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from .bandit import BanditConfig, BanditTask
+from .base import Task
+from .bitstring import BitStringConfig, BitStringTask
+from .quadratic import QuadraticConfig, QuadraticTask
+
+TASKS = {
+    "bandit": (BanditConfig, BanditTask),
+    "bitstring": (BitStringConfig, BitStringTask),
+    "quadratic": (QuadraticConfig, QuadraticTask),
+}
+
+TaskConfig = Annotated[Union[BanditConfig, BitStringConfig, QuadraticConfig], Field(discriminator="name")]
+
+
+def make_task(cfg) -> Task:
+    """Instantiate the task a validated config describes."""
+    return TASKS[cfg.name][1](cfg)

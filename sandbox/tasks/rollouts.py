@@ -1,0 +1,143 @@
+"""Batched trajectories: what a rollout worker hands the learner.
+
+Every tensor carries a leading replica dimension ``R`` (independent learners under one event
+schedule), then ``N`` responses, then ``T`` token positions (right-padded). The behaviour
+log-probabilities and the version that produced each token are recorded at generation time, so
+staleness and importance ratios are facts of the data, never inputs to the learning code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Rollouts:
+    tokens: Tensor
+    """``(R, N, T)`` int64 sampled tokens (0 on padding)."""
+    behaviour_logp: Tensor
+    """``(R, N, T)`` log μ(y_t|s_t) of the sampler that produced each token (0 on padding)."""
+    token_versions: Tensor
+    """``(R, N, T)`` int64 policy version that produced each token (-1 on padding)."""
+    lengths: Tensor
+    """``(R, N)`` int64 number of valid tokens."""
+    ended: Tensor
+    """``(R, N)`` bool: the response is complete (end token or horizon reached)."""
+    group_size: int
+    prompts: Tensor | None = None
+    """``(R, N, P)`` task-specific context (None for context-free toys)."""
+    rewards: Tensor | None = None
+    """``(R, N)`` scalar rewards, set once the response is complete."""
+    info: dict = field(default_factory=dict)
+
+    @property
+    def num_replicas(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def num_responses(self) -> int:
+        return self.tokens.shape[1]
+
+    @property
+    def width(self) -> int:
+        return self.tokens.shape[2]
+
+    @property
+    def mask(self) -> Tensor:
+        """``(R, N, T)`` float 1.0 on valid tokens."""
+        pos = torch.arange(self.width, device=self.tokens.device)
+        return (pos < self.lengths.unsqueeze(-1)).to(torch.float32)
+
+    @property
+    def decode_steps(self) -> int:
+        """Decode steps a batched engine needs for this group: its longest response."""
+        return int(self.lengths.max().item()) if self.lengths.numel() else 0
+
+    @property
+    def token_count(self) -> int:
+        return int(self.lengths.sum().item())
+
+    def truncate(self, positions: int) -> Rollouts:
+        """Keep only the first ``positions`` token positions (an interrupted generation)."""
+        lengths = self.lengths.clamp(max=positions)
+        ended = self.ended & (self.lengths <= positions)
+        keep = slice(0, max(positions, 0))
+        out = replace(
+            self,
+            tokens=self.tokens[..., keep],
+            behaviour_logp=self.behaviour_logp[..., keep],
+            token_versions=self.token_versions[..., keep],
+            lengths=lengths,
+            ended=ended,
+        )
+        return out._clear_padding()
+
+    def _clear_padding(self) -> Rollouts:
+        m = self.mask.bool()
+        self.tokens = self.tokens.masked_fill(~m, 0)
+        self.behaviour_logp = self.behaviour_logp.masked_fill(~m, 0.0)
+        self.token_versions = self.token_versions.masked_fill(~m, -1)
+        return self
+
+    def oldest_version(self) -> Tensor:
+        """``(R, N)`` oldest version among a response's tokens (its head version)."""
+        v = self.token_versions.masked_fill(self.token_versions < 0, torch.iinfo(torch.int64).max)
+        return v.min(-1).values
+
+    def newest_version(self) -> Tensor:
+        """``(R, N)`` newest version among a response's tokens (its tail version)."""
+        return self.token_versions.max(-1).values
+
+    @staticmethod
+    def cat(parts: list[Rollouts]) -> Rollouts:
+        """Concatenate along responses, right-padding to the widest part."""
+        if not parts:
+            raise ValueError("cannot concatenate an empty list of rollouts")
+        width = max(p.width for p in parts)
+
+        def pad(t: Tensor, value) -> Tensor:
+            extra = width - t.shape[-1]
+            return torch.nn.functional.pad(t, (0, extra), value=value) if extra else t
+
+        group_sizes = {p.group_size for p in parts}
+        if len(group_sizes) != 1:
+            raise ValueError(f"parts have different group sizes {sorted(group_sizes)}")
+        prompts = None
+        if parts[0].prompts is not None:
+            pw = max(p.prompts.shape[-1] for p in parts)
+            prompts = torch.cat(
+                [torch.nn.functional.pad(p.prompts, (0, pw - p.prompts.shape[-1])) for p in parts], 1
+            )
+        rewards = None if any(p.rewards is None for p in parts) else torch.cat([p.rewards for p in parts], 1)
+        return Rollouts(
+            tokens=torch.cat([pad(p.tokens, 0) for p in parts], 1),
+            behaviour_logp=torch.cat([pad(p.behaviour_logp, 0.0) for p in parts], 1),
+            token_versions=torch.cat([pad(p.token_versions, -1) for p in parts], 1),
+            lengths=torch.cat([p.lengths for p in parts], 1),
+            ended=torch.cat([p.ended for p in parts], 1),
+            group_size=parts[0].group_size,
+            prompts=prompts,
+            rewards=rewards,
+        )
+
+    def extend(self, new_tokens: Tensor, new_logp: Tensor, new_lengths: Tensor, new_ended: Tensor, version: int) -> Rollouts:
+        """Append a continuation generated by ``version`` after each response's current end.
+
+        ``new_tokens``/``new_logp`` are ``(R, N, S)``, valid for the first ``new_lengths`` positions.
+        All unfinished responses of a group sit at the same position (they decode in lock-step), so
+        the continuation is placed at ``self.width`` for responses that have not ended.
+        """
+        versions = torch.full_like(new_tokens, version)
+        out = Rollouts(
+            tokens=torch.cat([self.tokens, new_tokens], -1),
+            behaviour_logp=torch.cat([self.behaviour_logp, new_logp], -1),
+            token_versions=torch.cat([self.token_versions, versions], -1),
+            lengths=torch.where(self.ended, self.lengths, self.lengths + new_lengths),
+            ended=self.ended | new_ended,
+            group_size=self.group_size,
+            prompts=self.prompts,
+        )
+        return out._clear_padding()
