@@ -71,7 +71,12 @@ from .configs import (
     VCPOLRConfig,
 )
 from .diagnostics import ess_ratio, ess_ratio_from_log_weights, is_metrics
+from .gac import GAC
+from .opob import logit_space_grad_sq_norm, per_sequence_grad_sq_norms
 from .policy_loss import PolicyLoss, build_policy_loss
+from .stabilized import StabilizedOptimizer, StepContext, build_stabilizers
+from .staleness_lr import StalenessLR, staleness_weight
+from .vcpo import VCPOLR, vcpo_lr_multiplier
 
 ObjectiveConfig = Annotated[
     Union[
@@ -110,6 +115,16 @@ __all__ = [
     "ess_ratio",
     "ess_ratio_from_log_weights",
     "is_metrics",
+    "per_sequence_grad_sq_norms",
+    "logit_space_grad_sq_norm",
+    "StabilizedOptimizer",
+    "StepContext",
+    "build_stabilizers",
+    "GAC",
+    "VCPOLR",
+    "vcpo_lr_multiplier",
+    "StalenessLR",
+    "staleness_weight",
     "ReinforceConfig",
     "GRPOConfig",
     "DrGRPOConfig",

@@ -1,0 +1,165 @@
+"""Gradient alignment control (GAC; Xu et al. arXiv 2603.01501) as the parameterised
+**[reconstruction]** family of ``shared/reference/algorithms.md`` §3.8 (no public implementation exists).
+
+Per optimizer step, with ``g`` the gradient (``pre_optimizer``) or the optimizer's update
+(``post_optimizer``) and ``p`` the reference direction:
+
+    c = ⟨g, p⟩ / (‖g‖‖p‖)                      (per replica; per parameter tensor if scope = per_layer)
+    if c > c_skip: skip (no update, or a zero gradient fed to the optimizer)
+    elif c > thr (one-sided; |c| > thr two-sided):
+        a = ⟨g, p̂⟩
+        alpha:     g̃ = g − α·a·p̂                  (α = 1 → post cosine exactly 0)
+        to_target: g̃ = g − (a − a′)·p̂, a′ = sign(a)·thr·‖g − a p̂‖/sqrt(1 − thr²)   (post cosine = thr)
+        renorm:    g̃ ← g̃·‖g‖/‖g̃‖
+    p ← g (prev_raw) | g̃ (prev_applied) | β p + (1 − β) g̃ (ema)      (unchanged on skipped replicas)
+
+Cost: one gradient-sized reference buffer and three reductions per step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import torch
+from torch import Tensor
+
+from ._tensor import replica_sum, replica_view
+from .configs import GACConfig
+
+
+def _dot(xs: list[Tensor], ys: list[Tensor], rd: int) -> Tensor:
+    return sum(replica_sum(x * y, rd) for x, y in zip(xs, ys))
+
+
+class GAC:
+    """Stateful GAC stabilizer (see module docstring). ``apply(vecs, replica_dims, context)`` edits the
+    list of gradient (or update) tensors and returns ``(new_vecs, skip_mask | None, metrics)``."""
+
+    kind = "gac"
+
+    def __init__(self, cfg: GACConfig):
+        self.cfg = cfg
+        self.ref: list[Tensor] | None = None
+        self.history: list[deque] = []
+
+    @property
+    def placement(self) -> str:
+        return self.cfg.placement
+
+    # -------------------------------------------------------------------------------- threshold
+    def _threshold(self, unit: int, like: Tensor, context) -> Tensor:
+        cfg = self.cfg
+        thr = torch.full_like(like, cfg.c_thr)
+        hist = self.history[unit]
+        if cfg.threshold_mode in ("ema_mean_std", "quantile") and len(hist) >= cfg.min_history:
+            h = torch.stack(list(hist))  # (H, R...)
+            if cfg.threshold_mode == "ema_mean_std":
+                thr = h.mean(0) + cfg.kappa * h.std(0, unbiased=False)
+            else:
+                thr = torch.quantile(h, cfg.quantile, dim=0)
+        elif cfg.threshold_mode == "staleness_scaled":
+            k = getattr(context, "staleness", None) if context is not None else None
+            if k is not None:
+                k = torch.as_tensor(k, dtype=like.dtype).detach()
+                if k.dim() > like.dim():
+                    k = k.mean(tuple(range(like.dim(), k.dim())))
+                thr = cfg.c_thr / (1.0 + cfg.gamma * k) * torch.ones_like(like)
+        return thr.clamp(0.0, 1.0 - 1e-6)
+
+    # -------------------------------------------------------------------------------- main
+    def apply(self, vecs: list[Tensor], replica_dims: int, context=None):
+        cfg = self.cfg
+        rd = replica_dims
+        units = [list(range(len(vecs)))] if cfg.scope == "global" else [[i] for i in range(len(vecs))]
+        if self.ref is None or len(self.ref) != len(vecs):
+            self.ref = [v.detach().clone() for v in vecs]
+            self.history = [deque(maxlen=cfg.window) for _ in units]
+            return vecs, None, {}
+        if len(self.history) != len(units):
+            self.history = [deque(maxlen=cfg.window) for _ in units]
+
+        out = [v.clone() for v in vecs]
+        cos_raw, cos_post, proj_flags, thrs = [], [], [], []
+        for u, idx in enumerate(units):
+            g = [vecs[i] for i in idx]
+            p = [self.ref[i] for i in idx]
+            gp, gg, pp = _dot(g, p, rd), _dot(g, g, rd), _dot(p, p, rd)
+            c = gp / (gg.sqrt() * pp.sqrt() + 1e-12)
+            thr = self._threshold(u, c, context)
+            self.history[u].append(c.detach())
+            a = gp / (pp.sqrt() + 1e-12)
+            trigger = (c > thr) if cfg.sided == "one_sided" else (c.abs() > thr)
+            if cfg.strength == "alpha":
+                coeff = cfg.alpha * a
+            else:
+                b = (gg - a * a).clamp_min(0.0).sqrt()
+                a_target = torch.sign(a) * thr * b / torch.sqrt(1.0 - thr * thr)
+                coeff = a - a_target
+            coeff = torch.where(trigger, coeff, torch.zeros_like(coeff))
+            pn = pp.sqrt() + 1e-12
+            new = [gi - replica_view(coeff / pn, gi, rd) * pi for gi, pi in zip(g, p)]
+            if cfg.renorm:
+                nn = _dot(new, new, rd).sqrt()
+                scale = torch.where(trigger, gg.sqrt() / (nn + 1e-12), torch.ones_like(nn))
+                new = [ni * replica_view(scale, ni, rd) for ni in new]
+            for i, ni in zip(idx, new):
+                out[i] = ni
+            np_ = _dot(new, p, rd)
+            nn2 = _dot(new, new, rd)
+            cos_raw.append(c)
+            cos_post.append(np_ / (nn2.sqrt() * pp.sqrt() + 1e-12))
+            proj_flags.append(trigger.to(c.dtype))
+            thrs.append(thr)
+
+        c_mean = torch.stack(cos_raw).mean(0)
+        skip = None
+        if cfg.c_skip is not None:
+            skip = c_mean > cfg.c_skip
+            if cfg.skip_mode == "zero_update":
+                keep = (~skip).to(c_mean.dtype)
+                out = [o * replica_view(keep, o, rd) for o in out]
+                skip_for_step = None
+            else:
+                skip_for_step = skip
+        else:
+            skip_for_step = None
+
+        g_norm = _dot(vecs, vecs, rd).sqrt()
+        o_norm = _dot(out, out, rd).sqrt()
+        self._update_reference(vecs, out, skip, rd)
+        metrics = {
+            "grad/cos_prev": c_mean.detach(),
+            "gac/cos_post": torch.stack(cos_post).mean(0).detach(),
+            "gac/projected": torch.stack(proj_flags).mean(0).detach(),
+            "gac/threshold": torch.stack(thrs).mean(0).detach(),
+            "gac/norm_ratio": (o_norm / (g_norm + 1e-12)).detach(),
+            "gac/skipped": (skip.to(c_mean.dtype) if skip is not None else torch.zeros_like(c_mean)).detach(),
+        }
+        return out, skip_for_step, metrics
+
+    def _update_reference(self, raw: list[Tensor], applied: list[Tensor], skip: Tensor | None, rd: int) -> None:
+        cfg = self.cfg
+        new_ref = []
+        for r_old, g, gt in zip(self.ref, raw, applied):
+            if cfg.reference == "prev_raw":
+                cand = g.detach()
+            elif cfg.reference == "prev_applied":
+                cand = gt.detach()
+            else:
+                cand = cfg.ema_beta * r_old + (1.0 - cfg.ema_beta) * gt.detach()
+            if skip is not None:
+                keep_old = replica_view(skip, cand, rd)
+                cand = torch.where(keep_old if isinstance(keep_old, Tensor) else torch.as_tensor(keep_old), r_old, cand)
+            new_ref.append(cand.clone())
+        self.ref = new_ref
+
+    def reset(self) -> None:
+        self.ref = None
+        self.history = []
+
+
+def to_target_coefficient(a: float, b: float, thr: float) -> float:
+    """Scalar form of the ``to_target`` shrink (for documentation/tests): parallel part ``a`` is reduced
+    to ``thr·b/sqrt(1 − thr²)`` so that the result has cosine ``thr`` with the reference."""
+    return a - math.copysign(thr * b / math.sqrt(1.0 - thr * thr), a)

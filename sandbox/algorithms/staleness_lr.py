@@ -1,0 +1,54 @@
+"""Staleness-aware learning-rate and sample-weight rules (``shared/reference/algorithms.md`` §3.9)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .configs import StalenessLRConfig
+
+
+def staleness_weight(tau: Tensor | float, cfg: StalenessLRConfig) -> Tensor:
+    """Multiplier for a gradient (or sample) of staleness ``τ``:
+
+    * ``inverse``: ``1/max(1, τ)`` (Zhang, Gupta, Lian, Liu, Staleness-aware Async-SGD, IJCAI 2016);
+    * ``polynomial``: ``(1+τ)^(−a) / (1+τ̄)^(−a)`` (FedAsync, Xie et al. 2019; FLSim
+      ``async_staleness_weights.py``), equal to 1 at the configured average staleness τ̄;
+    * ``threshold``: 1 if ``τ ≤ cutoff`` else ``threshold_value`` (FLSim);
+    * ``delay_adaptive``: ``n / max(n, τ)`` (Mishchenko et al., NeurIPS 2022);
+    * ``drop``: 0 if ``τ > max_staleness`` else 1 (Ringmaster ASGD, arXiv 2501.16168).
+    """
+    t = torch.as_tensor(tau, dtype=torch.get_default_dtype()).detach()
+    if cfg.rule == "inverse":
+        return 1.0 / t.clamp_min(1.0)
+    if cfg.rule == "polynomial":
+        return (1.0 + t).pow(-cfg.exponent) / (1.0 + cfg.avg_staleness) ** (-cfg.exponent)
+    if cfg.rule == "threshold":
+        return torch.where(t <= cfg.cutoff, torch.ones_like(t), torch.full_like(t, cfg.threshold_value))
+    if cfg.rule == "delay_adaptive":
+        n = float(cfg.num_workers)
+        return n / t.clamp_min(n)
+    if cfg.rule == "drop":
+        return (t <= cfg.max_staleness).to(t.dtype)
+    raise ValueError(f"unknown staleness rule {cfg.rule!r}")
+
+
+class StalenessLR:
+    """Stabilizer: scale the step by :func:`staleness_weight` of the batch staleness (mean or max of
+    ``context.staleness`` over the samples; per replica when it carries replica dims). For per-sample
+    weighting of the loss instead, multiply the rewards/advantages by :func:`staleness_weight` yourself."""
+
+    kind = "lr"
+
+    def __init__(self, cfg: StalenessLRConfig):
+        self.cfg = cfg
+
+    def lr_scale(self, context, replica_dims: int = 0) -> tuple[Tensor, dict]:
+        if context is None or context.staleness is None:
+            raise ValueError("staleness_lr needs StepContext(staleness=...) (per-sample or batch lag in versions)")
+        t = torch.as_tensor(context.staleness, dtype=torch.get_default_dtype()).detach()
+        if t.dim() > replica_dims:
+            dims = tuple(range(replica_dims, t.dim()))
+            t = t.mean(dims) if self.cfg.batch_tau == "mean" else t.amax(dims)
+        s = staleness_weight(t, self.cfg)
+        return s, {"staleness/batch_tau": t, "lr/staleness_scale": s}
