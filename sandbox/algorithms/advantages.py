@@ -40,12 +40,14 @@ def group_std(rewards: Tensor, group_size: int, unbiased: bool) -> Tensor:
     return ungroup(s.expand_as(g))
 
 
-def weighted_group_baseline(rewards: Tensor, log_weights: Tensor, group_size: int) -> Tensor:
+def weighted_group_baseline(rewards: Tensor, log_weights: Tensor, group_size: int, leave_one_out: bool = False) -> Tensor:
     """``b*_g = Σ_i W_i R_i / Σ_i W_i`` within each group, given ``log W_i`` (``(..., N)``).
 
     Computed as a softmax over the group so that huge sequence importance weights (``w_i²``
     overflows quickly) stay finite. If every weight of a group is 0 (``log W = −inf``) the plain
-    group mean is used. This is the optimal scalar baseline (Weaver & Tao 2001; Greensmith et al.
+    group mean is used. ``leave_one_out=True`` drops sample i from its own baseline,
+    ``b_i = Σ_{j≠i} W_j R_j / Σ_{j≠i} W_j``, which removes the O(1/G) bias of the batch estimate
+    (theory.md T10). This is the optimal scalar baseline (Weaver & Tao 2001; Greensmith et al.
     2004) and, with ``W = w²‖∇log π‖²``, VCPO's OPOB (Huang et al. arXiv 2602.17616).
     """
     lw = group_view(log_weights, group_size)
@@ -54,6 +56,11 @@ def weighted_group_baseline(rewards: Tensor, log_weights: Tensor, group_size: in
     lw = torch.where(all_zero, torch.zeros_like(lw), lw)
     p = torch.softmax(lw, dim=-1)
     b = (p * r).sum(-1, keepdim=True)
+    if leave_one_out:
+        rest = (1.0 - p).clamp_min(1e-12)
+        b_loo = (b - p * r) / rest
+        b_mean = (r.sum(-1, keepdim=True) - r) / max(group_size - 1, 1)
+        return ungroup(torch.where(1.0 - p > 1e-6, b_loo, b_mean))
     return ungroup(b.expand_as(r))
 
 

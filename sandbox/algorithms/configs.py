@@ -48,6 +48,11 @@ class _OpobKnobs(MethodConfig):
         "'code' = min(w_i,C)²·w_i²·‖∇log π‖² (mit-han-lab/vcpo compute_opob_baseline) as an ablation.",
     )
     opob_clip_c: float = Field(8.0, gt=0, description="C in the 'code' OPOB weight; VCPO's sequence-TIS cap C = 8.")
+    opob_leave_one_out: bool = Field(
+        False,
+        description="Exclude sample i from its own OPOB/optimal baseline (unbiased; theory.md T10). VCPO uses the "
+        "plain batch estimate (False), which has an O(1/G) bias.",
+    )
     opob_scope: Literal["group", "minibatch"] = Field(
         "group",
         description="OPOB scope: per prompt group (VCPO default) or whole mini-batch with GRPO advantages as values.",

@@ -70,9 +70,9 @@ def _opob_advantage(cfg, inp: PolicyLossInput, log_seq_rho: Tensor, normalize: b
         values = (r - A.group_mean_baseline(r, g))
         if normalize:
             values = A.normalize_by_group_std(values, r, g, eps, unbiased)
-        b = A.weighted_group_baseline(values, lw, r.shape[-1])
+        b = A.weighted_group_baseline(values, lw, r.shape[-1], cfg.opob_leave_one_out)
         return values - b, b
-    b = A.weighted_group_baseline(r, lw, g)
+    b = A.weighted_group_baseline(r, lw, g, cfg.opob_leave_one_out)
     adv = r - b
     if normalize:
         adv = A.normalize_by_group_std(adv, r, g, eps, unbiased)
