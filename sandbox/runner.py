@@ -44,6 +44,7 @@ def build_learner(scn: Scenario, task, params):
         total_steps=scn.run.steps,
         bounds=DivergenceBounds(scn.run.max_loss, scn.run.max_param_norm),
         eval_every=scn.run.eval_every,
+        stabilizers=list(scn.algorithm.stabilizers),
     )
     if isinstance(task, OracleTask):
         learner = OracleLearner(task, params, **kw)
@@ -51,10 +52,6 @@ def build_learner(scn: Scenario, task, params):
         from .algorithms import build_policy_loss
 
         learner = PolicyLearner(task, build_policy_loss(scn.algorithm.objective, scn.algorithm.correction), params, **kw)
-    if scn.algorithm.stabilizers:
-        from .algorithms import build_stabilizers
-
-        learner.stabilizers = build_stabilizers(scn.algorithm.stabilizers, learner.optimizer, learner.plist, replica_dims=1)
     return learner
 
 
@@ -101,7 +98,7 @@ def run_scenario(
         ]
     )
     events = pd.DataFrame(res.events, columns=EVENT_COLUMNS)
-    replica = {k: np.stack([r[k] for r in learner.replica_rows]) for k in _common_keys(learner.replica_rows)}
+    replica = _stack_replica_rows(learner.replica_rows, learner.R)
     result = RunResult(
         scenario=scn,
         status=res.status,
@@ -117,13 +114,17 @@ def run_scenario(
     return result
 
 
-def _common_keys(rows: list[dict]) -> list[str]:
-    if not rows:
-        return []
-    keys = set(rows[0])
-    for r in rows[1:]:
-        keys &= set(r)
-    return sorted(keys)
+def _stack_replica_rows(rows: list[dict], replicas: int) -> dict[str, np.ndarray]:
+    """``{metric: (steps, R)}``; steps where a metric was not computed (evaluations) hold NaN."""
+    keys = sorted({k for r in rows for k in r})
+    out = {}
+    for k in keys:
+        arr = np.full((len(rows), replicas), np.nan)
+        for i, r in enumerate(rows):
+            if k in r:
+                arr[i] = np.broadcast_to(np.asarray(r[k], dtype=float), (replicas,))
+        out[k] = arr
+    return out
 
 
 def _tail_mean(series: pd.Series, frac: float = 0.1) -> float:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..algorithms.diagnostics import is_metrics
 from ..system.cluster import Job, TrainResult
 from ..tasks.base import OracleTask, Params, PolicyTask
 from ..tasks.rollouts import Rollouts
@@ -41,7 +42,7 @@ class Learner:
         bounds: DivergenceBounds,
         eval_fn=None,
         eval_every: int = 1,
-        stabilizers=None,
+        stabilizers: list | None = None,
     ):
         self.names = list(params)
         self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
@@ -49,15 +50,25 @@ class Learner:
         self.R = self.plist[0].shape[0]
         self.opt_cfg = optimizer_cfg
         self.optimizer = build_optimizer(optimizer_cfg, self.plist)
+        from ..algorithms.stabilized import StabilizedOptimizer, build_stabilizers
+
+        # Clipping, GAC projections and LR rules, all per replica (dim 0 of every parameter).
+        self.stabilized = StabilizedOptimizer(
+            self.optimizer,
+            self.plist,
+            build_stabilizers(stabilizers or []),
+            replica_dims=1,
+            max_grad_norm=optimizer_cfg.grad_clip,
+        )
         self.total_steps = total_steps
         self.bounds = bounds
         self.eval_fn = eval_fn
         self.eval_every = max(eval_every, 1)
-        self.stabilizers = stabilizers
         self.prev_grad: Tensor | None = None
         self.alive = torch.ones(self.R, dtype=torch.bool)
         self.diverged_at = np.full(self.R, -1)
         self.replica_rows: list[dict[str, np.ndarray]] = []
+        self._sample_lag: Tensor | None = None
 
     # -- Trainer protocol --------------------------------------------------------------------
     def initial_weights(self) -> Params:
@@ -70,29 +81,32 @@ class Learner:
         """(loss per replica ``(R,)``, metrics per replica ``(R,)``, tokens in the batch)."""
         raise NotImplementedError
 
+    def step_context(self, metrics: dict[str, Tensor]):
+        """What the stabilizers may read: the batch ESS (VCPO) and the per-sample lag."""
+        from ..algorithms.stabilized import StepContext
+
+        return StepContext(ess_ratio=metrics.get("is/ess_ratio"), staleness=self._sample_lag)
+
     def train(self, step: int, jobs: list[Job], now: float) -> TrainResult:
         loss, metrics, tokens = self.compute_loss(step, jobs)
         alive_f = self.alive.to(loss.dtype)
         self.optimizer.zero_grad(set_to_none=False)
         (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * alive_f).sum().backward()
 
+        # GAC's diagnostic: cosine between this raw gradient and the previous one.
         grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)
-        metrics["grad/norm"] = grad.norm(dim=1)
-        metrics["grad/cos_prev"] = (
-            dg.cosine(grad, self.prev_grad) if self.prev_grad is not None else torch.full((self.R,), math.nan)
-        )
+        raw = {
+            "grad/norm": grad.norm(dim=1),
+            "grad/cos_prev": dg.cosine(grad, self.prev_grad) if self.prev_grad is not None else torch.full((self.R,), math.nan),
+        }
         self.prev_grad = grad.detach().clone()
-        if self.opt_cfg.grad_clip is not None:
-            scale = (self.opt_cfg.grad_clip / metrics["grad/norm"].clamp_min(1e-12)).clamp(max=1.0)
-            for p in self.plist:
-                p.grad.mul_(scale.view(-1, *([1] * (p.dim() - 1))).to(p.grad.dtype))
 
         lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         before = [p.detach().clone() for p in self.plist]
-        extra = self._step(step, metrics)
-        metrics.update(extra)
+        metrics.update(self.stabilized.step(self.step_context(metrics)))
+        metrics.update(raw)
         with torch.no_grad():
             delta = dg.flat_per_replica([p - b for p, b in zip(self.plist, before)], self.R)
             metrics["update/norm"] = delta.norm(dim=1)
@@ -110,20 +124,13 @@ class Learner:
             if frozen.any():
                 for p, b in zip(self.plist, before):
                     p[frozen] = b[frozen]
-        metrics["lr"] = torch.full((self.R,), lr)
+        metrics["lr"] = lr * metrics["lr/scale"] if "lr/scale" in metrics else torch.full((self.R,), lr)
         if self.eval_fn is not None and (step % self.eval_every == 0 or step == self.total_steps - 1):
             metrics.update(self.eval_fn(self.params))
         self.replica_rows.append({k: _np(v) for k, v in metrics.items()})
         row = {k: _alive_mean(v, self.alive if self.alive.any() else newly) for k, v in metrics.items()}
         row["replicas/alive"] = float(self.alive.float().mean())
         return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=row, stop=not bool(self.alive.any()))
-
-    def _step(self, step: int, metrics: dict) -> dict:
-        """Apply the optimizer, through the stabilizers when configured."""
-        if self.stabilizers is not None:
-            return self.stabilizers.step(self, step, metrics)
-        self.optimizer.step()
-        return {}
 
 
 def _np(v) -> np.ndarray:
@@ -145,16 +152,21 @@ def staleness_metrics(step: int, versions: Tensor, mask: Tensor) -> dict[str, Te
     """Per-replica lag of the consumed data: per response (head = oldest token, tail = newest)
     and per token. ``versions``: ``(R, N, T)``, -1 on padding."""
     big = torch.iinfo(torch.int64).max
-    head = step - versions.masked_fill(versions < 0, big).min(-1).values  # (R, N)
-    tail = step - versions.max(-1).values
+    head = step - versions.masked_fill(versions < 0, big).amin(-1)  # (R, N)
+    tail = step - versions.amax(-1)
     tok = ((step - versions) * mask).sum((-2, -1)) / mask.sum((-2, -1)).clamp_min(1)
     return {
         "staleness/mean": head.double().mean(-1),
-        "staleness/max": head.double().max(-1).values,
-        "staleness/min": head.double().min(-1).values,
+        "staleness/max": head.double().amax(-1),
+        "staleness/min": head.double().amin(-1),
         "staleness/tail_mean": tail.double().mean(-1),
         "staleness/token_mean": tok.double(),
     }
+
+
+def _needs_sequence_grad_norms(objective_cfg) -> bool:
+    """OPOB (VCPO) and the classic optimal baseline weight trajectories by ‖∇ log π(y)‖²."""
+    return getattr(objective_cfg, "baseline", None) in ("opob", "optimal") or getattr(objective_cfg, "advantage", None) == "opob"
 
 
 class PolicyLearner(Learner):
@@ -182,17 +194,22 @@ class PolicyLearner(Learner):
             token_versions=ro.token_versions,
             learner_version=step,
         )
+        if _needs_sequence_grad_norms(self.policy_loss.objective):
+            from ..algorithms.opob import per_sequence_grad_sq_norms
+
+            inp.extras["seq_grad_sq_norms"] = per_sequence_grad_sq_norms(
+                self.task.sequence_logprob, self.params, (ro.tokens, mask), replica_dims=1
+            )
+        self._sample_lag = (step - ro.oldest_version()).double()
         out = self.policy_loss(inp)
-        log_w = dg.sequence_log_weights(logp, ro.behaviour_logp, mask)
-        metrics = {f"{k}": v for k, v in out.metrics.items()}
+        metrics = dict(out.metrics)
+        # Learner-vs-behaviour mismatch from the unclipped ratios, whatever the correction.
+        metrics.update(is_metrics(logp.detach() - ro.behaviour_logp, mask))
         metrics.update(
             {
                 "loss": out.loss.detach(),
                 "reward/mean": ro.rewards.mean(-1),
                 "length/mean": ro.lengths.double().mean(-1),
-                "is/ess_ratio": dg.ess_ratio(log_w),
-                "is/chi2": dg.chi2_estimate(log_w),
-                "is/kl_k3": dg.kl_k3(logp, ro.behaviour_logp, mask),
             }
         )
         metrics.update(staleness_metrics(step, ro.token_versions, mask))
@@ -214,6 +231,7 @@ class OracleLearner(Learner):
             torch.tensor([j.payload.num_responses for j in jobs])
         )
         versions = versions.view(1, -1, 1).expand(self.R, -1, 1)
+        self._sample_lag = (step - versions[..., 0]).double()
         metrics = {"loss": true_loss, "eval/loss": true_loss}
         metrics.update(staleness_metrics(step, versions, torch.ones(versions.shape)))
         return surrogate, metrics, 0

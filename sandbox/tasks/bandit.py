@@ -91,6 +91,13 @@ class BanditTask(PolicyTask):
         lp = logp_all.gather(-1, rollouts.tokens.reshape(R, N * T)).reshape(R, N, T)
         return lp * rollouts.mask
 
+    @staticmethod
+    def sequence_logprob(params, trajectory):
+        """log π_θ(a) for ONE response (``torch.func`` friendly: per-replica logits ``(K,)``,
+        ``trajectory = (tokens (1,), mask (1,))``)."""
+        tokens, mask = trajectory
+        return (torch.log_softmax(params["logits"], -1)[tokens] * mask).sum()
+
     def evaluate(self, params):
         pi = torch.softmax(params["logits"].detach(), -1)
         return {

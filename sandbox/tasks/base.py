@@ -57,6 +57,12 @@ class PolicyTask(Task):
     def logprobs(self, params: Params, rollouts: Rollouts) -> Tensor:
         """``(R, N, T)`` log π(y_t|s_t) under ``params`` (differentiable; 0 on padding)."""
 
+    @staticmethod
+    def sequence_logprob(params: Params, trajectory) -> Tensor:
+        """Scalar log π(y) of one trajectory under one replica's ``params``, written for
+        ``torch.func`` (per-trajectory gradients for VCPO's OPOB)."""
+        raise NotImplementedError
+
 
 @dataclass
 class GradientSample:

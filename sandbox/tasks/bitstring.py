@@ -83,6 +83,15 @@ class BitStringTask(PolicyTask):
         lp = y * F.logsigmoid(theta) + (1 - y) * F.logsigmoid(-theta)
         return lp * rollouts.mask
 
+    @staticmethod
+    def sequence_logprob(params, trajectory):
+        """log π_θ(y) = Σ_t mask_t·log π(y_t) for ONE trajectory (``torch.func`` friendly: per-replica
+        ``params["logits"]`` of shape ``(H,)``, ``trajectory = (tokens (T,), mask (T,))``)."""
+        tokens, mask = trajectory
+        theta = params["logits"][: tokens.shape[-1]]
+        y = tokens.to(theta.dtype)
+        return ((y * F.logsigmoid(theta) + (1 - y) * F.logsigmoid(-theta)) * mask).sum()
+
     def evaluate(self, params):
         p = torch.sigmoid(params["logits"].detach().double())  # (R, H)
         # Poisson-binomial distribution of the number of ones, one position at a time.

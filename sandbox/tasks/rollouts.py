@@ -85,11 +85,11 @@ class Rollouts:
     def oldest_version(self) -> Tensor:
         """``(R, N)`` oldest version among a response's tokens (its head version)."""
         v = self.token_versions.masked_fill(self.token_versions < 0, torch.iinfo(torch.int64).max)
-        return v.min(-1).values
+        return v.amin(-1)
 
     def newest_version(self) -> Tensor:
         """``(R, N)`` newest version among a response's tokens (its tail version)."""
-        return self.token_versions.max(-1).values
+        return self.token_versions.amax(-1)
 
     @staticmethod
     def cat(parts: list[Rollouts]) -> Rollouts:

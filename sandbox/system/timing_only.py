@@ -1,0 +1,48 @@
+"""System-only simulation: the cluster's timing with no learning at all.
+
+Useful for throughput and staleness studies of a configuration (how much lag does this cluster
+produce, how idle are the workers) and as the baseline of the simulator benchmark. The payload
+only remembers the version it was generated with; each learner step publishes the next integer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cluster import Cluster, ClusterResult, TrainResult
+from .config import SystemConfig
+
+
+@dataclass
+class TimingPayload:
+    version: int
+    decode_steps: int = 0
+    token_count: int = 0
+    num_responses: int = 1
+
+
+class TimingOnlyWorkload:
+    def __init__(self, decode_steps: int = 0):
+        self.decode_steps = decode_steps
+
+    def sample(self, weights, version, group_size):
+        if weights != version:  # the worker must hold exactly the weights of its admitted version
+            raise AssertionError(f"worker holds weights {weights} for version {version}")
+        return TimingPayload(version, self.decode_steps, self.decode_steps * group_size, group_size)
+
+    def finish(self, payload):
+        return payload
+
+
+class CountingTrainer:
+    def initial_weights(self):
+        return 0
+
+    def train(self, step, jobs, now):
+        return TrainResult(weights=step + 1)
+
+
+def simulate_timing(cfg: SystemConfig, steps: int, groups_per_step: int, group_size: int = 1, seed: int = 0, record_events: bool = True) -> ClusterResult:
+    """Run ``steps`` learner steps of the system alone."""
+    cluster = Cluster(cfg, TimingOnlyWorkload(), CountingTrainer(), groups_per_step, group_size, seed, record_events=record_events)
+    return cluster.run(steps)
