@@ -109,3 +109,13 @@ def test_tba_beta_annealing():
     assert tba_beta(0.012, 0.004, 500, 0) == pytest.approx(0.012)
     assert tba_beta(0.012, 0.004, 500, 250) == pytest.approx(0.008)
     assert tba_beta(0.012, 0.004, 500, 10_000) == pytest.approx(0.004)
+
+
+def test_dapo_overlong_penalty_and_dynamic_sampling():
+    from sandbox.algorithms.shaping import dynamic_sampling_keep, overlong_penalty
+
+    # L_max = 10, L_cache = 4: soft limit 6; |y| = 8 -> (6 - 8)/4 = -.5; 11 -> -1
+    pen = overlong_penalty(torch.tensor([5, 6, 8, 10, 11]), max_len=10, cache_len=4)
+    assert pen.tolist() == pytest.approx([0.0, 0.0, -0.5, -1.0, -1.0])
+    keep = dynamic_sampling_keep(torch.tensor([[1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0]]), 2)
+    assert keep.tolist() == [[False, True], [True, False]]
