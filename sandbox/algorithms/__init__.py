@@ -18,6 +18,23 @@ Tensors may carry any number of leading replica dims ``...``; reductions are ove
 more inputs read ``inp.extras``: ``"seq_grad_sq_norms"`` ``(..., N)`` for the ``opob``/``optimal``
 baselines (see :func:`per_sequence_grad_sq_norms`), ``"ref_logp"`` ``(..., N, T)`` for KL/TBA.
 
+Composition of objective and correction (bypass vs decoupled)
+--------------------------------------------------------------
+The surrogate's ratio is ``π_θ/π_prox`` (decoupled) or ``π_θ/μ`` (bypass). A correction returns a
+stop-gradient coefficient meant as the token's *effective importance weight*; in decoupled mode it
+replaces ``w = π_prox/μ``, in bypass mode the surrogate's ratio value is divided out first so the weight
+is not counted twice (the clip still gates). REINFORCE-form objectives (``reinforce``) carry no ratio, so
+the coefficient multiplies directly (VCPO's sequence-TIS REINFORCE = ``reinforce``/``grpo`` + ``tis``
+sequence). Masks multiply; the aggregation denominator is the token count before masking.
+
+Metrics of a loss (each ``(...)``): ``loss/pg``, ``loss/total``, ``reward/mean``, ``adv/mean``, ``adv/std``,
+``adv/zero_var_groups``, ``is/ess_ratio``, ``is/ess``, ``is/chi2``, ``is/chi2_seq``, ``is/kl_k3``,
+``is/log_ratio_mean``; when meaningful ``clip/frac``, ``clip/frac_lower``, ``mask/frac``, ``is/coef_mean``,
+``is/trunc_frac``, ``ppo/kl``, ``is/kl_k3_prox``, ``staleness/mean|max``, ``adv/baseline_mean``,
+``m2/value``, ``m2/value_kept``, ``m2/tau``, ``clip/lower_bound``, ``clip/upper_bound``, ``bapo/c_low``,
+``bapo/c_high``, ``bapo/pos_neg_ratio``, ``topr/*``, ``dppo/*``, ``opsm/drop_frac``, ``tba/logZ``,
+``tba/beta``, ``loss/penalty``, ``kl/ref_k3``.
+
 Stabilizers (around any torch optimizer)
 ----------------------------------------
 ::
@@ -76,6 +93,7 @@ from .opob import logit_space_grad_sq_norm, per_sequence_grad_sq_norms
 from .policy_loss import PolicyLoss, build_policy_loss
 from .stabilized import StabilizedOptimizer, StepContext, build_stabilizers
 from .staleness_lr import StalenessLR, staleness_weight
+from .shaping import dynamic_sampling_keep, overlong_penalty
 from .vcpo import VCPOLR, vcpo_lr_multiplier
 
 ObjectiveConfig = Annotated[
@@ -103,6 +121,16 @@ StabilizerConfig = Annotated[
 ]
 """Discriminated union of every stabilizer config (gac, vcpo_lr, staleness_lr)."""
 
+
+def _by_name(union) -> dict:
+    return {c.model_fields["name"].default: c for c in union.__origin__.__args__}
+
+
+OBJECTIVES_BY_NAME = _by_name(ObjectiveConfig)
+"""``{"grpo": GRPOConfig, ...}`` for CLIs and docs."""
+CORRECTIONS_BY_NAME = _by_name(CorrectionConfig)
+STABILIZERS_BY_NAME = _by_name(StabilizerConfig)
+
 __all__ = [
     "PolicyLossInput",
     "LossOutput",
@@ -116,6 +144,11 @@ __all__ = [
     "ess_ratio_from_log_weights",
     "is_metrics",
     "per_sequence_grad_sq_norms",
+    "OBJECTIVES_BY_NAME",
+    "CORRECTIONS_BY_NAME",
+    "STABILIZERS_BY_NAME",
+    "overlong_penalty",
+    "dynamic_sampling_keep",
     "logit_space_grad_sq_norm",
     "StabilizedOptimizer",
     "StepContext",
