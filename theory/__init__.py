@@ -1,0 +1,63 @@
+"""Symbolic and numeric predictions that the simulator is checked against.
+
+Each module encodes one result of ``theory.md`` (T1-T10): its statement and
+assumptions (module docstring, with sources), sympy expressions, numeric
+functions made from them, and a worked example as a doctest. The package imports
+only numpy and sympy -- never ``sandbox``.
+
+``RESULTS`` maps a short name to a :class:`Result` so a checker can list them:
+
+>>> sorted(RESULTS)[:3]
+['async_sgd_bound', 'delayed_stability', 'delayed_variance']
+>>> RESULTS["delayed_stability"].section
+'T1'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from theory import (
+    async_sgd_bound,
+    delayed_stability,
+    delayed_variance,
+    gradient_cosine,
+    importance_weights,
+    littles_law,
+    optimal_baseline,
+    order_statistics,
+    staleness_divergence,
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    module: ModuleType
+    section: str  # section of theory.md
+    kind: str  # exact | approx | rate | bound (see theory.md markers)
+    description: str
+
+
+RESULTS: dict[str, Result] = {
+    "delayed_stability": Result(delayed_stability, "T1", "exact",
+                                "delayed GD on a quadratic is stable iff eta*lam < 2 sin(pi/(4 tau + 2))"),
+    "delayed_variance": Result(delayed_variance, "T2", "exact",
+                               "stationary variance and autocovariances of delayed SGD on a quadratic"),
+    "gradient_cosine": Result(gradient_cosine, "T3", "approx",
+                              "expected consecutive-gradient cosine of delayed SGD, sum N_i / sum D_i"),
+    "async_sgd_bound": Result(async_sgd_bound, "T5", "bound",
+                              "explicit bounded-staleness SGD bound (L-smooth, non-convex) and literature rate shapes"),
+    "order_statistics": Result(order_statistics, "T6", "exact",
+                               "order statistics of job times; synchronous straggler cost H_P"),
+    "littles_law": Result(littles_law, "T7", "exact",
+                          "L = lambda W on logged dispatch/consume times; mean staleness L/B"),
+    "importance_weights": Result(importance_weights, "T8", "exact",
+                                 "IS second moments, ESS, chi2/KL, truncation and KL estimators"),
+    "staleness_divergence": Result(staleness_divergence, "T9", "approx",
+                                   "divergence after k stale steps from update correlation S(k)"),
+    "optimal_baseline": Result(optimal_baseline, "T10", "exact",
+                               "variance-optimal baseline b* = E[W R]/E[W] and V(b) = V(b*) + E[W](b - b*)^2"),
+}
+
+__all__ = ["RESULTS", "Result"] + list(RESULTS)
