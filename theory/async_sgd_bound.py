@@ -170,6 +170,9 @@ def koloskova_iterations(adaptive: bool = False) -> sp.Expr:
 
 def burn_in_iterations(rate: sp.Expr) -> sp.Expr:
     """``T`` where the two terms of a ``sqrt(.../T) + .../T`` rate are equal."""
-    stat, delay = sorted(rate.as_ordered_terms(), key=lambda e: e.has(sp.sqrt))[::-1]
-    sols = sp.solve(sp.Eq(stat, delay), T)
-    return sp.simplify(sols[0])
+    # the statistical term scales like T**(-1/2), the delay term like 1/T
+    halves = lambda e: sp.simplify(e.subs(T, 4 * T) / e) == sp.Rational(1, 2)  # noqa: E731
+    (stat,) = [e for e in rate.as_ordered_terms() if halves(e)]
+    (delay,) = [e for e in rate.as_ordered_terms() if not halves(e)]
+    (sol,) = sp.solve(sp.Eq(stat, delay), T)
+    return sp.simplify(sol)

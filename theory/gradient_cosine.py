@@ -22,6 +22,11 @@ gradients is approximately the ratio of sums
     E c ~ sum_i N_i / sum_i D_i        [approx; the ratio itself is exact for
                                          E<g_t, g_{t+1}> / E|g_t|**2].
 
+Other regime [approx]: far from the optimum, consecutive mini-batch gradients
+with mean ``m``, per-sample covariance ``Sigma_g`` and batch size ``B`` have
+``E c ~ |m|**2 / (|m|**2 + tr(Sigma_g) / B)`` (independent batches at nearly the
+same point; ``signal_dominated_cosine``).
+
 Context: the diagnostic of GAC (arXiv 2603.01501) -- synchronous SGD gives
 slightly negative ``c``, stable delayed SGD a small positive ``c`` growing with
 ``eta / eta_crit``, and ``c`` near 1 past ``eta_crit``. The formulas are derived
@@ -38,6 +43,8 @@ Worked example (theory.md T3 table): d = 2000, ``lam_i`` log-spaced in [0.01, 1]
 a/(2 - 2*a)
 >>> round(per_coordinate_correlation(0.2, 0), 6)
 -0.1
+>>> signal_dominated_cosine(mean_sq_norm=1.0, trace_cov=64.0, batch=64)
+0.5
 """
 
 from __future__ import annotations
@@ -99,3 +106,8 @@ def expected_cosine(eta: float, lams, sigma: float, tau: int) -> float:
 def critical_correlation(tau):
     """Limit of the per-coordinate correlation as ``a -> a*(tau)``: ``cos(pi/(2 tau+1))``."""
     return np.cos(np.pi / (2 * np.asarray(tau, dtype=float) + 1))
+
+
+def signal_dominated_cosine(mean_sq_norm: float, trace_cov: float, batch: int) -> float:
+    """``|m|**2 / (|m|**2 + tr(Sigma_g) / B)`` for two independent mini-batch gradients."""
+    return mean_sq_norm / (mean_sq_norm + trace_cov / batch)

@@ -83,8 +83,14 @@ def _survival_of_order_stat(cdf: Callable, K: int, P: int) -> Callable:
         if K == P:  # 1 - F^P, accurate when F is close to 1
             with np.errstate(divide="ignore"):
                 return -np.expm1(P * np.log(F))
-        Q = 1.0 - F
-        return sum(math.comb(P, j) * F**j * Q ** (P - j) for j in range(K))
+        # binomial tail P(fewer than K of P are <= x), in logs so that large P cannot overflow
+        with np.errstate(divide="ignore"):
+            lF, lQ = np.log(F), np.log1p(-F)
+        total = np.zeros_like(F)
+        for j in range(K):
+            log_c = math.lgamma(P + 1) - math.lgamma(j + 1) - math.lgamma(P - j + 1)
+            total += np.exp(log_c + (j * lF if j else 0.0) + (P - j) * lQ)
+        return total
 
     return surv
 

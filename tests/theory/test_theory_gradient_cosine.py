@@ -115,3 +115,21 @@ def test_past_threshold_cosine_near_one():
     # eta = 0.19 > eta_crit(8) = 0.1845: the unstable mode dominates and c_t -> ~cos(pi/17) ~ 0.98
     _, _, cos, n = simulate(0.19, 8, seeds=2, steps=500, burn=1500, d_lams=LAMS[-200:])
     assert cos.sum() / (n * 2) > 0.9
+
+
+def test_signal_dominated_cosine_monte_carlo():
+    # two independent mini-batch means of B per-sample gradients m + noise (anisotropic covariance):
+    # E<g1, g2> / E|g1|^2 = |m|^2 / (|m|^2 + tr Sigma / B) exactly; ratio of means over 20 replicates
+    # of 5000 pairs each, bootstrap SE over replicates
+    rng = np.random.default_rng(17)
+    d, B = 50, 8
+    m = rng.normal(0, 0.3, d)
+    scale = rng.uniform(0.5, 2.0, d)  # per-sample gradient sd per coordinate
+    pred = gc.signal_dominated_cosine(m @ m, np.sum(scale**2), B)
+    reps, pairs = 20, 5000
+    g1 = m + scale * rng.standard_normal((reps, pairs, d)) / np.sqrt(B)
+    g2 = m + scale * rng.standard_normal((reps, pairs, d)) / np.sqrt(B)
+    num, den = np.sum(g1 * g2, -1).mean(1), np.sum(g1 * g1, -1).mean(1)
+    idx = np.random.default_rng(0).integers(0, reps, (2000, reps))
+    se = np.std(num[idx].mean(1) / den[idx].mean(1), ddof=1)
+    assert abs(num.mean() / den.mean() - pred) <= 4 * se
