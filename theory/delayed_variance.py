@@ -94,6 +94,29 @@ def derive_autocovariances(tau: int) -> tuple[sp.Expr, ...]:
     return tuple(sp.factor(sp.simplify(sol[gi])) for gi in g)
 
 
+def derive_variance_lyapunov(tau: int) -> sp.Expr:
+    """``Sigma_00`` from the symbolic Lyapunov equation ``Sigma = A Sigma A^T + s2 e1 e1^T``.
+
+    A second, independent derivation (``(tau+1)(tau+2)/2`` unknowns; practical for ``tau <= 3``).
+    """
+    n = tau + 1
+    syms = {(i, j): sp.Symbol(f"S{min(i, j)}_{max(i, j)}") for i in range(n) for j in range(n)}
+    S = sp.Matrix(n, n, lambda i, j: syms[(i, j)])
+    if tau == 0:
+        A = sp.Matrix([[1 - a_sym]])
+    else:
+        A = sp.zeros(n, n)
+        A[0, 0], A[0, n - 1] = 1, -a_sym
+        for i in range(1, n):
+            A[i, i - 1] = 1
+    Q = sp.zeros(n, n)
+    Q[0, 0] = s2_sym
+    R = A * S * A.T + Q - S
+    eqs = [R[i, j] for i in range(n) for j in range(i, n)]
+    sol = sp.solve(eqs, sorted(set(syms.values()), key=str), dict=True)[0]
+    return sp.factor(sp.simplify(sol[syms[(0, 0)]]))
+
+
 def derive_variance(tau: int) -> sp.Expr:
     """``Var_inf = g(0)`` derived symbolically from the Yule-Walker equations."""
     return derive_autocovariances(tau)[0]

@@ -19,8 +19,10 @@ Weights ``w = p / q`` with samples from the behaviour ``q`` (so ``E_q w = 1``).
 8. Truncation ``w_C = min(w, C)`` for lognormal ``w`` (Phi the normal CDF, ``s = sqrt(s2)``):
    ``E[(w - C)+] = Phi((s**2/2 - ln C)/s) - C Phi((-s**2/2 - ln C)/s)`` (the bias of the mean
    is ``-E_q[(w - C)+ f]``), ``E[w_C**2] = exp(s**2) Phi((ln C - 1.5 s**2)/s) + C**2 Phi((-s**2/2 - ln C)/s)``.
+   (Truncated IS: Ionides 2008; VCPO, arXiv 2602.17616, computes ESS from unclipped weights.)
 9. KL estimators from ``r = p/q``, samples from q: ``k1 = -log r`` (unbiased for KL(q||p)),
-   ``k2 = (log r)**2 / 2`` (second-order), ``k3 = r - 1 - log r`` (unbiased, >= 0).
+   ``k2 = (log r)**2 / 2`` (second-order), ``k3 = r - 1 - log r`` (unbiased, >= 0)
+   (J. Schulman, "Approximating KL divergence", 2020).
 
 Worked examples (theory.md T8):
 

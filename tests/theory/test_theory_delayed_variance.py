@@ -18,6 +18,11 @@ def test_derived_matches_table_closed_form(tau):
     assert sp.simplify(dv.derive_variance(tau) - dv.variance_closed_form(tau)) == 0
 
 
+@pytest.mark.parametrize("tau", [0, 1, 2, 3])
+def test_symbolic_lyapunov_matches_table(tau):
+    assert sp.simplify(dv.derive_variance_lyapunov(tau) - dv.variance_closed_form(tau)) == 0
+
+
 def test_symbolic_lyapunov_tau1():
     # independent route: solve Sigma = A Sigma A^T + s2 e1 e1^T for the 2x2 companion matrix symbolically
     p, q, r = sp.symbols("p q r")

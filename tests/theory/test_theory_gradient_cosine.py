@@ -120,13 +120,13 @@ def test_past_threshold_cosine_near_one():
 def test_signal_dominated_cosine_monte_carlo():
     # two independent mini-batch means of B per-sample gradients m + noise (anisotropic covariance):
     # E<g1, g2> / E|g1|^2 = |m|^2 / (|m|^2 + tr Sigma / B) exactly; ratio of means over 20 replicates
-    # of 5000 pairs each, bootstrap SE over replicates
+    # of 1000 pairs each, bootstrap SE over replicates
     rng = np.random.default_rng(17)
     d, B = 50, 8
     m = rng.normal(0, 0.3, d)
     scale = rng.uniform(0.5, 2.0, d)  # per-sample gradient sd per coordinate
     pred = gc.signal_dominated_cosine(m @ m, np.sum(scale**2), B)
-    reps, pairs = 20, 5000
+    reps, pairs = 20, 1000
     g1 = m + scale * rng.standard_normal((reps, pairs, d)) / np.sqrt(B)
     g2 = m + scale * rng.standard_normal((reps, pairs, d)) / np.sqrt(B)
     num, den = np.sum(g1 * g2, -1).mean(1), np.sum(g1 * g1, -1).mean(1)

@@ -27,7 +27,7 @@ def test_exponential_order_statistics_symbolic_and_quadrature():
     val = expr.subs({os_.K_sym: 5, os_.P_sym: 8, os_.mu_sym: 2})
     assert float(val) == pytest.approx(0.44226, abs=5e-6)  # worked example (i), 5 decimals
     cdf = os_.exponential_cdf(2.0)
-    for K, P in [(1, 1), (1, 8), (5, 8), (8, 8), (3, 20), (64, 64)]:
+    for K, P in [(1, 1), (1, 8), (5, 8), (8, 8), (3, 20), (64, 64), (1000, 2000)]:
         exact = os_.exp_order_statistic_mean(K, P, 2.0)
         # quadrature of a smooth survival function: agreement to ~1e-12 relative
         assert os_.expected_order_statistic(cdf, K, P) == pytest.approx(exact, rel=1e-10)
