@@ -9,15 +9,17 @@ from pydantic import Field
 from .bandit import BanditConfig, BanditTask
 from .base import Task
 from .bitstring import BitStringConfig, BitStringTask
+from .lm.task import LMTask, LMTaskConfig
 from .quadratic import QuadraticConfig, QuadraticTask
 
 TASKS = {
     "bandit": (BanditConfig, BanditTask),
     "bitstring": (BitStringConfig, BitStringTask),
     "quadratic": (QuadraticConfig, QuadraticTask),
+    "lm": (LMTaskConfig, LMTask),
 }
 
-TaskConfig = Annotated[Union[BanditConfig, BitStringConfig, QuadraticConfig], Field(discriminator="name")]
+TaskConfig = Annotated[Union[BanditConfig, BitStringConfig, QuadraticConfig, LMTaskConfig], Field(discriminator="name")]
 
 
 def make_task(cfg) -> Task:

@@ -1,0 +1,237 @@
+"""The small-LM policy task: a compact transformer answering synthetic prompts, GRPO-style groups.
+
+A group is ``G`` responses to ONE train prompt (drawn with the sampling generator). Responses stop
+at the end token or at ``max_new_tokens``; padding after the end holds token 0, behaviour log-prob
+0 and version -1. Behaviour log-probs are those of the distribution actually sampled from
+(``log_softmax(logits / temperature)``) and :meth:`LMTask.logprobs` uses the same temperature, so on
+fresh samples the learner/behaviour ratio is exactly 1 (up to float rounding of cached vs uncached
+attention).
+
+Weights: the learner's parameters are the transformer's ``named_parameters`` with a leading replica
+dim of size 1, kept on the CPU in float32 (the learner, the optimizer and the weight store work
+there); every forward copies them to ``task.device`` / ``task.dtype`` differentiably and runs the
+module through ``torch.func.functional_call``. Only ``replicas = 1`` is supported.
+
+Partial rollouts: :meth:`generate` continues every unfinished response from its current position
+(all unfinished responses of a group sit at the same position), re-encoding prompt + prefix with
+the new weights (the KV cache is recomputed), so every token records the version that produced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from torch import Tensor
+from torch.func import functional_call
+
+from ...models.transformer import Transformer, TransformerConfig, sample, sequence_logprobs
+from ..base import Params, PolicyTask
+from ..rollouts import Rollouts
+from . import warmstart as ws_mod
+from .problems import AdditionConfig, CharTokenizer, ProblemConfig, make_prompt_sets
+from .warmstart import WarmStartConfig
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class LMTaskConfig(BaseModel):
+    """A small language model on a synthetic task with a verifiable reward."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["lm"] = "lm"
+    problem: ProblemConfig = Field(
+        default_factory=AdditionConfig, description="The synthetic task (kind = addition | countdown | sort | reverse)."
+    )
+    model: TransformerConfig = Field(default_factory=TransformerConfig, description="Transformer architecture.")
+    warmstart: WarmStartConfig = Field(default_factory=WarmStartConfig, description="Supervised warm start (the base model).")
+    train_size: int = Field(2000, ge=1, description="Train prompts (RL groups draw from them).")
+    eval_size: int = Field(256, ge=1, description="Held-out prompts for eval/accuracy (disjoint from train).")
+    prompt_seed: int = Field(0, ge=0, description="Seed of the prompt sets (independent of the run seeds: same data in every run).")
+    max_new_tokens: int | None = Field(
+        None, ge=1, description="Response budget; None = the longest reference answer + 2 (end token and slack)."
+    )
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature; learner log-probs use the same one.")
+    eval_batch: int = Field(512, ge=1, description="Held-out prompts decoded per batch in evaluate().")
+    device: str = Field("cpu", description="Where forwards run: 'cpu' or 'cuda' (same code path); weights live on the CPU.")
+    dtype: Literal["float32", "float64", "bfloat16", "float16"] = Field(
+        "float32", description="Compute dtype of forwards (master weights stay float32)."
+    )
+    replicas: int = Field(1, ge=1, le=1, description="Independent learners; the LM task supports exactly 1.")
+    threads: int | None = Field(
+        1,
+        ge=1,
+        description="torch intra-op CPU threads, set process-wide when the task is built (None: leave torch's "
+        "setting). The model's matrices are tiny: one thread avoids OpenMP synchronisation that makes small ops "
+        "10-100x slower on a busy 2-core machine.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self):
+        if not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
+        return self
+
+
+class LMTask(PolicyTask):
+    def __init__(self, cfg: LMTaskConfig):
+        if cfg.replicas != 1:
+            raise ValueError("the LM task supports replicas = 1 only (run seeds for independent repeats)")
+        if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"task.device = {cfg.device!r} but CUDA is not available")
+        self.cfg = cfg
+        self.replicas = 1
+        if cfg.threads is not None:
+            torch.set_num_threads(cfg.threads)
+        self.tokenizer = CharTokenizer()
+        self.problem = cfg.problem
+        self.P = self.problem.prompt_len
+        self.max_new = cfg.max_new_tokens or self.problem.max_answer_len + 2
+        self.max_len = self.max_new
+        self.device = torch.device(cfg.device)
+        self.dtype = DTYPES[cfg.dtype]
+        self.model_cfg = cfg.model.model_copy(
+            update={
+                "vocab_size": cfg.model.vocab_size or self.tokenizer.vocab_size,
+                "max_seq_len": cfg.model.max_seq_len or self.P + self.max_new,
+            }
+        )
+        if self.model_cfg.vocab_size < self.tokenizer.vocab_size or self.model_cfg.max_seq_len < self.P + self.max_new:
+            raise ValueError("task.model.vocab_size / max_seq_len are smaller than the task needs")
+        train, held = make_prompt_sets(self.problem, cfg.train_size, cfg.eval_size, cfg.prompt_seed)
+        enc = lambda pairs: torch.tensor([self.tokenizer.encode(p) for p, _ in pairs], dtype=torch.long)  # noqa: E731
+        self.train_prompts = [p for p, _ in train]
+        self.train_ids = enc(train)
+        self.train_answer_ids = [self.tokenizer.encode(a) + [self.tokenizer.eos_id] for _, a in train]
+        self.eval_prompts = [p for p, _ in held]
+        self.eval_ids = enc(held)
+        self.model = Transformer(self.model_cfg).to(device=self.device, dtype=self.dtype)
+        self.model.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.base_meta: dict | None = None
+
+    # -- weights ---------------------------------------------------------------------------------
+    def init_params(self, gen: torch.Generator) -> Params:
+        if self.cfg.warmstart.enabled:
+            state, self.base_meta = ws_mod.load_or_train(self)
+            names = [n for n, _ in self.model.named_parameters()]
+            state = {n: state[n] for n in names}
+        else:
+            m = Transformer(self.model_cfg)
+            m.reset_parameters(gen)
+            state = {n: p.detach().clone() for n, p in m.named_parameters()}
+        return {n: v.float().unsqueeze(0).clone() for n, v in state.items()}
+
+    def _single(self, params: Params, detach: bool) -> dict[str, Tensor]:
+        out = {}
+        for k, v in params.items():
+            v = v[0].detach() if detach else v[0]
+            out[k] = v.to(device=self.device, dtype=self.dtype)
+        return out
+
+    def forward_fn(self, single: dict[str, Tensor]):
+        """``(tokens, past) -> (logits, cache)`` of the module under ``single`` (one replica's weights)."""
+        return lambda tokens, past=None: functional_call(self.model, single, (tokens, past))
+
+    # -- PolicyTask ------------------------------------------------------------------------------
+    def new_group(self, group_size: int, gen: torch.Generator) -> Rollouts:
+        i = int(torch.randint(self.train_ids.shape[0], (1,), generator=gen))
+        prompts = self.train_ids[i].view(1, 1, -1).expand(1, group_size, -1).clone()
+        return Rollouts(
+            tokens=torch.zeros(1, group_size, 0, dtype=torch.long),
+            behaviour_logp=torch.zeros(1, group_size, 0),
+            token_versions=torch.zeros(1, group_size, 0, dtype=torch.long),
+            lengths=torch.zeros(1, group_size, dtype=torch.long),
+            ended=torch.zeros(1, group_size, dtype=torch.bool),
+            group_size=group_size,
+            prompts=prompts,
+        )
+
+    def generate(self, params: Params, group: Rollouts, gen: torch.Generator, version: int) -> Rollouts:
+        if group.prompts is None:
+            raise ValueError("LM groups carry their prompts; make them with new_group")
+        W = group.width
+        live = ~group.ended[0]
+        if not bool(live.any()):
+            return group
+        if W >= self.max_new:
+            # budget exhausted: nothing left to decode
+            return replace(group, ended=torch.ones_like(group.ended))
+        idx = torch.nonzero(live).squeeze(-1)
+        if bool((group.lengths[0, idx] != W).any()):
+            raise ValueError("unfinished responses of a group must all sit at the group's width")
+        ctx = torch.cat([group.prompts[0, idx], group.tokens[0, idx]], 1).to(self.device)
+        fwd = self.forward_fn(self._single(params, detach=True))
+        toks, lps, lens, hit = sample(fwd, ctx, self.max_new - W, self.tokenizer.eos_id, self.cfg.temperature, gen)
+        N, S = group.num_responses, toks.shape[1]
+        new_t = torch.zeros(1, N, S, dtype=torch.long)
+        new_lp = torch.zeros(1, N, S)
+        new_len = torch.zeros(1, N, dtype=torch.long)
+        new_end = torch.zeros(1, N, dtype=torch.bool)
+        new_t[0, idx] = toks.cpu()
+        new_lp[0, idx] = lps.float().cpu()
+        new_len[0, idx] = lens.cpu()
+        new_end[0, idx] = (hit | (W + lens >= self.max_new)).cpu()
+        return group.extend(new_t, new_lp, new_len, new_end, version)
+
+    def hit_eos(self, rollouts: Rollouts) -> Tensor:
+        """``(R, N)`` the response ends with the end token (not cut by the budget)."""
+        last = (rollouts.lengths - 1).clamp_min(0).unsqueeze(-1)
+        return (rollouts.lengths > 0) & (rollouts.tokens.gather(-1, last).squeeze(-1) == self.tokenizer.eos_id)
+
+    def rewards(self, group: Rollouts, gen: torch.Generator) -> Tensor:
+        """1 for a correct answer closed by the end token, 0 otherwise (a cut answer earns nothing)."""
+        R, N = group.lengths.shape
+        out = torch.zeros(R, N)
+        eos = self.hit_eos(group)
+        for r in range(R):
+            for n in range(N):
+                if bool(eos[r, n]):
+                    prompt = self.tokenizer.decode(group.prompts[r, n])
+                    out[r, n] = self.problem.score(prompt, self.tokenizer.decode(group.tokens[r, n]))
+        return out
+
+    def logprobs(self, params: Params, rollouts: Rollouts) -> Tensor:
+        R, N, T = rollouts.tokens.shape
+        if T == 0:
+            return torch.zeros(R, N, 0)
+        fwd = self.forward_fn(self._single(params, detach=False))
+        lp = sequence_logprobs(fwd, rollouts.prompts[0].to(self.device), rollouts.tokens[0].to(self.device), self.cfg.temperature)
+        return (lp.float().cpu() * rollouts.mask[0]).unsqueeze(0)
+
+    def sequence_inputs(self, rollouts: Rollouts):
+        """Per-trajectory inputs for :meth:`sequence_logprob` (leading dims ``(R, N)``)."""
+        return (rollouts.tokens, rollouts.mask, rollouts.prompts)
+
+    def sequence_logprob(self, params: Params, trajectory) -> Tensor:
+        """log π(y|x) = Σ_t mask_t log π(y_t|x, y_<t) of ONE trajectory under ONE replica's weights
+        (``torch.func`` friendly; ``trajectory = (tokens (T,), mask (T,), prompt (P,))``)."""
+        tokens, mask, prompt = trajectory
+        single = {k: v.to(device=self.device, dtype=self.dtype) for k, v in params.items()}
+        lp = sequence_logprobs(self.forward_fn(single), prompt.unsqueeze(0).to(self.device), tokens.unsqueeze(0).to(self.device), self.cfg.temperature)
+        return (lp[0].float().cpu() * mask).sum()
+
+    @torch.no_grad()
+    def evaluate(self, params: Params) -> dict[str, Tensor]:
+        """Greedy decoding on the held-out prompts: exact-answer accuracy and mean response length."""
+        fwd = self.forward_fn(self._single(params, detach=True))
+        correct, total_len, cut = 0.0, 0.0, 0
+        for s in range(0, len(self.eval_prompts), self.cfg.eval_batch):
+            ctx = self.eval_ids[s : s + self.cfg.eval_batch].to(self.device)
+            toks, _, lens, hit = sample(fwd, ctx, self.max_new, self.tokenizer.eos_id, temperature=0.0)
+            toks, lens, hit = toks.cpu(), lens.cpu(), hit.cpu()
+            for j in range(ctx.shape[0]):
+                if bool(hit[j]):
+                    correct += self.problem.score(self.eval_prompts[s + j], self.tokenizer.decode(toks[j]))
+                else:
+                    cut += 1
+            total_len += float(lens.sum())
+        n = max(len(self.eval_prompts), 1)
+        return {
+            "eval/accuracy": torch.tensor([correct / n]),
+            "eval/length": torch.tensor([total_len / n]),
+            "eval/cut_frac": torch.tensor([cut / n]),
+        }
