@@ -197,8 +197,11 @@ class PolicyLearner(Learner):
         if _needs_sequence_grad_norms(self.policy_loss.objective):
             from ..algorithms.opob import per_sequence_grad_sq_norms
 
+            # Tasks whose log-probs need more than the tokens (an LM's prompt, a gym episode's
+            # observations) say which per-trajectory inputs ``sequence_logprob`` takes.
+            seq_inputs = self.task.sequence_inputs(ro) if hasattr(self.task, "sequence_inputs") else (ro.tokens, mask)
             inp.extras["seq_grad_sq_norms"] = per_sequence_grad_sq_norms(
-                self.task.sequence_logprob, self.params, (ro.tokens, mask), replica_dims=1
+                self.task.sequence_logprob, self.params, seq_inputs, replica_dims=1
             )
         self._sample_lag = (step - ro.oldest_version()).double()
         out = self.policy_loss(inp)
