@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -14,7 +15,8 @@ from rich.table import Table
 from .scenario import DEFAULT_SCENARIO, ScenarioError, load_scenario, variant_scenarios
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Asynchronous-RL simulation and theory sandbox.")
-console = Console()
+# Wide tables when the output is a file or a CI log (rich would otherwise wrap at 80 columns).
+console = Console() if sys.stdout.isatty() else Console(width=140)
 
 
 @app.callback()
@@ -103,3 +105,155 @@ def _print_table(results: dict, title: str) -> None:
 
 def main() -> None:  # pragma: no cover
     app()
+
+
+# ------------------------------------------------------------------------------------------------
+# sweeps, reports, demos
+# ------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def sweep(
+    sweep_file: Path = typer.Argument(..., help="Sweep TOML: base scenario + [grid] / [[zip]] axes + seeds."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Sweep directory (default: [sweep] out or runs/sweeps/<name>)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, help="Parallel runs (default: one per core)."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="local (process pool) or ray."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local one)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a base field for every run: dotted.key=value."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run again the runs that failed with an error."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and exit."),
+    report_: bool = typer.Option(False, "--report", help="Write report.html into the sweep directory at the end."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+):
+    """Run a sweep (resumable: finished runs are never recomputed) and collect results.parquet."""
+    from .sweep import SweepError, default_out, load_sweep, run_sweep
+
+    try:
+        spec = load_sweep(sweep_file, set_)
+    except ScenarioError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    out = out or default_out(spec)
+    if backend is not None and backend not in ("local", "ray"):
+        console.print(f"[red]error:[/red] --backend: expected local or ray (got {backend!r})")
+        raise typer.Exit(2)
+    if dry_run:
+        _print_sweep_plan(spec, out)
+        return
+    if not quiet:
+        axes = " x ".join(f"{'+'.join(g)} ({len(v)})" for g, v in zip(spec.axes, spec.values)) or "no axes"
+        seeds = f" x {len(spec.seeds)} seeds" if spec.seeds else ""
+        console.print(f"sweep [bold]{spec.name}[/bold]: {axes}{seeds} = {len(spec.runs)} runs -> {out}")
+    try:
+        outcome = run_sweep(spec, out, workers=workers, backend=backend, address=address,
+                            retry_failed=retry_failed, progress=not quiet, console=console)
+    except SweepError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted[/yellow]: finished runs are kept in {out}; run the same command to resume")
+        raise typer.Exit(130)
+    _print_sweep_table(outcome.results, spec)
+    console.print(
+        f"{outcome.ran} runs computed, {outcome.skipped} already done, {outcome.failed} failed "
+        f"({outcome.wall_s:.1f} s). Results: [bold]{out / 'results.parquet'}[/bold] "
+        f"(sandbox.sweep.load_results({str(out)!r}))"
+    )
+    if report_:
+        from .report import write_report
+
+        console.print(f"report: [bold]{write_report(out)}[/bold]")
+
+
+def _print_sweep_plan(spec, out: Path) -> None:
+    table = Table(title=f"{spec.name}: {len(spec.runs)} runs -> {out}")
+    keys = spec.axis_keys
+    for col in ["id", *keys, "seed", "state"]:
+        table.add_column(col)
+    from .sweep.results import run_dir, run_state
+    from .sweep.spec import value_label
+
+    for r in spec.runs:
+        table.add_row(r.id, *[str(value_label(r.params[k])) for k in keys], str(r.seed), run_state(run_dir(out, r.id)))
+    console.print(table)
+
+
+def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
+    """Mean over seeds of the headline numbers, one row per combination of the swept values."""
+    if df.empty:
+        return
+    keys = [k for k in spec.axis_keys if k in df.columns]
+    reward_col = next((c for c in ("final_expected_reward", "final_reward", "final_loss") if c in df and df[c].notna().any()), None)
+    table = Table(title=f"{spec.name} (mean over seeds)")
+    cols = keys + ["runs", "status"] + ([reward_col] if reward_col else []) + ["throughput", "staleness"]
+    for c in cols:
+        table.add_column(c)
+    groups = df.groupby(keys, sort=False, dropna=False) if keys else [((), df)]
+    for i, (vals, g) in enumerate(groups):
+        if i >= max_rows:
+            console.print(f"... {len(df.groupby(keys)) - max_rows} more combinations in results.parquet")
+            break
+        vals = vals if isinstance(vals, tuple) else (vals,)
+        status = ", ".join(f"{n} {s}" for s, n in g.status.value_counts().items())
+        row = [str(v) for v in vals] + [str(len(g)), status]
+        if reward_col:
+            row.append(_fmt(g[reward_col].mean()))
+        row.append(_fmt(g["throughput_samples_per_s"].mean(), ".2f") if "throughput_samples_per_s" in g else "-")
+        row.append(_fmt(g["staleness_mean"].mean(), ".2f") if "staleness_mean" in g else "-")
+        table.add_row(*row)
+    console.print(table)
+
+
+@app.command()
+def check(
+    names: Optional[List[str]] = typer.Argument(None, help="Checks to run (default: all). See --list."),
+    quick: bool = typer.Option(False, "--quick", help="Smaller sweeps and fewer replicas (seconds; used by the tests)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write one figure per check and summary.json here."),
+    perturb: bool = typer.Option(False, "--perturb", help="Distort every prediction by its check's perturbation: all should FAIL."),
+    list_: bool = typer.Option(False, "--list", help="List the checks and exit."),
+):
+    """Hold the theory's predictions against simulations; exit status 1 if any check fails."""
+    import torch
+
+    from .checks import CHECKS
+    from .checks.report import run_checks, write_report
+
+    if list_:
+        for c in CHECKS.values():
+            console.print(f"[bold]{c.name}[/bold] ({c.theory}): {c.description}")
+        return
+    unknown = [n for n in names or [] if n not in CHECKS]
+    if unknown:
+        console.print(f"[red]error:[/red] unknown check(s) {unknown}; expected some of {list(CHECKS)}")
+        raise typer.Exit(2)
+    selected = {n: CHECKS[n] for n in (names or CHECKS)}
+    torch.set_num_threads(1)  # toy tensors: one thread is several times faster here
+
+    table = Table(title=f"theory checks{' (quick)' if quick else ''}{' with perturbed predictions' if perturb else ''}")
+    for col in ("check", "x", "predicted", "measured", "± tolerance", "result"):
+        table.add_column(col)
+
+    def on_done(c, result, seconds):
+        verdict = "[green]PASS[/green]" if result.passed else "[red]FAIL[/red]"
+        console.print(f"{verdict} [bold]{c.name}[/bold] ({c.theory}, {seconds:.1f} s): {result.claim}\n      tolerance: {result.justification}")
+
+    results = run_checks(selected, quick, perturb, on_done)
+    for result, seconds in results:
+        for i, p in enumerate(result.points):
+            table.add_row(
+                result.name if i == 0 else "",
+                f"{p.x:g}",
+                f"{p.predicted:.5g}",
+                f"{p.measured:.5g}",
+                f"{p.tolerance:.2g}",
+                ("[green]pass" if p.ok else "[red]FAIL") + (f" [dim]{p.note}[/dim]" if p.note else ""),
+            )
+    console.print(table)
+    if report is not None:
+        write_report(results, report, quick, perturb)
+        console.print(f"report in [bold]{report}[/bold]")
+    failed = [r.name for r, _ in results if not r.passed]
+    if failed:
+        console.print(f"[red]{len(failed)} check(s) failed:[/red] {', '.join(failed)}")
+        raise typer.Exit(1)
+    console.print(f"[green]all {len(results)} checks passed[/green]")

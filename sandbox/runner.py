@@ -38,7 +38,7 @@ class RunResult:
     summary: dict = field(default_factory=dict)
 
 
-def build_learner(scn: Scenario, task, params):
+def build_learner(scn: Scenario, task, params, learner_cls=None):
     kw = dict(
         optimizer_cfg=scn.algorithm.optimizer,
         total_steps=scn.run.steps,
@@ -47,23 +47,20 @@ def build_learner(scn: Scenario, task, params):
         stabilizers=list(scn.algorithm.stabilizers),
     )
     if isinstance(task, OracleTask):
-        learner = OracleLearner(task, params, **kw)
-    else:
-        from .algorithms import build_policy_loss
+        return (learner_cls or OracleLearner)(task, params, **kw)
+    from .algorithms import build_policy_loss
 
-        learner = PolicyLearner(task, build_policy_loss(scn.algorithm.objective, scn.algorithm.correction), params, **kw)
-    return learner
+    loss = build_policy_loss(scn.algorithm.objective, scn.algorithm.correction)
+    return (learner_cls or PolicyLearner)(task, loss, params, **kw)
 
 
-def run_scenario(
-    scn: Scenario,
-    out_dir: str | Path | None = None,
-    on_step: Callable[[dict], None] | None = None,
-) -> RunResult:
+def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, learner_cls=None):
+    """Task, learner and cluster for a scenario, ready to ``cluster.run(steps)``. ``learner_cls``
+    lets a check substitute an instrumented learner (same constructor)."""
     seeds = scn.run.seeds()
     task = make_task(scn.task)
     params = task.init_params(torch.Generator().manual_seed(seeds["init"]))
-    learner = build_learner(scn, task, params)
+    learner = build_learner(scn, task, params, learner_cls)
     gen = torch.Generator().manual_seed(seeds["sampling"])
     workload = OracleWorkload(task, gen) if isinstance(task, OracleTask) else PolicyWorkload(task, gen)
     cluster = Cluster(
@@ -76,6 +73,16 @@ def run_scenario(
         on_step=on_step,
         record_events=scn.run.record_events,
     )
+    return task, learner, cluster
+
+
+def run_scenario(
+    scn: Scenario,
+    out_dir: str | Path | None = None,
+    on_step: Callable[[dict], None] | None = None,
+    learner_cls=None,
+) -> RunResult:
+    task, learner, cluster = prepare_run(scn, on_step, learner_cls)
     res = cluster.run(scn.run.steps)
     metrics = pd.DataFrame(res.rows)
     jobs = pd.DataFrame(

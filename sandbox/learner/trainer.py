@@ -127,8 +127,10 @@ class Learner:
         metrics["lr"] = lr * metrics["lr/scale"] if "lr/scale" in metrics else torch.full((self.R,), lr)
         if self.eval_fn is not None and (step % self.eval_every == 0 or step == self.total_steps - 1):
             metrics.update(self.eval_fn(self.params))
-        self.replica_rows.append({k: _np(v) for k, v in metrics.items()})
-        row = {k: _alive_mean(v, self.alive if self.alive.any() else newly) for k, v in metrics.items()}
+        arrays = {k: _np(v) for k, v in metrics.items()}
+        self.replica_rows.append(arrays)
+        alive = self.alive.numpy() if self.alive.any() else newly.numpy()
+        row = {k: _alive_mean(a, alive) for k, a in arrays.items()}
         row["replicas/alive"] = float(self.alive.float().mean())
         return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=row, stop=not bool(self.alive.any()))
 
@@ -137,15 +139,13 @@ def _np(v) -> np.ndarray:
     return v.detach().cpu().numpy() if isinstance(v, Tensor) else np.asarray(v)
 
 
-def _alive_mean(v, alive: Tensor) -> float:
-    if not isinstance(v, Tensor):
-        return float(v)
-    v = v.detach().double()
-    if v.dim() == 0:
-        return float(v)
-    sel = v[alive] if alive.any() else v
-    sel = sel[torch.isfinite(sel)]
-    return float(sel.mean()) if sel.numel() else math.nan
+def _alive_mean(a: np.ndarray, alive: np.ndarray) -> float:
+    """Mean over the replicas still alive, ignoring non-finite entries (NaN when none)."""
+    if a.ndim == 0:
+        return float(a)
+    sel = a[alive] if a.shape == alive.shape else a.reshape(-1)
+    sel = sel[np.isfinite(sel)]
+    return float(sel.mean()) if sel.size else math.nan
 
 
 def staleness_metrics(step: int, versions: Tensor, mask: Tensor) -> dict[str, Tensor]:
@@ -235,6 +235,6 @@ class OracleLearner(Learner):
         )
         versions = versions.view(1, -1, 1).expand(self.R, -1, 1)
         self._sample_lag = (step - versions[..., 0]).double()
-        metrics = {"loss": true_loss, "eval/loss": true_loss}
+        metrics = {"loss": true_loss, **self.task.evaluate(self.params)}
         metrics.update(staleness_metrics(step, versions, torch.ones(versions.shape)))
         return surrogate, metrics, 0

@@ -30,6 +30,12 @@ class QuadraticConfig(BaseModel):
     eig_max: float = Field(1.0, gt=0, description="Largest eigenvalue λ_max (sets the critical step).")
     noise_std: float = Field(0.05, ge=0, description="Gradient noise σ per coordinate (T3 example: 0.05).")
     x0_std: float = Field(1.0, ge=0, description="Std of the initial point.")
+    x0: float | None = Field(None, description="Start every coordinate at this value instead (deterministic start).")
+    replica_scales: list[float] | None = Field(
+        None,
+        description="Curvature multiplier per replica (Hessian of replica r = scale_r · diag(λ)); lets one run "
+        "sweep the effective step a = ηλ across replicas under one schedule. Default: all 1.",
+    )
     replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
 
     @model_validator(mode="after")
@@ -41,6 +47,11 @@ class QuadraticConfig(BaseModel):
                 raise ValueError("eigenvalues must all be > 0")
         elif self.eig_max < self.eig_min:
             raise ValueError(f"eig_max ({self.eig_max}) must be >= eig_min ({self.eig_min})")
+        if self.replica_scales is not None:
+            if len(self.replica_scales) != self.replicas:
+                raise ValueError(f"replica_scales has {len(self.replica_scales)} entries, expected replicas={self.replicas}")
+            if any(not (s > 0) for s in self.replica_scales):
+                raise ValueError("replica_scales must all be > 0")
         return self
 
     def hessian_diagonal(self) -> torch.Tensor:
@@ -57,10 +68,14 @@ class QuadraticTask(OracleTask):
     def __init__(self, cfg: QuadraticConfig):
         self.cfg = cfg
         self.replicas = cfg.replicas
-        self.lam = cfg.hessian_diagonal()
+        scales = torch.tensor(cfg.replica_scales or [1.0] * cfg.replicas, dtype=torch.float64)
+        self.lam = scales.unsqueeze(1) * cfg.hessian_diagonal().unsqueeze(0)  # (R, d)
 
     def init_params(self, gen):
-        return {"x": self.cfg.x0_std * torch.randn(self.replicas, self.cfg.dim, generator=gen, dtype=torch.float64)}
+        shape = (self.replicas, self.cfg.dim)
+        if self.cfg.x0 is not None:
+            return {"x": torch.full(shape, float(self.cfg.x0), dtype=torch.float64)}
+        return {"x": self.cfg.x0_std * torch.randn(*shape, generator=gen, dtype=torch.float64)}
 
     def loss(self, params):
         x = params["x"]
@@ -77,4 +92,8 @@ class QuadraticTask(OracleTask):
         return (grads.mean(1).detach() * params["x"]).sum(-1)
 
     def evaluate(self, params):
-        return {"eval/loss": self.loss(params).detach().float()}
+        x = params["x"].detach()
+        return {
+            "eval/loss": self.loss(params).detach(),
+            "eval/grad_sq_norm": ((self.lam * x) ** 2).sum(-1),  # ‖∇f(x)‖², the quantity of T5
+        }

@@ -1,0 +1,27 @@
+"""``sandbox check``: predictions from ``theory/`` held against simulations in the sandbox.
+
+Each check sweeps its free variable, compares prediction and measurement point by point within a
+tolerance justified by the sampling error, and can fail (``perturbation`` is a distortion of the
+prediction that the check must reject; the tests run every check with it).
+"""
+
+from __future__ import annotations
+
+from . import baseline, bound, cosine, ess, queueing, stability, variance
+from .base import Check, CheckResult, Point
+
+CHECKS: dict[str, Check] = {
+    c.name: c
+    for c in [
+        Check("critical_lr", "T1", "critical step of delayed GD vs delay τ = 0..32 (Levin–May)", stability.run, 1.1),
+        Check("delayed_variance", "T2", "stationary variance of delayed SGD vs τ (Lyapunov)", variance.run, 1.1),
+        Check("gradient_cosine", "T3", "consecutive-gradient cosine vs η/η_crit (GAC's signature)", cosine.run, 1.3),
+        Check("async_sgd_bound", "T5", "bounded-staleness SGD bound vs τ (derived in theory)", bound.run, 0.2),
+        Check("straggler_cost", "T6", "synchronous step time = H_P/μ vs workers P", queueing.run_straggler, 1.1),
+        Check("littles_law", "T7", "mean pipeline staleness = L/B vs k_max (Little)", queueing.run_littles_law, 1.1),
+        Check("ess_vs_lag", "T8", "sequence-weight second moment / ESS vs lag on a learning run", ess.run, 1.1),
+        Check("opob_variance", "T10", "estimator variance vs baseline b; OPOB optimum", baseline.run, 1.1),
+    ]
+}
+
+__all__ = ["CHECKS", "Check", "CheckResult", "Point"]

@@ -1,0 +1,81 @@
+"""What a theory check is: a prediction from ``theory/`` held against a measurement from the
+simulator, over a swept free variable, with a tolerance justified by the sampling error.
+
+Each check is a function ``run(quick: bool, perturb: float) -> CheckResult``. ``perturb``
+multiplies the prediction (1.0 = the theory as stated); the test suite runs every check with its
+``perturbation`` to show the check can fail.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class Point:
+    x: float
+    predicted: float
+    measured: float
+    se: float
+    tolerance: float
+    ok: bool
+    note: str = ""
+
+
+@dataclass
+class CheckResult:
+    name: str
+    claim: str
+    x_label: str
+    y_label: str
+    justification: str
+    points: list[Point] = field(default_factory=list)
+    log_x: bool = False
+    log_y: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.points) and all(p.ok for p in self.points)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["passed"] = self.passed
+        return d
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    theory: str
+    description: str
+    run: Callable[..., CheckResult]
+    perturbation: float
+    """Factor applied to the prediction that the check must reject."""
+
+
+def within(measured: float, predicted: float, tol: float) -> bool:
+    return bool(np.isfinite(measured) and abs(measured - predicted) <= tol)
+
+
+def mean_se(samples) -> tuple[float, float]:
+    """Mean and standard error over independent replicates."""
+    a = np.asarray(samples, dtype=float)
+    a = a[np.isfinite(a)]
+    if a.size < 2:
+        return (float(a.mean()) if a.size else math.nan), math.inf
+    return float(a.mean()), float(a.std(ddof=1) / math.sqrt(a.size))
+
+
+def ratio_of_means_se(num, den, n_boot: int = 400, seed: int = 0) -> tuple[float, float]:
+    """Ratio of means Σnum/Σden over replicates and its bootstrap standard error (theory.md:
+    ratio statistics are compared as ratio-of-means, SE by bootstrap over replicates)."""
+    num, den = np.asarray(num, float), np.asarray(den, float)
+    est = float(num.sum() / den.sum())
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(num), size=(n_boot, len(num)))
+    boots = num[idx].sum(1) / den[idx].sum(1)
+    return est, float(boots.std(ddof=1))

@@ -1,0 +1,47 @@
+"""Every theory check passes on its default (quick) settings and fails when its prediction is
+perturbed: the checks can fail."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from sandbox.checks import CHECKS
+from sandbox.cli import app
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_check_passes_and_rejects_a_perturbed_prediction(name):
+    check = CHECKS[name]
+    result = check.run(quick=True)
+    assert result.passed, [p for p in result.points if not p.ok]
+    assert len(result.points) >= 2  # a sweep of the free variable, not a single point
+    perturbed = check.run(quick=True, perturb=check.perturbation)
+    assert not perturbed.passed
+    # the measurements do not depend on the prediction
+    assert [p.measured for p in perturbed.points] == pytest.approx([p.measured for p in result.points])
+
+
+def test_cli_exit_status_and_report(tmp_path):
+    runner = CliRunner()
+    ok = runner.invoke(app, ["check", "straggler_cost", "littles_law", "--quick", "--report", str(tmp_path)])
+    assert ok.exit_code == 0, ok.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["passed"] and {c["name"] for c in summary["checks"]} == {"straggler_cost", "littles_law"}
+    assert (tmp_path / "straggler_cost.png").stat().st_size > 0 and (tmp_path / "littles_law.png").exists()
+    bad = runner.invoke(app, ["check", "straggler_cost", "--quick", "--perturb"])
+    assert bad.exit_code == 1 and "FAIL" in bad.output
+    unknown = runner.invoke(app, ["check", "nonsense"])
+    assert unknown.exit_code == 2
