@@ -170,24 +170,28 @@ def _print_sweep_plan(spec, out: Path) -> None:
     keys = spec.axis_keys
     for col in ["id", *keys, "seed", "state"]:
         table.add_column(col)
+    from rich.markup import escape
+
     from .sweep.results import run_dir, run_state
     from .sweep.spec import value_label
 
     for r in spec.runs:
-        table.add_row(r.id, *[str(value_label(r.params[k])) for k in keys], str(r.seed), run_state(run_dir(out, r.id)))
+        table.add_row(r.id, *[escape(str(value_label(r.params[k]))) for k in keys], str(r.seed), run_state(run_dir(out, r.id)))
     console.print(table)
 
 
 def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
     """Mean over seeds of the headline numbers, one row per combination of the swept values."""
+    from rich.markup import escape
+
     if df.empty:
         return
-    keys = [k for k in spec.axis_keys if k in df.columns]
+    keys = [k for k in spec.display_keys if k in df.columns]
     reward_col = next((c for c in ("final_expected_reward", "final_reward", "final_loss") if c in df and df[c].notna().any()), None)
     table = Table(title=f"{spec.name} (mean over seeds)")
     cols = keys + ["runs", "status"] + ([reward_col] if reward_col else []) + ["throughput", "staleness"]
     for c in cols:
-        table.add_column(c)
+        table.add_column(c.split(".")[-1] if c in keys and len(keys) > 3 else c)
     groups = df.groupby(keys, sort=False, dropna=False) if keys else [((), df)]
     for i, (vals, g) in enumerate(groups):
         if i >= max_rows:
@@ -195,7 +199,7 @@ def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
             break
         vals = vals if isinstance(vals, tuple) else (vals,)
         status = ", ".join(f"{n} {s}" for s, n in g.status.value_counts().items())
-        row = [str(v) for v in vals] + [str(len(g)), status]
+        row = [escape(str(v)) for v in vals] + [str(len(g)), status]
         if reward_col:
             row.append(_fmt(g[reward_col].mean()))
         row.append(_fmt(g["throughput_samples_per_s"].mean(), ".2f") if "throughput_samples_per_s" in g else "-")

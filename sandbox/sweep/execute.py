@@ -1,0 +1,386 @@
+"""Running a sweep: local processes (default) or a Ray cluster, resumable, failure-tolerant.
+
+Each run writes ``<out>/runs/<id>/`` through :func:`sandbox.runner.run_scenario`; its
+``summary.json`` (written last, atomically) marks it finished, so a re-run after an interruption
+skips it. A run that raises writes ``error.json`` (the traceback) and the sweep goes on; it is not
+retried unless asked (``retry_failed``). A diverged run is an ordinary result (status ``diverged``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..outputs import write_json, write_text
+from .results import (
+    METRICS,
+    RESULTS,
+    result_row,
+    run_dir,
+    run_state,
+    write_manifest,
+    write_metrics,
+    write_results,
+)
+from .spec import RunSpec, SweepSpec, load_sweep
+
+RAY_HINT = 'the Ray backend needs the optional extra: pip install -c constraints-cpu.txt -e ".[ray]"'
+
+
+class SweepError(RuntimeError):
+    """A sweep that cannot be run as asked (e.g. a missing backend)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# one run (executed in a worker process, a Ray task or in-process)
+# ------------------------------------------------------------------------------------------------
+
+
+def _init_worker() -> None:
+    """Worker processes: one intra-op thread (torch reductions are much slower with more on
+    small tensors, and the runs already fill the cores)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def execute_run(rid: str, data: dict, out_dir: str, meta: dict) -> dict:
+    """Run one scenario into ``out_dir``; never raises for a failure of the run itself."""
+    _init_worker()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("error.json", "summary.json", "timing.json"):
+        (out / stale).unlink(missing_ok=True)
+    write_json(out / "run.json", meta)
+    t0 = time.perf_counter()
+    try:
+        from ..runner import run_scenario
+        from ..scenario.load import validate_scenario
+
+        scn = validate_scenario(data, f"run {rid}")
+        res = run_scenario(scn, out)
+        wall = time.perf_counter() - t0
+        write_json(out / "timing.json", {"wall_s": wall, "pid": os.getpid()})
+        return {"id": rid, "state": "done", "status": res.status, "wall_s": wall}
+    except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
+        wall = time.perf_counter() - t0
+        err = {"id": rid, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(), "wall_s": wall}
+        write_json(out / "error.json", err)
+        return {"id": rid, "state": "failed", "status": "failed", "error": err["error"], "wall_s": wall}
+
+
+def execute_run_packed(rid: str, data: dict, meta: dict) -> dict:
+    """For remote workers without a shared filesystem: run into a temporary directory and return
+    the files' bytes, which the driver unpacks into the run directory."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"sandbox-{rid}-"))
+    try:
+        rec = execute_run(rid, data, str(tmp), meta)
+        files = {str(p.relative_to(tmp)): p.read_bytes() for p in tmp.rglob("*") if p.is_file()}
+        rec["files"] = files
+        return rec
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _unpack(files: dict[str, bytes], out: Path) -> None:
+    """Write returned files atomically; the completion markers last."""
+    from ..outputs import atomic_write
+
+    last = ("summary.json", "error.json")
+    for name in sorted(files, key=lambda n: n in last):
+        atomic_write(out / name, lambda p, b=files[name]: p.write_bytes(b))
+
+
+# ------------------------------------------------------------------------------------------------
+# the sweep
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SweepOutcome:
+    out: Path
+    results: pd.DataFrame
+    ran: int  # runs computed in this call
+    skipped: int  # finished before this call
+    failed: int  # runs with an error (this call or earlier)
+    wall_s: float
+
+
+def default_out(spec: SweepSpec) -> Path:
+    return Path(spec.out) if spec.out else Path("runs") / "sweeps" / spec.name
+
+
+def manifest_of(spec: SweepSpec) -> dict:
+    return {
+        "name": spec.name,
+        "source": spec.source,
+        "description": spec.description,
+        "axes": spec.axes,
+        "seeds": spec.seeds,
+        "set": spec.set,
+        "runs": [{"id": r.id, "params": r.params, "seed": r.seed} for r in spec.runs],
+    }
+
+
+def _meta(run: RunSpec, spec: SweepSpec) -> dict:
+    return {"id": run.id, "sweep": spec.name, "params": run.params, "seed": run.seed, "overrides": run.overrides}
+
+
+def run_sweep(
+    spec: SweepSpec | str | Path,
+    out: str | Path | None = None,
+    *,
+    workers: int | None = None,
+    backend: str | None = None,
+    address: str | None = None,
+    retry_failed: bool = False,
+    progress: bool = True,
+    console=None,
+    on_result: Callable[[dict], None] | None = None,
+) -> SweepOutcome:
+    """Run every unfinished run of a sweep and write the results tables.
+
+    ``workers``: parallel runs (default ``[sweep] workers`` or one per core; 1 runs in this process).
+    ``backend``: ``local`` (process pool) or ``ray`` (``address`` of a cluster, else a local one).
+    """
+    if not isinstance(spec, SweepSpec):
+        spec = load_sweep(spec)
+    out = Path(out) if out is not None else default_out(spec)
+    backend = backend or spec.backend
+    workers = workers or spec.workers or os.cpu_count() or 1
+    out.mkdir(parents=True, exist_ok=True)
+    write_manifest(out, manifest_of(spec))
+    if spec.text:
+        write_text(out / "sweep.toml", spec.text)
+    if spec.runs:
+        from ..scenario.load import dump_scenario
+
+        write_text(out / "base.toml", dump_scenario(spec.runs[0].scenario()))
+
+    entries = {r.id: {"id": r.id, "params": r.params, "seed": r.seed} for r in spec.runs}
+    rows = {rid: result_row(e, out) for rid, e in entries.items()}
+    todo, skipped = [], 0
+    for r in spec.runs:
+        state = run_state(run_dir(out, r.id))
+        if state == "done" or (state == "failed" and not retry_failed):
+            skipped += 1
+        else:
+            todo.append(r)
+    write_results(out, list(rows.values()))
+
+    t0 = time.perf_counter()
+    ran = 0
+    counts = {"completed": 0, "diverged": 0, "failed": 0}
+    for row in rows.values():
+        if row["status"] in counts:
+            counts[row["status"]] += 1
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    console = console or Console()
+    bar = Progress(
+        TextColumn(f"[bold]{spec.name}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not progress,
+    )
+
+    def info() -> str:
+        return f"ok {counts['completed']}  diverged {counts['diverged']}  failed {counts['failed']}"
+
+    def finished(rec: dict) -> None:
+        nonlocal ran
+        ran += 1
+        rid = rec["id"]
+        rows[rid] = result_row(entries[rid], out)
+        status = rows[rid]["status"]
+        if status in counts:
+            counts[status] += 1
+        write_results(out, list(rows.values()))
+        bar.update(task, advance=1, info=info())
+        if status == "failed" and progress:
+            console.print(f"[red]run {rid} failed[/red] ({_params_text(entries[rid])}): {rows[rid]['error']}")
+        if on_result:
+            on_result(rows[rid])
+
+    with bar:
+        task = bar.add_task("sweep", total=len(spec.runs), completed=skipped, info=info())
+        try:
+            with _sigterm_as_interrupt():
+                if not todo:
+                    pass
+                elif backend == "ray":
+                    _run_ray(spec, todo, out, workers, address, finished)
+                elif backend == "local":
+                    if workers == 1:
+                        _run_inline(spec, todo, out, finished)
+                    else:
+                        _run_pool(spec, todo, out, workers, finished)
+                else:
+                    raise SweepError(f"unknown backend {backend!r}; expected local or ray")
+        finally:
+            write_results(out, [result_row(e, out) for e in entries.values()])
+            write_metrics(out, list(entries))
+    results = pd.read_parquet(out / RESULTS)
+    return SweepOutcome(
+        out=out,
+        results=results,
+        ran=ran,
+        skipped=skipped,
+        failed=int((results.status == "failed").sum()) if len(results) else 0,
+        wall_s=time.perf_counter() - t0,
+    )
+
+
+def _params_text(entry: dict) -> str:
+    parts = [f"{k}={v}" for k, v in entry["params"].items()]
+    return ", ".join(parts + [f"seed={entry['seed']}"])
+
+
+class _sigterm_as_interrupt:
+    """Turn SIGTERM into KeyboardInterrupt in the main thread, so workers are stopped cleanly."""
+
+    def __enter__(self):
+        self.prev = None
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self.prev = signal.signal(signal.SIGTERM, self._handler)
+            except ValueError:
+                self.prev = None
+        return self
+
+    @staticmethod
+    def _handler(signum, frame):
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            signal.signal(signal.SIGTERM, self.prev)
+        return False
+
+
+def _run_inline(spec: SweepSpec, todo: list[RunSpec], out: Path, finished) -> None:
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        for r in todo:
+            finished(execute_run(r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec)))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _mp_context():
+    """forkserver where available: a clean server process (no threads: forking after torch has
+    started its thread pools is unsafe) that imports the simulator once and forks each worker from
+    it, so workers start in milliseconds instead of re-importing torch; spawn elsewhere."""
+    import multiprocessing as mp
+
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["sandbox.sweep._preload"])
+        return ctx
+    return mp.get_context("spawn")
+
+
+def _run_pool(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, finished) -> None:
+    ctx = _mp_context()
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=_init_worker)
+    pending = {}
+    try:
+        for r in todo:
+            fut = ex.submit(execute_run, r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec))
+            pending[fut] = r
+        while pending:
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for fut in done:
+                r = pending.pop(fut)
+                try:
+                    rec = fut.result()
+                except BrokenProcessPool as exc:
+                    raise SweepError(
+                        "a worker process died (crash or out of memory); finished runs are kept, "
+                        "run the sweep again to resume"
+                    ) from exc
+                finished(rec)
+    except BaseException:
+        for fut in pending:
+            fut.cancel()
+        procs = list(getattr(ex, "_processes", {}).values())  # the pool's own workers
+        ex.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=5)
+        raise
+    else:
+        ex.shutdown(wait=True)
+
+
+def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, address: str | None, finished) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise SweepError(RAY_HINT) from None
+    started = False
+    if not ray.is_initialized():
+        env = {"env_vars": {"OMP_NUM_THREADS": "1"}}
+        if address:
+            ray.init(address=address, runtime_env=env, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, runtime_env=env, include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(execute_run_packed)
+        refs: dict[Any, RunSpec] = {}
+        for r in todo:
+            refs[remote.remote(r.id, r.data, _meta(r, spec))] = r
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1)
+            for ref in done:
+                r = refs.pop(ref)
+                path = run_dir(out, r.id)
+                try:
+                    rec = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a worker that died is a failed run
+                    err = {"id": r.id, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+                    write_json(path / "error.json", err)
+                    finished({"id": r.id, "state": "failed"})
+                    continue
+                path.mkdir(parents=True, exist_ok=True)
+                for stale in ("error.json", "summary.json"):
+                    (path / stale).unlink(missing_ok=True)
+                _unpack(rec.pop("files", {}), path)
+                finished(rec)
+    except BaseException:
+        for ref in list(locals().get("refs", {})):
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001
+                pass
+        raise
+    finally:
+        if started:
+            ray.shutdown()
+
+
+__all__ = ["SweepError", "SweepOutcome", "run_sweep", "execute_run", "default_out", "RESULTS", "METRICS"]
