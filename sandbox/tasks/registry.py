@@ -9,6 +9,7 @@ from pydantic import Field
 from .bandit import BanditConfig, BanditTask
 from .base import Task
 from .bitstring import BitStringConfig, BitStringTask
+from .gym_tasks import GymConfig, GymTask
 from .lm.task import LMTask, LMTaskConfig
 from .quadratic import QuadraticConfig, QuadraticTask
 
@@ -17,9 +18,10 @@ TASKS = {
     "bitstring": (BitStringConfig, BitStringTask),
     "quadratic": (QuadraticConfig, QuadraticTask),
     "lm": (LMTaskConfig, LMTask),
+    "gym": (GymConfig, GymTask),
 }
 
-TaskConfig = Annotated[Union[BanditConfig, BitStringConfig, QuadraticConfig, LMTaskConfig], Field(discriminator="name")]
+TaskConfig = Annotated[Union[BanditConfig, BitStringConfig, QuadraticConfig, LMTaskConfig, GymConfig], Field(discriminator="name")]
 
 
 def make_task(cfg) -> Task:

@@ -55,6 +55,12 @@ class LMTaskConfig(BaseModel):
     )
     temperature: float = Field(1.0, gt=0, description="Sampling temperature; learner log-probs use the same one.")
     eval_batch: int = Field(512, ge=1, description="Held-out prompts decoded per batch in evaluate().")
+    eval_samples: int = Field(
+        2,
+        ge=0,
+        description="Sampled responses per held-out prompt for eval/expected_reward (at the sampling temperature, "
+        "from a fixed evaluation seed so every run and variant sees the same draws); 0 = skip.",
+    )
     device: str = Field("cpu", description="Where forwards run: 'cpu' or 'cuda' (same code path); weights live on the CPU.")
     dtype: Literal["float32", "float64", "bfloat16", "float16"] = Field(
         "float32", description="Compute dtype of forwards (master weights stay float32)."
@@ -230,8 +236,28 @@ class LMTask(PolicyTask):
                     cut += 1
             total_len += float(lens.sum())
         n = max(len(self.eval_prompts), 1)
-        return {
+        out = {
             "eval/accuracy": torch.tensor([correct / n]),
             "eval/length": torch.tensor([total_len / n]),
             "eval/cut_frac": torch.tensor([cut / n]),
         }
+        if self.cfg.eval_samples > 0:
+            out["eval/expected_reward"] = torch.tensor([self._sampled_reward(fwd)])
+        return out
+
+    def _sampled_reward(self, fwd) -> float:
+        """Monte Carlo expected reward on the held-out prompts under the sampling policy (what RL
+        optimises; greedy accuracy moves more slowly). A fixed generator: common random numbers."""
+        gen = torch.Generator().manual_seed(12345)
+        k = self.cfg.eval_samples
+        ids = self.eval_ids.repeat_interleave(k, 0)
+        prompts = [p for p in self.eval_prompts for _ in range(k)]
+        total = 0.0
+        for s in range(0, len(prompts), self.cfg.eval_batch):
+            ctx = ids[s : s + self.cfg.eval_batch].to(self.device)
+            toks, _, _, hit = sample(fwd, ctx, self.max_new, self.tokenizer.eos_id, self.cfg.temperature, gen)
+            toks, hit = toks.cpu(), hit.cpu()
+            for j in range(ctx.shape[0]):
+                if bool(hit[j]):
+                    total += self.problem.score(prompts[s + j], self.tokenizer.decode(toks[j]))
+        return total / max(len(prompts), 1)
