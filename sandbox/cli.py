@@ -261,3 +261,19 @@ def check(
         console.print(f"[red]{len(failed)} check(s) failed:[/red] {', '.join(failed)}")
         raise typer.Exit(1)
     console.print(f"[green]all {len(results)} checks passed[/green]")
+
+
+@app.command()
+def report(
+    directory: Path = typer.Argument(..., help="A sweep directory or the output of `sandbox run`."),
+    out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: DIR/report.html)."),
+):
+    """Write a self-contained HTML report (figures embedded, scenario, table of runs)."""
+    from .report import write_report
+
+    try:
+        path = write_report(directory, out)
+    except FileNotFoundError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    console.print(f"report: [bold]{path}[/bold] (self-contained; open it in any browser)")
