@@ -101,6 +101,11 @@ def _print_table(results: dict, title: str) -> None:
             _fmt(s["grad_cos_mean"]),
         )
     console.print(table)
+    console.print(
+        "[dim]throughput: samples consumed per simulated second; staleness: versions between the weights that "
+        "generated a group and the step that trained on it; ESS/N: effective sample size of the unclipped "
+        "sequence importance weights (1 = on-policy); grad cos: cosine between consecutive gradients.[/dim]"
+    )
 
 
 def main() -> None:  # pragma: no cover

@@ -23,6 +23,7 @@ from .system.cluster import Cluster
 from .tasks import OracleTask, make_task
 from .workload import OracleWorkload, PolicyWorkload
 
+TOY_TASKS = {"bandit", "bitstring", "quadratic"}
 EVENT_COLUMNS = ["time", "kind", "worker", "job", "version", "step"]
 
 
@@ -83,7 +84,14 @@ def run_scenario(
     learner_cls=None,
 ) -> RunResult:
     task, learner, cluster = prepare_run(scn, on_step, learner_cls)
-    res = cluster.run(scn.run.steps)
+    threads = scn.run.threads or (1 if scn.task.name in TOY_TASKS else None)
+    previous = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        res = cluster.run(scn.run.steps)
+    finally:
+        torch.set_num_threads(previous)
     metrics = pd.DataFrame(res.rows)
     jobs = pd.DataFrame(
         [

@@ -52,6 +52,12 @@ class RunConfig(BaseModel):
     max_param_norm: float = Field(1e6, gt=0, description="Weight norm above this marks a replica diverged.")
     figures: bool = Field(True, description="Write the default figures into the run directory.")
     record_events: bool = Field(True, description="Keep the event log (dispatch, finish, publish, ...).")
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="torch intra-op threads during the run. Default: 1 for the toy tasks (their tensors are "
+        "tiny and extra threads only add overhead), torch's default for model-sized tasks.",
+    )
 
     def seeds(self) -> dict[str, int]:
         """Independent streams: timing, sampling and initialisation (common random numbers)."""
