@@ -59,15 +59,7 @@ class BanditTask(PolicyTask):
         return {"logits": logits}
 
     def new_group(self, group_size, gen):
-        R = self.replicas
-        return Rollouts(
-            tokens=torch.zeros(R, group_size, 0, dtype=torch.long),
-            behaviour_logp=torch.zeros(R, group_size, 0),
-            token_versions=torch.zeros(R, group_size, 0, dtype=torch.long),
-            lengths=torch.zeros(R, group_size, dtype=torch.long),
-            ended=torch.zeros(R, group_size, dtype=torch.bool),
-            group_size=group_size,
-        )
+        return Rollouts.empty(self.replicas, group_size)
 
     def generate(self, params, group, gen, version):
         if bool(group.ended.all()):

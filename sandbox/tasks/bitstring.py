@@ -49,15 +49,7 @@ class BitStringTask(PolicyTask):
         return {"logits": base + self.cfg.init_logit_std * torch.randn(self.replicas, H, generator=gen)}
 
     def new_group(self, group_size, gen):
-        R = self.replicas
-        return Rollouts(
-            tokens=torch.zeros(R, group_size, 0, dtype=torch.long),
-            behaviour_logp=torch.zeros(R, group_size, 0),
-            token_versions=torch.zeros(R, group_size, 0, dtype=torch.long),
-            lengths=torch.zeros(R, group_size, dtype=torch.long),
-            ended=torch.zeros(R, group_size, dtype=torch.bool),
-            group_size=group_size,
-        )
+        return Rollouts.empty(self.replicas, group_size)
 
     def generate(self, params, group, gen, version):
         start = group.width

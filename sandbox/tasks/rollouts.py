@@ -33,6 +33,19 @@ class Rollouts:
     """``(R, N)`` scalar rewards, set once the response is complete."""
     info: dict = field(default_factory=dict)
 
+    @classmethod
+    def empty(cls, replicas: int, group_size: int, prompts: Tensor | None = None) -> Rollouts:
+        """A group of ``group_size`` responses per replica with no tokens yet."""
+        return cls(
+            tokens=torch.zeros(replicas, group_size, 0, dtype=torch.long),
+            behaviour_logp=torch.zeros(replicas, group_size, 0),
+            token_versions=torch.zeros(replicas, group_size, 0, dtype=torch.long),
+            lengths=torch.zeros(replicas, group_size, dtype=torch.long),
+            ended=torch.zeros(replicas, group_size, dtype=torch.bool),
+            group_size=group_size,
+            prompts=prompts,
+        )
+
     @property
     def num_replicas(self) -> int:
         return self.tokens.shape[0]
