@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -244,7 +245,10 @@ def check(
 
     def on_done(c, result, seconds):
         verdict = "[green]PASS[/green]" if result.passed else "[red]FAIL[/red]"
-        console.print(f"{verdict} [bold]{c.name}[/bold] ({c.theory}, {seconds:.1f} s): {result.claim}\n      tolerance: {result.justification}")
+        console.print(
+            f"{verdict} [bold]{c.name}[/bold] ({c.theory}, {seconds:.1f} s): {escape(result.claim)}\n"
+            f"      tolerance: {escape(result.justification)}"
+        )
 
     results = run_checks(selected, quick, perturb, on_done)
     for result, seconds in results:
@@ -282,3 +286,30 @@ def report(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
     console.print(f"report: [bold]{path}[/bold] (self-contained; open it in any browser)")
+
+
+@app.command()
+def demo(
+    name: Optional[str] = typer.Argument(None, help="Demo to run (omit to list them)."),
+    out: Path = typer.Option(Path("runs/demos"), "--out", help="Where the figure is written."),
+    tiny: bool = typer.Option(False, "--tiny", help="A few steps only (a smoke test)."),
+):
+    """List the teaching demos, or run one: a plain-language explanation and one figure."""
+    from .demos import DEMOS, run_demo
+
+    if name is None:
+        table = Table(title="demos (sandbox demo NAME)")
+        table.add_column("name")
+        table.add_column("what it shows")
+        for key, (_, desc) in DEMOS.items():
+            table.add_row(key, desc)
+        console.print(table)
+        return
+    if name not in DEMOS:
+        console.print(f"[red]error:[/red] unknown demo {name!r}; available: {', '.join(DEMOS)}")
+        raise typer.Exit(2)
+    import time
+
+    t0 = time.time()
+    path = run_demo(name, out, tiny)
+    console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")

@@ -23,7 +23,7 @@ DIM, SIGMA_COORD, L = 20, 0.3, 1.0
 
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     taus = [1, 8] if quick else [0, 1, 2, 4, 8, 16]
-    steps, replicas = (600, 64) if quick else (2000, 128)
+    steps, replicas = (600, 64) if quick else (1500, 64)
     sigma = SIGMA_COORD * np.sqrt(DIM)
     result = CheckResult(
         name="async_sgd_bound",

@@ -27,7 +27,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     tau = 8
     eta_crit = float(critical_lr(tau, EIG_MAX))
     fractions = [0.92] if quick else [0.3, 0.55, 0.8, 0.92, 0.975]
-    dim, replicas, steps, burn = (500, 8, 1300, 600) if quick else (DIM, 8, 4000, 2000)
+    dim, replicas, steps, burn = (500, 8, 1300, 600) if quick else (DIM, 6, 3200, 1600)
     lams = np.logspace(np.log10(EIG_MIN), np.log10(EIG_MAX), dim)
     result = CheckResult(
         name="gradient_cosine",

@@ -25,7 +25,7 @@ from .base import CheckResult, Point
 
 def run_straggler(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     ps = [1, 2, 8] if quick else [1, 2, 4, 8, 16, 32, 64]
-    steps = 1500 if quick else 6000
+    steps = 1500 if quick else 3000
     mu = 2.0
     result = CheckResult(
         name="straggler_cost",

@@ -4,7 +4,7 @@ Prediction (Levin & May 1976; theory.delayed_stability): x_{t+1} = x_t − a x_{
 a < a*(τ) = 2 sin(π/(4τ+2)). Measurement, independent of the prediction: each run carries R
 replicas with curvatures λ_r on a geometric grid (η = 1, so a_r = λ_r) under a fixed-lag schedule
 of τ versions; a replica is unstable when the envelope of its loss over the last quarter of
-~100(2τ+1) steps exceeds the envelope over the second quarter (robust to the oscillation phase of
+~60(2τ+1) steps exceeds the envelope over the second quarter (robust to the oscillation phase of
 period 4τ+2). A coarse grid over [0.005, 2.5] (5% spacing) brackets the boundary, a fine grid
 (0.25% spacing) locates it; the measured a* is where the sorted grid switches from stable to
 unstable. Tolerance 5% relative: finite-horizon bias (theory.md T1) plus transients.
@@ -57,7 +57,7 @@ def measure_critical_step(tau: int, horizon: int) -> tuple[float, float, str]:
 
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     taus = [0, 1, 2, 4] if quick else [0, 1, 2, 4, 8, 16, 32]
-    horizon = 50 if quick else 100
+    horizon = 50 if quick else 60
     result = CheckResult(
         name="critical_lr",
         claim="delayed GD is stable iff ηλ < 2 sin(π/(4τ+2))",

@@ -21,7 +21,7 @@ ETA, LAM, SIGMA = 0.1, 2.0, 1.0  # theory.md T2 worked example: a = 0.2, s² = 0
 
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     taus = [0, 1, 3] if quick else [0, 1, 2, 3, 4]
-    replicas, steps, burn = (300, 700, 200) if quick else (1000, 2000, 400)
+    replicas, steps, burn = (300, 700, 200) if quick else (800, 1300, 300)
     result = CheckResult(
         name="delayed_variance",
         claim="Var∞ of delayed SGD solves the Lyapunov equation of the delay companion matrix",
