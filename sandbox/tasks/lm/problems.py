@@ -173,7 +173,7 @@ class SequenceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["sort", "reverse"] = "sort"
     min_len: int = Field(2, ge=1, description="Shortest input (answer lengths vary between min_len and max_len).")
-    max_len: int = Field(6, ge=1, le=32, description="Longest input.")
+    max_len: int = Field(6, ge=1, le=64, description="Longest input.")
 
     @model_validator(mode="after")
     def _check(self):
