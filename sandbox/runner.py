@@ -83,6 +83,10 @@ def run_scenario(
     on_step: Callable[[dict], None] | None = None,
     learner_cls=None,
 ) -> RunResult:
+    if out_dir is not None and set(scn.run.writers) - {"files"}:  # fail before simulating, not after
+        from .report.writers import check_writers
+
+        check_writers(scn.run.writers)
     task, learner, cluster = prepare_run(scn, on_step, learner_cls)
     threads = scn.run.threads or (1 if scn.task.name in TOY_TASKS else None)
     previous = torch.get_num_threads()
@@ -191,4 +195,8 @@ def write_run_dir(result: RunResult, out: Path) -> None:
         from .plots import default_figures
 
         default_figures(result, out / "figures")
+    if set(result.scenario.run.writers) - {"files"}:
+        from .report.writers import write_extra
+
+        write_extra(result, out)
     write_json(out / "summary.json", result.summary)  # last: its presence marks a complete run

@@ -5,7 +5,7 @@ numbers (same seeds, same schedule randomness) for a comparison table."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -52,6 +52,11 @@ class RunConfig(BaseModel):
     max_param_norm: float = Field(1e6, gt=0, description="Weight norm above this marks a replica diverged.")
     figures: bool = Field(True, description="Write the default figures into the run directory.")
     record_events: bool = Field(True, description="Keep the event log (dispatch, finish, publish, ...).")
+    writers: list[Literal["files", "tensorboard", "wandb"]] = Field(
+        default_factory=lambda: ["files"],
+        description="Where metrics go: the run directory (files, always written) plus TensorBoard event files "
+        "and/or an offline Weights & Biases run (each needs its optional extra; sandbox.report.writers).",
+    )
     threads: int | None = Field(
         None,
         ge=1,
