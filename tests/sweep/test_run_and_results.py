@@ -100,6 +100,7 @@ def test_ray_backend_missing_is_a_clear_error(tiny_raw, tmp_path):
         run_sweep(parse_sweep(tiny_raw), tmp_path / "sw", backend="ray", progress=False)
 
 
+@pytest.mark.slow
 def test_ray_backend_local_cluster(tiny_raw, tmp_path):
     pytest.importorskip("ray")
     tiny_raw["seeds"] = [0]
