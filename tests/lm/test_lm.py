@@ -282,3 +282,52 @@ def test_simulator_partial_rollouts_vcpo_gac():
     assert (r.jobs.segments > 1).any()  # some generations continued under a newer version
     assert r.metrics["staleness/token_mean"].notna().all()
     assert "lr/scale" in r.metrics and math.isfinite(r.metrics["grad/norm"].iloc[-1])
+
+
+# -- shipped scenarios and the mission report ----------------------------------------------------------
+
+
+def test_shipped_lm_and_gym_scenarios_validate_with_variants():
+    from pathlib import Path
+
+    from sandbox.scenario import load_scenario, variant_scenarios
+
+    root = Path(__file__).resolve().parents[2] / "scenarios"
+    files = sorted(root.glob("lm_*.toml")) + sorted(root.glob("gym_*.toml"))
+    assert len(files) >= 3
+    for f in files:
+        scn, raw = load_scenario(f)
+        assert variant_scenarios(scn, raw)
+    scn, raw = load_scenario(root / "lm_mission.toml")
+    v = variant_scenarios(scn, raw)
+    assert {"sync", "naive", "tis", "m2po", "vcpo", "gac"} <= set(v)
+    lags = {k: (s.system.staleness.kind, getattr(s.system.staleness, "k", None)) for k, s in v.items()}
+    assert lags["sync"][0] == "sync" and len({lags[k] for k in v if k != "sync"}) == 1  # same lag for all methods
+    assert len({s.algorithm.optimizer.lr for s in v.values()}) == 1  # same learning rate
+
+
+def test_mission_summary_and_figure(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from sandbox.tasks.lm.mission import markdown, mission_figure, summarize
+
+    def fake(level):
+        steps = np.arange(20)
+        return {
+            "metrics": pd.DataFrame({
+                "step": steps, "reward/mean": level + 0 * steps, "eval/expected_reward": np.where(steps % 5 == 0, level, np.nan),
+                "eval/accuracy": np.where(steps % 5 == 0, level, np.nan), "is/ess_ratio": 0.5 + 0 * steps,
+                "grad/cos_prev": 0.1 + 0 * steps, "grad/norm": 1.0 + 0 * steps, "lr": 1e-3 + 0 * steps,
+            }),
+            "summary": {"status": "completed"},
+            "wall_s": 1.0,
+        }
+
+    results = {"sync": [fake(0.3), fake(0.5)], "naive": [fake(0.1), fake(0.1)]}
+    table = summarize(results, [0, 1])
+    assert table["sync"]["heldout_reward"]["mean"] == pytest.approx(0.4)
+    assert table["sync"]["heldout_reward"]["std"] == pytest.approx(0.1)
+    assert "| naive |" in markdown(table, "t")
+    mission_figure(results, tmp_path / "m.png", "t")
+    assert (tmp_path / "m.png").stat().st_size > 1000
