@@ -3,6 +3,27 @@
 * :mod:`.problems` — character tokenizer; addition, countdown, sort/reverse; deterministic prompt sets.
 * :mod:`.warmstart` — the supervised "base model" (partial accuracy), cached on disk.
 * :mod:`.task` — :class:`LMTask`, the :class:`~sandbox.tasks.base.PolicyTask` over the transformer.
+* :mod:`.mission` — several seeds of a scenario's variants, one figure with reward, ESS, gradient
+  cosine, gradient norm and LR, a table with mean ± std over seeds, and VCPO's constant-LR control.
+
+TOML::
+
+    [task]
+    name = "lm"
+    problem = { kind = "addition", digits = 3 }      # or countdown / sort / reverse
+    model = { d_model = 64, n_layers = 2, n_heads = 4 }
+    warmstart = { target_accuracy = 0.35 }           # the cached base model
+    device = "cpu"                                   # or "cuda"; dtype = "float32" | "bfloat16" ...
+
+Commands::
+
+    sandbox run scenarios/lm_mission.toml                                   # one seed, every variant
+    python -m sandbox.tasks.lm.mission scenarios/lm_mission.toml --seeds 0 1 2   # seeds + mission.png
+    python benchmarks/bench_lm.py                                           # KV cache, learner step split
+
+The base model is cached in ``$SANDBOX_CACHE_DIR`` (default ``~/.cache/async-rl-sandbox``).
+OPOB (VCPO's baseline) uses :meth:`LMTask.sequence_logprob` with per-trajectory inputs
+``(tokens, mask, prompt)`` from :meth:`LMTask.sequence_inputs` (``torch.func`` per-sample gradients).
 """
 
 from .problems import AdditionConfig, CharTokenizer, CountdownConfig, SequenceConfig, eval_expression, make_prompt_sets
