@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from theory.optimal_baseline import enumerate_softmax

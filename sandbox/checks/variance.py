@@ -9,7 +9,6 @@ steps within a replica are not, so the SE is never taken over steps).
 
 from __future__ import annotations
 
-import numpy as np
 
 from theory.delayed_variance import sgd_variance
 

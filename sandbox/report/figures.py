@@ -9,7 +9,6 @@ metrics table (:func:`sandbox.sweep.load_metrics`), and writes one PNG.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable

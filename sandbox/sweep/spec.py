@@ -280,7 +280,7 @@ def expand(spec: SweepSpec, variants: dict | None = None) -> list[RunSpec]:
         if len(problems) > 20:
             break
     if problems:
-        raise _err(problems[:20] + ([f"... and more"] if len(problems) > 20 else []), spec.source)
+        raise _err(problems[:20] + (["... and more"] if len(problems) > 20 else []), spec.source)
     return runs
 
 

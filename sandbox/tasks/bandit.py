@@ -13,7 +13,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor
 
-from .base import Params, PolicyTask
+from .base import PolicyTask
 from .rollouts import Rollouts
 
 
