@@ -7,7 +7,7 @@ prediction that the check must reject; the tests run every check with it).
 
 from __future__ import annotations
 
-from . import baseline, bound, cosine, ess, queueing, stability, variance
+from . import baseline, bound, cosine, ess, gac, queueing, stability, variance
 from .base import Check, CheckResult, Point
 
 CHECKS: dict[str, Check] = {
@@ -16,6 +16,7 @@ CHECKS: dict[str, Check] = {
         Check("critical_lr", "T1", "critical step of delayed GD vs delay τ = 0..32 (Levin–May)", stability.run, 1.1),
         Check("delayed_variance", "T2", "stationary variance of delayed SGD vs τ (Lyapunov)", variance.run, 1.1),
         Check("gradient_cosine", "T3", "consecutive-gradient cosine vs η/η_crit (GAC's signature)", cosine.run, 1.3),
+        Check("gac_boundary", "T1+T4", "divergence boundary of delayed SGD with and without GAC projection", gac.run, 1.3),
         Check("async_sgd_bound", "T5", "bounded-staleness SGD bound vs τ (derived in theory)", bound.run, 0.2),
         Check("straggler_cost", "T6", "synchronous step time = H_P/μ vs workers P", queueing.run_straggler, 1.1),
         Check("littles_law", "T7", "mean pipeline staleness = L/B vs k_max (Little)", queueing.run_littles_law, 1.1),
