@@ -32,12 +32,12 @@ import pandas as pd
 PANELS = [
     ("eval/expected_reward", "held-out reward (sampled)"),
     ("reward/mean", "train reward (EMA)"),
-    ("is/ess_ratio", "ESS / N (sequence weights)"),
+    ("is/ess_ratio", "ESS / N, sequence weights (EMA)"),
     ("grad/cos_prev", "cos(g_t, g_{t-1}) (EMA)"),
     ("grad/norm", "gradient norm (EMA)"),
     ("lr", "learning rate"),
 ]
-SMOOTH = {"reward/mean", "grad/cos_prev", "grad/norm"}
+SMOOTH = {"reward/mean", "is/ess_ratio", "grad/cos_prev", "grad/norm"}
 
 
 def _run_one(args) -> dict:
