@@ -113,19 +113,29 @@ def default_figures(result, out: Path) -> list[Path]:
     return written
 
 
-def comparison_figure(results: dict[str, object], path: Path) -> None:
-    """Reward against simulated time and against steps for several variants on one figure."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5) -> None:
+    """Variants side by side: reward against simulated time and against steps, and the signals
+    said to announce trouble (ESS of the sequence weights, consecutive-gradient cosine, gradient
+    norm), each smoothed with a rolling mean over ``smooth`` steps."""
+    panels = [("is/ess_ratio", "ESS / N", False), ("grad/cos_prev", "cos(g_t, g_t-1)", False), ("grad/norm", "gradient norm", True)]
+    fig, axes = plt.subplots(1, 5, figsize=(22, 3.6))
     for name, r in results.items():
         m = r.metrics
         col = _reward_column(m)
         d = m[["time", "step", col]].dropna()
-        axes[0].plot(d.time, d[col], label=name)
-        axes[1].plot(d.step, d[col], label=name)
+        (line,) = axes[0].plot(d.time, d[col], label=name)
+        axes[1].plot(d.step, d[col], color=line.get_color())
         axes[0].set_ylabel(col)
+        for ax, (c, label, log) in zip(axes[2:], panels):
+            if c in m:
+                ax.plot(m.step, m[c].rolling(smooth, min_periods=1).mean(), color=line.get_color(), lw=1)
+            ax.set_title(label, fontsize=9)
+            if log:
+                ax.set_yscale("log")
     axes[0].set_xlabel("simulated time (s)")
-    axes[1].set_xlabel("learner step")
+    for ax in axes[1:]:
+        ax.set_xlabel("learner step")
     for ax in axes:
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8)
+    axes[0].legend(fontsize=8)
     _save(fig, path)
