@@ -46,5 +46,13 @@ def test_resolved_scenario_in_run_dir_reproduces_the_run(tmp_path):
     again, _ = load_scenario(written)
     second = run_scenario(again, tmp_path / "second")
     pd.testing.assert_frame_equal(first.metrics, second.metrics)
-    for f in ("metrics.parquet", "jobs.parquet", "events.parquet", "summary.json", "figures/timeline.png"):
-        assert (tmp_path / "first" / f).exists() or f.startswith("figures")
+    for f in ("metrics.parquet", "jobs.parquet", "events.parquet", "replicas.npz", "summary.json"):
+        assert (tmp_path / "first" / f).exists()
+    assert not (tmp_path / "first" / "figures").exists()  # run.figures = false is honoured
+
+
+def test_run_directory_has_every_default_figure(tmp_path):
+    scn, _ = load_scenario(ROOT / "scenarios" / "partial_rollouts.toml", ["run.steps=6", "system.num_workers=3"])
+    run_scenario(scn, tmp_path)
+    for name in ("learning_curves", "staleness_hist", "diagnostics", "timeline"):
+        assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 5_000
