@@ -1,9 +1,10 @@
 """The learner: real gradients on the real policy, at the moment the event schedule says.
 
 :class:`Learner` owns the weights (leaf tensors whose first dimension indexes R independent
-replicas), a standard torch optimizer, and the per-step bookkeeping every task shares: gradient
-norm and cosine with the previous gradient, per-replica clipping, the LR schedule, the update
-norm, and divergence detection. Subclasses say how a batch of finished jobs becomes a loss.
+replicas), a standard torch optimizer wrapped in the method library's StabilizedOptimizer
+(per-replica clipping, GAC projections, VCPO / staleness LR rules), and the per-step bookkeeping
+every task shares: gradient norm and cosine with the previous gradient, the LR schedule, the
+update norm, and divergence detection. Subclasses say how a batch of finished jobs becomes a loss.
 
 Divergence (non-finite loss, gradient or weights, or loss / weight norm beyond the configured
 bounds) freezes that replica at its last finite weights and records the step; when every replica
@@ -136,7 +137,10 @@ class Learner:
 
 
 def _np(v) -> np.ndarray:
-    return v.detach().cpu().numpy() if isinstance(v, Tensor) else np.asarray(v)
+    if not isinstance(v, Tensor):
+        return np.asarray(v)
+    v = v.detach()
+    return (v.double() if v.is_floating_point() else v).cpu().numpy()  # bf16/fp16 have no numpy dtype
 
 
 def _alive_mean(a: np.ndarray, alive: np.ndarray) -> float:
