@@ -51,10 +51,8 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
+    if isinstance(o, np.generic):  # numpy scalars: bool_, integer, floating
+        return o.item()
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o)}")

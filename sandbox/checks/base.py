@@ -24,6 +24,8 @@ class Point:
     tolerance: float
     ok: bool
     note: str = ""
+    series: str = ""
+    """Label of the curve this point belongs to when a check sweeps several settings."""
 
 
 @dataclass

@@ -18,14 +18,18 @@ from .base import CheckResult  # noqa: E402
 
 def figure(result: CheckResult, path: Path) -> None:
     """Predicted values (line) against measured points with ±tolerance bars."""
-    pts = sorted(result.points, key=lambda p: p.x)
-    x = np.array([p.x for p in pts], dtype=float)
     fig, ax = plt.subplots(figsize=(6, 3.8))
-    ax.plot(x, [p.predicted for p in pts], "-", color="tab:blue", label="predicted (theory)")
-    colors = ["tab:green" if p.ok else "tab:red" for p in pts]
-    ax.errorbar(x, [p.measured for p in pts], yerr=[p.tolerance for p in pts], fmt="none", ecolor="gray", capsize=3)
-    ax.scatter(x, [p.measured for p in pts], c=colors, zorder=3, label="measured (simulation) ± tolerance")
-    if result.log_y and all(p.predicted > 0 and p.measured > 0 for p in pts):
+    series = sorted({p.series for p in result.points})
+    for i, name in enumerate(series):
+        pts = sorted((p for p in result.points if p.series == name), key=lambda p: p.x)
+        x = np.array([p.x for p in pts], dtype=float)
+        label = f" ({name})" if name else ""
+        ax.plot(x, [p.predicted for p in pts], "-", color=f"C{i}", label=f"predicted (theory){label}")
+        colors = ["tab:green" if p.ok else "tab:red" for p in pts]
+        ax.errorbar(x, [p.measured for p in pts], yerr=[p.tolerance for p in pts], fmt="none", ecolor="gray", capsize=3)
+        ax.scatter(x, [p.measured for p in pts], c=colors, zorder=3, label="measured ± tolerance" if i == 0 else None)
+    x = np.array([p.x for p in result.points], dtype=float)
+    if result.log_y and all(p.predicted > 0 and p.measured > 0 for p in result.points):
         ax.set_yscale("log")
     if result.log_x and (x > 0).all():
         ax.set_xscale("log")
