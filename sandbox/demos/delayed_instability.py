@@ -15,7 +15,6 @@ Run it:  sandbox demo delayed_instability      or      python examples/demo_dela
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import torch  # noqa: E402
 from sandbox.runner import run_scenario  # noqa: E402
 from sandbox.scenario import validate_scenario  # noqa: E402
 from theory.delayed_stability import critical_lr, oscillation_period  # noqa: E402
+from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
 
 EXPLANATION = """\
 Delayed-gradient instability. With asynchrony the learner applies gradients computed on weights
@@ -111,14 +111,8 @@ def main(cfg: Config = Config()) -> Path:
     ax2.set_title(f"k = {cfg.show_lag}: x oscillates with period 4k+2 = {int(oscillation_period(cfg.show_lag))} (loss = x²: half)", fontsize=10)
     ax2.legend(fontsize=8)
     ax2.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(cfg.out) / "delayed_instability.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"  figure: {path}")
-    return path
+    return save_figure(fig, cfg.out, "delayed_instability")
 
 
 if __name__ == "__main__":
-    main(Config(tiny="--tiny" in sys.argv, out=next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--out=")), Config.out)))
+    main(config_from_argv(Config))

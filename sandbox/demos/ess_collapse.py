@@ -15,7 +15,6 @@ Run it:  sandbox demo ess_collapse      or      python examples/demo_ess_collaps
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import torch  # noqa: E402
 
 from sandbox.runner import run_scenario  # noqa: E402
 from sandbox.scenario import validate_scenario  # noqa: E402
+from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
 
 EXPLANATION = """\
 ESS collapse. An asynchronous learner corrects for stale data with importance weights
@@ -100,14 +100,8 @@ def main(cfg: Config = Config()) -> Path:
     ax.set_title("longer responses and older policies: fewer effective samples", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(cfg.out) / "ess_collapse.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"  figure: {path}")
-    return path
+    return save_figure(fig, cfg.out, "ess_collapse")
 
 
 if __name__ == "__main__":
-    main(Config(tiny="--tiny" in sys.argv, out=next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--out=")), Config.out)))
+    main(config_from_argv(Config))

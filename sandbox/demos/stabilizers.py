@@ -18,7 +18,6 @@ Run it:  sandbox demo stabilizers      or      python examples/demo_stabilizers.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ import torch  # noqa: E402
 
 from sandbox.runner import run_scenario  # noqa: E402
 from sandbox.scenario import validate_scenario  # noqa: E402
+from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
 
 EXPLANATION = """\
 What each stabilizer does. We take one stale run (every update uses responses sampled 16 policy
@@ -131,14 +131,8 @@ def main(cfg: Config = Config()) -> Path:
         ax.set_xlabel("learner step")
         ax.grid(alpha=0.3)
     fig.suptitle(f"one stale run (lag {lag}), one stabilizer at a time, same seeds", fontsize=11)
-    fig.tight_layout()
-    path = Path(cfg.out) / "stabilizers.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"  figure: {path}")
-    return path
+    return save_figure(fig, cfg.out, "stabilizers")
 
 
 if __name__ == "__main__":
-    main(Config(tiny="--tiny" in sys.argv, out=next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--out=")), Config.out)))
+    main(config_from_argv(Config))

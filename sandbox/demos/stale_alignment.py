@@ -13,7 +13,6 @@ Run it:  sandbox demo stale_alignment      or      python examples/demo_stale_al
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from sandbox.runner import run_scenario  # noqa: E402
 from sandbox.scenario import validate_scenario  # noqa: E402
 from theory.delayed_stability import critical_lr  # noqa: E402
 from theory.gradient_cosine import expected_cosine  # noqa: E402
+from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
 
 EXPLANATION = """\
 The stale-aligned gradient signature. Each learner step we record the cosine between this
@@ -121,14 +121,8 @@ def main(cfg: Config = Config()) -> Path:
     ax2.set_title("sync: slightly negative; stale: positive, rising", fontsize=10)
     ax2.legend(fontsize=8)
     ax2.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(cfg.out) / "stale_alignment.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"  figure: {path}")
-    return path
+    return save_figure(fig, cfg.out, "stale_alignment")
 
 
 if __name__ == "__main__":
-    main(Config(tiny="--tiny" in sys.argv, out=next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--out=")), Config.out)))
+    main(config_from_argv(Config))

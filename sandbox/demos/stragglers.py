@@ -15,7 +15,6 @@ Run it:  sandbox demo stragglers      or      python examples/demo_stragglers.py
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np  # noqa: E402
 from sandbox.system.config import SystemConfig  # noqa: E402
 from sandbox.system.timing_only import simulate_timing  # noqa: E402
 from theory.order_statistics import expected_max, expected_value, lognormal_cdf  # noqa: E402
+from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
 
 EXPLANATION = """\
 Stragglers. In synchronous RL every training step waits for the slowest response of the batch.
@@ -113,14 +113,8 @@ def main(cfg: Config = Config()) -> Path:
     ax2.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower left")
     ax2.set_title("idle stragglers vs what asynchrony costs (staleness)", fontsize=10)
     ax2.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(cfg.out) / "stragglers.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"  figure: {path}")
-    return path
+    return save_figure(fig, cfg.out, "stragglers")
 
 
 if __name__ == "__main__":
-    main(Config(tiny="--tiny" in sys.argv, out=next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--out=")), Config.out)))
+    main(config_from_argv(Config))
