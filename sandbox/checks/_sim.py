@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..runner import RunResult, run_scenario
-from ..scenario import validate_scenario
+from ..runner import RunResult, prepare_run, run_scenario
+from ..scenario import Scenario, validate_scenario
 
 
-def delayed_quadratic(
+def delayed_quadratic_scenario(
     *,
     lr: float,
     tau: int,
@@ -21,7 +21,9 @@ def delayed_quadratic(
     x0: float | None = None,
     seed: int = 0,
     max_loss: float = 1e12,
-) -> RunResult:
+    stabilizers: list | None = None,
+    eval_every: int = 1,
+) -> Scenario:
     """Delayed SGD x_{t+1} = x_t − η g(x_{t−τ}) as the simulator produces it: a fixed-lag
     cluster (τ+1 workers with equal durations, instantaneous training) feeding one noisy gradient
     per step to an SGD learner."""
@@ -32,7 +34,7 @@ def delayed_quadratic(
         task["replica_scales"] = replica_scales
     if x0 is not None:
         task["x0"] = x0
-    scn = validate_scenario(
+    return validate_scenario(
         {
             "task": task,
             "system": {
@@ -41,9 +43,23 @@ def delayed_quadratic(
                 "train_time": {"kind": "constant", "value": 0.0},
                 "staleness": {"kind": "fixed_lag", "k": tau},
             },
-            "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": lr}},
-            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": 1, "max_loss": max_loss},
+            "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": lr},
+                          "stabilizers": stabilizers or []},
+            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False,
+                    "eval_every": eval_every, "max_loss": max_loss},
         },
         "check scenario",
     )
-    return run_scenario(scn)
+
+
+def delayed_quadratic(**kw) -> RunResult:
+    """Run :func:`delayed_quadratic_scenario` and return its result."""
+    return run_scenario(delayed_quadratic_scenario(**kw))
+
+
+def run_with_learner(scn: Scenario, learner_cls):
+    """Run ``scn`` with an instrumented learner class and return that learner (checks read what
+    it recorded)."""
+    _, learner, cluster = prepare_run(scn, learner_cls=learner_cls)
+    cluster.run(scn.run.steps)
+    return learner

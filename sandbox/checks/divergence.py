@@ -21,13 +21,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
 
 from theory.delayed_variance import autocovariances
 
 from ..learner.trainer import OracleLearner
-from ..runner import run_scenario
-from ..scenario import validate_scenario
+from ._sim import delayed_quadratic_scenario, run_with_learner
 from .base import CheckResult, Point, mean_se
 
 SETTINGS = [(0, 0.10), (8, 0.16)]  # (τ, a = ηλ) with λ = σ = 1
@@ -44,24 +42,9 @@ class _IterateRecorder(OracleLearner):
 
 
 def _trajectories(tau: int, a: float, replicas: int, steps: int, seed: int) -> np.ndarray:
-    scn = validate_scenario(
-        {
-            "task": {"name": "quadratic", "dim": 1, "eigenvalues": [1.0], "noise_std": 1.0, "replicas": replicas, "x0": 0.0},
-            "system": {"num_workers": tau + 1, "generation_time": {"kind": "constant", "value": 1.0},
-                       "train_time": {"kind": "constant", "value": 0.0}, "staleness": {"kind": "fixed_lag", "k": tau}},
-            "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": a}},
-            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps},
-        },
-        "divergence check",
-    )
-    holder = {}
-
-    def factory(*args, **kw):
-        holder["learner"] = _IterateRecorder(*args, **kw)
-        return holder["learner"]
-
-    run_scenario(scn, learner_cls=factory)
-    return np.stack(holder["learner"].xs)  # (steps, R)
+    scn = delayed_quadratic_scenario(lr=a, tau=tau, steps=steps, eigenvalues=[1.0], noise_std=1.0,
+                                     replicas=replicas, x0=0.0, seed=seed, eval_every=steps)
+    return np.stack(run_with_learner(scn, _IterateRecorder).xs)  # (steps, R)
 
 
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:

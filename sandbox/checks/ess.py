@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from ..learner.trainer import PolicyLearner
-from ..runner import run_scenario
 from ..scenario import validate_scenario
+from ._sim import run_with_learner
 from .base import CheckResult, Point
 
 
@@ -58,14 +58,7 @@ def measure(k: int, steps: int, replicas: int, horizon: int, lr: float, seed: in
         },
         "ess check",
     )
-    holder = {}
-
-    def factory(*a, **kw):
-        holder["learner"] = _RecordingLearner(*a, **kw)
-        return holder["learner"]
-
-    run_scenario(scn, learner_cls=factory)
-    learner = holder["learner"]
+    learner = run_with_learner(scn, _RecordingLearner)
     measured, predicted = [], []
     for step, w2, versions in learner.records:
         theta = learner.history[step]

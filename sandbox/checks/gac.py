@@ -19,26 +19,15 @@ import numpy as np
 
 from theory.delayed_stability import critical_step
 
-from ..runner import run_scenario
-from ..scenario import validate_scenario
+from ._sim import delayed_quadratic
 from .base import CheckResult, Point
 
 TAU = 8
 
 
 def _stability_map(grid: np.ndarray, dim: int, steps: int, stabilizers: list) -> tuple[np.ndarray, np.ndarray]:
-    scn = validate_scenario(
-        {
-            "task": {"name": "quadratic", "dim": dim, "eig_min": 0.01, "eig_max": 1.0, "noise_std": 0.05,
-                     "replicas": len(grid), "replica_scales": grid.tolist(), "x0": 0.0},
-            "system": {"num_workers": TAU + 1, "generation_time": {"kind": "constant", "value": 1.0},
-                       "train_time": {"kind": "constant", "value": 0.0}, "staleness": {"kind": "fixed_lag", "k": TAU}},
-            "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": 1.0}, "stabilizers": stabilizers},
-            "run": {"steps": steps, "figures": False, "record_events": False, "eval_every": 1, "max_loss": 1e6},
-        },
-        "gac check",
-    )
-    res = run_scenario(scn)
+    res = delayed_quadratic(lr=1.0, tau=TAU, steps=steps, dim=dim, eig_min=0.01, eig_max=1.0, noise_std=0.05,
+                            replicas=len(grid), replica_scales=grid.tolist(), x0=0.0, max_loss=1e6, stabilizers=stabilizers)
     loss = np.nan_to_num(res.replica_metrics["eval/loss"], nan=np.inf)
     n = loss.shape[0]
     unstable = (res.diverged_at >= 0) | (loss[3 * n // 4 :].max(0) > 2 * loss[n // 4 : n // 2].max(0))

@@ -29,7 +29,6 @@ from typing import Literal
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
@@ -129,15 +128,7 @@ class GymTask(PolicyTask):
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
         prompts = torch.zeros(R, group_size, 2 + self.max_len * self.obs_dim, dtype=torch.float64)
         prompts[..., 0] = seed
-        return Rollouts(
-            tokens=torch.zeros(R, group_size, 0, dtype=torch.long),
-            behaviour_logp=torch.zeros(R, group_size, 0),
-            token_versions=torch.zeros(R, group_size, 0, dtype=torch.long),
-            lengths=torch.zeros(R, group_size, dtype=torch.long),
-            ended=torch.zeros(R, group_size, dtype=torch.bool),
-            group_size=group_size,
-            prompts=prompts,
-        )
+        return Rollouts.empty(R, group_size, prompts)
 
     @torch.no_grad()
     def generate(self, params, group, gen, version):
