@@ -313,3 +313,107 @@ def demo(
     t0 = time.time()
     path = run_demo(name, out, tiny)
     console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")
+
+
+# ------------------------------------------------------------------------------------------------
+# promotion to a GPU framework
+# ------------------------------------------------------------------------------------------------
+
+EXIT_REFUSED = 3
+
+
+@app.command()
+def export(
+    source: Optional[Path] = typer.Argument(None, help="Scenario TOML, a `sandbox run` directory or a `sandbox sweep` directory."),
+    framework: Optional[str] = typer.Option(None, "--framework", "-f", help="Target framework (see --list)."),
+    version: Optional[str] = typer.Option(None, "--version", help="Framework version (default: the newest supported)."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="Variant of a scenario file or of a multi-variant run directory."),
+    run_id: Optional[str] = typer.Option(None, "--run", help="Run id of a sweep directory."),
+    best: Optional[str] = typer.Option(None, "--best", help="Pick the run (sweep: the configuration, averaged over seeds) with the highest value of this summary metric."),
+    lowest: bool = typer.Option(False, "--lowest", help="With --best: pick the lowest value instead (losses)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a scenario field before exporting: dotted.key=value (repeatable)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate for YOUR model (the toy's is never exported)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: promote/<source>-<framework>)."),
+    allow_partial: bool = typer.Option(False, "--allow-partial", help="Write the config even when settings have no equivalent (listed in PROMOTION.md)."),
+    list_: bool = typer.Option(False, "--list", help="List frameworks, versions and what each can express, then exit."),
+):
+    """Write a scenario as the configuration of a GPU framework, with PROMOTION.md explaining every key.
+
+    Exit status: 0 written, 2 bad input, 3 refused (settings without an equivalent; see --allow-partial).
+    """
+    from .export import EXPORTERS, ExportError, ExportRefused, Given, export_scenario
+    from .export.source import resolve
+
+    if list_:
+        _print_frameworks(EXPORTERS, framework)
+        return
+    try:
+        if source is None:
+            raise ExportError("SOURCE: expected a scenario TOML, a run directory or a sweep directory (or --list)")
+        if framework is None:
+            raise ExportError(f"--framework: required; expected one of {', '.join(EXPORTERS)}")
+        if lr is not None and not (lr > 0 and math.isfinite(lr)):
+            raise ExportError(f"--lr: expected a positive finite learning rate, got {lr}")
+        src = resolve(source, variant=variant, run_id=run_id, best=best, lowest=lowest, overrides=set_)
+        given = Given(
+            lr=lr if lr is not None else (src.scenario.algorithm.optimizer.lr if "algorithm.optimizer.lr" in src.overrides else None),
+            grad_clip=src.scenario.algorithm.optimizer.grad_clip if "algorithm.optimizer.grad_clip" in src.overrides else None,
+        )
+        exp = export_scenario(src.scenario, framework, version, given, allow_partial, src.provenance)
+        target = out or Path("promote") / f"{src.label}-{framework}"
+        exp.write(target)
+    except ExportError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except ExportRefused as exc:
+        console.print(f"[red]refused:[/red] {framework} cannot express {len(exc.rows)} setting(s) of this scenario:")
+        for r in exc.rows:
+            console.print(f"  - [bold]{escape(r.source)}[/bold] = {escape(str(r.value))}: {escape(r.note)}")
+        console.print("Nothing was written. Re-run with [bold]--allow-partial[/bold] to write the rest and list these in PROMOTION.md.")
+        raise typer.Exit(EXIT_REFUSED)
+    counts = exp.plan.counts()
+    console.print(
+        f"[bold]{escape(exp.plan.framework)} {escape(exp.plan.version)}[/bold] ({escape(exp.plan.target)}): "
+        f"{len(exp.plan.settings)} keys written ({counts['as_is']} as is, {counts['converted']} converted, "
+        f"{counts['pinned']} pinned); {counts['scale']} scale-dependent, {counts['setup']} setup, "
+        f"{counts['sandbox_only']} sandbox-only fields"
+    )
+    for r in exp.plan.gaps():
+        console.print(f"  [yellow]no equivalent[/yellow] [bold]{escape(r.source)}[/bold] = {escape(str(r.value))}: {escape(r.note)}")
+    console.print(f"written to [bold]{target}[/bold]: {', '.join(exp.files)}; launch: [dim]{escape(exp.launch.splitlines()[0])}[/dim]")
+
+
+def _print_frameworks(exporters: dict, only: str | None) -> None:
+    if only is not None:
+        if only not in exporters:
+            console.print(f"[red]error:[/red] --framework: unknown framework {only!r}; expected one of {', '.join(exporters)}")
+            raise typer.Exit(2)
+        cls = exporters[only]
+        table = Table(title=f"{cls.name}: {cls.title}")
+        table.add_column("concept")
+        table.add_column("how")
+        for concept, how in cls.expresses.items():
+            table.add_row(concept, escape(how))
+        console.print(table)
+        console.print("versions: " + ", ".join(f"{v.series} ({v.release}; keys read at {v.read_at})" for v in cls.versions))
+        return
+    table = Table(title="sandbox export --framework NAME [--version V]")
+    for col in ("framework", "versions (default first)", "target"):
+        table.add_column(col)
+    for cls in exporters.values():
+        table.add_row(cls.name, ", ".join(f"{v.series} ({v.release})" for v in cls.versions), escape(cls.title))
+    console.print(table)
+    concepts: list[str] = []
+    for cls in exporters.values():
+        concepts += [c for c in cls.expresses if c not in concepts]
+    matrix = Table(title="what each framework can express (yes = a key; - = no equivalent; details: --list --framework NAME)")
+    matrix.add_column("concept")
+    for cls in exporters.values():
+        matrix.add_column(cls.name)
+    for c in concepts:
+        cells = []
+        for cls in exporters.values():
+            how = cls.expresses.get(c)
+            cells.append("?" if how is None else ("-" if how.lower().startswith("no equivalent") else "yes"))
+        matrix.add_row(c, *cells)
+    console.print(matrix)

@@ -1,0 +1,103 @@
+"""The exporter interface and the registry of frameworks.
+
+An exporter is one file (``sandbox/export/<framework>.py``) with one :class:`Exporter` subclass,
+decorated with :func:`register`. It turns a validated :class:`~sandbox.scenario.Scenario` into a
+:class:`~sandbox.export.plan.Plan` (the framework keys and one row per scenario field) for one of
+its supported versions, and renders the plan as the framework's native files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..scenario import Scenario
+from .plan import ExportError, Plan
+
+
+@dataclass(frozen=True)
+class Given:
+    """Values the user gave for the GPU run on the export command line (scale-dependent values are
+    written only from here): ``lr`` from ``--lr`` or ``--set algorithm.optimizer.lr=...``,
+    ``grad_clip`` from ``--set algorithm.optimizer.grad_clip=...``."""
+
+    lr: float | None = None
+    grad_clip: float | None = None
+
+
+@dataclass(frozen=True)
+class Version:
+    """One supported framework version: the series users name (``"0.9"``), the release or commit
+    the pinned keys were read at, and where they were read."""
+
+    series: str
+    release: str
+    read_at: str
+
+
+class Exporter:
+    """Base class. Subclasses set the class attributes and implement :meth:`plan` and :meth:`files`."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    versions: ClassVar[tuple[Version, ...]]  # newest first
+    expresses: ClassVar[dict[str, str]]  # concept -> framework key(s) or "no equivalent: ..."
+
+    def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:  # pragma: no cover
+        raise NotImplementedError
+
+    def files(self, plan: Plan) -> dict[str, str]:  # pragma: no cover
+        """File name -> text of the framework's native configuration (PROMOTION.md is added by the caller)."""
+        raise NotImplementedError
+
+    def launch(self, plan: Plan, files: dict[str, str]) -> str:  # pragma: no cover
+        """The shell command that starts the GPU run from the written files."""
+        raise NotImplementedError
+
+    # -- shared helpers -------------------------------------------------------------------------
+    def new_plan(self, version: Version, target: str) -> Plan:
+        return Plan(framework=self.name, version=version.series, release=version.release, target=target)
+
+    @classmethod
+    def resolve_version(cls, requested: str | None) -> Version:
+        """``None`` → the newest supported version; ``"0.9"`` or ``"0.9.1"`` → that one."""
+        if requested is None:
+            return cls.versions[0]
+        for v in cls.versions:
+            if requested in (v.series, v.release):
+                return v
+        supported = ", ".join(f"{v.series} ({v.release})" for v in cls.versions)
+        raise ExportError(f"--version: {cls.name} {requested!r} is not supported; supported: {supported}")
+
+
+EXPORTERS: dict[str, type[Exporter]] = {}
+
+
+def register(cls: type[Exporter]) -> type[Exporter]:
+    """Class decorator: make an exporter available under ``cls.name``."""
+    if cls.name in EXPORTERS:
+        raise ValueError(f"exporter {cls.name!r} registered twice")
+    EXPORTERS[cls.name] = cls
+    return cls
+
+
+def get_exporter(name: str) -> Exporter:
+    try:
+        return EXPORTERS[name]()
+    except KeyError:
+        raise ExportError(f"--framework: unknown framework {name!r}; expected one of {', '.join(EXPORTERS)}") from None
+
+
+def describe(value: Any) -> str:
+    """A value as it appears in PROMOTION.md tables."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {describe(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    return str(value)

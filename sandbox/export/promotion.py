@@ -1,0 +1,133 @@
+"""PROMOTION.md (what was mapped, converted, left to the user, or has no equivalent) and the
+export directory, written so that it is never half old and half new.
+
+Directory protocol: files are first written into ``<out>/.staging-*``; then the previous export's
+manifest ``export.json`` is removed (the directory no longer claims to be complete), the previous
+export's files are deleted, the new files are moved in, and ``export.json`` is written last. Nothing
+is written outside ``<out>``; a directory that holds anything but a previous export is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..outputs import write_json
+from .base import describe
+from .plan import ExportError, Plan, Row
+
+MANIFEST = "export.json"
+
+_SECTIONS: list[tuple[str, str, str]] = [
+    ("no_equivalent", "No equivalent in {fw}", "Not written. Each line says what to do instead."),
+    ("as_is", "Mapped as is", "Written with the scenario's value."),
+    ("converted", "Converted", "Written after a unit or convention conversion."),
+    ("pinned", "Pinned by the exporter", "Framework keys written explicitly so that the run means what the scenario meant."),
+    ("implicit", "Same behaviour, no key", "The framework already behaves like the scenario here; nothing to write."),
+    ("setup", "Your setup", "These describe your cluster and data: check them against the real run."),
+    ("scale", "Scale-dependent: set for your model", "Tuned on a toy of about 1e5 parameters; they do not transfer to an LLM."),
+    ("sandbox_only", "Sandbox only", "They describe the simulation; the GPU cluster replaces them."),
+]
+
+
+def _cell(value: Any) -> str:
+    text = describe(value).replace("|", "\\|").replace("\n", " ")
+    return f"`{text}`" if text else ""
+
+
+def _row_line(r: Row) -> str:
+    src = " + ".join(f"`{s.strip()}`" for s in r.source.split("+")) if r.source else "—"
+    tgt = f"`{r.target}` = {_cell(r.target_value)}" if r.target is not None else "not written"
+    return f"| {src} | {_cell(r.value) if r.source else ''} | {tgt} | {r.note} |"
+
+
+def render_promotion(plan: Plan, files: dict[str, str], launch: str, provenance: str, title: str) -> str:
+    counts = plan.counts()
+    written = len(plan.settings)
+    lines = [
+        f"# Promotion to {title}",
+        "",
+        f"Framework **{plan.framework}** {plan.version} (keys read at {plan.release}); target: {plan.target}.",
+        "",
+        f"Source: {provenance}",
+        "",
+        f"Keys written: {written} ({counts['as_is']} as is, {counts['converted']} converted, "
+        f"{counts['pinned']} pinned, {sum(1 for r in plan.rows if r.kind in ('setup', 'scale') and r.target)} "
+        f"from your setup or the command line). Scenario fields without an equivalent: {counts['no_equivalent']}.",
+        "",
+    ]
+    if counts["no_equivalent"]:
+        lines += [
+            f"> **Partial export.** {counts['no_equivalent']} setting(s) below cannot be expressed in {plan.framework}; "
+            "the written configuration runs without them.",
+            "",
+        ]
+    lines += ["## Files", ""]
+    lines += [f"- `{name}`" for name in files]
+    lines += ["", "## Launch", "", "```bash", launch.rstrip(), "```", ""]
+    for kind, heading, blurb in _SECTIONS:
+        rows = [r for r in plan.rows if r.kind == kind]
+        if not rows:
+            continue
+        lines += [f"## {heading.format(fw=plan.framework)}", "", blurb, "",
+                  "| scenario field | scenario value | framework key | how / why |", "|---|---|---|---|"]
+        lines += [_row_line(r) for r in rows]
+        lines.append("")
+    if plan.metrics:
+        lines += ["## Metrics to compare", "",
+                  "The sandbox's metric on the left, the framework's logged counterpart on the right.", "",
+                  "| sandbox | " + plan.framework + " |", "|---|---|"]
+        lines += [f"| `{k}` | {v} |" for k, v in plan.metrics.items()]
+        lines.append("")
+    if plan.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in plan.notes] + [""]
+    return "\n".join(lines)
+
+
+def _previous_files(out: Path) -> list[str] | None:
+    """Files of the previous export in ``out`` (None if ``out`` is empty or missing)."""
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        raise ExportError(f"--out: {out} exists and is not a directory")
+    entries = [p for p in out.iterdir() if not p.name.startswith(".staging-")]
+    if not entries:
+        return None
+    manifest = out / MANIFEST
+    try:
+        data = json.loads(manifest.read_text())
+        return list(data["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ExportError(
+            f"--out: {out} is not empty and holds no previous export ({MANIFEST}); choose an empty or new directory"
+        ) from None
+
+
+def write_export(out: Path, files: dict[str, str], manifest: dict[str, Any]) -> list[Path]:
+    """Write ``files`` (name -> text) and the manifest into ``out``; see the module docstring."""
+    out = Path(out)
+    for name in files:
+        if Path(name).is_absolute() or ".." in Path(name).parts or "/" in name:
+            raise AssertionError(f"exporter bug: file name {name!r} must be a plain name")
+    previous = _previous_files(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(".staging-*"):  # left by an interrupted export
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
+    try:
+        for name, text in files.items():
+            (staging / name).write_text(text)
+            os.chmod(staging / name, 0o755 if name.endswith(".sh") else 0o644)
+        (out / MANIFEST).unlink(missing_ok=True)
+        for name in previous or []:
+            (out / name).unlink(missing_ok=True)
+        for name in files:
+            os.replace(staging / name, out / name)
+        write_json(out / MANIFEST, {**manifest, "files": list(files)})
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / n for n in files] + [out / MANIFEST]

@@ -1,0 +1,207 @@
+"""What to export: a scenario file (one variant, ``--set`` overrides) or a finished run or sweep
+directory (a run picked by id, by variant, or as the best configuration by a summary metric).
+
+The best configuration of a sweep is chosen over seeds: runs are grouped by their swept values, the
+metric is averaged over each group's completed runs (diverged or failed runs are left out, and a
+group with any diverged run is reported), and the group with the highest mean wins (``lowest=True``
+for losses). The scenario exported is the resolved ``scenario.toml`` of one run of that group; the
+seed is not exported, so any run of the group gives the same export.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..scenario import Scenario, ScenarioError
+from ..scenario.load import apply_overrides, parse_overrides, read_toml, validate_scenario
+from .plan import ExportError
+
+
+@dataclass
+class Source:
+    scenario: Scenario
+    provenance: str  # one paragraph for PROMOTION.md
+    label: str  # short name used for the default output directory
+    overrides: dict  # dotted key -> value given with --set
+
+
+def _scenario_error(exc: ScenarioError) -> ExportError:
+    return ExportError(str(exc).replace("\n", " "))
+
+
+def resolve(path: Path, variant: str | None = None, run_id: str | None = None, best: str | None = None,
+            lowest: bool = False, overrides: list[str] | None = None) -> Source:
+    """Resolve the export input; every user mistake is an :class:`ExportError` with one line."""
+    try:
+        ov = parse_overrides(overrides)
+    except ScenarioError as exc:
+        raise _scenario_error(exc) from None
+    path = Path(path)
+    if not path.exists():
+        raise ExportError(f"{path}: no such file or directory; expected a scenario TOML, a run directory or a sweep directory")
+    if path.is_file():
+        if run_id or best:
+            raise ExportError("--run/--best select a run of a sweep or run directory; for a scenario file use --variant")
+        return _from_scenario_file(path, variant, ov)
+    if (path / "sweep.json").exists():
+        if variant:
+            raise ExportError("--variant applies to scenario files and multi-variant run directories; for a sweep use --run ID or --best METRIC")
+        return _from_sweep(path, run_id, best, lowest, ov)
+    if (path / "scenario.toml").exists():
+        if variant or run_id or best:
+            raise ExportError(f"{path} is a single run; --variant/--run/--best are not needed")
+        return _from_run_dir(path, ov, f"run directory `{path}`")
+    children = sorted(p.parent for p in path.glob("*/scenario.toml"))
+    if children:
+        return _from_variant_runs(path, children, variant, run_id, best, lowest, ov)
+    raise ExportError(
+        f"{path}: not a run or sweep directory (no scenario.toml, */scenario.toml or sweep.json); "
+        "expected a scenario TOML, the output of `sandbox run`, or the output of `sandbox sweep`"
+    )
+
+
+def _from_scenario_file(path: Path, variant: str | None, ov: dict) -> Source:
+    """``--set`` overrides apply on top of the chosen variant (the variant's own overrides first)."""
+    try:
+        raw = read_toml(path)
+        if "sweep" in raw or "base" in raw:
+            raise ExportError(f"{path} is a sweep file; run it with `sandbox sweep` and export from its directory (--best or --run)")
+        names = list(validate_scenario(raw, str(path)).variants)
+        if names and variant is None:
+            raise ExportError(f"--variant: {path.name} has variants {', '.join(names)}; choose one")
+        if variant is not None and variant not in names:
+            raise ExportError(f"--variant: no variant {variant!r} in {path.name}; expected one of {', '.join(names) or '(none)'}")
+        base = {k: v for k, v in raw.items() if k != "variants"}
+        if variant is not None:
+            base = apply_overrides(base, raw["variants"][variant])
+        chosen = validate_scenario(apply_overrides(base, ov), f"{path} variant '{variant}'" if variant else str(path))
+    except ScenarioError as exc:
+        raise _scenario_error(exc) from None
+    where = f"scenario `{path}`" + (f", variant `{variant}`" if variant else "")
+    label = f"{path.stem}-{variant}" if variant else path.stem
+    return Source(chosen, where + _overrides_text(ov), label, ov)
+
+
+def _overrides_text(ov: dict) -> str:
+    return (" with overrides " + ", ".join(f"`{k}={v}`" for k, v in ov.items())) if ov else ""
+
+
+def _from_run_dir(run: Path, ov: dict, where: str) -> Source:
+    try:
+        raw = read_toml(run / "scenario.toml")
+        scn = validate_scenario(apply_overrides(raw, ov), str(run / "scenario.toml"))
+    except ScenarioError as exc:
+        raise _scenario_error(exc) from None
+    status = "finished" if (run / "summary.json").exists() else "did not finish (no summary.json)"
+    return Source(scn, f"{where} (resolved scenario.toml; the run {status}){_overrides_text(ov)}", run.name, ov)
+
+
+def _summary(run: Path) -> dict | None:
+    try:
+        return json.loads((run / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _metric(summary: dict | None, metric: str) -> float:
+    if summary is None:
+        return math.nan
+    v = summary.get(metric)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+
+
+def _numeric_metrics(summaries: list[dict]) -> list[str]:
+    keys: list[str] = []
+    for s in summaries:
+        for k, v in s.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in keys:
+                keys.append(k)
+    return keys
+
+
+def _from_variant_runs(out: Path, runs: list[Path], variant, run_id, best, lowest, ov) -> Source:
+    names = [r.name for r in runs]
+    pick = variant or run_id
+    if pick:
+        if pick not in names:
+            raise ExportError(f"--variant: no run {pick!r} in {out}; expected one of {', '.join(names)}")
+        return _from_run_dir(out / pick, ov, f"run directory `{out / pick}`")
+    if not best:
+        raise ExportError(f"{out} holds runs {', '.join(names)}: choose one with --variant NAME or --best METRIC")
+    summaries = {r.name: _summary(r) for r in runs}
+    done = {n: s for n, s in summaries.items() if s is not None}
+    _check_metric(best, list(done.values()), out)
+    scored = {n: _metric(s, best) for n, s in done.items() if s.get("status") == "completed"}
+    scored = {n: v for n, v in scored.items() if not math.isnan(v)}
+    if not scored:
+        raise ExportError(f"--best: no completed run in {out} has a value for {best!r}")
+    winner = (min if lowest else max)(scored, key=lambda n: scored[n])
+    ranking = ", ".join(f"{n} {scored[n]:.4g}" for n in sorted(scored, key=lambda n: scored[n], reverse=not lowest))
+    src = _from_run_dir(out / winner, ov, f"run `{out / winner}`")
+    src.provenance += f". Chosen by {'lowest' if lowest else 'highest'} `{best}` among the completed runs: {ranking}"
+    return src
+
+
+def _check_metric(metric: str, summaries: list[dict], where: Path) -> None:
+    available = _numeric_metrics(summaries)
+    if metric not in available:
+        raise ExportError(f"--best: unknown metric {metric!r} in {where}; expected one of {', '.join(available) or '(no finished runs)'}")
+
+
+def _from_sweep(out: Path, run_id: str | None, best: str | None, lowest: bool, ov: dict) -> Source:
+    from ..sweep.results import param_columns, read_manifest, run_dir
+
+    try:
+        manifest = read_manifest(out)
+        entries = manifest["runs"]
+    except (FileNotFoundError, KeyError, TypeError) as exc:
+        raise ExportError(f"{out}: unreadable sweep manifest ({exc})") from None
+    ids = [e["id"] for e in entries]
+    if run_id:
+        if run_id not in ids:
+            raise ExportError(f"--run: no run {run_id!r} in sweep {out}; expected one of {', '.join(ids[:12])}{' ...' if len(ids) > 12 else ''}")
+        if not (run_dir(out, run_id) / "scenario.toml").exists():
+            raise ExportError(f"--run: run {run_id} of {out} has no resolved scenario.toml (it has not run yet)")
+        return _from_run_dir(run_dir(out, run_id), ov, f"run `{run_id}` of sweep `{out}`")
+    if not best:
+        raise ExportError(f"{out} is a sweep of {len(ids)} runs: choose one with --run ID or --best METRIC")
+    summaries = {e["id"]: _summary(run_dir(out, e["id"])) for e in entries}
+    _check_metric(best, [s for s in summaries.values() if s is not None], out)
+    keys = param_columns(out)
+    groups: dict[str, list[dict]] = {}
+    for e in entries:
+        groups.setdefault(json.dumps({k: e["params"].get(k) for k in keys}, sort_keys=True, default=str), []).append(e)
+    scored = []
+    for key, members in groups.items():
+        vals = [_metric(summaries[m["id"]], best) for m in members
+                if summaries[m["id"]] is not None and summaries[m["id"]].get("status") == "completed"]
+        vals = [v for v in vals if not math.isnan(v)]
+        diverged = sum(1 for m in members if (summaries[m["id"]] or {}).get("status") == "diverged")
+        if vals:
+            scored.append((sum(vals) / len(vals), len(vals), diverged, members))
+    if not scored:
+        raise ExportError(f"--best: no completed run of sweep {out} has a value for {best!r}")
+    scored.sort(key=lambda t: t[0], reverse=not lowest)
+    mean, n, diverged, members = scored[0]
+    chosen = next(m for m in members if (run_dir(out, m["id"]) / "scenario.toml").exists())
+
+    def label(ms):
+        return ", ".join(f"{k}={_compact(ms[0]['params'].get(k))}" for k in keys)
+
+    ranking = "; ".join(f"{label(ms)}: {m:.4g} over {k} seed(s)" + (f", {d} diverged" if d else "")
+                        for m, k, d, ms in scored[:5])
+    src = _from_run_dir(run_dir(out, chosen["id"]), ov, f"run `{chosen['id']}` of sweep `{out}`")
+    src.provenance += (f". Chosen by {'lowest' if lowest else 'highest'} mean `{best}` over seeds ({label(members)}: "
+                       f"{mean:.4g} over {n} completed seed(s)" + (f", {diverged} diverged" if diverged else "")
+                       + f"). Top configurations: {ranking}")
+    src.label = f"{out.name}-{chosen['id']}"
+    return src
+
+
+def _compact(v) -> str:
+    from ..sweep.spec import value_label
+
+    return str(value_label(v))

@@ -1,0 +1,67 @@
+"""Shared fixtures of the export tests: the shipped scenario variants, the pinned framework wheels
+(fetched with ``pip download --no-deps``; a missing wheel fails the test under CI and skips it
+elsewhere) and golden files (``SANDBOX_UPDATE_GOLDEN=1`` rewrites them)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sandbox.scenario import load_scenario, variant_scenarios
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "scenarios"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def shipped_variants():
+    """(id, Scenario) for every variant of every shipped scenario with a policy task."""
+    out = []
+    for path in sorted(SCENARIOS.glob("*.toml")):
+        scn, raw = load_scenario(path)
+        if scn.task.name == "quadratic":
+            continue
+        for name, v in variant_scenarios(scn, raw).items():
+            out.append((f"{path.stem}:{name or 'base'}", v))
+    return out
+
+
+SHIPPED = shipped_variants()
+
+
+@pytest.fixture(scope="session")
+def wheel():
+    """``wheel("verl")`` -> directory of the unzipped pinned wheel."""
+    from sandbox.export.validate.wheels import WheelUnavailable, unpacked_wheel
+
+    def get(name: str, version: str | None = None) -> Path:
+        try:
+            return unpacked_wheel(name, version)
+        except WheelUnavailable as exc:
+            if os.environ.get("CI"):
+                pytest.fail(f"CI must be able to fetch the {name} wheel: {exc}")
+            pytest.skip(f"{name} wheel unavailable here: {exc}")
+
+    return get
+
+
+def check_golden(framework: str, case: str, files: dict[str, str]) -> None:
+    """Compare ``files`` with ``golden/<framework>/<case>/``; rewrite them when SANDBOX_UPDATE_GOLDEN=1."""
+    where = GOLDEN / framework / case
+    if os.environ.get("SANDBOX_UPDATE_GOLDEN"):
+        where.mkdir(parents=True, exist_ok=True)
+        for old in where.iterdir():
+            old.unlink()
+        for name, text in files.items():
+            (where / name).write_text(text)
+        return
+    assert where.is_dir(), f"no golden files for {framework}/{case}; create them with SANDBOX_UPDATE_GOLDEN=1"
+    expected = {p.name: p.read_text() for p in where.iterdir()}
+    assert sorted(expected) == sorted(files), f"{framework}/{case}: files {sorted(files)} != golden {sorted(expected)}"
+    for name, text in files.items():
+        assert text == expected[name], (
+            f"{framework}/{case}/{name} differs from the golden file; review the mapping change and "
+            "regenerate with SANDBOX_UPDATE_GOLDEN=1"
+        )
