@@ -1,0 +1,262 @@
+"""Check an exported ``areal_config.yaml`` against AReaL's own configuration classes (areal 1.0.4,
+``areal/api/cli_args.py``), with no GPU and without installing AReaL (``docs/promotion.md``, "How
+exports are validated").
+
+The check runs in a child Python process, so the stubs it needs never reach the caller's modules
+(the test process has the real torch loaded). The child puts the unzipped wheel on ``sys.path``,
+answers imports of torch, ray, transformers, numba, uvloop and colorlog with permissive stub modules
+(``cli_args`` and the AReaL utilities it imports touch them only at module level), and loads the
+packages ``areal``, ``areal.infra`` and ``areal.engine.fsdp_utils`` without running their
+``__init__`` files (they start AReaL's controllers and FSDP). Then, for each config:
+
+1. the two steps of AReaL's own loader ``to_structured_cfg(cfg, GRPOConfig)``: the removed
+   ``behave_imp_weight_*`` keys raise AReaL's migration error, and the merge into
+   ``OmegaConf.structured(GRPOConfig)`` rejects unknown keys (``actor.behav_imp_weight_cap``) and
+   ill-typed values;
+2. every exported key reads back with its value (``OmegaConf.select``), except the run's own keys
+   that launch.sh sets (``???``) or that are wired to other keys (``${...}``);
+3. string values of fields that declare ``choices`` in their dataclass metadata are checked against
+   those lists (``importance_sampling_level``, ``rejection_sampling.level/action/metric/agg``,
+   ``prox_logp_method``, ``optimizer.type``, ``lr_scheduler_type``, ``reward_norm.*_level``, ...),
+   since OmegaConf accepts any string;
+4. the required keys left missing (names, paths, backends, which launch.sh sets) get placeholders,
+   or are reported with ``complete=True``, and ``OmegaConf.to_object`` builds the real dataclasses,
+   running their ``__post_init__`` checks (rejection-sampling bounds, SAPO, dtypes, ...).
+
+The tests show the check fails on a misspelled key and on an invalid choice.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CONFIG_FILE = "areal_config.yaml"
+RESULT_MARK = "AREAL-VALIDATION-RESULT "
+STUBBED = ("torch", "ray", "transformers", "numba", "uvloop", "colorlog")
+SKIPPED_INITS = ("areal", "areal.infra", "areal.engine.fsdp_utils")
+
+
+def validate(files: dict[str, str], wheel_dir: Path) -> list[str]:
+    """Problems with ``files[areal_config.yaml]`` under AReaL's schema (empty list = accepted)."""
+    return validate_many([files], wheel_dir)[0]
+
+
+def validate_many(exports: list[dict[str, str]], wheel_dir: Path, complete: bool = False) -> list[list[str]]:
+    """:func:`validate` for several exports in one child process. ``complete=True`` checks a config
+    ready to launch (after launch.sh's overrides): a required key without a value is then a problem
+    instead of getting a placeholder."""
+    texts = [files.get(CONFIG_FILE) for files in exports]
+    if all(t is None for t in texts):
+        return [[f"{CONFIG_FILE} missing from the export"] for _ in texts]
+    proc = subprocess.run(
+        [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), str(Path(__file__).resolve()), "--child"],
+        input=json.dumps({"wheel": str(wheel_dir), "complete": complete,
+                          "configs": [t for t in texts if t is not None]}),
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    marked = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_MARK)]
+    if proc.returncode != 0 or not marked:
+        raise RuntimeError(f"AReaL validator process failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    results = iter(json.loads(marked[-1][len(RESULT_MARK):]))
+    return [[f"{CONFIG_FILE} missing from the export"] if t is None else next(results) for t in texts]
+
+
+# ------------------------------------------------------------------------------------------------
+# child process
+# ------------------------------------------------------------------------------------------------
+
+
+def _install_stubs(wheel: Path) -> None:
+    import importlib.abc
+    import importlib.machinery
+    import types
+
+    class _AnyMeta(type):
+        def __getattr__(cls, name):
+            if name.startswith("__") and name.endswith("__"):
+                raise AttributeError(name)
+            return _Any
+
+        def __call__(cls, *args, **kwargs):
+            if len(args) == 1 and not kwargs and callable(args[0]):
+                return args[0]  # used as a decorator (numba.njit, ray.remote)
+            return _Any
+
+        def __getitem__(cls, item):
+            return _Any
+
+        def __or__(cls, other):
+            return _Any
+
+        __ror__ = __or__
+
+    class _Any(metaclass=_AnyMeta):
+        """Stands for any attribute of a stubbed module: subclassable, callable, subscriptable."""
+
+    class _StubModule(types.ModuleType):
+        def __getattr__(self, name):
+            if name.startswith("__") and name.endswith("__"):
+                raise AttributeError(name)
+            return _Any
+
+    class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname, path, target=None):
+            if fullname.split(".")[0] in STUBBED:
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+            return None
+
+        def create_module(self, spec):
+            module = _StubModule(spec.name)
+            module.__path__ = []
+            return module
+
+        def exec_module(self, module):
+            pass
+
+    sys.meta_path.insert(0, _StubFinder())
+    sys.path.insert(0, str(wheel))
+    for name in SKIPPED_INITS:
+        package = types.ModuleType(name)
+        package.__path__ = [str(wheel / name.replace(".", "/"))]
+        sys.modules[name] = package
+
+
+def _choices(root_cls) -> dict[str, list]:
+    """Dotted field path -> the ``choices`` its dataclass metadata declares (areal/api/cli_args.py)."""
+    import dataclasses
+    import types
+    import typing
+
+    def dataclass_of(tp):
+        if dataclasses.is_dataclass(tp):
+            return tp
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            found = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
+            return found[0] if len(found) == 1 else None
+        return None
+
+    out: dict[str, list] = {}
+
+    def walk(cls, prefix: str, depth: int) -> None:
+        for f in dataclasses.fields(cls):
+            path = f"{prefix}{f.name}"
+            if "choices" in f.metadata:
+                out[path] = list(f.metadata["choices"])
+            sub = dataclass_of(f.type)
+            if sub is not None and depth < 6:
+                walk(sub, path + ".", depth + 1)
+
+    walk(root_cls, "", 0)
+    return out
+
+
+def _leaves(node, prefix: str = "") -> list[tuple[str, object]]:
+    if isinstance(node, dict):
+        out = []
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            out += _leaves(value, path) if isinstance(value, dict) and value else [(path, value)]
+        return out
+    return [(prefix, node)]
+
+
+def _missing(cfg) -> list[str]:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    out: list[str] = []
+
+    def walk(node, prefix: str) -> None:
+        if isinstance(node, DictConfig):
+            if node._is_none() or node._is_missing():
+                return
+            for key in node:
+                path = f"{prefix}.{key}" if prefix else str(key)
+                if OmegaConf.is_missing(node, key):
+                    out.append(path)
+                else:
+                    walk(node._get_node(key), path)
+        elif isinstance(node, ListConfig) and not (node._is_none() or node._is_missing()):
+            for i in range(len(node)):
+                walk(node._get_node(i), f"{prefix}[{i}]")
+
+    walk(cfg, "")
+    return out
+
+
+def _placeholder(path: str) -> str:
+    if path == "actor.backend" or path.endswith(".actor.backend"):
+        return "fsdp:d1"
+    if path.endswith("backend"):
+        return "sglang:d1"
+    return "placeholder"
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+def _check_one(text: str, cli_args, base, choices: dict[str, list], complete: bool) -> list[str]:
+    from omegaconf import OmegaConf
+
+    try:
+        raw = OmegaConf.create(text)
+    except Exception as exc:  # noqa: BLE001 - any parse error is a finding
+        return [f"not valid YAML: {_one_line(exc)}"]
+    try:  # AReaL's to_structured_cfg, with OmegaConf.structured(GRPOConfig) built once
+        cli_args._migrate_legacy_rejection_sampling(raw)
+        cfg = OmegaConf.merge(base, raw)
+    except Exception as exc:  # noqa: BLE001 - unknown key, wrong type, removed key
+        return [f"rejected by GRPOConfig: {_one_line(exc)}"]
+    problems: list[str] = []
+    for path, value in _leaves(OmegaConf.to_container(raw, resolve=False)):
+        if value == "???" or (isinstance(value, str) and value.startswith("${")):
+            continue  # set by launch.sh or wired to another key
+        back = OmegaConf.select(cfg, path, throw_on_missing=False)
+        if back != value:
+            problems.append(f"{path}: exported {value!r}, reads back {back!r}")
+        if path in choices and value not in choices[path]:
+            problems.append(f"{path}: {value!r} is not one of {choices[path]}")
+    missing = _missing(cfg)
+    if complete and missing:
+        return problems + [f"required keys without a value: {', '.join(missing)}"]
+    for path in missing:
+        OmegaConf.update(cfg, path, _placeholder(path))
+    try:
+        built = OmegaConf.to_object(cfg)
+    except Exception as exc:  # noqa: BLE001 - __post_init__ checks
+        problems.append(f"GRPOConfig could not be built: {_one_line(exc)}")
+    else:
+        if not isinstance(built, cli_args.GRPOConfig):
+            problems.append(f"built {type(built).__name__}, expected GRPOConfig")
+    return problems
+
+
+def _child() -> int:
+    import logging
+    import warnings
+
+    job = json.loads(sys.stdin.read())
+    _install_stubs(Path(job["wheel"]))
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
+    try:
+        from areal.api import cli_args
+    except Exception as exc:  # noqa: BLE001 - report instead of crashing
+        results = [[f"cannot import areal.api.cli_args from {job['wheel']}: {type(exc).__name__}: {exc}"]
+                   for _ in job["configs"]]
+    else:
+        from omegaconf import OmegaConf
+
+        choices = _choices(cli_args.GRPOConfig)
+        base = OmegaConf.structured(cli_args.GRPOConfig)
+        results = [_check_one(text, cli_args, base, choices, job["complete"]) for text in job["configs"]]
+    print(RESULT_MARK + json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--child"]:
+    sys.path = [p for p in sys.path if Path(p).resolve() != Path(__file__).resolve().parent]
+    raise SystemExit(_child())

@@ -1,0 +1,219 @@
+"""Validate a TRL export (``grpo_config.json`` + ``train_grpo.py``) against the installed ``trl``
+(``docs/promotion.md``, "How exports are validated").
+
+TRL's config classes are dataclasses over ``transformers.TrainingArguments`` whose ``__post_init__``
+reads the torch device, so they cannot be checked from an unzipped wheel: the installed package is
+used (CPU torch suffices) and its version must be the pinned one. The checks:
+
+1. the script compiles and builds exactly one of ``GRPOConfig`` / ``AsyncGRPOConfig`` (the JSON holds
+   keyword arguments only; the class is named by the script's import);
+2. ``Class(output_dir=<tmp>, use_cpu=True, bf16=False, **settings)``: an unknown key raises ``TypeError``,
+   batch sizes that do not divide raise ``ValueError``;
+3. every exported key reads back with ``getattr`` to the exported value;
+4. enum-valued keys TRL accepts unchecked (``loss_type``, ``vllm_importance_sampling_mode``,
+   ``importance_sampling_level``, ``scale_rewards``, ``multi_objective_aggregation``) against the values
+   named in TRL's own field help and error messages (``trl/trainer/grpo_config.py``, ``grpo_trainer.py``),
+   ``lr_scheduler_type`` against transformers' ``SchedulerType``;
+5. no ``vllm_importance_sampling_*`` key for ``AsyncGRPOConfig``, which has none at 1.16.0.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import importlib.util
+import json
+import re
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .wheels import PINNED
+
+CONFIG_FILE = "grpo_config.json"
+SCRIPT_FILE = "train_grpo.py"
+CLASSES = {"GRPOConfig": "trl", "AsyncGRPOConfig": "trl.experimental.async_grpo"}
+
+# Fallbacks (trl 1.16.0) used only if TRL's own text no longer names the values.
+PINNED_ENUMS = {
+    "loss_type": ["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"],
+    "vllm_importance_sampling_mode": ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"],
+    "importance_sampling_level": ["token", "sequence"],
+    "scale_rewards": ["group", "batch", "none"],
+    "multi_objective_aggregation": ["sum_then_normalize", "normalize_then_sum"],
+}
+# Where TRL names each enum's values: (source, anchor text, text before the list).
+ENUM_SOURCES = {
+    "loss_type": ("help", "loss_type", "Supported values are"),
+    "vllm_importance_sampling_mode": ("help", "vllm_importance_sampling_mode", "Supported options are"),
+    "importance_sampling_level": ("trainer", "Unknown importance sampling level", "Possible values are"),
+    "scale_rewards": ("trainer", "Invalid value for scale_rewards", "Must be one of"),
+    "multi_objective_aggregation": ("trainer", "Invalid multi_objective_aggregation", "Must be"),
+}
+
+
+def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
+    """Problems with a TRL export (empty = accepted). ``wheel_dir`` is accepted for the common validator
+    signature and ignored: the installed ``trl`` is used (see the module docstring)."""
+    problems: list[str] = []
+    settings = _settings(files, problems)
+    cls_name = _config_class(files, problems)
+    if settings is None or cls_name is None:
+        return problems
+    if cls_name == "AsyncGRPOConfig":
+        problems += [f"{k}: AsyncGRPOConfig has no importance-sampling correction keys at trl {PINNED['trl']}"
+                     for k in settings if k.startswith("vllm_importance_sampling")]
+    try:
+        import trl
+    except ImportError as exc:
+        return problems + [f"trl is not importable ({exc}); install trl=={PINNED['trl']} with a CPU torch"]
+    if trl.__version__ != PINNED["trl"]:
+        problems.append(f"installed trl {trl.__version__}; the exporter's keys were read at {PINNED['trl']}")
+    config = _instantiate(cls_name, settings, problems)
+    if config is None:
+        return problems
+    for key, value in settings.items():
+        got = getattr(config, key, _MISSING)
+        if got is _MISSING or not _same(got, value):
+            problems.append(f"{key}: exported {value!r}, {cls_name} reads back {_plain(got)!r}")
+    problems += enum_problems(settings, type(config))
+    return problems
+
+
+_MISSING = object()
+
+
+def _settings(files: dict[str, str], problems: list[str]) -> dict[str, Any] | None:
+    try:
+        data = json.loads(files[CONFIG_FILE])
+    except KeyError:
+        problems.append(f"{CONFIG_FILE}: missing from the export")
+        return None
+    except ValueError as exc:
+        problems.append(f"{CONFIG_FILE}: not JSON ({exc})")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{CONFIG_FILE}: expected an object of keyword arguments, got {type(data).__name__}")
+        return None
+    return data
+
+
+def _config_class(files: dict[str, str], problems: list[str]) -> str | None:
+    """The config class the script imports (and so builds from the JSON)."""
+    script = files.get(SCRIPT_FILE)
+    if script is None:
+        problems.append(f"{SCRIPT_FILE}: missing from the export")
+        return None
+    try:
+        tree = ast.parse(script, SCRIPT_FILE)
+        compile(tree, SCRIPT_FILE, "exec")
+    except SyntaxError as exc:
+        problems.append(f"{SCRIPT_FILE}: does not compile ({exc})")
+        return None
+    found = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             for alias in node.names if CLASSES.get(alias.name) == node.module}
+    if len(found) != 1:
+        problems.append(f"{SCRIPT_FILE}: expected to import exactly one of "
+                        + ", ".join(f"{m}.{c}" for c, m in CLASSES.items()) + f", found {sorted(found) or 'none'}")
+        return None
+    if CONFIG_FILE not in script:
+        problems.append(f"{SCRIPT_FILE}: does not read {CONFIG_FILE}")
+    return found.pop()
+
+
+def _instantiate(cls_name: str, settings: dict[str, Any], problems: list[str]):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            if cls_name == "AsyncGRPOConfig":
+                from trl.experimental.async_grpo import AsyncGRPOConfig as cls
+            else:
+                from trl import GRPOConfig as cls
+        except ImportError as exc:
+            problems.append(f"cannot import {CLASSES[cls_name]}.{cls_name}: {exc}")
+            return None
+        with tempfile.TemporaryDirectory(prefix="trl-validate-") as tmp:
+            try:
+                return cls(output_dir=tmp, use_cpu=True, bf16=False, **settings)
+            except TypeError as exc:
+                problems.append(f"{cls_name} rejects the settings: {exc}")
+            except ValueError as exc:
+                problems.append(f"{cls_name} rejects the values: {exc}")
+    return None
+
+
+def _plain(value: Any) -> Any:
+    return getattr(value, "value", value)  # transformers' str enums (SchedulerType, OptimizerNames)
+
+
+def _same(got: Any, want: Any) -> bool:
+    got = _plain(got)
+    if isinstance(want, bool) or isinstance(got, bool):
+        return type(got) is type(want) and got == want
+    return got == want and (got is None) == (want is None)
+
+
+# ------------------------------------------------------------------------------------------------
+# enum lists read from TRL itself
+# ------------------------------------------------------------------------------------------------
+
+
+def enum_problems(settings: dict[str, Any], config_cls: type) -> list[str]:
+    problems = []
+    allowed = allowed_values(config_cls)
+    for key, values in allowed.items():
+        if key in settings and settings[key] not in values:
+            problems.append(f"{key}: {settings[key]!r} is not one of {', '.join(values)}")
+    if "lr_scheduler_type" in settings:
+        from transformers.trainer_utils import SchedulerType
+
+        names = [s.value for s in SchedulerType]
+        if settings["lr_scheduler_type"] not in names:
+            problems.append(f"lr_scheduler_type: {settings['lr_scheduler_type']!r} is not one of {', '.join(names)}")
+    return problems
+
+
+@functools.cache
+def allowed_values(config_cls: type) -> dict[str, list[str]]:
+    """Enum key -> the values TRL names for it (field help of the config class, or the error message the
+    trainer raises on a bad value); the pinned list where TRL's text names none."""
+    helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(config_cls)}
+    trainer_texts = _trainer_messages()
+    out = {}
+    for key, (where, anchor, lead) in ENUM_SOURCES.items():
+        if key not in helps:
+            continue
+        texts = [helps[anchor]] if where == "help" else [t for t in trainer_texts if anchor in t]
+        values = next((v for v in (_quoted_after(t, lead) for t in texts) if v), None)
+        out[key] = values or PINNED_ENUMS[key]
+    return out
+
+
+def _quoted_after(text: str, lead: str) -> list[str]:
+    """The quoted names in the sentence of ``text`` that starts at ``lead``."""
+    at = text.find(lead)
+    if at < 0:
+        return []
+    sentence = re.split(r"\.(?:\s|$)", text[at + len(lead):], maxsplit=1)[0]
+    return re.findall(r"'([a-z_]+)'", sentence)
+
+
+@functools.cache
+def _trainer_messages() -> tuple[str, ...]:
+    """String literals of ``trl/trainer/grpo_trainer.py`` (f-string holes as ``{}``), read by AST so that
+    the trainer module (and its heavy imports) is not loaded."""
+    spec = importlib.util.find_spec("trl")
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    path = Path(spec.submodule_search_locations[0]) / "trainer" / "grpo_trainer.py"
+    if not path.exists():
+        return ()
+    texts = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.JoinedStr):
+            texts.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            texts.append(node.value)
+    return tuple(texts)
