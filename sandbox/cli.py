@@ -406,7 +406,8 @@ def _print_frameworks(exporters: dict, only: str | None) -> None:
     concepts: list[str] = []
     for cls in exporters.values():
         concepts += [c for c in cls.expresses if c not in concepts]
-    matrix = Table(title="what each framework can express (yes = a key; - = no equivalent; details: --list --framework NAME)")
+    matrix = Table(title="what each framework can express (yes = a key; partly = some settings or always on; "
+                         "- = no equivalent; details: --list --framework NAME)")
     matrix.add_column("concept")
     for cls in exporters.values():
         matrix.add_column(cls.name)
@@ -414,6 +415,7 @@ def _print_frameworks(exporters: dict, only: str | None) -> None:
         cells = []
         for cls in exporters.values():
             how = cls.expresses.get(c)
-            cells.append("?" if how is None else ("-" if how.lower().startswith("no equivalent") else "yes"))
+            low = (how or "").lower()
+            cells.append("?" if how is None else "-" if low.startswith("no equivalent") else "partly" if low.startswith("partly") else "yes")
         matrix.add_row(c, *cells)
     console.print(matrix)

@@ -41,7 +41,8 @@ class Exporter:
     name: ClassVar[str]
     title: ClassVar[str]
     versions: ClassVar[tuple[Version, ...]]  # newest first
-    expresses: ClassVar[dict[str, str]]  # concept -> framework key(s) or "no equivalent: ..."
+    # concept -> framework key(s); "partly: ..." when only some settings (or always on), "no equivalent: ..."
+    expresses: ClassVar[dict[str, str]]
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:  # pragma: no cover
         raise NotImplementedError

@@ -25,6 +25,12 @@ from .plan import Plan
 
 SKIP_TOP = ("title", "description", "variants")
 
+# Two std guards ε (advantage = (R − mean)/(std + ε)) closer than this are both zero-division guards:
+# the advantages differ by at most |Δε|/(std + ε) relative, below 1e-2 for any group whose reward std is
+# at least 0.1 (a group of G <= 100 binary rewards that are not all equal has std >= 0.099). Exporters
+# treat such a difference as the same behaviour and state the bound in the row.
+STD_GUARD_TOLERANCE = 1e-3
+
 
 def scenario_leaves(scn: Scenario) -> list[str]:
     """Dotted paths of every leaf of the resolved scenario (dicts flattened, lists of tables

@@ -42,7 +42,8 @@ def _cell(value: Any) -> str:
 def _row_line(r: Row) -> str:
     src = " + ".join(f"`{s.strip()}`" for s in r.source.split("+")) if r.source else "—"
     tgt = f"`{r.target}` = {_cell(r.target_value)}" if r.target is not None else "not written"
-    return f"| {src} | {_cell(r.value) if r.source else ''} | {tgt} | {r.note} |"
+    note = r.note.replace("|", "\\|").replace("\n", " ")
+    return f"| {src} | {_cell(r.value) if r.source else ''} | {tgt} | {note} |"
 
 
 def render_promotion(plan: Plan, files: dict[str, str], launch: str, provenance: str, title: str) -> str:

@@ -36,7 +36,7 @@ from typing import ClassVar
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import fixed_lag_gap, scale_rows, staleness_of, versions_to_optimizer_steps
+from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, scale_rows, staleness_of, versions_to_optimizer_steps
 from .plan import Plan
 
 SYNC_CLASS = "GRPOConfig"
@@ -53,8 +53,6 @@ STD_GUARD = {SYNC_CLASS: 1e-4, ASYNC_CLASS: 1e-8}
 # Whether TRL's group std is Bessel-corrected: GRPOTrainer uses ``nanstd`` (trl/trainer/utils.py, n − 1),
 # AsyncGRPO's worker ``numpy.std`` (population).
 STD_UNBIASED = {SYNC_CLASS: True, ASYNC_CLASS: False}
-# A std guard within this distance of TRL's is a zero-division guard only (see _std_guard).
-STD_GUARD_TOLERANCE = 1e-3
 
 # Sandbox aggregation -> GRPOTrainer loss_type (grpo_trainer.py _compute_loss).
 LOSS_TYPE_OF_AGGREGATION = {
@@ -86,7 +84,7 @@ class TRLExporter(Exporter):
         "fixed lag": "no equivalent: GRPOConfig's data reuse (steps_per_generation, num_iterations) spreads lag "
                      "over 0..L, AsyncGRPO only bounds it",
         "async ratio": "no equivalent: no fractional admission window; export max_lag instead",
-        "partial rollouts": "AsyncGRPOConfig always continues in-flight generations under new weights "
+        "partial rollouts": "partly: AsyncGRPOConfig always continues in-flight generations under new weights "
                             "(vLLM pause mode 'keep'); whole rollouts cannot be requested",
         "batch geometry": "num_generations, per_device_train_batch_size, gradient_accumulation_steps, "
                           "steps_per_generation = gradient_accumulation_steps, num_iterations = 1 "
@@ -102,7 +100,7 @@ class TRLExporter(Exporter):
         "masked IS / IcePop": "vllm_importance_sampling_mode = token_mask or sequence_mask, _clip_min/_clip_max "
                               "(GRPOConfig only)",
         "M2PO": "no equivalent",
-        "decoupled PPO": "token level: vllm_importance_sampling_mode = token_mask, _clip_max = cap (GRPOConfig, "
+        "decoupled PPO": "partly: token level: vllm_importance_sampling_mode = token_mask, _clip_max = cap (GRPOConfig, "
                          "bypass form)",
         "VCPO": "no equivalent: " + VCPO_INSTEAD,
         "GAC": "no equivalent: no public code; the sandbox's torch component between backward and optimizer step",
