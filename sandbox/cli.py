@@ -380,7 +380,8 @@ def export(
     )
     for r in exp.plan.gaps():
         console.print(f"  [yellow]no equivalent[/yellow] [bold]{escape(r.source)}[/bold] = {escape(str(r.value))}: {escape(r.note)}")
-    console.print(f"written to [bold]{target}[/bold]: {', '.join(exp.files)}; launch: [dim]{escape(exp.launch.splitlines()[0])}[/dim]")
+    command = next((ln for ln in exp.launch.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), exp.launch)
+    console.print(f"written to [bold]{target}[/bold]: {', '.join(exp.files)}\nlaunch (see PROMOTION.md): [dim]{escape(command)}[/dim]")
 
 
 def _print_frameworks(exporters: dict, only: str | None) -> None:

@@ -124,9 +124,9 @@ class OpenRLHFExporter(Exporter):
         "batch geometry": "--rollout.batch_size (prompts), --rollout.n_samples_per_prompt, --train.batch_size "
                           "(= their product), --train.max_epochs 1",
         "learning rate": "--actor.adam.lr",
-        "clip range": f"{CLIP} LOW HIGH: anchored at the recomputed π_old, so equal to the sandbox's only at lag 0 "
+        "clip range": f"partly: {CLIP} LOW HIGH: anchored at the recomputed π_old, so equal to the sandbox's only at lag 0 "
                       "and for gspo",
-        "dual clip": f"{DUAL_CLIP} (same anchor caveat)",
+        "dual clip": f"partly: {DUAL_CLIP} (same anchor caveat)",
         "KL penalty": f"--algo.kl.use_loss --algo.kl.estimator k3 {KL_COEF} β (token-mean only)",
         "loss aggregation": f"partly: {AGGREGATION} token-mean or seq-mean-token-mean",
         "advantage": f"{ESTIMATOR} group_norm (ε = 1e-9), dr_grpo, rloo",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-EXPORTER_MODULES: tuple[str, ...] = ("trl", "openrlhf", "areal", "prime_rl")
+EXPORTER_MODULES: tuple[str, ...] = ("verl", "verl_vcpo", "trl", "openrlhf", "areal", "prime_rl")
 
 for _name in EXPORTER_MODULES:
     importlib.import_module(f"{__package__}.{_name}")

@@ -91,13 +91,13 @@ class TRLExporter(Exporter):
                           "(AsyncGRPO: token_budget = 0)",
         "learning rate": "learning_rate",
         "clip range": "epsilon, epsilon_high",
-        "dual clip": "delta (GRPOConfig; INTELLECT-2 two-sided clip, equal to dual clip c when c >= 1 + epsilon_high)",
+        "dual clip": "partly: delta (GRPOConfig; INTELLECT-2 two-sided clip, equal to dual clip c when c >= 1 + epsilon_high)",
         "KL penalty": "beta (GRPOConfig; k3 of π_ref/π_θ, use_bias_correction_kl = false)",
         "loss aggregation": "loss_type = grpo, dapo, luspo or dr_grpo (GRPOConfig); AsyncGRPO: token mean only",
         "advantage": "scale_rewards = group or none (group mean always subtracted; no leave-one-out)",
-        "token TIS": "vllm_importance_sampling_mode = token_truncate, _clip_max = C (GRPOConfig only)",
-        "sequence TIS": "vllm_importance_sampling_mode = sequence_truncate, _clip_max = C (GRPOConfig only)",
-        "masked IS / IcePop": "vllm_importance_sampling_mode = token_mask or sequence_mask, _clip_min/_clip_max "
+        "token TIS": "partly: vllm_importance_sampling_mode = token_truncate, _clip_max = C (GRPOConfig only)",
+        "sequence TIS": "partly: vllm_importance_sampling_mode = sequence_truncate, _clip_max = C (GRPOConfig only)",
+        "masked IS / IcePop": "partly: vllm_importance_sampling_mode = token_mask or sequence_mask, _clip_min/_clip_max "
                               "(GRPOConfig only)",
         "M2PO": "no equivalent",
         "decoupled PPO": "partly: token level: vllm_importance_sampling_mode = token_mask, _clip_max = cap (GRPOConfig, "

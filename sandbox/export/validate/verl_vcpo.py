@@ -1,0 +1,286 @@
+"""Hold a VCPO-fork export (``overrides.txt`` + ``vcpo_config.yaml``) against the fork's configuration. The fork
+(mit-han-lab/vcpo, git c7f030f0) is not packaged, so the default check uses a pinned key list
+(``sandbox/export/keys/verl_vcpo_c7f030f0.json``: every key of the composed
+``fully_async_ppo_megatron_trainer`` with its default, and the allowed strings of the enum-valued keys read
+from the fork's sources by AST). Recipe: ``docs/promotion.md`` ("How exports are validated").
+
+1. Hydra's own override parser reads ``overrides.txt``; every key must be in the pinned list with a value of the
+   default's type; ``+`` appends only add scalar fields to the fork's open maps (the empty
+   ``optim.override_optimizer_config``, which Hydra's struct mode closes to plain overrides).
+2. Enum values against the pinned choices; the start-up rules of the fully-async recipe and of VCPO's
+   per-trajectory update (``train_batch_size == 0``, micro-batches of one, seq-mean aggregation for OPOB, ...).
+3. ``vcpo_config.yaml`` holds the same keys with the same values.
+4. ``wheel_dir`` adds a check depending on what it holds: a checkout of the fork → Hydra composes the export
+   for real and reads it back; the unzipped upstream verl 0.9.1 wheel → the fork-only keys of the export
+   (``actor.ess_scaling``, ``actor.grad_baselining``, ``actor.update_policy_per_traj``) must be rejected by
+   upstream's strict merge, which shows they are not upstream keys.
+
+``generate_key_list(checkout)`` rebuilds the pinned list from a checkout (``python -m
+sandbox.export.validate.verl_vcpo <checkout>`` rewrites the JSON file).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .verl import (
+    GENERATED,
+    _generated_config,
+    _plain,
+    assigned_strings,
+    compared_strings,
+    compose,
+    decorator_args,
+    enum_values,
+    override_lines,
+    same_value,
+)
+
+KEYS_FILE = Path(__file__).resolve().parents[1] / "keys" / "verl_vcpo_c7f030f0.json"
+CONFIG_DIR = Path("recipe/fully_async_policy/config")
+CONFIG_NAME = "fully_async_ppo_megatron_trainer"
+FORK_ONLY = ("actor_rollout_ref.actor.ess_scaling", "actor_rollout_ref.actor.grad_baselining",
+             "actor_rollout_ref.actor.update_policy_per_traj")
+MEGATRON_OPTIMIZERS = ["adam", "sgd"]  # megatron-core's optimizer names (an external package, not in the fork)
+
+A = "actor_rollout_ref.actor"
+C = "algorithm.rollout_correction"
+
+
+# ------------------------------------------------------------------------------------------------
+# the pinned key list
+# ------------------------------------------------------------------------------------------------
+
+
+def _literal_strings(path: Path, function: str, arg: str) -> list[str]:
+    """Strings of a ``Literal[...]`` annotation of ``arg`` in ``def function``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            for a in node.args.args:
+                if a.arg == arg and isinstance(a.annotation, ast.Subscript):
+                    sl = a.annotation.slice
+                    elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+                    return [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def _docstring_choices(path: Path, cls: str, field: str) -> list[str]:
+    """Quoted words on the ``field (type): ...`` line of ``class cls``'s docstring."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for line in (ast.get_docstring(node) or "").splitlines():
+                if line.strip().startswith(f"{field} ("):
+                    return re.findall(r'"([^"]+)"', line)
+    return []
+
+
+def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict) and node:
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: node}
+
+
+def compose_fork(checkout: Path, overrides: list[str]) -> DictConfig:
+    """Hydra composition of the recipe's config from a checkout of the fork (its YAML names the base configs
+    with a search path relative to the working directory, replaced here by an absolute one)."""
+    checkout = Path(checkout).resolve()
+    return compose(checkout / CONFIG_DIR, CONFIG_NAME, [f"hydra.searchpath=[file://{checkout / 'verl/trainer/config'}]", *overrides])
+
+
+def generate_key_list(checkout: Path) -> dict[str, Any]:
+    """The pinned list from a checkout at the pinned commit: every key of the composed config with its default
+    (interpolations kept as written) and the choices of the enum-valued keys the exporter writes."""
+    checkout = Path(checkout)
+    cfg = compose_fork(checkout, [])
+    keys = _leaves(OmegaConf.to_container(cfg, resolve=False))
+    v = checkout / "verl"
+    core = v / "trainer/ppo/core_algos.py"
+    helper = v / "trainer/ppo/rollout_corr_helper.py"
+    staleness = checkout / "recipe/fully_async_policy/staleness_utils.py"
+    choices = {
+        f"{A}.loss_agg_mode": assigned_strings(v / "workers/config/actor.py", "valid_loss_agg_modes"),
+        f"{A}.policy_loss.loss_mode": decorator_args([core], "register_policy_loss"),
+        "algorithm.adv_estimator": enum_values(core, "AdvantageEstimator"),
+        f"{A}.kl_loss_type": compared_strings(core, "kl_penalty_forward", "kl_penalty"),
+        f"{C}.rollout_is": [None, *assigned_strings(helper, "valid_is_levels")],
+        f"{C}.rollout_rs": [None, *assigned_strings(helper, "valid_rs_levels")],
+        f"{A}.ess_scaling.scaling_rule": compared_strings(v / "workers/actor/megatron_actor.py",
+                                                          "_optimizer_step_with_buffer", "scaling_rule"),
+        f"{A}.grad_baselining.agg_mode": compared_strings(staleness, "compute_opob_baseline", "agg_mode"),
+        f"{A}.grad_baselining.scope": _literal_strings(staleness, "compute_grad_info", "scope"),
+        f"{A}.optim.lr_decay_style": _docstring_choices(v / "workers/config/optimizer.py", "McoreOptimizerConfig", "lr_decay_style"),
+        f"{A}.optim.optimizer": MEGATRON_OPTIMIZERS,
+    }
+    return {
+        "source": "mit-han-lab/vcpo git c7f030f0",
+        "config": f"{CONFIG_DIR}/{CONFIG_NAME}.yaml",
+        "generated_by": "sandbox.export.validate.verl_vcpo.generate_key_list",
+        "keys": keys,
+        "choices": {k: sorted(set(c), key=lambda x: (x is not None, x or "")) for k, c in choices.items()},
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def pinned() -> dict[str, Any]:
+    return json.loads(KEYS_FILE.read_text())
+
+
+# ------------------------------------------------------------------------------------------------
+# the checks
+# ------------------------------------------------------------------------------------------------
+
+
+def _type_problem(key: str, value: Any, default: Any) -> str | None:
+    if default is None or (isinstance(default, str) and (default.startswith("${") or default == "???")):
+        return None
+    ok = {
+        bool: lambda x: isinstance(x, bool),
+        int: lambda x: isinstance(x, int) and not isinstance(x, bool),
+        float: lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
+        str: lambda x: isinstance(x, str),
+        list: lambda x: isinstance(x, list),
+        dict: lambda x: isinstance(x, dict),
+    }[type(default)](value) or (value is None and isinstance(default, dict))
+    return None if ok else f"{key} = {value!r}: the fork's default {default!r} has type {type(default).__name__}"
+
+
+def _rule_problems(s: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    get = s.get
+    if get("data.train_batch_size", 0) != 0:
+        out.append("data.train_batch_size must be 0 (the fully-async rollouter asserts it)")
+    if get("actor_rollout_ref.hybrid_engine", False):
+        out.append("actor_rollout_ref.hybrid_engine must be false (the fully-async trainer asserts it)")
+    if get("async_training.staleness_threshold", 0) < 0:
+        out.append("async_training.staleness_threshold must be >= 0")
+    for key in ("async_training.trigger_parameter_sync_step", "async_training.require_batches", f"{A}.ppo_mini_batch_size"):
+        if key in s and not (isinstance(s[key], int) and s[key] >= 1):
+            out.append(f"{key} must be an integer >= 1")
+    if f"{A}.clip_ratio_c" in s and not s[f"{A}.clip_ratio_c"] > 1:
+        out.append(f"{A}.clip_ratio_c must be > 1 (vanilla asserts it)")
+    per_traj = get(f"{A}.update_policy_per_traj", False)
+    for feature in (f"{A}.grad_baselining.enable", f"{A}.ess_scaling.enable"):
+        if get(feature, False) and not per_traj:
+            out.append(f"{feature} needs {A}.update_policy_per_traj = true (only the per-trajectory update reads it)")
+    if per_traj:
+        if get(f"{A}.ppo_micro_batch_size_per_gpu") != 1 or get(f"{A}.use_dynamic_bsz", False):
+            out.append("update_policy_per_traj asserts ppo_micro_batch_size_per_gpu = 1 and use_dynamic_bsz = false")
+        if get("algorithm.adv_estimator") != "grpo":
+            out.append("update_policy_per_traj reads advantage_scalar, which only algorithm.adv_estimator = grpo writes")
+    if get(f"{A}.grad_baselining.enable", False) and not str(get(f"{A}.loss_agg_mode", "")).startswith("seq-mean"):
+        out.append("grad_baselining asserts a seq-mean-* loss_agg_mode")
+    threshold = get(f"{C}.rollout_is_threshold")
+    if threshold is not None and not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and threshold > 0):
+        out.append(f"{C}.rollout_is_threshold = {threshold!r} must be a positive number (the fork has no 'lo_hi' form)")
+    if get(f"{C}.rollout_rs") is not None:
+        upper, lower = get(f"{C}.rollout_rs_threshold"), get(f"{C}.rollout_rs_threshold_lower")
+        if not isinstance(upper, (int, float)) or upper <= 0:
+            out.append(f"{C}.rollout_rs_threshold must be a positive number when rollout_rs is set")
+        elif lower is not None and not (0 <= lower <= upper):
+            out.append(f"{C}.rollout_rs_threshold_lower = {lower!r} must lie in [0, rollout_rs_threshold]")
+    return out
+
+
+def _upstream_accepts(key: str, value: Any, verl_wheel: Path) -> bool:
+    base = _generated_config(verl_wheel)
+    patch = OmegaConf.create({})
+    OmegaConf.update(patch, key, value, force_add=True)
+    try:
+        OmegaConf.merge(base, patch)
+    except Exception:  # ConfigKeyError: not a key of upstream verl
+        return False
+    return True
+
+
+def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
+    """Problems with a VCPO-fork export (empty when the pinned key list, types and choices accept it and both
+    files agree); ``wheel_dir`` adds the checkout or upstream check described in the module docstring."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    lines = override_lines(files.get("overrides.txt", ""))
+    if not lines:
+        return ["overrides.txt is missing or empty"]
+    try:
+        parsed = OverridesParser.create().parse_overrides(lines)
+    except Exception as exc:
+        return [f"overrides.txt is not valid Hydra override syntax: {exc}"]
+    ref = pinned()
+    keys, choices = ref["keys"], ref["choices"]
+    problems: list[str] = []
+    settings: dict[str, Any] = {}
+    for ov in parsed:
+        key = ov.key_or_group
+        value = _plain(ov.value())
+        open_parent = key.rpartition(".")[0]
+        if ov.is_delete() or (ov.is_add() and keys.get(open_parent, None) != {}):
+            problems.append(f"override {ov.input_line!r} appends or deletes a key; only the fork's open maps (empty "
+                            "dicts such as optim.override_optimizer_config) take new keys")
+            continue
+        settings[key] = value
+        if ov.is_add():
+            if key in keys or not isinstance(value, (int, float, str, bool)):
+                problems.append(f"{key}: an appended key must be new and scalar")
+            continue
+        if key not in keys:
+            problems.append(f"{key} is not a key of the fork's {ref['config']} ({ref['source']})")
+            continue
+        problem = _type_problem(key, value, keys[key])
+        if problem:
+            problems.append(problem)
+        if key in choices and value not in choices[key]:
+            problems.append(f"{key} = {value!r} is not one of the fork's values {choices[key]}")
+    problems += _rule_problems(settings)
+
+    try:
+        exported = OmegaConf.create(files.get("vcpo_config.yaml", ""))
+        if not isinstance(exported, DictConfig):
+            raise ValueError("not a mapping")
+    except Exception as exc:
+        return problems + [f"vcpo_config.yaml does not parse: {exc}"]
+    flat = _leaves(OmegaConf.to_container(exported, resolve=False))
+    problems += [f"vcpo_config.yaml sets {leaf}, which overrides.txt does not" for leaf in flat
+                 if not any(leaf == k or leaf.startswith(k + ".") for k in settings)]
+    for key, value in settings.items():
+        if not same_value(OmegaConf.select(exported, key, default="<missing>"), value):
+            problems.append(f"{key}: vcpo_config.yaml has {_plain(OmegaConf.select(exported, key))!r}, overrides.txt {value!r}")
+
+    if wheel_dir is not None:
+        wheel_dir = Path(wheel_dir)
+        if (wheel_dir / CONFIG_DIR).is_dir():
+            try:
+                composed = compose_fork(wheel_dir, lines)
+            except Exception as exc:
+                return problems + [f"the fork's Hydra config rejects the overrides: {type(exc).__name__}: {exc}"]
+            problems += [f"{k}: composed value {_plain(OmegaConf.select(composed, k))!r} != exported {v!r}"
+                         for k, v in settings.items() if not same_value(OmegaConf.select(composed, k), v)]
+        elif (wheel_dir / GENERATED).is_file():
+            problems += [f"{k} is accepted by upstream verl's strict merge, so it is not a fork-only key"
+                         for k, v in settings.items() if k.startswith(FORK_ONLY) and _upstream_accepts(k, v, wheel_dir)]
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sandbox.export.validate.verl_vcpo <checkout>``: rewrite the pinned key list from a checkout."""
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 1:
+        print("usage: python -m sandbox.export.validate.verl_vcpo <checkout of mit-han-lab/vcpo at c7f030f0>", file=sys.stderr)
+        return 2
+    KEYS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    KEYS_FILE.write_text(json.dumps(generate_key_list(Path(args[0])), indent=1, sort_keys=False) + "\n")
+    print(f"wrote {KEYS_FILE}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
