@@ -7,13 +7,18 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+try:  # Ctrl-C during the start-up imports (torch, pydantic: a second or two) exits without a traceback
+    import typer
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
 
-from .scenario import DEFAULT_SCENARIO, ScenarioError, load_scenario, variant_scenarios
+    from .outputs import COMPARISON, OutputError, StagedDir, safe_name
+    from .scenario import DEFAULT_SCENARIO, ScenarioError, load_scenario, variant_scenarios
+except KeyboardInterrupt:
+    sys.stderr.write("interrupted: nothing was kept\n")
+    raise SystemExit(130) from None
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Asynchronous-RL simulation and theory sandbox.")
 # Wide tables when the output is a file or a CI log (rich would otherwise wrap at 80 columns).
@@ -35,7 +40,7 @@ def _run_one(scn, out: Path | None, label: str, quiet: bool):
     from .runner import run_scenario
 
     with Progress(
-        TextColumn(f"[bold]{label or scn.title or 'run'}"),
+        TextColumn("[bold]" + escape(label or scn.title or "run").replace("{", "{{").replace("}", "}}")),
         BarColumn(),
         TextColumn("{task.completed}/{task.total} steps"),
         TextColumn("{task.fields[info]}"),
@@ -50,7 +55,7 @@ def _run_one(scn, out: Path | None, label: str, quiet: bool):
             reward = row.get("eval/expected_reward", row.get("reward/mean", row.get("eval/loss", math.nan)))
             progress.update(task, advance=1, info=f"t={row['time']:.1f}s  reward={_fmt(reward)}")
 
-        return run_scenario(scn, out, on_step=on_step)
+        return run_scenario(scn, out, on_step=on_step, force=True)  # the run command checked the budget
 
 
 @app.command()
@@ -59,30 +64,73 @@ def run(
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a field: dotted.key=value (repeatable)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<scenario name>)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    force: bool = typer.Option(False, "--force", help="Run even when the estimated memory exceeds the available memory."),
 ):
-    """Run a scenario (all its variants) and print a summary table."""
-    try:
-        scn, raw = load_scenario(scenario or DEFAULT_SCENARIO, set_)
-        variants = variant_scenarios(scn, raw)
-    except ScenarioError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
-    name = (scenario or DEFAULT_SCENARIO).stem
-    out = out or Path("runs") / name
-    results = {}
-    for label, vscn in variants.items():
-        results[label or name] = _run_one(vscn, out / label if label else out, label, quiet)
-    _print_table(results, scn.title or name)
-    if len(results) > 1:
-        from .plots import comparison_figure
+    """Run a scenario (all its variants) and print a summary table.
 
-        comparison_figure(results, out / "comparison.png")
-    console.print(f"results in [bold]{out}[/bold]")
+    The run is written into a staging directory inside --out and moved into place once complete,
+    replacing a previous run there; Ctrl-C (exit status 130) keeps nothing and leaves a previous run
+    as it was. A directory holding anything but a previous run is refused, and so is a directory
+    another sandbox process is writing.
+    """
+    staged = None
+    try:
+        try:
+            scn, raw = load_scenario(scenario or DEFAULT_SCENARIO, set_)
+            variants = variant_scenarios(scn, raw)
+            _check_budget(variants, force)
+        except ScenarioError as exc:
+            console.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(2)
+        name = (scenario or DEFAULT_SCENARIO).stem
+        out = out or Path("runs") / (safe_name(name) or "run")
+        results = {}
+        staged = StagedDir(out, whole=True)
+        with staged as stage:
+            if staged.previous:
+                console.print(f"{escape(str(out))} holds a previous run: it is replaced when this run is complete")
+            for label, vscn in variants.items():
+                results[label or name] = _run_one(vscn, stage / safe_name(label) if label else stage, label, quiet)
+            if len(results) > 1:
+                from .plots import comparison_figure
+
+                comparison_figure(results, stage / COMPARISON)
+    except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except KeyboardInterrupt:
+        if staged is not None and staged.committed:
+            kept = f"the run was complete and is kept in {out}"
+        elif staged is not None and staged.previous:
+            kept = f"nothing was kept; the previous run in {out} is unchanged"
+        else:
+            kept = "nothing was kept"
+        console.print(f"[yellow]interrupted[/yellow]: {escape(kept)}")
+        raise typer.Exit(130)
+    _print_table(results, scn.title or name)
+    replaced = " (it replaced the previous run)" if staged.previous else ""
+    console.print(f"results in [bold]{escape(str(out))}[/bold]{replaced}")
+
+
+def _check_budget(variants: dict, force: bool) -> None:
+    """Refuse (BudgetError) a variant whose estimated memory exceeds the available memory, unless
+    --force; warn when the runs together are estimated to take longer than budget.WARN_SECONDS."""
+    from .budget import WARN_SECONDS, check_budget, format_seconds
+
+    budgets = [check_budget(v, force=force, flag="--force", label=label) for label, v in variants.items()]
+    seconds = sum(b.seconds for b in budgets)
+    if seconds > WARN_SECONDS:
+        t = max(budgets, key=lambda b: b.seconds).main_time()
+        runs = "this run" if len(budgets) == 1 else f"these {len(budgets)} runs"
+        console.print(
+            f"[yellow]warning:[/yellow] {runs} may take about {format_seconds(seconds)} (estimate; mostly "
+            f"{escape(t.what)}: {escape(t.formula())}); Ctrl-C stops it"
+        )
 
 
 def _print_table(results: dict, title: str) -> None:
     base = next(iter(results.values())).summary["throughput_samples_per_s"]
-    table = Table(title=title)
+    table = Table(title=escape(title))
     for col in ("run", "status", "throughput (samples/s)", "vs first", "final reward", "staleness mean/max", "ESS/N mean", "grad cos mean"):
         table.add_column(col)
     for label, r in results.items():
@@ -92,7 +140,7 @@ def _print_table(results: dict, title: str) -> None:
             reward = s["final_loss"]
         status = s["status"] if s["status"] != "diverged" else f"diverged ({s['diverged_replicas']}/{s['replicas']})"
         table.add_row(
-            label,
+            escape(label),
             status,
             _fmt(s["throughput_samples_per_s"], ".2f"),
             _fmt(s["throughput_samples_per_s"] / base if base else math.nan, ".2f") + "x",
@@ -130,6 +178,7 @@ def sweep(
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and exit."),
     report_: bool = typer.Option(False, "--report", help="Write report.html into the sweep directory at the end."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    force: bool = typer.Option(False, "--force", help="Run even when a run's estimated memory (or the parallel runs') exceeds the available memory."),
 ):
     """Run a sweep (resumable: finished runs are never recomputed) and collect results.parquet."""
     from .sweep import SweepError, default_out, load_sweep, run_sweep
@@ -137,7 +186,7 @@ def sweep(
     try:
         spec = load_sweep(sweep_file, set_)
     except ScenarioError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
     out = out or default_out(spec)
     if backend is not None and backend not in ("local", "ray"):
@@ -149,12 +198,12 @@ def sweep(
     if not quiet:
         axes = " x ".join(f"{'+'.join(g)} ({len(v)})" for g, v in zip(spec.axes, spec.values)) or "no axes"
         seeds = f" x {len(spec.seeds)} seeds" if spec.seeds else ""
-        console.print(f"sweep [bold]{spec.name}[/bold]: {axes}{seeds} = {len(spec.runs)} runs -> {out}")
+        console.print(f"sweep [bold]{escape(spec.name)}[/bold]: {escape(axes)}{seeds} = {len(spec.runs)} runs -> {escape(str(out))}")
     try:
         outcome = run_sweep(spec, out, workers=workers, backend=backend, address=address,
-                            retry_failed=retry_failed, progress=not quiet, console=console)
-    except SweepError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+                            retry_failed=retry_failed, progress=not quiet, console=console, force=force)
+    except (SweepError, OutputError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted[/yellow]: finished runs are kept in {out}; run the same command to resume")
@@ -172,12 +221,10 @@ def sweep(
 
 
 def _print_sweep_plan(spec, out: Path) -> None:
-    table = Table(title=f"{spec.name}: {len(spec.runs)} runs -> {out}")
+    table = Table(title=escape(f"{spec.name}: {len(spec.runs)} runs -> {out}"))
     keys = spec.axis_keys
     for col in ["id", *keys, "seed", "state"]:
         table.add_column(col)
-    from rich.markup import escape
-
     from .sweep.results import run_dir, run_state
     from .sweep.spec import value_label
 
@@ -194,7 +241,7 @@ def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
         return
     keys = [k for k in spec.display_keys if k in df.columns]
     reward_col = next((c for c in ("final_expected_reward", "final_reward", "final_loss") if c in df and df[c].notna().any()), None)
-    table = Table(title=f"{spec.name} (mean over seeds)")
+    table = Table(title=escape(f"{spec.name} (mean over seeds)"))
     cols = keys + ["runs", "status"] + ([reward_col] if reward_col else []) + ["throughput", "staleness"]
     for c in cols:
         table.add_column(c.split(".")[-1] if c in keys and len(keys) > 3 else c)

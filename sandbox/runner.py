@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
-from .outputs import write_json, write_npz, write_table, write_text
+from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, dump_scenario
 from .system.cluster import Cluster
 from .tasks import OracleTask, make_task
@@ -82,7 +82,14 @@ def run_scenario(
     out_dir: str | Path | None = None,
     on_step: Callable[[dict], None] | None = None,
     learner_cls=None,
+    force: bool = False,
 ) -> RunResult:
+    """Simulate ``scn``; refuses it first (:class:`sandbox.budget.BudgetError`) when its estimated
+    memory exceeds the memory available, unless ``force``."""
+    if not force:
+        from .budget import check_budget
+
+        check_budget(scn)
     if out_dir is not None and set(scn.run.writers) - {"files"}:  # fail before simulating, not after
         from .report.writers import check_writers
 
@@ -185,18 +192,20 @@ def summarize(result: RunResult, sim_time: float) -> dict:
 
 
 def write_run_dir(result: RunResult, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "scenario.toml", dump_scenario(result.scenario))
-    write_table(out / "metrics.parquet", result.metrics)
-    write_table(out / "jobs.parquet", result.jobs)
-    write_table(out / "events.parquet", result.events)
-    write_npz(out / "replicas.npz", {k.replace("/", "__"): v for k, v in result.replica_metrics.items()})
-    if result.scenario.run.figures:
-        from .plots import default_figures
+    """Write the run into a staging directory, then move it into ``out`` (replacing a previous run
+    there): an interrupted write leaves ``out`` as it was (:class:`sandbox.outputs.StagedDir`)."""
+    with StagedDir(out) as stage:
+        write_text(stage / "scenario.toml", dump_scenario(result.scenario))
+        write_table(stage / "metrics.parquet", result.metrics)
+        write_table(stage / "jobs.parquet", result.jobs)
+        write_table(stage / "events.parquet", result.events)
+        write_npz(stage / "replicas.npz", {k.replace("/", "__"): v for k, v in result.replica_metrics.items()})
+        if result.scenario.run.figures:
+            from .plots import default_figures
 
-        default_figures(result, out / "figures")
-    if set(result.scenario.run.writers) - {"files"}:
-        from .report.writers import write_extra
+            default_figures(result, stage / "figures")
+        if set(result.scenario.run.writers) - {"files"}:
+            from .report.writers import write_extra
 
-        write_extra(result, out)
-    write_json(out / "summary.json", result.summary)  # last: its presence marks a complete run
+            write_extra(result, stage)
+        write_json(stage / "summary.json", result.summary)  # moved in last: its presence marks a complete run

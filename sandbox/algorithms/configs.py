@@ -15,9 +15,10 @@ from ._tensor import Aggregation
 
 
 class MethodConfig(BaseModel):
-    """Base of all method configs: unknown keys are errors."""
+    """Base of all method configs: unknown keys are errors, and floats are finite except the upper
+    clips ``eps_high``, where ``inf`` switches the clip off."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     def validate_group_size(self, group_size: int) -> None:
         """Raise ``ValueError`` if this method cannot run with ``group_size`` responses per prompt."""
@@ -61,7 +62,9 @@ class _OpobKnobs(MethodConfig):
 
 class _ClipKnobs(MethodConfig):
     eps_low: float = Field(0.2, ge=0.0, description="Lower clip: ratio floor 1 − eps_low. PPO default 0.2 (arXiv 1707.06347).")
-    eps_high: float = Field(0.2, ge=0.0, description="Upper clip: ratio cap 1 + eps_high. PPO default 0.2.")
+    eps_high: float = Field(
+        0.2, ge=0.0, allow_inf_nan=True, description="Upper clip: ratio cap 1 + eps_high. PPO default 0.2; inf = no upper clip."
+    )
     dual_clip_c: float | None = Field(
         None,
         description="Dual clip c > 1 bounding the loss of negative-advantage tokens at −c·Â (arXiv 1912.09729); "
@@ -181,7 +184,7 @@ class DAPOConfig(_ClipKnobs, _AdvantageKnob, _OpobKnobs):
 
     name: Literal["dapo"] = "dapo"
     eps_low: float = Field(0.2, ge=0.0, le=1.0, description="DAPO ε_low = 0.2.")
-    eps_high: float = Field(0.28, ge=0.0, description="DAPO clip-higher ε_high = 0.28.")
+    eps_high: float = Field(0.28, ge=0.0, allow_inf_nan=True, description="DAPO clip-higher ε_high = 0.28; inf = no upper clip.")
     aggregation: Aggregation = Field("token_mean", description="DAPO: token-mean over the whole batch.")
 
     def validate_group_size(self, group_size: int) -> None:
@@ -195,7 +198,7 @@ class GSPOConfig(_ClipKnobs, _AdvantageKnob, _OpobKnobs):
 
     name: Literal["gspo"] = "gspo"
     eps_low: float = Field(3e-4, ge=0.0, le=1.0, description="GSPO paper ε_l = 3e-4.")
-    eps_high: float = Field(4e-4, ge=0.0, description="GSPO paper ε_h = 4e-4.")
+    eps_high: float = Field(4e-4, ge=0.0, allow_inf_nan=True, description="GSPO paper ε_h = 4e-4; inf = no upper clip.")
     aggregation: Aggregation = Field("seq_mean_token_mean", description="GSPO: mean over sequences.")
 
     def validate_group_size(self, group_size: int) -> None:
@@ -211,7 +214,10 @@ class CISPOConfig(_AdvantageKnob, _OpobKnobs):
     eps_low: float = Field(
         1.0, ge=0.0, le=1.0, description="1.0 = no lower bound (MiniMax-M1 imposes none; SkyRL default)."
     )
-    eps_high: float = Field(4.0, ge=0.0, description="4.0 → weight range [0, 5] (ScaleRL/SkyRL setting, algorithms.md).")
+    eps_high: float = Field(
+        4.0, ge=0.0, allow_inf_nan=True,
+        description="4.0 → weight range [0, 5] (ScaleRL/SkyRL setting, algorithms.md); inf = no upper cap.",
+    )
     aggregation: Aggregation = Field("token_mean", description="CISPO: token-mean.")
 
     def validate_group_size(self, group_size: int) -> None:

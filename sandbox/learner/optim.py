@@ -13,7 +13,7 @@ class OptimizerConfig(BaseModel):
     """Optimizer, learning rate and schedule. Defaults: Adam(β=(0.9, 0.999), ε=1e-8) as in
     torch / Kingma & Ba 2015; constant LR as in the VCPO scripts (algorithms.md §3.7)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["adam", "adamw", "sgd"] = Field("adam", description="adam | adamw | sgd.")
     lr: float = Field(0.05, gt=0, description="Base learning rate η (> 0).")
     betas: tuple[float, float] = Field((0.9, 0.999), description="Adam moment decays, each in [0, 1).")
@@ -23,6 +23,12 @@ class OptimizerConfig(BaseModel):
     schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="LR decay after warm-up.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     grad_clip: float | None = Field(None, gt=0, description="Per-replica global gradient-norm clip (None = off).")
+
+    @field_validator("betas", mode="before")
+    @classmethod
+    def _betas_from_list(cls, v):
+        # TOML has arrays, not tuples: accept a 2-element array also under strict validation.
+        return tuple(v) if isinstance(v, list) else v
 
     @field_validator("betas")
     @classmethod

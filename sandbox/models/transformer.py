@@ -31,7 +31,7 @@ class TransformerConfig(BaseModel):
     """Architecture of the compact transformer. ``vocab_size`` and ``max_seq_len`` are normally
     filled in by the task (its tokenizer and prompt + answer length)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     d_model: int = Field(64, ge=8, description="Residual width; 64 keeps a learner step in milliseconds on a CPU.")
     n_layers: int = Field(2, ge=1, description="Transformer blocks; 2 suffice for the synthetic tasks' short answers.")
     n_heads: int = Field(4, ge=1, description="Attention heads (d_model must be divisible by it).")

@@ -119,8 +119,10 @@ def _describe(err: dict, data: dict) -> str:
 
 
 def validate_scenario(data: dict, source: str = "scenario") -> Scenario:
+    """Strict types: a string "16" is not an int and a float is not an int (an int is a float, as
+    TOML writes ``lr = 1``); values from ``--set`` are TOML, so ``--set x=16`` is an int."""
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, strict=True)
     except ValidationError as exc:
         raise ScenarioError([_describe(e, data) for e in exc.errors()], source) from None
     except ValueError as exc:  # validators that run outside pydantic's wrapping

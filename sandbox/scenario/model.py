@@ -8,20 +8,27 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..algorithms import CorrectionConfig, ObjectiveConfig, StabilizerConfig
 from ..algorithms import configs as algo_configs
 from ..learner.optim import OptimizerConfig
+from ..outputs import check_names
 from ..system.config import SystemConfig
 from ..tasks.bitstring import BitStringConfig
 from ..tasks.registry import TaskConfig
+
+MAX_SEED = 2**63 - 1
+"""Seeds are non-negative int64: numpy and torch generators take them, and tables and parquet hold them."""
+MAX_THREADS = 256
+"""Cap on torch intra-op threads: beyond any machine's core count, more threads only add contention
+(and a huge value would try to start that many OpenMP threads)."""
 
 
 class AlgorithmConfig(BaseModel):
     """What the learner optimises and how it corrects for off-policy data."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     objective: ObjectiveConfig = Field(
         default_factory=lambda: algo_configs.GRPOConfig(),
         description="Policy-gradient objective (name = reinforce | grpo | dr_grpo | rloo | ppo | dapo | gspo | cispo | tba).",
@@ -37,16 +44,31 @@ class AlgorithmConfig(BaseModel):
     groups_per_step: int = Field(4, ge=1, description="Groups (prompts) per optimizer step; batch B = groups_per_step x group_size.")
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="Optimizer and LR schedule.")
 
+    @field_validator("stabilizers")
+    @classmethod
+    def _one_stabilizer_per_kind(cls, stabilizers):
+        seen: dict[str, int] = {}
+        for i, stab in enumerate(stabilizers):
+            if stab.name in seen:
+                raise ValueError(
+                    f"entry [{i}] is a second '{stab.name}' stabilizer (the first is [{seen[stab.name]}]); each "
+                    "kind may appear once, with all its knobs in one entry"
+                )
+            seen[stab.name] = i
+        return stabilizers
+
 
 class RunConfig(BaseModel):
     """How long, with which seeds, and what to write."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     steps: int = Field(200, ge=1, description="Learner (optimizer) steps.")
-    seed: int = Field(0, ge=0, description="Master seed; the three streams below derive from it unless set.")
-    system_seed: int | None = Field(None, ge=0, description="Seed of the timing stream (delays).")
-    sampling_seed: int | None = Field(None, ge=0, description="Seed of the policy-sampling stream (tokens, rewards, noise).")
-    init_seed: int | None = Field(None, ge=0, description="Seed of the weight initialisation.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Master seed in [0, 2^63 − 1]; the three streams below derive from it unless set.")
+    system_seed: int | None = Field(None, ge=0, le=MAX_SEED, description="Seed of the timing stream (delays).")
+    sampling_seed: int | None = Field(
+        None, ge=0, le=MAX_SEED, description="Seed of the policy-sampling stream (tokens, rewards, noise)."
+    )
+    init_seed: int | None = Field(None, ge=0, le=MAX_SEED, description="Seed of the weight initialisation.")
     eval_every: int = Field(10, ge=1, description="Steps between exact/held-out evaluations.")
     max_loss: float = Field(1e8, gt=0, description="|loss| above this marks a replica diverged.")
     max_param_norm: float = Field(1e6, gt=0, description="Weight norm above this marks a replica diverged.")
@@ -60,8 +82,9 @@ class RunConfig(BaseModel):
     threads: int | None = Field(
         None,
         ge=1,
-        description="torch intra-op threads during the run. Default: 1 for the toy tasks (their tensors are "
-        "tiny and extra threads only add overhead), torch's default for model-sized tasks.",
+        le=MAX_THREADS,
+        description="torch intra-op threads during the run (at most 256). Default: 1 for the toy tasks (their tensors "
+        "are tiny and extra threads only add overhead), torch's default for model-sized tasks.",
     )
 
     def seeds(self) -> dict[str, int]:
@@ -77,7 +100,7 @@ class RunConfig(BaseModel):
 class Scenario(BaseModel):
     """One experiment. Load with :func:`sandbox.scenario.load_scenario`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     title: str = Field("", description="Short name shown in tables and figures.")
     description: str = Field("", description="What this scenario demonstrates.")
     task: TaskConfig = Field(default_factory=BitStringConfig, description="What is learned (name = bandit | bitstring | quadratic).")
@@ -86,11 +109,28 @@ class Scenario(BaseModel):
     run: RunConfig = Field(default_factory=RunConfig, description="Steps, seeds, outputs.")
     variants: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Named dotted-key overrides, e.g. {async = {'system.staleness.kind' = 'max_lag'}}; each runs as its own run.",
+        description="Named dotted-key overrides, e.g. {async = {'system.staleness.kind' = 'max_lag'}}; each runs as its own run "
+        "in the subdirectory named after it (sandbox.outputs.safe_name: letters, digits and - _ . + kept, others become '-').",
     )
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_names(cls, variants: dict) -> dict:
+        """Variant names become directory names: refuse those that would be empty or collide."""
+        check_names(variants, "variant")
+        return variants
 
     @model_validator(mode="after")
     def _cross_section(self):
+        st = self.system.staleness
+        B = self.algorithm.groups_per_step
+        if st.kind == "max_lag" and st.enforcement == "drop" and st.queue_capacity is not None and st.queue_capacity < B:
+            raise ValueError(
+                f"system.staleness.queue_capacity: {st.queue_capacity} is less than algorithm.groups_per_step = {B}: "
+                "with enforcement = 'drop' at most queue_capacity groups are queued or running, so a batch of "
+                f"groups_per_step groups can never be formed and no learner step would ever complete; use "
+                f"queue_capacity >= {B} (or leave it unset: (k_max + 1)·groups_per_step)"
+            )
         if self.task.name != "quadratic":  # the oracle has no groups: objectives do not apply
             for method in (self.algorithm.objective, self.algorithm.correction):
                 try:

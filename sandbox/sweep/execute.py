@@ -23,10 +23,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..outputs import write_json, write_text
+from ..outputs import output_lock, remove_orphans, safe_name, write_json, write_text
 from .results import (
+    MANIFEST,
     METRICS,
     RESULTS,
+    RUNS,
     result_row,
     run_dir,
     run_state,
@@ -71,7 +73,7 @@ def execute_run(rid: str, data: dict, out_dir: str, meta: dict) -> dict:
         from ..scenario.load import validate_scenario
 
         scn = validate_scenario(data, f"run {rid}")
-        res = run_scenario(scn, out)
+        res = run_scenario(scn, out, force=True)  # the sweep checked every run's memory when planning
         wall = time.perf_counter() - t0
         write_json(out / "timing.json", {"wall_s": wall, "pid": os.getpid()})
         return {"id": rid, "state": "done", "status": res.status, "wall_s": wall}
@@ -120,7 +122,9 @@ class SweepOutcome:
 
 
 def default_out(spec: SweepSpec) -> Path:
-    return Path(spec.out) if spec.out else Path("runs") / "sweeps" / spec.name
+    """``[sweep] out`` (a relative path, checked when the file is read) or ``runs/sweeps/<name>``
+    with the name made a safe directory name (:func:`sandbox.outputs.safe_name`)."""
+    return Path(spec.out) if spec.out else Path("runs") / "sweeps" / safe_name(spec.name)
 
 
 def manifest_of(spec: SweepSpec) -> dict:
@@ -150,18 +154,29 @@ def run_sweep(
     progress: bool = True,
     console=None,
     on_result: Callable[[dict], None] | None = None,
+    force: bool = False,
 ) -> SweepOutcome:
     """Run every unfinished run of a sweep and write the results tables.
 
     ``workers``: parallel runs (default ``[sweep] workers`` or one per core; 1 runs in this process).
     ``backend``: ``local`` (process pool) or ``ray`` (``address`` of a cluster, else a local one).
+    ``force``: skip the planning-time memory check (:func:`check_memory`).
     """
     if not isinstance(spec, SweepSpec):
         spec = load_sweep(spec)
     out = Path(out) if out is not None else default_out(spec)
+    if not force:
+        check_memory(spec, workers or spec.workers or os.cpu_count() or 1, backend or spec.backend, address)
+    with output_lock(out):  # a second process on the same directory is refused (OutputError)
+        # what an interrupted sweep left: temporary files of its own files, anything in runs/
+        remove_orphans(out, recursive=False, names=(MANIFEST, RESULTS, METRICS, "sweep.toml", "base.toml", "report.html"))
+        remove_orphans(out / RUNS)
+        return _run_sweep(spec, out, workers, backend, address, retry_failed, progress, console, on_result)
+
+
+def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_failed, progress, console, on_result) -> SweepOutcome:
     backend = backend or spec.backend
     workers = workers or spec.workers or os.cpu_count() or 1
-    out.mkdir(parents=True, exist_ok=True)
     write_manifest(out, manifest_of(spec))
     if spec.text:
         write_text(out / "sweep.toml", spec.text)
@@ -189,11 +204,12 @@ def run_sweep(
             counts[row["status"]] += 1
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     console = console or Console()
     bar = Progress(
-        TextColumn(f"[bold]{spec.name}"),
+        TextColumn("[bold]" + escape(spec.name).replace("{", "{{").replace("}", "}}")),  # a format string
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[info]}"),
@@ -248,6 +264,22 @@ def run_sweep(
         failed=int((results.status == "failed").sum()) if len(results) else 0,
         wall_s=time.perf_counter() - t0,
     )
+
+
+def check_memory(spec: SweepSpec, workers: int, backend: str = "local", address: str | None = None) -> None:
+    """Refuse the sweep before anything is written (SweepError) when a run's estimated memory
+    exceeds the available memory, or the largest runs together do when ``workers`` run at once
+    (:mod:`sandbox.budget`). Runs sent to a Ray cluster at ``address`` run elsewhere: not checked."""
+    if backend == "ray" and address:
+        return
+    from ..budget import check_parallel, estimate
+    from ..scenario.load import ScenarioError
+
+    budgets = {f"{r.id} ({_params_text({'params': r.params, 'seed': r.seed})})": estimate(r.scenario()) for r in spec.runs}
+    try:
+        check_parallel(budgets, min(workers, len(spec.runs)))
+    except ScenarioError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def _params_text(entry: dict) -> str:

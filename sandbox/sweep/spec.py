@@ -6,7 +6,7 @@ A sweep file is TOML::
     seeds = [0, 1, 2]                    # each sets run.seed (default: the base's run.seed)
 
     [sweep]
-    name = "lag_lr"                      # default: the file's stem
+    name = "lag_lr"                      # default: the file's stem; output runs/sweeps/<safe_name(name)>
     workers = 2                          # parallel runs (default: one per core)
     backend = "local"                    # local | ray
 
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..outputs import check_names
 from ..scenario.load import ScenarioError, apply_overrides, parse_overrides, read_toml, validate_scenario
 from ..scenario.model import Scenario
 
@@ -223,8 +224,21 @@ def parse_sweep(raw: dict, base_dir: Path | None = None, source: str = "sweep", 
         axes.append(["variant"])
         values.append([(name,) for name in variants])
 
+    name = meta.get("name", default_name)
+    if not isinstance(name, str):
+        raise _err(f"sweep.name: expected a string (got {name!r})", source)
+    try:
+        check_names([name], "sweep", reserved=False)  # it names the default output directory
+    except ValueError as exc:
+        raise _err(f"sweep.name: {exc}", source) from None
+    out = meta.get("out")
+    if out is not None and (not isinstance(out, str) or not out or Path(out).is_absolute() or ".." in Path(out).parts):
+        raise _err(
+            f"sweep.out: expected a relative path without '..' (got {out!r}); give any other directory with --out", source
+        )
+
     spec = SweepSpec(
-        name=str(meta.get("name", default_name)),
+        name=name,
         base=base,
         axes=axes,
         values=values,
@@ -232,7 +246,7 @@ def parse_sweep(raw: dict, base_dir: Path | None = None, source: str = "sweep", 
         set=fixed,
         workers=workers,
         backend=backend,
-        out=meta.get("out"),
+        out=out,
         description=str(meta.get("description", base.get("description", ""))),
         source=source,
     )

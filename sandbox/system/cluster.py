@@ -18,8 +18,17 @@ from typing import Any, Callable, Protocol
 import numpy as np
 import simpy
 
+from ..scenario.load import ScenarioError
 from .config import SystemConfig
 from .staleness import Control, make_control
+
+
+class SimulationError(ScenarioError):
+    """A scenario that validated but cannot be simulated (a drawn duration that is not finite, a
+    schedule that can never complete a learner step); names the field at fault, like load errors."""
+
+    def __init__(self, problem: str):
+        super().__init__([problem], "scenario (found while simulating)")
 
 
 class Payload(Protocol):
@@ -197,10 +206,25 @@ class Cluster:
         running = sum(now - t for t in self.running_since.values())
         return (self.busy_done + running) / (len(self.speeds) * now)
 
+    def _draw(self, name: str, tokens: int = 0, speed: float = 1.0) -> float:
+        """A duration from ``system.<name>``; a non-finite one is an error naming the field (it would
+        stop the clock at inf and surface much later as a crash in the figures)."""
+        delay = getattr(self.cfg, name)
+        try:
+            value = delay.sample(self.rng, tokens) / speed
+        except OverflowError:
+            value = math.inf
+        if not (math.isfinite(value) and value >= 0):
+            raise SimulationError(
+                f"system.{name}: drew a duration of {value} s from {delay.model_dump()} "
+                f"(tokens={tokens}{f', worker speed {speed:g}' if speed != 1.0 else ''}); durations must be finite "
+                "and >= 0: lower the mean or the spread"
+            )
+        return value
+
     # -- processes -----------------------------------------------------------------------------
     def _worker(self, wid: int):
         speed = self.speeds[wid]
-        gen_time = self.cfg.generation_time
         while True:
             admission = self.control.admit(self.store.visible, len(self.buffer))
             if admission is None:
@@ -222,7 +246,7 @@ class Cluster:
             else:
                 job.payload = self.workload.sample(self.store.get(admission.version), admission.version, self.G)
                 job.tail_version = admission.version
-                yield self.env.timeout(gen_time.sample(self.rng, job.payload.decode_steps) / speed)
+                yield self.env.timeout(self._draw("generation_time", job.payload.decode_steps, speed))
             job.payload = self.workload.finish(job.payload)
             job.finish_time = self.env.now
             self.busy_done += job.finish_time - self.running_since.pop(job.id)
@@ -285,7 +309,7 @@ class Cluster:
             self._event("consume", step=step)
             self.control.consumed += len(batch)
             result = self.trainer.train(step, batch, now)
-            duration = self.cfg.train_time.sample(self.rng, result.tokens)
+            duration = self._draw("train_time", result.tokens)
             self._event("train_start", step=step)
             yield self.env.timeout(duration)
             self.learner_busy += duration
@@ -293,7 +317,7 @@ class Cluster:
             self.samples_consumed += sum(j.num_samples for j in batch)
             self.tokens_consumed += result.tokens
             self.control.learner_version = step + 1
-            self.store.publish(step + 1, result.weights, self.cfg.sync_delay.sample(self.rng))
+            self.store.publish(step + 1, result.weights, self._draw("sync_delay"))
             self._event("publish", version=step + 1)
             now = self.env.now
             row = {
@@ -320,11 +344,34 @@ class Cluster:
                 return
         self.status = "completed"
 
+    def _stuck_reason(self) -> str:
+        """Why every process is waiting: no event can ever fire again, so the learner's next step
+        can never complete (the config-level cases are refused when the scenario is loaded)."""
+        st = self.cfg.staleness
+        step = len(self.rows)
+        state = (
+            f"learner step {step} waits for {self.B} groups (algorithm.groups_per_step) with {len(self.buffer)} "
+            f"in the buffer, {self.control.running} running and no worker admitted"
+        )
+        if st.kind == "max_lag" and st.enforcement == "drop":
+            cause = (
+                f"the queue capacity {self.control.capacity} (system.staleness.queue_capacity, default "
+                f"(k_max + 1)·groups_per_step) cannot supply a batch; raise it to at least groups_per_step"
+            )
+        else:
+            cause = f"the staleness control {st.model_dump()} admits no more work"
+        return f"system.staleness: the simulation can make no progress: {state}; {cause}"
+
     def run(self, steps: int) -> ClusterResult:
         for wid in range(len(self.speeds)):
             self.env.process(self._worker(wid))
         learner = self.env.process(self._learner(steps))
-        self.env.run(until=learner)
+        try:
+            self.env.run(until=learner)
+        except RuntimeError as exc:
+            if "No scheduled events left" not in str(exc):
+                raise
+            raise SimulationError(self._stuck_reason()) from None
         return ClusterResult(
             status=self.status,
             steps_done=len(self.rows),

@@ -7,17 +7,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .delays import ConstantDelay, CostModelDelay, DelayConfig, ExponentialDelay
 from .staleness import StalenessConfig, SyncControlConfig
 
+MIN_WORKER_SPEED = 1e-6
+
 
 class SystemConfig(BaseModel):
     """A simulated asynchronous RL cluster: N rollout workers, one learner, a rollout buffer and
     a weight store. All durations are simulated seconds."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     num_workers: int = Field(4, ge=1, description="Rollout workers; each generates one group at a time.")
     worker_speeds: list[float] | None = Field(
         None,
         description="Speed multiplier per worker (durations are divided by it; default all 1.0). "
-        "Expresses heterogeneity, e.g. [1, 1, 1, 0.5] for one worker at half speed.",
+        "Expresses heterogeneity, e.g. [1, 1, 1, 0.5] for one worker at half speed. Each >= 1e-6.",
     )
     generation_time: DelayConfig = Field(
         default_factory=lambda: ExponentialDelay(mean=1.0),
@@ -51,6 +53,11 @@ class SystemConfig(BaseModel):
                 )
             if any(not (s > 0) for s in self.worker_speeds):
                 raise ValueError("worker_speeds must all be > 0")
+            if any(s < MIN_WORKER_SPEED for s in self.worker_speeds):
+                raise ValueError(
+                    f"worker_speeds must all be >= {MIN_WORKER_SPEED:g} (durations are divided by them), got "
+                    f"{min(self.worker_speeds):g}"
+                )
         if self.partial_rollouts:
             if not isinstance(self.generation_time, CostModelDelay):
                 raise ValueError("partial_rollouts needs generation_time.kind = 'cost_model' (time per token)")

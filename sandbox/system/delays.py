@@ -4,6 +4,11 @@ Each model is a pydantic config (validated, documented knobs) with a ``sample`` 
 the system-timing random stream. ``cost_model`` makes the duration follow the work itself:
 ``prefill + per_token · tokens`` where ``tokens`` is the longest response of a generation job
 (a batch decodes until its longest sequence ends) or the token count of a training batch.
+
+Every parameter is finite (no ``inf``/``nan``) and every model's mean duration must be at most
+:data:`MAX_MEAN_SECONDS`: the simulated clock is a float sum of durations, and a mean beyond that makes
+single samples overflow it (or the figures' axes) to ``inf``. Heavy tails stay expressible: Pareto with
+``alpha > 1``, lognormal with ``median·e^{σ²/2} <= MAX_MEAN_SECONDS``.
 """
 
 from __future__ import annotations
@@ -12,11 +17,31 @@ import math
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_MEAN_SECONDS = 1e12
+"""Largest accepted mean duration, in simulated seconds (about 31,700 years)."""
 
 
 class _Delay(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _finite_mean(self):
+        try:
+            mean = self._mean_for_check()
+        except OverflowError:
+            mean = math.inf
+        if not mean <= MAX_MEAN_SECONDS:
+            raise ValueError(
+                f"{self.kind}: the mean duration is {mean:.3g} s; it must be finite and at most "  # type: ignore[attr-defined]
+                f"{MAX_MEAN_SECONDS:.0e} s, or samples overflow the simulated clock to inf"
+                + (" (cost_model: checked as max(prefill + per_token, 1)·e^{jitter²/2})" if self.kind == "cost_model" else "")
+            )
+        return self
+
+    def _mean_for_check(self) -> float:
+        return self.expected()
 
     def sample(self, rng: np.random.Generator, tokens: int = 0) -> float:  # pragma: no cover
         raise NotImplementedError
@@ -85,8 +110,19 @@ class ParetoDelay(_Delay):
     """Pareto type I: P(X > x) = (scale/x)^alpha for x ≥ scale. Heavy tail; mean finite iff alpha > 1."""
 
     kind: Literal["pareto"] = "pareto"
-    alpha: float = Field(2.5, gt=0, description="Tail index (> 0; mean is finite only when > 1).")
+    alpha: float = Field(2.5, gt=0, description="Tail index (> 1: the mean is infinite when alpha <= 1).")
     scale: float = Field(0.5, gt=0, description="Minimum duration x_m in seconds (> 0).")
+
+    @field_validator("alpha")
+    @classmethod
+    def _finite_mean_alpha(cls, v):
+        if v <= 1:
+            raise ValueError(
+                "alpha <= 1 gives an infinite mean duration (mean = alpha·scale/(alpha − 1) needs alpha > 1): "
+                "single samples would dominate the simulated clock and throughput would not converge; "
+                "use alpha > 1 (e.g. 1.2 for a very heavy tail)"
+            )
+        return v
 
     def sample(self, rng, tokens=0):
         return float(self.scale * (1.0 + rng.pareto(self.alpha)))
@@ -150,6 +186,11 @@ class CostModelDelay(_Delay):
 
     def expected(self, tokens=0.0):
         return (self.prefill + self.per_token * tokens) * math.exp(self.jitter**2 / 2)
+
+    def _mean_for_check(self) -> float:
+        # Checked per token of work and with at least 1 s, so that the jitter factor e^{σ²/2} is
+        # bounded too when prefill = per_token = 0.
+        return max(self.prefill + self.per_token, 1.0) * math.exp(self.jitter**2 / 2)
 
     def per_token_time(self, rng: np.random.Generator) -> float:
         """Decode time per token for one segment of an in-flight generation (jittered)."""

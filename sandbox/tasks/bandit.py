@@ -20,7 +20,7 @@ from .rollouts import Rollouts
 class BanditConfig(BaseModel):
     """A K-armed bandit with Bernoulli or Gaussian rewards."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["bandit"] = "bandit"
     num_arms: int = Field(10, ge=2, description="Number of arms K (>= 2).")
     reward: Literal["bernoulli", "gaussian"] = Field("bernoulli", description="Reward distribution per arm.")

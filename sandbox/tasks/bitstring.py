@@ -23,7 +23,7 @@ from .rollouts import Rollouts
 class BitStringConfig(BaseModel):
     """Sequences of H bits; reward 1 when mean(bits) >= threshold."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["bitstring"] = "bitstring"
     horizon: int = Field(16, ge=1, le=4096, description="Sequence length H.")
     threshold: float = Field(

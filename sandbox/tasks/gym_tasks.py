@@ -41,7 +41,7 @@ _ENVS = {"CartPole-v1": 500, "FrozenLake-v1": 100}  # default step limits
 class GymConfig(BaseModel):
     """A gymnasium environment with a small MLP softmax policy."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["gym"] = "gym"
     env: Literal["CartPole-v1", "FrozenLake-v1"] = Field(
         "CartPole-v1", description="Environment id: CartPole-v1 (classic control) or FrozenLake-v1 (toy text)."
@@ -58,10 +58,13 @@ class GymConfig(BaseModel):
         0.01, ge=0, description="Scale of the output layer's init (small: the initial policy is near uniform)."
     )
     eval_episodes: int = Field(8, ge=1, description="Greedy episodes per evaluation (fixed seeds).")
-    eval_seed: int = Field(10_000, ge=0, description="First reset seed of the evaluation episodes.")
+    eval_seed: int = Field(10_000, ge=0, le=2**63 - 1, description="First reset seed of the evaluation episodes.")
     replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
     threads: int | None = Field(
-        1, ge=1, description="torch intra-op CPU threads set process-wide (tiny matrices run fastest on one); None = leave."
+        1,
+        ge=1,
+        le=256,
+        description="torch intra-op CPU threads set process-wide (tiny matrices run fastest on one; at most 256); None = leave.",
     )
 
 

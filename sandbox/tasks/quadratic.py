@@ -19,7 +19,7 @@ from .base import GradientSample, OracleTask
 class QuadraticConfig(BaseModel):
     """Diagonal quadratic with a chosen Hessian spectrum and isotropic gradient noise."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["quadratic"] = "quadratic"
     dim: int = Field(100, ge=1, description="Dimension d.")
     spectrum: Literal["logspace", "linspace", "constant"] = Field(

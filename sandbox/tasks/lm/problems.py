@@ -72,7 +72,7 @@ class AdditionConfig(BaseModel):
     """Multi-digit addition ``a+b=``; operand digit counts drawn uniformly from 1..digits, so answer
     lengths vary."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     kind: Literal["addition"] = "addition"
     digits: int = Field(3, ge=1, le=9, description="Max digits per operand; 3 is learnable by a 2-layer model in a minute.")
     reverse_answer: bool = Field(
@@ -124,7 +124,7 @@ def eval_expression(expr: str) -> int | None:
 class CountdownConfig(BaseModel):
     """Countdown-style: reach the target with every given number used exactly once (``+ - *``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     kind: Literal["countdown"] = "countdown"
     numbers: int = Field(3, ge=2, le=5, description="Numbers given per prompt (3 keeps answers short: 5 characters).")
     max_number: int = Field(9, ge=1, le=99, description="Numbers are drawn from 1..max_number (9: one digit each).")
@@ -170,7 +170,7 @@ class CountdownConfig(BaseModel):
 class SequenceConfig(BaseModel):
     """Sort or reverse a digit string whose length is drawn from min_len..max_len."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     kind: Literal["sort", "reverse"] = "sort"
     min_len: int = Field(2, ge=1, description="Shortest input (answer lengths vary between min_len and max_len).")
     max_len: int = Field(6, ge=1, le=64, description="Longest input.")

@@ -40,7 +40,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.
 class LMTaskConfig(BaseModel):
     """A small language model on a synthetic task with a verifiable reward."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["lm"] = "lm"
     problem: ProblemConfig = Field(
         default_factory=AdditionConfig, description="The synthetic task (kind = addition | countdown | sort | reverse)."
@@ -49,7 +49,7 @@ class LMTaskConfig(BaseModel):
     warmstart: WarmStartConfig = Field(default_factory=WarmStartConfig, description="Supervised warm start (the base model).")
     train_size: int = Field(2000, ge=1, description="Train prompts (RL groups draw from them).")
     eval_size: int = Field(256, ge=1, description="Held-out prompts for eval/accuracy (disjoint from train).")
-    prompt_seed: int = Field(0, ge=0, description="Seed of the prompt sets (independent of the run seeds: same data in every run).")
+    prompt_seed: int = Field(0, ge=0, le=2**63 - 1, description="Seed of the prompt sets (independent of the run seeds: same data in every run).")
     max_new_tokens: int | None = Field(
         None, ge=1, description="Response budget; None = the longest reference answer + 2 (end token and slack)."
     )
@@ -69,7 +69,8 @@ class LMTaskConfig(BaseModel):
     threads: int | None = Field(
         1,
         ge=1,
-        description="torch intra-op CPU threads, set process-wide when the task is built (None: leave torch's "
+        le=256,
+        description="torch intra-op CPU threads (at most 256), set process-wide when the task is built (None: leave torch's "
         "setting). The model's matrices are tiny: one thread avoids OpenMP synchronisation that makes small ops "
         "10-100x slower on a busy 2-core machine.",
     )

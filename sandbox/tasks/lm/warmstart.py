@@ -12,6 +12,8 @@ serves every device. The result is cached under ``$SANDBOX_CACHE_DIR`` (default
 ``~/.cache/async-rl-sandbox/``) as ``lm-base-<key>.pt`` with a ``.json`` sidecar (accuracy, steps,
 seconds), the key being a hash of the model, problem, prompt-set and warm-start configs. Saving uses
 ``torch.save(state_dict)``; loading uses ``torch.load(..., weights_only=True)`` (no pickled code).
+The sidecar holds the SHA-256 of the ``.pt`` file: a cache file that is truncated, corrupted, or
+has no checksum is never loaded; the base model is trained again and the cache rewritten.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import time
 from pathlib import Path
 
@@ -36,7 +39,7 @@ TRAININGS = 0
 class WarmStartConfig(BaseModel):
     """Supervised warm start giving the base model partial accuracy."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     enabled: bool = Field(True, description="Start RL from the warm-started base model (False: random init from run.init_seed).")
     max_steps: int = Field(3000, ge=0, description="Upper bound on supervised steps (the target accuracy usually stops it earlier).")
     batch_size: int = Field(64, ge=1, description="Sequences per supervised step.")
@@ -51,7 +54,7 @@ class WarmStartConfig(BaseModel):
     )
     eval_every: int = Field(10, ge=1, description="Steps between dev evaluations.")
     dev_size: int = Field(256, ge=1, description="Train prompts used as the dev slice for the stopping rule.")
-    seed: int = Field(0, ge=0, description="Seed of the init, the batches and the order (the base model is shared by every run).")
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="Seed of the init, the batches and the order (the base model is shared by every run).")
 
 
 def cache_dir() -> Path:
@@ -80,20 +83,47 @@ def cache_paths(task) -> tuple[Path, Path]:
     return base.with_suffix(".pt"), base.with_suffix(".json")
 
 
-def load_or_train(task) -> tuple[dict[str, Tensor], dict]:
-    """``(state_dict on CPU float32, metadata)`` of the base model, from the cache when present."""
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_cached(task) -> tuple[dict[str, Tensor], dict] | None:
+    """The cached base model if its file matches the checksum in its sidecar, else None."""
     path, meta_path = cache_paths(task)
-    if path.exists() and meta_path.exists():
+    try:
+        meta = json.loads(meta_path.read_text())
+        if not isinstance(meta, dict) or meta.get("sha256") != _sha256(path):
+            return None
         state = torch.load(path, map_location="cpu", weights_only=True)
-        return state, json.loads(meta_path.read_text())
+    except (OSError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError):
+        return None
+    return state, meta
+
+
+def load_or_train(task) -> tuple[dict[str, Tensor], dict]:
+    """``(state_dict on CPU float32, metadata)`` of the base model, from the cache when it is
+    present and intact (checksum), else trained and cached."""
+    cached = load_cached(task)
+    if cached is not None:
+        return cached
+    path, meta_path = cache_paths(task)
     state, meta = train_base_model(task)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-    tmpm = meta_path.with_suffix(f".tmp{os.getpid()}")
-    tmpm.write_text(json.dumps(meta, indent=2))
-    os.replace(tmpm, meta_path)
+    try:
+        torch.save(state, tmp)
+        meta = {**meta, "sha256": _sha256(tmp)}
+        os.replace(tmp, path)
+        tmpm = meta_path.with_suffix(f".tmp{os.getpid()}")
+        tmpm.write_text(json.dumps(meta, indent=2))
+        os.replace(tmpm, meta_path)  # last: a sidecar never vouches for a file it was not computed on
+    finally:
+        for t in (tmp, meta_path.with_suffix(f".tmp{os.getpid()}")):
+            t.unlink(missing_ok=True)
     return state, meta
 
 
