@@ -46,8 +46,8 @@ runs                                               memory       time
 shipped scenarios (first variant of each)          1.1x-1.9x    0.4x-2.7x
 bit-string, 1000 and 10000 replicas                1.3x-1.5x    1.0x-1.5x
 bit-string, horizon 1024-4096 x group 64-512       1.4x-1.7x    0.9x-3.2x
-quadratic oracle, dim 2,000-200,000                1.1x-2.4x    0.6x-1.6x
-quadratic oracle, 500 replicas x 2500 steps        2.5x         2.3x
+quadratic oracle, dim 2,000-200,000                1.1x-2.4x    0.9x-1.5x
+quadratic oracle, 500 replicas x 2500 steps        2.6x         2.6x
 LM, d_model 512 x 8 layers (25M parameters)        1.3x         1.1x-1.4x
 gym (CartPole, FrozenLake 8x8)                     1.2x-1.8x    1.7x-2.4x
 =================================================  ===========  ==========
@@ -184,7 +184,8 @@ class BudgetError(ScenarioError):
         who = f"run '{label}'" if label else "this run"
         message = (
             f"{who} needs about {format_bytes(budget.memory)} of memory but {format_bytes(available)} is available "
-            f"(mostly {t.what}: {t.formula()}); reduce these fields, or pass {flag} to run anyway"
+            f"(mostly {t.what}: {t.formula()}); {'reduce these fields' if t.factors else 'free some memory'}, "
+            f"or pass {flag} to run anyway"
         )
         self.problems = [message]
         self.source = "scenario"
