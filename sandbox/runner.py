@@ -18,7 +18,7 @@ import torch
 
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
-from .scenario import Scenario, dump_scenario
+from .scenario import Scenario, ScenarioError, dump_scenario
 from .system.cluster import Cluster
 from .tasks import OracleTask, make_task
 from .workload import OracleWorkload, PolicyWorkload
@@ -55,9 +55,20 @@ def build_learner(scn: Scenario, task, params, learner_cls=None):
     return (learner_cls or PolicyLearner)(task, loss, params, **kw)
 
 
+def check_runnable(scn: Scenario) -> None:
+    """Settings that are valid for export (a GPU run can have them) but that the simulator cannot run."""
+    if getattr(scn.algorithm.objective, "beta_kl", 0.0) > 0:
+        raise ScenarioError([
+            "algorithm.objective.beta_kl: no task of the simulator supplies reference-policy log-probs, so a KL "
+            "penalty to π_ref cannot be computed in a run; use beta_kl = 0 here (the value is still exported by "
+            "`sandbox export`, and the method library takes extras['ref_logp'])"
+        ])
+
+
 def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, learner_cls=None):
     """Task, learner and cluster for a scenario, ready to ``cluster.run(steps)``. ``learner_cls``
     lets a check substitute an instrumented learner (same constructor)."""
+    check_runnable(scn)
     seeds = scn.run.seeds()
     task = make_task(scn.task)
     params = task.init_params(torch.Generator().manual_seed(seeds["init"]))

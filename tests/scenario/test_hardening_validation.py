@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import typing
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -243,3 +244,23 @@ def test_toml_ints_for_floats_and_set_values_are_typed(tmp_path):
     f.write_text('[system.staleness]\nkind = "fixed_lag"\nk = "16"\n')
     with pytest.raises(ScenarioError, match=r"system\.staleness\.k: Input should be a valid integer"):
         load_scenario(f)
+
+
+
+def test_kl_to_a_reference_policy_is_refused_before_a_run(tmp_path):
+    """Found by the fuzz test: beta_kl > 0 validated (it is exportable), then crashed mid-run with a
+    KeyError because no task supplies reference log-probs. Now a clear error before simulating."""
+    from typer.testing import CliRunner
+
+    from sandbox.cli import app
+    from sandbox.runner import run_scenario
+    from sandbox.scenario import ScenarioError, load_scenario
+
+    scn, _ = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "sync.toml",
+                           ["algorithm.objective.beta_kl=0.1", "run.steps=2"])
+    with pytest.raises(ScenarioError, match="algorithm.objective.beta_kl: no task of the simulator supplies"):
+        run_scenario(scn, None)
+    res = CliRunner().invoke(app, ["run", str(Path(__file__).resolve().parents[2] / "scenarios" / "sync.toml"),
+                                   "--set", "algorithm.objective.beta_kl=0.1", "--set", "run.steps=2",
+                                   "--out", str(tmp_path / "o"), "-q"])
+    assert res.exit_code == 2 and "beta_kl" in res.output and "Traceback" not in res.output
