@@ -165,7 +165,7 @@ class ArealExporter(Exporter):
             return True
         if st.kind == "async_ratio":
             bound = (f"system.staleness = {{kind = \"max_lag\", k_max = {math.ceil(st.alpha)}}} (AReaL η = "
-                     f"{math.ceil(st.alpha)})" if math.isfinite(st.alpha) else "a finite max_lag bound")
+                     f"{math.ceil(st.alpha)})")
             plan.no_equivalent("system.staleness", describe(st.model_dump()),
                                "ROLL's asynchronous ratio drops groups older than step − ceil(α) at dequeue and admits "
                                "only a fraction (α mod 1) from the oldest version; AReaL has neither (admission only). "

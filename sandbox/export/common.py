@@ -72,7 +72,7 @@ class Staleness:
     """The scenario's staleness control, read in the canonical unit (versions = optimizer steps)."""
 
     kind: str  # sync | fixed_lag | max_lag | async_ratio
-    bound: int | None  # maximum lag in versions (None: no bound the framework could use)
+    bound: int  # maximum lag in versions (async_ratio: ceil(alpha); alpha is finite, validated at load)
     enforcement: str | None  # throttle (admission) | drop (at dequeue) | None
     alpha: float | None = None
 
@@ -85,7 +85,7 @@ def staleness_of(scn: Scenario) -> Staleness:
         return Staleness("fixed_lag", s.k, None)
     if s.kind == "max_lag":
         return Staleness("max_lag", s.k_max, s.enforcement)
-    return Staleness("async_ratio", math.ceil(s.alpha) if math.isfinite(s.alpha) else None, "drop", alpha=s.alpha)
+    return Staleness("async_ratio", math.ceil(s.alpha), "drop", alpha=s.alpha)
 
 
 def versions_to_optimizer_steps(k: int, steps_per_version: int = 1) -> int:

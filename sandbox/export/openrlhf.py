@@ -147,7 +147,7 @@ class OpenRLHFExporter(Exporter):
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, f"`{SCRIPT}` (Ray + vLLM + DeepSpeed)")
         lag = staleness_of(scn)
-        stale = lag.bound is None or lag.bound > 0
+        stale = lag.bound > 0
         is_async = _staleness(plan, scn)
         _partial_rollouts(plan, scn, is_async)
         _batch(plan, scn)

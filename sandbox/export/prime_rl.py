@@ -157,11 +157,9 @@ def _staleness_rows(plan: Plan, scn: Scenario) -> int | None:
         "ROLL's asynchronous ratio admits a fraction (α mod 1) of a batch from the oldest admissible version and lets "
         "the rollout side run α batches ahead; prime-rl runs one batch ahead and only bounds the lag. Instead: export "
         f"the scenario with system.staleness = {{kind = \"max_lag\", k_max = {st.bound}, enforcement = \"drop\"}}"
-        + (" (pinned as the closest bound)" if st.bound is not None else "")
+        + " (pinned as the closest bound)"
         + " after checking the conclusion in the sandbox",
     )
-    if st.bound is None:
-        return None
     plan.pinned(key, st.bound, f"closest bound to α = {cfg.alpha:g}: ceil(α) versions of lag, dropped beyond")
     return st.bound
 

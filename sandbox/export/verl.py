@@ -393,6 +393,16 @@ def map_tis(plan: Plan, c, is_key: str, threshold_key: str) -> bool:
     return c.C_low == 0
 
 
+def map_geo_token_weight(plan: Plan, c, src: str) -> None:
+    """Geo-RS's surviving tokens: token TIS ``min(w_t, C)`` through ``rollout_is = token``, or weight 1."""
+    if c.token_weight == "tis":
+        plan.converted(f"{src}.token_weight", c.token_weight, f"{CORR}.rollout_is", "token", "surviving tokens weighted min(w_t, C)")
+        plan.as_is(f"{src}.C", float(c.C), f"{CORR}.rollout_is_threshold", "token TIS cap")
+    else:
+        plan.converted(f"{src}.token_weight", c.token_weight, f"{CORR}.rollout_is", None, "mask only, weight 1")
+        plan.implicit(f"{src}.C", c.C, "unused: token_weight = 'none'")
+
+
 def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
     src = "algorithm.correction"
@@ -426,12 +436,7 @@ def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
         plan.converted(f"{src}.lo + {src}.hi", f"[{c.lo:g}, {c.hi:g}]", f"{CORR}.rollout_rs_threshold",
                        ratio_band(1.0 / c.hi, 1.0 / c.lo),
                        "k1 bands are on μ/π = 1/w: a band [lo, hi] on π/μ is '1/hi_1/lo'")
-        if c.token_weight == "tis":
-            plan.converted(f"{src}.token_weight", c.token_weight, f"{CORR}.rollout_is", "token", "surviving tokens weighted min(w_t, C)")
-            plan.as_is(f"{src}.C", float(c.C), f"{CORR}.rollout_is_threshold", "token TIS cap")
-        else:
-            plan.converted(f"{src}.token_weight", c.token_weight, f"{CORR}.rollout_is", None, "mask only, weight 1")
-            plan.implicit(f"{src}.C", c.C, "unused: token_weight = 'none'")
+        map_geo_token_weight(plan, c, src)
     elif c.name == "icepop":
         plan.converted(f"{src}.name", c.name, f"{CORR}.rollout_is", "token", "IcePop: w_t·1[α ≤ w_t ≤ β] per token")
         plan.converted(f"{src}.alpha + {src}.beta", f"[{c.alpha:g}, {c.beta:g}]", f"{CORR}.rollout_is_threshold",

@@ -39,6 +39,7 @@ from .verl import (
     CORR,
     ObjectiveTarget,
     map_batch,
+    map_geo_token_weight,
     map_objective,
     map_tis,
     objective_route,
@@ -263,12 +264,7 @@ def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
     elif c.name == "geo_mis":
         _rs(plan, f"{src}.name + {src}.lo + {src}.hi", f"[{c.lo:g}, {c.hi:g}]", "geometric", c.lo, c.hi,
             f"reject the response when exp(mean_t log w_t) leaves [lo, hi]; {MASK_NOTE}")
-        if c.token_weight == "tis":
-            plan.converted(f"{src}.token_weight", c.token_weight, f"{CORR}.rollout_is", "token", "surviving tokens weighted min(w_t, C)")
-            plan.as_is(f"{src}.C", float(c.C), f"{CORR}.rollout_is_threshold", "token TIS cap")
-        else:
-            plan.converted(f"{src}.token_weight", c.token_weight, f"{CORR}.rollout_is", None, "mask only, weight 1")
-            plan.implicit(f"{src}.C", c.C, "unused: token_weight = 'none'")
+        map_geo_token_weight(plan, c, src)
     elif c.name == "icepop":
         plan.converted(f"{src}.name", c.name, f"{CORR}.rollout_is", "token", "weights w_t")
         plan.as_is(f"{src}.beta", float(c.beta), f"{CORR}.rollout_is_threshold", "β (truncation never binds on kept tokens)")
