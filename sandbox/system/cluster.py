@@ -7,6 +7,10 @@ enters the buffer. The learner takes a batch when the control allows it, lets th
 :class:`Trainer` really update the weights, holds for the training time, and publishes the new
 version, which becomes visible to workers after the sync delay. Staleness is never set: it is
 whatever this timing produces.
+
+The control owns its counts and rules (``sandbox/system/staleness/``): the cluster reports
+dispatches, finishes and publications to it and asks it for admission and batches, never editing
+its state.
 """
 
 from __future__ import annotations
@@ -32,13 +36,37 @@ class SimulationError(ScenarioError):
 
 
 class Payload(Protocol):
-    """What a job produces (rollouts or gradient samples)."""
+    """What a job produces (rollouts or gradient samples): what the cluster reads of it."""
 
     @property
-    def decode_steps(self) -> int: ...
+    def decode_steps(self) -> int:
+        """Decode steps of the job (its longest response): the ``tokens`` of ``generation_time``."""
 
     @property
-    def token_count(self) -> int: ...
+    def token_count(self) -> int:
+        """Tokens the learner trains on (read by trainers through :class:`Job`)."""
+
+    @property
+    def num_responses(self) -> int:
+        """Samples in the job (throughput counts)."""
+
+
+class PartialPayload(Payload, Protocol):
+    """A payload that can be generated in segments (``system.partial_rollouts``): every token
+    records the version that produced it."""
+
+    @property
+    def width(self) -> int:
+        """Token positions decoded so far."""
+
+    def truncate(self, positions: int) -> "PartialPayload":
+        """The payload cut to its first ``positions`` token positions (an interrupted segment)."""
+
+    def oldest_version(self) -> Any:
+        """Per response, the oldest version among its tokens (a tensor with ``.min()``)."""
+
+    def newest_version(self) -> Any:
+        """Per response, the newest version among its tokens (a tensor with ``.max()``)."""
 
 
 class Workload(Protocol):
@@ -46,10 +74,10 @@ class Workload(Protocol):
 
     def sample(self, weights: Any, version: int, group_size: int) -> Payload: ...
 
-    def begin(self, group_size: int) -> Payload:
+    def begin(self, group_size: int) -> PartialPayload:
         """An empty payload to continue with :meth:`extend` (partial rollouts only)."""
 
-    def extend(self, weights: Any, payload: Payload, version: int) -> Payload:
+    def extend(self, weights: Any, payload: PartialPayload, version: int) -> PartialPayload:
         """Continue ``payload`` to completion with ``weights`` (partial rollouts only)."""
 
     def finish(self, payload: Payload) -> Payload:
@@ -83,11 +111,11 @@ class Job:
     dropped_at: int | None = None
     segments: int = 1
     tail_version: int = -1
-    payload: Any = None
+    payload: Payload | None = None
 
     @property
     def num_samples(self) -> int:
-        return int(getattr(self.payload, "num_responses", 1))
+        return int(self.payload.num_responses)
 
 
 class Signal:
@@ -230,7 +258,6 @@ class Cluster:
             if admission is None:
                 yield self.signal.wait()
                 continue
-            self.control.running += 1
             job = Job(
                 id=len(self.jobs),
                 worker=wid,
@@ -238,6 +265,7 @@ class Cluster:
                 target_step=admission.target_step,
                 dispatch_time=self.env.now,
             )
+            self.control.on_dispatch(job)
             self.jobs.append(job)
             self.running_since[job.id] = self.env.now
             self._event("dispatch", wid, job.id, admission.version, -1 if admission.target_step is None else admission.target_step)
@@ -251,7 +279,7 @@ class Cluster:
             job.finish_time = self.env.now
             self.busy_done += job.finish_time - self.running_since.pop(job.id)
             self.samples_generated += job.num_samples
-            self.control.running -= 1
+            self.control.on_finish(job)
             self.buffer.append(job)
             self._event("finish", wid, job.id, job.tail_version)
             self.signal.notify()
@@ -292,22 +320,22 @@ class Cluster:
         for step in range(steps):
             wait_start = self.env.now
             while True:
-                dropped_before = self.control.dropped
-                batch = self.control.take(step, self.buffer)
-                for job in self.control.dropped_jobs[dropped_before:]:
+                taken = self.control.take(step, self.buffer)
+                for job in taken.dropped:
+                    job.dropped_at = step
                     self._event("drop", job.worker, job.id, job.head_version, step)
-                if batch is not None:
+                if taken.batch is not None:
                     break
-                if self.control.dropped != dropped_before:
+                if taken.dropped:
                     self.signal.notify()  # drops free admission capacity
                 yield self.signal.wait()
+            batch = taken.batch
             self.signal.notify()  # the buffer shrank: throttled workers may go on
             now = self.env.now
             for job in batch:
                 job.consume_time = now
                 job.consume_step = step
             self._event("consume", step=step)
-            self.control.consumed += len(batch)
             result = self.trainer.train(step, batch, now)
             duration = self._draw("train_time", result.tokens)
             self._event("train_start", step=step)
@@ -316,7 +344,7 @@ class Cluster:
             self._event("train_end", step=step)
             self.samples_consumed += sum(j.num_samples for j in batch)
             self.tokens_consumed += result.tokens
-            self.control.learner_version = step + 1
+            self.control.on_publish(step + 1)
             self.store.publish(step + 1, result.weights, self._draw("sync_delay"))
             self._event("publish", version=step + 1)
             now = self.env.now
@@ -347,20 +375,12 @@ class Cluster:
     def _stuck_reason(self) -> str:
         """Why every process is waiting: no event can ever fire again, so the learner's next step
         can never complete (the config-level cases are refused when the scenario is loaded)."""
-        st = self.cfg.staleness
         step = len(self.rows)
         state = (
             f"learner step {step} waits for {self.B} groups (algorithm.groups_per_step) with {len(self.buffer)} "
             f"in the buffer, {self.control.running} running and no worker admitted"
         )
-        if st.kind == "max_lag" and st.enforcement == "drop":
-            cause = (
-                f"the queue capacity {self.control.capacity} (system.staleness.queue_capacity, default "
-                f"(k_max + 1)·groups_per_step) cannot supply a batch; raise it to at least groups_per_step"
-            )
-        else:
-            cause = f"the staleness control {st.model_dump()} admits no more work"
-        return f"system.staleness: the simulation can make no progress: {state}; {cause}"
+        return f"system.staleness: the simulation can make no progress: {state}; {self.control.stuck_reason()}"
 
     def run(self, steps: int) -> ClusterResult:
         for wid in range(len(self.speeds)):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .delays import ConstantDelay, CostModelDelay, DelayConfig, ExponentialDelay
-from .staleness import StalenessConfig, SyncControlConfig
+from .delays import DELAYS, ConstantDelay, DelayConfig, ExponentialDelay
+from .staleness import CONTROLS, StalenessConfig, SyncControlConfig
 
 MIN_WORKER_SPEED = 1e-6
+DELAY_KINDS = f"kind = {DELAYS.describe()}"
 
 
 class SystemConfig(BaseModel):
@@ -24,18 +25,18 @@ class SystemConfig(BaseModel):
     generation_time: DelayConfig = Field(
         default_factory=lambda: ExponentialDelay(mean=1.0),
         description="Duration of one rollout job (one group). Default exponential, mean 1 s: the "
-        "memoryless worker for which order statistics are exact (theory.md T6).",
+        f"memoryless worker for which order statistics are exact (docs/theory.md#t6). Delay model ({DELAY_KINDS}).",
     )
     train_time: DelayConfig = Field(
         default_factory=lambda: ConstantDelay(value=0.25),
-        description="Duration of one learner step; a cost_model charges per batch token.",
+        description=f"Duration of one learner step; a cost_model charges per batch token. Delay model ({DELAY_KINDS}).",
     )
     sync_delay: DelayConfig = Field(
         default_factory=lambda: ConstantDelay(value=0.0),
-        description="Time between publishing version v+1 and workers being able to use it.",
+        description=f"Time between publishing version v+1 and workers being able to use it. Delay model ({DELAY_KINDS}).",
     )
     staleness: StalenessConfig = Field(
-        default_factory=SyncControlConfig, description="Staleness control (kind = sync | fixed_lag | max_lag | async_ratio)."
+        default_factory=SyncControlConfig, description=f"Staleness control (kind = {CONTROLS.describe()})."
     )
     partial_rollouts: bool = Field(
         False,
@@ -59,11 +60,13 @@ class SystemConfig(BaseModel):
                     f"{min(self.worker_speeds):g}"
                 )
         if self.partial_rollouts:
-            if not isinstance(self.generation_time, CostModelDelay):
-                raise ValueError("partial_rollouts needs generation_time.kind = 'cost_model' (time per token)")
-            if self.staleness.kind not in ("max_lag", "async_ratio"):
+            if not self.generation_time.per_token_model:
+                kinds = " or ".join(repr(e.name) for e in DELAYS.entries() if e.impl.per_token_model)
+                raise ValueError(f"partial_rollouts needs generation_time.kind = {kinds} (time per token)")
+            if not CONTROLS.entry_for(self.staleness).impl.streaming:
+                kinds = " or ".join(e.name for e in CONTROLS.entries() if e.impl.streaming)
                 raise ValueError(
-                    f"partial_rollouts needs a streaming staleness control (max_lag or async_ratio), got '{self.staleness.kind}'"
+                    f"partial_rollouts needs a streaming staleness control ({kinds}), got '{self.staleness.kind}'"
                 )
         return self
 

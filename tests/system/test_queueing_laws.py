@@ -1,4 +1,4 @@
-"""Timing against exact queueing results (theory.md T6, T7)."""
+"""Timing against exact queueing results (docs/theory.md#t6, docs/theory.md#t7)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import pytest
 from _sim import simulate
 
 
+@pytest.mark.component("staleness", "sync")
+@pytest.mark.component("delay", "exponential")
 @pytest.mark.parametrize("P,mu", [(4, 1.0), (8, 2.0)])
 def test_sync_step_time_matches_expected_maximum(P, mu):
     """P identical Exp(μ) workers, B = P groups per step, no train or sync time: each step lasts

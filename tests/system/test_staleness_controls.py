@@ -17,6 +17,7 @@ from sandbox.workload import PolicyWorkload
 HEAVY = {"kind": "pareto", "alpha": 1.5, "scale": 0.2}
 
 
+@pytest.mark.component("staleness", "sync")
 def test_sync_has_zero_staleness_and_waits_for_every_group():
     _, res = simulate(num_workers=6, generation_time=HEAVY, sync_delay={"kind": "exponential", "mean": 0.3}, staleness={"kind": "sync"})
     lag, consumed = lags(res)
@@ -24,6 +25,7 @@ def test_sync_has_zero_staleness_and_waits_for_every_group():
     assert (lag == 0).all()
 
 
+@pytest.mark.component("staleness", "fixed_lag")
 @pytest.mark.parametrize("k", [0, 1, 3, 8])
 def test_fixed_lag_is_exactly_k_after_warmup(k):
     _, res = simulate(num_workers=5, generation_time=HEAVY, staleness={"kind": "fixed_lag", "k": k})
@@ -33,6 +35,7 @@ def test_fixed_lag_is_exactly_k_after_warmup(k):
     assert (lag[steps < k] == steps[steps < k]).all()  # warm-up trains on version 0
 
 
+@pytest.mark.component("staleness", "max_lag")
 @pytest.mark.parametrize("enforcement", ["throttle", "drop"])
 @pytest.mark.parametrize("k_max", [0, 2, 5])
 def test_max_lag_never_exceeds_bound(enforcement, k_max):
@@ -60,6 +63,7 @@ def test_throttle_admission_rarely_needs_drops_while_drop_mode_does():
     assert thr.dropped < drp.dropped
 
 
+@pytest.mark.component("staleness", "async_ratio")
 @pytest.mark.parametrize("alpha", [0.0, 0.5, 1.0, 2.5])
 def test_async_ratio_bounds_lag_by_ceil_alpha(alpha):
     _, res = simulate(num_workers=10, generation_time=HEAVY, staleness={"kind": "async_ratio", "alpha": alpha})

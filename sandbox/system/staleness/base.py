@@ -1,0 +1,132 @@
+"""The staleness-control registry and the :class:`Control` base every control extends.
+
+A control decides which rollouts may be generated (admission) and which may be consumed, and owns
+the counts its rules depend on. The cluster only asks and reports:
+
+* ``admit(visible, buffer_len)`` → the weight version a free worker should generate with (and, for
+  ``fixed_lag``, the learner step the job is destined for), or ``None`` to wait;
+* ``on_dispatch(job)`` / ``on_finish(job)`` → a job started / entered the buffer;
+* ``take(step, buffer)`` → a :class:`Take`: the jobs learner step ``step`` consumes (``None`` to
+  wait; consumption is counted by the control) and the over-stale jobs it discarded from the buffer;
+* ``on_publish(version)`` → the learner published ``version``;
+* ``oldest_needed_version(visible)`` and ``stuck_reason()`` → what may be pruned, and why no work is
+  admitted when the simulation can make no progress.
+
+Counting convention (``docs/system.md#counting-convention``): one version per optimizer step; a
+job's lag at step ``s`` is ``s − head_version`` where the head version is the oldest version that
+produced any of its tokens (with in-flight updates later tokens may be newer). Units: B = groups
+per step. Each control is one module of this package, its config next to its class
+(``docs/system.md#<kind>``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict
+
+from ...registry import Registry
+
+CONTROLS: Registry = Registry("staleness control", key="kind")
+
+
+class ControlConfig(BaseModel):
+    """Base of every staleness-control config (strict keys, finite numbers)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+@dataclass
+class Admission:
+    version: int
+    target_step: int | None = None
+
+
+@dataclass
+class Take:
+    """One attempt of the learner to take a batch."""
+
+    batch: list | None
+    """The jobs consumed by the step, or ``None``: wait for more."""
+    dropped: list = field(default_factory=list)
+    """Jobs removed from the buffer as over-stale during this attempt, in buffer order."""
+
+
+class Control:
+    """Shared bookkeeping: counts of groups in each state (dropped groups leave the count).
+
+    ``running``, ``consumed`` and ``dropped`` are read-only to callers: only the control's own
+    methods change them, from what the cluster reports."""
+
+    streaming: bool = False
+    """Whether workers generate continuously with the newest visible version, so that a generation
+    may span versions (needed by ``system.partial_rollouts``)."""
+
+    def __init__(self, cfg, groups_per_step: int):
+        self.cfg = cfg
+        self.B = groups_per_step
+        self.running = 0
+        self.consumed = 0
+        self.dropped = 0
+
+    def active(self, buffer_len: int) -> int:
+        return self.consumed + buffer_len + self.running
+
+    # -- what the cluster asks ---------------------------------------------------------------------
+    def admit(self, visible: int, buffer_len: int) -> Admission | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def take(self, step: int, buffer: list) -> Take:
+        """Discard what step ``step`` may never consume, then select its batch (both from ``buffer``,
+        in place); the batch counts as consumed."""
+        dropped = self.drop_stale(step, buffer)
+        self.dropped += len(dropped)
+        batch = self.select(step, buffer)
+        if batch is not None:
+            self.consumed += len(batch)
+        return Take(batch, dropped)
+
+    def oldest_needed_version(self, visible: int) -> int:
+        """Snapshots older than this are never handed out again."""
+        return visible
+
+    def stuck_reason(self) -> str:
+        """Why no work is admitted when no event can fire any more (the simulation is stuck)."""
+        return f"the staleness control {self.cfg.model_dump()} admits no more work"
+
+    # -- what the cluster reports ------------------------------------------------------------------
+    def on_dispatch(self, job) -> None:
+        """A worker started ``job`` (after a successful :meth:`admit`)."""
+        self.running += 1
+
+    def on_finish(self, job) -> None:
+        """``job`` finished and enters the buffer."""
+        self.running -= 1
+
+    def on_publish(self, version: int) -> None:
+        """The learner published ``version`` (visible to workers after the sync delay)."""
+
+    # -- the rules a control overrides -------------------------------------------------------------
+    def drop_stale(self, step: int, buffer: list) -> list:
+        """Remove from ``buffer`` and return the jobs step ``step`` may never consume. Default: none."""
+        return []
+
+    def select(self, step: int, buffer: list) -> list | None:
+        """Remove and return the batch of step ``step``, or ``None`` to wait. Default: FIFO
+        (completion order)."""
+        if len(buffer) < self.B:
+            return None
+        batch = buffer[: self.B]
+        del buffer[: self.B]
+        return batch
+
+
+def remove_where(buffer: list, too_old) -> list:
+    """Remove the jobs for which ``too_old(job)`` holds from ``buffer`` (asked in buffer order) and
+    return them: drop-on-dequeue as in prime-rl (git 559b4477) and TRL's AsyncGRPO (trl 1.16.0)."""
+    dropped = []
+    for job in list(buffer):
+        if too_old(job):
+            buffer.remove(job)
+            dropped.append(job)
+    return dropped
