@@ -1,6 +1,6 @@
 """Symbolic and numeric predictions that the simulator is checked against.
 
-Each module encodes one result of ``theory.md`` (T1-T10): its statement and
+Each module encodes one result of ``docs/theory.md`` (T1-T10): its statement and
 assumptions (module docstring, with sources), sympy expressions, numeric
 functions made from them, and a worked example as a doctest. The package imports
 only numpy and sympy -- never ``sandbox``.
@@ -34,8 +34,8 @@ from theory import (
 @dataclass(frozen=True)
 class Result:
     module: ModuleType
-    section: str  # section of theory.md
-    kind: str  # exact | approx | rate | bound (see theory.md markers)
+    section: str  # section of docs/theory.md (anchor #t1 ... #t10)
+    kind: str  # exact | approx | rate | bound (defined at the top of docs/theory.md)
     description: str
 
 

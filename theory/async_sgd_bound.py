@@ -53,7 +53,7 @@ maximised at ``eta_h = (sqrt(L**2 sigma**4 + 6 L**2 tau sigma**2 eps) - L sigma*
 ``8 L F0 sigma**2 / eps**2`` for small ``eps`` and like ``2 F0 / (eta_max eps) ~ 2 sqrt(2) L tau F0 / eps``
 when ``sigma = 0``: the delay enters only the ``1/eps`` term (as in Stich & Karimireddy 2020).
 
-Rate shapes of other results (theory.md T5; constants uncertain, validate only as slopes):
+Rate shapes of other results (docs/theory.md#t5; constants uncertain, validate only as slopes):
 ``stich_karimireddy_rate`` (JMLR 2020), ``mishchenko_rate`` (Mishchenko, Bach, Even &
 Woodworth, NeurIPS 2022), ``koloskova_iterations`` (Koloskova, Stich & Jaggi, NeurIPS 2022).
 
@@ -144,7 +144,7 @@ def iterations_to_eps(eps: float, L: float, F0: float, sigma: float, tau: float)
     return math.ceil(2 * F0 / h * (1 - 1e-12))
 
 
-# --- O(.) shapes from the literature (theory.md T5 items 1, 4, 5) -------------------------
+# --- O(.) shapes from the literature (docs/theory.md#t5) ------------------------------------
 
 
 def stich_karimireddy_rate() -> sp.Expr:

@@ -31,7 +31,7 @@ the directions decouple and the expected excess loss is
 
 Source: the standard Yule-Walker / Lyapunov treatment of linear AR models; the
 closed forms above are derived here (``derive_variance``) and checked against
-the table of theory.md T2.
+the table of docs/theory.md#t2.
 
 Worked example: ``eta = 0.1, lam = 2`` (``a = 0.2``), ``sigma = 1`` (``s2 = 0.01``).
 

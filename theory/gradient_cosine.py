@@ -30,9 +30,9 @@ same point; ``signal_dominated_cosine``).
 Context: the diagnostic of GAC (arXiv 2603.01501) -- synchronous SGD gives
 slightly negative ``c``, stable delayed SGD a small positive ``c`` growing with
 ``eta / eta_crit``, and ``c`` near 1 past ``eta_crit``. The formulas are derived
-here from T2 (theory.md T3).
+here from T2 (docs/theory.md#t3).
 
-Worked example (theory.md T3 table): d = 2000, ``lam_i`` log-spaced in [0.01, 1],
+Worked example (docs/theory.md#t3): d = 2000, ``lam_i`` log-spaced in [0.01, 1],
 ``sigma = 0.05``.
 
 >>> lams = np.logspace(-2, 0, 2000)

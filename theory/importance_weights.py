@@ -24,7 +24,7 @@ Weights ``w = p / q`` with samples from the behaviour ``q`` (so ``E_q w = 1``).
    ``k2 = (log r)**2 / 2`` (second-order), ``k3 = r - 1 - log r`` (unbiased, >= 0)
    (J. Schulman, "Approximating KL divergence", 2020).
 
-Worked examples (theory.md T8):
+Worked examples (docs/theory.md#t8):
 
 >>> theta, theta_b = np.zeros(4), np.array([0.2, 0.0, -0.1, 0.1])
 >>> print(f"{softmax_second_moment(theta, theta_b):.7f}")

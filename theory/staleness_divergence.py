@@ -1,6 +1,6 @@
 """T9. Policy divergence after k stale steps, from the correlation of the updates.
 
-Derived in theory.md T9 (linking GAC's consecutive cosine, arXiv 2603.01501, to
+Derived here, docs/theory.md#t9 (linking GAC's consecutive cosine, arXiv 2603.01501, to
 VCPO's ESS, arXiv 2602.17616). After ``k`` optimizer steps the learner is
 ``dth = eta sum_{j=1..k} u_j`` away from the behaviour weights, with update
 directions of norm ``~U``. Then

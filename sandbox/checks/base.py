@@ -73,7 +73,7 @@ def mean_se(samples) -> tuple[float, float]:
 
 
 def ratio_of_means_se(num, den, n_boot: int = 400, seed: int = 0) -> tuple[float, float]:
-    """Ratio of means Σnum/Σden over replicates and its bootstrap standard error (theory.md:
+    """Ratio of means Σnum/Σden over replicates and its bootstrap standard error (docs/theory.md:
     ratio statistics are compared as ratio-of-means, SE by bootstrap over replicates)."""
     num, den = np.asarray(num, float), np.asarray(den, float)
     est = float(num.sum() / den.sum())

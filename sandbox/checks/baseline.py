@@ -1,7 +1,7 @@
 """T10: the variance of the sandbox's importance-weighted REINFORCE estimator against the exact
 identity V(b) = V(b*) + E_μ[W](b − b*)², with b* = E_μ[W R]/E_μ[W] (VCPO's OPOB).
 
-Prediction (theory.optimal_baseline): exact enumeration on the 3-action softmax of theory.md T10
+Prediction (theory.optimal_baseline): exact enumeration on the 3-action softmax of docs/theory.md#t10
 (π = (0.5, 0.3, 0.2), μ = (0.4, 0.4, 0.2), R = (1, 0, 0.5)). Measurement: M independent batches of
 B actions from μ, each carried as one replica of a bandit policy; the sandbox's loss
 (``reinforce`` with a constant baseline, untruncated sequence TIS) is differentiated by autograd,

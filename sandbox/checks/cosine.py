@@ -7,7 +7,7 @@ autocovariances of each eigen-direction (negative for τ = 0, small positive and
 the simulator, averaged over steps after burn-in; numerator and denominator averaged separately
 across replicas (ratio of means) would need the raw inner products, so the per-replica time
 average of c is the replicate and the SE is taken across replicas. Tolerance: max(0.005 absolute,
-4·SE) as in theory.md T3 (0.005 covers the high-dimensional concentration approximation).
+4·SE) as in docs/theory.md#t3 (0.005 covers the high-dimensional concentration approximation).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from theory.gradient_cosine import expected_cosine
 from .base import CheckResult, Point, mean_se
 from ._sim import delayed_quadratic
 
-DIM, EIG_MIN, EIG_MAX, SIGMA = 2000, 0.01, 1.0, 0.05  # theory.md T3 worked example
+DIM, EIG_MIN, EIG_MAX, SIGMA = 2000, 0.01, 1.0, 0.05  # docs/theory.md#t3 worked example
 
 
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:

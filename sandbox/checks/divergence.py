@@ -4,7 +4,7 @@ T9 (theory.staleness_divergence) says the divergence between the behaviour weigh
 and the learner (version t) grows with the lag as Σ_{i,j≤k} ⟨u_i, u_j⟩: linearly when consecutive
 updates are uncorrelated and faster, up to quadratically, when they are aligned (GAC's stale-aligned
 regime), and the ESS falls accordingly (for a Gaussian policy N(x, s²): KL = ‖Δ‖²/(2s²),
-ESS/N = exp(−‖Δ‖²/s², theory.md T8.4). On delayed SGD x_{t+1} = x_t − η(λ x_{t−τ} + ξ_t) the
+ESS/N = exp(−‖Δ‖²/s²), docs/theory.md#t8 item 4). On delayed SGD x_{t+1} = x_t − η(λ x_{t−τ} + ξ_t) the
 displacement has an exact stationary prediction from the autocovariances of T2:
 
     E (x_t − x_{t−k})² = 2 (C(0) − C(k)).

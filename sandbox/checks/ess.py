@@ -3,7 +3,7 @@ and hence the population ESS/N = 1/E_μ[W²], as a function of the lag.
 
 Prediction: for the bit-string policy the H positions are independent Bernoullis (an exponential
 family, A(θ) = log(1 + e^θ)), so for learner weights θ and behaviour weights θ' (the version the
-schedule actually used) E_μ[W²] = Π_t exp(A(2θ_t − θ'_t) − 2A(θ_t) + A(θ'_t)) (theory.md T8.5, T8.7).
+schedule actually used) E_μ[W²] = Π_t exp(A(2θ_t − θ'_t) − 2A(θ_t) + A(θ'_t)) (docs/theory.md#t8, items 5 and 7).
 Measurement: the unnormalised batch mean (1/N)Σ_i W_i² of the weights the learner really saw,
 averaged over steps (an unbiased estimate of the averaged prediction, whatever the step's
 weights). The residuals (measured − predicted) of different steps are martingale differences, so

@@ -1,9 +1,9 @@
 """T1 + T4: where delayed SGD diverges, with and without a GAC-style projection.
 
 Predictions: plain delayed SGD on the T3 model (τ = 8) diverges past a*(8) = 2 sin(π/34) = 0.1845
-in ηλ_max (T1, exact). With the projection of the GAC reconstruction (algorithms.md §3.8 defaults:
+in ηλ_max (T1, exact). With the projection of the GAC reconstruction (docs/methods/stabilizers.md#gac defaults:
 one-sided, α = 1, c_thr = 0.3, previous applied gradient as reference) the boundary moves outward
-by a modest constant factor, 1.6–1.9× (theory.md T4 — a **reconstruction**, not a result of the
+by a modest constant factor, 1.6–1.9× (docs/theory.md#t4 — a **reconstruction**, not a result of the
 GAC paper, arXiv 2603.01501); the check predicts the midpoint 1.75× with the range as tolerance.
 Measurement: replicas with curvature multipliers on a 0.01-spaced grid of a = ηλ_max (η = 1) run
 the same event schedule; a replica is unstable when it is flagged diverged or its loss envelope

@@ -7,7 +7,7 @@ of τ versions; a replica is unstable when the envelope of its loss over the las
 ~60(2τ+1) steps exceeds the envelope over the second quarter (robust to the oscillation phase of
 period 4τ+2). A coarse grid over [0.005, 2.5] (5% spacing) brackets the boundary, a fine grid
 (0.25% spacing) locates it; the measured a* is where the sorted grid switches from stable to
-unstable. Tolerance 5% relative: finite-horizon bias (theory.md T1) plus transients.
+unstable. Tolerance 5% relative: finite-horizon bias (docs/theory.md#t1) plus transients.
 """
 
 from __future__ import annotations

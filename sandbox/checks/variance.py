@@ -15,7 +15,7 @@ from theory.delayed_variance import sgd_variance
 from .base import CheckResult, Point, mean_se
 from ._sim import delayed_quadratic
 
-ETA, LAM, SIGMA = 0.1, 2.0, 1.0  # theory.md T2 worked example: a = 0.2, s² = 0.01
+ETA, LAM, SIGMA = 0.1, 2.0, 1.0  # docs/theory.md#t2 worked example: a = 0.2, s² = 0.01
 
 
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:

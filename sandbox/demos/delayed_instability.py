@@ -2,7 +2,7 @@
 
 Gradient descent on f(x) = x^2/2 (Hessian eigenvalue 1) where each update uses a gradient that is
 k steps old: x_{t+1} = x_t - lr * x_{t-k}. It converges only while lr < 2 sin(pi / (4k + 2))
-(Levin & May 1976; theory.delayed_stability, theory.md T1). The safe step size shrinks roughly
+(Levin & May 1976; theory.delayed_stability, docs/theory.md#t1). The safe step size shrinks roughly
 like pi / (2k): a lag of 8 versions divides it by about 11.
 
 This script runs the simulator on a noisy quadratic at several fixed lags k and step sizes around

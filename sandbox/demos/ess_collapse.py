@@ -5,7 +5,7 @@ reweighted by w = pi_theta(y) / mu(y). For a response of L tokens the sequence w
 product of L per-token ratios, so its log is a sum of L small terms and its variance grows like
 L x (per-token log-ratio variance), which itself grows with the lag. The Kish effective sample size
 ESS / N = (sum w)^2 / (N sum w^2) then falls roughly like exp(-L v) (theory.importance_weights,
-theory.md T8.7): long responses and stale policies leave a batch of 64 responses worth a handful.
+docs/theory.md#t8 item 7): long responses and stale policies leave a batch of 64 responses worth a handful.
 
 This script trains GRPO on the bit-string task with fixed lags k and sequence lengths H and plots
 the measured ESS / N of the unclipped sequence weights.

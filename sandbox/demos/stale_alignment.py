@@ -6,7 +6,7 @@ stationary regime gives a slightly *negative* cosine (each step overshoots a lit
 gradient points back). With stale gradients the cosine turns *positive* and climbs towards 1 as
 the step size approaches the delayed-stability threshold: consecutive updates keep pushing the same
 way because they were all computed on nearly the same old weights. That signature is what GAC
-(arXiv 2603.01501) monitors; the exact stationary values are theory.gradient_cosine (theory.md T3).
+(arXiv 2603.01501) monitors; the exact stationary values are theory.gradient_cosine (docs/theory.md#t3).
 
 Run it:  sandbox demo stale_alignment      or      python examples/demo_stale_alignment.py
 """

@@ -4,7 +4,7 @@ P rollout workers each generate one group per step; response times are long-tail
 sigma = 1: a few responses take many times the median). Synchronous training waits for the
 slowest of the P groups every step, so its throughput is P / E[max of P times] and most workers
 sit idle; asynchronous training (bounded lag, AReaL-style) restarts every worker at once, giving
-P / E[time]. The ratio E[max] / E[time] grows with P (theory.order_statistics, theory.md T6) --
+P / E[time]. The ratio E[max] / E[time] grows with P (theory.order_statistics, docs/theory.md#t6) --
 that is what asynchrony buys. What it costs is staleness: the consumed rollouts are a few policy
 versions old (see the other demos for what that does to learning).
 

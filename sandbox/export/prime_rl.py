@@ -13,7 +13,7 @@ What prime-rl computes at that commit (read in its sources, cited below by file)
 
   (``type = "ipo"``: ``masked_t = |Δp_t| > ipo_threshold``), summed and divided by the step's global
   count of loss tokens (``compute_loss`` with ``rl_scale`` in ``src/prime_rl/trainer/rl/train.py``):
-  token-mean over the batch. This is the sandbox's ``dppo_mask`` correction (algorithms.md §3.6,
+  token-mean over the batch. This is the sandbox's ``dppo_mask`` correction (docs/methods/corrections.md#dppo_mask,
   ``sandbox/algorithms/corrections/masks.py``) on an unclipped ratio objective; ``correction = "none"``
   is the same loss with the mask thresholds at 1 (``|Δp| ≤ 1`` never crosses them) and ``kl_tau = 0``.
   There is no ratio clip, dual clip, reference-model KL or other correction key: those need

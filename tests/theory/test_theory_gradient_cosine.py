@@ -10,7 +10,7 @@ from theory import delayed_variance as dv
 from theory import gradient_cosine as gc
 from theory.delayed_stability import critical_step
 
-LAMS = np.logspace(-2, 0, 2000)  # theory.md T3 worked example: d = 2000, log-spaced in [0.01, 1]
+LAMS = np.logspace(-2, 0, 2000)  # docs/theory.md#t3 worked example: d = 2000, log-spaced in [0.01, 1]
 SIGMA = 0.05
 TABLE = {(0.3, 0): -0.0338, (1.0, 0): -0.1301, (0.3, 4): 0.0768, (0.10, 8): 0.0168,
          (0.15, 8): 0.0372, (0.17, 8): 0.0567, (0.18, 8): 0.0824}
@@ -100,7 +100,7 @@ def test_ratio_of_means_monte_carlo(eta, tau):
 
 @pytest.mark.slow
 def test_full_table_mean_cosine_monte_carlo():
-    # theory.md T3 check at d = 2000: mean of c_t (mean of ratios, so this also tests the
+    # docs/theory.md#t3 check at d = 2000: mean of c_t (mean of ratios, so this also tests the
     # concentration approximation E c ~ sum N / sum D). Tolerance 0.005 absolute or 4 SE over
     # seeds, as in the spec. Started at stationarity, so no burn-in is needed; 4 seeds x 1000
     # steps: per-step c_t has sd ~ 1/sqrt(d) ~ 0.02, so the mean is resolved to ~1e-3.

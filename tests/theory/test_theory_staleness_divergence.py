@@ -12,7 +12,7 @@ from theory import importance_weights as iw
 from theory import staleness_divergence as sd
 
 KS = [1, 2, 4, 8, 16, 32]
-TABLE = {  # c: (equicorrelated row, AR(1) row), theory.md T9, 1 decimal
+TABLE = {  # c: (equicorrelated row, AR(1) row) of S(k), docs/theory.md#t9, 1 decimal
     0.2: ([1, 2.4, 6.4, 19.2, 64, 230.4], [1, 2.4, 5.4, 11.4, 23.4, 47.4]),
     0.5: ([1, 3, 10, 36, 136, 528], [1, 3, 8.2, 20, 44, 92]),
     0.9: ([1, 3.8, 14.8, 58.4, 232, 924.8], [1, 3.8, 14.1, 49.5, 157.4, 434.2]),
