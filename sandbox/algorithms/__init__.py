@@ -68,7 +68,6 @@ from .configs import (
     DecoupledPPOConfig,
     DPPOMaskConfig,
     DrGRPOConfig,
-    GACConfig,
     GeoMISConfig,
     GRPOConfig,
     GSPOConfig,
@@ -81,20 +80,30 @@ from .configs import (
     PPOConfig,
     ReinforceConfig,
     RLOOConfig,
-    StalenessLRConfig,
     TBAConfig,
     TISConfig,
     TOPRConfig,
-    VCPOLRConfig,
 )
 from .diagnostics import ess_ratio, ess_ratio_from_log_weights, is_metrics
-from .gac import GAC
 from .opob import logit_space_grad_sq_norm, per_sequence_grad_sq_norms
 from .policy_loss import PolicyLoss, build_policy_loss
-from .stabilized import StabilizedOptimizer, StepContext, build_stabilizers
-from .staleness_lr import StalenessLR, staleness_weight
+from .stabilized import StabilizedOptimizer, build_stabilizers
+from .stabilizers import (
+    GAC,
+    STABILIZERS,
+    VCPOLR,
+    GACConfig,
+    GradNormSkip,
+    GradNormSkipConfig,
+    StabilizerConfig,
+    StalenessLR,
+    StalenessLRConfig,
+    StepContext,
+    VCPOLRConfig,
+    staleness_weight,
+    vcpo_lr_multiplier,
+)
 from .shaping import dynamic_sampling_keep, overlong_penalty
-from .vcpo import VCPOLR, vcpo_lr_multiplier
 
 ObjectiveConfig = Annotated[
     Union[
@@ -115,11 +124,6 @@ CorrectionConfig = Annotated[
 """Discriminated union of every correction config (none, tis, mis, geo_mis, icepop, opsm, decoupled_ppo,
 m2po_mask, m2po_clipband, bapo, topr, dppo_mask)."""
 
-StabilizerConfig = Annotated[
-    Union[GACConfig, VCPOLRConfig, StalenessLRConfig],
-    Field(discriminator="name"),
-]
-"""Discriminated union of every stabilizer config (gac, vcpo_lr, staleness_lr)."""
 
 
 def _by_name(union) -> dict:
@@ -129,7 +133,7 @@ def _by_name(union) -> dict:
 OBJECTIVES_BY_NAME = _by_name(ObjectiveConfig)
 """``{"grpo": GRPOConfig, ...}`` for CLIs and docs."""
 CORRECTIONS_BY_NAME = _by_name(CorrectionConfig)
-STABILIZERS_BY_NAME = _by_name(StabilizerConfig)
+STABILIZERS_BY_NAME = {n: STABILIZERS[n].config for n in STABILIZERS}
 
 __all__ = [
     "PolicyLossInput",
@@ -147,6 +151,9 @@ __all__ = [
     "OBJECTIVES_BY_NAME",
     "CORRECTIONS_BY_NAME",
     "STABILIZERS_BY_NAME",
+    "STABILIZERS",
+    "GradNormSkip",
+    "GradNormSkipConfig",
     "overlong_penalty",
     "dynamic_sampling_keep",
     "logit_space_grad_sq_norm",

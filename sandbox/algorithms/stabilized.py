@@ -1,5 +1,6 @@
-"""Optimizer-level wrapper applying GAC and learning-rate rules around any ``torch.optim`` optimizer
-(``shared/reference/algorithms.md`` §3.7–3.9).
+"""Optimizer-level wrapper running stabilizers around any ``torch.optim`` optimizer, through the
+stabilizer protocol only (``docs/methods/stabilizers.md#protocol``): it asks each stabilizer where it
+acts (``stage``, ``before_clip``) and whether it can skip (``can_skip``), never which one it is.
 
 Per-replica LR scaling works for every optimizer whose update is linear in the learning rate given its
 state (SGD, momentum, Adam, AdamW incl. decoupled weight decay): the parameters are snapshotted before
@@ -9,43 +10,21 @@ state (SGD, momentum, Adam, AdamW incl. decoupled weight decay): the parameters 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import torch
+from pydantic import BaseModel
 from torch import Tensor
 
 from ._tensor import replica_sum, replica_view
-from .configs import GACConfig, StalenessLRConfig, VCPOLRConfig
-from .gac import GAC
-from .staleness_lr import StalenessLR
-from .vcpo import VCPOLR
+from .stabilizers import STABILIZERS, STAGES, StepContext
 
-STABILIZERS = {GACConfig: GAC, VCPOLRConfig: VCPOLR, StalenessLRConfig: StalenessLR}
-
-
-@dataclass
-class StepContext:
-    """Batch information a stabilizer may need at step time.
-
-    ``ess_ratio``: batch ESS ratio of unclipped sequence weights, ``(R...)`` or scalar (``vcpo_lr``;
-    take ``LossOutput.metrics['is/ess_ratio']``). ``staleness``: lag in versions, scalar, ``(R...)`` or
-    per sample ``(R..., N)`` (``staleness_lr``, GAC ``staleness_scaled``)."""
-
-    ess_ratio: Tensor | float | None = None
-    staleness: Tensor | float | None = None
-    extras: dict = field(default_factory=dict)
+__all__ = ["StabilizedOptimizer", "StepContext", "build_stabilizers"]
 
 
 def build_stabilizers(cfgs: Iterable) -> list:
     """Stabilizer objects for a list of ``StabilizerConfig``; feed them to :class:`StabilizedOptimizer`."""
-    out = []
-    for c in cfgs:
-        try:
-            out.append(STABILIZERS[type(c)](c))
-        except KeyError:
-            raise TypeError(f"no stabilizer registered for {type(c).__name__}") from None
-    return out
+    return [STABILIZERS.build(c) for c in cfgs]
 
 
 class StabilizedOptimizer:
@@ -54,28 +33,34 @@ class StabilizedOptimizer:
     Args:
         optimizer: any torch optimizer over ``params``.
         params: the parameter tensors (all of them carry the leading replica dims if ``replica_dims > 0``).
-        stabilizers: objects from :func:`build_stabilizers` (or configs, built here).
+        stabilizers: objects from :func:`build_stabilizers` (configs are built here).
         replica_dims: number of leading dims of every parameter that index independent learners.
-        max_grad_norm: per-replica global-norm gradient clipping (None = off); GAC's ``clip_order``
-            decides whether its projection happens before or after it.
+        max_grad_norm: per-replica global-norm gradient clipping (None = off); a gradient-stage
+            stabilizer's ``before_clip`` decides whether it acts before or after it.
 
-    Call after ``backward()``: ``metrics = opt.step(StepContext(...))``. Metrics (each ``(R...)`` or scalar):
-    ``grad/norm`` (before clipping), ``grad/norm_clipped``, ``lr/scale`` (product of all LR rules),
-    ``step/skipped``, and each stabilizer's own (``grad/cos_prev``, ``gac/*``, ``lr/vcpo_scale``, ...).
+    Call after ``backward()``: ``metrics = opt.step(StepContext(...))``. One step, in this order (list
+    order kept within each stage): gradient-stage transforms with ``before_clip``; clipping; the other
+    gradient-stage transforms; lr-stage multipliers (evaluated here, applied below);
+    ``optimizer.step()`` (not called when every replica skips); update-stage transforms of
+    ``Δ = θ_after − θ_before``; ``θ = θ_before + s_r·Δ`` with ``s_r`` the product of the multipliers and
+    0 for skipped replicas.
+
+    Metrics (each ``(R...)`` or scalar): ``grad/norm`` (before clipping), ``grad/clip_coef``,
+    ``grad/norm_clipped``, ``lr/scale`` (product of all multipliers), ``step/skipped``, and each
+    stabilizer's own.
 
     Skipping with replicas: a skipped replica keeps its parameters and the optimizer-state tensors shaped
-    like the parameter (Adam moments); shared scalar state (Adam's step count) still advances. When every
-    replica skips, the optimizer is not called at all.
+    like the parameter (Adam moments); shared scalar state (Adam's step count) still advances.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, params: Iterable[Tensor], stabilizers=(),
                  replica_dims: int = 0, max_grad_norm: float | None = None):
         self.optimizer = optimizer
         self.params = [p for p in params]
-        stabilizers = list(stabilizers)
-        if stabilizers and not hasattr(stabilizers[0], "kind"):
-            stabilizers = build_stabilizers(stabilizers)
-        self.stabilizers = stabilizers
+        self.stabilizers = [STABILIZERS.build(s) if isinstance(s, BaseModel) else s for s in stabilizers]
+        for s in self.stabilizers:
+            if s.stage not in STAGES:
+                raise ValueError(f"{type(s).__name__}.stage = {s.stage!r}; expected one of {list(STAGES)}")
         self.replica_dims = replica_dims
         self.max_grad_norm = max_grad_norm
         if replica_dims:
@@ -92,6 +77,9 @@ class StabilizedOptimizer:
 
     def state_dict(self) -> dict[str, Any]:
         return self.optimizer.state_dict()
+
+    def _stage(self, stage: str) -> list:
+        return [s for s in self.stabilizers if s.stage == stage]
 
     def _clip(self, grads: list[Tensor], metrics: dict) -> list[Tensor]:
         norm = sum(replica_sum(g * g, self.replica_dims) for g in grads).sqrt()
@@ -110,26 +98,26 @@ class StabilizedOptimizer:
         metrics["grad/norm"] = sum(replica_sum(g * g, rd) for g in grads).sqrt()
         rshape = metrics["grad/norm"].shape
 
-        pre = [s for s in self.stabilizers if s.kind == "gac" and s.placement == "pre_optimizer"]
-        post = [s for s in self.stabilizers if s.kind == "gac" and s.placement == "post_optimizer"]
-        lr_rules = [s for s in self.stabilizers if s.kind == "lr"]
+        gradient = self._stage("gradient")
+        update = self._stage("update")
+        lr_rules = self._stage("lr")
         skip = torch.zeros(rshape, dtype=torch.bool, device=grads[0].device)
 
-        def run_gac(stabs, vecs):
+        def run_transforms(stabs, vecs):
             nonlocal skip
             for s in stabs:
-                vecs, sk, m = s.apply(vecs, rd, context)
+                vecs, sk, m = s.transform(vecs, rd, context)
                 metrics.update(m)
                 if sk is not None:
+                    if not s.can_skip:
+                        raise RuntimeError(f"{type(s).__name__} returned a skip mask but declares can_skip = False")
                     skip = skip | sk
             return vecs
 
-        first = [s for s in pre if s.cfg.clip_order == "project_then_clip"]
-        second = [s for s in pre if s.cfg.clip_order == "clip_then_project"]
-        grads = run_gac(first, grads)
+        grads = run_transforms([s for s in gradient if s.before_clip], grads)
         if self.max_grad_norm is not None:
             grads = self._clip(grads, metrics)
-        grads = run_gac(second, grads)
+        grads = run_transforms([s for s in gradient if not s.before_clip], grads)
         metrics["grad/norm_clipped"] = sum(replica_sum(g * g, rd) for g in grads).sqrt()
         for p, g in zip(params, grads):
             if p.grad is not g:
@@ -144,7 +132,7 @@ class StabilizedOptimizer:
 
         all_skip = bool(skip.all())
         any_skip = bool(skip.any())
-        need_snapshot = bool(post) or any_skip or bool((scale != 1.0).any())
+        need_snapshot = bool(update) or any_skip or bool((scale != 1.0).any())
         if not need_snapshot:
             self.optimizer.step()
             metrics["step/skipped"] = skip.to(scale.dtype)
@@ -152,16 +140,15 @@ class StabilizedOptimizer:
 
         before = [p.detach().clone() for p in params]
         saved_state = {}
-        post_can_skip = any(s.cfg.c_skip is not None and s.cfg.skip_mode == "skip_step" for s in post)
-        if (any_skip and not all_skip) or post_can_skip:
+        update_can_skip = any(s.can_skip for s in update)
+        if (any_skip and not all_skip) or update_can_skip:
             for p in params:
                 st = self.optimizer.state.get(p, {})
                 saved_state[p] = {k: v.clone() for k, v in st.items() if torch.is_tensor(v) and v.shape == p.shape}
         if not all_skip:
             self.optimizer.step()
         deltas = [p - b for p, b in zip(params, before)]
-        deltas = run_gac(post, deltas)
-        all_skip = bool(skip.all())
+        deltas = run_transforms(update, deltas)
         keep = (~skip).to(scale.dtype)
         factor = scale * keep
         for p, b, d in zip(params, before, deltas):

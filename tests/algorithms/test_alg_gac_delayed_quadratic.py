@@ -1,4 +1,5 @@
-"""GAC defaults on the delayed noisy quadratic of theory.md T3/T4 (qualitative claims, [reconstruction]):
+"""GAC defaults on the delayed noisy quadratic of docs/theory.md#t3 and docs/theory.md#t4 (qualitative claims,
+[reconstruction]; docs/methods/stabilizers.md#gac):
 idle below the delay-stability limit, stabilising just above it with post-projection cosine ≤ c_thr."""
 
 import collections
@@ -6,7 +7,8 @@ import collections
 import pytest
 import torch
 
-from sandbox.algorithms import GACConfig, StabilizedOptimizer
+from sandbox.algorithms import StabilizedOptimizer
+from sandbox.algorithms.stabilizers.gac import GACConfig
 
 
 def run(eta, gac, d=100, tau=8, steps=1200, burn=600, seed=0):
@@ -32,8 +34,9 @@ def run(eta, gac, d=100, tau=8, steps=1200, burn=600, seed=0):
 
 
 @pytest.mark.slow
+@pytest.mark.component("stabilizer", "gac")
 def test_gac_idle_when_stable_and_stabilising_past_eta_crit():
-    # τ = 8: η_crit = 0.1845 (theory.md T3/T4)
+    # τ = 8: η_crit = 0.1845 (docs/theory.md#t3, docs/theory.md#t4)
     plain, with_gac = run(0.17, False), run(0.17, True)
     assert plain is not None and with_gac is not None
     assert with_gac[2] < 0.05  # projection (almost) never fires: consecutive cosine ≈ 0.06 < 0.3

@@ -1,5 +1,7 @@
-"""GAC, VCPO ESS learning-rate control, staleness LR rules and the StabilizedOptimizer protocol."""
+"""GAC, VCPO ESS learning-rate control, staleness LR rules and the StabilizedOptimizer protocol
+(docs/methods/stabilizers.md)."""
 
+import inspect
 import math
 
 import pytest
@@ -16,7 +18,8 @@ from sandbox.algorithms import (
     staleness_weight,
     vcpo_lr_multiplier,
 )
-from sandbox.algorithms.gac import GAC
+from sandbox.algorithms import stabilized
+from sandbox.algorithms.stabilizers import GAC, STABILIZERS, Stabilizer, to_target_coefficient
 
 
 def cos(a, b):
@@ -33,12 +36,13 @@ def correlated_grads(n, d=20, rho=0.8, seed=0):
     return out
 
 
+@pytest.mark.component("stabilizer", "gac")
 def test_gac_one_sided_full_removal_bounds_cosine():
     gac = GAC(GACConfig(c_thr=0.3))
     ref = None
     fired = 0
     for g in correlated_grads(50):
-        (gt,), _, m = gac.apply([g], 0)
+        (gt,), _, m = gac.transform([g], 0)
         if ref is not None:
             c = cos(gt, ref)
             assert c <= 0.3 + 1e-6
@@ -50,44 +54,48 @@ def test_gac_one_sided_full_removal_bounds_cosine():
     assert fired > 10
 
 
+@pytest.mark.component("stabilizer", "gac")
 def test_gac_inactive_below_threshold():
     gac = GAC(GACConfig(c_thr=0.3))
     g1 = torch.tensor([1.0, 0.0, 0.0])
     g2 = torch.tensor([0.2, 1.0, 0.0])  # cos = .196 < .3
-    gac.apply([g1], 0)
-    (out,), _, m = gac.apply([g2], 0)
+    gac.transform([g1], 0)
+    (out,), _, m = gac.transform([g2], 0)
     assert torch.equal(out, g2) and m["gac/projected"] == 0
 
 
+@pytest.mark.component("stabilizer", "gac")
 def test_gac_to_target_and_two_sided_and_renorm():
     g1 = torch.tensor([1.0, 0.0])
     g2 = torch.tensor([1.0, 1.0])  # cos .707
     gac = GAC(GACConfig(c_thr=0.3, strength="to_target"))
-    gac.apply([g1], 0)
-    (out,), _, _ = gac.apply([g2], 0)
+    gac.transform([g1], 0)
+    (out,), _, _ = gac.transform([g2], 0)
     assert cos(out, g1).item() == pytest.approx(0.3, abs=1e-6)
     # two-sided acts on anti-aligned gradients too; one-sided leaves them alone
     g3 = torch.tensor([-1.0, 1.0])
     for sided, expect_change in [("one_sided", False), ("two_sided", True)]:
         gac = GAC(GACConfig(c_thr=0.3, sided=sided, renorm=True))
-        gac.apply([g1], 0)
-        (out,), _, _ = gac.apply([g3], 0)
+        gac.transform([g1], 0)
+        (out,), _, _ = gac.transform([g3], 0)
         assert (not torch.allclose(out, g3)) == expect_change
         if expect_change:
             assert out.norm().item() == pytest.approx(g3.norm().item())  # renorm keeps ‖g‖
             assert abs(cos(out, g1).item()) < 1e-6
 
 
+@pytest.mark.component("stabilizer", "gac")
 def test_gac_per_layer_scope():
     gac = GAC(GACConfig(scope="per_layer", c_thr=0.3))
     a1, b1 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
     a2, b2 = torch.tensor([1.0, 0.1]), torch.tensor([1.0, 0.0])  # layer a aligned, layer b orthogonal
-    gac.apply([a1, b1], 0)
-    (oa, ob), _, m = gac.apply([a2, b2], 0)
+    gac.transform([a1, b1], 0)
+    (oa, ob), _, m = gac.transform([a2, b2], 0)
     assert abs(cos(oa, a1)) < 1e-6 and torch.equal(ob, b2)
     assert m["gac/projected"].item() == pytest.approx(0.5)
 
 
+@pytest.mark.component("stabilizer", "gac")
 def test_gac_through_optimizer_sgd_applied_updates_near_orthogonal():
     torch.manual_seed(0)
     p = torch.zeros(20, requires_grad=True)
@@ -103,6 +111,7 @@ def test_gac_through_optimizer_sgd_applied_updates_near_orthogonal():
         prev_delta = delta
 
 
+@pytest.mark.component("stabilizer", "gac")
 def test_gac_skip_step_keeps_parameters():
     p = torch.zeros(2, requires_grad=True)
     opt = StabilizedOptimizer(torch.optim.SGD([p], lr=1.0), [p], [GACConfig(c_thr=0.3, c_skip=0.9)])
@@ -114,6 +123,7 @@ def test_gac_skip_step_keeps_parameters():
     assert torch.equal(p.detach(), before) and m["step/skipped"].item() == 1.0
 
 
+@pytest.mark.component("stabilizer", "gac")
 def test_gac_post_optimizer_placement_edits_update():
     p = torch.zeros(2, requires_grad=True)
     opt = StabilizedOptimizer(torch.optim.Adam([p], lr=0.1), [p], [GACConfig(c_thr=0.3, placement="post_optimizer")])
@@ -128,6 +138,7 @@ def test_gac_post_optimizer_placement_edits_update():
     assert abs(cos(d1, d2)) < 1e-5  # Adam's update direction had its aligned part removed
 
 
+@pytest.mark.component("stabilizer", "vcpo_lr")
 def test_vcpo_multiplier_formula():
     # weights [2, 1, 1, .5]: (Σw)²/(B Σw²) = 4.5²/(4·6.25) = .81
     ratio = ess_ratio_from_log_weights(torch.log(torch.tensor([2.0, 1.0, 1.0, 0.5])))
@@ -139,6 +150,7 @@ def test_vcpo_multiplier_formula():
     assert vcpo_lr_multiplier(torch.tensor([0.81, 0.2, 1.0]), 0.5).tolist() == pytest.approx([1.0, math.sqrt(0.4), 1.0])
 
 
+@pytest.mark.component("stabilizer", "vcpo_lr")
 @pytest.mark.parametrize("opt_cls", [torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW])
 def test_vcpo_lr_scales_this_step_only(opt_cls):
     torch.manual_seed(0)
@@ -170,6 +182,7 @@ def test_vcpo_lr_requires_ess():
         opt.step(StepContext())
 
 
+@pytest.mark.component("stabilizer", "staleness_lr")
 def test_staleness_rules_by_hand():
     assert staleness_weight(4.0, StalenessLRConfig(rule="inverse")).item() == pytest.approx(0.25)
     assert staleness_weight(0.0, StalenessLRConfig(rule="inverse")).item() == 1.0
@@ -182,6 +195,7 @@ def test_staleness_rules_by_hand():
     assert staleness_weight(5.0, StalenessLRConfig(rule="threshold")).item() == 0.5
 
 
+@pytest.mark.component("stabilizer", "staleness_lr")
 def test_staleness_lr_uses_batch_mean_or_max():
     p = torch.zeros(1, requires_grad=True)
     opt = StabilizedOptimizer(torch.optim.SGD([p], lr=1.0), [p], [StalenessLRConfig(batch_tau="max")])
@@ -199,6 +213,7 @@ def test_gradient_clipping_per_replica():
     assert torch.allclose(p.detach(), -torch.tensor([[0.6, 0.8, 0.0], [0.3, 0.4, 0.0]]), atol=1e-6)
 
 
+@pytest.mark.component("stabilizer", "gac", "vcpo_lr", "staleness_lr")
 @pytest.mark.parametrize("gac_cfg", [
     GACConfig(c_thr=0.3),
     GACConfig(c_thr=0.2, scope="per_layer", reference="ema", clip_order="project_then_clip"),
@@ -231,3 +246,71 @@ def test_replicas_match_separate_optimizers(gac_cfg):
             assert torch.allclose(a[r], pa, atol=1e-6) and torch.allclose(b[r], pb, atol=1e-6)
             for k, v in ms.items():
                 assert torch.allclose(mb[k][r], v, atol=1e-5), k
+
+
+# ------------------------------------------------------------------------------------------------
+# the protocol (docs/methods/stabilizers.md#protocol)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_optimizer_wrapper_names_no_stabilizer():
+    source = inspect.getsource(stabilized).lower()
+    assert len(STABILIZERS) >= 4
+    for name in STABILIZERS.names():
+        assert name not in source, f"stabilized.py special-cases {name!r}; use the stabilizer protocol"
+
+
+@pytest.mark.component("stabilizer", "gac")
+def test_gac_declares_stage_clip_order_and_skip_from_its_config():
+    cases = [
+        (GACConfig(), ("gradient", False, False)),
+        (GACConfig(clip_order="project_then_clip"), ("gradient", True, False)),
+        (GACConfig(placement="post_optimizer", clip_order="project_then_clip"), ("update", False, False)),
+        (GACConfig(c_skip=0.9), ("gradient", False, True)),
+        (GACConfig(c_skip=0.9, skip_mode="zero_update"), ("gradient", False, False)),
+        (GACConfig(c_skip=0.9, placement="post_optimizer"), ("update", False, True)),
+    ]
+    for cfg, expect in cases:
+        g = GAC(cfg)
+        assert (g.stage, g.before_clip, g.can_skip) == expect, cfg
+    assert to_target_coefficient(1.0, 1.0, 0.3) == pytest.approx(1.0 - 0.3 / math.sqrt(0.91))
+    assert to_target_coefficient(-2.0, 1.0, 0.3) == pytest.approx(-2.0 + 0.3 / math.sqrt(0.91))
+
+
+class _Recorder(Stabilizer):
+    """Unregistered test stabilizer: records what it sees, optionally scales or flags it."""
+
+    def __init__(self, stage, before_clip=False, factor=1.0, mask=None, can_skip=False):
+        super().__init__(None)
+        self.stage, self.before_clip, self.factor, self.mask, self.can_skip = stage, before_clip, factor, mask, can_skip
+        self.seen = []
+
+    def transform(self, vecs, replica_dims, context=None):
+        self.seen.append([v.clone() for v in vecs])
+        return [v * self.factor for v in vecs], self.mask, {}
+
+    def lr_scale(self, context, replica_dims=0):
+        return torch.tensor(self.factor), {}
+
+
+def test_protocol_stage_order_and_clip_placement():
+    p = torch.zeros(2, requires_grad=True)
+    before, after = _Recorder("gradient", before_clip=True), _Recorder("gradient")
+    update, lr = _Recorder("update", factor=0.5), _Recorder("lr", factor=0.4)
+    opt = StabilizedOptimizer(torch.optim.SGD([p], lr=1.0), [p], [update, after, lr, before], max_grad_norm=1.0)
+    p.grad = torch.tensor([3.0, 4.0])
+    opt.step()
+    assert before.seen[0][0].tolist() == [3.0, 4.0]  # before clipping
+    assert after.seen[0][0].tolist() == pytest.approx([0.6, 0.8])  # after clipping
+    assert update.seen[0][0].tolist() == pytest.approx([-0.6, -0.8])  # the SGD update Δθ
+    assert p.tolist() == pytest.approx([-0.6 * 0.5 * 0.4, -0.8 * 0.5 * 0.4])  # Δ halved, then × 0.4
+
+
+def test_protocol_refuses_an_undeclared_skip_and_an_unknown_stage():
+    p = torch.zeros(2, requires_grad=True)
+    opt = StabilizedOptimizer(torch.optim.SGD([p], lr=1.0), [p], [_Recorder("gradient", mask=torch.tensor(True))])
+    p.grad = torch.ones(2)
+    with pytest.raises(RuntimeError, match="can_skip"):
+        opt.step()
+    with pytest.raises(ValueError, match="stage"):
+        StabilizedOptimizer(torch.optim.SGD([p], lr=1.0), [p], [_Recorder("loss")])

@@ -1,12 +1,30 @@
 """VCPO's ESS-driven learning-rate control (Huang et al. arXiv 2602.17616; code mit-han-lab/vcpo
-``compute_ess_info``; ``shared/reference/algorithms.md`` §3.7)."""
+``compute_ess_info``): ``docs/methods/stabilizers.md#vcpo_lr``.
+
+    s = sqrt(min(1, ρ_ess/ρ_ref))   (mode sqrt)   or   min(1, ρ_ess/ρ_ref)   (mode linear)
+
+multiplies this step's update only; the base learning rate is untouched for the next step.
+"""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
+from pydantic import Field
 from torch import Tensor
 
-from .configs import VCPOLRConfig
+from ..base import MethodConfig
+from .base import STABILIZERS, Stabilizer
+
+
+class VCPOLRConfig(MethodConfig):
+    """VCPO ESS learning-rate control (Huang et al. arXiv 2602.17616; ``docs/methods/stabilizers.md#vcpo_lr``):
+    ``η_t = η_base·sqrt(min(1, ρ_ess/ρ_ref))`` (or linear) for this step only."""
+
+    name: Literal["vcpo_lr"] = "vcpo_lr"
+    rho_ref: float = Field(1.0, gt=0, description="ρ_ref; 1.0 in VCPO's GSM8K/MATH scripts (0.55 multi-turn).")
+    mode: Literal["sqrt", "linear"] = Field("sqrt", description="sqrt (VCPO default) or linear.")
 
 
 def vcpo_lr_multiplier(ess_ratio: Tensor | float, rho_ref: float = 1.0, mode: str = "sqrt") -> Tensor:
@@ -21,14 +39,12 @@ def vcpo_lr_multiplier(ess_ratio: Tensor | float, rho_ref: float = 1.0, mode: st
     raise ValueError(f"vcpo_lr mode must be 'sqrt' or 'linear', got {mode!r}")
 
 
-class VCPOLR:
+@STABILIZERS.register(VCPOLRConfig)
+class VCPOLR(Stabilizer):
     """Stabilizer: scale this step's update by :func:`vcpo_lr_multiplier` of ``context.ess_ratio``;
     the base LR is untouched for the next step (VCPO restores it after the step)."""
 
-    kind = "lr"
-
-    def __init__(self, cfg: VCPOLRConfig):
-        self.cfg = cfg
+    stage = "lr"
 
     def lr_scale(self, context, replica_dims: int = 0) -> tuple[Tensor, dict]:
         if context is None or context.ess_ratio is None:

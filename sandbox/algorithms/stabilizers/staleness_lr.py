@@ -1,11 +1,35 @@
-"""Staleness-aware learning-rate and sample-weight rules (``shared/reference/algorithms.md`` §3.9)."""
+"""Staleness-aware learning-rate and sample-weight rules: ``docs/methods/stabilizers.md#staleness_lr``.
+Sources of each rule are in :func:`staleness_weight`."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
+from pydantic import Field
 from torch import Tensor
 
-from .configs import StalenessLRConfig
+from ..base import MethodConfig
+from .base import STABILIZERS, Stabilizer
+
+
+class StalenessLRConfig(MethodConfig):
+    """Staleness-aware LR baselines (``docs/methods/stabilizers.md#staleness_lr``): inverse ``η/max(1,τ)``
+    (Zhang et al. IJCAI 2016), polynomial ``(1+τ)^(−a)/(1+τ̄)^(−a)`` (FedAsync, Xie et al. 2019; FLSim),
+    threshold, delay-adaptive ``n/max(n,τ)`` (Mishchenko et al. NeurIPS 2022) and drop-if-too-stale
+    (Ringmaster ASGD arXiv 2501.16168)."""
+
+    name: Literal["staleness_lr"] = "staleness_lr"
+    rule: Literal["inverse", "polynomial", "threshold", "delay_adaptive", "drop"] = Field(
+        "inverse", description="Which rule; 'inverse' is the original staleness-aware ASGD."
+    )
+    exponent: float = Field(0.5, ge=0, le=1, description="a of the polynomial rule, a ∈ [0, 1]; 0.5 is our midpoint choice.")
+    avg_staleness: float = Field(1.0, ge=0, description="τ̄ where the polynomial weight is 1 (FLSim default 1).")
+    cutoff: float = Field(4.0, ge=0, description="threshold rule: weight 1 if τ ≤ cutoff ...")
+    threshold_value: float = Field(0.5, ge=0, description="... else this constant [our default].")
+    num_workers: int = Field(1, ge=1, description="n of the delay-adaptive rule (concurrent workers).")
+    max_staleness: float = Field(8.0, ge=0, description="drop rule: zero update if τ > max_staleness (R of Ringmaster).")
+    batch_tau: Literal["mean", "max"] = Field("mean", description="Reduce per-sample staleness of a batch by mean or max.")
 
 
 def staleness_weight(tau: Tensor | float, cfg: StalenessLRConfig) -> Tensor:
@@ -33,15 +57,13 @@ def staleness_weight(tau: Tensor | float, cfg: StalenessLRConfig) -> Tensor:
     raise ValueError(f"unknown staleness rule {cfg.rule!r}")
 
 
-class StalenessLR:
+@STABILIZERS.register(StalenessLRConfig)
+class StalenessLR(Stabilizer):
     """Stabilizer: scale the step by :func:`staleness_weight` of the batch staleness (mean or max of
     ``context.staleness`` over the samples; per replica when it carries replica dims). For per-sample
     weighting of the loss instead, multiply the rewards/advantages by :func:`staleness_weight` yourself."""
 
-    kind = "lr"
-
-    def __init__(self, cfg: StalenessLRConfig):
-        self.cfg = cfg
+    stage = "lr"
 
     def lr_scale(self, context, replica_dims: int = 0) -> tuple[Tensor, dict]:
         if context is None or context.staleness is None:

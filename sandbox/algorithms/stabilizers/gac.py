@@ -1,8 +1,8 @@
-"""Gradient alignment control (GAC; Xu et al. arXiv 2603.01501) as the parameterised
-**[reconstruction]** family of ``shared/reference/algorithms.md`` §3.8 (no public implementation exists).
+"""Gradient alignment control (GAC; Xu et al. arXiv 2603.01501) as a parameterised **[reconstruction]**
+family (no public implementation exists): ``docs/methods/stabilizers.md#gac``.
 
-Per optimizer step, with ``g`` the gradient (``pre_optimizer``) or the optimizer's update
-(``post_optimizer``) and ``p`` the reference direction:
+Per optimizer step, with ``g`` the gradient (``pre_optimizer``: stage ``gradient``) or the optimizer's
+update (``post_optimizer``: stage ``update``) and ``p`` the reference direction:
 
     c = ⟨g, p⟩ / (‖g‖‖p‖)                      (per replica; per parameter tensor if scope = per_layer)
     if c > c_skip: skip (no update, or a zero gradient fed to the optimizer)
@@ -20,32 +20,95 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Literal
 
 import torch
+from pydantic import Field, model_validator
 from torch import Tensor
 
-from ._tensor import replica_sum, replica_view
-from .configs import GACConfig
+from .._tensor import replica_sum, replica_view
+from ..base import MethodConfig
+from .base import STABILIZERS, Stabilizer
+
+
+class GACConfig(MethodConfig):
+    """Gradient alignment control (Xu et al. arXiv 2603.01501) as a **[reconstruction]** family: every
+    unknown of the paper is a knob (``docs/methods/stabilizers.md#gac``).
+
+    Defaults = the reference setting (previous *applied* gradient as reference, whole model, edit the
+    raw gradient before Adam, clip then project, fixed ``c_thr = 0.3``, one-sided full removal, no skip).
+    Why: ``docs/theory.md#t3`` and ``docs/theory.md#t4`` show that with these settings the projection is
+    idle in stable (synchronous or mildly stale) runs, where consecutive cosines are ≲ 0.1 < 0.3, so it
+    matches the synchronous baseline there, while at high staleness (c → 0.95+) it fires every step,
+    returns near-orthogonal consecutive updates (post cosine ≤ c_thr by construction) and moves the
+    divergence boundary outward, which is the paper's qualitative claim (on-policy-like dynamics at
+    high staleness).
+    """
+
+    name: Literal["gac"] = "gac"
+    reference: Literal["prev_raw", "prev_applied", "ema"] = Field("prev_applied", description="Reference direction p.")
+    ema_beta: float = Field(0.9, ge=0, lt=1, description="β of p ← βp + (1−β)g̃ when reference='ema' [reconstruction].")
+    scope: Literal["global", "per_layer"] = Field("global", description="One cosine for the flattened model or one per parameter tensor.")
+    placement: Literal["pre_optimizer", "post_optimizer"] = Field(
+        "pre_optimizer", description="Edit the raw gradient fed to the optimizer, or the optimizer's update Δθ."
+    )
+    clip_order: Literal["clip_then_project", "project_then_clip"] = Field(
+        "clip_then_project", description="Order relative to global-norm clipping (StabilizedOptimizer.max_grad_norm)."
+    )
+    threshold_mode: Literal["fixed", "ema_mean_std", "quantile", "staleness_scaled"] = Field(
+        "fixed", description="fixed c_thr; mean+κ·std or q-quantile of the last `window` cosines; c_thr/(1+γ·k̄)."
+    )
+    c_thr: float = Field(0.3, ge=0, lt=1, description="Threshold (c_0 for staleness_scaled); reference setting 0.3, "
+                                                      "docs/methods/stabilizers.md#gac and docs/theory.md#t4.")
+    kappa: float = Field(1.0, description="κ for ema_mean_std [reconstruction].")
+    quantile: float = Field(0.9, gt=0, lt=1, description="q for threshold_mode='quantile' [reconstruction].")
+    window: int = Field(50, ge=2, description="History length W for adaptive thresholds [reconstruction].")
+    min_history: int = Field(5, ge=1, description="Adaptive thresholds fall back to c_thr until this many cosines are seen.")
+    gamma: float = Field(0.1, ge=0, description="γ for staleness_scaled [reconstruction].")
+    sided: Literal["one_sided", "two_sided"] = Field(
+        "one_sided", description="Act only when ⟨g, p̂⟩ > 0, or on any |cos| > threshold."
+    )
+    strength: Literal["alpha", "to_target"] = Field("alpha", description="Remove α of the parallel part, or shrink to cos = c_thr.")
+    alpha: float = Field(1.0, ge=0, le=1, description="Fraction of the parallel component removed (1 = full).")
+    c_skip: float | None = Field(None, description="Skip the step when cos > c_skip (must exceed c_thr); None = never.")
+    skip_mode: Literal["zero_update", "skip_step"] = Field(
+        "skip_step", description="zero_update: feed g̃ = 0 to the optimizer; skip_step: no optimizer update."
+    )
+    renorm: bool = Field(False, description="Rescale g̃ to ‖g‖ after projection.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.c_skip is not None and self.c_skip <= self.c_thr:
+            raise ValueError(f"gac: c_skip={self.c_skip} must exceed c_thr={self.c_thr}")
+        return self
 
 
 def _dot(xs: list[Tensor], ys: list[Tensor], rd: int) -> Tensor:
     return sum(replica_sum(x * y, rd) for x, y in zip(xs, ys))
 
 
-class GAC:
-    """Stateful GAC stabilizer (see module docstring). ``apply(vecs, replica_dims, context)`` edits the
-    list of gradient (or update) tensors and returns ``(new_vecs, skip_mask | None, metrics)``."""
-
-    kind = "gac"
+@STABILIZERS.register(GACConfig)
+class GAC(Stabilizer):
+    """Stateful GAC stabilizer (see module docstring). ``transform(vecs, replica_dims, context)`` edits
+    the list of gradient (or update) tensors and returns ``(new_vecs, skip_mask | None, metrics)``."""
 
     def __init__(self, cfg: GACConfig):
-        self.cfg = cfg
+        super().__init__(cfg)
         self.ref: list[Tensor] | None = None
         self.history: list[deque] = []
 
+    # -------------------------------------------------------------------------------- protocol
     @property
-    def placement(self) -> str:
-        return self.cfg.placement
+    def stage(self) -> str:
+        return "gradient" if self.cfg.placement == "pre_optimizer" else "update"
+
+    @property
+    def before_clip(self) -> bool:
+        return self.stage == "gradient" and self.cfg.clip_order == "project_then_clip"
+
+    @property
+    def can_skip(self) -> bool:
+        return self.cfg.c_skip is not None and self.cfg.skip_mode == "skip_step"
 
     # -------------------------------------------------------------------------------- threshold
     def _threshold(self, unit: int, like: Tensor, context) -> Tensor:
@@ -68,7 +131,7 @@ class GAC:
         return thr.clamp(0.0, 1.0 - 1e-6)
 
     # -------------------------------------------------------------------------------- main
-    def apply(self, vecs: list[Tensor], replica_dims: int, context=None):
+    def transform(self, vecs: list[Tensor], replica_dims: int, context=None):
         cfg = self.cfg
         rd = replica_dims
         units = [list(range(len(vecs)))] if cfg.scope == "global" else [[i] for i in range(len(vecs))]
