@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import fixed_lag_gap, scale_rows
+from .common import fixed_lag_gap, scale_rows, unmapped_stabilizer_note
 from .plan import Plan
 
 CONFIG_FILE = "areal_config.yaml"
@@ -226,9 +226,11 @@ class ArealExporter(Exporter):
                 note = ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export "
                         "with --framework verl-vcpo, or use VCPOLRConfig in " + SANDBOX_OPTIMIZER
                         + ", fed the batch's ESS ratio")
-            else:
+            elif stab.name == "staleness_lr":
                 note = ("AReaL has no staleness-aware learning rate. Instead: StalenessLRConfig in " + SANDBOX_OPTIMIZER
                         + ", fed the batch's version gap (per-token `versions` are in the batch)")
+            else:
+                note = unmapped_stabilizer_note(stab, "AReaL", "between backward and the step, in a subclass of the engine")
             plan.no_equivalent(source, describe(stab.model_dump()), note)
 
     def _optimizer(self, plan: Plan, scn: Scenario, given: Given) -> None:

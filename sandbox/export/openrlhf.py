@@ -50,7 +50,7 @@ from typing import Any
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, scale_rows, staleness_of
+from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of
 from .plan import Plan
 
 SCRIPT = "python -m openrlhf.cli.train_ppo_ray"
@@ -780,10 +780,12 @@ def _stabilizers(plan: Plan, scn: Scenario) -> None:
         elif s.name == "gac":
             note = ("gradient alignment control has no public code (arXiv 2603.01501 only). Instead: the sandbox's torch "
                     f"component (sandbox.algorithms: GACConfig in a StabilizedOptimizer) placed {STEP_HOOK}")
-        else:
+        elif s.name == "staleness_lr":
             note = ("OpenRLHF has no staleness-aware learning rate and records no per-sample version to compute the "
                     "lag from. Instead: the sandbox's torch component (sandbox.algorithms: StalenessLRConfig in a "
                     f"StabilizedOptimizer) placed {STEP_HOOK}, fed with versions you track yourself")
+        else:
+            note = unmapped_stabilizer_note(s, "OpenRLHF", STEP_HOOK)
         plan.no_equivalent(src, describe(s.model_dump()), note)
 
 

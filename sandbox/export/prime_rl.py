@@ -43,7 +43,7 @@ import tomli_w
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import fixed_lag_gap, scale_rows, staleness_of
+from .common import fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of
 from .plan import Plan
 
 AT = "prime-rl 559b4477"
@@ -539,9 +539,12 @@ def _stabilizer_rows(plan: Plan, scn: Scenario) -> None:
             note = ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
                     "--framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms, shown in "
                     "examples/plain_torch_loop.py) in your own trainer")
-        else:
+        elif s.name == "staleness_lr":
             note = ("prime-rl has no learning-rate rule keyed on staleness (its schedulers follow the step count). "
                     "Instead: the sandbox's torch component (sandbox.algorithms.StalenessLR) in your own trainer")
+        else:
+            note = unmapped_stabilizer_note(s, "prime-rl", "between backward and optimizer.step() of prime-rl's trainer "
+                                            "(src/prime_rl/trainer/rl/train.py): a code change, no config key")
         plan.no_equivalent(source, describe(s.model_dump()), note)
 
 

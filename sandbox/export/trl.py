@@ -36,7 +36,7 @@ from typing import ClassVar
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, scale_rows, staleness_of, versions_to_optimizer_steps
+from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of, versions_to_optimizer_steps
 from .plan import Plan
 
 SYNC_CLASS = "GRPOConfig"
@@ -798,7 +798,9 @@ _STABILIZER_GAP = {
 
 def _stabilizers(plan: Plan, scn: Scenario) -> None:
     for i, stab in enumerate(scn.algorithm.stabilizers):
-        plan.no_equivalent(f"algorithm.stabilizers[{i}]", describe(stab.model_dump()), _STABILIZER_GAP[stab.name])
+        note = _STABILIZER_GAP.get(stab.name) or unmapped_stabilizer_note(
+            stab, "TRL", "between backward and the optimizer step of TRL's trainer (e.g. a GRPOTrainer subclass)")
+        plan.no_equivalent(f"algorithm.stabilizers[{i}]", describe(stab.model_dump()), note)
 
 
 _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}

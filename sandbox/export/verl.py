@@ -54,7 +54,7 @@ import yaml
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import fixed_lag_gap, scale_rows, staleness_of
+from .common import fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of
 from .plan import Plan
 
 VERL_0_9 = Version("0.9", "0.9.1", "verl 0.9.1 wheel")
@@ -547,9 +547,12 @@ def stabilizer_gap(plan: Plan, source: str, stabilizer) -> None:
                            "GAC has no public implementation and no framework key. Instead: place the sandbox's torch "
                            "component (sandbox.algorithms, GAC projection) between backward and the optimizer step of "
                            "verl's actor (a custom engine/actor hook)")
-    else:
+    elif stabilizer.name == "staleness_lr":
         plan.no_equivalent(source, value, "verl has no per-sample staleness-dependent learning rate. Instead: a custom "
                            "actor hook scaling the step by the batch's trajectory staleness, using the sandbox's rule")
+    else:
+        plan.no_equivalent(source, value, unmapped_stabilizer_note(
+            stabilizer, "verl", "between backward and the optimizer step of verl's actor (a custom engine/actor hook)"))
 
 
 def map_stabilizers(plan: Plan, scn: Scenario) -> None:

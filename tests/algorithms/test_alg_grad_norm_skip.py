@@ -12,7 +12,7 @@ from sandbox.algorithms import GradNormSkipConfig, StabilizedOptimizer, build_st
 from sandbox.algorithms.stabilizers.grad_norm_skip import EPS, GradNormSkip
 
 
-def zclip_skip_reference(norms, alpha, z_thr, warmup):
+def zclip_skip_reference(norms, alpha, z_thr, warmup, on_spike="capped"):
     """Independent scalar re-statement of the rule: z per step (NaN in warm-up) and the skip flags."""
     zs, skips, mean, var = [], [], None, None
     for t, n in enumerate(norms):
@@ -26,9 +26,10 @@ def zclip_skip_reference(norms, alpha, z_thr, warmup):
         z = (n - mean) / (math.sqrt(var) + EPS)
         zs.append(z)
         skips.append(z > z_thr)
-        if z <= z_thr:
-            mean = alpha * mean + (1 - alpha) * n
-            var = alpha * var + (1 - alpha) * (n - mean) ** 2
+        if z <= z_thr or on_spike == "capped":
+            seen = n if z <= z_thr else mean + z_thr * math.sqrt(var)
+            mean = alpha * mean + (1 - alpha) * seen
+            var = alpha * var + (1 - alpha) * (seen - mean) ** 2
     return zs, skips
 
 
@@ -42,7 +43,7 @@ def test_defaults_are_zclips():
 
 @pytest.mark.component("stabilizer", "grad_norm_skip")
 def test_mean_variance_and_z_by_hand():
-    s = GradNormSkip(GradNormSkipConfig(alpha=0.5, z_threshold=2.5, warmup=3))
+    s = GradNormSkip(GradNormSkipConfig(alpha=0.5, z_threshold=2.5, warmup=3, on_spike="frozen"))
     step = lambda n: s.transform([torch.tensor([n], dtype=torch.float64)], 0)  # noqa: E731
     for n in (1.0, 2.0, 3.0):  # warm-up: μ = 2, σ² = ((1-2)² + 0 + (3-2)²)/3 = 2/3
         vecs, skip, m = step(n)
@@ -64,8 +65,31 @@ def test_mean_variance_and_z_by_hand():
 
 
 @pytest.mark.component("stabilizer", "grad_norm_skip")
+def test_capped_statistics_absorb_a_lasting_jump_and_frozen_ones_never_do():
+    # capped, by hand: warm-up 1, 3 -> μ = 2, σ² = 1; a spike 10 (z = 8) is skipped and the cap
+    # μ + 2.5σ = 4.5 is fed: μ = 0.5·2 + 0.5·4.5 = 3.25, σ² = 0.5·1 + 0.5·(4.5 − 3.25)² = 1.28125
+    s = GradNormSkip(GradNormSkipConfig(alpha=0.5, z_threshold=2.5, warmup=2))
+    for n in (1.0, 3.0):
+        s.transform([torch.tensor([n], dtype=torch.float64)], 0)
+    _, skip, _ = s.transform([torch.tensor([10.0], dtype=torch.float64)], 0)
+    assert skip and s.mean.item() == pytest.approx(3.25) and s.var.item() == pytest.approx(1.28125)
+
+    norms = [1.0, 1.1, 0.9, 1.0] * 10 + [20.0] * 300  # the norm jumps for good from ~1 to 20
+    for mode in ("capped", "frozen"):
+        s = GradNormSkip(GradNormSkipConfig(warmup=40, on_spike=mode))
+        flags = [bool(s.transform([torch.tensor([n], dtype=torch.float64)], 0)[1] or False) for n in norms]
+        ref = zclip_skip_reference(norms, 0.97, 2.5, 40, mode)[1]
+        assert flags == ref
+        after = flags[40:]
+        if mode == "frozen":
+            assert all(after)  # training would stop: why 'capped' is the default
+        else:
+            assert after[0] and not any(after[100:])  # skipped at first, then absorbed
+
+
+@pytest.mark.component("stabilizer", "grad_norm_skip")
 def test_global_norm_over_tensors_and_per_replica_statistics():
-    s = GradNormSkip(GradNormSkipConfig(alpha=0.9, z_threshold=1.0, warmup=2))
+    s = GradNormSkip(GradNormSkipConfig(alpha=0.9, z_threshold=1.0, warmup=2, on_spike="frozen"))
     # replica 0: norms 13 (‖(3,4)‖ and ‖12‖ together), 13; replica 1: norms 1, 3
     s.transform([torch.tensor([[3.0, 4.0], [1.0, 0.0]]), torch.tensor([[12.0], [0.0]])], 1)
     s.transform([torch.tensor([[5.0, 0.0], [0.0, 3.0]]), torch.tensor([[12.0], [0.0]])], 1)

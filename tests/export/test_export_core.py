@@ -273,3 +273,18 @@ def test_cli_exit_codes(tmp_path):
         assert message in res.output and "Traceback" not in res.output
     listed = runner.invoke(app, ["export", "--list"])
     assert listed.exit_code == 0 and "toyfw" in listed.output and "2.0 (2.0.1)" in listed.output
+
+
+
+@pytest.mark.parametrize("framework", ["verl", "verl-vcpo", "trl", "openrlhf", "areal", "prime-rl"])
+def test_every_registered_stabilizer_gets_a_row_in_every_framework(framework):
+    """A stabilizer added to the registry (one file) must not break an exporter that predates it: each
+    framework writes one no-equivalent row per stabilizer, saying what to do instead."""
+    from sandbox.algorithms import STABILIZERS
+
+    names = STABILIZERS.names()
+    scn, raw = load_scenario(QUICKSTART, {"algorithm.stabilizers": [{"name": n} for n in names]})
+    exp = export_scenario(variant_scenarios(scn, raw)["async"], framework, allow_partial=True)
+    for i, name in enumerate(names):
+        rows = [r for r in exp.plan.rows if r.source == f"algorithm.stabilizers[{i}]"]
+        assert len(rows) == 1 and rows[0].kind == "no_equivalent" and "Instead" in rows[0].note, (framework, name, rows)

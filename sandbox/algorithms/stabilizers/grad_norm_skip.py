@@ -6,13 +6,18 @@ Per replica, with ``n_t = ‖g_t‖`` the global gradient norm before clipping:
 
     warm-up (steps 1..W):  collect n_t; at step W:  μ = mean(n_1..n_W),  σ² = var(n_1..n_W) (population)
     after:                 z_t = (n_t − μ) / (σ + ε),   skip the step iff z_t > z_thr
-                           if not skipped:  μ ← α μ + (1 − α) n_t;   σ² ← α σ² + (1 − α) (n_t − μ)²
+                           statistics:  μ ← α μ + (1 − α) m_t;   σ² ← α σ² + (1 − α) (m_t − μ)²
+                           m_t = n_t if kept; on a skipped step m_t = μ + z_thr·σ (on_spike = "capped")
+                           or no update at all (on_spike = "frozen")
 
 The variance update uses the freshly updated μ and ``ε = 1e-6``, as ZClip's code does. Difference from
 ZClip: ZClip CLIPS a spike (by default to ``μ + z_thr²·σ/z``, or ``μ + z_thr·σ`` in its percentile mode)
 and feeds the clipped norm to the statistics; this rule SKIPS the replica's step instead, a plain
-gradient-norm step skip, and a skipped step leaves μ and σ² unchanged (ZClip's ``skip_update_on_spike``).
-Warm-up steps never skip. Acts before global-norm clipping, on the gradient handed on by any earlier
+gradient-norm step skip. Why ``capped`` is the default: with ``frozen`` (ZClip's
+``skip_update_on_spike``) a lasting jump of the norm is never absorbed and every later step is skipped,
+so training stops; feeding the cap ``μ + z_thr·σ`` grows σ² by the factor ``α + (1 − α)α²z_thr²`` per
+skipped step (1.146 at the defaults), so a lasting level is absorbed after a number of skips logarithmic
+in its size. Warm-up steps never skip. Acts before global-norm clipping, on the gradient handed on by any earlier
 before-clip stabilizer of the list.
 """
 
@@ -47,6 +52,10 @@ class GradNormSkipConfig(MethodConfig):
     warmup: int = Field(25, ge=1, description=(
         "Steps whose norms initialise μ and σ² (no skip before); 25 = ZClip's code default "
         "(zclip/zclip.py warmup_steps=25, version 0.0.1; not stated in the paper's text we could read)."))
+    on_spike: Literal["capped", "frozen"] = Field("capped", description=(
+        "Statistics on a skipped step: 'capped' feeds the cap μ + z_thr·σ (like ZClip, which feeds the clipped "
+        "norm; a lasting change of the norm is absorbed, our default) or 'frozen' leaves them unchanged (ZClip's "
+        "skip_update_on_spike=True; a lasting jump then skips every later step)."))
 
 
 @STABILIZERS.register(GradNormSkipConfig)
@@ -80,8 +89,12 @@ class GradNormSkip(Stabilizer):
         z = (norm - self.mean) / (self.var.sqrt() + EPS)
         skip = z > self.cfg.z_threshold
         a = self.cfg.alpha
-        mean = a * self.mean + (1.0 - a) * norm
-        var = a * self.var + (1.0 - a) * (norm - mean) ** 2
-        self.mean = torch.where(skip, self.mean, mean)
-        self.var = torch.where(skip, self.var, var)
+        seen = norm
+        if self.cfg.on_spike == "capped":
+            seen = torch.where(skip, self.mean + self.cfg.z_threshold * self.var.sqrt(), norm)
+        mean = a * self.mean + (1.0 - a) * seen
+        var = a * self.var + (1.0 - a) * (seen - mean) ** 2
+        if self.cfg.on_spike == "frozen":
+            mean, var = torch.where(skip, self.mean, mean), torch.where(skip, self.var, var)
+        self.mean, self.var = mean, var
         return vecs, skip, {"grad_skip/z": z, "grad_skip/skipped": skip.to(norm.dtype)}
