@@ -130,15 +130,15 @@ class Scenario(BaseModel):
                 f"queue_capacity >= {B} (or leave it unset: (k_max + 1)·groups_per_step)"
             )
         task = self.task.name
-        if not issubclass(TASKS[task].impl, OracleTask):
-            for method in (self.algorithm.objective, self.algorithm.correction):
-                try:
-                    method.validate_group_size(self.algorithm.group_size)
-                except ValueError as exc:
-                    raise ValueError(f"algorithm.group_size: {exc}") from None
-        else:  # a gradient oracle has no groups and no tokens: objectives and corrections do not apply
+        if issubclass(TASKS[task].impl, OracleTask):  # no groups, no tokens: objectives and corrections do not apply
             if self.system.partial_rollouts:
                 raise ValueError(f"system.partial_rollouts needs a policy task; the {task} oracle has no tokens")
             if self.algorithm.correction.name != "none":
                 raise ValueError(f"algorithm.correction must be 'none' for the {task} oracle (it applies raw gradients)")
+            return self
+        for method in (self.algorithm.objective, self.algorithm.correction):
+            try:
+                method.validate_group_size(self.algorithm.group_size)
+            except ValueError as exc:
+                raise ValueError(f"algorithm.group_size: {exc}") from None
         return self
