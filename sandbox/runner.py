@@ -20,10 +20,9 @@ from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, ScenarioError, dump_scenario
 from .system.cluster import Cluster
-from .tasks import OracleTask, make_task
+from .tasks import TASKS, OracleTask, PolicyTask, make_task
 from .workload import OracleWorkload, PolicyWorkload
 
-TOY_TASKS = {"bandit", "bitstring", "quadratic"}
 EVENT_COLUMNS = ["time", "kind", "worker", "job", "version", "step"]
 
 
@@ -57,7 +56,11 @@ def build_learner(scn: Scenario, task, params, learner_cls=None):
 
 def check_runnable(scn: Scenario) -> None:
     """Settings that are valid for export (a GPU run can have them) but that the simulator cannot run."""
-    if getattr(scn.algorithm.objective, "beta_kl", 0.0) > 0:
+    if not issubclass(TASKS[scn.task.name].impl, PolicyTask):
+        return  # a gradient oracle applies raw gradients: the objective is not used
+    from .algorithms import build_policy_loss
+
+    if build_policy_loss(scn.algorithm.objective, scn.algorithm.correction).needs_reference_logp:
         raise ScenarioError([
             "algorithm.objective.beta_kl: no task of the simulator supplies reference-policy log-probs, so a KL "
             "penalty to π_ref cannot be computed in a run; use beta_kl = 0 here (the value is still exported by "
@@ -106,7 +109,7 @@ def run_scenario(
 
         check_writers(scn.run.writers)
     task, learner, cluster = prepare_run(scn, on_step, learner_cls)
-    threads = scn.run.threads or (1 if scn.task.name in TOY_TASKS else None)
+    threads = scn.run.threads or task.default_threads
     previous = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)

@@ -103,6 +103,18 @@ class PolicyLoss:
             else None
         )
 
+    @property
+    def needs_sequence_grad_norms(self) -> bool:
+        """OPOB (VCPO) and the classic optimal baseline weigh trajectories by ‖∇ log π(y)‖²: the
+        learner must put them in ``extras[SEQ_GRAD_KEY]``."""
+        cfg = self.objective
+        return getattr(cfg, "baseline", None) in ("opob", "optimal") or getattr(cfg, "advantage", None) == "opob"
+
+    @property
+    def needs_reference_logp(self) -> bool:
+        """A KL penalty to π_ref (GRPO ``beta_kl > 0``) needs ``extras[REF_LOGP_KEY]``."""
+        return isinstance(self.objective, GRPOConfig) and self.objective.beta_kl > 0
+
     # ----------------------------------------------------------------------------------- advantages
     def advantages(self, inp: PolicyLossInput, log_seq_rho: Tensor) -> tuple[Tensor, dict]:
         """Per-response advantages ``(..., N)`` (no gradient) and baseline metrics."""

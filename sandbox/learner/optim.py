@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 class OptimizerConfig(BaseModel):
     """Optimizer, learning rate and schedule. Defaults: Adam(β=(0.9, 0.999), ε=1e-8) as in
-    torch / Kingma & Ba 2015; constant LR as in the VCPO scripts (algorithms.md §3.7)."""
+    torch / Kingma & Ba 2015; constant LR as in the VCPO scripts (arXiv 2602.17616;
+    ``docs/methods/stabilizers.md#vcpo_lr``)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["adam", "adamw", "sgd"] = Field("adam", description="adam | adamw | sgd.")

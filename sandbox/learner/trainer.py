@@ -168,11 +168,6 @@ def staleness_metrics(step: int, versions: Tensor, mask: Tensor) -> dict[str, Te
     }
 
 
-def _needs_sequence_grad_norms(objective_cfg) -> bool:
-    """OPOB (VCPO) and the classic optimal baseline weight trajectories by ‖∇ log π(y)‖²."""
-    return getattr(objective_cfg, "baseline", None) in ("opob", "optimal") or getattr(objective_cfg, "advantage", None) == "opob"
-
-
 class PolicyLearner(Learner):
     """Policy-gradient learner: objective + off-policy correction from ``sandbox.algorithms``."""
 
@@ -198,14 +193,11 @@ class PolicyLearner(Learner):
             token_versions=ro.token_versions,
             learner_version=step,
         )
-        if _needs_sequence_grad_norms(self.policy_loss.objective):
+        if self.policy_loss.needs_sequence_grad_norms:  # OPOB / the optimal baseline weigh by ‖∇ log π(y)‖²
             from ..algorithms.opob import per_sequence_grad_sq_norms
 
-            # Tasks whose log-probs need more than the tokens (an LM's prompt, a gym episode's
-            # observations) say which per-trajectory inputs ``sequence_logprob`` takes.
-            seq_inputs = self.task.sequence_inputs(ro) if hasattr(self.task, "sequence_inputs") else (ro.tokens, mask)
             inp.extras["seq_grad_sq_norms"] = per_sequence_grad_sq_norms(
-                self.task.sequence_logprob, self.params, seq_inputs, replica_dims=1
+                self.task.sequence_logprob, self.params, self.task.sequence_inputs(ro), replica_dims=1
             )
         self._sample_lag = (step - ro.oldest_version()).double()
         out = self.policy_loss(inp)

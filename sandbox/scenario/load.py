@@ -21,18 +21,10 @@ else:  # pragma: no cover
 
 import tomli_w
 
+from ..errors import ScenarioError
 from .model import Scenario
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.toml"
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot be used; ``problems`` holds one line per bad field."""
-
-    def __init__(self, problems: list[str], source: str = "scenario"):
-        self.problems = problems
-        self.source = source
-        super().__init__(f"invalid {source}:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 def parse_value(text: str) -> Any:

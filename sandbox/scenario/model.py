@@ -10,13 +10,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..algorithms import CorrectionConfig, ObjectiveConfig, StabilizerConfig
-from ..algorithms import configs as algo_configs
+from ..algorithms import CorrectionConfig, GRPOConfig, NoCorrectionConfig, ObjectiveConfig, StabilizerConfig
 from ..learner.optim import OptimizerConfig
 from ..outputs import check_names
 from ..system.config import SystemConfig
-from ..tasks.bitstring import BitStringConfig
-from ..tasks.registry import TaskConfig
+from ..tasks import TASKS, BitStringConfig, OracleTask, TaskConfig
 
 MAX_SEED = 2**63 - 1
 """Seeds are non-negative int64: numpy and torch generators take them, and tables and parquet hold them."""
@@ -30,11 +28,11 @@ class AlgorithmConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     objective: ObjectiveConfig = Field(
-        default_factory=lambda: algo_configs.GRPOConfig(),
+        default_factory=GRPOConfig,
         description="Policy-gradient objective (name = reinforce | grpo | dr_grpo | rloo | ppo | dapo | gspo | cispo | tba).",
     )
     correction: CorrectionConfig = Field(
-        default_factory=lambda: algo_configs.NoCorrectionConfig(),
+        default_factory=NoCorrectionConfig,
         description="Off-policy correction against the behaviour log-probs (name = none | tis | ...).",
     )
     stabilizers: list[StabilizerConfig] = Field(
@@ -103,7 +101,7 @@ class Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     title: str = Field("", description="Short name shown in tables and figures.")
     description: str = Field("", description="What this scenario demonstrates.")
-    task: TaskConfig = Field(default_factory=BitStringConfig, description="What is learned (name = bandit | bitstring | quadratic).")
+    task: TaskConfig = Field(default_factory=BitStringConfig, description=f"What is learned (name = {TASKS.describe()}).")
     system: SystemConfig = Field(default_factory=SystemConfig, description="The simulated cluster.")
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Objective, correction, stabilizers, optimizer.")
     run: RunConfig = Field(default_factory=RunConfig, description="Steps, seeds, outputs.")
@@ -131,15 +129,16 @@ class Scenario(BaseModel):
                 f"groups_per_step groups can never be formed and no learner step would ever complete; use "
                 f"queue_capacity >= {B} (or leave it unset: (k_max + 1)·groups_per_step)"
             )
-        if self.task.name != "quadratic":  # the oracle has no groups: objectives do not apply
-            for method in (self.algorithm.objective, self.algorithm.correction):
-                try:
-                    method.validate_group_size(self.algorithm.group_size)
-                except ValueError as exc:
-                    raise ValueError(f"algorithm.group_size: {exc}") from None
-        if self.task.name == "quadratic":
+        task = self.task.name
+        if issubclass(TASKS[task].impl, OracleTask):  # no groups, no tokens: objectives and corrections do not apply
             if self.system.partial_rollouts:
-                raise ValueError("system.partial_rollouts needs a policy task; the quadratic oracle has no tokens")
+                raise ValueError(f"system.partial_rollouts needs a policy task; the {task} oracle has no tokens")
             if self.algorithm.correction.name != "none":
-                raise ValueError("algorithm.correction must be 'none' for the quadratic oracle (it applies raw gradients)")
+                raise ValueError(f"algorithm.correction must be 'none' for the {task} oracle (it applies raw gradients)")
+            return self
+        for method in (self.algorithm.objective, self.algorithm.correction):
+            try:
+                method.validate_group_size(self.algorithm.group_size)
+            except ValueError as exc:
+                raise ValueError(f"algorithm.group_size: {exc}") from None
         return self

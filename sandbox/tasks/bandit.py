@@ -2,7 +2,8 @@
 
 Exact policy quantities are available for checks: the expected reward Σ_a π_a m_a, and between two
 parameter vectors the importance-weight second moment
-E_q[(p/q)²] = exp(LSE(2θ − θ') − 2 LSE(θ) + LSE(θ'))  (exponential family identity, theory.md T8.5).
+E_q[(p/q)²] = exp(LSE(2θ − θ') − 2 LSE(θ) + LSE(θ'))  (exponential family identity,
+``docs/theory.md#t8``). Task page: ``docs/tasks.md#bandit``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor
 
-from .base import PolicyTask
+from .base import TASKS, PolicyTask
 from .rollouts import Rollouts
 
 
@@ -46,8 +47,10 @@ class BanditConfig(BaseModel):
         return torch.linspace(0.1, 0.9, self.num_arms)
 
 
+@TASKS.register(BanditConfig)
 class BanditTask(PolicyTask):
     max_len = 1
+    default_threads = 1
 
     def __init__(self, cfg: BanditConfig):
         self.cfg = cfg
@@ -99,6 +102,6 @@ class BanditTask(PolicyTask):
 
 
 def softmax_second_moment(target_logits: Tensor, behaviour_logits: Tensor) -> Tensor:
-    """E_{a∼q}[(p_a/q_a)²] for p = softmax(θ), q = softmax(θ') (theory.md T8.5)."""
+    """E_{a∼q}[(p_a/q_a)²] for p = softmax(θ), q = softmax(θ') (``docs/theory.md#t8``)."""
     lse = torch.logsumexp
     return torch.exp(lse(2 * target_logits - behaviour_logits, -1) - 2 * lse(target_logits, -1) + lse(behaviour_logits, -1))

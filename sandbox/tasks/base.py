@@ -6,8 +6,13 @@ Two kinds share the simulator:
   :meth:`PolicyTask.generate` with the weights of the version they hold (recording behaviour
   log-probs and token versions); the learner calls :meth:`PolicyTask.logprobs` under its current
   weights. Parameters are a ``dict[str, Tensor]`` whose tensors lead with the replica dimension.
-* :class:`OracleTask` — a stochastic-gradient oracle (the delayed-SGD testbeds of theory.md
-  T1–T3): a worker evaluates a noisy gradient at the weights it holds; the learner applies it.
+* :class:`OracleTask` — a stochastic-gradient oracle (the delayed-SGD testbeds of
+  ``docs/theory.md#t1`` to ``#t3``): a worker evaluates a noisy gradient at the weights it holds;
+  the learner applies it.
+
+Every task is one module holding its pydantic config next to its implementation, registered in
+:data:`TASKS` (``@TASKS.register(XConfig)``); the scenario's ``[task]`` union, the name lists and
+:func:`sandbox.tasks.make_task` are derived from the registry (``docs/tasks.md``).
 """
 
 from __future__ import annotations
@@ -19,14 +24,21 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from ..registry import Registry
 from .rollouts import Rollouts
 
 Params = dict[str, Tensor]
+
+TASKS: Registry = Registry("task")
+"""Every task, keyed by its config's ``name`` (the TOML ``[task] name = ...``)."""
 
 
 class Task(ABC):
     kind: ClassVar[str]
     replicas: int
+    default_threads: ClassVar[int | None] = None
+    """torch intra-op threads during a run when ``run.threads`` is unset (None: torch's default).
+    Toy tasks set 1: their tensors are tiny and extra threads only add overhead."""
 
     @abstractmethod
     def init_params(self, gen: torch.Generator) -> Params:
@@ -57,10 +69,16 @@ class PolicyTask(Task):
     def logprobs(self, params: Params, rollouts: Rollouts) -> Tensor:
         """``(R, N, T)`` log π(y_t|s_t) under ``params`` (differentiable; 0 on padding)."""
 
+    def sequence_inputs(self, rollouts: Rollouts) -> tuple[Tensor, ...]:
+        """Per-trajectory inputs of :meth:`sequence_logprob`, each with leading dims ``(R, N)``.
+        Tasks whose log-probs need more than the tokens (an LM's prompt, a gym episode's
+        observations) add them."""
+        return (rollouts.tokens, rollouts.mask)
+
     @staticmethod
     def sequence_logprob(params: Params, trajectory) -> Tensor:
-        """Scalar log π(y) of one trajectory under one replica's ``params``, written for
-        ``torch.func`` (per-trajectory gradients for VCPO's OPOB)."""
+        """Scalar log π(y) of one trajectory (one item of :meth:`sequence_inputs`) under one
+        replica's ``params``, written for ``torch.func`` (per-trajectory gradients for VCPO's OPOB)."""
         raise NotImplementedError
 
 

@@ -2,9 +2,10 @@
 fraction f of the bits are 1.
 
 π_θ(y) = Π_t σ(θ_t)^{y_t} (1 − σ(θ_t))^{1 − y_t}. Because the sequence ratio is the product of H
-token ratios, sequence- and token-level importance corrections differ here (algorithms.md §2),
-and the sequence weight's variance grows with H (theory.md T8.7). The expected reward is exact:
-the number of ones is Poisson-binomial, computed by dynamic programming.
+token ratios, sequence- and token-level importance corrections differ here
+(``docs/methods/corrections.md``), and the sequence weight's variance grows with H
+(``docs/theory.md#t8``). The expected reward is exact: the number of ones is Poisson-binomial,
+computed by dynamic programming. Task page: ``docs/tasks.md#bitstring``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
-from .base import PolicyTask
+from .base import TASKS, PolicyTask
 from .rollouts import Rollouts
 
 
@@ -36,7 +37,10 @@ class BitStringConfig(BaseModel):
     replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
 
 
+@TASKS.register(BitStringConfig)
 class BitStringTask(PolicyTask):
+    default_threads = 1
+
     def __init__(self, cfg: BitStringConfig):
         self.cfg = cfg
         self.replicas = cfg.replicas

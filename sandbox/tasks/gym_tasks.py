@@ -20,6 +20,7 @@ and the other toy-text goals return 1 at the goal. ``evaluate`` runs greedy epis
 evaluation seeds and reports the scaled mean return (``eval/return``).
 
 Replicas ``R >= 1`` are supported (one MLP per replica, ``R·G`` environments per group).
+Task page: ``docs/tasks.md#gym``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
-from .base import Params, PolicyTask
+from .base import TASKS, Params, PolicyTask
 from .rollouts import Rollouts
 
 _ENVS = {"CartPole-v1": 500, "FrozenLake-v1": 100}  # default step limits
@@ -68,6 +69,7 @@ class GymConfig(BaseModel):
     )
 
 
+@TASKS.register(GymConfig)
 class GymTask(PolicyTask):
     def __init__(self, cfg: GymConfig):
         self.cfg = cfg
@@ -201,6 +203,7 @@ class GymTask(PolicyTask):
         return lp * rollouts.mask
 
     def sequence_inputs(self, rollouts: Rollouts):
+        """Actions, mask and the prompt rows holding each episode's observations."""
         return (rollouts.tokens, rollouts.mask, rollouts.prompts)
 
     def sequence_logprob(self, params, trajectory):

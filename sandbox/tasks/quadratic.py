@@ -1,9 +1,10 @@
 """Noisy quadratic testbed: f(x) = ½ Σ_i λ_i x_i², gradient oracle g = ∇f(x) + σ ξ, ξ ~ N(0, I).
 
 The delayed-SGD recursion x_{t+1} = x_t − η g(x_{t−τ}) on this model is the object of the stability
-threshold (Levin & May 1976; theory.md T1), the stationary variance (T2) and the consecutive
-gradient cosine (T3, GAC's stale-aligned signature). Workers evaluate the gradient with autograd at
-the weights of the version they hold; the learner applies whatever arrives.
+threshold (Levin & May 1976; ``docs/theory.md#t1``), the stationary variance (``docs/theory.md#t2``)
+and the consecutive gradient cosine (``docs/theory.md#t3``, GAC's stale-aligned signature). Workers
+evaluate the gradient with autograd at the weights of the version they hold; the learner applies
+whatever arrives. Task page: ``docs/tasks.md#quadratic``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .base import GradientSample, OracleTask
+from .base import TASKS, GradientSample, OracleTask
 
 
 class QuadraticConfig(BaseModel):
@@ -26,9 +27,9 @@ class QuadraticConfig(BaseModel):
         "logspace", description="How the eigenvalues are spread between eig_min and eig_max."
     )
     eigenvalues: list[float] | None = Field(None, description="Explicit Hessian eigenvalues (overrides spectrum).")
-    eig_min: float = Field(0.01, gt=0, description="Smallest eigenvalue (theory.md T3 example: 0.01).")
+    eig_min: float = Field(0.01, gt=0, description="Smallest eigenvalue (docs/theory.md#t3 example: 0.01).")
     eig_max: float = Field(1.0, gt=0, description="Largest eigenvalue λ_max (sets the critical step).")
-    noise_std: float = Field(0.05, ge=0, description="Gradient noise σ per coordinate (T3 example: 0.05).")
+    noise_std: float = Field(0.05, ge=0, description="Gradient noise σ per coordinate (docs/theory.md#t3 example: 0.05).")
     x0_std: float = Field(1.0, ge=0, description="Std of the initial point.")
     x0: float | None = Field(None, description="Start every coordinate at this value instead (deterministic start).")
     replica_scales: list[float] | None = Field(
@@ -64,7 +65,10 @@ class QuadraticConfig(BaseModel):
         return torch.linspace(self.eig_min, self.eig_max, self.dim, dtype=torch.float64)
 
 
+@TASKS.register(QuadraticConfig)
 class QuadraticTask(OracleTask):
+    default_threads = 1
+
     def __init__(self, cfg: QuadraticConfig):
         self.cfg = cfg
         self.replicas = cfg.replicas
@@ -95,5 +99,5 @@ class QuadraticTask(OracleTask):
         x = params["x"].detach()
         return {
             "eval/loss": self.loss(params).detach(),
-            "eval/grad_sq_norm": ((self.lam * x) ** 2).sum(-1),  # ‖∇f(x)‖², the quantity of T5
+            "eval/grad_sq_norm": ((self.lam * x) ** 2).sum(-1),  # ‖∇f(x)‖², the quantity of docs/theory.md#t5
         }

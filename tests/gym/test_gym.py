@@ -23,6 +23,7 @@ def _task(**kw):
     return task, task.init_params(torch.Generator().manual_seed(0))
 
 
+@pytest.mark.component("task", "gym")
 @pytest.mark.parametrize("env", ["CartPole-v1", "FrozenLake-v1"])
 def test_episodes_masking_rewards_and_onpolicy_logprobs(env):
     task, params = _task(env=env, max_episode_steps=40, replicas=2)
@@ -56,6 +57,7 @@ def test_stored_observations_match_the_environment():
         obs, *_ = env.step(int(ro.tokens[0, 0, t]))
 
 
+@pytest.mark.component("task", "gym")
 def test_partial_episode_replay_and_versions():
     task, params = _task(env="CartPole-v1", max_episode_steps=50)
     params2 = {k: v + 0.3 * torch.randn_like(v) for k, v in params.items()}
@@ -86,6 +88,24 @@ def test_deterministic_and_sequence_logprob():
     assert torch.allclose(per, task.logprobs(params, a)[0].sum(-1), atol=1e-5)
     ev = task.evaluate(params)
     assert ev["eval/return"].shape == (1,)
+
+
+@pytest.mark.component("task", "gym")
+@pytest.mark.parametrize("action, reward, length", [(2, 1.0, 6), (0, 0.0, 7)])
+def test_frozen_lake_episode_reward_by_hand(action, reward, length):
+    """4x4 map SFFF/FHFH/FFFH/HFFG, no slipping: down, down, right, right, down reaches (3, 2); a policy
+    that always goes right then steps onto the goal (return 1), one that always goes left walks to
+    (3, 1) and into the hole at (3, 0) (return 0)."""
+    task, params = _task(env="FrozenLake-v1")
+    params = {**params, "w2": torch.zeros_like(params["w2"]), "b2": torch.zeros_like(params["b2"])}
+    params["b2"][:, action] = 50.0  # a deterministic policy
+    gen = torch.Generator().manual_seed(0)
+    prefix = torch.tensor([[[1, 1, 2, 2, 1]]])
+    group = task.new_group(1, gen).extend(prefix, torch.zeros(1, 1, 5), torch.tensor([[5]]), torch.tensor([[False]]), 0)
+    done = task.generate(params, group, gen, version=1)
+    assert bool(done.ended.all()) and int(done.lengths[0, 0]) == length
+    assert done.tokens[0, 0, 5:length].tolist() == [action] * (length - 5)
+    assert task.rewards(done, gen).tolist() == [[reward]]
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "FrozenLake-v1"])

@@ -63,6 +63,7 @@ def test_tokenizer_roundtrip_and_eos():
         tok.encode("a")
 
 
+@pytest.mark.component("task", "lm")
 def test_rewards_by_hand():
     add = AdditionConfig(digits=3)
     assert add.score("  37+512=", "945") == 1.0  # 549 reversed
@@ -134,6 +135,7 @@ def test_generate_eos_masking_and_onpolicy_logprobs():
     assert all(v.grad is not None for v in leaf.values())
 
 
+@pytest.mark.component("task", "lm")
 def test_rewards_only_for_eos_terminated_correct_answers():
     task, _ = random_task()
     g = task.new_group(3, torch.Generator().manual_seed(1))
@@ -310,7 +312,7 @@ def test_mission_summary_and_figure(tmp_path):
     import numpy as np
     import pandas as pd
 
-    from sandbox.tasks.lm.mission import markdown, mission_figure, summarize
+    from sandbox.sweep.mission import markdown, mission_figure, summarize
 
     def fake(level):
         steps = np.arange(20)

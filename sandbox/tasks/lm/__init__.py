@@ -3,8 +3,10 @@
 * :mod:`.problems` — character tokenizer; addition, countdown, sort/reverse; deterministic prompt sets.
 * :mod:`.warmstart` — the supervised "base model" (partial accuracy), cached on disk.
 * :mod:`.task` — :class:`LMTask`, the :class:`~sandbox.tasks.base.PolicyTask` over the transformer.
-* :mod:`.mission` — several seeds of a scenario's variants, one figure with reward, ESS, gradient
-  cosine, gradient norm and LR, a table with mean ± std over seeds, and VCPO's constant-LR control.
+
+The multi-seed mission driver (one figure with reward, ESS, gradient cosine, gradient norm and LR, a
+table with mean ± std over seeds, and VCPO's constant-LR control) is an experiment, not part of the
+task: :mod:`sandbox.sweep.mission`. Task page: ``docs/tasks.md#lm``.
 
 TOML::
 
@@ -18,7 +20,7 @@ TOML::
 Commands::
 
     sandbox run scenarios/lm_mission.toml                                   # one seed, every variant
-    python -m sandbox.tasks.lm.mission scenarios/lm_mission.toml --seeds 0 1 2   # seeds + mission.png
+    python -m sandbox.sweep.mission scenarios/lm_mission.toml --seeds 0 1 2 # seeds + mission.png
     python benchmarks/bench_lm.py                                           # KV cache, learner step split
 
 The base model is cached in ``$SANDBOX_CACHE_DIR`` (default ``~/.cache/async-rl-sandbox``).

@@ -15,6 +15,7 @@ module through ``torch.func.functional_call``. Only ``replicas = 1`` is supporte
 Partial rollouts: :meth:`generate` continues every unfinished response from its current position
 (all unfinished responses of a group sit at the same position), re-encoding prompt + prefix with
 the new weights (the KV cache is recomputed), so every token records the version that produced it.
+Task page: ``docs/tasks.md#lm``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from torch import Tensor
 from torch.func import functional_call
 
 from ...models.transformer import Transformer, TransformerConfig, sample, sequence_logprobs
-from ..base import Params, PolicyTask
+from ..base import TASKS, Params, PolicyTask
 from ..rollouts import Rollouts
 from . import warmstart as ws_mod
 from .problems import AdditionConfig, CharTokenizer, ProblemConfig, make_prompt_sets
@@ -82,6 +83,7 @@ class LMTaskConfig(BaseModel):
         return self
 
 
+@TASKS.register(LMTaskConfig)
 class LMTask(PolicyTask):
     def __init__(self, cfg: LMTaskConfig):
         if cfg.replicas != 1:

@@ -1,20 +1,23 @@
-"""Run a scenario's variants over several seeds and draw the mission figure.
+"""A mission: a scenario's variants over several seeds, run as a sweep, and the mission figure.
 
 ``sandbox run scenarios/lm_mission.toml`` runs every variant once (one seed) with the standard
 comparison table and ``comparison.png`` (reward only). This module adds what a claim about
 stabilizers needs: several seeds, the diagnostics beside the reward in ONE figure, and the controls.
 
-    python -m sandbox.tasks.lm.mission scenarios/lm_mission.toml --seeds 0 1 2 --jobs 2
+    python -m sandbox.sweep.mission scenarios/lm_mission.toml --seeds 0 1 2 --jobs 2
 
-writes ``runs/lm_mission/<variant>/seed<k>/`` (full run directories), ``mission.png`` (held-out
-reward, train reward, ESS ratio, consecutive-gradient cosine, gradient norm and LR per variant: mean
-over seeds with a min-max band), ``mission.json`` and ``mission.md`` (final held-out reward and
-greedy accuracy per variant, mean ± std and min-max over seeds, wall time, GAC projection frequency,
-VCPO's mean LR multiplier).
+The runs are a sweep (:func:`sandbox.sweep.run_sweep`: variant x seed, local processes, resumable,
+a failed run recorded and the others kept), so ``<out>`` (default ``runs/<scenario stem>``) is a sweep
+directory: ``runs/<id>/`` (full run directories), ``results.parquet``, ``metrics.parquet``. The mission
+adds ``mission.png`` (held-out reward, train reward, ESS ratio, consecutive-gradient cosine,
+gradient norm and LR per variant: mean over seeds with a min-max band), ``mission.json`` and
+``mission.md`` (final held-out reward and greedy accuracy per variant, mean ± std and min-max over
+seeds, wall time, GAC projection frequency, VCPO's mean LR multiplier).
 
-Control ``vcpo_const_lr`` (added when a variant is named ``vcpo``): the VCPO variant without its ESS
-LR rule, at a constant LR equal to the mean effective LR that VCPO used in the same seed, so the
-effect of *adapting* the rate is separated from the effect of a *smaller* rate.
+Control ``vcpo_const_lr`` (added when a variant is named ``vcpo``; its own sweep in
+``<out>/vcpo_const_lr/``): the VCPO variant without its ESS LR rule, at a constant LR equal to the
+mean effective LR that VCPO used in the same seed, so the effect of *adapting* the rate is separated
+from the effect of a *smaller* rate (VCPO, arXiv 2602.17616; ``docs/methods/stabilizers.md#vcpo_lr``).
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from ..scenario.load import apply_overrides, load_scenario
+from .execute import run_sweep
+from .results import run_dir, run_state
+from .spec import RunSpec, SweepSpec, parse_sweep
 
 PANELS = [
     ("eval/expected_reward", "held-out reward (sampled)"),
@@ -38,21 +44,33 @@ PANELS = [
     ("lr", "learning rate"),
 ]
 SMOOTH = {"reward/mean", "is/ess_ratio", "grad/cos_prev", "grad/norm"}
+CONTROL = "vcpo_const_lr"
 
 
-def _run_one(args) -> dict:
-    scn_json, out_dir = args
-    from sandbox.runner import run_scenario
-    from sandbox.scenario.model import Scenario
-
-    scn = Scenario.model_validate_json(scn_json)
-    t0 = time.perf_counter()
-    res = run_scenario(scn, out_dir)
-    return {"metrics": res.metrics, "summary": res.summary, "wall_s": time.perf_counter() - t0}
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
-def _with_seed(scn, seed: int):
-    return scn.model_copy(update={"run": scn.run.model_copy(update={"seed": seed})}, deep=True)
+def _outcome(out: Path, run: RunSpec) -> dict:
+    """What the mission tables need of one finished sweep run: its metrics, summary and wall time
+    (a failed run: empty metrics, status ``failed``)."""
+    path = run_dir(out, run.id)
+    if run_state(path) != "done":
+        return {"metrics": pd.DataFrame(), "summary": {"status": "failed"}, "wall_s": math.nan, "seed": run.seed}
+    wall = _read_json(path / "timing.json").get("wall_s", math.nan)
+    metrics = pd.read_parquet(path / "metrics.parquet")
+    return {"metrics": metrics, "summary": _read_json(path / "summary.json"), "wall_s": wall, "seed": run.seed}
+
+
+def _by_label(spec: SweepSpec, out: Path, label_of) -> dict[str, list[dict]]:
+    """Outcomes grouped by label, in the sweep's order (seeds in the order given)."""
+    results: dict[str, list[dict]] = {}
+    for run in spec.runs:
+        results.setdefault(label_of(run), []).append(_outcome(out, run))
+    return results
 
 
 def _final(m: pd.DataFrame, col: str, frac: float = 0.2) -> float:
@@ -65,41 +83,49 @@ def _final(m: pd.DataFrame, col: str, frac: float = 0.2) -> float:
     return float(s.iloc[-n:].mean())
 
 
-def run_mission(path: str, seeds: list[int], out: Path, jobs: int = 2, sets: list[str] | None = None, control: bool = True):
-    from sandbox.scenario import load_scenario, variant_scenarios
+def control_sweep(base: dict, vcpo_runs: list[dict]) -> SweepSpec | None:
+    """The constant-LR control of the ``vcpo`` variant: ``base`` (the variant's scenario data) without
+    the ``vcpo_lr`` stabilizer, one run per finished VCPO seed at that seed's mean LR."""
+    done = [r for r in vcpo_runs if "lr" in r["metrics"]]
+    if not done:
+        return None
+    stabilizers = [st for st in base.get("algorithm", {}).get("stabilizers", []) if st.get("name") != "vcpo_lr"]
+    raw = {
+        "base": base,
+        "sweep": {"name": CONTROL},
+        "set": {"algorithm.stabilizers": stabilizers, "title": CONTROL},
+        "zip": [{"run.seed": [r["seed"] for r in done], "algorithm.optimizer.lr": [float(r["metrics"]["lr"].mean()) for r in done]}],
+    }
+    return parse_sweep(raw, source=f"{CONTROL} control", default_name=CONTROL)
 
+
+def run_mission(path: str, seeds: list[int], out: Path, jobs: int = 2, sets: list[str] | None = None, control: bool = True,
+                progress: bool = True):
+    """Run every variant of the scenario at ``path`` for every seed (``jobs`` parallel processes),
+    then the VCPO constant-LR control, and write ``mission.json``, ``mission.md`` and ``mission.png``."""
     scn, raw = load_scenario(path, sets or [])
-    variants = variant_scenarios(scn, raw)
-    out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, list[dict]] = {}
-
-    def submit(pool, label, vscn):
-        futs = [pool.submit(_run_one, (_with_seed(vscn, s).model_dump_json(), str(out / label / f"seed{s}"))) for s in seeds]
-        return futs
-
-    t0 = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futs = {label: submit(pool, label, v) for label, v in variants.items()}
-        for label, fs in futs.items():
-            results[label] = [f.result() for f in fs]
-            print(f"  {label}: done ({time.perf_counter() - t0:.0f}s)", flush=True)
-        if control and "vcpo" in variants:
-            base = variants["vcpo"]
-            fs = []
-            for s, r in zip(seeds, results["vcpo"]):
-                lr_mean = float(r["metrics"]["lr"].mean())
-                stabs = [st for st in base.algorithm.stabilizers if st.name != "vcpo_lr"]
-                opt = base.algorithm.optimizer.model_copy(update={"lr": lr_mean})
-                alg = base.algorithm.model_copy(update={"stabilizers": stabs, "optimizer": opt})
-                c = _with_seed(base.model_copy(update={"algorithm": alg, "title": "vcpo_const_lr"}), s)
-                fs.append(pool.submit(_run_one, (c.model_dump_json(), str(out / "vcpo_const_lr" / f"seed{s}"))))
-            results["vcpo_const_lr"] = [f.result() for f in fs]
-            print(f"  vcpo_const_lr: done ({time.perf_counter() - t0:.0f}s)", flush=True)
+    spec = parse_sweep({"base": raw, "seeds": list(seeds)}, source=str(path), default_name=Path(path).stem)
+    out = Path(out)
+    run_sweep(spec, out, workers=jobs, progress=progress)
+    results = _by_label(spec, out, lambda run: run.params.get("variant", ""))
+    if control and "vcpo" in results:
+        base = apply_overrides({k: v for k, v in raw.items() if k != "variants"}, scn.variants["vcpo"])
+        ctl = control_sweep(base, results["vcpo"])
+        if ctl is not None:
+            run_sweep(ctl, out / CONTROL, workers=jobs, progress=progress)
+            results[CONTROL] = _by_label(ctl, out / CONTROL, lambda run: CONTROL)[CONTROL]
     table = summarize(results, seeds)
     (out / "mission.json").write_text(json.dumps(table, indent=2))
     (out / "mission.md").write_text(markdown(table, scn.title))
     mission_figure(results, out / "mission.png", scn.title)
     return results, table
+
+
+def _over_seeds(stat, values) -> float:
+    """``stat`` of the finite values (NaN when none: every run of the variant failed)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return float(stat(v)) if v.size else math.nan
 
 
 def summarize(results: dict[str, list[dict]], seeds: list[int]) -> dict:
@@ -108,17 +134,17 @@ def summarize(results: dict[str, list[dict]], seeds: list[int]) -> dict:
         row = {}
         for col, key in (("eval/expected_reward", "heldout_reward"), ("eval/accuracy", "greedy_accuracy"), ("reward/mean", "train_reward")):
             vals = np.array([_final(r["metrics"], col) for r in runs])
-            row[key] = {"mean": float(np.nanmean(vals)), "std": float(np.nanstd(vals)), "min": float(np.nanmin(vals)),
-                        "max": float(np.nanmax(vals)), "per_seed": vals.tolist()}
+            row[key] = {"mean": _over_seeds(np.mean, vals), "std": _over_seeds(np.std, vals), "min": _over_seeds(np.min, vals),
+                        "max": _over_seeds(np.max, vals), "per_seed": vals.tolist()}
         first = [_first(r["metrics"], "eval/expected_reward") for r in runs]
-        row["initial_heldout_reward"] = float(np.nanmean(first))
+        row["initial_heldout_reward"] = _over_seeds(np.mean, first)
         for col, key in (("is/ess_ratio", "ess_ratio_mean"), ("grad/cos_prev", "grad_cos_mean"), ("grad/norm", "grad_norm_mean"),
                          ("gac/projected", "gac_projected_frac"), ("lr/scale", "lr_scale_mean"), ("lr", "lr_mean")):
             vals = [float(r["metrics"][col].mean()) for r in runs if col in r["metrics"]]
             row[key] = float(np.mean(vals)) if vals else None
-        row["wall_s_mean"] = float(np.mean([r["wall_s"] for r in runs]))
+        row["wall_s_mean"] = _over_seeds(np.mean, [r["wall_s"] for r in runs])
         row["status"] = [r["summary"]["status"] for r in runs]
-        row["seeds"] = list(seeds)
+        row["seeds"] = [r.get("seed", s) for r, s in zip(runs, seeds)]  # a control skips failed seeds
         table[label] = row
     return table
 
@@ -188,7 +214,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("scenario")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--jobs", type=int, default=2, help="parallel processes")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel processes (1: in this process)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--set", dest="sets", action="append", default=[], help="dotted.key=value override")
     ap.add_argument("--no-control", action="store_true", help="skip the VCPO constant-LR control")
