@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .scenario.load import ScenarioError
+from .errors import ScenarioError
 
 if TYPE_CHECKING:
     from .scenario import Scenario

@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 import simpy
 
-from ..scenario.load import ScenarioError
+from ..errors import ScenarioError
 from .config import SystemConfig
 from .staleness import Control, make_control
 
