@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..algorithms import CorrectionConfig, ObjectiveConfig, StabilizerConfig
-from ..algorithms import configs as algo_configs
+from .. import algorithms as algo_configs
 from ..learner.optim import OptimizerConfig
 from ..outputs import check_names
 from ..system.config import SystemConfig
