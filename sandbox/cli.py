@@ -362,6 +362,29 @@ def demo(
     console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")
 
 
+@app.command("list")
+def list_components(
+    family: Optional[str] = typer.Argument(None, help="objective, correction, stabilizer, delay, staleness or task (default: all)."),
+):
+    """List what a scenario can be assembled from: every registered objective, correction, stabilizer,
+    delay model, staleness control and task, with the field that selects it and its docs entry."""
+    from .components import FAMILIES
+
+    if family is not None and family not in FAMILIES:
+        console.print(f"[red]error:[/red] FAMILY: unknown family {family!r}; expected one of {', '.join(FAMILIES)}")
+        raise typer.Exit(2)
+    for name, fam in FAMILIES.items():
+        if family is not None and name != family:
+            continue
+        table = Table(title=f"{name} ({fam.field})", title_justify="left")
+        table.add_column("name", style="bold")
+        table.add_column("what it is")
+        table.add_column("docs")
+        for entry in fam.registry.entries():
+            table.add_row(entry.name, escape(entry.summary), f"{fam.docs}#{entry.name}")
+        console.print(table)
+
+
 # ------------------------------------------------------------------------------------------------
 # promotion to a GPU framework
 # ------------------------------------------------------------------------------------------------

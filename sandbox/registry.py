@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Generic, TypeVar, Union
 
@@ -43,9 +44,14 @@ class Entry:
 
     @property
     def summary(self) -> str:
-        """First line of the config's docstring (what ``--list`` prints)."""
-        doc = (self.config.__doc__ or self.impl.__doc__ or "").strip()
-        return doc.splitlines()[0] if doc else ""
+        """First sentence of the config's docstring, without markup, at most 120 characters (what
+        ``sandbox list`` prints)."""
+        doc = (self.config.__doc__ or self.impl.__doc__ or "").strip().split("\n\n")[0]
+        text = re.sub(r"\s+", " ", doc.replace("``", "").replace("**", ""))
+        text = re.sub(r"\s*\(docs/[^)\s]+\)|;\s*docs/[^);\s]+", "", text)  # the docs link has its own column
+        m = re.search(r"(?<!\bal)(?<!\be\.g)(?<!\bi\.e)\.(\s|$)", text)
+        text = text[: m.start() + 1] if m else text
+        return text if len(text) <= 120 else text[:119].rstrip() + "…"
 
 
 class Registry(Generic[T]):

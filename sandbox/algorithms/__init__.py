@@ -1,7 +1,9 @@
 """Objectives, off-policy corrections and optimizer-level stabilizers for asynchronous RL of LMs.
 
-Every method follows ``shared/reference/algorithms.md`` and cites its source in its docstring.
-Nothing here depends on the simulator: all pieces work in a plain torch loop
+Each method is one module holding its config next to its implementation, registered once:
+objectives in :mod:`.objectives` (``docs/methods/objectives.md``), corrections in :mod:`.corrections`
+(``docs/methods/corrections.md``), stabilizers (``docs/methods/stabilizers.md``). Every method cites its
+source in its docstring. Nothing here depends on the simulator: all pieces work in a plain torch loop
 (``examples/plain_torch_loop.py``).
 
 Losses (pure functions of tensors)
@@ -13,13 +15,15 @@ Losses (pure functions of tensors)
     out.loss            # shape (...): one loss per replica; call out.loss.sum().backward()
     out.metrics         # {"loss/pg", "adv/mean", "clip/frac", "mask/frac", "is/ess_ratio", ...}
 
-Tensors may carry any number of leading replica dims ``...``; reductions are over ``(N, T)`` only.
-``prox_logp=None`` is bypass mode (``π_prox := μ``); giving it selects decoupled mode. Methods needing
-more inputs read ``inp.extras``: ``"seq_grad_sq_norms"`` ``(..., N)`` for the ``opob``/``optimal``
-baselines (see :func:`per_sequence_grad_sq_norms`), ``"ref_logp"`` ``(..., N, T)`` for KL/TBA.
+Tensors may carry any number of leading replica dims ``...``; reductions are over ``(N, T)`` only
+(``docs/methods/objectives.md#aggregation``). ``prox_logp=None`` is bypass mode (``π_prox := μ``); giving
+it selects decoupled mode. Methods needing more inputs read ``inp.extras`` and say so through
+``PolicyLoss.needs_sequence_grad_norms`` (``"seq_grad_sq_norms"`` ``(..., N)`` for the ``opob``/``optimal``
+baselines, see :func:`per_sequence_grad_sq_norms`) and ``PolicyLoss.needs_reference_logp`` (``"ref_logp"``
+``(..., N, T)`` for GRPO's KL; TBA uses it when given).
 
-Composition of objective and correction (bypass vs decoupled)
---------------------------------------------------------------
+Composition of objective and correction (bypass vs decoupled; ``docs/methods/objectives.md#composition``)
+-----------------------------------------------------------------------------------------------------------
 The surrogate's ratio is ``π_θ/π_prox`` (decoupled) or ``π_θ/μ`` (bypass). A correction returns a
 stop-gradient coefficient meant as the token's *effective importance weight*; in decoupled mode it
 replaces ``w = π_prox/μ``, in bypass mode the surrogate's ratio value is divided out first so the weight
@@ -35,8 +39,8 @@ Metrics of a loss (each ``(...)``): ``loss/pg``, ``loss/total``, ``reward/mean``
 ``bapo/c_high``, ``bapo/pos_neg_ratio``, ``topr/*``, ``dppo/*``, ``opsm/drop_frac``, ``tba/logZ``,
 ``tba/beta``, ``loss/penalty``, ``kl/ref_k3``.
 
-Stabilizers (around any torch optimizer)
-----------------------------------------
+Stabilizers (around any torch optimizer; ``docs/methods/stabilizers.md#protocol``)
+----------------------------------------------------------------------------------
 ::
 
     opt = StabilizedOptimizer(torch.optim.Adam(params, lr), params,
@@ -46,147 +50,64 @@ Stabilizers (around any torch optimizer)
     metrics = opt.step(StepContext(ess_ratio=out.metrics["is/ess_ratio"], staleness=lag))
     opt.zero_grad()
 
-Step protocol of :meth:`StabilizedOptimizer.step`: (1) per-replica gradient norm; (2) global-norm
-clipping and pre-optimizer gradient edits (GAC) in the configured order; (3) ``optimizer.step()``
-(skipped when every replica skips); (4) the update ``Δ = θ_after − θ_before`` is edited (post-optimizer
-GAC), scaled per replica by the product of all LR multipliers (VCPO ESS rule, staleness rules) and
-zeroed for skipped replicas: ``θ = θ_before + s_r·Δ``. With ``replica_dims = 1`` dim 0 of every
-parameter indexes independent learners and every cosine, norm, skip and scale is per replica.
+:class:`StabilizedOptimizer` knows no stabilizer by name: each declares its ``stage`` (gradient before
+the optimizer, optimizer update after it, learning-rate multiplier), whether it acts ``before_clip`` and
+whether it ``can_skip`` a replica's step (``docs/methods/stabilizers.md#protocol``). With
+``replica_dims = 1`` dim 0 of every parameter indexes independent learners and every cosine, norm, skip
+and scale is per replica.
+
+Adding an objective, a correction or a stabilizer is adding one module to its package
+(``CONTRIBUTING.md``); the unions (:data:`ObjectiveConfig`, :data:`CorrectionConfig`,
+:data:`StabilizerConfig`), the registries (:data:`OBJECTIVES`, :data:`CORRECTIONS`, :data:`STABILIZERS`)
+and ``__all__`` follow.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Union
-
-from pydantic import Field
-
+from . import stabilizers as _stabilizers
 from .api import LossOutput, PolicyLossInput, masked_mean
-from .configs import (
-    BAPOConfig,
-    CISPOConfig,
-    DAPOConfig,
-    DecoupledPPOConfig,
-    DPPOMaskConfig,
-    DrGRPOConfig,
-    GeoMISConfig,
-    GRPOConfig,
-    GSPOConfig,
-    IcePopConfig,
-    M2POClipBandConfig,
-    M2POMaskConfig,
-    MISConfig,
-    NoCorrectionConfig,
-    OPSMConfig,
-    PPOConfig,
-    ReinforceConfig,
-    RLOOConfig,
-    TBAConfig,
-    TISConfig,
-    TOPRConfig,
-)
+from .corrections import CORRECTIONS, Correction, CorrectionConfig
 from .diagnostics import ess_ratio, ess_ratio_from_log_weights, is_metrics
+from .objectives import OBJECTIVES, Objective, ObjectiveConfig
 from .opob import logit_space_grad_sq_norm, per_sequence_grad_sq_norms
 from .policy_loss import PolicyLoss, build_policy_loss
-from .stabilized import StabilizedOptimizer, build_stabilizers
-from .stabilizers import (
-    GAC,
-    STABILIZERS,
-    VCPOLR,
-    GACConfig,
-    GradNormSkip,
-    GradNormSkipConfig,
-    StabilizerConfig,
-    StalenessLR,
-    StalenessLRConfig,
-    StepContext,
-    VCPOLRConfig,
-    staleness_weight,
-    vcpo_lr_multiplier,
-)
 from .shaping import dynamic_sampling_keep, overlong_penalty
-
-ObjectiveConfig = Annotated[
-    Union[
-        ReinforceConfig, GRPOConfig, DrGRPOConfig, RLOOConfig, PPOConfig, DAPOConfig, GSPOConfig, CISPOConfig, TBAConfig
-    ],
-    Field(discriminator="name"),
-]
-"""Discriminated union of every objective config (TOML ``name``: reinforce, grpo, dr_grpo, rloo, ppo,
-dapo, gspo, cispo, tba)."""
-
-CorrectionConfig = Annotated[
-    Union[
-        NoCorrectionConfig, TISConfig, MISConfig, GeoMISConfig, IcePopConfig, OPSMConfig, DecoupledPPOConfig,
-        M2POMaskConfig, M2POClipBandConfig, BAPOConfig, TOPRConfig, DPPOMaskConfig,
-    ],
-    Field(discriminator="name"),
-]
-"""Discriminated union of every correction config (none, tis, mis, geo_mis, icepop, opsm, decoupled_ppo,
-m2po_mask, m2po_clipband, bapo, topr, dppo_mask)."""
-
-
-
-def _by_name(union) -> dict:
-    return {c.model_fields["name"].default: c for c in union.__origin__.__args__}
-
-
-OBJECTIVES_BY_NAME = _by_name(ObjectiveConfig)
-"""``{"grpo": GRPOConfig, ...}`` for CLIs and docs."""
-CORRECTIONS_BY_NAME = _by_name(CorrectionConfig)
-STABILIZERS_BY_NAME = {n: STABILIZERS[n].config for n in STABILIZERS}
+from .stabilized import StabilizedOptimizer, build_stabilizers
+from .stabilizers import STABILIZERS, Stabilizer, StabilizerConfig, StepContext
 
 __all__ = [
     "PolicyLossInput",
     "LossOutput",
     "masked_mean",
-    "ObjectiveConfig",
-    "CorrectionConfig",
-    "StabilizerConfig",
     "PolicyLoss",
     "build_policy_loss",
+    "StabilizedOptimizer",
+    "build_stabilizers",
     "ess_ratio",
     "ess_ratio_from_log_weights",
     "is_metrics",
     "per_sequence_grad_sq_norms",
-    "OBJECTIVES_BY_NAME",
-    "CORRECTIONS_BY_NAME",
-    "STABILIZERS_BY_NAME",
-    "STABILIZERS",
-    "GradNormSkip",
-    "GradNormSkipConfig",
+    "logit_space_grad_sq_norm",
     "overlong_penalty",
     "dynamic_sampling_keep",
-    "logit_space_grad_sq_norm",
-    "StabilizedOptimizer",
+    # the families: registry, union of configs, base class
+    "OBJECTIVES",
+    "ObjectiveConfig",
+    "Objective",
+    "CORRECTIONS",
+    "CorrectionConfig",
+    "Correction",
+    "STABILIZERS",
+    "StabilizerConfig",
+    "Stabilizer",
     "StepContext",
-    "build_stabilizers",
-    "GAC",
-    "VCPOLR",
-    "vcpo_lr_multiplier",
-    "StalenessLR",
-    "staleness_weight",
-    "ReinforceConfig",
-    "GRPOConfig",
-    "DrGRPOConfig",
-    "RLOOConfig",
-    "PPOConfig",
-    "DAPOConfig",
-    "GSPOConfig",
-    "CISPOConfig",
-    "TBAConfig",
-    "NoCorrectionConfig",
-    "TISConfig",
-    "MISConfig",
-    "GeoMISConfig",
-    "IcePopConfig",
-    "OPSMConfig",
-    "DecoupledPPOConfig",
-    "M2POMaskConfig",
-    "M2POClipBandConfig",
-    "BAPOConfig",
-    "TOPRConfig",
-    "DPPOMaskConfig",
-    "GACConfig",
-    "VCPOLRConfig",
-    "StalenessLRConfig",
 ]
+# Every registered config class (GRPOConfig, TISConfig, GACConfig, ...) and every stabilizer's public
+# names (GAC, VCPOLR, vcpo_lr_multiplier, ...), derived from the registries.
+__all__ += OBJECTIVES.export_configs(globals())
+__all__ += CORRECTIONS.export_configs(globals())
+for _name in _stabilizers.__all__:
+    if _name not in __all__:
+        globals()[_name] = getattr(_stabilizers, _name)
+        __all__.append(_name)
+del _name

@@ -1,7 +1,7 @@
 """Shape helpers shared by the losses: group views, masked sums and the four aggregation modes.
 
 Every function reduces over the trailing ``(N, T)`` or ``(N,)`` dimensions only, so any number of
-leading replica dimensions passes through untouched (``shared/reference/algorithms.md`` §0).
+leading replica dimensions passes through untouched (``docs/methods/objectives.md#aggregation``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def token_mean(x: Tensor, fmask: Tensor) -> Tensor:
 
 
 def aggregate(per_token: Tensor, fmask: Tensor, mode: Aggregation, max_len: int | None = None) -> Tensor:
-    """Turn per-token losses ``ℓ_{i,t}`` into one loss per replica (algorithms.md §0 table).
+    """Turn per-token losses ``ℓ_{i,t}`` into one loss per replica (``docs/methods/objectives.md#aggregation``).
 
     * ``token_mean``: ``Σ m ℓ / Σ m`` (DAPO, CISPO, verl default);
     * ``seq_mean_token_mean``: ``(1/B) Σ_i Σ_t m ℓ / Σ_t m`` (GRPO, GSPO, VCPO);

@@ -1,4 +1,5 @@
-"""Baselines and group-relative advantages (``shared/reference/algorithms.md`` §1.1–1.4, §3.7).
+"""Baselines and group-relative advantages (``docs/methods/objectives.md``: ``#reinforce``, ``#grpo``,
+``#dr_grpo``, ``#rloo``; OPOB ``docs/theory.md#t10``).
 
 All functions take rewards ``(..., N)`` with groups as contiguous blocks of ``group_size`` and
 return advantages ``(..., N)`` without gradient. Leading replica dimensions pass through.
@@ -47,7 +48,7 @@ def weighted_group_baseline(rewards: Tensor, log_weights: Tensor, group_size: in
     overflows quickly) stay finite. If every weight of a group is 0 (``log W = −inf``) the plain
     group mean is used. ``leave_one_out=True`` drops sample i from its own baseline,
     ``b_i = Σ_{j≠i} W_j R_j / Σ_{j≠i} W_j``, which removes the O(1/G) bias of the batch estimate
-    (theory.md T10). This is the optimal scalar baseline (Weaver & Tao 2001; Greensmith et al.
+    (``docs/theory.md#t10``). This is the optimal scalar baseline (Weaver & Tao 2001; Greensmith et al.
     2004) and, with ``W = w²‖∇log π‖²``, VCPO's OPOB (Huang et al. arXiv 2602.17616).
     """
     lw = group_view(log_weights, group_size)
@@ -70,9 +71,9 @@ def opob_log_weights(
     weight: str = "readme",
     clip_c: float = 8.0,
 ) -> Tensor:
-    """``log W_i`` for the off-policy optimal baseline (VCPO §3.7 of algorithms.md).
+    """``log W_i`` for the off-policy optimal baseline (VCPO, arXiv 2602.17616; ``docs/methods/objectives.md#reinforce``).
 
-    * ``readme``: ``W_i = w_i² ‖∇_θ log π_θ(y^i|x)‖²`` (VCPO README; optimal by theory.md T10);
+    * ``readme``: ``W_i = w_i² ‖∇_θ log π_θ(y^i|x)‖²`` (VCPO README; optimal by ``docs/theory.md#t10``);
     * ``code``:   ``W_i = min(w_i, C)² · w_i² · ‖∇ log π_θ(y^i|x)‖²`` (mit-han-lab/vcpo
       ``compute_opob_baseline``, where the per-trajectory gradient already carries ``min(w, C)``).
 
@@ -87,7 +88,7 @@ def opob_log_weights(
 
 
 class EMABaseline:
-    """``b = EMA of past batch-mean rewards`` (algorithms.md §1.1; decay 0.9–0.99). The baseline
+    """``b = EMA of past batch-mean rewards`` (``docs/methods/objectives.md#reinforce``; decay 0.9–0.99). The baseline
     used for a batch only depends on *earlier* batches, so the estimator stays unbiased; the state
     holds one value per replica."""
 

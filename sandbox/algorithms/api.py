@@ -1,7 +1,7 @@
 """Tensor-level contract shared by every objective, correction and stabilizer.
 
 Shapes: ``...`` is any number of leading *replica* dimensions (R independent learners carried in
-one batched tensor, see DESIGN.md "Replicas"); ``N`` responses, ``T`` token positions (padded).
+one batched tensor); ``N`` responses, ``T`` token positions (padded).
 Every reduction is over the last two dimensions only, so a loss of shape ``(...)`` comes back
 with one value per replica; the learner sums it for ``backward`` (replicas share no parameters,
 so each replica receives exactly its own gradient).
@@ -13,12 +13,17 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
+SEQ_GRAD_KEY = "seq_grad_sq_norms"
+"""``extras`` key of the per-trajectory squared gradient norms ``(..., N)`` (OPOB / optimal baseline)."""
+REF_LOGP_KEY = "ref_logp"
+"""``extras`` key of the reference policy's log-probs ``(..., N, T)`` (GRPO's KL penalty, TBA)."""
+
 
 @dataclass
 class PolicyLossInput:
     """Everything a policy-gradient loss may need for one optimizer batch.
 
-    Notation follows ``shared/reference/algorithms.md`` §0.
+    Notation follows ``docs/methods/objectives.md#aggregation``.
     """
 
     logp: Tensor

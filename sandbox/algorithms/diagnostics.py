@@ -1,4 +1,5 @@
-"""Importance-sampling monitors (``shared/reference/algorithms.md`` §2.1, §3.7; theory.md T8).
+"""Importance-sampling monitors (``docs/methods/corrections.md#tis``, ``docs/methods/stabilizers.md#vcpo_lr``;
+``docs/theory.md#t8``).
 
 All are computed without gradient from the *unclipped* full ratio ``ρ = π_θ/μ`` and reduce over the
 trailing ``(N, T)`` (or ``(N,)``) dims only."""

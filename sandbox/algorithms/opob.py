@@ -1,5 +1,5 @@
 """Per-trajectory gradient norms for VCPO's off-policy optimal baseline (OPOB) and the classic optimal
-baseline (``shared/reference/algorithms.md`` §3.7 "How to compute per-trajectory gradient norms").
+baseline (VCPO, Huang et al. arXiv 2602.17616; ``docs/methods/objectives.md#reinforce``, ``docs/theory.md#t10``).
 
 The baseline itself lives in :mod:`.advantages` (``opob`` / ``optimal`` baseline options); it reads
 ``‖∇_θ log π_θ(y^i|x)‖²`` from ``PolicyLossInput.extras["seq_grad_sq_norms"]``, produced here.
@@ -22,7 +22,7 @@ def per_sequence_grad_sq_norms(
     chunk_size: int | None = None,
 ) -> Tensor:
     """Exact ``‖∇_θ log π_θ(y^i|x)‖²`` for every trajectory i, with ``torch.func.vmap(grad(...))``
-    (method 2 of algorithms.md §3.7; VCPO computes the same quantity with one backward per trajectory).
+    (VCPO computes the same quantity with one backward per trajectory).
 
     Args:
         seq_logprob_fn: ``(params, one_trajectory_inputs) -> scalar`` sequence log-probability
@@ -51,7 +51,7 @@ def per_sequence_grad_sq_norms(
 
 
 def logit_space_grad_sq_norm(logits: Tensor, actions: Tensor, mask: Tensor | None = None) -> Tensor:
-    """Cheap proxy (algorithms.md §3.7 method 3; verl ``optimal_token_baseline``): for a softmax policy
+    """Cheap proxy (verl ``optimal_token_baseline``): for a softmax policy
     ``‖∂ log π(a)/∂ logits‖² = 1 − 2π(a) + Σ_b π(b)²``, summed over the valid tokens of each trajectory.
 
     ``logits (..., N, T, V)``, ``actions (..., N, T)`` → ``(..., N)``."""

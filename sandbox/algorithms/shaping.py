@@ -1,5 +1,5 @@
 """Data-side companions of the objectives: DAPO's overlong reward shaping and dynamic sampling
-(Yu et al., DAPO, arXiv 2503.14476; ``shared/reference/algorithms.md`` §1.6). Pure tensor functions
+(Yu et al., DAPO, arXiv 2503.14476; ``docs/methods/objectives.md#dapo``). Pure tensor functions
 the sampler/learner may call before building a :class:`~sandbox.algorithms.api.PolicyLossInput`."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from theory.optimal_baseline import enumerate_softmax
 
 from ..algorithms import build_policy_loss
 from ..algorithms.api import PolicyLossInput
-from ..algorithms.configs import ReinforceConfig, TISConfig
+from ..algorithms import ReinforceConfig, TISConfig
 from .base import CheckResult, Point
 
 PI, MU, REWARD = [0.5, 0.3, 0.2], [0.4, 0.4, 0.2], [1.0, 0.0, 0.5]

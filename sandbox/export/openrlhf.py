@@ -48,6 +48,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
 from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of
@@ -69,7 +70,7 @@ DUAL_CLIP = "--actor.dual_clip"
 AGGREGATION = "--actor.loss_agg_mode"
 KL_COEF = "--algo.kl.init_coef"
 
-CLIP_OBJECTIVES = ("grpo", "dr_grpo", "rloo", "ppo", "dapo")
+CLIP_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip)  # the PPO-clip surrogates
 GROUP_NORM_EPS = 1e-9  # hard-coded in experience_maker.py (group_norm)
 AGGREGATIONS = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean"}
 SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_scheduler names

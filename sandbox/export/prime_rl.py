@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 
 import tomli_w
 
+from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
 from .common import fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of
@@ -81,7 +82,7 @@ NOTES = [
     ("Batches are filled with the first orchestrator.batch_size rollouts to finish (train_sink.py), so the groups "
      "that age out and get dropped are the slow (long) ones: compare `off_policy/dropped` and response lengths with "
      "the sandbox's `system/dropped`."),
-    ("prime-rl's docs/algorithms.md at 559b4477 writes the policy term with a clamp min(ρ, δ); the code "
+    ("prime-rl:docs/algorithms.md at 559b4477 writes the policy term with a clamp min(ρ, δ); the code "
      "(default_loss_fn) masks by the probability difference and never clamps ρ. This export follows the code."),
     ("launch.sh holds the setup the scenario cannot know, as placeholders: the model ([model] name, default "
      "Qwen/Qwen3-0.6B; [orchestrator.renderer] name when the model is not in renderers' MODEL_RENDERER_MAP), at "
@@ -210,7 +211,7 @@ def _batch_rows(plan: Plan, scn: Scenario) -> None:
 # ------------------------------------------------------------------------------------------------
 
 _OPOB_KNOBS = ("opob_weight", "opob_clip_c", "opob_leave_one_out", "opob_scope")
-_RATIO_OBJECTIVES = ("grpo", "dr_grpo", "rloo", "ppo", "dapo")
+_RATIO_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip)  # the PPO-clip surrogates
 _AGG_TEXT = {
     "seq_mean_token_mean": "each sequence's token mean, averaged over sequences",
     "seq_mean_token_sum": "each sequence's token sum, averaged over sequences",
@@ -280,7 +281,7 @@ class _ObjectiveRows:
         o = self.obj
         instead = ("prime-rl never clips π_θ/μ; its built-in trust region is the DPPO mask on π_θ − μ (trainer.loss "
                    "defaults dppo_mask_low/high = 0.2, kl_tau = 1e-3: the sandbox's dppo_mask correction), a different "
-                   f"rule. Instead: {CUSTOM_LOSS} with a PPO clip (prime-rl's docs/algorithms.md shows one), or check in "
+                   f"rule. Instead: {CUSTOM_LOSS} with a PPO clip (prime-rl:docs/algorithms.md shows one), or check in "
                    "the sandbox that the conclusion holds with correction dppo_mask and this clip off (eps_low = 1, "
                    "eps_high = inf)")
         if o.eps_low >= 1.0:
@@ -332,9 +333,9 @@ class _ObjectiveRows:
     def _std(self, knobs: tuple[str, ...]) -> None:
         self.row("no_equivalent", knobs,
                  "prime-rl's grpo advantage is R − mean_g R with no division by the group std (orchestrator/algo/grpo.py; "
-                 "docs/algorithms.md \"Default Advantage\"); max_rl divides by the group mean instead, another estimator. "
+                 "prime-rl:docs/algorithms.md \"Default Advantage\"); max_rl divides by the group mean instead, another estimator. "
                  "Instead: check the conclusion in the sandbox with the centred advantage (normalize_std = false, or "
-                 "advantage = \"dr_grpo\"), or write a named prime-rl algorithm (docs/algorithms.md, \"Authoring an "
+                 "advantage = \"dr_grpo\"), or write a named prime-rl algorithm (prime-rl:docs/algorithms.md, \"Authoring an "
                  "Algorithm\")")
 
     def _opob(self, knobs: tuple[str, ...]) -> None:

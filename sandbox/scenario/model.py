@@ -10,7 +10,16 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..algorithms import CorrectionConfig, GRPOConfig, NoCorrectionConfig, ObjectiveConfig, StabilizerConfig
+from ..algorithms import (
+    CORRECTIONS,
+    OBJECTIVES,
+    STABILIZERS,
+    CorrectionConfig,
+    GRPOConfig,
+    NoCorrectionConfig,
+    ObjectiveConfig,
+    StabilizerConfig,
+)
 from ..learner.optim import OptimizerConfig
 from ..outputs import check_names
 from ..system.config import SystemConfig
@@ -29,14 +38,16 @@ class AlgorithmConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     objective: ObjectiveConfig = Field(
         default_factory=GRPOConfig,
-        description="Policy-gradient objective (name = reinforce | grpo | dr_grpo | rloo | ppo | dapo | gspo | cispo | tba).",
+        description=f"Policy-gradient objective (name = {OBJECTIVES.describe()}; docs/methods/objectives.md).",
     )
     correction: CorrectionConfig = Field(
         default_factory=NoCorrectionConfig,
-        description="Off-policy correction against the behaviour log-probs (name = none | tis | ...).",
+        description=f"Off-policy correction against the behaviour log-probs (name = {CORRECTIONS.describe()}; "
+        "docs/methods/corrections.md).",
     )
     stabilizers: list[StabilizerConfig] = Field(
-        default_factory=list, description="Optimizer-level stabilizers applied in order (gac, vcpo_lr, staleness_lr)."
+        default_factory=list, description=f"Optimizer-level stabilizers applied in order (name = {STABILIZERS.describe()}; "
+        "docs/methods/stabilizers.md)."
     )
     group_size: int = Field(8, ge=1, description="Responses per prompt G (GRPO groups; VCPO scripts use 16).")
     groups_per_step: int = Field(4, ge=1, description="Groups (prompts) per optimizer step; batch B = groups_per_step x group_size.")

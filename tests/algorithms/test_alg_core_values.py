@@ -1,5 +1,5 @@
 """Hand-computed values for REINFORCE baselines, GRPO and TIS (expected numbers derived from the
-formulas of shared/reference/algorithms.md in the comments, not from the implementation)."""
+formulas of docs/methods/ in the comments, not from the implementation)."""
 
 import math
 
@@ -26,6 +26,8 @@ def grpo_batch():
                            rewards=torch.tensor([1.0, 0.0]), group_size=2)
 
 
+@pytest.mark.component("correction", "none")
+@pytest.mark.component("objective", "grpo")
 def test_grpo_clip_by_hand():
     inp = grpo_batch()
     out = build_policy_loss(GRPOConfig(), NoCorrectionConfig())(inp)
@@ -41,6 +43,7 @@ def test_grpo_clip_by_hand():
     assert g[1, 0].item() == pytest.approx(1.1 * A / 4, abs=1e-5)
 
 
+@pytest.mark.component("correction", "tis")
 def test_seq_tis_bypass_by_hand():
     inp = grpo_batch()
     out = build_policy_loss(GRPOConfig(), TISConfig(level="sequence"))(inp)
@@ -52,6 +55,7 @@ def test_seq_tis_bypass_by_hand():
     assert out.metrics["is/ess_ratio"].item() == pytest.approx((1.9**2) / (2 * (1.35**2 + 0.55**2)), rel=1e-5)
 
 
+@pytest.mark.component("correction", "tis")
 def test_token_tis_bypass_by_hand():
     inp = grpo_batch()
     out = build_policy_loss(GRPOConfig(), TISConfig(level="token", C=1.2))(inp)
@@ -61,6 +65,7 @@ def test_token_tis_bypass_by_hand():
     assert out.metrics["is/trunc_frac"].item() == pytest.approx(0.25)
 
 
+@pytest.mark.component("correction", "tis")
 def test_token_tis_decoupled_by_hand():
     # decoupled: prox = learner (r = 1), w = π_prox/μ = [[3, .5]] ; TIS C=2 -> coef [2, .5]
     logp = torch.zeros(1, 2, requires_grad=True)
@@ -70,6 +75,28 @@ def test_token_tis_decoupled_by_hand():
     # REINFORCE per token: -coef * A * logp = 0 in value; gradient -coef*A/2 = [-2, -.5]
     out.loss.backward()
     assert torch.allclose(logp.grad, torch.tensor([[-2.0, -0.5]]))
+
+
+@pytest.mark.component("objective", "grpo")
+def test_grpo_kl_penalty_by_hand():
+    # on-policy, r = 1: the policy term is -A, +A per token -> seq-mean-token-mean 0. ref - logp = [[ln2, 0], [0, ln.5]]:
+    # k3(x) = e^x - 1 - x = [[1 - ln2, 0], [0, ln2 - .5]] -> seq means (1 - ln2)/2, (ln2 - .5)/2 -> mean .125
+    logp = torch.zeros(2, 2, requires_grad=True)
+    ref = torch.log(torch.tensor([[2.0, 1.0], [1.0, 0.5]]))
+    inp = PolicyLossInput(logp=logp, behaviour_logp=torch.zeros(2, 2), mask=torch.ones(2, 2),
+                          rewards=torch.tensor([1.0, 0.0]), group_size=2, extras={"ref_logp": ref})
+    loss_fn = build_policy_loss(GRPOConfig(beta_kl=0.1))
+    assert loss_fn.needs_reference_logp and not build_policy_loss(GRPOConfig()).needs_reference_logp
+    out = loss_fn(inp)
+    assert out.metrics["kl/ref_k3"].item() == pytest.approx(0.125, abs=1e-6)
+    assert out.loss.item() == pytest.approx(0.0125, abs=1e-6)
+    out.loss.backward()
+    # d k3(ref - logp)/d logp = 1 - e^(ref - logp); β/(2 seqs · 2 tokens) = .025; policy term -A/4, +A/4
+    expected = torch.tensor([[-A / 4 + 0.025 * (1 - 2), -A / 4], [A / 4, A / 4 + 0.025 * (1 - 0.5)]])
+    assert torch.allclose(logp.grad, expected, atol=1e-6)
+    with pytest.raises(KeyError, match="ref_logp"):
+        loss_fn(PolicyLossInput(logp=logp, behaviour_logp=torch.zeros(2, 2), mask=torch.ones(2, 2),
+                                rewards=torch.tensor([1.0, 0.0]), group_size=2))
 
 
 def reinforce_batch(log_rho=(0.0, 0.0, 0.0, 0.0), norms=None):
@@ -92,11 +119,13 @@ def reinforce_batch(log_rho=(0.0, 0.0, 0.0, 0.0), norms=None):
         (ReinforceConfig(baseline="constant", constant_baseline=1.0), -0.25),  # A=[0,-1,2,0]
     ],
 )
+@pytest.mark.component("objective", "reinforce")
 def test_reinforce_baselines_by_hand(cfg, expected):
     out = build_policy_loss(cfg)(reinforce_batch())
     assert out.loss.item() == pytest.approx(expected, abs=1e-6)
 
 
+@pytest.mark.component("objective", "reinforce")
 def test_reinforce_ema_baseline_by_hand():
     loss = build_policy_loss(ReinforceConfig(baseline="ema", ema_decay=0.5))
     assert loss(reinforce_batch()).loss.item() == pytest.approx(1.375)  # b = init 0
@@ -104,12 +133,14 @@ def test_reinforce_ema_baseline_by_hand():
     assert loss(reinforce_batch()).loss.item() == pytest.approx(0.359375)
 
 
+@pytest.mark.component("objective", "reinforce")
 def test_reinforce_optimal_baseline_by_hand():
     # ‖ψ‖² = [1,3,2,2]: b1 = (1*1+3*0)/4 = .25, b2 = 2 -> A=[.75,-.25,1,-1]: -(−.75+.5−.5+3)/4
     out = build_policy_loss(ReinforceConfig(baseline="optimal"))(reinforce_batch(norms=[1.0, 3.0, 2.0, 2.0]))
     assert out.loss.item() == pytest.approx(-0.5625, abs=1e-6)
 
 
+@pytest.mark.component("objective", "reinforce")
 def test_reinforce_opob_baseline_by_hand():
     # ρ = [2,1,1,.5], ‖ψ‖² = [1,3,2,2] -> W = ρ²‖ψ‖² = [4,3,2,.5]; b1 = 4/7, b2 = (6+.5)/2.5 = 2.6
     batch = reinforce_batch(log_rho=[math.log(2), 0.0, 0.0, math.log(0.5)], norms=[1.0, 3.0, 2.0, 2.0])

@@ -11,6 +11,7 @@ import torch
 
 from sandbox.algorithms import (
     BAPOConfig,
+    CISPOConfig,
     DecoupledPPOConfig,
     DPPOMaskConfig,
     GeoMISConfig,
@@ -19,10 +20,13 @@ from sandbox.algorithms import (
     M2POClipBandConfig,
     M2POMaskConfig,
     MISConfig,
+    NoCorrectionConfig,
     OPSMConfig,
     PolicyLossInput,
     PPOConfig,
     ReinforceConfig,
+    TBAConfig,
+    TISConfig,
     TOPRConfig,
     build_policy_loss,
 )
@@ -45,12 +49,14 @@ def close(a, b):
     return torch.allclose(a, torch.tensor(b), atol=1e-5)
 
 
+@pytest.mark.component("correction", "mis")
 def test_token_mis():
     m, out = multiplier(MISConfig(C=2.0, C_low=0.5), [[3.0, 1.5, 0.4, 1.0]], [1.0])
     assert close(m, [[0.0, 1.5, 0.0, 1.0]])
     assert out.metrics["mask/frac"].item() == pytest.approx(0.5)
 
 
+@pytest.mark.component("correction", "mis")
 def test_sequence_mis():
     w = [[1.5, 1.2], [2.0, 1.5]]  # W = 1.8 (kept), 3 (dropped)
     m, _ = multiplier(MISConfig(level="sequence", C=2.0), w, [1.0, 1.0])
@@ -61,6 +67,7 @@ def test_sequence_mis():
     assert close(m, [[0.0, 0.0], [1.0, 1.0]])  # W = .9 is in band but token .6 < veto
 
 
+@pytest.mark.component("correction", "geo_mis")
 def test_geo_mis():
     w = [[1.2, 0.8], [1.5, 1.0]]  # geometric means sqrt(.96) = .980 (kept), sqrt(1.5) = 1.22 (dropped)
     m, _ = multiplier(GeoMISConfig(lo=0.9, hi=1.1), w, [1.0, 1.0])
@@ -69,11 +76,13 @@ def test_geo_mis():
     assert close(m, [[1.1, 0.8], [0.0, 0.0]])
 
 
+@pytest.mark.component("correction", "icepop")
 def test_icepop():
     m, _ = multiplier(IcePopConfig(), [[0.4, 0.6, 4.0, 6.0]], [1.0])  # band [.5, 5], weight w
     assert close(m, [[0.0, 0.6, 4.0, 0.0]])
 
 
+@pytest.mark.component("correction", "opsm")
 def test_opsm():
     # drift = mean(log μ − log π) = −mean log w; drop iff A < 0 and drift > 1e-4
     w = [[0.5, 0.5], [0.5, 0.5], [1.5, 1.0]]
@@ -81,6 +90,7 @@ def test_opsm():
     assert close(m, [[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]])
 
 
+@pytest.mark.component("correction", "decoupled_ppo")
 def test_decoupled_ppo_rejection():
     m, _ = multiplier(DecoupledPPOConfig(), [[6.0, 2.0]], [1.0])  # w > 5 rejected, else weight w
     assert close(m, [[0.0, 2.0]])
@@ -88,6 +98,7 @@ def test_decoupled_ppo_rejection():
     assert close(m, [[0.0, 0.0]])
 
 
+@pytest.mark.component("correction", "topr")
 def test_topr():
     w = [[2.0, 2.0], [0.5, 0.8], [2.0, 1.0]]  # sequence ratios 4, .4, 2
     m, _ = multiplier(TOPRConfig(), w, [1.0, -1.0, -1.0])
@@ -96,6 +107,7 @@ def test_topr():
     assert close(m, [[1.0, 1.0], [0.5, 0.8], [1.0, 1.0]])
 
 
+@pytest.mark.component("correction", "m2po_mask")
 def test_m2po_mask_by_hand():
     # δ = log w = [.5, .1, .1, 0]: δ² = [.25, .01, .01, 0]; all: .0675 ≥ .04; drop the largest: .02/3 < .04
     w = [[math.exp(0.5), math.exp(0.1), math.exp(0.1), 1.0]]
@@ -125,6 +137,7 @@ def test_m2po_mask_property_random():
                 assert ((delta[r] ** 2 * keep[r]).sum() + q_add) / (kept[r] + 1) >= 0.04 - 1e-7
 
 
+@pytest.mark.component("correction", "m2po_clipband")
 def test_m2po_clipband_tau_by_hand():
     d = torch.tensor([[0.1, -0.2, 0.3, -0.4]])
     h = torch.ones(1, 1, 4, dtype=torch.bool)
@@ -135,6 +148,7 @@ def test_m2po_clipband_tau_by_hand():
     assert math.isinf(tau.item())  # within budget: no constraint
 
 
+@pytest.mark.component("correction", "m2po_clipband")
 def test_m2po_clipband_loss_bounds():
     # bypass, r = π/μ. A = +1 for both tokens, r = [e^.1, e^.3] -> both harmful (A>0, r>1):
     # M2 = (.01 + .09)/2 = .05 > .04; f(.1) = .01; f(.3) = .05 -> τ = .1: upper bound e^.1
@@ -154,6 +168,7 @@ def bapo_input(r, adv):
                            rewards=torch.tensor(adv), group_size=1)
 
 
+@pytest.mark.component("correction", "bapo")
 def test_bapo_bounds_by_hand():
     # tokens: (A=+1, r=2), (A=-2, r=.5). 'value' stat: P = min(2, c_high), N = 2·max(.5, c_low) = 2·c_low.
     # start (.5, 1.25): P/N = 1.25/1 ≥ 1?  yes -> would stop. Use start c_low .625: N = 1.25 = P -> stop.
@@ -173,6 +188,7 @@ def test_bapo_bounds_by_hand():
     assert out.metrics["bapo/c_high"].item() == pytest.approx(1.25)
 
 
+@pytest.mark.component("correction", "dppo_mask")
 def test_dppo_mask_by_hand():
     # π = [.9, .5], μ = [.5, .45], A = 1: token0 Δp = .4 > .2 masked; loss_t = -mask·A·ρ + 1e-3 (log ρ)²
     logp = torch.log(torch.tensor([[0.9, 0.5]])).requires_grad_(True)
@@ -191,3 +207,12 @@ def test_bounds_corrections_need_clip_objectives():
     with pytest.raises(ValueError, match="clip"):
         build_policy_loss(ReinforceConfig(), BAPOConfig())
     build_policy_loss(GRPOConfig(), M2POClipBandConfig())
+    # the message lists exactly the registered ratio-clip objectives
+    with pytest.raises(ValueError, match="one of dapo, dr_grpo, grpo, ppo, rloo \\(not cispo\\)"):
+        build_policy_loss(CISPOConfig(), M2POClipBandConfig())
+
+
+def test_objective_without_corrections_accepts_only_none():
+    with pytest.raises(ValueError, match="tba is valid off-policy without importance weights; use correction 'none'"):
+        build_policy_loss(TBAConfig(), TISConfig())
+    build_policy_loss(TBAConfig(), NoCorrectionConfig())

@@ -30,6 +30,7 @@ def batch(ratios, rewards, group_size, mask=None, logp=None):
 RATIOS = [[1.5, 0.9], [1.1, 0.5]]
 
 
+@pytest.mark.component("objective", "dr_grpo")
 def test_dr_grpo_by_hand():
     # A = R - mean = [.5, -.5]; per-token -min(rA, clip(r)A): [-.6, -.45, .55, .4], sum -.1
     out = build_policy_loss(DrGRPOConfig())(batch(RATIOS, [1.0, 0.0], 2))
@@ -38,12 +39,14 @@ def test_dr_grpo_by_hand():
     assert out.loss.item() == pytest.approx(-0.1 / (2 * 4), abs=1e-6)
 
 
+@pytest.mark.component("objective", "rloo")
 def test_rloo_by_hand():
     # A = R_i - R_j = [1, -1]; tokens: -1.2, -.9, 1.1, .8 -> token mean -.05
     out = build_policy_loss(RLOOConfig())(batch(RATIOS, [1.0, 0.0], 2))
     assert out.loss.item() == pytest.approx(-0.05, abs=1e-6)
 
 
+@pytest.mark.component("objective", "ppo")
 def test_ppo_dual_clip_by_hand():
     # A = R = -1. token0 r=5: clip loss max(5, 1.2) = 5, dual clip min(5, 3) = 3.
     # token1 r=.5: -min(-.5, -.8) = .8 (clipped branch). token mean 1.9
@@ -56,6 +59,7 @@ def test_ppo_dual_clip_by_hand():
     assert torch.all(inp.logp.grad == 0)
 
 
+@pytest.mark.component("objective", "dapo")
 def test_dapo_clip_higher_token_mean_by_hand():
     # A = 1 for both; seq0 r = [1.25, .75] -> -1.25 (below 1.28: not clipped), -.75;
     # seq1 has one valid token, r = 2 -> clipped at 1.28. Token mean over 3 valid tokens.
@@ -64,6 +68,7 @@ def test_dapo_clip_higher_token_mean_by_hand():
     assert out.loss.item() == pytest.approx(-(1.25 + 0.75 + 1.28) / 3, abs=1e-6)
 
 
+@pytest.mark.component("objective", "gspo")
 def test_gspo_by_hand():
     # log r = [.002, 0] -> s = exp(.001) = 1.0010005 > 1 + 4e-4
     inp = batch([[math.exp(0.002), 1.0]], [1.0], 1)
@@ -80,6 +85,7 @@ def test_gspo_by_hand():
     assert torch.allclose(inp.logp.grad, torch.full((1, 2), s / 2), atol=1e-6)
 
 
+@pytest.mark.component("objective", "cispo")
 def test_cispo_by_hand():
     # weights clip(r, 0, 5) = [3, 5, .5]; loss = -mean_t w A log π -> grad -w/3
     inp = batch([[3.0, 8.0, 0.5]], [1.0], 1, logp=[[-0.1, -0.2, -0.3]])
@@ -89,6 +95,7 @@ def test_cispo_by_hand():
     assert torch.allclose(inp.logp.grad, torch.tensor([[-1.0, -5 / 3, -0.5 / 3]]), atol=1e-6)
 
 
+@pytest.mark.component("objective", "tba")
 def test_tba_by_hand():
     # β = .5: R/β = [2, 0]; log π(y) = [-1, -2] -> z = [3, 2]; log Z = 2.5; loss = mean(.25, .25)
     inp = batch([[1.0, 1.0], [1.0, 1.0]], [1.0, 0.0], 2, logp=[[-0.5, -0.5], [-1.0, -1.0]])
@@ -103,8 +110,9 @@ def test_tba_by_hand():
     assert build_policy_loss(TBAConfig(beta=0.5, beta_final=0.5))(inp).loss.item() == pytest.approx(0.0, abs=1e-6)
 
 
+@pytest.mark.component("objective", "tba")
 def test_tba_beta_annealing():
-    from sandbox.algorithms.objectives import tba_beta
+    from sandbox.algorithms.objectives.tba import tba_beta
 
     assert tba_beta(0.012, 0.004, 500, 0) == pytest.approx(0.012)
     assert tba_beta(0.012, 0.004, 500, 250) == pytest.approx(0.008)

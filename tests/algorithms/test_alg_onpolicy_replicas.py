@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from sandbox.algorithms import CORRECTIONS as CORRECTION_REGISTRY
+from sandbox.algorithms import OBJECTIVES as OBJECTIVE_REGISTRY
 from sandbox.algorithms import (
     BAPOConfig,
     CISPOConfig,
@@ -13,7 +15,6 @@ from sandbox.algorithms import (
     GeoMISConfig,
     GRPOConfig,
     GSPOConfig,
-    IcePopConfig,
     M2POClipBandConfig,
     M2POMaskConfig,
     MISConfig,
@@ -29,16 +30,12 @@ from sandbox.algorithms import (
     build_policy_loss,
 )
 
-CORRECTIONS = [
-    TISConfig(), TISConfig(level="sequence"), MISConfig(), MISConfig(level="sequence"), GeoMISConfig(),
-    GeoMISConfig(token_weight="tis"), IcePopConfig(), OPSMConfig(), DecoupledPPOConfig(), M2POMaskConfig(),
-    M2POMaskConfig(anchor="current"), M2POClipBandConfig(), BAPOConfig(), TOPRConfig(), TOPRConfig(level="token"),
-    DPPOMaskConfig(), DPPOMaskConfig(variant="ipo"),
+# every registered method at its defaults, plus variants exercising other code paths
+CORRECTIONS = [cfg() for cfg in CORRECTION_REGISTRY.configs()] + [
+    TISConfig(level="sequence"), MISConfig(level="sequence"), GeoMISConfig(token_weight="tis"),
+    M2POMaskConfig(anchor="current"), TOPRConfig(level="token"), DPPOMaskConfig(variant="ipo"),
 ]
-OBJECTIVES = [
-    ReinforceConfig(), ReinforceConfig(baseline="group_mean"), GRPOConfig(), DrGRPOConfig(), RLOOConfig(),
-    PPOConfig(), DAPOConfig(), GSPOConfig(), CISPOConfig(),
-]
+OBJECTIVES = [cfg() for cfg in OBJECTIVE_REGISTRY.configs()] + [ReinforceConfig(baseline="group_mean")]
 
 
 def make(R=None, N=8, T=5, G=4, seed=0, drift=0.3):

@@ -1,12 +1,19 @@
-"""Per-trajectory gradient norms (torch.func) and the OPOB baseline on a bandit (theory.md T10)."""
+"""Per-trajectory gradient norms (torch.func) and the OPOB baseline on a bandit (docs/theory.md#t10)."""
 
 import pytest
 import torch
 
 from sandbox.algorithms import (
+    CISPOConfig,
+    DAPOConfig,
+    DrGRPOConfig,
     GRPOConfig,
+    GSPOConfig,
     PolicyLossInput,
+    PPOConfig,
     ReinforceConfig,
+    RLOOConfig,
+    TBAConfig,
     TISConfig,
     build_policy_loss,
     logit_space_grad_sq_norm,
@@ -43,7 +50,7 @@ def test_per_sequence_grad_sq_norms_match_backward_loop():
 
 
 def test_logit_space_proxy_is_exact_for_a_softmax_bandit():
-    # theory.md T10: π = (.5, .3, .2) -> ‖ψ_a‖² = 1 − 2π_a + Σπ² = (.38, .78, .98)
+    # docs/theory.md#t10: π = (.5, .3, .2) -> ‖ψ_a‖² = 1 − 2π_a + Σπ² = (.38, .78, .98)
     logits = torch.log(torch.tensor([0.5, 0.3, 0.2])).expand(3, 1, 3)
     got = logit_space_grad_sq_norm(logits, torch.tensor([[0], [1], [2]]))
     assert torch.allclose(got, torch.tensor([0.38, 0.78, 0.98]), atol=1e-6)
@@ -58,6 +65,29 @@ def test_grpo_with_opob_runs_and_reduces_to_group_mean_for_equal_weights():
     b = build_policy_loss(GRPOConfig(std_unbiased=False))(inp)
     assert torch.allclose(a.metrics["adv/mean"], b.metrics["adv/mean"], atol=1e-6)
     assert torch.allclose(a.loss, b.loss, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "cfg,needed",
+    [
+        (ReinforceConfig(), False),
+        (ReinforceConfig(baseline="optimal"), True),
+        (ReinforceConfig(baseline="opob"), True),
+        (ReinforceConfig(baseline="leave_one_out"), False),
+        (GRPOConfig(), False),
+        (GRPOConfig(baseline="opob"), True),
+        (DrGRPOConfig(baseline="opob"), True),
+        (RLOOConfig(), False),
+        (PPOConfig(advantage="opob"), True),
+        (DAPOConfig(advantage="rloo"), False),
+        (GSPOConfig(advantage="opob"), True),
+        (CISPOConfig(), False),
+        (TBAConfig(), False),
+    ],
+    ids=lambda c: getattr(c, "name", str(c)),
+)
+def test_needs_sequence_grad_norms_exactly_for_opob_and_optimal(cfg, needed):
+    assert build_policy_loss(cfg).needs_sequence_grad_norms is needed
 
 
 def test_missing_grad_norms_message():

@@ -1,72 +1,22 @@
-"""Off-policy corrections (``shared/reference/algorithms.md`` §2–3): stop-gradient weights, masks and
-adaptive clip bounds applied to an objective's per-token surrogate. See :mod:`.base` for the contract."""
+"""Off-policy corrections, one module each (``docs/methods/corrections.md``): stop-gradient weights,
+masks and adaptive clip bounds applied to an objective's per-token surrogate (contract in :mod:`.base`).
+A config model sits next to its :class:`~.base.Correction`, registered in :data:`CORRECTIONS`; the
+scenario union, name lists and ``__all__`` follow from the registry."""
 
 from __future__ import annotations
 
-from ..configs import (
-    BAPOConfig,
-    DecoupledPPOConfig,
-    DPPOMaskConfig,
-    GeoMISConfig,
-    IcePopConfig,
-    M2POClipBandConfig,
-    M2POMaskConfig,
-    MISConfig,
-    NoCorrectionConfig,
-    OPSMConfig,
-    TISConfig,
-    TOPRConfig,
-)
-from .base import CorrectionContext, CorrectionResult, NoCorrection
-from .bounds import BAPO, M2POClipBand, m2po_clipband_tau
-from .masks import OPSM, DPPOMask, M2POMask, m2po_keep_mask
-from .weights import MIS, TIS, TOPR, DecoupledPPO, GeoMIS, IcePop
+from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
 
-CORRECTIONS = {
-    NoCorrectionConfig: NoCorrection,
-    TISConfig: TIS,
-    MISConfig: MIS,
-    GeoMISConfig: GeoMIS,
-    IcePopConfig: IcePop,
-    OPSMConfig: OPSM,
-    DecoupledPPOConfig: DecoupledPPO,
-    M2POMaskConfig: M2POMask,
-    M2POClipBandConfig: M2POClipBand,
-    BAPOConfig: BAPO,
-    TOPRConfig: TOPR,
-    DPPOMaskConfig: DPPOMask,
-}
+CORRECTIONS.discover(__name__)
 
-#: corrections that replace the objective's clip bounds (need a clip-surrogate objective)
-BOUNDS_CORRECTIONS = (M2POClipBandConfig, BAPOConfig)
+from .m2po_clipband import m2po_clipband_tau  # noqa: E402  (helpers the tests use directly)
+from .m2po_mask import m2po_keep_mask  # noqa: E402
 
+CorrectionConfig = CORRECTIONS.union()
+"""Discriminated union of every correction config (TOML ``name``)."""
 
-def build_correction(cfg):
-    """The correction object for ``cfg``."""
-    try:
-        return CORRECTIONS[type(cfg)](cfg)
-    except KeyError:
-        raise TypeError(f"no correction registered for {type(cfg).__name__}") from None
-
-
-__all__ = [
-    "CORRECTIONS",
-    "BOUNDS_CORRECTIONS",
-    "build_correction",
-    "CorrectionContext",
-    "CorrectionResult",
-    "NoCorrection",
-    "TIS",
-    "MIS",
-    "GeoMIS",
-    "IcePop",
-    "OPSM",
-    "DecoupledPPO",
-    "M2POMask",
-    "M2POClipBand",
-    "BAPO",
-    "TOPR",
-    "DPPOMask",
-    "m2po_keep_mask",
-    "m2po_clipband_tau",
-]
+__all__ = ["CORRECTIONS", "Correction", "CorrectionConfig", "CorrectionContext", "CorrectionResult",
+           "m2po_clipband_tau", "m2po_keep_mask"]
+__all__ += CORRECTIONS.export_configs(globals())
+globals().update({e.impl.__name__: e.impl for e in CORRECTIONS.entries()})
+__all__ += [e.impl.__name__ for e in CORRECTIONS.entries()]

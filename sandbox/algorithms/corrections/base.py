@@ -1,4 +1,4 @@
-"""What a correction sees and what it returns (``shared/reference/algorithms.md`` §2 preamble).
+"""What a correction sees and what it returns (``docs/methods/objectives.md#composition``).
 
 A correction never computes a loss itself. It returns stop-gradient factors that
 :class:`sandbox.algorithms.policy_loss.PolicyLoss` combines with the objective's per-token surrogate:
@@ -8,15 +8,26 @@ A correction never computes a loss itself. It returns stop-gradient factors that
   ``π_θ/π_prox``) does not contain. In bypass mode the surrogate's ratio is already ``π_θ/μ``, so the
   policy loss divides by that ratio's value before multiplying by ``coef`` (no double counting).
 * ``mask``: 0/1 keep flags; dropped tokens still count in the aggregation denominator (AReaL, verl).
-* ``bounds`` / ``dual_clip_c``: absolute ratio bounds replacing the objective's clip (BAPO, M2PO clip band).
+* ``bounds`` / ``dual_clip_c``: absolute ratio bounds replacing the objective's clip (BAPO, M2PO clip band);
+  a correction returning them sets ``replaces_clip_bounds = True`` and needs a ratio-clip objective.
 * ``pg_scale`` and ``penalty``: a constant factor on the policy term and an extra per-token loss (prime-rl).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
+import torch
 from torch import Tensor
+
+from ...registry import Registry
+
+CORRECTIONS = Registry("correction")
+"""Every off-policy correction, keyed by its TOML ``name``; one module of this package each."""
+
+Level = Literal["token", "sequence"]
 
 
 @dataclass
@@ -49,11 +60,34 @@ class CorrectionResult:
     metrics: dict = field(default_factory=dict)
 
 
-class NoCorrection:
-    """``none``: the objective's own ratio is the only importance weight."""
+class Correction:
+    """One correction inside one :class:`~sandbox.algorithms.policy_loss.PolicyLoss` (it may keep state
+    across batches). Built from its validated config by :data:`CORRECTIONS`.
 
-    def __init__(self, cfg=None):
+    Class facts read by the generic composition: ``replaces_clip_bounds`` (returns ``bounds``, so the
+    objective must be a ratio clip) and ``is_identity`` (returns no factor at all: the only correction an
+    objective with ``takes_corrections = False`` accepts)."""
+
+    replaces_clip_bounds: ClassVar[bool] = False
+    is_identity: ClassVar[bool] = False
+
+    def __init__(self, cfg):
         self.cfg = cfg
 
     def __call__(self, ctx: CorrectionContext) -> CorrectionResult:
-        return CorrectionResult()
+        raise NotImplementedError
+
+
+def log_or_neg_inf(x: float) -> float:
+    """``log x``, with ``log 0 = −inf`` (a band edge of 0 means: no edge)."""
+    return math.log(x) if x > 0 else -math.inf
+
+
+def seq_frac(flag: Tensor) -> Tensor:
+    """Fraction of responses ``(..., N)`` where ``flag`` holds, per replica."""
+    return flag.to(torch.get_default_dtype()).mean(-1)
+
+
+def to_tokens(seq: Tensor, like: Tensor) -> Tensor:
+    """A per-response value ``(..., N)`` broadcast to every token ``(..., N, T)``."""
+    return seq.unsqueeze(-1).expand_as(like)
