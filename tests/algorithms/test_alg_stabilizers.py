@@ -49,7 +49,7 @@ def test_gac_one_sided_full_removal_bounds_cosine():
             if m["gac/projected"] > 0:
                 fired += 1
                 assert abs(c) < 1e-5  # α = 1 removes the whole parallel part
-                assert m["grad/cos_prev"] > 0.3
+                assert m["gac/cos_ref"] > 0.3
         ref = gt  # reference = previous applied gradient
     assert fired > 10
 

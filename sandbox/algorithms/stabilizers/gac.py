@@ -192,7 +192,7 @@ class GAC(Stabilizer):
         o_norm = _dot(out, out, rd).sqrt()
         self._update_reference(vecs, out, skip, rd)
         metrics = {
-            "grad/cos_prev": c_mean.detach(),
+            "gac/cos_ref": c_mean.detach(),
             "gac/cos_post": torch.stack(cos_post).mean(0).detach(),
             "gac/projected": torch.stack(proj_flags).mean(0).detach(),
             "gac/threshold": torch.stack(thrs).mean(0).detach(),
