@@ -67,7 +67,7 @@ class Registry(Generic[T]):
         self.key = key
         self._entries: dict[str, Entry] = {}
         self._by_config: dict[type, Entry] = {}
-        self._frozen_union = None
+        self._closed = False
 
     # -------------------------------------------------------------------------------- registration
     def name_of(self, config: type[BaseModel]) -> str:
@@ -90,7 +90,7 @@ class Registry(Generic[T]):
                 raise ValueError(
                     f"{self.family} {name!r} is already registered by {self._entries[name].module}; choose another name"
                 )
-            if self._frozen_union is not None and name not in self._entries:
+            if self._closed and name not in self._entries:
                 raise RuntimeError(
                     f"{self.family} {name!r} registered after the scenario schema was built from this registry; "
                     f"register it before `sandbox.scenario` is imported (put the module in the family's package)"
@@ -154,9 +154,8 @@ class Registry(Generic[T]):
         built from it)."""
         if not self._entries:
             raise RuntimeError(f"no {self.family} registered yet; discover the package first")
-        configs = tuple(self.configs())
-        self._frozen_union = Annotated[Union[configs], Field(discriminator=self.key)]  # type: ignore[valid-type]
-        return self._frozen_union
+        self._closed = True
+        return Annotated[Union[tuple(self.configs())], Field(discriminator=self.key)]  # type: ignore[valid-type]
 
     def describe(self) -> str:
         """``name1 | name2 | ...`` for field descriptions and messages."""

@@ -86,23 +86,16 @@ def _bitstring(algorithm: dict, system: dict | None = None) -> dict:
 
 
 def methods() -> dict[str, str]:
-    import sandbox.algorithms as alg
+    from sandbox.algorithms import CORRECTIONS, OBJECTIVES, STABILIZERS
 
     out = {}
-    objectives = sorted(_names(alg, "OBJECTIVES"))
-    corrections = sorted(_names(alg, "CORRECTIONS"))
-    stabilizers = sorted(_names(alg, "STABILIZERS"))
-    for obj in objectives:
-        for corr in corrections:
+    for obj in OBJECTIVES.names():
+        for corr in CORRECTIONS.names():
             out[f"method/{obj}+{corr}"] = _run(_bitstring({"objective": {"name": obj}, "correction": {"name": corr}}))
-    for obj in ("grpo", "reinforce", "ppo"):
-        for base in ("opob", "optimal", "ema", "leave_one_out"):
-            key = "advantage" if obj == "ppo" else "baseline"
-            if obj == "grpo" and base not in ("opob",):
-                continue
-            if obj == "ppo" and base != "opob":
-                continue
-            out[f"method/{obj}:{base}"] = _run(_bitstring({"objective": {"name": obj, key: base}}))
+    baselines = [("grpo", "baseline", "opob"), ("ppo", "advantage", "opob")]
+    baselines += [("reinforce", "baseline", b) for b in ("opob", "optimal", "ema", "leave_one_out")]
+    for obj, key, base in baselines:
+        out[f"method/{obj}:{base}"] = _run(_bitstring({"objective": {"name": obj, key: base}}))
     gac_variants = [
         {},
         {"placement": "post_optimizer"},
@@ -115,23 +108,14 @@ def methods() -> dict[str, str]:
     for i, knobs in enumerate(gac_variants):
         out[f"stabilizer/gac{i}"] = _run(_bitstring({"stabilizers": [{"name": "gac", "c_thr": 0.1, **knobs}],
                                                      "optimizer": {"grad_clip": 1.0}}))
-    for name in stabilizers:
-        if name == "gac":
-            continue
-        out[f"stabilizer/{name}"] = _run(_bitstring({"stabilizers": [{"name": name}]}))
+    for name in STABILIZERS.names():
+        if name != "gac":
+            out[f"stabilizer/{name}"] = _run(_bitstring({"stabilizers": [{"name": name}]}))
     for rule in ("polynomial", "threshold", "delay_adaptive", "drop"):
         out[f"stabilizer/staleness_lr:{rule}"] = _run(_bitstring({"stabilizers": [{"name": "staleness_lr", "rule": rule,
                                                                                     "max_staleness": 1.0}]}))
     out["stabilizer/all"] = _run(_bitstring({"stabilizers": [{"name": "gac"}, {"name": "vcpo_lr"}, {"name": "staleness_lr"}]}))
     return out
-
-
-def _names(alg, family: str) -> list[str]:
-    for attr in (f"{family}_BY_NAME",):
-        if hasattr(alg, attr):
-            return list(getattr(alg, attr))
-    reg = getattr(alg, family)
-    return list(reg.names())
 
 
 def systems() -> dict[str, str]:
@@ -186,10 +170,9 @@ def main() -> int:
         print(f"{len(prints)} fingerprints written to {args.out}")
     if args.compare:
         old = json.loads(args.compare.read_text())
-        keys = sorted(set(old) | set(prints))
-        keys = [k for k in keys if k.split("/")[0] in {p.rstrip("s") if p != "checks" else "check" for p in parts}
-                or k.split("/")[0] in ("scenario", "method", "stabilizer", "system", "check")]
-        diff = [k for k in keys if old.get(k) != prints.get(k) and (k in prints or k.split("/")[0] in _prefixes(parts))]
+        prefixes = tuple(x for p in parts for x in PREFIXES[p])
+        keys = sorted(k for k in set(old) | set(prints) if k.startswith(prefixes))
+        diff = [k for k in keys if old.get(k) != prints.get(k)]
         for k in diff:
             print(f"DIFFERENT {k}: {old.get(k, '<missing>')[:70]} -> {prints.get(k, '<missing>')[:70]}")
         same = len([k for k in prints if old.get(k) == prints[k]])
@@ -198,9 +181,7 @@ def main() -> int:
     return 0
 
 
-def _prefixes(parts: list[str]) -> set[str]:
-    return {{"shipped": "scenario", "methods": "method", "systems": "system", "checks": "check"}[p] for p in parts} | (
-        {"stabilizer"} if "methods" in parts else set())
+PREFIXES = {"shipped": ("scenario/",), "methods": ("method/", "stabilizer/"), "systems": ("system/",), "checks": ("check/",)}
 
 
 if __name__ == "__main__":

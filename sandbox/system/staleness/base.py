@@ -21,7 +21,8 @@ per step. Each control is one module of this package, its config next to its cla
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -42,13 +43,12 @@ class Admission:
     target_step: int | None = None
 
 
-@dataclass
-class Take:
-    """One attempt of the learner to take a batch."""
+class Take(NamedTuple):
+    """One attempt of the learner to take a batch (a named tuple: one is made on every wake-up)."""
 
     batch: list | None
     """The jobs consumed by the step, or ``None``: wait for more."""
-    dropped: list = field(default_factory=list)
+    dropped: list
     """Jobs removed from the buffer as over-stale during this attempt, in buffer order."""
 
 
