@@ -45,6 +45,11 @@ class PolicyLossInput:
     """Version of the learner weights the gradient is taken at."""
     extras: dict = field(default_factory=dict)
     """Method-specific inputs (e.g. per-trajectory gradient norms for VCPO's OPOB)."""
+    advantages: Tensor | None = None
+    """``(..., N)`` per-response advantages computed elsewhere, used as given (the objective's own
+    advantages are skipped, and so is the group-size check). For trainers that compute advantages over
+    whole groups at generation time and then train on shuffled micro-batches (TRL's GRPOTrainer,
+    ``docs/promotion.md#trl``). ``None``: the objective computes them from ``rewards`` and the groups."""
 
     @property
     def fmask(self) -> Tensor:

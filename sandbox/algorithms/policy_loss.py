@@ -83,16 +83,18 @@ class PolicyLoss:
         log_w = (anchor - mu) * fmask if decoupled else log_rho
         log_seq_rho = seq_sum(log_rho, fmask)
 
-        adv, metrics = self.advantages(inp, log_seq_rho)
+        injected = inp.advantages is not None
+        adv, metrics = (inp.advantages, {}) if injected else self.advantages(inp, log_seq_rho)
         adv = adv.detach()
         metrics.update(
             {
                 "reward/mean": inp.rewards.detach().mean(-1),
                 "adv/mean": adv.mean(-1),
                 "adv/std": adv.std(-1, unbiased=False),
-                "adv/zero_var_groups": A.zero_variance_group_frac(inp.rewards.detach(), inp.group_size),
             }
         )
+        if not injected:
+            metrics["adv/zero_var_groups"] = A.zero_variance_group_frac(inp.rewards.detach(), inp.group_size)
         metrics.update(is_metrics(log_rho, fmask))
         if decoupled:
             metrics["ppo/kl"] = token_mean((anchor - logp.detach()) * fmask, fmask)

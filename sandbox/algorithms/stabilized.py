@@ -10,6 +10,7 @@ state (SGD, momentum, Adam, AdamW incl. decoupled weight decay): the parameters 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import torch
@@ -19,7 +20,7 @@ from torch import Tensor
 from ._tensor import replica_sum, replica_view
 from .stabilizers import STABILIZERS, STAGES, StepContext
 
-__all__ = ["StabilizedOptimizer", "StepContext", "build_stabilizers"]
+__all__ = ["PendingStep", "StabilizedOptimizer", "StepContext", "build_stabilizers"]
 
 
 def build_stabilizers(cfgs: Iterable) -> list:
@@ -89,74 +90,133 @@ class StabilizedOptimizer:
 
     @torch.no_grad()
     def step(self, context: StepContext | None = None) -> dict[str, Tensor]:
-        rd = self.replica_dims
-        params = [p for p in self.params if p.grad is not None]
-        metrics: dict[str, Tensor] = {}
-        if not params:
-            return metrics
-        grads = [p.grad for p in params]
-        metrics["grad/norm"] = sum(replica_sum(g * g, rd) for g in grads).sqrt()
-        rshape = metrics["grad/norm"].shape
-
-        gradient = self._stage("gradient")
-        update = self._stage("update")
-        lr_rules = self._stage("lr")
-        skip = torch.zeros(rshape, dtype=torch.bool, device=grads[0].device)
-
-        def run_transforms(stabs, vecs):
-            nonlocal skip
-            for s in stabs:
-                vecs, sk, m = s.transform(vecs, rd, context)
-                metrics.update(m)
-                if sk is not None:
-                    if not s.can_skip:
-                        raise RuntimeError(f"{type(s).__name__} returned a skip mask but declares can_skip = False")
-                    skip = skip | sk
-            return vecs
-
-        grads = run_transforms([s for s in gradient if s.before_clip], grads)
+        pending = self.begin(context)
+        if pending is None:
+            return {}
+        self.gradient_stage(pending, before_clip=True)
         if self.max_grad_norm is not None:
-            grads = self._clip(grads, metrics)
-        grads = run_transforms([s for s in gradient if not s.before_clip], grads)
+            pending.grads = self._clip(pending.grads, pending.metrics)
+        self.gradient_stage(pending, before_clip=False)
+        self.prepare_update(pending)
+        if not pending.all_skip:
+            self.optimizer.step()
+        return self.finish(pending)
+
+    # --------------------------------------------------------------------------------- the phases
+    # ``step`` is these phases in order; a trainer that owns the clipping and the ``optimizer.step()``
+    # call (TRL's, via optimizer hooks: ``sandbox.integrations.step_hooks``) runs them around its own.
+
+    @torch.no_grad()
+    def begin(self, context: StepContext | None) -> "PendingStep | None":
+        """Start a step: the parameters that have gradients and ``grad/norm``; None if none has one."""
+        params = [p for p in self.params if p.grad is not None]
+        if not params:
+            return None
+        grads = [p.grad for p in params]
+        metrics: dict[str, Tensor] = {"grad/norm": sum(replica_sum(g * g, self.replica_dims) for g in grads).sqrt()}
+        skip = torch.zeros(metrics["grad/norm"].shape, dtype=torch.bool, device=grads[0].device)
+        return PendingStep(context, params, grads, metrics, skip)
+
+    @torch.no_grad()
+    def gradient_stage(self, pending: "PendingStep", before_clip: bool) -> None:
+        """Run the gradient-stage transforms placed before (or after) the global-norm clipping."""
+        stabs = [s for s in self._stage("gradient") if s.before_clip == before_clip]
+        pending.grads = self._run_transforms(stabs, pending.grads, pending)
+
+    @torch.no_grad()
+    def prepare_update(self, pending: "PendingStep", step_always_runs: bool = False) -> None:
+        """Write the edited gradients into ``p.grad``, evaluate the lr-stage multipliers and snapshot what
+        ``finish`` needs. ``step_always_runs``: the caller cannot withhold ``optimizer.step()`` (a hook), so
+        a skip decided here (gradient stage) is undone afterwards by restoring every tensor of the optimizer
+        state too, as if the step had not been called; an update-stage skip is handled as in :meth:`step`."""
+        rd, grads, metrics = self.replica_dims, pending.grads, pending.metrics
         metrics["grad/norm_clipped"] = sum(replica_sum(g * g, rd) for g in grads).sqrt()
-        for p, g in zip(params, grads):
+        for p, g in zip(pending.params, grads):
             if p.grad is not g:
                 p.grad.copy_(g)
-
+        rshape = metrics["grad/norm"].shape
         scale = torch.ones(rshape, dtype=grads[0].dtype, device=grads[0].device)
-        for s in lr_rules:
-            sc, m = s.lr_scale(context, rd)
+        for s in self._stage("lr"):
+            sc, m = s.lr_scale(pending.context, rd)
             metrics.update(m)
             scale = scale * torch.as_tensor(sc, dtype=scale.dtype, device=scale.device).expand(rshape)
         metrics["lr/scale"] = scale
-
-        all_skip = bool(skip.all())
+        pending.scale = scale
+        skip = pending.skip
+        pending.all_skip = bool(skip.all())
         any_skip = bool(skip.any())
-        need_snapshot = bool(update) or any_skip or bool((scale != 1.0).any())
-        if not need_snapshot:
-            self.optimizer.step()
-            metrics["step/skipped"] = skip.to(scale.dtype)
-            return metrics
-
-        before = [p.detach().clone() for p in params]
-        saved_state = {}
+        update = self._stage("update")
+        pending.snapshot = bool(update) or any_skip or bool((scale != 1.0).any())
+        if not pending.snapshot:
+            return
+        pending.before = [p.detach().clone() for p in pending.params]
         update_can_skip = any(s.can_skip for s in update)
-        if (any_skip and not all_skip) or update_can_skip:
-            for p in params:
+        if step_always_runs and any_skip:
+            pending.restore_all = True
+            for p in pending.params:
                 st = self.optimizer.state.get(p, {})
-                saved_state[p] = {k: v.clone() for k, v in st.items() if torch.is_tensor(v) and v.shape == p.shape}
-        if not all_skip:
-            self.optimizer.step()
-        deltas = [p - b for p, b in zip(params, before)]
-        deltas = run_transforms(update, deltas)
-        keep = (~skip).to(scale.dtype)
-        factor = scale * keep
-        for p, b, d in zip(params, before, deltas):
+                pending.saved_state[p] = {k: v.clone() for k, v in st.items() if torch.is_tensor(v)}
+        elif (any_skip and not pending.all_skip) or update_can_skip:
+            for p in pending.params:
+                st = self.optimizer.state.get(p, {})
+                pending.saved_state[p] = {k: v.clone() for k, v in st.items() if torch.is_tensor(v) and v.shape == p.shape}
+
+    @torch.no_grad()
+    def finish(self, pending: "PendingStep") -> dict[str, Tensor]:
+        """After ``optimizer.step()``: update-stage transforms, ``θ = θ_before + s·Δ``, skipped replicas
+        restored. Returns the step's metrics."""
+        rd, metrics, skip = self.replica_dims, pending.metrics, pending.skip
+        if not pending.snapshot:
+            metrics["step/skipped"] = skip.to(pending.scale.dtype)
+            return metrics
+        params = pending.params
+        deltas = [p - b for p, b in zip(params, pending.before)]
+        deltas = self._run_transforms(self._stage("update"), deltas, pending)
+        skip = pending.skip
+        keep = (~skip).to(pending.scale.dtype)
+        factor = pending.scale * keep
+        for p, b, d in zip(params, pending.before, deltas):
             p.copy_(b + replica_view(factor, d, rd) * d)
-        if saved_state:
-            for p, st in saved_state.items():
+        for p, st in pending.saved_state.items():
+            state = self.optimizer.state[p]
+            if pending.restore_all:
+                if not bool(skip.all()):
+                    continue
+                for k in list(state):
+                    if torch.is_tensor(state[k]) and k not in st:
+                        del state[k]
                 for k, old in st.items():
-                    cur = self.optimizer.state[p][k]
-                    cur.copy_(torch.where(replica_view(skip, cur, rd), old, cur))
-        metrics["step/skipped"] = skip.to(scale.dtype)
+                    state[k] = old
+                continue
+            for k, old in st.items():
+                cur = state[k]
+                cur.copy_(torch.where(replica_view(skip, cur, rd), old, cur))
+        metrics["step/skipped"] = skip.to(pending.scale.dtype)
         return metrics
+
+    def _run_transforms(self, stabs: list, vecs: list[Tensor], pending: "PendingStep") -> list[Tensor]:
+        for s in stabs:
+            vecs, sk, m = s.transform(vecs, self.replica_dims, pending.context)
+            pending.metrics.update(m)
+            if sk is not None:
+                if not s.can_skip:
+                    raise RuntimeError(f"{type(s).__name__} returned a skip mask but declares can_skip = False")
+                pending.skip = pending.skip | sk
+        return vecs
+
+
+@dataclass
+class PendingStep:
+    """One optimizer step between :meth:`StabilizedOptimizer.begin` and :meth:`StabilizedOptimizer.finish`."""
+
+    context: StepContext | None
+    params: list[Tensor]
+    grads: list[Tensor]
+    metrics: dict[str, Tensor]
+    skip: Tensor
+    scale: Tensor | None = None
+    all_skip: bool = False
+    snapshot: bool = False
+    restore_all: bool = False
+    before: list[Tensor] = field(default_factory=list)
+    saved_state: dict = field(default_factory=dict)

@@ -63,11 +63,12 @@ LOSS_TYPE_OF_AGGREGATION = {
     "seq_mean_token_sum_norm": ("dr_grpo", "Σ m ℓ / (sequences · max_completion_length)"),
 }
 
-VCPO_INSTEAD = (
-    "export with --framework verl-vcpo (the mit-han-lab/vcpo verl fork, the only framework with VCPO), or run "
-    "the sandbox's torch components (sandbox.algorithms, shown in examples/plain_torch_loop.py) in your own "
-    "loop; a drop-in TRL integration is planned (issue 11) and does not exist yet"
+INTEGRATION = (
+    "sandbox.integrations.trl.SandboxGRPOTrainer, TRL 1.16's GRPOTrainer with the sandbox's implementation, "
+    "configured by the same entry as this scenario: SandboxGRPOTrainer(..., "
+    "sandbox=SandboxTRLConfig.from_scenario(<this scenario>)) (docs/promotion.md#trl)"
 )
+VCPO_INSTEAD = "train with " + INTEGRATION + ", or export with --framework verl-vcpo (the mit-han-lab/vcpo verl fork)"
 OPOB_NOTE = (
     "VCPO's off-policy optimal baseline needs per-trajectory gradient norms and the sequence IS weights; "
     "TRL always subtracts the plain group mean. Instead: " + VCPO_INSTEAD
@@ -99,11 +100,11 @@ class TRLExporter(Exporter):
         "sequence TIS": "partly: vllm_importance_sampling_mode = sequence_truncate, _clip_max = C (GRPOConfig only)",
         "masked IS / IcePop": "partly: vllm_importance_sampling_mode = token_mask or sequence_mask, _clip_min/_clip_max "
                               "(GRPOConfig only)",
-        "M2PO": "no equivalent",
+        "M2PO": "no key; sandbox.integrations.trl (SandboxGRPOTrainer) runs the sandbox's M2PO inside GRPOTrainer",
         "decoupled PPO": "partly: token level: vllm_importance_sampling_mode = token_mask, _clip_max = cap (GRPOConfig, "
                          "bypass form)",
-        "VCPO": "no equivalent: " + VCPO_INSTEAD,
-        "GAC": "no equivalent: no public code; the sandbox's torch component between backward and optimizer step",
+        "VCPO": "no key: " + VCPO_INSTEAD,
+        "GAC": "no key and no public code: " + INTEGRATION,
     }
 
     # ------------------------------------------------------------------------------------------
@@ -669,11 +670,10 @@ def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
 _CORRECTION_GAP = {
     "geo_mis": "GRPOTrainer's sequence modes use the product of the token ratios, not their geometric mean. Instead: "
                "verl (rollout_rs = seq_mean_k1) or the sandbox's 'mis' at sequence level",
-    "m2po_mask": "no second-moment token mask in TRL. Instead: AReaL (actor.m2_threshold) or the sandbox's torch loss",
-    "m2po_clipband": "no adaptive M2PO clip band in TRL. Instead: the official M2PO code (a verl fork) or the "
-                     "sandbox's torch loss",
-    "bapo": "no adaptive clip bounds in TRL. Instead: the BAPO code (WooooDyy/BAPO) or the sandbox's torch loss",
-    "topr": "no reward-sign tapering in TRL. Instead: ROLL (topr) or the sandbox's torch loss",
+    "m2po_mask": "no second-moment token mask in TRL. Instead: " + INTEGRATION + ", or AReaL (actor.m2_threshold)",
+    "m2po_clipband": "no adaptive M2PO clip band in TRL. Instead: " + INTEGRATION,
+    "bapo": "no adaptive clip bounds in TRL. Instead: " + INTEGRATION + ", or the BAPO code (WooooDyy/BAPO)",
+    "topr": "no reward-sign tapering in TRL. Instead: " + INTEGRATION + ", or ROLL (topr)",
     "dppo_mask": "no probability-difference mask or (log ρ)² penalty in TRL. Instead: prime-rl's default loss",
 }
 
@@ -786,13 +786,10 @@ _CORRECTION_MAPPERS = {
 
 _STABILIZER_GAP = {
     "vcpo_lr": "VCPO's ESS-driven learning-rate scaling. Instead: " + VCPO_INSTEAD,
-    "gac": "GAC has no public code (arXiv 2603.01501 only). Instead: place the sandbox's torch component "
-           "(sandbox.algorithms.StabilizedOptimizer with GACConfig) between backward and the optimizer step of TRL's "
-           "trainer, e.g. in a GRPOTrainer subclass or an optimizer passed through optimizers=(...); no such "
-           "integration ships with the sandbox",
-    "staleness_lr": "staleness-aware learning-rate rules have no TRL key. Instead: the sandbox's torch component "
-                    "(sandbox.algorithms.StabilizedOptimizer with StalenessLRConfig) between backward and the "
-                    "optimizer step, fed with each batch's staleness",
+    "gac": "GAC has no public code (arXiv 2603.01501 only). Instead: " + INTEGRATION + "; it runs GAC after TRL's "
+           "gradient clipping (before it with clip_order = project_then_clip) through the optimizer's step hooks",
+    "staleness_lr": "staleness-aware learning-rate rules have no TRL key. Instead: " + INTEGRATION + "; the lag is "
+                    "counted in optimizer steps since each completion was generated",
 }
 
 

@@ -190,12 +190,18 @@ def test_objectives_async_grpo_cannot_run_are_one_gap():
     assert "algorithm.objective" in gaps(scenario(algorithm__objective={"name": "tba"}))
 
 
-def test_opob_and_vcpo_point_to_the_fork_and_never_claim_a_trl_integration():
+def test_opob_vcpo_and_gac_point_to_the_trl_integration_that_exists():
     exp = export(VARIANTS["lm_mission:vcpo"])
     notes = {r.source.split(" + ")[0]: r.note for r in exp.plan.gaps()}
     for key in ("algorithm.objective.baseline", "algorithm.stabilizers[0]"):
-        assert "verl-vcpo" in notes[key] and "does not exist yet" in notes[key]
-    assert "sandbox" in notes["algorithm.stabilizers[0]"]
+        assert "SandboxGRPOTrainer" in notes[key] and "verl-vcpo" in notes[key]
+        assert "docs/promotion.md#trl" in notes[key]
+    gac = export(scenario("quickstart:sync", algorithm__stabilizers=[{"name": "gac"}]))
+    gac_notes = {r.source: r.note for r in gac.plan.gaps()}
+    assert "SandboxGRPOTrainer" in gac_notes["algorithm.stabilizers[0]"]
+    from sandbox.integrations.trl import SandboxGRPOTrainer, SandboxTRLConfig  # what the notes name is real
+
+    assert callable(SandboxTRLConfig.from_scenario) and issubclass(SandboxGRPOTrainer, __import__("trl").GRPOTrainer)
 
 
 # ------------------------------------------------------------------------------------------------

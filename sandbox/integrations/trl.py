@@ -1,0 +1,359 @@
+"""The sandbox's stabilizers, corrections and baselines inside TRL's ``GRPOTrainer`` (trl 1.16):
+:class:`SandboxGRPOTrainer`, configured by :class:`SandboxTRLConfig` with the same config models as a
+scenario's ``[algorithm]`` table (``docs/promotion.md#trl``).
+
+What it adds to ``GRPOTrainer`` (each off unless configured, except the monitors):
+
+* **Stabilizers** (GAC with every knob, VCPO's ESS learning-rate rule, the staleness LR rule,
+  gradient-norm skipping): attached to the trainer's own optimizer by
+  :class:`~sandbox.integrations.step_hooks.StabilizerHooks`, after the trainer's gradient clipping
+  (before it for GAC ``project_then_clip``). The batch ESS they read is VCPO's: ``(Σw)²/(BΣw²)`` over the
+  unclipped sequence weights ``w_i = exp(Σ_t log π_θ − log μ)`` of every completion of the optimizer step
+  (all gradient-accumulation micro-batches, gathered across processes).
+* **A sandbox objective and correction** (M2PO, MIS, IcePop, TOPR, geo-MIS, BAPO, ...): the micro-batch
+  loss is the sandbox's :class:`~sandbox.algorithms.policy_loss.PolicyLoss` instead of TRL's, divided
+  by the gradient-accumulation steps as TRL does. Advantages are the objective's (VCPO's OPOB
+  included), computed over whole groups when the completions are generated, because TRL shuffles the
+  generation batch into micro-batches afterwards.
+* **Monitors**, logged through the trainer's own logger under the sandbox's names: ``is/ess_ratio``
+  (per optimizer step), ``is/chi2``, ``is/kl_k3``, ``staleness/mean`` and ``staleness/max`` (optimizer
+  steps between a completion's generation and its use), ``grad/norm``, ``grad/cos_prev``, ``lr/scale``,
+  ``step/skipped`` and each stabilizer's and correction's own metrics.
+
+Behaviour policy μ: the sampler's log-probs (``sampling_per_token_logps``, vLLM) when present, else the
+trainer's log-probs at generation time (``old_per_token_logps``, present whenever a generation batch
+serves several optimizer steps), else the current log-probs (on-policy). With vLLM the trainer's
+recompute is π_prox (decoupled mode, ``docs/methods/objectives.md#composition``) and TRL's own vLLM
+importance-sampling factor is not applied on top of a sandbox correction.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..algorithms import CorrectionConfig, ObjectiveConfig, StabilizerConfig, StepContext, build_policy_loss
+from ..algorithms.api import SEQ_GRAD_KEY, PolicyLossInput
+from ..algorithms.diagnostics import ess_ratio_from_log_weights, is_metrics
+from ..algorithms.objectives import GRPOConfig, Objective
+from ..algorithms.opob import logit_space_grad_sq_norm
+from .step_hooks import StabilizerHooks, check_full_gradients
+
+try:
+    import trl
+    from trl import GRPOTrainer
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "sandbox.integrations.trl needs TRL 1.16: pip install -c constraints-cpu.txt -e \".[trl]\""
+    ) from err
+
+__all__ = ["SUPPORTED_TRL", "SandboxGRPOTrainer", "SandboxTRLConfig", "check_trl_version"]
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_TRL = "1.16"
+"""The TRL minor release this integration overrides private methods of (``_compute_loss``,
+``_generate_and_score_completions``, ``_calculate_rewards``) and was tested against (1.16.0)."""
+
+LOSS_TYPE_AGGREGATION = {"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dapo": "token_mean"}
+"""TRL ``loss_type`` → the sandbox aggregation that reproduces it, for the objective derived from
+``GRPOConfig`` when only a correction is configured."""
+
+
+def check_trl_version(version: str | None = None) -> None:
+    """Refuse a TRL release other than :data:`SUPPORTED_TRL` (its private trainer methods may differ)."""
+    version = version or trl.__version__
+    if version.split(".")[:2] != SUPPORTED_TRL.split("."):
+        raise RuntimeError(
+            f"sandbox.integrations.trl supports trl {SUPPORTED_TRL}.x (tested with 1.16.0) but trl {version} is "
+            f"installed: pip install -c constraints-cpu.txt \"trl=={SUPPORTED_TRL}.0\""
+        )
+
+
+class SandboxTRLConfig(BaseModel):
+    """What the sandbox adds to TRL's GRPO trainer; the same config models as a scenario's ``[algorithm]``
+    (``docs/methods/``). Empty (the default): TRL's own training, bitwise, plus the monitors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    stabilizers: list[StabilizerConfig] = Field(
+        default_factory=list, description="Optimizer-level stabilizers in order (gac, vcpo_lr, staleness_lr, grad_norm_skip)."
+    )
+    objective: ObjectiveConfig | None = Field(
+        None,
+        description="A sandbox objective replacing TRL's loss and advantages (e.g. {name='grpo', baseline='opob'} for "
+        "VCPO's baseline); None = TRL's, or one derived from GRPOConfig when a correction is set.",
+    )
+    correction: CorrectionConfig | None = Field(
+        None, description="A sandbox off-policy correction (m2po_mask, mis, icepop, tis, ...); None = none."
+    )
+    grad_norms: Literal["exact", "logit_proxy"] = Field(
+        "exact",
+        description="Per-completion ‖∇ log π(y)‖² for OPOB: 'exact' (one backward per completion, as VCPO does) or "
+        "'logit_proxy' (Σ_t 1 − 2π(y_t) + Σ_b π(b)², one forward; verl's optimal_token_baseline quantity).",
+    )
+    grad_cosine: bool = Field(
+        True, description="Log grad/cos_prev, the cosine of consecutive raw gradients (keeps one gradient-sized buffer)."
+    )
+
+    @field_validator("stabilizers")
+    @classmethod
+    def _one_per_kind(cls, stabilizers):
+        names = [s.name for s in stabilizers]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ValueError(f"entry [{i}] is a second '{name}' stabilizer; each kind may appear once")
+        return stabilizers
+
+    @classmethod
+    def from_scenario(cls, path: str | Path, overrides: list[str] | None = None, **extra) -> "SandboxTRLConfig":
+        """The objective, correction and stabilizers of a scenario file (after ``--set``-style overrides)."""
+        from ..scenario import load_scenario
+
+        scenario, _ = load_scenario(path, overrides)
+        alg = scenario.algorithm
+        return cls(stabilizers=alg.stabilizers, objective=alg.objective, correction=alg.correction, **extra)
+
+
+class SandboxGRPOTrainer(GRPOTrainer):
+    """``trl.GRPOTrainer`` with the sandbox's methods (module docstring). Takes every argument of
+    ``GRPOTrainer`` plus ``sandbox``: a :class:`SandboxTRLConfig` or its dict form.
+
+    Limits: text-only models; one process or DDP (no sharded gradients); with a sandbox objective,
+    TRL's KL term (``beta``), entropy bonus, entropy masking, ``delta`` and off-policy masking are refused
+    (the sandbox has its own: objectives' ``beta_kl`` is not wired here, ``opsm`` is a correction)."""
+
+    def __init__(self, *args, sandbox: SandboxTRLConfig | dict | None = None, **kwargs):
+        check_trl_version()
+        self.sandbox = sandbox if isinstance(sandbox, SandboxTRLConfig) else SandboxTRLConfig.model_validate(sandbox or {})
+        self._stabilizer_hooks: StabilizerHooks | None = None
+        self._window_log_w: list[torch.Tensor] = []
+        self._window_lag: list[torch.Tensor] = []
+        self._rewards_per_func: torch.Tensor | None = None
+        self._capture_logps = False
+        self._captured_logps: torch.Tensor | None = None
+        grpo_args = kwargs.get("args", args[2] if len(args) > 2 else None)
+        if grpo_args is not None:
+            self._build_policy_loss(grpo_args)  # refuse a bad combination before TRL loads any model
+        super().__init__(*args, **kwargs)
+        self._policy_loss = self._build_policy_loss(self.args)
+        # TRL's dapo (its default loss type) divides each micro-batch's token sum by the generation batch's
+        # mean tokens per micro-batch, not by the micro-batch's own count: a derived dapo objective does too.
+        self._dapo_normalizer = self.sandbox.objective is None and self.args.loss_type == "dapo"
+        if self._policy_loss is not None and self.args.use_vllm and self.args.vllm_importance_sampling_correction:
+            logger.warning("sandbox objective active: TRL's vLLM importance-sampling factor is not applied; the "
+                           "sampler's log-probs are the behaviour policy of the sandbox correction")
+
+    # ------------------------------------------------------------------------------ configuration
+    def _build_policy_loss(self, args):
+        cfg = self.sandbox
+        objective = cfg.objective
+        if objective is None and cfg.correction is None:
+            return None
+        if objective is None:
+            if args.loss_type not in LOSS_TYPE_AGGREGATION or args.scale_rewards == "batch":
+                raise ValueError(
+                    f"sandbox.correction needs an objective: GRPOConfig.loss_type={args.loss_type!r} with "
+                    f"scale_rewards={args.scale_rewards!r} has no sandbox equivalent; set sandbox.objective "
+                    f"(loss types mapped: {sorted(LOSS_TYPE_AGGREGATION)} with scale_rewards 'group' or 'none')"
+                )
+            objective = GRPOConfig(
+                eps_low=args.epsilon, eps_high=args.epsilon if args.epsilon_high is None else args.epsilon_high, eps_std=1e-4,
+                normalize_std=args.scale_rewards != "none", aggregation=LOSS_TYPE_AGGREGATION[args.loss_type],
+            )
+        refused = {
+            "beta": (args.beta, 0.0),
+            "importance_sampling_level": (args.importance_sampling_level, "token"),
+            "top_entropy_quantile": (args.top_entropy_quantile, 1.0),
+            "entropy_coef": (getattr(args, "entropy_coef", 0.0), 0.0),
+            "delta": (args.delta, None),
+            "off_policy_mask_threshold": (args.off_policy_mask_threshold, None),
+            "multi_objective_aggregation": (args.multi_objective_aggregation, "sum_then_normalize"),
+        }
+        for key, (value, needed) in refused.items():
+            if value != needed:
+                raise ValueError(
+                    f"GRPOConfig.{key} = {value!r} is applied inside TRL's loss, which a sandbox objective replaces; "
+                    f"set it to {needed!r} (the sandbox counterparts are objectives and corrections, docs/promotion.md#trl)"
+                )
+        loss = build_policy_loss(objective, cfg.correction)
+        if type(loss.objective_impl).full_loss is not Objective.full_loss or loss.needs_reference_logp:
+            raise ValueError(
+                f"sandbox.objective {objective.name!r} needs whole groups or a reference model inside the loss; "
+                "the TRL integration supports per-token surrogate objectives without a KL term"
+            )
+        return loss
+
+    def create_optimizer(self, model=None):
+        optimizer = super().create_optimizer(model) if model is not None else super().create_optimizer()
+        if self.sandbox.stabilizers or self.sandbox.grad_cosine:
+            check_full_gradients(self.accelerator.distributed_type)
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            self._stabilizer_hooks = StabilizerHooks(
+                self.optimizer, params, self.sandbox.stabilizers, context=self._step_context,
+                on_metrics=self._record_step_metrics, grad_cosine=self.sandbox.grad_cosine,
+            )
+        return optimizer
+
+    # ------------------------------------------------------------------------------ the optimizer step
+    def _clip_grad_norm(self, model):
+        if self._stabilizer_hooks is not None:
+            self._stabilizer_hooks.before_clip()
+        return super()._clip_grad_norm(model)
+
+    def _step_context(self) -> StepContext:
+        """VCPO's batch ESS over the whole optimizer step and every completion's lag; clears the window."""
+        ess = lag = None
+        if self._window_log_w:
+            log_w = self.accelerator.gather(torch.cat(self._window_log_w))
+            lag = self.accelerator.gather(torch.cat(self._window_lag)).double()
+            ess = ess_ratio_from_log_weights(log_w.double())
+            self._metrics["train"]["is/ess_ratio"].append(float(ess))
+            self._metrics["train"]["is/ess"].append(float(ess) * log_w.numel())
+        self._window_log_w, self._window_lag = [], []
+        return StepContext(ess_ratio=ess, staleness=lag)
+
+    def _record_step_metrics(self, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            self._metrics["train"][key].append(value)
+
+    # ------------------------------------------------------------------------------ generation
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        self._rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        return self._rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        n_local = output["completion_ids"].shape[0]
+        device = output["completion_ids"].device
+        output["sandbox_version"] = torch.full((n_local,), self.state.global_step, dtype=torch.long, device=device)
+        if self._policy_loss is not None:
+            output["advantages"], output["sandbox_rewards"] = self._objective_advantages(output)
+        return output
+
+    def _objective_advantages(self, output) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sandbox objective's advantages over the whole generation batch (every process's
+        completions, contiguous groups of ``num_generations``), sliced to this process."""
+        mode = "train" if self.model.training else "eval"
+        group = self.num_generations if mode == "train" else self.num_generations_eval
+        rpf = self._rewards_per_func
+        rewards = (rpf * self.reward_weights.to(rpf.device).unsqueeze(0)).nansum(dim=1)
+        unscorable = torch.isnan(rpf).all(dim=1)
+        if unscorable.any():  # TRL leaves them out of the baseline and zeroes their advantage: same here
+            grouped = torch.where(unscorable, torch.nan, rewards).view(-1, group)
+            fill = torch.nanmean(grouped, dim=1, keepdim=True).nan_to_num(0.0).expand_as(grouped).reshape(-1)
+            rewards = torch.where(unscorable, fill, rewards)
+        mask = output["completion_mask"].float()
+        sampling, old = output.get("sampling_per_token_logps"), output.get("old_per_token_logps")
+        log_w = ((old - sampling) * mask).sum(-1) if sampling is not None and old is not None else torch.zeros(mask.shape[0], device=mask.device)
+        log_w = self.accelerator.gather(log_w)
+        extras = {}
+        if self._policy_loss.needs_sequence_grad_norms:
+            extras[SEQ_GRAD_KEY] = self.accelerator.gather(self._sequence_grad_sq_norms(output))
+        n = rewards.shape[0]
+        placeholder = torch.zeros(n, 1, device=rewards.device)
+        inp = PolicyLossInput(logp=placeholder, behaviour_logp=placeholder, mask=torch.ones_like(placeholder),
+                              rewards=rewards.float(), group_size=group, extras=extras)
+        adv, _ = self._policy_loss.advantages(inp, log_w.to(rewards.device).float())
+        adv = torch.where(unscorable, torch.zeros_like(adv), adv)
+        n_local = output["completion_ids"].shape[0]
+        local = slice(self.accelerator.process_index * n_local, (self.accelerator.process_index + 1) * n_local)
+        return adv[local].detach(), rewards[local].float()
+
+    def _sequence_grad_sq_norms(self, output) -> torch.Tensor:
+        """``‖∇_θ Σ_t log π_θ(y_t|s_t)‖²`` per local completion (``grad_norms`` decides how)."""
+        model = self.accelerator.unwrap_model(self.model)
+        prompt_ids, completion_ids = output["prompt_ids"], output["completion_ids"]
+        ids = torch.cat([prompt_ids, completion_ids], 1)
+        attn = torch.cat([output["prompt_mask"], output["completion_mask"]], 1)
+        cmask = output["completion_mask"].float()
+        width = completion_ids.shape[1]
+        if self.sandbox.grad_norms == "logit_proxy":
+            with torch.no_grad():
+                logits = model(input_ids=ids, attention_mask=attn).logits[:, -width - 1 : -1].float() / self.temperature
+            return logit_space_grad_sq_norm(logits, completion_ids, cmask)
+        params = [p for p in model.parameters() if p.requires_grad]
+        norms = []
+        with torch.enable_grad():
+            for i in range(ids.shape[0]):
+                logps, _, _ = self._get_per_token_logps_and_entropies(model, ids[i : i + 1], attn[i : i + 1], width)
+                grads = torch.autograd.grad((logps * cmask[i : i + 1]).sum(), params, allow_unused=True)
+                norms.append(sum(g.float().pow(2).sum() for g in grads if g is not None))
+        return torch.stack(norms).detach()
+
+    # ------------------------------------------------------------------------------ the loss
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._capture_logps:
+            self._captured_logps = result[0].detach()
+        return result
+
+    def _compute_loss(self, model, inputs):
+        if self._policy_loss is None:
+            self._capture_logps = True
+            try:
+                loss = super()._compute_loss(model, inputs)
+            finally:
+                self._capture_logps = False
+            logps = self._captured_logps
+        else:
+            loss, logps = self._sandbox_loss(model, inputs)
+        if self.model.training:
+            self._record_batch(logps, inputs)
+        return loss
+
+    @staticmethod
+    def _behaviour(inputs, logps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(μ, π_prox or None)`` for a micro-batch (module docstring)."""
+        sampling, old = inputs.get("sampling_per_token_logps"), inputs.get("old_per_token_logps")
+        if sampling is not None:
+            return sampling, old
+        return (old if old is not None else logps.detach()), None
+
+    def _loss_mask(self, inputs) -> torch.Tensor:
+        mask = inputs["completion_mask"]
+        return mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
+
+    def _sandbox_loss(self, model, inputs) -> tuple[torch.Tensor, torch.Tensor]:
+        if "pixel_values" in inputs:
+            raise ValueError("SandboxGRPOTrainer with a sandbox objective supports text-only models")
+        completion_ids = inputs["completion_ids"]
+        input_ids = torch.cat([inputs["prompt_ids"], completion_ids], 1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+        logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.shape[1])
+        mask = self._loss_mask(inputs).to(logps.dtype)
+        behaviour, prox = self._behaviour(inputs, logps)
+        out = self._policy_loss(PolicyLossInput(
+            logp=logps, behaviour_logp=behaviour, mask=mask, rewards=inputs["sandbox_rewards"], group_size=1,
+            prox_logp=prox, advantages=inputs["advantages"],
+        ))
+        mode = "train" if self.model.training else "eval"
+        if self._dapo_normalizer:  # token mean → token sum / TRL's normaliser (grpo_trainer.py, trl 1.16)
+            normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if mode == "train":
+                normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation
+            loss = out.loss * mask.sum() / normalizer
+        else:
+            loss = out.loss / self.current_gradient_accumulation_steps if mode == "train" else out.loss
+        for key, value in out.metrics.items():
+            if not key.startswith(("is/", "reward/")):  # _record_batch logs the mismatch once
+                self._metrics[mode][key].append(self.accelerator.gather(value.detach().float().reshape(1)).mean().item())
+        return loss, logps.detach()
+
+    def _record_batch(self, logps: torch.Tensor, inputs) -> None:
+        """Add this micro-batch to the optimizer step's ESS window and log its mismatch and lags."""
+        mask = self._loss_mask(inputs).to(logps.dtype)
+        behaviour, _ = self._behaviour(inputs, logps)
+        log_rho = (logps - behaviour) * mask
+        self._window_log_w.append(log_rho.sum(-1).detach())
+        lag = self.state.global_step - inputs["sandbox_version"]
+        self._window_lag.append(lag)
+        metrics = {k: v for k, v in is_metrics(log_rho, mask).items() if not k.startswith("is/ess")}
+        metrics["staleness/mean"] = lag.float().mean()
+        metrics["staleness/max"] = lag.float().max()
+        for key, value in metrics.items():
+            reduce = self.accelerator.gather(value.float().reshape(1))
+            self._metrics["train"][key].append((reduce.max() if key.endswith("/max") else reduce.mean()).item())
