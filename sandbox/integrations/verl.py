@@ -8,8 +8,9 @@ sandbox's own :class:`~sandbox.algorithms.policy_loss.PolicyLoss` on verl's tens
 
 * **Advantages.** verl passes ``(B, T)`` advantages computed by its estimator; the sandbox needs one per
   response, so they are taken from the first valid token and must be constant along each response
-  (GRPO, RLOO, GRPO-pass@k, REINFORCE++-baseline, OPO, GPG broadcast one value). Token-varying
-  advantages (GAE, REINFORCE++, the optimal-token baseline) raise ``ValueError``.
+  (GRPO, RLOO, GRPO-pass@k, GDPO, REINFORCE++-baseline, OPO, GPG and ReMax broadcast one value;
+  verl's whitening keeps it constant). Token-varying advantages (GAE, REINFORCE++, the optimal-token
+  baseline) raise ``ValueError``.
 * **Behaviour policy μ.** In verl 0.9.1 the loss receives ``old_log_prob`` and ``rollout_is_weights``,
   never the rollout log-probs themselves (``verl/workers/utils/losses.py``: ``ppo_loss``).
   ``behaviour="old_log_prob"`` (default) is the sandbox's bypass mode, ``μ := old_log_prob``: exact when
@@ -93,8 +94,8 @@ def per_response_advantages(advantages: Tensor, mask: Tensor) -> Tensor:
         raise ValueError(
             "sandbox verl loss: advantages vary along response "
             f"{row} (min {float(spread.min()):.6g}, max {float(spread.max()):.6g}); the sandbox's losses need "
-            "one advantage per response (algorithm.adv_estimator grpo, rloo, grpo_passk, "
-            "reinforce_plus_plus_baseline, opo, gpg), not token-level ones (gae, reinforce_plus_plus, "
+            "one advantage per response (algorithm.adv_estimator grpo, rloo, grpo_passk, gdpo, "
+            "reinforce_plus_plus_baseline, opo, gpg, remax), not token-level ones (gae, reinforce_plus_plus, "
             "optimal_token_baseline)"
         )
     return adv

@@ -7,6 +7,7 @@ wheel or those packages the tests skip, and fail under CI.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -29,31 +30,36 @@ from sandbox.integrations.verl import (
 )
 
 
-def _unavailable(why: str):
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must be able to import verl's core_algos: {why}")
-    pytest.skip(f"verl core_algos unavailable here: {why}")
-
-
-@pytest.fixture(scope="module")
-def verl():
-    """``(core_algos, rollout_corr_helper, ActorConfig)`` of the pinned verl wheel, with every sandbox
-    correction registered under its default name."""
+@functools.lru_cache(maxsize=1)
+def _load_verl():
+    """``(modules, None)`` or ``(None, why)``; cached, so a missing package costs one import attempt."""
     from sandbox.export.validate.wheels import WheelUnavailable, unpacked_wheel
 
     try:
         root = str(unpacked_wheel("verl"))
     except WheelUnavailable as exc:
-        _unavailable(str(exc))
+        return None, str(exc)
     if root not in sys.path:
         sys.path.insert(0, root)
     try:
         from verl.trainer.ppo import core_algos, rollout_corr_helper
         from verl.workers.config import ActorConfig
     except ImportError as exc:
-        _unavailable(f"{exc} (install tensordict, pyvers<0.2, orjson and codetiming with the constraints file)")
+        return None, f"{exc} (install tensordict, pyvers<0.2, orjson and codetiming with the constraints file)"
     register_sandbox_losses()
-    return core_algos, rollout_corr_helper, ActorConfig
+    return (core_algos, rollout_corr_helper, ActorConfig), None
+
+
+@pytest.fixture(scope="module")
+def verl():
+    """``(core_algos, rollout_corr_helper, ActorConfig)`` of the pinned verl wheel, with every sandbox
+    correction registered under its default name."""
+    modules, why = _load_verl()
+    if modules is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must be able to import verl's core_algos: {why}")
+        pytest.skip(f"verl core_algos unavailable here: {why}")
+    return modules
 
 
 def actor_config(ActorConfig, **kw):
