@@ -1,1 +1,1 @@
-"""Hooks that run the sandbox's methods inside RL training frameworks (``docs/promotion.md``)."""
+"""The sandbox's methods inside the trainers people run on GPUs (``docs/promotion.md``)."""
