@@ -466,8 +466,10 @@ def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
             "dppo_mask": "verl 0.9.1's dppo_tv loss has the same Δp mask but no kl_tau·(log ρ)² term and clips the "
                          "ratio at clip_ratio_c, and it replaces the objective's PPO clip",
         }[c.name]
-        plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: train with the sandbox's torch components "
-                           "(sandbox.algorithms) or pick a correction verl has (tis, mis, geo_mis, icepop)")
+        plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: register the sandbox's own loss in verl "
+                           f"(sandbox.integrations.verl.register_sandbox_losses, then policy_loss.loss_mode=sandbox_{c.name}; "
+                           "group-constant advantages such as grpo or rloo; docs/promotion.md#verl-sandbox-losses-by-name) "
+                           "or pick a correction verl has (tis, mis, geo_mis, icepop)")
         _correction_off(plan, "the correction is not exported (see the gap above)")
 
 
@@ -730,7 +732,7 @@ class VerlExporter(Exporter):
         "sequence TIS": f"partly: {CORR}.rollout_is = sequence + rollout_is_threshold (REINFORCE objective only)",
         "masked IS / IcePop": f"partly: {CORR}.rollout_is_threshold = 'lo_hi', rollout_rs = seq_sum_k1 | seq_mean_k1 "
                               "(REINFORCE objective only)",
-        "M2PO": "no equivalent: official M2PO fork of verl only",
+        "M2PO": "no key (official M2PO fork of verl only); loss_mode=sandbox_m2po_mask via sandbox.integrations.verl",
         "decoupled PPO": "partly: token level with the REINFORCE objective only (rollout_is = token, '1e-9_cap'); with a PPO "
                          "objective no equivalent",
         "VCPO": "no equivalent: use --framework verl-vcpo",
