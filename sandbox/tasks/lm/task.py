@@ -7,7 +7,11 @@ at the end token or at ``max_new_tokens``; padding after the end holds token 0, 
 fresh samples the learner/behaviour ratio is exactly 1 (up to float rounding of cached vs uncached
 attention).
 
-Weights: the learner's parameters are the transformer's ``named_parameters`` with a leading replica
+Model: ``task.model`` is the builtin transformer (:mod:`sandbox.models.transformer`) or, with
+``backend = "hf"``, a Hugging Face causal LM (:mod:`sandbox.models.hf`); both run through the same
+code below (:meth:`LMTask.forward_fn`, :meth:`LMTask.new_module`).
+
+Weights: the learner's parameters are the module's ``named_parameters`` with a leading replica
 dim of size 1, kept on the CPU in float32 (the learner, the optimizer and the weight store work
 there); every forward copies them to ``task.device`` / ``task.dtype`` differentiably and runs the
 module through ``torch.func.functional_call``. Only ``replicas = 1`` is supported.
