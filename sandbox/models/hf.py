@@ -27,8 +27,10 @@ follows a response's end, and causal attention never looks ahead). Parameters go
 
 Attention defaults to ``attn_implementation = "eager"`` (the written-out softmax(QK^T)V): it runs on
 every device and dtype, and ``torch.func.vmap(grad(...))`` over sequences (VCPO's OPOB baseline)
-works with it. ``"sdpa"`` (``torch.nn.functional.scaled_dot_product_attention``) also passes the
-per-sequence gradient test here on CPU (torch 2.13), and is faster on GPUs.
+works with it. ``"sdpa"`` (``torch.nn.functional.scaled_dot_product_attention``) gives the same
+per-sequence gradients on the CPU, but torch 2.13 has no vmap batching rule for its CPU kernel and
+falls back to a slow per-sample loop (a warning says so); on CUDA it is faster for sampling and
+untested under vmap.
 
 ``transformers`` is imported lazily; without it, asking for this backend is a validation error that
 names ``task.model.backend`` and the install command (:data:`INSTALL`).
@@ -48,7 +50,6 @@ from torch.func import functional_call
 
 INSTALL = 'pip install -c constraints-cpu.txt -e ".[hf]"'
 """Install command of the optional dependency (the ``hf`` extra)."""
-
 
 
 def require_transformers():
@@ -216,7 +217,7 @@ def task_config(spec: HFModelConfig, vocab_size: int, max_positions: int, eos_id
             return fill_config(cfg, spec.config, vocab_size, max_positions, eos_id)
         except ValueError as exc:
             raise ValueError(f"task.model.config: {exc}") from None
-    cfg = checkpoint_config(spec.path)
+    cfg = checkpoint_config(str(Path(spec.path).expanduser()))
     if cfg.vocab_size < vocab_size:
         raise ValueError(
             f"task.model.path: the checkpoint's vocabulary ({cfg.vocab_size}) is smaller than the character tokenizer's ({vocab_size})"
@@ -241,9 +242,13 @@ def build_module(spec: HFModelConfig, cfg, gen: torch.Generator | None) -> nn.Mo
             torch.manual_seed(seed)
             model = auto.from_config(cfg, attn_implementation=spec.attn_implementation, dtype=torch.float32)
     else:
-        model = auto.from_pretrained(
-            spec.path, local_files_only=True, attn_implementation=spec.attn_implementation, dtype=torch.float32
-        )
+        try:
+            model = auto.from_pretrained(
+                str(Path(spec.path).expanduser()), local_files_only=True, attn_implementation=spec.attn_implementation,
+                dtype=torch.float32,
+            )
+        except Exception as exc:  # missing or unreadable weight files, architecture errors
+            raise ValueError(f"task.model.path: cannot load the checkpoint {spec.path!r}: {_short(exc)}") from None
         if model.get_input_embeddings().weight.shape[0] != cfg.vocab_size:
             model.resize_token_embeddings(cfg.vocab_size, mean_resizing=False)
         for name in ("eos_token_id", "pad_token_id", "bos_token_id"):

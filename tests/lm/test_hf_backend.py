@@ -99,6 +99,11 @@ def test_missing_checkpoint_errors(tmp_path):
     assert "task.model.path" in msg and "does not exist" in msg
     msg = errors_of({"backend": "hf", "path": str(tmp_path)})
     assert "task.model.path" in msg and "no config.json" in msg
+    from transformers import AutoConfig
+
+    AutoConfig.for_model(**LLAMA).save_pretrained(tmp_path / "no_weights")  # a config but no weight file
+    with pytest.raises(ValueError, match=r"task\.model\.path: cannot load the checkpoint"):
+        LMTask(task_cfg(model=dict(backend="hf", path=str(tmp_path / "no_weights"))))
 
 
 def test_missing_transformers_names_the_backend_and_the_install_command(monkeypatch):
@@ -176,13 +181,15 @@ def test_hf_generate_and_partial_continuation_are_on_policy():
     assert all(v.grad is not None and bool(v.grad.abs().sum() > 0) for v in leaf.values())
 
 
-@pytest.mark.parametrize("arch", ["llama", "gpt2"])
-def test_hf_opob_grad_norms_equal_per_sequence_backward(arch):
+@pytest.mark.filterwarnings("ignore:There is a performance drop")  # sdpa: torch's per-sample vmap fallback
+@pytest.mark.parametrize("arch, attn", [("llama", "eager"), ("gpt2", "eager"), ("llama", "sdpa")])
+def test_hf_opob_grad_norms_equal_per_sequence_backward(arch, attn):
     """vmap(grad) per-sequence squared gradient norms (VCPO's OPOB input) equal one backward() per
     sequence; float32 relative 1e-4 (sums of ~10^4 squared entries)."""
     from sandbox.algorithms import per_sequence_grad_sq_norms
 
-    task, params = random_task(ARCHS[arch])
+    task, params = random_task(model=dict(backend="hf", config=ARCHS[arch], attn_implementation=attn))
+    assert task.model.config._attn_implementation == attn
     gen = torch.Generator().manual_seed(0)
     ro = task.generate(params, task.new_group(6, gen), gen, 0)
     norms = per_sequence_grad_sq_norms(task.sequence_logprob, params, task.sequence_inputs(ro), replica_dims=1)
