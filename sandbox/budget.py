@@ -234,19 +234,27 @@ def _shape(task) -> _Shape:
         prob, m = task.problem, task.model
         P = prob.prompt_len
         T = task.max_new_tokens or prob.max_answer_len + 2
-        V = m.vocab_size or CharTokenizer().vocab_size
-        S = m.max_seq_len or P + T
-        d, L, ff = m.d_model, m.n_layers, m.ff
-        per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d)
-        params = V * d + S * d + L * per_layer + 2 * d + (0 if m.tie_embeddings else d * V)
         seq = P + T
+        if m.backend == "hf":
+            from .models import hf
+
+            V = CharTokenizer().vocab_size
+            sizes = hf.shape(m, V, seq)  # exact parameter count from the module built on the meta device
+            d, L, ff, heads, params = sizes["d"], sizes["L"], sizes["ff"], sizes["heads"], sizes["params"]
+        else:
+            V = m.vocab_size or CharTokenizer().vocab_size
+            S = m.max_seq_len or seq
+            d, L, ff, heads = m.d_model, m.n_layers, m.ff, m.n_heads
+            per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d)
+            params = V * d + S * d + L * per_layer + 2 * d + (0 if m.tie_embeddings else d * V)
         # saved for backward per position: per layer about 12 d + 2 ff + heads x seq (attention), logits
-        act_per_pos = (L * (12 * d + 2 * ff + 2 * m.n_heads * seq) + 4 * V) * 4
+        # (a gated MLP, as in llama, saves a third ff-wide activation: within the estimate's margin)
+        act_per_pos = (L * (12 * d + 2 * ff + 2 * heads * seq) + 4 * V) * 4
         data = (task.train_size + task.eval_size) * (P * 8 + 256)
         return _Shape(
             "lm", T, "task.max_new_tokens", P * 8, params, 4, RUNTIME_BYTES["lm"] + data,
             act_per_slot=act_per_pos * seq / max(T, 1),
-            lm={"P": P, "V": V, "d": d, "L": L, "ff": ff, "heads": m.n_heads, "seq": seq},
+            lm={"P": P, "V": V, "d": d, "L": L, "ff": ff, "heads": heads, "seq": seq},
         )
     raise ValueError(f"task.name: no budget model for {name!r}")  # pragma: no cover - every task has one
 

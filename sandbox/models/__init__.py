@@ -1,4 +1,6 @@
-"""Compact neural policies: a decoder-only transformer with KV-cache sampling (small LMs)."""
+"""Compact neural policies: a decoder-only transformer with KV-cache sampling (small LMs), and
+:mod:`.hf`, the adapter that runs a Hugging Face ``transformers`` causal LM through the same
+``Forward`` signature (optional dependency, imported lazily)."""
 
 from .transformer import Transformer, TransformerConfig, draw, sample, sequence_logprobs
 

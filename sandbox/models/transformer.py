@@ -16,7 +16,7 @@ step (the benchmark's baseline and the tests' reference).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +32,9 @@ class TransformerConfig(BaseModel):
     filled in by the task (its tokenizer and prompt + answer length)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    backend: Literal["builtin"] = Field(
+        "builtin", description="'builtin': this compact transformer (the default when task.model names no backend)."
+    )
     d_model: int = Field(64, ge=8, description="Residual width; 64 keeps a learner step in milliseconds on a CPU.")
     n_layers: int = Field(2, ge=1, description="Transformer blocks; 2 suffice for the synthetic tasks' short answers.")
     n_heads: int = Field(4, ge=1, description="Attention heads (d_model must be divisible by it).")

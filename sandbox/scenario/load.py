@@ -89,7 +89,9 @@ def _dotted_loc(loc: tuple, data: Any) -> str:
 
 
 def _looks_like_tag(item: str, node: dict) -> bool:
-    return item in {node.get("kind"), node.get("name")} or "[" in item or item.startswith("function-")
+    # task.model's union is keyed by "backend", which defaults to "builtin" when absent
+    tags = {node.get("kind"), node.get("name"), node.get("backend", "builtin")}
+    return item in tags or "[" in item or item.startswith("function-")
 
 
 def _describe(err: dict, data: dict) -> str:

@@ -13,15 +13,22 @@ TOML::
     [task]
     name = "lm"
     problem = { kind = "addition", digits = 3 }      # or countdown / sort / reverse
-    model = { d_model = 64, n_layers = 2, n_heads = 4 }
+    model = { d_model = 64, n_layers = 2, n_heads = 4 }  # builtin; or backend = "hf" (below)
     warmstart = { target_accuracy = 0.35 }           # the cached base model
     device = "cpu"                                   # or "cuda"; dtype = "float32" | "bfloat16" ...
+
+A Hugging Face ``transformers`` causal LM instead of the builtin transformer (optional dependency,
+:mod:`sandbox.models.hf`; ``scenarios/lm_mission_hf.toml``)::
+
+    model = { backend = "hf", config = { model_type = "llama", hidden_size = 64, num_hidden_layers = 2,
+              num_attention_heads = 4, intermediate_size = 128 } }
+    model = { backend = "hf", path = "/local/checkpoint" }   # its tokenizer is not used
 
 Commands::
 
     sandbox run scenarios/lm_mission.toml                                   # one seed, every variant
     python -m sandbox.sweep.mission scenarios/lm_mission.toml --seeds 0 1 2 # seeds + mission.png
-    python benchmarks/bench_lm.py                                           # KV cache, learner step split
+    python benchmarks/bench_lm.py [--backend hf]                            # KV cache, learner step split
 
 The base model is cached in ``$SANDBOX_CACHE_DIR`` (default ``~/.cache/async-rl-sandbox``).
 OPOB (VCPO's baseline) uses :meth:`LMTask.sequence_logprob` with per-trajectory inputs

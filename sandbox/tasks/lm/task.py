@@ -7,7 +7,11 @@ at the end token or at ``max_new_tokens``; padding after the end holds token 0, 
 fresh samples the learner/behaviour ratio is exactly 1 (up to float rounding of cached vs uncached
 attention).
 
-Weights: the learner's parameters are the transformer's ``named_parameters`` with a leading replica
+Model: ``task.model`` is the builtin transformer (:mod:`sandbox.models.transformer`) or, with
+``backend = "hf"``, a Hugging Face causal LM (:mod:`sandbox.models.hf`); both run through the same
+code below (:meth:`LMTask.forward_fn`, :meth:`LMTask.new_module`).
+
+Weights: the learner's parameters are the module's ``named_parameters`` with a leading replica
 dim of size 1, kept on the CPU in float32 (the learner, the optimizer and the weight store work
 there); every forward copies them to ``task.device`` / ``task.dtype`` differentiably and runs the
 module through ``torch.func.functional_call``. Only ``replicas = 1`` is supported.
@@ -21,13 +25,15 @@ Task page: ``docs/tasks.md#lm``.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal
+from typing import Annotated, Any, Literal, Union
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from torch import Tensor
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from torch import Tensor, nn
 from torch.func import functional_call
 
+from ...models import hf
+from ...models.hf import HFModelConfig
 from ...models.transformer import Transformer, TransformerConfig, sample, sequence_logprobs
 from ..base import TASKS, Params, PolicyTask
 from ..rollouts import Rollouts
@@ -38,6 +44,23 @@ from .warmstart import WarmStartConfig
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def _model_backend(v: Any) -> str | None:
+    backend = v.get("backend", "builtin") if isinstance(v, dict) else getattr(v, "backend", "builtin")
+    return backend if backend in ("builtin", "hf") else None
+
+
+ModelConfig = Annotated[
+    Union[Annotated[TransformerConfig, Tag("builtin")], Annotated[HFModelConfig, Tag("hf")]],
+    Discriminator(
+        _model_backend,
+        custom_error_type="invalid_backend",
+        custom_error_message="unknown backend; expected 'builtin' (the default: the compact transformer) or 'hf' (transformers)",
+    ),
+]
+"""``task.model``: the builtin transformer (no ``backend`` key, or ``backend = "builtin"``) or a
+Hugging Face causal LM (``backend = "hf"``)."""
+
+
 class LMTaskConfig(BaseModel):
     """A small language model on a synthetic task with a verifiable reward."""
 
@@ -46,7 +69,10 @@ class LMTaskConfig(BaseModel):
     problem: ProblemConfig = Field(
         default_factory=AdditionConfig, description="The synthetic task (kind = addition | countdown | sort | reverse)."
     )
-    model: TransformerConfig = Field(default_factory=TransformerConfig, description="Transformer architecture.")
+    model: ModelConfig = Field(
+        default_factory=TransformerConfig,
+        description="Policy network: the builtin transformer (default) or backend = 'hf' (a transformers causal LM).",
+    )
     warmstart: WarmStartConfig = Field(default_factory=WarmStartConfig, description="Supervised warm start (the base model).")
     train_size: int = Field(2000, ge=1, description="Train prompts (RL groups draw from them).")
     eval_size: int = Field(256, ge=1, description="Held-out prompts for eval/accuracy (disjoint from train).")
@@ -89,7 +115,7 @@ class LMTask(PolicyTask):
         if cfg.replicas != 1:
             raise ValueError("the LM task supports replicas = 1 only (run seeds for independent repeats)")
         if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"task.device = {cfg.device!r} but CUDA is not available")
+            raise ValueError(f"task.device = {cfg.device!r} but CUDA is not available (torch {torch.__version__}); use task.device = 'cpu'")
         self.cfg = cfg
         self.replicas = 1
         if cfg.threads is not None:
@@ -101,14 +127,18 @@ class LMTask(PolicyTask):
         self.max_len = self.max_new
         self.device = torch.device(cfg.device)
         self.dtype = DTYPES[cfg.dtype]
-        self.model_cfg = cfg.model.model_copy(
-            update={
-                "vocab_size": cfg.model.vocab_size or self.tokenizer.vocab_size,
-                "max_seq_len": cfg.model.max_seq_len or self.P + self.max_new,
-            }
-        )
-        if self.model_cfg.vocab_size < self.tokenizer.vocab_size or self.model_cfg.max_seq_len < self.P + self.max_new:
-            raise ValueError("task.model.vocab_size / max_seq_len are smaller than the task needs")
+        self.backend = cfg.model.backend
+        if self.backend == "hf":
+            self.model_cfg = hf.task_config(cfg.model, self.tokenizer.vocab_size, self.P + self.max_new, self.tokenizer.eos_id)
+        else:
+            self.model_cfg = cfg.model.model_copy(
+                update={
+                    "vocab_size": cfg.model.vocab_size or self.tokenizer.vocab_size,
+                    "max_seq_len": cfg.model.max_seq_len or self.P + self.max_new,
+                }
+            )
+            if self.model_cfg.vocab_size < self.tokenizer.vocab_size or self.model_cfg.max_seq_len < self.P + self.max_new:
+                raise ValueError("task.model.vocab_size / max_seq_len are smaller than the task needs")
         train, held = make_prompt_sets(self.problem, cfg.train_size, cfg.eval_size, cfg.prompt_seed)
         enc = lambda pairs: torch.tensor([self.tokenizer.encode(p) for p, _ in pairs], dtype=torch.long)  # noqa: E731
         self.train_prompts = [p for p, _ in train]
@@ -116,7 +146,10 @@ class LMTask(PolicyTask):
         self.train_answer_ids = [self.tokenizer.encode(a) + [self.tokenizer.eos_id] for _, a in train]
         self.eval_prompts = [p for p, _ in held]
         self.eval_ids = enc(held)
-        self.model = Transformer(self.model_cfg).to(device=self.device, dtype=self.dtype)
+        if self.backend == "hf":
+            self.model = hf.to_device(self.new_module(torch.Generator().manual_seed(0)), self.device, self.dtype)
+        else:
+            self.model = Transformer(self.model_cfg).to(device=self.device, dtype=self.dtype)
         self.model.eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -129,10 +162,23 @@ class LMTask(PolicyTask):
             names = [n for n, _ in self.model.named_parameters()]
             state = {n: state[n] for n in names}
         else:
-            m = Transformer(self.model_cfg)
-            m.reset_parameters(gen)
+            m = self.new_module(gen)
             state = {n: p.detach().clone() for n, p in m.named_parameters()}
         return {n: v.float().unsqueeze(0).clone() for n, v in state.items()}
+
+    def new_module(self, gen: torch.Generator) -> nn.Module:
+        """A fresh module on the CPU in float32 whose weights depend on ``gen`` only (builtin:
+        :meth:`Transformer.reset_parameters`; hf: the architecture's init under a seeded RNG, or the
+        checkpoint's weights, :func:`sandbox.models.hf.build_module`)."""
+        if self.backend == "hf":
+            return hf.build_module(self.cfg.model, self.model_cfg, gen)
+        m = Transformer(self.model_cfg)
+        m.reset_parameters(gen)
+        return m
+
+    def module_forward(self, module: nn.Module, use_cache: bool = True):
+        """``(tokens, past) -> (logits, cache)`` of ``module`` under its own parameters (the warm start)."""
+        return hf.causal_lm_forward(module, None, use_cache) if self.backend == "hf" else module
 
     def _single(self, params: Params, detach: bool) -> dict[str, Tensor]:
         out = {}
@@ -141,8 +187,12 @@ class LMTask(PolicyTask):
             out[k] = v.to(device=self.device, dtype=self.dtype)
         return out
 
-    def forward_fn(self, single: dict[str, Tensor]):
-        """``(tokens, past) -> (logits, cache)`` of the module under ``single`` (one replica's weights)."""
+    def forward_fn(self, single: dict[str, Tensor], use_cache: bool = True):
+        """``(tokens, past) -> (logits, cache)`` of the module under ``single`` (one replica's weights),
+        through ``functional_call``. ``use_cache=False``: teacher-forced scoring, which needs no cache
+        (the builtin always returns its keys/values; the hf model then builds no ``DynamicCache``)."""
+        if self.backend == "hf":
+            return hf.causal_lm_forward(self.model, single, use_cache)
         return lambda tokens, past=None: functional_call(self.model, single, (tokens, past))
 
     # -- PolicyTask ------------------------------------------------------------------------------
@@ -207,7 +257,7 @@ class LMTask(PolicyTask):
         R, N, T = rollouts.tokens.shape
         if T == 0:
             return torch.zeros(R, N, 0)
-        fwd = self.forward_fn(self._single(params, detach=False))
+        fwd = self.forward_fn(self._single(params, detach=False), use_cache=False)
         lp = sequence_logprobs(fwd, rollouts.prompts[0].to(self.device), rollouts.tokens[0].to(self.device), self.cfg.temperature)
         return (lp.float().cpu() * rollouts.mask[0]).unsqueeze(0)
 
@@ -220,7 +270,7 @@ class LMTask(PolicyTask):
         (``torch.func`` friendly; ``trajectory = (tokens (T,), mask (T,), prompt (P,))``)."""
         tokens, mask, prompt = trajectory
         single = {k: v.to(device=self.device, dtype=self.dtype) for k, v in params.items()}
-        lp = sequence_logprobs(self.forward_fn(single), prompt.unsqueeze(0).to(self.device), tokens.unsqueeze(0).to(self.device), self.cfg.temperature)
+        lp = sequence_logprobs(self.forward_fn(single, use_cache=False), prompt.unsqueeze(0).to(self.device), tokens.unsqueeze(0).to(self.device), self.cfg.temperature)
         return (lp[0].float().cpu() * mask).sum()
 
     @torch.no_grad()

@@ -8,9 +8,14 @@ starts from partial accuracy, not from a solved task).
 
 Determinism: the init, the batches and the optimizer are driven by ``warmstart.seed`` only; the
 training always runs on the CPU in float32 (whatever ``task.device``), so one cached base model
-serves every device. The result is cached under ``$SANDBOX_CACHE_DIR`` (default
-``~/.cache/async-rl-sandbox/``) as ``lm-base-<key>.pt`` with a ``.json`` sidecar (accuracy, steps,
-seconds), the key being a hash of the model, problem, prompt-set and warm-start configs. Saving uses
+serves every device. The module stays in eval mode (no dropout: the builtin transformer has none,
+and a transformers config's dropout would draw from the global torch RNG). Both backends
+(``task.model.backend``) train the same way, through :meth:`LMTask.new_module` and
+:meth:`LMTask.module_forward`; a checkpoint (``task.model.path``) is fine-tuned from its weights.
+
+The result is cached under ``$SANDBOX_CACHE_DIR`` (default ``~/.cache/async-rl-sandbox/``) as
+``lm-base-<key>.pt`` with a ``.json`` sidecar (accuracy, steps, seconds), the key being a hash of
+the model (:func:`model_identity`), problem, prompt-set and warm-start configs. Saving uses
 ``torch.save(state_dict)``; loading uses ``torch.load(..., weights_only=True)`` (no pickled code).
 The sidecar holds the SHA-256 of the ``.pt`` file: a cache file that is truncated, corrupted, or
 has no checksum is never loaded; the base model is trained again and the cache rewritten.
@@ -29,7 +34,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
-from ...models.transformer import Transformer, sample
+from ...models import hf
+from ...models.transformer import sample
 
 FORMAT_VERSION = 1
 TRAININGS = 0
@@ -62,11 +68,28 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "async-rl-sandbox"
 
 
+def model_identity(task) -> dict:
+    """What decides the base model's architecture and init. Builtin: the filled
+    :class:`TransformerConfig` without its ``backend`` field (so caches written before backends
+    existed stay valid). hf: the backend, the full transformers config the task builds (as JSON,
+    including ``transformers_version``), the attention kernel, and for a checkpoint the SHA-256 of its
+    files; two architectures or checkpoints never share a cache file."""
+    if task.backend != "hf":
+        return task.model_cfg.model_dump(exclude={"backend"})
+    spec = task.cfg.model
+    return {
+        "backend": "hf",
+        "config": json.loads(task.model_cfg.to_json_string(use_diff=False)),
+        "attn_implementation": spec.attn_implementation,
+        "checkpoint": None if spec.path is None else hf.checkpoint_digest(spec.path),
+    }
+
+
 def cache_key(task) -> str:
     cfg = task.cfg
     payload = {
         "format": FORMAT_VERSION,
-        "model": task.model_cfg.model_dump(),
+        "model": model_identity(task),
         "problem": cfg.problem.model_dump(),
         "train_size": cfg.train_size,
         "eval_size": cfg.eval_size,
@@ -141,12 +164,13 @@ def _batch(task, idx: Tensor) -> tuple[Tensor, Tensor]:
 
 
 @torch.no_grad()
-def greedy_accuracy(model: Transformer, task, prompt_ids: Tensor, prompts: list[str], batch: int = 512) -> tuple[float, float]:
+def greedy_accuracy(model: torch.nn.Module, task, prompt_ids: Tensor, prompts: list[str], batch: int = 512) -> tuple[float, float]:
     """Greedy exact-answer accuracy and mean response length of ``model`` on ``prompt_ids``."""
     correct, total_len = 0.0, 0.0
+    fwd = task.module_forward(model)
     for s in range(0, len(prompts), batch):
         ctx = prompt_ids[s : s + batch]
-        toks, _, lens, hit = sample(model, ctx, task.max_new, task.tokenizer.eos_id, temperature=0.0)
+        toks, _, lens, hit = sample(fwd, ctx, task.max_new, task.tokenizer.eos_id, temperature=0.0)
         for j in range(ctx.shape[0]):
             if bool(hit[j]):
                 correct += task.problem.score(prompts[s + j], task.tokenizer.decode(toks[j]))
@@ -171,8 +195,8 @@ def _train(task) -> tuple[dict[str, Tensor], dict]:
     ws = task.cfg.warmstart
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(ws.seed)
-    model = Transformer(task.model_cfg)
-    model.reset_parameters(gen)
+    model = task.new_module(gen)
+    fwd = task.module_forward(model, use_cache=False)
     opt = torch.optim.Adam(model.parameters(), lr=ws.lr)
     n_train = task.train_ids.shape[0]
     dev = torch.arange(min(ws.dev_size, n_train))
@@ -181,14 +205,12 @@ def _train(task) -> tuple[dict[str, Tensor], dict]:
     steps, acc = 0, 0.0
     for step in range(ws.max_steps + 1):
         if step % ws.eval_every == 0 or step == ws.max_steps:
-            model.eval()
             acc, _ = greedy_accuracy(model, task, task.train_ids[dev], dev_prompts)
-            model.train()
             if (ws.target_accuracy is not None and acc >= ws.target_accuracy) or step == ws.max_steps:
                 break
         idx = torch.randint(n_train, (ws.batch_size,), generator=gen)
         seq, mask = _batch(task, idx)
-        logits, _ = model(seq[:, :-1])
+        logits, _ = fwd(seq[:, :-1], None)
         logits = logits[:, P - 1 :]
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), seq[:, P:].reshape(-1), reduction="none")
         loss = (loss * mask.reshape(-1)).sum() / mask.sum()
@@ -198,7 +220,6 @@ def _train(task) -> tuple[dict[str, Tensor], dict]:
         loss.backward()
         opt.step()
         steps = step + 1
-    model.eval()
     held_acc, held_len = greedy_accuracy(model, task, task.eval_ids, task.eval_prompts)
     meta = {
         "key": cache_key(task),
