@@ -68,6 +68,10 @@ class StabilizedOptimizer:
             shapes = {tuple(p.shape[:replica_dims]) for p in self.params}
             if len(shapes) != 1:
                 raise ValueError(f"parameters disagree on their replica dims: {shapes}")
+        # Where each stabilizer acts is fixed by its config: sorted once, not on every step.
+        self._by_stage = {stage: [s for s in self.stabilizers if s.stage == stage] for stage in STAGES}
+        self._by_stage["before_clip"] = [s for s in self._by_stage["gradient"] if s.before_clip]
+        self._by_stage["after_clip"] = [s for s in self._by_stage["gradient"] if not s.before_clip]
 
     @property
     def param_groups(self):
@@ -80,7 +84,7 @@ class StabilizedOptimizer:
         return self.optimizer.state_dict()
 
     def _stage(self, stage: str) -> list:
-        return [s for s in self.stabilizers if s.stage == stage]
+        return self._by_stage[stage]
 
     def _clip(self, grads: list[Tensor], metrics: dict) -> list[Tensor]:
         norm = sum(replica_sum(g * g, self.replica_dims) for g in grads).sqrt()
@@ -120,7 +124,7 @@ class StabilizedOptimizer:
     @torch.no_grad()
     def gradient_stage(self, pending: "PendingStep", before_clip: bool) -> None:
         """Run the gradient-stage transforms placed before (or after) the global-norm clipping."""
-        stabs = [s for s in self._stage("gradient") if s.before_clip == before_clip]
+        stabs = self._stage("before_clip" if before_clip else "after_clip")
         pending.grads = self._run_transforms(stabs, pending.grads, pending)
 
     @torch.no_grad()

@@ -136,10 +136,10 @@ class SandboxGRPOTrainer(GRPOTrainer):
         self._capture_logps = False
         self._captured_logps: torch.Tensor | None = None
         grpo_args = kwargs.get("args", args[2] if len(args) > 2 else None)
-        if grpo_args is not None:
-            self._build_policy_loss(grpo_args)  # refuse a bad combination before TRL loads any model
+        # Built before TRL loads any model, so a bad combination is refused first; TRL's default args otherwise.
+        early = self._build_policy_loss(grpo_args) if grpo_args is not None else None
         super().__init__(*args, **kwargs)
-        self._policy_loss = self._build_policy_loss(self.args)
+        self._policy_loss = early if grpo_args is not None else self._build_policy_loss(self.args)
         # TRL's dapo (its default loss type) divides each micro-batch's token sum by the generation batch's
         # mean tokens per micro-batch, not by the micro-batch's own count: a derived dapo objective does too.
         self._dapo_normalizer = self.sandbox.objective is None and self.args.loss_type == "dapo"
@@ -338,9 +338,8 @@ class SandboxGRPOTrainer(GRPOTrainer):
             loss = out.loss * mask.sum() / normalizer
         else:
             loss = out.loss / self.current_gradient_accumulation_steps if mode == "train" else out.loss
-        for key, value in out.metrics.items():
-            if not key.startswith(("is/", "reward/")):  # _record_batch logs the mismatch once
-                self._metrics[mode][key].append(self.accelerator.gather(value.detach().float().reshape(1)).mean().item())
+        # _record_batch logs the mismatch once; the reward is TRL's own column
+        self._log_across_processes(mode, {k: v for k, v in out.metrics.items() if not k.startswith(("is/", "reward/"))})
         return loss, logps.detach()
 
     def _record_batch(self, logps: torch.Tensor, inputs) -> None:
@@ -354,6 +353,12 @@ class SandboxGRPOTrainer(GRPOTrainer):
         metrics = {k: v for k, v in is_metrics(log_rho, mask).items() if not k.startswith("is/ess")}
         metrics["staleness/mean"] = lag.float().mean()
         metrics["staleness/max"] = lag.float().max()
-        for key, value in metrics.items():
-            reduce = self.accelerator.gather(value.float().reshape(1))
-            self._metrics["train"][key].append((reduce.max() if key.endswith("/max") else reduce.mean()).item())
+        self._log_across_processes("train", metrics)
+
+    def _log_across_processes(self, mode: str, metrics: dict[str, torch.Tensor]) -> None:
+        """Append each scalar metric, reduced over processes (max for ``*/max``, else mean), in one gather."""
+        if not metrics:
+            return
+        gathered = self.accelerator.gather(torch.stack([v.detach().float().reshape(()) for v in metrics.values()])[None])
+        for key, column in zip(metrics, gathered.reshape(-1, len(metrics)).T):
+            self._metrics[mode][key].append((column.max() if key.endswith("/max") else column.mean()).item())
