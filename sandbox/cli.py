@@ -36,7 +36,7 @@ def _fmt(x, spec=".3f") -> str:
     return format(x, spec)
 
 
-def _run_one(scn, out: Path | None, label: str, quiet: bool):
+def _run_one(scn, out: Path | None, label: str, quiet: bool, color: str | None = None):
     from .runner import run_scenario
 
     with Progress(
@@ -55,7 +55,8 @@ def _run_one(scn, out: Path | None, label: str, quiet: bool):
             reward = row.get("eval/expected_reward", row.get("reward/mean", row.get("eval/loss", math.nan)))
             progress.update(task, advance=1, info=f"t={row['time']:.1f}s  reward={_fmt(reward)}")
 
-        return run_scenario(scn, out, on_step=on_step, force=True)  # the run command checked the budget
+        # force: the run command checked the budget
+        return run_scenario(scn, out, on_step=on_step, force=True, label=label, color=color)
 
 
 @app.command()
@@ -89,12 +90,16 @@ def run(
         with staged as stage:
             if staged.previous:
                 console.print(f"{escape(str(out))} holds a previous run: it is replaced when this run is complete")
+            from .plots import variant_colors
+
+            colors = variant_colors(variants)
             for label, vscn in variants.items():
-                results[label or name] = _run_one(vscn, stage / safe_name(label) if label else stage, label, quiet)
+                results[label or name] = _run_one(vscn, stage / safe_name(label) if label else stage, label, quiet,
+                                                  colors[label])
             if len(results) > 1:
                 from .plots import comparison_figure
 
-                comparison_figure(results, stage / COMPARISON)
+                comparison_figure(results, stage / COMPARISON, title=scn.title or name)
     except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)

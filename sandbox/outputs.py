@@ -89,8 +89,9 @@ RUN_FILES = ("scenario.toml", "metrics.parquet", "jobs.parquet", "events.parquet
              "figures", "tensorboard", "wandb", "summary.json")
 """What :func:`sandbox.runner.write_run_dir` writes into a run directory."""
 COMPARISON = "comparison.png"
+COMPARISON_VECTOR = "comparison.svg"
 REPORT = "report.html"
-_RESERVED = {n.lower() for n in (*RUN_FILES, COMPARISON, REPORT)}
+_RESERVED = {n.lower() for n in (*RUN_FILES, COMPARISON, COMPARISON_VECTOR, REPORT)}
 
 
 def safe_name(name: str) -> str:
@@ -252,7 +253,8 @@ class StagedDir:
         if listed is not None:
             foreign = [n for n in names if n not in listed and n != REPORT]
         elif (self.out / COMPARISON).exists():  # a multi-variant run written before the manifest
-            foreign = [n for n in names if n not in (COMPARISON, REPORT) and not _looks_like_run(self.out / n)]
+            foreign = [n for n in names if n not in (COMPARISON, COMPARISON_VECTOR, REPORT)
+                       and not _looks_like_run(self.out / n)]
         elif any(n in ("summary.json", "scenario.toml") for n in names):  # a single run, same
             foreign = [n for n in names if n not in RUN_FILES and n != REPORT]
         else:

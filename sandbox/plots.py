@@ -1,20 +1,67 @@
 """Default figures of a run: learning curves against simulated time and steps, the staleness
-histogram, ESS and gradient-cosine traces, and a timeline of the workers and the learner."""
+histogram, ESS and gradient-cosine traces, a timeline of the workers and the learner, and the
+comparison of a scenario's variants.
+
+Every figure has a title naming what it shows and for which scenario and variant, axis labels in
+words with units (the raw metric name in brackets), and one colour per variant taken from the
+Okabe-Ito palette (safe for the common colour-vision deficiencies; Okabe & Ito 2008, "Color
+Universal Design"), so a variant has the same colour in every figure of a run. Each figure is
+written as PNG and, for papers, as SVG beside it (README, "Using it").
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
+from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from .outputs import atomic_write  # noqa: E402
 
+#: Okabe-Ito colours, black last (used for the 8th variant and reference lines).
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+#: Formats every figure is written in: PNG for viewing, SVG for papers.
+FORMATS = ("png", "svg")
+#: The timeline shows at most this many worker rows (the first ones); the title says when it is cut.
+TIMELINE_MAX_WORKERS = 32
+
+#: Metric name -> what the axis says (words and unit); the raw name is added in brackets.
+METRIC_LABELS = {
+    "eval/expected_reward": "expected reward (exact, eval)",
+    "reward/mean": "mean reward of the batch",
+    "eval/loss": "loss (eval)",
+    "loss": "training loss",
+    "is/ess_ratio": "ESS / N",
+    "grad/cos_prev": "cosine with previous gradient",
+    "grad/norm": "gradient norm",
+    "staleness/mean": "mean lag (versions)",
+}
+
+
+def metric_label(name: str) -> str:
+    """``"ESS / N [is/ess_ratio]"``: the metric in words, then its name as logged."""
+    words = METRIC_LABELS.get(name)
+    return f"{words} [{name}]" if words else name
+
+
+def variant_colors(labels) -> dict[str, str]:
+    """One palette colour per variant label, in the order given (the scenario's variant order)."""
+    return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
+
 
 def _save(fig, path: Path) -> None:
-    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110, bbox_inches="tight"))
+    """Write ``path`` (PNG) and the same figure in the other :data:`FORMATS` beside it."""
+    with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: editable and searchable
+        for fmt in FORMATS:
+            target = path.with_suffix(f".{fmt}")
+            atomic_write(target, lambda p, fmt=fmt: fig.savefig(p, format=fmt, dpi=110, bbox_inches="tight"))
     plt.close(fig)
 
 
@@ -25,117 +72,189 @@ def _reward_column(m) -> str:
     return "loss"
 
 
-def learning_curves(result, path: Path) -> None:
+def _name(result, label: str) -> str:
+    """``"scenario title — variant"`` (either part alone when the other is empty)."""
+    parts = [p for p in (result.scenario.title, label) if p]
+    return " — ".join(parts) or "run"
+
+
+def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0]) -> None:
     m = result.metrics
     col = _reward_column(m)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, x, label in ((axes[0], "time", "simulated time (s)"), (axes[1], "step", "learner step")):
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    for ax, x, xlabel in ((axes[0], "time", "simulated time (s)"), (axes[1], "step", "learner step")):
         d = m[[x, col]].dropna()
-        ax.plot(d[x], d[col], lw=1.5)
-        if col == "eval/loss" or col == "loss":
+        ax.plot(d[x], d[col], lw=1.5, color=color, label=label or "run")
+        if col in ("eval/loss", "loss"):
             ax.set_yscale("log")
-        ax.set_xlabel(label)
-        ax.set_ylabel(col)
+        ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{result.scenario.title or 'run'}: {result.status}")
+    axes[0].set_ylabel(metric_label(col).replace(" [", "\n["))
+    axes[0].legend(fontsize=8, loc="best")
+    fig.suptitle(f"Learning curve ({result.status})\n{_name(result, label)}", fontsize=10)
+    fig.tight_layout()
     _save(fig, path)
 
 
-def staleness_histogram(result, path: Path) -> None:
+def staleness_histogram(result, path: Path, label: str = "", color: str = PALETTE[0]) -> None:
     hist = result.summary.get("staleness_hist", {})
-    fig, ax = plt.subplots(figsize=(5, 3.4))
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
     if hist:
         ks = sorted(hist)
-        ax.bar(ks, [hist[k] for k in ks], color="tab:orange")
-    ax.set_xlabel("lag of consumed groups (versions)")
-    ax.set_ylabel("groups")
-    ax.set_title(f"staleness: mean {result.summary.get('staleness_mean', float('nan')):.2f}")
+        ax.bar(ks, [hist[k] for k in ks], color=color, label=label or "run")
+        ax.legend(fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("lag of a consumed group (versions)")
+    ax.set_ylabel("groups consumed")
+    mean = result.summary.get("staleness_mean", float("nan"))
+    ax.set_title(f"Staleness of consumed groups (mean lag {mean:.2f} versions)\n{_name(result, label)}", fontsize=9)
     _save(fig, path)
 
 
-def diagnostics_traces(result, path: Path) -> None:
+def diagnostics_traces(result, path: Path, label: str = "", color: str = PALETTE[0]) -> None:
     m = result.metrics
     panels = [c for c in ("is/ess_ratio", "grad/cos_prev", "grad/norm", "staleness/mean") if c in m]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 1.9 * len(panels)), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 1.9 * len(panels) + 0.8), sharex=True, squeeze=False)
     for ax, c in zip(axes[:, 0], panels):
-        ax.plot(m["step"], m[c], lw=1)
-        ax.set_ylabel(c, fontsize=8)
-        ax.grid(alpha=0.3)
+        y = m[c]
         if c == "grad/norm":
+            zeros = int((y <= 0).sum())
+            y = y.where(y > 0)  # a log axis cannot show a zero gradient: leave a gap and say how many
             ax.set_yscale("log")
+            if zeros:
+                ax.text(0.99, 0.95, f"{zeros} steps with a zero gradient not drawn", transform=ax.transAxes,
+                        ha="right", va="top", fontsize=7)
+        ax.plot(m["step"], y, lw=1, color=color, label=label or "run")
+        if c == "is/ess_ratio":
+            ax.set_ylim(0, 1.05)
+        elif c == "grad/cos_prev":
+            ax.set_ylim(min(-0.1, float(np.nanmin(y)) - 0.05) if y.notna().any() else -0.1, 1.05)
+            ax.axhline(0, color="k", lw=0.6)
+        ax.set_ylabel(metric_label(c).replace(" [", "\n["), fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=8, loc="lower right")
     axes[-1, 0].set_xlabel("learner step")
+    fig.suptitle(f"Diagnostics per learner step\n{_name(result, label)}", fontsize=10)
+    fig.tight_layout()
     _save(fig, path)
 
 
-def timeline(result, path: Path, max_time: float | None = None) -> None:
-    """Gantt chart: one row per worker (a bar per job, coloured by its lag when consumed) and a
-    row for the learner (a bar per training step)."""
+def timeline(result, path: Path, max_time: float | None = None, label: str = "") -> None:
+    """Gantt chart: one row per worker (a bar per job, coloured by its lag when consumed; hatched
+    when it was dropped, white when it was never consumed before the run ended) and a row for the
+    learner (a bar per training step). It shows the first quarter of the run (or ``max_time``
+    seconds) and at most :data:`TIMELINE_MAX_WORKERS` workers; the title says so."""
     jobs, ev = result.jobs, result.events
     if jobs.empty:
         return
-    horizon = max_time or float(jobs.finish_time.max()) * 0.25 or 1.0
-    fig, ax = plt.subplots(figsize=(10, 0.35 * (jobs.worker.max() + 3) + 1))
-    cmap = plt.get_cmap("viridis")
-    lag = (jobs.consume_step - jobs.head_version).where(jobs.consume_step >= 0, other=-1)
-    maxlag = max(int(lag.max()), 1)
-    for (_, j), lg in zip(jobs.iterrows(), lag):
-        if j.dispatch_time > horizon:
-            continue
-        color = "lightgray" if lg < 0 else cmap(lg / maxlag)
-        ax.broken_barh([(j.dispatch_time, j.finish_time - j.dispatch_time)], (j.worker - 0.4, 0.8), color=color, edgecolor="k", lw=0.3)
+    end = float(jobs.finish_time.max())
+    horizon = max_time or end * 0.25 or 1.0
+    n_workers = int(jobs.worker.max()) + 1
+    shown = min(n_workers, TIMELINE_MAX_WORKERS)
+    j = jobs[(jobs.dispatch_time <= horizon) & (jobs.worker < shown)]
+    consumed = (j.consume_step >= 0).to_numpy()
+    dropped = (~consumed) & (j.dropped_at.fillna(-1) >= 0).to_numpy()
+    lag = (j.consume_step - j.head_version).to_numpy()
+    maxlag = int(max(lag[consumed].max() if consumed.any() else 0, 1))
+
+    # discrete colours: one per integer lag, so the colour bar's ticks are the lags themselves
+    cmap = ListedColormap(plt.get_cmap("viridis")(np.linspace(0, 1, maxlag + 1)))
+    norm = BoundaryNorm(np.arange(-0.5, maxlag + 1.5), cmap.N)
+    x0, x1 = j.dispatch_time.to_numpy(), j.finish_time.to_numpy()
+    y = j.worker.to_numpy()
+    boxes = np.stack([np.stack([x0, y - 0.4], 1), np.stack([x1, y - 0.4], 1),
+                      np.stack([x1, y + 0.4], 1), np.stack([x0, y + 0.4], 1)], 1)
+    fig, ax = plt.subplots(figsize=(10, 0.3 * (shown + 2) + 1.6))
+    faces = np.where(consumed[:, None], cmap(norm(np.where(consumed, lag, 0)))[:, :4], 1.0)
+    faces[dropped] = matplotlib.colors.to_rgba("#bbbbbb")
+    ax.add_collection(PolyCollection(boxes[~dropped], facecolors=faces[~dropped], edgecolors="k", linewidths=0.3))
+    if dropped.any():
+        ax.add_collection(PolyCollection(boxes[dropped], facecolors=faces[dropped], edgecolors="k",
+                                         linewidths=0.3, hatch="///"))
     starts = ev[ev.kind == "train_start"].time.to_numpy()
-    ends = ev[ev.kind == "train_end"].time.to_numpy()
-    row = jobs.worker.max() + 1.5
-    for s, e in zip(starts, ends):
-        if s <= horizon:
-            ax.broken_barh([(s, e - s)], (row - 0.4, 0.8), color="tab:red")
-    ax.set_yticks(list(range(int(jobs.worker.max()) + 1)) + [row])
-    ax.set_yticklabels([f"worker {w}" for w in range(int(jobs.worker.max()) + 1)] + ["learner"])
+    ends = ev[ev.kind == "train_end"].time.to_numpy()[: len(starts)]
+    keep = starts[: len(ends)] <= horizon
+    row = shown + 0.5
+    s, e = starts[: len(ends)][keep], ends[keep]
+    learner = np.stack([np.stack([s, np.full_like(s, row - 0.4)], 1), np.stack([e, np.full_like(s, row - 0.4)], 1),
+                        np.stack([e, np.full_like(s, row + 0.4)], 1), np.stack([s, np.full_like(s, row + 0.4)], 1)], 1)
+    ax.add_collection(PolyCollection(learner, facecolors=PALETTE[5], edgecolors="none"))
+    ax.set_yticks(list(range(shown)) + [row])
+    ax.set_yticklabels([f"worker {w}" for w in range(shown)] + ["learner (training)"], fontsize=8)
     ax.set_xlim(0, horizon)
-    ax.set_xlabel("simulated time (s); job colour = lag when consumed (grey: dropped/unused)")
-    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, maxlag))
-    fig.colorbar(sm, ax=ax, label="lag")
+    ax.set_ylim(-0.8, row + 1.9)  # the top band holds the legend
+    ax.set_xlabel("simulated time (s)")
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=norm)
+    cb = fig.colorbar(sm, ax=ax, ticks=range(maxlag + 1), pad=0.01)
+    cb.set_label("lag when consumed (versions)")
+    ax.legend(handles=[Patch(facecolor="#bbbbbb", edgecolor="k", hatch="///", label="dropped (too stale)"),
+                       Patch(facecolor="white", edgecolor="k", label="not consumed before the run ended")],
+              loc="upper right", ncol=2, fontsize=8, framealpha=0.9)
+    cut = f"first {horizon:.3g} s of {end:.3g} s"
+    if shown < n_workers:
+        cut += f", workers 0–{shown - 1} of {n_workers}"
+    ax.set_title(f"Timeline of jobs and training steps ({cut})\n{_name(result, label)}", fontsize=10)
     _save(fig, path)
 
 
-def default_figures(result, out: Path) -> list[Path]:
+def default_figures(result, out: Path, label: str = "", color: str | None = None) -> list[Path]:
+    """Draw the four per-run figures into ``out``; ``label`` names the variant in titles and
+    legends and ``color`` is its colour in the run's :func:`comparison_figure`."""
     out.mkdir(parents=True, exist_ok=True)
-    figs = {
-        "learning_curves.png": learning_curves,
-        "staleness_hist.png": staleness_histogram,
-        "diagnostics.png": diagnostics_traces,
-        "timeline.png": timeline,
-    }
+    color = color or PALETTE[0]
     written = []
-    for name, fn in figs.items():
-        fn(result, out / name)
+    for name, fn, kw in (
+        ("learning_curves.png", learning_curves, {"color": color}),
+        ("staleness_hist.png", staleness_histogram, {"color": color}),
+        ("diagnostics.png", diagnostics_traces, {"color": color}),
+        ("timeline.png", timeline, {}),
+    ):
+        fn(result, out / name, label=label, **kw)
         written.append(out / name)
     return written
 
 
-def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5) -> None:
+def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5, title: str = "") -> None:
     """Variants side by side: reward against simulated time and against steps, and the signals
     said to announce trouble (ESS of the sequence weights, consecutive-gradient cosine, gradient
-    norm), each smoothed with a rolling mean over ``smooth`` steps."""
-    panels = [("is/ess_ratio", "ESS / N", False), ("grad/cos_prev", "cos(g_t, g_t-1)", False), ("grad/norm", "gradient norm", True)]
-    fig, axes = plt.subplots(1, 5, figsize=(22, 3.6))
+    norm), each smoothed with a rolling mean over ``smooth`` steps. Ratios (ESS / N) start at 0 so
+    that a small dip looks small; the cosine axis includes 0."""
+    panels = [("is/ess_ratio", "ESS / N", "lin"), ("grad/cos_prev", "cosine with previous gradient", "lin"),
+              ("grad/norm", "gradient norm", "log")]
+    colors = variant_colors(results)
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
+    col = "loss"
     for name, r in results.items():
         m = r.metrics
         col = _reward_column(m)
         d = m[["time", "step", col]].dropna()
-        (line,) = axes[0].plot(d.time, d[col], label=name)
-        axes[1].plot(d.step, d[col], color=line.get_color())
-        axes[0].set_ylabel(col)
-        for ax, (c, label, log) in zip(axes[2:], panels):
+        axes[0].plot(d.time, d[col], label=name, color=colors[name])
+        axes[1].plot(d.step, d[col], color=colors[name])
+        for ax, (c, _, scale) in zip(axes[2:], panels):
             if c in m:
-                ax.plot(m.step, m[c].rolling(smooth, min_periods=1).mean(), color=line.get_color(), lw=1)
-            ax.set_title(label, fontsize=9)
-            if log:
-                ax.set_yscale("log")
+                y = m[c].where(m[c] > 0) if scale == "log" else m[c]
+                ax.plot(m.step, y.rolling(smooth, min_periods=1).mean(), color=colors[name], lw=1)
+    axes[0].set_ylabel(metric_label(col).replace(" [", "\n["))
+    axes[0].set_title("reward against simulated time", fontsize=9)
+    axes[1].set_title("reward against learner steps", fontsize=9)
     axes[0].set_xlabel("simulated time (s)")
+    for ax, (c, words, scale) in zip(axes[2:], panels):
+        ax.set_title(f"{words} (rolling mean of {smooth} steps)", fontsize=9)
+        ax.set_ylabel(metric_label(c), fontsize=8)
+        if scale == "log":
+            ax.set_yscale("log")
+    axes[2].set_ylim(0, 1.05)
+    axes[3].set_ylim(top=1.05)
+    if axes[3].get_ylim()[0] > -0.1:
+        axes[3].set_ylim(bottom=-0.1)
+    axes[3].axhline(0, color="k", lw=0.6)
     for ax in axes[1:]:
         ax.set_xlabel("learner step")
     for ax in axes:
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper right", ncol=len(labels), fontsize=9, title="variant", title_fontsize=9)
+    fig.suptitle(f"Variants compared: {title}" if title else "Variants compared", fontsize=12, x=0.01, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     _save(fig, path)

@@ -97,9 +97,12 @@ def run_scenario(
     on_step: Callable[[dict], None] | None = None,
     learner_cls=None,
     force: bool = False,
+    label: str = "",
+    color: str | None = None,
 ) -> RunResult:
     """Simulate ``scn``; refuses it first (:class:`sandbox.budget.BudgetError`) when its estimated
-    memory exceeds the memory available, unless ``force``."""
+    memory exceeds the memory available, unless ``force``. ``label`` (the variant's name) and
+    ``color`` (its colour in the comparison figure) are used by the run's figures."""
     if not force:
         from .budget import check_budget
 
@@ -150,7 +153,7 @@ def run_scenario(
     )
     result.summary = summarize(result, res.sim_time)
     if out_dir is not None:
-        write_run_dir(result, Path(out_dir))
+        write_run_dir(result, Path(out_dir), label=label, color=color)
     return result
 
 
@@ -205,7 +208,7 @@ def summarize(result: RunResult, sim_time: float) -> dict:
     }
 
 
-def write_run_dir(result: RunResult, out: Path) -> None:
+def write_run_dir(result: RunResult, out: Path, label: str = "", color: str | None = None) -> None:
     """Write the run into a staging directory, then move it into ``out`` (replacing a previous run
     there): an interrupted write leaves ``out`` as it was (:class:`sandbox.outputs.StagedDir`)."""
     with StagedDir(out) as stage:
@@ -217,7 +220,7 @@ def write_run_dir(result: RunResult, out: Path) -> None:
         if result.scenario.run.figures:
             from .plots import default_figures
 
-            default_figures(result, stage / "figures")
+            default_figures(result, stage / "figures", label=label, color=color)
         if set(result.scenario.run.writers) - {"files"}:
             from .report.writers import write_extra
 

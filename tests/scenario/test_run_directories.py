@@ -39,12 +39,12 @@ def _quick_figures(monkeypatch):
     """Stand-ins for the matplotlib figures (seconds each): these tests are about where files go."""
     import sandbox.plots
 
-    def default_figures(result, out):
+    def default_figures(result, out, label="", color=None):
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "reward.png").write_bytes(b"png")
 
     monkeypatch.setattr(sandbox.plots, "default_figures", default_figures)
-    monkeypatch.setattr(sandbox.plots, "comparison_figure", lambda results, path: Path(path).write_bytes(b"png"))
+    monkeypatch.setattr(sandbox.plots, "comparison_figure", lambda results, path, title="": Path(path).write_bytes(b"png"))
 
 
 def scenario_file(tmp_path: Path, variants: dict | None = None, **run) -> Path:
