@@ -42,6 +42,9 @@ METRIC_LABELS = {
     "grad/cos_prev": "cosine with previous gradient",
     "grad/norm": "gradient norm",
     "staleness/mean": "mean lag (versions)",
+    "final_expected_reward": "final expected reward (exact)",
+    "final_reward": "final mean reward of the batch",
+    "final_loss": "final loss",
 }
 
 

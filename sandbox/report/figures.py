@@ -3,7 +3,8 @@ one applies), learning curves per method with a band over seeds, throughput agai
 and ESS / gradient-cosine traces.
 
 Every function takes the results table (:func:`sandbox.sweep.load_results`) and, for traces, the
-metrics table (:func:`sandbox.sweep.load_metrics`), and writes one PNG.
+metrics table (:func:`sandbox.sweep.load_metrics`), and writes one PNG (and its SVG). A method keeps
+one colour across the figures of a sweep (:func:`group_colors`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
-from ..plots import _save, plt  # Agg backend, atomic PNG writes
+from ..plots import PALETTE, _save, metric_label, plt  # Agg backend, atomic PNG + SVG writes
 
 MAX_CURVES = 10
 
@@ -70,6 +72,15 @@ def _groups(df: pd.DataFrame, keys: list[str]):
     if not keys:
         return [("all runs", df)]
     return [(group_label(keys, v), g) for v, g in df.groupby(keys, sort=False, dropna=False)]
+
+
+def group_colors(labels: list[str]) -> dict[str, object]:
+    """One colour per group, fixed before any figure drops groups: the Okabe-Ito palette of
+    :mod:`sandbox.plots` for up to 8 groups, evenly spaced viridis beyond."""
+    if len(labels) <= len(PALETTE):
+        return dict(zip(labels, PALETTE))
+    cmap = plt.get_cmap("viridis")
+    return {label: cmap(i / max(1, len(labels) - 1)) for i, label in enumerate(labels)}
 
 
 def _subset(groups: list, limit: int = MAX_CURVES) -> tuple[list, str]:
@@ -215,11 +226,12 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
     rcol, mcol, log = reward_metric(results)
     if mcol not in metrics:
         mcol = "loss" if "loss" in metrics else mcol
-    groups, note = _subset(_groups(metrics, keys))
+    all_groups = _groups(metrics, keys)
+    colors = group_colors([label for label, _ in all_groups])
+    groups, note = _subset(all_groups)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "viridis")
-    for i, (label, g) in enumerate(groups):
-        color = cmap(i % 10) if len(groups) <= 10 else cmap(i / max(1, len(groups) - 1))
+    for label, g in groups:
+        color = colors[label]
         d = g[["id", "step", "time", mcol]].dropna()
         if d.empty:
             continue
@@ -234,12 +246,12 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
             axes[1].fill_between(t, by_step.min(axis=1), by_step.max(axis=1), color=color, alpha=0.2, lw=0)
     for ax, xl in zip(axes, ("learner step", "simulated time (s)")):
         ax.set_xlabel(xl)
-        ax.set_ylabel(mcol)
+        ax.set_ylabel(metric_label(mcol).replace(" [", "\n["))
         ax.grid(alpha=0.3)
         if log:
             ax.set_yscale("log")
     axes[0].legend(fontsize=7, title=", ".join(k.split(".")[-1] for k in keys) or None, title_fontsize=7)
-    fig.suptitle(f"learning curves{note}", fontsize=10)
+    fig.suptitle(f"Learning curves per method: mean over seeds, band min..max{note}", fontsize=10)
     fig.tight_layout()
     _save(fig, path)
     n_seeds = int(results.groupby(keys).size().max()) if keys and len(results) else len(results)
@@ -252,33 +264,52 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
 
 
 def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path) -> Figure:
-    """What asynchrony buys (throughput) against what it costs (staleness, final outcome)."""
+    """What asynchrony buys (throughput) against what it costs (staleness, final outcome). Points
+    that share a staleness value (methods run under the same schedule) are spread sideways by a
+    small, stated offset and numbered as in the legend, so that none hides another."""
     rcol, _, log = reward_metric(results)
     df = results[results.status != "failed"]
-    agg = df.groupby(keys, sort=False, dropna=False) if keys else [("all runs", df)]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    rows = []
-    for vals, g in agg:
-        rows.append((group_label(keys, vals) if keys else vals, g))
-    rows, note = _subset(rows, 24)
-    cmap = plt.get_cmap("tab10" if len(rows) <= 10 else "viridis")
+    all_rows = _groups(df, keys)
+    colors = group_colors([label for label, _ in all_rows])
+    rows, note = _subset(all_rows, 24)
+    xs = np.array([g["staleness_mean"].mean() for _, g in rows], dtype=float)
+    finite = xs[np.isfinite(xs)]
+    span = float(finite.max() - finite.min()) if finite.size > 1 else 0.0
+    width = 0.04 * span if span > 0 else 0.08  # the sideways spread of one cluster of equal x
+    offsets = np.zeros(len(xs))
+    close = 0.01 * span if span > 0 else 1e-9
+    order = np.argsort(xs, kind="stable")
+    clusters: list[list[int]] = []
+    for i in order:
+        if clusters and abs(xs[i] - xs[clusters[-1][0]]) <= close:
+            clusters[-1].append(int(i))
+        else:
+            clusters.append([int(i)])
+    for members in clusters:
+        if len(members) > 1:
+            for j, i in enumerate(sorted(members)):
+                offsets[i] = (j - (len(members) - 1) / 2) * width / max(1, len(members) - 1) * 2
+    dodged = any(len(m) > 1 for m in clusters)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for i, (label, g) in enumerate(rows):
-        color = cmap(i % 10) if len(rows) <= 10 else cmap(i / max(1, len(rows) - 1))
-        x = g["staleness_mean"].mean()
+        x = xs[i] + offsets[i]
         for ax, ycol in zip(axes, ("throughput_samples_per_s", rcol)):
             y = g[ycol]
             err = [[max(0.0, y.mean() - y.min())], [max(0.0, y.max() - y.mean())]] if len(y) > 1 else None
-            ax.errorbar(x, y.mean(), yerr=err,
-                        fmt="o", color=color, capsize=3, label=label if ax is axes[0] else None)
+            ax.errorbar(x, y.mean(), yerr=err, fmt="o", color=colors[label], capsize=3,
+                        label=f"{i + 1}: {label}" if ax is axes[0] else None)
+            ax.annotate(str(i + 1), (x, y.mean()), textcoords="offset points", xytext=(3, 5 if i % 2 else -11), fontsize=7,
+                        color=colors[label])
     axes[0].set_ylabel("throughput (samples / simulated s)")
-    axes[1].set_ylabel(rcol)
+    axes[1].set_ylabel(metric_label(rcol).replace(" [", "\n["))
     if log:
         axes[1].set_yscale("log")
     for ax in axes:
         ax.set_xlabel("mean staleness of consumed rollouts (versions)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, ncol=2 if len(rows) > 8 else 1)
-    fig.suptitle(f"throughput and outcome against staleness{note}", fontsize=10)
+    spread = f"; points at the same staleness spread sideways by up to ±{width:.2g} versions" if dodged else ""
+    fig.suptitle(f"Throughput and outcome against staleness{note}{spread}", fontsize=10)
     fig.tight_layout()
     _save(fig, path)
     return Figure(
@@ -286,7 +317,8 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path) 
         path,
         "Throughput against staleness",
         "Left: what asynchrony buys (samples per simulated second). Right: what it costs (final outcome). "
-        f"Points: mean over seeds, bars: min..max{note}.",
+        f"Points: mean over seeds, bars: min..max{note}. Points sharing a staleness value are spread "
+        "sideways and numbered as in the legend.",
     )
 
 
@@ -295,16 +327,17 @@ def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth
     panels = [c for c in ("is/ess_ratio", "grad/cos_prev") if c in metrics and metrics[c].notna().any()]
     if not panels:
         return None
-    groups, note = _subset(_groups(metrics, keys))
+    all_groups = _groups(metrics, keys)
+    colors = group_colors([label for label, _ in all_groups])
+    groups, note = _subset(all_groups)
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.8 * len(panels)), sharex=True, squeeze=False)
-    cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "viridis")
     for ax, c in zip(axes[:, 0], panels):
-        for i, (label, g) in enumerate(groups):
-            color = cmap(i % 10) if len(groups) <= 10 else cmap(i / max(1, len(groups) - 1))
+        for label, g in groups:
+            color = colors[label]
             by_step = g.pivot_table(index="step", columns="id", values=c)
             mean = by_step.mean(axis=1).rolling(smooth, min_periods=1).mean()
             ax.plot(mean.index, mean, color=color, lw=1.2, label=label)
-        ax.set_ylabel(c)
+        ax.set_ylabel(metric_label(c).replace(" [", "\n["), fontsize=8)
         ax.grid(alpha=0.3)
         if c == "is/ess_ratio":
             ax.set_ylim(0, 1.05)
@@ -360,7 +393,9 @@ def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path) -> 
     """Distribution of the lag of consumed rollouts per method (summed over seeds)."""
     if "staleness_hist" not in results:
         return None
-    groups, note = _subset(_groups(results, keys), 8)
+    all_groups = _groups(results, keys)
+    colors = group_colors([label for label, _ in all_groups])
+    groups, note = _subset(all_groups, 8)
     hists = []
     for label, g in groups:
         total: dict[int, int] = {}
@@ -372,15 +407,16 @@ def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path) -> 
         return None
     fig, ax = plt.subplots(figsize=(9, 3.4))
     width = 0.8 / max(1, len(hists))
-    cmap = plt.get_cmap("tab10")
     for i, (label, h) in enumerate(hists):
         if not h:
             continue
         ks = np.array(sorted(h))
         n = np.array([h[k] for k in ks], dtype=float)
-        ax.bar(ks + (i - (len(hists) - 1) / 2) * width, n / n.sum(), width=width, color=cmap(i % 10), label=label)
-    ax.set_xlabel("lag of consumed groups (versions)")
-    ax.set_ylabel("fraction")
+        ax.bar(ks + (i - (len(hists) - 1) / 2) * width, n / n.sum(), width=width, color=colors[label], label=label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("lag of a consumed group (versions)")
+    ax.set_ylabel("fraction of consumed groups")
+    ax.set_title(f"Staleness distribution per method, all seeds pooled{note}", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
