@@ -194,7 +194,7 @@ def _allowed(shape: Shape) -> str:
 
 
 def _cell(text: str) -> str:
-    """One table cell: one line, ``|`` escaped, repository pages (``docs/x.md#y``, not in code) linked
+    """One table cell: one line, ``|`` escaped, repository pages (``docs/<page>.md#<anchor>``, not in code) linked
     relative to docs/."""
     text = re.sub(r"\s+", " ", text).replace("|", "\\|").strip()
     return re.sub(r"(?<![`\w/])docs/([\w/.-]+\.md(?:#[\w-]+)?)", r"[docs/\1](\1)", text)
