@@ -4,8 +4,9 @@ commands (``sandbox --help``).
 Start-up imports only what every command needs (typer, rich, numpy): the scenario models pull in
 torch (several seconds), so each command imports them when it runs, and ``sandbox --help``,
 ``sandbox --version`` and ``sandbox demo`` (the list) never load torch (tests/scenario/test_cli_polish.py
-checks it). Help is click's plain layout (``--quiet / --no-quiet`` style flags, no ``<bool>`` metavar
-that typer 0.29's rich panels print after every flag)."""
+checks it). Help is click's plain layout: a flag is listed as a flag (``-q, --quiet``; an on/off pair
+as ``--x / --no-x``), without the ``<bool>`` value type that typer 0.29's rich panels print after
+every flag as if it took a value."""
 
 from __future__ import annotations
 

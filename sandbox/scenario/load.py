@@ -176,7 +176,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | dict | 
     except ScenarioError as exc:
         if not ov:
             raise
-        raise _blame(exc, data, ov, overrides, str(path)) from None
+        raise blame_overrides(exc, data, ov, overrides, str(path)) from None
 
 
 def _override_texts(ov: dict[str, Any], given: list[str] | dict | None) -> dict[str, str]:
@@ -194,7 +194,10 @@ def _related(problem: str, key: str) -> bool:
     return where == key or where.startswith(key + ".") or (bool(section) and where.startswith(section + "."))
 
 
-def _blame(exc: ScenarioError, data: dict, ov: dict[str, Any], given, path: str) -> ScenarioError:
+def blame_overrides(exc: ScenarioError, data: dict, ov: dict[str, Any], given: list[str] | dict | None, path: str) -> ScenarioError:
+    """``exc`` (raised validating ``data`` with the overrides ``ov`` applied) with each problem the
+    overrides caused blamed on them: those absent when ``data`` is validated alone. ``given`` is what
+    the user wrote (``["key=value", ...]``) for the message; ``path`` names the file."""
     try:
         validate_scenario(data, path)
         from_file: set[str] = set()

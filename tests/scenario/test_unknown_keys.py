@@ -82,3 +82,9 @@ def test_cli_error_names_the_override():
     text = " ".join(res.output.split())
     assert f"error: invalid override --set system.staleness.kk=3 (applied to {FIXED_LAG}):" in text
     assert "did you mean 'k'?" in text
+
+
+def test_overrides_given_as_a_dict_are_named_as_toml():
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(FIXED_LAG, {"system.staleness.kind": "max_lag"})
+    assert info.value.source == f'override --set system.staleness.kind="max_lag" (applied to {FIXED_LAG})'
