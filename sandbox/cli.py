@@ -1,32 +1,63 @@
-"""Command line: ``sandbox run [SCENARIO] [--set dotted.key=value ...] [--out DIR]``."""
+"""Command line: ``sandbox run [SCENARIO] [--set dotted.key=value ...] [--out DIR]`` and the other
+commands (``sandbox --help``).
+
+Start-up imports only what every command needs (typer, rich, numpy): the scenario models pull in
+torch (several seconds), so each command imports them when it runs, and ``sandbox --help``,
+``sandbox --version`` and ``sandbox demo`` (the list) never load torch (tests/scenario/test_cli_polish.py
+checks it). Help is click's plain layout: a flag is listed as a flag (``-q, --quiet``; an on/off pair
+as ``--x / --no-x``), without the ``<bool>`` value type that typer 0.29's rich panels print after
+every flag as if it took a value."""
 
 from __future__ import annotations
 
 import math
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
 
-try:  # Ctrl-C during the start-up imports (torch, pydantic: a second or two) exits without a traceback
+try:  # Ctrl-C during the start-up imports exits without a traceback
     import typer
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    from . import __version__
+    from .errors import ScenarioError
     from .outputs import COMPARISON, OutputError, StagedDir, safe_name
-    from .scenario import DEFAULT_SCENARIO, ScenarioError, load_scenario, variant_scenarios
 except KeyboardInterrupt:
     sys.stderr.write("interrupted: nothing was kept\n")
     raise SystemExit(130) from None
 
-app = typer.Typer(add_completion=False, no_args_is_help=False, help="Asynchronous-RL simulation and theory sandbox.")
+app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
+                  help="Asynchronous-RL simulation and theory sandbox.")
 # Wide tables when the output is a file or a CI log (rich would otherwise wrap at 80 columns).
 console = Console() if sys.stdout.isatty() else Console(width=140)
 
 
+@contextmanager
+def _starting():
+    """Around a command's lazy imports (the scenario layer, torch): Ctrl-C there exits with status
+    130 and no traceback, as during the start-up imports."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted: nothing was kept\n")
+        raise typer.Exit(130) from None
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"sandbox {__version__} (Python {sys.version.split()[0]})", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the sandbox version and exit."),
+) -> None:
     """Asynchronous-RL simulation and theory sandbox: run scenarios, sweeps and theory checks."""
 
 
@@ -62,8 +93,10 @@ def _run_one(scn, out: Path | None, label: str, quiet: bool, color: str | None =
 @app.command()
 def run(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML (default: scenarios/quickstart.toml)."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a field: dotted.key=value (repeatable)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<scenario name>)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Run directory (default: runs/<scenario name>, plus +<dotted.key>-<value> per --set override)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     force: bool = typer.Option(False, "--force", help="Run even when the estimated memory exceeds the available memory."),
 ):
@@ -74,6 +107,8 @@ def run(
     as it was. A directory holding anything but a previous run is refused, and so is a directory
     another sandbox process is writing.
     """
+    with _starting():
+        from .scenario import DEFAULT_SCENARIO, load_scenario, parse_overrides, variant_scenarios
     staged = None
     try:
         try:
@@ -84,7 +119,7 @@ def run(
             console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2)
         name = (scenario or DEFAULT_SCENARIO).stem
-        out = out or Path("runs") / (safe_name(name) or "run")
+        out = out or default_run_dir(name, parse_overrides(set_))
         results = {}
         staged = StagedDir(out, whole=True)
         with staged as stage:
@@ -115,6 +150,66 @@ def run(
     _print_table(results, scn.title or name)
     replaced = " (it replaced the previous run)" if staged.previous else ""
     console.print(f"results in [bold]{escape(str(out))}[/bold]{replaced}")
+
+
+@app.command("scenario", short_help="Print a scenario resolved, or the reference of every key.")
+def scenario_command(
+    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML (default: scenarios/quickstart.toml)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="Print this variant of the scenario instead of its base."),
+    reference: bool = typer.Option(False, "--reference", help="Print the reference of every scenario key (markdown) and exit."),
+):
+    """Print a scenario resolved (TOML, every default explicit, --set applied: what `sandbox run` would
+    run), or with --reference the reference of every key: type, default, allowed values, description.
+
+    docs/scenario-reference.md is this reference; regenerate it with
+    `sandbox scenario --reference > docs/scenario-reference.md`.
+    """
+    with _starting():
+        from .scenario import DEFAULT_SCENARIO, dump_scenario, load_scenario, variant_scenarios
+
+    if reference:
+        from .scenario.reference import reference_markdown
+
+        sys.stdout.write(reference_markdown())
+        return
+    try:
+        scn, raw = load_scenario(scenario or DEFAULT_SCENARIO, set_)
+        variants = variant_scenarios(scn, raw)
+        if variant is not None and variant not in variants:
+            names = ", ".join(n for n in variants if n) or "none"
+            raise ScenarioError([f"--variant: unknown variant {variant!r}; this scenario's variants: {names}"], "option")
+    except ScenarioError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    sys.stdout.write(dump_scenario(variants[variant] if variant is not None else scn))
+
+
+MAX_DIR_NAME = 96
+"""Longest default run-directory name; a longer one keeps its first 80 characters and a hash."""
+
+
+def default_run_dir(name: str, overrides: dict) -> Path:
+    """``runs/<scenario name>`` for a scenario as written; with ``--set`` overrides, one
+    ``+<dotted.key>-<value>`` per override in key order (``runs/fixed_lag+system.staleness.k-16``),
+    so that a run with overrides never replaces the scenario's own run, and the same overrides (in
+    any order) always give the same directory. Characters a directory name cannot hold become ``-``
+    (sandbox.outputs.safe_name); a name longer than MAX_DIR_NAME keeps its first 80 characters plus
+    the first 8 hex digits of the SHA-256 of the overrides (canonical JSON), which keeps it unique."""
+    import hashlib
+    import json
+
+    base = safe_name(name) or "run"
+    if not overrides:
+        return Path("runs") / base
+    canonical = {k: overrides[k] for k in sorted(overrides)}
+    parts = [f"{k}={v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(',', ':'))}"
+             for k, v in canonical.items()]
+    full = safe_name("+".join([base, *parts])) or base
+    if len(full) > MAX_DIR_NAME:
+        digest = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:8]
+        full = f"{full[:80].rstrip('-.')}-{digest}"
+    return Path("runs") / full
 
 
 def _check_budget(variants: dict, force: bool) -> None:
@@ -266,7 +361,7 @@ def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
     console.print(table)
 
 
-@app.command()
+@app.command(short_help="Hold the theory's predictions against simulations.")
 def check(
     names: Optional[List[str]] = typer.Argument(None, help="Checks to run (default: all). See --list."),
     quick: bool = typer.Option(False, "--quick", help="Smaller sweeps and fewer replicas (seconds; used by the tests)."),
@@ -278,11 +373,12 @@ def check(
     import torch
 
     from .checks import CHECKS
-    from .checks.report import run_checks, write_report
+    from .checks.report import results_table, run_checks, write_report
 
     if list_:
         for c in CHECKS.values():
-            console.print(f"[bold]{c.name}[/bold] ({c.theory}): {c.description}")
+            swept = f"{c.swept.symbol} [{c.swept.unit}]" if c.swept.unit else c.swept.symbol
+            console.print(f"[bold]{c.name}[/bold] ({c.theory}; sweeps {escape(swept)}): {escape(c.description)}")
         return
     unknown = [n for n in names or [] if n not in CHECKS]
     if unknown:
@@ -290,10 +386,6 @@ def check(
         raise typer.Exit(2)
     selected = {n: CHECKS[n] for n in (names or CHECKS)}
     torch.set_num_threads(1)  # toy tensors: one thread is several times faster here
-
-    table = Table(title=f"theory checks{' (quick)' if quick else ''}{' with perturbed predictions' if perturb else ''}")
-    for col in ("check", "x", "predicted", "measured", "± tolerance", "result"):
-        table.add_column(col)
 
     def on_done(c, result, seconds):
         verdict = "[green]PASS[/green]" if result.passed else "[red]FAIL[/red]"
@@ -303,17 +395,8 @@ def check(
         )
 
     results = run_checks(selected, quick, perturb, on_done)
-    for result, seconds in results:
-        for i, p in enumerate(result.points):
-            table.add_row(
-                result.name if i == 0 else "",
-                f"{p.x:g}",
-                f"{p.predicted:.5g}",
-                f"{p.measured:.5g}",
-                f"{p.tolerance:.2g}",
-                ("[green]pass" if p.ok else "[red]FAIL") + (f" [dim]{p.note}[/dim]" if p.note else ""),
-            )
-    console.print(table)
+    title = f"theory checks{' (quick)' if quick else ''}{' with perturbed predictions' if perturb else ''}"
+    console.print(results_table(results, title))
     if report is not None:
         write_report(results, report, quick, perturb)
         console.print(f"report in [bold]{report}[/bold]")
@@ -324,7 +407,7 @@ def check(
     console.print(f"[green]all {len(results)} checks passed[/green]")
 
 
-@app.command()
+@app.command(short_help="Write a self-contained HTML report of a run or a sweep.")
 def report(
     directory: Path = typer.Argument(..., help="A sweep directory or the output of `sandbox run`."),
     out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: DIR/report.html)."),
@@ -340,7 +423,7 @@ def report(
     console.print(f"report: [bold]{path}[/bold] (self-contained; open it in any browser)")
 
 
-@app.command()
+@app.command(short_help="List the teaching demos, or run one.")
 def demo(
     name: Optional[str] = typer.Argument(None, help="Demo to run (omit to list them)."),
     out: Path = typer.Option(Path("runs/demos"), "--out", help="Where the figure is written."),
@@ -367,7 +450,7 @@ def demo(
     console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")
 
 
-@app.command("list")
+@app.command("list", short_help="List the components a scenario can be assembled from.")
 def list_components(
     family: Optional[str] = typer.Argument(None, help="objective, correction, stabilizer, delay, staleness or task (default: all)."),
 ):
@@ -397,7 +480,7 @@ def list_components(
 EXIT_REFUSED = 3
 
 
-@app.command()
+@app.command(short_help="Write a scenario as a GPU framework's configuration.")
 def export(
     source: Optional[Path] = typer.Argument(None, help="Scenario TOML, a `sandbox run` directory or a `sandbox sweep` directory."),
     framework: Optional[str] = typer.Option(None, "--framework", "-f", help="Target framework (see --list)."),
@@ -406,7 +489,7 @@ def export(
     run_id: Optional[str] = typer.Option(None, "--run", help="Run id of a sweep directory."),
     best: Optional[str] = typer.Option(None, "--best", help="Pick the run (sweep: the configuration, averaged over seeds) with the highest value of this summary metric."),
     lowest: bool = typer.Option(False, "--lowest", help="With --best: pick the lowest value instead (losses)."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a scenario field before exporting: dotted.key=value (repeatable)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field before exporting: dotted.key=value (repeatable)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate for YOUR model (the toy's is never exported)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: promote/<source>-<framework>)."),
     allow_partial: bool = typer.Option(False, "--allow-partial", help="Write the config even when settings have no equivalent (listed in PROMOTION.md)."),

@@ -3,14 +3,16 @@ simulator, over a swept free variable, with a tolerance justified by the samplin
 
 Each check is a function ``run(quick: bool, perturb: float) -> CheckResult``. ``perturb``
 multiplies the prediction (1.0 = the theory as stated); the test suite runs every check with its
-``perturbation`` to show the check can fail.
+``perturbation`` to show the check can fail. The function declares what it sweeps with
+:func:`sweeps` (the symbol and unit the ``sandbox check`` table prints beside each point, and whether
+the prediction is a one-sided bound); the declaration is presentation only, never part of the result.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -50,6 +52,47 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class Swept:
+    """The free variable a check sweeps, as the ``sandbox check`` table names it at each point:
+    ``symbol = value unit`` (``τ = 4 versions``), a label of its own for a categorical or special point
+    (``labels``), prefixed by the curve's label when the check sweeps several settings (``series``,
+    keyed by :attr:`Point.series`)."""
+
+    symbol: str
+    unit: str = ""
+    labels: Mapping[float, str] = field(default_factory=dict)
+    series: Mapping[str, str] = field(default_factory=dict)
+    upper_bound: bool = False
+    """The prediction is a one-sided (upper) bound: a point passes when measured − tolerance ≤ bound."""
+
+    def label(self, point: Point) -> str:
+        text = self.labels.get(point.x)
+        if text is None:
+            unit = self.unit
+            if point.x == 1 and unit.split(" ", 1)[0].endswith("s") and unit[:1].isalpha():  # 1 worker, 1 step
+                first, _, rest = unit.partition(" ")
+                unit = f"{first[:-1]} {rest}".strip()
+            text = f"{self.symbol} = {point.x:g}" + (f" {unit}" if unit else "")
+        curve = self.series.get(point.series, point.series)
+        return f"{curve}: {text}" if curve else text
+
+
+UNDECLARED = Swept("x")
+"""What a check whose ``run`` has no :func:`sweeps` declaration shows (the test suite refuses it)."""
+
+
+def sweeps(symbol: str, unit: str = "", *, labels: Mapping[float, str] | None = None,
+           series: Mapping[str, str] | None = None, upper_bound: bool = False):
+    """Decorator declaring what a check's ``run`` sweeps (a :class:`Swept` stored as ``run.swept``)."""
+
+    def declare(run: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
+        run.swept = Swept(symbol, unit, dict(labels or {}), dict(series or {}), upper_bound)  # type: ignore[attr-defined]
+        return run
+
+    return declare
+
+
+@dataclass(frozen=True)
 class Check:
     name: str
     theory: str
@@ -57,6 +100,11 @@ class Check:
     run: Callable[..., CheckResult]
     perturbation: float
     """Factor applied to the prediction that the check must reject."""
+
+    @property
+    def swept(self) -> Swept:
+        """What ``run`` declared with :func:`sweeps` (:data:`UNDECLARED` if nothing)."""
+        return getattr(self.run, "swept", UNDECLARED)
 
 
 def within(measured: float, predicted: float, tol: float) -> bool:

@@ -21,9 +21,10 @@ from theory.optimal_baseline import enumerate_softmax
 from ..algorithms import build_policy_loss
 from ..algorithms.api import PolicyLossInput
 from ..algorithms import ReinforceConfig, TISConfig
-from .base import CheckResult, Point
+from .base import CheckResult, Point, sweeps
 
 PI, MU, REWARD = [0.5, 0.3, 0.2], [0.4, 0.4, 0.2], [1.0, 0.0, 0.5]
+B_STAR = round(enumerate_softmax(PI, MU, REWARD).b_star, 5)  # the last point of the sweep
 
 
 def estimator_variance(b: float, batch: int, replicas: int, seed: int) -> tuple[float, float]:
@@ -47,6 +48,7 @@ def estimator_variance(b: float, batch: int, replicas: int, seed: int) -> tuple[
     return float(dev.mean() * replicas / (replicas - 1)), float(dev.std(ddof=1) / math.sqrt(replicas))
 
 
+@sweeps("b", labels={B_STAR: f"b = b* = {B_STAR:g} (OPOB)"})
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     exact = enumerate_softmax(PI, MU, REWARD)
     baselines = [0.0, 0.3, 0.5, 0.6, 0.8, exact.b_star]

@@ -15,12 +15,13 @@ import numpy as np
 
 from theory.async_sgd_bound import bound, optimal_step_size
 
-from .base import CheckResult, Point, mean_se
+from .base import CheckResult, Point, mean_se, sweeps
 from ._sim import delayed_quadratic
 
 DIM, SIGMA_COORD, L = 20, 0.3, 1.0
 
 
+@sweeps("τ", "versions", upper_bound=True)
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     taus = [1, 8] if quick else [0, 1, 2, 4, 8, 16]
     steps, replicas = (600, 64) if quick else (1500, 64)

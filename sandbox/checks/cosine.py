@@ -17,12 +17,13 @@ import numpy as np
 from theory.delayed_stability import critical_lr
 from theory.gradient_cosine import expected_cosine
 
-from .base import CheckResult, Point, mean_se
+from .base import CheckResult, Point, mean_se, sweeps
 from ._sim import delayed_quadratic
 
 DIM, EIG_MIN, EIG_MAX, SIGMA = 2000, 0.01, 1.0, 0.05  # docs/theory.md#t3 worked example
 
 
+@sweeps("η/η_crit", "(τ = 8)", labels={0.0: "sync: τ = 0, η = 0.3"})
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     tau = 8
     eta_crit = float(critical_lr(tau, EIG_MAX))

@@ -26,7 +26,7 @@ from theory.delayed_variance import autocovariances
 
 from ..learner.trainer import OracleLearner
 from ._sim import delayed_quadratic_scenario, run_with_learner
-from .base import CheckResult, Point, mean_se
+from .base import CheckResult, Point, mean_se, sweeps
 
 SETTINGS = [(0, 0.10), (8, 0.16)]  # (τ, a = ηλ) with λ = σ = 1
 
@@ -47,6 +47,7 @@ def _trajectories(tau: int, a: float, replicas: int, steps: int, seed: int) -> n
     return np.stack(run_with_learner(scn, _IterateRecorder).xs)  # (steps, R)
 
 
+@sweeps("k", "steps", series={"τ = 0": "sync (τ = 0)", "τ = 8": "stale (τ = 8)"})
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     lags = [1, 2, 4, 8, 16] if quick else [1, 2, 4, 8, 16, 32]
     replicas, steps, burn = (200, 1200, 300) if quick else (500, 2500, 500)

@@ -20,7 +20,7 @@ import torch
 from ..learner.trainer import PolicyLearner
 from ..scenario import validate_scenario
 from ._sim import run_with_learner
-from .base import CheckResult, Point
+from .base import CheckResult, Point, sweeps
 
 
 def bernoulli_second_moment(theta: torch.Tensor, theta_b: torch.Tensor) -> torch.Tensor:
@@ -71,6 +71,7 @@ def measure(k: int, steps: int, replicas: int, horizon: int, lr: float, seed: in
     return np.concatenate(measured), np.concatenate(predicted)
 
 
+@sweeps("k", "versions (fixed lag)")
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     lags = [0, 2, 8] if quick else [0, 1, 2, 4, 8, 16]
     steps, replicas = (40, 4) if quick else (120, 8)

@@ -20,7 +20,7 @@ import numpy as np
 from theory.delayed_stability import critical_step
 
 from ._sim import delayed_quadratic
-from .base import CheckResult, Point
+from .base import CheckResult, Point, sweeps
 
 TAU = 8
 
@@ -40,6 +40,7 @@ def _boundary(grid: np.ndarray, unstable: np.ndarray) -> float:
     return float("nan") if k in (0, len(grid)) else float(0.5 * (grid[k - 1] + grid[k]))
 
 
+@sweeps("method", labels={0: "plain SGD (τ = 8)", 1: "with GAC (τ = 8)"})
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     dim, steps, step = (100, 2000, 0.015) if quick else (200, 2500, 0.01)
     grid = np.round(np.arange(0.14, 0.42 + 1e-9, step), 4)

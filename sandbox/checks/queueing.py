@@ -20,9 +20,10 @@ from theory.order_statistics import exp_expected_max
 
 from ..system.config import SystemConfig
 from ..system.timing_only import simulate_timing
-from .base import CheckResult, Point
+from .base import CheckResult, Point, sweeps
 
 
+@sweeps("P", "workers")
 def run_straggler(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     ps = [1, 2, 8] if quick else [1, 2, 4, 8, 16, 32, 64]
     steps = 1500 if quick else 3000
@@ -51,6 +52,7 @@ def run_straggler(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     return result
 
 
+@sweeps("k_max", "versions")
 def run_littles_law(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     lags = [1, 4] if quick else [0, 1, 2, 4, 8]
     steps = 600 if quick else 3000

@@ -1,5 +1,10 @@
 """Running checks, printing their table, and writing ``--report DIR`` (one figure per check and
-a JSON summary)."""
+a JSON summary).
+
+The table names each point by the variable its check sweeps (the check's :func:`~.base.sweeps`
+declaration: ``τ = 4 versions``, ``P = 8 workers``, ``sync (τ = 0): k = 4 steps``) and shows a
+two-sided criterion as ``± tolerance`` (pass iff |measured − predicted| ≤ tolerance) and a one-sided
+one as ``≤ bound`` with ``+ tolerance`` (pass iff measured − tolerance ≤ bound)."""
 
 from __future__ import annotations
 
@@ -12,22 +17,68 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from rich.markup import escape  # noqa: E402
+from rich.table import Table  # noqa: E402
+
 from ..outputs import atomic_write, write_json  # noqa: E402
-from .base import CheckResult  # noqa: E402
+from . import CHECKS  # noqa: E402
+from .base import UNDECLARED, CheckResult, Point, Swept  # noqa: E402
+
+TABLE_COLUMNS = ("check", "swept variable", "predicted", "measured", "tolerance", "result")
+TABLE_LEGEND = (
+    "tolerance ± t: a point passes when |measured − predicted| ≤ t. A one-sided bound (predicted ≤ x, "
+    "tolerance + t) passes when measured − t ≤ x."
+)
+
+
+def swept_of(result: CheckResult) -> Swept:
+    """The :class:`Swept` declaration of the check that produced ``result``."""
+    check = CHECKS.get(result.name)
+    return check.swept if check is not None else UNDECLARED
+
+
+def table_cells(swept: Swept, point: Point) -> tuple[str, str, str, str]:
+    """(swept variable, predicted, measured, tolerance) of one point, as the table prints them."""
+    if swept.upper_bound:
+        predicted, tolerance = f"≤ {point.predicted:.5g}", f"+ {point.tolerance:.2g}"
+    else:
+        predicted, tolerance = f"{point.predicted:.5g}", f"± {point.tolerance:.2g}"
+    return swept.label(point), predicted, f"{point.measured:.5g}", tolerance
+
+
+def results_table(results: list[tuple[CheckResult, float]], title: str) -> Table:
+    """One row per point, the check's name on its first row; rich markup in the result column."""
+    table = Table(title=escape(title), caption=TABLE_LEGEND, caption_justify="left")
+    for col in TABLE_COLUMNS:
+        table.add_column(col)
+    for result, _ in results:
+        swept = swept_of(result)
+        for i, p in enumerate(result.points):
+            table.add_row(
+                escape(result.name) if i == 0 else "",
+                *(escape(c) for c in table_cells(swept, p)),
+                ("[green]pass" if p.ok else "[red]FAIL") + (f" [dim]{escape(p.note)}[/dim]" if p.note else ""),
+            )
+        table.add_section()
+    return table
 
 
 def figure(result: CheckResult, path: Path) -> None:
-    """Predicted values (line) against measured points with ±tolerance bars."""
+    """Predicted values (line) against measured points with ±tolerance bars; for a one-sided bound
+    the bar runs down from the measurement by the tolerance (pass iff its lower end is ≤ the bound)."""
+    upper = swept_of(result).upper_bound
     fig, ax = plt.subplots(figsize=(6, 3.8))
     series = sorted({p.series for p in result.points})
     for i, name in enumerate(series):
         pts = sorted((p for p in result.points if p.series == name), key=lambda p: p.x)
         x = np.array([p.x for p in pts], dtype=float)
         label = f" ({name})" if name else ""
-        ax.plot(x, [p.predicted for p in pts], "-", color=f"C{i}", label=f"predicted (theory){label}")
+        ax.plot(x, [p.predicted for p in pts], "-", color=f"C{i}", label=f"{'bound' if upper else 'predicted'} (theory){label}")
         colors = ["tab:green" if p.ok else "tab:red" for p in pts]
-        ax.errorbar(x, [p.measured for p in pts], yerr=[p.tolerance for p in pts], fmt="none", ecolor="gray", capsize=3)
-        ax.scatter(x, [p.measured for p in pts], c=colors, zorder=3, label="measured ± tolerance" if i == 0 else None)
+        tol = [p.tolerance for p in pts]
+        ax.errorbar(x, [p.measured for p in pts], yerr=[tol, [0.0] * len(pts)] if upper else tol, fmt="none", ecolor="gray", capsize=3)
+        measured_label = "measured (bar: − tolerance, one-sided)" if upper else "measured ± tolerance"
+        ax.scatter(x, [p.measured for p in pts], c=colors, zorder=3, label=measured_label if i == 0 else None)
     x = np.array([p.x for p in result.points], dtype=float)
     if result.log_y and all(p.predicted > 0 and p.measured > 0 for p in result.points):
         ax.set_yscale("log")
@@ -54,6 +105,12 @@ def run_checks(checks: dict, quick: bool, perturb: bool = False, on_done=None) -
     return out
 
 
+def _swept_summary(result: CheckResult) -> dict:
+    swept = swept_of(result)
+    return {"swept": {"symbol": swept.symbol, "unit": swept.unit, "upper_bound": swept.upper_bound,
+                      "labels": [swept.label(p) for p in result.points]}}
+
+
 def write_report(results: list[tuple[CheckResult, float]], out: Path, quick: bool, perturb: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for result, _ in results:
@@ -64,6 +121,6 @@ def write_report(results: list[tuple[CheckResult, float]], out: Path, quick: boo
             "quick": quick,
             "perturbed": perturb,
             "passed": all(r.passed for r, _ in results),
-            "checks": [{**r.to_dict(), "seconds": round(s, 2)} for r, s in results],
+            "checks": [{**r.to_dict(), "seconds": round(s, 2), **_swept_summary(r)} for r, s in results],
         },
     )

@@ -16,7 +16,7 @@ import numpy as np
 
 from theory.delayed_stability import critical_step
 
-from .base import CheckResult, Point
+from .base import CheckResult, Point, sweeps
 from ._sim import delayed_quadratic
 
 TOL = 0.05
@@ -55,6 +55,7 @@ def measure_critical_step(tau: int, horizon: int) -> tuple[float, float, str]:
     return 0.5 * (lo + hi), 0.5 * (hi - lo), note
 
 
+@sweeps("τ", "versions")
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     taus = [0, 1, 2, 4] if quick else [0, 1, 2, 4, 8, 16, 32]
     horizon = 50 if quick else 60

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from theory.delayed_variance import sgd_variance
 
-from .base import CheckResult, Point, mean_se
+from .base import CheckResult, Point, mean_se, sweeps
 from ._sim import delayed_quadratic
 
 ETA, LAM, SIGMA = 0.1, 2.0, 1.0  # docs/theory.md#t2 worked example: a = 0.2, s² = 0.01
 
 
+@sweeps("τ", "versions")
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     taus = [0, 1, 3] if quick else [0, 1, 2, 3, 4]
     replicas, steps, burn = (300, 700, 200) if quick else (800, 1300, 300)

@@ -7,6 +7,7 @@ was expected, never a traceback.
 from __future__ import annotations
 
 import copy
+import difflib
 import re
 import sys
 from pathlib import Path
@@ -23,6 +24,8 @@ import tomli_w
 
 from ..errors import ScenarioError
 from .model import Scenario
+from .schema import Choice, node_at
+from .schema import Model as SchemaModel
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.toml"
 
@@ -94,11 +97,37 @@ def _looks_like_tag(item: str, node: dict) -> bool:
     return item in tags or "[" in item or item.startswith("function-")
 
 
+REFERENCE = "docs/scenario-reference.md"
+
+
+def _unknown_key(loc: tuple) -> str:
+    """The message for an unknown key at pydantic location ``loc``: the closest valid key at that
+    level (difflib ratio ≥ 0.6) as a did-you-mean, the union member that has the key when it
+    belongs to another ``kind``/``name``, or else the valid keys."""
+    key = loc[-1] if loc else ""
+    node = node_at(Scenario, tuple(loc[:-1]))
+    if not isinstance(node, SchemaModel) or not isinstance(key, str):
+        return f"unknown key (every key: {REFERENCE})"
+    valid = list(node.cls.model_fields)
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean '{close[0]}'? (every key: {REFERENCE})"
+    parent = node_at(Scenario, tuple(loc[:-2])) if len(loc) >= 2 else None
+    if isinstance(parent, Choice) and loc[-2] in parent.members:
+        owners = [tag for tag, m in parent.members.items()
+                  if tag != loc[-2] and isinstance(m, SchemaModel) and key in m.cls.model_fields]
+        if owners:
+            kinds = " or ".join(f"{parent.key} = '{t}'" for t in owners)
+            return (f"unknown key for {parent.key} = '{loc[-2]}' ('{key}' is a key of {kinds}); "
+                    f"expected one of {', '.join(valid)}")
+    return f"unknown key; expected one of {', '.join(valid)} (every key: {REFERENCE})"
+
+
 def _describe(err: dict, data: dict) -> str:
     where = _dotted_loc(tuple(err.get("loc", ())), data)
     msg = err.get("msg", "invalid")
     if err.get("type") == "extra_forbidden":
-        msg = "unknown key (check the spelling; see the scenario reference in the README)"
+        msg = _unknown_key(tuple(err.get("loc", ())))
     elif err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
         ctx = err.get("ctx", {})
         field = str(ctx.get("discriminator", "kind")).strip("'")
@@ -134,12 +163,55 @@ def read_toml(path: str | Path) -> dict:
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | dict | None = None) -> tuple[Scenario, dict]:
-    """Read, override and validate a scenario; returns the model and the raw (overridden) dict."""
+    """Read, override and validate a scenario; returns the model and the raw (overridden) dict.
+
+    A problem the overrides cause (absent when the file is validated alone) is blamed on them:
+    ``invalid override --set system.k=16 (applied to scenarios/fixed_lag.toml)``."""
     path = Path(path) if path is not None else DEFAULT_SCENARIO
     data = read_toml(path)
     ov = overrides if isinstance(overrides, dict) else parse_overrides(overrides)
-    data = apply_overrides(data, ov)
-    return validate_scenario(data, str(path)), data
+    merged = apply_overrides(data, ov)
+    try:
+        return validate_scenario(merged, str(path)), merged
+    except ScenarioError as exc:
+        if not ov:
+            raise
+        raise blame_overrides(exc, data, ov, overrides, str(path)) from None
+
+
+def _override_texts(ov: dict[str, Any], given: list[str] | dict | None) -> dict[str, str]:
+    """``--set key=value`` as the user wrote it (the last one per key), by key."""
+    if isinstance(given, dict) or not given:
+        return {k: f"--set {k}={tomli_w.dumps({'v': v}).strip()[4:]}" for k, v in ov.items()}
+    return {item.split("=", 1)[0].strip(): f"--set {item.strip()}" for item in given if "=" in item}
+
+
+def _related(problem: str, key: str) -> bool:
+    """Whether a problem (``dotted.where: message``) is at, under or beside the override ``key``
+    (an override of ``system.staleness.kind`` makes the other keys of ``system.staleness`` invalid)."""
+    where = problem.split(": ", 1)[0].split("[", 1)[0]
+    section = key.rpartition(".")[0]
+    return where == key or where.startswith(key + ".") or (bool(section) and where.startswith(section + "."))
+
+
+def blame_overrides(exc: ScenarioError, data: dict, ov: dict[str, Any], given: list[str] | dict | None, path: str) -> ScenarioError:
+    """``exc`` (raised validating ``data`` with the overrides ``ov`` applied) with each problem the
+    overrides caused blamed on them: those absent when ``data`` is validated alone. ``given`` is what
+    the user wrote (``["key=value", ...]``) for the message; ``path`` names the file."""
+    try:
+        validate_scenario(data, path)
+        from_file: set[str] = set()
+    except ScenarioError as alone:
+        from_file = set(alone.problems)
+    texts = _override_texts(ov, given)
+    caused = [p for p in exc.problems if p not in from_file]
+    if not caused:
+        return exc
+    culprits = [t for k, t in texts.items() if any(_related(p, k) for p in caused)] or list(texts.values())
+    if len(caused) == len(exc.problems):
+        return ScenarioError(exc.problems, f"override {' '.join(culprits)} (applied to {path})")
+    problems = [p if p in from_file else f"{p} [from {' '.join(culprits)}]" for p in exc.problems]
+    return ScenarioError(problems, f"{path} with override {' '.join(culprits)}")
 
 
 def variant_scenarios(scn: Scenario, raw: dict) -> dict[str, Scenario]:
