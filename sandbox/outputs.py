@@ -89,8 +89,10 @@ RUN_FILES = ("scenario.toml", "metrics.parquet", "jobs.parquet", "events.parquet
              "figures", "tensorboard", "wandb", "summary.json")
 """What :func:`sandbox.runner.write_run_dir` writes into a run directory."""
 COMPARISON = "comparison.png"
+TIME_TO_TARGET = "time_to_target.png"
+"""Beside ``comparison.png``: the variants' time-to-target figure (docs/time_to_target.md)."""
 REPORT = "report.html"
-_RESERVED = {n.lower() for n in (*RUN_FILES, COMPARISON, REPORT)}
+_RESERVED = {n.lower() for n in (*RUN_FILES, COMPARISON, TIME_TO_TARGET, REPORT)}
 
 
 def safe_name(name: str) -> str:
