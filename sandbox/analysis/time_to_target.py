@@ -481,13 +481,16 @@ def speedup(sync: dict[int, list[Reach]], variant: dict[int, list[Reach]]) -> Sp
     # A unit that never reached takes at least its run's length: bound the speed-up from that side.
     t_s_low = float(np.mean([r.time if r.reached else r.end_time for r in all_s]))
     t_v_low = float(np.mean([r.time if r.reached else r.end_time for r in all_v]))
+    def units(n: int, total: int, arm: dict) -> str:
+        return f"{n} of {total} replicas" + (f" (over {len(arm)} seeds)" if len(arm) > 1 else "")
+
     if miss_v and not miss_s:
-        out.reason = f"{len(miss_v)} of {len(all_v)} replicas never reached the target"
+        out.reason = f"{units(len(miss_v), len(all_v), variant)} never reached the target"
         out.bound, out.bound_is_upper = t_s_low / t_v_low, True
         out.time_sync = t_s_low
         return out
     if miss_s:
-        out.reason = f"the synchronous baseline: {len(miss_s)} of {len(all_s)} replicas never reached the target"
+        out.reason = f"the synchronous baseline: {units(len(miss_s), len(all_s), sync)} never reached the target"
         if not miss_v:
             out.bound, out.bound_is_upper = t_s_low / t_v_low, False
             out.time_variant = t_v_low
@@ -657,7 +660,7 @@ def describe(comp: Comparison, label: str, throughput_ratio: float | None = None
     if rate:
         text += f", although it trains on {rate}" if gain > 1 and gain > sp.value else f"; it trains on {rate}"
     if sp.sample_efficiency is not None:
-        text += f": it needs {1 / sp.sample_efficiency:.2g}× as many samples to get there"
+        text += f": it needs {1 / sp.sample_efficiency:.3g}× as many samples to get there"
     return text
 
 

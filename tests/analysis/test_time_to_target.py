@@ -195,7 +195,7 @@ def test_compare_targets_the_synchronous_final_and_describes_it():
     assert sp.sample_efficiency == pytest.approx(0.35) and sp.throughput_gain == pytest.approx(8.0)
     text = describe(comp, "async")
     assert text.startswith("async reaches 0.9 in 4 s vs 11.2 s synchronous: 2.80× faster end to end")
-    assert "although it trains on 8× more samples per second: it needs 2.9× as many samples" in text
+    assert "although it trains on 8× more samples per second: it needs 2.86× as many samples" in text
     assert describe(comp, "sync") == "sync (the synchronous baseline) reaches 0.9 in 11.2 s"
     row = comp.config_fields("async")
     assert row["speedup_vs_sync"] == pytest.approx(2.8) and row["baseline"] == "sync"
@@ -216,7 +216,7 @@ def test_slower_variant_reads_as_slower_although_it_has_more_throughput():
     comp = compare([sync, slow], {"sync": "sync", "none": "sync"})
     text = describe(comp, "none", throughput_ratio=2.4)
     assert text == ("none reaches 0.9 in 40 s vs 28 s synchronous: 1.43× slower end to end, although it trains on "
-                    "2.4× more samples per second: it needs 3.6× as many samples to get there")
+                    "2.4× more samples per second: it needs 3.57× as many samples to get there")
 
 
 # ------------------------------------------------------------------------------------------------
