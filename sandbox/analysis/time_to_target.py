@@ -87,10 +87,10 @@ class TargetConfig(BaseModel):
     fraction_of_sync: float | None = Field(
         None,
         gt=0,
-        le=1,
         description="Target = this fraction of the synchronous baseline's final value (for a loss: final / "
         "fraction); without a synchronous run, of the best final value among those compared (a lone run: its "
-        "own). In (0, 1]; 0.9 when neither this nor reward is set. Excludes reward.",
+        "own). > 0; above 1 asks for more than the baseline ends with. 0.9 when neither this nor reward is set. "
+        "Excludes reward.",
     )
     window: int = Field(
         DEFAULT_WINDOW,
@@ -400,6 +400,9 @@ class Arm:
 
 @dataclass
 class Speedup:
+    """End-to-end speed-up of a configuration against its synchronous baseline (module docstring);
+    ``value`` None with a ``reason`` (and a one-sided ``bound`` where one follows) when undefined."""
+
     value: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
@@ -420,7 +423,9 @@ class Speedup:
             "speedup_ci_high": self.ci_high,
             "throughput_gain_vs_sync": self.throughput_gain,
             "sample_efficiency_vs_sync": self.sample_efficiency,
-            "speedup_reason": self.reason,
+            "speedup_reason": self.reason + (
+                f" (so the speed-up is at {'most' if self.bound_is_upper else 'least'} {self.bound:.3g}×)"
+                if self.bound is not None else ""),
         }
 
 

@@ -130,7 +130,7 @@ def test_target_config_is_validated_with_the_dotted_field():
     with pytest.raises(ScenarioError, match=r"run\.target.*either reward"):
         validate_scenario({"run": {"target": {"reward": 0.5, "fraction_of_sync": 0.9}}})
     with pytest.raises(ScenarioError, match=r"run\.target\.fraction_of_sync"):
-        validate_scenario({"run": {"target": {"fraction_of_sync": 1.5}}})
+        validate_scenario({"run": {"target": {"fraction_of_sync": 0.0}}})
     with pytest.raises(ScenarioError, match=r"run\.target\.window"):
         validate_scenario({"run": {"target": {"window": 0}}})
     assert validate_scenario({}).run.target.fraction == 0.9
