@@ -487,7 +487,7 @@ def speedup(sync: dict[int, list[Reach]], variant: dict[int, list[Reach]]) -> Sp
     t_s_low = float(np.mean([r.time if r.reached else r.end_time for r in all_s]))
     t_v_low = float(np.mean([r.time if r.reached else r.end_time for r in all_v]))
     def units(n: int, total: int, arm: dict) -> str:
-        return f"{n} of {total} replicas" + (f" (over {len(arm)} seeds)" if len(arm) > 1 else "")
+        return f"{n} of {total} replicas" + (f" over {len(arm)} seeds" if len(arm) > 1 else "")
 
     if miss_v and not miss_s:
         out.reason = f"{units(len(miss_v), len(all_v), variant)} never reached the target"
@@ -659,8 +659,12 @@ def describe(comp: Comparison, label: str, throughput_ratio: float | None = None
         text = (f"{label} does not reach {lv} in every replica ({sp.reason}) while synchronous training reaches it in "
                 f"{sp.time_sync:.3g} s: {verdict} end to end")
         return text + (f", although it trains on {rate}" if rate and gain > 1 else "")
-    ci = f" (95% CI {sp.ci_low:.2f}–{sp.ci_high:.2f}×)" if sp.ci_low is not None else ""
-    faster = f"{sp.value:.2f}× faster" if sp.value >= 1 else f"{1 / sp.value:.2f}× slower"
+    if sp.value >= 1:
+        faster = f"{sp.value:.2f}× faster"
+        ci = f" (95% CI {sp.ci_low:.2f}–{sp.ci_high:.2f}×)" if sp.ci_low is not None else ""
+    else:  # the interval in the same "slower" units as the estimate
+        faster = f"{1 / sp.value:.2f}× slower"
+        ci = f" (95% CI {1 / sp.ci_high:.2f}–{1 / sp.ci_low:.2f}×)" if sp.ci_low is not None else ""
     text = f"{label} reaches {lv} in {sp.time_variant:.3g} s vs {sp.time_sync:.3g} s synchronous: {faster} end to end{ci}"
     if rate:
         text += f", although it trains on {rate}" if gain > 1 and gain > sp.value else f"; it trains on {rate}"

@@ -345,7 +345,8 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES) -> Fi
         row = comparison.config_fields(arm.label)
         ttt = row["time_to_target"]
         sp = row["speedup_vs_sync"]
-        text = f"{ttt:.3g} s" if ttt is not None else "not reached by every replica"
+        reached, units = (int(x) for x in row["reached_units"].split("/"))
+        text = f"{ttt:.3g} s" if ttt is not None else f"missed by {units - reached} of {units} replicas"
         if sp is not None and not arm.synchronous:
             text += f", {sp:.2f}× vs {row['baseline']}"
         elif arm.synchronous:

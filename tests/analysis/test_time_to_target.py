@@ -211,12 +211,19 @@ def test_compare_without_a_synchronous_run_uses_the_best_final():
 
 
 def test_slower_variant_reads_as_slower_although_it_has_more_throughput():
-    sync = Arm("sync", [curves([0.0, 0.5, 1.0], step_time=10.0, final=1.0, sync=True)])  # 0.9 at 28 s, 2.8 steps
-    slow = Arm("none", [curves(np.linspace(0, 1.0, 11), step_time=4.0, samples_per_step=10.0, final=1.0)])  # at 40 s
+    sync = Arm("sync", [curves(np.array([[0.0, 0.0], [0.5, 0.5], [1.0, 1.0]]), step_time=10.0, final=1.0, sync=True)])
+    # sync: both replicas at 0.9 after 28 s (2.8 steps); the variant's replicas at 36 s and 44 s (9 and 11 steps)
+    done = np.arange(1, 13)  # steps completed at rows 0..11, 4 s each
+    slow = Arm("none", [curves(np.stack([0.1 * done, 0.9 * done / 11], 1), step_time=4.0, samples_per_step=10.0,
+                               final=1.0)])
     comp = compare([sync, slow], {"sync": "sync", "none": "sync"})
+    sp = comp.speedups["none"]
+    assert sp.time_variant == pytest.approx(40.0) and sp.value == pytest.approx(0.7)
+    # two replicas, paired: resampling (1,1), (2,2) or (1,2) gives 28/36, 28/44 or 28/40
+    assert (sp.ci_low, sp.ci_high) == (pytest.approx(28 / 44), pytest.approx(28 / 36))
     text = describe(comp, "none", throughput_ratio=2.4)
-    assert text == ("none reaches 0.9 in 40 s vs 28 s synchronous: 1.43× slower end to end, although it trains on "
-                    "2.4× more samples per second: it needs 3.57× as many samples to get there")
+    assert text == ("none reaches 0.9 in 40 s vs 28 s synchronous: 1.43× slower end to end (95% CI 1.29–1.57×), "
+                    "although it trains on 2.4× more samples per second: it needs 3.57× as many samples to get there")
 
 
 # ------------------------------------------------------------------------------------------------
