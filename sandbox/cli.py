@@ -121,6 +121,7 @@ def run(
         name = (scenario or DEFAULT_SCENARIO).stem
         out = out or default_run_dir(name, parse_overrides(set_))
         results = {}
+        comparison = None
         staged = StagedDir(out, whole=True)
         with staged as stage:
             if staged.previous:
@@ -135,6 +136,7 @@ def run(
                 from .plots import comparison_figure
 
                 comparison_figure(results, stage / COMPARISON, title=scn.title or name)
+                comparison = _compare_variants(results, stage)
     except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
@@ -147,7 +149,7 @@ def run(
             kept = "nothing was kept"
         console.print(f"[yellow]interrupted[/yellow]: {escape(kept)}")
         raise typer.Exit(130)
-    _print_table(results, scn.title or name)
+    _print_table(results, scn.title or name, comparison)
     replaced = " (it replaced the previous run)" if staged.previous else ""
     console.print(f"results in [bold]{escape(str(out))}[/bold]{replaced}")
 
@@ -228,10 +230,29 @@ def _check_budget(variants: dict, force: bool) -> None:
         )
 
 
-def _print_table(results: dict, title: str) -> None:
+def _compare_variants(results: dict, stage: Path):
+    """Time-to-target of every variant against the common target and its end-to-end speed-up
+    against the first synchronous variant (docs/time_to_target.md), recorded in each variant's
+    summary.json, with the figure time_to_target.png beside comparison.png."""
+    from .analysis.time_to_target import compare_variants
+    from .outputs import TIME_TO_TARGET, write_json
+    from .report.figures import time_to_target_figure
+
+    comparison = compare_variants(results)
+    for label, r in results.items():
+        r.summary.update(comparison.variant_fields(label))
+        write_json(stage / safe_name(label) / "summary.json", r.summary)
+    if any(r.scenario.run.figures for r in results.values()):
+        time_to_target_figure(comparison, stage / TIME_TO_TARGET)
+    return comparison
+
+
+def _print_table(results: dict, title: str, comparison=None) -> None:
     base = next(iter(results.values())).summary["throughput_samples_per_s"]
     table = Table(title=escape(title))
-    for col in ("run", "status", "throughput (samples/s)", "vs first", "final reward", "staleness mean/max", "ESS/N mean", "grad cos mean"):
+    columns = ("run", "status", "throughput (samples/s)", "vs first", "final reward", "to target (s)",
+               "end to end vs sync", "staleness mean/max", "ESS/N mean", "grad cos mean")
+    for col in columns:
         table.add_column(col)
     for label, r in results.items():
         s = r.summary
@@ -239,19 +260,39 @@ def _print_table(results: dict, title: str) -> None:
         if math.isnan(reward):
             reward = s["final_loss"]
         status = s["status"] if s["status"] != "diverged" else f"diverged ({s['diverged_replicas']}/{s['replicas']})"
+        ttt = s.get("time_to_target")
+        speed = s.get("speedup_vs_sync")
         table.add_row(
             escape(label),
             status,
             _fmt(s["throughput_samples_per_s"], ".2f"),
             _fmt(s["throughput_samples_per_s"] / base if base else math.nan, ".2f") + "x",
             _fmt(reward),
+            _fmt(ttt, ".3g") if ttt is not None else f"not reached ({s.get('target_reached_replicas', 0)}/{s['replicas']})",
+            _fmt(speed, ".2f") + "x" if speed is not None else "-",
             f"{_fmt(s['staleness_mean'], '.2f')} / {s['staleness_max']}",
             _fmt(s["ess_ratio_mean"]),
             _fmt(s["grad_cos_mean"]),
         )
     console.print(table)
+    first = next(iter(results.values())).summary
+    if first.get("target_level") is not None:
+        console.print(f"target: {escape(str(first.get('target_metric')))} {escape(first.get('target_rule', ''))}")
+    if comparison is not None:
+        from .analysis.time_to_target import describe
+
+        sync = comparison.baseline.get(next(iter(results)))
+        for label in results:
+            if label != sync:
+                console.print(escape(describe(comparison, label)) + ".")
+    elif first.get("time_to_target") is not None:
+        console.print(f"reached in {first['time_to_target']:.3g} s, {first['steps_to_target']:.3g} learner steps")
     console.print(
-        "[dim]throughput: samples consumed per simulated second; staleness: versions between the weights that "
+        "[dim]throughput: samples consumed per simulated second; time to target: simulated seconds until the "
+        f"centred running mean of the headline metric over {first.get('target_window_steps') or '-'} steps crosses the "
+        "target, mean over replicas (docs/time_to_target.md); end to end vs sync: time to target of the synchronous "
+        "variant / this one's (its 95% bootstrap interval over replicas in the sentence), = the gain in samples per second "
+        "up to the target × the ratio of samples needed; staleness: versions between the weights that "
         "generated a group and the step that trained on it; ESS/N: effective sample size of the unclipped "
         "sequence importance weights (1 = on-policy); grad cos: cosine between consecutive gradients.[/dim]"
     )

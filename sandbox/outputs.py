@@ -90,8 +90,11 @@ RUN_FILES = ("scenario.toml", "metrics.parquet", "jobs.parquet", "events.parquet
 """What :func:`sandbox.runner.write_run_dir` writes into a run directory."""
 COMPARISON = "comparison.png"
 COMPARISON_VECTOR = "comparison.svg"
+TIME_TO_TARGET = "time_to_target.png"
+"""Beside ``comparison.png``: the variants' time-to-target figure (docs/time_to_target.md)."""
 REPORT = "report.html"
-_RESERVED = {n.lower() for n in (*RUN_FILES, COMPARISON, COMPARISON_VECTOR, REPORT)}
+_RESERVED = {n.lower() for n in (*RUN_FILES, COMPARISON, COMPARISON_VECTOR, TIME_TO_TARGET,
+                                  TIME_TO_TARGET.replace(".png", ".svg"), REPORT)}
 
 
 def safe_name(name: str) -> str:

@@ -185,7 +185,7 @@ def summarize(result: RunResult, sim_time: float) -> dict:
     hist = {int(k): int(v) for k, v in zip(*np.unique(lags, return_counts=True))} if len(lags) else {}
     col = lambda name: _tail_mean(m[name]) if name in m else math.nan  # noqa: E731
     diverged = [int(s) for s in result.diverged_at if s >= 0]
-    return {
+    out = {
         "title": result.scenario.title,
         "status": result.status,
         "steps_done": int(len(m)),
@@ -206,6 +206,19 @@ def summarize(result: RunResult, sim_time: float) -> dict:
         "util_workers": float(m["util/workers"].iloc[-1]) if len(m) else math.nan,
         "util_learner": float(m["util/learner"].iloc[-1]) if len(m) else math.nan,
     }
+    out.update(_time_to_target(result, out))
+    return out
+
+
+def _time_to_target(result: RunResult, summary: dict) -> dict:
+    """The run's time-to-target against its own target rule (docs/time_to_target.md); a run of a
+    ``sandbox run`` with variants or of a sweep is compared again against its synchronous baseline."""
+    from .analysis.time_to_target import Curves, is_synchronous, standalone_fields
+
+    scn = result.scenario
+    curves = Curves.build(result.metrics, result.replica_metrics, summary, result.diverged_at,
+                          is_synchronous(scn.system.staleness), scn.run.target, scn.run.seed)
+    return standalone_fields(curves)
 
 
 def write_run_dir(result: RunResult, out: Path, label: str = "", color: str | None = None) -> None:

@@ -357,6 +357,71 @@ def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth
     )
 
 
+def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES) -> Figure | None:
+    """Headline metric against simulated time per configuration (each run: the mean over its
+    replicas of the smoothed per-replica curves), the target level as a dashed line and each
+    configuration's mean time-to-target marked on it (docs/time_to_target.md). ``comparison``: a
+    :class:`sandbox.analysis.time_to_target.Comparison`. None when no target level could be set."""
+    from ..analysis.time_to_target import plot_series
+
+    arms = [a for a in comparison.arms if a.runs and comparison.levels.get(a.label, (None,))[0] is not None]
+    if not arms:
+        return None
+    colors = group_colors([a.label for a in arms])
+    arms, note = _subset(arms, limit)
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    levels = sorted({comparison.levels[a.label][0] for a in arms})
+    metric = arms[0].runs[0].metric
+    for arm in arms:
+        color = colors[arm.label]
+        level = comparison.levels[arm.label][0]
+        row = comparison.config_fields(arm.label)
+        ttt = row["time_to_target"]
+        sp = row["speedup_vs_sync"]
+        reached, units = (int(x) for x in row["reached_units"].split("/"))
+        text = f"{ttt:.3g} s" if ttt is not None else f"missed by {units - reached} of {units} replicas"
+        if sp is not None and not arm.synchronous:
+            text += f", {sp:.2f}× vs {row['baseline']}"
+        elif arm.synchronous:
+            text += ", synchronous baseline"
+        series = [plot_series(c) for c in arm.runs]
+        series = [(t, z) for t, z in series if len(t)]
+        if not series:
+            continue
+        if len(series) == 1:
+            ax.plot(*series[0], color=color, lw=1.6, label=f"{arm.label}: {text}")
+        else:  # thin: each seed; thick: their mean on a common time grid (up to the shortest run)
+            for t, z in series:
+                ax.plot(t, z, color=color, lw=0.7, alpha=0.3)
+            grid = np.linspace(max(t[0] for t, _ in series), min(t[-1] for t, _ in series), 200)
+            ax.plot(grid, np.mean([np.interp(grid, t, z) for t, z in series], axis=0), color=color, lw=1.8,
+                    label=f"{arm.label}: {text}")
+        if ttt is not None:
+            ax.plot([ttt], [level], marker="o", ms=8, color=color, markeredgecolor="k", zorder=5)
+            ax.axvline(ttt, color=color, lw=0.8, ls=":", zorder=1)
+    for lv in levels:
+        ax.axhline(lv, color="k", lw=1.2, ls="--", zorder=2)
+    rule = comparison.levels[arms[0].label][1]
+    ax.plot([], [], color="k", ls="--", label=f"target {levels[0]:.3g}" if len(levels) == 1 else "targets")
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel(f"{metric} (smoothed; mean over replicas)")
+    ax.set_title(f"Time to target: {metric} {rule}{note}", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    _save(fig, path)
+    seeds = max(len(a.runs) for a in arms)
+    return Figure(
+        path.stem,
+        path,
+        "Time to target",
+        f"{metric} against simulated time: the mean over replicas of each replica's centred running mean over "
+        f"{arms[0].runs[0].target.window} steps{'; thin lines: each seed, thick: their mean' if seeds > 1 else ''}. Dashed: the "
+        "target; dots and dotted lines: each configuration's mean time to reach it (every replica crossing it). "
+        "The legend gives it and the end-to-end speed-up against the synchronous baseline.",
+    )
+
+
 def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Figure]:
     """All figures of a sweep directory (written into ``fig_dir``, default ``<out>/figures``)."""
     from ..sweep import load_metrics, load_results, read_manifest
@@ -386,6 +451,12 @@ def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Fi
     hist = staleness_histograms(done, keys, fig_dir / "staleness_hist.png")
     if hist is not None:
         figs.append(hist)
+    from ..sweep.results import time_to_target_comparison
+
+    comparison = time_to_target_comparison(out)
+    ttt = time_to_target_figure(comparison, fig_dir / "time_to_target.png") if comparison is not None else None
+    if ttt is not None:
+        figs.append(ttt)
     return figs
 
 
@@ -447,4 +518,5 @@ __all__ = [
     "staleness_histograms",
     "sweep_figures",
     "throughput_vs_staleness",
+    "time_to_target_figure",
 ]

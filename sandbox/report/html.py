@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..outputs import write_text
+from ..outputs import TIME_TO_TARGET, write_text
 from .figures import Figure, reward_metric, sweep_figures
 
 CSS = """
@@ -111,6 +111,9 @@ RUN_COLUMNS = [
     "final_reward",
     "final_loss",
     "throughput_samples_per_s",
+    "time_to_target",
+    "steps_to_target",
+    "speedup_vs_sync",
     "staleness_mean",
     "staleness_max",
     "ess_ratio_mean",
@@ -144,9 +147,14 @@ def sweep_report(out: Path, path: Path) -> Path:
     if manifest.get("description"):
         sections.append(("About", f"<p>{html.escape(manifest['description'])}</p>"))
     sections.append(("Figures", "".join(_figure_html(f) for f in figs) or "<p>No finished runs yet.</p>"))
-    summary = _summary_by_combination(results, keys)
+    summary = _summary_by_combination(results, keys, out)
     if summary is not None:
-        sections.append(("Summary (mean over seeds)", _table(summary, set(keys))))
+        rule = results["target_rule"].dropna().iloc[0] if "target_rule" in results and results["target_rule"].notna().any() else ""
+        note = (f"<p>Time to target: {html.escape(str(results['target_metric'].dropna().iloc[0]))} {html.escape(rule)} "
+                "(per configuration; docs/time_to_target.md). End-to-end speed-up = time to target of the synchronous "
+                "baseline / this configuration's = throughput gain × sample-efficiency ratio; 95% percentile bootstrap "
+                "intervals over seeds.</p>") if rule else ""
+        sections.append(("Summary (mean over seeds)", note + _table(summary, set(keys) | {"note"})))
     sections.append(("Runs", _table(results[cols], set(keys) | {"id", "status", "error"})))
     scen = ""
     if (out / "sweep.toml").exists():
@@ -161,7 +169,7 @@ def sweep_report(out: Path, path: Path) -> Path:
     return path
 
 
-def _summary_by_combination(results: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
+def _summary_by_combination(results: pd.DataFrame, keys: list[str], out: Path | None = None) -> pd.DataFrame | None:
     if not keys or results.empty:
         return None
     rcol, _, _ = reward_metric(results)
@@ -170,10 +178,48 @@ def _summary_by_combination(results: pd.DataFrame, keys: list[str]) -> pd.DataFr
     if ok.empty:
         return None
     g = ok.groupby(keys, sort=False, dropna=False)
-    out = g[metrics].mean()
-    out.insert(0, "runs", g.size())
-    out.insert(1, "diverged", g["status"].apply(lambda s: int((s == "diverged").sum())))
-    return out.reset_index()
+    summary = g[metrics].mean()
+    summary.insert(0, "runs", g.size())
+    summary.insert(1, "diverged", g["status"].apply(lambda s: int((s == "diverged").sum())))
+    summary = summary.reset_index()
+    if out is not None:
+        summary = _with_time_to_target(summary, out)
+    return summary
+
+
+TTT_COLUMNS = {
+    "time_to_target": "time to target (s)",
+    "time_to_target_ci": "95% CI (s)",
+    "speedup_vs_sync": "end-to-end speed-up vs sync",
+    "speedup_ci": "95% CI",
+    "throughput_gain_vs_sync": "throughput gain",
+    "sample_efficiency_vs_sync": "sample-efficiency ratio",
+    "note": "note",
+}
+
+
+def _with_time_to_target(summary: pd.DataFrame, out: Path) -> pd.DataFrame:
+    """The configuration table with the time-to-target and speed-up columns (docs/time_to_target.md),
+    in the order of :func:`sandbox.sweep.load_time_to_target` (one row per configuration, same order)."""
+    from ..sweep.results import load_time_to_target
+
+    table = load_time_to_target(out)
+    if table.empty or len(table) != len(summary):
+        return summary
+
+    def interval(lo, hi) -> str:
+        return "" if lo is None or pd.isna(lo) else f"{lo:.3g} to {hi:.3g}"
+
+    summary = summary.copy()
+    summary["time_to_target"] = table["time_to_target"].to_numpy()
+    summary["time_to_target_ci"] = [interval(a, b) for a, b in zip(table.time_to_target_ci_low, table.time_to_target_ci_high)]
+    summary["speedup_vs_sync"] = table["speedup_vs_sync"].to_numpy()
+    summary["speedup_ci"] = [interval(a, b) for a, b in zip(table.speedup_ci_low, table.speedup_ci_high)]
+    summary["throughput_gain_vs_sync"] = table["throughput_gain_vs_sync"].to_numpy()
+    summary["sample_efficiency_vs_sync"] = table["sample_efficiency_vs_sync"].to_numpy()
+    summary["note"] = [r.speedup_reason or ("synchronous baseline" if r.synchronous else f"vs {r.baseline}")
+                       for r in table.itertuples()]
+    return summary.rename(columns=TTT_COLUMNS)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -196,6 +242,12 @@ def runs_report(out: Path, path: Path) -> Path:
     comparison = out / "comparison.png"
     if comparison.exists():
         figs_html.append(_figure_html(Figure("comparison", comparison, "Comparison of the variants", "Reward against simulated time and against learner steps.")))
+    if (out / TIME_TO_TARGET).exists():
+        figs_html.append(_figure_html(Figure(
+            "time-to-target", out / TIME_TO_TARGET, "Time to target",
+            "The headline metric against simulated time (each replica smoothed by a centred running mean, then averaged), "
+            "the target (dashed) and each variant's time to reach it, with its end-to-end speed-up against the "
+            "synchronous variant (docs/time_to_target.md).")))
     for d in run_dirs:
         label = str(d.relative_to(out)) if d != out else d.name
         for png in sorted((d / "figures").glob("*.png")):

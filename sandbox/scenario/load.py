@@ -153,13 +153,28 @@ def validate_scenario(data: dict, source: str = "scenario") -> Scenario:
 
 
 def read_toml(path: str | Path) -> dict:
+    """A TOML file as a dict; the relative ``path`` of every ``{kind = "trace", path = ...}`` table in
+    it (a trace-driven delay, docs/system.md#trace) is made absolute against the file's directory."""
     path = Path(path)
     if not path.exists():
         raise ScenarioError([f"file not found: {path}"], str(path))
     try:
-        return tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError([f"not valid TOML: {exc}"], str(path)) from None
+    _resolve_trace_paths(data, path.resolve().parent)
+    return data
+
+
+def _resolve_trace_paths(node: Any, base: Path) -> None:
+    if isinstance(node, dict):
+        if node.get("kind") == "trace" and isinstance(node.get("path"), str) and not Path(node["path"]).expanduser().is_absolute():
+            node["path"] = str(base / node["path"])
+        for value in node.values():
+            _resolve_trace_paths(value, base)
+    elif isinstance(node, list):
+        for value in node:
+            _resolve_trace_paths(value, base)
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | dict | None = None) -> tuple[Scenario, dict]:

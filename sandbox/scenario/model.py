@@ -20,6 +20,7 @@ from ..algorithms import (
     ObjectiveConfig,
     StabilizerConfig,
 )
+from ..analysis.time_to_target import TargetConfig
 from ..learner.optim import OptimizerConfig
 from ..outputs import check_names
 from ..system.config import SystemConfig
@@ -87,6 +88,12 @@ class RunConfig(BaseModel):
         default_factory=lambda: ["files"],
         description="Where metrics go: the run directory (files, always written) plus TensorBoard event files "
         "and/or an offline Weights & Biases run (each needs its optional extra; sandbox.report.writers).",
+    )
+    target: TargetConfig = Field(
+        default_factory=TargetConfig,
+        description="Time-to-target: the level a run must reach (reward = an absolute level, or fraction_of_sync of "
+        "the synchronous baseline's final value, 0.9 by default) and the smoothing window; only derived results "
+        "depend on it (docs/time_to_target.md).",
     )
     threads: int | None = Field(
         None,

@@ -7,7 +7,7 @@ processes or on a Ray cluster, resumable after an interruption, collected into o
 """
 
 from .execute import SweepError, SweepOutcome, default_out, execute_run, run_sweep
-from .results import load_metrics, load_results, param_columns, read_manifest, refresh
+from .results import load_metrics, load_results, load_time_to_target, param_columns, read_manifest, refresh
 from .spec import RunSpec, SweepSpec, is_label_key, load_sweep, parse_sweep, run_id, value_label
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "is_label_key",
     "load_metrics",
     "load_results",
+    "load_time_to_target",
     "load_sweep",
     "param_columns",
     "parse_sweep",

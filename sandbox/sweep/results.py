@@ -3,7 +3,13 @@
 ``<out>/results.parquet`` has one row per run of the sweep: ``id``, every swept key as a column
 (tables and lists as compact text), ``seed``, ``status`` (completed | diverged | failed | pending),
 ``error``, ``wall_s`` and the run summary (``final_reward``, ``throughput_samples_per_s``,
-``staleness_mean``, ...). ``<out>/metrics.parquet`` holds the per-step metrics of every finished run
+``staleness_mean``, ...). The time-to-target columns (``target_level``, ``time_to_target``,
+``steps_to_target``, ``samples_to_target``, ...) are recomputed against the target of the run's
+configuration, and ``speedup_vs_sync`` (with ``speedup_ci_low`` / ``speedup_ci_high``,
+``throughput_gain_vs_sync``, ``sample_efficiency_vs_sync``, ``speedup_reason``,
+``speedup_baseline``) is the configuration's end-to-end speed-up against its synchronous
+baseline, the same on every seed of the configuration (``docs/time_to_target.md``;
+:func:`load_time_to_target` gives one row per configuration). ``<out>/metrics.parquet`` holds the per-step metrics of every finished run
 with an ``id`` column. Both are rebuilt from the run directories at any time, so they can never
 disagree with what is on disk for long.
 
@@ -84,9 +90,46 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def write_results(out: Path, rows: list[dict]) -> pd.DataFrame:
-    df = results_frame(rows)
+    df = with_time_to_target(results_frame(rows), out)
     write_table(Path(out) / RESULTS, df)
     return df
+
+
+def with_time_to_target(df: pd.DataFrame, out: str | Path) -> pd.DataFrame:
+    """``df`` with the time-to-target and speed-up columns of its finished runs (module docstring)."""
+    from ..analysis.time_to_target import sweep_comparison
+
+    if df.empty or "status" not in df:
+        return df
+    per_run, _, _ = sweep_comparison(df, out, read_manifest(out)["axes"], run_dir)
+    df = df.copy()
+    for col in per_run.columns:
+        df[col] = per_run[col]
+    return df
+
+
+def load_time_to_target(out: str | Path) -> pd.DataFrame:
+    """One row per configuration of a sweep (the swept values, seeds pooled): the target level and
+    how it was set, the mean time, steps and samples to reach it with a bootstrap interval of the
+    time, and the end-to-end speed-up against the synchronous baseline with its interval, throughput
+    gain and sample-efficiency ratio (``docs/time_to_target.md``). Reads the run directories, writes nothing."""
+    from ..analysis.time_to_target import sweep_comparison
+
+    out = Path(out)
+    manifest = read_manifest(out)
+    df = results_frame([result_row(e, out) for e in manifest["runs"]])
+    return sweep_comparison(df, out, manifest["axes"], run_dir)[1]
+
+
+def time_to_target_comparison(out: str | Path):
+    """The :class:`sandbox.analysis.time_to_target.Comparison` of a sweep (what the report's
+    time-to-target figure draws); None when no run is finished."""
+    from ..analysis.time_to_target import sweep_comparison
+
+    out = Path(out)
+    manifest = read_manifest(out)
+    df = results_frame([result_row(e, out) for e in manifest["runs"]])
+    return sweep_comparison(df, out, manifest["axes"], run_dir)[2]
 
 
 def collect_metrics(out: Path, ids: list[str]) -> pd.DataFrame:

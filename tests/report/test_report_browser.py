@@ -12,7 +12,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from sandbox.report import write_report
