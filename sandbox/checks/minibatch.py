@@ -47,7 +47,7 @@ def scenario(m: int, epochs: int, staleness: dict, generation: dict, steps: int,
 
 @sweeps("s", "(optimizer step e·m + j within the batch; max_lag points: the mean (S − 1)/2)")
 def run(quick: bool = False, perturb: float = 1.0, learner_cls=None) -> CheckResult:
-    batches = 6 if quick else 40
+    batches = 4 if quick else 40
     result = CheckResult(
         name="minibatch_lag",
         claim="optimizer step (e, j) of a batch with lag ℓ trains on tokens of lag S·ℓ + e·m + j (S = m·E)",

@@ -154,6 +154,8 @@ class Learner:
         for epoch in range(self.epochs):
             for j, part in enumerate(parts):
                 version = self.optimizer_version(batch, epoch, j)
+                if version >= self.total_steps:  # run.steps reached inside the last batch
+                    break
                 loss, metrics, part_tokens = self.compute_loss(version, part, contexts[j])
                 tokens += part_tokens if epoch == 0 else 0
                 row = self._optimizer_step(version, loss, metrics)
@@ -161,7 +163,7 @@ class Learner:
                 rows.append(row)
                 if not self.alive.any():
                     break
-            if not self.alive.any():
+            if not self.alive.any() or len(rows) < (epoch + 1) * self.minibatches:
                 break
         return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=rows[-1], stop=not bool(self.alive.any()),
                            step_metrics=rows, passes=self.epochs)

@@ -95,7 +95,7 @@ class RunConfig(BaseModel):
     """How long, with which seeds, and what to write."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    steps: int = Field(200, ge=1, description="Learner optimizer steps (a multiple of algorithm.minibatches x algorithm.epochs: the run consumes steps / (minibatches x epochs) batches).")
+    steps: int = Field(200, ge=1, description="Learner optimizer steps; with algorithm.minibatches x epochs = S > 1 the run consumes ceil(steps / S) batches and stops after its steps-th optimizer step (a last batch may be cut short).")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Master seed in [0, 2^63 − 1]; the three streams below derive from it unless set.")
     system_seed: int | None = Field(None, ge=0, le=MAX_SEED, description="Seed of the timing stream (delays).")
     sampling_seed: int | None = Field(
@@ -157,16 +157,11 @@ class Scenario(BaseModel):
     def _cross_section(self):
         st = self.system.staleness
         B = self.algorithm.groups_per_step
-        m, S = self.algorithm.minibatches, self.algorithm.updates_per_batch
+        m = self.algorithm.minibatches
         if B % m:
             raise ValueError(
                 f"algorithm.minibatches: {m} does not divide algorithm.groups_per_step = {B}; mini-batches hold whole "
                 f"groups in equal numbers, so use a divisor of {B} (or change groups_per_step)"
-            )
-        if self.run.steps % S:
-            raise ValueError(
-                f"run.steps: {self.run.steps} is not a multiple of algorithm.minibatches x algorithm.epochs = {S}; a "
-                f"batch takes {S} optimizer steps and run.steps counts optimizer steps, so use a multiple of {S}"
             )
         if st.kind == "max_lag" and st.enforcement == "drop" and st.queue_capacity is not None and st.queue_capacity < B:
             raise ValueError(

@@ -397,12 +397,11 @@ class Cluster:
         return f"system.staleness: the simulation can make no progress: {state}; {self.control.stuck_reason()}"
 
     def run(self, steps: int) -> ClusterResult:
-        """Simulate ``steps`` optimizer steps: ``steps / updates_per_batch`` consumed batches."""
-        if steps % self.updates_per_batch:
-            raise ValueError(f"steps = {steps} is not a multiple of the optimizer steps per batch ({self.updates_per_batch})")
+        """Simulate ``steps`` optimizer steps: ``ceil(steps / updates_per_batch)`` consumed batches (the
+        trainer stops a last batch after the ``steps``-th optimizer step)."""
         for wid in range(len(self.speeds)):
             self.env.process(self._worker(wid))
-        learner = self.env.process(self._learner(steps // self.updates_per_batch))
+        learner = self.env.process(self._learner(-(-steps // self.updates_per_batch)))
         try:
             self.env.run(until=learner)
         except RuntimeError as exc:

@@ -190,7 +190,6 @@ def test_default_is_one_step_per_batch_without_new_columns():
 
 @pytest.mark.parametrize("over, field", [
     ({"algorithm": {"groups_per_step": 4, "minibatches": 3}}, "algorithm.minibatches"),
-    ({"algorithm": {"minibatches": 2, "epochs": 2}, "run": {"steps": 10}}, "run.steps"),
     ({"algorithm": {"minibatches": 0}}, "algorithm.minibatches"),
     ({"algorithm": {"epochs": 0}}, "algorithm.epochs"),
     ({"algorithm": {"proximal": "latest"}}, "algorithm.proximal"),
@@ -203,6 +202,14 @@ def test_load_time_errors_name_the_field(over, field):
     with pytest.raises(ScenarioError) as err:
         validate_scenario(data)
     assert field in str(err.value)
+
+
+def test_run_stops_after_run_steps_inside_the_last_batch():
+    """run.steps = 10 with S = 4: three batches, the last cut after its second step."""
+    res = run_scenario(bitstring(m=2, E=2, steps=10))
+    assert res.metrics["step"].tolist() == list(range(10))
+    assert res.metrics["minibatch"].tolist()[-2:] == [0, 1] and res.metrics["epoch"].tolist()[-2:] == [0, 0]
+    assert (res.jobs.consume_step >= 0).sum() == 12  # the third batch was consumed whole
 
 
 def test_non_divisible_error_message():

@@ -89,7 +89,7 @@ def _alarm(signum, frame):
 
 
 @seed(7)
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(base=st.sampled_from(BASES), ov=plausible_overrides)
 def test_short_runs_end_cleanly_and_bounded(base, ov, tmp_path_factory):
     ov = {**ov, "run.steps": 3, "run.figures": False, "run.eval_every": 1}
