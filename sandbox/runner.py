@@ -46,10 +46,14 @@ def build_learner(scn: Scenario, task, params, learner_cls=None):
         eval_every=scn.run.eval_every,
         stabilizers=list(scn.algorithm.stabilizers),
     )
+    if scn.algorithm.updates_per_batch > 1:  # mini-batch updates (docs/system.md#mini-batches)
+        kw.update(minibatches=scn.algorithm.minibatches, epochs=scn.algorithm.epochs)
     if isinstance(task, OracleTask):
         return (learner_cls or OracleLearner)(task, params, **kw)
     from .algorithms import build_policy_loss
 
+    if scn.algorithm.proximal != "behaviour":
+        kw["proximal"] = scn.algorithm.proximal
     loss = build_policy_loss(scn.algorithm.objective, scn.algorithm.correction)
     return (learner_cls or PolicyLearner)(task, loss, params, **kw)
 
@@ -87,6 +91,7 @@ def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, le
         seed=seeds["system"],
         on_step=on_step,
         record_events=scn.run.record_events,
+        updates_per_batch=scn.algorithm.updates_per_batch,
     )
     return task, learner, cluster
 

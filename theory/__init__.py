@@ -1,6 +1,6 @@
 """Symbolic and numeric predictions that the simulator is checked against.
 
-Each module encodes one result of ``docs/theory.md`` (T1-T10): its statement and
+Each module encodes one result of ``docs/theory.md`` (T1-T11): its statement and
 assumptions (module docstring, with sources), sympy expressions, numeric
 functions made from them, and a worked example as a doctest. The package imports
 only numpy and sympy -- never ``sandbox``.
@@ -25,6 +25,7 @@ from theory import (
     gradient_cosine,
     importance_weights,
     littles_law,
+    minibatch_lag,
     optimal_baseline,
     order_statistics,
     staleness_divergence,
@@ -58,6 +59,8 @@ RESULTS: dict[str, Result] = {
                                    "divergence after k stale steps from update correlation S(k)"),
     "optimal_baseline": Result(optimal_baseline, "T10", "exact",
                                "variance-optimal baseline b* = E[W R]/E[W] and V(b) = V(b*) + E[W](b - b*)^2"),
+    "minibatch_lag": Result(minibatch_lag, "T11", "exact",
+                            "lag of optimizer step (e, j) of a batch taken in m mini-batches x E epochs: L + e*m + j"),
 }
 
 __all__ = ["RESULTS", "Result"] + list(RESULTS)

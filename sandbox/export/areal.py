@@ -6,8 +6,8 @@ Facts used (areal 1.0.4 wheel):
 
 * **Versions and staleness.** The trainer publishes version ``global_step + 1`` after every train
   step (``areal/trainer/rl_trainer.py``), and a train step runs ``actor.ppo_n_minibatches``
-  optimizer steps (``areal/trainer/ppo/actor.py``); pinning it to 1 makes a version one optimizer
-  step, the sandbox's canonical unit. Admission (``areal/infra/staleness_manager.py``) submits a
+  optimizer steps (``areal/trainer/ppo/actor.py``); it is written as ``algorithm.minibatches``, so a
+  version is one batch in both (one optimizer step with the default ``minibatches = 1``). Admission (``areal/infra/staleness_manager.py``) submits a
   rollout only while ``(η + v + 1)·B − (accepted + running) > 0`` with ``η =
   rollout.max_head_offpolicyness``, ``v`` the inference engine's version and ``B =
   rollout.consumer_batch_size`` (groups per step): the sandbox's throttle rule
@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import fixed_lag_gap, scale_rows, unmapped_stabilizer_note
+from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, unmapped_stabilizer_note
 from .plan import Plan
 
 CONFIG_FILE = "areal_config.yaml"
@@ -92,7 +92,7 @@ class ArealExporter(Exporter):
         "async ratio": "no equivalent: no drop at dequeue and no fractional quota (use max lag)",
         "partial rollouts": "partly: always on (interruptible rollouts, per-token versions); cannot be switched off",
         "batch geometry": "rollout.consumer_batch_size and train_dataset.batch_size (prompts per step), "
-                          "gconfig.n_samples (group size), actor.ppo_n_minibatches = 1",
+                          "gconfig.n_samples (group size), actor.ppo_n_minibatches = minibatches (no epochs)",
         "learning rate": "actor.optimizer.lr",
         "clip range": "actor.eps_clip, actor.eps_clip_higher (on π_θ/μ without a correction)",
         "dual clip": "actor.c_clip",
@@ -118,6 +118,7 @@ class ArealExporter(Exporter):
         self._partial_rollouts(plan, scn, streaming)
         loss = _LossMapping(plan, scn)
         loss.run()
+        self._minibatches(plan, scn, loss.decoupled)
         self._stabilizers(plan, scn)
         self._optimizer(plan, scn, given)
         plan.setup("system.num_workers", scn.system.num_workers,
@@ -147,9 +148,36 @@ class ArealExporter(Exporter):
         plan.pinned("train_dataset.batch_size", a.groups_per_step,
                     "= groups_per_step: a train step consumes one dataloader batch of prompts "
                     "(WorkflowExecutor.prepare_batch), which must equal consumer_batch_size for the staleness bound")
-        plan.pinned("actor.ppo_n_minibatches", 1,
-                    "one optimizer step per train step, so one published version = one optimizer step as in the "
-                    "sandbox (AReaL's default 4 would make η count 4 optimizer steps per version)")
+        m = a.minibatches
+        if m == 1:
+            plan.converted("algorithm.minibatches", m, "actor.ppo_n_minibatches", 1,
+                           "one optimizer step per train step, so one published version = one optimizer step as in "
+                           "the sandbox (AReaL's default 4 would make η count 4 optimizer steps per version)")
+        else:
+            plan.converted("algorithm.minibatches", m, "actor.ppo_n_minibatches", m,
+                           f"{m} optimizer steps per train step and one published version per train step, as the "
+                           "sandbox per batch (versions count batches, so η keeps its value). AReaL splits the batch by "
+                           "token count (split_padded_tensor_dict_into_mb_list), not into whole groups in consumption "
+                           "order: the same lags per step, other data per step")
+
+    def _minibatches(self, plan: Plan, scn: Scenario, decoupled: bool) -> None:
+        """After the loss rows: what several mini-batches do to the loss route, the epochs (no key) and
+        the ratio anchor."""
+        a = scn.algorithm
+        if a.minibatches > 1 and decoupled:
+            plan.no_equivalent("algorithm.minibatches", a.minibatches,
+                               "the decoupled loss route written here reproduces the sandbox's loss only while π_prox "
+                               "is the weights being trained (one mini-batch, u = 1); with several mini-batches u moves "
+                               f"and AReaL's clip on it binds. Instead: {MINIBATCH_INSTEAD}")
+        if a.epochs == 1:
+            plan.implicit("algorithm.epochs", 1, "AReaL 1.0.4's ppo_update passes over the batch once (no epoch key)")
+        else:
+            plan.no_equivalent("algorithm.epochs", a.epochs,
+                               f"AReaL 1.0.4's ppo_update passes over the batch once and has no epoch key. Instead: "
+                               f"{MINIBATCH_INSTEAD}")
+        proximal_row(plan, scn, "batch_start" if decoupled else "behaviour",
+                     "actor.use_decoupled_loss = true recomputes π_prox once per train step" if decoupled else
+                     "actor.use_decoupled_loss = false and recompute_logprob = false")
 
     def _staleness(self, plan: Plan, scn: Scenario) -> bool:
         """Rows for ``system.staleness``; returns whether rollouts overlap training (streaming)."""

@@ -8,9 +8,15 @@ job's lag is the number of versions between the weights that generated it (its o
 partial rollouts) and the step that trains on it. Conversions to each framework's unit follow
 :func:`versions_to_optimizer_steps` and :func:`versions_to_samples`.
 
-Surrogate anchor: the sandbox's learner has no recomputed proximal policy, so every objective's
-ratio is ``r = π_θ/μ`` against the behaviour (sampler) log-probabilities, "bypass mode" in verl's
-terms (``π_prox := μ``); corrections act on ``w = sg(π_θ)/μ``.
+Surrogate anchor: by default (``algorithm.proximal = "behaviour"``) the sandbox's learner has no
+recomputed proximal policy, so every objective's ratio is ``r = π_θ/μ`` against the behaviour
+(sampler) log-probabilities, "bypass mode" in verl's terms (``π_prox := μ``); corrections act on
+``w = sg(π_θ)/μ``. ``"batch_start"`` recomputes ``π_prox`` once per batch (:func:`proximal_row`).
+
+Mini-batches (``algorithm.minibatches`` = m, ``algorithm.epochs`` = E; docs/system.md#mini-batches):
+a batch takes ``m·E`` optimizer steps and publishes one version, so the staleness bounds, which
+count published versions, keep their values; each exporter maps m and E to its own keys or says
+that it has none.
 """
 
 from __future__ import annotations
@@ -97,6 +103,49 @@ def versions_to_optimizer_steps(k: int, steps_per_version: int = 1) -> int:
 def versions_to_samples(k: int, steps_per_version: int, samples_per_step: int) -> int:
     """Lag in trained samples (PipelineRL's unit) of a lag of ``k`` versions."""
     return k * steps_per_version * samples_per_step
+
+
+ANCHOR_WORDS = {
+    "behaviour": "the rollout log-probs μ in every mini-batch (bypass mode)",
+    "batch_start": "π_old recomputed once per batch with the weights at its start (decoupled mode)",
+}
+
+
+def proximal_row(plan: Plan, scn: Scenario, anchor: str, where: str) -> None:
+    """The row of ``algorithm.proximal`` (docs/system.md#mini-batches) for a written config whose
+    surrogate ratio is anchored at ``anchor`` (``"behaviour"`` or ``"batch_start"``; ``where`` names
+    the framework's mechanism). With one optimizer step per batch, ``batch_start`` is the weights
+    being trained: the ratio is 1 in value, and the exporter's other rows say when that reproduces
+    the sandbox's bypass loss."""
+    a = scn.algorithm
+    if a.proximal == anchor:
+        plan.implicit("algorithm.proximal", a.proximal, f"the ratio is anchored at {ANCHOR_WORDS[anchor]}: {where}")
+    elif anchor == "batch_start" and a.updates_per_batch == 1:
+        plan.implicit("algorithm.proximal", a.proximal,
+                      f"one optimizer step per batch: π_old ({where}) is the weights being trained, so the ratio is 1 "
+                      "in value; the objective and correction rows say where this is the sandbox's bypass loss")
+    else:
+        plan.no_equivalent("algorithm.proximal", a.proximal,
+                           f"the written config anchors the ratio at {ANCHOR_WORDS[anchor]} ({where}), the scenario at "
+                           f"{ANCHOR_WORDS[a.proximal]}. Instead: re-run the scenario with algorithm.proximal = "
+                           f"\"{anchor}\" and check that the conclusion holds")
+
+
+def no_minibatch_rows(plan: Plan, scn: Scenario, why: str, instead: str) -> None:
+    """Rows of ``algorithm.minibatches`` and ``algorithm.epochs`` for a target that takes exactly one
+    optimizer step per batch: implicit at 1, no equivalent otherwise."""
+    a = scn.algorithm
+    for field, value in (("minibatches", a.minibatches), ("epochs", a.epochs)):
+        if value == 1:
+            plan.implicit(f"algorithm.{field}", value, why)
+        else:
+            plan.no_equivalent(f"algorithm.{field}", value, f"{why}. Instead: {instead}")
+
+
+MINIBATCH_INSTEAD = (
+    "export a scenario with algorithm.minibatches = algorithm.epochs = 1 and groups_per_step / minibatches groups "
+    "per step (the same optimizer-step size on fresh data) after checking in the sandbox that the conclusion holds"
+)
 
 
 FIXED_LAG_INSTEAD = (

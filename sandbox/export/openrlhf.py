@@ -51,7 +51,8 @@ from typing import Any
 from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of
+from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of,
+                     unmapped_stabilizer_note)
 from .plan import Plan
 
 SCRIPT = "python -m openrlhf.cli.train_ppo_ray"
@@ -123,7 +124,7 @@ class OpenRLHFExporter(Exporter):
         "async ratio": "no equivalent: no per-sample age check or fractional quota (export max lag ceil(α))",
         "partial rollouts": f"{PARTIAL} (needs {ASYNC})",
         "batch geometry": "--rollout.batch_size (prompts), --rollout.n_samples_per_prompt, --train.batch_size "
-                          "(= their product), --train.max_epochs 1",
+                          "(= their product / minibatches), --train.max_epochs = epochs",
         "learning rate": "--actor.adam.lr",
         "clip range": f"partly: {CLIP} LOW HIGH: anchored at the recomputed π_old, so equal to the sandbox's only at lag 0 "
                       "and for gspo",
@@ -152,13 +153,14 @@ class OpenRLHFExporter(Exporter):
         is_async = _staleness(plan, scn)
         _partial_rollouts(plan, scn, is_async)
         _batch(plan, scn)
-        _objective(plan, scn, stale)
+        _objective(plan, scn, stale, scn.algorithm.proximal)
+        _minibatch_loss(plan, scn)
         _correction(plan, scn)
         _stabilizers(plan, scn)
         _optimizer(plan, scn, given)
         plan.metrics = dict(METRICS)
         plan.notes += [
-            (f"Anchor: {ANCHOR}; the sandbox uses π_θ/μ (bypass). With one optimizer step per batch (pinned) "
+            (f"Anchor: {ANCHOR}; the sandbox uses π_θ/μ (bypass) by default. With one optimizer step per batch "
              "π_old equals π_θ, so OpenRLHF's ppo loss gives −coef·Â·∇log π_θ with the correction weight on "
              "w = π_old/μ (the value of π_θ/μ): the sandbox's reinforce objective, and every clip objective at lag 0."),
             ("Without partial rollouts OpenRLHF generates a whole rollout batch (all prompts of a step) at one weight "
@@ -343,11 +345,26 @@ def _batch(plan: Plan, scn: Scenario) -> None:
                "responses per prompt (the group of the group-relative advantages)", "--rollout.n_samples_per_prompt")
     plan.setup("algorithm.groups_per_step", a.groups_per_step,
                "prompts per rollout batch = per optimizer step; check it against your data", "--rollout.batch_size")
-    plan.pinned("--train.batch_size", samples,
-                f"groups_per_step × group_size = {samples} samples per optimizer step: one step per rollout batch, as in "
-                "the sandbox (a smaller value takes several steps per batch and adds lag); must be a multiple of "
-                "--train.micro_batch_size × actor GPUs")
-    plan.pinned("--train.max_epochs", 1, "one pass over each rollout batch: one optimizer step per version")
+    m, E = a.minibatches, a.epochs
+    if m == 1:
+        plan.converted("algorithm.minibatches", m, "--train.batch_size", samples,
+                       f"groups_per_step × group_size = {samples} samples per optimizer step: one step per rollout batch, "
+                       "as in the sandbox (a smaller value takes several steps per batch and adds lag); must be a "
+                       "multiple of --train.micro_batch_size × actor GPUs")
+    else:
+        plan.converted("algorithm.minibatches", m, "--train.batch_size", samples // m,
+                       f"groups_per_step × group_size / minibatches = {samples // m} samples per optimizer step: {m} steps "
+                       "per rollout batch and one weight broadcast after them, as the sandbox's mini-batches "
+                       "(OpenRLHF's DataLoader reshuffles the samples every epoch, so its mini-batches mix groups: the "
+                       "same lags per step, other data per step); must be a multiple of --train.micro_batch_size × "
+                       "actor GPUs")
+    if E == 1:
+        plan.converted("algorithm.epochs", E, "--train.max_epochs", 1,
+                       "one pass over each rollout batch" + (": one optimizer step per version" if m == 1 else ""))
+    else:
+        plan.converted("algorithm.epochs", E, "--train.max_epochs", E,
+                       f"{E} passes over each rollout batch (trainer/ray/ppo_actor.py ppo_train), one weight broadcast "
+                       "after the last")
     plan.pinned("--rollout.vllm_generate_batch_size", a.groups_per_step,
                 "generate exactly one rollout batch at a time: a larger value keeps the extra samples in a buffer that "
                 "later steps consume, which adds lag beyond the queue bound")
@@ -373,7 +390,19 @@ def _reinforce_twin(obj: Any) -> str:
             f"aggregation=\"{obj.aggregation}\"}}")
 
 
-def _objective(plan: Plan, scn: Scenario, stale: bool) -> None:
+def _minibatch_loss(plan: Plan, scn: Scenario) -> None:
+    """OpenRLHF recomputes π_old once per rollout batch: the sandbox's ``proximal = "batch_start"``.
+    The REINFORCE and CISPO mappings rely on ratio 1 (one step per batch)."""
+    a = scn.algorithm
+    proximal_row(plan, scn, "batch_start", f"{ANCHOR}")
+    if a.updates_per_batch > 1 and a.objective.name in ("reinforce", "cispo"):
+        plan.no_equivalent("algorithm.minibatches + algorithm.epochs", f"{a.minibatches} x {a.epochs}",
+                           f"OpenRLHF's ppo loss stands in for the sandbox's {a.objective.name} objective only while "
+                           "π_old is the weights being trained (ratio 1); from a batch's second optimizer step on its "
+                           f"ratio π_θ/π_old moves and its clip binds. Instead: {MINIBATCH_INSTEAD}")
+
+
+def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviour") -> None:
     obj = scn.algorithm.objective
     p = "algorithm.objective"
     if obj.name == "tba":
@@ -387,7 +416,7 @@ def _objective(plan: Plan, scn: Scenario, stale: bool) -> None:
         return
     _loss_type(plan, obj)
     _advantage(plan, obj, scn.algorithm.group_size)
-    _clip(plan, obj, stale)
+    _clip(plan, obj, stale, proximal)
     _kl(plan, obj)
     _aggregation(plan, obj)
     if obj.name != "rloo" and not _uses_opob(obj):
@@ -561,7 +590,7 @@ def _stand_in(plan: Plan, normalize: bool) -> None:
                 "is not the scenario's baseline, see its no-equivalent row")
 
 
-def _clip(plan: Plan, obj: Any, stale: bool) -> None:
+def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> None:
     p = "algorithm.objective"
     if obj.name in ("reinforce", "cispo"):
         return
@@ -573,10 +602,12 @@ def _clip(plan: Plan, obj: Any, stale: bool) -> None:
                       "the sandbox's gspo surrogate applies no dual clip; --actor.dual_clip is left off")
         return
     dual = obj.dual_clip_c
-    if not stale:
+    if not stale or proximal == "batch_start":
         plan.as_is(_sources(p, "eps_low", "eps_high"), clip, CLIP,
                    "at lag 0 both anchors are the current weights (μ = π_θ = π_old for the single step), so both "
-                   "clips act on the same ratio")
+                   "clips act on the same ratio" if proximal == "behaviour" else
+                   "both clips act on π_θ/π_old, π_old the weights at the start of the batch (algorithm.proximal = "
+                   "'batch_start')")
         if dual is None:
             plan.implicit(f"{p}.dual_clip_c", None, f"no dual clip ({DUAL_CLIP} defaults to off)")
         else:

@@ -44,7 +44,8 @@ import tomli_w
 from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of
+from .common import (MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows,
+                     staleness_of, unmapped_stabilizer_note)
 from .plan import Plan
 
 AT = "prime-rl 559b4477"
@@ -204,6 +205,11 @@ def _batch_rows(plan: Plan, scn: Scenario) -> None:
         "one optimizer step per batch with no key (train.py steps the optimizer once per trainer step)",
         target="orchestrator.batch_size", target_value=a.groups_per_step * a.group_size,
     )
+    no_minibatch_rows(plan, scn, f"prime-rl {AT.split()[-1]} takes one optimizer step per batch and has no mini-batch or "
+                      "epoch key (src/prime_rl/trainer/rl/train.py steps the optimizer once per trainer step)",
+                      MINIBATCH_INSTEAD)
+    proximal_row(plan, scn, "behaviour", "default_loss_fn's ρ = π_θ/μ against the inference engine's log-probs "
+                 "(src/prime_rl/trainer/rl/loss.py)")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ from typing import ClassVar
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of, versions_to_optimizer_steps
+from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, no_minibatch_rows, proximal_row,
+                     scale_rows, staleness_of, unmapped_stabilizer_note, versions_to_optimizer_steps)
 from .plan import Plan
 
 SYNC_CLASS = "GRPOConfig"
@@ -88,8 +89,8 @@ class TRLExporter(Exporter):
         "partial rollouts": "partly: AsyncGRPOConfig always continues in-flight generations under new weights "
                             "(vLLM pause mode 'keep'); whole rollouts cannot be requested",
         "batch geometry": "num_generations, per_device_train_batch_size, gradient_accumulation_steps, "
-                          "steps_per_generation = gradient_accumulation_steps, num_iterations = 1 "
-                          "(AsyncGRPO: token_budget = 0)",
+                          "steps_per_generation = minibatches × gradient_accumulation_steps, num_iterations = epochs "
+                          "(AsyncGRPO: token_budget = 0, weight_sync_steps = minibatches, no epochs)",
         "learning rate": "learning_rate",
         "clip range": "epsilon, epsilon_high",
         "dual clip": "partly: delta (GRPOConfig; INTELLECT-2 two-sided clip, equal to dual clip c when c >= 1 + epsilon_high)",
@@ -170,11 +171,18 @@ def _geometry(plan: Plan, scn: Scenario, cls: str) -> bool:
                    "has no TRL equivalent")
         return False
     plan.setup("algorithm.group_size", G, "responses per prompt", target="num_generations")
-    if cls == SYNC_CLASS:
+    m = alg.minibatches
+    if cls == SYNC_CLASS and m == 1:
         plan.setup("algorithm.groups_per_step", B,
                    f"prompts per optimizer step: one step consumes per_device_train_batch_size ({G}) × "
                    f"gradient_accumulation_steps ({B}) × num_processes (1) = {B * G} completions",
                    target="gradient_accumulation_steps")
+    elif cls == SYNC_CLASS:
+        plan.setup("algorithm.groups_per_step", B,
+                   f"prompts per generation batch: steps_per_generation ({B}) micro-batches of one group; an optimizer "
+                   f"step accumulates gradient_accumulation_steps = groups_per_step / minibatches = {B // m} of them "
+                   f"({B // m * G} completions)", target="gradient_accumulation_steps", target_value=B // m)
+    if cls == SYNC_CLASS:
         plan.pinned("per_device_train_batch_size", G,
                     "one prompt group per micro-batch, so that the loss of every micro-batch averages the same "
                     "number of sequences and the accumulated gradient is the whole step's")
@@ -182,8 +190,10 @@ def _geometry(plan: Plan, scn: Scenario, cls: str) -> bool:
         plan.setup("algorithm.groups_per_step", B,
                    f"prompts per optimizer step: one micro-batch of groups_per_step × group_size = {B * G} "
                    "completions per step (per_device_train_batch_size × num_processes (1) × "
-                   "gradient_accumulation_steps (1))",
-                   target="per_device_train_batch_size", target_value=B * G)
+                   "gradient_accumulation_steps (1))" if m == 1 else
+                   f"prompts per published version: {m} optimizer steps (weight_sync_steps) of one micro-batch of "
+                   f"groups_per_step / minibatches × group_size = {B // m * G} completions each",
+                   target="per_device_train_batch_size", target_value=B * G // m)
         plan.pinned("gradient_accumulation_steps", 1,
                     "AsyncGRPOTrainer normalises each micro-batch by its own token count and divides by the "
                     "accumulation steps (compute_loss); a single micro-batch makes the loss the token mean of the "
@@ -194,14 +204,61 @@ def _geometry(plan: Plan, scn: Scenario, cls: str) -> bool:
     return True
 
 
+def _minibatches_sync(plan: Plan, scn: Scenario) -> None:
+    """GRPOConfig: a generation batch of groups_per_step groups serves ``steps_per_generation /
+    gradient_accumulation_steps = minibatches`` optimizer steps per iteration, ``num_iterations = epochs``
+    (``GRPOTrainer._prepare_inputs``, trl 1.16); π_old is recomputed at generation when a batch serves
+    several steps (``old_per_token_logps``), else the ratio is 1."""
+    a = scn.algorithm
+    m, E, B = a.minibatches, a.epochs, a.groups_per_step
+    if a.group_size < 2:
+        no_minibatch_rows(plan, scn, "no GRPOConfig is written (group size below 2)", MINIBATCH_INSTEAD)
+        plan.implicit("algorithm.proximal", a.proximal, "no GRPOConfig is written (group size below 2)")
+        return
+    if m == 1:
+        plan.implicit("algorithm.minibatches", 1, "steps_per_generation = gradient_accumulation_steps: one optimizer "
+                      "step per generation batch and iteration")
+    else:
+        plan.converted("algorithm.minibatches", m, "steps_per_generation", B,
+                       f"steps_per_generation = minibatches × gradient_accumulation_steps = {m} × {B // m}: {m} optimizer "
+                       "steps per generation batch, in the order TRL shuffled the batch's completions once "
+                       "(shuffle_sequence_dict: mini-batches mix groups; the same lags per step, other data per step)")
+    plan.converted("algorithm.epochs", E, "num_iterations", E,
+                   "no reuse of a generation batch (each reuse would add one step of lag)" if E == 1 else
+                   f"{E} passes over each generation batch, in the same order every pass (GRPOTrainer reuses its "
+                   "buffered slices); TRL's largest lag num_iterations·steps_per_generation/gradient_accumulation_steps "
+                   f"− 1 = {m * E - 1}, the sandbox's m·E − 1 within a batch")
+    proximal_row(plan, scn, "batch_start", "GRPOTrainer's old_per_token_logps, computed with the weights at generation "
+                 "(in a synchronous run also the rollout policy μ)")
+
+
+def _minibatches_async(plan: Plan, scn: Scenario) -> None:
+    """AsyncGRPOConfig: ``weight_sync_steps = minibatches`` optimizer steps per model version; no epochs."""
+    a = scn.algorithm
+    m = a.minibatches
+    if m == 1:
+        plan.converted("algorithm.minibatches", 1, "weight_sync_steps", 1,
+                       "one weight sync (one model_version) per optimizer step: the sandbox's one version per step")
+    else:
+        plan.converted("algorithm.minibatches", m, "weight_sync_steps", m,
+                       f"one weight sync (one model_version) per {m} optimizer steps, as the sandbox publishes once per "
+                       "batch; max_staleness counts model versions, so it keeps the value of k_max. Each step dequeues "
+                       "its own micro-batch (the sandbox splits one batch): the same lags per step")
+    if a.epochs == 1:
+        plan.implicit("algorithm.epochs", 1, "AsyncGRPOTrainer trains on each sample once")
+    else:
+        plan.no_equivalent("algorithm.epochs", a.epochs, "AsyncGRPOTrainer trains on each dequeued sample once (no "
+                           f"num_iterations). Instead: {MINIBATCH_INSTEAD}")
+    proximal_row(plan, scn, "behaviour", "AsyncGRPOTrainer's ratio against the vLLM log-probs")
+
+
 def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
     st = staleness_of(scn)
     partial = scn.system.partial_rollouts
     B = scn.algorithm.groups_per_step
     if cls == ASYNC_CLASS:
         k = versions_to_optimizer_steps(st.bound)
-        plan.pinned("weight_sync_steps", 1,
-                    "one weight sync (one model_version) per optimizer step: the sandbox's one version per step")
+        _minibatches_async(plan, scn)
         plan.converted("system.staleness.kind + system.staleness.k_max", f"max_lag, k_max = {st.bound}",
                        "max_staleness", k,
                        "lag in versions as is (versions_to_optimizer_steps with weight_sync_steps = 1): "
@@ -223,9 +280,14 @@ def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
                                "true (it needs generation_time.kind = 'cost_model')")
         return
     G = scn.algorithm.group_size
+    S = scn.algorithm.updates_per_batch
     spg_note = (f"steps_per_generation = gradient_accumulation_steps ({B}) and num_iterations = 1: one generation "
                 "batch per optimizer step, so TRL's largest lag num_iterations·steps_per_generation/"
-                "gradient_accumulation_steps − 1 is 0")
+                "gradient_accumulation_steps − 1 is 0" if S == 1 else
+                f"steps_per_generation = {B}, gradient_accumulation_steps = {B // scn.algorithm.minibatches} and "
+                f"num_iterations = {scn.algorithm.epochs}: one generation batch serves {S} optimizer steps, so TRL's "
+                f"largest lag num_iterations·steps_per_generation/gradient_accumulation_steps − 1 is {S - 1}, the "
+                "sandbox's lag within a batch")
     if st.kind == "sync" and G >= 2:
         plan.converted("system.staleness", "sync", "steps_per_generation", B,
                        "GRPOTrainer generates with the current weights, then trains: " + spg_note)
@@ -247,8 +309,7 @@ def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
                            "GRPOConfig is synchronous (lag 0)")
     if st.kind != "sync" and G >= 2:
         plan.pinned("steps_per_generation", B, "the written GRPOConfig is synchronous: " + spg_note)
-    if G >= 2:
-        plan.pinned("num_iterations", 1, "no reuse of a generation batch (each reuse would add one step of lag)")
+    _minibatches_sync(plan, scn)
     if partial:
         plan.no_equivalent("system.partial_rollouts", True,
                            "GRPOTrainer generates every batch whole with one weight version; in-flight updates exist "

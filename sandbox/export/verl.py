@@ -54,7 +54,8 @@ import yaml
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import fixed_lag_gap, scale_rows, unmapped_stabilizer_note, staleness_of
+from .common import (MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, staleness_of,
+                     unmapped_stabilizer_note)
 from .plan import Plan
 
 VERL_0_9 = Version("0.9", "0.9.1", "verl 0.9.1 wheel")
@@ -526,16 +527,54 @@ def _map_mis(plan: Plan, c) -> None:
 
 
 def map_batch(plan: Plan, scn: Scenario, prompts_key: str = "data.train_batch_size") -> None:
-    """One trainer step = one optimizer step = one version, as in the sandbox (``prompts_key``: the key that
-    sets the prompts per trainer step)."""
+    """One trainer step = one batch = one version, as in the sandbox (``prompts_key``: the key that sets the
+    prompts per trainer step). Upstream, ``ppo_mini_batch_size = groups_per_step / minibatches`` prompts and
+    ``ppo_epochs = epochs`` (verl 0.9.1 ``train_mini_batch``: consecutive mini-batches, the same order every
+    epoch with ``actor.shuffle = false``); the fork's trainer step is one mini-batch (``prompts_key`` is
+    ``ppo_mini_batch_size``), where several mini-batches are not mapped."""
     a = scn.algorithm
+    m, E, B = a.minibatches, a.epochs, a.groups_per_step
     mini = f"{ACTOR}.ppo_mini_batch_size"
     plan.setup("algorithm.group_size", a.group_size, "responses per prompt (the GRPO group)",
                "actor_rollout_ref.rollout.n", a.group_size)
     plan.setup("algorithm.groups_per_step", a.groups_per_step, "prompts per trainer step", prompts_key, a.groups_per_step)
     if prompts_key != mini:
-        plan.pinned(mini, a.groups_per_step, "mini-batch = the whole batch (in prompts): one optimizer step per trainer step")
-    plan.pinned(f"{ACTOR}.ppo_epochs", 1, "one pass over the batch: one optimizer step per trainer step, one version per step")
+        plan.converted("algorithm.minibatches", m, mini, B // m,
+                       "mini-batch = the whole batch (in prompts): one optimizer step per trainer step" if m == 1 else
+                       f"groups_per_step / minibatches = {B // m} prompts (× rollout.n responses, verl multiplies): {m} "
+                       "optimizer steps per trainer step, consecutive slices of the batch as in the sandbox")
+    elif m == 1:
+        plan.implicit("algorithm.minibatches", m, "one mini-batch per trainer step (ppo_mini_batch_size = groups_per_step)")
+    else:
+        plan.no_equivalent("algorithm.minibatches", m,
+                           "the fork's fully-async trainer step is one mini-batch and its admission window counts "
+                           "trigger_parameter_sync_step·require_batches·ppo_mini_batch_size; several mini-batches per "
+                           f"weight push are not mapped onto it. Instead: {MINIBATCH_INSTEAD}")
+    plan.converted("algorithm.epochs", E, f"{ACTOR}.ppo_epochs", E,
+                   "one pass over the batch: one optimizer step per trainer step, one version per step" if m * E == 1 else
+                   "one pass over the batch" if E == 1 else
+                   f"{E} passes over the batch, one version per trainer step")
+
+
+def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str) -> None:
+    """What several optimizer steps per batch do to the written loss route, and the ratio anchor (upstream
+    verl 0.9.1): bypass mode keeps ``old_log_probs`` = the rollout log-probs in every mini-batch; the
+    REINFORCE route recomputes π_old once per batch (``_compute_old_log_prob``; in ``separate_async`` once
+    per ``parameter_sync_step`` cycle, ``save_model_to_cpu``)."""
+    a = scn.algorithm
+    S = a.updates_per_batch
+    if route == "reinforce" and S > 1:
+        plan.no_equivalent("algorithm.minibatches + algorithm.epochs", f"{a.minibatches} x {a.epochs}",
+                           "the REINFORCE route relies on π_old = the weights being trained (ratio 1); from a batch's "
+                           "second optimizer step on, verl's vanilla ratio π_θ/π_old moves and its clip binds, while the "
+                           f"sandbox's REINFORCE loss has no ratio. Instead: {MINIBATCH_INSTEAD}")
+    if mode != "sync" and a.minibatches > 1 and a.epochs > 1:
+        plan.implicit("algorithm.epochs", a.epochs,
+                      "separate_async trains each mini-batch for its ppo_epochs passes before sampling the next one "
+                      "(one mini-batch per local update): the batch's optimizer steps see the same lags 0 … m·E − 1 "
+                      "as in the sandbox, on the data in another order (the sandbox runs the epochs outermost)")
+    proximal_row(plan, scn, "batch_start" if route == "reinforce" else "behaviour",
+                 f"{CORR}.bypass_mode = " + ("false" if route == "reinforce" else "true"))
 
 
 def stabilizer_gap(plan: Plan, source: str, stabilizer) -> None:
@@ -607,9 +646,17 @@ def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
         if o.schedule == "cosine":
             plan.pinned(f"{optim}.min_lr_ratio", 0.0, "the sandbox's cosine decays to 0")
             plan.pinned(f"{optim}.num_cycles", 0.5, "one half-cosine, as the sandbox")
-    plan.converted(f"{src}.warmup_steps", o.warmup_steps, f"{optim}.lr_warmup_steps", o.warmup_steps,
+    # verl 0.9.1 steps its LR scheduler once per train_mini_batch call (update_lr_scheduler on the last
+    # iteration): per batch in sync mode, per local update (one mini-batch, all its epochs) in separate_async.
+    a = scn.algorithm
+    per = a.updates_per_batch if plan.settings.get(f"{V1}.trainer_mode", "sync") == "sync" else a.epochs
+    warmup = math.ceil(o.warmup_steps / per)
+    plan.converted(f"{src}.warmup_steps", o.warmup_steps, f"{optim}.lr_warmup_steps", warmup,
                    "no warm-up" if o.warmup_steps == 0 else
-                   "linear warm-up; verl ramps step/W from step 0 (first step at lr 0), the sandbox (step+1)/W: one step later")
+                   "linear warm-up; verl ramps step/W from step 0 (first step at lr 0), the sandbox (step+1)/W: one step later"
+                   + ("" if per == 1 else f"; verl's scheduler steps once per {per} optimizer steps (per "
+                      "train_mini_batch call), so W = ceil(warmup_steps / " + str(per) + ") and the learning rate is "
+                      "constant within each call"))
     scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
 
 
@@ -641,8 +688,16 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
     else:
         plan.converted("system.staleness.kind", "max_lag", f"{V1}.trainer_mode", "separate_async",
                        "streaming: rollout on its own GPUs, trainer samples finished groups from the replay buffer")
-        plan.pinned(f"{V1}.separate_async.parameter_sync_step", 1,
-                    "weights pushed after every optimizer step (train_batch_size = parameter_sync_step·ppo_mini_batch_size)")
+        m = scn.algorithm.minibatches
+        if m == 1:
+            plan.pinned(f"{V1}.separate_async.parameter_sync_step", 1,
+                        "weights pushed after every optimizer step (train_batch_size = parameter_sync_step·ppo_mini_batch_size)")
+        else:
+            plan.converted("algorithm.minibatches", m, f"{V1}.separate_async.parameter_sync_step", m,
+                           f"weights pushed after {m} local updates of one mini-batch each (train_batch_size = "
+                           "parameter_sync_step·ppo_mini_batch_size), as the sandbox publishes once per batch; "
+                           "global_steps (and the off-policy threshold) count these cycles, i.e. batches. Each local "
+                           "update samples its own mini-batch from the replay buffer (the sandbox splits one batch)")
         plan.converted("system.staleness.k_max", cfg.k_max, f"{V1}.sampler.max_off_policy_threshold", cfg.k_max + 1,
                        "T counts the versions a trajectory spans, both ends: lag ≤ T − 1 = k_max, counted from the "
                        "step its prompt was queued (its oldest token is no older)")
@@ -720,8 +775,9 @@ class VerlExporter(Exporter):
         "fixed lag": "no equivalent: verl only bounds the lag (one-step-off recipe for k = 1)",
         "async ratio": "no equivalent: nearest is max lag with k_max = ceil(alpha)",
         "partial rollouts": "partly: always on in the async V1 trainers (cannot be switched off); none in sync",
-        "batch geometry": "data.train_batch_size = actor.ppo_mini_batch_size = groups_per_step, rollout.n = group_size, "
-                          "ppo_epochs = 1",
+        "batch geometry": "data.train_batch_size = groups_per_step, actor.ppo_mini_batch_size = groups_per_step / "
+                          "minibatches, ppo_epochs = epochs (separate_async: parameter_sync_step = minibatches), "
+                          "rollout.n = group_size",
         "learning rate": f"{ACTOR}.optim.lr",
         "clip range": f"{ACTOR}.clip_ratio_low / clip_ratio_high",
         "dual clip": f"{ACTOR}.clip_ratio_c (always on in vanilla; 1e9 = off)",
@@ -752,6 +808,7 @@ class VerlExporter(Exporter):
         map_objective(plan, scn, route, UPSTREAM_OBJECTIVES)
         _map_correction_0_9(plan, scn, route)
         map_batch(plan, scn)
+        map_minibatch_route(plan, scn, route, mode)
         map_stabilizers(plan, scn)
         _map_optimizer_fsdp(plan, scn, given)
         plan.metrics = _metrics(route, mode)

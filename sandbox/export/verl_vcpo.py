@@ -32,7 +32,7 @@ from typing import Any
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
-from .common import fixed_lag_gap, scale_rows, staleness_of
+from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .plan import Plan
 from .verl import (
     ACTOR,
@@ -442,6 +442,8 @@ class VerlVCPOExporter(Exporter):
         map_objective(plan, scn, route, FORK_OBJECTIVES)
         _map_correction_fork(plan, scn, route)
         map_batch(plan, scn, prompts_key=f"{ACTOR}.ppo_mini_batch_size")
+        proximal_row(plan, scn, "behaviour", f"{ASYNC}.use_rollout_log_probs on the ratio route; on the REINFORCE route "
+                     "π_old is the actor's own detached log-probs (ratio 1) and the correction acts on π_θ/μ")
         plan.pinned("data.train_batch_size", 0, "the fully-async rollouter asserts 0 (batches come from the message queue)")
         plan.pinned("data.gen_batch_size", 1, "the recipe generates one prompt group at a time")
         _map_stabilizers_fork(plan, scn, route)

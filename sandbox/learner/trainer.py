@@ -6,6 +6,14 @@ replicas), a standard torch optimizer wrapped in the method library's Stabilized
 every task shares: gradient norm and cosine with the previous gradient, the LR schedule, the
 update norm, and divergence detection. Subclasses say how a batch of finished jobs becomes a loss.
 
+Mini-batches (``algorithm.minibatches`` = m, ``algorithm.epochs`` = E; docs/system.md#mini-batches):
+a consumed batch is split, in consumption order and by whole groups, into m equal mini-batches and
+the learner takes one optimizer step per mini-batch per epoch, the same order in every epoch (verl
+0.9.1 ``make_iterator`` with its default ``actor.shuffle = false``). The learner's version counts
+optimizer steps: step (e, j) of batch b is version ``S·b + e·m + j`` with ``S = m·E``, and a token
+generated with published version v (the weights after batch v − 1) has lag ``S·(b − v) + e·m + j``.
+With m = E = 1 the batch is one step and nothing of this runs.
+
 Divergence (non-finite loss, gradient or weights, or loss / weight norm beyond the configured
 bounds) freezes that replica at its last finite weights and records the step; when every replica
 has diverged the run stops with status ``diverged`` and everything recorded so far is kept.
@@ -14,7 +22,7 @@ has diverged the run stops with status ``diverged`` and everything recorded so f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -34,6 +42,19 @@ class DivergenceBounds:
     max_param_norm: float = 1e6
 
 
+@dataclass
+class MinibatchContext:
+    """What a mini-batch's loss takes from the start of its batch (computed once, before the batch's
+    first optimizer step, as verl 0.9.1 and AReaL 1.0.4 compute advantages and ``old_log_prob``)."""
+
+    advantages: Tensor | None = None
+    """``(R, n)`` the mini-batch's slice of the advantages computed on the whole batch."""
+    prox_logp: Tensor | None = None
+    """``(R, n, T)`` log π_prox: the weights at the start of the batch (``proximal = 'batch_start'``), or ``None``."""
+    batch_metrics: dict[str, Tensor] = field(default_factory=dict)
+    """Metrics of the whole batch's advantages (repeated on each of its steps)."""
+
+
 class Learner:
     def __init__(
         self,
@@ -44,7 +65,12 @@ class Learner:
         eval_fn=None,
         eval_every: int = 1,
         stabilizers: list | None = None,
+        minibatches: int = 1,
+        epochs: int = 1,
     ):
+        self.minibatches = minibatches
+        self.epochs = epochs
+        self.updates_per_batch = minibatches * epochs
         self.names = list(params)
         self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
         self.plist = [self.params[k] for k in self.names]
@@ -78,9 +104,29 @@ class Learner:
     def snapshot(self) -> Params:
         return {k: v.detach().clone() for k, v in self.params.items()}
 
-    def compute_loss(self, step: int, jobs: list[Job]) -> tuple[Tensor, dict[str, Tensor], int]:
-        """(loss per replica ``(R,)``, metrics per replica ``(R,)``, tokens in the batch)."""
+    def compute_loss(
+        self, step: int, jobs: list[Job], context: MinibatchContext | None = None
+    ) -> tuple[Tensor, dict[str, Tensor], int]:
+        """(loss per replica ``(R,)``, metrics per replica ``(R,)``, tokens in the batch) at learner
+        version ``step``; ``context`` is given for the mini-batches of a multi-step batch only."""
         raise NotImplementedError
+
+    def minibatch_contexts(self, version: int, parts: list[list[Job]]) -> list[MinibatchContext | None]:
+        """Per mini-batch, what its loss takes from the start of the batch (learner at ``version``)."""
+        return [None] * len(parts)
+
+    def optimizer_version(self, batch: int, epoch: int, minibatch: int) -> int:
+        """The learner's version at optimizer step (``epoch``, ``minibatch``) of consumed batch ``batch``."""
+        return batch * self.updates_per_batch + epoch * self.minibatches + minibatch
+
+    def behaviour_versions(self, versions: Tensor) -> Tensor:
+        """Published versions (one per batch, as the cluster stamps them) in learner versions
+        (one per optimizer step): published version v holds the weights of version ``S·v``.
+        Negative entries (padding) and the int64 maximum (no token) are kept."""
+        if self.updates_per_batch == 1:
+            return versions
+        valid = (versions >= 0) & (versions < torch.iinfo(torch.int64).max)
+        return torch.where(valid, versions * self.updates_per_batch, versions)
 
     def step_context(self, metrics: dict[str, Tensor]):
         """What the stabilizers may read: the batch ESS (VCPO) and the per-sample lag."""
@@ -89,7 +135,42 @@ class Learner:
         return StepContext(ess_ratio=metrics.get("is/ess_ratio"), staleness=self._sample_lag)
 
     def train(self, step: int, jobs: list[Job], now: float) -> TrainResult:
+        """Consume batch ``step``: one optimizer step, or ``minibatches × epochs`` of them."""
+        if self.updates_per_batch > 1:
+            return self._train_minibatches(step, jobs)
         loss, metrics, tokens = self.compute_loss(step, jobs)
+        row = self._optimizer_step(step, loss, metrics)
+        return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=row, stop=not bool(self.alive.any()))
+
+    def _train_minibatches(self, batch: int, jobs: list[Job]) -> TrainResult:
+        m = self.minibatches
+        if len(jobs) % m:
+            raise ValueError(f"a batch of {len(jobs)} groups cannot be split into {m} equal mini-batches (algorithm.minibatches)")
+        size = len(jobs) // m
+        parts = [jobs[j * size:(j + 1) * size] for j in range(m)]
+        contexts = self.minibatch_contexts(self.optimizer_version(batch, 0, 0), parts)
+        rows: list[dict] = []
+        tokens = 0
+        for epoch in range(self.epochs):
+            for j, part in enumerate(parts):
+                version = self.optimizer_version(batch, epoch, j)
+                if version >= self.total_steps:  # run.steps reached inside the last batch
+                    break
+                loss, metrics, part_tokens = self.compute_loss(version, part, contexts[j])
+                tokens += part_tokens if epoch == 0 else 0
+                row = self._optimizer_step(version, loss, metrics)
+                row["minibatch"], row["epoch"] = j, epoch
+                rows.append(row)
+                if not self.alive.any():
+                    break
+            if not self.alive.any() or len(rows) < (epoch + 1) * self.minibatches:
+                break
+        return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=rows[-1], stop=not bool(self.alive.any()),
+                           step_metrics=rows, passes=self.epochs)
+
+    def _optimizer_step(self, step: int, loss: Tensor, metrics: dict[str, Tensor]) -> dict:
+        """Backward, stabilizers, optimizer step and divergence bookkeeping at learner version
+        ``step``; returns the step's metrics row (means over the replicas still alive)."""
         alive_f = self.alive.to(loss.dtype)
         self.optimizer.zero_grad(set_to_none=False)
         (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * alive_f).sum().backward()
@@ -133,7 +214,7 @@ class Learner:
         alive = self.alive.numpy() if self.alive.any() else newly.numpy()
         row = {k: _alive_mean(a, alive) for k, a in arrays.items()}
         row["replicas/alive"] = float(self.alive.float().mean())
-        return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=row, stop=not bool(self.alive.any()))
+        return row
 
 
 def _np(v) -> np.ndarray:
@@ -171,27 +252,25 @@ def staleness_metrics(step: int, versions: Tensor, mask: Tensor) -> dict[str, Te
 class PolicyLearner(Learner):
     """Policy-gradient learner: objective + off-policy correction from ``sandbox.algorithms``."""
 
-    def __init__(self, task: PolicyTask, policy_loss, params: Params, **kw):
+    def __init__(self, task: PolicyTask, policy_loss, params: Params, proximal: str = "behaviour", **kw):
         super().__init__(params, eval_fn=task.evaluate, **kw)
         self.task = task
         self.policy_loss = policy_loss
+        self.proximal = proximal
         self.last_batch: Rollouts | None = None
 
-    def compute_loss(self, step, jobs):
+    def _loss_input(self, ro: Rollouts, logp: Tensor, version: int):
+        """The policy-loss input for ``ro`` at learner ``version`` (OPOB's gradient norms included)."""
         from ..algorithms.api import PolicyLossInput
 
-        ro = Rollouts.cat([j.payload for j in jobs])
-        self.last_batch = ro
-        logp = self.task.logprobs(self.params, ro)
-        mask = ro.mask
         inp = PolicyLossInput(
             logp=logp,
             behaviour_logp=ro.behaviour_logp,
-            mask=mask,
+            mask=ro.mask,
             rewards=ro.rewards,
             group_size=ro.group_size,
-            token_versions=ro.token_versions,
-            learner_version=step,
+            token_versions=self.behaviour_versions(ro.token_versions),
+            learner_version=version,
         )
         if self.policy_loss.needs_sequence_grad_norms:  # OPOB / the optimal baseline weigh by ‖∇ log π(y)‖²
             from ..algorithms.opob import per_sequence_grad_sq_norms
@@ -199,9 +278,57 @@ class PolicyLearner(Learner):
             inp.extras["seq_grad_sq_norms"] = per_sequence_grad_sq_norms(
                 self.task.sequence_logprob, self.params, self.task.sequence_inputs(ro), replica_dims=1
             )
-        self._sample_lag = (step - ro.oldest_version()).double()
+        return inp
+
+    def minibatch_contexts(self, version, parts):
+        """Advantages of the whole batch (computed once, as verl 0.9.1, AReaL 1.0.4 and TRL 1.16 do
+        before their mini-batch updates, so a group's advantages and the EMA baseline's update do
+        not depend on the split) and, with ``proximal = 'batch_start'``, log π_prox of each
+        mini-batch under the weights at the start of the batch."""
+        from ..algorithms._tensor import seq_sum
+        from ..algorithms.advantages import zero_variance_group_frac
+
+        ros = [Rollouts.cat([j.payload for j in part]) for part in parts]
+        with torch.no_grad():
+            start = [self.task.logprobs(self.params, ro).detach() for ro in ros]
+        whole = Rollouts.cat(ros)
+        width = whole.width
+        logp = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[-1])) for lp in start], -2)
+        inp = self._loss_input(whole, logp, version)
+        log_seq_rho = seq_sum((logp - whole.behaviour_logp) * inp.fmask, inp.fmask)
+        adv, metrics = self.policy_loss.advantages(inp, log_seq_rho)
+        metrics = {k: v.detach() for k, v in metrics.items()}
+        metrics["adv/zero_var_groups"] = zero_variance_group_frac(whole.rewards.detach(), whole.group_size)
+        contexts, lo = [], 0
+        for ro, lp in zip(ros, start):
+            hi = lo + ro.num_responses
+            prox = lp if self.proximal == "batch_start" else None
+            contexts.append(MinibatchContext(advantages=adv[..., lo:hi].detach(), prox_logp=prox, batch_metrics=metrics))
+            lo = hi
+        return contexts
+
+    def compute_loss(self, step, jobs, context=None):
+        ro = Rollouts.cat([j.payload for j in jobs])
+        self.last_batch = ro
+        logp = self.task.logprobs(self.params, ro)
+        mask = ro.mask
+        if context is None:
+            inp = self._loss_input(ro, logp, step)
+            if self.proximal == "batch_start":  # one step per batch: the batch starts at these weights
+                inp.prox_logp = logp.detach()
+        else:
+            from ..algorithms.api import PolicyLossInput
+
+            inp = PolicyLossInput(  # advantages come from the whole batch: no gradient norms needed here
+                logp=logp, behaviour_logp=ro.behaviour_logp, mask=mask, rewards=ro.rewards, group_size=ro.group_size,
+                token_versions=self.behaviour_versions(ro.token_versions), learner_version=step,
+                prox_logp=context.prox_logp, advantages=context.advantages,
+            )
+        self._sample_lag = (step - self.behaviour_versions(ro.oldest_version())).double()
         out = self.policy_loss(inp)
         metrics = dict(out.metrics)
+        if context is not None:
+            metrics.update(context.batch_metrics)
         # Learner-vs-behaviour mismatch from the unclipped ratios, whatever the correction.
         metrics.update(is_metrics(logp.detach() - ro.behaviour_logp, mask))
         metrics.update(
@@ -211,7 +338,7 @@ class PolicyLearner(Learner):
                 "length/mean": ro.lengths.double().mean(-1),
             }
         )
-        metrics.update(staleness_metrics(step, ro.token_versions, mask))
+        metrics.update(staleness_metrics(step, inp.token_versions, mask))
         return out.loss, metrics, ro.token_count
 
 
@@ -222,14 +349,14 @@ class OracleLearner(Learner):
         super().__init__(params, eval_fn=None, **kw)
         self.task = task
 
-    def compute_loss(self, step, jobs):
+    def compute_loss(self, step, jobs, context=None):
         grads = torch.cat([j.payload.grad for j in jobs], dim=1)
         surrogate = self.task.surrogate(self.params, grads)
         true_loss = self.task.loss(self.params).detach()
         versions = torch.tensor([j.payload.version for j in jobs]).repeat_interleave(
             torch.tensor([j.payload.num_responses for j in jobs])
         )
-        versions = versions.view(1, -1, 1).expand(self.R, -1, 1)
+        versions = self.behaviour_versions(versions.view(1, -1, 1).expand(self.R, -1, 1))
         self._sample_lag = (step - versions[..., 0]).double()
         metrics = {"loss": true_loss, **self.task.evaluate(self.params)}
         metrics.update(staleness_metrics(step, versions, torch.ones(versions.shape)))

@@ -52,7 +52,31 @@ class AlgorithmConfig(BaseModel):
     )
     group_size: int = Field(8, ge=1, description="Responses per prompt G (GRPO groups; VCPO scripts use 16).")
     groups_per_step: int = Field(4, ge=1, description="Groups (prompts) per optimizer step; batch B = groups_per_step x group_size.")
+    minibatches: int = Field(
+        1, ge=1, description="Optimizer steps per epoch over each consumed batch: its groups_per_step groups are split, "
+        "in the order the staleness control consumed them and whole, into this many equal mini-batches (must divide "
+        "groups_per_step). Every optimizer step advances the learner's version by one; the weights are published "
+        "after the batch's last step (docs/system.md#mini-batches; verl ppo_mini_batch_size = batch/minibatches, "
+        "TRL steps_per_generation = minibatches x gradient_accumulation_steps, AReaL actor.ppo_n_minibatches).",
+    )
+    epochs: int = Field(
+        1, ge=1, description="Passes over each consumed batch, every pass in the same mini-batch order (verl 0.9.1 "
+        "actor.shuffle = false, its default); the batch takes minibatches x epochs optimizer steps "
+        "(verl ppo_epochs, TRL num_iterations).",
+    )
+    proximal: Literal["behaviour", "batch_start"] = Field(
+        "behaviour", description="π_prox, the policy the surrogate's ratio r = π_θ/π_prox is anchored at: 'behaviour' = "
+        "the rollout policy μ in every mini-batch (bypass mode, verl 0.9.1 rollout_correction.bypass_mode = true); "
+        "'batch_start' = the learner's weights at the start of the batch, log-probs recomputed once before its optimizer "
+        "steps (decoupled mode: verl's recomputed old_log_prob, AReaL recompute_logprob, TRL old_per_token_logps), the "
+        "correction then weighing π_prox/μ (docs/system.md#mini-batches).",
+    )
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="Optimizer and LR schedule.")
+
+    @property
+    def updates_per_batch(self) -> int:
+        """Optimizer steps per consumed batch: ``minibatches × epochs``."""
+        return self.minibatches * self.epochs
 
     @field_validator("stabilizers")
     @classmethod
@@ -72,7 +96,7 @@ class RunConfig(BaseModel):
     """How long, with which seeds, and what to write."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    steps: int = Field(200, ge=1, description="Learner (optimizer) steps.")
+    steps: int = Field(200, ge=1, description="Learner optimizer steps; with algorithm.minibatches x epochs = S > 1 the run consumes ceil(steps / S) batches and stops after its steps-th optimizer step (a last batch may be cut short).")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Master seed in [0, 2^63 − 1]; the three streams below derive from it unless set.")
     system_seed: int | None = Field(None, ge=0, le=MAX_SEED, description="Seed of the timing stream (delays).")
     sampling_seed: int | None = Field(
@@ -140,6 +164,12 @@ class Scenario(BaseModel):
     def _cross_section(self):
         st = self.system.staleness
         B = self.algorithm.groups_per_step
+        m = self.algorithm.minibatches
+        if B % m:
+            raise ValueError(
+                f"algorithm.minibatches: {m} does not divide algorithm.groups_per_step = {B}; mini-batches hold whole "
+                f"groups in equal numbers, so use a divisor of {B} (or change groups_per_step)"
+            )
         if st.kind == "max_lag" and st.enforcement == "drop" and st.queue_capacity is not None and st.queue_capacity < B:
             raise ValueError(
                 f"system.staleness.queue_capacity: {st.queue_capacity} is less than algorithm.groups_per_step = {B}: "
@@ -153,6 +183,8 @@ class Scenario(BaseModel):
                 raise ValueError(f"system.partial_rollouts needs a policy task; the {task} oracle has no tokens")
             if self.algorithm.correction.name != "none":
                 raise ValueError(f"algorithm.correction must be 'none' for the {task} oracle (it applies raw gradients)")
+            if self.algorithm.proximal != "behaviour":
+                raise ValueError(f"algorithm.proximal must be 'behaviour' for the {task} oracle (it has no policy ratio)")
             return self
         for method in (self.algorithm.objective, self.algorithm.correction):
             try:

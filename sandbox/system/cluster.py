@@ -90,6 +90,11 @@ class TrainResult:
     tokens: int = 0
     metrics: dict = field(default_factory=dict)
     stop: bool = False
+    step_metrics: list[dict] | None = None
+    """One metrics dict per optimizer step when the batch took several (``algorithm.minibatches`` ×
+    ``epochs`` > 1; each becomes its own row); ``None``: ``metrics`` is the batch's only step."""
+    passes: int = 1
+    """Passes over the batch's tokens (``algorithm.epochs``): ``train_time`` is charged ``passes × tokens``."""
 
 
 class Trainer(Protocol):
@@ -191,8 +196,10 @@ class Cluster:
         seed: int,
         on_step: Callable[[dict], None] | None = None,
         record_events: bool = True,
+        updates_per_batch: int = 1,
     ):
         self.cfg = cfg
+        self.updates_per_batch = updates_per_batch
         self.workload = workload
         self.trainer = trainer
         self.B = groups_per_step
@@ -315,9 +322,9 @@ class Cluster:
         # Lag is counted from the oldest version that produced a token (the head version).
         job.head_version = int(payload.oldest_version().min().item())
 
-    def _learner(self, steps: int):
+    def _learner(self, batches: int):
         last_time = 0.0
-        for step in range(steps):
+        for step in range(batches):
             wait_start = self.env.now
             while True:
                 taken = self.control.take(step, self.buffer)
@@ -337,7 +344,7 @@ class Cluster:
                 job.consume_step = step
             self._event("consume", step=step)
             result = self.trainer.train(step, batch, now)
-            duration = self._draw("train_time", result.tokens)
+            duration = self._draw("train_time", result.tokens * result.passes)
             self._event("train_start", step=step)
             yield self.env.timeout(duration)
             self.learner_busy += duration
@@ -361,21 +368,28 @@ class Cluster:
                 "util/workers": self.worker_utilisation(),
                 "util/learner": self.learner_busy / now if now > 0 else math.nan,
             }
-            row.update(result.metrics)
             last_time = now
-            self.rows.append(row)
-            if self.on_step is not None:
-                self.on_step(row)
+            if result.step_metrics is None:
+                row.update(result.metrics)
+                self._emit(row)
+            else:  # one row per optimizer step; the system columns are the batch's, repeated
+                for i, metrics in enumerate(result.step_metrics):
+                    self._emit({**row, "step": step * self.updates_per_batch + i, **metrics})
             self.signal.notify()
             if result.stop:
                 self.status = "diverged"
                 return
         self.status = "completed"
 
+    def _emit(self, row: dict) -> None:
+        self.rows.append(row)
+        if self.on_step is not None:
+            self.on_step(row)
+
     def _stuck_reason(self) -> str:
         """Why every process is waiting: no event can ever fire again, so the learner's next step
         can never complete (the config-level cases are refused when the scenario is loaded)."""
-        step = len(self.rows)
+        step = len(self.rows) // self.updates_per_batch
         state = (
             f"learner step {step} waits for {self.B} groups (algorithm.groups_per_step) with {len(self.buffer)} "
             f"in the buffer, {self.control.running} running and no worker admitted"
@@ -383,9 +397,11 @@ class Cluster:
         return f"system.staleness: the simulation can make no progress: {state}; {self.control.stuck_reason()}"
 
     def run(self, steps: int) -> ClusterResult:
+        """Simulate ``steps`` optimizer steps: ``ceil(steps / updates_per_batch)`` consumed batches (the
+        trainer stops a last batch after the ``steps``-th optimizer step)."""
         for wid in range(len(self.speeds)):
             self.env.process(self._worker(wid))
-        learner = self.env.process(self._learner(steps))
+        learner = self.env.process(self._learner(-(-steps // self.updates_per_batch)))
         try:
             self.env.run(until=learner)
         except RuntimeError as exc:

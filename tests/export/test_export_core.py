@@ -43,6 +43,7 @@ class ToyExporter(Exporter):
         p.setup("algorithm.group_size", scn.algorithm.group_size, "responses per prompt", "group", scn.algorithm.group_size)
         p.implicit("algorithm.groups_per_step", scn.algorithm.groups_per_step, "n/a")
         p.implicit("algorithm.objective", scn.algorithm.objective.name, "n/a")
+        p.implicit("algorithm.minibatches + algorithm.epochs + algorithm.proximal", "1 x 1, behaviour", "n/a")
         if scn.algorithm.correction.name == "none":
             p.implicit("algorithm.correction", "none", "no correction")
         else:
