@@ -9,15 +9,15 @@ every run, and the largest ones together when they run in parallel, before writi
 
 Memory is the growth of the running process, summed over parts that can be alive together:
 
-* **rollouts kept**: the simulator keeps every job, its rollouts included, until the run ends (the
-  jobs table is built from them), so every generated group stays in memory: ``steps x groups per
-  step`` consumed groups, plus those the staleness control lets run ahead (``B`` for ``sync``,
-  ``(k + 1)·B`` for ``fixed_lag`` and throttled ``max_lag``) and, for the controls that drop
-  over-stale groups (``max_lag`` with ``enforcement = "drop"``, ``async_ratio``), at most one
-  queue's worth of dropped groups per step (an upper bound that can be several times the actual).
-  A group holds ``replicas x group_size`` responses of ``T`` token slots (``T`` = the bit-string
-  horizon, 1 for the bandit, the LM's response budget, the gym step limit) of :data:`TOKEN_BYTES`
-  each, plus the prompt or observations per response; the oracle's holds ``dim`` float64 entries.
+* **rollouts alive**: the simulator releases a group's rollouts once the learner has trained on
+  them or the control dropped them (:mod:`sandbox.system.cluster`), so the groups in memory at
+  once are the batch being trained (``B``) plus those the staleness control lets run ahead, queued
+  or generating (``B`` for ``sync``, ``(k + 1)·B`` for ``fixed_lag`` and throttled ``max_lag``,
+  the queue capacity for ``max_lag`` with ``enforcement = "drop"``, ``(ceil(alpha) + 1)·B`` for
+  ``async_ratio``), whatever ``run.steps``. A group holds ``replicas x group_size`` responses of
+  ``T`` token slots (``T`` = the bit-string horizon, 1 for the bandit, the LM's response budget,
+  the gym step limit) of :data:`TOKEN_BYTES` each, plus the prompt or observations per response;
+  the oracle's holds ``dim`` float64 entries. The job records themselves stay (per-step records).
 * **learner step**: the batch is concatenated and differentiated at once: :data:`LEARN_BYTES` per
   token slot of the batch, plus the activations of the LM and gym networks; one group being
   generated (:data:`GEN_BYTES` per token slot, plus the LM's KV cache).
@@ -265,11 +265,9 @@ def _kept_versions(staleness) -> int:
     return 2
 
 
-def _extra_groups(scn) -> tuple[float, str]:
-    """Groups generated but not consumed when the run ends: what the staleness control lets run
-    ahead (queued or in flight) and, for the controls that drop over-stale groups, at most one
-    queue's worth of dropped groups per step."""
-    st, W, B, steps = scn.system.staleness, scn.system.num_workers, scn.algorithm.groups_per_step, scn.run.steps
+def _ahead_groups(scn) -> tuple[float, str]:
+    """Groups the staleness control lets run ahead of the learner, queued or in flight."""
+    st, B = scn.system.staleness, scn.algorithm.groups_per_step
     if st.kind == "sync":
         return B, "the groups of the next step"
     if st.kind == "fixed_lag":
@@ -277,10 +275,19 @@ def _extra_groups(scn) -> tuple[float, str]:
     if st.kind == "max_lag" and st.enforcement == "throttle":
         return (st.k_max + 1) * B, "groups queued ahead"
     if st.kind == "max_lag":
-        cap = st.queue_capacity or (st.k_max + 1) * B
-        return cap + steps * min(cap, W), "queued and dropped groups"
-    ahead = (math.ceil(st.alpha) + 1) * B
-    return ahead + steps * min(ahead, W), "queued and dropped groups"
+        return st.queue_capacity or (st.k_max + 1) * B, "the queue"
+    return (math.ceil(st.alpha) + 1) * B, "groups queued ahead"
+
+
+def _extra_groups(scn) -> float:
+    """Groups generated besides the consumed ones (work, not memory): those run ahead when the run
+    ends and, for the controls that drop over-stale groups, at most one queue's worth of dropped
+    groups per step."""
+    st, W, steps = scn.system.staleness, scn.system.num_workers, scn.run.steps
+    ahead, _ = _ahead_groups(scn)
+    if st.kind == "async_ratio" or (st.kind == "max_lag" and st.enforcement == "drop"):
+        return ahead + steps * min(ahead, W)
+    return ahead
 
 
 # -- the estimate ----------------------------------------------------------------------------------
@@ -293,8 +300,8 @@ def estimate(scn: Scenario) -> Budget:
     R, G, B, W, steps, T = task.replicas, alg.group_size, alg.groups_per_step, system.num_workers, run.steps, sh.T
     fR = (("task.replicas", R),) if R > 1 else ()
     fT = ((sh.T_field, T),) if sh.T_field else ()
-    extra, extra_what = _extra_groups(scn)
-    groups = steps * B + extra
+    ahead, ahead_what = _ahead_groups(scn)
+    groups = steps * B + _extra_groups(scn)  # generated over the run
     opob = _needs_sequence_grads(alg.objective) and sh.kind != "oracle"
 
     mem: list[Term] = [Term("the runtime a first run loads", sh.runtime, (), format_bytes(sh.runtime))]
@@ -305,8 +312,8 @@ def estimate(scn: Scenario) -> Budget:
         per_group = R * G * (T * TOKEN_BYTES + RESPONSE_BYTES + sh.prompt_bytes) + GROUP_BYTES
         unit = f"token slots x {TOKEN_BYTES} B" + (" (+ observations)" if sh.kind == "gym" else "")
     mem.append(Term(
-        f"rollouts kept until the run ends (+ {extra_what})", groups * per_group,
-        (("run.steps", steps), ("algorithm.groups_per_step", B), *fR, ("algorithm.group_size", G), *fT), unit,
+        f"rollouts alive at once (the batch being trained + {ahead_what})", (B + ahead) * per_group,
+        (("groups (algorithm.groups_per_step + ahead)", B + ahead), *fR, ("algorithm.group_size", G), *fT), unit,
     ))
     slots = B * R * G * T
     if sh.kind == "oracle":

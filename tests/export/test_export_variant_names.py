@@ -4,8 +4,6 @@ variant, in a scenario file and in the run directory `sandbox run` wrote; nothin
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import tomli_w
 from typer.testing import CliRunner
