@@ -55,7 +55,9 @@ gym (CartPole, FrozenLake 8x8)                     1.2x-1.8x    1.7x-2.4x
 =================================================  ===========  ==========
 
 So the memory estimate is an upper bound within 1x-3x of the measured peak (looser for controls
-that drop groups), and the time estimate is within about 0.5x-3x on this machine (the low end is
+that drop groups; the table was measured while the simulator kept every group's rollouts: now that it
+frees them, the bit-string rows with large groups measure up to 4.6x, since glibc keeps only part
+of the freed blocks resident, see :func:`_allocator_keeps_freed`), and the time estimate is within about 0.5x-3x on this machine (the low end is
 the machine being busy; other machines differ by their speed).
 """
 
