@@ -420,7 +420,11 @@ def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, addr
         raise SweepError(RAY_HINT) from None
     started = False
     if not ray.is_initialized():
-        ray.init(**ray_init_args(workers, address))
+        try:
+            ray.init(**ray_init_args(workers, address))
+        except Exception as exc:  # noqa: BLE001 - e.g. no cluster at --address
+            where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+            raise SweepError(f"--backend ray: could not start or reach {where} ({type(exc).__name__}: {exc})") from None
         started = True
     refs: dict[Any, RunSpec] = {}
     try:
