@@ -9,15 +9,17 @@ every run, and the largest ones together when they run in parallel, before writi
 
 Memory is the growth of the running process, summed over parts that can be alive together:
 
-* **rollouts kept**: the simulator keeps every job, its rollouts included, until the run ends (the
-  jobs table is built from them), so every generated group stays in memory: ``steps x groups per
-  step`` consumed groups, plus those the staleness control lets run ahead (``B`` for ``sync``,
-  ``(k + 1)·B`` for ``fixed_lag`` and throttled ``max_lag``) and, for the controls that drop
-  over-stale groups (``max_lag`` with ``enforcement = "drop"``, ``async_ratio``), at most one
-  queue's worth of dropped groups per step (an upper bound that can be several times the actual).
-  A group holds ``replicas x group_size`` responses of ``T`` token slots (``T`` = the bit-string
-  horizon, 1 for the bandit, the LM's response budget, the gym step limit) of :data:`TOKEN_BYTES`
-  each, plus the prompt or observations per response; the oracle's holds ``dim`` float64 entries.
+* **rollouts alive**: the simulator releases a group's rollouts once the learner has trained on
+  them or the control dropped them (:mod:`sandbox.system.cluster`), so the groups in memory at
+  once are the batch being trained (``B``) plus those the staleness control lets run ahead, queued
+  or generating (``B`` for ``sync``, ``(k + 1)·B`` for ``fixed_lag`` and throttled ``max_lag``,
+  the queue capacity for ``max_lag`` with ``enforcement = "drop"``, ``(ceil(alpha) + 1)·B`` for
+  ``async_ratio``), whatever ``run.steps``. A group holds ``replicas x group_size`` responses of
+  ``T`` token slots (``T`` = the bit-string horizon, 1 for the bandit, the LM's response budget,
+  the gym step limit) of :data:`TOKEN_BYTES` each, plus the prompt or observations per response;
+  the oracle's holds ``dim`` float64 entries. The job records themselves stay (per-step records).
+  When a group's tensors fall in glibc's heap-served range the freed rollouts stay resident anyway
+  and are counted as before, for every group of the run (:func:`_allocator_keeps_freed`).
 * **learner step**: the batch is concatenated and differentiated at once: :data:`LEARN_BYTES` per
   token slot of the batch, plus the activations of the LM and gym networks; one group being
   generated (:data:`GEN_BYTES` per token slot, plus the LM's KV cache).
@@ -53,7 +55,9 @@ gym (CartPole, FrozenLake 8x8)                     1.2x-1.8x    1.7x-2.4x
 =================================================  ===========  ==========
 
 So the memory estimate is an upper bound within 1x-3x of the measured peak (looser for controls
-that drop groups), and the time estimate is within about 0.5x-3x on this machine (the low end is
+that drop groups; the table was measured while the simulator kept every group's rollouts: now that it
+frees them, the bit-string rows with large groups measure up to 4.6x, since glibc keeps only part
+of the freed blocks resident, see :func:`_allocator_keeps_freed`), and the time estimate is within about 0.5x-3x on this machine (the low end is
 the machine being busy; other machines differ by their speed).
 """
 
@@ -265,11 +269,9 @@ def _kept_versions(staleness) -> int:
     return 2
 
 
-def _extra_groups(scn) -> tuple[float, str]:
-    """Groups generated but not consumed when the run ends: what the staleness control lets run
-    ahead (queued or in flight) and, for the controls that drop over-stale groups, at most one
-    queue's worth of dropped groups per step."""
-    st, W, B, steps = scn.system.staleness, scn.system.num_workers, scn.algorithm.groups_per_step, scn.run.steps
+def _ahead_groups(scn) -> tuple[float, str]:
+    """Groups the staleness control lets run ahead of the learner, queued or in flight."""
+    st, B = scn.system.staleness, scn.algorithm.groups_per_step
     if st.kind == "sync":
         return B, "the groups of the next step"
     if st.kind == "fixed_lag":
@@ -277,10 +279,19 @@ def _extra_groups(scn) -> tuple[float, str]:
     if st.kind == "max_lag" and st.enforcement == "throttle":
         return (st.k_max + 1) * B, "groups queued ahead"
     if st.kind == "max_lag":
-        cap = st.queue_capacity or (st.k_max + 1) * B
-        return cap + steps * min(cap, W), "queued and dropped groups"
-    ahead = (math.ceil(st.alpha) + 1) * B
-    return ahead + steps * min(ahead, W), "queued and dropped groups"
+        return st.queue_capacity or (st.k_max + 1) * B, "the queue"
+    return (math.ceil(st.alpha) + 1) * B, "groups queued ahead"
+
+
+def _extra_groups(scn) -> float:
+    """Groups generated besides the consumed ones (work, not memory): those run ahead when the run
+    ends and, for the controls that drop over-stale groups, at most one queue's worth of dropped
+    groups per step."""
+    st, W, steps = scn.system.staleness, scn.system.num_workers, scn.run.steps
+    ahead, _ = _ahead_groups(scn)
+    if st.kind == "async_ratio" or (st.kind == "max_lag" and st.enforcement == "drop"):
+        return ahead + steps * min(ahead, W)
+    return ahead
 
 
 # -- the estimate ----------------------------------------------------------------------------------
@@ -293,8 +304,8 @@ def estimate(scn: Scenario) -> Budget:
     R, G, B, W, steps, T = task.replicas, alg.group_size, alg.groups_per_step, system.num_workers, run.steps, sh.T
     fR = (("task.replicas", R),) if R > 1 else ()
     fT = ((sh.T_field, T),) if sh.T_field else ()
-    extra, extra_what = _extra_groups(scn)
-    groups = steps * B + extra
+    ahead, ahead_what = _ahead_groups(scn)
+    groups = steps * B + _extra_groups(scn)  # generated over the run
     opob = _needs_sequence_grads(alg.objective) and sh.kind != "oracle"
 
     mem: list[Term] = [Term("the runtime a first run loads", sh.runtime, (), format_bytes(sh.runtime))]
@@ -305,9 +316,14 @@ def estimate(scn: Scenario) -> Budget:
         per_group = R * G * (T * TOKEN_BYTES + RESPONSE_BYTES + sh.prompt_bytes) + GROUP_BYTES
         unit = f"token slots x {TOKEN_BYTES} B" + (" (+ observations)" if sh.kind == "gym" else "")
     mem.append(Term(
-        f"rollouts kept until the run ends (+ {extra_what})", groups * per_group,
-        (("run.steps", steps), ("algorithm.groups_per_step", B), *fR, ("algorithm.group_size", G), *fT), unit,
+        f"rollouts alive at once (the batch being trained + {ahead_what})", (B + ahead) * per_group,
+        (("groups (algorithm.groups_per_step + ahead)", B + ahead), *fR, ("algorithm.group_size", G), *fT), unit,
     ))
+    if _allocator_keeps_freed(R * G * T * 8):  # the largest tensor of a group: int64 tokens, float64 gradients
+        mem.append(Term(
+            "freed rollouts the allocator keeps (glibc, 128 KiB-32 MiB blocks)", max(groups - B - ahead, 0) * per_group,
+            (("run.steps", steps), ("algorithm.groups_per_step", B), *fR, ("algorithm.group_size", G), *fT), unit,
+        ))
     slots = B * R * G * T
     if sh.kind == "oracle":
         learn, gen = slots * 8 * 3, R * G * T * 8 * 3
@@ -380,6 +396,18 @@ def estimate(scn: Scenario) -> Budget:
 
 def _needs_sequence_grads(objective) -> bool:
     return getattr(objective, "baseline", None) in ("opob", "optimal") or getattr(objective, "advantage", None) == "opob"
+
+
+def _allocator_keeps_freed(block: float) -> bool:
+    """Whether the rollouts the simulator frees stay resident anyway: glibc serves blocks between
+    its initial mmap threshold (128 KiB) and the threshold's ceiling (32 MiB) from the heap once a
+    freed block has raised the threshold, and the small long-lived objects allocated afterwards
+    (job records, metrics rows) land in the freed blocks, so the heap keeps growing. Measured
+    (peak RSS growth, released vs kept): quadratic oracle with 640 KiB gradients, 371 vs 391 MiB
+    after 400 steps; bit-string with 1 MiB token tensors, 397 vs 1828 MiB after 200 steps; bit-string
+    with 64 KiB token tensors (below the threshold), 61 vs 235 MiB after 400 steps. Counted whole (an
+    upper bound); ``malloc_trim`` returns it (31 MiB left in the first two cases), at a cost per step."""
+    return 128 * KiB <= block <= 32 * MiB
 
 
 def _fragmentation_copies(block: float) -> float:

@@ -321,7 +321,27 @@ def sweep(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     force: bool = typer.Option(False, "--force", help="Run even when a run's estimated memory (or the parallel runs') exceeds the available memory."),
 ):
-    """Run a sweep (resumable: finished runs are never recomputed) and collect results.parquet."""
+    """Run a sweep (resumable: finished runs are never recomputed) and collect results.parquet.
+
+    Ctrl-C exits with status 130 and no traceback: before the runs start nothing was written
+    ("interrupted: nothing was kept", as `sandbox run`); once they run, the finished runs are kept
+    and the same command resumes.
+    """
+    phase = ["load"]  # load | run | report: what an interruption leaves
+    try:
+        _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_run, report_, quiet, force, phase)
+    except KeyboardInterrupt:
+        where = escape(str(phase[1])) if len(phase) > 1 else ""
+        kept = {
+            "load": "nothing was kept",
+            "run": f"finished runs are kept in {where}; run the same command to resume",
+            "report": f"no report was written; the runs are kept in {where}",
+        }[phase[0]]
+        console.print(f"[yellow]interrupted[/yellow]: {kept}")
+        raise typer.Exit(130)
+
+
+def _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_run, report_, quiet, force, phase: list) -> None:
     from .sweep import SweepError, default_out, load_sweep, run_sweep
 
     try:
@@ -340,25 +360,24 @@ def sweep(
         axes = " x ".join(f"{'+'.join(g)} ({len(v)})" for g, v in zip(spec.axes, spec.values)) or "no axes"
         seeds = f" x {len(spec.seeds)} seeds" if spec.seeds else ""
         console.print(f"sweep [bold]{escape(spec.name)}[/bold]: {escape(axes)}{seeds} = {len(spec.runs)} runs -> {escape(str(out))}")
+    phase[:] = ["run", out]
     try:
         outcome = run_sweep(spec, out, workers=workers, backend=backend, address=address,
                             retry_failed=retry_failed, progress=not quiet, console=console, force=force)
     except (SweepError, OutputError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
-    except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted[/yellow]: finished runs are kept in {out}; run the same command to resume")
-        raise typer.Exit(130)
     _print_sweep_table(outcome.results, spec)
     console.print(
         f"{outcome.ran} runs computed, {outcome.skipped} already done, {outcome.failed} failed "
-        f"({outcome.wall_s:.1f} s). Results: [bold]{out / 'results.parquet'}[/bold] "
-        f"(sandbox.sweep.load_results({str(out)!r}))"
+        f"({outcome.wall_s:.1f} s). Results: [bold]{escape(str(out / 'results.parquet'))}[/bold] "
+        f"(sandbox.sweep.load_results({escape(repr(str(out)))}))"
     )
     if report_:
         from .report import write_report
 
-        console.print(f"report: [bold]{write_report(out)}[/bold]")
+        phase[:] = ["report", out]
+        console.print(f"report: [bold]{escape(str(write_report(out)))}[/bold]")
 
 
 def _print_sweep_plan(spec, out: Path) -> None:

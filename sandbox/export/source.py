@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..outputs import safe_name
 from ..scenario import Scenario, ScenarioError
 from ..scenario.load import apply_overrides, parse_overrides, read_toml, validate_scenario
 from .plan import ExportError
@@ -72,8 +73,8 @@ def _from_scenario_file(path: Path, variant: str | None, ov: dict) -> Source:
         names = list(validate_scenario(raw, str(path)).variants)
         if names and variant is None:
             raise ExportError(f"--variant: {path.name} has variants {', '.join(names)}; choose one")
-        if variant is not None and variant not in names:
-            raise ExportError(f"--variant: no variant {variant!r} in {path.name}; expected one of {', '.join(names) or '(none)'}")
+        if variant is not None:
+            variant = _pick_variant(variant, names, "variant", path.name)
         base = {k: v for k, v in raw.items() if k != "variants"}
         if variant is not None:
             base = apply_overrides(base, raw["variants"][variant])
@@ -81,8 +82,21 @@ def _from_scenario_file(path: Path, variant: str | None, ov: dict) -> Source:
     except ScenarioError as exc:
         raise _scenario_error(exc) from None
     where = f"scenario `{path}`" + (f", variant `{variant}`" if variant else "")
-    label = f"{path.stem}-{variant}" if variant else path.stem
+    label = f"{path.stem}-{safe_name(variant)}" if variant else path.stem  # a directory name (promote/<label>-<framework>)
     return Source(chosen, where + _overrides_text(ov), label, ov)
+
+
+def _pick_variant(asked: str, names: list[str], kind: str, where: str) -> str:
+    """The variant that ``asked`` names among ``names`` (a scenario file's variant names, or a run
+    directory's variant directories): by its name or by its directory name. A variant's directory
+    is its name made safe (:func:`sandbox.outputs.safe_name`: ``"a/b"`` becomes ``a-b``), distinct
+    per variant, so a run directory accepts the variant's original name as well as the directory's."""
+    if asked in names:
+        return asked
+    matches = [n for n in names if safe_name(n) == safe_name(asked)] if safe_name(asked) else []
+    if len(matches) == 1:
+        return matches[0]
+    raise ExportError(f"--variant: no {kind} {asked!r} in {where}; expected one of {', '.join(names) or '(none)'}")
 
 
 def _overrides_text(ov: dict) -> str:
@@ -126,8 +140,7 @@ def _from_variant_runs(out: Path, runs: list[Path], variant, run_id, best, lowes
     names = [r.name for r in runs]
     pick = variant or run_id
     if pick:
-        if pick not in names:
-            raise ExportError(f"--variant: no run {pick!r} in {out}; expected one of {', '.join(names)}")
+        pick = _pick_variant(pick, names, "run", str(out))
         return _from_run_dir(out / pick, ov, f"run directory `{out / pick}`")
     if not best:
         raise ExportError(f"{out} holds runs {', '.join(names)}: choose one with --variant NAME or --best METRIC")

@@ -8,7 +8,8 @@ directory (``files``) is always written; the others are extra views of the same 
   resolved scenario as text. Needs the ``tensorboard`` package (extra ``[tensorboard]``).
 * ``wandb``: an offline W&B run in ``<run>/wandb/`` (upload later with ``wandb sync``): metrics
   logged per step, the scenario as the run config, the summary as the run summary. Needs the
-  ``wandb`` package (extra ``[wandb]``); never touches the network.
+  ``wandb`` package (extra ``[wandb]``); never touches the network. The W&B run is named after the
+  scenario's ``title``, or when it has none after the run directory it ends up in (:func:`run_name`).
 
 A writer that is asked for but not installed is an error raised before the simulation starts,
 naming the install command.
@@ -20,6 +21,8 @@ import importlib.util
 import math
 import os
 from pathlib import Path
+
+from ..outputs import _REPLACED, _STAGING
 
 WRITERS = ("files", "tensorboard", "wandb")
 _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
@@ -79,6 +82,17 @@ def write_tensorboard(result, out: Path) -> Path:
     return log_dir
 
 
+def run_name(scenario, out: str | Path) -> str:
+    """The name a run shows in W&B: the scenario's ``title``, else the name of the directory the run
+    ends up in. Runs are written into staging directories (``<dir>/.staging-*``, possibly nested: a
+    run of ``sandbox run`` inside the command's own stage) that are moved into place once complete
+    (:class:`sandbox.outputs.StagedDir`), so those path components are skipped."""
+    if scenario.title:
+        return scenario.title
+    parts = [p for p in Path(out).absolute().parts if not p.startswith((_STAGING, _REPLACED))]
+    return parts[-1] if parts and parts[-1] != Path(parts[-1]).anchor else "run"
+
+
 def write_wandb(result, out: Path, project: str = "async-rl-sandbox") -> Path:
     """An offline W&B run under ``out/wandb`` (``wandb sync`` uploads it later)."""
     check_writers(["wandb"])
@@ -90,7 +104,7 @@ def write_wandb(result, out: Path, project: str = "async-rl-sandbox") -> Path:
         mode="offline",
         dir=str(out),
         project=project,
-        name=scn.title or Path(out).name,
+        name=run_name(scn, out),
         config=scn.model_dump(mode="json", exclude={"variants"}),
         reinit=True,
     )
@@ -114,4 +128,4 @@ def write_extra(result, out: Path) -> list[Path]:
     return written
 
 
-__all__ = ["WRITERS", "WriterUnavailable", "check_writers", "install_hint", "write_extra", "write_tensorboard", "write_wandb"]
+__all__ = ["WRITERS", "WriterUnavailable", "check_writers", "install_hint", "run_name", "write_extra", "write_tensorboard", "write_wandb"]

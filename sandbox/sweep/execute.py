@@ -4,6 +4,14 @@ Each run writes ``<out>/runs/<id>/`` through :func:`sandbox.runner.run_scenario`
 ``summary.json`` (written last, atomically) marks it finished, so a re-run after an interruption
 skips it. A run that raises writes ``error.json`` (the traceback) and the sweep goes on; it is not
 retried unless asked (``retry_failed``). A diverged run is an ordinary result (status ``diverged``).
+
+A run whose process dies (killed, out of memory, a lost Ray node) is a fault of the machine, not
+a result of the run. On Ray the task is retried up to ``[sweep] retries`` times (Ray's
+``max_retries``, which retries only such system failures, never a run that raised); when the
+retries are spent the run is recorded as failed (``error.json`` with ``worker_died``, the reason in
+the results table) and the sweep goes on; the next invocation of the sweep runs it again without
+``retry_failed``. With the local process pool a dead worker breaks the pool: the sweep stops with a
+:class:`SweepError`, finished runs are kept, and running it again resumes.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from .results import (
     result_row,
     run_dir,
     run_state,
+    worker_died,
     write_manifest,
     write_metrics,
     write_results,
@@ -85,12 +94,14 @@ def execute_run(rid: str, data: dict, out_dir: str, meta: dict) -> dict:
 
 
 def execute_run_packed(rid: str, data: dict, meta: dict) -> dict:
-    """For remote workers without a shared filesystem: run into a temporary directory and return
-    the files' bytes, which the driver unpacks into the run directory."""
+    """For remote workers without a shared filesystem: run into a temporary directory named after
+    the run (the name writers such as W&B see) and return the files' bytes, which the driver unpacks
+    into the run directory."""
     tmp = Path(tempfile.mkdtemp(prefix=f"sandbox-{rid}-"))
     try:
-        rec = execute_run(rid, data, str(tmp), meta)
-        files = {str(p.relative_to(tmp)): p.read_bytes() for p in tmp.rglob("*") if p.is_file()}
+        run = tmp / rid
+        rec = execute_run(rid, data, str(run), meta)
+        files = {str(p.relative_to(run)): p.read_bytes() for p in run.rglob("*") if p.is_file()}
         rec["files"] = files
         return rec
     finally:
@@ -155,12 +166,16 @@ def run_sweep(
     console=None,
     on_result: Callable[[dict], None] | None = None,
     force: bool = False,
+    retries: int | None = None,
 ) -> SweepOutcome:
     """Run every unfinished run of a sweep and write the results tables.
 
     ``workers``: parallel runs (default ``[sweep] workers`` or one per core; 1 runs in this process).
     ``backend``: ``local`` (process pool) or ``ray`` (``address`` of a cluster, else a local one).
+    ``retry_failed``: also run again the runs that raised (runs whose process died always are).
     ``force``: skip the planning-time memory check (:func:`check_memory`).
+    ``retries``: Ray backend, times a run is retried when its worker process dies (default
+    ``[sweep] retries``, 2).
     """
     if not isinstance(spec, SweepSpec):
         spec = load_sweep(spec)
@@ -171,10 +186,12 @@ def run_sweep(
         # what an interrupted sweep left: temporary files of its own files, anything in runs/
         remove_orphans(out, recursive=False, names=(MANIFEST, RESULTS, METRICS, "sweep.toml", "base.toml", "report.html"))
         remove_orphans(out / RUNS)
-        return _run_sweep(spec, out, workers, backend, address, retry_failed, progress, console, on_result)
+        return _run_sweep(spec, out, workers, backend, address, retry_failed, progress, console, on_result,
+                          spec.retries if retries is None else retries)
 
 
-def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_failed, progress, console, on_result) -> SweepOutcome:
+def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_failed, progress, console, on_result,
+               retries: int) -> SweepOutcome:
     backend = backend or spec.backend
     workers = workers or spec.workers or os.cpu_count() or 1
     write_manifest(out, manifest_of(spec))
@@ -190,7 +207,7 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
     todo, skipped = [], 0
     for r in spec.runs:
         state = run_state(run_dir(out, r.id))
-        if state == "done" or (state == "failed" and not retry_failed):
+        if state == "done" or (state == "failed" and not retry_failed and not worker_died(run_dir(out, r.id))):
             skipped += 1
         else:
             todo.append(r)
@@ -244,7 +261,7 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
                 if not todo:
                     pass
                 elif backend == "ray":
-                    _run_ray(spec, todo, out, workers, address, finished)
+                    _run_ray(spec, todo, out, workers, address, finished, retries)
                 elif backend == "local":
                     if workers == 1:
                         _run_inline(spec, todo, out, finished)
@@ -368,22 +385,50 @@ def _run_pool(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, fin
         ex.shutdown(wait=True)
 
 
-def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, address: str | None, finished) -> None:
+def ray_init_args(workers: int, address: str | None) -> dict:
+    """``ray.init`` keyword arguments of the backend: a cluster at ``address``, else a local one with
+    ``workers`` CPUs; one intra-op thread per worker (the runs already fill the cores), no dashboard,
+    worker output not forwarded (each run's result is in its directory)."""
+    env = {"env_vars": {"OMP_NUM_THREADS": "1"}}
+    if address:
+        return {"address": address, "runtime_env": env, "log_to_driver": False}
+    return {"num_cpus": workers, "runtime_env": env, "include_dashboard": False, "log_to_driver": False}
+
+
+def _worker_death(exc: BaseException, rid: str, retries: int) -> dict:
+    """``error.json`` of a run whose worker process died on every try."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return {
+        "id": rid,
+        "error": (f"the worker process running it died on each of {retries + 1} tries ({type(exc).__name__}: {first}); "
+                  "the next run of this sweep runs it again"),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        "worker_died": True,
+        "tries": retries + 1,
+    }
+
+
+def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, address: str | None, finished,
+             retries: int = 0) -> None:
+    """One Ray task per run (``num_cpus=1``). ``retries``: Ray's ``max_retries``, the times a task
+    is resubmitted when its worker process dies (Ray 2.x task fault tolerance: system failures
+    only; a run that raises is returned as a failed record, not retried)."""
     try:
         import ray
+        from ray.exceptions import RayTaskError
     except ImportError:
         raise SweepError(RAY_HINT) from None
     started = False
     if not ray.is_initialized():
-        env = {"env_vars": {"OMP_NUM_THREADS": "1"}}
-        if address:
-            ray.init(address=address, runtime_env=env, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers, runtime_env=env, include_dashboard=False, log_to_driver=False)
+        try:
+            ray.init(**ray_init_args(workers, address))
+        except Exception as exc:  # noqa: BLE001 - e.g. no cluster at --address
+            where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+            raise SweepError(f"--backend ray: could not start or reach {where} ({type(exc).__name__}: {exc})") from None
         started = True
+    refs: dict[Any, RunSpec] = {}
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(execute_run_packed)
-        refs: dict[Any, RunSpec] = {}
+        remote = ray.remote(num_cpus=1, max_retries=retries)(execute_run_packed)
         for r in todo:
             refs[remote.remote(r.id, r.data, _meta(r, spec))] = r
         while refs:
@@ -393,9 +438,14 @@ def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, addr
                 path = run_dir(out, r.id)
                 try:
                     rec = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a worker that died is a failed run
+                except RayTaskError as exc:  # raised outside execute_run (e.g. packing the files): the run failed
                     err = {"id": r.id, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
                     write_json(path / "error.json", err)
+                    finished({"id": r.id, "state": "failed"})
+                    continue
+                except Exception as exc:  # noqa: BLE001 - the worker died on every try: recorded, run again on resume
+                    (path / "summary.json").unlink(missing_ok=True)
+                    write_json(path / "error.json", _worker_death(exc, r.id, retries))
                     finished({"id": r.id, "state": "failed"})
                     continue
                 path.mkdir(parents=True, exist_ok=True)
@@ -404,7 +454,7 @@ def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, addr
                 _unpack(rec.pop("files", {}), path)
                 finished(rec)
     except BaseException:
-        for ref in list(locals().get("refs", {})):
+        for ref in refs:
             try:
                 ray.cancel(ref, force=True)
             except Exception:  # noqa: BLE001

@@ -51,6 +51,12 @@ def run_state(path: Path) -> str:
     return "pending"
 
 
+def worker_died(path: Path) -> bool:
+    """Whether the run at ``path`` failed because the process running it died (killed, out of
+    memory, a lost node) rather than by raising: such a run is run again when the sweep resumes."""
+    return bool((_read_json(path / "error.json") or {}).get("worker_died"))
+
+
 def _read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())

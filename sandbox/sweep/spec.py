@@ -9,6 +9,7 @@ A sweep file is TOML::
     name = "lag_lr"                      # default: the file's stem; output runs/sweeps/<safe_name(name)>
     workers = 2                          # parallel runs (default: one per core)
     backend = "local"                    # local | ray
+    retries = 2                          # ray: times a run is retried when its worker process dies
 
     [set]                                # fixed overrides applied to every run
     "run.steps" = 400
@@ -40,7 +41,9 @@ from ..scenario.load import ScenarioError, apply_overrides, parse_overrides, rea
 from ..scenario.model import Scenario
 
 TOP_KEYS = {"base", "seeds", "sweep", "set", "grid", "zip"}
-SWEEP_KEYS = {"name", "workers", "backend", "out", "description"}
+SWEEP_KEYS = {"name", "workers", "backend", "out", "description", "retries"}
+DEFAULT_RETRIES = 2
+MAX_RETRIES = 100
 BACKENDS = ("local", "ray")
 
 
@@ -70,6 +73,7 @@ class SweepSpec:
     set: dict[str, Any] = field(default_factory=dict)
     workers: int | None = None
     backend: str = "local"
+    retries: int = DEFAULT_RETRIES  # Ray backend: retries of a run whose worker process died (Ray max_retries)
     out: str | None = None
     description: str = ""
     source: str = "sweep"
@@ -138,6 +142,9 @@ def parse_sweep(raw: dict, base_dir: Path | None = None, source: str = "sweep", 
     backend = meta.get("backend", "local")
     if backend not in BACKENDS:
         raise _err(f"sweep.backend: expected one of {list(BACKENDS)} (got {backend!r})", source)
+    retries = meta.get("retries", DEFAULT_RETRIES)
+    if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= MAX_RETRIES:
+        raise _err(f"sweep.retries: expected an integer from 0 to {MAX_RETRIES} (got {retries!r})", source)
 
     # base scenario
     if "base" not in raw:
@@ -246,6 +253,7 @@ def parse_sweep(raw: dict, base_dir: Path | None = None, source: str = "sweep", 
         set=fixed,
         workers=workers,
         backend=backend,
+        retries=retries,
         out=out,
         description=str(meta.get("description", base.get("description", ""))),
         source=source,

@@ -11,6 +11,11 @@ whatever this timing produces.
 The control owns its counts and rules (``sandbox/system/staleness/``): the cluster reports
 dispatches, finishes and publications to it and asks it for admission and batches, never editing
 its state.
+
+Memory: every job stays in ``Cluster.jobs`` (the jobs table is built from them), but its payload
+(the rollouts or gradients) is replaced by a :class:`ReleasedPayload` holding its sample count as
+soon as the learner has trained on it or the control dropped it, so the tensors alive at once are
+those of the running, queued and training jobs, whatever ``run.steps``.
 """
 
 from __future__ import annotations
@@ -84,6 +89,14 @@ class Workload(Protocol):
         """Final touch when the job completes (e.g. compute rewards)."""
 
 
+@dataclass(frozen=True)
+class ReleasedPayload:
+    """What a job keeps of its payload once consumed or dropped: the count the jobs table and the
+    throughput read (``samples``). Anything else read from it afterwards is an AttributeError."""
+
+    num_responses: int
+
+
 @dataclass
 class TrainResult:
     weights: Any
@@ -116,7 +129,7 @@ class Job:
     dropped_at: int | None = None
     segments: int = 1
     tail_version: int = -1
-    payload: Payload | None = None
+    payload: Payload | ReleasedPayload | None = None
 
     @property
     def num_samples(self) -> int:
@@ -197,7 +210,10 @@ class Cluster:
         on_step: Callable[[dict], None] | None = None,
         record_events: bool = True,
         updates_per_batch: int = 1,
+        keep_payloads: bool = False,
     ):
+        """``keep_payloads``: keep every job's payload until the run ends (for tests that inspect
+        the rollouts afterwards); by default each is released once consumed or dropped."""
         self.cfg = cfg
         self.updates_per_batch = updates_per_batch
         self.workload = workload
@@ -213,6 +229,7 @@ class Cluster:
         self.jobs: list[Job] = []
         self.events: list[tuple] = []
         self.record_events = record_events
+        self.keep_payloads = keep_payloads
         self.on_step = on_step
         self.speeds = cfg.speeds()
         self.busy_done = 0.0  # worker-seconds of finished jobs
@@ -233,6 +250,13 @@ class Cluster:
         self._event("visible", version=version)
         self.store.prune(self.control.oldest_needed_version(self.store.visible))
         self.signal.notify()
+
+    def _release(self, jobs: list[Job]) -> None:
+        """Free the payloads of jobs the learner has trained on or the control dropped."""
+        if self.keep_payloads:
+            return
+        for job in jobs:
+            job.payload = ReleasedPayload(job.payload.num_responses)
 
     def worker_utilisation(self) -> float:
         now = self.env.now
@@ -331,6 +355,7 @@ class Cluster:
                 for job in taken.dropped:
                     job.dropped_at = step
                     self._event("drop", job.worker, job.id, job.head_version, step)
+                self._release(taken.dropped)
                 if taken.batch is not None:
                     break
                 if taken.dropped:
@@ -344,6 +369,7 @@ class Cluster:
                 job.consume_step = step
             self._event("consume", step=step)
             result = self.trainer.train(step, batch, now)
+            self._release(batch)
             duration = self._draw("train_time", result.tokens * result.passes)
             self._event("train_start", step=step)
             yield self.env.timeout(duration)

@@ -86,6 +86,10 @@ def test_variants_of_the_base_become_an_axis():
         (lambda r: r.update({"seeds": [0, -1]}), "seeds"),
         (lambda r: r.update({"sweep": {"name": "x", "wokers": 2}}), "sweep.wokers"),
         (lambda r: r.update({"sweep": {"backend": "slurm"}}), "sweep.backend"),
+        (lambda r: r.update({"sweep": {"retries": -1}}), "sweep.retries: expected an integer from 0 to 100"),
+        (lambda r: r.update({"sweep": {"retries": "2"}}), "sweep.retries"),
+        (lambda r: r.update({"sweep": {"retries": True}}), "sweep.retries"),
+        (lambda r: r.update({"sweep": {"retries": 10**6}}), "sweep.retries"),
         (lambda r: r.update({"axes": {}}), "axes: unknown key"),
         (lambda r: r.pop("base"), "base: missing"),
         (lambda r: r.update({"base": "does/not/exist.toml"}), "file not found"),
@@ -97,6 +101,12 @@ def test_errors_name_the_key(tiny_raw, edit, needle):
     with pytest.raises(ScenarioError) as exc:
         parse_sweep(tiny_raw)
     assert needle in str(exc.value)
+
+
+def test_retries_default_and_value(tiny_raw):
+    assert parse_sweep(tiny_raw).retries == 2
+    tiny_raw["sweep"]["retries"] = 0
+    assert parse_sweep(tiny_raw).retries == 0
 
 
 def test_shipped_sweeps_expand():

@@ -105,7 +105,7 @@ def test_partial_rollouts_record_mixed_versions_per_token():
         staleness={"kind": "max_lag", "k_max": 3},
         partial_rollouts=True,
     )
-    cluster = Cluster(cfg, PolicyWorkload(task, gen), PerturbingTrainer(task.init_params(gen)), 2, 4, seed=1)
+    cluster = Cluster(cfg, PolicyWorkload(task, gen), PerturbingTrainer(task.init_params(gen)), 2, 4, seed=1, keep_payloads=True)
     res = cluster.run(40)
     consumed = [j for j in res.jobs if j.consume_step >= 0]
     mixed = [j for j in consumed if j.tail_version > j.head_version]
