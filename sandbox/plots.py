@@ -226,7 +226,8 @@ def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5, t
     panels = [("is/ess_ratio", "ESS / N", "lin"), ("grad/cos_prev", "cosine with previous gradient", "lin"),
               ("grad/norm", "gradient norm", "log")]
     colors = variant_colors(results)
-    fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
+    fig, grid = plt.subplots(2, 3, figsize=(15, 7.6))
+    axes = [grid[0, 0], grid[0, 1], grid[1, 0], grid[1, 1], grid[1, 2]]  # grid[0, 2] holds the legend
     col = "loss"
     for name, r in results.items():
         m = r.metrics
@@ -257,7 +258,8 @@ def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5, t
     for ax in axes:
         ax.grid(alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", ncol=len(labels), fontsize=9, title="variant", title_fontsize=9)
-    fig.suptitle(f"Variants compared: {title}" if title else "Variants compared", fontsize=12, x=0.01, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    grid[0, 2].axis("off")
+    grid[0, 2].legend(handles, labels, loc="center", fontsize=10, title="variant", title_fontsize=10)
+    fig.suptitle(f"Variants compared: {title}" if title else "Variants compared", fontsize=12)
+    fig.tight_layout()
     _save(fig, path)
