@@ -154,7 +154,7 @@ def sweep_report(out: Path, path: Path) -> Path:
                 "(per configuration; docs/time_to_target.md). End-to-end speed-up = time to target of the synchronous "
                 "baseline / this configuration's = throughput gain × sample-efficiency ratio; 95% percentile bootstrap "
                 "intervals over seeds.</p>") if rule else ""
-        sections.append(("Summary (mean over seeds)", note + _table(summary, set(keys) | {"note"})))
+        sections.append(("Summary (mean ± std over seeds)", note + _table(summary, set(keys) | {"note"})))
     sections.append(("Runs", _table(results[cols], set(keys) | {"id", "status", "error"})))
     scen = ""
     if (out / "sweep.toml").exists():
@@ -178,7 +178,11 @@ def _summary_by_combination(results: pd.DataFrame, keys: list[str], out: Path | 
     if ok.empty:
         return None
     g = ok.groupby(keys, sort=False, dropna=False)
-    summary = g[metrics].mean()
+    mean, std = g[metrics].mean(), g[metrics].std(ddof=1)
+    summary = pd.DataFrame(index=mean.index)
+    for c in metrics:  # mean ± sample standard deviation over seeds (the mean alone with one seed)
+        summary[f"{c} (mean ± std)"] = [_fmt(m) if pd.isna(s) else f"{m:.4g} ± {s:.2g}"
+                                        for m, s in zip(mean[c], std[c])]
     summary.insert(0, "runs", g.size())
     summary.insert(1, "diverged", g["status"].apply(lambda s: int((s == "diverged").sum())))
     summary = summary.reset_index()
