@@ -29,7 +29,8 @@ class BanditConfig(BaseModel):
         None, description="Mean reward per arm; default: evenly spaced in [0.1, 0.9] (best arm last)."
     )
     reward_std: float = Field(1.0, gt=0, description="Standard deviation of Gaussian rewards.")
-    init_logit_std: float = Field(0.0, ge=0, description="Std of the initial logits (0 = uniform policy).")
+    init_logit_std: float = Field(0.0, ge=0, le=50, description="Std of the initial logits (0 = uniform policy; at "
+                                  "most 50: beyond, the float32 softmax is one-hot and the policy cannot learn).")
     replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
 
     @model_validator(mode="after")

@@ -31,9 +31,12 @@ class BitStringConfig(BaseModel):
         0.75, gt=0, le=1, description="Fraction f of ones needed for reward 1 (0 < f <= 1)."
     )
     init_logit: float = Field(
-        0.0, description="Initial logit of every position (0 = fair coins; negative makes reward rarer)."
+        0.0, ge=-50, le=50,
+        description="Initial logit of every position (0 = fair coins; negative makes reward rarer). Within ±50: "
+                    "beyond, the float32 sigmoid is exactly 0 or 1 and the policy cannot learn.",
     )
-    init_logit_std: float = Field(0.0, ge=0, description="Std of random perturbations of the initial logits.")
+    init_logit_std: float = Field(0.0, ge=0, le=50, description="Std of random perturbations of the initial logits "
+                                  "(at most 50, as init_logit).")
     replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
 
 

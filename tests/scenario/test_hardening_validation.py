@@ -166,6 +166,10 @@ def test_pareto_needs_alpha_above_one():
         ({"algorithm": {"optimizer": {"betas": [0.9, NAN]}}}, "algorithm.optimizer.betas[1]", "finite"),
         ({"algorithm": {"correction": {"name": "tis", "C": INF}}}, "algorithm.correction.C", "finite"),
         ({"task": {"name": "bitstring", "init_logit": NAN}}, "task.init_logit", "finite"),
+        # found by the fuzz test: float32 max passed validation and overflowed torch.full mid-run
+        ({"task": {"name": "bitstring", "init_logit": 3.402823466385289e38}}, "task.init_logit", "less than or equal to 50"),
+        ({"task": {"name": "bitstring", "init_logit_std": 1e300}}, "task.init_logit_std", "less than or equal to 50"),
+        ({"task": {"name": "bandit", "init_logit_std": 1e300}}, "task.init_logit_std", "less than or equal to 50"),
         ({"task": {"name": "quadratic", "x0": NAN}, "algorithm": {"group_size": 1}}, "task.x0", "finite"),
         ({"system": {"num_workers": 1, "worker_speeds": [INF]}}, "system.worker_speeds[0]", "finite"),
         ({"system": {"num_workers": 1, "worker_speeds": [1e-300]}}, "system", "worker_speeds must all be >= 1e-06"),
