@@ -467,6 +467,44 @@ def check(
     console.print(f"[green]all {len(results)} checks passed[/green]")
 
 
+@app.command(short_help="Each paper's claim as an experiment with a verdict over seeds.")
+def claims(
+    quick: bool = typer.Option(False, "--quick", help="Few seeds and steps (seconds; used by the tests)."),
+    only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this claim (repeatable). See --list."),
+    out: Path = typer.Option(Path("runs/claims"), "--out", help="Write claims.md, claims.json and one figure per claim here."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", min=2, help="Seeds per claim (default: 3 with --quick, 8 otherwise)."),
+    list_: bool = typer.Option(False, "--list", help="List the claims and exit."),
+):
+    """Run each claim over seeds and print reproduced / not reproduced / inconclusive (docs/claims.md)."""
+    import torch
+
+    from .claims import CLAIMS
+    from .claims._runs import FULL_SEEDS, QUICK_SEEDS
+    from .claims.report import run_claims, verdict_table, write_outputs
+
+    if list_:
+        for c in CLAIMS.values():
+            console.print(f"[bold]{c.name}[/bold] ({escape(c.paper)}): {escape(c.description)}")
+        return
+    unknown = [n for n in only or [] if n not in CLAIMS]
+    if unknown:
+        console.print(f"[red]error:[/red] --only: unknown claim(s) {unknown}; expected some of {list(CLAIMS)}")
+        raise typer.Exit(2)
+    selected = {n: CLAIMS[n] for n in (only or CLAIMS)}
+    n_seeds = seeds if seeds is not None else (QUICK_SEEDS if quick else FULL_SEEDS)
+    torch.set_num_threads(1)  # toy tensors: one thread is several times faster here
+
+    def on_done(c, result, seconds):
+        console.print(f"[bold]{c.name}[/bold] ({escape(c.paper)}, {seconds:.1f} s): {len(result.rows)} row(s)")
+
+    results = run_claims(selected, quick, n_seeds, on_done)
+    command = "sandbox claims" + (" --quick" if quick else "") + "".join(f" --only {n}" for n in only or []) + (
+        f" --seeds {seeds}" if seeds is not None else "")
+    console.print(verdict_table(results, f"claims{' (quick)' if quick else ''}, {n_seeds} seeds"))
+    write_outputs(results, out, quick, n_seeds, command)
+    console.print(f"claims.md, claims.json and figures in [bold]{out}[/bold]")
+
+
 @app.command(short_help="Write a self-contained HTML report of a run or a sweep.")
 def report(
     directory: Path = typer.Argument(..., help="A sweep directory or the output of `sandbox run`."),

@@ -24,6 +24,7 @@ UPPER = (
     "sandbox.report",
     "sandbox.export",
     "sandbox.checks",
+    "sandbox.claims",
     "sandbox.demos",
     "sandbox.integrations",
 )

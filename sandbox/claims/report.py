@@ -1,0 +1,116 @@
+"""Running claims, printing their verdict table, and writing ``--out DIR``: ``claims.md`` (a markdown
+table for a report), ``claims.json`` and one figure per claim (PNG + SVG)."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from rich.markup import escape  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from ..outputs import write_json, write_text  # noqa: E402
+from ..plots import PALETTE, _save  # noqa: E402
+from . import _runs  # noqa: E402
+from .base import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimResult, Row  # noqa: E402
+
+COLUMNS = ("claim", "statistic", "mean [95% CI]", "threshold", "verdict", "seeds")
+STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "red", INCONCLUSIVE: "yellow"}
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else "—"
+
+
+def interval_text(row: Row) -> str:
+    return f"{_num(row.mean)} [{_num(row.low)}, {_num(row.high)}]"
+
+
+def cells(result: ClaimResult, row: Row) -> tuple[str, ...]:
+    verdict = row.verdict + (f" ({row.note})" if row.note else "")
+    return (f"{result.name}: {row.label}", row.statistic, interval_text(row), row.threshold_text(), verdict, str(row.seeds))
+
+
+def run_claims(claims: dict, quick: bool, seeds: int, on_done=None) -> list[tuple[ClaimResult, float]]:
+    _runs.clear_cache()
+    out = []
+    for claim in claims.values():
+        t = time.perf_counter()
+        result = claim.run(quick=quick, seeds=seeds)
+        elapsed = time.perf_counter() - t
+        out.append((result, elapsed))
+        if on_done is not None:
+            on_done(claim, result, elapsed)
+    _runs.clear_cache()
+    return out
+
+
+def verdict_table(results: list[tuple[ClaimResult, float]], title: str) -> Table:
+    table = Table(title=escape(title), caption="95% CI: Student t-interval over seeds (docs/claims.md#verdicts)",
+                  caption_justify="left")
+    for col in COLUMNS:
+        table.add_column(col)
+    for result, _ in results:
+        for row in result.rows:
+            c = [escape(x) for x in cells(result, row)]
+            c[4] = f"[{STYLE[row.verdict]}]{c[4]}"
+            table.add_row(*c)
+        table.add_section()
+    return table
+
+
+def markdown(results: list[tuple[ClaimResult, float]], command: str) -> str:
+    lines = [f"Verdicts of `{command}` (95% CI: Student t-interval over seeds; definitions in docs/claims.md).", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for result, _ in results:
+        for row in result.rows:
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(result, row)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(result: ClaimResult, path: Path) -> None:
+    """Lines: the mean over seeds with its 95% band per variant. Bars: one bar per variant with its
+    CI (a curve without a band, e.g. a theory value, is drawn as a marker)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if result.kind == "lines":
+        for i, c in enumerate(result.curves):
+            color = PALETTE[i % len(PALETTE)]
+            ax.plot(c.x, c.y, color=color, label=c.label)
+            if c.low:
+                ax.fill_between(c.x, c.low, c.high, color=color, alpha=0.2, linewidth=0)
+    else:
+        ticks, names = [], []
+        for i, c in enumerate(result.curves):
+            color = PALETTE[i % len(PALETTE)]
+            if c.low:
+                err = [[c.y[0] - c.low[0]], [c.high[0] - c.y[0]]]
+                ax.bar(c.x, c.y, color=color, yerr=err, capsize=4, width=0.6, label=c.label)
+                ticks.append(c.x[0])
+                names.append(c.label)
+            else:
+                ax.plot(c.x, c.y, "k_", markersize=28, markeredgewidth=2, label=c.label)
+        ax.set_xticks(ticks, names, rotation=20, ha="right", fontsize=8)
+    ax.set_xlabel(result.x_label)
+    ax.set_ylabel(result.y_label)
+    counts = {v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)}
+    ax.set_title(f"{result.name} ({result.paper}): " + ", ".join(f"{n} {v}" for v, n in counts.items() if n), fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def write_outputs(results: list[tuple[ClaimResult, float]], out: Path, quick: bool, seeds: int, command: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for result, _ in results:
+        figure(result, out / f"{result.name}.png")
+    write_text(out / "claims.md", markdown(results, command))
+    write_json(out / "claims.json", {
+        "command": command, "quick": quick, "seeds": seeds,
+        "claims": [{**r.to_dict(), "seconds": round(s, 2)} for r, s in results],
+    })

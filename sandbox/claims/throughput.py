@@ -1,0 +1,97 @@
+"""Throughput: the asynchronous speed-up over synchronous training for the shipped system scenarios,
+against the order-statistics prediction (``theory/order_statistics.py``, T6).
+
+System-only runs (:func:`sandbox.system.timing_only.simulate_timing`, no learning) of each shipped
+scenario with an asynchronous staleness control, and of the same system with ``staleness = sync``.
+Measured speed-up per seed: mean synchronous step time / mean asynchronous step time, over the steps
+after the first 10%. Prediction (B groups per step on P ≥ B workers, constant training and
+weight-sync times t_train, t_sync, i.i.d. generation times X): synchronous step = E[max of B X] +
+t_train + t_sync; asynchronous step = max(B·E[X]/P, t_train) (renewal throughput of P busy workers,
+training overlapped). Rows per scenario: speed-up > 1, and measured / predicted in [0.9, 1.1].
+A scenario with B > P, non-constant training time or a per-token generation model is skipped
+(the settings say why).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from theory.order_statistics import expected_max, expected_value, lognormal_cdf
+
+from ..scenario import load_scenario
+from ..system.config import SystemConfig
+from ..system.timing_only import simulate_timing
+from .base import ClaimResult, Curve, Row, t_interval
+
+SCENARIOS = ("async_ratio", "max_lag", "max_lag_drop", "fixed_lag")
+BAND = (0.9, 1.1)
+ROOT = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def generation_cdf(delay):
+    """CDF of a generation-time distribution, or None when the theory has no closed form here."""
+    kind = delay.kind
+    if kind == "exponential":
+        return stats.expon(scale=delay.mean).cdf
+    if kind == "gamma":
+        return stats.gamma(delay.shape, scale=delay.scale).cdf
+    if kind == "lognormal":
+        return lognormal_cdf(delay.median, delay.sigma)
+    if kind == "pareto":
+        return stats.pareto(delay.alpha, scale=delay.scale).cdf
+    if kind == "uniform":
+        return stats.uniform(delay.low, delay.high - delay.low).cdf
+    if kind == "constant":
+        return lambda x: (np.asarray(x) >= delay.value).astype(float)
+    return None
+
+
+def predicted_speedup(cfg: SystemConfig, groups_per_step: int) -> float | None:
+    cdf = generation_cdf(cfg.generation_time)
+    if cdf is None or groups_per_step > cfg.num_workers or cfg.train_time.kind != "constant" or cfg.sync_delay.kind != "constant":
+        return None
+    t_train, t_sync = cfg.train_time.value, cfg.sync_delay.value
+    sync_step = expected_max(cdf, groups_per_step) + t_train + t_sync
+    async_step = max(groups_per_step * expected_value(cdf) / cfg.num_workers, t_train)
+    return sync_step / async_step
+
+
+def mean_step_time(cfg: SystemConfig, steps: int, groups_per_step: int, group_size: int, seed: int) -> float:
+    res = simulate_timing(cfg, steps, groups_per_step, group_size, seed=seed, record_events=False)
+    times = np.array([r["time"] for r in res.rows])
+    start = len(times) // 10
+    return float((times[-1] - times[start]) / (len(times) - 1 - start))
+
+
+def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
+    steps = 300 if quick else 2000
+    result = ClaimResult(
+        name="throughput",
+        paper="asynchronous RL systems; T6 order statistics (docs/theory.md#t6)",
+        definition=__doc__.split("\n\n", 1)[1].strip(),
+        settings={"steps": steps},
+        x_label="shipped scenario",
+        y_label="speed-up async / sync (mean, 95% CI)",
+        kind="bars",
+    )
+    for i, name in enumerate(SCENARIOS):
+        scn, _ = load_scenario(ROOT / f"{name}.toml")
+        cfg, B, G = scn.system, scn.algorithm.groups_per_step, scn.algorithm.group_size
+        pred = predicted_speedup(cfg, B)
+        if pred is None:
+            result.settings[name] = "skipped: outside the prediction's assumptions"
+            continue
+        sync_cfg = SystemConfig(**{**cfg.model_dump(), "staleness": {"kind": "sync"}})
+        speedup = np.array([mean_step_time(sync_cfg, steps, B, G, s) / mean_step_time(cfg, steps, B, G, s) for s in range(seeds)])
+        result.settings[name] = f"P = {cfg.num_workers}, B = {B}, staleness = {cfg.staleness.kind}, predicted speed-up {pred:.3f}"
+        result.rows += [
+            Row(f"{name}: async faster than sync", "speed-up = sync step time / async step time", speedup, 1.0, ">"),
+            Row(f"{name}: speed-up matches theory", f"measured / predicted ({pred:.3f})", speedup / pred, BAND, "within"),
+        ]
+        m, lo, hi = t_interval(speedup)
+        result.curves.append(Curve(name, [float(i)], [m], [lo], [hi]))
+        result.curves.append(Curve(f"{name} (theory)", [float(i)], [pred]))
+    return result

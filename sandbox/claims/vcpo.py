@@ -1,0 +1,91 @@
+"""VCPO (arXiv 2602.17616): ESS falls with lag, ESS-scaled learning rate against uncorrected training
+and against a matched constant learning rate, and whether the ESS drop precedes the reward drop.
+
+Scenario: ``scenarios/fixed_lag.toml`` with the ``methods_bitstring`` settings (docs/claims.md#scenario);
+VCPO is ``vcpo_lr`` with sequence TIS (C = 8), as in ``methods_bitstring``. Rows (paired by seed):
+
+* ESS/N falls with lag: mean ``is/ess_ratio`` over steps ≥ 16, sync − lag 4 > 0 and lag 4 − lag 16 > 0;
+* uncorrected training degrades at lag 16: final expected reward (lag 16, no correction) − (sync) < −0.05;
+* VCPO matches sync at lag 16: final expected reward (VCPO) − (sync) > −0.05;
+* VCPO beats its matched constant learning rate: final reward (VCPO) − (constant lr) > 0, where the
+  control is the same run with sequence TIS and no stabilizer at the constant learning rate
+  mean(``lr/scale`` of that seed's VCPO run) × 0.3;
+* ESS drop precedes the reward drop: on the uncorrected lag-16 run of each seed, the reward collapses
+  at the first step where the 5-step mean of ``reward/mean`` is 0.2 below its running maximum; the ESS
+  drops at the first step where the 5-step mean of ``is/ess_ratio`` is below 0.5; lead = reward step −
+  ESS step (> 0: ESS first; ESS never below 0.5 gives lead = −(steps left)). Over the seeds that
+  collapse; inconclusive when fewer than two collapse (the note says how many).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _runs as R
+from .base import ClaimResult, Curve, Row, band
+
+WARMUP = 16
+REWARD_MARGIN = 0.05
+COLLAPSE_DROP = 0.2
+ESS_LOW = 0.5
+
+LAGS = {"sync": R.SYNC, "lag 4": R.lag(4), "lag 16": R.lag(16)}
+
+
+def _ess(run: R.Run) -> float:
+    return run.mean("is/ess_ratio", skip=WARMUP)
+
+
+def collapse_lead(run: R.Run) -> float:
+    """Steps by which the ESS drop precedes the reward collapse; NaN if the reward never collapses."""
+    reward = R.smooth(run.metrics["reward/mean"])
+    running_max = np.fmax.accumulate(np.where(np.isfinite(reward), reward, -np.inf))
+    collapsed = np.nonzero(reward < running_max - COLLAPSE_DROP)[0]
+    if collapsed.size == 0:
+        return math.nan
+    t_reward = int(collapsed[0])
+    low = np.nonzero(R.smooth(run.metrics["is/ess_ratio"]) < ESS_LOW)[0]
+    t_ess = int(low[0]) if low.size else len(reward)
+    return float(t_reward - t_ess)
+
+
+def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
+    ess = {name: R.per_seed(ov, seeds, quick, _ess) for name, ov in LAGS.items()}
+    vcpo_ov = {**R.lag(16), **R.VCPO}
+    reward = {name: R.per_seed(ov, seeds, quick, R.Run.final_reward)
+              for name, ov in (("sync", R.SYNC), ("lag 16", R.lag(16)), ("VCPO", vcpo_ov))}
+    scales = R.per_seed(vcpo_ov, seeds, quick, lambda r: r.mean("lr/scale"))
+    control = np.array([R.run({**R.lag(16), **R.TIS, "algorithm.optimizer.lr": float(R.BASE_LR * s)}, seed, quick).final_reward()
+                        for seed, s in enumerate(scales)])
+    leads = np.array([collapse_lead(r) for r in R.runs(R.lag(16), seeds, quick)])
+    collapsed = int(np.isfinite(leads).sum())
+    result = ClaimResult(
+        name="vcpo",
+        paper="VCPO (arXiv 2602.17616)",
+        definition=__doc__.split("\n\n", 1)[1].strip(),
+        settings={**{name: R.settings(ov, quick) for name, ov in LAGS.items()}, "VCPO": R.settings(vcpo_ov, quick),
+                  "constant lr control": f"lag 16 + sequence TIS, lr = mean lr/scale of the VCPO run × {R.BASE_LR}; "
+                                         f"per seed: {[round(float(R.BASE_LR * s), 4) for s in scales]}"},
+        y_label="ESS/N (is/ess_ratio, 5-step mean)",
+    )
+    result.rows = [
+        Row("ESS/N falls: sync → lag 4", "ESS/N(sync) − ESS/N(lag 4)", ess["sync"] - ess["lag 4"], 0.0, ">"),
+        Row("ESS/N falls: lag 4 → lag 16", "ESS/N(lag 4) − ESS/N(lag 16)", ess["lag 4"] - ess["lag 16"], 0.0, ">"),
+        Row("uncorrected degrades at lag 16", "final expected reward: lag 16 − sync", reward["lag 16"] - reward["sync"],
+            -REWARD_MARGIN, "<"),
+        Row("VCPO matches sync at lag 16", "final expected reward: VCPO − sync", reward["VCPO"] - reward["sync"], -REWARD_MARGIN, ">"),
+        Row("VCPO beats matched constant lr", "final expected reward: VCPO − constant lr", reward["VCPO"] - control, 0.0, ">",
+            note=f"mean lr/scale {np.nanmean(scales):.3g}"),
+        Row("ESS drop precedes reward drop", "lead (steps): reward-collapse step − ESS<0.5 step", leads, 0.0, ">",
+            note=f"{collapsed} of {seeds} uncorrected lag-16 runs collapse"
+                 + ("" if collapsed >= 2 else " (too few to measure a lead)"),
+            forced_inconclusive=collapsed < 2),
+    ]
+    for name, ov in {**LAGS, "VCPO, lag 16": vcpo_ov}.items():
+        runs = R.runs(ov, seeds, quick)
+        n = min(len(r.steps) for r in runs)
+        m, lo, hi = band(np.array([R.smooth(r.metrics["is/ess_ratio"][:n]) for r in runs]))
+        result.curves.append(Curve(name, runs[0].steps[:n].tolist(), m, lo, hi))
+    return result

@@ -1,0 +1,85 @@
+"""Claims end to end in quick mode, the CLI once, and a broken simulator that must change a verdict."""
+
+import json
+import math
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from sandbox.claims import CLAIMS
+from sandbox.claims import _runs
+from sandbox.claims.base import DIRECTIONS, REPRODUCED
+from sandbox.cli import app
+from sandbox.system.staleness.fixed_lag import FixedLagControl
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    _runs.clear_cache()
+    yield
+    _runs.clear_cache()
+    torch.set_num_threads(previous)
+
+
+def _well_formed(result):
+    assert result.rows and result.curves
+    for row in result.rows:
+        assert row.direction in DIRECTIONS
+        assert len(row.values) == 2
+        if math.isfinite(row.low):
+            assert row.low <= row.mean <= row.high
+    json.dumps(result.to_dict())
+
+
+def test_vcpo_claim_quick_ess_falls_with_lag():
+    result = CLAIMS["vcpo"].run(quick=True, seeds=2)
+    _well_formed(result)
+    rows = {r.label: r for r in result.rows}
+    assert rows["ESS/N falls: lag 4 → lag 16"].mean > 0
+    assert rows["ESS/N falls: sync → lag 4"].mean > 0
+
+
+def test_throughput_claim_quick_fixed_lag_matches_theory():
+    result = CLAIMS["throughput"].run(quick=True, seeds=2)
+    _well_formed(result)
+    rows = {r.label: r for r in result.rows}
+    # constant generation times: B = 4 of P = 8 workers, sync step 1.0 + 0.2, async step 4·1/8 = 0.5
+    assert rows["fixed_lag: speed-up matches theory"].mean == pytest.approx(1.0, abs=0.01)
+    assert rows["fixed_lag: async faster than sync"].verdict == REPRODUCED
+
+
+def test_broken_staleness_breaks_the_ess_claim(monkeypatch):
+    """A fixed lag that consumes the fresh version (a staleness bug) must not reproduce 'ESS falls with lag'."""
+    ok = CLAIMS["vcpo"].run(quick=True, seeds=3)
+    label = "ESS/N falls: lag 4 → lag 16"
+    assert next(r for r in ok.rows if r.label == label).verdict == REPRODUCED
+    _runs.clear_cache()
+
+    def fresh(self):
+        step = self.dispatched // self.B
+        return step, step
+
+    monkeypatch.setattr(FixedLagControl, "_next", fresh)
+    broken = CLAIMS["vcpo"].run(quick=True, seeds=3)
+    assert next(r for r in broken.rows if r.label == label).verdict != REPRODUCED
+
+
+def test_cli_quick_all_claims(tmp_path):
+    out = tmp_path / "claims"
+    res = CliRunner().invoke(app, ["claims", "--quick", "--seeds", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads((out / "claims.json").read_text())
+    assert [c["name"] for c in data["claims"]] == list(CLAIMS)
+    md = (out / "claims.md").read_text()
+    assert "| claim | statistic | mean [95% CI] | threshold | verdict | seeds |" in md
+    for name in CLAIMS:
+        assert (out / f"{name}.png").exists() and (out / f"{name}.svg").exists()
+
+
+def test_cli_refuses_unknown_claim(tmp_path):
+    res = CliRunner().invoke(app, ["claims", "--quick", "--only", "nope", "--out", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "--only" in res.output and "nope" in res.output

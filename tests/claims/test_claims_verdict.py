@@ -1,0 +1,50 @@
+"""Verdict logic of sandbox.claims.base on hand values."""
+
+import math
+
+import pytest
+
+from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Row, t_interval, verdict
+
+
+def test_greater_than_threshold():
+    assert verdict(0.2, 0.5, 0.1, ">") == REPRODUCED
+    assert verdict(-0.3, 0.05, 0.1, ">") == NOT_REPRODUCED
+    assert verdict(0.0, 0.3, 0.1, ">") == INCONCLUSIVE
+
+
+def test_less_than_threshold():
+    assert verdict(-0.5, -0.1, 0.0, "<") == REPRODUCED
+    assert verdict(0.1, 0.4, 0.0, "<") == NOT_REPRODUCED
+    assert verdict(-0.1, 0.1, 0.0, "<") == INCONCLUSIVE
+
+
+def test_within_band():
+    assert verdict(0.95, 1.05, (0.9, 1.1), "within") == REPRODUCED
+    assert verdict(0.5, 0.6, (0.9, 1.1), "within") == NOT_REPRODUCED
+    assert verdict(1.2, 1.3, (0.9, 1.1), "within") == NOT_REPRODUCED
+    assert verdict(0.85, 0.95, (0.9, 1.1), "within") == INCONCLUSIVE
+
+
+def test_no_interval_is_inconclusive_and_bad_direction_is_refused():
+    assert verdict(math.nan, math.nan, 0.0, ">") == INCONCLUSIVE
+    with pytest.raises(ValueError, match="direction"):
+        verdict(0.0, 1.0, 0.0, ">=")
+
+
+def test_t_interval_hand_values():
+    # mean 2, s = 1, n = 3: half width t_{0.975,2} · 1/√3 = 4.302653 / 1.732051 = 2.484138
+    mean, low, high = t_interval([1.0, 2.0, 3.0])
+    assert mean == 2.0
+    assert low == pytest.approx(2.0 - 2.484138, abs=1e-5)
+    assert high == pytest.approx(2.0 + 2.484138, abs=1e-5)
+    m, lo, hi = t_interval([1.0, math.nan])
+    assert m == 1.0 and math.isnan(lo) and math.isnan(hi)
+
+
+def test_row_computes_its_verdict_and_forced_inconclusive():
+    assert Row("x", "s", [1.0, 1.1, 0.9], 0.5, ">").verdict == REPRODUCED
+    assert Row("x", "s", [-1.0, -1.1, -0.9], 0.5, ">").verdict == NOT_REPRODUCED
+    assert Row("x", "s", [1.0, 1.1, 0.9], 0.5, ">", forced_inconclusive=True).verdict == INCONCLUSIVE
+    row = Row("x", "s", [1.0, math.nan], 0.5, ">")
+    assert row.verdict == INCONCLUSIVE and row.seeds == 1 and "no interval" in row.note
