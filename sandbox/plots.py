@@ -27,6 +27,8 @@ from .outputs import atomic_write  # noqa: E402
 
 #: Okabe-Ito colours, black last (used for the 8th variant and reference lines).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+# every figure of the project draws its default colour cycle from the same palette
+matplotlib.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=list(PALETTE))
 #: Formats every figure is written in: PNG for viewing, SVG for papers.
 FORMATS = ("png", "svg")
 #: The timeline shows at most this many worker rows (the first ones); the title says when it is cut.

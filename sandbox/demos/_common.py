@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+from ..plots import _save, plt  # Okabe-Ito colour cycle, PNG + SVG
 
 
 def config_from_argv(config_cls, argv=None):
@@ -24,11 +24,11 @@ def config_from_argv(config_cls, argv=None):
 
 
 def save_figure(fig, out: str | Path, name: str) -> Path:
-    """Save ``fig`` as ``out/name.png``, close it, print and return the path."""
+    """Save ``fig`` as ``out/name.png`` (and ``name.svg`` beside it), close it, print and return the
+    PNG's path."""
     fig.tight_layout()
     path = Path(out) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     print(f"  figure: {path}")
     return path
