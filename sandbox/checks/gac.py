@@ -34,17 +34,28 @@ from .base import CheckResult, Point
 TAU = 8
 GAC_RANGE = (1.6, 1.9)
 QUICK = {"dim": 100, "steps": 2000, "spacing": 0.01, "per_point": 8}
-FULL = {"dim": 200, "steps": 2500, "spacing": 0.005, "per_point": 16}
+FULL = {"dim": 200, "steps": 2500, "spacing": 0.005, "per_point": 8}
+
+
+REPLICA_VALUES_PER_RUN = 12_000_000
+"""Replicas × dimensions × steps of one simulator run: the run keeps every step's gradient sample, so a map
+is split into runs (seeds 0, 1, ...) of at most this many values (about 1.5 GB at peak)."""
 
 
 def _stability_map(grid: np.ndarray, dim: int, steps: int, stabilizers: list) -> tuple[np.ndarray, np.ndarray]:
-    res = delayed_quadratic(lr=1.0, tau=TAU, steps=steps, dim=dim, eig_min=0.01, eig_max=1.0, noise_std=0.05,
-                            replicas=len(grid), replica_scales=grid.tolist(), x0=0.0, max_loss=1e6, stabilizers=stabilizers)
-    loss = np.nan_to_num(res.replica_metrics["eval/loss"], nan=np.inf)
-    n = loss.shape[0]
-    unstable = (res.diverged_at >= 0) | (loss[3 * n // 4 :].max(0) > 2 * loss[n // 4 : n // 2].max(0))
-    projected = res.replica_metrics.get("gac/projected")
-    return unstable, (np.nanmean(projected, axis=0) if projected is not None else np.zeros(len(grid)))
+    chunk = max(1, REPLICA_VALUES_PER_RUN // (dim * steps))
+    unstable, projected = [], []
+    for seed, start in enumerate(range(0, len(grid), chunk)):
+        scales = grid[start : start + chunk]
+        res = delayed_quadratic(lr=1.0, tau=TAU, steps=steps, dim=dim, eig_min=0.01, eig_max=1.0, noise_std=0.05,
+                                replicas=len(scales), replica_scales=scales.tolist(), x0=0.0, max_loss=1e6,
+                                stabilizers=stabilizers, seed=seed)
+        loss = np.nan_to_num(res.replica_metrics["eval/loss"], nan=np.inf)
+        n = loss.shape[0]
+        unstable.append((res.diverged_at >= 0) | (loss[3 * n // 4 :].max(0) > 2 * loss[n // 4 : n // 2].max(0)))
+        fired = res.replica_metrics.get("gac/projected")
+        projected.append(np.nanmean(fired, axis=0) if fired is not None else np.zeros(len(scales)))
+    return np.concatenate(unstable), np.concatenate(projected)
 
 
 def boundary(grid: np.ndarray, p_unstable: np.ndarray, per_point: int) -> tuple[float, float]:
