@@ -13,7 +13,7 @@ Exact prediction (theory.delayed_variance.expected_grad_sq_norm, docs/theory.md#
 this quadratic the same average has a closed form for the schedule the fixed-lag control promises
 (step t reads x_{max(t−τ, 0)}), E‖∇f(x_t)‖² = Σ_i λ_i² (m_{i,t}² + η²σ_coord² Σ_{j<t} h_{i,j}²).
 Tolerance 4·SE across replicas. The point's note gives the delay-free value at the same η (what a
-simulator that ignored the delay would measure) in units of SE: at τ = 8 (quick) it is about 27 SE
+simulator that ignored the delay would measure) in units of SE: at τ = 8 (quick) it is about 26 SE
 away, so a delay-free simulator fails. ``perturb`` scales both predictions; the perturbation 0.2
 (a bound 5× tighter) must be violated.
 """

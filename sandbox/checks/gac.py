@@ -121,7 +121,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     idle = float(projected[grid < 0.9 * a_star].mean())
     verdict = "inside the range" if outside == 0 else (
         f"outside the range by {outside / a_star:.3f}·a*, within 4·SE + spacing/2 ({slack / a_star:.3f}·a*): "
-        "consistent only at the edge" if outside <= slack else
+        "not resolved at this spacing, consistent only at the edge" if outside <= slack else
         f"outside the range by {outside / a_star:.3f}·a* > 4·SE + spacing/2 ({slack / a_star:.3f}·a*)")
     result.points.append(Point(1, 0.5 * (lo + hi), measured, se, 0.5 * (hi - lo) + slack, bool(outside <= slack),
                                f"b̂/a* = {measured / a_star:.3f} ± {se / a_star:.3f} (SE), {verdict}; projection fired on "
