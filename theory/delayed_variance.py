@@ -29,6 +29,18 @@ Multi-dimensional quadratic with Hessian eigenvalues ``lam_i`` and isotropic noi
 the directions decouple and the expected excess loss is
 ``E f = 1/2 sum_i lam_i Var_i`` with ``a_i = eta lam_i``.
 
+Transient (finite horizon). With a deterministic start ``x_u = x0`` for ``u <= 0`` and the
+warm-up delays ``min(t, tau)`` of a fixed-lag schedule (step ``t`` reads ``x_{max(t - tau, 0)}``),
+``x_t = m_t + sum_{s < t} h_{t-1-s} e_s`` where the mean ``m_t`` follows the noiseless recursion
+from ``x0`` and ``h`` is the impulse response ``h_0 = 1``, ``h_{j+1} = h_j - a h_{j-tau}``
+(``h_{<0} = 0``; noise entering ``x_{s+1}`` never reaches the clipped reads of ``x_0``). Hence, exactly,
+
+    E[x_t**2] = m_t**2 + s2 sum_{j < t} h_j**2,
+
+and for the multi-dimensional quadratic ``E|grad f(x_t)|**2 = sum_i lam_i**2 E[x_{i,t}**2]``
+(``transient_second_moments``, ``expected_grad_sq_norm``; the exact prediction the T5 check holds
+the simulator's delayed SGD to, docs/theory.md#t5). It holds for any ``a``, stable or not.
+
 Source: the standard Yule-Walker / Lyapunov treatment of linear AR models; the
 closed forms above are derived here (``derive_variance``) and checked against
 the table of docs/theory.md#t2.
@@ -41,6 +53,8 @@ Worked example: ``eta = 0.1, lam = 2`` (``a = 0.2``), ``sigma = 1`` (``s2 = 0.01
 s2*(a + 1)/(a*(1 - a)*(a + 2))
 >>> sp.simplify(derive_variance(2) - variance_closed_form(2))
 0
+>>> [round(float(v), 6) for v in transient_second_moments(0.2, 1, 0.01, x0=1.0, steps=4)]
+[1.0, 0.65, 0.38, 0.22]
 >>> variance(0.2, 8, 0.01)
 Traceback (most recent call last):
 ...
@@ -174,3 +188,25 @@ def excess_loss(eta: float, lams, sigma: float, tau: int) -> float:
     """Expected stationary loss ``1/2 sum_i lam_i Var_i`` (isotropic noise ``sigma**2``)."""
     lams = np.asarray(lams, dtype=float)
     return float(0.5 * sum(l * sgd_variance(eta, l, sigma, tau) for l in lams))
+
+
+def transient_second_moments(a: float, tau: int, s2: float, x0: float, steps: int) -> np.ndarray:
+    """Exact ``E[x_t**2]`` for ``t = 0..steps-1`` of ``x_{t+1} = x_t - a x_{max(t-tau, 0)} + e_t`` from
+    ``x_0 = x0`` (``Var e_t = s2``): ``m_t**2 + s2 sum_{j<t} h_j**2`` (module docstring, Transient)."""
+    m = np.empty(steps + 1)
+    m[0] = x0
+    h = np.zeros(steps)
+    h[0] = 1.0
+    for t in range(steps):
+        m[t + 1] = m[t] - a * m[max(t - tau, 0)]
+        if t + 1 < steps:
+            h[t + 1] = h[t] - (a * h[t - tau] if t >= tau else 0.0)
+    noise = np.concatenate([[0.0], np.cumsum(h * h)[:-1]]) if steps else np.zeros(0)
+    return m[:steps] ** 2 + s2 * noise
+
+
+def expected_grad_sq_norm(eta: float, lams, sigma: float, tau: int, x0: float, steps: int) -> np.ndarray:
+    """Exact ``E|grad f(x_t)|**2`` for ``t = 0..steps-1`` of delayed SGD on ``f = 1/2 sum_i lam_i x_i**2`` from
+    ``x_i = x0`` with per-coordinate gradient noise ``sigma`` (one sample per step) and warm-up delays ``min(t, tau)``."""
+    lams = np.asarray(lams, dtype=float)
+    return sum(lam**2 * transient_second_moments(eta * lam, tau, (eta * sigma) ** 2, x0, steps) for lam in lams)

@@ -11,8 +11,11 @@ Weights ``w = p / q`` with samples from the behaviour ``q`` (so ``E_q w = 1``).
 5. Exponential families ``p_th(x) = h(x) exp(th.T(x) - A(th))``:
    ``E_th'[(p_th / p_th')**2] = exp(A(2 th - th') - 2 A(th) + A(th'))`` when ``2 th - th'`` is
    a natural parameter; for a softmax ``A = logsumexp``.
+   For a Bernoulli logit ``A(th) = log(1 + e**th)`` (``bernoulli_second_moment``).
 6. [approx] Second order in ``dth = th - th'``: ``log E[w**2] ~ dth^T F dth ~ 2 KL`` (F the
    Fisher information), so ``chi2 ~ 2 KL ~ M2 = E_q[(log w)**2]`` (M2PO's statistic).
+   Exact companion: in an exponential family ``log w = dth.T(x) - (A(th) - A(th'))``, so
+   ``Var_q[log w] = dth^T F(th') dth`` exactly (``F(th') = Cov_q T``, ``bernoulli_fisher``).
 7. [approx] Sequence weights ``W = prod_t w_t``: with independent factors
    ``E[W**2] = prod_t E[w_t**2]``; lognormal idealisation ``log W ~ N(-s2/2, s2)`` gives
    ``E[W**2] = exp(s2)`` and ``ESS / n -> exp(-s2)``, ``s2 = length x per-token log-ratio variance``.
@@ -125,6 +128,20 @@ def second_order_divergence(theta, theta_b) -> float:
     """[approx] ``dth^T F dth`` (``F`` at the behaviour), ~ ``log E[w**2]`` ~ ``2 KL``."""
     d = np.asarray(theta, float) - np.asarray(theta_b, float)
     return float(d @ softmax_fisher(theta_b) @ d)
+
+
+def bernoulli_second_moment(theta, theta_b):
+    """Item 5 for Bernoulli(sigmoid(theta)) target and Bernoulli(sigmoid(theta_b)) behaviour, elementwise:
+    ``exp(A(2 th - th') - 2 A(th) + A(th'))`` with ``A = log(1 + e**th)``."""
+    theta, theta_b = np.asarray(theta, float), np.asarray(theta_b, float)
+    A = lambda x: np.logaddexp(0.0, x)  # noqa: E731
+    return _out(np.exp(A(2 * theta - theta_b) - 2 * A(theta) + A(theta_b)))
+
+
+def bernoulli_fisher(theta):
+    """Fisher information of Bernoulli(sigmoid(theta)) in its logit, ``p (1 - p)`` = ``Var T``."""
+    p = 1.0 / (1.0 + np.exp(-np.asarray(theta, float)))
+    return _out(p * (1.0 - p))
 
 
 # --- 1-4. ESS, chi2, Renyi, Gaussians ------------------------------------------------------

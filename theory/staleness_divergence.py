@@ -22,6 +22,18 @@ Correlation models:
 Assumptions: small divergence (second order), updates with equal norms, tokens
 independent for the sequence-level version.
 
+The Fisher quadratic form on a real policy. Whatever the update correlations, the
+second-order link is ``-log(ESS/n) = log E_mu[W**2] ~ dth^T F dth`` with ``dth`` the
+actual displacement and ``F`` the Fisher information of the whole sequence at the
+behaviour weights (``fisher_quadratic_form``); for ``L`` tokens sharing the
+parameters ``F = L F_token`` (the ``L F |dth|**2`` above). When the sequence
+log-probability is an exponential family in the parameters (independent Bernoulli
+positions, the bit-string task: ``F = diag(p'(1 - p'))``, T8 items 5 and 6), the
+log sequence weight is ``dth.T(y) - dA`` and ``Var_mu[log W] = dth^T F dth``
+*exactly*: the lognormal idealisation of T8 item 7 (``-log(ESS/n) = Var log W``)
+then has its variance given by the quadratic form at any divergence, and only
+``log E[W**2] = Var log W + O(dth**3)`` is approximate.
+
 >>> S_equicorrelated(8, 0.5), S_ar1(8, 0.5)
 (36.0, 20.015625)
 >>> round(S_ar1(32, 0.9), 1)
@@ -30,6 +42,8 @@ independent for the sequence-level version.
 -2*c*(1 - c**k)/(1 - c)**2 + k*(c + 1)/(1 - c)
 >>> round(predicted_ess_fraction(eta=0.01, U=1.0, S=S_uncorrelated(4), fisher=10.0, length=100), 4)
 0.6703
+>>> round(fisher_quadratic_form(np.array([0.1, -0.2]), np.array([0.25, 0.2])), 6)
+0.0105
 """
 
 from __future__ import annotations
@@ -102,3 +116,11 @@ def predicted_kl(eta: float, U: float, S, fisher: float):
 def predicted_ess_fraction(eta: float, U: float, S, fisher: float, length: float = 1.0):
     """[approx] ``ESS/n ~ exp(-length F eta**2 U**2 S)``."""
     return _out(np.exp(-length * fisher * expected_sq_displacement(eta, U, S)))
+
+
+def fisher_quadratic_form(dtheta, fisher) -> float:
+    """``dth^T F dth`` for ``F`` given as a matrix or as its diagonal (1-D): the second-order
+    ``-log(ESS/n)`` of the sequence, and exactly ``Var_mu[log W]`` for an exponential family."""
+    d = np.asarray(dtheta, dtype=float)
+    F = np.asarray(fisher, dtype=float)
+    return float(d @ F @ d) if F.ndim == 2 else float(np.sum(F * d * d))

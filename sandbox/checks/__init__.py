@@ -7,7 +7,7 @@ prediction that the check must reject; the tests run every check with it).
 
 from __future__ import annotations
 
-from . import baseline, bound, cosine, divergence, ess, gac, minibatch, queueing, stability, variance
+from . import baseline, bound, cosine, divergence, ess, fisher, gac, minibatch, queueing, stability, variance
 from .base import Check, CheckResult, Point
 
 CHECKS: dict[str, Check] = {
@@ -23,6 +23,7 @@ CHECKS: dict[str, Check] = {
         Check("ess_vs_lag", "T8", "sequence-weight second moment / ESS vs lag on a learning run", ess.run, 1.1),
         Check("staleness_divergence", "T2+T9", "displacement after k stale steps, sync vs stale (KL growth)", divergence.run, 1.1),
         Check("opob_variance", "T10", "estimator variance vs baseline b; OPOB optimum", baseline.run, 1.1),
+        Check("ess_fisher", "T9", "−log ESS vs the Fisher quadratic form ΔθᵀFΔθ on the bit-string policy", fisher.run, 1.1),
         Check("minibatch_lag", "T11", "per-token lag of mini-batch step (e, j): S·ℓ + e·m + j", minibatch.run, 1.1),
     ]
 }

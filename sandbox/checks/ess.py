@@ -8,6 +8,12 @@ Measurement: the unnormalised batch mean (1/N)Σ_i W_i² of the weights the lear
 averaged over steps (an unbiased estimate of the averaged prediction, whatever the step's
 weights). The residuals (measured − predicted) of different steps are martingale differences, so
 their SE is std/√steps. Tolerance 4·SE. Points: fixed lag k = 0..16 on the same task and seed.
+
+Because that prediction uses the version the schedule actually consumed, it would also pass if the
+system consumed the wrong version. The companion series "consumed lag" holds the schedule to the
+control's nominal lag (docs/system.md#fixed_lag): step t must consume version max(0, t − k) exactly, in
+every replica (measured: the mean of t − v_t after the warm-up; it passes only when no step of any
+replica is off, tolerance 0: the schedule is deterministic).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class _RecordingLearner(PolicyLearner):
         super().__init__(*a, **kw)
         self.history: list[torch.Tensor] = []
         self.records: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self.consumed: list[np.ndarray] = []
 
     def compute_loss(self, step, jobs):
         self.history.append(self.params["logits"].detach().clone())
@@ -44,10 +51,16 @@ class _RecordingLearner(PolicyLearner):
         log_w = ((self.task.logprobs(self.params, ro).detach() - ro.behaviour_logp) * ro.mask).sum(-1)  # (R, N)
         versions = ro.oldest_version()  # (R, N): one version per response under fixed lag
         self.records.append((step, torch.exp(2 * log_w).mean(-1).numpy(), versions[:, 0].numpy()))
+        self.consumed.append(versions.numpy().copy())
         return loss, metrics, tokens
 
 
+QUICK = {"lags": [0, 2, 8], "steps": 40, "replicas": 4}
+FULL = {"lags": [0, 1, 2, 4, 8, 16], "steps": 120, "replicas": 8}
+
+
 def measure(k: int, steps: int, replicas: int, horizon: int, lr: float, seed: int = 0):
+    """``(measured W², predicted W², consumed versions (steps, R))`` of a fixed-lag-k learning run."""
     scn = validate_scenario(
         {
             "task": {"name": "bitstring", "horizon": horizon, "threshold": 0.7, "init_logit": -0.3, "replicas": replicas},
@@ -68,28 +81,43 @@ def measure(k: int, steps: int, replicas: int, horizon: int, lr: float, seed: in
             pred.append(float(bernoulli_second_moment(theta[r], theta_b).prod()))
         measured.append(w2)
         predicted.append(np.array(pred))
-    return np.concatenate(measured), np.concatenate(predicted)
+    return np.concatenate(measured), np.concatenate(predicted), np.stack(learner.consumed)
+
+
+def lag_point(k: int, consumed: np.ndarray, perturb: float) -> Point:
+    """The companion assertion: step t consumed version max(0, t − k) in every response of every replica
+    (``consumed``: (steps, R, N) versions)."""
+    t = np.arange(consumed.shape[0])[:, None, None]
+    off = int((consumed != np.maximum(0, t - k)).sum())
+    first = min(k, consumed.shape[0] - 1)  # after the warm-up steps that reuse version 0
+    lag = float((t[first:] - consumed[first:]).mean())
+    predicted = perturb * k
+    return Point(k, predicted, lag, 0.0, 0.0, off == 0 and lag == predicted,
+                 f"{off} of {consumed.size} consumed responses off the nominal version", series="consumed lag")
 
 
 @sweeps("k", "versions (fixed lag)")
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
-    lags = [0, 2, 8] if quick else [0, 1, 2, 4, 8, 16]
-    steps, replicas = (40, 4) if quick else (120, 8)
+    cfg = QUICK if quick else FULL
+    lags, steps, replicas = cfg["lags"], cfg["steps"], cfg["replicas"]
     result = CheckResult(
         name="ess_vs_lag",
         claim="E_μ[W²] of sequence weights = Π_t E[w_t²] (exact, exponential family); ESS/N → 1/E[W²]",
         x_label="fixed lag k (versions)",
         y_label="E_μ[W²] (sequence, unclipped) = 1 / population ESS ratio",
-        justification="4·SE of the step residuals (martingale differences across steps and replicas)",
+        justification="4·SE of the step residuals (martingale differences across steps and replicas); consumed "
+                      "lag: exact (every step consumes version max(0, t − k))",
         log_y=True,
     )
     for k in lags:
-        m, p = measure(k, steps, replicas, horizon=32, lr=0.08, seed=k)
+        m, p, consumed = measure(k, steps, replicas, horizon=32, lr=0.08, seed=k)
         keep = slice(min(k, steps // 2) * replicas, None)  # after the warm-up steps that reuse version 0
         m, p = m[keep], p[keep]
         resid = m - p
         se = float(resid.std(ddof=1) / math.sqrt(len(resid))) if len(resid) > 1 else math.inf
         measured, pred = float(m.mean()), perturb * float(p.mean())
         tol = 4 * se + 1e-9
-        result.points.append(Point(k, pred, measured, se, tol, abs(measured - pred) <= tol))
+        result.points.append(Point(k, pred, measured, se, tol, abs(measured - pred) <= tol,
+                                   series="E[W²] from the consumed version"))
+        result.points.append(lag_point(k, consumed, perturb))
     return result

@@ -514,11 +514,20 @@ def _map_mis(plan: Plan, c) -> None:
     if not c.batch_normalize:
         plan.as_is(f"{src}.batch_normalize", False, f"{CORR}.rollout_is_batch_normalize", "raw weights")
     elif c.level == "sequence" and c.seq_weight == "one":
-        plan.implicit(f"{src}.batch_normalize", True, "kept weights are all 1, so normalising to mean 1 changes nothing")
+        plan.implicit(f"{src}.batch_normalize", c.batch_normalize,
+                      "kept weights are all 1 (no IS weight is written), so normalising changes nothing")
+    elif c.batch_normalize == "verl_band":
+        plan.converted(f"{src}.batch_normalize", c.batch_normalize, f"{CORR}.rollout_is_batch_normalize", True,
+                       "the band-zeroed weights divided by their mean over all valid tokens (token) or valid sequences, "
+                       "one each (sequence), over the whole batch (rollout_corr_helper.compute_rollout_correction_weights)")
     else:
-        plan.no_equivalent(f"{src}.batch_normalize", True,
-                           "verl normalises over all valid tokens (token) or sequences (sequence) including zeroed ones; "
-                           "the sandbox over the kept tokens only. Instead: batch_normalize = false")
+        plan.no_equivalent(f"{src}.batch_normalize", c.batch_normalize,
+                           "with the 'lo_hi' band written above verl normalises the band-zeroed weights over all valid "
+                           "tokens (token) or sequences (sequence); "
+                           + ("the sandbox over the kept tokens only, token-weighted" if c.batch_normalize in (True, "kept_tokens")
+                              else "'verl_is_rs' normalises the truncated weights min(w, C) instead (verl's TIS + rollout_rs "
+                                   "route, which would also drop rejected tokens from the token-mean denominator)")
+                           + ". Instead: batch_normalize = 'verl_band' or false")
 
 
 # ------------------------------------------------------------------------------------------------

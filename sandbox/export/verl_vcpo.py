@@ -152,19 +152,25 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
         plan.implicit(f"{src}.opob_leave_one_out", False, "plain weighted mean over the scope, as the fork")
 
     scope = obj.opob_scope
-    plan.as_is(f"{src}.opob_scope", scope, f"{GB}.scope",
-               "per prompt group (groups are kept on one data-parallel rank)" if scope == "group" else
-               "whole mini-batch with GRPO advantages as values; the fork takes the mini-batch of each data-parallel "
-               "rank, so this is exact on one rank")
+    if scope == "group":
+        plan.as_is(f"{src}.opob_scope", scope, f"{GB}.scope", "per prompt group (groups are kept on one data-parallel rank)")
+    else:
+        plan.converted(f"{src}.opob_scope", scope, f"{GB}.scope", "minibatch",
+                       "whole mini-batch with GRPO advantages as values; the fork takes the mini-batch of each "
+                       "data-parallel rank, so this is exact on one rank")
     if scope == "group":
         plan.as_is(norm_src, obj.normalize_std, f"{GB}.norm_by_std",
                    "(R − b*)/σ_g with the population std, as the sandbox's OPOB (the fork skips σ ≤ 1e-8 and adds no ε; "
                    "the sandbox adds 1e-6)")
         plan.pinned("algorithm.norm_adv_by_std_in_grpo", obj.normalize_std, "the grpo advantages are only logged here")
-    elif obj.normalize_std:
+    elif obj.normalize_std and scope == "minibatch":
         plan.no_equivalent(norm_src, True, "with scope 'minibatch' the fork's values are the grpo estimator's advantages "
-                           "(Bessel std), the sandbox normalises the REINFORCE OPOB values by the population std. Instead: "
-                           "opob_scope = 'group'")
+                           "(Bessel std), the sandbox's 'minibatch' normalises the REINFORCE OPOB values by the population "
+                           "std. Instead: opob_scope = 'minibatch_bessel' (the fork's convention) or 'group'")
+    elif obj.normalize_std:
+        plan.converted(norm_src, True, "algorithm.norm_adv_by_std_in_grpo", True,
+                       "values (R − mean_g R)/(σ_g + 1e-6) with the Bessel-corrected σ_g, as the grpo estimator "
+                       "(core_algos.compute_grpo_outcome_advantage, torch.std), for the mini-batch baseline")
     else:
         plan.converted(norm_src, False, "algorithm.norm_adv_by_std_in_grpo", False,
                        "values R − mean_g R (grpo estimator without std) for the mini-batch baseline")
@@ -256,10 +262,13 @@ def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
             else:
                 plan.no_equivalent(f"{src}.veto_high", c.veto_high, "the fork's veto only has a lower threshold. Instead: veto_high = null")
         if not c.batch_normalize or (c.level == "sequence" and c.seq_weight == "one"):
-            plan.as_is(f"{src}.batch_normalize", c.batch_normalize, f"{CORR}.rollout_is_batch_normalize",
-                       "raw weights" if not c.batch_normalize else "kept weights are all 1 (no effect)")
+            note = "raw weights" if not c.batch_normalize else "kept weights are all 1 (no effect)"
+            if isinstance(c.batch_normalize, bool):
+                plan.as_is(f"{src}.batch_normalize", c.batch_normalize, f"{CORR}.rollout_is_batch_normalize", note)
+            else:  # a named convention: same no-op
+                plan.converted(f"{src}.batch_normalize", c.batch_normalize, f"{CORR}.rollout_is_batch_normalize", True, note)
         else:
-            plan.no_equivalent(f"{src}.batch_normalize", True, "the fork normalises per micro-batch over all valid tokens "
+            plan.no_equivalent(f"{src}.batch_normalize", c.batch_normalize, "the fork normalises per micro-batch over all valid tokens "
                                "or sequences, the sandbox over the kept ones of the batch. Instead: batch_normalize = false")
     elif c.name == "geo_mis":
         _rs(plan, f"{src}.name + {src}.lo + {src}.hi", f"[{c.lo:g}, {c.hi:g}]", "geometric", c.lo, c.hi,

@@ -117,6 +117,20 @@ def test_m2po_mask_by_hand():
     assert out.metrics["m2/value_kept"].item() == pytest.approx(0.02 / 3, abs=1e-6)
 
 
+@pytest.mark.component("correction", "m2po_mask")
+def test_m2po_mask_float32_outlier_does_not_cancel():
+    """One dominant outlier: δ² = [225, 1e-6, 1.21e-6]. Dropping the outlier leaves mean δ² = 1.105e-6 ≥
+    1.083e-6, so the larger small token must go too: keep [0, 1, 0] (float64 and AReaL 1.0.4's reversed
+    cumulative sum). ``total − prefix`` in float32 cancels to 0 and kept [0, 1, 1]."""
+    for dtype in (torch.float32, torch.float64):
+        delta = torch.tensor([[15.0, 0.001, 0.0011]], dtype=dtype)
+        keep = m2po_keep_mask(delta, torch.ones(1, 3, dtype=dtype), 1.083e-6)
+        assert keep.tolist() == [[0.0, 1.0, 0.0]], dtype
+    # the cancellation the reversed sum avoids
+    q = torch.tensor([225.0, 1.21e-6, 1e-6], dtype=torch.float32)
+    assert float(q.sum() - q[0]) == 0.0 and float(q.flip(0).cumsum(0).flip(0)[1]) == pytest.approx(2.21e-6, rel=1e-6)
+
+
 def test_m2po_mask_property_random():
     for seed in range(20):
         g = torch.Generator().manual_seed(seed)

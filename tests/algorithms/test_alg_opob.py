@@ -133,3 +133,31 @@ def test_opob_unbiased_and_lower_variance_than_group_mean(B):
     for est, ref in [(opob, mean_loo), (opob_batch, mean_b)]:
         d = ((est - est.mean(0)) ** 2).sum(1) - ((ref - ref.mean(0)) ** 2).sum(1)
         assert d.mean() <= 4 * d.std() / M**0.5, (d.mean(), d.std() / M**0.5)
+
+
+def _opob_minibatch_advantages(scope):
+    """REINFORCE + OPOB over the whole batch, on-policy, one token per response, seq-mean-token-sum: the
+    gradient of the loss w.r.t. log π(y_i) is −Â_i / B."""
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0], dtype=torch.float64)  # two groups of 3
+    logp = torch.zeros(6, 1, dtype=torch.float64, requires_grad=True)
+    inp = PolicyLossInput(logp=logp, behaviour_logp=logp.detach(), mask=torch.ones(6, 1, dtype=torch.float64),
+                          rewards=rewards, group_size=3,
+                          extras={"seq_grad_sq_norms": torch.tensor([1.0, 2.0, 1.0, 1.0, 1.0, 3.0], dtype=torch.float64)})
+    cfg = ReinforceConfig(baseline="opob", normalize_std=True, opob_scope=scope)
+    build_policy_loss(cfg)(inp).loss.backward()
+    return (-logp.grad[:, 0] * 6).tolist()
+
+
+def test_opob_minibatch_scope_std_conventions_by_hand():
+    """Values are the GRPO advantages (R − mean_g)/(σ_g + 1e-6); the baseline is their W-weighted mean
+    (W = ‖∇log π‖², w = 1), Σ W·(R − mean_g) = −5/3 over Σ W = 9. Both groups have deviations ±(1/3, 2/3):
+    population σ = √2/3 (the sandbox's 'minibatch'), Bessel σ = 1/√3 ('minibatch_bessel', VCPO's code:
+    verl's compute_grpo_outcome_advantage uses torch.std)."""
+    devs = [2 / 3, -1 / 3, -1 / 3, 1 / 3, 1 / 3, -2 / 3]
+    for scope, sigma in (("minibatch", 2**0.5 / 3), ("minibatch_bessel", 3**-0.5)):
+        values = [d / (sigma + 1e-6) for d in devs]
+        b = (-5 / 3) / 9 / (sigma + 1e-6)
+        assert _opob_minibatch_advantages(scope) == pytest.approx([v - b for v in values], rel=1e-12)
+    # hand numbers of the Bessel convention
+    assert _opob_minibatch_advantages("minibatch_bessel") == pytest.approx(
+        [1.475448, -0.256600, -0.256600, 0.898099, 0.898099, -0.833949], abs=1e-6)

@@ -98,6 +98,11 @@ def test_vcpo_pieces_need_the_reinforce_route():
     minibatch = vcpo(algorithm__objective={"name": "reinforce", "baseline": "opob", "normalize_std": True,
                                            "aggregation": "seq_mean_token_mean", "opob_scope": "minibatch"})
     assert "algorithm.objective.normalize_std" in gaps(minibatch)
+    bessel = export(vcpo(algorithm__objective={"name": "reinforce", "baseline": "opob", "normalize_std": True,
+                                               "aggregation": "seq_mean_token_mean", "opob_scope": "minibatch_bessel",
+                                               "opob_weight": "code"}))
+    assert not bessel.plan.gaps()  # the fork's convention: grpo advantages with the Bessel std as values
+    assert (bessel.plan.settings[f"{GB}.scope"], bessel.plan.settings["algorithm.norm_adv_by_std_in_grpo"]) == ("minibatch", True)
 
 
 # --------------------------------------------------------------------------------------------

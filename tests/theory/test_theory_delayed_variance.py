@@ -120,3 +120,33 @@ def test_excess_loss_multid_monte_carlo():
     per_chain = acc / steps
     se = per_chain.std(ddof=1) / np.sqrt(chains)
     assert abs(per_chain.mean() - pred) <= 4 * se
+
+
+@pytest.mark.parametrize("tau,a", [(0, 0.3), (2, 0.25), (5, 0.4)])  # the last one is unstable (a*(5) = 0.285)
+def test_transient_second_moments_monte_carlo(tau, a):
+    """Exact finite-horizon E[x_t²] from x_0 = x0 with warm-up delays min(t, τ), against independent chains
+    of the recursion itself (numpy, no simulator): every step within 4 SE."""
+    s2, x0, steps, chains = 0.04, 1.0, 60, 20000
+    rng = np.random.default_rng(11 + tau)
+    xs = [np.full(chains, x0)]
+    for t in range(steps - 1):
+        xs.append(xs[-1] - a * xs[max(t - tau, 0)] + np.sqrt(s2) * rng.standard_normal(chains))
+    sq = np.stack(xs) ** 2
+    pred = dv.transient_second_moments(a, tau, s2, x0, steps)
+    se = sq.std(1, ddof=1) / np.sqrt(chains)
+    assert pred[0] == x0**2 and np.all(np.abs(sq.mean(1) - pred) <= 4 * se + 1e-12)
+
+
+def test_transient_reaches_the_stationary_variance_and_expected_grad_norm_sums_directions():
+    a, tau, s2 = 0.1, 3, 0.01
+    long = dv.transient_second_moments(a, tau, s2, x0=0.0, steps=4000)
+    assert long[-1] == pytest.approx(dv.variance(a, tau, s2), rel=1e-9)
+    lams, eta, sigma = np.array([0.2, 1.0]), 0.05, 0.3
+    g = dv.expected_grad_sq_norm(eta, lams, sigma, tau, x0=1.0, steps=50)
+    parts = [lam**2 * dv.transient_second_moments(eta * lam, tau, (eta * sigma) ** 2, 1.0, 50) for lam in lams]
+    assert np.allclose(g, parts[0] + parts[1], rtol=1e-14)
+    # noiseless: the deterministic recursion itself
+    x = [1.0]
+    for t in range(9):
+        x.append(x[-1] - 0.3 * x[max(t - 2, 0)])
+    assert np.allclose(dv.transient_second_moments(0.3, 2, 0.0, 1.0, 10), np.square(x), rtol=1e-14)

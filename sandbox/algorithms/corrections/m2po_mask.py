@@ -35,7 +35,12 @@ def m2po_keep_mask(delta: Tensor, fmask: Tensor, threshold: float) -> Tensor:
 
     Per replica, over all valid tokens j with ``q_j = δ_j²`` sorted descending, find the smallest k such
     that the mean of the remaining ``q_(k+1..n)`` is ``< threshold`` (if none, ``k = n − 1``: keep one
-    token) and mask the k largest. Returns a 0/1 keep mask shaped like ``delta``."""
+    token) and mask the k largest. Returns a 0/1 keep mask shaped like ``delta``.
+
+    The sums of the remaining ``q`` are reversed cumulative sums (smallest terms first), not
+    ``total − prefix``: with one dominant outlier the difference cancels in float32 (δ = [15, 0.001,
+    0.0011], threshold 1.083e-6 would keep both small tokens although their mean δ² is 1.105e-6;
+    AReaL 1.0.4 and float64 keep only the smaller one)."""
     shape = delta.shape
     q = (delta.detach() ** 2).flatten(-2)
     valid = fmask.expand(shape).flatten(-2) > 0
@@ -44,11 +49,10 @@ def m2po_keep_mask(delta: Tensor, fmask: Tensor, threshold: float) -> Tensor:
     sorted_q = sorted_key.clamp_min(0.0)
     n = valid.sum(-1, keepdim=True)  # (..., 1)
     L = q.shape[-1]
-    total = sorted_q.sum(-1, keepdim=True)
-    prefix = torch.cat([torch.zeros_like(total), sorted_q.cumsum(-1)[..., :-1]], dim=-1)  # sum of first k, k=0..L-1
+    suffix = sorted_q.flip(-1).cumsum(-1).flip(-1)  # sum of sorted_q[k:], k=0..L-1
     k = torch.arange(L, device=q.device)
     remaining = (n - k).clamp_min(1)
-    ok = ((total - prefix) / remaining < threshold) & (k < n)
+    ok = (suffix / remaining < threshold) & (k < n)
     first = torch.where(ok, k.expand_as(ok), torch.full_like(ok, L, dtype=torch.long)).amin(-1, keepdim=True)
     k_star = torch.where(first >= L, (n - 1).clamp_min(0), first)
     rank = torch.empty_like(order)

@@ -48,9 +48,12 @@ class OpobKnobs(MethodConfig):
         description="Exclude sample i from its own OPOB/optimal baseline (unbiased; docs/theory.md#t10). VCPO uses the "
         "plain batch estimate (False), which has an O(1/G) bias.",
     )
-    opob_scope: Literal["group", "minibatch"] = Field(
+    opob_scope: Literal["group", "minibatch", "minibatch_bessel"] = Field(
         "group",
-        description="OPOB scope: per prompt group (VCPO default) or whole mini-batch with GRPO advantages as values.",
+        description="OPOB scope: per prompt group (VCPO default), or the whole mini-batch with GRPO advantages as "
+        "values, normalised by the objective's own group std ('minibatch': population for reinforce, std_unbiased "
+        "for grpo) or by the Bessel-corrected one ('minibatch_bessel': mit-han-lab/vcpo's values from verl's "
+        "compute_grpo_outcome_advantage, torch.std).",
     )
 
 
@@ -208,16 +211,18 @@ def seq_grad_sq_norms(inp: PolicyLossInput, who: str) -> Tensor:
 def opob_advantage(cfg: OpobKnobs, inp: PolicyLossInput, log_seq_rho: Tensor, normalize: bool, unbiased: bool,
                    eps: float, with_is: bool = True) -> tuple[Tensor, Tensor]:
     """OPOB (VCPO, arXiv 2602.17616; ``docs/methods/objectives.md#reinforce``, ``docs/theory.md#t10``):
-    ``Â_i = (R_i − b*_g)/σ_g`` with ``b*_g = Σ W R / Σ W``. With ``with_is=False`` the weights are
+    ``Â_i = (R_i − b*_g)/σ_g`` with ``b*_g = Σ W R / Σ W``. With ``opob_scope='minibatch'`` the values are the
+    GRPO advantages ``(R_i − mean_g R)/(σ_g + ε)`` (σ_g Bessel-corrected with ``opob_scope='minibatch_bessel'``,
+    as VCPO's code) and the baseline is their W-weighted mean over the batch. With ``with_is=False`` the weights are
     ``‖∇log π‖²`` only (classic optimal baseline). Returns ``(advantages, baseline)``."""
     r, g = inp.rewards, inp.group_size
     norms = seq_grad_sq_norms(inp, "baseline 'opob'/'optimal'")
     lsr = log_seq_rho if with_is else torch.zeros_like(log_seq_rho)
     lw = A.opob_log_weights(lsr, norms, cfg.opob_weight if with_is else "readme", cfg.opob_clip_c)
-    if cfg.opob_scope == "minibatch":
+    if cfg.opob_scope in ("minibatch", "minibatch_bessel"):
         values = (r - A.group_mean_baseline(r, g))
         if normalize:
-            values = A.normalize_by_group_std(values, r, g, eps, unbiased)
+            values = A.normalize_by_group_std(values, r, g, eps, unbiased or cfg.opob_scope == "minibatch_bessel")
         b = A.weighted_group_baseline(values, lw, r.shape[-1], cfg.opob_leave_one_out)
         return values - b, b
     b = A.weighted_group_baseline(r, lw, g, cfg.opob_leave_one_out)
