@@ -62,8 +62,15 @@ class Swept:
     unit: str = ""
     labels: Mapping[float, str] = field(default_factory=dict)
     series: Mapping[str, str] = field(default_factory=dict)
-    upper_bound: bool = False
-    """The prediction is a one-sided (upper) bound: a point passes when measured − tolerance ≤ bound."""
+    upper_bound: bool | frozenset[str] = False
+    """The prediction is a one-sided (upper) bound: a point passes when measured − tolerance ≤ bound.
+    ``True`` for every point, or the :attr:`Point.series` names that are one-sided."""
+
+    def is_upper(self, point: Point) -> bool:
+        """Whether ``point``'s prediction is a one-sided upper bound."""
+        if isinstance(self.upper_bound, bool):
+            return self.upper_bound
+        return point.series in self.upper_bound
 
     def label(self, point: Point) -> str:
         text = self.labels.get(point.x)
@@ -82,11 +89,12 @@ UNDECLARED = Swept("x")
 
 
 def sweeps(symbol: str, unit: str = "", *, labels: Mapping[float, str] | None = None,
-           series: Mapping[str, str] | None = None, upper_bound: bool = False):
+           series: Mapping[str, str] | None = None, upper_bound: bool | set[str] | frozenset[str] = False):
     """Decorator declaring what a check's ``run`` sweeps (a :class:`Swept` stored as ``run.swept``)."""
 
     def declare(run: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
-        run.swept = Swept(symbol, unit, dict(labels or {}), dict(series or {}), upper_bound)  # type: ignore[attr-defined]
+        upper = upper_bound if isinstance(upper_bound, bool) else frozenset(upper_bound)
+        run.swept = Swept(symbol, unit, dict(labels or {}), dict(series or {}), upper)  # type: ignore[attr-defined]
         return run
 
     return declare

@@ -45,7 +45,7 @@ def exact_average(eta: float, tau: int, steps: int) -> float:
     return float(expected_grad_sq_norm(eta, lams, SIGMA_COORD, tau, 1.0, steps).mean())
 
 
-@sweeps("τ", "versions", upper_bound=True)
+@sweeps("τ", "versions", upper_bound={"bound (upper)"})
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     cfg = QUICK if quick else FULL
     steps, replicas = cfg["steps"], cfg["replicas"]

@@ -45,7 +45,7 @@ def scenario(m: int, epochs: int, staleness: dict, generation: dict, steps: int,
     )
 
 
-@sweeps("s", "(optimizer step e·m + j within the batch; max_lag points: the mean (S − 1)/2)")
+@sweeps("s", "optimizer steps into the batch")
 def run(quick: bool = False, perturb: float = 1.0, learner_cls=None) -> CheckResult:
     batches = 4 if quick else 40
     result = CheckResult(

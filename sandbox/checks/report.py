@@ -20,7 +20,8 @@ import numpy as np  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from ..outputs import atomic_write, write_json  # noqa: E402
+from ..outputs import write_json  # noqa: E402
+from ..plots import PALETTE, _save  # noqa: E402
 from . import CHECKS  # noqa: E402
 from .base import UNDECLARED, CheckResult, Point, Swept  # noqa: E402
 
@@ -39,7 +40,7 @@ def swept_of(result: CheckResult) -> Swept:
 
 def table_cells(swept: Swept, point: Point) -> tuple[str, str, str, str]:
     """(swept variable, predicted, measured, tolerance) of one point, as the table prints them."""
-    if swept.upper_bound:
+    if swept.is_upper(point):
         predicted, tolerance = f"≤ {point.predicted:.5g}", f"+ {point.tolerance:.2g}"
     else:
         predicted, tolerance = f"{point.predicted:.5g}", f"± {point.tolerance:.2g}"
@@ -66,19 +67,26 @@ def results_table(results: list[tuple[CheckResult, float]], title: str) -> Table
 def figure(result: CheckResult, path: Path) -> None:
     """Predicted values (line) against measured points with ±tolerance bars; for a one-sided bound
     the bar runs down from the measurement by the tolerance (pass iff its lower end is ≤ the bound)."""
-    upper = swept_of(result).upper_bound
+    swept = swept_of(result)
     fig, ax = plt.subplots(figsize=(6, 3.8))
     series = sorted({p.series for p in result.points})
     for i, name in enumerate(series):
         pts = sorted((p for p in result.points if p.series == name), key=lambda p: p.x)
+        upper = bool(pts) and swept.is_upper(pts[0])
         x = np.array([p.x for p in pts], dtype=float)
         label = f" ({name})" if name else ""
         ax.plot(x, [p.predicted for p in pts], "-", color=f"C{i}", label=f"{'bound' if upper else 'predicted'} (theory){label}")
-        colors = ["tab:green" if p.ok else "tab:red" for p in pts]
+        colors = [PALETTE[2] if p.ok else PALETTE[5] for p in pts]  # bluish green / vermillion: colour-blind safe
         tol = [p.tolerance for p in pts]
         ax.errorbar(x, [p.measured for p in pts], yerr=[tol, [0.0] * len(pts)] if upper else tol, fmt="none", ecolor="gray", capsize=3)
         measured_label = "measured (bar: − tolerance, one-sided)" if upper else "measured ± tolerance"
-        ax.scatter(x, [p.measured for p in pts], c=colors, zorder=3, label=measured_label if i == 0 else None)
+        markers = ["o" if p.ok else "X" for p in pts]
+        for xi, yi, ci, mi in zip(x, [p.measured for p in pts], colors, markers):
+            ax.scatter([xi], [yi], c=[ci], marker=mi, zorder=3)
+        if i == 0:
+            ax.scatter([], [], c=[PALETTE[2]], marker="o", label=measured_label + " (within)")
+            if not all(p.ok for p in result.points):
+                ax.scatter([], [], c=[PALETTE[5]], marker="X", label="measured, outside the tolerance")
     x = np.array([p.x for p in result.points], dtype=float)
     if result.log_y and all(p.predicted > 0 and p.measured > 0 for p in result.points):
         ax.set_yscale("log")
@@ -89,8 +97,7 @@ def figure(result: CheckResult, path: Path) -> None:
     ax.set_title(f"{result.name}: {'PASS' if result.passed else 'FAIL'}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110, bbox_inches="tight"))
-    plt.close(fig)
+    _save(fig, path)
 
 
 def run_checks(checks: dict, quick: bool, perturb: bool = False, on_done=None) -> list[tuple[CheckResult, float]]:
@@ -107,7 +114,8 @@ def run_checks(checks: dict, quick: bool, perturb: bool = False, on_done=None) -
 
 def _swept_summary(result: CheckResult) -> dict:
     swept = swept_of(result)
-    return {"swept": {"symbol": swept.symbol, "unit": swept.unit, "upper_bound": swept.upper_bound,
+    return {"swept": {"symbol": swept.symbol, "unit": swept.unit,
+                      "upper_bound": swept.upper_bound if isinstance(swept.upper_bound, bool) else sorted(swept.upper_bound),
                       "labels": [swept.label(p) for p in result.points]}}
 
 

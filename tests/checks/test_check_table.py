@@ -58,8 +58,12 @@ def test_staleness_divergence_says_which_curve_a_point_is_on():
 
 
 def test_one_sided_bound_is_shown_as_a_bound():
-    _, predicted, measured, tolerance = table_cells(CHECKS["async_sgd_bound"].swept, point(8, predicted=0.30929, tolerance=0.0019))
+    swept = CHECKS["async_sgd_bound"].swept
+    _, predicted, measured, tolerance = table_cells(swept, point(8, predicted=0.30929, tolerance=0.0019, series="bound (upper)"))
     assert predicted == "≤ 0.30929" and tolerance == "+ 0.0019"
+    # the same check's exact T2-transient prediction is two-sided
+    _, predicted, _, tolerance = table_cells(swept, point(8, predicted=0.086446, tolerance=0.0019, series="exact (T2 transient)"))
+    assert predicted == "0.086446" and tolerance == "± 0.0019"
     _, predicted, _, tolerance = table_cells(CHECKS["delayed_variance"].swept, point(1, predicted=0.5, tolerance=0.02))
     assert predicted == "0.5" and tolerance == "± 0.02"
     assert [c.name for c in CHECKS.values() if c.swept.upper_bound] == ["async_sgd_bound"]
