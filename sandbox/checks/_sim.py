@@ -52,6 +52,23 @@ def delayed_quadratic_scenario(
     )
 
 
+def fixed_lag_bitstring_scenario(k: int, steps: int, replicas: int, horizon: int, lr: float, seed: int = 0,
+                                 context: str = "check scenario") -> Scenario:
+    """The bit-string task (threshold 0.7, init logit −0.3) trained by GRPO with Adam at a fixed lag
+    ``k`` on a deterministic schedule (8 workers, constant 1 s generation, 0.1 s training; 4 groups of
+    16 per step): the stale-policy setting of the ESS checks (docs/theory.md#t8, #t9)."""
+    return validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": horizon, "threshold": 0.7, "init_logit": -0.3, "replicas": replicas},
+            "system": {"num_workers": 8, "generation_time": {"kind": "constant", "value": 1.0},
+                       "train_time": {"kind": "constant", "value": 0.1}, "staleness": {"kind": "fixed_lag", "k": k}},
+            "algorithm": {"group_size": 16, "groups_per_step": 4, "optimizer": {"name": "adam", "lr": lr}},
+            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps},
+        },
+        context,
+    )
+
+
 def delayed_quadratic(**kw) -> RunResult:
     """Run :func:`delayed_quadratic_scenario` and return its result."""
     return run_scenario(delayed_quadratic_scenario(**kw))

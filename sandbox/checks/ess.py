@@ -24,8 +24,7 @@ import numpy as np
 import torch
 
 from ..learner.trainer import PolicyLearner
-from ..scenario import validate_scenario
-from ._sim import run_with_learner
+from ._sim import fixed_lag_bitstring_scenario, run_with_learner
 from .base import CheckResult, Point, sweeps
 
 
@@ -61,16 +60,7 @@ FULL = {"lags": [0, 1, 2, 4, 8, 16], "steps": 120, "replicas": 8}
 
 def measure(k: int, steps: int, replicas: int, horizon: int, lr: float, seed: int = 0):
     """``(measured W², predicted W², consumed versions (steps, R))`` of a fixed-lag-k learning run."""
-    scn = validate_scenario(
-        {
-            "task": {"name": "bitstring", "horizon": horizon, "threshold": 0.7, "init_logit": -0.3, "replicas": replicas},
-            "system": {"num_workers": 8, "generation_time": {"kind": "constant", "value": 1.0},
-                       "train_time": {"kind": "constant", "value": 0.1}, "staleness": {"kind": "fixed_lag", "k": k}},
-            "algorithm": {"group_size": 16, "groups_per_step": 4, "optimizer": {"name": "adam", "lr": lr}},
-            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps},
-        },
-        "ess check",
-    )
+    scn = fixed_lag_bitstring_scenario(k, steps, replicas, horizon, lr, seed, "ess check")
     learner = run_with_learner(scn, _RecordingLearner)
     measured, predicted = [], []
     for step, w2, versions in learner.records:

@@ -29,8 +29,7 @@ from theory.importance_weights import bernoulli_fisher, bernoulli_second_moment
 from theory.staleness_divergence import fisher_quadratic_form
 
 from ..learner.trainer import PolicyLearner
-from ..scenario import validate_scenario
-from ._sim import run_with_learner
+from ._sim import fixed_lag_bitstring_scenario, run_with_learner
 from .base import CheckResult, Point, sweeps
 
 QUICK = {"lags": [2, 8], "steps": 40, "replicas": 8}
@@ -58,16 +57,7 @@ class _LogWeightRecorder(PolicyLearner):
 def measure(k: int, steps: int, replicas: int, seed: int = 0) -> dict[str, np.ndarray]:
     """Per step and replica after the warm-up: sample Var log W, batch mean W², the quadratic form Q
     against the nominal version, and the exact T8 log E[W²]."""
-    scn = validate_scenario(
-        {
-            "task": {"name": "bitstring", "horizon": HORIZON, "threshold": 0.7, "init_logit": -0.3, "replicas": replicas},
-            "system": {"num_workers": 8, "generation_time": {"kind": "constant", "value": 1.0},
-                       "train_time": {"kind": "constant", "value": 0.1}, "staleness": {"kind": "fixed_lag", "k": k}},
-            "algorithm": {"group_size": 16, "groups_per_step": 4, "optimizer": {"name": "adam", "lr": LR}},
-            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps},
-        },
-        "fisher check",
-    )
+    scn = fixed_lag_bitstring_scenario(k, steps, replicas, HORIZON, LR, seed, "fisher check")
     learner = run_with_learner(scn, _LogWeightRecorder)
     out: dict[str, list] = {"var_log_w": [], "w2": [], "quad": [], "exact_log_w2": []}
     for t in range(min(k, steps // 2), steps):  # after the warm-up steps that reuse version 0
