@@ -94,7 +94,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         name="ess_vs_lag",
         claim="E_μ[W²] of sequence weights = Π_t E[w_t²] (exact, exponential family); ESS/N → 1/E[W²]",
         x_label="fixed lag k (versions)",
-        y_label="E_μ[W²] (sequence, unclipped) = 1 / population ESS ratio",
+        y_label="E_μ[W²] (sequence, unclipped) = 1 / population ESS ratio; consumed lag t − v_t",
         justification="4·SE of the step residuals (martingale differences across steps and replicas); consumed "
                       "lag: exact (every step consumes version max(0, t − k))",
         log_y=True,
