@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..outputs import safe_name
 from ..scenario import Scenario, ScenarioError
-from ..scenario.load import apply_overrides, parse_overrides, read_toml, validate_scenario
+from ..scenario.load import apply_overrides, blame_overrides, parse_overrides, read_toml, validate_scenario
 from .plan import ExportError
 
 
@@ -78,7 +78,11 @@ def _from_scenario_file(path: Path, variant: str | None, ov: dict) -> Source:
         base = {k: v for k, v in raw.items() if k != "variants"}
         if variant is not None:
             base = apply_overrides(base, raw["variants"][variant])
-        chosen = validate_scenario(apply_overrides(base, ov), f"{path} variant '{variant}'" if variant else str(path))
+        label = f"{path} variant '{variant}'" if variant else str(path)
+        try:
+            chosen = validate_scenario(apply_overrides(base, ov), label)
+        except ScenarioError as exc:
+            raise (blame_overrides(exc, base, ov, ov, label) if ov else exc) from None
     except ScenarioError as exc:
         raise _scenario_error(exc) from None
     where = f"scenario `{path}`" + (f", variant `{variant}`" if variant else "")
@@ -106,7 +110,10 @@ def _overrides_text(ov: dict) -> str:
 def _from_run_dir(run: Path, ov: dict, where: str) -> Source:
     try:
         raw = read_toml(run / "scenario.toml")
-        scn = validate_scenario(apply_overrides(raw, ov), str(run / "scenario.toml"))
+        try:
+            scn = validate_scenario(apply_overrides(raw, ov), str(run / "scenario.toml"))
+        except ScenarioError as exc:
+            raise (blame_overrides(exc, raw, ov, ov, str(run / "scenario.toml")) if ov else exc) from None
     except ScenarioError as exc:
         raise _scenario_error(exc) from None
     status = "finished" if (run / "summary.json").exists() else "did not finish (no summary.json)"

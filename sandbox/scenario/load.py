@@ -194,7 +194,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | dict | 
         raise blame_overrides(exc, data, ov, overrides, str(path)) from None
 
 
-def _override_texts(ov: dict[str, Any], given: list[str] | dict | None) -> dict[str, str]:
+def override_texts(ov: dict[str, Any], given: list[str] | dict | None) -> dict[str, str]:
     """``--set key=value`` as the user wrote it (the last one per key), by key."""
     if isinstance(given, dict) or not given:
         return {k: f"--set {k}={tomli_w.dumps({'v': v}).strip()[4:]}" for k, v in ov.items()}
@@ -218,7 +218,7 @@ def blame_overrides(exc: ScenarioError, data: dict, ov: dict[str, Any], given: l
         from_file: set[str] = set()
     except ScenarioError as alone:
         from_file = set(alone.problems)
-    texts = _override_texts(ov, given)
+    texts = override_texts(ov, given)
     caused = [p for p in exc.problems if p not in from_file]
     if not caused:
         return exc

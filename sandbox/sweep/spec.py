@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outputs import check_names
-from ..scenario.load import ScenarioError, apply_overrides, parse_overrides, read_toml, validate_scenario
+from ..scenario.load import ScenarioError, apply_overrides, override_texts, parse_overrides, read_toml, validate_scenario
 from ..scenario.model import Scenario
 
 TOP_KEYS = {"base", "seeds", "sweep", "set", "grid", "zip"}
@@ -267,7 +267,8 @@ def expand(spec: SweepSpec, variants: dict | None = None) -> list[RunSpec]:
     validated; problems are reported together, each with the axis values of its run."""
     variants = variants or {}
     runs: list[RunSpec] = []
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
+    tried = 0
     seeds = spec.seeds if spec.seeds is not None else [None]
     ids: dict[str, dict] = {}
     for combo in itertools.product(*spec.values) if spec.values else [()]:
@@ -283,6 +284,7 @@ def expand(spec: SweepSpec, variants: dict | None = None) -> list[RunSpec]:
                     overrides[k] = v
             if seed is not None:
                 overrides["run.seed"] = seed
+            tried += 1
             try:
                 data = apply_overrides(spec.base, overrides)
                 scn = validate_scenario(data, "run")
@@ -290,20 +292,37 @@ def expand(spec: SweepSpec, variants: dict | None = None) -> list[RunSpec]:
                 where = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "base"
                 if seed is not None:
                     where += f", seed={seed}"
-                problems.extend(f"[{where}] {p}" for p in exc.problems)
+                problems.extend((where, p) for p in exc.problems)
                 continue
             labels = {k: v for k, v in params.items() if is_label_key(k)}
             rid = run_id({"scenario": data, **({"labels": labels} if labels else {})})
             if rid in ids:
-                problems.append(f"two runs resolve to the same scenario: {ids[rid]} and {params} (seed {seed})")
+                problems.append(("", f"two runs resolve to the same scenario: {ids[rid]} and {params} (seed {seed})"))
                 continue
             ids[rid] = params
             runs.append(RunSpec(id=rid, params=params, seed=scn.run.seed, overrides=overrides, data=data))
         if len(problems) > 20:
             break
     if problems:
-        raise _err(problems[:20] + (["... and more"] if len(problems) > 20 else []), spec.source)
+        raise _err(_collapse_shared(problems, tried), spec.source)
     return runs
+
+
+def _collapse_shared(problems: list[tuple[str, str]], tried: int) -> list[str]:
+    """``[where] problem`` lines, a problem that every one of the ``tried`` runs has said once as
+    ``[all N runs] problem``; at most 20 lines."""
+    counts: dict[str, int] = {}
+    for _, p in problems:
+        counts[p] = counts.get(p, 0) + 1
+    lines: list[str] = []
+    for where, p in problems:
+        if tried > 1 and counts[p] == tried:
+            line = f"[all {tried} runs] {p}"
+            if line not in lines:
+                lines.append(line)
+        else:
+            lines.append(f"[{where}] {p}" if where else p)
+    return lines[:20] + (["... and more"] if len(lines) > 20 else [])
 
 
 def load_sweep(path: str | Path, overrides: list[str] | dict | None = None) -> SweepSpec:
@@ -311,7 +330,17 @@ def load_sweep(path: str | Path, overrides: list[str] | dict | None = None) -> S
     path = Path(path)
     raw = read_toml(path)
     extra = overrides if isinstance(overrides, dict) else parse_overrides(overrides)
-    spec = parse_sweep(raw, base_dir=path.parent, source=str(path), default_name=path.stem, extra_set=extra)
+    try:
+        spec = parse_sweep(raw, base_dir=path.parent, source=str(path), default_name=path.stem, extra_set=extra)
+    except ScenarioError as exc:
+        if not extra:
+            raise
+        try:
+            parse_sweep(raw, base_dir=path.parent, source=str(path), default_name=path.stem, extra_set={})
+        except ScenarioError:
+            raise exc from None
+        culprits = " ".join(override_texts(extra, overrides).values())
+        raise ScenarioError(exc.problems, f"override {culprits} (applied to {path})") from None
     spec.text = path.read_text()
     return spec
 

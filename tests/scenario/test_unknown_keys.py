@@ -88,3 +88,36 @@ def test_overrides_given_as_a_dict_are_named_as_toml():
     with pytest.raises(ScenarioError) as info:
         load_scenario(FIXED_LAG, {"system.staleness.kind": "max_lag"})
     assert info.value.source == f'override --set system.staleness.kind="max_lag" (applied to {FIXED_LAG})'
+
+
+SWEEP = ROOT / "scenarios" / "sweeps" / "methods_bitstring.toml"
+
+
+def test_sweep_override_is_blamed_and_said_once():
+    res = CliRunner().invoke(app, ["sweep", str(SWEEP), "--set", "system.num_workers=-3"])
+    assert res.exit_code == 2
+    text = " ".join(res.output.split())
+    assert f"error: invalid override --set system.num_workers=-3 (applied to {SWEEP}):" in text
+    # every run of the sweep has the same problem: it is said once, not once per run
+    assert text.count("system.num_workers: Input should be greater than or equal to 1") == 1
+    assert "[all 21 runs]" in text
+
+
+def test_sweep_file_problem_stays_on_the_file(tmp_path):
+    path = tmp_path / "sweep.toml"
+    path.write_text(f'base = "{FIXED_LAG}"\nseeds = [0, 1]\n[set]\n"system.num_worker" = 2\n')
+    from sandbox.sweep.spec import load_sweep
+
+    with pytest.raises(ScenarioError) as info:
+        load_sweep(path, ["run.steps=3"])
+    assert info.value.source == str(path)
+    (only,) = info.value.problems
+    assert only.startswith("[all 2 runs] system.num_worker: unknown key; did you mean 'num_workers'?")
+
+
+def test_export_override_is_blamed(tmp_path):
+    res = CliRunner().invoke(app, ["export", "-f", "verl", str(FIXED_LAG), "--set", "system.num_workers=-3", "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2
+    text = " ".join(res.output.split())
+    assert f"invalid override --set system.num_workers=-3 (applied to {FIXED_LAG})" in text
+    assert not (tmp_path / "x").exists()
