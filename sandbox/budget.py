@@ -283,14 +283,20 @@ def _ahead_groups(scn) -> tuple[float, str]:
     return (math.ceil(st.alpha) + 1) * B, "groups queued ahead"
 
 
+def _batches(scn) -> int:
+    """Batches the learner consumes: ``run.steps`` counts optimizer steps, and a batch takes
+    ``algorithm.minibatches x epochs`` of them (docs/system.md#mini-batches)."""
+    return math.ceil(scn.run.steps / (scn.algorithm.minibatches * scn.algorithm.epochs))
+
+
 def _extra_groups(scn) -> float:
     """Groups generated besides the consumed ones (work, not memory): those run ahead when the run
     ends and, for the controls that drop over-stale groups, at most one queue's worth of dropped
-    groups per step."""
-    st, W, steps = scn.system.staleness, scn.system.num_workers, scn.run.steps
+    groups per consumed batch."""
+    st, W = scn.system.staleness, scn.system.num_workers
     ahead, _ = _ahead_groups(scn)
     if st.kind == "async_ratio" or (st.kind == "max_lag" and st.enforcement == "drop"):
-        return ahead + steps * min(ahead, W)
+        return ahead + _batches(scn) * min(ahead, W)
     return ahead
 
 
@@ -305,7 +311,8 @@ def estimate(scn: Scenario) -> Budget:
     fR = (("task.replicas", R),) if R > 1 else ()
     fT = ((sh.T_field, T),) if sh.T_field else ()
     ahead, ahead_what = _ahead_groups(scn)
-    groups = steps * B + _extra_groups(scn)  # generated over the run
+    batches = _batches(scn)
+    groups = batches * B + _extra_groups(scn)  # generated over the run
     opob = _needs_sequence_grads(alg.objective) and sh.kind != "oracle"
 
     mem: list[Term] = [Term("the runtime a first run loads", sh.runtime, (), format_bytes(sh.runtime))]
@@ -322,7 +329,8 @@ def estimate(scn: Scenario) -> Budget:
     if _allocator_keeps_freed(R * G * T * 8):  # the largest tensor of a group: int64 tokens, float64 gradients
         mem.append(Term(
             "freed rollouts the allocator keeps (glibc, 128 KiB-32 MiB blocks)", max(groups - B - ahead, 0) * per_group,
-            (("run.steps", steps), ("algorithm.groups_per_step", B), *fR, ("algorithm.group_size", G), *fT), unit,
+            (("batches (run.steps / minibatches x epochs)", batches), ("algorithm.groups_per_step", B), *fR,
+             ("algorithm.group_size", G), *fT), unit,
         ))
     slots = B * R * G * T
     if sh.kind == "oracle":
@@ -362,17 +370,19 @@ def estimate(scn: Scenario) -> Budget:
     secs: list[Term] = [Term("start-up", START_S)]
     step_s = ORACLE_STEP_S if sh.kind == "oracle" else STEP_S
     secs.append(Term("per-step overhead", steps * step_s, (("run.steps", steps),), f"steps x {step_s * 1e3:g} ms"))
-    wakes = steps * W * (B + 3)
+    wakes = batches * W * (B + 3)
     secs.append(Term(
         "waking waiting workers", wakes * WAKE_S,
-        (("run.steps", steps), ("system.num_workers", W), ("signals per step (algorithm.groups_per_step + 3)", B + 3)),
+        (("batches (run.steps / minibatches x epochs)", batches), ("system.num_workers", W),
+         ("signals per batch (algorithm.groups_per_step + 3)", B + 3)),
         f"wake-ups x {WAKE_S * 1e6:g} us",
     ))
     secs.append(Term(
         "copying the weights", steps * copy * WEIGHT_COPIES * COPY_S_PER_BYTE, (("run.steps", steps), *fR, ("parameters", sh.params)),
         f"entries x {sh.param_bytes} B x {WEIGHT_COPIES} copies x {COPY_S_PER_BYTE * 1e9:g} ns per byte",
     ))
-    work_f = (("run.steps", steps), ("algorithm.groups_per_step", B), *fR, ("algorithm.group_size", G), *fT)
+    work_f = (("batches (run.steps / minibatches x epochs)", batches), ("algorithm.groups_per_step", B), *fR,
+              ("algorithm.group_size", G), *fT)
     evals = math.ceil(steps / run.eval_every)
     if sh.kind == "lm":
         secs.append(Term("LM generation, training and evaluation", _lm_seconds(scn, sh, groups), work_f, "forward calls and FLOPs"))
@@ -430,10 +440,12 @@ def _lm_seconds(scn, sh: _Shape, groups: float) -> float:
     # generation: one prefill and T decode calls per group (partial rollouts re-encode: x2), rewards
     replay = 2 if scn.system.partial_rollouts else 1
     gen = groups * (replay * ((T + 1) * call + G * lm["seq"] * flops_tok / LM_FLOPS) + G * LM_SCORE_S)
-    # training: forward + backward over the batch (x3); per-trajectory gradients for OPOB (x4)
+    # training: forward + backward over each optimizer step's mini-batch of B / minibatches groups
+    # (x3); per-trajectory gradients for OPOB (x4)
     opob = _needs_sequence_grads(alg.objective)
-    train_flops = 3 * B * G * lm["seq"] * flops_tok * (4 if opob else 1)
-    train = run.steps * (LM_STEP_S + 3 * call + train_flops / LM_FLOPS + (B * G * call if opob else 0))
+    per_step = B / alg.minibatches
+    train_flops = 3 * per_step * G * lm["seq"] * flops_tok * (4 if opob else 1)
+    train = run.steps * (LM_STEP_S + 3 * call + train_flops / LM_FLOPS + (per_step * G * call if opob else 0))
     # evaluation: greedy + sampled decodes of the held-out prompts every eval_every steps
     evals = math.ceil(run.steps / run.eval_every)
     decodes = 1 + task.eval_samples

@@ -220,3 +220,18 @@ def test_estimate_bounds_the_measured_peak_memory_of_a_run():
     run_scenario(scn)
     growth = status("VmHWM:") - before
     assert growth <= estimate(scn).memory, (growth, estimate(scn).memory)
+
+
+def test_minibatches_count_consumed_batches_not_optimizer_steps():
+    """``run.steps`` counts optimizer steps; with minibatches x epochs = S a batch of
+    groups_per_step groups feeds S of them, so generation work is steps / S batches."""
+    base = ["run.steps=64", "algorithm.groups_per_step=4"]
+    terms = {}
+    for m, e in ((1, 1), (4, 1), (2, 2)):
+        b = estimate(one(*base, f"algorithm.minibatches={m}", f"algorithm.epochs={e}"))
+        terms[m, e] = {t.what: t.amount for t in b.time_terms}
+    gen = "generating and training on token slots"
+    ahead = one(*base).algorithm.groups_per_step  # sync: the next step's groups run ahead
+    per_group = terms[1, 1][gen] / (64 * 4 + ahead)
+    assert terms[4, 1][gen] == pytest.approx(per_group * (16 * 4 + ahead))
+    assert terms[2, 2][gen] == pytest.approx(per_group * (16 * 4 + ahead))
