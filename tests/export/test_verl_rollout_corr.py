@@ -1,5 +1,5 @@
 """The verl exporter's rejection bands and batch normalisation, run through verl 0.9.1's own
-``rollout_corr_helper`` (imported from the pinned wheel, as tests/integrations/test_verl_losses.py does):
+``rollout_corr_helper`` (imported from the pinned wheel):
 on random log-ratios the written ``algorithm.rollout_correction`` keeps, rejects and weights the same
 tokens as the sandbox's correction. verl's ``*_k1`` rejection thresholds apply to −log r = log(μ/π), so a
 band [lo, hi] on π/μ must be written ``"1/hi_1/lo"``; the test also shows that a naive copy of an
@@ -8,9 +8,7 @@ under CI)."""
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
 
 import pytest
 import torch
@@ -24,30 +22,16 @@ from sandbox.scenario import load_scenario
 C = "algorithm.rollout_correction"
 
 
-@functools.lru_cache(maxsize=1)
-def _load_helper():
-    from sandbox.export.validate.wheels import WheelUnavailable, unpacked_wheel
-
-    try:
-        root = str(unpacked_wheel("verl"))
-    except WheelUnavailable as exc:
-        return None, str(exc)
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    try:
-        from verl.trainer.ppo import rollout_corr_helper
-    except ImportError as exc:
-        return None, f"{exc} (install tensordict, pyvers<0.2, orjson and codetiming with the constraints file)"
-    return rollout_corr_helper, None
-
-
 @pytest.fixture(scope="module")
 def helper():
-    module, why = _load_helper()
-    if module is None:
+    from sandbox.export.validate.wheels import WheelUnavailable, import_from_wheel
+
+    try:
+        (module,) = import_from_wheel("verl", "verl.trainer.ppo.rollout_corr_helper")
+    except WheelUnavailable as exc:
         if os.environ.get("CI"):
-            pytest.fail(f"CI must be able to import verl's rollout_corr_helper: {why}")
-        pytest.skip(f"verl rollout_corr_helper unavailable here: {why}")
+            pytest.fail(f"CI must be able to import verl's rollout_corr_helper: {exc}")
+        pytest.skip(f"verl rollout_corr_helper unavailable here: {exc}")
     return module
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 
 import pytest
 import torch
@@ -33,21 +32,15 @@ from sandbox.integrations.verl import (
 @functools.lru_cache(maxsize=1)
 def _load_verl():
     """``(modules, None)`` or ``(None, why)``; cached, so a missing package costs one import attempt."""
-    from sandbox.export.validate.wheels import WheelUnavailable, unpacked_wheel
+    from sandbox.export.validate.wheels import WheelUnavailable, import_from_wheel
 
     try:
-        root = str(unpacked_wheel("verl"))
+        core_algos, rollout_corr_helper, workers_config = import_from_wheel(
+            "verl", "verl.trainer.ppo.core_algos", "verl.trainer.ppo.rollout_corr_helper", "verl.workers.config")
     except WheelUnavailable as exc:
         return None, str(exc)
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    try:
-        from verl.trainer.ppo import core_algos, rollout_corr_helper
-        from verl.workers.config import ActorConfig
-    except ImportError as exc:
-        return None, f"{exc} (install tensordict, pyvers<0.2, orjson and codetiming with the constraints file)"
     register_sandbox_losses()
-    return (core_algos, rollout_corr_helper, ActorConfig), None
+    return (core_algos, rollout_corr_helper, workers_config.ActorConfig), None
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,24 @@ def unpacked_wheel(name: str, version: str | None = None) -> Path:
     return target
 
 
+def import_from_wheel(name: str, *modules: str) -> list:
+    """Import ``modules`` (dotted names) from the unpacked pinned wheel of ``name``, whose directory is
+    put first on ``sys.path``. Raises :class:`WheelUnavailable` saying why (no wheel, or a dependency
+    of the framework's module missing here: the wheel is unpacked without its dependencies)."""
+    import importlib
+
+    root = str(unpacked_wheel(name))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        return [importlib.import_module(m) for m in modules]
+    except ImportError as exc:
+        raise WheelUnavailable(
+            f"importing {', '.join(modules)} from the {name} wheel: {exc} (install the framework's light import "
+            "dependencies with the constraints file; for verl: tensordict, pyvers<0.2, orjson, codetiming)"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m sandbox.export.validate.wheels``: fetch every pinned wheel (used by CI)."""
     names = (argv if argv is not None else sys.argv[1:]) or [n for n in PINNED if n != "trl"]
