@@ -10,18 +10,9 @@ shows which assertion catches the bug (and, where it matters, that the older ass
 from __future__ import annotations
 
 import pytest
-import torch
 
 from sandbox.checks import bound, ess, fisher, gac
 from sandbox.system.staleness.fixed_lag import FixedLagControl
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def delay_ignored(self):
