@@ -14,7 +14,7 @@ import math
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 try:  # Ctrl-C during the start-up imports exits without a traceback
     import typer
@@ -34,6 +34,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=
                   help="Asynchronous-RL simulation and theory sandbox.")
 # Wide tables when the output is a file or a CI log (rich would otherwise wrap at 80 columns).
 console = Console() if sys.stdout.isatty() else Console(width=140)
+
+
+def _interrupted(kept: str) -> NoReturn:
+    """Ctrl-C: say what the interruption left (``kept``) and exit with status 130, no traceback."""
+    console.print(f"[yellow]interrupted[/yellow]: {escape(kept)}")
+    raise typer.Exit(130)
 
 
 @contextmanager
@@ -147,8 +153,7 @@ def run(
             kept = f"nothing was kept; the previous run in {out} is unchanged"
         else:
             kept = "nothing was kept"
-        console.print(f"[yellow]interrupted[/yellow]: {escape(kept)}")
-        raise typer.Exit(130)
+        _interrupted(kept)
     _print_table(results, scn.title or name, comparison)
     replaced = " (it replaced the previous run)" if staged.previous else ""
     console.print(f"results in [bold]{escape(str(out))}[/bold]{replaced}")
@@ -331,14 +336,12 @@ def sweep(
     try:
         _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_run, report_, quiet, force, phase)
     except KeyboardInterrupt:
-        where = escape(str(phase[1])) if len(phase) > 1 else ""
-        kept = {
+        where = str(phase[1]) if len(phase) > 1 else ""
+        _interrupted({
             "load": "nothing was kept",
             "run": f"finished runs are kept in {where}; run the same command to resume",
             "report": f"no report was written; the runs are kept in {where}",
-        }[phase[0]]
-        console.print(f"[yellow]interrupted[/yellow]: {kept}")
-        raise typer.Exit(130)
+        }[phase[0]])
 
 
 def _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_run, report_, quiet, force, phase: list) -> None:
