@@ -141,6 +141,12 @@ _REPLACED = ".replaced-"
 _TMP = re.compile(r"^\.(.+)\.[a-z0-9_]{8}\.tmp$")  # atomic_write's temporary files (mkstemp names)
 
 
+def is_transient_dir(name: str) -> bool:
+    """Whether a directory name is one of :class:`StagedDir`'s own (a stage being written, or a
+    replaced run waiting to be deleted): not where anything ends up."""
+    return name.startswith((_STAGING, _REPLACED))
+
+
 def remove_orphans(root: Path, recursive: bool = True, names: Iterable[str] | None = None) -> int:
     """Delete what interrupted writers left in ``root`` (temporary files of :func:`atomic_write`,
     staging directories); returns how many. ``names``: only temporary files of these files. Only
@@ -150,7 +156,7 @@ def remove_orphans(root: Path, recursive: bool = True, names: Iterable[str] | No
     n = 0
     for dirpath, dirnames, filenames in os.walk(root):
         for d in list(dirnames):
-            if d.startswith((_STAGING, _REPLACED)) and keep_only is None:
+            if is_transient_dir(d) and keep_only is None:
                 shutil.rmtree(os.path.join(dirpath, d), ignore_errors=True)
                 dirnames.remove(d)
                 n += 1

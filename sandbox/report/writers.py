@@ -22,7 +22,7 @@ import math
 import os
 from pathlib import Path
 
-from ..outputs import _REPLACED, _STAGING
+from ..outputs import is_transient_dir
 
 WRITERS = ("files", "tensorboard", "wandb")
 _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
@@ -89,7 +89,7 @@ def run_name(scenario, out: str | Path) -> str:
     (:class:`sandbox.outputs.StagedDir`), so those path components are skipped."""
     if scenario.title:
         return scenario.title
-    parts = [p for p in Path(out).absolute().parts if not p.startswith((_STAGING, _REPLACED))]
+    parts = [p for p in Path(out).absolute().parts if not is_transient_dir(p)]
     return parts[-1] if parts and parts[-1] != Path(parts[-1]).anchor else "run"
 
 
