@@ -371,6 +371,7 @@ def _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_r
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
     _print_sweep_table(outcome.results, spec)
+    _print_sweep_speedups(out, outcome.results)
     console.print(
         f"{outcome.ran} runs computed, {outcome.skipped} already done, {outcome.failed} failed "
         f"({outcome.wall_s:.1f} s). Results: [bold]{escape(str(out / 'results.parquet'))}[/bold] "
@@ -405,7 +406,9 @@ def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
     keys = [k for k in spec.display_keys if k in df.columns]
     reward_col = next((c for c in ("final_expected_reward", "final_reward", "final_loss") if c in df and df[c].notna().any()), None)
     table = Table(title=escape(f"{spec.name} (mean over seeds)"))
-    cols = keys + ["runs", "status"] + ([reward_col] if reward_col else []) + ["throughput", "staleness"]
+    ttt = "time_to_target" in df and df["time_to_target"].notna().any()
+    cols = (keys + ["runs", "status"] + ([reward_col] if reward_col else []) + ["throughput", "staleness"]
+            + (["to target (s)", "end to end vs sync"] if ttt else []))
     for c in cols:
         table.add_column(c.split(".")[-1] if c in keys and len(keys) > 3 else c)
     groups = df.groupby(keys, sort=False, dropna=False) if keys else [((), df)]
@@ -420,8 +423,29 @@ def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
             row.append(_fmt(g[reward_col].mean()))
         row.append(_fmt(g["throughput_samples_per_s"].mean(), ".2f") if "throughput_samples_per_s" in g else "-")
         row.append(_fmt(g["staleness_mean"].mean(), ".2f") if "staleness_mean" in g else "-")
+        if ttt:
+            reached = g["time_to_target"].notna()
+            row.append(_fmt(g["time_to_target"].mean(), ".3g") if reached.all() else f"not reached ({int(reached.sum())}/{len(g)})")
+            speed = g["speedup_vs_sync"].dropna() if "speedup_vs_sync" in g else []
+            row.append(_fmt(speed.iloc[0], ".2f") + "x" if len(speed) else "-")
         table.add_row(*row)
     console.print(table)
+
+
+def _print_sweep_speedups(out: Path, df) -> None:
+    """One plain-words sentence per asynchronous configuration: time to target against its
+    synchronous baseline, split into samples per second and samples needed (docs/time_to_target.md)."""
+    if df.empty or "time_to_target" not in df or df["time_to_target"].isna().all():
+        return
+    from .analysis.time_to_target import describe
+    from .sweep.results import time_to_target_comparison
+
+    comp = time_to_target_comparison(out)
+    if comp is None:
+        return
+    for label, base in comp.baseline.items():
+        if base != label:
+            console.print(escape(describe(comp, label)) + ".")
 
 
 @app.command(short_help="Hold the theory's predictions against simulations.")

@@ -312,3 +312,21 @@ def test_sweep_results_match_each_configuration_to_its_synchronous_baseline(tmp_
         runs = df[(df["algorithm.optimizer.lr"] == float(lr)) & (df["system.staleness"] != "sync")]
         assert len(runs) == 2 and (runs.speedup_vs_sync == by.loc[c, "speedup_vs_sync"]).all()
         assert runs.time_to_target.mean() == pytest.approx(by.loc[c, "time_to_target"])  # 2 replicas per seed
+
+
+def test_sandbox_sweep_prints_time_to_target_and_the_sentence(tmp_path):
+    from sandbox.cli import app
+    from sandbox.sweep import load_time_to_target
+
+    raw = {"base": TINY, "seeds": [0, 1], "sweep": {"name": "ttt_cli"},
+           "grid": {"system.staleness": [{"kind": "sync"}, {"kind": "fixed_lag", "k": 2}]}}
+    path = tmp_path / "sweep.toml"
+    path.write_text(tomli_w.dumps(raw))
+    res = CliRunner().invoke(app, ["sweep", str(path), "--out", str(tmp_path / "sw"), "-q"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "to target (s)" in text and "end to end vs sync" in text
+    by = load_time_to_target(tmp_path / "sw").set_index("configuration")
+    c = "{kind=fixed_lag, k=2}"  # one swept key: the configuration is named by its value alone
+    assert f"{by.loc[c, 'speedup_vs_sync']:.2f}x" in text  # the table shows the configuration's speed-up
+    assert f"{c} reaches" in text and "synchronous:" in text and "end to end" in text
