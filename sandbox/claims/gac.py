@@ -12,7 +12,7 @@ zero GRPO gradient and no defined cosine; a run with no such step gives NaN for 
 * GAC restores synchronous-like cosine: cos(GAC at lag 16) − cos(sync) < 0.1;
 * GAC matches synchronous reward: final expected reward (GAC, lag 16) − (sync) > −0.05;
 * mini-batch regime: cos(sync, ``algorithm.epochs = 4``) − cos(sync) > 0.1 (four passes over each
-  batch: consecutive gradients share the batch, issue 16 part 1).
+  batch: consecutive gradients share the batch, docs/system.md#mini-batches).
 """
 
 from __future__ import annotations
