@@ -7,11 +7,12 @@ retried unless asked (``retry_failed``). A diverged run is an ordinary result (s
 
 A run whose process dies (killed, out of memory, a lost Ray node) is a fault of the machine, not
 a result of the run. On Ray the task is retried up to ``[sweep] retries`` times (Ray's
-``max_retries``, which retries only such system failures, never a run that raised); when the
-retries are spent the run is recorded as failed (``error.json`` with ``worker_died``, the reason in
-the results table) and the sweep goes on; the next invocation of the sweep runs it again without
-``retry_failed``. With the local process pool a dead worker breaks the pool: the sweep stops with a
-:class:`SweepError`, finished runs are kept, and running it again resumes.
+``max_retries``, which retries only such system failures, never a run that raised). On the local
+process pool a dead worker breaks the pool without naming its run, so the runs in flight then are
+run again one at a time, each up to ``retries + 1`` times (:func:`_run_pool`). When the tries are
+spent the run is recorded as failed (``error.json`` with ``worker_died``, the reason in the results
+table) and the sweep goes on; the next invocation of the sweep runs it again without
+``retry_failed``.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def run_sweep(
     ``backend``: ``local`` (process pool) or ``ray`` (``address`` of a cluster, else a local one).
     ``retry_failed``: also run again the runs that raised (runs whose process died always are).
     ``force``: skip the planning-time memory check (:func:`check_memory`).
-    ``retries``: Ray backend, times a run is retried when its worker process dies (default
+    ``retries``: times a run is retried when its worker process dies (Ray's max_retries; on the local pool, alone; default
     ``[sweep] retries``, 2).
     """
     if not isinstance(spec, SweepSpec):
@@ -266,7 +267,7 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
                     if workers == 1:
                         _run_inline(spec, todo, out, finished)
                     else:
-                        _run_pool(spec, todo, out, workers, finished)
+                        _run_pool(spec, todo, out, workers, finished, retries)
                 else:
                     raise SweepError(f"unknown backend {backend!r}; expected local or ray")
         finally:
@@ -350,39 +351,104 @@ def _mp_context():
     return mp.get_context("spawn")
 
 
-def _run_pool(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, finished) -> None:
-    ctx = _mp_context()
-    ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=_init_worker)
-    pending = {}
+def _run_pool(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, finished, retries: int = 0) -> None:
+    """Runs on a pool of ``workers`` processes, at most one queued run per worker, so that the runs
+    submitted and unfinished are the ones in flight. A worker process that dies breaks the whole
+    pool (:class:`BrokenProcessPool` for every unfinished run) without saying which run killed it:
+    the runs in flight then are suspects, and each runs again alone in a fresh one-process pool,
+    where a death names its run; the other runs go on in a fresh pool. A suspect whose process dies
+    alone ``retries + 1`` times is recorded as failed (``error.json`` with ``worker_died``, as on
+    Ray), and the next invocation of the sweep runs it again."""
+    queue = list(todo)
+    while queue:
+        before = len(queue)
+        suspects, queue = _pool_pass(spec, queue, out, workers, finished)
+        if not suspects and len(queue) == before:
+            raise SweepError("the worker processes die before running anything (out of memory, or they cannot start); "
+                             "finished runs are kept, run the sweep again to resume")
+        for r in suspects:
+            _run_alone(spec, r, out, finished, retries)
+
+
+def _pool_pass(spec: SweepSpec, queue: list[RunSpec], out: Path, workers: int, finished) -> tuple[list[RunSpec], list[RunSpec]]:
+    """Run ``queue`` on one pool until it is done or the pool breaks; returns (the runs in flight
+    when it broke, the runs not yet submitted)."""
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=_mp_context(), initializer=_init_worker)
+    waiting = list(queue)
+    pending: dict[Any, RunSpec] = {}
+
+    def submit() -> bool:
+        """Fill the free workers; False when the pool turns out broken."""
+        while waiting and len(pending) < workers:
+            r = waiting[0]
+            try:
+                fut = ex.submit(execute_run, r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec))
+            except BrokenProcessPool:
+                return False
+            pending[fut] = waiting.pop(0)
+        return True
+
     try:
-        for r in todo:
-            fut = ex.submit(execute_run, r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec))
-            pending[fut] = r
-        while pending:
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+        broken = not submit()
+        while pending or broken:
+            done = wait(list(pending), return_when=FIRST_COMPLETED)[0] if not broken else set()
             for fut in done:
-                r = pending.pop(fut)
                 try:
                     rec = fut.result()
-                except BrokenProcessPool as exc:
-                    raise SweepError(
-                        "a worker process died (crash or out of memory); finished runs are kept, "
-                        "run the sweep again to resume"
-                    ) from exc
+                except BrokenProcessPool:
+                    broken = True
+                    continue
                 finished(rec)
+                del pending[fut]
+            if broken:
+                _stop_pool(ex)
+                for fut in [f for f in pending if f.done() and not f.cancelled() and f.exception() is None]:  # finished before the break
+                    finished(fut.result())
+                    del pending[fut]
+                return list(pending.values()), waiting
+            broken = not submit()
     except BaseException:
         for fut in pending:
             fut.cancel()
-        procs = list(getattr(ex, "_processes", {}).values())  # the pool's own workers
-        ex.shutdown(wait=False, cancel_futures=True)
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-        for p in procs:
-            p.join(timeout=5)
+        _stop_pool(ex)
         raise
-    else:
+    ex.shutdown(wait=True)
+    return [], []
+
+
+def _run_alone(spec: SweepSpec, r: RunSpec, out: Path, finished, retries: int) -> None:
+    """A run that was in flight when a pool broke, alone in a one-process pool, up to ``retries + 1``
+    times while its process dies."""
+    last: BaseException | None = None
+    for _ in range(retries + 1):
+        ex = ProcessPoolExecutor(max_workers=1, mp_context=_mp_context(), initializer=_init_worker)
+        try:
+            rec = ex.submit(execute_run, r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec)).result()
+        except BrokenProcessPool as exc:
+            last = exc
+            _stop_pool(ex)
+            continue
+        except BaseException:
+            _stop_pool(ex)
+            raise
         ex.shutdown(wait=True)
+        finished(rec)
+        return
+    path = run_dir(out, r.id)
+    (path / "summary.json").unlink(missing_ok=True)
+    write_json(path / "error.json", _worker_death(last, r.id, retries))
+    finished({"id": r.id, "state": "failed"})
+
+
+def _stop_pool(ex: ProcessPoolExecutor) -> None:
+    """Shut a pool down now: cancel what is queued, terminate and reap its worker processes."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())  # the pool's own workers
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=5)
 
 
 def ray_init_args(workers: int, address: str | None) -> dict:

@@ -9,7 +9,7 @@ A sweep file is TOML::
     name = "lag_lr"                      # default: the file's stem; output runs/sweeps/<safe_name(name)>
     workers = 2                          # parallel runs (default: one per core)
     backend = "local"                    # local | ray
-    retries = 2                          # ray: times a run is retried when its worker process dies
+    retries = 2                          # times a run is retried when its worker process dies
 
     [set]                                # fixed overrides applied to every run
     "run.steps" = 400
@@ -73,7 +73,7 @@ class SweepSpec:
     set: dict[str, Any] = field(default_factory=dict)
     workers: int | None = None
     backend: str = "local"
-    retries: int = DEFAULT_RETRIES  # Ray backend: retries of a run whose worker process died (Ray max_retries)
+    retries: int = DEFAULT_RETRIES  # retries of a run whose worker process died (Ray max_retries; local: alone)
     out: str | None = None
     description: str = ""
     source: str = "sweep"
