@@ -4,6 +4,7 @@ table for a report), ``claims.json`` and one figure per claim (PNG + SVG)."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from pathlib import Path
 
@@ -73,34 +74,51 @@ def markdown(results: list[tuple[ClaimResult, float]], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _split_label(label: str) -> tuple[str, str]:
+    """``"AReaL (published)"`` -> ``("AReaL", "published")``; a label without a trailing
+    parenthesis -> ``(label, "")``."""
+    m = re.match(r"^(.*\S) \(([^()]*)\)$", label)
+    return (m.group(1), m.group(2)) if m else (label, "")
+
+
 def figure(result: ClaimResult, path: Path) -> None:
     """Lines: the mean over seeds with its 95% band per variant. Bars: one bar per variant with its
-    CI (a curve without a band, e.g. a theory value, is drawn as a marker)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    CI, named on the x axis; a curve without a band (a theory or published value) is a black mark
+    over its bar, with one legend entry per kind of mark."""
     if result.kind == "lines":
+        fig, ax = plt.subplots(figsize=(7, 4))
         for i, c in enumerate(result.curves):
             color = PALETTE[i % len(PALETTE)]
             ax.plot(c.x, c.y, color=color, label=c.label)
             if c.low:
                 ax.fill_between(c.x, c.low, c.high, color=color, alpha=0.2, linewidth=0)
+        ax.legend(fontsize=7)
     else:
-        ticks, names = [], []
-        for i, c in enumerate(result.curves):
-            color = PALETTE[i % len(PALETTE)]
+        bars = [c for c in result.curves if c.low]
+        fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(bars) + 3), 4.6))
+        ticks, names, labelled = [], [], set()
+        for c in result.curves:
+            name, kind = _split_label(c.label)
             if c.low:
                 err = [[c.y[0] - c.low[0]], [c.high[0] - c.y[0]]]
-                ax.bar(c.x, c.y, color=color, yerr=err, capsize=4, width=0.6, label=c.label)
+                legend = f"{kind or 'measured'} (mean, 95% CI)"
+                ax.bar(c.x, c.y, color=PALETTE[0], yerr=err, capsize=4, width=0.6,
+                       label=legend if legend not in labelled else None)
+                labelled.add(legend)
                 ticks.append(c.x[0])
-                names.append(c.label)
+                names.append(name)
             else:
-                ax.plot(c.x, c.y, "k_", markersize=28, markeredgewidth=2, label=c.label)
+                legend = kind or name
+                ax.plot(c.x, c.y, "k_", markersize=28, markeredgewidth=2.5, label=legend if legend not in labelled else None)
+                labelled.add(legend)
         ax.set_xticks(ticks, names, rotation=20, ha="right", fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_xlabel(result.x_label)
     ax.set_ylabel(result.y_label)
     counts = {v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)}
-    ax.set_title(f"{result.name} ({result.paper}): " + ", ".join(f"{n} {v}" for v, n in counts.items() if n), fontsize=9)
+    ax.set_title(f"{result.name} ({result.paper}):\n" + ", ".join(f"{n} {v}" for v, n in counts.items() if n), fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
 

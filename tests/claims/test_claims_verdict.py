@@ -48,3 +48,25 @@ def test_row_computes_its_verdict_and_forced_inconclusive():
     assert Row("x", "s", [1.0, 1.1, 0.9], 0.5, ">", forced_inconclusive=True).verdict == INCONCLUSIVE
     row = Row("x", "s", [1.0, math.nan], 0.5, ">")
     assert row.verdict == INCONCLUSIVE and row.seeds == 1 and "no interval" in row.note
+
+
+def test_bar_figure_names_bars_on_the_axis_and_one_legend_entry_per_kind(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from sandbox.claims import report
+    from sandbox.claims.base import ClaimResult, Curve
+
+    assert report._split_label("AReaL (published)") == ("AReaL", "published")
+    assert report._split_label("verl one_step_off (FSDP2) (predicted)") == ("verl one_step_off (FSDP2)", "predicted")
+    assert report._split_label("sync") == ("sync", "")
+    result = ClaimResult(name="x", paper="p", definition="", settings={}, x_label="setup", y_label="speed-up (x)", kind="bars")
+    for i, name in enumerate(("A", "B (FSDP2)")):
+        result.curves.append(Curve(f"{name} (predicted)", [float(i)], [2.0], [1.9], [2.1]))
+        result.curves.append(Curve(f"{name} (published)", [float(i)], [2.5]))
+    seen = {}
+    monkeypatch.setattr(plt, "close", lambda fig: seen.setdefault("fig", fig))
+    report.figure(result, tmp_path / "x.png")
+    ax = seen["fig"].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["A", "B (FSDP2)"]
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["predicted (mean, 95% CI)", "published"]
+    assert (tmp_path / "x.png").exists() and (tmp_path / "x.svg").exists()
