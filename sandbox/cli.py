@@ -508,8 +508,8 @@ def claims(
 @app.command(short_help="Capacity planning: throughput, lag and utilisation over workers x staleness bounds.")
 def plan(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML (default: scenarios/quickstart.toml); variants are ignored."),
-    workers: Optional[str] = typer.Option(None, "--workers", help="Worker counts, comma-separated, e.g. 8,16,32 (default: the scenario's)."),
-    k_max: str = typer.Option("0,1,2,4,8", "--k-max", help="Staleness bounds, comma-separated (0 = sync, always planned as the baseline); which field each sets: docs/plan.md."),
+    workers: Optional[str] = typer.Option(None, "--workers", metavar="LIST", help="Worker counts, comma-separated, e.g. 8,16,32 (default: the scenario's)."),
+    k_max: str = typer.Option("0,1,2,4,8", "--k-max", metavar="LIST", help="Staleness bounds, comma-separated (0 = sync, always planned as the baseline); which field each sets: docs/plan.md."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per configuration (run.seed = 0, 1, ...)."),
     steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Learner steps per simulation (default: the scenario's run.steps)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),

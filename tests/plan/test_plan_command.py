@@ -120,11 +120,18 @@ def test_the_sync_row_is_an_explicit_sync_simulate_timing(planned, scenario):
     for w in WORKERS:  # the asynchronous row's speed-up: per-seed ratio of simulated times, then the mean
         sync_cfg = SystemConfig(**{**scn.system.model_dump(), "num_workers": w, "staleness": {"kind": "sync"}})
         async_cfg = SystemConfig(**{**scn.system.model_dump(), "num_workers": w, "staleness": {"kind": "max_lag", "k_max": 2}})
-        ratios = [simulate_timing(sync_cfg, steps, B, G, seed=system_seed(scn, s)).sim_time
-                  / simulate_timing(async_cfg, steps, B, G, seed=system_seed(scn, s)).sim_time for s in range(SEEDS)]
+        runs = [simulate_timing(async_cfg, steps, B, G, seed=system_seed(scn, s)) for s in range(SEEDS)]
+        ratios = [simulate_timing(sync_cfg, steps, B, G, seed=system_seed(scn, s)).sim_time / r.sim_time
+                  for s, r in enumerate(runs)]
         row = df[(df.workers == w) & (df.k_max == 2)].iloc[0]
         assert row.speedup_vs_sync == float(np.mean(ratios))
         assert row.lag_max <= 2 and row.speedup_vs_sync > 1
+        lags = sorted(j.consume_step - j.head_version for r in runs for j in r.jobs if j.consume_step >= 0)
+        assert row.lag_mean == pytest.approx(sum(lags) / len(lags), rel=1e-12)
+        # p95: the smallest lag with at least 95 % of the consumed groups at or below it
+        assert row.lag_p95 == next(x for x in lags if sum(v <= x for v in lags) >= 0.95 * len(lags))
+        dropped = sum(r.dropped for r in runs)
+        assert row.dropped_fraction == pytest.approx(dropped / (dropped + len(lags)), rel=1e-12)
 
 
 def test_more_workers_give_no_less_throughput_when_generation_is_the_bottleneck(tmp_path):
