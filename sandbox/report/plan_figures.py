@@ -62,7 +62,7 @@ def throughput_figure(plan, path: Path) -> None:
         ax.grid(alpha=0.3)
     ax1.set_ylim(bottom=0)
     ax1.set_title("throughput (mean ± 1 sd over seeds)")
-    ax2.set_title("speed-up = sim time of sync / this configuration")
+    ax2.set_title("speed-up = sim time of sync / this one (mean ± 1 sd)")
     ax2.legend(fontsize=8, loc="best")
     fig.suptitle(f"{plan.title}: throughput by staleness bound ({plan.steps} steps, {plan.seeds} seeds, system only)")
     fig.tight_layout()
