@@ -532,6 +532,89 @@ def claims(
     console.print(f"claims.md, claims.json and figures in [bold]{out}[/bold]")
 
 
+@app.command(short_help="Capacity planning: throughput, lag and utilisation over workers x staleness bounds.")
+def plan(
+    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML (default: scenarios/quickstart.toml); variants are ignored."),
+    workers: Optional[str] = typer.Option(None, "--workers", metavar="LIST", help="Worker counts, comma-separated, e.g. 8,16,32 (default: the scenario's)."),
+    k_max: str = typer.Option("0,1,2,4,8", "--k-max", metavar="LIST", help="Staleness bounds, comma-separated (0 = sync, always planned as the baseline); which field each sets: docs/plan.md."),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per configuration (run.seed = 0, 1, ...)."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Learner steps per simulation (default: the scenario's run.steps)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: runs/plan_<scenario name>)."),
+    learn: bool = typer.Option(False, "--learn", help="Also train every configuration and add time to target and the end-to-end speed-up (SLOW: one full learning run per configuration and seed)."),
+    learn_seeds: int = typer.Option(2, "--learn-seeds", min=1, help="With --learn: learning runs per configuration."),
+    learn_steps: Optional[int] = typer.Option(None, "--learn-steps", min=1, help="With --learn: optimizer steps per learning run (default: the scenario's run.steps)."),
+    force: bool = typer.Option(False, "--force", help="Run even when the estimate exceeds the time limit or the available memory."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+):
+    """Plan a cluster before buying GPU time: for every (workers, k_max) pair a system-only simulation
+    (no learning, seconds) of the scenario over seeds, printing throughput, speed-up over synchronous
+    training with the same workers, the lag of the consumed groups, utilisation and drops; plan.csv,
+    plan.json and figures go to --out, replaced whole when the plan is complete (docs/plan.md).
+    """
+    with _starting():
+        from .analysis.plan import (
+            build_configurations, check_plan, default_steps, estimate_plan, learn_table, parse_int_list, plan_table,
+            run_plan, write_plan,
+        )
+        from .budget import WARN_SECONDS, format_seconds
+        from .scenario import DEFAULT_SCENARIO, load_scenario
+    path = scenario or DEFAULT_SCENARIO
+    out = out or Path("runs") / f"plan_{safe_name(path.stem) or 'scenario'}"
+    try:
+        scn, raw = load_scenario(path, set_)
+        worker_list = parse_int_list(workers, "--workers", 1, "8,16,32") if workers is not None else [scn.system.num_workers]
+        k_list = parse_int_list(k_max, "--k-max", 0, "0,1,2,4,8")
+        configs = build_configurations(raw, worker_list, k_list, str(path))
+        est = estimate_plan(configs, steps or default_steps(scn), seeds, learn_seeds if learn else 0, learn_steps)
+        check_plan(est, force)
+    except ScenarioError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    if est.seconds > WARN_SECONDS:
+        console.print(f"[yellow]warning:[/yellow] this plan may take {escape(est.describe())} (estimate); Ctrl-C stops it")
+    runs = len(configs) * (learn_seeds if learn else 0)
+    staged = None
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
+            sim = progress.add_task("system-only simulations", total=len(configs))
+            fit = progress.add_task("learning runs", total=runs, visible=bool(runs))
+            staged = StagedDir(out, whole=True)
+            with staged as stage:
+                result = run_plan(raw, str(path), worker_list, k_list, seeds, steps, learn_seeds if learn else 0,
+                                  learn_steps, on_config=lambda c: progress.advance(sim),
+                                  on_run=lambda c, s: progress.advance(fit), configs=configs)
+                write_plan(result, stage)
+    except (OutputError, ScenarioError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except KeyboardInterrupt:
+        kept = "the previous plan in " + str(out) + " is unchanged" if staged is not None and staged.previous else "nothing was kept"
+        console.print(f"[yellow]interrupted[/yellow]: {escape(kept)}")
+        raise typer.Exit(130)
+    console.print(plan_table(result))
+    if learn:
+        console.print(learn_table(result))
+    tokens = ("" if result.tokens_per_response is None else
+              f"; tokens/s charges {result.tokens_per_response} token{'s' * (result.tokens_per_response != 1)} per response"
+              + ("" if result.tokens_exact else " (the task's maximum: an upper bound on each response)"))
+    console.print(
+        f"[dim]k_max sets {escape(result.bound_field)}{escape(tokens)}. Throughput: per simulated second over the whole "
+        "run; vs sync: simulated time of sync with the same workers / this one's (mean over seeds, common random "
+        "numbers); lag: step - head version of every consumed group (p50/p95/max over all seeds); busy: busy fraction; "
+        "dropped: dropped / (dropped + consumed) groups"
+        + ("; learning runs: time to target and end-to-end speed-up over sync with the same workers with their 95% "
+           "bootstrap intervals, samples needed = samples to target / sync's (docs/time_to_target.md)" if learn else "")
+        + ".[/dim]"
+    )
+    replaced = " (it replaced the previous plan)" if staged.previous else ""
+    secs = result.system_seconds
+    console.print(f"system-only part: {len(configs) * seeds} simulations in "
+                  + (f"{secs:.2f} s" if secs < 120 else format_seconds(secs)))
+    console.print(f"plan.csv, plan.json and figures in [bold]{escape(str(out))}[/bold]{replaced}")
+
+
 @app.command(short_help="Write a self-contained HTML report of a run or a sweep.")
 def report(
     directory: Path = typer.Argument(..., help="A sweep directory or the output of `sandbox run`."),
