@@ -84,7 +84,32 @@ class GACConfig(MethodConfig):
 
 
 def _dot(xs: list[Tensor], ys: list[Tensor], rd: int) -> Tensor:
-    return sum(replica_sum(x * y, rd) for x, y in zip(xs, ys))
+    """``Σ_i replica_sum(x_i·y_i)``: see :func:`_dots`."""
+    return _dots([(xs, ys)], rd)[0]
+
+
+def _dots(pairs: list[tuple[list[Tensor], list[Tensor]]], rd: int) -> list[Tensor]:
+    """Several inner products ``⟨x, y⟩ = Σ_i replica_sum(x_i·y_i)`` over tensor lists in one pass: the
+    element-wise products of every pair come from one ``torch._foreach_mul`` call, then each tensor is
+    reduced on its own and the per-tensor sums are accumulated left to right from 0. The per-tensor
+    products, reductions and the accumulation order are those of the plain loop
+    ``sum(replica_sum(x * y) for x, y in zip(xs, ys))``, so the results are bitwise the same."""
+    xs = [x for a, _ in pairs for x in a]
+    ys = [y for _, b in pairs for y in b]
+    prods = torch._foreach_mul(xs, ys)
+    out, lo = [], 0
+    for a, _ in pairs:
+        out.append(sum(replica_sum(t, rd) for t in prods[lo : lo + len(a)]))
+        lo += len(a)
+    return out
+
+
+def _scaled(vecs: list[Tensor], scale: Tensor, rd: int) -> list[Tensor]:
+    """``[replica_view(scale, v) * v]`` with one ``torch._foreach_mul`` call (element-wise, so bitwise
+    the same as the loop)."""
+    if rd == 0:
+        return torch._foreach_mul(vecs, scale)
+    return torch._foreach_mul(vecs, [replica_view(scale, v, rd) for v in vecs])
 
 
 @STABILIZERS.register(GACConfig)
@@ -142,12 +167,12 @@ class GAC(Stabilizer):
         if len(self.history) != len(units):
             self.history = [deque(maxlen=cfg.window) for _ in units]
 
-        out = [v.clone() for v in vecs]
-        cos_raw, cos_post, proj_flags, thrs = [], [], [], []
+        out: list[Tensor] = list(vecs)  # every index belongs to exactly one unit and is replaced below
+        cos_raw, cos_post, proj_flags, thrs, unit_gg, unit_nn = [], [], [], [], [], []
         for u, idx in enumerate(units):
             g = [vecs[i] for i in idx]
             p = [self.ref[i] for i in idx]
-            gp, gg, pp = _dot(g, p, rd), _dot(g, g, rd), _dot(p, p, rd)
+            gp, gg, pp = _dots([(g, p), (g, g), (p, p)], rd)
             c = gp / (gg.sqrt() * pp.sqrt() + 1e-12)
             thr = self._threshold(u, c, context)
             self.history[u].append(c.detach())
@@ -161,19 +186,20 @@ class GAC(Stabilizer):
                 coeff = a - a_target
             coeff = torch.where(trigger, coeff, torch.zeros_like(coeff))
             pn = pp.sqrt() + 1e-12
-            new = [gi - replica_view(coeff / pn, gi, rd) * pi for gi, pi in zip(g, p)]
+            new = torch._foreach_sub(g, _scaled(p, coeff / pn, rd))
             if cfg.renorm:
                 nn = _dot(new, new, rd).sqrt()
                 scale = torch.where(trigger, gg.sqrt() / (nn + 1e-12), torch.ones_like(nn))
-                new = [ni * replica_view(scale, ni, rd) for ni in new]
+                new = _scaled(new, scale, rd)
             for i, ni in zip(idx, new):
                 out[i] = ni
-            np_ = _dot(new, p, rd)
-            nn2 = _dot(new, new, rd)
+            np_, nn2 = _dots([(new, p), (new, new)], rd)
             cos_raw.append(c)
             cos_post.append(np_ / (nn2.sqrt() * pp.sqrt() + 1e-12))
             proj_flags.append(trigger.to(c.dtype))
             thrs.append(thr)
+            unit_gg.append(gg)
+            unit_nn.append(nn2)
 
         c_mean = torch.stack(cos_raw).mean(0)
         skip = None
@@ -188,8 +214,13 @@ class GAC(Stabilizer):
         else:
             skip_for_step = None
 
-        g_norm = _dot(vecs, vecs, rd).sqrt()
-        o_norm = _dot(out, out, rd).sqrt()
+        # ‖g‖² and ‖out‖² are the unit sums already computed (bitwise the same as recomputing them: a
+        # global unit is the whole list, per-layer units are single tensors summed in list order)
+        g_norm = (unit_gg[0] if len(units) == 1 else sum(unit_gg)).sqrt()
+        if skip is not None and cfg.skip_mode == "zero_update":
+            o_norm = _dot(out, out, rd).sqrt()
+        else:
+            o_norm = (unit_nn[0] if len(units) == 1 else sum(unit_nn)).sqrt()
         self._update_reference(vecs, out, skip, rd)
         metrics = {
             "gac/cos_ref": c_mean.detach(),
