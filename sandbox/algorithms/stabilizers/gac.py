@@ -28,6 +28,7 @@ from torch import Tensor
 
 from .._tensor import replica_sum, replica_view
 from ..base import MethodConfig
+from ._packed import Blocks, Layout
 from .base import STABILIZERS, Stabilizer
 
 
@@ -121,6 +122,8 @@ class GAC(Stabilizer):
         super().__init__(cfg)
         self.ref: list[Tensor] | None = None
         self.history: list[deque] = []
+        self._ref_blocks: Blocks | None = None  # self.ref as stacks (global scope on the CPU), same values
+        self._layout: tuple[tuple, Layout] | None = None
 
     # -------------------------------------------------------------------------------- protocol
     @property
@@ -163,9 +166,13 @@ class GAC(Stabilizer):
         if self.ref is None or len(self.ref) != len(vecs):
             self.ref = [v.detach().clone() for v in vecs]
             self.history = [deque(maxlen=cfg.window) for _ in units]
+            self._ref_blocks = None
             return vecs, None, {}
         if len(self.history) != len(units):
             self.history = [deque(maxlen=cfg.window) for _ in units]
+        if cfg.scope == "global" and Layout.usable(vecs) and Layout.usable(self.ref):
+            return self._transform_packed(vecs, rd, context)
+        self._ref_blocks = None
 
         out: list[Tensor] = list(vecs)  # every index belongs to exactly one unit and is replaced below
         cos_raw, cos_post, proj_flags, thrs, unit_gg, unit_nn = [], [], [], [], [], []
@@ -232,6 +239,68 @@ class GAC(Stabilizer):
         }
         return out, skip_for_step, metrics
 
+    def _transform_packed(self, vecs: list[Tensor], rd: int, context):
+        """Global scope with the tensors stacked by shape (:mod:`._packed`): the same formulas, element-wise
+        ops and reductions as the per-tensor path in :meth:`transform`, bitwise, in a few ops per shape."""
+        cfg = self.cfg
+        key = (rd, tuple((tuple(v.shape), v.dtype) for v in vecs))
+        if self._layout is None or self._layout[0] != key:
+            self._layout = (key, Layout.of(vecs, rd))
+            self._ref_blocks = None
+        layout = self._layout[1]
+        g = Blocks.pack(layout, vecs, rd)
+        p = self._ref_blocks if self._ref_blocks is not None else Blocks.pack(layout, self.ref, rd)
+        gp, gg, pp = g.dot(p), g.dot(g), p.dot(p)
+        c = gp / (gg.sqrt() * pp.sqrt() + 1e-12)
+        thr = self._threshold(0, c, context)
+        self.history[0].append(c.detach())
+        a = gp / (pp.sqrt() + 1e-12)
+        trigger = (c > thr) if cfg.sided == "one_sided" else (c.abs() > thr)
+        if cfg.strength == "alpha":
+            coeff = cfg.alpha * a
+        else:
+            b = (gg - a * a).clamp_min(0.0).sqrt()
+            a_target = torch.sign(a) * thr * b / torch.sqrt(1.0 - thr * thr)
+            coeff = a - a_target
+        coeff = torch.where(trigger, coeff, torch.zeros_like(coeff))
+        pn = pp.sqrt() + 1e-12
+        new = g.sub_scaled(p, coeff / pn)
+        if cfg.renorm:
+            nn = new.dot(new).sqrt()
+            new = new.scaled(torch.where(trigger, gg.sqrt() / (nn + 1e-12), torch.ones_like(nn)))
+        np_, nn2 = new.dot(p), new.dot(new)
+        cos_post = np_ / (nn2.sqrt() * pp.sqrt() + 1e-12)
+        c_mean = torch.stack([c]).mean(0)
+        skip = skip_for_step = None
+        o_norm = nn2.sqrt()
+        if cfg.c_skip is not None:
+            skip = c_mean > cfg.c_skip
+            if cfg.skip_mode == "zero_update":
+                new = new.scaled((~skip).to(c_mean.dtype))
+                o_norm = new.dot(new).sqrt()
+            else:
+                skip_for_step = skip
+        g_norm = gg.sqrt()
+        if cfg.reference == "prev_raw":
+            cand = g
+        elif cfg.reference == "prev_applied":
+            cand = new
+        else:
+            cand = p.map(lambda j, r_old, gt: cfg.ema_beta * r_old + (1.0 - cfg.ema_beta) * gt, new)
+        if skip is not None:
+            cand = p.map(lambda j, r_old, cd: torch.where(p.view(skip, j), r_old, cd), cand)
+        self._ref_blocks = cand.map(lambda j, b: b.clone())
+        self.ref = self._ref_blocks.tensors()
+        metrics = {
+            "gac/cos_ref": c_mean.detach(),
+            "gac/cos_post": torch.stack([cos_post]).mean(0).detach(),
+            "gac/projected": torch.stack([trigger.to(c.dtype)]).mean(0).detach(),
+            "gac/threshold": torch.stack([thr]).mean(0).detach(),
+            "gac/norm_ratio": (o_norm / (g_norm + 1e-12)).detach(),
+            "gac/skipped": (skip.to(c_mean.dtype) if skip is not None else torch.zeros_like(c_mean)).detach(),
+        }
+        return new.tensors(), skip_for_step, metrics
+
     def _update_reference(self, raw: list[Tensor], applied: list[Tensor], skip: Tensor | None, rd: int) -> None:
         cfg = self.cfg
         new_ref = []
@@ -251,6 +320,8 @@ class GAC(Stabilizer):
     def reset(self) -> None:
         self.ref = None
         self.history = []
+        self._ref_blocks = None
+        self._layout = None
 
 
 def to_target_coefficient(a: float, b: float, thr: float) -> float:
