@@ -11,14 +11,16 @@ sampled sequences, and a softmax bandit. Per model:
          baseline;
 * opob_ghost: the same with ghost norms (``sandbox.algorithms.ghost_norms``: one batched
          forward and backward, no per-sample gradients; the bandit's parameter has no rule and falls back
-         to the exact path).
+         to the exact path) in a separate forward and backward;
+* opob_ghost_shared: ghost norms recorded on the training forward itself
+         (``sandbox.algorithms.ghost_norms.GhostNormRecorder``): one extra backward, no extra forward.
 
 Every variant is timed in each of ``--rounds`` interleaved rounds (robust to load from other processes);
 the table gives the min and the median over rounds and each variant's ratio to ``plain`` (min/min and
 median/median).
 
     python benchmarks/bench_stabilizers.py [--steps 10] [--rounds 5] [--device cpu|cuda]
-        [--cases transformer,bandit] [--variants gac,vcpo_lr,opob,opob_ghost]
+        [--cases transformer,bandit] [--variants gac,vcpo_lr,opob,opob_ghost,opob_ghost_shared]
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from sandbox.algorithms import (
     build_stabilizers,
     per_sequence_grad_sq_norms,
 )
-from sandbox.algorithms.ghost_norms import ghost_sequence_grad_sq_norms
+from sandbox.algorithms.ghost_norms import GhostNormRecorder, ghost_sequence_grad_sq_norms
 
 
 class TinyTransformer(nn.Module):
@@ -110,7 +112,13 @@ def make_transformer_case(device, n=32, t=24, vocab=32):
         params = {k: v.detach() for k, v in model.named_parameters()}
         return ghost_sequence_grad_sq_norms(batch_logprob, params, (x, y), seq_logprob)
 
-    return list(model.parameters()), logp_fn, behaviour, {"exact": grad_norms, "ghost": ghost_norms}, (n, t)
+    def shared_forward():  # the training forward, recorded: the norms cost one extra backward
+        with GhostNormRecorder(dict(model.named_parameters()), (x, y), seq_logprob) as rec:
+            logp = logp_fn()
+        return logp, rec.sq_norms(logp.sum(-1), retain_graph=True)
+
+    norms = {"exact": grad_norms, "ghost": ghost_norms, "ghost_shared": shared_forward}
+    return list(model.parameters()), logp_fn, behaviour, norms, (n, t)
 
 
 def make_bandit_case(device, n=256, arms=100):
@@ -134,7 +142,13 @@ def make_bandit_case(device, n=256, arms=100):
     def ghost_norms():
         return ghost_sequence_grad_sq_norms(batch_logprob, {"logits": logits.detach()}, a, seq_logprob)
 
-    return [logits], logp_fn, behaviour, {"exact": grad_norms, "ghost": ghost_norms}, (n, 1)
+    def shared_forward():
+        with GhostNormRecorder({"logits": logits}, a, seq_logprob) as rec:
+            logp = logp_fn()
+        return logp, rec.sq_norms(logp.sum(-1), retain_graph=True)
+
+    norms = {"exact": grad_norms, "ghost": ghost_norms, "ghost_shared": shared_forward}
+    return [logits], logp_fn, behaviour, norms, (n, 1)
 
 
 def time_steps(step, steps, device) -> float:
@@ -148,7 +162,7 @@ def time_steps(step, steps, device) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-VARIANTS = ("gac", "vcpo_lr", "opob", "opob_ghost")
+VARIANTS = ("gac", "vcpo_lr", "opob", "opob_ghost", "opob_ghost_shared")
 
 
 def bench(case, steps, device, rounds=5, group_size=8, variants=VARIANTS) -> dict[str, list[float]]:
@@ -164,8 +178,13 @@ def bench(case, steps, device, rounds=5, group_size=8, variants=VARIANTS) -> dic
         wrapped = StabilizedOptimizer(opt, params, build_stabilizers(stabs)) if stabs else None
 
         def step():
-            extras = {"seq_grad_sq_norms": grad_norms[with_norms]()} if with_norms else {}
-            out = loss_fn(PolicyLossInput(logp_fn(), behaviour, mask, rewards, group_size, extras=extras))
+            if with_norms == "ghost_shared":
+                logp, norms = grad_norms[with_norms]()
+                extras = {"seq_grad_sq_norms": norms}
+            else:
+                extras = {"seq_grad_sq_norms": grad_norms[with_norms]()} if with_norms else {}
+                logp = logp_fn()
+            out = loss_fn(PolicyLossInput(logp, behaviour, mask, rewards, group_size, extras=extras))
             opt.zero_grad()
             out.loss.sum().backward()
             if wrapped is None:
@@ -180,6 +199,7 @@ def bench(case, steps, device, rounds=5, group_size=8, variants=VARIANTS) -> dic
         "vcpo_lr": lambda: make_step([VCPOLRConfig(rho_ref=2.0)], plain_loss, None),
         "opob": lambda: make_step([], opob_loss, "exact"),
         "opob_ghost": lambda: make_step([], opob_loss, "ghost"),
+        "opob_ghost_shared": lambda: make_step([], opob_loss, "ghost_shared"),
     }
     variants = {"plain": make_step([], plain_loss, None), **{k: makers[k]() for k in variants}}
     for step in variants.values():  # warm-up (allocations, optimizer state, GAC reference)
@@ -218,7 +238,7 @@ def main() -> None:
         print(f"\n{name}: plain step min {lo * 1e3:.2f} ms, median {med * 1e3:.2f} ms")
         for k in variants:
             k_lo, k_med = min(r[k]), statistics.median(r[k])
-            print(f"  {k:12s} min {k_lo * 1e3:8.2f} ms (x{k_lo / lo:5.2f})   median {k_med * 1e3:8.2f} ms (x{k_med / med:5.2f})")
+            print(f"  {k:17s} min {k_lo * 1e3:8.2f} ms (x{k_lo / lo:5.2f})   median {k_med * 1e3:8.2f} ms (x{k_med / med:5.2f})")
 
 
 if __name__ == "__main__":

@@ -267,54 +267,102 @@ def _materialise(use: _Use, g_out: Tensor, n: int, param: Tensor) -> Tensor:
     return v
 
 
-def _ghost_one_replica(batch_logprob_fn, seq_logprob_fn, params: dict[str, Tensor], batch_inputs, n: int) -> Tensor:
-    leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-    batched = [x for x in tree_flatten(batch_inputs)[0] if isinstance(x, Tensor)]
-    for x in batched:
-        if x.dim() == 0 or x.shape[0] != n:
-            raise ValueError(f"ghost norms: every batch input needs the sample dim N={n} first, got shape {tuple(x.shape)}")
-    rec = _Recorder(leaves, batched, n)
-    with torch.enable_grad():
-        with rec:
-            per_seq = batch_logprob_fn(leaves, batch_inputs)
-        if per_seq.shape != (n,):
-            raise ValueError(f"ghost norms: batch_logprob_fn must return ({n},) log-probs, got {tuple(per_seq.shape)}")
-        names = list(leaves)
+class GhostNormRecorder:
+    """Records a batched forward and turns its backward into per-sequence squared gradient norms.
+
+    Use it around the forward whose log-probs the training loss also uses, so that the norms cost one
+    extra backward and no extra forward::
+
+        with GhostNormRecorder(dict(model.named_parameters()), (tokens, mask)) as rec:
+            logp = token_logprobs(model, tokens)            # (N, T), one sequence per row
+        norms = rec.sq_norms((logp * mask).sum(-1), retain_graph=True)
+        loss(logp, norms).backward()                        # the same graph
+
+    Args:
+        params: ``{name: tensor}``, the tensors the forward uses as parameters (by identity; leaves that
+            require grad).
+        batch_inputs: the batch's input tensors (pytree), each with the sample dim N first.
+        seq_logprob_fn: ``(params, one_trajectory) -> scalar`` for the exact fallback of parameters no rule
+            covers (as for :func:`sandbox.algorithms.per_sequence_grad_sq_norms`); None = such a
+            parameter is an error.
+    """
+
+    def __init__(self, params: dict[str, Tensor], batch_inputs: Any, seq_logprob_fn=None):
+        batched = [x for x in tree_flatten(batch_inputs)[0] if isinstance(x, Tensor)]
+        if not batched:
+            raise ValueError("ghost norms: batch_inputs holds no tensor")
+        n = batched[0].shape[0] if batched[0].dim() else 0
+        for x in batched:
+            if x.dim() == 0 or x.shape[0] != n:
+                raise ValueError(f"ghost norms: every batch input needs the sample dim N={n} first, got shape {tuple(x.shape)}")
+        self.params, self.batch_inputs, self.seq_logprob_fn, self.n = params, batch_inputs, seq_logprob_fn, n
+        self._rec = _Recorder(params, batched, n)
+
+    def __enter__(self) -> "GhostNormRecorder":
+        self._rec.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._rec.__exit__(*exc)
+
+    def sq_norms(self, per_seq_logprob: Tensor, retain_graph: bool = False) -> Tensor:
+        """``(N,)`` ``‖∇_θ per_seq_logprob[i]‖²`` (detached) from one backward of ``per_seq_logprob.sum()``."""
+        n, rec, params = self.n, self._rec, self.params
+        if per_seq_logprob.shape != (n,):
+            raise ValueError(f"ghost norms: expected ({n},) sequence log-probs, got {tuple(per_seq_logprob.shape)}")
+        seen = set(rec.unruled) | {u.name for u in rec.uses}
+        unseen = [k for k, v in params.items() if k not in seen and v.requires_grad]
         outs = [u.out for u in rec.uses]
-        grads = torch.autograd.grad(per_seq.sum(), outs + [leaves[k] for k in names], allow_unused=True)
-    g_outs, g_params = grads[: len(outs)], dict(zip(names, grads[len(outs) :]))
-    by_param: dict[str, list[tuple[_Use, Tensor]]] = {}
-    for u, g in zip(rec.uses, g_outs):
-        by_param.setdefault(u.name, []).append((u, torch.zeros_like(u.out) if g is None else g))
-    fallback = set(rec.unruled)
-    for k, gp in g_params.items():
-        if k not in by_param and gp is not None and bool((gp != 0).any()):
-            fallback.add(k)  # used by something no rule saw
-    total = torch.zeros(n, dtype=per_seq.dtype, device=per_seq.device)
-    for k, uses in by_param.items():
-        if k in fallback:
-            continue
-        if len(uses) == 1:
-            u, g = uses[0]
-            total = total + _sq_norm(u, g, n).to(total.dtype)
-        else:
-            per_sample = sum(_materialise(u, g, n, leaves[k]) for u, g in uses)
-            total = total + per_sample.reshape(n, -1).pow(2).sum(-1).to(total.dtype)
-    if fallback:
-        if seq_logprob_fn is None:
+        wrt = outs + [params[k] for k in unseen]
+        grads: tuple = ()
+        if wrt:
+            with torch.enable_grad():
+                grads = torch.autograd.grad(per_seq_logprob.sum(), wrt, allow_unused=True, retain_graph=retain_graph)
+        g_outs = grads[: len(outs)]
+        fallback = set(rec.unruled)
+        for k, gp in zip(unseen, grads[len(outs) :]):
+            if gp is not None and bool((gp != 0).any()):
+                fallback.add(k)  # used by something no rule saw
+        by_param: dict[str, list[tuple[_Use, Tensor]]] = {}
+        for u, g in zip(rec.uses, g_outs):
+            by_param.setdefault(u.name, []).append((u, torch.zeros_like(u.out) if g is None else g))
+        total = torch.zeros(n, dtype=per_seq_logprob.dtype, device=per_seq_logprob.device)
+        for k, uses in by_param.items():
+            if k in fallback:
+                continue
+            if len(uses) == 1:
+                u, g = uses[0]
+                total = total + _sq_norm(u, g, n).to(total.dtype)
+            else:
+                per_sample = sum(_materialise(u, g, n, params[k]) for u, g in uses)
+                total = total + per_sample.reshape(n, -1).pow(2).sum(-1).to(total.dtype)
+        if fallback:
+            total = total + self._exact(sorted(fallback)).to(total.dtype)
+        return total.detach()
+
+    def _exact(self, names: list[str]) -> Tensor:
+        if self.seq_logprob_fn is None:
             raise ValueError(
-                f"ghost norms: no rule covers parameter(s) {sorted(fallback)}; pass seq_logprob_fn for the exact "
+                f"ghost norms: no rule covers parameter(s) {names}; pass seq_logprob_fn for the exact "
                 "vmap(grad) fallback"
             )
-        frozen = {k: v.detach() for k, v in params.items() if k not in fallback}
-        sub = {k: params[k].detach() for k in sorted(fallback)}
+        frozen = {k: v.detach() for k, v in self.params.items() if k not in names}
+        sub = {k: self.params[k].detach() for k in names}
+        fn = self.seq_logprob_fn
 
         def f(s, x):
-            return seq_logprob_fn({**frozen, **s}, x)
+            return fn({**frozen, **s}, x)
 
-        g = vmap(grad(f), in_dims=(None, 0))(sub, batch_inputs)
-        total = total + sum(v.reshape(n, -1).pow(2).sum(-1) for v in g.values()).to(total.dtype)
-    return total.detach()
+        g = vmap(grad(f), in_dims=(None, 0))(sub, self.batch_inputs)
+        return sum(v.reshape(self.n, -1).pow(2).sum(-1) for v in g.values())
+
+
+def _ghost_one_replica(batch_logprob_fn, seq_logprob_fn, params: dict[str, Tensor], batch_inputs) -> Tensor:
+    leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+    with torch.enable_grad():
+        with GhostNormRecorder(leaves, batch_inputs, seq_logprob_fn) as rec:
+            per_seq = batch_logprob_fn(leaves, batch_inputs)
+        return rec.sq_norms(per_seq)
 
 
 def ghost_sequence_grad_sq_norms(
@@ -339,14 +387,12 @@ def ghost_sequence_grad_sq_norms(
         ``(N,)`` (or ``(R, N)``) squared norms, detached.
     """
     if replica_dims == 0:
-        n = tree_flatten(batch_inputs)[0][0].shape[0]
-        return _ghost_one_replica(batch_logprob_fn, seq_logprob_fn, params, batch_inputs, n)
+        return _ghost_one_replica(batch_logprob_fn, seq_logprob_fn, params, batch_inputs)
     if replica_dims == 1:
         r = next(iter(params.values())).shape[0]
         rows = []
         for i in range(r):
             one = tree_map(lambda x: x[i] if isinstance(x, Tensor) else x, batch_inputs)
-            n = tree_flatten(one)[0][0].shape[0]
-            rows.append(_ghost_one_replica(batch_logprob_fn, seq_logprob_fn, {k: v[i] for k, v in params.items()}, one, n))
+            rows.append(_ghost_one_replica(batch_logprob_fn, seq_logprob_fn, {k: v[i] for k, v in params.items()}, one))
         return torch.stack(rows)
     raise ValueError(f"replica_dims must be 0 or 1, got {replica_dims}")

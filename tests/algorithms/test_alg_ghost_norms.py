@@ -113,7 +113,7 @@ def test_layer_without_rule_falls_back_to_exact():
 
 def test_bad_inputs_are_named():
     params, y, seq, batch = gated_case()
-    with pytest.raises(ValueError, match=r"must return \(5,\) log-probs"):
+    with pytest.raises(ValueError, match=r"expected \(5,\) sequence log-probs"):
         ghost_sequence_grad_sq_norms(lambda p, yb: batch(p, yb).sum(), params, y, seq)
     with pytest.raises(ValueError, match="replica_dims must be 0 or 1"):
         ghost_sequence_grad_sq_norms(batch, params, y, seq, replica_dims=2)
@@ -144,3 +144,19 @@ def test_hf_backend_matches_exact(arch):
     exact = per_sequence_grad_sq_norms(task.sequence_logprob, single, inputs)
     ghost = ghost_sequence_grad_sq_norms(batch, single, inputs)  # Linear / Conv1D / RMSNorm / LayerNorm rules
     torch.testing.assert_close(ghost, exact, rtol=1e-5, atol=0)
+
+
+def test_recorder_on_the_training_forward_keeps_the_loss_gradient():
+    from sandbox.algorithms.ghost_norms import GhostNormRecorder
+
+    params, inputs, seq, batch = builtin_case(torch.float64, True)
+    exact = per_sequence_grad_sq_norms(seq, params, inputs)
+    weights = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64)
+    plain = torch.autograd.grad((weights * batch(params, inputs)).sum(), list(params.values()))
+    with GhostNormRecorder(params, inputs) as rec:
+        per_seq = batch(params, inputs)
+    norms = rec.sq_norms(per_seq, retain_graph=True)
+    shared = torch.autograd.grad((weights * per_seq).sum(), list(params.values()))  # same graph, afterwards
+    torch.testing.assert_close(norms, exact, rtol=1e-12, atol=0)
+    for a, b in zip(shared, plain):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-15)
