@@ -71,6 +71,18 @@ class _Use:
     padding_idx: int | None = None
 
 
+def _tensors(args: tuple, kwargs: dict) -> list[Tensor]:
+    """The tensors among an op's arguments (or outputs), one level into lists and tuples (cheaper than a
+    pytree walk on every op; torch ops take no deeper nesting)."""
+    out = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(b for b in a if isinstance(b, Tensor))
+    return out
+
+
 def _basic_index(idx) -> tuple | None:
     idx = idx if isinstance(idx, tuple) else (idx,)
     return idx if all(isinstance(i, (slice, int)) or i is Ellipsis for i in idx) else None
@@ -101,21 +113,22 @@ class _Recorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        flat, _ = tree_flatten((args, kwargs))
+        flat = _tensors(args, kwargs)
         refs = [r for r in (self._ref(a) for a in flat) if r is not None]
-        if refs and func is F.embedding and not self._is_batched(args[0]) and isinstance(args[0], Tensor):
+        shared_ids = func is F.embedding and isinstance(args[0], Tensor) and not self._is_batched(args[0]) and (
+            args[0].dim() == 1 or args[0].shape[0] == 1)  # position ids: (T,) or (1, T), the same for every row
+        if refs and shared_ids:
             ids = args[0]
-            ids = ids.expand(self.n, *ids.shape[1:]) if ids.dim() >= 2 and ids.shape[0] == 1 else ids.expand(self.n, *ids.shape)
+            ids = ids.expand(self.n, *ids.shape[1:]) if ids.dim() >= 2 else ids.expand(self.n, *ids.shape)
             args = (ids, *args[1:])
             self.batched[id(ids)] = ids
             self.keep.append(ids)
             flat = [ids, *flat[1:]]
         out = func(*args, **kwargs)
         if any(self._is_batched(a) for a in flat):
-            for o in tree_flatten(out)[0]:
-                if isinstance(o, Tensor):
-                    self.batched[id(o)] = o
-                    self.keep.append(o)
+            for o in _tensors((out,), {}):
+                self.batched[id(o)] = o
+                self.keep.append(o)
         if refs and not self._rule(func, args, kwargs, out, refs):
             for r in refs:
                 self.unruled.add(r.name)
@@ -124,7 +137,7 @@ class _Recorder(TorchFunctionMode):
     # ------------------------------------------------------------------------------------ rules
     def _rule(self, func, args, kwargs, out, refs) -> bool:
         """Record the use if a rule covers it; False = no rule (the parameters fall back to exact)."""
-        if not any(isinstance(o, Tensor) for o in tree_flatten(out)[0]) or func in _HARMLESS:
+        if not _tensors((out,), {}) or func in _HARMLESS:
             return True
         if isinstance(out, Tensor) and len(refs) == 1 and self._ref(args[0]) is not None and out is args[0]:
             return True  # .to() / .float() that changed nothing
