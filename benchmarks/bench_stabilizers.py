@@ -8,9 +8,19 @@ sampled sequences, and a softmax bandit. Per model:
          three reductions, plus the wrapper's bookkeeping);
 * vcpo_lr: the same with the ESS learning-rate rule (parameter snapshot + rescale);
 * opob:  plain step plus exact per-trajectory gradient norms (``torch.func.vmap(grad)``) and the OPOB
-         baseline.
+         baseline;
+* opob_ghost: the same with ghost norms (``sandbox.algorithms.ghost_norms``: one batched
+         forward and backward, no per-sample gradients; the bandit's parameter has no rule and falls back
+         to the exact path) in a separate forward and backward;
+* opob_ghost_shared: ghost norms recorded on the training forward itself
+         (``sandbox.algorithms.ghost_norms.GhostNormRecorder``): one extra backward, no extra forward.
+
+Every variant is timed in each of ``--rounds`` interleaved rounds (robust to load from other processes);
+the table gives the min and the median over rounds and each variant's ratio to ``plain`` (min/min and
+median/median).
 
     python benchmarks/bench_stabilizers.py [--steps 10] [--rounds 5] [--device cpu|cuda]
+        [--cases transformer,bandit] [--variants gac,vcpo_lr,opob,opob_ghost,opob_ghost_shared]
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from sandbox.algorithms import (
     build_stabilizers,
     per_sequence_grad_sq_norms,
 )
+from sandbox.algorithms.ghost_norms import GhostNormRecorder, ghost_sequence_grad_sq_norms
 
 
 class TinyTransformer(nn.Module):
@@ -89,11 +100,25 @@ def make_transformer_case(device, n=32, t=24, vocab=32):
         xi, yi = xy
         return token_logp(functional_call(model, params, (xi,)), yi).sum()
 
+    def batch_logprob(params, xy):
+        xb, yb = xy
+        return token_logp(functional_call(model, params, (xb,)), yb).sum(-1)
+
     def grad_norms():
         params = {k: v.detach() for k, v in model.named_parameters()}
         return per_sequence_grad_sq_norms(seq_logprob, params, (x, y), chunk_size=16)
 
-    return list(model.parameters()), logp_fn, behaviour, grad_norms, (n, t)
+    def ghost_norms():
+        params = {k: v.detach() for k, v in model.named_parameters()}
+        return ghost_sequence_grad_sq_norms(batch_logprob, params, (x, y), seq_logprob)
+
+    def shared_forward():  # the training forward, recorded: the norms cost one extra backward
+        with GhostNormRecorder(dict(model.named_parameters()), (x, y), seq_logprob) as rec:
+            logp = logp_fn()
+        return logp, rec.sq_norms(logp.sum(-1), retain_graph=True)
+
+    norms = {"exact": grad_norms, "ghost": ghost_norms, "ghost_shared": shared_forward}
+    return list(model.parameters()), logp_fn, behaviour, norms, (n, t)
 
 
 def make_bandit_case(device, n=256, arms=100):
@@ -108,10 +133,22 @@ def make_bandit_case(device, n=256, arms=100):
     def seq_logprob(params, ai):
         return torch.log_softmax(params["logits"], -1)[ai].sum()
 
+    def batch_logprob(params, ab):
+        return torch.log_softmax(params["logits"], -1)[ab].sum(-1)
+
     def grad_norms():
         return per_sequence_grad_sq_norms(seq_logprob, {"logits": logits.detach()}, a)
 
-    return [logits], logp_fn, behaviour, grad_norms, (n, 1)
+    def ghost_norms():
+        return ghost_sequence_grad_sq_norms(batch_logprob, {"logits": logits.detach()}, a, seq_logprob)
+
+    def shared_forward():
+        with GhostNormRecorder({"logits": logits}, a, seq_logprob) as rec:
+            logp = logp_fn()
+        return logp, rec.sq_norms(logp.sum(-1), retain_graph=True)
+
+    norms = {"exact": grad_norms, "ghost": ghost_norms, "ghost_shared": shared_forward}
+    return [logits], logp_fn, behaviour, norms, (n, 1)
 
 
 def time_steps(step, steps, device) -> float:
@@ -125,7 +162,10 @@ def time_steps(step, steps, device) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def bench(case, steps, device, rounds=5, group_size=8) -> dict[str, float]:
+VARIANTS = ("gac", "vcpo_lr", "opob", "opob_ghost", "opob_ghost_shared")
+
+
+def bench(case, steps, device, rounds=5, group_size=8, variants=VARIANTS) -> dict[str, list[float]]:
     params, logp_fn, behaviour, grad_norms, (n, t) = case
     g = torch.Generator().manual_seed(1)
     rewards = torch.randint(0, 2, (n,), generator=g).float().to(device)
@@ -138,8 +178,13 @@ def bench(case, steps, device, rounds=5, group_size=8) -> dict[str, float]:
         wrapped = StabilizedOptimizer(opt, params, build_stabilizers(stabs)) if stabs else None
 
         def step():
-            extras = {"seq_grad_sq_norms": grad_norms()} if with_norms else {}
-            out = loss_fn(PolicyLossInput(logp_fn(), behaviour, mask, rewards, group_size, extras=extras))
+            if with_norms == "ghost_shared":
+                logp, norms = grad_norms[with_norms]()
+                extras = {"seq_grad_sq_norms": norms}
+            else:
+                extras = {"seq_grad_sq_norms": grad_norms[with_norms]()} if with_norms else {}
+                logp = logp_fn()
+            out = loss_fn(PolicyLossInput(logp, behaviour, mask, rewards, group_size, extras=extras))
             opt.zero_grad()
             out.loss.sum().backward()
             if wrapped is None:
@@ -149,12 +194,14 @@ def bench(case, steps, device, rounds=5, group_size=8) -> dict[str, float]:
 
         return step
 
-    variants = {
-        "plain": make_step([], plain_loss, False),
-        "gac": make_step([GACConfig()], plain_loss, False),
-        "vcpo_lr": make_step([VCPOLRConfig(rho_ref=2.0)], plain_loss, False),
-        "opob": make_step([], opob_loss, True),
+    makers = {
+        "gac": lambda: make_step([GACConfig()], plain_loss, None),
+        "vcpo_lr": lambda: make_step([VCPOLRConfig(rho_ref=2.0)], plain_loss, None),
+        "opob": lambda: make_step([], opob_loss, "exact"),
+        "opob_ghost": lambda: make_step([], opob_loss, "ghost"),
+        "opob_ghost_shared": lambda: make_step([], opob_loss, "ghost_shared"),
     }
+    variants = {"plain": make_step([], plain_loss, None), **{k: makers[k]() for k in variants}}
     for step in variants.values():  # warm-up (allocations, optimizer state, GAC reference)
         for _ in range(3):
             step()
@@ -163,7 +210,7 @@ def bench(case, steps, device, rounds=5, group_size=8) -> dict[str, float]:
     for _ in range(rounds):
         for k, step in variants.items():
             times[k].append(time_steps(step, steps, device))
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
 
 
 def main() -> None:
@@ -171,18 +218,27 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10, help="steps per timing round")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--cases", default="transformer,bandit", help="comma-separated: transformer, bandit")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {','.join(VARIANTS)}")
     args = ap.parse_args()
-    cases = {
-        "tiny transformer (2x64, N=32, T=24)": make_transformer_case(args.device),
-        "softmax bandit (100 arms, N=256)": make_bandit_case(args.device),
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS)) + sorted(set(args.cases.split(",")) - {"transformer", "bandit"})
+    if unknown:
+        ap.error(f"unknown --variants/--cases entries {unknown}")
+    builders = {
+        "transformer": ("tiny transformer (2x64, N=32, T=24)", make_transformer_case),
+        "bandit": ("softmax bandit (100 arms, N=256)", make_bandit_case),
     }
-    print(f"device={args.device} torch={torch.__version__} threads={torch.get_num_threads()} steps={args.steps}x{args.rounds} rounds (median)")
-    for name, case in cases.items():
-        r = bench(case, args.steps, args.device, args.rounds)
-        base = r["plain"]
-        print(f"\n{name}: plain step {base * 1e3:.2f} ms")
-        for k in ("gac", "vcpo_lr", "opob"):
-            print(f"  {k:12s} {r[k] * 1e3:8.2f} ms   x{r[k] / base:5.2f} of plain")
+    print(f"device={args.device} torch={torch.__version__} threads={torch.get_num_threads()} "
+          f"steps={args.steps} per round x {args.rounds} interleaved rounds")
+    for key in args.cases.split(","):
+        name, build = builders[key]
+        r = bench(build(args.device), args.steps, args.device, args.rounds, variants=variants)
+        lo, med = min(r["plain"]), statistics.median(r["plain"])
+        print(f"\n{name}: plain step min {lo * 1e3:.2f} ms, median {med * 1e3:.2f} ms")
+        for k in variants:
+            k_lo, k_med = min(r[k]), statistics.median(r[k])
+            print(f"  {k:17s} min {k_lo * 1e3:8.2f} ms (x{k_lo / lo:5.2f})   median {k_med * 1e3:8.2f} ms (x{k_med / med:5.2f})")
 
 
 if __name__ == "__main__":

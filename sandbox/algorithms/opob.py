@@ -2,7 +2,9 @@
 baseline (VCPO, Huang et al. arXiv 2602.17616; ``docs/methods/objectives.md#reinforce``, ``docs/theory.md#t10``).
 
 The baseline itself lives in :mod:`.advantages` (``opob`` / ``optimal`` baseline options); it reads
-``‖∇_θ log π_θ(y^i|x)‖²`` from ``PolicyLossInput.extras["seq_grad_sq_norms"]``, produced here.
+``‖∇_θ log π_θ(y^i|x)‖²`` from ``PolicyLossInput.extras["seq_grad_sq_norms"]``, produced here (exactly);
+:mod:`.ghost_norms` gives the same numbers up to rounding from one batched backward
+(``docs/methods/objectives.md#opob-grad-norms``).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from .._tensor import replica_sum, replica_view
 from ..base import MethodConfig
+from ._packed import Blocks, Layout
 from .base import STABILIZERS, Stabilizer
 
 
@@ -84,7 +85,32 @@ class GACConfig(MethodConfig):
 
 
 def _dot(xs: list[Tensor], ys: list[Tensor], rd: int) -> Tensor:
-    return sum(replica_sum(x * y, rd) for x, y in zip(xs, ys))
+    """``Σ_i replica_sum(x_i·y_i)``: see :func:`_dots`."""
+    return _dots([(xs, ys)], rd)[0]
+
+
+def _dots(pairs: list[tuple[list[Tensor], list[Tensor]]], rd: int) -> list[Tensor]:
+    """Several inner products ``⟨x, y⟩ = Σ_i replica_sum(x_i·y_i)`` over tensor lists in one pass: the
+    element-wise products of every pair come from one ``torch._foreach_mul`` call, then each tensor is
+    reduced on its own and the per-tensor sums are accumulated left to right from 0. The per-tensor
+    products, reductions and the accumulation order are those of the plain loop
+    ``sum(replica_sum(x * y) for x, y in zip(xs, ys))``, so the results are bitwise the same."""
+    xs = [x for a, _ in pairs for x in a]
+    ys = [y for _, b in pairs for y in b]
+    prods = torch._foreach_mul(xs, ys)
+    out, lo = [], 0
+    for a, _ in pairs:
+        out.append(sum(replica_sum(t, rd) for t in prods[lo : lo + len(a)]))
+        lo += len(a)
+    return out
+
+
+def _scaled(vecs: list[Tensor], scale: Tensor, rd: int) -> list[Tensor]:
+    """``[replica_view(scale, v) * v]`` with one ``torch._foreach_mul`` call (element-wise, so bitwise
+    the same as the loop)."""
+    if rd == 0:
+        return torch._foreach_mul(vecs, scale)
+    return torch._foreach_mul(vecs, [replica_view(scale, v, rd) for v in vecs])
 
 
 @STABILIZERS.register(GACConfig)
@@ -96,6 +122,8 @@ class GAC(Stabilizer):
         super().__init__(cfg)
         self.ref: list[Tensor] | None = None
         self.history: list[deque] = []
+        self._ref_blocks: Blocks | None = None  # self.ref as stacks (global scope on the CPU), same values
+        self._layout: tuple[tuple, Layout] | None = None
 
     # -------------------------------------------------------------------------------- protocol
     @property
@@ -138,16 +166,20 @@ class GAC(Stabilizer):
         if self.ref is None or len(self.ref) != len(vecs):
             self.ref = [v.detach().clone() for v in vecs]
             self.history = [deque(maxlen=cfg.window) for _ in units]
+            self._ref_blocks = None
             return vecs, None, {}
         if len(self.history) != len(units):
             self.history = [deque(maxlen=cfg.window) for _ in units]
+        if cfg.scope == "global" and Layout.usable(vecs) and Layout.usable(self.ref):
+            return self._transform_packed(vecs, rd, context)
+        self._ref_blocks = None
 
-        out = [v.clone() for v in vecs]
-        cos_raw, cos_post, proj_flags, thrs = [], [], [], []
+        out: list[Tensor] = list(vecs)  # every index belongs to exactly one unit and is replaced below
+        cos_raw, cos_post, proj_flags, thrs, unit_gg, unit_nn = [], [], [], [], [], []
         for u, idx in enumerate(units):
             g = [vecs[i] for i in idx]
             p = [self.ref[i] for i in idx]
-            gp, gg, pp = _dot(g, p, rd), _dot(g, g, rd), _dot(p, p, rd)
+            gp, gg, pp = _dots([(g, p), (g, g), (p, p)], rd)
             c = gp / (gg.sqrt() * pp.sqrt() + 1e-12)
             thr = self._threshold(u, c, context)
             self.history[u].append(c.detach())
@@ -161,19 +193,20 @@ class GAC(Stabilizer):
                 coeff = a - a_target
             coeff = torch.where(trigger, coeff, torch.zeros_like(coeff))
             pn = pp.sqrt() + 1e-12
-            new = [gi - replica_view(coeff / pn, gi, rd) * pi for gi, pi in zip(g, p)]
+            new = torch._foreach_sub(g, _scaled(p, coeff / pn, rd))
             if cfg.renorm:
                 nn = _dot(new, new, rd).sqrt()
                 scale = torch.where(trigger, gg.sqrt() / (nn + 1e-12), torch.ones_like(nn))
-                new = [ni * replica_view(scale, ni, rd) for ni in new]
+                new = _scaled(new, scale, rd)
             for i, ni in zip(idx, new):
                 out[i] = ni
-            np_ = _dot(new, p, rd)
-            nn2 = _dot(new, new, rd)
+            np_, nn2 = _dots([(new, p), (new, new)], rd)
             cos_raw.append(c)
             cos_post.append(np_ / (nn2.sqrt() * pp.sqrt() + 1e-12))
             proj_flags.append(trigger.to(c.dtype))
             thrs.append(thr)
+            unit_gg.append(gg)
+            unit_nn.append(nn2)
 
         c_mean = torch.stack(cos_raw).mean(0)
         skip = None
@@ -188,8 +221,13 @@ class GAC(Stabilizer):
         else:
             skip_for_step = None
 
-        g_norm = _dot(vecs, vecs, rd).sqrt()
-        o_norm = _dot(out, out, rd).sqrt()
+        # ‖g‖² and ‖out‖² are the unit sums already computed (bitwise the same as recomputing them: a
+        # global unit is the whole list, per-layer units are single tensors summed in list order)
+        g_norm = (unit_gg[0] if len(units) == 1 else sum(unit_gg)).sqrt()
+        if skip is not None and cfg.skip_mode == "zero_update":
+            o_norm = _dot(out, out, rd).sqrt()
+        else:
+            o_norm = (unit_nn[0] if len(units) == 1 else sum(unit_nn)).sqrt()
         self._update_reference(vecs, out, skip, rd)
         metrics = {
             "gac/cos_ref": c_mean.detach(),
@@ -200,6 +238,68 @@ class GAC(Stabilizer):
             "gac/skipped": (skip.to(c_mean.dtype) if skip is not None else torch.zeros_like(c_mean)).detach(),
         }
         return out, skip_for_step, metrics
+
+    def _transform_packed(self, vecs: list[Tensor], rd: int, context):
+        """Global scope with the tensors stacked by shape (:mod:`._packed`): the same formulas, element-wise
+        ops and reductions as the per-tensor path in :meth:`transform`, bitwise, in a few ops per shape."""
+        cfg = self.cfg
+        key = (rd, tuple((tuple(v.shape), v.dtype) for v in vecs))
+        if self._layout is None or self._layout[0] != key:
+            self._layout = (key, Layout.of(vecs, rd))
+            self._ref_blocks = None
+        layout = self._layout[1]
+        g = Blocks.pack(layout, vecs, rd)
+        p = self._ref_blocks if self._ref_blocks is not None else Blocks.pack(layout, self.ref, rd)
+        gp, gg, pp = g.dot(p), g.dot(g), p.dot(p)
+        c = gp / (gg.sqrt() * pp.sqrt() + 1e-12)
+        thr = self._threshold(0, c, context)
+        self.history[0].append(c.detach())
+        a = gp / (pp.sqrt() + 1e-12)
+        trigger = (c > thr) if cfg.sided == "one_sided" else (c.abs() > thr)
+        if cfg.strength == "alpha":
+            coeff = cfg.alpha * a
+        else:
+            b = (gg - a * a).clamp_min(0.0).sqrt()
+            a_target = torch.sign(a) * thr * b / torch.sqrt(1.0 - thr * thr)
+            coeff = a - a_target
+        coeff = torch.where(trigger, coeff, torch.zeros_like(coeff))
+        pn = pp.sqrt() + 1e-12
+        new = g.sub_scaled(p, coeff / pn)
+        if cfg.renorm:
+            nn = new.dot(new).sqrt()
+            new = new.scaled(torch.where(trigger, gg.sqrt() / (nn + 1e-12), torch.ones_like(nn)))
+        np_, nn2 = new.dot(p), new.dot(new)
+        cos_post = np_ / (nn2.sqrt() * pp.sqrt() + 1e-12)
+        c_mean = torch.stack([c]).mean(0)
+        skip = skip_for_step = None
+        o_norm = nn2.sqrt()
+        if cfg.c_skip is not None:
+            skip = c_mean > cfg.c_skip
+            if cfg.skip_mode == "zero_update":
+                new = new.scaled((~skip).to(c_mean.dtype))
+                o_norm = new.dot(new).sqrt()
+            else:
+                skip_for_step = skip
+        g_norm = gg.sqrt()
+        if cfg.reference == "prev_raw":
+            cand = g
+        elif cfg.reference == "prev_applied":
+            cand = new
+        else:
+            cand = p.map(lambda j, r_old, gt: cfg.ema_beta * r_old + (1.0 - cfg.ema_beta) * gt, new)
+        if skip is not None:
+            cand = p.map(lambda j, r_old, cd: torch.where(p.view(skip, j), r_old, cd), cand)
+        self._ref_blocks = cand.map(lambda j, b: b.clone())
+        self.ref = self._ref_blocks.tensors()
+        metrics = {
+            "gac/cos_ref": c_mean.detach(),
+            "gac/cos_post": torch.stack([cos_post]).mean(0).detach(),
+            "gac/projected": torch.stack([trigger.to(c.dtype)]).mean(0).detach(),
+            "gac/threshold": torch.stack([thr]).mean(0).detach(),
+            "gac/norm_ratio": (o_norm / (g_norm + 1e-12)).detach(),
+            "gac/skipped": (skip.to(c_mean.dtype) if skip is not None else torch.zeros_like(c_mean)).detach(),
+        }
+        return new.tensors(), skip_for_step, metrics
 
     def _update_reference(self, raw: list[Tensor], applied: list[Tensor], skip: Tensor | None, rd: int) -> None:
         cfg = self.cfg
@@ -220,6 +320,8 @@ class GAC(Stabilizer):
     def reset(self) -> None:
         self.ref = None
         self.history = []
+        self._ref_blocks = None
+        self._layout = None
 
 
 def to_target_coefficient(a: float, b: float, thr: float) -> float:
