@@ -19,6 +19,7 @@ Usage: python benchmarks/bench_system.py [--steps 2000] [--replicas 16] [--repea
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 
@@ -114,6 +115,7 @@ def interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
+            gc.collect()  # the previous call's garbage (simpy processes hold cycles) is not charged to this one
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
