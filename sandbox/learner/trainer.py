@@ -95,6 +95,7 @@ class Learner:
         self.eval_fn = eval_fn
         self.eval_every = max(eval_every, 1)
         self.prev_grad: Tensor | None = None
+        self._prev_grad_norm: Tensor | None = None
         self.alive = torch.ones(self.R, dtype=torch.bool)
         self.diverged_at = np.full(self.R, -1)
         self.replica_rows: list[dict[str, np.ndarray]] = []
@@ -182,11 +183,14 @@ class Learner:
 
         # GAC's diagnostic: cosine between this raw gradient and the previous one.
         grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)  # a copy (torch.cat)
+        grad_norm = grad.norm(dim=1)
+        prev = self.prev_grad
         raw = {
-            "grad/norm": grad.norm(dim=1),
-            "grad/cos_prev": dg.cosine(grad, self.prev_grad) if self.prev_grad is not None else torch.full((self.R,), math.nan),
+            "grad/norm": grad_norm,
+            "grad/cos_prev": dg.cosine(grad, prev, grad_norm, self._prev_grad_norm) if prev is not None
+            else torch.full((self.R,), math.nan),
         }
-        self.prev_grad = grad.detach()
+        self.prev_grad, self._prev_grad_norm = grad.detach(), grad_norm
 
         lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
         for group in self.optimizer.param_groups:
@@ -198,9 +202,9 @@ class Learner:
             metrics.update(self.stabilized.step(self.step_context(metrics)))
         metrics.update(raw)
         with torch.no_grad():
-            delta = dg.flat_per_replica([p - b for p, b in zip(self.plist, before)], self.R)
+            delta = dg.flat_view([p - b for p, b in zip(self.plist, before)], self.R)
             metrics["update/norm"] = delta.norm(dim=1)
-            pnorm = dg.flat_per_replica(self.plist, self.R).norm(dim=1)
+            pnorm = dg.flat_view(self.plist, self.R).norm(dim=1)
             metrics["param/norm"] = pnorm
             monitored = metrics.get("loss", loss).detach()
             bad = ~torch.isfinite(monitored) | ~torch.isfinite(pnorm) | ~torch.isfinite(metrics["grad/norm"])
@@ -242,22 +246,29 @@ class Learner:
 
 def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
     """Per-replica arrays (float64 for floating metrics) and the row of means over the live
-    replicas. The ``(R,)`` floating metrics go to numpy in one stacked float64 copy (exact for every
-    float dtype) and are averaged together when every replica is alive and every value finite (the
-    same reduction per row as the per-metric :func:`_alive_mean`, so the same bits); anything else
-    takes the per-metric path."""
-    stacked = [k for k, v in metrics.items()
-               if isinstance(v, Tensor) and v.is_floating_point() and v.shape == (replicas,)]
+    replicas. The ``(R,)`` floating metrics go to numpy in one stacked copy per dtype, widened to
+    float64 (exact for every float dtype), and are averaged together when every replica is alive and
+    every value finite (the same reduction per row as the per-metric :func:`_alive_mean`, so the
+    same bits); anything else takes the per-metric path."""
+    groups: dict[torch.dtype, list[str]] = {}
+    for k, v in metrics.items():
+        if isinstance(v, Tensor) and v.is_floating_point() and v.shape == (replicas,):
+            groups.setdefault(v.dtype, []).append(k)
     arrays: dict[str, np.ndarray] = {}
     means: dict[str, float] = {}
-    if stacked:
-        with torch.no_grad():
-            matrix = torch.stack([metrics[k] for k in stacked]).to(torch.float64).cpu().numpy()
-        fast = np.isfinite(matrix).all(axis=1) if alive.all() else np.zeros(len(stacked), dtype=bool)
-        fast_means = matrix.mean(axis=1)
-        for i, k in enumerate(stacked):
-            arrays[k] = matrix[i]
-            means[k] = float(fast_means[i]) if fast[i] else _alive_mean(matrix[i], alive)
+    all_alive = bool(alive.all())
+    with torch.no_grad():
+        for dtype, keys in groups.items():
+            stacked = torch.stack([metrics[k] for k in keys]).cpu()
+            if dtype in (torch.float32, torch.float64, torch.float16):
+                matrix = stacked.numpy().astype(np.float64, copy=False)
+            else:  # bf16 and the like have no numpy dtype
+                matrix = stacked.to(torch.float64).numpy()
+            fast = np.isfinite(matrix).all(axis=1) if all_alive else np.zeros(len(keys), dtype=bool)
+            fast_means = matrix.mean(axis=1)
+            for i, k in enumerate(keys):
+                arrays[k] = matrix[i]
+                means[k] = float(fast_means[i]) if fast[i] else _alive_mean(matrix[i], alive)
     row = {}
     for k, v in metrics.items():
         if k not in arrays:
