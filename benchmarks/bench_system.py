@@ -1,17 +1,26 @@
 """Simulator benchmark: ratios measured in one run on this machine.
 
-1. System-only simulation (timing, no learning) with the sandbox's Cluster against a bare simpy
-   loop of the same process graph (N workers -> bounded queue -> learner taking B groups -> sync).
-   Ratio = sandbox time / bare time: the price of staleness bookkeeping, job records and events.
+1. System-only simulation (timing, no learning) with the sandbox's Cluster against a lean bare
+   simpy model of the same process graph (N workers -> bounded buffer -> learner taking B groups ->
+   next version): a plain list as the buffer and one broadcast wake-up event that every change
+   fires, the waiting scheme the Cluster itself uses (its ``Signal``). Ratio = sandbox time / lean
+   bare time: the price of the staleness control, job records, metrics rows and events. The older
+   baseline, the same graph on a ``simpy.Store`` (queue get/put, which wakes exactly the process
+   that can go on), is a second row.
 2. One run carrying R replicas in a batched tensor against R separate runs of one replica
    (same task, same schedule). Ratio = separate / batched: the speed-up replicas buy.
 
-Usage: python benchmarks/bench_system.py [--steps 2000] [--replicas 16]
+Row 1 reports min and median over ``--repeats`` interleaved repeats (lean, store, sandbox, ... in
+turn), so that load on a shared machine hits every side alike.
+
+Usage: python benchmarks/bench_system.py [--steps 2000] [--replicas 16] [--repeats 5] [--only system]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import statistics
 import time
 
 import numpy as np
@@ -23,8 +32,51 @@ from sandbox.system.config import SystemConfig
 from sandbox.system.timing_only import simulate_timing
 
 
+def bare_simpy_lean(steps: int, workers: int, B: int, capacity: int, seed: int) -> float:
+    """Hand-written lean model: exponential(1) generation, constant 0.2 s training, at most
+    ``capacity`` groups queued or running (the max_lag 'drop' admission); the buffer is a list and
+    every change fires one shared wake-up event that the waiting processes re-check."""
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    buffer: list[int] = []
+    state = {"version": 0, "running": 0}
+    wake = [env.event()]
+
+    def notify():
+        event, wake[0] = wake[0], env.event()
+        event.succeed()
+
+    def worker():
+        while True:
+            if len(buffer) + state["running"] >= capacity:
+                yield wake[0]
+                continue
+            v = state["version"]
+            state["running"] += 1
+            yield env.timeout(rng.exponential(1.0))
+            state["running"] -= 1
+            buffer.append(v)
+            notify()
+
+    def learner():
+        for _ in range(steps):
+            while len(buffer) < B:
+                yield wake[0]
+            del buffer[:B]
+            notify()
+            yield env.timeout(0.2)
+            state["version"] += 1
+            notify()
+
+    for _ in range(workers):
+        env.process(worker())
+    done = env.process(learner())
+    env.run(until=done)
+    return env.now
+
+
 def bare_simpy(steps: int, workers: int, B: int, capacity: int, seed: int) -> float:
-    """Hand-written minimal loop: exponential(1) generation, constant 0.2 s training."""
+    """Hand-written minimal loop on a ``simpy.Store``: exponential(1) generation, constant 0.2 s training."""
     rng = np.random.default_rng(seed)
     env = simpy.Environment()
     queue = simpy.Store(env, capacity=capacity)
@@ -59,11 +111,24 @@ def best_of(fn, repeats=3) -> float:
     return min(times)
 
 
+def interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            gc.collect()  # the previous call's garbage (simpy processes hold cycles) is not charged to this one
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return times
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--replicas", type=int, default=16)
     ap.add_argument("--learn-steps", type=int, default=60)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--only", choices=["system", "replicas"], default=None)
     args = ap.parse_args()
 
     W, B, cap = 16, 8, 64
@@ -73,13 +138,29 @@ def main() -> None:
         train_time={"kind": "constant", "value": 0.2},
         staleness={"kind": "max_lag", "k_max": 10_000, "enforcement": "drop", "queue_capacity": cap},
     )
-    t_bare = best_of(lambda: bare_simpy(args.steps, W, B, cap, 0))
-    t_sys = best_of(lambda: simulate_timing(cfg, args.steps, B, record_events=True))
-    t_sys_noev = best_of(lambda: simulate_timing(cfg, args.steps, B, record_events=False))
-    print(f"system-only simulation, {args.steps} learner steps, {W} workers, B={B}:")
-    print(f"  bare simpy loop            {t_bare * 1e3:8.1f} ms")
-    print(f"  sandbox Cluster (events)   {t_sys * 1e3:8.1f} ms   ratio {t_sys / t_bare:5.2f}x")
-    print(f"  sandbox Cluster (no events){t_sys_noev * 1e3:8.1f} ms   ratio {t_sys_noev / t_bare:5.2f}x")
+    if args.only in (None, "system"):
+        times = interleaved(
+            {
+                "lean bare simpy (broadcast wake-up)": lambda: bare_simpy_lean(args.steps, W, B, cap, 0),
+                "bare simpy on a Store (get/put)": lambda: bare_simpy(args.steps, W, B, cap, 0),
+                "sandbox Cluster (events)": lambda: simulate_timing(cfg, args.steps, B, record_events=True),
+                "sandbox Cluster (no events)": lambda: simulate_timing(cfg, args.steps, B, record_events=False),
+            },
+            args.repeats,
+        )
+        lean = times["lean bare simpy (broadcast wake-up)"]
+        store = times["bare simpy on a Store (get/put)"]
+        print(f"system-only simulation, {args.steps} learner steps, {W} workers, B={B}, "
+              f"{args.repeats} interleaved repeats (min / median ms):")
+        for name, ts in times.items():
+            line = f"  {name:38s} {min(ts) * 1e3:8.1f} {statistics.median(ts) * 1e3:8.1f}"
+            if name.startswith("sandbox"):
+                paired = statistics.median(t / b for t, b in zip(ts, lean))
+                line += (f"   vs lean: {min(ts) / min(lean):5.2f}x (min/min), {paired:5.2f}x (median paired)"
+                         f";  vs Store: {min(ts) / min(store):5.2f}x")
+            print(line)
+    if args.only == "system":
+        return
 
     def scenario(replicas: int, seed: int):
         return validate_scenario(

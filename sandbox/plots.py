@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
+from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
@@ -31,6 +32,8 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 matplotlib.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=list(PALETTE))
 #: Formats every figure is written in: PNG for viewing, SVG for papers.
 FORMATS = ("png", "svg")
+#: Resolution of the PNGs (dots per inch).
+DPI = 110
 #: The timeline shows at most this many worker rows (the first ones); the title says when it is cut.
 TIMELINE_MAX_WORKERS = 32
 
@@ -61,12 +64,31 @@ def variant_colors(labels) -> dict[str, str]:
     return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
 
 
+def _tight_bbox(fig, dpi: float):
+    """The box ``savefig(..., dpi=dpi, bbox_inches="tight")`` crops a PNG to (Agg renderer at
+    ``dpi``, padded by ``savefig.pad_inches``): computed once per figure and handed to every format,
+    instead of one layout pass per format (matplotlib 3.11 ``FigureCanvasBase.print_figure``)."""
+    saved = fig.dpi
+    fig.dpi = dpi
+    try:
+        fig.draw_without_rendering()
+        bbox = fig.get_tightbbox(fig.canvas.get_renderer())
+    finally:
+        fig.dpi = saved
+    return bbox.padded(plt.rcParams["savefig.pad_inches"])
+
+
 def _save(fig, path: Path) -> None:
-    """Write ``path`` (PNG) and the same figure in the other :data:`FORMATS` beside it."""
+    """Write ``path`` (PNG) and the same figure in the other :data:`FORMATS` beside it, all cropped
+    to the PNG's tight box."""
+    bbox = _tight_bbox(fig, DPI)
+    if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+        # left by tight_layout(); it does nothing, but would make savefig lay the figure out again
+        fig.set_layout_engine(None)
     with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: editable and searchable
         for fmt in FORMATS:
             target = path.with_suffix(f".{fmt}")
-            atomic_write(target, lambda p, fmt=fmt: fig.savefig(p, format=fmt, dpi=110, bbox_inches="tight"))
+            atomic_write(target, lambda p, fmt=fmt: fig.savefig(p, format=fmt, dpi=DPI, bbox_inches=bbox))
     plt.close(fig)
 
 

@@ -169,8 +169,9 @@ def _stack_replica_rows(rows: list[dict], replicas: int) -> dict[str, np.ndarray
     for k in keys:
         arr = np.full((len(rows), replicas), np.nan)
         for i, r in enumerate(rows):
-            if k in r:
-                arr[i] = np.broadcast_to(np.asarray(r[k], dtype=float), (replicas,))
+            v = r.get(k)
+            if v is not None:
+                arr[i] = v  # broadcast and cast to float64 by the assignment
         out[k] = arr
     return out
 

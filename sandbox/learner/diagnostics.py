@@ -8,11 +8,22 @@ from torch import Tensor
 
 
 def flat_per_replica(tensors: list[Tensor], replicas: int) -> Tensor:
-    """``(R, P)`` concatenation of tensors whose first dimension indexes replicas."""
+    """``(R, P)`` concatenation of tensors whose first dimension indexes replicas (a new tensor)."""
     return torch.cat([t.reshape(replicas, -1) for t in tensors], dim=1)
 
 
-def cosine(a: Tensor, b: Tensor) -> Tensor:
-    """``(R,)`` cosine between rows (0 where either row is zero)."""
-    denom = a.norm(dim=1) * b.norm(dim=1)
+def flat_view(tensors: list[Tensor], replicas: int) -> Tensor:
+    """:func:`flat_per_replica` for reading only: a single contiguous tensor is reshaped in place
+    (same layout as the copy, so reductions over it give the same bits) instead of copied."""
+    if len(tensors) == 1 and tensors[0].is_contiguous():
+        return tensors[0].reshape(replicas, -1)
+    return flat_per_replica(tensors, replicas)
+
+
+def cosine(a: Tensor, b: Tensor, a_norm: Tensor | None = None, b_norm: Tensor | None = None) -> Tensor:
+    """``(R,)`` cosine between rows (0 where either row is zero); ``a_norm``/``b_norm``: the rows'
+    norms ``x.norm(dim=1)`` when the caller has them already."""
+    a_norm = a.norm(dim=1) if a_norm is None else a_norm
+    b_norm = b.norm(dim=1) if b_norm is None else b_norm
+    denom = a_norm * b_norm
     return torch.where(denom > 0, (a * b).sum(1) / denom.clamp_min(1e-30), torch.zeros_like(denom))

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..algorithms._tensor import replica_sum
 from ..algorithms.diagnostics import is_metrics
 from ..system.cluster import Job, TrainResult
 from ..tasks.base import OracleTask, Params, PolicyTask
@@ -87,11 +88,14 @@ class Learner:
             replica_dims=1,
             max_grad_norm=optimizer_cfg.grad_clip,
         )
+        # Nothing to clip, transform, scale or skip: the step runs without the wrapper (same numbers).
+        self._plain = not self.stabilized.stabilizers and optimizer_cfg.grad_clip is None
         self.total_steps = total_steps
         self.bounds = bounds
         self.eval_fn = eval_fn
         self.eval_every = max(eval_every, 1)
         self.prev_grad: Tensor | None = None
+        self._prev_grad_norm: Tensor | None = None
         self.alive = torch.ones(self.R, dtype=torch.bool)
         self.diverged_at = np.full(self.R, -1)
         self.replica_rows: list[dict[str, np.ndarray]] = []
@@ -172,35 +176,44 @@ class Learner:
         """Backward, stabilizers, optimizer step and divergence bookkeeping at learner version
         ``step``; returns the step's metrics row (means over the replicas still alive)."""
         alive_f = self.alive.to(loss.dtype)
-        self.optimizer.zero_grad(set_to_none=False)
+        for p in self.plist:  # = optimizer.zero_grad(set_to_none=False), without its profiler wrapper
+            if p.grad is not None:
+                p.grad.zero_()
         (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * alive_f).sum().backward()
 
         # GAC's diagnostic: cosine between this raw gradient and the previous one.
-        grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)
+        grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)  # a copy (torch.cat)
+        grad_norm = grad.norm(dim=1)
+        prev = self.prev_grad
         raw = {
-            "grad/norm": grad.norm(dim=1),
-            "grad/cos_prev": dg.cosine(grad, self.prev_grad) if self.prev_grad is not None else torch.full((self.R,), math.nan),
+            "grad/norm": grad_norm,
+            "grad/cos_prev": dg.cosine(grad, prev, grad_norm, self._prev_grad_norm) if prev is not None
+            else torch.full((self.R,), math.nan),
         }
-        self.prev_grad = grad.detach().clone()
+        self.prev_grad, self._prev_grad_norm = grad.detach(), grad_norm
 
         lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         before = [p.detach().clone() for p in self.plist]
-        metrics.update(self.stabilized.step(self.step_context(metrics)))
+        if self._plain:
+            metrics.update(self._plain_step())
+        else:
+            metrics.update(self.stabilized.step(self.step_context(metrics)))
         metrics.update(raw)
         with torch.no_grad():
-            delta = dg.flat_per_replica([p - b for p, b in zip(self.plist, before)], self.R)
+            delta = dg.flat_view([p - b for p, b in zip(self.plist, before)], self.R)
             metrics["update/norm"] = delta.norm(dim=1)
-            pnorm = dg.flat_per_replica(self.plist, self.R).norm(dim=1)
+            pnorm = dg.flat_view(self.plist, self.R).norm(dim=1)
             metrics["param/norm"] = pnorm
             monitored = metrics.get("loss", loss).detach()
             bad = ~torch.isfinite(monitored) | ~torch.isfinite(pnorm) | ~torch.isfinite(metrics["grad/norm"])
             bad |= (monitored.abs() > self.bounds.max_loss) | (pnorm > self.bounds.max_param_norm)
             newly = bad & self.alive
-            for r in torch.nonzero(newly).flatten().tolist():
-                self.diverged_at[r] = step
-            self.alive &= ~bad
+            if newly.any():
+                for r in torch.nonzero(newly).flatten().tolist():
+                    self.diverged_at[r] = step
+                self.alive &= ~bad
             # Frozen replicas keep their last finite weights so sampling from them stays defined.
             frozen = ~self.alive
             if frozen.any():
@@ -209,12 +222,60 @@ class Learner:
         metrics["lr"] = lr * metrics["lr/scale"] if "lr/scale" in metrics else torch.full((self.R,), lr)
         if self.eval_fn is not None and (step % self.eval_every == 0 or step == self.total_steps - 1):
             metrics.update(self.eval_fn(self.params))
-        arrays = {k: _np(v) for k, v in metrics.items()}
-        self.replica_rows.append(arrays)
         alive = self.alive.numpy() if self.alive.any() else newly.numpy()
-        row = {k: _alive_mean(a, alive) for k, a in arrays.items()}
+        arrays, row = _metrics_to_numpy(metrics, self.R, alive)
+        self.replica_rows.append(arrays)
         row["replicas/alive"] = float(self.alive.float().mean())
         return row
+
+    @torch.no_grad()
+    def _plain_step(self) -> dict[str, Tensor]:
+        """:meth:`StabilizedOptimizer.step` with no stabilizer and no clipping, with the same metrics
+        (``grad/norm`` is replaced by the trainer's own, as after the wrapper): nothing to transform,
+        scale or skip, so only the optimizer step and the constant metrics remain."""
+        grads = [p.grad for p in self.plist if p.grad is not None]
+        if not grads:
+            return {}
+        norm_clipped = sum(replica_sum(g * g, 1) for g in grads).sqrt()
+        scale = torch.ones(norm_clipped.shape, dtype=grads[0].dtype, device=grads[0].device)
+        metrics = {"grad/norm": norm_clipped, "grad/norm_clipped": norm_clipped, "lr/scale": scale}
+        self.optimizer.step()
+        metrics["step/skipped"] = torch.zeros(norm_clipped.shape, dtype=scale.dtype, device=scale.device)
+        return metrics
+
+
+def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
+    """Per-replica arrays (float64 for floating metrics) and the row of means over the live
+    replicas. The ``(R,)`` floating metrics go to numpy in one stacked copy per dtype, widened to
+    float64 (exact for every float dtype), and are averaged together when every replica is alive and
+    every value finite (the same reduction per row as the per-metric :func:`_alive_mean`, so the
+    same bits); anything else takes the per-metric path."""
+    groups: dict[torch.dtype, list[str]] = {}
+    for k, v in metrics.items():
+        if isinstance(v, Tensor) and v.is_floating_point() and v.shape == (replicas,):
+            groups.setdefault(v.dtype, []).append(k)
+    arrays: dict[str, np.ndarray] = {}
+    means: dict[str, float] = {}
+    all_alive = bool(alive.all())
+    with torch.no_grad():
+        for dtype, keys in groups.items():
+            stacked = torch.stack([metrics[k] for k in keys]).cpu()
+            if dtype in (torch.float32, torch.float64, torch.float16):
+                matrix = stacked.numpy().astype(np.float64, copy=False)
+            else:  # bf16 and the like have no numpy dtype
+                matrix = stacked.to(torch.float64).numpy()
+            fast = np.isfinite(matrix).all(axis=1) if all_alive else np.zeros(len(keys), dtype=bool)
+            fast_means = matrix.mean(axis=1)
+            for i, k in enumerate(keys):
+                arrays[k] = matrix[i]
+                means[k] = float(fast_means[i]) if fast[i] else _alive_mean(matrix[i], alive)
+    row = {}
+    for k, v in metrics.items():
+        if k not in arrays:
+            arrays[k] = _np(v)
+            means[k] = _alive_mean(arrays[k], alive)
+        row[k] = means[k]
+    return {k: arrays[k] for k in metrics}, row
 
 
 def _np(v) -> np.ndarray:
@@ -233,20 +294,31 @@ def _alive_mean(a: np.ndarray, alive: np.ndarray) -> float:
     return float(sel.mean()) if sel.size else math.nan
 
 
-def staleness_metrics(step: int, versions: Tensor, mask: Tensor) -> dict[str, Tensor]:
-    """Per-replica lag of the consumed data: per response (head = oldest token, tail = newest)
-    and per token. ``versions``: ``(R, N, T)``, -1 on padding."""
+def response_lags(step: int, versions: Tensor) -> Tensor:
+    """``(R, N)`` int64 lag of each response at ``step``: ``step −`` its oldest token's version
+    (its head version). ``versions``: ``(R, N, T)``, -1 on padding."""
     big = torch.iinfo(torch.int64).max
-    head = step - versions.masked_fill(versions < 0, big).amin(-1)  # (R, N)
+    return step - versions.masked_fill(versions < 0, big).amin(-1)
+
+
+def staleness_metrics(step: int, versions: Tensor, mask: Tensor, head: Tensor | None = None) -> dict[str, Tensor]:
+    """Per-replica lag of the consumed data: per response (head = oldest token, tail = newest)
+    and per token. ``versions``: ``(R, N, T)``, -1 on padding; ``head``: the float64
+    :func:`response_lags` when the caller has them already."""
+    head = response_lags(step, versions).double() if head is None else head
     tail = step - versions.amax(-1)
     tok = ((step - versions) * mask).sum((-2, -1)) / mask.sum((-2, -1)).clamp_min(1)
     return {
-        "staleness/mean": head.double().mean(-1),
-        "staleness/max": head.double().amax(-1),
-        "staleness/min": head.double().amin(-1),
+        "staleness/mean": head.mean(-1),
+        "staleness/max": head.amax(-1),
+        "staleness/min": head.amin(-1),
         "staleness/tail_mean": tail.double().mean(-1),
         "staleness/token_mean": tok.double(),
     }
+
+
+#: The learner/behaviour mismatch monitors of :func:`sandbox.algorithms.diagnostics.is_metrics`.
+IS_METRIC_KEYS = ("is/ess_ratio", "is/ess", "is/chi2", "is/chi2_seq", "is/kl_k3", "is/log_ratio_mean")
 
 
 class PolicyLearner(Learner):
@@ -259,17 +331,19 @@ class PolicyLearner(Learner):
         self.proximal = proximal
         self.last_batch: Rollouts | None = None
 
-    def _loss_input(self, ro: Rollouts, logp: Tensor, version: int):
-        """The policy-loss input for ``ro`` at learner ``version`` (OPOB's gradient norms included)."""
+    def _loss_input(self, ro: Rollouts, logp: Tensor, version: int, mask: Tensor | None = None,
+                    token_versions: Tensor | None = None):
+        """The policy-loss input for ``ro`` at learner ``version`` (OPOB's gradient norms included);
+        ``mask`` and ``token_versions`` (in learner versions) when the caller has them already."""
         from ..algorithms.api import PolicyLossInput
 
         inp = PolicyLossInput(
             logp=logp,
             behaviour_logp=ro.behaviour_logp,
-            mask=ro.mask,
+            mask=ro.mask if mask is None else mask,
             rewards=ro.rewards,
             group_size=ro.group_size,
-            token_versions=self.behaviour_versions(ro.token_versions),
+            token_versions=self.behaviour_versions(ro.token_versions) if token_versions is None else token_versions,
             learner_version=version,
         )
         if self.policy_loss.needs_sequence_grad_norms:  # OPOB / the optimal baseline weigh by ‖∇ log π(y)‖²
@@ -312,8 +386,9 @@ class PolicyLearner(Learner):
         self.last_batch = ro
         logp = self.task.logprobs(self.params, ro)
         mask = ro.mask
+        versions = self.behaviour_versions(ro.token_versions)
         if context is None:
-            inp = self._loss_input(ro, logp, step)
+            inp = self._loss_input(ro, logp, step, mask, versions)
             if self.proximal == "batch_start":  # one step per batch: the batch starts at these weights
                 inp.prox_logp = logp.detach()
         else:
@@ -321,16 +396,21 @@ class PolicyLearner(Learner):
 
             inp = PolicyLossInput(  # advantages come from the whole batch: no gradient norms needed here
                 logp=logp, behaviour_logp=ro.behaviour_logp, mask=mask, rewards=ro.rewards, group_size=ro.group_size,
-                token_versions=self.behaviour_versions(ro.token_versions), learner_version=step,
+                token_versions=versions, learner_version=step,
                 prox_logp=context.prox_logp, advantages=context.advantages,
             )
-        self._sample_lag = (step - self.behaviour_versions(ro.oldest_version())).double()
+        head = response_lags(step, versions).double()
+        self._sample_lag = head
         out = self.policy_loss(inp)
         metrics = dict(out.metrics)
         if context is not None:
             metrics.update(context.batch_metrics)
-        # Learner-vs-behaviour mismatch from the unclipped ratios, whatever the correction.
-        metrics.update(is_metrics(logp.detach() - ro.behaviour_logp, mask))
+        # Learner-vs-behaviour mismatch from the unclipped ratios, whatever the correction. The policy
+        # loss reports exactly these (is_metrics of (log π_θ − log μ)·m) when the three tensors share a
+        # dtype and shape (masking twice by a 0/1 mask changes no bit); otherwise they are computed here.
+        same = logp.dtype == mask.dtype == ro.behaviour_logp.dtype and logp.shape == mask.shape
+        if not (same and all(k in metrics for k in IS_METRIC_KEYS)):
+            metrics.update(is_metrics(logp.detach() - ro.behaviour_logp, mask))
         metrics.update(
             {
                 "loss": out.loss.detach(),
@@ -338,7 +418,7 @@ class PolicyLearner(Learner):
                 "length/mean": ro.lengths.double().mean(-1),
             }
         )
-        metrics.update(staleness_metrics(step, inp.token_versions, mask))
+        metrics.update(staleness_metrics(step, versions, mask, head))
         return out.loss, metrics, ro.token_count
 
 

@@ -58,6 +58,10 @@ class AsyncRatioControl(Control):
 
     def drop_stale(self, step, buffer):
         oldest_ok = step - self.window
+        if self.buffered.covers(buffer):
+            oldest = self.buffered.min_head()
+            if oldest > oldest_ok or (oldest == oldest_ok and (self.oldest_quota is None or self.window == 0)):
+                return []  # nothing below the window, and no quota to count at its edge
         quota = [self.oldest_quota]
 
         def too_old(job):

@@ -21,6 +21,8 @@ per step. Each control is one module of this package, its config next to its cla
 
 from __future__ import annotations
 
+import heapq
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -52,11 +54,48 @@ class Take(NamedTuple):
     """Jobs removed from the buffer as over-stale during this attempt, in buffer order."""
 
 
+class BufferIndex:
+    """The head versions of the jobs reported finished and not yet taken out by :meth:`Control.take`,
+    so a drop rule can tell in O(log n) that no buffered job is over-stale instead of rescanning the
+    buffer on every wake-up of the learner. A min-heap of ``(head_version, job id)`` with lazy
+    deletion (Python ``heapq``)."""
+
+    def __init__(self):
+        self._heap: list[tuple[int, int]] = []
+        self._live: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def add(self, job) -> None:
+        self._live.add(job.id)
+        heapq.heappush(self._heap, (job.head_version, job.id))
+
+    def discard(self, jobs) -> None:
+        for job in jobs:
+            self._live.discard(job.id)
+
+    def covers(self, buffer: list) -> bool:
+        """Whether the index holds the buffer's jobs: every job of ``buffer`` was reported through
+        ``on_finish`` and every other reported job left through ``take`` (the cluster's buffer); a
+        buffer assembled by hand is simply scanned."""
+        return len(self._live) == len(buffer)
+
+    def min_head(self) -> float:
+        """The smallest head version among the indexed jobs (``inf`` when none)."""
+        heap = self._heap
+        while heap and heap[0][1] not in self._live:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
+
+
 class Control:
     """Shared bookkeeping: counts of groups in each state (dropped groups leave the count).
 
     ``running``, ``consumed`` and ``dropped`` are read-only to callers: only the control's own
-    methods change them, from what the cluster reports."""
+    methods change them, from what the cluster reports. A subclass that overrides :meth:`on_finish`
+    or :meth:`take` calls the base method (it keeps :attr:`buffered`, the index of the buffer's
+    head versions that the drop rules read)."""
 
     streaming: bool = False
     """Whether workers generate continuously with the newest visible version, so that a generation
@@ -68,6 +107,7 @@ class Control:
         self.running = 0
         self.consumed = 0
         self.dropped = 0
+        self.buffered = BufferIndex()
 
     def active(self, buffer_len: int) -> int:
         return self.consumed + buffer_len + self.running
@@ -80,10 +120,13 @@ class Control:
         """Discard what step ``step`` may never consume, then select its batch (both from ``buffer``,
         in place); the batch counts as consumed."""
         dropped = self.drop_stale(step, buffer)
-        self.dropped += len(dropped)
+        if dropped:
+            self.dropped += len(dropped)
+            self.buffered.discard(dropped)
         batch = self.select(step, buffer)
         if batch is not None:
             self.consumed += len(batch)
+            self.buffered.discard(batch)
         return Take(batch, dropped)
 
     def oldest_needed_version(self, visible: int) -> int:
@@ -102,6 +145,7 @@ class Control:
     def on_finish(self, job) -> None:
         """``job`` finished and enters the buffer."""
         self.running -= 1
+        self.buffered.add(job)
 
     def on_publish(self, version: int) -> None:
         """The learner published ``version`` (visible to workers after the sync delay)."""
@@ -124,9 +168,9 @@ class Control:
 def remove_where(buffer: list, too_old) -> list:
     """Remove the jobs for which ``too_old(job)`` holds from ``buffer`` (asked in buffer order) and
     return them: drop-on-dequeue as in prime-rl (git 559b4477) and TRL's AsyncGRPO (trl 1.16.0)."""
-    dropped = []
-    for job in list(buffer):
-        if too_old(job):
-            buffer.remove(job)
-            dropped.append(job)
+    dropped, kept = [], []
+    for job in buffer:
+        (dropped if too_old(job) else kept).append(job)
+    if dropped:
+        buffer[:] = kept
     return dropped

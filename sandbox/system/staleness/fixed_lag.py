@@ -26,6 +26,7 @@ class FixedLagControl(Control):
     def __init__(self, cfg: FixedLagControlConfig, groups_per_step: int):
         super().__init__(cfg, groups_per_step)
         self.dispatched = 0
+        self._finished_for: dict[int, int] = {}  # target step -> its jobs reported finished, not yet taken
 
     def _next(self) -> tuple[int, int]:
         step = self.dispatched // self.B
@@ -41,12 +42,19 @@ class FixedLagControl(Control):
         super().on_dispatch(job)
         self.dispatched += 1
 
+    def on_finish(self, job):
+        super().on_finish(job)
+        self._finished_for[job.target_step] = self._finished_for.get(job.target_step, 0) + 1
+
     def select(self, step, buffer):
+        if self.buffered.covers(buffer) and self._finished_for.get(step, 0) < self.B:
+            return None  # the step's jobs are not all in: no need to scan the buffer
         ready = [j for j in buffer if j.target_step == step]
         if len(ready) < self.B:
             return None
         for j in ready:
             buffer.remove(j)
+        self._finished_for.pop(step, None)
         return ready
 
     def oldest_needed_version(self, visible):

@@ -44,6 +44,8 @@ class MaxLagControl(Control):
         return Admission(visible) if ok else None
 
     def drop_stale(self, step, buffer):
+        if self.buffered.covers(buffer) and step - self.buffered.min_head() <= self.cfg.k_max:
+            return []  # no buffered job is over the bound: nothing to scan
         return remove_where(buffer, lambda job: step - job.head_version > self.cfg.k_max)
 
     def stuck_reason(self):
