@@ -139,9 +139,10 @@ def run(
                 results[label or name] = _run_one(vscn, stage / safe_name(label) if label else stage, label, quiet,
                                                   colors[label])
             if len(results) > 1:
-                from .plots import comparison_figure
+                if any(r.scenario.run.figures for r in results.values()):
+                    from .plots import comparison_figure
 
-                comparison_figure(results, stage / COMPARISON, title=scn.title or name)
+                    comparison_figure(results, stage / COMPARISON, title=scn.title or name)
                 comparison = _compare_variants(results, stage)
     except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
         console.print(f"[red]error:[/red] {escape(str(exc))}")
