@@ -61,6 +61,11 @@ class PolicyLoss:
         return self.objective_impl.needs_sequence_grad_norms
 
     @property
+    def sequence_grad_norms(self) -> str:
+        """How the per-trajectory gradient norms are computed: ``exact`` or ``ghost`` (``opob_grad_norms``)."""
+        return getattr(self.objective, "opob_grad_norms", "exact")
+
+    @property
     def needs_reference_logp(self) -> bool:
         """Whether ``inp.extras['ref_logp']`` must be supplied (GRPO's KL penalty, ``beta_kl > 0``)."""
         return self.objective_impl.needs_reference_logp

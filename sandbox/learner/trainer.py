@@ -347,11 +347,17 @@ class PolicyLearner(Learner):
             learner_version=version,
         )
         if self.policy_loss.needs_sequence_grad_norms:  # OPOB / the optimal baseline weigh by ‖∇ log π(y)‖²
-            from ..algorithms.opob import per_sequence_grad_sq_norms
+            inputs = self.task.sequence_inputs(ro)
+            batched = getattr(self.task, "batch_sequence_logprob", None)
+            if self.policy_loss.sequence_grad_norms == "ghost" and batched is not None:
+                from ..algorithms.ghost_norms import ghost_sequence_grad_sq_norms
 
-            inp.extras["seq_grad_sq_norms"] = per_sequence_grad_sq_norms(
-                self.task.sequence_logprob, self.params, self.task.sequence_inputs(ro), replica_dims=1
-            )
+                norms = ghost_sequence_grad_sq_norms(batched, self.params, inputs, self.task.sequence_logprob, replica_dims=1)
+            else:
+                from ..algorithms.opob import per_sequence_grad_sq_norms
+
+                norms = per_sequence_grad_sq_norms(self.task.sequence_logprob, self.params, inputs, replica_dims=1)
+            inp.extras["seq_grad_sq_norms"] = norms
         return inp
 
     def minibatch_contexts(self, version, parts):

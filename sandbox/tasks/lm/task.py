@@ -273,6 +273,16 @@ class LMTask(PolicyTask):
         lp = sequence_logprobs(self.forward_fn(single, use_cache=False), prompt.unsqueeze(0).to(self.device), tokens.unsqueeze(0).to(self.device), self.cfg.temperature)
         return (lp[0].float().cpu() * mask).sum()
 
+    def batch_sequence_logprob(self, params: Params, batch) -> Tensor:
+        """log π(y_i|x_i) of every trajectory of ONE replica in one forward (``batch = (tokens (N, T),
+        mask (N, T), prompts (N, P))``): the batched form :func:`sandbox.algorithms.ghost_norms.ghost_sequence_grad_sq_norms`
+        differentiates once for all trajectories."""
+        tokens, mask, prompts = batch
+        same = all(v.device == torch.device(self.device) and v.dtype == self.dtype for v in params.values())
+        single = params if same else {k: v.to(device=self.device, dtype=self.dtype) for k, v in params.items()}
+        lp = sequence_logprobs(self.forward_fn(single, use_cache=False), prompts.to(self.device), tokens.to(self.device), self.cfg.temperature)
+        return (lp.float().cpu() * mask).sum(-1)
+
     @torch.no_grad()
     def evaluate(self, params: Params) -> dict[str, Tensor]:
         """Greedy decoding on the held-out prompts: exact-answer accuracy and mean response length."""
