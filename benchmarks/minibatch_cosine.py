@@ -1,5 +1,5 @@
 """Consecutive-gradient cosine (``grad/cos_prev``) under mini-batch updates vs a fixed lag vs sync,
-on the bit-string task (issue 16, part 1; GAC's "persistently high cosine" signature).
+on the bit-string task (GAC's "persistently high cosine" signature; docs/system.md#mini-batches).
 
     python benchmarks/minibatch_cosine.py [--seeds 3] [--steps 240] [--replicas 8] [--burn 40]
 
