@@ -1,5 +1,5 @@
 """Running claims, printing their verdict table, and writing ``--out DIR``: ``claims.md`` (a markdown
-table for a report), ``claims.json`` and one figure per claim (PNG + SVG)."""
+table for a report, then each claim's appendix, if any), ``claims.json`` and one figure per claim (PNG + SVG)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -70,14 +71,27 @@ def markdown(results: list[tuple[ClaimResult, float]], command: str) -> str:
     for result, _ in results:
         for row in result.rows:
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(result, row)) + " |")
+    for result, _ in results:
+        if result.appendix:
+            lines += ["", f"## {result.name}", "", result.appendix.rstrip()]
     return "\n".join(lines) + "\n"
 
 
 def figure(result: ClaimResult, path: Path) -> None:
     """Lines: the mean over seeds with its 95% band per variant. Bars: one bar per variant with its
-    CI (a curve without a band, e.g. a theory value, is drawn as a marker)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if result.kind == "lines":
+    CI (a curve without a band, e.g. a theory value, is drawn as a marker). Grouped: per category
+    (``x_ticks``) one bar per variant with its CI, the variants side by side."""
+    fig, ax = plt.subplots(figsize=(10, 4.5) if result.kind == "grouped" else (7, 4))
+    if result.kind == "grouped":
+        width = 0.8 / max(len(result.curves), 1)
+        for i, c in enumerate(result.curves):
+            x = np.asarray(c.x, dtype=float) + (i - (len(result.curves) - 1) / 2) * width
+            y = np.asarray(c.y, dtype=float)
+            err = [y - np.asarray(c.low or c.y), np.asarray(c.high or c.y) - y]
+            ax.bar(x, y, width, yerr=err, capsize=2, color=PALETTE[i % len(PALETTE)], label=c.label)
+        ax.set_xticks(range(len(result.x_ticks)), result.x_ticks, rotation=30, ha="right", fontsize=7)
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.12)  # room for the legend above the bars
+    elif result.kind == "lines":
         for i, c in enumerate(result.curves):
             color = PALETTE[i % len(PALETTE)]
             ax.plot(c.x, c.y, color=color, label=c.label)
@@ -100,7 +114,7 @@ def figure(result: ClaimResult, path: Path) -> None:
     counts = {v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)}
     ax.set_title(f"{result.name} ({result.paper}): " + ", ".join(f"{n} {v}" for v, n in counts.items() if n), fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, **({"ncol": len(result.curves), "loc": "upper center"} if result.kind == "grouped" else {}))
     _save(fig, path)
     plt.close(fig)
 
