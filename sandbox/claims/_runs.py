@@ -8,10 +8,13 @@ uncorrected k = 16 run) is simulated once per ``sandbox claims`` invocation (:fu
 from __future__ import annotations
 
 import json
+import multiprocessing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
+import torch
 
 from ..runner import run_scenario
 from ..scenario import load_scenario
@@ -73,16 +76,57 @@ def settings(overrides: dict, quick: bool) -> dict:
             **overrides}
 
 
+def _key(full_overrides: dict) -> str:
+    return json.dumps(full_overrides, sort_keys=True)
+
+
+def _simulate(full_overrides: dict) -> Run:
+    """Load the claims' scenario with the complete override set (seed included) and run it."""
+    scn, _ = load_scenario(SCENARIO, full_overrides)
+    res = run_scenario(scn)
+    m = res.metrics
+    return Run(m["step"].to_numpy(), {k: m[k].to_numpy(dtype=float) for k in KEPT if k in m}, res.summary)
+
+
 def run(overrides: dict, seed: int, quick: bool) -> Run:
     """One run of the claims' scenario with ``overrides`` and ``run.seed = seed`` (cached)."""
     ov = {**settings(overrides, quick), "run.seed": seed}
-    key = json.dumps(ov, sort_keys=True)
+    key = _key(ov)
     if key not in _CACHE:
-        scn, _ = load_scenario(SCENARIO, ov)
-        res = run_scenario(scn)
-        m = res.metrics
-        _CACHE[key] = Run(m["step"].to_numpy(), {k: m[k].to_numpy(dtype=float) for k in KEPT if k in m}, res.summary)
+        _CACHE[key] = _simulate(ov)
     return _CACHE[key]
+
+
+def _worker_init() -> None:
+    torch.set_num_threads(1)
+
+
+def prefetch(pairs: Iterable[tuple[dict, int]], quick: bool, workers: int = 1) -> int:
+    """Simulate the not-yet-cached runs among the ``(overrides, seed)`` pairs so that :func:`run`
+    finds them in the cache; returns how many were simulated.
+
+    ``workers > 1`` runs them in that many spawned processes with one torch thread each (as the
+    ``sandbox claims`` command uses). Every run is deterministic and independent of the others, so the
+    cached numbers are bitwise those :func:`run` computes in this process (checked by
+    ``tests/claims/test_gac_search.py``). ``workers <= 1`` simply calls :func:`run` on each pair."""
+    pairs = list(pairs)
+    if workers <= 1:
+        before = len(_CACHE)
+        for overrides, seed in pairs:
+            run(overrides, seed, quick)
+        return len(_CACHE) - before
+    todo: dict[str, dict] = {}
+    for overrides, seed in pairs:
+        full = {**settings(overrides, quick), "run.seed": seed}
+        key = _key(full)
+        if key not in _CACHE:
+            todo.setdefault(key, full)
+    if not todo:
+        return 0
+    with multiprocessing.get_context("spawn").Pool(min(workers, len(todo)), initializer=_worker_init) as pool:
+        for key, result in zip(todo, pool.imap(_simulate, todo.values(), chunksize=1)):
+            _CACHE[key] = result
+    return len(todo)
 
 
 def runs(overrides: dict, seeds: int, quick: bool) -> list[Run]:

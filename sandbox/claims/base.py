@@ -117,7 +117,12 @@ class ClaimResult:
     x_label: str = "learner step"
     y_label: str = ""
     kind: str = "lines"
-    """``lines`` (curves over x) or ``bars`` (one bar per curve: its single y with the CI)."""
+    """``lines`` (curves over x), ``bars`` (one bar per curve: its single y with the CI) or ``grouped``
+    (one bar per curve at each category ``x = 0, 1, …`` named by :attr:`x_ticks`, the curves side by side)."""
+    x_ticks: list[str] = field(default_factory=list)
+    """Category names of a ``grouped`` figure (empty otherwise)."""
+    appendix: str = ""
+    """Markdown written under the verdict table of ``claims.md`` (e.g. a claim's search table); empty: nothing."""
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -1,5 +1,5 @@
 """Running claims, printing their verdict table, and writing ``--out DIR``: ``claims.md`` (a markdown
-table for a report), ``claims.json`` and one figure per claim (PNG + SVG)."""
+table for a report, then each claim's appendix, if any), ``claims.json`` and one figure per claim (PNG + SVG)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -71,6 +72,9 @@ def markdown(results: list[tuple[ClaimResult, float]], command: str) -> str:
     for result, _ in results:
         for row in result.rows:
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(result, row)) + " |")
+    for result, _ in results:
+        if result.appendix:
+            lines += ["", f"## {result.name}", "", result.appendix.rstrip()]
     return "\n".join(lines) + "\n"
 
 
@@ -84,8 +88,20 @@ def _split_label(label: str) -> tuple[str, str]:
 def figure(result: ClaimResult, path: Path) -> None:
     """Lines: the mean over seeds with its 95% band per variant. Bars: one bar per variant with its
     CI, named on the x axis; a curve without a band (a theory or published value) is a black mark
-    over its bar, with one legend entry per kind of mark."""
-    if result.kind == "lines":
+    over its bar, with one legend entry per kind of mark. Grouped: per category (``x_ticks``) one
+    bar per variant with its CI, the variants side by side."""
+    if result.kind == "grouped":
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        width = 0.8 / max(len(result.curves), 1)
+        for i, c in enumerate(result.curves):
+            x = np.asarray(c.x, dtype=float) + (i - (len(result.curves) - 1) / 2) * width
+            y = np.asarray(c.y, dtype=float)
+            err = [y - np.asarray(c.low or c.y), np.asarray(c.high or c.y) - y]
+            ax.bar(x, y, width, yerr=err, capsize=2, color=PALETTE[i % len(PALETTE)], label=c.label)
+        ax.set_xticks(range(len(result.x_ticks)), result.x_ticks, rotation=30, ha="right", fontsize=7)
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.12)  # room for the legend above the bars
+        ax.legend(fontsize=7, ncol=len(result.curves), loc="upper center")
+    elif result.kind == "lines":
         fig, ax = plt.subplots(figsize=(7, 4))
         for i, c in enumerate(result.curves):
             color = PALETTE[i % len(PALETTE)]
