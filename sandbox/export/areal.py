@@ -44,6 +44,7 @@ import re
 from typing import Any, ClassVar
 
 from ..scenario import Scenario
+from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, unmapped_stabilizer_note
 from .plan import Plan
@@ -605,12 +606,12 @@ class _LossMapping:
     def _unused_opob(self, kind: str) -> None:
         if kind == "opob" or not hasattr(self.obj, "opob_weight"):
             return
-        knobs = ("opob_weight", "opob_clip_c", "opob_leave_one_out", "opob_scope")
+        knobs = OPOB_KNOBS
         self.plan.implicit(" + ".join(f"algorithm.objective.{k}" for k in knobs),
                            {k: getattr(self.obj, k) for k in knobs}, f"OPOB knobs, unused with {kind}")
 
     def _opob_gap(self, source: str) -> None:
-        knobs = ("opob_weight", "opob_clip_c", "opob_leave_one_out", "opob_scope")
+        knobs = OPOB_KNOBS
         source += "".join(f" + algorithm.objective.{k}" for k in knobs)
         fields = [s.strip().rsplit(".", 1)[1] for s in source.split("+")]
         self.plan.no_equivalent(source, {f: getattr(self.obj, f) for f in fields},

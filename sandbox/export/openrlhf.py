@@ -50,6 +50,7 @@ from typing import Any
 
 from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
+from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of,
                      unmapped_stabilizer_note)
@@ -75,7 +76,6 @@ CLIP_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip) 
 GROUP_NORM_EPS = 1e-9  # hard-coded in experience_maker.py (group_norm)
 AGGREGATIONS = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean"}
 SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_scheduler names
-OPOB_KNOBS = ("opob_weight", "opob_clip_c", "opob_leave_one_out", "opob_scope")
 
 ANCHOR = ("OpenRLHF's ppo ratio is π_θ/π_old with π_old recomputed by the trainer on the consumed batch "
           "(experience_maker.py, ppo_actor.py)")

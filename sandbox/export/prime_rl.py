@@ -43,6 +43,7 @@ import tomli_w
 
 from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
+from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import (MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows,
                      staleness_of, unmapped_stabilizer_note)
@@ -216,7 +217,6 @@ def _batch_rows(plan: Plan, scn: Scenario) -> None:
 # objective
 # ------------------------------------------------------------------------------------------------
 
-_OPOB_KNOBS = ("opob_weight", "opob_clip_c", "opob_leave_one_out", "opob_scope")
 _RATIO_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip)  # the PPO-clip surrogates
 _AGG_TEXT = {
     "seq_mean_token_mean": "each sequence's token mean, averaged over sequences",
@@ -345,7 +345,7 @@ class _ObjectiveRows:
                  "Algorithm\")")
 
     def _opob(self, knobs: tuple[str, ...]) -> None:
-        self.row("no_equivalent", knobs + tuple(k for k in _OPOB_KNOBS if k in type(self.obj).model_fields),
+        self.row("no_equivalent", knobs + tuple(k for k in OPOB_KNOBS if k in type(self.obj).model_fields),
                  "VCPO's off-policy optimal baseline needs per-trajectory gradient norms and importance weights; prime-rl "
                  "computes advantages on the orchestrator from rewards only. Instead: the VCPO fork (--framework verl-vcpo) "
                  "or the sandbox's torch components (sandbox.algorithms, used in examples/plain_torch_loop.py)")
@@ -390,7 +390,7 @@ class _ObjectiveRows:
                          "Â = R (no baseline): every prime-rl algorithm subtracts a baseline (grpo: the group mean; rae: a "
                          "per-agent EMA). Instead: check the conclusion in the sandbox with advantage = \"dr_grpo\"")
             self.unused(("eps_std",), "used only by the std-normalised (grpo) and opob advantages")
-        self.unused(_OPOB_KNOBS, "used only by the opob baseline, which this scenario does not use")
+        self.unused(OPOB_KNOBS, "used only by the opob baseline, which this scenario does not use")
 
     def _reinforce_baseline(self) -> None:
         o = self.obj

@@ -35,6 +35,7 @@ import math
 from typing import ClassVar
 
 from ..scenario import Scenario
+from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, no_minibatch_rows, proximal_row,
                      scale_rows, staleness_of, unmapped_stabilizer_note, versions_to_optimizer_steps)
@@ -530,7 +531,6 @@ def _kl(plan: Plan, obj, cls: str) -> None:
 # advantages
 # ------------------------------------------------------------------------------------------------
 
-_OPOB_KNOBS = ("opob_weight", "opob_clip_c", "opob_leave_one_out", "opob_scope")
 
 
 def _advantage(plan: Plan, scn: Scenario, cls: str) -> None:
@@ -620,11 +620,11 @@ def _reinforce_baseline(plan: Plan, scn: Scenario, cls: str) -> None:
 
 
 def _opob_gap(plan: Plan, knob: str) -> None:
-    plan.no_equivalent(" + ".join([_src(knob)] + [_src(k) for k in _OPOB_KNOBS]), "opob", OPOB_NOTE)
+    plan.no_equivalent(" + ".join([_src(knob)] + [_src(k) for k in OPOB_KNOBS]), "opob", OPOB_NOTE)
 
 
 def _opob_unused(plan: Plan, why: str) -> None:
-    plan.implicit(" + ".join(_src(k) for k in _OPOB_KNOBS), "defaults", f"OPOB knobs, unused with {why}")
+    plan.implicit(" + ".join(_src(k) for k in OPOB_KNOBS), "defaults", f"OPOB knobs, unused with {why}")
 
 
 def _normalisation(plan: Plan, scn: Scenario, cls: str, source: str, value, normalize: bool, extra: str = "") -> None:

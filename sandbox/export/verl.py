@@ -53,6 +53,7 @@ from typing import Any
 import yaml
 
 from ..scenario import Scenario
+from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import (MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, staleness_of,
                      unmapped_stabilizer_note)
@@ -81,7 +82,6 @@ AGGREGATION = {
 LOSS_MODE = {"gspo": "gspo", "cispo": "cispo"}  # every other ratio objective uses "vanilla"
 
 VERL_EPS_STD = 1e-6  # compute_grpo_outcome_advantage's epsilon, not configurable
-OPOB_KNOBS = ("opob_weight", "opob_clip_c", "opob_leave_one_out", "opob_scope")
 VCPO_INSTEAD = (
     "export with --framework verl-vcpo (the mit-han-lab/vcpo fork of verl), or train with the sandbox's own torch "
     "components (sandbox.algorithms, as in examples/plain_torch_loop.py)"

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..scenario import Scenario
 from .base import Exporter, Given, Version, describe, register
+from ..algorithms.objectives.base import OPOB_KNOBS
 from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .plan import Plan
 from .verl import (
@@ -108,7 +109,7 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
     obj = scn.algorithm.objective
     kind_src, norm_src = sources["kind"], sources["normalize"]
     kind = getattr(obj, "baseline", None) or obj.advantage
-    knobs = [f"algorithm.objective.{k}" for k in ("opob_weight", "opob_clip_c", "opob_leave_one_out", "opob_scope") if hasattr(obj, k)]
+    knobs = [f"algorithm.objective.{k}" for k in OPOB_KNOBS if hasattr(obj, k)]
     if obj.name != "reinforce":
         rest = [s for s in (norm_src, sources["eps_std"], sources["std_unbiased"]) if s]
         plan.no_equivalent(" + ".join([kind_src, *rest, *knobs]), kind,
@@ -150,6 +151,9 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
                            "term (plain weighted mean). Instead: opob_leave_one_out = false")
     else:
         plan.implicit(f"{src}.opob_leave_one_out", False, "plain weighted mean over the scope, as the fork")
+    plan.implicit(f"{src}.opob_grad_norms", obj.opob_grad_norms,
+                  "how the simulator computes ‖∇log π(y)‖²; the fork takes one backward per trajectory, the same "
+                  "norms ('ghost' equals them up to float rounding)")
 
     scope = obj.opob_scope
     if scope == "group":

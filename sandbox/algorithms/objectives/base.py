@@ -48,13 +48,6 @@ class OpobKnobs(MethodConfig):
         description="Exclude sample i from its own OPOB/optimal baseline (unbiased; docs/theory.md#t10). VCPO uses the "
         "plain batch estimate (False), which has an O(1/G) bias.",
     )
-    opob_grad_norms: Literal["exact", "ghost"] = Field(
-        "exact",
-        description="How ‖∇log π(y_i)‖² is computed: 'exact' = per-sequence gradients (torch.func vmap(grad)); 'ghost' = "
-        "from one batched forward and backward without materialising them (docs/methods/objectives.md#opob-grad-norms; "
-        "equal up to float rounding, so runs differ from 'exact' in the last digits). Tasks without a batched "
-        "log-probability (bit-string, bandit, gym) always use 'exact'.",
-    )
     opob_scope: Literal["group", "minibatch", "minibatch_bessel"] = Field(
         "group",
         description="OPOB scope: per prompt group (VCPO default), or the whole mini-batch with GRPO advantages as "
@@ -62,6 +55,17 @@ class OpobKnobs(MethodConfig):
         "for grpo) or by the Bessel-corrected one ('minibatch_bessel': mit-han-lab/vcpo's values from verl's "
         "compute_grpo_outcome_advantage, torch.std).",
     )
+    opob_grad_norms: Literal["exact", "ghost"] = Field(
+        "exact",
+        description="How ‖∇log π(y_i)‖² is computed: 'exact' = per-sequence gradients (torch.func vmap(grad)); 'ghost' = "
+        "from one batched forward and backward without materialising them (docs/methods/objectives.md#opob-grad-norms; "
+        "equal up to float rounding, so runs differ from 'exact' in the last digits). Tasks without a batched "
+        "log-probability (bit-string, bandit, gym) always use 'exact'.",
+    )
+
+
+OPOB_KNOBS: tuple[str, ...] = tuple(OpobKnobs.model_fields)
+"""The OPOB/optimal-baseline knobs, in declaration order (what the exporters account for)."""
 
 
 class ClipKnobs(MethodConfig):
