@@ -152,3 +152,16 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         result.curves.append(Curve(f"{pub.system} (predicted)", [float(i)], [m], [lo], [hi]))
         result.curves.append(Curve(f"{pub.system} (published)", [float(i)], [pub.value]))
     return result
+
+
+def docs_table() -> str:
+    """The published-numbers table of docs/claims.md#published_speedups, rendered from :data:`SETUPS`
+    (a test keeps the page equal to it)."""
+    lines = [
+        "| scenario | system | published | measures | compared with variant | source |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in SETUPS:
+        measure = "throughput (same steps)" if p.measure == "throughput" else "wall time to a score"
+        lines.append(f"| `{p.scenario}` | {p.system} | {p.text()} | {measure} | `{p.baseline}` | {p.source} |")
+    return "\n".join(lines)
