@@ -1,4 +1,4 @@
-"""Published asynchronous speed-ups as held-out predictions (docs/claims.md#published_speedups).
+"""Published asynchronous speed-ups as held-out predictions (docs/claims.md, section published_speedups).
 
 Each public system that reports a speed-up of asynchronous over synchronous RL training has one
 scenario in ``scenarios/published/`` describing its setup as far as the public text allows (every
@@ -65,11 +65,11 @@ SETUPS: tuple[Published, ...] = (
     Published("areal_fully_async", "AReaL", 2.77, 2.77, "colocated_sync", "throughput",
               "arXiv 2505.24298 (abstract: up to 2.77x vs synchronous systems, same GPUs)"),
     Published("verl_fully_async", "verl fully_async_policy", 2.35, 2.67, "colocated_sync", "throughput",
-              "verl docs/advance/fully_async.md (10/18/2025): 128 H20, total time for 100-400 steps"),
+              "verl documentation advance/fully_async (10/18/2025): 128 H20, total time for 100-400 steps"),
     Published("verl_one_step_off", "verl one_step_off_policy (FSDP2)", 1.23, 1.23, "colocated_sync", "throughput",
-              "verl docs/advance/one_step_off.md (07/17/2025): total time, +23%"),
+              "verl documentation advance/one_step_off (07/17/2025): total time, +23%"),
     Published("verl_one_step_off_megatron", "verl one_step_off_policy (Megatron)", 1.40, 1.40, "colocated_sync", "throughput",
-              "verl docs/advance/one_step_off.md (07/17/2025): total time, +40%"),
+              "verl documentation advance/one_step_off (07/17/2025): total time, +40%"),
     Published("roll_flash_rlvr", "ROLL Flash RLVR", 2.24, 2.24, "colocated_sync", "throughput",
               "arXiv 2510.11345 (abstract: up to 2.24x on RLVR, same GPU budget)"),
     Published("roll_flash_agentic", "ROLL Flash agentic", 2.72, 2.72, "colocated_sync", "throughput",
@@ -155,7 +155,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
 
 
 def docs_table() -> str:
-    """The published-numbers table of docs/claims.md#published_speedups, rendered from :data:`SETUPS`
+    """The published-numbers table of docs/claims.md, section published_speedups, rendered from :data:`SETUPS`
     (a test keeps the page equal to it)."""
     lines = [
         "| scenario | system | published | measures | compared with variant | source |",
