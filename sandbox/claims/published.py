@@ -124,7 +124,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={"steps": steps, "warm-up fraction": WARMUP_FRACTION, "band": list(BAND)},
         x_label="published setup",
-        y_label="speed-up over the paper's synchronous baseline (mean, 95% CI)",
+        y_label="speed-up over the baseline (x)",
         kind="bars",
     )
     for i, pub in enumerate(SETUPS):
