@@ -17,6 +17,11 @@ how many run matters): a control never has more than
 ``max_in_flight`` groups running (sync: B; ``async_ratio``: floor((1 + alpha)·B); ``max_lag`` and
 ``fixed_lag``: (k + 1)·B), so the claim caps ``num_workers`` at that number, which keeps the
 thousands of slots of a 128-GPU deployment cheap to simulate.
+
+Generation time: response lengths L ~ LogNormal(ln m, s) cut at the maximum length c, L' = min(L, c);
+a group of G responses takes T = t_tok · max_i L'_i (t_tok seconds per token per slot). Each
+scenario's ``system.generation_time`` is T as n equally likely quantiles (:func:`generation_quantiles`,
+the parameters in :attr:`Published.lengths`; ``python tools/published_generation.py NAME`` prints them).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import norm
 
 from ..scenario import load_scenario, variant_scenarios
 from ..system.config import SystemConfig
@@ -35,7 +41,74 @@ from .base import ClaimResult, Curve, Row, t_interval
 ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "published"
 BAND = (0.67, 1.5)
 WARMUP_FRACTION = 0.2
-FULL_STEPS, QUICK_STEPS = 40, 6
+FULL_STEPS, QUICK_STEPS = 40, 4
+
+
+def generation_quantiles(median: float, sigma: float, max_tokens: float, group_size: int, seconds_per_token: float,
+                         n: int = 128) -> np.ndarray:
+    """Exact quantiles (seconds) of the time a group takes when it takes as long as its longest response.
+
+    Response length L ~ LogNormal(ln ``median``, ``sigma``), cut at ``max_tokens`` = c: L' = min(L, c).
+    A group of G = ``group_size`` independent responses takes T = t_tok · max_i L'_i with
+    t_tok = ``seconds_per_token``. P(max_i L'_i <= x) = F(x)^G for x < c (F the log-normal CDF) and 1 at c,
+    so the q-quantile is exactly
+
+        t_q = t_tok · min(c, median · exp(sigma · Φ⁻¹(q^(1/G)))),
+
+    returned at the midpoints q_i = (i + 1/2)/n, i = 0..n-1 (n equally likely values, each standing for
+    the 1/n of probability around it; an ``empirical`` delay resamples them uniformly).
+    """
+    if not (median > 0 and sigma >= 0 and max_tokens > 0 and group_size >= 1 and seconds_per_token > 0 and n >= 1):
+        raise ValueError("generation_quantiles: expected median > 0, sigma >= 0, max_tokens > 0, group_size >= 1, "
+                         f"seconds_per_token > 0, n >= 1; got {median}, {sigma}, {max_tokens}, {group_size}, "
+                         f"{seconds_per_token}, {n}")
+    q = (np.arange(n) + 0.5) / n
+    longest = median * np.exp(sigma * norm.ppf(q ** (1.0 / group_size)))
+    return seconds_per_token * np.minimum(max_tokens, longest)
+
+
+def capped_mean_length(median: float, sigma: float, max_tokens: float) -> float:
+    """E[min(L, c)] for L ~ LogNormal(μ = ln ``median``, ``sigma``) and c = ``max_tokens``, in closed form:
+
+        E[min(L, c)] = e^(μ + σ²/2) · Φ((ln c − μ − σ²)/σ) + c · (1 − Φ((ln c − μ)/σ)).
+    """
+    mu, z = math.log(median), math.log(max_tokens)
+    return float(math.exp(mu + sigma**2 / 2) * norm.cdf((z - mu - sigma**2) / sigma) + max_tokens * norm.sf((z - mu) / sigma))
+
+
+@dataclass(frozen=True)
+class ResponseLengths:
+    """The response-length model behind a scenario's ``system.generation_time`` (:func:`generation_quantiles`)."""
+
+    median: float
+    """Median response length, tokens (m)."""
+    sigma: float
+    """Log-normal shape (s): 0.819 ≈ ln 20 / Φ⁻¹(1 − 1/8192), the longest of ~8k responses about 20x the median."""
+    max_tokens: int
+    """The maximum response length (c), tokens."""
+    group_size: int
+    """Responses per group (G), the scenario's ``algorithm.group_size``."""
+    seconds_per_token: float = 0.03
+    """Decode seconds per token per slot (t_tok)."""
+    quantiles: int = 128
+    """How many equally likely values (n)."""
+
+    def values(self) -> np.ndarray:
+        """The group times in seconds, unrounded."""
+        return generation_quantiles(self.median, self.sigma, self.max_tokens, self.group_size, self.seconds_per_token,
+                                    self.quantiles)
+
+    def rounded(self) -> list[float]:
+        """The values as the scenario stores them: rounded to 0.1 s."""
+        return [round(float(v), 1) for v in self.values()]
+
+    def median_group_tokens(self) -> float:
+        """The median of the group's longest response, tokens: min(c, m · exp(s · Φ⁻¹(0.5^(1/G))))."""
+        return float(min(self.max_tokens, self.median * math.exp(self.sigma * norm.ppf(0.5 ** (1 / self.group_size)))))
+
+    def mean_response_tokens(self) -> float:
+        """The mean capped response length, tokens (:func:`capped_mean_length`)."""
+        return capped_mean_length(self.median, self.sigma, self.max_tokens)
 
 
 @dataclass(frozen=True)
@@ -51,6 +124,8 @@ class Published:
     measure: str
     """``throughput`` (time per step or total time for the same steps) or ``time_to_score``."""
     source: str
+    lengths: ResponseLengths
+    """The response lengths the scenario's ``system.generation_time`` is computed from."""
 
     @property
     def value(self) -> float:
@@ -63,19 +138,26 @@ class Published:
 
 SETUPS: tuple[Published, ...] = (
     Published("areal_fully_async", "AReaL", 2.77, 2.77, "colocated_sync", "throughput",
-              "arXiv 2505.24298 (abstract: up to 2.77x vs synchronous systems, same GPUs)"),
+              "arXiv 2505.24298 (abstract: up to 2.77x vs synchronous systems, same GPUs)",
+              ResponseLengths(median=6000, sigma=0.819, max_tokens=27648, group_size=16)),
     Published("verl_fully_async", "verl fully_async_policy", 2.35, 2.67, "colocated_sync", "throughput",
-              "verl documentation advance/fully_async (10/18/2025): 128 H20, total time for 100-400 steps"),
+              "verl documentation advance/fully_async (10/18/2025): 128 H20, total time for 100-400 steps",
+              ResponseLengths(median=1000, sigma=0.819, max_tokens=28672, group_size=16)),
     Published("verl_one_step_off", "verl one_step_off_policy (FSDP2)", 1.23, 1.23, "colocated_sync", "throughput",
-              "verl documentation advance/one_step_off (07/17/2025): total time, +23%"),
+              "verl documentation advance/one_step_off (07/17/2025): total time, +23%",
+              ResponseLengths(median=1000, sigma=0.819, max_tokens=20480, group_size=16)),
     Published("verl_one_step_off_megatron", "verl one_step_off_policy (Megatron)", 1.40, 1.40, "colocated_sync", "throughput",
-              "verl documentation advance/one_step_off (07/17/2025): total time, +40%"),
+              "verl documentation advance/one_step_off (07/17/2025): total time, +40%",
+              ResponseLengths(median=1000, sigma=0.819, max_tokens=8192, group_size=16)),
     Published("roll_flash_rlvr", "ROLL Flash RLVR", 2.24, 2.24, "colocated_sync", "throughput",
-              "arXiv 2510.11345 (abstract: up to 2.24x on RLVR, same GPU budget)"),
+              "arXiv 2510.11345 (abstract: up to 2.24x on RLVR, same GPU budget)",
+              ResponseLengths(median=4000, sigma=0.819, max_tokens=32768, group_size=8)),
     Published("roll_flash_agentic", "ROLL Flash agentic", 2.72, 2.72, "colocated_sync", "throughput",
-              "arXiv 2510.11345 (abstract: up to 2.72x on agentic tasks, same GPU budget)"),
+              "arXiv 2510.11345 (abstract: up to 2.72x on agentic tasks, same GPU budget)",
+              ResponseLengths(median=8000, sigma=1.0, max_tokens=65536, group_size=8)),
     Published("vcpo_multiturn", "VCPO multi-turn", 2.5, 2.5, "sync", "time_to_score",
-              "arXiv 2602.17616 (Fig. 1: best sync AIME-2025 accuracy in ~42 h vs ~105 h)"),
+              "arXiv 2602.17616 (Fig. 1: best sync AIME-2025 accuracy in ~42 h vs ~105 h)",
+              ResponseLengths(median=8000, sigma=0.819, max_tokens=32768, group_size=8)),
 )
 """The published numbers: the one source of truth for the claim's rows and the docs table
 (tests/claims/test_published_claims.py compares them with docs/claims.md)."""
