@@ -70,8 +70,15 @@ def generation_quantiles(median: float, sigma: float, max_tokens: float, group_s
 def capped_mean_length(median: float, sigma: float, max_tokens: float) -> float:
     """E[min(L, c)] for L ~ LogNormal(μ = ln ``median``, ``sigma``) and c = ``max_tokens``, in closed form:
 
-        E[min(L, c)] = e^(μ + σ²/2) · Φ((ln c − μ − σ²)/σ) + c · (1 − Φ((ln c − μ)/σ)).
+        E[min(L, c)] = e^(μ + σ²/2) · Φ((ln c − μ − σ²)/σ) + c · (1 − Φ((ln c − μ)/σ))
+
+    (the log-normal's limited expected value, Klugman, Panjer & Willmot, Loss Models, appendix A);
+    σ = 0 gives min(median, c).
     """
+    if not (median > 0 and sigma >= 0 and max_tokens > 0):
+        raise ValueError(f"capped_mean_length: expected median > 0, sigma >= 0, max_tokens > 0; got {median}, {sigma}, {max_tokens}")
+    if sigma == 0:
+        return float(min(median, max_tokens))
     mu, z = math.log(median), math.log(max_tokens)
     return float(math.exp(mu + sigma**2 / 2) * norm.cdf((z - mu - sigma**2) / sigma) + max_tokens * norm.sf((z - mu) / sigma))
 

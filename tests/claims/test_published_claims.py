@@ -109,6 +109,7 @@ def test_capped_mean_length_by_hand_and_by_quadrature():
     # no cap in effect: the log-normal mean m · e^(s²/2); a cap far below the median: the cap itself
     assert capped_mean_length(100, 0.5, 1e12) == pytest.approx(100 * math.exp(0.125), rel=1e-12)
     assert capped_mean_length(100, 0.5, 1.0) == pytest.approx(1.0, rel=1e-9)
+    assert capped_mean_length(100, 0.0, 80) == 80 and capped_mean_length(100, 0.0, 120) == 100
     # E[min(L, c)] = ∫_0^c P(L > x) dx
     m, s, c = 1000, 0.819, 2000
     xs = np.linspace(0, c, 200001)
