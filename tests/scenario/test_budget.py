@@ -19,7 +19,7 @@ from sandbox.sweep import SweepError, load_sweep, parse_sweep, run_sweep
 from sandbox.sweep.execute import check_memory
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml")) + sorted((ROOT / "scenarios" / "published").glob("*.toml"))
 SWEEPS = sorted((ROOT / "scenarios" / "sweeps").glob("*.toml"))
 GiB = 2**30
 HUGE = ["task.horizon=4096", "algorithm.group_size=100000"]  # bug 4: a raw allocator RuntimeError before

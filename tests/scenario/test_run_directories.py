@@ -93,7 +93,7 @@ def test_safe_name_rule(name, slug):
 
 
 def test_shipped_variant_names_keep_their_directories():
-    for f in sorted((ROOT / "scenarios").glob("*.toml")):
+    for f in sorted((ROOT / "scenarios").glob("*.toml")) + sorted((ROOT / "scenarios" / "published").glob("*.toml")):
         scn, _ = load_scenario(f)
         for name in scn.variants:
             assert safe_name(name) == name, f"{f.name}: variant {name!r} would move"

@@ -88,7 +88,7 @@ def test_cli_reports_user_mistakes_without_traceback(tmp_path):
 
 
 def test_every_shipped_scenario_validates():
-    files = sorted((ROOT / "scenarios").glob("*.toml"))
+    files = sorted((ROOT / "scenarios").glob("*.toml")) + sorted((ROOT / "scenarios" / "published").glob("*.toml"))
     assert len(files) >= 7
     for f in files:
         load_scenario(f)

@@ -1,0 +1,256 @@
+"""Published asynchronous speed-ups as held-out predictions (docs/claims.md, section published_speedups).
+
+Each public system that reports a speed-up of asynchronous over synchronous RL training has one
+scenario in ``scenarios/published/`` describing its setup as far as the public text allows (every
+published number and every assumption is stated in the scenario's ``description``). For each
+scenario and seed the claim runs the system alone (:func:`sandbox.system.timing_only.simulate_timing`,
+no learning) for the asynchronous system (variant ``async``), the same pools with ``staleness = sync``
+(variant ``sync``) and the paper's synchronous baseline (variant named in :data:`SETUPS`: colocated
+synchronous generation then training on all GPUs, or the same pools at lag 0). Predicted speed-up
+per seed = mean baseline step time / mean asynchronous step time, over the steps after the first
+20%. Rows per setup: predicted / published in [0.67, 1.5] ("within 1.5x of the published number").
+A published range is compared with its geometric mean. Where the published number is wall time to a
+score, only its throughput part can be compared, and the row's note says so.
+
+Workers that can never be admitted do not change the timing (the workers are identical, so only
+how many run matters): a control never has more than
+``max_in_flight`` groups running (sync: B; ``async_ratio``: floor((1 + alpha)·B); ``max_lag`` and
+``fixed_lag``: (k + 1)·B), so the claim caps ``num_workers`` at that number, which keeps the
+thousands of slots of a 128-GPU deployment cheap to simulate.
+
+Generation time: response lengths L ~ LogNormal(ln m, s) cut at the maximum length c, L' = min(L, c);
+a group of G responses takes T = t_tok · max_i L'_i (t_tok seconds per token per slot). Each
+scenario's ``system.generation_time`` is T as n equally likely quantiles (:func:`generation_quantiles`,
+the parameters in :attr:`Published.lengths`; ``python tools/published_generation.py NAME`` prints them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import norm
+
+from ..scenario import load_scenario, variant_scenarios
+from ..system.config import SystemConfig
+from ..system.timing_only import simulate_timing
+from .base import ClaimResult, Curve, Row, t_interval
+
+ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "published"
+BAND = (0.67, 1.5)
+WARMUP_FRACTION = 0.2
+FULL_STEPS, QUICK_STEPS = 40, 4
+
+
+def generation_quantiles(median: float, sigma: float, max_tokens: float, group_size: int, seconds_per_token: float,
+                         n: int = 128) -> np.ndarray:
+    """Exact quantiles (seconds) of the time a group takes when it takes as long as its longest response.
+
+    Response length L ~ LogNormal(ln ``median``, ``sigma``), cut at ``max_tokens`` = c: L' = min(L, c).
+    A group of G = ``group_size`` independent responses takes T = t_tok · max_i L'_i with
+    t_tok = ``seconds_per_token``. P(max_i L'_i <= x) = F(x)^G for x < c (F the log-normal CDF) and 1 at c,
+    so the q-quantile is exactly
+
+        t_q = t_tok · min(c, median · exp(sigma · Φ⁻¹(q^(1/G)))),
+
+    returned at the midpoints q_i = (i + 1/2)/n, i = 0..n-1 (n equally likely values, each standing for
+    the 1/n of probability around it; an ``empirical`` delay resamples them uniformly).
+    """
+    if not (median > 0 and sigma >= 0 and max_tokens > 0 and group_size >= 1 and seconds_per_token > 0 and n >= 1):
+        raise ValueError("generation_quantiles: expected median > 0, sigma >= 0, max_tokens > 0, group_size >= 1, "
+                         f"seconds_per_token > 0, n >= 1; got {median}, {sigma}, {max_tokens}, {group_size}, "
+                         f"{seconds_per_token}, {n}")
+    q = (np.arange(n) + 0.5) / n
+    longest = median * np.exp(sigma * norm.ppf(q ** (1.0 / group_size)))
+    return seconds_per_token * np.minimum(max_tokens, longest)
+
+
+def capped_mean_length(median: float, sigma: float, max_tokens: float) -> float:
+    """E[min(L, c)] for L ~ LogNormal(μ = ln ``median``, ``sigma``) and c = ``max_tokens``, in closed form:
+
+        E[min(L, c)] = e^(μ + σ²/2) · Φ((ln c − μ − σ²)/σ) + c · (1 − Φ((ln c − μ)/σ))
+
+    (the log-normal's limited expected value, Klugman, Panjer & Willmot, Loss Models, appendix A);
+    σ = 0 gives min(median, c).
+    """
+    if not (median > 0 and sigma >= 0 and max_tokens > 0):
+        raise ValueError(f"capped_mean_length: expected median > 0, sigma >= 0, max_tokens > 0; got {median}, {sigma}, {max_tokens}")
+    if sigma == 0:
+        return float(min(median, max_tokens))
+    mu, z = math.log(median), math.log(max_tokens)
+    return float(math.exp(mu + sigma**2 / 2) * norm.cdf((z - mu - sigma**2) / sigma) + max_tokens * norm.sf((z - mu) / sigma))
+
+
+@dataclass(frozen=True)
+class ResponseLengths:
+    """The response-length model behind a scenario's ``system.generation_time`` (:func:`generation_quantiles`)."""
+
+    median: float
+    """Median response length, tokens (m)."""
+    sigma: float
+    """Log-normal shape (s): 0.819 ≈ ln 20 / Φ⁻¹(1 − 1/8192), the longest of ~8k responses about 20x the median."""
+    max_tokens: int
+    """The maximum response length (c), tokens."""
+    group_size: int
+    """Responses per group (G), the scenario's ``algorithm.group_size``."""
+    seconds_per_token: float = 0.03
+    """Decode seconds per token per slot (t_tok)."""
+    quantiles: int = 128
+    """How many equally likely values (n)."""
+
+    def values(self) -> np.ndarray:
+        """The group times in seconds, unrounded."""
+        return generation_quantiles(self.median, self.sigma, self.max_tokens, self.group_size, self.seconds_per_token,
+                                    self.quantiles)
+
+    def rounded(self) -> list[float]:
+        """The values as the scenario stores them: rounded to 0.1 s."""
+        return [round(float(v), 1) for v in self.values()]
+
+    def median_group_tokens(self) -> float:
+        """The median of the group's longest response, tokens: min(c, m · exp(s · Φ⁻¹(0.5^(1/G))))."""
+        return float(min(self.max_tokens, self.median * math.exp(self.sigma * norm.ppf(0.5 ** (1 / self.group_size)))))
+
+    def mean_response_tokens(self) -> float:
+        """The mean capped response length, tokens (:func:`capped_mean_length`)."""
+        return capped_mean_length(self.median, self.sigma, self.max_tokens)
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published speed-up: the number (or range), what it measures and where it is stated."""
+
+    scenario: str
+    system: str
+    low: float
+    high: float
+    baseline: str
+    """The variant of the scenario that plays the paper's synchronous baseline."""
+    measure: str
+    """``throughput`` (time per step or total time for the same steps) or ``time_to_score``."""
+    source: str
+    lengths: ResponseLengths
+    """The response lengths the scenario's ``system.generation_time`` is computed from."""
+
+    @property
+    def value(self) -> float:
+        """The published number; a range's geometric mean."""
+        return math.sqrt(self.low * self.high)
+
+    def text(self) -> str:
+        return f"{self.low:g}x" if self.low == self.high else f"{self.low:g}-{self.high:g}x"
+
+
+SETUPS: tuple[Published, ...] = (
+    Published("areal_fully_async", "AReaL", 2.77, 2.77, "colocated_sync", "throughput",
+              "arXiv 2505.24298 (abstract: up to 2.77x vs synchronous systems, same GPUs)",
+              ResponseLengths(median=6000, sigma=0.819, max_tokens=27648, group_size=16)),
+    Published("verl_fully_async", "verl fully_async_policy", 2.35, 2.67, "colocated_sync", "throughput",
+              "verl documentation advance/fully_async (10/18/2025): 128 H20, total time for 100-400 steps",
+              ResponseLengths(median=1000, sigma=0.819, max_tokens=28672, group_size=16)),
+    Published("verl_one_step_off", "verl one_step_off_policy (FSDP2)", 1.23, 1.23, "colocated_sync", "throughput",
+              "verl documentation advance/one_step_off (07/17/2025): total time, +23%",
+              ResponseLengths(median=1000, sigma=0.819, max_tokens=20480, group_size=16)),
+    Published("verl_one_step_off_megatron", "verl one_step_off_policy (Megatron)", 1.40, 1.40, "colocated_sync", "throughput",
+              "verl documentation advance/one_step_off (07/17/2025): total time, +40%",
+              ResponseLengths(median=1000, sigma=0.819, max_tokens=8192, group_size=16)),
+    Published("roll_flash_rlvr", "ROLL Flash RLVR", 2.24, 2.24, "colocated_sync", "throughput",
+              "arXiv 2510.11345 (abstract: up to 2.24x on RLVR, same GPU budget)",
+              ResponseLengths(median=4000, sigma=0.819, max_tokens=32768, group_size=8)),
+    Published("roll_flash_agentic", "ROLL Flash agentic", 2.72, 2.72, "colocated_sync", "throughput",
+              "arXiv 2510.11345 (abstract: up to 2.72x on agentic tasks, same GPU budget)",
+              ResponseLengths(median=8000, sigma=1.0, max_tokens=65536, group_size=8)),
+    Published("vcpo_multiturn", "VCPO multi-turn", 2.5, 2.5, "sync", "time_to_score",
+              "arXiv 2602.17616 (Fig. 1: best sync AIME-2025 accuracy in ~42 h vs ~105 h)",
+              ResponseLengths(median=8000, sigma=0.819, max_tokens=32768, group_size=8)),
+)
+"""The published numbers: the one source of truth for the claim's rows and the docs table
+(tests/claims/test_published_claims.py compares them with docs/claims.md)."""
+
+
+def max_in_flight(cfg: SystemConfig, groups_per_step: int) -> int:
+    """The most groups the staleness control ever lets run at once (docs/system.md#staleness-controls)."""
+    st = cfg.staleness
+    if st.kind == "sync":
+        return groups_per_step
+    if st.kind == "async_ratio":
+        return int(math.floor((1 + st.alpha) * groups_per_step))
+    if st.kind == "max_lag":
+        return (st.k_max + 1) * groups_per_step if st.enforcement == "throttle" else st.queue_capacity or (st.k_max + 1) * groups_per_step
+    if st.kind == "fixed_lag":
+        return (st.k + 1) * groups_per_step
+    raise ValueError(f"system.staleness.kind: no in-flight bound known for {st.kind!r}")
+
+
+def capped(cfg: SystemConfig, groups_per_step: int) -> SystemConfig:
+    """``cfg`` with ``num_workers`` capped at :func:`max_in_flight` (identical workers only)."""
+    if cfg.worker_speeds is not None:
+        return cfg
+    workers = min(cfg.num_workers, max_in_flight(cfg, groups_per_step))
+    return cfg.model_copy(update={"num_workers": workers})
+
+
+def mean_step_time(cfg: SystemConfig, steps: int, groups_per_step: int, group_size: int, seed: int) -> float:
+    """Mean simulated seconds per learner step after the first 20% of ``steps``."""
+    res = simulate_timing(capped(cfg, groups_per_step), steps, groups_per_step, group_size, seed=seed, record_events=False)
+    times = np.array([r["time"] for r in res.rows])
+    start = int(len(times) * WARMUP_FRACTION)
+    return float((times[-1] - times[start]) / (len(times) - 1 - start))
+
+
+def setup_variants(name: str) -> dict:
+    scn, raw = load_scenario(ROOT / f"{name}.toml")
+    return variant_scenarios(scn, raw)
+
+
+def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
+    steps = QUICK_STEPS if quick else FULL_STEPS
+    result = ClaimResult(
+        name="published_speedups",
+        paper="AReaL, verl, ROLL Flash, VCPO (published asynchronous speed-ups)",
+        definition=__doc__.split("\n\n", 1)[1].strip(),
+        settings={"steps": steps, "warm-up fraction": WARMUP_FRACTION, "band": list(BAND)},
+        x_label="published setup",
+        y_label="speed-up over the baseline (x)",
+        kind="bars",
+    )
+    for i, pub in enumerate(SETUPS):
+        runs = setup_variants(pub.scenario)
+        asyn = runs["async"]
+        B, G = asyn.algorithm.groups_per_step, asyn.algorithm.group_size
+        per_variant = {
+            name: np.array([mean_step_time(v.system, steps, B, G, s) for s in range(seeds)]) for name, v in runs.items()
+        }
+        predicted = per_variant[pub.baseline] / per_variant["async"]
+        same_pools = per_variant["sync"] / per_variant["async"]
+        m_same, _, _ = t_interval(same_pools)
+        note = f"vs same pools with sync: {m_same:.2f}x"
+        if pub.measure == "time_to_score":
+            note = ("published number is wall time to a score; only the throughput part is compared (the learning-side "
+                    "difference is not in this prediction); " + note)
+        result.settings[pub.scenario] = (
+            f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'"
+        )
+        result.rows.append(
+            Row(f"{pub.system}: predicted / published ({pub.text()})", f"speed-up vs '{pub.baseline}' / {pub.value:.3g}",
+                predicted / pub.value, BAND, "within", note)
+        )
+        m, lo, hi = t_interval(predicted)
+        result.curves.append(Curve(f"{pub.system} (predicted)", [float(i)], [m], [lo], [hi]))
+        result.curves.append(Curve(f"{pub.system} (published)", [float(i)], [pub.value]))
+    return result
+
+
+def docs_table() -> str:
+    """The published-numbers table of docs/claims.md, section published_speedups, rendered from :data:`SETUPS`
+    (a test keeps the page equal to it)."""
+    lines = [
+        "| scenario | system | published | measures | compared with variant | source |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in SETUPS:
+        measure = "throughput (same steps)" if p.measure == "throughput" else "wall time to a score"
+        lines.append(f"| `{p.scenario}` | {p.system} | {p.text()} | {measure} | `{p.baseline}` | {p.source} |")
+    return "\n".join(lines)
