@@ -158,6 +158,25 @@ class GAC(Stabilizer):
                 thr = cfg.c_thr / (1.0 + cfg.gamma * k) * torch.ones_like(like)
         return thr.clamp(0.0, 1.0 - 1e-6)
 
+    def _projection(self, unit: int, gp: Tensor, gg: Tensor, pp: Tensor, context):
+        """From the inner products g·p, g·g, p·p of one unit: the cosine c, the threshold, whether it
+        fires, the coefficient of p̂ to remove (α·a, or a − a_target for ``strength = 'to_target'``;
+        a = g·p/‖p‖) and ‖p‖ (+1e-12). The cosine joins the unit's history."""
+        cfg = self.cfg
+        c = gp / (gg.sqrt() * pp.sqrt() + 1e-12)
+        thr = self._threshold(unit, c, context)
+        self.history[unit].append(c.detach())
+        a = gp / (pp.sqrt() + 1e-12)
+        trigger = (c > thr) if cfg.sided == "one_sided" else (c.abs() > thr)
+        if cfg.strength == "alpha":
+            coeff = cfg.alpha * a
+        else:
+            b = (gg - a * a).clamp_min(0.0).sqrt()
+            a_target = torch.sign(a) * thr * b / torch.sqrt(1.0 - thr * thr)
+            coeff = a - a_target
+        coeff = torch.where(trigger, coeff, torch.zeros_like(coeff))
+        return c, thr, trigger, coeff, pp.sqrt() + 1e-12
+
     # -------------------------------------------------------------------------------- main
     def transform(self, vecs: list[Tensor], replica_dims: int, context=None):
         cfg = self.cfg
@@ -180,19 +199,7 @@ class GAC(Stabilizer):
             g = [vecs[i] for i in idx]
             p = [self.ref[i] for i in idx]
             gp, gg, pp = _dots([(g, p), (g, g), (p, p)], rd)
-            c = gp / (gg.sqrt() * pp.sqrt() + 1e-12)
-            thr = self._threshold(u, c, context)
-            self.history[u].append(c.detach())
-            a = gp / (pp.sqrt() + 1e-12)
-            trigger = (c > thr) if cfg.sided == "one_sided" else (c.abs() > thr)
-            if cfg.strength == "alpha":
-                coeff = cfg.alpha * a
-            else:
-                b = (gg - a * a).clamp_min(0.0).sqrt()
-                a_target = torch.sign(a) * thr * b / torch.sqrt(1.0 - thr * thr)
-                coeff = a - a_target
-            coeff = torch.where(trigger, coeff, torch.zeros_like(coeff))
-            pn = pp.sqrt() + 1e-12
+            c, thr, trigger, coeff, pn = self._projection(u, gp, gg, pp, context)
             new = torch._foreach_sub(g, _scaled(p, coeff / pn, rd))
             if cfg.renorm:
                 nn = _dot(new, new, rd).sqrt()
@@ -251,19 +258,7 @@ class GAC(Stabilizer):
         g = Blocks.pack(layout, vecs, rd)
         p = self._ref_blocks if self._ref_blocks is not None else Blocks.pack(layout, self.ref, rd)
         gp, gg, pp = g.dot(p), g.dot(g), p.dot(p)
-        c = gp / (gg.sqrt() * pp.sqrt() + 1e-12)
-        thr = self._threshold(0, c, context)
-        self.history[0].append(c.detach())
-        a = gp / (pp.sqrt() + 1e-12)
-        trigger = (c > thr) if cfg.sided == "one_sided" else (c.abs() > thr)
-        if cfg.strength == "alpha":
-            coeff = cfg.alpha * a
-        else:
-            b = (gg - a * a).clamp_min(0.0).sqrt()
-            a_target = torch.sign(a) * thr * b / torch.sqrt(1.0 - thr * thr)
-            coeff = a - a_target
-        coeff = torch.where(trigger, coeff, torch.zeros_like(coeff))
-        pn = pp.sqrt() + 1e-12
+        c, thr, trigger, coeff, pn = self._projection(0, gp, gg, pp, context)
         new = g.sub_scaled(p, coeff / pn)
         if cfg.renorm:
             nn = new.dot(new).sqrt()
