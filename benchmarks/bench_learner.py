@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from _timing import interleaved
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS, GROUPS, GROUP_SIZE, LR = 10, 4, 8, 0.05
@@ -91,17 +91,6 @@ def bare_bandit(steps: int, sampling_seed: int) -> float:
         opt.step()
     with torch.no_grad():
         return float(torch.softmax(logits, -1) @ means)
-
-
-def interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            gc.collect()  # the previous call's garbage (simpy processes hold cycles) is not charged to this one
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-    return times
 
 
 def fmt(ts: list[float]) -> str:

@@ -19,13 +19,13 @@ Usage: python benchmarks/bench_system.py [--steps 2000] [--replicas 16] [--repea
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import time
 
 import numpy as np
 import simpy
 
+from _timing import interleaved
 from sandbox.runner import run_scenario
 from sandbox.scenario import validate_scenario
 from sandbox.system.config import SystemConfig
@@ -109,17 +109,6 @@ def best_of(fn, repeats=3) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return min(times)
-
-
-def interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            gc.collect()  # the previous call's garbage (simpy processes hold cycles) is not charged to this one
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-    return times
 
 
 def main() -> None:
