@@ -128,7 +128,7 @@ def figure(result: ClaimResult, path: Path) -> None:
                 ax.plot(c.x, c.y, "k_", markersize=28, markeredgewidth=2.5, label=legend if legend not in labelled else None)
                 labelled.add(legend)
         ax.set_xticks(ticks, names, rotation=20, ha="right", fontsize=8)
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, markerscale=0.5)
     ax.set_xlabel(result.x_label)
     ax.set_ylabel(result.y_label)
     counts = {v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)}
