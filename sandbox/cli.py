@@ -581,7 +581,7 @@ def plan(
                       TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
             sim = progress.add_task("system-only simulations", total=len(configs))
             fit = progress.add_task("learning runs", total=runs, visible=bool(runs))
-            staged = StagedDir(out, whole=True)
+            staged = StagedDir(out, whole=True, writer="sandbox plan")
             with staged as stage:
                 result = run_plan(raw, str(path), worker_list, k_list, seeds, steps, learn_seeds if learn else 0,
                                   learn_steps, on_config=lambda c: progress.advance(sim),

@@ -240,10 +240,11 @@ class StagedDir:
     replaced; other files (a sweep's ``run.json``) stay.
     """
 
-    def __init__(self, out: str | Path, *, whole: bool = False, flag: str = "--out"):
+    def __init__(self, out: str | Path, *, whole: bool = False, flag: str = "--out", writer: str = "sandbox run"):
         self.out = Path(out)
         self.whole = whole
         self.flag = flag
+        self.writer = writer  # the command named in the directory's manifest
         self.previous: list[str] = []
         self.committed = False
         self._lock = None
@@ -343,7 +344,7 @@ class StagedDir:
                     os.replace(self.stage / name, self.out / name)
                     moved_in.append(name)
                 if self.whole:
-                    write_json(self.out / MANIFEST, {"written_by": "sandbox run", "entries": new})
+                    write_json(self.out / MANIFEST, {"written_by": self.writer, "entries": new})
                 self.committed = True
             except OSError as exc:  # e.g. a full disk: put the previous run back as it was
                 for name in reversed(moved_in):

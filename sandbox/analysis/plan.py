@@ -195,9 +195,9 @@ def response_tokens(task) -> tuple[int | None, bool]:
     if name == "lm":
         return task.max_new_tokens or task.problem.max_answer_len + 2, False
     if name == "gym":
-        from ..tasks.gym_tasks import _ENVS  # the task's own default step limits
+        from ..tasks.gym_tasks import DEFAULT_STEP_LIMITS
 
-        return task.max_episode_steps or _ENVS[task.env], False
+        return task.max_episode_steps or DEFAULT_STEP_LIMITS[task.env], False
     return None, True
 
 

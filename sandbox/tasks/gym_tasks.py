@@ -36,7 +36,7 @@ from torch import Tensor
 from .base import TASKS, Params, PolicyTask
 from .rollouts import Rollouts
 
-_ENVS = {"CartPole-v1": 500, "FrozenLake-v1": 100}  # default step limits
+DEFAULT_STEP_LIMITS = {"CartPole-v1": 500, "FrozenLake-v1": 100}  # each environment's own episode step limit
 
 
 class GymConfig(BaseModel):
@@ -76,7 +76,7 @@ class GymTask(PolicyTask):
         self.replicas = cfg.replicas
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
-        self.max_len = cfg.max_episode_steps or _ENVS[cfg.env]
+        self.max_len = cfg.max_episode_steps or DEFAULT_STEP_LIMITS[cfg.env]
         probe = self._make_env()
         self.n_actions = int(probe.action_space.n)
         space = probe.observation_space
