@@ -137,19 +137,66 @@ class Job:
 
 
 class Signal:
-    """Wakes every process waiting for 'something changed' (buffer, versions, counts)."""
+    """Wakes the processes waiting for 'something changed' (buffer, versions, counts), with the
+    same schedule as one broadcast simpy event that every waiter yields and ``notify`` succeeds
+    (then replaces), minus the wake-ups that would change nothing.
 
-    def __init__(self, env: simpy.Environment):
+    Each waiter parks on its own event, in a FIFO per broadcast round. When a round's event is
+    processed, its waiters are resumed synchronously in the order they parked, exactly as simpy
+    runs an event's callbacks (simpy 4.1 ``Environment.step`` calls them in registration order with
+    the processed event). A *gated* waiter (a worker waiting for admission) is resumed only if
+    ``gate()`` holds; otherwise it re-parks in the current round, which is what its wake-up would
+    have done. ``gate`` must be the waiter's own test, a pure function of the cluster's state. As a
+    failed gate changes nothing, the gated waiters after it up to the next ungated waiter (the
+    learner) would all fail too: they move to the current round in one slice, in order. So the
+    order of dispatches, random draws and re-parked waiters is that of the broadcast event.
+    """
+
+    def __init__(self, env: simpy.Environment, gate: Callable[[], bool]):
         self.env = env
-        self._event = env.event()
+        self._gate = gate
+        self._new_round()
 
-    def wait(self) -> simpy.Event:
-        return self._event
+    def _new_round(self) -> None:
+        parked: list[simpy.Event] = []
+        ungated: list[int] = []  # positions in ``parked`` of the waiters resumed unconditionally
+        self._parked, self._ungated = parked, ungated
+        self._event = self.env.event()
+        self._event.callbacks.append(lambda fired: self._wake(fired, parked, ungated))
+
+    def wait(self, gated: bool = False) -> simpy.Event:
+        """The event to yield until the next round; ``gated``: resumed only when the gate holds."""
+        event = self.env.event()
+        if not gated:
+            self._ungated.append(len(self._parked))
+        self._parked.append(event)
+        return event
 
     def notify(self) -> None:
         if not self._event.triggered:
             self._event.succeed()
-        self._event = self.env.event()
+        self._new_round()
+
+    def _wake(self, fired: simpy.Event, parked: list[simpy.Event], ungated: list[int]) -> None:
+        gate = self._gate
+        i, n = 0, len(parked)
+        for stop in [*ungated, n]:
+            while i < stop and gate():
+                self._resume(parked[i], fired)
+                i += 1
+            if i < stop:  # nothing ran since the gate failed: it fails for the rest up to ``stop``
+                self._parked.extend(parked[i:stop])
+                i = stop
+            if i < n:
+                self._resume(parked[i], fired)
+                i += 1
+
+    @staticmethod
+    def _resume(parked: simpy.Event, fired: simpy.Event) -> None:
+        """Run the process parked on ``parked`` now, as if it had yielded ``fired`` (being processed)."""
+        callbacks, parked.callbacks = parked.callbacks, None
+        for callback in callbacks:
+            callback(fired)
 
 
 class WeightStore:
@@ -222,9 +269,9 @@ class Cluster:
         self.G = group_size
         self.rng = np.random.default_rng(seed)
         self.env = simpy.Environment()
-        self.signal = Signal(self.env)
         self.control: Control = make_control(cfg.staleness, groups_per_step)
         self.store = WeightStore(self.env, trainer.initial_weights(), self._on_visible)
+        self.signal = Signal(self.env, self._admissible)
         self.buffer: list[Job] = []
         self.jobs: list[Job] = []
         self.events: list[tuple] = []
@@ -281,13 +328,17 @@ class Cluster:
             )
         return value
 
+    def _admissible(self) -> bool:
+        """Whether a free worker would be admitted now (the test of :meth:`_worker`; pure)."""
+        return self.control.admit(self.store.visible, len(self.buffer)) is not None
+
     # -- processes -----------------------------------------------------------------------------
     def _worker(self, wid: int):
         speed = self.speeds[wid]
         while True:
             admission = self.control.admit(self.store.visible, len(self.buffer))
             if admission is None:
-                yield self.signal.wait()
+                yield self.signal.wait(gated=True)
                 continue
             job = Job(
                 id=len(self.jobs),
