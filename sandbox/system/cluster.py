@@ -149,7 +149,9 @@ class Signal:
     have done. ``gate`` must be the waiter's own test, a pure function of the cluster's state. As a
     failed gate changes nothing, the gated waiters after it up to the next ungated waiter (the
     learner) would all fail too: they move to the current round in one slice, in order. So the
-    order of dispatches, random draws and re-parked waiters is that of the broadcast event.
+    order of dispatches, random draws and re-parked waiters is that of the broadcast event. A
+    notify with no waiter schedules nothing (the broadcast's event would have no callback; skipping
+    it leaves the order of all other events, by time then scheduling order, unchanged).
     """
 
     def __init__(self, env: simpy.Environment, gate: Callable[[], bool]):
@@ -173,9 +175,9 @@ class Signal:
         return event
 
     def notify(self) -> None:
-        if not self._event.triggered:
+        if self._parked:  # a round nobody waits for would be a no-op event: none is scheduled
             self._event.succeed()
-        self._new_round()
+            self._new_round()
 
     def _wake(self, fired: simpy.Event, parked: list[simpy.Event], ungated: list[int]) -> None:
         gate = self._gate
