@@ -141,64 +141,59 @@ class Signal:
     same schedule as one broadcast simpy event that every waiter yields and ``notify`` succeeds
     (then replaces), minus the wake-ups that would change nothing.
 
-    Each waiter parks on its own event, in a FIFO per broadcast round. When a round's event is
-    processed, its waiters are resumed synchronously in the order they parked, exactly as simpy
-    runs an event's callbacks (simpy 4.1 ``Environment.step`` calls them in registration order with
-    the processed event). A *gated* waiter (a worker waiting for admission) is resumed only if
-    ``gate()`` holds; otherwise it re-parks in the current round, which is what its wake-up would
-    have done. ``gate`` must be the waiter's own test, a pure function of the cluster's state. As a
-    failed gate changes nothing, the gated waiters after it up to the next ungated waiter (the
-    learner) would all fail too: they move to the current round in one slice, in order. So the
-    order of dispatches, random draws and re-parked waiters is that of the broadcast event. A
-    notify with no waiter schedules nothing (the broadcast's event would have no callback; skipping
-    it leaves the order of all other events, by time then scheduling order, unchanged).
+    It is that broadcast event, except for *gated* waiters (workers waiting for admission): they
+    park on their own events, and each run of consecutive gated waiters is one callback of the
+    round's event, at the place their callbacks would have been. Simpy 4.1 runs an event's
+    callbacks in registration order when it is processed (``Environment.step``), so the ungated
+    waiters (the learner) keep their places among the workers. A run's callback resumes its
+    waiters in order while ``gate()`` holds, as their own wake-ups would have; at the first that
+    fails, the rest of the run re-parks in the current round, in order, without being resumed:
+    ``gate`` is the waiters' own admission test, a pure function of the cluster's state, and
+    nothing runs between a failed test and the end of the run, so each of them would have failed
+    and re-parked. A notify with no waiter schedules nothing (the broadcast's event would have no
+    callback; skipping it leaves the order of all other events, by time then scheduling order,
+    unchanged).
     """
 
     def __init__(self, env: simpy.Environment, gate: Callable[[], bool]):
         self.env = env
         self._gate = gate
-        self._new_round()
-
-    def _new_round(self) -> None:
-        parked: list[simpy.Event] = []
-        ungated: list[int] = []  # positions in ``parked`` of the waiters resumed unconditionally
-        self._parked, self._ungated = parked, ungated
-        self._event = self.env.event()
-        self._event.callbacks.append(lambda fired: self._wake(fired, parked, ungated))
+        self._event = env.event()
+        self._tail: tuple[Callable, list] | None = None  # the gated run last added to the round
 
     def wait(self, gated: bool = False) -> simpy.Event:
         """The event to yield until the next round; ``gated``: resumed only when the gate holds."""
-        event = self.env.event()
         if not gated:
-            self._ungated.append(len(self._parked))
-        self._parked.append(event)
-        return event
+            return self._event
+        parked = self.env.event()
+        self._run().append(parked)
+        return parked
 
     def notify(self) -> None:
-        if self._parked:  # a round nobody waits for would be a no-op event: none is scheduled
+        if self._event.callbacks:  # someone waits: the round's event fires
             self._event.succeed()
-            self._new_round()
+            self._event = self.env.event()
+            self._tail = None
 
-    def _wake(self, fired: simpy.Event, parked: list[simpy.Event], ungated: list[int]) -> None:
+    def _run(self) -> list[simpy.Event]:
+        """The run of gated waiters at the end of the current round (a new one if a non-gated
+        waiter came last)."""
+        callbacks = self._event.callbacks
+        if self._tail is None or not callbacks or callbacks[-1] is not self._tail[0]:
+            run: list[simpy.Event] = []
+            self._tail = (lambda fired: self._wake(fired, run), run)
+            callbacks.append(self._tail[0])
+        return self._tail[1]
+
+    def _wake(self, fired: simpy.Event, run: list[simpy.Event]) -> None:
         gate = self._gate
-        i, n = 0, len(parked)
-        for stop in [*ungated, n]:
-            while i < stop and gate():
-                self._resume(parked[i], fired)
-                i += 1
-            if i < stop:  # nothing ran since the gate failed: it fails for the rest up to ``stop``
-                self._parked.extend(parked[i:stop])
-                i = stop
-            if i < n:
-                self._resume(parked[i], fired)
-                i += 1
-
-    @staticmethod
-    def _resume(parked: simpy.Event, fired: simpy.Event) -> None:
-        """Run the process parked on ``parked`` now, as if it had yielded ``fired`` (being processed)."""
-        callbacks, parked.callbacks = parked.callbacks, None
-        for callback in callbacks:
-            callback(fired)
+        for i, parked in enumerate(run):
+            if not gate():  # nothing runs until the run's end: the rest would fail too
+                self._run().extend(run[i:])
+                return
+            callbacks, parked.callbacks = parked.callbacks, None
+            for callback in callbacks:  # the process resumes now, as if it had yielded ``fired``
+                callback(fired)
 
 
 class WeightStore:
