@@ -3,17 +3,20 @@
 1. System-only simulation (timing, no learning) with the sandbox's Cluster against a lean bare
    simpy model of the same process graph (N workers -> bounded buffer -> learner taking B groups ->
    next version): a plain list as the buffer and one broadcast wake-up event that every change
-   fires, the waiting scheme the Cluster itself uses (its ``Signal``). Ratio = sandbox time / lean
-   bare time: the price of the staleness control, job records, metrics rows and events. The older
-   baseline, the same graph on a ``simpy.Store`` (queue get/put, which wakes exactly the process
-   that can go on), is a second row.
+   fires, which every waiting process re-checks. Ratio = sandbox time / lean bare time: the price
+   of the staleness control, job records, metrics rows and events. The older baseline, the same
+   graph on a ``simpy.Store`` (queue get/put, which wakes exactly the process that can go on), is
+   a second row. With 16 workers and capacity 64 no worker ever waits for admission; a second
+   table, many workers held back by a small capacity (1024 workers, capacity 128, B=64), is where
+   the broadcast pays a wake-up per waiting worker per change and the Cluster's ``Signal``
+   (which resumes only the waiters that can go on, in the broadcast's order) does not.
 2. One run carrying R replicas in a batched tensor against R separate runs of one replica
    (same task, same schedule). Ratio = separate / batched: the speed-up replicas buy.
 
 Row 1 reports min and median over ``--repeats`` interleaved repeats (lean, store, sandbox, ... in
 turn), so that load on a shared machine hits every side alike.
 
-Usage: python benchmarks/bench_system.py [--steps 2000] [--replicas 16] [--repeats 5] [--only system]
+Usage: python benchmarks/bench_system.py [--steps 2000] [--large-steps 20] [--replicas 16] [--repeats 5] [--only system]
 """
 
 from __future__ import annotations
@@ -111,43 +114,49 @@ def best_of(fn, repeats=3) -> float:
     return min(times)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--replicas", type=int, default=16)
-    ap.add_argument("--learn-steps", type=int, default=60)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--only", choices=["system", "replicas"], default=None)
-    args = ap.parse_args()
-
-    W, B, cap = 16, 8, 64
+def system_table(W: int, B: int, cap: int, steps: int, repeats: int) -> None:
+    """Print one table of row 1: lean, Store and sandbox, ``repeats`` interleaved runs each."""
     cfg = SystemConfig(
         num_workers=W,
         generation_time={"kind": "exponential", "mean": 1.0},
         train_time={"kind": "constant", "value": 0.2},
         staleness={"kind": "max_lag", "k_max": 10_000, "enforcement": "drop", "queue_capacity": cap},
     )
+    times = interleaved(
+        {
+            "lean bare simpy (broadcast wake-up)": lambda: bare_simpy_lean(steps, W, B, cap, 0),
+            "bare simpy on a Store (get/put)": lambda: bare_simpy(steps, W, B, cap, 0),
+            "sandbox Cluster (events)": lambda: simulate_timing(cfg, steps, B, record_events=True),
+            "sandbox Cluster (no events)": lambda: simulate_timing(cfg, steps, B, record_events=False),
+        },
+        repeats,
+    )
+    lean = times["lean bare simpy (broadcast wake-up)"]
+    store = times["bare simpy on a Store (get/put)"]
+    print(f"system-only simulation, {steps} learner steps, {W} workers, B={B}, capacity {cap}, "
+          f"{repeats} interleaved repeats (min / median ms):")
+    for name, ts in times.items():
+        line = f"  {name:38s} {min(ts) * 1e3:8.1f} {statistics.median(ts) * 1e3:8.1f}"
+        if name.startswith("sandbox"):
+            paired = statistics.median(t / b for t, b in zip(ts, lean))
+            line += (f"   vs lean: {min(ts) / min(lean):5.2f}x (min/min), {paired:5.2f}x (median paired)"
+                     f";  vs Store: {min(ts) / min(store):5.2f}x")
+        print(line)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--large-steps", type=int, default=20, help="learner steps of the many-workers table")
+    ap.add_argument("--replicas", type=int, default=16)
+    ap.add_argument("--learn-steps", type=int, default=60)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--only", choices=["system", "replicas"], default=None)
+    args = ap.parse_args()
+
     if args.only in (None, "system"):
-        times = interleaved(
-            {
-                "lean bare simpy (broadcast wake-up)": lambda: bare_simpy_lean(args.steps, W, B, cap, 0),
-                "bare simpy on a Store (get/put)": lambda: bare_simpy(args.steps, W, B, cap, 0),
-                "sandbox Cluster (events)": lambda: simulate_timing(cfg, args.steps, B, record_events=True),
-                "sandbox Cluster (no events)": lambda: simulate_timing(cfg, args.steps, B, record_events=False),
-            },
-            args.repeats,
-        )
-        lean = times["lean bare simpy (broadcast wake-up)"]
-        store = times["bare simpy on a Store (get/put)"]
-        print(f"system-only simulation, {args.steps} learner steps, {W} workers, B={B}, "
-              f"{args.repeats} interleaved repeats (min / median ms):")
-        for name, ts in times.items():
-            line = f"  {name:38s} {min(ts) * 1e3:8.1f} {statistics.median(ts) * 1e3:8.1f}"
-            if name.startswith("sandbox"):
-                paired = statistics.median(t / b for t, b in zip(ts, lean))
-                line += (f"   vs lean: {min(ts) / min(lean):5.2f}x (min/min), {paired:5.2f}x (median paired)"
-                         f";  vs Store: {min(ts) / min(store):5.2f}x")
-            print(line)
+        for W, B, cap, steps in [(16, 8, 64, args.steps), (1024, 64, 128, args.large_steps)]:
+            system_table(W, B, cap, steps, args.repeats)
     if args.only == "system":
         return
 

@@ -137,19 +137,63 @@ class Job:
 
 
 class Signal:
-    """Wakes every process waiting for 'something changed' (buffer, versions, counts)."""
+    """Wakes the processes waiting for 'something changed' (buffer, versions, counts), with the
+    same schedule as one broadcast simpy event that every waiter yields and ``notify`` succeeds
+    (then replaces), minus the wake-ups that would change nothing.
 
-    def __init__(self, env: simpy.Environment):
+    It is that broadcast event, except for *gated* waiters (workers waiting for admission): they
+    park on their own events, and each run of consecutive gated waiters is one callback of the
+    round's event, at the place their callbacks would have been. Simpy 4.1 runs an event's
+    callbacks in registration order when it is processed (``Environment.step``), so the ungated
+    waiters (the learner) keep their places among the workers. A run's callback resumes its
+    waiters in order while ``gate()`` holds, as their own wake-ups would have; at the first that
+    fails, the rest of the run re-parks in the current round, in order, without being resumed:
+    ``gate`` is the waiters' own admission test, a pure function of the cluster's state, and
+    nothing runs between a failed test and the end of the run, so each of them would have failed
+    and re-parked. A notify with no waiter schedules nothing (the broadcast's event would have no
+    callback; skipping it leaves the order of all other events, by time then scheduling order,
+    unchanged).
+    """
+
+    def __init__(self, env: simpy.Environment, gate: Callable[[], bool]):
         self.env = env
+        self._gate = gate
         self._event = env.event()
+        self._tail: tuple[Callable, list] | None = None  # the gated run last added to the round
 
-    def wait(self) -> simpy.Event:
-        return self._event
+    def wait(self, gated: bool = False) -> simpy.Event:
+        """The event to yield until the next round; ``gated``: resumed only when the gate holds."""
+        if not gated:
+            return self._event
+        parked = self.env.event()
+        self._run().append(parked)
+        return parked
 
     def notify(self) -> None:
-        if not self._event.triggered:
+        if self._event.callbacks:  # someone waits: the round's event fires
             self._event.succeed()
-        self._event = self.env.event()
+            self._event = self.env.event()
+            self._tail = None
+
+    def _run(self) -> list[simpy.Event]:
+        """The run of gated waiters at the end of the current round (a new one if a non-gated
+        waiter came last)."""
+        callbacks = self._event.callbacks
+        if self._tail is None or not callbacks or callbacks[-1] is not self._tail[0]:
+            run: list[simpy.Event] = []
+            self._tail = (lambda fired: self._wake(fired, run), run)
+            callbacks.append(self._tail[0])
+        return self._tail[1]
+
+    def _wake(self, fired: simpy.Event, run: list[simpy.Event]) -> None:
+        gate = self._gate
+        for i, parked in enumerate(run):
+            if not gate():  # nothing runs until the run's end: the rest would fail too
+                self._run().extend(run[i:])
+                return
+            callbacks, parked.callbacks = parked.callbacks, None
+            for callback in callbacks:  # the process resumes now, as if it had yielded ``fired``
+                callback(fired)
 
 
 class WeightStore:
@@ -222,9 +266,9 @@ class Cluster:
         self.G = group_size
         self.rng = np.random.default_rng(seed)
         self.env = simpy.Environment()
-        self.signal = Signal(self.env)
         self.control: Control = make_control(cfg.staleness, groups_per_step)
         self.store = WeightStore(self.env, trainer.initial_weights(), self._on_visible)
+        self.signal = Signal(self.env, self._admissible)
         self.buffer: list[Job] = []
         self.jobs: list[Job] = []
         self.events: list[tuple] = []
@@ -281,13 +325,17 @@ class Cluster:
             )
         return value
 
+    def _admissible(self) -> bool:
+        """Whether a free worker would be admitted now (the test of :meth:`_worker`; pure)."""
+        return self.control.admit(self.store.visible, len(self.buffer)) is not None
+
     # -- processes -----------------------------------------------------------------------------
     def _worker(self, wid: int):
         speed = self.speeds[wid]
         while True:
             admission = self.control.admit(self.store.visible, len(self.buffer))
             if admission is None:
-                yield self.signal.wait()
+                yield self.signal.wait(gated=True)
                 continue
             job = Job(
                 id=len(self.jobs),
