@@ -23,9 +23,13 @@ PANEL_COLUMNS = 4
 """Worker counts per row of the lag-distribution figure."""
 
 
-def _xticks(ax, ks: list[int]) -> None:
-    ax.set_xticks(range(len(ks)))
-    ax.set_xticklabels(["sync" if k == 0 else str(k) for k in ks])
+def _bound_axes(plan, *axes) -> None:
+    """The staleness-bound x axis shared by every panel: one tick per k ("sync" for 0), its label, a grid."""
+    for ax in axes:
+        ax.set_xticks(range(len(plan.k_values)))
+        ax.set_xticklabels(["sync" if k == 0 else str(k) for k in plan.k_values])
+        ax.set_xlabel(_bound_label(plan))
+        ax.grid(alpha=0.3)
 
 
 def _bound_label(plan) -> str:
@@ -56,10 +60,7 @@ def throughput_figure(plan, path: Path) -> None:
     ax2.axhline(1.0, color=PALETTE[-1], lw=0.8, ls=":", label="synchronous")
     ax1.set_ylabel("samples trained on per simulated second")
     ax2.set_ylabel("speed-up over sync, same workers (×)")
-    for ax in (ax1, ax2):
-        _xticks(ax, plan.k_values)
-        ax.set_xlabel(_bound_label(plan))
-        ax.grid(alpha=0.3)
+    _bound_axes(plan, ax1, ax2)
     ax1.set_ylim(bottom=0)
     ax1.set_title("throughput (mean ± 1 sd over seeds)")
     ax2.set_title("speed-up = sim time of sync / this one (mean ± 1 sd)")
@@ -118,10 +119,7 @@ def utilisation_figure(plan, path: Path) -> None:
     ax2.set_ylabel("dropped / (dropped + consumed) groups")
     ax2.set_ylim(bottom=0, top=max(0.05, float(np.nanmax([r["dropped_fraction"] for r in plan.rows] + [0])) * 1.15))
     ax2.set_title("groups dropped as over-stale")
-    for ax in (ax1, ax2):
-        _xticks(ax, plan.k_values)
-        ax.set_xlabel(_bound_label(plan))
-        ax.grid(alpha=0.3)
+    _bound_axes(plan, ax1, ax2)
     handles, labels = ax1.get_legend_handles_labels()
     handles += [Line2D([], [], color=PALETTE[-1], marker="o", label="rollout workers"),
                 Line2D([], [], color=PALETTE[-1], marker="s", ls="--", label="learner")]
@@ -152,10 +150,7 @@ def time_to_target_figure(plan, path: Path) -> None:
     ax1.set_title("time to target (mean, 95% bootstrap interval)")
     ax2.set_ylabel("speed-up over sync, same workers (×)")
     ax2.set_title("end to end (solid) vs samples per second (dashed)")
-    for ax in (ax1, ax2):
-        _xticks(ax, plan.k_values)
-        ax.set_xlabel(_bound_label(plan))
-        ax.grid(alpha=0.3)
+    _bound_axes(plan, ax1, ax2)
     ax2.legend(fontsize=7, ncol=2, loc="best")
     level = next((r.get("target_level") for r in plan.rows if r.get("target_level") is not None), None)
     target = f"target {level:.3g}" if level is not None else "no target"
