@@ -96,6 +96,22 @@ def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, le
     return task, learner, cluster
 
 
+def prepare_independent(scn: Scenario, on_step: Callable[[dict], None] | None = None, learner_cls=None):
+    """Task, learner and :class:`sandbox.replay.IndependentReplay` for ``run.schedules = "independent"``:
+    replica r starts from the initial weights of the separate run with master seed ``run.seed + r``."""
+    from .replay import IndependentReplay, check_independent, replica_seeds
+
+    check_runnable(scn)
+    check_independent(scn)
+    task = make_task(scn.task)
+    seeds = replica_seeds(scn.run, task.replicas)
+    one = make_task(scn.task.model_copy(update={"replicas": 1}))
+    inits = [one.init_params(torch.Generator().manual_seed(s["init"])) for s in seeds]
+    params = {k: torch.cat([p[k] for p in inits]) for k in inits[0]}
+    learner = build_learner(scn, task, params, learner_cls)
+    return task, learner, IndependentReplay(scn, task, learner, seeds, on_step)
+
+
 def run_scenario(
     scn: Scenario,
     out_dir: str | Path | None = None,
@@ -116,7 +132,8 @@ def run_scenario(
         from .report.writers import check_writers
 
         check_writers(scn.run.writers)
-    task, learner, cluster = prepare_run(scn, on_step, learner_cls)
+    prepare = prepare_independent if scn.run.schedules == "independent" else prepare_run
+    task, learner, cluster = prepare(scn, on_step, learner_cls)
     threads = scn.run.threads or task.default_threads
     previous = torch.get_num_threads()
     if threads:

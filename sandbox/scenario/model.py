@@ -21,6 +21,7 @@ from ..algorithms import (
     StabilizerConfig,
 )
 from ..analysis.time_to_target import TargetConfig
+from ..errors import ScenarioError
 from ..learner.optim import OptimizerConfig
 from ..outputs import check_names
 from ..system.config import SystemConfig
@@ -119,6 +120,13 @@ class RunConfig(BaseModel):
         "the synchronous baseline's final value, 0.9 by default) and the smoothing window; only derived results "
         "depend on it (docs/time_to_target.md).",
     )
+    schedules: Literal["shared", "independent"] = Field(
+        "shared",
+        description="How the task's replicas are timed: 'shared' = one simulated cluster for all of them (one clock, "
+        "the same versions in every batch); 'independent' = replica r is the run with master seed run.seed + r (its own "
+        "timing, sampling and initial weights), trained in the same batched tensor; needs a fixed-length task (bandit, "
+        "bitstring) and no partial rollouts (docs/system.md#independent-schedules).",
+    )
     threads: int | None = Field(
         None,
         ge=1,
@@ -177,6 +185,16 @@ class Scenario(BaseModel):
                 f"groups_per_step groups can never be formed and no learner step would ever complete; use "
                 f"queue_capacity >= {B} (or leave it unset: (k_max + 1)·groups_per_step)"
             )
+        if self.run.schedules == "independent":
+            from ..replay import check_independent
+
+            try:
+                check_independent(self)
+            except ScenarioError as exc:
+                raise ValueError("; ".join(exc.problems)) from None
+            if self.run.seed + self.task.replicas - 1 > MAX_SEED:
+                raise ValueError(f"run.seed: replica r uses master seed run.seed + r, so run.seed must be at most "
+                                 f"{MAX_SEED - self.task.replicas + 1} with {self.task.replicas} replicas")
         task = self.task.name
         if issubclass(TASKS[task].impl, OracleTask):  # no groups, no tokens: objectives and corrections do not apply
             if self.system.partial_rollouts:

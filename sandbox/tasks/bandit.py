@@ -14,6 +14,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor
 
+from . import draws
 from .base import TASKS, PolicyTask
 from .rollouts import Rollouts
 
@@ -51,6 +52,7 @@ class BanditConfig(BaseModel):
 @TASKS.register(BanditConfig)
 class BanditTask(PolicyTask):
     max_len = 1
+    fixed_length = True
     default_threads = 1
 
     def __init__(self, cfg: BanditConfig):
@@ -70,7 +72,7 @@ class BanditTask(PolicyTask):
             return group
         R, G = group.lengths.shape
         logp_all = torch.log_softmax(params["logits"].detach(), -1)  # (R, K)
-        actions = torch.multinomial(logp_all.exp(), G, replacement=True, generator=gen)  # (R, G)
+        actions = draws.multinomial(logp_all.exp(), G, gen)  # (R, G)
         logp = logp_all.gather(-1, actions)
         ones = torch.ones(R, G, dtype=torch.long)
         return group.extend(actions.unsqueeze(-1), logp.unsqueeze(-1), ones, ones.bool(), version)
@@ -78,8 +80,8 @@ class BanditTask(PolicyTask):
     def rewards(self, group, gen):
         m = self.means[group.tokens[..., 0]]
         if self.cfg.reward == "bernoulli":
-            return (torch.rand(m.shape, generator=gen) < m).to(torch.float32)
-        return m + self.cfg.reward_std * torch.randn(m.shape, generator=gen)
+            return (draws.rand(m.shape, gen) < m).to(torch.float32)
+        return m + self.cfg.reward_std * draws.randn(m.shape, gen)
 
     def logprobs(self, params, rollouts):
         logp_all = torch.log_softmax(params["logits"], -1)  # (R, K)

@@ -52,6 +52,10 @@ class Task(ABC):
 class PolicyTask(Task):
     kind: ClassVar[str] = "policy"
     max_len: int
+    fixed_length: ClassVar[bool] = False
+    """Every response has exactly ``max_len`` tokens whatever the weights, and the task draws only
+    through :mod:`sandbox.tasks.draws`: the cluster's timing then cannot depend on the policy, so
+    each replica can run under its own schedule (``run.schedules = "independent"``)."""
 
     @abstractmethod
     def new_group(self, group_size: int, gen: torch.Generator) -> Rollouts:

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import draws
 from .base import TASKS, PolicyTask
 from .rollouts import Rollouts
 
@@ -43,6 +44,7 @@ class BitStringConfig(BaseModel):
 @TASKS.register(BitStringConfig)
 class BitStringTask(PolicyTask):
     default_threads = 1
+    fixed_length = True
 
     def __init__(self, cfg: BitStringConfig):
         self.cfg = cfg
@@ -66,7 +68,7 @@ class BitStringTask(PolicyTask):
         R, G = group.lengths.shape
         theta = params["logits"].detach()[:, start:]  # (R, S)
         p1 = torch.sigmoid(theta).unsqueeze(1).expand(R, G, H - start)
-        bits = (torch.rand(p1.shape, generator=gen) < p1).long()
+        bits = (draws.rand(p1.shape, gen) < p1).long()
         logp = torch.where(bits.bool(), F.logsigmoid(theta).unsqueeze(1), F.logsigmoid(-theta).unsqueeze(1))
         steps = torch.full((R, G), H - start, dtype=torch.long)
         return group.extend(bits, logp, steps, torch.ones(R, G, dtype=torch.bool), version)

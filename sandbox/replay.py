@@ -1,0 +1,247 @@
+"""R replicas, each under its own event schedule, trained as one batched learner.
+
+Under ``run.schedules = "shared"`` (the default) the R replicas of a task share one simulated
+cluster: one clock, one order of dispatches, the same versions in every batch. Under
+``"independent"`` replica r is the run with master seed ``run.seed + r``: its own timing stream,
+sampling stream and initial weights (``docs/system.md#independent-schedules``). That is only
+possible in one batched tensor when the timing cannot depend on the policy (a task with
+``fixed_length``, no partial rollouts), because then each replica's schedule can be simulated
+first (:func:`sandbox.system.schedule.record_schedule`, the real cluster), and the learners replayed
+through them afterwards:
+
+* the replicas advance through their schedules in waves, one operation per replica per wave, and
+  stop at their next ``TAKE``; a wave samples the groups dispatched in it with each replica's
+  weights of the version its schedule admitted (the last versions are kept in a ring, as deep as the
+  largest lag any schedule reaches) and rewards the groups finished in it, each replica drawing from
+  its own generator (:class:`sandbox.tasks.draws.RowGenerators`) in its schedule's order;
+* when every replica stands at ``TAKE`` b, the learner trains batch b on each replica's own groups
+  in its schedule's order, in one batched step.
+
+So replica r draws the same numbers, samples with the same weights and trains on the same batches
+as the separate run with seed ``run.seed + r`` (held to it in ``tests/system/test_independent_schedules.py``).
+The metrics row of a step averages the replicas, clock and system columns included; each replica's
+own clock and system columns are in ``replicas.npz``. The jobs table and the event log are replica
+0's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .errors import ScenarioError
+from .system.cluster import ClusterResult, Job
+from .system.schedule import DISPATCH, FINISH, TAKE, Schedule, record_schedule
+from .tasks.draws import RowGenerators
+from .tasks.rollouts import Rollouts
+
+SYSTEM_COLUMNS = (
+    "time", "system/step_time", "system/learner_wait", "system/dropped", "system/buffer",
+    "throughput/samples_per_s", "throughput/tokens_per_s", "throughput/generated_per_s",
+    "util/workers", "util/learner",
+)
+"""The cluster's columns of a metrics row, one value per replica under independent schedules."""
+
+_FIELDS = ("tokens", "behaviour_logp", "token_versions", "lengths", "ended", "rewards")
+
+
+def replica_seeds(run, replicas: int) -> list[dict[str, int]]:
+    """Per replica, the three stream seeds of the separate run with master seed ``run.seed + r``."""
+    return [run.model_copy(update={"seed": run.seed + r}).seeds() for r in range(replicas)]
+
+
+@dataclass
+class _Slots:
+    """Rollout fields of groups in a leading-index store: ``(*lead, G, T)`` per token field."""
+
+    tensors: dict[str, torch.Tensor]
+
+    @classmethod
+    def like(cls, lead: tuple[int, ...], ro: Rollouts, rewards: torch.Tensor | None) -> "_Slots":
+        def alloc(t: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(lead + tuple(t.shape[1:]), dtype=t.dtype)
+
+        tensors = {f: alloc(getattr(ro, f)) for f in _FIELDS[:-1]}
+        if rewards is not None:
+            tensors["rewards"] = alloc(rewards)
+        return cls(tensors)
+
+    def put(self, index: tuple, ro: Rollouts, rewards: torch.Tensor | None = None) -> None:
+        for f in _FIELDS[:-1]:
+            self.tensors[f][index] = getattr(ro, f)
+        if rewards is not None:
+            self.tensors["rewards"][index] = rewards
+
+    def get(self, index: tuple, group_size: int, with_rewards: bool) -> Rollouts:
+        t = {f: self.tensors[f][index] for f in _FIELDS[:-1]}
+        return Rollouts(**t, group_size=group_size, rewards=self.tensors["rewards"][index] if with_rewards else None)
+
+
+class IndependentReplay:
+    """Trains ``learner`` (R replicas) through one recorded schedule per replica."""
+
+    def __init__(self, scn, task, learner, seeds: list[dict[str, int]], on_step=None):
+        self.scn, self.task, self.learner, self.on_step = scn, task, learner, on_step
+        self.seeds = seeds
+        self.R = len(seeds)
+        self.B = scn.algorithm.groups_per_step
+        self.G = scn.algorithm.group_size
+        self.S = scn.algorithm.updates_per_batch
+
+    def record(self, steps: int) -> list[Schedule]:
+        a = self.scn.algorithm
+        return [
+            record_schedule(self.scn.system, steps, self.B, self.G, self.task.max_len, s["system"],
+                            a.minibatches, a.epochs, keep_jobs=r == 0, record_events=self.scn.run.record_events)
+            for r, s in enumerate(self.seeds)
+        ]
+
+    def run(self, steps: int, schedules: list[Schedule] | None = None) -> ClusterResult:
+        schedules = self.record(steps) if schedules is None else schedules
+        R, B, G, S = self.R, self.B, self.G, self.S
+        learner, task = self.learner, self.task
+        batches = schedules[0].batches
+        offsets = np.cumsum([0] + [len(s.ops) for s in schedules])
+        ops = np.concatenate([s.ops for s in schedules])
+        args = np.concatenate([s.args for s in schedules])
+        job_base = np.cumsum([0] + [len(s.job_version) for s in schedules])
+        version = np.concatenate([s.job_version for s in schedules])
+        worker = np.concatenate([s.job_worker for s in schedules])
+        jbatch = np.concatenate([s.job_batch for s in schedules])
+        jslot = np.concatenate([s.job_slot for s in schedules])
+        depth, ahead = _ring_sizes(schedules)
+        workers = len(self.scn.system.speeds())
+        system = np.stack([_system_matrix(s) for s in schedules], 1)  # (batches, R, columns)
+
+        weights = learner.initial_weights()
+        history = {k: torch.zeros((depth,) + tuple(v.shape), dtype=v.dtype) for k, v in weights.items()}
+        for k, v in weights.items():
+            history[k][0] = v
+        gens = [torch.Generator().manual_seed(s["sampling"]) for s in self.seeds]
+        inflight: _Slots | None = None
+        pending: _Slots | None = None
+        cursor = offsets[:-1].copy()
+        rows: list[dict] = []
+        status = "completed"
+        for b in range(batches):
+            while True:
+                kinds = ops[cursor]
+                moving = kinds != TAKE
+                if not moving.any():
+                    break
+                at = cursor + 0
+                jobs = job_base[:-1] + args[at]
+                dispatch = np.flatnonzero(kinds == DISPATCH)
+                if dispatch.size:
+                    rows_t = torch.from_numpy(dispatch)
+                    j = jobs[dispatch]
+                    v = version[j]
+                    vt = torch.from_numpy(v % depth)
+                    params = {k: h[vt, rows_t] for k, h in history.items()}
+                    group = Rollouts.empty(dispatch.size, G)
+                    ro = task.generate(params, group, RowGenerators([gens[r] for r in dispatch]), torch.from_numpy(v))
+                    if inflight is None:
+                        inflight = _Slots.like((R, workers), ro, None)
+                    inflight.put((rows_t, torch.from_numpy(worker[j])), ro)
+                finish = np.flatnonzero(kinds == FINISH)
+                if finish.size:
+                    rows_t = torch.from_numpy(finish)
+                    j = jobs[finish]
+                    ro = inflight.get((rows_t, torch.from_numpy(worker[j])), G, with_rewards=False)
+                    rewards = task.rewards(ro, RowGenerators([gens[r] for r in finish]))
+                    kept = jbatch[j] >= 0
+                    if kept.any():
+                        if pending is None:
+                            pending = _Slots.like((ahead, R, B), ro, rewards)
+                        k = torch.from_numpy(np.flatnonzero(kept))
+                        index = (torch.from_numpy(jbatch[j][kept] % ahead), rows_t[k], torch.from_numpy(jslot[j][kept]))
+                        pending.put(index, _take_rows(ro, k), rewards[k])
+                cursor[moving] += 1
+            taken = args[cursor]
+            if (taken != b).any():  # a schedule out of step with the others: a bug, not an input error
+                raise AssertionError(f"replicas stand at batches {sorted(set(taken.tolist()))}, expected {b}")
+            cursor += 1
+            payloads = [pending.get((b % ahead, slice(None), s), G, with_rewards=True) for s in range(B)]
+            batch_jobs = [Job(id=-1, worker=-1, head_version=-1, dispatch_time=math.nan, payload=p) for p in payloads]
+            result = learner.train(b, batch_jobs, math.nan)
+            for k, w in result.weights.items():
+                history[k][(b + 1) % depth] = w
+            sys_row = dict(zip(SYSTEM_COLUMNS, system[b].mean(0).tolist()))
+            step_rows = [result.metrics] if result.step_metrics is None else result.step_metrics
+            for i, metrics in enumerate(step_rows):
+                row = {**sys_row, "step": b * S + i if result.step_metrics is not None else b, **metrics}
+                rows.append(row)
+                if self.on_step is not None:
+                    self.on_step(row)
+            for entry in learner.replica_rows[-len(step_rows):]:
+                entry.update({c: system[b, :, i] for i, c in enumerate(SYSTEM_COLUMNS)})
+            if result.stop:
+                status = "diverged"
+                break
+        first = schedules[0]
+        return ClusterResult(
+            status=status,
+            steps_done=len(rows),
+            sim_time=float(np.mean([s.sim_time for s in schedules])),
+            jobs=first.jobs or [],
+            events=first.events or [],
+            rows=rows,
+            dropped=int(first.rows[-1]["system/dropped"]) if first.rows else 0,
+        )
+
+
+def _take_rows(ro: Rollouts, index: torch.Tensor) -> Rollouts:
+    return Rollouts(**{f: getattr(ro, f)[index] for f in _FIELDS[:-1]}, group_size=ro.group_size)
+
+
+def _system_matrix(s: Schedule) -> np.ndarray:
+    return np.array([[row[c] for c in SYSTEM_COLUMNS] for row in s.rows], dtype=np.float64)
+
+
+def _ring_sizes(schedules: list[Schedule]) -> tuple[int, int]:
+    """(versions to keep, batches to buffer ahead): one more than the largest lag between a dispatch's
+    version and the learner's, and than the largest number of batches a finished group waits for."""
+    depth, ahead = 1, 1
+    for s in schedules:
+        trained = np.cumsum(s.ops == TAKE) - (s.ops == TAKE)  # batches trained before each operation
+        d = s.ops == DISPATCH
+        lag = trained[d] - s.job_version[s.args[d]]
+        if lag.size:
+            if lag.min() < 0:
+                raise AssertionError("a schedule samples with a version the learner has not made yet")
+            depth = max(depth, int(lag.max()) + 1)
+        f = s.ops == FINISH
+        wait = s.job_batch[s.args[f]] - trained[f]
+        wait = wait[s.job_batch[s.args[f]] >= 0]
+        if wait.size:
+            ahead = max(ahead, int(wait.max()) + 1)
+    return depth, ahead
+
+
+def check_independent(scn) -> None:
+    """Why a scenario cannot run with ``run.schedules = "independent"`` (a :class:`ScenarioError`
+    naming the field), at run time as at load time."""
+    from .tasks import TASKS, PolicyTask
+
+    if scn.run.schedules != "independent":
+        return
+    impl = TASKS[scn.task.name].impl
+    problems = []
+    if not (issubclass(impl, PolicyTask) and impl.fixed_length):
+        fixed = sorted(n for n in TASKS.names() if issubclass(TASKS[n].impl, PolicyTask) and TASKS[n].impl.fixed_length)
+        problems.append(
+            f"run.schedules: 'independent' needs a task whose responses have a fixed length (the timing then cannot "
+            f"depend on the policy): one of {fixed}; task '{scn.task.name}' has not"
+        )
+    if scn.system.partial_rollouts:
+        problems.append("run.schedules: 'independent' cannot replay system.partial_rollouts (a group's segments "
+                        "depend on when versions arrive mid-generation); set partial_rollouts = false or schedules = 'shared'")
+    for name in ("system_seed", "sampling_seed", "init_seed"):
+        if getattr(scn.run, name) is not None:
+            problems.append(f"run.{name}: must be unset with run.schedules = 'independent' (replica r uses the streams "
+                            f"of master seed run.seed + r)")
+    if problems:
+        raise ScenarioError(problems)

@@ -1,0 +1,145 @@
+"""A replica's event schedule, simulated without learning, as the ordered list of what it asks of a
+learner: sample a group with version v, finish (reward) a group, train on a batch.
+
+When the timing cannot depend on the policy (every response has the task's fixed length, so the
+decode steps and tokens that the delays may read are known in advance), the cluster's schedule is
+a function of the system seed alone. :func:`record_schedule` runs the real :class:`Cluster`
+with a workload and a trainer that only record the calls the cluster makes, in the order it makes
+them; :mod:`sandbox.replay` then drives R batched learners through R such schedules
+(``run.schedules = "independent"``, ``docs/system.md#independent-schedules``). The recording is
+the same simulation as a run's, so a replica replayed from it sees the same versions, batches and
+clock as a separate run with its seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cluster import Cluster, Job, TrainResult
+from .config import SystemConfig
+
+DISPATCH, FINISH, TAKE = 0, 1, 2
+"""Operation kinds of a schedule, in the order the cluster calls the workload and the trainer."""
+
+
+@dataclass
+class Schedule:
+    """One replica's schedule: ``ops[i]`` is an operation kind and ``args[i]`` its job id
+    (``DISPATCH``, ``FINISH``) or its batch index (``TAKE``)."""
+
+    ops: np.ndarray
+    args: np.ndarray
+    job_version: np.ndarray
+    """``(jobs,)`` the version each job samples with (its admitted version)."""
+    job_worker: np.ndarray
+    """``(jobs,)`` the worker that ran it."""
+    job_batch: np.ndarray
+    """``(jobs,)`` the batch that consumed it, -1 if dropped or still in flight at the end."""
+    job_slot: np.ndarray
+    """``(jobs,)`` its position in that batch (the learner's order), -1 if not consumed."""
+    rows: list[dict]
+    """The cluster's row per consumed batch (clock, throughput, utilisation)."""
+    status: str
+    sim_time: float
+    jobs: list[Job] | None = None
+    """The job records (kept for one replica only: the jobs table and timeline figures)."""
+    events: list[tuple] | None = None
+
+    @property
+    def batches(self) -> int:
+        return len(self.rows)
+
+
+@dataclass
+class _Recorded:
+    """A recorded job's payload: what the cluster reads (sizes) plus its id."""
+
+    id: int
+    version: int
+    decode_steps: int
+    token_count: int
+    num_responses: int
+
+
+class _RecordingWorkload:
+    def __init__(self, decode_steps: int, log: list[tuple[int, int]]):
+        self.decode_steps = decode_steps
+        self.log = log
+        self.versions: list[int] = []
+
+    def sample(self, weights, version, group_size):
+        job = len(self.versions)
+        self.versions.append(version)
+        self.log.append((DISPATCH, job))
+        return _Recorded(job, version, self.decode_steps, self.decode_steps * group_size, group_size)
+
+    def finish(self, payload):
+        self.log.append((FINISH, payload.id))
+        return payload
+
+
+class _RecordingTrainer:
+    """Consumes a batch as the learner would: ``minibatches × epochs`` optimizer steps, cut at
+    ``total_steps``; reports the tokens of the first pass, as :class:`sandbox.learner.trainer.Learner` does."""
+
+    def __init__(self, log: list[tuple[int, int]], minibatches: int, epochs: int, total_steps: int):
+        self.log = log
+        self.minibatches, self.epochs, self.total_steps = minibatches, epochs, total_steps
+        self.batches: dict[int, tuple[int, int]] = {}
+
+    def initial_weights(self):
+        return 0
+
+    def train(self, step, jobs, now):
+        self.log.append((TAKE, step))
+        for slot, job in enumerate(jobs):
+            self.batches[job.payload.id] = (step, slot)
+        per_part = len(jobs) // self.minibatches
+        first = step * self.minibatches * self.epochs
+        parts = sum(1 for j in range(self.minibatches) if first + j < self.total_steps)
+        tokens = sum(job.payload.token_count for job in jobs[: parts * per_part])
+        return TrainResult(weights=step + 1, tokens=tokens, passes=self.epochs)
+
+
+def record_schedule(
+    cfg: SystemConfig,
+    steps: int,
+    groups_per_step: int,
+    group_size: int,
+    decode_steps: int,
+    seed: int,
+    minibatches: int = 1,
+    epochs: int = 1,
+    keep_jobs: bool = False,
+    record_events: bool = False,
+) -> Schedule:
+    """Simulate the system for ``steps`` optimizer steps with every response ``decode_steps`` long and
+    record its schedule; ``keep_jobs`` keeps the job records (and, with ``record_events``, the log)."""
+    log: list[tuple[int, int]] = []
+    workload = _RecordingWorkload(decode_steps, log)
+    trainer = _RecordingTrainer(log, minibatches, epochs, steps)
+    cluster = Cluster(cfg, workload, trainer, groups_per_step, group_size, seed,
+                      record_events=keep_jobs and record_events, updates_per_batch=minibatches * epochs)
+    res = cluster.run(steps)
+    ops = np.array([k for k, _ in log], dtype=np.int8)
+    args = np.array([a for _, a in log], dtype=np.int64)
+    n = len(workload.versions)
+    batch = np.full(n, -1, dtype=np.int64)
+    slot = np.full(n, -1, dtype=np.int64)
+    for job, (b, s) in trainer.batches.items():
+        batch[job], slot[job] = b, s
+    return Schedule(
+        ops=ops,
+        args=args,
+        job_version=np.asarray(workload.versions, dtype=np.int64),
+        job_worker=np.array([j.worker for j in res.jobs], dtype=np.int64),
+        job_batch=batch,
+        job_slot=slot,
+        rows=res.rows,
+        status=res.status,
+        sim_time=res.sim_time,
+        jobs=res.jobs if keep_jobs else None,
+        events=res.events if keep_jobs else None,
+    )
