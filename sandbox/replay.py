@@ -18,7 +18,9 @@ through them afterwards:
   in its schedule's order, in one batched step.
 
 So replica r draws the same numbers, samples with the same weights and trains on the same batches
-as the separate run with seed ``run.seed + r`` (held to it in ``tests/system/test_independent_schedules.py``).
+as the separate run with seed ``run.seed + r``: every metric is the same to the bit, except an
+evaluation computed as a matrix product over the replicas (the bandit's expected reward), whose
+last bit depends on R (``tests/system/test_independent_schedules.py``).
 The metrics row of a step averages the replicas, clock and system columns included; each replica's
 own clock and system columns are in ``replicas.npz``. The jobs table and the event log are replica
 0's.

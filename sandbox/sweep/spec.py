@@ -262,6 +262,19 @@ def parse_sweep(raw: dict, base_dir: Path | None = None, source: str = "sweep", 
     return spec
 
 
+def _overlapping_replicas(taken: list[tuple[int, int]], seed: int, replicas: int) -> str | None:
+    """With ``run.schedules = "independent"`` replica r of seed s is the run with seed s + r: two
+    seeds closer than ``replicas`` would run the same replicas twice and count them as independent."""
+    last = seed + replicas - 1
+    for first, other_last in taken:
+        if seed <= other_last and first <= last:
+            return (f"seeds: {first} and {seed} overlap: with run.schedules = 'independent' and task.replicas = "
+                    f"{replicas}, seed s runs the replicas of seeds s .. s + {replicas - 1}; space the seeds at least "
+                    f"{replicas} apart (e.g. seeds = [0, {replicas}, {2 * replicas}])")
+    taken.append((seed, last))
+    return None
+
+
 def expand(spec: SweepSpec, variants: dict | None = None) -> list[RunSpec]:
     """All runs of the sweep: product over the axis groups, then over seeds. Every run is
     validated; problems are reported together, each with the axis values of its run."""
@@ -271,7 +284,9 @@ def expand(spec: SweepSpec, variants: dict | None = None) -> list[RunSpec]:
     tried = 0
     seeds = spec.seeds if spec.seeds is not None else [None]
     ids: dict[str, dict] = {}
+    replica_seeds: list[tuple[int, int]] = []  # per axis point: (first, last) master seed its replicas use
     for combo in itertools.product(*spec.values) if spec.values else [()]:
+        replica_seeds.clear()
         params: dict[str, Any] = {}
         for keys, vals in zip(spec.axes, combo):
             params.update(zip(keys, vals))
@@ -300,6 +315,11 @@ def expand(spec: SweepSpec, variants: dict | None = None) -> list[RunSpec]:
                 problems.append(("", f"two runs resolve to the same scenario: {ids[rid]} and {params} (seed {seed})"))
                 continue
             ids[rid] = params
+            if scn.run.schedules == "independent" and seed is not None:
+                clash = _overlapping_replicas(replica_seeds, scn.run.seed, scn.task.replicas)
+                if clash:
+                    problems.append(("", clash))
+                    continue
             runs.append(RunSpec(id=rid, params=params, seed=scn.run.seed, overrides=overrides, data=data))
         if len(problems) > 20:
             break

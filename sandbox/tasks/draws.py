@@ -67,6 +67,7 @@ def multinomial(probs: Tensor, samples: int, gen: Stream, replacement: bool = Tr
         return torch.multinomial(probs, samples, replacement=replacement, generator=gen)
     gen._check(probs.shape[0])
     out = torch.empty(probs.shape[0], samples, dtype=torch.long)
-    for r, g in enumerate(gen.gens):
-        torch.multinomial(probs[r:r + 1], samples, replacement=replacement, generator=g, out=out[r:r + 1])
+    draw = torch.multinomial
+    for p, o, g in zip(probs.split(1), out.split(1), gen.gens):  # (1, K) rows: the call of a one-replica run
+        draw(p, samples, replacement, generator=g, out=o)
     return out

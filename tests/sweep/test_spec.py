@@ -125,3 +125,16 @@ def test_relative_base_path(tmp_path):
     spec = load_sweep(tmp_path / "sub" / "s.toml", ["run.eval_every=2"])
     assert spec.name == "s" and len(spec.runs) == 2
     assert all(r.scenario().run.eval_every == 2 for r in spec.runs)
+
+
+def test_independent_replicas_of_two_seeds_must_not_overlap(tiny_raw):
+    """Seed s with R independent replicas runs seeds s .. s + R − 1: seeds 0 and 1 would repeat
+    R − 1 runs and count them twice; seeds R apart are refused nowhere."""
+    tiny_raw["base"]["task"] = {"name": "bandit", "num_arms": 4}
+    tiny_raw["base"]["algorithm"]["group_size"] = 2
+    tiny_raw["set"] = {"task.replicas": 4, "run.schedules": "independent"}
+    with pytest.raises(ScenarioError, match=r"seeds: 0 and 1 overlap.*space the seeds at least 4 apart"):
+        parse_sweep(tiny_raw)
+    tiny_raw["seeds"] = [0, 4]
+    spec = parse_sweep(tiny_raw)
+    assert sorted({r.seed for r in spec.runs}) == [0, 4]
