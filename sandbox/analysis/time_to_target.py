@@ -137,6 +137,16 @@ class Curves:
     synchronous: bool = False
     target: TargetConfig = field(default_factory=TargetConfig)
     seed: int = 0
+    replica_time: np.ndarray | None = None
+    """``(n, R)`` each replica's own clock when the replicas ran under independent schedules
+    (docs/system.md#independent-schedules); ``None``: they share :attr:`time`."""
+    replica_counts: dict[str, np.ndarray] | None = None
+
+    def clock(self, r: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Replica ``r``'s clock and cumulative counters (its own under independent schedules)."""
+        if self.replica_time is None:
+            return self.time, self.counts
+        return self.replica_time[:, r], {k: v[:, r] for k, v in self.replica_counts.items()}
 
     @property
     def replicas(self) -> int:
@@ -171,7 +181,16 @@ class Curves:
                 vals[step >= at, r] = np.nan  # the step that diverged and after: frozen or non-finite weights
         final = summary.get(final_key)
         final = float(final) if final is not None else math.nan
-        return cls(metric, higher, step, time, counts, vals, final, synchronous, target, seed)
+        replica_time = replica_counts = None
+        own = replica.get("time")
+        if own is not None and own.shape == vals.shape:  # independent schedules: one clock per replica
+            replica_time = np.asarray(own, dtype=float)
+            replica_counts = {
+                name: np.rint(replica[col] * replica_time) if col in replica and replica[col].shape == vals.shape
+                else np.zeros_like(replica_time)
+                for name, col in _COUNTS
+            }
+        return cls(metric, higher, step, time, counts, vals, final, synchronous, target, seed, replica_time, replica_counts)
 
     @classmethod
     def from_result(cls, result) -> "Curves | None":
@@ -204,7 +223,7 @@ class Curves:
         replica: dict[str, np.ndarray] = {}
         if (path / "replicas.npz").exists():
             with np.load(path / "replicas.npz") as npz:
-                for c, _, _ in HEADLINE:
+                for c in [c for c, _, _ in HEADLINE] + ["time"] + [c for _, c in _COUNTS]:
                     key = c.replace("/", "__")
                     if key in npz.files:
                         replica[c] = npz[key]
@@ -272,7 +291,8 @@ def replica_reaches(curves: Curves, level: float, window: float | None = None) -
             continue
         z = smooth(curves.step[rows], y[rows], window)
         best = float(z.max() if curves.higher_is_better else z.min())
-        end_time = float(curves.time[rows[-1]])
+        time, counts = curves.clock(r)
+        end_time = float(time[rows[-1]])
         hit = first_crossing(z, level, curves.higher_is_better)
         if hit is None:
             cut = rows[-1] < len(y) - 1 and not np.isfinite(y[rows[-1] + 1 :]).any()
@@ -286,8 +306,8 @@ def replica_reaches(curves: Curves, level: float, window: float | None = None) -
         def at(arr: np.ndarray) -> float:
             return float(arr[a] + frac * (arr[b] - arr[a])) if i > 0 else float(arr[b])
 
-        out.append(Reach(at(curves.time), at(curves.step + 1), at(curves.counts["samples"]), at(curves.counts["generated"]),
-                         at(curves.counts["tokens"]) if curves.has_tokens else None, best, end_time))
+        out.append(Reach(at(time), at(curves.step + 1), at(counts["samples"]), at(counts["generated"]),
+                         at(counts["tokens"]) if curves.has_tokens else None, best, end_time))
     return out
 
 

@@ -165,3 +165,20 @@ def test_rollouts_extend_stamps_a_version_per_replica():
     ones = torch.ones(2, 3, dtype=torch.long)
     out = group.extend(torch.zeros(2, 3, 1, dtype=torch.long), torch.zeros(2, 3, 1), ones, ones.bool(), torch.tensor([4, 7]))
     assert out.token_versions[:, :, 0].tolist() == [[4, 4, 4], [7, 7, 7]]
+
+
+def test_time_to_target_reads_each_replicas_own_clock():
+    """Under independent schedules a replica reaches the target at its own simulated time: the time
+    its separate run reports, not a time read off the replicas' mean clock."""
+    data = scenario(REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 2}, task="bitstring", steps=60)
+    data["run"]["target"] = {"reward": 0.5}
+    batched = run_scenario(validate_scenario(data), force=True)
+    times = batched.summary["time_to_target_replicas"]
+    assert all(t is not None for t in times)
+    for r in range(REPLICAS):
+        alone_data = scenario(1, SEED + r, "shared", {"kind": "max_lag", "k_max": 2}, task="bitstring", steps=60)
+        alone_data["run"]["target"] = {"reward": 0.5}
+        alone = run_scenario(validate_scenario(alone_data), force=True)
+        assert times[r] == alone.summary["time_to_target_replicas"][0]
+    # The mean clock would have given other times: the test can tell the two apart.
+    assert batched.replica_metrics["time"].std(1).max() > 0.1
