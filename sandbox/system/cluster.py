@@ -159,16 +159,14 @@ class Signal:
         self.env = env
         self._gate = gate
         self._event = env.event()
-        self._tail: tuple[Callable, list, Callable] | None = None  # the gated run last added to the round, its test
+        self._tail: tuple[Callable, list] | None = None  # the gated run last added to the round
 
-    def wait(self, gated: bool | Callable[[], bool] = False) -> simpy.Event:
-        """The event to yield until the next round. ``gated``: resumed only when the signal's gate
-        holds (``True``) or when this waiter's own test holds (a callable: the learner's "a take would
-        act"); each test must be a pure function of the cluster's state."""
-        if gated is False:
+    def wait(self, gated: bool = False) -> simpy.Event:
+        """The event to yield until the next round; ``gated``: resumed only when the gate holds."""
+        if not gated:
             return self._event
         parked = self.env.event()
-        self._run(self._gate if gated is True else gated).append(parked)
+        self._run().append(parked)
         return parked
 
     def notify(self) -> None:
@@ -177,21 +175,21 @@ class Signal:
             self._event = self.env.event()
             self._tail = None
 
-    def _run(self, gate: Callable[[], bool]) -> list[simpy.Event]:
-        """The run of waiters gated by ``gate`` at the end of the current round (a new one if a
-        non-gated waiter, or one with another test, came last)."""
+    def _run(self) -> list[simpy.Event]:
+        """The run of gated waiters at the end of the current round (a new one if a non-gated
+        waiter came last)."""
         callbacks = self._event.callbacks
-        tail = self._tail
-        if tail is None or not callbacks or callbacks[-1] is not tail[0] or tail[2] is not gate:
+        if self._tail is None or not callbacks or callbacks[-1] is not self._tail[0]:
             run: list[simpy.Event] = []
-            tail = self._tail = (lambda fired: self._wake(fired, run, gate), run, gate)
-            callbacks.append(tail[0])
-        return tail[1]
+            self._tail = (lambda fired: self._wake(fired, run), run)
+            callbacks.append(self._tail[0])
+        return self._tail[1]
 
-    def _wake(self, fired: simpy.Event, run: list[simpy.Event], gate: Callable[[], bool]) -> None:
+    def _wake(self, fired: simpy.Event, run: list[simpy.Event]) -> None:
+        gate = self._gate
         for i, parked in enumerate(run):
             if not gate():  # nothing runs until the run's end: the rest would fail too
-                self._run(gate).extend(run[i:])
+                self._run().extend(run[i:])
                 return
             callbacks, parked.callbacks = parked.callbacks, None
             for callback in callbacks:  # the process resumes now, as if it had yielded ``fired``
@@ -410,9 +408,7 @@ class Cluster:
                     break
                 if taken.dropped:
                     self.signal.notify()  # drops free admission capacity
-                # Resumed only when a take would consume or drop something: a take that would not is
-                # what the broadcast's wake-up did (nothing), so the schedule is the same.
-                yield self.signal.wait(gated=lambda: self.control.ready(step, self.buffer))
+                yield self.signal.wait()
             batch = taken.batch
             self.signal.notify()  # the buffer shrank: throttled workers may go on
             now = self.env.now

@@ -128,7 +128,7 @@ def test_every_registered_control_speaks_the_protocol():
 
 # -- the cluster side ------------------------------------------------------------------------------
 
-PROTOCOL = {"admit", "on_dispatch", "on_finish", "take", "ready", "on_publish", "oldest_needed_version", "stuck_reason",
+PROTOCOL = {"admit", "on_dispatch", "on_finish", "take", "on_publish", "oldest_needed_version", "stuck_reason",
             "running", "dropped"}
 
 

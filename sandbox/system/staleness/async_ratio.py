@@ -56,17 +56,12 @@ class AsyncRatioControl(Control):
             return Admission(visible)
         return None
 
-    def may_drop(self, step, buffer):
-        if not self.buffered.covers(buffer):
-            return True
-        oldest_ok = step - self.window
-        oldest = self.buffered.min_head()
-        return not (oldest > oldest_ok or (oldest == oldest_ok and (self.oldest_quota is None or self.window == 0)))
-
     def drop_stale(self, step, buffer):
-        if not self.may_drop(step, buffer):
-            return []  # nothing below the window, and no quota to count at its edge
         oldest_ok = step - self.window
+        if self.buffered.covers(buffer):
+            oldest = self.buffered.min_head()
+            if oldest > oldest_ok or (oldest == oldest_ok and (self.oldest_quota is None or self.window == 0)):
+                return []  # nothing below the window, and no quota to count at its edge
         quota = [self.oldest_quota]
 
         def too_old(job):

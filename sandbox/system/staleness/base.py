@@ -8,8 +8,6 @@ the counts its rules depend on. The cluster only asks and reports:
 * ``on_dispatch(job)`` / ``on_finish(job)`` → a job started / entered the buffer;
 * ``take(step, buffer)`` → a :class:`Take`: the jobs learner step ``step`` consumes (``None`` to
   wait; consumption is counted by the control) and the over-stale jobs it discarded from the buffer;
-* ``ready(step, buffer)`` → whether a ``take`` would now consume or drop anything (pure; the
-  cluster resumes a waiting learner only then, built from the rules' ``may_drop`` / ``may_select``);
 * ``on_publish(version)`` → the learner published ``version``;
 * ``oldest_needed_version(visible)`` and ``stuck_reason()`` → what may be pruned, and why no work is
   admitted when the simulation can make no progress.
@@ -130,21 +128,6 @@ class Control:
             self.consumed += len(batch)
             self.buffered.discard(batch)
         return Take(batch, dropped)
-
-    def ready(self, step: int, buffer: list) -> bool:
-        """Whether :meth:`take` would now consume a batch or drop a job (pure: changes nothing). The
-        cluster resumes a waiting learner only then; ``False`` must imply that ``take`` would return
-        ``Take(None, [])`` and change no state, ``True`` may be said of a take that does nothing
-        (the learner then tries and waits again, as it always did)."""
-        return self.may_drop(step, buffer) or self.may_select(step, buffer)
-
-    def may_drop(self, step: int, buffer: list) -> bool:
-        """Whether :meth:`drop_stale` might drop a job now (default rule: never)."""
-        return False
-
-    def may_select(self, step: int, buffer: list) -> bool:
-        """Whether :meth:`select` might return a batch now (default rule: FIFO, a full batch is in)."""
-        return len(buffer) >= self.B
 
     def oldest_needed_version(self, visible: int) -> int:
         """Snapshots older than this are never handed out again."""

@@ -46,11 +46,8 @@ class FixedLagControl(Control):
         super().on_finish(job)
         self._finished_for[job.target_step] = self._finished_for.get(job.target_step, 0) + 1
 
-    def may_select(self, step, buffer):
-        return not (self.buffered.covers(buffer) and self._finished_for.get(step, 0) < self.B)
-
     def select(self, step, buffer):
-        if not self.may_select(step, buffer):
+        if self.buffered.covers(buffer) and self._finished_for.get(step, 0) < self.B:
             return None  # the step's jobs are not all in: no need to scan the buffer
         ready = [j for j in buffer if j.target_step == step]
         if len(ready) < self.B:

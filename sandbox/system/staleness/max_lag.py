@@ -43,11 +43,8 @@ class MaxLagControl(Control):
             ok = buffer_len + self.running < self.capacity
         return Admission(visible) if ok else None
 
-    def may_drop(self, step, buffer):
-        return not (self.buffered.covers(buffer) and step - self.buffered.min_head() <= self.cfg.k_max)
-
     def drop_stale(self, step, buffer):
-        if not self.may_drop(step, buffer):
+        if self.buffered.covers(buffer) and step - self.buffered.min_head() <= self.cfg.k_max:
             return []  # no buffered job is over the bound: nothing to scan
         return remove_where(buffer, lambda job: step - job.head_version > self.cfg.k_max)
 
