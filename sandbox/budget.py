@@ -136,6 +136,15 @@ states (episodes end at a hole or the goal)."""
 COPY_S_PER_BYTE = 1e-9
 """Per byte of the weight copies of a learner step (copies and fresh pages; measured 1.2 ns)."""
 
+SCHEDULE_BYTES = 64
+"""Per group of a recorded schedule under ``run.schedules = "independent"`` (two operations and
+four job arrays, ``sandbox/system/schedule.py``)."""
+SCHEDULE_S = 35e-6
+"""Per group of a replica's schedule simulated before the replay (measured 35 us on the bandit, 4 workers)."""
+REPLAY_S = 20e-6
+"""Per replica and group of the replay: the replica's own draws (one small torch call each) and its
+share of the wave's bookkeeping (measured 17-27 us on the bandit)."""
+
 WARN_SECONDS = 600.0
 """``sandbox run`` warns when the estimated wall time exceeds this (10 minutes)."""
 
@@ -359,6 +368,15 @@ def estimate(scn: Scenario) -> Budget:
             "freed weight-sized copies the allocator keeps (glibc, 128 KiB-32 MiB blocks)", leak,
             (("run.steps", steps), *fR, ("parameters", sh.params)), f"entries x {sh.param_bytes} B x up to {WEIGHT_COPIES}",
         ))
+    independent = run.schedules == "independent"
+    if independent:  # docs/system.md#independent-schedules
+        ring = (_kept_versions(system.staleness) + 2) * copy
+        mem.append(Term(
+            "independent schedules: one recorded schedule per replica, groups in flight, the versions kept",
+            R * groups * SCHEDULE_BYTES + R * W * G * T * TOKEN_BYTES + ring,
+            (*fR, ("groups generated (batches x algorithm.groups_per_step + ahead)", groups), ("system.num_workers", W)),
+            f"x {SCHEDULE_BYTES} B per group + in-flight token slots x {TOKEN_BYTES} B",
+        ))
     per_replica = REPLICA_METRICS["oracle" if sh.kind == "oracle" else "policy"] * REPLICA_METRIC_BYTES
     mem.append(Term(
         "per-step records (metrics, per-replica arrays, events)", steps * (STEP_BYTES + R * per_replica),
@@ -377,6 +395,13 @@ def estimate(scn: Scenario) -> Budget:
          ("signals per batch (algorithm.groups_per_step + 3)", B + 3)),
         f"wake-ups x {WAKE_S * 1e6:g} us",
     ))
+    if independent:
+        secs.append(Term(
+            "independent schedules: simulating the other replicas' schedules, drawing per replica",
+            (R - 1) * groups * SCHEDULE_S + R * groups * REPLAY_S,
+            (*fR, ("groups generated (batches x algorithm.groups_per_step + ahead)", groups)),
+            f"groups x ({SCHEDULE_S * 1e6:g} us per schedule + {REPLAY_S * 1e6:g} us per replica)",
+        ))
     secs.append(Term(
         "copying the weights", steps * copy * WEIGHT_COPIES * COPY_S_PER_BYTE, (("run.steps", steps), *fR, ("parameters", sh.params)),
         f"entries x {sh.param_bytes} B x {WEIGHT_COPIES} copies x {COPY_S_PER_BYTE * 1e9:g} ns per byte",

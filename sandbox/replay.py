@@ -36,16 +36,9 @@ import torch
 
 from .errors import ScenarioError
 from .system.cluster import ClusterResult, Job
-from .system.schedule import DISPATCH, FINISH, TAKE, Schedule, record_schedule
+from .system.schedule import DISPATCH, FINISH, SYSTEM_COLUMNS, TAKE, Schedule, record_schedule
 from .tasks.draws import RowGenerators
 from .tasks.rollouts import Rollouts
-
-SYSTEM_COLUMNS = (
-    "time", "system/step_time", "system/learner_wait", "system/dropped", "system/buffer",
-    "throughput/samples_per_s", "throughput/tokens_per_s", "throughput/generated_per_s",
-    "util/workers", "util/learner",
-)
-"""The cluster's columns of a metrics row, one value per replica under independent schedules."""
 
 _FIELDS = ("tokens", "behaviour_logp", "token_versions", "lengths", "ended", "rewards")
 
@@ -116,7 +109,7 @@ class IndependentReplay:
         jslot = np.concatenate([s.job_slot for s in schedules])
         depth, ahead = _ring_sizes(schedules)
         workers = len(self.scn.system.speeds())
-        system = np.stack([_system_matrix(s) for s in schedules], 1)  # (batches, R, columns)
+        system = np.stack([s.system for s in schedules], 1)  # (batches, R, columns)
 
         weights = learner.initial_weights()
         history = {k: torch.zeros((depth,) + tuple(v.shape), dtype=v.dtype) for k, v in weights.items()}
@@ -191,16 +184,12 @@ class IndependentReplay:
             jobs=first.jobs or [],
             events=first.events or [],
             rows=rows,
-            dropped=int(first.rows[-1]["system/dropped"]) if first.rows else 0,
+            dropped=int(first.system[-1, SYSTEM_COLUMNS.index("system/dropped")]) if first.batches else 0,
         )
 
 
 def _take_rows(ro: Rollouts, index: torch.Tensor) -> Rollouts:
     return Rollouts(**{f: getattr(ro, f)[index] for f in _FIELDS[:-1]}, group_size=ro.group_size)
-
-
-def _system_matrix(s: Schedule) -> np.ndarray:
-    return np.array([[row[c] for c in SYSTEM_COLUMNS] for row in s.rows], dtype=np.float64)
 
 
 def _ring_sizes(schedules: list[Schedule]) -> tuple[int, int]:

@@ -23,6 +23,13 @@ from .config import SystemConfig
 DISPATCH, FINISH, TAKE = 0, 1, 2
 """Operation kinds of a schedule, in the order the cluster calls the workload and the trainer."""
 
+SYSTEM_COLUMNS = (
+    "time", "system/step_time", "system/learner_wait", "system/dropped", "system/buffer",
+    "throughput/samples_per_s", "throughput/tokens_per_s", "throughput/generated_per_s",
+    "util/workers", "util/learner",
+)
+"""The cluster's columns of a metrics row (:meth:`Cluster._learner`), kept per batch."""
+
 
 @dataclass
 class Schedule:
@@ -39,8 +46,9 @@ class Schedule:
     """``(jobs,)`` the batch that consumed it, -1 if dropped or still in flight at the end."""
     job_slot: np.ndarray
     """``(jobs,)`` its position in that batch (the learner's order), -1 if not consumed."""
-    rows: list[dict]
-    """The cluster's row per consumed batch (clock, throughput, utilisation)."""
+    system: np.ndarray
+    """``(batches, len(SYSTEM_COLUMNS))`` the cluster's row per consumed batch (clock, throughput,
+    utilisation), as an array: a replica's schedule costs tens of bytes per group, not a dict per step."""
     status: str
     sim_time: float
     jobs: list[Job] | None = None
@@ -49,7 +57,7 @@ class Schedule:
 
     @property
     def batches(self) -> int:
-        return len(self.rows)
+        return len(self.system)
 
 
 @dataclass
@@ -137,7 +145,7 @@ def record_schedule(
         job_worker=np.array([j.worker for j in res.jobs], dtype=np.int64),
         job_batch=batch,
         job_slot=slot,
-        rows=res.rows,
+        system=np.array([[row[c] for c in SYSTEM_COLUMNS] for row in res.rows], dtype=np.float64).reshape(-1, len(SYSTEM_COLUMNS)),
         status=res.status,
         sim_time=res.sim_time,
         jobs=res.jobs if keep_jobs else None,

@@ -235,3 +235,21 @@ def test_minibatches_count_consumed_batches_not_optimizer_steps():
     per_group = terms[1, 1][gen] / (64 * 4 + ahead)
     assert terms[4, 1][gen] == pytest.approx(per_group * (16 * 4 + ahead))
     assert terms[2, 2][gen] == pytest.approx(per_group * (16 * 4 + ahead))
+
+
+def test_independent_schedules_are_charged_per_replica():
+    """Each replica's schedule is simulated and each replica draws on its own: time and memory grow
+    with R beyond what the shared schedule costs."""
+    from sandbox.budget import estimate
+    from sandbox.scenario import validate_scenario
+
+    def scn(schedules, replicas):
+        return validate_scenario({"task": {"name": "bandit", "replicas": replicas},
+                                  "system": {"staleness": {"kind": "max_lag", "k_max": 2}},
+                                  "run": {"steps": 500, "schedules": schedules}})
+
+    shared, own = estimate(scn("shared", 1000)), estimate(scn("independent", 1000))
+    extra = own.seconds - shared.seconds
+    assert extra > 30  # 1000 replicas x ~2,000 groups x (35 + 20) us
+    assert any("independent schedules" in t.what for t in own.memory_terms)
+    assert estimate(scn("independent", 10)).seconds - estimate(scn("shared", 10)).seconds < extra / 50
