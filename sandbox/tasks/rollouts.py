@@ -32,6 +32,8 @@ class Rollouts:
     rewards: Tensor | None = None
     """``(R, N)`` scalar rewards, set once the response is complete."""
     info: dict = field(default_factory=dict)
+    _mask: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    """The last :attr:`mask` with what it was computed from (lengths, their version counter, width)."""
 
     @classmethod
     def empty(cls, replicas: int, group_size: int, prompts: Tensor | None = None) -> Rollouts:
@@ -60,9 +62,17 @@ class Rollouts:
 
     @property
     def mask(self) -> Tensor:
-        """``(R, N, T)`` float 1.0 on valid tokens."""
-        pos = torch.arange(self.width, device=self.tokens.device)
-        return (pos < self.lengths.unsqueeze(-1)).to(torch.float32)
+        """``(R, N, T)`` float 1.0 on valid tokens. Computed once per lengths and width: the tensor
+        is shared by every reader (modifying it in place makes the next read recompute it)."""
+        cached = self._mask
+        lengths, width = self.lengths, self.width
+        if (cached is not None and cached[0] is lengths and cached[1] == lengths._version and cached[2] == width
+                and cached[3]._version == cached[4]):
+            return cached[3]
+        pos = torch.arange(width, device=self.tokens.device)
+        mask = (pos < lengths.unsqueeze(-1)).to(torch.float32)
+        self._mask = (lengths, lengths._version, width, mask, mask._version)
+        return mask
 
     @property
     def decode_steps(self) -> int:
@@ -89,6 +99,8 @@ class Rollouts:
         return out._clear_padding()
 
     def _clear_padding(self) -> Rollouts:
+        if self.lengths.numel() and int(self.lengths.min()) >= self.width:
+            return self  # every response fills every position: no padding to clear
         m = self.mask.bool()
         self.tokens = self.tokens.masked_fill(~m, 0)
         self.behaviour_logp = self.behaviour_logp.masked_fill(~m, 0.0)
