@@ -251,8 +251,9 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
     every value finite (the same reduction per row as the per-metric :func:`_alive_mean`, so the
     same bits); anything else takes the per-metric path."""
     groups: dict[torch.dtype, list[str]] = {}
+    shape = (replicas,)
     for k, v in metrics.items():
-        if isinstance(v, Tensor) and v.is_floating_point() and v.shape == (replicas,):
+        if isinstance(v, Tensor) and v.dtype.is_floating_point and v.shape == shape:
             groups.setdefault(v.dtype, []).append(k)
     arrays: dict[str, np.ndarray] = {}
     means: dict[str, float] = {}
@@ -264,18 +265,20 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
                 matrix = stacked.numpy().astype(np.float64, copy=False)
             else:  # bf16 and the like have no numpy dtype
                 matrix = stacked.to(torch.float64).numpy()
+            arrays.update(zip(keys, matrix))
+            fast_means = matrix.mean(axis=1).tolist()
+            if all_alive and np.isfinite(matrix).all():  # the common case: every mean is the fast one
+                means.update(zip(keys, fast_means))
+                continue
             fast = np.isfinite(matrix).all(axis=1) if all_alive else np.zeros(len(keys), dtype=bool)
-            fast_means = matrix.mean(axis=1)
             for i, k in enumerate(keys):
-                arrays[k] = matrix[i]
-                means[k] = float(fast_means[i]) if fast[i] else _alive_mean(matrix[i], alive)
-    row = {}
-    for k, v in metrics.items():
-        if k not in arrays:
-            arrays[k] = _np(v)
-            means[k] = _alive_mean(arrays[k], alive)
-        row[k] = means[k]
-    return {k: arrays[k] for k in metrics}, row
+                means[k] = fast_means[i] if fast[i] else _alive_mean(matrix[i], alive)
+    if len(arrays) < len(metrics):
+        for k, v in metrics.items():
+            if k not in arrays:
+                arrays[k] = _np(v)
+                means[k] = _alive_mean(arrays[k], alive)
+    return {k: arrays[k] for k in metrics}, {k: means[k] for k in metrics}
 
 
 def _np(v) -> np.ndarray:
