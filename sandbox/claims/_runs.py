@@ -61,7 +61,9 @@ GAC_TIS = {**TIS, **GAC}
 
 @dataclass
 class Run:
-    """What the claims read from one run: per-step metric arrays (NaN where not logged) and the summary."""
+    """What the claims read from one run: the ``step`` column, the :data:`KEPT` metric columns (NaN
+    where not logged) and the summary fields ``status``, ``steps_done`` and ``final_expected_reward``
+    (as ``sandbox.runner.summarize`` computes them)."""
 
     steps: np.ndarray
     metrics: dict[str, np.ndarray]
