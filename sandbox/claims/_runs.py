@@ -1,22 +1,41 @@
 """The learning runs the claims measure: the shipped ``scenarios/fixed_lag.toml`` (bit-string task,
 H = 32, GRPO, Adam) with the settings of ``scenarios/sweeps/methods_bitstring.toml`` (lr 0.3,
-evaluation every 5 steps, no correction unless a variant sets one), one run per seed.
+evaluation every 5 steps, no correction unless a variant sets one), one :class:`Run` per
+(variant, seed).
 
 Runs are deterministic, so a run shared by several claims (the synchronous reference, the
-uncorrected k = 16 run) is simulated once per ``sandbox claims`` invocation (:func:`clear_cache`)."""
+uncorrected k = 16 run) is simulated once per ``sandbox claims`` invocation (:func:`clear_cache`).
+
+The seeds of one variant are simulated together: a contiguous block of seeds s0 … s0 + n − 1 is one
+run with ``task.replicas = n``, ``run.seed = s0`` and ``run.schedules = "independent"``, whose
+replica r is bitwise the separate run with ``run.seed = s0 + r`` (docs/system.md#independent-schedules).
+:func:`split_block` cuts that run into the n per-seed :class:`Run` objects the separate runs give:
+
+* a metrics row of a one-replica run is that replica's value, a non-finite one written as NaN (the
+  mean over the live replicas of ``sandbox/learner/trainer.py``), and there is one row per optimizer
+  step (several per batch with ``algorithm.minibatches``), as in the batched run;
+* a replica that diverged at optimizer step d is frozen and keeps producing rows in the batched run,
+  whereas its separate run stops after the row of step d: its rows are cut after that row;
+* ``summary["final_expected_reward"]`` is the summary's mean of the last 10% of evaluations
+  (``sandbox/runner.py``), taken on the cut column.
+
+``tests/claims/test_claims_batched_seeds.py`` holds the split runs equal to the separate ones."""
 
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+import pandas as pd
 import torch
 
-from ..runner import run_scenario
+from ..errors import ScenarioError
+from ..runner import RunResult, _tail_mean, run_scenario
 from ..scenario import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "fixed_lag.toml"
@@ -42,7 +61,9 @@ GAC_TIS = {**TIS, **GAC}
 
 @dataclass
 class Run:
-    """What the claims read from one run: per-step metric arrays (NaN where not logged) and the summary."""
+    """What the claims read from one run: the ``step`` column, the :data:`KEPT` metric columns (NaN
+    where not logged) and the summary fields ``status``, ``steps_done`` and ``final_expected_reward``
+    (as ``sandbox.runner.summarize`` computes them)."""
 
     steps: np.ndarray
     metrics: dict[str, np.ndarray]
@@ -80,12 +101,86 @@ def _key(full_overrides: dict) -> str:
     return json.dumps(full_overrides, sort_keys=True)
 
 
+def _summary(steps: np.ndarray, metrics: dict[str, np.ndarray], status: str) -> dict:
+    """The summary fields of a run that the claims read, as ``sandbox.runner.summarize`` computes them."""
+    reward = metrics.get("eval/expected_reward")
+    return {"status": status, "steps_done": int(len(steps)),
+            "final_expected_reward": _tail_mean(pd.Series(reward)) if reward is not None else math.nan}
+
+
 def _simulate(full_overrides: dict) -> Run:
-    """Load the claims' scenario with the complete override set (seed included) and run it."""
+    """Load the claims' scenario with the complete override set (seed included) and run it alone."""
     scn, _ = load_scenario(SCENARIO, full_overrides)
     res = run_scenario(scn)
     m = res.metrics
-    return Run(m["step"].to_numpy(), {k: m[k].to_numpy(dtype=float) for k in KEPT if k in m}, res.summary)
+    steps, metrics = m["step"].to_numpy(), {k: m[k].to_numpy(dtype=float) for k in KEPT if k in m}
+    return Run(steps, metrics, _summary(steps, metrics, res.status))
+
+
+def split_block(res: RunResult) -> list[Run]:
+    """The per-seed runs of an independent-schedules run: replica r as its separate run would give it
+    (the module docstring says how)."""
+    steps = res.metrics["step"].to_numpy()
+    out = []
+    for r, diverged_at in enumerate(res.diverged_at.tolist()):
+        rows = len(steps)
+        if diverged_at >= 0:  # the separate run stops after the row of its diverging optimizer step
+            rows = int(np.searchsorted(steps, diverged_at, side="right"))
+            if rows == 0 or steps[rows - 1] != diverged_at:
+                raise AssertionError(f"replica {r} diverged at step {diverged_at}, which has no metrics row")
+        metrics = {}
+        for k in KEPT:
+            if k in res.replica_metrics:
+                a = res.replica_metrics[k][:rows, r].astype(float)  # a copy
+                a[~np.isfinite(a)] = np.nan  # a one-replica row is the mean over the finite values
+                metrics[k] = a
+        status = "diverged" if diverged_at >= 0 else res.status
+        out.append(Run(steps[:rows].copy(), metrics, _summary(steps[:rows], metrics, status)))
+    return out
+
+
+def _simulate_block(seedless: dict, first_seed: int, seeds: int) -> list[Run]:
+    """The runs of seeds ``first_seed`` … ``first_seed + seeds − 1`` of one variant (``seedless``: its
+    full override set without ``run.seed``), as one independent-schedules run; one seed, or a variant
+    that independent schedules cannot replay (e.g. a fixed ``run.system_seed``), runs seed by seed."""
+    if seeds > 1:
+        try:
+            scn, _ = load_scenario(SCENARIO, {**seedless, "run.seed": first_seed, "task.replicas": seeds,
+                                               "run.schedules": "independent"})
+        except ScenarioError:
+            scn = None
+        if scn is not None:
+            return split_block(run_scenario(scn))
+    return [_simulate({**seedless, "run.seed": s}) for s in range(first_seed, first_seed + seeds)]
+
+
+def _simulate_block_task(task: tuple[dict, int, int]) -> list[Run]:
+    return _simulate_block(*task)
+
+
+def _blocks(pairs: Iterable[tuple[dict, int]], quick: bool) -> list[tuple[dict, int, int]]:
+    """The uncached ``(overrides, seed)`` pairs as ``(seedless overrides, first seed, seeds)`` blocks:
+    per variant (in order of first appearance), its uncached seeds cut into runs of consecutive seeds."""
+    variants: dict[str, tuple[dict, set[int]]] = {}
+    for overrides, seed in pairs:
+        seedless = settings(overrides, quick)
+        if _key({**seedless, "run.seed": seed}) not in _CACHE:
+            variants.setdefault(_key(seedless), (seedless, set()))[1].add(int(seed))
+    blocks = []
+    for seedless, seeds in variants.values():
+        ordered = sorted(seeds)
+        start = 0
+        for i in range(1, len(ordered) + 1):
+            if i == len(ordered) or ordered[i] != ordered[i - 1] + 1:
+                blocks.append((seedless, ordered[start], i - start))
+                start = i
+    return blocks
+
+
+def _store(block: tuple[dict, int, int], results: list[Run]) -> None:
+    seedless, first_seed, seeds = block
+    for seed, result in zip(range(first_seed, first_seed + seeds), results, strict=True):
+        _CACHE[_key({**seedless, "run.seed": seed})] = result
 
 
 def run(overrides: dict, seed: int, quick: bool) -> Run:
@@ -103,33 +198,30 @@ def _worker_init() -> None:
 
 def prefetch(pairs: Iterable[tuple[dict, int]], quick: bool, workers: int = 1) -> int:
     """Simulate the not-yet-cached runs among the ``(overrides, seed)`` pairs so that :func:`run`
-    finds them in the cache; returns how many were simulated.
+    finds them in the cache; returns how many runs were simulated.
 
-    ``workers > 1`` runs them in that many spawned processes with one torch thread each (as the
-    ``sandbox claims`` command uses). Every run is deterministic and independent of the others, so the
-    cached numbers are bitwise those :func:`run` computes in this process (checked by
-    ``tests/claims/test_gac_search.py``). ``workers <= 1`` simply calls :func:`run` on each pair."""
-    pairs = list(pairs)
-    if workers <= 1:
-        before = len(_CACHE)
-        for overrides, seed in pairs:
-            run(overrides, seed, quick)
-        return len(_CACHE) - before
-    todo: dict[str, dict] = {}
-    for overrides, seed in pairs:
-        full = {**settings(overrides, quick), "run.seed": seed}
-        key = _key(full)
-        if key not in _CACHE:
-            todo.setdefault(key, full)
-    if not todo:
+    The seeds of one variant are simulated in blocks of consecutive seeds, each one batched run
+    (:func:`_simulate_block`). ``workers > 1`` distributes the blocks over that many spawned
+    processes with one torch thread each (as the ``sandbox claims`` command uses). Every run is
+    deterministic and independent of the others, so the cached numbers are bitwise those of the
+    separate runs whatever ``workers`` is (``tests/claims/test_gac_search.py``,
+    ``tests/claims/test_claims_batched_seeds.py``)."""
+    blocks = _blocks(pairs, quick)
+    if not blocks:
         return 0
-    with multiprocessing.get_context("spawn").Pool(min(workers, len(todo)), initializer=_worker_init) as pool:
-        for key, result in zip(todo, pool.imap(_simulate, todo.values(), chunksize=1)):
-            _CACHE[key] = result
-    return len(todo)
+    if workers <= 1:
+        for block in blocks:
+            _store(block, _simulate_block(*block))
+    else:
+        with multiprocessing.get_context("spawn").Pool(min(workers, len(blocks)), initializer=_worker_init) as pool:
+            for block, results in zip(blocks, pool.imap(_simulate_block_task, blocks, chunksize=1)):
+                _store(block, results)
+    return sum(seeds for _, _, seeds in blocks)
 
 
 def runs(overrides: dict, seeds: int, quick: bool) -> list[Run]:
+    """The runs of seeds 0 … ``seeds`` − 1 of one variant (the uncached ones simulated as one batch)."""
+    prefetch([(overrides, s) for s in range(seeds)], quick)
     return [run(overrides, s, quick) for s in range(seeds)]
 
 

@@ -120,13 +120,17 @@ def test_mini_batch_context_has_the_same_learner_lag():
 
 
 def test_parallel_prefetch_matches_in_process_runs():
-    pairs = [(R.lag(4), 0), ({**R.lag(4), **R.GAC}, 1)]
-    assert R.prefetch(pairs, quick=True, workers=2) == 2
+    """Two blocks over two processes: seeds 0 and 1 of lag 4 as one batched run, and one GAC seed;
+    compared with each seed run alone in this process."""
+    pairs = [(R.lag(4), 0), (R.lag(4), 1), ({**R.lag(4), **R.GAC}, 1)]
+    assert R.prefetch(pairs, quick=True, workers=2) == 3
     parallel = [R.run(ov, seed, quick=True) for ov, seed in pairs]
     assert R.prefetch(pairs, quick=True, workers=2) == 0  # cached
     R.clear_cache()
     for (ov, seed), p in zip(pairs, parallel):
         s = R.run(ov, seed, quick=True)
         assert s.summary["final_expected_reward"] == p.summary["final_expected_reward"]
+        np.testing.assert_array_equal(s.steps, p.steps)
+        assert s.metrics.keys() == p.metrics.keys()
         for k, a in s.metrics.items():
             np.testing.assert_array_equal(a, p.metrics[k])
