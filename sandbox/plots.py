@@ -80,20 +80,26 @@ def _tight_bbox(fig, renderer):
     return fig.get_tightbbox(renderer)
 
 
+#: Pixels between the canvas's border and anything drawn for :func:`_png_crop` to cut the PNG
+#: (an antialiased line spills about a pixel past its extent, which the canvas would clip).
+EDGE = 2
+
+
 def _png_crop(fig, tight) -> np.ndarray | None:
     """The pixels ``savefig(..., bbox_inches=box)`` writes, with ``box`` = ``tight`` padded by
     ``savefig.pad_inches``, cut from the figure just drawn on its Agg canvas; ``None`` when
-    something drawn lies outside the canvas (only ``savefig`` can draw it then). Where the padding
+    something drawn comes within ``EDGE`` pixels of the canvas's border or past it (the canvas
+    clipped it: only ``savefig`` can draw it whole then). Where the padding
     reaches past the canvas it is the figure's face colour, as in ``savefig``. The cut starts on
     the nearest whole pixel, so the content sits at most half a pixel from where ``savefig`` puts
     it; the size is the one ``savefig`` gives (its Agg renderer truncates the box's pixel size)."""
     buf = np.asarray(fig.canvas.buffer_rgba())
     height, width = buf.shape[:2]
     x0, y0, x1, y1 = (v * fig.dpi for v in tight.extents)
-    if x0 < -0.5 or y0 < -0.5 or x1 > width + 0.5 or y1 > height + 0.5:
+    if x0 < EDGE or y0 < EDGE or x1 > width - EDGE or y1 > height - EDGE:
         return None
     box = tight.padded(plt.rcParams["savefig.pad_inches"])
-    w, h = int(box.width * fig.dpi), int(box.height * fig.dpi)
+    w, h = (int(v * fig.dpi + 1e-6) for v in (box.width, box.height))  # 538.9999… is 539 px
     left, top = round(box.x0 * fig.dpi), round(height - box.y0 * fig.dpi - h)
     if left >= 0 and top >= 0 and left + w <= width and top + h <= height:
         return buf[top:top + h, left:left + w]
