@@ -37,6 +37,9 @@ matplotlib.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=list(PALETTE))
 FORMATS = ("png", "svg")
 #: Resolution of the PNGs (dots per inch).
 DPI = 110
+#: zlib level of the PNGs: 3 encodes about twice as fast as Pillow's default 6 for files about 5%
+#: larger (Pillow 13 ``PngImagePlugin``, ``compress_level``).
+PNG_COMPRESS_LEVEL = 3
 #: The timeline shows at most this many worker rows (the first ones); the title says when it is cut.
 TIMELINE_MAX_WORKERS = 32
 
@@ -129,15 +132,17 @@ def _save(fig, path: Path, formats=FORMATS) -> None:
     fig.canvas.draw()
     tight = _tight_bbox(fig, fig.canvas.get_renderer())
     bbox = tight.padded(plt.rcParams["savefig.pad_inches"])
+    png = {"compress_level": PNG_COMPRESS_LEVEL}
     for fmt in dict.fromkeys(formats):
         target = path.with_suffix(f".{fmt}")
         crop = _png_crop(fig, tight) if fmt == "png" else None
         if crop is not None:
             # what FigureCanvasAgg.print_png writes (matplotlib 3.11), from the cropped pixels
-            atomic_write(target, lambda p, crop=crop: imsave(p, crop, format="png", origin="upper", dpi=DPI))
+            atomic_write(target, lambda p, crop=crop: imsave(p, crop, format="png", origin="upper", dpi=DPI, pil_kwargs=png))
             continue
+        kwargs = {"pil_kwargs": png} if fmt == "png" else {}
         with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: editable and searchable
-            atomic_write(target, lambda p, fmt=fmt: fig.savefig(p, format=fmt, dpi=DPI, bbox_inches=bbox))
+            atomic_write(target, lambda p, fmt=fmt, kw=kwargs: fig.savefig(p, format=fmt, dpi=DPI, bbox_inches=bbox, **kw))
     plt.close(fig)
 
 

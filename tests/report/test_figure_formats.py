@@ -31,6 +31,9 @@ TINY = {
 }
 
 
+PNG = {"compress_level": plots.PNG_COMPRESS_LEVEL}
+
+
 def _pixels(path: Path) -> np.ndarray:
     return np.asarray(Image.open(path).convert("RGB"), dtype=float)
 
@@ -58,7 +61,7 @@ def test_the_png_is_the_tight_box_savefig_writes_on_whole_pixels(tmp_path, layou
     left, bottom = round(box.x0 * dpi), canvas_height - round(canvas_height - box.y0 * dpi - h) - h
     assert abs(left - box.x0 * dpi) <= 0.5 + 1e-9 and abs(bottom - box.y0 * dpi) <= 0.5 + 1e-9  # half a pixel at most
     whole_pixels = Bbox.from_bounds(left / dpi, bottom / dpi, w / dpi, h / dpi)
-    fig.savefig(tmp_path / "ref.png", dpi=plots.DPI, bbox_inches=whole_pixels)
+    fig.savefig(tmp_path / "ref.png", dpi=plots.DPI, bbox_inches=whole_pixels, pil_kwargs=PNG)
     plots.plt.close(fig)
     plots._save(_figure(outside=False, layout_pad=layout_pad), tmp_path / "cut.png", ("png",))
     assert (tmp_path / "cut.png").read_bytes() == (tmp_path / "ref.png").read_bytes()
@@ -68,7 +71,7 @@ def test_the_png_is_the_tight_box_savefig_writes_on_whole_pixels(tmp_path, layou
 @pytest.mark.parametrize("outside, layout_pad", [(True, 1.08), (False, 0.0)])  # 0: the frame touches the border
 def test_something_past_the_canvas_or_on_its_border_is_in_the_png(tmp_path, outside, layout_pad):
     reference = _figure(outside, layout_pad)
-    reference.savefig(tmp_path / "ref.png", dpi=plots.DPI, bbox_inches="tight")
+    reference.savefig(tmp_path / "ref.png", dpi=plots.DPI, bbox_inches="tight", pil_kwargs=PNG)
     plots.plt.close(reference)
     plots._save(_figure(outside, layout_pad), tmp_path / "cut.png", ("png",))
     assert (tmp_path / "cut.png").read_bytes() == (tmp_path / "ref.png").read_bytes()
