@@ -140,9 +140,10 @@ def run(
                                                   colors[label])
             if len(results) > 1:
                 if any(r.scenario.run.figures for r in results.values()):
-                    from .plots import comparison_figure
+                    from .plots import comparison_figure, run_formats
 
-                    comparison_figure(results, stage / COMPARISON, title=scn.title or name)
+                    comparison_figure(results, stage / COMPARISON, title=scn.title or name,
+                                      formats=run_formats(r.scenario for r in results.values()))
                 comparison = _compare_variants(results, stage)
     except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
         console.print(f"[red]error:[/red] {escape(str(exc))}")
@@ -242,6 +243,7 @@ def _compare_variants(results: dict, stage: Path):
     summary.json, with the figure time_to_target.png beside comparison.png."""
     from .analysis.time_to_target import compare_variants
     from .outputs import TIME_TO_TARGET, write_json
+    from .plots import run_formats
     from .report.figures import time_to_target_figure
 
     comparison = compare_variants(results)
@@ -249,7 +251,7 @@ def _compare_variants(results: dict, stage: Path):
         r.summary.update(comparison.variant_fields(label))
         write_json(stage / safe_name(label) / "summary.json", r.summary)
     if any(r.scenario.run.figures for r in results.values()):
-        time_to_target_figure(comparison, stage / TIME_TO_TARGET)
+        time_to_target_figure(comparison, stage / TIME_TO_TARGET, formats=run_formats(r.scenario for r in results.values()))
     return comparison
 
 

@@ -6,7 +6,8 @@ Every figure has a title naming what it shows and for which scenario and variant
 words with units (the raw metric name in brackets), and one colour per variant taken from the
 Okabe-Ito palette (safe for the common colour-vision deficiencies; Okabe & Ito 2008, "Color
 Universal Design"), so a variant has the same colour in every figure of a run. Each figure is
-written as PNG and, for papers, as SVG beside it (README, "Using it").
+written in the formats a run asks for (``run.figure_formats``: PNG by default, SVG beside it for
+papers; README, "Using it"); called directly, the functions here write both.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
+from matplotlib.image import imsave  # noqa: E402
 from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
@@ -30,10 +32,14 @@ from .outputs import atomic_write  # noqa: E402
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 # every figure of the project draws its default colour cycle from the same palette
 matplotlib.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=list(PALETTE))
-#: Formats every figure is written in: PNG for viewing, SVG for papers.
+#: Formats a figure can be written in, and the default of the functions here: PNG for viewing,
+#: SVG for papers. A run writes its ``run.figure_formats`` (by default PNG only).
 FORMATS = ("png", "svg")
 #: Resolution of the PNGs (dots per inch).
 DPI = 110
+#: zlib level of the PNGs: 3 encodes about twice as fast as Pillow's default 6 for files about 5%
+#: larger (Pillow 13 ``PngImagePlugin``, ``compress_level``).
+PNG_COMPRESS_LEVEL = 3
 #: The timeline shows at most this many worker rows (the first ones); the title says when it is cut.
 TIMELINE_MAX_WORKERS = 32
 
@@ -59,36 +65,84 @@ def metric_label(name: str) -> str:
     return f"{words} [{name}]" if words else name
 
 
+def run_formats(scenarios) -> list[str]:
+    """The figure formats of a run of several scenarios (a scenario's variants): every format one
+    of them asks for in ``run.figure_formats``, in :data:`FORMATS` order."""
+    asked = {f for scn in scenarios for f in scn.run.figure_formats}
+    return [f for f in FORMATS if f in asked]
+
+
 def variant_colors(labels) -> dict[str, str]:
     """One palette colour per variant label, in the order given (the scenario's variant order)."""
     return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
 
 
-def _tight_bbox(fig, dpi: float):
-    """The box ``savefig(..., dpi=dpi, bbox_inches="tight")`` crops a PNG to (Agg renderer at
-    ``dpi``, padded by ``savefig.pad_inches``): computed once per figure and handed to every format,
-    instead of one layout pass per format (matplotlib 3.11 ``FigureCanvasBase.print_figure``)."""
-    saved = fig.dpi
-    fig.dpi = dpi
-    try:
-        fig.draw_without_rendering()
-        bbox = fig.get_tightbbox(fig.canvas.get_renderer())
-    finally:
-        fig.dpi = saved
-    return bbox.padded(plt.rcParams["savefig.pad_inches"])
+def _tight_bbox(fig, renderer):
+    """The box ``savefig(..., bbox_inches="tight")`` crops to, in inches and not yet padded,
+    measured with ``renderer`` (matplotlib 3.11 ``FigureCanvasBase.print_figure``)."""
+    return fig.get_tightbbox(renderer)
 
 
-def _save(fig, path: Path) -> None:
-    """Write ``path`` (PNG) and the same figure in the other :data:`FORMATS` beside it, all cropped
-    to the PNG's tight box."""
-    bbox = _tight_bbox(fig, DPI)
+#: Pixels between the canvas's border and anything drawn for :func:`_png_crop` to cut the PNG
+#: (an antialiased line spills about a pixel past its extent, which the canvas would clip).
+EDGE = 2
+
+
+def _png_crop(fig, tight) -> np.ndarray | None:
+    """The pixels ``savefig(..., bbox_inches=box)`` writes, with ``box`` = ``tight`` padded by
+    ``savefig.pad_inches``, cut from the figure just drawn on its Agg canvas; ``None`` when
+    something drawn comes within ``EDGE`` pixels of the canvas's border or past it (the canvas
+    clipped it: only ``savefig`` can draw it whole then). Where the padding
+    reaches past the canvas it is the figure's face colour, as in ``savefig``. The cut starts on
+    the nearest whole pixel, so the content sits at most half a pixel from where ``savefig`` puts
+    it; the size is the one ``savefig`` gives (its Agg renderer truncates the box's pixel size)."""
+    buf = np.asarray(fig.canvas.buffer_rgba())
+    height, width = buf.shape[:2]
+    x0, y0, x1, y1 = (v * fig.dpi for v in tight.extents)
+    if x0 < EDGE or y0 < EDGE or x1 > width - EDGE or y1 > height - EDGE:
+        return None
+    box = tight.padded(plt.rcParams["savefig.pad_inches"])
+    w, h = (int(v * fig.dpi + 1e-6) for v in (box.width, box.height))  # 538.9999… is 539 px
+    left, top = round(box.x0 * fig.dpi), round(height - box.y0 * fig.dpi - h)
+    if left >= 0 and top >= 0 and left + w <= width and top + h <= height:
+        return buf[top:top + h, left:left + w]
+    out = np.empty((h, w, 4), np.uint8)
+    out[:] = np.round(np.array(matplotlib.colors.to_rgba(fig.get_facecolor())) * 255).astype(np.uint8)
+    r0, c0 = max(top, 0), max(left, 0)
+    r1, c1 = min(top + h, height), min(left + w, width)
+    out[r0 - top:r1 - top, c0 - left:c1 - left] = buf[r0:r1, c0:c1]
+    return out
+
+
+def _save(fig, path: Path, formats=FORMATS) -> None:
+    """Write the figure as ``path`` with the suffix of each of ``formats`` (a subset of
+    :data:`FORMATS`), every file cropped to the same tight box, then close it.
+
+    The PNG is the figure drawn once on its Agg canvas at :data:`DPI` and cropped to the tight box
+    measured on that same draw: one draw and one text layout per figure, where ``savefig(...,
+    bbox_inches=box)`` would lay the figure out and draw it again at the cropped size (text
+    metrics are cached per renderer, so the second renderer measures every label again)."""
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ValueError(f"figure formats must be a non-empty subset of {list(FORMATS)}, got {list(formats)}")
     if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
         # left by tight_layout(); it does nothing, but would make savefig lay the figure out again
         fig.set_layout_engine(None)
-    with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: editable and searchable
-        for fmt in FORMATS:
-            target = path.with_suffix(f".{fmt}")
-            atomic_write(target, lambda p, fmt=fmt: fig.savefig(p, format=fmt, dpi=DPI, bbox_inches=bbox))
+    fig.set_dpi(DPI)
+    fig.canvas.draw()
+    tight = _tight_bbox(fig, fig.canvas.get_renderer())
+    bbox = tight.padded(plt.rcParams["savefig.pad_inches"])
+    png = {"compress_level": PNG_COMPRESS_LEVEL}
+    for fmt in dict.fromkeys(formats):
+        target = path.with_suffix(f".{fmt}")
+        crop = _png_crop(fig, tight) if fmt == "png" else None
+        if crop is not None:
+            # what FigureCanvasAgg.print_png writes (matplotlib 3.11), from the cropped pixels
+            atomic_write(target, lambda p, crop=crop: imsave(p, crop, format="png", origin="upper", dpi=DPI, pil_kwargs=png))
+            continue
+        kwargs = {"pil_kwargs": png} if fmt == "png" else {}
+        with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: editable and searchable
+            atomic_write(target, lambda p, fmt=fmt, kw=kwargs: fig.savefig(p, format=fmt, dpi=DPI, bbox_inches=bbox, **kw))
     plt.close(fig)
 
 
@@ -105,10 +159,10 @@ def _name(result, label: str) -> str:
     return " — ".join(parts) or "run"
 
 
-def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0]) -> None:
+def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0], formats=FORMATS) -> None:
     m = result.metrics
     col = _reward_column(m)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, dpi=DPI)
     for ax, x, xlabel in ((axes[0], "time", "simulated time (s)"), (axes[1], "step", "learner step")):
         d = m[[x, col]].dropna()
         ax.plot(d[x], d[col], lw=1.5, color=color, label=label or "run")
@@ -120,12 +174,12 @@ def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0]
     axes[0].legend(fontsize=8, loc="best")
     fig.suptitle(f"Learning curve ({result.status})\n{_name(result, label)}", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, formats)
 
 
-def staleness_histogram(result, path: Path, label: str = "", color: str = PALETTE[0]) -> None:
+def staleness_histogram(result, path: Path, label: str = "", color: str = PALETTE[0], formats=FORMATS) -> None:
     hist = result.summary.get("staleness_hist", {})
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=DPI)
     if hist:
         ks = sorted(hist)
         ax.bar(ks, [hist[k] for k in ks], color=color, label=label or "run")
@@ -136,13 +190,15 @@ def staleness_histogram(result, path: Path, label: str = "", color: str = PALETT
     ax.set_ylabel("groups consumed")
     mean = result.summary.get("staleness_mean", float("nan"))
     ax.set_title(f"Staleness of consumed groups (mean lag {mean:.2f} versions)\n{_name(result, label)}", fontsize=9)
-    _save(fig, path)
+    fig.tight_layout()  # the axis label would hang below the canvas: _save could not cut the PNG from one draw
+    _save(fig, path, formats)
 
 
-def diagnostics_traces(result, path: Path, label: str = "", color: str = PALETTE[0]) -> None:
+def diagnostics_traces(result, path: Path, label: str = "", color: str = PALETTE[0], formats=FORMATS) -> None:
     m = result.metrics
     panels = [c for c in ("is/ess_ratio", "grad/cos_prev", "grad/norm", "staleness/mean") if c in m]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 1.9 * len(panels) + 0.8), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 1.9 * len(panels) + 0.8), sharex=True, squeeze=False,
+                             dpi=DPI)
     for ax, c in zip(axes[:, 0], panels):
         y = m[c]
         if c == "grad/norm":
@@ -164,10 +220,10 @@ def diagnostics_traces(result, path: Path, label: str = "", color: str = PALETTE
     axes[-1, 0].set_xlabel("learner step")
     fig.suptitle(f"Diagnostics per learner step\n{_name(result, label)}", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, formats)
 
 
-def timeline(result, path: Path, max_time: float | None = None, label: str = "") -> None:
+def timeline(result, path: Path, max_time: float | None = None, label: str = "", formats=FORMATS) -> None:
     """Gantt chart: one row per worker (a bar per job, coloured by its lag when consumed; hatched
     when it was dropped, white when it was never consumed before the run ended) and a row for the
     learner (a bar per training step). It shows the first quarter of the run (or ``max_time``
@@ -192,7 +248,7 @@ def timeline(result, path: Path, max_time: float | None = None, label: str = "")
     y = j.worker.to_numpy()
     boxes = np.stack([np.stack([x0, y - 0.4], 1), np.stack([x1, y - 0.4], 1),
                       np.stack([x1, y + 0.4], 1), np.stack([x0, y + 0.4], 1)], 1)
-    fig, ax = plt.subplots(figsize=(10, 0.3 * (shown + 2) + 1.6))
+    fig, ax = plt.subplots(figsize=(10, 0.3 * (shown + 2) + 1.6), dpi=DPI)
     faces = np.where(consumed[:, None], cmap(norm(np.where(consumed, lag, 0)))[:, :4], 1.0)
     faces[dropped] = matplotlib.colors.to_rgba("#bbbbbb")
     ax.add_collection(PolyCollection(boxes[~dropped], facecolors=faces[~dropped], edgecolors="k", linewidths=0.3))
@@ -222,12 +278,13 @@ def timeline(result, path: Path, max_time: float | None = None, label: str = "")
     if shown < n_workers:
         cut += f", workers 0–{shown - 1} of {n_workers}"
     ax.set_title(f"Timeline of jobs and training steps ({cut})\n{_name(result, label)}", fontsize=10)
-    _save(fig, path)
+    _save(fig, path, formats)
 
 
-def default_figures(result, out: Path, label: str = "", color: str | None = None) -> list[Path]:
-    """Draw the four per-run figures into ``out``; ``label`` names the variant in titles and
-    legends and ``color`` is its colour in the run's :func:`comparison_figure`."""
+def default_figures(result, out: Path, label: str = "", color: str | None = None, formats=FORMATS) -> list[Path]:
+    """Draw the four per-run figures into ``out`` in each of ``formats`` (a run passes its
+    ``run.figure_formats``); ``label`` names the variant in titles and legends and ``color`` is its
+    colour in the run's :func:`comparison_figure`. Returns the PNG paths."""
     out.mkdir(parents=True, exist_ok=True)
     color = color or PALETTE[0]
     written = []
@@ -237,12 +294,13 @@ def default_figures(result, out: Path, label: str = "", color: str | None = None
         ("diagnostics.png", diagnostics_traces, {"color": color}),
         ("timeline.png", timeline, {}),
     ):
-        fn(result, out / name, label=label, **kw)
+        fn(result, out / name, label=label, formats=formats, **kw)
         written.append(out / name)
     return written
 
 
-def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5, title: str = "") -> None:
+def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5, title: str = "",
+                      formats=FORMATS) -> None:
     """Variants side by side: reward against simulated time and against steps, and the signals
     said to announce trouble (ESS of the sequence weights, consecutive-gradient cosine, gradient
     norm), each smoothed with a rolling mean over ``smooth`` steps. Ratios (ESS / N) start at 0 so
@@ -250,7 +308,7 @@ def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5, t
     panels = [("is/ess_ratio", "ESS / N", "lin"), ("grad/cos_prev", "cosine with previous gradient", "lin"),
               ("grad/norm", "gradient norm", "log")]
     colors = variant_colors(results)
-    fig, grid = plt.subplots(2, 3, figsize=(15, 7.6))
+    fig, grid = plt.subplots(2, 3, figsize=(15, 7.6), dpi=DPI)
     axes = [grid[0, 0], grid[0, 1], grid[1, 0], grid[1, 1], grid[1, 2]]  # grid[0, 2] holds the legend
     col = "loss"
     for name, r in results.items():
@@ -286,4 +344,4 @@ def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5, t
     grid[0, 2].legend(handles, labels, loc="center", fontsize=10, title="variant", title_fontsize=10)
     fig.suptitle(f"Variants compared: {title}" if title else "Variants compared", fontsize=12)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, formats)

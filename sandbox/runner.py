@@ -256,7 +256,8 @@ def write_run_dir(result: RunResult, out: Path, label: str = "", color: str | No
         if result.scenario.run.figures:
             from .plots import default_figures
 
-            default_figures(result, stage / "figures", label=label, color=color)
+            default_figures(result, stage / "figures", label=label, color=color,
+                            formats=result.scenario.run.figure_formats)
         if set(result.scenario.run.writers) - {"files"}:
             from .report.writers import write_extra
 

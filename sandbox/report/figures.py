@@ -3,8 +3,9 @@ one applies), learning curves per method with a band over seeds, throughput agai
 and ESS / gradient-cosine traces.
 
 Every function takes the results table (:func:`sandbox.sweep.load_results`) and, for traces, the
-metrics table (:func:`sandbox.sweep.load_metrics`), and writes one PNG (and its SVG). A method keeps
-one colour across the figures of a sweep (:func:`group_colors`).
+metrics table (:func:`sandbox.sweep.load_metrics`), and writes one figure in each of ``formats`` (PNG
+and SVG unless told; a sweep's figures follow its base scenario's ``run.figure_formats``). A method
+keeps one colour across the figures of a sweep (:func:`group_colors`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from ..plots import PALETTE, _save, metric_label, plt  # Agg backend, atomic PNG + SVG writes
+from ..plots import DPI, FORMATS, PALETTE, _save, metric_label, plt  # Agg backend, atomic PNG (+ SVG) writes
 
 MAX_CURVES = 10
 
@@ -170,7 +171,7 @@ def _positions(values: np.ndarray, query: np.ndarray) -> np.ndarray:
     return out
 
 
-def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=None) -> Figure:
+def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=None, formats=FORMATS) -> Figure:
     """Final outcome and divergence over two swept axes (mean over seeds and any other axis)."""
     col, _, log = reward_metric(results)
     df = results[results.status != "failed"].copy()
@@ -179,7 +180,7 @@ def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=N
     xs = np.sort(df[xkey].unique())
     ys = np.sort(df[ykey].unique())
     found = find_boundary(scenario, xkey, ykey)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), dpi=DPI)
     panels = (
         ("_val", f"log10 {col}" if log else col, "viridis_r" if log else "viridis", None),
         ("_div", "diverged fraction of replicas", "Reds", (0.0, 1.0)),
@@ -211,7 +212,7 @@ def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=N
             ax.legend(loc="upper right", fontsize=7, framealpha=0.8)
     fig.suptitle(f"{col} and divergence over {xkey} x {ykey}", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, formats)
     caption = (
         f"Left: {col} (mean over seeds{' and other axes' if len(numeric_axes(results, list(results.columns))) > 2 else ''}"
         f"{', log10' if log else ''}). Right: fraction of replicas that diverged."
@@ -221,7 +222,8 @@ def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=N
     return Figure(path.stem, path, f"Heatmap: {xkey} x {ykey}", caption)
 
 
-def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str], path: Path) -> Figure:
+def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str], path: Path,
+                    formats=FORMATS) -> Figure:
     """Learning curves per combination of the swept values: mean over seeds, band = min..max."""
     rcol, mcol, log = reward_metric(results)
     if mcol not in metrics:
@@ -229,7 +231,7 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
     all_groups = _groups(metrics, keys)
     colors = group_colors([label for label, _ in all_groups])
     groups, note = _subset(all_groups)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), dpi=DPI)
     for label, g in groups:
         color = colors[label]
         d = g[["id", "step", "time", mcol]].dropna()
@@ -253,7 +255,7 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
     axes[0].legend(fontsize=7, title=", ".join(k.split(".")[-1] for k in keys) or None, title_fontsize=7)
     fig.suptitle(f"Learning curves per method: mean over seeds, band min..max{note}", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, formats)
     n_seeds = int(results.groupby(keys).size().max()) if keys and len(results) else len(results)
     return Figure(
         path.stem,
@@ -263,7 +265,7 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
     )
 
 
-def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path) -> Figure:
+def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS) -> Figure:
     """What asynchrony buys (throughput) against what it costs (staleness, final outcome). Points
     that share a staleness value (methods run under the same schedule) are spread sideways by a
     small, stated offset and numbered as in the legend, so that none hides another."""
@@ -290,7 +292,7 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path) 
             for j, i in enumerate(sorted(members)):
                 offsets[i] = (j - (len(members) - 1) / 2) * width / max(1, len(members) - 1) * 2
     dodged = any(len(m) > 1 for m in clusters)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=DPI)
     for i, (label, g) in enumerate(rows):
         x = xs[i] + offsets[i]
         for ax, ycol in zip(axes, ("throughput_samples_per_s", rcol)):
@@ -311,7 +313,7 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path) 
     spread = f"; points at the same staleness spread sideways by up to ±{width:.2g} versions" if dodged else ""
     fig.suptitle(f"Throughput and outcome against staleness{note}{spread}", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, formats)
     return Figure(
         path.stem,
         path,
@@ -322,7 +324,8 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path) 
     )
 
 
-def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth: int = 5) -> Figure | None:
+def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth: int = 5,
+                      formats=FORMATS) -> Figure | None:
     """ESS ratio of the importance weights and cosine of consecutive gradients, per method."""
     panels = [c for c in ("is/ess_ratio", "grad/cos_prev") if c in metrics and metrics[c].notna().any()]
     if not panels:
@@ -330,7 +333,7 @@ def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth
     all_groups = _groups(metrics, keys)
     colors = group_colors([label for label, _ in all_groups])
     groups, note = _subset(all_groups)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.8 * len(panels)), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.8 * len(panels)), sharex=True, squeeze=False, dpi=DPI)
     for ax, c in zip(axes[:, 0], panels):
         for label, g in groups:
             color = colors[label]
@@ -347,7 +350,7 @@ def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth
     axes[-1, 0].set_xlabel("learner step")
     fig.suptitle(f"ESS and gradient-cosine traces (mean over seeds, rolling {smooth}){note}", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, formats)
     return Figure(
         path.stem,
         path,
@@ -357,7 +360,7 @@ def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth
     )
 
 
-def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES) -> Figure | None:
+def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, formats=FORMATS) -> Figure | None:
     """Headline metric against simulated time per configuration (each run: the mean over its
     replicas of the smoothed per-replica curves), the target level as a dashed line and each
     configuration's mean time-to-target marked on it (docs/time_to_target.md). ``comparison``: a
@@ -369,7 +372,7 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES) -> Fi
         return None
     colors = group_colors([a.label for a in arms])
     arms, note = _subset(arms, limit)
-    fig, ax = plt.subplots(figsize=(9, 4.6))
+    fig, ax = plt.subplots(figsize=(9, 4.6), dpi=DPI)
     levels = sorted({comparison.levels[a.label][0] for a in arms})
     metric = arms[0].runs[0].metric
     for arm in arms:
@@ -409,7 +412,7 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES) -> Fi
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, formats)
     seeds = max(len(a.runs) for a in arms)
     return Figure(
         path.stem,
@@ -439,28 +442,29 @@ def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Fi
     if done.empty:
         return figs
     scenario = _base_scenario(out)
+    formats = scenario.run.figure_formats if scenario is not None else FORMATS
     num = numeric_axes(done, [k for g in manifest["axes"] if len(g) == 1 for k in g])
     if len(num) >= 2:
-        figs.append(heatmaps(done, num[0], num[1], fig_dir / "heatmap.png", scenario))
-    figs.append(learning_curves(metrics, done, keys, fig_dir / "learning_curves.png"))
+        figs.append(heatmaps(done, num[0], num[1], fig_dir / "heatmap.png", scenario, formats))
+    figs.append(learning_curves(metrics, done, keys, fig_dir / "learning_curves.png", formats))
     if "staleness_mean" in done and "throughput_samples_per_s" in done:
-        figs.append(throughput_vs_staleness(done, keys, fig_dir / "throughput_vs_staleness.png"))
-    trace = diagnostic_traces(metrics, keys, fig_dir / "diagnostics.png")
+        figs.append(throughput_vs_staleness(done, keys, fig_dir / "throughput_vs_staleness.png", formats))
+    trace = diagnostic_traces(metrics, keys, fig_dir / "diagnostics.png", formats=formats)
     if trace is not None:
         figs.append(trace)
-    hist = staleness_histograms(done, keys, fig_dir / "staleness_hist.png")
+    hist = staleness_histograms(done, keys, fig_dir / "staleness_hist.png", formats)
     if hist is not None:
         figs.append(hist)
     from ..sweep.results import time_to_target_comparison
 
     comparison = time_to_target_comparison(out)
-    ttt = time_to_target_figure(comparison, fig_dir / "time_to_target.png") if comparison is not None else None
+    ttt = time_to_target_figure(comparison, fig_dir / "time_to_target.png", formats=formats) if comparison is not None else None
     if ttt is not None:
         figs.append(ttt)
     return figs
 
 
-def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path) -> Figure | None:
+def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS) -> Figure | None:
     """Distribution of the lag of consumed rollouts per method (summed over seeds)."""
     if "staleness_hist" not in results:
         return None
@@ -476,7 +480,7 @@ def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path) -> 
         hists.append((label, total))
     if not any(h for _, h in hists):
         return None
-    fig, ax = plt.subplots(figsize=(9, 3.4))
+    fig, ax = plt.subplots(figsize=(9, 3.4), dpi=DPI)
     width = 0.8 / max(1, len(hists))
     for i, (label, h) in enumerate(hists):
         if not h:
@@ -491,7 +495,7 @@ def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path) -> 
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, formats)
     return Figure(path.stem, path, "Staleness distributions", f"Lag of every consumed rollout group, all seeds pooled{note}.")
 
 

@@ -108,6 +108,12 @@ class RunConfig(BaseModel):
     max_loss: float = Field(1e8, gt=0, description="|loss| above this marks a replica diverged.")
     max_param_norm: float = Field(1e6, gt=0, description="Weight norm above this marks a replica diverged.")
     figures: bool = Field(True, description="Write the default figures into the run directory.")
+    figure_formats: list[Literal["png", "svg"]] = Field(
+        default_factory=lambda: ["png"],
+        min_length=1,
+        description="Formats each figure of the run (and of a sweep of it) is written in, side by side: png to view; "
+        "add svg for papers (its text stays editable; drawing it takes extra time). README, 'Using it'.",
+    )
     record_events: bool = Field(True, description="Keep the event log (dispatch, finish, publish, ...).")
     writers: list[Literal["files", "tensorboard", "wandb"]] = Field(
         default_factory=lambda: ["files"],
@@ -134,6 +140,13 @@ class RunConfig(BaseModel):
         description="torch intra-op threads during the run (at most 256). Default: 1 for the toy tasks (their tensors "
         "are tiny and extra threads only add overhead), torch's default for model-sized tasks.",
     )
+
+    @field_validator("figure_formats")
+    @classmethod
+    def _unique_formats(cls, formats: list[str]) -> list[str]:
+        if len(set(formats)) != len(formats):
+            raise ValueError("each format at most once")
+        return formats
 
     def seeds(self) -> dict[str, int]:
         """Independent streams: timing, sampling and initialisation (common random numbers)."""

@@ -66,7 +66,7 @@ def test_zero_gradients_on_the_log_axis_are_counted_not_drawn(tmp_path):
 
 def test_lag_axes_have_integer_ticks(tmp_path, monkeypatch):
     captured = {}
-    monkeypatch.setattr(plots, "_save", lambda fig, path: captured.setdefault(path.name, fig))
+    monkeypatch.setattr(plots, "_save", lambda fig, path, *_: captured.setdefault(path.name, fig))
     plots.staleness_histogram(_fake_result(), tmp_path / "h.png")
     ticks = captured["h.png"].axes[0].get_xticks()
     assert np.allclose(ticks, np.round(ticks))
@@ -95,7 +95,7 @@ def test_comparison_keeps_variant_colours_titles_and_a_ratio_axis_from_zero(tmp_
         assert color.lower() in svg, name
     assert "variants compared: demo scenario" in svg
     captured = {}
-    monkeypatch.setattr(plots, "_save", lambda fig, path: captured.setdefault("fig", fig))
+    monkeypatch.setattr(plots, "_save", lambda fig, path, *_: captured.setdefault("fig", fig))
     plots.comparison_figure(results, tmp_path / "c2.png")
     fig = captured["fig"]
     (ess_ax,) = [ax for ax in fig.axes if ax.get_title().startswith("ESS / N")]

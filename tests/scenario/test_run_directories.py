@@ -39,12 +39,13 @@ def _quick_figures(monkeypatch):
     """Stand-ins for the matplotlib figures (seconds each): these tests are about where files go."""
     import sandbox.plots
 
-    def default_figures(result, out, label="", color=None):
+    def default_figures(result, out, label="", color=None, formats=("png",)):
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "reward.png").write_bytes(b"png")
 
     monkeypatch.setattr(sandbox.plots, "default_figures", default_figures)
-    monkeypatch.setattr(sandbox.plots, "comparison_figure", lambda results, path, title="": Path(path).write_bytes(b"png"))
+    monkeypatch.setattr(sandbox.plots, "comparison_figure",
+                        lambda results, path, title="", formats=("png",): Path(path).write_bytes(b"png"))
 
 
 def scenario_file(tmp_path: Path, variants: dict | None = None, **run) -> Path:
