@@ -159,6 +159,14 @@ def _name(result, label: str) -> str:
     return " — ".join(parts) or "run"
 
 
+def _replica_zero(result) -> str:
+    """", replica 0 of R" when each replica ran under its own schedule: the jobs table and the event
+    log are then replica 0's (docs/system.md#independent-schedules)."""
+    run = result.scenario.run
+    replicas = len(result.diverged_at)
+    return f"; replica 0's schedule of {replicas}" if run.schedules == "independent" and replicas > 1 else ""
+
+
 def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0], formats=FORMATS) -> None:
     m = result.metrics
     col = _reward_column(m)
@@ -189,7 +197,8 @@ def staleness_histogram(result, path: Path, label: str = "", color: str = PALETT
     ax.set_xlabel("lag of a consumed group (versions)")
     ax.set_ylabel("groups consumed")
     mean = result.summary.get("staleness_mean", float("nan"))
-    ax.set_title(f"Staleness of consumed groups (mean lag {mean:.2f} versions)\n{_name(result, label)}", fontsize=9)
+    ax.set_title(f"Staleness of consumed groups (mean lag {mean:.2f} versions{_replica_zero(result)})\n{_name(result, label)}",
+                 fontsize=9)
     fig.tight_layout()  # the axis label would hang below the canvas: _save could not cut the PNG from one draw
     _save(fig, path, formats)
 
@@ -277,6 +286,7 @@ def timeline(result, path: Path, max_time: float | None = None, label: str = "",
     cut = f"first {horizon:.3g} s of {end:.3g} s"
     if shown < n_workers:
         cut += f", workers 0–{shown - 1} of {n_workers}"
+    cut += _replica_zero(result)
     ax.set_title(f"Timeline of jobs and training steps ({cut})\n{_name(result, label)}", fontsize=10)
     _save(fig, path, formats)
 

@@ -182,3 +182,13 @@ def test_time_to_target_reads_each_replicas_own_clock():
         assert times[r] == alone.summary["time_to_target_replicas"][0]
     # The mean clock would have given other times: the test can tell the two apart.
     assert batched.replica_metrics["time"].std(1).max() > 0.1
+
+
+def test_figures_drawn_from_the_jobs_table_say_whose_schedule_it_is():
+    from sandbox.plots import _replica_zero
+
+    kw = dict(staleness={"kind": "sync"}, steps=5)
+    independent = run_scenario(validate_scenario(scenario(REPLICAS, SEED, "independent", **kw)), force=True)
+    shared = run_scenario(validate_scenario(scenario(REPLICAS, SEED, "shared", **kw)), force=True)
+    assert _replica_zero(independent) == f"; replica 0's schedule of {REPLICAS}"
+    assert _replica_zero(shared) == ""
