@@ -102,12 +102,12 @@ class _RecordingTrainer:
 
     def train(self, step, jobs, now):
         self.log.append((TAKE, step))
+        batches = self.batches
         for slot, job in enumerate(jobs):
-            self.batches[job.payload.id] = (step, slot)
-        per_part = len(jobs) // self.minibatches
-        first = step * self.minibatches * self.epochs
-        parts = sum(1 for j in range(self.minibatches) if first + j < self.total_steps)
-        tokens = sum(job.payload.token_count for job in jobs[: parts * per_part])
+            batches[job.payload.id] = (step, slot)
+        m = self.minibatches
+        parts = min(m, max(self.total_steps - step * m * self.epochs, 0))  # mini-batches trained in the first pass
+        tokens = jobs[0].payload.token_count * (len(jobs) // m) * parts  # every group has the same fixed length
         return TrainResult(weights=step + 1, tokens=tokens, passes=self.epochs)
 
 
