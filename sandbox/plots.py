@@ -162,9 +162,10 @@ def _name(result, label: str) -> str:
 def _replica_zero(result) -> str:
     """", replica 0 of R" when each replica ran under its own schedule: the jobs table and the event
     log are then replica 0's (docs/system.md#independent-schedules)."""
-    schedules = getattr(getattr(result.scenario, "run", None), "schedules", "shared")
+    if getattr(getattr(result.scenario, "run", None), "schedules", "shared") != "independent":
+        return ""
     replicas = len(result.diverged_at)
-    return f"; replica 0's schedule of {replicas}" if schedules == "independent" and replicas > 1 else ""
+    return f"; replica 0's schedule of {replicas}" if replicas > 1 else ""
 
 
 def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0], formats=FORMATS) -> None:
