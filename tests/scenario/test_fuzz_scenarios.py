@@ -52,7 +52,8 @@ EXTREMES = [math.inf, -math.inf, math.nan, -1, 0, 1, 2**64, 10**9, 1e308, -1e-30
             {"kind": "max_lag", "k_max": 0, "enforcement": "drop", "queue_capacity": 1}, {"name": "gac"}]
 values = st.one_of(st.sampled_from(EXTREMES), st.integers(-5, 64), st.floats(allow_nan=True, allow_infinity=True),
                    st.text(max_size=5), st.booleans())
-plausible = st.one_of(st.integers(0, 16), st.floats(0.01, 4.0), st.booleans())
+plausible = st.one_of(st.integers(0, 16), st.floats(0.01, 4.0), st.booleans(),
+                      st.sampled_from(["independent", "shared", ["png"], ["png", "svg"]]))  # run.schedules, figure_formats
 overrides = st.dictionaries(st.sampled_from(KEYS), values, min_size=1, max_size=3)
 plausible_overrides = st.dictionaries(st.sampled_from(KEYS), st.one_of(plausible, plausible, plausible, values),
                                       min_size=1, max_size=2)
