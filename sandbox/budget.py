@@ -396,11 +396,12 @@ def estimate(scn: Scenario) -> Budget:
         f"wake-ups x {WAKE_S * 1e6:g} us",
     ))
     if independent:
+        procs = max(min(run.processes, R), 1)
         secs.append(Term(
-            "independent schedules: simulating the other replicas' schedules, drawing per replica",
-            (R - 1) * groups * SCHEDULE_S + R * groups * REPLAY_S,
-            (*fR, ("groups generated (batches x algorithm.groups_per_step + ahead)", groups)),
-            f"groups x ({SCHEDULE_S * 1e6:g} us per schedule + {REPLAY_S * 1e6:g} us per replica)",
+            "independent schedules: simulating the other replicas' schedules (over run.processes), drawing per replica",
+            (R - 1) * groups * SCHEDULE_S / procs + R * groups * REPLAY_S,
+            (*fR, ("groups generated (batches x algorithm.groups_per_step + ahead)", groups), ("run.processes", procs)),
+            f"groups x ({SCHEDULE_S * 1e6:g} us per schedule / processes + {REPLAY_S * 1e6:g} us per replica)",
         ))
     secs.append(Term(
         "copying the weights", steps * copy * WEIGHT_COPIES * COPY_S_PER_BYTE, (("run.steps", steps), *fR, ("parameters", sh.params)),

@@ -29,6 +29,8 @@ own clock and system columns are in ``replicas.npz``. The jobs table and the eve
 from __future__ import annotations
 
 import math
+import multiprocessing
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,12 +89,26 @@ class IndependentReplay:
         self.S = scn.algorithm.updates_per_batch
 
     def record(self, steps: int) -> list[Schedule]:
+        """Every replica's schedule, simulated in ``run.processes`` processes (each schedule depends
+        on its seed alone, so the result does not depend on how many)."""
         a = self.scn.algorithm
-        return [
-            record_schedule(self.scn.system, steps, self.B, self.G, self.task.max_len, s["system"],
-                            a.minibatches, a.epochs, keep_jobs=r == 0, record_events=self.scn.run.record_events)
-            for r, s in enumerate(self.seeds)
-        ]
+        jobs = [(self.scn.system, steps, self.B, self.G, self.task.max_len, s["system"], a.minibatches, a.epochs,
+                 r == 0, self.scn.run.record_events) for r, s in enumerate(self.seeds)]
+        processes = min(self.scn.run.processes, len(jobs))
+        if processes <= 1 or multiprocessing.current_process().daemon:  # a daemonic worker may not start children
+            return [_record(job) for job in jobs]
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        from .processes import pool_context
+
+        try:
+            with ProcessPoolExecutor(processes, mp_context=pool_context()) as pool:
+                return list(pool.map(_record, jobs, chunksize=max(1, len(jobs) // (4 * processes))))
+        except BrokenProcessPool:  # workers that cannot start (a __main__ read from stdin): same schedules here
+            warnings.warn("run.processes: the worker processes could not start; simulating the schedules in this "
+                          "process (same numbers, slower)", RuntimeWarning, stacklevel=2)
+            return [_record(job) for job in jobs]
 
     def run(self, steps: int, schedules: list[Schedule] | None = None) -> ClusterResult:
         schedules = self.record(steps) if schedules is None else schedules
@@ -186,6 +202,11 @@ class IndependentReplay:
             rows=rows,
             dropped=int(first.system[-1, SYSTEM_COLUMNS.index("system/dropped")]) if first.batches else 0,
         )
+
+
+def _record(job: tuple) -> Schedule:
+    *args, keep_jobs, record_events = job
+    return record_schedule(*args, keep_jobs=keep_jobs, record_events=record_events)
 
 
 def _take_rows(ro: Rollouts, index: torch.Tensor) -> Rollouts:

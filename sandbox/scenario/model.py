@@ -133,6 +133,11 @@ class RunConfig(BaseModel):
         "timing, sampling and initial weights), trained in the same batched tensor; needs a fixed-length task (bandit, "
         "bitstring) and no partial rollouts (docs/system.md#independent-schedules).",
     )
+    processes: int = Field(
+        1, ge=1, le=MAX_THREADS,
+        description="Processes that simulate the replicas' schedules under schedules = 'independent' (each schedule "
+        "depends on its seed alone: the numbers do not depend on this); 1 = all in the run's own process.",
+    )
     threads: int | None = Field(
         None,
         ge=1,

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..outputs import output_lock, remove_orphans, safe_name, write_json, write_text
+from ..processes import pool_context
 from .results import (
     MANIFEST,
     METRICS,
@@ -338,19 +339,6 @@ def _run_inline(spec: SweepSpec, todo: list[RunSpec], out: Path, finished) -> No
         torch.set_num_threads(threads)
 
 
-def _mp_context():
-    """forkserver where available: a clean server process (no threads: forking after torch has
-    started its thread pools is unsafe) that imports the simulator once and forks each worker from
-    it, so workers start in milliseconds instead of re-importing torch; spawn elsewhere."""
-    import multiprocessing as mp
-
-    if "forkserver" in mp.get_all_start_methods():
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["sandbox.sweep._preload"])
-        return ctx
-    return mp.get_context("spawn")
-
-
 def _run_pool(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, finished, retries: int = 0) -> None:
     """Runs on a pool of ``workers`` processes, at most one queued run per worker, so that the runs
     submitted and unfinished are the ones in flight. A worker process that dies breaks the whole
@@ -373,7 +361,7 @@ def _run_pool(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, fin
 def _pool_pass(spec: SweepSpec, queue: list[RunSpec], out: Path, workers: int, finished) -> tuple[list[RunSpec], list[RunSpec]]:
     """Run ``queue`` on one pool until it is done or the pool breaks; returns (the runs in flight
     when it broke, the runs not yet submitted)."""
-    ex = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=_mp_context(), initializer=_init_worker)
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=pool_context(), initializer=_init_worker)
     waiting = list(queue)
     pending: dict[Any, RunSpec] = {}
 
@@ -421,7 +409,7 @@ def _run_alone(spec: SweepSpec, r: RunSpec, out: Path, finished, retries: int) -
     times while its process dies."""
     last: BaseException | None = None
     for _ in range(retries + 1):
-        ex = ProcessPoolExecutor(max_workers=1, mp_context=_mp_context(), initializer=_init_worker)
+        ex = ProcessPoolExecutor(max_workers=1, mp_context=pool_context(), initializer=_init_worker)
         try:
             rec = ex.submit(execute_run, r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec)).result()
         except BrokenProcessPool as exc:

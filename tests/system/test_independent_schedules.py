@@ -192,3 +192,15 @@ def test_figures_drawn_from_the_jobs_table_say_whose_schedule_it_is():
     shared = run_scenario(validate_scenario(scenario(REPLICAS, SEED, "shared", **kw)), force=True)
     assert _replica_zero(independent) == f"; replica 0's schedule of {REPLICAS}"
     assert _replica_zero(shared) == ""
+
+
+def test_schedules_simulated_in_worker_processes_give_the_same_run():
+    """``run.processes`` only spreads the schedules over processes: every number stays the same."""
+    data = scenario(REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 2}, steps=20)
+    alone = run_scenario(validate_scenario(data), force=True)
+    data["run"]["processes"] = 2
+    spread = run_scenario(validate_scenario(data), force=True)
+    assert alone.replica_metrics.keys() == spread.replica_metrics.keys()
+    for key, values in alone.replica_metrics.items():
+        np.testing.assert_array_equal(spread.replica_metrics[key], values, err_msg=key)
+    assert alone.jobs.equals(spread.jobs) and alone.events.equals(spread.events)
