@@ -9,6 +9,8 @@ versions of lag (``max_lag``). ``--seeds`` N seeds of ``--steps`` steps are run 
   time per seed is multiplied by N (an estimate, printed as such);
 * **one process**: one run with ``task.replicas = N`` and ``run.schedules = "independent"``
   (``docs/system.md#independent-schedules``): replica r is the run with seed r;
+* **run.processes**: the same run with its replicas' schedules simulated in ``--workers`` processes
+  (checked to give the same numbers);
 * **sweep, 2 processes**: ``sandbox sweep`` with seeds ``[0, N/2]`` and N/2 independent replicas
   each, on ``--workers`` local processes: the same N runs, split over the cores, as a user would
   on a machine with more than one (process start and run directories included).
@@ -88,6 +90,12 @@ def main() -> None:
     def one_process():
         found["batched"] = final_rewards(run_scenario(batched, force=True))
 
+    spread = validate_scenario({**scenario_data(n, steps, 0, "independent"),
+                                "run": {**scenario_data(n, steps, 0, "independent")["run"], "processes": args.workers}})
+
+    def schedules_in_workers():
+        found["spread"] = final_rewards(run_scenario(spread, force=True))
+
     tmp = Path(tempfile.mkdtemp(prefix="bench_seeds_"))
     base = tmp / "base.toml"
     import tomli_w
@@ -103,7 +111,10 @@ def main() -> None:
                         "-q"], check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL)
 
     run_scenario(validate_scenario(scenario_data(1, 2, 0, "shared")), force=True)  # imports, and torch.optim's first step
-    times = interleaved({"separate": separate, "one process": one_process, "sweep": sweep_two_processes}, args.repeats)
+    times = interleaved({"separate": separate, "one process": one_process, "processes": schedules_in_workers,
+                         "sweep": sweep_two_processes}, args.repeats)
+    if not np.array_equal(found["batched"], found["spread"]):
+        raise SystemExit("run.processes changed the numbers")
     # The expected reward is a float32 matrix-vector product, exact up to its last bit (docs/system.md#independent-schedules).
     if not np.allclose(found["separate"], found["batched"][: args.sample], rtol=1e-6, atol=0):
         raise SystemExit("the separate runs and the matching replicas differ: the timings compare different work")
@@ -112,7 +123,9 @@ def main() -> None:
     print(f"{n} seeds x {steps} bandit steps, each seed its own schedule ({args.repeats} repeat(s), min / median)")
     print(f"  separate runs (estimate from {args.sample}):  {min(estimate):8.1f} s / {statistics.median(estimate):8.1f} s"
           f"   ({min(per_seed) * 1000:.0f} ms per seed)")
-    for name, label in (("one process", "independent replicas, 1 process"), ("sweep", f"sweep, {args.workers} processes")):
+    for name, label in (("one process", "independent replicas, 1 process"),
+                        ("processes", f"same, run.processes = {args.workers}"),
+                        ("sweep", f"sweep, {args.workers} processes")):
         t = times[name]
         print(f"  {label:<34} {min(t):8.1f} s / {statistics.median(t):8.1f} s   speed-up vs separate "
               f"{min(estimate) / min(t):5.1f}x (min) / {statistics.median(estimate) / statistics.median(t):5.1f}x (median)")
