@@ -593,9 +593,8 @@ def plan(
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
     except KeyboardInterrupt:
-        kept = "the previous plan in " + str(out) + " is unchanged" if staged is not None and staged.previous else "nothing was kept"
-        console.print(f"[yellow]interrupted[/yellow]: {escape(kept)}")
-        raise typer.Exit(130)
+        _interrupted("the previous plan in " + str(out) + " is unchanged" if staged is not None and staged.previous
+                     else "nothing was kept")
     console.print(plan_table(result))
     if learn:
         console.print(learn_table(result))

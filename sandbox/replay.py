@@ -42,7 +42,8 @@ from .system.schedule import DISPATCH, FINISH, SYSTEM_COLUMNS, TAKE, Schedule, r
 from .tasks.draws import RowGenerators
 from .tasks.rollouts import Rollouts
 
-_FIELDS = ("tokens", "behaviour_logp", "token_versions", "lengths", "ended", "rewards")
+_TOKEN_FIELDS = ("tokens", "behaviour_logp", "token_versions", "lengths", "ended")
+"""The per-token and per-response fields of a group; ``rewards`` is kept beside them once drawn."""
 
 
 def replica_seeds(run, replicas: int) -> list[dict[str, int]]:
@@ -61,19 +62,19 @@ class _Slots:
         def alloc(t: torch.Tensor) -> torch.Tensor:
             return torch.zeros(lead + tuple(t.shape[1:]), dtype=t.dtype)
 
-        tensors = {f: alloc(getattr(ro, f)) for f in _FIELDS[:-1]}
+        tensors = {f: alloc(getattr(ro, f)) for f in _TOKEN_FIELDS}
         if rewards is not None:
             tensors["rewards"] = alloc(rewards)
         return cls(tensors)
 
     def put(self, index: tuple, ro: Rollouts, rewards: torch.Tensor | None = None) -> None:
-        for f in _FIELDS[:-1]:
+        for f in _TOKEN_FIELDS:
             self.tensors[f][index] = getattr(ro, f)
         if rewards is not None:
             self.tensors["rewards"][index] = rewards
 
     def get(self, index: tuple, group_size: int, with_rewards: bool) -> Rollouts:
-        t = {f: self.tensors[f][index] for f in _FIELDS[:-1]}
+        t = {f: self.tensors[f][index] for f in _TOKEN_FIELDS}
         return Rollouts(**t, group_size=group_size, rewards=self.tensors["rewards"][index] if with_rewards else None)
 
 
@@ -143,8 +144,7 @@ class IndependentReplay:
                 moving = kinds != TAKE
                 if not moving.any():
                     break
-                at = cursor + 0
-                jobs = job_base[:-1] + args[at]
+                jobs = job_base[:-1] + args[cursor]
                 dispatch = np.flatnonzero(kinds == DISPATCH)
                 if dispatch.size:
                     rows_t = torch.from_numpy(dispatch)
@@ -183,7 +183,7 @@ class IndependentReplay:
             sys_row = dict(zip(SYSTEM_COLUMNS, system[b].mean(0).tolist()))
             step_rows = [result.metrics] if result.step_metrics is None else result.step_metrics
             for i, metrics in enumerate(step_rows):
-                row = {**sys_row, "step": b * S + i if result.step_metrics is not None else b, **metrics}
+                row = {**sys_row, "step": b * S + i, **metrics}  # one row per optimizer step, as the cluster emits them
                 rows.append(row)
                 if self.on_step is not None:
                     self.on_step(row)
@@ -210,7 +210,7 @@ def _record(job: tuple) -> Schedule:
 
 
 def _take_rows(ro: Rollouts, index: torch.Tensor) -> Rollouts:
-    return Rollouts(**{f: getattr(ro, f)[index] for f in _FIELDS[:-1]}, group_size=ro.group_size)
+    return Rollouts(**{f: getattr(ro, f)[index] for f in _TOKEN_FIELDS}, group_size=ro.group_size)
 
 
 def _ring_sizes(schedules: list[Schedule]) -> tuple[int, int]:
@@ -236,6 +236,7 @@ def _ring_sizes(schedules: list[Schedule]) -> tuple[int, int]:
 def check_independent(scn) -> None:
     """Why a scenario cannot run with ``run.schedules = "independent"`` (a :class:`ScenarioError`
     naming the field), at run time as at load time."""
+    from .scenario.model import MAX_SEED
     from .tasks import TASKS, PolicyTask
 
     if scn.run.schedules != "independent":
@@ -255,5 +256,9 @@ def check_independent(scn) -> None:
         if getattr(scn.run, name) is not None:
             problems.append(f"run.{name}: must be unset with run.schedules = 'independent' (replica r uses the streams "
                             f"of master seed run.seed + r)")
+    replicas = scn.task.replicas
+    if scn.run.seed + replicas - 1 > MAX_SEED:
+        problems.append(f"run.seed: replica r uses master seed run.seed + r, so run.seed must be at most "
+                        f"{MAX_SEED - replicas + 1} with {replicas} replicas")
     if problems:
         raise ScenarioError(problems)

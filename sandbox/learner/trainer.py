@@ -334,16 +334,15 @@ class PolicyLearner(Learner):
         self.proximal = proximal
         self.last_batch: Rollouts | None = None
 
-    def _loss_input(self, ro: Rollouts, logp: Tensor, version: int, mask: Tensor | None = None,
-                    token_versions: Tensor | None = None):
+    def _loss_input(self, ro: Rollouts, logp: Tensor, version: int, token_versions: Tensor | None = None):
         """The policy-loss input for ``ro`` at learner ``version`` (OPOB's gradient norms included);
-        ``mask`` and ``token_versions`` (in learner versions) when the caller has them already."""
+        ``token_versions`` (in learner versions) when the caller has them already."""
         from ..algorithms.api import PolicyLossInput
 
         inp = PolicyLossInput(
             logp=logp,
             behaviour_logp=ro.behaviour_logp,
-            mask=ro.mask if mask is None else mask,
+            mask=ro.mask,
             rewards=ro.rewards,
             group_size=ro.group_size,
             token_versions=self.behaviour_versions(ro.token_versions) if token_versions is None else token_versions,
@@ -397,7 +396,7 @@ class PolicyLearner(Learner):
         mask = ro.mask
         versions = self.behaviour_versions(ro.token_versions)
         if context is None:
-            inp = self._loss_input(ro, logp, step, mask, versions)
+            inp = self._loss_input(ro, logp, step, versions)
             if self.proximal == "batch_start":  # one step per batch: the batch starts at these weights
                 inp.prox_logp = logp.detach()
         else:

@@ -210,9 +210,6 @@ class Scenario(BaseModel):
                 check_independent(self)
             except ScenarioError as exc:
                 raise ValueError("; ".join(exc.problems)) from None
-            if self.run.seed + self.task.replicas - 1 > MAX_SEED:
-                raise ValueError(f"run.seed: replica r uses master seed run.seed + r, so run.seed must be at most "
-                                 f"{MAX_SEED - self.task.replicas + 1} with {self.task.replicas} replicas")
         task = self.task.name
         if issubclass(TASKS[task].impl, OracleTask):  # no groups, no tokens: objectives and corrections do not apply
             if self.system.partial_rollouts:

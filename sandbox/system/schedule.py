@@ -49,7 +49,6 @@ class Schedule:
     system: np.ndarray
     """``(batches, len(SYSTEM_COLUMNS))`` the cluster's row per consumed batch (clock, throughput,
     utilisation), as an array: a replica's schedule costs tens of bytes per group, not a dict per step."""
-    status: str
     sim_time: float
     jobs: list[Job] | None = None
     """The job records (kept for one replica only: the jobs table and timeline figures)."""
@@ -65,7 +64,6 @@ class _Recorded:
     """A recorded job's payload: what the cluster reads (sizes) plus its id."""
 
     id: int
-    version: int
     decode_steps: int
     token_count: int
     num_responses: int
@@ -81,7 +79,7 @@ class _RecordingWorkload:
         job = len(self.versions)
         self.versions.append(version)
         self.log.append((DISPATCH, job))
-        return _Recorded(job, version, self.decode_steps, self.decode_steps * group_size, group_size)
+        return _Recorded(job, self.decode_steps, self.decode_steps * group_size, group_size)
 
     def finish(self, payload):
         self.log.append((FINISH, payload.id))
@@ -146,7 +144,6 @@ def record_schedule(
         job_batch=batch,
         job_slot=slot,
         system=np.array([[row[c] for c in SYSTEM_COLUMNS] for row in res.rows], dtype=np.float64).reshape(-1, len(SYSTEM_COLUMNS)),
-        status=res.status,
         sim_time=res.sim_time,
         jobs=res.jobs if keep_jobs else None,
         events=res.events if keep_jobs else None,

@@ -43,21 +43,22 @@ def rand(shape: tuple[int, ...], gen: Stream, dtype: torch.dtype | None = None) 
     """Uniform [0, 1) numbers of ``shape`` (``torch.rand``)."""
     if isinstance(gen, torch.Generator):
         return torch.rand(shape, generator=gen, dtype=dtype)
-    gen._check(shape[0])
-    out = torch.empty(shape, dtype=dtype)
-    for row, g in zip(out, gen.gens):
-        row.uniform_(generator=g)  # torch.rand is empty().uniform_(): the same numbers
-    return out
+    return _per_row(shape, gen, dtype, torch.Tensor.uniform_)  # torch.rand is empty().uniform_(): the same numbers
 
 
 def randn(shape: tuple[int, ...], gen: Stream, dtype: torch.dtype | None = None) -> Tensor:
     """Standard normal numbers of ``shape`` (``torch.randn``)."""
     if isinstance(gen, torch.Generator):
         return torch.randn(shape, generator=gen, dtype=dtype)
+    return _per_row(shape, gen, dtype, torch.Tensor.normal_)  # torch.randn is empty().normal_(): same numbers, same size
+
+
+def _per_row(shape: tuple[int, ...], gen: RowGenerators, dtype: torch.dtype | None, fill) -> Tensor:
+    """A tensor of ``shape`` whose row r is filled in place by ``fill(row, generator=gen.gens[r])``."""
     gen._check(shape[0])
     out = torch.empty(shape, dtype=dtype)
     for row, g in zip(out, gen.gens):
-        row.normal_(generator=g)  # torch.randn is empty().normal_(): the same numbers for the same size
+        fill(row, generator=g)
     return out
 
 

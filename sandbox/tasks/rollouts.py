@@ -158,7 +158,7 @@ class Rollouts:
         schedules hold different versions).
         """
         if isinstance(version, Tensor):
-            versions = version.view(-1, 1, 1).expand(new_tokens.shape).clone()
+            versions = version.view(-1, 1, 1).expand(new_tokens.shape)  # only read by the cat below
         else:
             versions = torch.full_like(new_tokens, version)
         out = Rollouts(
