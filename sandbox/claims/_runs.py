@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -200,8 +201,8 @@ def prefetch(pairs: Iterable[tuple[dict, int]], quick: bool, workers: int = 1) -
     finds them in the cache; returns how many runs were simulated.
 
     The seeds of one variant are simulated in blocks of consecutive seeds, each one batched run
-    (:func:`_simulate_block`). ``workers > 1`` distributes the blocks over that many worker
-    processes (:func:`sandbox.processes.pool_context`) with one torch thread each (as the ``sandbox claims`` command uses). Every run is
+    (:func:`_simulate_block`). ``workers > 1`` distributes the blocks over that many spawned
+    processes with one torch thread each (as the ``sandbox claims`` command uses). Every run is
     deterministic and independent of the others, so the cached numbers are bitwise those of the
     separate runs whatever ``workers`` is (``tests/claims/test_gac_search.py``,
     ``tests/claims/test_claims_batched_seeds.py``)."""
@@ -212,9 +213,7 @@ def prefetch(pairs: Iterable[tuple[dict, int]], quick: bool, workers: int = 1) -
         for block in blocks:
             _store(block, _simulate_block(*block))
     else:
-        from ..processes import pool_context
-
-        with pool_context().Pool(min(workers, len(blocks)), initializer=_worker_init) as pool:
+        with multiprocessing.get_context("spawn").Pool(min(workers, len(blocks)), initializer=_worker_init) as pool:
             for block, results in zip(blocks, pool.imap(_simulate_block_task, blocks, chunksize=1)):
                 _store(block, results)
     return sum(seeds for _, _, seeds in blocks)
