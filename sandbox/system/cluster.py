@@ -116,7 +116,7 @@ class Trainer(Protocol):
     def train(self, step: int, jobs: list["Job"], now: float) -> TrainResult: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
     id: int
     worker: int
@@ -332,36 +332,41 @@ class Cluster:
     # -- processes -----------------------------------------------------------------------------
     def _worker(self, wid: int):
         speed = self.speeds[wid]
+        env, control, store, signal, workload = self.env, self.control, self.store, self.signal, self.workload
+        buffer, jobs, running_since = self.buffer, self.jobs, self.running_since  # mutated in place only
         while True:
-            admission = self.control.admit(self.store.visible, len(self.buffer))
+            admission = control.admit(store.visible, len(buffer))
             if admission is None:
-                yield self.signal.wait(gated=True)
+                yield signal.wait(gated=True)
                 continue
+            version = admission.version
             job = Job(
-                id=len(self.jobs),
+                id=len(jobs),
                 worker=wid,
-                head_version=admission.version,
+                head_version=version,
                 target_step=admission.target_step,
-                dispatch_time=self.env.now,
+                dispatch_time=env.now,
             )
-            self.control.on_dispatch(job)
-            self.jobs.append(job)
-            self.running_since[job.id] = self.env.now
-            self._event("dispatch", wid, job.id, admission.version, -1 if admission.target_step is None else admission.target_step)
+            control.on_dispatch(job)
+            jobs.append(job)
+            running_since[job.id] = job.dispatch_time
+            if self.record_events:
+                self._event("dispatch", wid, job.id, version, -1 if admission.target_step is None else admission.target_step)
             if self.cfg.partial_rollouts:
                 yield from self._generate_in_flight(job, speed)
             else:
-                job.payload = self.workload.sample(self.store.get(admission.version), admission.version, self.G)
-                job.tail_version = admission.version
-                yield self.env.timeout(self._draw("generation_time", job.payload.decode_steps, speed))
-            job.payload = self.workload.finish(job.payload)
-            job.finish_time = self.env.now
-            self.busy_done += job.finish_time - self.running_since.pop(job.id)
-            self.samples_generated += job.num_samples
-            self.control.on_finish(job)
-            self.buffer.append(job)
-            self._event("finish", wid, job.id, job.tail_version)
-            self.signal.notify()
+                job.payload = payload = workload.sample(store.get(version), version, self.G)
+                job.tail_version = version
+                yield env.timeout(self._draw("generation_time", payload.decode_steps, speed))
+            job.payload = payload = workload.finish(job.payload)
+            job.finish_time = now = env.now
+            self.busy_done += now - running_since.pop(job.id)
+            self.samples_generated += int(payload.num_responses)
+            control.on_finish(job)
+            buffer.append(job)
+            if self.record_events:
+                self._event("finish", wid, job.id, job.tail_version)
+            signal.notify()
 
     def _generate_in_flight(self, job: Job, speed: float):
         """Decode in segments; when a newer version becomes visible mid-generation the tokens
@@ -400,10 +405,11 @@ class Cluster:
             wait_start = self.env.now
             while True:
                 taken = self.control.take(step, self.buffer)
-                for job in taken.dropped:
-                    job.dropped_at = step
-                    self._event("drop", job.worker, job.id, job.head_version, step)
-                self._release(taken.dropped)
+                if taken.dropped:
+                    for job in taken.dropped:
+                        job.dropped_at = step
+                        self._event("drop", job.worker, job.id, job.head_version, step)
+                    self._release(taken.dropped)
                 if taken.batch is not None:
                     break
                 if taken.dropped:

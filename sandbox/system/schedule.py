@@ -19,6 +19,7 @@ import numpy as np
 
 from .cluster import Cluster, Job, TrainResult
 from .config import SystemConfig
+from .gc_pause import paused_cyclic_gc
 
 DISPATCH, FINISH, TAKE = 0, 1, 2
 """Operation kinds of a schedule, in the order the cluster calls the workload and the trainer."""
@@ -123,6 +124,13 @@ def record_schedule(
 ) -> Schedule:
     """Simulate the system for ``steps`` optimizer steps with every response ``decode_steps`` long and
     record its schedule; ``keep_jobs`` keeps the job records (and, with ``record_events``, the log)."""
+    with paused_cyclic_gc():
+        return _record(cfg, steps, groups_per_step, group_size, decode_steps, seed, minibatches, epochs, keep_jobs,
+                       record_events)
+
+
+def _record(cfg, steps, groups_per_step, group_size, decode_steps, seed, minibatches, epochs, keep_jobs,
+            record_events) -> Schedule:
     log: list[tuple[int, int]] = []
     workload = _RecordingWorkload(decode_steps, log)
     trainer = _RecordingTrainer(log, minibatches, epochs, steps)
