@@ -26,6 +26,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 from ..errors import ScenarioError
 from .config import SystemConfig
@@ -196,6 +197,19 @@ class Signal:
                 callback(fired)
 
 
+class _Urgent(simpy.Event):
+    """An event that runs ``callback`` at the current time ahead of the normal events, where a simpy
+    process started now would begin (its start event, ``simpy.events.Initialize`` in simpy 4.1, is
+    scheduled urgent): the sync of a publication keeps the place a sync process had in the event
+    order, without a process, a generator and the end-of-process event per step."""
+
+    def __init__(self, env: simpy.Environment, callback: Callable[[simpy.Event], None]):
+        super().__init__(env)
+        self.callbacks.append(callback)
+        self._ok, self._value = True, None
+        env.schedule(self, URGENT)
+
+
 class WeightStore:
     """Published weight versions; version v becomes visible to workers after the sync delay."""
 
@@ -213,11 +227,15 @@ class WeightStore:
     def publish(self, version: int, weights: Any, delay: float) -> None:
         self.snapshots[version] = weights
         self.latest = version
-        self.env.process(self._sync(version, delay))
+        _Urgent(self.env, lambda _: self._sync(version, delay))
 
-    def _sync(self, version: int, delay: float):
+    def _sync(self, version: int, delay: float) -> None:
         if delay > 0:
-            yield self.env.timeout(delay)
+            self.env.timeout(delay).callbacks.append(lambda _: self._make_visible(version))
+        else:
+            self._make_visible(version)
+
+    def _make_visible(self, version: int) -> None:
         if version > self.visible:
             self.visible = version
             event, self.changed = self.changed, self.env.event()
@@ -400,11 +418,12 @@ class Cluster:
         job.head_version = int(payload.oldest_version().min().item())
 
     def _learner(self, batches: int):
+        env, control, signal, buffer = self.env, self.control, self.signal, self.buffer
         last_time = 0.0
         for step in range(batches):
-            wait_start = self.env.now
+            wait_start = env.now
             while True:
-                taken = self.control.take(step, self.buffer)
+                taken = control.take(step, buffer)
                 if taken.dropped:
                     for job in taken.dropped:
                         job.dropped_at = step
@@ -413,11 +432,11 @@ class Cluster:
                 if taken.batch is not None:
                     break
                 if taken.dropped:
-                    self.signal.notify()  # drops free admission capacity
-                yield self.signal.wait()
+                    signal.notify()  # drops free admission capacity
+                yield signal.wait()
             batch = taken.batch
-            self.signal.notify()  # the buffer shrank: throttled workers may go on
-            now = self.env.now
+            signal.notify()  # the buffer shrank: throttled workers may go on
+            now = env.now
             for job in batch:
                 job.consume_time = now
                 job.consume_step = step

@@ -1,6 +1,8 @@
 """The cluster's :class:`Signal` skips the wake-ups that change nothing, yet every simulated number
 is that of one broadcast simpy event that every waiter yields (the scheme it replaces, kept here as
-the reference): random scenarios of every staleness control give identical jobs, events and rows."""
+the reference): random scenarios of every staleness control give identical jobs, events and rows.
+Likewise the weight store's sync, an urgent event instead of one simpy process per publication, keeps
+every number of the process it replaces (also kept here as a reference)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,20 @@ class BroadcastSignal:
 
 
 ClusterSignal = cluster_mod.Signal
+
+
+class ProcessSyncStore(cluster_mod.WeightStore):
+    """The reference sync: one simpy process per publication, waiting out the sync delay."""
+
+    def publish(self, version, weights, delay):
+        self.snapshots[version] = weights
+        self.latest = version
+        self.env.process(self._sync_process(version, delay))
+
+    def _sync_process(self, version, delay):
+        if delay > 0:
+            yield self.env.timeout(delay)
+        self._make_visible(version)
 
 
 class CountingSignal(ClusterSignal):
@@ -83,9 +99,10 @@ def _job_table(result) -> list[tuple]:
     ]
 
 
-def _run(cfg, groups, seed, signal_cls, monkeypatch):
+def _run(cfg, groups, seed, signal_cls, monkeypatch, store_cls=cluster_mod.WeightStore):
     with monkeypatch.context() as patch:
         patch.setattr(cluster_mod, "Signal", signal_cls)
+        patch.setattr(cluster_mod, "WeightStore", store_cls)
         return simulate_timing(cfg, 12, groups, seed=seed)
 
 
@@ -95,7 +112,7 @@ def test_random_scenarios_match_the_broadcast_reference(chunk, monkeypatch):
     for case in range(40):
         cfg, groups = _random_config(rng)
         seed = int(rng.integers(0, 2**31))
-        reference = _run(cfg, groups, seed, BroadcastSignal, monkeypatch)
+        reference = _run(cfg, groups, seed, BroadcastSignal, monkeypatch, ProcessSyncStore)
         lean = _run(cfg, groups, seed, ClusterSignal, monkeypatch)
         where = f"case {chunk}/{case}: {cfg.model_dump()} B={groups} seed={seed}"
         assert _job_table(lean) == _job_table(reference), where
