@@ -599,7 +599,7 @@ def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> Non
         plan.as_is(_sources(p, "eps_low", "eps_high"), clip, CLIP,
                    "clip of the sequence ratio against μ, as in the sandbox")
         plan.implicit(f"{p}.dual_clip_c", obj.dual_clip_c,
-                      "the sandbox's gspo surrogate applies no dual clip; --actor.dual_clip is left off")
+                      "GSPO has no dual clip in the sandbox (it refuses one); --actor.dual_clip is left off")
         return
     dual = obj.dual_clip_c
     if not stale or proximal == "batch_start":

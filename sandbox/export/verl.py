@@ -230,7 +230,7 @@ def _clip_knobs(plan: Plan, obj, dual_clip: bool) -> None:
         return
     if not dual_clip:
         plan.implicit("algorithm.objective.dual_clip_c", obj.dual_clip_c,
-                      "no dual clip in either: the sandbox's GSPO surrogate ignores it and verl's gspo loss has none")
+                      "no dual clip in either: the sandbox refuses one for GSPO and verl's gspo loss has none")
     elif obj.dual_clip_c is None:
         plan.converted("algorithm.objective.dual_clip_c", None, f"{ACTOR}.clip_ratio_c", NO_DUAL_CLIP,
                        "verl's vanilla loss always applies the dual clip; 1e9 never fires because the log-ratio is "

@@ -85,6 +85,14 @@ def test_gspo_by_hand():
     assert torch.allclose(inp.logp.grad, torch.full((1, 2), s / 2), atol=1e-6)
 
 
+@pytest.mark.component("objective", "gspo")
+def test_gspo_refuses_a_dual_clip():
+    """GSPO has no dual clip: a value is an error naming the field, not a silently ignored knob."""
+    with pytest.raises(ValueError, match="dual_clip_c=3.0: GSPO .* defines no dual clip"):
+        GSPOConfig(dual_clip_c=3.0)
+    assert GSPOConfig().dual_clip_c is None
+
+
 @pytest.mark.component("objective", "cispo")
 def test_cispo_by_hand():
     # weights clip(r, 0, 5) = [3, 5, .5]; loss = -mean_t w A log π -> grad -w/3
