@@ -204,6 +204,37 @@ def test_staleness_lr_uses_batch_mean_or_max():
     assert m["lr/scale"].item() == pytest.approx(0.25) and p.item() == pytest.approx(-0.25)
 
 
+@pytest.mark.component("stabilizer", "staleness_lr")
+def test_staleness_lr_drop_discards_the_gradient_from_adam_too():
+    """The drop rule skips the over-stale replica's step: its parameters AND its Adam moments stay as
+    they were (a zero multiplier would still feed the stale gradient to the moments), while the other
+    replica steps exactly as a plain Adam step."""
+    p = torch.zeros(2, 3, requires_grad=True)
+    ref = torch.zeros(2, 3, requires_grad=True)
+    opt = StabilizedOptimizer(torch.optim.Adam([p], lr=0.1), [p], [StalenessLRConfig(rule="drop", max_staleness=2.0)],
+                              replica_dims=1)
+    plain = torch.optim.Adam([ref], lr=0.1)
+    for step, lags in enumerate([[0.0, 1.0], [1.0, 5.0], [0.0, 0.0]]):
+        g = torch.tensor([[1.0, -2.0, 0.5], [3.0, 1.0, -1.0]]) * (step + 1)
+        p.grad, ref.grad = g.clone(), g.clone()
+        before = p.detach()[1].clone()
+        m = opt.step(StepContext(staleness=torch.tensor([[lags[0]] * 4, [lags[1]] * 4])))
+        plain.step()
+        assert m["step/skipped"].tolist() == [0.0, float(lags[1] > 2.0)]
+        assert m["lr/staleness_scale"].tolist() == [1.0, float(lags[1] <= 2.0)]
+        assert torch.equal(before, p.detach()[1]) is (lags[1] > 2.0)  # a dropped replica does not move
+    # replica 0 never dropped: identical to plain Adam; replica 1 saw only steps 0 and 2
+    assert torch.equal(p.detach()[0], ref.detach()[0])
+    other = torch.zeros(3, requires_grad=True)
+    adam = torch.optim.Adam([other], lr=0.1)
+    for k in (1, 3):
+        other.grad = torch.tensor([3.0, 1.0, -1.0]) * k
+        adam.step()
+    exp_avg = opt.optimizer.state[p]["exp_avg"][1]
+    assert torch.allclose(exp_avg, adam.state[other]["exp_avg"], atol=1e-7)
+    assert torch.allclose(opt.optimizer.state[p]["exp_avg_sq"][1], adam.state[other]["exp_avg_sq"], atol=1e-7)
+
+
 def test_gradient_clipping_per_replica():
     p = torch.zeros(2, 3, requires_grad=True)
     opt = StabilizedOptimizer(torch.optim.SGD([p], lr=1.0), [p], [], replica_dims=1, max_grad_norm=1.0)

@@ -60,17 +60,38 @@ def staleness_weight(tau: Tensor | float, cfg: StalenessLRConfig) -> Tensor:
 @STABILIZERS.register(StalenessLRConfig)
 class StalenessLR(Stabilizer):
     """Stabilizer: scale the step by :func:`staleness_weight` of the batch staleness (mean or max of
-    ``context.staleness`` over the samples; per replica when it carries replica dims). For per-sample
-    weighting of the loss instead, multiply the rewards/advantages by :func:`staleness_weight` yourself."""
+    ``context.staleness`` over the samples; per replica when it carries replica dims). The ``drop``
+    rule instead skips the step of a replica whose τ exceeds ``max_staleness``: its parameters and
+    optimizer moments stay as they were, as Ringmaster ASGD discards the stale gradient (a multiplier
+    of 0 would still feed the gradient to Adam's moments). For per-sample weighting of the loss instead,
+    multiply the rewards/advantages by :func:`staleness_weight` yourself."""
 
-    stage = "lr"
+    before_clip = True  # a skip does not depend on the gradient: decided before anything edits it
 
-    def lr_scale(self, context, replica_dims: int = 0) -> tuple[Tensor, dict]:
+    @property
+    def stage(self) -> str:
+        return "gradient" if self.cfg.rule == "drop" else "lr"
+
+    @property
+    def can_skip(self) -> bool:
+        return self.cfg.rule == "drop"
+
+    def _batch_tau(self, context, replica_dims: int) -> Tensor:
         if context is None or context.staleness is None:
             raise ValueError("staleness_lr needs StepContext(staleness=...) (per-sample or batch lag in versions)")
         t = torch.as_tensor(context.staleness, dtype=torch.get_default_dtype()).detach()
         if t.dim() > replica_dims:
             dims = tuple(range(replica_dims, t.dim()))
             t = t.mean(dims) if self.cfg.batch_tau == "mean" else t.amax(dims)
+        return t
+
+    def lr_scale(self, context, replica_dims: int = 0) -> tuple[Tensor, dict]:
+        t = self._batch_tau(context, replica_dims)
         s = staleness_weight(t, self.cfg)
         return s, {"staleness/batch_tau": t, "lr/staleness_scale": s}
+
+    def transform(self, vecs, replica_dims, context=None):
+        """The ``drop`` rule: gradients unchanged, skip mask ``τ > max_staleness``."""
+        t = self._batch_tau(context, replica_dims)
+        keep = staleness_weight(t, self.cfg)
+        return vecs, keep == 0, {"staleness/batch_tau": t, "lr/staleness_scale": keep}
