@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..algorithms import CorrectionConfig, ObjectiveConfig, StabilizerConfig, StepContext, build_policy_loss
 from ..algorithms.api import SEQ_GRAD_KEY, PolicyLossInput
 from ..algorithms.diagnostics import ess_ratio_from_log_weights, is_metrics
+from ..algorithms.ghost_norms import GhostNormRecorder
 from ..algorithms.objectives import GRPOConfig, Objective
 from ..algorithms.opob import logit_space_grad_sq_norm
 from .step_hooks import StabilizerHooks, check_full_gradients
@@ -90,14 +91,33 @@ class SandboxTRLConfig(BaseModel):
     correction: CorrectionConfig | None = Field(
         None, description="A sandbox off-policy correction (m2po_mask, mis, icepop, tis, ...); None = none."
     )
-    grad_norms: Literal["exact", "logit_proxy"] = Field(
-        "exact",
-        description="Per-completion ‖∇ log π(y)‖² for OPOB: 'exact' (one backward per completion, as VCPO does) or "
-        "'logit_proxy' (Σ_t 1 − 2π(y_t) + Σ_b π(b)², one forward; verl's optimal_token_baseline quantity).",
+    grad_norms: Literal["exact", "ghost", "logit_proxy"] | None = Field(
+        None,
+        description="Per-completion ‖∇ log π(y)‖² for OPOB: 'exact' (one backward per completion, as VCPO does), "
+        "'ghost' (the same norms from one batched forward and one backward, without per-completion gradients: "
+        "docs/methods/objectives.md#opob-grad-norms) or 'logit_proxy' (Σ_t 1 − 2π(y_t) + Σ_b π(b)², one "
+        "forward; verl's optimal_token_baseline quantity). None = the objective's opob_grad_norms ('exact' "
+        "unless it says 'ghost').",
     )
     grad_cosine: bool = Field(
         True, description="Log grad/cos_prev, the cosine of consecutive raw gradients (keeps one gradient-sized buffer)."
     )
+
+    @model_validator(mode="after")
+    def _one_grad_norm_rule(self):
+        said = getattr(self.objective, "opob_grad_norms", None)
+        if (self.grad_norms is not None and self.objective is not None
+                and "opob_grad_norms" in self.objective.model_fields_set and said != self.grad_norms):
+            raise ValueError(
+                f"grad_norms = {self.grad_norms!r} contradicts objective.opob_grad_norms = {said!r}: set one of them "
+                "(grad_norms = None follows the objective)"
+            )
+        return self
+
+    @property
+    def sequence_grad_norms(self) -> str:
+        """How the per-completion gradient norms are computed (``grad_norms``, else the objective's)."""
+        return self.grad_norms or getattr(self.objective, "opob_grad_norms", None) or "exact"
 
     @field_validator("stabilizers")
     @classmethod
@@ -271,10 +291,21 @@ class SandboxGRPOTrainer(GRPOTrainer):
         attn = torch.cat([output["prompt_mask"], output["completion_mask"]], 1)
         cmask = output["completion_mask"].float()
         width = completion_ids.shape[1]
-        if self.sandbox.grad_norms == "logit_proxy":
+        mode = self.sandbox.sequence_grad_norms
+        if mode == "logit_proxy":
             with torch.no_grad():
                 logits = model(input_ids=ids, attention_mask=attn).logits[:, -width - 1 : -1].float() / self.temperature
             return logit_space_grad_sq_norm(logits, completion_ids, cmask)
+        if mode == "ghost":
+            named = {name: p for name, p in model.named_parameters() if p.requires_grad}
+            # The model class's own forward: TRL replaces the instance's forward with a fused LM head, whose
+            # custom op hides the head's weight from the ghost rules (and rounds the logits differently).
+            forward = type(model).forward
+            with torch.enable_grad():
+                with GhostNormRecorder(named, (ids, attn)) as recorder:  # one forward of the whole batch
+                    logits = forward(model, input_ids=ids, attention_mask=attn).logits[:, -width - 1 : -1].float() / self.temperature
+                    logps = torch.log_softmax(logits, -1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
+                return recorder.sq_norms((logps * cmask).sum(-1))
         params = [p for p in model.parameters() if p.requires_grad]
         norms = []
         with torch.enable_grad():

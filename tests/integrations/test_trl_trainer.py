@@ -188,6 +188,43 @@ def test_opob_advantages_and_m2po_masking(tokenizer, tmp_path):
     assert max(logged(trainer, "mask/frac")) > 0.0  # the stale steps really masked tokens
 
 
+def test_ghost_norms_equal_the_exact_per_completion_norms(tokenizer, tmp_path):
+    """grad_norms = 'ghost' (one batched forward and one backward) gives the norms of one backward per
+    completion through the model class's forward (not TRL's fused LM head), on the tiny Llama (every parameter has a ghost rule: embedding,
+    linear, RMSNorm scale), and it follows the objective's opob_grad_norms by default."""
+    captured = []
+
+    class Trainer(SandboxGRPOTrainer):
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            captured.append(out)
+            return out
+
+    objective = {"name": "grpo", "baseline": "opob", "opob_grad_norms": "ghost"}
+    trainer = train(tokenizer, tmp_path, cls=Trainer, steps=1, sandbox={"objective": objective})
+    assert trainer.sandbox.sequence_grad_norms == "ghost"
+    out = captured[0]
+    ghost = trainer._sequence_grad_sq_norms(out)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+    attn = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+    width = out["completion_ids"].shape[1]
+    exact = []
+    for i in range(ids.shape[0]):  # the reference: one backward per completion, the class's own forward
+        logits = type(model).forward(model, input_ids=ids[i : i + 1], attention_mask=attn[i : i + 1]).logits[:, -width - 1 : -1]
+        logp = torch.log_softmax(logits.float(), -1).gather(-1, out["completion_ids"][i : i + 1].unsqueeze(-1)).squeeze(-1)
+        grads = torch.autograd.grad((logp * out["completion_mask"][i : i + 1]).sum(), list(model.parameters()))
+        exact.append(sum((g.double() ** 2).sum() for g in grads))
+    exact = torch.stack(exact).float()
+    assert ghost.shape == exact.shape == (ids.shape[0],) and bool((exact > 0).all())
+    assert torch.allclose(ghost, exact, rtol=1e-4, atol=0), (ghost, exact)  # float32 sums in another order
+    trainer.sandbox = SandboxTRLConfig(objective={**objective, "opob_grad_norms": "exact"})
+    trls = trainer._sequence_grad_sq_norms(out)  # 'exact' goes through TRL's fused LM head: measured within 0.7%
+    assert torch.allclose(ghost, trls, rtol=1e-2, atol=0), (ghost, trls)
+    with pytest.raises(ValueError, match="contradicts objective.opob_grad_norms"):
+        SandboxTRLConfig(objective=objective, grad_norms="exact")
+
+
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match="stabilizers"):
         SandboxTRLConfig.model_validate({"stabilizers": [{"name": "gak"}]})
