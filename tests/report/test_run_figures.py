@@ -111,3 +111,24 @@ def test_variant_colors_follow_the_scenario_order(n):
     colors = plots.variant_colors(labels)
     assert list(colors) == labels and colors["v0"] == plots.PALETTE[0]
     assert len(set(list(colors.values())[:8])) == min(n, 8)
+
+
+def test_the_garbage_collector_is_off_while_a_figure_is_drawn_and_restored_after(tmp_path, monkeypatch):
+    import gc
+
+    seen = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path, formats: (seen.append(gc.isenabled()), plt.close(fig)))
+    assert gc.isenabled()
+    plots.learning_curves(_fake_result(), tmp_path / "lc.png")
+    assert seen == [False] and gc.isenabled()
+    gc.disable()  # a caller that turned it off keeps it off
+    try:
+        plots.staleness_histogram(_fake_result(), tmp_path / "sh.png")
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
+    monkeypatch.setattr(plots, "_save", lambda fig, path, formats: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # back on after an error too
+        plots.timeline(_fake_result(), tmp_path / "tl.png")
+    assert gc.isenabled()
+    plt.close("all")
