@@ -12,8 +12,6 @@ papers; README, "Using it"); called directly, the functions here write both.
 
 from __future__ import annotations
 
-import functools
-import gc
 from pathlib import Path
 
 import matplotlib
@@ -28,6 +26,7 @@ from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from .gc_pause import paused_cyclic_gc  # noqa: E402
 from .outputs import atomic_write  # noqa: E402
 
 #: Okabe-Ito colours, black last (used for the 8th variant and reference lines).
@@ -148,28 +147,6 @@ def _save(fig, path: Path, formats=FORMATS) -> None:
     plt.close(fig)
 
 
-def collector_paused(draw):
-    """Decorator of a figure function: Python's cyclic garbage collector is off while it builds and
-    draws its figure, and back on (as it was) after. A figure is tens of thousands of objects that
-    live until it is closed; each young-generation collection during the drawing walks them and
-    promotes them, and the full collections their number then triggers walk every object of the
-    process (hundreds of thousands once torch and pandas are loaded): about a fifth of the figure
-    time of a run. Closed, the figure is cyclic garbage that the next young-generation collection
-    after this one frees, so the memory it holds is what the figure held anyway."""
-
-    @functools.wraps(draw)
-    def drawn(*args, **kwargs):
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return draw(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
-
-    return drawn
-
-
 def _reward_column(m) -> str:
     for name in ("eval/expected_reward", "reward/mean", "eval/loss", "loss"):
         if name in m and m[name].notna().any():
@@ -192,7 +169,7 @@ def _replica_zero(result) -> str:
     return f"; replica 0's schedule of {replicas}" if replicas > 1 else ""
 
 
-@collector_paused
+@paused_cyclic_gc()
 def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0], formats=FORMATS) -> None:
     m = result.metrics
     col = _reward_column(m)
@@ -211,7 +188,7 @@ def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0]
     _save(fig, path, formats)
 
 
-@collector_paused
+@paused_cyclic_gc()
 def staleness_histogram(result, path: Path, label: str = "", color: str = PALETTE[0], formats=FORMATS) -> None:
     hist = result.summary.get("staleness_hist", {})
     fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=DPI)
@@ -230,7 +207,7 @@ def staleness_histogram(result, path: Path, label: str = "", color: str = PALETT
     _save(fig, path, formats)
 
 
-@collector_paused
+@paused_cyclic_gc()
 def diagnostics_traces(result, path: Path, label: str = "", color: str = PALETTE[0], formats=FORMATS) -> None:
     m = result.metrics
     panels = [c for c in ("is/ess_ratio", "grad/cos_prev", "grad/norm", "staleness/mean") if c in m]
@@ -260,7 +237,7 @@ def diagnostics_traces(result, path: Path, label: str = "", color: str = PALETTE
     _save(fig, path, formats)
 
 
-@collector_paused
+@paused_cyclic_gc()
 def timeline(result, path: Path, max_time: float | None = None, label: str = "", formats=FORMATS) -> None:
     """Gantt chart: one row per worker (a bar per job, coloured by its lag when consumed; hatched
     when it was dropped, white when it was never consumed before the run ended) and a row for the
@@ -338,7 +315,7 @@ def default_figures(result, out: Path, label: str = "", color: str | None = None
     return written
 
 
-@collector_paused
+@paused_cyclic_gc()
 def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5, title: str = "",
                       formats=FORMATS) -> None:
     """Variants side by side: reward against simulated time and against steps, and the signals

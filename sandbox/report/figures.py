@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from ..plots import DPI, FORMATS, PALETTE, _save, collector_paused, metric_label, plt  # Agg backend, atomic PNG (+ SVG) writes
+from ..gc_pause import paused_cyclic_gc
+from ..plots import DPI, FORMATS, PALETTE, _save, metric_label, plt  # Agg backend, atomic PNG (+ SVG) writes
 
 MAX_CURVES = 10
 
@@ -171,7 +172,7 @@ def _positions(values: np.ndarray, query: np.ndarray) -> np.ndarray:
     return out
 
 
-@collector_paused
+@paused_cyclic_gc()
 def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=None, formats=FORMATS) -> Figure:
     """Final outcome and divergence over two swept axes (mean over seeds and any other axis)."""
     col, _, log = reward_metric(results)
@@ -223,7 +224,7 @@ def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=N
     return Figure(path.stem, path, f"Heatmap: {xkey} x {ykey}", caption)
 
 
-@collector_paused
+@paused_cyclic_gc()
 def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str], path: Path,
                     formats=FORMATS) -> Figure:
     """Learning curves per combination of the swept values: mean over seeds, band = min..max."""
@@ -267,7 +268,7 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
     )
 
 
-@collector_paused
+@paused_cyclic_gc()
 def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS) -> Figure:
     """What asynchrony buys (throughput) against what it costs (staleness, final outcome). Points
     that share a staleness value (methods run under the same schedule) are spread sideways by a
@@ -327,7 +328,7 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, 
     )
 
 
-@collector_paused
+@paused_cyclic_gc()
 def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth: int = 5,
                       formats=FORMATS) -> Figure | None:
     """ESS ratio of the importance weights and cosine of consecutive gradients, per method."""
@@ -364,7 +365,7 @@ def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth
     )
 
 
-@collector_paused
+@paused_cyclic_gc()
 def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, formats=FORMATS) -> Figure | None:
     """Headline metric against simulated time per configuration (each run: the mean over its
     replicas of the smoothed per-replica curves), the target level as a dashed line and each
@@ -469,7 +470,7 @@ def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Fi
     return figs
 
 
-@collector_paused
+@paused_cyclic_gc()
 def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS) -> Figure | None:
     """Distribution of the lag of consumed rollouts per method (summed over seeds)."""
     if "staleness_hist" not in results:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .cluster import Cluster, Job, TrainResult
 from .config import SystemConfig
-from .gc_pause import paused_cyclic_gc
+from ..gc_pause import paused_cyclic_gc
 
 DISPATCH, FINISH, TAKE = 0, 1, 2
 """Operation kinds of a schedule, in the order the cluster calls the workload and the trainer."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .cluster import Cluster, ClusterResult, TrainResult
 from .config import SystemConfig
-from .gc_pause import paused_cyclic_gc
+from ..gc_pause import paused_cyclic_gc
 
 
 @dataclass

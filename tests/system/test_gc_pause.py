@@ -8,7 +8,7 @@ import pytest
 
 from sandbox.system import cluster as cluster_module
 from sandbox.system.config import SystemConfig
-from sandbox.system.gc_pause import paused_cyclic_gc
+from sandbox.gc_pause import paused_cyclic_gc
 from sandbox.system.schedule import _record, record_schedule
 from sandbox.system.timing_only import CountingTrainer, TimingOnlyWorkload, simulate_timing
 
