@@ -99,7 +99,9 @@ class BanditTask(PolicyTask):
     def evaluate(self, params):
         pi = torch.softmax(params["logits"].detach(), -1)
         return {
-            "eval/expected_reward": pi @ self.means,
+            # An element-wise product summed per row, not ``pi @ means``: a matrix-vector product sums in
+            # an order that depends on the number of rows, so a replica would differ from its separate run.
+            "eval/expected_reward": (pi * self.means).sum(-1),
             "eval/best_arm_prob": pi[:, int(self.means.argmax())],
         }
 
