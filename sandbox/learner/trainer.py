@@ -32,7 +32,7 @@ from ..algorithms._tensor import replica_sum
 from ..algorithms.diagnostics import is_metrics
 from ..system.cluster import Job, TrainResult
 from ..tasks.base import OracleTask, Params, PolicyTask
-from ..tasks.rollouts import Rollouts
+from ..tasks.rollouts import Rollouts, oldest_versions
 from . import diagnostics as dg
 from .optim import OptimizerConfig, build_optimizer, scheduled_lr
 
@@ -300,8 +300,7 @@ def _alive_mean(a: np.ndarray, alive: np.ndarray) -> float:
 def response_lags(step: int, versions: Tensor) -> Tensor:
     """``(R, N)`` int64 lag of each response at ``step``: ``step −`` its oldest token's version
     (its head version). ``versions``: ``(R, N, T)``, -1 on padding."""
-    big = torch.iinfo(torch.int64).max
-    return step - versions.masked_fill(versions < 0, big).amin(-1)
+    return step - oldest_versions(versions)
 
 
 def staleness_metrics(step: int, versions: Tensor, mask: Tensor, head: Tensor | None = None) -> dict[str, Tensor]:

@@ -14,6 +14,24 @@ import torch
 from torch import Tensor
 
 
+NO_TOKEN = torch.iinfo(torch.int64).max
+"""The oldest version of a response with no token: above every real version."""
+
+
+def oldest_versions(versions: Tensor) -> Tensor:
+    """``(..., T)`` int64 versions (negative on padding) → ``(...)`` the smallest non-negative one,
+    :data:`NO_TOKEN` where there is none.
+
+    Equal to ``versions.masked_fill(versions < 0, NO_TOKEN).amin(-1)``, computed as
+    ``~max(~k)`` with ``k = clamp(v, -1) & NO_TOKEN`` (padding becomes ``NO_TOKEN``, versions stay):
+    torch's CPU ``amin`` over int64 is about thirty times slower than ``amax``, and the in-place
+    steps on one temporary spare the allocations of a masked copy."""
+    keyed = versions.clamp(min=-1)
+    keyed.bitwise_and_(NO_TOKEN)
+    keyed.bitwise_not_()  # ~k = -k - 1 reverses the order, so the max of ~k is ~ (min of k)
+    return keyed.amax(-1).bitwise_not_()
+
+
 @dataclass
 class Rollouts:
     tokens: Tensor
@@ -108,9 +126,9 @@ class Rollouts:
         return self
 
     def oldest_version(self) -> Tensor:
-        """``(R, N)`` oldest version among a response's tokens (its head version)."""
-        v = self.token_versions.masked_fill(self.token_versions < 0, torch.iinfo(torch.int64).max)
-        return v.amin(-1)
+        """``(R, N)`` oldest version among a response's tokens (its head version); the int64
+        maximum for a response with no token."""
+        return oldest_versions(self.token_versions)
 
     def newest_version(self) -> Tensor:
         """``(R, N)`` newest version among a response's tokens (its tail version)."""
