@@ -105,9 +105,7 @@ class PolicyLoss:
             metrics["ppo/kl"] = token_mean((anchor - logp.detach()) * fmask, fmask)
             metrics["is/kl_k3_prox"] = token_mean(k3(log_w.clamp(max=40.0)), fmask)
         if inp.token_versions is not None:
-            lag = (inp.learner_version - inp.token_versions.to(fmask.dtype)).expand_as(fmask)
-            metrics["staleness/mean"] = token_mean(lag, fmask)
-            metrics["staleness/max"] = torch.where(fmask > 0, lag, torch.full_like(lag, -1e9)).amax((-2, -1))
+            metrics.update(token_lag_metrics(inp.learner_version, inp.token_versions, fmask))
 
         whole = method.full_loss(inp)
         if whole is not None:
@@ -162,6 +160,21 @@ class PolicyLoss:
         if sur.dual_clipped is not None:
             metrics["clip/frac_lower"] = masked_frac(sur.dual_clipped, fmask)
         return LossOutput(loss, metrics)
+
+
+def token_lag_metrics(learner_version: int, token_versions: Tensor, fmask: Tensor) -> dict[str, Tensor]:
+    """Per replica, the token lag ``v − v_t`` (in ``fmask``'s dtype): its mean over the valid tokens
+    and its largest value (−1e9 where no token is valid).
+
+    The lag is built in place on one converted copy (``−v_t + v`` is ``v − v_t`` to the bit), which
+    then takes the −1e9 of the padding for the maximum: the values of
+    ``torch.where(fmask > 0, lag, −1e9)`` without a second full-size tensor."""
+    lag = token_versions.to(fmask.dtype, copy=True)
+    lag.neg_().add_(learner_version)
+    mean = token_mean(lag.expand_as(fmask), fmask)
+    padding = ~(fmask > 0)
+    masked = lag.masked_fill_(padding, -1e9) if lag.shape == fmask.shape else lag.expand_as(fmask).masked_fill(padding, -1e9)
+    return {"staleness/mean": mean, "staleness/max": masked.amax((-2, -1))}
 
 
 def build_policy_loss(objective_cfg, correction_cfg=None) -> PolicyLoss:
