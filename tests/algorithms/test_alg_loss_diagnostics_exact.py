@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from sandbox.algorithms._tensor import as_float, masked_frac, token_mean
+from sandbox.algorithms._tensor import as_float, masked_frac, seq_sum, token_mean
+from sandbox.algorithms.diagnostics import ess_ratio_from_log_weights, is_metrics, k3
 from sandbox.algorithms.policy_loss import token_lag_metrics
 
 
@@ -46,3 +47,33 @@ def test_bool_flags_become_the_same_floats():
     fmask = (torch.rand(3, 4, 5, generator=gen) < 0.8).float()
     torch.testing.assert_close(masked_frac(flag, fmask), token_mean(flag.float(), fmask), rtol=0, atol=0)
     assert torch.equal(as_float(flag.long(), torch.float32), flag.float())  # non-bool flags convert as before
+
+
+def _is_reference(log_rho: torch.Tensor, fmask: torch.Tensor) -> dict[str, torch.Tensor]:
+    log_rho = log_rho.detach() * fmask
+    seq = seq_sum(log_rho, fmask)
+    ratio = ess_ratio_from_log_weights(seq)
+    return {
+        "is/ess_ratio": ratio,
+        "is/ess": ratio * seq.shape[-1],
+        "is/chi2": token_mean(torch.exp(2.0 * log_rho.clamp(max=40.0)), fmask) - 1.0,
+        "is/chi2_seq": 1.0 / ratio.clamp_min(1e-30) - 1.0,
+        "is/kl_k3": token_mean(k3(log_rho.clamp(max=40.0)), fmask),
+        "is/log_ratio_mean": token_mean(log_rho, fmask),
+    }
+
+
+def test_is_metrics_match_the_plain_formulas():
+    gen = torch.Generator().manual_seed(5)
+    shape = (3, 8, 6)
+    log_rho = torch.randn(shape, generator=gen) * 3
+    log_rho[0, 0, 0] = 60.0  # beyond the cap of 40
+    log_rho[1, 1, 1] = float("-inf")
+    for fmask in _masks(gen, shape) + [_masks(gen, shape)[0][0]]:  # the last one broadcasts over replicas
+        for x in (log_rho, log_rho.double(), log_rho.transpose(-2, -1).contiguous().transpose(-2, -1)):
+            before = x.clone()
+            got, want = is_metrics(x, fmask), _is_reference(x, fmask)
+            assert list(got) == list(want)
+            for key in want:
+                torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, equal_nan=True)
+            assert torch.equal(x, before)
