@@ -79,7 +79,8 @@ class BitStringTask(PolicyTask):
         return group.extend(bits, logp, steps, torch.ones(R, G, dtype=torch.bool), version)
 
     def rewards(self, group, gen):
-        ones = (group.tokens * group.mask.long()).sum(-1)
+        # Without padding the mask is all ones and the count is the plain sum (no mask, no product).
+        ones = group.tokens.sum(-1) if not group.padded else (group.tokens * group.mask.long()).sum(-1)
         return (ones >= self.needed).to(torch.float32)
 
     def logprobs(self, params, rollouts):

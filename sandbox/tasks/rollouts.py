@@ -94,6 +94,11 @@ class Rollouts:
         return mask
 
     @property
+    def padded(self) -> bool:
+        """Whether some response is shorter than the width (the mask holds a 0)."""
+        return bool(self.lengths.numel()) and int(self.lengths.min()) < self.width
+
+    @property
     def decode_steps(self) -> int:
         """Decode steps a batched engine needs for this group: its longest response."""
         return int(self.lengths.max().item()) if self.lengths.numel() else 0
@@ -118,7 +123,7 @@ class Rollouts:
         return out._clear_padding()
 
     def _clear_padding(self) -> Rollouts:
-        if self.lengths.numel() and int(self.lengths.min()) >= self.width:
+        if not self.padded:
             return self  # every response fills every position: no padding to clear
         m = self.mask.bool()
         self.tokens = self.tokens.masked_fill(~m, 0)
@@ -174,19 +179,31 @@ class Rollouts:
         All unfinished responses of a group sit at the same position (they decode in lock-step), so
         the continuation is placed at ``self.width`` for responses that have not ended.
         ``version``: one for every replica, or an ``(R,)`` int64 tensor (replicas under their own
-        schedules hold different versions).
+        schedules hold different versions). The first continuation of a group is kept as it is
+        when it is contiguous and of the group's dtypes (no copy): a task hands over tensors it
+        does not write afterwards.
         """
         if isinstance(version, Tensor):
             versions = version.view(-1, 1, 1).expand(new_tokens.shape)  # only read by the cat below
         else:
             versions = torch.full_like(new_tokens, version)
         out = Rollouts(
-            tokens=torch.cat([self.tokens, new_tokens], -1),
-            behaviour_logp=torch.cat([self.behaviour_logp, new_logp], -1),
-            token_versions=torch.cat([self.token_versions, versions], -1),
+            tokens=_append(self.tokens, new_tokens),
+            behaviour_logp=_append(self.behaviour_logp, new_logp),
+            token_versions=_append(self.token_versions, versions),
             lengths=torch.where(self.ended, self.lengths, self.lengths + new_lengths),
             ended=self.ended | new_ended,
             group_size=self.group_size,
             prompts=self.prompts,
         )
         return out._clear_padding()
+
+
+def _append(old: Tensor, new: Tensor) -> Tensor:
+    """``old`` followed by ``new`` along the last dimension. A group with no token yet takes a
+    contiguous continuation of its dtype and device as it is (the copy ``torch.cat`` would make
+    holds the same numbers; the task hands over a tensor it no longer writes)."""
+    if (old.shape[-1] == 0 and new.shape[:-1] == old.shape[:-1] and new.dtype == old.dtype
+            and new.device == old.device and new.is_contiguous()):
+        return new
+    return torch.cat([old, new], -1)
