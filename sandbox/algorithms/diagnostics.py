@@ -43,13 +43,21 @@ def is_metrics(log_rho: Tensor, fmask: Tensor) -> dict[str, Tensor]:
     * ``is/kl_k3``: token mean of ``k3(ρ_t)``, estimating KL(μ‖π_θ) (behaviour vs learner);
     * ``is/log_ratio_mean``: mean of ``log π_θ − log μ`` over valid tokens.
 
-    With ``x = log ρ · m``, each value is the one :func:`seq_sum` and :func:`token_mean` give, to the
-    bit: the product ``x · m`` that both sums read is formed once, and the per-token terms are built
-    in place on two temporaries (``(R, N, T)`` tensors are the cost here, not the arithmetic).
+    Each value is the one :func:`seq_sum` and :func:`token_mean` of ``x = log ρ · m`` give, to the bit:
+    see :func:`masked_is_metrics`.
     """
-    log_rho = log_rho.detach() * fmask
-    capped = log_rho.clamp(max=40.0)
-    masked = log_rho.mul_(fmask)  # x · m, read by seq_sum and by token_mean(x)
+    return masked_is_metrics(log_rho.detach() * fmask, fmask)
+
+
+def masked_is_metrics(x: Tensor, fmask: Tensor) -> dict[str, Tensor]:
+    """:func:`is_metrics` from ``x = log ρ · m``, a temporary of the caller's that it overwrites.
+
+    The product ``x · m`` that the sequence sums and the token mean of ``x`` read is formed once
+    (in ``x``), and the per-token terms are built in place on two more temporaries: ``(R, N, T)``
+    tensors are the cost here, not the arithmetic.
+    """
+    capped = x.clamp(max=40.0)
+    masked = x.mul_(fmask)
     seq = masked.sum(-1)
     ratio = ess_ratio_from_log_weights(seq)
     valid = fmask.sum((-2, -1)).clamp_min(1.0)

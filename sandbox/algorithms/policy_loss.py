@@ -22,10 +22,10 @@ import torch
 from torch import Tensor
 
 from . import advantages as A
-from ._tensor import aggregate, masked_frac, seq_sum, token_mean
+from ._tensor import aggregate, masked_frac, token_mean
 from .api import REF_LOGP_KEY, SEQ_GRAD_KEY, LossOutput, PolicyLossInput
 from .corrections import CORRECTIONS, CorrectionContext, NoCorrectionConfig
-from .diagnostics import is_metrics, k3
+from .diagnostics import k3, masked_is_metrics
 from .objectives import OBJECTIVES, SurrogateInput
 
 __all__ = ["PolicyLoss", "build_policy_loss", "SEQ_GRAD_KEY", "REF_LOGP_KEY"]
@@ -84,9 +84,11 @@ class PolicyLoss:
         mu = inp.behaviour_logp.detach()
         decoupled = inp.prox_logp is not None
         anchor = inp.prox_logp.detach() if decoupled else mu
-        log_rho = (logp.detach() - mu) * fmask
+        log_rho = (logp.detach() - mu).mul_(fmask)
         log_w = (anchor - mu) * fmask if decoupled else log_rho
-        log_seq_rho = seq_sum(log_rho, fmask)
+        # log ρ · m · m: what seq_sum(log_rho) sums, and the log ρ · m of is_metrics(log_rho) (same numbers).
+        masked_twice = log_rho * fmask
+        log_seq_rho = masked_twice.sum(-1)
 
         injected = inp.advantages is not None
         adv, metrics = (inp.advantages, {}) if injected else self.advantages(inp, log_seq_rho)
@@ -100,7 +102,7 @@ class PolicyLoss:
         )
         if not injected:
             metrics["adv/zero_var_groups"] = A.zero_variance_group_frac(inp.rewards.detach(), inp.group_size)
-        metrics.update(is_metrics(log_rho, fmask))
+        metrics.update(masked_is_metrics(masked_twice, fmask))  # overwrites masked_twice
         if decoupled:
             metrics["ppo/kl"] = token_mean((anchor - logp.detach()) * fmask, fmask)
             metrics["is/kl_k3_prox"] = token_mean(k3(log_w.clamp(max=40.0)), fmask)
@@ -119,6 +121,7 @@ class PolicyLoss:
             CorrectionContext(
                 log_w=log_w, log_rho=log_rho, ratio=ratio.detach(), fmask=fmask, adv=adv,
                 rewards=inp.rewards.detach(), logp=logp, behaviour_logp=mu, decoupled=decoupled,
+                log_seq_w=None if decoupled else log_seq_rho,
             )
         )
         metrics.update(corr.metrics)

@@ -77,3 +77,19 @@ def test_is_metrics_match_the_plain_formulas():
             for key in want:
                 torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, equal_nan=True)
             assert torch.equal(x, before)
+
+
+def test_correction_context_sums_the_sequence_log_weight_once():
+    from sandbox.algorithms.corrections.base import CorrectionContext
+
+    gen = torch.Generator().manual_seed(6)
+    log_w = torch.randn(2, 4, 3, generator=gen)
+    fmask = (torch.rand(2, 4, 3, generator=gen) < 0.7).float()
+    blank = torch.zeros(2, 4)
+    ctx = CorrectionContext(log_w=log_w, log_rho=log_w, ratio=log_w.exp(), fmask=fmask, adv=blank, rewards=blank,
+                            logp=log_w, behaviour_logp=log_w, decoupled=False)
+    first = ctx.seq_log_w()
+    assert torch.equal(first, seq_sum(log_w, fmask)) and ctx.seq_log_w() is first
+    given = torch.ones(2, 4)
+    ctx.log_seq_w = given
+    assert ctx.seq_log_w() is given
