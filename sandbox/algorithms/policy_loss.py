@@ -106,7 +106,9 @@ class PolicyLoss:
         if decoupled:
             metrics["ppo/kl"] = token_mean((anchor - logp.detach()) * fmask, fmask)
             metrics["is/kl_k3_prox"] = token_mean(k3(log_w.clamp(max=40.0)), fmask)
-        if inp.token_versions is not None:
+        if inp.staleness is not None:
+            metrics.update({k: inp.staleness[k] for k in TOKEN_LAG_KEYS})
+        elif inp.token_versions is not None:
             metrics.update(token_lag_metrics(inp.learner_version, inp.token_versions, fmask))
 
         whole = method.full_loss(inp)
@@ -163,6 +165,10 @@ class PolicyLoss:
         if sur.dual_clipped is not None:
             metrics["clip/frac_lower"] = masked_frac(sur.dual_clipped, fmask)
         return LossOutput(loss, metrics)
+
+
+TOKEN_LAG_KEYS = ("staleness/mean", "staleness/max")
+"""The metrics of :func:`token_lag_metrics`, or of ``PolicyLossInput.staleness`` when the caller gives it."""
 
 
 def token_lag_metrics(learner_version: int, token_versions: Tensor, fmask: Tensor) -> dict[str, Tensor]:

@@ -408,6 +408,10 @@ class PolicyLearner(Learner):
             )
         head = response_lags(step, versions).double()
         self._sample_lag = head
+        # The loss reports the per-response staleness below under its token-lag names (in their place
+        # in its metrics) instead of measuring a token lag that this learner replaces anyway.
+        staleness = staleness_metrics(step, versions, mask, head)
+        inp.staleness = staleness
         out = self.policy_loss(inp)
         metrics = dict(out.metrics)
         if context is not None:
@@ -425,7 +429,7 @@ class PolicyLearner(Learner):
                 "length/mean": ro.lengths.double().mean(-1),
             }
         )
-        metrics.update(staleness_metrics(step, versions, mask, head))
+        metrics.update(staleness)
         return out.loss, metrics, ro.token_count
 
 

@@ -93,3 +93,27 @@ def test_correction_context_sums_the_sequence_log_weight_once():
     given = torch.ones(2, 4)
     ctx.log_seq_w = given
     assert ctx.seq_log_w() is given
+
+
+def test_given_staleness_takes_the_place_of_the_token_lag():
+    from sandbox.algorithms import GRPOConfig, PolicyLossInput, TISConfig, build_policy_loss
+
+    gen = torch.Generator().manual_seed(7)
+    R, N, T = 3, 4, 5
+    logp = -torch.rand(R, N, T, generator=gen)
+    versions = torch.randint(0, 4, (R, N, T), generator=gen)
+
+    def inp(**kw):
+        return PolicyLossInput(logp=logp.clone().requires_grad_(True), behaviour_logp=logp - 0.1, mask=torch.ones(R, N, T),
+                               rewards=(torch.rand(R, N, generator=gen) < 0.5).float(), group_size=2,
+                               token_versions=versions, learner_version=5, **kw)
+
+    loss = build_policy_loss(GRPOConfig(), TISConfig(level="sequence"))
+    measured = loss(inp()).metrics
+    given = {"staleness/mean": torch.full((R,), 1.5, dtype=torch.float64), "staleness/max": torch.full((R,), 3.0),
+             "staleness/min": torch.zeros(R)}
+    reported = loss(inp(staleness=given)).metrics
+    assert list(reported) == list(measured)  # same names in the same places
+    assert reported["staleness/mean"] is given["staleness/mean"] and reported["staleness/max"] is given["staleness/max"]
+    want = token_lag_metrics(5, versions, torch.ones(R, N, T))
+    torch.testing.assert_close(measured["staleness/max"], want["staleness/max"], rtol=0, atol=0)
