@@ -117,3 +117,28 @@ def test_given_staleness_takes_the_place_of_the_token_lag():
     assert reported["staleness/mean"] is given["staleness/mean"] and reported["staleness/max"] is given["staleness/max"]
     want = token_lag_metrics(5, versions, torch.ones(R, N, T))
     torch.testing.assert_close(measured["staleness/max"], want["staleness/max"], rtol=0, atol=0)
+
+
+def test_maximum_has_the_values_and_gradients_of_torch_maximum():
+    from sandbox.algorithms._tensor import maximum
+
+    a0 = torch.tensor([1.0, 2.0, float("nan"), 3.0, float("inf"), -0.0, 0.0, 5.0, float("-inf"), 1e-45, 4.0])
+    b0 = torch.tensor([1.0, 1.0, 1.0, float("nan"), float("inf"), 0.0, -0.0, 7.0, float("-inf"), 1e-45, 4.0])
+    grad = torch.tensor([1.0, -3.0, 2.0, 4.0, 6.0, -1.0, 1e-45, -0.0, 1.0, 3e-45, float("nan")])
+    gen = torch.Generator().manual_seed(8)
+    cases = [(a0, b0, grad)]
+    x = torch.randn(4, 6, 5, generator=gen)
+    cases.append((x, x.clamp(-0.5, 0.5), torch.randn(4, 6, 5, generator=gen)))  # many ties
+    for a_in, b_in, g in cases:
+        results = []
+        for fn in (torch.maximum, maximum):
+            for grads in ((True, True), (True, False), (False, True)):
+                a = a_in.clone().requires_grad_(grads[0])
+                b = b_in.clone().requires_grad_(grads[1])
+                out = fn(a, b)
+                out.backward(g)
+                results.append([out.detach()] + [t.grad if t.grad is not None else torch.empty(0) for t in (a, b)])
+        half = len(results) // 2
+        for want, got in zip(results[:half], results[half:]):
+            for w, v in zip(want, got):
+                assert torch.equal(w.view(torch.int32), v.view(torch.int32))  # the bits, NaN and signed zeros included

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ...registry import Registry
 from .. import advantages as A
-from .._tensor import Aggregation, seq_mean
+from .._tensor import Aggregation, maximum, seq_mean
 from ..api import SEQ_GRAD_KEY, PolicyLossInput
 from ..base import MethodConfig, need_groups
 
@@ -164,7 +164,7 @@ def clip_surrogate(
     else:
         clipped_r = ratio.clamp(low_b, high_b)
     clipped = -clipped_r * adv
-    loss = torch.maximum(unclipped, clipped)
+    loss = maximum(unclipped, clipped)
     clip_flag = clipped.detach() > unclipped.detach()
     dual_flag = None
     if dual_clip_c is not None:
