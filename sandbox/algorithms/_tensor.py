@@ -74,6 +74,13 @@ def masked_frac(flag: Tensor, fmask: Tensor) -> Tensor:
     return token_mean(as_float(flag, fmask.dtype), fmask)
 
 
+def float_flag(compare, a: Tensor, b: Tensor) -> Tensor:
+    """``compare(a, b)`` (``torch.gt``, ``torch.lt`` …) as 1.0 / 0.0 in ``a``'s dtype: written by the
+    comparison itself, which on CPU costs a fraction of a bool result and its conversion."""
+    shape = torch.broadcast_shapes(a.shape, b.shape)
+    return compare(a, b, out=torch.empty(shape, dtype=a.dtype, device=a.device))
+
+
 def as_float(flag: Tensor, dtype: torch.dtype) -> Tensor:
     """A bool tensor as 0/1 in ``dtype``, read through its bytes: torch's CPU conversion from bool is
     several times slower than from uint8, and a bool is stored as the byte 0 or 1 (same numbers)."""

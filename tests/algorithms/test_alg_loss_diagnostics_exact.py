@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from sandbox.algorithms._tensor import as_float, masked_frac, seq_sum, token_mean
+from sandbox.algorithms._tensor import as_float, float_flag, masked_frac, seq_sum, token_mean
 from sandbox.algorithms.diagnostics import ess_ratio_from_log_weights, is_metrics, k3
 from sandbox.algorithms.policy_loss import token_lag_metrics
 
@@ -47,6 +47,12 @@ def test_bool_flags_become_the_same_floats():
     fmask = (torch.rand(3, 4, 5, generator=gen) < 0.8).float()
     torch.testing.assert_close(masked_frac(flag, fmask), token_mean(flag.float(), fmask), rtol=0, atol=0)
     assert torch.equal(as_float(flag.long(), torch.float32), flag.float())  # non-bool flags convert as before
+    a = torch.randn(3, 4, 5, generator=gen).double()
+    b = torch.randn(4, 1, generator=gen).double()
+    a[0, 0, 0] = float("nan")
+    for compare in (torch.gt, torch.lt, torch.ge):
+        got = float_flag(compare, a, b)
+        assert got.dtype == torch.float64 and torch.equal(got, compare(a, b).double())
 
 
 def _is_reference(log_rho: torch.Tensor, fmask: torch.Tensor) -> dict[str, torch.Tensor]:
