@@ -77,8 +77,7 @@ def masked_frac(flag: Tensor, fmask: Tensor) -> Tensor:
 def float_flag(compare, a: Tensor, b: Tensor) -> Tensor:
     """``compare(a, b)`` (``torch.gt``, ``torch.lt`` …) as 1.0 / 0.0 in ``a``'s dtype: written by the
     comparison itself, which on CPU costs a fraction of a bool result and its conversion."""
-    shape = torch.broadcast_shapes(a.shape, b.shape)
-    return compare(a, b, out=torch.empty(shape, dtype=a.dtype, device=a.device))
+    return compare(a, b, out=torch.empty(0, dtype=a.dtype, device=a.device))  # resized to the broadcast shape
 
 
 def as_float(flag: Tensor, dtype: torch.dtype) -> Tensor:
