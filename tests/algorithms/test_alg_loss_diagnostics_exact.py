@@ -125,16 +125,18 @@ def test_given_staleness_takes_the_place_of_the_token_lag():
     torch.testing.assert_close(measured["staleness/max"], want["staleness/max"], rtol=0, atol=0)
 
 
-def test_maximum_has_the_values_and_gradients_of_torch_maximum():
+def test_maximum_has_the_values_and_gradients_of_torch_maximum(monkeypatch):
+    from sandbox.algorithms import _tensor
     from sandbox.algorithms._tensor import maximum
 
+    monkeypatch.setattr(_tensor, "_FUSED_MAXIMUM_MIN_SIZE", 1)  # the edge values too
     a0 = torch.tensor([1.0, 2.0, float("nan"), 3.0, float("inf"), -0.0, 0.0, 5.0, float("-inf"), 1e-45, 4.0])
     b0 = torch.tensor([1.0, 1.0, 1.0, float("nan"), float("inf"), 0.0, -0.0, 7.0, float("-inf"), 1e-45, 4.0])
     grad = torch.tensor([1.0, -3.0, 2.0, 4.0, 6.0, -1.0, 1e-45, -0.0, 1.0, 3e-45, float("nan")])
     gen = torch.Generator().manual_seed(8)
     cases = [(a0, b0, grad)]
-    x = torch.randn(4, 6, 5, generator=gen)
-    cases.append((x, x.clamp(-0.5, 0.5), torch.randn(4, 6, 5, generator=gen)))  # many ties
+    x = torch.randn(4, 64, 64, generator=gen)  # above the size of the fused backward
+    cases.append((x, x.clamp(-0.5, 0.5), torch.randn(4, 64, 64, generator=gen)))  # many ties
     for a_in, b_in, g in cases:
         results = []
         for fn in (torch.maximum, maximum):
