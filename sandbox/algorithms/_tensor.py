@@ -71,7 +71,19 @@ def aggregate(per_token: Tensor, fmask: Tensor, mode: Aggregation, max_len: int 
 
 def masked_frac(flag: Tensor, fmask: Tensor) -> Tensor:
     """Fraction of valid tokens where ``flag`` holds, per replica."""
-    return token_mean(flag.to(fmask.dtype), fmask)
+    return token_mean(as_float(flag, fmask.dtype), fmask)
+
+
+def float_flag(compare, a: Tensor, b: Tensor) -> Tensor:
+    """``compare(a, b)`` (``torch.gt``, ``torch.lt`` …) as 1.0 / 0.0 in ``a``'s dtype: written by the
+    comparison itself, which on CPU costs a fraction of a bool result and its conversion."""
+    return compare(a, b, out=torch.empty(0, dtype=a.dtype, device=a.device))  # resized to the broadcast shape
+
+
+def as_float(flag: Tensor, dtype: torch.dtype) -> Tensor:
+    """A bool tensor as 0/1 in ``dtype``, read through its bytes: torch's CPU conversion from bool is
+    several times slower than from uint8, and a bool is stored as the byte 0 or 1 (same numbers)."""
+    return (flag.view(torch.uint8) if flag.dtype == torch.bool else flag).to(dtype)
 
 
 def replica_sum(x: Tensor, replica_dims: int) -> Tensor:
@@ -90,3 +102,35 @@ def replica_view(scale: Tensor | float, like: Tensor, replica_dims: int) -> Tens
 def as_tensor(x, like: Tensor) -> Tensor:
     """Float tensor on ``like``'s device/dtype."""
     return torch.as_tensor(x, dtype=like.dtype, device=like.device)
+
+
+class _Maximum(torch.autograd.Function):
+    """``torch.maximum`` with torch's own gradient, ``where(a == b, g/2, g)`` masked to 0 where the
+    other input is larger, computed with that shared ``where`` once instead of once per input."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return torch.maximum(a, b)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        a, b = ctx.saved_tensors
+        shared = torch.where(a == b, grad / 2, grad)
+        grad_a = shared.masked_fill(a < b, 0) if ctx.needs_input_grad[0] else None
+        grad_b = shared.masked_fill_(a > b, 0) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+_FUSED_MAXIMUM_MIN_SIZE = 1 << 14
+"""Below this many elements the Python backward costs more than the passes it saves."""
+
+
+def maximum(a: Tensor, b: Tensor) -> Tensor:
+    """Element-wise maximum of two tensors of one shape and dtype, with the values and gradients of
+    ``torch.maximum`` to the bit and a backward of fewer full-size passes; other inputs (broadcast,
+    mixed dtypes, no gradient, small) go to ``torch.maximum`` itself."""
+    if (a.shape != b.shape or a.dtype != b.dtype or not (a.requires_grad or b.requires_grad)
+            or a.numel() < _FUSED_MAXIMUM_MIN_SIZE):
+        return torch.maximum(a, b)
+    return _Maximum.apply(a, b)

@@ -43,6 +43,10 @@ class PolicyLossInput:
     """``(N, T)`` policy version that produced each token (for staleness-aware methods)."""
     learner_version: int = 0
     """Version of the learner weights the gradient is taken at."""
+    staleness: dict[str, Tensor] | None = None
+    """Per-replica staleness the caller measures itself (the sandbox learner: per-response lags); when
+    given, its ``staleness/mean`` and ``staleness/max`` are reported in place of the token lag of
+    ``token_versions`` (which is then not computed)."""
     extras: dict = field(default_factory=dict)
     """Method-specific inputs (e.g. per-trajectory gradient norms for VCPO's OPOB)."""
     advantages: Tensor | None = None

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._tensor import seq_sum, token_mean
+from ._tensor import seq_sum
 
 
 def ess_ratio_from_log_weights(log_w: Tensor) -> Tensor:
@@ -42,15 +42,37 @@ def is_metrics(log_rho: Tensor, fmask: Tensor) -> dict[str, Tensor]:
     * ``is/chi2_seq``: ``1/ess_ratio − 1`` (normalised second moment of the sequence weights);
     * ``is/kl_k3``: token mean of ``k3(ρ_t)``, estimating KL(μ‖π_θ) (behaviour vs learner);
     * ``is/log_ratio_mean``: mean of ``log π_θ − log μ`` over valid tokens.
+
+    Each value is the one :func:`seq_sum` and :func:`token_mean` of ``x = log ρ · m`` give, to the bit:
+    see :func:`masked_is_metrics`.
     """
-    log_rho = log_rho.detach() * fmask
-    seq = seq_sum(log_rho, fmask)
+    return masked_is_metrics(log_rho.detach() * fmask, fmask)
+
+
+def masked_is_metrics(x: Tensor, fmask: Tensor) -> dict[str, Tensor]:
+    """:func:`is_metrics` from ``x = log ρ · m``, a temporary of the caller's that it overwrites.
+
+    The product ``x · m`` that the sequence sums and the token mean of ``x`` read is formed once
+    (in ``x``), and the per-token terms are built in place on two more temporaries: ``(R, N, T)``
+    tensors are the cost here, not the arithmetic.
+    """
+    capped = x.clamp(max=40.0)
+    masked = x.mul_(fmask)
+    seq = masked.sum(-1)
     ratio = ess_ratio_from_log_weights(seq)
+    valid = fmask.sum((-2, -1)).clamp_min(1.0)
+    kl = torch.expm1(capped).sub_(capped)  # k3 of the capped log-ratio
+    second_moment = capped.mul_(2.0).exp_()  # exp(2 · capped)
     return {
         "is/ess_ratio": ratio,
         "is/ess": ratio * seq.shape[-1],
-        "is/chi2": token_mean(torch.exp(2.0 * log_rho.clamp(max=40.0)), fmask) - 1.0,
+        "is/chi2": _token_mean_inplace(second_moment, fmask, valid) - 1.0,
         "is/chi2_seq": 1.0 / ratio.clamp_min(1e-30) - 1.0,
-        "is/kl_k3": token_mean(k3(log_rho.clamp(max=40.0)), fmask),
-        "is/log_ratio_mean": token_mean(log_rho, fmask),
+        "is/kl_k3": _token_mean_inplace(kl, fmask, valid),
+        "is/log_ratio_mean": masked.sum((-2, -1)) / valid,
     }
+
+
+def _token_mean_inplace(x: Tensor, fmask: Tensor, valid: Tensor) -> Tensor:
+    """:func:`token_mean` of a temporary ``x`` the caller gives up (``valid``: its denominator)."""
+    return x.mul_(fmask).sum((-2, -1)) / valid

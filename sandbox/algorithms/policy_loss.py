@@ -22,10 +22,10 @@ import torch
 from torch import Tensor
 
 from . import advantages as A
-from ._tensor import aggregate, masked_frac, seq_sum, token_mean
+from ._tensor import aggregate, masked_frac, token_mean
 from .api import REF_LOGP_KEY, SEQ_GRAD_KEY, LossOutput, PolicyLossInput
 from .corrections import CORRECTIONS, CorrectionContext, NoCorrectionConfig
-from .diagnostics import is_metrics, k3
+from .diagnostics import k3, masked_is_metrics
 from .objectives import OBJECTIVES, SurrogateInput
 
 __all__ = ["PolicyLoss", "build_policy_loss", "SEQ_GRAD_KEY", "REF_LOGP_KEY"]
@@ -84,9 +84,11 @@ class PolicyLoss:
         mu = inp.behaviour_logp.detach()
         decoupled = inp.prox_logp is not None
         anchor = inp.prox_logp.detach() if decoupled else mu
-        log_rho = (logp.detach() - mu) * fmask
+        log_rho = (logp.detach() - mu).mul_(fmask)
         log_w = (anchor - mu) * fmask if decoupled else log_rho
-        log_seq_rho = seq_sum(log_rho, fmask)
+        # log ρ · m · m: what seq_sum(log_rho) sums, and the log ρ · m of is_metrics(log_rho) (same numbers).
+        masked_twice = log_rho * fmask
+        log_seq_rho = masked_twice.sum(-1)
 
         injected = inp.advantages is not None
         adv, metrics = (inp.advantages, {}) if injected else self.advantages(inp, log_seq_rho)
@@ -100,14 +102,14 @@ class PolicyLoss:
         )
         if not injected:
             metrics["adv/zero_var_groups"] = A.zero_variance_group_frac(inp.rewards.detach(), inp.group_size)
-        metrics.update(is_metrics(log_rho, fmask))
+        metrics.update(masked_is_metrics(masked_twice, fmask))  # overwrites masked_twice
         if decoupled:
             metrics["ppo/kl"] = token_mean((anchor - logp.detach()) * fmask, fmask)
             metrics["is/kl_k3_prox"] = token_mean(k3(log_w.clamp(max=40.0)), fmask)
-        if inp.token_versions is not None:
-            lag = (inp.learner_version - inp.token_versions.to(fmask.dtype)).expand_as(fmask)
-            metrics["staleness/mean"] = token_mean(lag, fmask)
-            metrics["staleness/max"] = torch.where(fmask > 0, lag, torch.full_like(lag, -1e9)).amax((-2, -1))
+        if inp.staleness is not None:
+            metrics.update({k: inp.staleness[k] for k in TOKEN_LAG_KEYS})
+        elif inp.token_versions is not None:
+            metrics.update(token_lag_metrics(inp.learner_version, inp.token_versions, fmask))
 
         whole = method.full_loss(inp)
         if whole is not None:
@@ -121,6 +123,7 @@ class PolicyLoss:
             CorrectionContext(
                 log_w=log_w, log_rho=log_rho, ratio=ratio.detach(), fmask=fmask, adv=adv,
                 rewards=inp.rewards.detach(), logp=logp, behaviour_logp=mu, decoupled=decoupled,
+                log_seq_w=None if decoupled else log_seq_rho,
             )
         )
         metrics.update(corr.metrics)
@@ -162,6 +165,25 @@ class PolicyLoss:
         if sur.dual_clipped is not None:
             metrics["clip/frac_lower"] = masked_frac(sur.dual_clipped, fmask)
         return LossOutput(loss, metrics)
+
+
+TOKEN_LAG_KEYS = ("staleness/mean", "staleness/max")
+"""The metrics of :func:`token_lag_metrics`, or of ``PolicyLossInput.staleness`` when the caller gives it."""
+
+
+def token_lag_metrics(learner_version: int, token_versions: Tensor, fmask: Tensor) -> dict[str, Tensor]:
+    """Per replica, the token lag ``v − v_t`` (in ``fmask``'s dtype): its mean over the valid tokens
+    and its largest value (−1e9 where no token is valid).
+
+    The lag is built in place on one converted copy (``−v_t + v`` is ``v − v_t`` to the bit), which
+    then takes the −1e9 of the padding for the maximum: the values of
+    ``torch.where(fmask > 0, lag, −1e9)`` without a second full-size tensor."""
+    lag = token_versions.to(fmask.dtype, copy=True)
+    lag.neg_().add_(learner_version)
+    mean = token_mean(lag.expand_as(fmask), fmask)
+    padding = ~(fmask > 0)
+    masked = lag.masked_fill_(padding, -1e9) if lag.shape == fmask.shape else lag.expand_as(fmask).masked_fill(padding, -1e9)
+    return {"staleness/mean": mean, "staleness/max": masked.amax((-2, -1))}
 
 
 def build_policy_loss(objective_cfg, correction_cfg=None) -> PolicyLoss:

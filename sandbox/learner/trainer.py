@@ -32,7 +32,7 @@ from ..algorithms._tensor import replica_sum
 from ..algorithms.diagnostics import is_metrics
 from ..system.cluster import Job, TrainResult
 from ..tasks.base import OracleTask, Params, PolicyTask
-from ..tasks.rollouts import Rollouts
+from ..tasks.rollouts import Rollouts, oldest_versions
 from . import diagnostics as dg
 from .optim import OptimizerConfig, build_optimizer, scheduled_lr
 
@@ -300,8 +300,7 @@ def _alive_mean(a: np.ndarray, alive: np.ndarray) -> float:
 def response_lags(step: int, versions: Tensor) -> Tensor:
     """``(R, N)`` int64 lag of each response at ``step``: ``step −`` its oldest token's version
     (its head version). ``versions``: ``(R, N, T)``, -1 on padding."""
-    big = torch.iinfo(torch.int64).max
-    return step - versions.masked_fill(versions < 0, big).amin(-1)
+    return step - oldest_versions(versions)
 
 
 def staleness_metrics(step: int, versions: Tensor, mask: Tensor, head: Tensor | None = None) -> dict[str, Tensor]:
@@ -409,6 +408,10 @@ class PolicyLearner(Learner):
             )
         head = response_lags(step, versions).double()
         self._sample_lag = head
+        # The loss reports the per-response staleness below under its token-lag names (in their place
+        # in its metrics) instead of measuring a token lag that this learner replaces anyway.
+        staleness = staleness_metrics(step, versions, mask, head)
+        inp.staleness = staleness
         out = self.policy_loss(inp)
         metrics = dict(out.metrics)
         if context is not None:
@@ -426,7 +429,7 @@ class PolicyLearner(Learner):
                 "length/mean": ro.lengths.double().mean(-1),
             }
         )
-        metrics.update(staleness_metrics(step, versions, mask, head))
+        metrics.update(staleness)
         return out.loss, metrics, ro.token_count
 
 

@@ -67,14 +67,20 @@ class BitStringTask(PolicyTask):
             return group
         R, G = group.lengths.shape
         theta = params["logits"].detach()[:, start:]  # (R, S)
-        p1 = torch.sigmoid(theta).unsqueeze(1).expand(R, G, H - start)
-        bits = (draws.rand(p1.shape, gen) < p1).long()
-        logp = torch.where(bits.bool(), F.logsigmoid(theta).unsqueeze(1), F.logsigmoid(-theta).unsqueeze(1))
+        shape = (R, G, H - start)
+        p1 = torch.sigmoid(theta).unsqueeze(1).expand(shape)
+        # The comparison writes the 0/1 tokens straight into int64 (a bool result and its conversion
+        # cost several times more on CPU), and log π(y_t) is picked from the pair
+        # (log σ(−θ_t), log σ(θ_t)) by the token itself: the values torch.where would select.
+        bits = torch.lt(draws.rand(shape, gen), p1, out=torch.empty(shape, dtype=torch.long))
+        pair = torch.stack([F.logsigmoid(-theta), F.logsigmoid(theta)], -1).unsqueeze(1).expand(*shape, 2)
+        logp = pair.gather(-1, bits.unsqueeze(-1)).squeeze(-1)
         steps = torch.full((R, G), H - start, dtype=torch.long)
         return group.extend(bits, logp, steps, torch.ones(R, G, dtype=torch.bool), version)
 
     def rewards(self, group, gen):
-        ones = (group.tokens * group.mask.long()).sum(-1)
+        # Without padding the mask is all ones and the count is the plain sum (no mask, no product).
+        ones = group.tokens.sum(-1) if not group.padded else (group.tokens * group.mask.long()).sum(-1)
         return (ones >= self.needed).to(torch.float32)
 
     def logprobs(self, params, rollouts):

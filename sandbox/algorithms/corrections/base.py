@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from ...registry import Registry
+from .._tensor import seq_sum
 
 CORRECTIONS = Registry("correction")
 """Every off-policy correction, keyed by its TOML ``name``; one module of this package each."""
@@ -47,6 +48,15 @@ class CorrectionContext:
     """``(..., N, T)`` learner log-probs *with* gradient (for penalties)."""
     behaviour_logp: Tensor
     decoupled: bool
+    log_seq_w: Tensor | None = None
+    """``(..., N)`` ``Σ_t m·log w`` (:func:`seq_sum` of ``log_w``) when the caller has it already; read it
+    through :meth:`seq_log_w`."""
+
+    def seq_log_w(self) -> Tensor:
+        """``(..., N)`` log of the sequence behaviour weight, ``Σ_t m·log w_t`` (computed once)."""
+        if self.log_seq_w is None:
+            self.log_seq_w = seq_sum(self.log_w, self.fmask)
+        return self.log_seq_w
 
 
 @dataclass

@@ -7,7 +7,6 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
-from .._tensor import seq_sum
 from ..base import MethodConfig
 from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult, Level, log_or_neg_inf, to_tokens
 
@@ -55,7 +54,7 @@ class MIS(Correction):
             keep = (ctx.log_w >= lo) & (ctx.log_w <= hi)
             coef = ctx.log_w.exp()
         else:
-            log_seq = seq_sum(ctx.log_w, ctx.fmask)
+            log_seq = ctx.seq_log_w()
             keep_seq = (log_seq >= lo) & (log_seq <= hi)
             valid = ctx.fmask > 0
             if c.veto_low is not None:

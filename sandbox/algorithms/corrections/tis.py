@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .._tensor import masked_frac, seq_sum
+from .._tensor import masked_frac
 from ..base import MethodConfig
 from .base import (
     CORRECTIONS,
@@ -57,7 +57,7 @@ class TIS(Correction):
             coef = ctx.log_w.clamp(lo, hi).exp()
             trunc = masked_frac(ctx.log_w > hi, ctx.fmask)
         else:
-            log_seq = seq_sum(ctx.log_w, ctx.fmask)
+            log_seq = ctx.seq_log_w()
             coef = to_tokens(log_seq.clamp(lo, hi).exp(), ctx.log_w)
             trunc = seq_frac(log_seq > hi)
         return CorrectionResult(coef=coef, metrics={"is/trunc_frac": trunc})

@@ -7,7 +7,6 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from .._tensor import seq_sum
 from ..base import MethodConfig
 from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult, Level, to_tokens
 
@@ -36,7 +35,7 @@ class TOPR(Correction):
         sign_src = ctx.rewards if c.split_on == "reward" else ctx.adv
         pos = to_tokens(sign_src >= 0, ctx.log_w)
         if c.level == "sequence":
-            neg_w = to_tokens(seq_sum(ctx.log_w, ctx.fmask).clamp(max=0.0).exp(), ctx.log_w)
+            neg_w = to_tokens(ctx.seq_log_w().clamp(max=0.0).exp(), ctx.log_w)
         else:
             neg_w = ctx.log_w.clamp(max=0.0).exp()
         coef = torch.where(pos, torch.full_like(neg_w, c.positive_weight), c.negative_weight * neg_w)

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ...registry import Registry
 from .. import advantages as A
-from .._tensor import Aggregation, seq_mean
+from .._tensor import Aggregation, float_flag, maximum, seq_mean
 from ..api import SEQ_GRAD_KEY, PolicyLossInput
 from ..base import MethodConfig, need_groups
 
@@ -115,6 +115,7 @@ class Surrogate:
     per_token: Tensor
     ratio_value: Tensor | None
     clipped: Tensor | None = None
+    """Where the clip bound binds: bool, or 1.0 / 0.0 in the loss's dtype."""
     dual_clipped: Tensor | None = None
 
 
@@ -164,8 +165,8 @@ def clip_surrogate(
     else:
         clipped_r = ratio.clamp(low_b, high_b)
     clipped = -clipped_r * adv
-    loss = torch.maximum(unclipped, clipped)
-    clip_flag = clipped.detach() > unclipped.detach()
+    loss = maximum(unclipped, clipped)
+    clip_flag = float_flag(torch.gt, clipped.detach(), unclipped.detach())
     dual_flag = None
     if dual_clip_c is not None:
         c = _bcast(dual_clip_c, ratio)
