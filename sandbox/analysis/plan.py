@@ -554,6 +554,7 @@ class Plan:
     learn_steps: int | None = None
     scenario_toml: str = ""
     system_seconds: float = 0.0  # wall time of the system-only part (printed, never written)
+    figure_formats: tuple[str, ...] = ("png",)  # the base scenario's run.figure_formats
 
     @property
     def learned(self) -> bool:
@@ -653,6 +654,7 @@ def run_plan(raw: dict, source: str, workers: list[int], k_values: list[int], se
         learn_steps=learn_steps,
         scenario_toml=dump_scenario(base_scn),
         system_seconds=system_seconds,
+        figure_formats=tuple(base_scn.run.figure_formats),
     )
 
 

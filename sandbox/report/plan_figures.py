@@ -4,7 +4,7 @@ with learning runs, time-to-target and the end-to-end speed-up.
 
 The bound is drawn on a categorical axis (``sync`` for k = 0, then each planned k), one colour per
 worker count (the Okabe-Ito palette of :mod:`sandbox.plots`, viridis beyond 8 counts); each figure
-is written as PNG and SVG (:func:`sandbox.plots._save`).
+is written in the base scenario's ``run.figure_formats`` (PNG by default; :func:`sandbox.plots._save`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def throughput_figure(plan, path: Path) -> None:
     ax2.legend(fontsize=8, loc="best")
     fig.suptitle(f"{plan.title}: throughput by staleness bound ({plan.steps} steps, {plan.seeds} seeds, system only)")
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, plan.figure_formats)
 
 
 def staleness_figure(plan, path: Path) -> None:
@@ -101,7 +101,7 @@ def staleness_figure(plan, path: Path) -> None:
     axes[0][cols - 1].legend(fontsize=8, title="bound", title_fontsize=8, loc="upper right")
     fig.suptitle(f"{plan.title}: lag distribution (step − head version) by staleness bound, all seeds")
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, plan.figure_formats)
 
 
 def utilisation_figure(plan, path: Path) -> None:
@@ -127,7 +127,7 @@ def utilisation_figure(plan, path: Path) -> None:
     ax2.legend(fontsize=8, loc="best")
     fig.suptitle(f"{plan.title}: utilisation and drops by staleness bound (mean over {plan.seeds} seeds)")
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, plan.figure_formats)
 
 
 def time_to_target_figure(plan, path: Path) -> None:
@@ -156,7 +156,7 @@ def time_to_target_figure(plan, path: Path) -> None:
     target = f"target {level:.3g}" if level is not None else "no target"
     fig.suptitle(f"{plan.title}: learning runs ({plan.learn_seeds} seeds, {target}; missing points: not reached)")
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, plan.figure_formats)
 
 
 def plan_figures(plan, out: Path) -> list[Path]:
