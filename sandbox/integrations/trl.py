@@ -305,7 +305,11 @@ class SandboxGRPOTrainer(GRPOTrainer):
                 with GhostNormRecorder(named, (ids, attn)) as recorder:  # one forward of the whole batch
                     logits = forward(model, input_ids=ids, attention_mask=attn).logits[:, -width - 1 : -1].float() / self.temperature
                     logps = torch.log_softmax(logits, -1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
-                return recorder.sq_norms((logps * cmask).sum(-1))
+                try:
+                    return recorder.sq_norms((logps * cmask).sum(-1))
+                except ValueError as err:  # a parameter no ghost rule covers (an op other than linear, embedding, norms)
+                    raise ValueError(f"SandboxTRLConfig.grad_norms = 'ghost' cannot serve {type(model).__name__}: {err}. "
+                                     "Use grad_norms = 'exact' (one backward per completion) for this model") from None
         params = [p for p in model.parameters() if p.requires_grad]
         norms = []
         with torch.enable_grad():
