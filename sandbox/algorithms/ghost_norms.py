@@ -16,7 +16,8 @@ the sample, flattened):
 * embedding (``F.embedding``): rows scatter, so ``‖∇E‖² = Σ_{t,s} [id_t = id_s] (g_t·g_s)``, positions at
   ``padding_idx`` excluded; ids without the sample dimension (learned positions) are broadcast to every
   sample first;
-* ``F.layer_norm``: ``∇w = Σ_t g_t ⊙ x̂_t``, ``∇b = Σ_t g_t`` (x̂ the normalised input);
+* ``F.layer_norm``: ``∇w = Σ_t g_t ⊙ x̂_t``, ``∇b = Σ_t g_t`` (x̂ the normalised input); ``F.rms_norm``
+  (``torch.nn.RMSNorm``): ``∇w = Σ_t g_t ⊙ x̂_t`` with x̂ = x / rms(x);
 * ``x + p`` and ``x * p`` with ``p`` a parameter (or a slice of one) filling the trailing dims of ``x``
   (biases, learned positions, RMSNorm scales): ``Σ_t g_t`` and ``Σ_t g_t ⊙ x_t``.
 
@@ -198,6 +199,13 @@ class _Recorder(TorchFunctionMode):
                 self._use(_Use(w.name, "scale", w, F.layer_norm(x.detach(), shape, None, None, eps), out, dims=a[2].dim()))
             if b is not None:
                 self._use(_Use(b.name, "bias", b, None, out, dims=a[3].dim()))
+            return True
+        if func is F.rms_norm and self._is_batched(x) and self._ref(x) is None and len(refs) == 1:
+            w = self._ref(a[2]) if len(a) > 2 else None
+            if w is None or w.transposed or w.index is not None:
+                return False
+            eps = a[3] if len(a) > 3 else None
+            self._use(_Use(w.name, "scale", w, F.rms_norm(x.detach(), a[1], None, eps), out, dims=a[2].dim()))
             return True
         if (func in _ADD or func in _MUL) and len(args) == 2 and not kwargs and len(refs) == 1:
             p_pos = 0 if self._ref(args[0]) is not None else 1

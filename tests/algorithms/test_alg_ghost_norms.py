@@ -111,6 +111,41 @@ def test_layer_without_rule_falls_back_to_exact():
     torch.testing.assert_close(ghost, exact, rtol=1e-12, atol=0)
 
 
+class RMSNormed(nn.Module):
+    """Embedding → torch.nn.RMSNorm (``F.rms_norm`` with a weight) → Linear → RMSNorm → head."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(9, 6)
+        self.norm1 = nn.RMSNorm(6, eps=1e-5)
+        self.fc = nn.Linear(6, 6)
+        self.norm2 = nn.RMSNorm(6)
+        self.head = nn.Linear(6, 9, bias=False)
+
+    def forward(self, x):
+        return self.head(self.norm2(torch.tanh(self.fc(self.norm1(self.emb(x)))))).log_softmax(-1)
+
+
+def test_rms_norm_weight_has_a_rule():
+    torch.manual_seed(4)
+    model = RMSNormed().double()
+    with torch.no_grad():
+        for norm in (model.norm1, model.norm2):
+            norm.weight.uniform_(0.5, 1.5)  # not all ones: the rule must weigh x̂ by the output gradient
+    y = torch.randint(0, 9, (5, 7))
+    params = dict(model.named_parameters())
+
+    def seq(p, yi):
+        return functional_call(model, p, (yi,)).gather(-1, yi.unsqueeze(-1)).sum()
+
+    def batch(p, yb):
+        return functional_call(model, p, (yb,)).gather(-1, yb.unsqueeze(-1)).squeeze(-1).sum(-1)
+
+    exact = per_sequence_grad_sq_norms(seq, params, y)
+    ghost = ghost_sequence_grad_sq_norms(batch, params, y)  # no fallback given: every parameter has a rule
+    torch.testing.assert_close(ghost, exact, rtol=1e-12, atol=0)
+
+
 def test_bad_inputs_are_named():
     params, y, seq, batch = gated_case()
     with pytest.raises(ValueError, match=r"expected \(5,\) sequence log-probs"):

@@ -224,8 +224,8 @@ def test_ghost_norms_equal_the_exact_per_completion_norms(tokenizer, tmp_path):
     with pytest.raises(ValueError, match="contradicts objective.opob_grad_norms"):
         SandboxTRLConfig(objective=objective, grad_norms="exact")
     # A model with a parameter no ghost rule covers is refused by name, pointing at 'exact'.
-    original = type(model.model.norm).forward  # RMSNorm through F.rms_norm: an op with no ghost rule
-    type(model.model.norm).forward = lambda self, x: torch.nn.functional.rms_norm(x, x.shape[-1:], self.weight, 1e-6)
+    original = type(model.model.norm).forward  # the RMSNorm scale through torch.addcmul: an op with no ghost rule
+    type(model.model.norm).forward = lambda self, x: torch.addcmul(torch.zeros_like(x), x, self.weight)
     try:
         trainer.sandbox = SandboxTRLConfig(objective=objective)
         with pytest.raises(ValueError, match=r"grad_norms = 'ghost' cannot serve LlamaForCausalLM: .*model.norm.weight.*'exact'"):
