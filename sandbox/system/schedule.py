@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..gc_pause import paused_cyclic_gc
 from .cluster import Cluster, Job, TrainResult
 from .config import SystemConfig
-from ..gc_pause import paused_cyclic_gc
 
 DISPATCH, FINISH, TAKE = 0, 1, 2
 """Operation kinds of a schedule, in the order the cluster calls the workload and the trainer."""
@@ -110,6 +110,7 @@ class _RecordingTrainer:
         return TrainResult(weights=step + 1, tokens=tokens, passes=self.epochs)
 
 
+@paused_cyclic_gc()  # the cluster is garbage once this returns (sandbox/gc_pause.py)
 def record_schedule(
     cfg: SystemConfig,
     steps: int,
@@ -124,13 +125,6 @@ def record_schedule(
 ) -> Schedule:
     """Simulate the system for ``steps`` optimizer steps with every response ``decode_steps`` long and
     record its schedule; ``keep_jobs`` keeps the job records (and, with ``record_events``, the log)."""
-    with paused_cyclic_gc():
-        return _record(cfg, steps, groups_per_step, group_size, decode_steps, seed, minibatches, epochs, keep_jobs,
-                       record_events)
-
-
-def _record(cfg, steps, groups_per_step, group_size, decode_steps, seed, minibatches, epochs, keep_jobs,
-            record_events) -> Schedule:
     log: list[tuple[int, int]] = []
     workload = _RecordingWorkload(decode_steps, log)
     trainer = _RecordingTrainer(log, minibatches, epochs, steps)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..gc_pause import paused_cyclic_gc
 from .cluster import Cluster, ClusterResult, TrainResult
 from .config import SystemConfig
-from ..gc_pause import paused_cyclic_gc
 
 
 @dataclass
@@ -43,12 +43,8 @@ class CountingTrainer:
         return TrainResult(weights=step + 1)
 
 
+@paused_cyclic_gc()  # the cluster is garbage once this returns (sandbox/gc_pause.py)
 def simulate_timing(cfg: SystemConfig, steps: int, groups_per_step: int, group_size: int = 1, seed: int = 0, record_events: bool = True) -> ClusterResult:
     """Run ``steps`` learner steps of the system alone."""
-    with paused_cyclic_gc():
-        return _simulate(cfg, steps, groups_per_step, group_size, seed, record_events)
-
-
-def _simulate(cfg, steps, groups_per_step, group_size, seed, record_events) -> ClusterResult:
     cluster = Cluster(cfg, TimingOnlyWorkload(), CountingTrainer(), groups_per_step, group_size, seed, record_events=record_events)
     return cluster.run(steps)
