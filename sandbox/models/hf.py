@@ -20,7 +20,9 @@ see it from a valid position and the loss masks it, so the model never needs to 
 
 :func:`causal_lm_forward` adapts the module to the task's ``Forward`` signature
 (``(tokens, past) -> (logits, cache)``, :mod:`sandbox.models.transformer`): ``past`` is the model's
-own KV cache (a transformers 5.23 ``DynamicCache``, updated in place and returned), positions come
+own KV cache (a ``DynamicCache``, passed and returned under transformers 5.24's ``cache`` name, which
+replaced ``past_key_values``; the old keyword is deprecated in 5.24 and removed in 5.40, so the ``hf``
+extra asks for ``transformers>=5.24,<6``), updated in place, positions come
 from the cache length, and no attention mask is passed (prompts have a fixed width, padding only
 follows a response's end, and causal attention never looks ahead). Parameters go in through
 ``torch.func.functional_call`` exactly as for the builtin transformer.
@@ -275,9 +277,9 @@ def causal_lm_forward(module: nn.Module, params: dict[str, Tensor] | None, use_c
     ``DynamicCache`` (None when ``use_cache`` is False: teacher-forced scoring needs none)."""
 
     def forward(tokens: Tensor, past=None):
-        kwargs = {"input_ids": tokens, "past_key_values": past, "use_cache": use_cache}
+        kwargs = {"input_ids": tokens, "cache": past, "use_cache": use_cache}
         out = module(**kwargs) if params is None else functional_call(module, params, (), kwargs)
-        return out.logits, out.past_key_values
+        return out.logits, out.cache
 
     return forward
 

@@ -162,6 +162,26 @@ def test_hf_kv_cache_sampling_equals_full_recompute(arch):
     assert torch.allclose(lp * mask, a[1], atol=1e-5)
 
 
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_hf_forward_uses_the_supported_cache_keyword(arch):
+    """Cached sampling and uncached scoring pass the KV cache under transformers 5.24's ``cache``
+    keyword: no deprecation warning about ``past_key_values`` (removed in transformers 5.40), and the
+    returned cache is the one the next step reads (it grows by one position per decoded token)."""
+    import warnings
+
+    task, params = random_task(ARCHS[arch])
+    fwd = task.forward_fn(task._single(params, detach=True))
+    ctx = task.train_ids[:4]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        logits, cache = fwd(ctx, None)
+        _, cache2 = fwd(logits[:, -1:].argmax(-1), cache)
+        task.logprobs(params, task.generate(params, task.new_group(4, torch.Generator().manual_seed(0)),
+                                            torch.Generator().manual_seed(0), version=0))
+    assert not [w for w in caught if "past_key_values" in str(w.message)], [str(w.message) for w in caught]
+    assert cache2 is not None and cache2.get_seq_length() == ctx.shape[1] + 1
+
+
 def test_hf_generate_and_partial_continuation_are_on_policy():
     task, params = random_task(temperature=0.7)
     params2 = {k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1)) for k, v in params.items()}
