@@ -60,6 +60,14 @@ def sample(table: torch.Tensor, n: int) -> torch.Tensor:
     return y
 
 
+def gac_text(metrics: dict[str, torch.Tensor]) -> str:
+    """GAC's cosine between this gradient and its stale reference, and whether it projected (GAC has no
+    reference at the first step, so nothing to report there)."""
+    if "gac/cos_ref" not in metrics:
+        return "gac: no reference gradient yet"
+    return f"gac cos {metrics['gac/cos_ref'].item():+.3f} projected {metrics['gac/projected'].item():.0f}"
+
+
 def main() -> None:
     torch.manual_seed(0)
     table = torch.zeros(T, V + 1, V, requires_grad=True)
@@ -96,7 +104,7 @@ def main() -> None:
         if step % 25 == 0 or step == STEPS - 1:
             print(
                 f"step {step:3d}  reward {rewards.mean():.3f}  ess_ratio {out.metrics['is/ess_ratio'].item():.3f}  "
-                f"lr_scale {m['lr/scale'].item():.3f}  cos_prev {m.get('grad/cos_prev', torch.tensor(float('nan'))).item():+.3f}"
+                f"lr_scale {m['lr/scale'].item():.3f}  {gac_text(m)}"
             )
     with torch.no_grad():
         greedy_ok = (token_logits(table, TARGET).argmax(-1) == TARGET).float().mean().item()
