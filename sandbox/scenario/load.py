@@ -128,10 +128,18 @@ def _describe(err: dict, data: dict) -> str:
     msg = err.get("msg", "invalid")
     if err.get("type") == "extra_forbidden":
         msg = _unknown_key(tuple(err.get("loc", ())))
+        switched = re.match(r"unknown key for (\w+) = '([^']*)' \(", msg)
+        if switched and "." in where:
+            # a dotted --set of the tag keeps the old member's keys: the table must be replaced whole
+            table, (tag_key, tag) = where.rsplit(".", 1)[0], switched.groups()
+            msg += f"; to switch {tag_key}, replace the whole table: --set '{table}={{{tag_key} = \"{tag}\", ...}}'"
     elif err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
         ctx = err.get("ctx", {})
         field = str(ctx.get("discriminator", "kind")).strip("'")
-        msg = f"unknown {field} {ctx.get('tag', '')!r}; expected one of {ctx.get('expected_tags', '?')}"
+        tag, expected = str(ctx.get("tag", "")), str(ctx.get("expected_tags", "?"))
+        close = difflib.get_close_matches(tag, re.findall(r"'([^']*)'", expected), n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        msg = f"unknown {field} {tag!r}; {hint}expected one of {expected}"
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     if "input" in err and err.get("type") not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):

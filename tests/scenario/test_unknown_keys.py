@@ -121,3 +121,32 @@ def test_export_override_is_blamed(tmp_path):
     text = " ".join(res.output.split())
     assert f"invalid override --set system.num_workers=-3 (applied to {FIXED_LAG})" in text
     assert not (tmp_path / "x").exists()
+
+
+def test_a_dotted_kind_switch_suggests_replacing_the_whole_table():
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(FIXED_LAG, ["system.staleness.kind=max_lag"])
+    (msg,) = info.value.problems
+    assert msg.endswith("to switch kind, replace the whole table: --set 'system.staleness={kind = \"max_lag\", ...}'")
+    # and the suggested form works
+    scenario, _ = load_scenario(FIXED_LAG, ['system.staleness={kind = "max_lag", k_max = 4}'])
+    assert scenario.system.staleness.kind == "max_lag" and scenario.system.staleness.k_max == 4
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        ({"algorithm": {"correction": {"name": "tiss"}}}, "algorithm.correction: unknown name 'tiss'; did you mean 'tis'?"),
+        ({"system": {"staleness": {"kind": "max_lagg"}}}, "system.staleness: unknown kind 'max_lagg'; did you mean 'max_lag'?"),
+        ({"task": {"name": "bandits"}}, "task: unknown name 'bandits'; did you mean 'bandit'?"),
+    ],
+)
+def test_an_unknown_component_name_suggests_the_closest_registered_one(data, expected):
+    msg = problem(data)
+    assert msg.startswith(expected), msg
+    assert "expected one of" in msg
+
+
+def test_a_far_name_gets_no_suggestion_but_the_list():
+    msg = problem({"algorithm": {"correction": {"name": "zzzz"}}})
+    assert "did you mean" not in msg and "'tis'" in msg
