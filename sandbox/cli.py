@@ -10,6 +10,7 @@ every flag as if it took a value."""
 
 from __future__ import annotations
 
+import difflib
 import math
 import sys
 from contextlib import contextmanager
@@ -710,6 +711,7 @@ def export(
     Exit status: 0 written, 2 bad input, 3 refused (settings without an equivalent; see --allow-partial).
     """
     from .export import EXPORTERS, ExportError, ExportRefused, Given, export_scenario
+    from .export.promotion import previous_source
     from .export.source import resolve
 
     if list_:
@@ -720,6 +722,10 @@ def export(
             raise ExportError("SOURCE: expected a scenario TOML, a run directory or a sweep directory (or --list)")
         if framework is None:
             raise ExportError(f"--framework: required; expected one of {', '.join(EXPORTERS)}")
+        if framework not in EXPORTERS:
+            close = difflib.get_close_matches(framework, list(EXPORTERS), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ExportError(f"--framework: unknown framework {framework!r}; {hint}expected one of {', '.join(EXPORTERS)}")
         if lr is not None and not (lr > 0 and math.isfinite(lr)):
             raise ExportError(f"--lr: expected a positive finite learning rate, got {lr}")
         src = resolve(source, variant=variant, run_id=run_id, best=best, lowest=lowest, overrides=set_)
@@ -729,6 +735,11 @@ def export(
         )
         exp = export_scenario(src.scenario, framework, version, given, allow_partial, src.provenance)
         target = out or Path("promote") / f"{src.label}-{framework}"
+        if out is None and previous_source(target) not in (None, exp.provenance):
+            raise ExportError(
+                f"--out: the default folder {target} holds the export of another source ({previous_source(target)}); "
+                "choose a folder with --out (or remove that one)"
+            )
         exp.write(target)
     except ExportError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")

@@ -101,18 +101,40 @@ def _previous_files(out: Path) -> list[str] | None:
     manifest = out / MANIFEST
     try:
         data = json.loads(manifest.read_text())
-        return list(data["files"])
+        names = list(data["files"])
     except (OSError, ValueError, KeyError, TypeError):
         raise ExportError(
             f"--out: {out} is not empty and holds no previous export ({MANIFEST}); choose an empty or new directory"
         ) from None
+    for name in names:
+        # the manifest is data, never a list of paths to trust: only plain regular files directly in `out`
+        if not _plain_file_name(name) or (out / name).is_symlink() or ((out / name).exists() and not (out / name).is_file()):
+            raise ExportError(
+                f"--out: {MANIFEST} in {out} lists {name!r}, which is not a file an export writes (a plain file "
+                "name in that directory); nothing was changed: choose an empty or new directory"
+            )
+    return names
+
+
+def previous_source(out: Path) -> str | None:
+    """The ``source`` recorded in the manifest of the export in ``out`` (None: no readable export)."""
+    try:
+        source = json.loads((Path(out) / MANIFEST).read_text()).get("source")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return source if isinstance(source, str) else None
+
+
+def _plain_file_name(name: object) -> bool:
+    return (isinstance(name, str) and name not in ("", ".", "..", MANIFEST) and "/" not in name and "\\" not in name
+            and "\0" not in name and not name.startswith(".staging-"))
 
 
 def write_export(out: Path, files: dict[str, str], manifest: dict[str, Any]) -> list[Path]:
     """Write ``files`` (name -> text) and the manifest into ``out``; see the module docstring."""
     out = Path(out)
     for name in files:
-        if Path(name).is_absolute() or ".." in Path(name).parts or "/" in name:
+        if not _plain_file_name(name):
             raise AssertionError(f"exporter bug: file name {name!r} must be a plain name")
     previous = _previous_files(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -107,7 +107,10 @@ def _overrides_text(ov: dict) -> str:
     return (" with overrides " + ", ".join(f"`{k}={v}`" for k, v in ov.items())) if ov else ""
 
 
-def _from_run_dir(run: Path, ov: dict, where: str) -> Source:
+def _from_run_dir(run: Path, ov: dict, where: str, label: str | None = None) -> Source:
+    """``label`` names the default output directory (``promote/<label>-<framework>``): by default the
+    run directory's own name; a variant or sweep run passes its parent's name with it, so two run
+    directories with the same variants never share a default folder."""
     try:
         raw = read_toml(run / "scenario.toml")
         try:
@@ -117,7 +120,7 @@ def _from_run_dir(run: Path, ov: dict, where: str) -> Source:
     except ScenarioError as exc:
         raise _scenario_error(exc) from None
     status = "finished" if (run / "summary.json").exists() else "did not finish (no summary.json)"
-    return Source(scn, f"{where} (resolved scenario.toml; the run {status}){_overrides_text(ov)}", run.name, ov)
+    return Source(scn, f"{where} (resolved scenario.toml; the run {status}){_overrides_text(ov)}", label or run.name, ov)
 
 
 def _summary(run: Path) -> dict | None:
@@ -148,7 +151,7 @@ def _from_variant_runs(out: Path, runs: list[Path], variant, run_id, best, lowes
     pick = variant or run_id
     if pick:
         pick = _pick_variant(pick, names, "run", str(out))
-        return _from_run_dir(out / pick, ov, f"run directory `{out / pick}`")
+        return _from_run_dir(out / pick, ov, f"run directory `{out / pick}`", f"{out.name}-{pick}")
     if not best:
         raise ExportError(f"{out} holds runs {', '.join(names)}: choose one with --variant NAME or --best METRIC")
     summaries = {r.name: _summary(r) for r in runs}
@@ -160,7 +163,7 @@ def _from_variant_runs(out: Path, runs: list[Path], variant, run_id, best, lowes
         raise ExportError(f"--best: no completed run in {out} has a value for {best!r}")
     winner = (min if lowest else max)(scored, key=lambda n: scored[n])
     ranking = ", ".join(f"{n} {scored[n]:.4g}" for n in sorted(scored, key=lambda n: scored[n], reverse=not lowest))
-    src = _from_run_dir(out / winner, ov, f"run `{out / winner}`")
+    src = _from_run_dir(out / winner, ov, f"run `{out / winner}`", f"{out.name}-{winner}")
     src.provenance += f". Chosen by {'lowest' if lowest else 'highest'} `{best}` among the completed runs: {ranking}"
     return src
 
@@ -185,7 +188,7 @@ def _from_sweep(out: Path, run_id: str | None, best: str | None, lowest: bool, o
             raise ExportError(f"--run: no run {run_id!r} in sweep {out}; expected one of {', '.join(ids[:12])}{' ...' if len(ids) > 12 else ''}")
         if not (run_dir(out, run_id) / "scenario.toml").exists():
             raise ExportError(f"--run: run {run_id} of {out} has no resolved scenario.toml (it has not run yet)")
-        return _from_run_dir(run_dir(out, run_id), ov, f"run `{run_id}` of sweep `{out}`")
+        return _from_run_dir(run_dir(out, run_id), ov, f"run `{run_id}` of sweep `{out}`", f"{out.name}-{run_id}")
     if not best:
         raise ExportError(f"{out} is a sweep of {len(ids)} runs: choose one with --run ID or --best METRIC")
     summaries = {e["id"]: _summary(run_dir(out, e["id"])) for e in entries}

@@ -289,3 +289,54 @@ def test_every_registered_stabilizer_gets_a_row_in_every_framework(framework):
     for i, name in enumerate(names):
         rows = [r for r in exp.plan.rows if r.source == f"algorithm.stabilizers[{i}]"]
         assert len(rows) == 1 and rows[0].kind == "no_equivalent" and "Instead" in rows[0].note, (framework, name, rows)
+
+
+def test_a_planted_manifest_never_deletes_outside_the_export(tmp_path):
+    """export.json is data to validate, not a list of paths to trust: entries that are absolute, climb
+    out with '..', name a subdirectory or a symlink refuse the export and nothing is removed."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victims = [tmp_path / "victim.txt", tmp_path / "victim2.txt"]
+    for v in victims:
+        v.write_text("keep me")
+    (out / "link").symlink_to(victims[0])
+    (out / "sub").mkdir()
+    for planted in (str(victims[0]), "../victim2.txt", "sub", "link", "a/../../victim2.txt"):
+        (out / "export.json").write_text(json.dumps({"files": [planted]}))
+        before = _tree(tmp_path)
+        with pytest.raises(ExportError, match="not a file an export writes"):
+            export_scenario(quick("sync"), "toyfw").write(out)
+        assert _tree(tmp_path) == before and all(v.read_text() == "keep me" for v in victims), planted
+    res = CliRunner().invoke(app, ["export", str(QUICKSTART), "--variant", "sync", "-f", "toyfw", "--lr", "1e-6",
+                                   "--out", str(out)])
+    text = " ".join(res.output.split())  # rich wraps long lines
+    assert res.exit_code == 2 and "not a file an export writes" in text and "Traceback" not in text
+    assert all(v.read_text() == "keep me" for v in victims)
+
+
+def test_default_export_folders_of_two_run_directories_do_not_collide(tmp_path, monkeypatch):
+    """Two run directories with the same variant names get their own default folders
+    (promote/<run dir>-<variant>-<framework>), and a default folder holding the export of another
+    source is refused rather than silently replaced; the same source replaces its own export."""
+    for name in ("a", "b"):
+        _write_run(tmp_path / "runs" / name / "sync", quick("sync"), {"status": "completed", "final_expected_reward": 0.9})
+    _write_run(tmp_path / "runs" / "b" / "async", quick("async"), {"status": "completed", "final_expected_reward": 0.9})
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    first = runner.invoke(app, ["export", "runs/a", "--variant", "sync", "-f", "toyfw", "--lr", "1e-6"])
+    second = runner.invoke(app, ["export", "runs/b", "--variant", "sync", "-f", "toyfw", "--lr", "1e-6"])
+    assert first.exit_code == 0 and second.exit_code == 0, (first.output, second.output)
+    assert sorted(p.name for p in (tmp_path / "promote").iterdir()) == ["a-sync-toyfw", "b-sync-toyfw"]
+    again = runner.invoke(app, ["export", "runs/a", "--variant", "sync", "-f", "toyfw", "--lr", "1e-6"])
+    assert again.exit_code == 0, again.output
+    # another source landing on the same default folder (a single run directory named like the label)
+    _write_run(tmp_path / "elsewhere" / "a-sync", quick("sync"), {"status": "completed", "final_expected_reward": 0.9})
+    clash = runner.invoke(app, ["export", "elsewhere/a-sync", "-f", "toyfw", "--lr", "1e-6"])
+    assert clash.exit_code == 2 and "holds the export of another source" in " ".join(clash.output.split()), clash.output
+    assert "runs/a" in json.loads((tmp_path / "promote" / "a-sync-toyfw" / "export.json").read_text())["source"]
+
+
+def test_an_unknown_framework_is_named_before_the_variant_and_gets_a_did_you_mean():
+    res = CliRunner().invoke(app, ["export", str(QUICKSTART), "-f", "toyf"])
+    assert res.exit_code == 2 and "unknown framework 'toyf'; did you mean 'toyfw'?" in " ".join(res.output.split()), res.output
+    assert "--variant" not in res.output

@@ -41,7 +41,7 @@ def test_run_directory_accepts_the_name_and_the_slug(scenario_and_run, asked):
     _, out = scenario_and_run
     src = resolve(out, variant=asked)
     assert src.scenario.system.staleness.k_max == (2 if "2" in asked else 3)
-    assert src.label in ("lag-2", "lag-3-max")
+    assert src.label in ("run-lag-2", "run-lag-3-max")  # <run directory>-<variant directory>
 
 
 @pytest.mark.parametrize("asked", ["lag/2", "lag-2", "lag 3 (max)", "lag-3-max"])
@@ -66,8 +66,8 @@ def test_cli_export_by_original_name_writes_inside_promote(scenario_and_run, tmp
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["export", str(out), "--variant", "lag/2", "-f", "verl", "--allow-partial"])
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "promote" / "lag-2-verl" / "PROMOTION.md").exists()
+    assert (tmp_path / "promote" / "run-lag-2-verl" / "PROMOTION.md").exists()
     res = CliRunner().invoke(app, ["export", str(path), "--variant", "lag/2", "-f", "verl", "--allow-partial"])
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in (tmp_path / "promote").iterdir()) == ["lag-2-verl", "named-lag-2-verl"]
+    assert sorted(p.name for p in (tmp_path / "promote").iterdir()) == ["named-lag-2-verl", "run-lag-2-verl"]
     assert all(tmp_path in p.resolve().parents for p in tmp_path.rglob("*"))
