@@ -455,7 +455,7 @@ def _print_sweep_speedups(out: Path, df) -> None:
 @app.command(short_help="Hold the theory's predictions against simulations.")
 def check(
     names: Optional[List[str]] = typer.Argument(None, help="Checks to run (default: all). See --list."),
-    quick: bool = typer.Option(False, "--quick", help="Smaller sweeps and fewer replicas (seconds; used by the tests)."),
+    quick: bool = typer.Option(False, "--quick", help="Smaller sweeps and fewer replicas (minutes on 2 cores rather than tens of minutes; used by the tests)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write one figure per check and summary.json here."),
     perturb: bool = typer.Option(False, "--perturb", help="Distort every prediction by its check's perturbation: all should FAIL."),
     list_: bool = typer.Option(False, "--list", help="List the checks and exit."),
@@ -500,7 +500,7 @@ def check(
 
 @app.command(short_help="Each paper's claim as an experiment with a verdict over seeds.")
 def claims(
-    quick: bool = typer.Option(False, "--quick", help="Few seeds and steps (seconds; used by the tests)."),
+    quick: bool = typer.Option(False, "--quick", help="Few seeds and steps (minutes on 2 cores; used by the tests)."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this claim (repeatable). See --list."),
     out: Path = typer.Option(Path("runs/claims"), "--out", help="Write claims.md, claims.json and one figure per claim here."),
     seeds: Optional[int] = typer.Option(None, "--seeds", min=2, help="Seeds per claim (default: 3 with --quick, 8 otherwise)."),
