@@ -31,6 +31,24 @@ from .objectives import OBJECTIVES, SurrogateInput
 __all__ = ["PolicyLoss", "build_policy_loss", "SEQ_GRAD_KEY", "REF_LOGP_KEY"]
 
 
+def pairing_problem(objective, correction) -> str | None:
+    """Why ``objective`` and ``correction`` (validated configs) cannot be composed, or None: an
+    objective valid off-policy without importance weights (``takes_corrections = False``) accepts only
+    the identity correction, and a correction that replaces the PPO clip bounds needs a ratio-clip
+    objective. Read from the registered classes' facts, so a scenario is refused at load time by the
+    same rule that would refuse it when the loss is built."""
+    objective_cls = OBJECTIVES.entry_for(objective).impl
+    correction_cls = CORRECTIONS.entry_for(correction).impl
+    if not objective_cls.takes_corrections and not correction_cls.is_identity:
+        return (f"{objective.name} {objective_cls.no_correction_reason}; use correction "
+                f"{NoCorrectionConfig().name!r} (got {correction.name!r})")
+    if correction_cls.replaces_clip_bounds and not objective_cls.ratio_clip:
+        clip_objectives = ", ".join(e.name for e in OBJECTIVES.entries() if e.impl.ratio_clip)
+        return (f"correction {correction.name!r} replaces PPO clip bounds; use it with one of "
+                f"{clip_objectives} (not {objective.name})")
+    return None
+
+
 class PolicyLoss:
     """Callable ``inp -> LossOutput`` for one (objective, correction) pair; holds the state a method
     needs across batches (EMA baseline, last BAPO bounds) in its objective and correction objects.
@@ -41,19 +59,11 @@ class PolicyLoss:
         correction = correction if correction is not None else NoCorrectionConfig()
         self.objective = objective
         self.correction_cfg = correction
+        problem = pairing_problem(objective, correction)
+        if problem:
+            raise ValueError(problem)
         self.objective_impl = OBJECTIVES.build(objective)
         self.correction = CORRECTIONS.build(correction)
-        if not self.objective_impl.takes_corrections and not self.correction.is_identity:
-            raise ValueError(
-                f"{objective.name} {self.objective_impl.no_correction_reason}; use correction "
-                f"{NoCorrectionConfig().name!r}"
-            )
-        if self.correction.replaces_clip_bounds and not self.objective_impl.ratio_clip:
-            clip_objectives = ", ".join(e.name for e in OBJECTIVES.entries() if e.impl.ratio_clip)
-            raise ValueError(
-                f"correction {correction.name!r} replaces PPO clip bounds; use it with one of "
-                f"{clip_objectives} (not {objective.name})"
-            )
 
     @property
     def needs_sequence_grad_norms(self) -> bool:

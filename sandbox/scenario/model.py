@@ -20,6 +20,7 @@ from ..algorithms import (
     ObjectiveConfig,
     StabilizerConfig,
 )
+from ..algorithms.policy_loss import pairing_problem
 from ..analysis.time_to_target import TargetConfig
 from ..errors import ScenarioError
 from ..learner.optim import OptimizerConfig
@@ -219,6 +220,9 @@ class Scenario(BaseModel):
             if self.algorithm.proximal != "behaviour":
                 raise ValueError(f"algorithm.proximal must be 'behaviour' for the {task} oracle (it has no policy ratio)")
             return self
+        problem = pairing_problem(self.algorithm.objective, self.algorithm.correction)
+        if problem:
+            raise ValueError(f"algorithm.correction: {problem}")
         for method in (self.algorithm.objective, self.algorithm.correction):
             try:
                 method.validate_group_size(self.algorithm.group_size)
