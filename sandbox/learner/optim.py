@@ -8,6 +8,10 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+"""The largest finite float32: parameters are float32 (bfloat16 shares its range), so a rate or decay above
+it overflows when the optimizer applies it."""
+
 
 class OptimizerConfig(BaseModel):
     """Optimizer, learning rate and schedule. Defaults: Adam(β=(0.9, 0.999), ε=1e-8) as in
@@ -16,11 +20,15 @@ class OptimizerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["adam", "adamw", "sgd"] = Field("adam", description="adam | adamw | sgd.")
-    lr: float = Field(0.05, gt=0, description="Base learning rate η (> 0).")
+    lr: float = Field(
+        0.05, gt=0, le=FLOAT32_MAX,
+        description="Base learning rate η (> 0, at most 3.4e38: the largest float32, the parameters' dtype; a "
+        "larger rate cannot even be applied to them).",
+    )
     betas: tuple[float, float] = Field((0.9, 0.999), description="Adam moment decays, each in [0, 1).")
     eps: float = Field(1e-8, gt=0, description="Adam denominator epsilon.")
     momentum: float = Field(0.0, ge=0, lt=1, description="SGD heavy-ball momentum in [0, 1).")
-    weight_decay: float = Field(0.0, ge=0, description="Weight decay (decoupled for adamw).")
+    weight_decay: float = Field(0.0, ge=0, le=FLOAT32_MAX, description="Weight decay (decoupled for adamw; at most 3.4e38).")
     schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="LR decay after warm-up.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     grad_clip: float | None = Field(None, gt=0, description="Per-replica global gradient-norm clip (None = off).")

@@ -144,8 +144,8 @@ def _describe(err: dict, data: dict) -> str:
         msg = msg[len("Value error, "):]
     if "input" in err and err.get("type") not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
         msg += f" (got {err['input']!r})"
-    if where == "(top level)" and re.match(r"^[a-z_]+(\.[a-z_]+)+: ", msg):
-        return msg  # a cross-section check that names its own field
+    if re.match(r"^[a-z_]+(\.[a-z_]+)+: ", msg) and (where == "(top level)" or msg.startswith(f"{where}.")):
+        return msg  # a cross-section check that names its own (deeper) field
     return f"{where}: {msg}"
 
 

@@ -268,3 +268,42 @@ def test_kl_to_a_reference_policy_is_refused_before_a_run(tmp_path):
                                    "--set", "algorithm.objective.beta_kl=0.1", "--set", "run.steps=2",
                                    "--out", str(tmp_path / "o"), "-q"])
     assert res.exit_code == 2 and "beta_kl" in res.output and "Traceback" not in res.output
+
+
+def test_a_learning_rate_beyond_float32_is_refused_and_the_largest_one_diverges_as_a_result(tmp_path):
+    """SGD with lr = 1e308 crashed mid-run (torch cannot apply a rate float32 cannot hold); it is refused at
+    load time, and the largest accepted rate gives a diverged run (a result with status, not a crash)."""
+    import json
+
+    base = {"task": {"name": "bitstring", "horizon": 4}, "run": {"steps": 8, "figures": False}}
+    assert_named({**base, "algorithm": {"optimizer": {"name": "sgd", "lr": 1e308}}}, "algorithm.optimizer.lr",
+                 "less than or equal to")
+    res = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "run"), "-q", "--set", "task.horizon=4",
+                                   "--set", "run.steps=8", "--set", "run.figures=false",
+                                   "--set", 'algorithm.optimizer={name = "sgd", lr = 3e38}'])
+    assert res.exit_code == 0, res.output
+    statuses = {p.parent.name: json.loads(p.read_text())["status"] for p in (tmp_path / "run").rglob("summary.json")}
+    assert statuses and set(statuses.values()) == {"diverged"}, statuses
+
+
+@pytest.mark.parametrize("override, field, expected", [
+    ({"vocab_size": 5}, "task.model.vocab_size", "smaller than the task's tokenizer"),
+    ({"max_seq_len": 4}, "task.model.max_seq_len", "shorter than a prompt plus its longest response"),
+])
+def test_an_lm_too_small_for_its_task_is_refused_at_load_time(override, field, expected):
+    """Once a ValueError traceback at run start; now a load-time problem naming the field."""
+    assert_named({"task": {"name": "lm", "model": {"backend": "builtin", **override}}}, field, expected)
+
+
+def test_an_lm_temperature_that_would_overflow_is_refused():
+    assert_named({"task": {"name": "lm", "temperature": 1e-300}}, "task.temperature", "greater than or equal to")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.device_count() >= 8, reason="needs a machine without a cuda:7")
+def test_a_missing_cuda_device_is_a_clear_error_at_run_start(tmp_path):
+    """``task.device = "cuda:7"`` cannot be judged at load time (the scenario may be written on another
+    machine); the run refuses it naming the field, exit status 2, no traceback."""
+    res = CliRunner().invoke(app, ["run", str(Path(__file__).resolve().parents[2] / "scenarios" / "lm_mission.toml"), "--out", str(tmp_path / "o"), "-q",
+                                   "--set", 'task.device="cuda:7"', "--set", "run.steps=2", "--set", "task.warmstart.enabled=false"])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "task.device: 'cuda:7'" in text and "Traceback" not in text, res.output

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from ...errors import ScenarioError
 from ...models import hf
 from ...models.hf import HFModelConfig
 from ...models.transformer import Transformer, TransformerConfig, sample, sequence_logprobs
@@ -80,7 +81,12 @@ class LMTaskConfig(BaseModel):
     max_new_tokens: int | None = Field(
         None, ge=1, description="Response budget; None = the longest reference answer + 2 (end token and slack)."
     )
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature; learner log-probs use the same one.")
+    temperature: float = Field(
+        1.0, ge=1e-5, le=1e5,
+        description="Sampling temperature; learner log-probs use the same one. In [1e-5, 1e5]: below 1e-5 engines "
+        "such as vLLM (0.11, SamplingParams) switch to greedy decoding, which has no behaviour log-probs to correct "
+        "with, and logits / T would overflow float32.",
+    )
     eval_batch: int = Field(512, ge=1, description="Held-out prompts decoded per batch in evaluate().")
     eval_samples: int = Field(
         2,
@@ -106,6 +112,15 @@ class LMTaskConfig(BaseModel):
     def _check(self):
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
+        if self.model.backend == "builtin":
+            need_vocab = CharTokenizer().vocab_size
+            need_len = self.problem.prompt_len + (self.max_new_tokens or self.problem.max_answer_len + 2)
+            if self.model.vocab_size is not None and self.model.vocab_size < need_vocab:
+                raise ValueError(f"task.model.vocab_size: {self.model.vocab_size} is smaller than the task's tokenizer "
+                                 f"({need_vocab} characters); use at least {need_vocab} or leave it unset")
+            if self.model.max_seq_len is not None and self.model.max_seq_len < need_len:
+                raise ValueError(f"task.model.max_seq_len: {self.model.max_seq_len} is shorter than a prompt plus its "
+                                 f"longest response ({need_len} tokens); use at least {need_len} or leave it unset")
         return self
 
 
@@ -114,8 +129,14 @@ class LMTask(PolicyTask):
     def __init__(self, cfg: LMTaskConfig):
         if cfg.replicas != 1:
             raise ValueError("the LM task supports replicas = 1 only (run seeds for independent repeats)")
-        if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"task.device = {cfg.device!r} but CUDA is not available (torch {torch.__version__}); use task.device = 'cpu'")
+        if cfg.device.startswith("cuda"):  # known only where the run happens: a run-time error naming the field
+            if not torch.cuda.is_available():
+                raise ScenarioError([f"task.device: {cfg.device!r} but CUDA is not available here (torch "
+                                     f"{torch.__version__}); use task.device = 'cpu'"])
+            index = torch.device(cfg.device).index
+            if index is not None and index >= torch.cuda.device_count():
+                raise ScenarioError([f"task.device: {cfg.device!r} but this machine has {torch.cuda.device_count()} "
+                                     f"CUDA device(s) (cuda:0 to cuda:{torch.cuda.device_count() - 1})"])
         self.cfg = cfg
         self.replicas = 1
         if cfg.threads is not None:
@@ -137,8 +158,6 @@ class LMTask(PolicyTask):
                     "max_seq_len": cfg.model.max_seq_len or self.P + self.max_new,
                 }
             )
-            if self.model_cfg.vocab_size < self.tokenizer.vocab_size or self.model_cfg.max_seq_len < self.P + self.max_new:
-                raise ValueError("task.model.vocab_size / max_seq_len are smaller than the task needs")
         train, held = make_prompt_sets(self.problem, cfg.train_size, cfg.eval_size, cfg.prompt_seed)
         enc = lambda pairs: torch.tensor([self.tokenizer.encode(p) for p, _ in pairs], dtype=torch.long)  # noqa: E731
         self.train_prompts = [p for p, _ in train]
