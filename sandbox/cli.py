@@ -292,7 +292,9 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
     if first.get("target_level") is not None:
         console.print(f"target: {escape(str(first.get('target_metric')))} {escape(first.get('target_rule', ''))}")
     elif first.get("target_rule"):
-        console.print(f"target: {escape(first['target_rule'])}; no time to target or speed-up is claimed")
+        rule = first["target_rule"]
+        console.print(escape(rule if rule.startswith("no target") else f"no target ({rule})")
+                      + "; no time to target or speed-up is claimed")
     for label, r in results.items():
         if r.summary.get("divergence"):
             console.print(f"[yellow]diverged[/yellow] {escape(label)}: {escape(r.summary['divergence'])}")

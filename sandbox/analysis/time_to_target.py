@@ -13,15 +13,18 @@ Steps after a replica diverged are left out.
 or above ``L`` (at or below for a loss). Between that point and the previous one, the simulated
 time, the learner steps, the samples and the tokens are interpolated linearly with the fraction
 ``(L − z_{i−1}) / (z_i − z_{i−1})`` of the way the smoothed value travels; a replica whose first
-point already meets ``L`` reaches it there. A run's time-to-target is the mean over its replicas,
-defined only when every replica reaches ``L`` (otherwise ``None`` with the reason, and the
-per-replica values stay listed).
+point already meets ``L`` reaches it there. A replica that diverged (the learner's hard limits or
+the growth rule of :mod:`sandbox.analysis.divergence`) reaches no target. A run's time-to-target is
+the mean over its replicas, defined only when every replica reaches ``L`` (otherwise ``None`` with
+the reason, and the per-replica values stay listed).
 
 **The target.** ``run.target.reward`` is an absolute level; otherwise ``L = f × R_ref`` with
-``f = run.target.fraction_of_sync`` (0.9 when unset) and ``R_ref`` the final value (the summary's
-tail mean over the last 10 % of the steps) of the synchronous baseline, averaged over its seeds;
-with no synchronous baseline, the best final value among the compared configurations (for a single
-run: its own). For a loss (lower is better) ``L = R_ref / f``. A run is *synchronous* when
+``f = run.target.fraction_of_sync`` (0.9 when unset) and ``R_ref`` the final value (the tail mean
+over the last 10 % of its measured values) of the worst (seed, replica) unit of the synchronous
+baseline, so that a converged baseline's every unit ends beyond the level by the margin ``1 − f``;
+with no synchronous baseline, the same of the best configuration that did not diverge (for a single
+run: its own). For a loss (lower is better) ``L = R_ref / f``, and "worst" is the highest. A
+reference with a diverged unit defines no target. A run is *synchronous* when
 ``system.staleness.kind = "sync"``, or ``"fixed_lag"`` with ``k = 0`` (``docs/system.md#fixed_lag``).
 
 **The speed-up.** Against the synchronous baseline ``s``, variant ``v`` is
