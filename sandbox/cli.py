@@ -259,7 +259,9 @@ def _compare_variants(results: dict, stage: Path):
 def _print_table(results: dict, title: str, comparison=None) -> None:
     base = next(iter(results.values())).summary["throughput_samples_per_s"]
     table = Table(title=escape(title))
-    columns = ("run", "status", "throughput (samples/s)", "vs first", "final reward", "to target (s)",
+    final_label = _final_label(next((c for c in _FINAL_FIELDS if any(not math.isnan(r.summary[c]) for r in results.values())),
+                                    "final_reward"))
+    columns = ("run", "status", "throughput (samples/s)", "vs first", final_label, "to target (s)",
                "end to end vs sync", "staleness mean/max", "ESS/N mean", "grad cos mean")
     for col in columns:
         table.add_column(col)
@@ -268,7 +270,9 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
         reward = s["final_expected_reward"] if not math.isnan(s["final_expected_reward"]) else s["final_reward"]
         if math.isnan(reward):
             reward = s["final_loss"]
-        status = s["status"] if s["status"] != "diverged" else f"diverged ({s['diverged_replicas']}/{s['replicas']})"
+        status = s["status"] if not s.get("diverged_replicas") else f"{s['status']} ({s['diverged_replicas']}/{s['replicas']} diverged)"
+        if s["status"] == "diverged":
+            status = f"diverged ({s['diverged_replicas']}/{s['replicas']})"
         ttt = s.get("time_to_target")
         speed = s.get("speedup_vs_sync")
         table.add_row(
@@ -277,7 +281,8 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
             _fmt(s["throughput_samples_per_s"], ".2f"),
             _fmt(s["throughput_samples_per_s"] / base if base else math.nan, ".2f") + "x",
             _fmt(reward),
-            _fmt(ttt, ".3g") if ttt is not None else f"not reached ({s.get('target_reached_replicas', 0)}/{s['replicas']})",
+            _fmt(ttt, ".3g") if ttt is not None else "no target" if s.get("target_level") is None
+            else f"not reached ({s.get('target_reached_replicas', 0)}/{s['replicas']})",
             _fmt(speed, ".2f") + "x" if speed is not None else "-",
             f"{_fmt(s['staleness_mean'], '.2f')} / {s['staleness_max']}",
             _fmt(s["ess_ratio_mean"]),
@@ -287,6 +292,13 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
     first = next(iter(results.values())).summary
     if first.get("target_level") is not None:
         console.print(f"target: {escape(str(first.get('target_metric')))} {escape(first.get('target_rule', ''))}")
+    elif first.get("target_rule"):
+        rule = first["target_rule"]
+        console.print(escape(rule if rule.startswith("no target") else f"no target ({rule})")
+                      + "; no time to target or speed-up is claimed")
+    for label, r in results.items():
+        if r.summary.get("divergence"):
+            console.print(f"[yellow]diverged[/yellow] {escape(label)}: {escape(r.summary['divergence'])}")
     if comparison is not None:
         from .analysis.time_to_target import describe
 
@@ -305,6 +317,15 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
         "generated a group and the step that trained on it; ESS/N: effective sample size of the unclipped "
         "sequence importance weights (1 = on-policy); grad cos: cosine between consecutive gradients.[/dim]"
     )
+
+
+_FINAL_FIELDS = ("final_expected_reward", "final_reward", "final_loss")
+
+
+def _final_label(field: str) -> str:
+    """The table header of a summary's final value: a loss says it is one and which way is better."""
+    return {"final_expected_reward": "final expected reward", "final_reward": "final reward",
+            "final_loss": "final loss (lower is better)"}.get(field, field)
 
 
 def main() -> None:  # pragma: no cover
@@ -414,7 +435,7 @@ def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
     cols = (keys + ["runs", "status"] + ([reward_col] if reward_col else []) + ["throughput", "staleness"]
             + (["to target (s)", "end to end vs sync"] if ttt else []))
     for c in cols:
-        table.add_column(c.split(".")[-1] if c in keys and len(keys) > 3 else c)
+        table.add_column(c.split(".")[-1] if c in keys and len(keys) > 3 else _final_label(c) if c == reward_col else c)
     groups = df.groupby(keys, sort=False, dropna=False) if keys else [((), df)]
     for i, (vals, g) in enumerate(groups):
         if i >= max_rows:
@@ -429,7 +450,9 @@ def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
         row.append(_fmt(g["staleness_mean"].mean(), ".2f") if "staleness_mean" in g else "-")
         if ttt:
             reached = g["time_to_target"].notna()
-            row.append(_fmt(g["time_to_target"].mean(), ".3g") if reached.all() else f"not reached ({int(reached.sum())}/{len(g)})")
+            no_target = "target_level" in g and g["target_level"].isna().all()
+            row.append(_fmt(g["time_to_target"].mean(), ".3g") if reached.all()
+                       else "no target" if no_target else f"not reached ({int(reached.sum())}/{len(g)})")
             speed = g["speedup_vs_sync"].dropna() if "speedup_vs_sync" in g else []
             row.append(_fmt(speed.iloc[0], ".2f") + "x" if len(speed) else "-")
         table.add_row(*row)

@@ -183,7 +183,8 @@ def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0]
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric_label(col).replace(" [", "\n["))
     axes[0].legend(fontsize=8, loc="best")
-    fig.suptitle(f"Learning curve ({result.status})\n{_name(result, label)}", fontsize=10)
+    status = (getattr(result, "summary", None) or {}).get("status", result.status)  # with the growth rule's divergence
+    fig.suptitle(f"Learning curve ({status})\n{_name(result, label)}", fontsize=10)
     fig.tight_layout()
     _save(fig, path, formats)
 

@@ -229,8 +229,31 @@ def summarize(result: RunResult, sim_time: float) -> dict:
         "util_workers": float(m["util/workers"].iloc[-1]) if len(m) else math.nan,
         "util_learner": float(m["util/learner"].iloc[-1]) if len(m) else math.nan,
     }
+    out.update(_divergence(result, out))
     out.update(_time_to_target(result, out))
     return out
+
+
+def _divergence(result: RunResult, summary: dict) -> dict:
+    """The status and the per-replica divergence steps with the growth rule of a loss added to the
+    learner's hard limits (sandbox.analysis.divergence, docs/time_to_target.md#divergence)."""
+    from .analysis.divergence import growth_divergence
+    from .analysis.time_to_target import Curves
+
+    scn = result.scenario
+    at = [int(s) for s in result.diverged_at]
+    why = [f"replica {r}: a hard limit at step {s} (non-finite, |loss| > run.max_loss or weight norm > run.max_param_norm)"
+           for r, s in enumerate(at) if s >= 0]
+    curves = Curves.build(result.metrics, result.replica_metrics, summary, at, False, scn.run.target, scn.run.seed)
+    if curves is not None and not curves.higher_is_better:
+        grown, text = growth_divergence(curves.step, curves.values, scn.run.max_loss_growth, scn.run.target.window)
+        at = [a if a >= 0 else g for a, g in zip(at, grown)]
+        why += [text] if text else []
+    diverged = [s for s in at if s >= 0]
+    status = summary["status"]
+    if status == "completed" and at and len(diverged) == len(at):
+        status = "diverged"
+    return {"status": status, "diverged_replicas": len(diverged), "diverged_at": at, "divergence": "; ".join(why)}
 
 
 def _time_to_target(result: RunResult, summary: dict) -> dict:
@@ -239,7 +262,7 @@ def _time_to_target(result: RunResult, summary: dict) -> dict:
     from .analysis.time_to_target import Curves, is_synchronous, standalone_fields
 
     scn = result.scenario
-    curves = Curves.build(result.metrics, result.replica_metrics, summary, result.diverged_at,
+    curves = Curves.build(result.metrics, result.replica_metrics, summary, summary["diverged_at"],
                           is_synchronous(scn.system.staleness), scn.run.target, scn.run.seed)
     return standalone_fields(curves)
 

@@ -13,15 +13,18 @@ Steps after a replica diverged are left out.
 or above ``L`` (at or below for a loss). Between that point and the previous one, the simulated
 time, the learner steps, the samples and the tokens are interpolated linearly with the fraction
 ``(L − z_{i−1}) / (z_i − z_{i−1})`` of the way the smoothed value travels; a replica whose first
-point already meets ``L`` reaches it there. A run's time-to-target is the mean over its replicas,
-defined only when every replica reaches ``L`` (otherwise ``None`` with the reason, and the
-per-replica values stay listed).
+point already meets ``L`` reaches it there. A replica that diverged (the learner's hard limits or
+the growth rule of :mod:`sandbox.analysis.divergence`) reaches no target. A run's time-to-target is
+the mean over its replicas, defined only when every replica reaches ``L`` (otherwise ``None`` with
+the reason, and the per-replica values stay listed).
 
 **The target.** ``run.target.reward`` is an absolute level; otherwise ``L = f × R_ref`` with
-``f = run.target.fraction_of_sync`` (0.9 when unset) and ``R_ref`` the final value (the summary's
-tail mean over the last 10 % of the steps) of the synchronous baseline, averaged over its seeds;
-with no synchronous baseline, the best final value among the compared configurations (for a single
-run: its own). For a loss (lower is better) ``L = R_ref / f``. A run is *synchronous* when
+``f = run.target.fraction_of_sync`` (0.9 when unset) and ``R_ref`` the final value (the tail mean
+over the last 10 % of its measured values) of the worst (seed, replica) unit of the synchronous
+baseline, so that a converged baseline's every unit ends beyond the level by the margin ``1 − f``;
+with no synchronous baseline, the same of the best configuration that did not diverge (for a single
+run: its own). For a loss (lower is better) ``L = R_ref / f``, and "worst" is the highest. A
+reference with a diverged unit defines no target. A run is *synchronous* when
 ``system.staleness.kind = "sync"``, or ``"fixed_lag"`` with ``k = 0`` (``docs/system.md#fixed_lag``).
 
 **The speed-up.** Against the synchronous baseline ``s``, variant ``v`` is
@@ -141,6 +144,9 @@ class Curves:
     """``(n, R)`` each replica's own clock when the replicas ran under independent schedules
     (docs/system.md#independent-schedules); ``None``: they share :attr:`time`."""
     replica_counts: dict[str, np.ndarray] | None = None
+    diverged_at: np.ndarray | None = None
+    """``(R,)`` the step each replica diverged at (-1: it did not; hard limits or the growth rule,
+    ``docs/time_to_target.md#divergence``); None: none did."""
 
     def clock(self, r: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Replica ``r``'s clock and cumulative counters (its own under independent schedules)."""
@@ -151,6 +157,32 @@ class Curves:
     @property
     def replicas(self) -> int:
         return int(self.values.shape[1])
+
+    def diverged(self, r: int) -> int:
+        """The step replica ``r`` diverged at, -1 when it did not."""
+        return -1 if self.diverged_at is None else int(self.diverged_at[r])
+
+    @property
+    def diverged_replicas(self) -> int:
+        return sum(self.diverged(r) >= 0 for r in range(self.replicas))
+
+    def unit_finals(self) -> list[float]:
+        """Each replica's final value: the mean of the last 10 % of its measured values (the
+        summary's final value, per replica; NaN when it measured nothing)."""
+        out = []
+        for r in range(self.replicas):
+            y = self.values[:, r]
+            y = y[np.isfinite(y)]
+            out.append(float(y[-max(1, int(len(y) * 0.1)):].mean()) if len(y) else math.nan)
+        return out
+
+    def reference(self) -> float:
+        """The worst replica's final value (the lowest reward, the highest loss): what a target
+        taken from this run is a fraction of (``docs/time_to_target.md#the-target``)."""
+        vals = [v for v in self.unit_finals() if math.isfinite(v)]
+        if not vals:
+            return math.nan
+        return float(min(vals) if self.higher_is_better else max(vals))
 
     @property
     def has_tokens(self) -> bool:
@@ -176,8 +208,10 @@ class Curves:
         if vals is None or vals.shape[0] != len(step):
             vals = metrics[metric].to_numpy(dtype=float)[:, None]
         vals = np.array(vals, dtype=float, copy=True)
+        div = np.full(vals.shape[1], -1)
         for r, at in enumerate(list(diverged_at)[: vals.shape[1]]):
             if at is not None and at >= 0:
+                div[r] = int(at)
                 vals[step >= at, r] = np.nan  # the step that diverged and after: frozen or non-finite weights
         final = summary.get(final_key)
         final = float(final) if final is not None else math.nan
@@ -190,13 +224,15 @@ class Curves:
                 else np.zeros_like(replica_time)
                 for name, col in _COUNTS
             }
-        return cls(metric, higher, step, time, counts, vals, final, synchronous, target, seed, replica_time, replica_counts)
+        return cls(metric, higher, step, time, counts, vals, final, synchronous, target, seed, replica_time, replica_counts,
+                   div if (div >= 0).any() else None)
 
     @classmethod
     def from_result(cls, result) -> "Curves | None":
         """From a :class:`sandbox.runner.RunResult`."""
         scn = result.scenario
-        return cls.build(result.metrics, result.replica_metrics, result.summary, result.diverged_at,
+        diverged_at = (result.summary or {}).get("diverged_at", result.diverged_at)  # with the growth rule's
+        return cls.build(result.metrics, result.replica_metrics, result.summary, diverged_at,
                          is_synchronous(scn.system.staleness), scn.run.target, scn.run.seed)
 
     @classmethod
@@ -273,6 +309,7 @@ class Reach:
     best: float  # best smoothed value of the replica
     end_time: float  # time of the replica's last measured point
     reason: str = ""
+    diverged: bool = False
 
     @property
     def reached(self) -> bool:
@@ -286,6 +323,11 @@ def replica_reaches(curves: Curves, level: float, window: float | None = None) -
     for r in range(curves.replicas):
         y = curves.values[:, r]
         rows = np.flatnonzero(np.isfinite(y))
+        if curves.diverged(r) >= 0:  # a diverged replica reaches no target, not even one it crossed before diverging
+            end = float(curves.clock(r)[0][rows[-1]]) if rows.size else math.nan
+            out.append(Reach(None, None, None, None, None, math.nan, end,
+                             f"replica {r} diverged at step {curves.diverged(r)}", diverged=True))
+            continue
         if rows.size == 0:
             out.append(Reach(None, None, None, None, None, math.nan, math.nan, f"replica {r} has no finite {curves.metric}"))
             continue
@@ -295,8 +337,7 @@ def replica_reaches(curves: Curves, level: float, window: float | None = None) -
         end_time = float(time[rows[-1]])
         hit = first_crossing(z, level, curves.higher_is_better)
         if hit is None:
-            cut = rows[-1] < len(y) - 1 and not np.isfinite(y[rows[-1] + 1 :]).any()
-            why = f"diverged after step {int(curves.step[rows[-1]])}" if cut else f"never within {int(curves.step[rows[-1]]) + 1} steps ({end_time:.3g} s)"
+            why = f"never within {int(curves.step[rows[-1]]) + 1} steps ({end_time:.3g} s)"
             out.append(Reach(None, None, None, None, None, best, end_time,
                              f"replica {r} {why}; best smoothed {curves.metric} {best:.3g}"))
             continue
@@ -330,6 +371,9 @@ def target_level(target: TargetConfig, higher_is_better: bool, reference: float 
             return None, (f"{f:g} × {reference:.3g} (the final value of {reference_name}) is not a target: "
                           "the final value is not positive; set run.target.reward")
         return f * reference, f"≥ {f:g} × {reference:.3g}, the final value of {reference_name}"
+    if reference <= 0:
+        return None, (f"{reference:.3g} (the final value of {reference_name}) / {f:g} is not a target: the final loss "
+                      "is not positive; set run.target.reward")
     return reference / f, f"≤ {reference:.3g} / {f:g}, the final value of {reference_name} over the fraction"
 
 
@@ -385,8 +429,27 @@ def standalone_fields(curves: Curves | None) -> dict[str, Any]:
     if curves is None:
         return run_fields(None, None, "")
     name = "this synchronous run" if curves.synchronous else "this run (no synchronous run to compare with)"
-    level, rule = target_level(curves.target, curves.higher_is_better, curves.final, name)
+    level, rule = reference_level(curves.target, curves.higher_is_better, [curves], name)
     return run_fields(curves, level, rule)
+
+
+def reference_level(target: TargetConfig, higher_is_better: bool, runs: list[Curves],
+                    name: str) -> tuple[float | None, str]:
+    """``(level, rule)`` from the reference ``runs`` (one configuration, all its seeds): an
+    absolute ``run.target.reward``, else the fraction of the worst (seed, replica) unit's final
+    value; no level when a unit of the reference diverged (``docs/time_to_target.md#the-target``)."""
+    if target.reward is not None:
+        return target_level(target, higher_is_better, None, name)
+    units = sum(c.replicas for c in runs)
+    diverged = sum(c.diverged_replicas for c in runs)
+    if diverged:
+        return None, (f"no target: {name} diverged ({diverged} of {units} replicas), and a diverged run defines no "
+                      "target (docs/time_to_target.md#the-target)")
+    vals = [c.reference() for c in runs if math.isfinite(c.reference())]
+    ref = (min(vals) if higher_is_better else max(vals)) if vals else None
+    if units > 1:
+        name = f"{name}, its worst of {units} replicas"
+    return target_level(target, higher_is_better, ref, name)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -411,6 +474,19 @@ class Arm:
         vals = [c.final for c in self.runs if math.isfinite(c.final)]
         return float(np.mean(vals)) if vals else math.nan
 
+    @property
+    def diverged(self) -> bool:
+        """Some replica of some run of the configuration diverged."""
+        return any(c.diverged_replicas for c in self.runs)
+
+    @property
+    def reference(self) -> float:
+        """The worst (seed, replica) unit's final value (:meth:`Curves.reference`)."""
+        vals = [c.reference() for c in self.runs if math.isfinite(c.reference())]
+        if not vals:
+            return math.nan
+        return float(min(vals) if self.runs[0].higher_is_better else max(vals))
+
     def clusters(self, level: float) -> dict[int, list[Reach]]:
         out: dict[int, list[Reach]] = {}
         for c in self.runs:
@@ -421,7 +497,7 @@ class Arm:
 @dataclass
 class Speedup:
     """End-to-end speed-up of a configuration against its synchronous baseline (module docstring);
-    ``value`` None with a ``reason`` (and a one-sided ``bound`` where one follows) when undefined."""
+    ``value`` None with a ``reason`` when undefined (no bound is claimed then: docs/time_to_target.md)."""
 
     value: float | None = None
     ci_low: float | None = None
@@ -431,8 +507,6 @@ class Speedup:
     time_sync: float | None = None
     time_variant: float | None = None
     reason: str = ""
-    bound: float | None = None  # with reason: the speed-up is at most (variant short) / at least (sync short) this
-    bound_is_upper: bool = True
     units: int = 0
     interval: str = ""
 
@@ -443,10 +517,13 @@ class Speedup:
             "speedup_ci_high": self.ci_high,
             "throughput_gain_vs_sync": self.throughput_gain,
             "sample_efficiency_vs_sync": self.sample_efficiency,
-            "speedup_reason": self.reason + (
-                f" (so the speed-up is at {'most' if self.bound_is_upper else 'least'} {self.bound:.3g}×)"
-                if self.bound is not None else ""),
+            "speedup_reason": self.reason,
         }
+
+    @property
+    def significant(self) -> bool:
+        """The 95 % interval excludes 1 (False without an interval)."""
+        return self.ci_low is not None and self.ci_high is not None and not (self.ci_low <= 1.0 <= self.ci_high)
 
 
 def _cluster_arrays(clusters: dict[int, list[Reach]], by_seed: bool) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
@@ -503,22 +580,22 @@ def speedup(sync: dict[int, list[Reach]], variant: dict[int, list[Reach]]) -> Sp
         return out
     miss_s = [r for r in all_s if not r.reached]
     miss_v = [r for r in all_v if not r.reached]
-    # A unit that never reached takes at least its run's length: bound the speed-up from that side.
-    t_s_low = float(np.mean([r.time if r.reached else r.end_time for r in all_s]))
-    t_v_low = float(np.mean([r.time if r.reached else r.end_time for r in all_v]))
-    def units(n: int, total: int, arm: dict) -> str:
-        return f"{n} of {total} replicas" + (f" over {len(arm)} seeds" if len(arm) > 1 else "")
 
+    def units(miss: list[Reach], total: int, arm: dict) -> str:
+        div = sum(r.diverged for r in miss)
+        return (f"{len(miss)} of {total} replicas" + (f" over {len(arm)} seeds" if len(arm) > 1 else "")
+                + " never reached the target" + (f", {div} diverged" if div else ""))
+
+    # A unit that never reached the target has no time to average: no speed-up, and no bound is
+    # claimed either (the run's length is an arbitrary stopping point, not a measurement).
     if miss_v and not miss_s:
-        out.reason = f"{units(len(miss_v), len(all_v), variant)} never reached the target"
-        out.bound, out.bound_is_upper = t_s_low / t_v_low, True
-        out.time_sync = t_s_low
+        out.reason = units(miss_v, len(all_v), variant)
+        out.time_sync = float(np.mean([r.time for r in all_s]))
         return out
     if miss_s:
-        out.reason = f"the synchronous baseline: {units(len(miss_s), len(all_s), sync)} never reached the target"
+        out.reason = "the synchronous baseline: " + units(miss_s, len(all_s), sync)
         if not miss_v:
-            out.bound, out.bound_is_upper = t_s_low / t_v_low, False
-            out.time_variant = t_v_low
+            out.time_variant = float(np.mean([r.time for r in all_v]))
         return out
     t_s = float(np.mean([r.time for r in all_s]))
     t_v = float(np.mean([r.time for r in all_v]))
@@ -606,13 +683,14 @@ def compare(arms: list[Arm], baseline: dict[str, str | None], kind: str = "confi
             ref_arm = by_label[base]
             name = f"the synchronous {kind} '{base}'"
             if len(ref_arm.runs) > 1:
-                name += f" (mean over {len(ref_arm.runs)} runs)"
-        else:
-            pool = [a for a in finished if a.runs[0].metric == arm.runs[0].metric and math.isfinite(a.final)]
-            ref_arm = (max if higher else min)(pool, key=lambda a: a.final) if pool else arm
+                name += f" ({len(ref_arm.runs)} runs)"
+        else:  # the best configuration that did not diverge, judged by its worst unit
+            pool = [a for a in finished if a.runs[0].metric == arm.runs[0].metric and not a.diverged
+                    and math.isfinite(a.reference)]
+            ref_arm = (max if higher else min)(pool, key=lambda a: a.reference) if pool else arm
             name = (f"the best {kind} '{ref_arm.label}' (no synchronous run to compare with)"
                     if len(finished) > 1 else "this run (no synchronous run to compare with)")
-        comp.levels[arm.label] = target_level(target, higher, ref_arm.final, name)
+        comp.levels[arm.label] = reference_level(target, higher, ref_arm.runs, name)
         level = comp.levels[arm.label][0]
         comp.reaches[arm.label] = arm.clusters(level) if level is not None else {}
     for arm in finished:
@@ -649,15 +727,20 @@ def compare_variants(results: dict[str, Any]) -> Comparison:
 
 def describe(comp: Comparison, label: str, throughput_ratio: float | None = None) -> str:
     """One sentence in plain words: how fast ``label`` reaches the target against its synchronous
-    baseline, and how that splits into samples per second and samples needed.
+    baseline, and how that splits into samples per second and samples needed. No speed-up is
+    stated without a target every unit of both arms reached, no bound is stated in its place, and
+    an interval that contains 1 reads "no significant difference" (docs/time_to_target.md).
     ``throughput_ratio``: samples per second against the baseline over the whole run (the figure
     of the run table); without it, the gain up to the target (``Speedup.throughput_gain``)."""
     base = comp.baseline.get(label)
     level, rule = comp.levels.get(label, (None, ""))
     sp = comp.speedups.get(label)
     if level is None:
-        return f"{label}: no time-to-target ({rule})"
-    lv = f"{level:.3g}"
+        return f"{label}: {rule if rule.startswith('no target') else f'no target ({rule})'}; no speed-up is claimed"
+    arm = comp.arm(label)
+    higher = arm.runs[0].higher_is_better if arm.runs else True
+    # a reward reads "reaches 0.9"; a loss names itself: "reaches eval/loss ≤ 0.573"
+    lv = f"{level:.3g}" if higher else f"{arm.runs[0].metric} ≤ {level:.3g}"
     if base is None or sp is None:
         units = [r for rs in comp.reaches.get(label, {}).values() for r in rs]
         if units and all(r.reached for r in units):
@@ -670,16 +753,14 @@ def describe(comp: Comparison, label: str, throughput_ratio: float | None = None
     gain = throughput_ratio if throughput_ratio is not None and math.isfinite(throughput_ratio) else sp.throughput_gain
     rate = f"{gain:.2g}× {'more' if gain > 1 else 'as many'} samples per second" if gain is not None else ""
     if sp.value is None:
-        if sp.bound is None:
-            return f"{label}: no end-to-end speed-up ({sp.reason})"
-        if not sp.bound_is_upper:
-            return (f"{label} reaches {lv} in {sp.time_variant:.3g} s while synchronous training does not reach it in "
-                    f"every replica ({sp.reason}): at least {sp.bound:.2g}× faster end to end")
-        verdict = f"at least {1 / sp.bound:.2g}× slower" if sp.bound <= 1 else f"at most {sp.bound:.2g}× faster"
-        text = (f"{label} does not reach {lv} in every replica ({sp.reason}) while synchronous training reaches it in "
-                f"{sp.time_sync:.3g} s: {verdict} end to end")
-        return text + (f", although it trains on {rate}" if rate and gain > 1 else "")
-    if sp.value >= 1:
+        if sp.time_sync is not None:  # the variant missed, the baseline reached it
+            return (f"{label} does not reach {lv} ({sp.reason}) while synchronous training reaches it in "
+                    f"{sp.time_sync:.3g} s: no end-to-end speed-up is claimed")
+        return f"{label}: no end-to-end speed-up ({sp.reason})"
+    if sp.ci_low is not None and not sp.significant:
+        faster = "no significant difference"
+        ci = f" ({sp.value:.2f}×, 95% CI {sp.ci_low:.2f}–{sp.ci_high:.2f}×)"
+    elif sp.value >= 1:
         faster = f"{sp.value:.2f}× faster"
         ci = f" (95% CI {sp.ci_low:.2f}–{sp.ci_high:.2f}×)" if sp.ci_low is not None else ""
     else:  # the interval in the same "slower" units as the estimate
@@ -842,6 +923,7 @@ __all__ = [
     "first_crossing",
     "is_synchronous",
     "plot_series",
+    "reference_level",
     "replica_reaches",
     "run_fields",
     "smooth",

@@ -373,7 +373,10 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
     :class:`sandbox.analysis.time_to_target.Comparison`. None when no target level could be set."""
     from ..analysis.time_to_target import plot_series
 
-    arms = [a for a in comparison.arms if a.runs and comparison.levels.get(a.label, (None,))[0] is not None]
+    with_target = [a for a in comparison.arms if a.runs and comparison.levels.get(a.label, (None,))[0] is not None]
+    # a diverged configuration reaches no target (docs/time_to_target.md): named in the title, not drawn
+    diverged = [a for a in with_target if a.diverged]
+    arms = [a for a in with_target if not a.diverged]
     if not arms:
         return None
     colors = group_colors([a.label for a in arms])
@@ -381,6 +384,8 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
     fig, ax = plt.subplots(figsize=(9, 4.6), dpi=DPI)
     levels = sorted({comparison.levels[a.label][0] for a in arms})
     metric = arms[0].runs[0].metric
+    higher = arms[0].runs[0].higher_is_better
+    drawn: list[np.ndarray] = []
     for arm in arms:
         color = colors[arm.label]
         level = comparison.levels[arm.label][0]
@@ -397,6 +402,7 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
         series = [(t, z) for t, z in series if len(t)]
         if not series:
             continue
+        drawn.extend(z for _, z in series)
         if len(series) == 1:
             ax.plot(*series[0], color=color, lw=1.6, label=f"{arm.label}: {text}")
         else:  # thin: each seed; thick: their mean on a common time grid (up to the shortest run)
@@ -408,13 +414,27 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
         if ttt is not None:
             ax.plot([ttt], [level], marker="o", ms=8, color=color, markeredgecolor="k", zorder=5)
             ax.axvline(ttt, color=color, lw=0.8, ls=":", zorder=1)
-    for lv in levels:
-        ax.axhline(lv, color="k", lw=1.2, ls="--", zorder=2)
-    rule = comparison.levels[arms[0].label][1]
-    ax.plot([], [], color="k", ls="--", label=f"target {levels[0]:.3g}" if len(levels) == 1 else "targets")
+    if len(levels) == 1:
+        ax.axhline(levels[0], color="k", lw=1.2, ls="--", zorder=2)
+        ax.plot([], [], color="k", ls="--", label=f"target {levels[0]:.3g}")
+        rule = comparison.levels[arms[0].label][1]
+        title = f"Time to target: {metric} {rule}"
+    else:  # each configuration has its own target (its own synchronous baseline's): dashed in its colour
+        for arm in arms:
+            ax.axhline(comparison.levels[arm.label][0], color=colors[arm.label], lw=0.9, ls="--", zorder=2)
+        ax.plot([], [], color="grey", ls="--", label="each configuration's target (its colour)")
+        title = (f"Time to target: {metric} {'≥' if higher else '≤'} each configuration's own target "
+                 f"({len(levels)} targets, from each one's synchronous baseline)")
+    values = np.concatenate(drawn + [np.asarray(levels, dtype=float)])
+    values = values[np.isfinite(values)]
+    if not higher and values.size and values.min() > 0:  # a loss spans decades, as in the run's learning curve
+        ax.set_yscale("log")
+    if diverged:
+        names = "; ".join(a.label for a in diverged[:4]) + (f" and {len(diverged) - 4} more" if len(diverged) > 4 else "")
+        title += f"\nnot drawn, diverged (reach no target): {names}"
     ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel(f"{metric} (smoothed; mean over replicas)")
-    ax.set_title(f"Time to target: {metric} {rule}{note}", fontsize=9)
+    ax.set_ylabel(f"{metric} (smoothed; mean over replicas)" + ("" if higher else "\nlower is better"))
+    ax.set_title(title + note, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
@@ -427,7 +447,8 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
         f"{metric} against simulated time: the mean over replicas of each replica's centred running mean over "
         f"{arms[0].runs[0].target.window} steps{'; thin lines: each seed, thick: their mean' if seeds > 1 else ''}. Dashed: the "
         "target; dots and dotted lines: each configuration's mean time to reach it (every replica crossing it). "
-        "The legend gives it and the end-to-end speed-up against the synchronous baseline.",
+        "The legend gives it and the end-to-end speed-up against the synchronous baseline. Configurations that "
+        "diverged, and those whose synchronous baseline diverged (no target), are not drawn.",
     )
 
 

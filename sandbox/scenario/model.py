@@ -108,6 +108,13 @@ class RunConfig(BaseModel):
     eval_every: int = Field(10, ge=1, description="Steps between exact/held-out evaluations.")
     max_loss: float = Field(1e8, gt=0, description="|loss| above this marks a replica diverged.")
     max_param_norm: float = Field(1e6, gt=0, description="Weight norm above this marks a replica diverged.")
+    max_loss_growth: float = Field(
+        10.0,
+        gt=1,
+        description="When the headline metric is a loss (eval/loss): a replica whose final loss (mean of its last 10 % of "
+        "evaluations) exceeds this multiple of the lowest smoothed loss it reached before them is marked diverged "
+        "(docs/time_to_target.md#divergence).",
+    )
     figures: bool = Field(True, description="Write the default figures into the run directory.")
     figure_formats: list[Literal["png", "svg"]] = Field(
         default_factory=lambda: ["png"],

@@ -87,7 +87,7 @@ def execute_run(rid: str, data: dict, out_dir: str, meta: dict) -> dict:
         res = run_scenario(scn, out, force=True)  # the sweep checked every run's memory when planning
         wall = time.perf_counter() - t0
         write_json(out / "timing.json", {"wall_s": wall, "pid": os.getpid()})
-        return {"id": rid, "state": "done", "status": res.status, "wall_s": wall}
+        return {"id": rid, "state": "done", "status": res.summary.get("status", res.status), "wall_s": wall}
     except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
         wall = time.perf_counter() - t0
         err = {"id": rid, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(), "wall_s": wall}
