@@ -661,7 +661,8 @@ def demo(
     import time
 
     t0 = time.time()
-    path = run_demo(name, out, tiny)
+    with progress.session(progress.enabled()), progress.phase(f"demo {name}"):  # its runs' "simulating" rows under it
+        path = run_demo(name, out, tiny)
     console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")
 
 

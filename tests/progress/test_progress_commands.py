@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 import tomli_w
 import torch
 from typer.testing import CliRunner
