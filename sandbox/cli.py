@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import math
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import List, NoReturn, Optional
 
@@ -21,10 +21,9 @@ try:  # Ctrl-C during the start-up imports exits without a traceback
     import typer
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from . import __version__
+    from . import __version__, progress
     from .errors import ScenarioError
     from .outputs import COMPARISON, OutputError, StagedDir, safe_name
 except KeyboardInterrupt:
@@ -74,27 +73,13 @@ def _fmt(x, spec=".3f") -> str:
     return format(x, spec)
 
 
-def _run_one(scn, out: Path | None, label: str, quiet: bool, color: str | None = None):
+def _run_one(scn, out: Path | None, label: str, group: str = "", color: str | None = None):
+    """One variant; its phases (warm start, simulating, writing, figures) are shown by the runner in
+    the command's progress session (sandbox.progress)."""
     from .runner import run_scenario
 
-    with Progress(
-        TextColumn("[bold]" + escape(label or scn.title or "run").replace("{", "{{").replace("}", "}}")),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} steps"),
-        TextColumn("{task.fields[info]}"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=quiet,
-        transient=False,
-    ) as progress:
-        task = progress.add_task("run", total=scn.run.steps, info="")
-
-        def on_step(row: dict) -> None:
-            reward = row.get("eval/expected_reward", row.get("reward/mean", row.get("eval/loss", math.nan)))
-            progress.update(task, advance=1, info=f"t={row['time']:.1f}s  reward={_fmt(reward)}")
-
-        # force: the run command checked the budget
-        return run_scenario(scn, out, on_step=on_step, force=True, label=label, color=color)
+    # force: the run command checked the budget
+    return run_scenario(scn, out, force=True, label=label, color=color, group=group)
 
 
 @app.command()
@@ -121,7 +106,7 @@ def run(
         try:
             scn, raw = load_scenario(scenario or DEFAULT_SCENARIO, set_)
             variants = variant_scenarios(scn, raw)
-            _check_budget(variants, force)
+            weights = _check_budget(variants, force)
         except ScenarioError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2)
@@ -136,16 +121,21 @@ def run(
             from .plots import variant_colors
 
             colors = variant_colors(variants)
-            for label, vscn in variants.items():
-                results[label or name] = _run_one(vscn, stage / safe_name(label) if label else stage, label, quiet,
-                                                  colors[label])
-            if len(results) > 1:
-                if any(r.scenario.run.figures for r in results.values()):
-                    from .plots import comparison_figure, run_formats
+            with progress.session(progress.enabled(quiet)), \
+                    progress.task(f"{name}: variants", weights=weights) if len(variants) > 1 else nullcontext() as top:
+                for label, vscn in variants.items():
+                    results[label or name] = _run_one(vscn, stage / safe_name(label) if label else stage, label, name,
+                                                      colors[label])
+                    if top is not None:
+                        top.advance(info=f"{label} done")
+                if len(results) > 1:
+                    if any(r.scenario.run.figures for r in results.values()):
+                        from .plots import comparison_figure, run_formats
 
-                    comparison_figure(results, stage / COMPARISON, title=scn.title or name,
-                                      formats=run_formats(r.scenario for r in results.values()))
-                comparison = _compare_variants(results, stage)
+                        with progress.phase("figures: comparison"):
+                            comparison_figure(results, stage / COMPARISON, title=scn.title or name,
+                                              formats=run_formats(r.scenario for r in results.values()))
+                    comparison = _compare_variants(results, stage)
     except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
@@ -222,9 +212,10 @@ def default_run_dir(name: str, overrides: dict) -> Path:
     return Path("runs") / full
 
 
-def _check_budget(variants: dict, force: bool) -> None:
+def _check_budget(variants: dict, force: bool) -> list[float]:
     """Refuse (BudgetError) a variant whose estimated memory exceeds the available memory, unless
-    --force; warn when the runs together are estimated to take longer than budget.WARN_SECONDS."""
+    --force; warn when the runs together are estimated to take longer than budget.WARN_SECONDS.
+    Returns each variant's estimated seconds (the weights of the progress' ETA)."""
     from .budget import WARN_SECONDS, check_budget, format_seconds
 
     budgets = [check_budget(v, force=force, flag="--force", label=label) for label, v in variants.items()]
@@ -236,6 +227,7 @@ def _check_budget(variants: dict, force: bool) -> None:
             f"[yellow]warning:[/yellow] {runs} may take about {format_seconds(seconds)} (estimate; mostly "
             f"{escape(t.what)}: {escape(t.formula())}); Ctrl-C stops it"
         )
+    return [b.seconds for b in budgets]
 
 
 def _compare_variants(results: dict, stage: Path):
@@ -482,6 +474,7 @@ def check(
     report: Optional[Path] = typer.Option(None, "--report", help="Write one figure per check and summary.json here."),
     perturb: bool = typer.Option(False, "--perturb", help="Distort every prediction by its check's perturbation: all should FAIL."),
     list_: bool = typer.Option(False, "--list", help="List the checks and exit."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
     """Hold the theory's predictions against simulations; exit status 1 if any check fails."""
     import torch
@@ -508,11 +501,14 @@ def check(
             f"      tolerance: {escape(result.justification)}"
         )
 
-    results = run_checks(selected, quick, perturb, on_done)
+    with progress.session(progress.enabled(quiet)), \
+            progress.task("theory checks" + (" (quick)" if quick else ""), total=len(selected), unit="checks") as bar:
+        results = run_checks(selected, quick, perturb, lambda c, r, t: (on_done(c, r, t), bar.advance(info=f"{c.name} done")))
     title = f"theory checks{' (quick)' if quick else ''}{' with perturbed predictions' if perturb else ''}"
     console.print(results_table(results, title))
     if report is not None:
-        write_report(results, report, quick, perturb)
+        with progress.session(progress.enabled(quiet)), progress.phase("figures: one per check"):
+            write_report(results, report, quick, perturb)
         console.print(f"report in [bold]{report}[/bold]")
     failed = [r.name for r, _ in results if not r.passed]
     if failed:
@@ -528,6 +524,7 @@ def claims(
     out: Path = typer.Option(Path("runs/claims"), "--out", help="Write claims.md, claims.json and one figure per claim here."),
     seeds: Optional[int] = typer.Option(None, "--seeds", min=2, help="Seeds per claim (default: 3 with --quick, 8 otherwise)."),
     list_: bool = typer.Option(False, "--list", help="List the claims and exit."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
     """Run each claim over seeds and print reproduced / not reproduced / inconclusive (docs/claims.md)."""
     import torch
@@ -551,11 +548,14 @@ def claims(
     def on_done(c, result, seconds):
         console.print(f"[bold]{c.name}[/bold] ({escape(c.paper)}, {seconds:.1f} s): {len(result.rows)} row(s)")
 
-    results = run_claims(selected, quick, n_seeds, on_done)
+    with progress.session(progress.enabled(quiet)), \
+            progress.task(f"claims{' (quick)' if quick else ''}, {n_seeds} seeds", total=len(selected), unit="claims") as bar:
+        results = run_claims(selected, quick, n_seeds, lambda c, r, t: (on_done(c, r, t), bar.advance(info=f"{c.name} done")))
     command = "sandbox claims" + (" --quick" if quick else "") + "".join(f" --only {n}" for n in only or []) + (
         f" --seeds {seeds}" if seeds is not None else "")
     console.print(verdict_table(results, f"claims{' (quick)' if quick else ''}, {n_seeds} seeds"))
-    write_outputs(results, out, quick, n_seeds, command)
+    with progress.session(progress.enabled(quiet)), progress.phase("figures: claims.md, claims.json and one figure per claim"):
+        write_outputs(results, out, quick, n_seeds, command)
     console.print(f"claims.md, claims.json and figures in [bold]{out}[/bold]")
 
 
@@ -603,16 +603,21 @@ def plan(
     runs = len(configs) * (learn_seeds if learn else 0)
     staged = None
     try:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
-            sim = progress.add_task("system-only simulations", total=len(configs))
-            fit = progress.add_task("learning runs", total=runs, visible=bool(runs))
+        # one task over both parts, each unit weighted by its part's estimate (estimate_plan), so the ETA
+        # does not take a learning run for a system-only simulation
+        sys_s = est.terms[0][1] / max(len(configs), 1)
+        learn_s = est.terms[1][1] / runs if runs else 0.0
+        weights = [sys_s] * len(configs) + [learn_s] * runs
+        label = f"plan: {len(configs)} configurations x {seeds} seeds" + (f", {runs} learning runs" if runs else "")
+        with progress.session(progress.enabled(quiet)):
             staged = StagedDir(out, whole=True, writer="sandbox plan")
             with staged as stage:
-                result = run_plan(raw, str(path), worker_list, k_list, seeds, steps, learn_seeds if learn else 0,
-                                  learn_steps, on_config=lambda c: progress.advance(sim),
-                                  on_run=lambda c, s: progress.advance(fit), configs=configs)
-                write_plan(result, stage)
+                with progress.task(label, weights=weights) as bar:
+                    result = run_plan(raw, str(path), worker_list, k_list, seeds, steps, learn_seeds if learn else 0,
+                                      learn_steps, on_config=lambda c: bar.advance(info=f"system-only {c.label}"),
+                                      on_run=lambda c, s: bar.advance(info=f"learned {c.label} seed {s}"), configs=configs)
+                with progress.phase("figures and tables"):
+                    write_plan(result, stage)
     except (OutputError, ScenarioError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
@@ -680,7 +685,8 @@ def demo(
     import time
 
     t0 = time.time()
-    path = run_demo(name, out, tiny)
+    with progress.session(progress.enabled()), progress.phase(f"demo {name}"):  # its runs' "simulating" rows under it
+        path = run_demo(name, out, tiny)
     console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")
 
 

@@ -8,6 +8,7 @@ log; with ``out_dir`` it also writes the run directory (see :mod:`sandbox.output
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -120,28 +121,87 @@ def run_scenario(
     force: bool = False,
     label: str = "",
     color: str | None = None,
+    group: str = "",
+    name: str = "",
 ) -> RunResult:
     """Simulate ``scn``; refuses it first (:class:`sandbox.budget.BudgetError`) when its estimated
     memory exceeds the memory available, unless ``force``. ``label`` (the variant's name) and
-    ``color`` (its colour in the comparison figure) are used by the run's figures."""
+    ``color`` (its colour in the comparison figure) are used by the run's figures.
+
+    With ``out_dir`` and trackers in ``run.writers`` (:mod:`sandbox.report.writers`), the run's stage
+    is opened before the simulation and every metrics row is streamed to the trackers as the learner
+    produces it; the tracker run is named ``name`` (default :func:`sandbox.report.writers.run_name`)
+    in group ``group``. In an open progress session (:mod:`sandbox.progress`) the phases are shown:
+    the LM warm start when it trains, "simulating" (steps), "figures", "writing"."""
+    from . import progress
+
     if not force:
         from .budget import check_budget
 
         check_budget(scn)
-    if out_dir is not None and set(scn.run.writers) - {"files"}:  # fail before simulating, not after
+    trackers = out_dir is not None and bool(set(scn.run.writers) - {"files"})
+    if trackers:  # fail before simulating, not after
         from .report.writers import check_writers
 
         check_writers(scn.run.writers)
     prepare = prepare_independent if scn.run.schedules == "independent" else prepare_run
-    task, learner, cluster = prepare(scn, on_step, learner_cls)
-    threads = scn.run.threads or task.default_threads
-    previous = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        res = cluster.run(scn.run.steps)
-    finally:
-        torch.set_num_threads(previous)
+    with ExitStack() as stack:
+        hooks = [on_step] if on_step is not None else []
+        writers = stage = None
+        if trackers:
+            from .report.writers import Tracking, Writers, run_name
+
+            staged = StagedDir(Path(out_dir))
+            stage = stack.enter_context(staged)
+            writers = Writers(scn, Tracking(stage, name or run_name(scn, out_dir, label), group))
+            stack.callback(writers.abort)  # a no-op once finished
+            hooks.insert(0, writers.log)
+        shown: list = []  # the "simulating" task, once the warm start (in prepare) is over
+        if progress.active():  # one row per optimizer step; run.steps counts optimizer steps
+            hooks.append(lambda row: shown and shown[0].advance_to(int(row["step"]) + 1, step_info(row)))
+        task, learner, cluster = prepare(scn, _fan_out(hooks), learner_cls)
+        threads = scn.run.threads or task.default_threads
+        previous = torch.get_num_threads()
+        if threads:
+            torch.set_num_threads(threads)
+        try:
+            with progress.task("simulating" + (f" {label}" if label else ""), total=scn.run.steps, unit="steps") as sim:
+                shown.append(sim)
+                res = cluster.run(scn.run.steps)
+        finally:
+            torch.set_num_threads(previous)
+        result = _result(scn, res, learner)
+        if out_dir is not None:
+            if stage is None:
+                write_run_dir(result, Path(out_dir), label=label, color=color)
+            else:
+                _write_into(stage, result, label, color, writers)
+    return result
+
+
+def step_info(row: dict) -> str:
+    """The progress text of a metrics row: simulated time and the headline metric."""
+    reward = row.get("eval/expected_reward", row.get("reward/mean", row.get("eval/loss", math.nan)))
+    t = row.get("time", math.nan)
+    r = "-" if reward is None or (isinstance(reward, float) and math.isnan(reward)) else f"{reward:.3f}"
+    return f"t={t:.1f}s  reward={r}"
+
+
+def _fan_out(hooks: list[Callable[[dict], None]]) -> Callable[[dict], None] | None:
+    """One per-step callback calling ``hooks`` in order (trackers first, then the caller's, then progress)."""
+    if not hooks:
+        return None
+    if len(hooks) == 1:
+        return hooks[0]
+
+    def on_step(row: dict) -> None:
+        for h in hooks:
+            h(row)
+
+    return on_step
+
+
+def _result(scn: Scenario, res, learner) -> RunResult:
     metrics = pd.DataFrame(res.rows)
     jobs = pd.DataFrame(
         [
@@ -174,8 +234,6 @@ def run_scenario(
         diverged_at=learner.diverged_at.copy(),
     )
     result.summary = summarize(result, res.sim_time)
-    if out_dir is not None:
-        write_run_dir(result, Path(out_dir), label=label, color=color)
     return result
 
 
@@ -269,20 +327,43 @@ def _time_to_target(result: RunResult, summary: dict) -> dict:
 
 def write_run_dir(result: RunResult, out: Path, label: str = "", color: str | None = None) -> None:
     """Write the run into a staging directory, then move it into ``out`` (replacing a previous run
-    there): an interrupted write leaves ``out`` as it was (:class:`sandbox.outputs.StagedDir`)."""
+    there): an interrupted write leaves ``out`` as it was (:class:`sandbox.outputs.StagedDir`).
+    Trackers in ``run.writers`` are written here from the finished result (:func:`run_scenario`
+    streams them instead, step by step)."""
     with StagedDir(out) as stage:
+        writers = None
+        if set(result.scenario.run.writers) - {"files"}:
+            from .report.writers import Tracking, Writers, run_name
+
+            writers = Writers(result.scenario, Tracking(stage, run_name(result.scenario, out, label)))
+            try:
+                for row in result.metrics.to_dict("records"):
+                    writers.log(row)
+            except BaseException:
+                writers.abort()
+                raise
+        _write_into(stage, result, label, color, writers)
+
+
+def _write_into(stage: Path, result: RunResult, label: str, color: str | None, writers) -> None:
+    """The run's files into ``stage``; ``writers`` (the run's open trackers, or None) are finished
+    before summary.json, which is written last: its presence marks a complete run."""
+    from . import progress
+
+    suffix = f" {label}" if label else ""
+    with progress.phase("writing" + suffix):
         write_text(stage / "scenario.toml", dump_scenario(result.scenario))
         write_table(stage / "metrics.parquet", result.metrics)
         write_table(stage / "jobs.parquet", result.jobs)
         write_table(stage / "events.parquet", result.events)
         write_npz(stage / "replicas.npz", {k.replace("/", "__"): v for k, v in result.replica_metrics.items()})
-        if result.scenario.run.figures:
-            from .plots import default_figures
+    if result.scenario.run.figures:
+        from .plots import default_figures
 
+        with progress.phase("figures" + suffix):
             default_figures(result, stage / "figures", label=label, color=color,
                             formats=result.scenario.run.figure_formats)
-        if set(result.scenario.run.writers) - {"files"}:
-            from .report.writers import write_extra
-
-            write_extra(result, stage)
-        write_json(stage / "summary.json", result.summary)  # moved in last: its presence marks a complete run
+    if writers is not None:
+        with progress.phase("trackers" + suffix):
+            writers.finish(result)
+    write_json(stage / "summary.json", result.summary)  # moved in last: its presence marks a complete run

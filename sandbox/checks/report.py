@@ -101,10 +101,13 @@ def figure(result: CheckResult, path: Path) -> None:
 
 
 def run_checks(checks: dict, quick: bool, perturb: bool = False, on_done=None) -> list[tuple[CheckResult, float]]:
+    from .. import progress
+
     out = []
     for check in checks.values():
         t = time.perf_counter()
-        result = check.run(quick=quick, perturb=check.perturbation if perturb else 1.0)
+        with progress.phase(f"check {check.name}"):
+            result = check.run(quick=quick, perturb=check.perturbation if perturb else 1.0)
         elapsed = time.perf_counter() - t
         out.append((result, elapsed))
         if on_done is not None:

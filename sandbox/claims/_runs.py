@@ -206,16 +206,23 @@ def prefetch(pairs: Iterable[tuple[dict, int]], quick: bool, workers: int = 1) -
     deterministic and independent of the others, so the cached numbers are bitwise those of the
     separate runs whatever ``workers`` is (``tests/claims/test_gac_search.py``,
     ``tests/claims/test_claims_batched_seeds.py``)."""
+    from .. import progress
+
     blocks = _blocks(pairs, quick)
     if not blocks:
         return 0
-    if workers <= 1:
-        for block in blocks:
-            _store(block, _simulate_block(*block))
-    else:
-        with multiprocessing.get_context("spawn").Pool(min(workers, len(blocks)), initializer=_worker_init) as pool:
-            for block, results in zip(blocks, pool.imap(_simulate_block_task, blocks, chunksize=1)):
-                _store(block, results)
+    runs = sum(seeds for _, _, seeds in blocks)
+    where = f" in {min(workers, len(blocks))} processes" if workers > 1 else ""
+    with progress.task(f"simulating {runs} runs{where}", weights=[seeds for _, _, seeds in blocks], unit="batches") as bar:
+        if workers <= 1:
+            for block in blocks:
+                _store(block, _simulate_block(*block))
+                bar.advance()
+        else:
+            with multiprocessing.get_context("spawn").Pool(min(workers, len(blocks)), initializer=_worker_init) as pool:
+                for block, results in zip(blocks, pool.imap(_simulate_block_task, blocks, chunksize=1)):
+                    _store(block, results)
+                    bar.advance()
     return sum(seeds for _, _, seeds in blocks)
 
 

@@ -39,11 +39,14 @@ def cells(result: ClaimResult, row: Row) -> tuple[str, ...]:
 
 
 def run_claims(claims: dict, quick: bool, seeds: int, on_done=None) -> list[tuple[ClaimResult, float]]:
+    from .. import progress
+
     _runs.clear_cache()
     out = []
     for claim in claims.values():
         t = time.perf_counter()
-        result = claim.run(quick=quick, seeds=seeds)
+        with progress.phase(f"claim {claim.name}"):
+            result = claim.run(quick=quick, seeds=seeds)
         elapsed = time.perf_counter() - t
         out.append((result, elapsed))
         if on_done is not None:

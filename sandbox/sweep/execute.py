@@ -84,7 +84,8 @@ def execute_run(rid: str, data: dict, out_dir: str, meta: dict) -> dict:
         from ..scenario.load import validate_scenario
 
         scn = validate_scenario(data, f"run {rid}")
-        res = run_scenario(scn, out, force=True)  # the sweep checked every run's memory when planning
+        # the sweep checked every run's memory when planning; trackers: the run named by its values, grouped by sweep
+        res = run_scenario(scn, out, force=True, name=tracker_name(rid, meta), group=str(meta.get("sweep", "")))
         wall = time.perf_counter() - t0
         write_json(out / "timing.json", {"wall_s": wall, "pid": os.getpid()})
         return {"id": rid, "state": "done", "status": res.summary.get("status", res.status), "wall_s": wall}
@@ -93,6 +94,16 @@ def execute_run(rid: str, data: dict, out_dir: str, meta: dict) -> dict:
         err = {"id": rid, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(), "wall_s": wall}
         write_json(out / "error.json", err)
         return {"id": rid, "state": "failed", "status": "failed", "error": err["error"], "wall_s": wall}
+
+
+def tracker_name(rid: str, meta: dict) -> str:
+    """The name of a sweep run in W&B: its swept values and seed (``variant=vcpo seed=1``), else its id."""
+    from .spec import value_label
+
+    parts = [f"{k.split('.')[-1]}={value_label(v)}" for k, v in (meta.get("params") or {}).items()]
+    if meta.get("seed") is not None:
+        parts.append(f"seed={meta['seed']}")
+    return " ".join(parts) or rid
 
 
 def execute_run_packed(rid: str, data: dict, meta: dict) -> dict:
@@ -223,23 +234,14 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
             counts[row["status"]] += 1
 
     from rich.console import Console
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from .. import progress as shown
 
     console = console or Console()
-    bar = Progress(
-        TextColumn("[bold]" + escape(spec.name).replace("{", "{{").replace("}", "}}")),  # a format string
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not progress,
-    )
 
     def info() -> str:
-        return f"ok {counts['completed']}  diverged {counts['diverged']}  failed {counts['failed']}"
+        done = f"{skipped} done before  " if skipped else ""
+        return f"{done}ok {counts['completed']}  diverged {counts['diverged']}  failed {counts['failed']}"
 
     def finished(rec: dict) -> None:
         nonlocal ran
@@ -250,15 +252,20 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
         if status in counts:
             counts[status] += 1
         write_results(out, list(rows.values()))
-        bar.update(task, advance=1, info=info())
+        bar.advance(info=info())
         if status == "failed" and progress:
             console.print(f"[red]run {rid} failed[/red] ({_params_text(entries[rid])}): {rows[rid]['error']}")
         if on_result:
             on_result(rows[rid])
 
-    with bar:
-        task = bar.add_task("sweep", total=len(spec.runs), completed=skipped, info=info())
+    # ETA: the runs of this call weighted by their estimated time (sandbox.budget); the finished ones count as done
+    with shown.session(shown.enabled(not progress)), _sigterm_as_interrupt():
+        if todo and backend == "local":
+            warm_start(todo)  # before the runs' task, whose ETA it would skew
+        bar_cm = shown.task(f"sweep {spec.name}: runs", weights=[_seconds(r) for r in todo], unit="runs")
+        bar = bar_cm.__enter__()
         try:
+            bar.update(info=info())
             with _sigterm_as_interrupt():
                 if not todo:
                     pass
@@ -274,6 +281,7 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
         finally:
             write_results(out, [result_row(e, out) for e in entries.values()])
             write_metrics(out, list(entries))
+            bar_cm.__exit__(None, None, None)
     results = pd.read_parquet(out / RESULTS)
     return SweepOutcome(
         out=out,
@@ -283,6 +291,45 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
         failed=int((results.status == "failed").sum()) if len(results) else 0,
         wall_s=time.perf_counter() - t0,
     )
+
+
+def _seconds(run: RunSpec) -> float:
+    """A run's estimated wall time (:func:`sandbox.budget.estimate`), the weight of its progress unit; 1 if it
+    cannot be estimated."""
+    try:
+        from ..budget import estimate
+
+        return max(float(estimate(run.scenario()).seconds), 1e-3)
+    except Exception:  # noqa: BLE001 - the estimate only weighs the ETA
+        return 1.0
+
+
+def warm_start(todo: list[RunSpec]) -> int:
+    """Train (or find cached) the LM base model of every distinct LM task among ``todo`` here, before
+    the runs start, so that the worker processes load it from the cache instead of each training it
+    at once, and the warm start is shown as a labelled phase of the sweep (sandbox.progress). The
+    base model depends on the task config only (sandbox.tasks.lm.warmstart), so the runs' numbers
+    are unchanged. A task that cannot be built is left to its run, which records the error.
+    Returns the number of base models trained or loaded."""
+    import json
+
+    seen: set[str] = set()
+    for r in todo:
+        try:
+            cfg = r.scenario().task
+            if cfg.name != "lm" or not cfg.warmstart.enabled:
+                continue
+            key = json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
+            if key in seen:
+                continue
+            seen.add(key)
+            from ..tasks import make_task
+            from ..tasks.lm import load_or_train
+
+            load_or_train(make_task(cfg))
+        except Exception:  # noqa: BLE001 - the run itself reports it
+            continue
+    return len(seen)
 
 
 def check_memory(spec: SweepSpec, workers: int, backend: str = "local", address: str | None = None) -> None:

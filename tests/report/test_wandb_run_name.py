@@ -1,5 +1,7 @@
-"""The offline W&B run is named after the scenario's title or, without one, after the directory the
-run ends up in, never after the staging directory it is written into (``.staging-*``).
+"""The offline W&B run is named after the variant (``sandbox run`` of a scenario with variants, grouped
+by the scenario's name), else the scenario's title or, without one, after the directory the run ends
+up in, never after the staging directory it is written into (``.staging-*``); a sweep's runs are named
+by their swept values and grouped by the sweep.
 
 wandb need not be installed: a stand-in module records what ``wandb.init`` is given."""
 
@@ -37,7 +39,7 @@ def fake_wandb(monkeypatch):
         def log(self, *a, **k):
             pass
 
-        def finish(self):
+        def finish(self, **kw):
             pass
 
     def init(**kw):
@@ -71,16 +73,30 @@ def test_untitled_run_is_named_after_its_directory(tmp_path, fake_wandb):
     assert Path(fake_wandb[0]["dir"]).name.startswith(".staging-")  # written in the stage, named after the target
 
 
-def test_cli_variants_are_named_after_their_directories(tmp_path, fake_wandb):
-    data = dict(TINY, variants={"a/b": {"system.num_workers": 3}, "plain": {}})
+def test_cli_variants_are_named_by_variant_and_grouped_by_scenario(tmp_path, fake_wandb):
+    data = dict(TINY, title="one title for all", variants={"a/b": {"system.num_workers": 3}, "plain": {}})
     path = tmp_path / "tiny.toml"
     path.write_text(tomli_w.dumps(data))
     res = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out"), "-q"])
     assert res.exit_code == 0, res.output
-    assert sorted(kw["name"] for kw in fake_wandb) == ["a-b", "plain"]
-    assert not [kw["name"] for kw in fake_wandb if kw["name"].startswith(".")]
+    assert sorted(kw["name"] for kw in fake_wandb) == ["a/b", "plain"]  # not the shared title
+    assert {kw["group"] for kw in fake_wandb} == {"tiny"}
 
 
-def test_titled_run_keeps_its_title(tmp_path, fake_wandb):
-    run_scenario(validate_scenario({**TINY, "title": "bandit, 2 workers"}), tmp_path / "run")
-    assert [kw["name"] for kw in fake_wandb] == ["bandit, 2 workers"]
+def test_single_run_of_the_cli_is_grouped_by_scenario(tmp_path, fake_wandb):
+    path = tmp_path / "solo.toml"
+    path.write_text(tomli_w.dumps(TINY))
+    res = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out"), "-q"])
+    assert res.exit_code == 0, res.output
+    assert [(kw["name"], kw["group"]) for kw in fake_wandb] == [("out", "solo")]
+
+
+def test_sweep_runs_are_named_by_values_and_grouped_by_sweep(tmp_path, fake_wandb):
+    from sandbox.sweep import run_sweep
+    from sandbox.sweep.spec import parse_sweep
+
+    spec = parse_sweep({"base": TINY, "sweep": {"name": "tw"}, "grid": {"system.num_workers": [2, 3]}, "seeds": [0]},
+                       source="test", default_name="tw")
+    run_sweep(spec, tmp_path / "sw", workers=1, progress=False, force=True)
+    assert sorted(kw["name"] for kw in fake_wandb) == ["num_workers=2 seed=0", "num_workers=3 seed=0"]
+    assert {kw["group"] for kw in fake_wandb} == {"tw"}

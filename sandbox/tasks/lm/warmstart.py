@@ -34,10 +34,14 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
+from ... import progress
 from ...models import hf
 from ...models.transformer import sample
 
 FORMAT_VERSION = 1
+LABEL = "warm start: training the base LM (cached after)"
+"""The progress label of the warm start (:mod:`sandbox.progress`); its total is ``max_steps``, an
+upper bound: the training stops at the first evaluation reaching ``target_accuracy``."""
 TRAININGS = 0
 """How many warm starts this process has trained (the cache tests read it)."""
 
@@ -203,24 +207,28 @@ def _train(task) -> tuple[dict[str, Tensor], dict]:
     dev_prompts = [task.train_prompts[i] for i in dev.tolist()]
     P = task.P
     steps, acc = 0, 0.0
-    for step in range(ws.max_steps + 1):
-        if step % ws.eval_every == 0 or step == ws.max_steps:
-            acc, _ = greedy_accuracy(model, task, task.train_ids[dev], dev_prompts)
-            if (ws.target_accuracy is not None and acc >= ws.target_accuracy) or step == ws.max_steps:
-                break
-        idx = torch.randint(n_train, (ws.batch_size,), generator=gen)
-        seq, mask = _batch(task, idx)
-        logits, _ = fwd(seq[:, :-1], None)
-        logits = logits[:, P - 1 :]
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), seq[:, P:].reshape(-1), reduction="none")
-        loss = (loss * mask.reshape(-1)).sum() / mask.sum()
-        for g in opt.param_groups:
-            g["lr"] = ws.lr * min(1.0, (step + 1) / max(ws.warmup_steps, 1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        steps = step + 1
-    held_acc, held_len = greedy_accuracy(model, task, task.eval_ids, task.eval_prompts)
+    with progress.task(LABEL, total=ws.max_steps, unit="steps") as bar:  # a no-op outside a progress session
+        for step in range(ws.max_steps + 1):
+            if step % ws.eval_every == 0 or step == ws.max_steps:
+                acc, _ = greedy_accuracy(model, task, task.train_ids[dev], dev_prompts)
+                bar.update(info=f"dev accuracy {acc:.2f}" + (f" (stops at {ws.target_accuracy:.2f})" if ws.target_accuracy else ""))
+                if (ws.target_accuracy is not None and acc >= ws.target_accuracy) or step == ws.max_steps:
+                    break
+            idx = torch.randint(n_train, (ws.batch_size,), generator=gen)
+            seq, mask = _batch(task, idx)
+            logits, _ = fwd(seq[:, :-1], None)
+            logits = logits[:, P - 1 :]
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), seq[:, P:].reshape(-1), reduction="none")
+            loss = (loss * mask.reshape(-1)).sum() / mask.sum()
+            for g in opt.param_groups:
+                g["lr"] = ws.lr * min(1.0, (step + 1) / max(ws.warmup_steps, 1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps = step + 1
+            bar.advance()
+    with progress.phase("warm start: held-out accuracy of the base LM"):
+        held_acc, held_len = greedy_accuracy(model, task, task.eval_ids, task.eval_prompts)
     meta = {
         "key": cache_key(task),
         "steps": steps,
