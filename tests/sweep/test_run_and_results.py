@@ -46,7 +46,7 @@ def test_failed_run_is_recorded_and_others_finish(tiny_raw, tmp_path, monkeypatc
     real = runner.run_scenario
 
     def flaky(scn, out_dir=None, **kw):
-        if scn.algorithm.optimizer.lr == 0.9 and scn.system.staleness.k == 2:
+        if scn.algorithm.optimizer.lr == 0.5 and scn.system.staleness.k == 2:
             raise RuntimeError("simulated failure")
         return real(scn, out_dir, **kw)
 
@@ -54,7 +54,7 @@ def test_failed_run_is_recorded_and_others_finish(tiny_raw, tmp_path, monkeypatc
     spec = parse_sweep(tiny_raw)
     out = run_sweep(spec, tmp_path / "sw", workers=1, progress=False)
     df = out.results
-    bad = df[(df["algorithm.optimizer.lr"] == 0.9) & (df["system.staleness.k"] == 2)]
+    bad = df[(df["algorithm.optimizer.lr"] == 0.5) & (df["system.staleness.k"] == 2)]
     assert len(bad) == 2 and (bad.status == "failed").all()
     assert bad.error.str.contains("simulated failure").all()
     assert (df.drop(bad.index).status != "failed").all()

@@ -16,7 +16,7 @@ def test_grid_times_seeds(tiny_raw):
     spec = parse_sweep(tiny_raw)
     assert len(spec.runs) == 2 * 2 * 2
     combos = {(r.params["system.staleness.k"], r.params["algorithm.optimizer.lr"], r.seed) for r in spec.runs}
-    assert combos == {(k, lr, s) for k in (0, 2) for lr in (0.1, 0.9) for s in (0, 1)}
+    assert combos == {(k, lr, s) for k in (0, 2) for lr in (0.1, 0.5) for s in (0, 1)}
     for r in spec.runs:
         scn = r.scenario()
         assert scn.system.staleness.k == r.params["system.staleness.k"]
