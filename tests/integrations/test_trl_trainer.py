@@ -17,7 +17,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from sandbox.integrations.trl import SandboxGRPOTrainer, SandboxTRLConfig, check_trl_version  # noqa: E402
+from sandbox.integrations.trl import SandboxGRPOConfig, SandboxGRPOTrainer, SandboxTRLConfig, check_trl_version  # noqa: E402
 
 CHARS = list("0123456789+=ab")
 VOCAB = {t: i for i, t in enumerate(["<pad>", "<eos>", "<bos>"] + CHARS)}
@@ -60,15 +60,26 @@ class Snapshots(TrainerCallback):
         self.params.append(torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()]))
 
 
-def train(tokenizer, tmp_path, cls=SandboxGRPOTrainer, steps=STEPS, callback=None, **kwargs):
+def grpo_args(tmp_path, steps=STEPS, sandbox=None, **overrides):
+    """The tests' GRPOConfig; with ``sandbox`` (SandboxTRLConfig fields without the prefix) a SandboxGRPOConfig."""
     config = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
                   max_completion_length=6, steps_per_generation=4, max_steps=steps, learning_rate=3e-2,
                   logging_steps=1, report_to=[], use_cpu=True, seed=0, save_strategy="no", beta=0.0)
-    config.update(kwargs.pop("args", {}))
-    dataset = Dataset.from_dict({"prompt": [f"{i}+{j}=" for i in range(4) for j in range(4)]})
-    trainer = cls(model=tiny_llama(), reward_funcs=digit_fraction, args=GRPOConfig(**config), train_dataset=dataset,
+    config.update(overrides)
+    if sandbox is None:
+        return GRPOConfig(**config)
+    return SandboxGRPOConfig(**config, **{f"sandbox_{k}": v for k, v in sandbox.items()})
+
+
+def dataset():
+    return Dataset.from_dict({"prompt": [f"{i}+{j}=" for i in range(4) for j in range(4)]})
+
+
+def train(tokenizer, tmp_path, cls=SandboxGRPOTrainer, steps=STEPS, callback=None, resume=None, **kwargs):
+    args = grpo_args(tmp_path, steps, kwargs.pop("sandbox", None), **kwargs.pop("args", {}))
+    trainer = cls(model=tiny_llama(), reward_funcs=digit_fraction, args=args, train_dataset=dataset(),
                   processing_class=tokenizer, callbacks=[callback] if callback else None, **kwargs)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume)
     return trainer
 
 
@@ -246,9 +257,9 @@ def test_bad_input_is_named():
 
 def test_trl_loss_features_a_sandbox_objective_would_drop_are_refused(tokenizer, tmp_path):
     with pytest.raises(ValueError, match=r"GRPOConfig.beta = 0.1"):
-        train(tokenizer, tmp_path, steps=1, args={"beta": 0.1}, sandbox={"correction": {"name": "icepop"}})
+        grpo_args(tmp_path, beta=0.1, sandbox={"correction": {"name": "icepop"}})
     with pytest.raises(ValueError, match="loss_type='sapo'"):
-        train(tokenizer, tmp_path, steps=1, args={"loss_type": "sapo"}, sandbox={"correction": {"name": "mis"}})
+        grpo_args(tmp_path, loss_type="sapo", sandbox={"correction": {"name": "mis"}})
 
 
 def test_a_scenarios_methods_load_into_the_trainer_config():
