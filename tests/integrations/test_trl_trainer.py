@@ -284,3 +284,60 @@ def test_the_sandbox_loss_path_reproduces_trls_own_loss(tokenizer, tmp_path, los
     moved = max(float((a - s).abs().max()) for a, s in zip(plain.model.parameters(), start.parameters()))
     diff = max(float((a - b).abs().max()) for a, b in zip(plain.model.parameters(), ours.model.parameters()))
     assert moved > 1e-2 and diff <= 1e-6
+
+
+RESUME_STACK = {"stabilizers": [{"name": "grad_norm_skip", "warmup": 2}, {"name": "vcpo_lr"},
+                                {"name": "gac", "c_thr": 0.0, "sided": "two_sided", "reference": "ema"}]}
+
+
+def _resume_run(tokenizer, out, resume=None, cls=SandboxGRPOTrainer, sandbox=RESUME_STACK):
+    """6 optimizer steps, a generation batch every 2 (so a checkpoint falls between generation batches),
+    a checkpoint every 2 steps."""
+    return train(tokenizer, out, cls=cls, steps=6, resume=resume, sandbox=sandbox,
+                 args={"steps_per_generation": 2, "save_strategy": "steps", "save_steps": 2})
+
+
+def _step_logs(trainer, after: int) -> list[dict]:
+    """The logged rows of the optimizer steps after ``after``, without the wall-clock ones."""
+    return [{k: v for k, v in h.items() if "time" not in k and "per_second" not in k}
+            for h in trainer.state.log_history if h.get("step", 0) > after and "loss" in h]
+
+
+def _same_logs(a: list[dict], b: list[dict]) -> bool:
+    return len(a) == len(b) and all(x.keys() == y.keys() and all(
+        x[k] == y[k] or (isinstance(x[k], float) and math.isnan(x[k]) and math.isnan(y[k])) for k in x) for x, y in zip(a, b))
+
+
+def test_resume_from_a_checkpoint_is_bitwise_the_continuous_run(tokenizer, tmp_path):
+    """TRL's own resume is bitwise on the CPU when the checkpoint falls between generation batches (the
+    reference, checked first: the data order and the sampling RNG come back from the checkpoint). With GAC
+    (EMA reference, projecting every step), VCPO and grad_norm_skip, a run resumed at step 4 equals the
+    continuous one bitwise: parameters and every logged metric of steps 5 and 6, ``grad/cos_prev`` and GAC's
+    cosine included. A checkpoint stripped of the stabilizers' state resumes differently, so the comparison
+    can fail."""
+    plain = _resume_run(tokenizer, tmp_path / "plain", cls=GRPOTrainer, sandbox=None)
+    plain_resumed = _resume_run(tokenizer, tmp_path / "plain", resume=str(tmp_path / "plain/out/checkpoint-4"),
+                                cls=GRPOTrainer, sandbox=None)
+    assert all(torch.equal(a, b) for a, b in zip(plain.model.parameters(), plain_resumed.model.parameters()))
+    assert _same_logs(_step_logs(plain, 4), _step_logs(plain_resumed, 4))
+
+    ours = _resume_run(tokenizer, tmp_path / "a")
+    checkpoint = tmp_path / "a/out/checkpoint-4"
+    saved_args = torch.load(checkpoint / "training_args.bin", weights_only=False)
+    assert isinstance(saved_args, SandboxGRPOConfig) and saved_args.sandbox == ours.sandbox  # settings saved
+    resumed = _resume_run(tokenizer, tmp_path / "a", resume=str(checkpoint))
+    assert all(torch.equal(a, b) for a, b in zip(ours.model.parameters(), resumed.model.parameters()))
+    logs, resumed_logs = _step_logs(ours, 4), _step_logs(resumed, 4)
+    assert len(logs) == 2 and _same_logs(logs, resumed_logs)
+    assert all(row["grad/cos_prev"] is not None for row in resumed_logs)  # the trainer logs NaN as None
+    assert all(row["gac/projected"] == 1.0 for row in logs)  # GAC acts on both steps after the resume
+    assert logged(ours, "lr/scale")[-1] < 0.99  # VCPO scales them
+
+    from sandbox.integrations.step_hooks import STATE_KEY
+    optimizer = torch.load(checkpoint / "optimizer.pt", weights_only=True)
+    assert [e["name"] for e in optimizer[STATE_KEY]["stabilizers"]] == ["grad_norm_skip", "vcpo_lr", "gac"]
+    optimizer.pop(STATE_KEY)
+    torch.save(optimizer, checkpoint / "optimizer.pt")
+    stripped = _resume_run(tokenizer, tmp_path / "a", resume=str(checkpoint))
+    assert any(not torch.equal(a, b) for a, b in zip(ours.model.parameters(), stripped.model.parameters()))
+    assert _step_logs(stripped, 4)[0]["grad/cos_prev"] is None  # NaN: no previous gradient
