@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..algorithms import CorrectionConfig, ObjectiveConfig, StabilizerConfig, StepContext, build_policy_loss
 from ..algorithms.api import SEQ_GRAD_KEY, PolicyLossInput
@@ -153,8 +153,8 @@ LOSS_FIELDS_REFUSED: tuple[str, ...] = (
     "top_entropy_quantile", "entropy_coef", "use_adaptive_entropy", "entropy_coef_min", "entropy_coef_max",
     "entropy_coef_delta", "entropy_target", "multi_objective_aggregation", "sapo_temperature_neg",
     "sapo_temperature_pos", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-    "vllm_importance_sampling_mode", "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min",
-    "vllm_importance_sampling_cap",
+    "vllm_importance_sampling_mode", "vllm_importance_sampling_cap", "vllm_importance_sampling_clip_max",
+    "vllm_importance_sampling_clip_min",
 )
 """``trl.GRPOConfig`` fields applied inside TRL's loss (or its rewards' aggregation) with no counterpart in a
 sandbox objective: with a sandbox objective or correction, a value other than TRL's default is refused by
@@ -309,8 +309,12 @@ class SandboxGRPOConfig(TRLGRPOConfig):
             cfg = SandboxTRLConfig(stabilizers=raw["sandbox_stabilizers"] or [], objective=raw["sandbox_objective"],
                                    correction=raw["sandbox_correction"], grad_norms=self.sandbox_grad_norms,
                                    grad_cosine=self.sandbox_grad_cosine)
-        except ValueError as err:  # pydantic's locations are SandboxTRLConfig's: the field names without 'sandbox_'
-            raise ValueError(f"SandboxGRPOConfig.sandbox_*: {err}") from None
+        except ValidationError as err:  # pydantic's locations are SandboxTRLConfig's: named here as our fields
+            lines = []
+            for e in err.errors():
+                loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in e["loc"])
+                lines.append(f"SandboxGRPOConfig.sandbox_{loc[1:] if loc else '*'}: {e['msg']}")
+            raise ValueError("\n".join(lines)) from None
         if cfg.objective is not None:
             cfg = cfg.model_copy(update={"objective": map_grpo_fields(self, cfg.objective)})
         if cfg.objective is not None or cfg.correction is not None:

@@ -7,6 +7,7 @@ update is ``−lr·s·g̃``, so GAC's projection and VCPO's learning-rate factor
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -341,3 +342,144 @@ def test_resume_from_a_checkpoint_is_bitwise_the_continuous_run(tokenizer, tmp_p
     stripped = _resume_run(tokenizer, tmp_path / "a", resume=str(checkpoint))
     assert any(not torch.equal(a, b) for a, b in zip(ours.model.parameters(), stripped.model.parameters()))
     assert _step_logs(stripped, 4)[0]["grad/cos_prev"] is None  # NaN: no previous gradient
+
+
+# ------------------------------------------------------------------------------------ SandboxGRPOConfig
+def BASE(tmp_path):
+    return {"output_dir": str(tmp_path), "report_to": [], "use_cpu": True}
+
+
+SANDBOX = {"sandbox_stabilizers": [{"name": "gac", "c_thr": 0.25}, {"name": "vcpo_lr"}],
+           "sandbox_objective": {"name": "grpo", "baseline": "opob"}, "sandbox_correction": {"name": "m2po_mask"},
+           "sandbox_grad_norms": "logit_proxy", "sandbox_grad_cosine": False}
+
+
+def test_the_sandbox_settings_serialise_with_the_training_arguments(tmp_path):
+    """to_dict / to_json_string (what TRL writes to the hub card and trackers), back into the class, and the
+    HfArgumentParser paths: from a dict and from command-line strings (the list and dicts as JSON)."""
+    import json
+
+    from transformers import HfArgumentParser
+
+    args = SandboxGRPOConfig(**BASE(tmp_path), **SANDBOX)
+    d = args.to_dict()
+    assert {k: d[k] for k in SANDBOX} == SANDBOX
+    assert json.loads(args.to_json_string())["sandbox_objective"] == SANDBOX["sandbox_objective"]
+    # TRL's own GRPOConfig does not take its to_dict() back as is: generation_batch_size is derived from
+    # steps_per_generation in __post_init__ and both may not be given (trl 1.16 grpo_config.py)
+    again = SandboxGRPOConfig(**{k: v for k, v in d.items() if k != "generation_batch_size"})
+    assert again.sandbox == args.sandbox and again.sandbox.stabilizers[0].c_thr == 0.25
+    parser = HfArgumentParser(SandboxGRPOConfig)
+    (parsed,) = parser.parse_dict({**BASE(tmp_path), **SANDBOX})
+    assert parsed.sandbox == args.sandbox
+    cli = ["--output_dir", str(tmp_path), "--report_to", "none", "--use_cpu", "true",
+           "--sandbox_stabilizers", json.dumps(SANDBOX["sandbox_stabilizers"]),
+           "--sandbox_objective", json.dumps(SANDBOX["sandbox_objective"]),
+           "--sandbox_correction", '{"name": "m2po_mask"}', "--sandbox_grad_norms", "logit_proxy",
+           "--sandbox_grad_cosine", "false"]
+    (from_cli,) = parser.parse_args_into_dataclasses(cli)
+    assert from_cli.sandbox == args.sandbox and from_cli.to_dict()["sandbox_stabilizers"] == SANDBOX["sandbox_stabilizers"]
+    with pytest.raises(ValueError, match="sandbox_objective is not valid JSON"):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective="{name: grpo}")
+    with pytest.raises(ValueError, match=r"SandboxGRPOConfig\.sandbox_stabilizers\[0\]: .*'gak'"):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_stabilizers=[{"name": "gak"}])
+    with pytest.raises(ValueError, match=r"SandboxGRPOConfig\.sandbox_objective\.grpo\.eps_low: "):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective={"name": "grpo", "eps_low": -1})
+    with pytest.raises(ValueError, match=r"SandboxGRPOConfig\.sandbox_\*: .*contradicts objective.opob_grad_norms"):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective={"name": "grpo", "baseline": "opob", "opob_grad_norms": "ghost"},
+                          sandbox_grad_norms="exact")
+    assert SandboxGRPOConfig(**BASE(tmp_path)).sandbox == SandboxTRLConfig()
+
+
+def test_a_scenario_loads_into_the_config(tmp_path):
+    args = SandboxGRPOConfig.from_scenario("scenarios/fixed_lag.toml", [
+        'algorithm.stabilizers=[{name="gac", c_thr=0.25}, {name="vcpo_lr"}]', 'algorithm.correction={name="m2po_mask"}',
+    ], **BASE(tmp_path), learning_rate=1e-6)
+    assert [s["name"] for s in args.sandbox_stabilizers] == ["gac", "vcpo_lr"] and args.learning_rate == 1e-6
+    assert args.sandbox.correction.name == "m2po_mask"
+
+
+REFUSED_VALUES = {"beta": 0.04, "use_bias_correction_kl": False, "delta": 2.0, "importance_sampling_level": "sequence",
+                  "off_policy_mask_threshold": 0.5, "top_entropy_quantile": 0.2, "entropy_coef": 0.01,
+                  "use_adaptive_entropy": True, "entropy_coef_min": 0.1, "entropy_coef_max": 0.5,
+                  "entropy_coef_delta": 0.01, "entropy_target": 0.3, "multi_objective_aggregation": "normalize_then_sum",
+                  "sapo_temperature_neg": 2.0, "sapo_temperature_pos": 2.0, "vespo_k_pos": 1.0, "vespo_lambda_pos": 1.0,
+                  "vespo_k_neg": 1.0, "vespo_lambda_neg": 1.0, "vllm_importance_sampling_mode": "token_truncate",
+                  "vllm_importance_sampling_clip_max": 5.0, "vllm_importance_sampling_clip_min": 0.5,
+                  "vllm_importance_sampling_cap": 2.0}
+
+
+def test_every_refused_field_has_a_case():
+    from sandbox.integrations.trl import LOSS_FIELDS_REFUSED
+
+    assert set(REFUSED_VALUES) == set(LOSS_FIELDS_REFUSED)
+
+
+@pytest.mark.parametrize("field", list(REFUSED_VALUES))
+@pytest.mark.parametrize("sandbox", [{"sandbox_objective": {"name": "grpo"}}, {"sandbox_correction": {"name": "mis"}}],
+                         ids=["objective", "correction"])
+def test_a_loss_setting_the_sandbox_objective_replaces_is_refused_by_name(tmp_path, field, sandbox):
+    value = REFUSED_VALUES[field]
+    with pytest.raises(ValueError, match=re.escape(f"GRPOConfig.{field} = {value!r} is applied inside TRL's loss")):
+        SandboxGRPOConfig(**BASE(tmp_path), **{field: value}, **sandbox)
+    SandboxGRPOConfig(**BASE(tmp_path), **{field: value})  # without sandbox loss: TRL's own, accepted
+
+
+@pytest.mark.parametrize("trl_fields,objective,expected", [
+    ({"loss_type": "grpo"}, {"name": "dapo"}, {"aggregation": "seq_mean_token_mean"}),
+    ({"loss_type": "bnpo"}, {"name": "grpo"}, {"aggregation": "token_mean"}),
+    ({"epsilon": 0.1}, {"name": "grpo"}, {"eps_low": 0.1, "eps_high": 0.1}),
+    ({"epsilon": 0.1, "epsilon_high": 0.3}, {"name": "dapo"}, {"eps_low": 0.1, "eps_high": 0.3}),
+    ({"epsilon_high": 0.3}, {"name": "gspo"}, {"eps_low": 0.2, "eps_high": 0.3}),
+    ({"scale_rewards": "none"}, {"name": "grpo"}, {"normalize_std": False}),
+    ({"scale_rewards": False}, {"name": "reinforce"}, {"normalize_std": False}),
+    ({"scale_rewards": "none"}, {"name": "cispo"}, {"advantage": "dr_grpo"}),
+    ({"loss_type": "grpo", "epsilon": 0.1}, {"name": "grpo", "eps_low": 0.1, "aggregation": "seq_mean_token_mean"},
+     {"eps_low": 0.1, "eps_high": 0.1}),  # agreeing values are not a conflict
+    ({}, {"name": "dapo"}, {"eps_high": 0.28, "aggregation": "token_mean"}),  # TRL's defaults leave the objective's
+])
+def test_a_grpo_setting_with_an_equivalent_is_mapped_onto_the_objective(tmp_path, trl_fields, objective, expected):
+    args = SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields)
+    built = args.sandbox.objective
+    assert {k: getattr(built, k) for k in expected} == expected
+    assert {k: args.sandbox_objective[k] for k in expected if k in args.sandbox_objective} == \
+        {k: v for k, v in expected.items() if k in args.sandbox_objective}
+    assert SandboxGRPOConfig(**trl_fields, **BASE(tmp_path),  # the stored config re-validates
+                             sandbox_objective=args.sandbox_objective).sandbox == args.sandbox
+
+
+@pytest.mark.parametrize("trl_fields,objective,message", [
+    ({"epsilon": 0.1}, {"name": "grpo", "eps_low": 0.3}, r"GRPOConfig.epsilon = 0.1 contradicts sandbox_objective.eps_low = 0.3"),
+    ({"epsilon": 0.1}, {"name": "dapo"}, None),  # dapo's own eps_high = 0.28 is its default, not set: mapped
+    ({"epsilon_high": 0.3}, {"name": "dapo", "eps_high": 0.28}, r"GRPOConfig.epsilon_high = 0.3 contradicts sandbox_objective.eps_high"),
+    ({"loss_type": "grpo"}, {"name": "grpo", "aggregation": "token_mean"}, r"GRPOConfig.loss_type = 'grpo' contradicts"),
+    ({"loss_type": "dr_grpo"}, {"name": "grpo"}, r"GRPOConfig.loss_type = 'dr_grpo' has no equivalent"),
+    ({"loss_type": "sapo"}, {"name": "grpo"}, r"GRPOConfig.loss_type = 'sapo' has no equivalent"),
+    ({"scale_rewards": "batch"}, {"name": "grpo"}, r"GRPOConfig.scale_rewards = 'batch' has no equivalent"),
+    ({"scale_rewards": "none"}, {"name": "grpo", "normalize_std": True}, r"GRPOConfig.scale_rewards = 'none' contradicts"),
+    ({"scale_rewards": "none"}, {"name": "cispo", "advantage": "rloo"}, r"scale_rewards = 'none' contradicts sandbox_objective.advantage"),
+    ({"epsilon": 0.1}, {"name": "reinforce"}, r"GRPOConfig.epsilon = 0.1 has no counterpart in sandbox_objective 'reinforce'"),
+    ({"scale_rewards": "none"}, {"name": "ppo", "advantage": "reward"}, r"scale_rewards = 'none' contradicts"),
+])
+def test_a_conflicting_or_unmappable_grpo_setting_is_refused_by_name(tmp_path, trl_fields, objective, message):
+    if message is None:
+        assert SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields).sandbox.objective.eps_high == 0.1
+        return
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields)
+
+
+def test_the_deprecated_sandbox_argument_still_configures_the_trainer(tokenizer, tmp_path):
+    """sandbox= warns and is merged into a SandboxGRPOConfig copy of args (without re-running GRPOConfig's
+    post-processing); with the sandbox_* fields set too, it is refused."""
+    kwargs = dict(model=tiny_llama(), reward_funcs=digit_fraction, train_dataset=dataset(), processing_class=tokenizer)
+    with pytest.warns(FutureWarning, match=r"\(sandbox=\.\.\.\) is deprecated"):
+        trainer = SandboxGRPOTrainer(**kwargs, args=grpo_args(tmp_path, epsilon=0.1),
+                                     sandbox={"stabilizers": [{"name": "vcpo_lr"}], "objective": {"name": "grpo"}})
+    assert isinstance(trainer.args, SandboxGRPOConfig) and trainer.args.sandbox_stabilizers == [{"name": "vcpo_lr"}]
+    assert trainer.args.generation_batch_size == 16 and trainer.sandbox.objective.eps_low == 0.1  # mapped
+    with pytest.raises(ValueError, match="both args"), pytest.warns(FutureWarning):
+        SandboxGRPOTrainer(**kwargs, args=grpo_args(tmp_path, sandbox={"stabilizers": [{"name": "gac"}]}),
+                           sandbox={"stabilizers": [{"name": "vcpo_lr"}]})
+    with pytest.raises(ValueError, match=r"GRPOConfig\.beta = 0\.04"), pytest.warns(FutureWarning):
+        SandboxGRPOTrainer(**kwargs, args=grpo_args(tmp_path, beta=0.04), sandbox={"correction": {"name": "mis"}})
