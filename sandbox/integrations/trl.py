@@ -83,7 +83,8 @@ def check_trl_version(version: str | None = None) -> None:
 
 class SandboxTRLConfig(BaseModel):
     """What the sandbox adds to TRL's GRPO trainer; the same config models as a scenario's ``[algorithm]``
-    (``docs/methods/``). Empty (the default): TRL's own training, bitwise, plus the monitors."""
+    (``docs/methods/``). Empty (the default): TRL's own training, bitwise, plus the monitors. The trainer
+    reads it from :attr:`SandboxGRPOConfig.sandbox` (its ``sandbox_*`` fields, validated)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     stabilizers: list[StabilizerConfig] = Field(
