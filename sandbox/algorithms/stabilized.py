@@ -81,7 +81,33 @@ class StabilizedOptimizer:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self) -> dict[str, Any]:
-        return self.optimizer.state_dict()
+        """``{"optimizer": the inner optimizer's state_dict(), "stabilizers": [...]}``: everything a resumed
+        run needs besides the parameters, so that it continues bitwise as the uninterrupted run. Each
+        stabilizer entry is ``{"name": its config's name, "state": its state_dict()}`` (the name only
+        checks that a checkpoint is loaded into the same list of stabilizers)."""
+        return {"optimizer": self.optimizer.state_dict(), "stabilizers": self.stabilizer_state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the parameters are restored by their owner)."""
+        missing = {"optimizer", "stabilizers"} - set(state)
+        if missing:
+            raise ValueError(f"not a StabilizedOptimizer state: {sorted(missing)} missing (keys: {sorted(state)})")
+        self.load_stabilizer_state_dict(state["stabilizers"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def stabilizer_state_dict(self) -> list[dict[str, Any]]:
+        """Every stabilizer's state, in list order (what :meth:`state_dict` adds to the optimizer's)."""
+        return [{"name": getattr(s.cfg, "name", type(s).__name__), "state": s.state_dict()} for s in self.stabilizers]
+
+    def load_stabilizer_state_dict(self, entries: list[dict[str, Any]]) -> None:
+        """Restore :meth:`stabilizer_state_dict`; refuses a checkpoint of another list of stabilizers."""
+        ours = [getattr(s.cfg, "name", type(s).__name__) for s in self.stabilizers]
+        theirs = [e["name"] for e in entries]
+        if ours != theirs:
+            raise ValueError(f"the checkpoint holds the state of the stabilizers {theirs}, but this optimizer runs {ours}: "
+                             "resume with the stabilizers of the saved run")
+        for s, e in zip(self.stabilizers, entries):
+            s.load_state_dict(e["state"])
 
     def _stage(self, stage: str) -> list:
         return self._by_stage[stage]

@@ -18,6 +18,16 @@ learner) around that call, without replacing the optimizer, its schedule or its 
    optimizer state, so it is as if the step had not been taken (the trainer's LR schedule still
    advances, as it does for any step its own gradient scaler skips).
 
+Checkpoints: the stabilizers' state (GAC's reference direction and cosine history, ``grad_norm_skip``'s
+statistics, the previous gradient of ``grad/cos_prev``) travels inside the optimizer's own
+``state_dict()`` under the key :data:`STATE_KEY`, added by a state-dict post-hook and taken back out by a
+load pre-hook (``Optimizer.register_state_dict_post_hook`` / ``register_load_state_dict_pre_hook``,
+torch >= 2.1). So whatever saves and loads the optimizer saves and loads them too: Hugging Face's
+``Trainer`` writes ``optimizer.pt`` from ``optimizer.state_dict()`` and reads it back with
+``optimizer.load_state_dict(torch.load(..., weights_only=True))`` (transformers 5.x
+``_save_optimizer_and_scheduler`` / ``_load_optimizer_and_scheduler``), through accelerate's optimizer
+wrapper, which forwards both calls to the torch optimizer these hooks sit on.
+
 Every parameter must hold its full gradient on every process (one process, or data-parallel DDP where
 gradients are all-reduced before the step): with sharded gradients (FSDP, DeepSpeed ZeRO) the global
 cosines and norms would be per shard, so :func:`check_full_gradients` refuses them.
@@ -26,6 +36,7 @@ cosines and norms would be per shard, so :func:`check_full_gradients` refuses th
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Callable, Iterable
 
@@ -34,7 +45,12 @@ from torch import Tensor
 
 from ..algorithms.stabilized import PendingStep, StabilizedOptimizer, StepContext
 
-__all__ = ["StabilizerHooks", "check_full_gradients"]
+__all__ = ["STATE_KEY", "StabilizerHooks", "check_full_gradients"]
+
+logger = logging.getLogger(__name__)
+
+STATE_KEY = "sandbox_stabilizer_hooks"
+"""The key of :meth:`StabilizerHooks.state_dict` inside the optimizer's ``state_dict()``."""
 
 SHARDED_BACKENDS = ("FSDP", "DEEPSPEED", "MEGATRON_LM", "XLA")
 
@@ -76,10 +92,42 @@ class StabilizerHooks:
         self.pending: PendingStep | None = None
         self.steps = 0
         self.last_metrics: dict[str, float] = {}
+        self._loaded: dict | None = None
         self._handles = [
             optimizer.register_step_pre_hook(self._pre_step),
             optimizer.register_step_post_hook(self._post_step),
+            optimizer.register_state_dict_post_hook(self._add_state),
+            optimizer.register_load_state_dict_pre_hook(self._take_state),
+            optimizer.register_load_state_dict_post_hook(self._restore_state),
         ]
+
+    # ------------------------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """What a resumed run needs besides the optimizer's own state: every stabilizer's state, the previous
+        raw gradient (``grad/cos_prev``) and the step count."""
+        return {"stabilizers": self.core.stabilizer_state_dict(), "prev_grad": self.prev_grad, "steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.core.load_stabilizer_state_dict(state["stabilizers"])
+        self.prev_grad, self.steps = state["prev_grad"], int(state["steps"])
+        self.pending = None
+
+    def _add_state(self, optimizer, state_dict: dict) -> dict:
+        state_dict[STATE_KEY] = self.state_dict()
+        return state_dict
+
+    def _take_state(self, optimizer, state_dict: dict) -> dict:
+        state_dict = dict(state_dict)
+        self._loaded = state_dict.pop(STATE_KEY, None)
+        if self._loaded is None:
+            logger.warning("the optimizer state loaded has no sandbox stabilizer state (a checkpoint of a run without "
+                           "them?): the stabilizers and grad/cos_prev start afresh")
+        return state_dict
+
+    def _restore_state(self, optimizer) -> None:
+        loaded, self._loaded = self._loaded, None
+        if loaded is not None:
+            self.load_state_dict(loaded)
 
     # ------------------------------------------------------------------------------------ phases
     @torch.no_grad()

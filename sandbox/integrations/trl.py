@@ -1,6 +1,7 @@
 """The sandbox's stabilizers, corrections and baselines inside TRL's ``GRPOTrainer`` (trl 1.16):
-:class:`SandboxGRPOTrainer`, configured by :class:`SandboxTRLConfig` with the same config models as a
-scenario's ``[algorithm]`` table (``docs/promotion.md#trl``).
+:class:`SandboxGRPOTrainer`, configured by :class:`SandboxGRPOConfig`, a ``trl.GRPOConfig`` whose
+``sandbox_*`` fields hold the same config models as a scenario's ``[algorithm]`` table, saved with the
+training arguments (``docs/promotion.md#trl``).
 
 What it adds to ``GRPOTrainer`` (each off unless configured, except the monitors):
 
@@ -29,12 +30,15 @@ importance-sampling factor is not applied on top of a sandbox correction.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import warnings
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..algorithms import CorrectionConfig, ObjectiveConfig, StabilizerConfig, StepContext, build_policy_loss
 from ..algorithms.api import SEQ_GRAD_KEY, PolicyLossInput
@@ -46,13 +50,15 @@ from .step_hooks import StabilizerHooks, check_full_gradients
 
 try:
     import trl
+    from trl import GRPOConfig as TRLGRPOConfig
     from trl import GRPOTrainer
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "sandbox.integrations.trl needs TRL 1.16: pip install -c constraints-cpu.txt -e \".[trl]\""
     ) from err
 
-__all__ = ["SUPPORTED_TRL", "SandboxGRPOTrainer", "SandboxTRLConfig", "check_trl_version"]
+__all__ = ["LOSS_FIELDS_REFUSED", "SUPPORTED_TRL", "SandboxGRPOConfig", "SandboxGRPOTrainer", "SandboxTRLConfig",
+           "check_trl_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +83,8 @@ def check_trl_version(version: str | None = None) -> None:
 
 class SandboxTRLConfig(BaseModel):
     """What the sandbox adds to TRL's GRPO trainer; the same config models as a scenario's ``[algorithm]``
-    (``docs/methods/``). Empty (the default): TRL's own training, bitwise, plus the monitors."""
+    (``docs/methods/``). Empty (the default): TRL's own training, bitwise, plus the monitors. The trainer
+    reads it from :attr:`SandboxGRPOConfig.sandbox` (its ``sandbox_*`` fields, validated)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     stabilizers: list[StabilizerConfig] = Field(
@@ -138,24 +145,262 @@ class SandboxTRLConfig(BaseModel):
         return cls(stabilizers=alg.stabilizers, objective=alg.objective, correction=alg.correction, **extra)
 
 
-class SandboxGRPOTrainer(GRPOTrainer):
-    """``trl.GRPOTrainer`` with the sandbox's methods (module docstring). Takes every argument of
-    ``GRPOTrainer`` plus ``sandbox``: a :class:`SandboxTRLConfig` or its dict form.
+# --------------------------------------------------------------------------------------------------
+# GRPOConfig fields that a sandbox objective replaces
+# --------------------------------------------------------------------------------------------------
 
-    Limits: text-only models; one process or DDP (no sharded gradients); with a sandbox objective,
-    TRL's KL term (``beta``), entropy bonus, entropy masking, ``delta`` and off-policy masking are refused
-    (the sandbox has its own: objectives' ``beta_kl`` is not wired here, ``opsm`` is a correction)."""
+LOSS_FIELDS_REFUSED: tuple[str, ...] = (
+    "beta", "use_bias_correction_kl", "delta", "importance_sampling_level", "off_policy_mask_threshold",
+    "top_entropy_quantile", "entropy_coef", "use_adaptive_entropy", "entropy_coef_min", "entropy_coef_max",
+    "entropy_coef_delta", "entropy_target", "multi_objective_aggregation", "sapo_temperature_neg",
+    "sapo_temperature_pos", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
+    "vllm_importance_sampling_mode", "vllm_importance_sampling_cap", "vllm_importance_sampling_clip_max",
+    "vllm_importance_sampling_clip_min",
+)
+"""``trl.GRPOConfig`` fields applied inside TRL's loss (or its rewards' aggregation) with no counterpart in a
+sandbox objective: with a sandbox objective or correction, a value other than TRL's default is refused by
+name (the sandbox's counterparts are objectives and corrections, ``docs/promotion.md#trl``). Mapped instead:
+``loss_type``, ``epsilon``, ``epsilon_high``, ``scale_rewards`` (:func:`map_grpo_fields`). Honoured as in
+TRL (they act outside the loss): ``reward_weights``, ``mask_truncated_completions`` (zeroes the completion
+mask the sandbox loss reads), ``num_iterations``, ``temperature``, ``num_generations`` and the generation
+settings."""
+
+LOSS_TYPE_FOR_OBJECTIVE = {"grpo": "seq_mean_token_mean", "bnpo": "token_mean"}
+"""``loss_type`` → ``aggregation`` of an explicit sandbox objective: the loss types whose TRL 1.16 normaliser
+is the sandbox aggregation's on each micro-batch (``grpo``: mean over tokens then sequences; ``bnpo``: tokens
+of the micro-batch). TRL's default ``dapo`` (normalised by the generation batch's tokens) and ``dr_grpo``
+(by ``max_completion_length``) have no such equivalent."""
+
+SCALE_REWARDS_FOR_OBJECTIVE = {"normalize_std": {"group": True, "none": False},
+                               "advantage": {"group": "grpo", "none": "dr_grpo"}}
+"""``scale_rewards`` → the objective's own switch: ``normalize_std`` (grpo, reinforce) or the ``advantage``
+kind (dapo, cispo, gspo, ppo: ``grpo`` = group mean and std, ``dr_grpo`` = group mean only). ``batch`` (the
+std of the whole batch) has none."""
+
+
+def _trl_default(name: str):
+    f = {f.name: f for f in dataclasses.fields(TRLGRPOConfig)}[name]
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
+def _set(args, name: str) -> bool:
+    """Whether ``args.<name>`` differs from ``trl.GRPOConfig``'s default (the only way to tell a set field)."""
+    return getattr(args, name) != _trl_default(name)
+
+
+def map_grpo_fields(args, objective):
+    """The explicit sandbox ``objective`` with the ``GRPOConfig`` fields it replaces mapped onto it, or a
+    ``ValueError`` naming the field. A field at TRL's default leaves the objective's own setting; a set field
+    (``loss_type`` → ``aggregation``, ``epsilon``/``epsilon_high`` → ``eps_low``/``eps_high``, with TRL's
+    ``epsilon_high = epsilon`` when unset, ``scale_rewards`` → ``normalize_std`` or ``advantage``) is written
+    into the objective unless the objective sets that field to another value, or has no such field."""
+    targets: dict[str, tuple[str, Any]] = {}  # objective field -> (the GRPOConfig field, value)
+    if _set(args, "loss_type"):
+        if args.loss_type not in LOSS_TYPE_FOR_OBJECTIVE:
+            raise ValueError(
+                f"GRPOConfig.loss_type = {args.loss_type!r} has no equivalent for sandbox_objective {objective.name!r}: "
+                f"leave it at {_trl_default('loss_type')!r} and set sandbox_objective.aggregation (loss types mapped: "
+                f"{sorted(LOSS_TYPE_FOR_OBJECTIVE)})")
+        targets["aggregation"] = ("loss_type", LOSS_TYPE_FOR_OBJECTIVE[args.loss_type])
+    if _set(args, "epsilon") or _set(args, "epsilon_high"):
+        targets["eps_low"] = ("epsilon", args.epsilon)
+        high = args.epsilon if args.epsilon_high is None else args.epsilon_high
+        targets["eps_high"] = ("epsilon_high" if args.epsilon_high is not None else "epsilon", high)
+    if _set(args, "scale_rewards"):
+        for knob, table in SCALE_REWARDS_FOR_OBJECTIVE.items():
+            if knob in type(objective).model_fields:
+                if args.scale_rewards not in table:
+                    raise ValueError(f"GRPOConfig.scale_rewards = {args.scale_rewards!r} has no equivalent for "
+                                     f"sandbox_objective {objective.name!r} (mapped: {sorted(table)} → {knob})")
+                targets[knob] = ("scale_rewards", table[args.scale_rewards])
+                break
+        else:
+            targets["normalize_std"] = ("scale_rewards", None)  # refused below: no such field
+    update = {}
+    for knob, (source, value) in targets.items():
+        if knob not in type(objective).model_fields:
+            raise ValueError(f"GRPOConfig.{source} = {getattr(args, source)!r} has no counterpart in sandbox_objective "
+                             f"{objective.name!r} (no field {knob!r}): leave it at {_trl_default(source)!r}")
+        own = getattr(objective, knob)
+        if knob in objective.model_fields_set and own != value:
+            raise ValueError(f"GRPOConfig.{source} = {getattr(args, source)!r} contradicts sandbox_objective.{knob} = "
+                             f"{own!r}: set one of them")
+        update[knob] = value
+    if not update:
+        return objective
+    return type(objective).model_validate({**objective.model_dump(exclude_unset=True), "name": objective.name, **update})
+
+
+def check_replaced_loss_fields(args) -> None:
+    """Refuse each :data:`LOSS_FIELDS_REFUSED` field set to a value other than TRL's default."""
+    for key in LOSS_FIELDS_REFUSED:
+        if _set(args, key):
+            raise ValueError(
+                f"GRPOConfig.{key} = {getattr(args, key)!r} is applied inside TRL's loss, which a sandbox objective "
+                f"replaces; set it to {_trl_default(key)!r} (the sandbox counterparts are objectives and corrections, "
+                "docs/promotion.md#trl)")
+
+
+def derived_objective(args) -> GRPOConfig:
+    """The sandbox objective equal to TRL's loss for a correction without an objective (``loss_type`` in
+    :data:`LOSS_TYPE_AGGREGATION`, ``scale_rewards`` ``group`` or ``none``; TRL's std ε = 1e-4)."""
+    if args.loss_type not in LOSS_TYPE_AGGREGATION or args.scale_rewards == "batch":
+        raise ValueError(
+            f"sandbox_correction needs an objective: GRPOConfig.loss_type={args.loss_type!r} with "
+            f"scale_rewards={args.scale_rewards!r} has no sandbox equivalent; set sandbox_objective "
+            f"(loss types mapped: {sorted(LOSS_TYPE_AGGREGATION)} with scale_rewards 'group' or 'none')"
+        )
+    return GRPOConfig(
+        eps_low=args.epsilon, eps_high=args.epsilon if args.epsilon_high is None else args.epsilon_high, eps_std=1e-4,
+        normalize_std=args.scale_rewards != "none", aggregation=LOSS_TYPE_AGGREGATION[args.loss_type],
+    )
+
+
+def _plain(model: BaseModel) -> dict:
+    """A config model as a JSON-able dict of what was set, its ``name`` always included."""
+    return {"name": model.name, **model.model_dump(mode="json", exclude_unset=True)}
+
+
+SANDBOX_FIELDS = ("sandbox_stabilizers", "sandbox_objective", "sandbox_correction", "sandbox_grad_norms",
+                  "sandbox_grad_cosine")
+
+
+@dataclasses.dataclass
+class SandboxGRPOConfig(TRLGRPOConfig):
+    """``trl.GRPOConfig`` plus the sandbox's settings, as fields that serialise with the rest (``to_dict()``,
+    ``to_json_string()``, ``training_args.bin`` in every checkpoint) and parse from the command line
+    (``HfArgumentParser``; the list and dict fields as JSON strings). The values are the config models of a
+    scenario's ``[algorithm]`` (``docs/methods/``), kept as plain dicts and validated here; :attr:`sandbox`
+    is the validated :class:`SandboxTRLConfig`.
+
+    With a sandbox objective or correction, no ``GRPOConfig`` setting is silently ignored: the fields the
+    objective replaces are mapped onto it (:func:`map_grpo_fields`; the stored ``sandbox_objective`` then
+    holds the mapped values) or, with no counterpart, refused by name when set
+    (:data:`LOSS_FIELDS_REFUSED`). ``docs/promotion.md#trl``."""
+
+    sandbox_stabilizers: list[dict] | str | None = dataclasses.field(default=None, metadata={"help": (
+        "Optimizer-level stabilizers in order, a list of stabilizer configs (JSON on the command line), e.g. "
+        "'[{\"name\": \"gac\", \"c_thr\": 0.3}, {\"name\": \"vcpo_lr\"}]' (gac, vcpo_lr, staleness_lr, grad_norm_skip).")})
+    sandbox_objective: dict | str | None = dataclasses.field(default=None, metadata={"help": (
+        "A sandbox objective replacing TRL's loss and advantages (JSON), e.g. '{\"name\": \"grpo\", \"baseline\": "
+        "\"opob\"}'; None = TRL's, or one derived from this config when a correction is set.")})
+    sandbox_correction: dict | str | None = dataclasses.field(default=None, metadata={"help": (
+        "A sandbox off-policy correction (JSON), e.g. '{\"name\": \"m2po_mask\"}'; None = none.")})
+    sandbox_grad_norms: str | None = dataclasses.field(default=None, metadata={
+        "help": "Per-completion gradient norms for OPOB: exact, ghost or logit_proxy; None = the objective's.",
+        "choices": ["exact", "ghost", "logit_proxy"]})
+    sandbox_grad_cosine: bool = dataclasses.field(default=True, metadata={
+        "help": "Log grad/cos_prev, the cosine of consecutive raw gradients (one gradient-sized buffer)."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._validate_sandbox()
+
+    def _validate_sandbox(self) -> None:
+        raw = {}
+        for name in ("sandbox_stabilizers", "sandbox_objective", "sandbox_correction"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"SandboxGRPOConfig.{name} is not valid JSON: {err}") from None
+            raw[name] = value
+        try:
+            cfg = SandboxTRLConfig(stabilizers=raw["sandbox_stabilizers"] or [], objective=raw["sandbox_objective"],
+                                   correction=raw["sandbox_correction"], grad_norms=self.sandbox_grad_norms,
+                                   grad_cosine=self.sandbox_grad_cosine)
+        except ValidationError as err:  # pydantic's locations are SandboxTRLConfig's: named here as our fields
+            lines = []
+            for e in err.errors():
+                loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in e["loc"])
+                lines.append(f"SandboxGRPOConfig.sandbox_{loc[1:] if loc else '*'}: {e['msg']}")
+            raise ValueError("\n".join(lines)) from None
+        if cfg.objective is not None:
+            cfg = cfg.model_copy(update={"objective": map_grpo_fields(self, cfg.objective)})
+        if cfg.objective is not None or cfg.correction is not None:
+            check_replaced_loss_fields(self)
+            if cfg.objective is None:
+                derived_objective(self)
+        self.sandbox_stabilizers = [_plain(s) for s in cfg.stabilizers] or None
+        self.sandbox_objective = None if cfg.objective is None else _plain(cfg.objective)
+        self.sandbox_correction = None if cfg.correction is None else _plain(cfg.correction)
+
+    @property
+    def sandbox(self) -> SandboxTRLConfig:
+        """The sandbox settings as the validated :class:`SandboxTRLConfig` (objective mapped)."""
+        return SandboxTRLConfig(stabilizers=self.sandbox_stabilizers or [], objective=self.sandbox_objective,
+                                correction=self.sandbox_correction, grad_norms=self.sandbox_grad_norms,
+                                grad_cosine=self.sandbox_grad_cosine)
+
+    @classmethod
+    def from_scenario(cls, path: str | Path, overrides: list[str] | None = None, **kwargs) -> "SandboxGRPOConfig":
+        """The objective, correction and stabilizers of a scenario file (after ``--set``-style overrides), with
+        ``kwargs`` the other ``GRPOConfig`` fields."""
+        cfg = SandboxTRLConfig.from_scenario(path, overrides)
+        return cls(**kwargs, **_sandbox_fields(cfg))
+
+    @classmethod
+    def from_grpo_config(cls, args: TRLGRPOConfig, sandbox: SandboxTRLConfig) -> "SandboxGRPOConfig":
+        """``args`` (already post-processed by ``GRPOConfig``, so not re-initialised) with ``sandbox``'s settings."""
+        new = cls.__new__(cls)
+        new.__dict__.update(vars(args))
+        for name, value in _sandbox_fields(sandbox).items():
+            setattr(new, name, value)
+        new._validate_sandbox()
+        return new
+
+
+def _sandbox_fields(cfg: SandboxTRLConfig) -> dict:
+    return {"sandbox_stabilizers": [_plain(s) for s in cfg.stabilizers] or None,
+            "sandbox_objective": None if cfg.objective is None else _plain(cfg.objective),
+            "sandbox_correction": None if cfg.correction is None else _plain(cfg.correction),
+            "sandbox_grad_norms": cfg.grad_norms, "sandbox_grad_cosine": cfg.grad_cosine}
+
+
+class SandboxGRPOTrainer(GRPOTrainer):
+    """``trl.GRPOTrainer`` with the sandbox's methods (module docstring), configured by ``args``, a
+    :class:`SandboxGRPOConfig` (a plain ``trl.GRPOConfig``: TRL's training plus the monitors). Takes every
+    argument of ``GRPOTrainer``; ``sandbox=`` (a :class:`SandboxTRLConfig` or its dict) is deprecated: it is
+    merged into a :class:`SandboxGRPOConfig` copy of ``args``.
+
+    Limits: text-only models; one process or DDP (no sharded gradients); with a sandbox objective, TRL's
+    KL term (``beta``), entropy bonus, entropy masking, ``delta``, off-policy masking and the other loss
+    settings of :data:`LOSS_FIELDS_REFUSED` are refused (the sandbox has its own: objectives' ``beta_kl`` is
+    not wired here, ``opsm`` is a correction). Checkpoints (``save_steps``, ``resume_from_checkpoint``) carry
+    the stabilizers' state inside ``optimizer.pt`` (``sandbox.integrations.step_hooks``) and the sandbox
+    settings inside ``training_args.bin``."""
 
     def __init__(self, *args, sandbox: SandboxTRLConfig | dict | None = None, **kwargs):
         check_trl_version()
-        self.sandbox = sandbox if isinstance(sandbox, SandboxTRLConfig) else SandboxTRLConfig.model_validate(sandbox or {})
         self._stabilizer_hooks: StabilizerHooks | None = None
         self._window_log_w: list[torch.Tensor] = []
         self._window_lag: list[torch.Tensor] = []
         self._rewards_per_func: torch.Tensor | None = None
         self._capture_logps = False
         self._captured_logps: torch.Tensor | None = None
-        grpo_args = kwargs.get("args", args[2] if len(args) > 2 else None)
+        positional = len(args) > 2
+        grpo_args = args[2] if positional else kwargs.get("args")
+        if sandbox is not None:
+            warnings.warn("SandboxGRPOTrainer(sandbox=...) is deprecated: pass args=SandboxGRPOConfig(..., "
+                          "sandbox_stabilizers=..., sandbox_objective=..., ...) so the settings are saved with the "
+                          "training arguments", FutureWarning, stacklevel=2)
+            sandbox = sandbox if isinstance(sandbox, SandboxTRLConfig) else SandboxTRLConfig.model_validate(sandbox)
+            if isinstance(grpo_args, SandboxGRPOConfig) and grpo_args.sandbox != SandboxTRLConfig():
+                raise ValueError("both args (a SandboxGRPOConfig with sandbox_* settings) and sandbox= are given: "
+                                 "set the sandbox_* fields of args only")
+            if grpo_args is not None:
+                grpo_args = SandboxGRPOConfig.from_grpo_config(grpo_args, sandbox)
+                if positional:
+                    args = (*args[:2], grpo_args, *args[3:])
+                else:
+                    kwargs["args"] = grpo_args
+        if isinstance(grpo_args, SandboxGRPOConfig):
+            self.sandbox = grpo_args.sandbox
+        elif sandbox is not None:  # no args: TRL builds its default GRPOConfig below
+            self.sandbox = sandbox
+        else:
+            self.sandbox = SandboxTRLConfig()
         # Built before TRL loads any model, so a bad combination is refused first; TRL's default args otherwise.
         early = self._build_policy_loss(grpo_args) if grpo_args is not None else None
         super().__init__(*args, **kwargs)
@@ -173,36 +418,14 @@ class SandboxGRPOTrainer(GRPOTrainer):
         objective = cfg.objective
         if objective is None and cfg.correction is None:
             return None
-        if objective is None:
-            if args.loss_type not in LOSS_TYPE_AGGREGATION or args.scale_rewards == "batch":
-                raise ValueError(
-                    f"sandbox.correction needs an objective: GRPOConfig.loss_type={args.loss_type!r} with "
-                    f"scale_rewards={args.scale_rewards!r} has no sandbox equivalent; set sandbox.objective "
-                    f"(loss types mapped: {sorted(LOSS_TYPE_AGGREGATION)} with scale_rewards 'group' or 'none')"
-                )
-            objective = GRPOConfig(
-                eps_low=args.epsilon, eps_high=args.epsilon if args.epsilon_high is None else args.epsilon_high, eps_std=1e-4,
-                normalize_std=args.scale_rewards != "none", aggregation=LOSS_TYPE_AGGREGATION[args.loss_type],
-            )
-        refused = {
-            "beta": (args.beta, 0.0),
-            "importance_sampling_level": (args.importance_sampling_level, "token"),
-            "top_entropy_quantile": (args.top_entropy_quantile, 1.0),
-            "entropy_coef": (getattr(args, "entropy_coef", 0.0), 0.0),
-            "delta": (args.delta, None),
-            "off_policy_mask_threshold": (args.off_policy_mask_threshold, None),
-            "multi_objective_aggregation": (args.multi_objective_aggregation, "sum_then_normalize"),
-        }
-        for key, (value, needed) in refused.items():
-            if value != needed:
-                raise ValueError(
-                    f"GRPOConfig.{key} = {value!r} is applied inside TRL's loss, which a sandbox objective replaces; "
-                    f"set it to {needed!r} (the sandbox counterparts are objectives and corrections, docs/promotion.md#trl)"
-                )
+        # A SandboxGRPOConfig has mapped and checked this at construction; a plain GRPOConfig (sandbox= given
+        # without args) is checked here.
+        objective = derived_objective(args) if objective is None else map_grpo_fields(args, objective)
+        check_replaced_loss_fields(args)
         loss = build_policy_loss(objective, cfg.correction)
         if type(loss.objective_impl).full_loss is not Objective.full_loss or loss.needs_reference_logp:
             raise ValueError(
-                f"sandbox.objective {objective.name!r} needs whole groups or a reference model inside the loss; "
+                f"sandbox_objective {objective.name!r} needs whole groups or a reference model inside the loss; "
                 "the TRL integration supports per-token surrogate objectives without a KL term"
             )
         return loss
@@ -308,8 +531,8 @@ class SandboxGRPOTrainer(GRPOTrainer):
                 try:
                     return recorder.sq_norms((logps * cmask).sum(-1))
                 except ValueError as err:  # a parameter no ghost rule covers (an op other than linear, embedding, norms)
-                    raise ValueError(f"SandboxTRLConfig.grad_norms = 'ghost' cannot serve {type(model).__name__}: {err}. "
-                                     "Use grad_norms = 'exact' (one backward per completion) for this model") from None
+                    raise ValueError(f"sandbox_grad_norms = 'ghost' cannot serve {type(model).__name__}: {err}. "
+                                     "Use sandbox_grad_norms = 'exact' (one backward per completion) for this model") from None
         params = [p for p in model.parameters() if p.requires_grad]
         norms = []
         with torch.enable_grad():

@@ -101,6 +101,30 @@ class Learner:
         self.replica_rows: list[dict[str, np.ndarray]] = []
         self._sample_lag: Tensor | None = None
 
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Everything the next optimizer step depends on: the weights, the optimizer with its
+        stabilizers (:meth:`StabilizedOptimizer.state_dict`), the previous raw gradient (``grad/cos_prev``)
+        and which replicas are alive; a learner built with the same arguments and loaded from it continues
+        bitwise as the uninterrupted one. The metrics rows already returned are the caller's."""
+        return {
+            "params": {k: v.detach().clone() for k, v in self.params.items()},
+            "optimizer": self.stabilized.state_dict(),
+            "prev_grad": self.prev_grad, "prev_grad_norm": self._prev_grad_norm,
+            "alive": self.alive.clone(), "diverged_at": torch.from_numpy(self.diverged_at.copy()),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if sorted(state["params"]) != sorted(self.names):
+            raise ValueError(f"the learner state holds parameters {sorted(state['params'])}, this learner {sorted(self.names)}")
+        with torch.no_grad():
+            for k in self.names:
+                self.params[k].copy_(state["params"][k])
+        self.stabilized.load_state_dict(state["optimizer"])
+        self.prev_grad, self._prev_grad_norm = state["prev_grad"], state["prev_grad_norm"]
+        self.alive = state["alive"].clone()
+        self.diverged_at = state["diverged_at"].numpy().copy()
+
     # -- Trainer protocol --------------------------------------------------------------------
     def initial_weights(self) -> Params:
         return self.snapshot()

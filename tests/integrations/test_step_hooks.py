@@ -3,6 +3,8 @@ the simulator's learner does with :class:`StabilizedOptimizer`: same parameters,
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -116,3 +118,64 @@ def test_sharded_gradients_are_refused(backend):
     with pytest.raises(ValueError, match="full gradient"):
         check_full_gradients(backend)
     check_full_gradients("MULTI_GPU")
+
+
+@pytest.mark.parametrize("name", ["gac", "gac_skip", "gac_post_optimizer", "vcpo_then_gac", "grad_norm_skip"])
+def test_the_optimizers_own_state_dict_carries_the_stabilizers_through_a_checkpoint(name):
+    """``optimizer.state_dict()`` (what a trainer saves) holds the hooks' state, and
+    ``optimizer.load_state_dict(torch.load(..., weights_only=True))`` on a fresh optimizer with fresh hooks
+    restores it: resumed at step 7, the run is the continuous one bitwise (parameters, every metric,
+    ``grad/cos_prev`` included); an optimizer state without it resumes differently."""
+    import io
+
+    from sandbox.integrations.step_hooks import STATE_KEY
+
+    shapes, steps, k = [(5, 3), (3,), (4,)], 14, 7
+    grads = _gradients(steps, shapes, aligned=2.0)
+    ess = torch.linspace(1.0, 0.3, steps)
+
+    def build(params):
+        opt = torch.optim.AdamW(params, lr=0.1, weight_decay=0.01)
+        metrics = []
+        counter = iter(range(steps))
+        hooks = StabilizerHooks(opt, params, [s.model_copy() for s in STACKS[name]], on_metrics=metrics.append,
+                                context=lambda: StepContext(ess_ratio=ess[next(counter)]), grad_cosine=True)
+        return opt, hooks, metrics
+
+    def run(params, opt, ts):
+        for t in ts:
+            for p, g in zip(params, grads[t]):
+                p.grad = (g + 0.5 * p.detach()).clone()
+            opt.step()
+
+    params = [torch.zeros(s, requires_grad=True) for s in shapes]
+    opt, hooks, metrics = build(params)
+    run(params, opt, range(k))
+    buf = io.BytesIO()
+    torch.save({"params": [p.detach().clone() for p in params], "optimizer": opt.state_dict()}, buf)
+    run(params, opt, range(k, steps))
+    assert STATE_KEY in opt.state_dict()
+
+    def resume(with_state: bool):
+        buf.seek(0)
+        saved = torch.load(buf, weights_only=True)
+        new = [p.clone().requires_grad_(True) for p in saved["params"]]
+        opt2, hooks2, metrics2 = build(new)
+        if not with_state:
+            saved["optimizer"].pop(STATE_KEY)
+        later = iter(range(k, steps))  # the resumed run's contexts continue at step k
+        hooks2.context = lambda: StepContext(ess_ratio=ess[next(later)])
+        opt2.load_state_dict(saved["optimizer"])
+        assert STATE_KEY not in opt2.state_dict()["state"]
+        run(new, opt2, range(k, steps))
+        return new, hooks2, metrics2
+
+    new, hooks2, metrics2 = resume(with_state=True)
+    assert all(torch.equal(a, b) for a, b in zip(params, new))
+    same = [a.keys() == b.keys() and all(a[m] == b[m] or (math.isnan(a[m]) and math.isnan(b[m])) for m in a)
+            for a, b in zip(metrics[k:], metrics2)]
+    assert len(metrics2) == steps - k and all(same) and hooks2.steps == hooks.steps == steps
+    assert not math.isnan(metrics2[0]["grad/cos_prev"])
+    new, _, metrics3 = resume(with_state=False)
+    assert metrics3[0]["grad/cos_prev"] != metrics3[0]["grad/cos_prev"]  # NaN: no previous gradient
+    assert any(not torch.equal(a, b) for a, b in zip(params, new))

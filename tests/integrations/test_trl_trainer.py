@@ -7,6 +7,7 @@ update is ``−lr·s·g̃``, so GAC's projection and VCPO's learning-rate factor
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -17,7 +18,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from sandbox.integrations.trl import SandboxGRPOTrainer, SandboxTRLConfig, check_trl_version  # noqa: E402
+from sandbox.integrations.trl import SandboxGRPOConfig, SandboxGRPOTrainer, SandboxTRLConfig, check_trl_version  # noqa: E402
 
 CHARS = list("0123456789+=ab")
 VOCAB = {t: i for i, t in enumerate(["<pad>", "<eos>", "<bos>"] + CHARS)}
@@ -60,15 +61,26 @@ class Snapshots(TrainerCallback):
         self.params.append(torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()]))
 
 
-def train(tokenizer, tmp_path, cls=SandboxGRPOTrainer, steps=STEPS, callback=None, **kwargs):
+def grpo_args(tmp_path, steps=STEPS, sandbox=None, **overrides):
+    """The tests' GRPOConfig; with ``sandbox`` (SandboxTRLConfig fields without the prefix) a SandboxGRPOConfig."""
     config = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
                   max_completion_length=6, steps_per_generation=4, max_steps=steps, learning_rate=3e-2,
                   logging_steps=1, report_to=[], use_cpu=True, seed=0, save_strategy="no", beta=0.0)
-    config.update(kwargs.pop("args", {}))
-    dataset = Dataset.from_dict({"prompt": [f"{i}+{j}=" for i in range(4) for j in range(4)]})
-    trainer = cls(model=tiny_llama(), reward_funcs=digit_fraction, args=GRPOConfig(**config), train_dataset=dataset,
+    config.update(overrides)
+    if sandbox is None:
+        return GRPOConfig(**config)
+    return SandboxGRPOConfig(**config, **{f"sandbox_{k}": v for k, v in sandbox.items()})
+
+
+def dataset():
+    return Dataset.from_dict({"prompt": [f"{i}+{j}=" for i in range(4) for j in range(4)]})
+
+
+def train(tokenizer, tmp_path, cls=SandboxGRPOTrainer, steps=STEPS, callback=None, resume=None, **kwargs):
+    args = grpo_args(tmp_path, steps, kwargs.pop("sandbox", None), **kwargs.pop("args", {}))
+    trainer = cls(model=tiny_llama(), reward_funcs=digit_fraction, args=args, train_dataset=dataset(),
                   processing_class=tokenizer, callbacks=[callback] if callback else None, **kwargs)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume)
     return trainer
 
 
@@ -246,9 +258,9 @@ def test_bad_input_is_named():
 
 def test_trl_loss_features_a_sandbox_objective_would_drop_are_refused(tokenizer, tmp_path):
     with pytest.raises(ValueError, match=r"GRPOConfig.beta = 0.1"):
-        train(tokenizer, tmp_path, steps=1, args={"beta": 0.1}, sandbox={"correction": {"name": "icepop"}})
+        grpo_args(tmp_path, beta=0.1, sandbox={"correction": {"name": "icepop"}})
     with pytest.raises(ValueError, match="loss_type='sapo'"):
-        train(tokenizer, tmp_path, steps=1, args={"loss_type": "sapo"}, sandbox={"correction": {"name": "mis"}})
+        grpo_args(tmp_path, loss_type="sapo", sandbox={"correction": {"name": "mis"}})
 
 
 def test_a_scenarios_methods_load_into_the_trainer_config():
@@ -273,3 +285,201 @@ def test_the_sandbox_loss_path_reproduces_trls_own_loss(tokenizer, tmp_path, los
     moved = max(float((a - s).abs().max()) for a, s in zip(plain.model.parameters(), start.parameters()))
     diff = max(float((a - b).abs().max()) for a, b in zip(plain.model.parameters(), ours.model.parameters()))
     assert moved > 1e-2 and diff <= 1e-6
+
+
+RESUME_STACK = {"stabilizers": [{"name": "grad_norm_skip", "warmup": 2}, {"name": "vcpo_lr"},
+                                {"name": "gac", "c_thr": 0.0, "sided": "two_sided", "reference": "ema"}]}
+
+
+def _resume_run(tokenizer, out, resume=None, cls=SandboxGRPOTrainer, sandbox=RESUME_STACK):
+    """6 optimizer steps, a generation batch every 2 (so a checkpoint falls between generation batches),
+    a checkpoint every 2 steps."""
+    return train(tokenizer, out, cls=cls, steps=6, resume=resume, sandbox=sandbox,
+                 args={"steps_per_generation": 2, "save_strategy": "steps", "save_steps": 2})
+
+
+def _step_logs(trainer, after: int) -> list[dict]:
+    """The logged rows of the optimizer steps after ``after``, without the wall-clock ones."""
+    return [{k: v for k, v in h.items() if "time" not in k and "per_second" not in k}
+            for h in trainer.state.log_history if h.get("step", 0) > after and "loss" in h]
+
+
+def _same_logs(a: list[dict], b: list[dict]) -> bool:
+    return len(a) == len(b) and all(x.keys() == y.keys() and all(
+        x[k] == y[k] or (isinstance(x[k], float) and math.isnan(x[k]) and math.isnan(y[k])) for k in x) for x, y in zip(a, b))
+
+
+def test_resume_from_a_checkpoint_is_bitwise_the_continuous_run(tokenizer, tmp_path):
+    """TRL's own resume is bitwise on the CPU when the checkpoint falls between generation batches (the
+    reference, checked first: the data order and the sampling RNG come back from the checkpoint). With GAC
+    (EMA reference, projecting every step), VCPO and grad_norm_skip, a run resumed at step 4 equals the
+    continuous one bitwise: parameters and every logged metric of steps 5 and 6, ``grad/cos_prev`` and GAC's
+    cosine included. A checkpoint stripped of the stabilizers' state resumes differently, so the comparison
+    can fail."""
+    plain = _resume_run(tokenizer, tmp_path / "plain", cls=GRPOTrainer, sandbox=None)
+    plain_resumed = _resume_run(tokenizer, tmp_path / "plain", resume=str(tmp_path / "plain/out/checkpoint-4"),
+                                cls=GRPOTrainer, sandbox=None)
+    assert all(torch.equal(a, b) for a, b in zip(plain.model.parameters(), plain_resumed.model.parameters()))
+    assert _same_logs(_step_logs(plain, 4), _step_logs(plain_resumed, 4))
+
+    ours = _resume_run(tokenizer, tmp_path / "a")
+    checkpoint = tmp_path / "a/out/checkpoint-4"
+    saved_args = torch.load(checkpoint / "training_args.bin", weights_only=False)
+    assert isinstance(saved_args, SandboxGRPOConfig) and saved_args.sandbox == ours.sandbox  # settings saved
+    resumed = _resume_run(tokenizer, tmp_path / "a", resume=str(checkpoint))
+    assert all(torch.equal(a, b) for a, b in zip(ours.model.parameters(), resumed.model.parameters()))
+    logs, resumed_logs = _step_logs(ours, 4), _step_logs(resumed, 4)
+    assert len(logs) == 2 and _same_logs(logs, resumed_logs)
+    assert all(row["grad/cos_prev"] is not None for row in resumed_logs)  # the trainer logs NaN as None
+    assert all(row["gac/projected"] == 1.0 for row in logs)  # GAC acts on both steps after the resume
+    assert logged(ours, "lr/scale")[-1] < 0.99  # VCPO scales them
+
+    from sandbox.integrations.step_hooks import STATE_KEY
+    optimizer = torch.load(checkpoint / "optimizer.pt", weights_only=True)
+    assert [e["name"] for e in optimizer[STATE_KEY]["stabilizers"]] == ["grad_norm_skip", "vcpo_lr", "gac"]
+    optimizer.pop(STATE_KEY)
+    torch.save(optimizer, checkpoint / "optimizer.pt")
+    stripped = _resume_run(tokenizer, tmp_path / "a", resume=str(checkpoint))
+    assert any(not torch.equal(a, b) for a, b in zip(ours.model.parameters(), stripped.model.parameters()))
+    assert _step_logs(stripped, 4)[0]["grad/cos_prev"] is None  # NaN: no previous gradient
+
+
+# ------------------------------------------------------------------------------------ SandboxGRPOConfig
+def BASE(tmp_path):
+    return {"output_dir": str(tmp_path), "report_to": [], "use_cpu": True}
+
+
+SANDBOX = {"sandbox_stabilizers": [{"name": "gac", "c_thr": 0.25}, {"name": "vcpo_lr"}],
+           "sandbox_objective": {"name": "grpo", "baseline": "opob"}, "sandbox_correction": {"name": "m2po_mask"},
+           "sandbox_grad_norms": "logit_proxy", "sandbox_grad_cosine": False}
+
+
+def test_the_sandbox_settings_serialise_with_the_training_arguments(tmp_path):
+    """to_dict / to_json_string (what TRL writes to the hub card and trackers), back into the class, and the
+    HfArgumentParser paths: from a dict and from command-line strings (the list and dicts as JSON)."""
+    import json
+
+    from transformers import HfArgumentParser
+
+    args = SandboxGRPOConfig(**BASE(tmp_path), **SANDBOX)
+    d = args.to_dict()
+    assert {k: d[k] for k in SANDBOX} == SANDBOX
+    assert json.loads(args.to_json_string())["sandbox_objective"] == SANDBOX["sandbox_objective"]
+    # TRL's own GRPOConfig does not take its to_dict() back as is: generation_batch_size is derived from
+    # steps_per_generation in __post_init__ and both may not be given (trl 1.16 grpo_config.py)
+    again = SandboxGRPOConfig(**{k: v for k, v in d.items() if k != "generation_batch_size"})
+    assert again.sandbox == args.sandbox and again.sandbox.stabilizers[0].c_thr == 0.25
+    parser = HfArgumentParser(SandboxGRPOConfig)
+    (parsed,) = parser.parse_dict({**BASE(tmp_path), **SANDBOX})
+    assert parsed.sandbox == args.sandbox
+    cli = ["--output_dir", str(tmp_path), "--report_to", "none", "--use_cpu", "true",
+           "--sandbox_stabilizers", json.dumps(SANDBOX["sandbox_stabilizers"]),
+           "--sandbox_objective", json.dumps(SANDBOX["sandbox_objective"]),
+           "--sandbox_correction", '{"name": "m2po_mask"}', "--sandbox_grad_norms", "logit_proxy",
+           "--sandbox_grad_cosine", "false"]
+    (from_cli,) = parser.parse_args_into_dataclasses(cli)
+    assert from_cli.sandbox == args.sandbox and from_cli.to_dict()["sandbox_stabilizers"] == SANDBOX["sandbox_stabilizers"]
+    with pytest.raises(ValueError, match="sandbox_objective is not valid JSON"):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective="{name: grpo}")
+    with pytest.raises(ValueError, match=r"SandboxGRPOConfig\.sandbox_stabilizers\[0\]: .*'gak'"):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_stabilizers=[{"name": "gak"}])
+    with pytest.raises(ValueError, match=r"SandboxGRPOConfig\.sandbox_objective\.grpo\.eps_low: "):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective={"name": "grpo", "eps_low": -1})
+    with pytest.raises(ValueError, match=r"SandboxGRPOConfig\.sandbox_\*: .*contradicts objective.opob_grad_norms"):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective={"name": "grpo", "baseline": "opob", "opob_grad_norms": "ghost"},
+                          sandbox_grad_norms="exact")
+    assert SandboxGRPOConfig(**BASE(tmp_path)).sandbox == SandboxTRLConfig()
+
+
+def test_a_scenario_loads_into_the_config(tmp_path):
+    args = SandboxGRPOConfig.from_scenario("scenarios/fixed_lag.toml", [
+        'algorithm.stabilizers=[{name="gac", c_thr=0.25}, {name="vcpo_lr"}]', 'algorithm.correction={name="m2po_mask"}',
+    ], **BASE(tmp_path), learning_rate=1e-6)
+    assert [s["name"] for s in args.sandbox_stabilizers] == ["gac", "vcpo_lr"] and args.learning_rate == 1e-6
+    assert args.sandbox.correction.name == "m2po_mask"
+
+
+REFUSED_VALUES = {"beta": 0.04, "use_bias_correction_kl": False, "delta": 2.0, "importance_sampling_level": "sequence",
+                  "off_policy_mask_threshold": 0.5, "top_entropy_quantile": 0.2, "entropy_coef": 0.01,
+                  "use_adaptive_entropy": True, "entropy_coef_min": 0.1, "entropy_coef_max": 0.5,
+                  "entropy_coef_delta": 0.01, "entropy_target": 0.3, "multi_objective_aggregation": "normalize_then_sum",
+                  "sapo_temperature_neg": 2.0, "sapo_temperature_pos": 2.0, "vespo_k_pos": 1.0, "vespo_lambda_pos": 1.0,
+                  "vespo_k_neg": 1.0, "vespo_lambda_neg": 1.0, "vllm_importance_sampling_mode": "token_truncate",
+                  "vllm_importance_sampling_clip_max": 5.0, "vllm_importance_sampling_clip_min": 0.5,
+                  "vllm_importance_sampling_cap": 2.0}
+
+
+def test_every_refused_field_has_a_case():
+    from sandbox.integrations.trl import LOSS_FIELDS_REFUSED
+
+    assert set(REFUSED_VALUES) == set(LOSS_FIELDS_REFUSED)
+
+
+@pytest.mark.parametrize("field", list(REFUSED_VALUES))
+@pytest.mark.parametrize("sandbox", [{"sandbox_objective": {"name": "grpo"}}, {"sandbox_correction": {"name": "mis"}}],
+                         ids=["objective", "correction"])
+def test_a_loss_setting_the_sandbox_objective_replaces_is_refused_by_name(tmp_path, field, sandbox):
+    value = REFUSED_VALUES[field]
+    with pytest.raises(ValueError, match=re.escape(f"GRPOConfig.{field} = {value!r} is applied inside TRL's loss")):
+        SandboxGRPOConfig(**BASE(tmp_path), **{field: value}, **sandbox)
+    SandboxGRPOConfig(**BASE(tmp_path), **{field: value})  # without sandbox loss: TRL's own, accepted
+
+
+@pytest.mark.parametrize("trl_fields,objective,expected", [
+    ({"loss_type": "grpo"}, {"name": "dapo"}, {"aggregation": "seq_mean_token_mean"}),
+    ({"loss_type": "bnpo"}, {"name": "grpo"}, {"aggregation": "token_mean"}),
+    ({"epsilon": 0.1}, {"name": "grpo"}, {"eps_low": 0.1, "eps_high": 0.1}),
+    ({"epsilon": 0.1, "epsilon_high": 0.3}, {"name": "dapo"}, {"eps_low": 0.1, "eps_high": 0.3}),
+    ({"epsilon_high": 0.3}, {"name": "gspo"}, {"eps_low": 0.2, "eps_high": 0.3}),
+    ({"scale_rewards": "none"}, {"name": "grpo"}, {"normalize_std": False}),
+    ({"scale_rewards": False}, {"name": "reinforce"}, {"normalize_std": False}),
+    ({"scale_rewards": "none"}, {"name": "cispo"}, {"advantage": "dr_grpo"}),
+    ({"loss_type": "grpo", "epsilon": 0.1}, {"name": "grpo", "eps_low": 0.1, "aggregation": "seq_mean_token_mean"},
+     {"eps_low": 0.1, "eps_high": 0.1}),  # agreeing values are not a conflict
+    ({}, {"name": "dapo"}, {"eps_high": 0.28, "aggregation": "token_mean"}),  # TRL's defaults leave the objective's
+])
+def test_a_grpo_setting_with_an_equivalent_is_mapped_onto_the_objective(tmp_path, trl_fields, objective, expected):
+    args = SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields)
+    built = args.sandbox.objective
+    assert {k: getattr(built, k) for k in expected} == expected
+    assert {k: args.sandbox_objective[k] for k in expected if k in args.sandbox_objective} == \
+        {k: v for k, v in expected.items() if k in args.sandbox_objective}
+    assert SandboxGRPOConfig(**trl_fields, **BASE(tmp_path),  # the stored config re-validates
+                             sandbox_objective=args.sandbox_objective).sandbox == args.sandbox
+
+
+@pytest.mark.parametrize("trl_fields,objective,message", [
+    ({"epsilon": 0.1}, {"name": "grpo", "eps_low": 0.3}, r"GRPOConfig.epsilon = 0.1 contradicts sandbox_objective.eps_low = 0.3"),
+    ({"epsilon": 0.1}, {"name": "dapo"}, None),  # dapo's own eps_high = 0.28 is its default, not set: mapped
+    ({"epsilon_high": 0.3}, {"name": "dapo", "eps_high": 0.28}, r"GRPOConfig.epsilon_high = 0.3 contradicts sandbox_objective.eps_high"),
+    ({"loss_type": "grpo"}, {"name": "grpo", "aggregation": "token_mean"}, r"GRPOConfig.loss_type = 'grpo' contradicts"),
+    ({"loss_type": "dr_grpo"}, {"name": "grpo"}, r"GRPOConfig.loss_type = 'dr_grpo' has no equivalent"),
+    ({"loss_type": "sapo"}, {"name": "grpo"}, r"GRPOConfig.loss_type = 'sapo' has no equivalent"),
+    ({"scale_rewards": "batch"}, {"name": "grpo"}, r"GRPOConfig.scale_rewards = 'batch' has no equivalent"),
+    ({"scale_rewards": "none"}, {"name": "grpo", "normalize_std": True}, r"GRPOConfig.scale_rewards = 'none' contradicts"),
+    ({"scale_rewards": "none"}, {"name": "cispo", "advantage": "rloo"}, r"scale_rewards = 'none' contradicts sandbox_objective.advantage"),
+    ({"epsilon": 0.1}, {"name": "reinforce"}, r"GRPOConfig.epsilon = 0.1 has no counterpart in sandbox_objective 'reinforce'"),
+    ({"scale_rewards": "none"}, {"name": "ppo", "advantage": "reward"}, r"scale_rewards = 'none' contradicts"),
+])
+def test_a_conflicting_or_unmappable_grpo_setting_is_refused_by_name(tmp_path, trl_fields, objective, message):
+    if message is None:
+        assert SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields).sandbox.objective.eps_high == 0.1
+        return
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields)
+
+
+def test_the_deprecated_sandbox_argument_still_configures_the_trainer(tokenizer, tmp_path):
+    """sandbox= warns and is merged into a SandboxGRPOConfig copy of args (without re-running GRPOConfig's
+    post-processing); with the sandbox_* fields set too, it is refused."""
+    kwargs = dict(model=tiny_llama(), reward_funcs=digit_fraction, train_dataset=dataset(), processing_class=tokenizer)
+    with pytest.warns(FutureWarning, match=r"\(sandbox=\.\.\.\) is deprecated"):
+        trainer = SandboxGRPOTrainer(**kwargs, args=grpo_args(tmp_path, epsilon=0.1),
+                                     sandbox={"stabilizers": [{"name": "vcpo_lr"}], "objective": {"name": "grpo"}})
+    assert isinstance(trainer.args, SandboxGRPOConfig) and trainer.args.sandbox_stabilizers == [{"name": "vcpo_lr"}]
+    assert trainer.args.generation_batch_size == 16 and trainer.sandbox.objective.eps_low == 0.1  # mapped
+    with pytest.raises(ValueError, match="both args"), pytest.warns(FutureWarning):
+        SandboxGRPOTrainer(**kwargs, args=grpo_args(tmp_path, sandbox={"stabilizers": [{"name": "gac"}]}),
+                           sandbox={"stabilizers": [{"name": "vcpo_lr"}]})
+    with pytest.raises(ValueError, match=r"GRPOConfig\.beta = 0\.04"), pytest.warns(FutureWarning):
+        SandboxGRPOTrainer(**kwargs, args=grpo_args(tmp_path, beta=0.04), sandbox={"correction": {"name": "mis"}})

@@ -12,6 +12,13 @@ these declarations, never a stabilizer's name or config:
 ``transform`` returns ``(vecs, skip_mask | None, metrics)``; a skip mask ``(R...)`` (bool, True = skip
 this replica's step) is allowed only from a stabilizer with ``can_skip = True``, which tells the wrapper
 to save the optimizer state before the step so a skipped replica's moments can be restored.
+
+A stabilizer that carries state between steps (GAC's reference direction and cosine history,
+``grad_norm_skip``'s norm statistics) declares it through ``state_dict()`` / ``load_state_dict()``, as a
+torch module or optimizer does; the wrapper saves and restores every stabilizer's state through these two
+methods only, so a run resumed from a checkpoint continues bitwise as the uninterrupted run
+(``docs/methods/stabilizers.md#checkpoints``). The state holds only tensors, lists, dicts, numbers, strings
+and None, so ``torch.load(..., weights_only=True)`` reads it back.
 """
 
 from __future__ import annotations
@@ -70,6 +77,17 @@ class Stabilizer:
 
     def reset(self) -> None:
         """Forget any state carried between steps."""
+
+    def state_dict(self) -> dict:
+        """The state carried between steps (tensors, lists, dicts, numbers, strings, None). A stateless
+        stabilizer (the default) returns ``{}``; a stateful one overrides this and :meth:`load_state_dict`."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned, so that the next step is the one the saved run would
+        have taken. The default (stateless) accepts only ``{}``."""
+        if state:
+            raise ValueError(f"{type(self).__name__} carries no state, but the state to load has keys {sorted(state)}")
 
 
 __all__ = ["STABILIZERS", "STAGES", "Stabilizer", "Stage", "StepContext"]

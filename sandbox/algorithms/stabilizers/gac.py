@@ -312,6 +312,18 @@ class GAC(Stabilizer):
             new_ref.append(cand.clone())
         self.ref = new_ref
 
+    def state_dict(self) -> dict:
+        """The reference direction ``p`` (one tensor per parameter; None before the first step) and, per
+        unit, the cosines seen (the adaptive thresholds' history, at most ``window`` each). The packed
+        copy of the reference and the layout are caches, rebuilt from ``ref`` with the same values."""
+        return {"ref": None if self.ref is None else list(self.ref), "history": [list(h) for h in self.history]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.ref = None if state["ref"] is None else list(state["ref"])
+        self.history = [deque(h, maxlen=self.cfg.window) for h in state["history"]]
+        self._ref_blocks = None
+        self._layout = None
+
     def reset(self) -> None:
         self.ref = None
         self.history = []

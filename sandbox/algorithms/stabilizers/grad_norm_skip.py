@@ -76,6 +76,14 @@ class GradNormSkip(Stabilizer):
         self.mean: Tensor | None = None
         self.var: Tensor | None = None
 
+    def state_dict(self) -> dict:
+        """The warm-up norms seen so far and the EMA statistics μ, σ² (None before the warm-up ends)."""
+        return {"warmup_norms": list(self.warmup_norms), "mean": self.mean, "var": self.var}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.warmup_norms = list(state["warmup_norms"])
+        self.mean, self.var = state["mean"], state["var"]
+
     def transform(self, vecs: list[Tensor], replica_dims: int, context=None):
         norm = sum(replica_sum(g * g, replica_dims) for g in vecs).sqrt().detach()
         if self.mean is None:
