@@ -233,6 +233,12 @@ def build_layout(results: pd.DataFrame, keys: list[str], comparison=None) -> Lay
     return layout
 
 
+def _top_title(fig, text: str, fontsize: float = 10) -> None:
+    """A figure title above every panel (after ``tight_layout``; the saved figure is cropped to fit
+    it), so that it never overlaps the first panel's title in a tall grid."""
+    fig.suptitle(text, fontsize=fontsize, y=1.0, va="bottom")
+
+
 def _grid(n_rows: int, n_cols: int, width: float, height: float, **kw):
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(width * n_cols, height * n_rows), squeeze=False, dpi=DPI, **kw)
     return fig, axes
@@ -415,8 +421,8 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
     handles = layout.color_handles() + ([layout.reference_handle()] if refs_drawn else [])
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
                title=layout.legend_title(), title_fontsize=7)
-    fig.suptitle(f"Learning curves of all {len(layout.labels)} configurations: mean over seeds, band min..max", fontsize=10)
     fig.tight_layout()
+    _top_title(fig, f"Learning curves of all {len(layout.labels)} configurations: mean over seeds, band min..max", fontsize=10)
     _save(fig, path, formats)
     n_seeds = int(results.groupby(keys).size().max()) if keys and len(results) else len(results)
     by = f"; one row per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else ""
@@ -535,9 +541,9 @@ def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth
         ax.set_xlabel("learner step")
     fig.legend(handles=layout.color_handles(lw=1.2), loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
                title=layout.legend_title(), title_fontsize=7)
-    fig.suptitle(f"ESS and gradient-cosine traces of all {len(layout.labels)} configurations (mean over seeds, rolling {smooth})",
-                 fontsize=10)
     fig.tight_layout()
+    _top_title(fig, f"ESS and gradient-cosine traces of all {len(layout.labels)} configurations (mean over seeds, rolling {smooth})",
+                 fontsize=10)
     _save(fig, path, formats)
     return Figure(
         path.stem,
@@ -629,8 +635,8 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
         if title:
             ax.set_title(title, fontsize=9, loc="left")
     panels[-1].set_xlabel("simulated time (s)")
-    fig.suptitle(f"Time to target: {metric} {rule}{note}", fontsize=9)
     fig.tight_layout()
+    _top_title(fig, f"Time to target: {metric} {rule}{note}", fontsize=9)
     _save(fig, path, formats)
     seeds = max(len(a.runs) for a in arms)
     return Figure(
@@ -725,8 +731,8 @@ def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path, for
     axes[-1, 0].set_xlabel("lag of a consumed group (versions)")
     fig.legend(handles=layout.color_handles(lw=6), loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
                title=layout.legend_title(), title_fontsize=7)
-    fig.suptitle(f"Staleness distribution of all {len(layout.labels)} configurations, all seeds pooled", fontsize=10)
     fig.tight_layout()
+    _top_title(fig, f"Staleness distribution of all {len(layout.labels)} configurations, all seeds pooled", fontsize=10)
     _save(fig, path, formats)
     return Figure(path.stem, path, "Staleness distributions", "Lag of every consumed rollout group, all seeds pooled"
                   + (f"; one panel per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else "") + ".")
@@ -756,7 +762,10 @@ def summary_figure(results: pd.DataFrame, ttt: pd.DataFrame | None, layout: Layo
             label = group_label(layout.keys, vals) if vals is not None else r.get("configuration")
             ttt_by_label[str(label)] = r.to_dict()
         panels.append(("ttt", "time to target (simulated s)"))
-    fig, axes = _grid(1, len(panels), min(12.0, max(4.5, 0.35 * len(facets) * len(colour_values) + 2.0)), 4.0)
+    panel_w = max(4.5, 0.35 * len(facets) * len(colour_values) + 2.0)
+    # side by side while narrow, one above the other when wide
+    fig, axes = (_grid(1, len(panels), panel_w, 4.0) if panel_w <= 7.5 else _grid(len(panels), 1, min(16.0, panel_w), 3.6))
+    axes = axes.reshape(1, -1)
     missed_drawn = False
     for ax, (kind, ylabel) in zip(axes[0], panels):
         top = []
@@ -813,8 +822,8 @@ def summary_figure(results: pd.DataFrame, ttt: pd.DataFrame | None, layout: Layo
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.92), fontsize=7,
                title=layout.legend_title(), title_fontsize=7)
     names = " x ".join(_short(k) for k in layout.facet_keys + ([layout.color_key] if layout.color_key else []))
-    fig.suptitle(f"Summary over {names or 'the sweep'}: all {len(layout.labels)} configurations", fontsize=10)
     fig.tight_layout()
+    _top_title(fig, f"Summary over {names or 'the sweep'}: all {len(layout.labels)} configurations", fontsize=10)
     _save(fig, path, formats)
     return Figure(path.stem, path, f"Summary: {names}",
                   f"Per configuration: {rcol} (mean over seeds, 95% Student t-interval)"

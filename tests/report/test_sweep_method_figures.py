@@ -110,8 +110,13 @@ def test_time_to_target_draws_every_configuration(drawn):
 def test_summary_figure_has_every_configuration(drawn):
     fig = drawn["summary"]
     final = fig.axes[0]
-    colours = [to_hex(line.get_color()) for line in final.get_lines() if line.get_marker() == "o"]
+    dots = [line for line in final.get_lines() if line.get_marker() == "o"]
+    colours = [to_hex(line.get_color()) for line in dots]
     assert len(colours) == len(CONFIGS)
+    lo, hi = final.get_xlim()
+    for line in dots:  # each dot near its lag's tick (0, 1, 2), inside the axes
+        x = float(line.get_xdata()[0])
+        assert lo < x < hi and abs(x - round(x)) < 0.4
     assert sorted(colours) == sorted(COLOR[m] for _, m in product(LAGS, METHODS))
     assert [t.get_text() for t in final.get_xticklabels()] == [f"k={k}" for k in LAGS]
     assert len(fig.axes) == 2 and "time to target" in fig.axes[1].get_title()
