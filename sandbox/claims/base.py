@@ -140,12 +140,17 @@ class Claim:
     run: Callable[..., ClaimResult]
 
 
-def band(per_seed: np.ndarray) -> tuple[list[float], list[float], list[float]]:
-    """Mean and t-interval at each column of a (seeds, points) array (NaN-aware)."""
+def band(per_seed: np.ndarray, bounds: tuple[float, float] | None = None) -> tuple[list[float], list[float], list[float]]:
+    """Mean and t-interval at each column of a (seeds, points) array (NaN-aware: a column without a
+    finite value stays NaN, a gap in the figure). ``bounds``: the quantity's possible range (a
+    cosine [−1, 1], a fraction [0, 1]); the interval is clipped to it."""
     means, lows, highs = [], [], []
     for col in np.asarray(per_seed, dtype=float).T:
         m, lo, hi = t_interval(col)
         means.append(m)
         lows.append(lo if math.isfinite(lo) else m)
         highs.append(hi if math.isfinite(hi) else m)
+    if bounds is not None:
+        lows = [min(max(v, bounds[0]), bounds[1]) if math.isfinite(v) else v for v in lows]
+        highs = [min(max(v, bounds[0]), bounds[1]) if math.isfinite(v) else v for v in highs]
     return means, lows, highs

@@ -3,9 +3,11 @@
 Scenario: ``scenarios/fixed_lag.toml`` with the ``methods_bitstring`` settings (bit-string H = 32,
 GRPO, Adam lr 0.3, no off-policy correction; docs/claims.md#scenario), one run per seed.
 Statistic: ``grad/cos_prev`` (cosine between the raw gradient and the previous step's raw gradient,
-before any stabilizer) averaged over the steps after the first 16 (the warm-up where a fixed lag
-reuses version 0) whose gradient is non-zero (a batch where every group has equal rewards has a
-zero GRPO gradient and no defined cosine; a run with no such step gives NaN for that seed). Differences are paired by seed. Rows:
+before any stabilizer) averaged over the steps after the variant's warm-up (the first k steps of a
+fixed lag k, which reuse version 0; none for a synchronous run) where both gradients are non-zero (a
+batch where every group has equal rewards has a zero GRPO gradient and no defined cosine: a
+synchronous run that has converged, about step 15 here, has none after it; a run with no such step
+gives NaN for that seed and the row's note counts it). Differences are paired by seed. Rows:
 
 * sync cosine near 0: mean cosine of the synchronous run in [−0.1, 0.1];
 * stale cosine persistently higher: cos(fixed lag 16) − cos(sync) > 0.1;
@@ -23,14 +25,23 @@ from . import _runs as R
 from .base import ClaimResult, Curve, Row, band
 
 WARMUP = 16
+"""Warm-up of the fixed lag 16 variants (the steps that reuse version 0); a synchronous run has none."""
 COS_MARGIN = 0.1
 REWARD_MARGIN = 0.05
 
 
-def _cos(run: R.Run) -> float:
-    """Mean cosine over the steps ≥ WARMUP whose gradient is non-zero (a batch whose groups all have
-    equal rewards has a zero GRPO gradient, where the cosine is undefined)."""
-    cos = np.where(run.metrics["grad/norm"] > 0, run.metrics["grad/cos_prev"], np.nan)[WARMUP:]
+def defined_cosine(run: R.Run) -> np.ndarray:
+    """``grad/cos_prev`` per step, NaN where it is undefined: where this step's or the previous
+    step's gradient is zero (a batch whose groups all have equal rewards has a zero GRPO gradient,
+    e.g. every step after a synchronous run converged; the logged value there is 0)."""
+    norm = run.metrics["grad/norm"]
+    prev = np.concatenate([[np.nan], norm[:-1]])
+    return np.where((norm > 0) & (prev > 0), run.metrics["grad/cos_prev"], np.nan)
+
+
+def _cos(run: R.Run, warmup: int = WARMUP) -> float:
+    """Mean defined cosine (:func:`defined_cosine`) over the steps ≥ ``warmup``."""
+    cos = defined_cosine(run)[warmup:]
     cos = cos[np.isfinite(cos)]
     return float(cos.mean()) if cos.size else float("nan")
 
@@ -41,32 +52,44 @@ VARIANTS = {
     "GAC, lag 16": {**R.lag(16), **R.GAC},
     "sync, epochs 4": {**R.SYNC, "algorithm.epochs": 4},
 }
+WARMUPS = {"sync": 0, "fixed lag 16": WARMUP, "GAC, lag 16": WARMUP, "sync, epochs 4": 0}
+
+
+def _undefined_note(*names_values) -> str:
+    """Why a cosine row has fewer seeds than asked for (empty when every seed has a value)."""
+    parts = [f"{int((~np.isfinite(v)).sum())} of {len(v)} seeds of '{n}'" for n, v in names_values if (~np.isfinite(v)).any()]
+    return ("no defined cosine (zero gradient at every step after the warm-up) for " + ", ".join(parts)) if parts else ""
 
 
 def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
-    cos = {name: R.per_seed(ov, seeds, quick, _cos) for name, ov in VARIANTS.items()}
+    cos = {name: R.per_seed(ov, seeds, quick, lambda r, w=WARMUPS[name]: _cos(r, w)) for name, ov in VARIANTS.items()}
     reward = {name: R.per_seed(VARIANTS[name], seeds, quick, R.Run.final_reward) for name in ("sync", "GAC, lag 16")}
     result = ClaimResult(
         name="gac_cosine",
         paper="GAC (arXiv 2603.01501)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={name: R.settings(ov, quick) for name, ov in VARIANTS.items()},
-        y_label="consecutive-gradient cosine grad/cos_prev (5-step mean)",
+        y_label="consecutive-gradient cosine grad/cos_prev\n(5-step mean; gaps: zero gradient, no cosine)",
     )
-    stat = f"mean grad/cos_prev over steps ≥ {WARMUP} with a non-zero gradient"
+    stat = "mean grad/cos_prev after the warm-up where both gradients are non-zero"
+    note = {name: _undefined_note(("sync", cos["sync"]), *([(name, cos[name])] if name != "sync" else [])) for name in VARIANTS}
     result.rows = [
-        Row("sync cosine near 0", stat + " (sync)", cos["sync"], (-COS_MARGIN, COS_MARGIN), "within"),
-        Row("stale cosine higher than sync", "cos(lag 16) − cos(sync)", cos["fixed lag 16"] - cos["sync"], COS_MARGIN, ">"),
-        Row("GAC restores sync-like cosine", "cos(GAC, lag 16) − cos(sync)", cos["GAC, lag 16"] - cos["sync"], COS_MARGIN, "<"),
+        Row("sync cosine near 0", stat + " (sync)", cos["sync"], (-COS_MARGIN, COS_MARGIN), "within", note=note["sync"]),
+        Row("stale cosine higher than sync", "cos(lag 16) − cos(sync)", cos["fixed lag 16"] - cos["sync"], COS_MARGIN, ">",
+            note=note["fixed lag 16"]),
+        Row("GAC restores sync-like cosine", "cos(GAC, lag 16) − cos(sync)", cos["GAC, lag 16"] - cos["sync"], COS_MARGIN, "<",
+            note=note["GAC, lag 16"]),
         Row("GAC matches sync reward at lag 16", "final expected reward: GAC − sync", reward["GAC, lag 16"] - reward["sync"],
             -REWARD_MARGIN, ">"),
-        Row("mini-batch (epochs 4) cosine higher", "cos(sync, E=4) − cos(sync)", cos["sync, epochs 4"] - cos["sync"], COS_MARGIN, ">"),
+        Row("mini-batch (epochs 4) cosine higher", "cos(sync, E=4) − cos(sync)", cos["sync, epochs 4"] - cos["sync"], COS_MARGIN, ">",
+            note=note["sync, epochs 4"]),
     ]
     for name, ov in VARIANTS.items():
         runs = R.runs(ov, seeds, quick)
         steps = runs[0].steps
         n = min(len(r.steps) for r in runs)
-        per = np.array([R.smooth(r.metrics["grad/cos_prev"][:n]) for r in runs])
-        m, lo, hi = band(per)
+        # undefined steps (a zero gradient) stay NaN: gaps in the figure, never a cosine of 0
+        per = np.array([R.smooth(defined_cosine(r)[:n]) for r in runs])
+        m, lo, hi = band(per, bounds=(-1.0, 1.0))
         result.curves.append(Curve(name, steps[:n].tolist(), m, lo, hi))
     return result

@@ -37,6 +37,6 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     ]
     runs = R.runs(ov, seeds, quick)
     n = min(len(r.steps) for r in runs)
-    m, lo, hi = band(np.array([R.smooth(r.metrics["mask/frac"][:n]) for r in runs]))
+    m, lo, hi = band(np.array([R.smooth(r.metrics["mask/frac"][:n]) for r in runs]), bounds=(0.0, 1.0))
     result.curves.append(Curve("M2PO, lag 16", runs[0].steps[:n].tolist(), m, lo, hi))
     return result

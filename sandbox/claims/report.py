@@ -111,7 +111,7 @@ def figure(result: ClaimResult, path: Path) -> None:
             ax.plot(c.x, c.y, color=color, label=c.label)
             if c.low:
                 ax.fill_between(c.x, c.low, c.high, color=color, alpha=0.2, linewidth=0)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, title="mean over seeds, band: 95% CI", title_fontsize=7)
     else:
         bars = [c for c in result.curves if c.low]
         fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(bars) + 3), 4.6))

@@ -86,6 +86,6 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     for name, ov in {**LAGS, "VCPO, lag 16": vcpo_ov}.items():
         runs = R.runs(ov, seeds, quick)
         n = min(len(r.steps) for r in runs)
-        m, lo, hi = band(np.array([R.smooth(r.metrics["is/ess_ratio"][:n]) for r in runs]))
+        m, lo, hi = band(np.array([R.smooth(r.metrics["is/ess_ratio"][:n]) for r in runs]), bounds=(0.0, 1.0))
         result.curves.append(Curve(name, runs[0].steps[:n].tolist(), m, lo, hi))
     return result

@@ -11,7 +11,7 @@ keeps one colour across the figures of a sweep (:func:`group_colors`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -90,6 +90,158 @@ def _subset(groups: list, limit: int = MAX_CURVES) -> tuple[list, str]:
         return groups, ""
     idx = np.unique(np.linspace(0, len(groups) - 1, limit).round().astype(int))
     return [groups[i] for i in idx], f" (showing {len(idx)} of {len(groups)} combinations)"
+
+
+SYNC_STYLE = "--"  # the line style of a synchronous reference drawn in another configuration's panel
+
+
+def _short(key: str) -> str:
+    return key.split(".")[-1]
+
+
+@dataclass
+class Layout:
+    """How the figures of a sweep show its configurations (combinations of the swept values),
+    every one of them (no cap): the colour key (the first categorical swept key, e.g. ``method``;
+    without one, the last numeric key) gives one colour per value, the same in every figure
+    (Okabe-Ito, :data:`sandbox.plots.PALETTE`, for a categorical key; evenly spaced viridis, in
+    value order, for a numeric one); the other swept keys (e.g. the lag ``k``) give one panel per
+    combination of their values. Keys with one value only name the runs. ``sync`` and ``baseline``
+    (from the time-to-target comparison) say which configurations are synchronous and which
+    synchronous configuration each one is compared with: a panel without its configurations'
+    baselines draws them dashed, in their own colour."""
+
+    keys: list[str]
+    color_key: str | None
+    facet_keys: list[str]
+    values_of: dict[str, tuple]  # configuration label -> its values of ``keys``
+    colors: dict[str, object]  # colour-key value as text -> colour
+    facets: list[tuple]  # panel values (of ``facet_keys``), in display order
+    sync: dict[str, bool] = field(default_factory=dict)
+    baseline: dict[str, str | None] = field(default_factory=dict)
+    ids: dict[str, list[str]] = field(default_factory=dict)  # configuration label -> its run ids
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.values_of)
+
+    def _value(self, label: str, key: str):
+        return self.values_of[label][self.keys.index(key)]
+
+    def color_value(self, label: str) -> str:
+        return str(self._value(label, self.color_key)) if self.color_key else label
+
+    def color(self, label: str):
+        return self.colors.get(self.color_value(label), PALETTE[0])
+
+    def facet(self, label: str) -> tuple:
+        return tuple(self._value(label, k) for k in self.facet_keys)
+
+    def facet_title(self, facet: tuple) -> str:
+        text = ", ".join(f"{_short(k)} = {v}" for k, v in zip(self.facet_keys, facet)) or "all configurations"
+        members = [lb for lb in self.labels if self.facet(lb) == facet]
+        if members and all(self.sync.get(lb, False) for lb in members):
+            text += " (synchronous)"
+        return text
+
+    def members(self, facet: tuple) -> list[str]:
+        return [lb for lb in self.labels if self.facet(lb) == facet]
+
+    def references(self, facet: tuple) -> list[str]:
+        """The synchronous baselines of a panel's configurations that the panel does not hold."""
+        members = self.members(facet)
+        out = []
+        for lb in members:
+            base = self.baseline.get(lb)
+            if base and base not in members and base not in out and base in self.values_of:
+                out.append(base)
+        return out
+
+    def legend_title(self) -> str | None:
+        return _short(self.color_key) if self.color_key else None
+
+    def color_handles(self, lw: float = 1.6) -> list:
+        from matplotlib.lines import Line2D
+
+        return [Line2D([], [], color=c, lw=lw, label=v) for v, c in self.colors.items()]
+
+    def reference_handle(self):
+        from matplotlib.lines import Line2D
+
+        return Line2D([], [], color="0.3", lw=1.0, ls=SYNC_STYLE, label="synchronous baseline\n(dashed, its colour)")
+
+
+def _sort_values(values: list) -> list:
+    try:
+        return sorted(values, key=lambda v: float(v))
+    except (TypeError, ValueError):
+        return values
+
+
+def build_layout(results: pd.DataFrame, keys: list[str], comparison=None) -> Layout:
+    """The :class:`Layout` of a sweep's results table (``keys``: its display keys); ``comparison``
+    (:func:`sandbox.sweep.results.time_to_target_comparison`) adds which configurations are
+    synchronous and their baselines."""
+    keys = [k for k in keys if k in results]
+    values_of: dict[str, tuple] = {}
+    id_label: dict[str, str] = {}
+    if keys:
+        for vals, g in results.groupby(keys, sort=False, dropna=False):
+            vals = vals if isinstance(vals, tuple) else (vals,)
+            label = group_label(keys, vals)
+            values_of[label] = vals
+            id_label.update({rid: label for rid in g["id"]} if "id" in g else {})
+    else:
+        values_of["all runs"] = ()
+        id_label.update({rid: "all runs" for rid in results.get("id", [])})
+    varying = [k for k in keys if results[k].nunique(dropna=False) >= 2]
+    numeric = numeric_axes(results, varying)
+    categorical = [k for k in varying if k not in numeric]
+    color_key = categorical[0] if categorical else (numeric[-1] if numeric else None)
+    facet_keys = [k for k in varying if k != color_key]
+    colors: dict[str, object] = {}
+    if color_key is not None:
+        i = keys.index(color_key)
+        seen = list(dict.fromkeys(v[i] for v in values_of.values()))
+        if color_key in numeric:
+            seen = _sort_values(seen)
+            cmap = plt.get_cmap("viridis")
+            colors = {str(v): cmap(0.9 * j / max(1, len(seen) - 1)) for j, v in enumerate(seen)}
+        elif len(seen) <= len(PALETTE):
+            colors = {str(v): PALETTE[j] for j, v in enumerate(seen)}
+        else:  # more categories than Okabe-Ito has colours
+            cmap = plt.get_cmap("tab20")
+            colors = {str(v): cmap(j % 20) for j, v in enumerate(seen)}
+    idx = [keys.index(k) for k in facet_keys]
+    facets = list(dict.fromkeys(tuple(v[i] for i in idx) for v in values_of.values()))
+    if len(facet_keys) == 1:
+        facets = [(v,) for v in _sort_values([f[0] for f in facets])]
+    layout = Layout(keys, color_key, facet_keys, values_of, colors, facets)
+    for rid, label in id_label.items():
+        layout.ids.setdefault(label, []).append(rid)
+    if comparison is not None:
+        arm_label = {}
+        for arm in comparison.arms:
+            mine = {id_label[r] for r in arm.run_ids if r in id_label}
+            if len(mine) == 1:
+                arm_label[arm.label] = mine.pop()
+        for arm in comparison.arms:
+            if arm.label in arm_label:
+                layout.sync[arm_label[arm.label]] = arm.synchronous
+                base = comparison.baseline.get(arm.label)
+                layout.baseline[arm_label[arm.label]] = arm_label.get(base) if base else None
+    return layout
+
+
+def _top_title(fig, text: str, fontsize: float = 10) -> None:
+    """A figure title above every panel (after ``tight_layout``; the saved figure is cropped to fit
+    it), so that it never overlaps the first panel's title in a tall grid."""
+    fig.suptitle(text, fontsize=fontsize, y=1.0, va="bottom")
+
+
+def _grid(n_rows: int, n_cols: int, width: float, height: float, **kw):
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width * n_cols, height * n_rows), squeeze=False, dpi=DPI, **kw)
+    return fig, axes
 
 
 def _diverged_fraction(df: pd.DataFrame) -> pd.Series:
@@ -226,57 +378,78 @@ def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=N
 
 @paused_cyclic_gc()
 def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str], path: Path,
-                    formats=FORMATS) -> Figure:
-    """Learning curves per combination of the swept values: mean over seeds, band = min..max."""
+                    formats=FORMATS, layout: Layout | None = None) -> Figure:
+    """Learning curves of every configuration: one row of panels per value of the facet keys
+    (:class:`Layout`), against learner steps (left) and simulated time (right), one colour per
+    value of the colour key; line = mean over seeds, band = min..max. A panel also draws, dashed,
+    the synchronous baselines of its configurations that live in another panel."""
     rcol, mcol, log = reward_metric(results)
     if mcol not in metrics:
         mcol = "loss" if "loss" in metrics else mcol
-    all_groups = _groups(metrics, keys)
-    colors = group_colors([label for label, _ in all_groups])
-    groups, note = _subset(all_groups)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), dpi=DPI)
-    for label, g in groups:
-        color = colors[label]
-        d = g[["id", "step", "time", mcol]].dropna()
-        if d.empty:
-            continue
-        by_step = d.pivot_table(index="step", columns="id", values=mcol)
-        mean = by_step.mean(axis=1)
-        axes[0].plot(mean.index, mean, color=color, lw=1.5, label=label)
-        if by_step.shape[1] > 1:
-            axes[0].fill_between(mean.index, by_step.min(axis=1), by_step.max(axis=1), color=color, alpha=0.2, lw=0)
-        t = d.groupby("step")["time"].mean().reindex(mean.index)
-        axes[1].plot(t, mean, color=color, lw=1.5)
-        if by_step.shape[1] > 1:
-            axes[1].fill_between(t, by_step.min(axis=1), by_step.max(axis=1), color=color, alpha=0.2, lw=0)
-    for ax, xl in zip(axes, ("learner step", "simulated time (s)")):
+    layout = layout or build_layout(results, keys)
+    groups = dict(_groups(metrics, layout.keys))
+    fig, axes = _grid(len(layout.facets), 2, 5.5, 3.2, sharex="col", sharey=True)
+    refs_drawn = False
+    for row, facet in zip(axes, layout.facets):
+        draw = [(lb, False) for lb in layout.members(facet)] + [(lb, True) for lb in layout.references(facet)]
+        for label, is_ref in draw:
+            g = groups.get(label)
+            if g is None:
+                continue
+            color = layout.color(label)
+            d = g[["id", "step", "time", mcol]].dropna()
+            if d.empty:
+                continue
+            by_step = d.pivot_table(index="step", columns="id", values=mcol)
+            mean = by_step.mean(axis=1)
+            t = d.groupby("step")["time"].mean().reindex(mean.index)
+            style = dict(color=color, lw=1.0, ls=SYNC_STYLE, alpha=0.8) if is_ref else dict(color=color, lw=1.6)
+            name = f"{label} (synchronous baseline)" if is_ref else label
+            for ax, x in zip(row, (mean.index, t)):
+                ax.plot(x, mean, label=name, **style)
+                if by_step.shape[1] > 1 and not is_ref:
+                    ax.fill_between(x, by_step.min(axis=1), by_step.max(axis=1), color=color, alpha=0.2, lw=0)
+            refs_drawn |= is_ref
+        row[0].set_title(layout.facet_title(facet), fontsize=9, loc="left")
+        for ax in row:
+            ax.set_ylabel(metric_label(mcol).replace(" [", "\n["), fontsize=8)
+            ax.grid(alpha=0.3)
+            if log:
+                ax.set_yscale("log")
+    for ax, xl in zip(axes[-1], ("learner step", "simulated time (s)")):
         ax.set_xlabel(xl)
-        ax.set_ylabel(metric_label(mcol).replace(" [", "\n["))
-        ax.grid(alpha=0.3)
-        if log:
-            ax.set_yscale("log")
-    axes[0].legend(fontsize=7, title=", ".join(k.split(".")[-1] for k in keys) or None, title_fontsize=7)
-    fig.suptitle(f"Learning curves per method: mean over seeds, band min..max{note}", fontsize=10)
+    handles = layout.color_handles() + ([layout.reference_handle()] if refs_drawn else [])
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
+               title=layout.legend_title(), title_fontsize=7)
     fig.tight_layout()
+    _top_title(fig, f"Learning curves of all {len(layout.labels)} configurations: mean over seeds, band min..max", fontsize=10)
     _save(fig, path, formats)
     n_seeds = int(results.groupby(keys).size().max()) if keys and len(results) else len(results)
+    by = f"; one row per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else ""
     return Figure(
         path.stem,
         path,
-        "Learning curves per method",
-        f"{mcol} against learner steps and simulated time; line = mean over {n_seeds} seed(s), band = min..max over seeds{note}.",
+        "Learning curves per configuration",
+        f"{mcol} against learner steps and simulated time; line = mean over {n_seeds} seed(s), band = min..max over seeds"
+        f"{by}; colour: {layout.legend_title() or 'configuration'}"
+        f"{'; dashed: the synchronous baseline of the configuration of that colour' if refs_drawn else ''}.",
     )
 
 
 @paused_cyclic_gc()
-def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS) -> Figure:
+def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS,
+                            layout: Layout | None = None) -> Figure:
     """What asynchrony buys (throughput) against what it costs (staleness, final outcome). Points
     that share a staleness value (methods run under the same schedule) are spread sideways by a
     small, stated offset and numbered as in the legend, so that none hides another."""
     rcol, _, log = reward_metric(results)
     df = results[results.status != "failed"]
     all_rows = _groups(df, keys)
-    colors = group_colors([label for label, _ in all_rows])
+    layout = layout or build_layout(df, keys)
+    colors = {label: layout.color(label) if label in layout.values_of else PALETTE[0] for label, _ in all_rows}
+    markers = "osD^v<>PX*"
+    marker = {label: markers[layout.facets.index(layout.facet(label)) % len(markers)]
+              if label in layout.values_of and layout.facet(label) in layout.facets else "o" for label, _ in all_rows}
     rows, note = _subset(all_rows, 24)
     xs = np.array([g["staleness_mean"].mean() for _, g in rows], dtype=float)
     finite = xs[np.isfinite(xs)]
@@ -302,7 +475,7 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, 
         for ax, ycol in zip(axes, ("throughput_samples_per_s", rcol)):
             y = g[ycol]
             err = [[max(0.0, y.mean() - y.min())], [max(0.0, y.max() - y.mean())]] if len(y) > 1 else None
-            ax.errorbar(x, y.mean(), yerr=err, fmt="o", color=colors[label], capsize=3,
+            ax.errorbar(x, y.mean(), yerr=err, fmt=marker[label], color=colors[label], capsize=3,
                         label=f"{i + 1}: {label}" if ax is axes[0] else None)
             ax.annotate(str(i + 1), (x, y.mean()), textcoords="offset points", xytext=(3, 5 if i % 2 else -11), fontsize=7,
                         color=colors[label])
@@ -330,43 +503,84 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, 
 
 @paused_cyclic_gc()
 def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth: int = 5,
-                      formats=FORMATS) -> Figure | None:
-    """ESS ratio of the importance weights and cosine of consecutive gradients, per method."""
+                      formats=FORMATS, layout: Layout | None = None) -> Figure | None:
+    """ESS ratio of the importance weights and cosine of consecutive gradients of every
+    configuration: one row of panels per facet (:class:`Layout`), one column per quantity."""
     panels = [c for c in ("is/ess_ratio", "grad/cos_prev") if c in metrics and metrics[c].notna().any()]
     if not panels:
         return None
-    all_groups = _groups(metrics, keys)
-    colors = group_colors([label for label, _ in all_groups])
-    groups, note = _subset(all_groups)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.8 * len(panels)), sharex=True, squeeze=False, dpi=DPI)
-    for ax, c in zip(axes[:, 0], panels):
-        for label, g in groups:
-            color = colors[label]
-            by_step = g.pivot_table(index="step", columns="id", values=c)
-            mean = by_step.mean(axis=1).rolling(smooth, min_periods=1).mean()
-            ax.plot(mean.index, mean, color=color, lw=1.2, label=label)
-        ax.set_ylabel(metric_label(c).replace(" [", "\n["), fontsize=8)
-        ax.grid(alpha=0.3)
-        if c == "is/ess_ratio":
-            ax.set_ylim(0, 1.05)
-        else:
-            ax.axhline(0, color="k", lw=0.5)
-    axes[0, 0].legend(fontsize=7, ncol=2 if len(groups) > 5 else 1)
-    axes[-1, 0].set_xlabel("learner step")
-    fig.suptitle(f"ESS and gradient-cosine traces (mean over seeds, rolling {smooth}){note}", fontsize=10)
+    layout = layout or build_layout(metrics.drop_duplicates("id") if "id" in metrics else metrics, keys)
+    if "grad/cos_prev" in panels and "grad/norm" in metrics and "id" in metrics:
+        # the cosine is undefined where this or the previous gradient is zero (e.g. after a GRPO run
+        # converged, every group has equal rewards): a gap, never a drawn cosine of 0
+        metrics = metrics.copy()
+        prev = metrics.groupby("id")["grad/norm"].shift(1)
+        metrics["grad/cos_prev"] = metrics["grad/cos_prev"].where((metrics["grad/norm"] > 0) & (prev > 0))
+    groups = dict(_groups(metrics, layout.keys))
+    fig, axes = _grid(len(layout.facets), len(panels), 5.0, 2.6, sharex=True, sharey="col")
+    for row, facet in zip(axes, layout.facets):
+        for ax, c in zip(row, panels):
+            for label in layout.members(facet):
+                g = groups.get(label)
+                if g is None:
+                    continue
+                by_step = g.pivot_table(index="step", columns="id", values=c)
+                if by_step.empty:
+                    continue
+                mean = by_step.mean(axis=1).rolling(smooth, min_periods=1).mean()
+                ax.plot(mean.index, mean, color=layout.color(label), lw=1.2, label=label)
+            ax.set_ylabel(metric_label(c).replace(" [", "\n["), fontsize=8)
+            ax.grid(alpha=0.3)
+            if c == "is/ess_ratio":
+                ax.set_ylim(0, 1.05)
+            else:
+                ax.set_ylim(-1.05, 1.05)
+                ax.axhline(0, color="k", lw=0.5)
+        row[0].set_title(layout.facet_title(facet), fontsize=9, loc="left")
+    for ax in axes[-1]:
+        ax.set_xlabel("learner step")
+    fig.legend(handles=layout.color_handles(lw=1.2), loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
+               title=layout.legend_title(), title_fontsize=7)
     fig.tight_layout()
+    _top_title(fig, f"ESS and gradient-cosine traces of all {len(layout.labels)} configurations (mean over seeds, rolling {smooth})",
+                 fontsize=10)
     _save(fig, path, formats)
     return Figure(
         path.stem,
         path,
         "ESS and gradient-cosine traces",
         "is/ess_ratio: Kish effective sample size / N of the sequence importance weights (1 = on-policy). "
-        "grad/cos_prev: cosine of consecutive gradients (near 0 when fresh, towards 1 when stale gradients align).",
+        "grad/cos_prev: cosine of consecutive gradients (near 0 when fresh, towards 1 when stale gradients align; "
+        "a gap where a gradient is zero and the cosine undefined)"
+        + (f"; one row per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else "") + ".",
     )
 
 
+def _arm_layout(arms, layout: Layout | None) -> tuple[dict, dict, list[str]]:
+    """Per time-to-target arm its colour and panel, and the panel titles: with a sweep's
+    :class:`Layout`, the configuration's colour-key colour and facet (an arm is matched to its
+    configuration by its run ids); otherwise one panel, one palette colour per arm."""
+    if layout is None:
+        return group_colors([a.label for a in arms]), {a.label: 0 for a in arms}, [""]
+    id_label = {}
+    for label in layout.labels:
+        id_label.update({rid: label for rid in layout.ids.get(label, [])})
+    colors, panel_of, used = {}, {}, []
+    for arm in arms:
+        mine = next((id_label[r] for r in arm.run_ids if r in id_label), None)
+        facet = layout.facet(mine) if mine else None
+        colors[arm.label] = layout.color(mine) if mine else "0.5"
+        if facet not in used:
+            used.append(facet)
+        panel_of[arm.label] = facet
+    order = [f for f in layout.facets if f in used] + [f for f in used if f not in layout.facets]
+    panel_of = {a: order.index(f) for a, f in panel_of.items()}
+    return colors, panel_of, [layout.facet_title(f) if f is not None else "" for f in order]
+
+
 @paused_cyclic_gc()
-def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, formats=FORMATS) -> Figure | None:
+def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, formats=FORMATS,
+                          layout: Layout | None = None) -> Figure | None:
     """Headline metric against simulated time per configuration (each run: the mean over its
     replicas of the smoothed per-replica curves), the target level as a dashed line and each
     configuration's mean time-to-target marked on it (docs/time_to_target.md). ``comparison``: a
@@ -379,14 +593,16 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
     arms = [a for a in with_target if not a.diverged]
     if not arms:
         return None
-    colors = group_colors([a.label for a in arms])
-    arms, note = _subset(arms, limit)
-    fig, ax = plt.subplots(figsize=(9, 4.6), dpi=DPI)
+    colors, panel_of, titles = _arm_layout(arms, layout)  # every configuration; a sweep: one panel per facet
+    note = ""
+    fig, panels = _grid(len(titles), 1, 9, 4.6 if len(titles) == 1 else 3.4, sharex=True, sharey=True)
+    panels = panels[:, 0]
     levels = sorted({comparison.levels[a.label][0] for a in arms})
     metric = arms[0].runs[0].metric
     higher = arms[0].runs[0].higher_is_better
     drawn: list[np.ndarray] = []
     for arm in arms:
+        ax = panels[panel_of[arm.label]]
         color = colors[arm.label]
         level = comparison.levels[arm.label][0]
         row = comparison.config_fields(arm.label)
@@ -414,30 +630,36 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
         if ttt is not None:
             ax.plot([ttt], [level], marker="o", ms=8, color=color, markeredgecolor="k", zorder=5)
             ax.axvline(ttt, color=color, lw=0.8, ls=":", zorder=1)
+    rule = comparison.levels[arms[0].label][1]
     if len(levels) == 1:
-        ax.axhline(levels[0], color="k", lw=1.2, ls="--", zorder=2)
-        ax.plot([], [], color="k", ls="--", label=f"target {levels[0]:.3g}")
-        rule = comparison.levels[arms[0].label][1]
         title = f"Time to target: {metric} {rule}"
     else:  # each configuration has its own target (its own synchronous baseline's): dashed in its colour
-        for arm in arms:
-            ax.axhline(comparison.levels[arm.label][0], color=colors[arm.label], lw=0.9, ls="--", zorder=2)
-        ax.plot([], [], color="grey", ls="--", label="each configuration's target (its colour)")
         title = (f"Time to target: {metric} {'≥' if higher else '≤'} each configuration's own target "
                  f"({len(levels)} targets, from each one's synchronous baseline)")
     values = np.concatenate(drawn + [np.asarray(levels, dtype=float)])
     values = values[np.isfinite(values)]
-    if not higher and values.size and values.min() > 0:  # a loss spans decades, as in the run's learning curve
-        ax.set_yscale("log")
+    log_scale = bool(not higher and values.size and values.min() > 0)  # a loss spans decades, as in a run's curve
+    for i, (ax, panel_title) in enumerate(zip(panels, titles)):
+        if len(levels) == 1:
+            ax.axhline(levels[0], color="k", lw=1.2, ls="--", zorder=2)
+            ax.plot([], [], color="k", ls="--", label=f"target {levels[0]:.3g}")
+        else:
+            for arm in (a for a in arms if panel_of[a.label] == i):
+                ax.axhline(comparison.levels[arm.label][0], color=colors[arm.label], lw=0.9, ls="--", zorder=2)
+            ax.plot([], [], color="grey", ls="--", label="each configuration's target (its colour)")
+        if log_scale:
+            ax.set_yscale("log")
+        ax.set_ylabel(f"{metric}\n(smoothed; mean over replicas)" + ("" if higher else "\nlower is better"), fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        if panel_title:
+            ax.set_title(panel_title, fontsize=9, loc="left")
+    panels[-1].set_xlabel("simulated time (s)")
     if diverged:
         names = "; ".join(a.label for a in diverged[:4]) + (f" and {len(diverged) - 4} more" if len(diverged) > 4 else "")
         title += f"\nnot drawn, diverged (reach no target): {names}"
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel(f"{metric} (smoothed; mean over replicas)" + ("" if higher else "\nlower is better"))
-    ax.set_title(title + note, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
+    _top_title(fig, title + note, fontsize=9)
     _save(fig, path, formats)
     seeds = max(len(a.runs) for a in arms)
     return Figure(
@@ -470,61 +692,168 @@ def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Fi
         return figs
     scenario = _base_scenario(out)
     formats = scenario.run.figure_formats if scenario is not None else FORMATS
+    from ..sweep.results import load_time_to_target, time_to_target_comparison
+
+    comparison = time_to_target_comparison(out)
+    layout = build_layout(done, keys, comparison)
     num = numeric_axes(done, [k for g in manifest["axes"] if len(g) == 1 for k in g])
     if len(num) >= 2:
         figs.append(heatmaps(done, num[0], num[1], fig_dir / "heatmap.png", scenario, formats))
-    figs.append(learning_curves(metrics, done, keys, fig_dir / "learning_curves.png", formats))
+    figs.append(learning_curves(metrics, done, keys, fig_dir / "learning_curves.png", formats, layout=layout))
+    if layout.keys:
+        ttt_table = load_time_to_target(out) if comparison is not None else None
+        figs.append(summary_figure(done, ttt_table, layout, fig_dir / "summary.png", formats))
     if "staleness_mean" in done and "throughput_samples_per_s" in done:
-        figs.append(throughput_vs_staleness(done, keys, fig_dir / "throughput_vs_staleness.png", formats))
-    trace = diagnostic_traces(metrics, keys, fig_dir / "diagnostics.png", formats=formats)
+        figs.append(throughput_vs_staleness(done, keys, fig_dir / "throughput_vs_staleness.png", formats, layout=layout))
+    trace = diagnostic_traces(metrics, keys, fig_dir / "diagnostics.png", formats=formats, layout=layout)
     if trace is not None:
         figs.append(trace)
-    hist = staleness_histograms(done, keys, fig_dir / "staleness_hist.png", formats)
+    hist = staleness_histograms(done, keys, fig_dir / "staleness_hist.png", formats, layout=layout)
     if hist is not None:
         figs.append(hist)
-    from ..sweep.results import time_to_target_comparison
-
-    comparison = time_to_target_comparison(out)
-    ttt = time_to_target_figure(comparison, fig_dir / "time_to_target.png", formats=formats) if comparison is not None else None
+    ttt = (time_to_target_figure(comparison, fig_dir / "time_to_target.png", formats=formats, layout=layout)
+           if comparison is not None else None)
     if ttt is not None:
         figs.append(ttt)
     return figs
 
 
 @paused_cyclic_gc()
-def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS) -> Figure | None:
-    """Distribution of the lag of consumed rollouts per method (summed over seeds)."""
+def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS,
+                         layout: Layout | None = None) -> Figure | None:
+    """Distribution of the lag of consumed rollouts of every configuration (summed over seeds):
+    one panel per facet (:class:`Layout`), one bar colour per value of the colour key."""
     if "staleness_hist" not in results:
         return None
-    all_groups = _groups(results, keys)
-    colors = group_colors([label for label, _ in all_groups])
-    groups, note = _subset(all_groups, 8)
-    hists = []
-    for label, g in groups:
+    layout = layout or build_layout(results, keys)
+    groups = dict(_groups(results, layout.keys))
+    hists: dict[str, dict[int, int]] = {}
+    for label in layout.labels:
         total: dict[int, int] = {}
-        for text in g["staleness_hist"].dropna():
+        g = groups.get(label)
+        for text in (g["staleness_hist"].dropna() if g is not None else []):
             for k, v in json.loads(text).items():
                 total[int(k)] = total.get(int(k), 0) + int(v)
-        hists.append((label, total))
-    if not any(h for _, h in hists):
+        hists[label] = total
+    if not any(hists.values()):
         return None
-    fig, ax = plt.subplots(figsize=(9, 3.4), dpi=DPI)
-    width = 0.8 / max(1, len(hists))
-    for i, (label, h) in enumerate(hists):
-        if not h:
-            continue
-        ks = np.array(sorted(h))
-        n = np.array([h[k] for k in ks], dtype=float)
-        ax.bar(ks + (i - (len(hists) - 1) / 2) * width, n / n.sum(), width=width, color=colors[label], label=label)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("lag of a consumed group (versions)")
-    ax.set_ylabel("fraction of consumed groups")
-    ax.set_title(f"Staleness distribution per method, all seeds pooled{note}", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3, axis="y")
+    fig, axes = _grid(len(layout.facets), 1, 9, 2.6, sharex=True)
+    for ax, facet in zip(axes[:, 0], layout.facets):
+        members = layout.members(facet)
+        width = 0.8 / max(1, len(members))
+        for i, label in enumerate(members):
+            h = hists[label]
+            if not h:
+                continue
+            ks = np.array(sorted(h))
+            n = np.array([h[k] for k in ks], dtype=float)
+            ax.bar(ks + (i - (len(members) - 1) / 2) * width, n / n.sum(), width=width, color=layout.color(label), label=label)
+        ax.set_ylabel("fraction of\nconsumed groups", fontsize=8)
+        ax.set_title(layout.facet_title(facet), fontsize=9, loc="left")
+        ax.grid(alpha=0.3, axis="y")
+    axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[-1, 0].set_xlabel("lag of a consumed group (versions)")
+    fig.legend(handles=layout.color_handles(lw=6), loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
+               title=layout.legend_title(), title_fontsize=7)
     fig.tight_layout()
+    _top_title(fig, f"Staleness distribution of all {len(layout.labels)} configurations, all seeds pooled", fontsize=10)
     _save(fig, path, formats)
-    return Figure(path.stem, path, "Staleness distributions", f"Lag of every consumed rollout group, all seeds pooled{note}.")
+    return Figure(path.stem, path, "Staleness distributions", "Lag of every consumed rollout group, all seeds pooled"
+                  + (f"; one panel per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else "") + ".")
+
+
+@paused_cyclic_gc()
+def summary_figure(results: pd.DataFrame, ttt: pd.DataFrame | None, layout: Layout, path: Path,
+                   formats=FORMATS) -> Figure:
+    """A dot plot of every configuration for any swept keys: the final outcome (mean over seeds with
+    its 95% Student t-interval) and the time to target (mean with its 95% bootstrap interval,
+    ``load_time_to_target``), the facet keys' values on x and one dot colour per value of the colour
+    key, dodged sideways. A configuration that does not reach the target in every replica is an
+    open marker at the top of its panel, named in the legend."""
+    from scipy import stats
+
+    rcol, _, log = reward_metric(results)
+    groups = dict(_groups(results, layout.keys))
+    facets = layout.facets
+    xticks = [", ".join(f"{_short(k)}={v}" for k, v in zip(layout.facet_keys, f)) or "all" for f in facets]
+    colour_values = list(layout.colors) or [None]
+    width = 0.7 / max(1, len(colour_values))
+    panels = [("final", metric_label(rcol))]
+    ttt_by_label: dict[str, dict] = {}
+    if ttt is not None and len(ttt) and "time_to_target" in ttt:
+        for _, r in ttt.iterrows():
+            vals = tuple(r[k] for k in layout.keys) if all(k in ttt for k in layout.keys) else None
+            label = group_label(layout.keys, vals) if vals is not None else r.get("configuration")
+            ttt_by_label[str(label)] = r.to_dict()
+        panels.append(("ttt", "time to target (simulated s)"))
+    panel_w = max(4.5, 0.35 * len(facets) * len(colour_values) + 2.0)
+    # side by side while narrow, one above the other when wide
+    fig, axes = (_grid(1, len(panels), panel_w, 4.0) if panel_w <= 7.5 else _grid(len(panels), 1, min(16.0, panel_w), 3.6))
+    axes = axes.reshape(1, -1)
+    missed_drawn = False
+    for ax, (kind, ylabel) in zip(axes[0], panels):
+        top = []
+        points = []
+        for label in layout.labels:
+            facet = layout.facet(label)
+            j = colour_values.index(layout.color_value(label)) if layout.color_key else 0
+            x = facets.index(facet) + (j - (len(colour_values) - 1) / 2) * width
+            if kind == "final":
+                g = groups.get(label)
+                y = g[rcol].dropna().to_numpy(dtype=float) if g is not None and rcol in g else np.array([])
+                if not y.size:
+                    continue
+                m = float(y.mean())
+                half = float(stats.t.ppf(0.975, y.size - 1) * y.std(ddof=1) / np.sqrt(y.size)) if y.size > 1 else 0.0
+                lo, hi = m - half, m + half
+            else:
+                r = ttt_by_label.get(label)
+                if r is None:
+                    continue
+                m = r.get("time_to_target")
+                if m is None or not np.isfinite(float(m)):
+                    points.append((x, None, None, None, label))
+                    continue
+                m = float(m)
+                lo = float(r["time_to_target_ci_low"]) if r.get("time_to_target_ci_low") is not None else m
+                hi = float(r["time_to_target_ci_high"]) if r.get("time_to_target_ci_high") is not None else m
+            points.append((x, m, lo, hi, label))
+            top.append(hi)
+        ymax = max(top) if top else 1.0
+        for x, m, lo, hi, label in points:
+            color = layout.color(label)
+            if m is None:  # never reached in every replica: an open marker at the top
+                ax.plot([x], [ymax * 1.08], marker="^", ms=7, mfc="none", mec=color, mew=1.5, ls="none")
+                missed_drawn = True
+                continue
+            ax.errorbar([x], [m], yerr=[[max(0.0, m - lo)], [max(0.0, hi - m)]], fmt="o", color=color, capsize=3, ms=5)
+        ax.set_xticks(range(len(facets)), xticks, fontsize=8)
+        ax.set_xlim(-0.6, len(facets) - 0.4)
+        ax.set_ylabel(ylabel.replace(" [", "\n["), fontsize=8)
+        ax.set_xlabel(", ".join(_short(k) for k in layout.facet_keys) or "")
+        ax.grid(alpha=0.3)
+        if kind == "final" and log:
+            ax.set_yscale("log")
+        ax.set_title("final value: mean, 95% t-interval over seeds" if kind == "final"
+                     else "time to target: mean, 95% bootstrap interval", fontsize=8)
+    handles = layout.color_handles(lw=0)
+    for h in handles:
+        h.set_marker("o")
+    if missed_drawn:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], ls="none", marker="^", mfc="none", mec="0.3", label="target not reached\nin every replica"))
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.92), fontsize=7,
+               title=layout.legend_title(), title_fontsize=7)
+    names = " x ".join(_short(k) for k in layout.facet_keys + ([layout.color_key] if layout.color_key else []))
+    fig.tight_layout()
+    _top_title(fig, f"Summary over {names or 'the sweep'}: all {len(layout.labels)} configurations", fontsize=10)
+    _save(fig, path, formats)
+    return Figure(path.stem, path, f"Summary: {names}",
+                  f"Per configuration: {rcol} (mean over seeds, 95% Student t-interval)"
+                  + ("; time to target (mean over seeds and replicas, 95% bootstrap interval; open triangles: not "
+                     "reached in every replica)" if len(panels) > 1 else "")
+                  + f". x: {', '.join(_short(k) for k in layout.facet_keys) or 'all runs'}; colour: {layout.legend_title() or 'configuration'}.")
 
 
 def _base_scenario(out: Path):
@@ -539,6 +868,8 @@ def _base_scenario(out: Path):
 __all__ = [
     "BOUNDARIES",
     "Figure",
+    "Layout",
+    "build_layout",
     "boundary",
     "delayed_sgd_boundary",
     "diagnostic_traces",
@@ -548,6 +879,7 @@ __all__ = [
     "numeric_axes",
     "reward_metric",
     "staleness_histograms",
+    "summary_figure",
     "sweep_figures",
     "throughput_vs_staleness",
     "time_to_target_figure",

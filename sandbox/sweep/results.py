@@ -118,13 +118,24 @@ def load_time_to_target(out: str | Path) -> pd.DataFrame:
     """One row per configuration of a sweep (the swept values, seeds pooled): the target level and
     how it was set, the mean time, steps and samples to reach it with a bootstrap interval of the
     time, and the end-to-end speed-up against the synchronous baseline with its interval, throughput
-    gain and sample-efficiency ratio (``docs/time_to_target.md``). Reads the run directories, writes nothing."""
+    gain and sample-efficiency ratio (``docs/time_to_target.md``). The first columns are the swept
+    keys, one column each with the configuration's value as :func:`load_results` has it, then
+    ``configuration`` (its label). Reads the run directories, writes nothing."""
     from ..analysis.time_to_target import sweep_comparison
 
     out = Path(out)
     manifest = read_manifest(out)
     df = results_frame([result_row(e, out) for e in manifest["runs"]])
-    return sweep_comparison(df, out, manifest["axes"], run_dir)[1]
+    _, table, comp = sweep_comparison(df, out, manifest["axes"], run_dir)
+    keys = [k for group in manifest["axes"] for k in group if k in df.columns]
+    if comp is None or table.empty or not keys:
+        return table
+    by_id = df.set_index("id")
+    values = []
+    for label in table["configuration"]:
+        ids = [r for r in comp.arm(label).run_ids if r in by_id.index]
+        values.append({k: by_id.at[ids[0], k] if ids else None for k in keys})
+    return pd.concat([pd.DataFrame(values, index=table.index), table], axis=1)
 
 
 def time_to_target_comparison(out: str | Path):
