@@ -166,6 +166,19 @@ class ObjectiveTarget:
                              "= the batch)")
 
 
+def nearest_group_estimator(plan: Plan, normalize: bool, what: str, difference: str) -> None:
+    """Write the group estimator nearest to a baseline verl cannot express (the scenario field has a
+    no-equivalent row). Left unwritten, ``algorithm.adv_estimator`` falls back to verl's default ``gae``,
+    which trains a critic (verl 0.9.1 ``trainer/ppo/utils.py``: ``need_critic``) and so changes the
+    algorithm rather than only the baseline."""
+    plan.pinned("algorithm.adv_estimator", "grpo",
+                f"nearest group estimator to the scenario's {what} (no equivalent above), written because verl's "
+                f"default 'gae' would add a critic: {difference}")
+    plan.pinned("algorithm.norm_adv_by_std_in_grpo", normalize,
+                "divide by the group std, as the scenario's objective does" if normalize else
+                "no division by the group std, as the scenario's objective")
+
+
 def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normalize_source: str | None) -> None:
     """Map a group baseline to ``algorithm.adv_estimator`` (+ ``norm_adv_by_std_in_grpo``)."""
     if kind == "group_mean":
@@ -187,19 +200,30 @@ def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normali
         plan.no_equivalent(f"{kind_source} + {normalize_source}", f"{kind}, normalize_std = true",
                            "verl's rloo estimator does not divide by the group std. Instead: normalize_std = false (rloo) "
                            "or baseline = 'group_mean' (grpo)")
+        nearest_group_estimator(plan, True, "leave-one-out baseline with std normalisation",
+                                "grpo centres on the group mean including the sample, (R − mean)/(std + 1e-6): the "
+                                "sandbox's leave-one-out advantages are these times G/(G − 1) before the std division")
     elif kind in ("opob",):
         plan.no_equivalent(kind_source, kind, "VCPO's off-policy optimal baseline needs per-trajectory gradient norms; "
                            f"upstream verl has none. Instead: {VCPO_INSTEAD}")
+        nearest_group_estimator(plan, normalize, "OPOB baseline",
+                                "grpo's baseline is the plain group mean, OPOB's the mean weighted by "
+                                "w_i²‖∇log π(y_i)‖²; the same when the weights are equal within a group")
     elif kind == "optimal":
         plan.no_equivalent(kind_source, kind,
                            "the variance-optimal scalar baseline needs per-sequence gradient norms; verl's "
                            "optimal_token_baseline estimator uses a per-token logit-space proxy instead. Instead: "
                            "baseline = 'group_mean' or 'leave_one_out'")
+        nearest_group_estimator(plan, normalize, "variance-optimal baseline",
+                                "grpo's baseline is the plain group mean, the optimal one the mean weighted by "
+                                "‖∇log π(y_i)‖²")
     else:  # none, constant, ema, reward
         what = {"none": "no baseline (raw rewards)", "reward": "raw rewards as advantages",
                 "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}[kind]
         plan.no_equivalent(kind_source, kind, f"{what}: every verl estimator centres or whitens the rewards "
                            "(core_algos.AdvantageEstimator). Instead: a group baseline (grpo or rloo)")
+        nearest_group_estimator(plan, normalize, what,
+                                "grpo centres each reward on its group's mean instead")
     if normalize_source is not None and kind not in ("group_mean", "leave_one_out"):
         plan.implicit(normalize_source, normalize, f"part of the {kind!r} advantage above")
 
@@ -312,6 +336,9 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
                else f"this trainer registers no {mode!r} policy loss")
         plan.no_equivalent(src, describe(obj.model_dump()), f"{why}. Instead: train with the sandbox's torch components "
                            "(sandbox.algorithms, examples/plain_torch_loop.py)")
+        plan.pinned("algorithm.adv_estimator", "grpo",
+                    "the objective has no equivalent (above); a group estimator is written because verl's default "
+                    "'gae' would add a critic: the written config trains verl's vanilla PPO loss on GRPO advantages")
         return
 
     none = {"normalize": None, "eps_std": None, "std_unbiased": None}
