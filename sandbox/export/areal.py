@@ -346,6 +346,8 @@ class _LossMapping:
                                "trajectory balance (TBA) is not a policy-gradient loss; AReaL's actor loss is PPO-clip "
                                "(or SAPO). Instead: " + SANDBOX_COMPONENTS + " as a custom AReaL actor loss")
             plan.implicit("algorithm.correction", self.corr.name, "TBA runs without correction")
+            self._nearest_reward_norm("objective (TBA)", mean=True, std=True,
+                                      difference="the written config trains AReaL's GRPO, with GRPO's group mean and std")
             self._pin_mode()
             return
         if obj.name in ("reinforce", "cispo"):

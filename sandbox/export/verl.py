@@ -195,7 +195,11 @@ def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normali
                        "verl's rloo estimator computes G/(G−1)·(R − mean_g R) = R − mean_{j≠i} R_j "
                        "(core_algos.compute_rloo_outcome_advantage)")
         if normalize_source is not None:
-            plan.implicit(normalize_source, normalize, "no std normalisation; rloo does not read norm_adv_by_std_in_grpo")
+            plan.converted(normalize_source, normalize, "algorithm.norm_adv_by_std_in_grpo", False,
+                           "no std normalisation (rloo does not read this key; written so that the config says so)")
+        else:
+            plan.pinned("algorithm.norm_adv_by_std_in_grpo", False,
+                        "no std normalisation (rloo does not read this key; written so that the config says so)")
     elif kind == "leave_one_out":
         plan.no_equivalent(f"{kind_source} + {normalize_source}", f"{kind}, normalize_std = true",
                            "verl's rloo estimator does not divide by the group std. Instead: normalize_std = false (rloo) "
@@ -339,6 +343,8 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
         plan.pinned("algorithm.adv_estimator", "grpo",
                     "the objective has no equivalent (above); a group estimator is written because verl's default "
                     "'gae' would add a critic: the written config trains verl's vanilla PPO loss on GRPO advantages")
+        plan.pinned("algorithm.norm_adv_by_std_in_grpo", True, "verl's GRPO std normalisation (see the objective row)")
+        plan.pinned(f"{ACTOR}.use_kl_loss", False, "no KL term is written (the objective has no equivalent)")
         return
 
     none = {"normalize": None, "eps_std": None, "std_unbiased": None}
@@ -375,6 +381,8 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
     elif obj.name == "rloo":
         plan.converted(f"{src}.name", obj.name, "algorithm.adv_estimator", "rloo",
                        "leave-one-out advantages R − mean_{j≠i} R_j (core_algos.compute_rloo_outcome_advantage)")
+        plan.pinned("algorithm.norm_adv_by_std_in_grpo", False,
+                    "no std normalisation (rloo does not read this key; written so that the config says so)")
     else:  # ppo, dapo, gspo, cispo: the advantage knob
         kind = {"grpo": "group_mean", "dr_grpo": "group_mean", "rloo": "leave_one_out"}.get(obj.advantage, obj.advantage)
         _baseline_rows(plan, scn, target, kind, obj.advantage == "grpo",
