@@ -502,9 +502,10 @@ def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
             "dppo_mask": "verl 0.9.1's dppo_tv loss has the same Δp mask but no kl_tau·(log ρ)² term and clips the "
                          "ratio at clip_ratio_c, and it replaces the objective's PPO clip",
         }[c.name]
-        plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: register the sandbox's own loss in verl "
-                           f"(sandbox.integrations.verl.register_sandbox_losses, then policy_loss.loss_mode=sandbox_{c.name}; "
-                           "group-constant advantages such as grpo or rloo; docs/promotion.md#verl-sandbox-losses-by-name) "
+        plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: run the sandbox's own loss in verl: add "
+                           "actor_rollout_ref.model.external_lib=sandbox.integrations.verl (importing it registers every "
+                           f"correction) and set actor_rollout_ref.actor.policy_loss.loss_mode=sandbox_{c.name}, with "
+                           "group-constant advantages such as grpo or rloo (docs/promotion.md#verl-sandbox-losses-by-name), "
                            "or pick a correction verl has (tis, mis, geo_mis, icepop)")
         _correction_off(plan, "the correction is not exported (see the gap above)")
 

@@ -324,3 +324,10 @@ def test_post_load_validation_rejects_verl_default_critic_path(verl_wheel):
     bad_batch = post_load_problems(lines + ["algorithm.adv_estimator=grpo", "data.train_batch_size=2",
                                             "actor_rollout_ref.actor.ppo_mini_batch_size=4"], verl_wheel)
     assert any("validate_config rejects" in p and "ppo_mini_batch_size" in p for p in bad_batch), bad_batch
+
+
+def test_a_correction_verl_lacks_points_at_the_sandbox_loss_as_external_lib():
+    exp = export_scenario(SHIPPED_BY_NAME["lm_mission:m2po"], "verl", allow_partial=True)
+    note = next(r.note for r in exp.plan.gaps() if r.source == "algorithm.correction")
+    assert "actor_rollout_ref.model.external_lib=sandbox.integrations.verl" in note
+    assert "policy_loss.loss_mode=sandbox_m2po_mask" in note
