@@ -30,7 +30,9 @@ Facts used (areal 1.0.4 wheel):
   their valid-token count across data-parallel ranks); rewards are normalised per group by
   ``actor.reward_norm`` (``areal/utils/data.py``, ``Normalization``) and, with ``discount = 1``,
   ``gae_lambda = 1`` and no critic, every token of a response gets its normalised reward;
-  ``actor.kl_ctl`` puts a KL penalty into the rewards, not into the loss.
+  ``actor.kl_ctl`` puts a KL penalty into the rewards, not into the loss. ``actor.reward_norm`` is written in
+  every export (AReaL defaults it and ``adv_norm`` to None: raw rewards): an advantage AReaL cannot express
+  is reported and the normalisation its objective implies written in its place (``_nearest_reward_norm``).
 * **Optimizer.** ``adam`` is ``torch.optim.AdamW`` in the FSDP engine
   (``areal/engine/fsdp_engine.py``); the warm-up is ``int(warmup_steps_proportion ·
   total_train_steps)`` steps of HF-style linear warm-up.

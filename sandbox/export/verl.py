@@ -41,6 +41,9 @@ clamped to ±20 the ratio never exceeds e^20 ≈ 4.9e8, so ``clip_ratio_c = 1e9`
 ``*_k1`` rejection bands are on ``μ/π`` (a sandbox band [lo, hi] on π/μ is verl's ``"1/hi_1/lo"``), the
 ``rollout_is_threshold = "lo_hi"`` band is on ``π/μ`` itself. GRPO advantages use the Bessel std and ε = 1e-6.
 ``kl_loss_type = k3`` is ``r − 1 − log r`` with ``r = π_ref/π_θ`` (log-ratio clamped to ±20, value to ≤ 10).
+``algorithm.adv_estimator`` is written in every export: verl's default ``gae`` trains a critic
+(``trainer/ppo/utils.py``: ``need_critic``), so a baseline verl cannot express is reported and the nearest group
+estimator (``grpo``) written in its place (:func:`nearest_group_estimator`).
 """
 
 from __future__ import annotations
