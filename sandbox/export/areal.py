@@ -30,7 +30,9 @@ Facts used (areal 1.0.4 wheel):
   their valid-token count across data-parallel ranks); rewards are normalised per group by
   ``actor.reward_norm`` (``areal/utils/data.py``, ``Normalization``) and, with ``discount = 1``,
   ``gae_lambda = 1`` and no critic, every token of a response gets its normalised reward;
-  ``actor.kl_ctl`` puts a KL penalty into the rewards, not into the loss.
+  ``actor.kl_ctl`` puts a KL penalty into the rewards, not into the loss. ``actor.reward_norm`` is written in
+  every export (AReaL defaults it and ``adv_norm`` to None: raw rewards): an advantage AReaL cannot express
+  is reported and the normalisation its objective implies written in its place (``_nearest_reward_norm``).
 * **Optimizer.** ``adam`` is ``torch.optim.AdamW`` in the FSDP engine
   (``areal/engine/fsdp_engine.py``); the warm-up is ``int(warmup_steps_proportion ·
   total_train_steps)`` steps of HF-style linear warm-up.
@@ -346,6 +348,8 @@ class _LossMapping:
                                "trajectory balance (TBA) is not a policy-gradient loss; AReaL's actor loss is PPO-clip "
                                "(or SAPO). Instead: " + SANDBOX_COMPONENTS + " as a custom AReaL actor loss")
             plan.implicit("algorithm.correction", self.corr.name, "TBA runs without correction")
+            self._nearest_reward_norm("objective (TBA)", mean=True, std=True,
+                                      difference="the written config trains AReaL's GRPO, with GRPO's group mean and std")
             self._pin_mode()
             return
         if obj.name in ("reinforce", "cispo"):
@@ -483,7 +487,7 @@ class _LossMapping:
         elif obj.name == "dr_grpo":
             self._unused_opob(obj.baseline)
             if obj.baseline == "opob":
-                self._opob_gap("algorithm.objective.baseline")
+                self._opob_gap("algorithm.objective.baseline", std=False)
             else:
                 self.plan.converted("algorithm.objective.baseline", obj.baseline, "actor.reward_norm.mean_level", "group",
                                     "Dr.GRPO centres rewards on the group mean, without std")
@@ -509,7 +513,8 @@ class _LossMapping:
                                "loss-side KL (--framework verl)")
         if obj.baseline == "opob":
             self._opob_gap("algorithm.objective.baseline + algorithm.objective.normalize_std + "
-                           "algorithm.objective.eps_std + algorithm.objective.std_unbiased")
+                           "algorithm.objective.eps_std + algorithm.objective.std_unbiased", std=obj.normalize_std,
+                           eps=obj.eps_std, unbiased=obj.std_unbiased is not False)
             return
         plan.converted("algorithm.objective.baseline", obj.baseline, "actor.reward_norm.mean_level", "group",
                        "group-mean baseline")
@@ -534,7 +539,9 @@ class _LossMapping:
         kind = obj.advantage
         self._unused_opob(kind)
         if kind == "opob":
-            self._opob_gap("algorithm.objective.advantage + algorithm.objective.eps_std")
+            # the sandbox's opob advantage divides by the population group std (objectives/base.py: opob_advantage)
+            self._opob_gap("algorithm.objective.advantage + algorithm.objective.eps_std", std=True, eps=obj.eps_std,
+                           unbiased=False)
             return
         if kind == "reward":
             plan.converted("algorithm.objective.advantage", kind, "actor.reward_norm", None, "raw rewards as advantages")
@@ -571,7 +578,7 @@ class _LossMapping:
             src = "algorithm.objective.baseline + " + std_src + "".join(
                 f" + algorithm.objective.{k}" for k in sorted(used))
             if kind == "opob":
-                self._opob_gap(src)
+                self._opob_gap(src, std=norm)
                 return
             why = {
                 "ema": "AReaL has no moving-average baseline",
@@ -583,6 +590,22 @@ class _LossMapping:
                        "baseline = \"group_mean\" (GRPO-style normalisation) or normalize_std = false")
             plan.no_equivalent(src, {"baseline": kind, "normalize_std": norm},
                                f"{why}. Instead: re-run the sandbox with {instead} and export that")
+            if kind in ("ema", "optimal"):
+                self._nearest_reward_norm(f"{kind} baseline", mean=True, std=norm,
+                                          difference="the group mean replaces the "
+                                          + ("moving average of past rewards" if kind == "ema" else
+                                             "gradient-norm-weighted optimal baseline"))
+            elif kind == "leave_one_out":
+                self._nearest_reward_norm("leave-one-out baseline with std normalisation", mean=True, std=True,
+                                          leave1out=True, difference="AReaL divides by the std of the leave-one-out "
+                                          "advantages, G/(G−1) times the group std the sandbox divides by")
+            else:  # none, constant with std normalisation
+                if kind == "constant":
+                    plan.pinned("actor.reward_bias", -obj.constant_baseline,
+                                "AReaL's reward is (R + reward_bias)·reward_scaling: bias = −b, the scenario's constant baseline")
+                self._nearest_reward_norm(f"{kind!r} baseline with std normalisation", mean=False, std=True,
+                                          difference="AReaL divides by the RMS of R − b over the group, the sandbox by "
+                                          "the group std of R")
             return
         if kind in ("none", "constant"):
             plan.converted("algorithm.objective.baseline", kind, "actor.reward_norm", None,
@@ -610,7 +633,7 @@ class _LossMapping:
         self.plan.implicit(" + ".join(f"algorithm.objective.{k}" for k in knobs),
                            {k: getattr(self.obj, k) for k in knobs}, f"OPOB knobs, unused with {kind}")
 
-    def _opob_gap(self, source: str) -> None:
+    def _opob_gap(self, source: str, std: bool, eps: float = 1e-6, unbiased: bool = True) -> None:
         knobs = OPOB_KNOBS
         source += "".join(f" + algorithm.objective.{k}" for k in knobs)
         fields = [s.strip().rsplit(".", 1)[1] for s in source.split("+")]
@@ -618,6 +641,33 @@ class _LossMapping:
                                 "VCPO's off-policy optimal baseline needs per-trajectory gradient norms, which AReaL "
                                 "does not compute. Instead: export with --framework verl-vcpo, or use "
                                 + SANDBOX_COMPONENTS + " in a custom AReaL actor")
+        self._nearest_reward_norm("OPOB baseline", mean=True, std=std, eps=eps, unbiased=unbiased,
+                                  difference="AReaL's baseline is the plain group mean, OPOB's the group mean weighted by "
+                                             "w_i²‖∇log π(y_i)‖² (equal when the weights are equal within a group)")
+
+    def _nearest_reward_norm(self, what: str, mean: bool, std: bool, difference: str, eps: float = 1e-6,
+                             unbiased: bool = True, leave1out: bool = False) -> None:
+        """Write the group normalisation nearest to the scenario's advantage when the advantage itself has no
+        equivalent (its row says so). AReaL 1.0.4 defaults ``actor.reward_norm`` and ``actor.adv_norm`` to None
+        (``areal/api/cli_args.py``, ``PPOActorConfig``): left unwritten, the run would train on raw, uncentred
+        rewards, a different algorithm from the one the scenario's objective describes (group centring, std
+        scaling as the objective says)."""
+        plan = self.plan
+        note = f"nearest to the scenario's {what} (no equivalent above), written so that AReaL does not train on raw rewards: "
+        if not mean and not std:
+            plan.pinned("actor.reward_norm", None, note + difference)
+            return
+        plan.pinned("actor.reward_norm.mean_level", "group" if mean else None,
+                    note + difference if mean else note + "no centring, as the scenario; " + difference)
+        plan.pinned("actor.reward_norm.mean_leave1out", leave1out,
+                    "leave-one-out group mean" if leave1out else "the group mean includes the sample itself")
+        plan.pinned("actor.reward_norm.std_level", "group" if std else None,
+                    "divide by the group std, as the scenario's objective" if std else "no std normalisation, as the scenario's objective")
+        if std:
+            plan.pinned("actor.reward_norm.eps", eps, "the scenario objective's std guard ε")
+            plan.pinned("actor.reward_norm.std_unbiased", unbiased,
+                        "Bessel-corrected group std" if unbiased else "population std, as the scenario's objective")
+        plan.pinned("actor.reward_norm.group_size", self.G, "= group_size")
 
     # -- correction ------------------------------------------------------------------------------
     def _correction(self) -> None:

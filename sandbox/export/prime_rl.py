@@ -651,13 +651,20 @@ LAUNCH_SH = """\
 #
 # FILL IN before running (edit the defaults here or export the variables):
 #   MODEL         Hugging Face name or local path of the policy
-#   ENV_ID        verifiers taskset id of the training environment
+#   ENV_ID        verifiers taskset id of the training environment. Tasksets built into verifiers (the
+#                 deps/verifiers submodule at a60a606e, verifiers.v1.tasksets: harbor, lean, nemo_gym,
+#                 openenv, textarena) need no install but their own settings. Any other id is a package
+#                 that must be installed in your checkout first: prime-rl's own example reverse-text
+#                 (configs/basic/reverse-text/rl.toml) is an opt-in uv workspace member, installed with
+#                   git submodule update --init -- deps/verifiers deps/renderers deps/prime-envs deps/pydantic-config
+#                   uv sync --all-extras --package prime-rl --package reverse-text
+#                 and run with [orchestrator.train.source.env.agent.harness] id = "null" (see below)
 #   MAX_STEPS     trainer steps of the run{max_steps_note}
 #   PRIME_RL_DIR  your prime-rl checkout at 559b4477 (default: the current directory)
 set -euo pipefail
 
 MODEL="${{MODEL:-<FILL IN: model, e.g. Qwen/Qwen3-0.6B>}}"
-ENV_ID="${{ENV_ID:-<FILL IN: taskset id, e.g. reverse-text>}}"
+ENV_ID="${{ENV_ID:-<FILL IN: taskset id, e.g. reverse-text once installed (see above)>}}"
 MAX_STEPS="${{MAX_STEPS:-<FILL IN: number of steps>}}"
 PRIME_RL_DIR="${{PRIME_RL_DIR:-.}}"
 

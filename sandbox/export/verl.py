@@ -41,6 +41,9 @@ clamped to ±20 the ratio never exceeds e^20 ≈ 4.9e8, so ``clip_ratio_c = 1e9`
 ``*_k1`` rejection bands are on ``μ/π`` (a sandbox band [lo, hi] on π/μ is verl's ``"1/hi_1/lo"``), the
 ``rollout_is_threshold = "lo_hi"`` band is on ``π/μ`` itself. GRPO advantages use the Bessel std and ε = 1e-6.
 ``kl_loss_type = k3`` is ``r − 1 − log r`` with ``r = π_ref/π_θ`` (log-ratio clamped to ±20, value to ≤ 10).
+``algorithm.adv_estimator`` is written in every export: verl's default ``gae`` trains a critic
+(``trainer/ppo/utils.py``: ``need_critic``), so a baseline verl cannot express is reported and the nearest group
+estimator (``grpo``) written in its place (:func:`nearest_group_estimator`).
 """
 
 from __future__ import annotations
@@ -166,6 +169,19 @@ class ObjectiveTarget:
                              "= the batch)")
 
 
+def nearest_group_estimator(plan: Plan, normalize: bool, what: str, difference: str) -> None:
+    """Write the group estimator nearest to a baseline verl cannot express (the scenario field has a
+    no-equivalent row). Left unwritten, ``algorithm.adv_estimator`` falls back to verl's default ``gae``,
+    which trains a critic (verl 0.9.1 ``trainer/ppo/utils.py``: ``need_critic``) and so changes the
+    algorithm rather than only the baseline."""
+    plan.pinned("algorithm.adv_estimator", "grpo",
+                f"nearest group estimator to the scenario's {what} (no equivalent above), written because verl's "
+                f"default 'gae' would add a critic: {difference}")
+    plan.pinned("algorithm.norm_adv_by_std_in_grpo", normalize,
+                "divide by the group std, as the scenario's objective does" if normalize else
+                "no division by the group std, as the scenario's objective")
+
+
 def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normalize_source: str | None) -> None:
     """Map a group baseline to ``algorithm.adv_estimator`` (+ ``norm_adv_by_std_in_grpo``)."""
     if kind == "group_mean":
@@ -182,24 +198,39 @@ def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normali
                        "verl's rloo estimator computes G/(G−1)·(R − mean_g R) = R − mean_{j≠i} R_j "
                        "(core_algos.compute_rloo_outcome_advantage)")
         if normalize_source is not None:
-            plan.implicit(normalize_source, normalize, "no std normalisation; rloo does not read norm_adv_by_std_in_grpo")
+            plan.converted(normalize_source, normalize, "algorithm.norm_adv_by_std_in_grpo", False,
+                           "no std normalisation (rloo does not read this key; written so that the config says so)")
+        else:
+            plan.pinned("algorithm.norm_adv_by_std_in_grpo", False,
+                        "no std normalisation (rloo does not read this key; written so that the config says so)")
     elif kind == "leave_one_out":
         plan.no_equivalent(f"{kind_source} + {normalize_source}", f"{kind}, normalize_std = true",
                            "verl's rloo estimator does not divide by the group std. Instead: normalize_std = false (rloo) "
                            "or baseline = 'group_mean' (grpo)")
+        nearest_group_estimator(plan, True, "leave-one-out baseline with std normalisation",
+                                "grpo centres on the group mean including the sample, (R − mean)/(std + 1e-6): the "
+                                "sandbox's leave-one-out advantages are these times G/(G − 1) before the std division")
     elif kind in ("opob",):
         plan.no_equivalent(kind_source, kind, "VCPO's off-policy optimal baseline needs per-trajectory gradient norms; "
                            f"upstream verl has none. Instead: {VCPO_INSTEAD}")
+        nearest_group_estimator(plan, normalize, "OPOB baseline",
+                                "grpo's baseline is the plain group mean, OPOB's the mean weighted by "
+                                "w_i²‖∇log π(y_i)‖²; the same when the weights are equal within a group")
     elif kind == "optimal":
         plan.no_equivalent(kind_source, kind,
                            "the variance-optimal scalar baseline needs per-sequence gradient norms; verl's "
                            "optimal_token_baseline estimator uses a per-token logit-space proxy instead. Instead: "
                            "baseline = 'group_mean' or 'leave_one_out'")
+        nearest_group_estimator(plan, normalize, "variance-optimal baseline",
+                                "grpo's baseline is the plain group mean, the optimal one the mean weighted by "
+                                "‖∇log π(y_i)‖²")
     else:  # none, constant, ema, reward
         what = {"none": "no baseline (raw rewards)", "reward": "raw rewards as advantages",
                 "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}[kind]
         plan.no_equivalent(kind_source, kind, f"{what}: every verl estimator centres or whitens the rewards "
                            "(core_algos.AdvantageEstimator). Instead: a group baseline (grpo or rloo)")
+        nearest_group_estimator(plan, normalize, what,
+                                "grpo centres each reward on its group's mean instead")
     if normalize_source is not None and kind not in ("group_mean", "leave_one_out"):
         plan.implicit(normalize_source, normalize, f"part of the {kind!r} advantage above")
 
@@ -312,6 +343,11 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
                else f"this trainer registers no {mode!r} policy loss")
         plan.no_equivalent(src, describe(obj.model_dump()), f"{why}. Instead: train with the sandbox's torch components "
                            "(sandbox.algorithms, examples/plain_torch_loop.py)")
+        plan.pinned("algorithm.adv_estimator", "grpo",
+                    "the objective has no equivalent (above); a group estimator is written because verl's default "
+                    "'gae' would add a critic: the written config trains verl's vanilla PPO loss on GRPO advantages")
+        plan.pinned("algorithm.norm_adv_by_std_in_grpo", True, "verl's GRPO std normalisation (see the objective row)")
+        plan.pinned(f"{ACTOR}.use_kl_loss", False, "no KL term is written (the objective has no equivalent)")
         return
 
     none = {"normalize": None, "eps_std": None, "std_unbiased": None}
@@ -348,6 +384,8 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
     elif obj.name == "rloo":
         plan.converted(f"{src}.name", obj.name, "algorithm.adv_estimator", "rloo",
                        "leave-one-out advantages R − mean_{j≠i} R_j (core_algos.compute_rloo_outcome_advantage)")
+        plan.pinned("algorithm.norm_adv_by_std_in_grpo", False,
+                    "no std normalisation (rloo does not read this key; written so that the config says so)")
     else:  # ppo, dapo, gspo, cispo: the advantage knob
         kind = {"grpo": "group_mean", "dr_grpo": "group_mean", "rloo": "leave_one_out"}.get(obj.advantage, obj.advantage)
         _baseline_rows(plan, scn, target, kind, obj.advantage == "grpo",
@@ -467,9 +505,10 @@ def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
             "dppo_mask": "verl 0.9.1's dppo_tv loss has the same Δp mask but no kl_tau·(log ρ)² term and clips the "
                          "ratio at clip_ratio_c, and it replaces the objective's PPO clip",
         }[c.name]
-        plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: register the sandbox's own loss in verl "
-                           f"(sandbox.integrations.verl.register_sandbox_losses, then policy_loss.loss_mode=sandbox_{c.name}; "
-                           "group-constant advantages such as grpo or rloo; docs/promotion.md#verl-sandbox-losses-by-name) "
+        plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: run the sandbox's own loss in verl: add "
+                           "actor_rollout_ref.model.external_lib=sandbox.integrations.verl (importing it registers every "
+                           f"correction) and set actor_rollout_ref.actor.policy_loss.loss_mode=sandbox_{c.name}, with "
+                           "group-constant advantages such as grpo or rloo (docs/promotion.md#verl-sandbox-losses-by-name), "
                            "or pick a correction verl has (tis, mis, geo_mis, icepop)")
         _correction_off(plan, "the correction is not exported (see the gap above)")
 

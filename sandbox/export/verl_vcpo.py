@@ -43,6 +43,7 @@ from .verl import (
     map_geo_token_weight,
     map_objective,
     map_tis,
+    nearest_group_estimator,
     objective_route,
     overrides_text,
     stabilizer_gap,
@@ -117,6 +118,9 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
                            f"whose ratio is 1; the sandbox's {obj.name} clips π_θ/μ. Instead: algorithm.objective = "
                            "{name = 'reinforce', baseline = 'opob', normalize_std = true, aggregation = 'seq_mean_token_mean'} "
                            "(VCPO's base update)")
+        nearest_group_estimator(plan, bool(getattr(obj, "normalize_std", obj.name != "dr_grpo")), f"{kind} baseline",
+                                "grpo's baseline is the plain group mean, the fork's gradient baselining a mean weighted "
+                                "by per-trajectory gradient norms")
         return
 
     _per_trajectory(plan)

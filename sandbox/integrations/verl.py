@@ -1,6 +1,22 @@
 """The sandbox's off-policy corrections as verl 0.9.1 policy losses, selected by name
 (``docs/promotion.md#verl-sandbox-losses-by-name``).
 
+**As verl's ``external_lib``.** Importing this module registers every correction under its default name
+(``sandbox_<correction>``) in verl's ``POLICY_LOSS_REGISTRY`` when verl is importable, so verl can load it
+itself in each worker::
+
+    python -m verl.trainer.main_ppo ... \
+        actor_rollout_ref.model.external_lib=sandbox.integrations.verl \
+        actor_rollout_ref.actor.policy_loss.loss_mode=sandbox_m2po_mask
+
+verl 0.9.1 imports ``actor_rollout_ref.model.external_lib`` with ``importlib.import_module`` in every
+process that builds the model config (``HFModelConfig.__post_init__`` calls ``import_external_libs``,
+``verl/workers/config/model.py`` and ``verl/utils/import_utils.py``), which includes the actor workers
+where the loss runs. Without verl (``ModuleNotFoundError`` for ``verl``) the import registers nothing
+and :func:`register_sandbox_losses` raises when called; a verl that is installed but fails to import
+raises at import. Configured losses (a correction's own settings, another name) need a module of your
+own that calls :func:`register_sandbox_losses`, named as ``external_lib`` in the same way.
+
 :func:`register_sandbox_losses` puts one loss per correction into verl's ``POLICY_LOSS_REGISTRY``
 (verl 0.9.1 ``verl/trainer/ppo/core_algos.py``: ``register_policy_loss``), named ``sandbox_<correction>``;
 ``actor_rollout_ref.actor.policy_loss.loss_mode=sandbox_m2po_mask`` then selects it. Each loss is the
@@ -314,3 +330,17 @@ def register_sandbox_losses(
             raise ValueError(f"register_sandbox_losses: {key!r} is one of verl's own policy losses; choose another name")
         losses[key] = core_algos.register_policy_loss(key)(loss)
     return losses
+
+
+def _register_on_import() -> None:
+    """Register every correction under its default name when verl is importable (module docstring)."""
+    try:
+        import verl.trainer.ppo.core_algos  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] == "verl":
+            return  # verl is not installed here
+        raise
+    register_sandbox_losses()
+
+
+_register_on_import()

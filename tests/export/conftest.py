@@ -34,11 +34,15 @@ SHIPPED = shipped_variants()
 @pytest.fixture(scope="session")
 def wheel():
     """``wheel("verl")`` -> directory of the unzipped pinned wheel."""
-    from sandbox.export.validate.wheels import WheelUnavailable, unpacked_wheel
+    from sandbox.export.validate.verl import VERL_POST_LOAD_MODULES
+    from sandbox.export.validate.wheels import WheelUnavailable, import_from_wheel, unpacked_wheel
 
     def get(name: str, version: str | None = None) -> Path:
         try:
-            return unpacked_wheel(name, version)
+            where = unpacked_wheel(name, version)
+            if name == "verl":  # the verl validator runs verl's own post-load code, imported from the wheel
+                import_from_wheel("verl", *VERL_POST_LOAD_MODULES)
+            return where
         except WheelUnavailable as exc:
             if os.environ.get("CI"):
                 pytest.fail(f"CI must be able to fetch the {name} wheel: {exc}")

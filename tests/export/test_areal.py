@@ -385,3 +385,37 @@ def test_golden_files():
     for case in ("quickstart:async", "lm_mission:m2po"):
         exp = export(VARIANTS[case], provenance=f"scenarios/{case.split(':')[0]}.toml, variant {case.split(':')[1]}")
         check_golden("areal", case.replace(":", "-"), exp.files)
+
+
+# --------------------------------------------------------------------------------------------
+# regression (issue 25, item 7): an advantage AReaL cannot express must still get the group normalisation
+# its objective implies; AReaL 1.0.4 defaults actor.reward_norm = adv_norm = None (raw, uncentred rewards)
+# --------------------------------------------------------------------------------------------
+
+
+def test_vcpo_variant_writes_the_objectives_group_normalisation(wheel):
+    exp = export_scenario(VARIANTS["lm_mission:vcpo"], "areal", given=Given(lr=1e-6), allow_partial=True)
+    s = exp.plan.settings
+    assert s["actor.reward_norm.mean_level"] == "group" and s["actor.reward_norm.std_level"] == "group"
+    assert s["actor.reward_norm.group_size"] == 8 and s["actor.reward_norm.mean_leave1out"] is False
+    assert s["actor.adv_norm"] is None
+    assert any(r.source.startswith("algorithm.objective.baseline + ") for r in exp.plan.gaps())  # still a gap
+    assert "raw rewards" in next(r.note for r in exp.plan.rows if r.target == "actor.reward_norm.mean_level")
+    assert "`actor.reward_norm.mean_level` = `group`" in exp.files["PROMOTION.md"]
+    assert validate(exp.files, wheel("areal")) == []
+
+
+@pytest.mark.parametrize("objective, mean, std", [
+    ({"name": "reinforce", "baseline": "ema"}, "group", None),
+    ({"name": "reinforce", "baseline": "optimal", "normalize_std": True}, "group", "group"),
+    ({"name": "reinforce", "baseline": "none", "normalize_std": True}, None, "group"),
+    ({"name": "reinforce", "baseline": "leave_one_out", "normalize_std": True}, "group", "group"),
+    ({"name": "grpo", "baseline": "opob"}, "group", "group"),
+    ({"name": "dr_grpo", "baseline": "opob"}, "group", None),
+    ({"name": "ppo", "advantage": "opob"}, "group", "group"),
+], ids=["ema", "optimal_std", "none_std", "loo_std", "grpo_opob", "dr_grpo_opob", "ppo_opob"])
+def test_every_inexpressible_advantage_still_writes_its_normalisation(objective, mean, std):
+    exp = export(scenario(algorithm__objective=objective))
+    s = exp.plan.settings
+    assert s["actor.reward_norm.mean_level"] == mean and s["actor.reward_norm.std_level"] == std
+    assert exp.plan.gaps()

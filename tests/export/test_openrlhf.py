@@ -419,3 +419,10 @@ def test_framework_cross_checks_are_reported(async_export, openrlhf_wheel):
 def test_golden(case):
     exp = export(SHIPPED_BY_ID[case])
     check_golden("openrlhf", case.replace(":", "-"), exp.files)
+
+
+def test_a_critic_path_is_reported(async_export, openrlhf_wheel):
+    """OpenRLHF's default estimator is gae, which makes train_ppo_ray.py build a critic (issue 25 item 7)."""
+    files = with_flags_text(async_export.files, "--algo.advantage.estimator group_norm", "--algo.advantage.estimator gae")
+    assert files != async_export.files
+    assert any("would train a critic" in p for p in validate(files, openrlhf_wheel))

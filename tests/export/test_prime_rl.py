@@ -326,3 +326,12 @@ def test_launch_setup_merged_with_rl_toml_is_a_valid_rl_config():
     merged = _merge(read_back(exp.files), tomllib.loads(setup))
     assert merged["orchestrator"]["train"]["filter_zero_advantages"] is False and merged["orchestrator"]["train"]["source"]
     assert checker.schema_problems(merged) == []
+
+
+def test_launch_names_how_to_install_the_example_taskset():
+    """reverse-text is not built into verifiers (verifiers.v1.tasksets at deps/verifiers a60a606e holds harbor,
+    lean, nemo_gym, openenv, textarena); it is an opt-in uv workspace member of the prime-rl checkout."""
+    launch = export_scenario(SHIPPED[0][1], "prime-rl", allow_partial=True).files["launch.sh"]
+    assert "uv sync --all-extras --package prime-rl --package reverse-text" in launch
+    assert "git submodule update --init" in launch
+    assert "textarena" in launch

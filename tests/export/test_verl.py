@@ -278,3 +278,56 @@ def test_hydra_values_round_trip_as_hydra_reads_them():
 def test_golden(case):
     exp = export_scenario(SHIPPED_BY_NAME[case], "verl", allow_partial=True, provenance=f"scenarios/{case.split(':')[0]}.toml")
     check_golden("verl", case.replace(":", "-"), exp.files)
+
+
+# --------------------------------------------------------------------------------------------
+# regression (issue 25, item 7): a baseline verl cannot express must not fall back to verl's default
+# adv_estimator = gae, which trains a critic and which verl's own validate_config rejects
+# --------------------------------------------------------------------------------------------
+
+
+def test_vcpo_variant_writes_the_nearest_group_estimator_and_passes_verl_validate_config(verl_wheel):
+    from sandbox.export.validate.verl import override_lines, post_load_problems
+
+    exp = export_scenario(SHIPPED_BY_NAME["lm_mission:vcpo"], "verl", given=Given(lr=1e-6), allow_partial=True)
+    s = exp.plan.settings
+    assert s["algorithm.adv_estimator"] == "grpo" and s["algorithm.norm_adv_by_std_in_grpo"] is True
+    assert "algorithm.objective.baseline" in {r.source for r in exp.plan.gaps()}  # still reported as a gap
+    row = next(r for r in exp.plan.rows if r.target == "algorithm.adv_estimator")
+    assert "OPOB" in row.note and "gae" in row.note
+    assert "`algorithm.adv_estimator` = `grpo`" in exp.files["PROMOTION.md"]
+    assert post_load_problems(override_lines(exp.files["overrides.txt"]), verl_wheel) == []
+
+
+@pytest.mark.parametrize("objective", [
+    {"name": "reinforce", "baseline": "none"}, {"name": "reinforce", "baseline": "ema"},
+    {"name": "reinforce", "baseline": "optimal"}, {"name": "reinforce", "baseline": "leave_one_out", "normalize_std": True},
+    {"name": "ppo", "advantage": "reward"}, {"name": "tba"},
+], ids=["none", "ema", "optimal", "loo_std", "ppo_reward", "tba"])
+def test_every_inexpressible_baseline_still_writes_a_group_estimator(objective):
+    exp = export_scenario(quickstart(algorithm__objective=objective), "verl", allow_partial=True)
+    assert exp.plan.settings["algorithm.adv_estimator"] in ("grpo", "rloo")
+    assert exp.plan.gaps()
+
+
+def test_post_load_validation_rejects_verl_default_critic_path(verl_wheel):
+    from sandbox.export.validate.verl import override_lines, post_load_problems
+
+    files = export_scenario(SHIPPED_BY_NAME["lm_mission:vcpo"], "verl", allow_partial=True).files
+    lines = [ln for ln in override_lines(files["overrides.txt"])
+             if not ln.startswith(("algorithm.adv_estimator=", "algorithm.norm_adv_by_std_in_grpo="))]
+    problems = post_load_problems(lines, verl_wheel)  # what the export wrote before the fix
+    assert any("would train a critic" in p for p in problems)
+    assert any("validate_config rejects" in p for p in problems)
+    fine = post_load_problems(lines + ["algorithm.adv_estimator=grpo"], verl_wheel)
+    assert fine == []
+    bad_batch = post_load_problems(lines + ["algorithm.adv_estimator=grpo", "data.train_batch_size=2",
+                                            "actor_rollout_ref.actor.ppo_mini_batch_size=4"], verl_wheel)
+    assert any("validate_config rejects" in p and "ppo_mini_batch_size" in p for p in bad_batch), bad_batch
+
+
+def test_a_correction_verl_lacks_points_at_the_sandbox_loss_as_external_lib():
+    exp = export_scenario(SHIPPED_BY_NAME["lm_mission:m2po"], "verl", allow_partial=True)
+    note = next(r.note for r in exp.plan.gaps() if r.source == "algorithm.correction")
+    assert "actor_rollout_ref.model.external_lib=sandbox.integrations.verl" in note
+    assert "policy_loss.loss_mode=sandbox_m2po_mask" in note

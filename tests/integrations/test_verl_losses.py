@@ -206,3 +206,66 @@ def test_bad_requests_are_clear_errors(verl):
     gae_like = torch.cumsum(torch.ones_like(old), -1) * mask
     with pytest.raises(ValueError, match="advantages vary along response 0"):
         call(core_algos, "sandbox_tis", old, new, gae_like, mask, actor_config(ActorConfig))
+
+
+# --------------------------------------------------------------------------------------------
+# as verl's external_lib (issue 25, item 10)
+# --------------------------------------------------------------------------------------------
+
+_EXTERNAL_LIB_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from verl.trainer.ppo import core_algos
+from verl.utils.import_utils import import_external_libs
+assert not [k for k in core_algos.POLICY_LOSS_REGISTRY if k.startswith("sandbox_")], "registered before the import"
+import_external_libs("sandbox.integrations.verl")   # what HFModelConfig.__post_init__ does with model.external_lib
+from sandbox.algorithms.corrections import CORRECTIONS
+from sandbox.integrations.verl import SandboxVerlLoss
+missing = [n for n in CORRECTIONS.names() if not isinstance(core_algos.POLICY_LOSS_REGISTRY.get("sandbox_" + n), SandboxVerlLoss)]
+assert not missing, missing
+assert isinstance(core_algos.get_policy_loss_fn("sandbox_m2po_mask"), SandboxVerlLoss)
+print("REGISTERED", len(CORRECTIONS.names()))
+"""
+
+
+def test_importing_the_module_registers_every_loss_in_verls_registry(verl):
+    """In a fresh process (this one already registered the losses), verl's own ``import_external_libs``, the
+    loader of ``actor_rollout_ref.model.external_lib``, imports the module and so registers every correction."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sandbox.export.validate.wheels import unpacked_wheel
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", _EXTERNAL_LIB_CHILD, str(unpacked_wheel("verl"))],
+                          capture_output=True, text=True, timeout=300, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0 and "REGISTERED" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_external_lib_is_a_key_of_verls_config(verl):
+    """``actor_rollout_ref.model.external_lib`` is the key verl 0.9.1's ``ppo_trainer`` composes (an unknown key
+    would raise ``ConfigCompositionException``)."""
+    from omegaconf import OmegaConf
+
+    from sandbox.export.validate.verl import CONFIG_DIR, compose
+    from sandbox.export.validate.wheels import unpacked_wheel
+
+    cfg = compose(unpacked_wheel("verl") / CONFIG_DIR, "ppo_trainer",
+                  ["actor_rollout_ref.model.external_lib=sandbox.integrations.verl"])
+    assert OmegaConf.select(cfg, "actor_rollout_ref.model.external_lib") == "sandbox.integrations.verl"
+
+
+def test_import_without_verl_registers_nothing_and_does_not_fail():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys; sys.modules['verl'] = None\n"  # verl unimportable, whatever is installed
+            "import sandbox.integrations.verl as m\n"
+            "try:\n    m.register_sandbox_losses()\nexcept ImportError as e:\n    print('REFUSED', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0 and "REFUSED" in proc.stdout, proc.stderr[-3000:]

@@ -16,7 +16,9 @@ imports in scope, which yields the real parser. Then:
 4. ``launch.sh`` is parsed as the full command (its setup variables at their defaults or placeholders)
    and must carry exactly the lines of flags.txt; the script's own checks after ``parse_args`` (the
    asserts of the same ``__main__`` block, up to ``train(args)``) run on that namespace, plus the
-   constructor checks of ``PolicyLoss`` in ``openrlhf/models/loss.py`` that reject flag combinations.
+   constructor checks of ``PolicyLoss`` in ``openrlhf/models/loss.py`` that reject flag combinations;
+   a namespace on which the script would build a critic (estimator ``gae``: the block sets
+   ``critic.model_name_or_path``) is a problem, since no sandbox objective has one.
 """
 
 from __future__ import annotations
@@ -230,6 +232,9 @@ def _post_parse_checks(ns: argparse.Namespace, wheel_dir: Path) -> list[str]:
     if not isinstance(args, SimpleNamespace):
         return problems
     adv, actor = args.algo.advantage, args.actor
+    if adv.estimator == "gae" or getattr(args.critic, "model_name_or_path", None) is not None:
+        problems.append(f"train_ppo_ray.py would train a critic (--algo.advantage.estimator {adv.estimator}); "
+                        "no sandbox objective has one")
     if adv.is_correction_mode == "clip" and (adv.is_correction_level == "seq" or adv.is_correction_gating != "ratio"):
         problems.append("models/loss.py PolicyLoss rejects is_correction_mode=clip without level token and gating ratio")
     if adv.is_correction_gating != "ratio" and adv.is_correction_level != "off" and adv.is_correction_threshold[0] > 0:

@@ -11,6 +11,15 @@ Recipe: ``docs/promotion.md`` ("How exports are validated").
    (``valid_loss_agg_modes``, ``@register_policy_loss`` names, ``AdvantageEstimator``,
    ``SUPPORTED_ROLLOUT_RS_OPTIONS``, IS levels, ``@register_trainer`` modes, the sampler's strategies, KL
    estimators, LR schedulers, weight-sync backends), plus the numeric rules verl asserts at start-up.
+5. verl's own post-load code, imported from the wheel (:func:`post_load_problems`): the config composed with
+   the values ``launch.sh`` fills in goes through what ``verl.trainer.main_ppo.main`` runs before training,
+   ``validate_config(config, use_reference_policy=need_reference_policy(config),
+   use_critic=need_critic(config))`` (``verl/utils/config.py``, ``verl/trainer/ppo/utils.py``), and
+   ``algorithm``, ``algorithm.rollout_correction`` and ``actor_rollout_ref.rollout`` are built as verl's
+   dataclasses (``omega_conf_to_dataclass``). A config on which ``need_critic`` is true is a problem in itself:
+   no sandbox objective has a critic, so verl's default ``adv_estimator = gae`` would change the algorithm.
+   This step imports verl (torch, ray, tensordict, codetiming: see ``wheels.import_from_wheel``) and raises
+   :class:`~sandbox.export.validate.wheels.WheelUnavailable` when it cannot.
 """
 
 from __future__ import annotations
@@ -280,8 +289,74 @@ def _generated_config(wheel_dir: Path) -> DictConfig:
     return base
 
 
-def validate(files: dict[str, str], wheel_dir: Path) -> list[str]:
-    """Problems with an upstream-verl export (empty when verl 0.9.1's own config accepts it as meant)."""
+VERL_POST_LOAD_MODULES = ("verl.trainer.ppo.utils", "verl.utils.config", "verl.trainer.config.algorithm")
+"""The verl modules :func:`post_load_problems` imports from the wheel."""
+
+LAUNCH_FILLS = (
+    "actor_rollout_ref.model.path=/path/to/model",
+    "data.train_files=/path/to/train.parquet",
+    "data.val_files=/path/to/val.parquet",
+    "data.max_prompt_length=1024",
+    "data.max_response_length=2048",
+    "actor_rollout_ref.rollout.name=vllm",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+    "trainer.nnodes=1",
+    "trainer.n_gpus_per_node=8",
+)
+"""What the exported ``launch.sh`` adds to ``overrides.txt`` with its defaults (``sandbox/export/verl.py``:
+``_launch_script``); ``actor_rollout_ref.model.path`` is a placeholder (verl's post-load checks do not read
+the model unless a critic is built)."""
+
+
+def post_load_problems(lines: list[str], wheel_dir: Path, config_name: str = "ppo_trainer",
+                       config_dir: Path | None = None) -> list[str]:
+    """Run verl 0.9.1's own post-load validation on ``lines`` + :data:`LAUNCH_FILLS` (step 5 of the module
+    docstring). Raises ``WheelUnavailable`` when verl cannot be imported here."""
+    from .wheels import import_from_wheel
+
+    utils, config_mod, algo = import_from_wheel("verl", *VERL_POST_LOAD_MODULES)
+    given = {ln.split("=", 1)[0].lstrip("+") for ln in lines}
+    fills = [f for f in LAUNCH_FILLS if f.split("=", 1)[0] not in given]
+    try:
+        cfg = compose(config_dir or wheel_dir / CONFIG_DIR, config_name, lines + fills)
+    except Exception as exc:
+        return [f"verl's Hydra config rejects the overrides with launch.sh's values: {type(exc).__name__}: {exc}"]
+    import warnings
+
+    problems: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # need_critic warns that a non-gae estimator disables the critic
+        use_critic = bool(utils.need_critic(cfg))
+        use_ref = bool(utils.need_reference_policy(cfg))
+    if use_critic:
+        problems.append(f"verl would train a critic (need_critic: algorithm.adv_estimator = "
+                        f"{OmegaConf.select(cfg, 'algorithm.adv_estimator')!r}, critic.enable = "
+                        f"{OmegaConf.select(cfg, 'critic.enable')!r}); no sandbox objective has one")
+    import contextlib
+    import io
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # validate_config prints its progress
+            config_mod.validate_config(cfg, use_reference_policy=use_ref, use_critic=use_critic)
+    except Exception as exc:  # AssertionError / ValueError / anything verl raises before training
+        problems.append(f"verl's validate_config rejects the config: {type(exc).__name__}: {str(exc)[:400]}")
+    for section, cls in (("algorithm", None), ("algorithm.rollout_correction", algo.RolloutCorrectionConfig),
+                         ("actor_rollout_ref.rollout", None)):
+        node = OmegaConf.select(cfg, section)
+        if node is None:
+            continue
+        try:
+            config_mod.omega_conf_to_dataclass(node, cls)
+        except Exception as exc:
+            problems.append(f"verl cannot build {section} as its dataclass: {type(exc).__name__}: {str(exc)[:400]}")
+    return problems
+
+
+def validate(files: dict[str, str], wheel_dir: Path, post_load: bool = True) -> list[str]:
+    """Problems with an upstream-verl export (empty when verl 0.9.1's own config accepts it as meant).
+    ``post_load=False`` skips step 5 (verl's own code, which needs verl importable)."""
     wheel_dir = Path(wheel_dir)
     problems: list[str] = []
     lines = override_lines(files.get("overrides.txt", ""))
@@ -325,4 +400,6 @@ def validate(files: dict[str, str], wheel_dir: Path) -> list[str]:
             problems.append(f"{key}: merged value {_plain(OmegaConf.select(merged, key))!r} != exported {_plain(want)!r}")
 
     problems += _enum_problems(composed, wheel_choices(wheel_dir))
+    if post_load:
+        problems += post_load_problems(lines, wheel_dir)
     return problems
