@@ -9,16 +9,12 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+import tomllib
 
 import tomli_w
 
