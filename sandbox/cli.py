@@ -114,6 +114,7 @@ def run(
     another sandbox process is writing.
     """
     with _starting():
+        from .report.writers import WriterUnavailable, check_writers
         from .scenario import DEFAULT_SCENARIO, load_scenario, parse_overrides, variant_scenarios
     staged = None
     try:
@@ -121,7 +122,9 @@ def run(
             scn, raw = load_scenario(scenario or DEFAULT_SCENARIO, set_)
             variants = variant_scenarios(scn, raw)
             _check_budget(variants, force)
-        except ScenarioError as exc:
+            for v in variants.values():  # an extra's writer that is not installed: refused before anything is written
+                check_writers(v.run.writers)
+        except (ScenarioError, WriterUnavailable) as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2)
         name = (scenario or DEFAULT_SCENARIO).stem

@@ -118,3 +118,38 @@ def test_a_missing_scenario_names_the_shipped_ones(tmp_path, monkeypatch):
     text = str(info.value)
     assert "file not found: scenarios/max_lagg.toml" in text
     assert "shipped:" in text and "max_lag" in text and "published/verl_fully_async" in text
+
+
+# -- without an extra, its integration is refused by name (the core commands need none) ------------
+
+def _without(monkeypatch, *modules):
+    """Make ``modules`` look not installed: imports fail and find_spec finds nothing."""
+    import importlib.util
+    import sys
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **k: None if name.split(".")[0] in modules else real(name, *a, **k))
+    for m in modules:
+        monkeypatch.setitem(sys.modules, m, None)
+
+
+@pytest.mark.parametrize("missing, args, extra", [
+    (("tensorboard",), ["run", "sync", "--set", 'run.writers=["tensorboard"]', "--set", "run.steps=2"], '".[tensorboard]"'),
+    (("transformers",), ["run", "lm_mission_hf", "--set", "run.steps=1"], '".[hf]"'),
+    (("ray",), ["sweep", "sweeps/lag_lr_quadratic", "--backend", "ray", "--set", "run.steps=2", "-q"], '".[ray]"'),
+])
+def test_a_missing_extra_is_refused_by_name_without_traceback(tmp_path, monkeypatch, missing, args, extra):
+    from typer.testing import CliRunner
+
+    from sandbox.cli import app
+
+    _without(monkeypatch, *missing)
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out")])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "error:" in text and extra in text, text
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    if args[0] == "run":
+        assert not (tmp_path / "out").exists()  # refused before anything is written
