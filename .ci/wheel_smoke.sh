@@ -47,7 +47,16 @@ refuses() {
 }
 
 # -- build and install ---------------------------------------------------------------------------
-cd "$REPO"
+# built from a copy of the checkout's files (tracked and new, not ignored): no stale build/ output
+# of an earlier build can slip into the wheel, and nothing is written into the checkout
+SRC="$REPO"
+if git -C "$REPO" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  SRC="$WORK/src"
+  mkdir "$SRC"
+  (cd "$REPO" && git ls-files -z --cached --others --exclude-standard | xargs -0 -r sh -c 'for f; do [ -e "$f" ] || [ -L "$f" ] && printf "%s\0" "$f"; done' sh \
+     | tar --null -T - -cf -) | tar -xf - -C "$SRC" || fail "copy the checkout"
+fi
+cd "$SRC"
 step "build the wheel (pip wheel --no-deps)" "$PYTHON" -m pip wheel --no-deps -q -w "$WORK/dist" .
 WHEEL="$(ls "$WORK"/dist/async_rl_sandbox-*.whl)"
 step "create a clean virtual environment" "$PYTHON" -m venv "$WORK/venv"
