@@ -84,7 +84,7 @@ def _run_one(scn, out: Path | None, label: str, group: str = "", color: str | No
 
 @app.command()
 def run(
-    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML (default: scenarios/quickstart.toml)."),
+    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML, or the name of a shipped scenario such as max_lag (default: the shipped quickstart)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Run directory (default: runs/<scenario name>, plus +<dotted.key>-<value> per --set override)."
@@ -100,6 +100,7 @@ def run(
     another sandbox process is writing.
     """
     with _starting():
+        from .report.writers import WriterUnavailable, check_writers
         from .scenario import DEFAULT_SCENARIO, load_scenario, parse_overrides, variant_scenarios
     staged = None
     try:
@@ -107,7 +108,9 @@ def run(
             scn, raw = load_scenario(scenario or DEFAULT_SCENARIO, set_)
             variants = variant_scenarios(scn, raw)
             weights = _check_budget(variants, force)
-        except ScenarioError as exc:
+            for v in variants.values():  # an extra's writer that is not installed: refused before anything is written
+                check_writers(v.run.writers)
+        except (ScenarioError, WriterUnavailable) as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2)
         name = (scenario or DEFAULT_SCENARIO).stem
@@ -154,7 +157,7 @@ def run(
 
 @app.command("scenario", short_help="Print a scenario resolved, or the reference of every key.")
 def scenario_command(
-    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML (default: scenarios/quickstart.toml)."),
+    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML, or the name of a shipped scenario such as max_lag (default: the shipped quickstart)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Print this variant of the scenario instead of its base."),
     reference: bool = typer.Option(False, "--reference", help="Print the reference of every scenario key (markdown) and exit."),
@@ -331,7 +334,7 @@ def main() -> None:  # pragma: no cover
 
 @app.command()
 def sweep(
-    sweep_file: Path = typer.Argument(..., help="Sweep TOML: base scenario + [grid] / [[zip]] axes + seeds."),
+    sweep_file: Path = typer.Argument(..., help="Sweep TOML (or a shipped sweep's name, e.g. sweeps/lag_lr_quadratic): base scenario + [grid] / [[zip]] axes + seeds."),
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep directory (default: [sweep] out or runs/sweeps/<name>)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, help="Parallel runs (default: one per core)."),
     backend: Optional[str] = typer.Option(None, "--backend", help="local (process pool) or ray."),
@@ -561,7 +564,7 @@ def claims(
 
 @app.command(short_help="Capacity planning: throughput, lag and utilisation over workers x staleness bounds.")
 def plan(
-    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML (default: scenarios/quickstart.toml); variants are ignored."),
+    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML, or the name of a shipped scenario (default: the shipped quickstart); variants are ignored."),
     workers: Optional[str] = typer.Option(None, "--workers", metavar="LIST", help="Worker counts, comma-separated, e.g. 8,16,32 (default: the scenario's)."),
     k_max: str = typer.Option("0,1,2,4,8", "--k-max", metavar="LIST", help="Staleness bounds, comma-separated (0 = sync, always planned as the baseline); which field each sets: docs/plan.md."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per configuration (run.seed = 0, 1, ...)."),
@@ -722,7 +725,7 @@ EXIT_REFUSED = 3
 
 @app.command(short_help="Write a scenario as a GPU framework's configuration.")
 def export(
-    source: Optional[Path] = typer.Argument(None, help="Scenario TOML, a `sandbox run` directory or a `sandbox sweep` directory."),
+    source: Optional[Path] = typer.Argument(None, help="Scenario TOML, a shipped scenario's name, a `sandbox run` directory or a `sandbox sweep` directory."),
     framework: Optional[str] = typer.Option(None, "--framework", "-f", help="Target framework (see --list)."),
     version: Optional[str] = typer.Option(None, "--version", help="Framework version (default: the newest supported)."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Variant of a scenario file or of a multi-variant run directory."),

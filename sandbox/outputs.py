@@ -179,33 +179,71 @@ def _mkdir(out: Path, flag: str) -> None:
         raise OutputError(f"{flag}: cannot create {out} ({exc.strerror or exc})") from None
 
 
+def _holder_pid(lock: Path) -> str:
+    """The pid the holder wrote into the lock file (diagnostics only: '' when unreadable)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return ""
+    try:
+        text = os.read(fd, 32).decode(errors="replace").strip()
+    except OSError:  # e.g. Windows: the holder's byte-range lock
+        return ""
+    finally:
+        os.close(fd)
+    return text if text.isdigit() else ""
+
+
+def _write_pid(lock: Path) -> None:
+    """Write this process's pid into the held lock file, never through a symbolic link."""
+    try:
+        fd = os.open(lock, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    except OSError:  # diagnostics only (Windows locks the file's bytes)
+        pass
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def output_lock(out: Path, flag: str = "--out") -> Iterator[None]:
     """Hold ``<out>/.sandbox.lock`` (created with ``out``) for the duration; :class:`OutputError`
-    at once if another process holds it. The lock goes with the process, even on ``kill -9``."""
+    at once if another process (or another writer in this one) holds it. The lock is an OS file lock
+    (``filelock``: ``flock`` on POSIX, ``msvcrt`` on Windows), so it goes with the process, even on
+    ``kill -9``. A lock path that is a symbolic link is refused: the lock is never taken, or its pid
+    written, through a link to a file elsewhere."""
+    from filelock import FileLock, Timeout
+
     out = Path(out)
     _mkdir(out, flag)
+    path = out / LOCK
+    if path.is_symlink():
+        raise OutputError(
+            f"{flag}: {path} is a symbolic link; the lock file is never followed to another file. "
+            "Remove the link or choose another " + flag
+        )
+    holder = _holder_pid(path)  # read first: an older filelock truncates the file on a failed try
+    lock = FileLock(str(path), timeout=0)  # a separate OS lock per call: a second writer in this process is refused too
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: no lock
-        yield
-        return
-    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        lock.acquire()
+    except Timeout:
+        holder = _holder_pid(path) or holder
+        raise OutputError(
+            f"{flag}: {out} is being written by another sandbox process"
+            + (f" (pid {holder})" if holder else "")
+            + f"; wait for it to finish or choose another {flag}"
+        ) from None
+    except OSError as exc:
+        raise OutputError(f"{flag}: cannot lock {path} ({exc.strerror or exc})") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            raise OutputError(
-                f"{flag}: {out} is being written by another sandbox process"
-                + (f" (pid {holder})" if holder.isdigit() else "")
-                + f"; wait for it to finish or choose another {flag}"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _write_pid(path)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        lock.release()
 
 
 @contextmanager

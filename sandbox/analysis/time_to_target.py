@@ -239,14 +239,9 @@ class Curves:
     def from_run_dir(cls, path: str | Path) -> "Curves | None":
         """From a run directory (``metrics.parquet``, ``replicas.npz``, ``summary.json``,
         ``scenario.toml``); reads only the columns and the array it needs, writes nothing."""
-        import sys
+        import tomllib
 
         import pandas as pd
-
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover
-            import tomli as tomllib
 
         path = Path(path)
         summary = json.loads((path / "summary.json").read_text())

@@ -27,7 +27,6 @@ import json
 import math
 import multiprocessing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable
 
 import numpy as np
@@ -37,8 +36,9 @@ import torch
 from ..errors import ScenarioError
 from ..runner import RunResult, _tail_mean, run_scenario
 from ..scenario import load_scenario
+from ..scenario.shipped import shipped_root
 
-SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "fixed_lag.toml"
+SCENARIO = shipped_root() / "fixed_lag.toml"
 BASE_LR = 0.3
 """Adam learning rate of ``scenarios/sweeps/methods_bitstring.toml``."""
 FULL_STEPS, QUICK_STEPS = 100, 40

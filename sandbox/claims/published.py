@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy.stats import norm
 
 from ..scenario import load_scenario, variant_scenarios
+from ..scenario.shipped import shipped_root
 from ..system.config import SystemConfig
 from ..system.timing_only import simulate_timing
 from .base import ClaimResult, Curve, Row, t_interval
 
-ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "published"
+ROOT = shipped_root() / "published"
 BAND = (0.67, 1.5)
 WARMUP_FRACTION = 0.2
 FULL_STEPS, QUICK_STEPS = 40, 4

@@ -14,21 +14,20 @@ A scenario with B > P, non-constant training time or a per-token generation mode
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from scipy import stats
 
 from theory.order_statistics import expected_max, expected_value, lognormal_cdf
 
 from ..scenario import load_scenario
+from ..scenario.shipped import shipped_root
 from ..system.config import SystemConfig
 from ..system.timing_only import simulate_timing
 from .base import ClaimResult, Curve, Row, t_interval
 
 SCENARIOS = ("async_ratio", "max_lag", "max_lag_drop", "fixed_lag")
 BAND = (0.9, 1.1)
-ROOT = Path(__file__).resolve().parents[2] / "scenarios"
+ROOT = shipped_root()
 
 
 def generation_cdf(delay):

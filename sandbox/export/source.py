@@ -18,6 +18,7 @@ from pathlib import Path
 from ..outputs import safe_name
 from ..scenario import Scenario, ScenarioError
 from ..scenario.load import apply_overrides, blame_overrides, parse_overrides, read_toml, validate_scenario
+from ..scenario.shipped import display_name, resolve_scenario_path
 from .plan import ExportError
 
 
@@ -40,9 +41,10 @@ def resolve(path: Path, variant: str | None = None, run_id: str | None = None, b
         ov = parse_overrides(overrides)
     except ScenarioError as exc:
         raise _scenario_error(exc) from None
-    path = Path(path)
+    path = resolve_scenario_path(path)  # a path, else a shipped scenario's name (sandbox.scenario.shipped)
     if not path.exists():
-        raise ExportError(f"{path}: no such file or directory; expected a scenario TOML, a run directory or a sweep directory")
+        raise ExportError(f"{path}: no such file or directory; expected a scenario TOML, a run directory, a sweep directory "
+                          "or the name of a shipped scenario (e.g. quickstart, max_lag, published/verl_fully_async)")
     if path.is_file():
         if run_id or best:
             raise ExportError("--run/--best select a run of a sweep or run directory; for a scenario file use --variant")
@@ -78,14 +80,14 @@ def _from_scenario_file(path: Path, variant: str | None, ov: dict) -> Source:
         base = {k: v for k, v in raw.items() if k != "variants"}
         if variant is not None:
             base = apply_overrides(base, raw["variants"][variant])
-        label = f"{path} variant '{variant}'" if variant else str(path)
+        label = f"{display_name(path)} variant '{variant}'" if variant else display_name(path)
         try:
             chosen = validate_scenario(apply_overrides(base, ov), label)
         except ScenarioError as exc:
             raise (blame_overrides(exc, base, ov, ov, label) if ov else exc) from None
     except ScenarioError as exc:
         raise _scenario_error(exc) from None
-    where = f"scenario `{path}`" + (f", variant `{variant}`" if variant else "")
+    where = f"scenario `{display_name(path)}`" + (f", variant `{variant}`" if variant else "")
     label = f"{path.stem}-{safe_name(variant)}" if variant else path.stem  # a directory name (promote/<label>-<framework>)
     return Source(chosen, where + _overrides_text(ov), label, ov)
 

@@ -9,16 +9,12 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+import tomllib
 
 import tomli_w
 
@@ -27,7 +23,7 @@ from .model import Scenario
 from .schema import Choice, node_at
 from .schema import Model as SchemaModel
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.toml"
+from .shipped import DEFAULT_SCENARIO, not_found_hint, resolve_scenario_path  # noqa: F401  (re-exported)
 
 
 def parse_value(text: str) -> Any:
@@ -162,10 +158,12 @@ def validate_scenario(data: dict, source: str = "scenario") -> Scenario:
 
 def read_toml(path: str | Path) -> dict:
     """A TOML file as a dict; the relative ``path`` of every ``{kind = "trace", path = ...}`` table in
-    it (a trace-driven delay, docs/system.md#trace) is made absolute against the file's directory."""
-    path = Path(path)
+    it (a trace-driven delay, docs/system.md#trace) is made absolute against the file's directory.
+    A ``path`` that does not exist may name a shipped scenario (:mod:`sandbox.scenario.shipped`)."""
+    given = Path(path)
+    path = resolve_scenario_path(given)
     if not path.exists():
-        raise ScenarioError([f"file not found: {path}"], str(path))
+        raise ScenarioError([f"file not found: {given} ({not_found_hint()})"], str(given))
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..outputs import check_names
 from ..scenario.load import ScenarioError, apply_overrides, override_texts, parse_overrides, read_toml, validate_scenario
+from ..scenario.shipped import resolve_scenario_path
 from ..scenario.model import Scenario
 
 TOP_KEYS = {"base", "seeds", "sweep", "set", "grid", "zip"}
@@ -346,8 +347,9 @@ def _collapse_shared(problems: list[tuple[str, str]], tried: int) -> list[str]:
 
 
 def load_sweep(path: str | Path, overrides: list[str] | dict | None = None) -> SweepSpec:
-    """Read and expand a sweep file; ``overrides`` (``dotted.key=value``) are added to ``[set]``."""
-    path = Path(path)
+    """Read and expand a sweep file; ``overrides`` (``dotted.key=value``) are added to ``[set]``.
+    A ``path`` that does not exist may name a shipped sweep (``sweeps/lag_lr_quadratic``)."""
+    path = resolve_scenario_path(path)
     raw = read_toml(path)
     extra = overrides if isinstance(overrides, dict) else parse_overrides(overrides)
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,11 +18,6 @@ from sandbox.export.prime_rl import PrimeRLExporter
 from sandbox.export.validate import prime_rl as checker
 from sandbox.scenario import validate_scenario
 from sandbox.scenario.load import apply_overrides
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FW = "prime-rl"
 BY_ID = dict(SHIPPED)

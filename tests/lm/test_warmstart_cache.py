@@ -4,6 +4,7 @@ rebuilt, never loaded."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -65,3 +66,21 @@ def test_damaged_cache_is_rebuilt_not_loaded(damage, monkeypatch):
     assert json.loads(meta_path.read_text())["sha256"] == ws._sha256(path)  # rewritten intact
     _task().init_params(torch.Generator().manual_seed(0))
     assert len(loads) == 1 and ws.TRAININGS == before + 1  # and now a cache hit
+
+
+def test_cache_dir_honours_sandbox_cache_dir_then_xdg_cache_home(tmp_path, monkeypatch):
+    """$SANDBOX_CACHE_DIR wins; without it the user cache directory follows $XDG_CACHE_HOME (platformdirs)."""
+    from sandbox.export.validate import wheels
+
+    assert ws.cache_dir() == tmp_path / "cache"  # the autouse fixture's SANDBOX_CACHE_DIR
+    monkeypatch.setenv("SANDBOX_WHEEL_CACHE", str(tmp_path / "w"))
+    assert wheels.cache_dir() == tmp_path / "w"
+    monkeypatch.delenv("SANDBOX_CACHE_DIR")
+    monkeypatch.delenv("SANDBOX_WHEEL_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    if sys.platform.startswith("linux"):
+        assert ws.cache_dir() == tmp_path / "xdg" / "async-rl-sandbox"
+        assert wheels.cache_dir() == tmp_path / "xdg" / "async-rl-sandbox" / "wheels"
+    else:  # macOS / Windows: the platform's own cache folder
+        assert ws.cache_dir().name in ("async-rl-sandbox", "Cache")
+        assert wheels.cache_dir().parent == ws.cache_dir()

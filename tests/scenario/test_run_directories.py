@@ -304,6 +304,26 @@ def test_second_writer_of_the_same_out_is_refused(tmp_path):
     assert invoke(str(scenario_file(tmp_path)), "--out", str(out)).exit_code == 0  # free again
 
 
+def test_lock_file_that_is_a_symlink_is_refused_and_never_written_through(tmp_path):
+    """Issue 28: the lock file is never followed to a file elsewhere (neither locked nor given a pid)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (out / LOCK).symlink_to(victim)
+    with pytest.raises(OutputError, match=r"\.sandbox\.lock is a symbolic link"):
+        with output_lock(out):
+            pass
+    assert victim.read_text() == "precious"
+    dangling = tmp_path / "created-through-link"
+    (out / LOCK).unlink()
+    (out / LOCK).symlink_to(dangling)
+    res = invoke(str(scenario_file(tmp_path)), "--out", str(out))
+    assert res.exit_code == 2 and "is a symbolic link" in " ".join(res.output.split()), res.output
+    assert "Traceback" not in res.output
+    assert not dangling.exists() and not (out / "summary.json").exists()
+
+
 def test_lock_held_by_another_process(tmp_path):
     out = tmp_path / "out"
     holder = subprocess.Popen(

@@ -52,7 +52,7 @@ def validate_many(exports: list[dict[str, str]], wheel_dir: Path, complete: bool
     if all(t is None for t in texts):
         return [[f"{CONFIG_FILE} missing from the export"] for _ in texts]
     proc = subprocess.run(
-        [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), str(Path(__file__).resolve()), "--child"],
+        [sys.executable, "-P", str(Path(__file__).resolve()), "--child"],
         input=json.dumps({"wheel": str(wheel_dir), "complete": complete,
                           "configs": [t for t in texts if t is not None]}),
         capture_output=True, text=True, timeout=300, check=False,

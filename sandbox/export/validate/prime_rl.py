@@ -36,10 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+import tomllib
 
 COMMIT = "559b44772e471d1538537b8805cc77f3824a5e64"
 KEYS_DIR = Path(__file__).resolve().parents[1] / "keys"

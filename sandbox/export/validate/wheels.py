@@ -3,7 +3,7 @@ configuration can be checked against the framework's own files (Hydra YAML, data
 set-up) with no GPU and no CUDA packages.
 
 ``pip download --no-deps NAME==VERSION`` into a cache directory (``$SANDBOX_WHEEL_CACHE``, default
-``~/.cache/async-rl-sandbox/wheels``), then unzip once into ``<cache>/<name>-<version>/``. Nothing
+``$XDG_CACHE_HOME/async-rl-sandbox/wheels``, i.e. ``~/.cache/async-rl-sandbox/wheels`` on Linux), then unzip once into ``<cache>/<name>-<version>/``. Nothing
 is installed and nothing is imported from the wheel unless a validator says so.
 """
 
@@ -31,7 +31,14 @@ class WheelUnavailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("SANDBOX_WHEEL_CACHE", Path.home() / ".cache" / "async-rl-sandbox" / "wheels"))
+    """``$SANDBOX_WHEEL_CACHE``, else ``wheels/`` in the platform's user cache directory (``platformdirs``;
+    ``$XDG_CACHE_HOME/async-rl-sandbox/wheels``, by default ``~/.cache/async-rl-sandbox/wheels`` on Linux)."""
+    env = os.environ.get("SANDBOX_WHEEL_CACHE")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_path
+
+    return user_cache_path("async-rl-sandbox", appauthor=False) / "wheels"
 
 
 def unpacked_wheel(name: str, version: str | None = None) -> Path:

@@ -30,7 +30,8 @@ Commands::
     python -m sandbox.sweep.mission scenarios/lm_mission.toml --seeds 0 1 2 # seeds + mission.png
     python benchmarks/bench_lm.py [--backend hf]                            # KV cache, learner step split
 
-The base model is cached in ``$SANDBOX_CACHE_DIR`` (default ``~/.cache/async-rl-sandbox``).
+The base model is cached in ``$SANDBOX_CACHE_DIR`` (default ``$XDG_CACHE_HOME/async-rl-sandbox``, i.e.
+``~/.cache/async-rl-sandbox`` on Linux: the platform's user cache directory).
 OPOB (VCPO's baseline) uses :meth:`LMTask.sequence_logprob` with per-trajectory inputs
 ``(tokens, mask, prompt)`` from :meth:`LMTask.sequence_inputs` (``torch.func`` per-sample gradients).
 """

@@ -13,7 +13,8 @@ and a transformers config's dropout would draw from the global torch RNG). Both 
 (``task.model.backend``) train the same way, through :meth:`LMTask.new_module` and
 :meth:`LMTask.module_forward`; a checkpoint (``task.model.path``) is fine-tuned from its weights.
 
-The result is cached under ``$SANDBOX_CACHE_DIR`` (default ``~/.cache/async-rl-sandbox/``) as
+The result is cached under ``$SANDBOX_CACHE_DIR`` (default: the platform's user cache directory,
+``$XDG_CACHE_HOME/async-rl-sandbox/``, i.e. ``~/.cache/async-rl-sandbox/`` on Linux; :func:`cache_dir`) as
 ``lm-base-<key>.pt`` with a ``.json`` sidecar (accuracy, steps, seconds), the key being a hash of
 the model (:func:`model_identity`), problem, prompt-set and warm-start configs. Saving uses
 ``torch.save(state_dict)``; loading uses ``torch.load(..., weights_only=True)`` (no pickled code).
@@ -68,8 +69,14 @@ class WarmStartConfig(BaseModel):
 
 
 def cache_dir() -> Path:
+    """``$SANDBOX_CACHE_DIR``, else the user cache directory of the platform (``platformdirs``):
+    ``$XDG_CACHE_HOME/async-rl-sandbox``, by default ``~/.cache/async-rl-sandbox`` on Linux."""
     env = os.environ.get("SANDBOX_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "async-rl-sandbox"
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_path
+
+    return user_cache_path("async-rl-sandbox", appauthor=False)
 
 
 def model_identity(task) -> dict:
