@@ -257,7 +257,7 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
     final_label = _final_label(next((c for c in _FINAL_FIELDS if any(not math.isnan(r.summary[c]) for r in results.values())),
                                     "final_reward"))
     columns = ("run", "status", "throughput (samples/s)", "vs first", final_label, "to target (s)",
-               "end to end vs sync", "staleness mean/max", "ESS/N mean", "grad cos mean")
+               "end to end vs sync", "staleness mean/max", "dropped groups", "ESS/N mean", "grad cos mean")
     for col in columns:
         table.add_column(col)
     for label, r in results.items():
@@ -280,6 +280,7 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
             else f"not reached ({s.get('target_reached_replicas', 0)}/{s['replicas']})",
             _fmt(speed, ".2f") + "x" if speed is not None else "-",
             f"{_fmt(s['staleness_mean'], '.2f')} / {s['staleness_max']}",
+            _dropped_cell(s),
             _fmt(s["ess_ratio_mean"]),
             _fmt(s["grad_cos_mean"]),
         )
@@ -309,9 +310,18 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
         "target, mean over replicas (docs/time_to_target.md); end to end vs sync: time to target of the synchronous "
         "variant / this one's (its 95% bootstrap interval over replicas in the sentence), = the gain in samples per second "
         "up to the target × the ratio of samples needed; staleness: versions between the weights that "
-        "generated a group and the step that trained on it; ESS/N: effective sample size of the unclipped "
+        "generated a group and the step that trained on it; dropped groups: generated groups the staleness control "
+        "discarded (over-stale), of all groups generated; ESS/N: effective sample size of the unclipped "
         "sequence importance weights (1 = on-policy); grad cos: cosine between consecutive gradients.[/dim]"
     )
+
+
+def _dropped_cell(summary: dict) -> str:
+    """Generated groups the staleness control threw away: count, and share of every group generated."""
+    dropped, jobs = summary.get("dropped", 0), summary.get("jobs")
+    if not jobs:
+        return str(dropped)
+    return f"{dropped}/{jobs} ({100 * dropped / jobs:.0f}%)" if dropped else "0"
 
 
 _FINAL_FIELDS = ("final_expected_reward", "final_reward", "final_loss")

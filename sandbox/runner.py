@@ -284,6 +284,7 @@ def summarize(result: RunResult, sim_time: float) -> dict:
         "ess_ratio_mean": float(m["is/ess_ratio"].mean()) if "is/ess_ratio" in m else math.nan,
         "grad_cos_mean": float(m["grad/cos_prev"].mean()) if "grad/cos_prev" in m else math.nan,
         "dropped": int((jobs.dropped_at >= 0).sum()) if len(jobs) else 0,
+        "jobs": int(len(jobs)),
         "util_workers": float(m["util/workers"].iloc[-1]) if len(m) else math.nan,
         "util_learner": float(m["util/learner"].iloc[-1]) if len(m) else math.nan,
     }
