@@ -646,7 +646,7 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
         else:
             for arm in (a for a in arms if panel_of[a.label] == i):
                 ax.axhline(comparison.levels[arm.label][0], color=colors[arm.label], lw=0.9, ls="--", zorder=2)
-            ax.plot([], [], color="grey", ls="--", label="each configuration's target (its colour)")
+            ax.plot([], [], color="grey", ls="--", label="targets: each configuration's own (dashed, its colour)")
         if log_scale:
             ax.set_yscale("log")
         ax.set_ylabel(f"{metric}\n(smoothed; mean over replicas)" + ("" if higher else "\nlower is better"), fontsize=8)

@@ -296,7 +296,7 @@ def test_budget_counts_hf_parameters_exactly():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
 @pytest.mark.parametrize("model", [dict(backend="hf", config=LLAMA), dict(d_model=16, n_layers=1, n_heads=2)])
 def test_cuda_without_cuda_is_a_clear_error(model):
-    with pytest.raises(ValueError, match=r"task\.device = 'cuda' but CUDA is not available"):
+    with pytest.raises(ValueError, match=r"task\.device: 'cuda' but CUDA is not available"):
         LMTask(task_cfg(model=model, device="cuda"))
 
 
