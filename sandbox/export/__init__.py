@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..scenario import Scenario
-from . import registered  # noqa: F401  (imports every exporter module: they register themselves)
 from .base import EXPORTERS, Exporter, Given, Version, get_exporter, register
 from .common import finish
+from .engine import build_plan
 from .plan import ExportError, ExportRefused, Plan, Row
 from .promotion import render_promotion, write_export
 
@@ -47,7 +47,7 @@ def export_scenario(scn: Scenario, framework: str, version: str | None = None, g
         )
     exporter = get_exporter(framework)
     ver = exporter.resolve_version(version)
-    plan = exporter.plan(scn, ver, given or Given())
+    plan = build_plan(exporter, scn, ver, given or Given())
     finish(plan, scn)
     gaps = plan.gaps()
     if gaps and not allow_partial:

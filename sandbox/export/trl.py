@@ -68,7 +68,7 @@ LOSS_TYPE_OF_AGGREGATION = {
 INTEGRATION = (
     "sandbox.integrations.trl.SandboxGRPOTrainer, TRL 1.16's GRPOTrainer with the sandbox's implementation, "
     "configured by the same entry as this scenario: SandboxGRPOTrainer(..., "
-    "sandbox=SandboxTRLConfig.from_scenario(<this scenario>)) (docs/promotion.md#trl)"
+    "args=SandboxGRPOConfig.from_scenario(<this scenario>, ...)) (docs/promotion.md#trl)"
 )
 VCPO_INSTEAD = "train with " + INTEGRATION + ", or export with --framework verl-vcpo (the mit-han-lab/vcpo verl fork)"
 OPOB_NOTE = (

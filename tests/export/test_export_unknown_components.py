@@ -1,0 +1,104 @@
+"""A component the exporters know nothing about (a new objective, correction, stabilizer, staleness
+control or delay model, defined here and put into a scenario as a registry entry would) never crashes
+an export: every framework writes the rest and reports the component in a "no equivalent" (or, for a
+delay model, "sandbox only") row that names it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pytest
+
+from sandbox.algorithms.base import MethodConfig
+from sandbox.export import EXPORTERS, ExportRefused, export_scenario
+from sandbox.scenario import load_scenario
+from sandbox.system.delays.base import Delay
+from sandbox.system.staleness.base import ControlConfig
+
+from conftest import SCENARIOS
+
+
+class TemperedISConfig(MethodConfig):
+    name: Literal["tempered_is"] = "tempered_is"
+    temperature: float = 0.7
+
+
+class SyntheticObjectiveConfig(MethodConfig):
+    name: Literal["synthetic_objective"] = "synthetic_objective"
+    tau: float = 0.5
+
+
+class SyntheticStabilizerConfig(MethodConfig):
+    name: Literal["synthetic_stabilizer"] = "synthetic_stabilizer"
+    strength: float = 0.1
+
+
+class SyntheticControlConfig(ControlConfig):
+    kind: Literal["synthetic_control"] = "synthetic_control"
+    k: int = 2
+
+
+class SyntheticDelay(Delay):
+    kind: Literal["synthetic_delay"] = "synthetic_delay"
+    scale: float = 1.0
+
+    def expected(self, tokens: float = 0.0) -> float:
+        return self.scale
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+
+
+def _base(name: str = "quickstart"):
+    return load_scenario(SCENARIOS / f"{name}.toml")[0]
+
+
+def _with(scn, section: str, **update):
+    part = getattr(scn, section).model_copy(update=update)
+    return scn.model_copy(update={section: part})
+
+
+CASES = {
+    "correction": (lambda s: _with(s, "algorithm", correction=TemperedISConfig()), "algorithm.correction", "tempered_is"),
+    "objective": (lambda s: _with(s, "algorithm", objective=SyntheticObjectiveConfig()), "algorithm.objective",
+                  "synthetic_objective"),
+    "stabilizer": (lambda s: _with(s, "algorithm", stabilizers=[SyntheticStabilizerConfig()]), "algorithm.stabilizers[0]",
+                   "synthetic_stabilizer"),
+    "staleness": (lambda s: _with(s, "system", staleness=SyntheticControlConfig()), "system.staleness", "synthetic_control"),
+}
+
+
+@pytest.mark.parametrize("framework", sorted(EXPORTERS))
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_unknown_component_is_a_no_equivalent_row(framework, family):
+    make, source, name = CASES[family]
+    scn = make(_base())
+    exp = export_scenario(scn, framework, allow_partial=True)
+    rows = [r for r in exp.plan.gaps() if any(s.strip().startswith(source) for s in r.source.split("+"))]
+    assert rows, f"{framework}: no no-equivalent row for the unknown {family} {name!r}"
+    assert any(name in r.note or name in str(r.value) for r in rows), rows
+    assert "PROMOTION.md" in exp.files and name in exp.files["PROMOTION.md"]
+    with pytest.raises(ExportRefused):
+        export_scenario(scn, framework)
+
+
+@pytest.mark.parametrize("framework", sorted(EXPORTERS))
+def test_unknown_delay_model_is_sandbox_only(framework):
+    scn = _with(_base(), "system", generation_time=SyntheticDelay(), train_time=SyntheticDelay(), sync_delay=SyntheticDelay())
+    exp = export_scenario(scn, framework, allow_partial=True)
+    for key in ("system.generation_time", "system.train_time", "system.sync_delay"):
+        row = next(r for r in exp.plan.rows if r.source == key)
+        assert row.kind == "sandbox_only" and "synthetic_delay" in str(row.value)
+
+
+def test_exporters_load_only_when_asked_for():
+    import subprocess
+    import sys
+
+    code = ("import sys; from sandbox.export import EXPORTERS; names = sorted(EXPORTERS); "
+            "loaded = lambda: sorted(m for m in sys.modules if m.startswith('sandbox.export.') and "
+            "m.rsplit('.', 1)[1] in ('verl', 'verl_vcpo', 'trl', 'openrlhf', 'areal', 'prime_rl')); "
+            "before = loaded(); EXPORTERS['openrlhf']; print(names, before, loaded())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ("['areal', 'openrlhf', 'prime-rl', 'trl', 'verl', 'verl-vcpo'] [] "
+                           "['sandbox.export.openrlhf']"), out
