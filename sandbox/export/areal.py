@@ -1,42 +1,4 @@
-"""AReaL exporter: a scenario as the configuration of AReaL's GRPO trainer (``GRPOConfig`` in
-``areal/api/cli_args.py``, areal 1.0.4), written as ``areal_config.yaml`` and started with
-``python3 <entry script> --config areal_config.yaml`` (``launch.sh``). Guide: ``docs/promotion.md``.
-
-Facts used (areal 1.0.4 wheel):
-
-* **Versions and staleness.** The trainer publishes version ``global_step + 1`` after every train
-  step (``areal/trainer/rl_trainer.py``), and a train step runs ``actor.ppo_n_minibatches``
-  optimizer steps (``areal/trainer/ppo/actor.py``); it is written as ``algorithm.minibatches``, so a
-  version is one batch in both (one optimizer step with the default ``minibatches = 1``). Admission (``areal/infra/staleness_manager.py``) submits a
-  rollout only while ``(η + v + 1)·B − (accepted + running) > 0`` with ``η =
-  rollout.max_head_offpolicyness``, ``v`` the inference engine's version and ``B =
-  rollout.consumer_batch_size`` (groups per step): the sandbox's throttle rule
-  ``(k_max + v + 1)·B − (consumed + queued + running)`` term for term, since AReaL's ``accepted``
-  counts consumed and queued rollouts. Hence ``η = k_max``; ``η = 0`` is synchronous.
-* **Interruptible rollouts.** Every weight update aborts the requests in flight and the client
-  resubmits them with the tokens so far, tagging each token with the version that produced it
-  (``areal/infra/remote_inf_engine.py``): in-flight updates are always on.
-* **Ratio anchor.** With ``use_decoupled_loss = false`` and ``recompute_logprob = false`` the PPO
-  ratio is ``π_θ/μ`` against the inference log-probs (``areal/trainer/ppo/actor.py``,
-  ``compute_advantages``): the sandbox's bypass mode. ``actor.rejection_sampling`` acts on
-  ``w = π_prox/μ`` and only does something with ``use_decoupled_loss = true``, where the ratio
-  becomes ``u = π_θ/π_prox``; without ``rejection_sampling`` the decoupled loss carries no ``w`` at
-  all (``areal/utils/functional/functional.py``, ``ppo_actor_loss_fn``). With one mini-batch
-  ``π_prox`` is recomputed from the weights being trained, so ``w`` equals the sandbox's detached
-  ``ρ = π_θ/μ`` and ``u`` is 1 in value: the decoupled loss is then ``−sg(weight)·Â·∇log π_θ``, which
-  reproduces REINFORCE, CISPO and token-level truncation or masking exactly, while a PPO clip on
-  ``u`` never binds (the sandbox clips ``ρ``).
-* **Loss and advantages.** The actor loss is a token mean over the step (micro-batches weighted by
-  their valid-token count across data-parallel ranks); rewards are normalised per group by
-  ``actor.reward_norm`` (``areal/utils/data.py``, ``Normalization``) and, with ``discount = 1``,
-  ``gae_lambda = 1`` and no critic, every token of a response gets its normalised reward;
-  ``actor.kl_ctl`` puts a KL penalty into the rewards, not into the loss. ``actor.reward_norm`` is written in
-  every export (AReaL defaults it and ``adv_norm`` to None: raw rewards): an advantage AReaL cannot express
-  is reported and the normalisation its objective implies written in its place (``_nearest_reward_norm``).
-* **Optimizer.** ``adam`` is ``torch.optim.AdamW`` in the FSDP engine
-  (``areal/engine/fsdp_engine.py``); the warm-up is ``int(warmup_steps_proportion ·
-  total_train_steps)`` steps of HF-style linear warm-up.
-"""
+"""AReaL 1.0.4 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 

@@ -1,47 +1,4 @@
-"""OpenRLHF exporter: a scenario as the command-line flags of ``python -m openrlhf.cli.train_ppo_ray``
-(openrlhf 0.11.2; argparse with dotted flag names, ``openrlhf/cli/train_ppo_ray.py``). Guide:
-``docs/promotion.md``.
-
-Files: ``flags.txt`` (the exported flags, one flag and its values per line, as argparse receives
-them) and ``launch.sh`` (the same flags plus shell variables for the model, data, reward and GPUs).
-
-Staleness (``openrlhf/trainer/ppo_trainer_async.py``). ``--train.async_enable`` runs the generator and
-the trainer as two Ray actors joined by a token pool of ``Q = --train.async_queue_size`` slots. The
-generator takes a slot before it generates a rollout batch; the trainer returns the slot when it
-dequeues a batch, *before* training on it, and ``train_step`` broadcasts the new weights to vLLM before
-the next dequeue (``openrlhf/trainer/ppo_trainer.py``). Rollout batch ``n`` therefore starts after batch
-``n − Q`` was dequeued, with weights of version ``≥ n − Q``, and is trained by step ``n``:
-
-    lag ≤ Q versions          (the batch being trained holds no slot; reached when generation is fast)
-
-With ``--train.batch_size = groups_per_step · group_size``, ``--train.max_epochs 1`` and
-``--rollout.vllm_generate_batch_size = groups_per_step`` (pinned), one rollout batch is one optimizer
-step and one published version, so ``Q = k_max`` (``versions_to_optimizer_steps(k_max, 1)``). The pool
-is admission only: nothing is ever dropped (``enforcement = "drop"`` has no equivalent), and a fixed lag
-or ROLL's asynchronous ratio cannot be expressed. With ``--train.partial_rollout_enable`` the first
-token still starts at version ``≥ n − Q``, so the bound holds for the oldest token.
-
-Surrogate anchor (``openrlhf/trainer/ppo_utils/experience_maker.py``, ``trainer/ray/ppo_actor.py``,
-``models/loss.py``). OpenRLHF recomputes the trainer's log-probs ``π_old`` for every consumed batch and
-its ``ppo`` loss uses ``r = π_θ/π_old``; the sandbox's learner is in bypass mode (``r = π_θ/μ``). With
-one optimizer step per batch ``r = 1`` (up to numerics), the clip never binds, and the per-token
-gradient is ``−coef_t · Â · ∇log π_θ`` with the correction's weight on ``w = π_old/μ`` (the value of
-``π_θ/μ``). That is the sandbox's ``reinforce`` objective exactly, and every clip objective at lag 0;
-for a clip objective on stale data the sandbox's clip against ``μ`` has no OpenRLHF flag (no
-equivalent). ``--actor.policy_loss_type gspo`` takes its sequence ratio against ``μ`` whenever
-``--algo.advantage.is_correction_level`` is not ``off`` (and then applies no IS weight), so GSPO is
-exported in bypass form by switching that flag on.
-
-Advantages (``experience_maker.py``): ``group_norm`` = ``(R − mean_g)/(std_g + 1e-9)`` with the
-Bessel-corrected std, ``dr_grpo`` = ``R − mean_g``, ``rloo`` = ``R − mean_{j≠i} R_j``; ``reinforce``,
-``reinforce_baseline`` and ``flash_reinforce`` subtract batch statistics the sandbox has no baseline for.
-
-Corrections (``models/loss.py``, ``PolicyLoss``): ``level token, mode clip`` multiplies the loss by
-``clamp(w_t, LOW, HIGH)`` (token TIS); ``mode mask`` keeps ``w_t`` inside ``[LOW, HIGH]`` and zeroes the
-rest (token MIS, IcePop, decoupled-PPO token rejection); ``level seq`` gates the *geometric mean*
-``exp(mean_t log w_t)`` and can only mask (Geo-RS), so a sequence TIS or MIS on the product ``Π_t w_t``
-has no equivalent.
-"""
+"""OpenRLHF 0.11.2 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 

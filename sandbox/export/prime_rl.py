@@ -1,38 +1,4 @@
-"""prime-rl (PrimeIntellect-ai/prime-rl at git 559b4477, ``prime-rl-configs`` 0.4.0): a scenario as the
-``[trainer]`` and ``[orchestrator]`` tables of ``rl.toml``, started with ``uv run rl @ rl.toml @ setup``
-(``launch.sh`` adds the model and environment the scenario cannot know). Guide: ``docs/promotion.md``.
-
-What prime-rl computes at that commit (read in its sources, cited below by file):
-
-* **Loss** (``src/prime_rl/trainer/rl/loss.py``, ``default_loss_fn``): per token, with
-  ``ρ_t = π_θ/μ`` against the inference engine's log-probs (no recomputed proximal policy, i.e. the
-  sandbox's bypass mode) and ``Δp_t = π_θ(y_t) − μ(y_t)``::
-
-      masked_t = (Â > 0 and Δp_t > dppo_mask_high) or (Â < 0 and Δp_t < −dppo_mask_low)
-      ℓ_t = −(1 − masked_t)·adv_tau·Â·ρ_t + kl_tau·(log ρ_t)²
-
-  (``type = "ipo"``: ``masked_t = |Δp_t| > ipo_threshold``), summed and divided by the step's global
-  count of loss tokens (``compute_loss`` with ``rl_scale`` in ``src/prime_rl/trainer/rl/train.py``):
-  token-mean over the batch. This is the sandbox's ``dppo_mask`` correction (docs/methods/corrections.md#dppo_mask,
-  ``sandbox/algorithms/corrections/masks.py``) on an unclipped ratio objective; ``correction = "none"``
-  is the same loss with the mask thresholds at 1 (``|Δp| ≤ 1`` never crosses them) and ``kl_tau = 0``.
-  There is no ratio clip, dual clip, reference-model KL or other correction key: those need
-  ``trainer.loss.type = "custom"`` (a per-sequence function given by ``import_path``) or have no
-  equivalent.
-* **Advantage** (``src/prime_rl/orchestrator/algo/grpo.py``, ``orchestrator.algo.type = "grpo"``):
-  ``Â_i = R_i − mean_g R`` (no std). RLOO's ``G/(G−1)·(R_i − mean_g R)`` is that times a constant,
-  written as ``trainer.loss.adv_tau``, which scales only the policy term.
-* **Staleness** (``orchestrator.max_off_policy_steps``, ``src/prime_rl/orchestrator/train_sink.py`` and
-  ``dispatcher.py``): lag = (version the batch trains on, ``step − 1``) − (oldest version that
-  generated the rollout), queue time included; rollouts past the bound are dropped in flight and in
-  the queue. The sandbox's lag (consuming step − version of the oldest token) is the same count, so
-  ``max_off_policy_steps = k_max``. Admission is a fixed one-batch lead (``TARGET_LAG = 1`` in
-  ``orchestrator.py`` since commit e792f9cf8), never a staleness budget, and generations always
-  continue across weight updates (``watcher.py``).
-* **Steps**: ``train.py`` accumulates every micro-batch of a step and calls ``optimizer.step()`` once,
-  then broadcasts the weights: one optimizer step and one published version per batch of
-  ``orchestrator.batch_size`` samples, with no key.
-"""
+"""prime-rl git 559b4477 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 

@@ -1,32 +1,4 @@
-"""TRL exporter: a scenario as the keyword arguments of TRL's ``GRPOConfig`` (synchronous
-``GRPOTrainer``) or ``AsyncGRPOConfig`` (``trl.experimental.async_grpo.AsyncGRPOTrainer``), read at
-trl 1.16.0 (``trl/trainer/grpo_config.py``, ``trl/trainer/grpo_trainer.py``,
-``trl/experimental/async_grpo/async_grpo_config.py``, ``async_grpo_trainer.py``,
-``async_rollout_worker.py``). Conventions: ``docs/promotion.md``.
-
-Target by staleness control:
-
-* ``sync`` → ``GRPOConfig``. One generation batch per optimizer step (``steps_per_generation =
-  gradient_accumulation_steps``, ``num_iterations = 1``), so TRL's lag bound
-  ``num_iterations·steps_per_generation/gradient_accumulation_steps − 1`` is 0.
-* ``max_lag`` → ``AsyncGRPOConfig`` with ``weight_sync_steps = 1`` (one version per optimizer step) and
-  ``max_staleness = k_max``: the trainer tags a group with the version current when it was created
-  (its oldest token, in-flight generations continue under newer weights) and drops a sample at
-  dequeue when ``version − sample.model_version > max_staleness``, the sandbox's bound and convention.
-* ``fixed_lag`` and ``async_ratio`` have no TRL control; the rest is written for ``GRPOConfig``.
-
-Surrogate anchor. ``GRPOTrainer`` computes its ratio against ``old_per_token_logps``, recomputed by the
-trainer (or the detached current log-probs): with one optimizer step per generation batch it is 1 in
-value, so the clip never acts and the gradient is ``Â·∇log π`` times the vLLM importance weight
-``w = π_old/μ`` (``vllm_importance_sampling_*``, truncated or masked). At the sandbox's lag 0 this is
-its bypass loss ``coef(w)·Â·∇log π`` with ``w = π_θ/μ``. ``AsyncGRPOTrainer`` computes the ratio against
-the vLLM log-probs themselves: the sandbox's bypass mode, clip included, with no correction keys.
-
-Batch geometry (written for one training process): ``GRPOConfig`` takes ``per_device_train_batch_size =
-group_size`` and ``gradient_accumulation_steps = groups_per_step``; ``AsyncGRPOConfig`` takes one
-micro-batch of ``groups_per_step × group_size`` completions (``token_budget = 0`` fixes the count,
-``gradient_accumulation_steps = 1`` keeps its loss the token mean of the whole step).
-"""
+"""TRL 1.16.0 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 

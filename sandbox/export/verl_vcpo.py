@@ -1,30 +1,4 @@
-"""The VCPO fork of verl (mit-han-lab/vcpo, git c7f030f0, based on verl 0.7.0.dev): a scenario as Hydra
-overrides for the fully-async Megatron recipe, ``python -m recipe.fully_async_policy.fully_async_main
---config-name=fully_async_ppo_megatron_trainer.yaml``, as the fork's VCPO scripts run it
-(``recipe/fully_async_policy/shell/vcpo/``). Guide: ``docs/promotion.md``.
-
-Staleness (``recipe/fully_async_policy/fully_async_rollouter.py``): the rollouter may produce
-``(1 + staleness_threshold)·trigger_parameter_sync_step·require_batches·ppo_mini_batch_size`` prompts per
-weight sync, minus the stale ones carried over. With ``trigger_parameter_sync_step = require_batches = 1``
-one optimizer step is one version and ``staleness_threshold = k`` admits ``(k + 1)·B`` outstanding groups,
-the sandbox's throttle rule ``(k_max + v + 1)·B``; the fork checks no per-sample lag, so the sandbox's drop
-enforcement has no equivalent. ``async_training.partial_rollout`` maps as is.
-
-Loss route (``verl/workers/actor/megatron_actor.py``, ``recipe/fully_async_policy/ray_trainer.py``): with
-``skip_recompute_old_log_prob = true`` the actor takes its own detached log-probs as π_old (ratio ≡ 1) and
-computes ``algorithm.rollout_correction`` weights and masks on the current π_θ/μ inside the backward pass,
-so the REINFORCE objective with a correction is exact, as on upstream verl's decoupled route (the objective
-mapping is shared with :mod:`sandbox.export.verl`). Ratio objectives run with ``old_log_probs`` = rollout
-log-probs (``use_rollout_log_probs``), where the correction weights are all 1: no correction there.
-
-VCPO (``update_policy_per_traj``, ``staleness_utils.py``, ``_optimizer_step_with_buffer``): one backward per
-trajectory (micro-batch 1) collects ``g_i``; ``grad_baselining`` forms ``Σ_i ((R_i − b*_g)/σ_g)·g_i`` with
-``b* = Σ W R / Σ W``, ``W_i = ‖g_i‖²·W_seq,i²`` (``σ_g`` the population std); ``ess_scaling`` scales the LR by
-``sqrt`` or ``linear`` of ``min(1, ESS/B / base_ess_ratio)`` with the unclipped sequence weights, for that
-step only. Because ``g_i`` is taken from the loss that already carries the sequence-TIS factor ``min(W, C)``,
-the fork's weight is the sandbox's ``opob_weight = "code"`` with ``opob_clip_c = C``; without a correction it
-is the README weight.
-"""
+"""VCPO fork of verl, git c7f030f0 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 
