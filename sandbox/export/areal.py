@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, unmapped_stabilizer_note
+from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows
+from .engine import stabilizer_rows
 from .plan import Plan
 
 CONFIG_FILE = "areal_config.yaml"
@@ -41,6 +42,17 @@ USER_KEYS: tuple[tuple[str, str], ...] = (
     for field, value in (("experiment_name", "${experiment_name}"), ("trial_name", "${trial_name}"),
                          ("fileroot", "${cluster.fileroot}"))
 )
+
+
+STABILIZERS = {
+    "gac": ("GAC (arXiv 2603.01501) has no public implementation and AReaL's actor has no hook between backward and the "
+            "optimizer step. Instead: the sandbox's GAC component (GACConfig) in " + SANDBOX_OPTIMIZER
+            + ", i.e. between backward and the step, in a subclass of the engine"),
+    "vcpo_lr": ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
+                "--framework verl-vcpo, or use VCPOLRConfig in " + SANDBOX_OPTIMIZER + ", fed the batch's ESS ratio"),
+    "staleness_lr": ("AReaL has no staleness-aware learning rate. Instead: StalenessLRConfig in " + SANDBOX_OPTIMIZER
+                     + ", fed the batch's version gap (per-token `versions` are in the batch)"),
+}
 
 
 @register
@@ -84,7 +96,7 @@ class ArealExporter(Exporter):
         loss = _LossMapping(plan, scn)
         loss.run()
         self._minibatches(plan, scn, loss.decoupled)
-        self._stabilizers(plan, scn)
+        stabilizer_rows(plan, scn, STABILIZERS, "AReaL", "between backward and the step, in a subclass of the engine")
         self._optimizer(plan, scn, given)
         plan.setup("system.num_workers", scn.system.num_workers,
                    f"{scn.system.num_workers} rollout groups in flight at most in the sandbox. AReaL's "
@@ -207,24 +219,6 @@ class ArealExporter(Exporter):
                                "sandbox, where a job finishes with the weights it started with. Instead: re-run the "
                                "sandbox with system.partial_rollouts = true (needs generation_time.kind = "
                                "\"cost_model\") and check that the conclusion holds with in-flight updates")
-
-    def _stabilizers(self, plan: Plan, scn: Scenario) -> None:
-        for i, stab in enumerate(scn.algorithm.stabilizers):
-            source = f"algorithm.stabilizers[{i}]"
-            if stab.name == "gac":
-                note = ("GAC (arXiv 2603.01501) has no public implementation and AReaL's actor has no hook between "
-                        "backward and the optimizer step. Instead: the sandbox's GAC component (GACConfig) in "
-                        + SANDBOX_OPTIMIZER + ", i.e. between backward and the step, in a subclass of the engine")
-            elif stab.name == "vcpo_lr":
-                note = ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export "
-                        "with --framework verl-vcpo, or use VCPOLRConfig in " + SANDBOX_OPTIMIZER
-                        + ", fed the batch's ESS ratio")
-            elif stab.name == "staleness_lr":
-                note = ("AReaL has no staleness-aware learning rate. Instead: StalenessLRConfig in " + SANDBOX_OPTIMIZER
-                        + ", fed the batch's version gap (per-token `versions` are in the batch)")
-            else:
-                note = unmapped_stabilizer_note(stab, "AReaL", "between backward and the step, in a subclass of the engine")
-            plan.no_equivalent(source, describe(stab.model_dump()), note)
 
     def _optimizer(self, plan: Plan, scn: Scenario, given: Given) -> None:
         opt = scn.algorithm.optimizer

@@ -92,7 +92,7 @@ def report_unknown(plan: Plan, scn: Scenario, unknown: list[tuple[Slot, Any]]) -
     it; the keys the stand-in wrote stay, as pinned rows."""
     for slot, cfg in unknown:
         name = getattr(cfg, slot.key)
-        own: Callable[[Plan, Scenario, Any], None] | None = (getattr(type(cfg), "export_mappings", None) or {}).get(plan.framework)
+        own: Callable[[Plan, str, Any], None] | None = (getattr(type(cfg), "export_mappings", None) or {}).get(plan.framework)
         kept, pins = [], []
         for row in plan.rows:
             if not _under(row, slot.source):
@@ -105,7 +105,7 @@ def report_unknown(plan: Plan, scn: Scenario, unknown: list[tuple[Slot, Any]]) -
                                 f"equivalent, above): {row.note}"))
         plan.rows = kept + pins
         if own is not None:
-            own(plan, scn, cfg)
+            own(plan, slot.source, cfg)
             continue
         plan.no_equivalent(slot.source, describe(cfg.model_dump()),
                            f"{plan.framework}'s export table has no mapping for the sandbox's {slot.family} '{name}' "
@@ -120,3 +120,30 @@ def build_plan(exporter, scn: Scenario, version, given) -> Plan:
     plan = exporter.plan(with_neutral(scn, unknown), version, given)
     report_unknown(plan, scn, unknown)
     return plan
+
+
+# ------------------------------------------------------------------------------------------------
+# component tables: name -> the framework's mapping (a function) or the reason it has none (a note)
+# ------------------------------------------------------------------------------------------------
+
+
+
+def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fallback: str) -> None:
+    """Rows of one component from a framework's table: a function writes the mapping (``fn(plan, source,
+    cfg)``), a string is the "no equivalent" note; a component the table does not name uses the mapping it
+    carries for this framework (``export_mappings``), else ``fallback`` as its "no equivalent" note."""
+    entry = table.get(cfg.name)
+    if entry is None:
+        entry = (getattr(type(cfg), "export_mappings", None) or {}).get(plan.framework, fallback)
+    if callable(entry):
+        entry(plan, source, cfg)
+    else:
+        plan.no_equivalent(source, describe(cfg.model_dump()), entry)
+
+
+def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:
+    """One row per optimizer-level stabilizer, from the framework's stabilizer table."""
+    from .common import unmapped_stabilizer_note
+
+    for i, s in enumerate(scn.algorithm.stabilizers):
+        component_rows(plan, f"algorithm.stabilizers[{i}]", s, table, unmapped_stabilizer_note(s, framework, where))

@@ -9,8 +9,8 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of,
-                     unmapped_stabilizer_note)
+from .common import MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .engine import stabilizer_rows
 from .plan import Plan
 
 SCRIPT = "python -m openrlhf.cli.train_ppo_ray"
@@ -113,7 +113,7 @@ class OpenRLHFExporter(Exporter):
         _objective(plan, scn, stale, scn.algorithm.proximal)
         _minibatch_loss(plan, scn)
         _correction(plan, scn)
-        _stabilizers(plan, scn)
+        stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
         _optimizer(plan, scn, given)
         plan.metrics = dict(METRICS)
         plan.notes += [
@@ -759,23 +759,16 @@ STEP_HOOK = ("between backward and the optimizer step of OpenRLHF's actor (Actor
              "DeepSpeed clips and steps): a code change, no flag")
 
 
-def _stabilizers(plan: Plan, scn: Scenario) -> None:
-    for i, s in enumerate(scn.algorithm.stabilizers):
-        src = f"algorithm.stabilizers[{i}]"
-        if s.name == "vcpo_lr":
-            note = ("VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo verl fork. Instead: export "
-                    "with --framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms: "
-                    f"VCPOLRConfig in a StabilizedOptimizer, shown in examples/plain_torch_loop.py) {STEP_HOOK}")
-        elif s.name == "gac":
-            note = ("gradient alignment control has no public code (arXiv 2603.01501 only). Instead: the sandbox's torch "
-                    f"component (sandbox.algorithms: GACConfig in a StabilizedOptimizer) placed {STEP_HOOK}")
-        elif s.name == "staleness_lr":
-            note = ("OpenRLHF has no staleness-aware learning rate and records no per-sample version to compute the "
-                    "lag from. Instead: the sandbox's torch component (sandbox.algorithms: StalenessLRConfig in a "
-                    f"StabilizedOptimizer) placed {STEP_HOOK}, fed with versions you track yourself")
-        else:
-            note = unmapped_stabilizer_note(s, "OpenRLHF", STEP_HOOK)
-        plan.no_equivalent(src, describe(s.model_dump()), note)
+STABILIZERS = {
+    "vcpo_lr": ("VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
+                "--framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms: VCPOLRConfig in a "
+                f"StabilizedOptimizer, shown in examples/plain_torch_loop.py) {STEP_HOOK}"),
+    "gac": ("gradient alignment control has no public code (arXiv 2603.01501 only). Instead: the sandbox's torch "
+            f"component (sandbox.algorithms: GACConfig in a StabilizedOptimizer) placed {STEP_HOOK}"),
+    "staleness_lr": ("OpenRLHF has no staleness-aware learning rate and records no per-sample version to compute the "
+                     "lag from. Instead: the sandbox's torch component (sandbox.algorithms: StalenessLRConfig in a "
+                     f"StabilizedOptimizer) placed {STEP_HOOK}, fed with versions you track yourself"),
+}
 
 
 def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:

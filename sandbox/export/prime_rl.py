@@ -11,8 +11,8 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import (MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows,
-                     staleness_of, unmapped_stabilizer_note)
+from .common import MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, staleness_of
+from .engine import stabilizer_rows
 from .plan import Plan
 
 AT = "prime-rl 559b4477"
@@ -500,25 +500,18 @@ def _correction_rows(plan: Plan, scn: Scenario) -> None:
                "weight of (log π_θ/μ)² on every loss token, gradient through ρ, as in the sandbox")
 
 
-def _stabilizer_rows(plan: Plan, scn: Scenario) -> None:
-    for i, s in enumerate(scn.algorithm.stabilizers):
-        source = f"algorithm.stabilizers[{i}]"
-        if s.name == "gac":
-            note = ("GAC has no public code (arXiv 2603.01501 only) and prime-rl no optimizer hook. Instead: place the "
-                    "sandbox's torch component (sandbox.algorithms.GAC, through StabilizedOptimizer) between backward "
-                    "and optimizer.step() of prime-rl's trainer (src/prime_rl/trainer/rl/train.py, after clip_grad_norm_): "
-                    "a code change, no config key")
-        elif s.name == "vcpo_lr":
-            note = ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
-                    "--framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms, shown in "
-                    "examples/plain_torch_loop.py) in your own trainer")
-        elif s.name == "staleness_lr":
-            note = ("prime-rl has no learning-rate rule keyed on staleness (its schedulers follow the step count). "
-                    "Instead: the sandbox's torch component (sandbox.algorithms.StalenessLR) in your own trainer")
-        else:
-            note = unmapped_stabilizer_note(s, "prime-rl", "between backward and optimizer.step() of prime-rl's trainer "
-                                            "(src/prime_rl/trainer/rl/train.py): a code change, no config key")
-        plan.no_equivalent(source, describe(s.model_dump()), note)
+STABILIZERS = {
+    "gac": ("GAC has no public code (arXiv 2603.01501 only) and prime-rl no optimizer hook. Instead: place the sandbox's "
+            "torch component (sandbox.algorithms.GAC, through StabilizedOptimizer) between backward and optimizer.step() "
+            "of prime-rl's trainer (src/prime_rl/trainer/rl/train.py, after clip_grad_norm_): a code change, no config key"),
+    "vcpo_lr": ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
+                "--framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms, shown in "
+                "examples/plain_torch_loop.py) in your own trainer"),
+    "staleness_lr": ("prime-rl has no learning-rate rule keyed on staleness (its schedulers follow the step count). "
+                     "Instead: the sandbox's torch component (sandbox.algorithms.StalenessLR) in your own trainer"),
+}
+STABILIZER_HOOK = ("between backward and optimizer.step() of prime-rl's trainer (src/prime_rl/trainer/rl/train.py): a "
+                   "code change, no config key")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -726,7 +719,7 @@ class PrimeRLExporter(Exporter):
         _batch_rows(plan, scn)
         _objective_rows(plan, scn, bound)
         _correction_rows(plan, scn)
-        _stabilizer_rows(plan, scn)
+        stabilizer_rows(plan, scn, STABILIZERS, "prime-rl", STABILIZER_HOOK)
         _optimizer_rows(plan, scn, given)
         plan.pinned("orchestrator.algo.type", "grpo",
                     "the advantage R − group mean that the objective rows rely on (prime-rl's default algorithm, written "

@@ -10,7 +10,8 @@ from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, no_minibatch_rows, proximal_row,
-                     scale_rows, staleness_of, unmapped_stabilizer_note, versions_to_optimizer_steps)
+                     scale_rows, staleness_of, versions_to_optimizer_steps)
+from .engine import stabilizer_rows
 from .plan import Plan
 
 SYNC_CLASS = "GRPOConfig"
@@ -89,7 +90,8 @@ class TRLExporter(Exporter):
         _staleness(plan, scn, cls)
         _objective(plan, scn, cls)
         _correction(plan, scn, cls)
-        _stabilizers(plan, scn)
+        stabilizer_rows(plan, scn, _STABILIZER_GAP, "TRL",
+                        "between backward and the optimizer step of TRL's trainer (e.g. a GRPOTrainer subclass)")
         _optimizer(plan, scn)
         scale_rows(plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
@@ -824,13 +826,6 @@ _STABILIZER_GAP = {
     "staleness_lr": "staleness-aware learning-rate rules have no TRL key. Instead: " + INTEGRATION + "; the lag is "
                     "counted in optimizer steps since each completion was generated",
 }
-
-
-def _stabilizers(plan: Plan, scn: Scenario) -> None:
-    for i, stab in enumerate(scn.algorithm.stabilizers):
-        note = _STABILIZER_GAP.get(stab.name) or unmapped_stabilizer_note(
-            stab, "TRL", "between backward and the optimizer step of TRL's trainer (e.g. a GRPOTrainer subclass)")
-        plan.no_equivalent(f"algorithm.stabilizers[{i}]", describe(stab.model_dump()), note)
 
 
 _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}

@@ -12,8 +12,8 @@ import yaml
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import (MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, staleness_of,
-                     unmapped_stabilizer_note)
+from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .engine import stabilizer_rows
 from .plan import Plan
 
 VERL_0_9 = Version("0.9", "0.9.1", "verl 0.9.1 wheel")
@@ -579,28 +579,20 @@ def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str)
                  f"{CORR}.bypass_mode = " + ("false" if route == "reinforce" else "true"))
 
 
-def stabilizer_gap(plan: Plan, source: str, stabilizer) -> None:
-    """The no-equivalent row of one optimizer-level stabilizer, with what to do instead."""
-    value = describe(stabilizer.model_dump())
-    if stabilizer.name == "vcpo_lr":
-        plan.no_equivalent(source, value, "VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo fork "
-                           f"(actor.ess_scaling.*). Instead: {VCPO_INSTEAD}")
-    elif stabilizer.name == "gac":
-        plan.no_equivalent(source, value,
-                           "GAC has no public implementation and no framework key. Instead: place the sandbox's torch "
-                           "component (sandbox.algorithms, GAC projection) between backward and the optimizer step of "
-                           "verl's actor (a custom engine/actor hook)")
-    elif stabilizer.name == "staleness_lr":
-        plan.no_equivalent(source, value, "verl has no per-sample staleness-dependent learning rate. Instead: a custom "
-                           "actor hook scaling the step by the batch's trajectory staleness, using the sandbox's rule")
-    else:
-        plan.no_equivalent(source, value, unmapped_stabilizer_note(
-            stabilizer, "verl", "between backward and the optimizer step of verl's actor (a custom engine/actor hook)"))
+STABILIZERS = {
+    "vcpo_lr": ("VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo fork (actor.ess_scaling.*). "
+                f"Instead: {VCPO_INSTEAD}"),
+    "gac": ("GAC has no public implementation and no framework key. Instead: place the sandbox's torch component "
+            "(sandbox.algorithms, GAC projection) between backward and the optimizer step of verl's actor (a custom "
+            "engine/actor hook)"),
+    "staleness_lr": ("verl has no per-sample staleness-dependent learning rate. Instead: a custom actor hook scaling "
+                     "the step by the batch's trajectory staleness, using the sandbox's rule"),
+}
+STEP_HOOK = "between backward and the optimizer step of verl's actor (a custom engine/actor hook)"
 
 
-def map_stabilizers(plan: Plan, scn: Scenario) -> None:
-    for i, s in enumerate(scn.algorithm.stabilizers):
-        stabilizer_gap(plan, f"algorithm.stabilizers[{i}]", s)
+def map_stabilizers(plan: Plan, scn: Scenario, table: dict = STABILIZERS) -> None:
+    stabilizer_rows(plan, scn, table, "verl", STEP_HOOK)
 
 
 _OPTIMIZER_CLASS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}

@@ -9,20 +9,8 @@ from .base import Exporter, Given, Version, describe, register
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .plan import Plan
-from .verl import (
-    ACTOR,
-    CORR,
-    ObjectiveTarget,
-    map_batch,
-    map_geo_token_weight,
-    map_objective,
-    map_tis,
-    nearest_group_estimator,
-    objective_route,
-    overrides_text,
-    stabilizer_gap,
-    yaml_text,
-)
+from .verl import (ACTOR, CORR, STABILIZERS, ObjectiveTarget, map_batch, map_geo_token_weight, map_objective,
+                   map_stabilizers, map_tis, nearest_group_estimator, objective_route, overrides_text, yaml_text)
 
 VCPO_C7F030F0 = Version("c7f030f0", "c7f030f0", "mit-han-lab/vcpo git c7f030f0")
 
@@ -159,24 +147,21 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
 
 
 def _map_stabilizers_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
-    for i, s in enumerate(scn.algorithm.stabilizers):
-        src = f"algorithm.stabilizers[{i}]"
-        if s.name != "vcpo_lr":
-            stabilizer_gap(plan, src, s)
-            continue
-        if route != "reinforce" or plan.settings.get("algorithm.adv_estimator") != "grpo":
-            plan.no_equivalent(src, describe(s.model_dump()),
-                               "the fork's ESS learning rate runs in the per-trajectory update, which needs the REINFORCE "
-                               "route (skip_recompute_old_log_prob, ESS from the current π_θ/μ) and the grpo estimator's "
-                               "advantages. Instead: the REINFORCE objective with a group-mean or OPOB baseline")
-            continue
-        _per_trajectory(plan)
-        plan.converted(f"{src}.name", s.name, f"{ESS}.enable", True,
-                       "η_t = η·rule(min(1, ESS/B / base_ess_ratio)) for the step only, ESS of the unclipped sequence "
-                       "weights over the optimizer mini-batch gathered across ranks (_optimizer_step_with_buffer)")
-        plan.as_is(f"{src}.rho_ref", s.rho_ref, f"{ESS}.base_ess_ratio", "ρ_ref")
-        plan.as_is(f"{src}.mode", s.mode, f"{ESS}.scaling_rule", "sqrt or linear")
-        plan.pinned(f"{ESS}.use_clipped", False, "ESS of the unclipped weights, as the sandbox")
+    ess = route == "reinforce" and plan.settings.get("algorithm.adv_estimator") == "grpo"
+    map_stabilizers(plan, scn, {**STABILIZERS, "vcpo_lr": _vcpo_lr if ess else (
+        "the fork's ESS learning rate runs in the per-trajectory update, which needs the REINFORCE route "
+        "(skip_recompute_old_log_prob, ESS from the current π_θ/μ) and the grpo estimator's advantages. Instead: the "
+        "REINFORCE objective with a group-mean or OPOB baseline")})
+
+
+def _vcpo_lr(plan: Plan, src: str, s: Any) -> None:
+    _per_trajectory(plan)
+    plan.converted(f"{src}.name", s.name, f"{ESS}.enable", True,
+                   "η_t = η·rule(min(1, ESS/B / base_ess_ratio)) for the step only, ESS of the unclipped sequence "
+                   "weights over the optimizer mini-batch gathered across ranks (_optimizer_step_with_buffer)")
+    plan.as_is(f"{src}.rho_ref", s.rho_ref, f"{ESS}.base_ess_ratio", "ρ_ref")
+    plan.as_is(f"{src}.mode", s.mode, f"{ESS}.scaling_rule", "sqrt or linear")
+    plan.pinned(f"{ESS}.use_clipped", False, "ESS of the unclipped weights, as the sandbox")
 
 
 # ------------------------------------------------------------------------------------------------
