@@ -5,7 +5,7 @@ delay model, "sandbox only") row that names it."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pytest
 
@@ -102,3 +102,56 @@ def test_exporters_load_only_when_asked_for():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ("['areal', 'openrlhf', 'prime-rl', 'trl', 'verl', 'verl-vcpo'] [] "
                            "['sandbox.export.openrlhf']"), out
+
+
+def _tempered_for_verl(plan, source, cfg):
+    plan.converted(f"{source}.name + {source}.temperature", f"{cfg.name}, {cfg.temperature:g}",
+                   "algorithm.rollout_correction.rollout_is", "token", "a made-up mapping, for the test")
+
+
+class CarriedISConfig(TemperedISConfig):
+    export_mappings: ClassVar[dict] = {"verl": _tempered_for_verl}
+
+
+class CarriedStabilizerConfig(SyntheticStabilizerConfig):
+    export_mappings: ClassVar[dict] = {"verl": lambda plan, source, cfg: plan.implicit(source, cfg.name, "a no-op here")}
+
+
+def test_a_component_carries_its_own_mapping():
+    scn = _with(_base(), "algorithm", correction=CarriedISConfig(), stabilizers=[CarriedStabilizerConfig()])
+    exp = export_scenario(scn, "verl", allow_partial=True)
+    assert not [r for r in exp.plan.gaps() if r.source.startswith(("algorithm.correction", "algorithm.stabilizers"))]
+    # the mapping replaced the stand-in's (correction 'none') rows and keys
+    assert exp.plan.settings["algorithm.rollout_correction.rollout_is"] == "token"
+    assert [r.kind for r in exp.plan.rows if r.source.startswith("algorithm.correction")] == ["converted"]
+    # another framework: the engine's row
+    gaps = export_scenario(scn, "areal", allow_partial=True).plan.gaps()
+    assert any(r.source == "algorithm.correction" and "tempered_is" in r.note for r in gaps)
+
+
+def _validate(framework, exports, wheel):
+    """The framework's own schema check of each export (problems per export)."""
+    if framework == "verl":
+        from sandbox.export.validate.verl import validate
+        return [validate(f, wheel("verl")) for f in exports]
+    if framework == "verl-vcpo":
+        from sandbox.export.validate.verl_vcpo import validate
+        return [validate(f) for f in exports]
+    if framework == "trl":
+        pytest.importorskip("trl")
+        from sandbox.export.validate.trl import validate
+        return [validate(f, None) for f in exports]
+    if framework == "openrlhf":
+        from sandbox.export.validate.openrlhf import validate
+        return [validate(f, wheel("openrlhf")) for f in exports]
+    if framework == "areal":
+        from sandbox.export.validate.areal import validate_many
+        return validate_many(exports, wheel("areal"))
+    from sandbox.export.validate.prime_rl import validate
+    return [validate(f) for f in exports]
+
+
+@pytest.mark.parametrize("framework", sorted(EXPORTERS))
+def test_exports_with_unknown_components_pass_the_frameworks_checks(framework, wheel):
+    exports = [export_scenario(make(_base()), framework, allow_partial=True).files for make, _, _ in CASES.values()]
+    assert _validate(framework, exports, wheel) == [[]] * len(exports)
