@@ -44,6 +44,17 @@ USER_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 
+CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "geo_mis", "decoupled_ppo", "m2po_mask"})
+_INSTEAD = "Instead: " + SANDBOX_COMPONENTS + " as a custom AReaL actor loss"
+CORRECTION_GAPS = {
+    "opsm": "AReaL has no off-policy sequence masking (DeepSeek-V3.2 OPSM). " + _INSTEAD,
+    "m2po_clipband": "AReaL implements M2PO as a token mask (actor.m2_threshold), not the official code's adaptive clip "
+                     "band. Instead: the m2po_mask correction, or " + SANDBOX_COMPONENTS,
+    "bapo": "AReaL has no adaptive (BAPO) clip bounds. " + _INSTEAD,
+    "topr": "AReaL has no tapered off-policy REINFORCE weight. " + _INSTEAD,
+    "dppo_mask": "AReaL has no probability-difference (DPPO) mask or (log ρ)² penalty; prime-rl's default loss does "
+                 "this (--framework prime-rl). " + _INSTEAD,
+}
 STABILIZERS = {
     "gac": ("GAC (arXiv 2603.01501) has no public implementation and AReaL's actor has no hook between backward and the "
             "optimizer step. Instead: the sandbox's GAC component (GACConfig) in " + SANDBOX_OPTIMIZER
@@ -62,6 +73,7 @@ class ArealExporter(Exporter):
     name = "areal"
     title = "AReaL (inclusionAI/AReaL)"
     versions = (Version("1.0", "1.0.4", "areal 1.0.4 wheel"),)
+    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
     expresses: ClassVar[dict[str, str]] = {
         "max lag": "rollout.max_head_offpolicyness = k_max (admission control on the head version; "
                    "one version per optimizer step with actor.ppo_n_minibatches = 1)",
@@ -708,7 +720,7 @@ class _LossMapping:
         name = corr.name
         slot = ("CISPO already uses actor.rejection_sampling for its clipped weight and AReaL has one such slot"
                 if self.rs_owner else None)
-        instead = "Instead: " + SANDBOX_COMPONENTS + " as a custom AReaL actor loss"
+        instead = _INSTEAD
         if self.obj.name == "gspo":
             return ("a correction needs AReaL's decoupled mode, where the GSPO loss −w_t·Â·u(y) with u(y) = "
                     "exp(mean_t log(π_θ/π_prox)) spreads each token's weight w_t over the whole response "
@@ -742,15 +754,7 @@ class _LossMapping:
             return slot or (None if corr.behave_imp_weight_cap > 1 else "AReaL needs upper > 1 for the ratio metric. " + instead)
         if name == "m2po_mask":
             return None
-        return {
-            "opsm": "AReaL has no off-policy sequence masking (DeepSeek-V3.2 OPSM). " + instead,
-            "m2po_clipband": "AReaL implements M2PO as a token mask (actor.m2_threshold), not the official code's "
-                             "adaptive clip band. Instead: the m2po_mask correction, or " + SANDBOX_COMPONENTS,
-            "bapo": "AReaL has no adaptive (BAPO) clip bounds. " + instead,
-            "topr": "AReaL has no tapered off-policy REINFORCE weight. " + instead,
-            "dppo_mask": "AReaL has no probability-difference (DPPO) mask or (log ρ)² penalty; prime-rl's default loss "
-                         "does this (--framework prime-rl). " + instead,
-        }[name]
+        return CORRECTION_GAPS[name]
 
     def _m2po(self) -> None:
         corr, plan = self.corr, self.plan

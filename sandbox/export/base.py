@@ -45,7 +45,9 @@ class Exporter:
     versions: ClassVar[tuple[Version, ...]]  # newest first
     # concept -> framework key(s); "partly: ..." when only some settings (or always on), "no equivalent: ..."
     expresses: ClassVar[dict[str, str]]
-    # family -> the component names this framework's table maps (default: engine.KNOWN); others fall to the engine
+    # family -> the component names this framework's tables map or explain (default: engine.KNOWN); any other
+    # component falls to the engine (its own export_mappings, or a "no equivalent" row). The exporters derive it
+    # from their tables (a property, since the tables follow the class)
     components: ClassVar[dict[str, frozenset[str]]] = {}
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:  # pragma: no cover

@@ -4,11 +4,13 @@ every scenario leaf, whatever components the scenario uses.
 A framework (one module, loaded only when asked for: :data:`~sandbox.export.base.EXPORTERS` is lazy)
 declares in :attr:`Exporter.components` the components its table maps, per family. A component of a
 family the framework's table does not name either carries its own mapping (a ``export_mappings``
-class attribute of its config: ``{framework: function(plan, scn, cfg)}``) or falls to the engine's
-"no equivalent" row naming it. Either way the framework's table is applied to the scenario with the
-family's *neutral* component in its place (no correction, GRPO, a synchronous control), so the written
-configuration stays a runnable one; the keys the neutral component wrote are reported as pinned, and
-its rows are replaced by the component's own. Nothing the exporters do not know can crash an export.
+class attribute of its config: ``{framework: function(plan, source, cfg)}``) or falls to the engine's
+"no equivalent" row naming it. For an objective, correction or staleness control the framework's table
+is applied with the family's *neutral* component in its place (GRPO, no correction, a synchronous
+control), so the written configuration stays a runnable one: the stand-in's rows are replaced by the
+component's own mapping, or by the "no equivalent" row with the stand-in's keys listed as pinned.
+Stabilizers go through the framework's stabilizer table (:func:`stabilizer_rows`); delay models are
+"sandbox only" everywhere. Nothing the exporters do not know can crash an export.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Slot:
     key: str  # the config's discriminator field (name or kind)
     neutral: str
     docs: str
+    instead: str  # what else the user can do, after "add a mapping"
 
     @property
     def source(self) -> str:
@@ -39,9 +42,12 @@ class Slot:
 
 
 SLOTS: tuple[Slot, ...] = (
-    Slot("objective", "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md"),
-    Slot("correction", "algorithm", "correction", "name", "none", "docs/methods/corrections.md"),
-    Slot("staleness control", "system", "staleness", "kind", "sync", "docs/system.md"),
+    Slot("objective", "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md",
+         "run the sandbox's own torch loss in the trainer (sandbox.algorithms, examples/plain_torch_loop.py)"),
+    Slot("correction", "algorithm", "correction", "name", "none", "docs/methods/corrections.md",
+         "run the sandbox's own torch loss in the trainer (sandbox.algorithms, examples/plain_torch_loop.py)"),
+    Slot("staleness control", "system", "staleness", "kind", "sync", "docs/system.md",
+         "check the conclusion in the sandbox under a control the framework has (max_lag) and export that"),
 )
 
 KNOWN: dict[str, frozenset[str]] = {
@@ -110,8 +116,8 @@ def report_unknown(plan: Plan, scn: Scenario, unknown: list[tuple[Slot, Any]]) -
         plan.no_equivalent(slot.source, describe(cfg.model_dump()),
                            f"{plan.framework}'s export table has no mapping for the sandbox's {slot.family} '{name}' "
                            f"({slot.docs}) and the component carries none for {plan.framework}. Instead: add one (an "
-                           f"export_mappings entry on its config), or run the sandbox's own torch component in the "
-                           f"trainer; the written configuration uses the {slot.family} '{slot.neutral}'")
+                           f"export_mappings entry on its config), or {slot.instead}; the written configuration uses "
+                           f"the {slot.family} '{slot.neutral}'")
 
 
 def build_plan(exporter, scn: Scenario, version, given) -> Plan:

@@ -75,6 +75,7 @@ class OpenRLHFExporter(Exporter):
     name = "openrlhf"
     title = "OpenRLHF (python -m openrlhf.cli.train_ppo_ray)"
     versions = (Version("0.11", "0.11.2", "openrlhf 0.11.2 wheel (cp311)"),)
+    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(NOT_IN_OPENRLHF)})
     expresses = {
         "max lag": f"{ASYNC} {QUEUE} Q = k_max (a token pool of Q rollout batches: admission only, no drop)",
         "fixed lag": "no equivalent: the pool bounds the lag, it does not fix it",
@@ -725,6 +726,17 @@ def _correction(plan: Plan, scn: Scenario) -> None:
     plan.no_equivalent(p, full, _correction_gap(c))
 
 
+CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "decoupled_ppo", "geo_mis"})
+NOT_IN_OPENRLHF = {
+    "opsm": "off-policy sequence masking (sign of the advantage and the mean log-ratio)",
+    "m2po_mask": "M2PO's second-moment token mask",
+    "m2po_clipband": "M2PO's adaptive clip band",
+    "bapo": "BAPO's adaptive clip bounds",
+    "topr": "TOPR's sign-split truncated weights",
+    "dppo_mask": "prime-rl's DPPO probability-difference mask and KL term",
+}
+
+
 def _correction_gap(c: Any) -> str:
     token_tis = (f"nearest OpenRLHF form: token-level TIS ({LEVEL} token, {MODE} clip), a different estimator; "
                  "check it in the sandbox with --set 'algorithm.correction={name=\"tis\",level=\"token\"}'")
@@ -738,16 +750,8 @@ def _correction_gap(c: Any) -> str:
     if c.name == "decoupled_ppo":
         return ("sequence-level rejection drops a response when any token has w_t > cap; OpenRLHF's seq level gates the "
                 "geometric mean. Instead: level = \"token\", which OpenRLHF has")
-    what = {
-        "opsm": "off-policy sequence masking (sign of the advantage and the mean log-ratio)",
-        "m2po_mask": "M2PO's second-moment token mask",
-        "m2po_clipband": "M2PO's adaptive clip band",
-        "bapo": "BAPO's adaptive clip bounds",
-        "topr": "TOPR's sign-split truncated weights",
-        "dppo_mask": "prime-rl's DPPO probability-difference mask and KL term",
-    }[c.name]
-    return (f"{what} is not in OpenRLHF (its corrections: token or geometric-sequence gates on w, clip or mask, "
-            f"models/loss.py). Instead: {SANDBOX_COMPONENTS} in your own loop, or a framework that has it")
+    return (f"{NOT_IN_OPENRLHF[c.name]} is not in OpenRLHF (its corrections: token or geometric-sequence gates on w, "
+            f"clip or mask, models/loss.py). Instead: {SANDBOX_COMPONENTS} in your own loop, or a framework that has it")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -689,6 +689,8 @@ class PrimeRLExporter(Exporter):
     name = "prime-rl"
     title = "prime-rl (PrimeIntellect-ai/prime-rl git 559b4477)"
     versions = (Version("559b4477", "559b4477", "PrimeIntellect-ai/prime-rl git 559b4477 (prime-rl-configs 0.4.0)"),)
+    components = property(lambda self: {"correction": frozenset({"none", "dppo_mask"}) | frozenset(_CORRECTION_GAPS)
+                                        | frozenset(_CORRECTION_IMPOSSIBLE)})
     expresses: ClassVar[dict[str, str]] = {
         "max lag": "orchestrator.max_off_policy_steps = k_max (drop in flight and in queue, lag from the oldest "
                    "generating version, queue time included); throttle (admission) has no equivalent",

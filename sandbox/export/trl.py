@@ -55,6 +55,7 @@ class TRLExporter(Exporter):
     name = "trl"
     title = "TRL (GRPOTrainer / AsyncGRPOTrainer)"
     versions = (Version("1.16", "1.16.0", "trl 1.16.0 wheel"),)
+    components = property(lambda self: {"correction": frozenset(_CORRECTION_MAPPERS) | frozenset(_CORRECTION_GAP)})
     expresses: ClassVar[dict[str, str]] = {
         "max lag": "AsyncGRPOConfig max_staleness = k_max with weight_sync_steps = 1 (drop at dequeue)",
         "fixed lag": "no equivalent: GRPOConfig's data reuse (steps_per_generation, num_iterations) spreads lag "

@@ -396,6 +396,21 @@ def map_geo_token_weight(plan: Plan, c, src: str) -> None:
         plan.implicit(f"{src}.C", c.C, "unused: token_weight = 'none'")
 
 
+CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
+CORRECTION_GAPS = {
+    "decoupled_ppo": "sequence-level rejection (drop a response if any token has w_t > cap) has no verl rule "
+                     "(the seq_max options only take k2/k3, which are symmetric in log w). Instead: level = 'token'",
+    "opsm": "OPSM's mask depends on the advantage sign; verl's rejection options only see the log-ratio",
+    "m2po_mask": "M2PO exists only in the official M2PO fork of verl (+actor_rollout_ref.actor.use_m2po_loss); "
+                 "upstream verl 0.9.1 has no M2 budget",
+    "m2po_clipband": "M2PO exists only in the official M2PO fork of verl; upstream verl 0.9.1 has no M2 budget",
+    "bapo": "BAPO's adaptive bounds live in the BAPO recipe (WooooDyy/BAPO), not in verl 0.9.1",
+    "topr": "TOPR's sign-split weights are not a verl correction",
+    "dppo_mask": "verl 0.9.1's dppo_tv loss has the same Δp mask but no kl_tau·(log ρ)² term and clips the "
+                 "ratio at clip_ratio_c, and it replaces the objective's PPO clip",
+}
+
+
 def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
     src = "algorithm.correction"
@@ -447,18 +462,7 @@ def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
                       "π_old is recomputed with the weights being updated, so w = π_old/μ equals the sandbox's sg(π_θ)/μ")
         plan.pinned(f"{CORR}.rollout_rs", None, "no rejection sampling")
     else:
-        why = {
-            "decoupled_ppo": "sequence-level rejection (drop a response if any token has w_t > cap) has no verl rule "
-                             "(the seq_max options only take k2/k3, which are symmetric in log w). Instead: level = 'token'",
-            "opsm": "OPSM's mask depends on the advantage sign; verl's rejection options only see the log-ratio",
-            "m2po_mask": "M2PO exists only in the official M2PO fork of verl (+actor_rollout_ref.actor.use_m2po_loss); "
-                         "upstream verl 0.9.1 has no M2 budget",
-            "m2po_clipband": "M2PO exists only in the official M2PO fork of verl; upstream verl 0.9.1 has no M2 budget",
-            "bapo": "BAPO's adaptive bounds live in the BAPO recipe (WooooDyy/BAPO), not in verl 0.9.1",
-            "topr": "TOPR's sign-split weights are not a verl correction",
-            "dppo_mask": "verl 0.9.1's dppo_tv loss has the same Δp mask but no kl_tau·(log ρ)² term and clips the "
-                         "ratio at clip_ratio_c, and it replaces the objective's PPO clip",
-        }[c.name]
+        why = CORRECTION_GAPS[c.name]
         plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: run the sandbox's own loss in verl: add "
                            "actor_rollout_ref.model.external_lib=sandbox.integrations.verl (importing it registers every "
                            f"correction) and set actor_rollout_ref.actor.policy_loss.loss_mode=sandbox_{c.name}, with "
@@ -763,6 +767,7 @@ class VerlExporter(Exporter):
     name = "verl"
     title = "verl (upstream, V1 trainer of verl.trainer.main_ppo)"
     versions = (VERL_0_9,)
+    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
     expresses = {
         "max lag": f"{V1}.sampler.max_off_policy_threshold = k_max + 1 (separate_async, parameter_sync_step = 1, "
                    "num_warmup_batches = admission window)",

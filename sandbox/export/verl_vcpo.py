@@ -178,6 +178,18 @@ def _rs(plan: Plan, source: str, value: Any, level: str, lo: float, hi: float, n
     plan.pinned(f"{CORR}.rollout_rs_threshold_lower", float(lo), "lower band edge on π/μ")
 
 
+CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
+CORRECTION_GAPS = {
+    "decoupled_ppo": "sequence-level rejection of any token above the cap has no rule in the fork. Instead: level = 'token'",
+    "opsm": "OPSM's mask depends on the advantage sign, which the fork's rejection does not see",
+    "m2po_mask": "M2PO is not in the VCPO fork (official M2PO fork of verl only)",
+    "m2po_clipband": "M2PO is not in the VCPO fork (official M2PO fork of verl only)",
+    "bapo": "BAPO's adaptive bounds are not in the VCPO fork",
+    "topr": "TOPR's sign-split weights are not a correction of the fork",
+    "dppo_mask": "the fork has no DPPO mask loss",
+}
+
+
 def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
     src = "algorithm.correction"
@@ -253,15 +265,7 @@ def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
         plan.pinned(f"{CORR}.rollout_rs_threshold_lower", 0.0, "no lower edge")
         plan.implicit(f"{src}.require_prox", c.require_prox, "w is computed on the current weights, as the sandbox's sg(π_θ)/μ")
     else:
-        why = {
-            "decoupled_ppo": "sequence-level rejection of any token above the cap has no rule in the fork. Instead: level = 'token'",
-            "opsm": "OPSM's mask depends on the advantage sign, which the fork's rejection does not see",
-            "m2po_mask": "M2PO is not in the VCPO fork (official M2PO fork of verl only)",
-            "m2po_clipband": "M2PO is not in the VCPO fork (official M2PO fork of verl only)",
-            "bapo": "BAPO's adaptive bounds are not in the VCPO fork",
-            "topr": "TOPR's sign-split weights are not a correction of the fork",
-            "dppo_mask": "the fork has no DPPO mask loss",
-        }[c.name]
+        why = CORRECTION_GAPS[c.name]
         plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: the sandbox's torch components (sandbox.algorithms)")
         off("the correction is not exported (see the gap above)")
 
@@ -383,6 +387,7 @@ class VerlVCPOExporter(Exporter):
     name = "verl-vcpo"
     title = "verl, VCPO fork (mit-han-lab/vcpo, fully-async Megatron recipe)"
     versions = (VCPO_C7F030F0,)
+    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
     expresses = {
         "max lag": f"partly: {ASYNC}.staleness_threshold = k_max (trigger_parameter_sync_step = require_batches = 1; throttle only)",
         "fixed lag": "no equivalent: the fork bounds the lag",

@@ -155,3 +155,19 @@ def _validate(framework, exports, wheel):
 def test_exports_with_unknown_components_pass_the_frameworks_checks(framework, wheel):
     exports = [export_scenario(make(_base()), framework, allow_partial=True).files for make, _, _ in CASES.values()]
     assert _validate(framework, exports, wheel) == [[]] * len(exports)
+
+
+@pytest.mark.parametrize("module, table", [("verl", "CORRECTION_GAPS"), ("verl_vcpo", "CORRECTION_GAPS"),
+                                           ("trl", "_CORRECTION_MAPPERS"), ("openrlhf", "NOT_IN_OPENRLHF"),
+                                           ("areal", "CORRECTION_GAPS"), ("prime_rl", "_CORRECTION_GAPS")])
+def test_the_framework_table_decides_what_it_maps(monkeypatch, module, table):
+    """A registered correction that a framework's table leaves out falls to the engine's row, never a KeyError."""
+    import importlib
+
+    mod = importlib.import_module(f"sandbox.export.{module}")
+    monkeypatch.delitem(getattr(mod, table), "opsm")
+    scn = load_scenario(SCENARIOS / "quickstart.toml", overrides={"algorithm.correction": {"name": "opsm"}})[0]
+    framework = next(name for name in EXPORTERS if EXPORTERS[name].__module__ == mod.__name__)
+    gaps = export_scenario(scn, framework, allow_partial=True).plan.gaps()
+    assert any(r.source == "algorithm.correction" and "has no mapping for the sandbox's correction 'opsm'" in r.note
+               for r in gaps)
