@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..scenario import Scenario
-from . import registered  # noqa: F401  (imports every exporter module: they register themselves)
+from ..tasks import TASKS, OracleTask
 from .base import EXPORTERS, Exporter, Given, Version, get_exporter, register
 from .common import finish
+from .engine import build_plan
 from .plan import ExportError, ExportRefused, Plan, Row
 from .promotion import render_promotion, write_export
 
@@ -40,14 +41,15 @@ def export_scenario(scn: Scenario, framework: str, version: str | None = None, g
     """Map ``scn`` to ``framework``; raises :class:`ExportRefused` when settings have no equivalent
     and ``allow_partial`` is off, :class:`ExportError` for an unknown framework or version, or a
     scenario that cannot be promoted at all."""
-    if scn.task.name == "quadratic":
+    if issubclass(TASKS[scn.task.name].impl, OracleTask):
+        policy = ", ".join(n for n in TASKS.names() if not issubclass(TASKS[n].impl, OracleTask))
         raise ExportError(
-            "task.name: the quadratic gradient oracle has no policy, objective or rollouts, so there is "
-            "nothing to promote; expected a policy task (bandit, bitstring, lm or gym)"
+            f"task.name: the {scn.task.name} gradient oracle has no policy, objective or rollouts, so there is "
+            f"nothing to promote; expected a policy task ({policy})"
         )
     exporter = get_exporter(framework)
     ver = exporter.resolve_version(version)
-    plan = exporter.plan(scn, ver, given or Given())
+    plan = build_plan(exporter, scn, ver, given or Given())
     finish(plan, scn)
     gaps = plan.gaps()
     if gaps and not allow_partial:

@@ -1,42 +1,4 @@
-"""AReaL exporter: a scenario as the configuration of AReaL's GRPO trainer (``GRPOConfig`` in
-``areal/api/cli_args.py``, areal 1.0.4), written as ``areal_config.yaml`` and started with
-``python3 <entry script> --config areal_config.yaml`` (``launch.sh``). Guide: ``docs/promotion.md``.
-
-Facts used (areal 1.0.4 wheel):
-
-* **Versions and staleness.** The trainer publishes version ``global_step + 1`` after every train
-  step (``areal/trainer/rl_trainer.py``), and a train step runs ``actor.ppo_n_minibatches``
-  optimizer steps (``areal/trainer/ppo/actor.py``); it is written as ``algorithm.minibatches``, so a
-  version is one batch in both (one optimizer step with the default ``minibatches = 1``). Admission (``areal/infra/staleness_manager.py``) submits a
-  rollout only while ``(η + v + 1)·B − (accepted + running) > 0`` with ``η =
-  rollout.max_head_offpolicyness``, ``v`` the inference engine's version and ``B =
-  rollout.consumer_batch_size`` (groups per step): the sandbox's throttle rule
-  ``(k_max + v + 1)·B − (consumed + queued + running)`` term for term, since AReaL's ``accepted``
-  counts consumed and queued rollouts. Hence ``η = k_max``; ``η = 0`` is synchronous.
-* **Interruptible rollouts.** Every weight update aborts the requests in flight and the client
-  resubmits them with the tokens so far, tagging each token with the version that produced it
-  (``areal/infra/remote_inf_engine.py``): in-flight updates are always on.
-* **Ratio anchor.** With ``use_decoupled_loss = false`` and ``recompute_logprob = false`` the PPO
-  ratio is ``π_θ/μ`` against the inference log-probs (``areal/trainer/ppo/actor.py``,
-  ``compute_advantages``): the sandbox's bypass mode. ``actor.rejection_sampling`` acts on
-  ``w = π_prox/μ`` and only does something with ``use_decoupled_loss = true``, where the ratio
-  becomes ``u = π_θ/π_prox``; without ``rejection_sampling`` the decoupled loss carries no ``w`` at
-  all (``areal/utils/functional/functional.py``, ``ppo_actor_loss_fn``). With one mini-batch
-  ``π_prox`` is recomputed from the weights being trained, so ``w`` equals the sandbox's detached
-  ``ρ = π_θ/μ`` and ``u`` is 1 in value: the decoupled loss is then ``−sg(weight)·Â·∇log π_θ``, which
-  reproduces REINFORCE, CISPO and token-level truncation or masking exactly, while a PPO clip on
-  ``u`` never binds (the sandbox clips ``ρ``).
-* **Loss and advantages.** The actor loss is a token mean over the step (micro-batches weighted by
-  their valid-token count across data-parallel ranks); rewards are normalised per group by
-  ``actor.reward_norm`` (``areal/utils/data.py``, ``Normalization``) and, with ``discount = 1``,
-  ``gae_lambda = 1`` and no critic, every token of a response gets its normalised reward;
-  ``actor.kl_ctl`` puts a KL penalty into the rewards, not into the loss. ``actor.reward_norm`` is written in
-  every export (AReaL defaults it and ``adv_norm`` to None: raw rewards): an advantage AReaL cannot express
-  is reported and the normalisation its objective implies written in its place (``_nearest_reward_norm``).
-* **Optimizer.** ``adam`` is ``torch.optim.AdamW`` in the FSDP engine
-  (``areal/engine/fsdp_engine.py``); the warm-up is ``int(warmup_steps_proportion ·
-  total_train_steps)`` steps of HF-style linear warm-up.
-"""
+"""AReaL 1.0.4 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 
@@ -48,7 +10,8 @@ from typing import Any, ClassVar
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, unmapped_stabilizer_note
+from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows
+from .engine import stabilizer_rows
 from .plan import Plan
 
 CONFIG_FILE = "areal_config.yaml"
@@ -81,6 +44,28 @@ USER_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 
+CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "geo_mis", "decoupled_ppo", "m2po_mask"})
+_INSTEAD = "Instead: " + SANDBOX_COMPONENTS + " as a custom AReaL actor loss"
+CORRECTION_GAPS = {
+    "opsm": "AReaL has no off-policy sequence masking (DeepSeek-V3.2 OPSM). " + _INSTEAD,
+    "m2po_clipband": "AReaL implements M2PO as a token mask (actor.m2_threshold), not the official code's adaptive clip "
+                     "band. Instead: the m2po_mask correction, or " + SANDBOX_COMPONENTS,
+    "bapo": "AReaL has no adaptive (BAPO) clip bounds. " + _INSTEAD,
+    "topr": "AReaL has no tapered off-policy REINFORCE weight. " + _INSTEAD,
+    "dppo_mask": "AReaL has no probability-difference (DPPO) mask or (log ρ)² penalty; prime-rl's default loss does "
+                 "this (--framework prime-rl). " + _INSTEAD,
+}
+STABILIZERS = {
+    "gac": ("GAC (arXiv 2603.01501) has no public implementation and AReaL's actor has no hook between backward and the "
+            "optimizer step. Instead: the sandbox's GAC component (GACConfig) in " + SANDBOX_OPTIMIZER
+            + ", i.e. between backward and the step, in a subclass of the engine"),
+    "vcpo_lr": ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
+                "--framework verl-vcpo, or use VCPOLRConfig in " + SANDBOX_OPTIMIZER + ", fed the batch's ESS ratio"),
+    "staleness_lr": ("AReaL has no staleness-aware learning rate. Instead: StalenessLRConfig in " + SANDBOX_OPTIMIZER
+                     + ", fed the batch's version gap (per-token `versions` are in the batch)"),
+}
+
+
 @register
 class ArealExporter(Exporter):
     """AReaL's GRPO trainer (inclusionAI/AReaL, ``areal`` on PyPI)."""
@@ -88,6 +73,7 @@ class ArealExporter(Exporter):
     name = "areal"
     title = "AReaL (inclusionAI/AReaL)"
     versions = (Version("1.0", "1.0.4", "areal 1.0.4 wheel"),)
+    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
     expresses: ClassVar[dict[str, str]] = {
         "max lag": "rollout.max_head_offpolicyness = k_max (admission control on the head version; "
                    "one version per optimizer step with actor.ppo_n_minibatches = 1)",
@@ -122,7 +108,7 @@ class ArealExporter(Exporter):
         loss = _LossMapping(plan, scn)
         loss.run()
         self._minibatches(plan, scn, loss.decoupled)
-        self._stabilizers(plan, scn)
+        stabilizer_rows(plan, scn, STABILIZERS, "AReaL", "between backward and the step, in a subclass of the engine")
         self._optimizer(plan, scn, given)
         plan.setup("system.num_workers", scn.system.num_workers,
                    f"{scn.system.num_workers} rollout groups in flight at most in the sandbox. AReaL's "
@@ -245,24 +231,6 @@ class ArealExporter(Exporter):
                                "sandbox, where a job finishes with the weights it started with. Instead: re-run the "
                                "sandbox with system.partial_rollouts = true (needs generation_time.kind = "
                                "\"cost_model\") and check that the conclusion holds with in-flight updates")
-
-    def _stabilizers(self, plan: Plan, scn: Scenario) -> None:
-        for i, stab in enumerate(scn.algorithm.stabilizers):
-            source = f"algorithm.stabilizers[{i}]"
-            if stab.name == "gac":
-                note = ("GAC (arXiv 2603.01501) has no public implementation and AReaL's actor has no hook between "
-                        "backward and the optimizer step. Instead: the sandbox's GAC component (GACConfig) in "
-                        + SANDBOX_OPTIMIZER + ", i.e. between backward and the step, in a subclass of the engine")
-            elif stab.name == "vcpo_lr":
-                note = ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export "
-                        "with --framework verl-vcpo, or use VCPOLRConfig in " + SANDBOX_OPTIMIZER
-                        + ", fed the batch's ESS ratio")
-            elif stab.name == "staleness_lr":
-                note = ("AReaL has no staleness-aware learning rate. Instead: StalenessLRConfig in " + SANDBOX_OPTIMIZER
-                        + ", fed the batch's version gap (per-token `versions` are in the batch)")
-            else:
-                note = unmapped_stabilizer_note(stab, "AReaL", "between backward and the step, in a subclass of the engine")
-            plan.no_equivalent(source, describe(stab.model_dump()), note)
 
     def _optimizer(self, plan: Plan, scn: Scenario, given: Given) -> None:
         opt = scn.algorithm.optimizer
@@ -752,7 +720,7 @@ class _LossMapping:
         name = corr.name
         slot = ("CISPO already uses actor.rejection_sampling for its clipped weight and AReaL has one such slot"
                 if self.rs_owner else None)
-        instead = "Instead: " + SANDBOX_COMPONENTS + " as a custom AReaL actor loss"
+        instead = _INSTEAD
         if self.obj.name == "gspo":
             return ("a correction needs AReaL's decoupled mode, where the GSPO loss −w_t·Â·u(y) with u(y) = "
                     "exp(mean_t log(π_θ/π_prox)) spreads each token's weight w_t over the whole response "
@@ -786,15 +754,7 @@ class _LossMapping:
             return slot or (None if corr.behave_imp_weight_cap > 1 else "AReaL needs upper > 1 for the ratio metric. " + instead)
         if name == "m2po_mask":
             return None
-        return {
-            "opsm": "AReaL has no off-policy sequence masking (DeepSeek-V3.2 OPSM). " + instead,
-            "m2po_clipband": "AReaL implements M2PO as a token mask (actor.m2_threshold), not the official code's "
-                             "adaptive clip band. Instead: the m2po_mask correction, or " + SANDBOX_COMPONENTS,
-            "bapo": "AReaL has no adaptive (BAPO) clip bounds. " + instead,
-            "topr": "AReaL has no tapered off-policy REINFORCE weight. " + instead,
-            "dppo_mask": "AReaL has no probability-difference (DPPO) mask or (log ρ)² penalty; prime-rl's default loss "
-                         "does this (--framework prime-rl). " + instead,
-        }[name]
+        return CORRECTION_GAPS[name]
 
     def _m2po(self) -> None:
         corr, plan = self.corr, self.plan

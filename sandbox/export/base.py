@@ -8,6 +8,8 @@ its supported versions, and renders the plan as the framework's native files.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -43,6 +45,10 @@ class Exporter:
     versions: ClassVar[tuple[Version, ...]]  # newest first
     # concept -> framework key(s); "partly: ..." when only some settings (or always on), "no equivalent: ..."
     expresses: ClassVar[dict[str, str]]
+    # family -> the component names this framework's tables map or explain (default: engine.KNOWN); any other
+    # component falls to the engine (its own export_mappings, or a "no equivalent" row). The exporters derive it
+    # from their tables (a property, since the tables follow the class)
+    components: ClassVar[dict[str, frozenset[str]]] = {}
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:  # pragma: no cover
         raise NotImplementedError
@@ -71,12 +77,44 @@ class Exporter:
         raise ExportError(f"--version: {cls.name} {requested!r} is not supported; supported: {supported}")
 
 
-EXPORTERS: dict[str, type[Exporter]] = {}
+class _Exporters(MutableMapping):
+    """Framework name -> exporter class; a framework's module is imported only when it is asked for."""
+
+    def __init__(self, modules: dict[str, str]):
+        self._modules = dict(modules)
+        self._loaded: dict[str, type[Exporter]] = {}
+
+    def __getitem__(self, name: str) -> type[Exporter]:
+        if name not in self._loaded and name in self._modules:
+            importlib.import_module(f"{__package__}.{self._modules[name]}")
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, cls: type[Exporter]) -> None:
+        self._modules.setdefault(name, "")
+        self._loaded[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._modules[name]
+        self._loaded.pop(name, None)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules
+
+
+EXPORTERS: MutableMapping[str, type[Exporter]] = _Exporters({
+    "verl": "verl", "verl-vcpo": "verl_vcpo", "trl": "trl", "openrlhf": "openrlhf", "areal": "areal", "prime-rl": "prime_rl",
+})
 
 
 def register(cls: type[Exporter]) -> type[Exporter]:
     """Class decorator: make an exporter available under ``cls.name``."""
-    if cls.name in EXPORTERS:
+    if cls.name in EXPORTERS._loaded:  # type: ignore[attr-defined]
         raise ValueError(f"exporter {cls.name!r} registered twice")
     EXPORTERS[cls.name] = cls
     return cls

@@ -1,47 +1,4 @@
-"""OpenRLHF exporter: a scenario as the command-line flags of ``python -m openrlhf.cli.train_ppo_ray``
-(openrlhf 0.11.2; argparse with dotted flag names, ``openrlhf/cli/train_ppo_ray.py``). Guide:
-``docs/promotion.md``.
-
-Files: ``flags.txt`` (the exported flags, one flag and its values per line, as argparse receives
-them) and ``launch.sh`` (the same flags plus shell variables for the model, data, reward and GPUs).
-
-Staleness (``openrlhf/trainer/ppo_trainer_async.py``). ``--train.async_enable`` runs the generator and
-the trainer as two Ray actors joined by a token pool of ``Q = --train.async_queue_size`` slots. The
-generator takes a slot before it generates a rollout batch; the trainer returns the slot when it
-dequeues a batch, *before* training on it, and ``train_step`` broadcasts the new weights to vLLM before
-the next dequeue (``openrlhf/trainer/ppo_trainer.py``). Rollout batch ``n`` therefore starts after batch
-``n − Q`` was dequeued, with weights of version ``≥ n − Q``, and is trained by step ``n``:
-
-    lag ≤ Q versions          (the batch being trained holds no slot; reached when generation is fast)
-
-With ``--train.batch_size = groups_per_step · group_size``, ``--train.max_epochs 1`` and
-``--rollout.vllm_generate_batch_size = groups_per_step`` (pinned), one rollout batch is one optimizer
-step and one published version, so ``Q = k_max`` (``versions_to_optimizer_steps(k_max, 1)``). The pool
-is admission only: nothing is ever dropped (``enforcement = "drop"`` has no equivalent), and a fixed lag
-or ROLL's asynchronous ratio cannot be expressed. With ``--train.partial_rollout_enable`` the first
-token still starts at version ``≥ n − Q``, so the bound holds for the oldest token.
-
-Surrogate anchor (``openrlhf/trainer/ppo_utils/experience_maker.py``, ``trainer/ray/ppo_actor.py``,
-``models/loss.py``). OpenRLHF recomputes the trainer's log-probs ``π_old`` for every consumed batch and
-its ``ppo`` loss uses ``r = π_θ/π_old``; the sandbox's learner is in bypass mode (``r = π_θ/μ``). With
-one optimizer step per batch ``r = 1`` (up to numerics), the clip never binds, and the per-token
-gradient is ``−coef_t · Â · ∇log π_θ`` with the correction's weight on ``w = π_old/μ`` (the value of
-``π_θ/μ``). That is the sandbox's ``reinforce`` objective exactly, and every clip objective at lag 0;
-for a clip objective on stale data the sandbox's clip against ``μ`` has no OpenRLHF flag (no
-equivalent). ``--actor.policy_loss_type gspo`` takes its sequence ratio against ``μ`` whenever
-``--algo.advantage.is_correction_level`` is not ``off`` (and then applies no IS weight), so GSPO is
-exported in bypass form by switching that flag on.
-
-Advantages (``experience_maker.py``): ``group_norm`` = ``(R − mean_g)/(std_g + 1e-9)`` with the
-Bessel-corrected std, ``dr_grpo`` = ``R − mean_g``, ``rloo`` = ``R − mean_{j≠i} R_j``; ``reinforce``,
-``reinforce_baseline`` and ``flash_reinforce`` subtract batch statistics the sandbox has no baseline for.
-
-Corrections (``models/loss.py``, ``PolicyLoss``): ``level token, mode clip`` multiplies the loss by
-``clamp(w_t, LOW, HIGH)`` (token TIS); ``mode mask`` keeps ``w_t`` inside ``[LOW, HIGH]`` and zeroes the
-rest (token MIS, IcePop, decoupled-PPO token rejection); ``level seq`` gates the *geometric mean*
-``exp(mean_t log w_t)`` and can only mask (Geo-RS), so a sequence TIS or MIS on the product ``Π_t w_t``
-has no equivalent.
-"""
+"""OpenRLHF 0.11.2 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 
@@ -52,8 +9,8 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of,
-                     unmapped_stabilizer_note)
+from .common import MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .engine import stabilizer_rows
 from .plan import Plan
 
 SCRIPT = "python -m openrlhf.cli.train_ppo_ray"
@@ -118,6 +75,7 @@ class OpenRLHFExporter(Exporter):
     name = "openrlhf"
     title = "OpenRLHF (python -m openrlhf.cli.train_ppo_ray)"
     versions = (Version("0.11", "0.11.2", "openrlhf 0.11.2 wheel (cp311)"),)
+    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(NOT_IN_OPENRLHF)})
     expresses = {
         "max lag": f"{ASYNC} {QUEUE} Q = k_max (a token pool of Q rollout batches: admission only, no drop)",
         "fixed lag": "no equivalent: the pool bounds the lag, it does not fix it",
@@ -156,7 +114,7 @@ class OpenRLHFExporter(Exporter):
         _objective(plan, scn, stale, scn.algorithm.proximal)
         _minibatch_loss(plan, scn)
         _correction(plan, scn)
-        _stabilizers(plan, scn)
+        stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
         _optimizer(plan, scn, given)
         plan.metrics = dict(METRICS)
         plan.notes += [
@@ -768,6 +726,17 @@ def _correction(plan: Plan, scn: Scenario) -> None:
     plan.no_equivalent(p, full, _correction_gap(c))
 
 
+CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "decoupled_ppo", "geo_mis"})
+NOT_IN_OPENRLHF = {
+    "opsm": "off-policy sequence masking (sign of the advantage and the mean log-ratio)",
+    "m2po_mask": "M2PO's second-moment token mask",
+    "m2po_clipband": "M2PO's adaptive clip band",
+    "bapo": "BAPO's adaptive clip bounds",
+    "topr": "TOPR's sign-split truncated weights",
+    "dppo_mask": "prime-rl's DPPO probability-difference mask and KL term",
+}
+
+
 def _correction_gap(c: Any) -> str:
     token_tis = (f"nearest OpenRLHF form: token-level TIS ({LEVEL} token, {MODE} clip), a different estimator; "
                  "check it in the sandbox with --set 'algorithm.correction={name=\"tis\",level=\"token\"}'")
@@ -781,16 +750,8 @@ def _correction_gap(c: Any) -> str:
     if c.name == "decoupled_ppo":
         return ("sequence-level rejection drops a response when any token has w_t > cap; OpenRLHF's seq level gates the "
                 "geometric mean. Instead: level = \"token\", which OpenRLHF has")
-    what = {
-        "opsm": "off-policy sequence masking (sign of the advantage and the mean log-ratio)",
-        "m2po_mask": "M2PO's second-moment token mask",
-        "m2po_clipband": "M2PO's adaptive clip band",
-        "bapo": "BAPO's adaptive clip bounds",
-        "topr": "TOPR's sign-split truncated weights",
-        "dppo_mask": "prime-rl's DPPO probability-difference mask and KL term",
-    }[c.name]
-    return (f"{what} is not in OpenRLHF (its corrections: token or geometric-sequence gates on w, clip or mask, "
-            f"models/loss.py). Instead: {SANDBOX_COMPONENTS} in your own loop, or a framework that has it")
+    return (f"{NOT_IN_OPENRLHF[c.name]} is not in OpenRLHF (its corrections: token or geometric-sequence gates on w, "
+            f"clip or mask, models/loss.py). Instead: {SANDBOX_COMPONENTS} in your own loop, or a framework that has it")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -802,23 +763,16 @@ STEP_HOOK = ("between backward and the optimizer step of OpenRLHF's actor (Actor
              "DeepSpeed clips and steps): a code change, no flag")
 
 
-def _stabilizers(plan: Plan, scn: Scenario) -> None:
-    for i, s in enumerate(scn.algorithm.stabilizers):
-        src = f"algorithm.stabilizers[{i}]"
-        if s.name == "vcpo_lr":
-            note = ("VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo verl fork. Instead: export "
-                    "with --framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms: "
-                    f"VCPOLRConfig in a StabilizedOptimizer, shown in examples/plain_torch_loop.py) {STEP_HOOK}")
-        elif s.name == "gac":
-            note = ("gradient alignment control has no public code (arXiv 2603.01501 only). Instead: the sandbox's torch "
-                    f"component (sandbox.algorithms: GACConfig in a StabilizedOptimizer) placed {STEP_HOOK}")
-        elif s.name == "staleness_lr":
-            note = ("OpenRLHF has no staleness-aware learning rate and records no per-sample version to compute the "
-                    "lag from. Instead: the sandbox's torch component (sandbox.algorithms: StalenessLRConfig in a "
-                    f"StabilizedOptimizer) placed {STEP_HOOK}, fed with versions you track yourself")
-        else:
-            note = unmapped_stabilizer_note(s, "OpenRLHF", STEP_HOOK)
-        plan.no_equivalent(src, describe(s.model_dump()), note)
+STABILIZERS = {
+    "vcpo_lr": ("VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
+                "--framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms: VCPOLRConfig in a "
+                f"StabilizedOptimizer, shown in examples/plain_torch_loop.py) {STEP_HOOK}"),
+    "gac": ("gradient alignment control has no public code (arXiv 2603.01501 only). Instead: the sandbox's torch "
+            f"component (sandbox.algorithms: GACConfig in a StabilizedOptimizer) placed {STEP_HOOK}"),
+    "staleness_lr": ("OpenRLHF has no staleness-aware learning rate and records no per-sample version to compute the "
+                     "lag from. Instead: the sandbox's torch component (sandbox.algorithms: StalenessLRConfig in a "
+                     f"StabilizedOptimizer) placed {STEP_HOOK}, fed with versions you track yourself"),
+}
 
 
 def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:

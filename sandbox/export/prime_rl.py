@@ -1,38 +1,4 @@
-"""prime-rl (PrimeIntellect-ai/prime-rl at git 559b4477, ``prime-rl-configs`` 0.4.0): a scenario as the
-``[trainer]`` and ``[orchestrator]`` tables of ``rl.toml``, started with ``uv run rl @ rl.toml @ setup``
-(``launch.sh`` adds the model and environment the scenario cannot know). Guide: ``docs/promotion.md``.
-
-What prime-rl computes at that commit (read in its sources, cited below by file):
-
-* **Loss** (``src/prime_rl/trainer/rl/loss.py``, ``default_loss_fn``): per token, with
-  ``ρ_t = π_θ/μ`` against the inference engine's log-probs (no recomputed proximal policy, i.e. the
-  sandbox's bypass mode) and ``Δp_t = π_θ(y_t) − μ(y_t)``::
-
-      masked_t = (Â > 0 and Δp_t > dppo_mask_high) or (Â < 0 and Δp_t < −dppo_mask_low)
-      ℓ_t = −(1 − masked_t)·adv_tau·Â·ρ_t + kl_tau·(log ρ_t)²
-
-  (``type = "ipo"``: ``masked_t = |Δp_t| > ipo_threshold``), summed and divided by the step's global
-  count of loss tokens (``compute_loss`` with ``rl_scale`` in ``src/prime_rl/trainer/rl/train.py``):
-  token-mean over the batch. This is the sandbox's ``dppo_mask`` correction (docs/methods/corrections.md#dppo_mask,
-  ``sandbox/algorithms/corrections/masks.py``) on an unclipped ratio objective; ``correction = "none"``
-  is the same loss with the mask thresholds at 1 (``|Δp| ≤ 1`` never crosses them) and ``kl_tau = 0``.
-  There is no ratio clip, dual clip, reference-model KL or other correction key: those need
-  ``trainer.loss.type = "custom"`` (a per-sequence function given by ``import_path``) or have no
-  equivalent.
-* **Advantage** (``src/prime_rl/orchestrator/algo/grpo.py``, ``orchestrator.algo.type = "grpo"``):
-  ``Â_i = R_i − mean_g R`` (no std). RLOO's ``G/(G−1)·(R_i − mean_g R)`` is that times a constant,
-  written as ``trainer.loss.adv_tau``, which scales only the policy term.
-* **Staleness** (``orchestrator.max_off_policy_steps``, ``src/prime_rl/orchestrator/train_sink.py`` and
-  ``dispatcher.py``): lag = (version the batch trains on, ``step − 1``) − (oldest version that
-  generated the rollout), queue time included; rollouts past the bound are dropped in flight and in
-  the queue. The sandbox's lag (consuming step − version of the oldest token) is the same count, so
-  ``max_off_policy_steps = k_max``. Admission is a fixed one-batch lead (``TARGET_LAG = 1`` in
-  ``orchestrator.py`` since commit e792f9cf8), never a staleness budget, and generations always
-  continue across weight updates (``watcher.py``).
-* **Steps**: ``train.py`` accumulates every micro-batch of a step and calls ``optimizer.step()`` once,
-  then broadcasts the weights: one optimizer step and one published version per batch of
-  ``orchestrator.batch_size`` samples, with no key.
-"""
+"""prime-rl git 559b4477 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 
@@ -45,8 +11,8 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import (MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows,
-                     staleness_of, unmapped_stabilizer_note)
+from .common import MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, staleness_of
+from .engine import stabilizer_rows
 from .plan import Plan
 
 AT = "prime-rl 559b4477"
@@ -534,25 +500,18 @@ def _correction_rows(plan: Plan, scn: Scenario) -> None:
                "weight of (log π_θ/μ)² on every loss token, gradient through ρ, as in the sandbox")
 
 
-def _stabilizer_rows(plan: Plan, scn: Scenario) -> None:
-    for i, s in enumerate(scn.algorithm.stabilizers):
-        source = f"algorithm.stabilizers[{i}]"
-        if s.name == "gac":
-            note = ("GAC has no public code (arXiv 2603.01501 only) and prime-rl no optimizer hook. Instead: place the "
-                    "sandbox's torch component (sandbox.algorithms.GAC, through StabilizedOptimizer) between backward "
-                    "and optimizer.step() of prime-rl's trainer (src/prime_rl/trainer/rl/train.py, after clip_grad_norm_): "
-                    "a code change, no config key")
-        elif s.name == "vcpo_lr":
-            note = ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
-                    "--framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms, shown in "
-                    "examples/plain_torch_loop.py) in your own trainer")
-        elif s.name == "staleness_lr":
-            note = ("prime-rl has no learning-rate rule keyed on staleness (its schedulers follow the step count). "
-                    "Instead: the sandbox's torch component (sandbox.algorithms.StalenessLR) in your own trainer")
-        else:
-            note = unmapped_stabilizer_note(s, "prime-rl", "between backward and optimizer.step() of prime-rl's trainer "
-                                            "(src/prime_rl/trainer/rl/train.py): a code change, no config key")
-        plan.no_equivalent(source, describe(s.model_dump()), note)
+STABILIZERS = {
+    "gac": ("GAC has no public code (arXiv 2603.01501 only) and prime-rl no optimizer hook. Instead: place the sandbox's "
+            "torch component (sandbox.algorithms.GAC, through StabilizedOptimizer) between backward and optimizer.step() "
+            "of prime-rl's trainer (src/prime_rl/trainer/rl/train.py, after clip_grad_norm_): a code change, no config key"),
+    "vcpo_lr": ("VCPO's ESS learning-rate rule exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
+                "--framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms, shown in "
+                "examples/plain_torch_loop.py) in your own trainer"),
+    "staleness_lr": ("prime-rl has no learning-rate rule keyed on staleness (its schedulers follow the step count). "
+                     "Instead: the sandbox's torch component (sandbox.algorithms.StalenessLR) in your own trainer"),
+}
+STABILIZER_HOOK = ("between backward and optimizer.step() of prime-rl's trainer (src/prime_rl/trainer/rl/train.py): a "
+                   "code change, no config key")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -730,6 +689,8 @@ class PrimeRLExporter(Exporter):
     name = "prime-rl"
     title = "prime-rl (PrimeIntellect-ai/prime-rl git 559b4477)"
     versions = (Version("559b4477", "559b4477", "PrimeIntellect-ai/prime-rl git 559b4477 (prime-rl-configs 0.4.0)"),)
+    components = property(lambda self: {"correction": frozenset({"none", "dppo_mask"}) | frozenset(_CORRECTION_GAPS)
+                                        | frozenset(_CORRECTION_IMPOSSIBLE)})
     expresses: ClassVar[dict[str, str]] = {
         "max lag": "orchestrator.max_off_policy_steps = k_max (drop in flight and in queue, lag from the oldest "
                    "generating version, queue time included); throttle (admission) has no equivalent",
@@ -760,7 +721,7 @@ class PrimeRLExporter(Exporter):
         _batch_rows(plan, scn)
         _objective_rows(plan, scn, bound)
         _correction_rows(plan, scn)
-        _stabilizer_rows(plan, scn)
+        stabilizer_rows(plan, scn, STABILIZERS, "prime-rl", STABILIZER_HOOK)
         _optimizer_rows(plan, scn, given)
         plan.pinned("orchestrator.algo.type", "grpo",
                     "the advantage R − group mean that the objective rows rely on (prime-rl's default algorithm, written "

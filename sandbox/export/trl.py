@@ -1,32 +1,4 @@
-"""TRL exporter: a scenario as the keyword arguments of TRL's ``GRPOConfig`` (synchronous
-``GRPOTrainer``) or ``AsyncGRPOConfig`` (``trl.experimental.async_grpo.AsyncGRPOTrainer``), read at
-trl 1.16.0 (``trl/trainer/grpo_config.py``, ``trl/trainer/grpo_trainer.py``,
-``trl/experimental/async_grpo/async_grpo_config.py``, ``async_grpo_trainer.py``,
-``async_rollout_worker.py``). Conventions: ``docs/promotion.md``.
-
-Target by staleness control:
-
-* ``sync`` → ``GRPOConfig``. One generation batch per optimizer step (``steps_per_generation =
-  gradient_accumulation_steps``, ``num_iterations = 1``), so TRL's lag bound
-  ``num_iterations·steps_per_generation/gradient_accumulation_steps − 1`` is 0.
-* ``max_lag`` → ``AsyncGRPOConfig`` with ``weight_sync_steps = 1`` (one version per optimizer step) and
-  ``max_staleness = k_max``: the trainer tags a group with the version current when it was created
-  (its oldest token, in-flight generations continue under newer weights) and drops a sample at
-  dequeue when ``version − sample.model_version > max_staleness``, the sandbox's bound and convention.
-* ``fixed_lag`` and ``async_ratio`` have no TRL control; the rest is written for ``GRPOConfig``.
-
-Surrogate anchor. ``GRPOTrainer`` computes its ratio against ``old_per_token_logps``, recomputed by the
-trainer (or the detached current log-probs): with one optimizer step per generation batch it is 1 in
-value, so the clip never acts and the gradient is ``Â·∇log π`` times the vLLM importance weight
-``w = π_old/μ`` (``vllm_importance_sampling_*``, truncated or masked). At the sandbox's lag 0 this is
-its bypass loss ``coef(w)·Â·∇log π`` with ``w = π_θ/μ``. ``AsyncGRPOTrainer`` computes the ratio against
-the vLLM log-probs themselves: the sandbox's bypass mode, clip included, with no correction keys.
-
-Batch geometry (written for one training process): ``GRPOConfig`` takes ``per_device_train_batch_size =
-group_size`` and ``gradient_accumulation_steps = groups_per_step``; ``AsyncGRPOConfig`` takes one
-micro-batch of ``groups_per_step × group_size`` completions (``token_budget = 0`` fixes the count,
-``gradient_accumulation_steps = 1`` keeps its loss the token mean of the whole step).
-"""
+"""TRL 1.16.0 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 
@@ -38,7 +10,8 @@ from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, no_minibatch_rows, proximal_row,
-                     scale_rows, staleness_of, unmapped_stabilizer_note, versions_to_optimizer_steps)
+                     scale_rows, staleness_of, versions_to_optimizer_steps)
+from .engine import stabilizer_rows
 from .plan import Plan
 
 SYNC_CLASS = "GRPOConfig"
@@ -68,7 +41,7 @@ LOSS_TYPE_OF_AGGREGATION = {
 INTEGRATION = (
     "sandbox.integrations.trl.SandboxGRPOTrainer, TRL 1.16's GRPOTrainer with the sandbox's implementation, "
     "configured by the same entry as this scenario: SandboxGRPOTrainer(..., "
-    "sandbox=SandboxTRLConfig.from_scenario(<this scenario>)) (docs/promotion.md#trl)"
+    "args=SandboxGRPOConfig.from_scenario(<this scenario>, ...)) (docs/promotion.md#trl)"
 )
 VCPO_INSTEAD = "train with " + INTEGRATION + ", or export with --framework verl-vcpo (the mit-han-lab/vcpo verl fork)"
 OPOB_NOTE = (
@@ -82,6 +55,7 @@ class TRLExporter(Exporter):
     name = "trl"
     title = "TRL (GRPOTrainer / AsyncGRPOTrainer)"
     versions = (Version("1.16", "1.16.0", "trl 1.16.0 wheel"),)
+    components = property(lambda self: {"correction": frozenset(_CORRECTION_MAPPERS) | frozenset(_CORRECTION_GAP)})
     expresses: ClassVar[dict[str, str]] = {
         "max lag": "AsyncGRPOConfig max_staleness = k_max with weight_sync_steps = 1 (drop at dequeue)",
         "fixed lag": "no equivalent: GRPOConfig's data reuse (steps_per_generation, num_iterations) spreads lag "
@@ -117,7 +91,8 @@ class TRLExporter(Exporter):
         _staleness(plan, scn, cls)
         _objective(plan, scn, cls)
         _correction(plan, scn, cls)
-        _stabilizers(plan, scn)
+        stabilizer_rows(plan, scn, _STABILIZER_GAP, "TRL",
+                        "between backward and the optimizer step of TRL's trainer (e.g. a GRPOTrainer subclass)")
         _optimizer(plan, scn)
         scale_rows(plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
@@ -852,13 +827,6 @@ _STABILIZER_GAP = {
     "staleness_lr": "staleness-aware learning-rate rules have no TRL key. Instead: " + INTEGRATION + "; the lag is "
                     "counted in optimizer steps since each completion was generated",
 }
-
-
-def _stabilizers(plan: Plan, scn: Scenario) -> None:
-    for i, stab in enumerate(scn.algorithm.stabilizers):
-        note = _STABILIZER_GAP.get(stab.name) or unmapped_stabilizer_note(
-            stab, "TRL", "between backward and the optimizer step of TRL's trainer (e.g. a GRPOTrainer subclass)")
-        plan.no_equivalent(f"algorithm.stabilizers[{i}]", describe(stab.model_dump()), note)
 
 
 _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}

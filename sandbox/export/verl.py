@@ -1,50 +1,4 @@
-"""verl (upstream) 0.9.x: a scenario as Hydra overrides for ``python -m verl.trainer.main_ppo``
-(config ``ppo_trainer``, V1 trainer), read at the verl 0.9.1 wheel. Guide: ``docs/promotion.md``.
-
-Trainer and staleness (``verl/trainer/ppo/v1/*`` in verl 0.9.1)
---------------------------------------------------------------
-* ``sync`` → ``trainer.v1.trainer_mode = sync`` (``trainer_sync.py``: colocated, no partial rollouts).
-* ``max_lag`` → ``separate_async`` with ``separate_async.parameter_sync_step = 1`` (the trainer asserts
-  ``train_batch_size == parameter_sync_step · ppo_mini_batch_size`` and pushes weights once per trainer step),
-  ``sampler.max_off_policy_threshold = k_max + 1`` (``replay_buffer.py`` drops a finished group when
-  ``global_steps − prompt_step + 1 > T``: T counts the versions a trajectory spans, both ends) with
-  ``max_off_policy_strategy = drop`` for both enforcements, because the sandbox's max-lag control drops any
-  over-bound job at dequeue in both modes (``sandbox/system/staleness.py``); verl's ``wait`` instead stalls the
-  trainer until stale in-flight prompts finish and never drops, a dropless variant the sandbox does not have.
-  The admission side is the prefetch window: the async trainers submit ``num_warmup_batches`` batches before
-  the first step and one batch per step, so ``(num_warmup_batches + 1)·B`` prompts are outstanding when a
-  batch is sampled, as the sandbox's throttle keeps ``(k_max + 1)·B`` (``num_warmup_batches = k_max``) and its
-  drop queue keeps ``queue_capacity`` (``num_warmup_batches = queue_capacity/B − 1``).
-  Both async trainers always resume aborted requests under new weights (``workers/rollout/llm_server.py`` only
-  skips the retry when an ``async_training.partial_rollout`` key says so, and the V1 config has none): partial
-  rollouts are on and cannot be switched off.
-* ``fixed_lag`` and ``async_ratio`` have no equivalent (the written config then trains synchronously).
-
-Loss route (``trainer_base.py``, ``core_algos.py``, ``rollout_corr_helper.py`` in verl 0.9.1)
---------------------------------------------------------------------------------------------
-The V1 trainer computes ``algorithm.rollout_correction`` (IS weights ``rollout_is``, rejection ``rollout_rs``)
-only in decoupled mode (``bypass_mode = false``); in bypass mode it copies the rollout log-probs into
-``old_log_probs`` and skips the correction, and never switches the actor to the ``bypass_mode`` loss, so
-``loss_type`` is not read. Two exact routes follow, both with one optimizer step per trainer step:
-
-* ratio objectives (grpo, dr_grpo, rloo, ppo, dapo, gspo, cispo) → ``bypass_mode = true``: the configured
-  ``policy_loss.loss_mode`` runs on ``r = π_θ/μ``, which is the sandbox's bypass mode. No correction can be
-  applied on this route.
-* the REINFORCE objective → ``bypass_mode = false``: ``π_old`` is recomputed with the weights about to be
-  updated, so the vanilla ratio ``π_θ/π_old`` is 1 and the loss gradient is ``−coef · Â · ∇log π_θ`` with
-  ``coef`` the correction's weight on ``π_θ/μ``; that is the sandbox's REINFORCE surrogate times the
-  correction (the clip never fires at r = 1). ``rollout_is`` is always written, null included, because the
-  ``RolloutCorrectionConfig`` dataclass defaults it to ``"sequence"`` while the YAML group sets null.
-
-Conventions checked in the wheel: vanilla always applies the dual clip (``clip_ratio_c``); with the log-ratio
-clamped to ±20 the ratio never exceeds e^20 ≈ 4.9e8, so ``clip_ratio_c = 1e9`` switches it off exactly. The
-``*_k1`` rejection bands are on ``μ/π`` (a sandbox band [lo, hi] on π/μ is verl's ``"1/hi_1/lo"``), the
-``rollout_is_threshold = "lo_hi"`` band is on ``π/μ`` itself. GRPO advantages use the Bessel std and ε = 1e-6.
-``kl_loss_type = k3`` is ``r − 1 − log r`` with ``r = π_ref/π_θ`` (log-ratio clamped to ±20, value to ≤ 10).
-``algorithm.adv_estimator`` is written in every export: verl's default ``gae`` trains a critic
-(``trainer/ppo/utils.py``: ``need_critic``), so a baseline verl cannot express is reported and the nearest group
-estimator (``grpo``) written in its place (:func:`nearest_group_estimator`).
-"""
+"""verl 0.9.1 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 
@@ -58,8 +12,8 @@ import yaml
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import (MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, staleness_of,
-                     unmapped_stabilizer_note)
+from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .engine import stabilizer_rows
 from .plan import Plan
 
 VERL_0_9 = Version("0.9", "0.9.1", "verl 0.9.1 wheel")
@@ -442,6 +396,21 @@ def map_geo_token_weight(plan: Plan, c, src: str) -> None:
         plan.implicit(f"{src}.C", c.C, "unused: token_weight = 'none'")
 
 
+CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
+CORRECTION_GAPS = {
+    "decoupled_ppo": "sequence-level rejection (drop a response if any token has w_t > cap) has no verl rule "
+                     "(the seq_max options only take k2/k3, which are symmetric in log w). Instead: level = 'token'",
+    "opsm": "OPSM's mask depends on the advantage sign; verl's rejection options only see the log-ratio",
+    "m2po_mask": "M2PO exists only in the official M2PO fork of verl (+actor_rollout_ref.actor.use_m2po_loss); "
+                 "upstream verl 0.9.1 has no M2 budget",
+    "m2po_clipband": "M2PO exists only in the official M2PO fork of verl; upstream verl 0.9.1 has no M2 budget",
+    "bapo": "BAPO's adaptive bounds live in the BAPO recipe (WooooDyy/BAPO), not in verl 0.9.1",
+    "topr": "TOPR's sign-split weights are not a verl correction",
+    "dppo_mask": "verl 0.9.1's dppo_tv loss has the same Δp mask but no kl_tau·(log ρ)² term and clips the "
+                 "ratio at clip_ratio_c, and it replaces the objective's PPO clip",
+}
+
+
 def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
     src = "algorithm.correction"
@@ -493,18 +462,7 @@ def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
                       "π_old is recomputed with the weights being updated, so w = π_old/μ equals the sandbox's sg(π_θ)/μ")
         plan.pinned(f"{CORR}.rollout_rs", None, "no rejection sampling")
     else:
-        why = {
-            "decoupled_ppo": "sequence-level rejection (drop a response if any token has w_t > cap) has no verl rule "
-                             "(the seq_max options only take k2/k3, which are symmetric in log w). Instead: level = 'token'",
-            "opsm": "OPSM's mask depends on the advantage sign; verl's rejection options only see the log-ratio",
-            "m2po_mask": "M2PO exists only in the official M2PO fork of verl (+actor_rollout_ref.actor.use_m2po_loss); "
-                         "upstream verl 0.9.1 has no M2 budget",
-            "m2po_clipband": "M2PO exists only in the official M2PO fork of verl; upstream verl 0.9.1 has no M2 budget",
-            "bapo": "BAPO's adaptive bounds live in the BAPO recipe (WooooDyy/BAPO), not in verl 0.9.1",
-            "topr": "TOPR's sign-split weights are not a verl correction",
-            "dppo_mask": "verl 0.9.1's dppo_tv loss has the same Δp mask but no kl_tau·(log ρ)² term and clips the "
-                         "ratio at clip_ratio_c, and it replaces the objective's PPO clip",
-        }[c.name]
+        why = CORRECTION_GAPS[c.name]
         plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: run the sandbox's own loss in verl: add "
                            "actor_rollout_ref.model.external_lib=sandbox.integrations.verl (importing it registers every "
                            f"correction) and set actor_rollout_ref.actor.policy_loss.loss_mode=sandbox_{c.name}, with "
@@ -625,28 +583,20 @@ def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str)
                  f"{CORR}.bypass_mode = " + ("false" if route == "reinforce" else "true"))
 
 
-def stabilizer_gap(plan: Plan, source: str, stabilizer) -> None:
-    """The no-equivalent row of one optimizer-level stabilizer, with what to do instead."""
-    value = describe(stabilizer.model_dump())
-    if stabilizer.name == "vcpo_lr":
-        plan.no_equivalent(source, value, "VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo fork "
-                           f"(actor.ess_scaling.*). Instead: {VCPO_INSTEAD}")
-    elif stabilizer.name == "gac":
-        plan.no_equivalent(source, value,
-                           "GAC has no public implementation and no framework key. Instead: place the sandbox's torch "
-                           "component (sandbox.algorithms, GAC projection) between backward and the optimizer step of "
-                           "verl's actor (a custom engine/actor hook)")
-    elif stabilizer.name == "staleness_lr":
-        plan.no_equivalent(source, value, "verl has no per-sample staleness-dependent learning rate. Instead: a custom "
-                           "actor hook scaling the step by the batch's trajectory staleness, using the sandbox's rule")
-    else:
-        plan.no_equivalent(source, value, unmapped_stabilizer_note(
-            stabilizer, "verl", "between backward and the optimizer step of verl's actor (a custom engine/actor hook)"))
+STABILIZERS = {
+    "vcpo_lr": ("VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo fork (actor.ess_scaling.*). "
+                f"Instead: {VCPO_INSTEAD}"),
+    "gac": ("GAC has no public implementation and no framework key. Instead: place the sandbox's torch component "
+            "(sandbox.algorithms, GAC projection) between backward and the optimizer step of verl's actor (a custom "
+            "engine/actor hook)"),
+    "staleness_lr": ("verl has no per-sample staleness-dependent learning rate. Instead: a custom actor hook scaling "
+                     "the step by the batch's trajectory staleness, using the sandbox's rule"),
+}
+STEP_HOOK = "between backward and the optimizer step of verl's actor (a custom engine/actor hook)"
 
 
-def map_stabilizers(plan: Plan, scn: Scenario) -> None:
-    for i, s in enumerate(scn.algorithm.stabilizers):
-        stabilizer_gap(plan, f"algorithm.stabilizers[{i}]", s)
+def map_stabilizers(plan: Plan, scn: Scenario, table: dict = STABILIZERS) -> None:
+    stabilizer_rows(plan, scn, table, "verl", STEP_HOOK)
 
 
 _OPTIMIZER_CLASS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}
@@ -817,6 +767,7 @@ class VerlExporter(Exporter):
     name = "verl"
     title = "verl (upstream, V1 trainer of verl.trainer.main_ppo)"
     versions = (VERL_0_9,)
+    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
     expresses = {
         "max lag": f"{V1}.sampler.max_off_policy_threshold = k_max + 1 (separate_async, parameter_sync_step = 1, "
                    "num_warmup_batches = admission window)",

@@ -1,30 +1,4 @@
-"""The VCPO fork of verl (mit-han-lab/vcpo, git c7f030f0, based on verl 0.7.0.dev): a scenario as Hydra
-overrides for the fully-async Megatron recipe, ``python -m recipe.fully_async_policy.fully_async_main
---config-name=fully_async_ppo_megatron_trainer.yaml``, as the fork's VCPO scripts run it
-(``recipe/fully_async_policy/shell/vcpo/``). Guide: ``docs/promotion.md``.
-
-Staleness (``recipe/fully_async_policy/fully_async_rollouter.py``): the rollouter may produce
-``(1 + staleness_threshold)·trigger_parameter_sync_step·require_batches·ppo_mini_batch_size`` prompts per
-weight sync, minus the stale ones carried over. With ``trigger_parameter_sync_step = require_batches = 1``
-one optimizer step is one version and ``staleness_threshold = k`` admits ``(k + 1)·B`` outstanding groups,
-the sandbox's throttle rule ``(k_max + v + 1)·B``; the fork checks no per-sample lag, so the sandbox's drop
-enforcement has no equivalent. ``async_training.partial_rollout`` maps as is.
-
-Loss route (``verl/workers/actor/megatron_actor.py``, ``recipe/fully_async_policy/ray_trainer.py``): with
-``skip_recompute_old_log_prob = true`` the actor takes its own detached log-probs as π_old (ratio ≡ 1) and
-computes ``algorithm.rollout_correction`` weights and masks on the current π_θ/μ inside the backward pass,
-so the REINFORCE objective with a correction is exact, as on upstream verl's decoupled route (the objective
-mapping is shared with :mod:`sandbox.export.verl`). Ratio objectives run with ``old_log_probs`` = rollout
-log-probs (``use_rollout_log_probs``), where the correction weights are all 1: no correction there.
-
-VCPO (``update_policy_per_traj``, ``staleness_utils.py``, ``_optimizer_step_with_buffer``): one backward per
-trajectory (micro-batch 1) collects ``g_i``; ``grad_baselining`` forms ``Σ_i ((R_i − b*_g)/σ_g)·g_i`` with
-``b* = Σ W R / Σ W``, ``W_i = ‖g_i‖²·W_seq,i²`` (``σ_g`` the population std); ``ess_scaling`` scales the LR by
-``sqrt`` or ``linear`` of ``min(1, ESS/B / base_ess_ratio)`` with the unclipped sequence weights, for that
-step only. Because ``g_i`` is taken from the loss that already carries the sequence-TIS factor ``min(W, C)``,
-the fork's weight is the sandbox's ``opob_weight = "code"`` with ``opob_clip_c = C``; without a correction it
-is the README weight.
-"""
+"""VCPO fork of verl, git c7f030f0 export table; the mapping and its upstream sources: docs/promotion.md#mapping-tables-by-framework-version."""
 
 from __future__ import annotations
 
@@ -35,20 +9,8 @@ from .base import Exporter, Given, Version, describe, register
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .plan import Plan
-from .verl import (
-    ACTOR,
-    CORR,
-    ObjectiveTarget,
-    map_batch,
-    map_geo_token_weight,
-    map_objective,
-    map_tis,
-    nearest_group_estimator,
-    objective_route,
-    overrides_text,
-    stabilizer_gap,
-    yaml_text,
-)
+from .verl import (ACTOR, CORR, STABILIZERS, ObjectiveTarget, map_batch, map_geo_token_weight, map_objective,
+                   map_stabilizers, map_tis, nearest_group_estimator, objective_route, overrides_text, yaml_text)
 
 VCPO_C7F030F0 = Version("c7f030f0", "c7f030f0", "mit-han-lab/vcpo git c7f030f0")
 
@@ -185,24 +147,21 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
 
 
 def _map_stabilizers_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
-    for i, s in enumerate(scn.algorithm.stabilizers):
-        src = f"algorithm.stabilizers[{i}]"
-        if s.name != "vcpo_lr":
-            stabilizer_gap(plan, src, s)
-            continue
-        if route != "reinforce" or plan.settings.get("algorithm.adv_estimator") != "grpo":
-            plan.no_equivalent(src, describe(s.model_dump()),
-                               "the fork's ESS learning rate runs in the per-trajectory update, which needs the REINFORCE "
-                               "route (skip_recompute_old_log_prob, ESS from the current π_θ/μ) and the grpo estimator's "
-                               "advantages. Instead: the REINFORCE objective with a group-mean or OPOB baseline")
-            continue
-        _per_trajectory(plan)
-        plan.converted(f"{src}.name", s.name, f"{ESS}.enable", True,
-                       "η_t = η·rule(min(1, ESS/B / base_ess_ratio)) for the step only, ESS of the unclipped sequence "
-                       "weights over the optimizer mini-batch gathered across ranks (_optimizer_step_with_buffer)")
-        plan.as_is(f"{src}.rho_ref", s.rho_ref, f"{ESS}.base_ess_ratio", "ρ_ref")
-        plan.as_is(f"{src}.mode", s.mode, f"{ESS}.scaling_rule", "sqrt or linear")
-        plan.pinned(f"{ESS}.use_clipped", False, "ESS of the unclipped weights, as the sandbox")
+    ess = route == "reinforce" and plan.settings.get("algorithm.adv_estimator") == "grpo"
+    map_stabilizers(plan, scn, {**STABILIZERS, "vcpo_lr": _vcpo_lr if ess else (
+        "the fork's ESS learning rate runs in the per-trajectory update, which needs the REINFORCE route "
+        "(skip_recompute_old_log_prob, ESS from the current π_θ/μ) and the grpo estimator's advantages. Instead: the "
+        "REINFORCE objective with a group-mean or OPOB baseline")})
+
+
+def _vcpo_lr(plan: Plan, src: str, s: Any) -> None:
+    _per_trajectory(plan)
+    plan.converted(f"{src}.name", s.name, f"{ESS}.enable", True,
+                   "η_t = η·rule(min(1, ESS/B / base_ess_ratio)) for the step only, ESS of the unclipped sequence "
+                   "weights over the optimizer mini-batch gathered across ranks (_optimizer_step_with_buffer)")
+    plan.as_is(f"{src}.rho_ref", s.rho_ref, f"{ESS}.base_ess_ratio", "ρ_ref")
+    plan.as_is(f"{src}.mode", s.mode, f"{ESS}.scaling_rule", "sqrt or linear")
+    plan.pinned(f"{ESS}.use_clipped", False, "ESS of the unclipped weights, as the sandbox")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -217,6 +176,18 @@ def _rs(plan: Plan, source: str, value: Any, level: str, lo: float, hi: float, n
     plan.converted(source, value, f"{CORR}.rollout_rs", level, note)
     plan.pinned(f"{CORR}.rollout_rs_threshold", float(hi), "upper band edge on π/μ (the fork's bands are not inverted)")
     plan.pinned(f"{CORR}.rollout_rs_threshold_lower", float(lo), "lower band edge on π/μ")
+
+
+CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
+CORRECTION_GAPS = {
+    "decoupled_ppo": "sequence-level rejection of any token above the cap has no rule in the fork. Instead: level = 'token'",
+    "opsm": "OPSM's mask depends on the advantage sign, which the fork's rejection does not see",
+    "m2po_mask": "M2PO is not in the VCPO fork (official M2PO fork of verl only)",
+    "m2po_clipband": "M2PO is not in the VCPO fork (official M2PO fork of verl only)",
+    "bapo": "BAPO's adaptive bounds are not in the VCPO fork",
+    "topr": "TOPR's sign-split weights are not a correction of the fork",
+    "dppo_mask": "the fork has no DPPO mask loss",
+}
 
 
 def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
@@ -294,15 +265,7 @@ def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
         plan.pinned(f"{CORR}.rollout_rs_threshold_lower", 0.0, "no lower edge")
         plan.implicit(f"{src}.require_prox", c.require_prox, "w is computed on the current weights, as the sandbox's sg(π_θ)/μ")
     else:
-        why = {
-            "decoupled_ppo": "sequence-level rejection of any token above the cap has no rule in the fork. Instead: level = 'token'",
-            "opsm": "OPSM's mask depends on the advantage sign, which the fork's rejection does not see",
-            "m2po_mask": "M2PO is not in the VCPO fork (official M2PO fork of verl only)",
-            "m2po_clipband": "M2PO is not in the VCPO fork (official M2PO fork of verl only)",
-            "bapo": "BAPO's adaptive bounds are not in the VCPO fork",
-            "topr": "TOPR's sign-split weights are not a correction of the fork",
-            "dppo_mask": "the fork has no DPPO mask loss",
-        }[c.name]
+        why = CORRECTION_GAPS[c.name]
         plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: the sandbox's torch components (sandbox.algorithms)")
         off("the correction is not exported (see the gap above)")
 
@@ -424,6 +387,7 @@ class VerlVCPOExporter(Exporter):
     name = "verl-vcpo"
     title = "verl, VCPO fork (mit-han-lab/vcpo, fully-async Megatron recipe)"
     versions = (VCPO_C7F030F0,)
+    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
     expresses = {
         "max lag": f"partly: {ASYNC}.staleness_threshold = k_max (trigger_parameter_sync_step = require_batches = 1; throttle only)",
         "fixed lag": "no equivalent: the fork bounds the lag",

@@ -69,3 +69,13 @@ def check_golden(framework: str, case: str, files: dict[str, str]) -> None:
             f"{framework}/{case}/{name} differs from the golden file; review the mapping change and "
             "regenerate with SANDBOX_UPDATE_GOLDEN=1"
         )
+
+
+def pairs(objective: dict, correction: dict) -> bool:
+    """Whether the scenario accepts this objective with this correction (sandbox.algorithms.policy_loss.pairing_problem)."""
+    from sandbox.algorithms.corrections.base import CORRECTIONS
+    from sandbox.algorithms.objectives.base import OBJECTIVES
+    from sandbox.algorithms.policy_loss import pairing_problem
+
+    obj = OBJECTIVES[objective["name"]].config(**objective)
+    return pairing_problem(obj, CORRECTIONS[correction["name"]].config(**correction)) is None

@@ -1,30 +1,4 @@
-"""Check an exported ``areal_config.yaml`` against AReaL's own configuration classes (areal 1.0.4,
-``areal/api/cli_args.py``), with no GPU and without installing AReaL (``docs/promotion.md``, "How
-exports are validated").
-
-The check runs in a child Python process, so the stubs it needs never reach the caller's modules
-(the test process has the real torch loaded). The child puts the unzipped wheel on ``sys.path``,
-answers imports of torch, ray, transformers, numba, uvloop and colorlog with permissive stub modules
-(``cli_args`` and the AReaL utilities it imports touch them only at module level), and loads the
-packages ``areal``, ``areal.infra`` and ``areal.engine.fsdp_utils`` without running their
-``__init__`` files (they start AReaL's controllers and FSDP). Then, for each config:
-
-1. the two steps of AReaL's own loader ``to_structured_cfg(cfg, GRPOConfig)``: the removed
-   ``behave_imp_weight_*`` keys raise AReaL's migration error, and the merge into
-   ``OmegaConf.structured(GRPOConfig)`` rejects unknown keys (``actor.behav_imp_weight_cap``) and
-   ill-typed values;
-2. every exported key reads back with its value (``OmegaConf.select``), except the run's own keys
-   that launch.sh sets (``???``) or that are wired to other keys (``${...}``);
-3. string values of fields that declare ``choices`` in their dataclass metadata are checked against
-   those lists (``importance_sampling_level``, ``rejection_sampling.level/action/metric/agg``,
-   ``prox_logp_method``, ``optimizer.type``, ``lr_scheduler_type``, ``reward_norm.*_level``, ...),
-   since OmegaConf accepts any string;
-4. the required keys left missing (names, paths, backends, which launch.sh sets) get placeholders,
-   or are reported with ``complete=True``, and ``OmegaConf.to_object`` builds the real dataclasses,
-   running their ``__post_init__`` checks (rejection-sampling bounds, SAPO, dtypes, ...).
-
-The tests show the check fails on a misspelled key and on an invalid choice.
-"""
+"""The AReaL 1.0.4 export validator; what it checks and from which upstream files: docs/promotion.md#how-each-validator-checks-its-framework."""
 
 from __future__ import annotations
 

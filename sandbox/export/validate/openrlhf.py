@@ -1,25 +1,4 @@
-"""Validate an OpenRLHF export against the real argparse parser of the unpacked wheel (CPU only,
-standard library only; ``docs/promotion.md``, "How exports are validated").
-
-The parser of ``openrlhf/cli/train_ppo_ray.py`` is built inside ``if __name__ == "__main__":``, so
-importing the module gives none (and would import ray). Instead the statements of that block from
-``parser = argparse.ArgumentParser()`` up to ``parser.parse_args()`` (including the loop that adds the
-``--actor.*`` / ``--critic.*`` optimizer flags) are executed with only the script's standard-library
-imports in scope, which yields the real parser. Then:
-
-1. ``flags.txt`` is parsed with it: unknown or renamed flags and values outside ``choices`` make
-   argparse exit, and its message becomes the problem; flags that argparse would only accept as an
-   abbreviation of another flag, and repeated flags, are reported too;
-2. every flag reads back from the namespace with the value written on its line;
-3. enum values are checked by the parser's own ``choices``; ``--actor.lr_scheduler`` (free text in the
-   wheel) against the names of the installed transformers' ``SchedulerType``, read by AST;
-4. ``launch.sh`` is parsed as the full command (its setup variables at their defaults or placeholders)
-   and must carry exactly the lines of flags.txt; the script's own checks after ``parse_args`` (the
-   asserts of the same ``__main__`` block, up to ``train(args)``) run on that namespace, plus the
-   constructor checks of ``PolicyLoss`` in ``openrlhf/models/loss.py`` that reject flag combinations;
-   a namespace on which the script would build a critic (estimator ``gae``: the block sets
-   ``critic.model_name_or_path``) is a problem, since no sandbox objective has one.
-"""
+"""The OpenRLHF 0.11.2 export validator; what it checks and from which upstream files: docs/promotion.md#how-each-validator-checks-its-framework."""
 
 from __future__ import annotations
 

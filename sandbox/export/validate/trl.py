@@ -1,21 +1,4 @@
-"""Validate a TRL export (``grpo_config.json`` + ``train_grpo.py``) against the installed ``trl``
-(``docs/promotion.md``, "How exports are validated").
-
-TRL's config classes are dataclasses over ``transformers.TrainingArguments`` whose ``__post_init__``
-reads the torch device, so they cannot be checked from an unzipped wheel: the installed package is
-used (CPU torch suffices) and its version must be the pinned one. The checks:
-
-1. the script compiles and builds exactly one of ``GRPOConfig`` / ``AsyncGRPOConfig`` (the JSON holds
-   keyword arguments only; the class is named by the script's import);
-2. ``Class(output_dir=<tmp>, use_cpu=True, bf16=False, **settings)``: an unknown key raises ``TypeError``,
-   batch sizes that do not divide raise ``ValueError``;
-3. every exported key reads back with ``getattr`` to the exported value;
-4. enum-valued keys TRL accepts unchecked (``loss_type``, ``vllm_importance_sampling_mode``,
-   ``importance_sampling_level``, ``scale_rewards``, ``multi_objective_aggregation``) against the values
-   named in TRL's own field help and error messages (``trl/trainer/grpo_config.py``, ``grpo_trainer.py``),
-   ``lr_scheduler_type`` against transformers' ``SchedulerType``;
-5. no ``vllm_importance_sampling_*`` key for ``AsyncGRPOConfig``, which has none at 1.16.0.
-"""
+"""The TRL 1.16.0 export validator; what it checks and from which upstream files: docs/promotion.md#how-each-validator-checks-its-framework."""
 
 from __future__ import annotations
 

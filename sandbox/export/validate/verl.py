@@ -1,26 +1,4 @@
-"""Hold an upstream-verl export (``overrides.txt`` + ``verl_config.yaml``) against the unzipped verl wheel,
-with no GPU and without importing verl (its ``__init__`` loads torch, ray and tensordict).
-Recipe: ``docs/promotion.md`` ("How exports are validated").
-
-1. Hydra composes ``ppo_trainer`` from ``<wheel>/verl/trainer/config`` with the overrides: an unknown or
-   renamed key raises ``ConfigCompositionException``; ``+key`` appends are refused before that, since they
-   would bypass the check.
-2. ``verl_config.yaml`` is merged onto ``_generated_ppo_trainer.yaml`` in struct mode (unknown keys raise).
-3. Every override reads back with the same value from the composed config, from the YAML and from the merge.
-4. String values Hydra does not check are held against lists read from the wheel's source by AST
-   (``valid_loss_agg_modes``, ``@register_policy_loss`` names, ``AdvantageEstimator``,
-   ``SUPPORTED_ROLLOUT_RS_OPTIONS``, IS levels, ``@register_trainer`` modes, the sampler's strategies, KL
-   estimators, LR schedulers, weight-sync backends), plus the numeric rules verl asserts at start-up.
-5. verl's own post-load code, imported from the wheel (:func:`post_load_problems`): the config composed with
-   the values ``launch.sh`` fills in goes through what ``verl.trainer.main_ppo.main`` runs before training,
-   ``validate_config(config, use_reference_policy=need_reference_policy(config),
-   use_critic=need_critic(config))`` (``verl/utils/config.py``, ``verl/trainer/ppo/utils.py``), and
-   ``algorithm``, ``algorithm.rollout_correction`` and ``actor_rollout_ref.rollout`` are built as verl's
-   dataclasses (``omega_conf_to_dataclass``). A config on which ``need_critic`` is true is a problem in itself:
-   no sandbox objective has a critic, so verl's default ``adv_estimator = gae`` would change the algorithm.
-   This step imports verl (torch, ray, tensordict, codetiming: see ``wheels.import_from_wheel``) and raises
-   :class:`~sandbox.export.validate.wheels.WheelUnavailable` when it cannot.
-"""
+"""The verl 0.9.1 export validator; what it checks and from which upstream files: docs/promotion.md#how-each-validator-checks-its-framework."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""Hold a VCPO-fork export (``overrides.txt`` + ``vcpo_config.yaml``) against the fork's configuration. The fork
-(mit-han-lab/vcpo, git c7f030f0) is not packaged, so the default check uses a pinned key list
-(``sandbox/export/keys/verl_vcpo_c7f030f0.json``: every key of the composed
-``fully_async_ppo_megatron_trainer`` with its default, and the allowed strings of the enum-valued keys read
-from the fork's sources by AST). Recipe: ``docs/promotion.md`` ("How exports are validated").
-
-1. Hydra's own override parser reads ``overrides.txt``; every key must be in the pinned list with a value of the
-   default's type; ``+`` appends only add scalar fields to the fork's open maps (the empty
-   ``optim.override_optimizer_config``, which Hydra's struct mode closes to plain overrides).
-2. Enum values against the pinned choices; the start-up rules of the fully-async recipe and of VCPO's
-   per-trajectory update (``train_batch_size == 0``, micro-batches of one, seq-mean aggregation for OPOB, ...).
-3. ``vcpo_config.yaml`` holds the same keys with the same values.
-4. ``wheel_dir`` adds a check depending on what it holds: a checkout of the fork → Hydra composes the export
-   for real and reads it back; the unzipped upstream verl 0.9.1 wheel → the fork-only keys of the export
-   (``actor.ess_scaling``, ``actor.grad_baselining``, ``actor.update_policy_per_traj``) must be rejected by
-   upstream's strict merge, which shows they are not upstream keys.
-
-``generate_key_list(checkout)`` rebuilds the pinned list from a checkout (``python -m
-sandbox.export.validate.verl_vcpo <checkout>`` rewrites the JSON file).
-"""
+"""The VCPO fork c7f030f0 export validator; what it checks and from which upstream files: docs/promotion.md#how-each-validator-checks-its-framework."""
 
 from __future__ import annotations
 

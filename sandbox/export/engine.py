@@ -1,0 +1,155 @@
+"""The export engine: runs a framework's table of mappings over a scenario and guarantees a row for
+every scenario leaf, whatever components the scenario uses.
+
+A framework (one module, loaded only when asked for: :data:`~sandbox.export.base.EXPORTERS` is lazy)
+declares in :attr:`Exporter.components` the components its table maps, per family. A component of a
+family the framework's table does not name either carries its own mapping (a ``export_mappings``
+class attribute of its config: ``{framework: function(plan, source, cfg)}``) or falls to the engine's
+"no equivalent" row naming it. For an objective, correction or staleness control the framework's table
+is applied with the family's *neutral* component in its place (GRPO, no correction, a synchronous
+control), so the written configuration stays a runnable one: the stand-in's rows are replaced by the
+component's own mapping, or by the "no equivalent" row with the stand-in's keys listed as pinned.
+Stabilizers go through the framework's stabilizer table (:func:`stabilizer_rows`); delay models are
+"sandbox only" everywhere. Nothing the exporters do not know can crash an export.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..scenario import Scenario
+from .base import describe
+from .plan import Plan, Row
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a family's component sits in a scenario, and the component written in its place when a
+    framework does not know it."""
+
+    family: str
+    section: str  # "algorithm" or "system"
+    field: str
+    key: str  # the config's discriminator field (name or kind)
+    neutral: str
+    docs: str
+    instead: str  # what else the user can do, after "add a mapping"
+
+    @property
+    def source(self) -> str:
+        return f"{self.section}.{self.field}"
+
+
+SLOTS: tuple[Slot, ...] = (
+    Slot("objective", "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md",
+         "run the sandbox's own torch loss in the trainer (sandbox.algorithms, examples/plain_torch_loop.py)"),
+    Slot("correction", "algorithm", "correction", "name", "none", "docs/methods/corrections.md",
+         "run the sandbox's own torch loss in the trainer (sandbox.algorithms, examples/plain_torch_loop.py)"),
+    Slot("staleness control", "system", "staleness", "kind", "sync", "docs/system.md",
+         "check the conclusion in the sandbox under a control the framework has (max_lag) and export that"),
+)
+
+KNOWN: dict[str, frozenset[str]] = {
+    "objective": frozenset({"cispo", "dapo", "dr_grpo", "grpo", "gspo", "ppo", "reinforce", "rloo", "tba"}),
+    "correction": frozenset({"bapo", "decoupled_ppo", "dppo_mask", "geo_mis", "icepop", "m2po_clipband", "m2po_mask",
+                             "mis", "none", "opsm", "tis", "topr"}),
+    "staleness control": frozenset({"async_ratio", "fixed_lag", "max_lag", "sync"}),
+}
+"""The components every exporter's table maps (or explains as a gap with what to do instead); an exporter
+may narrow or extend this in :attr:`Exporter.components`."""
+
+
+def _under(row: Row, source: str) -> bool:
+    return any(s.strip() == source or s.strip().startswith(source + ".") for s in row.source.split("+"))
+
+
+def _neutral(slot: Slot) -> Any:
+    if slot.family == "staleness control":
+        from ..system.staleness.base import CONTROLS as reg
+    elif slot.family == "objective":
+        from ..algorithms.objectives.base import OBJECTIVES as reg
+    else:
+        from ..algorithms.corrections.base import CORRECTIONS as reg
+    return reg[slot.neutral].config()
+
+
+def unknown_slots(scn: Scenario, components: dict[str, frozenset[str]]) -> list[tuple[Slot, Any]]:
+    """The scenario's components the framework's table does not name."""
+    out = []
+    for slot in SLOTS:
+        cfg = getattr(getattr(scn, slot.section), slot.field)
+        if getattr(cfg, slot.key) not in components.get(slot.family, KNOWN[slot.family]):
+            out.append((slot, cfg))
+    return out
+
+
+def with_neutral(scn: Scenario, unknown: list[tuple[Slot, Any]]) -> Scenario:
+    """``scn`` with the neutral component of each unknown slot (not re-validated: the pairing rules of the
+    unknown component do not apply to its stand-in)."""
+    for slot, _ in unknown:
+        section = getattr(scn, slot.section).model_copy(update={slot.field: _neutral(slot)})
+        scn = scn.model_copy(update={slot.section: section})
+    return scn
+
+
+def report_unknown(plan: Plan, scn: Scenario, unknown: list[tuple[Slot, Any]]) -> None:
+    """Replace the stand-in's rows by the component's own mapping or by one "no equivalent" row naming
+    it; the keys the stand-in wrote stay, as pinned rows."""
+    for slot, cfg in unknown:
+        name = getattr(cfg, slot.key)
+        own: Callable[[Plan, str, Any], None] | None = (getattr(type(cfg), "export_mappings", None) or {}).get(plan.framework)
+        kept, pins = [], []
+        for row in plan.rows:
+            if not _under(row, slot.source):
+                kept.append(row)
+            elif own is not None and row.target is not None:
+                del plan.settings[row.target]
+            elif row.target is not None:
+                pins.append(Row("pinned", "", None, row.target, row.target_value,
+                                f"written as for the {slot.family} '{slot.neutral}' (the scenario's '{name}' has no "
+                                f"equivalent, above): {row.note}"))
+        plan.rows = kept + pins
+        if own is not None:
+            own(plan, slot.source, cfg)
+            continue
+        plan.no_equivalent(slot.source, describe(cfg.model_dump()),
+                           f"{plan.framework}'s export table has no mapping for the sandbox's {slot.family} '{name}' "
+                           f"({slot.docs}) and the component carries none for {plan.framework}. Instead: add one (an "
+                           f"export_mappings entry on its config), or {slot.instead}; the written configuration uses "
+                           f"the {slot.family} '{slot.neutral}'")
+
+
+def build_plan(exporter, scn: Scenario, version, given) -> Plan:
+    """The exporter's plan of ``scn``, with every component its table does not name reported by the engine."""
+    unknown = unknown_slots(scn, getattr(exporter, "components", {}))
+    plan = exporter.plan(with_neutral(scn, unknown), version, given)
+    report_unknown(plan, scn, unknown)
+    return plan
+
+
+# ------------------------------------------------------------------------------------------------
+# component tables: name -> the framework's mapping (a function) or the reason it has none (a note)
+# ------------------------------------------------------------------------------------------------
+
+
+
+def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fallback: str) -> None:
+    """Rows of one component from a framework's table: a function writes the mapping (``fn(plan, source,
+    cfg)``), a string is the "no equivalent" note; a component the table does not name uses the mapping it
+    carries for this framework (``export_mappings``), else ``fallback`` as its "no equivalent" note."""
+    entry = table.get(cfg.name)
+    if entry is None:
+        entry = (getattr(type(cfg), "export_mappings", None) or {}).get(plan.framework, fallback)
+    if callable(entry):
+        entry(plan, source, cfg)
+    else:
+        plan.no_equivalent(source, describe(cfg.model_dump()), entry)
+
+
+def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:
+    """One row per optimizer-level stabilizer, from the framework's stabilizer table."""
+    from .common import unmapped_stabilizer_note
+
+    for i, s in enumerate(scn.algorithm.stabilizers):
+        component_rows(plan, f"algorithm.stabilizers[{i}]", s, table, unmapped_stabilizer_note(s, framework, where))
