@@ -20,9 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import tempfile
-import threading
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -45,7 +43,7 @@ from ..outputs import (
     write_json,
     write_text,
 )
-from ..processes import bind_to, pool_context
+from ..processes import bind_to, pool_context, terminate_as_interrupt
 from .results import (
     MANIFEST,
     METRICS,
@@ -463,26 +461,7 @@ def _params_text(entry: dict) -> str:
     return ", ".join(parts + [f"seed={entry['seed']}"])
 
 
-class _sigterm_as_interrupt:
-    """Turn SIGTERM into KeyboardInterrupt in the main thread, so workers are stopped cleanly."""
-
-    def __enter__(self):
-        self.prev = None
-        if threading.current_thread() is threading.main_thread():
-            try:
-                self.prev = signal.signal(signal.SIGTERM, self._handler)
-            except ValueError:
-                self.prev = None
-        return self
-
-    @staticmethod
-    def _handler(signum, frame):
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc):
-        if self.prev is not None:
-            signal.signal(signal.SIGTERM, self.prev)
-        return False
+_sigterm_as_interrupt = terminate_as_interrupt  # SIGTERM stops the runs as Ctrl-C does (sandbox.processes)
 
 
 def _run_inline(spec: SweepSpec, todo: list[RunSpec], out: Path, finished) -> None:
