@@ -83,7 +83,11 @@ def test_kill_9_of_a_sweep_leaves_no_process_and_lands_nothing(tmp_path):
     proc = subprocess.Popen([*SANDBOX, "sweep", str(sweep), "--out", str(out), "-j", "2", "-q"], env=_env(),
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        in_flight = _poll(lambda: len(list((out / "runs").glob(".pending-*/*/run.json"))) >= 2, timeout=240)
+        def started() -> bool:  # run.json is written when a run starts (in its pending directory)
+            runs = out / "runs"
+            return len(list(runs.glob(".pending-*/*/run.json")) + list(runs.glob("*/run.json"))) >= 2
+
+        in_flight = _poll(started, timeout=240)
         assert in_flight, "the runs never started"
         assert len(_group_pids(proc.pid)) >= 3  # the command, the forkserver, its workers
         landed = _landed(out)
