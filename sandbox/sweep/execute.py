@@ -289,6 +289,7 @@ def run_sweep(
     out = user_path(out) if out is not None else default_out(spec)
     if not force:
         check_memory(spec, workers or spec.workers or os.cpu_count() or 1, backend or spec.backend, address)
+    check_sweep_dir(out)
     with output_lock(out):  # a second process on the same directory is refused (OutputError)
         # what an interrupted sweep left: temporary files of its own files, anything in runs/
         remove_orphans(out, recursive=False, names=(MANIFEST, RESULTS, METRICS, "sweep.toml", "base.toml", "report.html"))
@@ -296,6 +297,31 @@ def run_sweep(
         remove_orphans(out / RUNS)
         return _run_sweep(spec, out, workers, backend, address, retry_failed, progress, console, on_result,
                           spec.retries if retries is None else retries)
+
+
+SWEEP_FILES = (MANIFEST, RESULTS, METRICS, RUNS, "sweep.toml", "base.toml", "report.html")
+
+
+def check_sweep_dir(out: Path) -> None:
+    """A sweep writes into a directory of its own: missing, empty, or one a sweep wrote (its
+    ``sweep.json``, or only files of a sweep). Anything else is refused (:class:`OutputError`) before
+    a file is written there (e.g. ``--out /`` or a home directory)."""
+    from ..outputs import check_out_path
+
+    check_out_path(out)
+    try:
+        names = sorted(n for n in os.listdir(out) if not n.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return  # missing (created by the lock), or a file (refused by the lock, naming it)
+    except OSError as exc:
+        raise OutputError(f"--out: cannot read {out} ({exc.strerror or exc})") from None
+    if MANIFEST in names:
+        return
+    foreign = [n for n in names if n not in SWEEP_FILES]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputError(f"--out: {out} holds files that are not part of a sandbox sweep ({shown}); choose an empty "
+                          "or new directory, or remove them")
 
 
 def check_run_dirs(out: Path, spec: SweepSpec) -> None:

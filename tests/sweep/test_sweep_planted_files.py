@@ -166,3 +166,17 @@ def test_a_full_disk_mid_sweep_is_a_clear_error_and_retry_failed_completes_it(tm
     want = pd.read_parquet(tmp_path / "clean" / RESULTS).drop(columns=["wall_s"]).sort_values("id").reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     assert not [p for p in (out / "runs").iterdir() if p.name.startswith(".")]
+
+
+def test_a_directory_that_is_not_a_sweep_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "home"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    before = _snapshot(tmp_path, tmp_path / "nothing")
+    with pytest.raises(OutputError, match="not part of a sandbox sweep"):
+        run_sweep(parse_sweep(_raw()), out, workers=1, progress=False)
+    assert _snapshot(tmp_path, tmp_path / "nothing") == before  # not even a lock file
+    (out / "notes.txt").unlink()
+    assert run_sweep(parse_sweep(_raw()), out, workers=1, progress=False).ran == 2
+    (out / "notes.txt").write_text("mine")  # a sweep's directory (sweep.json): the user's notes beside it are fine
+    assert run_sweep(parse_sweep(_raw()), out, workers=1, progress=False).skipped == 2
