@@ -13,6 +13,14 @@ run again one at a time, each up to ``retries + 1`` times (:func:`_run_pool`). W
 spent the run is recorded as failed (``error.json`` with ``worker_died``, the reason in the results
 table) and the sweep goes on; the next invocation of the sweep runs it again without
 ``retry_failed``.
+
+Only the sweep's command writes the sweep directory, holding its lock: a worker (a pool process or a
+Ray task) writes its run into a pending directory (``runs/.pending-<id>-*``, or on Ray a temporary
+directory whose files it returns), and the command moves the result into ``runs/<id>``
+(:func:`land`). The workers die with the command (:mod:`sandbox.processes`), and a result that a
+worker finishes after its command is gone is never moved in; the next invocation removes it. A run
+directory, ``runs/`` or the lock file that is a symbolic link is refused (the sweep writes only into
+directories it created), and so is an existing ``--out`` that is not a sweep's directory.
 """
 
 from __future__ import annotations
