@@ -25,7 +25,8 @@ try:  # Ctrl-C during the start-up imports exits without a traceback
 
     from . import __version__, progress
     from .errors import ScenarioError
-    from .outputs import COMPARISON, OutputError, StagedDir, safe_name
+    from .outputs import COMPARISON, OutputError, StagedDir, describe_os_error, safe_name, user_path
+    from .processes import interrupted_by, terminate_as_interrupt
 except KeyboardInterrupt:
     sys.stderr.write("interrupted: nothing was kept\n")
     raise SystemExit(130) from None
@@ -37,9 +38,18 @@ console = Console() if sys.stdout.isatty() else Console(width=140)
 
 
 def _interrupted(kept: str) -> NoReturn:
-    """Ctrl-C: say what the interruption left (``kept``) and exit with status 130, no traceback."""
+    """Ctrl-C or SIGTERM (:func:`sandbox.processes.terminate_as_interrupt`): say what the
+    interruption left (``kept``) and exit with status 128 + the signal (130, 143), no traceback."""
     console.print(f"[yellow]interrupted[/yellow]: {escape(kept)}")
-    raise typer.Exit(130)
+    raise typer.Exit(128 + interrupted_by())
+
+
+def _os_error(exc: OSError) -> NoReturn:
+    """A file-system error no other handler named (a full disk while writing): one line naming the
+    path, exit status 2, no traceback."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    console.print(f"[red]error:[/red] {escape(describe_os_error(exc) + where)}")
+    raise typer.Exit(2)
 
 
 @contextmanager
@@ -97,51 +107,55 @@ def run(
     The run is written into a staging directory inside --out and moved into place once complete,
     replacing a previous run there; Ctrl-C (exit status 130) keeps nothing and leaves a previous run
     as it was. A directory holding anything but a previous run is refused, and so is a directory
-    another sandbox process is writing.
+    another sandbox process is writing. SIGTERM is treated as Ctrl-C (exit status 143).
     """
     with _starting():
         from .report.writers import WriterUnavailable, check_writers
         from .scenario import DEFAULT_SCENARIO, load_scenario, parse_overrides, variant_scenarios
     staged = None
+    out = user_path(out) if out is not None else None
     try:
-        try:
-            scn, raw = load_scenario(scenario or DEFAULT_SCENARIO, set_)
-            variants = variant_scenarios(scn, raw)
-            weights = _check_budget(variants, force)
-            for v in variants.values():  # an extra's writer that is not installed: refused before anything is written
-                check_writers(v.run.writers)
-        except (ScenarioError, WriterUnavailable) as exc:
-            console.print(f"[red]error:[/red] {escape(str(exc))}")
-            raise typer.Exit(2)
-        name = (scenario or DEFAULT_SCENARIO).stem
-        out = out or default_run_dir(name, parse_overrides(set_))
-        results = {}
-        comparison = None
-        staged = StagedDir(out, whole=True)
-        with staged as stage:
-            if staged.previous:
-                console.print(f"{escape(str(out))} holds a previous run: it is replaced when this run is complete")
-            from .plots import variant_colors
+        with terminate_as_interrupt():
+            try:
+                scn, raw = load_scenario(scenario or DEFAULT_SCENARIO, set_)
+                variants = variant_scenarios(scn, raw)
+                weights = _check_budget(variants, force)
+                for v in variants.values():  # an extra's writer that is not installed: refused before anything is written
+                    check_writers(v.run.writers)
+            except (ScenarioError, WriterUnavailable) as exc:
+                console.print(f"[red]error:[/red] {escape(str(exc))}")
+                raise typer.Exit(2)
+            name = (scenario or DEFAULT_SCENARIO).stem
+            out = out or default_run_dir(name, parse_overrides(set_))
+            results = {}
+            comparison = None
+            staged = StagedDir(out, whole=True)
+            with staged as stage:
+                if staged.previous:
+                    console.print(f"{escape(str(out))} holds a previous run: it is replaced when this run is complete")
+                from .plots import variant_colors
 
-            colors = variant_colors(variants)
-            with progress.session(progress.enabled(quiet)), \
-                    progress.task(f"{name}: variants", weights=weights) if len(variants) > 1 else nullcontext() as top:
-                for label, vscn in variants.items():
-                    results[label or name] = _run_one(vscn, stage / safe_name(label) if label else stage, label, name,
-                                                      colors[label])
-                    if top is not None:
-                        top.advance(info=f"{label} done")
-                if len(results) > 1:
-                    if any(r.scenario.run.figures for r in results.values()):
-                        from .plots import comparison_figure, run_formats
+                colors = variant_colors(variants)
+                with progress.session(progress.enabled(quiet)), \
+                        progress.task(f"{name}: variants", weights=weights) if len(variants) > 1 else nullcontext() as top:
+                    for label, vscn in variants.items():
+                        results[label or name] = _run_one(vscn, stage / safe_name(label) if label else stage, label, name,
+                                                          colors[label])
+                        if top is not None:
+                            top.advance(info=f"{label} done")
+                    if len(results) > 1:
+                        if any(r.scenario.run.figures for r in results.values()):
+                            from .plots import comparison_figure, run_formats
 
-                        with progress.phase("figures: comparison"):
-                            comparison_figure(results, stage / COMPARISON, title=scn.title or name,
-                                              formats=run_formats(r.scenario for r in results.values()))
-                    comparison = _compare_variants(results, stage)
+                            with progress.phase("figures: comparison"):
+                                comparison_figure(results, stage / COMPARISON, title=scn.title or name,
+                                                  formats=run_formats(r.scenario for r in results.values()))
+                        comparison = _compare_variants(results, stage)
     except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
     except KeyboardInterrupt:
         if staged is not None and staged.committed:
             kept = f"the run was complete and is kept in {out}"
@@ -364,7 +378,10 @@ def sweep(
     """
     phase = ["load"]  # load | run | report: what an interruption leaves
     try:
-        _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_run, report_, quiet, force, phase)
+        with terminate_as_interrupt():
+            _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_run, report_, quiet, force, phase)
+    except OSError as exc:
+        _os_error(exc)
     except KeyboardInterrupt:
         where = str(phase[1]) if len(phase) > 1 else ""
         _interrupted({
@@ -382,7 +399,7 @@ def _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_r
     except ScenarioError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
-    out = out or default_out(spec)
+    out = user_path(out) if out is not None else default_out(spec)
     if backend is not None and backend not in ("local", "ray"):
         console.print(f"[red]error:[/red] --backend: expected local or ray (got {backend!r})")
         raise typer.Exit(2)
@@ -568,7 +585,7 @@ def claims(
         f" --seeds {seeds}" if seeds is not None else "")
     console.print(verdict_table(results, f"claims{' (quick)' if quick else ''}, {n_seeds} seeds"))
     with progress.session(progress.enabled(quiet)), progress.phase("figures: claims.md, claims.json and one figure per claim"):
-        write_outputs(results, out, quick, n_seeds, command)
+        write_outputs(results, user_path(out), quick, n_seeds, command)
     console.print(f"claims.md, claims.json and figures in [bold]{out}[/bold]")
 
 
@@ -600,7 +617,7 @@ def plan(
         from .budget import WARN_SECONDS, format_seconds
         from .scenario import DEFAULT_SCENARIO, load_scenario
     path = scenario or DEFAULT_SCENARIO
-    out = out or Path("runs") / f"plan_{safe_name(path.stem) or 'scenario'}"
+    out = user_path(out) if out is not None else Path("runs") / f"plan_{safe_name(path.stem) or 'scenario'}"
     try:
         scn, raw = load_scenario(path, set_)
         worker_list = parse_int_list(workers, "--workers", 1, "8,16,32") if workers is not None else [scn.system.num_workers]
@@ -622,7 +639,7 @@ def plan(
         learn_s = est.terms[1][1] / runs if runs else 0.0
         weights = [sys_s] * len(configs) + [learn_s] * runs
         label = f"plan: {len(configs)} configurations x {seeds} seeds" + (f", {runs} learning runs" if runs else "")
-        with progress.session(progress.enabled(quiet)):
+        with progress.session(progress.enabled(quiet)), terminate_as_interrupt():
             staged = StagedDir(out, whole=True, writer="sandbox plan")
             with staged as stage:
                 with progress.task(label, weights=weights) as bar:
@@ -634,6 +651,8 @@ def plan(
     except (OutputError, ScenarioError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
     except KeyboardInterrupt:
         _interrupted("the previous plan in " + str(out) + " is unchanged" if staged is not None and staged.previous
                      else "nothing was kept")
@@ -668,7 +687,7 @@ def report(
     from .report import write_report
 
     try:
-        path = write_report(directory, out)
+        path = write_report(directory, user_path(out) if out is not None else None)
     except FileNotFoundError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
@@ -699,7 +718,7 @@ def demo(
 
     t0 = time.time()
     with progress.session(progress.enabled()), progress.phase(f"demo {name}"):  # its runs' "simulating" rows under it
-        path = run_demo(name, out, tiny)
+        path = run_demo(name, user_path(out), tiny)
     console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")
 
 
@@ -776,7 +795,7 @@ def export(
             grad_clip=src.scenario.algorithm.optimizer.grad_clip if "algorithm.optimizer.grad_clip" in src.overrides else None,
         )
         exp = export_scenario(src.scenario, framework, version, given, allow_partial, src.provenance)
-        target = out or Path("promote") / f"{src.label}-{framework}"
+        target = user_path(out) if out is not None else Path("promote") / f"{src.label}-{framework}"
         if out is None and previous_source(target) not in (None, exp.provenance):
             raise ExportError(
                 f"--out: the default folder {target} holds the export of another source ({previous_source(target)}); "

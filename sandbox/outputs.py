@@ -1,23 +1,38 @@
 """The run directory: resolved scenario, metrics table, event log, jobs, summary, figures.
 
 Every file is written atomically (temporary file in the same directory, then ``os.replace``), so
-an interrupted run never leaves a half-written result that looks complete.
+an interrupted run never leaves a half-written result that looks complete. A write that fails (a
+full disk, a read-only file system) is an :class:`OutputError` naming the path, not a traceback.
 
 A whole run is written into a staging directory ``<out>/.staging-*`` and moved into place when it
-is complete (:class:`StagedDir`): the previous run's entries leave first (its ``summary.json``
-before anything else), the new ones come in (``summary.json`` last), and Ctrl-C during that move
-is held until the move is done. A run interrupted before the move leaves the previous run as it
-was. ``sandbox run`` also holds a lock file ``<out>/.sandbox.lock`` (:func:`output_lock`) so that
-two processes never write the same directory.
+is complete (:class:`StagedDir`): the stage is first renamed ``<out>/.commit-*`` with a journal of
+what it replaces (from then on the new run is the one that counts), then the previous run's entries
+leave (its ``summary.json`` before anything else), the new ones come in (``summary.json`` last).
+Ctrl-C and SIGTERM during that move are held until the move is done. A run interrupted before the
+move leaves the previous run as it was; a process killed outright (``kill -9``, power loss) during
+the move leaves a ``.commit-*`` directory that the next writer of the directory completes first
+(:func:`recover`), so the directory then holds the new run, complete. ``sandbox run`` also holds a
+lock file ``<out>/.sandbox.lock`` (:func:`output_lock`) so that two processes never write the same
+directory.
+
+Paths and symbolic links. ``--out`` is taken as the user names it: ``~`` is expanded
+(:func:`user_path`, used by every command), and it or any directory above it may be a symbolic link
+(a results directory kept on another disk is legitimate) that is followed as any program would.
+Inside the output directory the sandbox follows no link: everything it removes or replaces there is
+an entry of its own, named by a plain name (never a path from a file it reads), and removing a link
+removes the link, never its target. The lock file must be a plain file (a link there is refused),
+and a directory the sandbox writes into (a sweep's ``runs/<id>``) must be a real directory.
 
 Variant and sweep names become directory names through :func:`safe_name` (rule: ``NAME_RULE``).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
 import shutil
 import signal
 import tempfile
@@ -33,17 +48,33 @@ if TYPE_CHECKING:  # pandas is imported by the caller; scenario loading does not
     import pandas as pd
 
 
+def user_path(path: str | Path) -> Path:
+    """A path as the user wrote it on the command line or in a file: ``~`` and ``~user`` expanded
+    (the one place every command's ``--out`` and ``[sweep] out`` go through)."""
+    return Path(os.path.expanduser(os.fspath(path)))
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``No space left on device`` and the like, without errno numbers."""
+    return exc.strerror or str(exc)
+
+
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Call ``write(tmp_path)`` and move the result to ``path`` in one step."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    """Call ``write(tmp_path)`` and move the result to ``path`` in one step; :class:`OutputError`
+    naming ``path`` when it cannot be written (a full disk: nothing is left behind)."""
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
         write(Path(tmp))
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OutputError(f"could not write {path} ({describe_os_error(exc)})") from exc
         raise
 
 
@@ -136,33 +167,64 @@ class OutputError(RuntimeError):
 
 LOCK = ".sandbox.lock"
 MANIFEST = ".sandbox-run.json"  # entries of the run `sandbox run` wrote (so a re-run knows what to replace)
+JOURNAL = ".sandbox-commit.json"  # in a .commit-* directory: what the move replaces (recover)
 _STAGING = ".staging-"
+_COMMIT = ".commit-"
 _REPLACED = ".replaced-"
+_PENDING = ".pending-"  # a sweep run written by a worker, moved into runs/<id> by the sweep (sandbox.sweep.execute)
 _TMP = re.compile(r"^\.(.+)\.[a-z0-9_]{8}\.tmp$")  # atomic_write's temporary files (mkstemp names)
+PAUSE_ENV = "SANDBOX_TEST_COMMIT_PAUSE"
+"""Tests only: seconds to sleep in the middle of a commit (old run moved out, new not yet in), so
+that a signal sent then hits the move deterministically."""
 
 
 def is_transient_dir(name: str) -> bool:
-    """Whether a directory name is one of :class:`StagedDir`'s own (a stage being written, or a
-    replaced run waiting to be deleted): not where anything ends up."""
-    return name.startswith((_STAGING, _REPLACED))
+    """Whether a directory name is one of :class:`StagedDir`'s own (a stage being written, a stage
+    being moved in, a replaced run waiting to be deleted, a sweep run waiting for the sweep): not
+    where anything ends up."""
+    return name.startswith((_STAGING, _COMMIT, _REPLACED, _PENDING))
+
+
+def plain_name(name: object) -> bool:
+    """A single entry name (no separator, not ``.`` or ``..``): what may be read from a file of the
+    output directory as the name of something to move or remove."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+            and "\0" not in name)
+
+
+def _remove(path: str | Path) -> None:
+    """Remove an entry of ours: a link or a file is unlinked (a link's target is never touched), a
+    real directory removed with its contents (rmtree follows no link)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def remove_orphans(root: Path, recursive: bool = True, names: Iterable[str] | None = None) -> int:
     """Delete what interrupted writers left in ``root`` (temporary files of :func:`atomic_write`,
     staging directories); returns how many. ``names``: only temporary files of these files. Only
-    call it on a directory of ours, while no other process writes there (hold the lock)."""
+    call it on a directory of ours, while no other process writes there (hold the lock); call
+    :func:`recover` first where a killed move may have left a ``.commit-*`` directory to complete."""
     root = Path(root)
     keep_only = set(names) if names is not None else None
     n = 0
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):  # follows no link to a directory
         for d in list(dirnames):
             if is_transient_dir(d) and keep_only is None:
-                shutil.rmtree(os.path.join(dirpath, d), ignore_errors=True)
+                _remove(os.path.join(dirpath, d))
                 dirnames.remove(d)
                 n += 1
         for f in filenames:
             m = _TMP.match(f)
-            if m and (keep_only is None or m.group(1) in keep_only):
+            if (m and (keep_only is None or m.group(1) in keep_only)) or (keep_only is None and is_transient_dir(f)):
                 Path(dirpath, f).unlink(missing_ok=True)
                 n += 1
         if not recursive:
@@ -170,7 +232,26 @@ def remove_orphans(root: Path, recursive: bool = True, names: Iterable[str] | No
     return n
 
 
+def check_out_path(out: Path, flag: str = "--out") -> Path:
+    """:class:`OutputError` for an ``out`` that no file system can hold (a name over the length
+    limit, a path under ``/proc``), found before anything is written; returns ``out``."""
+    try:
+        os.lstat(out)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:
+        raise OutputError(f"{flag}: {out} cannot be used ({describe_os_error(exc)})") from None
+    except ValueError as exc:  # an embedded null byte
+        raise OutputError(f"{flag}: {out!r} cannot be used ({exc})") from None
+    for part in out.parts:
+        if len(os.fsencode(part)) > 255:
+            raise OutputError(f"{flag}: {str(out)[:80]}...: the name {part[:20]}... is {len(os.fsencode(part))} bytes "
+                              "long, longer than a file system allows (255)")
+    return out
+
+
 def _mkdir(out: Path, flag: str) -> None:
+    check_out_path(out, flag)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -209,13 +290,26 @@ def _write_pid(lock: Path) -> None:
         os.close(fd)
 
 
+def own_dir(path: Path, flag: str = "--out") -> Path:
+    """Create ``path`` (a directory the sandbox writes into inside an output directory of its own)
+    or check that it is one: a real directory, not a symbolic link (:class:`OutputError`)."""
+    if os.path.islink(path):
+        raise OutputError(f"{flag}: {path} is a symbolic link; the sandbox writes only into directories it created "
+                          "there: remove it")
+    _mkdir(path, flag)
+    if os.path.islink(path) or not path.is_dir():
+        raise OutputError(f"{flag}: {path} is not a directory the sandbox created; remove it")
+    return path
+
+
 @contextmanager
 def output_lock(out: Path, flag: str = "--out") -> Iterator[None]:
     """Hold ``<out>/.sandbox.lock`` (created with ``out``) for the duration; :class:`OutputError`
     at once if another process (or another writer in this one) holds it. The lock is an OS file lock
     (``filelock``: ``flock`` on POSIX, ``msvcrt`` on Windows), so it goes with the process, even on
-    ``kill -9``. A lock path that is a symbolic link is refused: the lock is never taken, or its pid
-    written, through a link to a file elsewhere."""
+    ``kill -9``. The lock file must be a plain file of its own (one link): a symbolic link, a hard link
+    to another file, a FIFO or a directory there is refused, so no file outside ``out`` is ever opened,
+    truncated or written through it."""
     from filelock import FileLock, Timeout
 
     out = Path(out)
@@ -226,6 +320,13 @@ def output_lock(out: Path, flag: str = "--out") -> Iterator[None]:
             f"{flag}: {path} is a symbolic link; the lock file is never followed to another file. "
             "Remove the link or choose another " + flag
         )
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1):
+        raise OutputError(f"{flag}: {path} is not a lock file the sandbox created (a link to another file or not a "
+                          "plain file); nothing was written: remove it")
     holder = _holder_pid(path)  # read first: an older filelock truncates the file on a failed try
     lock = FileLock(str(path), timeout=0)  # a separate OS lock per call: a second writer in this process is refused too
     try:
@@ -247,21 +348,92 @@ def output_lock(out: Path, flag: str = "--out") -> Iterator[None]:
 
 
 @contextmanager
-def _sigint_held() -> Iterator[list]:
-    """Ctrl-C is recorded, not raised, inside the block (the main thread only)."""
+def _signals_held() -> Iterator[list]:
+    """Ctrl-C and SIGTERM are recorded, not acted on, inside the block (the main thread only)."""
     got: list = []
     if threading.current_thread() is not threading.main_thread():
         yield got
         return
-    prev = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    prev = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        prev[sig] = signal.signal(sig, lambda signum, frame: got.append(signum))
     try:
         yield got
     finally:
-        signal.signal(signal.SIGINT, prev)
+        for sig, handler in prev.items():
+            signal.signal(sig, handler)
+
+
+_sigint_held = _signals_held  # the old name
 
 
 def _looks_like_run(path: Path) -> bool:
     return path.is_dir() and any((path / f).exists() for f in ("scenario.toml", "summary.json"))
+
+
+def _test_pause() -> None:
+    pause = os.environ.get(PAUSE_ENV)
+    if pause:
+        import time
+
+        time.sleep(float(pause))
+
+
+def _swap(out: Path, src: Path, old: list[str], new: list[str], trash: Path,
+          moved_out: list[str] | None = None, moved_in: list[str] | None = None) -> None:
+    """Move ``old`` entries of ``out`` into ``trash``, then ``new`` entries of ``src`` into ``out``,
+    in the given orders; idempotent (what was moved already is skipped), so that a killed swap can be
+    completed from its journal. Every name is a plain name (checked by the callers)."""
+    moved_out = [] if moved_out is None else moved_out
+    moved_in = [] if moved_in is None else moved_in
+    arrived = {n for n in new if not os.path.lexists(src / n)}  # moved in by an earlier, killed try
+    for name in old:
+        if name not in arrived and os.path.lexists(out / name):
+            if os.path.lexists(trash / name):
+                _remove(trash / name)
+            os.replace(out / name, trash / name)
+            moved_out.append(name)
+    _test_pause()
+    for name in new:
+        if name not in arrived:
+            if os.path.lexists(out / name):  # not a run file of ours (refused before): keep nothing stale
+                _remove(out / name)
+            os.replace(src / name, out / name)
+            moved_in.append(name)
+
+
+def recover(out: Path) -> int:
+    """Complete the moves that a killed process left in ``out`` (``.commit-*`` directories, oldest
+    name first): the new run they hold goes in, the run it replaced goes. Returns how many. Only
+    call it holding the directory's lock. A journal is data to validate: only plain names of
+    entries directly in ``out`` and in the commit directory are moved, nothing outside ``out``."""
+    out = Path(out)
+    n = 0
+    try:
+        entries = sorted(e.name for e in os.scandir(out) if e.name.startswith(_COMMIT) and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return 0
+    for name in entries:
+        commit = out / name
+        try:
+            journal = json.loads((commit / JOURNAL).read_text())
+            old, new = list(journal["old"]), list(journal["new"])
+            whole, writer = bool(journal.get("whole")), str(journal.get("writer", "sandbox run"))
+        except (OSError, ValueError, KeyError, TypeError):
+            _remove(commit)  # no journal: the stage never started moving in; the old run is intact
+            continue
+        if not all(plain_name(x) and x not in (JOURNAL, LOCK) and not is_transient_dir(x) for x in old + new):
+            _remove(commit)
+            continue
+        trash = out / (_REPLACED + name[len(_COMMIT):])
+        trash.mkdir(exist_ok=True)
+        _swap(out, commit, old, new, trash)
+        if whole:
+            write_json(out / MANIFEST, {"written_by": writer, "entries": new})
+        _remove(trash)
+        _remove(commit)
+        n += 1
+    return n
 
 
 class StagedDir:
@@ -272,10 +444,11 @@ class StagedDir:
     ``whole=True`` (``sandbox run``): ``out`` belongs to the run. It must be empty, missing, or hold
     a previous run (recognised by the manifest ``.sandbox-run.json``, or for directories written
     before it existed by holding only run files, or ``comparison.png`` and run directories);
-    anything else is refused with :class:`OutputError`. The lock is held, leftovers of interrupted
-    runs are removed first, and a directory created here is removed again if nothing was kept.
-    ``whole=False`` (one run directory, e.g. of a sweep): only the entries in ``RUN_FILES`` are
-    replaced; other files (a sweep's ``run.json``) stay.
+    anything else is refused with :class:`OutputError`. The lock is held, a move a killed run left
+    is completed (:func:`recover`), leftovers of interrupted runs are removed first, and a directory
+    created here is removed again if nothing was kept.
+    ``whole=False`` (one run directory): only the entries in ``RUN_FILES`` are replaced; other
+    files stay.
     """
 
     def __init__(self, out: str | Path, *, whole: bool = False, flag: str = "--out", writer: str = "sandbox run"):
@@ -285,9 +458,11 @@ class StagedDir:
         self.writer = writer  # the command named in the directory's manifest
         self.previous: list[str] = []
         self.committed = False
+        self.recovered = 0
         self._lock = None
         self._created = False
         self._had_lock = False
+        self._keep_stage = False  # a move that could be neither finished nor undone: recover() completes it
 
     # -- what the previous run is ------------------------------------------------------------------
 
@@ -321,23 +496,29 @@ class StagedDir:
             entries = data["entries"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return [e for e in entries if isinstance(e, str)] if isinstance(entries, list) else None
+        return [e for e in entries if plain_name(e)] if isinstance(entries, list) else None
 
     # -- the protocol ------------------------------------------------------------------------------
 
     def __enter__(self) -> Path:
-        self._created = not self.out.exists()
-        self._had_lock = (self.out / LOCK).exists()
+        check_out_path(self.out, self.flag)
+        self._created = not os.path.lexists(self.out)
+        self._had_lock = os.path.lexists(self.out / LOCK)
         if self.whole:
             self._lock = output_lock(self.out, self.flag)
             self._lock.__enter__()
         else:
             _mkdir(self.out, self.flag)
         try:
+            if self.whole:
+                self.recovered = recover(self.out)  # a move a killed run left: completed first
             self.previous = self._previous_entries()  # refuses a directory that is not ours
             if self.whole:
                 remove_orphans(self.out)
             self.stage = Path(tempfile.mkdtemp(dir=self.out, prefix=_STAGING))
+        except OSError as exc:
+            self._release(False)
+            raise OutputError(f"{self.flag}: cannot write into {self.out} ({describe_os_error(exc)})") from None
         except BaseException:
             self._release(False)
             raise
@@ -348,14 +529,15 @@ class StagedDir:
             if exc_type is None:
                 self._commit()
         finally:
-            shutil.rmtree(self.stage, ignore_errors=True)
-            self._release(self.committed)
+            if not self._keep_stage:
+                _remove(self.stage)
+            self._release(self.committed or self._keep_stage)
         return False
 
     def _release(self, kept: bool) -> None:
         if self._lock is None:
             return
-        if not kept and not self._had_lock:  # nothing was kept: leave no lock file (or empty directory) behind
+        if not kept and not self._had_lock and not self.recovered:  # nothing kept: leave no lock file (or empty directory)
             (self.out / LOCK).unlink(missing_ok=True)
             if self._created:
                 try:
@@ -371,29 +553,70 @@ class StagedDir:
         old += sorted(self.previous, key=lambda n: n != "summary.json")  # then the marker, then the rest
         moved_out: list[str] = []
         moved_in: list[str] = []
-        with _sigint_held() as got:
-            trash = Path(tempfile.mkdtemp(dir=self.out, prefix=_REPLACED))
+        with _signals_held() as got:
+            token = self.stage.name[len(_STAGING):]
+            trash = commit = None
             try:
-                for name in old:
-                    if os.path.lexists(self.out / name):
-                        os.replace(self.out / name, trash / name)
-                        moved_out.append(name)
-                for name in new:
-                    os.replace(self.stage / name, self.out / name)
-                    moved_in.append(name)
+                # the journal, then the rename: from here on the new run is the one a recovery completes
+                write_json(self.stage / JOURNAL, {"old": old, "new": new, "whole": self.whole, "writer": self.writer})
+                commit = self.out / (_COMMIT + token)
+                os.replace(self.stage, commit)
+                self.stage = commit
+                trash = self.out / (_REPLACED + token)
+                trash.mkdir()
+                _swap(self.out, commit, old, new, trash, moved_out, moved_in)
                 if self.whole:
                     write_json(self.out / MANIFEST, {"written_by": self.writer, "entries": new})
                 self.committed = True
-            except OSError as exc:  # e.g. a full disk: put the previous run back as it was
-                for name in reversed(moved_in):
-                    os.replace(self.out / name, self.stage / name)
-                for name in reversed(moved_out):
-                    os.replace(trash / name, self.out / name)
+            except (OSError, OutputError) as exc:  # e.g. a full disk: put the previous run back as it was
+                try:
+                    for name in reversed(moved_in):
+                        os.replace(self.out / name, self.stage / name)
+                    for name in reversed(moved_out):
+                        os.replace(trash / name, self.out / name)
+                except OSError:  # cannot undo: leave the journal, the next run completes the move
+                    self._keep_stage = True
+                    raise OutputError(
+                        f"{self.flag}: could not move the finished run into {self.out} ({_reason(exc)}); the next "
+                        f"sandbox command writing {self.out} completes the move"
+                    ) from exc
                 raise OutputError(
-                    f"{self.flag}: could not move the finished run into {self.out} ({exc.strerror or exc}); "
+                    f"{self.flag}: could not move the finished run into {self.out} ({_reason(exc)}); "
                     "nothing was kept" + ("; the previous run is as it was" if self.previous else "")
                 ) from exc
             finally:
-                shutil.rmtree(trash, ignore_errors=True)
-        if got:  # Ctrl-C during the move: the run is in place, now stop
+                if trash is not None and not self._keep_stage:
+                    _remove(trash)
+        if got:  # Ctrl-C or SIGTERM during the move: the run is in place, now stop
+            from .processes import note_signal
+
+            note_signal(got[-1])
             raise KeyboardInterrupt
+
+
+def _reason(exc: BaseException) -> str:
+    return describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
+
+
+def commit_run(src: Path, dest: Path, flag: str = "--out") -> None:
+    """Move the run directory ``src`` (written elsewhere, e.g. by a sweep worker) into ``dest``,
+    replacing the previous result there: its markers (``summary.json``, ``error.json``) and run files
+    leave first, the new markers come in last. ``dest`` must be a real directory of ours (a link is
+    refused: :func:`own_dir`). ``src`` is removed."""
+    own_dir(dest, flag)
+    markers = ("summary.json", "error.json")
+    new = sorted(sorted(os.listdir(src)), key=lambda n: n in markers)
+    ours = set(RUN_FILES) | {"run.json", "timing.json", "error.json", REPORT} | set(new)
+    old = sorted((n for n in os.listdir(dest) if n in ours), key=lambda n: n not in markers)
+    with _signals_held() as got:
+        trash = Path(tempfile.mkdtemp(dir=dest, prefix=_REPLACED))
+        try:
+            _swap(dest, src, old, new, trash)
+        finally:
+            _remove(trash)
+    _remove(src)
+    if got:
+        from .processes import note_signal
+
+        note_signal(got[-1])
+        raise KeyboardInterrupt

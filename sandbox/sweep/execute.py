@@ -13,15 +13,22 @@ run again one at a time, each up to ``retries + 1`` times (:func:`_run_pool`). W
 spent the run is recorded as failed (``error.json`` with ``worker_died``, the reason in the results
 table) and the sweep goes on; the next invocation of the sweep runs it again without
 ``retry_failed``.
+
+Only the sweep's command writes the sweep directory, holding its lock: a worker (a pool process or a
+Ray task) writes its run into a pending directory (``runs/.pending-<id>-*``, or on Ray a temporary
+directory whose files it returns), and the command moves the result into ``runs/<id>``
+(:func:`land`). The workers die with the command (:mod:`sandbox.processes`), and a result that a
+worker finishes after its command is gone is never moved in; the next invocation removes it. A run
+directory, ``runs/`` or the lock file that is a symbolic link is refused (the sweep writes only into
+directories it created), and so is an existing ``--out`` that is not a sweep's directory.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
-import signal
 import tempfile
-import threading
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -32,8 +39,19 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..outputs import output_lock, remove_orphans, safe_name, write_json, write_text
-from ..processes import pool_context
+from ..outputs import (
+    OutputError,
+    commit_run,
+    is_transient_dir,
+    output_lock,
+    own_dir,
+    remove_orphans,
+    safe_name,
+    user_path,
+    write_json,
+    write_text,
+)
+from ..processes import bind_to, pool_context, terminate_as_interrupt
 from .results import (
     MANIFEST,
     METRICS,
@@ -70,13 +88,54 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def execute_run(rid: str, data: dict, out_dir: str, meta: dict) -> dict:
-    """Run one scenario into ``out_dir``; never raises for a failure of the run itself."""
+def _pool_worker(command: int) -> None:
+    """Initializer of the pool's worker processes: one torch thread (:func:`_init_worker`), and the
+    process dies with the sweep's command ``command`` (:func:`sandbox.processes.bind_to`)."""
+    bind_to(command)
     _init_worker()
+
+
+def execute_run(rid: str, data: dict, out_dir: str, meta: dict) -> dict:
+    """Run one scenario into ``out_dir`` (in this process): written into a pending directory beside
+    it (:func:`execute_pending`), then moved into place (:func:`sandbox.outputs.commit_run`); never
+    raises for a failure of the run itself."""
     out = Path(out_dir)
+    rec = execute_pending(rid, data, str(out.parent), meta)
+    land(rec, out)
+    return rec
+
+
+def execute_pending(rid: str, data: dict, runs_dir: str, meta: dict) -> dict:
+    """What a worker process runs: the run written into a new directory
+    ``<runs_dir>/.pending-<rid>-*/<rid>`` (the record's ``pending``), which only the sweep's command,
+    holding the sweep's lock, moves into ``runs/<rid>`` (:func:`land`): a worker whose sweep is gone
+    (killed) lands nothing, and the next invocation removes what it left. Never raises for a failure
+    of the run itself (``error.json``)."""
+    _init_worker()
+    root = Path(runs_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".pending-{rid}-"))
+    rec = _execute_into(rid, data, tmp / rid, meta)
+    rec["pending"] = str(tmp / rid)
+    return rec
+
+
+def land(rec: dict, out: Path) -> None:
+    """Move a record's pending run directory (if any) into ``out``, its run directory."""
+    pending = rec.pop("pending", None)
+    if pending is None:
+        return
+    src = Path(pending)
+    try:
+        commit_run(src, out)
+    finally:
+        if is_transient_dir(src.parent.name):
+            shutil.rmtree(src.parent, ignore_errors=True)
+
+
+def _execute_into(rid: str, data: dict, out: Path, meta: dict) -> dict:
+    """Run one scenario into the new directory ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("error.json", "summary.json", "timing.json"):
-        (out / stale).unlink(missing_ok=True)
     write_json(out / "run.json", meta)
     t0 = time.perf_counter()
     try:
@@ -106,14 +165,21 @@ def tracker_name(rid: str, meta: dict) -> str:
     return " ".join(parts) or rid
 
 
+SCRATCH = re.compile(r"^sandbox-(?P<rid>.+)-(?P<pid>\d+)-[A-Za-z0-9_]{8}$")
+"""The temporary directories of :func:`execute_run_packed`: ``sandbox-<run id>-<pid>-<random>``."""
+
+
 def execute_run_packed(rid: str, data: dict, meta: dict) -> dict:
     """For remote workers without a shared filesystem: run into a temporary directory named after
     the run (the name writers such as W&B see) and return the files' bytes, which the driver unpacks
-    into the run directory."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"sandbox-{rid}-"))
+    into the run directory. The directory is named with the worker's pid, so that the directories of
+    killed workers are found and removed (:func:`remove_scratch`): by each later task on the same
+    machine, and by the driver when a worker dies and when the sweep ends."""
+    remove_scratch()
+    tmp = Path(tempfile.mkdtemp(prefix=f"sandbox-{rid}-{os.getpid()}-"))
     try:
         run = tmp / rid
-        rec = execute_run(rid, data, str(run), meta)
+        rec = _execute_into(rid, data, run, meta)
         files = {str(p.relative_to(run)): p.read_bytes() for p in run.rglob("*") if p.is_file()}
         rec["files"] = files
         return rec
@@ -121,13 +187,48 @@ def execute_run_packed(rid: str, data: dict, meta: dict) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def remove_scratch(root: str | Path | None = None) -> int:
+    """Remove the temporary directories of :func:`execute_run_packed` left by worker processes that
+    no longer run (killed), in ``root`` (default: the temporary directory); only this user's, only
+    directories (never a link). Returns how many."""
+    from ..processes import _alive
+
+    root = Path(root or tempfile.gettempdir())
+    n = 0
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return 0
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for e in entries:
+        m = SCRATCH.match(e.name)
+        if not m:
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not e.is_dir(follow_symlinks=False) or (uid is not None and st.st_uid != uid):
+            continue
+        pid = int(m.group("pid"))
+        if pid == os.getpid() or _alive(pid):
+            continue
+        shutil.rmtree(e.path, ignore_errors=True)
+        n += 1
+    return n
+
+
 def _unpack(files: dict[str, bytes], out: Path) -> None:
-    """Write returned files atomically; the completion markers last."""
-    from ..outputs import atomic_write
+    """Write returned files atomically; the completion markers last. Only plain relative paths
+    inside ``out`` (a returned name is data, not a path to trust)."""
+    from ..outputs import atomic_write, plain_name
 
     last = ("summary.json", "error.json")
     for name in sorted(files, key=lambda n: n in last):
-        atomic_write(out / name, lambda p, b=files[name]: p.write_bytes(b))
+        parts = Path(name).parts
+        if Path(name).is_absolute() or not parts or not all(plain_name(p) for p in parts):
+            raise SweepError(f"a worker returned the file name {name!r}, which is not inside its run directory")
+        atomic_write(out.joinpath(*parts), lambda p, b=files[name]: p.write_bytes(b))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -146,9 +247,10 @@ class SweepOutcome:
 
 
 def default_out(spec: SweepSpec) -> Path:
-    """``[sweep] out`` (a relative path, checked when the file is read) or ``runs/sweeps/<name>``
-    with the name made a safe directory name (:func:`sandbox.outputs.safe_name`)."""
-    return Path(spec.out) if spec.out else Path("runs") / "sweeps" / safe_name(spec.name)
+    """``[sweep] out`` (a relative path, checked when the file is read; ``~`` is expanded as in
+    ``--out``: :func:`sandbox.outputs.user_path`) or ``runs/sweeps/<name>`` with the name made a safe
+    directory name (:func:`sandbox.outputs.safe_name`)."""
+    return user_path(spec.out) if spec.out else Path("runs") / "sweeps" / safe_name(spec.name)
 
 
 def manifest_of(spec: SweepSpec) -> dict:
@@ -192,15 +294,54 @@ def run_sweep(
     """
     if not isinstance(spec, SweepSpec):
         spec = load_sweep(spec)
-    out = Path(out) if out is not None else default_out(spec)
+    out = user_path(out) if out is not None else default_out(spec)
     if not force:
         check_memory(spec, workers or spec.workers or os.cpu_count() or 1, backend or spec.backend, address)
+    check_sweep_dir(out)
     with output_lock(out):  # a second process on the same directory is refused (OutputError)
         # what an interrupted sweep left: temporary files of its own files, anything in runs/
         remove_orphans(out, recursive=False, names=(MANIFEST, RESULTS, METRICS, "sweep.toml", "base.toml", "report.html"))
+        check_run_dirs(out, spec)
         remove_orphans(out / RUNS)
         return _run_sweep(spec, out, workers, backend, address, retry_failed, progress, console, on_result,
                           spec.retries if retries is None else retries)
+
+
+SWEEP_FILES = (MANIFEST, RESULTS, METRICS, RUNS, "sweep.toml", "base.toml", "report.html")
+
+
+def check_sweep_dir(out: Path) -> None:
+    """A sweep writes into a directory of its own: missing, empty, or one a sweep wrote (its
+    ``sweep.json``, or only files of a sweep). Anything else is refused (:class:`OutputError`) before
+    a file is written there (e.g. ``--out /`` or a home directory)."""
+    from ..outputs import check_out_path
+
+    check_out_path(out)
+    try:
+        names = sorted(n for n in os.listdir(out) if not n.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return  # missing (created by the lock), or a file (refused by the lock, naming it)
+    except OSError as exc:
+        raise OutputError(f"--out: cannot read {out} ({exc.strerror or exc})") from None
+    if MANIFEST in names:
+        return
+    foreign = [n for n in names if n not in SWEEP_FILES]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputError(f"--out: {out} holds files that are not part of a sandbox sweep ({shown}); choose an empty "
+                          "or new directory, or remove them")
+
+
+def check_run_dirs(out: Path, spec: SweepSpec) -> None:
+    """The sweep writes into ``<out>/runs`` and ``<out>/runs/<id>``: each must be a real directory
+    of the sweep's, not a symbolic link planted there (writing through it would write elsewhere):
+    :class:`sandbox.outputs.OutputError` naming it, before anything is written."""
+    runs = own_dir(out / RUNS)
+    for r in spec.runs:
+        path = runs / r.id
+        if os.path.islink(path) or (os.path.lexists(path) and not path.is_dir()):
+            raise OutputError(f"--out: {path} is {'a symbolic link' if os.path.islink(path) else 'not a directory'}; "
+                              "the sandbox writes only into run directories it created: remove it")
 
 
 def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_failed, progress, console, on_result,
@@ -279,6 +420,7 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
                 else:
                     raise SweepError(f"unknown backend {backend!r}; expected local or ray")
         finally:
+            remove_orphans(out / RUNS, recursive=False)  # pending directories of workers stopped or killed meanwhile
             write_results(out, [result_row(e, out) for e in entries.values()])
             write_metrics(out, list(entries))
             bar_cm.__exit__(None, None, None)
@@ -353,26 +495,7 @@ def _params_text(entry: dict) -> str:
     return ", ".join(parts + [f"seed={entry['seed']}"])
 
 
-class _sigterm_as_interrupt:
-    """Turn SIGTERM into KeyboardInterrupt in the main thread, so workers are stopped cleanly."""
-
-    def __enter__(self):
-        self.prev = None
-        if threading.current_thread() is threading.main_thread():
-            try:
-                self.prev = signal.signal(signal.SIGTERM, self._handler)
-            except ValueError:
-                self.prev = None
-        return self
-
-    @staticmethod
-    def _handler(signum, frame):
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc):
-        if self.prev is not None:
-            signal.signal(signal.SIGTERM, self.prev)
-        return False
+_sigterm_as_interrupt = terminate_as_interrupt  # SIGTERM stops the runs as Ctrl-C does (sandbox.processes)
 
 
 def _run_inline(spec: SweepSpec, todo: list[RunSpec], out: Path, finished) -> None:
@@ -408,8 +531,15 @@ def _run_pool(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, fin
 def _pool_pass(spec: SweepSpec, queue: list[RunSpec], out: Path, workers: int, finished) -> tuple[list[RunSpec], list[RunSpec]]:
     """Run ``queue`` on one pool until it is done or the pool breaks; returns (the runs in flight
     when it broke, the runs not yet submitted)."""
-    ex = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=pool_context(), initializer=_init_worker)
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=pool_context(), initializer=_pool_worker,
+                             initargs=(os.getpid(),))
     waiting = list(queue)
+    runs = str(out / RUNS)
+
+    def landed(rec: dict) -> None:
+        land(rec, run_dir(out, rec["id"]))  # here, holding the sweep's lock: the worker only wrote a pending directory
+        finished(rec)
+
     pending: dict[Any, RunSpec] = {}
 
     def submit() -> bool:
@@ -417,7 +547,7 @@ def _pool_pass(spec: SweepSpec, queue: list[RunSpec], out: Path, workers: int, f
         while waiting and len(pending) < workers:
             r = waiting[0]
             try:
-                fut = ex.submit(execute_run, r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec))
+                fut = ex.submit(execute_pending, r.id, r.data, runs, _meta(r, spec))
             except BrokenProcessPool:
                 return False
             pending[fut] = waiting.pop(0)
@@ -433,12 +563,12 @@ def _pool_pass(spec: SweepSpec, queue: list[RunSpec], out: Path, workers: int, f
                 except BrokenProcessPool:
                     broken = True
                     continue
-                finished(rec)
+                landed(rec)
                 del pending[fut]
             if broken:
                 _stop_pool(ex)
                 for fut in [f for f in pending if f.done() and not f.cancelled() and f.exception() is None]:  # finished before the break
-                    finished(fut.result())
+                    landed(fut.result())
                     del pending[fut]
                 return list(pending.values()), waiting
             broken = not submit()
@@ -456,9 +586,10 @@ def _run_alone(spec: SweepSpec, r: RunSpec, out: Path, finished, retries: int) -
     times while its process dies."""
     last: BaseException | None = None
     for _ in range(retries + 1):
-        ex = ProcessPoolExecutor(max_workers=1, mp_context=pool_context(), initializer=_init_worker)
+        ex = ProcessPoolExecutor(max_workers=1, mp_context=pool_context(), initializer=_pool_worker,
+                                 initargs=(os.getpid(),))
         try:
-            rec = ex.submit(execute_run, r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec)).result()
+            rec = ex.submit(execute_pending, r.id, r.data, str(out / RUNS), _meta(r, spec)).result()
         except BrokenProcessPool as exc:
             last = exc
             _stop_pool(ex)
@@ -467,12 +598,19 @@ def _run_alone(spec: SweepSpec, r: RunSpec, out: Path, finished, retries: int) -
             _stop_pool(ex)
             raise
         ex.shutdown(wait=True)
+        land(rec, run_dir(out, r.id))
         finished(rec)
         return
-    path = run_dir(out, r.id)
-    (path / "summary.json").unlink(missing_ok=True)
-    write_json(path / "error.json", _worker_death(last, r.id, retries))
+    _record_failure(run_dir(out, r.id), _worker_death(last, r.id, retries))
     finished({"id": r.id, "state": "failed"})
+
+
+def _record_failure(path: Path, err: dict) -> None:
+    """``error.json`` of a run that did not return (its worker died), written by the sweep into the
+    run's own directory (a real directory: :func:`sandbox.outputs.own_dir`); a stale summary goes."""
+    own_dir(path)
+    (path / "summary.json").unlink(missing_ok=True)  # a link there is removed, never its target
+    write_json(path / "error.json", err)
 
 
 def _stop_pool(ex: ProcessPoolExecutor) -> None:
@@ -541,18 +679,18 @@ def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, addr
                     rec = ray.get(ref)
                 except RayTaskError as exc:  # raised outside execute_run (e.g. packing the files): the run failed
                     err = {"id": r.id, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-                    write_json(path / "error.json", err)
+                    _record_failure(path, err)
                     finished({"id": r.id, "state": "failed"})
                     continue
                 except Exception as exc:  # noqa: BLE001 - the worker died on every try: recorded, run again on resume
-                    (path / "summary.json").unlink(missing_ok=True)
-                    write_json(path / "error.json", _worker_death(exc, r.id, retries))
+                    remove_scratch()  # what the dead worker left in the temporary directory (a local cluster)
+                    _record_failure(path, _worker_death(exc, r.id, retries))
                     finished({"id": r.id, "state": "failed"})
                     continue
-                path.mkdir(parents=True, exist_ok=True)
-                for stale in ("error.json", "summary.json"):
-                    (path / stale).unlink(missing_ok=True)
-                _unpack(rec.pop("files", {}), path)
+                pending = Path(tempfile.mkdtemp(dir=out / RUNS, prefix=f".pending-{r.id}-")) / r.id
+                _unpack(rec.pop("files", {}), pending)
+                rec["pending"] = str(pending)
+                land(rec, path)
                 finished(rec)
     except BaseException:
         for ref in refs:
@@ -564,6 +702,7 @@ def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, addr
     finally:
         if started:
             ray.shutdown()
+        remove_scratch()  # of workers killed on this machine (a local cluster, or a driver on a node)
 
 
 __all__ = ["SweepError", "SweepOutcome", "run_sweep", "execute_run", "default_out", "RESULTS", "METRICS"]

@@ -43,12 +43,18 @@ def run_dir(out: Path, rid: str) -> Path:
 
 
 def run_state(path: Path) -> str:
-    """``done`` (summary.json present: the runner writes it last), ``failed`` (error.json) or ``pending``."""
-    if (path / "summary.json").exists():
+    """``done`` (summary.json present: the runner writes it last), ``failed`` (error.json) or ``pending``.
+    A marker that is a symbolic link (not a file the sweep wrote) counts as absent: the run is run
+    again and the link replaced."""
+    if _marker(path / "summary.json"):
         return "done"
-    if (path / "error.json").exists():
+    if _marker(path / "error.json"):
         return "failed"
     return "pending"
+
+
+def _marker(p: Path) -> bool:
+    return p.is_file() and not p.is_symlink() and not p.parent.is_symlink()
 
 
 def worker_died(path: Path) -> bool:

@@ -68,7 +68,7 @@ class _BreakingPool:
     log: list[str] = []
     victim = ""
 
-    def __init__(self, max_workers, mp_context=None, initializer=None):
+    def __init__(self, max_workers, mp_context=None, initializer=None, initargs=()):
         self._processes = {}
 
     def submit(self, fn, rid, *args):

@@ -150,3 +150,25 @@ def test_a_run_that_raises_is_not_retried_by_ray_nor_on_resume(ray_cluster, spec
     row = first.results.set_index("id").loc[victim]
     assert row.status == "failed" and "task.dim" in row.error and "worker process" not in row.error
     assert run_sweep(spec, tmp_path / "sw", backend="ray", workers=2, progress=False, force=True).ran == 0
+
+
+def test_a_killed_workers_temporary_directory_is_removed(ray_cluster, spec, tmp_path, monkeypatch):
+    """The worker is killed while its run's temporary directory exists (named as execute_run_packed
+    names it: ``sandbox-<id>-<pid>-*``): the sweep removes it (issue 28: one was left per killed worker)."""
+    victim = spec.runs[0].id
+    marker = tmp_path / "scratch.txt"
+
+    def task(rid, data, meta):
+        if rid == victim and not marker.exists():
+            import tempfile
+
+            marker.write_text(tempfile.mkdtemp(prefix=f"sandbox-{rid}-{os.getpid()}-"))
+            Path(marker.read_text(), rid).mkdir()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return RUN_TASK(rid, data, meta)
+
+    monkeypatch.setattr(execute, "execute_run_packed", task)
+    out = run_sweep(spec, tmp_path / "sw", backend="ray", workers=2, progress=False, retries=1)
+    assert marker.exists(), "the fault never happened"
+    assert (out.ran, out.failed) == (4, 0)
+    assert not Path(marker.read_text()).exists()
