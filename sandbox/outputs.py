@@ -317,8 +317,8 @@ def output_lock(out: Path, flag: str = "--out") -> Iterator[None]:
     path = out / LOCK
     if path.is_symlink():
         raise OutputError(
-            f"{flag}: {path} is a symbolic link; the lock file is never followed to another file. "
-            "Remove the link or choose another " + flag
+            f"{flag}: {path} is a symbolic link, not a lock file the sandbox created; the lock file is never "
+            f"followed to another file and nothing was written: remove the link or choose another {flag}"
         )
     try:
         st = os.lstat(path)
