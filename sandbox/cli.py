@@ -652,12 +652,13 @@ def report(
     out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: DIR/report.html)."),
 ):
     """Write a self-contained HTML report (figures embedded, scenario, table of runs)."""
+    from .readfile import InputFileError
     from .report import write_report
 
     try:
         path = write_report(directory, out)
-    except FileNotFoundError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+    except (FileNotFoundError, InputFileError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
     console.print(f"report: [bold]{path}[/bold] (self-contained; open it in any browser)")
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outputs import check_names
+from ..readfile import TOML_LIMIT, InputFileError, read_text
 from ..scenario.load import ScenarioError, apply_overrides, override_texts, parse_overrides, read_toml, validate_scenario
 from ..scenario.model import Scenario
 
@@ -361,7 +362,10 @@ def load_sweep(path: str | Path, overrides: list[str] | dict | None = None) -> S
             raise exc from None
         culprits = " ".join(override_texts(extra, overrides).values())
         raise ScenarioError(exc.problems, f"override {culprits} (applied to {path})") from None
-    spec.text = path.read_text()
+    try:
+        spec.text = read_text(path, TOML_LIMIT, "sweep file")
+    except InputFileError as exc:  # changed since read_toml read it
+        raise ScenarioError([str(exc)], str(path)) from None
     return spec
 
 
