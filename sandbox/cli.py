@@ -431,14 +431,38 @@ def _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_r
         console.print(f"report: [bold]{escape(str(write_report(out)))}[/bold]")
 
 
+PLAN_TABLE_ROWS = 1000
+"""``sandbox sweep --dry-run`` draws a table up to this many runs; beyond, plain aligned columns (rich
+renders about 300 rows a second, so a 90,000-run sweep took minutes to list)."""
+
+
 def _print_sweep_plan(spec, out: Path) -> None:
-    table = Table(title=escape(f"{spec.name}: {len(spec.runs)} runs -> {out}"))
-    keys = spec.axis_keys
-    for col in ["id", *keys, "seed", "state"]:
-        table.add_column(col)
     from .sweep.results import run_dir, run_state
     from .sweep.spec import value_label
 
+    keys = spec.axis_keys
+    header = ["id", *keys, "seed", "state"]
+    title = f"{spec.name}: {len(spec.runs)} runs -> {out}"
+    if len(spec.runs) > PLAN_TABLE_ROWS:
+        labels: dict[int, str] = {}  # an axis value's label, once per distinct value object
+
+        def label(v) -> str:
+            if id(v) not in labels:
+                labels[id(v)] = str(value_label(v)).replace("\n", " ")
+            return labels[id(v)]
+
+        exists = Path(out).exists()
+        rows = [[r.id, *[label(r.params[k]) for k in keys], str(r.seed), run_state(run_dir(out, r.id)) if exists else "pending"]
+                for r in spec.runs]
+        widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+        lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+        console.file.write("\n".join(lines) + "\n")
+        console.file.flush()
+        return
+    table = Table(title=escape(title))
+    for col in header:
+        table.add_column(col)
     for r in spec.runs:
         table.add_row(r.id, *[escape(str(value_label(r.params[k]))) for k in keys], str(r.seed), run_state(run_dir(out, r.id)))
     console.print(table)
@@ -684,12 +708,13 @@ def report(
     out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: DIR/report.html)."),
 ):
     """Write a self-contained HTML report (figures embedded, scenario, table of runs)."""
+    from .readfile import InputFileError
     from .report import write_report
 
     try:
         path = write_report(directory, user_path(out) if out is not None else None)
-    except FileNotFoundError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+    except (FileNotFoundError, InputFileError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
     console.print(f"report: [bold]{path}[/bold] (self-contained; open it in any browser)")
 

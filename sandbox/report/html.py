@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..outputs import TIME_TO_TARGET, write_text
+from ..readfile import TOML_LIMIT, InputFileError, read_json, read_text, read_toml_text
 from .figures import Figure, reward_metric, sweep_figures
 
 CSS = """
@@ -158,11 +159,11 @@ def sweep_report(out: Path, path: Path) -> Path:
     sections.append(("Runs", _table(results[cols], set(keys) | {"id", "status", "error"})))
     scen = ""
     if (out / "sweep.toml").exists():
-        scen += "<h3>Sweep file</h3>" + _pre((out / "sweep.toml").read_text())
+        scen += "<h3>Sweep file</h3>" + _pre(read_text(out / "sweep.toml", TOML_LIMIT, "sweep file"))
     else:
         scen += "<h3>Sweep</h3>" + _pre(json.dumps({k: manifest[k] for k in ("axes", "seeds", "set")}, indent=2, default=str))
     if (out / "base.toml").exists():
-        scen += "<h3>Resolved scenario of the first run (every default explicit)</h3>" + _pre((out / "base.toml").read_text())
+        scen += "<h3>Resolved scenario of the first run (every default explicit)</h3>" + _pre(read_text(out / "base.toml", TOML_LIMIT, "scenario file"))
     sections.append(("Scenario", scen))
     text = _page(f"Sweep: {manifest.get('name', out.name)}", sections, meta)
     write_text(path, text)
@@ -251,9 +252,18 @@ def _run_dirs(out: Path) -> list[Path]:
     """The run directories below ``out``, the synchronous baseline first (the variant the others'
     speed-up is measured against), then by name."""
     dirs = sorted({p.parent for p in out.rglob("summary.json")}, key=lambda p: (len(p.parts), str(p)))
-    summaries = {d: json.loads((d / "summary.json").read_text()) for d in dirs}
+    summaries = {d: _summary(d) for d in dirs}
     baselines = {s.get("speedup_baseline") for s in summaries.values()} - {None, ""}
     return sorted(dirs, key=lambda d: (d.name not in baselines, len(d.parts), str(d)))
+
+
+def _summary(d: Path) -> dict:
+    """A run's ``summary.json``; a damaged one is an :class:`InputFileError` naming the file."""
+    s = read_json(d / "summary.json", "run summary")
+    if not isinstance(s, dict):
+        raise InputFileError(f"{d / 'summary.json'}: expected a JSON object (a run summary); the file is damaged: "
+                             "run again to rewrite it")
+    return s
 
 
 def _replica_spread(d: Path, metric: str) -> tuple[float, float, int] | None:
@@ -294,9 +304,12 @@ def _generated_summary(entries: list[tuple[str, Path, dict]]) -> str:
         factor = s["speedup_vs_sync"] if s["speedup_vs_sync"] >= 1 else 1 / s["speedup_vs_sync"]
         gain = s.get("throughput_gain_vs_sync")
         extra = f", with {gain:.3g}× the samples per second" if gain else ""
+        low, high = s.get("speedup_ci_low"), s.get("speedup_ci_high")
+        ci = (f"95% CI {low:.3g}–{high:.3g}× of speed-up" if low is not None and high is not None
+              else "no confidence interval: it needs two or more replicas")
         lines.append(f"Fastest to the target ({html.escape(str(s.get('target_rule', '')))}): <b>{html.escape(label)}</b>, "
                      f"{factor:.3g}× {verb} end to end than <b>{html.escape(str(base))}</b> "
-                     f"(95% CI {s['speedup_ci_low']:.3g}–{s['speedup_ci_high']:.3g}× of speed-up){extra}.")
+                     f"({ci}){extra}.")
     missed = [(label, s) for label, _, s in entries if s.get("time_to_target") is None and s.get("target_level") is not None]
     for label, s in missed:
         lines.append(f"<b>{html.escape(label)}</b> did not reach the target: {html.escape(s.get('time_to_target_reason') or 'not reached')}.")
@@ -330,7 +343,7 @@ def runs_report(out: Path, path: Path) -> Path:
     entries = []
     rows = []
     for d in run_dirs:
-        s = json.loads((d / "summary.json").read_text())
+        s = _summary(d)
         label = str(d.relative_to(out)) if d != out else d.name
         entries.append((label, d, s))
         metric = s.get("target_metric") or ("eval/expected_reward" if not _nan(s.get("final_expected_reward"))
@@ -346,7 +359,9 @@ def runs_report(out: Path, path: Path) -> Path:
             "time to target (s, mean ± std)": (_pm(float(pd.Series(ttt).mean()), float(pd.Series(ttt).std(ddof=1)) if len(ttt) > 1 else 0.0)
                                                if ttt else ("not reached" if s.get("target_level") is not None else "-")),
             "end to end vs sync [95% CI]": (f"{speed:.3g}× [{s['speedup_ci_low']:.3g}, {s['speedup_ci_high']:.3g}]"
-                                            if speed is not None and s.get("speedup_ci_low") is not None else "-"),
+                                            if speed is not None and s.get("speedup_ci_low") is not None
+                                            and s.get("speedup_ci_high") is not None
+                                            else f"{speed:.3g}×" if speed is not None else "-"),
             "throughput (samples/s)": s.get("throughput_samples_per_s"),
             "staleness mean / max": f"{_fmt(s.get('staleness_mean'))} / {s.get('staleness_max')}",
             "ESS/N mean": s.get("ess_ratio_mean"),
@@ -358,11 +373,9 @@ def runs_report(out: Path, path: Path) -> Path:
     sections = []
     description = ""
     if first_scenario.exists():
-        import tomllib
-
         try:
-            description = tomllib.loads(first_scenario.read_text()).get("description", "")
-        except tomllib.TOMLDecodeError:
+            description = str(read_toml_text(first_scenario, "scenario file").get("description", ""))
+        except InputFileError:
             description = ""
     if description:
         sections.append(("About", f"<p>{html.escape(description)}</p>"))
@@ -391,7 +404,7 @@ def runs_report(out: Path, path: Path) -> Path:
     scen = ""
     for label, d, _ in entries:
         if (d / "scenario.toml").exists():
-            scen += f"<h3>{html.escape(label)}</h3>" + _pre((d / "scenario.toml").read_text())
+            scen += f"<h3>{html.escape(label)}</h3>" + _pre(read_text(d / "scenario.toml", TOML_LIMIT, "scenario file"))
     sections.append(("Scenario", scen))
     title = entries[0][2].get("title") or out.name
     write_text(path, _page(f"Run: {title}", sections, f"{len(run_dirs)} run(s) in {html.escape(str(out))}; written {time.strftime('%Y-%m-%d %H:%M')}"))

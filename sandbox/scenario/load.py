@@ -19,6 +19,7 @@ import tomllib
 import tomli_w
 
 from ..errors import ScenarioError
+from ..readfile import MAX_DEPTH, InputFileError, bracket_depth, read_toml_text
 from .model import Scenario
 from .schema import Choice, node_at
 from .schema import Model as SchemaModel
@@ -28,7 +29,9 @@ from .shipped import DEFAULT_SCENARIO, not_found_hint, resolve_scenario_path  # 
 
 def parse_value(text: str) -> Any:
     """A command-line value as TOML would read it (numbers, booleans, lists, inline tables),
-    falling back to a plain string."""
+    falling back to a plain string. Nested more than 64 levels: a :class:`ScenarioError`."""
+    if bracket_depth(text) > MAX_DEPTH:
+        raise ScenarioError([f"{text[:40]}...: nested too deeply (over {MAX_DEPTH} levels of arrays or tables)"], "override")
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
@@ -159,17 +162,27 @@ def validate_scenario(data: dict, source: str = "scenario") -> Scenario:
 def read_toml(path: str | Path) -> dict:
     """A TOML file as a dict; the relative ``path`` of every ``{kind = "trace", path = ...}`` table in
     it (a trace-driven delay, docs/system.md#trace) is made absolute against the file's directory.
-    A ``path`` that does not exist may name a shipped scenario (:mod:`sandbox.scenario.shipped`)."""
+    A ``path`` that does not exist may name a shipped scenario (:mod:`sandbox.scenario.shipped`).
+
+    Read through :func:`sandbox.readfile.read_toml_text`: a regular file (no directory, FIFO or
+    device) of at most 4 MiB of UTF-8 text nested at most 64 levels; anything else is a
+    :class:`ScenarioError` naming the file (and the byte offset of a bad byte)."""
     given = Path(path)
     path = resolve_scenario_path(given)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise ScenarioError([f"file not found: {given} ({not_found_hint()})"], str(given))
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError([f"not valid TOML: {exc}"], str(path)) from None
+        data = read_toml_text(path, "scenario file" if path.suffix == ".toml" else "file")
+    except InputFileError as exc:
+        raise ScenarioError([_without_path(str(exc), path)], str(path)) from None
     _resolve_trace_paths(data, path.resolve().parent)
     return data
+
+
+def _without_path(message: str, path: Path) -> str:
+    """``message`` without its leading ``<path>: `` (the ScenarioError's source names the file)."""
+    prefix = f"{path}: "
+    return message[len(prefix):] if message.startswith(prefix) else message
 
 
 def _resolve_trace_paths(node: Any, base: Path) -> None:

@@ -253,3 +253,55 @@ def test_independent_schedules_are_charged_per_replica():
     assert extra > 30  # 1000 replicas x ~2,000 groups x (35 + 20) us
     assert any("independent schedules" in t.what for t in own.memory_terms)
     assert estimate(scn("independent", 10)).seconds - estimate(scn("shared", 10)).seconds < extra / 50
+
+
+# -- the estimate against fresh processes' measured peaks (issue 28) ------------------------------------
+
+_PEAK = """
+import json, sys
+from pathlib import Path
+def status(key):
+    return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(key))
+from sandbox.scenario.load import load_scenario
+from sandbox.runner import run_scenario
+from sandbox.budget import estimate
+scn, _ = load_scenario(sys.argv[1], sys.argv[2:])
+Path("/proc/self/clear_refs").write_text("5")
+before = status("VmRSS:")
+run_scenario(scn)
+print(json.dumps({"growth": status("VmHWM:") - before, "estimate": estimate(scn).memory}))
+"""
+
+# learner-bound: 32 workers at 0.1 s a group outpace a learner at 0.5 s a step, so a permissive ratio
+# lets the queue grow over the whole run (about 3,000 groups of 16 x 128 token slots)
+LEARNER_BOUND = ["run.figures=false", "system.num_workers=32", "system.generation_time={kind='exponential',mean=0.1}",
+                 "system.train_time={kind='constant',value=0.5}", "task.horizon=128", "algorithm.group_size=16",
+                 "algorithm.groups_per_step=2", "task.replicas=1", "run.steps=10", "run.eval_every=100"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to reset the peak RSS")
+@pytest.mark.parametrize("alpha", ["1", "4", "1e6"])
+def test_async_ratio_estimate_is_within_3x_of_the_measured_peak(alpha):
+    """α = 1e6 was refused at 171.8 GiB for a run that peaked at 451 MB: the queue term is now capped
+    by what the workers can generate over the run (budget._producible_ahead). The estimate bounds the
+    peak RSS growth of a fresh process from above, within 3x (the documented calibration)."""
+    import json
+    import subprocess
+    import sys
+
+    sets = [f"system.staleness={{kind='async_ratio',alpha={alpha}}}", *LEARNER_BOUND]
+    res = subprocess.run([sys.executable, "-c", _PEAK, str(ROOT / "scenarios" / "sync.toml"), *sets],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    m = json.loads(res.stdout.strip().splitlines()[-1])
+    assert m["growth"] <= m["estimate"] <= 3 * m["growth"], m
+
+
+def test_a_ratio_that_never_binds_is_estimated_like_one_that_binds_at_the_run_length():
+    """The field's description: a ratio at or above run.steps never binds; so its estimate cannot be
+    orders of magnitude above that of α = run.steps (it was 171.8 GiB against 136 MiB on the quickstart)."""
+    base = ["run.figures=false"]
+    huge = estimate(one("system.staleness={kind='async_ratio',alpha=1e6}", *base))
+    at_steps = estimate(one("system.staleness={kind='async_ratio',alpha=120}", *base))
+    assert huge.memory <= 1.01 * at_steps.memory and huge.seconds <= 1.01 * at_steps.seconds
+    assert huge.memory < 1 * GiB

@@ -21,12 +21,16 @@ rename the two read.
 A relative ``path`` is resolved against the scenario file that names it (``sandbox.scenario.load``
 does it when it reads the file) and otherwise against the current directory. The file is only
 read, once per (path, modification time, size), never written; a bad file is refused when the
-scenario loads, with the line and the column at fault.
+scenario loads, with the line and the column at fault. It must be a regular file (a FIFO, a device or
+a directory is refused rather than read forever) of at most 256 MiB of UTF-8 text
+(``sandbox.readfile``); a CSV field over 131,072 characters (the ``csv`` module's limit) is refused
+naming its line.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -36,6 +40,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, PrivateAttr
 
+from ...readfile import TRACE_LIMIT, InputFileError, read_text
 from .base import DELAYS, Delay
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -65,39 +70,48 @@ def read_trace(path: str | Path, time_column: str = "seconds", tokens_column: st
 
 
 def _rows(path: Path, fmt: str):
-    """``(line number, {column: raw value})`` per data row; the CSV header is line 1."""
+    """``(line number, {column: raw value})`` per data row; the CSV header is line 1. The file is
+    read through :func:`sandbox.readfile.read_text`: a regular file (a FIFO, a device or a directory
+    is refused), at most :data:`~sandbox.readfile.TRACE_LIMIT` (256 MiB) of UTF-8 text."""
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            if fmt == "csv":
-                reader = csv.DictReader(fh)
-                if reader.fieldnames is None:
-                    return [], []
-                header = [c.strip() for c in reader.fieldnames]
-                rows = []
-                for row in reader:
-                    if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
-                        continue  # a blank line
-                    if None in row:
-                        raise TraceError(f"{path} line {reader.line_num}: more values than the {len(header)} columns of the header")
-                    rows.append((reader.line_num, {k.strip(): v for k, v in row.items()}))
-                return header, rows
-            rows, header = [], []
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise TraceError(f"{path} line {n}: not valid JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise TraceError(f"{path} line {n}: expected a JSON object with the columns as keys, got {type(obj).__name__}")
-                header.extend(k for k in obj if k not in header)
-                rows.append((n, obj))
-            return header, rows
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
+        text = read_text(path, TRACE_LIMIT, "trace")
+    except InputFileError as exc:
+        raise TraceError(str(exc)) from None
+    if fmt == "csv":
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
+            if reader.fieldnames is None:
+                return [], []
+            header = [c.strip() for c in reader.fieldnames]
+            rows = []
+            for row in reader:
+                if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+                    continue  # a blank line
+                if None in row:
+                    raise TraceError(f"{path} line {reader.line_num}: more values than the {len(header)} columns of the header")
+                rows.append((reader.line_num, {k.strip(): v for k, v in row.items()}))
+        except csv.Error as exc:
+            line = reader.reader.line_num or 1  # the csv reader counts the line it failed on; DictReader not yet
+            if "field larger than field limit" in str(exc):
+                raise TraceError(f"{path} line {line}: a field longer than {csv.field_size_limit():,} characters "
+                                 "(the CSV reader's limit); is this a CSV trace?") from None
+            raise TraceError(f"{path} line {line}: not valid CSV ({exc})") from None
+        return header, rows
+    rows, header = [], []
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{path} line {n}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise TraceError(f"{path} line {n}: JSON nested too deeply; expected an object of numbers") from None
+        if not isinstance(obj, dict):
+            raise TraceError(f"{path} line {n}: expected a JSON object with the columns as keys, got {type(obj).__name__}")
+        header.extend(k for k in obj if k not in header)
+        rows.append((n, obj))
+    return header, rows
 
 
 def _number(path: Path, line: int, column: str, raw) -> float:
