@@ -784,7 +784,7 @@ def export(
     version: Optional[str] = typer.Option(None, "--version", help="Framework version (default: the newest supported)."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Variant of a scenario file or of a multi-variant run directory."),
     run_id: Optional[str] = typer.Option(None, "--run", help="Run id of a sweep directory."),
-    best: Optional[str] = typer.Option(None, "--best", help="Pick the run (sweep: the configuration, averaged over seeds) with the highest value of this summary metric."),
+    best: Optional[str] = typer.Option(None, "--best", help="Pick the run (sweep: the configuration, averaged over seeds) with the highest value of this summary metric; speedup (= speedup_vs_sync) ranks by the end-to-end speed-up against the synchronous baseline."),
     lowest: bool = typer.Option(False, "--lowest", help="With --best: pick the lowest value instead (losses)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field before exporting: dotted.key=value (repeatable)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate for YOUR model (the toy's is never exported)."),

@@ -6,6 +6,13 @@ metric is averaged over each group's completed runs (diverged or failed runs are
 group with any diverged run is reported), and the group with the highest mean wins (``lowest=True``
 for losses). The scenario exported is the resolved ``scenario.toml`` of one run of that group; the
 seed is not exported, so any run of the group gives the same export.
+
+The end-to-end speed-up ranks configurations too: ``--best speedup_vs_sync`` (alias ``speedup``).
+A multi-variant run directory has it in each variant's ``summary.json`` (against the first
+synchronous variant). A sweep run's own ``summary.json`` only knows the run alone, so for the
+time-to-target and speed-up fields (:data:`COMPARISON_FIELDS`) the sweep's values are used: each
+run's, recomputed against its configuration's target and synchronous baseline
+(:func:`sandbox.sweep.results.with_time_to_target`, the columns of ``results.parquet``).
 """
 
 from __future__ import annotations
@@ -30,6 +37,18 @@ class Source:
     overrides: dict  # dotted key -> value given with --set
 
 
+METRIC_ALIASES = {"speedup": "speedup_vs_sync"}
+"""Short names accepted by ``--best``."""
+
+COMPARISON_FIELDS = (
+    "speedup_vs_sync", "speedup_ci_low", "speedup_ci_high", "throughput_gain_vs_sync", "sample_efficiency_vs_sync",
+    "time_to_target", "steps_to_target", "samples_to_target", "generated_samples_to_target", "tokens_to_target",
+)
+"""Numeric summary fields that compare a run with others (docs/time_to_target.md): a sweep recomputes
+them per configuration, and a run without a value for them (target not reached, no synchronous
+baseline) is left out of the ranking with its reason."""
+
+
 def _scenario_error(exc: ScenarioError) -> ExportError:
     return ExportError(str(exc).replace("\n", " "))
 
@@ -41,6 +60,7 @@ def resolve(path: Path, variant: str | None = None, run_id: str | None = None, b
         ov = parse_overrides(overrides)
     except ScenarioError as exc:
         raise _scenario_error(exc) from None
+    best = METRIC_ALIASES.get(best, best) if best else best
     path = resolve_scenario_path(path)  # a path, else a shipped scenario's name (sandbox.scenario.shipped)
     if not path.exists():
         raise ExportError(f"{path}: no such file or directory; expected a scenario TOML, a run directory, a sweep directory "
@@ -162,7 +182,7 @@ def _from_variant_runs(out: Path, runs: list[Path], variant, run_id, best, lowes
     scored = {n: _metric(s, best) for n, s in done.items() if s.get("status") == "completed"}
     scored = {n: v for n, v in scored.items() if not math.isnan(v)}
     if not scored:
-        raise ExportError(f"--best: no completed run in {out} has a value for {best!r}")
+        raise ExportError(f"--best: no completed run in {out} has a value for {best!r}{_why_missing(best, done.values())}")
     winner = (min if lowest else max)(scored, key=lambda n: scored[n])
     ranking = ", ".join(f"{n} {scored[n]:.4g}" for n in sorted(scored, key=lambda n: scored[n], reverse=not lowest))
     src = _from_run_dir(out / winner, ov, f"run `{out / winner}`", f"{out.name}-{winner}")
@@ -170,8 +190,20 @@ def _from_variant_runs(out: Path, runs: list[Path], variant, run_id, best, lowes
     return src
 
 
+def _why_missing(metric: str, summaries) -> str:
+    """Why the runs have no value for a comparison field (their ``speedup_reason`` or
+    ``time_to_target_reason``), for the error message; empty for other metrics."""
+    if metric not in COMPARISON_FIELDS:
+        return ""
+    field = "speedup_reason" if metric.startswith(("speedup", "throughput_gain", "sample_efficiency")) else "time_to_target_reason"
+    reasons = list(dict.fromkeys(str(s.get(field)) for s in summaries if s.get(field)))
+    return f" ({'; '.join(reasons[:3])})" if reasons else ""
+
+
 def _check_metric(metric: str, summaries: list[dict], where: Path) -> None:
     available = _numeric_metrics(summaries)
+    if metric in COMPARISON_FIELDS and any(metric in s for s in summaries):
+        return  # known, even where no run has a value (the ranking says why)
     if metric not in available:
         raise ExportError(f"--best: unknown metric {metric!r} in {where}; expected one of {', '.join(available) or '(no finished runs)'}")
 
@@ -194,6 +226,8 @@ def _from_sweep(out: Path, run_id: str | None, best: str | None, lowest: bool, o
     if not best:
         raise ExportError(f"{out} is a sweep of {len(ids)} runs: choose one with --run ID or --best METRIC")
     summaries = {e["id"]: _summary(run_dir(out, e["id"])) for e in entries}
+    if best in COMPARISON_FIELDS:
+        summaries = _with_sweep_comparison(out, entries, summaries)
     _check_metric(best, [s for s in summaries.values() if s is not None], out)
     keys = param_columns(out)
     groups: dict[str, list[dict]] = {}
@@ -208,7 +242,8 @@ def _from_sweep(out: Path, run_id: str | None, best: str | None, lowest: bool, o
         if vals:
             scored.append((sum(vals) / len(vals), len(vals), diverged, members))
     if not scored:
-        raise ExportError(f"--best: no completed run of sweep {out} has a value for {best!r}")
+        raise ExportError(f"--best: no completed run of sweep {out} has a value for {best!r}"
+                          f"{_why_missing(best, [s for s in summaries.values() if s is not None])}")
     scored.sort(key=lambda t: t[0], reverse=not lowest)
     mean, n, diverged, members = scored[0]
     chosen = next(m for m in members if (run_dir(out, m["id"]) / "scenario.toml").exists())
@@ -224,6 +259,27 @@ def _from_sweep(out: Path, run_id: str | None, best: str | None, lowest: bool, o
                        + f"). Top configurations: {ranking}")
     src.label = f"{out.name}-{chosen['id']}"
     return src
+
+
+def _with_sweep_comparison(out: Path, entries: list[dict], summaries: dict) -> dict:
+    """``summaries`` with the comparison fields replaced by the sweep's (module docstring)."""
+    import pandas as pd
+
+    from ..sweep.results import result_row, results_frame, with_time_to_target
+
+    df = with_time_to_target(results_frame([result_row(e, out) for e in entries]), out)
+    merged = dict(summaries)
+    for _, row in df.iterrows():
+        rid, s = row["id"], summaries.get(row["id"])
+        if s is None:
+            continue
+        s = dict(s)
+        for k in (*COMPARISON_FIELDS, "speedup_reason", "time_to_target_reason"):
+            if k in row.index:
+                v = row[k]
+                s[k] = None if v is None or (not isinstance(v, str) and pd.isna(v)) else (v if isinstance(v, str) else float(v))
+        merged[rid] = s
+    return merged
 
 
 def _compact(v) -> str:

@@ -219,6 +219,59 @@ def test_run_directories(tmp_path):
         resolve(tmp_path / "missing.toml")
 
 
+def test_run_directory_best_by_end_to_end_speedup(tmp_path):
+    """A `sandbox run` of variants records each variant's speed-up against the synchronous one in
+    its summary.json; `--best speedup` (alias of speedup_vs_sync) picks the fastest end to end, and
+    a variant that never reached the target (no speed-up) is left out."""
+    multi = tmp_path / "runs" / "quickstart"
+    for name, speed in (("sync", 1.0), ("async", 2.5), ("async+tis", None)):
+        _write_run(multi / name, quick(name), {"status": "completed", "final_expected_reward": 0.9, "speedup_vs_sync": speed,
+                                              "speedup_reason": "" if speed else "async+tis never reached the target"})
+    for metric in ("speedup", "speedup_vs_sync"):
+        src = resolve(multi, best=metric)
+        assert src.scenario.system.staleness.kind == "max_lag" and src.scenario.algorithm.correction.name == "none"
+        assert "highest `speedup_vs_sync` among the completed runs: async 2.5, sync 1" in src.provenance
+    for name in ("sync", "async"):
+        (multi / name / "summary.json").write_text(json.dumps({"status": "completed", "speedup_vs_sync": None,
+                                                               "speedup_reason": "no synchronous variant"}))
+    with pytest.raises(ExportError, match="no completed run .* has a value for 'speedup_vs_sync' .*never reached the target"):
+        resolve(multi, best="speedup")
+
+
+def test_sweep_best_by_end_to_end_speedup(tmp_path):
+    """A sweep run's own summary.json knows the run alone (no speed-up); `--best speedup` takes the
+    sweep's value of each configuration against its synchronous baseline (load_time_to_target)."""
+    from sandbox.sweep import load_time_to_target
+
+    base = tmp_path / "base.toml"
+    base.write_text(dump_scenario(quick("sync")))
+    sweep = tmp_path / "tiny.toml"
+    sweep.write_text(f"""base = "{base.as_posix()}"
+seeds = [0]
+[sweep]
+name = "tiny"
+[set]
+"run.steps" = 40
+"run.figures" = false
+"run.eval_every" = 5
+"task.replicas" = 1
+"system.num_workers" = 8
+[grid]
+"system.staleness" = [{{ kind = "sync" }}, {{ kind = "max_lag", k_max = 1 }}, {{ kind = "max_lag", k_max = 4 }}]
+""")
+    out = tmp_path / "sweep"
+    done = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), "-j", "1", "-q"])
+    assert done.exit_code == 0, done.output
+    assert all("speedup_vs_sync" not in json.loads(p.read_text()) for p in out.glob("runs/*/summary.json"))
+    table = load_time_to_target(out).dropna(subset=["speedup_vs_sync"])
+    fastest = table.loc[table["speedup_vs_sync"].idxmax()]
+    assert fastest["speedup_vs_sync"] > 1
+    src = resolve(out, best="speedup")
+    chosen = src.provenance.split("Top configurations")[0]
+    assert f"system.staleness={fastest['system.staleness']}" in chosen and src.scenario.system.staleness.kind == "max_lag"
+    assert "mean `speedup_vs_sync` over seeds" in chosen and f"{fastest['speedup_vs_sync']:.4g}" in src.provenance
+
+
 # --------------------------------------------------------------------------------------------
 # output directory and command line
 # --------------------------------------------------------------------------------------------
