@@ -274,7 +274,7 @@ def delayed_sgd_boundary(scn, xkey: str, ykey: str):
         return None
     if getattr(scn.algorithm.optimizer, "momentum", 0.0) not in (0, 0.0, None):
         return None
-    if scn.system.staleness.kind not in ("fixed_lag", "sync"):
+    if scn.system.staleness.fixed_lag() is None:  # the boundary needs a deterministic lag
         return None
     lag, lr = "system.staleness.k", "algorithm.optimizer.lr"
     if {xkey, ykey} != {lag, lr}:

@@ -36,7 +36,7 @@ from ...errors import ScenarioError
 from ...models import hf
 from ...models.hf import HFModelConfig
 from ...models.transformer import Transformer, TransformerConfig, sample, sequence_logprobs
-from ..base import TASKS, Params, PolicyTask
+from ..base import TASKS, BudgetShape, Params, PolicyTask
 from ..rollouts import Rollouts
 from . import warmstart as ws_mod
 from .problems import AdditionConfig, CharTokenizer, ProblemConfig, make_prompt_sets
@@ -126,6 +126,39 @@ class LMTaskConfig(BaseModel):
 
 @TASKS.register(LMTaskConfig)
 class LMTask(PolicyTask):
+    @classmethod
+    def budget_shape(cls, cfg):
+        prob, m = cfg.problem, cfg.model
+        P = prob.prompt_len
+        T = cfg.max_new_tokens or prob.max_answer_len + 2
+        seq = P + T
+        if m.backend == "hf":
+            V = CharTokenizer().vocab_size
+            sizes = hf.shape(m, V, seq)  # exact parameter count from the module built on the meta device
+            d, L, ff, heads, params = sizes["d"], sizes["L"], sizes["ff"], sizes["heads"], sizes["params"]
+        else:
+            V = m.vocab_size or CharTokenizer().vocab_size
+            S = m.max_seq_len or seq
+            d, L, ff, heads = m.d_model, m.n_layers, m.ff, m.n_heads
+            per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d)
+            params = V * d + S * d + L * per_layer + 2 * d + (0 if m.tie_embeddings else d * V)
+        # saved for backward per position: per layer about 12 d + 2 ff + heads x seq (attention), logits
+        # (a gated MLP, as in llama, saves a third ff-wide activation: within the estimate's margin)
+        act_per_pos = (L * (12 * d + 2 * ff + 2 * heads * seq) + 4 * V) * 4
+        return BudgetShape(
+            "transformer", T, "task.max_new_tokens", params, 4, prompt_bytes=P * 8,
+            data_bytes=(cfg.train_size + cfg.eval_size) * (P * 8 + 256), act_per_slot=act_per_pos * seq / max(T, 1),
+            exact_length=False, details={"P": P, "V": V, "d": d, "L": L, "ff": ff, "heads": heads, "seq": seq},
+        )
+
+    @classmethod
+    def needs_preload(cls, cfg):
+        return cfg.warmstart.enabled
+
+    @classmethod
+    def preload(cls, cfg):
+        ws_mod.load_or_train(cls(cfg))
+
     def __init__(self, cfg: LMTaskConfig):
         if cfg.replicas != 1:
             raise ValueError("the LM task supports replicas = 1 only (run seeds for independent repeats)")
