@@ -794,7 +794,7 @@ class _LossMapping:
             "topr": "AReaL has no tapered off-policy REINFORCE weight. " + instead,
             "dppo_mask": "AReaL has no probability-difference (DPPO) mask or (log ρ)² penalty; prime-rl's default loss "
                          "does this (--framework prime-rl). " + instead,
-        }[name]
+        }.get(name, f"AReaL has no equivalent of the {name!r} correction. " + instead)  # unknown here (issue 26)
 
     def _m2po(self) -> None:
         corr, plan = self.corr, self.plan

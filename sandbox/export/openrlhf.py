@@ -788,7 +788,7 @@ def _correction_gap(c: Any) -> str:
         "bapo": "BAPO's adaptive clip bounds",
         "topr": "TOPR's sign-split truncated weights",
         "dppo_mask": "prime-rl's DPPO probability-difference mask and KL term",
-    }[c.name]
+    }.get(c.name, f"the {c.name!r} correction")  # .get: a component unknown here has no equivalent (issue 26)
     return (f"{what} is not in OpenRLHF (its corrections: token or geometric-sequence gates on w, clip or mask, "
             f"models/loss.py). Instead: {SANDBOX_COMPONENTS} in your own loop, or a framework that has it")
 

@@ -29,7 +29,7 @@ from .rollouts import Rollouts
 
 Params = dict[str, Tensor]
 
-TASKS: Registry = Registry("task")
+TASKS: Registry = Registry("task", plugins="task")
 """Every task, keyed by its config's ``name`` (the TOML ``[task] name = ...``)."""
 
 

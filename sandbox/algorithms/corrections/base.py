@@ -25,7 +25,7 @@ from torch import Tensor
 from ...registry import Registry
 from .._tensor import seq_sum
 
-CORRECTIONS = Registry("correction")
+CORRECTIONS = Registry("correction", plugins="correction")
 """Every off-policy correction, keyed by its TOML ``name``; one module of this package each."""
 
 Level = Literal["token", "sequence"]

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from ...registry import Registry
 
-DELAYS: Registry = Registry("delay model", key="kind")
+DELAYS: Registry = Registry("delay model", key="kind", plugins="delay")
 
 MAX_MEAN_SECONDS = 1e12
 """Largest accepted mean duration, in simulated seconds (about 31,700 years)."""

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ...registry import Registry
 
-CONTROLS: Registry = Registry("staleness control", key="kind")
+CONTROLS: Registry = Registry("staleness control", key="kind", plugins="staleness")
 
 
 class ControlConfig(BaseModel):

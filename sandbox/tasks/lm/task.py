@@ -25,7 +25,7 @@ Task page: ``docs/tasks.md#lm``.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import torch
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -67,6 +67,12 @@ class LMTaskConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["lm"] = "lm"
+
+    check_settings: ClassVar[dict] = {
+        "model": {"d_model": 16, "n_layers": 1, "n_heads": 2}, "warmstart": {"enabled": False},
+        "train_size": 16, "eval_size": 4, "eval_samples": 1,
+    }
+    """A tiny LM for the component checker (``sandbox.component_check``): no warm start, one layer."""
     problem: ProblemConfig = Field(
         default_factory=AdditionConfig, description="The synthetic task (kind = addition | countdown | sort | reverse)."
     )
