@@ -48,9 +48,9 @@ class BudgetShape:
     params: int
     """Parameters per replica."""
     param_bytes: int = 4
-    prompt_bytes: float = 0.0
+    prompt_bytes: float = 0
     """Kept per response besides its tokens (the prompt, the observations)."""
-    data_bytes: float = 0.0
+    data_bytes: float = 0
     """Loaded once per process besides the runtime (the task's data)."""
     act_per_slot: float = 0.0
     """Extra learner bytes per token slot (network activations)."""
