@@ -8,7 +8,6 @@ this holds whichever tests are selected); its docs entry is a ``## <name>`` head
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
