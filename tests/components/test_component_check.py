@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import warnings
 from importlib import metadata
-from pathlib import Path
 
 import pytest
 from plugin_site import COMPONENTS, ROOT, make_plugin_site, python, sandbox_cli
