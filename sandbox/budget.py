@@ -14,7 +14,9 @@ Memory is the growth of the running process, summed over parts that can be alive
   once are the batch being trained (``B``) plus those the staleness control lets run ahead, queued
   or generating (``B`` for ``sync``, ``(k + 1)·B`` for ``fixed_lag`` and throttled ``max_lag``,
   the queue capacity for ``max_lag`` with ``enforcement = "drop"``, ``(ceil(alpha) + 1)·B`` for
-  ``async_ratio``), whatever ``run.steps``. A group holds ``replicas x group_size`` responses of
+  ``async_ratio``: what each control declares, ``ControlConfig.ahead_groups``; a control declaring
+  nothing is charged one group per worker plus a batch, and the estimate says so), whatever
+  ``run.steps``. A group holds ``replicas x group_size`` responses of
   ``T`` token slots (``T`` = the bit-string horizon, 1 for the bandit, the LM's response budget,
   the gym step limit) of :data:`TOKEN_BYTES` each, plus the prompt or observations per response;
   the oracle's holds ``dim`` float64 entries. The job records themselves stay (per-step records).
@@ -30,6 +32,10 @@ Memory is the growth of the running process, summed over parts that can be alive
 * **records**: per step, the metrics row, the per-replica arrays and the event log.
 * **workers** (:data:`WORKER_BYTES` each) and the **runtime** the first run of a process loads
   (lazy imports, torch's first allocations, the task's data).
+
+The task's sizes (token slots per response, parameters, cost model) are what the task declares
+(``Task.budget_shape``); a task declaring nothing is built and measured, and its terms say
+"unknown: estimated conservatively". No part of the estimate asks for a component by name.
 
 Time is ``steps x per-step work`` with the ``*_S`` constants below, measured on the development
 machine (2 shared cores, one torch thread): a fixed cost per step, a cost per token slot generated
