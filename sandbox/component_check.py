@@ -142,10 +142,15 @@ def _cli(args: list[str]) -> tuple[int, str, BaseException | None]:
 
 
 def _crash_text(exc: BaseException) -> str:
-    tb = traceback.extract_tb(exc.__traceback__)
+    """The exception and where it was raised: the innermost frame inside the sandbox package (else the
+    innermost frame), e.g. ``KeyError: 'x' at sandbox/export/areal.py:789``."""
     here = Path(__file__).resolve().parent
-    ours = [f for f in tb if Path(f.filename).resolve().is_relative_to(here)] or tb  # the innermost frame of the sandbox
-    where = f" at {Path(ours[-1].filename).resolve().relative_to(here.parent) if ours is not tb else Path(ours[-1].filename).name}:{ours[-1].lineno}" if ours else ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(here)]
+    if ours:
+        where = f" at {Path(ours[-1].filename).resolve().relative_to(here.parent)}:{ours[-1].lineno}"
+    else:
+        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
     return f"{type(exc).__name__}: {exc}{where}"
 
 
