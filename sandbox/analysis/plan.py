@@ -181,11 +181,8 @@ def response_tokens(task) -> tuple[int | None, bool]:
     """(tokens charged per response, whether every response has exactly that length): the
     bit-string horizon and the bandit's single token exactly; the LM's ``max_new_tokens`` (default
     ``max_answer_len + 2``, as the task) and gym's episode step limit as upper bounds; ``None`` for
-    the gradient oracle, which has no tokens. What the task declares (``Task.budget_shape``)."""
-    shape = TASKS.entry_for(task).impl.budget_shape(task)
-    if shape.model == "oracle":
-        return None, True
-    return shape.T, shape.exact_length
+    the gradient oracle, which has no tokens. What the task declares (``Task.response_length``)."""
+    return TASKS.entry_for(task).impl.response_length(task)
 
 
 @dataclass

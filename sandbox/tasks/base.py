@@ -72,7 +72,8 @@ UNKNOWN_PARAMS = 1_000_000
 class Task(ABC):
     """Base of every task. Besides what the simulator calls, a task declares (classmethods on its
     config, each with a default so that a task declaring nothing still runs in every command):
-    :meth:`budget_shape` (the memory and time estimate), :meth:`needs_preload` / :meth:`preload`
+    :meth:`budget_shape` (the memory and time estimate), :meth:`response_length` (``sandbox plan``),
+    :meth:`needs_preload` / :meth:`preload`
     (shared work done once before a sweep's runs, e.g. the LM's warm start)."""
 
     kind: ClassVar[str]
@@ -98,6 +99,14 @@ class Task(ABC):
             per_replica, T = UNKNOWN_PARAMS, UNKNOWN_T
         return BudgetShape("oracle" if oracle else "toy", max(T, 1), None, max(per_replica, 1),
                            8 if oracle else 4, exact_length=oracle, note=note)
+
+    @classmethod
+    def response_length(cls, cfg) -> tuple[int | None, bool]:
+        """(token slots per response, whether every response has exactly that many) for ``sandbox plan``;
+        ``None`` for an oracle (no tokens). Default: from :meth:`budget_shape` (override when that is
+        costly to compute, as the LM's exact parameter count is)."""
+        shape = cls.budget_shape(cfg)
+        return (None, True) if shape.model == "oracle" else (shape.T, shape.exact_length)
 
     @classmethod
     def needs_preload(cls, cfg) -> bool:

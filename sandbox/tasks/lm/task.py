@@ -158,6 +158,10 @@ class LMTask(PolicyTask):
         )
 
     @classmethod
+    def response_length(cls, cfg):  # without building the model (budget_shape counts its parameters)
+        return cfg.max_new_tokens or cfg.problem.max_answer_len + 2, False
+
+    @classmethod
     def needs_preload(cls, cfg):
         return cfg.warmstart.enabled
 
