@@ -14,7 +14,9 @@ Memory is the growth of the running process, summed over parts that can be alive
   once are the batch being trained (``B``) plus those the staleness control lets run ahead, queued
   or generating (``B`` for ``sync``, ``(k + 1)·B`` for ``fixed_lag`` and throttled ``max_lag``,
   the queue capacity for ``max_lag`` with ``enforcement = "drop"``, ``(ceil(alpha) + 1)·B`` for
-  ``async_ratio``), whatever ``run.steps``, and never more than the schedule can produce: ``W``
+  ``async_ratio``: what each control declares, ``ControlConfig.ahead_groups``; a control declaring
+  nothing is charged one group per worker plus a batch, and the estimate says so), whatever
+  ``run.steps``, and never more than the schedule can produce: ``W``
   in flight, ``B`` queued and twice the expected excess of generation over consumption over the
   run (:func:`_producible_ahead`; ``async_ratio`` ``α = 1e6`` was charged 171.8 GiB for a run that
   grew 105 MiB, now 136 MiB; a learner-bound run whose queue grows to ~3,000 groups: 366 MiB
@@ -34,6 +36,10 @@ Memory is the growth of the running process, summed over parts that can be alive
 * **records**: per step, the metrics row, the per-replica arrays and the event log.
 * **workers** (:data:`WORKER_BYTES` each) and the **runtime** the first run of a process loads
   (lazy imports, torch's first allocations, the task's data).
+
+The task's sizes (token slots per response, parameters, cost model) are what the task declares
+(``Task.budget_shape``); a task declaring nothing is built and measured, and its terms say
+"unknown: estimated conservatively". No part of the estimate asks for a component by name.
 
 Time is ``steps x per-step work`` with the ``*_S`` constants below, measured on the development
 machine (2 shared cores, one torch thread): a fixed cost per step, a cost per token slot generated
@@ -106,7 +112,7 @@ WORKER_BYTES = 2 * KiB
 """Per simulated worker: its simpy process (measured about 0.9 KiB)."""
 ENV_BYTES = 64 * KiB
 """Per gymnasium environment in the task's pool (one per response of a group)."""
-RUNTIME_BYTES = {"toy": 128 * MiB, "gym": 160 * MiB, "lm": 256 * MiB}
+RUNTIME_BYTES = {"toy": 128 * MiB, "oracle": 128 * MiB, "environment": 160 * MiB, "transformer": 256 * MiB}
 """What the first run of a process loads (lazy imports, torch's first allocations, the task's
 data; measured 92 MiB for the toy tasks, about 150 MiB for the LM)."""
 
@@ -152,8 +158,6 @@ share of the wave's bookkeeping (measured 17-27 us on the bandit)."""
 WARN_SECONDS = 600.0
 """``sandbox run`` warns when the estimated wall time exceeds this (10 minutes)."""
 
-_GYM_ENVS = {"CartPole-v1": (4, 2, 500), "FrozenLake-v1": (None, 4, 100)}  # obs dim, actions, step limit
-_LAKE_STATES = {"4x4": 16, "8x8": 64}
 
 
 @dataclass(frozen=True)
@@ -214,7 +218,7 @@ class BudgetError(ScenarioError):
 
 @dataclass
 class _Shape:
-    kind: str  # toy | gym | lm | oracle
+    kind: str  # the task's cost model: toy | environment | transformer | oracle
     T: int  # token slots per response (oracle: gradient entries per sample)
     T_field: str | None
     prompt_bytes: float  # per response
@@ -222,80 +226,32 @@ class _Shape:
     param_bytes: int
     runtime: float
     act_per_slot: float = 0.0  # extra learner bytes per token slot (network activations)
-    lm: dict = field(default_factory=dict)
-    gym: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict)
+    exact_evaluation: bool = False
+    note: str = ""
 
 
 def _shape(task) -> _Shape:
-    name = task.name
-    if name == "bitstring":
-        return _Shape("toy", task.horizon, "task.horizon", 0, task.horizon, 4, RUNTIME_BYTES["toy"])
-    if name == "bandit":
-        return _Shape("toy", 1, None, 0, task.num_arms, 4, RUNTIME_BYTES["toy"])
-    if name == "quadratic":
-        return _Shape("oracle", task.dim, "task.dim", 0, task.dim, 8, RUNTIME_BYTES["toy"])
-    if name == "gym":
-        obs, actions, limit = _GYM_ENVS[task.env]
-        if obs is None:
-            obs = _LAKE_STATES[task.map_name]
-        L = task.max_episode_steps or limit
-        h = task.hidden
-        params = obs * h + h + h * actions + actions
-        return _Shape(
-            "gym", L, "task.max_episode_steps", (2 + L * obs) * 8, params, 4, RUNTIME_BYTES["gym"],
-            act_per_slot=(obs + 3 * h + 3 * actions) * 4, gym={"obs": obs},
-        )
-    if name == "lm":
-        from .tasks.lm.problems import CharTokenizer
+    """The task's declared sizes (``Task.budget_shape``; a task declaring none is built and measured,
+    or guessed, and its terms say so)."""
+    from .tasks import TASKS  # torch comes with the tasks: not imported by the CLI before a scenario is
 
-        prob, m = task.problem, task.model
-        P = prob.prompt_len
-        T = task.max_new_tokens or prob.max_answer_len + 2
-        seq = P + T
-        if m.backend == "hf":
-            from .models import hf
-
-            V = CharTokenizer().vocab_size
-            sizes = hf.shape(m, V, seq)  # exact parameter count from the module built on the meta device
-            d, L, ff, heads, params = sizes["d"], sizes["L"], sizes["ff"], sizes["heads"], sizes["params"]
-        else:
-            V = m.vocab_size or CharTokenizer().vocab_size
-            S = m.max_seq_len or seq
-            d, L, ff, heads = m.d_model, m.n_layers, m.ff, m.n_heads
-            per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d)
-            params = V * d + S * d + L * per_layer + 2 * d + (0 if m.tie_embeddings else d * V)
-        # saved for backward per position: per layer about 12 d + 2 ff + heads x seq (attention), logits
-        # (a gated MLP, as in llama, saves a third ff-wide activation: within the estimate's margin)
-        act_per_pos = (L * (12 * d + 2 * ff + 2 * heads * seq) + 4 * V) * 4
-        data = (task.train_size + task.eval_size) * (P * 8 + 256)
-        return _Shape(
-            "lm", T, "task.max_new_tokens", P * 8, params, 4, RUNTIME_BYTES["lm"] + data,
-            act_per_slot=act_per_pos * seq / max(T, 1),
-            lm={"P": P, "V": V, "d": d, "L": L, "ff": ff, "heads": heads, "seq": seq},
-        )
-    raise ValueError(f"task.name: no budget model for {name!r}")  # pragma: no cover - every task has one
+    d = TASKS.entry_for(task).impl.budget_shape(task)
+    runtime = RUNTIME_BYTES.get(d.model, max(RUNTIME_BYTES.values())) + d.data_bytes
+    return _Shape(d.model, d.T, d.T_field, d.prompt_bytes, d.params, d.param_bytes, runtime, d.act_per_slot,
+                  dict(d.details), d.exact_evaluation, d.note)
 
 
 def _kept_versions(staleness) -> int:
-    if staleness.kind == "fixed_lag":
-        return staleness.k + 2
-    return 2
+    """Weight snapshots kept at once: the control's declaration (``ControlConfig.kept_versions``)."""
+    return staleness.kept_versions()
 
 
 def _ahead_groups(scn) -> tuple[float, str]:
-    """Groups the staleness control lets run ahead of the learner, queued or in flight: what the
-    control admits, capped by what the schedule can produce (:func:`_producible_ahead`)."""
-    st, B = scn.system.staleness, scn.algorithm.groups_per_step
-    if st.kind == "sync":
-        return B, "the groups of the next step"
-    if st.kind == "fixed_lag":
-        admitted, what = (st.k + 1) * B, "groups queued ahead"
-    elif st.kind == "max_lag" and st.enforcement == "throttle":
-        admitted, what = (st.k_max + 1) * B, "groups queued ahead"
-    elif st.kind == "max_lag":
-        admitted, what = st.queue_capacity or (st.k_max + 1) * B, "the queue"
-    else:
-        admitted, what = (math.ceil(st.alpha) + 1) * B, "groups queued ahead"
+    """Groups the staleness control lets run ahead of the learner, queued or in flight: the control's
+    declaration (``ControlConfig.ahead_groups``; ``docs/system.md#staleness-controls``), capped by what
+    the schedule can produce (:func:`_producible_ahead`)."""
+    admitted, what = scn.system.staleness.ahead_groups(scn.algorithm.groups_per_step, scn.system.num_workers)
     cap = _producible_ahead(scn)
     if cap < admitted:
         return cap, f"{what}, as many as the workers can generate (AHEAD_MARGIN x the expected excess)"
@@ -345,7 +301,7 @@ def _extra_groups(scn) -> float:
     groups per consumed batch."""
     st, W = scn.system.staleness, scn.system.num_workers
     ahead, _ = _ahead_groups(scn)
-    if st.kind == "async_ratio" or (st.kind == "max_lag" and st.enforcement == "drop"):
+    if st.drops_stale():
         return ahead + _batches(scn) * min(ahead, W)
     return ahead
 
@@ -371,9 +327,10 @@ def estimate(scn: Scenario) -> Budget:
         unit = "gradient entries x 8 B"
     else:
         per_group = R * G * (T * TOKEN_BYTES + RESPONSE_BYTES + sh.prompt_bytes) + GROUP_BYTES
-        unit = f"token slots x {TOKEN_BYTES} B" + (" (+ observations)" if sh.kind == "gym" else "")
+        unit = f"token slots x {TOKEN_BYTES} B" + (" (+ observations)" if sh.kind == "environment" else "")
+    note = f"; {sh.note}" if sh.note else ""
     mem.append(Term(
-        f"rollouts alive at once (the batch being trained + {ahead_what})", (B + ahead) * per_group,
+        f"rollouts alive at once (the batch being trained + {ahead_what}{note})", (B + ahead) * per_group,
         (("groups (algorithm.groups_per_step + ahead)", B + ahead), *fR, ("algorithm.group_size", G), *fT), unit,
     ))
     if _allocator_keeps_freed(R * G * T * 8):  # the largest tensor of a group: int64 tokens, float64 gradients
@@ -388,8 +345,8 @@ def estimate(scn: Scenario) -> Budget:
     else:
         learn = slots * (LEARN_BYTES + sh.act_per_slot) + B * R * G * sh.prompt_bytes
         gen = R * G * T * GEN_BYTES
-        if sh.kind == "lm":
-            lm = sh.lm
+        if sh.kind == "transformer":
+            lm = sh.details
             gen += G * (lm["L"] * 2 * lm["seq"] * lm["d"] + lm["P"] * lm["V"] + lm["seq"] * lm["heads"] * lm["L"]) * 4 * 2
     mem.append(Term(
         "one learner step and one generation", learn + gen,
@@ -423,7 +380,8 @@ def estimate(scn: Scenario) -> Budget:
         "per-step records (metrics, per-replica arrays, events)", steps * (STEP_BYTES + R * per_replica),
         (("run.steps", steps), *fR), f"x {per_replica} B" if R > 1 else f"steps x {format_bytes(STEP_BYTES)}",
     ))
-    workers = W * WORKER_BYTES + (R * max(G, getattr(task, "eval_episodes", 0)) * ENV_BYTES if sh.kind == "gym" else 0)
+    envs = R * max(G, sh.details.get("eval_episodes", 0)) * ENV_BYTES if sh.kind == "environment" else 0
+    workers = W * WORKER_BYTES + envs
     mem.append(Term("simulated workers", workers, (("system.num_workers", W),), f"x {format_bytes(WORKER_BYTES)} each"))
 
     secs: list[Term] = [Term("start-up", START_S)]
@@ -451,17 +409,17 @@ def estimate(scn: Scenario) -> Budget:
     work_f = (("batches (run.steps / minibatches x epochs)", batches), ("algorithm.groups_per_step", B), *fR,
               ("algorithm.group_size", G), *fT)
     evals = math.ceil(steps / run.eval_every)
-    if sh.kind == "lm":
+    if sh.kind == "transformer":
         secs.append(Term("LM generation, training and evaluation", _lm_seconds(scn, sh, groups), work_f, "forward calls and FLOPs"))
-    elif sh.kind == "gym":
+    elif sh.kind == "environment":
         replay = 2 if system.partial_rollouts else 1
-        L = min(T, 2 * sh.gym["obs"]) if task.env == "FrozenLake-v1" else T  # lake episodes end at a hole or the goal
-        env_steps = groups * R * G * L * replay + evals * R * task.eval_episodes * L
+        L = sh.details.get("episode_len", T)  # e.g. lake episodes end at a hole or the goal
+        env_steps = groups * R * G * L * replay + evals * R * sh.details.get("eval_episodes", 0) * L
         secs.append(Term("environment steps", env_steps * ENV_STEP_S, work_f, f"steps x {ENV_STEP_S * 1e6:g} us"))
     else:
         per_slot = TOKEN_S / 10 if sh.kind == "oracle" else TOKEN_S  # the oracle's work is one vectorised op
-        secs.append(Term("generating and training on token slots", groups * R * G * T * per_slot, work_f, f"token slots x {per_slot * 1e6:g} us"))
-        if task.name == "bitstring":  # exact evaluation: H passes over (R, H) tensors
+        secs.append(Term(f"generating and training on token slots{note}", groups * R * G * T * per_slot, work_f, f"token slots x {per_slot * 1e6:g} us"))
+        if sh.exact_evaluation:  # exact evaluation: H passes over (R, H) tensors (the bit-string task)
             secs.append(Term("exact evaluations", evals * T * (20e-6 + R * T * 1e-9), (("run.steps / run.eval_every", evals), *fT)))
     return Budget(
         memory=float(sum(t.amount for t in mem)),
@@ -501,7 +459,7 @@ def _fragmentation_copies(block: float) -> float:
 
 def _lm_seconds(scn, sh: _Shape, groups: float) -> float:
     task, alg, run = scn.task, scn.algorithm, scn.run
-    lm, T, G, B = sh.lm, sh.T, alg.group_size, alg.groups_per_step
+    lm, T, G, B = sh.details, sh.T, alg.group_size, alg.groups_per_step
     flops_tok = 2 * sh.params + 2 * lm["L"] * lm["seq"] * lm["d"]
     call = LM_CALL_S + LM_LAYER_S * lm["L"]
     # generation: one prefill and T decode calls per group (partial rollouts re-encode: x2), rewards

@@ -17,17 +17,37 @@ validates against (:meth:`Registry.union`), the name lists of ``--list`` outputs
 (:meth:`Registry.build`). A family package calls :meth:`Registry.discover` at the end of its
 ``__init__`` so that adding a component is adding a file: every module of the package is imported,
 in file-name order, and registers itself.
+
+**Third-party components** (plugins): a package outside this repository registers components through
+the entry-point group :data:`PLUGIN_GROUP` (``async_rl_sandbox.components``), one entry per module to
+import, named ``<family>`` or ``<family>:<name>`` (family: ``objective``, ``correction``,
+``stabilizer``, ``delay``, ``staleness``, ``task``), e.g. in its ``pyproject.toml``::
+
+    [project.entry-points."async_rl_sandbox.components"]
+    "staleness:my_control" = "my_package.my_control"
+
+The module registers its component as a module of the family's package would
+(``@CONTROLS.register(MyConfig)``). Order: a registry loads its family's plugins in
+:meth:`Registry.union`, right before registration closes (the family package builds its union at the
+end of its ``__init__``, after :meth:`Registry.discover`), so every plugin is in the scenario schema,
+the reference, ``sandbox list`` and every command. A plugin that fails to import is skipped with a
+warning naming it; ``SANDBOX_PLUGINS=0`` skips every plugin (``CONTRIBUTING.md#plugins``).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Generic, TypeVar, Union
 
 from pydantic import BaseModel, Field
+
+PLUGIN_GROUP = "async_rl_sandbox.components"
+"""The entry-point group third-party components register through (module docstring)."""
 
 C = TypeVar("C", bound=BaseModel)
 T = TypeVar("T")
@@ -60,14 +80,18 @@ class Registry(Generic[T]):
     Args:
         family: what one component is called in messages ("objective", "delay model", ...).
         key: the config field whose ``Literal`` default is the component's name (``name`` or ``kind``).
+        plugins: the family's prefix in :data:`PLUGIN_GROUP` entry names (``"staleness"``), or None:
+            no plugins.
     """
 
-    def __init__(self, family: str, key: str = "name"):
+    def __init__(self, family: str, key: str = "name", plugins: str | None = None):
         self.family = family
         self.key = key
+        self.plugins = plugins
         self._entries: dict[str, Entry] = {}
         self._by_config: dict[type, Entry] = {}
         self._closed = False
+        self._plugins_loaded = False
 
     # -------------------------------------------------------------------------------- registration
     def name_of(self, config: type[BaseModel]) -> str:
@@ -112,6 +136,37 @@ class Registry(Generic[T]):
             if not info.name.startswith("_"):
                 importlib.import_module(f"{package}.{info.name}")
 
+    def plugin_entry_points(self) -> list:
+        """This family's entry points of :data:`PLUGIN_GROUP` (named ``<plugins>`` or
+        ``<plugins>:<name>``), sorted by name."""
+        if self.plugins is None:
+            return []
+        from importlib.metadata import entry_points
+
+        eps = [ep for ep in entry_points(group=PLUGIN_GROUP) if ep.name.partition(":")[0].strip() == self.plugins]
+        return sorted(eps, key=lambda ep: (ep.name, ep.value))
+
+    def load_plugins(self) -> list[str]:
+        """Import every plugin module of this family (once; before the union closes registration).
+        Returns the names it registered. A plugin that fails to import, or that does not register the
+        ``<family>:<name>`` its entry names, is reported with a warning and skipped."""
+        if self._plugins_loaded or os.environ.get("SANDBOX_PLUGINS", "1") == "0":
+            return []
+        self._plugins_loaded = True
+        before = set(self._entries)
+        for ep in self.plugin_entry_points():
+            try:
+                ep.load()
+            except Exception as exc:  # noqa: BLE001 - a broken third-party package must not break the sandbox
+                warnings.warn(f"{self.family} plugin {ep.name!r} = {ep.value!r} ({PLUGIN_GROUP}) failed to load and "
+                              f"is skipped: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+                continue
+            named = ep.name.partition(":")[2].strip()
+            if named and named not in self._entries:
+                warnings.warn(f"{self.family} plugin {ep.name!r} = {ep.value!r} registered no {self.family} {named!r} "
+                              f"(registered: {self.names()})", RuntimeWarning, stacklevel=2)
+        return [n for n in self._entries if n not in before]
+
     # -------------------------------------------------------------------------------------- queries
     def names(self) -> list[str]:
         return list(self._entries)
@@ -149,9 +204,10 @@ class Registry(Generic[T]):
         return self.entry_for(cfg).impl(cfg, *args, **kwargs)
 
     def union(self):
-        """``Annotated[Union[...configs], Field(discriminator=key)]`` for pydantic models. Registration
-        closes once the union is built (a later component could not be validated by models already
-        built from it)."""
+        """``Annotated[Union[...configs], Field(discriminator=key)]`` for pydantic models. The family's
+        plugins are loaded first (:meth:`load_plugins`); registration closes once the union is built (a
+        later component could not be validated by models already built from it)."""
+        self.load_plugins()
         if not self._entries:
             raise RuntimeError(f"no {self.family} registered yet; discover the package first")
         self._closed = True
@@ -171,4 +227,4 @@ class Registry(Generic[T]):
         return names
 
 
-__all__ = ["Entry", "Registry"]
+__all__ = ["PLUGIN_GROUP", "Entry", "Registry"]

@@ -8,12 +8,12 @@ this holds whichever tests are selected); its docs entry is a ``## <name>`` head
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
 
+from sandbox.component_check import marked_components
 from sandbox.components import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,16 +21,9 @@ COMPONENTS = [(family, name) for family, fam in FAMILIES.items() for name in fam
 
 
 def _marked_components() -> set[tuple[str, str]]:
-    """``(family, name)`` of every ``pytest.mark.component(family, *names)`` decorator under tests/."""
-    found = set()
-    for path in (ROOT / "tests").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "component"):
-                continue
-            args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            if len(args) >= 2:
-                found |= {(args[0], name) for name in args[1:]}
-    return found
+    """``(family, name)`` of every ``pytest.mark.component(family, *names)`` decorator under tests/ (the
+    component checker's own search, :func:`sandbox.component_check.marked_components`)."""
+    return set(marked_components(ROOT / "tests"))
 
 
 def _anchors(page: Path) -> set[str]:

@@ -133,7 +133,9 @@ class PolicyLoss:
             CorrectionContext(
                 log_w=log_w, log_rho=log_rho, ratio=ratio.detach(), fmask=fmask, adv=adv,
                 rewards=inp.rewards.detach(), logp=logp, behaviour_logp=mu, decoupled=decoupled,
-                log_seq_w=None if decoupled else log_seq_rho,
+                log_seq_w=None if decoupled else log_seq_rho, prox_logp=anchor if decoupled else None,
+                token_versions=inp.token_versions, learner_version=inp.learner_version, group_size=inp.group_size,
+                staleness=inp.staleness, extras=inp.extras,
             )
         )
         metrics.update(corr.metrics)

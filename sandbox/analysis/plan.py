@@ -63,9 +63,9 @@ import numpy as np
 
 from ..errors import ScenarioError
 from ..system.cluster import Cluster, ClusterResult, TrainResult
+from ..system.staleness import CONTROLS
+from ..tasks import TASKS
 
-BOUND_FIELDS = {"max_lag": "k_max", "fixed_lag": "k", "async_ratio": "alpha"}
-"""The field of each bounded staleness control that ``--k-max`` sets."""
 UNBOUNDED_KIND = "max_lag"
 """A control without a bound (``sync``) is planned as this kind (throttle enforcement)."""
 DEFAULT_K_MAX = "0,1,2,4,8"
@@ -150,26 +150,21 @@ def parse_int_list(text: str | None, option: str, minimum: int, example: str) ->
 
 def staleness_for(staleness: dict, k: int) -> dict:
     """The ``system.staleness`` table of bound ``k`` from the scenario's (a resolved dict):
-    ``sync`` for ``k = 0``; the same kind with its :data:`BOUND_FIELDS` field set to ``k`` (its other
-    knobs kept); ``max_lag`` with ``k_max = k`` for a kind with no bound."""
+    ``sync`` for ``k = 0``; the same kind with its bound field (``ControlConfig.bound_field``) set to
+    ``k`` (its other knobs kept); ``max_lag`` with ``k_max = k`` for a kind with no bound."""
     if k == 0:
         return {"kind": "sync"}
-    kind = staleness["kind"]
-    if kind in BOUND_FIELDS:
-        return {**staleness, BOUND_FIELDS[kind]: float(k) if kind == "async_ratio" else k}
-    return {"kind": UNBOUNDED_KIND, "k_max": k}
+    bounded = _control_config(staleness["kind"]).with_bound(staleness, k)
+    return bounded if bounded is not None else {"kind": UNBOUNDED_KIND, "k_max": k}
+
+
+def _control_config(kind: str):
+    return CONTROLS[kind].config
 
 
 def describe_control(staleness: dict) -> str:
-    kind = staleness["kind"]
-    if kind not in BOUND_FIELDS:
-        return kind
-    bound = BOUND_FIELDS[kind]
-    value = staleness[bound]
-    text = f"{kind} {bound}={value:g}" if isinstance(value, float) else f"{kind} {bound}={value}"
-    if kind == "max_lag":
-        text += f" ({staleness['enforcement']})"
-    return text
+    """The control and its bound in a few words (``ControlConfig.describe_bound``)."""
+    return _control_config(staleness["kind"]).describe_bound(staleness)
 
 
 def worker_speeds_for(speeds: list[float] | None, workers: int) -> list[float] | None:
@@ -186,19 +181,8 @@ def response_tokens(task) -> tuple[int | None, bool]:
     """(tokens charged per response, whether every response has exactly that length): the
     bit-string horizon and the bandit's single token exactly; the LM's ``max_new_tokens`` (default
     ``max_answer_len + 2``, as the task) and gym's episode step limit as upper bounds; ``None`` for
-    the gradient oracle, which has no tokens."""
-    name = task.name
-    if name == "bitstring":
-        return task.horizon, True
-    if name == "bandit":
-        return 1, True
-    if name == "lm":
-        return task.max_new_tokens or task.problem.max_answer_len + 2, False
-    if name == "gym":
-        from ..tasks.gym_tasks import DEFAULT_STEP_LIMITS
-
-        return task.max_episode_steps or DEFAULT_STEP_LIMITS[task.env], False
-    return None, True
+    the gradient oracle, which has no tokens. What the task declares (``Task.response_length``)."""
+    return TASKS.entry_for(task).impl.response_length(task)
 
 
 @dataclass
@@ -420,8 +404,7 @@ class PlanEstimate:
 
 
 def _drops(scn) -> bool:
-    st = scn.system.staleness
-    return st.kind == "async_ratio" or (st.kind == "max_lag" and st.enforcement == "drop")
+    return scn.system.staleness.drops_stale()
 
 
 def estimate_plan(configs: list[Configuration], steps: int, seeds: int, learn_seeds: int = 0,
@@ -594,13 +577,13 @@ def _json_value(v):
 
 def bound_field_text(staleness) -> str:
     """What ``--k-max`` sets for the scenario's control, in words."""
-    kind = staleness.kind
-    if kind not in BOUND_FIELDS:
+    kind, bound = staleness.kind, type(staleness).bound_field
+    if bound is None:
         return (f"system.staleness.k_max of {UNBOUNDED_KIND} (enforcement throttle), the scenario's {kind} having no "
                 "bound; k_max = 0 runs sync")
-    kept = {k: v for k, v in staleness.model_dump(mode="json").items() if k not in ("kind", BOUND_FIELDS[kind]) and v is not None}
+    kept = {k: v for k, v in staleness.model_dump(mode="json").items() if k not in ("kind", bound) and v is not None}
     others = ", ".join(f"{k} {v}" for k, v in kept.items())
-    return f"system.staleness.{BOUND_FIELDS[kind]} ({kind}{', ' + others if others else ''}); k_max = 0 runs sync"
+    return f"system.staleness.{bound} ({kind}{', ' + others if others else ''}); k_max = 0 runs sync"
 
 
 def run_plan(raw: dict, source: str, workers: list[int], k_values: list[int], seeds: int = 3,

@@ -53,6 +53,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..system.staleness import CONTROLS
+
 if TYPE_CHECKING:  # pandas is imported lazily: loading a scenario (which holds TargetConfig) does not need it
     import pandas as pd
 
@@ -115,10 +117,17 @@ class TargetConfig(BaseModel):
 
 
 def is_synchronous(staleness: Any) -> bool:
-    """``system.staleness`` (a model or its dict) trains on-policy: ``sync``, or ``fixed_lag`` with k = 0."""
-    data = staleness.model_dump() if hasattr(staleness, "model_dump") else dict(staleness or {})
-    kind = data.get("kind")
-    return kind == "sync" or (kind == "fixed_lag" and int(data.get("k", 1)) == 0)
+    """``system.staleness`` (a model or its dict) trains on-policy (``sync``, or ``fixed_lag`` with k = 0):
+    what the control declares (``ControlConfig.is_synchronous``). A dict that is no valid control is not."""
+    if hasattr(staleness, "is_synchronous"):
+        return bool(staleness.is_synchronous())
+    data = dict(staleness or {})
+    if data.get("kind") not in CONTROLS:
+        return False
+    try:
+        return bool(CONTROLS[data["kind"]].config.model_validate(data).is_synchronous())
+    except ValueError:
+        return False
 
 
 # ------------------------------------------------------------------------------------------------

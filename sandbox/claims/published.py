@@ -173,14 +173,9 @@ SETUPS: tuple[Published, ...] = (
 def max_in_flight(cfg: SystemConfig, groups_per_step: int) -> int:
     """The most groups the staleness control ever lets run at once (docs/system.md#staleness-controls)."""
     st = cfg.staleness
-    if st.kind == "sync":
-        return groups_per_step
-    if st.kind == "async_ratio":
-        return int(math.floor((1 + st.alpha) * groups_per_step))
-    if st.kind == "max_lag":
-        return (st.k_max + 1) * groups_per_step if st.enforcement == "throttle" else st.queue_capacity or (st.k_max + 1) * groups_per_step
-    if st.kind == "fixed_lag":
-        return (st.k + 1) * groups_per_step
+    bound = st.max_in_flight(groups_per_step)  # the control's declaration (ControlConfig.max_in_flight)
+    if bound is not None:
+        return bound
     raise ValueError(f"system.staleness.kind: no in-flight bound known for {st.kind!r}")
 
 

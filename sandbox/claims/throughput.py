@@ -15,9 +15,7 @@ A scenario with B > P, non-constant training time or a per-token generation mode
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
-
-from theory.order_statistics import expected_max, expected_value, lognormal_cdf
+from theory.order_statistics import expected_max, expected_value
 
 from ..scenario import load_scenario
 from ..scenario.shipped import shipped_root
@@ -31,28 +29,16 @@ ROOT = shipped_root()
 
 
 def generation_cdf(delay):
-    """CDF of a generation-time distribution, or None when the theory has no closed form here."""
-    kind = delay.kind
-    if kind == "exponential":
-        return stats.expon(scale=delay.mean).cdf
-    if kind == "gamma":
-        return stats.gamma(delay.shape, scale=delay.scale).cdf
-    if kind == "lognormal":
-        return lognormal_cdf(delay.median, delay.sigma)
-    if kind == "pareto":
-        return stats.pareto(delay.alpha, scale=delay.scale).cdf
-    if kind == "uniform":
-        return stats.uniform(delay.low, delay.high - delay.low).cdf
-    if kind == "constant":
-        return lambda x: (np.asarray(x) >= delay.value).astype(float)
-    return None
+    """CDF of a generation-time distribution, or None when the theory has no closed form here: what
+    the delay model declares (``Delay.cdf``)."""
+    return delay.cdf()
 
 
 def predicted_speedup(cfg: SystemConfig, groups_per_step: int) -> float | None:
     cdf = generation_cdf(cfg.generation_time)
-    if cdf is None or groups_per_step > cfg.num_workers or cfg.train_time.kind != "constant" or cfg.sync_delay.kind != "constant":
+    t_train, t_sync = cfg.train_time.fixed_value(), cfg.sync_delay.fixed_value()
+    if cdf is None or groups_per_step > cfg.num_workers or t_train is None or t_sync is None:
         return None
-    t_train, t_sync = cfg.train_time.value, cfg.sync_delay.value
     sync_step = expected_max(cdf, groups_per_step) + t_train + t_sync
     async_step = max(groups_per_step * expected_value(cdf) / cfg.num_workers, t_train)
     return sync_step / async_step

@@ -464,7 +464,7 @@ def _correction_rows(plan: Plan, scn: Scenario) -> None:
             else:
                 note += ". Instead: the sandbox's torch component (sandbox.algorithms) in your own trainer"
         else:
-            note = f"{_CORRECTION_GAPS[c.name]} at {AT}; only through {CUSTOM_LOSS}"
+            note = f"{_CORRECTION_GAPS.get(c.name, f'no equivalent of the {c.name!r} correction')} at {AT}; only through {CUSTOM_LOSS}"  # .get: issue 26
             if c.name == "mis" and c.batch_normalize:
                 note += " (but batch_normalize rescales over the whole batch, which a per-sequence loss cannot)"
             if c.name == "topr" and c.split_on == "reward":

@@ -716,6 +716,8 @@ _CORRECTION_GAP = {
 
 def _correction_gap(corr) -> str | None:
     """Why GRPOTrainer cannot apply ``corr`` (None when it can)."""
+    if corr.name not in _CORRECTION_MAPPERS and corr.name not in _CORRECTION_GAP:  # a component unknown here (issue 26)
+        return f"TRL has no equivalent of the {corr.name!r} correction"
     if corr.name in _CORRECTION_GAP:
         return _CORRECTION_GAP[corr.name]
     if corr.name == "mis":

@@ -270,11 +270,12 @@ def boundary(fn: BoundaryProvider) -> BoundaryProvider:
 def delayed_sgd_boundary(scn, xkey: str, ykey: str):
     """Levin-May: delayed SGD on a quadratic is stable iff lr < 2 sin(pi/(4k+2)) / lambda_max
     (theory.delayed_stability, T1); applies to the quadratic oracle with plain SGD, fixed lag k."""
-    if scn is None or scn.task.name != "quadratic" or scn.algorithm.optimizer.name != "sgd":
+    # a task whose config gives its Hessian's diagonal (the quadratic oracle), trained by plain SGD
+    if scn is None or not hasattr(scn.task, "hessian_diagonal") or scn.algorithm.optimizer.name != "sgd":
         return None
     if getattr(scn.algorithm.optimizer, "momentum", 0.0) not in (0, 0.0, None):
         return None
-    if scn.system.staleness.kind not in ("fixed_lag", "sync"):
+    if scn.system.staleness.fixed_lag() is None:  # the boundary needs a deterministic lag
         return None
     lag, lr = "system.staleness.k", "algorithm.optimizer.lr"
     if {xkey, ykey} != {lag, lr}:

@@ -204,13 +204,9 @@ class Scenario(BaseModel):
                 f"algorithm.minibatches: {m} does not divide algorithm.groups_per_step = {B}; mini-batches hold whole "
                 f"groups in equal numbers, so use a divisor of {B} (or change groups_per_step)"
             )
-        if st.kind == "max_lag" and st.enforcement == "drop" and st.queue_capacity is not None and st.queue_capacity < B:
-            raise ValueError(
-                f"system.staleness.queue_capacity: {st.queue_capacity} is less than algorithm.groups_per_step = {B}: "
-                "with enforcement = 'drop' at most queue_capacity groups are queued or running, so a batch of "
-                f"groups_per_step groups can never be formed and no learner step would ever complete; use "
-                f"queue_capacity >= {B} (or leave it unset: (k_max + 1)·groups_per_step)"
-            )
+        problem = st.batch_problem(B)  # the control's own cross-field check (ControlConfig.batch_problem)
+        if problem:
+            raise ValueError(problem)
         if self.run.schedules == "independent":
             from ..replay import check_independent
 
@@ -222,7 +218,7 @@ class Scenario(BaseModel):
         if issubclass(TASKS[task].impl, OracleTask):  # no groups, no tokens: objectives and corrections do not apply
             if self.system.partial_rollouts:
                 raise ValueError(f"system.partial_rollouts needs a policy task; the {task} oracle has no tokens")
-            if self.algorithm.correction.name != "none":
+            if not CORRECTIONS.entry_for(self.algorithm.correction).impl.is_identity:
                 raise ValueError(f"algorithm.correction must be 'none' for the {task} oracle (it applies raw gradients)")
             if self.algorithm.proximal != "behaviour":
                 raise ValueError(f"algorithm.proximal must be 'behaviour' for the {task} oracle (it has no policy ratio)")

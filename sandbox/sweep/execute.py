@@ -455,20 +455,20 @@ def warm_start(todo: list[RunSpec]) -> int:
     Returns the number of base models trained or loaded."""
     import json
 
+    from ..tasks import TASKS  # torch comes with the tasks: a sweep without runs to do never loads it
+
     seen: set[str] = set()
     for r in todo:
         try:
             cfg = r.scenario().task
-            if cfg.name != "lm" or not cfg.warmstart.enabled:
+            impl = TASKS.entry_for(cfg).impl
+            if not impl.needs_preload(cfg):  # the task's declaration (Task.needs_preload)
                 continue
             key = json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
             if key in seen:
                 continue
             seen.add(key)
-            from ..tasks import make_task
-            from ..tasks.lm import load_or_train
-
-            load_or_train(make_task(cfg))
+            impl.preload(cfg)
         except Exception:  # noqa: BLE001 - the run itself reports it
             continue
     return len(seen)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor
 
 from . import draws
-from .base import TASKS, PolicyTask
+from .base import TASKS, BudgetShape, PolicyTask
 from .rollouts import Rollouts
 
 
@@ -54,6 +54,10 @@ class BanditTask(PolicyTask):
     max_len = 1
     fixed_length = True
     default_threads = 1
+
+    @classmethod
+    def budget_shape(cls, cfg):
+        return BudgetShape("toy", 1, None, cfg.num_arms, 4)
 
     def __init__(self, cfg: BanditConfig):
         self.cfg = cfg

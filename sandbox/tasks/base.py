@@ -18,8 +18,8 @@ Every task is one module holding its pydantic config next to its implementation,
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -29,16 +29,93 @@ from .rollouts import Rollouts
 
 Params = dict[str, Tensor]
 
-TASKS: Registry = Registry("task")
+TASKS: Registry = Registry("task", plugins="task")
 """Every task, keyed by its config's ``name`` (the TOML ``[task] name = ...``)."""
 
 
+@dataclass(frozen=True)
+class BudgetShape:
+    """What the budget estimate (``sandbox/budget.py``) and ``sandbox plan`` need to know about a task
+    config, declared by the task (:meth:`Task.budget_shape`) so that neither asks for it by name."""
+
+    model: str
+    """The cost model: ``"toy"`` (small policy tensors), ``"environment"`` (a gymnasium policy),
+    ``"transformer"`` (an LM) or ``"oracle"`` (a gradient oracle: no tokens)."""
+    T: int
+    """Token slots per response (oracle: gradient entries per sample)."""
+    T_field: str | None
+    """The scenario field that sets ``T`` (named in the estimate's messages), if any."""
+    params: int
+    """Parameters per replica."""
+    param_bytes: int = 4
+    prompt_bytes: float = 0
+    """Kept per response besides its tokens (the prompt, the observations)."""
+    data_bytes: float = 0
+    """Loaded once per process besides the runtime (the task's data)."""
+    act_per_slot: float = 0.0
+    """Extra learner bytes per token slot (network activations)."""
+    exact_length: bool = True
+    """Every response has exactly ``T`` tokens (False: ``T`` is an upper bound)."""
+    exact_evaluation: bool = False
+    """The evaluation is exact over ``T`` positions (its cost is counted: the bit-string task)."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Cost-model parameters (``transformer``: P, V, d, L, ff, heads, seq; ``environment``: obs and the
+    evaluated episode length ``episode_len``)."""
+    note: str = ""
+    """Said next to the estimate, e.g. that it is a conservative guess."""
+
+
+UNKNOWN_T = 1024
+UNKNOWN_PARAMS = 1_000_000
+
+
 class Task(ABC):
+    """Base of every task. Besides what the simulator calls, a task declares (classmethods on its
+    config, each with a default so that a task declaring nothing still runs in every command):
+    :meth:`budget_shape` (the memory and time estimate), :meth:`response_length` (``sandbox plan``),
+    :meth:`needs_preload` / :meth:`preload`
+    (shared work done once before a sweep's runs, e.g. the LM's warm start)."""
+
     kind: ClassVar[str]
     replicas: int
     default_threads: ClassVar[int | None] = None
     """torch intra-op threads during a run when ``run.threads`` is unset (None: torch's default).
     Toy tasks set 1: their tensors are tiny and extra threads only add overhead."""
+
+    @classmethod
+    def budget_shape(cls, cfg) -> BudgetShape:
+        """The task's sizes for the budget estimate. Default: measured by building the task (its
+        ``max_len`` and the parameters of :meth:`init_params` per replica) and charged as a toy policy
+        task (an oracle: as the quadratic oracle), or, if it cannot be built, ``UNKNOWN_T`` tokens and
+        ``UNKNOWN_PARAMS`` parameters; marked "unknown: estimated conservatively"."""
+        oracle = issubclass(cls, OracleTask)
+        note = f"unknown for task {getattr(cfg, 'name', cls.__name__)!r}: estimated conservatively"
+        try:
+            task = cls(cfg)
+            params = task.init_params(torch.Generator().manual_seed(0))
+            per_replica = sum(int(v[0].numel()) for v in params.values())
+            T = per_replica if oracle else int(getattr(task, "max_len", UNKNOWN_T))
+        except Exception:  # noqa: BLE001 - a guess is the honest answer when the task cannot be sized
+            per_replica, T = UNKNOWN_PARAMS, UNKNOWN_T
+        return BudgetShape("oracle" if oracle else "toy", max(T, 1), None, max(per_replica, 1),
+                           8 if oracle else 4, exact_length=oracle, note=note)
+
+    @classmethod
+    def response_length(cls, cfg) -> tuple[int | None, bool]:
+        """(token slots per response, whether every response has exactly that many) for ``sandbox plan``;
+        ``None`` for an oracle (no tokens). Default: from :meth:`budget_shape` (override when that is
+        costly to compute, as the LM's exact parameter count is)."""
+        shape = cls.budget_shape(cfg)
+        return (None, True) if shape.model == "oracle" else (shape.T, shape.exact_length)
+
+    @classmethod
+    def needs_preload(cls, cfg) -> bool:
+        """Whether runs of ``cfg`` share work worth doing once up front (:meth:`preload`). Default no."""
+        return False
+
+    @classmethod
+    def preload(cls, cfg) -> None:
+        """Do the shared work for ``cfg`` (train or load a cached warm start). Default: nothing."""
 
     @abstractmethod
     def init_params(self, gen: torch.Generator) -> Params:

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import draws
-from .base import TASKS, PolicyTask
+from .base import TASKS, BudgetShape, PolicyTask
 from .rollouts import Rollouts
 
 
@@ -45,6 +45,10 @@ class BitStringConfig(BaseModel):
 class BitStringTask(PolicyTask):
     default_threads = 1
     fixed_length = True
+
+    @classmethod
+    def budget_shape(cls, cfg):
+        return BudgetShape("toy", cfg.horizon, "task.horizon", cfg.horizon, 4, exact_evaluation=True)
 
     def __init__(self, cfg: BitStringConfig):
         self.cfg = cfg

@@ -33,10 +33,12 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
-from .base import TASKS, Params, PolicyTask
+from .base import TASKS, BudgetShape, Params, PolicyTask
 from .rollouts import Rollouts
 
 DEFAULT_STEP_LIMITS = {"CartPole-v1": 500, "FrozenLake-v1": 100}  # each environment's own episode step limit
+_OBS_ACTIONS = {"CartPole-v1": (4, 2), "FrozenLake-v1": (None, 4)}  # observation size (None: one-hot state), actions
+_LAKE_STATES = {"4x4": 16, "8x8": 64}
 
 
 class GymConfig(BaseModel):
@@ -71,6 +73,23 @@ class GymConfig(BaseModel):
 
 @TASKS.register(GymConfig)
 class GymTask(PolicyTask):
+    @classmethod
+    def budget_shape(cls, cfg):
+        obs, actions = _OBS_ACTIONS[cfg.env]
+        if obs is None:
+            obs = _LAKE_STATES[cfg.map_name]
+        L = cfg.max_episode_steps or DEFAULT_STEP_LIMITS[cfg.env]
+        h = cfg.hidden
+        params = obs * h + h + h * actions + actions
+        # every CartPole episode is charged the step limit (an upper bound), a FrozenLake one twice the
+        # number of states (episodes end at a hole or the goal)
+        episode = min(L, 2 * obs) if cfg.env == "FrozenLake-v1" else L
+        return BudgetShape(
+            "environment", L, "task.max_episode_steps", params, 4, prompt_bytes=(2 + L * obs) * 8,
+            act_per_slot=(obs + 3 * h + 3 * actions) * 4, exact_length=False,
+            details={"obs": obs, "episode_len": episode, "eval_episodes": cfg.eval_episodes},
+        )
+
     def __init__(self, cfg: GymConfig):
         self.cfg = cfg
         self.replicas = cfg.replicas

@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .base import TASKS, GradientSample, OracleTask
+from .base import TASKS, BudgetShape, GradientSample, OracleTask
 
 
 class QuadraticConfig(BaseModel):
@@ -68,6 +68,10 @@ class QuadraticConfig(BaseModel):
 @TASKS.register(QuadraticConfig)
 class QuadraticTask(OracleTask):
     default_threads = 1
+
+    @classmethod
+    def budget_shape(cls, cfg):
+        return BudgetShape("oracle", cfg.dim, "task.dim", cfg.dim, 8)
 
     def __init__(self, cfg: QuadraticConfig):
         self.cfg = cfg

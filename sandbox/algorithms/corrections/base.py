@@ -25,7 +25,7 @@ from torch import Tensor
 from ...registry import Registry
 from .._tensor import seq_sum
 
-CORRECTIONS = Registry("correction")
+CORRECTIONS = Registry("correction", plugins="correction")
 """Every off-policy correction, keyed by its TOML ``name``; one module of this package each."""
 
 Level = Literal["token", "sequence"]
@@ -33,6 +33,10 @@ Level = Literal["token", "sequence"]
 
 @dataclass
 class CorrectionContext:
+    """Everything a correction may read, so that a new correction needs no edit of this file or of
+    ``policy_loss.py``: the weights and ratios, masks, advantages and rewards, and the loss's inputs
+    (token versions, learner version, group size, staleness, extras)."""
+
     log_w: Tensor
     """``(..., N, T)`` log behaviour weight, detached, 0 on padding: ``log π_prox − log μ`` (decoupled) or
     ``log π_θ − log μ`` (bypass)."""
@@ -51,6 +55,20 @@ class CorrectionContext:
     log_seq_w: Tensor | None = None
     """``(..., N)`` ``Σ_t m·log w`` (:func:`seq_sum` of ``log_w``) when the caller has it already; read it
     through :meth:`seq_log_w`."""
+    prox_logp: Tensor | None = None
+    """``(..., N, T)`` detached ``log π_prox`` in decoupled mode, else ``None``."""
+    token_versions: Tensor | None = None
+    """``(N, T)`` (or ``(..., N, T)``) policy version that produced each token, when the caller records it
+    (the sandbox learner does), for staleness-aware corrections; ``None`` otherwise."""
+    learner_version: int = 0
+    """Version of the learner weights the gradient is taken at (lag of a token: ``learner_version −
+    token_versions``)."""
+    group_size: int = 1
+    """Responses per prompt (groups are contiguous blocks along ``N``)."""
+    staleness: dict | None = None
+    """Per-replica staleness metrics the caller measured (``staleness/mean``, ``staleness/max``), if any."""
+    extras: dict = field(default_factory=dict)
+    """Method-specific inputs of the loss (``PolicyLossInput.extras``), e.g. ``ref_logp``."""
 
     def seq_log_w(self) -> Tensor:
         """``(..., N)`` log of the sequence behaviour weight, ``Σ_t m·log w_t`` (computed once)."""

@@ -24,7 +24,7 @@ from .._tensor import Aggregation, float_flag, maximum, seq_mean
 from ..api import SEQ_GRAD_KEY, PolicyLossInput
 from ..base import MethodConfig, need_groups
 
-OBJECTIVES = Registry("objective")
+OBJECTIVES = Registry("objective", plugins="objective")
 """Every objective, keyed by its TOML ``name``; one module of this package each."""
 
 Baseline = Literal["none", "constant", "ema", "group_mean", "leave_one_out", "optimal", "opob"]

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from ...registry import Registry
 
-STABILIZERS = Registry("stabilizer")
+STABILIZERS = Registry("stabilizer", plugins="stabilizer")
 """Every stabilizer: ``name`` → config and implementation (:mod:`sandbox.registry`)."""
 
 Stage = Literal["gradient", "update", "lr"]

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from ...registry import Registry
 
-DELAYS: Registry = Registry("delay model", key="kind")
+DELAYS: Registry = Registry("delay model", key="kind", plugins="delay")
 
 MAX_MEAN_SECONDS = 1e12
 """Largest accepted mean duration, in simulated seconds (about 31,700 years)."""
@@ -63,3 +63,13 @@ class Delay(BaseModel):
     def expected(self, tokens: float = 0.0) -> float:  # pragma: no cover
         """Expected duration (``inf`` when it does not exist)."""
         raise NotImplementedError
+
+    # -- what the rest of the house asks (defaults: unknown) -------------------------------------------
+    def cdf(self):
+        """The distribution's CDF as a vectorised callable of seconds, or ``None`` (default) when no
+        closed form is declared (the throughput claims' theory then has no prediction for it)."""
+        return None
+
+    def fixed_value(self) -> float | None:
+        """The duration when it is always the same (``constant``), else ``None`` (default)."""
+        return None

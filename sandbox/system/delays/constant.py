@@ -21,5 +21,13 @@ class ConstantDelay(Delay):
     def expected(self, tokens=0.0):
         return self.value
 
+    def cdf(self):
+        import numpy as np
+
+        return lambda x: (np.asarray(x) >= self.value).astype(float)
+
+    def fixed_value(self):
+        return self.value
+
 
 DELAYS.register(ConstantDelay, ConstantDelay)

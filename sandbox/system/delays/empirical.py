@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -16,6 +16,9 @@ class EmpiricalDelay(Delay):
 
     kind: Literal["empirical"] = "empirical"
     values: list[float] = Field(..., min_length=1, description="Observed durations in seconds (each >= 0).")
+
+    check_settings: ClassVar[dict] = {"values": [0.5, 1.0, 1.5]}
+    """A tiny trace for the component checker (``sandbox.component_check``)."""
 
     @model_validator(mode="after")
     def _non_negative(self):

@@ -22,5 +22,10 @@ class ExponentialDelay(Delay):
     def expected(self, tokens=0.0):
         return self.mean
 
+    def cdf(self):
+        from scipy import stats
+
+        return stats.expon(scale=self.mean).cdf
+
 
 DELAYS.register(ExponentialDelay, ExponentialDelay)

@@ -22,5 +22,10 @@ class GammaDelay(Delay):
     def expected(self, tokens=0.0):
         return self.shape * self.scale
 
+    def cdf(self):
+        from scipy import stats
+
+        return stats.gamma(self.shape, scale=self.scale).cdf
+
 
 DELAYS.register(GammaDelay, GammaDelay)

@@ -24,5 +24,10 @@ class LognormalDelay(Delay):
     def expected(self, tokens=0.0):
         return self.median * math.exp(self.sigma**2 / 2)
 
+    def cdf(self):
+        from theory.order_statistics import lognormal_cdf
+
+        return lognormal_cdf(self.median, self.sigma)
+
 
 DELAYS.register(LognormalDelay, LognormalDelay)

@@ -34,5 +34,10 @@ class ParetoDelay(Delay):
     def expected(self, tokens=0.0):
         return math.inf if self.alpha <= 1 else self.alpha * self.scale / (self.alpha - 1)
 
+    def cdf(self):
+        from scipy import stats
+
+        return stats.pareto(self.alpha, scale=self.scale).cdf
+
 
 DELAYS.register(ParetoDelay, ParetoDelay)

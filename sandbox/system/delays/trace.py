@@ -187,6 +187,9 @@ class TraceDelay(Delay):
                                "(decode steps of a generation call, the batch's tokens of a learner step); needed by fit.")
 
     mean_check_note: ClassVar[str] = " (trace fit: checked as max(prefill + per_token, 1))"
+    check_settings: ClassVar[dict] = {"path": "{workdir}/trace.csv"}
+    check_files: ClassVar[dict] = {"trace.csv": "seconds,tokens\n0.5,10\n1.0,20\n1.5,30\n"}
+    """A tiny trace for the component checker (``sandbox.component_check``)."""
     _seconds: np.ndarray | None = PrivateAttr(None)
     _fit: tuple[float, float, float] | None = PrivateAttr(None)
 

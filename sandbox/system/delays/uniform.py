@@ -28,5 +28,10 @@ class UniformDelay(Delay):
     def expected(self, tokens=0.0):
         return (self.low + self.high) / 2
 
+    def cdf(self):
+        from scipy import stats
+
+        return stats.uniform(self.low, self.high - self.low).cdf
+
 
 DELAYS.register(UniformDelay, UniformDelay)

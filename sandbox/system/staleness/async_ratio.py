@@ -36,6 +36,18 @@ class AsyncRatioControlConfig(ControlConfig):
             )
         return v
 
+    bound_field = "alpha"
+    bound_type = float
+
+    def ahead_groups(self, groups_per_step, num_workers):
+        return (math.ceil(self.alpha) + 1) * groups_per_step, "groups queued ahead"
+
+    def drops_stale(self):
+        return True
+
+    def max_in_flight(self, groups_per_step):
+        return int(math.floor((1 + self.alpha) * groups_per_step))
+
 
 @CONTROLS.register(AsyncRatioControlConfig)
 class AsyncRatioControl(Control):

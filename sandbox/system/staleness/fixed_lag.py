@@ -17,6 +17,26 @@ class FixedLagControlConfig(ControlConfig):
     kind: Literal["fixed_lag"] = "fixed_lag"
     k: int = Field(1, ge=0, description="Lag in versions (optimizer steps); 0 = synchronous.")
 
+    bound_field = "k"
+
+    def ahead_groups(self, groups_per_step, num_workers):
+        return (self.k + 1) * groups_per_step, "groups queued ahead"
+
+    def kept_versions(self):
+        return self.k + 2
+
+    def drops_stale(self):
+        return False
+
+    def max_in_flight(self, groups_per_step):
+        return (self.k + 1) * groups_per_step
+
+    def is_synchronous(self):
+        return self.k == 0
+
+    def fixed_lag(self):
+        return self.k
+
 
 @CONTROLS.register(FixedLagControlConfig)
 class FixedLagControl(Control):

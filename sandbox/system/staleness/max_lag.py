@@ -24,6 +24,36 @@ class MaxLagControlConfig(ControlConfig):
         None, ge=1, description="For 'drop': max groups queued or running (default (k_max + 1)·B)."
     )
 
+    bound_field = "k_max"
+
+    @classmethod
+    def describe_bound(cls, data):
+        return f"{super().describe_bound(data)} ({data['enforcement']})"
+
+    def ahead_groups(self, groups_per_step, num_workers):
+        if self.enforcement == "throttle":
+            return (self.k_max + 1) * groups_per_step, "groups queued ahead"
+        return self.queue_capacity or (self.k_max + 1) * groups_per_step, "the queue"
+
+    def drops_stale(self):
+        return self.enforcement == "drop"
+
+    def max_in_flight(self, groups_per_step):
+        if self.enforcement == "throttle":
+            return (self.k_max + 1) * groups_per_step
+        return self.queue_capacity or (self.k_max + 1) * groups_per_step
+
+    def batch_problem(self, groups_per_step):
+        B = groups_per_step
+        if self.enforcement == "drop" and self.queue_capacity is not None and self.queue_capacity < B:
+            return (
+                f"system.staleness.queue_capacity: {self.queue_capacity} is less than algorithm.groups_per_step = {B}: "
+                "with enforcement = 'drop' at most queue_capacity groups are queued or running, so a batch of "
+                f"groups_per_step groups can never be formed and no learner step would ever complete; use "
+                f"queue_capacity >= {B} (or leave it unset: (k_max + 1)·groups_per_step)"
+            )
+        return None
+
 
 @CONTROLS.register(MaxLagControlConfig)
 class MaxLagControl(Control):

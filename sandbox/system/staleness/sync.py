@@ -13,6 +13,23 @@ class SyncControlConfig(ControlConfig):
 
     kind: Literal["sync"] = "sync"
 
+    bound_field = None  # k = 0 by definition
+
+    def ahead_groups(self, groups_per_step, num_workers):
+        return groups_per_step, "the groups of the next step"
+
+    def drops_stale(self):
+        return False
+
+    def max_in_flight(self, groups_per_step):
+        return groups_per_step
+
+    def is_synchronous(self):
+        return True
+
+    def fixed_lag(self):
+        return 0
+
 
 @CONTROLS.register(SyncControlConfig)
 class SyncControl(Control):

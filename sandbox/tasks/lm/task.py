@@ -25,7 +25,7 @@ Task page: ``docs/tasks.md#lm``.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import torch
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -36,7 +36,7 @@ from ...errors import ScenarioError
 from ...models import hf
 from ...models.hf import HFModelConfig
 from ...models.transformer import Transformer, TransformerConfig, sample, sequence_logprobs
-from ..base import TASKS, Params, PolicyTask
+from ..base import TASKS, BudgetShape, Params, PolicyTask
 from ..rollouts import Rollouts
 from . import warmstart as ws_mod
 from .problems import AdditionConfig, CharTokenizer, ProblemConfig, make_prompt_sets
@@ -67,6 +67,12 @@ class LMTaskConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["lm"] = "lm"
+
+    check_settings: ClassVar[dict] = {
+        "model": {"d_model": 16, "n_layers": 1, "n_heads": 2}, "warmstart": {"enabled": False},
+        "train_size": 16, "eval_size": 4, "eval_samples": 1,
+    }
+    """A tiny LM for the component checker (``sandbox.component_check``): no warm start, one layer."""
     problem: ProblemConfig = Field(
         default_factory=AdditionConfig, description="The synthetic task (kind = addition | countdown | sort | reverse)."
     )
@@ -126,6 +132,43 @@ class LMTaskConfig(BaseModel):
 
 @TASKS.register(LMTaskConfig)
 class LMTask(PolicyTask):
+    @classmethod
+    def budget_shape(cls, cfg):
+        prob, m = cfg.problem, cfg.model
+        P = prob.prompt_len
+        T = cfg.max_new_tokens or prob.max_answer_len + 2
+        seq = P + T
+        if m.backend == "hf":
+            V = CharTokenizer().vocab_size
+            sizes = hf.shape(m, V, seq)  # exact parameter count from the module built on the meta device
+            d, L, ff, heads, params = sizes["d"], sizes["L"], sizes["ff"], sizes["heads"], sizes["params"]
+        else:
+            V = m.vocab_size or CharTokenizer().vocab_size
+            S = m.max_seq_len or seq
+            d, L, ff, heads = m.d_model, m.n_layers, m.ff, m.n_heads
+            per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d)
+            params = V * d + S * d + L * per_layer + 2 * d + (0 if m.tie_embeddings else d * V)
+        # saved for backward per position: per layer about 12 d + 2 ff + heads x seq (attention), logits
+        # (a gated MLP, as in llama, saves a third ff-wide activation: within the estimate's margin)
+        act_per_pos = (L * (12 * d + 2 * ff + 2 * heads * seq) + 4 * V) * 4
+        return BudgetShape(
+            "transformer", T, "task.max_new_tokens", params, 4, prompt_bytes=P * 8,
+            data_bytes=(cfg.train_size + cfg.eval_size) * (P * 8 + 256), act_per_slot=act_per_pos * seq / max(T, 1),
+            exact_length=False, details={"P": P, "V": V, "d": d, "L": L, "ff": ff, "heads": heads, "seq": seq},
+        )
+
+    @classmethod
+    def response_length(cls, cfg):  # without building the model (budget_shape counts its parameters)
+        return cfg.max_new_tokens or cfg.problem.max_answer_len + 2, False
+
+    @classmethod
+    def needs_preload(cls, cfg):
+        return cfg.warmstart.enabled
+
+    @classmethod
+    def preload(cls, cfg):
+        ws_mod.load_or_train(cls(cfg))
+
     def __init__(self, cfg: LMTaskConfig):
         if cfg.replicas != 1:
             raise ValueError("the LM task supports replicas = 1 only (run seeds for independent repeats)")
