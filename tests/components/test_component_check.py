@@ -75,18 +75,10 @@ def test_synthetic_component_passes_the_checker(family, synthetic_checked):
 
 
 FRAMEWORKS = list(EXPORTERS)
-EXPORT_REWRITE = pytest.mark.xfail(
-    strict=True,
-    reason="the exporter reads fields of the built-in objectives / staleness controls by name (AttributeError); "
-    "issue 26 part 2 (export as an engine plus tables) makes it pass: then remove the pair from KNOWN_EXPORT_CRASHES",
-)
-KNOWN_EXPORT_CRASHES = {(family, fw) for family in ("objective", "staleness") for fw in FRAMEWORKS}
-"""(family, framework) whose exporter still crashes on the synthetic component of the family."""
 
 
 @pytest.mark.parametrize("family,framework", [
-    pytest.param(f, fw, marks=[EXPORT_REWRITE] if (f, fw) in KNOWN_EXPORT_CRASHES else [], id=f"{f}-{fw}")
-    for f in COMPONENTS for fw in FRAMEWORKS
+    pytest.param(f, fw, id=f"{f}-{fw}") for f in COMPONENTS for fw in FRAMEWORKS
 ])
 def test_synthetic_component_exports(family, framework, synthetic_checked):
     """`sandbox export -f <framework> --allow-partial` maps the new component or writes its "no
@@ -123,10 +115,8 @@ eval_every = 1
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     metrics = (tmp_path / "run").rglob("metrics*")
     assert any(metrics), sorted(p.name for p in (tmp_path / "run").rglob("*"))
-    # the objective and the control are the built-in ones here: their exporters still switch on names
-    # (KNOWN_EXPORT_CRASHES, until the export rewrite)
-    builtin = ["--set", 'algorithm.objective={name="grpo"}', "--set", 'system.staleness={kind="max_lag", k_max=2}']
-    exp = sandbox_cli(["export", str(scenario), "-f", "areal", "--allow-partial", "--out", str(tmp_path / "areal"), *builtin],
+    # every plugin component exported as is: mapped or a "no equivalent" row (the export engine's fallback)
+    exp = sandbox_cli(["export", str(scenario), "-f", "areal", "--allow-partial", "--out", str(tmp_path / "areal")],
                       plugin_site)
     assert exp.returncode == 0, exp.stdout[-2000:] + exp.stderr[-3000:]
     assert "synthetic_correction" in (tmp_path / "areal" / "PROMOTION.md").read_text()

@@ -2,8 +2,7 @@
 in a temporary copy of the repository: (1) the module in the family's package, (2) a hand-value test
 marked ``@pytest.mark.component``, (3) a ``## <name>`` docs entry on the family's page, (4) the scenario
 reference regenerated. Then, with no other edit: the registry tests and the reference test pass, the
-hand-value tests pass, and the component checker finds no problem in any command (exports: those the
-export rewrite still has to fix, ``KNOWN_EXPORT_CRASHES``)."""
+hand-value tests pass, and the component checker finds no problem in any command (every export included)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ import time
 
 import pytest
 from plugin_site import COMPONENTS, ROOT, SYNTHETIC
-from test_component_check import KNOWN_EXPORT_CRASHES
 
 from sandbox.components import FAMILIES
 
@@ -70,9 +68,7 @@ def test_adding_one_component_per_family_as_contributing_says(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     problems = json.loads(res.stdout.split("RESULT", 1)[1])
     for family, found in problems.items():
-        left = [p for p in found if not any(p.startswith(f"sandbox export -f {fw}:") for f, fw in KNOWN_EXPORT_CRASHES
-                                            if f == family)]
-        assert left == [], (family, left)
+        assert found == [], (family, found)
 
     tests = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_synthetic_values.py",
                   "tests/scenario/test_scenario_reference.py::test_committed_reference_is_up_to_date",
