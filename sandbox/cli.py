@@ -110,7 +110,7 @@ def run(
     another sandbox process is writing. SIGTERM is treated as Ctrl-C (exit status 143).
     """
     with _starting():
-        from .report.writers import WriterUnavailable, check_writers
+        from .writers import WriterUnavailable, check_writers
         from .scenario import DEFAULT_SCENARIO, load_scenario, parse_overrides, variant_scenarios
     staged = None
     out = user_path(out) if out is not None else None
@@ -636,8 +636,9 @@ def plan(
     with _starting():
         from .analysis.plan import (
             build_configurations, check_plan, default_steps, estimate_plan, learn_table, parse_int_list, plan_table,
-            run_plan, write_plan,
+            run_plan,
         )
+        from .report.plan_figures import write_plan
         from .budget import WARN_SECONDS, format_seconds
         from .scenario import DEFAULT_SCENARIO, load_scenario
     path = scenario or DEFAULT_SCENARIO

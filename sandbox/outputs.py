@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .processes import note_signal
+
 if TYPE_CHECKING:  # pandas is imported by the caller; scenario loading does not need it
     import pandas as pd
 
@@ -588,8 +590,6 @@ class StagedDir:
                 if trash is not None and not self._keep_stage:
                     _remove(trash)
         if got:  # Ctrl-C or SIGTERM during the move: the run is in place, now stop
-            from .processes import note_signal
-
             note_signal(got[-1])
             raise KeyboardInterrupt
 
@@ -616,7 +616,5 @@ def commit_run(src: Path, dest: Path, flag: str = "--out") -> None:
             _remove(trash)
     _remove(src)
     if got:
-        from .processes import note_signal
-
         note_signal(got[-1])
         raise KeyboardInterrupt

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .errors import ScenarioError
+from .processes import pool_context
+from .scenario.model import check_independent  # noqa: F401 (the scenario's own check, re-exported: the runner asks it here)
 from .system.cluster import ClusterResult, Job
 from .system.schedule import DISPATCH, FINISH, SYSTEM_COLUMNS, TAKE, Schedule, record_schedule
 from .tasks.draws import RowGenerators
@@ -100,8 +101,6 @@ class IndependentReplay:
             return [_record(job) for job in jobs]
         from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool
-
-        from .processes import pool_context
 
         try:
             with ProcessPoolExecutor(processes, mp_context=pool_context()) as pool:
@@ -231,34 +230,3 @@ def _ring_sizes(schedules: list[Schedule]) -> tuple[int, int]:
         if wait.size:
             ahead = max(ahead, int(wait.max()) + 1)
     return depth, ahead
-
-
-def check_independent(scn) -> None:
-    """Why a scenario cannot run with ``run.schedules = "independent"`` (a :class:`ScenarioError`
-    naming the field), at run time as at load time."""
-    from .scenario.model import MAX_SEED
-    from .tasks import TASKS, PolicyTask
-
-    if scn.run.schedules != "independent":
-        return
-    impl = TASKS[scn.task.name].impl
-    problems = []
-    if not (issubclass(impl, PolicyTask) and impl.fixed_length):
-        fixed = sorted(n for n in TASKS.names() if issubclass(TASKS[n].impl, PolicyTask) and TASKS[n].impl.fixed_length)
-        problems.append(
-            f"run.schedules: 'independent' needs a task whose responses have a fixed length (the timing then cannot "
-            f"depend on the policy): one of {fixed}; task '{scn.task.name}' has not"
-        )
-    if scn.system.partial_rollouts:
-        problems.append("run.schedules: 'independent' cannot replay system.partial_rollouts (a group's segments "
-                        "depend on when versions arrive mid-generation); set partial_rollouts = false or schedules = 'shared'")
-    for name in ("system_seed", "sampling_seed", "init_seed"):
-        if getattr(scn.run, name) is not None:
-            problems.append(f"run.{name}: must be unset with run.schedules = 'independent' (replica r uses the streams "
-                            f"of master seed run.seed + r)")
-    replicas = scn.task.replicas
-    if scn.run.seed + replicas - 1 > MAX_SEED:
-        problems.append(f"run.seed: replica r uses master seed run.seed + r, so run.seed must be at most "
-                        f"{MAX_SEED - replicas + 1} with {replicas} replicas")
-    if problems:
-        raise ScenarioError(problems)

@@ -141,7 +141,7 @@ def run_scenario(
         check_budget(scn)
     trackers = out_dir is not None and bool(set(scn.run.writers) - {"files"})
     if trackers:  # fail before simulating, not after
-        from .report.writers import check_writers
+        from .writers import check_writers
 
         check_writers(scn.run.writers)
     prepare = prepare_independent if scn.run.schedules == "independent" else prepare_run
@@ -149,7 +149,7 @@ def run_scenario(
         hooks = [on_step] if on_step is not None else []
         writers = stage = None
         if trackers:
-            from .report.writers import Tracking, Writers, run_name
+            from .writers import Tracking, Writers, run_name
 
             staged = StagedDir(Path(out_dir))
             stage = stack.enter_context(staged)
@@ -334,7 +334,7 @@ def write_run_dir(result: RunResult, out: Path, label: str = "", color: str | No
     with StagedDir(out) as stage:
         writers = None
         if set(result.scenario.run.writers) - {"files"}:
-            from .report.writers import Tracking, Writers, run_name
+            from .writers import Tracking, Writers, run_name
 
             writers = Writers(result.scenario, Tracking(stage, run_name(result.scenario, out, label)))
             try:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .time_to_target import smooth
+
 DEFAULT_MAX_LOSS_GROWTH = 10.0
 TAIL_FRACTION = 0.1  # the summary's final value: the mean of the last 10 % of the measured values
 
@@ -30,8 +32,6 @@ def growth_divergence(steps: np.ndarray, values: np.ndarray, factor: float,
                       window: float) -> tuple[list[int], str]:
     """Per replica (columns of ``values``, NaN where not measured), the step at which its loss
     diverged by the growth rule (-1: it did not), and the reasons in words (empty when none)."""
-    from .time_to_target import smooth
-
     steps = np.asarray(steps, dtype=float)
     values = np.asarray(values, dtype=float)
     if values.ndim == 1:

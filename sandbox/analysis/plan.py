@@ -641,19 +641,6 @@ def run_plan(raw: dict, source: str, workers: list[int], k_values: list[int], se
     )
 
 
-def write_plan(plan: Plan, stage: Path) -> None:
-    """``plan.csv`` (one row per configuration, full precision), ``plan.json`` (the same rows, the
-    settings, the column definitions and the lag histograms), ``scenario.toml`` (the base scenario
-    resolved) and ``figures/`` into ``stage`` (each file atomically)."""
-    from ..outputs import atomic_write, write_json, write_text
-    from ..report.plan_figures import plan_figures
-
-    write_text(stage / "scenario.toml", plan.scenario_toml)
-    atomic_write(stage / "plan.csv", lambda p: plan.frame().to_csv(p, index=False, lineterminator="\n"))
-    plan_figures(plan, stage / "figures")
-    write_json(stage / "plan.json", plan.to_json())
-
-
 def _cell(v, spec: str) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"

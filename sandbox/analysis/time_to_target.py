@@ -51,15 +51,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from ..system.staleness import CONTROLS
+from ..target_config import DEFAULT_FRACTION, DEFAULT_WINDOW, TargetConfig  # noqa: F401 (re-exported: the scenario's config, public here too)
 
 if TYPE_CHECKING:  # pandas is imported lazily: loading a scenario (which holds TargetConfig) does not need it
     import pandas as pd
 
-DEFAULT_FRACTION = 0.9
-DEFAULT_WINDOW = 10
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 CI_LEVEL = 0.95
@@ -76,44 +73,6 @@ _COUNTS = (  # cumulative counters, recovered from the per-second throughput col
     ("generated", "throughput/generated_per_s"),
     ("tokens", "throughput/tokens_per_s"),
 )
-
-
-class TargetConfig(BaseModel):
-    """The level a run must reach for its time-to-target (``docs/time_to_target.md``): an absolute
-    ``reward``, or a ``fraction_of_sync`` of the synchronous baseline's final value (the default,
-    0.9, when neither is set)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    reward: float | None = Field(
-        None,
-        description="Absolute target level of the headline metric (eval/expected_reward, else reward/mean, "
-        "else eval/loss); for a loss the run must come down to it. Excludes fraction_of_sync.",
-    )
-    fraction_of_sync: float | None = Field(
-        None,
-        gt=0,
-        description="Target = this fraction of the synchronous baseline's final value (for a loss: final / "
-        "fraction); without a synchronous run, of the best final value among those compared (a lone run: its "
-        "own). > 0; above 1 asks for more than the baseline ends with. 0.9 when neither this nor reward is set. "
-        "Excludes reward.",
-    )
-    window: int = Field(
-        DEFAULT_WINDOW,
-        ge=1,
-        description="Width in learner steps of the centred running mean applied to each replica's curve before "
-        "the crossing is looked for (points within ± window/2 steps are averaged).",
-    )
-
-    @model_validator(mode="after")
-    def _one_rule(self):
-        if self.reward is not None and self.fraction_of_sync is not None:
-            raise ValueError("set either reward (an absolute level) or fraction_of_sync, not both")
-        return self
-
-    @property
-    def fraction(self) -> float:
-        """The fraction in use when no absolute ``reward`` is set."""
-        return DEFAULT_FRACTION if self.fraction_of_sync is None else self.fraction_of_sync
 
 
 def is_synchronous(staleness: Any) -> bool:

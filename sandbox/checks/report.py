@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from .. import progress  # noqa: E402
 from ..outputs import write_json  # noqa: E402
 from ..plots import PALETTE, _save  # noqa: E402
 from . import CHECKS  # noqa: E402
@@ -101,8 +102,6 @@ def figure(result: CheckResult, path: Path) -> None:
 
 
 def run_checks(checks: dict, quick: bool, perturb: bool = False, on_done=None) -> list[tuple[CheckResult, float]]:
-    from .. import progress
-
     out = []
     for check in checks.values():
         t = time.perf_counter()

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .. import progress
 from ..errors import ScenarioError
 from ..runner import RunResult, _tail_mean, run_scenario
 from ..scenario import load_scenario
@@ -206,8 +207,6 @@ def prefetch(pairs: Iterable[tuple[dict, int]], quick: bool, workers: int = 1) -
     deterministic and independent of the others, so the cached numbers are bitwise those of the
     separate runs whatever ``workers`` is (``tests/claims/test_gac_search.py``,
     ``tests/claims/test_claims_batched_seeds.py``)."""
-    from .. import progress
-
     blocks = _blocks(pairs, quick)
     if not blocks:
         return 0

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from .. import progress  # noqa: E402
 from ..outputs import write_json, write_text  # noqa: E402
 from ..plots import PALETTE, _save  # noqa: E402
 from . import _runs  # noqa: E402
@@ -39,8 +40,6 @@ def cells(result: ClaimResult, row: Row) -> tuple[str, ...]:
 
 
 def run_claims(claims: dict, quick: bool, seeds: int, on_done=None) -> list[tuple[ClaimResult, float]]:
-    from .. import progress
-
     _runs.clear_cache()
     out = []
     for claim in claims.values():

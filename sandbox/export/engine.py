@@ -18,8 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..algorithms.corrections.base import CORRECTIONS
+from ..algorithms.objectives.base import OBJECTIVES
 from ..scenario import Scenario
+from ..system.staleness.base import CONTROLS
 from .base import describe
+from .common import unmapped_stabilizer_note
 from .plan import Plan, Row
 
 
@@ -66,11 +70,11 @@ def _under(row: Row, source: str) -> bool:
 
 def _neutral(slot: Slot) -> Any:
     if slot.family == "staleness control":
-        from ..system.staleness.base import CONTROLS as reg
+        reg = CONTROLS
     elif slot.family == "objective":
-        from ..algorithms.objectives.base import OBJECTIVES as reg
+        reg = OBJECTIVES
     else:
-        from ..algorithms.corrections.base import CORRECTIONS as reg
+        reg = CORRECTIONS
     return reg[slot.neutral].config()
 
 
@@ -149,7 +153,5 @@ def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fal
 
 def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:
     """One row per optimizer-level stabilizer, from the framework's stabilizer table."""
-    from .common import unmapped_stabilizer_note
-
     for i, s in enumerate(scn.algorithm.stabilizers):
         component_rows(plan, f"algorithm.stabilizers[{i}]", s, table, unmapped_stabilizer_note(s, framework, where))

@@ -16,6 +16,7 @@ import numpy as np
 
 from matplotlib.lines import Line2D
 
+from ..outputs import atomic_write, write_json, write_text
 from ..plots import PALETTE, _save, plt
 from .figures import group_colors
 
@@ -170,3 +171,13 @@ def plan_figures(plan, out: Path) -> list[Path]:
         paths.append(out / "time_to_target.png")
         time_to_target_figure(plan, paths[3])
     return paths
+
+
+def write_plan(plan, stage: Path) -> None:
+    """``plan.csv`` (one row per configuration, full precision), ``plan.json`` (the same rows, the
+    settings, the column definitions and the lag histograms), ``scenario.toml`` (the base scenario
+    resolved) and ``figures/`` into ``stage`` (each file atomically)."""
+    write_text(stage / "scenario.toml", plan.scenario_toml)
+    atomic_write(stage / "plan.csv", lambda p: plan.frame().to_csv(p, index=False, lineterminator="\n"))
+    plan_figures(plan, stage / "figures")
+    write_json(stage / "plan.json", plan.to_json())

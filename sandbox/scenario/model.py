@@ -21,12 +21,12 @@ from ..algorithms import (
     StabilizerConfig,
 )
 from ..algorithms.policy_loss import pairing_problem
-from ..analysis.time_to_target import TargetConfig
 from ..errors import ScenarioError
 from ..learner.optim import OptimizerConfig
 from ..outputs import check_names
 from ..system.config import SystemConfig
-from ..tasks import TASKS, BitStringConfig, OracleTask, TaskConfig
+from ..target_config import TargetConfig
+from ..tasks import TASKS, BitStringConfig, OracleTask, PolicyTask, TaskConfig
 
 MAX_SEED = 2**63 - 1
 """Seeds are non-negative int64: numpy and torch generators take them, and tables and parquet hold them."""
@@ -208,8 +208,6 @@ class Scenario(BaseModel):
         if problem:
             raise ValueError(problem)
         if self.run.schedules == "independent":
-            from ..replay import check_independent
-
             try:
                 check_independent(self)
             except ScenarioError as exc:
@@ -232,3 +230,31 @@ class Scenario(BaseModel):
             except ValueError as exc:
                 raise ValueError(f"algorithm.group_size: {exc}") from None
         return self
+
+
+def check_independent(scn) -> None:
+    """Why a scenario cannot run with ``run.schedules = "independent"`` (a :class:`ScenarioError`
+    naming the field), at run time as at load time."""
+    if scn.run.schedules != "independent":
+        return
+    impl = TASKS[scn.task.name].impl
+    problems = []
+    if not (issubclass(impl, PolicyTask) and impl.fixed_length):
+        fixed = sorted(n for n in TASKS.names() if issubclass(TASKS[n].impl, PolicyTask) and TASKS[n].impl.fixed_length)
+        problems.append(
+            f"run.schedules: 'independent' needs a task whose responses have a fixed length (the timing then cannot "
+            f"depend on the policy): one of {fixed}; task '{scn.task.name}' has not"
+        )
+    if scn.system.partial_rollouts:
+        problems.append("run.schedules: 'independent' cannot replay system.partial_rollouts (a group's segments "
+                        "depend on when versions arrive mid-generation); set partial_rollouts = false or schedules = 'shared'")
+    for name in ("system_seed", "sampling_seed", "init_seed"):
+        if getattr(scn.run, name) is not None:
+            problems.append(f"run.{name}: must be unset with run.schedules = 'independent' (replica r uses the streams "
+                            f"of master seed run.seed + r)")
+    replicas = scn.task.replicas
+    if scn.run.seed + replicas - 1 > MAX_SEED:
+        problems.append(f"run.seed: replica r uses master seed run.seed + r, so run.seed must be at most "
+                        f"{MAX_SEED - replicas + 1} with {replicas} replicas")
+    if problems:
+        raise ScenarioError(problems)

@@ -41,17 +41,20 @@ import pandas as pd
 
 from ..outputs import (
     OutputError,
+    atomic_write,
+    check_out_path,
     commit_run,
     is_transient_dir,
     output_lock,
     own_dir,
+    plain_name,
     remove_orphans,
     safe_name,
     user_path,
     write_json,
     write_text,
 )
-from ..processes import bind_to, pool_context, terminate_as_interrupt
+from ..processes import _alive, bind_to, pool_context, terminate_as_interrupt
 from .results import (
     MANIFEST,
     METRICS,
@@ -65,7 +68,7 @@ from .results import (
     write_metrics,
     write_results,
 )
-from .spec import RunSpec, SweepSpec, load_sweep
+from .spec import RunSpec, SweepSpec, load_sweep, value_label
 
 RAY_HINT = 'the Ray backend needs the optional extra: pip install -c constraints-cpu.txt -e ".[ray]"'
 
@@ -157,8 +160,6 @@ def _execute_into(rid: str, data: dict, out: Path, meta: dict) -> dict:
 
 def tracker_name(rid: str, meta: dict) -> str:
     """The name of a sweep run in W&B: its swept values and seed (``variant=vcpo seed=1``), else its id."""
-    from .spec import value_label
-
     parts = [f"{k.split('.')[-1]}={value_label(v)}" for k, v in (meta.get("params") or {}).items()]
     if meta.get("seed") is not None:
         parts.append(f"seed={meta['seed']}")
@@ -191,8 +192,6 @@ def remove_scratch(root: str | Path | None = None) -> int:
     """Remove the temporary directories of :func:`execute_run_packed` left by worker processes that
     no longer run (killed), in ``root`` (default: the temporary directory); only this user's, only
     directories (never a link). Returns how many."""
-    from ..processes import _alive
-
     root = Path(root or tempfile.gettempdir())
     n = 0
     try:
@@ -221,8 +220,6 @@ def remove_scratch(root: str | Path | None = None) -> int:
 def _unpack(files: dict[str, bytes], out: Path) -> None:
     """Write returned files atomically; the completion markers last. Only plain relative paths
     inside ``out`` (a returned name is data, not a path to trust)."""
-    from ..outputs import atomic_write, plain_name
-
     last = ("summary.json", "error.json")
     for name in sorted(files, key=lambda n: n in last):
         parts = Path(name).parts
@@ -314,8 +311,6 @@ def check_sweep_dir(out: Path) -> None:
     """A sweep writes into a directory of its own: missing, empty, or one a sweep wrote (its
     ``sweep.json``, or only files of a sweep). Anything else is refused (:class:`OutputError`) before
     a file is written there (e.g. ``--out /`` or a home directory)."""
-    from ..outputs import check_out_path
-
     check_out_path(out)
     try:
         names = sorted(n for n in os.listdir(out) if not n.startswith("."))

@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.time_to_target import sweep_comparison
 from ..outputs import write_json, write_table
 from .spec import value_label
 
@@ -109,8 +110,6 @@ def write_results(out: Path, rows: list[dict]) -> pd.DataFrame:
 
 def with_time_to_target(df: pd.DataFrame, out: str | Path) -> pd.DataFrame:
     """``df`` with the time-to-target and speed-up columns of its finished runs (module docstring)."""
-    from ..analysis.time_to_target import sweep_comparison
-
     if df.empty or "status" not in df:
         return df
     per_run, _, _ = sweep_comparison(df, out, read_manifest(out)["axes"], run_dir)
@@ -127,8 +126,6 @@ def load_time_to_target(out: str | Path) -> pd.DataFrame:
     gain and sample-efficiency ratio (``docs/time_to_target.md``). The first columns are the swept
     keys, one column each with the configuration's value as :func:`load_results` has it, then
     ``configuration`` (its label). Reads the run directories, writes nothing."""
-    from ..analysis.time_to_target import sweep_comparison
-
     out = Path(out)
     manifest = read_manifest(out)
     df = results_frame([result_row(e, out) for e in manifest["runs"]])
@@ -147,8 +144,6 @@ def load_time_to_target(out: str | Path) -> pd.DataFrame:
 def time_to_target_comparison(out: str | Path):
     """The :class:`sandbox.analysis.time_to_target.Comparison` of a sweep (what the report's
     time-to-target figure draws); None when no run is finished."""
-    from ..analysis.time_to_target import sweep_comparison
-
     out = Path(out)
     manifest = read_manifest(out)
     df = results_frame([result_row(e, out) for e in manifest["runs"]])

@@ -12,7 +12,7 @@ import tomli_w
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.report import writers
+from sandbox import writers
 from sandbox.runner import run_scenario
 from sandbox.scenario import validate_scenario
 

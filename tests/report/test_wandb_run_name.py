@@ -17,7 +17,7 @@ import tomli_w
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.report.writers import run_name
+from sandbox.writers import run_name
 from sandbox.runner import run_scenario
 from sandbox.scenario import validate_scenario
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.report import writers
+from sandbox import writers
 from sandbox.runner import run_scenario
 from sandbox.scenario import ScenarioError, validate_scenario
 

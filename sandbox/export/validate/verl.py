@@ -292,8 +292,6 @@ def post_load_problems(lines: list[str], wheel_dir: Path, config_name: str = "pp
                        config_dir: Path | None = None) -> list[str]:
     """Run verl 0.9.1's own post-load validation on ``lines`` + :data:`LAUNCH_FILLS` (step 5 of the module
     docstring). Raises ``WheelUnavailable`` when verl cannot be imported here."""
-    from .wheels import import_from_wheel
-
     utils, config_mod, algo = import_from_wheel("verl", *VERL_POST_LOAD_MODULES)
     given = {ln.split("=", 1)[0].lstrip("+") for ln in lines}
     fills = [f for f in LAUNCH_FILLS if f.split("=", 1)[0] not in given]

@@ -1,0 +1,232 @@
+"""Optional metric writers: TensorBoard event files and Weights & Biases (offline mode).
+
+Asked for in the scenario with ``run.writers = ["files", "tensorboard", "wandb"]``. The run
+directory (``files``) is always written; the others are extra views of the same per-step metrics,
+**streamed while the run goes**: each writer is opened when the simulation starts and is handed
+every metrics row as the learner produces it (one row per optimizer step), then the summary and
+the scenario when the run ends. The parquet files of the run directory are still written at the
+end, atomically, as before (docs/index.md#trackers).
+
+* ``tensorboard``: event files in ``<run>/tensorboard/`` (``tensorboard --logdir <run>``): every
+  numeric metric as a scalar against the learner step (flushed at the first row and then at most
+  every :data:`FLUSH_SECONDS`, so a running TensorBoard shows the run), the summary under
+  ``summary/``, the resolved scenario as text. Needs the ``tensorboard`` package (extra ``[tensorboard]``).
+* ``wandb``: an offline W&B run in ``<run>/wandb/`` (upload later with ``wandb sync``): metrics
+  logged per step as they come, the scenario as the run config, the summary as the run summary.
+  Needs the ``wandb`` package (extra ``[wandb]``); never touches the network. The W&B run is named
+  by :func:`run_name` (the variant, else the scenario's ``title``, else the run's directory) and
+  grouped by scenario (``group=``: ``sandbox run`` passes the scenario's name, a sweep its name).
+
+A writer that is asked for but not installed is an error raised before the simulation starts,
+naming the install command. Writers are looked up in :data:`REGISTRY` (name -> :class:`WriterSpec`);
+the tests register a fake one there the same way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from .outputs import is_transient_dir
+
+WRITERS = ("files", "tensorboard", "wandb")
+FLUSH_SECONDS = 2.0
+"""TensorBoard event files are flushed at the first row and then at most this often (and at the end)."""
+
+
+class WriterUnavailable(RuntimeError):
+    """A writer was asked for in ``run.writers`` but its package is not installed."""
+
+
+class StreamWriter(Protocol):
+    """One tracker of one run: :meth:`log` per metrics row while the run goes, then :meth:`finish`
+    with the result (summary, status) or :meth:`abort` when the run raised."""
+
+    def log(self, row: dict) -> None: ...
+
+    def finish(self, result) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """How the trackers see one run: ``directory`` (where the run's files go: the stage), ``name``
+    (the run's name) and ``group`` (the scenario or sweep it belongs to; "" = none)."""
+
+    directory: Path
+    name: str
+    group: str = ""
+
+
+@dataclass(frozen=True)
+class WriterSpec:
+    """A writer: the package it needs (None: none) and the factory ``(scenario, tracking) -> StreamWriter``."""
+
+    package: str | None
+    factory: Callable[..., StreamWriter]
+
+
+def install_hint(name: str) -> str:
+    return f'pip install -c constraints-cpu.txt -e ".[{name}]"'
+
+
+def check_writers(names) -> None:
+    """Raise :class:`WriterUnavailable` if a requested writer's package is missing."""
+    missing = []
+    for n in names:
+        spec = REGISTRY.get(n)
+        if spec is not None and spec.package is not None and importlib.util.find_spec(spec.package) is None:
+            missing.append((n, spec.package))
+    if missing:
+        lines = [f"run.writers asks for '{n}' but the {pkg} package is not installed: {install_hint(n)}" for n, pkg in missing]
+        raise WriterUnavailable("; ".join(lines) + " (or remove it from run.writers)")
+
+
+def _scalars(row: dict) -> dict[str, float]:
+    out = {}
+    for k, v in row.items():
+        if k in ("step",) or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        v = float(v)
+        if math.isfinite(v):
+            out[k] = v
+    return out
+
+
+def _summary_scalars(summary: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
+
+
+class TensorBoardWriter:
+    """Event files under ``<run>/tensorboard``, written as the rows come."""
+
+    def __init__(self, scenario, tracking: Tracking):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.scenario = scenario
+        self.log_dir = Path(tracking.directory) / "tensorboard"
+        self.writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=3600)  # flushed here, see log()
+        self._flushed: float | None = None
+
+    def log(self, row: dict) -> None:
+        step = int(row.get("step", 0))
+        for k, v in _scalars(row).items():
+            self.writer.add_scalar(k, v, global_step=step)
+        now = time.monotonic()
+        if self._flushed is None or now - self._flushed >= FLUSH_SECONDS:
+            self.writer.flush()
+            self._flushed = now
+
+    def finish(self, result) -> None:
+        from .scenario import dump_scenario
+
+        try:
+            for k, v in _summary_scalars(result.summary).items():
+                self.writer.add_scalar(f"summary/{k}", v, global_step=0)
+            self.writer.add_text("scenario", "```toml\n" + dump_scenario(result.scenario) + "\n```", global_step=0)
+            self.writer.add_text("status", str(result.status), global_step=0)
+        finally:
+            self.writer.close()
+
+    def abort(self) -> None:
+        self.writer.close()
+
+
+def run_name(scenario, out: str | Path, label: str = "") -> str:
+    """The name a run shows in W&B: the variant's name (``label``) when the run is one variant of a
+    scenario, else the scenario's ``title``, else the name of the directory the run ends up in. Runs
+    are written into staging directories (``<dir>/.staging-*``, possibly nested: a run of ``sandbox
+    run`` inside the command's own stage) that are moved into place once complete
+    (:class:`sandbox.outputs.StagedDir`), so those path components are skipped."""
+    if label:
+        return label
+    if scenario.title:
+        return scenario.title
+    parts = [p for p in Path(out).absolute().parts if not is_transient_dir(p)]
+    return parts[-1] if parts and parts[-1] != Path(parts[-1]).anchor else "run"
+
+
+class WandbWriter:
+    """An offline W&B run under ``<run>/wandb`` (``wandb sync`` uploads it later), logged per row."""
+
+    project = "async-rl-sandbox"
+
+    def __init__(self, scenario, tracking: Tracking):
+        os.environ.setdefault("WANDB_SILENT", "true")
+        import wandb
+
+        self.run = wandb.init(
+            mode="offline",
+            dir=str(tracking.directory),
+            project=self.project,
+            name=tracking.name,
+            group=tracking.group or None,
+            config=scenario.model_dump(mode="json", exclude={"variants"}),
+            reinit=True,  # runs of one process follow each other (wandb>=0.16 takes True)
+        )
+
+    def log(self, row: dict) -> None:
+        self.run.log(_scalars(row), step=int(row.get("step", 0)))
+
+    def finish(self, result) -> None:
+        try:
+            self.run.summary.update({**_summary_scalars(result.summary), "status": result.status})
+        finally:
+            self.run.finish()
+
+    def abort(self) -> None:
+        self.run.finish(exit_code=1)
+
+
+REGISTRY: dict[str, WriterSpec] = {
+    "tensorboard": WriterSpec("tensorboard", TensorBoardWriter),
+    "wandb": WriterSpec("wandb", WandbWriter),
+}
+"""The writers besides ``files``, by the name ``run.writers`` uses."""
+
+
+class Writers:
+    """The trackers of one run, opened before it simulates: :meth:`log` is the per-step hook
+    (every writer gets the row as it is produced), :meth:`finish` / :meth:`abort` close them."""
+
+    def __init__(self, scenario, tracking: Tracking):
+        check_writers(scenario.run.writers)
+        self.open: list[StreamWriter] = []
+        try:
+            for name in dict.fromkeys(scenario.run.writers):
+                spec = REGISTRY.get(name)
+                if spec is not None:
+                    self.open.append(spec.factory(scenario, tracking))
+        except BaseException:
+            self.abort()
+            raise
+
+    def log(self, row: dict) -> None:
+        for w in self.open:
+            w.log(row)
+
+    def finish(self, result) -> None:
+        while self.open:
+            self.open.pop(0).finish(result)
+
+    def abort(self) -> None:
+        while self.open:
+            try:
+                self.open.pop(0).abort()
+            except Exception:  # noqa: BLE001 - the run's own error is the one to report
+                pass
+
+
+def wants_trackers(scenario) -> bool:
+    """Whether ``run.writers`` asks for anything besides the run directory."""
+    return bool(set(scenario.run.writers) - {"files"})
+
+
+__all__ = ["FLUSH_SECONDS", "REGISTRY", "WRITERS", "StreamWriter", "TensorBoardWriter", "Tracking", "WandbWriter",
+           "WriterSpec", "WriterUnavailable", "Writers", "check_writers", "install_hint", "run_name", "wants_trackers"]
