@@ -10,6 +10,8 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from .wheels import import_from_wheel
+
 CONFIG_DIR = Path("verl/trainer/config")
 GENERATED = CONFIG_DIR / "_generated_ppo_trainer.yaml"
 
