@@ -205,7 +205,8 @@ def _result(scn: Scenario, res, learner) -> RunResult:
     rows = res.rows
     metrics = rows.to_frame() if hasattr(rows, "to_frame") else pd.DataFrame(rows)
     jobs = res.jobs.to_frame() if hasattr(res.jobs, "to_frame") else pd.DataFrame([job_record(j) for j in res.jobs])
-    events = pd.DataFrame(res.events, columns=EVENT_COLUMNS)
+    events = res.events
+    events = events.to_frame(EVENT_COLUMNS) if hasattr(events, "to_frame") else pd.DataFrame(events, columns=EVENT_COLUMNS)
     replica = _stack_replica_rows(learner.replica_rows, learner.R)
     result = RunResult(
         scenario=scn,

@@ -172,6 +172,19 @@ class EventLog:
     def __repr__(self) -> str:
         return f"EventLog({len(self)} events)"
 
+    def to_frame(self, columns: list[str]):
+        """``pd.DataFrame(list(self), columns=columns)``, bitwise, built from the columns (the list of
+        tuples it replaces was about 14 KB a step on the quickstart, at the end of the run)."""
+        import pandas as pd
+
+        if not len(self):
+            return pd.DataFrame(self, columns=columns)
+        kinds = np.empty(len(self.kinds), dtype=object)
+        kinds[:] = self.kinds
+        data = [np.frombuffer(self.time, dtype=np.float64).copy(), kinds[np.frombuffer(self.kind, dtype=np.int8)]]
+        data += [np.frombuffer(a, dtype=np.int64).copy() for a in (self.worker, self.job, self.version, self.step)]
+        return pd.DataFrame(dict(zip(columns, data)))
+
 
 @dataclass
 class TrainResult:
