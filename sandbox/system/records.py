@@ -284,13 +284,12 @@ class ReplicaColumns:
         if i >= self._capacity:
             self._grow(i + 1)
         for k, v in values.items():
-            if v is None:
-                continue
             col = self._cols.get(k)
-            if col is None:
+            if col is None:  # a metric given as None only still has its column (all NaN)
                 col = self._cols[k] = np.full((self._capacity, self.R), np.nan)
                 self._present[k] = np.zeros(self._capacity, dtype=bool)
-            col[i] = v  # broadcast and cast to float64 by the assignment
+            if v is not None:
+                col[i] = v  # broadcast and cast to float64 by the assignment
             self._present[k][i] = True
         if i >= self._n:
             self._n = i + 1
