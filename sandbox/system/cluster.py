@@ -16,8 +16,11 @@ Memory: every job stays in ``Cluster.jobs`` (the jobs table is built from them),
 (the rollouts or gradients) is replaced by a :class:`ReleasedPayload` holding its sample count as
 soon as the learner has trained on it or the control dropped it, so the tensors alive at once are
 those of the running, queued and training jobs, whatever ``run.steps``. What does grow with
-the run is its records, kept compact: a released payload is one shared object per sample count
-(:func:`released`), and the event log is columnar (:class:`EventLog`, 41 B per event).
+the run is its records, kept as typed columns (issue 28; :mod:`sandbox.system.records`): a finished
+job is retired into a row of :class:`JobRecords` (about 110 B), the metrics rows are a
+:class:`~sandbox.system.records.MetricRows` (about 9 B a value), the event log is columnar
+(:class:`EventLog`, 41 B per event), and the tables are built from the columns, bitwise the ones
+built from the objects.
 """
 
 from __future__ import annotations
