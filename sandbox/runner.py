@@ -20,7 +20,7 @@ import torch
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, ScenarioError, dump_scenario
-from .system.cluster import Cluster
+from .system.cluster import Cluster, job_record
 from .tasks import TASKS, OracleTask, PolicyTask, make_task
 from .workload import OracleWorkload, PolicyWorkload
 
@@ -202,27 +202,11 @@ def _fan_out(hooks: list[Callable[[dict], None]]) -> Callable[[dict], None] | No
 
 
 def _result(scn: Scenario, res, learner) -> RunResult:
-    metrics = pd.DataFrame(res.rows)
-    jobs = pd.DataFrame(
-        [
-            {
-                "job": j.id,
-                "worker": j.worker,
-                "head_version": j.head_version,
-                "tail_version": j.tail_version,
-                "target_step": -1 if j.target_step is None else j.target_step,
-                "dispatch_time": j.dispatch_time,
-                "finish_time": j.finish_time,
-                "consume_time": j.consume_time,
-                "consume_step": j.consume_step,
-                "dropped_at": -1 if j.dropped_at is None else j.dropped_at,
-                "segments": j.segments,
-                "samples": j.num_samples if j.payload is not None else 0,
-            }
-            for j in res.jobs
-        ]
-    )
-    events = pd.DataFrame(res.events, columns=EVENT_COLUMNS)
+    rows = res.rows
+    metrics = rows.to_frame() if hasattr(rows, "to_frame") else pd.DataFrame(rows)
+    jobs = res.jobs.to_frame() if hasattr(res.jobs, "to_frame") else pd.DataFrame([job_record(j) for j in res.jobs])
+    events = res.events
+    events = events.to_frame(EVENT_COLUMNS) if hasattr(events, "to_frame") else pd.DataFrame(events, columns=EVENT_COLUMNS)
     replica = _stack_replica_rows(learner.replica_rows, learner.R)
     result = RunResult(
         scenario=scn,
@@ -237,8 +221,11 @@ def _result(scn: Scenario, res, learner) -> RunResult:
     return result
 
 
-def _stack_replica_rows(rows: list[dict], replicas: int) -> dict[str, np.ndarray]:
-    """``{metric: (steps, R)}``; steps where a metric was not computed (evaluations) hold NaN."""
+def _stack_replica_rows(rows, replicas: int) -> dict[str, np.ndarray]:
+    """``{metric: (steps, R)}``; steps where a metric was not computed (evaluations) hold NaN.
+    ``rows``: the learner's :class:`sandbox.system.records.ReplicaColumns`, or a list of per-step dicts."""
+    if hasattr(rows, "arrays"):
+        return rows.arrays()
     keys = sorted({k for r in rows for k in r})
     out = {}
     for k in keys:

@@ -31,6 +31,7 @@ from torch import Tensor
 from ..algorithms._tensor import replica_sum
 from ..algorithms.diagnostics import is_metrics
 from ..system.cluster import Job, TrainResult
+from ..system.records import ReplicaColumns
 from ..tasks.base import OracleTask, Params, PolicyTask
 from ..tasks.rollouts import Rollouts, oldest_versions
 from . import diagnostics as dg
@@ -98,7 +99,9 @@ class Learner:
         self._prev_grad_norm: Tensor | None = None
         self.alive = torch.ones(self.R, dtype=torch.bool)
         self.diverged_at = np.full(self.R, -1)
-        self.replica_rows: list[dict[str, np.ndarray]] = []
+        # Per-replica metrics, one row per optimizer step, as float64 columns sized for the run
+        # (issue 28: a dict of (R,) arrays per step was about 5.7 KB a step on the quickstart).
+        self.replica_rows = ReplicaColumns(self.R, max(total_steps, 1))
         self._sample_lag: Tensor | None = None
 
     # -- checkpoints -------------------------------------------------------------------------

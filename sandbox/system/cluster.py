@@ -16,8 +16,11 @@ Memory: every job stays in ``Cluster.jobs`` (the jobs table is built from them),
 (the rollouts or gradients) is replaced by a :class:`ReleasedPayload` holding its sample count as
 soon as the learner has trained on it or the control dropped it, so the tensors alive at once are
 those of the running, queued and training jobs, whatever ``run.steps``. What does grow with
-the run is its records, kept compact: a released payload is one shared object per sample count
-(:func:`released`), and the event log is columnar (:class:`EventLog`, 41 B per event).
+the run is its records, kept as typed columns (issue 28; :mod:`sandbox.system.records`): a finished
+job is retired into a row of :class:`JobRecords` (about 110 B), the metrics rows are a
+:class:`~sandbox.system.records.MetricRows` (about 9 B a value), the event log is columnar
+(:class:`EventLog`, 41 B per event), and the tables are built from the columns, bitwise the ones
+built from the objects.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from simpy.events import URGENT
 
 from ..errors import ScenarioError
 from .config import SystemConfig
+from .records import ColumnTable, MetricRows
 from .staleness import Control, make_control
 
 
@@ -171,6 +175,19 @@ class EventLog:
     def __repr__(self) -> str:
         return f"EventLog({len(self)} events)"
 
+    def to_frame(self, columns: list[str]):
+        """``pd.DataFrame(list(self), columns=columns)``, bitwise, built from the columns (the list of
+        tuples it replaces was about 14 KB a step on the quickstart, at the end of the run)."""
+        import pandas as pd
+
+        if not len(self):
+            return pd.DataFrame(self, columns=columns)
+        kinds = np.empty(len(self.kinds), dtype=object)
+        kinds[:] = self.kinds
+        data = [np.frombuffer(self.time, dtype=np.float64).copy(), kinds[np.frombuffer(self.kind, dtype=np.int8)]]
+        data += [np.frombuffer(a, dtype=np.int64).copy() for a in (self.worker, self.job, self.version, self.step)]
+        return pd.DataFrame(dict(zip(columns, data)))
+
 
 @dataclass
 class TrainResult:
@@ -209,6 +226,97 @@ class Job:
     @property
     def num_samples(self) -> int:
         return int(self.payload.num_responses)
+
+
+#: The columns of the jobs table (``jobs.parquet``), in order; :func:`job_record` gives a job's row.
+JOB_COLUMNS = ("job", "worker", "head_version", "tail_version", "target_step", "dispatch_time", "finish_time",
+               "consume_time", "consume_step", "dropped_at", "segments", "samples")
+
+
+def job_record(j: Job) -> dict:
+    """A job's row of the jobs table (``target_step`` and ``dropped_at``: -1 for None; ``samples``: 0
+    while it has no payload)."""
+    return {
+        "job": j.id,
+        "worker": j.worker,
+        "head_version": j.head_version,
+        "tail_version": j.tail_version,
+        "target_step": -1 if j.target_step is None else j.target_step,
+        "dispatch_time": j.dispatch_time,
+        "finish_time": j.finish_time,
+        "consume_time": j.consume_time,
+        "consume_step": j.consume_step,
+        "dropped_at": -1 if j.dropped_at is None else j.dropped_at,
+        "segments": j.segments,
+        "samples": j.num_samples if j.payload is not None else 0,
+    }
+
+
+class JobRecords:
+    """``Cluster.jobs``: every job of the run, by id. A job the cluster still works on is its
+    :class:`Job`; a finished one (consumed or dropped, its payload released: nothing changes it any
+    more) is retired into a :class:`~sandbox.system.records.ColumnTable` row, about 110 B instead of
+    the object and its floats (about 400 B). Reads as the list of jobs it replaces (``len``, indexing,
+    iteration); a retired job is read back as an equal new :class:`Job` whose payload is the shared
+    :func:`released` record. :meth:`to_frame` is the jobs table, bitwise the one built from the objects."""
+
+    __slots__ = ("_live", "_table", "_n")
+
+    def __init__(self) -> None:
+        self._live: dict[int, Job] = {}
+        self._table = ColumnTable()
+        self._n = 0
+
+    def append(self, job: Job) -> None:
+        if job.id != self._n:
+            raise ValueError(f"job ids are their index: got {job.id}, expected {self._n}")
+        self._live[job.id] = job
+        self._n += 1
+
+    def retire(self, job: Job) -> None:
+        """Keep ``job`` (finished: consumed or dropped, payload released) as its row only."""
+        if self._live.pop(job.id, None) is not None:
+            self._table.put(job.id, job_record(job))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _job(self, i: int) -> Job:
+        job = self._live.get(i)
+        if job is not None:
+            return job
+        r = self._table.row(i)
+        return Job(
+            id=r["job"], worker=r["worker"], head_version=r["head_version"], dispatch_time=r["dispatch_time"],
+            target_step=None if r["target_step"] == -1 else r["target_step"], finish_time=r["finish_time"],
+            consume_time=r["consume_time"], consume_step=r["consume_step"],
+            dropped_at=None if r["dropped_at"] == -1 else r["dropped_at"], segments=r["segments"],
+            tail_version=r["tail_version"], payload=released(r["samples"]),
+        )
+
+    def __getitem__(self, i):
+        n = self._n
+        if isinstance(i, slice):
+            return [self._job(k) for k in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError("job index out of range")
+        return self._job(i % n)
+
+    def __iter__(self):
+        return (self._job(i) for i in range(self._n))
+
+    def nbytes(self) -> int:
+        """Bytes held by the retired jobs' columns (the live jobs are the cluster's working set)."""
+        return self._table.nbytes()
+
+    def to_frame(self):
+        """The jobs table: ``pd.DataFrame([job_record(j) for j in jobs])``, bitwise."""
+        for job in self._live.values():  # rows of the jobs still live (rewritten if called again)
+            self._table.put(job.id, job_record(job))
+        return self._table.to_frame()
+
+    def __repr__(self) -> str:
+        return f"JobRecords({self._n} jobs, {len(self._live)} live)"
 
 
 class Signal:
@@ -326,9 +434,9 @@ class ClusterResult:
     status: str
     steps_done: int
     sim_time: float
-    jobs: list[Job]
+    jobs: JobRecords | list[Job]
     events: EventLog | list[tuple]
-    rows: list[dict]
+    rows: MetricRows | list[dict]
     dropped: int
 
 
@@ -362,7 +470,7 @@ class Cluster:
         self.store = WeightStore(self.env, trainer.initial_weights(), self._on_visible)
         self.signal = Signal(self.env, self._admissible)
         self.buffer: list[Job] = []
-        self.jobs: list[Job] = []
+        self.jobs = JobRecords()
         self.events = EventLog()
         self.record_events = record_events
         self.keep_payloads = keep_payloads
@@ -374,7 +482,7 @@ class Cluster:
         self.samples_consumed = 0
         self.tokens_consumed = 0
         self.samples_generated = 0
-        self.rows: list[dict] = []
+        self.rows = MetricRows()
         self.status = "running"
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -393,6 +501,7 @@ class Cluster:
             return
         for job in jobs:
             job.payload = released(job.payload.num_responses)
+            self.jobs.retire(job)
 
     def worker_utilisation(self) -> float:
         now = self.env.now

@@ -1,0 +1,317 @@
+"""Compact, columnar records of a run (issue 28: memory grew linearly with run length).
+
+A run keeps three records that grow with its length: the per-step metrics rows, the per-replica
+metric arrays and the jobs. Held as Python objects (a dict of floats per row, a dict of ``(R,)``
+arrays per step, a :class:`~sandbox.system.cluster.Job` per group) they cost about 10 KB a step on
+the quickstart; held here as typed columns they cost the bytes of their numbers (8 B a value plus a
+presence byte), and the tables built from them are bitwise the ones built from the objects:
+
+- :class:`ColumnTable`: rows of ``{column: value}`` stored as one int64, float64 or object column
+  each; :meth:`ColumnTable.to_frame` is ``pd.DataFrame(list_of_row_dicts)`` (same columns in order of
+  first appearance, same dtypes and values: pandas's own inference of ints, floats and missing
+  values, reproduced for plain ``int`` and ``float`` values, and pandas itself for anything else).
+- :class:`MetricRows`: the metrics rows of a cluster (a sequence of dicts, appended in order).
+- :class:`ReplicaColumns`: the learner's per-replica arrays, ``{metric: (steps, R) float64}`` with NaN
+  where a metric was not computed, preallocated for ``run.steps`` rows.
+
+Every column grows by doubling, so appending is amortised O(1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Iterator
+
+import numpy as np
+
+_INT64 = (-(2**63), 2**63)
+_EXACT_FLOAT_INT = 2**53  # ints a float64 holds exactly (larger ones keep their object)
+
+
+class _Column:
+    """One column: ``kind`` "i" (every value so far an ``int``), "f" (``float`` values, or ints and
+    floats: ``ints`` marks the ints, as pandas turns a mixed column into float64 but a row read back
+    keeps its int) or "o" (anything else, the objects themselves)."""
+
+    __slots__ = ("kind", "data", "present", "ints")
+
+    def __init__(self, kind: str, capacity: int):
+        self.kind = kind
+        self.present = np.zeros(capacity, dtype=bool)
+        self.ints: np.ndarray | None = None
+        if kind == "o":
+            self.data: Any = [None] * capacity
+        else:
+            self.data = np.zeros(capacity, dtype=np.int64 if kind == "i" else np.float64)
+
+    def grow(self, capacity: int) -> None:
+        n = len(self.present)
+        present = np.zeros(capacity, dtype=bool)
+        present[:n] = self.present
+        self.present = present
+        if self.kind == "o":
+            self.data.extend([None] * (capacity - n))
+            return
+        data = np.zeros(capacity, dtype=self.data.dtype)
+        data[:n] = self.data
+        self.data = data
+        if self.ints is not None:
+            ints = np.zeros(capacity, dtype=bool)
+            ints[:n] = self.ints
+            self.ints = ints
+
+    def _to_float(self) -> None:
+        self.ints = self.present.copy()
+        self.data = self.data.astype(np.float64)
+        self.kind = "f"
+
+    def _to_object(self) -> None:
+        data = [None] * len(self.present)
+        for i in np.flatnonzero(self.present).tolist():
+            data[i] = self.get(i)
+        self.data, self.kind, self.ints = data, "o", None
+
+    def set(self, i: int, v: Any) -> None:
+        t = type(v)
+        kind = self.kind
+        if kind != "o":
+            if t is float:
+                if kind == "i":
+                    self._to_float()
+                self.data[i] = v
+                if self.ints is not None:
+                    self.ints[i] = False
+                self.present[i] = True
+                return
+            if t is int and _INT64[0] <= v < _INT64[1]:
+                if kind == "i":
+                    self.data[i] = v
+                    self.present[i] = True
+                    return
+                if -_EXACT_FLOAT_INT <= v <= _EXACT_FLOAT_INT:
+                    self.data[i] = v
+                    if self.ints is None:
+                        self.ints = np.zeros(len(self.present), dtype=bool)
+                    self.ints[i] = True
+                    self.present[i] = True
+                    return
+            self._to_object()
+        self.data[i] = v
+        self.present[i] = True
+
+    def get(self, i: int) -> Any:
+        if self.kind == "o":
+            return self.data[i]
+        if self.kind == "i":
+            return int(self.data[i])
+        if self.ints is not None and self.ints[i]:
+            return int(self.data[i])
+        x = float(self.data[i])
+        return math.nan if x != x else x  # the shared NaN, as the defaults it was (``nan is nan`` in tuples)
+
+    def nbytes(self) -> int:
+        if self.kind == "o":
+            return 8 * len(self.data) + self.present.nbytes
+        return self.data.nbytes + self.present.nbytes + (0 if self.ints is None else self.ints.nbytes)
+
+
+class ColumnTable:
+    """Rows ``{column: value}`` put at row indices, stored column by column (see the module)."""
+
+    def __init__(self, capacity: int = 64):
+        self._cols: dict[str, _Column] = {}
+        self._capacity = max(int(capacity), 1)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def put(self, i: int, row: Mapping[str, Any]) -> None:
+        """Write ``row`` at index ``i`` (rows past the end are created empty)."""
+        if i >= self._capacity:
+            capacity = self._capacity
+            while capacity <= i:
+                capacity *= 2
+            for col in self._cols.values():
+                col.grow(capacity)
+            self._capacity = capacity
+        cols = self._cols
+        for k, v in row.items():
+            col = cols.get(k)
+            if col is None:
+                t = type(v)
+                kind = "i" if t is int else "f" if t is float else "o"
+                col = cols[k] = _Column(kind, self._capacity)
+            col.set(i, v)
+        if i >= self._n:
+            self._n = i + 1
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Row ``i`` as the dict that was put (values of a mixed int/float column keep their type)."""
+        return {k: col.get(i) for k, col in self._cols.items() if col.present[i]}
+
+    def nbytes(self) -> int:
+        """Bytes held by the columns (their buffers; the capacity, not only the rows used)."""
+        return sum(col.nbytes() for col in self._cols.values())
+
+    def to_frame(self):
+        """``pd.DataFrame`` of the rows, bitwise ``pd.DataFrame([row(i) for i in range(len(self))])``."""
+        import pandas as pd
+
+        n = self._n
+        if n == 0:
+            return pd.DataFrame([])
+        out: dict[str, Any] = {}
+        objects = [k for k, col in self._cols.items() if col.kind == "o"]
+        if objects:  # pandas's own inference, column by column as it does for a list of dicts
+            cols = [self._cols[k] for k in objects]
+            frame = pd.DataFrame([{k: c.data[i] for k, c in zip(objects, cols) if c.present[i]} for i in range(n)])
+        for k, col in self._cols.items():
+            if col.kind == "o":
+                out[k] = frame[k]
+                continue
+            present = col.present[:n]
+            if col.kind == "i" and present.all():
+                out[k] = col.data[:n].copy()
+                continue
+            data = col.data[:n].astype(np.float64)  # ints with missing values: float64, as pandas
+            data[~present] = np.nan
+            out[k] = data
+        return pd.DataFrame(out)
+
+
+class MetricRows:
+    """The metrics rows of a cluster: a sequence of dicts (``append``, ``len``, indexing, slicing,
+    iteration) stored as a :class:`ColumnTable`; :meth:`to_frame` is ``pd.DataFrame(rows)``."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, capacity: int = 64):
+        self.table = ColumnTable(capacity)
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        self.table.put(len(self.table), row)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, i):
+        n = len(self.table)
+        if isinstance(i, slice):
+            return [self.table.row(k) for k in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError("row index out of range")
+        return self.table.row(i % n)
+
+    def __iter__(self) -> Iterator[dict]:
+        return (self.table.row(i) for i in range(len(self.table)))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (MetricRows, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def nbytes(self) -> int:
+        return self.table.nbytes()
+
+    def to_frame(self):
+        return self.table.to_frame()
+
+    def __repr__(self) -> str:
+        return f"MetricRows({len(self)} rows)"
+
+
+class ReplicaRow(Mapping):
+    """Row ``i`` of a :class:`ReplicaColumns`: a read-only mapping ``metric -> (R,)`` view, plus
+    ``update`` (writes into the columns, as ``dict.update`` wrote into the row it replaces)."""
+
+    __slots__ = ("_store", "_i")
+
+    def __init__(self, store: "ReplicaColumns", i: int):
+        self._store, self._i = store, i
+
+    def __getitem__(self, k: str) -> np.ndarray:
+        present = self._store._present.get(k)
+        if present is None or not present[self._i]:
+            raise KeyError(k)
+        return self._store._cols[k][self._i]
+
+    def __iter__(self):
+        i = self._i
+        return (k for k, p in self._store._present.items() if p[i])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        self._store.put(self._i, values)
+
+
+class ReplicaColumns:
+    """The learner's per-replica metrics, ``{metric: (capacity, R) float64}`` (NaN where a metric was
+    not computed, the values cast to float64 by assignment, as the stacked arrays of per-step dicts
+    were), a presence flag per metric and row; sized for ``capacity`` rows (``run.steps``), doubled
+    past it. Reads as the list of per-step dicts it replaces (``len``, indexing, slicing, iteration:
+    :class:`ReplicaRow`)."""
+
+    def __init__(self, replicas: int, capacity: int = 64):
+        self.R = int(replicas)
+        self._capacity = max(int(capacity), 1)
+        self._cols: dict[str, np.ndarray] = {}
+        self._present: dict[str, np.ndarray] = {}
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _grow(self, need: int) -> None:
+        capacity = self._capacity
+        while capacity < need:
+            capacity *= 2
+        for k, a in self._cols.items():
+            grown = np.full((capacity, self.R), np.nan)
+            grown[: len(a)] = a
+            self._cols[k] = grown
+            present = np.zeros(capacity, dtype=bool)
+            present[: len(a)] = self._present[k]
+            self._present[k] = present
+        self._capacity = capacity
+
+    def put(self, i: int, values: Mapping[str, Any]) -> None:
+        if i >= self._capacity:
+            self._grow(i + 1)
+        for k, v in values.items():
+            col = self._cols.get(k)
+            if col is None:  # a metric given as None only still has its column (all NaN)
+                col = self._cols[k] = np.full((self._capacity, self.R), np.nan)
+                self._present[k] = np.zeros(self._capacity, dtype=bool)
+            if v is not None:
+                col[i] = v  # broadcast and cast to float64 by the assignment
+            self._present[k][i] = True
+        if i >= self._n:
+            self._n = i + 1
+
+    def append(self, values: Mapping[str, Any]) -> None:
+        self.put(self._n, values)
+
+    def __getitem__(self, i):
+        n = self._n
+        if isinstance(i, slice):
+            return [ReplicaRow(self, k) for k in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError("row index out of range")
+        return ReplicaRow(self, i % n)
+
+    def __iter__(self):
+        return (ReplicaRow(self, i) for i in range(self._n))
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._cols.values()) + sum(p.nbytes for p in self._present.values())
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """``{metric: (rows, R)}`` in sorted metric order (the columns themselves when they are full)."""
+        n = self._n
+        return {k: a if len(a) == n else a[:n].copy() for k, a in sorted(self._cols.items())}

@@ -1,0 +1,123 @@
+"""Issue 28: memory grew linearly with run length. What a run still keeps per step is its records
+(metrics rows, per-replica arrays, jobs, events), held as typed columns: these tests bound the bytes
+they hold per step (structural: the containers' buffers, not RSS or time), and check that the tables
+built from the columns are bitwise those built from the Python objects they replace."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sandbox.runner import EVENT_COLUMNS, _stack_replica_rows, prepare_run
+from sandbox.scenario import validate_scenario
+from sandbox.system.cluster import JobRecords, job_record
+from sandbox.system.records import ColumnTable, MetricRows, ReplicaColumns
+
+
+def _scenario(steps: int):
+    return validate_scenario({
+        "task": {"name": "bitstring", "horizon": 16, "replicas": 2},
+        "system": {"num_workers": 6, "generation_time": {"kind": "exponential", "mean": 1.0},
+                   "staleness": {"kind": "max_lag", "k_max": 1, "enforcement": "drop", "queue_capacity": 6}},
+        "algorithm": {"group_size": 4, "groups_per_step": 2},
+        "run": {"steps": steps, "figures": False, "eval_every": 10},
+    })
+
+
+def _held(steps: int) -> dict[str, int]:
+    _, learner, cluster = prepare_run(_scenario(steps))
+    res = cluster.run(steps)
+    assert len(res.rows) == steps
+    log = res.events
+    return {
+        "rows": res.rows.nbytes(),
+        "replicas": learner.replica_rows.nbytes(),
+        "jobs": res.jobs.nbytes(),
+        "events": len(log) * sum(a.itemsize for a in (log.time, log.kind, log.worker, log.job, log.version, log.step)),
+        "columns": len(res.rows.table._cols) + len(learner.replica_rows._cols),
+    }
+
+
+def test_bytes_held_per_step_are_those_of_the_numbers():
+    """Between 100 and 400 steps the records grow by the bytes of their numbers: about 9 B a metric
+    value (8 + a presence byte, times at most 2 for the doubling), 8 B x replicas + 1 a per-replica
+    value, about 110 B a job (2 to 3 jobs a step here) and 41 B an event. As Python objects (a dict
+    per row, a dict of (R,) arrays per step, a Job per group) they were about 10 KB a step."""
+    a, b = _held(100), _held(400)
+    slope = {k: (b[k] - a[k]) / 300 for k in ("rows", "replicas", "jobs", "events")}
+    metrics = b["columns"] // 2  # about as many metrics in each record
+    assert slope["rows"] <= 2 * 9 * metrics + 64, slope
+    assert slope["replicas"] <= (8 * 2 + 1) * metrics + 64, slope
+    assert slope["jobs"] <= 2 * 3 * 130, slope
+    assert slope["events"] <= 41 * 30, slope
+    assert sum(slope.values()) < 4096, slope
+
+
+def _pandas_rows():
+    return [
+        {"time": 0, "step": 0, "a": 1.5, "mixed": 1, "flag": True, "name": "x", "big": 2**70, "np": np.float64(0.5)},
+        {"time": 0.25, "step": 1, "a": math.nan, "mixed": 2.5, "flag": False, "late": 3, "np": np.float64(1.5)},
+        {"step": 2, "a": -0.0, "mixed": 3, "name": None, "late": 4, "only_float": 1.0, "big": 1},
+        {"step": 3, "time": 1.0, "a": math.inf, "mixed": 2**60, "name": "y", "int_missing": 7},
+    ]
+
+
+def test_column_table_frame_is_the_list_of_dicts_frame():
+    rows = _pandas_rows()
+    table = MetricRows(capacity=1)  # grows by doubling on the way
+    for r in rows:
+        table.append(r)
+    pd.testing.assert_frame_equal(table.to_frame(), pd.DataFrame(rows), check_exact=True)
+    assert list(table.to_frame().columns) == list(pd.DataFrame(rows).columns)
+    assert len(table) == 4 and table[1]["mixed"] == 2.5 and table[0]["mixed"] == 1 and type(table[0]["mixed"]) is int
+    assert table[-1] == rows[-1] and list(table)[2] == rows[2] and table[1:3] == rows[1:3]
+    for k in range(1, 5):  # every prefix (columns not yet mixed, missing at the end)
+        sub = MetricRows()
+        for r in rows[:k]:
+            sub.append(r)
+        pd.testing.assert_frame_equal(sub.to_frame(), pd.DataFrame(rows[:k]), check_exact=True)
+    assert MetricRows().to_frame().equals(pd.DataFrame([]))
+    sparse = ColumnTable()
+    sparse.put(3, {"x": 1})
+    sparse.put(0, {"x": 2, "y": 0.5})
+    pd.testing.assert_frame_equal(sparse.to_frame(), pd.DataFrame([{"x": 2, "y": 0.5}, {}, {}, {"x": 1}]), check_exact=True)
+
+
+def test_replica_columns_are_the_stacked_dicts():
+    dicts = [
+        {"b": np.array([1.0, 2.0]), "a": np.array([3, 4])},
+        {"b": np.array([np.nan, 5.0]), "c": np.float64(2.0), "z": None},
+        {"a": np.array([True, False])},
+    ]
+    cols = ReplicaColumns(2, capacity=1)
+    for d in dicts:
+        cols.append(d)
+    want = _stack_replica_rows(dicts, 2)
+    got = cols.arrays()
+    assert list(got) == list(want)
+    for k in want:
+        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape
+        assert np.array_equal(got[k], want[k], equal_nan=True), k
+    assert set(cols[1]) == {"b", "c", "z"} and set(cols[2]) == {"a"} and np.array_equal(cols[0]["a"], [3.0, 4.0])
+    cols[-1].update({"s": np.array([7.0, 8.0])})  # the independent replay adds its system columns this way
+    assert np.array_equal(cols.arrays()["s"], [[np.nan] * 2, [np.nan] * 2, [7.0, 8.0]], equal_nan=True)
+    with pytest.raises(KeyError):
+        cols[2]["b"]
+
+
+def test_a_run_s_tables_are_those_of_its_objects():
+    """The jobs (retired and live), the events and the rows of a run with drops: the frames built
+    from the columns equal those built from the objects read back, bitwise."""
+    _, learner, cluster = prepare_run(_scenario(40))
+    res = cluster.run(40)
+    assert isinstance(res.jobs, JobRecords) and len(res.jobs._live) < len(res.jobs)
+    assert any(j.dropped_at is not None for j in res.jobs)
+    objects = pd.DataFrame([job_record(j) for j in res.jobs])
+    pd.testing.assert_frame_equal(res.jobs.to_frame(), objects, check_exact=True)
+    pd.testing.assert_frame_equal(res.events.to_frame(EVENT_COLUMNS), pd.DataFrame(list(res.events), columns=EVENT_COLUMNS),
+                                  check_exact=True)
+    pd.testing.assert_frame_equal(res.rows.to_frame(), pd.DataFrame(list(res.rows)), check_exact=True)
+    assert [j.id for j in res.jobs] == list(range(len(res.jobs))) and res.jobs[-1].id == len(res.jobs) - 1
