@@ -51,6 +51,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
+
+from ..readfile import read_json, read_toml_text
 from ..system.staleness import CONTROLS
 from ..target_config import DEFAULT_FRACTION, DEFAULT_WINDOW, TargetConfig  # noqa: F401 (re-exported: the scenario's config, public here too)
 
@@ -207,13 +209,11 @@ class Curves:
     def from_run_dir(cls, path: str | Path) -> "Curves | None":
         """From a run directory (``metrics.parquet``, ``replicas.npz``, ``summary.json``,
         ``scenario.toml``); reads only the columns and the array it needs, writes nothing."""
-        import tomllib
-
         import pandas as pd
 
         path = Path(path)
-        summary = json.loads((path / "summary.json").read_text())
-        scenario = tomllib.loads((path / "scenario.toml").read_text())
+        summary = read_json(path / "summary.json", "run summary")  # bounded, regular files only (sandbox.readfile)
+        scenario = read_toml_text(path / "scenario.toml", "resolved scenario")
         run = scenario.get("run", {})
         target = TargetConfig.model_validate(run.get("target", {}))
         metrics = pd.read_parquet(path / "metrics.parquet")

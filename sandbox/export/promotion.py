@@ -9,7 +9,6 @@ is written outside ``<out>``; a directory that holds anything but a previous exp
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outputs import write_json
+from ..readfile import read_json
 from .base import describe
 from .plan import ExportError, Plan, Row
 
@@ -100,7 +100,7 @@ def _previous_files(out: Path) -> list[str] | None:
         return None
     manifest = out / MANIFEST
     try:
-        data = json.loads(manifest.read_text())
+        data = read_json(manifest, "export manifest")  # bounded, regular files only (sandbox.readfile)
         names = list(data["files"])
     except (OSError, ValueError, KeyError, TypeError):
         raise ExportError(
@@ -119,7 +119,7 @@ def _previous_files(out: Path) -> list[str] | None:
 def previous_source(out: Path) -> str | None:
     """The ``source`` recorded in the manifest of the export in ``out`` (None: no readable export)."""
     try:
-        source = json.loads((Path(out) / MANIFEST).read_text()).get("source")
+        source = read_json(Path(out) / MANIFEST, "export manifest").get("source")
     except (OSError, ValueError, AttributeError):
         return None
     return source if isinstance(source, str) else None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..outputs import safe_name
+from ..readfile import read_json
 from ..scenario import Scenario, ScenarioError
 from ..scenario.load import apply_overrides, blame_overrides, parse_overrides, read_toml, validate_scenario
 from ..scenario.shipped import display_name, resolve_scenario_path
@@ -147,7 +148,7 @@ def _from_run_dir(run: Path, ov: dict, where: str, label: str | None = None) -> 
 
 def _summary(run: Path) -> dict | None:
     try:
-        return json.loads((run / "summary.json").read_text())
+        return read_json(run / "summary.json", "run summary")  # bounded, regular files only
     except (OSError, ValueError):
         return None
 
