@@ -16,11 +16,10 @@ Memory: every job stays in ``Cluster.jobs`` (the jobs table is built from them),
 (the rollouts or gradients) is replaced by a :class:`ReleasedPayload` holding its sample count as
 soon as the learner has trained on it or the control dropped it, so the tensors alive at once are
 those of the running, queued and training jobs, whatever ``run.steps``. What does grow with
-the run is its records, kept as typed columns (issue 28; :mod:`sandbox.system.records`): a finished
-job is retired into a row of :class:`JobRecords` (about 110 B), the metrics rows are a
-:class:`~sandbox.system.records.MetricRows` (about 9 B a value), the event log is columnar
-(:class:`EventLog`, 41 B per event), and the tables are built from the columns, bitwise the ones
-built from the objects.
+the run is its records (issue 28; :mod:`sandbox.system.records`): the jobs (slotted :class:`Job`
+objects, about 400 B each), the metrics rows as a :class:`~sandbox.system.records.MetricRows`
+(about 9 B a value) and the event log as columns (:class:`EventLog`, 41 B per event); the tables
+are built from them, bitwise the ones built from the objects.
 """
 
 from __future__ import annotations
@@ -272,12 +271,12 @@ def job_record(j: Job) -> dict:
 
 
 class JobRecords:
-    """``Cluster.jobs``: every job of the run, by id. A job the cluster still works on is its
-    :class:`Job`; a finished one (consumed or dropped, its payload released: nothing changes it any
-    more) is retired into a :class:`~sandbox.system.records.ColumnTable` row, about 110 B instead of
-    the object and its floats (about 400 B). Reads as the list of jobs it replaces (``len``, indexing,
-    iteration); a retired job is read back as an equal new :class:`Job` whose payload is the shared
-    :func:`released` record. :meth:`to_frame` is the jobs table, bitwise the one built from the objects."""
+    """``Cluster.jobs``: every job of the run, by id, as its :class:`Job` (a finished one keeps the
+    shared :func:`released` payload). Retiring finished jobs into a
+    :class:`~sandbox.system.records.ColumnTable` row (about 110 B instead of about 400 B) was tried and
+    removed: one row put per job cost about 15 us in the simulation loop. Reads as the list of jobs
+    (``len``, indexing, iteration); :meth:`to_frame` is the jobs table, bitwise the one built from the
+    objects (through the column table, as the metrics rows are)."""
 
     __slots__ = ("_live", "_table", "_n")
 
@@ -291,11 +290,6 @@ class JobRecords:
             raise ValueError(f"job ids are their index: got {job.id}, expected {self._n}")
         self._live[job.id] = job
         self._n += 1
-
-    def retire(self, job: Job) -> None:
-        """Keep ``job`` (finished: consumed or dropped, payload released) as its row only."""
-        if self._live.pop(job.id, None) is not None:
-            self._table.put(job.id, job_record(job))
 
     def __len__(self) -> int:
         return self._n
