@@ -51,6 +51,10 @@ class BanditConfig(BaseModel):
 
 @TASKS.register(BanditConfig)
 class BanditTask(PolicyTask):
+    @classmethod
+    def engine_features(cls, cfg):
+        return frozenset({"logits"})  # sampling goes through the engine's draw (docs/engines.md)
+
     max_len = 1
     fixed_length = True
     default_threads = 1

@@ -43,6 +43,10 @@ class BitStringConfig(BaseModel):
 
 @TASKS.register(BitStringConfig)
 class BitStringTask(PolicyTask):
+    @classmethod
+    def engine_features(cls, cfg):
+        return frozenset({"logits"})  # sampling goes through the engine's draw (docs/engines.md)
+
     default_threads = 1
     fixed_length = True
 

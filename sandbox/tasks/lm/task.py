@@ -133,6 +133,12 @@ class LMTaskConfig(BaseModel):
 @TASKS.register(LMTaskConfig)
 class LMTask(PolicyTask):
     @classmethod
+    def engine_features(cls, cfg):
+        """Logits to every engine; the network to precision and routing (builtin model; routing with experts)."""
+        experts = cfg.model.backend == "builtin" and cfg.model.experts > 0
+        return frozenset({"logits", "forward"} | ({"experts"} if experts else set()))
+
+    @classmethod
     def budget_shape(cls, cfg):
         prob, m = cfg.problem, cfg.model
         P = prob.prompt_len
@@ -146,7 +152,8 @@ class LMTask(PolicyTask):
             V = m.vocab_size or CharTokenizer().vocab_size
             S = m.max_seq_len or seq
             d, L, ff, heads = m.d_model, m.n_layers, m.ff, m.n_heads
-            per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d)
+            mlp = (d * ff + ff) + (ff * d + d)
+            per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (mlp * m.experts + d * m.experts + m.experts if m.experts else mlp)
             params = V * d + S * d + L * per_layer + 2 * d + (0 if m.tie_embeddings else d * V)
         # saved for backward per position: per layer about 12 d + 2 ff + heads x seq (attention), logits
         # (a gated MLP, as in llama, saves a third ff-wide activation: within the estimate's margin)
