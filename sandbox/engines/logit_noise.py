@@ -66,14 +66,18 @@ class LogitNoiseEngine(Engine):
         chi2 = g[..., 1:].square().sum(-1)
         return g[..., 0] / torch.sqrt(chi2 / nu)
 
-    def scale(self, logp: Tensor, version, position) -> Tensor | float:
-        """``s`` of the module docstring, broadcastable to ``logp``."""
+    def scale(self, logp: Tensor, version, position) -> Tensor:
+        """``s`` of the module docstring, broadcastable to ``logp``. The version and position factors are
+        formed in float64 whether ``version`` is an int or a per-replica tensor (one rounding: a replica
+        under its own schedule gets the numbers of its separate run), then cast to float32."""
         c = self.cfg
-        v = version.to(torch.float32).view(-1, *([1] * (logp.dim() - 1))) if isinstance(version, Tensor) else float(version)
-        s = c.scale + c.drift * v
+        lead = [1] * (logp.dim() - 1)
+        v = torch.as_tensor(version, dtype=torch.float64)
+        s = c.scale + c.drift * (v.view(-1, *lead) if v.dim() else v)
         if c.position_slope:
-            t = position.to(torch.float32).unsqueeze(-1) if isinstance(position, Tensor) else float(position)
-            s = s * (1.0 + c.position_slope * t)
+            t = torch.as_tensor(position, dtype=torch.float64)
+            s = s * (1.0 + c.position_slope * (t.unsqueeze(-1) if t.dim() else t))
+        s = s.to(torch.float32).to(logp.device)
         if c.prob_power:
             s = s * (1.0 - logp.exp()).clamp_min(0.0).pow(c.prob_power)
         return s

@@ -260,6 +260,39 @@ def sample(
     return torch.stack(toks, 1), torch.stack(lps, 1), lengths, done
 
 
+DrawFn = Callable[[Tensor, int], tuple[Tensor, Tensor, Tensor]]
+"""``(last logits (B, V), decode step) -> (tokens (B,), reported log-probs (B,), exact log-probs (B,))``."""
+
+
+@torch.no_grad()
+def sample_with(
+    forward: Forward, context: Tensor, max_new_tokens: int, eos_id: int, draw_fn: DrawFn,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """:func:`sample` (with the KV cache) whose tokens come from ``draw_fn`` (a rollout engine,
+    ``sandbox.engines``), which also returns a second log-prob per token (the trainer's exact one).
+    Returns ``tokens, reported logp, exact logp (B, S)`` (0 after the end), ``lengths``, ``hit_eos``."""
+    B = context.shape[0]
+    dev = context.device
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    lengths = torch.zeros(B, dtype=torch.long, device=dev)
+    toks, lps, exact = [], [], []
+    if max_new_tokens <= 0:
+        z = torch.zeros(B, 0, dtype=torch.long, device=dev)
+        return z, z.float(), z.float(), lengths, done
+    logits, cache = forward(context, None)
+    for step in range(max_new_tokens):
+        tok, lp, ex = draw_fn(logits[:, -1], step)
+        toks.append(tok.masked_fill(done, 0))
+        lps.append(lp.masked_fill(done, 0.0))
+        exact.append(ex.masked_fill(done, 0.0))
+        lengths += (~done).long()
+        done = done | (toks[-1] == eos_id)
+        if bool(done.all()) or len(toks) == max_new_tokens:
+            break
+        logits, cache = forward(toks[-1].unsqueeze(1), cache)
+    return torch.stack(toks, 1), torch.stack(lps, 1), torch.stack(exact, 1), lengths, done
+
+
 def sequence_logprobs(forward: Forward, context: Tensor, tokens: Tensor, temperature: float = 1.0) -> Tensor:
     """Teacher-forced ``log softmax(logits/temperature)[y_t]`` of ``tokens (B, S)`` after
     ``context (B, P)`` in one forward pass → ``(B, S)`` (differentiable; caller masks padding)."""
