@@ -43,7 +43,8 @@ a proper ratio (``E_mu w = 1``). The sequence weight is ``W = prod_t w_t``.
    expansion with the Fisher matrix ``F = diag(p) - p p^T`` (T8 item 6) gives
    ``Var l = E[eps^T F eps] = sz**2 tr F = sz**2 (1 - sum_a p_a**2)``; a Bernoulli written as a
    two-logit softmax with noise on both logits has ``1 - sum p**2 = 2 p (1 - p)``, twice the
-   one-logit value. Heavy-tailed noise (Student-t) makes ``m2`` infinite: ``E[w**2 | eps]`` grows
+   one-logit value (exactly: independent Gaussian noise of scales ``s0``, ``s1`` on the two entries is
+   ``N(0, s0**2 + s1**2)`` noise on the log-odds, ``two_logit_noise_sigma``). Heavy-tailed noise (Student-t) makes ``m2`` infinite: ``E[w**2 | eps]`` grows
    like ``e^{|eps|}``, which no power-law density integrates, so the population ESS is 0 and only
    the finite-sample statement of item 2 remains.
 
@@ -235,6 +236,13 @@ def bernoulli_logit_noise(theta, sigma_z, nodes: int = 96) -> dict:
     el2 = (p_mu * (c - eps) ** 2 + (1 - p_mu) * c**2) @ wx
     return {"second_moment": _out(m2), "mean_logratio": _out(el), "var_logratio": _out(el2 - el**2),
             "k3": _out(-el)}
+
+
+def two_logit_noise_sigma(s0, s1):
+    """Log-odds noise of a Bernoulli written as the two-entry softmax over logits ``(z0, z1)`` with
+    independent ``N(0, s0**2)``, ``N(0, s1**2)`` noise on each entry: the distribution depends only on
+    ``z1 - z0``, so the noise is exactly ``N(0, s0**2 + s1**2)`` on the log-odds (item 4)."""
+    return _out(np.hypot(np.asarray(s0, float), np.asarray(s1, float)))
 
 
 def bernoulli_logit_noise_second_order(theta, sigma_z) -> dict:

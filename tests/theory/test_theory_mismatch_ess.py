@@ -205,3 +205,19 @@ def test_bernoulli_sequence_second_moment_monte_carlo():
     pred = me.bernoulli_noise_sequence_second_moment(theta, sz)
     assert abs(W2.mean() - pred) <= 4 * W2.std(ddof=1) / math.sqrt(n)
     assert pred == pytest.approx(np.prod(me.bernoulli_logit_noise(theta, sz)["second_moment"]), rel=1e-12)
+
+
+def test_two_logit_noise_is_log_odds_noise():
+    # noise on both entries of the softmax over (0, theta) with scales s0, s1 vs log-odds noise of sqrt(s0^2 + s1^2)
+    rng = np.random.default_rng(31)
+    theta, s0, s1, n = 0.6, 0.2, 0.35, 2_000_000
+    z0, z1 = rng.normal(0, s0, n), theta + rng.normal(0, s1, n)
+    p_mu = 1 / (1 + np.exp(-(z1 - z0)))
+    y = rng.random(n) < p_mu
+    logpi = np.where(y, -np.logaddexp(0, -theta), -np.logaddexp(0, theta))
+    logmu = np.where(y, -np.logaddexp(0, -(z1 - z0)), -np.logaddexp(0, z1 - z0))
+    w2 = np.exp(2 * (logpi - logmu))
+    sd = me.two_logit_noise_sigma(s0, s1)
+    assert sd == pytest.approx(math.hypot(s0, s1), rel=1e-15)
+    pred = me.bernoulli_logit_noise(theta, sd)["second_moment"]
+    assert abs(w2.mean() - pred) <= 4 * w2.std() / math.sqrt(n)
