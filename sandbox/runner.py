@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .engines import make_engine
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, ScenarioError, dump_scenario
@@ -79,6 +80,7 @@ def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, le
     check_runnable(scn)
     seeds = scn.run.seeds()
     task = make_task(scn.task)
+    task.engine = make_engine(scn.engine)
     params = task.init_params(torch.Generator().manual_seed(seeds["init"]))
     learner = build_learner(scn, task, params, learner_cls)
     gen = torch.Generator().manual_seed(seeds["sampling"])
@@ -105,6 +107,7 @@ def prepare_independent(scn: Scenario, on_step: Callable[[dict], None] | None = 
     check_runnable(scn)
     check_independent(scn)
     task = make_task(scn.task)
+    task.engine = make_engine(scn.engine)
     seeds = replica_seeds(scn.run, task.replicas)
     one = make_task(scn.task.model_copy(update={"replicas": 1}))
     inits = [one.init_params(torch.Generator().manual_seed(s["init"])) for s in seeds]

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..scenario import Scenario
 from .base import Given, describe
+from .mismatch import engine_row, exact_leaves
 from .plan import Plan
 
 SKIP_TOP = ("title", "description", "variants")
@@ -241,6 +242,8 @@ def finish(plan: Plan, scn: Scenario) -> None:
                           "seeds and logging for the GPU run")
     if not covered("algorithm.stabilizers") and not scn.algorithm.stabilizers:
         plan.implicit("algorithm.stabilizers", [], "no optimizer-level stabilizer (GAC, VCPO LR) requested")
-    missing = plan.uncovered(leaves)
+    if not covered("engine"):
+        engine_row(plan, scn)
+    missing = plan.uncovered(exact_leaves(scn, leaves))
     if missing:
         raise AssertionError(f"exporter bug: {plan.framework} left scenario fields without a row: {missing}")
