@@ -1,6 +1,6 @@
 """Symbolic and numeric predictions that the simulator is checked against.
 
-Each module encodes one result of ``docs/theory.md`` (T1-T11): its statement and
+Each module encodes one result of ``docs/theory.md`` (T1-T12): its statement and
 assumptions (module docstring, with sources), sympy expressions, numeric
 functions made from them, and a worked example as a doctest. The package imports
 only numpy and sympy -- never ``sandbox``.
@@ -28,6 +28,7 @@ from theory import (
     minibatch_lag,
     optimal_baseline,
     order_statistics,
+    random_delay,
     staleness_divergence,
 )
 
@@ -61,6 +62,8 @@ RESULTS: dict[str, Result] = {
                                "variance-optimal baseline b* = E[W R]/E[W] and V(b) = V(b*) + E[W](b - b*)^2"),
     "minibatch_lag": Result(minibatch_lag, "T11", "exact",
                             "lag of optimizer step (e, j) of a batch taken in m mini-batches x E epochs: L + e*m + j"),
+    "random_delay": Result(random_delay, "T12", "exact",
+                           "lag law of P memoryless workers (P(L_t = j) = q^(j-1)/P) and the mean path of delayed SGD at it"),
 }
 
 __all__ = ["RESULTS", "Result"] + list(RESULTS)
