@@ -227,6 +227,10 @@ def diagnostics_traces(result, path: Path, label: str = "", color: str = PALETTE
         if c == "is/ess_ratio":
             ax.set_ylim(0, 1.05)
         elif c == "grad/cos_prev":
+            undefined = int(y.isna().sum())
+            if undefined:
+                ax.text(0.99, 0.05, f"{undefined} steps without a defined cosine (no previous or a zero gradient): gaps",
+                        transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
             ax.set_ylim(min(-0.1, float(np.nanmin(y)) - 0.05) if y.notna().any() else -0.1, 1.05)
             ax.axhline(0, color="k", lw=0.6)
         ax.set_ylabel(metric_label(c).replace(" [", "\n["), fontsize=8)

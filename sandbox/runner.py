@@ -273,6 +273,8 @@ def summarize(result: RunResult, sim_time: float) -> dict:
         "staleness_hist": hist,
         "ess_ratio_mean": float(m["is/ess_ratio"].mean()) if "is/ess_ratio" in m else math.nan,
         "grad_cos_mean": float(m["grad/cos_prev"].mean()) if "grad/cos_prev" in m else math.nan,
+        # steps with a defined cosine (NaN where there is no previous gradient or either gradient is zero)
+        "grad_cos_defined": int(m["grad/cos_prev"].notna().sum()) if "grad/cos_prev" in m else 0,
         "dropped": int((jobs.dropped_at >= 0).sum()) if len(jobs) else 0,
         "jobs": int(len(jobs)),
         "util_workers": float(m["util/workers"].iloc[-1]) if len(m) else math.nan,

@@ -29,6 +29,7 @@ from theory import (
     mismatch_ess,
     optimal_baseline,
     order_statistics,
+    random_delay,
     staleness_divergence,
 )
 
@@ -65,6 +66,8 @@ RESULTS: dict[str, Result] = {
     "mismatch_ess": Result(mismatch_ess, "T12", "exact",
                            "sampler-learner mismatch: sequence ESS e^{-T s2} (log-normal), finite-N Kish ESS, "
                            "logit noise -> per-token E[w^2]"),
+    "random_delay": Result(random_delay, "T14", "exact",
+                           "lag law of P memoryless workers (P(L_t = j) = q^(j-1)/P) and the mean path of delayed SGD at it"),
 }
 
 __all__ = ["RESULTS", "Result"] + list(RESULTS)
