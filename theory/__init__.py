@@ -1,6 +1,6 @@
 """Symbolic and numeric predictions that the simulator is checked against.
 
-Each module encodes one result of ``docs/theory.md`` (T1-T11): its statement and
+Each module encodes one result of ``docs/theory.md`` (T1-T12): its statement and
 assumptions (module docstring, with sources), sympy expressions, numeric
 functions made from them, and a worked example as a doctest. The package imports
 only numpy and sympy -- never ``sandbox``.
@@ -22,6 +22,7 @@ from theory import (
     async_sgd_bound,
     delayed_stability,
     delayed_variance,
+    engine_batching,
     gradient_cosine,
     importance_weights,
     littles_law,
@@ -61,6 +62,8 @@ RESULTS: dict[str, Result] = {
                                "variance-optimal baseline b* = E[W R]/E[W] and V(b) = V(b*) + E[W](b - b*)^2"),
     "minibatch_lag": Result(minibatch_lag, "T11", "exact",
                             "lag of optimizer step (e, j) of a batch taken in m mini-batches x E epochs: L + e*m + j"),
+    "engine_batching": Result(engine_batching, "T12", "exact",
+                              "saturated continuous-batching engine: X(c) = c / (E[L](a + b c) + c P), W = c / X"),
 }
 
 __all__ = ["RESULTS", "Result"] + list(RESULTS)

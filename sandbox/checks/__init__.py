@@ -7,7 +7,7 @@ prediction that the check must reject; the tests run every check with it).
 
 from __future__ import annotations
 
-from . import baseline, bound, cosine, divergence, ess, fisher, gac, minibatch, queueing, stability, variance
+from . import baseline, batching, bound, cosine, divergence, ess, fisher, gac, minibatch, queueing, stability, variance
 from .base import Check, CheckResult, Point
 
 CHECKS: dict[str, Check] = {
@@ -25,6 +25,7 @@ CHECKS: dict[str, Check] = {
         Check("opob_variance", "T10", "estimator variance vs baseline b; OPOB optimum", baseline.run, 1.1),
         Check("ess_fisher", "T9", "−log ESS vs the Fisher quadratic form ΔθᵀFΔθ on the bit-string policy", fisher.run, 1.1),
         Check("minibatch_lag", "T11", "per-token lag of mini-batch step (e, j): S·ℓ + e·m + j", minibatch.run, 1.1),
+        Check("engine_batching", "T12", "continuous-batching throughput c / (E[L](a + b·c) + c·P) vs c", batching.run, 1.1),
     ]
 }
 
