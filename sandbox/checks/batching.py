@@ -59,7 +59,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         claim="saturated continuous-batching engine: X(c) = c / (E[L](a + b·c) + c·P) sequences/s (Little)",
         x_label="sequences in flight c (one engine, a = 10 ms, b = 1 ms, log-normal lengths)",
         y_label="throughput (sequences/s)",
-        justification=f"4·SE, batch means over 20 sub-windows of ~{int(0.7 * completions)} completions",
+        justification=f"4·SE, batch means over 20 sub-windows of ~{int(0.7 * completions / 20)} completions each",
         log_x=True,
     )
     for series, (per_token, prompt) in SETTINGS.items():
