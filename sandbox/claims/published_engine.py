@@ -7,8 +7,8 @@ their generation on inference engines (``docs/system.md#continuous_batching``), 
 (training and sync times, staleness control, batch, lengths) as their scenario states:
 
 * one engine per generating GPU: ``num_workers / slots_per_gpu`` of the scenario's variant (the
-  shipped mapping is 16 group slots per GPU), at most ``max_sequences = 256`` sequences in flight
-  (vLLM's default ``max_num_seqs``);
+  shipped mapping is ``256 / group_size`` group slots per GPU), at most ``max_sequences = 256``
+  sequences in flight (vLLM's default ``max_num_seqs``);
 * every group the staleness control admits is submitted at once (the frameworks hand the engine
   the whole batch): workers = the control's in-flight bound, spread evenly over the engines;
 * decode step ``a + b·n`` with ``a + 256·b`` = the scenario's 0.03 s per token at full load (what
@@ -17,9 +17,12 @@ their generation on inference engines (``docs/system.md#continuous_batching``), 
 * each sequence's length drawn from the scenario's stated length model (log-normal, median,
   σ, cut at the maximum response length), so a group's sequences end separately and free the
   engine for others;
-* weight sync ``drain`` (in-flight sequences finish under the old version, then the engine loads
-  the new one), the load time being the scenario's ``sync_delay`` (kept as the visibility delay, no
-  extra pause).
+* weight sync as the setup's system does it (:attr:`EngineMapping.sync`): ``drain`` for verl's
+  one-step-off recipe (it syncs between batches), ``partial`` for the systems with interruptible or
+  partial rollouts (AReaL, verl fully-async, PipelineRL under VCPO: in-flight sequences pause and
+  resume under the new weights); the transfer time is the scenario's ``sync_delay`` (kept as the
+  visibility delay, no extra pause). ROLL Flash does not opt in: how its engines treat in-flight
+  requests at a weight update is not stated in the sources its scenarios cite.
 
 Predicted speed-up per seed = mean baseline step time / mean asynchronous step time (steps after
 the first 20%), as in ``published_speedups``; rows: predicted / published within [0.8, 1.25].
@@ -46,18 +49,23 @@ class EngineMapping:
 
     gpu: str = "H20"
     model: str = "qwen2.5-7b"
-    slots_per_gpu: int = 16
-    """Group slots per generating GPU in the shipped scenario (256 sequences / 16 per group)."""
+    sync: str = "drain"
+    """The engine's weight-sync mode (``docs/system.md#continuous_batching``)."""
     max_sequences: int = 256
     context_tokens: float = 1000.0
     """Mean cached tokens per sequence in flight, for the ratio a / b."""
 
 
 ENGINE_SETUPS: dict[str, EngineMapping] = {
-    "verl_one_step_off": EngineMapping(),
-    "verl_one_step_off_megatron": EngineMapping(),
+    "areal_fully_async": EngineMapping(sync="partial"),
+    "verl_fully_async": EngineMapping(sync="partial"),
+    "verl_one_step_off": EngineMapping(sync="drain"),
+    "verl_one_step_off_megatron": EngineMapping(sync="drain"),
+    "vcpo_multiturn": EngineMapping(sync="partial"),
 }
-"""The published setups that opt in, by scenario name (each a one-step-off recipe on H20 with Qwen2.5-Math-7B)."""
+"""The published setups that opt in, by scenario name. Every engine has the same step costs (the
+shipped per-token time at full load, the ratio of a 7B model: module docstring); the sync mode is
+the system's own."""
 
 
 def step_costs(mapping: EngineMapping, seconds_per_token: float) -> tuple[float, float]:
@@ -69,12 +77,13 @@ def step_costs(mapping: EngineMapping, seconds_per_token: float) -> tuple[float,
 
 def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, groups_per_step: int) -> SystemConfig:
     """The variant ``cfg`` with its generation on engines (module docstring)."""
-    engines = max(cfg.num_workers // mapping.slots_per_gpu, 1)
+    slots_per_gpu = max(mapping.max_sequences // pub.lengths.group_size, 1)
+    engines = max(cfg.num_workers // slots_per_gpu, 1)
     per_engine = -(-max_in_flight(cfg, groups_per_step) // engines)
     a, b = step_costs(mapping, pub.lengths.seconds_per_token)
     gen = ContinuousBatchingDelay(
         step_base=a, step_per_sequence=b, max_sequences=mapping.max_sequences, workers_per_engine=per_engine,
-        sync="drain", sync_time=0.0, length_median=pub.lengths.median, length_sigma=pub.lengths.sigma,
+        sync=mapping.sync if cfg.staleness.kind != "sync" else "drain", sync_time=0.0, length_median=pub.lengths.median, length_sigma=pub.lengths.sigma,
         max_tokens=pub.lengths.max_tokens,
     )
     return cfg.model_copy(update={"generation_time": gen, "num_workers": engines * per_engine})
@@ -84,7 +93,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     steps = QUICK_STEPS if quick else FULL_STEPS
     result = ClaimResult(
         name="published_speedups_engine",
-        paper="verl one_step_off_policy (published asynchronous speed-ups, continuous-batching engine)",
+        paper="AReaL, verl, VCPO (published asynchronous speed-ups, continuous-batching engines)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={"steps": steps, "warm-up fraction": WARMUP_FRACTION, "band": list(BAND)},
         x_label="published setup",
@@ -97,14 +106,13 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         runs = setup_variants(pub.scenario)
         B, G = runs["async"].algorithm.groups_per_step, runs["async"].algorithm.group_size
         per_variant = {}
-        for name in ("async", "sync", pub.baseline):
+        for name in ("async", pub.baseline):
             cfg = engine_system(runs[name].system, pub, mapping, B)
             per_variant[name] = np.array([mean_step_time(cfg, steps, B, G, s) for s in range(seeds)])
         predicted = per_variant[pub.baseline] / per_variant["async"]
-        m_same, _, _ = t_interval(per_variant["sync"] / per_variant["async"])
         a, b = step_costs(mapping, pub.lengths.seconds_per_token)
         steps_text = ", ".join(f"{k} {float(v.mean()):.0f} s" for k, v in per_variant.items())
-        note = f"mean step: {steps_text}; vs same pools with sync: {m_same:.2f}x; a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us"
+        note = f"mean step: {steps_text}; sync {mapping.sync}; a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us"
         result.settings[pub.scenario] = (
             f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'; "
             f"engines on {mapping.gpu} x {mapping.model}, max_sequences {mapping.max_sequences}"

@@ -27,10 +27,22 @@ def test_engine_mapping_of_verl_one_step_off_by_hand():
     cfg = engine_system(runs["async"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
     gen = cfg.generation_time
     assert (cfg.num_workers, gen.workers_per_engine, gen.max_sequences, gen.sync) == (1024, 256, 256, "drain")
+    assert gen.step_base + 256 * gen.step_per_sequence == pytest.approx(0.03)
     assert (gen.length_median, gen.length_sigma, gen.max_tokens) == (1000, 0.819, 20480)
     # colocated sync: 256 slots = 16 GPUs -> 16 engines; sync admits 512 groups -> 32 per engine
     cfg = engine_system(runs["colocated_sync"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
     assert (cfg.num_workers, cfg.generation_time.workers_per_engine) == (512, 32)
+
+
+def test_engine_mapping_of_vcpo_by_hand():
+    pub = next(p for p in SETUPS if p.scenario == "vcpo_multiturn")
+    runs = setup_variants(pub.scenario)
+    # G = 8: 256 / 8 = 32 slots per GPU; 256 workers = 8 GPUs; max_lag k_max = 2 admits 3·64 = 192 groups -> 24 each
+    cfg = engine_system(runs["async"].system, pub, ENGINE_SETUPS[pub.scenario], 64)
+    assert (cfg.num_workers, cfg.generation_time.workers_per_engine, cfg.generation_time.sync) == (192, 24, "partial")
+    # the synchronous baseline never syncs mid-batch: drain
+    cfg = engine_system(runs["sync"].system, pub, ENGINE_SETUPS[pub.scenario], 64)
+    assert (cfg.num_workers, cfg.generation_time.workers_per_engine, cfg.generation_time.sync) == (64, 8, "drain")
 
 
 @pytest.mark.slow
