@@ -12,7 +12,7 @@ docs/theory.md#t7, #t10).
 
 from __future__ import annotations
 
-from . import bound, cosine, divergence, ess, fisher, gac, minibatch, mismatch_ess, queueing, random_lag, stability, variance
+from . import batching, bound, cosine, divergence, ess, fisher, gac, minibatch, mismatch_ess, queueing, random_lag, stability, variance
 from .base import Check, CheckResult, Point
 
 CHECKS: dict[str, Check] = {
@@ -30,6 +30,7 @@ CHECKS: dict[str, Check] = {
         Check("minibatch_lag", "T11", "per-token lag of mini-batch step (e, j): S·ℓ + e·m + j", minibatch.run, 1.1),
         Check("mismatch_ess", "T12", "sequence ESS of the mismatch weights vs response length T (logit-noise engine, "
               "staleness 0)", mismatch_ess.run, 1.1),
+        Check("engine_batching", "T13", "continuous-batching throughput c / (E[L](a + b·c) + c·P) vs c", batching.run, 1.1),
         Check("random_lag", "T14", "lag law of P exponential workers and delayed SGD's mean path at that lag", random_lag.run, 1.1),
     ]
 }

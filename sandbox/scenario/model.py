@@ -260,6 +260,11 @@ def check_independent(scn) -> None:
     if scn.system.partial_rollouts:
         problems.append("run.schedules: 'independent' cannot replay system.partial_rollouts (a group's segments "
                         "depend on when versions arrive mid-generation); set partial_rollouts = false or schedules = 'shared'")
+    gen = scn.system.generation_time
+    if getattr(gen, "engine_model", False) and gen.sync != "drain":
+        problems.append(f"run.schedules: 'independent' cannot replay system.generation_time.sync = '{gen.sync}' (an "
+                        "aborted or resumed group depends on when versions arrive mid-generation); use sync = 'drain' "
+                        "or schedules = 'shared'")
     for name in ("system_seed", "sampling_seed", "init_seed"):
         if getattr(scn.run, name) is not None:
             problems.append(f"run.{name}: must be unset with run.schedules = 'independent' (replica r uses the streams "
