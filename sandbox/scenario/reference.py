@@ -39,12 +39,14 @@ class Section:
     """The union key and the values of it that select this table."""
     within: str = ""
     """The enclosing union member, when the table only exists inside one (``task.name = "lm"``)."""
+    suffix: str = ""
+    """Appended to the anchor when another section's anchor is the same (``_collect``)."""
 
     @property
     def anchor(self) -> str:
         base = self.places[0] if self.places else "top-level"
         tag = f"-{self.selector[1][0]}" if self.selector else ""
-        return re.sub(r"[^a-z0-9_-]+", "-", f"{base}{tag}".lower()).strip("-")
+        return re.sub(r"[^a-z0-9_-]+", "-", f"{base}{tag}".lower()).strip("-") + self.suffix
 
     @property
     def title(self) -> str:
@@ -86,6 +88,12 @@ def _collect(root: type[BaseModel]) -> list[Section]:
             visit(node.value, f"{place}.<name>", selector, within)
 
     visit(Model(root), "", None, "")
+    # A nested plain table can slug like a union member (`generation_time.hardware` and `generation_time`
+    # kind "hardware"): the plain table's anchor gets a suffix, so every anchor is unique.
+    taken = {s.anchor for s in order if s.selector}
+    for sec in order:
+        if not sec.selector and sec.anchor in taken:
+            sec.suffix = "-table"
     return order
 
 
