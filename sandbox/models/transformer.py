@@ -11,6 +11,10 @@ works (attention is written out; no fused kernels that lack batching rules).
 Attention uses a causal mask over the whole (past + new) sequence, so the cached and uncached paths
 compute the same function: :func:`sample` with ``use_cache=False`` re-runs the full sequence at every
 step (the benchmark's baseline and the tests' reference).
+
+``experts = E >= 2`` replaces each block's MLP by a top-1 mixture of E expert MLPs (:class:`MoE`,
+Switch Transformer routing); a rollout engine may perturb the sampler's routing through
+:attr:`Transformer.router_flip` and sample through :func:`sample_with` (``docs/engines.md``).
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ at the end token or at ``max_new_tokens``; padding after the end holds token 0, 
 (``log_softmax(logits / temperature)``) and :meth:`LMTask.logprobs` uses the same temperature, so on
 fresh samples the learner/behaviour ratio is exactly 1 (up to float rounding of cached vs uncached
 attention).
+A rollout engine that is not exact (``task.engine``, ``docs/engines.md``) samples instead through
+:meth:`LMTask._engine_sample`: its own distribution and reported log-probs, the trainer's exact ones kept
+as ``version_logp``.
 
 Model: ``task.model`` is the builtin transformer (:mod:`sandbox.models.transformer`) or, with
 ``backend = "hf"``, a Hugging Face causal LM (:mod:`sandbox.models.hf`); both run through the same
