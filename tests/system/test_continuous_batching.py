@@ -176,3 +176,11 @@ def test_engine_costs_from_the_hardware_table():
     assert cfg.step_per_sequence == pytest.approx(57_344 * 500 / 8.0e12)
     assert cfg.sync_time == pytest.approx(15.22e9 / 450e9)
     assert ContinuousBatchingDelay(hardware={"gpu": "H20"}, step_base=0.5).step_base == 0.5  # what is set wins
+
+
+def test_zero_cost_steps_finish_at_the_prefill():
+    # a = b = 0: decoding is free, only prefill costs (0.5 s per sequence, both admitted together: 1 s)
+    cfg = ContinuousBatchingDelay(step_base=0.0, step_per_sequence=0.0, prefill_per_token=0.05, prompt_tokens=10)
+    assert _run(cfg, [("a", [3], 0, 0), ("b", [5], 0, 0), ("c", [2], 0.0, 0)])[0] == {"a": 1.5, "b": 1.5, "c": 1.5}
+    cfg = ContinuousBatchingDelay(step_base=0.0, step_per_sequence=0.0)
+    assert _run(cfg, [("a", [3], 0, 0), ("b", [5], 0.0, 0)])[0] == {"a": 0.0, "b": 0.0}

@@ -295,8 +295,10 @@ class Engine:
                 continue
             finish = env.timeout(prefill + k * cost)
             yield finish | self._wake
-            if finish.processed:
+            if finish.processed or cost <= 0:  # zero-cost steps: all k end at the prefill's end
                 j = k
+                if not finish.processed:
+                    yield finish
             else:  # an arrival: go on to the next step boundary, then re-plan
                 t = env.now
                 j = 0 if t <= start else min(k, math.ceil((t - start) / cost))
