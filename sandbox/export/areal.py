@@ -47,20 +47,8 @@ USER_KEYS: tuple[tuple[str, str], ...] = (
 
 CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "geo_mis", "decoupled_ppo", "m2po_mask"})
 _INSTEAD = "Instead: " + SANDBOX_COMPONENTS + " as a custom AReaL actor loss"
-CORRECTION_GAPS = {
-    "opsm": T.note("correction_gaps.opsm") + _INSTEAD,
-    "m2po_clipband": T.note("correction_gaps.m2po_clipband") + SANDBOX_COMPONENTS,
-    "bapo": T.note("correction_gaps.bapo") + _INSTEAD,
-    "topr": T.note("correction_gaps.topr") + _INSTEAD,
-    "dppo_mask": T.note("correction_gaps.dppo_mask") + _INSTEAD,
-}
-STABILIZERS = {
-    "gac": (T.note("stabilizers.gac~2") + SANDBOX_OPTIMIZER
-            + T.note("stabilizers.gac")),
-    "vcpo_lr": (T.note("stabilizers.vcpo_lr") + SANDBOX_OPTIMIZER + ", fed the batch's ESS ratio"),
-    "staleness_lr": (T.note("stabilizers.staleness_lr~2") + SANDBOX_OPTIMIZER
-                     + T.note("stabilizers.staleness_lr")),
-}
+CORRECTION_GAPS = T.section("correction_gaps")
+STABILIZERS = T.section("stabilizers")
 
 
 @register
@@ -71,26 +59,7 @@ class ArealExporter(Exporter):
     title = "AReaL (inclusionAI/AReaL)"
     versions = (Version("1.0", "1.0.4", "areal 1.0.4 wheel"),)
     components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
-    expresses: ClassVar[dict[str, str]] = {
-        "max lag": T.note("expresses.max_lag"),
-        "fixed lag": T.note("expresses.fixed_lag"),
-        "async ratio": T.note("expresses.async_ratio~2"),
-        "partial rollouts": T.note("expresses.partial_rollouts"),
-        "batch geometry": T.note("expresses.batch_geometry"),
-        "learning rate": "actor.optimizer.lr",
-        "clip range": T.note("expresses.clip_range~2"),
-        "dual clip": "actor.c_clip",
-        "KL penalty": T.note("expresses.KL_penalty~2"),
-        "loss aggregation": T.note("expresses.loss_aggregation"),
-        "advantage": T.note("expresses.advantage"),
-        "token TIS": T.note("expresses.token_TIS~2"),
-        "sequence TIS": T.note("expresses.sequence_TIS~2"),
-        "masked IS / IcePop": T.note("expresses.masked_IS_IcePop"),
-        "M2PO": T.note("expresses.M2PO"),
-        "decoupled PPO": T.note("expresses.decoupled_PPO"),
-        "VCPO": T.note("expresses.VCPO"),
-        "GAC": T.note("expresses.GAC~2"),
-    }
+    expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
@@ -242,8 +211,7 @@ class _LossMapping:
         if obj.name == "tba":
             T.row(plan, "objective", describe(obj.model_dump()))
             T.row(plan, "correction", self.corr.name)
-            self._nearest_reward_norm("objective (TBA)", mean=True, std=True,
-                                      difference=T.note("run.difference"))
+            self._nearest_reward_norm("objective (TBA)", mean=True, std=True, difference=T.note("run.difference"))
             self._pin_mode()
             return
         if obj.name in ("reinforce", "cispo"):
@@ -387,8 +355,7 @@ class _LossMapping:
         self._unused_opob(kind)
         if kind == "opob":
             # the sandbox's opob advantage divides by the population group std (objectives/base.py: opob_advantage)
-            self._opob_gap(T.note("advantage_knob"), std=True, eps=obj.eps_std,
-                           unbiased=False)
+            self._opob_gap(T.note("advantage_knob"), std=True, eps=obj.eps_std, unbiased=False)
             return
         if kind == "reward":
             T.row(plan, "objective.advantage", kind, None)
@@ -422,17 +389,12 @@ class _LossMapping:
         self._unused_opob(kind)
         std_src = "algorithm.objective.normalize_std"
         if kind in ("ema", "optimal", "opob") or (norm and kind in ("none", "constant", "leave_one_out")):
-            src = T.note("src~3") + std_src + "".join(
-                f" + algorithm.objective.{k}" for k in sorted(used))
+            src = T.note("src~3") + std_src + "".join(f" + algorithm.objective.{k}" for k in sorted(used))
             if kind == "opob":
                 self._opob_gap(src, std=norm)
                 return
-            why = {
-                "ema": T.note("why.ema"),
-                "optimal": T.note("why.optimal"),
-            }.get(kind, T.note("why", kind=kind))
-            instead = (T.note("instead") if kind in ("ema", "optimal") else
-                       T.note("instead~2"))
+            why = {"ema": T.note("why.ema"), "optimal": T.note("why.optimal"),}.get(kind, T.note("why", kind=kind))
+            instead = (T.note("instead") if kind in ("ema", "optimal") else T.note("instead~2"))
             T.row(plan, "reinforce_baseline.no_equivalent", {"baseline": kind, "normalize_std": norm}, source=src,
                   why=why, instead=instead)
             if kind in ("ema", "optimal"):
@@ -567,15 +529,13 @@ class _LossMapping:
         if value > 0:
             self.plan.as_is(source, value, target, what)
         else:
-            self.plan.converted(source, value, target, None,
-                                T.note("lower", what=what))
+            self.plan.converted(source, value, target, None, T.note("lower", what=what))
 
     def _correction_gap(self) -> str | None:
         """Why the correction cannot be written (None if it can)."""
         corr = self.corr
         name = corr.name
-        slot = (T.note("slot")
-                if self.rs_owner else None)
+        slot = (T.note("slot") if self.rs_owner else None)
         instead = _INSTEAD
         if self.obj.name == "gspo":
             return (T.note("correction_gap") + instead)
@@ -611,8 +571,7 @@ class _LossMapping:
         if self.obj.name == "cispo":
             T.row(plan, "correction.behaviour_weight", corr.behaviour_weight)
         elif weight_needed:
-            note = (T.note("note~2") if self.obj.name == "reinforce" else
-                    T.note("note~3"))
+            note = (T.note("note~2") if self.obj.name == "reinforce" else T.note("note~3"))
             T.row(plan, "correction.behaviour_weight~2", corr.behaviour_weight, note=note)
             rs = "actor.rejection_sampling."
             self.rs_owner = "correction"
@@ -659,16 +618,8 @@ def _metrics(scn: Scenario) -> dict[str, str]:
 
 
 def _notes(decoupled: bool) -> list[str]:
-    mode = (
-        T.note("mode")
-        if decoupled else
-        T.note("mode~2")
-    )
-    return [
-        (T.note("notes")),
-        mode,
-        (T.note("notes~2")),
-    ]
+    mode = (T.note("mode") if decoupled else T.note("mode~2"))
+    return [(T.note("notes")), mode, (T.note("notes~2")),]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -746,40 +697,7 @@ def render_yaml(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-PLACEHOLDERS: tuple[tuple[str, str], ...] = (
-    ("ENTRY_SCRIPT", T.note("placeholders")),
-    ("MODEL_PATH", T.note("placeholders~2")),
-    ("DATASET_PATH", T.note("placeholders~3")),
-    ("EXPERIMENT_NAME", T.note("placeholders~4")),
-    ("TRIAL_NAME", "<trial name, no '-' or '/'>"),
-    ("ACTOR_BACKEND", T.note("placeholders~5")),
-    ("ROLLOUT_BACKEND", T.note("placeholders~6")),
-)
-
 
 def render_launch(plan: Plan) -> str:
-    lines = [
-        "#!/usr/bin/env bash",
-        f"# Start the AReaL {plan.release} run exported by `sandbox export` (see PROMOTION.md).",
-        "# Replace each <placeholder> below (or export the variable). Everything algorithmic is in",
-        "# areal_config.yaml; extra Hydra overrides go after the script's arguments, and keys that",
-        "# areal_config.yaml does not contain need Hydra's +key=value form.",
-        "set -euo pipefail",
-        "",
-    ]
-    lines += [f'{var}="${{{var}:-{text}}}"' for var, text in PLACEHOLDERS]
-    names = " ".join(var for var, _ in PLACEHOLDERS)
-    lines += [
-        "",
-        f"for var in {names}; do",
-        '  if [[ "${!var}" == "<"* ]]; then echo "launch.sh: set $var" >&2; exit 2; fi',
-        "done",
-        'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
-        "",
-        f'python3 "$ENTRY_SCRIPT" --config "$HERE/{CONFIG_FILE}" \\',
-        '  experiment_name="$EXPERIMENT_NAME" trial_name="$TRIAL_NAME" \\',
-        '  actor.path="$MODEL_PATH" train_dataset.path="$DATASET_PATH" \\',
-        '  actor.backend="$ACTOR_BACKEND" rollout.backend="$ROLLOUT_BACKEND" \\',
-        '  "$@"',
-    ]
-    return "\n".join(lines) + "\n"
+    """launch.sh from the table's template: placeholders the script refuses to run with, then AReaL's entry point."""
+    return T.text("launch_sh").format(release=plan.release)

@@ -108,10 +108,7 @@ def versions_to_samples(k: int, steps_per_version: int, samples_per_step: int) -
     return k * steps_per_version * samples_per_step
 
 
-ANCHOR_WORDS = {
-    "behaviour": T.note("anchor_words.behaviour"),
-    "batch_start": T.note("anchor_words.batch_start"),
-}
+ANCHOR_WORDS = {"behaviour": T.note("anchor_words.behaviour"), "batch_start": T.note("anchor_words.batch_start"),}
 
 
 def proximal_row(plan: Plan, scn: Scenario, anchor: str, where: str) -> None:
@@ -141,14 +138,10 @@ def no_minibatch_rows(plan: Plan, scn: Scenario, why: str, instead: str) -> None
             T.row(plan, "no_minibatch_rows.no_equivalent", value, field=field, why=why, instead=instead)
 
 
-MINIBATCH_INSTEAD = (
-    T.note("minibatch_instead")
-)
+MINIBATCH_INSTEAD = (T.note("minibatch_instead"))
 
 
-FIXED_LAG_INSTEAD = (
-    T.note("fixed_lag_instead")
-)
+FIXED_LAG_INSTEAD = (T.note("fixed_lag_instead"))
 
 
 def fixed_lag_gap(plan: Plan, scn: Scenario, extra: str = "") -> None:

@@ -40,24 +40,7 @@ SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_schedul
 ANCHOR = (T.note("anchor"))
 SANDBOX_COMPONENTS = T.note("sandbox_components")
 
-METRICS = {
-    "reward/mean": T.note("metrics.reward_mean"),
-    "loss/pg": "`train/policy_loss`",
-    "grad/norm": T.note("metrics.grad_norm"),
-    "clip/frac": T.note("metrics.clip_frac"),
-    "ppo/kl": T.note("metrics.ppo_kl"),
-    "is/log_ratio_mean": T.note("metrics.is_log_ratio_mean"),
-    "is/trunc_frac, mask/frac": T.note("metrics.is_trunc_frac_mask_frac"),
-    "kl/ref_k3": T.note("metrics.kl_ref_k3"),
-    "adv/mean, adv/std, adv/zero_var_groups": T.note("metrics.adv_mean_adv_std_adv_zero_var_groups"),
-    "is/ess_ratio, is/kl_k3, is/chi2": "not logged",
-    "staleness/mean, staleness/max": T.note("metrics.staleness_mean_staleness_max"),
-    "grad/cos_prev": "not logged",
-    "lr/scale, lr/vcpo_scale": T.note("metrics.lr_scale_lr_vcpo_scale"),
-    "system/step_time": T.note("metrics.system_step_time"),
-    "throughput/samples_per_s": T.note("metrics.throughput_samples_per_s"),
-    "system/dropped": T.note("metrics.system_dropped"),
-}
+METRICS = T.section("metrics")
 
 
 def _values(*names: str, obj: Any) -> dict[str, Any]:
@@ -74,26 +57,7 @@ class OpenRLHFExporter(Exporter):
     title = T.note("title")
     versions = (Version("0.11", "0.11.2", "openrlhf 0.11.2 wheel (cp311)"),)
     components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(NOT_IN_OPENRLHF)})
-    expresses = {
-        "max lag": T.note("expresses.max_lag"),
-        "fixed lag": T.note("expresses.fixed_lag"),
-        "async ratio": T.note("expresses.async_ratio~2"),
-        "partial rollouts": f"{PARTIAL} (needs {ASYNC})",
-        "batch geometry": T.note("expresses.batch_geometry"),
-        "learning rate": "--actor.adam.lr",
-        "clip range": T.note("expresses.clip_range~2"),
-        "dual clip": f"partly: {DUAL_CLIP} (same anchor caveat)",
-        "KL penalty": T.note("expresses.KL_penalty~2"),
-        "loss aggregation": T.note("expresses.loss_aggregation"),
-        "advantage": T.note("expresses.advantage"),
-        "token TIS": f"{LEVEL} token, {MODE} clip, {THRESHOLD} C_low C",
-        "sequence TIS": T.note("expresses.sequence_TIS~2"),
-        "masked IS / IcePop": T.note("expresses.masked_IS_IcePop"),
-        "M2PO": "no equivalent",
-        "decoupled PPO": T.note("expresses.decoupled_PPO"),
-        "VCPO": T.note("expresses.VCPO"),
-        "GAC": T.note("expresses.GAC~2"),
-    }
+    expresses = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
@@ -109,11 +73,7 @@ class OpenRLHFExporter(Exporter):
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
         _optimizer(plan, scn, given)
         plan.metrics = dict(METRICS)
-        plan.notes += [
-            (T.note("plan")),
-            (T.note("plan~2")),
-            T.note("plan~3"),
-        ]
+        plan.notes += [(T.note("plan")), (T.note("plan~2")), T.note("plan~3"),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
@@ -149,61 +109,11 @@ def flag_line(key: str, value: Any) -> str | None:
     return f"{key} {_token(value)}"
 
 
-SETUP_VARIABLES = [
-    ("MODEL_PATH", T.note("setup_variables"), "actor model"),
-    ("PROMPT_DATASET", T.note("setup_variables~2"), "prompts"),
-    ("INPUT_KEY", ":-input", "prompt field of the dataset"),
-    ("LABEL_KEY", ":-label", T.note("setup_variables~3")),
-    ("REWARD", T.note("setup_variables~4"),
-     "verifiable reward"),
-    ("NUM_NODES", ":-1", "actor (DeepSpeed) nodes"),
-    ("GPUS_PER_NODE", ":-8", T.note("setup_variables~5")),
-    ("VLLM_ENGINES", ":-4", T.note("setup_variables~6")),
-    ("VLLM_TP", ":-1", T.note("setup_variables~7")),
-    ("MAX_NEW_TOKENS", ":-1024", "maximum response length"),
-    ("NUM_EPISODES", ":-1", T.note("setup_variables~8")),
-    ("SAVE_PATH", ":-./ckpt/sandbox-export", "checkpoints"),
-    ("TENSORBOARD_DIR", ":-./runs/openrlhf", T.note("setup_variables~9")),
-]
-
-SETUP_FLAGS = [
-    ("--actor.model_name_or_path", "MODEL_PATH"),
-    ("--data.prompt_dataset", "PROMPT_DATASET"),
-    ("--data.input_key", "INPUT_KEY"),
-    ("--data.label_key", "LABEL_KEY"),
-    ("--reward.remote_url", "REWARD"),
-    ("--actor.num_nodes", "NUM_NODES"),
-    ("--actor.num_gpus_per_node", "GPUS_PER_NODE"),
-    ("--vllm.num_engines", "VLLM_ENGINES"),
-    ("--vllm.tensor_parallel_size", "VLLM_TP"),
-    ("--rollout.max_new_tokens", "MAX_NEW_TOKENS"),
-    ("--train.num_episodes", "NUM_EPISODES"),
-    ("--ckpt.output_dir", "SAVE_PATH"),
-    ("--logger.tensorboard_dir", "TENSORBOARD_DIR"),
-]
 
 
 def _launch_script(plan: Plan, exported: list[str]) -> str:
-    out = [
-        "#!/usr/bin/env bash",
-        f"# OpenRLHF {plan.release} run exported by `sandbox export`; PROMOTION.md explains every exported flag.",
-        "# Needs openrlhf==" + plan.release + " with vLLM on the GPU machines. On several nodes start Ray first",
-        "# (ray start --head / ray start --address=...) or submit this command with `ray job submit`.",
-        "# Extra flags are passed through, e.g. `bash launch.sh --data.apply_chat_template`.",
-        "set -euo pipefail",
-        "",
-        "# ---- Your setup: fill these in (they are not exported from the scenario) ----",
-    ]
-    for name, expansion, what in SETUP_VARIABLES:
-        out.append(f'{name}="${{{name}{expansion}}}"' + (f"  # {what}" if expansion.startswith(":-") else ""))
-    out += ["", "SETUP_FLAGS=("]
-    out += [f'  {flag} "${var}"' for flag, var in SETUP_FLAGS]
-    out += [")", "", "# ---- Exported from the scenario: the same lines as flags.txt ----", "EXPORTED_FLAGS=("]
-    out += [f"  {line}" for line in exported]
-    out += [")", "", f'exec {SCRIPT} "${{SETUP_FLAGS[@]}}" "${{EXPORTED_FLAGS[@]}}" "$@"', ""]
-    return "\n".join(out)
-
-
+    """launch.sh from the table's template: the user's setup variables and flags, then the exported flags."""
+    return T.text("launch_sh").format(release=plan.release, exported="".join(f"  {line}\n" for line in exported))
 # ----------------------------------------------------------------------------------------------
 # staleness and batch geometry
 # ----------------------------------------------------------------------------------------------
@@ -347,8 +257,7 @@ def _advantage(plan: Plan, obj: Any, g: int) -> None:
         _reinforce_advantage(plan, obj, g)
         return
     if obj.name == "rloo":
-        _estimator(plan, g, "algorithm.objective.name", "rloo", "rloo",
-                   T.note("advantage~2"))
+        _estimator(plan, g, "algorithm.objective.name", "rloo", "rloo", T.note("advantage~2"))
         return
     if obj.name in ("grpo", "dr_grpo"):
         knobs = ["baseline", "normalize_std", "eps_std", "std_unbiased"] if obj.name == "grpo" else ["baseline"]
@@ -359,8 +268,7 @@ def _advantage(plan: Plan, obj: Any, g: int) -> None:
         names = ["baseline", "normalize_std"] if obj.name == "grpo" else ["baseline"]
         src, value = _sources(p, *names), describe(_values(*names, obj=obj))
         if normalize:
-            _estimator(plan, g, src, value, "group_norm",
-                       T.note("advantage~3"))
+            _estimator(plan, g, src, value, "group_norm", T.note("advantage~3"))
             _group_norm_knobs(plan, obj.eps_std, obj.std_unbiased, "eps_std", "std_unbiased")
         else:
             _estimator(plan, g, src, value, "dr_grpo", T.note("advantage~4"))
@@ -394,8 +302,7 @@ def _estimator(plan: Plan, g: int, src: str, value: Any, estimator: str, note: s
     default, models/utils.py compute_reward) does to it."""
     if estimator == "group_norm":
         bound = (g - 1) / g**0.5  # largest |z-score| with the Bessel std in a group of g
-        clamp = (T.note("clamp~2", bound=bound) if bound <= 10
-                 else T.note("clamp~3", bound=bound))
+        clamp = (T.note("clamp~2", bound=bound) if bound <= 10 else T.note("clamp~3", bound=bound))
     else:
         clamp = T.note("clamp")
     T.row(plan, "estimator.converted", value, estimator, source=src, note=note, clamp=clamp)
@@ -427,8 +334,7 @@ def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
     src = _sources(p, "baseline", "normalize_std", *used)
     value = describe(_values("baseline", "normalize_std", *used, obj=obj))
     if b == "group_mean" and norm:
-        _estimator(plan, g, src, value, "group_norm",
-                   T.note("reinforce_advantage"))
+        _estimator(plan, g, src, value, "group_norm", T.note("reinforce_advantage"))
     elif b == "group_mean":
         _estimator(plan, g, src, value, "dr_grpo", T.note("advantage~4"))
     elif b == "leave_one_out" and not norm:
@@ -442,8 +348,7 @@ def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
 
 def _opob_gap(plan: Plan, obj: Any, knobs: list[str], normalize: bool) -> None:
     names = [*knobs, *OPOB_KNOBS]
-    what = ("the variance-optimal baseline" if getattr(obj, "baseline", None) == "optimal"
-            else T.note("what"))
+    what = ("the variance-optimal baseline" if getattr(obj, "baseline", None) == "optimal" else T.note("what"))
     vcpo = T.note("vcpo") if "VCPO" in what else ""
     T.row(plan, "opob_gap.no_equivalent~2", describe(_values(*names, obj=obj)),
           source=_sources("algorithm.objective", *names), what=what, vcpo=vcpo)
@@ -599,14 +504,7 @@ def _correction(plan: Plan, scn: Scenario) -> None:
 
 
 CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "decoupled_ppo", "geo_mis"})
-NOT_IN_OPENRLHF = {
-    "opsm": T.note("not_in_openrlhf.opsm"),
-    "m2po_mask": T.note("not_in_openrlhf.m2po_mask"),
-    "m2po_clipband": "M2PO's adaptive clip band",
-    "bapo": "BAPO's adaptive clip bounds",
-    "topr": T.note("not_in_openrlhf.topr"),
-    "dppo_mask": T.note("not_in_openrlhf.dppo_mask"),
-}
+NOT_IN_OPENRLHF = T.section("not_in_openrlhf")
 
 
 def _correction_gap(c: Any) -> str:
@@ -627,11 +525,7 @@ def _correction_gap(c: Any) -> str:
 STEP_HOOK = (T.note("step_hook"))
 
 
-STABILIZERS = {
-    "vcpo_lr": (T.note("stabilizers.vcpo_lr")),
-    "gac": (T.note("stabilizers.gac")),
-    "staleness_lr": (T.note("stabilizers.staleness_lr")),
-}
+STABILIZERS = T.section("stabilizers")
 
 
 def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:

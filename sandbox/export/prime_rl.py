@@ -20,33 +20,13 @@ T = Table("prime_rl")
 
 AT = "prime-rl 559b4477"
 LOSS_PY = "src/prime_rl/trainer/rl/loss.py"
-CUSTOM_LOSS = (
-    T.note("custom_loss")
-)
+CUSTOM_LOSS = (T.note("custom_loss"))
 OFF_MASK = 1.0  # |π_θ − μ| ≤ 1, so thresholds of 1 never mask a token
 ADAM_EPS = 1e-8  # torch AdamW default; prime-rl passes no eps (src/prime_rl/trainer/optim/__init__.py)
 
-METRICS = {
-    "staleness/mean": T.note("metrics.staleness_mean"),
-    "staleness/max": T.note("metrics.staleness_max"),
-    "system/dropped": T.note("metrics.system_dropped"),
-    "is/ess_ratio": T.note("metrics.is_ess_ratio"),
-    "is/kl_k3": T.note("metrics.is_kl_k3"),
-    "grad/norm": T.note("metrics.grad_norm"),
-    "grad/cos_prev": "not logged",
-    "clip/frac": T.note("metrics.clip_frac"),
-    "mask/frac": T.note("metrics.mask_frac"),
-    "dppo/masked_low": "`is_masked_low/mean`",
-    "dppo/masked_high": "`is_masked_high/mean`",
-}
+METRICS = T.section("metrics")
 
-NOTES = [
-    (T.note("notes")),
-    (T.note("notes~2")),
-    (T.note("notes~3")),
-    (T.note("notes~4")),
-    (T.note("notes~5")),
-]
+NOTES = [(T.note("notes")), (T.note("notes~2")), (T.note("notes~3")), (T.note("notes~4")), (T.note("notes~5")),]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -100,8 +80,7 @@ def _batch_rows(plan: Plan, scn: Scenario) -> None:
     T.row(plan, "group_size", a.group_size)
     T.row(plan, "groups_per_step", a.groups_per_step, a.groups_per_step * a.group_size,
           groups_per_step=a.groups_per_step, group_size=a.group_size)
-    no_minibatch_rows(plan, scn, T.note("batch_rows", f=AT.split()[-1]),
-                      MINIBATCH_INSTEAD)
+    no_minibatch_rows(plan, scn, T.note("batch_rows", f=AT.split()[-1]), MINIBATCH_INSTEAD)
     proximal_row(plan, scn, "behaviour", T.note("batch_rows~2"))
 
 
@@ -110,11 +89,7 @@ def _batch_rows(plan: Plan, scn: Scenario) -> None:
 # ------------------------------------------------------------------------------------------------
 
 _RATIO_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip)  # the PPO-clip surrogates
-_AGG_TEXT = {
-    "seq_mean_token_mean": T.note("agg_text.seq_mean_token_mean"),
-    "seq_mean_token_sum": T.note("agg_text.seq_mean_token_sum"),
-    "seq_mean_token_sum_norm": T.note("agg_text.seq_mean_token_sum_norm"),
-}
+_AGG_TEXT = T.section("agg_text")
 
 
 def _src(*knobs: str) -> str:
@@ -159,14 +134,11 @@ class _ObjectiveRows:
     def surrogate(self) -> None:
         name = self.obj.name
         if name == "reinforce" and self.on_policy:
-            self.row("implicit", ("name",),
-                     T.note("surrogate"))
+            self.row("implicit", ("name",), T.note("surrogate"))
         elif name == "reinforce":
-            self.row("no_equivalent", ("name",),
-                     T.note("surrogate~2", CUSTOM_LOSS=CUSTOM_LOSS))
+            self.row("no_equivalent", ("name",), T.note("surrogate~2", CUSTOM_LOSS=CUSTOM_LOSS))
         elif name != "rloo":
-            self.row("implicit", ("name",),
-                     T.note("surrogate~3"))
+            self.row("implicit", ("name",), T.note("surrogate~3"))
 
     def clip(self) -> None:
         o = self.obj
@@ -188,19 +160,16 @@ class _ObjectiveRows:
         o = self.obj
         max_len = ("max_len",) if "max_len" in type(o).model_fields else ()
         if o.aggregation == "token_mean":
-            self.row("implicit", ("aggregation",),
-                     T.note("aggregation~3"))
+            self.row("implicit", ("aggregation",), T.note("aggregation~3"))
             self.unused(max_len, T.note("aggregation~2"))
             return
         knobs = ("aggregation",) + (max_len if o.aggregation == "seq_mean_token_sum_norm" else ())
-        self.row("no_equivalent", knobs,
-                 T.note("aggregation", aggregation=o.aggregation, f=_AGG_TEXT[o.aggregation]))
+        self.row("no_equivalent", knobs, T.note("aggregation", aggregation=o.aggregation, f=_AGG_TEXT[o.aggregation]))
         self.unused(max_len, T.note("aggregation~2"))
 
     # -- the advantage ---------------------------------------------------------------------------
     def _centred(self, knobs: tuple[str, ...], what: str) -> None:
-        self.row("implicit", knobs,
-                 T.note("centred", what=what))
+        self.row("implicit", knobs, T.note("centred", what=what))
 
     def _rloo(self, knobs: tuple[str, ...]) -> None:
         g, base = self.scn.algorithm.group_size, _adv_tau_base(self.scn)
@@ -210,8 +179,7 @@ class _ObjectiveRows:
                  target="trainer.loss.adv_tau", target_value=base * factor)
 
     def _std(self, knobs: tuple[str, ...]) -> None:
-        self.row("no_equivalent", knobs,
-                 T.note("std"))
+        self.row("no_equivalent", knobs, T.note("std"))
 
     def _opob(self, knobs: tuple[str, ...]) -> None:
         self.row("no_equivalent", knobs + tuple(k for k in OPOB_KNOBS if k in type(self.obj).model_fields),
@@ -235,8 +203,7 @@ class _ObjectiveRows:
                 if o.beta_kl == 0:
                     self.row("implicit", ("beta_kl",), T.note("advantage~5"))
                 else:
-                    self.row("no_equivalent", ("beta_kl",),
-                             T.note("advantage~6"))
+                    self.row("no_equivalent", ("beta_kl",), T.note("advantage~6"))
         elif name == "rloo":
             self._rloo(("name",))
         else:  # ppo, dapo: the advantage knob
@@ -250,8 +217,7 @@ class _ObjectiveRows:
             elif kind == "opob":
                 self._opob(("advantage", "eps_std"))
             else:
-                self.row("no_equivalent", ("advantage",),
-                         T.note("advantage~7"))
+                self.row("no_equivalent", ("advantage",), T.note("advantage~7"))
             self.unused(("eps_std",), T.note("advantage~3"))
         self.unused(OPOB_KNOBS, T.note("advantage~2"))
 
@@ -265,14 +231,11 @@ class _ObjectiveRows:
         elif b in ("optimal", "opob"):
             self._opob(("baseline",))
         elif b == "none":
-            self.row("no_equivalent", ("baseline",),
-                     T.note("reinforce_baseline~3"))
+            self.row("no_equivalent", ("baseline",), T.note("reinforce_baseline~3"))
         elif b == "constant":
-            self.row("no_equivalent", ("baseline", "constant_baseline"),
-                     T.note("reinforce_baseline~4"))
+            self.row("no_equivalent", ("baseline", "constant_baseline"), T.note("reinforce_baseline~4"))
         else:
-            self.row("no_equivalent", ("baseline", "ema_decay", "ema_init"),
-                     T.note("reinforce_baseline~5"))
+            self.row("no_equivalent", ("baseline", "ema_decay", "ema_init"), T.note("reinforce_baseline~5"))
         self.unused(("constant_baseline",), T.note("reinforce_baseline"))
         self.unused(("ema_decay", "ema_init"), "used only by baseline = \"ema\"")
         if o.normalize_std:
@@ -306,20 +269,8 @@ def _objective_rows(plan: Plan, scn: Scenario, bound: int | None) -> None:
 # correction (the rl loss) and stabilizers
 # ------------------------------------------------------------------------------------------------
 
-_CORRECTION_GAPS = {
-    "tis": T.note("correction_gaps.tis"),
-    "mis": T.note("correction_gaps.mis"),
-    "geo_mis": T.note("correction_gaps.geo_mis"),
-    "icepop": T.note("correction_gaps.icepop"),
-    "opsm": T.note("correction_gaps.opsm"),
-    "topr": T.note("correction_gaps.topr"),
-}
-_CORRECTION_IMPOSSIBLE = {
-    "decoupled_ppo": T.note("correction_impossible.decoupled_ppo"),
-    "m2po_mask": T.note("correction_impossible.m2po_mask"),
-    "m2po_clipband": T.note("correction_impossible.m2po_clipband"),
-    "bapo": T.note("correction_impossible.bapo"),
-}
+_CORRECTION_GAPS = T.section("correction_gaps")
+_CORRECTION_IMPOSSIBLE = T.section("correction_impossible")
 
 
 def _switch_off_dppo(plan: Plan, scn: Scenario, why: str) -> None:
@@ -371,11 +322,7 @@ def _correction_rows(plan: Plan, scn: Scenario) -> None:
     T.row(plan, "correction.kl_tau", c.kl_tau)
 
 
-STABILIZERS = {
-    "gac": (T.note("stabilizers.gac")),
-    "vcpo_lr": (T.note("stabilizers.vcpo_lr")),
-    "staleness_lr": (T.note("stabilizers.staleness_lr")),
-}
+STABILIZERS = T.section("stabilizers")
 STABILIZER_HOOK = (T.note("stabilizer_hook"))
 
 
@@ -445,72 +392,9 @@ def _schedule_rows(plan: Plan, scn: Scenario) -> None:
 # files
 # ------------------------------------------------------------------------------------------------
 
-RL_TOML_HEADER = """\
-# prime-rl (PrimeIntellect-ai/prime-rl git 559b4477): the keys exported from the scenario, nothing else.
-# PROMOTION.md explains every key; launch.sh adds your model, environment and run length and starts the run.
-"""
+RL_TOML_HEADER = T.text("rl_toml_header")
 
-LAUNCH_SH = """\
-#!/usr/bin/env bash
-# Start the exported prime-rl run (PrimeIntellect-ai/prime-rl git 559b4477).
-#
-# rl.toml holds only the keys exported from the scenario (PROMOTION.md explains each one). What the
-# scenario cannot know goes into a second file written below and merged after rl.toml
-# (`uv run rl @ a.toml @ b.toml` deep-merges left to right).
-#
-# FILL IN before running (edit the defaults here or export the variables):
-#   MODEL         Hugging Face name or local path of the policy
-#   ENV_ID        verifiers taskset id of the training environment. Tasksets built into verifiers (the
-#                 deps/verifiers submodule at a60a606e, verifiers.v1.tasksets: harbor, lean, nemo_gym,
-#                 openenv, textarena) need no install but their own settings. Any other id is a package
-#                 that must be installed in your checkout first: prime-rl's own example reverse-text
-#                 (configs/basic/reverse-text/rl.toml) is an opt-in uv workspace member, installed with
-#                   git submodule update --init -- deps/verifiers deps/renderers deps/prime-envs deps/pydantic-config
-#                   uv sync --all-extras --package prime-rl --package reverse-text
-#                 and run with [orchestrator.train.source.env.agent.harness] id = "null" (see below)
-#   MAX_STEPS     trainer steps of the run{max_steps_note}
-#   PRIME_RL_DIR  your prime-rl checkout at 559b4477 (default: the current directory)
-set -euo pipefail
-
-MODEL="${{MODEL:-<FILL IN: model, e.g. Qwen/Qwen3-0.6B>}}"
-ENV_ID="${{ENV_ID:-<FILL IN: taskset id, e.g. reverse-text once installed (see above)>}}"
-MAX_STEPS="${{MAX_STEPS:-<FILL IN: number of steps>}}"
-PRIME_RL_DIR="${{PRIME_RL_DIR:-.}}"
-
-for value in "$MODEL" "$ENV_ID" "$MAX_STEPS"; do
-  case "$value" in
-    "<FILL IN"*) echo "launch.sh: set MODEL, ENV_ID and MAX_STEPS first (see the top of this file)" >&2; exit 2 ;;
-  esac
-done
-
-EXPORT_DIR="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
-SETUP="$(mktemp -d)/setup.toml"
-cat > "$SETUP" <<EOF
-# Your setup, not exported from the scenario.
-max_steps = $MAX_STEPS
-
-[model]
-name = "$MODEL"
-
-# One GPU for the trainer and one for vLLM: change for your node.
-[deployment]
-num_train_gpus = 1
-num_infer_gpus = 1
-
-# Starts a vLLM server for the policy; remove it if you run one at orchestrator.model.client.base_url.
-[inference]
-
-[[orchestrator.train.source]]
-[orchestrator.train.source.env.taskset]
-id = "$ENV_ID"
-# Add what your environment needs (env.agent.harness, env.agent.runtime, ...: see configs/basic/*/rl.toml
-# in prime-rl), the response length ([orchestrator.train.sampling] max_completion_tokens), and
-# [orchestrator.renderer] name = "..." when the model is not in renderers' MODEL_RENDERER_MAP.
-EOF
-
-cd "$PRIME_RL_DIR"
-exec uv run rl @ "$EXPORT_DIR/rl.toml" @ "$SETUP"
-"""
+LAUNCH_SH = T.text("launch_sh")
 
 
 def _nested(settings: dict[str, Any]) -> dict[str, Any]:
@@ -541,26 +425,7 @@ class PrimeRLExporter(Exporter):
     versions = (Version("559b4477", "559b4477", T.note("versions")),)
     components = property(lambda self: {"correction": frozenset({"none", "dppo_mask"}) | frozenset(_CORRECTION_GAPS)
                                         | frozenset(_CORRECTION_IMPOSSIBLE)})
-    expresses: ClassVar[dict[str, str]] = {
-        "max lag": T.note("expresses.max_lag"),
-        "fixed lag": T.note("expresses.fixed_lag"),
-        "async ratio": T.note("expresses.async_ratio~2"),
-        "partial rollouts": T.note("expresses.partial_rollouts"),
-        "batch geometry": T.note("expresses.batch_geometry"),
-        "learning rate": T.note("expresses.learning_rate"),
-        "clip range": T.note("expresses.clip_range~2"),
-        "dual clip": "no equivalent",
-        "KL penalty": T.note("expresses.KL_penalty~2"),
-        "loss aggregation": T.note("expresses.loss_aggregation"),
-        "advantage": T.note("expresses.advantage"),
-        "token TIS": T.note("expresses.token_TIS~2"),
-        "sequence TIS": T.note("expresses.token_TIS~2"),
-        "masked IS / IcePop": T.note("expresses.token_TIS~2"),
-        "M2PO": T.note("expresses.M2PO"),
-        "decoupled PPO": T.note("expresses.decoupled_PPO"),
-        "VCPO": T.note("expresses.VCPO"),
-        "GAC": T.note("expresses.GAC~2"),
-    }
+    expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, T.note("plan"))

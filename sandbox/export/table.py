@@ -36,7 +36,7 @@ TEXT = frozenset({"source", "target", "note"})
 @cache
 def _load(name: str) -> dict[str, dict[str, Any]]:
     data = tomllib.loads(resources.files(__package__).joinpath("tables", f"{name}.toml").read_text(encoding="utf-8"))
-    return {"row": data.get("row", {}), "note": data.get("note", {})}
+    return {"row": data.get("row", {}), "note": data.get("note", {}), **{k: v for k, v in data.items() if k not in ("row", "note")}}
 
 
 class Table:
@@ -47,10 +47,18 @@ class Table:
 
     def _entry(self, section: str, key: str) -> Any:
         for name in (self.name, "common"):
-            entry = _load(name)[section].get(key)
+            entry = _load(name).get(section, {}).get(key)
             if entry is not None:
                 return entry
         raise KeyError(f"export table {self.name}: no {section} {key!r} (nor in common.toml)")
+
+    def section(self, name: str) -> dict[str, Any]:
+        """A table of the framework's file as it stands (e.g. ``expresses``: concept -> how the framework says it)."""
+        return dict(_load(self.name)[name])
+
+    def text(self, key: str) -> str:
+        """A text of the ``[template]`` table (a file the exporter writes, e.g. its launch script), unformatted."""
+        return self._entry("template", key)
 
     def note(self, key: str, /, **fields: Any) -> str:
         """The note ``key`` with its named fields filled in."""

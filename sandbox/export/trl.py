@@ -19,10 +19,7 @@ T = Table("trl")
 
 SYNC_CLASS = "GRPOConfig"
 ASYNC_CLASS = "AsyncGRPOConfig"
-TARGETS = {
-    SYNC_CLASS: T.note("targets"),
-    ASYNC_CLASS: T.note("targets~2"),
-}
+TARGETS = {SYNC_CLASS: T.note("targets"), ASYNC_CLASS: T.note("targets~2"),}
 CONFIG_FILE = "grpo_config.json"
 SCRIPT_FILE = "train_grpo.py"
 
@@ -40,13 +37,9 @@ LOSS_TYPE_OF_AGGREGATION = {
     "seq_mean_token_sum_norm": ("dr_grpo", T.note("loss_type_of_aggregation.seq_mean_token_sum_norm")),
 }
 
-INTEGRATION = (
-    T.note("integration")
-)
+INTEGRATION = (T.note("integration"))
 VCPO_INSTEAD = "train with " + INTEGRATION + T.note("vcpo_instead")
-OPOB_NOTE = (
-    T.note("opob_note") + VCPO_INSTEAD
-)
+OPOB_NOTE = (T.note("opob_note") + VCPO_INSTEAD)
 
 
 @register
@@ -55,26 +48,7 @@ class TRLExporter(Exporter):
     title = T.note("title")
     versions = (Version("1.16", "1.16.0", "trl 1.16.0 wheel"),)
     components = property(lambda self: {"correction": frozenset(_CORRECTION_MAPPERS) | frozenset(_CORRECTION_GAP)})
-    expresses: ClassVar[dict[str, str]] = {
-        "max lag": T.note("expresses.max_lag"),
-        "fixed lag": T.note("expresses.fixed_lag"),
-        "async ratio": T.note("expresses.async_ratio~2"),
-        "partial rollouts": T.note("expresses.partial_rollouts"),
-        "batch geometry": T.note("expresses.batch_geometry"),
-        "learning rate": "learning_rate",
-        "clip range": "epsilon, epsilon_high",
-        "dual clip": T.note("expresses.dual_clip~2"),
-        "KL penalty": T.note("expresses.KL_penalty~2"),
-        "loss aggregation": T.note("expresses.loss_aggregation"),
-        "advantage": T.note("expresses.advantage"),
-        "token TIS": T.note("expresses.token_TIS~2"),
-        "sequence TIS": T.note("expresses.sequence_TIS~2"),
-        "masked IS / IcePop": T.note("expresses.masked_IS_IcePop"),
-        "M2PO": T.note("expresses.M2PO"),
-        "decoupled PPO": T.note("expresses.decoupled_PPO"),
-        "VCPO": "no key: " + VCPO_INSTEAD,
-        "GAC": "no key and no public code: " + INTEGRATION,
-    }
+    expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
@@ -84,8 +58,7 @@ class TRLExporter(Exporter):
         _staleness(plan, scn, cls)
         _objective(plan, scn, cls)
         _correction(plan, scn, cls)
-        stabilizer_rows(plan, scn, _STABILIZER_GAP, "TRL",
-                        T.note("plan"))
+        stabilizer_rows(plan, scn, _STABILIZER_GAP, "TRL", T.note("plan"))
         _optimizer(plan, scn)
         scale_rows(plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
@@ -213,8 +186,7 @@ def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
     elif st.kind == "sync":
         T.row(plan, "staleness~2", "sync")
     elif st.kind == "fixed_lag":
-        fixed_lag_gap(plan, scn,
-                      T.note("staleness"))
+        fixed_lag_gap(plan, scn, T.note("staleness"))
     else:
         T.row(plan, "staleness~3", describe(scn.system.staleness.model_dump()), describe=describe(st.alpha),
               bound=st.bound)
@@ -235,8 +207,7 @@ def _admission(plan: Plan, scn: Scenario, k_max: int) -> None:
     G, B = scn.algorithm.group_size, scn.algorithm.groups_per_step
     capacity = (k_max + 1) * B if s.enforcement == "throttle" or s.queue_capacity is None else s.queue_capacity
     running = max(capacity - B, B)  # groups; floored at one step as TRL's own default is
-    how = (T.note("how", capacity=capacity) if s.enforcement == "throttle" else
-           T.note("how~2", capacity=capacity))
+    how = (T.note("how", capacity=capacity) if s.enforcement == "throttle" else T.note("how~2", capacity=capacity))
     T.row(plan, "staleness.enforcement", f"{s.enforcement}, queue_capacity = {describe(s.queue_capacity)}", running * G,
           how=how, running_B=running + B, running=running, B=B, capacity=capacity)
     T.row(plan, "pinned.queue_maxsize", B * G)
@@ -267,11 +238,7 @@ def _objective(plan: Plan, scn: Scenario, cls: str) -> None:
         _kl(plan, obj, cls)
 
 
-_ASYNC_OBJECTIVE_GAP = {
-    "reinforce": T.note("async_objective_gap.reinforce"),
-    "gspo": T.note("async_objective_gap.gspo"),
-    "cispo": T.note("async_objective_gap.cispo"),
-}
+_ASYNC_OBJECTIVE_GAP = T.section("async_objective_gap")
 
 
 def _surrogate(plan: Plan, obj, cls: str) -> None:
@@ -421,8 +388,7 @@ def _advantage_knob(plan: Plan, scn: Scenario, cls: str) -> None:
         return
     T.row(plan, "advantage_knob.implicit", obj.eps_std, source=_src("eps_std"), adv=adv)
     if adv == "rloo":
-        closest = (T.note("closest")
-                   if cls == SYNC_CLASS else T.note("closest~2"))
+        closest = (T.note("closest") if cls == SYNC_CLASS else T.note("closest~2"))
         T.row(plan, "advantage_knob.no_equivalent", adv, source=_src("advantage"), closest=closest)
         if cls == SYNC_CLASS:
             T.row(plan, "pinned.scale_rewards~2", "none")
@@ -479,8 +445,7 @@ def _normalisation(plan: Plan, scn: Scenario, cls: str, source: str, value, norm
         T.row(plan, "normalisation.implicit", value, source=source)
         return
     note, acceptable = _std_mismatch(scn, cls, sandbox_unbiased=True)
-    (plan.implicit if acceptable else plan.no_equivalent)(
-        source, value, T.note("normalisation") + note)
+    (plan.implicit if acceptable else plan.no_equivalent)(source, value, T.note("normalisation") + note)
 
 
 def _std_mismatch(scn: Scenario, cls: str, sandbox_unbiased: bool) -> tuple[str, bool]:
@@ -550,14 +515,7 @@ def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
     _CORRECTION_MAPPERS[corr.name](plan, corr)
 
 
-_CORRECTION_GAP = {
-    "geo_mis": T.note("correction_gap.geo_mis"),
-    "m2po_mask": T.note("correction_gap.m2po_mask~2") + INTEGRATION + T.note("correction_gap.m2po_mask"),
-    "m2po_clipband": T.note("correction_gap.m2po_clipband") + INTEGRATION,
-    "bapo": T.note("correction_gap.bapo~2") + INTEGRATION + T.note("correction_gap.bapo"),
-    "topr": T.note("correction_gap.topr") + INTEGRATION + ", or ROLL (topr)",
-    "dppo_mask": T.note("correction_gap.dppo_mask"),
-}
+_CORRECTION_GAP = T.section("correction_gap")
 
 
 def _correction_gap(corr) -> str | None:
@@ -578,12 +536,7 @@ def _correction_gap(corr) -> str | None:
     return None
 
 
-_MODE_NOTES = {
-    "token_truncate": T.note("mode_notes.token_truncate"),
-    "sequence_truncate": T.note("mode_notes.sequence_truncate"),
-    "token_mask": T.note("mode_notes.token_mask"),
-    "sequence_mask": T.note("mode_notes.sequence_mask"),
-}
+_MODE_NOTES = T.section("mode_notes")
 
 
 def _correction_on(plan: Plan, source: str, value, mode: str, extra: str = "") -> None:
@@ -596,8 +549,7 @@ def _map_none(plan: Plan, corr) -> None:
 
 
 def _map_tis(plan: Plan, corr) -> None:
-    _correction_on(plan, T.note("map_tis"), f"tis, {corr.level}",
-                   f"{corr.level}_truncate")
+    _correction_on(plan, T.note("map_tis"), f"tis, {corr.level}", f"{corr.level}_truncate")
     if corr.C is None:
         T.row(plan, "correction.C~2", None, corr.cap, level=corr.level)
     else:
@@ -606,8 +558,7 @@ def _map_tis(plan: Plan, corr) -> None:
 
 
 def _map_mis(plan: Plan, corr) -> None:
-    _correction_on(plan, T.note("map_tis"), f"mis, {corr.level}",
-                   f"{corr.level}_mask")
+    _correction_on(plan, T.note("map_tis"), f"mis, {corr.level}", f"{corr.level}_mask")
     T.row(plan, "correction.C", corr.C)
     T.row(plan, "correction.C_low~2", corr.C_low)
     if corr.level == "sequence":
@@ -631,8 +582,7 @@ def _map_opsm(plan: Plan, corr) -> None:
 
 
 def _map_decoupled_ppo(plan: Plan, corr) -> None:
-    _correction_on(plan, T.note("map_tis"), f"decoupled_ppo, {corr.level}",
-                   "token_mask", T.note("map_decoupled_ppo"))
+    _correction_on(plan, T.note("map_tis"), f"decoupled_ppo, {corr.level}", "token_mask", T.note("map_decoupled_ppo"))
     T.row(plan, "correction.behave_imp_weight_cap", corr.behave_imp_weight_cap)
     T.row(plan, "pinned.vllm_importance_sampling_clip_min", None)
     T.row(plan, "correction.require_prox", corr.require_prox)
@@ -651,11 +601,7 @@ _CORRECTION_MAPPERS = {
 # stabilizers and optimizer
 # ------------------------------------------------------------------------------------------------
 
-_STABILIZER_GAP = {
-    "vcpo_lr": T.note("stabilizer_gap.vcpo_lr") + VCPO_INSTEAD,
-    "gac": T.note("stabilizer_gap.gac~2") + INTEGRATION + T.note("stabilizer_gap.gac"),
-    "staleness_lr": T.note("stabilizer_gap.staleness_lr~2") + INTEGRATION + T.note("stabilizer_gap.staleness_lr"),
-}
+_STABILIZER_GAP = T.section("stabilizer_gap")
 
 
 _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
@@ -732,67 +678,17 @@ def _notes(scn: Scenario, cls: str, geometry_ok: bool) -> list[str]:
     B, G = scn.algorithm.groups_per_step, scn.algorithm.group_size
     notes = []
     if cls == SYNC_CLASS:
-        notes.append(
-            T.note("notes")
-        )
+        notes.append(T.note("notes"))
         if geometry_ok:
-            notes.append(
-                T.note("notes~3", G=G, B=B, B_G=B * G)
-            )
+            notes.append(T.note("notes~3", G=G, B=B, B_G=B * G))
     else:
-        notes.append(
-            T.note("notes~2")
-        )
+        notes.append(T.note("notes~2"))
         if geometry_ok:
-            notes.append(
-                T.note("notes~4", B_G=B * G)
-            )
+            notes.append(T.note("notes~4", B_G=B * G))
     return notes
 
 
-_SCRIPT = '''"""{trainer} (TRL {release}) with the {cls} settings that `sandbox export` wrote to {config}.
-
-Launch (see PROMOTION.md):
-{launch_comment}
-
-The three TODOs below are yours: the model, the prompt dataset and the reward function (the
-scenario's toy task is not exported).
-"""
-
-import json
-from pathlib import Path
-
-{imports}
-
-SETTINGS = Path(__file__).with_name("{config}")
-OUTPUT_DIR = "outputs/{slug}"
-
-# TODO(model): a Hub id or a local path, e.g. "Qwen/Qwen2.5-0.5B-Instruct".
-MODEL = None
-
-
-def load_prompts():
-    """TODO(dataset): return a datasets.Dataset with a "prompt" column (and any column your reward reads)."""
-    raise NotImplementedError("load your prompt dataset here")
-
-
-def reward(completions, **kwargs):
-    """TODO(reward): one float per completion.{reward_extra}"""
-    raise NotImplementedError("score the completions here")
-
-
-def main():
-    if MODEL is None:
-        raise SystemExit("set MODEL in {script} first")
-    settings = json.loads(SETTINGS.read_text())
-{extra_settings}    args = {cls}(output_dir=OUTPUT_DIR, **settings)
-    trainer = {trainer}(model=MODEL, reward_funcs=reward, args=args, train_dataset=load_prompts())
-    trainer.train()
-
-
-if __name__ == "__main__":
-    main()
-'''
+_SCRIPT = T.text("train_script")
 
 
 def _train_script(cls: str, release: str, launch: str) -> str:

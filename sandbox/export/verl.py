@@ -42,9 +42,7 @@ AGGREGATION = {
 LOSS_MODE = {"gspo": "gspo", "cispo": "cispo"}  # every other ratio objective uses "vanilla"
 
 VERL_EPS_STD = 1e-6  # compute_grpo_outcome_advantage's epsilon, not configurable
-VCPO_INSTEAD = (
-    T.note("vcpo_instead")
-)
+VCPO_INSTEAD = (T.note("vcpo_instead"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -153,22 +151,18 @@ def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normali
     elif kind == "leave_one_out":
         T.row(plan, "advantage.no_equivalent", f"{kind}, normalize_std = true", kind_source=kind_source,
               normalize_source=normalize_source)
-        nearest_group_estimator(plan, True, T.note("advantage"),
-                                T.note("advantage~2"))
+        nearest_group_estimator(plan, True, T.note("advantage"), T.note("advantage~2"))
     elif kind in ("opob",):
         T.row(plan, "advantage.no_equivalent~2", kind, source=kind_source)
-        nearest_group_estimator(plan, normalize, "OPOB baseline",
-                                T.note("advantage~3"))
+        nearest_group_estimator(plan, normalize, "OPOB baseline", T.note("advantage~3"))
     elif kind == "optimal":
         T.row(plan, "advantage.no_equivalent~3", kind, source=kind_source)
-        nearest_group_estimator(plan, normalize, "variance-optimal baseline",
-                                T.note("advantage~4"))
+        nearest_group_estimator(plan, normalize, "variance-optimal baseline", T.note("advantage~4"))
     else:  # none, constant, ema, reward
         what = {"none": "no baseline (raw rewards)", "reward": "raw rewards as advantages",
                 "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}[kind]
         T.row(plan, "advantage.no_equivalent~4", kind, source=kind_source, what=what)
-        nearest_group_estimator(plan, normalize, what,
-                                T.note("advantage~5"))
+        nearest_group_estimator(plan, normalize, what, T.note("advantage~5"))
     if normalize_source is not None and kind not in ("group_mean", "leave_one_out"):
         T.row(plan, "advantage.implicit", normalize, source=normalize_source, kind=kind)
 
@@ -267,8 +261,7 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
     T.row(plan, "pinned.entropy_coeff", 0)
     mode = "vanilla" if route == "reinforce" else LOSS_MODE.get(obj.name, "vanilla")
     if route is None or mode not in target.loss_modes:
-        why = (T.note("why") if route is None
-               else T.note("why~2", mode=mode))
+        why = (T.note("why") if route is None else T.note("why~2", mode=mode))
         T.row(plan, "objective", describe(obj.model_dump()), why=why)
         T.row(plan, "pinned.adv_estimator~2", "grpo")
         T.row(plan, "pinned.norm_adv_by_std_in_grpo~2", True)
@@ -289,11 +282,7 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
         _kl(plan, obj)
         return
 
-    why = {
-        "vanilla": T.note("why.vanilla"),
-        "gspo": T.note("why.gspo"),
-        "cispo": T.note("why.cispo"),
-    }[mode]
+    why = {"vanilla": T.note("why.vanilla"), "gspo": T.note("why.gspo"), "cispo": T.note("why.cispo"),}[mode]
     T.row(plan, "objective.name", obj.name, mode, note=why)
 
     if obj.name == "grpo":
@@ -360,15 +349,7 @@ def map_geo_token_weight(plan: Plan, c, src: str) -> None:
 
 
 CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
-CORRECTION_GAPS = {
-    "decoupled_ppo": T.note("correction_gaps.decoupled_ppo"),
-    "opsm": T.note("correction_gaps.opsm"),
-    "m2po_mask": T.note("correction_gaps.m2po_mask"),
-    "m2po_clipband": T.note("correction_gaps.m2po_clipband"),
-    "bapo": T.note("correction_gaps.bapo"),
-    "topr": T.note("correction_gaps.topr"),
-    "dppo_mask": T.note("correction_gaps.dppo_mask"),
-}
+CORRECTION_GAPS = T.section("correction_gaps")
 
 
 def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
@@ -495,11 +476,7 @@ def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str)
                  f"{CORR}.bypass_mode = " + ("false" if route == "reinforce" else "true"))
 
 
-STABILIZERS = {
-    "vcpo_lr": (T.note("stabilizers.vcpo_lr")),
-    "gac": (T.note("stabilizers.gac")),
-    "staleness_lr": (T.note("stabilizers.staleness_lr")),
-}
+STABILIZERS = T.section("stabilizers")
 STEP_HOOK = T.note("step_hook")
 
 
@@ -644,26 +621,7 @@ class VerlExporter(Exporter):
     title = T.note("title")
     versions = (VERL_0_9,)
     components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
-    expresses = {
-        "max lag": T.note("expresses.max_lag"),
-        "fixed lag": T.note("expresses.fixed_lag"),
-        "async ratio": T.note("expresses.async_ratio"),
-        "partial rollouts": T.note("expresses.partial_rollouts"),
-        "batch geometry": T.note("expresses.batch_geometry"),
-        "learning rate": f"{ACTOR}.optim.lr",
-        "clip range": T.note("expresses.clip_range"),
-        "dual clip": T.note("expresses.dual_clip"),
-        "KL penalty": T.note("expresses.KL_penalty"),
-        "loss aggregation": f"{ACTOR}.loss_agg_mode",
-        "advantage": T.note("expresses.advantage"),
-        "token TIS": T.note("expresses.token_TIS"),
-        "sequence TIS": T.note("expresses.sequence_TIS"),
-        "masked IS / IcePop": T.note("expresses.masked_IS_IcePop"),
-        "M2PO": T.note("expresses.M2PO"),
-        "decoupled PPO": T.note("expresses.decoupled_PPO"),
-        "VCPO": T.note("expresses.VCPO"),
-        "GAC": T.note("expresses.GAC"),
-    }
+    expresses = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, T.note("plan~2"))
@@ -681,10 +639,7 @@ class VerlExporter(Exporter):
         map_stabilizers(plan, scn)
         _map_optimizer_fsdp(plan, scn, given)
         plan.metrics = _metrics(route, mode)
-        plan.notes += [
-            (T.note("plan~3")),
-            (T.note("plan~4")),
-        ]
+        plan.notes += [(T.note("plan~3")), (T.note("plan~4")),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
@@ -710,49 +665,7 @@ def yaml_text(plan: Plan, where: str) -> str:
 
 
 def _launch_script(plan: Plan, mode: str) -> str:
-    separate = mode == "separate_async"
-    lines = [
-        "#!/usr/bin/env bash",
-        f"# sandbox export: verl {plan.release}, V1 trainer ({mode}). Every algorithm setting is in overrides.txt",
-        "# (see PROMOTION.md); fill in the variables marked FILL IN, adjust the layout defaults to your cluster.",
-        "set -euo pipefail",
-        'cd "$(dirname "$0")"',
-        "",
-        '# FILL IN: your model and data',
-        'MODEL_PATH="${MODEL_PATH:?FILL IN: path or Hugging Face id of the policy model}"',
-        'TRAIN_FILES="${TRAIN_FILES:?FILL IN: training parquet file(s)}"',
-        'VAL_FILES="${VAL_FILES:?FILL IN: validation parquet file(s)}"',
-        'MAX_PROMPT_LENGTH="${MAX_PROMPT_LENGTH:-1024}"',
-        'MAX_RESPONSE_LENGTH="${MAX_RESPONSE_LENGTH:-2048}"',
-        "",
-        "# FILL IN: GPU layout" + (" (trainer GPUs; separate_async adds a standalone rollout pool)" if separate else ""),
-        'NNODES="${NNODES:-1}"',
-        'GPUS_PER_NODE="${GPUS_PER_NODE:-8}"',
-    ]
-    if separate:
-        lines += ['ROLLOUT_NNODES="${ROLLOUT_NNODES:-1}"', 'ROLLOUT_GPUS_PER_NODE="${ROLLOUT_GPUS_PER_NODE:-8}"']
-    lines += [
-        'ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-vllm}"',
-        'MICRO_BATCH_PER_GPU="${MICRO_BATCH_PER_GPU:-1}"',
-        "",
-        "mapfile -t OVERRIDES < overrides.txt",
-        "",
-        "python -m verl.trainer.main_ppo \\",
-        '    "${OVERRIDES[@]}" \\',
-        '    actor_rollout_ref.model.path="$MODEL_PATH" \\',
-        '    data.train_files="$TRAIN_FILES" \\',
-        '    data.val_files="$VAL_FILES" \\',
-        '    data.max_prompt_length="$MAX_PROMPT_LENGTH" \\',
-        '    data.max_response_length="$MAX_RESPONSE_LENGTH" \\',
-        '    actor_rollout_ref.rollout.name="$ROLLOUT_ENGINE" \\',
-        '    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO_BATCH_PER_GPU" \\',
-        '    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_GPU" \\',
-        '    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_GPU" \\',
-        '    trainer.nnodes="$NNODES" \\',
-        '    trainer.n_gpus_per_node="$GPUS_PER_NODE" \\',
-    ]
-    if separate:
-        lines += ['    actor_rollout_ref.rollout.nnodes="$ROLLOUT_NNODES" \\',
-                  '    actor_rollout_ref.rollout.n_gpus_per_node="$ROLLOUT_GPUS_PER_NODE" \\']
-    lines += ['    "$@"', ""]
-    return "\n".join(lines)
+    """launch.sh from the table's template; separate_async adds the standalone rollout pool's layout."""
+    extra = ("layout_note", "rollout_vars", "rollout_args")
+    return T.text("launch_sh").format(release=plan.release, mode=mode,
+                                      **{k: T.text(k) if mode == "separate_async" else "" for k in extra})

@@ -32,12 +32,10 @@ def _once(plan: Plan, key: str, value: Any, note: str) -> None:
 
 
 def _per_trajectory(plan: Plan) -> None:
-    _once(plan, f"{ACTOR}.update_policy_per_traj", True,
-          T.note("per_trajectory"))
+    _once(plan, f"{ACTOR}.update_policy_per_traj", True, T.note("per_trajectory"))
     _once(plan, f"{ACTOR}.ppo_micro_batch_size_per_gpu", 1, T.note("per_trajectory~2"))
     _once(plan, f"{ACTOR}.use_dynamic_bsz", False, T.note("per_trajectory~3"))
-    _once(plan, "algorithm.adv_estimator", "grpo",
-          T.note("per_trajectory~4"))
+    _once(plan, "algorithm.adv_estimator", "grpo", T.note("per_trajectory~4"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -54,8 +52,7 @@ def _opob_weight_gap(scn: Scenario) -> str | None:
         return (T.note("opob_weight_gap"))
     seq_tis = c.name == "tis" and c.level == "sequence" and c.C_low == 0
     if c.name == "none":
-        return None if obj.opob_weight == "readme" else (
-            T.note("opob_weight_gap~5"))
+        return None if obj.opob_weight == "readme" else (T.note("opob_weight_gap~5"))
     if not seq_tis:
         return (T.note("opob_weight_gap~2"))
     if obj.opob_weight == "readme":
@@ -152,15 +149,7 @@ def _rs(plan: Plan, source: str, value: Any, level: str, lo: float, hi: float, n
 
 
 CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
-CORRECTION_GAPS = {
-    "decoupled_ppo": T.note("correction_gaps.decoupled_ppo"),
-    "opsm": T.note("correction_gaps.opsm"),
-    "m2po_mask": T.note("correction_gaps.m2po_mask"),
-    "m2po_clipband": T.note("correction_gaps.m2po_mask"),
-    "bapo": T.note("correction_gaps.bapo"),
-    "topr": T.note("correction_gaps.topr"),
-    "dppo_mask": T.note("correction_gaps.dppo_mask"),
-}
+CORRECTION_GAPS = T.section("correction_gaps")
 
 
 def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
@@ -331,26 +320,7 @@ class VerlVCPOExporter(Exporter):
     title = T.note("title")
     versions = (VCPO_C7F030F0,)
     components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
-    expresses = {
-        "max lag": T.note("expresses.max_lag"),
-        "fixed lag": T.note("expresses.fixed_lag"),
-        "async ratio": T.note("expresses.async_ratio"),
-        "partial rollouts": f"{ASYNC}.partial_rollout",
-        "batch geometry": T.note("expresses.batch_geometry"),
-        "learning rate": f"{OPTIM}.lr",
-        "clip range": T.note("expresses.clip_range"),
-        "dual clip": T.note("expresses.dual_clip"),
-        "KL penalty": T.note("expresses.KL_penalty"),
-        "loss aggregation": T.note("expresses.loss_aggregation"),
-        "advantage": T.note("expresses.advantage"),
-        "token TIS": T.note("expresses.token_TIS"),
-        "sequence TIS": T.note("expresses.sequence_TIS"),
-        "masked IS / IcePop": T.note("expresses.masked_IS_IcePop"),
-        "M2PO": T.note("expresses.M2PO"),
-        "decoupled PPO": T.note("expresses.decoupled_PPO"),
-        "VCPO": T.note("expresses.VCPO", GB=GB, ESS=ESS),
-        "GAC": T.note("expresses.GAC"),
-    }
+    expresses = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, T.note("plan"))
@@ -375,10 +345,7 @@ class VerlVCPOExporter(Exporter):
             T.row(plan, "pinned.update_policy_per_traj", False)
         _map_optimizer_megatron(plan, scn, given)
         plan.metrics = _metrics(per_traj)
-        plan.notes += [
-            (T.note("plan~3")),
-            (T.note("plan~4")),
-        ]
+        plan.notes += [(T.note("plan~3")), (T.note("plan~4")),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
@@ -394,61 +361,7 @@ class VerlVCPOExporter(Exporter):
 
 
 def _launch_script(plan: Plan) -> str:
+    """launch.sh from the table's template; per-trajectory updates take no micro-batch size."""
     per_traj = plan.settings.get(f"{ACTOR}.update_policy_per_traj", False)
-    B = plan.settings.get(f"{ACTOR}.ppo_mini_batch_size")
-    lines = [
-        "#!/usr/bin/env bash",
-        f"# sandbox export: mit-han-lab/vcpo {plan.release}, fully-async Megatron recipe. Every algorithm setting is in",
-        "# overrides.txt (see PROMOTION.md); fill in the variables marked FILL IN, adjust the layout to your cluster.",
-        "set -euo pipefail",
-        'HERE="$(cd "$(dirname "$0")" && pwd)"',
-        "",
-        "# FILL IN: the fork, your model and data",
-        'VCPO_DIR="${VCPO_DIR:?FILL IN: checkout of github.com/mit-han-lab/vcpo at c7f030f0}"',
-        'MODEL_PATH="${MODEL_PATH:?FILL IN: path or Hugging Face id of the policy model}"',
-        'TRAIN_FILES="${TRAIN_FILES:?FILL IN: training parquet file(s)}"',
-        'VAL_FILES="${VAL_FILES:?FILL IN: validation parquet file(s)}"',
-        f'TOTAL_ROLLOUT_STEPS="${{TOTAL_ROLLOUT_STEPS:?FILL IN: prompts to generate in total = trainer steps x {B}}}"',
-        'MAX_PROMPT_LENGTH="${MAX_PROMPT_LENGTH:-1024}"',
-        'MAX_RESPONSE_LENGTH="${MAX_RESPONSE_LENGTH:-2048}"',
-        "",
-        "# FILL IN: GPU layout (trainer and rollout GPUs are separate in the fully-async recipe)",
-        'NNODES="${NNODES:-1}"',
-        'TRAIN_GPUS_PER_NODE="${TRAIN_GPUS_PER_NODE:-4}"',
-        'ROLLOUT_GPUS_PER_NODE="${ROLLOUT_GPUS_PER_NODE:-4}"',
-        'TRAIN_TP="${TRAIN_TP:-4}"',
-        'ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-vllm}"',
-    ]
-    if not per_traj:
-        lines.append('MICRO_BATCH_PER_GPU="${MICRO_BATCH_PER_GPU:-1}"')
-    lines += [
-        "",
-        'mapfile -t OVERRIDES < "$HERE/overrides.txt"',
-        'cd "$VCPO_DIR"',
-        "",
-        "python -m recipe.fully_async_policy.fully_async_main \\",
-        f"    --config-name={CONFIG_NAME}.yaml \\",
-        '    "${OVERRIDES[@]}" \\',
-        '    actor_rollout_ref.model.path="$MODEL_PATH" \\',
-        '    data.train_files="$TRAIN_FILES" \\',
-        '    data.val_files="$VAL_FILES" \\',
-        '    data.max_prompt_length="$MAX_PROMPT_LENGTH" \\',
-        '    data.max_response_length="$MAX_RESPONSE_LENGTH" \\',
-        '    actor_rollout_ref.rollout.name="$ROLLOUT_ENGINE" \\',
-        '    actor_rollout_ref.actor.megatron.tensor_model_parallel_size="$TRAIN_TP" \\',
-        '    actor_rollout_ref.ref.megatron.tensor_model_parallel_size="$TRAIN_TP" \\',
-    ]
-    if not per_traj:
-        lines.append('    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO_BATCH_PER_GPU" \\')
-    lines += [
-        '    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \\',
-        '    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 \\',
-        '    trainer.nnodes="$NNODES" \\',
-        '    trainer.n_gpus_per_node="$TRAIN_GPUS_PER_NODE" \\',
-        '    rollout.nnodes="$NNODES" \\',
-        '    rollout.n_gpus_per_node="$ROLLOUT_GPUS_PER_NODE" \\',
-        '    rollout.total_rollout_steps="$TOTAL_ROLLOUT_STEPS" \\',
-        '    "$@"',
-        "",
-    ]
-    return "\n".join(lines)
+    return T.text("launch_sh").format(release=plan.release, B=plan.settings.get(f"{ACTOR}.ppo_mini_batch_size"),
+                                      **{k: "" if per_traj else T.text(k) for k in ("micro_batch_var", "micro_batch_arg")})
