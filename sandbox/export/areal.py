@@ -63,14 +63,14 @@ class ArealExporter(Exporter):
 
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
-        plan = self.new_plan(version, T.note("plan"))
+        plan = self.new_plan(version, T.note("plan.areal_grpo_trainer"))
         self._batch(plan, scn)
         streaming = self._staleness(plan, scn)
         self._partial_rollouts(plan, scn, streaming)
         loss = _LossMapping(plan, scn)
         loss.run()
         self._minibatches(plan, scn, loss.decoupled)
-        stabilizer_rows(plan, scn, STABILIZERS, "AReaL", T.note("plan~2"))
+        stabilizer_rows(plan, scn, STABILIZERS, "AReaL", T.note("plan.between_backward_step"))
         self._optimizer(plan, scn, given)
         T.row(plan, "num_workers", scn.system.num_workers, num_workers=scn.system.num_workers)
         plan.metrics.update(_metrics(scn))
@@ -92,83 +92,83 @@ class ArealExporter(Exporter):
         T.row(plan, "pinned.batch_size", a.groups_per_step)
         m = a.minibatches
         if m == 1:
-            T.row(plan, "minibatches", m, 1)
+            T.row(plan, "minibatches.converted.one_optimizer_step", m, 1)
         else:
-            T.row(plan, "minibatches~2", m, m, m=m)
+            T.row(plan, "minibatches.converted.optimizer_steps_per", m, m, m=m)
 
     def _minibatches(self, plan: Plan, scn: Scenario, decoupled: bool) -> None:
         """After the loss rows: what several mini-batches do to the loss route, the epochs (no key) and
         the ratio anchor."""
         a = scn.algorithm
         if a.minibatches > 1 and decoupled:
-            T.row(plan, "minibatches~3", a.minibatches)
+            T.row(plan, "minibatches.no_equivalent", a.minibatches)
         if a.epochs == 1:
-            T.row(plan, "epochs", 1)
+            T.row(plan, "epochs.implicit", 1)
         else:
-            T.row(plan, "epochs~2", a.epochs)
+            T.row(plan, "epochs.no_equivalent", a.epochs)
         proximal_row(plan, scn, "batch_start" if decoupled else "behaviour",
-                     T.note("minibatches") if decoupled else
-                     T.note("minibatches~2"))
+                     T.note("minibatches.actor_use_decoupled_loss_true") if decoupled else
+                     T.note("minibatches.actor_use_decoupled_loss_false"))
 
     def _staleness(self, plan: Plan, scn: Scenario) -> bool:
         """Rows for ``system.staleness``; returns whether rollouts overlap training (streaming)."""
         st = scn.system.staleness
         if st.kind == "sync":
-            T.row(plan, "staleness", "sync", 0)
+            T.row(plan, "staleness.converted", "sync", 0)
             return False
         if st.kind == "fixed_lag":
             fixed_lag_gap(plan, scn, T.note("staleness"))
             return True
         if st.kind == "async_ratio":
             bound = (T.note("bound", ceil=math.ceil(st.alpha)))
-            T.row(plan, "staleness~2", describe(st.model_dump()), bound=bound)
+            T.row(plan, "staleness.no_equivalent", describe(st.model_dump()), bound=bound)
             return True
         T.row(plan, "staleness.kind", {"kind": st.kind, "k_max": st.k_max}, st.k_max)
         extra = {"enforcement": st.enforcement, "queue_capacity": st.queue_capacity}
         source = T.note("knobs")
         if st.enforcement == "throttle":
-            T.row(plan, "staleness.enforcement", extra)
+            T.row(plan, "staleness.enforcement.implicit", extra)
         else:
-            T.row(plan, "staleness.enforcement~2", extra,
+            T.row(plan, "staleness.enforcement.no_equivalent", extra,
                   f=st.queue_capacity or (st.k_max + 1) * scn.algorithm.groups_per_step)
         return True
 
     def _partial_rollouts(self, plan: Plan, scn: Scenario, streaming: bool) -> None:
         on = scn.system.partial_rollouts
         if not streaming:
-            T.row(plan, "partial_rollouts", on)
+            T.row(plan, "partial_rollouts.implicit.rollout_flight_when", on)
         elif on:
-            T.row(plan, "partial_rollouts~2", on)
+            T.row(plan, "partial_rollouts.implicit.areal_s_rollouts", on)
         else:
-            T.row(plan, "partial_rollouts~3", on)
+            T.row(plan, "partial_rollouts.no_equivalent", on)
 
     def _optimizer(self, plan: Plan, scn: Scenario, given: Given) -> None:
         opt = scn.algorithm.optimizer
         p = "algorithm.optimizer."
         if opt.name == "sgd":
-            T.row(plan, "optimizer.name", "sgd")
+            T.row(plan, "optimizer.name.as_is", "sgd")
             T.row(plan, "optimizer.betas~3", {"betas": list(opt.betas), "eps": opt.eps})
             if opt.momentum == 0:
-                T.row(plan, "optimizer.momentum", 0.0)
+                T.row(plan, "optimizer.momentum.implicit", 0.0)
             else:
-                T.row(plan, "optimizer.momentum~3", opt.momentum)
-            T.row(plan, "optimizer.weight_decay", opt.weight_decay)
+                T.row(plan, "optimizer.momentum.no_equivalent", opt.momentum)
+            T.row(plan, "optimizer.weight_decay.as_is.l2_added_gradient", opt.weight_decay)
         else:
-            T.row(plan, "optimizer.name~2", opt.name, "adam",
-                  note=T.note("optimizer.note~3") if opt.name == "adam" else "")
-            T.row(plan, "optimizer.betas", list(opt.betas), opt.betas[0])
-            T.row(plan, "optimizer.betas~2", list(opt.betas), opt.betas[1])
+            T.row(plan, "optimizer.name.converted", opt.name, "adam",
+                  note=T.note("optimizer.note.identical_torch_adam") if opt.name == "adam" else "")
+            T.row(plan, "optimizer.betas.converted.betas", list(opt.betas), opt.betas[0])
+            T.row(plan, "optimizer.betas.converted.betas.2", list(opt.betas), opt.betas[1])
             T.row(plan, "optimizer.eps", opt.eps)
             T.row(plan, "optimizer.momentum~2", opt.momentum)
             if opt.name == "adamw" or opt.weight_decay == 0:
-                T.row(plan, "optimizer.weight_decay~2", opt.weight_decay)
+                T.row(plan, "optimizer.weight_decay.as_is.written_explicitly_areal", opt.weight_decay)
             else:
-                T.row(plan, "optimizer.weight_decay~3", opt.weight_decay)
+                T.row(plan, "optimizer.weight_decay.no_equivalent", opt.weight_decay)
         T.row(plan, "optimizer.schedule", opt.schedule)
         proportion = warmup_proportion(opt.warmup_steps, scn.run.steps)
         T.row(plan, "optimizer.warmup_steps", opt.warmup_steps, proportion, warmup_steps=opt.warmup_steps,
-              steps=scn.run.steps, note=T.note("optimizer.note") if opt.warmup_steps == 0 else
-                                         T.note("optimizer.note~2"))
+              steps=scn.run.steps, note=T.note("optimizer.note.areal_s_default") if opt.warmup_steps == 0 else
+                                         T.note("optimizer.note.hf_s_warm"))
         scale_rows(plan, scn, given, "actor.optimizer.lr", "actor.optimizer.gradient_clipping",
                    framework_lr_default=1e-3, framework_clip_default=1.0)
 
@@ -209,8 +209,8 @@ class _LossMapping:
     def run(self) -> None:
         obj, plan = self.obj, self.plan
         if obj.name == "tba":
-            T.row(plan, "objective", describe(obj.model_dump()))
-            T.row(plan, "correction", self.corr.name)
+            T.row(plan, "objective.no_equivalent", describe(obj.model_dump()))
+            T.row(plan, "correction.implicit.tba_runs_without", self.corr.name)
             self._nearest_reward_norm("objective (TBA)", mean=True, std=True, difference=T.note("run.difference"))
             self._pin_mode()
             return
@@ -230,10 +230,10 @@ class _LossMapping:
     def _pin_mode(self) -> None:
         plan = self.plan
         if self.decoupled:
-            T.row(plan, "pinned.use_decoupled_loss", True)
+            T.row(plan, "pinned.use_decoupled_loss.decoupled_mode_prox", True)
             T.row(plan, "pinned.prox_logp_method", "recompute")
         else:
-            T.row(plan, "pinned.use_decoupled_loss~2", False)
+            T.row(plan, "pinned.use_decoupled_loss.bypass_mode_ppo", False)
             T.row(plan, "pinned.recompute_logprob", False)
         T.row(plan, "pinned.kl_ctl", 0.0)
         T.row(plan, "pinned.adv_norm", None)
@@ -244,52 +244,52 @@ class _LossMapping:
         name, plan = self.obj.name, self.plan
         src = "algorithm.objective.name"
         if name == "gspo":
-            T.row(plan, "objective.name", name, "sequence")
+            T.row(plan, "objective.name.converted", name, "sequence")
         elif name == "reinforce":
-            T.row(plan, "objective.name~2", name)
+            T.row(plan, "objective.name.implicit.reinforce_sg_log", name)
         elif name == "cispo":
-            T.row(plan, "objective.name~3", name)
+            T.row(plan, "objective.name.implicit.cispo_sg_clip", name)
         else:
-            T.row(plan, "objective.name~4", name, note=name)
+            T.row(plan, "objective.name.implicit.areal_s_actor", name, note=name)
 
     def _cispo(self) -> None:
         obj, plan = self.obj, self.plan
         if obj.eps_high <= 0:
-            T.row(plan, "objective.eps_low~3", {"eps_low": obj.eps_low, "eps_high": obj.eps_high})
+            T.row(plan, "objective.eps_low.no_equivalent", {"eps_low": obj.eps_low, "eps_high": obj.eps_high})
             return
         self.rs_owner = "objective"
-        T.row(plan, "pinned.level", "token")
-        T.row(plan, "pinned.action", "clamp")
-        T.row(plan, "pinned.metric", "ratio")
+        T.row(plan, "pinned.level.cispo_clips_each", "token")
+        T.row(plan, "pinned.action.truncate_w_into", "clamp")
+        T.row(plan, "pinned.metric.band_w_prox", "ratio")
         lower = 1.0 - obj.eps_low
-        T.row(plan, "objective.eps_low", obj.eps_low, lower if lower > 0 else None,
+        T.row(plan, "objective.eps_low.converted", obj.eps_low, lower if lower > 0 else None,
               note=T.note("cispo.note") if lower <= 0 else "")
-        T.row(plan, "objective.eps_high", obj.eps_high, 1.0 + obj.eps_high)
+        T.row(plan, "objective.eps_high.converted", obj.eps_high, 1.0 + obj.eps_high)
 
     def _clip_rows(self) -> None:
         obj, plan = self.obj, self.plan
         dual = getattr(obj, "dual_clip_c", None)
         if self.decoupled:
-            src = T.note("src")
+            src = T.note("src.algorithm_objective_eps_low")
             value: dict[str, Any] = {"eps_low": obj.eps_low, "eps_high": obj.eps_high}
             if dual is not None:
                 src += T.note("clip_rows")
                 value["dual_clip_c"] = dual
             T.row(plan, "clip_rows.no_equivalent", value, source=src,
-                  note=T.note("clip_rows.note~2") if dual is not None else "")
+                  note=T.note("clip_rows.note.set_algorithm_objective") if dual is not None else "")
             if dual is None:
-                T.row(plan, "objective.dual_clip_c~2", None)
+                T.row(plan, "objective.dual_clip_c.implicit", None)
             return
         what = "the sequence ratio" if obj.name == "gspo" else "π_θ/μ"
-        T.row(plan, "objective.eps_low~2", obj.eps_low, what=what)
-        T.row(plan, "objective.eps_high~2", obj.eps_high, what=what)
-        T.row(plan, "objective.dual_clip_c", dual,
-              note=T.note("clip_rows.note") if dual is not None else
+        T.row(plan, "objective.eps_low.as_is", obj.eps_low, what=what)
+        T.row(plan, "objective.eps_high.as_is", obj.eps_high, what=what)
+        T.row(plan, "objective.dual_clip_c.as_is", dual,
+              note=T.note("clip_rows.note.dual_clip_loss") if dual is not None else
                     "no dual clip")
 
     def _aggregation(self) -> None:
         obj, plan = self.obj, self.plan
-        src = "algorithm.objective.aggregation" + (T.note("src~2") if obj.name == "dr_grpo" else "")
+        src = "algorithm.objective.aggregation" + (T.note("src.algorithm_objective_max_len") if obj.name == "dr_grpo" else "")
         value: Any = obj.aggregation if obj.name != "dr_grpo" else {"aggregation": obj.aggregation, "max_len": obj.max_len}
         if obj.aggregation == "token_mean":
             T.row(plan, "aggregation.implicit", value, source=src)
@@ -314,10 +314,10 @@ class _LossMapping:
                 self._opob_gap("algorithm.objective.baseline", std=False)
             else:
                 self.plan.converted("algorithm.objective.baseline", obj.baseline, "actor.reward_norm.mean_level", "group",
-                                    T.note("advantage~2"))
+                                    T.note("advantage.dr_grpo_centres"))
                 self._reward_norm_rest(std=None, leave1out=False)
         elif obj.name == "rloo":
-            self.plan.pinned("actor.reward_norm.mean_level", "group", T.note("advantage~3"))
+            self.plan.pinned("actor.reward_norm.mean_level", "group", T.note("advantage.rloo_i_r_i"))
             self.plan.pinned("actor.reward_norm.mean_leave1out", True, "leave-one-out group mean")
             self.plan.pinned("actor.reward_norm.std_level", None, "no std normalisation")
             self.plan.pinned("actor.reward_norm.group_size", self.G, "= group_size")
@@ -328,24 +328,24 @@ class _LossMapping:
         obj, plan = self.obj, self.plan
         self._unused_opob(obj.baseline)
         if obj.beta_kl == 0:
-            T.row(plan, "objective.beta_kl", 0.0)
+            T.row(plan, "objective.beta_kl.implicit", 0.0)
         else:
-            T.row(plan, "objective.beta_kl~2", obj.beta_kl)
+            T.row(plan, "objective.beta_kl.no_equivalent", obj.beta_kl)
         if obj.baseline == "opob":
             self._opob_gap(T.note("grpo"), std=obj.normalize_std,
                            eps=obj.eps_std, unbiased=obj.std_unbiased is not False)
             return
-        T.row(plan, "objective.baseline", obj.baseline, "group")
-        T.row(plan, "objective.normalize_std", obj.normalize_std, "group" if obj.normalize_std else None,
-              note=T.note("grpo.note") if obj.normalize_std else T.note("grpo.note~2"))
+        T.row(plan, "objective.baseline.converted.group_mean_baseline", obj.baseline, "group")
+        T.row(plan, "objective.normalize_std.converted", obj.normalize_std, "group" if obj.normalize_std else None,
+              note=T.note("grpo.note.divide_group_s") if obj.normalize_std else T.note("grpo.note.dr_grpo_style"))
         if obj.normalize_std:
-            T.row(plan, "objective.eps_std", obj.eps_std)
+            T.row(plan, "objective.eps_std.as_is", obj.eps_std)
             unbiased = True if obj.std_unbiased is None else obj.std_unbiased
             T.row(plan, "objective.std_unbiased", obj.std_unbiased, unbiased,
                   note="Bessel-corrected std" if unbiased else "population std")
         else:
-            T.row(plan, "objective.eps_std~2", {"eps_std": obj.eps_std, "std_unbiased": obj.std_unbiased})
-        T.row(plan, "pinned.mean_leave1out", False)
+            T.row(plan, "objective.eps_std.implicit.unused_without_std", {"eps_std": obj.eps_std, "std_unbiased": obj.std_unbiased})
+        T.row(plan, "pinned.mean_leave1out.group_mean_includes", False)
         T.row(plan, "pinned.group_size", self.G)
 
     def _advantage_knob(self) -> None:
@@ -358,25 +358,25 @@ class _LossMapping:
             self._opob_gap(T.note("advantage_knob"), std=True, eps=obj.eps_std, unbiased=False)
             return
         if kind == "reward":
-            T.row(plan, "objective.advantage", kind, None)
+            T.row(plan, "objective.advantage.converted.raw_rewards_advantages", kind, None)
         else:
-            T.row(plan, "objective.advantage~2", kind, "group",
+            T.row(plan, "objective.advantage.converted.note_from_code", kind, "group",
                   note={"grpo": "group mean and std", "dr_grpo": "group mean, no std",
                         "rloo": "leave-one-out group mean"}[kind])
             self._reward_norm_rest(std="group" if kind == "grpo" else None, leave1out=kind == "rloo",
                                    eps_source="algorithm.objective.eps_std" if kind == "grpo" else None)
         if kind != "grpo":
-            T.row(plan, "objective.eps_std~3", obj.eps_std, kind=kind)
+            T.row(plan, "objective.eps_std.implicit.unused_advantage", obj.eps_std, kind=kind)
 
     def _reward_norm_rest(self, std: str | None, leave1out: bool, eps_source: str | None = None) -> None:
         plan = self.plan
-        T.row(plan, "pinned.mean_leave1out~2", leave1out,
+        T.row(plan, "pinned.mean_leave1out.note_from_code", leave1out,
               note="leave-one-out group mean" if leave1out else T.note("reward_norm_rest.note"))
         T.row(plan, "pinned.std_level", std, note="divide by the group std" if std else "no std normalisation")
         if std:
             if eps_source:
                 T.row(plan, "reward_norm_rest.as_is", self.obj.eps_std, source=eps_source)
-            T.row(plan, "pinned.std_unbiased", True)
+            T.row(plan, "pinned.std_unbiased.bessel_corrected_group", True)
         T.row(plan, "pinned.group_size", self.G)
 
     def _reinforce_baseline(self) -> None:
@@ -385,48 +385,48 @@ class _LossMapping:
         used = {"constant": {"constant_baseline"}, "ema": {"ema_decay", "ema_init"}}.get(kind, set())
         for knob in ("constant_baseline", "ema_decay", "ema_init"):
             if knob not in used:
-                T.row(plan, "objective~2", getattr(obj, knob), knob=knob, kind=kind)
+                T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, kind=kind)
         self._unused_opob(kind)
         std_src = "algorithm.objective.normalize_std"
         if kind in ("ema", "optimal", "opob") or (norm and kind in ("none", "constant", "leave_one_out")):
-            src = T.note("src~3") + std_src + "".join(f" + algorithm.objective.{k}" for k in sorted(used))
+            src = T.note("src.algorithm_objective_baseline") + std_src + "".join(f" + algorithm.objective.{k}" for k in sorted(used))
             if kind == "opob":
                 self._opob_gap(src, std=norm)
                 return
             why = {"ema": T.note("why.ema"), "optimal": T.note("why.optimal"),}.get(kind, T.note("why", kind=kind))
-            instead = (T.note("instead") if kind in ("ema", "optimal") else T.note("instead~2"))
+            instead = (T.note("instead.baseline_group_mean_leave_one_out") if kind in ("ema", "optimal") else T.note("instead.baseline_group_mean_grpo"))
             T.row(plan, "reinforce_baseline.no_equivalent", {"baseline": kind, "normalize_std": norm}, source=src,
                   why=why, instead=instead)
             if kind in ("ema", "optimal"):
                 self._nearest_reward_norm(f"{kind} baseline", mean=True, std=norm,
                                           difference="the group mean replaces the "
-                                          + (T.note("reinforce_baseline.difference~3") if kind == "ema" else
-                                             T.note("reinforce_baseline.difference~4")))
+                                          + (T.note("reinforce_baseline.difference.moving_average_past") if kind == "ema" else
+                                             T.note("reinforce_baseline.difference.gradient_norm_weighted")))
             elif kind == "leave_one_out":
                 self._nearest_reward_norm(T.note("advantage"), mean=True, std=True,
-                                          leave1out=True, difference=T.note("reinforce_baseline.difference"))
+                                          leave1out=True, difference=T.note("reinforce_baseline.difference.areal_divides_std"))
             else:  # none, constant with std normalisation
                 if kind == "constant":
                     T.row(plan, "pinned.reward_bias", -obj.constant_baseline)
                 self._nearest_reward_norm(T.note("reinforce_baseline", kind=kind), mean=False, std=True,
-                                          difference=T.note("reinforce_baseline.difference~2"))
+                                          difference=T.note("reinforce_baseline.difference.areal_divides_rms"))
             return
         if kind in ("none", "constant"):
-            T.row(plan, "objective.baseline~3", kind, None,
+            T.row(plan, "objective.baseline.converted.group_normalisation", kind, None,
                   note=T.note("reinforce_baseline.note") if kind == "constant" else "")
             if kind == "constant":
                 T.row(plan, "objective.constant_baseline", obj.constant_baseline, -obj.constant_baseline)
-            T.row(plan, "objective.normalize_std~2", norm)
+            T.row(plan, "objective.normalize_std.implicit", norm)
             return
-        T.row(plan, "objective.baseline~2", kind, "group",
+        T.row(plan, "objective.baseline.converted.note_from_code", kind, "group",
               note="group mean" if kind == "group_mean" else "leave-one-out group mean")
-        T.row(plan, "objective.normalize_std", norm, "group" if norm else None,
+        T.row(plan, "objective.normalize_std.converted", norm, "group" if norm else None,
               note="divide by the group std" if norm else "no std normalisation")
-        T.row(plan, "pinned.mean_leave1out~2", kind == "leave_one_out",
+        T.row(plan, "pinned.mean_leave1out.note_from_code", kind == "leave_one_out",
               note="leave-one-out group mean" if kind == "leave_one_out" else T.note("reward_norm_rest.note"))
         if norm:
-            T.row(plan, "pinned.eps", 1e-6)
-            T.row(plan, "pinned.std_unbiased", True)
+            T.row(plan, "pinned.eps.sandbox_s_reinforce", 1e-6)
+            T.row(plan, "pinned.std_unbiased.bessel_corrected_group", True)
         T.row(plan, "pinned.group_size", self.G)
 
     def _unused_opob(self, kind: str) -> None:
@@ -454,20 +454,20 @@ class _LossMapping:
         rewards, a different algorithm from the one the scenario's objective describes (group centring, std
         scaling as the objective says)."""
         plan = self.plan
-        note = T.note("note", what=what)
+        note = T.note("note.nearest_scenario_s", what=what)
         if not mean and not std:
             T.row(plan, "pinned.reward_norm", None, note=note, note2=difference)
             return
         T.row(plan, "pinned.mean_level", "group" if mean else None,
-              note=note + difference if mean else note + T.note("nearest_reward_norm.note~4") + difference)
-        T.row(plan, "pinned.mean_leave1out~2", leave1out,
+              note=note + difference if mean else note + T.note("nearest_reward_norm.note.centring_scenario") + difference)
+        T.row(plan, "pinned.mean_leave1out.note_from_code", leave1out,
               note="leave-one-out group mean" if leave1out else T.note("reward_norm_rest.note"))
         T.row(plan, "pinned.std_level", "group" if std else None,
-              note=T.note("nearest_reward_norm.note") if std else T.note("nearest_reward_norm.note~2"))
+              note=T.note("nearest_reward_norm.note.divide_group_std") if std else T.note("nearest_reward_norm.note.std_normalisation_scenario"))
         if std:
-            T.row(plan, "pinned.eps~2", eps)
-            T.row(plan, "pinned.std_unbiased~2", unbiased,
-                  note="Bessel-corrected group std" if unbiased else T.note("nearest_reward_norm.note~3"))
+            T.row(plan, "pinned.eps.scenario_objective_s", eps)
+            T.row(plan, "pinned.std_unbiased.note_from_code", unbiased,
+                  note="Bessel-corrected group std" if unbiased else T.note("nearest_reward_norm.note.population_std_scenario"))
         T.row(plan, "pinned.group_size", self.G)
 
     # -- correction ------------------------------------------------------------------------------
@@ -475,12 +475,12 @@ class _LossMapping:
         corr, plan = self.corr, self.plan
         name = corr.name
         if name == "none":
-            T.row(plan, "correction~3", "none",
+            T.row(plan, "correction.implicit.correction_actor_rejection_sampling", "none",
                   note=T.note("correction.note") if self.decoupled and self.rs_owner is None else "")
             return
         gap = self._correction_gap()
         if gap:
-            T.row(plan, "correction~6", describe(corr.model_dump()), note=gap)
+            T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()), note=gap)
             return
         self.decoupled = True
         if name == "m2po_mask":
@@ -489,38 +489,38 @@ class _LossMapping:
         self.rs_owner = "correction"
         rs = "actor.rejection_sampling."
         if name == "tis":
-            T.row(plan, "correction.name~2", {"name": name, "level": corr.level}, "token")
-            T.row(plan, "pinned.action~2", "clamp")
-            T.row(plan, "pinned.metric~2", "ratio")
-            T.row(plan, "correction.C", corr.C, corr.cap, note=" (unset: 2.0 at token level)" if corr.C is None else "")
+            T.row(plan, "correction.name.converted.token_tis_truncates", {"name": name, "level": corr.level}, "token")
+            T.row(plan, "pinned.action.truncate_tokens_keep", "clamp")
+            T.row(plan, "pinned.metric.w_prox", "ratio")
+            T.row(plan, "correction.C.converted", corr.C, corr.cap, note=" (unset: 2.0 at token level)" if corr.C is None else "")
             self._lower("algorithm.correction.C_low", corr.C_low, "floor")
         elif name == "mis":
-            T.row(plan, "correction.name~3", {"name": name, "level": corr.level}, "token")
-            T.row(plan, "pinned.action~3", "mask")
-            T.row(plan, "pinned.metric~2", "ratio")
-            T.row(plan, "correction.C~2", corr.C)
+            T.row(plan, "correction.name.converted.token_mis", {"name": name, "level": corr.level}, "token")
+            T.row(plan, "pinned.action.tokens_outside_band", "mask")
+            T.row(plan, "pinned.metric.w_prox", "ratio")
+            T.row(plan, "correction.C.as_is", corr.C)
             self._lower("algorithm.correction.C_low", corr.C_low, "lower band edge")
             T.row(plan, "correction.seq_weight",
                   {"seq_weight": corr.seq_weight, "veto_low": corr.veto_low, "veto_high": corr.veto_high,
                    "batch_normalize": corr.batch_normalize})
         elif name == "icepop":
-            T.row(plan, "pinned.level~3", "token")
-            T.row(plan, "correction.name~4", name, "mask")
-            T.row(plan, "pinned.metric~2", "ratio")
+            T.row(plan, "pinned.level.icepop_masks_tokens", "token")
+            T.row(plan, "correction.name.converted.coefficient_w_inside", name, "mask")
+            T.row(plan, "pinned.metric.w_prox", "ratio")
             T.row(plan, "correction.beta", corr.beta)
             self._lower("algorithm.correction.alpha", corr.alpha, "α")
         elif name == "geo_mis":
-            T.row(plan, "correction.name~5", name, "sequence")
-            T.row(plan, "pinned.action~5", "mask")
-            T.row(plan, "pinned.metric~4", "ratio")
+            T.row(plan, "correction.name.converted.mask_response_whose", name, "sequence")
+            T.row(plan, "pinned.action.reject_whole_response", "mask")
+            T.row(plan, "pinned.metric.ratio_metric_aggregated", "ratio")
             T.row(plan, "pinned.agg", "mean")
             T.row(plan, "correction.hi", corr.hi)
             T.row(plan, "correction.lo", corr.lo)
             T.row(plan, "correction.token_weight", {"token_weight": corr.token_weight, "C": corr.C})
         elif name == "decoupled_ppo":
-            T.row(plan, "correction.name~6", {"name": name, "level": corr.level}, "token")
-            T.row(plan, "pinned.action~6", "mask")
-            T.row(plan, "pinned.metric~5", "ratio")
+            T.row(plan, "correction.name.converted.areal_s_decoupled", {"name": name, "level": corr.level}, "token")
+            T.row(plan, "pinned.action.reject_tokens_w", "mask")
+            T.row(plan, "pinned.metric.w_prox.3", "ratio")
             T.row(plan, "correction.behave_imp_weight_cap", corr.behave_imp_weight_cap)
             T.row(plan, "correction.require_prox", corr.require_prox)
 
@@ -538,49 +538,49 @@ class _LossMapping:
         slot = (T.note("slot") if self.rs_owner else None)
         instead = _INSTEAD
         if self.obj.name == "gspo":
-            return (T.note("correction_gap") + instead)
+            return (T.note("correction_gap.correction_needs_areal") + instead)
         if name == "tis":
             if corr.level == "sequence":
-                return (T.note("correction_gap~2") + SANDBOX_COMPONENTS)
-            return slot or (None if corr.cap > 1 else T.note("correction_gap~7") + instead)
+                return (T.note("correction_gap.sandbox_truncates_product") + SANDBOX_COMPONENTS)
+            return slot or (None if corr.cap > 1 else T.note("correction_gap.areal_needs_upper") + instead)
         if name == "mis":
             if corr.level == "sequence":
-                return (T.note("correction_gap~3") + instead)
+                return (T.note("correction_gap.sequence_mis_keeps") + instead)
             if corr.batch_normalize:
-                return T.note("correction_gap~4") + instead
-            return slot or (None if corr.C > 1 else T.note("correction_gap~7") + instead)
+                return T.note("correction_gap.areal_cannot_renormalise") + instead
+            return slot or (None if corr.C > 1 else T.note("correction_gap.areal_needs_upper") + instead)
         if name == "icepop":
-            return slot or (None if corr.beta > 1 else T.note("correction_gap~7") + instead)
+            return slot or (None if corr.beta > 1 else T.note("correction_gap.areal_needs_upper") + instead)
         if name == "geo_mis":
             if corr.token_weight == "tis":
-                return (T.note("correction_gap~5") + instead)
-            return slot or (None if corr.hi > 1 else T.note("correction_gap~7") + instead)
+                return (T.note("correction_gap.areal_cannot_combine") + instead)
+            return slot or (None if corr.hi > 1 else T.note("correction_gap.areal_needs_upper") + instead)
         if name == "decoupled_ppo":
             if corr.level == "sequence":
-                return (T.note("correction_gap~6") + SANDBOX_COMPONENTS)
-            return slot or (None if corr.behave_imp_weight_cap > 1 else T.note("correction_gap~7") + instead)
+                return (T.note("correction_gap.areal_can_reject") + SANDBOX_COMPONENTS)
+            return slot or (None if corr.behave_imp_weight_cap > 1 else T.note("correction_gap.areal_needs_upper") + instead)
         if name == "m2po_mask":
             return None
         return CORRECTION_GAPS[name]
 
     def _m2po(self) -> None:
         corr, plan = self.corr, self.plan
-        T.row(plan, "correction.name", {"name": corr.name, "m2_threshold": corr.m2_threshold}, corr.m2_threshold)
+        T.row(plan, "correction.name.converted.areal_masks_tokens", {"name": corr.name, "m2_threshold": corr.m2_threshold}, corr.m2_threshold)
         T.row(plan, "correction.anchor", corr.anchor)
         weight_needed = self.obj.name in RATIO_CLIP_OBJECTIVES or (self.obj.name == "reinforce" and corr.behaviour_weight)
         if self.obj.name == "cispo":
-            T.row(plan, "correction.behaviour_weight", corr.behaviour_weight)
+            T.row(plan, "correction.behaviour_weight.implicit.effect_cispo_clipped", corr.behaviour_weight)
         elif weight_needed:
-            note = (T.note("note~2") if self.obj.name == "reinforce" else T.note("note~3"))
-            T.row(plan, "correction.behaviour_weight~2", corr.behaviour_weight, note=note)
+            note = (T.note("note.kept_tokens_carry") if self.obj.name == "reinforce" else T.note("note.effect_sandbox_s"))
+            T.row(plan, "correction.behaviour_weight.implicit.note_from_code", corr.behaviour_weight, note=note)
             rs = "actor.rejection_sampling."
             self.rs_owner = "correction"
-            T.row(plan, "pinned.level~2", "token")
-            T.row(plan, "pinned.action~4", "clamp")
-            T.row(plan, "pinned.metric~3", "ratio")
+            T.row(plan, "pinned.level.weight_kept_tokens", "token")
+            T.row(plan, "pinned.action.unbounded_clamp_w", "clamp")
+            T.row(plan, "pinned.metric.w_prox.2", "ratio")
             T.row(plan, "pinned.upper", math.inf)
         else:
-            T.row(plan, "correction.behaviour_weight~3", corr.behaviour_weight)
+            T.row(plan, "correction.behaviour_weight.implicit.kept_tokens_carry", corr.behaviour_weight)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -608,18 +608,18 @@ def _metrics(scn: Scenario) -> dict[str, str]:
     }
     corr = scn.algorithm.correction.name
     if corr in ("tis", "mis", "icepop", "geo_mis", "decoupled_ppo") or scn.algorithm.objective.name == "cispo":
-        m["is/coef_mean"] = T.note("metrics")
+        m["is/coef_mean"] = T.note("metrics.ppo_actor_update_behave_imp_weight")
         m["is/trunc_frac" if corr == "tis" else "mask/frac"] = "`ppo_actor/update/rs_filtered_fraction`"
     if corr == "m2po_mask":
         m["m2/value"] = "not logged"
     if scn.algorithm.stabilizers:
-        m["lr/scale"] = T.note("metrics~2")
+        m["lr/scale"] = T.note("metrics.logged_ppo_actor_update")
     return m
 
 
 def _notes(decoupled: bool) -> list[str]:
-    mode = (T.note("mode") if decoupled else T.note("mode~2"))
-    return [(T.note("notes")), mode, (T.note("notes~2")),]
+    mode = (T.note("mode.export_uses_areal") if decoupled else T.note("mode.export_uses_bypass"))
+    return [(T.note("notes.areal_config_yaml_holds")), mode, (T.note("notes.rewards_areal_computes")),]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -119,11 +119,11 @@ def proximal_row(plan: Plan, scn: Scenario, anchor: str, where: str) -> None:
     the sandbox's bypass loss."""
     a = scn.algorithm
     if a.proximal == anchor:
-        T.row(plan, "proximal~2", a.proximal, f=ANCHOR_WORDS[anchor], where=where)
+        T.row(plan, "proximal.implicit.ratio_anchored", a.proximal, f=ANCHOR_WORDS[anchor], where=where)
     elif anchor == "batch_start" and a.updates_per_batch == 1:
-        T.row(plan, "proximal~3", a.proximal, where=where)
+        T.row(plan, "proximal.implicit.one_optimizer_step", a.proximal, where=where)
     else:
-        T.row(plan, "proximal~4", a.proximal, f=ANCHOR_WORDS[anchor], where=where, f2=ANCHOR_WORDS[a.proximal],
+        T.row(plan, "proximal.no_equivalent", a.proximal, f=ANCHOR_WORDS[anchor], where=where, f2=ANCHOR_WORDS[a.proximal],
               anchor=anchor)
 
 
@@ -160,9 +160,9 @@ def response_length_hint(scn: Scenario) -> str:
     if t.name == "bitstring":
         return f"{t.horizon} tokens (bit-string horizon)"
     if t.name == "lm":
-        return T.note("response_length_hint")
+        return T.note("response_length_hint.few_characters_synthetic")
     if t.name == "gym":
-        return T.note("response_length_hint~2")
+        return T.note("response_length_hint.episodes_up_environment")
     return "one token (a bandit arm)"
 
 
@@ -180,14 +180,14 @@ def scale_rows(plan: Plan, scn: Scenario, given: Given, lr_key: str | None, clip
     opt = scn.algorithm.optimizer
     dflt = T.note("dflt", describe=describe(framework_lr_default)) if framework_lr_default is not None else ""
     T.row(plan, "optimizer.lr", opt.lr, given.lr, target=lr_key,
-          note=T.note("scale_rows.note", lr=opt.lr, dflt=dflt) if given.lr is None else
+          note=T.note("scale_rows.note.toy_scenario_set", lr=opt.lr, dflt=dflt) if given.lr is None else
                 f"toy value was {opt.lr:g}")
     if opt.grad_clip is None and given.grad_clip is None:
-        T.row(plan, "optimizer.grad_clip", None, None,
+        T.row(plan, "optimizer.grad_clip.scale.gradient_clipping_toy", None, None,
               note=f" (default {describe(framework_clip_default)})" if framework_clip_default is not None else "")
     else:
-        T.row(plan, "optimizer.grad_clip~2", opt.grad_clip, given.grad_clip, target=clip_key,
-              note=T.note("scale_rows.note~2")
+        T.row(plan, "optimizer.grad_clip.scale.note_from_code", opt.grad_clip, given.grad_clip, target=clip_key,
+              note=T.note("scale_rows.note.gradient_norms_scale")
                     + (f" (framework default {describe(framework_clip_default)})" if framework_clip_default is not None else "")
                     if given.grad_clip is None else f"toy value was {describe(opt.grad_clip)}")
 
@@ -203,9 +203,9 @@ def finish(plan: Plan, scn: Scenario) -> None:
     if not covered("system.num_workers"):
         T.row(plan, "num_workers~2", scn.system.num_workers)
     for key, what in (
-        ("system.worker_speeds", T.note("finish")),
-        ("system.generation_time", T.note("finish~2")),
-        ("system.train_time", T.note("finish~3")),
+        ("system.worker_speeds", T.note("finish.per_worker_speed")),
+        ("system.generation_time", T.note("finish.delay_model_one")),
+        ("system.train_time", T.note("finish.delay_model_one.2")),
         ("system.sync_delay", "the weight-sync delay model"),
     ):
         if not covered(key):

@@ -50,11 +50,11 @@ class Slot:
 
 SLOTS: tuple[Slot, ...] = (
     Slot("objective", "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md",
-         T.note("slots")),
+         T.note("slots.run_sandbox_s")),
     Slot("correction", "algorithm", "correction", "name", "none", "docs/methods/corrections.md",
-         T.note("slots")),
+         T.note("slots.run_sandbox_s")),
     Slot("staleness control", "system", "staleness", "kind", "sync", "docs/system.md",
-         T.note("slots~2")),
+         T.note("slots.check_conclusion_sandbox")),
 )
 
 KNOWN: dict[str, frozenset[str]] = {

@@ -73,7 +73,7 @@ class OpenRLHFExporter(Exporter):
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
         _optimizer(plan, scn, given)
         plan.metrics = dict(METRICS)
-        plan.notes += [(T.note("plan")), (T.note("plan~2")), T.note("plan~3"),]
+        plan.notes += [(T.note("plan.anchor_openrlhf_s")), (T.note("plan.without_partial_rollouts")), T.note("plan.flags_txt_holds"),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
@@ -125,43 +125,43 @@ def _staleness(plan: Plan, scn: Scenario) -> bool:
     value = describe(st.model_dump())
     sync_note = (T.note("sync_note"))
     if st.kind == "sync":
-        T.row(plan, "staleness", value)
+        T.row(plan, "staleness.implicit.without_train_async_enable", value)
         return False
     if st.kind == "fixed_lag":
         if st.k == 0:
-            T.row(plan, "staleness~3", value)
+            T.row(plan, "staleness.implicit.fixed_lag_synchronous", value)
         else:
             fixed_lag_gap(plan, scn, f"In OpenRLHF that bound is {ASYNC} {QUEUE} {st.k}")
         return False
     if st.kind == "async_ratio":
         if st.alpha == 0:
-            T.row(plan, "staleness~4", value)
+            T.row(plan, "staleness.implicit.synchronous_without_train", value)
         else:
             k = staleness_of(scn).bound
             bound = f"k_max = {k}" if k is not None else "a finite k_max"
-            T.row(plan, "staleness~5", value, bound=bound)
+            T.row(plan, "staleness.no_equivalent", value, bound=bound)
         return False
     if st.k_max == 0:
-        T.row(plan, "staleness~2", value)
+        T.row(plan, "staleness.implicit.k_max_synchronous_without", value)
         return False
     T.row(plan, "staleness.kind", "max_lag", True)
     T.row(plan, "staleness.k_max", st.k_max, st.k_max)
     knobs = T.note("knobs")
     knob_value = describe({"enforcement": st.enforcement, "queue_capacity": st.queue_capacity})
     if st.enforcement == "throttle":
-        T.row(plan, "staleness.enforcement", knob_value)
+        T.row(plan, "staleness.enforcement.implicit", knob_value)
     else:
-        T.row(plan, "staleness.enforcement~2", knob_value, k_max=st.k_max)
+        T.row(plan, "staleness.enforcement.no_equivalent", knob_value, k_max=st.k_max)
     return True
 
 
 def _partial_rollouts(plan: Plan, scn: Scenario, is_async: bool) -> None:
     if not scn.system.partial_rollouts:
-        T.row(plan, "partial_rollouts", False)
+        T.row(plan, "partial_rollouts.implicit", False)
     elif is_async:
-        T.row(plan, "partial_rollouts~2", True)
+        T.row(plan, "partial_rollouts.as_is", True)
     else:
-        T.row(plan, "partial_rollouts~3", True)
+        T.row(plan, "partial_rollouts.no_equivalent", True)
 
 
 def _batch(plan: Plan, scn: Scenario) -> None:
@@ -171,13 +171,13 @@ def _batch(plan: Plan, scn: Scenario) -> None:
     T.row(plan, "groups_per_step", a.groups_per_step)
     m, E = a.minibatches, a.epochs
     if m == 1:
-        T.row(plan, "minibatches", m, samples, samples=samples)
+        T.row(plan, "minibatches.converted.groups_per_step_group_size_samples", m, samples, samples=samples)
     else:
-        T.row(plan, "minibatches~2", m, samples // m, samples_m=samples // m, m=m)
+        T.row(plan, "minibatches.converted.groups_per_step_group_size_minibatches", m, samples // m, samples_m=samples // m, m=m)
     if E == 1:
-        T.row(plan, "epochs", E, 1, note=T.note("batch.note") if m == 1 else "")
+        T.row(plan, "epochs.converted.one_pass_over", E, 1, note=T.note("batch.note") if m == 1 else "")
     else:
-        T.row(plan, "epochs~2", E, E, E=E)
+        T.row(plan, "epochs.converted.passes_over_each", E, E, E=E)
     T.row(plan, "pinned.vllm_generate_batch_size", a.groups_per_step)
 
 
@@ -207,14 +207,14 @@ def _minibatch_loss(plan: Plan, scn: Scenario) -> None:
     a = scn.algorithm
     proximal_row(plan, scn, "batch_start", f"{ANCHOR}")
     if a.updates_per_batch > 1 and a.objective.name in ("reinforce", "cispo"):
-        T.row(plan, "minibatches~3", f"{a.minibatches} x {a.epochs}", name=a.objective.name)
+        T.row(plan, "minibatches.no_equivalent", f"{a.minibatches} x {a.epochs}", name=a.objective.name)
 
 
 def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviour") -> None:
     obj = scn.algorithm.objective
     p = "algorithm.objective"
     if obj.name == "tba":
-        T.row(plan, "objective", describe(obj.model_dump()))
+        T.row(plan, "objective.no_equivalent.trajectory_balance_squared", describe(obj.model_dump()))
         T.row(plan, "pinned.policy_loss_type", "ppo")
         _stand_in(plan, True)
         _kl_off(plan)
@@ -235,20 +235,20 @@ def _uses_opob(obj: Any) -> bool:
 def _loss_type(plan: Plan, obj: Any) -> None:
     src = "algorithm.objective.name"
     if obj.name == "reinforce":
-        T.row(plan, "objective.name", obj.name, "ppo")
+        T.row(plan, "objective.name.converted.openrlhf_s_ppo", obj.name, "ppo")
     elif obj.name == "gspo":
-        T.row(plan, "objective.name~2", obj.name, "gspo")
+        T.row(plan, "objective.name.converted.sequence_ratio_s_i", obj.name, "gspo")
     elif obj.name == "cispo":
-        T.row(plan, "objective.name~3", obj.name, "ppo")
+        T.row(plan, "objective.name.converted.cispo_reinforce_stop", obj.name, "ppo")
         knobs = _sources("algorithm.objective", "eps_low", "eps_high")
         value = [obj.eps_low, obj.eps_high]
         band = [1.0 - obj.eps_low, 1.0 + obj.eps_high]
-        T.row(plan, "loss_type.converted", value, "token", source=knobs)
-        T.row(plan, "loss_type.converted~2", value, "clip", source=knobs)
-        T.row(plan, "pinned.is_correction_gating~2", "ratio")
-        T.row(plan, "loss_type.converted~3", value, band, source=knobs)
+        T.row(plan, "loss_type.converted.gate_reads_each", value, "token", source=knobs)
+        T.row(plan, "loss_type.converted.clamp_w_t_into", value, "clip", source=knobs)
+        T.row(plan, "pinned.is_correction_gating.gate_reads_ratio.2", "ratio")
+        T.row(plan, "loss_type.converted.low_high", value, band, source=knobs)
     else:
-        T.row(plan, "objective.name~4", obj.name, "ppo")
+        T.row(plan, "objective.name.converted.ppo_clip_surrogate", obj.name, "ppo")
 
 
 def _advantage(plan: Plan, obj: Any, g: int) -> None:
@@ -257,7 +257,7 @@ def _advantage(plan: Plan, obj: Any, g: int) -> None:
         _reinforce_advantage(plan, obj, g)
         return
     if obj.name == "rloo":
-        _estimator(plan, g, "algorithm.objective.name", "rloo", "rloo", T.note("advantage~2"))
+        _estimator(plan, g, "algorithm.objective.name", "rloo", "rloo", T.note("advantage.r_i_mean__r_j"))
         return
     if obj.name in ("grpo", "dr_grpo"):
         knobs = ["baseline", "normalize_std", "eps_std", "std_unbiased"] if obj.name == "grpo" else ["baseline"]
@@ -268,10 +268,10 @@ def _advantage(plan: Plan, obj: Any, g: int) -> None:
         names = ["baseline", "normalize_std"] if obj.name == "grpo" else ["baseline"]
         src, value = _sources(p, *names), describe(_values(*names, obj=obj))
         if normalize:
-            _estimator(plan, g, src, value, "group_norm", T.note("advantage~3"))
+            _estimator(plan, g, src, value, "group_norm", T.note("advantage.r_mean_g_std_g"))
             _group_norm_knobs(plan, obj.eps_std, obj.std_unbiased, "eps_std", "std_unbiased")
         else:
-            _estimator(plan, g, src, value, "dr_grpo", T.note("advantage~4"))
+            _estimator(plan, g, src, value, "dr_grpo", T.note("advantage.r_mean_g_std"))
             if obj.name == "grpo":
                 T.row(plan, "std_convention.implicit", describe(_values("eps_std", "std_unbiased", obj=obj)),
                       source=_sources(p, "eps_std", "std_unbiased"))
@@ -302,24 +302,24 @@ def _estimator(plan: Plan, g: int, src: str, value: Any, estimator: str, note: s
     default, models/utils.py compute_reward) does to it."""
     if estimator == "group_norm":
         bound = (g - 1) / g**0.5  # largest |z-score| with the Bessel std in a group of g
-        clamp = (T.note("clamp~2", bound=bound) if bound <= 10 else T.note("clamp~3", bound=bound))
+        clamp = (T.note("clamp.clamp_reward_clip_range", bound=bound) if bound <= 10 else T.note("clamp.abs_can_reach", bound=bound))
     else:
-        clamp = T.note("clamp")
+        clamp = T.note("clamp.openrlhf_clamps_these")
     T.row(plan, "estimator.converted", value, estimator, source=src, note=note, clamp=clamp)
 
 
 def _group_norm_knobs(plan: Plan, eps: float, unbiased: bool | None, eps_name: str, unbiased_name: str | None) -> None:
     p = "algorithm.objective"
     if abs(eps - GROUP_NORM_EPS) <= STD_GUARD_TOLERANCE:
-        T.row(plan, "objective~2", eps, eps_name=eps_name, eps=eps, abs=abs(eps - GROUP_NORM_EPS))
+        T.row(plan, "objective.implicit.group_norm_adds_e", eps, eps_name=eps_name, eps=eps, abs=abs(eps - GROUP_NORM_EPS))
     else:
-        T.row(plan, "objective~3", eps, eps_name=eps_name, eps=eps)
+        T.row(plan, "objective.no_equivalent.group_norm_hard_codes", eps, eps_name=eps_name, eps=eps)
     if unbiased_name is None:
         return
     if unbiased is False:
-        T.row(plan, "objective~5", False, unbiased_name=unbiased_name)
+        T.row(plan, "objective.no_equivalent.group_norm_uses_torch", False, unbiased_name=unbiased_name)
     else:
-        T.row(plan, "objective~6", unbiased, unbiased_name=unbiased_name)
+        T.row(plan, "objective.implicit.group_norm_uses_bessel", unbiased, unbiased_name=unbiased_name)
 
 
 def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
@@ -336,11 +336,11 @@ def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
     if b == "group_mean" and norm:
         _estimator(plan, g, src, value, "group_norm", T.note("reinforce_advantage"))
     elif b == "group_mean":
-        _estimator(plan, g, src, value, "dr_grpo", T.note("advantage~4"))
+        _estimator(plan, g, src, value, "dr_grpo", T.note("advantage.r_mean_g_std"))
     elif b == "leave_one_out" and not norm:
-        _estimator(plan, g, src, value, "rloo", T.note("advantage~2"))
+        _estimator(plan, g, src, value, "rloo", T.note("advantage.r_i_mean__r_j"))
     else:
-        what = (T.note("what~2") if b == "leave_one_out"
+        what = (T.note("what.leave_one_out") if b == "leave_one_out"
                 else f"baseline {b}" + (" with group-std normalisation" if norm else ""))
         T.row(plan, "reinforce_advantage.no_equivalent", value, source=src, what=what)
         _stand_in(plan, norm)
@@ -348,7 +348,7 @@ def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
 
 def _opob_gap(plan: Plan, obj: Any, knobs: list[str], normalize: bool) -> None:
     names = [*knobs, *OPOB_KNOBS]
-    what = ("the variance-optimal baseline" if getattr(obj, "baseline", None) == "optimal" else T.note("what"))
+    what = ("the variance-optimal baseline" if getattr(obj, "baseline", None) == "optimal" else T.note("what.vcpo_off_policy"))
     vcpo = T.note("vcpo") if "VCPO" in what else ""
     T.row(plan, "opob_gap.no_equivalent~2", describe(_values(*names, obj=obj)),
           source=_sources("algorithm.objective", *names), what=what, vcpo=vcpo)
@@ -359,7 +359,7 @@ def _stand_in(plan: Plan, normalize: bool) -> None:
     """A critic-free estimator for a partial export whose advantage has no equivalent (OpenRLHF's
     default ``gae`` would train a critic)."""
     estimator = "group_norm" if normalize else "dr_grpo"
-    T.row(plan, "pinned.estimator", estimator, estimator=estimator)
+    T.row(plan, "pinned.estimator.stand_so_written", estimator, estimator=estimator)
 
 
 def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> None:
@@ -368,24 +368,24 @@ def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> Non
         return
     clip = [obj.eps_low, obj.eps_high]
     if obj.name == "gspo":
-        T.row(plan, "clip.as_is", clip, source=_sources(p, "eps_low", "eps_high"))
-        T.row(plan, "objective.dual_clip_c", obj.dual_clip_c)
+        T.row(plan, "clip.as_is.clip_sequence_ratio", clip, source=_sources(p, "eps_low", "eps_high"))
+        T.row(plan, "objective.dual_clip_c.implicit.gspo_has_dual", obj.dual_clip_c)
         return
     dual = obj.dual_clip_c
     if not stale or proximal == "batch_start":
-        T.row(plan, "clip.as_is~2", clip, source=_sources(p, "eps_low", "eps_high"),
-              note=T.note("clip.note") if proximal == "behaviour" else
-                    T.note("clip.note~2"))
+        T.row(plan, "clip.as_is.note_from_code", clip, source=_sources(p, "eps_low", "eps_high"),
+              note=T.note("clip.note.lag_both_anchors") if proximal == "behaviour" else
+                    T.note("clip.note.both_clips_act"))
         if dual is None:
-            T.row(plan, "objective.dual_clip_c~3", None)
+            T.row(plan, "objective.dual_clip_c.implicit.dual_clip_actor", None)
         else:
-            T.row(plan, "objective.dual_clip_c~4", dual)
+            T.row(plan, "objective.dual_clip_c.as_is", dual)
         return
     names = ["eps_low", "eps_high"] + (["dual_clip_c"] if dual is not None else [])
     T.row(plan, "clip.no_equivalent", describe(_values(*names, obj=obj)), source=_sources(p, *names),
           reinforce_twin=_reinforce_twin(obj))
     if dual is None:
-        T.row(plan, "objective.dual_clip_c~2", None)
+        T.row(plan, "objective.dual_clip_c.implicit.dual_clip", None)
 
 
 def _kl_off(plan: Plan) -> None:
@@ -399,14 +399,14 @@ def _kl(plan: Plan, obj: Any) -> None:
         return
     src = "algorithm.objective.beta_kl"
     if beta == 0:
-        T.row(plan, "objective.beta_kl", 0.0)
+        T.row(plan, "objective.beta_kl.as_is.kl_openrlhf_creates", 0.0)
     elif obj.aggregation != "token_mean":
-        T.row(plan, "objective.beta_kl~2", beta, aggregation=obj.aggregation)
+        T.row(plan, "objective.beta_kl.no_equivalent", beta, aggregation=obj.aggregation)
         _kl_off(plan)
     else:
-        T.row(plan, "objective.beta_kl~3", beta)
+        T.row(plan, "objective.beta_kl.as_is.kl_loss", beta)
         T.row(plan, "pinned.use_loss", True)
-        T.row(plan, "pinned.estimator~2", "k3")
+        T.row(plan, "pinned.estimator.k3_ref_ref", "k3")
 
 
 def _aggregation(plan: Plan, obj: Any) -> None:
@@ -434,11 +434,11 @@ def _aggregation(plan: Plan, obj: Any) -> None:
 
 
 def _gate(plan: Plan, src: str, value: Any, level: str, mode: str, band: list[float], note: str) -> None:
-    T.row(plan, "gate.converted", value, level, source=src, note=note)
-    T.row(plan, "gate.converted~2", value, mode, source=src, note=T.note("gate.note") if mode == "clip"
-                                                                   else T.note("gate.note~2"))
-    T.row(plan, "pinned.is_correction_gating", "ratio")
-    T.row(plan, "gate.converted~3", value, band, source=src)
+    T.row(plan, "gate.converted.note_from_code", value, level, source=src, note=note)
+    T.row(plan, "gate.converted.note_from_code.2", value, mode, source=src, note=T.note("gate.note.clip_clamp_w_t") if mode == "clip"
+                                                                   else T.note("gate.note.mask_out_band"))
+    T.row(plan, "pinned.is_correction_gating.gate_reads_ratio", "ratio")
+    T.row(plan, "gate.converted.low_high_gated", value, band, source=src)
 
 
 def _correction(plan: Plan, scn: Scenario) -> None:
@@ -447,50 +447,50 @@ def _correction(plan: Plan, scn: Scenario) -> None:
     p = "algorithm.correction"
     full = describe(c.model_dump())
     if obj.name == "gspo":
-        T.row(plan, "pinned.is_correction_level~2", "token")
+        T.row(plan, "pinned.is_correction_level.gspo_only_takes", "token")
         if c.name == "none":
-            T.row(plan, "correction~3", "none")
+            T.row(plan, "correction.implicit.weight_gspo_loss", "none")
         else:
-            T.row(plan, "correction~4", full)
+            T.row(plan, "correction.no_equivalent.openrlhf_applies_is_correction", full)
         return
     if obj.name == "cispo":
         if c.name == "none":
-            T.row(plan, "correction~5", "none")
+            T.row(plan, "correction.implicit.correction_top_cispo", "none")
         else:
-            T.row(plan, "correction~7", full)
+            T.row(plan, "correction.no_equivalent.openrlhf_has_one", full)
         return
     if c.name == "none":
-        T.row(plan, "pinned.is_correction_level~3", "off",
+        T.row(plan, "pinned.is_correction_level.correction", "off",
               note=T.note("correction.note")
                     if obj.name in CLIP_OBJECTIVES else "")
-        T.row(plan, "correction", "none")
+        T.row(plan, "correction.implicit.correction", "none")
         return
     if c.name == "tis" and c.level == "token":
         _gate(plan, f"{p}.name + {p}.level + {p}.C + {p}.C_low", full, "token", "clip", [c.C_low, c.cap],
-              T.note("correction~6") + (T.note("correction~7") if c.C is None else ""))
+              T.note("correction.token_tis_loss") + (T.note("correction.c_unset_sandbox") if c.C is None else ""))
         return
     if c.name == "mis" and c.level == "token":
         _gate(plan, f"{p}.name + {p}.level + {p}.C + {p}.C_low", full, "token", "mask", [c.C_low, c.C],
-              T.note("correction"))
+              T.note("correction.token_mis_w_t"))
         T.row(plan, "correction.seq_weight", describe(_values("seq_weight", "veto_low", "veto_high", obj=c)))
         if c.batch_normalize:
-            T.row(plan, "correction.batch_normalize", True)
+            T.row(plan, "correction.batch_normalize.no_equivalent", True)
         else:
-            T.row(plan, "correction.batch_normalize~2", False)
+            T.row(plan, "correction.batch_normalize.implicit", False)
         return
     if c.name == "icepop":
         _gate(plan, f"{p}.name + {p}.alpha + {p}.beta", full, "token", "mask", [c.alpha, c.beta],
-              T.note("correction~2"))
+              T.note("correction.icepop_w_t_kept"))
         return
     if c.name == "decoupled_ppo" and c.level == "token":
-        _gate(plan, T.note("correction~3"), full, "token", "mask",
+        _gate(plan, T.note("correction.algorithm_correction_name"), full, "token", "mask",
               [0.0, c.behave_imp_weight_cap],
-              T.note("correction~4"))
+              T.note("correction.tokens_w_t_cap"))
         T.row(plan, "correction.require_prox", c.require_prox)
         return
     if c.name == "geo_mis":
         _gate(plan, f"{p}.name + {p}.lo + {p}.hi", describe(_values("lo", "hi", obj=c)), "seq", "mask", [c.lo, c.hi],
-              T.note("correction~5"))
+              T.note("correction.geo_rs_response"))
         knobs = f"{p}.token_weight + {p}.C"
         if c.token_weight == "none" and obj.name in CLIP_OBJECTIVES:
             T.row(plan, "correction.implicit", describe(_values("token_weight", "C", obj=c)), source=knobs)
@@ -499,8 +499,8 @@ def _correction(plan: Plan, scn: Scenario) -> None:
             T.row(plan, "correction.no_equivalent", describe(_values("token_weight", "C", obj=c)), source=knobs,
                   kept=kept)
         return
-    T.row(plan, "pinned.is_correction_level", "off")
-    T.row(plan, "correction~6", full, note=_correction_gap(c))
+    T.row(plan, "pinned.is_correction_level.correction_exported_see", "off")
+    T.row(plan, "correction.no_equivalent.2", full, note=_correction_gap(c))
 
 
 CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "decoupled_ppo", "geo_mis"})
@@ -510,12 +510,12 @@ NOT_IN_OPENRLHF = T.section("not_in_openrlhf")
 def _correction_gap(c: Any) -> str:
     token_tis = (T.note("token_tis"))
     if c.name == "tis":
-        return (T.note("correction_gap~2", token_tis=token_tis))
+        return (T.note("correction_gap.sequence_tis_truncates", token_tis=token_tis))
     if c.name == "mis":
-        return (T.note("correction_gap~3", token_tis=token_tis))
+        return (T.note("correction_gap.sequence_mis_keeps", token_tis=token_tis))
     if c.name == "decoupled_ppo":
-        return (T.note("correction_gap~4"))
-    return (T.note("correction_gap", f=NOT_IN_OPENRLHF[c.name]))
+        return (T.note("correction_gap.sequence_level_rejection"))
+    return (T.note("correction_gap.openrlhf_corrections_token", f=NOT_IN_OPENRLHF[c.name]))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -532,19 +532,19 @@ def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:
     opt = scn.algorithm.optimizer
     p = "algorithm.optimizer"
     if opt.name == "sgd":
-        T.row(plan, "optimizer.no_equivalent", describe(_values("name", "momentum", "weight_decay", obj=opt)),
+        T.row(plan, "optimizer.no_equivalent.openrlhf_s_optimizers", describe(_values("name", "momentum", "weight_decay", obj=opt)),
               source=_sources(p, "name", "momentum", "weight_decay"))
         T.row(plan, "optimizer.implicit", describe(_values("betas", "eps", obj=opt)),
               source=_sources(p, "betas", "eps"))
     else:
         if opt.name == "adam" and opt.weight_decay > 0:
-            T.row(plan, "optimizer.no_equivalent~2", describe(_values("name", "weight_decay", obj=opt)),
+            T.row(plan, "optimizer.no_equivalent.torch_adam_adds", describe(_values("name", "weight_decay", obj=opt)),
                   source=_sources(p, "name", "weight_decay"))
         else:
             if opt.name == "adam":
-                T.row(plan, "optimizer.name", "adam")
+                T.row(plan, "optimizer.name.as_is", "adam")
             else:
-                T.row(plan, "optimizer.name~2", "adamw", "adam")
+                T.row(plan, "optimizer.name.converted", "adamw", "adam")
             T.row(plan, "optimizer.weight_decay", opt.weight_decay,
                   note=T.note("optimizer.note") if opt.weight_decay else "")
         T.row(plan, "optimizer.betas", list(opt.betas))

@@ -26,7 +26,7 @@ ADAM_EPS = 1e-8  # torch AdamW default; prime-rl passes no eps (src/prime_rl/tra
 
 METRICS = T.section("metrics")
 
-NOTES = [(T.note("notes")), (T.note("notes~2")), (T.note("notes~3")), (T.note("notes~4")), (T.note("notes~5")),]
+NOTES = [(T.note("notes.one_optimizer_step")), (T.note("notes.prime_rl_always")), (T.note("notes.batches_are_filled")), (T.note("notes.prime_rl_docs")), (T.note("notes.launch_sh_holds")),]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -42,32 +42,32 @@ def _staleness_rows(plan: Plan, scn: Scenario) -> int | None:
     if st.kind == "max_lag":
         T.row(plan, "staleness.kind", f"max_lag, k_max = {cfg.k_max}", cfg.k_max)
         if cfg.enforcement == "drop":
-            T.row(plan, "staleness.enforcement", "drop")
-            T.row(plan, "staleness.queue_capacity~2", cfg.queue_capacity)
+            T.row(plan, "staleness.enforcement.implicit", "drop")
+            T.row(plan, "staleness.queue_capacity.setup", cfg.queue_capacity)
         else:
-            T.row(plan, "staleness.enforcement~2", "throttle")
-            T.row(plan, "staleness.queue_capacity~3", cfg.queue_capacity)
+            T.row(plan, "staleness.enforcement.no_equivalent", "throttle")
+            T.row(plan, "staleness.queue_capacity.implicit", cfg.queue_capacity)
         return cfg.k_max
     if st.kind == "sync":
-        T.row(plan, "staleness~2", "sync")
-        T.row(plan, "pinned.max_off_policy_steps~2", 0)
+        T.row(plan, "staleness.no_equivalent.prime_rl_has", "sync")
+        T.row(plan, "pinned.max_off_policy_steps.closest_synchronous_control", 0)
         return 0
     if st.kind == "fixed_lag":
         fixed_lag_gap(plan, scn, T.note("staleness_rows"))
-        T.row(plan, "pinned.max_off_policy_steps~3", cfg.k, k=cfg.k)
+        T.row(plan, "pinned.max_off_policy_steps.closest_bound_fixed", cfg.k, k=cfg.k)
         return cfg.k
-    T.row(plan, "staleness", describe(cfg.model_dump()), bound=st.bound)
-    T.row(plan, "pinned.max_off_policy_steps", st.bound, alpha=cfg.alpha)
+    T.row(plan, "staleness.no_equivalent.roll_s_asynchronous", describe(cfg.model_dump()), bound=st.bound)
+    T.row(plan, "pinned.max_off_policy_steps.closest_bound_ceil", st.bound, alpha=cfg.alpha)
     return st.bound
 
 
 def _partial_rollout_row(plan: Plan, scn: Scenario, bound: int | None) -> None:
     if scn.system.partial_rollouts:
-        T.row(plan, "partial_rollouts", True)
+        T.row(plan, "partial_rollouts.implicit.prime_rl_always", True)
     elif bound == 0:
-        T.row(plan, "partial_rollouts~2", False)
+        T.row(plan, "partial_rollouts.implicit.prime_rl_continues", False)
     else:
-        T.row(plan, "partial_rollouts~3", False)
+        T.row(plan, "partial_rollouts.no_equivalent", False)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -80,8 +80,8 @@ def _batch_rows(plan: Plan, scn: Scenario) -> None:
     T.row(plan, "group_size", a.group_size)
     T.row(plan, "groups_per_step", a.groups_per_step, a.groups_per_step * a.group_size,
           groups_per_step=a.groups_per_step, group_size=a.group_size)
-    no_minibatch_rows(plan, scn, T.note("batch_rows", f=AT.split()[-1]), MINIBATCH_INSTEAD)
-    proximal_row(plan, scn, "behaviour", T.note("batch_rows~2"))
+    no_minibatch_rows(plan, scn, T.note("batch_rows.prime_rl_takes", f=AT.split()[-1]), MINIBATCH_INSTEAD)
+    proximal_row(plan, scn, "behaviour", T.note("batch_rows.default_loss_fn_s_against"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -134,17 +134,17 @@ class _ObjectiveRows:
     def surrogate(self) -> None:
         name = self.obj.name
         if name == "reinforce" and self.on_policy:
-            self.row("implicit", ("name",), T.note("surrogate"))
+            self.row("implicit", ("name",), T.note("surrogate.bound_every_trained"))
         elif name == "reinforce":
-            self.row("no_equivalent", ("name",), T.note("surrogate~2", CUSTOM_LOSS=CUSTOM_LOSS))
+            self.row("no_equivalent", ("name",), T.note("surrogate.sandbox_s_reinforce", CUSTOM_LOSS=CUSTOM_LOSS))
         elif name != "rloo":
-            self.row("implicit", ("name",), T.note("surrogate~3"))
+            self.row("implicit", ("name",), T.note("surrogate.ratio_surrogate_r"))
 
     def clip(self) -> None:
         o = self.obj
         instead = (T.note("instead", CUSTOM_LOSS=CUSTOM_LOSS))
         if o.eps_low >= 1.0:
-            self.row("implicit", ("eps_low",), T.note("clip"))
+            self.row("implicit", ("eps_low",), T.note("clip.ratio_floor_eps_low"))
         else:
             self.row("no_equivalent", ("eps_low",), f"lower clip at {1 - o.eps_low:g}: {instead}")
         if math.isinf(o.eps_high):
@@ -154,18 +154,18 @@ class _ObjectiveRows:
         if o.dual_clip_c is None:
             self.row("implicit", ("dual_clip_c",), "no dual clip, as in prime-rl")
         else:
-            self.row("no_equivalent", ("dual_clip_c",), T.note("clip~2", CUSTOM_LOSS=CUSTOM_LOSS))
+            self.row("no_equivalent", ("dual_clip_c",), T.note("clip.prime_rl_has", CUSTOM_LOSS=CUSTOM_LOSS))
 
     def aggregation(self) -> None:
         o = self.obj
         max_len = ("max_len",) if "max_len" in type(o).model_fields else ()
         if o.aggregation == "token_mean":
-            self.row("implicit", ("aggregation",), T.note("aggregation~3"))
-            self.unused(max_len, T.note("aggregation~2"))
+            self.row("implicit", ("aggregation",), T.note("aggregation.prime_rl_divides"))
+            self.unused(max_len, T.note("aggregation.used_only_aggregation"))
             return
         knobs = ("aggregation",) + (max_len if o.aggregation == "seq_mean_token_sum_norm" else ())
-        self.row("no_equivalent", knobs, T.note("aggregation", aggregation=o.aggregation, f=_AGG_TEXT[o.aggregation]))
-        self.unused(max_len, T.note("aggregation~2"))
+        self.row("no_equivalent", knobs, T.note("aggregation.prime_rl_s", aggregation=o.aggregation, f=_AGG_TEXT[o.aggregation]))
+        self.unused(max_len, T.note("aggregation.used_only_aggregation"))
 
     # -- the advantage ---------------------------------------------------------------------------
     def _centred(self, knobs: tuple[str, ...], what: str) -> None:
@@ -198,12 +198,12 @@ class _ObjectiveRows:
                 if o.normalize_std:
                     self._std(("normalize_std", "eps_std", "std_unbiased"))
                 else:
-                    self.row("implicit", ("normalize_std",), T.note("reinforce_baseline~2"))
-                    self.unused(("eps_std", "std_unbiased"), T.note("advantage~4"))
+                    self.row("implicit", ("normalize_std",), T.note("reinforce_baseline.std_normaliser_prime"))
+                    self.unused(("eps_std", "std_unbiased"), T.note("advantage.used_only_std.2"))
                 if o.beta_kl == 0:
-                    self.row("implicit", ("beta_kl",), T.note("advantage~5"))
+                    self.row("implicit", ("beta_kl",), T.note("advantage.reference_model_kl"))
                 else:
-                    self.row("no_equivalent", ("beta_kl",), T.note("advantage~6"))
+                    self.row("no_equivalent", ("beta_kl",), T.note("advantage.prime_rl_s"))
         elif name == "rloo":
             self._rloo(("name",))
         else:  # ppo, dapo: the advantage knob
@@ -217,9 +217,9 @@ class _ObjectiveRows:
             elif kind == "opob":
                 self._opob(("advantage", "eps_std"))
             else:
-                self.row("no_equivalent", ("advantage",), T.note("advantage~7"))
-            self.unused(("eps_std",), T.note("advantage~3"))
-        self.unused(OPOB_KNOBS, T.note("advantage~2"))
+                self.row("no_equivalent", ("advantage",), T.note("advantage.r_baseline_every"))
+            self.unused(("eps_std",), T.note("advantage.used_only_std"))
+        self.unused(OPOB_KNOBS, T.note("advantage.used_only_opob"))
 
     def _reinforce_baseline(self) -> None:
         o = self.obj
@@ -231,17 +231,17 @@ class _ObjectiveRows:
         elif b in ("optimal", "opob"):
             self._opob(("baseline",))
         elif b == "none":
-            self.row("no_equivalent", ("baseline",), T.note("reinforce_baseline~3"))
+            self.row("no_equivalent", ("baseline",), T.note("reinforce_baseline.r_baseline_every"))
         elif b == "constant":
-            self.row("no_equivalent", ("baseline", "constant_baseline"), T.note("reinforce_baseline~4"))
+            self.row("no_equivalent", ("baseline", "constant_baseline"), T.note("reinforce_baseline.prime_rl_has"))
         else:
-            self.row("no_equivalent", ("baseline", "ema_decay", "ema_init"), T.note("reinforce_baseline~5"))
-        self.unused(("constant_baseline",), T.note("reinforce_baseline"))
+            self.row("no_equivalent", ("baseline", "ema_decay", "ema_init"), T.note("reinforce_baseline.sandbox_s_ema"))
+        self.unused(("constant_baseline",), T.note("reinforce_baseline.used_only_baseline"))
         self.unused(("ema_decay", "ema_init"), "used only by baseline = \"ema\"")
         if o.normalize_std:
             self._std(("normalize_std",))
         else:
-            self.row("implicit", ("normalize_std",), T.note("reinforce_baseline~2"))
+            self.row("implicit", ("normalize_std",), T.note("reinforce_baseline.std_normaliser_prime"))
 
 
 def _objective_rows(plan: Plan, scn: Scenario, bound: int | None) -> None:
@@ -274,7 +274,7 @@ _CORRECTION_IMPOSSIBLE = T.section("correction_impossible")
 
 
 def _switch_off_dppo(plan: Plan, scn: Scenario, why: str) -> None:
-    T.row(plan, "pinned.type", "default", why=why)
+    T.row(plan, "pinned.type.prime_rl_s", "default", why=why)
     T.row(plan, "pinned.dppo_mask_low", OFF_MASK)
     T.row(plan, "pinned.dppo_mask_high", OFF_MASK)
     T.row(plan, "pinned.kl_tau", 0.0)
@@ -285,40 +285,40 @@ def _switch_off_dppo(plan: Plan, scn: Scenario, why: str) -> None:
 def _correction_rows(plan: Plan, scn: Scenario) -> None:
     c = scn.algorithm.correction
     if c.name == "none":
-        T.row(plan, "correction.name~2", "none")
-        _switch_off_dppo(plan, scn, T.note("correction_rows"))
+        T.row(plan, "correction.name.implicit", "none")
+        _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl"))
         return
     if c.name != "dppo_mask":
         if c.name in _CORRECTION_IMPOSSIBLE:
             note = _CORRECTION_IMPOSSIBLE[c.name]
             if c.name in ("m2po_mask", "m2po_clipband"):
-                note += T.note("correction_rows~3")
+                note += T.note("correction_rows.instead_areal_actor")
             elif c.name == "decoupled_ppo":
-                note += T.note("correction_rows~6")
+                note += T.note("correction_rows.instead_areal_use_decoupled_loss")
             else:
-                note += T.note("correction_rows~7")
+                note += T.note("correction_rows.instead_sandbox_s")
         else:
             note = f"{_CORRECTION_GAPS.get(c.name, f'no equivalent of the {c.name!r} correction')} at {AT}; only through {CUSTOM_LOSS}"  # .get: issue 26
             if c.name == "mis" and c.batch_normalize:
-                note += T.note("correction_rows~4")
+                note += T.note("correction_rows.but_batch_normalize_rescales")
             if c.name == "topr" and c.split_on == "reward":
-                note += T.note("correction_rows~5")
+                note += T.note("correction_rows.but_split_on_reward")
         T.row(plan, "correction", describe(c.model_dump()), note=note)
-        _switch_off_dppo(plan, scn, T.note("correction_rows~2", name=c.name))
+        _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
         return
     loss_type = "default" if c.variant == "dppo" else "ipo"
-    T.row(plan, "correction.name", f"dppo_mask, {c.variant}", loss_type, loss_type=loss_type, variant=c.variant)
+    T.row(plan, "correction.name.converted", f"dppo_mask, {c.variant}", loss_type, loss_type=loss_type, variant=c.variant)
     if c.variant == "dppo":
-        T.row(plan, "correction.dppo_mask_low", c.dppo_mask_low)
+        T.row(plan, "correction.dppo_mask_low.as_is", c.dppo_mask_low)
         T.row(plan, "correction.dppo_mask_high", c.dppo_mask_high)
-        T.row(plan, "correction.ipo_threshold", c.ipo_threshold)
+        T.row(plan, "correction.ipo_threshold.implicit", c.ipo_threshold)
     else:
-        T.row(plan, "correction.ipo_threshold~2", c.ipo_threshold)
-        T.row(plan, "correction.dppo_mask_low~2", f"{c.dppo_mask_low:g}, {c.dppo_mask_high:g}")
+        T.row(plan, "correction.ipo_threshold.as_is", c.ipo_threshold)
+        T.row(plan, "correction.dppo_mask_low.implicit", f"{c.dppo_mask_low:g}, {c.dppo_mask_high:g}")
     if "trainer.loss.adv_tau" in plan.settings:  # an RLOO objective folded G/(G−1) into it
-        T.row(plan, "correction.adv_tau", c.adv_tau, plan.settings["trainer.loss.adv_tau"])
+        T.row(plan, "correction.adv_tau.converted", c.adv_tau, plan.settings["trainer.loss.adv_tau"])
     else:
-        T.row(plan, "correction.adv_tau~2", c.adv_tau)
+        T.row(plan, "correction.adv_tau.as_is", c.adv_tau)
     T.row(plan, "correction.kl_tau", c.kl_tau)
 
 
@@ -335,30 +335,30 @@ def _optimizer_rows(plan: Plan, scn: Scenario, given: Given) -> None:
     opt = scn.algorithm.optimizer
     src = "algorithm.optimizer."
     if opt.name == "sgd":
-        T.row(plan, "optimizer.name", "sgd")
-        T.row(plan, "optimizer.momentum", opt.momentum)
+        T.row(plan, "optimizer.name.as_is.torch_sgd_both", "sgd")
+        T.row(plan, "optimizer.momentum.as_is", opt.momentum)
         T.row(plan, "pinned.nesterov", False)
-        T.row(plan, "optimizer.weight_decay", opt.weight_decay)
+        T.row(plan, "optimizer.weight_decay.as_is.l2_torch_sgd", opt.weight_decay)
         T.row(plan, "optimizer.betas~3", f"{describe(opt.betas)}, {opt.eps:g}")
     else:
         if opt.name == "adam":
-            T.row(plan, "optimizer.name~2", "adam", "adamw")
+            T.row(plan, "optimizer.name.converted", "adam", "adamw")
         else:
-            T.row(plan, "optimizer.name~3", "adamw")
-        T.row(plan, "optimizer.betas", describe(opt.betas), opt.betas[0])
-        T.row(plan, "optimizer.betas~2", describe(opt.betas), opt.betas[1])
+            T.row(plan, "optimizer.name.as_is.torch_adamw_both", "adamw")
+        T.row(plan, "optimizer.betas.converted.betas_pair", describe(opt.betas), opt.betas[0])
+        T.row(plan, "optimizer.betas.converted.betas_pair.2", describe(opt.betas), opt.betas[1])
         if opt.eps == ADAM_EPS:
-            T.row(plan, "optimizer.eps", opt.eps)
+            T.row(plan, "optimizer.eps.implicit", opt.eps)
         else:
-            T.row(plan, "optimizer.eps~2", opt.eps)
+            T.row(plan, "optimizer.eps.no_equivalent", opt.eps)
         if opt.name == "adam" and opt.weight_decay > 0:
-            T.row(plan, "optimizer.weight_decay~2", opt.weight_decay)
+            T.row(plan, "optimizer.weight_decay.no_equivalent", opt.weight_decay)
             T.row(plan, "pinned.weight_decay", 0.0)
         else:
-            T.row(plan, "optimizer.weight_decay~3", opt.weight_decay,
-                  note=T.note("optimizer_rows.note") if opt.name == "adamw"
-                        else T.note("optimizer_rows.note~2"))
-        T.row(plan, "optimizer.momentum~3", opt.momentum)
+            T.row(plan, "optimizer.weight_decay.as_is.note_from_code", opt.weight_decay,
+                  note=T.note("optimizer_rows.note.decoupled_adamw_decay") if opt.name == "adamw"
+                        else T.note("optimizer_rows.note.adam_without_decay"))
+        T.row(plan, "optimizer.momentum.implicit", opt.momentum)
     _schedule_rows(plan, scn)
     scale_rows(plan, scn, given, "trainer.optim.lr", "trainer.optim.max_norm",
                framework_lr_default=1e-6, framework_clip_default=1.0)
@@ -370,21 +370,21 @@ def _schedule_rows(plan: Plan, scn: Scenario) -> None:
     w = opt.warmup_steps
     warmup_note = (T.note("warmup_note"))
     if opt.schedule == "constant" and w == 0:
-        T.row(plan, "optimizer.schedule", "constant")
-        T.row(plan, "optimizer.warmup_steps~2", 0)
+        T.row(plan, "optimizer.schedule.as_is.constant_learning_rate", "constant")
+        T.row(plan, "optimizer.warmup_steps.implicit", 0)
         return
     if opt.schedule == "constant":
-        T.row(plan, "optimizer.schedule~2", "constant", "linear")
-        T.row(plan, "optimizer.warmup_steps", w)
+        T.row(plan, "optimizer.schedule.converted.prime_rl_s", "constant", "linear")
+        T.row(plan, "optimizer.warmup_steps.as_is", w)
         T.row(plan, "pinned.decay_steps", 0)
         return
     if opt.schedule == "linear":
         steps = scn.run.steps
-        T.row(plan, "optimizer.schedule~3", "linear")
-        T.row(plan, "optimizer.schedule~4", "linear", max(steps - w, 0), steps=steps)
+        T.row(plan, "optimizer.schedule.as_is.warm_up_then", "linear")
+        T.row(plan, "optimizer.schedule.converted.sandbox_decays_over", "linear", max(steps - w, 0), steps=steps)
     else:
-        T.row(plan, "optimizer.schedule~5", "cosine")
-    T.row(plan, "optimizer.warmup_steps", w)
+        T.row(plan, "optimizer.schedule.as_is.warm_up_then.2", "cosine")
+    T.row(plan, "optimizer.warmup_steps.as_is", w)
     T.row(plan, "pinned.min_lr", 0.0)
 
 
@@ -436,7 +436,7 @@ class PrimeRLExporter(Exporter):
         _correction_rows(plan, scn)
         stabilizer_rows(plan, scn, STABILIZERS, "prime-rl", STABILIZER_HOOK)
         _optimizer_rows(plan, scn, given)
-        T.row(plan, "pinned.type~2", "grpo")
+        T.row(plan, "pinned.type.advantage_r_group", "grpo")
         T.row(plan, "pinned.filter_zero_advantages", False)
         plan.metrics.update(METRICS)
         plan.notes.extend(NOTES)

@@ -19,7 +19,7 @@ T = Table("trl")
 
 SYNC_CLASS = "GRPOConfig"
 ASYNC_CLASS = "AsyncGRPOConfig"
-TARGETS = {SYNC_CLASS: T.note("targets"), ASYNC_CLASS: T.note("targets~2"),}
+TARGETS = {SYNC_CLASS: T.note("targets.grpoconfig_trl_grpotrainer"), ASYNC_CLASS: T.note("targets.asyncgrpoconfig_trl_experimental"),}
 CONFIG_FILE = "grpo_config.json"
 SCRIPT_FILE = "train_grpo.py"
 
@@ -106,21 +106,21 @@ def _geometry(plan: Plan, scn: Scenario, cls: str) -> bool:
     alg = scn.algorithm
     G, B = alg.group_size, alg.groups_per_step
     if G < 2:
-        T.row(plan, "group_size~2", G)
-        T.row(plan, "groups_per_step", B)
+        T.row(plan, "group_size.no_equivalent", G)
+        T.row(plan, "groups_per_step.setup.prompts_per_optimizer", B)
         return False
-    T.row(plan, "group_size", G)
+    T.row(plan, "group_size.setup", G)
     m = alg.minibatches
     if cls == SYNC_CLASS and m == 1:
-        T.row(plan, "groups_per_step~2", B, G=G, B=B, B_G=B * G)
+        T.row(plan, "groups_per_step.setup.prompts_per_optimizer.2", B, G=G, B=B, B_G=B * G)
     elif cls == SYNC_CLASS:
-        T.row(plan, "groups_per_step~4", B, B // m, B=B, B_m=B // m, G_B_m=B // m * G)
+        T.row(plan, "groups_per_step.setup.prompts_per_generation", B, B // m, B=B, B_m=B // m, G_B_m=B // m * G)
     if cls == SYNC_CLASS:
         T.row(plan, "pinned.per_device_train_batch_size", G)
     else:
-        T.row(plan, "groups_per_step~3", B, B * G // m,
-              note=T.note("geometry.note", B_G=B * G) if m == 1 else
-                    T.note("geometry.note~2", m=m, G_B_m=B // m * G))
+        T.row(plan, "groups_per_step.setup.note_from_code", B, B * G // m,
+              note=T.note("geometry.note.prompts_per_optimizer", B_G=B * G) if m == 1 else
+                    T.note("geometry.note.prompts_per_published", m=m, G_B_m=B // m * G))
         T.row(plan, "pinned.gradient_accumulation_steps", 1)
         T.row(plan, "pinned.token_budget", 0)
     return True
@@ -134,17 +134,17 @@ def _minibatches_sync(plan: Plan, scn: Scenario) -> None:
     a = scn.algorithm
     m, E, B = a.minibatches, a.epochs, a.groups_per_step
     if a.group_size < 2:
-        no_minibatch_rows(plan, scn, T.note("minibatches_sync~2"), MINIBATCH_INSTEAD)
+        no_minibatch_rows(plan, scn, T.note("minibatches_sync.grpoconfig_written_group"), MINIBATCH_INSTEAD)
         T.row(plan, "proximal", a.proximal)
         return
     if m == 1:
-        T.row(plan, "minibatches", 1)
+        T.row(plan, "minibatches.implicit", 1)
     else:
-        T.row(plan, "minibatches~2", m, B, m=m, B_m=B // m)
-    T.row(plan, "epochs", E, E,
-          note=T.note("minibatches_sync.note") if E == 1 else
-                T.note("minibatches_sync.note~2", E=E, f=m * E - 1))
-    proximal_row(plan, scn, "batch_start", T.note("minibatches_sync"))
+        T.row(plan, "minibatches.converted.steps_per_generation_minibatches_gradient_accumulation_steps", m, B, m=m, B_m=B // m)
+    T.row(plan, "epochs.converted", E, E,
+          note=T.note("minibatches_sync.note.reuse_generation_batch") if E == 1 else
+                T.note("minibatches_sync.note.passes_over_each", E=E, f=m * E - 1))
+    proximal_row(plan, scn, "batch_start", T.note("minibatches_sync.grpotrainer_s_old_per_token_logps"))
 
 
 def _minibatches_async(plan: Plan, scn: Scenario) -> None:
@@ -152,13 +152,13 @@ def _minibatches_async(plan: Plan, scn: Scenario) -> None:
     a = scn.algorithm
     m = a.minibatches
     if m == 1:
-        T.row(plan, "minibatches~3", 1, 1)
+        T.row(plan, "minibatches.converted.one_weight_sync", 1, 1)
     else:
-        T.row(plan, "minibatches~4", m, m, m=m)
+        T.row(plan, "minibatches.converted.one_weight_sync.2", m, m, m=m)
     if a.epochs == 1:
-        T.row(plan, "epochs~2", 1)
+        T.row(plan, "epochs.implicit", 1)
     else:
-        T.row(plan, "epochs~3", a.epochs)
+        T.row(plan, "epochs.no_equivalent", a.epochs)
     proximal_row(plan, scn, "behaviour", T.note("minibatches_async"))
 
 
@@ -172,31 +172,31 @@ def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
         T.row(plan, "staleness.kind", f"max_lag, k_max = {st.bound}", k)
         _admission(plan, scn, k)
         if partial:
-            T.row(plan, "partial_rollouts~3", True)
+            T.row(plan, "partial_rollouts.implicit.asyncgrpotrainer_pauses_vllm", True)
         else:
-            T.row(plan, "partial_rollouts~4", False)
+            T.row(plan, "partial_rollouts.no_equivalent.asyncgrpotrainer_always_continues", False)
         return
     G = scn.algorithm.group_size
     S = scn.algorithm.updates_per_batch
-    spg_note = (T.note("spg_note", B=B) if S == 1 else
-                T.note("spg_note~2", B=B, B_minibatches_algorithm_scn=B // scn.algorithm.minibatches,
+    spg_note = (T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations", B=B) if S == 1 else
+                T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations.2", B=B, B_minibatches_algorithm_scn=B // scn.algorithm.minibatches,
                        epochs=scn.algorithm.epochs, S=S, S_1=S - 1))
     if st.kind == "sync" and G >= 2:
-        T.row(plan, "staleness", "sync", B, note=spg_note)
+        T.row(plan, "staleness.converted", "sync", B, note=spg_note)
     elif st.kind == "sync":
-        T.row(plan, "staleness~2", "sync")
+        T.row(plan, "staleness.implicit", "sync")
     elif st.kind == "fixed_lag":
         fixed_lag_gap(plan, scn, T.note("staleness"))
     else:
-        T.row(plan, "staleness~3", describe(scn.system.staleness.model_dump()), describe=describe(st.alpha),
+        T.row(plan, "staleness.no_equivalent", describe(scn.system.staleness.model_dump()), describe=describe(st.alpha),
               bound=st.bound)
     if st.kind != "sync" and G >= 2:
         T.row(plan, "pinned.steps_per_generation", B, note=spg_note)
     _minibatches_sync(plan, scn)
     if partial:
-        T.row(plan, "partial_rollouts", True)
+        T.row(plan, "partial_rollouts.no_equivalent.grpotrainer_generates_every", True)
     else:
-        T.row(plan, "partial_rollouts~2", False)
+        T.row(plan, "partial_rollouts.implicit.grpotrainer_generates_each", False)
 
 
 def _admission(plan: Plan, scn: Scenario, k_max: int) -> None:
@@ -207,7 +207,7 @@ def _admission(plan: Plan, scn: Scenario, k_max: int) -> None:
     G, B = scn.algorithm.group_size, scn.algorithm.groups_per_step
     capacity = (k_max + 1) * B if s.enforcement == "throttle" or s.queue_capacity is None else s.queue_capacity
     running = max(capacity - B, B)  # groups; floored at one step as TRL's own default is
-    how = (T.note("how", capacity=capacity) if s.enforcement == "throttle" else T.note("how~2", capacity=capacity))
+    how = (T.note("how.throttle_generation_waits", capacity=capacity) if s.enforcement == "throttle" else T.note("how.drop_most_groups", capacity=capacity))
     T.row(plan, "staleness.enforcement", f"{s.enforcement}, queue_capacity = {describe(s.queue_capacity)}", running * G,
           how=how, running_B=running + B, running=running, B=B, capacity=capacity)
     T.row(plan, "pinned.queue_maxsize", B * G)
@@ -245,23 +245,23 @@ def _surrogate(plan: Plan, obj, cls: str) -> None:
     name = obj.name
     if cls == ASYNC_CLASS:
         if name == "rloo":
-            T.row(plan, "surrogate.no_equivalent", name, source=_src("name"))
+            T.row(plan, "surrogate.no_equivalent.rloo_s_leave", name, source=_src("name"))
         else:
-            T.row(plan, "surrogate.implicit", name, source=_src("name"))
+            T.row(plan, "surrogate.implicit.asyncgrpotrainer_compute_loss_min", name, source=_src("name"))
         return
     if name == "gspo":
-        T.row(plan, "surrogate.converted", name, "sequence", source=_src("name"))
+        T.row(plan, "surrogate.converted.gspo_s_sequence", name, "sequence", source=_src("name"))
         return
     T.row(plan, "pinned.importance_sampling_level", "token")
     if name == "cispo":
-        T.row(plan, "surrogate.converted~2", name, "cispo", source=_src("name"))
+        T.row(plan, "surrogate.converted.sg_min_r", name, "cispo", source=_src("name"))
     elif name == "rloo":
-        T.row(plan, "surrogate.no_equivalent~2", name, source=_src("name"))
-        T.row(plan, "pinned.scale_rewards", "none")
+        T.row(plan, "surrogate.no_equivalent.rloo_s_leave.2", name, source=_src("name"))
+        T.row(plan, "pinned.scale_rewards.closest_rloo_advantages", "none")
     elif name == "reinforce":
-        T.row(plan, "surrogate.implicit~2", name, source=_src("name"))
+        T.row(plan, "surrogate.implicit.trl_has_unclipped", name, source=_src("name"))
     else:
-        T.row(plan, "surrogate.implicit~3", name, source=_src("name"))
+        T.row(plan, "surrogate.implicit.grpotrainer_s_surrogate", name, source=_src("name"))
 
 
 def _clip(plan: Plan, obj, cls: str) -> None:
@@ -269,28 +269,28 @@ def _clip(plan: Plan, obj, cls: str) -> None:
         return
     if obj.name == "cispo":  # only reached for GRPOConfig
         if obj.eps_low >= 1.0:
-            T.row(plan, "clip.implicit~2", obj.eps_low, source=_src("eps_low"))
+            T.row(plan, "clip.implicit.lower_bound_cispo", obj.eps_low, source=_src("eps_low"))
         else:
-            T.row(plan, "clip.no_equivalent", obj.eps_low, source=_src("eps_low"), f=1 - obj.eps_low)
-        T.row(plan, "clip.converted", obj.eps_high, 1.0 + obj.eps_high, source=_src("eps_high"))
+            T.row(plan, "clip.no_equivalent.trl_s_cispo", obj.eps_low, source=_src("eps_low"), f=1 - obj.eps_low)
+        T.row(plan, "clip.converted.loss_type_cispo_epsilon_high", obj.eps_high, 1.0 + obj.eps_high, source=_src("eps_high"))
         return
-    T.row(plan, "clip.as_is", obj.eps_low, source=_src("eps_low"), note=_inert_clip_note(cls))
-    T.row(plan, "clip.as_is~2", obj.eps_high, source=_src("eps_high"), note=_inert_clip_note(cls))
+    T.row(plan, "clip.as_is.note_from_code", obj.eps_low, source=_src("eps_low"), note=_inert_clip_note(cls))
+    T.row(plan, "clip.as_is.note_from_code.2", obj.eps_high, source=_src("eps_high"), note=_inert_clip_note(cls))
     c = obj.dual_clip_c
     if c is None:
-        T.row(plan, "clip.implicit", None, source=_src("dual_clip_c"))
+        T.row(plan, "clip.implicit.dual_clip_trl", None, source=_src("dual_clip_c"))
     elif cls == ASYNC_CLASS:
-        T.row(plan, "clip.no_equivalent~2", c, source=_src("dual_clip_c"))
+        T.row(plan, "clip.no_equivalent.asyncgrpoconfig_has_dual", c, source=_src("dual_clip_c"))
     elif c >= 1.0 + obj.eps_high:
-        T.row(plan, "clip.converted~2", c, c, source=_src("dual_clip_c"))
+        T.row(plan, "clip.converted.trl_s_two", c, c, source=_src("dual_clip_c"))
     else:
-        T.row(plan, "clip.no_equivalent~3", c, source=_src("dual_clip_c"), f=1 + obj.eps_high)
+        T.row(plan, "clip.no_equivalent.trl_s_delta", c, source=_src("dual_clip_c"), f=1 + obj.eps_high)
 
 
 def _inert_clip_note(cls: str) -> str:
     if cls == ASYNC_CLASS:
-        return T.note("inert_clip_note~2")
-    return (T.note("inert_clip_note"))
+        return T.note("inert_clip_note.clip_r_sandbox")
+    return (T.note("inert_clip_note.ratio_old_value"))
 
 
 def _aggregation(plan: Plan, obj, cls: str) -> None:
@@ -298,25 +298,25 @@ def _aggregation(plan: Plan, obj, cls: str) -> None:
     has_max_len = obj.name == "dr_grpo"
     if cls == ASYNC_CLASS:
         if agg == "token_mean":
-            T.row(plan, "aggregation.implicit~2", agg, source=_src("aggregation"))
+            T.row(plan, "aggregation.implicit.asyncgrpotrainer_divides_summed", agg, source=_src("aggregation"))
             if has_max_len:
-                T.row(plan, "aggregation.implicit~4", obj.max_len, source=_src("max_len"))
+                T.row(plan, "aggregation.implicit.unused_token_mean", obj.max_len, source=_src("max_len"))
         else:
             src = _src("aggregation") + (" + " + _src("max_len") if has_max_len else "")
-            T.row(plan, "aggregation.no_equivalent", agg, source=src)
+            T.row(plan, "aggregation.no_equivalent.asyncgrpotrainer_only_averages", agg, source=src)
         return
     if obj.name == "cispo":
         if agg == "token_mean":
-            T.row(plan, "aggregation.implicit~3", agg, source=_src("aggregation"))
+            T.row(plan, "aggregation.implicit.loss_type_cispo_normalises", agg, source=_src("aggregation"))
         else:
-            T.row(plan, "aggregation.no_equivalent~2", agg, source=_src("aggregation"))
+            T.row(plan, "aggregation.no_equivalent.loss_type_cispo_always", agg, source=_src("aggregation"))
         return
     loss_type, how = LOSS_TYPE_OF_AGGREGATION[agg]
     T.row(plan, "aggregation.converted", agg, loss_type, source=_src("aggregation"), how=how)
     if not has_max_len:
         return
     if agg != "seq_mean_token_sum_norm":
-        T.row(plan, "aggregation.implicit", obj.max_len, source=_src("max_len"), agg=agg)
+        T.row(plan, "aggregation.implicit.unused", obj.max_len, source=_src("max_len"), agg=agg)
     elif obj.max_len is not None:
         T.row(plan, "aggregation.as_is", obj.max_len, source=_src("max_len"))
     else:
@@ -376,7 +376,7 @@ def _advantage_knob(plan: Plan, scn: Scenario, cls: str) -> None:
     adv = obj.advantage
     if adv == "opob":
         _opob_gap(plan, "advantage")
-        T.row(plan, "advantage_knob.implicit~2", obj.eps_std, source=_src("eps_std"))
+        T.row(plan, "advantage_knob.implicit.part_opob_advantage", obj.eps_std, source=_src("eps_std"))
         return
     _opob_unused(plan, f"advantage = {adv}")
     if adv in ("grpo", "dr_grpo"):
@@ -384,16 +384,16 @@ def _advantage_knob(plan: Plan, scn: Scenario, cls: str) -> None:
         if adv == "grpo":
             _std_guard(plan, cls, obj.eps_std, True)
         else:
-            T.row(plan, "advantage_knob.implicit~3", obj.eps_std, source=_src("eps_std"))
+            T.row(plan, "advantage_knob.implicit.unused_std_normalisation", obj.eps_std, source=_src("eps_std"))
         return
-    T.row(plan, "advantage_knob.implicit", obj.eps_std, source=_src("eps_std"), adv=adv)
+    T.row(plan, "advantage_knob.implicit.unused_advantage", obj.eps_std, source=_src("eps_std"), adv=adv)
     if adv == "rloo":
-        closest = (T.note("closest") if cls == SYNC_CLASS else T.note("closest~2"))
-        T.row(plan, "advantage_knob.no_equivalent", adv, source=_src("advantage"), closest=closest)
+        closest = (T.note("closest.scale_rewards_none_written") if cls == SYNC_CLASS else T.note("closest.asyncgrpo_always_divides"))
+        T.row(plan, "advantage_knob.no_equivalent.rloo_s_leave", adv, source=_src("advantage"), closest=closest)
         if cls == SYNC_CLASS:
-            T.row(plan, "pinned.scale_rewards~2", "none")
+            T.row(plan, "pinned.scale_rewards.closest_rloo_advantages.2", "none")
     else:
-        T.row(plan, "advantage_knob.no_equivalent~2", adv, source=_src("advantage"))
+        T.row(plan, "advantage_knob.no_equivalent.raw_rewards_advantages", adv, source=_src("advantage"))
 
 
 def _reinforce_baseline(plan: Plan, scn: Scenario, cls: str) -> None:
@@ -460,9 +460,9 @@ def _std_mismatch(scn: Scenario, cls: str, sandbox_unbiased: bool) -> tuple[str,
     note = (T.note("note", f='Bessel-corrected' if trl else 'population',
                    f2='Bessel-corrected' if sandbox_unbiased else 'population', bigger=bigger, factor=factor))
     if scn.algorithm.optimizer.name in ("adam", "adamw"):
-        return note + T.note("std_mismatch~2"), True
+        return note + T.note("std_mismatch.adam_s_update"), True
     lr = 1 / factor if sandbox_unbiased else factor
-    return note + T.note("std_mismatch", lr=lr), False
+    return note + T.note("std_mismatch.scales_sgd_s", lr=lr), False
 
 
 def _std_convention(plan: Plan, scn: Scenario, cls: str, value, unbiased: bool, used: bool) -> None:
@@ -503,14 +503,14 @@ def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
     corr = scn.algorithm.correction
     if cls == ASYNC_CLASS:
         if corr.name == "none":
-            T.row(plan, "correction~3", "none")
+            T.row(plan, "correction.implicit.2", "none")
         else:
-            T.row(plan, "correction~4", describe(corr.model_dump()))
+            T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()))
         return
     gap = _correction_gap(corr)
     if gap is not None:
-        T.row(plan, "correction~6", describe(corr.model_dump()), note=gap)
-        T.row(plan, "pinned.vllm_importance_sampling_correction~2", False)
+        T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()), note=gap)
+        T.row(plan, "pinned.vllm_importance_sampling_correction.scenario_s_correction", False)
         return
     _CORRECTION_MAPPERS[corr.name](plan, corr)
 
@@ -521,18 +521,18 @@ _CORRECTION_GAP = T.section("correction_gap")
 def _correction_gap(corr) -> str | None:
     """Why GRPOTrainer cannot apply ``corr`` (None when it can)."""
     if corr.name not in _CORRECTION_MAPPERS and corr.name not in _CORRECTION_GAP:  # a component unknown here (issue 26)
-        return T.note("correction_gap", name=corr.name)
+        return T.note("correction_gap.trl_has_equivalent", name=corr.name)
     if corr.name in _CORRECTION_GAP:
         return _CORRECTION_GAP[corr.name]
     if corr.name == "mis":
         if corr.batch_normalize:
-            return T.note("correction_gap~3")
+            return T.note("correction_gap.trl_does_renormalise")
         if corr.level == "sequence" and corr.seq_weight != "ratio":
-            return (T.note("correction_gap~4"))
+            return (T.note("correction_gap.trl_s_sequence_mask"))
         if corr.level == "sequence" and (corr.veto_low is not None or corr.veto_high is not None):
-            return T.note("correction_gap~5")
+            return T.note("correction_gap.trl_has_per")
     if corr.name == "decoupled_ppo" and corr.level != "token":
-        return (T.note("correction_gap~2"))
+        return (T.note("correction_gap.sequence_level_rejection"))
     return None
 
 
@@ -540,32 +540,32 @@ _MODE_NOTES = T.section("mode_notes")
 
 
 def _correction_on(plan: Plan, source: str, value, mode: str, extra: str = "") -> None:
-    T.row(plan, "pinned.vllm_importance_sampling_correction", True)
+    T.row(plan, "pinned.vllm_importance_sampling_correction.vllm_importance_weight", True)
     T.row(plan, "correction_on.converted", value, mode, source=source, note=_MODE_NOTES[mode], note2=extra)
 
 
 def _map_none(plan: Plan, corr) -> None:
-    T.row(plan, "correction", "none", False)
+    T.row(plan, "correction.converted", "none", False)
 
 
 def _map_tis(plan: Plan, corr) -> None:
     _correction_on(plan, T.note("map_tis"), f"tis, {corr.level}", f"{corr.level}_truncate")
     if corr.C is None:
-        T.row(plan, "correction.C~2", None, corr.cap, level=corr.level)
+        T.row(plan, "correction.C.converted", None, corr.cap, level=corr.level)
     else:
-        T.row(plan, "correction.C~3", corr.C)
-    T.row(plan, "correction.C_low", corr.C_low)
+        T.row(plan, "correction.C.as_is.cap_c", corr.C)
+    T.row(plan, "correction.C_low.as_is.floor_leaves_every", corr.C_low)
 
 
 def _map_mis(plan: Plan, corr) -> None:
     _correction_on(plan, T.note("map_tis"), f"mis, {corr.level}", f"{corr.level}_mask")
-    T.row(plan, "correction.C", corr.C)
-    T.row(plan, "correction.C_low~2", corr.C_low)
+    T.row(plan, "correction.C.as_is.upper_band_edge", corr.C)
+    T.row(plan, "correction.C_low.as_is.lower_band_edge", corr.C_low)
     if corr.level == "sequence":
-        T.row(plan, "correction.seq_weight", "ratio")
+        T.row(plan, "correction.seq_weight.implicit.kept_response_carries", "ratio")
         T.row(plan, "correction.veto_low", None)
     else:
-        T.row(plan, "correction.seq_weight~2",
+        T.row(plan, "correction.seq_weight.implicit.sequence_level_knobs",
               describe({"seq_weight": corr.seq_weight, "veto_low": corr.veto_low, "veto_high": corr.veto_high}))
     T.row(plan, "correction.batch_normalize", False)
 
@@ -612,34 +612,34 @@ def _optimizer(plan: Plan, scn: Scenario) -> None:
     src = "algorithm.optimizer."
     adam = opt.name in ("adam", "adamw")
     if opt.name == "adam" and opt.weight_decay > 0:
-        T.row(plan, "optimizer.name", f"adam, weight_decay = {opt.weight_decay:g}")
+        T.row(plan, "optimizer.name.no_equivalent", f"adam, weight_decay = {opt.weight_decay:g}")
     elif adam:
-        T.row(plan, "optimizer.name~2", opt.name, "adamw_torch",
-              note=T.note("optimizer.note~2") if opt.name == "adam" else "")
+        T.row(plan, "optimizer.name.converted.torch_adamw", opt.name, "adamw_torch",
+              note=T.note("optimizer.note.weight_decay_adam") if opt.name == "adam" else "")
         T.row(plan, "optimizer.weight_decay", opt.weight_decay,
-              note=T.note("optimizer.note~3")
+              note=T.note("optimizer.note.transformers_decays_every")
                     if opt.weight_decay > 0 else "")
     else:
-        T.row(plan, "optimizer.name~3", "sgd", "sgd")
+        T.row(plan, "optimizer.name.converted.torch_sgd", "sgd", "sgd")
         T.row(plan, "optimizer.weight_decay", opt.weight_decay,
-              note=T.note("optimizer.note~4") if opt.weight_decay > 0 else "")
+              note=T.note("optimizer.note.transformers_decays_every.2") if opt.weight_decay > 0 else "")
     if adam:
-        T.row(plan, "optimizer.betas", list(opt.betas), opt.betas[0])
-        T.row(plan, "optimizer.betas~2", list(opt.betas), opt.betas[1])
+        T.row(plan, "optimizer.betas.converted.note_from_code", list(opt.betas), opt.betas[0])
+        T.row(plan, "optimizer.betas.converted.note_from_code.2", list(opt.betas), opt.betas[1])
         T.row(plan, "optimizer.eps", opt.eps)
-        T.row(plan, "optimizer.momentum", opt.momentum)
+        T.row(plan, "optimizer.momentum.implicit.sgd_only", opt.momentum)
     else:
-        T.row(plan, "optimizer.betas~4", describe({"betas": list(opt.betas), "eps": opt.eps}))
+        T.row(plan, "optimizer.betas.implicit", describe({"betas": list(opt.betas), "eps": opt.eps}))
         if opt.momentum > 0:
-            T.row(plan, "optimizer.momentum~3", opt.momentum, f"momentum={opt.momentum:g}")
+            T.row(plan, "optimizer.momentum.converted", opt.momentum, f"momentum={opt.momentum:g}")
         else:
-            T.row(plan, "optimizer.momentum~4", 0.0)
+            T.row(plan, "optimizer.momentum.implicit.torch_sgd_s", 0.0)
     schedule = _SCHEDULES[opt.schedule]
     if opt.schedule == "constant" and opt.warmup_steps > 0:
         schedule = "constant_with_warmup"
     T.row(plan, "optimizer.schedule", opt.schedule, schedule)
     T.row(plan, "optimizer.warmup_steps", opt.warmup_steps,
-          note=T.note("optimizer.note") if opt.warmup_steps > 0 else "")
+          note=T.note("optimizer.note.transformers_warm_up") if opt.warmup_steps > 0 else "")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -678,13 +678,13 @@ def _notes(scn: Scenario, cls: str, geometry_ok: bool) -> list[str]:
     B, G = scn.algorithm.groups_per_step, scn.algorithm.group_size
     notes = []
     if cls == SYNC_CLASS:
-        notes.append(T.note("notes"))
+        notes.append(T.note("notes.surrogate_anchor_sandbox"))
         if geometry_ok:
-            notes.append(T.note("notes~3", G=G, B=B, B_G=B * G))
+            notes.append(T.note("notes.batch_sizes_are", G=G, B=B, B_G=B * G))
     else:
-        notes.append(T.note("notes~2"))
+        notes.append(T.note("notes.surrogate_anchor_asyncgrpotrainer"))
         if geometry_ok:
-            notes.append(T.note("notes~4", B_G=B * G))
+            notes.append(T.note("notes.batch_sizes_are.2", B_G=B * G))
     return notes
 
 

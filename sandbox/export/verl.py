@@ -127,51 +127,51 @@ def nearest_group_estimator(plan: Plan, normalize: bool, what: str, difference: 
     no-equivalent row). Left unwritten, ``algorithm.adv_estimator`` falls back to verl's default ``gae``,
     which trains a critic (verl 0.9.1 ``trainer/ppo/utils.py``: ``need_critic``) and so changes the
     algorithm rather than only the baseline."""
-    T.row(plan, "pinned.adv_estimator", "grpo", what=what, difference=difference)
-    T.row(plan, "pinned.norm_adv_by_std_in_grpo", normalize,
-          note=T.note("nearest_group_estimator.note") if normalize else
-                T.note("nearest_group_estimator.note~2"))
+    T.row(plan, "pinned.adv_estimator.nearest_group_estimator", "grpo", what=what, difference=difference)
+    T.row(plan, "pinned.norm_adv_by_std_in_grpo.note_from_code", normalize,
+          note=T.note("nearest_group_estimator.note.divide_group_std") if normalize else
+                T.note("nearest_group_estimator.note.division_group_std"))
 
 
 def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normalize_source: str | None) -> None:
     """Map a group baseline to ``algorithm.adv_estimator`` (+ ``norm_adv_by_std_in_grpo``)."""
     if kind == "group_mean":
-        T.row(plan, "advantage.converted", kind, "grpo", source=kind_source)
+        T.row(plan, "advantage.converted.group_mean_baseline", kind, "grpo", source=kind_source)
         if normalize_source is not None:
             T.row(plan, "advantage.as_is", normalize, source=normalize_source)
         else:
-            T.row(plan, "pinned.norm_adv_by_std_in_grpo", normalize,
+            T.row(plan, "pinned.norm_adv_by_std_in_grpo.note_from_code", normalize,
                   note=T.note("advantage.note") if not normalize else "GRPO std normalisation")
     elif kind == "leave_one_out" and not normalize:
-        T.row(plan, "advantage.converted~2", kind, "rloo", source=kind_source)
+        T.row(plan, "advantage.converted.verl_s_rloo", kind, "rloo", source=kind_source)
         if normalize_source is not None:
-            T.row(plan, "advantage.converted~3", normalize, False, source=normalize_source)
+            T.row(plan, "advantage.converted.std_normalisation_rloo", normalize, False, source=normalize_source)
         else:
-            T.row(plan, "pinned.norm_adv_by_std_in_grpo~3", False)
+            T.row(plan, "pinned.norm_adv_by_std_in_grpo.std_normalisation_rloo", False)
     elif kind == "leave_one_out":
-        T.row(plan, "advantage.no_equivalent", f"{kind}, normalize_std = true", kind_source=kind_source,
+        T.row(plan, "advantage.no_equivalent.verl_s_rloo", f"{kind}, normalize_std = true", kind_source=kind_source,
               normalize_source=normalize_source)
-        nearest_group_estimator(plan, True, T.note("advantage"), T.note("advantage~2"))
+        nearest_group_estimator(plan, True, T.note("advantage"), T.note("advantage.grpo_centres_group"))
     elif kind in ("opob",):
-        T.row(plan, "advantage.no_equivalent~2", kind, source=kind_source)
-        nearest_group_estimator(plan, normalize, "OPOB baseline", T.note("advantage~3"))
+        T.row(plan, "advantage.no_equivalent.vcpo_s_off", kind, source=kind_source)
+        nearest_group_estimator(plan, normalize, "OPOB baseline", T.note("advantage.grpo_s_baseline"))
     elif kind == "optimal":
-        T.row(plan, "advantage.no_equivalent~3", kind, source=kind_source)
-        nearest_group_estimator(plan, normalize, "variance-optimal baseline", T.note("advantage~4"))
+        T.row(plan, "advantage.no_equivalent.variance_optimal_scalar", kind, source=kind_source)
+        nearest_group_estimator(plan, normalize, "variance-optimal baseline", T.note("advantage.grpo_s_baseline.2"))
     else:  # none, constant, ema, reward
         what = {"none": "no baseline (raw rewards)", "reward": "raw rewards as advantages",
                 "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}[kind]
-        T.row(plan, "advantage.no_equivalent~4", kind, source=kind_source, what=what)
-        nearest_group_estimator(plan, normalize, what, T.note("advantage~5"))
+        T.row(plan, "advantage.no_equivalent.every_verl_estimator", kind, source=kind_source, what=what)
+        nearest_group_estimator(plan, normalize, what, T.note("advantage.grpo_centres_each"))
     if normalize_source is not None and kind not in ("group_mean", "leave_one_out"):
         T.row(plan, "advantage.implicit", normalize, source=normalize_source, kind=kind)
 
 
 def _eps_std(plan: Plan, source: str, eps: float, used: bool) -> None:
     if not used:
-        T.row(plan, "eps_std.implicit", eps, source=source)
+        T.row(plan, "eps_std.implicit.unused_advantage_std", eps, source=source)
     elif math.isclose(eps, VERL_EPS_STD, rel_tol=1e-9):
-        T.row(plan, "eps_std.implicit~2", eps, source=source)
+        T.row(plan, "eps_std.implicit.verl_adds_e", eps, source=source)
     else:
         T.row(plan, "eps_std.no_equivalent", eps, source=source)
 
@@ -192,41 +192,41 @@ def _clip_knobs(plan: Plan, obj, dual_clip: bool) -> None:
     if not hasattr(obj, "dual_clip_c"):
         return
     if not dual_clip:
-        T.row(plan, "objective.dual_clip_c", obj.dual_clip_c)
+        T.row(plan, "objective.dual_clip_c.implicit", obj.dual_clip_c)
     elif obj.dual_clip_c is None:
-        T.row(plan, "objective.dual_clip_c~2", None, NO_DUAL_CLIP)
+        T.row(plan, "objective.dual_clip_c.converted", None, NO_DUAL_CLIP)
     else:
-        T.row(plan, "objective.dual_clip_c~3", obj.dual_clip_c)
+        T.row(plan, "objective.dual_clip_c.as_is", obj.dual_clip_c)
 
 
 def _aggregation(plan: Plan, obj, target: ObjectiveTarget) -> None:
     agg = obj.aggregation
     if agg in target.aggregation_gaps:
-        T.row(plan, "objective.aggregation", agg, note=target.aggregation_gaps[agg])
+        T.row(plan, "objective.aggregation.no_equivalent", agg, note=target.aggregation_gaps[agg])
     else:
         note = target.aggregation_note
         if agg == "seq_mean_token_sum_norm":
             note += T.note("aggregation")
-        T.row(plan, "objective.aggregation~2", agg, AGGREGATION[agg], note=note)
+        T.row(plan, "objective.aggregation.converted", agg, AGGREGATION[agg], note=note)
     if hasattr(obj, "max_len"):
         if agg != "seq_mean_token_sum_norm":
-            T.row(plan, "objective.max_len", obj.max_len)
+            T.row(plan, "objective.max_len.implicit.unused_only_seq_mean_token_sum_norm", obj.max_len)
         elif obj.max_len is None:
-            T.row(plan, "objective.max_len~2", None)
+            T.row(plan, "objective.max_len.implicit.l_const_padded_response", None)
         else:
-            T.row(plan, "objective.max_len~3", obj.max_len)
+            T.row(plan, "objective.max_len.as_is", obj.max_len)
 
 
 def _kl(plan: Plan, obj) -> None:
     beta = getattr(obj, "beta_kl", None)
     if beta is None:
-        T.row(plan, "pinned.use_kl_loss~2", False)
+        T.row(plan, "pinned.use_kl_loss.sandbox_objective_has", False)
         return
     if beta == 0:
-        T.row(plan, "objective.beta_kl~2", beta, False)
+        T.row(plan, "objective.beta_kl.converted", beta, False)
         return
-    T.row(plan, "pinned.use_kl_loss", True)
-    T.row(plan, "objective.beta_kl", beta)
+    T.row(plan, "pinned.use_kl_loss.kl_reference_model", True)
+    T.row(plan, "objective.beta_kl.as_is", beta)
     T.row(plan, "pinned.kl_loss_type", "k3")
 
 
@@ -245,9 +245,9 @@ def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str
     if sources["std_unbiased"]:
         unbiased = obj.std_unbiased
         if not std_used:
-            T.row(plan, "baseline_rows.implicit", unbiased, source=sources["std_unbiased"])
+            T.row(plan, "baseline_rows.implicit.unused_advantage_normalised", unbiased, source=sources["std_unbiased"])
         elif unbiased is None or unbiased:
-            T.row(plan, "baseline_rows.implicit~2", unbiased, source=sources["std_unbiased"])
+            T.row(plan, "baseline_rows.implicit.bessel_corrected_std", unbiased, source=sources["std_unbiased"])
         else:
             T.row(plan, "baseline_rows.no_equivalent", unbiased, source=sources["std_unbiased"])
     _opob_knobs(plan, obj, kind == "opob")
@@ -261,29 +261,29 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
     T.row(plan, "pinned.entropy_coeff", 0)
     mode = "vanilla" if route == "reinforce" else LOSS_MODE.get(obj.name, "vanilla")
     if route is None or mode not in target.loss_modes:
-        why = (T.note("why") if route is None else T.note("why~2", mode=mode))
-        T.row(plan, "objective", describe(obj.model_dump()), why=why)
-        T.row(plan, "pinned.adv_estimator~2", "grpo")
-        T.row(plan, "pinned.norm_adv_by_std_in_grpo~2", True)
-        T.row(plan, "pinned.use_kl_loss~3", False)
+        why = (T.note("why.trajectory_balance_tba") if route is None else T.note("why.trainer_registers_policy", mode=mode))
+        T.row(plan, "objective.no_equivalent.instead_train_sandbox", describe(obj.model_dump()), why=why)
+        T.row(plan, "pinned.adv_estimator.objective_has_equivalent", "grpo")
+        T.row(plan, "pinned.norm_adv_by_std_in_grpo.verl_s_grpo", True)
+        T.row(plan, "pinned.use_kl_loss.kl_term_written", False)
         return
 
     none = {"normalize": None, "eps_std": None, "std_unbiased": None}
     if obj.name == "reinforce":
-        T.row(plan, "objective.name~2", obj.name, "vanilla", reinforce_why=target.reinforce_why)
+        T.row(plan, "objective.name.converted.reinforce_sg_log", obj.name, "vanilla", reinforce_why=target.reinforce_why)
         _baseline_rows(plan, scn, target, obj.baseline, obj.normalize_std,
                        {**none, "kind": f"{src}.baseline", "normalize": f"{src}.normalize_std"})
         for knob, used_by in (("constant_baseline", "constant"), ("ema_decay", "ema"), ("ema_init", "ema")):
             if obj.baseline == used_by:
-                T.row(plan, "objective~2", getattr(obj, knob), knob=knob, used_by=used_by)
+                T.row(plan, "objective.no_equivalent.knob_baseline_equivalent", getattr(obj, knob), knob=knob, used_by=used_by)
             else:
-                T.row(plan, "objective~3", getattr(obj, knob), knob=knob, baseline=obj.baseline)
+                T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, baseline=obj.baseline)
         _aggregation(plan, obj, target)
         _kl(plan, obj)
         return
 
     why = {"vanilla": T.note("why.vanilla"), "gspo": T.note("why.gspo"), "cispo": T.note("why.cispo"),}[mode]
-    T.row(plan, "objective.name", obj.name, mode, note=why)
+    T.row(plan, "objective.name.converted.note_from_code", obj.name, mode, note=why)
 
     if obj.name == "grpo":
         normalize = obj.normalize_std
@@ -293,8 +293,8 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
     elif obj.name == "dr_grpo":
         _baseline_rows(plan, scn, target, obj.baseline, False, {**none, "kind": f"{src}.baseline"})
     elif obj.name == "rloo":
-        T.row(plan, "objective.name~3", obj.name, "rloo")
-        T.row(plan, "pinned.norm_adv_by_std_in_grpo~3", False)
+        T.row(plan, "objective.name.converted.leave_one_out", obj.name, "rloo")
+        T.row(plan, "pinned.norm_adv_by_std_in_grpo.std_normalisation_rloo", False)
     else:  # ppo, dapo, gspo, cispo: the advantage knob
         kind = {"grpo": "group_mean", "dr_grpo": "group_mean", "rloo": "leave_one_out"}.get(obj.advantage, obj.advantage)
         _baseline_rows(plan, scn, target, kind, obj.advantage == "grpo",
@@ -326,26 +326,26 @@ def map_tis(plan: Plan, c, is_key: str, threshold_key: str) -> bool:
     floor C_low > 0 is asked, which verl's TIS cannot express."""
     src = "algorithm.correction"
     if c.C_low > 0:
-        T.row(plan, "correction.C_low", c.C_low)
+        T.row(plan, "correction.C_low.no_equivalent", c.C_low)
     else:
-        T.row(plan, "correction.C_low~2", c.C_low)
-    T.row(plan, "correction.name", f"tis, {c.level}", c.level, target=is_key,
+        T.row(plan, "correction.C_low.implicit", c.C_low)
+    T.row(plan, "correction.name.converted.truncated_weight_min", f"tis, {c.level}", c.level, target=is_key,
           f='per token' if c.level == 'token' else 'Π_t w_t per sequence')
     if c.C is None:
-        T.row(plan, "correction.C", None, float(c.cap), target=threshold_key, level=c.level)
+        T.row(plan, "correction.C.converted.sandbox_default_cap", None, float(c.cap), target=threshold_key, level=c.level)
     else:
-        T.row(plan, "correction.C~2", float(c.C), target=threshold_key)
+        T.row(plan, "correction.C.as_is", float(c.C), target=threshold_key)
     return c.C_low == 0
 
 
 def map_geo_token_weight(plan: Plan, c, src: str) -> None:
     """Geo-RS's surviving tokens: token TIS ``min(w_t, C)`` through ``rollout_is = token``, or weight 1."""
     if c.token_weight == "tis":
-        T.row(plan, "token_weight", c.token_weight, "token", src=src)
-        T.row(plan, "C", float(c.C), src=src)
+        T.row(plan, "token_weight.converted.surviving_tokens_weighted", c.token_weight, "token", src=src)
+        T.row(plan, "C.as_is", float(c.C), src=src)
     else:
-        T.row(plan, "token_weight~2", c.token_weight, None, src=src)
-        T.row(plan, "C~2", c.C, src=src)
+        T.row(plan, "token_weight.converted.mask_only_weight", c.token_weight, None, src=src)
+        T.row(plan, "C.implicit", c.C, src=src)
 
 
 CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
@@ -356,12 +356,12 @@ def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
     src = "algorithm.correction"
     if c.name == "none":
-        T.row(plan, "correction.name~2", "none", None)
+        T.row(plan, "correction.name.converted.weights_written_explicitly", "none", None)
         T.row(plan, "pinned.rollout_rs", None)
         return
     if route != "reinforce":
         name = scn.algorithm.objective.name
-        T.row(plan, "correction", describe(c.model_dump()), name=name)
+        T.row(plan, "correction.no_equivalent.verl_s_v1", describe(c.model_dump()), name=name)
         _correction_off(plan, T.note("map_correction_0_9"))
         return
 
@@ -371,24 +371,24 @@ def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
     elif c.name == "mis":
         _map_mis(plan, c)
     elif c.name == "geo_mis":
-        T.row(plan, "correction.name~6", c.name, "seq_mean_k1")
+        T.row(plan, "correction.name.converted.mask_response_when", c.name, "seq_mean_k1")
         T.row(plan, "correction.lo", f"[{c.lo:g}, {c.hi:g}]", ratio_band(1.0 / c.hi, 1.0 / c.lo))
         map_geo_token_weight(plan, c, src)
     elif c.name == "icepop":
-        T.row(plan, "correction.name~7", c.name, "token")
+        T.row(plan, "correction.name.converted.icepop_w_t_w_t", c.name, "token")
         T.row(plan, "correction.alpha", f"[{c.alpha:g}, {c.beta:g}]",
               ratio_band(c.alpha if c.alpha > 0 else NO_LOWER_EDGE, c.beta),
               note=T.note("map_correction_0_9.note") if c.alpha == 0 else "")
         T.row(plan, "pinned.rollout_rs", None)
     elif c.name == "decoupled_ppo" and c.level == "token":
-        T.row(plan, "correction.name~8", f"{c.name}, token", "token")
+        T.row(plan, "correction.name.converted.behaviour_weight_w_t", f"{c.name}, token", "token")
         T.row(plan, "correction.behave_imp_weight_cap", c.behave_imp_weight_cap,
               ratio_band(NO_LOWER_EDGE, c.behave_imp_weight_cap))
         T.row(plan, "correction.require_prox", c.require_prox)
         T.row(plan, "pinned.rollout_rs", None)
     else:
         why = CORRECTION_GAPS[c.name]
-        T.row(plan, "correction~5", describe(c.model_dump()), why=why, name=c.name)
+        T.row(plan, "correction.no_equivalent.instead_run_sandbox", describe(c.model_dump()), why=why, name=c.name)
         _correction_off(plan, T.note("map_correction_0_9"))
 
 
@@ -396,39 +396,39 @@ def _map_mis(plan: Plan, c) -> None:
     src = "algorithm.correction"
     lo = c.C_low if c.C_low > 0 else None
     if c.level == "token":
-        T.row(plan, "correction.name~3", "mis, token", "token")
-        T.row(plan, "correction.C~3", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
-              note="" if lo else T.note("map_mis.note"))
+        T.row(plan, "correction.name.converted.masked_w_t_c_low", "mis, token", "token")
+        T.row(plan, "correction.C.converted.lo_hi_threshold_zeroes", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
+              note="" if lo else T.note("map_mis.note.c_low_written_e"))
         T.row(plan, "pinned.rollout_rs", None)
         for knob in ("seq_weight", "veto_low", "veto_high"):
-            T.row(plan, "correction~2", getattr(c, knob), knob=knob)
+            T.row(plan, "correction.implicit.2", getattr(c, knob), knob=knob)
     else:
         if c.seq_weight == "ratio":
-            T.row(plan, "correction.name~4", "mis, sequence, ratio", "sequence")
-            T.row(plan, "correction.C~4", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
-                  note="" if lo else T.note("map_mis.note"))
+            T.row(plan, "correction.name.converted.sequence_weight_w", "mis, sequence, ratio", "sequence")
+            T.row(plan, "correction.C.converted.lo_hi_threshold_w", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
+                  note="" if lo else T.note("map_mis.note.c_low_written_e"))
             T.row(plan, "pinned.rollout_rs", None)
         else:
-            T.row(plan, "correction.name~5", "mis, sequence, one", "seq_sum_k1")
-            T.row(plan, "correction.C~5", f"[{c.C_low:g}, {c.C:g}]",
+            T.row(plan, "correction.name.converted.reject_response_when", "mis, sequence, one", "seq_sum_k1")
+            T.row(plan, "correction.C.converted.k1_bands_are", f"[{c.C_low:g}, {c.C:g}]",
                   ratio_band(1.0 / c.C, 1.0 / lo if lo else math.inf))
             T.row(plan, "pinned.rollout_is~2", None)
         for knob in ("veto_low", "veto_high"):
             value = getattr(c, knob)
             if value is None:
-                T.row(plan, "correction~3", None, knob=knob)
+                T.row(plan, "correction.implicit.2", None, knob=knob)
             else:
-                T.row(plan, "correction~4", value, knob=knob)
+                T.row(plan, "correction.no_equivalent.verl_has_per", value, knob=knob)
     if not c.batch_normalize:
-        T.row(plan, "correction.batch_normalize", False)
+        T.row(plan, "correction.batch_normalize.as_is", False)
     elif c.level == "sequence" and c.seq_weight == "one":
-        T.row(plan, "correction.batch_normalize~2", c.batch_normalize)
+        T.row(plan, "correction.batch_normalize.implicit", c.batch_normalize)
     elif c.batch_normalize == "verl_band":
-        T.row(plan, "correction.batch_normalize~3", c.batch_normalize, True)
+        T.row(plan, "correction.batch_normalize.converted", c.batch_normalize, True)
     else:
-        T.row(plan, "correction.batch_normalize~4", c.batch_normalize,
-              note=T.note("map_mis.note~2") if c.batch_normalize in (True, "kept_tokens")
-                    else T.note("map_mis.note~3"))
+        T.row(plan, "correction.batch_normalize.no_equivalent", c.batch_normalize,
+              note=T.note("map_mis.note.sandbox_over_kept") if c.batch_normalize in (True, "kept_tokens")
+                    else T.note("map_mis.note.verl_is_rs_normalises_truncated"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -448,17 +448,17 @@ def map_batch(plan: Plan, scn: Scenario, prompts_key: str = "data.train_batch_si
     T.row(plan, "group_size", a.group_size, a.group_size)
     T.row(plan, "groups_per_step", a.groups_per_step, a.groups_per_step, target=prompts_key)
     if prompts_key != mini:
-        T.row(plan, "minibatches", m, B // m, target=mini,
-              note=T.note("map_batch.note~2") if m == 1 else
-                    T.note("map_batch.note~3", B_m=B // m, m=m))
+        T.row(plan, "minibatches.converted.note_from_code", m, B // m, target=mini,
+              note=T.note("map_batch.note.mini_batch_whole") if m == 1 else
+                    T.note("map_batch.note.groups_per_step_minibatches_prompts", B_m=B // m, m=m))
     elif m == 1:
-        T.row(plan, "minibatches~3", m)
+        T.row(plan, "minibatches.implicit", m)
     else:
-        T.row(plan, "minibatches~4", m)
-    T.row(plan, "epochs", E, E,
-          note=T.note("map_batch.note") if m * E == 1 else
+        T.row(plan, "minibatches.no_equivalent.fork_s_fully", m)
+    T.row(plan, "epochs.converted", E, E,
+          note=T.note("map_batch.note.one_pass_over") if m * E == 1 else
                 "one pass over the batch" if E == 1 else
-                T.note("map_batch.note~4", E=E))
+                T.note("map_batch.note.passes_over_batch", E=E))
 
 
 def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str) -> None:
@@ -469,9 +469,9 @@ def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str)
     a = scn.algorithm
     S = a.updates_per_batch
     if route == "reinforce" and S > 1:
-        T.row(plan, "minibatches~2", f"{a.minibatches} x {a.epochs}")
+        T.row(plan, "minibatches.no_equivalent.reinforce_route_relies", f"{a.minibatches} x {a.epochs}")
     if mode != "sync" and a.minibatches > 1 and a.epochs > 1:
-        T.row(plan, "epochs~2", a.epochs)
+        T.row(plan, "epochs.implicit", a.epochs)
     proximal_row(plan, scn, "batch_start" if route == "reinforce" else "behaviour",
                  f"{CORR}.bypass_mode = " + ("false" if route == "reinforce" else "true"))
 
@@ -497,9 +497,9 @@ def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
     T.row(plan, "optimizer.name", o.name, _OPTIMIZER_CLASS[o.name], optim=optim)
     adam = o.name != "sgd"
     if adam:
-        T.row(plan, "optimizer.betas", list(o.betas), optim=optim)
+        T.row(plan, "optimizer.betas.as_is", list(o.betas), optim=optim)
     else:
-        T.row(plan, "optimizer.betas~2", list(o.betas))
+        T.row(plan, "optimizer.betas.implicit", list(o.betas))
     override: dict[str, float] = {}
     if adam and o.eps != 1e-8:
         override["eps"] = o.eps
@@ -509,20 +509,20 @@ def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
         T.row(plan, "map_optimizer_fsdp.converted", o.eps if adam else o.momentum, override,
               source=f"{src}.eps" if adam else f"{src}.momentum", optim=optim)
     if adam and "eps" not in override:
-        T.row(plan, "optimizer.eps", o.eps)
+        T.row(plan, "optimizer.eps.implicit.torch_s_default", o.eps)
     if not adam and "momentum" not in override:
         T.row(plan, "optimizer.momentum", o.momentum)
     if adam:
         T.row(plan, "optimizer.momentum~2", o.momentum)
     else:
-        T.row(plan, "optimizer.eps~2", o.eps)
+        T.row(plan, "optimizer.eps.implicit.unused_sgd", o.eps)
     T.row(plan, "optimizer.weight_decay", o.weight_decay, optim=optim)
     if o.schedule == "linear":
-        T.row(plan, "optimizer.schedule", o.schedule)
+        T.row(plan, "optimizer.schedule.no_equivalent", o.schedule)
     else:
-        T.row(plan, "optimizer.schedule~2", o.schedule, optim=optim,
-              note=T.note("map_optimizer_fsdp.note") if o.schedule == "constant" else
-                    T.note("map_optimizer_fsdp.note~2"))
+        T.row(plan, "optimizer.schedule.as_is", o.schedule, optim=optim,
+              note=T.note("map_optimizer_fsdp.note.constant_learning_rate") if o.schedule == "constant" else
+                    T.note("map_optimizer_fsdp.note.half_cosine_over"))
         if o.schedule == "cosine":
             T.row(plan, "pinned.min_lr_ratio", 0.0, optim=optim)
             T.row(plan, "pinned.num_cycles", 0.5, optim=optim)
@@ -533,8 +533,8 @@ def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
     warmup = math.ceil(o.warmup_steps / per)
     T.row(plan, "optimizer.warmup_steps", o.warmup_steps, warmup, optim=optim,
           note="no warm-up" if o.warmup_steps == 0 else
-                T.note("map_optimizer_fsdp.note~3")
-                + ("" if per == 1 else T.note("map_optimizer_fsdp.note~5", per=per) + str(per) + T.note("map_optimizer_fsdp.note~4")))
+                T.note("map_optimizer_fsdp.note.linear_warm_up")
+                + ("" if per == 1 else T.note("map_optimizer_fsdp.note.verl_s_scheduler", per=per) + str(per) + T.note("map_optimizer_fsdp.note.learning_rate_constant")))
     scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
 
 
@@ -551,12 +551,12 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
     T.row(plan, "pinned.use_v1", True)
     mode = "separate_async" if st.kind == "max_lag" else "sync"
     if st.kind == "sync":
-        T.row(plan, "staleness", "sync", "sync")
+        T.row(plan, "staleness.converted", "sync", "sync")
     elif st.kind == "fixed_lag":
-        fixed_lag_gap(plan, scn, T.note("map_staleness_v1") if cfg.k == 1 else "")
+        fixed_lag_gap(plan, scn, T.note("map_staleness_v1.k_verl_s") if cfg.k == 1 else "")
         T.row(plan, "pinned.trainer_mode", "sync")
     elif st.kind == "async_ratio":
-        T.row(plan, "staleness~2", describe(cfg.model_dump()), bound=st.bound)
+        T.row(plan, "staleness.no_equivalent", describe(cfg.model_dump()), bound=st.bound)
         T.row(plan, "pinned.trainer_mode", "sync")
     else:
         T.row(plan, "staleness.kind", "max_lag", "separate_async")
@@ -564,18 +564,18 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
         if m == 1:
             T.row(plan, "pinned.parameter_sync_step", 1)
         else:
-            T.row(plan, "minibatches~5", m, m, m=m)
-        T.row(plan, "staleness.k_max", cfg.k_max, cfg.k_max + 1)
+            T.row(plan, "minibatches.converted.weights_pushed_after", m, m, m=m)
+        T.row(plan, "staleness.k_max.converted.t_counts_versions", cfg.k_max, cfg.k_max + 1)
         if cfg.enforcement == "throttle":
             window = cfg.k_max
-            T.row(plan, "staleness.k_max~2", cfg.k_max, window)
+            T.row(plan, "staleness.k_max.converted.admission_window_k_max", cfg.k_max, window)
             T.row(plan, "staleness.queue_capacity", cfg.queue_capacity)
         else:
             capacity = cfg.queue_capacity or (cfg.k_max + 1) * B
             window = max(capacity // B - 1, 0)
             note = T.note("note", capacity=capacity)
             if capacity % B:
-                note += T.note("map_staleness_v1~2", B=B)
+                note += T.note("map_staleness_v1.rounded_down_whole", B=B)
             T.row(plan, "staleness.queue_capacity~2", cfg.queue_capacity, window, note=note)
         T.row(plan, "staleness.enforcement", cfg.enforcement, "drop")
         T.row(plan, "pinned.backend", "nccl")
@@ -583,13 +583,13 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
     pr = scn.system.partial_rollouts
     if mode == "sync":
         if pr:
-            T.row(plan, "partial_rollouts", pr)
+            T.row(plan, "partial_rollouts.no_equivalent.staleness_control_above", pr)
         else:
-            T.row(plan, "partial_rollouts~2", pr)
+            T.row(plan, "partial_rollouts.implicit.sync_trainer_generates", pr)
     elif pr:
-        T.row(plan, "partial_rollouts~3", pr)
+        T.row(plan, "partial_rollouts.implicit.always_async_v1", pr)
     else:
-        T.row(plan, "partial_rollouts~4", pr)
+        T.row(plan, "partial_rollouts.no_equivalent.async_v1_trainers", pr)
     return mode
 
 
@@ -602,8 +602,8 @@ def _metrics(route: str | None, mode: str) -> dict[str, str]:
     decoupled = route == "reinforce"
     corr = ("`rollout_corr/{}`" if decoupled else T.note("corr"))
     return {
-        "is/ess_ratio": (T.note("metrics.is_ess_ratio") if decoupled else
-                         T.note("metrics.is_ess_ratio~2")),
+        "is/ess_ratio": (T.note("metrics.is_ess_ratio.direct_counterpart_rollout_corr") if decoupled else
+                         T.note("metrics.is_ess_ratio.logged_bypass_mode")),
         "is/chi2": corr.format("chi2_token"),
         "is/kl_k3": corr.format("k3_kl") if decoupled else T.note("metrics.is_kl_k3"),
         "clip/frac": "`actor/pg_clipfrac`" + (T.note("metrics.clip_frac") if decoupled else ""),
@@ -624,13 +624,13 @@ class VerlExporter(Exporter):
     expresses = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
-        plan = self.new_plan(version, T.note("plan~2"))
+        plan = self.new_plan(version, T.note("plan.python_m_verl.2"))
         mode = _map_staleness_v1(plan, scn)
-        plan.target = T.note("plan", mode=mode)
+        plan.target = T.note("plan.python_m_verl", mode=mode)
         route = objective_route(scn)
         T.row(plan, "pinned.bypass_mode", route != "reinforce",
-              note=T.note("plan.note") if route == "reinforce" else
-                    T.note("plan.note~2"))
+              note=T.note("plan.note.reinforce_route_decoupled") if route == "reinforce" else
+                    T.note("plan.note.bypass_mode_surrogate"))
         T.row(plan, "pinned.calculate_log_probs", True)
         map_objective(plan, scn, route, UPSTREAM_OBJECTIVES)
         _map_correction_0_9(plan, scn, route)
@@ -639,7 +639,7 @@ class VerlExporter(Exporter):
         map_stabilizers(plan, scn)
         _map_optimizer_fsdp(plan, scn, given)
         plan.metrics = _metrics(route, mode)
-        plan.notes += [(T.note("plan~3")), (T.note("plan~4")),]
+        plan.notes += [(T.note("plan.each_verl_trainer")), (T.note("plan.overrides_txt_verl_config")),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:

@@ -32,10 +32,10 @@ def _once(plan: Plan, key: str, value: Any, note: str) -> None:
 
 
 def _per_trajectory(plan: Plan) -> None:
-    _once(plan, f"{ACTOR}.update_policy_per_traj", True, T.note("per_trajectory"))
-    _once(plan, f"{ACTOR}.ppo_micro_batch_size_per_gpu", 1, T.note("per_trajectory~2"))
-    _once(plan, f"{ACTOR}.use_dynamic_bsz", False, T.note("per_trajectory~3"))
-    _once(plan, "algorithm.adv_estimator", "grpo", T.note("per_trajectory~4"))
+    _once(plan, f"{ACTOR}.update_policy_per_traj", True, T.note("per_trajectory.vcpo_s_per"))
+    _once(plan, f"{ACTOR}.ppo_micro_batch_size_per_gpu", 1, T.note("per_trajectory.per_trajectory_path"))
+    _once(plan, f"{ACTOR}.use_dynamic_bsz", False, T.note("per_trajectory.per_trajectory_path.2"))
+    _once(plan, "algorithm.adv_estimator", "grpo", T.note("per_trajectory.per_trajectory_path.3"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -49,16 +49,16 @@ def _opob_weight_gap(scn: Scenario) -> str | None:
     if obj.baseline == "optimal":
         if c.name == "none":
             return None
-        return (T.note("opob_weight_gap"))
+        return (T.note("opob_weight_gap.fork_s_weight"))
     seq_tis = c.name == "tis" and c.level == "sequence" and c.C_low == 0
     if c.name == "none":
-        return None if obj.opob_weight == "readme" else (T.note("opob_weight_gap~5"))
+        return None if obj.opob_weight == "readme" else (T.note("opob_weight_gap.without_factor_loss"))
     if not seq_tis:
-        return (T.note("opob_weight_gap~2"))
+        return (T.note("opob_weight_gap.fork_s_weight.2"))
     if obj.opob_weight == "readme":
-        return (T.note("opob_weight_gap~3", cap=c.cap))
+        return (T.note("opob_weight_gap.g_i_already_carries", cap=c.cap))
     if obj.opob_clip_c != c.cap:
-        return (T.note("opob_weight_gap~4", cap=c.cap, opob_clip_c=obj.opob_clip_c))
+        return (T.note("opob_weight_gap.fork_s_min", cap=c.cap, opob_clip_c=obj.opob_clip_c))
     return None
 
 
@@ -70,16 +70,16 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
     knobs = [f"algorithm.objective.{k}" for k in OPOB_KNOBS if hasattr(obj, k)]
     if obj.name != "reinforce":
         rest = [s for s in (norm_src, sources["eps_std"], sources["std_unbiased"]) if s]
-        T.row(plan, "map_opob.no_equivalent", kind, source=" + ".join([kind_src, *rest, *knobs]), name=obj.name)
+        T.row(plan, "map_opob.no_equivalent.fork_s_gradient", kind, source=" + ".join([kind_src, *rest, *knobs]), name=obj.name)
         nearest_group_estimator(plan, bool(getattr(obj, "normalize_std", obj.name != "dr_grpo")), f"{kind} baseline",
                                 T.note("map_opob"))
         return
 
     _per_trajectory(plan)
     src = "algorithm.objective"
-    T.row(plan, "map_opob.converted", kind, True, source=kind_src, GB=GB)
+    T.row(plan, "map_opob.converted.b_g_w_i", kind, True, source=kind_src, GB=GB)
     T.row(plan, "pinned.use_is_weights", kind == "opob", GB=GB,
-          note=T.note("map_opob.note") if kind == "opob" else T.note("map_opob.note~2"))
+          note=T.note("map_opob.note.opob_w_i_includes") if kind == "opob" else T.note("map_opob.note.optimal_baseline_w_i"))
     T.row(plan, "pinned.agg_mode", "mean", GB=GB)
     T.row(plan, "pinned.use_clipped_is_ratios", False, GB=GB)
     T.row(plan, "pinned.normalize_by_length", False, GB=GB)
@@ -87,38 +87,38 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
     gap = _opob_weight_gap(scn)
     if kind == "optimal":
         if gap:
-            T.row(plan, "objective.opob_weight", obj.opob_weight, note=gap)
+            T.row(plan, "objective.opob_weight.no_equivalent", obj.opob_weight, note=gap)
         else:
-            T.row(plan, "objective.opob_weight~2", obj.opob_weight)
-        T.row(plan, "objective.opob_clip_c", obj.opob_clip_c)
+            T.row(plan, "objective.opob_weight.implicit.unused_optimal_baseline", obj.opob_weight)
+        T.row(plan, "objective.opob_clip_c.implicit.unused_optimal_baseline", obj.opob_clip_c)
     elif gap:
-        T.row(plan, "objective.opob_weight", obj.opob_weight, note=gap)
-        T.row(plan, "objective.opob_clip_c~2", obj.opob_clip_c)
+        T.row(plan, "objective.opob_weight.no_equivalent", obj.opob_weight, note=gap)
+        T.row(plan, "objective.opob_clip_c.implicit.see_opob_weight", obj.opob_clip_c)
     else:
-        T.row(plan, "objective.opob_weight~3", obj.opob_weight, note=T.note("map_opob.note~3")
-                                                                      if scn.algorithm.correction.name == "none" else T.note("map_opob.note~4"))
-        T.row(plan, "objective.opob_clip_c~3", obj.opob_clip_c, note=T.note("map_opob.note~5")
+        T.row(plan, "objective.opob_weight.implicit.fork_s_w_i", obj.opob_weight, note=T.note("map_opob.note.factor_readme_weight")
+                                                                      if scn.algorithm.correction.name == "none" else T.note("map_opob.note.carries_min_w"))
+        T.row(plan, "objective.opob_clip_c.implicit.note_from_code", obj.opob_clip_c, note=T.note("map_opob.note.c_rollout_is_threshold_sequence")
                                                                       if scn.algorithm.correction.name != "none" else "unused by the README weight")
     if obj.opob_leave_one_out:
-        T.row(plan, "objective.opob_leave_one_out", True)
+        T.row(plan, "objective.opob_leave_one_out.no_equivalent", True)
     else:
-        T.row(plan, "objective.opob_leave_one_out~2", False)
+        T.row(plan, "objective.opob_leave_one_out.implicit", False)
     T.row(plan, "objective.opob_grad_norms", obj.opob_grad_norms)
 
     scope = obj.opob_scope
     if scope == "group":
-        T.row(plan, "objective.opob_scope", scope, GB=GB)
+        T.row(plan, "objective.opob_scope.as_is", scope, GB=GB)
     else:
-        T.row(plan, "objective.opob_scope~2", scope, "minibatch", GB=GB)
+        T.row(plan, "objective.opob_scope.converted", scope, "minibatch", GB=GB)
     if scope == "group":
         T.row(plan, "map_opob.as_is", obj.normalize_std, source=norm_src, GB=GB)
         T.row(plan, "pinned.norm_adv_by_std_in_grpo", obj.normalize_std)
     elif obj.normalize_std and scope == "minibatch":
-        T.row(plan, "map_opob.no_equivalent~2", True, source=norm_src)
+        T.row(plan, "map_opob.no_equivalent.scope_minibatch_fork", True, source=norm_src)
     elif obj.normalize_std:
-        T.row(plan, "map_opob.converted~2", True, True, source=norm_src)
+        T.row(plan, "map_opob.converted.values_r_mean_g", True, True, source=norm_src)
     else:
-        T.row(plan, "map_opob.converted~3", False, False, source=norm_src)
+        T.row(plan, "map_opob.converted.values_r_mean_g.2", False, False, source=norm_src)
 
 
 def _map_stabilizers_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
@@ -144,8 +144,8 @@ MASK_NOTE = (T.note("mask_note"))
 
 def _rs(plan: Plan, source: str, value: Any, level: str, lo: float, hi: float, note: str) -> None:
     T.row(plan, "rs.converted", value, level, source=source, note=note)
-    T.row(plan, "pinned.rollout_rs_threshold", float(hi))
-    T.row(plan, "pinned.rollout_rs_threshold_lower", float(lo))
+    T.row(plan, "pinned.rollout_rs_threshold.upper_band_edge", float(hi))
+    T.row(plan, "pinned.rollout_rs_threshold_lower.lower_band_edge", float(lo))
 
 
 CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
@@ -158,70 +158,70 @@ def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
 
     def off(why: str) -> None:
         T.row(plan, "pinned.rollout_is", None, note=why)
-        T.row(plan, "pinned.rollout_rs", None)
+        T.row(plan, "pinned.rollout_rs.rejection", None)
 
     if c.name == "none":
-        T.row(plan, "correction.name", "none", None)
-        T.row(plan, "pinned.rollout_rs", None)
+        T.row(plan, "correction.name.converted.weights", "none", None)
+        T.row(plan, "pinned.rollout_rs.rejection", None)
         return
     if route != "reinforce":
-        T.row(plan, "correction", describe(c.model_dump()))
+        T.row(plan, "correction.no_equivalent.ratio_route_fork", describe(c.model_dump()))
         off(T.note("map_correction_0_9"))
         return
     if c.name == "tis":
         map_tis(plan, c, f"{CORR}.rollout_is", f"{CORR}.rollout_is_threshold")
-        T.row(plan, "pinned.rollout_rs", None)
+        T.row(plan, "pinned.rollout_rs.rejection", None)
     elif c.name == "mis":
         lo = c.C_low
         if c.level == "token":
-            T.row(plan, "correction.name~2", "mis, token", "token")
-            T.row(plan, "correction.C", float(c.C))
+            T.row(plan, "correction.name.converted.weights_w_t_truncation", "mis, token", "token")
+            T.row(plan, "correction.C.as_is", float(c.C))
             _rs(plan, f"{src}.C_low", lo, "token", lo, c.C, f"token band [C_low, C]; {MASK_NOTE}")
             for knob in ("seq_weight", "veto_low", "veto_high"):
-                T.row(plan, "correction~2", getattr(c, knob), knob=knob)
+                T.row(plan, "correction.implicit.2", getattr(c, knob), knob=knob)
         else:
             if c.seq_weight == "ratio":
-                T.row(plan, "correction.name~3", "mis, sequence", "sequence")
-                T.row(plan, "correction.C", float(c.C))
+                T.row(plan, "correction.name.converted.kept_responses_weighted", "mis, sequence", "sequence")
+                T.row(plan, "correction.C.as_is", float(c.C))
             else:
-                T.row(plan, "correction.name~4", "mis, sequence", None)
-                T.row(plan, "correction.C~2", c.C)
+                T.row(plan, "correction.name.converted.weight_pure_rejection", "mis, sequence", None)
+                T.row(plan, "correction.C.implicit", c.C)
             _rs(plan, f"{src}.seq_weight + {src}.C_low", f"{c.seq_weight}, {lo:g}", "sequence", lo, c.C,
-                T.note("map_correction_fork"))
+                T.note("map_correction_fork.reject_response_when"))
             if c.veto_low is None:
-                T.row(plan, "correction.veto_low", None)
+                T.row(plan, "correction.veto_low.implicit", None)
             else:
-                T.row(plan, "correction.veto_low~2", c.veto_low)
+                T.row(plan, "correction.veto_low.as_is", c.veto_low)
             if c.veto_high is None:
-                T.row(plan, "correction.veto_high", None)
+                T.row(plan, "correction.veto_high.implicit", None)
             else:
-                T.row(plan, "correction.veto_high~2", c.veto_high)
+                T.row(plan, "correction.veto_high.no_equivalent", c.veto_high)
         if not c.batch_normalize or (c.level == "sequence" and c.seq_weight == "one"):
             note = "raw weights" if not c.batch_normalize else T.note("note")
             if isinstance(c.batch_normalize, bool):
-                T.row(plan, "correction.batch_normalize~2", c.batch_normalize, note=note)
+                T.row(plan, "correction.batch_normalize.as_is", c.batch_normalize, note=note)
             else:  # a named convention: same no-op
-                T.row(plan, "correction.batch_normalize~3", c.batch_normalize, True, note=note)
+                T.row(plan, "correction.batch_normalize.converted", c.batch_normalize, True, note=note)
         else:
-            T.row(plan, "correction.batch_normalize", c.batch_normalize)
+            T.row(plan, "correction.batch_normalize.no_equivalent", c.batch_normalize)
     elif c.name == "geo_mis":
         _rs(plan, f"{src}.name + {src}.lo + {src}.hi", f"[{c.lo:g}, {c.hi:g}]", "geometric", c.lo, c.hi,
-            T.note("map_correction_fork~2"))
+            T.note("map_correction_fork.reject_response_when.2"))
         map_geo_token_weight(plan, c, src)
     elif c.name == "icepop":
-        T.row(plan, "correction.name~5", c.name, "token")
+        T.row(plan, "correction.name.converted.weights_w_t", c.name, "token")
         T.row(plan, "correction.beta", float(c.beta))
         _rs(plan, f"{src}.alpha", c.alpha, "token", c.alpha, c.beta, f"token band [α, β]; {MASK_NOTE}")
     elif c.name == "decoupled_ppo" and c.level == "token":
-        T.row(plan, "correction.name~6", f"{c.name}, token", "token")
+        T.row(plan, "correction.name.converted.behaviour_weights_w_t", f"{c.name}, token", "token")
         T.row(plan, "correction.behave_imp_weight_cap", float(c.behave_imp_weight_cap))
-        T.row(plan, "pinned.rollout_rs~2", "token")
-        T.row(plan, "pinned.rollout_rs_threshold~2", float(c.behave_imp_weight_cap))
-        T.row(plan, "pinned.rollout_rs_threshold_lower~2", 0.0)
+        T.row(plan, "pinned.rollout_rs.reject_tokens_w_t", "token")
+        T.row(plan, "pinned.rollout_rs_threshold.cap", float(c.behave_imp_weight_cap))
+        T.row(plan, "pinned.rollout_rs_threshold_lower.lower_edge", 0.0)
         T.row(plan, "correction.require_prox", c.require_prox)
     else:
         why = CORRECTION_GAPS[c.name]
-        T.row(plan, "correction~3", describe(c.model_dump()), why=why)
+        T.row(plan, "correction.no_equivalent.instead_sandbox_s", describe(c.model_dump()), why=why)
         off(T.note("map_correction_0_9"))
 
 
@@ -236,19 +236,19 @@ def _map_staleness_fork(plan: Plan, scn: Scenario) -> None:
     T.row(plan, "pinned.trigger_parameter_sync_step", 1)
     T.row(plan, "pinned.require_batches", 1)
     if st.kind == "sync":
-        T.row(plan, "staleness", "sync", 0.0)
+        T.row(plan, "staleness.converted", "sync", 0.0)
     elif st.kind == "max_lag":
         T.row(plan, "staleness.kind", f"max_lag, {cfg.k_max}", float(cfg.k_max))
         if cfg.enforcement == "throttle":
-            T.row(plan, "staleness.enforcement", "throttle")
+            T.row(plan, "staleness.enforcement.implicit", "throttle")
             T.row(plan, "staleness.queue_capacity", cfg.queue_capacity)
         else:
-            T.row(plan, "staleness.enforcement~2", f"drop, {describe(cfg.queue_capacity)}")
+            T.row(plan, "staleness.enforcement.no_equivalent", f"drop, {describe(cfg.queue_capacity)}")
     elif st.kind == "fixed_lag":
         fixed_lag_gap(plan, scn, T.note("map_staleness_fork"))
         T.row(plan, "pinned.staleness_threshold", 0.0)
     else:
-        T.row(plan, "staleness~2", describe(cfg.model_dump()), bound=st.bound)
+        T.row(plan, "staleness.no_equivalent", describe(cfg.model_dump()), bound=st.bound)
         T.row(plan, "pinned.staleness_threshold", 0.0)
     T.row(plan, "partial_rollouts", scn.system.partial_rollouts)
 
@@ -261,23 +261,23 @@ def _map_optimizer_megatron(plan: Plan, scn: Scenario, given: Given) -> None:
     o = scn.algorithm.optimizer
     src = "algorithm.optimizer"
     if o.name == "sgd":
-        T.row(plan, "optimizer.name", o.name, "sgd", OPTIM=OPTIM)
+        T.row(plan, "optimizer.name.converted.megatron_sgd", o.name, "sgd", OPTIM=OPTIM)
         T.row(plan, "optimizer.momentum", o.momentum, o.momentum, MEGATRON_EXTRA=MEGATRON_EXTRA)
         T.row(plan, "optimizer.betas~3", f"{list(o.betas)}, {o.eps:g}")
     else:
         if o.name == "adam" and o.weight_decay > 0:
-            T.row(plan, "optimizer.name~2", o.name)
+            T.row(plan, "optimizer.name.no_equivalent", o.name)
         else:
-            T.row(plan, "optimizer.name~3", o.name, "adam", OPTIM=OPTIM)
+            T.row(plan, "optimizer.name.converted.megatron_s_adam", o.name, "adam", OPTIM=OPTIM)
         if tuple(o.betas) == (0.9, 0.999):
-            T.row(plan, "optimizer.betas", list(o.betas))
+            T.row(plan, "optimizer.betas.implicit", list(o.betas))
         else:
-            T.row(plan, "optimizer.betas~2", list(o.betas), o.betas[0], MEGATRON_EXTRA=MEGATRON_EXTRA)
+            T.row(plan, "optimizer.betas.converted", list(o.betas), o.betas[0], MEGATRON_EXTRA=MEGATRON_EXTRA)
             T.row(plan, "pinned.adam_beta2", o.betas[1], MEGATRON_EXTRA=MEGATRON_EXTRA)
         if o.eps == 1e-8:
-            T.row(plan, "optimizer.eps", o.eps)
+            T.row(plan, "optimizer.eps.implicit", o.eps)
         else:
-            T.row(plan, "optimizer.eps~2", o.eps, o.eps, MEGATRON_EXTRA=MEGATRON_EXTRA)
+            T.row(plan, "optimizer.eps.converted", o.eps, o.eps, MEGATRON_EXTRA=MEGATRON_EXTRA)
         T.row(plan, "optimizer.momentum~2", o.momentum)
     T.row(plan, "optimizer.weight_decay", o.weight_decay, OPTIM=OPTIM)
     T.row(plan, "optimizer.schedule", o.schedule, OPTIM=OPTIM)
@@ -301,14 +301,14 @@ FORK_OBJECTIVES = ObjectiveTarget(
 
 def _metrics(per_traj: bool) -> dict[str, str]:
     return {
-        "is/ess_ratio": T.note("metrics.is_ess_ratio")
-                        if per_traj else T.note("metrics.is_ess_ratio~2"),
+        "is/ess_ratio": T.note("metrics.is_ess_ratio.staleness_ess_records")
+                        if per_traj else T.note("metrics.is_ess_ratio.logged_only_update_policy_per_traj"),
         "is/chi2": "`rollout_corr/chi2_token`",
         "is/kl_k3": "`rollout_corr/k3_kl`",
         "clip/frac": "`actor/pg_clipfrac`",
         "grad/norm": "`actor/grad_norm`",
-        "staleness/mean": T.note("metrics.staleness_mean")
-                          if per_traj else T.note("metrics.staleness_mean~2"),
+        "staleness/mean": T.note("metrics.staleness_mean.actor_local_traj_records_trainer_param_version")
+                          if per_traj else T.note("metrics.staleness_mean.fully_async_partial_max_partial_span"),
     }
 
 
@@ -323,20 +323,20 @@ class VerlVCPOExporter(Exporter):
     expresses = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
-        plan = self.new_plan(version, T.note("plan"))
+        plan = self.new_plan(version, T.note("plan.python_m_recipe"))
         _map_staleness_fork(plan, scn)
         route = objective_route(scn)
         T.row(plan, "pinned.use_rollout_log_probs", True)
         T.row(plan, "pinned.compute_prox_log_prob", False)
         T.row(plan, "pinned.skip_recompute_old_log_prob", route == "reinforce",
-              note=T.note("plan.note") if route == "reinforce" else
-                    T.note("plan.note~2"))
+              note=T.note("plan.note.reinforce_route_ratio") if route == "reinforce" else
+                    T.note("plan.note.ratio_route_old_log_probs"))
         T.row(plan, "pinned.calculate_log_probs", True)
         T.row(plan, "pinned.hybrid_engine", False)
         map_objective(plan, scn, route, FORK_OBJECTIVES)
         _map_correction_fork(plan, scn, route)
         map_batch(plan, scn, prompts_key=f"{ACTOR}.ppo_mini_batch_size")
-        proximal_row(plan, scn, "behaviour", T.note("plan~2"))
+        proximal_row(plan, scn, "behaviour", T.note("plan.async_training_use_rollout_log_probs_ratio"))
         T.row(plan, "pinned.train_batch_size", 0)
         T.row(plan, "pinned.gen_batch_size", 1)
         _map_stabilizers_fork(plan, scn, route)
@@ -345,7 +345,7 @@ class VerlVCPOExporter(Exporter):
             T.row(plan, "pinned.update_policy_per_traj", False)
         _map_optimizer_megatron(plan, scn, given)
         plan.metrics = _metrics(per_traj)
-        plan.notes += [(T.note("plan~3")), (T.note("plan~4")),]
+        plan.notes += [(T.note("plan.pypi_install_fork")), (T.note("plan.one_trainer_step")),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
