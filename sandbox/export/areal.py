@@ -45,7 +45,6 @@ USER_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 
-CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "geo_mis", "decoupled_ppo", "m2po_mask"})
 _INSTEAD = "Instead: " + SANDBOX_COMPONENTS + " as a custom AReaL actor loss"
 CORRECTION_GAPS = T.section("correction_gaps")
 STABILIZERS = T.section("stabilizers")
@@ -58,7 +57,7 @@ class ArealExporter(Exporter):
     name = "areal"
     title = "AReaL (inclusionAI/AReaL)"
     versions = (Version("1.0", "1.0.4", "areal 1.0.4 wheel"),)
-    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
+    components = property(lambda self: T.components(correction=[*CORRECTION_GAPS]))
     expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------

@@ -57,14 +57,9 @@ SLOTS: tuple[Slot, ...] = (
          T.note("slots.check_conclusion_sandbox")),
 )
 
-KNOWN: dict[str, frozenset[str]] = {
-    "objective": frozenset({"cispo", "dapo", "dr_grpo", "grpo", "gspo", "ppo", "reinforce", "rloo", "tba"}),
-    "correction": frozenset({"bapo", "decoupled_ppo", "dppo_mask", "geo_mis", "icepop", "m2po_clipband", "m2po_mask",
-                             "mis", "none", "opsm", "tis", "topr"}),
-    "staleness control": frozenset({"async_ratio", "fixed_lag", "max_lag", "sync"}),
-}
-"""The components every exporter's table maps (or explains as a gap with what to do instead); an exporter
-may narrow or extend this in :attr:`Exporter.components`."""
+KNOWN: dict[str, frozenset[str]] = T.components()
+"""The components every exporter's table maps (or explains as a gap with what to do instead), from common.toml's
+[components]; an exporter's table narrows or extends it (:meth:`~sandbox.export.table.Table.components`)."""
 
 
 def _under(row: Row, source: str) -> bool:

@@ -56,7 +56,7 @@ class OpenRLHFExporter(Exporter):
     name = "openrlhf"
     title = T.note("title")
     versions = (Version("0.11", "0.11.2", "openrlhf 0.11.2 wheel (cp311)"),)
-    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(NOT_IN_OPENRLHF)})
+    components = property(lambda self: T.components(correction=[*NOT_IN_OPENRLHF]))
     expresses = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------
@@ -503,8 +503,7 @@ def _correction(plan: Plan, scn: Scenario) -> None:
     T.row(plan, "correction.no_equivalent.2", full, note=_correction_gap(c))
 
 
-CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "decoupled_ppo", "geo_mis"})
-NOT_IN_OPENRLHF = T.section("not_in_openrlhf")
+NOT_IN_OPENRLHF = T.section("correction_gaps")
 
 
 def _correction_gap(c: Any) -> str:

@@ -423,8 +423,7 @@ class PrimeRLExporter(Exporter):
     name = "prime-rl"
     title = T.note("title")
     versions = (Version("559b4477", "559b4477", T.note("versions")),)
-    components = property(lambda self: {"correction": frozenset({"none", "dppo_mask"}) | frozenset(_CORRECTION_GAPS)
-                                        | frozenset(_CORRECTION_IMPOSSIBLE)})
+    components = property(lambda self: T.components(correction=[*_CORRECTION_GAPS, *_CORRECTION_IMPOSSIBLE]))
     expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:

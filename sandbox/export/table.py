@@ -15,6 +15,7 @@ from __future__ import annotations
 import tomllib
 from functools import cache
 from importlib import resources
+from collections.abc import Iterable
 from typing import Any
 
 from .plan import Plan
@@ -55,6 +56,16 @@ class Table:
     def section(self, name: str) -> dict[str, Any]:
         """A table of the framework's file as it stands (e.g. ``expresses``: concept -> how the framework says it)."""
         return dict(_load(self.name)[name])
+
+    def components(self, **named: Iterable[str]) -> dict[str, frozenset[str]]:
+        """Family -> the component names this framework's converters map or explain as gaps: its ``[components]``
+        lists plus ``named[family]``, the names of the exporter's gap tables and mappers (read at call time); a
+        family neither names takes ``common.toml``'s list. Any other component falls to the engine (engine.py)."""
+        own, out = _load(self.name).get("components", {}), {}
+        for family, names in _load("common")["components"].items():
+            given = named.get(family.replace(" ", "_"))
+            out[family] = frozenset(own.get(family, names if given is None else ())) | frozenset(given or ())
+        return out
 
     def text(self, key: str) -> str:
         """A text of the ``[template]`` table (a file the exporter writes, e.g. its launch script), unformatted."""

@@ -47,7 +47,7 @@ class TRLExporter(Exporter):
     name = "trl"
     title = T.note("title")
     versions = (Version("1.16", "1.16.0", "trl 1.16.0 wheel"),)
-    components = property(lambda self: {"correction": frozenset(_CORRECTION_MAPPERS) | frozenset(_CORRECTION_GAP)})
+    components = property(lambda self: T.components(correction=[*_CORRECTION_MAPPERS, *_CORRECTION_GAP]))
     expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------
@@ -515,7 +515,7 @@ def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
     _CORRECTION_MAPPERS[corr.name](plan, corr)
 
 
-_CORRECTION_GAP = T.section("correction_gap")
+_CORRECTION_GAP = T.section("correction_gaps")
 
 
 def _correction_gap(corr) -> str | None:
@@ -601,7 +601,7 @@ _CORRECTION_MAPPERS = {
 # stabilizers and optimizer
 # ------------------------------------------------------------------------------------------------
 
-_STABILIZER_GAP = T.section("stabilizer_gap")
+_STABILIZER_GAP = T.section("stabilizers")
 
 
 _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}

@@ -348,7 +348,6 @@ def map_geo_token_weight(plan: Plan, c, src: str) -> None:
         T.row(plan, "C.implicit", c.C, src=src)
 
 
-CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
 CORRECTION_GAPS = T.section("correction_gaps")
 
 
@@ -620,7 +619,7 @@ class VerlExporter(Exporter):
     name = "verl"
     title = T.note("title")
     versions = (VERL_0_9,)
-    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
+    components = property(lambda self: T.components(correction=[*CORRECTION_GAPS]))
     expresses = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:

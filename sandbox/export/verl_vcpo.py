@@ -148,7 +148,6 @@ def _rs(plan: Plan, source: str, value: Any, level: str, lo: float, hi: float, n
     T.row(plan, "pinned.rollout_rs_threshold_lower.lower_band_edge", float(lo))
 
 
-CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
 CORRECTION_GAPS = T.section("correction_gaps")
 
 
@@ -319,7 +318,7 @@ class VerlVCPOExporter(Exporter):
     name = "verl-vcpo"
     title = T.note("title")
     versions = (VCPO_C7F030F0,)
-    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
+    components = property(lambda self: T.components(correction=[*CORRECTION_GAPS]))
     expresses = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
