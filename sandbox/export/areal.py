@@ -21,8 +21,8 @@ CONFIG_FILE = "areal_config.yaml"
 LAUNCH_FILE = "launch.sh"
 
 RATIO_CLIP_OBJECTIVES = ("grpo", "dr_grpo", "rloo", "ppo", "dapo", "gspo")
-SANDBOX_COMPONENTS = (T.note("sandbox_components"))
-SANDBOX_OPTIMIZER = (T.note("sandbox_optimizer"))
+SANDBOX_COMPONENTS = T.note("sandbox_components")
+SANDBOX_OPTIMIZER = T.note("sandbox_optimizer")
 
 # Keys AReaL requires that describe the user's run, not the scenario: filled by launch.sh
 # (``???`` = AReaL's "must be set") or wired as AReaL's own example configs do.
@@ -618,7 +618,7 @@ def _metrics(scn: Scenario) -> dict[str, str]:
 
 def _notes(decoupled: bool) -> list[str]:
     mode = (T.note("mode.export_uses_areal") if decoupled else T.note("mode.export_uses_bypass"))
-    return [(T.note("notes.areal_config_yaml_holds")), mode, (T.note("notes.rewards_areal_computes")),]
+    return [T.note("notes.areal_config_yaml_holds"), mode, T.note("notes.rewards_areal_computes"),]
 
 
 # ------------------------------------------------------------------------------------------------

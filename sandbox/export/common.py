@@ -138,10 +138,10 @@ def no_minibatch_rows(plan: Plan, scn: Scenario, why: str, instead: str) -> None
             T.row(plan, "no_minibatch_rows.no_equivalent", value, field=field, why=why, instead=instead)
 
 
-MINIBATCH_INSTEAD = (T.note("minibatch_instead"))
+MINIBATCH_INSTEAD = T.note("minibatch_instead")
 
 
-FIXED_LAG_INSTEAD = (T.note("fixed_lag_instead"))
+FIXED_LAG_INSTEAD = T.note("fixed_lag_instead")
 
 
 def fixed_lag_gap(plan: Plan, scn: Scenario, extra: str = "") -> None:

@@ -37,7 +37,7 @@ GROUP_NORM_EPS = 1e-9  # hard-coded in experience_maker.py (group_norm)
 AGGREGATIONS = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean"}
 SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_scheduler names
 
-ANCHOR = (T.note("anchor"))
+ANCHOR = T.note("anchor")
 SANDBOX_COMPONENTS = T.note("sandbox_components")
 
 METRICS = T.section("metrics")
@@ -73,7 +73,7 @@ class OpenRLHFExporter(Exporter):
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
         _optimizer(plan, scn, given)
         plan.metrics = dict(METRICS)
-        plan.notes += [(T.note("plan.anchor_openrlhf_s")), (T.note("plan.without_partial_rollouts")), T.note("plan.flags_txt_holds"),]
+        plan.notes += [T.note("plan.anchor_openrlhf_s"), T.note("plan.without_partial_rollouts"), T.note("plan.flags_txt_holds"),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
@@ -123,7 +123,7 @@ def _staleness(plan: Plan, scn: Scenario) -> bool:
     """Rows for ``system.staleness``; returns whether the asynchronous trainer is written."""
     st = scn.system.staleness
     value = describe(st.model_dump())
-    sync_note = (T.note("sync_note"))
+    sync_note = T.note("sync_note")
     if st.kind == "sync":
         T.row(plan, "staleness.implicit.without_train_async_enable", value)
         return False
@@ -507,21 +507,21 @@ NOT_IN_OPENRLHF = T.section("correction_gaps")
 
 
 def _correction_gap(c: Any) -> str:
-    token_tis = (T.note("token_tis"))
+    token_tis = T.note("token_tis")
     if c.name == "tis":
-        return (T.note("correction_gap.sequence_tis_truncates", token_tis=token_tis))
+        return T.note("correction_gap.sequence_tis_truncates", token_tis=token_tis)
     if c.name == "mis":
-        return (T.note("correction_gap.sequence_mis_keeps", token_tis=token_tis))
+        return T.note("correction_gap.sequence_mis_keeps", token_tis=token_tis)
     if c.name == "decoupled_ppo":
-        return (T.note("correction_gap.sequence_level_rejection"))
-    return (T.note("correction_gap.openrlhf_corrections_token", f=NOT_IN_OPENRLHF[c.name]))
+        return T.note("correction_gap.sequence_level_rejection")
+    return T.note("correction_gap.openrlhf_corrections_token", f=NOT_IN_OPENRLHF[c.name])
 
 
 # ----------------------------------------------------------------------------------------------
 # stabilizers and optimizer
 # ----------------------------------------------------------------------------------------------
 
-STEP_HOOK = (T.note("step_hook"))
+STEP_HOOK = T.note("step_hook")
 
 
 STABILIZERS = T.section("stabilizers")

@@ -20,13 +20,13 @@ T = Table("prime_rl")
 
 AT = "prime-rl 559b4477"
 LOSS_PY = "src/prime_rl/trainer/rl/loss.py"
-CUSTOM_LOSS = (T.note("custom_loss"))
+CUSTOM_LOSS = T.note("custom_loss")
 OFF_MASK = 1.0  # |π_θ − μ| ≤ 1, so thresholds of 1 never mask a token
 ADAM_EPS = 1e-8  # torch AdamW default; prime-rl passes no eps (src/prime_rl/trainer/optim/__init__.py)
 
 METRICS = T.section("metrics")
 
-NOTES = [(T.note("notes.one_optimizer_step")), (T.note("notes.prime_rl_always")), (T.note("notes.batches_are_filled")), (T.note("notes.prime_rl_docs")), (T.note("notes.launch_sh_holds")),]
+NOTES = [T.note("notes.one_optimizer_step"), T.note("notes.prime_rl_always"), T.note("notes.batches_are_filled"), T.note("notes.prime_rl_docs"), T.note("notes.launch_sh_holds"),]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ class _ObjectiveRows:
 
     def clip(self) -> None:
         o = self.obj
-        instead = (T.note("instead", CUSTOM_LOSS=CUSTOM_LOSS))
+        instead = T.note("instead", CUSTOM_LOSS=CUSTOM_LOSS)
         if o.eps_low >= 1.0:
             self.row("implicit", ("eps_low",), T.note("clip.ratio_floor_eps_low"))
         else:
@@ -323,7 +323,7 @@ def _correction_rows(plan: Plan, scn: Scenario) -> None:
 
 
 STABILIZERS = T.section("stabilizers")
-STABILIZER_HOOK = (T.note("stabilizer_hook"))
+STABILIZER_HOOK = T.note("stabilizer_hook")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -368,7 +368,7 @@ def _schedule_rows(plan: Plan, scn: Scenario) -> None:
     opt = scn.algorithm.optimizer
     src = "algorithm.optimizer."
     w = opt.warmup_steps
-    warmup_note = (T.note("warmup_note"))
+    warmup_note = T.note("warmup_note")
     if opt.schedule == "constant" and w == 0:
         T.row(plan, "optimizer.schedule.as_is.constant_learning_rate", "constant")
         T.row(plan, "optimizer.warmup_steps.implicit", 0)

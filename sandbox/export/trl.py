@@ -33,11 +33,11 @@ STD_UNBIASED = {SYNC_CLASS: True, ASYNC_CLASS: False}
 LOSS_TYPE_OF_AGGREGATION = {
     "seq_mean_token_mean": ("grpo", T.note("loss_type_of_aggregation.seq_mean_token_mean")),
     "token_mean": ("dapo", T.note("loss_type_of_aggregation.token_mean")),
-    "seq_mean_token_sum": ("luspo", (T.note("loss_type_of_aggregation.seq_mean_token_sum"))),
+    "seq_mean_token_sum": ("luspo", T.note("loss_type_of_aggregation.seq_mean_token_sum")),
     "seq_mean_token_sum_norm": ("dr_grpo", T.note("loss_type_of_aggregation.seq_mean_token_sum_norm")),
 }
 
-INTEGRATION = (T.note("integration"))
+INTEGRATION = T.note("integration")
 VCPO_INSTEAD = "train with " + INTEGRATION + T.note("vcpo_instead")
 OPOB_NOTE = (T.note("opob_note") + VCPO_INSTEAD)
 
@@ -290,7 +290,7 @@ def _clip(plan: Plan, obj, cls: str) -> None:
 def _inert_clip_note(cls: str) -> str:
     if cls == ASYNC_CLASS:
         return T.note("inert_clip_note.clip_r_sandbox")
-    return (T.note("inert_clip_note.ratio_old_value"))
+    return T.note("inert_clip_note.ratio_old_value")
 
 
 def _aggregation(plan: Plan, obj, cls: str) -> None:
@@ -457,8 +457,8 @@ def _std_mismatch(scn: Scenario, cls: str, sandbox_unbiased: bool) -> tuple[str,
     G = scn.algorithm.group_size
     factor = math.sqrt(G / (G - 1))
     bigger = "TRL's" if sandbox_unbiased else "the sandbox's"
-    note = (T.note("note", f='Bessel-corrected' if trl else 'population',
-                   f2='Bessel-corrected' if sandbox_unbiased else 'population', bigger=bigger, factor=factor))
+    note = T.note("note", f='Bessel-corrected' if trl else 'population',
+                   f2='Bessel-corrected' if sandbox_unbiased else 'population', bigger=bigger, factor=factor)
     if scn.algorithm.optimizer.name in ("adam", "adamw"):
         return note + T.note("std_mismatch.adam_s_update"), True
     lr = 1 / factor if sandbox_unbiased else factor
@@ -528,11 +528,11 @@ def _correction_gap(corr) -> str | None:
         if corr.batch_normalize:
             return T.note("correction_gap.trl_does_renormalise")
         if corr.level == "sequence" and corr.seq_weight != "ratio":
-            return (T.note("correction_gap.trl_s_sequence_mask"))
+            return T.note("correction_gap.trl_s_sequence_mask")
         if corr.level == "sequence" and (corr.veto_low is not None or corr.veto_high is not None):
             return T.note("correction_gap.trl_has_per")
     if corr.name == "decoupled_ppo" and corr.level != "token":
-        return (T.note("correction_gap.sequence_level_rejection"))
+        return T.note("correction_gap.sequence_level_rejection")
     return None
 
 

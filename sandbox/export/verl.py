@@ -42,7 +42,7 @@ AGGREGATION = {
 LOSS_MODE = {"gspo": "gspo", "cispo": "cispo"}  # every other ratio objective uses "vanilla"
 
 VERL_EPS_STD = 1e-6  # compute_grpo_outcome_advantage's epsilon, not configurable
-VCPO_INSTEAD = (T.note("vcpo_instead"))
+VCPO_INSTEAD = T.note("vcpo_instead")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -119,7 +119,7 @@ class ObjectiveTarget:
     reinforce_why: str
     aggregation_gaps: Mapping[str, str] = field(default_factory=dict)
     opob: Callable[[Plan, Scenario, dict[str, str | None]], None] | None = None
-    aggregation_note: str = (T.note("aggregation_note"))
+    aggregation_note: str = T.note("aggregation_note")
 
 
 def nearest_group_estimator(plan: Plan, normalize: bool, what: str, difference: str) -> None:
@@ -638,7 +638,7 @@ class VerlExporter(Exporter):
         map_stabilizers(plan, scn)
         _map_optimizer_fsdp(plan, scn, given)
         plan.metrics = _metrics(route, mode)
-        plan.notes += [(T.note("plan.each_verl_trainer")), (T.note("plan.overrides_txt_verl_config")),]
+        plan.notes += [T.note("plan.each_verl_trainer"), T.note("plan.overrides_txt_verl_config"),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:

@@ -49,16 +49,16 @@ def _opob_weight_gap(scn: Scenario) -> str | None:
     if obj.baseline == "optimal":
         if c.name == "none":
             return None
-        return (T.note("opob_weight_gap.fork_s_weight"))
+        return T.note("opob_weight_gap.fork_s_weight")
     seq_tis = c.name == "tis" and c.level == "sequence" and c.C_low == 0
     if c.name == "none":
-        return None if obj.opob_weight == "readme" else (T.note("opob_weight_gap.without_factor_loss"))
+        return None if obj.opob_weight == "readme" else T.note("opob_weight_gap.without_factor_loss")
     if not seq_tis:
-        return (T.note("opob_weight_gap.fork_s_weight.2"))
+        return T.note("opob_weight_gap.fork_s_weight.2")
     if obj.opob_weight == "readme":
-        return (T.note("opob_weight_gap.g_i_already_carries", cap=c.cap))
+        return T.note("opob_weight_gap.g_i_already_carries", cap=c.cap)
     if obj.opob_clip_c != c.cap:
-        return (T.note("opob_weight_gap.fork_s_min", cap=c.cap, opob_clip_c=obj.opob_clip_c))
+        return T.note("opob_weight_gap.fork_s_min", cap=c.cap, opob_clip_c=obj.opob_clip_c)
     return None
 
 
@@ -139,7 +139,7 @@ def _vcpo_lr(plan: Plan, src: str, s: Any) -> None:
 # corrections (the fork's 0.7.0.dev rollout_correction: rollout_rs token|sequence|geometric on π/μ)
 # ------------------------------------------------------------------------------------------------
 
-MASK_NOTE = (T.note("mask_note"))
+MASK_NOTE = T.note("mask_note")
 
 
 def _rs(plan: Plan, source: str, value: Any, level: str, lo: float, hi: float, note: str) -> None:
@@ -344,7 +344,7 @@ class VerlVCPOExporter(Exporter):
             T.row(plan, "pinned.update_policy_per_traj", False)
         _map_optimizer_megatron(plan, scn, given)
         plan.metrics = _metrics(per_traj)
-        plan.notes += [(T.note("plan.pypi_install_fork")), (T.note("plan.one_trainer_step")),]
+        plan.notes += [T.note("plan.pypi_install_fork"), T.note("plan.one_trainer_step"),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
