@@ -146,7 +146,7 @@ class ArealExporter(Exporter):
         p = "algorithm.optimizer."
         if opt.name == "sgd":
             T.row(plan, "optimizer.name.as_is", "sgd")
-            T.row(plan, "optimizer.betas~3", {"betas": list(opt.betas), "eps": opt.eps})
+            T.row(plan, "optimizer.betas.unused_by_sgd", {"betas": list(opt.betas), "eps": opt.eps})
             if opt.momentum == 0:
                 T.row(plan, "optimizer.momentum.implicit", 0.0)
             else:
@@ -158,7 +158,7 @@ class ArealExporter(Exporter):
             T.row(plan, "optimizer.betas.converted.betas", list(opt.betas), opt.betas[0])
             T.row(plan, "optimizer.betas.converted.betas.2", list(opt.betas), opt.betas[1])
             T.row(plan, "optimizer.eps", opt.eps)
-            T.row(plan, "optimizer.momentum~2", opt.momentum)
+            T.row(plan, "optimizer.momentum.unused_by_adam", opt.momentum)
             if opt.name == "adamw" or opt.weight_decay == 0:
                 T.row(plan, "optimizer.weight_decay.as_is.written_explicitly_areal", opt.weight_decay)
             else:

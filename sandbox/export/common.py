@@ -141,13 +141,10 @@ def no_minibatch_rows(plan: Plan, scn: Scenario, why: str, instead: str) -> None
 MINIBATCH_INSTEAD = T.note("minibatch_instead")
 
 
-FIXED_LAG_INSTEAD = T.note("fixed_lag_instead")
-
-
 def fixed_lag_gap(plan: Plan, scn: Scenario, extra: str = "") -> None:
     k = scn.system.staleness.k
-    T.row(plan, "staleness~6", describe(scn.system.staleness.model_dump()), note=FIXED_LAG_INSTEAD.format(k=k),
-          note2=f". {extra}" if extra else "")
+    T.row(plan, "staleness.fixed_lag_gap", describe(scn.system.staleness.model_dump()), k=k,
+          extra=f". {extra}" if extra else "")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -201,7 +198,7 @@ def finish(plan: Plan, scn: Scenario) -> None:
     if not covered("task"):
         T.row(plan, "task", scn.task.name, name=scn.task.name, response_length_hint=response_length_hint(scn))
     if not covered("system.num_workers"):
-        T.row(plan, "num_workers~2", scn.system.num_workers)
+        T.row(plan, "num_workers.setup.size_inference_fleet", scn.system.num_workers)
     for key, what in (
         ("system.worker_speeds", T.note("finish.per_worker_speed")),
         ("system.generation_time", T.note("finish.delay_model_one")),

@@ -350,7 +350,7 @@ def _opob_gap(plan: Plan, obj: Any, knobs: list[str], normalize: bool) -> None:
     names = [*knobs, *OPOB_KNOBS]
     what = ("the variance-optimal baseline" if getattr(obj, "baseline", None) == "optimal" else T.note("what.vcpo_off_policy"))
     vcpo = T.note("vcpo") if "VCPO" in what else ""
-    T.row(plan, "opob_gap.no_equivalent~2", describe(_values(*names, obj=obj)),
+    T.row(plan, "opob_gap.no_equivalent.openrlhf", describe(_values(*names, obj=obj)),
           source=_sources("algorithm.objective", *names), what=what, vcpo=vcpo)
     _stand_in(plan, normalize)
 

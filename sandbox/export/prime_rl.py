@@ -252,7 +252,7 @@ def _objective_rows(plan: Plan, scn: Scenario, bound: int | None) -> None:
             "cispo": T.note("why.cispo", CUSTOM_LOSS=CUSTOM_LOSS),
             "tba": T.note("why.tba"),
         }[obj.name]
-        T.row(plan, "objective~4", describe(obj.model_dump()), note=why)
+        T.row(plan, "objective.no_equivalent.note_from_code", describe(obj.model_dump()), note=why)
         return
     rows = _ObjectiveRows(plan, scn, on_policy=bound == 0)
     rows.surrogate()
@@ -339,7 +339,7 @@ def _optimizer_rows(plan: Plan, scn: Scenario, given: Given) -> None:
         T.row(plan, "optimizer.momentum.as_is", opt.momentum)
         T.row(plan, "pinned.nesterov", False)
         T.row(plan, "optimizer.weight_decay.as_is.l2_torch_sgd", opt.weight_decay)
-        T.row(plan, "optimizer.betas~3", f"{describe(opt.betas)}, {opt.eps:g}")
+        T.row(plan, "optimizer.betas.unused_by_sgd", f"{describe(opt.betas)}, {opt.eps:g}")
     else:
         if opt.name == "adam":
             T.row(plan, "optimizer.name.converted", "adam", "adamw")

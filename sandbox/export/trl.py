@@ -228,7 +228,7 @@ def _objective(plan: Plan, scn: Scenario, cls: str) -> None:
         T.row(plan, "objective", describe(obj.model_dump()))
         return
     if cls == ASYNC_CLASS and obj.name in ("reinforce", "gspo", "cispo"):
-        T.row(plan, "objective~4", describe(obj.model_dump()), note=_ASYNC_OBJECTIVE_GAP[obj.name])
+        T.row(plan, "objective.no_equivalent.note_from_code", describe(obj.model_dump()), note=_ASYNC_OBJECTIVE_GAP[obj.name])
         return
     _surrogate(plan, obj, cls)
     _clip(plan, obj, cls)

@@ -411,7 +411,7 @@ def _map_mis(plan: Plan, c) -> None:
             T.row(plan, "correction.name.converted.reject_response_when", "mis, sequence, one", "seq_sum_k1")
             T.row(plan, "correction.C.converted.k1_bands_are", f"[{c.C_low:g}, {c.C:g}]",
                   ratio_band(1.0 / c.C, 1.0 / lo if lo else math.inf))
-            T.row(plan, "pinned.rollout_is~2", None)
+            T.row(plan, "pinned.rollout_is.pure_rejection", None)
         for knob in ("veto_low", "veto_high"):
             value = getattr(c, knob)
             if value is None:
@@ -512,7 +512,7 @@ def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
     if not adam and "momentum" not in override:
         T.row(plan, "optimizer.momentum", o.momentum)
     if adam:
-        T.row(plan, "optimizer.momentum~2", o.momentum)
+        T.row(plan, "optimizer.momentum.unused_by_adam", o.momentum)
     else:
         T.row(plan, "optimizer.eps.implicit.unused_sgd", o.eps)
     T.row(plan, "optimizer.weight_decay", o.weight_decay, optim=optim)
@@ -575,7 +575,7 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
             note = T.note("note", capacity=capacity)
             if capacity % B:
                 note += T.note("map_staleness_v1.rounded_down_whole", B=B)
-            T.row(plan, "staleness.queue_capacity~2", cfg.queue_capacity, window, note=note)
+            T.row(plan, "staleness.queue_capacity.prefetch_window", cfg.queue_capacity, window, note=note)
         T.row(plan, "staleness.enforcement", cfg.enforcement, "drop")
         T.row(plan, "pinned.backend", "nccl")
 

@@ -262,7 +262,7 @@ def _map_optimizer_megatron(plan: Plan, scn: Scenario, given: Given) -> None:
     if o.name == "sgd":
         T.row(plan, "optimizer.name.converted.megatron_sgd", o.name, "sgd", OPTIM=OPTIM)
         T.row(plan, "optimizer.momentum", o.momentum, o.momentum, MEGATRON_EXTRA=MEGATRON_EXTRA)
-        T.row(plan, "optimizer.betas~3", f"{list(o.betas)}, {o.eps:g}")
+        T.row(plan, "optimizer.betas.unused_by_sgd", f"{list(o.betas)}, {o.eps:g}")
     else:
         if o.name == "adam" and o.weight_decay > 0:
             T.row(plan, "optimizer.name.no_equivalent", o.name)
@@ -277,7 +277,7 @@ def _map_optimizer_megatron(plan: Plan, scn: Scenario, given: Given) -> None:
             T.row(plan, "optimizer.eps.implicit", o.eps)
         else:
             T.row(plan, "optimizer.eps.converted", o.eps, o.eps, MEGATRON_EXTRA=MEGATRON_EXTRA)
-        T.row(plan, "optimizer.momentum~2", o.momentum)
+        T.row(plan, "optimizer.momentum.unused_by_adam", o.momentum)
     T.row(plan, "optimizer.weight_decay", o.weight_decay, OPTIM=OPTIM)
     T.row(plan, "optimizer.schedule", o.schedule, OPTIM=OPTIM)
     T.row(plan, "optimizer.warmup_steps", o.warmup_steps, o.warmup_steps, OPTIM=OPTIM,
