@@ -129,7 +129,7 @@ class ArealExporter(Exporter):
             T.row(plan, "staleness.enforcement.implicit", extra)
         else:
             T.row(plan, "staleness.enforcement.no_equivalent", extra,
-                  f=st.queue_capacity or (st.k_max + 1) * scn.algorithm.groups_per_step)
+                  capacity=st.queue_capacity or (st.k_max + 1) * scn.algorithm.groups_per_step)
         return True
 
     def _partial_rollouts(self, plan: Plan, scn: Scenario, streaming: bool) -> None:

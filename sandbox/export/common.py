@@ -119,11 +119,11 @@ def proximal_row(plan: Plan, scn: Scenario, anchor: str, where: str) -> None:
     the sandbox's bypass loss."""
     a = scn.algorithm
     if a.proximal == anchor:
-        T.row(plan, "proximal.implicit.ratio_anchored", a.proximal, f=ANCHOR_WORDS[anchor], where=where)
+        T.row(plan, "proximal.implicit.ratio_anchored", a.proximal, anchor_words=ANCHOR_WORDS[anchor], where=where)
     elif anchor == "batch_start" and a.updates_per_batch == 1:
         T.row(plan, "proximal.implicit.one_optimizer_step", a.proximal, where=where)
     else:
-        T.row(plan, "proximal.no_equivalent", a.proximal, f=ANCHOR_WORDS[anchor], where=where, f2=ANCHOR_WORDS[a.proximal],
+        T.row(plan, "proximal.no_equivalent", a.proximal, anchor_words=ANCHOR_WORDS[anchor], where=where, scenario_anchor_words=ANCHOR_WORDS[a.proximal],
               anchor=anchor)
 
 

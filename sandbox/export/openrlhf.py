@@ -419,7 +419,7 @@ def _aggregation(plan: Plan, obj: Any) -> None:
     if target is None:
         src = _sources(p, "aggregation", "max_len") if max_len else f"{p}.aggregation"
         T.row(plan, "aggregation.no_equivalent", agg, source=src,
-              f='seq_mean_token_mean' if obj.name == 'gspo' else 'token_mean')
+              nearest='seq_mean_token_mean' if obj.name == 'gspo' else 'token_mean')
         return
     T.row(plan, "objective.aggregation", agg, target,
           note={"token-mean": T.note("aggregation.token_mean"),
@@ -514,7 +514,7 @@ def _correction_gap(c: Any) -> str:
         return T.note("correction_gap.sequence_mis_keeps", token_tis=token_tis)
     if c.name == "decoupled_ppo":
         return T.note("correction_gap.sequence_level_rejection")
-    return T.note("correction_gap.openrlhf_corrections_token", f=NOT_IN_OPENRLHF[c.name])
+    return T.note("correction_gap.openrlhf_corrections_token", why=NOT_IN_OPENRLHF[c.name])
 
 
 # ----------------------------------------------------------------------------------------------

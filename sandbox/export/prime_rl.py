@@ -80,7 +80,7 @@ def _batch_rows(plan: Plan, scn: Scenario) -> None:
     T.row(plan, "group_size", a.group_size)
     T.row(plan, "groups_per_step", a.groups_per_step, a.groups_per_step * a.group_size,
           groups_per_step=a.groups_per_step, group_size=a.group_size)
-    no_minibatch_rows(plan, scn, T.note("batch_rows.prime_rl_takes", f=AT.split()[-1]), MINIBATCH_INSTEAD)
+    no_minibatch_rows(plan, scn, T.note("batch_rows.prime_rl_takes", where=AT.split()[-1]), MINIBATCH_INSTEAD)
     proximal_row(plan, scn, "behaviour", T.note("batch_rows.default_loss_fn_s_against"))
 
 
@@ -164,7 +164,7 @@ class _ObjectiveRows:
             self.unused(max_len, T.note("aggregation.used_only_aggregation"))
             return
         knobs = ("aggregation",) + (max_len if o.aggregation == "seq_mean_token_sum_norm" else ())
-        self.row("no_equivalent", knobs, T.note("aggregation.prime_rl_s", aggregation=o.aggregation, f=_AGG_TEXT[o.aggregation]))
+        self.row("no_equivalent", knobs, T.note("aggregation.prime_rl_s", aggregation=o.aggregation, text=_AGG_TEXT[o.aggregation]))
         self.unused(max_len, T.note("aggregation.used_only_aggregation"))
 
     # -- the advantage ---------------------------------------------------------------------------

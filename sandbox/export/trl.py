@@ -143,7 +143,7 @@ def _minibatches_sync(plan: Plan, scn: Scenario) -> None:
         T.row(plan, "minibatches.converted.steps_per_generation_minibatches_gradient_accumulation_steps", m, B, m=m, B_m=B // m)
     T.row(plan, "epochs.converted", E, E,
           note=T.note("minibatches_sync.note.reuse_generation_batch") if E == 1 else
-                T.note("minibatches_sync.note.passes_over_each", E=E, f=m * E - 1))
+                T.note("minibatches_sync.note.passes_over_each", E=E, extra_steps=m * E - 1))
     proximal_row(plan, scn, "batch_start", T.note("minibatches_sync.grpotrainer_s_old_per_token_logps"))
 
 
@@ -271,7 +271,7 @@ def _clip(plan: Plan, obj, cls: str) -> None:
         if obj.eps_low >= 1.0:
             T.row(plan, "clip.implicit.lower_bound_cispo", obj.eps_low, source=_src("eps_low"))
         else:
-            T.row(plan, "clip.no_equivalent.trl_s_cispo", obj.eps_low, source=_src("eps_low"), f=1 - obj.eps_low)
+            T.row(plan, "clip.no_equivalent.trl_s_cispo", obj.eps_low, source=_src("eps_low"), floor=1 - obj.eps_low)
         T.row(plan, "clip.converted.loss_type_cispo_epsilon_high", obj.eps_high, 1.0 + obj.eps_high, source=_src("eps_high"))
         return
     T.row(plan, "clip.as_is.note_from_code", obj.eps_low, source=_src("eps_low"), note=_inert_clip_note(cls))
@@ -284,7 +284,7 @@ def _clip(plan: Plan, obj, cls: str) -> None:
     elif c >= 1.0 + obj.eps_high:
         T.row(plan, "clip.converted.trl_s_two", c, c, source=_src("dual_clip_c"))
     else:
-        T.row(plan, "clip.no_equivalent.trl_s_delta", c, source=_src("dual_clip_c"), f=1 + obj.eps_high)
+        T.row(plan, "clip.no_equivalent.trl_s_delta", c, source=_src("dual_clip_c"), cap=1 + obj.eps_high)
 
 
 def _inert_clip_note(cls: str) -> str:
@@ -457,8 +457,8 @@ def _std_mismatch(scn: Scenario, cls: str, sandbox_unbiased: bool) -> tuple[str,
     G = scn.algorithm.group_size
     factor = math.sqrt(G / (G - 1))
     bigger = "TRL's" if sandbox_unbiased else "the sandbox's"
-    note = T.note("note", f='Bessel-corrected' if trl else 'population',
-                   f2='Bessel-corrected' if sandbox_unbiased else 'population', bigger=bigger, factor=factor)
+    note = T.note("std_mismatch.note", trl_std='Bessel-corrected' if trl else 'population',
+                   sandbox_std='Bessel-corrected' if sandbox_unbiased else 'population', bigger=bigger, factor=factor)
     if scn.algorithm.optimizer.name in ("adam", "adamw"):
         return note + T.note("std_mismatch.adam_s_update"), True
     lr = 1 / factor if sandbox_unbiased else factor

@@ -330,7 +330,7 @@ def map_tis(plan: Plan, c, is_key: str, threshold_key: str) -> bool:
     else:
         T.row(plan, "correction.C_low.implicit", c.C_low)
     T.row(plan, "correction.name.converted.truncated_weight_min", f"tis, {c.level}", c.level, target=is_key,
-          f='per token' if c.level == 'token' else 'Π_t w_t per sequence')
+          weight='per token' if c.level == 'token' else 'Π_t w_t per sequence')
     if c.C is None:
         T.row(plan, "correction.C.converted.sandbox_default_cap", None, float(c.cap), target=threshold_key, level=c.level)
     else:
@@ -572,7 +572,7 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
         else:
             capacity = cfg.queue_capacity or (cfg.k_max + 1) * B
             window = max(capacity // B - 1, 0)
-            note = T.note("note", capacity=capacity)
+            note = T.note("map_staleness_v1.note", capacity=capacity)
             if capacity % B:
                 note += T.note("map_staleness_v1.rounded_down_whole", B=B)
             T.row(plan, "staleness.queue_capacity.prefetch_window", cfg.queue_capacity, window, note=note)

@@ -196,7 +196,7 @@ def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
             else:
                 T.row(plan, "correction.veto_high.no_equivalent", c.veto_high)
         if not c.batch_normalize or (c.level == "sequence" and c.seq_weight == "one"):
-            note = "raw weights" if not c.batch_normalize else T.note("note")
+            note = "raw weights" if not c.batch_normalize else T.note("map_correction_fork.note")
             if isinstance(c.batch_normalize, bool):
                 T.row(plan, "correction.batch_normalize.as_is", c.batch_normalize, note=note)
             else:  # a named convention: same no-op
