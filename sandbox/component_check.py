@@ -66,6 +66,7 @@ SLOTS = {
     "delay": ("system", "generation_time", "kind"),
     "staleness": ("system", "staleness", "kind"),
     "task": (None, "task", "name"),
+    "engine": (None, "engine", "name"),
 }
 """Where a component of each family goes in :data:`BASE` (section, field, discriminator key)."""
 
@@ -90,7 +91,8 @@ def component_scenario(family: str, name: str, workdir: Path | str = ".") -> dic
     else:
         raw[section][fld] = table
     prefix = {"objective": "algorithm.objective", "correction": "algorithm.correction", "stabilizer": None,
-              "delay": "system.generation_time", "staleness": "system.staleness", "task": "task"}[family]
+              "delay": "system.generation_time", "staleness": "system.staleness", "task": "task",
+              "engine": "engine"}[family]
     for fname, text in dict(getattr(entry.config, "check_files", {}) or {}).items():
         Path(workdir, fname).write_text(text)
     for dotted, value in dict(getattr(entry.config, "check_settings", {}) or {}).items():
@@ -98,6 +100,8 @@ def component_scenario(family: str, name: str, workdir: Path | str = ".") -> dic
             value = value.replace("{workdir}", str(Path(workdir).resolve()))
         if prefix is None:  # a stabilizer: its table in the list
             table[dotted] = value
+        elif dotted in ("task", "system", "algorithm", "run"):  # a whole section (an engine's task)
+            raw[dotted] = copy.deepcopy(value)
         elif dotted.startswith(("task.", "system.", "algorithm.", "run.")):
             set_dotted(raw, dotted, value)
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .algorithms import CORRECTIONS, OBJECTIVES, STABILIZERS
+from .engines import ENGINES
 from .registry import Registry
 from .system.delays import DELAYS
 from .system.staleness import CONTROLS
@@ -29,4 +30,5 @@ FAMILIES: dict[str, Family] = {
     "delay": Family(DELAYS, "system.{generation_time,train_time,sync_delay}.kind", "docs/system.md"),
     "staleness": Family(CONTROLS, "system.staleness.kind", "docs/system.md"),
     "task": Family(TASKS, "task.name", "docs/tasks.md"),
+    "engine": Family(ENGINES, "engine.name", "docs/engines.md"),
 }

@@ -227,6 +227,10 @@ def diagnostics_traces(result, path: Path, label: str = "", color: str = PALETTE
         if c == "is/ess_ratio":
             ax.set_ylim(0, 1.05)
         elif c == "grad/cos_prev":
+            undefined = int(y.isna().sum())
+            if undefined:
+                ax.text(0.99, 0.05, f"{undefined} steps without a defined cosine (no previous or a zero gradient): gaps",
+                        transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
             ax.set_ylim(min(-0.1, float(np.nanmin(y)) - 0.05) if y.notna().any() else -0.1, 1.05)
             ax.axhline(0, color="k", lw=0.6)
         ax.set_ylabel(metric_label(c).replace(" [", "\n["), fontsize=8)
@@ -298,8 +302,57 @@ def timeline(result, path: Path, max_time: float | None = None, label: str = "",
     _save(fig, path, formats)
 
 
+@paused_cyclic_gc()
+def mismatch_split(result, path: Path, label: str = "", formats=FORMATS) -> None:
+    """Off-policyness of the learner's ratio split into the engine's mismatch (π_v vs μ) and staleness
+    (π_θ vs π_v) per learner step: per-token k3 KL and mean token-probability gap, and the mismatch
+    k3 KL per response-length bucket over the run (``docs/engines.md#metrics``)."""
+    m = result.metrics
+    parts = (("mismatch", "mismatch: sampler version π_v vs engine μ", PALETTE[5]),
+             ("staleness", "staleness: learner π_θ vs sampler version π_v", PALETTE[0]))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.9), dpi=DPI, gridspec_kw={"width_ratios": [1.2, 1.2, 0.8]})
+    for ax, key, ylabel in ((axes[0], "kl_k3", "per-token k3 KL (nats)"), (axes[1], "prob_gap_mean",
+                                                                         "mean |p − p'| of sampled tokens")):
+        zeros = []
+        for prefix, name, color in parts:
+            col = f"{prefix}/{key}"
+            if col in m:
+                y = m[col].where(m[col] > 0)  # a log axis cannot show 0: a gap, and a note below
+                ax.plot(m["step"], y, lw=1.3, color=color, label=name)
+                n0 = int((m[col] <= 0).sum())
+                if n0:
+                    zeros.append(f"{prefix} = 0 at {n0} of {int(m[col].notna().sum())} steps (not drawn)")
+        if zeros:
+            ax.text(0.01, 0.02, "\n".join(zeros), transform=ax.transAxes, ha="left", va="bottom", fontsize=7)
+        if key == "kl_k3" and "rollout_corr/k3_kl" in m:
+            ax.plot(m["step"], m["rollout_corr/k3_kl"].where(m["rollout_corr/k3_kl"] > 0), lw=1.0, ls="--",
+                    color=PALETTE[7], label="total: π_θ vs μ (verl rollout_corr/k3_kl)")
+        ax.set_yscale("log")
+        ax.set_xlabel("learner step")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    buckets = [f"mismatch/kl_k3_len{j}" for j in range(1, 5)]
+    ax = axes[2]
+    if all(b in m for b in buckets):
+        vals = [float(np.nanmean(m[b])) if m[b].notna().any() else float("nan") for b in buckets]
+        ax.bar(range(4), vals, color=PALETTE[5], label="mismatch, mean over steps")
+        for j, v in enumerate(vals):
+            if not np.isfinite(v):
+                ax.text(j, 0, "no\nresponses", ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(4), ["≤ 1/4", "1/4–1/2", "1/2–3/4", "> 3/4"])
+        ax.legend(fontsize=7, loc="upper left")
+    ax.set_xlabel("response length (fraction of the longest)")
+    ax.set_ylabel("per-token k3 KL (nats)")
+    ax.grid(alpha=0.3, axis="y")
+    engine = getattr(getattr(result.scenario, "engine", None), "name", "?")
+    fig.suptitle(f"Mismatch vs staleness in the learner's ratio (engine {engine})\n{_name(result, label)}", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path, formats)
+
+
 def default_figures(result, out: Path, label: str = "", color: str | None = None, formats=FORMATS) -> list[Path]:
-    """Draw the four per-run figures into ``out`` in each of ``formats`` (a run passes its
+    """Draw the four per-run figures (five with a rollout engine that is not exact: :func:`mismatch_split`) into ``out`` in each of ``formats`` (a run passes its
     ``run.figure_formats``); ``label`` names the variant in titles and legends and ``color`` is its
     colour in the run's :func:`comparison_figure`. Returns the PNG paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -313,6 +366,9 @@ def default_figures(result, out: Path, label: str = "", color: str | None = None
     ):
         fn(result, out / name, label=label, formats=formats, **kw)
         written.append(out / name)
+    if "mismatch/kl_k3" in result.metrics:  # an engine that is not exact (docs/engines.md#metrics)
+        mismatch_split(result, out / "mismatch.png", label=label, formats=formats)
+        written.append(out / "mismatch.png")
     return written
 
 

@@ -43,8 +43,9 @@ from .system.schedule import DISPATCH, FINISH, SYSTEM_COLUMNS, TAKE, Schedule, r
 from .tasks.draws import RowGenerators
 from .tasks.rollouts import Rollouts
 
-_TOKEN_FIELDS = ("tokens", "behaviour_logp", "token_versions", "lengths", "ended")
-"""The per-token and per-response fields of a group; ``rewards`` is kept beside them once drawn."""
+_TOKEN_FIELDS = ("tokens", "behaviour_logp", "token_versions", "lengths", "ended", "version_logp")
+"""The per-token and per-response fields of a group; ``rewards`` is kept beside them once drawn.
+``version_logp`` is None under the exact engine (then neither stored nor copied)."""
 
 
 def replica_seeds(run, replicas: int) -> list[dict[str, int]]:
@@ -63,19 +64,20 @@ class _Slots:
         def alloc(t: torch.Tensor) -> torch.Tensor:
             return torch.zeros(lead + tuple(t.shape[1:]), dtype=t.dtype)
 
-        tensors = {f: alloc(getattr(ro, f)) for f in _TOKEN_FIELDS}
+        tensors = {f: alloc(getattr(ro, f)) for f in _TOKEN_FIELDS if getattr(ro, f) is not None}
         if rewards is not None:
             tensors["rewards"] = alloc(rewards)
         return cls(tensors)
 
     def put(self, index: tuple, ro: Rollouts, rewards: torch.Tensor | None = None) -> None:
         for f in _TOKEN_FIELDS:
-            self.tensors[f][index] = getattr(ro, f)
+            if f in self.tensors:
+                self.tensors[f][index] = getattr(ro, f)
         if rewards is not None:
             self.tensors["rewards"][index] = rewards
 
     def get(self, index: tuple, group_size: int, with_rewards: bool) -> Rollouts:
-        t = {f: self.tensors[f][index] for f in _TOKEN_FIELDS}
+        t = {f: self.tensors[f][index] for f in _TOKEN_FIELDS if f in self.tensors}
         return Rollouts(**t, group_size=group_size, rewards=self.tensors["rewards"][index] if with_rewards else None)
 
 
@@ -209,7 +211,8 @@ def _record(job: tuple) -> Schedule:
 
 
 def _take_rows(ro: Rollouts, index: torch.Tensor) -> Rollouts:
-    return Rollouts(**{f: getattr(ro, f)[index] for f in _TOKEN_FIELDS}, group_size=ro.group_size)
+    return Rollouts(**{f: getattr(ro, f)[index] for f in _TOKEN_FIELDS if getattr(ro, f) is not None},
+                    group_size=ro.group_size)
 
 
 def _ring_sizes(schedules: list[Schedule]) -> tuple[int, int]:

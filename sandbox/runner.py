@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .engines import make_engine
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, ScenarioError, dump_scenario
@@ -79,6 +80,7 @@ def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, le
     check_runnable(scn)
     seeds = scn.run.seeds()
     task = make_task(scn.task)
+    task.engine = make_engine(scn.engine)
     params = task.init_params(torch.Generator().manual_seed(seeds["init"]))
     learner = build_learner(scn, task, params, learner_cls)
     gen = torch.Generator().manual_seed(seeds["sampling"])
@@ -105,6 +107,7 @@ def prepare_independent(scn: Scenario, on_step: Callable[[dict], None] | None = 
     check_runnable(scn)
     check_independent(scn)
     task = make_task(scn.task)
+    task.engine = make_engine(scn.engine)
     seeds = replica_seeds(scn.run, task.replicas)
     one = make_task(scn.task.model_copy(update={"replicas": 1}))
     inits = [one.init_params(torch.Generator().manual_seed(s["init"])) for s in seeds]
@@ -270,6 +273,8 @@ def summarize(result: RunResult, sim_time: float) -> dict:
         "staleness_hist": hist,
         "ess_ratio_mean": float(m["is/ess_ratio"].mean()) if "is/ess_ratio" in m else math.nan,
         "grad_cos_mean": float(m["grad/cos_prev"].mean()) if "grad/cos_prev" in m else math.nan,
+        # steps with a defined cosine (NaN where there is no previous gradient or either gradient is zero)
+        "grad_cos_defined": int(m["grad/cos_prev"].notna().sum()) if "grad/cos_prev" in m else 0,
         "dropped": int((jobs.dropped_at >= 0).sum()) if len(jobs) else 0,
         "jobs": int(len(jobs)),
         "util_workers": float(m["util/workers"].iloc[-1]) if len(m) else math.nan,

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("theory: the closed forms", ("theory",)),
     ("core: the method library and the simulator's parts", (
-        "sandbox.algorithms", "sandbox.models", "sandbox.system", "sandbox.tasks", "sandbox.learner",
+        "sandbox.algorithms", "sandbox.models", "sandbox.system", "sandbox.tasks", "sandbox.engines", "sandbox.learner",
         "sandbox.workload", "sandbox.components",
     )),
     ("scenario and config: the scenario model, its loading and reference, its budget", (

@@ -1,6 +1,6 @@
 """Symbolic and numeric predictions that the simulator is checked against.
 
-Each module encodes one result of ``docs/theory.md`` (T1-T11): its statement and
+Each module encodes one result of ``docs/theory.md`` (T1-T14): its statement and
 assumptions (module docstring, with sources), sympy expressions, numeric
 functions made from them, and a worked example as a doctest. The package imports
 only numpy and sympy -- never ``sandbox``.
@@ -22,12 +22,15 @@ from theory import (
     async_sgd_bound,
     delayed_stability,
     delayed_variance,
+    engine_batching,
     gradient_cosine,
     importance_weights,
     littles_law,
     minibatch_lag,
+    mismatch_ess,
     optimal_baseline,
     order_statistics,
+    random_delay,
     staleness_divergence,
 )
 
@@ -35,7 +38,7 @@ from theory import (
 @dataclass(frozen=True)
 class Result:
     module: ModuleType
-    section: str  # section of docs/theory.md (anchor #t1 ... #t10)
+    section: str  # section of docs/theory.md (anchor #t1 ... #t14)
     kind: str  # exact | approx | rate | bound (defined at the top of docs/theory.md)
     description: str
 
@@ -61,6 +64,13 @@ RESULTS: dict[str, Result] = {
                                "variance-optimal baseline b* = E[W R]/E[W] and V(b) = V(b*) + E[W](b - b*)^2"),
     "minibatch_lag": Result(minibatch_lag, "T11", "exact",
                             "lag of optimizer step (e, j) of a batch taken in m mini-batches x E epochs: L + e*m + j"),
+    "mismatch_ess": Result(mismatch_ess, "T12", "exact",
+                           "sampler-learner mismatch: sequence ESS e^{-T s2} (log-normal), finite-N Kish ESS, "
+                           "logit noise -> per-token E[w^2]"),
+    "engine_batching": Result(engine_batching, "T13", "exact",
+                              "saturated continuous-batching engine: X(c) = c / (E[L](a + b c) + c P), W = c / X"),
+    "random_delay": Result(random_delay, "T14", "exact",
+                           "lag law of P memoryless workers (P(L_t = j) = q^(j-1)/P) and the mean path of delayed SGD at it"),
 }
 
 __all__ = ["RESULTS", "Result"] + list(RESULTS)

@@ -12,10 +12,12 @@ delay-free one.
 Exact prediction (theory.delayed_variance.expected_grad_sq_norm, docs/theory.md#t2 "Transient"): on
 this quadratic the same average has a closed form for the schedule the fixed-lag control promises
 (step t reads x_{max(t−τ, 0)}), E‖∇f(x_t)‖² = Σ_i λ_i² (m_{i,t}² + η²σ_coord² Σ_{j<t} h_{i,j}²).
-Tolerance 4·SE across replicas. The point's note gives the delay-free value at the same η (what a
-simulator that ignored the delay would measure) in units of SE: at τ = 8 (quick) it is about 26 SE
-away, so a delay-free simulator fails. ``perturb`` scales both predictions; the perturbation 0.2
-(a bound 5× tighter) must be violated.
+Tolerance 4·SE across replicas. The point's note gives, in units of SE, the values a simulator with a
+wrong lag would measure at the same η: the delay-free value (a simulator ignoring the delay) and the
+value at lag τ − 1 (a lag off by one). The replica counts are sized so that both are caught: with 64
+replicas the off-by-one value at τ = 8 was only 2.4 SE away (issue 34); with 1,024 (quick) it is 9.8 SE
+away (delay-free: 113 SE; at τ = 1 both are 14.6 SE away), and ``tests/checks/test_checks_injected_bugs.py`` injects both
+bugs. ``perturb`` scales both predictions; the perturbation 0.2 (a bound 5× tighter) must be violated.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from .base import CheckResult, Point, mean_se, sweeps
 from ._sim import delayed_quadratic
 
 DIM, SIGMA_COORD, L = 20, 0.3, 1.0
-QUICK = {"taus": [1, 8], "steps": 600, "replicas": 64}
-FULL = {"taus": [0, 1, 2, 4, 8, 16], "steps": 1500, "replicas": 64}
+QUICK = {"taus": [1, 8], "steps": 600, "replicas": 1024}
+FULL = {"taus": [0, 1, 2, 4, 8, 16], "steps": 1500, "replicas": 2048}
 
 
 def step_size(tau: int, steps: int) -> float:
@@ -73,7 +75,10 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
                                    series="bound (upper)"))
         exact = perturb * exact_average(eta, tau, steps)
         delay_free = exact_average(eta, 0, steps)
-        result.points.append(Point(tau, exact, measured, se, 4 * se, bool(abs(measured - exact) <= 4 * se),
-                                   f"delay-free at this η: {delay_free:.5g} ({abs(measured - delay_free) / se:.1f} SE away)",
+        note = f"delay-free at this η: {delay_free:.5g} ({abs(measured - delay_free) / se:.1f} SE away)"
+        if tau >= 1:
+            off = exact_average(eta, tau - 1, steps)
+            note += f"; lag τ − 1: {off:.5g} ({abs(measured - off) / se:.1f} SE away)"
+        result.points.append(Point(tau, exact, measured, se, 4 * se, bool(abs(measured - exact) <= 4 * se), note,
                                    series="exact (T2 transient)"))
     return result

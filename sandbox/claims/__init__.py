@@ -5,7 +5,7 @@ A claim runs its scenario once per seed, reduces each run to a statistic, and gi
 
 from __future__ import annotations
 
-from . import composition, gac, gac_search, m2po, published, throughput, vcpo
+from . import composition, gac, gac_search, m2po, published, published_engine, throughput, vcpo
 from .base import Claim, ClaimResult, Row
 
 CLAIMS: dict[str, Claim] = {
@@ -16,6 +16,7 @@ CLAIMS: dict[str, Claim] = {
         Claim("m2po", "M2PO (arXiv 2510.01161)", "masked-token fraction and stability at lag 16", m2po.run),
         Claim("throughput", "T6 order statistics", "async speed-up over sync for shipped system scenarios vs theory", throughput.run),
         Claim("published_speedups", "AReaL, verl, ROLL Flash, VCPO", "published async speed-ups vs system-only predictions", published.run),
+        Claim("published_speedups_engine", "AReaL, verl, VCPO", "published async speed-ups vs predictions with continuous-batching engines", published_engine.run),
         Claim("composition", "GAC + VCPO / TIS", "GAC combined with VCPO or TIS vs each alone at lag 16", composition.run),
         Claim("gac_search", "GAC (arXiv 2603.01501)", "best GAC setting (selection seeds) vs matched control and sync per lr × lag × schedule", gac_search.run),
     ]

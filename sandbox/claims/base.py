@@ -13,7 +13,14 @@ independent run with its own ``run.seed``). The verdict (docs/claims.md#verdicts
 * ``within`` a band [lo, hi]: ``reproduced`` if the CI lies inside the band, ``not reproduced`` if
   it lies entirely outside, ``inconclusive`` otherwise.
 
-Fewer than two finite per-seed values give ``inconclusive`` (the row's note says why).
+Fewer than two finite per-seed values give ``inconclusive`` (the row's note says why). A row's
+``cap`` is the best verdict it may have whatever its interval, set when a premise of the claim fails
+(e.g. a speed-up predicted on the wrong side of 1, docs/claims.md#verdicts): ``not reproduced`` forces
+that verdict, ``inconclusive`` turns a ``reproduced`` into ``inconclusive``.
+
+Each row also has the one-sided p-value of the test its verdict makes (:func:`p_value`): ``reproduced``
+is exactly p < 0.025, so the per-row verdicts are 95% intervals without a multiplicity correction; the
+report applies Holm's step-down procedure over the family of rows (:func:`holm`, docs/claims.md#multiple-comparisons).
 """
 
 from __future__ import annotations
@@ -41,6 +48,47 @@ def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, flo
         return mean, math.nan, math.nan
     half = float(stats.t.ppf(0.5 + level / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
     return mean, mean - half, mean + half
+
+
+ALPHA = 0.025
+"""One-sided level of a row's test: the 95% two-sided t-interval's end beyond the threshold."""
+
+
+def p_value(values: Sequence[float], threshold: float | tuple[float, float], direction: str) -> float:
+    """One-sided p-value of the t-test whose rejection at level α is the row's ``reproduced`` at the
+    (1 − 2α) t-interval: ``>`` c: H0 mean ≤ c, p = P(T_{n−1} ≥ t) with t = (x̄ − c)/(s/√n); ``<`` c:
+    H0 mean ≥ c, p = P(T_{n−1} ≤ t); ``within`` [a, b]: two one-sided tests (TOST; Schuirmann 1987),
+    p = max(p(> a), p(< b)). NaN with fewer than two finite values; with s = 0 the p-value is 0 when x̄
+    lies strictly on the claimed side and 1 otherwise."""
+    a = np.asarray(values, dtype=float)
+    a = a[np.isfinite(a)]
+    if a.size < 2:
+        return math.nan
+    if direction == "within":
+        lo, hi = threshold  # type: ignore[misc]
+        return max(p_value(a, lo, ">"), p_value(a, hi, "<"))
+    if direction not in (">", "<"):
+        raise ValueError(f"direction: expected one of {DIRECTIONS}, got {direction!r}")
+    mean, sd = float(a.mean()), float(a.std(ddof=1))
+    side = mean - threshold if direction == ">" else threshold - mean  # type: ignore[operator]
+    if sd == 0:
+        return 0.0 if side > 0 else 1.0
+    return float(stats.t.sf(side / (sd / math.sqrt(a.size)), a.size - 1))
+
+
+def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down procedure (Holm, Scand. J. Statist. 6, 1979) over the finite p-values: sorted
+    ascending, p_(i) (i = 0, 1, …) is rejected while p_(i) ≤ α/(m − i), m the number of finite
+    p-values; it controls the family-wise error rate at α. Returns, per input, whether it is rejected
+    (NaN: never)."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if math.isfinite(p))
+    m = len(order)
+    out = [False] * len(p_values)
+    for rank, (p, i) in enumerate(order):
+        if p > alpha / (m - rank):
+            break
+        out[i] = True
+    return out
 
 
 def verdict(low: float, high: float, threshold: float | tuple[float, float], direction: str) -> str:
@@ -75,11 +123,23 @@ class Row:
     verdict: str = INCONCLUSIVE
     forced_inconclusive: bool = False
     """Set when the statistic is undefined for this run (the note says why)."""
+    cap: str = ""
+    """The best verdict the row may have ("" = no cap; ``not reproduced`` or ``inconclusive``), set when a
+    premise of the claim fails (the note says which)."""
+    p_value: float = math.nan
+    """One-sided p-value of the row's test (:func:`p_value`); NaN when forced inconclusive or too few values."""
 
     def __post_init__(self):
+        if self.cap not in ("", NOT_REPRODUCED, INCONCLUSIVE):
+            raise ValueError(f"cap: expected '', {NOT_REPRODUCED!r} or {INCONCLUSIVE!r}, got {self.cap!r}")
         self.values = [float(v) for v in self.values]
         self.mean, self.low, self.high = t_interval(self.values)
         self.verdict = INCONCLUSIVE if self.forced_inconclusive else verdict(self.low, self.high, self.threshold, self.direction)
+        if self.cap == NOT_REPRODUCED:
+            self.verdict = NOT_REPRODUCED
+        elif self.cap == INCONCLUSIVE and self.verdict == REPRODUCED:
+            self.verdict = INCONCLUSIVE
+        self.p_value = math.nan if self.forced_inconclusive else p_value(self.values, self.threshold, self.direction)
         finite = int(np.isfinite(self.values).sum())
         if finite < 2 and not self.note:
             self.note = f"{finite} finite value(s): no interval"

@@ -1,5 +1,11 @@
 """Running claims, printing their verdict table, and writing ``--out DIR``: ``claims.md`` (a markdown
-table for a report, then each claim's appendix, if any), ``claims.json`` and one figure per claim (PNG + SVG)."""
+table for a report, its multiple-comparison note, then each claim's appendix, if any), ``claims.json`` and
+one figure per claim (PNG + SVG).
+
+Multiple comparisons (docs/claims.md#multiple-comparisons): the family is every row of the invocation.
+Each row's verdict is its own 95% interval (one-sided level 0.025 per row, no correction); the table adds
+each row's one-sided p-value and whether a ``reproduced`` row survives Holm's step-down correction at
+family-wise level 0.025 over the family (:func:`sandbox.claims.base.holm`)."""
 
 from __future__ import annotations
 
@@ -20,9 +26,9 @@ from .. import progress  # noqa: E402
 from ..outputs import write_json, write_text  # noqa: E402
 from ..plots import PALETTE, _save  # noqa: E402
 from . import _runs  # noqa: E402
-from .base import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimResult, Row  # noqa: E402
+from .base import ALPHA, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimResult, Row, holm  # noqa: E402
 
-COLUMNS = ("claim", "statistic", "mean [95% CI]", "threshold", "verdict", "seeds")
+COLUMNS = ("claim", "statistic", "mean [95% CI]", "threshold", "verdict", "seeds", "p (one-sided)", "Holm")
 STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "red", INCONCLUSIVE: "yellow"}
 
 
@@ -34,9 +40,42 @@ def interval_text(row: Row) -> str:
     return f"{_num(row.mean)} [{_num(row.low)}, {_num(row.high)}]"
 
 
-def cells(result: ClaimResult, row: Row) -> tuple[str, ...]:
+def _p(p: float) -> str:
+    return "—" if not math.isfinite(p) else ("< 1e-4" if p < 1e-4 else f"{p:.2g}")
+
+
+def family_holm(results: list[tuple[ClaimResult, float]]) -> dict[int, bool]:
+    """Per row (keyed by ``id(row)``), whether Holm's procedure over every row's p-value rejects it."""
+    rows = [row for result, _ in results for row in result.rows]
+    return {id(row): ok for row, ok in zip(rows, holm([row.p_value for row in rows]))}
+
+
+def holm_text(row: Row, survives: bool) -> str:
+    """The Holm column: whether a ``reproduced`` row stays reproduced after the family's correction."""
+    if row.verdict != REPRODUCED:
+        return "—"
+    return "reproduced" if survives else "not significant after correction"
+
+
+def cells(result: ClaimResult, row: Row, survives: bool = False) -> tuple[str, ...]:
     verdict = row.verdict + (f" ({row.note})" if row.note else "")
-    return (f"{result.name}: {row.label}", row.statistic, interval_text(row), row.threshold_text(), verdict, str(row.seeds))
+    return (f"{result.name}: {row.label}", row.statistic, interval_text(row), row.threshold_text(), verdict, str(row.seeds),
+            _p(row.p_value), holm_text(row, survives))
+
+
+def multiplicity_note(results: list[tuple[ClaimResult, float]]) -> str:
+    """The closing note of the table: the family, the per-row level, how many rows chance alone would
+    reproduce, and what Holm's correction keeps."""
+    rows = [row for result, _ in results for row in result.rows]
+    flags = family_holm(results)
+    tested = [row for row in rows if math.isfinite(row.p_value)]
+    reproduced = [row for row in rows if row.verdict == REPRODUCED]
+    kept = [row for row in reproduced if flags[id(row)]]
+    return (f"Multiple comparisons: the family is the {len(rows)} rows of this table ({len(tested)} with a p-value). "
+            f"Each verdict is a per-row 95% t-interval, i.e. a one-sided test at level {ALPHA:g} with no correction: "
+            f"if every claim sat exactly at its threshold, about {ALPHA * len(tested):.1f} of the {len(tested)} tested rows "
+            f"would read 'reproduced' by chance. Holm's step-down correction over the family (family-wise level {ALPHA:g}) "
+            f"keeps {len(kept)} of the {len(reproduced)} 'reproduced' rows (column Holm; docs/claims.md#multiple-comparisons).")
 
 
 def run_claims(claims: dict, quick: bool, seeds: int, on_done=None) -> list[tuple[ClaimResult, float]]:
@@ -55,13 +94,14 @@ def run_claims(claims: dict, quick: bool, seeds: int, on_done=None) -> list[tupl
 
 
 def verdict_table(results: list[tuple[ClaimResult, float]], title: str) -> Table:
-    table = Table(title=escape(title), caption="95% CI: Student t-interval over seeds (docs/claims.md#verdicts)",
-                  caption_justify="left")
+    caption = "95% CI: Student t-interval over seeds (docs/claims.md#verdicts). " + multiplicity_note(results)
+    table = Table(title=escape(title), caption=escape(caption), caption_justify="left")
     for col in COLUMNS:
         table.add_column(col)
+    flags = family_holm(results)
     for result, _ in results:
         for row in result.rows:
-            c = [escape(x) for x in cells(result, row)]
+            c = [escape(x) for x in cells(result, row, flags[id(row)])]
             c[4] = f"[{STYLE[row.verdict]}]{c[4]}"
             table.add_row(*c)
         table.add_section()
@@ -71,9 +111,11 @@ def verdict_table(results: list[tuple[ClaimResult, float]], title: str) -> Table
 def markdown(results: list[tuple[ClaimResult, float]], command: str) -> str:
     lines = [f"Verdicts of `{command}` (95% CI: Student t-interval over seeds; definitions in docs/claims.md).", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    flags = family_holm(results)
     for result, _ in results:
         for row in result.rows:
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(result, row)) + " |")
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(result, row, flags[id(row)])) + " |")
+    lines += ["", multiplicity_note(results)]
     for result, _ in results:
         if result.appendix:
             lines += ["", f"## {result.name}", "", result.appendix.rstrip()]
@@ -149,4 +191,9 @@ def write_outputs(results: list[tuple[ClaimResult, float]], out: Path, quick: bo
     write_json(out / "claims.json", {
         "command": command, "quick": quick, "seeds": seeds,
         "claims": [{**r.to_dict(), "seconds": round(s, 2)} for r, s in results],
+        "multiple_comparisons": {"family_rows": sum(len(r.rows) for r, _ in results), "alpha_one_sided": ALPHA,
+                                 "correction": "Holm step-down over the rows' one-sided p-values",
+                                 "holm_reproduced": [f"{r.name}: {row.label}" for r, _ in results for row in r.rows
+                                                     if row.verdict == REPRODUCED and family_holm(results)[id(row)]],
+                                 "note": multiplicity_note(results)},
     })

@@ -13,6 +13,7 @@ from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
+from .mismatch import exact_engine
 from .plan import Plan
 from .table import Table
 
@@ -112,6 +113,7 @@ class _ObjectiveRows:
     def __init__(self, plan: Plan, scn: Scenario, on_policy: bool):
         self.plan, self.scn, self.obj = plan, scn, scn.algorithm.objective
         self.on_policy = on_policy
+        self.exact_engine = bool(exact_engine(scn))  # the scenario's rollout engine models no mismatch
         self.done: set[str] = set()
 
     def row(self, kind: str, knobs: tuple[str, ...], note: str, target: str | None = None, target_value: Any = None) -> None:
@@ -134,7 +136,8 @@ class _ObjectiveRows:
     def surrogate(self) -> None:
         name = self.obj.name
         if name == "reinforce" and self.on_policy:
-            self.row("implicit", ("name",), T.note("surrogate.bound_every_trained"))
+            self.row("implicit", ("name",), T.note("surrogate.bound_every_trained") + " " + (
+                T.note("surrogate.no_mismatch") if self.exact_engine else T.note("surrogate.engine_models_mismatch")))
         elif name == "reinforce":
             self.row("no_equivalent", ("name",), T.note("surrogate.sandbox_s_reinforce", CUSTOM_LOSS=CUSTOM_LOSS))
         elif name != "rloo":

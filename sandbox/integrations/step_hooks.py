@@ -138,9 +138,11 @@ class StabilizerHooks:
             return
         if self.grad_cosine:
             flat = torch.cat([g.detach().reshape(-1).float() for g in self.pending.grads])
-            cos = math.nan
+            cos = math.nan  # undefined without a previous gradient, or when either gradient is zero: missing, never 0
             if self.prev_grad is not None:
-                cos = float(flat @ self.prev_grad / (flat.norm() * self.prev_grad.norm() + 1e-12))
+                norms = flat.norm() * self.prev_grad.norm()
+                if norms > 0:
+                    cos = float(flat @ self.prev_grad / (norms + 1e-12))
             self.pending.metrics["grad/cos_prev"] = torch.tensor(cos)
             self.prev_grad = flat
         self.core.gradient_stage(self.pending, before_clip=True)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -21,9 +23,10 @@ def flat_view(tensors: list[Tensor], replicas: int) -> Tensor:
 
 
 def cosine(a: Tensor, b: Tensor, a_norm: Tensor | None = None, b_norm: Tensor | None = None) -> Tensor:
-    """``(R,)`` cosine between rows (0 where either row is zero); ``a_norm``/``b_norm``: the rows'
-    norms ``x.norm(dim=1)`` when the caller has them already."""
+    """``(R,)`` cosine between rows, ``a·b / (‖a‖ ‖b‖)``; NaN where either row is zero (the cosine is
+    undefined there: a missing value, never 0, so that means over steps skip it rather than count a
+    forced 0); ``a_norm``/``b_norm``: the rows' norms ``x.norm(dim=1)`` when the caller has them already."""
     a_norm = a.norm(dim=1) if a_norm is None else a_norm
     b_norm = b.norm(dim=1) if b_norm is None else b_norm
     denom = a_norm * b_norm
-    return torch.where(denom > 0, (a * b).sum(1) / denom.clamp_min(1e-30), torch.zeros_like(denom))
+    return torch.where(denom > 0, (a * b).sum(1) / denom.clamp_min(1e-30), torch.full_like(denom, math.nan))

@@ -35,6 +35,7 @@ from ..system.records import ReplicaColumns
 from ..tasks.base import OracleTask, Params, PolicyTask
 from ..tasks.rollouts import Rollouts, oldest_versions
 from . import diagnostics as dg
+from .mismatch import mismatch_metrics
 from .optim import OptimizerConfig, build_optimizer, scheduled_lr
 
 
@@ -457,6 +458,9 @@ class PolicyLearner(Learner):
             }
         )
         metrics.update(staleness)
+        if ro.version_logp is not None:  # an engine that is not exact: μ vs π split (docs/engines.md#metrics)
+            metrics.update(mismatch_metrics(logp, ro.version_logp, ro.behaviour_logp, mask, ro.lengths,
+                                            getattr(self.task, "max_len", ro.width)))
         return out.loss, metrics, ro.token_count
 
 

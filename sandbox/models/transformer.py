@@ -45,16 +45,60 @@ class TransformerConfig(BaseModel):
     )
     init_std: float = Field(0.02, gt=0, description="Std of the normal weight init (GPT-2 0.02).")
     tie_embeddings: bool = Field(True, description="Share the token embedding with the output head (GPT-2).")
+    experts: int = Field(
+        0, ge=0, le=64,
+        description="Mixture-of-experts feed-forward: 0 = the dense MLP (default); E >= 2 = E expert MLPs of width d_ff "
+        "per block with top-1 routing (Switch Transformer: the chosen expert's output times its router probability). "
+        "The rollout engine 'routing' flips the sampler's choices (docs/engines.md#routing).",
+    )
 
     @model_validator(mode="after")
     def _check(self):
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.experts == 1:
+            raise ValueError("experts: 1 expert is the dense MLP with a router; use 0 (dense) or at least 2")
         return self
 
     @property
     def ff(self) -> int:
         return self.d_ff if self.d_ff is not None else 4 * self.d_model
+
+
+class Expert(nn.Module):
+    """One feed-forward expert: ``fc2(gelu(fc1(h)))``."""
+
+    def __init__(self, d: int, ff: int):
+        super().__init__()
+        self.fc1 = nn.Linear(d, ff)
+        self.fc2 = nn.Linear(ff, d)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.fc2(F.gelu(self.fc1(h)))
+
+
+RouterFlip = Callable[[Tensor, int], Tensor]
+"""``(top-1 experts (B, L), E) -> the experts used``: a sampler's routing perturbation (``sandbox.engines.routing``)."""
+
+
+class MoE(nn.Module):
+    """Top-1 mixture of experts (Switch Transformer, Fedus et al. 2021): ``g = softmax(W_r h + b_r)``,
+    ``e* = argmax g`` (or the sampler's flipped choice), output ``g_{e*} · expert_{e*}(h)``. Every expert
+    runs on every token and the chosen one is kept (tiny models: simpler than dispatch, same numbers)."""
+
+    def __init__(self, d: int, ff: int, experts: int):
+        super().__init__()
+        self.router = nn.Linear(d, experts)
+        self.experts = nn.ModuleList(Expert(d, ff) for _ in range(experts))
+
+    def forward(self, h: Tensor, flip: RouterFlip | None = None) -> Tensor:
+        gates = torch.softmax(self.router(h), -1)  # (B, L, E)
+        top = gates.argmax(-1)
+        if flip is not None:
+            top = flip(top, gates.shape[-1])
+        keep = F.one_hot(top, gates.shape[-1]).to(gates.dtype) * gates
+        outs = torch.stack([e(h) for e in self.experts], -2)  # (B, L, E, d)
+        return (keep.unsqueeze(-1) * outs).sum(-2)
 
 
 class Block(nn.Module):
@@ -66,10 +110,14 @@ class Block(nn.Module):
         self.qkv = nn.Linear(d, 3 * d)
         self.proj = nn.Linear(d, d)
         self.ln2 = nn.LayerNorm(d)
-        self.fc1 = nn.Linear(d, cfg.ff)
-        self.fc2 = nn.Linear(cfg.ff, d)
+        if cfg.experts:
+            self.moe = MoE(d, cfg.ff, cfg.experts)
+        else:
+            self.fc1 = nn.Linear(d, cfg.ff)
+            self.fc2 = nn.Linear(cfg.ff, d)
 
-    def forward(self, x: Tensor, past: tuple[Tensor, Tensor] | None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def forward(self, x: Tensor, past: tuple[Tensor, Tensor] | None,
+                flip: RouterFlip | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         B, L, D = x.shape
         H = self.n_heads
         hd = D // H
@@ -90,7 +138,10 @@ class Block(nn.Module):
         y = torch.softmax(att, dim=-1) @ v
         y = y.transpose(1, 2).reshape(B, L, D)
         x = x + self.proj(y)
-        x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        if hasattr(self, "moe"):
+            x = x + self.moe(self.ln2(x), flip)
+        else:
+            x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
         return x, (k, v)
 
 
@@ -107,6 +158,8 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.router_flip: RouterFlip | None = None
+        """A sampler's routing perturbation applied by every mixture-of-experts block (None: argmax routing)."""
 
     def reset_parameters(self, gen: torch.Generator) -> None:
         """Deterministic init from ``gen``: normal(0, init_std) weights, zero biases, unit LayerNorms;
@@ -133,7 +186,7 @@ class Transformer(nn.Module):
         x = self.tok(tokens) + self.pos(pos)
         present: KVCache = []
         for i, blk in enumerate(self.blocks):
-            x, kv = blk(x, None if past is None else past[i])
+            x, kv = blk(x, None if past is None else past[i], self.router_flip)
             present.append(kv)
         x = self.ln_f(x)
         logits = x @ self.tok.weight.t() if self.head is None else self.head(x)
@@ -205,6 +258,39 @@ def sample(
             seq = torch.cat([seq, tok.unsqueeze(1)], 1)
             logits, _ = forward(seq, None)
     return torch.stack(toks, 1), torch.stack(lps, 1), lengths, done
+
+
+DrawFn = Callable[[Tensor, int], tuple[Tensor, Tensor, Tensor]]
+"""``(last logits (B, V), decode step) -> (tokens (B,), reported log-probs (B,), exact log-probs (B,))``."""
+
+
+@torch.no_grad()
+def sample_with(
+    forward: Forward, context: Tensor, max_new_tokens: int, eos_id: int, draw_fn: DrawFn,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """:func:`sample` (with the KV cache) whose tokens come from ``draw_fn`` (a rollout engine,
+    ``sandbox.engines``), which also returns a second log-prob per token (the trainer's exact one).
+    Returns ``tokens, reported logp, exact logp (B, S)`` (0 after the end), ``lengths``, ``hit_eos``."""
+    B = context.shape[0]
+    dev = context.device
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    lengths = torch.zeros(B, dtype=torch.long, device=dev)
+    toks, lps, exact = [], [], []
+    if max_new_tokens <= 0:
+        z = torch.zeros(B, 0, dtype=torch.long, device=dev)
+        return z, z.float(), z.float(), lengths, done
+    logits, cache = forward(context, None)
+    for step in range(max_new_tokens):
+        tok, lp, ex = draw_fn(logits[:, -1], step)
+        toks.append(tok.masked_fill(done, 0))
+        lps.append(lp.masked_fill(done, 0.0))
+        exact.append(ex.masked_fill(done, 0.0))
+        lengths += (~done).long()
+        done = done | (toks[-1] == eos_id)
+        if bool(done.all()) or len(toks) == max_new_tokens:
+            break
+        logits, cache = forward(toks[-1].unsqueeze(1), cache)
+    return torch.stack(toks, 1), torch.stack(lps, 1), torch.stack(exact, 1), lengths, done
 
 
 def sequence_logprobs(forward: Forward, context: Tensor, tokens: Tensor, temperature: float = 1.0) -> Tensor:

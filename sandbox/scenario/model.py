@@ -21,6 +21,7 @@ from ..algorithms import (
     StabilizerConfig,
 )
 from ..algorithms.policy_loss import pairing_problem
+from ..engines import ENGINES, EngineConfig, ExactEngineConfig, check_engine_task
 from ..errors import ScenarioError
 from ..learner.optim import OptimizerConfig
 from ..outputs import check_names
@@ -179,6 +180,11 @@ class Scenario(BaseModel):
     description: str = Field("", description="What this scenario demonstrates.")
     task: TaskConfig = Field(default_factory=BitStringConfig, description=f"What is learned (name = {TASKS.describe()}).")
     system: SystemConfig = Field(default_factory=SystemConfig, description="The simulated cluster.")
+    engine: EngineConfig = Field(
+        default_factory=ExactEngineConfig,
+        description=f"The rollout engine: how the sampler's distribution and reported log-probs differ from the "
+        f"learner's at the same weights (name = {ENGINES.describe()}; docs/engines.md). Default 'exact': none.",
+    )
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Objective, correction, stabilizers, optimizer.")
     run: RunConfig = Field(default_factory=RunConfig, description="Steps, seeds, outputs.")
     variants: dict[str, dict[str, Any]] = Field(
@@ -213,7 +219,13 @@ class Scenario(BaseModel):
             except ScenarioError as exc:
                 raise ValueError("; ".join(exc.problems)) from None
         task = self.task.name
-        if issubclass(TASKS[task].impl, OracleTask):  # no groups, no tokens: objectives and corrections do not apply
+        impl = TASKS[task].impl
+        if not ENGINES.entry_for(self.engine).impl.exact:
+            features = impl.engine_features(self.task) if issubclass(impl, PolicyTask) else frozenset()
+            problem = check_engine_task(self.engine, self.task, features)
+            if problem:
+                raise ValueError(problem)
+        if issubclass(impl, OracleTask):  # no groups, no tokens: objectives and corrections do not apply
             if self.system.partial_rollouts:
                 raise ValueError(f"system.partial_rollouts needs a policy task; the {task} oracle has no tokens")
             if not CORRECTIONS.entry_for(self.algorithm.correction).impl.is_identity:
@@ -248,6 +260,11 @@ def check_independent(scn) -> None:
     if scn.system.partial_rollouts:
         problems.append("run.schedules: 'independent' cannot replay system.partial_rollouts (a group's segments "
                         "depend on when versions arrive mid-generation); set partial_rollouts = false or schedules = 'shared'")
+    gen = scn.system.generation_time
+    if getattr(gen, "engine_model", False) and gen.sync != "drain":
+        problems.append(f"run.schedules: 'independent' cannot replay system.generation_time.sync = '{gen.sync}' (an "
+                        "aborted or resumed group depends on when versions arrive mid-generation); use sync = 'drain' "
+                        "or schedules = 'shared'")
     for name in ("system_seed", "sampling_seed", "init_seed"):
         if getattr(scn.run, name) is not None:
             problems.append(f"run.{name}: must be unset with run.schedules = 'independent' (replica r uses the streams "

@@ -497,6 +497,9 @@ class Cluster:
         self.samples_generated = 0
         self.rows = MetricRows()
         self.status = "running"
+        gen = cfg.generation_time
+        self.engines = (gen.build_engines(self.env, len(self.speeds), self._resample)
+                        if getattr(gen, "engine_model", False) else None)
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _event(self, kind: str, worker: int = -1, job: int = -1, version: int = -1, step: int = -1) -> None:
@@ -567,7 +570,9 @@ class Cluster:
             running_since[job.id] = job.dispatch_time
             if self.record_events:
                 self._event("dispatch", wid, job.id, version, -1 if admission.target_step is None else admission.target_step)
-            if self.cfg.partial_rollouts:
+            if self.engines is not None:
+                yield from self._generate_on_engine(job, wid, version)
+            elif self.cfg.partial_rollouts:
                 yield from self._generate_in_flight(job, speed)
             else:
                 job.payload = payload = workload.sample(store.get(version), version, self.G)
@@ -582,6 +587,34 @@ class Cluster:
             if self.record_events:
                 self._event("finish", wid, job.id, job.tail_version)
             signal.notify()
+
+    def _generate_on_engine(self, job: Job, wid: int, version: int):
+        """Generate on the worker's inference engine (``system.generation_time.kind =
+        "continuous_batching"``): the group's sequences are stepped by the engine's batch; the worker
+        waits for the last one (``sandbox/system/delays/continuous_batching.py``)."""
+        gen = self.cfg.generation_time
+        engine = self.engines[wid // gen.workers_per_engine]
+        weights = self.store.get(version)
+        job.payload = payload = self.workload.sample(weights, version, self.G)
+        job.tail_version = version
+        lengths = gen.lengths(self.rng, payload, self.G)
+        problem = engine.misfit(lengths)
+        if problem is not None:
+            raise SimulationError(problem)
+        yield engine.submit(job, lengths, version, weights)
+
+    def _resample(self, job: Job, version: int, weights: Any) -> list[int]:
+        """An aborted group regenerated from its first token with ``weights`` of ``version``
+        (``sync = "abort"``): a new payload, head and tail version ``version``; its new lengths."""
+        job.payload = payload = self.workload.sample(weights, version, self.G)
+        job.head_version = job.tail_version = version
+        job.segments += 1
+        self._event("abort", job.worker, job.id, version)
+        lengths = self.cfg.generation_time.lengths(self.rng, payload, self.G)
+        problem = self.engines[0].misfit(lengths)
+        if problem is not None:
+            raise SimulationError(problem)
+        return lengths
 
     def _generate_in_flight(self, job: Job, speed: float):
         """Decode in segments; when a newer version becomes visible mid-generation the tokens

@@ -59,6 +59,17 @@ class SystemConfig(BaseModel):
                     f"worker_speeds must all be >= {MIN_WORKER_SPEED:g} (durations are divided by them), got "
                     f"{min(self.worker_speeds):g}"
                 )
+        for name in ("train_time", "sync_delay"):
+            if getattr(getattr(self, name), "engine_model", False):
+                raise ValueError(f"{name}: kind '{getattr(self, name).kind}' times generation on inference engines; "
+                                 "it can only be system.generation_time")
+        if getattr(self.generation_time, "engine_model", False):
+            if self.partial_rollouts:
+                raise ValueError("partial_rollouts: the continuous_batching engine has its own weight-sync modes; "
+                                 "set system.generation_time.sync = 'partial' instead of system.partial_rollouts")
+            if self.worker_speeds is not None:
+                raise ValueError("worker_speeds: continuous_batching engines time generation themselves "
+                                 "(set step_base / step_per_sequence instead)")
         if self.partial_rollouts:
             if not self.generation_time.per_token_model:
                 kinds = " or ".join(repr(e.name) for e in DELAYS.entries() if e.impl.per_token_model)

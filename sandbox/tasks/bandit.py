@@ -51,6 +51,10 @@ class BanditConfig(BaseModel):
 
 @TASKS.register(BanditConfig)
 class BanditTask(PolicyTask):
+    @classmethod
+    def engine_features(cls, cfg):
+        return frozenset({"logits"})  # sampling goes through the engine's draw (docs/engines.md)
+
     max_len = 1
     fixed_length = True
     default_threads = 1
@@ -75,6 +79,13 @@ class BanditTask(PolicyTask):
         if bool(group.ended.all()):
             return group
         R, G = group.lengths.shape
+        engine = self.sampling_engine()
+        if engine is not None:  # the rollout engine's distribution and reported log-probs (docs/engines.md)
+            z = params["logits"].detach().unsqueeze(1).expand(R, G, self.cfg.num_arms)
+            d = engine.draw(z, gen, version, 0)
+            ones = torch.ones(R, G, dtype=torch.long)
+            return group.extend(d.tokens.unsqueeze(-1), d.reported_logp.unsqueeze(-1), ones, ones.bool(), version,
+                                d.version_logp.unsqueeze(-1))
         logp_all = torch.log_softmax(params["logits"].detach(), -1)  # (R, K)
         actions = draws.multinomial(logp_all.exp(), G, gen)  # (R, G)
         logp = logp_all.gather(-1, actions)

@@ -133,6 +133,19 @@ class PolicyTask(Task):
     """Every response has exactly ``max_len`` tokens whatever the weights, and the task draws only
     through :mod:`sandbox.tasks.draws`: the cluster's timing then cannot depend on the policy, so
     each replica can run under its own schedule (``run.schedules = "independent"``)."""
+    engine: Any = None
+    """The rollout engine the task samples through (:mod:`sandbox.engines`, set by the runner); None or
+    an exact engine: the task's own sampling code, unchanged (``docs/engines.md``)."""
+
+    @classmethod
+    def engine_features(cls, cfg) -> frozenset[str]:
+        """What a rollout engine may ask of this task (``sandbox.engines.base``): none by default."""
+        return frozenset()
+
+    def sampling_engine(self):
+        """The engine to sample through, or None when sampling is exact (the task's own code path)."""
+        engine = self.engine
+        return None if engine is None or engine.exact else engine
 
     @abstractmethod
     def new_group(self, group_size: int, gen: torch.Generator) -> Rollouts:

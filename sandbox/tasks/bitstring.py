@@ -43,6 +43,10 @@ class BitStringConfig(BaseModel):
 
 @TASKS.register(BitStringConfig)
 class BitStringTask(PolicyTask):
+    @classmethod
+    def engine_features(cls, cfg):
+        return frozenset({"logits"})  # sampling goes through the engine's draw (docs/engines.md)
+
     default_threads = 1
     fixed_length = True
 
@@ -72,6 +76,13 @@ class BitStringTask(PolicyTask):
         R, G = group.lengths.shape
         theta = params["logits"].detach()[:, start:]  # (R, S)
         shape = (R, G, H - start)
+        engine = self.sampling_engine()
+        if engine is not None:  # each bit is a two-entry softmax over the logits (0, θ_t) (docs/engines.md)
+            z = torch.stack([torch.zeros_like(theta), theta], -1).unsqueeze(1).expand(*shape, 2)
+            d = engine.draw(z, gen, version, torch.arange(start, H))
+            steps = torch.full((R, G), H - start, dtype=torch.long)
+            return group.extend(d.tokens, d.reported_logp, steps, torch.ones(R, G, dtype=torch.bool), version,
+                                d.version_logp)
         p1 = torch.sigmoid(theta).unsqueeze(1).expand(shape)
         # The comparison writes the 0/1 tokens straight into int64 (a bool result and its conversion
         # cost several times more on CPU), and log π(y_t) is picked from the pair

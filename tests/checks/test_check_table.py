@@ -37,13 +37,14 @@ def test_the_table_has_no_anonymous_x_column():
         ("critical_lr", point(4), "τ = 4 versions"),
         ("straggler_cost", point(8), "P = 8 workers"),
         ("straggler_cost", point(1), "P = 1 worker"),
-        ("littles_law", point(4), "k_max = 4 versions"),
+        ("random_lag", point(4, series="mean lag"), "mean lag (timing): P = 4 workers"),
+        ("random_lag", point(4, series="mean path"), "mean path (learning): P = 4 workers"),
         ("ess_vs_lag", point(2), "k = 2 versions (fixed lag)"),
         ("gradient_cosine", point(0.92), "η/η_crit = 0.92 (τ = 8)"),
         ("gradient_cosine", point(0.0), "sync: τ = 0, η = 0.3"),
         ("gac_boundary", point(0), "plain SGD (τ = 8)"),
         ("gac_boundary", point(1), "with GAC (τ = 8)"),
-        ("opob_variance", point(0.3), "b = 0.3"),
+        ("minibatch_lag", point(2), "s = 2 optimizer steps into the batch"),
     ],
 )
 def test_points_are_named_by_symbol_and_unit(name, p, label):
@@ -70,12 +71,12 @@ def test_one_sided_bound_is_shown_as_a_bound():
 
 
 def test_cli_table_and_summary_name_the_swept_values(tmp_path):
-    res = CliRunner().invoke(app, ["check", "straggler_cost", "opob_variance", "--quick", "--report", str(tmp_path)])
+    res = CliRunner().invoke(app, ["check", "straggler_cost", "minibatch_lag", "--quick", "--report", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "swept variable" in res.output and "P = 8 workers" in res.output
-    assert "b = b* = 0.5509 (OPOB)" in res.output  # the last point of the sweep is b* itself
     summary = json.loads((tmp_path / "summary.json").read_text())
     by_name = {c["name"]: c for c in summary["checks"]}
+    assert "fixed lag k = 1, m = 2, E = 2: s = 3 optimizer steps into the batch" in by_name["minibatch_lag"]["swept"]["labels"]
     assert by_name["straggler_cost"]["swept"]["labels"] == ["P = 1 worker", "P = 2 workers", "P = 8 workers"]
     listing = CliRunner().invoke(app, ["check", "--list"])
     assert "critical_lr (T1; sweeps τ [versions])" in " ".join(listing.output.split())

@@ -27,11 +27,11 @@ def test_check_passes_and_rejects_a_perturbed_prediction(name):
 
 def test_cli_exit_status_and_report(tmp_path):
     runner = CliRunner()
-    ok = runner.invoke(app, ["check", "straggler_cost", "littles_law", "--quick", "--report", str(tmp_path)])
+    ok = runner.invoke(app, ["check", "straggler_cost", "minibatch_lag", "--quick", "--report", str(tmp_path)])
     assert ok.exit_code == 0, ok.output
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["passed"] and {c["name"] for c in summary["checks"]} == {"straggler_cost", "littles_law"}
-    assert (tmp_path / "straggler_cost.png").stat().st_size > 0 and (tmp_path / "littles_law.png").exists()
+    assert summary["passed"] and {c["name"] for c in summary["checks"]} == {"straggler_cost", "minibatch_lag"}
+    assert (tmp_path / "straggler_cost.png").stat().st_size > 0 and (tmp_path / "minibatch_lag.png").exists()
     bad = runner.invoke(app, ["check", "straggler_cost", "--quick", "--perturb"])
     assert bad.exit_code == 1 and "FAIL" in bad.output
     unknown = runner.invoke(app, ["check", "nonsense"])

@@ -70,3 +70,24 @@ def test_bar_figure_names_bars_on_the_axis_and_one_legend_entry_per_kind(tmp_pat
     assert [t.get_text() for t in ax.get_xticklabels()] == ["A", "B (FSDP2)"]
     assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["predicted (mean, 95% CI)", "published"]
     assert (tmp_path / "x.png").exists() and (tmp_path / "x.svg").exists()
+
+
+def test_p_value_matches_the_verdict_and_holm_hand_values():
+    """The one-sided p-value is the test the verdict makes: reproduced exactly when p < 0.025 (issue 34's
+    multiple-comparison note rests on it); Holm's step-down on hand values."""
+    from sandbox.claims.base import ALPHA, holm, p_value
+
+    # x̄ = 1, s = 0.1, n = 3, threshold 0.5: t = 0.5/(0.1/√3) = 8.660, P(T_2 ≥ 8.660) = 0.006536
+    assert p_value([1.0, 1.1, 0.9], 0.5, ">") == pytest.approx(0.006536, abs=2e-6)
+    assert p_value([1.0, 1.1, 0.9], 0.5, "<") == pytest.approx(1 - 0.006536, abs=2e-6)
+    assert p_value([1.0, 1.0], 0.5, ">") == 0.0 and p_value([1.0, 1.0], 1.0, ">") == 1.0
+    assert math.isnan(p_value([1.0, math.nan], 0.5, ">"))
+    for values, threshold, direction in [([0.2, 0.3, 0.25], 0.1, ">"), ([0.0, 0.3, 0.12], 0.1, ">"),
+                                         ([0.95, 1.0, 1.02], (0.9, 1.1), "within"), ([0.8, 1.0, 1.1], (0.9, 1.1), "within"),
+                                         ([-0.2, -0.1, -0.15], 0.0, "<"), ([-0.2, 0.1, -0.05], 0.0, "<")]:
+        row = Row("x", "s", values, threshold, direction)
+        assert (row.verdict == REPRODUCED) == (row.p_value < ALPHA), (values, row.p_value, row.verdict)
+    # m = 4 at α = 0.025: thresholds 0.00625, 0.00833, 0.0125, 0.025
+    assert holm([0.005, 0.02, 0.008, math.nan, 0.3]) == [True, False, True, False, False]
+    assert holm([0.007, 0.001]) == [True, True]  # m = 2: 0.001 ≤ 0.0125, then 0.007 ≤ 0.025
+    assert holm([0.03, 0.001]) == [False, True]

@@ -139,10 +139,28 @@ def test_quick_claim_gives_one_finite_ratio_per_setup():
     assert len(result.rows) == len(SETUPS)
     for row, setup in zip(result.rows, SETUPS):
         assert setup.system in row.label and setup.text() in row.label
-        assert row.direction == "within" and tuple(row.threshold) == (0.67, 1.5)
+        assert row.direction == "within" and tuple(row.threshold) == (0.8, 1.25)
         assert len(row.values) == 2 and all(math.isfinite(v) and v > 0 for v in row.values)
     notes = {s.scenario: r.note for s, r in zip(SETUPS, result.rows)}
     assert "wall time to a score" in notes["vcpo_multiturn"]
+
+
+def test_a_prediction_on_the_wrong_side_of_1_is_never_reproduced():
+    """Issue 34: a slowdown predicted where a speed-up was published is not reproduced whatever the ratio's
+    interval; a prediction whose interval contains 1 is at best inconclusive."""
+    from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Row
+    from sandbox.claims.published import BAND, side_of_one
+
+    slow = np.array([0.90, 0.91, 0.92])  # published 1.1x: ratio ≈ 0.83, inside the band
+    cap, note = side_of_one(slow, 1.1)
+    assert cap == NOT_REPRODUCED and "other side of 1" in note
+    assert Row("x", "s", slow / 1.1, BAND, "within").verdict == REPRODUCED  # what the band alone would say
+    assert Row("x", "s", slow / 1.1, BAND, "within", cap=cap).verdict == NOT_REPRODUCED
+    straddle = np.array([0.95, 1.0, 1.05])
+    cap, note = side_of_one(straddle, 1.1)
+    assert cap == INCONCLUSIVE and "contains 1" in note
+    assert Row("x", "s", straddle / 1.1, BAND, "within", cap=cap).verdict == INCONCLUSIVE
+    assert side_of_one(np.array([1.2, 1.25, 1.3]), 1.1) == ("", "")
 
 
 def test_docs_table_is_the_module_constant():

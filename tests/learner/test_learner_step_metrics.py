@@ -112,3 +112,30 @@ def test_metrics_to_numpy_equals_the_per_metric_conversion():
             assert (math.isnan(want) and math.isnan(row[k])) or np.float64(row[k]).tobytes() == np.float64(want).tobytes(), k
     _, row = _metrics_to_numpy({"x": torch.tensor([1.0, 2.0, 4.0, 8.0])}, R, np.array([False, True, False, True]))
     assert row["x"] == 5.0  # the mean over the live replicas only
+
+
+def test_an_undefined_cosine_is_missing_never_zero():
+    """``grad/cos_prev`` is NaN where there is no previous gradient or either gradient is zero (issue 34):
+    a missing value that means over steps skip, never a forced 0 that they would count."""
+    from sandbox.learner.diagnostics import cosine
+
+    a = torch.tensor([[1.0, 0.0], [0.0, 0.0], [3.0, 4.0], [1.0, 1.0]], dtype=torch.float64)
+    b = torch.tensor([[0.0, 2.0], [1.0, 0.0], [0.0, 0.0], [-2.0, -2.0]], dtype=torch.float64)
+    c = cosine(a, b)
+    assert c[0].item() == 0.0 and c[3].item() == pytest.approx(-1.0)  # a defined cosine of 0 stays 0
+    assert math.isnan(c[1].item()) and math.isnan(c[2].item())
+    # in a learning run: the synchronous bit-string run converges, its GRPO gradient is then zero, and
+    # every such step (and the step after it) logs NaN, while every defined step is a finite cosine
+    scn = validate_scenario({
+        "task": {"name": "bitstring", "horizon": 4, "replicas": 1},
+        "system": {"num_workers": 4, "staleness": {"kind": "sync"}},
+        "algorithm": {"group_size": 4, "groups_per_step": 2, "optimizer": {"name": "adam", "lr": 0.5}},
+        "run": {"steps": 40, "seed": 0, "figures": False},
+    })
+    from sandbox.runner import run_scenario
+
+    m = run_scenario(scn).metrics
+    norm, cos = m["grad/norm"].to_numpy(), m["grad/cos_prev"].to_numpy()
+    defined = (norm > 0) & (np.concatenate([[0.0], norm[:-1]]) > 0)
+    assert (norm == 0).sum() > 0 and defined.sum() > 0  # the run has both kinds of step
+    assert np.isnan(cos[~defined]).all() and np.isfinite(cos[defined]).all()

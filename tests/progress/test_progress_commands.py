@@ -103,11 +103,11 @@ def test_cli_run_records_variant_phases(tmp_path):
 
 def test_cli_check_phases():
     with progress.recording() as rec:
-        res = CliRunner().invoke(app, ["check", "straggler_cost", "littles_law", "--quick"])
+        res = CliRunner().invoke(app, ["check", "straggler_cost", "minibatch_lag", "--quick"])
     assert res.exit_code == 0, res.output
     labels = _labels(rec)
     assert labels[0] == "theory checks (quick)"
-    assert "check straggler_cost" in labels and "check littles_law" in labels
+    assert "check straggler_cost" in labels and "check minibatch_lag" in labels
     top = next(iter(rec.tasks.values()))
     assert top.count == 2 and [u[0] for u in top.updates] == [1, 2]
 

@@ -197,3 +197,19 @@ def test_schedules_simulated_in_worker_processes_give_the_same_run():
     for key, values in alone.replica_metrics.items():
         np.testing.assert_array_equal(spread.replica_metrics[key], values, err_msg=key)
     assert alone.jobs.equals(spread.jobs) and alone.events.equals(spread.events)
+
+
+ENGINE = {"kind": "continuous_batching", "step_base": 0.05, "step_per_sequence": 0.01, "workers_per_engine": 5,
+          "length_median": 10, "length_sigma": 0.5, "sync_time": 0.1}
+
+
+def test_replicas_on_a_draining_engine_are_separate_runs():
+    assert_replicas_are_separate_runs(staleness={"kind": "max_lag", "k_max": 1}, generation_time=ENGINE)
+
+
+def test_an_engine_that_aborts_or_resumes_is_refused_naming_the_field():
+    for sync in ("abort", "partial"):
+        data = scenario(REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 1},
+                        generation_time={**ENGINE, "sync": sync})
+        with pytest.raises(ValueError, match="generation_time.sync"):
+            validate_scenario(data)

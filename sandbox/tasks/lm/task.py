@@ -35,7 +35,7 @@ from torch.func import functional_call
 from ...errors import ScenarioError
 from ...models import hf
 from ...models.hf import HFModelConfig
-from ...models.transformer import Transformer, TransformerConfig, sample, sequence_logprobs
+from ...models.transformer import Transformer, TransformerConfig, sample, sample_with, sequence_logprobs
 from ..base import TASKS, BudgetShape, Params, PolicyTask
 from ..rollouts import Rollouts
 from . import warmstart as ws_mod
@@ -133,6 +133,12 @@ class LMTaskConfig(BaseModel):
 @TASKS.register(LMTaskConfig)
 class LMTask(PolicyTask):
     @classmethod
+    def engine_features(cls, cfg):
+        """Logits to every engine; the network to precision and routing (builtin model; routing with experts)."""
+        experts = cfg.model.backend == "builtin" and cfg.model.experts > 0
+        return frozenset({"logits", "forward"} | ({"experts"} if experts else set()))
+
+    @classmethod
     def budget_shape(cls, cfg):
         prob, m = cfg.problem, cfg.model
         P = prob.prompt_len
@@ -146,7 +152,8 @@ class LMTask(PolicyTask):
             V = m.vocab_size or CharTokenizer().vocab_size
             S = m.max_seq_len or seq
             d, L, ff, heads = m.d_model, m.n_layers, m.ff, m.n_heads
-            per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d)
+            mlp = (d * ff + ff) + (ff * d + d)
+            per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (mlp * m.experts + d * m.experts + m.experts if m.experts else mlp)
             params = V * d + S * d + L * per_layer + 2 * d + (0 if m.tie_embeddings else d * V)
         # saved for backward per position: per layer about 12 d + 2 ff + heads x seq (attention), logits
         # (a gated MLP, as in llama, saves a third ff-wide activation: within the estimate's margin)
@@ -285,8 +292,12 @@ class LMTask(PolicyTask):
         if bool((group.lengths[0, idx] != W).any()):
             raise ValueError("unfinished responses of a group must all sit at the group's width")
         ctx = torch.cat([group.prompts[0, idx], group.tokens[0, idx]], 1).to(self.device)
-        fwd = self.forward_fn(self._single(params, detach=True))
-        toks, lps, lens, hit = sample(fwd, ctx, self.max_new - W, self.tokenizer.eos_id, self.cfg.temperature, gen)
+        engine = self.sampling_engine()
+        if engine is not None:
+            toks, lps, exact, lens, hit = self._engine_sample(engine, params, ctx, W, gen, version)
+        else:
+            fwd = self.forward_fn(self._single(params, detach=True))
+            toks, lps, lens, hit = sample(fwd, ctx, self.max_new - W, self.tokenizer.eos_id, self.cfg.temperature, gen)
         N, S = group.num_responses, toks.shape[1]
         new_t = torch.zeros(1, N, S, dtype=torch.long)
         new_lp = torch.zeros(1, N, S)
@@ -296,7 +307,43 @@ class LMTask(PolicyTask):
         new_lp[0, idx] = lps.float().cpu()
         new_len[0, idx] = lens.cpu()
         new_end[0, idx] = (hit | (W + lens >= self.max_new)).cpu()
-        return group.extend(new_t, new_lp, new_len, new_end, version)
+        if engine is None:
+            return group.extend(new_t, new_lp, new_len, new_end, version)
+        new_exact = torch.zeros(1, N, S)
+        new_exact[0, idx] = exact.float().cpu()
+        return group.extend(new_t, new_lp, new_len, new_end, version, new_exact)
+
+    def _engine_sample(self, engine, params: Params, ctx: Tensor, W: int, gen, version):
+        """Decode through a rollout engine (``docs/engines.md``): its draw on the trainer's logits
+        ``z = logits / temperature`` (``logit_noise``, ``processed_logprobs``), or a sampler forward at
+        another precision / with flipped routes (``precision``, ``routing``) whose exact log-probs come
+        from a float32 teacher-forced forward of the same weights afterwards."""
+        single = self._single(params, detach=True)
+        T = self.cfg.temperature
+        own_forward = "forward" in engine.needs
+        weights = single
+        if own_forward:
+            weights, _ = engine.sampler_weights(single)
+
+        def draw_fn(logits: Tensor, step: int):
+            d = engine.draw(logits.float() / T, gen, version, W + step)
+            return d.tokens, d.reported_logp, d.version_logp
+
+        flip = engine.router_flip(gen) if own_forward else None
+        if flip is not None:
+            self.model.router_flip = flip  # the builtin transformer's MoE blocks read it (routing engine)
+        try:
+            toks, lps, exact, lens, hit = sample_with(self.forward_fn(weights), ctx, self.max_new - W,
+                                                      self.tokenizer.eos_id, draw_fn)
+        finally:
+            if flip is not None:
+                self.model.router_flip = None
+        if own_forward and toks.shape[1]:
+            with torch.no_grad():
+                lp = sequence_logprobs(self.forward_fn(single, use_cache=False), ctx, toks, T).float()
+            S = toks.shape[1]
+            exact = lp * (torch.arange(S, device=lp.device) < lens.unsqueeze(-1))
+        return toks, lps, exact, lens, hit
 
     def hit_eos(self, rollouts: Rollouts) -> Tensor:
         """``(R, N)`` the response ends with the end token (not cut by the budget)."""

@@ -86,7 +86,8 @@ def model_identity(task) -> dict:
     including ``transformers_version``), the attention kernel, and for a checkpoint the SHA-256 of its
     files; two architectures or checkpoints never share a cache file."""
     if task.backend != "hf":
-        return task.model_cfg.model_dump(exclude={"backend"})
+        # experts = 0 (the dense MLP) is left out: caches written before the option existed stay valid
+        return task.model_cfg.model_dump(exclude={"backend"} | ({"experts"} if not task.model_cfg.experts else set()))
     spec = task.cfg.model
     return {
         "backend": "hf",

@@ -1,0 +1,315 @@
+"""Continuous-batching inference engine (``docs/system.md#continuous_batching``): generation time
+from an engine that steps a batch of sequences, as vLLM and SGLang do.
+
+Rollout workers are grouped into engines of ``workers_per_engine`` workers (worker ``w`` uses engine
+``w // workers_per_engine``); a worker's group (``algorithm.group_size`` sequences) is submitted to its
+engine and the worker waits until its last sequence ends. The engine is one simpy process:
+
+* a decode step with ``n`` sequences in flight costs ``a + b·n`` seconds (``step_base``,
+  ``step_per_sequence``: memory-bound decode, weights read once per step and each sequence's KV
+  cache once; ``sandbox.system.hardware`` derives them from a GPU and a model);
+* a sequence of ``L`` response tokens lives through ``L`` decode steps after its prefill, which costs
+  ``prefill_per_token · prompt_tokens`` and runs as its own step before the next decode step (the
+  prefills of the sequences admitted together add up);
+* admission is first come, first served, at step boundaries, while the sequences in flight are at
+  most ``max_sequences`` and their KV reservations (``prompt_tokens + L`` each: the sequence's full
+  length, known to the simulator, so nothing is ever pre-empted) fit ``kv_capacity_tokens``;
+  waiting sequences queue;
+* the engine holds one weight version; when the next waiting group was admitted (by the staleness
+  control) with a newer version, the engine syncs (``sync_time`` seconds) to exactly that version:
+  ``drain``: it admits nothing until the sequences in flight end under their old version, then
+  syncs; ``abort``: the groups in flight are aborted at the step boundary, their tokens thrown away,
+  and they are regenerated from their first token under the new version (queued ahead of the rest);
+  ``partial``: the sequences in flight pause for the sync and resume under the new version (the
+  group's ``tail_version`` is the newest version that decoded part of it).
+
+Between two changes of the batch (a sequence ends, a group arrives, a sync) every step costs the
+same, so the process jumps over them at once; an arrival in the middle is admitted at the next
+step boundary, ``t0 + j·(a + b·n)``. Nothing is random in the engine itself: with the same lengths
+it gives the same times, bitwise.
+
+Lengths: with ``length_median`` set, each sequence's response length is drawn from the system's
+timing stream, ``round(median · exp(σ z))`` cut to ``[1, max_tokens]`` (a timing-only run; log-normal
+lengths as in ``docs/theory.md#t6``); otherwise the workload's own lengths (the group's ``lengths``
+when the payload has one per sequence, else every sequence ``decode_steps`` long).
+
+Out of the engine (``sample``/``expected``, e.g. budgets and plans): the time of one sequence alone
+on an idle engine, ``prefill_per_token · prompt_tokens + tokens · (a + b)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any, Callable, ClassVar, Literal
+
+import numpy as np
+import simpy
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..hardware import GPUS, MODELS, decode_step_costs, sync_seconds
+from .base import DELAYS, Delay
+
+SYNC_MODES = ("drain", "abort", "partial")
+
+
+class EngineHardware(BaseModel):
+    """Derives an engine's ``step_base``, ``step_per_sequence`` and ``sync_time`` from the hardware
+    table (``sandbox.system.hardware``; docs/system.md#hardware) where they are not given."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    gpu: Literal[tuple(GPUS)] = Field("H100", description=f"Accelerator ({', '.join(GPUS)}).")  # type: ignore[valid-type]
+    model: Literal[tuple(MODELS)] = Field("qwen2.5-7b", description=f"Model ({', '.join(MODELS)}).")  # type: ignore[valid-type]
+    gpus: int = Field(1, ge=1, description="GPUs per engine (tensor parallel): their bandwidths add up.")
+    context_tokens: float = Field(1000.0, gt=0, description="Mean cached tokens per sequence in flight (sizes b).")
+
+
+class ContinuousBatchingDelay(Delay):
+    """An inference engine with continuous batching: a decode step costs ``a + b·n`` for ``n``
+    sequences in flight, capped by the KV cache; weight syncs drain, abort or keep in-flight work
+    (docs/system.md#continuous_batching)."""
+
+    kind: Literal["continuous_batching"] = "continuous_batching"
+    step_base: float = Field(0.01, ge=0, description="a: seconds of a decode step independent of the batch (weights read).")
+    step_per_sequence: float = Field(0.0001, ge=0, description="b: extra seconds of a decode step per sequence in flight (KV read).")
+    prefill_per_token: float = Field(0.0, ge=0, description="Seconds of prefill per prompt token.")
+    prompt_tokens: int = Field(0, ge=0, description="Prompt tokens per sequence (prefill and KV reservation).")
+    max_sequences: int | None = Field(None, ge=1, description="Most sequences in flight per engine (vLLM max_num_seqs); None = no cap.")
+    kv_capacity_tokens: int | None = Field(
+        None, ge=1, description="KV-cache capacity per engine in tokens; each sequence reserves prompt_tokens + its length. None = unlimited.")
+    workers_per_engine: int = Field(1, ge=1, description="Rollout workers (groups in flight) sharing one engine.")
+    sync: Literal["drain", "abort", "partial"] = Field(
+        "drain", description="On a newer weight version: drain (finish in-flight under old weights), abort (regenerate), partial (resume).")
+    sync_time: float = Field(0.0, ge=0, description="Seconds the engine pauses to load new weights.")
+    length_median: float | None = Field(
+        None, gt=0, description="Median response length in tokens of the length model (timing-only runs); None = the workload's lengths.")
+    length_sigma: float = Field(0.0, ge=0, description="σ of log response length of the length model (0 = every response the median).")
+    max_tokens: int | None = Field(None, ge=1, description="Longest response of the length model, tokens (the cut).")
+
+    hardware: EngineHardware | None = Field(
+        None, description="Derive step_base, step_per_sequence and sync_time (those not set) from a GPU and a model.")
+
+    engine_model: ClassVar[bool] = True
+    """The cluster runs generation on :class:`Engine` processes instead of drawing a duration."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_hardware(cls, data):
+        if isinstance(data, dict) and data.get("hardware") is not None:
+            hw = EngineHardware.model_validate(data["hardware"])
+            a, b = decode_step_costs(hw.gpu, hw.model, hw.gpus, hw.context_tokens)
+            derived = {"step_base": a, "step_per_sequence": b, "sync_time": sync_seconds(hw.gpu, hw.model)}
+            data = {**derived, **data}
+        return data
+
+    @model_validator(mode="after")
+    def _fits(self):
+        if self.length_median is None and (self.length_sigma > 0 or self.max_tokens is not None):
+            raise ValueError("length_sigma and max_tokens shape the length model: set length_median too")
+        if self.kv_capacity_tokens is not None:
+            longest = self.max_tokens if self.max_tokens is not None else None
+            if self.prompt_tokens + 1 > self.kv_capacity_tokens or (
+                    longest is not None and self.prompt_tokens + longest > self.kv_capacity_tokens):
+                need = self.prompt_tokens + (longest or 1)
+                raise ValueError(f"kv_capacity_tokens = {self.kv_capacity_tokens} cannot hold one sequence "
+                                 f"(prompt_tokens + max_tokens = {need}): raise it or shorten the sequences")
+        return self
+
+    def _mean_for_check(self) -> float:
+        return max(self.prefill_per_token * self.prompt_tokens + self.step_base + self.step_per_sequence, 1.0)
+
+    def sample(self, rng, tokens=0):
+        return self.expected(tokens)
+
+    def expected(self, tokens=0.0):
+        return self.prefill_per_token * self.prompt_tokens + tokens * (self.step_base + self.step_per_sequence)
+
+    def step_cost(self, n: int) -> float:
+        """``a + b·n``: one decode step with ``n`` sequences in flight."""
+        return self.step_base + self.step_per_sequence * n
+
+    def lengths(self, rng: np.random.Generator, payload: Any, group_size: int) -> list[int]:
+        """The response length of each sequence of a group (module docstring, Lengths)."""
+        if self.length_median is not None:
+            z = rng.standard_normal(group_size) if self.length_sigma > 0 else np.zeros(group_size)
+            out = np.rint(self.length_median * np.exp(self.length_sigma * z))
+            out = np.clip(out, 1, self.max_tokens if self.max_tokens is not None else np.inf)
+            return [int(v) for v in out]
+        own = getattr(payload, "lengths", None)
+        if own is not None and hasattr(own, "reshape"):
+            flat = [int(v) for v in np.asarray(own.reshape(-1).tolist() if hasattr(own, "tolist") else own)]
+            if len(flat) == group_size:
+                return flat
+        return [int(payload.decode_steps)] * group_size
+
+    def build_engines(self, env: simpy.Environment, num_workers: int, resample: Callable) -> list["Engine"]:
+        """One :class:`Engine` per ``workers_per_engine`` workers (the last may have fewer)."""
+        count = -(-num_workers // self.workers_per_engine)
+        return [Engine(env, self, i, resample) for i in range(count)]
+
+
+class Request:
+    """A group in an engine: its sequences' lengths, the version it is generated with, and the
+    event its worker waits for."""
+
+    __slots__ = ("job", "lengths", "version", "done", "weights", "left", "next_seq")
+
+    def __init__(self, job: Any, lengths: list[int], version: int, done: simpy.Event, weights: Any = None):
+        self.job, self.lengths, self.version, self.done, self.weights = job, lengths, version, done, weights
+        self.left = len(lengths)  # sequences not yet ended
+        self.next_seq = 0  # the first sequence not yet admitted
+
+
+class Engine:
+    """One inference engine (module docstring): a simpy process stepping its batch.
+
+    ``resample(job, version, weights)`` is the cluster's hook for ``sync = "abort"``: it regenerates an
+    aborted group's payload with ``weights`` of ``version`` and returns its new sequence lengths."""
+
+    def __init__(self, env: simpy.Environment, cfg: ContinuousBatchingDelay, index: int, resample: Callable):
+        self.env, self.cfg, self.index, self.resample = env, cfg, index, resample
+        self.version = 0
+        self.waiting: deque[Request] = deque()
+        self.running: list[list] = []  # [request, remaining tokens, KV reserved]
+        self.kv_used = 0
+        self.syncs = 0
+        self.steps = 0
+        self.busy = 0.0  # seconds spent in decode or prefill steps
+        self._wake = env.event()
+        env.process(self._run())
+
+    def misfit(self, lengths: list[int]) -> str | None:
+        """Why a group can never run on this engine (a sequence larger than the KV cache), or None."""
+        cfg = self.cfg
+        longest = max(lengths, default=0)
+        if cfg.kv_capacity_tokens is not None and cfg.prompt_tokens + longest > cfg.kv_capacity_tokens:
+            return (f"system.generation_time.kv_capacity_tokens: a sequence of {longest} tokens plus prompt_tokens = "
+                    f"{cfg.prompt_tokens} does not fit the KV cache ({cfg.kv_capacity_tokens} tokens): it could never run")
+        return None
+
+    def submit(self, job: Any, lengths: list[int], version: int, weights: Any = None) -> simpy.Event:
+        """Queue a group generated with ``weights`` of ``version``; the returned event fires when its last
+        sequence ends (check :meth:`misfit` first)."""
+        done = self.env.event()
+        self.waiting.append(Request(job, list(lengths), version, done, weights))
+        if not self._wake.triggered:
+            self._wake.succeed()
+        return done
+
+    # -- the process ------------------------------------------------------------------------------
+    def _admit(self) -> int:
+        """Admit waiting sequences in order while they fit; returns how many were admitted."""
+        cfg, waiting, running = self.cfg, self.waiting, self.running
+        admitted = 0
+        while waiting:
+            req = waiting[0]
+            if req.version > self.version:
+                break  # needs a sync first
+            if cfg.max_sequences is not None and len(running) >= cfg.max_sequences:
+                break
+            length = req.lengths[req.next_seq]
+            kv = cfg.prompt_tokens + length
+            if cfg.kv_capacity_tokens is not None and self.kv_used + kv > cfg.kv_capacity_tokens:
+                break
+            self.kv_used += kv
+            req.next_seq += 1
+            if length <= 0:  # an empty response ends at admission (after its prefill)
+                running.append([req, 0, kv])
+            else:
+                running.append([req, length, kv])
+            admitted += 1
+            if req.next_seq == len(req.lengths):
+                waiting.popleft()
+        return admitted
+
+    def _finish_ended(self) -> None:
+        keep = []
+        for entry in self.running:
+            if entry[1] <= 0:
+                self.kv_used -= entry[2]
+                req = entry[0]
+                req.left -= 1
+                if req.left == 0:
+                    req.done.succeed()
+            else:
+                keep.append(entry)
+        self.running = keep
+
+    def _rearm(self) -> None:
+        if self._wake.triggered:
+            self._wake = self.env.event()
+
+    def _sync_needed(self) -> bool:
+        return bool(self.waiting) and self.waiting[0].version > self.version
+
+    def _do_sync(self):
+        """Sync to the version the next waiting group was admitted with (mode: module docstring)."""
+        cfg, head = self.cfg, self.waiting[0]
+        target, weights = head.version, head.weights
+        if cfg.sync == "abort" and self.running:
+            aborted: list[Request] = []
+            for req, _, kv in self.running:
+                self.kv_used -= kv
+                if req not in aborted:
+                    aborted.append(req)
+            self.running = []
+            for req in reversed(aborted):  # regenerated first, in their order, under the new version
+                # sequences of the group still waiting for admission leave the queue too
+                if req in self.waiting:
+                    self.waiting.remove(req)
+                lengths = self.resample(req.job, target, weights)
+                self.waiting.appendleft(Request(req.job, lengths, target, req.done, weights))
+        if cfg.sync_time > 0:
+            yield self.env.timeout(cfg.sync_time)
+        self.version = target
+        self.syncs += 1
+        if cfg.sync == "partial":
+            for entry in self.running:
+                job = entry[0].job
+                if job.tail_version < target:
+                    job.tail_version = target
+                    job.segments += 1
+
+    def _run(self):
+        env, cfg = self.env, self.cfg
+        while True:
+            if self._sync_needed() and (cfg.sync != "drain" or not self.running):
+                yield from self._do_sync()
+                continue
+            admitted = self._admit() if not self._sync_needed() else 0
+            running = self.running
+            if not running:
+                self._rearm()
+                yield self._wake
+                continue
+            prefill = cfg.prefill_per_token * cfg.prompt_tokens * admitted
+            cost = cfg.step_cost(len(running))
+            k = min(entry[1] for entry in running)
+            start = env.now + prefill
+            self._rearm()
+            if k <= 0:  # only sequences that end at their prefill
+                if prefill > 0:
+                    yield env.timeout(prefill)
+                    self.busy += prefill
+                self._finish_ended()
+                continue
+            finish = env.timeout(prefill + k * cost)
+            yield finish | self._wake
+            if finish.processed:
+                j = k
+            else:  # an arrival: go on to the next step boundary, then re-plan
+                t = env.now
+                j = 0 if t <= start else min(k, math.ceil((t - start) / cost))
+                if j > 0 and start + (j - 1) * cost >= t:
+                    j -= 1
+                target = start + j * cost
+                if target > env.now:
+                    yield env.timeout(target - env.now)
+            self.busy += prefill + j * cost
+            self.steps += j
+            for entry in running:
+                entry[1] -= j
+            self._finish_ended()
+
+
+DELAYS.register(ContinuousBatchingDelay, ContinuousBatchingDelay)

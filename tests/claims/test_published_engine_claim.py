@@ -1,0 +1,53 @@
+"""The published_speedups_engine claim: its engine mapping by hand, and one finite row per opted-in
+setup in quick mode."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sandbox.claims import CLAIMS
+from sandbox.claims.published import SETUPS, setup_variants
+from sandbox.claims.published_engine import ENGINE_SETUPS, EngineMapping, engine_system, step_costs
+
+
+def test_step_costs_meet_the_full_load_time_with_the_hardware_ratio():
+    # H20 / Qwen2.5-7B at 1,000 cached tokens: a/b = (15.22e9 B) / (57,344 B · 1000) = 265.42; a + 256 b = 0.03
+    a, b = step_costs(EngineMapping(), 0.03)
+    assert a + 256 * b == pytest.approx(0.03, rel=1e-12)
+    assert a / b == pytest.approx(15.22e9 / (57_344 * 1000), rel=1e-12)
+    assert (round(a * 1e3, 2), round(b * 1e6, 1)) == (15.27, 57.5)
+
+
+def test_engine_mapping_of_verl_one_step_off_by_hand():
+    pub = next(p for p in SETUPS if p.scenario == "verl_one_step_off")
+    runs = setup_variants(pub.scenario)
+    # async: 64 slots = 4 GPUs -> 4 engines; fixed_lag k = 1 admits 2·512 groups -> 256 workers per engine
+    cfg = engine_system(runs["async"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
+    gen = cfg.generation_time
+    assert (cfg.num_workers, gen.workers_per_engine, gen.max_sequences, gen.sync) == (1024, 256, 256, "drain")
+    assert gen.step_base + 256 * gen.step_per_sequence == pytest.approx(0.03)
+    assert (gen.length_median, gen.length_sigma, gen.max_tokens) == (1000, 0.819, 20480)
+    # colocated sync: 256 slots = 16 GPUs -> 16 engines; sync admits 512 groups -> 32 per engine
+    cfg = engine_system(runs["colocated_sync"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
+    assert (cfg.num_workers, cfg.generation_time.workers_per_engine) == (512, 32)
+
+
+def test_engine_mapping_of_vcpo_by_hand():
+    pub = next(p for p in SETUPS if p.scenario == "vcpo_multiturn")
+    runs = setup_variants(pub.scenario)
+    # G = 8: 256 / 8 = 32 slots per GPU; 256 workers = 8 GPUs; max_lag k_max = 2 admits 3·64 = 192 groups -> 24 each
+    cfg = engine_system(runs["async"].system, pub, ENGINE_SETUPS[pub.scenario], 64)
+    assert (cfg.num_workers, cfg.generation_time.workers_per_engine, cfg.generation_time.sync) == (192, 24, "partial")
+    # the synchronous baseline never syncs mid-batch: drain
+    cfg = engine_system(runs["sync"].system, pub, ENGINE_SETUPS[pub.scenario], 64)
+    assert (cfg.num_workers, cfg.generation_time.workers_per_engine, cfg.generation_time.sync) == (64, 8, "drain")
+
+
+@pytest.mark.slow
+def test_quick_claim_has_one_finite_row_per_opted_in_setup():
+    result = CLAIMS["published_speedups_engine"].run(quick=True, seeds=2)
+    assert len(result.rows) == len(ENGINE_SETUPS)
+    for row in result.rows:
+        assert all(math.isfinite(v) and v > 0 for v in row.values) and "mean step" in row.note
