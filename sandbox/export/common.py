@@ -29,6 +29,9 @@ from ..scenario import Scenario
 from .base import Given, describe
 from .mismatch import engine_row, exact_engine
 from .plan import Plan
+from .table import Table
+
+T = Table("common")
 
 SKIP_TOP = ("title", "description", "variants")
 
@@ -107,10 +110,7 @@ def versions_to_samples(k: int, steps_per_version: int, samples_per_step: int) -
     return k * steps_per_version * samples_per_step
 
 
-ANCHOR_WORDS = {
-    "behaviour": "the rollout log-probs μ in every mini-batch (bypass mode)",
-    "batch_start": "π_old recomputed once per batch with the weights at its start (decoupled mode)",
-}
+ANCHOR_WORDS = {"behaviour": T.note("anchor_words.behaviour"), "batch_start": T.note("anchor_words.batch_start"),}
 
 
 def proximal_row(plan: Plan, scn: Scenario, anchor: str, where: str) -> None:
@@ -121,16 +121,12 @@ def proximal_row(plan: Plan, scn: Scenario, anchor: str, where: str) -> None:
     the sandbox's bypass loss."""
     a = scn.algorithm
     if a.proximal == anchor:
-        plan.implicit("algorithm.proximal", a.proximal, f"the ratio is anchored at {ANCHOR_WORDS[anchor]}: {where}")
+        T.row(plan, "proximal.implicit.ratio_anchored", a.proximal, anchor_words=ANCHOR_WORDS[anchor], where=where)
     elif anchor == "batch_start" and a.updates_per_batch == 1:
-        plan.implicit("algorithm.proximal", a.proximal,
-                      f"one optimizer step per batch: π_old ({where}) is the weights being trained, so the ratio is 1 "
-                      "in value; the objective and correction rows say where this is the sandbox's bypass loss")
+        T.row(plan, "proximal.implicit.one_optimizer_step", a.proximal, where=where)
     else:
-        plan.no_equivalent("algorithm.proximal", a.proximal,
-                           f"the written config anchors the ratio at {ANCHOR_WORDS[anchor]} ({where}), the scenario at "
-                           f"{ANCHOR_WORDS[a.proximal]}. Instead: re-run the scenario with algorithm.proximal = "
-                           f"\"{anchor}\" and check that the conclusion holds")
+        T.row(plan, "proximal.no_equivalent", a.proximal, anchor_words=ANCHOR_WORDS[anchor], where=where, scenario_anchor_words=ANCHOR_WORDS[a.proximal],
+              anchor=anchor)
 
 
 def no_minibatch_rows(plan: Plan, scn: Scenario, why: str, instead: str) -> None:
@@ -139,29 +135,18 @@ def no_minibatch_rows(plan: Plan, scn: Scenario, why: str, instead: str) -> None
     a = scn.algorithm
     for field, value in (("minibatches", a.minibatches), ("epochs", a.epochs)):
         if value == 1:
-            plan.implicit(f"algorithm.{field}", value, why)
+            T.row(plan, "no_minibatch_rows.implicit", value, field=field, note=why)
         else:
-            plan.no_equivalent(f"algorithm.{field}", value, f"{why}. Instead: {instead}")
+            T.row(plan, "no_minibatch_rows.no_equivalent", value, field=field, why=why, instead=instead)
 
 
-MINIBATCH_INSTEAD = (
-    "export a scenario with algorithm.minibatches = algorithm.epochs = 1 and groups_per_step / minibatches groups "
-    "per step (the same optimizer-step size on fresh data) after checking in the sandbox that the conclusion holds"
-)
-
-
-FIXED_LAG_INSTEAD = (
-    "a fixed lag replays every batch exactly k versions old, the controlled setting of the GAC and VCPO "
-    "papers; production frameworks only bound the lag. Instead: export the scenario with "
-    "system.staleness = {{kind = \"max_lag\", k_max = {k}}} (lag at most {k}) and check in the sandbox that "
-    "the conclusion holds under that control (sandbox run ... --set 'system.staleness={{kind=\"max_lag\",k_max={k}}}')"
-)
+MINIBATCH_INSTEAD = T.note("minibatch_instead")
 
 
 def fixed_lag_gap(plan: Plan, scn: Scenario, extra: str = "") -> None:
     k = scn.system.staleness.k
-    plan.no_equivalent("system.staleness", describe(scn.system.staleness.model_dump()),
-                       FIXED_LAG_INSTEAD.format(k=k) + (f". {extra}" if extra else ""))
+    T.row(plan, "staleness.fixed_lag_gap", describe(scn.system.staleness.model_dump()), k=k,
+          extra=f". {extra}" if extra else "")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -174,18 +159,17 @@ def response_length_hint(scn: Scenario) -> str:
     if t.name == "bitstring":
         return f"{t.horizon} tokens (bit-string horizon)"
     if t.name == "lm":
-        return "a few characters (synthetic arithmetic answers)"
+        return T.note("response_length_hint.few_characters_synthetic")
     if t.name == "gym":
-        return "episodes of up to the environment's step limit"
+        return T.note("response_length_hint.episodes_up_environment")
     return "one token (a bandit arm)"
 
 
 def unmapped_stabilizer_note(stabilizer, framework: str, where: str) -> str:
     """What to do with a registered stabilizer an exporter has no specific knowledge of: no framework
     has a key for it, so the sandbox's own component must run in the trainer."""
-    return (f"{framework} has no key for the sandbox's `{stabilizer.name}` stabilizer "
-            f"(docs/methods/stabilizers.md#{stabilizer.name}). Instead: its torch component "
-            f"(sandbox.algorithms: {type(stabilizer).__name__} in a StabilizedOptimizer) placed {where}")
+    return (T.note("unmapped_stabilizer_note", framework=framework, name=stabilizer.name,
+                   name__=type(stabilizer).__name__, where=where))
 
 
 def scale_rows(plan: Plan, scn: Scenario, given: Given, lr_key: str | None, clip_key: str | None,
@@ -193,23 +177,18 @@ def scale_rows(plan: Plan, scn: Scenario, given: Given, lr_key: str | None, clip
     """The learning rate and the gradient-norm clip: tuned for a toy of ~1e5 parameters, they do not
     transfer to an LLM; written only when given on the export command line."""
     opt = scn.algorithm.optimizer
-    dflt = f" (the framework default {describe(framework_lr_default)} applies)" if framework_lr_default is not None else ""
-    plan.scale(
-        "algorithm.optimizer.lr", opt.lr, lr_key, given.lr,
-        f"from the toy scenario ({opt.lr:g}): set it for your model with --lr{dflt}" if given.lr is None else
-        f"toy value was {opt.lr:g}",
-    )
+    dflt = T.note("dflt", describe=describe(framework_lr_default)) if framework_lr_default is not None else ""
+    T.row(plan, "optimizer.lr", opt.lr, given.lr, target=lr_key,
+          note=T.note("scale_rows.note.toy_scenario_set", lr=opt.lr, dflt=dflt) if given.lr is None else
+                f"toy value was {opt.lr:g}")
     if opt.grad_clip is None and given.grad_clip is None:
-        plan.scale("algorithm.optimizer.grad_clip", None, None, None,
-                   "no gradient clipping in the toy run; keep your framework's clip for the model"
-                   + (f" (default {describe(framework_clip_default)})" if framework_clip_default is not None else ""))
+        T.row(plan, "optimizer.grad_clip.scale.gradient_clipping_toy", None, None,
+              note=f" (default {describe(framework_clip_default)})" if framework_clip_default is not None else "")
     else:
-        plan.scale(
-            "algorithm.optimizer.grad_clip", opt.grad_clip, clip_key, given.grad_clip,
-            "gradient norms scale with the model: set it with --set algorithm.optimizer.grad_clip=..."
-            + (f" (framework default {describe(framework_clip_default)})" if framework_clip_default is not None else "")
-            if given.grad_clip is None else f"toy value was {describe(opt.grad_clip)}",
-        )
+        T.row(plan, "optimizer.grad_clip.scale.note_from_code", opt.grad_clip, given.grad_clip, target=clip_key,
+              note=T.note("scale_rows.note.gradient_norms_scale")
+                    + (f" (framework default {describe(framework_clip_default)})" if framework_clip_default is not None else "")
+                    if given.grad_clip is None else f"toy value was {describe(opt.grad_clip)}")
 
 
 def finish(plan: Plan, scn: Scenario) -> None:
@@ -219,30 +198,21 @@ def finish(plan: Plan, scn: Scenario) -> None:
     covered = lambda src: not plan.uncovered([src])  # noqa: E731
 
     if not covered("task"):
-        plan.sandbox_only("task", scn.task.name,
-                          f"the toy task and its policy ({scn.task.name}) are not exported: the GPU run trains your "
-                          f"model on your data. Set your maximum response length there (sandbox responses: "
-                          f"{response_length_hint(scn)})")
+        T.row(plan, "task", scn.task.name, name=scn.task.name, response_length_hint=response_length_hint(scn))
     if not covered("system.num_workers"):
-        plan.setup("system.num_workers", scn.system.num_workers,
-                   "rollout workers generating concurrently: size your inference fleet (engines x concurrency) "
-                   "so that generation keeps up; the staleness you measured depends on this ratio")
+        T.row(plan, "num_workers.setup.size_inference_fleet", scn.system.num_workers)
     for key, what in (
-        ("system.worker_speeds", "per-worker speed multipliers (heterogeneous workers)"),
-        ("system.generation_time", "the delay model of one rollout job"),
-        ("system.train_time", "the delay model of one learner step"),
+        ("system.worker_speeds", T.note("finish.per_worker_speed")),
+        ("system.generation_time", T.note("finish.delay_model_one")),
+        ("system.train_time", T.note("finish.delay_model_one.2")),
         ("system.sync_delay", "the weight-sync delay model"),
     ):
         if not covered(key):
-            plan.sandbox_only(key, describe(value_at(scn, key)),
-                              f"{what}: the real cluster's timing replaces it (compare with the framework's "
-                              "logged generation and step times to calibrate the scenario)")
+            T.row(plan, "finish.sandbox_only", describe(value_at(scn, key)), source=key, what=what)
     if not covered("run"):
-        plan.sandbox_only("run", f"steps = {scn.run.steps}, seed = {scn.run.seed}",
-                          "length, seeds, evaluation and outputs of the simulation: set total training steps, "
-                          "seeds and logging for the GPU run")
+        T.row(plan, "run", f"steps = {scn.run.steps}, seed = {scn.run.seed}")
     if not covered("algorithm.stabilizers") and not scn.algorithm.stabilizers:
-        plan.implicit("algorithm.stabilizers", [], "no optimizer-level stabilizer (GAC, VCPO LR) requested")
+        T.row(plan, "stabilizers", [])
     if not covered("engine"):
         engine_row(plan, scn)
     missing = plan.uncovered(leaves)

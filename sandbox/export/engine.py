@@ -25,6 +25,9 @@ from ..system.staleness.base import CONTROLS
 from .base import describe
 from .common import unmapped_stabilizer_note
 from .plan import Plan, Row
+from .table import Table
+
+T = Table("common")
 
 
 @dataclass(frozen=True)
@@ -47,21 +50,16 @@ class Slot:
 
 SLOTS: tuple[Slot, ...] = (
     Slot("objective", "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md",
-         "run the sandbox's own torch loss in the trainer (sandbox.algorithms, examples/plain_torch_loop.py)"),
+         T.note("slots.run_sandbox_s")),
     Slot("correction", "algorithm", "correction", "name", "none", "docs/methods/corrections.md",
-         "run the sandbox's own torch loss in the trainer (sandbox.algorithms, examples/plain_torch_loop.py)"),
+         T.note("slots.run_sandbox_s")),
     Slot("staleness control", "system", "staleness", "kind", "sync", "docs/system.md",
-         "check the conclusion in the sandbox under a control the framework has (max_lag) and export that"),
+         T.note("slots.check_conclusion_sandbox")),
 )
 
-KNOWN: dict[str, frozenset[str]] = {
-    "objective": frozenset({"cispo", "dapo", "dr_grpo", "grpo", "gspo", "ppo", "reinforce", "rloo", "tba"}),
-    "correction": frozenset({"bapo", "decoupled_ppo", "dppo_mask", "geo_mis", "icepop", "m2po_clipband", "m2po_mask",
-                             "mis", "none", "opsm", "tis", "topr"}),
-    "staleness control": frozenset({"async_ratio", "fixed_lag", "max_lag", "sync"}),
-}
-"""The components every exporter's table maps (or explains as a gap with what to do instead); an exporter
-may narrow or extend this in :attr:`Exporter.components`."""
+KNOWN: dict[str, frozenset[str]] = T.components()
+"""The components every exporter's table maps (or explains as a gap with what to do instead), from common.toml's
+[components]; an exporter's table narrows or extends it (:meth:`~sandbox.export.table.Table.components`)."""
 
 
 def _under(row: Row, source: str) -> bool:
@@ -111,17 +109,15 @@ def report_unknown(plan: Plan, scn: Scenario, unknown: list[tuple[Slot, Any]]) -
                 del plan.settings[row.target]
             elif row.target is not None:
                 pins.append(Row("pinned", "", None, row.target, row.target_value,
-                                f"written as for the {slot.family} '{slot.neutral}' (the scenario's '{name}' has no "
-                                f"equivalent, above): {row.note}"))
+                                T.note("report_unknown", family=slot.family, neutral=slot.neutral, name=name,
+                                       note=row.note)))
         plan.rows = kept + pins
         if own is not None:
             own(plan, slot.source, cfg)
             continue
-        plan.no_equivalent(slot.source, describe(cfg.model_dump()),
-                           f"{plan.framework}'s export table has no mapping for the sandbox's {slot.family} '{name}' "
-                           f"({slot.docs}) and the component carries none for {plan.framework}. Instead: add one (an "
-                           f"export_mappings entry on its config), or {slot.instead}; the written configuration uses "
-                           f"the {slot.family} '{slot.neutral}'")
+        T.row(plan, "report_unknown.no_equivalent", describe(cfg.model_dump()), source=slot.source,
+              framework=plan.framework, family=slot.family, name=name, docs=slot.docs, instead=slot.instead,
+              neutral=slot.neutral)
 
 
 def build_plan(exporter, scn: Scenario, version, given) -> Plan:
@@ -148,7 +144,7 @@ def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fal
     if callable(entry):
         entry(plan, source, cfg)
     else:
-        plan.no_equivalent(source, describe(cfg.model_dump()), entry)
+        T.row(plan, "opob_gap.no_equivalent", describe(cfg.model_dump()), source=source, note=entry)
 
 
 def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:

@@ -12,8 +12,11 @@ from .base import Exporter, Given, Version, describe, register
 from .common import MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .plan import Plan
+from .table import Table
 
-SCRIPT = "python -m openrlhf.cli.train_ppo_ray"
+T = Table("openrlhf")
+
+SCRIPT = T.note("script")
 
 ASYNC = "--train.async_enable"
 QUEUE = "--train.async_queue_size"
@@ -34,32 +37,10 @@ GROUP_NORM_EPS = 1e-9  # hard-coded in experience_maker.py (group_norm)
 AGGREGATIONS = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean"}
 SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_scheduler names
 
-ANCHOR = ("OpenRLHF's ppo ratio is π_θ/π_old with π_old recomputed by the trainer on the consumed batch "
-          "(experience_maker.py, ppo_actor.py)")
-SANDBOX_COMPONENTS = "the sandbox's torch components (sandbox.algorithms, shown in examples/plain_torch_loop.py)"
+ANCHOR = T.note("anchor")
+SANDBOX_COMPONENTS = T.note("sandbox_components")
 
-METRICS = {
-    "reward/mean": "`train/rollout/reward_mean` (raw rewards of the rollout batch)",
-    "loss/pg": "`train/policy_loss`",
-    "grad/norm": "`train/actor_grad_norm` (DeepSpeed global norm before clipping)",
-    "clip/frac": "`train/ppo_clip_ratio`, measured against the recomputed π_old: about 0 at one optimizer step per "
-                 "batch, so not comparable with the sandbox's clip against μ on stale data",
-    "ppo/kl": "`train/ppo_kl` (mean log π_old − log π_θ; about 0 at one step per batch)",
-    "is/log_ratio_mean": "`train/vllm_kl` = mean(log μ − log π_old), the negative of the sandbox's value "
-                         "(logged only when --algo.advantage.is_correction_level is not off)",
-    "is/trunc_frac, mask/frac": "`train/is_filter_ratio`: fraction of tokens (level token) or sequences (level seq) "
-                                "outside [LOW, HIGH], truncated (clip) or masked (mask)",
-    "kl/ref_k3": "`train/kl` (with --algo.kl.use_loss)",
-    "adv/mean, adv/std, adv/zero_var_groups": "not logged (`train/group_reward_std` is the mean reward std of the groups)",
-    "is/ess_ratio, is/kl_k3, is/chi2": "not logged",
-    "staleness/mean, staleness/max": "not logged: OpenRLHF records no per-sample version (the lag is at most "
-                                     "--train.async_queue_size by construction)",
-    "grad/cos_prev": "not logged",
-    "lr/scale, lr/vcpo_scale": "not logged (`train/actor_lr` is the scheduled learning rate)",
-    "system/step_time": "`train/timing/step_total` (wall clock per step, queue wait included)",
-    "throughput/samples_per_s": "not logged: `train/rollout/num_samples` / `train/timing/step_total`",
-    "system/dropped": "not applicable: OpenRLHF never drops a sample",
-}
+METRICS = T.section("metrics")
 
 
 def _values(*names: str, obj: Any) -> dict[str, Any]:
@@ -73,35 +54,10 @@ def _sources(prefix: str, *names: str) -> str:
 @register
 class OpenRLHFExporter(Exporter):
     name = "openrlhf"
-    title = "OpenRLHF (python -m openrlhf.cli.train_ppo_ray)"
+    title = T.note("title")
     versions = (Version("0.11", "0.11.2", "openrlhf 0.11.2 wheel (cp311)"),)
-    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(NOT_IN_OPENRLHF)})
-    expresses = {
-        "max lag": f"{ASYNC} {QUEUE} Q = k_max (a token pool of Q rollout batches: admission only, no drop)",
-        "fixed lag": "no equivalent: the pool bounds the lag, it does not fix it",
-        "async ratio": "no equivalent: no per-sample age check or fractional quota (export max lag ceil(α))",
-        "partial rollouts": f"{PARTIAL} (needs {ASYNC})",
-        "batch geometry": "--rollout.batch_size (prompts), --rollout.n_samples_per_prompt, --train.batch_size "
-                          "(= their product / minibatches), --train.max_epochs = epochs",
-        "learning rate": "--actor.adam.lr",
-        "clip range": f"partly: {CLIP} LOW HIGH: anchored at the recomputed π_old, so equal to the sandbox's only at lag 0 "
-                      "and for gspo",
-        "dual clip": f"partly: {DUAL_CLIP} (same anchor caveat)",
-        "KL penalty": f"--algo.kl.use_loss --algo.kl.estimator k3 {KL_COEF} β (token-mean only)",
-        "loss aggregation": f"partly: {AGGREGATION} token-mean or seq-mean-token-mean",
-        "advantage": f"{ESTIMATOR} group_norm (ε = 1e-9), dr_grpo, rloo",
-        "token TIS": f"{LEVEL} token, {MODE} clip, {THRESHOLD} C_low C",
-        "sequence TIS": "no equivalent: the seq level gates the geometric mean of w and can only mask",
-        "masked IS / IcePop": f"token MIS, IcePop: {LEVEL} token, {MODE} mask, {THRESHOLD} LOW HIGH; "
-                              "Geo-RS: level seq, mode mask",
-        "M2PO": "no equivalent",
-        "decoupled PPO": f"partly: token rejection: {LEVEL} token, {MODE} mask, {THRESHOLD} 0 cap (sequence rejection: "
-                         "no equivalent)",
-        "VCPO": "no equivalent: the mit-han-lab/vcpo verl fork (--framework verl-vcpo) or "
-                "the sandbox's torch components",
-        "GAC": "no equivalent: no public code; the sandbox's torch component between backward and the "
-               "actor's optimizer step",
-    }
+    components = property(lambda self: T.components(correction=[*NOT_IN_OPENRLHF]))
+    expresses = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
@@ -117,14 +73,7 @@ class OpenRLHFExporter(Exporter):
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
         _optimizer(plan, scn, given)
         plan.metrics = dict(METRICS)
-        plan.notes += [
-            (f"Anchor: {ANCHOR}; the sandbox uses π_θ/μ (bypass) by default. With one optimizer step per batch "
-             "π_old equals π_θ, so OpenRLHF's ppo loss gives −coef·Â·∇log π_θ with the correction weight on "
-             "w = π_old/μ (the value of π_θ/μ): the sandbox's reinforce objective, and every clip objective at lag 0."),
-            ("Without partial rollouts OpenRLHF generates a whole rollout batch (all prompts of a step) at one weight "
-             "version while it holds the vLLM lock; the sandbox's workers generate group by group."),
-            "flags.txt holds only the exported flags; launch.sh adds your model, data, reward and GPUs.",
-        ]
+        plan.notes += [T.note("plan.anchor_openrlhf_s"), T.note("plan.without_partial_rollouts"), T.note("plan.flags_txt_holds"),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
@@ -160,61 +109,11 @@ def flag_line(key: str, value: Any) -> str | None:
     return f"{key} {_token(value)}"
 
 
-SETUP_VARIABLES = [
-    ("MODEL_PATH", ":?set MODEL_PATH to a Hugging Face model name or local path", "actor model"),
-    ("PROMPT_DATASET", ":?set PROMPT_DATASET to a Hugging Face dataset name or path", "prompts"),
-    ("INPUT_KEY", ":-input", "prompt field of the dataset"),
-    ("LABEL_KEY", ":-label", "field passed to the reward as labels (must exist in the dataset)"),
-    ("REWARD", ":?set REWARD to a reward server URL or a Python file defining reward_func(queries, prompts, labels)",
-     "verifiable reward"),
-    ("NUM_NODES", ":-1", "actor (DeepSpeed) nodes"),
-    ("GPUS_PER_NODE", ":-8", "actor GPUs per node; --train.batch_size must be a multiple of all actor GPUs"),
-    ("VLLM_ENGINES", ":-4", "vLLM engines generating (the sandbox's rollout workers)"),
-    ("VLLM_TP", ":-1", "tensor parallel size of each engine"),
-    ("MAX_NEW_TOKENS", ":-1024", "maximum response length"),
-    ("NUM_EPISODES", ":-1", "passes over the prompts: optimizer steps = prompts x episodes / --rollout.batch_size"),
-    ("SAVE_PATH", ":-./ckpt/sandbox-export", "checkpoints"),
-    ("TENSORBOARD_DIR", ":-./runs/openrlhf", "metrics (names in PROMOTION.md)"),
-]
-
-SETUP_FLAGS = [
-    ("--actor.model_name_or_path", "MODEL_PATH"),
-    ("--data.prompt_dataset", "PROMPT_DATASET"),
-    ("--data.input_key", "INPUT_KEY"),
-    ("--data.label_key", "LABEL_KEY"),
-    ("--reward.remote_url", "REWARD"),
-    ("--actor.num_nodes", "NUM_NODES"),
-    ("--actor.num_gpus_per_node", "GPUS_PER_NODE"),
-    ("--vllm.num_engines", "VLLM_ENGINES"),
-    ("--vllm.tensor_parallel_size", "VLLM_TP"),
-    ("--rollout.max_new_tokens", "MAX_NEW_TOKENS"),
-    ("--train.num_episodes", "NUM_EPISODES"),
-    ("--ckpt.output_dir", "SAVE_PATH"),
-    ("--logger.tensorboard_dir", "TENSORBOARD_DIR"),
-]
 
 
 def _launch_script(plan: Plan, exported: list[str]) -> str:
-    out = [
-        "#!/usr/bin/env bash",
-        f"# OpenRLHF {plan.release} run exported by `sandbox export`; PROMOTION.md explains every exported flag.",
-        "# Needs openrlhf==" + plan.release + " with vLLM on the GPU machines. On several nodes start Ray first",
-        "# (ray start --head / ray start --address=...) or submit this command with `ray job submit`.",
-        "# Extra flags are passed through, e.g. `bash launch.sh --data.apply_chat_template`.",
-        "set -euo pipefail",
-        "",
-        "# ---- Your setup: fill these in (they are not exported from the scenario) ----",
-    ]
-    for name, expansion, what in SETUP_VARIABLES:
-        out.append(f'{name}="${{{name}{expansion}}}"' + (f"  # {what}" if expansion.startswith(":-") else ""))
-    out += ["", "SETUP_FLAGS=("]
-    out += [f'  {flag} "${var}"' for flag, var in SETUP_FLAGS]
-    out += [")", "", "# ---- Exported from the scenario: the same lines as flags.txt ----", "EXPORTED_FLAGS=("]
-    out += [f"  {line}" for line in exported]
-    out += [")", "", f'exec {SCRIPT} "${{SETUP_FLAGS[@]}}" "${{EXPORTED_FLAGS[@]}}" "$@"', ""]
-    return "\n".join(out)
-
-
+    """launch.sh from the table's template: the user's setup variables and flags, then the exported flags."""
+    return T.text("launch_sh").format(release=plan.release, exported="".join(f"  {line}\n" for line in exported))
 # ----------------------------------------------------------------------------------------------
 # staleness and batch geometry
 # ----------------------------------------------------------------------------------------------
@@ -224,108 +123,62 @@ def _staleness(plan: Plan, scn: Scenario) -> bool:
     """Rows for ``system.staleness``; returns whether the asynchronous trainer is written."""
     st = scn.system.staleness
     value = describe(st.model_dump())
-    sync_note = ("without --train.async_enable OpenRLHF runs the synchronous PPOTrainer (generate a rollout batch, "
-                 "train on it, broadcast the weights, repeat): lag 0")
+    sync_note = T.note("sync_note")
     if st.kind == "sync":
-        plan.implicit("system.staleness", value, sync_note)
+        T.row(plan, "staleness.implicit.without_train_async_enable", value)
         return False
     if st.kind == "fixed_lag":
         if st.k == 0:
-            plan.implicit("system.staleness", value, f"a fixed lag of 0 is synchronous; {sync_note}")
+            T.row(plan, "staleness.implicit.fixed_lag_synchronous", value)
         else:
             fixed_lag_gap(plan, scn, f"In OpenRLHF that bound is {ASYNC} {QUEUE} {st.k}")
         return False
     if st.kind == "async_ratio":
         if st.alpha == 0:
-            plan.implicit("system.staleness", value, f"α = 0 is synchronous; {sync_note}")
+            T.row(plan, "staleness.implicit.synchronous_without_train", value)
         else:
             k = staleness_of(scn).bound
             bound = f"k_max = {k}" if k is not None else "a finite k_max"
-            plan.no_equivalent(
-                "system.staleness", value,
-                "ROLL's asynchronous ratio drops groups dispatched before version n − ceil(α) at dequeue and admits "
-                "only a fraction (α mod 1) of a batch from the oldest version; OpenRLHF has no per-sample age check "
-                f"and no quota. Instead: export with system.staleness = {{kind = \"max_lag\", {bound}}} "
-                f"({ASYNC} {QUEUE} k_max), after checking in the sandbox that the conclusion holds under that control",
-            )
+            T.row(plan, "staleness.no_equivalent", value, bound=bound)
         return False
     if st.k_max == 0:
-        plan.implicit("system.staleness", value, f"k_max = 0 is synchronous; {sync_note}")
+        T.row(plan, "staleness.implicit.k_max_synchronous_without", value)
         return False
-    plan.converted("system.staleness.kind", "max_lag", ASYNC, True,
-                   "PPOTrainerAsync: generator and trainer in two Ray actors joined by a token pool "
-                   "(openrlhf/trainer/ppo_trainer_async.py)")
-    plan.converted(
-        "system.staleness.k_max", st.k_max, QUEUE, st.k_max,
-        "Q = k_max. The generator takes one of Q slots per rollout batch and the trainer returns it when it dequeues "
-        "the batch, before training; each step broadcasts its weights before the next dequeue. Batch n starts with "
-        "weights of version ≥ n − Q and is trained by step n: lag ≤ Q versions, reached when generation outpaces "
-        "training (one rollout batch = one optimizer step = one version, pinned below)",
-    )
-    knobs = "system.staleness.enforcement + system.staleness.queue_capacity"
+    T.row(plan, "staleness.kind", "max_lag", True)
+    T.row(plan, "staleness.k_max", st.k_max, st.k_max)
+    knobs = T.note("knobs")
     knob_value = describe({"enforcement": st.enforcement, "queue_capacity": st.queue_capacity})
     if st.enforcement == "throttle":
-        plan.implicit(knobs, knob_value,
-                      "admission: the generator waits for a free slot, so no batch can exceed the bound (the sandbox's "
-                      "drop of jobs still over k_max, counted in system/dropped, has nothing to drop here); "
-                      "queue_capacity is not used by throttle")
+        T.row(plan, "staleness.enforcement.implicit", knob_value)
     else:
-        plan.no_equivalent(
-            knobs, knob_value,
-            "OpenRLHF has no per-sample age check: its token pool only makes the generator wait, so the bound "
-            f"k_max holds ({QUEUE} {st.k_max}) but nothing is generated beyond it and nothing is dropped, while the "
-            "sandbox's workers run ahead into a queue of queue_capacity groups and discard over-stale groups at "
-            "dequeue (wasted generation, a different lag distribution within the bound). Instead: check the "
-            "conclusion in the sandbox with --set system.staleness.enforcement=throttle, which is what OpenRLHF does",
-        )
+        T.row(plan, "staleness.enforcement.no_equivalent", knob_value, k_max=st.k_max)
     return True
 
 
 def _partial_rollouts(plan: Plan, scn: Scenario, is_async: bool) -> None:
     if not scn.system.partial_rollouts:
-        plan.implicit("system.partial_rollouts", False,
-                      f"{PARTIAL} is off by default: generation holds the vLLM lock, so a batch never mixes weights")
+        T.row(plan, "partial_rollouts.implicit", False)
     elif is_async:
-        plan.as_is("system.partial_rollouts", True, PARTIAL,
-                   "vLLM pause → weight update → resume: in-flight responses continue under the new weights and keep "
-                   "each token's rollout log-prob (trainer/ppo_trainer_async.py); the first token still starts at "
-                   "version ≥ n − Q, so the lag bound holds for the oldest token as in the sandbox")
+        T.row(plan, "partial_rollouts.as_is", True)
     else:
-        plan.no_equivalent("system.partial_rollouts", True,
-                           f"{PARTIAL} requires {ASYNC}, which this export does not write (see system.staleness). "
-                           "Instead: export the scenario with a max_lag control")
+        T.row(plan, "partial_rollouts.no_equivalent", True)
 
 
 def _batch(plan: Plan, scn: Scenario) -> None:
     a = scn.algorithm
     samples = a.groups_per_step * a.group_size
-    plan.setup("algorithm.group_size", a.group_size,
-               "responses per prompt (the group of the group-relative advantages)", "--rollout.n_samples_per_prompt")
-    plan.setup("algorithm.groups_per_step", a.groups_per_step,
-               "prompts per rollout batch = per optimizer step; check it against your data", "--rollout.batch_size")
+    T.row(plan, "group_size", a.group_size)
+    T.row(plan, "groups_per_step", a.groups_per_step)
     m, E = a.minibatches, a.epochs
     if m == 1:
-        plan.converted("algorithm.minibatches", m, "--train.batch_size", samples,
-                       f"groups_per_step × group_size = {samples} samples per optimizer step: one step per rollout batch, "
-                       "as in the sandbox (a smaller value takes several steps per batch and adds lag); must be a "
-                       "multiple of --train.micro_batch_size × actor GPUs")
+        T.row(plan, "minibatches.converted.groups_per_step_group_size_samples", m, samples, samples=samples)
     else:
-        plan.converted("algorithm.minibatches", m, "--train.batch_size", samples // m,
-                       f"groups_per_step × group_size / minibatches = {samples // m} samples per optimizer step: {m} steps "
-                       "per rollout batch and one weight broadcast after them, as the sandbox's mini-batches "
-                       "(OpenRLHF's DataLoader reshuffles the samples every epoch, so its mini-batches mix groups: the "
-                       "same lags per step, other data per step); must be a multiple of --train.micro_batch_size × "
-                       "actor GPUs")
+        T.row(plan, "minibatches.converted.groups_per_step_group_size_minibatches", m, samples // m, samples_m=samples // m, m=m)
     if E == 1:
-        plan.converted("algorithm.epochs", E, "--train.max_epochs", 1,
-                       "one pass over each rollout batch" + (": one optimizer step per version" if m == 1 else ""))
+        T.row(plan, "epochs.converted.one_pass_over", E, 1, note=T.note("batch.note") if m == 1 else "")
     else:
-        plan.converted("algorithm.epochs", E, "--train.max_epochs", E,
-                       f"{E} passes over each rollout batch (trainer/ray/ppo_actor.py ppo_train), one weight broadcast "
-                       "after the last")
-    plan.pinned("--rollout.vllm_generate_batch_size", a.groups_per_step,
-                "generate exactly one rollout batch at a time: a larger value keeps the extra samples in a buffer that "
-                "later steps consume, which adds lag beyond the queue bound")
+        T.row(plan, "epochs.converted.passes_over_each", E, E, E=E)
+    T.row(plan, "pinned.vllm_generate_batch_size", a.groups_per_step)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -354,21 +207,15 @@ def _minibatch_loss(plan: Plan, scn: Scenario) -> None:
     a = scn.algorithm
     proximal_row(plan, scn, "batch_start", f"{ANCHOR}")
     if a.updates_per_batch > 1 and a.objective.name in ("reinforce", "cispo"):
-        plan.no_equivalent("algorithm.minibatches + algorithm.epochs", f"{a.minibatches} x {a.epochs}",
-                           f"OpenRLHF's ppo loss stands in for the sandbox's {a.objective.name} objective only while "
-                           "π_old is the weights being trained (ratio 1); from a batch's second optimizer step on its "
-                           f"ratio π_θ/π_old moves and its clip binds. Instead: {MINIBATCH_INSTEAD}")
+        T.row(plan, "minibatches.no_equivalent", f"{a.minibatches} x {a.epochs}", name=a.objective.name)
 
 
 def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviour") -> None:
     obj = scn.algorithm.objective
     p = "algorithm.objective"
     if obj.name == "tba":
-        plan.no_equivalent(p, describe(obj.model_dump()),
-                           "trajectory balance (a squared log-ratio loss with a learned log Z) is not an OpenRLHF loss "
-                           "(--actor.policy_loss_type: ppo or gspo). Instead: "
-                           f"{SANDBOX_COMPONENTS} in your own loop")
-        plan.pinned(LOSS_TYPE, "ppo", "TBA is not exported (see its row): the remaining keys run the ppo loss")
+        T.row(plan, "objective.no_equivalent.trajectory_balance_squared", describe(obj.model_dump()))
+        T.row(plan, "pinned.policy_loss_type", "ppo")
         _stand_in(plan, True)
         _kl_off(plan)
         return
@@ -378,8 +225,7 @@ def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviou
     _kl(plan, obj)
     _aggregation(plan, obj)
     if obj.name != "rloo" and not _uses_opob(obj):
-        plan.implicit(_sources(p, *OPOB_KNOBS), describe(_values(*OPOB_KNOBS, obj=obj)),
-                      "OPOB knobs: unused (the baseline is not opob)")
+        T.row(plan, "objective.implicit", describe(_values(*OPOB_KNOBS, obj=obj)), source=_sources(p, *OPOB_KNOBS))
 
 
 def _uses_opob(obj: Any) -> bool:
@@ -389,28 +235,20 @@ def _uses_opob(obj: Any) -> bool:
 def _loss_type(plan: Plan, obj: Any) -> None:
     src = "algorithm.objective.name"
     if obj.name == "reinforce":
-        plan.converted(src, obj.name, LOSS_TYPE, "ppo",
-                       f"{ANCHOR}; with one optimizer step per batch that ratio is 1, the clip never binds and the "
-                       "gradient is −Â·∇log π_θ: the REINFORCE surrogate (the clip range is left at its default)")
+        T.row(plan, "objective.name.converted.openrlhf_s_ppo", obj.name, "ppo")
     elif obj.name == "gspo":
-        plan.converted(src, obj.name, LOSS_TYPE, "gspo",
-                       "sequence ratio s_i = exp(mean_t log(π_θ/μ)) clipped per sequence (models/loss.py), taken "
-                       f"against the rollout log-probs because {LEVEL} is on (pinned with the correction)")
+        T.row(plan, "objective.name.converted.sequence_ratio_s_i", obj.name, "gspo")
     elif obj.name == "cispo":
-        plan.converted(src, obj.name, LOSS_TYPE, "ppo",
-                       "CISPO is REINFORCE with the stop-gradient weight clip(π_θ/μ, 1−ε_low, 1+ε_high); OpenRLHF's "
-                       f"ppo loss at one optimizer step per batch (ratio 1) times its token clip gate ({LEVEL} token, "
-                       f"{MODE} clip) computes exactly that")
+        T.row(plan, "objective.name.converted.cispo_reinforce_stop", obj.name, "ppo")
         knobs = _sources("algorithm.objective", "eps_low", "eps_high")
         value = [obj.eps_low, obj.eps_high]
         band = [1.0 - obj.eps_low, 1.0 + obj.eps_high]
-        plan.converted(knobs, value, LEVEL, "token", "the gate reads each token's w = π_old/μ (the value of π_θ/μ)")
-        plan.converted(knobs, value, MODE, "clip", "clamp w_t into [LOW, HIGH], gradient kept (models/loss.py)")
-        plan.pinned(GATING, "ratio", "the gate reads the IS ratio itself")
-        plan.converted(knobs, value, THRESHOLD, band, "[1 − ε_low, 1 + ε_high]")
+        T.row(plan, "loss_type.converted.gate_reads_each", value, "token", source=knobs)
+        T.row(plan, "loss_type.converted.clamp_w_t_into", value, "clip", source=knobs)
+        T.row(plan, "pinned.is_correction_gating.gate_reads_ratio.2", "ratio")
+        T.row(plan, "loss_type.converted.low_high", value, band, source=knobs)
     else:
-        plan.converted(src, obj.name, LOSS_TYPE, "ppo",
-                       "PPO clip surrogate; see the clip-range row for where its ratio is anchored")
+        T.row(plan, "objective.name.converted.ppo_clip_surrogate", obj.name, "ppo")
 
 
 def _advantage(plan: Plan, obj: Any, g: int) -> None:
@@ -419,8 +257,7 @@ def _advantage(plan: Plan, obj: Any, g: int) -> None:
         _reinforce_advantage(plan, obj, g)
         return
     if obj.name == "rloo":
-        _estimator(plan, g, "algorithm.objective.name", "rloo", "rloo",
-                   "R_i − mean_{j≠i} R_j, no normalisation (experience_maker.py)")
+        _estimator(plan, g, "algorithm.objective.name", "rloo", "rloo", T.note("advantage.r_i_mean__r_j"))
         return
     if obj.name in ("grpo", "dr_grpo"):
         knobs = ["baseline", "normalize_std", "eps_std", "std_unbiased"] if obj.name == "grpo" else ["baseline"]
@@ -431,14 +268,13 @@ def _advantage(plan: Plan, obj: Any, g: int) -> None:
         names = ["baseline", "normalize_std"] if obj.name == "grpo" else ["baseline"]
         src, value = _sources(p, *names), describe(_values(*names, obj=obj))
         if normalize:
-            _estimator(plan, g, src, value, "group_norm",
-                       "(R − mean_g)/(std_g + ε), per prompt group (experience_maker.py)")
+            _estimator(plan, g, src, value, "group_norm", T.note("advantage.r_mean_g_std_g"))
             _group_norm_knobs(plan, obj.eps_std, obj.std_unbiased, "eps_std", "std_unbiased")
         else:
-            _estimator(plan, g, src, value, "dr_grpo", "R − mean_g, no std and no batch whitening (experience_maker.py)")
+            _estimator(plan, g, src, value, "dr_grpo", T.note("advantage.r_mean_g_std"))
             if obj.name == "grpo":
-                plan.implicit(_sources(p, "eps_std", "std_unbiased"),
-                              describe(_values("eps_std", "std_unbiased", obj=obj)), "unused without std normalisation")
+                T.row(plan, "std_convention.implicit", describe(_values("eps_std", "std_unbiased", obj=obj)),
+                      source=_sources(p, "eps_std", "std_unbiased"))
         return
     # ppo, dapo, gspo, cispo: the advantage knob
     kind = obj.advantage
@@ -446,21 +282,19 @@ def _advantage(plan: Plan, obj: Any, g: int) -> None:
         _opob_gap(plan, obj, ["advantage", "eps_std"], True)
         return
     if kind == "reward":
-        plan.no_equivalent(_sources(p, "advantage", "eps_std"), describe(_values("advantage", "eps_std", obj=obj)),
-                           "raw rewards as advantages: OpenRLHF's estimators all subtract a baseline (reinforce and "
-                           "flash_reinforce the batch mean). Instead: check the conclusion in the sandbox with "
-                           "advantage = \"rloo\" or \"grpo\", which OpenRLHF has")
+        T.row(plan, "advantage.no_equivalent", describe(_values("advantage", "eps_std", obj=obj)),
+              source=_sources(p, "advantage", "eps_std"))
         _stand_in(plan, False)
         return
     estimator = {"grpo": "group_norm", "dr_grpo": "dr_grpo", "rloo": "rloo"}[kind]
     _estimator(plan, g, f"{p}.advantage", kind, estimator,
-               {"group_norm": "(R − mean_g)/(std_g + ε), Bessel-corrected std (experience_maker.py)",
-                "dr_grpo": "R − mean_g (experience_maker.py)",
-                "rloo": "R_i − mean_{j≠i} R_j (experience_maker.py)"}[estimator])
+               {"group_norm": T.note("advantage.group_norm"),
+                "dr_grpo": T.note("advantage.dr_grpo"),
+                "rloo": T.note("advantage.rloo")}[estimator])
     if kind == "grpo":
         _group_norm_knobs(plan, obj.eps_std, None, "eps_std", None)
     else:
-        plan.implicit(f"{p}.eps_std", obj.eps_std, f"unused by the {kind} advantage")
+        T.row(plan, "objective.eps_std", obj.eps_std, kind=kind)
 
 
 def _estimator(plan: Plan, g: int, src: str, value: Any, estimator: str, note: str) -> None:
@@ -468,34 +302,24 @@ def _estimator(plan: Plan, g: int, src: str, value: Any, estimator: str, note: s
     default, models/utils.py compute_reward) does to it."""
     if estimator == "group_norm":
         bound = (g - 1) / g**0.5  # largest |z-score| with the Bessel std in a group of g
-        clamp = (f"the ±10 clamp of --reward.clip_range never binds: abs(Â) ≤ (G−1)/√G = {bound:.3g} here" if bound <= 10
-                 else f"abs(Â) can reach (G−1)/√G = {bound:.3g} > 10 and --reward.clip_range clamps it at ±10: widen it")
+        clamp = (T.note("clamp.clamp_reward_clip_range", bound=bound) if bound <= 10 else T.note("clamp.abs_can_reach", bound=bound))
     else:
-        clamp = "OpenRLHF clamps these advantages to --reward.clip_range (±10 by default): widen it if rewards can differ by more"
-    plan.converted(src, value, ESTIMATOR, estimator, f"{note}; {clamp}")
+        clamp = T.note("clamp.openrlhf_clamps_these")
+    T.row(plan, "estimator.converted", value, estimator, source=src, note=note, clamp=clamp)
 
 
 def _group_norm_knobs(plan: Plan, eps: float, unbiased: bool | None, eps_name: str, unbiased_name: str | None) -> None:
     p = "algorithm.objective"
     if abs(eps - GROUP_NORM_EPS) <= STD_GUARD_TOLERANCE:
-        plan.implicit(f"{p}.{eps_name}", eps,
-                      f"group_norm adds 1e-9 to the group std (experience_maker.py), a zero-division guard like the "
-                      f"scenario's {eps:g}: the advantages differ by at most {abs(eps - GROUP_NORM_EPS):.2g}/(std + 1e-9) "
-                      "relative, below 1e-2 for any group whose reward std is at least 0.1")
+        T.row(plan, "objective.implicit.group_norm_adds_e", eps, eps_name=eps_name, eps=eps, abs=abs(eps - GROUP_NORM_EPS))
     else:
-        plan.no_equivalent(f"{p}.{eps_name}", eps,
-                           f"group_norm hard-codes ε = 1e-9 (experience_maker.py), no flag; the scenario's {eps:g} damps "
-                           f"the advantages of low-variance groups by (std + 1e-9)/(std + {eps:g}). Instead: check the "
-                           f"conclusion in the sandbox with --set {p}.{eps_name}=1e-9")
+        T.row(plan, "objective.no_equivalent.group_norm_hard_codes", eps, eps_name=eps_name, eps=eps)
     if unbiased_name is None:
         return
     if unbiased is False:
-        plan.no_equivalent(f"{p}.{unbiased_name}", False,
-                           "group_norm uses torch's Bessel-corrected std (rewards.std), no flag for the population "
-                           f"std. Instead: check the conclusion with --set {p}.{unbiased_name}=true")
+        T.row(plan, "objective.no_equivalent.group_norm_uses_torch", False, unbiased_name=unbiased_name)
     else:
-        plan.implicit(f"{p}.{unbiased_name}", unbiased,
-                      "group_norm uses the Bessel-corrected std (torch default, experience_maker.py)")
+        T.row(plan, "objective.implicit.group_norm_uses_bessel", unbiased, unbiased_name=unbiased_name)
 
 
 def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
@@ -503,39 +327,31 @@ def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
     b, norm = obj.baseline, obj.normalize_std
     used = {"constant": ["constant_baseline"], "ema": ["ema_decay", "ema_init"]}.get(b, [])
     unused = [k for k in ("constant_baseline", "ema_decay", "ema_init") if k not in used]
-    plan.implicit(_sources(p, *unused), describe(_values(*unused, obj=obj)), f"unused with baseline {b}")
+    T.row(plan, "reinforce_advantage.implicit", describe(_values(*unused, obj=obj)), source=_sources(p, *unused), b=b)
     if b == "opob" or b == "optimal":
         _opob_gap(plan, obj, ["baseline", "normalize_std"], norm)
         return
     src = _sources(p, "baseline", "normalize_std", *used)
     value = describe(_values("baseline", "normalize_std", *used, obj=obj))
     if b == "group_mean" and norm:
-        _estimator(plan, g, src, value, "group_norm",
-                   "(R − mean_g)/(std_g + ε) with the Bessel-corrected std (experience_maker.py); the sandbox's "
-                   "REINFORCE adds ε = 1e-6, OpenRLHF 1e-9 (no flag): only groups with a reward std near ε differ")
+        _estimator(plan, g, src, value, "group_norm", T.note("reinforce_advantage"))
     elif b == "group_mean":
-        _estimator(plan, g, src, value, "dr_grpo", "R − mean_g, no std and no batch whitening (experience_maker.py)")
+        _estimator(plan, g, src, value, "dr_grpo", T.note("advantage.r_mean_g_std"))
     elif b == "leave_one_out" and not norm:
-        _estimator(plan, g, src, value, "rloo", "R_i − mean_{j≠i} R_j, no normalisation (experience_maker.py)")
+        _estimator(plan, g, src, value, "rloo", T.note("advantage.r_i_mean__r_j"))
     else:
-        what = ("the leave-one-out baseline divided by the group std" if b == "leave_one_out"
+        what = (T.note("what.leave_one_out") if b == "leave_one_out"
                 else f"baseline {b}" + (" with group-std normalisation" if norm else ""))
-        plan.no_equivalent(src, value,
-                           f"{what}: OpenRLHF's estimators are group_norm, dr_grpo, rloo and REINFORCE variants that "
-                           "subtract the batch mean (reinforce, reinforce_baseline then whiten over the batch; "
-                           "flash_reinforce subtracts the rollout-batch mean), none of which is this baseline. Instead: "
-                           "check the conclusion in the sandbox with baseline group_mean or leave_one_out")
+        T.row(plan, "reinforce_advantage.no_equivalent", value, source=src, what=what)
         _stand_in(plan, norm)
 
 
 def _opob_gap(plan: Plan, obj: Any, knobs: list[str], normalize: bool) -> None:
     names = [*knobs, *OPOB_KNOBS]
-    what = ("the variance-optimal baseline" if getattr(obj, "baseline", None) == "optimal"
-            else "the VCPO off-policy optimal baseline (OPOB)")
-    vcpo = "the mit-han-lab/vcpo verl fork (--framework verl-vcpo) or " if "VCPO" in what else ""
-    plan.no_equivalent(_sources("algorithm.objective", *names), describe(_values(*names, obj=obj)),
-                       f"{what} needs per-trajectory gradient norms, which OpenRLHF does not compute. Instead: "
-                       f"{vcpo}{SANDBOX_COMPONENTS} in your own loop")
+    what = ("the variance-optimal baseline" if getattr(obj, "baseline", None) == "optimal" else T.note("what.vcpo_off_policy"))
+    vcpo = T.note("vcpo") if "VCPO" in what else ""
+    T.row(plan, "opob_gap.no_equivalent.openrlhf", describe(_values(*names, obj=obj)),
+          source=_sources("algorithm.objective", *names), what=what, vcpo=vcpo)
     _stand_in(plan, normalize)
 
 
@@ -543,9 +359,7 @@ def _stand_in(plan: Plan, normalize: bool) -> None:
     """A critic-free estimator for a partial export whose advantage has no equivalent (OpenRLHF's
     default ``gae`` would train a critic)."""
     estimator = "group_norm" if normalize else "dr_grpo"
-    plan.pinned(ESTIMATOR, estimator,
-                f"stand-in so that the written run stays critic-free (the default gae trains a critic): {estimator} "
-                "is not the scenario's baseline, see its no-equivalent row")
+    T.row(plan, "pinned.estimator.stand_so_written", estimator, estimator=estimator)
 
 
 def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> None:
@@ -554,39 +368,28 @@ def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> Non
         return
     clip = [obj.eps_low, obj.eps_high]
     if obj.name == "gspo":
-        plan.as_is(_sources(p, "eps_low", "eps_high"), clip, CLIP,
-                   "clip of the sequence ratio against μ, as in the sandbox")
-        plan.implicit(f"{p}.dual_clip_c", obj.dual_clip_c,
-                      "GSPO has no dual clip in the sandbox (it refuses one); --actor.dual_clip is left off")
+        T.row(plan, "clip.as_is.clip_sequence_ratio", clip, source=_sources(p, "eps_low", "eps_high"))
+        T.row(plan, "objective.dual_clip_c.implicit.gspo_has_dual", obj.dual_clip_c)
         return
     dual = obj.dual_clip_c
     if not stale or proximal == "batch_start":
-        plan.as_is(_sources(p, "eps_low", "eps_high"), clip, CLIP,
-                   "at lag 0 both anchors are the current weights (μ = π_θ = π_old for the single step), so both "
-                   "clips act on the same ratio" if proximal == "behaviour" else
-                   "both clips act on π_θ/π_old, π_old the weights at the start of the batch (algorithm.proximal = "
-                   "'batch_start')")
+        T.row(plan, "clip.as_is.note_from_code", clip, source=_sources(p, "eps_low", "eps_high"),
+              note=T.note("clip.note.lag_both_anchors") if proximal == "behaviour" else
+                    T.note("clip.note.both_clips_act"))
         if dual is None:
-            plan.implicit(f"{p}.dual_clip_c", None, f"no dual clip ({DUAL_CLIP} defaults to off)")
+            T.row(plan, "objective.dual_clip_c.implicit.dual_clip_actor", None)
         else:
-            plan.as_is(f"{p}.dual_clip_c", dual, DUAL_CLIP, "dual clip at −c·Â for Â < 0 (models/loss.py)")
+            T.row(plan, "objective.dual_clip_c.as_is", dual)
         return
     names = ["eps_low", "eps_high"] + (["dual_clip_c"] if dual is not None else [])
-    plan.no_equivalent(
-        _sources(p, *names), describe(_values(*names, obj=obj)),
-        f"{ANCHOR}: with one optimizer step per batch it is 1, so the clip never binds and the loss carries no π_θ/μ "
-        "weight, while the sandbox's clip acts on π_θ/μ (bypass), weighting stale tokens by it and cutting their "
-        "gradient outside the band. No 0.11.2 flag anchors the ppo loss at the rollout log-probs. Instead: OpenRLHF "
-        "trains the sandbox's reinforce objective with the same advantages and correction; check the conclusion with "
-        f"--set '{_reinforce_twin(obj)}' and export that, or use a framework with a bypass mode (verl)",
-    )
+    T.row(plan, "clip.no_equivalent", describe(_values(*names, obj=obj)), source=_sources(p, *names),
+          reinforce_twin=_reinforce_twin(obj))
     if dual is None:
-        plan.implicit(f"{p}.dual_clip_c", None, "no dual clip")
+        T.row(plan, "objective.dual_clip_c.implicit.dual_clip", None)
 
 
 def _kl_off(plan: Plan) -> None:
-    plan.pinned(KL_COEF, 0.0, "no KL term in the sandbox objective; OpenRLHF's default 0.01 would load a reference "
-                              "model and subtract a k1 KL penalty from the reward")
+    T.row(plan, "pinned.init_coef", 0.0)
 
 
 def _kl(plan: Plan, obj: Any) -> None:
@@ -596,20 +399,14 @@ def _kl(plan: Plan, obj: Any) -> None:
         return
     src = "algorithm.objective.beta_kl"
     if beta == 0:
-        plan.as_is(src, 0.0, KL_COEF, "no KL: with 0 OpenRLHF creates no reference model")
+        T.row(plan, "objective.beta_kl.as_is.kl_openrlhf_creates", 0.0)
     elif obj.aggregation != "token_mean":
-        plan.no_equivalent(src, beta,
-                           "OpenRLHF averages the KL loss over tokens (ppo_actor.py: aggregate_loss in token mode, "
-                           f"whatever {AGGREGATION}); the sandbox aggregates it like the policy loss "
-                           f"({obj.aggregation}). Instead: check the conclusion with --set "
-                           "algorithm.objective.aggregation=token_mean")
+        T.row(plan, "objective.beta_kl.no_equivalent", beta, aggregation=obj.aggregation)
         _kl_off(plan)
     else:
-        plan.as_is(src, beta, KL_COEF, "β of the KL loss")
-        plan.pinned("--algo.kl.use_loss", True, "KL as a loss term, not a reward penalty")
-        plan.pinned("--algo.kl.estimator", "k3",
-                    "k3(π_ref/π_θ) = π_ref/π_θ − 1 − log(π_ref/π_θ), gradient through π_θ (models/utils.py; values "
-                    "clamped to [−10, 10] there)")
+        T.row(plan, "objective.beta_kl.as_is.kl_loss", beta)
+        T.row(plan, "pinned.use_loss", True)
+        T.row(plan, "pinned.estimator.k3_ref_ref", "k3")
 
 
 def _aggregation(plan: Plan, obj: Any) -> None:
@@ -621,18 +418,14 @@ def _aggregation(plan: Plan, obj: Any) -> None:
         target = None
     if target is None:
         src = _sources(p, "aggregation", "max_len") if max_len else f"{p}.aggregation"
-        plan.no_equivalent(src, agg,
-                           f"{AGGREGATION} offers token-mean and seq-mean-token-mean only (gspo always uses the "
-                           "latter; models/loss.py). Instead: check the conclusion in the sandbox with "
-                           f"--set {p}.aggregation={'seq_mean_token_mean' if obj.name == 'gspo' else 'token_mean'}")
+        T.row(plan, "aggregation.no_equivalent", agg, source=src,
+              nearest='seq_mean_token_mean' if obj.name == 'gspo' else 'token_mean')
         return
-    plan.converted(f"{p}.aggregation", agg, AGGREGATION, target,
-                   {"token-mean": "Σ m·ℓ / Σ m over the optimizer step's whole batch (models/loss.py aggregate_loss, "
-                                  "utils/loss_utils.py)",
-                    "seq-mean-token-mean": "mean over responses of each response's token mean (models/loss.py "
-                                           "aggregate_loss)"}[target])
+    T.row(plan, "objective.aggregation", agg, target,
+          note={"token-mean": T.note("aggregation.token_mean"),
+                "seq-mean-token-mean": T.note("aggregation.seq_mean_token_mean")}[target])
     if max_len:
-        plan.implicit(f"{p}.max_len", obj.max_len, "used only by seq_mean_token_sum_norm")
+        T.row(plan, "objective.max_len", obj.max_len)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -641,12 +434,11 @@ def _aggregation(plan: Plan, obj: Any) -> None:
 
 
 def _gate(plan: Plan, src: str, value: Any, level: str, mode: str, band: list[float], note: str) -> None:
-    plan.converted(src, value, LEVEL, level, note)
-    plan.converted(src, value, MODE, mode,
-                   "clip: clamp w_t into [LOW, HIGH]" if mode == "clip"
-                   else "mask: out-of-band units get weight 0, kept tokens their w_t")
-    plan.pinned(GATING, "ratio", "the gate reads the IS ratio w = π_old/μ itself")
-    plan.converted(src, value, THRESHOLD, band, "[LOW, HIGH] on the gated statistic")
+    T.row(plan, "gate.converted.note_from_code", value, level, source=src, note=note)
+    T.row(plan, "gate.converted.note_from_code.2", value, mode, source=src, note=T.note("gate.note.clip_clamp_w_t") if mode == "clip"
+                                                                   else T.note("gate.note.mask_out_band"))
+    T.row(plan, "pinned.is_correction_gating.gate_reads_ratio", "ratio")
+    T.row(plan, "gate.converted.low_high_gated", value, band, source=src)
 
 
 def _correction(plan: Plan, scn: Scenario) -> None:
@@ -655,154 +447,108 @@ def _correction(plan: Plan, scn: Scenario) -> None:
     p = "algorithm.correction"
     full = describe(c.model_dump())
     if obj.name == "gspo":
-        plan.pinned(LEVEL, "token", "with gspo this only takes the sequence ratio against the rollout log-probs μ "
-                                    "(bypass, as in the sandbox); OpenRLHF then applies no IS weight (models/loss.py)")
+        T.row(plan, "pinned.is_correction_level.gspo_only_takes", "token")
         if c.name == "none":
-            plan.implicit(p, "none", "no IS weight on the gspo loss, as in the sandbox")
+            T.row(plan, "correction.implicit.weight_gspo_loss", "none")
         else:
-            plan.no_equivalent(p, full, "OpenRLHF applies its is_correction weights to the ppo loss only "
-                                        "(models/loss.py). Instead: check the conclusion in the sandbox without the "
-                                        "correction, or with a ppo-type objective")
+            T.row(plan, "correction.no_equivalent.openrlhf_applies_is_correction", full)
         return
     if obj.name == "cispo":
         if c.name == "none":
-            plan.implicit(p, "none", "no correction on top of CISPO's own clipped weight")
+            T.row(plan, "correction.implicit.correction_top_cispo", "none")
         else:
-            plan.no_equivalent(p, full, "OpenRLHF has one IS gate and CISPO's clipped weight uses it (see the "
-                                        "objective rows). Instead: check the conclusion in the sandbox without the "
-                                        "correction")
+            T.row(plan, "correction.no_equivalent.openrlhf_has_one", full)
         return
     if c.name == "none":
-        plan.pinned(LEVEL, "off", "no correction" + (
-            "; a clip objective in the sandbox still weights by π_θ/μ through its ratio (see the clip-range row)"
-            if obj.name in CLIP_OBJECTIVES else ""))
-        plan.implicit(p, "none", "no correction")
+        T.row(plan, "pinned.is_correction_level.correction", "off",
+              note=T.note("correction.note")
+                    if obj.name in CLIP_OBJECTIVES else "")
+        T.row(plan, "correction.implicit.correction", "none")
         return
     if c.name == "tis" and c.level == "token":
         _gate(plan, f"{p}.name + {p}.level + {p}.C + {p}.C_low", full, "token", "clip", [c.C_low, c.cap],
-              "token TIS: the loss of token t is multiplied by clamp(w_t, C_low, C) (models/loss.py); C_low = 0 is no "
-              "floor" + ("; C unset is the sandbox's token default 2" if c.C is None else ""))
+              T.note("correction.token_tis_loss") + (T.note("correction.c_unset_sandbox") if c.C is None else ""))
         return
     if c.name == "mis" and c.level == "token":
         _gate(plan, f"{p}.name + {p}.level + {p}.C + {p}.C_low", full, "token", "mask", [c.C_low, c.C],
-              "token MIS: w_t kept inside [C_low, C], 0 outside (models/loss.py)")
-        plan.implicit(f"{p}.seq_weight + {p}.veto_low + {p}.veto_high",
-                      describe(_values("seq_weight", "veto_low", "veto_high", obj=c)),
-                      "sequence-level MIS knobs: unused at token level")
+              T.note("correction.token_mis_w_t"))
+        T.row(plan, "correction.seq_weight", describe(_values("seq_weight", "veto_low", "veto_high", obj=c)))
         if c.batch_normalize:
-            plan.no_equivalent(f"{p}.batch_normalize", True,
-                               "OpenRLHF does not rescale the kept weights to batch mean 1. Instead: check the "
-                               f"conclusion with --set {p}.batch_normalize=false")
+            T.row(plan, "correction.batch_normalize.no_equivalent", True)
         else:
-            plan.implicit(f"{p}.batch_normalize", False, "kept weights are not renormalised, as in OpenRLHF")
+            T.row(plan, "correction.batch_normalize.implicit", False)
         return
     if c.name == "icepop":
         _gate(plan, f"{p}.name + {p}.alpha + {p}.beta", full, "token", "mask", [c.alpha, c.beta],
-              "IcePop: w_t kept inside [α, β], 0 outside (models/loss.py)")
+              T.note("correction.icepop_w_t_kept"))
         return
     if c.name == "decoupled_ppo" and c.level == "token":
-        _gate(plan, f"{p}.name + {p}.level + {p}.behave_imp_weight_cap", full, "token", "mask",
+        _gate(plan, T.note("correction.algorithm_correction_name"), full, "token", "mask",
               [0.0, c.behave_imp_weight_cap],
-              "tokens with w_t > cap rejected, the rest weighted by w_t (in bypass the sandbox's weight is π_θ/μ, "
-              "OpenRLHF's π_old/μ has the same value)")
-        plan.implicit(f"{p}.require_prox", c.require_prox, "OpenRLHF always recomputes the proximal log-probs π_old")
+              T.note("correction.tokens_w_t_cap"))
+        T.row(plan, "correction.require_prox", c.require_prox)
         return
     if c.name == "geo_mis":
         _gate(plan, f"{p}.name + {p}.lo + {p}.hi", describe(_values("lo", "hi", obj=c)), "seq", "mask", [c.lo, c.hi],
-              "Geo-RS: response masked when exp(mean_t log w_t) ∉ [lo, hi] (models/loss.py, level seq)")
+              T.note("correction.geo_rs_response"))
         knobs = f"{p}.token_weight + {p}.C"
         if c.token_weight == "none" and obj.name in CLIP_OBJECTIVES:
-            plan.implicit(knobs, describe(_values("token_weight", "C", obj=c)),
-                          "kept tokens: the sandbox's clip surrogate carries π_θ/μ, OpenRLHF weights them by "
-                          "w_t = π_old/μ, the same value")
+            T.row(plan, "correction.implicit", describe(_values("token_weight", "C", obj=c)), source=knobs)
         else:
             kept = "min(w_t, C)" if c.token_weight == "tis" else "1"
-            plan.no_equivalent(knobs, describe(_values("token_weight", "C", obj=c)),
-                               f"OpenRLHF weights the kept tokens by their untruncated w_t (models/loss.py); the sandbox "
-                               f"by {kept}. Instead: check the conclusion in the sandbox with a clip objective and "
-                               "token_weight = \"none\"")
+            T.row(plan, "correction.no_equivalent", describe(_values("token_weight", "C", obj=c)), source=knobs,
+                  kept=kept)
         return
-    plan.pinned(LEVEL, "off", "the correction is not exported (see its row)")
-    plan.no_equivalent(p, full, _correction_gap(c))
+    T.row(plan, "pinned.is_correction_level.correction_exported_see", "off")
+    T.row(plan, "correction.no_equivalent.2", full, note=_correction_gap(c))
 
 
-CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "icepop", "decoupled_ppo", "geo_mis"})
-NOT_IN_OPENRLHF = {
-    "opsm": "off-policy sequence masking (sign of the advantage and the mean log-ratio)",
-    "m2po_mask": "M2PO's second-moment token mask",
-    "m2po_clipband": "M2PO's adaptive clip band",
-    "bapo": "BAPO's adaptive clip bounds",
-    "topr": "TOPR's sign-split truncated weights",
-    "dppo_mask": "prime-rl's DPPO probability-difference mask and KL term",
-}
+NOT_IN_OPENRLHF = T.section("correction_gaps")
 
 
 def _correction_gap(c: Any) -> str:
-    token_tis = (f"nearest OpenRLHF form: token-level TIS ({LEVEL} token, {MODE} clip), a different estimator; "
-                 "check it in the sandbox with --set 'algorithm.correction={name=\"tis\",level=\"token\"}'")
+    token_tis = T.note("token_tis")
     if c.name == "tis":
-        return ("sequence TIS truncates the product Π_t w_t; OpenRLHF's seq level gates the geometric mean "
-                "exp(mean_t log w_t) and can only mask (models/loss.py: clip requires level token). Instead: a "
-                f"framework with a sequence-level truncated weight (verl rollout_is = sequence, the VCPO fork), or the {token_tis}")
+        return T.note("correction_gap.sequence_tis_truncates", token_tis=token_tis)
     if c.name == "mis":
-        return ("sequence MIS keeps a response by its product Π_t w_t; OpenRLHF's seq level gates the geometric mean, "
-                f"a different (length-normalised) statistic. Instead: Geo-RS (geo_mis), which OpenRLHF has, or the {token_tis}")
+        return T.note("correction_gap.sequence_mis_keeps", token_tis=token_tis)
     if c.name == "decoupled_ppo":
-        return ("sequence-level rejection drops a response when any token has w_t > cap; OpenRLHF's seq level gates the "
-                "geometric mean. Instead: level = \"token\", which OpenRLHF has")
-    return (f"{NOT_IN_OPENRLHF[c.name]} is not in OpenRLHF (its corrections: token or geometric-sequence gates on w, "
-            f"clip or mask, models/loss.py). Instead: {SANDBOX_COMPONENTS} in your own loop, or a framework that has it")
+        return T.note("correction_gap.sequence_level_rejection")
+    return T.note("correction_gap.openrlhf_corrections_token", why=NOT_IN_OPENRLHF[c.name])
 
 
 # ----------------------------------------------------------------------------------------------
 # stabilizers and optimizer
 # ----------------------------------------------------------------------------------------------
 
-STEP_HOOK = ("between backward and the optimizer step of OpenRLHF's actor (ActorPPOTrainer.training_step in "
-             "openrlhf/trainer/ray/ppo_actor.py calls strategy.backward, then strategy.optimizer_step, where "
-             "DeepSpeed clips and steps): a code change, no flag")
+STEP_HOOK = T.note("step_hook")
 
 
-STABILIZERS = {
-    "vcpo_lr": ("VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo verl fork. Instead: export with "
-                "--framework verl-vcpo, or use the sandbox's torch components (sandbox.algorithms: VCPOLRConfig in a "
-                f"StabilizedOptimizer, shown in examples/plain_torch_loop.py) {STEP_HOOK}"),
-    "gac": ("gradient alignment control has no public code (arXiv 2603.01501 only). Instead: the sandbox's torch "
-            f"component (sandbox.algorithms: GACConfig in a StabilizedOptimizer) placed {STEP_HOOK}"),
-    "staleness_lr": ("OpenRLHF has no staleness-aware learning rate and records no per-sample version to compute the "
-                     "lag from. Instead: the sandbox's torch component (sandbox.algorithms: StalenessLRConfig in a "
-                     f"StabilizedOptimizer) placed {STEP_HOOK}, fed with versions you track yourself"),
-}
+STABILIZERS = T.section("stabilizers")
 
 
 def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:
     opt = scn.algorithm.optimizer
     p = "algorithm.optimizer"
     if opt.name == "sgd":
-        plan.no_equivalent(_sources(p, "name", "momentum", "weight_decay"),
-                           describe(_values("name", "momentum", "weight_decay", obj=opt)),
-                           "OpenRLHF's optimizers are DeepSpeed AdamW and Muon (--actor.optim adam or muon); nothing is "
-                           "written, so AdamW with OpenRLHF's defaults applies. Instead: check the conclusion in the "
-                           f"sandbox with --set {p}.name=adamw")
-        plan.implicit(_sources(p, "betas", "eps"), describe(_values("betas", "eps", obj=opt)), "unused by SGD")
+        T.row(plan, "optimizer.no_equivalent.openrlhf_s_optimizers", describe(_values("name", "momentum", "weight_decay", obj=opt)),
+              source=_sources(p, "name", "momentum", "weight_decay"))
+        T.row(plan, "optimizer.implicit", describe(_values("betas", "eps", obj=opt)),
+              source=_sources(p, "betas", "eps"))
     else:
         if opt.name == "adam" and opt.weight_decay > 0:
-            plan.no_equivalent(_sources(p, "name", "weight_decay"), describe(_values("name", "weight_decay", obj=opt)),
-                               "torch Adam adds the decay to the gradient (L2); OpenRLHF's only Adam is DeepSpeed "
-                               "AdamW, whose decay is decoupled. Instead: check the conclusion in the sandbox with "
-                               f"--set {p}.name=adamw")
+            T.row(plan, "optimizer.no_equivalent.torch_adam_adds", describe(_values("name", "weight_decay", obj=opt)),
+                  source=_sources(p, "name", "weight_decay"))
         else:
             if opt.name == "adam":
-                plan.as_is(f"{p}.name", "adam", "--actor.optim",
-                           "DeepSpeed AdamW; with weight decay 0 it is Adam (utils/deepspeed/deepspeed.py)")
+                T.row(plan, "optimizer.name.as_is", "adam")
             else:
-                plan.converted(f"{p}.name", "adamw", "--actor.optim", "adam",
-                               "OpenRLHF's adam is DeepSpeed AdamW, decoupled weight decay (utils/deepspeed/deepspeed.py)")
-            plan.as_is(f"{p}.weight_decay", opt.weight_decay, "--actor.adam.weight_decay",
-                       "biases and norm weights are exempt in OpenRLHF (deepspeed_utils.py)" if opt.weight_decay else "")
-        plan.as_is(f"{p}.betas", list(opt.betas), "--actor.adam.betas", "OpenRLHF's default is 0.9 0.95")
-        plan.as_is(f"{p}.eps", opt.eps, "--actor.adam.eps")
-        plan.implicit(f"{p}.momentum", opt.momentum, "SGD only; unused by Adam")
+                T.row(plan, "optimizer.name.converted", "adamw", "adam")
+            T.row(plan, "optimizer.weight_decay", opt.weight_decay,
+                  note=T.note("optimizer.note") if opt.weight_decay else "")
+        T.row(plan, "optimizer.betas", list(opt.betas))
+        T.row(plan, "optimizer.eps", opt.eps)
+        T.row(plan, "optimizer.momentum", opt.momentum)
     _schedule(plan, scn)
     scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,
                framework_clip_default=1.0)
@@ -816,12 +562,9 @@ def _schedule(plan: Plan, scn: Scenario) -> None:
         name = "constant_with_warmup" if opt.warmup_steps else "constant"
     else:
         name = SCHEDULES[opt.schedule]
-    plan.converted(f"{p}.schedule", opt.schedule, "--actor.lr_scheduler", name,
-                   "transformers get_scheduler over OpenRLHF's max_steps = prompts × n_samples_per_prompt / "
-                   "train.batch_size × episodes (ppo_trainer.py), the GPU run's length; the sandbox decays over run.steps")
+    T.row(plan, "optimizer.schedule", opt.schedule, name)
     ratio = opt.warmup_steps / steps
-    plan.converted(f"{p}.warmup_steps", opt.warmup_steps, "--actor.lr_warmup_ratio", ratio,
-                   "no warm-up" if not opt.warmup_steps else
-                   f"ratio = warmup_steps / run.steps = {opt.warmup_steps}/{steps}; OpenRLHF warms up for "
-                   "ceil(ratio × max_steps) steps, the same number when the GPU run has run.steps optimizer steps "
-                   "(its warm-up starts at 0, the sandbox's at lr/warmup_steps)")
+    T.row(plan, "optimizer.warmup_steps", opt.warmup_steps, ratio, note="no warm-up" if not opt.warmup_steps else
+                                                                         T.note("schedule.note",
+                                                                                warmup_steps=opt.warmup_steps,
+                                                                                steps=steps))

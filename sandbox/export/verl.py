@@ -15,6 +15,9 @@ from .base import Exporter, Given, Version, describe, register
 from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .plan import Plan
+from .table import Table
+
+T = Table("verl")
 
 VERL_0_9 = Version("0.9", "0.9.1", "verl 0.9.1 wheel")
 
@@ -39,10 +42,7 @@ AGGREGATION = {
 LOSS_MODE = {"gspo": "gspo", "cispo": "cispo"}  # every other ratio objective uses "vanilla"
 
 VERL_EPS_STD = 1e-6  # compute_grpo_outcome_advantage's epsilon, not configurable
-VCPO_INSTEAD = (
-    "export with --framework verl-vcpo (the mit-han-lab/vcpo fork of verl), or train with the sandbox's own torch "
-    "components (sandbox.algorithms, as in examples/plain_torch_loop.py)"
-)
+VCPO_INSTEAD = T.note("vcpo_instead")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -119,8 +119,7 @@ class ObjectiveTarget:
     reinforce_why: str
     aggregation_gaps: Mapping[str, str] = field(default_factory=dict)
     opob: Callable[[Plan, Scenario, dict[str, str | None]], None] | None = None
-    aggregation_note: str = ("same formula, verl's spelling (core_algos.agg_loss; normalised over the whole mini-batch "
-                             "= the batch)")
+    aggregation_note: str = T.note("aggregation_note")
 
 
 def nearest_group_estimator(plan: Plan, normalize: bool, what: str, difference: str) -> None:
@@ -128,74 +127,53 @@ def nearest_group_estimator(plan: Plan, normalize: bool, what: str, difference: 
     no-equivalent row). Left unwritten, ``algorithm.adv_estimator`` falls back to verl's default ``gae``,
     which trains a critic (verl 0.9.1 ``trainer/ppo/utils.py``: ``need_critic``) and so changes the
     algorithm rather than only the baseline."""
-    plan.pinned("algorithm.adv_estimator", "grpo",
-                f"nearest group estimator to the scenario's {what} (no equivalent above), written because verl's "
-                f"default 'gae' would add a critic: {difference}")
-    plan.pinned("algorithm.norm_adv_by_std_in_grpo", normalize,
-                "divide by the group std, as the scenario's objective does" if normalize else
-                "no division by the group std, as the scenario's objective")
+    T.row(plan, "pinned.adv_estimator.nearest_group_estimator", "grpo", what=what, difference=difference)
+    T.row(plan, "pinned.norm_adv_by_std_in_grpo.note_from_code", normalize,
+          note=T.note("nearest_group_estimator.note.divide_group_std") if normalize else
+                T.note("nearest_group_estimator.note.division_group_std"))
 
 
 def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normalize_source: str | None) -> None:
     """Map a group baseline to ``algorithm.adv_estimator`` (+ ``norm_adv_by_std_in_grpo``)."""
     if kind == "group_mean":
-        plan.converted(kind_source, kind, "algorithm.adv_estimator", "grpo",
-                       "group-mean baseline = verl's grpo estimator (core_algos.compute_grpo_outcome_advantage)")
+        T.row(plan, "advantage.converted.group_mean_baseline", kind, "grpo", source=kind_source)
         if normalize_source is not None:
-            plan.as_is(normalize_source, normalize, "algorithm.norm_adv_by_std_in_grpo",
-                       "divide by the group std (Bessel-corrected torch.std, + 1e-6) or not (Dr.GRPO centring)")
+            T.row(plan, "advantage.as_is", normalize, source=normalize_source)
         else:
-            plan.pinned("algorithm.norm_adv_by_std_in_grpo", normalize,
-                        "Dr.GRPO centring: no division by the group std" if not normalize else "GRPO std normalisation")
+            T.row(plan, "pinned.norm_adv_by_std_in_grpo.note_from_code", normalize,
+                  note=T.note("advantage.note") if not normalize else "GRPO std normalisation")
     elif kind == "leave_one_out" and not normalize:
-        plan.converted(kind_source, kind, "algorithm.adv_estimator", "rloo",
-                       "verl's rloo estimator computes G/(G−1)·(R − mean_g R) = R − mean_{j≠i} R_j "
-                       "(core_algos.compute_rloo_outcome_advantage)")
+        T.row(plan, "advantage.converted.verl_s_rloo", kind, "rloo", source=kind_source)
         if normalize_source is not None:
-            plan.converted(normalize_source, normalize, "algorithm.norm_adv_by_std_in_grpo", False,
-                           "no std normalisation (rloo does not read this key; written so that the config says so)")
+            T.row(plan, "advantage.converted.std_normalisation_rloo", normalize, False, source=normalize_source)
         else:
-            plan.pinned("algorithm.norm_adv_by_std_in_grpo", False,
-                        "no std normalisation (rloo does not read this key; written so that the config says so)")
+            T.row(plan, "pinned.norm_adv_by_std_in_grpo.std_normalisation_rloo", False)
     elif kind == "leave_one_out":
-        plan.no_equivalent(f"{kind_source} + {normalize_source}", f"{kind}, normalize_std = true",
-                           "verl's rloo estimator does not divide by the group std. Instead: normalize_std = false (rloo) "
-                           "or baseline = 'group_mean' (grpo)")
-        nearest_group_estimator(plan, True, "leave-one-out baseline with std normalisation",
-                                "grpo centres on the group mean including the sample, (R − mean)/(std + 1e-6): the "
-                                "sandbox's leave-one-out advantages are these times G/(G − 1) before the std division")
+        T.row(plan, "advantage.no_equivalent.verl_s_rloo", f"{kind}, normalize_std = true", kind_source=kind_source,
+              normalize_source=normalize_source)
+        nearest_group_estimator(plan, True, T.note("advantage"), T.note("advantage.grpo_centres_group"))
     elif kind in ("opob",):
-        plan.no_equivalent(kind_source, kind, "VCPO's off-policy optimal baseline needs per-trajectory gradient norms; "
-                           f"upstream verl has none. Instead: {VCPO_INSTEAD}")
-        nearest_group_estimator(plan, normalize, "OPOB baseline",
-                                "grpo's baseline is the plain group mean, OPOB's the mean weighted by "
-                                "w_i²‖∇log π(y_i)‖²; the same when the weights are equal within a group")
+        T.row(plan, "advantage.no_equivalent.vcpo_s_off", kind, source=kind_source)
+        nearest_group_estimator(plan, normalize, "OPOB baseline", T.note("advantage.grpo_s_baseline"))
     elif kind == "optimal":
-        plan.no_equivalent(kind_source, kind,
-                           "the variance-optimal scalar baseline needs per-sequence gradient norms; verl's "
-                           "optimal_token_baseline estimator uses a per-token logit-space proxy instead. Instead: "
-                           "baseline = 'group_mean' or 'leave_one_out'")
-        nearest_group_estimator(plan, normalize, "variance-optimal baseline",
-                                "grpo's baseline is the plain group mean, the optimal one the mean weighted by "
-                                "‖∇log π(y_i)‖²")
+        T.row(plan, "advantage.no_equivalent.variance_optimal_scalar", kind, source=kind_source)
+        nearest_group_estimator(plan, normalize, "variance-optimal baseline", T.note("advantage.grpo_s_baseline.2"))
     else:  # none, constant, ema, reward
         what = {"none": "no baseline (raw rewards)", "reward": "raw rewards as advantages",
                 "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}[kind]
-        plan.no_equivalent(kind_source, kind, f"{what}: every verl estimator centres or whitens the rewards "
-                           "(core_algos.AdvantageEstimator). Instead: a group baseline (grpo or rloo)")
-        nearest_group_estimator(plan, normalize, what,
-                                "grpo centres each reward on its group's mean instead")
+        T.row(plan, "advantage.no_equivalent.every_verl_estimator", kind, source=kind_source, what=what)
+        nearest_group_estimator(plan, normalize, what, T.note("advantage.grpo_centres_each"))
     if normalize_source is not None and kind not in ("group_mean", "leave_one_out"):
-        plan.implicit(normalize_source, normalize, f"part of the {kind!r} advantage above")
+        T.row(plan, "advantage.implicit", normalize, source=normalize_source, kind=kind)
 
 
 def _eps_std(plan: Plan, source: str, eps: float, used: bool) -> None:
     if not used:
-        plan.implicit(source, eps, "unused: the advantage is not std-normalised")
+        T.row(plan, "eps_std.implicit.unused_advantage_std", eps, source=source)
     elif math.isclose(eps, VERL_EPS_STD, rel_tol=1e-9):
-        plan.implicit(source, eps, "verl adds 1e-6 to the group std (compute_grpo_outcome_advantage; not configurable)")
+        T.row(plan, "eps_std.implicit.verl_adds_e", eps, source=source)
     else:
-        plan.no_equivalent(source, eps, "verl's GRPO std epsilon is fixed at 1e-6 (not a config key). Instead: eps_std = 1e-6")
+        T.row(plan, "eps_std.no_equivalent", eps, source=source)
 
 
 def _opob_knobs(plan: Plan, obj, used: bool) -> None:
@@ -203,62 +181,53 @@ def _opob_knobs(plan: Plan, obj, used: bool) -> None:
         if hasattr(obj, knob):
             src = f"algorithm.objective.{knob}"
             if used:
-                plan.no_equivalent(src, getattr(obj, knob), "knob of the OPOB baseline (no equivalent above)")
+                T.row(plan, "opob_knobs.no_equivalent", getattr(obj, knob), source=src)
             else:
-                plan.implicit(src, getattr(obj, knob), "unused: the baseline is not OPOB")
+                T.row(plan, "opob_knobs.implicit", getattr(obj, knob), source=src)
 
 
 def _clip_knobs(plan: Plan, obj, dual_clip: bool) -> None:
-    plan.as_is("algorithm.objective.eps_low", obj.eps_low, f"{ACTOR}.clip_ratio_low", "ratio floor 1 − eps_low")
-    plan.as_is("algorithm.objective.eps_high", obj.eps_high, f"{ACTOR}.clip_ratio_high", "ratio cap 1 + eps_high")
+    T.row(plan, "objective.eps_low", obj.eps_low)
+    T.row(plan, "objective.eps_high", obj.eps_high)
     if not hasattr(obj, "dual_clip_c"):
         return
     if not dual_clip:
-        plan.implicit("algorithm.objective.dual_clip_c", obj.dual_clip_c,
-                      "no dual clip in either: the sandbox refuses one for GSPO and verl's gspo loss has none")
+        T.row(plan, "objective.dual_clip_c.implicit", obj.dual_clip_c)
     elif obj.dual_clip_c is None:
-        plan.converted("algorithm.objective.dual_clip_c", None, f"{ACTOR}.clip_ratio_c", NO_DUAL_CLIP,
-                       "verl's vanilla loss always applies the dual clip; 1e9 never fires because the log-ratio is "
-                       "clamped to ±20 (r ≤ e^20 ≈ 4.9e8)")
+        T.row(plan, "objective.dual_clip_c.converted", None, NO_DUAL_CLIP)
     else:
-        plan.as_is("algorithm.objective.dual_clip_c", obj.dual_clip_c, f"{ACTOR}.clip_ratio_c",
-                   "dual clip c: loss of Â < 0 tokens capped at −c·Â")
+        T.row(plan, "objective.dual_clip_c.as_is", obj.dual_clip_c)
 
 
 def _aggregation(plan: Plan, obj, target: ObjectiveTarget) -> None:
     agg = obj.aggregation
     if agg in target.aggregation_gaps:
-        plan.no_equivalent("algorithm.objective.aggregation", agg, target.aggregation_gaps[agg])
+        T.row(plan, "objective.aggregation.no_equivalent", agg, note=target.aggregation_gaps[agg])
     else:
         note = target.aggregation_note
         if agg == "seq_mean_token_sum_norm":
-            note += "; L_const is actor.loss_scale_factor, or the padded response width when null"
-        plan.converted("algorithm.objective.aggregation", agg, f"{ACTOR}.loss_agg_mode", AGGREGATION[agg], note)
+            note += T.note("aggregation")
+        T.row(plan, "objective.aggregation.converted", agg, AGGREGATION[agg], note=note)
     if hasattr(obj, "max_len"):
         if agg != "seq_mean_token_sum_norm":
-            plan.implicit("algorithm.objective.max_len", obj.max_len, "unused: only seq_mean_token_sum_norm reads L_const")
+            T.row(plan, "objective.max_len.implicit.unused_only_seq_mean_token_sum_norm", obj.max_len)
         elif obj.max_len is None:
-            plan.implicit("algorithm.objective.max_len", None,
-                          "L_const = padded response length in both (verl: loss_mask width when loss_scale_factor is null); "
-                          "set loss_scale_factor to your max response length for a constant L_const")
+            T.row(plan, "objective.max_len.implicit.l_const_padded_response", None)
         else:
-            plan.as_is("algorithm.objective.max_len", obj.max_len, f"{ACTOR}.loss_scale_factor",
-                       "Dr.GRPO's constant L_const")
+            T.row(plan, "objective.max_len.as_is", obj.max_len)
 
 
 def _kl(plan: Plan, obj) -> None:
     beta = getattr(obj, "beta_kl", None)
     if beta is None:
-        plan.pinned(f"{ACTOR}.use_kl_loss", False, "the sandbox objective has no KL term")
+        T.row(plan, "pinned.use_kl_loss.sandbox_objective_has", False)
         return
     if beta == 0:
-        plan.converted("algorithm.objective.beta_kl", beta, f"{ACTOR}.use_kl_loss", False, "β = 0: no KL term")
+        T.row(plan, "objective.beta_kl.converted", beta, False)
         return
-    plan.pinned(f"{ACTOR}.use_kl_loss", True, "β > 0: KL to the reference model as a loss term")
-    plan.as_is("algorithm.objective.beta_kl", beta, f"{ACTOR}.kl_loss_coef", "β of the KL term")
-    plan.pinned(f"{ACTOR}.kl_loss_type", "k3",
-                "the sandbox's k3(π_ref/π_θ) = r − 1 − log r; verl clamps the log-ratio to ±20 and k3 to ≤ 10 "
-                "(core_algos.kl_penalty_forward), aggregated with loss_agg_mode as in the sandbox")
+    T.row(plan, "pinned.use_kl_loss.kl_reference_model", True)
+    T.row(plan, "objective.beta_kl.as_is", beta)
+    T.row(plan, "pinned.kl_loss_type", "k3")
 
 
 def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str, normalize: bool,
@@ -276,12 +245,11 @@ def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str
     if sources["std_unbiased"]:
         unbiased = obj.std_unbiased
         if not std_used:
-            plan.implicit(sources["std_unbiased"], unbiased, "unused: the advantage is not normalised by the group std")
+            T.row(plan, "baseline_rows.implicit.unused_advantage_normalised", unbiased, source=sources["std_unbiased"])
         elif unbiased is None or unbiased:
-            plan.implicit(sources["std_unbiased"], unbiased, "Bessel-corrected std (torch.std), as verl computes it")
+            T.row(plan, "baseline_rows.implicit.bessel_corrected_std", unbiased, source=sources["std_unbiased"])
         else:
-            plan.no_equivalent(sources["std_unbiased"], unbiased,
-                               "verl's grpo estimator uses the Bessel-corrected std (torch.std). Instead: std_unbiased = true")
+            T.row(plan, "baseline_rows.no_equivalent", unbiased, source=sources["std_unbiased"])
     _opob_knobs(plan, obj, kind == "opob")
 
 
@@ -289,44 +257,33 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
     """Rows for every knob of ``algorithm.objective`` on ``route`` (see :func:`objective_route`)."""
     obj = scn.algorithm.objective
     src = "algorithm.objective"
-    plan.pinned("algorithm.use_kl_in_reward", False, "no KL penalty in the reward (the sandbox has none)")
-    plan.pinned(f"{ACTOR}.entropy_coeff", 0, "no entropy bonus (the sandbox has none)")
+    T.row(plan, "pinned.use_kl_in_reward", False)
+    T.row(plan, "pinned.entropy_coeff", 0)
     mode = "vanilla" if route == "reinforce" else LOSS_MODE.get(obj.name, "vanilla")
     if route is None or mode not in target.loss_modes:
-        why = ("trajectory balance (TBA) is not a verl loss (core_algos registers no TB objective)" if route is None
-               else f"this trainer registers no {mode!r} policy loss")
-        plan.no_equivalent(src, describe(obj.model_dump()), f"{why}. Instead: train with the sandbox's torch components "
-                           "(sandbox.algorithms, examples/plain_torch_loop.py)")
-        plan.pinned("algorithm.adv_estimator", "grpo",
-                    "the objective has no equivalent (above); a group estimator is written because verl's default "
-                    "'gae' would add a critic: the written config trains verl's vanilla PPO loss on GRPO advantages")
-        plan.pinned("algorithm.norm_adv_by_std_in_grpo", True, "verl's GRPO std normalisation (see the objective row)")
-        plan.pinned(f"{ACTOR}.use_kl_loss", False, "no KL term is written (the objective has no equivalent)")
+        why = (T.note("why.trajectory_balance_tba") if route is None else T.note("why.trainer_registers_policy", mode=mode))
+        T.row(plan, "objective.no_equivalent.instead_train_sandbox", describe(obj.model_dump()), why=why)
+        T.row(plan, "pinned.adv_estimator.objective_has_equivalent", "grpo")
+        T.row(plan, "pinned.norm_adv_by_std_in_grpo.verl_s_grpo", True)
+        T.row(plan, "pinned.use_kl_loss.kl_term_written", False)
         return
 
     none = {"normalize": None, "eps_std": None, "std_unbiased": None}
     if obj.name == "reinforce":
-        plan.converted(f"{src}.name", obj.name, f"{ACTOR}.policy_loss.loss_mode", "vanilla",
-                       f"REINFORCE −sg(Â)·log π_θ as vanilla's ratio loss at ratio 1: {target.reinforce_why}; the "
-                       "gradient is −Â·∇log π_θ and the clip never fires")
+        T.row(plan, "objective.name.converted.reinforce_sg_log", obj.name, "vanilla", reinforce_why=target.reinforce_why)
         _baseline_rows(plan, scn, target, obj.baseline, obj.normalize_std,
                        {**none, "kind": f"{src}.baseline", "normalize": f"{src}.normalize_std"})
         for knob, used_by in (("constant_baseline", "constant"), ("ema_decay", "ema"), ("ema_init", "ema")):
             if obj.baseline == used_by:
-                plan.no_equivalent(f"{src}.{knob}", getattr(obj, knob), f"knob of the {used_by!r} baseline (no equivalent above)")
+                T.row(plan, "objective.no_equivalent.knob_baseline_equivalent", getattr(obj, knob), knob=knob, used_by=used_by)
             else:
-                plan.implicit(f"{src}.{knob}", getattr(obj, knob), f"unused: baseline is {obj.baseline!r}")
+                T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, baseline=obj.baseline)
         _aggregation(plan, obj, target)
         _kl(plan, obj)
         return
 
-    why = {
-        "vanilla": "PPO clip surrogate on r = π_θ/μ (bypass mode: old_log_probs = rollout log-probs)",
-        "gspo": "GSPO-token surrogate sg(s_i)·π_θ/sg(π_θ), s_i = exp(mean_t log π_θ/μ), clipped at 1 ± ε "
-                "(core_algos.compute_policy_loss_gspo; log s clamped at ≤ 10)",
-        "cispo": "−sg(clip(r, 1 − ε_low, 1 + ε_high))·Â·log π_θ on r = π_θ/μ (core_algos.compute_policy_loss_cispo)",
-    }[mode]
-    plan.converted(f"{src}.name", obj.name, f"{ACTOR}.policy_loss.loss_mode", mode, why)
+    why = {"vanilla": T.note("why.vanilla"), "gspo": T.note("why.gspo"), "cispo": T.note("why.cispo"),}[mode]
+    T.row(plan, "objective.name.converted.note_from_code", obj.name, mode, note=why)
 
     if obj.name == "grpo":
         normalize = obj.normalize_std
@@ -336,10 +293,8 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
     elif obj.name == "dr_grpo":
         _baseline_rows(plan, scn, target, obj.baseline, False, {**none, "kind": f"{src}.baseline"})
     elif obj.name == "rloo":
-        plan.converted(f"{src}.name", obj.name, "algorithm.adv_estimator", "rloo",
-                       "leave-one-out advantages R − mean_{j≠i} R_j (core_algos.compute_rloo_outcome_advantage)")
-        plan.pinned("algorithm.norm_adv_by_std_in_grpo", False,
-                    "no std normalisation (rloo does not read this key; written so that the config says so)")
+        T.row(plan, "objective.name.converted.leave_one_out", obj.name, "rloo")
+        T.row(plan, "pinned.norm_adv_by_std_in_grpo.std_normalisation_rloo", False)
     else:  # ppo, dapo, gspo, cispo: the advantage knob
         kind = {"grpo": "group_mean", "dr_grpo": "group_mean", "rloo": "leave_one_out"}.get(obj.advantage, obj.advantage)
         _baseline_rows(plan, scn, target, kind, obj.advantage == "grpo",
@@ -352,8 +307,7 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
 
 UPSTREAM_OBJECTIVES = ObjectiveTarget(
     loss_modes=frozenset({"vanilla", "gspo", "cispo"}),
-    reinforce_why="π_old is recomputed with the weights about to be updated (ppo_epochs = 1, one mini-batch), "
-                  "so π_θ/π_old = 1 and ∇(π_θ/π_old) = ∇log π_θ",
+    reinforce_why=T.note("upstream_objectives.reinforce_why"),
 )
 
 
@@ -363,8 +317,8 @@ UPSTREAM_OBJECTIVES = ObjectiveTarget(
 
 
 def _correction_off(plan: Plan, why: str) -> None:
-    plan.pinned(f"{CORR}.rollout_is", None, why)
-    plan.pinned(f"{CORR}.rollout_rs", None, "no rejection sampling")
+    T.row(plan, "pinned.rollout_is", None, note=why)
+    T.row(plan, "pinned.rollout_rs", None)
 
 
 def map_tis(plan: Plan, c, is_key: str, threshold_key: str) -> bool:
@@ -372,159 +326,108 @@ def map_tis(plan: Plan, c, is_key: str, threshold_key: str) -> bool:
     floor C_low > 0 is asked, which verl's TIS cannot express."""
     src = "algorithm.correction"
     if c.C_low > 0:
-        plan.no_equivalent(f"{src}.C_low", c.C_low, "verl's TIS truncates from above only (rollout_is_threshold is a cap; "
-                           "a 'lo_hi' string zeroes weights outside the band instead of flooring them). Instead: C_low = 0")
+        T.row(plan, "correction.C_low.no_equivalent", c.C_low)
     else:
-        plan.implicit(f"{src}.C_low", c.C_low, "no floor, as verl's TIS")
-    plan.converted(f"{src}.name + {src}.level", f"tis, {c.level}", is_key, c.level,
-                   f"truncated IS weight min(w, C) on w = π_θ/μ, {'per token' if c.level == 'token' else 'Π_t w_t per sequence'} "
-                   "(rollout_corr_helper.compute_rollout_correction_weights)")
+        T.row(plan, "correction.C_low.implicit", c.C_low)
+    T.row(plan, "correction.name.converted.truncated_weight_min", f"tis, {c.level}", c.level, target=is_key,
+          weight='per token' if c.level == 'token' else 'Π_t w_t per sequence')
     if c.C is None:
-        plan.converted(f"{src}.C", None, threshold_key, float(c.cap), f"sandbox default cap at {c.level} level")
+        T.row(plan, "correction.C.converted.sandbox_default_cap", None, float(c.cap), target=threshold_key, level=c.level)
     else:
-        plan.as_is(f"{src}.C", float(c.C), threshold_key, "cap C")
+        T.row(plan, "correction.C.as_is", float(c.C), target=threshold_key)
     return c.C_low == 0
 
 
 def map_geo_token_weight(plan: Plan, c, src: str) -> None:
     """Geo-RS's surviving tokens: token TIS ``min(w_t, C)`` through ``rollout_is = token``, or weight 1."""
     if c.token_weight == "tis":
-        plan.converted(f"{src}.token_weight", c.token_weight, f"{CORR}.rollout_is", "token", "surviving tokens weighted min(w_t, C)")
-        plan.as_is(f"{src}.C", float(c.C), f"{CORR}.rollout_is_threshold", "token TIS cap")
+        T.row(plan, "token_weight.converted.surviving_tokens_weighted", c.token_weight, "token", src=src)
+        T.row(plan, "C.as_is", float(c.C), src=src)
     else:
-        plan.converted(f"{src}.token_weight", c.token_weight, f"{CORR}.rollout_is", None, "mask only, weight 1")
-        plan.implicit(f"{src}.C", c.C, "unused: token_weight = 'none'")
+        T.row(plan, "token_weight.converted.mask_only_weight", c.token_weight, None, src=src)
+        T.row(plan, "C.implicit", c.C, src=src)
 
 
-CORRECTIONS_MAPPED = frozenset({"none", "tis", "mis", "geo_mis", "icepop", "decoupled_ppo"})
-CORRECTION_GAPS = {
-    "decoupled_ppo": "sequence-level rejection (drop a response if any token has w_t > cap) has no verl rule "
-                     "(the seq_max options only take k2/k3, which are symmetric in log w). Instead: level = 'token'",
-    "opsm": "OPSM's mask depends on the advantage sign; verl's rejection options only see the log-ratio",
-    "m2po_mask": "M2PO exists only in the official M2PO fork of verl (+actor_rollout_ref.actor.use_m2po_loss); "
-                 "upstream verl 0.9.1 has no M2 budget",
-    "m2po_clipband": "M2PO exists only in the official M2PO fork of verl; upstream verl 0.9.1 has no M2 budget",
-    "bapo": "BAPO's adaptive bounds live in the BAPO recipe (WooooDyy/BAPO), not in verl 0.9.1",
-    "topr": "TOPR's sign-split weights are not a verl correction",
-    "dppo_mask": "verl 0.9.1's dppo_tv loss has the same Δp mask but no kl_tau·(log ρ)² term and clips the "
-                 "ratio at clip_ratio_c, and it replaces the objective's PPO clip",
-}
+CORRECTION_GAPS = T.section("correction_gaps")
 
 
 def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
     src = "algorithm.correction"
     if c.name == "none":
-        plan.converted(f"{src}.name", "none", f"{CORR}.rollout_is", None,
-                       "no IS weights; written explicitly because RolloutCorrectionConfig defaults to 'sequence'")
-        plan.pinned(f"{CORR}.rollout_rs", None, "no rejection sampling")
+        T.row(plan, "correction.name.converted.weights_written_explicitly", "none", None)
+        T.row(plan, "pinned.rollout_rs", None)
         return
     if route != "reinforce":
         name = scn.algorithm.objective.name
-        plan.no_equivalent(src, describe(c.model_dump()),
-                           f"verl 0.9.1's V1 trainer applies algorithm.rollout_correction only in decoupled mode "
-                           f"(trainer_base.py skips it when bypass_mode = true), where the PPO clip is anchored at the "
-                           f"recomputed π_old (= the weights being updated) and never fires, while the sandbox's {name} "
-                           f"clips π_θ/μ. Instead: re-run the sandbox with the REINFORCE objective (e.g. algorithm.objective = "
-                           f"{{name = 'reinforce', baseline = 'group_mean', normalize_std = true}}), which verl reproduces with "
-                           f"this correction, or export without the correction")
-        _correction_off(plan, "the correction is not exported (see the gap above)")
+        T.row(plan, "correction.no_equivalent.verl_s_v1", describe(c.model_dump()), name=name)
+        _correction_off(plan, T.note("map_correction_0_9"))
         return
 
     if c.name == "tis":
         map_tis(plan, c, f"{CORR}.rollout_is", f"{CORR}.rollout_is_threshold")
-        plan.pinned(f"{CORR}.rollout_rs", None, "no rejection sampling")
+        T.row(plan, "pinned.rollout_rs", None)
     elif c.name == "mis":
         _map_mis(plan, c)
     elif c.name == "geo_mis":
-        plan.converted(f"{src}.name", c.name, f"{CORR}.rollout_rs", "seq_mean_k1",
-                       "mask the response when the geometric mean of w = π_θ/μ leaves the band; verl removes masked "
-                       "tokens from the token-mean denominator (padding.py: loss_mask = response_mask after rejection), "
-                       "the sandbox keeps them: identical for seq-mean aggregations")
-        plan.converted(f"{src}.lo + {src}.hi", f"[{c.lo:g}, {c.hi:g}]", f"{CORR}.rollout_rs_threshold",
-                       ratio_band(1.0 / c.hi, 1.0 / c.lo),
-                       "k1 bands are on μ/π = 1/w: a band [lo, hi] on π/μ is '1/hi_1/lo'")
+        T.row(plan, "correction.name.converted.mask_response_when", c.name, "seq_mean_k1")
+        T.row(plan, "correction.lo", f"[{c.lo:g}, {c.hi:g}]", ratio_band(1.0 / c.hi, 1.0 / c.lo))
         map_geo_token_weight(plan, c, src)
     elif c.name == "icepop":
-        plan.converted(f"{src}.name", c.name, f"{CORR}.rollout_is", "token", "IcePop: w_t·1[α ≤ w_t ≤ β] per token")
-        plan.converted(f"{src}.alpha + {src}.beta", f"[{c.alpha:g}, {c.beta:g}]", f"{CORR}.rollout_is_threshold",
-                       ratio_band(c.alpha if c.alpha > 0 else NO_LOWER_EDGE, c.beta),
-                       "the 'lo_hi' IS threshold (0.9.x) zeroes weights outside [lo, hi] on w = π_θ/μ"
-                       + (" (α = 0 written as 1e-9, below verl's e^-20 weight floor)" if c.alpha == 0 else ""))
-        plan.pinned(f"{CORR}.rollout_rs", None, "no rejection sampling")
+        T.row(plan, "correction.name.converted.icepop_w_t_w_t", c.name, "token")
+        T.row(plan, "correction.alpha", f"[{c.alpha:g}, {c.beta:g}]",
+              ratio_band(c.alpha if c.alpha > 0 else NO_LOWER_EDGE, c.beta),
+              note=T.note("map_correction_0_9.note") if c.alpha == 0 else "")
+        T.row(plan, "pinned.rollout_rs", None)
     elif c.name == "decoupled_ppo" and c.level == "token":
-        plan.converted(f"{src}.name + {src}.level", f"{c.name}, token", f"{CORR}.rollout_is", "token",
-                       "behaviour weight w_t = π_θ/μ with tokens w_t > cap rejected: w_t·1[w_t ≤ cap]")
-        plan.converted(f"{src}.behave_imp_weight_cap", c.behave_imp_weight_cap, f"{CORR}.rollout_is_threshold",
-                       ratio_band(NO_LOWER_EDGE, c.behave_imp_weight_cap),
-                       "IcePop band [1e-9, cap]: zero weight above the cap (rejected tokens stay in the denominator, as in the sandbox)")
-        plan.implicit(f"{src}.require_prox", c.require_prox,
-                      "π_old is recomputed with the weights being updated, so w = π_old/μ equals the sandbox's sg(π_θ)/μ")
-        plan.pinned(f"{CORR}.rollout_rs", None, "no rejection sampling")
+        T.row(plan, "correction.name.converted.behaviour_weight_w_t", f"{c.name}, token", "token")
+        T.row(plan, "correction.behave_imp_weight_cap", c.behave_imp_weight_cap,
+              ratio_band(NO_LOWER_EDGE, c.behave_imp_weight_cap))
+        T.row(plan, "correction.require_prox", c.require_prox)
+        T.row(plan, "pinned.rollout_rs", None)
     else:
         why = CORRECTION_GAPS[c.name]
-        plan.no_equivalent(src, describe(c.model_dump()), f"{why}. Instead: run the sandbox's own loss in verl: add "
-                           "actor_rollout_ref.model.external_lib=sandbox.integrations.verl (importing it registers every "
-                           f"correction) and set actor_rollout_ref.actor.policy_loss.loss_mode=sandbox_{c.name}, with "
-                           "group-constant advantages such as grpo or rloo (docs/promotion.md#verl-sandbox-losses-by-name), "
-                           "or pick a correction verl has (tis, mis, geo_mis, icepop)")
-        _correction_off(plan, "the correction is not exported (see the gap above)")
+        T.row(plan, "correction.no_equivalent.instead_run_sandbox", describe(c.model_dump()), why=why, name=c.name)
+        _correction_off(plan, T.note("map_correction_0_9"))
 
 
 def _map_mis(plan: Plan, c) -> None:
     src = "algorithm.correction"
     lo = c.C_low if c.C_low > 0 else None
     if c.level == "token":
-        plan.converted(f"{src}.name + {src}.level", "mis, token", f"{CORR}.rollout_is", "token",
-                       "masked IS w_t·1[C_low ≤ w_t ≤ C] per token")
-        plan.converted(f"{src}.C + {src}.C_low", f"[{c.C_low:g}, {c.C:g}]", f"{CORR}.rollout_is_threshold",
-                       ratio_band(lo or NO_LOWER_EDGE, c.C),
-                       "the 'lo_hi' IS threshold zeroes weights outside the band on w = π_θ/μ"
-                       + ("" if lo else " (C_low = 0 written as 1e-9, below verl's e^-20 weight floor)"))
-        plan.pinned(f"{CORR}.rollout_rs", None, "no rejection sampling")
+        T.row(plan, "correction.name.converted.masked_w_t_c_low", "mis, token", "token")
+        T.row(plan, "correction.C.converted.lo_hi_threshold_zeroes", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
+              note="" if lo else T.note("map_mis.note.c_low_written_e"))
+        T.row(plan, "pinned.rollout_rs", None)
         for knob in ("seq_weight", "veto_low", "veto_high"):
-            plan.implicit(f"{src}.{knob}", getattr(c, knob), "unused at token level (the sandbox reads it for sequences only)")
+            T.row(plan, "correction.implicit.2", getattr(c, knob), knob=knob)
     else:
         if c.seq_weight == "ratio":
-            plan.converted(f"{src}.name + {src}.level + {src}.seq_weight", "mis, sequence, ratio", f"{CORR}.rollout_is",
-                           "sequence", "sequence weight W = Π_t w_t kept when C_low ≤ W ≤ C, zeroed otherwise")
-            plan.converted(f"{src}.C + {src}.C_low", f"[{c.C_low:g}, {c.C:g}]", f"{CORR}.rollout_is_threshold",
-                           ratio_band(lo or NO_LOWER_EDGE, c.C), "the 'lo_hi' IS threshold on W = Π_t π_θ/μ"
-                           + ("" if lo else " (C_low = 0 written as 1e-9, below verl's e^-20 weight floor)"))
-            plan.pinned(f"{CORR}.rollout_rs", None, "no rejection sampling")
+            T.row(plan, "correction.name.converted.sequence_weight_w", "mis, sequence, ratio", "sequence")
+            T.row(plan, "correction.C.converted.lo_hi_threshold_w", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
+                  note="" if lo else T.note("map_mis.note.c_low_written_e"))
+            T.row(plan, "pinned.rollout_rs", None)
         else:
-            plan.converted(f"{src}.name + {src}.level + {src}.seq_weight", "mis, sequence, one", f"{CORR}.rollout_rs",
-                           "seq_sum_k1", "reject the response when W = Π_t w_t leaves the band, weight 1 otherwise; "
-                           "verl removes rejected tokens from the token-mean denominator, the sandbox keeps them "
-                           "(identical for seq-mean aggregations)")
-            plan.converted(f"{src}.C + {src}.C_low", f"[{c.C_low:g}, {c.C:g}]", f"{CORR}.rollout_rs_threshold",
-                           ratio_band(1.0 / c.C, 1.0 / lo if lo else math.inf),
-                           "k1 bands are on μ/π = 1/W: [C_low, C] on W is '1/C_1/C_low' ('inf' for C_low = 0)")
-            plan.pinned(f"{CORR}.rollout_is", None, "no IS weight (pure rejection)")
+            T.row(plan, "correction.name.converted.reject_response_when", "mis, sequence, one", "seq_sum_k1")
+            T.row(plan, "correction.C.converted.k1_bands_are", f"[{c.C_low:g}, {c.C:g}]",
+                  ratio_band(1.0 / c.C, 1.0 / lo if lo else math.inf))
+            T.row(plan, "pinned.rollout_is.pure_rejection", None)
         for knob in ("veto_low", "veto_high"):
             value = getattr(c, knob)
             if value is None:
-                plan.implicit(f"{src}.{knob}", None, "no veto")
+                T.row(plan, "correction.implicit.2", None, knob=knob)
             else:
-                plan.no_equivalent(f"{src}.{knob}", value, "verl 0.9.1 has no per-token veto (rollout_is_veto_threshold "
-                                   "was removed after 0.6.0). Instead: leave the veto off")
+                T.row(plan, "correction.no_equivalent.verl_has_per", value, knob=knob)
     if not c.batch_normalize:
-        plan.as_is(f"{src}.batch_normalize", False, f"{CORR}.rollout_is_batch_normalize", "raw weights")
+        T.row(plan, "correction.batch_normalize.as_is", False)
     elif c.level == "sequence" and c.seq_weight == "one":
-        plan.implicit(f"{src}.batch_normalize", c.batch_normalize,
-                      "kept weights are all 1 (no IS weight is written), so normalising changes nothing")
+        T.row(plan, "correction.batch_normalize.implicit", c.batch_normalize)
     elif c.batch_normalize == "verl_band":
-        plan.converted(f"{src}.batch_normalize", c.batch_normalize, f"{CORR}.rollout_is_batch_normalize", True,
-                       "the band-zeroed weights divided by their mean over all valid tokens (token) or valid sequences, "
-                       "one each (sequence), over the whole batch (rollout_corr_helper.compute_rollout_correction_weights)")
+        T.row(plan, "correction.batch_normalize.converted", c.batch_normalize, True)
     else:
-        plan.no_equivalent(f"{src}.batch_normalize", c.batch_normalize,
-                           "with the 'lo_hi' band written above verl normalises the band-zeroed weights over all valid "
-                           "tokens (token) or sequences (sequence); "
-                           + ("the sandbox over the kept tokens only, token-weighted" if c.batch_normalize in (True, "kept_tokens")
-                              else "'verl_is_rs' normalises the truncated weights min(w, C) instead (verl's TIS + rollout_rs "
-                                   "route, which would also drop rejected tokens from the token-mean denominator)")
-                           + ". Instead: batch_normalize = 'verl_band' or false")
+        T.row(plan, "correction.batch_normalize.no_equivalent", c.batch_normalize,
+              note=T.note("map_mis.note.sandbox_over_kept") if c.batch_normalize in (True, "kept_tokens")
+                    else T.note("map_mis.note.verl_is_rs_normalises_truncated"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -541,25 +444,20 @@ def map_batch(plan: Plan, scn: Scenario, prompts_key: str = "data.train_batch_si
     a = scn.algorithm
     m, E, B = a.minibatches, a.epochs, a.groups_per_step
     mini = f"{ACTOR}.ppo_mini_batch_size"
-    plan.setup("algorithm.group_size", a.group_size, "responses per prompt (the GRPO group)",
-               "actor_rollout_ref.rollout.n", a.group_size)
-    plan.setup("algorithm.groups_per_step", a.groups_per_step, "prompts per trainer step", prompts_key, a.groups_per_step)
+    T.row(plan, "group_size", a.group_size, a.group_size)
+    T.row(plan, "groups_per_step", a.groups_per_step, a.groups_per_step, target=prompts_key)
     if prompts_key != mini:
-        plan.converted("algorithm.minibatches", m, mini, B // m,
-                       "mini-batch = the whole batch (in prompts): one optimizer step per trainer step" if m == 1 else
-                       f"groups_per_step / minibatches = {B // m} prompts (× rollout.n responses, verl multiplies): {m} "
-                       "optimizer steps per trainer step, consecutive slices of the batch as in the sandbox")
+        T.row(plan, "minibatches.converted.note_from_code", m, B // m, target=mini,
+              note=T.note("map_batch.note.mini_batch_whole") if m == 1 else
+                    T.note("map_batch.note.groups_per_step_minibatches_prompts", B_m=B // m, m=m))
     elif m == 1:
-        plan.implicit("algorithm.minibatches", m, "one mini-batch per trainer step (ppo_mini_batch_size = groups_per_step)")
+        T.row(plan, "minibatches.implicit", m)
     else:
-        plan.no_equivalent("algorithm.minibatches", m,
-                           "the fork's fully-async trainer step is one mini-batch and its admission window counts "
-                           "trigger_parameter_sync_step·require_batches·ppo_mini_batch_size; several mini-batches per "
-                           f"weight push are not mapped onto it. Instead: {MINIBATCH_INSTEAD}")
-    plan.converted("algorithm.epochs", E, f"{ACTOR}.ppo_epochs", E,
-                   "one pass over the batch: one optimizer step per trainer step, one version per step" if m * E == 1 else
-                   "one pass over the batch" if E == 1 else
-                   f"{E} passes over the batch, one version per trainer step")
+        T.row(plan, "minibatches.no_equivalent.fork_s_fully", m)
+    T.row(plan, "epochs.converted", E, E,
+          note=T.note("map_batch.note.one_pass_over") if m * E == 1 else
+                "one pass over the batch" if E == 1 else
+                T.note("map_batch.note.passes_over_batch", E=E))
 
 
 def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str) -> None:
@@ -570,29 +468,15 @@ def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str)
     a = scn.algorithm
     S = a.updates_per_batch
     if route == "reinforce" and S > 1:
-        plan.no_equivalent("algorithm.minibatches + algorithm.epochs", f"{a.minibatches} x {a.epochs}",
-                           "the REINFORCE route relies on π_old = the weights being trained (ratio 1); from a batch's "
-                           "second optimizer step on, verl's vanilla ratio π_θ/π_old moves and its clip binds, while the "
-                           f"sandbox's REINFORCE loss has no ratio. Instead: {MINIBATCH_INSTEAD}")
+        T.row(plan, "minibatches.no_equivalent.reinforce_route_relies", f"{a.minibatches} x {a.epochs}")
     if mode != "sync" and a.minibatches > 1 and a.epochs > 1:
-        plan.implicit("algorithm.epochs", a.epochs,
-                      "separate_async trains each mini-batch for its ppo_epochs passes before sampling the next one "
-                      "(one mini-batch per local update): the batch's optimizer steps see the same lags 0 … m·E − 1 "
-                      "as in the sandbox, on the data in another order (the sandbox runs the epochs outermost)")
+        T.row(plan, "epochs.implicit", a.epochs)
     proximal_row(plan, scn, "batch_start" if route == "reinforce" else "behaviour",
                  f"{CORR}.bypass_mode = " + ("false" if route == "reinforce" else "true"))
 
 
-STABILIZERS = {
-    "vcpo_lr": ("VCPO's ESS-scaled learning rate exists only in the mit-han-lab/vcpo fork (actor.ess_scaling.*). "
-                f"Instead: {VCPO_INSTEAD}"),
-    "gac": ("GAC has no public implementation and no framework key. Instead: place the sandbox's torch component "
-            "(sandbox.algorithms, GAC projection) between backward and the optimizer step of verl's actor (a custom "
-            "engine/actor hook)"),
-    "staleness_lr": ("verl has no per-sample staleness-dependent learning rate. Instead: a custom actor hook scaling "
-                     "the step by the batch's trajectory staleness, using the sandbox's rule"),
-}
-STEP_HOOK = "between backward and the optimizer step of verl's actor (a custom engine/actor hook)"
+STABILIZERS = T.section("stabilizers")
+STEP_HOOK = T.note("step_hook")
 
 
 def map_stabilizers(plan: Plan, scn: Scenario, table: dict = STABILIZERS) -> None:
@@ -609,52 +493,47 @@ def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
     o = scn.algorithm.optimizer
     src = "algorithm.optimizer"
     optim = f"{ACTOR}.optim"
-    plan.converted(f"{src}.name", o.name, f"{optim}.optimizer", _OPTIMIZER_CLASS[o.name],
-                   "torch.optim class (optimizer_impl = torch.optim, the default)")
+    T.row(plan, "optimizer.name", o.name, _OPTIMIZER_CLASS[o.name], optim=optim)
     adam = o.name != "sgd"
     if adam:
-        plan.as_is(f"{src}.betas", list(o.betas), f"{optim}.betas", "Adam moment decays")
+        T.row(plan, "optimizer.betas.as_is", list(o.betas), optim=optim)
     else:
-        plan.implicit(f"{src}.betas", list(o.betas), "unused by SGD (verl passes betas to Adam-family optimizers only)")
+        T.row(plan, "optimizer.betas.implicit", list(o.betas))
     override: dict[str, float] = {}
     if adam and o.eps != 1e-8:
         override["eps"] = o.eps
     if not adam and o.momentum != 0:
         override["momentum"] = o.momentum
     if override:
-        plan.converted(f"{src}.eps" if adam else f"{src}.momentum", o.eps if adam else o.momentum,
-                       f"{optim}.override_optimizer_config", override, "extra optimizer arguments (build_optimizer)")
+        T.row(plan, "map_optimizer_fsdp.converted", o.eps if adam else o.momentum, override,
+              source=f"{src}.eps" if adam else f"{src}.momentum", optim=optim)
     if adam and "eps" not in override:
-        plan.implicit(f"{src}.eps", o.eps, "torch's default eps 1e-8 (verl passes none)")
+        T.row(plan, "optimizer.eps.implicit.torch_s_default", o.eps)
     if not adam and "momentum" not in override:
-        plan.implicit(f"{src}.momentum", o.momentum, "torch SGD default momentum 0")
+        T.row(plan, "optimizer.momentum", o.momentum)
     if adam:
-        plan.implicit(f"{src}.momentum", o.momentum, "unused by Adam")
+        T.row(plan, "optimizer.momentum.unused_by_adam", o.momentum)
     else:
-        plan.implicit(f"{src}.eps", o.eps, "unused by SGD")
-    plan.as_is(f"{src}.weight_decay", o.weight_decay, f"{optim}.weight_decay",
-               "decoupled for AdamW, L2 for Adam and SGD (torch semantics); verl's default is 0.01")
+        T.row(plan, "optimizer.eps.implicit.unused_sgd", o.eps)
+    T.row(plan, "optimizer.weight_decay", o.weight_decay, optim=optim)
     if o.schedule == "linear":
-        plan.no_equivalent(f"{src}.schedule", o.schedule, "verl's FSDP optimizer offers lr_scheduler_type constant or cosine "
-                           "only (FSDPOptimizerConfig). Instead: schedule = 'constant' or 'cosine'")
+        T.row(plan, "optimizer.schedule.no_equivalent", o.schedule)
     else:
-        plan.as_is(f"{src}.schedule", o.schedule, f"{optim}.lr_scheduler_type",
-                   "constant learning rate after the warm-up" if o.schedule == "constant" else
-                   "half-cosine to 0 over trainer.total_training_steps (set it to your run length)")
+        T.row(plan, "optimizer.schedule.as_is", o.schedule, optim=optim,
+              note=T.note("map_optimizer_fsdp.note.constant_learning_rate") if o.schedule == "constant" else
+                    T.note("map_optimizer_fsdp.note.half_cosine_over"))
         if o.schedule == "cosine":
-            plan.pinned(f"{optim}.min_lr_ratio", 0.0, "the sandbox's cosine decays to 0")
-            plan.pinned(f"{optim}.num_cycles", 0.5, "one half-cosine, as the sandbox")
+            T.row(plan, "pinned.min_lr_ratio", 0.0, optim=optim)
+            T.row(plan, "pinned.num_cycles", 0.5, optim=optim)
     # verl 0.9.1 steps its LR scheduler once per train_mini_batch call (update_lr_scheduler on the last
     # iteration): per batch in sync mode, per local update (one mini-batch, all its epochs) in separate_async.
     a = scn.algorithm
     per = a.updates_per_batch if plan.settings.get(f"{V1}.trainer_mode", "sync") == "sync" else a.epochs
     warmup = math.ceil(o.warmup_steps / per)
-    plan.converted(f"{src}.warmup_steps", o.warmup_steps, f"{optim}.lr_warmup_steps", warmup,
-                   "no warm-up" if o.warmup_steps == 0 else
-                   "linear warm-up; verl ramps step/W from step 0 (first step at lr 0), the sandbox (step+1)/W: one step later"
-                   + ("" if per == 1 else f"; verl's scheduler steps once per {per} optimizer steps (per "
-                      "train_mini_batch call), so W = ceil(warmup_steps / " + str(per) + ") and the learning rate is "
-                      "constant within each call"))
+    T.row(plan, "optimizer.warmup_steps", o.warmup_steps, warmup, optim=optim,
+          note="no warm-up" if o.warmup_steps == 0 else
+                T.note("map_optimizer_fsdp.note.linear_warm_up")
+                + ("" if per == 1 else T.note("map_optimizer_fsdp.note.verl_s_scheduler", per=per) + str(per) + T.note("map_optimizer_fsdp.note.learning_rate_constant")))
     scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
 
 
@@ -668,72 +547,48 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
     st = staleness_of(scn)
     cfg = scn.system.staleness
     B = scn.algorithm.groups_per_step
-    plan.pinned("trainer.use_v1", True, "the V1 trainer (written explicitly: the legacy trainer has other staleness keys)")
+    T.row(plan, "pinned.use_v1", True)
     mode = "separate_async" if st.kind == "max_lag" else "sync"
     if st.kind == "sync":
-        plan.converted("system.staleness", "sync", f"{V1}.trainer_mode", "sync",
-                       "on-policy: every step generates with the newest weights (trainer_sync.py)")
+        T.row(plan, "staleness.converted", "sync", "sync")
     elif st.kind == "fixed_lag":
-        fixed_lag_gap(plan, scn, "For k = 1, verl's one-step-off-policy recipe (verl/experimental/one_step_off_policy) "
-                      "trains at lag exactly 1" if cfg.k == 1 else "")
-        plan.pinned(f"{V1}.trainer_mode", "sync", "the staleness control is not exported: the written config trains on-policy")
+        fixed_lag_gap(plan, scn, T.note("map_staleness_v1.k_verl_s") if cfg.k == 1 else "")
+        T.row(plan, "pinned.trainer_mode", "sync")
     elif st.kind == "async_ratio":
-        plan.no_equivalent("system.staleness", describe(cfg.model_dump()),
-                           "verl has no asynchronous ratio (fractional-batch admission from the oldest version). Instead: "
-                           f"export with system.staleness = {{kind = \"max_lag\", k_max = {st.bound}, enforcement = \"drop\"}} "
-                           "(the bound ceil(α) it enforces) after checking that in the sandbox")
-        plan.pinned(f"{V1}.trainer_mode", "sync", "the staleness control is not exported: the written config trains on-policy")
+        T.row(plan, "staleness.no_equivalent", describe(cfg.model_dump()), bound=st.bound)
+        T.row(plan, "pinned.trainer_mode", "sync")
     else:
-        plan.converted("system.staleness.kind", "max_lag", f"{V1}.trainer_mode", "separate_async",
-                       "streaming: rollout on its own GPUs, trainer samples finished groups from the replay buffer")
+        T.row(plan, "staleness.kind", "max_lag", "separate_async")
         m = scn.algorithm.minibatches
         if m == 1:
-            plan.pinned(f"{V1}.separate_async.parameter_sync_step", 1,
-                        "weights pushed after every optimizer step (train_batch_size = parameter_sync_step·ppo_mini_batch_size)")
+            T.row(plan, "pinned.parameter_sync_step", 1)
         else:
-            plan.converted("algorithm.minibatches", m, f"{V1}.separate_async.parameter_sync_step", m,
-                           f"weights pushed after {m} local updates of one mini-batch each (train_batch_size = "
-                           "parameter_sync_step·ppo_mini_batch_size), as the sandbox publishes once per batch; "
-                           "global_steps (and the off-policy threshold) count these cycles, i.e. batches. Each local "
-                           "update samples its own mini-batch from the replay buffer (the sandbox splits one batch)")
-        plan.converted("system.staleness.k_max", cfg.k_max, f"{V1}.sampler.max_off_policy_threshold", cfg.k_max + 1,
-                       "T counts the versions a trajectory spans, both ends: lag ≤ T − 1 = k_max, counted from the "
-                       "step its prompt was queued (its oldest token is no older)")
+            T.row(plan, "minibatches.converted.weights_pushed_after", m, m, m=m)
+        T.row(plan, "staleness.k_max.converted.t_counts_versions", cfg.k_max, cfg.k_max + 1)
         if cfg.enforcement == "throttle":
             window = cfg.k_max
-            plan.converted("system.staleness.k_max", cfg.k_max, f"{V1}.separate_async.num_warmup_batches", window,
-                           "admission window: (k_max + 1)·B groups outstanding, as the throttle's (k_max + v + 1)·B rule")
-            plan.implicit("system.staleness.queue_capacity", cfg.queue_capacity, "unused by the throttle")
+            T.row(plan, "staleness.k_max.converted.admission_window_k_max", cfg.k_max, window)
+            T.row(plan, "staleness.queue_capacity", cfg.queue_capacity)
         else:
             capacity = cfg.queue_capacity or (cfg.k_max + 1) * B
             window = max(capacity // B - 1, 0)
-            note = f"prefetch window: (num_warmup_batches + 1)·B outstanding = the drop queue's {capacity} groups"
+            note = T.note("map_staleness_v1.note", capacity=capacity)
             if capacity % B:
-                note += f" rounded down to whole batches of {B}"
-            plan.converted("system.staleness.queue_capacity", cfg.queue_capacity, f"{V1}.separate_async.num_warmup_batches",
-                           window, note)
-        plan.converted("system.staleness.enforcement", cfg.enforcement, f"{V1}.sampler.max_off_policy_strategy", "drop",
-                       "over-bound groups are dropped when sampled and replaced by fresh prompts, as the sandbox drops "
-                       "them at dequeue (in both of its modes); verl's 'wait' would stall the trainer instead")
-        plan.pinned("actor_rollout_ref.rollout.checkpoint_engine.backend", "nccl",
-                    "separate_async needs a non-naive weight-sync backend (trainer_separate_async.py)")
+                note += T.note("map_staleness_v1.rounded_down_whole", B=B)
+            T.row(plan, "staleness.queue_capacity.prefetch_window", cfg.queue_capacity, window, note=note)
+        T.row(plan, "staleness.enforcement", cfg.enforcement, "drop")
+        T.row(plan, "pinned.backend", "nccl")
 
     pr = scn.system.partial_rollouts
     if mode == "sync":
         if pr:
-            plan.no_equivalent("system.partial_rollouts", pr, "the staleness control above is not exported, and verl's sync "
-                               "trainer has no partial rollouts. Instead: export with a max_lag control")
+            T.row(plan, "partial_rollouts.no_equivalent.staleness_control_above", pr)
         else:
-            plan.implicit("system.partial_rollouts", pr, "the sync trainer generates whole responses under one version")
+            T.row(plan, "partial_rollouts.implicit.sync_trainer_generates", pr)
     elif pr:
-        plan.implicit("system.partial_rollouts", pr, "always on in the async V1 trainers: aborted requests resume under "
-                      "the new weights (workers/rollout/llm_server.py)")
+        T.row(plan, "partial_rollouts.implicit.always_async_v1", pr)
     else:
-        plan.no_equivalent("system.partial_rollouts", pr,
-                           "the async V1 trainers always resume interrupted responses under new weights "
-                           "(workers/rollout/llm_server.py retries aborted requests), so responses can span versions. Instead: check "
-                           "in the sandbox with system.partial_rollouts = true (needs a cost_model generation_time); the lag "
-                           "bound still holds since it is counted from the dispatch step")
+        T.row(plan, "partial_rollouts.no_equivalent.async_v1_trainers", pr)
     return mode
 
 
@@ -744,18 +599,15 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
 
 def _metrics(route: str | None, mode: str) -> dict[str, str]:
     decoupled = route == "reinforce"
-    corr = ("`rollout_corr/{}`" if decoupled else "not logged in bypass mode (`{}` needs bypass_mode = false)")
+    corr = ("`rollout_corr/{}`" if decoupled else T.note("corr"))
     return {
-        "is/ess_ratio": ("no direct counterpart; ≈ 1/(1 + `rollout_corr/chi2_seq`) (verl's chi2_seq is mean(W²) − 1, not "
-                         "normalised by mean(W)²); `rollout_corr/rollout_is_eff_sample_size` is a per-token ESS of the "
-                         "truncated weights" if decoupled else
-                         "not logged in bypass mode; `actor/ppo_kl` (mean of log μ − log π_θ) tracks the drift"),
+        "is/ess_ratio": (T.note("metrics.is_ess_ratio.direct_counterpart_rollout_corr") if decoupled else
+                         T.note("metrics.is_ess_ratio.logged_bypass_mode")),
         "is/chi2": corr.format("chi2_token"),
-        "is/kl_k3": corr.format("k3_kl") if decoupled else "not logged in bypass mode; `actor/ppo_kl` is the k1 estimate",
-        "clip/frac": "`actor/pg_clipfrac`" + (" (0 by construction: ratio ≡ 1 on the REINFORCE route)" if decoupled else ""),
-        "grad/norm": "`actor/grad_norm` (before clipping)",
-        "staleness/mean": ("`training/off_policy/trajectory_staleness_worst/mean` (current version − oldest version "
-                           "of the trajectory)" if mode != "sync" else "0 (sync trainer)"),
+        "is/kl_k3": corr.format("k3_kl") if decoupled else T.note("metrics.is_kl_k3"),
+        "clip/frac": "`actor/pg_clipfrac`" + (T.note("metrics.clip_frac") if decoupled else ""),
+        "grad/norm": T.note("metrics.grad_norm"),
+        "staleness/mean": (T.note("metrics.staleness_mean") if mode != "sync" else "0 (sync trainer)"),
         "staleness/max": "`training/off_policy/trajectory_staleness_worst/max`" if mode != "sync" else "0 (sync trainer)",
     }
 
@@ -765,45 +617,20 @@ class VerlExporter(Exporter):
     """verl 0.9.x, V1 trainer of ``verl.trainer.main_ppo`` (see the module docstring for every convention)."""
 
     name = "verl"
-    title = "verl (upstream, V1 trainer of verl.trainer.main_ppo)"
+    title = T.note("title")
     versions = (VERL_0_9,)
-    components = property(lambda self: {"correction": CORRECTIONS_MAPPED | frozenset(CORRECTION_GAPS)})
-    expresses = {
-        "max lag": f"{V1}.sampler.max_off_policy_threshold = k_max + 1 (separate_async, parameter_sync_step = 1, "
-                   "num_warmup_batches = admission window)",
-        "fixed lag": "no equivalent: verl only bounds the lag (one-step-off recipe for k = 1)",
-        "async ratio": "no equivalent: nearest is max lag with k_max = ceil(alpha)",
-        "partial rollouts": "partly: always on in the async V1 trainers (cannot be switched off); none in sync",
-        "batch geometry": "data.train_batch_size = groups_per_step, actor.ppo_mini_batch_size = groups_per_step / "
-                          "minibatches, ppo_epochs = epochs (separate_async: parameter_sync_step = minibatches), "
-                          "rollout.n = group_size",
-        "learning rate": f"{ACTOR}.optim.lr",
-        "clip range": f"{ACTOR}.clip_ratio_low / clip_ratio_high",
-        "dual clip": f"{ACTOR}.clip_ratio_c (always on in vanilla; 1e9 = off)",
-        "KL penalty": f"{ACTOR}.use_kl_loss + kl_loss_coef, kl_loss_type = k3",
-        "loss aggregation": f"{ACTOR}.loss_agg_mode",
-        "advantage": "algorithm.adv_estimator (grpo, rloo) + algorithm.norm_adv_by_std_in_grpo",
-        "token TIS": f"partly: {CORR}.rollout_is = token + rollout_is_threshold (REINFORCE objective only)",
-        "sequence TIS": f"partly: {CORR}.rollout_is = sequence + rollout_is_threshold (REINFORCE objective only)",
-        "masked IS / IcePop": f"partly: {CORR}.rollout_is_threshold = 'lo_hi', rollout_rs = seq_sum_k1 | seq_mean_k1 "
-                              "(REINFORCE objective only)",
-        "M2PO": "no key (official M2PO fork of verl only); loss_mode=sandbox_m2po_mask via sandbox.integrations.verl",
-        "decoupled PPO": "partly: token level with the REINFORCE objective only (rollout_is = token, '1e-9_cap'); with a PPO "
-                         "objective no equivalent",
-        "VCPO": "no equivalent: use --framework verl-vcpo",
-        "GAC": "no equivalent: custom hook between backward and the optimizer step",
-    }
+    components = property(lambda self: T.components(correction=[*CORRECTION_GAPS]))
+    expresses = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
-        plan = self.new_plan(version, "python -m verl.trainer.main_ppo (config ppo_trainer)")
+        plan = self.new_plan(version, T.note("plan.python_m_verl.2"))
         mode = _map_staleness_v1(plan, scn)
-        plan.target = f"python -m verl.trainer.main_ppo (config ppo_trainer, V1 trainer, trainer_mode = {mode})"
+        plan.target = T.note("plan.python_m_verl", mode=mode)
         route = objective_route(scn)
-        plan.pinned(f"{CORR}.bypass_mode", route != "reinforce",
-                    "REINFORCE route: decoupled mode recomputes π_old with the weights being updated (ratio ≡ 1) and "
-                    "applies the correction weights" if route == "reinforce" else
-                    "bypass mode: the surrogate's ratio is π_θ/μ against the rollout log-probs, as in the sandbox")
-        plan.pinned("actor_rollout_ref.rollout.calculate_log_probs", True, "the sampler's log-probs μ are needed by both routes")
+        T.row(plan, "pinned.bypass_mode", route != "reinforce",
+              note=T.note("plan.note.reinforce_route_decoupled") if route == "reinforce" else
+                    T.note("plan.note.bypass_mode_surrogate"))
+        T.row(plan, "pinned.calculate_log_probs", True)
         map_objective(plan, scn, route, UPSTREAM_OBJECTIVES)
         _map_correction_0_9(plan, scn, route)
         map_batch(plan, scn)
@@ -811,12 +638,7 @@ class VerlExporter(Exporter):
         map_stabilizers(plan, scn)
         _map_optimizer_fsdp(plan, scn, given)
         plan.metrics = _metrics(route, mode)
-        plan.notes += [
-            ("Each verl trainer step is one optimizer step on data.train_batch_size prompts × rollout.n responses and "
-             "one weight version, as one sandbox step."),
-            ("overrides.txt and verl_config.yaml hold the same keys; launch.sh passes overrides.txt to "
-             "verl.trainer.main_ppo with your model, data and GPU layout."),
-        ]
+        plan.notes += [T.note("plan.each_verl_trainer"), T.note("plan.overrides_txt_verl_config"),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
@@ -842,49 +664,7 @@ def yaml_text(plan: Plan, where: str) -> str:
 
 
 def _launch_script(plan: Plan, mode: str) -> str:
-    separate = mode == "separate_async"
-    lines = [
-        "#!/usr/bin/env bash",
-        f"# sandbox export: verl {plan.release}, V1 trainer ({mode}). Every algorithm setting is in overrides.txt",
-        "# (see PROMOTION.md); fill in the variables marked FILL IN, adjust the layout defaults to your cluster.",
-        "set -euo pipefail",
-        'cd "$(dirname "$0")"',
-        "",
-        '# FILL IN: your model and data',
-        'MODEL_PATH="${MODEL_PATH:?FILL IN: path or Hugging Face id of the policy model}"',
-        'TRAIN_FILES="${TRAIN_FILES:?FILL IN: training parquet file(s)}"',
-        'VAL_FILES="${VAL_FILES:?FILL IN: validation parquet file(s)}"',
-        'MAX_PROMPT_LENGTH="${MAX_PROMPT_LENGTH:-1024}"',
-        'MAX_RESPONSE_LENGTH="${MAX_RESPONSE_LENGTH:-2048}"',
-        "",
-        "# FILL IN: GPU layout" + (" (trainer GPUs; separate_async adds a standalone rollout pool)" if separate else ""),
-        'NNODES="${NNODES:-1}"',
-        'GPUS_PER_NODE="${GPUS_PER_NODE:-8}"',
-    ]
-    if separate:
-        lines += ['ROLLOUT_NNODES="${ROLLOUT_NNODES:-1}"', 'ROLLOUT_GPUS_PER_NODE="${ROLLOUT_GPUS_PER_NODE:-8}"']
-    lines += [
-        'ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-vllm}"',
-        'MICRO_BATCH_PER_GPU="${MICRO_BATCH_PER_GPU:-1}"',
-        "",
-        "mapfile -t OVERRIDES < overrides.txt",
-        "",
-        "python -m verl.trainer.main_ppo \\",
-        '    "${OVERRIDES[@]}" \\',
-        '    actor_rollout_ref.model.path="$MODEL_PATH" \\',
-        '    data.train_files="$TRAIN_FILES" \\',
-        '    data.val_files="$VAL_FILES" \\',
-        '    data.max_prompt_length="$MAX_PROMPT_LENGTH" \\',
-        '    data.max_response_length="$MAX_RESPONSE_LENGTH" \\',
-        '    actor_rollout_ref.rollout.name="$ROLLOUT_ENGINE" \\',
-        '    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO_BATCH_PER_GPU" \\',
-        '    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_GPU" \\',
-        '    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_GPU" \\',
-        '    trainer.nnodes="$NNODES" \\',
-        '    trainer.n_gpus_per_node="$GPUS_PER_NODE" \\',
-    ]
-    if separate:
-        lines += ['    actor_rollout_ref.rollout.nnodes="$ROLLOUT_NNODES" \\',
-                  '    actor_rollout_ref.rollout.n_gpus_per_node="$ROLLOUT_GPUS_PER_NODE" \\']
-    lines += ['    "$@"', ""]
-    return "\n".join(lines)
+    """launch.sh from the table's template; separate_async adds the standalone rollout pool's layout."""
+    extra = ("layout_note", "rollout_vars", "rollout_args")
+    return T.text("launch_sh").format(release=plan.release, mode=mode,
+                                      **{k: T.text(k) if mode == "separate_async" else "" for k in extra})

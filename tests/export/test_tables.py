@@ -1,0 +1,115 @@
+"""The per-framework export tables (sandbox/export/tables/*.toml): well-formed rows and templates, every id the
+exporters name exists in the table they read, no dead entries, and ``Table.row`` writes what the row says."""
+
+from __future__ import annotations
+
+import re
+import string
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sandbox.export.plan import Plan
+from sandbox.export.table import PARAMS, TEXT, Table
+
+EXPORT = Path(__file__).resolve().parents[2] / "sandbox" / "export"
+TABLES = {p.stem: tomllib.loads(p.read_text(encoding="utf-8")) for p in sorted((EXPORT / "tables").glob("*.toml"))}
+
+
+def _modules() -> dict[str, tuple[str, str]]:
+    """Module name -> (the table it reads, its source)."""
+    out = {}
+    for path in sorted(EXPORT.glob("*.py")):
+        src = path.read_text(encoding="utf-8")
+        m = re.search(r'^T = Table\("(\w+)"\)$', src, re.M)
+        if m:
+            out[path.stem] = (m.group(1), src)
+    return out
+
+
+MODULES = _modules()
+REFS = {  # what a call names -> the table section it looks in
+    "row": r'T\.row\(\s*\w+,\s*"([^"]+)"',
+    "note": r'T\.note\(\s*"([^"]+)"',
+    "template": r'T\.text\(\s*"([^"]+)"',
+}
+
+
+def _fields(template: str) -> list[str]:
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+
+
+def test_every_exporter_and_the_engine_read_a_table():
+    assert set(TABLES) == {"common", "verl", "verl_vcpo", "trl", "openrlhf", "areal", "prime_rl"}
+    assert {m: t for m, (t, _) in MODULES.items()} == {
+        "areal": "areal", "common": "common", "engine": "common", "openrlhf": "openrlhf", "prime_rl": "prime_rl",
+        "trl": "trl", "verl": "verl", "verl_vcpo": "verl_vcpo"}
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_rows_are_well_formed(table):
+    for rid, row in TABLES[table].get("row", {}).items():
+        kind = row.get("kind")
+        assert kind in PARAMS, f"{table}: row {rid}: kind {kind!r} is not one of {sorted(PARAMS)}"
+        texts = set(row) - {"kind"}
+        assert texts <= TEXT & set(PARAMS[kind]), f"{table}: row {rid}: fields {sorted(texts)} for a {kind} row"
+        if kind != "pinned":
+            assert "source" in row, f"{table}: row {rid}: a {kind} row names its scenario field"
+        for field in texts:
+            for name in _fields(row[field]):  # raises ValueError on a malformed template
+                assert re.fullmatch(r"[A-Za-z_]\w*(![rsa])?", name.split(":")[0]), f"{table}: row {rid}: field {name!r}"
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_notes_and_templates_parse(table):
+    for section in ("note", "template"):
+        for key, text in TABLES[table].get(section, {}).items():
+            assert isinstance(text, str) and text, f"{table}: {section} {key} is empty"
+            for name in _fields(text):
+                assert re.fullmatch(r"[A-Za-z_]\w*", name), f"{table}: {section} {key}: field {name!r}"
+
+
+def test_every_named_entry_exists_and_every_entry_is_named():
+    used: dict[str, dict[str, set[str]]] = {t: {s: set() for s in REFS} for t in TABLES}
+    for module, (table, src) in MODULES.items():
+        for section, pattern in REFS.items():
+            for key in re.findall(pattern, src):
+                where = table if key in TABLES[table].get(section, {}) else "common"
+                assert key in TABLES[where].get(section, {}), f"{module}.py names {section} {key!r}, absent from {table}.toml"
+                used[where][section].add(key)
+        for key in TABLES[table].get("template", {}):  # a launch script's optional parts, named in a tuple
+            if f'"{key}"' in src:
+                used[table]["template"].add(key)
+        for section in re.findall(r'T\.section\(\s*"([^"]+)"', src):
+            assert section in TABLES[table], f"{module}.py reads table [{section}], absent from {table}.toml"
+    for table, sections in used.items():
+        for section in REFS:
+            dead = sorted(set(TABLES[table].get(section, {})) - sections[section])
+            assert not dead, f"{table}.toml: {section} entries no exporter names: {dead}"
+
+
+def test_a_row_writes_what_it_says():
+    plan = Plan(framework="verl", version="0.9", release="0.9.1", target="t")
+    Table("verl").row(plan, "objective.eps_low", 0.2)
+    assert plan.settings == {"actor_rollout_ref.actor.clip_ratio_low": 0.2}
+    row = plan.rows[0]
+    assert (row.kind, row.source, row.value, row.target, row.target_value, row.note) == (
+        "as_is", "algorithm.objective.eps_low", 0.2, "actor_rollout_ref.actor.clip_ratio_low", 0.2,
+        "ratio floor 1 − eps_low")
+    # a converted row: scenario value, then written value; the note's fields filled in
+    Table("verl").row(plan, "staleness.k_max.converted.t_counts_versions", 3, 4)
+    assert plan.settings["trainer.v1.sampler.max_off_policy_threshold"] == 4
+    assert plan.rows[1].value == 3 and plan.rows[1].source == "system.staleness.k_max"
+
+
+def test_templates_fill_named_fields_and_unknown_ids_name_the_table():
+    plan = Plan(framework="verl", version="0.9", release="0.9.1", target="t")
+    Table("verl").row(plan, "staleness.fixed_lag_gap", "{kind = fixed_lag, k = 3}", k=3, extra=". For k = 1, ...")
+    note = plan.rows[0].note  # common.toml's row, filled: literal braces stay single, {k} three times
+    assert plan.rows[0].kind == "no_equivalent" and not plan.settings
+    assert 'system.staleness = {kind = "max_lag", k_max = 3} (lag at most 3)' in note and note.endswith("k_max=3}'). For k = 1, ...")
+    with pytest.raises(KeyError, match="export table verl: no note 'no such note'"):
+        Table("verl").note("no such note")
+    with pytest.raises(KeyError, match="k"):
+        Table("verl").row(plan, "staleness.fixed_lag_gap", "x", extra="")  # a field the template needs is missing
