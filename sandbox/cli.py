@@ -750,10 +750,10 @@ def demo(
 
 @app.command("list", short_help="List the components a scenario can be assembled from.")
 def list_components(
-    family: Optional[str] = typer.Argument(None, help="objective, correction, stabilizer, delay, staleness or task (default: all)."),
+    family: Optional[str] = typer.Argument(None, help="objective, correction, stabilizer, delay, staleness, task or engine (default: all)."),
 ):
     """List what a scenario can be assembled from: every registered objective, correction, stabilizer,
-    delay model, staleness control and task, with the field that selects it and its docs entry."""
+    delay model, staleness control, task and rollout engine, with the field that selects it and its docs entry."""
     from .components import FAMILIES
 
     if family is not None and family not in FAMILIES:

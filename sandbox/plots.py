@@ -309,11 +309,17 @@ def mismatch_split(result, path: Path, label: str = "", formats=FORMATS) -> None
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.9), dpi=DPI, gridspec_kw={"width_ratios": [1.2, 1.2, 0.8]})
     for ax, key, ylabel in ((axes[0], "kl_k3", "per-token k3 KL (nats)"), (axes[1], "prob_gap_mean",
                                                                          "mean |p − p'| of sampled tokens")):
+        zeros = []
         for prefix, name, color in parts:
             col = f"{prefix}/{key}"
             if col in m:
-                y = m[col].where(m[col] > 0)
+                y = m[col].where(m[col] > 0)  # a log axis cannot show 0: a gap, and a note below
                 ax.plot(m["step"], y, lw=1.3, color=color, label=name)
+                n0 = int((m[col] <= 0).sum())
+                if n0:
+                    zeros.append(f"{prefix} = 0 at {n0} of {int(m[col].notna().sum())} steps (not drawn)")
+        if zeros:
+            ax.text(0.01, 0.02, "\n".join(zeros), transform=ax.transAxes, ha="left", va="bottom", fontsize=7)
         if key == "kl_k3" and "rollout_corr/k3_kl" in m:
             ax.plot(m["step"], m["rollout_corr/k3_kl"].where(m["rollout_corr/k3_kl"] > 0), lw=1.0, ls="--",
                     color=PALETTE[7], label="total: π_θ vs μ (verl rollout_corr/k3_kl)")

@@ -1,5 +1,5 @@
 """Registries of pluggable components: one per family (objective, correction, stabilizer, delay
-model, staleness control, task), in the spirit of Gymnasium's ``register``/``make``.
+model, staleness control, task, rollout engine), in the spirit of Gymnasium's ``register``/``make``.
 
 A component is one module holding its pydantic config next to its implementation, registered once::
 
@@ -21,7 +21,7 @@ in file-name order, and registers itself.
 **Third-party components** (plugins): a package outside this repository registers components through
 the entry-point group :data:`PLUGIN_GROUP` (``async_rl_sandbox.components``), one entry per module to
 import, named ``<family>`` or ``<family>:<name>`` (family: ``objective``, ``correction``,
-``stabilizer``, ``delay``, ``staleness``, ``task``), e.g. in its ``pyproject.toml``::
+``stabilizer``, ``delay``, ``staleness``, ``task``, ``engine``), e.g. in its ``pyproject.toml``::
 
     [project.entry-points."async_rl_sandbox.components"]
     "staleness:my_control" = "my_package.my_control"

@@ -48,8 +48,9 @@ class EngineBase(BaseModel):
     """Base of every engine config: unknown keys and non-finite numbers are refused."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    needs: ClassVar[frozenset[str]] = frozenset()
-    """Task features the engine needs (module docstring)."""
+    needs: ClassVar[frozenset[str]] = frozenset({"logits"})
+    """Task features the engine needs (module docstring); every engine samples through :meth:`Engine.draw`,
+    so the task must hand it its logits at least."""
     check_settings: ClassVar[dict] = {}
 
     def task_problem(self, task_cfg: Any) -> str | None:

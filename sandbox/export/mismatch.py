@@ -32,9 +32,9 @@ def _setting(scn) -> tuple[str, str]:
     if name == "routing":
         return "sandbox_only", (f"a mixture-of-experts policy whose sampler routes {e.flip_prob:.0%} of decisions "
                                 "differently: no engine setting sets the rate; compare the GPU run's measured mismatch "
-                                "(verl rollout_corr/k3_kl, prime-rl mismatch_kl) with this run's mismatch/kl_k3")
+                                "(verl rollout_corr/k3_kl, prime-rl mismatch_kl/all/mean) with this run's mismatch/kl_k3")
     return "sandbox_only", (f"a synthetic stand-in for an engine's numerics ({name}): no engine setting reproduces it; "
-                            "compare the GPU run's measured mismatch (verl rollout_corr/k3_kl, prime-rl mismatch_kl, "
+                            "compare the GPU run's measured mismatch (verl rollout_corr/k3_kl, prime-rl mismatch_kl/all/mean, "
                             "TRL sampling/sampling_logp_difference) with this run's mismatch/* metrics")
 
 
@@ -53,8 +53,6 @@ def engine_row(plan, scn) -> None:
         plan.sandbox_only("engine", value, note)
 
 
-def exact_leaves(scn, leaves: list[str]) -> list[str]:
-    """``leaves`` without the exact engine's (it has no row: nothing to promote)."""
-    if not ENGINES.entry_for(scn.engine).impl.exact:
-        return leaves
-    return [leaf for leaf in leaves if not (leaf == "engine" or leaf.startswith("engine."))]
+def exact_engine(scn) -> set[str]:
+    """``{"engine"}`` when the scenario's engine is exact (its section then has no leaves to export), else empty."""
+    return {"engine"} if ENGINES.entry_for(scn.engine).impl.exact else set()

@@ -13,6 +13,7 @@ from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
+from .mismatch import exact_engine
 from .plan import Plan
 
 AT = "prime-rl 559b4477"
@@ -211,6 +212,7 @@ class _ObjectiveRows:
     def __init__(self, plan: Plan, scn: Scenario, on_policy: bool):
         self.plan, self.scn, self.obj = plan, scn, scn.algorithm.objective
         self.on_policy = on_policy
+        self.exact_engine = bool(exact_engine(scn))  # the scenario's rollout engine models no mismatch
         self.done: set[str] = set()
 
     def row(self, kind: str, knobs: tuple[str, ...], note: str, target: str | None = None, target_value: Any = None) -> None:
@@ -236,7 +238,8 @@ class _ObjectiveRows:
             self.row("implicit", ("name",),
                      "with the bound at 0 every trained rollout comes from the weights being trained, so prime-rl's "
                      f"ρ_t = π_θ/μ ({LOSS_PY}, default_loss_fn) is 1 up to trainer/inference numerics and its gradient "
-                     "Â·ρ_t·∇log π_θ is REINFORCE's Â·∇log π_θ (the sandbox has no such mismatch)")
+                     "Â·ρ_t·∇log π_θ is REINFORCE's Â·∇log π_θ " + ("(the sandbox has no such mismatch)" if self.exact_engine
+                     else "(this scenario's rollout engine models that mismatch: see the engine row)"))
         elif name == "reinforce":
             self.row("no_equivalent", ("name",),
                      "the sandbox's REINFORCE surrogate −sg(Â)·log π_θ carries no importance ratio, while prime-rl's policy "

@@ -23,11 +23,12 @@ has no length buckets), and for the whole ``(π_θ, μ)`` under the frameworks' 
 * verl 0.9.1 ``rollout_corr/{kl, k3_kl, training_log_ppl, rollout_log_ppl, log_ppl_diff, log_ppl_abs_diff,
   log_ppl_diff_max, log_ppl_diff_min, ppl_ratio, chi2_token, chi2_seq}`` (``ppl_ratio`` the response
   mean of ``exp(log_ppl_diff_i)``, ``chi2_token = mean_t ρ² − 1``, ``chi2_seq = mean_i (Π_t ρ)² − 1``);
-* prime-rl's ``mismatch_kl`` (token mean of k3 of the trainer's current log-prob against the
+* prime-rl's ``mismatch_kl/all/mean`` (token mean of k3 of the trainer's current log-prob against the
   inference engine's: the whole pair);
 * TRL 1.16's ``sampling/sampling_logp_difference/{mean, max}`` (``|log π_v − log μ|``: TRL's
   ``old_per_token_logps`` are the trainer's log-probs at the sampling weights, so this is the mismatch
-  part) and ``sampling/importance_sampling_ratio/{min, mean, max}`` (``π_v/μ``).
+  part) and ``sampling/importance_sampling_ratio/{min, mean, max}`` (``π_v/μ`` unclipped; TRL logs it after
+  its truncation or masking).
 
 Computed only when the rollouts carry ``version_logp`` (an engine that is not exact): the exact
 engine's columns are today's.
@@ -91,7 +92,7 @@ def pair_metrics(a: Tensor, b: Tensor, mask: Tensor, prefix: str, lengths: Tenso
 
 
 def framework_metrics(logp: Tensor, version_logp: Tensor, behaviour_logp: Tensor, mask: Tensor) -> dict[str, Tensor]:
-    """verl's ``rollout_corr/*``, prime-rl's ``mismatch_kl`` and TRL's ``sampling/*`` (module docstring)."""
+    """verl's ``rollout_corr/*``, prime-rl's ``mismatch_kl/all/mean`` and TRL's ``sampling/*`` (module docstring)."""
     m = mask.double()
     train, roll, ver = logp.detach().double() * m, behaviour_logp.detach().double() * m, version_logp.detach().double() * m
     tokens = m.sum((-2, -1)).clamp_min(1.0)
@@ -121,7 +122,7 @@ def framework_metrics(logp: Tensor, version_logp: Tensor, behaviour_logp: Tensor
         "rollout_corr/ppl_ratio": smean(diff.exp()),
         "rollout_corr/chi2_token": tmean((2 * delta).exp()) - 1.0,
         "rollout_corr/chi2_seq": smean((2 * seq_log).exp()) - 1.0,
-        "mismatch_kl": tmean(k3),
+        "mismatch_kl/all/mean": tmean(k3),
         "sampling/sampling_logp_difference/mean": tmean(absdiff),
         "sampling/sampling_logp_difference/max": absdiff.amax((-2, -1)),
         "sampling/importance_sampling_ratio/min": torch.where(m > 0, ratio, big).amin((-2, -1)),

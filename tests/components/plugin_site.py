@@ -23,6 +23,7 @@ COMPONENTS = {  # family -> (name, module in synthetic/)
     "delay": ("synthetic_delay", "synthetic_delay"),
     "staleness": ("synthetic_control", "synthetic_control"),
     "task": ("synthetic_task", "synthetic_task"),
+    "engine": ("synthetic_engine", "synthetic_engine"),
 }
 
 

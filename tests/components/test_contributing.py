@@ -25,6 +25,7 @@ PACKAGES = {
     "delay": "sandbox/system/delays",
     "staleness": "sandbox/system/staleness",
     "task": "sandbox/tasks",
+    "engine": "sandbox/engines",
 }
 
 CHECK = """

@@ -43,7 +43,7 @@ def test_length_buckets_edges():
 
 def test_split_adds_up_and_framework_names():
     """mismatch k1 + staleness k1 = total k1 (verl rollout_corr/kl); TRL's logp difference is |π_v − μ|;
-    prime-rl's mismatch_kl is verl's k3 of the whole pair."""
+    prime-rl's mismatch_kl/all/mean is verl's k3 of the whole pair."""
     g = torch.Generator().manual_seed(0)
     mu = -torch.rand(2, 3, 5, generator=g) - 0.1
     pv = mu + 0.1 * torch.randn(2, 3, 5, generator=g)
@@ -55,7 +55,7 @@ def test_split_adds_up_and_framework_names():
     valid = mask > 0
     diff = (pv - mu).abs()
     assert torch.allclose(m["sampling/sampling_logp_difference/max"], torch.stack([diff[r][valid[r]].max() for r in range(2)]).double())
-    assert torch.equal(m["mismatch_kl"], m["rollout_corr/k3_kl"])
+    assert torch.equal(m["mismatch_kl/all/mean"], m["rollout_corr/k3_kl"])
     d = (pt - mu).double()
     want = torch.stack([(torch.expm1(d[r]) - d[r])[valid[r]].mean() for r in range(2)])
     assert torch.allclose(m["rollout_corr/k3_kl"], want)

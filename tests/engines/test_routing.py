@@ -71,3 +71,14 @@ def test_routing_needs_experts():
         lm_task({"name": "routing"})
     with pytest.raises(ValueError, match="experts"):
         TransformerConfig(experts=1)
+
+
+def test_budget_counts_the_experts_parameters():
+    """The LM's budget estimate counts E expert MLPs and the router per block (the module's own count)."""
+    from sandbox.tasks.lm.task import LMTask
+
+    task, params = lm_task({"name": "routing"}, model={"experts": 3})
+    counted = sum(int(v[0].numel()) for v in params.values())
+    assert LMTask.budget_shape(task.cfg).params == counted
+    dense, dparams = lm_task({"name": "exact"})
+    assert LMTask.budget_shape(dense.cfg).params == sum(int(v[0].numel()) for v in dparams.values())

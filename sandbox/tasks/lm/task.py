@@ -330,12 +330,14 @@ class LMTask(PolicyTask):
             return d.tokens, d.reported_logp, d.version_logp
 
         flip = engine.router_flip(gen) if own_forward else None
-        self.model.router_flip = flip
+        if flip is not None:
+            self.model.router_flip = flip  # the builtin transformer's MoE blocks read it (routing engine)
         try:
             toks, lps, exact, lens, hit = sample_with(self.forward_fn(weights), ctx, self.max_new - W,
                                                       self.tokenizer.eos_id, draw_fn)
         finally:
-            self.model.router_flip = None
+            if flip is not None:
+                self.model.router_flip = None
         if own_forward and toks.shape[1]:
             with torch.no_grad():
                 lp = sequence_logprobs(self.forward_fn(single, use_cache=False), ctx, toks, T).float()
