@@ -5,7 +5,7 @@ One run per preset (seed 0, the file's 12 steps). Sampling error of what is asse
 ``mismatch/kl_k3`` of the Student-t dense preset has a relative standard deviation of about 0.3 over
 steps (measured over seeds 0-1), so the 12-step mean has about 0.09 relative standard error, the
 token-probability gap less (about 0.05); the router-flip fraction is a binomial proportion over
-~10^5 router decisions (standard error ~0.001 on 0.1); the drift quarters average 3 steps of
+~10^4 router decisions (standard error ~0.003 on 0.1); the drift quarters average 3 steps of
 ~2,500 tokens (about 0.15 relative). The band [target/1.5, target×1.5] is ±0.41 in log terms, three
 or more standard errors, and runs are deterministic (the numbers below are the docs' numbers)."""
 
