@@ -34,6 +34,7 @@ run's evaluations of the exact expected reward (``eval/expected_reward``): how f
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -44,6 +45,13 @@ MARGIN = 0.02
 """An AUC difference smaller than this is 'no degradation' (about the seed-to-seed spread of AUC / 2)."""
 SURVIVE = 0.05
 """A staleness correction survives added mismatch when its final reward drops by less than this (as the VCPO claim's margin)."""
+
+
+def _definition(name: str) -> str:
+    """The module docstring's context paragraph and the bullet of claim ``name``."""
+    context, bullets = __doc__.split("\n\n", 1)
+    items = re.split(r"\n(?=\* ``)", bullets.strip())
+    return context.strip() + "\n\n" + next(b for b in items if b.startswith(f"* ``{name}``")).strip()
 
 
 def noise(sigma: float, drift: float = 0.0) -> dict:
@@ -88,7 +96,7 @@ def corrections(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     result = ClaimResult(
         name="mismatch_corrections",
         paper="TIS (Yao, Liu et al. 2025), MIS/Geo-RS (Liu, Li et al. 2025), IcePop (arXiv 2510.18855)",
-        definition=__doc__.split("\n\n", 1)[1].split("* ``mismatch_sync``")[0].strip(),
+        definition=_definition("mismatch_corrections"),
         settings={name: R.settings(ov, quick) for name, ov in variants.items()},
         x_label="variant (staleness 0, decoupled mode; bit-string, logit_noise engine)",
         y_label="AUC: mean expected reward over the run",
@@ -122,7 +130,7 @@ def sync(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     result = ClaimResult(
         name="mismatch_sync",
         paper="users' question (issue 29): staleness 0 does not reproduce synchronous training",
-        definition=__doc__.split("* ``mismatch_sync``: ", 1)[1].split("* ``mismatch_staleness``")[0].strip(),
+        definition=_definition("mismatch_sync"),
         settings={name: R.settings(ov, quick) for name, ov in variants.items()},
         y_label="expected reward (exact; 5-step mean of evaluations)",
     )
@@ -166,7 +174,7 @@ def staleness(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     result = ClaimResult(
         name="mismatch_staleness",
         paper="TIS (staleness-tuned, C = 8) and VCPO (arXiv 2602.17616) under added mismatch",
-        definition=__doc__.split("* ``mismatch_staleness``: ", 1)[1].split("* ``mismatch_drift``")[0].strip(),
+        definition=_definition("mismatch_staleness"),
         settings={name: R.settings(ov, quick) for name, ov in {**tis, **vcpo}.items()},
         x_label="VCPO (vcpo_lr + sequence TIS): quantity, mean over steps",
         y_label="mean over steps (95% CI over seeds)",
@@ -214,7 +222,7 @@ def drift(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     result = ClaimResult(
         name="mismatch_drift",
         paper="Zhang, Li et al., 'Beyond Precision' (Dec 2025): the gap grows during training, even at lr 0",
-        definition=__doc__.split("* ``mismatch_drift``: ", 1)[1].strip(),
+        definition=_definition("mismatch_drift"),
         settings={name: R.settings(ov, quick) for name, ov in variants.items()},
         y_label="per-token k3 KL, mismatch part (mismatch/kl_k3, 5-step mean)",
     )
