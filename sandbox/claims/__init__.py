@@ -5,7 +5,7 @@ A claim runs its scenario once per seed, reduces each run to a statistic, and gi
 
 from __future__ import annotations
 
-from . import composition, gac, gac_search, m2po, published, published_engine, throughput, vcpo
+from . import composition, gac, gac_search, m2po, mismatch, mismatch_presets, published, published_engine, throughput, vcpo
 from .base import Claim, ClaimResult, Row
 
 CLAIMS: dict[str, Claim] = {
@@ -18,6 +18,11 @@ CLAIMS: dict[str, Claim] = {
         Claim("published_speedups", "AReaL, verl, ROLL Flash, VCPO", "published async speed-ups vs system-only predictions", published.run),
         Claim("published_speedups_engine", "AReaL, verl, VCPO", "published async speed-ups vs predictions with continuous-batching engines", published_engine.run),
         Claim("composition", "GAC + VCPO / TIS", "GAC combined with VCPO or TIS vs each alone at lag 16", composition.run),
+        Claim("mismatch_presets", "published mismatch magnitudes", "calibrated engine presets (LM) within x1.5 of the published k3 KL, probability gap, router flips, drift", mismatch_presets.run),
+        Claim("mismatch_corrections", "TIS, MIS, IcePop, Geo-RS", "mismatch alone at staleness 0 degrades uncorrected training at long responses; do the corrections restore it", mismatch.corrections),
+        Claim("mismatch_sync", "issue 29", "staleness 0 plus mismatch vs synchronous training: how far apart", mismatch.sync),
+        Claim("mismatch_staleness", "TIS, VCPO (arXiv 2602.17616)", "a staleness correction under added mismatch; VCPO's ESS rule under mismatch vs lag", mismatch.staleness),
+        Claim("mismatch_drift", "Beyond Precision (Zhang, Li et al. 2025)", "a drifting engine's gap grows at lr ~0, a static one's does not", mismatch.drift),
         Claim("gac_search", "GAC (arXiv 2603.01501)", "best GAC setting (selection seeds) vs matched control and sync per lr × lag × schedule", gac_search.run),
     ]
 }

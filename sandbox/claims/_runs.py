@@ -84,7 +84,8 @@ class Run:
 
 
 _CACHE: dict[str, Run] = {}
-KEPT = ("grad/norm", "reward/mean", "eval/expected_reward", "is/ess_ratio", "grad/cos_prev", "lr/scale", "mask/frac", "staleness/mean")
+KEPT = ("grad/norm", "reward/mean", "eval/expected_reward", "is/ess_ratio", "grad/cos_prev", "lr/scale", "mask/frac", "staleness/mean",
+        "mismatch/kl_k3")
 
 
 def clear_cache() -> None:

@@ -67,3 +67,34 @@ def test_precision_is_refused_where_it_cannot_run():
         from sandbox.scenario import validate_scenario
 
         validate_scenario({"engine": {"name": "precision"}}, "t")
+
+
+@pytest.mark.component("engine", "precision")
+def test_added_noise_is_the_logit_noise_draw_on_the_bf16_logits():
+    """noise_scale > 0: the first token is the logit_noise engine's draw (Student-t, same scale and
+    dof) on the bf16 sampler's logits / T from the same stream state, its reported log-prob is that
+    draw's log q; the exact log-probs stay the float32 trainer's; and the noise widens the gap."""
+    from sandbox.engines.logit_noise import LogitNoiseConfig, LogitNoiseEngine
+
+    task, params = lm_task({"name": "precision", "dtype": "bfloat16", "noise_scale": 0.5, "noise_dof": 3},
+                           temperature=0.7)
+    gen = torch.Generator().manual_seed(5)
+    group = task.new_group(6, gen)
+    state = gen.get_state()
+    ro = task.generate(params, group, gen, 0)
+    single = {k: v[0] for k, v in params.items()}
+    bf = Transformer(task.model_cfg)
+    bf.load_state_dict(single)
+    logits, _ = bf.to(torch.bfloat16)(ro.prompts[0])
+    gen.set_state(state)
+    d = LogitNoiseEngine(LogitNoiseConfig(scale=0.5, tail="student_t", dof=3)).draw(logits[:, -1].float() / 0.7, gen, 0, 0)
+    assert torch.equal(ro.tokens[0, :, 0], d.tokens)
+    assert torch.equal(ro.behaviour_logp[0, :, 0], d.reported_logp)
+    fp32 = lambda toks, past=None: functional_call(task.model, single, (toks, past))  # noqa: E731
+    assert torch.equal(ro.version_logp[0], sequence_logprobs(fp32, ro.prompts[0], ro.tokens[0], 0.7) * ro.mask[0])
+    plain_task, plain_params = lm_task({"name": "precision", "dtype": "bfloat16"}, temperature=0.7)
+    plain = _generate(plain_task, plain_params)
+    gap = lambda r: float((r.version_logp - r.behaviour_logp).abs().sum() / r.mask.sum())  # noqa: E731
+    assert gap(ro) > 10 * gap(plain)
+    with pytest.raises(Exception, match="noise_dof"):
+        lm_task({"name": "precision", "noise_dof": 3})
