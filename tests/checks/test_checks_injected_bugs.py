@@ -1,10 +1,14 @@
-"""The discriminating assertions of issue 16 part 3 fail when the simulator is wrong.
+"""Every check fails under a simulator bug it exists to catch (issue 16 part 3, issue 34).
 
-Two simulator bugs are injected into the fixed-lag control (``sandbox/system/staleness/fixed_lag.py``), the
-schedule every one of these checks runs on: ``delay_ignored`` makes step t consume version t (the run is
-synchronous while the scenario says lag k), ``lag_off_by_one`` makes it consume version t − k + 1. Each test
-runs the check's own code at its quick settings, restricted to the point that carries the assertion, and
-shows which assertion catches the bug (and, where it matters, that the older assertion alone would not).
+Bugs injected into the fixed-lag control (``sandbox/system/staleness/fixed_lag.py``), the schedule of the
+quadratic and bit-string checks: ``delay_ignored`` makes step t consume version t (the run is synchronous
+while the scenario says lag k), ``lag_off_by_one`` makes it consume version t − k + 1. Bugs for the checks
+whose lag comes from the timing (``random_lag``, ``straggler_cost``): ``delays_ignored`` (every duration is
+its distribution's mean), ``lag_ignored`` (the learner applies gradients at its newest weights) and
+``weights_one_version_older`` (a lag off by one in the weights a worker gets). Each test runs the check's
+own code at its quick settings, where useful restricted to the point that carries the assertion, and shows
+which assertion catches the bug (and, where it matters, that the other assertion alone would not).
+``minibatch_lag``'s broken learners are in ``test_minibatch_lag_check.py``.
 """
 
 from __future__ import annotations
