@@ -1,0 +1,116 @@
+"""The explorer's words: the introduction, each panel's explanation (with its sources), and the
+guided tours (the five teaching demos of ``sandbox demo`` as lists of settings to try)."""
+
+from __future__ import annotations
+
+INTRO = (
+    "In asynchronous RL the rollout workers keep generating while the learner trains, so each update uses "
+    "responses sampled by an older policy. Move the controls: every combination below was simulated "
+    "beforehand, and the panels switch between those runs instantly. The dashed black line is always the "
+    "synchronous run with the same learning rate, delay tail and engine: every step waits for the whole batch, "
+    "no staleness, no correction."
+)
+
+# panel -> (title, explanation; HTML, sources cited in the text)
+PANELS: dict[str, tuple[str, str]] = {
+    "reward_time": (
+        "expected reward vs simulated time",
+        "What asynchrony buys: the synchronous learner waits for the slowest response of each batch, so with a "
+        "long-tailed delay its clock runs far ahead of the asynchronous one for the same number of updates "
+        "(the expected maximum of P times against their mean; docs/theory.md T6). AReaL (Fu et al., arXiv "
+        "2505.24298) bounds the lag with the same admission rule as the <code>max_lag</code> control here.",
+    ),
+    "reward_step": (
+        "expected reward vs learner step",
+        "What asynchrony costs: per update, stale responses carry less information about the current policy, so "
+        "the asynchronous curve can only match or trail the synchronous one. A large learning rate with a large "
+        "lag is where it trails or breaks: the update keeps pushing in a direction that was right k versions ago.",
+    ),
+    "hist": (
+        "staleness histogram",
+        "How many policy versions behind the learner each consumed group was. The bound k_max caps it (dashed "
+        "line); the delay tail shapes it: with heavy tails a few slow responses arrive late and old, which is "
+        "exactly what the bound throttles (AReaL, arXiv 2505.24298).",
+    ),
+    "ess": (
+        "ESS / N",
+        "Kish's effective sample size of the sequence-level importance weights π/μ, as a fraction of the batch "
+        "(Kish 1965): 1 when the data is on-policy, near 1/N when one response dominates. It falls with the lag "
+        "and with the engine's mismatch (sampler and trainer disagree even at the same weights; Yao et al. 2025). "
+        "VCPO (arXiv 2602.17616) scales the learning rate by √(ESS/N); the orange dotted line is theory T12's "
+        "prediction of the mismatch alone at the initial policy.",
+    ),
+    "cos": (
+        "cosine of consecutive gradients",
+        "Stale gradients are computed on data from nearly the same old policy, so consecutive ones point more the "
+        "same way than synchronous ones: the cosine rises with the lag (GAC, arXiv 2603.01501, projects out the "
+        "aligned part). On the bit-string task early learning pushes every bit towards 1, so even the synchronous "
+        "cosine is positive: compare the two curves, not the level. A step whose gradient is zero (all rewards of "
+        "every group equal) has no cosine: it is a gap, not a zero.",
+    ),
+    "timeline": (
+        "worker and learner timeline",
+        "From the run's event log: each bar is one group being generated on a worker (colour alternates with the "
+        "policy version it was sampled with), the top row is the learner. Synchronous runs show the idle gaps "
+        "while the last straggler finishes; asynchronous runs keep every worker busy until the lag bound throttles them.",
+    ),
+    "theory": (
+        "delayed SGD: the critical step",
+        "For gradient descent on a quadratic with a gradient k steps old, x<sub>t+1</sub> = x<sub>t</sub> − "
+        "lr·λ·x<sub>t−k</sub> converges only while lr·λ &lt; 2 sin(π/(4k+2)) (Levin &amp; May 1976; docs/theory.md "
+        "T1): the safe step shrinks roughly like π/(2k). The bit-string runs use Adam on a non-quadratic loss, so "
+        "this is the mechanism, not a prediction of their threshold.",
+    ),
+}
+
+# tour -> (intro, [(text, settings)]); settings move the controls (nearest available value)
+TOURS: dict[str, tuple[str, list[tuple[str, dict]]]] = {
+    "Stragglers": (
+        "Synchronous training waits for the slowest response (<code>sandbox demo stragglers</code>).",
+        [
+            ("Exponential delays, no mismatch: compare the two reward-vs-time curves and the timeline.",
+             {"tail": "exponential", "lag": 2, "method": "none", "engine": False, "all": False}),
+            ("Switch to the heavy tail: the synchronous clock stretches, the asynchronous one barely moves.",
+             {"tail": "heavy", "lag": 2, "method": "none", "engine": False, "all": False}),
+            ("Raise the lag bound: workers idle less (timeline), the histogram spreads to older versions.",
+             {"tail": "heavy", "lag": 16, "method": "none", "engine": False, "all": False}),
+        ],
+    ),
+    "Delayed instability": (
+        "A stale gradient with a large step overshoots (<code>sandbox demo delayed_instability</code>).",
+        [
+            ("Small learning rate, large lag: reward per step still follows the synchronous run.",
+             {"lr": 0.0, "lag": 16, "method": "none", "all": False}),
+            ("Large learning rate, large lag: compare reward vs learner step with the synchronous run, and the critical-step panel.",
+             {"lr": 10.0, "lag": 16, "method": "none", "all": False}),
+        ],
+    ),
+    "ESS collapse": (
+        "Importance weights of old or mismatched data concentrate on a few responses (<code>sandbox demo ess_collapse</code>).",
+        [
+            ("Exact engine, smallest lag: ESS/N stays near 1.", {"lag": 0, "engine": False, "method": "none"}),
+            ("Largest lag: ESS/N drops as the policy moves away from the sampler's.", {"lag": 16, "engine": False, "method": "none"}),
+            ("Turn on the engine mismatch: even the synchronous run's ESS drops; compare it with the T12 line.",
+             {"lag": 16, "engine": True, "method": "none"}),
+        ],
+    ),
+    "Stale alignment": (
+        "Consecutive stale gradients point the same way (<code>sandbox demo stale_alignment</code>).",
+        [
+            ("Smallest lag: the cosine hovers near zero like the synchronous one.", {"lag": 0, "method": "none", "all": False}),
+            ("Largest lag: the cosine rises above the synchronous curve.", {"lag": 16, "method": "none", "all": False}),
+            ("Same run with GAC: the aligned part is projected out.", {"lag": 16, "method": "gac", "all": False}),
+        ],
+    ),
+    "Stabilizers": (
+        "TIS, M2PO, GAC and VCPO act on different parts of the update (<code>sandbox demo stabilizers</code>).",
+        [
+            ("All methods at the largest lag and learning rate, overlaid: which keeps up with the synchronous run?",
+             {"lag": 16, "lr": 10.0, "method": "none", "all": True}),
+            ("VCPO with the engine mismatch on: ESS/N is low, VCPO shrinks the step accordingly.",
+             {"lag": 16, "lr": 10.0, "method": "vcpo", "engine": True, "all": False}),
+            ("M2PO with the engine mismatch on: masks the most off-policy tokens instead of reweighting them.",
+             {"lag": 16, "lr": 10.0, "method": "m2po", "engine": True, "all": False}),
+        ],
+    ),
+}

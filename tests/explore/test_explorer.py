@@ -1,0 +1,137 @@
+"""`sandbox explore`: the grid's validation and refusal, the page's determinism and size, and the
+page in a real browser (headless Chromium from the Debian package, as tests/report/test_report_browser.py):
+no script error, every control changes the drawn data, the numbers shown equal the runner's metrics
+for that grid point, a screenshot is saved."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandbox.explore import Grid, GridError, build_explorer
+from sandbox.explore.data import compute, headline, r4
+from sandbox.explore.grid import Point, points, scenario
+from sandbox.explore.page import render
+from sandbox.runner import run_scenario
+
+# The test grid: every control has two values, 2 x 2 x 2 x 2 x 2 runs + 8 references, a few seconds.
+TINY = Grid(lags=(1, 6), lrs=(0.3, 1.0), methods=("none", "tis"), replicas=2, steps=12, horizon=12,
+            num_workers=8, eval_every=2, timeline_seconds=10.0, budget_seconds=600.0)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return compute(TINY)
+
+
+def test_bad_grid_names_the_field():
+    with pytest.raises(GridError, match="grid.methods"):
+        Grid(methods=("none", "bogus"))
+    with pytest.raises(GridError, match="grid.lrs"):
+        Grid(lrs=(0.1, -1.0))
+    with pytest.raises(GridError, match="grid.lags"):
+        Grid(lags=())
+    with pytest.raises(GridError, match="grid.steps"):
+        Grid(steps=0)
+
+
+def test_grid_over_budget_is_refused_with_the_estimate(tmp_path):
+    with pytest.raises(GridError, match=r"grid too large: \d+ runs, about .* over the budget"):
+        build_explorer(tmp_path, TINY.with_(budget_seconds=1.0))
+    assert not (tmp_path / "explorer.html").exists()
+
+
+def test_cli_refuses_a_grid_over_budget(tmp_path):
+    from typer.testing import CliRunner
+
+    from sandbox.cli import app
+
+    res = CliRunner().invoke(app, ["explore", "--quick", "--budget", "1", "--out", str(tmp_path)])
+    assert res.exit_code == 2, res.output
+    assert "grid too large" in res.output and "Traceback" not in res.output
+
+
+def test_points_cover_the_grid():
+    pts = points(TINY)
+    assert len(pts) == 2 * 2 * 2 * 2 * 2 + 2 * 2 * 2  # runs + one synchronous reference per (tail, engine, lr)
+    assert len({p.key for p in pts}) == len(pts)
+    assert scenario(TINY, pts[0]).system.staleness.kind == "sync"
+
+
+def test_page_is_reproducible_and_small(data):
+    again = compute(TINY)
+    assert render(again) == render(data)  # same grid and seeds: same bytes
+    assert len(render(data).encode()) < 400_000
+    assert "http://" not in render(data).replace("http://www.w3.org/2000/svg", "")  # nothing fetched
+    assert "https://" not in render(data)
+
+
+def test_data_match_the_runner(data):
+    p = Point("heavy", "logit_noise", 1.0, "tis", 6)
+    res = run_scenario(scenario(TINY, p))
+    run = data["runs"][p.key]
+    assert run["headline"] == headline(res.metrics)
+    ev = res.metrics["eval/expected_reward"].dropna()
+    assert run["reward"] == [r4(v) for v in ev]
+    assert len(run["cos"]) == len(res.metrics) and any(c is None for c in run["cos"]) == res.metrics["grad/cos_prev"].isna().any()
+    hist = dict(run["hist"])
+    assert sum(hist.values()) == len(res.jobs[res.jobs.consume_step >= 0])
+    assert max(hist) <= 6  # the bound
+
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+           f"--user-data-dir={cwd / 'profile'}", "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="chromium is not installed (apt-get install chromium)")
+def test_page_in_a_real_browser(tmp_path, data):
+    assert CHROMIUM, "CI: chromium is not installed (.ci/run installs the Debian package)"
+    from sandbox.explore.page import write_page
+
+    page = write_page(data, tmp_path)
+    dom = _chromium("--dump-dom", page.as_uri() + "#selftest", cwd=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert not re.search(r"CONSOLE.*(Uncaught|Error)|Uncaught", dom.stderr), dom.stderr[-3000:]
+    m = re.search(r'<pre id="selftest">([^<]*)</pre>', dom.stdout)
+    assert m, "the page's self-test did not run"
+    result = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert result["errors"] == []
+    # every control switches to another run and redraws what depends on it
+    expect = {"ctl-tail": 4, "ctl-engine": 4, "ctl-lag": 5, "ctl-lr": 4, "ctl-method": 3, "ctl-all": 3}
+    assert set(result["controls"]) == set(expect)
+    for ctl, r in result["controls"].items():
+        assert r["changed"] >= expect[ctl], (ctl, r)
+        if ctl != "ctl-all":
+            assert r["from"] != r["to"], (ctl, r)
+        assert r["ms"] < 100, (ctl, r)  # a control redraws in under 100 ms
+    # the numbers shown are the runner's metrics for that grid point
+    tail, engine, lag, lr, method = result["run"].split("|")
+    res = run_scenario(scenario(TINY, Point(tail, engine, float(lr), method, None if lag == "sync" else int(lag))))
+    h = headline(res.metrics)
+    shown = result["numbers"]
+    for key, field in (("n-final", "final_reward"), ("n-time", "sim_time"), ("n-ess", "ess_mean"),
+                       ("n-stale", "staleness_mean"), ("n-cos", "cos_mean")):
+        assert math.isclose(float(shown[key]), h[field], rel_tol=1e-3), (key, shown[key], h[field])
+    assert math.isclose(float(res.metrics["eval/expected_reward"].dropna().iloc[-1]), float(shown["n-final"]), rel_tol=1e-3)
+
+    shot = tmp_path / "explorer.png"
+    res = _chromium(f"--screenshot={shot}", "--window-size=1300,2400", "--hide-scrollbars", page.as_uri(), cwd=tmp_path)
+    assert res.returncode == 0 and shot.exists(), res.stderr[-2000:]
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(shot)[..., :3]
+    assert pixels.std() > 0.05
+    blue = (abs(pixels[..., 0] - 0 / 255) < 0.05) & (abs(pixels[..., 1] - 114 / 255) < 0.05) & (abs(pixels[..., 2] - 178 / 255) < 0.05)
+    assert blue.mean() > 0.001  # the Okabe-Ito blue of the selected run is drawn
