@@ -6,6 +6,7 @@
   const DATA = JSON.parse(document.getElementById("data").textContent);
   const PAL = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"];
   const SYNC = "#000000";
+  const SHORT = {none: "no correction", tis: "TIS", vcpo: "VCPO", gac: "GAC", m2po: "M2PO"};  // legend labels
   const NS = "http://www.w3.org/2000/svg";
   const W = 560, H = 300, M = {l: 62, r: 16, t: 30, b: 46};
   const $ = (id) => document.getElementById(id);
@@ -18,9 +19,14 @@
     if (parent) parent.appendChild(e);
     return e;
   }
+  // A number with d significant digits, trailing zeros of the fraction dropped (100 stays 100).
   function fmt(v, d) {
     if (v === null || v === undefined) return "n/a";
-    return Number(v).toPrecision(d || 3).replace(/\.?0+$/, "").replace(/\.?0+e/, "e");
+    v = Number(v);
+    if (Math.abs(v) >= Math.pow(10, d || 3)) return String(Math.round(v));
+    let s = v.toPrecision(d || 3);
+    if (s.indexOf("e") < 0 && s.indexOf(".") >= 0) s = s.replace(/0+$/, "").replace(/\.$/, "");
+    return s;
   }
   function ticks(lo, hi, n) {
     const span = hi - lo || 1, raw = span / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -104,15 +110,16 @@
     const key = runKey(state, state.method, false), refKey = runKey(state, "none", true);
     const run = DATA.runs[key], ref = DATA.runs[refKey];
     const label = DATA.labels.methods[state.method];
+    const short = (m) => SHORT[m] || m;
     const lag = DATA.axes.lags[state.lag];
     const others = state.all ? DATA.axes.methods.filter((m) => m !== state.method).map((m) => {
       const r = DATA.runs[runKey(state, m, false)];
       return {run: r, m};
     }) : [];
-    const main = {color: methodColor(state.method), label: `async k_max=${lag}: ${label}`, id: "async"};
+    const main = {color: methodColor(state.method), label: `async k_max=${lag}: ${short(state.method)}`, id: "async"};
     const sync = {color: SYNC, dash: "6 4", label: "synchronous reference", id: "sync"};
     const faded = (o, xs, ys) => series(o.run, xs, ys, {color: methodColor(o.m), width: 1.3, opacity: 0.8,
-                                                          label: DATA.labels.methods[o.m], id: o.m});
+                                                          label: `async: ${short(o.m)}`, id: o.m});
     lineChart($("c-reward-time"), {title: "expected reward vs simulated time", xlabel: "simulated time (s)",
       ylabel: "expected reward (exact)", yr: [0, 1.02], legend: "br",
       series: [series(ref, "eval_time", "reward", sync)].concat(others.map((o) => faded(o, "eval_time", "reward")),
@@ -131,7 +138,8 @@
       essSeries.push({x: [0, run.step[n - 1]], y: [pred.expected_kish, pred.expected_kish], color: PAL[5], dash: "2 3",
         width: 3, label: "T12: engine mismatch at init", id: "t12"});
       predNote = ` Theory T12 predicts E[ESS/N] = ${fmt(pred.expected_kish)} at the initial policy from the engine's noise alone` +
-        ` (population value ${fmt(pred.population)}; N = ${pred.n}); the synchronous run's first steps measure ${fmt(ref.ess[0])}.`;
+        ` (population value ${fmt(pred.population)}; N = ${pred.n}); the synchronous run's first step measures ${fmt(ref.ess[0])}` +
+        ` (the mean of ${DATA.setup.replicas} replicas' single batches: expect a spread of about ±0.1).`;
     }
     lineChart($("c-ess"), {title: "ESS / N of the importance weights", xlabel: "learner step", ylabel: "ESS / N",
       yr: [0, 1.02], series: essSeries, legend: "bl"});
@@ -186,7 +194,7 @@
     const workers = DATA.setup.workers;
     const T = +Math.min(DATA.setup.timeline_seconds, Math.max(1, ...run.gen.map((g) => g[2]), ...run.train.map((t) => t[1]))).toPrecision(3);
     const {sx, sy} = frame(svg, {title: `who is busy: the first ${T} simulated seconds`, xlabel: "simulated time (s)",
-      ylabel: "worker (top: learner)", xr: [0, T], yr: [-4.5, workers + 1.5]});
+      ylabel: "worker (top: learner)", xr: [0, T], yr: [-6.5, workers + 1.5]});
     const h = Math.max(2, (sy(0) - sy(1)) * 0.7);
     const maxV = Math.max(1, ...run.gen.map((g) => g[3]));
     for (const [w, s, e, v] of run.gen) {
@@ -228,6 +236,9 @@
     state.all = $("ctl-all").checked;
     $("out-lag").textContent = DATA.axes.lags[state.lag];
     $("out-lr").textContent = DATA.axes.lrs[state.lr];
+    // the sliders move over indices: tell assistive technology the value they stand for
+    $("ctl-lag").setAttribute("aria-valuetext", `k_max ${DATA.axes.lags[state.lag]}`);
+    $("ctl-lr").setAttribute("aria-valuetext", `learning rate ${DATA.axes.lrs[state.lr]}`);
   }
   function update() { readControls(); draw(); }
 
@@ -239,7 +250,8 @@
     opt($("ctl-method"), ax.methods, DATA.labels.methods);
     $("ctl-lag").max = ax.lags.length - 1;
     $("ctl-lr").max = ax.lrs.length - 1;
-    $("ctl-lag").value = Math.min(1, ax.lags.length - 1);
+    $("ctl-lag").value = ax.lags.length - 1;  // start where staleness shows
+    $("ctl-lr").value = Math.floor(ax.lrs.length / 2);
     if (ax.engines.length < 2) $("engine-row").remove();
     else $("engine-label").textContent = DATA.labels.engines[ax.engines[1]];
     for (const id of ["ctl-tail", "ctl-engine", "ctl-lag", "ctl-lr", "ctl-method", "ctl-all"]) {
@@ -250,7 +262,7 @@
   }
 
   // A guided-tour step: move the controls to the nearest available values.
-  function applyTour(s) {
+  function applyTour(s, scroll) {
     const ax = DATA.axes;
     const nearest = (arr, v) => arr.reduce((bi, x, i) => Math.abs(x - v) < Math.abs(arr[bi] - v) ? i : bi, 0);
     if (s.tail && ax.tails.includes(s.tail)) $("ctl-tail").value = s.tail;
@@ -260,7 +272,7 @@
     if (s.engine !== undefined && $("ctl-engine")) $("ctl-engine").checked = s.engine;
     if (s.all !== undefined) $("ctl-all").checked = s.all;
     update();
-    $("controls").scrollIntoView({block: "start"});
+    if (scroll !== false) $("controls").scrollIntoView({block: "start"});
   }
 
   // #selftest: move every control, record whether the drawn paths changed, write the result into the DOM.
@@ -268,7 +280,7 @@
     const snap = () => [...document.querySelectorAll("svg.chart")].map((s) =>
       [...s.querySelectorAll("path.series, rect.bar, rect.gen, circle.marker")].map((p) =>
         p.getAttribute("d") || [p.getAttribute("y"), p.getAttribute("height"), p.getAttribute("x"), p.getAttribute("cx")].join(",")).join(";"));
-    const result = {controls: {}, numbers: {}, errors: window.__errors || []};
+    const result = {controls: {}, numbers: {}, errors: window.__errors || [], load_ms: window.__loadMs};
     const ctl = [["ctl-tail", (e) => { e.selectedIndex = (e.selectedIndex + 1) % e.options.length; }],
                  ["ctl-engine", (e) => { e.checked = !e.checked; }],
                  ["ctl-lag", (e) => { e.value = (+e.value + 1) % (+e.max + 1); }],
@@ -295,6 +307,20 @@
     document.body.setAttribute("data-selftest", "done");
   }
 
+  // A link can carry a setting: explorer.html#tail=heavy&lag=16&lr=1&method=gac&engine=1&all=1
+  function fromHash() {
+    if (location.hash.indexOf("=") < 0) return;
+    const s = {};
+    for (const [k, v] of new URLSearchParams(location.hash.slice(1))) {
+      if (k === "lag" || k === "lr") s[k] = +v;
+      else if (k === "engine" || k === "all") s[k] = v === "1";
+      else s[k] = v;
+    }
+    applyTour(s, false);
+  }
+
   setup();
+  fromHash();
+  window.__loadMs = +performance.now().toFixed(1);  // navigation start to the first drawing
   if (location.hash === "#selftest") selftest();
 })();

@@ -23,7 +23,7 @@ PANELS: dict[str, tuple[str, str]] = {
     "reward_step": (
         "expected reward vs learner step",
         "What asynchrony costs: per update, stale responses carry less information about the current policy, so "
-        "the asynchronous curve can only match or trail the synchronous one. A large learning rate with a large "
+        "the asynchronous curve usually matches or trails the synchronous one. A large learning rate with a large "
         "lag is where it trails or breaks: the update keeps pushing in a direction that was right k versions ago.",
     ),
     "hist": (
@@ -37,16 +37,17 @@ PANELS: dict[str, tuple[str, str]] = {
         "Kish's effective sample size of the sequence-level importance weights π/μ, as a fraction of the batch "
         "(Kish 1965): 1 when the data is on-policy, near 1/N when one response dominates. It falls with the lag "
         "and with the engine's mismatch (sampler and trainer disagree even at the same weights; Yao et al. 2025). "
-        "VCPO (arXiv 2602.17616) scales the learning rate by √(ESS/N); the orange dotted line is theory T12's "
+        "VCPO (arXiv 2602.17616) scales the learning rate by √(ESS/N). With the engine mismatch on, the orange dotted line is theory T12's "
         "prediction of the mismatch alone at the initial policy.",
     ),
     "cos": (
         "cosine of consecutive gradients",
-        "Stale gradients are computed on data from nearly the same old policy, so consecutive ones point more the "
-        "same way than synchronous ones: the cosine rises with the lag (GAC, arXiv 2603.01501, projects out the "
-        "aligned part). On the bit-string task early learning pushes every bit towards 1, so even the synchronous "
-        "cosine is positive: compare the two curves, not the level. A step whose gradient is zero (all rewards of "
-        "every group equal) has no cosine: it is a gap, not a zero.",
+        "GAC (arXiv 2603.01501) observes that stale updates are computed on data from nearly the same old policy, "
+        "so consecutive gradients tend to point the same way, and projects out the aligned part. Check it here "
+        "rather than take it on trust: on the bit-string task early learning pushes every bit towards 1, so even "
+        "the synchronous cosine is positive, and the lag's effect depends on the learning rate. A step whose "
+        "gradient is zero (all rewards of every group equal, e.g. once every bit is learnt) has no cosine: it is "
+        "a gap, not a zero.",
     ),
     "timeline": (
         "worker and learner timeline",
@@ -66,50 +67,59 @@ PANELS: dict[str, tuple[str, str]] = {
 # tour -> (intro, [(text, settings)]); settings move the controls (nearest available value)
 TOURS: dict[str, tuple[str, list[tuple[str, dict]]]] = {
     "Stragglers": (
-        "Synchronous training waits for the slowest response (<code>sandbox demo stragglers</code>).",
+        "Synchronous training waits for the slowest group of every batch (<code>sandbox demo stragglers</code>).",
         [
-            ("Exponential delays, no mismatch: compare the two reward-vs-time curves and the timeline.",
-             {"tail": "exponential", "lag": 2, "method": "none", "engine": False, "all": False}),
-            ("Switch to the heavy tail: the synchronous clock stretches, the asynchronous one barely moves.",
-             {"tail": "heavy", "lag": 2, "method": "none", "engine": False, "all": False}),
+            ("Exponential delays, smallest lag bound: compare the two reward-vs-time curves, then the timeline: "
+             "the synchronous learner's clock runs several times longer for the same number of steps.",
+             {"tail": "exponential", "lag": 0, "method": "none", "engine": False, "all": False}),
+            ("Switch to the heavy tail: the synchronous run waits longer still (the numbers table), the "
+             "asynchronous one is not held up by the rare slow response.",
+             {"tail": "heavy", "lag": 0, "method": "none", "engine": False, "all": False}),
             ("Raise the lag bound: workers idle less (timeline), the histogram spreads to older versions.",
              {"tail": "heavy", "lag": 16, "method": "none", "engine": False, "all": False}),
         ],
     ),
     "Delayed instability": (
-        "A stale gradient with a large step overshoots (<code>sandbox demo delayed_instability</code>).",
+        "A stale gradient with a large step keeps pushing where the policy was (<code>sandbox demo delayed_instability</code>).",
         [
-            ("Small learning rate, large lag: reward per step still follows the synchronous run.",
-             {"lr": 0.0, "lag": 16, "method": "none", "all": False}),
-            ("Large learning rate, large lag: compare reward vs learner step with the synchronous run, and the critical-step panel.",
-             {"lr": 10.0, "lag": 16, "method": "none", "all": False}),
+            ("Small learning rate, moderate lag: reward per step follows the synchronous run.",
+             {"lr": 0.0, "lag": 4, "method": "none", "engine": False, "all": False}),
+            ("Largest learning rate and lag: reward per step now trails the synchronous run by many steps; "
+             "the critical-step panel shows why the tolerable step shrinks with the delay.",
+             {"lr": 10.0, "lag": 16, "method": "none", "engine": False, "all": False}),
         ],
     ),
     "ESS collapse": (
         "Importance weights of old or mismatched data concentrate on a few responses (<code>sandbox demo ess_collapse</code>).",
         [
-            ("Exact engine, smallest lag: ESS/N stays near 1.", {"lag": 0, "engine": False, "method": "none"}),
-            ("Largest lag: ESS/N drops as the policy moves away from the sampler's.", {"lag": 16, "engine": False, "method": "none"}),
-            ("Turn on the engine mismatch: even the synchronous run's ESS drops; compare it with the T12 line.",
-             {"lag": 16, "engine": True, "method": "none"}),
+            ("Exact engine, smallest lag: ESS/N stays near 1.", {"lag": 0, "engine": False, "method": "none", "all": False}),
+            ("Largest lag: ESS/N drops as the learner's policy moves away from the one that sampled.",
+             {"lag": 16, "engine": False, "method": "none", "all": False}),
+            ("Turn on the engine mismatch: even the synchronous run's ESS drops; its first steps sit near the "
+             "T12 line, and it recovers as the bits become nearly certain.",
+             {"lag": 16, "engine": True, "method": "none", "all": False}),
         ],
     ),
     "Stale alignment": (
         "Consecutive stale gradients point the same way (<code>sandbox demo stale_alignment</code>).",
         [
-            ("Smallest lag: the cosine hovers near zero like the synchronous one.", {"lag": 0, "method": "none", "all": False}),
-            ("Largest lag: the cosine rises above the synchronous curve.", {"lag": 16, "method": "none", "all": False}),
-            ("Same run with GAC: the aligned part is projected out.", {"lag": 16, "method": "gac", "all": False}),
+            ("Largest learning rate, heavy tail, smallest lag: the cosine hovers around zero, below the synchronous one.",
+             {"tail": "heavy", "lr": 10.0, "lag": 0, "method": "none", "all": False}),
+            ("Largest lag: the cosine rises well above zero and above the synchronous curve.",
+             {"tail": "heavy", "lr": 10.0, "lag": 16, "method": "none", "all": False}),
+            ("The same run with GAC: it projects the aligned part out of each update; the raw gradients drawn "
+             "here stay aligned (GAC acts on the update, not on what it measures), compare the reward per step.",
+             {"tail": "heavy", "lr": 10.0, "lag": 16, "method": "gac", "all": False}),
         ],
     ),
     "Stabilizers": (
         "TIS, M2PO, GAC and VCPO act on different parts of the update (<code>sandbox demo stabilizers</code>).",
         [
-            ("All methods at the largest lag and learning rate, overlaid: which keeps up with the synchronous run?",
-             {"lag": 16, "lr": 10.0, "method": "none", "all": True}),
-            ("VCPO with the engine mismatch on: ESS/N is low, VCPO shrinks the step accordingly.",
-             {"lag": 16, "lr": 10.0, "method": "vcpo", "engine": True, "all": False}),
-            ("M2PO with the engine mismatch on: masks the most off-policy tokens instead of reweighting them.",
+            ("All methods at the largest lag and learning rate, overlaid: which reaches a high reward in the fewest steps?",
+             {"lag": 16, "lr": 10.0, "method": "none", "engine": False, "all": True}),
+            ("VCPO: the step shrinks with √(ESS/N), so at low ESS its reward per step rises more slowly than TIS alone.",
+             {"lag": 16, "lr": 10.0, "method": "vcpo", "engine": False, "all": False}),
+            ("M2PO with the engine mismatch on: it masks the most off-policy tokens instead of reweighting them.",
              {"lag": 16, "lr": 10.0, "method": "m2po", "engine": True, "all": False}),
         ],
     ),
