@@ -108,6 +108,7 @@ def test_page_in_a_real_browser(tmp_path, data):
     assert m, "the page's self-test did not run"
     result = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
     assert result["errors"] == []
+    assert 0 < result["load_ms"] < 2000  # navigation start to the first drawing
     # every control switches to another run and redraws what depends on it
     expect = {"ctl-tail": 4, "ctl-engine": 4, "ctl-lag": 5, "ctl-lr": 4, "ctl-method": 3, "ctl-all": 3}
     assert set(result["controls"]) == set(expect)
@@ -153,3 +154,19 @@ def test_t12_overlay_matches_the_first_step_of_many_replicas():
     pred = theory(g)["ess_init"]["logit_noise"]["expected_kish"]
     se = x.std(ddof=1) / np.sqrt(len(x))
     assert abs(x.mean() - pred) < 4 * se, (x.mean(), se, pred)
+
+
+def test_report_links_to_the_explorer(tmp_path, data):
+    from sandbox.explore.page import write_page
+    from sandbox.report import write_report
+    from sandbox.scenario.load import validate_scenario
+
+    run_dir = tmp_path / "run"
+    tiny = {"task": {"name": "bandit", "num_arms": 4}, "system": {"num_workers": 2},
+            "algorithm": {"group_size": 4, "groups_per_step": 2}, "run": {"steps": 4, "figures": False}}
+    run_scenario(validate_scenario(tiny), run_dir)
+    assert 'href="explorer.html"' not in write_report(run_dir).read_text()  # no page, no link
+    write_page(data, run_dir)
+    assert 'href="explorer.html"' in write_report(run_dir).read_text()
+    elsewhere = write_report(run_dir, tmp_path / "out" / "r.html")
+    assert 'href="../run/explorer.html"' in elsewhere.read_text()
