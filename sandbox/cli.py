@@ -762,16 +762,27 @@ def explore(
     from .budget import format_seconds
     from .explore import QUICK, Grid, GridError, build_explorer
 
+    out_dir = user_path(out)
+    try:  # before minutes of runs: --out must be a directory we can write
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".explorer-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        console.print(f"[red]error:[/red] --out {escape(str(out))}: not a writable directory ({escape(describe_os_error(exc))})")
+        raise typer.Exit(2)
     grid = QUICK if quick else Grid()
     if budget is not None:
         grid = grid.with_(budget_seconds=budget)
     t0 = time.time()
     try:
         with progress.session(progress.enabled()):
-            path = build_explorer(user_path(out), grid)
+            path = build_explorer(out_dir, grid)
     except GridError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
+    except OSError as exc:  # a full disk while writing
+        _os_error(exc)
     size = path.stat().st_size
     console.print(f"explorer: [bold]{escape(str(path))}[/bold] ({size / 1e6:.2f} MB, built in "
                   f"{format_seconds(time.time() - t0)}; self-contained, open it in any browser)")

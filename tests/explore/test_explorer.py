@@ -58,6 +58,18 @@ def test_cli_refuses_a_grid_over_budget(tmp_path):
     assert "grid too large" in res.output and "Traceback" not in res.output
 
 
+def test_cli_refuses_an_out_that_is_a_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from sandbox.cli import app
+
+    f = tmp_path / "file"
+    f.write_text("x")
+    res = CliRunner().invoke(app, ["explore", "--quick", "--out", str(f)])
+    assert res.exit_code == 2, res.output
+    assert "--out" in res.output and "not a writable directory" in res.output and "Traceback" not in res.output
+
+
 def test_points_cover_the_grid():
     pts = points(TINY)
     assert len(pts) == 2 * 2 * 2 * 2 * 2 + 2 * 2 * 2  # runs + one synchronous reference per (tail, engine, lr)
