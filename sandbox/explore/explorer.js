@@ -147,7 +147,9 @@
       ylabel: "cos(g_t, g_{t-1})", yr: [-1, 1], legend: "bl",
       series: [series(ref, "step", "cos", sync)].concat(others.map((o) => faded(o, "step", "cos")),
         [series(run, "step", "cos", main)])});
-    drawTimeline(run);
+    const T = timelineSpan(run);  // both timelines over the asynchronous run's window
+    drawTimeline(run, "c-timeline", "alt-timeline", `asynchronous (k_max = ${lag}): the first ${T} s`, T);
+    drawTimeline(ref, "c-timeline-sync", "alt-timeline-sync", `synchronous reference: the same ${T} s`, T);
     drawTheory(lag);
     const h = run.headline, rh = ref.headline;
     const setNum = (id, v) => { const e = $(id); e.textContent = fmt(v, 4); e.setAttribute("data-value", v === null ? "" : v); };
@@ -189,28 +191,33 @@
     el("text", {x: sx(lag) - 4, y: M.t + 12, "text-anchor": "end"}, svg, `bound k_max = ${lag}`);
   }
 
-  function drawTimeline(run) {
-    const svg = $("c-timeline");
+  function timelineSpan(run) {
+    return +Math.min(DATA.setup.timeline_seconds, Math.max(1, ...run.gen.map((g) => g[2]), ...run.train.map((t) => t[1]))).toPrecision(3);
+  }
+  function drawTimeline(run, svgId, altId, title, T) {
+    const svg = $(svgId);
     const workers = DATA.setup.workers;
-    const T = +Math.min(DATA.setup.timeline_seconds, Math.max(1, ...run.gen.map((g) => g[2]), ...run.train.map((t) => t[1]))).toPrecision(3);
-    const {sx, sy} = frame(svg, {title: `who is busy: the first ${T} simulated seconds`, xlabel: "simulated time (s)",
+    const {sx, sy} = frame(svg, {title: title, xlabel: "simulated time (s)",
       ylabel: "worker (top: learner)", xr: [0, T], yr: [-6.5, workers + 1.5]});
     const h = Math.max(2, (sy(0) - sy(1)) * 0.7);
     const maxV = Math.max(1, ...run.gen.map((g) => g[3]));
     for (const [w, s, e, v] of run.gen) {
+      if (s >= T) continue;
       el("rect", {x: sx(s), y: sy(w) - h / 2, width: Math.max(0.8, sx(e) - sx(s)), height: h,
                   fill: PAL[v % 2 === 0 ? 0 : 4], class: "gen"}, svg).appendChild(
         el("title", {}, null, `worker ${w}: ${fmt(s)}-${fmt(e)} s, policy version ${v}`));
     }
     for (const [s, e] of run.train) {
+      if (s >= T) continue;
       el("rect", {x: sx(s), y: sy(workers + 1) - h / 2, width: Math.max(0.8, sx(e) - sx(s)), height: h,
                   fill: PAL[5], class: "train"}, svg);
     }
     legend(svg, [{color: PAL[0], label: "generating (even version)", width: 6},
                  {color: PAL[4], label: "generating (odd version)", width: 6},
                  {color: PAL[5], label: "learner training a step", width: 6}], "bl");
-    const busy = run.gen.reduce((a, g) => a + Math.min(g[2], T) - g[1], 0) / (workers * T);
-    $("alt-timeline").textContent = `${run.gen.length} generations and ${run.train.length} learner steps in the first ${T} s; ` +
+    const busy = run.gen.reduce((a, g) => a + Math.max(0, Math.min(g[2], T) - g[1]), 0) / (workers * T);
+    const steps = run.train.filter((t) => t[1] <= T).length, gens = run.gen.filter((g) => g[2] <= T).length;
+    $(altId).textContent = `${gens} generations and ${steps} learner steps finished in the first ${T} s; ` +
       `workers busy ${fmt(100 * busy)}% of that window.`;
   }
 
@@ -298,6 +305,22 @@
                              ms: +document.body.getAttribute("data-redraw-ms")};
       e.value = saved[0]; e.checked = saved[1]; update();
     }
+    // every control is labelled and takes the keyboard focus
+    result.a11y = {};
+    for (const [id] of ctl) {
+      const e = $(id);
+      if (!e) continue;
+      e.focus();
+      result.a11y[id] = {label: e.labels ? [...e.labels].map((l) => l.textContent.trim()).join(" ") : "",
+                         focusable: document.activeElement === e};
+    }
+    // every guided-tour step lands on a precomputed run
+    result.tours = [...document.querySelectorAll("button[data-set]")].map((b) => {
+      b.click();
+      return $("n-run").textContent;
+    });
+    for (const [id] of ctl) { const e = $(id); if (e) { e.value = e.defaultValue; e.checked = e.defaultChecked; } }
+    $("ctl-tail").selectedIndex = 0; $("ctl-method").selectedIndex = 0;
     update();
     result.run = $("n-run").textContent;
     for (const n of document.querySelectorAll("[data-value]")) result.numbers[n.id] = n.getAttribute("data-value");

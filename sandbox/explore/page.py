@@ -8,7 +8,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from .texts import INTRO, PANELS, TOURS
+from .texts import INTRO, PANELS, TOUR_DEFAULTS, TOURS
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1220px;padding:0 18px 40px;color:#1a1a1a;line-height:1.45}
@@ -42,7 +42,7 @@ def _figure(cid: str, alt_id: str, panel: str) -> str:
 def _tours() -> str:
     parts = []
     for name, (intro, steps) in TOURS.items():
-        items = "".join(f"<li><button type=\"button\" data-set='{html.escape(json.dumps(s, sort_keys=True))}'>"
+        items = "".join(f"<li><button type=\"button\" data-set='{html.escape(json.dumps({**TOUR_DEFAULTS, **s}, sort_keys=True))}'>"
                         f"try it</button>{text}</li>" for text, s in steps)
         parts.append(f'<section class="tour"><h3>{html.escape(name)}</h3><p>{intro}</p><ol>{items}</ol></section>')
     return "".join(parts)
@@ -89,6 +89,7 @@ def render(data: dict) -> str:
 {_figure("c-ess", "alt-ess", "ess")}
 {_figure("c-cos", "alt-cos", "cos")}
 {_figure("c-timeline", "alt-timeline", "timeline")}
+{_figure("c-timeline-sync", "alt-timeline-sync", "timeline_sync")}
 {_figure("c-theory", "alt-theory", "theory")}
 </div>
 <h2>What to try</h2>

@@ -50,10 +50,16 @@ PANELS: dict[str, tuple[str, str]] = {
         "a gap, not a zero.",
     ),
     "timeline": (
-        "worker and learner timeline",
-        "From the run's event log: each bar is one group being generated on a worker (colour alternates with the "
-        "policy version it was sampled with), the top row is the learner. Synchronous runs show the idle gaps "
-        "while the last straggler finishes; asynchronous runs keep every worker busy until the lag bound throttles them.",
+        "worker and learner timeline (asynchronous)",
+        "From the run's event log: each bar is one group being generated on a worker (the colour alternates "
+        "with the policy version it was sampled with); the top row is the learner. Asynchronous workers start "
+        "their next group at once and keep busy until the lag bound holds them back.",
+    ),
+    "timeline_sync": (
+        "worker and learner timeline (synchronous)",
+        "The synchronous reference over the same window: each step dispatches one batch, waits for its slowest "
+        "group (the idle stretches after the short ones), then trains while every worker waits. That idle time "
+        "is what asynchrony takes back (<code>sandbox demo stragglers</code>).",
     ),
     "theory": (
         "delayed SGD: the critical step",
@@ -63,6 +69,10 @@ PANELS: dict[str, tuple[str, str]] = {
         "this is the mechanism, not a prediction of their threshold.",
     ),
 }
+
+#: What a tour step does not set: every step sets every control, so a step reads the same whatever
+#: was selected before (the texts were checked against the default grid's runs).
+TOUR_DEFAULTS = {"tail": "exponential", "lag": 16, "lr": 0.3, "method": "none", "engine": False, "all": False}
 
 # tour -> (intro, [(text, settings)]); settings move the controls (nearest available value)
 TOURS: dict[str, tuple[str, list[tuple[str, dict]]]] = {

@@ -129,6 +129,12 @@ def test_page_in_a_real_browser(tmp_path, data):
         if ctl != "ctl-all":
             assert r["from"] != r["to"], (ctl, r)
         assert r["ms"] < 100, (ctl, r)  # a control redraws in under 100 ms
+    # keyboard: every control is labelled and focusable; every tour step lands on a precomputed run
+    assert all(a["focusable"] and a["label"] for a in result["a11y"].values()), result["a11y"]
+    from sandbox.explore.texts import TOURS
+
+    assert len(result["tours"]) == sum(len(steps) for _, steps in TOURS.values())
+    assert all(key in data["runs"] for key in result["tours"]), result["tours"]
     # the numbers shown are the runner's metrics for that grid point
     tail, engine, lag, lr, method = result["run"].split("|")
     res = run_scenario(scenario(TINY, Point(tail, engine, float(lr), method, None if lag == "sync" else int(lag))))
