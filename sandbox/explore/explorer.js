@@ -119,7 +119,7 @@
     const main = {color: methodColor(state.method), label: `async k_max=${lag}: ${short(state.method)}`, id: "async"};
     const sync = {color: SYNC, dash: "6 4", label: "synchronous reference", id: "sync"};
     const faded = (o, xs, ys) => series(o.run, xs, ys, {color: methodColor(o.m), width: 1.3, opacity: 0.8,
-                                                          label: `async: ${short(o.m)}`, id: o.m});
+                                                          label: `async: ${short(o.m)}`, id: o.m, nolegend: true});
     lineChart($("c-reward-time"), {title: "expected reward vs simulated time", xlabel: "simulated time (s)",
       ylabel: "expected reward (exact)", yr: [0, 1.02], legend: "br",
       series: [series(ref, "eval_time", "reward", sync)].concat(others.map((o) => faded(o, "eval_time", "reward")),
@@ -128,6 +128,20 @@
       ylabel: "expected reward (exact)", yr: [0, 1.02], legend: "br",
       series: [series(ref, "eval_step", "reward", sync)].concat(others.map((o) => faded(o, "eval_step", "reward")),
         [series(run, "eval_step", "reward", main)])});
+    // with the overlay on, one colour key for all charts instead of crowded legends
+    const keyEl = $("method-key");
+    keyEl.innerHTML = "";
+    keyEl.hidden = !state.all;
+    if (state.all) {
+      keyEl.appendChild(document.createTextNode("Thin lines, by colour: "));
+      for (const m of DATA.axes.methods) {
+        const sw = document.createElement("span");
+        sw.className = "swatch";
+        sw.style.background = methodColor(m);
+        keyEl.appendChild(sw);
+        keyEl.appendChild(document.createTextNode(` ${DATA.labels.methods[m]}${m === state.method ? " (selected, thick)" : ""}   `));
+      }
+    }
     drawHist(run, lag);
     const essSeries = [series(ref, "step", "ess", sync)].concat(others.map((o) => faded(o, "step", "ess")),
       [series(run, "step", "ess", main)]);

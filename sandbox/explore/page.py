@@ -26,6 +26,7 @@ svg .grid{stroke:#e4e4e4}svg .box{fill:none;stroke:#888}svg .legend-bg{fill:#fff
 .alt{font-size:0.9rem;background:#f4f4f4;padding:4px 8px;border-radius:4px}
 table.numbers{border-collapse:collapse;font-size:0.92rem}table.numbers td,table.numbers th{border:1px solid #ccc;padding:3px 9px;text-align:right}
 table.numbers th{background:#f0f0f0}.tour li{margin:3px 0}.tour button{margin-right:6px}
+.swatch{display:inline-block;width:22px;height:4px;vertical-align:middle;margin-left:8px}
 code{background:#f2f2f2;padding:0 3px;border-radius:3px}#selftest{white-space:pre-wrap;font-size:11px}
 """
 
@@ -82,6 +83,7 @@ def render(data: dict) -> str:
 <table class="numbers"><caption>run <code id="n-run"></code></caption>
 <tr><th></th><th scope="col">asynchronous (selected)</th><th scope="col">synchronous reference</th></tr>{numbers}</table>
 <h2>What the learner sees</h2>
+<p id="method-key" class="alt" hidden></p>
 <div class="grid2">
 {_figure("c-reward-time", "alt-reward", "reward_time")}
 {_figure("c-reward-step", "alt-reward-step", "reward_step")}
