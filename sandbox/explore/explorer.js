@@ -61,7 +61,7 @@
     const sy = (y) => H - M.b - (y - yr[0]) / (yr[1] - yr[0] || 1) * (H - M.t - M.b);
     el("text", {x: W / 2, y: 18, "text-anchor": "middle", class: "title"}, svg, o.title);
     const g = el("g", {class: "axes"}, svg);
-    for (const t of ticks(xr[0], xr[1], 6)) {
+    for (const t of (o.xticks || ticks(xr[0], xr[1], 6))) {
       el("line", {x1: sx(t), x2: sx(t), y1: M.t, y2: H - M.b, class: "grid"}, g);
       el("text", {x: sx(t), y: H - M.b + 15, "text-anchor": "middle"}, g, fmt(t));
     }
@@ -156,7 +156,7 @@
         ` (the mean of ${DATA.setup.replicas} replicas' single batches: expect a spread of about ±0.1).`;
     }
     lineChart($("c-ess"), {title: "ESS / N of the importance weights", xlabel: "learner step", ylabel: "ESS / N",
-      yr: [0, 1.02], series: essSeries, legend: "bl"});
+      yr: [0, 1.02], series: essSeries, legend: "br"});
     lineChart($("c-cos"), {title: "cosine of consecutive gradients", xlabel: "learner step",
       ylabel: "cos(g_t, g_{t-1})", yr: [-1, 1], legend: "bl",
       series: [series(ref, "step", "cos", sync)].concat(others.map((o) => faded(o, "step", "cos")),
@@ -195,7 +195,8 @@
     const total = run.hist.reduce((a, b) => a + b[1], 0) || 1;
     const top = Math.max(...run.hist.map((b) => b[1] / total), 0.05);
     const {sx, sy} = frame(svg, {title: "staleness of the consumed rollouts", xlabel: "lag (policy versions behind the learner)",
-      ylabel: "fraction of consumed groups", xr: [-0.5, kmax + 0.5], yr: [0, Math.min(1, top * 1.1)]});
+      ylabel: "fraction of consumed groups", xr: [-0.5, kmax + 0.5], yr: [0, Math.min(1, top * 1.1)],
+      xticks: ticks(0, kmax, 8).filter((t) => Number.isInteger(t))});
     const bw = Math.max(2, (sx(1) - sx(0)) * 0.8);
     for (const [k, c] of run.hist) {
       el("rect", {x: sx(k) - bw / 2, y: sy(c / total), width: bw, height: sy(0) - sy(c / total),
