@@ -748,6 +748,46 @@ def demo(
     console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")
 
 
+@app.command(short_help="Write an interactive HTML explorer of staleness (precomputed runs, works offline).")
+def explore(
+    out: Path = typer.Option(Path("runs/explore"), "--out", help="Directory of explorer.html."),
+    quick: bool = typer.Option(False, "--quick", help="A small grid (under 2 minutes on 2 cores)."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=1.0,
+                                           help="Refuse a grid estimated over this many seconds (default: 120 quick, 600)."),
+):
+    """Precompute a grid of bit-string runs (lag bound x learning rate x method x delay tail x engine
+    mismatch) and write one self-contained page whose controls switch between them."""
+    import time
+
+    from .budget import format_seconds
+    from .explore import QUICK, Grid, GridError, build_explorer
+
+    out_dir = user_path(out)
+    try:  # before minutes of runs: --out must be a directory we can write
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".explorer-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        console.print(f"[red]error:[/red] --out {escape(str(out))}: not a writable directory ({escape(describe_os_error(exc))})")
+        raise typer.Exit(2)
+    grid = QUICK if quick else Grid()
+    if budget is not None:
+        grid = grid.with_(budget_seconds=budget)
+    t0 = time.time()
+    try:
+        with progress.session(progress.enabled()):
+            path = build_explorer(out_dir, grid)
+    except GridError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except OSError as exc:  # a full disk while writing
+        _os_error(exc)
+    size = path.stat().st_size
+    console.print(f"explorer: [bold]{escape(str(path))}[/bold] ({size / 1e6:.2f} MB, built in "
+                  f"{format_seconds(time.time() - t0)}; self-contained, open it in any browser)")
+
+
 @app.command("list", short_help="List the components a scenario can be assembled from.")
 def list_components(
     family: Optional[str] = typer.Argument(None, help="objective, correction, stabilizer, delay, staleness, task or engine (default: all)."),

@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sandbox.analysis.plan", "sandbox.sweep", "sandbox.claims", "sandbox.checks", "sandbox.demos",
         "sandbox.export", "sandbox.integrations",
     )),
-    ("presentation: figures and reports", ("sandbox.report",)),
+    ("presentation: figures, reports and the interactive explorer", ("sandbox.report", "sandbox.explore")),
     ("cli", ("sandbox.cli",)),
     ("tools over the cli: the component checker", ("sandbox.component_check",)),
 )
@@ -74,6 +74,8 @@ FUNCTION_LEVEL: dict[str, str] = {
                                "the order, the methods' heavier parts load when a run turns them on",
     "sandbox.report.figures": "sympy (theory.delayed_stability) and torch (the sweep package, the scenario model) "
                               "load only for the figures that need them",
+    "sandbox.explore": "torch and the runner (through .data) load only when a page is built, so `sandbox explore --help` answers at once",
+    "sandbox.explore.data": "sympy: the theory overlays (theory.delayed_stability, theory.mismatch_ess) load once per page, not at import",
     "sandbox.report.html": "torch: `sandbox report` of a single run never loads the sweep package (the runner)",
     "sandbox.runner": "not edited here (the runner is reworked on another branch): matplotlib (plots), the metric "
                       "writers, replay and the analyses load only when the run asks for them; late-bound for tests",

@@ -12,6 +12,7 @@ import base64
 import html
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -421,6 +422,16 @@ def write_report(out: str | Path, path: str | Path | None = None) -> Path:
     if not out.is_dir():
         raise FileNotFoundError(f"{out}: not a directory")
     path = Path(path) if path else out / "report.html"
-    if (out / "sweep.json").exists():
-        return sweep_report(out, path)
-    return runs_report(out, path)
+    written = sweep_report(out, path) if (out / "sweep.json").exists() else runs_report(out, path)
+    if (out / "explorer.html").is_file():  # `sandbox explore --out` the same directory: link to it
+        _link_explorer(written, out / "explorer.html")
+    return written
+
+
+def _link_explorer(report: Path, explorer: Path) -> None:
+    """Insert a link to the interactive explorer (``sandbox explore``) under the report's title."""
+    href = html.escape(Path(os.path.relpath(explorer.resolve(), report.resolve().parent)).as_posix())
+    text = report.read_text(encoding="utf-8")
+    link = (f'<p class="meta"><a href="{href}">Interactive staleness explorer</a> '
+            "(precomputed runs; move the lag, learning rate and method)</p>")
+    report.write_text(text.replace("</h1>", "</h1>\n" + link, 1), encoding="utf-8")

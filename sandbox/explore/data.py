@@ -1,0 +1,156 @@
+"""Running the explorer's grid and reducing each run to the arrays the page draws.
+
+Every float is rounded to 4 significant digits (the page is data: at most a few MB for the default
+grid); an undefined value (a cosine with a zero gradient, a step without evaluation) is ``null``,
+drawn as a gap. The same grid and seeds give the same dictionary, hence the same page bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import progress
+from ..budget import format_seconds
+from ..runner import RunResult, run_scenario
+from .grid import ENGINES, METHODS, TAILS, Grid, Point, check_grid, estimate_grid, points, scenario
+
+DIGITS = 4
+
+
+def r4(x) -> float | None:
+    """``x`` rounded to 4 significant digits; NaN and infinities become ``None`` (JSON null)."""
+    x = float(x)
+    if not math.isfinite(x):
+        return None
+    if x == 0.0:
+        return 0.0
+    return float(f"{x:.{DIGITS}g}")
+
+
+def series(values) -> list:
+    return [r4(v) for v in np.asarray(values, dtype=float)]
+
+
+def headline(m: pd.DataFrame) -> dict:
+    """The numbers the page prints for a run (its text alternative), from its metrics table."""
+    ev = m["eval/expected_reward"].dropna()
+    cos = m["grad/cos_prev"].dropna()
+    return {
+        "final_reward": r4(ev.iloc[-1]) if len(ev) else None,
+        "sim_time": r4(m["time"].iloc[-1]),
+        "ess_mean": r4(m["is/ess_ratio"].mean()),
+        "staleness_mean": r4(m["staleness/mean"].mean()),
+        "cos_mean": r4(cos.mean()) if len(cos) else None,
+        "cos_defined": int(len(cos)),
+    }
+
+
+def reduce_run(res: RunResult, grid: Grid) -> dict:
+    """The arrays of one run the page draws."""
+    m = res.metrics
+    ev = m[["step", "time", "eval/expected_reward"]].dropna()
+    hist = res.summary.get("staleness_hist", {}) or {}
+    ev_log = res.events
+    early = ev_log[ev_log["time"] <= grid.timeline_seconds]
+    gen = []  # [worker, start, end, version] of the generations finished in the window
+    starts: dict[int, tuple[float, int]] = {}
+    for t, kind, worker, job, version in early[["time", "kind", "worker", "job", "version"]].itertuples(index=False):
+        if kind == "dispatch":
+            starts[int(job)] = (float(t), int(version))
+        elif kind == "finish" and int(job) in starts:
+            s, v = starts.pop(int(job))
+            gen.append([int(worker), r4(s), r4(t), v])
+    train, t0 = [], None
+    for t, kind in early[["time", "kind"]].itertuples(index=False):
+        if kind == "train_start":
+            t0 = float(t)
+        elif kind == "train_end" and t0 is not None:
+            train.append([r4(t0), r4(t)])
+            t0 = None
+    out = {
+        "step": [int(s) for s in m["step"]],
+        "time": series(m["time"]),
+        "eval_step": [int(s) for s in ev["step"]],
+        "eval_time": series(ev["time"]),
+        "reward": series(ev["eval/expected_reward"]),
+        "ess": series(m["is/ess_ratio"]),
+        "cos": series(m["grad/cos_prev"]),
+        "staleness": series(m["staleness/mean"]),
+        "hist": [[int(k), int(v)] for k, v in sorted(hist.items())],
+        "gen": gen,
+        "train": train,
+        "headline": headline(m),
+    }
+    return out
+
+
+def theory(grid: Grid) -> dict:
+    """The closed forms the page overlays: the delayed-SGD critical step (T1) per lag, and the
+    sequence ESS the engine's logit noise leaves at the initial policy (T12)."""
+    from theory.delayed_stability import critical_step
+    from theory.mismatch_ess import bernoulli_logit_noise, expected_kish_ess_fraction, two_logit_noise_sigma
+
+    ks = list(range(0, max(grid.lags) + 1))
+    out: dict = {"critical_step": [[k, r4(critical_step(k))] for k in ks], "ess_init": {}}
+    scn = scenario(grid, Point(grid.tails[0], grid.engines[0], grid.lrs[0], "none", None))
+    theta = float(scn.task.init_logit)
+    n = grid.group_size * grid.groups_per_step
+    for name, (eng, _) in ENGINES.items():
+        if eng["name"] != "logit_noise":
+            continue
+        s = float(eng["scale"])
+        per_token = bernoulli_logit_noise(theta, two_logit_noise_sigma(s, s))
+        s2 = grid.horizon * math.log(per_token["second_moment"])  # log-normal sequence weight: E W^2 = m2^T
+        out["ess_init"][name] = {
+            "population": r4(math.exp(-s2)),
+            "expected_kish": r4(expected_kish_ess_fraction(n, s2)),
+            "n": n,
+            "s2": r4(s2),
+        }
+    return out
+
+
+def compute(grid: Grid, check: bool = True) -> dict:
+    """Run every point of ``grid`` (after checking its estimate against the budget) and return the
+    page's data: the axes, the labels, each run's arrays keyed by :attr:`Point.key`, the theory."""
+    pts = points(grid)
+    runs: dict[str, dict] = {}
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with progress.task("explorer: timing the first runs", total=min(2, len(pts)), unit="runs") as task:
+            for i, p in enumerate(pts[:2]):  # the first absorbs the start-up cost; the second is timed
+                t0 = time.perf_counter()
+                runs[p.key] = reduce_run(run_scenario(scenario(grid, p)), grid)
+                seconds = time.perf_counter() - t0
+                task.advance(info=p.key)
+        est = (check_grid if check else estimate_grid)(grid, seconds, calibrate=min(1, len(pts) - 1))
+        with progress.task(f"explorer runs (~{format_seconds(est.seconds)})", weights=est.per_run[2:], unit="runs") as task:
+            for p in pts[2:]:
+                runs[p.key] = reduce_run(run_scenario(scenario(grid, p)), grid)
+                task.advance(info=p.key)
+    finally:
+        torch.set_num_threads(previous)
+    return {
+        "axes": {
+            "tails": list(grid.tails), "engines": list(grid.engines), "lags": list(grid.lags),
+            "lrs": [r4(x) for x in grid.lrs], "methods": list(grid.methods),
+        },
+        "labels": {
+            "tails": {k: TAILS[k][1] for k in grid.tails},
+            "engines": {k: ENGINES[k][1] for k in grid.engines},
+            "methods": {k: METHODS[k][2] for k in grid.methods},
+        },
+        "setup": {
+            "steps": grid.steps, "replicas": grid.replicas, "horizon": grid.horizon, "workers": grid.num_workers,
+            "group_size": grid.group_size, "groups_per_step": grid.groups_per_step, "train_time": grid.train_time,
+            "seed": grid.seed, "timeline_seconds": grid.timeline_seconds,
+        },
+        "runs": runs,
+        "theory": theory(grid),
+    }

@@ -1,0 +1,364 @@
+// The staleness explorer: draws the precomputed runs embedded in #data as SVG (no library).
+// Written for `sandbox explore` (sandbox/explore/page.py); every chart is redrawn from the data of
+// the selected grid point when a control changes.
+"use strict";
+(function () {
+  const DATA = JSON.parse(document.getElementById("data").textContent);
+  const PAL = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"];
+  const SYNC = "#000000";
+  const SHORT = {none: "no correction", tis: "TIS", vcpo: "VCPO", gac: "GAC", m2po: "M2PO"};  // legend labels
+  const NS = "http://www.w3.org/2000/svg";
+  const W = 560, H = 300, M = {l: 62, r: 16, t: 30, b: 46};
+  const $ = (id) => document.getElementById(id);
+  const state = {};
+
+  function el(tag, attrs, parent, text) {
+    const e = document.createElementNS(NS, tag);
+    for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  // A number with d significant digits, trailing zeros of the fraction dropped (100 stays 100).
+  function fmt(v, d) {
+    if (v === null || v === undefined) return "n/a";
+    v = Number(v);
+    if (Math.abs(v) >= Math.pow(10, d || 3)) return String(Math.round(v));
+    let s = v.toPrecision(d || 3);
+    if (s.indexOf("e") < 0 && s.indexOf(".") >= 0) s = s.replace(/0+$/, "").replace(/\.$/, "");
+    return s;
+  }
+  function ticks(lo, hi, n) {
+    const span = hi - lo || 1, raw = span / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 2.5, 5, 10].map((s) => s * mag).find((s) => span / s <= n) || mag * 10;
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(10));
+    return out;
+  }
+  function extent(series, key, fixed) {
+    if (fixed) return fixed;
+    let lo = Infinity, hi = -Infinity;
+    for (const s of series) for (const v of s[key]) if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    if (!isFinite(lo)) return [0, 1];
+    if (lo === hi) { lo -= 0.5; hi += 0.5; }
+    return [Math.min(lo, 0), hi];
+  }
+  // A path through (x, y); a null y ends the segment (an undefined value is a gap, not a zero).
+  function pathD(xs, ys, sx, sy) {
+    let d = "", pen = false;
+    for (let i = 0; i < xs.length; i++) {
+      if (ys[i] === null || xs[i] === null) { pen = false; continue; }
+      d += (pen ? "L" : "M") + sx(xs[i]).toFixed(1) + " " + sy(ys[i]).toFixed(1);
+      pen = true;
+    }
+    return d;
+  }
+  function frame(svg, o) {
+    svg.innerHTML = "";
+    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+    const xr = o.xr, yr = o.yr;
+    const sx = (x) => M.l + (x - xr[0]) / (xr[1] - xr[0] || 1) * (W - M.l - M.r);
+    const sy = (y) => H - M.b - (y - yr[0]) / (yr[1] - yr[0] || 1) * (H - M.t - M.b);
+    el("text", {x: W / 2, y: 18, "text-anchor": "middle", class: "title"}, svg, o.title);
+    const g = el("g", {class: "axes"}, svg);
+    for (const t of (o.xticks || ticks(xr[0], xr[1], 6))) {
+      el("line", {x1: sx(t), x2: sx(t), y1: M.t, y2: H - M.b, class: "grid"}, g);
+      el("text", {x: sx(t), y: H - M.b + 15, "text-anchor": "middle"}, g, fmt(t));
+    }
+    for (const t of ticks(yr[0], yr[1], 5)) {
+      el("line", {x1: M.l, x2: W - M.r, y1: sy(t), y2: sy(t), class: "grid"}, g);
+      el("text", {x: M.l - 6, y: sy(t) + 4, "text-anchor": "end"}, g, fmt(t));
+    }
+    el("rect", {x: M.l, y: M.t, width: W - M.l - M.r, height: H - M.t - M.b, class: "box"}, g);
+    el("text", {x: (M.l + W - M.r) / 2, y: H - 8, "text-anchor": "middle", class: "label"}, g, o.xlabel);
+    el("text", {x: 14, y: (M.t + H - M.b) / 2, "text-anchor": "middle", class: "label",
+                transform: `rotate(-90 14 ${(M.t + H - M.b) / 2})`}, g, o.ylabel);
+    return {sx, sy};
+  }
+  function legend(svg, items, pos) {
+    const g = el("g", {class: "legend"}, svg);
+    items.forEach((it, i) => {
+      const bottom = pos && pos[0] === "b", left = pos && pos[1] === "l";
+      const y = bottom ? H - M.b - 8 - 15 * (items.length - 1 - i) : M.t + 12 + 15 * i;
+      const x = left ? M.l + 10 : W - M.r - 210;
+      el("rect", {x: x - 4, y: y - 10, width: 204, height: 15, class: "legend-bg"}, g);
+      el("line", {x1: x, x2: x + 22, y1: y - 3, y2: y - 3, stroke: it.color, "stroke-width": it.width || 2.2,
+                  "stroke-dasharray": it.dash || ""}, g);
+      el("text", {x: x + 28, y: y + 1}, g, it.label);
+    });
+  }
+  function lineChart(svg, o) {
+    const xr = extent(o.series, "x", o.xr), yr = extent(o.series, "y", o.yr);
+    const {sx, sy} = frame(svg, Object.assign({}, o, {xr, yr}));
+    for (const s of o.series) {
+      el("path", {d: pathD(s.x, s.y, sx, sy), fill: "none", stroke: s.color, "stroke-width": s.width || 2.2,
+                  "stroke-dasharray": s.dash || "", opacity: s.opacity || 1, class: "series", "data-series": s.id || s.label}, svg);
+    }
+    legend(svg, o.series.filter((s) => !s.nolegend), o.legend);
+    return {sx, sy};
+  }
+
+  const runKey = (s, method, sync) => [s.tail, s.engine, sync ? "sync" : DATA.axes.lags[s.lag], DATA.axes.lrs[s.lr],
+    sync ? "none" : method].map(String).join("|");
+  const methodColor = (m) => PAL[DATA.axes.methods.indexOf(m) % 7];
+  function lrKey(v) { return String(Number(v)); }
+
+  function series(run, xs, ys, extra) { return Object.assign({x: run[xs], y: run[ys]}, extra); }
+
+  function draw() {
+    const t0 = performance.now();
+    const key = runKey(state, state.method, false), refKey = runKey(state, "none", true);
+    const run = DATA.runs[key], ref = DATA.runs[refKey];
+    const label = DATA.labels.methods[state.method];
+    const short = (m) => SHORT[m] || m;
+    const lag = DATA.axes.lags[state.lag];
+    const others = state.all ? DATA.axes.methods.filter((m) => m !== state.method).map((m) => {
+      const r = DATA.runs[runKey(state, m, false)];
+      return {run: r, m};
+    }) : [];
+    const main = {color: methodColor(state.method), label: `async k_max=${lag}: ${short(state.method)}`, id: "async"};
+    const sync = {color: SYNC, dash: "6 4", label: "synchronous reference", id: "sync"};
+    const faded = (o, xs, ys) => series(o.run, xs, ys, {color: methodColor(o.m), width: 1.3, opacity: 0.8,
+                                                          label: `async: ${short(o.m)}`, id: o.m, nolegend: true});
+    lineChart($("c-reward-time"), {title: "expected reward vs simulated time", xlabel: "simulated time (s)",
+      ylabel: "expected reward (exact)", yr: [0, 1.02], legend: "br",
+      series: [series(ref, "eval_time", "reward", sync)].concat(others.map((o) => faded(o, "eval_time", "reward")),
+        [series(run, "eval_time", "reward", main)])});
+    lineChart($("c-reward-step"), {title: "expected reward vs learner step", xlabel: "learner step (optimizer updates)",
+      ylabel: "expected reward (exact)", yr: [0, 1.02], legend: "br",
+      series: [series(ref, "eval_step", "reward", sync)].concat(others.map((o) => faded(o, "eval_step", "reward")),
+        [series(run, "eval_step", "reward", main)])});
+    // with the overlay on, one colour key for all charts instead of crowded legends
+    const keyEl = $("method-key");
+    keyEl.innerHTML = "";
+    keyEl.hidden = !state.all;
+    if (state.all) {
+      keyEl.appendChild(document.createTextNode("Thin lines, by colour: "));
+      for (const m of DATA.axes.methods) {
+        const sw = document.createElement("span");
+        sw.className = "swatch";
+        sw.style.background = methodColor(m);
+        keyEl.appendChild(sw);
+        keyEl.appendChild(document.createTextNode(` ${DATA.labels.methods[m]}${m === state.method ? " (selected, thick)" : ""}   `));
+      }
+    }
+    drawHist(run, lag);
+    const essSeries = [series(ref, "step", "ess", sync)].concat(others.map((o) => faded(o, "step", "ess")),
+      [series(run, "step", "ess", main)]);
+    const pred = DATA.theory.ess_init[state.engine];
+    let predNote = "";
+    if (pred) {
+      const n = Math.min(6, run.step.length);
+      essSeries.push({x: [0, run.step[n - 1]], y: [pred.expected_kish, pred.expected_kish], color: PAL[5], dash: "2 3",
+        width: 3, label: "T12: engine mismatch at init", id: "t12"});
+      predNote = ` Theory T12 predicts E[ESS/N] = ${fmt(pred.expected_kish)} at the initial policy from the engine's noise alone` +
+        ` (population value ${fmt(pred.population)}; N = ${pred.n}); the synchronous run's first step measures ${fmt(ref.ess[0])}` +
+        ` (the mean of ${DATA.setup.replicas} replicas' single batches: expect a spread of about ±0.1).`;
+    }
+    lineChart($("c-ess"), {title: "ESS / N of the importance weights", xlabel: "learner step", ylabel: "ESS / N",
+      yr: [0, 1.02], series: essSeries, legend: "br"});
+    lineChart($("c-cos"), {title: "cosine of consecutive gradients", xlabel: "learner step",
+      ylabel: "cos(g_t, g_{t-1})", yr: [-1, 1], legend: "bl",
+      series: [series(ref, "step", "cos", sync)].concat(others.map((o) => faded(o, "step", "cos")),
+        [series(run, "step", "cos", main)])});
+    const T = timelineSpan(run);  // both timelines over the asynchronous run's window
+    drawTimeline(run, "c-timeline", "alt-timeline", `asynchronous (k_max = ${lag}): the first ${T} s`, T);
+    drawTimeline(ref, "c-timeline-sync", "alt-timeline-sync", `synchronous reference: the same ${T} s`, T);
+    drawTheory(lag);
+    const h = run.headline, rh = ref.headline;
+    const setNum = (id, v) => { const e = $(id); e.textContent = fmt(v, 4); e.setAttribute("data-value", v === null ? "" : v); };
+    setNum("n-final", h.final_reward); setNum("n-time", h.sim_time); setNum("n-ess", h.ess_mean);
+    setNum("n-stale", h.staleness_mean); setNum("n-cos", h.cos_mean);
+    setNum("r-final", rh.final_reward); setNum("r-time", rh.sim_time); setNum("r-ess", rh.ess_mean);
+    setNum("r-stale", rh.staleness_mean); setNum("r-cos", rh.cos_mean);
+    $("n-run").textContent = key;
+    $("alt-reward").textContent = `Asynchronous run (${label}, k_max = ${lag}): final expected reward ${fmt(h.final_reward)} after ` +
+      `${fmt(h.sim_time)} simulated seconds; the synchronous reference reaches ${fmt(rh.final_reward)} after ${fmt(rh.sim_time)} s ` +
+      `for the same ${DATA.setup.steps} learner steps (${fmt(rh.sim_time / h.sim_time)}x the time).`;
+    const reach = (r) => { const i = r.reward.findIndex((v) => v !== null && v >= 0.9); return i < 0 ? null : r.eval_step[i]; };
+    const sa = reach(run), sr = reach(ref);
+    $("alt-reward-step").textContent = `Expected reward 0.9 first reached at learner step ${sa === null ? "never (within the run)" : sa}` +
+      ` asynchronously, ${sr === null ? "never (within the run)" : sr} synchronously.`;
+    const total = run.hist.reduce((a, b) => a + b[1], 0);
+    $("alt-hist").textContent = `Consumed groups by lag: ` + run.hist.map((b) => `${b[0]}: ${b[1]}`).join(", ") +
+      ` (${total} groups, mean ${fmt(h.staleness_mean)} versions).`;
+    $("alt-ess").textContent = `Mean ESS/N ${fmt(h.ess_mean)} (synchronous: ${fmt(rh.ess_mean)}).` + predNote;
+    $("alt-cos").textContent = `Mean cosine ${fmt(h.cos_mean)} over ${h.cos_defined} steps where it is defined ` +
+      `(synchronous: ${fmt(rh.cos_mean)} over ${rh.cos_defined}); the other steps had a zero gradient (all rewards of every group equal) and are gaps.`;
+    const ms = performance.now() - t0;
+    document.body.setAttribute("data-redraw-ms", ms.toFixed(1));
+  }
+
+  function drawHist(run, lag) {
+    const svg = $("c-hist");
+    const kmax = Math.max(lag, ...run.hist.map((b) => b[0]));
+    const total = run.hist.reduce((a, b) => a + b[1], 0) || 1;
+    const top = Math.max(...run.hist.map((b) => b[1] / total), 0.05);
+    const {sx, sy} = frame(svg, {title: "staleness of the consumed rollouts", xlabel: "lag (policy versions behind the learner)",
+      ylabel: "fraction of consumed groups", xr: [-0.5, kmax + 0.5], yr: [0, Math.min(1, top * 1.1)],
+      xticks: ticks(0, kmax, 8).filter((t) => Number.isInteger(t))});
+    const bw = Math.max(2, (sx(1) - sx(0)) * 0.8);
+    for (const [k, c] of run.hist) {
+      el("rect", {x: sx(k) - bw / 2, y: sy(c / total), width: bw, height: sy(0) - sy(c / total),
+                  fill: methodColor(state.method), class: "bar", "data-lag": k, "data-count": c}, svg);
+    }
+    el("line", {x1: sx(lag), x2: sx(lag), y1: M.t, y2: H - M.b, stroke: SYNC, "stroke-dasharray": "4 3"}, svg);
+    el("text", {x: sx(lag) - 4, y: M.t + 12, "text-anchor": "end"}, svg, `bound k_max = ${lag}`);
+  }
+
+  function timelineSpan(run) {
+    return +Math.min(DATA.setup.timeline_seconds, Math.max(1, ...run.gen.map((g) => g[2]), ...run.train.map((t) => t[1]))).toPrecision(3);
+  }
+  function drawTimeline(run, svgId, altId, title, T) {
+    const svg = $(svgId);
+    const workers = DATA.setup.workers;
+    const {sx, sy} = frame(svg, {title: title, xlabel: "simulated time (s)",
+      ylabel: "worker (top: learner)", xr: [0, T], yr: [-6.5, workers + 1.5]});
+    const h = Math.max(2, (sy(0) - sy(1)) * 0.7);
+    const maxV = Math.max(1, ...run.gen.map((g) => g[3]));
+    for (const [w, s, e, v] of run.gen) {
+      if (s >= T) continue;
+      el("rect", {x: sx(s), y: sy(w) - h / 2, width: Math.max(0.8, sx(e) - sx(s)), height: h,
+                  fill: PAL[v % 2 === 0 ? 0 : 4], class: "gen"}, svg).appendChild(
+        el("title", {}, null, `worker ${w}: ${fmt(s)}-${fmt(e)} s, policy version ${v}`));
+    }
+    for (const [s, e] of run.train) {
+      if (s >= T) continue;
+      el("rect", {x: sx(s), y: sy(workers + 1) - h / 2, width: Math.max(0.8, sx(e) - sx(s)), height: h,
+                  fill: PAL[5], class: "train"}, svg);
+    }
+    legend(svg, [{color: PAL[0], label: "generating (even version)", width: 6},
+                 {color: PAL[4], label: "generating (odd version)", width: 6},
+                 {color: PAL[5], label: "learner training a step", width: 6}], "bl");
+    const busy = run.gen.reduce((a, g) => a + Math.max(0, Math.min(g[2], T) - g[1]), 0) / (workers * T);
+    const steps = run.train.filter((t) => t[1] <= T).length, gens = run.gen.filter((g) => g[2] <= T).length;
+    $(altId).textContent = `${gens} generations and ${steps} learner steps finished in the first ${T} s; ` +
+      `workers busy ${fmt(100 * busy)}% of that window.`;
+  }
+
+  function drawTheory(lag) {
+    const pts = DATA.theory.critical_step;
+    const xs = pts.map((p) => p[0]), ys = pts.map((p) => p[1]);
+    const {sx, sy} = lineChart($("c-theory"), {title: "delayed SGD: largest stable step (theory T1)",
+      xlabel: "delay k (versions)", ylabel: "critical step lr* x λ_max", yr: [0, 2.05],
+      series: [{x: xs, y: ys, color: PAL[2], label: "2 sin(π / (4k + 2))", id: "t1"}]});
+    const v = ys[Math.min(lag, ys.length - 1)];
+    el("circle", {cx: sx(lag), cy: sy(v), r: 6, fill: methodColor(state.method), class: "marker"}, $("c-theory"));
+    el("text", {x: sx(lag) - 8, y: sy(v) - 10, "text-anchor": "end"}, $("c-theory"), `k = ${lag}: ${fmt(v)}`);
+    $("alt-theory").textContent = `At delay k = ${lag} gradient descent on a quadratic is stable only for lr·λ_max < ${fmt(v)} ` +
+      `(${fmt(2 / v)}x smaller than without delay).`;
+  }
+
+  function readControls() {
+    state.tail = $("ctl-tail").value;
+    state.engine = $("ctl-engine") && $("ctl-engine").checked ? DATA.axes.engines[1] : DATA.axes.engines[0];
+    state.lag = +$("ctl-lag").value;
+    state.lr = +$("ctl-lr").value;
+    state.method = $("ctl-method").value;
+    state.all = $("ctl-all").checked;
+    $("out-lag").textContent = DATA.axes.lags[state.lag];
+    $("out-lr").textContent = DATA.axes.lrs[state.lr];
+    // the sliders move over indices: tell assistive technology the value they stand for
+    $("ctl-lag").setAttribute("aria-valuetext", `k_max ${DATA.axes.lags[state.lag]}`);
+    $("ctl-lr").setAttribute("aria-valuetext", `learning rate ${DATA.axes.lrs[state.lr]}`);
+  }
+  function update() { readControls(); draw(); }
+
+  function setup() {
+    const ax = DATA.axes;
+    const opt = (sel, values, labels) => { for (const v of values) { const o = document.createElement("option");
+      o.value = v; o.textContent = labels ? labels[v] : v; sel.appendChild(o); } };
+    opt($("ctl-tail"), ax.tails, DATA.labels.tails);
+    opt($("ctl-method"), ax.methods, DATA.labels.methods);
+    $("ctl-lag").max = ax.lags.length - 1;
+    $("ctl-lr").max = ax.lrs.length - 1;
+    $("ctl-lag").value = ax.lags.length - 1;  // start where staleness shows
+    $("ctl-lr").value = Math.floor(ax.lrs.length / 2);
+    if (ax.engines.length < 2) $("engine-row").remove();
+    else $("engine-label").textContent = DATA.labels.engines[ax.engines[1]];
+    for (const id of ["ctl-tail", "ctl-engine", "ctl-lag", "ctl-lr", "ctl-method", "ctl-all"]) {
+      if ($(id)) { $(id).addEventListener("input", update); $(id).addEventListener("change", update); }
+    }
+    for (const b of document.querySelectorAll("button[data-set]")) b.addEventListener("click", () => applyTour(JSON.parse(b.dataset.set)));
+    update();
+  }
+
+  // A guided-tour step: move the controls to the nearest available values.
+  function applyTour(s, scroll) {
+    const ax = DATA.axes;
+    const nearest = (arr, v) => arr.reduce((bi, x, i) => Math.abs(x - v) < Math.abs(arr[bi] - v) ? i : bi, 0);
+    if (s.tail && ax.tails.includes(s.tail)) $("ctl-tail").value = s.tail;
+    if (s.method && ax.methods.includes(s.method)) $("ctl-method").value = s.method;
+    if (s.lag !== undefined) $("ctl-lag").value = nearest(ax.lags, s.lag);
+    if (s.lr !== undefined) $("ctl-lr").value = nearest(ax.lrs, s.lr);
+    if (s.engine !== undefined && $("ctl-engine")) $("ctl-engine").checked = s.engine;
+    if (s.all !== undefined) $("ctl-all").checked = s.all;
+    update();
+    if (scroll !== false) $("controls").scrollIntoView({block: "start"});
+  }
+
+  // #selftest: move every control, record whether the drawn paths changed, write the result into the DOM.
+  function selftest() {
+    const snap = () => [...document.querySelectorAll("svg.chart")].map((s) =>
+      [...s.querySelectorAll("path.series, rect.bar, rect.gen, circle.marker")].map((p) =>
+        p.getAttribute("d") || [p.getAttribute("y"), p.getAttribute("height"), p.getAttribute("x"), p.getAttribute("cx")].join(",")).join(";"));
+    const result = {controls: {}, numbers: {}, errors: window.__errors || [], load_ms: window.__loadMs};
+    const ctl = [["ctl-tail", (e) => { e.selectedIndex = (e.selectedIndex + 1) % e.options.length; }],
+                 ["ctl-engine", (e) => { e.checked = !e.checked; }],
+                 ["ctl-lag", (e) => { e.value = (+e.value + 1) % (+e.max + 1); }],
+                 ["ctl-lr", (e) => { e.value = (+e.value + 1) % (+e.max + 1); }],
+                 ["ctl-method", (e) => { e.selectedIndex = (e.selectedIndex + 1) % e.options.length; }],
+                 ["ctl-all", (e) => { e.checked = !e.checked; }]];
+    for (const [id, move] of ctl) {
+      const e = $(id);
+      if (!e) continue;
+      const before = snap(), keyBefore = $("n-run").textContent, saved = [e.value, e.checked];
+      move(e); e.dispatchEvent(new Event("input"));
+      const after = snap();
+      result.controls[id] = {changed: before.map((b, i) => b !== after[i]).filter(Boolean).length,
+                             charts: before.length, from: keyBefore, to: $("n-run").textContent,
+                             ms: +document.body.getAttribute("data-redraw-ms")};
+      e.value = saved[0]; e.checked = saved[1]; update();
+    }
+    // every control is labelled and takes the keyboard focus
+    result.a11y = {};
+    for (const [id] of ctl) {
+      const e = $(id);
+      if (!e) continue;
+      e.focus();
+      result.a11y[id] = {label: e.labels ? [...e.labels].map((l) => l.textContent.trim()).join(" ") : "",
+                         focusable: document.activeElement === e};
+    }
+    // every guided-tour step lands on a precomputed run
+    result.tours = [...document.querySelectorAll("button[data-set]")].map((b) => {
+      b.click();
+      return $("n-run").textContent;
+    });
+    for (const [id] of ctl) { const e = $(id); if (e) { e.value = e.defaultValue; e.checked = e.defaultChecked; } }
+    $("ctl-tail").selectedIndex = 0; $("ctl-method").selectedIndex = 0;
+    update();
+    result.run = $("n-run").textContent;
+    for (const n of document.querySelectorAll("[data-value]")) result.numbers[n.id] = n.getAttribute("data-value");
+    const out = $("selftest");
+    out.textContent = JSON.stringify(result);
+    out.hidden = false;
+    document.body.setAttribute("data-selftest", "done");
+  }
+
+  // A link can carry a setting: explorer.html#tail=heavy&lag=16&lr=1&method=gac&engine=1&all=1
+  function fromHash() {
+    if (location.hash.indexOf("=") < 0) return;
+    const s = {};
+    for (const [k, v] of new URLSearchParams(location.hash.slice(1))) {
+      if (k === "lag" || k === "lr") s[k] = +v;
+      else if (k === "engine" || k === "all") s[k] = v === "1";
+      else s[k] = v;
+    }
+    applyTour(s, false);
+  }
+
+  setup();
+  fromHash();
+  window.__loadMs = +performance.now().toFixed(1);  // navigation start to the first drawing
+  if (location.hash === "#selftest") selftest();
+})();

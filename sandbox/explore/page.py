@@ -1,0 +1,112 @@
+"""The explorer's page: one self-contained HTML file (data as JSON, the drawing code inline, no
+server, no CDN, no library). The bytes depend only on the data: no timestamp, sorted JSON keys."""
+
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+from pathlib import Path
+
+from .texts import INTRO, PANELS, TOUR_DEFAULTS, TOURS
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1220px;padding:0 18px 40px;color:#1a1a1a;line-height:1.45}
+h1{font-size:1.5rem;margin:18px 0 4px}h2{font-size:1.15rem;margin:22px 0 6px}
+#controls{position:sticky;top:0;background:#fff;border:1px solid #bbb;border-radius:6px;padding:8px 12px;z-index:2;
+ display:flex;flex-wrap:wrap;gap:10px 26px;align-items:center}
+#controls label{font-weight:600;margin-right:6px}#controls output{font-variant-numeric:tabular-nums;min-width:2.5em;display:inline-block}
+input[type=range]{width:130px;vertical-align:middle}select,input,button{font-size:0.95rem}
+:focus-visible{outline:3px solid #D55E00;outline-offset:2px}
+.grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:14px}
+figure{margin:0;border:1px solid #ddd;border-radius:6px;padding:8px}figcaption{font-size:0.9rem}
+svg.chart{width:100%;height:auto;display:block}
+svg text{font-size:12px;fill:#222}svg .title{font-size:14px;font-weight:600}svg .label{font-size:12.5px}
+svg .grid{stroke:#e4e4e4}svg .box{fill:none;stroke:#888}svg .legend-bg{fill:#fff;opacity:0.85}
+.alt{font-size:0.9rem;background:#f4f4f4;padding:4px 8px;border-radius:4px}
+table.numbers{border-collapse:collapse;font-size:0.92rem}table.numbers td,table.numbers th{border:1px solid #ccc;padding:3px 9px;text-align:right}
+table.numbers th{background:#f0f0f0}.tour li{margin:3px 0}.tour button{margin-right:6px}
+.swatch{display:inline-block;width:22px;height:4px;vertical-align:middle;margin-left:8px}
+code{background:#f2f2f2;padding:0 3px;border-radius:3px}#selftest{white-space:pre-wrap;font-size:11px}
+"""
+
+ERRORS = "<script>window.__errors=[];window.addEventListener('error',e=>window.__errors.push(String(e.message)));</script>"
+
+
+def _figure(cid: str, alt_id: str, panel: str) -> str:
+    title, text = PANELS[panel]
+    return (f'<figure><svg class="chart" id="{cid}" role="img" aria-label="{html.escape(title)}" '
+            f'aria-describedby="{alt_id}"></svg><figcaption><p>{text}</p>'
+            f'<p class="alt" id="{alt_id}" aria-live="polite"></p></figcaption></figure>')
+
+
+def _tours() -> str:
+    parts = []
+    for name, (intro, steps) in TOURS.items():
+        items = "".join(f"<li><button type=\"button\" data-set='{html.escape(json.dumps({**TOUR_DEFAULTS, **s}, sort_keys=True))}'>"
+                        f"try it</button>{text}</li>" for text, s in steps)
+        parts.append(f'<section class="tour"><h3>{html.escape(name)}</h3><p>{intro}</p><ol>{items}</ol></section>')
+    return "".join(parts)
+
+
+def render(data: dict) -> str:
+    """The page's HTML for the explorer's data (:func:`sandbox.explore.data.compute`)."""
+    js = resources.files(__package__).joinpath("explorer.js").read_text(encoding="utf-8")
+    payload = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    s = data["setup"]
+    setup = (f"Bit-string task (H = {s['horizon']} bits, GRPO, Adam), {s['workers']} rollout workers, "
+             f"{s['groups_per_step']} groups of {s['group_size']} per learner step, training {s['train_time']} s "
+             f"per step, {s['steps']} steps, {s['replicas']} independent replicas (seed {s['seed']}) averaged. "
+             f"{len(data['runs'])} precomputed runs.")
+    numbers = "".join(
+        f"<tr><th scope=\"row\">{label}</th><td id=\"n-{k}\"></td><td id=\"r-{k}\"></td></tr>"
+        for k, label in (("final", "final expected reward"), ("time", "simulated time (s)"), ("ess", "mean ESS / N"),
+                         ("stale", "mean lag (versions)"), ("cos", "mean gradient cosine")))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Staleness explorer: asynchronous RL in the simulator</title>{ERRORS}<style>{CSS}</style></head>
+<body>
+<h1>Staleness explorer</h1>
+<p>{INTRO}</p>
+<p><small>{html.escape(setup)} Written by <code>sandbox explore</code>; works offline.</small></p>
+<form id="controls" aria-label="choose a run" onsubmit="return false">
+ <span><label for="ctl-tail">delay tail</label><select id="ctl-tail"></select></span>
+ <span><label for="ctl-lag">lag bound k_max</label><input type="range" id="ctl-lag" min="0" step="1" value="0"
+   aria-describedby="out-lag"> <output id="out-lag" for="ctl-lag"></output></span>
+ <span><label for="ctl-lr">learning rate</label><input type="range" id="ctl-lr" min="0" step="1" value="0"
+   aria-describedby="out-lr"> <output id="out-lr" for="ctl-lr"></output></span>
+ <span><label for="ctl-method">method</label><select id="ctl-method"></select></span>
+ <span id="engine-row"><input type="checkbox" id="ctl-engine"> <label for="ctl-engine">engine mismatch: <span id="engine-label"></span></label></span>
+ <span><input type="checkbox" id="ctl-all"> <label for="ctl-all">overlay the other methods</label></span>
+</form>
+<h2>The selected run in numbers</h2>
+<table class="numbers"><caption>run <code id="n-run"></code></caption>
+<tr><th></th><th scope="col">asynchronous (selected)</th><th scope="col">synchronous reference</th></tr>{numbers}</table>
+<h2>What the learner sees</h2>
+<p id="method-key" class="alt" hidden></p>
+<div class="grid2">
+{_figure("c-reward-time", "alt-reward", "reward_time")}
+{_figure("c-reward-step", "alt-reward-step", "reward_step")}
+{_figure("c-hist", "alt-hist", "hist")}
+{_figure("c-ess", "alt-ess", "ess")}
+{_figure("c-cos", "alt-cos", "cos")}
+{_figure("c-timeline", "alt-timeline", "timeline")}
+{_figure("c-timeline-sync", "alt-timeline-sync", "timeline_sync")}
+{_figure("c-theory", "alt-theory", "theory")}
+</div>
+<h2>What to try</h2>
+<p>Each button moves the controls; read the panels it names.</p>
+{_tours()}
+<pre id="selftest" hidden></pre>
+<script type="application/json" id="data">{payload}</script>
+<script>{js}</script>
+</body></html>
+"""
+
+
+def write_page(data: dict, out_dir: str | Path) -> Path:
+    """Write ``out_dir/explorer.html`` and return its path."""
+    path = Path(out_dir) / "explorer.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(data), encoding="utf-8")
+    return path
