@@ -165,6 +165,12 @@ class EventLog:
     def __len__(self) -> int:
         return len(self.time) + len(self._pending)
 
+    def clear(self) -> None:
+        """Drop every event (the arrays' buffers go; the kinds seen so far keep their codes)."""
+        self.time, self.kind = array("d"), array("b")
+        self.worker, self.job, self.version, self.step = array("q"), array("q"), array("q"), array("q")
+        self._pending = []
+
     def _row(self, i: int) -> tuple:
         self._flush()
         return (self.time[i], self.kinds[self.kind[i]], self.worker[i], self.job[i], self.version[i], self.step[i])
@@ -317,6 +323,10 @@ class JobRecords:
 
     def __iter__(self):
         return (self._job(i) for i in range(self._n))
+
+    def clear(self) -> None:
+        """Drop every job (ids start again at 0)."""
+        self._live, self._table, self._n = {}, ColumnTable(), 0
 
     def nbytes(self) -> int:
         """Bytes held by the retired jobs' columns (the live jobs are the cluster's working set)."""
