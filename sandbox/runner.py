@@ -211,9 +211,9 @@ def _result(scn: Scenario, res, learner) -> RunResult:
     _clear(rows)
     jobs = res.jobs.to_frame() if hasattr(res.jobs, "to_frame") else pd.DataFrame([job_record(j) for j in res.jobs])
     _clear(res.jobs)
-    events = res.events
-    events = events.to_frame(EVENT_COLUMNS) if hasattr(events, "to_frame") else pd.DataFrame(events, columns=EVENT_COLUMNS)
-    _clear(events)
+    log = res.events
+    events = log.to_frame(EVENT_COLUMNS) if hasattr(log, "to_frame") else pd.DataFrame(log, columns=EVENT_COLUMNS)
+    _clear(log)
     replica = _stack_replica_rows(learner.replica_rows, learner.R)
     result = RunResult(
         scenario=scn,
