@@ -595,6 +595,7 @@ def claims(
     from .claims import CLAIMS
     from .claims._runs import FULL_SEEDS, QUICK_SEEDS
     from .claims.report import run_claims, verdict_table, write_outputs
+    from .outputs import out_dir
 
     if list_:
         for c in CLAIMS.values():
@@ -606,6 +607,12 @@ def claims(
         raise typer.Exit(2)
     selected = {n: CLAIMS[n] for n in (only or CLAIMS)}
     n_seeds = seeds if seeds is not None else (QUICK_SEEDS if quick else FULL_SEEDS)
+    out = user_path(out)
+    try:  # an impossible --out is refused before minutes of runs
+        out_dir(out)
+    except OutputError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
     torch.set_num_threads(1)  # toy tensors: one thread is several times faster here
 
     def on_done(c, result, seconds):
@@ -617,8 +624,14 @@ def claims(
     command = "sandbox claims" + (" --quick" if quick else "") + "".join(f" --only {n}" for n in only or []) + (
         f" --seeds {seeds}" if seeds is not None else "")
     console.print(verdict_table(results, f"claims{' (quick)' if quick else ''}, {n_seeds} seeds"))
-    with progress.session(progress.enabled(quiet)), progress.phase("figures: claims.md, claims.json and one figure per claim"):
-        write_outputs(results, user_path(out), quick, n_seeds, command)
+    try:
+        with progress.session(progress.enabled(quiet)), progress.phase("figures: claims.md, claims.json and one figure per claim"):
+            write_outputs(results, out_dir(out), quick, n_seeds, command)
+    except OutputError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
     console.print(f"claims.md, claims.json and figures in [bold]{out}[/bold]")
 
 
@@ -718,14 +731,21 @@ def report(
     out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: DIR/report.html)."),
 ):
     """Write a self-contained HTML report (figures embedded, scenario, table of runs)."""
+    from .outputs import check_out_path
     from .readfile import InputFileError
     from .report import write_report
 
-    try:
-        path = write_report(directory, user_path(out) if out is not None else None)
-    except (FileNotFoundError, InputFileError) as exc:
+    try:  # the file is replaced (a link there too, never written through); an impossible path is refused
+        target = check_out_path(user_path(out)) if out is not None else None
+        if target is not None and os.path.lexists(target) and not (os.path.islink(target) or target.is_file()):
+            raise OutputError(f"--out: {target} exists and is not a file (a directory or a special file): remove it "
+                              "or choose another path")
+        path = write_report(directory, target)
+    except (FileNotFoundError, InputFileError, OutputError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
     console.print(f"report: [bold]{path}[/bold] (self-contained; open it in any browser)")
 
 
@@ -751,9 +771,18 @@ def demo(
         raise typer.Exit(2)
     import time
 
+    from .outputs import out_dir
+
     t0 = time.time()
-    with progress.session(progress.enabled()), progress.phase(f"demo {name}"):  # its runs' "simulating" rows under it
-        path = run_demo(name, user_path(out), tiny)
+    try:
+        out = out_dir(user_path(out))  # an impossible path: a clear error before the demo runs
+        with progress.session(progress.enabled()), progress.phase(f"demo {name}"):  # its runs' "simulating" rows under it
+            path = run_demo(name, out, tiny)
+    except OutputError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
     console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")
 
 
