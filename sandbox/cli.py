@@ -11,6 +11,7 @@ every flag as if it took a value."""
 from __future__ import annotations
 
 import difflib
+import gc
 import math
 import os
 import sys
@@ -150,6 +151,7 @@ def run(
                         result = _run_one(vscn, stage / safe_name(label) if label else stage, label, name, colors[label])
                         results[label or name] = slim(result)  # written: keep what the outputs across variants read
                         del result
+                        gc.collect()  # the variant's cluster and learner (reference cycles) go now, not at some later collection
                         if top is not None:
                             top.advance(info=f"{label} done")
                     if len(results) > 1:
