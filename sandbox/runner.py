@@ -242,7 +242,7 @@ def slim(result: RunResult) -> RunResult:
     are dropped (zero rows, same columns)."""
     from .analysis.time_to_target import REPLICA_KEYS
 
-    return replace(result, jobs=result.jobs.iloc[:0], events=result.events.iloc[:0],
+    return replace(result, jobs=result.jobs.iloc[:0].copy(), events=result.events.iloc[:0].copy(),  # copies: a slice keeps its base
                    replica_metrics={k: v for k, v in result.replica_metrics.items() if k in REPLICA_KEYS})
 
 
