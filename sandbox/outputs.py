@@ -292,6 +292,23 @@ def _write_pid(lock: Path) -> None:
         os.close(fd)
 
 
+def out_dir(out: Path, flag: str = "--out") -> Path:
+    """Create the output directory ``out`` of a command that writes a few files of its own into it
+    (``claims``, ``demo``): a clear :class:`OutputError` for an impossible path (a name over 255
+    bytes, under ``/proc``) or a file in its place. A link to a directory is the user's and is
+    followed, as ``run`` follows one; the files go in with :func:`atomic_write`, which replaces a
+    link planted at a file's name instead of writing through it. A directory it cannot write into
+    (``/proc``) is refused too, found by creating and removing a file there."""
+    _mkdir(out, flag)
+    try:  # writable (``/proc`` is a directory): a file created there and removed, before anything runs
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".sandbox-probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(f"{flag}: cannot write into {out} ({describe_os_error(exc)})") from None
+    return out
+
+
 def own_dir(path: Path, flag: str = "--out") -> Path:
     """Create ``path`` (a directory the sandbox writes into inside an output directory of its own)
     or check that it is one: a real directory, not a symbolic link (:class:`OutputError`)."""

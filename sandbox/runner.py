@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -21,7 +21,8 @@ from .engines import make_engine
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, ScenarioError, dump_scenario
-from .system.cluster import Cluster, job_record
+from .system.cluster import Cluster, EventLog, JobRecords, job_record
+from .system.records import MetricRows
 from .tasks import TASKS, OracleTask, PolicyTask, make_task
 from .workload import OracleWorkload, PolicyWorkload
 
@@ -205,11 +206,17 @@ def _fan_out(hooks: list[Callable[[dict], None]]) -> Callable[[dict], None] | No
 
 
 def _result(scn: Scenario, res, learner) -> RunResult:
+    """The run's tables from the cluster's records; each record is emptied once its table is built
+    (``clear``), so a record and its table are not both held until the run ends (issue 28: the peak
+    memory of a run is at its end, where it held both)."""
     rows = res.rows
     metrics = rows.to_frame() if hasattr(rows, "to_frame") else pd.DataFrame(rows)
+    _clear(rows)
     jobs = res.jobs.to_frame() if hasattr(res.jobs, "to_frame") else pd.DataFrame([job_record(j) for j in res.jobs])
-    events = res.events
-    events = events.to_frame(EVENT_COLUMNS) if hasattr(events, "to_frame") else pd.DataFrame(events, columns=EVENT_COLUMNS)
+    _clear(res.jobs)
+    log = res.events
+    events = log.to_frame(EVENT_COLUMNS) if hasattr(log, "to_frame") else pd.DataFrame(log, columns=EVENT_COLUMNS)
+    _clear(log)
     replica = _stack_replica_rows(learner.replica_rows, learner.R)
     result = RunResult(
         scenario=scn,
@@ -222,6 +229,24 @@ def _result(scn: Scenario, res, learner) -> RunResult:
     )
     result.summary = summarize(result, res.sim_time)
     return result
+
+
+def _clear(record) -> None:
+    """Empty one of the cluster's records (:class:`MetricRows`, :class:`JobRecords`, :class:`EventLog`)
+    once its table is built; the lists of other schedules (:mod:`sandbox.replay`) are left as they are."""
+    if isinstance(record, (MetricRows, JobRecords, EventLog)):
+        record.clear()
+
+
+def slim(result: RunResult) -> RunResult:
+    """What ``sandbox run`` keeps of a written variant for the outputs across its variants (the
+    comparison figure, the time-to-target comparison, the run table): the metrics, the summary and
+    the per-replica arrays that time-to-target reads; the jobs and events tables, already written,
+    are dropped (zero rows, same columns)."""
+    from .analysis.time_to_target import REPLICA_KEYS
+
+    return replace(result, jobs=result.jobs.iloc[:0].copy(), events=result.events.iloc[:0].copy(),  # copies: a slice keeps its base
+                   replica_metrics={k: v for k, v in result.replica_metrics.items() if k in REPLICA_KEYS})
 
 
 def _stack_replica_rows(rows, replicas: int) -> dict[str, np.ndarray]:

@@ -76,6 +76,10 @@ _COUNTS = (  # cumulative counters, recovered from the per-second throughput col
     ("tokens", "throughput/tokens_per_s"),
 )
 
+REPLICA_KEYS = frozenset({"time", *(c for c, _, _ in HEADLINE), *(c for _, c in _COUNTS)})
+"""The per-replica arrays :meth:`Curves.build` reads (the headline metric, and the clock and counters
+of independent schedules)."""
+
 
 def is_synchronous(staleness: Any) -> bool:
     """``system.staleness`` (a model or its dict) trains on-policy (``sync``, or ``fixed_lag`` with k = 0):

@@ -144,6 +144,18 @@ class EventLog:
         if len(pending) >= self.FLUSH:
             self._flush()
 
+    @property
+    def add(self) -> Callable[[tuple], None]:
+        """The bound ``append`` of the list the events wait in: the cluster's hot path appends with
+        it (one C call an event) and calls :meth:`tidy` once a learner step, so the list holds at most
+        ``FLUSH`` events plus those of one step."""
+        return self._pending.append
+
+    def tidy(self) -> None:
+        """Move the waiting events into the arrays once there are ``FLUSH`` of them."""
+        if len(self._pending) >= self.FLUSH:
+            self._flush()
+
     def _flush(self) -> None:
         pending = self._pending
         if not pending:
@@ -164,6 +176,12 @@ class EventLog:
 
     def __len__(self) -> int:
         return len(self.time) + len(self._pending)
+
+    def clear(self) -> None:
+        """Drop every event (the arrays' buffers go; the kinds seen so far keep their codes)."""
+        self.time, self.kind = array("d"), array("b")
+        self.worker, self.job, self.version, self.step = array("q"), array("q"), array("q"), array("q")
+        self._pending.clear()  # the same list: the bound append handed out by ``add`` stays valid
 
     def _row(self, i: int) -> tuple:
         self._flush()
@@ -317,6 +335,10 @@ class JobRecords:
 
     def __iter__(self):
         return (self._job(i) for i in range(self._n))
+
+    def clear(self) -> None:
+        """Drop every job (ids start again at 0)."""
+        self._live, self._table, self._n = {}, ColumnTable(), 0
 
     def nbytes(self) -> int:
         """Bytes held by the retired jobs' columns (the live jobs are the cluster's working set)."""
@@ -486,6 +508,7 @@ class Cluster:
         self.jobs = JobRecords()
         self.events = EventLog()
         self.record_events = record_events
+        self._log = self.events.add if record_events else None  # None: no event is recorded
         self.keep_payloads = keep_payloads
         self.on_step = on_step
         self.speeds = cfg.speeds()
@@ -503,11 +526,13 @@ class Cluster:
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _event(self, kind: str, worker: int = -1, job: int = -1, version: int = -1, step: int = -1) -> None:
-        if self.record_events:
-            self.events.append((self.env.now, kind, worker, job, version, step))
+        """Record an event (the hot path appends the tuple through ``self._log`` itself)."""
+        if self._log is not None:
+            self._log((self.env.now, kind, worker, job, version, step))
 
     def _on_visible(self, version: int) -> None:
-        self._event("visible", version=version)
+        if self._log is not None:
+            self._log((self.env.now, "visible", -1, -1, version, -1))
         self.store.prune(self.control.oldest_needed_version(self.store.visible))
         self.signal.notify()
 
@@ -552,6 +577,7 @@ class Cluster:
         speed = self.speeds[wid]
         env, control, store, signal, workload = self.env, self.control, self.store, self.signal, self.workload
         buffer, jobs, running_since = self.buffer, self.jobs, self.running_since  # mutated in place only
+        log = self._log
         while True:
             admission = control.admit(store.visible, len(buffer))
             if admission is None:
@@ -568,8 +594,8 @@ class Cluster:
             control.on_dispatch(job)
             jobs.append(job)
             running_since[job.id] = job.dispatch_time
-            if self.record_events:
-                self._event("dispatch", wid, job.id, version, -1 if admission.target_step is None else admission.target_step)
+            if log is not None:
+                log((env.now, "dispatch", wid, job.id, version, -1 if admission.target_step is None else admission.target_step))
             if self.engines is not None:
                 yield from self._generate_on_engine(job, wid, version)
             elif self.cfg.partial_rollouts:
@@ -584,8 +610,8 @@ class Cluster:
             self.samples_generated += int(payload.num_responses)
             control.on_finish(job)
             buffer.append(job)
-            if self.record_events:
-                self._event("finish", wid, job.id, job.tail_version)
+            if log is not None:
+                log((now, "finish", wid, job.id, job.tail_version, -1))
             signal.notify()
 
     def _generate_on_engine(self, job: Job, wid: int, version: int):
@@ -648,7 +674,7 @@ class Cluster:
         job.head_version = int(payload.oldest_version().min().item())
 
     def _learner(self, batches: int):
-        env, control, signal, buffer = self.env, self.control, self.signal, self.buffer
+        env, control, signal, buffer, log = self.env, self.control, self.signal, self.buffer, self._log
         last_time = 0.0
         for step in range(batches):
             wait_start = env.now
@@ -670,19 +696,24 @@ class Cluster:
             for job in batch:
                 job.consume_time = now
                 job.consume_step = step
-            self._event("consume", step=step)
+            if log is not None:
+                log((now, "consume", -1, -1, -1, step))
             result = self.trainer.train(step, batch, now)
             self._release(batch)
             duration = self._draw("train_time", result.tokens * result.passes)
-            self._event("train_start", step=step)
-            yield self.env.timeout(duration)
+            if log is not None:
+                log((env.now, "train_start", -1, -1, -1, step))
+            yield env.timeout(duration)
             self.learner_busy += duration
-            self._event("train_end", step=step)
+            if log is not None:
+                log((env.now, "train_end", -1, -1, -1, step))
             self.samples_consumed += sum(j.num_samples for j in batch)
             self.tokens_consumed += result.tokens
             self.control.on_publish(step + 1)
             self.store.publish(step + 1, result.weights, self._draw("sync_delay"))
-            self._event("publish", version=step + 1)
+            if log is not None:
+                log((env.now, "publish", -1, -1, step + 1, -1))
+                self.events.tidy()
             now = self.env.now
             row = {
                 "time": now,

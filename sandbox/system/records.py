@@ -217,6 +217,10 @@ class MetricRows:
     def nbytes(self) -> int:
         return self.table.nbytes()
 
+    def clear(self) -> None:
+        """Drop every row (and the columns' buffers)."""
+        self.table = ColumnTable()
+
     def to_frame(self):
         return self.table.to_frame()
 

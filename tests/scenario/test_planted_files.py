@@ -262,3 +262,63 @@ def test_tilde_is_expanded_in_out_and_sweep_out(tmp_path, monkeypatch):
     res = _run(["sweep", str(sweep), "-q", "-j", "1"])
     assert res.exit_code == 0, res.output
     assert (home / "sw" / "results.parquet").is_file() and not (work / "~").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# claims, demo, report --out
+# ------------------------------------------------------------------------------------------------
+
+IMPOSSIBLE = ["a" * 300, "/proc", "/proc/self/x", "/dev/null/x"]
+
+
+@pytest.mark.parametrize("out", IMPOSSIBLE)
+def test_impossible_out_of_claims_and_demo_is_a_clear_error(tmp_path, out, monkeypatch):
+    """Refused before anything runs (claims: minutes of runs), exit status 2, no traceback."""
+    monkeypatch.chdir(tmp_path)
+    for args in (["claims", "--quick", "--only", "throughput", "-q"], ["demo", "delayed_instability", "--tiny"]):
+        res = _run([*args, "--out", out])
+        _clean(res)
+        assert res.exit_code == 2 and "error:" in res.output and "--out" in res.output, res.output
+        assert "done in" not in res.output  # the demo did not run
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    out = tmp_path / "r"
+    res = _run(["run", str(_tiny_scenario(tmp_path)), "--out", str(out), *RUN])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.mark.parametrize("out", [*IMPOSSIBLE, "DIR", "FIFO"])
+def test_impossible_report_out_is_a_clear_error(tmp_path, out, run_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    if out == "DIR":  # a directory where the report file would go
+        (tmp_path / "DIR").mkdir()
+    if out == "FIFO":
+        os.mkfifo(tmp_path / "FIFO")
+    res = _run(["report", str(run_dir), "--out", out])
+    _clean(res)
+    assert res.exit_code == 2 and "error:" in res.output, res.output
+    if out == "FIFO":
+        assert (tmp_path / "FIFO").is_fifo()
+
+
+def test_report_and_demo_replace_a_planted_link_without_writing_through(tmp_path, run_dir, victims):
+    """A link planted where the report or the demo's figure goes is replaced by the file; its target
+    (outside the output directory) is unchanged."""
+    os.symlink(victims / "victim.txt", run_dir / "report.html")
+    demos = tmp_path / "demos"
+    demos.mkdir()
+    for ext in ("png", "svg"):
+        os.symlink(victims / "victim.txt", demos / f"delayed_instability.{ext}")
+    before = _snapshot(victims, tmp_path / "nothing")
+    res = _run(["report", str(run_dir)])
+    _clean(res)
+    assert res.exit_code == 0, res.output
+    assert not (run_dir / "report.html").is_symlink() and "<html" in (run_dir / "report.html").read_text()[:200].lower()
+    res = _run(["demo", "delayed_instability", "--tiny", "--out", str(demos)])
+    _clean(res)
+    assert res.exit_code == 0, res.output
+    assert not (demos / "delayed_instability.png").is_symlink() and (demos / "delayed_instability.png").stat().st_size > 1000
+    assert _snapshot(victims, tmp_path / "nothing") == before

@@ -5,7 +5,9 @@ built from the columns are bitwise those built from the Python objects they repl
 
 from __future__ import annotations
 
+import gc
 import math
+import tracemalloc
 
 import numpy as np
 import pandas as pd
@@ -120,3 +122,79 @@ def test_a_run_s_tables_are_those_of_its_objects():
                                   check_exact=True)
     pd.testing.assert_frame_equal(res.rows.to_frame(), pd.DataFrame(list(res.rows)), check_exact=True)
     assert [j.id for j in res.jobs] == list(range(len(res.jobs))) and res.jobs[-1].id == len(res.jobs) - 1
+
+
+def _traced(steps: int) -> tuple[int, int, int, int, int, int]:
+    """Bytes traced by tracemalloc that a run holds once it ended (from before its task was built,
+    the event log's waiting chunk moved into its arrays), its jobs, its events, its metrics, its
+    per-replica metrics and its replicas."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        _, learner, cluster = prepare_run(_scenario(steps))
+        res = cluster.run(steps)
+        res.events._flush()  # the waiting chunk holds at most EventLog.FLUSH tuples, whatever the run length
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    return held, len(res.jobs), len(res.events), len(res.rows.table._cols), len(learner.replica_rows._cols), learner.R
+
+
+def test_traced_bytes_a_run_holds_grow_by_its_records_only():
+    """Issue 28, measured rather than counted: between 100 and 200 steps, everything a run keeps
+    (tracemalloc: Python objects and numpy buffers, not torch's) grows by at most its records, a Job
+    per job (slotted object 128 B, its three float fields 72 B, its slot in the jobs dict: 280 B with
+    the dict's spare room), 41 B per event, 18 B per metric value (9 B and the doubling) and 8R + 1 B
+    per replica value, plus 512 B a step of slack. Per-step dicts (about 10 KB a step), tuples for the
+    events (about 120 B each) or payloads kept after training would exceed it."""
+    _traced(20)  # imports and caches of a first run
+    a, b = _traced(100), _traced(200)
+    steps = 100
+    jobs, events = (b[1] - a[1]) / steps, (b[2] - a[2]) / steps
+    metrics, replica_metrics, R = b[3:]
+    assert a[3:] == b[3:] and metrics > 20 and replica_metrics > 10 and jobs > 2 and events > 8
+    bound = 280 * jobs + 41 * events + 18 * metrics + (8 * R + 1) * replica_metrics + 512
+    slope = (b[0] - a[0]) / steps
+    assert 0 < slope <= bound, (slope, bound, jobs, events)
+
+
+def test_result_empties_the_records_its_tables_come_from():
+    """``runner._result`` builds the tables, then empties each record (a record and its table are
+    not both held to the end of the run); the tables are those of the full records."""
+    from sandbox.runner import _result
+
+    scn = _scenario(30)
+    _, learner, cluster = prepare_run(scn)
+    res = cluster.run(30)
+    want = (res.rows.to_frame(), res.jobs.to_frame(), res.events.to_frame(EVENT_COLUMNS))
+    result = _result(scn, res, learner)
+    for got, w in zip((result.metrics, result.jobs, result.events), want):
+        pd.testing.assert_frame_equal(got, w, check_exact=True)
+    assert len(res.rows) == len(res.jobs) == len(res.events) == 0 and len(want[2]) > 0
+
+
+def test_slim_keeps_what_the_variant_comparison_reads():
+    """``sandbox run`` keeps a written variant as ``slim(result)``: no jobs or events rows, the
+    per-replica arrays time-to-target reads, and the same comparison across variants."""
+    from sandbox.analysis.time_to_target import compare_variants
+    from sandbox.runner import run_scenario, slim
+
+    results = {}
+    for label, staleness in (("sync", {"kind": "sync"}), ("async", {"kind": "max_lag", "k_max": 2})):
+        raw = _scenario(40).model_dump(mode="json")
+        raw["system"]["staleness"] = staleness
+        results[label] = run_scenario(validate_scenario(raw), force=True)
+    slims = {k: slim(r) for k, r in results.items()}
+    for k, r in slims.items():
+        assert len(r.jobs) == len(r.events) == 0 and list(r.jobs.columns) == list(results[k].jobs.columns)
+        for table in (r.jobs, r.events):  # their own empty columns, not views that keep the full ones alive
+            for c in table.columns:
+                a = np.asarray(table[c])
+                while isinstance(a.base, np.ndarray):
+                    a = a.base
+                assert a.size == 0, c
+        assert set(r.replica_metrics) < set(results[k].replica_metrics) and r.metrics is results[k].metrics
+    full, thin = compare_variants(results), compare_variants(slims)
+    assert thin.variant_fields("async") == full.variant_fields("async") and full.variant_fields("async")
