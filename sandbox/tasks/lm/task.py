@@ -460,49 +460,50 @@ class LMTask(PolicyTask):
     @torch.no_grad()
     def evaluate(self, params: Params) -> dict[str, Tensor]:
         """Greedy decoding on the held-out prompts: exact-answer accuracy and mean response length, ``(R,)``
-        (each replica evaluated alone with its weights, as its one-replica run is)."""
+        (each replica evaluated alone with its own weights and its own evaluation generator, as its
+        one-replica run is)."""
         R = next(iter(params.values())).shape[0]
-        if R == 1:
-            return self._evaluate_one(params, 0)
-        rows = [self._evaluate_one(params, r) for r in range(R)]
-        return {k: torch.cat([row[k] for row in rows]) for k in rows[0]}
+        fwds = [self.forward_fn(self._single(params, detach=True, r=r)) for r in range(R)]
+        return self._evaluate(
+            lambda ctx, T, gens: [sample(f, ctx, self.max_new, self.tokenizer.eos_id, T, g) for f, g in zip(fwds, gens)], R)
 
-    def _evaluate_one(self, params: Params, r: int) -> dict[str, Tensor]:
-        fwd = self.forward_fn(self._single(params, detach=True, r=r))
-        correct, total_len, cut = 0.0, 0.0, 0
+    def _evaluate(self, decode, R: int) -> dict[str, Tensor]:
+        """The evaluation of ``R`` replicas through ``decode(context (B, L), temperature, generators) -> per
+        replica (tokens, log-probs, lengths, hit_eos)`` (:func:`sample` per replica)."""
+        correct, total_len, cut = [0.0] * R, [0.0] * R, [0] * R
         for s in range(0, len(self.eval_prompts), self.cfg.eval_batch):
             ctx = self.eval_ids[s : s + self.cfg.eval_batch].to(self.device)
-            toks, _, lens, hit = sample(fwd, ctx, self.max_new, self.tokenizer.eos_id, temperature=0.0)
-            toks, lens, hit = toks.cpu(), lens.cpu(), hit.cpu()
-            for j in range(ctx.shape[0]):
-                if bool(hit[j]):
-                    correct += self.problem.score(self.eval_prompts[s + j], self.tokenizer.decode(toks[j]))
-                else:
-                    cut += 1
-            total_len += float(lens.sum())
+            for r, (toks, _, lens, hit) in enumerate(decode(ctx, 0.0, [None] * R)):
+                toks, lens, hit = toks.cpu(), lens.cpu(), hit.cpu()
+                for j in range(ctx.shape[0]):
+                    if bool(hit[j]):
+                        correct[r] += self.problem.score(self.eval_prompts[s + j], self.tokenizer.decode(toks[j]))
+                    else:
+                        cut[r] += 1
+                total_len[r] += float(lens.sum())
         n = max(len(self.eval_prompts), 1)
         out = {
-            "eval/accuracy": torch.tensor([correct / n]),
-            "eval/length": torch.tensor([total_len / n]),
-            "eval/cut_frac": torch.tensor([cut / n]),
+            "eval/accuracy": torch.tensor([c / n for c in correct]),
+            "eval/length": torch.tensor([t / n for t in total_len]),
+            "eval/cut_frac": torch.tensor([c / n for c in cut]),
         }
         if self.cfg.eval_samples > 0:
-            out["eval/expected_reward"] = torch.tensor([self._sampled_reward(fwd)])
+            out["eval/expected_reward"] = torch.tensor(self._sampled_reward(decode, R))
         return out
 
-    def _sampled_reward(self, fwd) -> float:
+    def _sampled_reward(self, decode, R: int) -> list[float]:
         """Monte Carlo expected reward on the held-out prompts under the sampling policy (what RL
-        optimises; greedy accuracy moves more slowly). A fixed generator: common random numbers."""
-        gen = torch.Generator().manual_seed(12345)
+        optimises; greedy accuracy moves more slowly). A fixed generator per replica: common random numbers."""
+        gens = [torch.Generator().manual_seed(12345) for _ in range(R)]
         k = self.cfg.eval_samples
         ids = self.eval_ids.repeat_interleave(k, 0)
         prompts = [p for p in self.eval_prompts for _ in range(k)]
-        total = 0.0
+        total = [0.0] * R
         for s in range(0, len(prompts), self.cfg.eval_batch):
             ctx = ids[s : s + self.cfg.eval_batch].to(self.device)
-            toks, _, _, hit = sample(fwd, ctx, self.max_new, self.tokenizer.eos_id, self.cfg.temperature, gen)
-            toks, hit = toks.cpu(), hit.cpu()
-            for j in range(ctx.shape[0]):
-                if bool(hit[j]):
-                    total += self.problem.score(prompts[s + j], self.tokenizer.decode(toks[j]))
-        return total / max(len(prompts), 1)
+            for r, (toks, _, _, hit) in enumerate(decode(ctx, self.cfg.temperature, gens)):
+                toks, hit = toks.cpu(), hit.cpu()
+                for j in range(ctx.shape[0]):
+                    if bool(hit[j]):
+                        total[r] += self.problem.score(prompts[s + j], self.tokenizer.decode(toks[j]))
+        return [t / max(len(prompts), 1) for t in total]
