@@ -15,9 +15,14 @@ Model: ``task.model`` is the builtin transformer (:mod:`sandbox.models.transform
 code below (:meth:`LMTask.forward_fn`, :meth:`LMTask.new_module`).
 
 Weights: the learner's parameters are the module's ``named_parameters`` with a leading replica
-dim of size 1, kept on the CPU in float32 (the learner, the optimizer and the weight store work
-there); every forward copies them to ``task.device`` / ``task.dtype`` differentiably and runs the
-module through ``torch.func.functional_call``. Only ``replicas = 1`` is supported.
+dim of size R (``task.replicas``), kept on the CPU in float32 (the learner, the optimizer and the weight
+store work there); every forward copies one replica's slice to ``task.device`` / ``task.dtype``
+differentiably and runs the module through ``torch.func.functional_call``. Replicas sample, score and
+evaluate one after the other, each with its own weights (and, given a
+:class:`~sandbox.tasks.draws.RowGenerators`, its own generator), and the learner computes each replica's
+loss at its own width (``ragged_replicas``), so replica r is its one-replica run to the bit; a batched
+forward over the replicas (``vmap``) is not, on the CPU (``docs/tasks.md#replicas``). The hf backend
+supports ``replicas = 1`` only.
 
 Partial rollouts: :meth:`generate` continues every unfinished response from its current position
 (all unfinished responses of a group sit at the same position), re-encoding prompt + prefix with
@@ -111,7 +116,7 @@ class LMTaskConfig(BaseModel):
     replicas: int = Field(
         1, ge=1, le=4096,
         description="Independent learners R in one run (weights with a leading replica dimension; each replica samples, "
-        "scores and trains with its own weights, per replica: docs/tasks.md#lm). The hf backend supports 1 only.",
+        "scores and trains with its own weights: docs/tasks.md#replicas). The hf backend supports 1 only.",
     )
     threads: int | None = Field(
         1,
