@@ -290,6 +290,24 @@ class LMTask(PolicyTask):
             return hf.causal_lm_forward(self.model, single, use_cache)
         return lambda tokens, past=None: functional_call(self.model, single, (tokens, past))
 
+    def sampling_forward(self, params: Params, r: int = 0):
+        """A no-grad ``(tokens, past) -> (logits, cache)`` of replica ``r``'s weights for sampling and
+        evaluation. Builtin: the task's sampling module (built once) with its parameters overwritten by
+        the weights, called directly: the same kernels as :meth:`forward_fn`, so the same bits, without
+        ``functional_call``'s swapping of every parameter in and out at each call (about 0.8 ms a call on
+        the d = 64 model, ~16% of a short run: ``benchmarks/README.md``, row 9). The module is shared:
+        a caller decodes with it before asking for another replica's. hf: :meth:`forward_fn`."""
+        single = self._single(params, detach=True, r=r)
+        if self.backend == "hf":
+            return self.forward_fn(single)
+        m = self.__dict__.get("_sampler")
+        if m is None:
+            m = self._sampler = Transformer(self.model_cfg).to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
+        with torch.no_grad():
+            for name, p in m.named_parameters():
+                p.copy_(single[name])
+        return m
+
     # -- PolicyTask ------------------------------------------------------------------------------
     def new_group(self, group_size: int, gen: Stream) -> Rollouts:
         """One train prompt per replica, ``torch.randint`` with ``gen`` (a :class:`RowGenerators`: replica r
@@ -342,7 +360,7 @@ class LMTask(PolicyTask):
             if engine is not None:
                 toks, lps, exact, lens, hit = self._engine_sample(engine, params, ctx, W, g, v, r)
             else:
-                fwd = self.forward_fn(self._single(params, detach=True, r=r))
+                fwd = self.sampling_forward(params, r)
                 toks, lps, lens, hit = sample(fwd, ctx, self.max_new - W, self.tokenizer.eos_id, self.cfg.temperature, g)
                 exact = None
             outs.append((idx, toks, lps, exact, lens, hit))
@@ -468,9 +486,9 @@ class LMTask(PolicyTask):
         (each replica evaluated alone with its own weights and its own evaluation generator, as its
         one-replica run is)."""
         R = next(iter(params.values())).shape[0]
-        fwds = [self.forward_fn(self._single(params, detach=True, r=r)) for r in range(R)]
-        return self._evaluate(
-            lambda ctx, T, gens: [sample(f, ctx, self.max_new, self.tokenizer.eos_id, T, g) for f, g in zip(fwds, gens)], R)
+        return self._evaluate(lambda ctx, T, gens: [
+            sample(self.sampling_forward(params, r), ctx, self.max_new, self.tokenizer.eos_id, T, gens[r]) for r in range(R)
+        ], R)
 
     def _evaluate(self, decode, R: int) -> dict[str, Tensor]:
         """The evaluation of ``R`` replicas through ``decode(context (B, L), temperature, generators) -> per
