@@ -22,7 +22,7 @@ has diverged the run stops with status ``diverged`` and everything recorded so f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -361,10 +361,28 @@ class PolicyLearner(Learner):
         self.proximal = proximal
         self.last_batch: Rollouts | None = None
 
-    def _loss_input(self, ro: Rollouts, logp: Tensor, version: int, token_versions: Tensor | None = None):
+    @property
+    def per_replica(self) -> bool:
+        """The loss of each replica is computed alone, on its own responses cut to its own width
+        (:meth:`Rollouts.replica`): a task whose responses have variable lengths (``ragged_replicas``,
+        the LM) with several replicas. A batch of R replicas is padded to the longest response of any
+        replica, and that padding changes the order of float sums over positions (the matmul shapes of a
+        forward, the reductions of the loss and its metrics); per replica, each replica computes exactly
+        what its one-replica run does, so its numbers are that run's to the bit."""
+        return self.R > 1 and getattr(self.task, "ragged_replicas", False)
+
+    def _replica_params(self, r: int) -> Params:
+        """Replica ``r``'s weights as a one-replica parameter dict (differentiable views ``(1, ...)``)."""
+        return {k: v[r:r + 1] for k, v in self.params.items()}
+
+    def _loss_input(self, ro: Rollouts, logp: Tensor, version: int, token_versions: Tensor | None = None,
+                    params: Params | None = None):
         """The policy-loss input for ``ro`` at learner ``version`` (OPOB's gradient norms included);
-        ``token_versions`` (in learner versions) when the caller has them already."""
+        ``token_versions`` (in learner versions) when the caller has them already; ``params``: the
+        weights ``ro`` is scored under (default: the learner's)."""
         from ..algorithms.api import PolicyLossInput
+
+        params = self.params if params is None else params
 
         inp = PolicyLossInput(
             logp=logp,
@@ -381,29 +399,35 @@ class PolicyLearner(Learner):
             if self.policy_loss.sequence_grad_norms == "ghost" and batched is not None:
                 from ..algorithms.ghost_norms import ghost_sequence_grad_sq_norms
 
-                norms = ghost_sequence_grad_sq_norms(batched, self.params, inputs, self.task.sequence_logprob, replica_dims=1)
+                norms = ghost_sequence_grad_sq_norms(batched, params, inputs, self.task.sequence_logprob, replica_dims=1)
             else:
                 from ..algorithms.opob import per_sequence_grad_sq_norms
 
-                norms = per_sequence_grad_sq_norms(self.task.sequence_logprob, self.params, inputs, replica_dims=1)
+                norms = per_sequence_grad_sq_norms(self.task.sequence_logprob, params, inputs, replica_dims=1)
             inp.extras["seq_grad_sq_norms"] = norms
         return inp
 
-    def minibatch_contexts(self, version, parts):
+    def minibatch_contexts(self, version, parts, params: Params | None = None):
         """Advantages of the whole batch (computed once, as verl 0.9.1, AReaL 1.0.4 and TRL 1.16 do
         before their mini-batch updates, so a group's advantages and the EMA baseline's update do
         not depend on the split) and, with ``proximal = 'batch_start'``, log π_prox of each
-        mini-batch under the weights at the start of the batch."""
+        mini-batch under the weights at the start of the batch. :attr:`per_replica`: per mini-batch,
+        the list of each replica's own context (computed on its own groups, :meth:`_replica_jobs`)."""
+        if params is None and self.per_replica:
+            per = [self.minibatch_contexts(version, [_replica_jobs(part, r) for part in parts], self._replica_params(r))
+                   for r in range(self.R)]
+            return [[per[r][j] for r in range(self.R)] for j in range(len(parts))]
         from ..algorithms._tensor import seq_sum
         from ..algorithms.advantages import zero_variance_group_frac
 
+        params = self.params if params is None else params
         ros = [Rollouts.cat([j.payload for j in part]) for part in parts]
         with torch.no_grad():
-            start = [self.task.logprobs(self.params, ro).detach() for ro in ros]
+            start = [self.task.logprobs(params, ro).detach() for ro in ros]
         whole = Rollouts.cat(ros)
         width = whole.width
         logp = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[-1])) for lp in start], -2)
-        inp = self._loss_input(whole, logp, version)
+        inp = self._loss_input(whole, logp, version, params=params)
         log_seq_rho = seq_sum((logp - whole.behaviour_logp) * inp.fmask, inp.fmask)
         adv, metrics = self.policy_loss.advantages(inp, log_seq_rho)
         metrics = {k: v.detach() for k, v in metrics.items()}
@@ -417,13 +441,29 @@ class PolicyLearner(Learner):
         return contexts
 
     def compute_loss(self, step, jobs, context=None):
+        if not self.per_replica:
+            return self._compute_loss(step, jobs, context, self.params)
+        losses, rows, lags = [], [], []
+        for r in range(self.R):
+            loss, metrics, _ = self._compute_loss(step, _replica_jobs(jobs, r), None if context is None else context[r],
+                                                  self._replica_params(r))
+            losses.append(loss)
+            rows.append(metrics)
+            lags.append(self._sample_lag)
+        self._sample_lag = torch.cat(lags)
+        self.last_batch = Rollouts.cat([j.payload for j in jobs])
+        merged = {k: torch.cat([torch.as_tensor(m[k]).reshape(1, *torch.as_tensor(m[k]).shape[1:]) for m in rows])
+                  for k in rows[0]}
+        return torch.cat(losses), merged, self.last_batch.token_count
+
+    def _compute_loss(self, step, jobs, context, params: Params):
         ro = Rollouts.cat([j.payload for j in jobs])
         self.last_batch = ro
-        logp = self.task.logprobs(self.params, ro)
+        logp = self.task.logprobs(params, ro)
         mask = ro.mask
         versions = self.behaviour_versions(ro.token_versions)
         if context is None:
-            inp = self._loss_input(ro, logp, step, versions)
+            inp = self._loss_input(ro, logp, step, versions, params=params)
             if self.proximal == "batch_start":  # one step per batch: the batch starts at these weights
                 inp.prox_logp = logp.detach()
         else:
@@ -462,6 +502,11 @@ class PolicyLearner(Learner):
             metrics.update(mismatch_metrics(logp, ro.version_logp, ro.behaviour_logp, mask, ro.lengths,
                                             getattr(self.task, "max_len", ro.width)))
         return out.loss, metrics, ro.token_count
+
+
+def _replica_jobs(jobs: list[Job], r: int) -> list[Job]:
+    """Replica ``r``'s view of a batch: each group cut to that replica at its own width (:meth:`Rollouts.replica`)."""
+    return [replace(j, payload=j.payload.replica(r)) for j in jobs]
 
 
 class OracleLearner(Learner):

@@ -116,6 +116,18 @@ class Rollouts:
     def token_count(self) -> int:
         return int(self.lengths.sum().item())
 
+    def replica(self, r: int) -> Rollouts:
+        """Replica ``r``'s responses as a one-replica group ``(1, N, w)``, ``w`` its longest response: the
+        group a one-replica run holds (its width is its longest response; padding that other replicas'
+        longer responses added is dropped). Views, not copies."""
+        w = int(self.lengths[r].max()) if self.lengths.shape[1] else 0
+        cut = lambda t: None if t is None else t[r:r + 1, :, :w]  # noqa: E731
+        row = lambda t: None if t is None else t[r:r + 1]  # noqa: E731
+        return Rollouts(tokens=cut(self.tokens), behaviour_logp=cut(self.behaviour_logp),
+                        token_versions=cut(self.token_versions), lengths=row(self.lengths), ended=row(self.ended),
+                        group_size=self.group_size, prompts=row(self.prompts), rewards=row(self.rewards),
+                        info=dict(self.info), version_logp=cut(self.version_logp))
+
     def truncate(self, positions: int) -> Rollouts:
         """Keep only the first ``positions`` token positions (an interrupted generation)."""
         lengths = self.lengths.clamp(max=positions)

@@ -201,8 +201,8 @@ def test_evaluate_and_replicas_validation():
     assert set(out) >= {"eval/accuracy", "eval/length", "eval/expected_reward"}
     assert all(v.shape == (1,) and 0 <= float(v) <= task.max_new for v in out.values())
     assert out == task.evaluate(params)  # deterministic (fixed evaluation draws)
-    with pytest.raises(ValueError):
-        LMTaskConfig(replicas=2)
+    with pytest.raises(ValueError, match="task.replicas"):  # the hf backend: one replica (tests/lm/test_lm_replicas.py)
+        LMTaskConfig(replicas=2, model={"backend": "hf", "config": {"model_type": "llama"}})
 
 
 # -- warm start ------------------------------------------------------------------------------------

@@ -15,9 +15,14 @@ Model: ``task.model`` is the builtin transformer (:mod:`sandbox.models.transform
 code below (:meth:`LMTask.forward_fn`, :meth:`LMTask.new_module`).
 
 Weights: the learner's parameters are the module's ``named_parameters`` with a leading replica
-dim of size 1, kept on the CPU in float32 (the learner, the optimizer and the weight store work
-there); every forward copies them to ``task.device`` / ``task.dtype`` differentiably and runs the
-module through ``torch.func.functional_call``. Only ``replicas = 1`` is supported.
+dim of size R (``task.replicas``), kept on the CPU in float32 (the learner, the optimizer and the weight
+store work there); every forward copies one replica's slice to ``task.device`` / ``task.dtype``
+differentiably and runs the module through ``torch.func.functional_call``. Replicas sample, score and
+evaluate one after the other, each with its own weights (and, given a
+:class:`~sandbox.tasks.draws.RowGenerators`, its own generator), and the learner computes each replica's
+loss at its own width (``ragged_replicas``), so replica r is its one-replica run to the bit; a batched
+forward over the replicas (``vmap``) is not, on the CPU (``docs/tasks.md#replicas``). The hf backend
+supports ``replicas = 1`` only.
 
 Partial rollouts: :meth:`generate` continues every unfinished response from its current position
 (all unfinished responses of a group sit at the same position), re-encoding prompt + prefix with
@@ -40,6 +45,7 @@ from ...models import hf
 from ...models.hf import HFModelConfig
 from ...models.transformer import Transformer, TransformerConfig, sample, sample_with, sequence_logprobs
 from ..base import TASKS, BudgetShape, Params, PolicyTask
+from ..draws import RowGenerators, Stream
 from ..rollouts import Rollouts
 from . import warmstart as ws_mod
 from .problems import AdditionConfig, CharTokenizer, ProblemConfig, make_prompt_sets
@@ -107,7 +113,11 @@ class LMTaskConfig(BaseModel):
     dtype: Literal["float32", "float64", "bfloat16", "float16"] = Field(
         "float32", description="Compute dtype of forwards (master weights stay float32)."
     )
-    replicas: int = Field(1, ge=1, le=1, description="Independent learners; the LM task supports exactly 1.")
+    replicas: int = Field(
+        1, ge=1, le=4096,
+        description="Independent learners R in one run (weights with a leading replica dimension; each replica samples, "
+        "scores and trains with its own weights: docs/tasks.md#replicas). The hf backend supports 1 only.",
+    )
     threads: int | None = Field(
         1,
         ge=1,
@@ -121,6 +131,10 @@ class LMTaskConfig(BaseModel):
     def _check(self):
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
+        if self.model.backend == "hf" and self.replicas != 1:
+            raise ValueError(f"task.replicas: {self.replicas}, but the hf backend supports replicas = 1 only (the "
+                             f"transformers module is called with one replica's weights); use backend = 'builtin' "
+                             f"or run seeds for independent repeats")
         if self.model.backend == "builtin":
             need_vocab = CharTokenizer().vocab_size
             need_len = self.problem.prompt_len + (self.max_new_tokens or self.problem.max_answer_len + 2)
@@ -135,6 +149,10 @@ class LMTaskConfig(BaseModel):
 
 @TASKS.register(LMTaskConfig)
 class LMTask(PolicyTask):
+    ragged_replicas = True
+    """Responses have variable lengths: with several replicas the learner computes each replica's loss
+    on its own responses at its own width (``PolicyLearner.per_replica``), so each is its one-replica run."""
+
     @classmethod
     def engine_features(cls, cfg):
         """Logits to every engine; the network to precision and routing (builtin model; routing with experts)."""
@@ -180,8 +198,6 @@ class LMTask(PolicyTask):
         ws_mod.load_or_train(cls(cfg))
 
     def __init__(self, cfg: LMTaskConfig):
-        if cfg.replicas != 1:
-            raise ValueError("the LM task supports replicas = 1 only (run seeds for independent repeats)")
         if cfg.device.startswith("cuda"):  # known only where the run happens: a run-time error naming the field
             if not torch.cuda.is_available():
                 raise ScenarioError([f"task.device: {cfg.device!r} but CUDA is not available here (torch "
@@ -191,7 +207,7 @@ class LMTask(PolicyTask):
                 raise ScenarioError([f"task.device: {cfg.device!r} but this machine has {torch.cuda.device_count()} "
                                      f"CUDA device(s) (cuda:0 to cuda:{torch.cuda.device_count() - 1})"])
         self.cfg = cfg
-        self.replicas = 1
+        self.replicas = cfg.replicas
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
         self.tokenizer = CharTokenizer()
@@ -229,14 +245,20 @@ class LMTask(PolicyTask):
 
     # -- weights ---------------------------------------------------------------------------------
     def init_params(self, gen: torch.Generator) -> Params:
+        """``(R, ...)`` weights: every replica the warm-started base model, or R fresh modules drawn one
+        after the other from ``gen`` (replica 0 is the one-replica run's init)."""
         if self.cfg.warmstart.enabled:
             state, self.base_meta = ws_mod.load_or_train(self)
             names = [n for n, _ in self.model.named_parameters()]
             state = {n: state[n] for n in names}
-        else:
+            return {n: v.float().unsqueeze(0).expand((self.replicas,) + v.shape).clone() for n, v in state.items()}
+        states = []
+        for _ in range(self.replicas):
             m = self.new_module(gen)
-            state = {n: p.detach().clone() for n, p in m.named_parameters()}
-        return {n: v.float().unsqueeze(0).clone() for n, v in state.items()}
+            states.append({n: p.detach().clone() for n, p in m.named_parameters()})
+        if self.replicas == 1:
+            return {n: v.float().unsqueeze(0).clone() for n, v in states[0].items()}
+        return {n: torch.stack([st[n].float() for st in states]) for n in states[0]}
 
     def new_module(self, gen: torch.Generator) -> nn.Module:
         """A fresh module on the CPU in float32 whose weights depend on ``gen`` only (builtin:
@@ -252,10 +274,11 @@ class LMTask(PolicyTask):
         """``(tokens, past) -> (logits, cache)`` of ``module`` under its own parameters (the warm start)."""
         return hf.causal_lm_forward(module, None, use_cache) if self.backend == "hf" else module
 
-    def _single(self, params: Params, detach: bool) -> dict[str, Tensor]:
+    def _single(self, params: Params, detach: bool, r: int = 0) -> dict[str, Tensor]:
+        """Replica ``r``'s weights on ``task.device`` in ``task.dtype`` (differentiable unless ``detach``)."""
         out = {}
         for k, v in params.items():
-            v = v[0].detach() if detach else v[0]
+            v = v[r].detach() if detach else v[r]
             out[k] = v.to(device=self.device, dtype=self.dtype)
         return out
 
@@ -267,61 +290,107 @@ class LMTask(PolicyTask):
             return hf.causal_lm_forward(self.model, single, use_cache)
         return lambda tokens, past=None: functional_call(self.model, single, (tokens, past))
 
+    def sampling_forward(self, params: Params, r: int = 0):
+        """A no-grad ``(tokens, past) -> (logits, cache)`` of replica ``r``'s weights for sampling and
+        evaluation. Builtin: the task's sampling module (built once) with its parameters overwritten by
+        the weights, called directly: the same kernels as :meth:`forward_fn`, so the same bits, without
+        ``functional_call``'s swapping of every parameter in and out at each call (about 0.8 ms a call on
+        the d = 64 model, ~16% of a short run: ``benchmarks/README.md``, row 9). The module is shared:
+        a caller decodes with it before asking for another replica's. hf: :meth:`forward_fn`."""
+        single = self._single(params, detach=True, r=r)
+        if self.backend == "hf":
+            return self.forward_fn(single)
+        m = self.__dict__.get("_sampler")
+        if m is None:
+            m = self._sampler = Transformer(self.model_cfg).to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
+        with torch.no_grad():
+            for name, p in m.named_parameters():
+                p.copy_(single[name])
+        return m
+
     # -- PolicyTask ------------------------------------------------------------------------------
-    def new_group(self, group_size: int, gen: torch.Generator) -> Rollouts:
-        i = int(torch.randint(self.train_ids.shape[0], (1,), generator=gen))
-        prompts = self.train_ids[i].view(1, 1, -1).expand(1, group_size, -1).clone()
+    def new_group(self, group_size: int, gen: Stream) -> Rollouts:
+        """One train prompt per replica, ``torch.randint`` with ``gen`` (a :class:`RowGenerators`: replica r
+        draws its index from its own generator, the call of a one-replica run)."""
+        R, n = self.replicas, self.train_ids.shape[0]
+        if isinstance(gen, RowGenerators):
+            gen._check(R)
+            i = torch.cat([torch.randint(n, (1,), generator=g) for g in gen.gens])
+        else:
+            i = torch.randint(n, (R,), generator=gen)
+        prompts = self.train_ids[i].view(R, 1, -1).expand(R, group_size, -1).clone()
         return Rollouts(
-            tokens=torch.zeros(1, group_size, 0, dtype=torch.long),
-            behaviour_logp=torch.zeros(1, group_size, 0),
-            token_versions=torch.zeros(1, group_size, 0, dtype=torch.long),
-            lengths=torch.zeros(1, group_size, dtype=torch.long),
-            ended=torch.zeros(1, group_size, dtype=torch.bool),
+            tokens=torch.zeros(R, group_size, 0, dtype=torch.long),
+            behaviour_logp=torch.zeros(R, group_size, 0),
+            token_versions=torch.zeros(R, group_size, 0, dtype=torch.long),
+            lengths=torch.zeros(R, group_size, dtype=torch.long),
+            ended=torch.zeros(R, group_size, dtype=torch.bool),
             group_size=group_size,
             prompts=prompts,
         )
 
-    def generate(self, params: Params, group: Rollouts, gen: torch.Generator, version: int) -> Rollouts:
+    def generate(self, params: Params, group: Rollouts, gen: Stream, version: int | Tensor) -> Rollouts:
+        """Continue every unfinished response, replica after replica: replica r decodes its live
+        responses with its own weights, drawing from ``gen`` (a :class:`RowGenerators`: its own generator,
+        as the one-replica run draws; one ``torch.Generator``: replicas 0, 1, ... draw from it in turn)."""
         if group.prompts is None:
             raise ValueError("LM groups carry their prompts; make them with new_group")
         W = group.width
-        live = ~group.ended[0]
-        if not bool(live.any()):
+        if not bool((~group.ended).any()):
             return group
         if W >= self.max_new:
             # budget exhausted: nothing left to decode
             return replace(group, ended=torch.ones_like(group.ended))
-        idx = torch.nonzero(live).squeeze(-1)
-        if bool((group.lengths[0, idx] != W).any()):
-            raise ValueError("unfinished responses of a group must all sit at the group's width")
-        ctx = torch.cat([group.prompts[0, idx], group.tokens[0, idx]], 1).to(self.device)
+        R, N = group.lengths.shape
+        if isinstance(gen, RowGenerators):
+            gen._check(R)
         engine = self.sampling_engine()
-        if engine is not None:
-            toks, lps, exact, lens, hit = self._engine_sample(engine, params, ctx, W, gen, version)
-        else:
-            fwd = self.forward_fn(self._single(params, detach=True))
-            toks, lps, lens, hit = sample(fwd, ctx, self.max_new - W, self.tokenizer.eos_id, self.cfg.temperature, gen)
-        N, S = group.num_responses, toks.shape[1]
-        new_t = torch.zeros(1, N, S, dtype=torch.long)
-        new_lp = torch.zeros(1, N, S)
-        new_len = torch.zeros(1, N, dtype=torch.long)
-        new_end = torch.zeros(1, N, dtype=torch.bool)
-        new_t[0, idx] = toks.cpu()
-        new_lp[0, idx] = lps.float().cpu()
-        new_len[0, idx] = lens.cpu()
-        new_end[0, idx] = (hit | (W + lens >= self.max_new)).cpu()
+        outs = []
+        for r in range(R):
+            live = ~group.ended[r]
+            if not bool(live.any()):
+                outs.append(None)
+                continue
+            idx = torch.nonzero(live).squeeze(-1)
+            if bool((group.lengths[r, idx] != W).any()):
+                raise ValueError("unfinished responses of a group must all sit at the group's width")
+            ctx = torch.cat([group.prompts[r, idx], group.tokens[r, idx]], 1).to(self.device)
+            g = gen.gens[r] if isinstance(gen, RowGenerators) else gen
+            v = int(version[r]) if isinstance(version, Tensor) else version
+            if engine is not None:
+                toks, lps, exact, lens, hit = self._engine_sample(engine, params, ctx, W, g, v, r)
+            else:
+                fwd = self.sampling_forward(params, r)
+                toks, lps, lens, hit = sample(fwd, ctx, self.max_new - W, self.tokenizer.eos_id, self.cfg.temperature, g)
+                exact = None
+            outs.append((idx, toks, lps, exact, lens, hit))
+        S = max(o[1].shape[1] for o in outs if o is not None)
+        new_t = torch.zeros(R, N, S, dtype=torch.long)
+        new_lp = torch.zeros(R, N, S)
+        new_len = torch.zeros(R, N, dtype=torch.long)
+        new_end = torch.zeros(R, N, dtype=torch.bool)
+        new_exact = None if engine is None else torch.zeros(R, N, S)
+        for r, o in enumerate(outs):
+            if o is None:
+                continue
+            idx, toks, lps, exact, lens, hit = o
+            s_r = toks.shape[1]
+            new_t[r, idx, :s_r] = toks.cpu()
+            new_lp[r, idx, :s_r] = lps.float().cpu()
+            new_len[r, idx] = lens.cpu()
+            new_end[r, idx] = (hit | (W + lens >= self.max_new)).cpu()
+            if new_exact is not None:
+                new_exact[r, idx, :s_r] = exact.float().cpu()
         if engine is None:
             return group.extend(new_t, new_lp, new_len, new_end, version)
-        new_exact = torch.zeros(1, N, S)
-        new_exact[0, idx] = exact.float().cpu()
         return group.extend(new_t, new_lp, new_len, new_end, version, new_exact)
 
-    def _engine_sample(self, engine, params: Params, ctx: Tensor, W: int, gen, version):
+    def _engine_sample(self, engine, params: Params, ctx: Tensor, W: int, gen, version: int, r: int = 0):
         """Decode through a rollout engine (``docs/engines.md``): its draw on the trainer's logits
         ``z = logits / temperature`` (``logit_noise``, ``processed_logprobs``), or a sampler forward at
         another precision / with flipped routes (``precision``, ``routing``) whose exact log-probs come
-        from a float32 teacher-forced forward of the same weights afterwards."""
-        single = self._single(params, detach=True)
+        from a float32 teacher-forced forward of the same weights afterwards. Replica ``r``, its generator."""
+        single = self._single(params, detach=True, r=r)
         T = self.cfg.temperature
         own_forward = "forward" in engine.needs
         weights = single
@@ -369,9 +438,25 @@ class LMTask(PolicyTask):
         R, N, T = rollouts.tokens.shape
         if T == 0:
             return torch.zeros(R, N, 0)
-        fwd = self.forward_fn(self._single(params, detach=False), use_cache=False)
-        lp = sequence_logprobs(fwd, rollouts.prompts[0].to(self.device), rollouts.tokens[0].to(self.device), self.cfg.temperature)
-        return (lp.float().cpu() * rollouts.mask[0]).unsqueeze(0)
+        if R == 1:
+            fwd = self.forward_fn(self._single(params, detach=False), use_cache=False)
+            lp = sequence_logprobs(fwd, rollouts.prompts[0].to(self.device), rollouts.tokens[0].to(self.device), self.cfg.temperature)
+            return (lp.float().cpu() * rollouts.mask[0]).unsqueeze(0)
+        # One forward per replica with its own weights over its own width (the longest of its responses:
+        # the width of its one-replica batch; the others' padding would change the matmul shapes), the
+        # one-replica run's computation to the bit (a batched matmul over replicas may sum in another
+        # order: docs/tasks.md#lm).
+        mask = rollouts.mask
+        out = torch.zeros(R, N, T)
+        widths = rollouts.lengths.amax(1).tolist()
+        for r, w in enumerate(widths):
+            if w == 0:
+                continue
+            fwd = self.forward_fn(self._single(params, detach=False, r=r), use_cache=False)
+            lp = sequence_logprobs(fwd, rollouts.prompts[r].to(self.device), rollouts.tokens[r, :, :w].to(self.device),
+                                   self.cfg.temperature)
+            out[r, :, :w] = lp.float().cpu() * mask[r, :, :w]
+        return out
 
     def sequence_inputs(self, rollouts: Rollouts):
         """Per-trajectory inputs for :meth:`sequence_logprob` (leading dims ``(R, N)``)."""
@@ -397,42 +482,51 @@ class LMTask(PolicyTask):
 
     @torch.no_grad()
     def evaluate(self, params: Params) -> dict[str, Tensor]:
-        """Greedy decoding on the held-out prompts: exact-answer accuracy and mean response length."""
-        fwd = self.forward_fn(self._single(params, detach=True))
-        correct, total_len, cut = 0.0, 0.0, 0
+        """Greedy decoding on the held-out prompts: exact-answer accuracy and mean response length, ``(R,)``
+        (each replica evaluated alone with its own weights and its own evaluation generator, as its
+        one-replica run is)."""
+        R = next(iter(params.values())).shape[0]
+        return self._evaluate(lambda ctx, T, gens: [
+            sample(self.sampling_forward(params, r), ctx, self.max_new, self.tokenizer.eos_id, T, gens[r]) for r in range(R)
+        ], R)
+
+    def _evaluate(self, decode, R: int) -> dict[str, Tensor]:
+        """The evaluation of ``R`` replicas through ``decode(context (B, L), temperature, generators) -> per
+        replica (tokens, log-probs, lengths, hit_eos)`` (:func:`sample` per replica)."""
+        correct, total_len, cut = [0.0] * R, [0.0] * R, [0] * R
         for s in range(0, len(self.eval_prompts), self.cfg.eval_batch):
             ctx = self.eval_ids[s : s + self.cfg.eval_batch].to(self.device)
-            toks, _, lens, hit = sample(fwd, ctx, self.max_new, self.tokenizer.eos_id, temperature=0.0)
-            toks, lens, hit = toks.cpu(), lens.cpu(), hit.cpu()
-            for j in range(ctx.shape[0]):
-                if bool(hit[j]):
-                    correct += self.problem.score(self.eval_prompts[s + j], self.tokenizer.decode(toks[j]))
-                else:
-                    cut += 1
-            total_len += float(lens.sum())
+            for r, (toks, _, lens, hit) in enumerate(decode(ctx, 0.0, [None] * R)):
+                toks, lens, hit = toks.cpu(), lens.cpu(), hit.cpu()
+                for j in range(ctx.shape[0]):
+                    if bool(hit[j]):
+                        correct[r] += self.problem.score(self.eval_prompts[s + j], self.tokenizer.decode(toks[j]))
+                    else:
+                        cut[r] += 1
+                total_len[r] += float(lens.sum())
         n = max(len(self.eval_prompts), 1)
         out = {
-            "eval/accuracy": torch.tensor([correct / n]),
-            "eval/length": torch.tensor([total_len / n]),
-            "eval/cut_frac": torch.tensor([cut / n]),
+            "eval/accuracy": torch.tensor([c / n for c in correct]),
+            "eval/length": torch.tensor([t / n for t in total_len]),
+            "eval/cut_frac": torch.tensor([c / n for c in cut]),
         }
         if self.cfg.eval_samples > 0:
-            out["eval/expected_reward"] = torch.tensor([self._sampled_reward(fwd)])
+            out["eval/expected_reward"] = torch.tensor(self._sampled_reward(decode, R))
         return out
 
-    def _sampled_reward(self, fwd) -> float:
+    def _sampled_reward(self, decode, R: int) -> list[float]:
         """Monte Carlo expected reward on the held-out prompts under the sampling policy (what RL
-        optimises; greedy accuracy moves more slowly). A fixed generator: common random numbers."""
-        gen = torch.Generator().manual_seed(12345)
+        optimises; greedy accuracy moves more slowly). A fixed generator per replica: common random numbers."""
+        gens = [torch.Generator().manual_seed(12345) for _ in range(R)]
         k = self.cfg.eval_samples
         ids = self.eval_ids.repeat_interleave(k, 0)
         prompts = [p for p in self.eval_prompts for _ in range(k)]
-        total = 0.0
+        total = [0.0] * R
         for s in range(0, len(prompts), self.cfg.eval_batch):
             ctx = ids[s : s + self.cfg.eval_batch].to(self.device)
-            toks, _, _, hit = sample(fwd, ctx, self.max_new, self.tokenizer.eos_id, self.cfg.temperature, gen)
-            toks, hit = toks.cpu(), hit.cpu()
-            for j in range(ctx.shape[0]):
-                if bool(hit[j]):
-                    total += self.problem.score(prompts[s + j], self.tokenizer.decode(toks[j]))
-        return total / max(len(prompts), 1)
+            for r, (toks, _, _, hit) in enumerate(decode(ctx, self.cfg.temperature, gens)):
+                toks, hit = toks.cpu(), hit.cpu()
+                for j in range(ctx.shape[0]):
+                    if bool(hit[j]):
+                        total[r] += self.problem.score(prompts[s + j], self.tokenizer.decode(toks[j]))
+        return [t / max(len(prompts), 1) for t in total]

@@ -1,0 +1,85 @@
+"""LM replicas: one run carrying R tiny-transformer learners against R separate one-replica runs.
+
+    python benchmarks/bench_lm_replicas.py [--replicas 8] [--steps 8] [--repeats 3] [--profile]
+
+The scenario is ``scenarios/lm_mission.toml``'s sync variant (3-digit addition, the 2-layer d=64
+transformer warm-started from the cached base model, 8 prompts x 8 responses per step, Adam) cut to
+``--steps`` steps with an evaluation every ``--eval-every`` steps. The batched side is one
+``run_scenario`` with ``task.replicas = R``; the baseline is R runs with ``replicas = 1`` and seeds
+0 .. R-1, in the same process. The two are timed interleaved (batched, separate, batched, ...), min
+and median over ``--repeats``; the ratio separate / batched is the speed-up replicas buy. The warm
+start is trained (or loaded) once before timing. The load average is printed: the machine is shared.
+
+``--profile``: a cProfile of one batched run, the functions with the most cumulative time (where the
+time of a replica goes: decoding, the learner's forward/backward, the evaluation, the simulator).
+Each replica decodes, scores and evaluates with its own weights in its own calls (the formulation
+whose numbers are the one-replica run's to the bit, ``docs/tasks.md#lm``), so what a run of R replicas
+saves is the per-run work: the simulated cluster, the event loop, the Python per group and per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+
+from _timing import interleaved  # noqa: E402
+from sandbox.runner import run_scenario  # noqa: E402
+from sandbox.scenario import load_scenario  # noqa: E402
+
+SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "lm_mission.toml"
+
+
+def scenario(replicas: int, seed: int, steps: int, eval_every: int):
+    scn, _ = load_scenario(SCENARIO, {"task.replicas": replicas, "run.seed": seed, "run.steps": steps,
+                                      "run.eval_every": eval_every, "run.figures": False,
+                                      "system.staleness": {"kind": "sync"}})
+    return scn
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--replicas", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--eval-every", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    R = args.replicas
+    batched = scenario(R, 0, args.steps, args.eval_every)
+    singles = [scenario(1, s, args.steps, args.eval_every) for s in range(R)]
+    run_scenario(singles[0])  # trains or loads the base model; warms torch up
+    print(f"LM replicas, {SCENARIO.name} (sync), {args.steps} steps, eval every {args.eval_every}; "
+          f"torch threads {torch.get_num_threads()}, load average before {os.getloadavg()}")
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        run_scenario(batched)
+        prof.disable()
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(40)
+        print(out.getvalue())
+        return
+    times = interleaved({
+        "batched": lambda: run_scenario(batched),
+        "separate": lambda: [run_scenario(s) for s in singles],
+    }, args.repeats)
+    b, s = times["batched"], times["separate"]
+    paired = statistics.median(x / y for x, y in zip(s, b))
+    print(f"  {R} replicas in one run   min {min(b):7.2f} s   median {statistics.median(b):7.2f} s")
+    print(f"  {R} separate runs         min {min(s):7.2f} s   median {statistics.median(s):7.2f} s")
+    print(f"  speed-up separate/batched: {min(s) / min(b):5.2f}x (min/min), {paired:5.2f}x (median paired)")
+    print(f"  load average after {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
