@@ -1,0 +1,150 @@
+"""Round trips between ``sandbox export`` and ``sandbox import`` (issue 31 part 2).
+
+* ``import(export(s)) == s`` on every field the framework expresses: for every export golden
+  (``tests/export/golden/<framework>/<scenario>-<variant>/``), the golden config is imported and the
+  scenario compared with the shipped variant it was written from, field by field (:data:`FIELDS`), except
+  the fields the export itself lists as having no equivalent (PROMOTION.md's gaps);
+* ``export(import(c)) == c`` on every key the import mapped: for hand-written configs in each framework's
+  own style (``data/``) and for the goldens, the imported scenario is exported again and every key whose
+  IMPORT.md row is mapped, converted, setup or a checked convention must come back with the config's value.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from sandbox.export import export_scenario
+from sandbox.importers import IMPORTERS, import_config
+from sandbox.scenario import load_scenario, variant_scenarios
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "export" / "golden"
+DATA = Path(__file__).resolve().parent / "data"
+
+# the config file of each framework's export that the importer reads
+CONFIG_FILE = {"verl": "overrides.txt", "verl-vcpo": "overrides.txt", "trl": "grpo_config.json",
+               "openrlhf": "flags.txt", "areal": "areal_config.yaml", "prime-rl": "rl.toml"}
+
+# the scenario fields each framework can express (a field the export lists as a gap is skipped)
+COMMON = ["algorithm.group_size", "algorithm.groups_per_step", "algorithm.minibatches", "algorithm.epochs",
+          "system.staleness.kind", "system.staleness.k_max", "algorithm.objective.name", "algorithm.correction.name",
+          "optimizer.name", "algorithm.optimizer.weight_decay", "algorithm.optimizer.schedule",
+          "algorithm.optimizer.warmup_steps"]
+FIELDS: dict[str, list[str]] = {
+    "verl": COMMON + ["system.staleness.enforcement", "system.staleness.queue_capacity", "algorithm.proximal",
+                      "algorithm.objective.eps_low", "algorithm.objective.eps_high", "algorithm.objective.dual_clip_c",
+                      "algorithm.objective.aggregation", "algorithm.objective.baseline",
+                      "algorithm.objective.normalize_std", "algorithm.objective.beta_kl", "algorithm.correction.level",
+                      "algorithm.correction.C", "algorithm.optimizer.betas"],
+    "trl": COMMON + ["algorithm.objective.eps_low", "algorithm.objective.eps_high", "algorithm.objective.aggregation",
+                     "algorithm.objective.normalize_std", "algorithm.objective.beta_kl", "algorithm.correction.level",
+                     "algorithm.correction.C", "algorithm.correction.C_low", "algorithm.optimizer.betas",
+                     "algorithm.optimizer.eps"],
+}
+
+OPT_EQUIV = {"adamw": "adam"}  # Adam and AdamW coincide at weight_decay = 0, where the exporters write AdamW
+
+
+def _get(scn, dotted: str):
+    if dotted == "optimizer.name":  # adam == adamw when nothing decays
+        o = scn.algorithm.optimizer
+        return OPT_EQUIV.get(o.name, o.name) if o.weight_decay == 0 else o.name
+    node = scn
+    for part in dotted.split("."):
+        if not hasattr(node, part):
+            return "<absent>"
+        node = getattr(node, part)
+    return list(node) if isinstance(node, tuple) else node
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=1e-12) or (math.isinf(a) and a == b)
+    if isinstance(a, str) and isinstance(b, str):
+        return a.lower() == b.lower()
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _variant(case: str):
+    stem, _, variant = case.partition("-")
+    scn, raw = load_scenario(ROOT / "scenarios" / f"{stem}.toml")
+    return variant_scenarios(scn, raw)[variant if variant != "base" else ""]
+
+
+GOLDENS = [(fw, d.name) for fw in sorted(IMPORTERS) if (GOLDEN / fw).is_dir() for d in sorted((GOLDEN / fw).iterdir())]
+
+
+@pytest.mark.parametrize("fw,case", GOLDENS, ids=[f"{f}/{c}" for f, c in GOLDENS])
+def test_import_of_export_is_the_scenario(fw, case):
+    original = _variant(case)
+    gaps = {r.source for r in export_scenario(original, fw, allow_partial=True).plan.gaps()}
+    imp = import_config(GOLDEN / fw / case / CONFIG_FILE[fw], fw)
+    compared = []
+    for f in FIELDS[fw]:
+        if any(f == g or f.startswith(g + ".") or g.startswith(f) for g in gaps):
+            continue
+        want, got = _get(original, f), _get(imp.scenario, f)
+        if want == "<absent>" and got == "<absent>":
+            continue
+        assert _same(got, want), f"{fw}/{case}: {f} imported as {got!r}, the scenario has {want!r}"
+        compared.append(f)
+    assert len(compared) >= 10, f"{fw}/{case}: only {compared} compared"
+    assert not [r for r in imp.rows if r.kind in ("unknown", "unsupported")], \
+        f"{fw}/{case}: the exporter's own keys must all be read: {[r for r in imp.rows if r.kind in ('unknown', 'unsupported')]}"
+
+
+MAPPED = ("mapped", "converted", "setup", "pinned")
+
+
+def _export_back(path: Path, fw: str):
+    imp = import_config(path, fw)
+    settings = export_scenario(imp.scenario, fw, allow_partial=True).plan.settings
+    keys = {r.key for r in imp.rows if r.kind in MAPPED}
+    from sandbox.importers.common import Settings  # noqa: F401
+    given = IMPORTERS[fw].read(str(path)).values
+    return imp, settings, keys, given
+
+
+def _check_back(path: Path, fw: str, min_keys: int):
+    imp, settings, keys, given = _export_back(path, fw)
+    checked = []
+    for k in sorted(keys):
+        if k not in given:
+            continue
+        assert k in settings, f"{path.name}: {k} was mapped on import but the export of the imported scenario does not write it"
+        assert _same(settings[k], given[k]), f"{path.name}: {k} = {given[k]!r} came back as {settings[k]!r}"
+        checked.append(k)
+    assert len(checked) >= min_keys, f"{path.name}: only {checked} compared"
+    return imp, checked
+
+
+@pytest.mark.parametrize("fw,case", GOLDENS, ids=[f"{f}/{c}" for f, c in GOLDENS])
+def test_export_of_import_of_golden(fw, case):
+    _check_back(GOLDEN / fw / case / CONFIG_FILE[fw], fw, 10)
+
+
+HAND = sorted((p.name.split("_", 1)[0].replace("verl-vcpo", "verl-vcpo"), p) for p in DATA.iterdir() if p.is_file())
+
+
+def _fw_of(p: Path) -> str:
+    return {"verl": "verl", "vcpo": "verl-vcpo", "trl": "trl", "openrlhf": "openrlhf", "areal": "areal",
+            "primerl": "prime-rl"}[p.name.split("_", 1)[0]]
+
+
+HAND_FILES = [p for p in sorted(DATA.iterdir()) if p.is_file() and _fw_of(p) in IMPORTERS]
+
+
+@pytest.mark.parametrize("path", HAND_FILES, ids=[p.name for p in HAND_FILES])
+def test_export_of_import_of_hand_written(path):
+    imp, checked = _check_back(path, _fw_of(path), 8)
+    imp.scenario  # validated by the loader
+
+
+def test_two_hand_written_configs_per_framework():
+    for fw in IMPORTERS:
+        assert sum(_fw_of(p) == fw for p in HAND_FILES) >= 2, f"{fw}: fewer than two hand-written configs in data/"
