@@ -30,11 +30,13 @@ class Importer:
 
 
 def _importers() -> dict[str, Importer]:
-    from . import verl
+    from . import trl, verl
 
     out = [
         Importer("verl", "verl 0.9 (V1 trainer of verl.trainer.main_ppo)", "Hydra override list (key=value lines) or YAML",
                  verl.read_verl, verl.map_verl),
+        Importer("trl", "TRL 1.16 (GRPOConfig or AsyncGRPOConfig)", "keyword arguments as JSON or YAML",
+                 trl.read_trl, trl.map_trl),
     ]
     return {i.name: i for i in out}
 
