@@ -13,6 +13,7 @@ import tomli_w
 
 from ..errors import ScenarioError
 from ..scenario import Scenario, validate_scenario
+from ..runner import check_runnable
 from ..scenario.load import read_toml
 from .common import ROW_TITLES, ConfigImportError, Row
 
@@ -134,8 +135,9 @@ def build(framework: str, source: str, rows: list[Row], fields: dict[str, Any], 
     data = _strip_none(data)
     try:
         scn = validate_scenario(data, f"scenario imported from {source}")
+        check_runnable(scn)
     except ScenarioError as exc:
-        raise ConfigImportError(f"{source}: the imported settings do not form a valid scenario: {exc}") from None
+        raise ConfigImportError(f"{source}: the imported settings do not form a runnable scenario: {exc}") from None
     ordered = {k: data[k] for k in ("title", "description", "task", "system", "engine", "algorithm", "run") if k in data}
     return Imported(framework, source, proxy, rows, ordered, scn, crow)
 
@@ -147,7 +149,11 @@ def _cell(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, float):
         return f"{v:g}"
-    text = str(v) if not isinstance(v, (dict, list)) else tomli_w.dumps({"v": v}).strip()[4:]
+    if isinstance(v, list):
+        return "[" + ", ".join(_cell(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_cell(x)}" for k, x in v.items()) + "}"
+    text = str(v)
     return text.replace("|", "\\|").replace("\n", " ")
 
 

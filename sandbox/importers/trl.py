@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .verl import NO_REFERENCE
 from .common import ConfigImportError, Mapper, Settings, read_json_config, read_yaml
 
 ASYNC_KEYS = ("max_staleness", "weight_sync_steps", "max_inflight_tasks", "queue_maxsize", "token_budget")
@@ -137,20 +138,23 @@ def _async_geometry_and_staleness(m: Mapper, v, G: int, P: int, gas: int) -> Non
         raise m.bad("max_staleness", "expected an integer >= 0")
     m.row("converted" if m.has("max_staleness") else "default", "max_staleness", k, "system.staleness.k_max", k,
           "lag bound in versions (TRL counts published weight versions, as the sandbox's lag)")
-    inflight = v("max_inflight_tasks", "int")
+    given = v("max_inflight_tasks", "int")
+    inflight = k * P * gas if given == -1 else given  # TRL's -1: max_staleness x per_device x accumulation (one process)
     throttle = max(k, 1) * B * G
-    if inflight == -1 or inflight == throttle:
-        m.row("converted" if m.has("max_inflight_tasks") else "default", "max_inflight_tasks", inflight,
+    if inflight == throttle:
+        m.row("converted" if m.has("max_inflight_tasks") else "default", "max_inflight_tasks", given,
               "system.staleness.enforcement", "throttle",
-              f"max_staleness·B·G = {throttle} completions in flight: the throttle's admission window (k_max + 1)·B "
-              "groups, queued included (-1 is TRL's default, the same value)")
+              f"k_max·B·G = {throttle} completions in flight: the throttle's admission window (k_max + 1)·B groups, "
+              "queued included" + (" (-1: TRL's default max_staleness·per_device_train_batch_size·"
+                                   "gradient_accumulation_steps, the same here)" if given == -1 else ""))
     else:
         if inflight < 1 or inflight % G:
             raise m.bad("max_inflight_tasks", f"expected -1 or a positive multiple of num_generations = {G}")
         cap = inflight // G + B
-        m.row("converted", "max_inflight_tasks", inflight, "system.staleness.enforcement", "drop",
-              "an admission window other than the throttle's: over-bound groups are dropped at dequeue")
-        m.row("converted", "max_inflight_tasks", inflight, "system.staleness.queue_capacity", cap,
+        m.row("converted" if given != -1 else "default", "max_inflight_tasks", given, "system.staleness.enforcement",
+              "drop", f"{inflight} completions in flight, not the throttle's {throttle}: over-bound groups are dropped "
+                      "at dequeue")
+        m.row("converted" if given != -1 else "default", "max_inflight_tasks", given, "system.staleness.queue_capacity", cap,
               f"queue_capacity = max_inflight_tasks / G + B = {cap} groups (running + one step queued)")
     q = v("queue_maxsize", "int")
     if m.has("queue_maxsize") and q >= B * G:
@@ -253,11 +257,12 @@ def _objective(m: Mapper, v, cls: str) -> None:
         m.mapped("scale_rewards", "algorithm.objective.normalize_std", scale, "divide by the group std or not",
                  convert=lambda s: s == "group")
         beta = v("beta", "float")
-        m.mapped("beta", "algorithm.objective.beta_kl", beta, "β of the k3 KL term to the reference model")
         if beta > 0:
-            m.pinned("use_bias_correction_kl", False, "the sandbox's k3 has no importance-ratio bias correction",
-                     default=True)
+            m.row("unsupported", "beta", beta, note=f"{NO_REFERENCE}; the scenario runs with β = 0")
+            m.set("algorithm.objective.beta_kl", 0.0)
+            m.unsupported("use_bias_correction_kl", "the KL term's estimator (see beta)")
         else:
+            m.mapped("beta", "algorithm.objective.beta_kl", beta, "no KL term")
             m.ignore("use_bias_correction_kl", "unused: beta = 0")
     else:
         m.mapped("scale_rewards", "algorithm.objective.advantage", scale, "group-mean advantages divided by the group "

@@ -25,6 +25,8 @@ ACTOR = "actor_rollout_ref.actor"
 CORR = "algorithm.rollout_correction"
 V1 = "trainer.v1"
 NO_DUAL_CLIP = 1e9
+NO_REFERENCE = ("no task of the simulator supplies reference-policy log-probs, so the sandbox cannot run a KL penalty "
+                "(sandbox.runner.check_runnable)")
 
 AGGREGATION = {
     "token-mean": "token_mean",
@@ -253,30 +255,18 @@ def map_objective(m: Mapper, route: str) -> str:
              convert=AGGREGATION.get)
     kl_key, coef_key = f"{ACTOR}.use_kl_loss", f"{ACTOR}.kl_loss_coef"
     use_kl = m.value(kl_key, "bool", d(kl_key))
-    if name == "grpo":
-        if use_kl:
-            beta = m.value(coef_key, "float", d(coef_key))
-            m.row("pinned", kl_key, True, note="KL to the reference model as a loss term")
-            m.mapped(coef_key, "algorithm.objective.beta_kl", beta, "β of the k3 KL term")
-            kt = f"{ACTOR}.kl_loss_type"
-            if m.has(kt) and m.raw(kt) == "low_var_kl":
-                m.row("unsupported", kt, m.raw(kt), note="low_var_kl is k3 clamped to [−10, 10]; the sandbox's KL term is "
-                                                         "the unclamped k3 (the same until the clamp binds)")
-            elif m.has(kt) and m.raw(kt) != "k3":
-                m.row("unsupported", kt, m.raw(kt), note="the sandbox's KL term is k3; the scenario uses it")
-            elif m.has(kt):
-                m.row("pinned", kt, m.raw(kt), note="k3 estimator, as the sandbox's")
-        else:
-            m.row("converted" if m.has(kl_key) else "default", kl_key, False, "algorithm.objective.beta_kl", 0.0,
-                  "no KL term: β = 0")
-            m.ignore(coef_key, "unused: use_kl_loss = false")
-            m.ignore(f"{ACTOR}.kl_loss_type", "unused: use_kl_loss = false")
-    elif use_kl:
-        m.row("unsupported", kl_key, True, note=f"the sandbox's {name} objective has no KL term")
-        m.unsupported(coef_key, "no KL term")
+    if use_kl:
+        beta = m.value(coef_key, "float", d(coef_key))
+        m.row("unsupported", kl_key, True, note="a KL term to the reference model: " + (NO_REFERENCE if name == "grpo" else
+              f"the sandbox's {name} objective has no KL term") + "; the scenario runs with β = 0")
+        m.row("unsupported", coef_key, beta, note="β of the KL term (see use_kl_loss)")
+        m.unsupported(f"{ACTOR}.kl_loss_type", "the KL estimator (see use_kl_loss)")
     else:
-        m.pinned(kl_key, False, "no KL term")
+        m.row("converted" if m.has(kl_key) else "default", kl_key, False,
+              "algorithm.objective.beta_kl" if name == "grpo" else None, 0.0 if name == "grpo" else None,
+              "no KL term: β = 0")
         m.ignore(coef_key, "unused: use_kl_loss = false")
+        m.ignore(f"{ACTOR}.kl_loss_type", "unused: use_kl_loss = false")
     m.pinned("algorithm.use_kl_in_reward", False, "no KL penalty in the reward")
     m.pinned(f"{ACTOR}.entropy_coeff", 0, "no entropy bonus")
     return name
