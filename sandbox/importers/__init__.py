@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from .build import PROXIES, Imported, build, read_cluster, render_import_md
 from .common import ConfigImportError, Mapper, Settings
+from . import openrlhf, trl, verl
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,13 @@ class Importer:
 
 
 def _importers() -> dict[str, Importer]:
-    from . import trl, verl
-
     out = [
         Importer("verl", "verl 0.9 (V1 trainer of verl.trainer.main_ppo)", "Hydra override list (key=value lines) or YAML",
                  verl.read_verl, verl.map_verl),
         Importer("trl", "TRL 1.16 (GRPOConfig or AsyncGRPOConfig)", "keyword arguments as JSON or YAML",
                  trl.read_trl, trl.map_trl),
+        Importer("openrlhf", "OpenRLHF 0.11 (openrlhf.cli.train_ppo_ray)", "flag list (--flag value, one or more per line)",
+                 openrlhf.read_openrlhf, openrlhf.map_openrlhf),
     ]
     return {i.name: i for i in out}
 

@@ -5,7 +5,7 @@ table, validated by the scenario loader; and IMPORT.md, key by key. Guide: ``doc
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,16 @@ class Imported:
 
     def fields(self) -> dict[str, Any]:
         return {r.field: r.field_value for r in self.rows if r.field and r.kind not in ("scale", "unsupported")}
+
+
+RUN_STEPS = "RUN_STEPS"
+
+
+def _per_run(value: Any, steps: int) -> Any:
+    """``(RUN_STEPS, fraction)`` (a fraction of the run, e.g. a warm-up ratio) as steps of the proxy's run."""
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == RUN_STEPS:
+        return round(value[1] * steps)
+    return value
 
 
 def _strip_none(x: Any) -> Any:
@@ -122,6 +132,9 @@ def build(framework: str, source: str, rows: list[Row], fields: dict[str, Any], 
     data["title"] = f"imported from {framework}: {Path(source).name}"
     data["description"] = (f"Imported by `sandbox import --framework {framework}` from {source}; the task is a proxy: "
                            f"{PROXIES[proxy][1]}. See IMPORT.md beside this file.")
+    steps = data["run"]["steps"]
+    fields = {f: _per_run(v, steps) for f, v in fields.items()}
+    rows = [replace(r, field_value=_per_run(r.field_value, steps)) for r in rows]
     for section in WHOLE:
         if any(f.startswith(section + ".") for f in fields):
             _set(data, section, {})
@@ -132,6 +145,13 @@ def build(framework: str, source: str, rows: list[Row], fields: dict[str, Any], 
         cfields, crow = cluster_rows(cluster)
         for f, v in cfields.items():
             _set(data, f, v)
+    gen = data["system"].get("generation_time", {})
+    if data["system"].get("partial_rollouts") and gen.get("kind") not in ("cost_model", "trace"):
+        data["system"]["partial_rollouts"] = False
+        rows = [r if r.field != "system.partial_rollouts" else replace(
+            r, kind="unsupported", note="partial rollouts need a time per token: the proxy's generation time is "
+                                        f"{gen.get('kind')}; use --task lm or give cluster.generation_time as a cost_model "
+                                        "or a trace. The scenario runs without them") for r in rows]
     data = _strip_none(data)
     try:
         scn = validate_scenario(data, f"scenario imported from {source}")

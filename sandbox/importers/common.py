@@ -149,8 +149,10 @@ def _hydra_value(text: str, path: str | Path, line: int) -> Any:
     except yaml.YAMLError:
         raise ConfigImportError(f"{path}: line {line}: value {text!r} is not a Hydra value (number, true/false, null, "
                                 "[a,b], 'string')") from None
-    if isinstance(value, str) and value.lower() in ("inf", "+inf", "-inf", "nan"):
-        return float(value)
+    if isinstance(value, str) and not text.startswith(("'", '"')) and _is_number(text):
+        return float(text)  # YAML 1.1 reads 1e-08 (no dot) and inf as words; Hydra and argparse read numbers
+    if isinstance(value, bool) and text.lower() not in ("true", "false"):
+        return text  # YAML 1.1's on/off/yes/no are words in Hydra's grammar and in argparse
     return value
 
 
@@ -175,6 +177,14 @@ def read_overrides(path: str | Path) -> Settings:
     return out
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def read_flags(path: str | Path) -> Settings:
     """A command-line flag list (``--flag value``, ``--switch``), one or several per line; a leading
     launch command (``python -m module``, ``deepspeed ...``) is skipped."""
@@ -197,15 +207,19 @@ def read_flags(path: str | Path) -> Settings:
         if not tok.startswith("--"):
             raise ConfigImportError(f"{path}: line {n}: expected a --flag, got {tok!r}")
         name, eq, inline = tok[2:].partition("=")
+        if not name:
+            raise ConfigImportError(f"{path}: line {n}: empty flag name")
         if eq:
             out.add(name, _hydra_value(inline, path, n), f"line {n}")
             i += 1
-        elif i + 1 < len(tokens) and not tokens[i + 1][0].startswith("--"):
-            out.add(name, _hydra_value(tokens[i + 1][0], path, tokens[i + 1][1]), f"line {n}")
-            i += 2
-        else:
-            out.add(name, True, f"line {n}")
+            continue
+        values = []
+        i += 1
+        while i < len(tokens) and not (tokens[i][0].startswith("--") and not _is_number(tokens[i][0])):
+            values.append(_hydra_value(tokens[i][0], path, tokens[i][1]))
             i += 1
+        # a bare flag is a store_true switch; several values are an nargs list (--actor.adam.betas 0.9 0.95)
+        out.add(name, True if not values else values[0] if len(values) == 1 else values, f"line {n}")
     return out
 
 
