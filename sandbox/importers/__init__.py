@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .build import PROXIES, Imported, build, read_cluster, render_import_md
 from .common import ConfigImportError, Mapper, Settings
-from . import openrlhf, trl, verl
+from . import areal, openrlhf, trl, verl
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ def _importers() -> dict[str, Importer]:
                  trl.read_trl, trl.map_trl),
         Importer("openrlhf", "OpenRLHF 0.11 (openrlhf.cli.train_ppo_ray)", "flag list (--flag value, one or more per line)",
                  openrlhf.read_openrlhf, openrlhf.map_openrlhf),
+        Importer("areal", "AReaL 1.0 (GRPO config of areal/api/cli_args.py)", "YAML", areal.read_areal, areal.map_areal),
     ]
     return {i.name: i for i in out}
 

@@ -109,7 +109,19 @@ def read_yaml(path: str | Path) -> Settings:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from None
-    return _tree(data if data is not None else {}, path, _yaml_lines(text))
+    return _tree(_numbers(data) if data is not None else {}, path, _yaml_lines(text))
+
+
+def _numbers(x: Any) -> Any:
+    """YAML 1.1 reads ``1e-8`` (no dot) and ``.inf``-less ``inf`` as strings; the frameworks' loaders (OmegaConf,
+    Hydra) read numbers."""
+    if isinstance(x, dict):
+        return {k: _numbers(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_numbers(v) for v in x]
+    if isinstance(x, str) and _is_number(x.strip()) and x.strip().lower() not in ("nan",):
+        return float(x)
+    return x
 
 
 def read_json_config(path: str | Path) -> Settings:
