@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .build import PROXIES, Imported, build, read_cluster, render_import_md
 from .common import ConfigImportError, Mapper, Settings
-from . import areal, openrlhf, trl, verl
+from . import areal, openrlhf, prime_rl, trl, verl
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ def _importers() -> dict[str, Importer]:
         Importer("openrlhf", "OpenRLHF 0.11 (openrlhf.cli.train_ppo_ray)", "flag list (--flag value, one or more per line)",
                  openrlhf.read_openrlhf, openrlhf.map_openrlhf),
         Importer("areal", "AReaL 1.0 (GRPO config of areal/api/cli_args.py)", "YAML", areal.read_areal, areal.map_areal),
+        Importer("prime-rl", "prime-rl (git 559b4477, rl.toml)", "TOML ([trainer], [orchestrator])",
+                 prime_rl.read_prime_rl, prime_rl.map_prime_rl),
     ]
     return {i.name: i for i in out}
 
