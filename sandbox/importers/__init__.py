@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .build import PROXIES, Imported, build, read_cluster, render_import_md
 from .common import ConfigImportError, Mapper, Settings
-from . import areal, openrlhf, prime_rl, trl, verl
+from . import areal, openrlhf, prime_rl, trl, verl, verl_vcpo
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ def _importers() -> dict[str, Importer]:
     out = [
         Importer("verl", "verl 0.9 (V1 trainer of verl.trainer.main_ppo)", "Hydra override list (key=value lines) or YAML",
                  verl.read_verl, verl.map_verl),
+        Importer("verl-vcpo", "the VCPO fork of verl (mit-han-lab/vcpo c7f030f0, fully-async recipe)",
+                 "Hydra override list or YAML", verl_vcpo.read_vcpo, verl_vcpo.map_vcpo),
         Importer("trl", "TRL 1.16 (GRPOConfig or AsyncGRPOConfig)", "keyword arguments as JSON or YAML",
                  trl.read_trl, trl.map_trl),
         Importer("openrlhf", "OpenRLHF 0.11 (openrlhf.cli.train_ppo_ray)", "flag list (--flag value, one or more per line)",

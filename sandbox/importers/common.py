@@ -335,6 +335,11 @@ class Mapper:
             raise AssertionError(f"importer bug: {field_} set twice ({self.fields[field_]!r}, then {value!r})")
         self.fields[field_] = value
 
+    def override(self, field_: str, value: Any) -> None:
+        """Replace a field an earlier rule set (a later key refines it: the fork's grad_baselining replaces
+        the group-mean baseline); the rows say both."""
+        self.fields[field_] = value
+
     def row(self, kind: RowKind, key: str, value: Any, field_: str | None = None, field_value: Any = None,
             note: str = "") -> None:
         if kind == "mapped" and key not in self.s.values:

@@ -177,7 +177,7 @@ def map_staleness_v1(m: Mapper, B: int, minibatches: int) -> str:
     return mode
 
 
-def map_objective(m: Mapper, route: str) -> str:
+def map_objective(m: Mapper, route: str, route_key: str = f"{CORR}.bypass_mode") -> str:
     """algorithm.objective from loss_mode, adv_estimator, norm, clip, aggregation and KL; returns its name."""
     lm_key = f"{ACTOR}.policy_loss.loss_mode"
     mode = m.value(lm_key, "str", d(lm_key))
@@ -191,9 +191,9 @@ def map_objective(m: Mapper, route: str) -> str:
         adv = "grpo"
     if route == "reinforce":
         name = "reinforce"
-        m.row("converted", "algorithm.rollout_correction.bypass_mode", False, "algorithm.objective.name", name,
-              "bypass_mode = false: the REINFORCE route (vanilla loss with ratio 1 against the recomputed π_old, times "
-              "rollout_is weights)")
+        m.row("converted", route_key, m.s.values.get(route_key), "algorithm.objective.name", name,
+              f"{route_key} = {m.s.values.get(route_key)}: the REINFORCE route (vanilla loss with ratio 1 against π_old, "
+              "times rollout_is weights)")
         if m.has(lm_key) and mode != "vanilla":
             m.row("unsupported", lm_key, m.raw(lm_key), note="the REINFORCE route uses the vanilla loss")
         elif m.has(lm_key):
@@ -206,7 +206,8 @@ def map_objective(m: Mapper, route: str) -> str:
         if adv == "rloo" and norm and m.has(norm_key):
             m.row("unsupported", norm_key, norm, note="verl's rloo estimator ignores it")
     else:
-        m.row("pinned", f"{CORR}.bypass_mode", True, note="bypass mode: the surrogate's ratio is π_θ/μ")
+        if m.has(route_key):
+            m.row("pinned", route_key, m.raw(route_key), note="the surrogate's ratio is π_θ/μ (the rollout log-probs)")
         if mode in ("gspo", "cispo"):
             name = mode
             m.row("converted", lm_key, mode, "algorithm.objective.name", name, f"{mode} surrogate")
