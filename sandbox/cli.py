@@ -852,7 +852,7 @@ def export(
 
 @app.command("import", short_help="Read a GPU framework's config back as a scenario (the inverse of export).")
 def import_(
-    config: Path = typer.Argument(..., help="The framework's config: verl overrides (key=value lines) or YAML; TRL GRPOConfig / AsyncGRPOConfig keyword arguments as JSON or YAML."),
+    config: Path = typer.Argument(..., help="The framework's config: verl / VCPO-fork overrides (key=value lines) or YAML; TRL GRPOConfig / AsyncGRPOConfig keyword arguments as JSON or YAML; OpenRLHF flags; AReaL YAML; prime-rl TOML (see --list)."),
     framework: Optional[str] = typer.Option(None, "--framework", "-f", help="The framework the config is written for (see --list)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory for scenario.toml and IMPORT.md (default: imported/<config name>-<framework>)."),
     task: str = typer.Option("bitstring", "--task", help="Proxy task the scenario runs on: bitstring (seconds per run) or lm (the small LM of lm_mission, minutes)."),

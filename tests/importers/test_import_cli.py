@@ -90,6 +90,15 @@ MALFORMED = [
     ("trl", "groups.json", '{"num_generations": 8, "per_device_train_batch_size": 12}', "per_device_train_batch_size"),
     ("trl", "mode.json", '{"vllm_importance_sampling_mode": "both"}', "vllm_importance_sampling_mode"),
     ("trl", "bin.json", b"\xff\xfe{}", "UTF-8"),
+    ("openrlhf", "quote.sh", "--rollout.batch_size 8\n--actor.optim 'adam\n", "line 2"),
+    ("openrlhf", "word.sh", "--rollout.batch_size 8 stray\n", "stray"),
+    ("openrlhf", "geom.sh", "--rollout.batch_size 8 --rollout.n_samples_per_prompt 4 --train.batch_size 5\n", "train.batch_size"),
+    ("areal", "type.yaml", "gconfig:\n  n_samples: four\nrollout:\n  consumer_batch_size: 8\n", "gconfig.n_samples"),
+    ("areal", "bad.yaml", "actor:\n\teps_clip: 0.2\n", "line 2"),
+    ("prime-rl", "bad.toml", "[orchestrator]\nbatch_size = \n", "TOML"),
+    ("prime-rl", "geom.toml", "[orchestrator]\nbatch_size = 60\ngroup_size = 8\n", "orchestrator.batch_size"),
+    ("verl-vcpo", "thr.txt", "actor_rollout_ref.actor.ppo_mini_batch_size=8\nasync_training.staleness_threshold=0.5\n",
+     "staleness_threshold"),
 ]
 
 
