@@ -15,9 +15,9 @@ from ..errors import ScenarioError
 from ..scenario import Scenario, validate_scenario
 from ..runner import check_runnable
 from ..scenario.load import read_toml
+from ..scenario.shipped import shipped_root
 from .common import ROW_TITLES, ConfigImportError, Row
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 PROXIES: dict[str, tuple[str, str]] = {
     "bitstring": ("quickstart.toml", "the bit-string task of the shipped quickstart scenario (16-bit strings, 4 policy "
@@ -127,7 +127,7 @@ def build(framework: str, source: str, rows: list[Row], fields: dict[str, Any], 
     is an error naming it (the importer's mapping produced a value the scenario cannot hold)."""
     if proxy not in PROXIES:
         raise ConfigImportError(f"--task: unknown proxy task {proxy!r}; expected one of {', '.join(PROXIES)}")
-    base = read_toml(SCENARIOS / PROXIES[proxy][0])
+    base = read_toml(shipped_root() / PROXIES[proxy][0])
     data = {k: copy.deepcopy(v) for k, v in base.items() if k not in ("variants", "title", "description")}
     data["title"] = f"imported from {framework}: {Path(source).name}"
     data["description"] = (f"Imported by `sandbox import --framework {framework}` from {source}; the task is a proxy: "

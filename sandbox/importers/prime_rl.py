@@ -21,8 +21,6 @@ Conventions inverted here:
 from __future__ import annotations
 
 import math
-from typing import Any
-
 from .common import Mapper, Settings, read_toml_config
 
 OFF_MASK = 1.0

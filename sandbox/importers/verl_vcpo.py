@@ -20,8 +20,6 @@ Conventions inverted here:
 
 from __future__ import annotations
 
-from typing import Any
-
 from .common import Mapper, Settings, read_overrides, read_yaml
 from .verl import ACTOR, IGNORED, ignore_framework_keys, map_correction, map_objective
 

@@ -141,7 +141,6 @@ def _export_back(path: Path, fw: str):
     imp = import_config(path, fw)
     settings = {k.removeprefix("--"): v for k, v in export_scenario(imp.scenario, fw, allow_partial=True).plan.settings.items()}
     keys = {r.key for r in imp.rows if r.kind in MAPPED}
-    from sandbox.importers.common import Settings  # noqa: F401
     given = IMPORTERS[fw].read(str(path)).values
     return imp, settings, keys, given
 
