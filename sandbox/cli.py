@@ -852,7 +852,7 @@ def export(
 
 @app.command("import", short_help="Read a GPU framework's config back as a scenario (the inverse of export).")
 def import_(
-    config: Path = typer.Argument(..., help="The framework's config: verl / VCPO-fork overrides (key=value lines) or YAML; TRL GRPOConfig / AsyncGRPOConfig keyword arguments as JSON or YAML; OpenRLHF flags; AReaL YAML; prime-rl TOML (see --list)."),
+    config: Optional[Path] = typer.Argument(None, help="The framework's config: verl / VCPO-fork overrides (key=value lines) or YAML; TRL GRPOConfig / AsyncGRPOConfig keyword arguments as JSON or YAML; OpenRLHF flags; AReaL YAML; prime-rl TOML (see --list)."),
     framework: Optional[str] = typer.Option(None, "--framework", "-f", help="The framework the config is written for (see --list)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory for scenario.toml and IMPORT.md (default: imported/<config name>-<framework>)."),
     task: str = typer.Option("bitstring", "--task", help="Proxy task the scenario runs on: bitstring (seconds per run) or lm (the small LM of lm_mission, minutes)."),
@@ -878,6 +878,8 @@ def import_(
         return
     staged = None
     try:
+        if config is None:
+            raise ConfigImportError("CONFIG: expected the framework's config file (or --list)")
         if framework is None:
             raise ConfigImportError(f"--framework: required; expected one of {', '.join(IMPORTERS)}")
         if framework not in IMPORTERS:
@@ -903,8 +905,9 @@ def import_(
     counts: dict[str, int] = {}
     for r in imp.rows + imp.cluster_rows:
         counts[r.kind] = counts.get(r.kind, 0) + 1
+    keys = len({r.key for r in imp.rows + imp.cluster_rows})
     console.print(
-        f"[bold]{escape(framework)}[/bold]: {sum(counts.values())} keys read ({counts.get('mapped', 0)} as is, "
+        f"[bold]{escape(framework)}[/bold]: {keys} keys read into {sum(counts.values())} rows ({counts.get('mapped', 0)} as is, "
         f"{counts.get('converted', 0)} converted, {counts.get('default', 0)} framework defaults, "
         f"{counts.get('setup', 0)} setup, {counts.get('scale', 0)} scale-dependent); proxy task: {escape(task)}"
     )

@@ -186,7 +186,7 @@ def render_import_md(imp: Imported, title: str) -> str:
         "",
         f"Source: `{imp.source}`; framework **{imp.framework}**.",
         "",
-        f"Keys read: {sum(counts.values())} ({counts['mapped']} as is, {counts['converted']} converted, "
+        f"Keys read: {len({r.key for r in rows})}, in {len(rows)} rows ({counts['mapped']} as is, {counts['converted']} converted, "
         f"{counts['default']} framework defaults, {counts['pinned']} checked conventions, {counts['setup']} setup, "
         f"{counts['scale']} scale-dependent, {counts['unsupported']} not representable, {counts['ignored']} not "
         f"simulated, {counts['unknown']} unknown).",
@@ -200,6 +200,9 @@ def render_import_md(imp: Imported, title: str) -> str:
         f"and the scenario keeps the proxy's own (learning rate {imp.scenario.algorithm.optimizer.lr:g}).",
         "",
         "Run it: `sandbox run scenario.toml`.",
+        "",
+        "A key may have several rows (one per scenario field it sets); a key in parentheses is not in the file "
+        "but read from its shape (e.g. `(AsyncGRPOConfig)`: the config has AsyncGRPOConfig's keys).",
         "",
     ]
     for kind, (head, what) in ROW_TITLES.items():

@@ -21,7 +21,9 @@ def invoke(*args: str):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-@pytest.mark.parametrize("name,fw", [("verl_reinforce_sync.txt", "verl"), ("trl_async_grpo.json", "trl")])
+@pytest.mark.parametrize("name,fw", [("verl_reinforce_sync.txt", "verl"), ("trl_async_grpo.json", "trl"),
+                                     ("openrlhf_sync_drgrpo.txt", "openrlhf"), ("areal_sync_tis.yaml", "areal"),
+                                     ("primerl_sgd_warmup.toml", "prime-rl"), ("vcpo_ratio_clip.yaml", "verl-vcpo")])
 def test_written_scenario_loads_and_runs(tmp_path, name, fw):
     res = invoke("import", DATA / name, "--framework", fw, "--out", tmp_path / "imp")
     assert res.exit_code == 0, res.output
@@ -143,3 +145,10 @@ def test_task_lm_proxy():
     imp = import_config(DATA / "verl_reinforce_sync.txt", "verl", proxy="lm")
     assert imp.scenario.task.name == "lm"
     assert imp.scenario.algorithm.groups_per_step == 32
+
+
+def test_list_names_every_framework():
+    res = invoke("import", "--list")
+    assert res.exit_code == 0, res.output
+    for fw in ("verl", "verl-vcpo", "trl", "openrlhf", "areal", "prime-rl"):
+        assert fw in res.output
