@@ -250,7 +250,8 @@ ROW_TITLES: dict[str, tuple[str, str]] = {
     "scale": ("Scale-dependent", "Kept out of the scenario: the proxy task has its own scale (reported as a multiplier of yours)."),
     "unsupported": ("Cannot be represented", "The sandbox cannot simulate this value; the scenario runs without it."),
     "ignored": ("Not simulated", "Framework-side settings (paths, logging, parallelism) with no bearing on the simulated algorithm."),
-    "unknown": ("Unknown keys", "No rule reads these keys: not mapped (check the spelling and the framework version)."),
+    "unknown": ("Unknown keys", "No rule reads these keys: framework keys the sandbox does not model, or misspelt "
+                                "keys; not mapped. Check the spelling and the framework version."),
 }
 
 

@@ -79,6 +79,7 @@ IGNORED: dict[str, str] = {
     "actor_rollout_ref.rollout.temperature": "sampling temperature 1 is assumed",
     "actor_rollout_ref.ref.": "reference-model placement and micro-batching",
     f"{ACTOR}.ppo_micro_batch_size_per_gpu": "micro-batching: same loss, memory only",
+    f"{ACTOR}.clip_ratio": "legacy symmetric clip, superseded by clip_ratio_low / clip_ratio_high",
     f"{ACTOR}.use_dynamic_bsz": "micro-batching by tokens: same loss, memory only",
     f"{ACTOR}.ppo_max_token_len_per_gpu": "micro-batching by tokens: same loss, memory only",
     f"{ACTOR}.fsdp_config.": "sharding: memory only",
@@ -313,8 +314,15 @@ def map_correction(m: Mapper, route: str) -> None:
 def map_batch(m: Mapper, prompts_key: str = "data.train_batch_size") -> tuple[int, int, int]:
     """group_size, groups_per_step, minibatches, epochs; returns (B, minibatches, epochs)."""
     n = m.value("actor_rollout_ref.rollout.n", "int", d("actor_rollout_ref.rollout.n"))
-    m.row("setup" if m.has("actor_rollout_ref.rollout.n") else "default", "actor_rollout_ref.rollout.n", n,
-          "algorithm.group_size", n, "responses per prompt (the group)")
+    if n < 1:
+        raise m.bad("actor_rollout_ref.rollout.n", "expected a positive integer")
+    if n < 2:  # verl's default n = 1 goes with its default gae estimator (a critic), which the sandbox does not simulate
+        m.row("unsupported", "actor_rollout_ref.rollout.n", n, note="one response per prompt: the group estimators the "
+              "sandbox simulates (grpo, rloo) need at least 2; the scenario uses groups of 2")
+        m.set("algorithm.group_size", 2)
+    else:
+        m.row("setup" if m.has("actor_rollout_ref.rollout.n") else "default", "actor_rollout_ref.rollout.n", n,
+              "algorithm.group_size", n, "responses per prompt (the group)")
     B = m.value(prompts_key, "int")
     if B < 1:
         raise m.bad(prompts_key, "expected a positive number of prompts per step")
