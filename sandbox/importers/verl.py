@@ -206,6 +206,9 @@ def map_objective(m: Mapper, route: str, route_key: str = f"{CORR}.bypass_mode")
                  "divide by the group std (rloo: never)")
         if adv == "rloo" and norm and m.has(norm_key):
             m.row("unsupported", norm_key, norm, note="verl's rloo estimator ignores it")
+        for key in (f"{ACTOR}.clip_ratio_low", f"{ACTOR}.clip_ratio_high", f"{ACTOR}.clip_ratio_c"):
+            m.ignore(key, "unused on the REINFORCE route: the ratio to π_old is 1 at one optimizer step per batch, "
+                          "the clip never binds (the sandbox's reinforce has no clip)")
     else:
         if m.has(route_key):
             m.row("pinned", route_key, m.raw(route_key), note="the surrogate's ratio is π_θ/μ (the rollout log-probs)")
@@ -214,8 +217,10 @@ def map_objective(m: Mapper, route: str, route_key: str = f"{CORR}.bypass_mode")
             m.row("converted", lm_key, mode, "algorithm.objective.name", name, f"{mode} surrogate")
             m.mapped(norm_key, "algorithm.objective.advantage", norm, "group-mean advantage, divided by the std "
                      "(grpo) or not (dr_grpo)", convert=lambda n: "grpo" if n else "dr_grpo")
-            m.row("pinned", adv_key, adv, note="group estimator") if adv == "grpo" else m.row(
-                "unsupported", adv_key, adv, note=f"{mode} with rloo advantages is not mapped; grpo advantages used")
+            if adv == "grpo":
+                m.row("pinned", adv_key, adv, note="group estimator")
+            else:
+                m.row("unsupported", adv_key, adv, note=f"{mode} with rloo advantages is not mapped; grpo advantages used")
         elif mode == "vanilla":
             name = "rloo" if adv == "rloo" else "grpo"
             m.row("converted", lm_key, mode, "algorithm.objective.name", name,
