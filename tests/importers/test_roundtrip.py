@@ -58,7 +58,8 @@ FIELDS: dict[str, list[str]] = {
                            "algorithm.objective.aggregation", "algorithm.objective.baseline",
                            "algorithm.objective.normalize_std", "algorithm.objective.opob_scope",
                            "algorithm.correction.level", "algorithm.correction.C", "algorithm.stabilizers"],
-    "trl": COMMON + ["algorithm.objective.eps_low", "algorithm.objective.eps_high", "algorithm.objective.aggregation",
+    "trl": COMMON + ["system.staleness.enforcement", "system.staleness.queue_capacity", "algorithm.proximal",
+                     "algorithm.objective.dual_clip_c", "algorithm.objective.eps_low", "algorithm.objective.eps_high", "algorithm.objective.aggregation",
                      "algorithm.objective.normalize_std", "algorithm.objective.beta_kl", "algorithm.correction.level",
                      "algorithm.correction.C", "algorithm.correction.C_low", "algorithm.optimizer.betas",
                      "algorithm.optimizer.eps"],
@@ -214,3 +215,12 @@ def test_export_of_import_of_hand_written(path):
 def test_two_hand_written_configs_per_framework():
     for fw in IMPORTERS:
         assert sum(_fw_of(p) == fw for p in HAND_FILES) >= 2, f"{fw}: fewer than two hand-written configs in data/"
+
+
+def test_docs_list_the_fields_compared_per_framework():
+    """docs/import.md's table of compared fields is FIELDS (it drifts otherwise)."""
+    doc = (ROOT / "docs" / "import.md").read_text()
+    for fw, fields in FIELDS.items():
+        row = f"| `{fw}` | " + ", ".join(f"`{f.removeprefix('algorithm.')}`" for f in fields if f not in COMMON) + " |"
+        assert row in doc, f"docs/import.md: the row of {fw} is not {row}"
+    assert all(f"`{f.removeprefix('algorithm.')}`" in doc for f in COMMON)
