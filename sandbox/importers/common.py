@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,24 +169,41 @@ def _hydra_value(text: str, path: str | Path, line: int) -> Any:
     return value
 
 
+LAUNCHERS = ("python", "python3", "torchrun", "ray", "uv", "bash", "srun", "deepspeed", "accelerate")
+
+
+def _override(out: Settings, path: str | Path, n: int, item: str, line: str) -> None:
+    key, eq, value = item.partition("=")
+    key = key.strip().lstrip("+~")
+    if not eq or not key or any(c.isspace() for c in key) or key.startswith("-"):
+        raise ConfigImportError(f"{path}: line {n}: expected key=value (a Hydra override), got {line!r}")
+    out.add(key, _hydra_value(value.strip(), path, n), f"line {n}")
+
+
 def read_overrides(path: str | Path) -> Settings:
-    """Hydra override lines ``key=value`` (``+key=`` / ``++key=`` accepted; ``#`` comments, blank lines and a
-    ``python -m ...`` launch line's backslash-continued arguments are also accepted)."""
+    """Hydra override lines ``key=value`` (``+key=`` / ``++key=`` accepted), one per line as the exporter writes
+    them, or several per line as in a launch script: ``#`` comments, blank lines, backslash continuations and a
+    launch command (``python3 -m verl.trainer.main_ppo \\``, its ``-m module`` and flags) are accepted."""
     text = _read(path)
     out = Settings(str(path))
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip().removesuffix("\\").strip()
         if not line or line.startswith("#"):
             continue
-        if line.startswith(("python", "PYTHON", "torchrun", "ray ")) or "=" not in line:
-            if "=" not in line:
-                raise ConfigImportError(f"{path}: line {n}: expected key=value (a Hydra override), got {line!r}")
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip().lstrip("+~")
-        if not key or any(c.isspace() for c in key):
-            raise ConfigImportError(f"{path}: line {n}: expected key=value (a Hydra override), got {line!r}")
-        out.add(key, _hydra_value(value.strip(), path, n), f"line {n}")
+        first = line.split(maxsplit=1)[0]
+        several = re.search(r"\s[+~]*[A-Za-z_][\w.]*=", line) is not None
+        if first in LAUNCHERS or several or first.startswith("-"):
+            try:
+                tokens = shlex.split(line, comments=True)
+            except ValueError as exc:
+                raise ConfigImportError(f"{path}: line {n}: {exc}") from None
+            if tokens and tokens[0] in LAUNCHERS:  # the command, its options and module before the first override
+                while tokens and "=" not in tokens[0]:
+                    tokens.pop(0)
+            for item in tokens:
+                _override(out, path, n, item, line)
+        else:
+            _override(out, path, n, line, line)
     return out
 
 

@@ -192,8 +192,9 @@ def map_objective(m: Mapper, route: str, route_key: str = f"{CORR}.bypass_mode")
         adv = "grpo"
     if route == "reinforce":
         name = "reinforce"
-        m.row("converted", route_key, m.s.values.get(route_key), "algorithm.objective.name", name,
-              f"{route_key} = {m.s.values.get(route_key)}: the REINFORCE route (vanilla loss with ratio 1 against π_old, "
+        given = m.s.values.get(route_key, False)  # both trainers default to this route (bypass / skip off)
+        m.row("converted" if m.has(route_key) else "default", route_key, given, "algorithm.objective.name", name,
+              f"{route_key} = {str(given).lower()}: the REINFORCE route (vanilla loss with ratio 1 against π_old, "
               "times rollout_is weights)")
         if m.has(lm_key) and mode != "vanilla":
             m.row("unsupported", lm_key, m.raw(lm_key), note="the REINFORCE route uses the vanilla loss")

@@ -175,3 +175,16 @@ def test_verl_s_own_shipped_default_config():
     a = imp.scenario.algorithm
     assert (a.objective.name, a.objective.aggregation, a.optimizer.name, a.optimizer.weight_decay) == (
         "reinforce", "token_mean", "adamw", 0.01)
+
+
+def test_a_pasted_launch_command_reads_as_overrides(tmp_path):
+    path = tmp_path / "run_grpo.sh"
+    path.write_text("python3 -m verl.trainer.main_ppo \\\n    algorithm.adv_estimator=grpo \\\n"
+                    "    data.train_batch_size=64 actor_rollout_ref.rollout.n=4 \\\n"
+                    "    actor_rollout_ref.actor.optim.lr=1e-6 \\\n    trainer.logger='[\"console\"]'\n")
+    imp = import_config(path, "verl")
+    assert (imp.scenario.algorithm.groups_per_step, imp.scenario.algorithm.group_size) == (64, 4)
+    assert {r.key: r.kind for r in imp.rows}["actor_rollout_ref.actor.optim.lr"] == "scale"
+    path.write_text("set -x\n")
+    with pytest.raises(ConfigImportError, match="line 1: expected key=value"):
+        import_config(path, "verl")

@@ -224,3 +224,16 @@ def test_docs_list_the_fields_compared_per_framework():
         row = f"| `{fw}` | " + ", ".join(f"`{f.removeprefix('algorithm.')}`" for f in fields if f not in COMMON) + " |"
         assert row in doc, f"docs/import.md: the row of {fw} is not {row}"
     assert all(f"`{f.removeprefix('algorithm.')}`" in doc for f in COMMON)
+
+
+YAML_TWINS = [(fw, case, name) for fw, name in (("verl", "verl_config.yaml"), ("verl-vcpo", "vcpo_config.yaml"))
+              for case in sorted(p.name for p in (GOLDEN / fw).iterdir()) if (GOLDEN / fw / case / name).is_file()]
+
+
+@pytest.mark.parametrize("fw,case,name", YAML_TWINS, ids=[f"{f}/{c}" for f, c, _ in YAML_TWINS])
+def test_yaml_and_override_list_import_alike(fw, case, name):
+    """verl's two formats: the exporter's YAML and its override list of the same scenario give one scenario."""
+    a = import_config(GOLDEN / fw / case / "overrides.txt", fw)
+    b = import_config(GOLDEN / fw / case / name, fw)
+    assert a.data["system"] == b.data["system"] and a.data["algorithm"] == b.data["algorithm"]
+    assert {r.key for r in a.rows if r.kind == "unknown"} == {r.key for r in b.rows if r.kind == "unknown"} == set()
