@@ -188,3 +188,16 @@ def test_a_pasted_launch_command_reads_as_overrides(tmp_path):
     path.write_text("set -x\n")
     with pytest.raises(ConfigImportError, match="line 1: expected key=value"):
         import_config(path, "verl")
+
+
+def test_hostile_inputs_are_refused_by_name(tmp_path):
+    """The bounded reader: a directory, a FIFO (would block), a device (never ends), a file nested too deeply."""
+    import os
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 5000 + "]" * 5000)
+    for path, fw in ((tmp_path, "areal"), (fifo, "areal"), (Path("/dev/zero"), "verl"), (deep, "trl")):
+        with pytest.raises(ConfigImportError, match=str(path)):
+            import_config(path, fw)
