@@ -931,6 +931,75 @@ def export(
     console.print(f"written to [bold]{target}[/bold]: {', '.join(exp.files)}\nlaunch (see PROMOTION.md): [dim]{escape(command)}[/dim]")
 
 
+@app.command("import", short_help="Read a GPU framework's config back as a scenario (the inverse of export).")
+def import_(
+    config: Optional[Path] = typer.Argument(None, help="The framework's config: verl / VCPO-fork overrides (key=value lines) or YAML; TRL GRPOConfig / AsyncGRPOConfig keyword arguments as JSON or YAML; OpenRLHF flags; AReaL YAML; prime-rl TOML (see --list)."),
+    framework: Optional[str] = typer.Option(None, "--framework", "-f", help="The framework the config is written for (see --list)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory for scenario.toml and IMPORT.md (default: imported/<config name>-<framework>)."),
+    task: str = typer.Option("bitstring", "--task", help="Proxy task the scenario runs on: bitstring (seconds per run) or lm (the small LM of lm_mission, minutes)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Rollout workers generating concurrently (engines x concurrency): system.num_workers."),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table: num_workers, generation_time / train_time / sync_delay (delay tables, e.g. a length trace), and recorded-only trainer_gpus, rollout_gpus, gpu, model_params (docs/import.md)."),
+    list_: bool = typer.Option(False, "--list", help="List the frameworks and the formats read, then exit."),
+):
+    """Read a framework's config as a scenario: scenario.toml (loads and runs) plus IMPORT.md listing, key by key,
+    what was mapped, converted, cannot be represented or is unknown (docs/import.md).
+
+    Exit status: 0 written, 2 bad input (a malformed file names the line or key).
+    """
+    with _starting():
+        from .importers import IMPORTERS, ConfigImportError, import_config, read_cluster, render_import_md
+        from .outputs import write_text
+    if list_:
+        table = Table(title="sandbox import CONFIG --framework NAME")
+        for col in ("framework", "reads", "formats"):
+            table.add_column(col)
+        for imp in IMPORTERS.values():
+            table.add_row(imp.name, escape(imp.title), escape(imp.formats))
+        console.print(table)
+        return
+    staged = None
+    try:
+        if config is None:
+            raise ConfigImportError("CONFIG: expected the framework's config file (or --list)")
+        if framework is None:
+            raise ConfigImportError(f"--framework: required; expected one of {', '.join(IMPORTERS)}")
+        if framework not in IMPORTERS:
+            close = difflib.get_close_matches(framework, list(IMPORTERS), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigImportError(f"--framework: unknown framework {framework!r}; {hint}expected one of {', '.join(IMPORTERS)}")
+        facts = dict(read_cluster(cluster)) if cluster is not None else {}
+        if workers is not None:
+            facts["num_workers"] = workers
+        imp = import_config(config, framework, task, facts)
+        target = user_path(out) if out is not None else Path("imported") / f"{safe_name(config.stem) or 'config'}-{framework}"
+        staged = StagedDir(target, whole=True, writer="sandbox import")
+        with staged as stage:
+            write_text(stage / "scenario.toml", imp.toml)
+            write_text(stage / "IMPORT.md", render_import_md(imp, IMPORTERS[framework].title))
+    except (ConfigImportError, OutputError, ScenarioError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
+    except KeyboardInterrupt:
+        _interrupted("nothing was kept")
+    counts: dict[str, int] = {}
+    for r in imp.rows + imp.cluster_rows:
+        counts[r.kind] = counts.get(r.kind, 0) + 1
+    keys = len({r.key for r in imp.rows + imp.cluster_rows})
+    console.print(
+        f"[bold]{escape(framework)}[/bold]: {keys} keys read into {sum(counts.values())} rows ({counts.get('mapped', 0)} as is, "
+        f"{counts.get('converted', 0)} converted, {counts.get('default', 0)} framework defaults, "
+        f"{counts.get('setup', 0)} setup, {counts.get('scale', 0)} scale-dependent); proxy task: {escape(task)}"
+    )
+    for r in imp.rows:
+        if r.kind in ("unsupported", "unknown"):
+            label = "cannot represent" if r.kind == "unsupported" else "unknown key"
+            console.print(f"  [yellow]{label}[/yellow] [bold]{escape(r.key)}[/bold] = {escape(str(r.value))}: {escape(r.note)}")
+    console.print(f"written to [bold]{escape(str(target))}[/bold]: scenario.toml, IMPORT.md\n"
+                  f"run it: [dim]sandbox run {escape(str(target / 'scenario.toml'))}[/dim]")
+
+
 def _print_frameworks(exporters: dict, only: str | None) -> None:
     if only is not None:
         if only not in exporters:

@@ -36,7 +36,7 @@ def test_version():
     assert res.exit_code == 0 and res.output.startswith(f"sandbox {__version__} ")
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["check"], ["sweep"], ["demo"], ["export"]])
+@pytest.mark.parametrize("command", [[], ["run"], ["check"], ["sweep"], ["demo"], ["export"], ["import"]])
 def test_help_shows_flags_as_flags(command):
     res = invoke(*command, "--help")
     assert res.exit_code == 0

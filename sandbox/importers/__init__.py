@@ -1,0 +1,68 @@
+"""``sandbox import CONFIG --framework F``: a GPU framework's config read back as a scenario (the inverse
+of :mod:`sandbox.export`), with IMPORT.md listing key by key what was mapped, converted, cannot be
+represented or is unknown. One module per framework (a reader and a mapper), the engine in
+:mod:`.common`, the scenario and IMPORT.md in :mod:`.build`. Guide: ``docs/import.md``.
+
+>>> from sandbox.importers import import_config                      # doctest: +SKIP
+>>> imp = import_config("overrides.txt", "verl")                     # doctest: +SKIP
+>>> imp.scenario.system.staleness.k_max                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .build import PROXIES, Imported, build, read_cluster, render_import_md
+from .common import ConfigImportError, Mapper, Settings
+from . import areal, openrlhf, prime_rl, trl, verl, verl_vcpo
+
+
+@dataclass(frozen=True)
+class Importer:
+    """One framework: how its files are read, and the mapper that consumes their keys."""
+
+    name: str
+    title: str
+    formats: str
+    read: Callable[[str], Settings]
+    map: Callable[[Mapper], None]
+
+
+def _importers() -> dict[str, Importer]:
+    out = [
+        Importer("verl", "verl 0.9 (V1 trainer of verl.trainer.main_ppo)", "Hydra override list (key=value lines) or YAML",
+                 verl.read_verl, verl.map_verl),
+        Importer("verl-vcpo", "the VCPO fork of verl (mit-han-lab/vcpo c7f030f0, fully-async recipe)",
+                 "Hydra override list or YAML", verl_vcpo.read_vcpo, verl_vcpo.map_vcpo),
+        Importer("trl", "TRL 1.16 (GRPOConfig or AsyncGRPOConfig)", "keyword arguments as JSON or YAML",
+                 trl.read_trl, trl.map_trl),
+        Importer("openrlhf", "OpenRLHF 0.11 (openrlhf.cli.train_ppo_ray)", "flag list (--flag value, one or more per line)",
+                 openrlhf.read_openrlhf, openrlhf.map_openrlhf),
+        Importer("areal", "AReaL 1.0 (GRPO config of areal/api/cli_args.py)", "YAML", areal.read_areal, areal.map_areal),
+        Importer("prime-rl", "prime-rl (git 559b4477, rl.toml)", "TOML ([trainer], [orchestrator])",
+                 prime_rl.read_prime_rl, prime_rl.map_prime_rl),
+    ]
+    return {i.name: i for i in out}
+
+
+IMPORTERS: dict[str, Importer] = _importers()
+
+
+def import_config(path: str | Path, framework: str, proxy: str = "bitstring",
+                  cluster: dict[str, Any] | None = None) -> Imported:
+    """Read ``path`` as ``framework``'s config and build the scenario; :class:`ConfigImportError` (one line
+    naming the file and the line or key) for an unknown framework, an unreadable or malformed file."""
+    if framework not in IMPORTERS:
+        raise ConfigImportError(f"--framework: unknown framework {framework!r}; expected one of {', '.join(IMPORTERS)}")
+    imp = IMPORTERS[framework]
+    settings = imp.read(str(path))
+    m = Mapper(settings, framework)
+    imp.map(m)
+    m.finish()
+    return build(framework, str(path), m.rows, m.fields, proxy, cluster)
+
+
+__all__ = ["ConfigImportError", "IMPORTERS", "Imported", "Importer", "PROXIES", "import_config", "read_cluster",
+           "render_import_md"]

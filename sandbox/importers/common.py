@@ -1,0 +1,415 @@
+"""The import engine shared by every framework: reading a config file into flat ``key -> value``
+settings (with the line each key came from), the :class:`Mapper` an importer consumes them with
+(one :class:`Row` per key: mapped, converted, pinned, scale, setup, unsupported, ignored, unknown),
+and the scenario it builds on a shipped proxy task. Guide: ``docs/import.md``.
+
+Nothing is dropped silently: a key no rule takes ends as an ``unknown`` row in IMPORT.md, and a
+key whose value the sandbox cannot simulate ends as ``unsupported`` with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from ..readfile import InputFileError, check_depth, read_text, TOML_LIMIT, value_depth, MAX_DEPTH
+
+
+class ConfigImportError(ValueError):
+    """A config that cannot be imported: one line naming the file and the line or key."""
+
+
+# ------------------------------------------------------------------------------------------------
+# reading: every format becomes {dotted key: value} plus {dotted key: where}
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    """A config file read flat: ``values[key]`` and ``where[key]`` (``"line 3"``, ``"key a.b"``)."""
+
+    path: str
+    values: dict[str, Any] = field(default_factory=dict)
+    where: dict[str, str] = field(default_factory=dict)
+
+    def add(self, key: str, value: Any, where: str) -> None:
+        if key in self.values:
+            raise ConfigImportError(f"{self.path}: {where}: {key} given twice (first at {self.where[key]})")
+        self.values[key] = value
+        self.where[key] = where
+
+
+def _read(path: str | Path) -> str:
+    try:
+        text = read_text(path, TOML_LIMIT, "config file")
+        check_depth(text, path, "config file")
+    except InputFileError as exc:
+        raise ConfigImportError(str(exc)) from None
+    except FileNotFoundError:
+        raise ConfigImportError(f"{path}: file not found") from None
+    return text
+
+
+def _flatten(tree: Any, prefix: str, out: Settings, lines: dict[str, int] | None = None) -> None:
+    if isinstance(tree, dict) and tree:
+        for k, v in tree.items():
+            if not isinstance(k, str):
+                raise ConfigImportError(f"{out.path}: key {prefix}{k!r} is not a string")
+            _flatten(v, f"{prefix}{k}.", out, lines)
+        return
+    key = prefix[:-1]
+    where = f"line {lines[key]}" if lines and key in lines else f"key {key}"
+    out.add(key, tree, where)
+
+
+def _yaml_lines(text: str) -> dict[str, int]:
+    """Dotted key -> line number of a YAML mapping (from the composed node tree)."""
+    lines: dict[str, int] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = f"{prefix}{k.value}"
+                lines[key] = k.start_mark.line + 1
+                walk(v, key + ".")
+
+    try:
+        walk(yaml.compose(text, Loader=yaml.SafeLoader), "")
+    except yaml.YAMLError:
+        pass
+    return lines
+
+
+def _yaml_error(path: str | Path, exc: yaml.YAMLError) -> ConfigImportError:
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return ConfigImportError(f"{path}: {where}not valid YAML ({problem})")
+
+
+def _tree(data: Any, path: str | Path, lines: dict[str, int] | None = None) -> Settings:
+    if not isinstance(data, dict):
+        raise ConfigImportError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    if value_depth(data) > MAX_DEPTH:
+        raise ConfigImportError(f"{path}: nested too deeply")
+    out = Settings(str(path))
+    _flatten(data, "", out, lines)
+    return out
+
+
+def read_yaml(path: str | Path) -> Settings:
+    text = _read(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc) from None
+    return _tree(_numbers(data) if data is not None else {}, path, _yaml_lines(text))
+
+
+def _numbers(x: Any) -> Any:
+    """YAML 1.1 reads ``1e-8`` (no dot) and ``.inf``-less ``inf`` as strings; the frameworks' loaders (OmegaConf,
+    Hydra) read numbers."""
+    if isinstance(x, dict):
+        return {k: _numbers(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_numbers(v) for v in x]
+    if isinstance(x, str) and _is_number(x.strip()) and x.strip().lower() not in ("nan",):
+        return float(x)
+    return x
+
+
+def read_json_config(path: str | Path) -> Settings:
+    text = _read(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigImportError(f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+    lines = {k: i + 1 for i, ln in enumerate(text.splitlines()) for k in [_json_key(ln)] if k}
+    return _tree(data, path, lines if isinstance(data, dict) and all(not isinstance(v, dict) for v in data.values()) else None)
+
+
+def _json_key(line: str) -> str | None:
+    s = line.strip()
+    if s.startswith('"') and '":' in s:
+        return s[1:s.index('":')]
+    return None
+
+
+def read_toml_config(path: str | Path) -> Settings:
+    import tomllib
+
+    text = _read(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigImportError(f"{path}: not valid TOML ({exc})") from None
+    return _tree(data, path)
+
+
+def _hydra_value(text: str, path: str | Path, line: int) -> Any:
+    """A value of Hydra's override grammar, read as YAML flow (null, true, numbers, [a,b], 'quoted')."""
+    if text == "":
+        return ""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise ConfigImportError(f"{path}: line {line}: value {text!r} is not a Hydra value (number, true/false, null, "
+                                "[a,b], 'string')") from None
+    if isinstance(value, str) and not text.startswith(("'", '"')) and _is_number(text):
+        return float(text)  # YAML 1.1 reads 1e-08 (no dot) and inf as words; Hydra and argparse read numbers
+    if isinstance(value, bool) and text.lower() not in ("true", "false"):
+        return text  # YAML 1.1's on/off/yes/no are words in Hydra's grammar and in argparse
+    return value
+
+
+LAUNCHERS = ("python", "python3", "torchrun", "ray", "uv", "bash", "srun", "deepspeed", "accelerate")
+
+
+def _override(out: Settings, path: str | Path, n: int, item: str, line: str) -> None:
+    key, eq, value = item.partition("=")
+    key = key.strip().lstrip("+~")
+    if not eq or not key or any(c.isspace() for c in key) or key.startswith("-"):
+        raise ConfigImportError(f"{path}: line {n}: expected key=value (a Hydra override), got {line!r}")
+    out.add(key, _hydra_value(value.strip(), path, n), f"line {n}")
+
+
+def read_overrides(path: str | Path) -> Settings:
+    """Hydra override lines ``key=value`` (``+key=`` / ``++key=`` accepted), one per line as the exporter writes
+    them, or several per line as in a launch script: ``#`` comments, blank lines, backslash continuations and a
+    launch command (``python3 -m verl.trainer.main_ppo \\``, its ``-m module`` and flags) are accepted."""
+    text = _read(path)
+    out = Settings(str(path))
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip().removesuffix("\\").strip()
+        if not line or line.startswith("#"):
+            continue
+        first = line.split(maxsplit=1)[0]
+        several = re.search(r"\s[+~]*[A-Za-z_][\w.]*=", line) is not None
+        if first in LAUNCHERS or several or first.startswith("-"):
+            try:
+                tokens = shlex.split(line, comments=True)
+            except ValueError as exc:
+                raise ConfigImportError(f"{path}: line {n}: {exc}") from None
+            if tokens and tokens[0] in LAUNCHERS:  # the command, its options and module before the first override
+                while tokens and "=" not in tokens[0]:
+                    tokens.pop(0)
+            for item in tokens:
+                _override(out, path, n, item, line)
+        else:
+            _override(out, path, n, line, line)
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def read_flags(path: str | Path) -> Settings:
+    """A command-line flag list (``--flag value``, ``--switch``), one or several per line; a leading
+    launch command (``python -m module``, ``deepspeed ...``) is skipped."""
+    text = _read(path)
+    out = Settings(str(path))
+    tokens: list[tuple[str, int]] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip().removesuffix("\\").strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            tokens += [(t, n) for t in shlex.split(line, comments=True)]
+        except ValueError as exc:
+            raise ConfigImportError(f"{path}: line {n}: {exc}") from None
+    i = 0
+    while i < len(tokens) and not tokens[i][0].startswith("--"):
+        i += 1  # the launch command before the first flag
+    while i < len(tokens):
+        tok, n = tokens[i]
+        if not tok.startswith("--"):
+            raise ConfigImportError(f"{path}: line {n}: expected a --flag, got {tok!r}")
+        name, eq, inline = tok[2:].partition("=")
+        if not name:
+            raise ConfigImportError(f"{path}: line {n}: empty flag name")
+        if eq:
+            out.add(name, _hydra_value(inline, path, n), f"line {n}")
+            i += 1
+            continue
+        values = []
+        i += 1
+        while i < len(tokens) and not (tokens[i][0].startswith("--") and not _is_number(tokens[i][0])):
+            values.append(_hydra_value(tokens[i][0], path, tokens[i][1]))
+            i += 1
+        # a bare flag is a store_true switch; several values are an nargs list (--actor.adam.betas 0.9 0.95)
+        out.add(name, True if not values else values[0] if len(values) == 1 else values, f"line {n}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# mapping: consume keys, record rows, set scenario fields
+# ------------------------------------------------------------------------------------------------
+
+RowKind = str  # mapped | converted | pinned | default | scale | setup | unsupported | ignored | unknown
+
+ROW_TITLES: dict[str, tuple[str, str]] = {
+    "mapped": ("Mapped as is", "The config's value is the scenario's value."),
+    "converted": ("Converted", "Mapped after a unit, direction or counting conversion (the note gives it)."),
+    "default": ("Framework default", "Not in the config: the framework's default, mapped as if written."),
+    "pinned": ("Checked conventions", "Keys the sandbox's model assumes; the config's value agrees."),
+    "setup": ("Your setup", "Batch geometry and cluster facts: mapped, check them against the real run."),
+    "scale": ("Scale-dependent", "Kept out of the scenario: the proxy task has its own scale (reported as a multiplier of yours)."),
+    "unsupported": ("Cannot be represented", "The sandbox cannot simulate this value; the scenario runs without it."),
+    "ignored": ("Not simulated", "Framework-side settings (paths, logging, parallelism) with no bearing on the simulated algorithm."),
+    "unknown": ("Unknown keys", "No rule reads these keys: framework keys the sandbox does not model, or misspelt "
+                                "keys; not mapped. Check the spelling and the framework version."),
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of IMPORT.md: a framework ``key`` and its ``value``, the scenario ``field`` it set (and
+    ``field_value``), and why."""
+
+    kind: RowKind
+    key: str
+    value: Any
+    field: str | None
+    field_value: Any
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "key": self.key, "value": self.value, "field": self.field,
+                "field_value": self.field_value, "note": self.note}
+
+
+_MISSING = object()
+
+
+class Mapper:
+    """Consumes a config's keys for one importer: each call takes a key, checks its type, sets scenario
+    fields and records a row; :meth:`finish` lists the keys no call took as ``unknown``."""
+
+    def __init__(self, settings: Settings, framework: str):
+        self.s = settings
+        self.framework = framework
+        self.used: set[str] = set()
+        self.rows: list[Row] = []
+        self.fields: dict[str, Any] = {}
+
+    # -- reading values ----------------------------------------------------------------------------
+    def has(self, key: str) -> bool:
+        return key in self.s.values
+
+    def _where(self, key: str) -> str:
+        return f"{self.s.path}: {self.s.where.get(key, 'key ' + key)}"
+
+    def raw(self, key: str, default: Any = _MISSING) -> Any:
+        """The value of ``key`` (marked as read), or ``default`` when the config does not set it."""
+        if key in self.s.values:
+            self.used.add(key)
+            return self.s.values[key]
+        if default is _MISSING:
+            raise ConfigImportError(f"{self.s.path}: {key}: required")
+        return default
+
+    def value(self, key: str, kind: str, default: Any = _MISSING) -> Any:
+        """``key`` checked to be ``kind`` (``int``, ``float``, ``bool``, ``str``, ``floats``: a list of floats,
+        ``str?``/``float?``: that or null); a wrong type is an error naming the key and its line."""
+        v = self.raw(key, default)
+        if key not in self.s.values:
+            return v
+        ok = {
+            "int": isinstance(v, int) and not isinstance(v, bool),
+            "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+            "bool": isinstance(v, bool),
+            "str": isinstance(v, str),
+            "str?": v is None or isinstance(v, str),
+            "float?": v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+            "floats": isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v),
+        }[kind]
+        if not ok:
+            want = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+                    "str?": "a string or null", "float?": "a number or null", "floats": "a list of numbers"}[kind]
+            raise ConfigImportError(f"{self._where(key)}: {key} = {v!r}: expected {want}")
+        if kind == "float" or (kind == "float?" and v is not None):
+            v = float(v)
+        if kind == "floats":
+            v = [float(x) for x in v]
+        return v
+
+    def bad(self, key: str, why: str) -> ConfigImportError:
+        return ConfigImportError(f"{self._where(key)}: {key} = {self.s.values.get(key)!r}: {why}")
+
+    # -- rows ----------------------------------------------------------------------------------------
+    def set(self, field_: str, value: Any) -> None:
+        if field_ in self.fields and self.fields[field_] != value:
+            raise AssertionError(f"importer bug: {field_} set twice ({self.fields[field_]!r}, then {value!r})")
+        self.fields[field_] = value
+
+    def override(self, field_: str, value: Any) -> None:
+        """Replace a field an earlier rule set (a later key refines it: the fork's grad_baselining replaces
+        the group-mean baseline); the rows say both."""
+        self.fields[field_] = value
+
+    def row(self, kind: RowKind, key: str, value: Any, field_: str | None = None, field_value: Any = None,
+            note: str = "") -> None:
+        if kind == "mapped" and key not in self.s.values:
+            kind = "default"
+        if field_ is not None and kind not in ("scale", "unsupported"):
+            self.set(field_, field_value)
+        self.rows.append(Row(kind, key, value, field_, field_value, note))
+
+    def mapped(self, key: str, field_: str, value: Any, note: str = "", convert: Callable[[Any], Any] | None = None) -> None:
+        kind = "mapped" if convert is None else "converted"
+        if key not in self.s.values:
+            kind = "default"
+        self.row(kind, key, value, field_, value if convert is None else convert(value), note)
+
+    def pinned(self, key: str, expected: Any, note: str, default: Any = _MISSING) -> None:
+        """A key whose value the sandbox's model assumes: agreeing is a ``pinned`` row; otherwise ``unsupported``."""
+        if key not in self.s.values and default is _MISSING:
+            return
+        v = self.raw(key, default)
+        same = v == expected or (isinstance(v, float) and isinstance(expected, float) and math.isclose(v, expected))
+        if same:
+            if key in self.s.values:
+                self.row("pinned", key, v, note=note)
+        else:
+            self.row("unsupported", key, v, note=f"the sandbox assumes {expected!r} here ({note}); the scenario runs as if "
+                                                   f"{key} = {expected!r}")
+
+    def ignore(self, key: str, note: str) -> None:
+        if key in self.s.values:
+            self.row("ignored", key, self.raw(key), note=note)
+
+    def ignore_prefix(self, prefix: str, note: str) -> None:
+        for key in list(self.s.values):
+            if key.startswith(prefix) and key not in self.used:
+                self.ignore(key, note)
+
+    def unsupported(self, key: str, note: str) -> None:
+        if key in self.s.values:
+            self.row("unsupported", key, self.raw(key), note=note)
+
+    def scale(self, key: str, field_: str, note: str) -> None:
+        if key in self.s.values:
+            self.row("scale", key, self.raw(key), field_, None, note)
+
+    def finish(self) -> None:
+        for key in self.s.values:
+            if key not in self.used:
+                self.rows.append(Row("unknown", key, self.s.values[key], None, None,
+                                     f"no {self.framework} rule reads this key ({self.s.where[key]})"))
+                self.used.add(key)
+
+
+__all__ = ["ConfigImportError", "Mapper", "ROW_TITLES", "Row", "Settings", "read_flags", "read_json_config",
+           "read_overrides", "read_toml_config", "read_yaml"]

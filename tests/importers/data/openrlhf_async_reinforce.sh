@@ -1,0 +1,34 @@
+# OpenRLHF 0.11 async GRPO-style run, in the style of examples/scripts/train_ppo_ray_*.sh
+python3 -m openrlhf.cli.train_ppo_ray \
+   --ref.num_nodes 1 \
+   --ref.num_gpus_per_node 8 \
+   --actor.num_nodes 1 \
+   --actor.num_gpus_per_node 8 \
+   --vllm.num_engines 4 \
+   --vllm.tensor_parallel_size 2 \
+   --model.pretrain OpenRLHF/Llama-3-8b-sft-mixture \
+   --data.prompt_dataset OpenRLHF/prompt-collection-v0.1 \
+   --train.micro_batch_size 8 \
+   --train.batch_size 128 \
+   --rollout.micro_batch_size 16 \
+   --rollout.batch_size 64 \
+   --rollout.n_samples_per_prompt 4 \
+   --train.max_epochs 1 \
+   --rollout.max_new_tokens 1024 \
+   --algo.advantage.estimator group_norm \
+   --algo.kl.init_coef 0 \
+   --actor.adam.lr 5e-7 \
+   --actor.eps_clip_low_high 0.2 0.28 \
+   --actor.loss_agg_mode token-mean \
+   --actor.lr_scheduler constant \
+   --actor.lr_warmup_ratio 0 \
+   --train.async_enable \
+   --train.async_queue_size 2 \
+   --train.partial_rollout_enable \
+   --algo.advantage.is_correction_level token \
+   --algo.advantage.is_correction_mode clip \
+   --algo.advantage.is_correction_threshold 0.0 2.0 \
+   --ds.zero_stage 3 \
+   --model.gradient_checkpointing_enable \
+   --logger.wandb_project openrlhf_async \
+   --my.unknown_flag 3
