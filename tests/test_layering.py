@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sandbox.replay", "sandbox.runner", "sandbox.writers",
     )),
     ("drivers: plan, sweeps, claims, checks, demos, export, integrations", (
-        "sandbox.analysis.plan", "sandbox.sweep", "sandbox.claims", "sandbox.checks", "sandbox.demos",
+        "sandbox.analysis.plan", "sandbox.analysis.plan_split", "sandbox.sweep", "sandbox.claims", "sandbox.checks", "sandbox.demos",
         "sandbox.export", "sandbox.integrations",
     )),
     ("presentation: figures and reports", ("sandbox.report",)),
