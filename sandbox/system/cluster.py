@@ -602,7 +602,7 @@ class Cluster:
         weights = self.store.get(version)
         job.payload = payload = self.workload.sample(weights, version, self.G)
         job.tail_version = version
-        lengths = gen.lengths(self.rng, payload, self.G)
+        lengths = gen.lengths(self.rng, payload, self.G, job.id, version)
         problem = engine.misfit(lengths)
         if problem is not None:
             raise SimulationError(problem)
@@ -616,7 +616,7 @@ class Cluster:
         job.head_version = job.tail_version = version
         job.segments += 1
         self._event("abort", job.worker, job.id, version)
-        lengths = self.cfg.generation_time.lengths(self.rng, payload, self.G)
+        lengths = self.cfg.generation_time.lengths(self.rng, payload, self.G, job.id, version)
         problem = self.engines[0].misfit(lengths)
         if problem is not None:
             raise SimulationError(problem)
