@@ -13,7 +13,9 @@ ignored) gets:
   ``algorithm.group_size`` sequences, the KV-cache capacity left by the weights,
   ``⌊0.9 · (tp · memory − weight bytes) / KV bytes per token⌋`` tokens (vLLM's default
   ``gpu_memory_utilization`` 0.9), and the length model (``--length-median``, ``--length-sigma``,
-  ``--max-tokens``; default the scenario's engine length model when it has one, else 1000 / 1.0 / 8192);
+  ``--max-tokens``; default the scenario's engine length model when it has one, else 1000 / 1.0 / 8192;
+  the scenario engine's structure, ``prompts``, ``prompt_sigma``, ``length_trend``, ``tail_alpha``, is
+  kept: docs/system.md#structured-lengths);
   the engine's sync mode is the scenario engine's, else ``drain``;
 * ``system.num_workers = engines · slots`` (one worker per group slot), equal speeds, with ``slots =
   ⌊c / G⌋`` capped at ``⌈M / engines⌉`` when the staleness control admits at most ``M`` groups at once
@@ -56,6 +58,8 @@ from ..system.timing_only import TimingOnlyWorkload
 from .plan import default_steps, describe_control, staleness_for, system_seed
 
 DEFAULT_LENGTHS = {"length_median": 1000.0, "length_sigma": 1.0, "max_tokens": 8192}
+STRUCTURE = ("prompts", "prompt_sigma", "prompt_seed", "length_trend", "tail_alpha")
+"""Knobs of a structured length model, kept from the scenario's engine when it has them."""
 MEMORY_UTILISATION = 0.9
 """Fraction of GPU memory an engine may use (vLLM ``gpu_memory_utilization`` default 0.9)."""
 RECOMPUTE_PASSES = 1
@@ -166,9 +170,11 @@ def split_configurations(raw: dict, source: str, opts: SplitOptions) -> list[Spl
         if own.length_median is not None:
             lengths = {"length_median": own.length_median, "length_sigma": own.length_sigma,
                        "max_tokens": own.max_tokens}
-    for key in lengths:
+    for key in DEFAULT_LENGTHS:
         if getattr(opts, key) is not None:
             lengths[key] = getattr(opts, key)
+    if own.kind == "continuous_batching":  # the structure of its length model (docs/system.md#structured-lengths)
+        lengths.update({k: getattr(own, k) for k in STRUCTURE if getattr(own, k) not in (None, 0, 0.0)})
     staleness = scn.system.staleness.model_dump(mode="json")
     if opts.k_max is not None:
         staleness = staleness_for(staleness, opts.k_max)

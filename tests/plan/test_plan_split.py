@@ -114,3 +114,13 @@ def test_command_writes_the_split(tmp_path: Path):
 def test_command_refuses_what_the_split_cannot_do(tmp_path, extra, option):
     r = CliRunner().invoke(app, ["plan", str(SCENARIO), "--gpus", "3", "--out", str(tmp_path / "x"), "-q", *extra])
     assert r.exit_code == 2 and option in r.output
+
+
+def test_split_keeps_the_scenarios_structured_lengths():
+    raw = load_scenario(SCENARIO, {"system.worker_speeds": None, "system.generation_time": {
+        "kind": "continuous_batching", "length_median": 300, "length_sigma": 0.5, "max_tokens": 2000,
+        "prompts": 50, "prompt_sigma": 0.6, "length_trend": 0.01, "tail_alpha": 1.5}})[1]
+    (c,) = split_configurations(raw, "max_lag", SplitOptions(gpus=2, concurrency=[64], length_sigma=0.3))
+    g = c.scenario.system.generation_time
+    assert (g.length_median, g.length_sigma, g.max_tokens) == (300, 0.3, 2000)  # the option overrides sigma
+    assert (g.prompts, g.prompt_sigma, g.length_trend, g.tail_alpha) == (50, 0.6, 0.01, 1.5)
