@@ -288,7 +288,9 @@ def summarize(result: RunResult, sim_time: float) -> dict:
     if result.lengths and (result.scenario.system.staleness.drops_stale() or out["dropped"] > 0):
         from .analysis.drop_bias import drop_bias
 
-        out["drop_bias"] = drop_bias(jobs, result.lengths)  # docs/system.md#drop-bias
+        gen = result.scenario.system.generation_time
+        prompt_of = gen.prompt_of if getattr(gen, "prompts", None) is not None else None
+        out["drop_bias"] = drop_bias(jobs, result.lengths, prompt_of)  # docs/system.md#drop-bias
     return out
 
 

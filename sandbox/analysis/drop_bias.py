@@ -25,16 +25,24 @@ the few still buffered when the run ends have no fate yet and are left out):
   ``dropped_fraction_short``: the same among groups whose longest response is above / at most the
   median of the decided groups' longest responses.
 
+With prompts (``prompt_of``: job id → prompt, the engine's ``prompts`` of
+docs/system.md#structured-lengths, where a prompt's length persists across epochs), the same selection
+acts on *problems*: ``prompt_spearman`` is the Spearman rank correlation, over the prompts with at
+least one decided group, between a prompt's mean response length and the dropped fraction of its
+groups (positive: the long problems are the ones the learner sees less), and
+``prompts_never_consumed`` the fraction of those prompts none of whose groups was trained on.
+
 Pure function of the records: no randomness, the same records give the same numbers bitwise.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 QUANTILES = (0.5, 0.9, 0.99)
 
@@ -59,7 +67,8 @@ def _stats(prefix: str, values: np.ndarray) -> dict[str, float]:
     return out
 
 
-def drop_bias(jobs: pd.DataFrame, lengths: Mapping[int, Sequence[int]]) -> dict[str, float | int]:
+def drop_bias(jobs: pd.DataFrame, lengths: Mapping[int, Sequence[int]],
+              prompt_of: Callable[[int], int] | None = None) -> dict[str, float | int]:
     """The drop-bias summary (module docstring) of one run. ``jobs``: the jobs table (columns ``job``,
     ``consume_step``, ``dropped_at``); ``lengths``: job id → its sequences' lengths. A decided job
     without lengths is an error naming it (the lengths come from an engine run)."""
@@ -97,4 +106,26 @@ def drop_bias(jobs: pd.DataFrame, lengths: Mapping[int, Sequence[int]]) -> dict[
     g, c = out["length_generated_mean"], out["length_consumed_mean"]
     out["length_bias"] = c / g - 1 if gen.size and cons.size and g > 0 else math.nan
     out["length_ks"] = ks_distance(cons, gen)
+    if prompt_of is not None:
+        out.update(_by_prompt(consumed_ids, dropped_ids, lengths, prompt_of))
     return out
+
+
+def _by_prompt(consumed_ids, dropped_ids, lengths, prompt_of) -> dict[str, float]:
+    """``prompt_spearman`` and ``prompts_never_consumed`` (module docstring)."""
+    tokens: dict[int, list[int]] = {}
+    groups: dict[int, list[int]] = {}  # prompt -> [decided, dropped, consumed]
+    for ids, dropped in ((consumed_ids, False), (dropped_ids, True)):
+        for j in ids:
+            p = prompt_of(int(j))
+            tokens.setdefault(p, []).extend(lengths[int(j)])
+            g = groups.setdefault(p, [0, 0, 0])
+            g[0] += 1
+            g[1 if dropped else 2] += 1
+    prompts = sorted(groups)
+    if len(prompts) < 3:
+        return {"prompt_spearman": math.nan, "prompts_never_consumed": math.nan}
+    mean_len = np.array([np.mean(tokens[p]) for p in prompts])
+    frac = np.array([groups[p][1] / groups[p][0] for p in prompts])
+    rho = float(stats.spearmanr(mean_len, frac).statistic) if np.ptp(frac) > 0 and np.ptp(mean_len) > 0 else math.nan
+    return {"prompt_spearman": rho, "prompts_never_consumed": float(np.mean([groups[p][2] == 0 for p in prompts]))}

@@ -85,3 +85,13 @@ def test_runner_summary_has_drop_bias_for_an_engine_drop_run():
     db = result.summary["drop_bias"]
     assert db["groups_decided"] == int(((result.jobs.consume_step >= 0) | (result.jobs.dropped_at >= 0)).sum())
     assert db["groups_dropped"] == result.summary["dropped"]
+
+
+def test_by_prompt_hand_values():
+    # prompts: job j answers prompt j % 3; prompt 2 is long and always dropped, prompt 0 short and never
+    lengths = {0: [1, 1], 1: [5, 5], 2: [9, 9], 3: [1, 1], 4: [5, 5], 5: [9, 9]}
+    d = drop_bias(_jobs([0, 1, 3], [2, 4, 5]), lengths, prompt_of=lambda j: j % 3)
+    # per prompt: mean length 1, 5, 9; dropped fraction 0, 1/2, 1: ranks agree, Spearman 1
+    assert d["prompt_spearman"] == pytest.approx(1.0)
+    assert d["prompts_never_consumed"] == pytest.approx(1 / 3)  # prompt 2
+    assert "prompt_spearman" not in drop_bias(_jobs([0, 1, 3], [2, 4, 5]), lengths)
