@@ -77,7 +77,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         name="drop_bias",
         paper="issue 30 part 6 (drop-on-dequeue as in prime-rl, TRL AsyncGRPO; hard drop as in AReaL)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={"steps": steps, "generation_time": ENGINE, "scenario": "max_lag_drop.toml"},
+        settings={"steps": steps, "generation_time": ENGINE, "prompts variant": PROMPTS, "scenario": "max_lag_drop.toml"},
         x_label="staleness bound k_max (versions)",
         y_label="length shortfall: 1 − mean consumed / mean generated",
         kind="grouped",

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sandbox.analysis.plan_split import (
-    SplitConfig, SplitOptions, SplitTrainer, best_split, kv_capacity, run_split, split_configurations,
+    SplitOptions, SplitTrainer, best_split, kv_capacity, run_split, split_configurations,
 )
 from sandbox.cli import app
 from sandbox.errors import ScenarioError
