@@ -486,42 +486,7 @@ class _LossMapping:
             self._m2po()
             return
         self.rs_owner = "correction"
-        rs = "actor.rejection_sampling."
-        if name == "tis":
-            T.row(plan, "correction.name.converted.token_tis_truncates", {"name": name, "level": corr.level}, "token")
-            T.row(plan, "pinned.action.truncate_tokens_keep", "clamp")
-            T.row(plan, "pinned.metric.w_prox", "ratio")
-            T.row(plan, "correction.C.converted", corr.C, corr.cap, note=" (unset: 2.0 at token level)" if corr.C is None else "")
-            self._lower("algorithm.correction.C_low", corr.C_low, "floor")
-        elif name == "mis":
-            T.row(plan, "correction.name.converted.token_mis", {"name": name, "level": corr.level}, "token")
-            T.row(plan, "pinned.action.tokens_outside_band", "mask")
-            T.row(plan, "pinned.metric.w_prox", "ratio")
-            T.row(plan, "correction.C.as_is", corr.C)
-            self._lower("algorithm.correction.C_low", corr.C_low, "lower band edge")
-            T.row(plan, "correction.seq_weight",
-                  {"seq_weight": corr.seq_weight, "veto_low": corr.veto_low, "veto_high": corr.veto_high,
-                   "batch_normalize": corr.batch_normalize})
-        elif name == "icepop":
-            T.row(plan, "pinned.level.icepop_masks_tokens", "token")
-            T.row(plan, "correction.name.converted.coefficient_w_inside", name, "mask")
-            T.row(plan, "pinned.metric.w_prox", "ratio")
-            T.row(plan, "correction.beta", corr.beta)
-            self._lower("algorithm.correction.alpha", corr.alpha, "α")
-        elif name == "geo_mis":
-            T.row(plan, "correction.name.converted.mask_response_whose", name, "sequence")
-            T.row(plan, "pinned.action.reject_whole_response", "mask")
-            T.row(plan, "pinned.metric.ratio_metric_aggregated", "ratio")
-            T.row(plan, "pinned.agg", "mean")
-            T.row(plan, "correction.hi", corr.hi)
-            T.row(plan, "correction.lo", corr.lo)
-            T.row(plan, "correction.token_weight", {"token_weight": corr.token_weight, "C": corr.C})
-        elif name == "decoupled_ppo":
-            T.row(plan, "correction.name.converted.areal_s_decoupled", {"name": name, "level": corr.level}, "token")
-            T.row(plan, "pinned.action.reject_tokens_w", "mask")
-            T.row(plan, "pinned.metric.w_prox.3", "ratio")
-            T.row(plan, "correction.behave_imp_weight_cap", corr.behave_imp_weight_cap)
-            T.row(plan, "correction.require_prox", corr.require_prox)
+        T.apply(plan, "correction", c=corr, lower=self._lower)
 
     def _lower(self, source: str, value: float, what: str) -> None:
         target = "actor.rejection_sampling.lower"

@@ -443,64 +443,9 @@ def _gate(plan: Plan, src: str, value: Any, level: str, mode: str, band: list[fl
 
 def _correction(plan: Plan, scn: Scenario) -> None:
     c = scn.algorithm.correction
-    obj = scn.algorithm.objective
-    p = "algorithm.correction"
-    full = describe(c.model_dump())
-    if obj.name == "gspo":
-        T.row(plan, "pinned.is_correction_level.gspo_only_takes", "token")
-        if c.name == "none":
-            T.row(plan, "correction.implicit.weight_gspo_loss", "none")
-        else:
-            T.row(plan, "correction.no_equivalent.openrlhf_applies_is_correction", full)
-        return
-    if obj.name == "cispo":
-        if c.name == "none":
-            T.row(plan, "correction.implicit.correction_top_cispo", "none")
-        else:
-            T.row(plan, "correction.no_equivalent.openrlhf_has_one", full)
-        return
-    if c.name == "none":
-        T.row(plan, "pinned.is_correction_level.correction", "off",
-              note=T.note("correction.note")
-                    if obj.name in CLIP_OBJECTIVES else "")
-        T.row(plan, "correction.implicit.correction", "none")
-        return
-    if c.name == "tis" and c.level == "token":
-        _gate(plan, f"{p}.name + {p}.level + {p}.C + {p}.C_low", full, "token", "clip", [c.C_low, c.cap],
-              T.note("correction.token_tis_loss") + (T.note("correction.c_unset_sandbox") if c.C is None else ""))
-        return
-    if c.name == "mis" and c.level == "token":
-        _gate(plan, f"{p}.name + {p}.level + {p}.C + {p}.C_low", full, "token", "mask", [c.C_low, c.C],
-              T.note("correction.token_mis_w_t"))
-        T.row(plan, "correction.seq_weight", describe(_values("seq_weight", "veto_low", "veto_high", obj=c)))
-        if c.batch_normalize:
-            T.row(plan, "correction.batch_normalize.no_equivalent", True)
-        else:
-            T.row(plan, "correction.batch_normalize.implicit", False)
-        return
-    if c.name == "icepop":
-        _gate(plan, f"{p}.name + {p}.alpha + {p}.beta", full, "token", "mask", [c.alpha, c.beta],
-              T.note("correction.icepop_w_t_kept"))
-        return
-    if c.name == "decoupled_ppo" and c.level == "token":
-        _gate(plan, T.note("correction.algorithm_correction_name"), full, "token", "mask",
-              [0.0, c.behave_imp_weight_cap],
-              T.note("correction.tokens_w_t_cap"))
-        T.row(plan, "correction.require_prox", c.require_prox)
-        return
-    if c.name == "geo_mis":
-        _gate(plan, f"{p}.name + {p}.lo + {p}.hi", describe(_values("lo", "hi", obj=c)), "seq", "mask", [c.lo, c.hi],
-              T.note("correction.geo_rs_response"))
-        knobs = f"{p}.token_weight + {p}.C"
-        if c.token_weight == "none" and obj.name in CLIP_OBJECTIVES:
-            T.row(plan, "correction.implicit", describe(_values("token_weight", "C", obj=c)), source=knobs)
-        else:
-            kept = "min(w_t, C)" if c.token_weight == "tis" else "1"
-            T.row(plan, "correction.no_equivalent", describe(_values("token_weight", "C", obj=c)), source=knobs,
-                  kept=kept)
-        return
-    T.row(plan, "pinned.is_correction_level.correction_exported_see", "off")
-    T.row(plan, "correction.no_equivalent.2", full, note=_correction_gap(c))
+    T.apply(plan, "correction", plan=plan, c=c, obj=scn.algorithm.objective, p="algorithm.correction",
+            full=describe(c.model_dump()), clip=CLIP_OBJECTIVES, gate=_gate, gap=_correction_gap, values=_values,
+            describe=describe)
 
 
 NOT_IN_OPENRLHF = T.section("correction_gaps")

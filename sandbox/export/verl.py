@@ -353,42 +353,9 @@ CORRECTION_GAPS = T.section("correction_gaps")
 
 def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
-    src = "algorithm.correction"
-    if c.name == "none":
-        T.row(plan, "correction.name.converted.weights_written_explicitly", "none", None)
-        T.row(plan, "pinned.rollout_rs", None)
-        return
-    if route != "reinforce":
-        name = scn.algorithm.objective.name
-        T.row(plan, "correction.no_equivalent.verl_s_v1", describe(c.model_dump()), name=name)
-        _correction_off(plan, T.note("map_correction_0_9"))
-        return
-
-    if c.name == "tis":
-        map_tis(plan, c, f"{CORR}.rollout_is", f"{CORR}.rollout_is_threshold")
-        T.row(plan, "pinned.rollout_rs", None)
-    elif c.name == "mis":
-        _map_mis(plan, c)
-    elif c.name == "geo_mis":
-        T.row(plan, "correction.name.converted.mask_response_when", c.name, "seq_mean_k1")
-        T.row(plan, "correction.lo", f"[{c.lo:g}, {c.hi:g}]", ratio_band(1.0 / c.hi, 1.0 / c.lo))
-        map_geo_token_weight(plan, c, src)
-    elif c.name == "icepop":
-        T.row(plan, "correction.name.converted.icepop_w_t_w_t", c.name, "token")
-        T.row(plan, "correction.alpha", f"[{c.alpha:g}, {c.beta:g}]",
-              ratio_band(c.alpha if c.alpha > 0 else NO_LOWER_EDGE, c.beta),
-              note=T.note("map_correction_0_9.note") if c.alpha == 0 else "")
-        T.row(plan, "pinned.rollout_rs", None)
-    elif c.name == "decoupled_ppo" and c.level == "token":
-        T.row(plan, "correction.name.converted.behaviour_weight_w_t", f"{c.name}, token", "token")
-        T.row(plan, "correction.behave_imp_weight_cap", c.behave_imp_weight_cap,
-              ratio_band(NO_LOWER_EDGE, c.behave_imp_weight_cap))
-        T.row(plan, "correction.require_prox", c.require_prox)
-        T.row(plan, "pinned.rollout_rs", None)
-    else:
-        why = CORRECTION_GAPS[c.name]
-        T.row(plan, "correction.no_equivalent.instead_run_sandbox", describe(c.model_dump()), why=why, name=c.name)
-        _correction_off(plan, T.note("map_correction_0_9"))
+    T.apply(plan, "correction", plan=plan, c=c, route=route, objective=scn.algorithm.objective.name,
+            full=describe(c.model_dump()), why=CORRECTION_GAPS.get(c.name), corr=CORR, band=ratio_band,
+            no_lower=NO_LOWER_EDGE, off=_correction_off, map_tis=map_tis, map_mis=_map_mis, geo=map_geo_token_weight)
 
 
 def _map_mis(plan: Plan, c) -> None:

@@ -151,77 +151,16 @@ def _rs(plan: Plan, source: str, value: Any, level: str, lo: float, hi: float, n
 CORRECTION_GAPS = T.section("correction_gaps")
 
 
+def _off(plan: Plan, why: str) -> None:
+    T.row(plan, "pinned.rollout_is", None, note=why)
+    T.row(plan, "pinned.rollout_rs.rejection", None)
+
+
 def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
-    src = "algorithm.correction"
-
-    def off(why: str) -> None:
-        T.row(plan, "pinned.rollout_is", None, note=why)
-        T.row(plan, "pinned.rollout_rs.rejection", None)
-
-    if c.name == "none":
-        T.row(plan, "correction.name.converted.weights", "none", None)
-        T.row(plan, "pinned.rollout_rs.rejection", None)
-        return
-    if route != "reinforce":
-        T.row(plan, "correction.no_equivalent.ratio_route_fork", describe(c.model_dump()))
-        off(T.note("map_correction_0_9"))
-        return
-    if c.name == "tis":
-        map_tis(plan, c, f"{CORR}.rollout_is", f"{CORR}.rollout_is_threshold")
-        T.row(plan, "pinned.rollout_rs.rejection", None)
-    elif c.name == "mis":
-        lo = c.C_low
-        if c.level == "token":
-            T.row(plan, "correction.name.converted.weights_w_t_truncation", "mis, token", "token")
-            T.row(plan, "correction.C.as_is", float(c.C))
-            _rs(plan, f"{src}.C_low", lo, "token", lo, c.C, f"token band [C_low, C]; {MASK_NOTE}")
-            for knob in ("seq_weight", "veto_low", "veto_high"):
-                T.row(plan, "correction.implicit.2", getattr(c, knob), knob=knob)
-        else:
-            if c.seq_weight == "ratio":
-                T.row(plan, "correction.name.converted.kept_responses_weighted", "mis, sequence", "sequence")
-                T.row(plan, "correction.C.as_is", float(c.C))
-            else:
-                T.row(plan, "correction.name.converted.weight_pure_rejection", "mis, sequence", None)
-                T.row(plan, "correction.C.implicit", c.C)
-            _rs(plan, f"{src}.seq_weight + {src}.C_low", f"{c.seq_weight}, {lo:g}", "sequence", lo, c.C,
-                T.note("map_correction_fork.reject_response_when"))
-            if c.veto_low is None:
-                T.row(plan, "correction.veto_low.implicit", None)
-            else:
-                T.row(plan, "correction.veto_low.as_is", c.veto_low)
-            if c.veto_high is None:
-                T.row(plan, "correction.veto_high.implicit", None)
-            else:
-                T.row(plan, "correction.veto_high.no_equivalent", c.veto_high)
-        if not c.batch_normalize or (c.level == "sequence" and c.seq_weight == "one"):
-            note = "raw weights" if not c.batch_normalize else T.note("map_correction_fork.note")
-            if isinstance(c.batch_normalize, bool):
-                T.row(plan, "correction.batch_normalize.as_is", c.batch_normalize, note=note)
-            else:  # a named convention: same no-op
-                T.row(plan, "correction.batch_normalize.converted", c.batch_normalize, True, note=note)
-        else:
-            T.row(plan, "correction.batch_normalize.no_equivalent", c.batch_normalize)
-    elif c.name == "geo_mis":
-        _rs(plan, f"{src}.name + {src}.lo + {src}.hi", f"[{c.lo:g}, {c.hi:g}]", "geometric", c.lo, c.hi,
-            T.note("map_correction_fork.reject_response_when.2"))
-        map_geo_token_weight(plan, c, src)
-    elif c.name == "icepop":
-        T.row(plan, "correction.name.converted.weights_w_t", c.name, "token")
-        T.row(plan, "correction.beta", float(c.beta))
-        _rs(plan, f"{src}.alpha", c.alpha, "token", c.alpha, c.beta, f"token band [α, β]; {MASK_NOTE}")
-    elif c.name == "decoupled_ppo" and c.level == "token":
-        T.row(plan, "correction.name.converted.behaviour_weights_w_t", f"{c.name}, token", "token")
-        T.row(plan, "correction.behave_imp_weight_cap", float(c.behave_imp_weight_cap))
-        T.row(plan, "pinned.rollout_rs.reject_tokens_w_t", "token")
-        T.row(plan, "pinned.rollout_rs_threshold.cap", float(c.behave_imp_weight_cap))
-        T.row(plan, "pinned.rollout_rs_threshold_lower.lower_edge", 0.0)
-        T.row(plan, "correction.require_prox", c.require_prox)
-    else:
-        why = CORRECTION_GAPS[c.name]
-        T.row(plan, "correction.no_equivalent.instead_sandbox_s", describe(c.model_dump()), why=why)
-        off(T.note("map_correction_0_9"))
+    T.apply(plan, "correction", plan=plan, c=c, route=route, src="algorithm.correction", full=describe(c.model_dump()),
+            why=CORRECTION_GAPS.get(c.name), corr=CORR, mask=MASK_NOTE, rs=_rs, off=_off, map_tis=map_tis,
+            geo=map_geo_token_weight)
 
 
 # ------------------------------------------------------------------------------------------------
