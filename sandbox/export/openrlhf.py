@@ -473,27 +473,8 @@ STABILIZERS = T.section("stabilizers")
 
 
 def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:
-    opt = scn.algorithm.optimizer
-    p = "algorithm.optimizer"
-    if opt.name == "sgd":
-        T.row(plan, "optimizer.no_equivalent.openrlhf_s_optimizers", describe(_values("name", "momentum", "weight_decay", obj=opt)),
-              source=_sources(p, "name", "momentum", "weight_decay"))
-        T.row(plan, "optimizer.implicit", describe(_values("betas", "eps", obj=opt)),
-              source=_sources(p, "betas", "eps"))
-    else:
-        if opt.name == "adam" and opt.weight_decay > 0:
-            T.row(plan, "optimizer.no_equivalent.torch_adam_adds", describe(_values("name", "weight_decay", obj=opt)),
-                  source=_sources(p, "name", "weight_decay"))
-        else:
-            if opt.name == "adam":
-                T.row(plan, "optimizer.name.as_is", "adam")
-            else:
-                T.row(plan, "optimizer.name.converted", "adamw", "adam")
-            T.row(plan, "optimizer.weight_decay", opt.weight_decay,
-                  note=T.note("optimizer.note") if opt.weight_decay else "")
-        T.row(plan, "optimizer.betas", list(opt.betas))
-        T.row(plan, "optimizer.eps", opt.eps)
-        T.row(plan, "optimizer.momentum", opt.momentum)
+    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, p="algorithm.optimizer", values=_values, sources=_sources,
+            describe=describe)
     _schedule(plan, scn)
     scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,
                framework_clip_default=1.0)

@@ -287,11 +287,7 @@ def _switch_off_dppo(plan: Plan, scn: Scenario, why: str) -> None:
 
 def _correction_rows(plan: Plan, scn: Scenario) -> None:
     c = scn.algorithm.correction
-    if c.name == "none":
-        T.row(plan, "correction.name.implicit", "none")
-        _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl"))
-        return
-    if c.name != "dppo_mask":
+    if not T.apply(plan, "correction", plan=plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
         if c.name in _CORRECTION_IMPOSSIBLE:
             note = _CORRECTION_IMPOSSIBLE[c.name]
             if c.name in ("m2po_mask", "m2po_clipband"):
@@ -308,21 +304,6 @@ def _correction_rows(plan: Plan, scn: Scenario) -> None:
                 note += T.note("correction_rows.but_split_on_reward")
         T.row(plan, "correction", describe(c.model_dump()), note=note)
         _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
-        return
-    loss_type = "default" if c.variant == "dppo" else "ipo"
-    T.row(plan, "correction.name.converted", f"dppo_mask, {c.variant}", loss_type, loss_type=loss_type, variant=c.variant)
-    if c.variant == "dppo":
-        T.row(plan, "correction.dppo_mask_low.as_is", c.dppo_mask_low)
-        T.row(plan, "correction.dppo_mask_high", c.dppo_mask_high)
-        T.row(plan, "correction.ipo_threshold.implicit", c.ipo_threshold)
-    else:
-        T.row(plan, "correction.ipo_threshold.as_is", c.ipo_threshold)
-        T.row(plan, "correction.dppo_mask_low.implicit", f"{c.dppo_mask_low:g}, {c.dppo_mask_high:g}")
-    if "trainer.loss.adv_tau" in plan.settings:  # an RLOO objective folded G/(G−1) into it
-        T.row(plan, "correction.adv_tau.converted", c.adv_tau, plan.settings["trainer.loss.adv_tau"])
-    else:
-        T.row(plan, "correction.adv_tau.as_is", c.adv_tau)
-    T.row(plan, "correction.kl_tau", c.kl_tau)
 
 
 STABILIZERS = T.section("stabilizers")
@@ -335,33 +316,7 @@ STABILIZER_HOOK = T.note("stabilizer_hook")
 
 
 def _optimizer_rows(plan: Plan, scn: Scenario, given: Given) -> None:
-    opt = scn.algorithm.optimizer
-    src = "algorithm.optimizer."
-    if opt.name == "sgd":
-        T.row(plan, "optimizer.name.as_is.torch_sgd_both", "sgd")
-        T.row(plan, "optimizer.momentum.as_is", opt.momentum)
-        T.row(plan, "pinned.nesterov", False)
-        T.row(plan, "optimizer.weight_decay.as_is.l2_torch_sgd", opt.weight_decay)
-        T.row(plan, "optimizer.betas.unused_by_sgd", f"{describe(opt.betas)}, {opt.eps:g}")
-    else:
-        if opt.name == "adam":
-            T.row(plan, "optimizer.name.converted", "adam", "adamw")
-        else:
-            T.row(plan, "optimizer.name.as_is.torch_adamw_both", "adamw")
-        T.row(plan, "optimizer.betas.converted.betas_pair", describe(opt.betas), opt.betas[0])
-        T.row(plan, "optimizer.betas.converted.betas_pair.2", describe(opt.betas), opt.betas[1])
-        if opt.eps == ADAM_EPS:
-            T.row(plan, "optimizer.eps.implicit", opt.eps)
-        else:
-            T.row(plan, "optimizer.eps.no_equivalent", opt.eps)
-        if opt.name == "adam" and opt.weight_decay > 0:
-            T.row(plan, "optimizer.weight_decay.no_equivalent", opt.weight_decay)
-            T.row(plan, "pinned.weight_decay", 0.0)
-        else:
-            T.row(plan, "optimizer.weight_decay.as_is.note_from_code", opt.weight_decay,
-                  note=T.note("optimizer_rows.note.decoupled_adamw_decay") if opt.name == "adamw"
-                        else T.note("optimizer_rows.note.adam_without_decay"))
-        T.row(plan, "optimizer.momentum.implicit", opt.momentum)
+    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, adam_eps=ADAM_EPS, describe=describe)
     _schedule_rows(plan, scn)
     scale_rows(plan, scn, given, "trainer.optim.lr", "trainer.optim.max_norm",
                framework_lr_default=1e-6, framework_clip_default=1.0)

@@ -14,7 +14,7 @@ the table: the first case whose ``when`` holds runs its ``rows`` in order, each 
 expression, ..., {field = expression}]``, or an expression run for its effect (a helper the converter passes
 by name, e.g. ``"map_tis(plan, c)"``), or a nested case ``{when = ..., rows = [...]}``. Expressions are a
 small subset of Python (names the converter passes, attributes, literals, comparisons, ``and``/``or``/``not``,
-arithmetic, ``a if c else b``, f-strings, calls (by name only) of passed helpers and of ``note``, ``float``, ``str``, ``min``,
+arithmetic, indexing, ``a if c else b``, f-strings, calls (by name only) of passed helpers and of ``note``, ``float``, ``str``, ``list``, ``min``,
 ``max``), checked when first read; a table cannot reach anything else.
 """
 
@@ -43,9 +43,9 @@ PARAMS: dict[str, tuple[str, ...]] = {
 TEXT = frozenset({"source", "target", "note"})
 
 _NODES = (ast.Expression, ast.Name, ast.Load, ast.Attribute, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp,
-          ast.BinOp, ast.IfExp, ast.Call, ast.List, ast.Tuple, ast.Dict, ast.JoinedStr, ast.FormattedValue,
+          ast.BinOp, ast.IfExp, ast.Call, ast.Subscript, ast.List, ast.Tuple, ast.Dict, ast.JoinedStr, ast.FormattedValue,
           ast.boolop, ast.cmpop, ast.unaryop, ast.operator, ast.keyword)
-_BUILTINS = {"float": float, "str": str, "min": min, "max": max, "None": None, "True": True, "False": False}
+_BUILTINS = {"float": float, "str": str, "list": list, "min": min, "max": max, "None": None, "True": True, "False": False}
 
 
 @cache
@@ -105,12 +105,14 @@ class Table:
 
     def apply(self, plan: Plan, rule: str, /, **names: Any) -> bool:
         """Apply rule ``rule`` with ``names`` (scenario facts, helpers) in scope: the rows and calls of its first case
-        whose ``when`` holds (a case without ``when`` always holds). False when no case holds."""
+        whose ``when`` holds (a case without ``when`` always holds). False when no case holds. The names that are
+        not callables also fill the rows' template fields (a row's own ``{field = ...}`` wins)."""
         scope = {**_BUILTINS, "note": self.note, **names}
-        return any(self._case(plan, case, scope, f"export table {self.name}: rule {rule} case {i + 1}")
+        fields = {k: v for k, v in names.items() if not callable(v)}
+        return any(self._case(plan, case, scope, fields, f"export table {self.name}: rule {rule} case {i + 1}")
                    for i, case in enumerate(self._entry("rule", rule)))
 
-    def _case(self, plan: Plan, case: dict[str, Any], scope: dict[str, Any], where: str) -> bool:
+    def _case(self, plan: Plan, case: dict[str, Any], scope: dict[str, Any], fields: dict[str, Any], where: str) -> bool:
         ev = lambda text: eval(_compile(text, where), {"__builtins__": {}}, scope)  # noqa: S307 (checked subset)
         if "when" in case and not ev(case["when"]):
             return False
@@ -118,11 +120,11 @@ class Table:
             if isinstance(row, str):
                 ev(row)
             elif isinstance(row, dict):  # a nested case: its rows when its own ``when`` holds
-                self._case(plan, row, scope, where)
+                self._case(plan, row, scope, fields, where)
             else:
-                fields = row[-1] if isinstance(row[-1], dict) else {}
-                values = row[1:-1] if fields else row[1:]
-                self.row(plan, row[0], *map(ev, values), **{k: ev(v) for k, v in fields.items()})
+                own = row[-1] if isinstance(row[-1], dict) else None
+                values = row[1:-1] if own is not None else row[1:]
+                self.row(plan, row[0], *map(ev, values), **{**fields, **{k: ev(v) for k, v in (own or {}).items()}})
         return True
 
     def row(self, plan: Plan, key: str, /, *values: Any, **fields: Any) -> None:

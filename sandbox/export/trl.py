@@ -47,7 +47,7 @@ class TRLExporter(Exporter):
     name = "trl"
     title = T.note("title")
     versions = (Version("1.16", "1.16.0", "trl 1.16.0 wheel"),)
-    components = property(lambda self: T.components(correction=[*_CORRECTION_MAPPERS, *_CORRECTION_GAP]))
+    components = property(lambda self: T.components(correction=[*_CORRECTION_GAP]))
     expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------
@@ -512,7 +512,7 @@ def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
         T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()), note=gap)
         T.row(plan, "pinned.vllm_importance_sampling_correction.scenario_s_correction", False)
         return
-    _CORRECTION_MAPPERS[corr.name](plan, corr)
+    T.apply(plan, "correction", plan=plan, c=corr, on=_correction_on, describe=describe)
 
 
 _CORRECTION_GAP = T.section("correction_gaps")
@@ -520,7 +520,7 @@ _CORRECTION_GAP = T.section("correction_gaps")
 
 def _correction_gap(corr) -> str | None:
     """Why GRPOTrainer cannot apply ``corr`` (None when it can)."""
-    if corr.name not in _CORRECTION_MAPPERS and corr.name not in _CORRECTION_GAP:  # a component unknown here (issue 26)
+    if corr.name not in T.section("components")["correction"] and corr.name not in _CORRECTION_GAP:  # a component unknown here (issue 26)
         return T.note("correction_gap.trl_has_equivalent", name=corr.name)
     if corr.name in _CORRECTION_GAP:
         return _CORRECTION_GAP[corr.name]
@@ -544,59 +544,6 @@ def _correction_on(plan: Plan, source: str, value, mode: str, extra: str = "") -
     T.row(plan, "correction_on.converted", value, mode, source=source, note=_MODE_NOTES[mode], note2=extra)
 
 
-def _map_none(plan: Plan, corr) -> None:
-    T.row(plan, "correction.converted", "none", False)
-
-
-def _map_tis(plan: Plan, corr) -> None:
-    _correction_on(plan, T.note("map_tis"), f"tis, {corr.level}", f"{corr.level}_truncate")
-    if corr.C is None:
-        T.row(plan, "correction.C.converted", None, corr.cap, level=corr.level)
-    else:
-        T.row(plan, "correction.C.as_is.cap_c", corr.C)
-    T.row(plan, "correction.C_low.as_is.floor_leaves_every", corr.C_low)
-
-
-def _map_mis(plan: Plan, corr) -> None:
-    _correction_on(plan, T.note("map_tis"), f"mis, {corr.level}", f"{corr.level}_mask")
-    T.row(plan, "correction.C.as_is.upper_band_edge", corr.C)
-    T.row(plan, "correction.C_low.as_is.lower_band_edge", corr.C_low)
-    if corr.level == "sequence":
-        T.row(plan, "correction.seq_weight.implicit.kept_response_carries", "ratio")
-        T.row(plan, "correction.veto_low", None)
-    else:
-        T.row(plan, "correction.seq_weight.implicit.sequence_level_knobs",
-              describe({"seq_weight": corr.seq_weight, "veto_low": corr.veto_low, "veto_high": corr.veto_high}))
-    T.row(plan, "correction.batch_normalize", False)
-
-
-def _map_icepop(plan: Plan, corr) -> None:
-    _correction_on(plan, "algorithm.correction.name", "icepop", "token_mask", ": IcePop's band [α, β]")
-    T.row(plan, "correction.alpha", corr.alpha)
-    T.row(plan, "correction.beta", corr.beta)
-
-
-def _map_opsm(plan: Plan, corr) -> None:
-    T.row(plan, "correction.name", "opsm", False)
-    T.row(plan, "correction.delta", corr.delta)
-
-
-def _map_decoupled_ppo(plan: Plan, corr) -> None:
-    _correction_on(plan, T.note("map_tis"), f"decoupled_ppo, {corr.level}", "token_mask", T.note("map_decoupled_ppo"))
-    T.row(plan, "correction.behave_imp_weight_cap", corr.behave_imp_weight_cap)
-    T.row(plan, "pinned.vllm_importance_sampling_clip_min", None)
-    T.row(plan, "correction.require_prox", corr.require_prox)
-
-
-_CORRECTION_MAPPERS = {
-    "none": _map_none,
-    "tis": _map_tis,
-    "mis": _map_mis,
-    "icepop": _map_icepop,
-    "opsm": _map_opsm,
-    "decoupled_ppo": _map_decoupled_ppo,
-}
-
 # ------------------------------------------------------------------------------------------------
 # stabilizers and optimizer
 # ------------------------------------------------------------------------------------------------
@@ -608,38 +555,7 @@ _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
 
 
 def _optimizer(plan: Plan, scn: Scenario) -> None:
-    opt = scn.algorithm.optimizer
-    src = "algorithm.optimizer."
-    adam = opt.name in ("adam", "adamw")
-    if opt.name == "adam" and opt.weight_decay > 0:
-        T.row(plan, "optimizer.name.no_equivalent", f"adam, weight_decay = {opt.weight_decay:g}")
-    elif adam:
-        T.row(plan, "optimizer.name.converted.torch_adamw", opt.name, "adamw_torch",
-              note=T.note("optimizer.note.weight_decay_adam") if opt.name == "adam" else "")
-        T.row(plan, "optimizer.weight_decay", opt.weight_decay,
-              note=T.note("optimizer.note.transformers_decays_every")
-                    if opt.weight_decay > 0 else "")
-    else:
-        T.row(plan, "optimizer.name.converted.torch_sgd", "sgd", "sgd")
-        T.row(plan, "optimizer.weight_decay", opt.weight_decay,
-              note=T.note("optimizer.note.transformers_decays_every.2") if opt.weight_decay > 0 else "")
-    if adam:
-        T.row(plan, "optimizer.betas.converted.note_from_code", list(opt.betas), opt.betas[0])
-        T.row(plan, "optimizer.betas.converted.note_from_code.2", list(opt.betas), opt.betas[1])
-        T.row(plan, "optimizer.eps", opt.eps)
-        T.row(plan, "optimizer.momentum.implicit.sgd_only", opt.momentum)
-    else:
-        T.row(plan, "optimizer.betas.implicit", describe({"betas": list(opt.betas), "eps": opt.eps}))
-        if opt.momentum > 0:
-            T.row(plan, "optimizer.momentum.converted", opt.momentum, f"momentum={opt.momentum:g}")
-        else:
-            T.row(plan, "optimizer.momentum.implicit.torch_sgd_s", 0.0)
-    schedule = _SCHEDULES[opt.schedule]
-    if opt.schedule == "constant" and opt.warmup_steps > 0:
-        schedule = "constant_with_warmup"
-    T.row(plan, "optimizer.schedule", opt.schedule, schedule)
-    T.row(plan, "optimizer.warmup_steps", opt.warmup_steps,
-          note=T.note("optimizer.note.transformers_warm_up") if opt.warmup_steps > 0 else "")
+    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, schedules=_SCHEDULES, describe=describe)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -457,50 +457,11 @@ def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
     """``actor_rollout_ref.actor.optim`` (FSDPOptimizerConfig; workers/config/optimizer.py build_optimizer imports
     ``torch.optim.<optimizer>`` and passes lr, weight_decay, betas for Adam-family names, then
     override_optimizer_config)."""
-    o = scn.algorithm.optimizer
-    src = "algorithm.optimizer"
-    optim = f"{ACTOR}.optim"
-    T.row(plan, "optimizer.name", o.name, _OPTIMIZER_CLASS[o.name], optim=optim)
-    adam = o.name != "sgd"
-    if adam:
-        T.row(plan, "optimizer.betas.as_is", list(o.betas), optim=optim)
-    else:
-        T.row(plan, "optimizer.betas.implicit", list(o.betas))
-    override: dict[str, float] = {}
-    if adam and o.eps != 1e-8:
-        override["eps"] = o.eps
-    if not adam and o.momentum != 0:
-        override["momentum"] = o.momentum
-    if override:
-        T.row(plan, "map_optimizer_fsdp.converted", o.eps if adam else o.momentum, override,
-              source=f"{src}.eps" if adam else f"{src}.momentum", optim=optim)
-    if adam and "eps" not in override:
-        T.row(plan, "optimizer.eps.implicit.torch_s_default", o.eps)
-    if not adam and "momentum" not in override:
-        T.row(plan, "optimizer.momentum", o.momentum)
-    if adam:
-        T.row(plan, "optimizer.momentum.unused_by_adam", o.momentum)
-    else:
-        T.row(plan, "optimizer.eps.implicit.unused_sgd", o.eps)
-    T.row(plan, "optimizer.weight_decay", o.weight_decay, optim=optim)
-    if o.schedule == "linear":
-        T.row(plan, "optimizer.schedule.no_equivalent", o.schedule)
-    else:
-        T.row(plan, "optimizer.schedule.as_is", o.schedule, optim=optim,
-              note=T.note("map_optimizer_fsdp.note.constant_learning_rate") if o.schedule == "constant" else
-                    T.note("map_optimizer_fsdp.note.half_cosine_over"))
-        if o.schedule == "cosine":
-            T.row(plan, "pinned.min_lr_ratio", 0.0, optim=optim)
-            T.row(plan, "pinned.num_cycles", 0.5, optim=optim)
+    o, a, optim = scn.algorithm.optimizer, scn.algorithm, f"{ACTOR}.optim"
     # verl 0.9.1 steps its LR scheduler once per train_mini_batch call (update_lr_scheduler on the last
     # iteration): per batch in sync mode, per local update (one mini-batch, all its epochs) in separate_async.
-    a = scn.algorithm
     per = a.updates_per_batch if plan.settings.get(f"{V1}.trainer_mode", "sync") == "sync" else a.epochs
-    warmup = math.ceil(o.warmup_steps / per)
-    T.row(plan, "optimizer.warmup_steps", o.warmup_steps, warmup, optim=optim,
-          note="no warm-up" if o.warmup_steps == 0 else
-                T.note("map_optimizer_fsdp.note.linear_warm_up")
-                + ("" if per == 1 else T.note("map_optimizer_fsdp.note.verl_s_scheduler", per=per) + str(per) + T.note("map_optimizer_fsdp.note.learning_rate_constant")))
+    T.apply(plan, "optimizer", o=o, optim=optim, classes=_OPTIMIZER_CLASS, per=per, warmup=math.ceil(o.warmup_steps / per))
     scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
 
 

@@ -196,31 +196,7 @@ def _map_optimizer_megatron(plan: Plan, scn: Scenario, given: Given) -> None:
     weight_decay, then ``override_optimizer_config``; ``optim.betas`` is not read). Megatron's Adam applies
     decoupled weight decay (AdamW); its SGD defaults to momentum 0.9. Extra fields are ``+`` appends under
     ``override_optimizer_config`` (an empty map in the fork's YAML), the only appends of this export."""
-    o = scn.algorithm.optimizer
-    src = "algorithm.optimizer"
-    if o.name == "sgd":
-        T.row(plan, "optimizer.name.converted.megatron_sgd", o.name, "sgd", OPTIM=OPTIM)
-        T.row(plan, "optimizer.momentum", o.momentum, o.momentum, MEGATRON_EXTRA=MEGATRON_EXTRA)
-        T.row(plan, "optimizer.betas.unused_by_sgd", f"{list(o.betas)}, {o.eps:g}")
-    else:
-        if o.name == "adam" and o.weight_decay > 0:
-            T.row(plan, "optimizer.name.no_equivalent", o.name)
-        else:
-            T.row(plan, "optimizer.name.converted.megatron_s_adam", o.name, "adam", OPTIM=OPTIM)
-        if tuple(o.betas) == (0.9, 0.999):
-            T.row(plan, "optimizer.betas.implicit", list(o.betas))
-        else:
-            T.row(plan, "optimizer.betas.converted", list(o.betas), o.betas[0], MEGATRON_EXTRA=MEGATRON_EXTRA)
-            T.row(plan, "pinned.adam_beta2", o.betas[1], MEGATRON_EXTRA=MEGATRON_EXTRA)
-        if o.eps == 1e-8:
-            T.row(plan, "optimizer.eps.implicit", o.eps)
-        else:
-            T.row(plan, "optimizer.eps.converted", o.eps, o.eps, MEGATRON_EXTRA=MEGATRON_EXTRA)
-        T.row(plan, "optimizer.momentum.unused_by_adam", o.momentum)
-    T.row(plan, "optimizer.weight_decay", o.weight_decay, OPTIM=OPTIM)
-    T.row(plan, "optimizer.schedule", o.schedule, OPTIM=OPTIM)
-    T.row(plan, "optimizer.warmup_steps", o.warmup_steps, o.warmup_steps, OPTIM=OPTIM,
-          note="no warm-up" if o.warmup_steps == 0 else T.note("map_optimizer_megatron.note"))
+    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, OPTIM=OPTIM, MEGATRON_EXTRA=MEGATRON_EXTRA)
     scale_rows(plan, scn, given, f"{OPTIM}.lr", f"{OPTIM}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
 
 
