@@ -497,35 +497,11 @@ class _LossMapping:
 
     def _correction_gap(self) -> str | None:
         """Why the correction cannot be written (None if it can)."""
-        corr = self.corr
-        name = corr.name
-        slot = (T.note("slot") if self.rs_owner else None)
-        instead = _INSTEAD
-        if self.obj.name == "gspo":
-            return (T.note("correction_gap.correction_needs_areal") + instead)
-        if name == "tis":
-            if corr.level == "sequence":
-                return (T.note("correction_gap.sandbox_truncates_product") + SANDBOX_COMPONENTS)
-            return slot or (None if corr.cap > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "mis":
-            if corr.level == "sequence":
-                return (T.note("correction_gap.sequence_mis_keeps") + instead)
-            if corr.batch_normalize:
-                return T.note("correction_gap.areal_cannot_renormalise") + instead
-            return slot or (None if corr.C > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "icepop":
-            return slot or (None if corr.beta > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "geo_mis":
-            if corr.token_weight == "tis":
-                return (T.note("correction_gap.areal_cannot_combine") + instead)
-            return slot or (None if corr.hi > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "decoupled_ppo":
-            if corr.level == "sequence":
-                return (T.note("correction_gap.areal_can_reject") + SANDBOX_COMPONENTS)
-            return slot or (None if corr.behave_imp_weight_cap > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "m2po_mask":
-            return None
-        return CORRECTION_GAPS[name]
+        c = self.corr
+        cap = {"tis": "cap", "mis": "C", "icepop": "beta", "geo_mis": "hi", "decoupled_ppo": "behave_imp_weight_cap"}.get(c.name)
+        return T.pick("correction_gap", c=c, obj=self.obj, instead=_INSTEAD, components=SANDBOX_COMPONENTS,
+                      slot=T.note("slot") if self.rs_owner else None, gaps=CORRECTION_GAPS,
+                      cap=None if cap is None else getattr(c, cap))
 
     def _m2po(self) -> None:
         corr, plan = self.corr, self.plan

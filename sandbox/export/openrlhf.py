@@ -444,22 +444,12 @@ def _gate(plan: Plan, src: str, value: Any, level: str, mode: str, band: list[fl
 def _correction(plan: Plan, scn: Scenario) -> None:
     c = scn.algorithm.correction
     T.apply(plan, "correction", plan=plan, c=c, obj=scn.algorithm.objective, p="algorithm.correction",
-            full=describe(c.model_dump()), clip=CLIP_OBJECTIVES, gate=_gate, gap=_correction_gap, values=_values,
+            full=describe(c.model_dump()), clip=CLIP_OBJECTIVES, gate=_gate, values=_values,
+            gap=lambda c: T.pick("correction_gap", c=c, gaps=NOT_IN_OPENRLHF),
             describe=describe)
 
 
 NOT_IN_OPENRLHF = T.section("correction_gaps")
-
-
-def _correction_gap(c: Any) -> str:
-    token_tis = T.note("token_tis")
-    if c.name == "tis":
-        return T.note("correction_gap.sequence_tis_truncates", token_tis=token_tis)
-    if c.name == "mis":
-        return T.note("correction_gap.sequence_mis_keeps", token_tis=token_tis)
-    if c.name == "decoupled_ppo":
-        return T.note("correction_gap.sequence_level_rejection")
-    return T.note("correction_gap.openrlhf_corrections_token", why=NOT_IN_OPENRLHF[c.name])
 
 
 # ----------------------------------------------------------------------------------------------

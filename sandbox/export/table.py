@@ -112,6 +112,15 @@ class Table:
         return any(self._case(plan, case, scope, fields, f"export table {self.name}: rule {rule} case {i + 1}")
                    for i, case in enumerate(self._entry("rule", rule)))
 
+    def pick(self, rule: str, /, **names: Any) -> Any:
+        """The ``value`` expression of rule ``rule``'s first case whose ``when`` holds (None when none does)."""
+        scope = {**_BUILTINS, "note": self.note, **names}
+        for i, case in enumerate(self._entry("rule", rule)):
+            ev = lambda text: eval(_compile(text, f"export table {self.name}: rule {rule} case {i + 1}"), {"__builtins__": {}}, scope)  # noqa: S307
+            if "when" not in case or ev(case["when"]):
+                return ev(case["value"])
+        return None
+
     def _case(self, plan: Plan, case: dict[str, Any], scope: dict[str, Any], fields: dict[str, Any], where: str) -> bool:
         ev = lambda text: eval(_compile(text, where), {"__builtins__": {}}, scope)  # noqa: S307 (checked subset)
         if "when" in case and not ev(case["when"]):

@@ -519,21 +519,8 @@ _CORRECTION_GAP = T.section("correction_gaps")
 
 
 def _correction_gap(corr) -> str | None:
-    """Why GRPOTrainer cannot apply ``corr`` (None when it can)."""
-    if corr.name not in T.section("components")["correction"] and corr.name not in _CORRECTION_GAP:  # a component unknown here (issue 26)
-        return T.note("correction_gap.trl_has_equivalent", name=corr.name)
-    if corr.name in _CORRECTION_GAP:
-        return _CORRECTION_GAP[corr.name]
-    if corr.name == "mis":
-        if corr.batch_normalize:
-            return T.note("correction_gap.trl_does_renormalise")
-        if corr.level == "sequence" and corr.seq_weight != "ratio":
-            return T.note("correction_gap.trl_s_sequence_mask")
-        if corr.level == "sequence" and (corr.veto_low is not None or corr.veto_high is not None):
-            return T.note("correction_gap.trl_has_per")
-    if corr.name == "decoupled_ppo" and corr.level != "token":
-        return T.note("correction_gap.sequence_level_rejection")
-    return None
+    """Why GRPOTrainer cannot apply ``corr`` (None when it can; a component unknown here: issue 26)."""
+    return T.pick("correction_gap", c=corr, mapped=T.section("components")["correction"], gaps=_CORRECTION_GAP)
 
 
 _MODE_NOTES = T.section("mode_notes")

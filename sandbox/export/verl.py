@@ -133,36 +133,14 @@ def nearest_group_estimator(plan: Plan, normalize: bool, what: str, difference: 
                 T.note("nearest_group_estimator.note.division_group_std"))
 
 
+_BASELINE_WHAT = {"none": "no baseline (raw rewards)", "reward": "raw rewards as advantages",
+                  "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}
+
+
 def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normalize_source: str | None) -> None:
     """Map a group baseline to ``algorithm.adv_estimator`` (+ ``norm_adv_by_std_in_grpo``)."""
-    if kind == "group_mean":
-        T.row(plan, "advantage.converted.group_mean_baseline", kind, "grpo", source=kind_source)
-        if normalize_source is not None:
-            T.row(plan, "advantage.as_is", normalize, source=normalize_source)
-        else:
-            T.row(plan, "pinned.norm_adv_by_std_in_grpo.note_from_code", normalize,
-                  note=T.note("advantage.note") if not normalize else "GRPO std normalisation")
-    elif kind == "leave_one_out" and not normalize:
-        T.row(plan, "advantage.converted.verl_s_rloo", kind, "rloo", source=kind_source)
-        if normalize_source is not None:
-            T.row(plan, "advantage.converted.std_normalisation_rloo", normalize, False, source=normalize_source)
-        else:
-            T.row(plan, "pinned.norm_adv_by_std_in_grpo.std_normalisation_rloo", False)
-    elif kind == "leave_one_out":
-        T.row(plan, "advantage.no_equivalent.verl_s_rloo", f"{kind}, normalize_std = true", kind_source=kind_source,
-              normalize_source=normalize_source)
-        nearest_group_estimator(plan, True, T.note("advantage"), T.note("advantage.grpo_centres_group"))
-    elif kind in ("opob",):
-        T.row(plan, "advantage.no_equivalent.vcpo_s_off", kind, source=kind_source)
-        nearest_group_estimator(plan, normalize, "OPOB baseline", T.note("advantage.grpo_s_baseline"))
-    elif kind == "optimal":
-        T.row(plan, "advantage.no_equivalent.variance_optimal_scalar", kind, source=kind_source)
-        nearest_group_estimator(plan, normalize, "variance-optimal baseline", T.note("advantage.grpo_s_baseline.2"))
-    else:  # none, constant, ema, reward
-        what = {"none": "no baseline (raw rewards)", "reward": "raw rewards as advantages",
-                "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}[kind]
-        T.row(plan, "advantage.no_equivalent.every_verl_estimator", kind, source=kind_source, what=what)
-        nearest_group_estimator(plan, normalize, what, T.note("advantage.grpo_centres_each"))
+    T.apply(plan, "advantage", plan=plan, kind=kind, kind_source=kind_source, normalize=normalize,
+            normalize_source=normalize_source, nearest=nearest_group_estimator, whats=_BASELINE_WHAT)
     if normalize_source is not None and kind not in ("group_mean", "leave_one_out"):
         T.row(plan, "advantage.implicit", normalize, source=normalize_source, kind=kind)
 
@@ -359,42 +337,8 @@ def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
 
 
 def _map_mis(plan: Plan, c) -> None:
-    src = "algorithm.correction"
-    lo = c.C_low if c.C_low > 0 else None
-    if c.level == "token":
-        T.row(plan, "correction.name.converted.masked_w_t_c_low", "mis, token", "token")
-        T.row(plan, "correction.C.converted.lo_hi_threshold_zeroes", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
-              note="" if lo else T.note("map_mis.note.c_low_written_e"))
-        T.row(plan, "pinned.rollout_rs", None)
-        for knob in ("seq_weight", "veto_low", "veto_high"):
-            T.row(plan, "correction.implicit.2", getattr(c, knob), knob=knob)
-    else:
-        if c.seq_weight == "ratio":
-            T.row(plan, "correction.name.converted.sequence_weight_w", "mis, sequence, ratio", "sequence")
-            T.row(plan, "correction.C.converted.lo_hi_threshold_w", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
-                  note="" if lo else T.note("map_mis.note.c_low_written_e"))
-            T.row(plan, "pinned.rollout_rs", None)
-        else:
-            T.row(plan, "correction.name.converted.reject_response_when", "mis, sequence, one", "seq_sum_k1")
-            T.row(plan, "correction.C.converted.k1_bands_are", f"[{c.C_low:g}, {c.C:g}]",
-                  ratio_band(1.0 / c.C, 1.0 / lo if lo else math.inf))
-            T.row(plan, "pinned.rollout_is.pure_rejection", None)
-        for knob in ("veto_low", "veto_high"):
-            value = getattr(c, knob)
-            if value is None:
-                T.row(plan, "correction.implicit.2", None, knob=knob)
-            else:
-                T.row(plan, "correction.no_equivalent.verl_has_per", value, knob=knob)
-    if not c.batch_normalize:
-        T.row(plan, "correction.batch_normalize.as_is", False)
-    elif c.level == "sequence" and c.seq_weight == "one":
-        T.row(plan, "correction.batch_normalize.implicit", c.batch_normalize)
-    elif c.batch_normalize == "verl_band":
-        T.row(plan, "correction.batch_normalize.converted", c.batch_normalize, True)
-    else:
-        T.row(plan, "correction.batch_normalize.no_equivalent", c.batch_normalize,
-              note=T.note("map_mis.note.sandbox_over_kept") if c.batch_normalize in (True, "kept_tokens")
-                    else T.note("map_mis.note.verl_is_rs_normalises_truncated"))
+    T.apply(plan, "mis", plan=plan, c=c, band=ratio_band, no_lower=NO_LOWER_EDGE, inf=math.inf,
+            batch=lambda plan, c: T.apply(plan, "mis_batch_normalize", c=c))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ def test_every_named_entry_exists_and_every_entry_is_named():
             if f'"{key}"' in src:
                 used[table]["template"].add(key)
         for rule, cases in TABLES[table].get("rule", {}).items():  # rows and notes named by the table's rules
-            assert f'T.apply(plan, "{rule}"' in src, f"{table}.toml: rule {rule} is applied by no exporter"
+            assert f'T.apply(plan, "{rule}"' in src or f'T.pick("{rule}"' in src, f"{table}.toml: rule {rule} is applied by no exporter"
             named = [("row", e[0]) for e in _rule_rows(cases) if isinstance(e, list)]
             named += [("note", k) for case in cases for k in re.findall(r"note\('([^']+)'", repr(case))]
             for section, key in named:
@@ -136,7 +136,8 @@ def test_a_rule_applies_its_first_matching_case_and_refuses_what_is_outside_its_
     rules = {"rule": {"r": [
         {"when": "c.name == 'a'", "rows": [["objective.eps_low", "c.x * 2"], "see(c.x)"]},
         {"rows": [["objective.eps_high", "max(c.x, 0.3)", {"note": "'ignored'"}]]},
-    ], "bad": [{"when": "c.__class__"}], "call": [{"when": "c.model_dump()"}]}}
+    ], "bad": [{"when": "c.__class__"}], "call": [{"when": "c.model_dump()"}],
+        "pick": [{"when": "c.x > 1", "value": "'big'"}, {"value": "f'{c.name}: {c.x:g}'"}]}}
     real = table_mod._load
     monkeypatch.setattr(table_mod, "_load", lambda name: {**real("verl"), **rules} if name == "t" else real(name))
 
@@ -149,6 +150,7 @@ def test_a_rule_applies_its_first_matching_case_and_refuses_what_is_outside_its_
     assert t.apply(plan, "r", c=C("b", 0.2), see=seen.append) and seen == [0.1]
     assert [(r.target, r.value) for r in plan.rows] == [("actor_rollout_ref.actor.clip_ratio_low", 0.2),
                                                        ("actor_rollout_ref.actor.clip_ratio_high", 0.3)]
+    assert (t.pick("pick", c=C("a", 2)), t.pick("pick", c=C("a", 0.5))) == ("big", "a: 0.5")
     with pytest.raises(ValueError, match=r"export table t: rule bad case 1: .*outside the rule language"):
         t.apply(plan, "bad", c=C("a", 0))
     with pytest.raises(ValueError, match=r"rule call case 1: .*uses Call"):
