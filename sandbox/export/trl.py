@@ -242,98 +242,21 @@ _ASYNC_OBJECTIVE_GAP = T.section("async_objective_gap")
 
 
 def _surrogate(plan: Plan, obj, cls: str) -> None:
-    name = obj.name
-    if cls == ASYNC_CLASS:
-        if name == "rloo":
-            T.row(plan, "surrogate.no_equivalent.rloo_s_leave", name, source=_src("name"))
-        else:
-            T.row(plan, "surrogate.implicit.asyncgrpotrainer_compute_loss_min", name, source=_src("name"))
-        return
-    if name == "gspo":
-        T.row(plan, "surrogate.converted.gspo_s_sequence", name, "sequence", source=_src("name"))
-        return
-    T.row(plan, "pinned.importance_sampling_level", "token")
-    if name == "cispo":
-        T.row(plan, "surrogate.converted.sg_min_r", name, "cispo", source=_src("name"))
-    elif name == "rloo":
-        T.row(plan, "surrogate.no_equivalent.rloo_s_leave.2", name, source=_src("name"))
-        T.row(plan, "pinned.scale_rewards.closest_rloo_advantages", "none")
-    elif name == "reinforce":
-        T.row(plan, "surrogate.implicit.trl_has_unclipped", name, source=_src("name"))
-    else:
-        T.row(plan, "surrogate.implicit.grpotrainer_s_surrogate", name, source=_src("name"))
+    T.apply(plan, "surrogate", o=obj, asy=cls == ASYNC_CLASS, source=_src("name"))
 
 
 def _clip(plan: Plan, obj, cls: str) -> None:
-    if obj.name == "reinforce":
-        return
-    if obj.name == "cispo":  # only reached for GRPOConfig
-        if obj.eps_low >= 1.0:
-            T.row(plan, "clip.implicit.lower_bound_cispo", obj.eps_low, source=_src("eps_low"))
-        else:
-            T.row(plan, "clip.no_equivalent.trl_s_cispo", obj.eps_low, source=_src("eps_low"), floor=1 - obj.eps_low)
-        T.row(plan, "clip.converted.loss_type_cispo_epsilon_high", obj.eps_high, 1.0 + obj.eps_high, source=_src("eps_high"))
-        return
-    T.row(plan, "clip.as_is.note_from_code", obj.eps_low, source=_src("eps_low"), note=_inert_clip_note(cls))
-    T.row(plan, "clip.as_is.note_from_code.2", obj.eps_high, source=_src("eps_high"), note=_inert_clip_note(cls))
-    c = obj.dual_clip_c
-    if c is None:
-        T.row(plan, "clip.implicit.dual_clip_trl", None, source=_src("dual_clip_c"))
-    elif cls == ASYNC_CLASS:
-        T.row(plan, "clip.no_equivalent.asyncgrpoconfig_has_dual", c, source=_src("dual_clip_c"))
-    elif c >= 1.0 + obj.eps_high:
-        T.row(plan, "clip.converted.trl_s_two", c, c, source=_src("dual_clip_c"))
-    else:
-        T.row(plan, "clip.no_equivalent.trl_s_delta", c, source=_src("dual_clip_c"), cap=1 + obj.eps_high)
-
-
-def _inert_clip_note(cls: str) -> str:
-    if cls == ASYNC_CLASS:
-        return T.note("inert_clip_note.clip_r_sandbox")
-    return T.note("inert_clip_note.ratio_old_value")
+    T.apply(plan, "clip", o=obj, asy=cls == ASYNC_CLASS, source=_src("dual_clip_c"),
+            inert=T.note("inert_clip_note.clip_r_sandbox") if cls == ASYNC_CLASS else T.note("inert_clip_note.ratio_old_value"))
 
 
 def _aggregation(plan: Plan, obj, cls: str) -> None:
-    agg = obj.aggregation
-    has_max_len = obj.name == "dr_grpo"
-    if cls == ASYNC_CLASS:
-        if agg == "token_mean":
-            T.row(plan, "aggregation.implicit.asyncgrpotrainer_divides_summed", agg, source=_src("aggregation"))
-            if has_max_len:
-                T.row(plan, "aggregation.implicit.unused_token_mean", obj.max_len, source=_src("max_len"))
-        else:
-            src = _src("aggregation") + (" + " + _src("max_len") if has_max_len else "")
-            T.row(plan, "aggregation.no_equivalent.asyncgrpotrainer_only_averages", agg, source=src)
-        return
-    if obj.name == "cispo":
-        if agg == "token_mean":
-            T.row(plan, "aggregation.implicit.loss_type_cispo_normalises", agg, source=_src("aggregation"))
-        else:
-            T.row(plan, "aggregation.no_equivalent.loss_type_cispo_always", agg, source=_src("aggregation"))
-        return
-    loss_type, how = LOSS_TYPE_OF_AGGREGATION[agg]
-    T.row(plan, "aggregation.converted", agg, loss_type, source=_src("aggregation"), how=how)
-    if not has_max_len:
-        return
-    if agg != "seq_mean_token_sum_norm":
-        T.row(plan, "aggregation.implicit.unused", obj.max_len, source=_src("max_len"), agg=agg)
-    elif obj.max_len is not None:
-        T.row(plan, "aggregation.as_is", obj.max_len, source=_src("max_len"))
-    else:
-        T.row(plan, "aggregation.setup", None, source=_src("max_len"))
+    T.apply(plan, "aggregation", o=obj, asy=cls == ASYNC_CLASS, source=_src("aggregation"), src=_src,
+            loss_types=LOSS_TYPE_OF_AGGREGATION)
 
 
 def _kl(plan: Plan, obj, cls: str) -> None:
-    beta = obj.beta_kl
-    if cls == ASYNC_CLASS:
-        if beta == 0:
-            T.row(plan, "kl.implicit", beta, source=_src("beta_kl"))
-        else:
-            T.row(plan, "kl.no_equivalent", beta, source=_src("beta_kl"))
-        return
-    T.row(plan, "kl.as_is", beta, source=_src("beta_kl"))
-    if beta > 0:
-        T.row(plan, "pinned.use_bias_correction_kl", False)
+    T.apply(plan, "kl", o=obj, asy=cls == ASYNC_CLASS, source=_src("beta_kl"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -343,23 +266,10 @@ def _kl(plan: Plan, obj, cls: str) -> None:
 
 
 def _advantage(plan: Plan, scn: Scenario, cls: str) -> None:
-    obj = scn.algorithm.objective
-    if obj.name == "reinforce":
-        _reinforce_baseline(plan, scn, cls)
-    elif obj.name == "grpo":
-        _baseline(plan, obj.baseline)
-        _normalisation(plan, scn, cls, _src("normalize_std"), obj.normalize_std, obj.normalize_std)
-        unbiased = obj.std_unbiased if obj.std_unbiased is not None else obj.baseline != "opob"
-        _std_convention(plan, scn, cls, obj.std_unbiased, unbiased, obj.normalize_std)
-        _std_guard(plan, cls, obj.eps_std, obj.normalize_std)
-    elif obj.name == "dr_grpo":
-        if obj.baseline == "opob":
-            _opob_gap(plan, "baseline")
-        else:
-            _opob_unused(plan, "baseline = group_mean")
-            _normalisation(plan, scn, cls, _src("baseline"), "group_mean", False)
-    elif obj.name != "rloo":  # rloo: the leave-one-out advantage is the objective's name row
-        _advantage_knob(plan, scn, cls)
+    names = dict(plan=plan, scn=scn, cls=cls, o=scn.algorithm.objective, sync=SYNC_CLASS, src=_src,
+                 reinforce=_reinforce_baseline, baseline=_baseline, norm=_normalisation, convention=_std_convention,
+                 guard=_std_guard, opob_gap=_opob_gap, opob_unused=_opob_unused)
+    T.apply(plan, "advantage", knob=lambda plan: T.apply(plan, "advantage_knob", **names), **names)
 
 
 def _baseline(plan: Plan, baseline: str) -> None:
@@ -368,32 +278,6 @@ def _baseline(plan: Plan, baseline: str) -> None:
     else:
         T.row(plan, "baseline.implicit", baseline, source=_src("baseline"))
         _opob_unused(plan, f"baseline = {baseline}")
-
-
-def _advantage_knob(plan: Plan, scn: Scenario, cls: str) -> None:
-    """ppo, dapo, gspo, cispo: ``advantage`` = grpo | dr_grpo | rloo | reward | opob."""
-    obj = scn.algorithm.objective
-    adv = obj.advantage
-    if adv == "opob":
-        _opob_gap(plan, "advantage")
-        T.row(plan, "advantage_knob.implicit.part_opob_advantage", obj.eps_std, source=_src("eps_std"))
-        return
-    _opob_unused(plan, f"advantage = {adv}")
-    if adv in ("grpo", "dr_grpo"):
-        _normalisation(plan, scn, cls, _src("advantage"), adv, adv == "grpo")
-        if adv == "grpo":
-            _std_guard(plan, cls, obj.eps_std, True)
-        else:
-            T.row(plan, "advantage_knob.implicit.unused_std_normalisation", obj.eps_std, source=_src("eps_std"))
-        return
-    T.row(plan, "advantage_knob.implicit.unused_advantage", obj.eps_std, source=_src("eps_std"), adv=adv)
-    if adv == "rloo":
-        closest = (T.note("closest.scale_rewards_none_written") if cls == SYNC_CLASS else T.note("closest.asyncgrpo_always_divides"))
-        T.row(plan, "advantage_knob.no_equivalent.rloo_s_leave", adv, source=_src("advantage"), closest=closest)
-        if cls == SYNC_CLASS:
-            T.row(plan, "pinned.scale_rewards.closest_rloo_advantages.2", "none")
-    else:
-        T.row(plan, "advantage_knob.no_equivalent.raw_rewards_advantages", adv, source=_src("advantage"))
 
 
 def _reinforce_baseline(plan: Plan, scn: Scenario, cls: str) -> None:
