@@ -233,68 +233,13 @@ def _uses_opob(obj: Any) -> bool:
 
 
 def _loss_type(plan: Plan, obj: Any) -> None:
-    src = "algorithm.objective.name"
-    if obj.name == "reinforce":
-        T.row(plan, "objective.name.converted.openrlhf_s_ppo", obj.name, "ppo")
-    elif obj.name == "gspo":
-        T.row(plan, "objective.name.converted.sequence_ratio_s_i", obj.name, "gspo")
-    elif obj.name == "cispo":
-        T.row(plan, "objective.name.converted.cispo_reinforce_stop", obj.name, "ppo")
-        knobs = _sources("algorithm.objective", "eps_low", "eps_high")
-        value = [obj.eps_low, obj.eps_high]
-        band = [1.0 - obj.eps_low, 1.0 + obj.eps_high]
-        T.row(plan, "loss_type.converted.gate_reads_each", value, "token", source=knobs)
-        T.row(plan, "loss_type.converted.clamp_w_t_into", value, "clip", source=knobs)
-        T.row(plan, "pinned.is_correction_gating.gate_reads_ratio.2", "ratio")
-        T.row(plan, "loss_type.converted.low_high", value, band, source=knobs)
-    else:
-        T.row(plan, "objective.name.converted.ppo_clip_surrogate", obj.name, "ppo")
+    T.apply(plan, "loss_type", o=obj, p="algorithm.objective", sources=_sources)
 
 
 def _advantage(plan: Plan, obj: Any, g: int) -> None:
-    p = "algorithm.objective"
-    if obj.name == "reinforce":
-        _reinforce_advantage(plan, obj, g)
-        return
-    if obj.name == "rloo":
-        _estimator(plan, g, "algorithm.objective.name", "rloo", "rloo", T.note("advantage.r_i_mean__r_j"))
-        return
-    if obj.name in ("grpo", "dr_grpo"):
-        knobs = ["baseline", "normalize_std", "eps_std", "std_unbiased"] if obj.name == "grpo" else ["baseline"]
-        if obj.baseline == "opob":
-            _opob_gap(plan, obj, knobs, obj.name == "grpo" and obj.normalize_std)
-            return
-        normalize = obj.name == "grpo" and obj.normalize_std
-        names = ["baseline", "normalize_std"] if obj.name == "grpo" else ["baseline"]
-        src, value = _sources(p, *names), describe(_values(*names, obj=obj))
-        if normalize:
-            _estimator(plan, g, src, value, "group_norm", T.note("advantage.r_mean_g_std_g"))
-            _group_norm_knobs(plan, obj.eps_std, obj.std_unbiased, "eps_std", "std_unbiased")
-        else:
-            _estimator(plan, g, src, value, "dr_grpo", T.note("advantage.r_mean_g_std"))
-            if obj.name == "grpo":
-                T.row(plan, "std_convention.implicit", describe(_values("eps_std", "std_unbiased", obj=obj)),
-                      source=_sources(p, "eps_std", "std_unbiased"))
-        return
-    # ppo, dapo, gspo, cispo: the advantage knob
-    kind = obj.advantage
-    if kind == "opob":
-        _opob_gap(plan, obj, ["advantage", "eps_std"], True)
-        return
-    if kind == "reward":
-        T.row(plan, "advantage.no_equivalent", describe(_values("advantage", "eps_std", obj=obj)),
-              source=_sources(p, "advantage", "eps_std"))
-        _stand_in(plan, False)
-        return
-    estimator = {"grpo": "group_norm", "dr_grpo": "dr_grpo", "rloo": "rloo"}[kind]
-    _estimator(plan, g, f"{p}.advantage", kind, estimator,
-               {"group_norm": T.note("advantage.group_norm"),
-                "dr_grpo": T.note("advantage.dr_grpo"),
-                "rloo": T.note("advantage.rloo")}[estimator])
-    if kind == "grpo":
-        _group_norm_knobs(plan, obj.eps_std, None, "eps_std", None)
-    else:
-        T.row(plan, "objective.eps_std", obj.eps_std, kind=kind)
+    T.apply(plan, "advantage", plan=plan, o=obj, g=g, p="algorithm.objective", sources=_sources, values=_values,
+            describe=describe, reinforce=_reinforce_advantage, estimator=_estimator, opob_gap=_opob_gap,
+            group_norm_knobs=_group_norm_knobs, stand_in=_stand_in)
 
 
 def _estimator(plan: Plan, g: int, src: str, value: Any, estimator: str, note: str) -> None:

@@ -146,12 +146,7 @@ def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normali
 
 
 def _eps_std(plan: Plan, source: str, eps: float, used: bool) -> None:
-    if not used:
-        T.row(plan, "eps_std.implicit.unused_advantage_std", eps, source=source)
-    elif math.isclose(eps, VERL_EPS_STD, rel_tol=1e-9):
-        T.row(plan, "eps_std.implicit.verl_adds_e", eps, source=source)
-    else:
-        T.row(plan, "eps_std.no_equivalent", eps, source=source)
+    T.apply(plan, "eps_std", source=source, eps=eps, used=used, close=math.isclose(eps, VERL_EPS_STD, rel_tol=1e-9))
 
 
 def _opob_knobs(plan: Plan, obj, used: bool) -> None:
@@ -165,47 +160,16 @@ def _opob_knobs(plan: Plan, obj, used: bool) -> None:
 
 
 def _clip_knobs(plan: Plan, obj, dual_clip: bool) -> None:
-    T.row(plan, "objective.eps_low", obj.eps_low)
-    T.row(plan, "objective.eps_high", obj.eps_high)
-    if not hasattr(obj, "dual_clip_c"):
-        return
-    if not dual_clip:
-        T.row(plan, "objective.dual_clip_c.implicit", obj.dual_clip_c)
-    elif obj.dual_clip_c is None:
-        T.row(plan, "objective.dual_clip_c.converted", None, NO_DUAL_CLIP)
-    else:
-        T.row(plan, "objective.dual_clip_c.as_is", obj.dual_clip_c)
+    T.apply(plan, "clip", o=obj, dual_clip=dual_clip, has_dual=hasattr(obj, "dual_clip_c"), no_dual=NO_DUAL_CLIP)
 
 
 def _aggregation(plan: Plan, obj, target: ObjectiveTarget) -> None:
-    agg = obj.aggregation
-    if agg in target.aggregation_gaps:
-        T.row(plan, "objective.aggregation.no_equivalent", agg, note=target.aggregation_gaps[agg])
-    else:
-        note = target.aggregation_note
-        if agg == "seq_mean_token_sum_norm":
-            note += T.note("aggregation")
-        T.row(plan, "objective.aggregation.converted", agg, AGGREGATION[agg], note=note)
-    if hasattr(obj, "max_len"):
-        if agg != "seq_mean_token_sum_norm":
-            T.row(plan, "objective.max_len.implicit.unused_only_seq_mean_token_sum_norm", obj.max_len)
-        elif obj.max_len is None:
-            T.row(plan, "objective.max_len.implicit.l_const_padded_response", None)
-        else:
-            T.row(plan, "objective.max_len.as_is", obj.max_len)
+    T.apply(plan, "aggregation", o=obj, agg=obj.aggregation, gaps=target.aggregation_gaps, modes=AGGREGATION,
+            agg_note=target.aggregation_note, has_max_len=hasattr(obj, "max_len"))
 
 
 def _kl(plan: Plan, obj) -> None:
-    beta = getattr(obj, "beta_kl", None)
-    if beta is None:
-        T.row(plan, "pinned.use_kl_loss.sandbox_objective_has", False)
-        return
-    if beta == 0:
-        T.row(plan, "objective.beta_kl.converted", beta, False)
-        return
-    T.row(plan, "pinned.use_kl_loss.kl_reference_model", True)
-    T.row(plan, "objective.beta_kl.as_is", beta)
-    T.row(plan, "pinned.kl_loss_type", "k3")
+    T.apply(plan, "kl", beta=getattr(obj, "beta_kl", None))
 
 
 def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str, normalize: bool,
@@ -421,46 +385,9 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
     B = scn.algorithm.groups_per_step
     T.row(plan, "pinned.use_v1", True)
     mode = "separate_async" if st.kind == "max_lag" else "sync"
-    if st.kind == "sync":
-        T.row(plan, "staleness.converted", "sync", "sync")
-    elif st.kind == "fixed_lag":
-        fixed_lag_gap(plan, scn, T.note("map_staleness_v1.k_verl_s") if cfg.k == 1 else "")
-        T.row(plan, "pinned.trainer_mode", "sync")
-    elif st.kind == "async_ratio":
-        T.row(plan, "staleness.no_equivalent", describe(cfg.model_dump()), bound=st.bound)
-        T.row(plan, "pinned.trainer_mode", "sync")
-    else:
-        T.row(plan, "staleness.kind", "max_lag", "separate_async")
-        m = scn.algorithm.minibatches
-        if m == 1:
-            T.row(plan, "pinned.parameter_sync_step", 1)
-        else:
-            T.row(plan, "minibatches.converted.weights_pushed_after", m, m, m=m)
-        T.row(plan, "staleness.k_max.converted.t_counts_versions", cfg.k_max, cfg.k_max + 1)
-        if cfg.enforcement == "throttle":
-            window = cfg.k_max
-            T.row(plan, "staleness.k_max.converted.admission_window_k_max", cfg.k_max, window)
-            T.row(plan, "staleness.queue_capacity", cfg.queue_capacity)
-        else:
-            capacity = cfg.queue_capacity or (cfg.k_max + 1) * B
-            window = max(capacity // B - 1, 0)
-            note = T.note("map_staleness_v1.note", capacity=capacity)
-            if capacity % B:
-                note += T.note("map_staleness_v1.rounded_down_whole", B=B)
-            T.row(plan, "staleness.queue_capacity.prefetch_window", cfg.queue_capacity, window, note=note)
-        T.row(plan, "staleness.enforcement", cfg.enforcement, "drop")
-        T.row(plan, "pinned.backend", "nccl")
-
-    pr = scn.system.partial_rollouts
-    if mode == "sync":
-        if pr:
-            T.row(plan, "partial_rollouts.no_equivalent.staleness_control_above", pr)
-        else:
-            T.row(plan, "partial_rollouts.implicit.sync_trainer_generates", pr)
-    elif pr:
-        T.row(plan, "partial_rollouts.implicit.always_async_v1", pr)
-    else:
-        T.row(plan, "partial_rollouts.no_equivalent.async_v1_trainers", pr)
+    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, B=B, m=scn.algorithm.minibatches,
+            full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap)
+    T.apply(plan, "partial_rollouts", pr=scn.system.partial_rollouts, sync=mode == "sync")
     return mode
 
 
