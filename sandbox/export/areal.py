@@ -112,62 +112,16 @@ class ArealExporter(Exporter):
     def _staleness(self, plan: Plan, scn: Scenario) -> bool:
         """Rows for ``system.staleness``; returns whether rollouts overlap training (streaming)."""
         st = scn.system.staleness
-        if st.kind == "sync":
-            T.row(plan, "staleness.converted", "sync", 0)
-            return False
-        if st.kind == "fixed_lag":
-            fixed_lag_gap(plan, scn, T.note("staleness"))
-            return True
-        if st.kind == "async_ratio":
-            bound = (T.note("bound", ceil=math.ceil(st.alpha)))
-            T.row(plan, "staleness.no_equivalent", describe(st.model_dump()), bound=bound)
-            return True
-        T.row(plan, "staleness.kind", {"kind": st.kind, "k_max": st.k_max}, st.k_max)
-        extra = {"enforcement": st.enforcement, "queue_capacity": st.queue_capacity}
-        source = T.note("knobs")
-        if st.enforcement == "throttle":
-            T.row(plan, "staleness.enforcement.implicit", extra)
-        else:
-            T.row(plan, "staleness.enforcement.no_equivalent", extra,
-                  capacity=st.queue_capacity or (st.k_max + 1) * scn.algorithm.groups_per_step)
-        return True
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, B=scn.algorithm.groups_per_step, ceil=math.ceil,
+                full=describe(st.model_dump()), fixed_lag_gap=fixed_lag_gap)
+        return st.kind != "sync"
 
     def _partial_rollouts(self, plan: Plan, scn: Scenario, streaming: bool) -> None:
-        on = scn.system.partial_rollouts
-        if not streaming:
-            T.row(plan, "partial_rollouts.implicit.rollout_flight_when", on)
-        elif on:
-            T.row(plan, "partial_rollouts.implicit.areal_s_rollouts", on)
-        else:
-            T.row(plan, "partial_rollouts.no_equivalent", on)
+        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, streaming=streaming)
 
     def _optimizer(self, plan: Plan, scn: Scenario, given: Given) -> None:
-        opt = scn.algorithm.optimizer
-        p = "algorithm.optimizer."
-        if opt.name == "sgd":
-            T.row(plan, "optimizer.name.as_is", "sgd")
-            T.row(plan, "optimizer.betas.unused_by_sgd", {"betas": list(opt.betas), "eps": opt.eps})
-            if opt.momentum == 0:
-                T.row(plan, "optimizer.momentum.implicit", 0.0)
-            else:
-                T.row(plan, "optimizer.momentum.no_equivalent", opt.momentum)
-            T.row(plan, "optimizer.weight_decay.as_is.l2_added_gradient", opt.weight_decay)
-        else:
-            T.row(plan, "optimizer.name.converted", opt.name, "adam",
-                  note=T.note("optimizer.note.identical_torch_adam") if opt.name == "adam" else "")
-            T.row(plan, "optimizer.betas.converted.betas", list(opt.betas), opt.betas[0])
-            T.row(plan, "optimizer.betas.converted.betas.2", list(opt.betas), opt.betas[1])
-            T.row(plan, "optimizer.eps", opt.eps)
-            T.row(plan, "optimizer.momentum.unused_by_adam", opt.momentum)
-            if opt.name == "adamw" or opt.weight_decay == 0:
-                T.row(plan, "optimizer.weight_decay.as_is.written_explicitly_areal", opt.weight_decay)
-            else:
-                T.row(plan, "optimizer.weight_decay.no_equivalent", opt.weight_decay)
-        T.row(plan, "optimizer.schedule", opt.schedule)
-        proportion = warmup_proportion(opt.warmup_steps, scn.run.steps)
-        T.row(plan, "optimizer.warmup_steps", opt.warmup_steps, proportion, warmup_steps=opt.warmup_steps,
-              steps=scn.run.steps, note=T.note("optimizer.note.areal_s_default") if opt.warmup_steps == 0 else
-                                         T.note("optimizer.note.hf_s_warm"))
+        o = scn.algorithm.optimizer
+        T.apply(plan, "optimizer", o=o, steps=scn.run.steps, proportion=warmup_proportion(o.warmup_steps, scn.run.steps))
         scale_rows(plan, scn, given, "actor.optimizer.lr", "actor.optimizer.gradient_clipping",
                    framework_lr_default=1e-3, framework_clip_default=1.0)
 
@@ -227,29 +181,11 @@ class _LossMapping:
 
     # -- mode ----------------------------------------------------------------------------------
     def _pin_mode(self) -> None:
-        plan = self.plan
-        if self.decoupled:
-            T.row(plan, "pinned.use_decoupled_loss.decoupled_mode_prox", True)
-            T.row(plan, "pinned.prox_logp_method", "recompute")
-        else:
-            T.row(plan, "pinned.use_decoupled_loss.bypass_mode_ppo", False)
-            T.row(plan, "pinned.recompute_logprob", False)
-        T.row(plan, "pinned.kl_ctl", 0.0)
-        T.row(plan, "pinned.adv_norm", None)
-        T.row(plan, "pinned.disable_dropout", True)
+        T.apply(self.plan, "pin_mode", decoupled=self.decoupled)
 
     # -- objective ------------------------------------------------------------------------------
     def _objective_name(self) -> None:
-        name, plan = self.obj.name, self.plan
-        src = "algorithm.objective.name"
-        if name == "gspo":
-            T.row(plan, "objective.name.converted", name, "sequence")
-        elif name == "reinforce":
-            T.row(plan, "objective.name.implicit.reinforce_sg_log", name)
-        elif name == "cispo":
-            T.row(plan, "objective.name.implicit.cispo_sg_clip", name)
-        else:
-            T.row(plan, "objective.name.implicit.areal_s_actor", name, note=name)
+        T.apply(self.plan, "objective_name", o=self.obj)
 
     def _cispo(self) -> None:
         obj, plan = self.obj, self.plan
@@ -266,39 +202,13 @@ class _LossMapping:
         T.row(plan, "objective.eps_high.converted", obj.eps_high, 1.0 + obj.eps_high)
 
     def _clip_rows(self) -> None:
-        obj, plan = self.obj, self.plan
-        dual = getattr(obj, "dual_clip_c", None)
-        if self.decoupled:
-            src = T.note("src.algorithm_objective_eps_low")
-            value: dict[str, Any] = {"eps_low": obj.eps_low, "eps_high": obj.eps_high}
-            if dual is not None:
-                src += T.note("clip_rows")
-                value["dual_clip_c"] = dual
-            T.row(plan, "clip_rows.no_equivalent", value, source=src,
-                  note=T.note("clip_rows.note.set_algorithm_objective") if dual is not None else "")
-            if dual is None:
-                T.row(plan, "objective.dual_clip_c.implicit", None)
-            return
-        what = "the sequence ratio" if obj.name == "gspo" else "π_θ/μ"
-        T.row(plan, "objective.eps_low.as_is", obj.eps_low, what=what)
-        T.row(plan, "objective.eps_high.as_is", obj.eps_high, what=what)
-        T.row(plan, "objective.dual_clip_c.as_is", dual,
-              note=T.note("clip_rows.note.dual_clip_loss") if dual is not None else
-                    "no dual clip")
+        T.apply(self.plan, "clip", o=self.obj, decoupled=self.decoupled, dual=getattr(self.obj, "dual_clip_c", None))
 
     def _aggregation(self) -> None:
-        obj, plan = self.obj, self.plan
-        src = "algorithm.objective.aggregation" + (T.note("src.algorithm_objective_max_len") if obj.name == "dr_grpo" else "")
-        value: Any = obj.aggregation if obj.name != "dr_grpo" else {"aggregation": obj.aggregation, "max_len": obj.max_len}
-        if obj.aggregation == "token_mean":
-            T.row(plan, "aggregation.implicit", value, source=src)
-        else:
-            effect = {
-                "seq_mean_token_mean": T.note("effect.seq_mean_token_mean"),
-                "seq_mean_token_sum": T.note("effect.seq_mean_token_sum"),
-                "seq_mean_token_sum_norm": T.note("effect.seq_mean_token_sum_norm"),
-            }[obj.aggregation]
-            T.row(plan, "aggregation.no_equivalent", value, source=src, aggregation=obj.aggregation, effect=effect)
+        obj = self.obj
+        dr = obj.name == "dr_grpo"
+        T.apply(self.plan, "aggregation", o=obj, value={"aggregation": obj.aggregation, "max_len": obj.max_len} if dr else obj.aggregation,
+                src="algorithm.objective.aggregation" + (T.note("src.algorithm_objective_max_len") if dr else ""))
 
     # -- advantages ------------------------------------------------------------------------------
     def _advantage(self) -> None:
