@@ -212,81 +212,18 @@ class _LossMapping:
 
     # -- advantages ------------------------------------------------------------------------------
     def _advantage(self) -> None:
-        obj = self.obj
-        if obj.name == "reinforce":
-            self._reinforce_baseline()
-        elif obj.name == "grpo":
-            self._grpo()
-        elif obj.name == "dr_grpo":
-            self._unused_opob(obj.baseline)
-            if obj.baseline == "opob":
-                self._opob_gap("algorithm.objective.baseline", std=False)
-            else:
-                self.plan.converted("algorithm.objective.baseline", obj.baseline, "actor.reward_norm.mean_level", "group",
-                                    T.note("advantage.dr_grpo_centres"))
-                self._reward_norm_rest(std=None, leave1out=False)
-        elif obj.name == "rloo":
-            self.plan.pinned("actor.reward_norm.mean_level", "group", T.note("advantage.rloo_i_r_i"))
-            self.plan.pinned("actor.reward_norm.mean_leave1out", True, "leave-one-out group mean")
-            self.plan.pinned("actor.reward_norm.std_level", None, "no std normalisation")
-            self.plan.pinned("actor.reward_norm.group_size", self.G, "= group_size")
-        else:
-            self._advantage_knob()
+        T.apply(self.plan, "advantage", o=self.obj, G=self.G, reinforce=self._reinforce_baseline, grpo=self._grpo,
+                knob=self._advantage_knob, unused_opob=self._unused_opob, opob_gap=self._opob_gap, rest=self._reward_norm_rest)
 
     def _grpo(self) -> None:
-        obj, plan = self.obj, self.plan
-        self._unused_opob(obj.baseline)
-        if obj.beta_kl == 0:
-            T.row(plan, "objective.beta_kl.implicit", 0.0)
-        else:
-            T.row(plan, "objective.beta_kl.no_equivalent", obj.beta_kl)
-        if obj.baseline == "opob":
-            self._opob_gap(T.note("grpo"), std=obj.normalize_std,
-                           eps=obj.eps_std, unbiased=obj.std_unbiased is not False)
-            return
-        T.row(plan, "objective.baseline.converted.group_mean_baseline", obj.baseline, "group")
-        T.row(plan, "objective.normalize_std.converted", obj.normalize_std, "group" if obj.normalize_std else None,
-              note=T.note("grpo.note.divide_group_s") if obj.normalize_std else T.note("grpo.note.dr_grpo_style"))
-        if obj.normalize_std:
-            T.row(plan, "objective.eps_std.as_is", obj.eps_std)
-            unbiased = True if obj.std_unbiased is None else obj.std_unbiased
-            T.row(plan, "objective.std_unbiased", obj.std_unbiased, unbiased,
-                  note="Bessel-corrected std" if unbiased else "population std")
-        else:
-            T.row(plan, "objective.eps_std.implicit.unused_without_std", {"eps_std": obj.eps_std, "std_unbiased": obj.std_unbiased})
-        T.row(plan, "pinned.mean_leave1out.group_mean_includes", False)
-        T.row(plan, "pinned.group_size", self.G)
+        T.apply(self.plan, "grpo", o=self.obj, G=self.G, unused_opob=self._unused_opob, opob_gap=self._opob_gap)
 
     def _advantage_knob(self) -> None:
-        """ppo, dapo, gspo, cispo: ``advantage`` ∈ grpo, dr_grpo, rloo, reward, opob."""
-        obj, plan = self.obj, self.plan
-        kind = obj.advantage
-        self._unused_opob(kind)
-        if kind == "opob":
-            # the sandbox's opob advantage divides by the population group std (objectives/base.py: opob_advantage)
-            self._opob_gap(T.note("advantage_knob"), std=True, eps=obj.eps_std, unbiased=False)
-            return
-        if kind == "reward":
-            T.row(plan, "objective.advantage.converted.raw_rewards_advantages", kind, None)
-        else:
-            T.row(plan, "objective.advantage.converted.note_from_code", kind, "group",
-                  note={"grpo": "group mean and std", "dr_grpo": "group mean, no std",
-                        "rloo": "leave-one-out group mean"}[kind])
-            self._reward_norm_rest(std="group" if kind == "grpo" else None, leave1out=kind == "rloo",
-                                   eps_source="algorithm.objective.eps_std" if kind == "grpo" else None)
-        if kind != "grpo":
-            T.row(plan, "objective.eps_std.implicit.unused_advantage", obj.eps_std, kind=kind)
+        T.apply(self.plan, "advantage_knob", o=self.obj, unused_opob=self._unused_opob, opob_gap=self._opob_gap,
+                rest=self._reward_norm_rest)
 
     def _reward_norm_rest(self, std: str | None, leave1out: bool, eps_source: str | None = None) -> None:
-        plan = self.plan
-        T.row(plan, "pinned.mean_leave1out.note_from_code", leave1out,
-              note="leave-one-out group mean" if leave1out else T.note("reward_norm_rest.note"))
-        T.row(plan, "pinned.std_level", std, note="divide by the group std" if std else "no std normalisation")
-        if std:
-            if eps_source:
-                T.row(plan, "reward_norm_rest.as_is", self.obj.eps_std, source=eps_source)
-            T.row(plan, "pinned.std_unbiased.bessel_corrected_group", True)
-        T.row(plan, "pinned.group_size", self.G)
+        T.apply(self.plan, "reward_norm_rest", o=self.obj, G=self.G, std=std, leave1out=leave1out, eps_source=eps_source)
 
     def _reinforce_baseline(self) -> None:
         obj, plan = self.obj, self.plan
@@ -296,47 +233,9 @@ class _LossMapping:
             if knob not in used:
                 T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, kind=kind)
         self._unused_opob(kind)
-        std_src = "algorithm.objective.normalize_std"
-        if kind in ("ema", "optimal", "opob") or (norm and kind in ("none", "constant", "leave_one_out")):
-            src = T.note("src.algorithm_objective_baseline") + std_src + "".join(f" + algorithm.objective.{k}" for k in sorted(used))
-            if kind == "opob":
-                self._opob_gap(src, std=norm)
-                return
-            why = {"ema": T.note("why.ema"), "optimal": T.note("why.optimal"),}.get(kind, T.note("why", kind=kind))
-            instead = (T.note("instead.baseline_group_mean_leave_one_out") if kind in ("ema", "optimal") else T.note("instead.baseline_group_mean_grpo"))
-            T.row(plan, "reinforce_baseline.no_equivalent", {"baseline": kind, "normalize_std": norm}, source=src,
-                  why=why, instead=instead)
-            if kind in ("ema", "optimal"):
-                self._nearest_reward_norm(f"{kind} baseline", mean=True, std=norm,
-                                          difference="the group mean replaces the "
-                                          + (T.note("reinforce_baseline.difference.moving_average_past") if kind == "ema" else
-                                             T.note("reinforce_baseline.difference.gradient_norm_weighted")))
-            elif kind == "leave_one_out":
-                self._nearest_reward_norm(T.note("advantage"), mean=True, std=True,
-                                          leave1out=True, difference=T.note("reinforce_baseline.difference.areal_divides_std"))
-            else:  # none, constant with std normalisation
-                if kind == "constant":
-                    T.row(plan, "pinned.reward_bias", -obj.constant_baseline)
-                self._nearest_reward_norm(T.note("reinforce_baseline", kind=kind), mean=False, std=True,
-                                          difference=T.note("reinforce_baseline.difference.areal_divides_rms"))
-            return
-        if kind in ("none", "constant"):
-            T.row(plan, "objective.baseline.converted.group_normalisation", kind, None,
-                  note=T.note("reinforce_baseline.note") if kind == "constant" else "")
-            if kind == "constant":
-                T.row(plan, "objective.constant_baseline", obj.constant_baseline, -obj.constant_baseline)
-            T.row(plan, "objective.normalize_std.implicit", norm)
-            return
-        T.row(plan, "objective.baseline.converted.note_from_code", kind, "group",
-              note="group mean" if kind == "group_mean" else "leave-one-out group mean")
-        T.row(plan, "objective.normalize_std.converted", norm, "group" if norm else None,
-              note="divide by the group std" if norm else "no std normalisation")
-        T.row(plan, "pinned.mean_leave1out.note_from_code", kind == "leave_one_out",
-              note="leave-one-out group mean" if kind == "leave_one_out" else T.note("reward_norm_rest.note"))
-        if norm:
-            T.row(plan, "pinned.eps.sandbox_s_reinforce", 1e-6)
-            T.row(plan, "pinned.std_unbiased.bessel_corrected_group", True)
-        T.row(plan, "pinned.group_size", self.G)
+        src = T.note("src.algorithm_objective_baseline") + "algorithm.objective.normalize_std" + "".join(f" + algorithm.objective.{k}" for k in sorted(used))
+        T.apply(plan, "reinforce_baseline", o=obj, kind=kind, norm=norm, G=self.G, src=src, opob_gap=self._opob_gap,
+                nearest=self._nearest_reward_norm)
 
     def _unused_opob(self, kind: str) -> None:
         if kind == "opob" or not hasattr(self.obj, "opob_weight"):
