@@ -122,46 +122,13 @@ def _launch_script(plan: Plan, exported: list[str]) -> str:
 def _staleness(plan: Plan, scn: Scenario) -> bool:
     """Rows for ``system.staleness``; returns whether the asynchronous trainer is written."""
     st = scn.system.staleness
-    value = describe(st.model_dump())
-    sync_note = T.note("sync_note")
-    if st.kind == "sync":
-        T.row(plan, "staleness.implicit.without_train_async_enable", value)
-        return False
-    if st.kind == "fixed_lag":
-        if st.k == 0:
-            T.row(plan, "staleness.implicit.fixed_lag_synchronous", value)
-        else:
-            fixed_lag_gap(plan, scn, f"In OpenRLHF that bound is {ASYNC} {QUEUE} {st.k}")
-        return False
-    if st.kind == "async_ratio":
-        if st.alpha == 0:
-            T.row(plan, "staleness.implicit.synchronous_without_train", value)
-        else:
-            k = staleness_of(scn).bound
-            bound = f"k_max = {k}" if k is not None else "a finite k_max"
-            T.row(plan, "staleness.no_equivalent", value, bound=bound)
-        return False
-    if st.k_max == 0:
-        T.row(plan, "staleness.implicit.k_max_synchronous_without", value)
-        return False
-    T.row(plan, "staleness.kind", "max_lag", True)
-    T.row(plan, "staleness.k_max", st.k_max, st.k_max)
-    knobs = T.note("knobs")
-    knob_value = describe({"enforcement": st.enforcement, "queue_capacity": st.queue_capacity})
-    if st.enforcement == "throttle":
-        T.row(plan, "staleness.enforcement.implicit", knob_value)
-    else:
-        T.row(plan, "staleness.enforcement.no_equivalent", knob_value, k_max=st.k_max)
-    return True
+    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, value=describe(st.model_dump()), async_=ASYNC, queue=QUEUE,
+            bound=staleness_of(scn).bound if st.kind == "async_ratio" else None, describe=describe, fixed_lag_gap=fixed_lag_gap)
+    return st.kind not in ("sync", "fixed_lag", "async_ratio") and st.k_max != 0
 
 
 def _partial_rollouts(plan: Plan, scn: Scenario, is_async: bool) -> None:
-    if not scn.system.partial_rollouts:
-        T.row(plan, "partial_rollouts.implicit", False)
-    elif is_async:
-        T.row(plan, "partial_rollouts.as_is", True)
-    else:
-        T.row(plan, "partial_rollouts.no_equivalent", True)
+    T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=is_async)
 
 
 def _batch(plan: Plan, scn: Scenario) -> None:

@@ -134,30 +134,11 @@ class _ObjectiveRows:
 
     # -- the surrogate ---------------------------------------------------------------------------
     def surrogate(self) -> None:
-        name = self.obj.name
-        if name == "reinforce" and self.on_policy:
-            self.row("implicit", ("name",), T.note("surrogate.bound_every_trained") + " " + (
-                T.note("surrogate.no_mismatch") if self.exact_engine else T.note("surrogate.engine_models_mismatch")))
-        elif name == "reinforce":
-            self.row("no_equivalent", ("name",), T.note("surrogate.sandbox_s_reinforce", CUSTOM_LOSS=CUSTOM_LOSS))
-        elif name != "rloo":
-            self.row("implicit", ("name",), T.note("surrogate.ratio_surrogate_r"))
+        T.apply(self.plan, "surrogate", o=self.obj, row=self.row, on_policy=self.on_policy, exact=self.exact_engine,
+                custom=CUSTOM_LOSS)
 
     def clip(self) -> None:
-        o = self.obj
-        instead = T.note("instead", CUSTOM_LOSS=CUSTOM_LOSS)
-        if o.eps_low >= 1.0:
-            self.row("implicit", ("eps_low",), T.note("clip.ratio_floor_eps_low"))
-        else:
-            self.row("no_equivalent", ("eps_low",), f"lower clip at {1 - o.eps_low:g}: {instead}")
-        if math.isinf(o.eps_high):
-            self.row("implicit", ("eps_high",), "no upper clip, as in prime-rl")
-        else:
-            self.row("no_equivalent", ("eps_high",), f"upper clip at {1 + o.eps_high:g}: {instead}")
-        if o.dual_clip_c is None:
-            self.row("implicit", ("dual_clip_c",), "no dual clip, as in prime-rl")
-        else:
-            self.row("no_equivalent", ("dual_clip_c",), T.note("clip.prime_rl_has", CUSTOM_LOSS=CUSTOM_LOSS))
+        T.apply(self.plan, "clip", o=self.obj, row=self.row, custom=CUSTOM_LOSS, inf=math.inf)
 
     def aggregation(self) -> None:
         o = self.obj
@@ -189,62 +170,9 @@ class _ObjectiveRows:
                  T.note("opob"))
 
     def advantage(self) -> None:
-        o, name = self.obj, self.obj.name
-        if name == "reinforce":
-            self._reinforce_baseline()
-        elif name in ("grpo", "dr_grpo"):
-            if o.baseline == "opob":
-                self._opob(("baseline",))
-            else:
-                self._centred(("baseline",), "group-mean baseline")
-            if name == "grpo":
-                if o.normalize_std:
-                    self._std(("normalize_std", "eps_std", "std_unbiased"))
-                else:
-                    self.row("implicit", ("normalize_std",), T.note("reinforce_baseline.std_normaliser_prime"))
-                    self.unused(("eps_std", "std_unbiased"), T.note("advantage.used_only_std.2"))
-                if o.beta_kl == 0:
-                    self.row("implicit", ("beta_kl",), T.note("advantage.reference_model_kl"))
-                else:
-                    self.row("no_equivalent", ("beta_kl",), T.note("advantage.prime_rl_s"))
-        elif name == "rloo":
-            self._rloo(("name",))
-        else:  # ppo, dapo: the advantage knob
-            kind = o.advantage
-            if kind == "grpo":
-                self._std(("advantage", "eps_std"))
-            elif kind == "dr_grpo":
-                self._centred(("advantage",), "group-centred advantage")
-            elif kind == "rloo":
-                self._rloo(("advantage",))
-            elif kind == "opob":
-                self._opob(("advantage", "eps_std"))
-            else:
-                self.row("no_equivalent", ("advantage",), T.note("advantage.r_baseline_every"))
-            self.unused(("eps_std",), T.note("advantage.used_only_std"))
+        T.apply(self.plan, "advantage", o=self.obj, row=self.row, unused=self.unused, centred=self._centred, rloo=self._rloo,
+                std=self._std, opob=self._opob)
         self.unused(OPOB_KNOBS, T.note("advantage.used_only_opob"))
-
-    def _reinforce_baseline(self) -> None:
-        o = self.obj
-        b = o.baseline
-        if b == "group_mean":
-            self._centred(("baseline",), "group-mean baseline")
-        elif b == "leave_one_out":
-            self._rloo(("baseline",))
-        elif b in ("optimal", "opob"):
-            self._opob(("baseline",))
-        elif b == "none":
-            self.row("no_equivalent", ("baseline",), T.note("reinforce_baseline.r_baseline_every"))
-        elif b == "constant":
-            self.row("no_equivalent", ("baseline", "constant_baseline"), T.note("reinforce_baseline.prime_rl_has"))
-        else:
-            self.row("no_equivalent", ("baseline", "ema_decay", "ema_init"), T.note("reinforce_baseline.sandbox_s_ema"))
-        self.unused(("constant_baseline",), T.note("reinforce_baseline.used_only_baseline"))
-        self.unused(("ema_decay", "ema_init"), "used only by baseline = \"ema\"")
-        if o.normalize_std:
-            self._std(("normalize_std",))
-        else:
-            self.row("implicit", ("normalize_std",), T.note("reinforce_baseline.std_normaliser_prime"))
 
 
 def _objective_rows(plan: Plan, scn: Scenario, bound: int | None) -> None:
