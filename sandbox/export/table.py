@@ -11,11 +11,12 @@ converted values; the tables hold the keys and the words. A row per key keeps a 
 
 A **rule** (``[[rule.<name>]]``, applied by :meth:`Table.apply`) moves a converter's per-component branching into
 the table: the first case whose ``when`` holds runs its ``rows`` in order, each either a row, ``[row id, value
-expression, ..., {field = expression}]``, or an expression run for its effect (a helper the converter passes
-by name, e.g. ``"map_tis(plan, c)"``), or a nested case ``{when = ..., rows = [...]}``. Expressions are a
-small subset of Python (names the converter passes, attributes, literals, comparisons, ``and``/``or``/``not``,
-arithmetic, indexing, ``a if c else b``, f-strings, calls (by name only) of passed helpers and of ``note``, ``float``, ``str``, ``list``, ``min``,
-``max``), checked when first read; a table cannot reach anything else.
+expression, ..., {field = expression}]``, an expression run for its effect (a helper the converter passes by
+name, e.g. ``"map_tis(plan, c)"``), or a nested case ``{when = ..., rows = [...]}``; :meth:`Table.pick` returns
+the ``value`` of the first matching case instead. Expressions are a small subset of Python (names the converter
+passes, attributes, indexing, literals, comparisons, ``and``/``or``/``not``, arithmetic, ``a if c else b``,
+f-strings, calls by name of passed helpers and of ``note``, ``abs``, ``float``, ``str``, ``list``, ``min``,
+``max``), checked when first read: a table reaches nothing but what its converter passes.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ TEXT = frozenset({"source", "target", "note"})
 _NODES = (ast.Expression, ast.Name, ast.Load, ast.Attribute, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp,
           ast.BinOp, ast.IfExp, ast.Call, ast.Subscript, ast.List, ast.Tuple, ast.Dict, ast.JoinedStr, ast.FormattedValue,
           ast.boolop, ast.cmpop, ast.unaryop, ast.operator, ast.keyword)
-_BUILTINS = {"float": float, "str": str, "list": list, "min": min, "max": max, "None": None, "True": True, "False": False}
+_BUILTINS = {"abs": abs, "float": float, "str": str, "list": list, "min": min, "max": max, "None": None, "True": True, "False": False}
 
 
 @cache
@@ -60,6 +61,10 @@ def _compile(text: str, where: str):
                 or (isinstance(node, ast.Call) and not isinstance(node.func, ast.Name))):
             raise ValueError(f"{where}: expression {text!r} uses {type(node).__name__}, outside the rule language")
     return compile(tree, where, "eval")
+
+
+def _eval(text: str, where: str, scope: dict[str, Any]) -> Any:
+    return eval(_compile(text, where), {"__builtins__": {}}, scope)  # noqa: S307 (a checked subset, see _compile)
 
 
 @cache
@@ -116,13 +121,13 @@ class Table:
         """The ``value`` expression of rule ``rule``'s first case whose ``when`` holds (None when none does)."""
         scope = {**_BUILTINS, "note": self.note, **names}
         for i, case in enumerate(self._entry("rule", rule)):
-            ev = lambda text: eval(_compile(text, f"export table {self.name}: rule {rule} case {i + 1}"), {"__builtins__": {}}, scope)  # noqa: S307
-            if "when" not in case or ev(case["when"]):
-                return ev(case["value"])
+            where = f"export table {self.name}: rule {rule} case {i + 1}"
+            if "when" not in case or _eval(case["when"], where, scope):
+                return _eval(case["value"], where, scope)
         return None
 
     def _case(self, plan: Plan, case: dict[str, Any], scope: dict[str, Any], fields: dict[str, Any], where: str) -> bool:
-        ev = lambda text: eval(_compile(text, where), {"__builtins__": {}}, scope)  # noqa: S307 (checked subset)
+        ev = lambda text: _eval(text, where, scope)
         if "when" in case and not ev(case["when"]):
             return False
         for row in case.get("rows", ()):

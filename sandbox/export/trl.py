@@ -318,15 +318,8 @@ def _opob_unused(plan: Plan, why: str) -> None:
 def _normalisation(plan: Plan, scn: Scenario, cls: str, source: str, value, normalize: bool, extra: str = "") -> None:
     """Division of the centred rewards by the group std: GRPOConfig ``scale_rewards`` = 'group' | 'none';
     AsyncGRPO always divides (population std)."""
-    if cls == SYNC_CLASS:
-        T.row(plan, "normalisation.converted", value, "group" if normalize else "none", source=source,
-              note=T.note("normalisation.note") if normalize else "R − group mean, not scaled", note2=extra)
-        return
-    if not normalize:
-        T.row(plan, "normalisation.no_equivalent", value, source=source)
-        return
-    if scn.algorithm.objective.name == "grpo":  # its std_unbiased and eps_std rows carry the convention
-        T.row(plan, "normalisation.implicit", value, source=source)
+    if T.apply(plan, "normalisation", value=value, normalize=normalize, source=source, extra=extra, sync=cls == SYNC_CLASS,
+               grpo=scn.algorithm.objective.name == "grpo"):
         return
     note, acceptable = _std_mismatch(scn, cls, sandbox_unbiased=True)
     (plan.implicit if acceptable else plan.no_equivalent)(source, value, T.note("normalisation") + note)
@@ -368,14 +361,8 @@ def _sci(x: float) -> str:
 
 
 def _std_guard(plan: Plan, cls: str, eps: float, used: bool) -> None:
-    source, guard = _src("eps_std"), STD_GUARD[cls]
-    if not used:
-        T.row(plan, "std_convention.implicit", eps, source=source)
-    elif abs(eps - guard) <= STD_GUARD_TOLERANCE:
-        T.row(plan, "std_guard.implicit", eps, source=source, sci=_sci(guard), sci2=_sci(eps),
-              sci3=_sci(abs(eps - guard)))
-    else:
-        T.row(plan, "std_guard.no_equivalent", eps, source=source, sci=_sci(guard), sci2=_sci(eps))
+    T.apply(plan, "std_guard", source=_src("eps_std"), guard=STD_GUARD[cls], eps=eps, used=used,
+            tolerance=STD_GUARD_TOLERANCE, sci=_sci)
 
 
 # ------------------------------------------------------------------------------------------------
