@@ -317,22 +317,8 @@ def map_batch(plan: Plan, scn: Scenario, prompts_key: str = "data.train_batch_si
     epoch with ``actor.shuffle = false``); the fork's trainer step is one mini-batch (``prompts_key`` is
     ``ppo_mini_batch_size``), where several mini-batches are not mapped."""
     a = scn.algorithm
-    m, E, B = a.minibatches, a.epochs, a.groups_per_step
-    mini = f"{ACTOR}.ppo_mini_batch_size"
-    T.row(plan, "group_size", a.group_size, a.group_size)
-    T.row(plan, "groups_per_step", a.groups_per_step, a.groups_per_step, target=prompts_key)
-    if prompts_key != mini:
-        T.row(plan, "minibatches.converted.note_from_code", m, B // m, target=mini,
-              note=T.note("map_batch.note.mini_batch_whole") if m == 1 else
-                    T.note("map_batch.note.groups_per_step_minibatches_prompts", B_m=B // m, m=m))
-    elif m == 1:
-        T.row(plan, "minibatches.implicit", m)
-    else:
-        T.row(plan, "minibatches.no_equivalent.fork_s_fully", m)
-    T.row(plan, "epochs.converted", E, E,
-          note=T.note("map_batch.note.one_pass_over") if m * E == 1 else
-                "one pass over the batch" if E == 1 else
-                T.note("map_batch.note.passes_over_batch", E=E))
+    T.apply(plan, "batch", a=a, m=a.minibatches, E=a.epochs, B=a.groups_per_step, mini=f"{ACTOR}.ppo_mini_batch_size",
+            prompts_key=prompts_key)
 
 
 def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str) -> None:
