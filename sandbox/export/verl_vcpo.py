@@ -45,21 +45,7 @@ def _per_trajectory(plan: Plan) -> None:
 
 def _opob_weight_gap(scn: Scenario) -> str | None:
     """Why the fork's OPOB weight differs from the sandbox's, or None when they agree."""
-    obj, c = scn.algorithm.objective, scn.algorithm.correction
-    if obj.baseline == "optimal":
-        if c.name == "none":
-            return None
-        return T.note("opob_weight_gap.fork_s_weight")
-    seq_tis = c.name == "tis" and c.level == "sequence" and c.C_low == 0
-    if c.name == "none":
-        return None if obj.opob_weight == "readme" else T.note("opob_weight_gap.without_factor_loss")
-    if not seq_tis:
-        return T.note("opob_weight_gap.fork_s_weight.2")
-    if obj.opob_weight == "readme":
-        return T.note("opob_weight_gap.g_i_already_carries", cap=c.cap)
-    if obj.opob_clip_c != c.cap:
-        return T.note("opob_weight_gap.fork_s_min", cap=c.cap, opob_clip_c=obj.opob_clip_c)
-    return None
+    return T.pick("opob_weight_gap", o=scn.algorithm.objective, c=scn.algorithm.correction)
 
 
 def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None:
@@ -76,49 +62,8 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
         return
 
     _per_trajectory(plan)
-    src = "algorithm.objective"
-    T.row(plan, "map_opob.converted.b_g_w_i", kind, True, source=kind_src, GB=GB)
-    T.row(plan, "pinned.use_is_weights", kind == "opob", GB=GB,
-          note=T.note("map_opob.note.opob_w_i_includes") if kind == "opob" else T.note("map_opob.note.optimal_baseline_w_i"))
-    T.row(plan, "pinned.agg_mode", "mean", GB=GB)
-    T.row(plan, "pinned.use_clipped_is_ratios", False, GB=GB)
-    T.row(plan, "pinned.normalize_by_length", False, GB=GB)
-
-    gap = _opob_weight_gap(scn)
-    if kind == "optimal":
-        if gap:
-            T.row(plan, "objective.opob_weight.no_equivalent", obj.opob_weight, note=gap)
-        else:
-            T.row(plan, "objective.opob_weight.implicit.unused_optimal_baseline", obj.opob_weight)
-        T.row(plan, "objective.opob_clip_c.implicit.unused_optimal_baseline", obj.opob_clip_c)
-    elif gap:
-        T.row(plan, "objective.opob_weight.no_equivalent", obj.opob_weight, note=gap)
-        T.row(plan, "objective.opob_clip_c.implicit.see_opob_weight", obj.opob_clip_c)
-    else:
-        T.row(plan, "objective.opob_weight.implicit.fork_s_w_i", obj.opob_weight, note=T.note("map_opob.note.factor_readme_weight")
-                                                                      if scn.algorithm.correction.name == "none" else T.note("map_opob.note.carries_min_w"))
-        T.row(plan, "objective.opob_clip_c.implicit.note_from_code", obj.opob_clip_c, note=T.note("map_opob.note.c_rollout_is_threshold_sequence")
-                                                                      if scn.algorithm.correction.name != "none" else "unused by the README weight")
-    if obj.opob_leave_one_out:
-        T.row(plan, "objective.opob_leave_one_out.no_equivalent", True)
-    else:
-        T.row(plan, "objective.opob_leave_one_out.implicit", False)
-    T.row(plan, "objective.opob_grad_norms", obj.opob_grad_norms)
-
-    scope = obj.opob_scope
-    if scope == "group":
-        T.row(plan, "objective.opob_scope.as_is", scope, GB=GB)
-    else:
-        T.row(plan, "objective.opob_scope.converted", scope, "minibatch", GB=GB)
-    if scope == "group":
-        T.row(plan, "map_opob.as_is", obj.normalize_std, source=norm_src, GB=GB)
-        T.row(plan, "pinned.norm_adv_by_std_in_grpo", obj.normalize_std)
-    elif obj.normalize_std and scope == "minibatch":
-        T.row(plan, "map_opob.no_equivalent.scope_minibatch_fork", True, source=norm_src)
-    elif obj.normalize_std:
-        T.row(plan, "map_opob.converted.values_r_mean_g", True, True, source=norm_src)
-    else:
-        T.row(plan, "map_opob.converted.values_r_mean_g.2", False, False, source=norm_src)
+    T.apply(plan, "opob", o=obj, c=scn.algorithm.correction, kind=kind, kind_src=kind_src, norm_src=norm_src, GB=GB,
+            gap=_opob_weight_gap(scn))
 
 
 def _map_stabilizers_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
