@@ -372,18 +372,8 @@ def _std_guard(plan: Plan, cls: str, eps: float, used: bool) -> None:
 
 def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
     corr = scn.algorithm.correction
-    if cls == ASYNC_CLASS:
-        if corr.name == "none":
-            T.row(plan, "correction.implicit.2", "none")
-        else:
-            T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()))
-        return
-    gap = _correction_gap(corr)
-    if gap is not None:
-        T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()), note=gap)
-        T.row(plan, "pinned.vllm_importance_sampling_correction.scenario_s_correction", False)
-        return
-    T.apply(plan, "correction", plan=plan, c=corr, on=_correction_on, describe=describe)
+    T.apply(plan, "correction", plan=plan, c=corr, asy=cls == ASYNC_CLASS, full=describe(corr.model_dump()),
+            gap=None if cls == ASYNC_CLASS else _correction_gap(corr), on=_correction_on, describe=describe)
 
 
 _CORRECTION_GAP = T.section("correction_gaps")

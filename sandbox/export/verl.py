@@ -185,13 +185,7 @@ def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str
     if sources["eps_std"]:
         _eps_std(plan, sources["eps_std"], obj.eps_std, std_used)
     if sources["std_unbiased"]:
-        unbiased = obj.std_unbiased
-        if not std_used:
-            T.row(plan, "baseline_rows.implicit.unused_advantage_normalised", unbiased, source=sources["std_unbiased"])
-        elif unbiased is None or unbiased:
-            T.row(plan, "baseline_rows.implicit.bessel_corrected_std", unbiased, source=sources["std_unbiased"])
-        else:
-            T.row(plan, "baseline_rows.no_equivalent", unbiased, source=sources["std_unbiased"])
+        T.apply(plan, "std_unbiased", unbiased=obj.std_unbiased, used=std_used, source=sources["std_unbiased"])
     _opob_knobs(plan, obj, kind == "opob")
 
 
