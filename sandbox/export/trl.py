@@ -47,7 +47,7 @@ class TRLExporter(Exporter):
     name = "trl"
     title = T.note("title")
     versions = (Version("1.16", "1.16.0", "trl 1.16.0 wheel"),)
-    components = property(lambda self: T.components(correction=[*_CORRECTION_GAP]))
+    components = property(lambda self: T.components(correction=[*_CORRECTION_MAPPED, *_CORRECTION_GAP]))
     expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------
@@ -377,11 +377,12 @@ def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
 
 
 _CORRECTION_GAP = T.section("correction_gaps")
+_CORRECTION_MAPPED = dict.fromkeys(T.section("mapped")["correction"])  # name -> None; read at call time (issue 26)
 
 
 def _correction_gap(corr) -> str | None:
     """Why GRPOTrainer cannot apply ``corr`` (None when it can; a component unknown here: issue 26)."""
-    return T.pick("correction_gap", c=corr, mapped=T.section("components")["correction"], gaps=_CORRECTION_GAP)
+    return T.pick("correction_gap", c=corr, mapped=_CORRECTION_MAPPED, gaps=_CORRECTION_GAP)
 
 
 _MODE_NOTES = T.section("mode_notes")
