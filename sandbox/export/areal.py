@@ -98,16 +98,7 @@ class ArealExporter(Exporter):
     def _minibatches(self, plan: Plan, scn: Scenario, decoupled: bool) -> None:
         """After the loss rows: what several mini-batches do to the loss route, the epochs (no key) and
         the ratio anchor."""
-        a = scn.algorithm
-        if a.minibatches > 1 and decoupled:
-            T.row(plan, "minibatches.no_equivalent", a.minibatches)
-        if a.epochs == 1:
-            T.row(plan, "epochs.implicit", 1)
-        else:
-            T.row(plan, "epochs.no_equivalent", a.epochs)
-        proximal_row(plan, scn, "batch_start" if decoupled else "behaviour",
-                     T.note("minibatches.actor_use_decoupled_loss_true") if decoupled else
-                     T.note("minibatches.actor_use_decoupled_loss_false"))
+        T.apply(plan, "minibatches", plan=plan, scn=scn, a=scn.algorithm, decoupled=decoupled, proximal_row=proximal_row)
 
     def _staleness(self, plan: Plan, scn: Scenario) -> bool:
         """Rows for ``system.staleness``; returns whether rollouts overlap training (streaming)."""

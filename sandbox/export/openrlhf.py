@@ -383,16 +383,4 @@ def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:
 
 
 def _schedule(plan: Plan, scn: Scenario) -> None:
-    opt = scn.algorithm.optimizer
-    p = "algorithm.optimizer"
-    steps = scn.run.steps
-    if opt.schedule == "constant":
-        name = "constant_with_warmup" if opt.warmup_steps else "constant"
-    else:
-        name = SCHEDULES[opt.schedule]
-    T.row(plan, "optimizer.schedule", opt.schedule, name)
-    ratio = opt.warmup_steps / steps
-    T.row(plan, "optimizer.warmup_steps", opt.warmup_steps, ratio, note="no warm-up" if not opt.warmup_steps else
-                                                                         T.note("schedule.note",
-                                                                                warmup_steps=opt.warmup_steps,
-                                                                                steps=steps))
+    T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps, schedules=SCHEDULES)

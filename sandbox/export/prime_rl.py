@@ -251,27 +251,7 @@ def _optimizer_rows(plan: Plan, scn: Scenario, given: Given) -> None:
 
 
 def _schedule_rows(plan: Plan, scn: Scenario) -> None:
-    opt = scn.algorithm.optimizer
-    src = "algorithm.optimizer."
-    w = opt.warmup_steps
-    warmup_note = T.note("warmup_note")
-    if opt.schedule == "constant" and w == 0:
-        T.row(plan, "optimizer.schedule.as_is.constant_learning_rate", "constant")
-        T.row(plan, "optimizer.warmup_steps.implicit", 0)
-        return
-    if opt.schedule == "constant":
-        T.row(plan, "optimizer.schedule.converted.prime_rl_s", "constant", "linear")
-        T.row(plan, "optimizer.warmup_steps.as_is", w)
-        T.row(plan, "pinned.decay_steps", 0)
-        return
-    if opt.schedule == "linear":
-        steps = scn.run.steps
-        T.row(plan, "optimizer.schedule.as_is.warm_up_then", "linear")
-        T.row(plan, "optimizer.schedule.converted.sandbox_decays_over", "linear", max(steps - w, 0), steps=steps)
-    else:
-        T.row(plan, "optimizer.schedule.as_is.warm_up_then.2", "cosine")
-    T.row(plan, "optimizer.warmup_steps.as_is", w)
-    T.row(plan, "pinned.min_lr", 0.0)
+    T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps)
 
 
 # ------------------------------------------------------------------------------------------------
