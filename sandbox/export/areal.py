@@ -98,76 +98,21 @@ class ArealExporter(Exporter):
     def _minibatches(self, plan: Plan, scn: Scenario, decoupled: bool) -> None:
         """After the loss rows: what several mini-batches do to the loss route, the epochs (no key) and
         the ratio anchor."""
-        a = scn.algorithm
-        if a.minibatches > 1 and decoupled:
-            T.row(plan, "minibatches.no_equivalent", a.minibatches)
-        if a.epochs == 1:
-            T.row(plan, "epochs.implicit", 1)
-        else:
-            T.row(plan, "epochs.no_equivalent", a.epochs)
-        proximal_row(plan, scn, "batch_start" if decoupled else "behaviour",
-                     T.note("minibatches.actor_use_decoupled_loss_true") if decoupled else
-                     T.note("minibatches.actor_use_decoupled_loss_false"))
+        T.apply(plan, "minibatches", plan=plan, scn=scn, a=scn.algorithm, decoupled=decoupled, proximal_row=proximal_row)
 
     def _staleness(self, plan: Plan, scn: Scenario) -> bool:
         """Rows for ``system.staleness``; returns whether rollouts overlap training (streaming)."""
         st = scn.system.staleness
-        if st.kind == "sync":
-            T.row(plan, "staleness.converted", "sync", 0)
-            return False
-        if st.kind == "fixed_lag":
-            fixed_lag_gap(plan, scn, T.note("staleness"))
-            return True
-        if st.kind == "async_ratio":
-            bound = (T.note("bound", ceil=math.ceil(st.alpha)))
-            T.row(plan, "staleness.no_equivalent", describe(st.model_dump()), bound=bound)
-            return True
-        T.row(plan, "staleness.kind", {"kind": st.kind, "k_max": st.k_max}, st.k_max)
-        extra = {"enforcement": st.enforcement, "queue_capacity": st.queue_capacity}
-        source = T.note("knobs")
-        if st.enforcement == "throttle":
-            T.row(plan, "staleness.enforcement.implicit", extra)
-        else:
-            T.row(plan, "staleness.enforcement.no_equivalent", extra,
-                  capacity=st.queue_capacity or (st.k_max + 1) * scn.algorithm.groups_per_step)
-        return True
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, B=scn.algorithm.groups_per_step, ceil=math.ceil,
+                full=describe(st.model_dump()), fixed_lag_gap=fixed_lag_gap)
+        return st.kind != "sync"
 
     def _partial_rollouts(self, plan: Plan, scn: Scenario, streaming: bool) -> None:
-        on = scn.system.partial_rollouts
-        if not streaming:
-            T.row(plan, "partial_rollouts.implicit.rollout_flight_when", on)
-        elif on:
-            T.row(plan, "partial_rollouts.implicit.areal_s_rollouts", on)
-        else:
-            T.row(plan, "partial_rollouts.no_equivalent", on)
+        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, streaming=streaming)
 
     def _optimizer(self, plan: Plan, scn: Scenario, given: Given) -> None:
-        opt = scn.algorithm.optimizer
-        p = "algorithm.optimizer."
-        if opt.name == "sgd":
-            T.row(plan, "optimizer.name.as_is", "sgd")
-            T.row(plan, "optimizer.betas.unused_by_sgd", {"betas": list(opt.betas), "eps": opt.eps})
-            if opt.momentum == 0:
-                T.row(plan, "optimizer.momentum.implicit", 0.0)
-            else:
-                T.row(plan, "optimizer.momentum.no_equivalent", opt.momentum)
-            T.row(plan, "optimizer.weight_decay.as_is.l2_added_gradient", opt.weight_decay)
-        else:
-            T.row(plan, "optimizer.name.converted", opt.name, "adam",
-                  note=T.note("optimizer.note.identical_torch_adam") if opt.name == "adam" else "")
-            T.row(plan, "optimizer.betas.converted.betas", list(opt.betas), opt.betas[0])
-            T.row(plan, "optimizer.betas.converted.betas.2", list(opt.betas), opt.betas[1])
-            T.row(plan, "optimizer.eps", opt.eps)
-            T.row(plan, "optimizer.momentum.unused_by_adam", opt.momentum)
-            if opt.name == "adamw" or opt.weight_decay == 0:
-                T.row(plan, "optimizer.weight_decay.as_is.written_explicitly_areal", opt.weight_decay)
-            else:
-                T.row(plan, "optimizer.weight_decay.no_equivalent", opt.weight_decay)
-        T.row(plan, "optimizer.schedule", opt.schedule)
-        proportion = warmup_proportion(opt.warmup_steps, scn.run.steps)
-        T.row(plan, "optimizer.warmup_steps", opt.warmup_steps, proportion, warmup_steps=opt.warmup_steps,
-              steps=scn.run.steps, note=T.note("optimizer.note.areal_s_default") if opt.warmup_steps == 0 else
-                                         T.note("optimizer.note.hf_s_warm"))
+        o = scn.algorithm.optimizer
+        T.apply(plan, "optimizer", o=o, steps=scn.run.steps, proportion=warmup_proportion(o.warmup_steps, scn.run.steps))
         scale_rows(plan, scn, given, "actor.optimizer.lr", "actor.optimizer.gradient_clipping",
                    framework_lr_default=1e-3, framework_clip_default=1.0)
 
@@ -227,29 +172,11 @@ class _LossMapping:
 
     # -- mode ----------------------------------------------------------------------------------
     def _pin_mode(self) -> None:
-        plan = self.plan
-        if self.decoupled:
-            T.row(plan, "pinned.use_decoupled_loss.decoupled_mode_prox", True)
-            T.row(plan, "pinned.prox_logp_method", "recompute")
-        else:
-            T.row(plan, "pinned.use_decoupled_loss.bypass_mode_ppo", False)
-            T.row(plan, "pinned.recompute_logprob", False)
-        T.row(plan, "pinned.kl_ctl", 0.0)
-        T.row(plan, "pinned.adv_norm", None)
-        T.row(plan, "pinned.disable_dropout", True)
+        T.apply(self.plan, "pin_mode", decoupled=self.decoupled)
 
     # -- objective ------------------------------------------------------------------------------
     def _objective_name(self) -> None:
-        name, plan = self.obj.name, self.plan
-        src = "algorithm.objective.name"
-        if name == "gspo":
-            T.row(plan, "objective.name.converted", name, "sequence")
-        elif name == "reinforce":
-            T.row(plan, "objective.name.implicit.reinforce_sg_log", name)
-        elif name == "cispo":
-            T.row(plan, "objective.name.implicit.cispo_sg_clip", name)
-        else:
-            T.row(plan, "objective.name.implicit.areal_s_actor", name, note=name)
+        T.apply(self.plan, "objective_name", o=self.obj)
 
     def _cispo(self) -> None:
         obj, plan = self.obj, self.plan
@@ -266,117 +193,28 @@ class _LossMapping:
         T.row(plan, "objective.eps_high.converted", obj.eps_high, 1.0 + obj.eps_high)
 
     def _clip_rows(self) -> None:
-        obj, plan = self.obj, self.plan
-        dual = getattr(obj, "dual_clip_c", None)
-        if self.decoupled:
-            src = T.note("src.algorithm_objective_eps_low")
-            value: dict[str, Any] = {"eps_low": obj.eps_low, "eps_high": obj.eps_high}
-            if dual is not None:
-                src += T.note("clip_rows")
-                value["dual_clip_c"] = dual
-            T.row(plan, "clip_rows.no_equivalent", value, source=src,
-                  note=T.note("clip_rows.note.set_algorithm_objective") if dual is not None else "")
-            if dual is None:
-                T.row(plan, "objective.dual_clip_c.implicit", None)
-            return
-        what = "the sequence ratio" if obj.name == "gspo" else "π_θ/μ"
-        T.row(plan, "objective.eps_low.as_is", obj.eps_low, what=what)
-        T.row(plan, "objective.eps_high.as_is", obj.eps_high, what=what)
-        T.row(plan, "objective.dual_clip_c.as_is", dual,
-              note=T.note("clip_rows.note.dual_clip_loss") if dual is not None else
-                    "no dual clip")
+        T.apply(self.plan, "clip", o=self.obj, decoupled=self.decoupled, dual=getattr(self.obj, "dual_clip_c", None))
 
     def _aggregation(self) -> None:
-        obj, plan = self.obj, self.plan
-        src = "algorithm.objective.aggregation" + (T.note("src.algorithm_objective_max_len") if obj.name == "dr_grpo" else "")
-        value: Any = obj.aggregation if obj.name != "dr_grpo" else {"aggregation": obj.aggregation, "max_len": obj.max_len}
-        if obj.aggregation == "token_mean":
-            T.row(plan, "aggregation.implicit", value, source=src)
-        else:
-            effect = {
-                "seq_mean_token_mean": T.note("effect.seq_mean_token_mean"),
-                "seq_mean_token_sum": T.note("effect.seq_mean_token_sum"),
-                "seq_mean_token_sum_norm": T.note("effect.seq_mean_token_sum_norm"),
-            }[obj.aggregation]
-            T.row(plan, "aggregation.no_equivalent", value, source=src, aggregation=obj.aggregation, effect=effect)
+        obj = self.obj
+        dr = obj.name == "dr_grpo"
+        T.apply(self.plan, "aggregation", o=obj, value={"aggregation": obj.aggregation, "max_len": obj.max_len} if dr else obj.aggregation,
+                src="algorithm.objective.aggregation" + (T.note("src.algorithm_objective_max_len") if dr else ""))
 
     # -- advantages ------------------------------------------------------------------------------
     def _advantage(self) -> None:
-        obj = self.obj
-        if obj.name == "reinforce":
-            self._reinforce_baseline()
-        elif obj.name == "grpo":
-            self._grpo()
-        elif obj.name == "dr_grpo":
-            self._unused_opob(obj.baseline)
-            if obj.baseline == "opob":
-                self._opob_gap("algorithm.objective.baseline", std=False)
-            else:
-                self.plan.converted("algorithm.objective.baseline", obj.baseline, "actor.reward_norm.mean_level", "group",
-                                    T.note("advantage.dr_grpo_centres"))
-                self._reward_norm_rest(std=None, leave1out=False)
-        elif obj.name == "rloo":
-            self.plan.pinned("actor.reward_norm.mean_level", "group", T.note("advantage.rloo_i_r_i"))
-            self.plan.pinned("actor.reward_norm.mean_leave1out", True, "leave-one-out group mean")
-            self.plan.pinned("actor.reward_norm.std_level", None, "no std normalisation")
-            self.plan.pinned("actor.reward_norm.group_size", self.G, "= group_size")
-        else:
-            self._advantage_knob()
+        T.apply(self.plan, "advantage", o=self.obj, G=self.G, reinforce=self._reinforce_baseline, grpo=self._grpo,
+                knob=self._advantage_knob, unused_opob=self._unused_opob, opob_gap=self._opob_gap, rest=self._reward_norm_rest)
 
     def _grpo(self) -> None:
-        obj, plan = self.obj, self.plan
-        self._unused_opob(obj.baseline)
-        if obj.beta_kl == 0:
-            T.row(plan, "objective.beta_kl.implicit", 0.0)
-        else:
-            T.row(plan, "objective.beta_kl.no_equivalent", obj.beta_kl)
-        if obj.baseline == "opob":
-            self._opob_gap(T.note("grpo"), std=obj.normalize_std,
-                           eps=obj.eps_std, unbiased=obj.std_unbiased is not False)
-            return
-        T.row(plan, "objective.baseline.converted.group_mean_baseline", obj.baseline, "group")
-        T.row(plan, "objective.normalize_std.converted", obj.normalize_std, "group" if obj.normalize_std else None,
-              note=T.note("grpo.note.divide_group_s") if obj.normalize_std else T.note("grpo.note.dr_grpo_style"))
-        if obj.normalize_std:
-            T.row(plan, "objective.eps_std.as_is", obj.eps_std)
-            unbiased = True if obj.std_unbiased is None else obj.std_unbiased
-            T.row(plan, "objective.std_unbiased", obj.std_unbiased, unbiased,
-                  note="Bessel-corrected std" if unbiased else "population std")
-        else:
-            T.row(plan, "objective.eps_std.implicit.unused_without_std", {"eps_std": obj.eps_std, "std_unbiased": obj.std_unbiased})
-        T.row(plan, "pinned.mean_leave1out.group_mean_includes", False)
-        T.row(plan, "pinned.group_size", self.G)
+        T.apply(self.plan, "grpo", o=self.obj, G=self.G, unused_opob=self._unused_opob, opob_gap=self._opob_gap)
 
     def _advantage_knob(self) -> None:
-        """ppo, dapo, gspo, cispo: ``advantage`` ∈ grpo, dr_grpo, rloo, reward, opob."""
-        obj, plan = self.obj, self.plan
-        kind = obj.advantage
-        self._unused_opob(kind)
-        if kind == "opob":
-            # the sandbox's opob advantage divides by the population group std (objectives/base.py: opob_advantage)
-            self._opob_gap(T.note("advantage_knob"), std=True, eps=obj.eps_std, unbiased=False)
-            return
-        if kind == "reward":
-            T.row(plan, "objective.advantage.converted.raw_rewards_advantages", kind, None)
-        else:
-            T.row(plan, "objective.advantage.converted.note_from_code", kind, "group",
-                  note={"grpo": "group mean and std", "dr_grpo": "group mean, no std",
-                        "rloo": "leave-one-out group mean"}[kind])
-            self._reward_norm_rest(std="group" if kind == "grpo" else None, leave1out=kind == "rloo",
-                                   eps_source="algorithm.objective.eps_std" if kind == "grpo" else None)
-        if kind != "grpo":
-            T.row(plan, "objective.eps_std.implicit.unused_advantage", obj.eps_std, kind=kind)
+        T.apply(self.plan, "advantage_knob", o=self.obj, unused_opob=self._unused_opob, opob_gap=self._opob_gap,
+                rest=self._reward_norm_rest)
 
     def _reward_norm_rest(self, std: str | None, leave1out: bool, eps_source: str | None = None) -> None:
-        plan = self.plan
-        T.row(plan, "pinned.mean_leave1out.note_from_code", leave1out,
-              note="leave-one-out group mean" if leave1out else T.note("reward_norm_rest.note"))
-        T.row(plan, "pinned.std_level", std, note="divide by the group std" if std else "no std normalisation")
-        if std:
-            if eps_source:
-                T.row(plan, "reward_norm_rest.as_is", self.obj.eps_std, source=eps_source)
-            T.row(plan, "pinned.std_unbiased.bessel_corrected_group", True)
-        T.row(plan, "pinned.group_size", self.G)
+        T.apply(self.plan, "reward_norm_rest", o=self.obj, G=self.G, std=std, leave1out=leave1out, eps_source=eps_source)
 
     def _reinforce_baseline(self) -> None:
         obj, plan = self.obj, self.plan
@@ -386,47 +224,9 @@ class _LossMapping:
             if knob not in used:
                 T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, kind=kind)
         self._unused_opob(kind)
-        std_src = "algorithm.objective.normalize_std"
-        if kind in ("ema", "optimal", "opob") or (norm and kind in ("none", "constant", "leave_one_out")):
-            src = T.note("src.algorithm_objective_baseline") + std_src + "".join(f" + algorithm.objective.{k}" for k in sorted(used))
-            if kind == "opob":
-                self._opob_gap(src, std=norm)
-                return
-            why = {"ema": T.note("why.ema"), "optimal": T.note("why.optimal"),}.get(kind, T.note("why", kind=kind))
-            instead = (T.note("instead.baseline_group_mean_leave_one_out") if kind in ("ema", "optimal") else T.note("instead.baseline_group_mean_grpo"))
-            T.row(plan, "reinforce_baseline.no_equivalent", {"baseline": kind, "normalize_std": norm}, source=src,
-                  why=why, instead=instead)
-            if kind in ("ema", "optimal"):
-                self._nearest_reward_norm(f"{kind} baseline", mean=True, std=norm,
-                                          difference="the group mean replaces the "
-                                          + (T.note("reinforce_baseline.difference.moving_average_past") if kind == "ema" else
-                                             T.note("reinforce_baseline.difference.gradient_norm_weighted")))
-            elif kind == "leave_one_out":
-                self._nearest_reward_norm(T.note("advantage"), mean=True, std=True,
-                                          leave1out=True, difference=T.note("reinforce_baseline.difference.areal_divides_std"))
-            else:  # none, constant with std normalisation
-                if kind == "constant":
-                    T.row(plan, "pinned.reward_bias", -obj.constant_baseline)
-                self._nearest_reward_norm(T.note("reinforce_baseline", kind=kind), mean=False, std=True,
-                                          difference=T.note("reinforce_baseline.difference.areal_divides_rms"))
-            return
-        if kind in ("none", "constant"):
-            T.row(plan, "objective.baseline.converted.group_normalisation", kind, None,
-                  note=T.note("reinforce_baseline.note") if kind == "constant" else "")
-            if kind == "constant":
-                T.row(plan, "objective.constant_baseline", obj.constant_baseline, -obj.constant_baseline)
-            T.row(plan, "objective.normalize_std.implicit", norm)
-            return
-        T.row(plan, "objective.baseline.converted.note_from_code", kind, "group",
-              note="group mean" if kind == "group_mean" else "leave-one-out group mean")
-        T.row(plan, "objective.normalize_std.converted", norm, "group" if norm else None,
-              note="divide by the group std" if norm else "no std normalisation")
-        T.row(plan, "pinned.mean_leave1out.note_from_code", kind == "leave_one_out",
-              note="leave-one-out group mean" if kind == "leave_one_out" else T.note("reward_norm_rest.note"))
-        if norm:
-            T.row(plan, "pinned.eps.sandbox_s_reinforce", 1e-6)
-            T.row(plan, "pinned.std_unbiased.bessel_corrected_group", True)
-        T.row(plan, "pinned.group_size", self.G)
+        src = T.note("src.algorithm_objective_baseline") + "algorithm.objective.normalize_std" + "".join(f" + algorithm.objective.{k}" for k in sorted(used))
+        T.apply(plan, "reinforce_baseline", o=obj, kind=kind, norm=norm, G=self.G, src=src, opob_gap=self._opob_gap,
+                nearest=self._nearest_reward_norm)
 
     def _unused_opob(self, kind: str) -> None:
         if kind == "opob" or not hasattr(self.obj, "opob_weight"):
@@ -486,42 +286,7 @@ class _LossMapping:
             self._m2po()
             return
         self.rs_owner = "correction"
-        rs = "actor.rejection_sampling."
-        if name == "tis":
-            T.row(plan, "correction.name.converted.token_tis_truncates", {"name": name, "level": corr.level}, "token")
-            T.row(plan, "pinned.action.truncate_tokens_keep", "clamp")
-            T.row(plan, "pinned.metric.w_prox", "ratio")
-            T.row(plan, "correction.C.converted", corr.C, corr.cap, note=" (unset: 2.0 at token level)" if corr.C is None else "")
-            self._lower("algorithm.correction.C_low", corr.C_low, "floor")
-        elif name == "mis":
-            T.row(plan, "correction.name.converted.token_mis", {"name": name, "level": corr.level}, "token")
-            T.row(plan, "pinned.action.tokens_outside_band", "mask")
-            T.row(plan, "pinned.metric.w_prox", "ratio")
-            T.row(plan, "correction.C.as_is", corr.C)
-            self._lower("algorithm.correction.C_low", corr.C_low, "lower band edge")
-            T.row(plan, "correction.seq_weight",
-                  {"seq_weight": corr.seq_weight, "veto_low": corr.veto_low, "veto_high": corr.veto_high,
-                   "batch_normalize": corr.batch_normalize})
-        elif name == "icepop":
-            T.row(plan, "pinned.level.icepop_masks_tokens", "token")
-            T.row(plan, "correction.name.converted.coefficient_w_inside", name, "mask")
-            T.row(plan, "pinned.metric.w_prox", "ratio")
-            T.row(plan, "correction.beta", corr.beta)
-            self._lower("algorithm.correction.alpha", corr.alpha, "α")
-        elif name == "geo_mis":
-            T.row(plan, "correction.name.converted.mask_response_whose", name, "sequence")
-            T.row(plan, "pinned.action.reject_whole_response", "mask")
-            T.row(plan, "pinned.metric.ratio_metric_aggregated", "ratio")
-            T.row(plan, "pinned.agg", "mean")
-            T.row(plan, "correction.hi", corr.hi)
-            T.row(plan, "correction.lo", corr.lo)
-            T.row(plan, "correction.token_weight", {"token_weight": corr.token_weight, "C": corr.C})
-        elif name == "decoupled_ppo":
-            T.row(plan, "correction.name.converted.areal_s_decoupled", {"name": name, "level": corr.level}, "token")
-            T.row(plan, "pinned.action.reject_tokens_w", "mask")
-            T.row(plan, "pinned.metric.w_prox.3", "ratio")
-            T.row(plan, "correction.behave_imp_weight_cap", corr.behave_imp_weight_cap)
-            T.row(plan, "correction.require_prox", corr.require_prox)
+        T.apply(plan, "correction", c=corr, lower=self._lower)
 
     def _lower(self, source: str, value: float, what: str) -> None:
         target = "actor.rejection_sampling.lower"
@@ -532,35 +297,11 @@ class _LossMapping:
 
     def _correction_gap(self) -> str | None:
         """Why the correction cannot be written (None if it can)."""
-        corr = self.corr
-        name = corr.name
-        slot = (T.note("slot") if self.rs_owner else None)
-        instead = _INSTEAD
-        if self.obj.name == "gspo":
-            return (T.note("correction_gap.correction_needs_areal") + instead)
-        if name == "tis":
-            if corr.level == "sequence":
-                return (T.note("correction_gap.sandbox_truncates_product") + SANDBOX_COMPONENTS)
-            return slot or (None if corr.cap > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "mis":
-            if corr.level == "sequence":
-                return (T.note("correction_gap.sequence_mis_keeps") + instead)
-            if corr.batch_normalize:
-                return T.note("correction_gap.areal_cannot_renormalise") + instead
-            return slot or (None if corr.C > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "icepop":
-            return slot or (None if corr.beta > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "geo_mis":
-            if corr.token_weight == "tis":
-                return (T.note("correction_gap.areal_cannot_combine") + instead)
-            return slot or (None if corr.hi > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "decoupled_ppo":
-            if corr.level == "sequence":
-                return (T.note("correction_gap.areal_can_reject") + SANDBOX_COMPONENTS)
-            return slot or (None if corr.behave_imp_weight_cap > 1 else T.note("correction_gap.areal_needs_upper") + instead)
-        if name == "m2po_mask":
-            return None
-        return CORRECTION_GAPS[name]
+        c = self.corr
+        cap = {"tis": "cap", "mis": "C", "icepop": "beta", "geo_mis": "hi", "decoupled_ppo": "behave_imp_weight_cap"}.get(c.name)
+        return T.pick("correction_gap", c=c, obj=self.obj, instead=_INSTEAD, components=SANDBOX_COMPONENTS,
+                      slot=T.note("slot") if self.rs_owner else None, gaps=CORRECTION_GAPS,
+                      cap=None if cap is None else getattr(c, cap))
 
     def _m2po(self) -> None:
         corr, plan = self.corr, self.plan

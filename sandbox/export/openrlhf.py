@@ -122,46 +122,13 @@ def _launch_script(plan: Plan, exported: list[str]) -> str:
 def _staleness(plan: Plan, scn: Scenario) -> bool:
     """Rows for ``system.staleness``; returns whether the asynchronous trainer is written."""
     st = scn.system.staleness
-    value = describe(st.model_dump())
-    sync_note = T.note("sync_note")
-    if st.kind == "sync":
-        T.row(plan, "staleness.implicit.without_train_async_enable", value)
-        return False
-    if st.kind == "fixed_lag":
-        if st.k == 0:
-            T.row(plan, "staleness.implicit.fixed_lag_synchronous", value)
-        else:
-            fixed_lag_gap(plan, scn, f"In OpenRLHF that bound is {ASYNC} {QUEUE} {st.k}")
-        return False
-    if st.kind == "async_ratio":
-        if st.alpha == 0:
-            T.row(plan, "staleness.implicit.synchronous_without_train", value)
-        else:
-            k = staleness_of(scn).bound
-            bound = f"k_max = {k}" if k is not None else "a finite k_max"
-            T.row(plan, "staleness.no_equivalent", value, bound=bound)
-        return False
-    if st.k_max == 0:
-        T.row(plan, "staleness.implicit.k_max_synchronous_without", value)
-        return False
-    T.row(plan, "staleness.kind", "max_lag", True)
-    T.row(plan, "staleness.k_max", st.k_max, st.k_max)
-    knobs = T.note("knobs")
-    knob_value = describe({"enforcement": st.enforcement, "queue_capacity": st.queue_capacity})
-    if st.enforcement == "throttle":
-        T.row(plan, "staleness.enforcement.implicit", knob_value)
-    else:
-        T.row(plan, "staleness.enforcement.no_equivalent", knob_value, k_max=st.k_max)
-    return True
+    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, value=describe(st.model_dump()), async_=ASYNC, queue=QUEUE,
+            bound=staleness_of(scn).bound if st.kind == "async_ratio" else None, describe=describe, fixed_lag_gap=fixed_lag_gap)
+    return st.kind not in ("sync", "fixed_lag", "async_ratio") and st.k_max != 0
 
 
 def _partial_rollouts(plan: Plan, scn: Scenario, is_async: bool) -> None:
-    if not scn.system.partial_rollouts:
-        T.row(plan, "partial_rollouts.implicit", False)
-    elif is_async:
-        T.row(plan, "partial_rollouts.as_is", True)
-    else:
-        T.row(plan, "partial_rollouts.no_equivalent", True)
+    T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=is_async)
 
 
 def _batch(plan: Plan, scn: Scenario) -> None:
@@ -233,68 +200,13 @@ def _uses_opob(obj: Any) -> bool:
 
 
 def _loss_type(plan: Plan, obj: Any) -> None:
-    src = "algorithm.objective.name"
-    if obj.name == "reinforce":
-        T.row(plan, "objective.name.converted.openrlhf_s_ppo", obj.name, "ppo")
-    elif obj.name == "gspo":
-        T.row(plan, "objective.name.converted.sequence_ratio_s_i", obj.name, "gspo")
-    elif obj.name == "cispo":
-        T.row(plan, "objective.name.converted.cispo_reinforce_stop", obj.name, "ppo")
-        knobs = _sources("algorithm.objective", "eps_low", "eps_high")
-        value = [obj.eps_low, obj.eps_high]
-        band = [1.0 - obj.eps_low, 1.0 + obj.eps_high]
-        T.row(plan, "loss_type.converted.gate_reads_each", value, "token", source=knobs)
-        T.row(plan, "loss_type.converted.clamp_w_t_into", value, "clip", source=knobs)
-        T.row(plan, "pinned.is_correction_gating.gate_reads_ratio.2", "ratio")
-        T.row(plan, "loss_type.converted.low_high", value, band, source=knobs)
-    else:
-        T.row(plan, "objective.name.converted.ppo_clip_surrogate", obj.name, "ppo")
+    T.apply(plan, "loss_type", o=obj, p="algorithm.objective", sources=_sources)
 
 
 def _advantage(plan: Plan, obj: Any, g: int) -> None:
-    p = "algorithm.objective"
-    if obj.name == "reinforce":
-        _reinforce_advantage(plan, obj, g)
-        return
-    if obj.name == "rloo":
-        _estimator(plan, g, "algorithm.objective.name", "rloo", "rloo", T.note("advantage.r_i_mean__r_j"))
-        return
-    if obj.name in ("grpo", "dr_grpo"):
-        knobs = ["baseline", "normalize_std", "eps_std", "std_unbiased"] if obj.name == "grpo" else ["baseline"]
-        if obj.baseline == "opob":
-            _opob_gap(plan, obj, knobs, obj.name == "grpo" and obj.normalize_std)
-            return
-        normalize = obj.name == "grpo" and obj.normalize_std
-        names = ["baseline", "normalize_std"] if obj.name == "grpo" else ["baseline"]
-        src, value = _sources(p, *names), describe(_values(*names, obj=obj))
-        if normalize:
-            _estimator(plan, g, src, value, "group_norm", T.note("advantage.r_mean_g_std_g"))
-            _group_norm_knobs(plan, obj.eps_std, obj.std_unbiased, "eps_std", "std_unbiased")
-        else:
-            _estimator(plan, g, src, value, "dr_grpo", T.note("advantage.r_mean_g_std"))
-            if obj.name == "grpo":
-                T.row(plan, "std_convention.implicit", describe(_values("eps_std", "std_unbiased", obj=obj)),
-                      source=_sources(p, "eps_std", "std_unbiased"))
-        return
-    # ppo, dapo, gspo, cispo: the advantage knob
-    kind = obj.advantage
-    if kind == "opob":
-        _opob_gap(plan, obj, ["advantage", "eps_std"], True)
-        return
-    if kind == "reward":
-        T.row(plan, "advantage.no_equivalent", describe(_values("advantage", "eps_std", obj=obj)),
-              source=_sources(p, "advantage", "eps_std"))
-        _stand_in(plan, False)
-        return
-    estimator = {"grpo": "group_norm", "dr_grpo": "dr_grpo", "rloo": "rloo"}[kind]
-    _estimator(plan, g, f"{p}.advantage", kind, estimator,
-               {"group_norm": T.note("advantage.group_norm"),
-                "dr_grpo": T.note("advantage.dr_grpo"),
-                "rloo": T.note("advantage.rloo")}[estimator])
-    if kind == "grpo":
-        _group_norm_knobs(plan, obj.eps_std, None, "eps_std", None)
-    else:
-        T.row(plan, "objective.eps_std", obj.eps_std, kind=kind)
+    T.apply(plan, "advantage", plan=plan, o=obj, g=g, p="algorithm.objective", sources=_sources, values=_values,
+            describe=describe, reinforce=_reinforce_advantage, estimator=_estimator, opob_gap=_opob_gap,
+            group_norm_knobs=_group_norm_knobs, stand_in=_stand_in)
 
 
 def _estimator(plan: Plan, g: int, src: str, value: Any, estimator: str, note: str) -> None:
@@ -443,78 +355,13 @@ def _gate(plan: Plan, src: str, value: Any, level: str, mode: str, band: list[fl
 
 def _correction(plan: Plan, scn: Scenario) -> None:
     c = scn.algorithm.correction
-    obj = scn.algorithm.objective
-    p = "algorithm.correction"
-    full = describe(c.model_dump())
-    if obj.name == "gspo":
-        T.row(plan, "pinned.is_correction_level.gspo_only_takes", "token")
-        if c.name == "none":
-            T.row(plan, "correction.implicit.weight_gspo_loss", "none")
-        else:
-            T.row(plan, "correction.no_equivalent.openrlhf_applies_is_correction", full)
-        return
-    if obj.name == "cispo":
-        if c.name == "none":
-            T.row(plan, "correction.implicit.correction_top_cispo", "none")
-        else:
-            T.row(plan, "correction.no_equivalent.openrlhf_has_one", full)
-        return
-    if c.name == "none":
-        T.row(plan, "pinned.is_correction_level.correction", "off",
-              note=T.note("correction.note")
-                    if obj.name in CLIP_OBJECTIVES else "")
-        T.row(plan, "correction.implicit.correction", "none")
-        return
-    if c.name == "tis" and c.level == "token":
-        _gate(plan, f"{p}.name + {p}.level + {p}.C + {p}.C_low", full, "token", "clip", [c.C_low, c.cap],
-              T.note("correction.token_tis_loss") + (T.note("correction.c_unset_sandbox") if c.C is None else ""))
-        return
-    if c.name == "mis" and c.level == "token":
-        _gate(plan, f"{p}.name + {p}.level + {p}.C + {p}.C_low", full, "token", "mask", [c.C_low, c.C],
-              T.note("correction.token_mis_w_t"))
-        T.row(plan, "correction.seq_weight", describe(_values("seq_weight", "veto_low", "veto_high", obj=c)))
-        if c.batch_normalize:
-            T.row(plan, "correction.batch_normalize.no_equivalent", True)
-        else:
-            T.row(plan, "correction.batch_normalize.implicit", False)
-        return
-    if c.name == "icepop":
-        _gate(plan, f"{p}.name + {p}.alpha + {p}.beta", full, "token", "mask", [c.alpha, c.beta],
-              T.note("correction.icepop_w_t_kept"))
-        return
-    if c.name == "decoupled_ppo" and c.level == "token":
-        _gate(plan, T.note("correction.algorithm_correction_name"), full, "token", "mask",
-              [0.0, c.behave_imp_weight_cap],
-              T.note("correction.tokens_w_t_cap"))
-        T.row(plan, "correction.require_prox", c.require_prox)
-        return
-    if c.name == "geo_mis":
-        _gate(plan, f"{p}.name + {p}.lo + {p}.hi", describe(_values("lo", "hi", obj=c)), "seq", "mask", [c.lo, c.hi],
-              T.note("correction.geo_rs_response"))
-        knobs = f"{p}.token_weight + {p}.C"
-        if c.token_weight == "none" and obj.name in CLIP_OBJECTIVES:
-            T.row(plan, "correction.implicit", describe(_values("token_weight", "C", obj=c)), source=knobs)
-        else:
-            kept = "min(w_t, C)" if c.token_weight == "tis" else "1"
-            T.row(plan, "correction.no_equivalent", describe(_values("token_weight", "C", obj=c)), source=knobs,
-                  kept=kept)
-        return
-    T.row(plan, "pinned.is_correction_level.correction_exported_see", "off")
-    T.row(plan, "correction.no_equivalent.2", full, note=_correction_gap(c))
+    T.apply(plan, "correction", plan=plan, c=c, obj=scn.algorithm.objective, p="algorithm.correction",
+            full=describe(c.model_dump()), clip=CLIP_OBJECTIVES, gate=_gate, values=_values,
+            gap=lambda c: T.pick("correction_gap", c=c, gaps=NOT_IN_OPENRLHF),
+            describe=describe)
 
 
 NOT_IN_OPENRLHF = T.section("correction_gaps")
-
-
-def _correction_gap(c: Any) -> str:
-    token_tis = T.note("token_tis")
-    if c.name == "tis":
-        return T.note("correction_gap.sequence_tis_truncates", token_tis=token_tis)
-    if c.name == "mis":
-        return T.note("correction_gap.sequence_mis_keeps", token_tis=token_tis)
-    if c.name == "decoupled_ppo":
-        return T.note("correction_gap.sequence_level_rejection")
-    return T.note("correction_gap.openrlhf_corrections_token", why=NOT_IN_OPENRLHF[c.name])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -528,43 +375,12 @@ STABILIZERS = T.section("stabilizers")
 
 
 def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:
-    opt = scn.algorithm.optimizer
-    p = "algorithm.optimizer"
-    if opt.name == "sgd":
-        T.row(plan, "optimizer.no_equivalent.openrlhf_s_optimizers", describe(_values("name", "momentum", "weight_decay", obj=opt)),
-              source=_sources(p, "name", "momentum", "weight_decay"))
-        T.row(plan, "optimizer.implicit", describe(_values("betas", "eps", obj=opt)),
-              source=_sources(p, "betas", "eps"))
-    else:
-        if opt.name == "adam" and opt.weight_decay > 0:
-            T.row(plan, "optimizer.no_equivalent.torch_adam_adds", describe(_values("name", "weight_decay", obj=opt)),
-                  source=_sources(p, "name", "weight_decay"))
-        else:
-            if opt.name == "adam":
-                T.row(plan, "optimizer.name.as_is", "adam")
-            else:
-                T.row(plan, "optimizer.name.converted", "adamw", "adam")
-            T.row(plan, "optimizer.weight_decay", opt.weight_decay,
-                  note=T.note("optimizer.note") if opt.weight_decay else "")
-        T.row(plan, "optimizer.betas", list(opt.betas))
-        T.row(plan, "optimizer.eps", opt.eps)
-        T.row(plan, "optimizer.momentum", opt.momentum)
+    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, p="algorithm.optimizer", values=_values, sources=_sources,
+            describe=describe)
     _schedule(plan, scn)
     scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,
                framework_clip_default=1.0)
 
 
 def _schedule(plan: Plan, scn: Scenario) -> None:
-    opt = scn.algorithm.optimizer
-    p = "algorithm.optimizer"
-    steps = scn.run.steps
-    if opt.schedule == "constant":
-        name = "constant_with_warmup" if opt.warmup_steps else "constant"
-    else:
-        name = SCHEDULES[opt.schedule]
-    T.row(plan, "optimizer.schedule", opt.schedule, name)
-    ratio = opt.warmup_steps / steps
-    T.row(plan, "optimizer.warmup_steps", opt.warmup_steps, ratio, note="no warm-up" if not opt.warmup_steps else
-                                                                         T.note("schedule.note",
-                                                                                warmup_steps=opt.warmup_steps,
-                                                                                steps=steps))
+    T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps, schedules=SCHEDULES)

@@ -134,30 +134,11 @@ class _ObjectiveRows:
 
     # -- the surrogate ---------------------------------------------------------------------------
     def surrogate(self) -> None:
-        name = self.obj.name
-        if name == "reinforce" and self.on_policy:
-            self.row("implicit", ("name",), T.note("surrogate.bound_every_trained") + " " + (
-                T.note("surrogate.no_mismatch") if self.exact_engine else T.note("surrogate.engine_models_mismatch")))
-        elif name == "reinforce":
-            self.row("no_equivalent", ("name",), T.note("surrogate.sandbox_s_reinforce", CUSTOM_LOSS=CUSTOM_LOSS))
-        elif name != "rloo":
-            self.row("implicit", ("name",), T.note("surrogate.ratio_surrogate_r"))
+        T.apply(self.plan, "surrogate", o=self.obj, row=self.row, on_policy=self.on_policy, exact=self.exact_engine,
+                custom=CUSTOM_LOSS)
 
     def clip(self) -> None:
-        o = self.obj
-        instead = T.note("instead", CUSTOM_LOSS=CUSTOM_LOSS)
-        if o.eps_low >= 1.0:
-            self.row("implicit", ("eps_low",), T.note("clip.ratio_floor_eps_low"))
-        else:
-            self.row("no_equivalent", ("eps_low",), f"lower clip at {1 - o.eps_low:g}: {instead}")
-        if math.isinf(o.eps_high):
-            self.row("implicit", ("eps_high",), "no upper clip, as in prime-rl")
-        else:
-            self.row("no_equivalent", ("eps_high",), f"upper clip at {1 + o.eps_high:g}: {instead}")
-        if o.dual_clip_c is None:
-            self.row("implicit", ("dual_clip_c",), "no dual clip, as in prime-rl")
-        else:
-            self.row("no_equivalent", ("dual_clip_c",), T.note("clip.prime_rl_has", CUSTOM_LOSS=CUSTOM_LOSS))
+        T.apply(self.plan, "clip", o=self.obj, row=self.row, custom=CUSTOM_LOSS, inf=math.inf)
 
     def aggregation(self) -> None:
         o = self.obj
@@ -189,62 +170,9 @@ class _ObjectiveRows:
                  T.note("opob"))
 
     def advantage(self) -> None:
-        o, name = self.obj, self.obj.name
-        if name == "reinforce":
-            self._reinforce_baseline()
-        elif name in ("grpo", "dr_grpo"):
-            if o.baseline == "opob":
-                self._opob(("baseline",))
-            else:
-                self._centred(("baseline",), "group-mean baseline")
-            if name == "grpo":
-                if o.normalize_std:
-                    self._std(("normalize_std", "eps_std", "std_unbiased"))
-                else:
-                    self.row("implicit", ("normalize_std",), T.note("reinforce_baseline.std_normaliser_prime"))
-                    self.unused(("eps_std", "std_unbiased"), T.note("advantage.used_only_std.2"))
-                if o.beta_kl == 0:
-                    self.row("implicit", ("beta_kl",), T.note("advantage.reference_model_kl"))
-                else:
-                    self.row("no_equivalent", ("beta_kl",), T.note("advantage.prime_rl_s"))
-        elif name == "rloo":
-            self._rloo(("name",))
-        else:  # ppo, dapo: the advantage knob
-            kind = o.advantage
-            if kind == "grpo":
-                self._std(("advantage", "eps_std"))
-            elif kind == "dr_grpo":
-                self._centred(("advantage",), "group-centred advantage")
-            elif kind == "rloo":
-                self._rloo(("advantage",))
-            elif kind == "opob":
-                self._opob(("advantage", "eps_std"))
-            else:
-                self.row("no_equivalent", ("advantage",), T.note("advantage.r_baseline_every"))
-            self.unused(("eps_std",), T.note("advantage.used_only_std"))
+        T.apply(self.plan, "advantage", o=self.obj, row=self.row, unused=self.unused, centred=self._centred, rloo=self._rloo,
+                std=self._std, opob=self._opob)
         self.unused(OPOB_KNOBS, T.note("advantage.used_only_opob"))
-
-    def _reinforce_baseline(self) -> None:
-        o = self.obj
-        b = o.baseline
-        if b == "group_mean":
-            self._centred(("baseline",), "group-mean baseline")
-        elif b == "leave_one_out":
-            self._rloo(("baseline",))
-        elif b in ("optimal", "opob"):
-            self._opob(("baseline",))
-        elif b == "none":
-            self.row("no_equivalent", ("baseline",), T.note("reinforce_baseline.r_baseline_every"))
-        elif b == "constant":
-            self.row("no_equivalent", ("baseline", "constant_baseline"), T.note("reinforce_baseline.prime_rl_has"))
-        else:
-            self.row("no_equivalent", ("baseline", "ema_decay", "ema_init"), T.note("reinforce_baseline.sandbox_s_ema"))
-        self.unused(("constant_baseline",), T.note("reinforce_baseline.used_only_baseline"))
-        self.unused(("ema_decay", "ema_init"), "used only by baseline = \"ema\"")
-        if o.normalize_std:
-            self._std(("normalize_std",))
-        else:
-            self.row("implicit", ("normalize_std",), T.note("reinforce_baseline.std_normaliser_prime"))
 
 
 def _objective_rows(plan: Plan, scn: Scenario, bound: int | None) -> None:
@@ -287,11 +215,7 @@ def _switch_off_dppo(plan: Plan, scn: Scenario, why: str) -> None:
 
 def _correction_rows(plan: Plan, scn: Scenario) -> None:
     c = scn.algorithm.correction
-    if c.name == "none":
-        T.row(plan, "correction.name.implicit", "none")
-        _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl"))
-        return
-    if c.name != "dppo_mask":
+    if not T.apply(plan, "correction", plan=plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
         if c.name in _CORRECTION_IMPOSSIBLE:
             note = _CORRECTION_IMPOSSIBLE[c.name]
             if c.name in ("m2po_mask", "m2po_clipband"):
@@ -308,21 +232,6 @@ def _correction_rows(plan: Plan, scn: Scenario) -> None:
                 note += T.note("correction_rows.but_split_on_reward")
         T.row(plan, "correction", describe(c.model_dump()), note=note)
         _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
-        return
-    loss_type = "default" if c.variant == "dppo" else "ipo"
-    T.row(plan, "correction.name.converted", f"dppo_mask, {c.variant}", loss_type, loss_type=loss_type, variant=c.variant)
-    if c.variant == "dppo":
-        T.row(plan, "correction.dppo_mask_low.as_is", c.dppo_mask_low)
-        T.row(plan, "correction.dppo_mask_high", c.dppo_mask_high)
-        T.row(plan, "correction.ipo_threshold.implicit", c.ipo_threshold)
-    else:
-        T.row(plan, "correction.ipo_threshold.as_is", c.ipo_threshold)
-        T.row(plan, "correction.dppo_mask_low.implicit", f"{c.dppo_mask_low:g}, {c.dppo_mask_high:g}")
-    if "trainer.loss.adv_tau" in plan.settings:  # an RLOO objective folded G/(G−1) into it
-        T.row(plan, "correction.adv_tau.converted", c.adv_tau, plan.settings["trainer.loss.adv_tau"])
-    else:
-        T.row(plan, "correction.adv_tau.as_is", c.adv_tau)
-    T.row(plan, "correction.kl_tau", c.kl_tau)
 
 
 STABILIZERS = T.section("stabilizers")
@@ -335,60 +244,14 @@ STABILIZER_HOOK = T.note("stabilizer_hook")
 
 
 def _optimizer_rows(plan: Plan, scn: Scenario, given: Given) -> None:
-    opt = scn.algorithm.optimizer
-    src = "algorithm.optimizer."
-    if opt.name == "sgd":
-        T.row(plan, "optimizer.name.as_is.torch_sgd_both", "sgd")
-        T.row(plan, "optimizer.momentum.as_is", opt.momentum)
-        T.row(plan, "pinned.nesterov", False)
-        T.row(plan, "optimizer.weight_decay.as_is.l2_torch_sgd", opt.weight_decay)
-        T.row(plan, "optimizer.betas.unused_by_sgd", f"{describe(opt.betas)}, {opt.eps:g}")
-    else:
-        if opt.name == "adam":
-            T.row(plan, "optimizer.name.converted", "adam", "adamw")
-        else:
-            T.row(plan, "optimizer.name.as_is.torch_adamw_both", "adamw")
-        T.row(plan, "optimizer.betas.converted.betas_pair", describe(opt.betas), opt.betas[0])
-        T.row(plan, "optimizer.betas.converted.betas_pair.2", describe(opt.betas), opt.betas[1])
-        if opt.eps == ADAM_EPS:
-            T.row(plan, "optimizer.eps.implicit", opt.eps)
-        else:
-            T.row(plan, "optimizer.eps.no_equivalent", opt.eps)
-        if opt.name == "adam" and opt.weight_decay > 0:
-            T.row(plan, "optimizer.weight_decay.no_equivalent", opt.weight_decay)
-            T.row(plan, "pinned.weight_decay", 0.0)
-        else:
-            T.row(plan, "optimizer.weight_decay.as_is.note_from_code", opt.weight_decay,
-                  note=T.note("optimizer_rows.note.decoupled_adamw_decay") if opt.name == "adamw"
-                        else T.note("optimizer_rows.note.adam_without_decay"))
-        T.row(plan, "optimizer.momentum.implicit", opt.momentum)
+    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, adam_eps=ADAM_EPS, describe=describe)
     _schedule_rows(plan, scn)
     scale_rows(plan, scn, given, "trainer.optim.lr", "trainer.optim.max_norm",
                framework_lr_default=1e-6, framework_clip_default=1.0)
 
 
 def _schedule_rows(plan: Plan, scn: Scenario) -> None:
-    opt = scn.algorithm.optimizer
-    src = "algorithm.optimizer."
-    w = opt.warmup_steps
-    warmup_note = T.note("warmup_note")
-    if opt.schedule == "constant" and w == 0:
-        T.row(plan, "optimizer.schedule.as_is.constant_learning_rate", "constant")
-        T.row(plan, "optimizer.warmup_steps.implicit", 0)
-        return
-    if opt.schedule == "constant":
-        T.row(plan, "optimizer.schedule.converted.prime_rl_s", "constant", "linear")
-        T.row(plan, "optimizer.warmup_steps.as_is", w)
-        T.row(plan, "pinned.decay_steps", 0)
-        return
-    if opt.schedule == "linear":
-        steps = scn.run.steps
-        T.row(plan, "optimizer.schedule.as_is.warm_up_then", "linear")
-        T.row(plan, "optimizer.schedule.converted.sandbox_decays_over", "linear", max(steps - w, 0), steps=steps)
-    else:
-        T.row(plan, "optimizer.schedule.as_is.warm_up_then.2", "cosine")
-    T.row(plan, "optimizer.warmup_steps.as_is", w)
-    T.row(plan, "pinned.min_lr", 0.0)
+    T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps)
 
 
 # ------------------------------------------------------------------------------------------------

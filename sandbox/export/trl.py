@@ -47,7 +47,7 @@ class TRLExporter(Exporter):
     name = "trl"
     title = T.note("title")
     versions = (Version("1.16", "1.16.0", "trl 1.16.0 wheel"),)
-    components = property(lambda self: T.components(correction=[*_CORRECTION_MAPPERS, *_CORRECTION_GAP]))
+    components = property(lambda self: T.components(correction=[*_CORRECTION_MAPPED, *_CORRECTION_GAP]))
     expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     # ------------------------------------------------------------------------------------------
@@ -242,98 +242,21 @@ _ASYNC_OBJECTIVE_GAP = T.section("async_objective_gap")
 
 
 def _surrogate(plan: Plan, obj, cls: str) -> None:
-    name = obj.name
-    if cls == ASYNC_CLASS:
-        if name == "rloo":
-            T.row(plan, "surrogate.no_equivalent.rloo_s_leave", name, source=_src("name"))
-        else:
-            T.row(plan, "surrogate.implicit.asyncgrpotrainer_compute_loss_min", name, source=_src("name"))
-        return
-    if name == "gspo":
-        T.row(plan, "surrogate.converted.gspo_s_sequence", name, "sequence", source=_src("name"))
-        return
-    T.row(plan, "pinned.importance_sampling_level", "token")
-    if name == "cispo":
-        T.row(plan, "surrogate.converted.sg_min_r", name, "cispo", source=_src("name"))
-    elif name == "rloo":
-        T.row(plan, "surrogate.no_equivalent.rloo_s_leave.2", name, source=_src("name"))
-        T.row(plan, "pinned.scale_rewards.closest_rloo_advantages", "none")
-    elif name == "reinforce":
-        T.row(plan, "surrogate.implicit.trl_has_unclipped", name, source=_src("name"))
-    else:
-        T.row(plan, "surrogate.implicit.grpotrainer_s_surrogate", name, source=_src("name"))
+    T.apply(plan, "surrogate", o=obj, asy=cls == ASYNC_CLASS, source=_src("name"))
 
 
 def _clip(plan: Plan, obj, cls: str) -> None:
-    if obj.name == "reinforce":
-        return
-    if obj.name == "cispo":  # only reached for GRPOConfig
-        if obj.eps_low >= 1.0:
-            T.row(plan, "clip.implicit.lower_bound_cispo", obj.eps_low, source=_src("eps_low"))
-        else:
-            T.row(plan, "clip.no_equivalent.trl_s_cispo", obj.eps_low, source=_src("eps_low"), floor=1 - obj.eps_low)
-        T.row(plan, "clip.converted.loss_type_cispo_epsilon_high", obj.eps_high, 1.0 + obj.eps_high, source=_src("eps_high"))
-        return
-    T.row(plan, "clip.as_is.note_from_code", obj.eps_low, source=_src("eps_low"), note=_inert_clip_note(cls))
-    T.row(plan, "clip.as_is.note_from_code.2", obj.eps_high, source=_src("eps_high"), note=_inert_clip_note(cls))
-    c = obj.dual_clip_c
-    if c is None:
-        T.row(plan, "clip.implicit.dual_clip_trl", None, source=_src("dual_clip_c"))
-    elif cls == ASYNC_CLASS:
-        T.row(plan, "clip.no_equivalent.asyncgrpoconfig_has_dual", c, source=_src("dual_clip_c"))
-    elif c >= 1.0 + obj.eps_high:
-        T.row(plan, "clip.converted.trl_s_two", c, c, source=_src("dual_clip_c"))
-    else:
-        T.row(plan, "clip.no_equivalent.trl_s_delta", c, source=_src("dual_clip_c"), cap=1 + obj.eps_high)
-
-
-def _inert_clip_note(cls: str) -> str:
-    if cls == ASYNC_CLASS:
-        return T.note("inert_clip_note.clip_r_sandbox")
-    return T.note("inert_clip_note.ratio_old_value")
+    T.apply(plan, "clip", o=obj, asy=cls == ASYNC_CLASS, source=_src("dual_clip_c"),
+            inert=T.note("inert_clip_note.clip_r_sandbox") if cls == ASYNC_CLASS else T.note("inert_clip_note.ratio_old_value"))
 
 
 def _aggregation(plan: Plan, obj, cls: str) -> None:
-    agg = obj.aggregation
-    has_max_len = obj.name == "dr_grpo"
-    if cls == ASYNC_CLASS:
-        if agg == "token_mean":
-            T.row(plan, "aggregation.implicit.asyncgrpotrainer_divides_summed", agg, source=_src("aggregation"))
-            if has_max_len:
-                T.row(plan, "aggregation.implicit.unused_token_mean", obj.max_len, source=_src("max_len"))
-        else:
-            src = _src("aggregation") + (" + " + _src("max_len") if has_max_len else "")
-            T.row(plan, "aggregation.no_equivalent.asyncgrpotrainer_only_averages", agg, source=src)
-        return
-    if obj.name == "cispo":
-        if agg == "token_mean":
-            T.row(plan, "aggregation.implicit.loss_type_cispo_normalises", agg, source=_src("aggregation"))
-        else:
-            T.row(plan, "aggregation.no_equivalent.loss_type_cispo_always", agg, source=_src("aggregation"))
-        return
-    loss_type, how = LOSS_TYPE_OF_AGGREGATION[agg]
-    T.row(plan, "aggregation.converted", agg, loss_type, source=_src("aggregation"), how=how)
-    if not has_max_len:
-        return
-    if agg != "seq_mean_token_sum_norm":
-        T.row(plan, "aggregation.implicit.unused", obj.max_len, source=_src("max_len"), agg=agg)
-    elif obj.max_len is not None:
-        T.row(plan, "aggregation.as_is", obj.max_len, source=_src("max_len"))
-    else:
-        T.row(plan, "aggregation.setup", None, source=_src("max_len"))
+    T.apply(plan, "aggregation", o=obj, asy=cls == ASYNC_CLASS, source=_src("aggregation"), src=_src,
+            loss_types=LOSS_TYPE_OF_AGGREGATION)
 
 
 def _kl(plan: Plan, obj, cls: str) -> None:
-    beta = obj.beta_kl
-    if cls == ASYNC_CLASS:
-        if beta == 0:
-            T.row(plan, "kl.implicit", beta, source=_src("beta_kl"))
-        else:
-            T.row(plan, "kl.no_equivalent", beta, source=_src("beta_kl"))
-        return
-    T.row(plan, "kl.as_is", beta, source=_src("beta_kl"))
-    if beta > 0:
-        T.row(plan, "pinned.use_bias_correction_kl", False)
+    T.apply(plan, "kl", o=obj, asy=cls == ASYNC_CLASS, source=_src("beta_kl"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -343,23 +266,10 @@ def _kl(plan: Plan, obj, cls: str) -> None:
 
 
 def _advantage(plan: Plan, scn: Scenario, cls: str) -> None:
-    obj = scn.algorithm.objective
-    if obj.name == "reinforce":
-        _reinforce_baseline(plan, scn, cls)
-    elif obj.name == "grpo":
-        _baseline(plan, obj.baseline)
-        _normalisation(plan, scn, cls, _src("normalize_std"), obj.normalize_std, obj.normalize_std)
-        unbiased = obj.std_unbiased if obj.std_unbiased is not None else obj.baseline != "opob"
-        _std_convention(plan, scn, cls, obj.std_unbiased, unbiased, obj.normalize_std)
-        _std_guard(plan, cls, obj.eps_std, obj.normalize_std)
-    elif obj.name == "dr_grpo":
-        if obj.baseline == "opob":
-            _opob_gap(plan, "baseline")
-        else:
-            _opob_unused(plan, "baseline = group_mean")
-            _normalisation(plan, scn, cls, _src("baseline"), "group_mean", False)
-    elif obj.name != "rloo":  # rloo: the leave-one-out advantage is the objective's name row
-        _advantage_knob(plan, scn, cls)
+    names = dict(plan=plan, scn=scn, cls=cls, o=scn.algorithm.objective, sync=SYNC_CLASS, src=_src,
+                 reinforce=_reinforce_baseline, baseline=_baseline, norm=_normalisation, convention=_std_convention,
+                 guard=_std_guard, opob_gap=_opob_gap, opob_unused=_opob_unused)
+    T.apply(plan, "advantage", knob=lambda plan: T.apply(plan, "advantage_knob", **names), **names)
 
 
 def _baseline(plan: Plan, baseline: str) -> None:
@@ -368,32 +278,6 @@ def _baseline(plan: Plan, baseline: str) -> None:
     else:
         T.row(plan, "baseline.implicit", baseline, source=_src("baseline"))
         _opob_unused(plan, f"baseline = {baseline}")
-
-
-def _advantage_knob(plan: Plan, scn: Scenario, cls: str) -> None:
-    """ppo, dapo, gspo, cispo: ``advantage`` = grpo | dr_grpo | rloo | reward | opob."""
-    obj = scn.algorithm.objective
-    adv = obj.advantage
-    if adv == "opob":
-        _opob_gap(plan, "advantage")
-        T.row(plan, "advantage_knob.implicit.part_opob_advantage", obj.eps_std, source=_src("eps_std"))
-        return
-    _opob_unused(plan, f"advantage = {adv}")
-    if adv in ("grpo", "dr_grpo"):
-        _normalisation(plan, scn, cls, _src("advantage"), adv, adv == "grpo")
-        if adv == "grpo":
-            _std_guard(plan, cls, obj.eps_std, True)
-        else:
-            T.row(plan, "advantage_knob.implicit.unused_std_normalisation", obj.eps_std, source=_src("eps_std"))
-        return
-    T.row(plan, "advantage_knob.implicit.unused_advantage", obj.eps_std, source=_src("eps_std"), adv=adv)
-    if adv == "rloo":
-        closest = (T.note("closest.scale_rewards_none_written") if cls == SYNC_CLASS else T.note("closest.asyncgrpo_always_divides"))
-        T.row(plan, "advantage_knob.no_equivalent.rloo_s_leave", adv, source=_src("advantage"), closest=closest)
-        if cls == SYNC_CLASS:
-            T.row(plan, "pinned.scale_rewards.closest_rloo_advantages.2", "none")
-    else:
-        T.row(plan, "advantage_knob.no_equivalent.raw_rewards_advantages", adv, source=_src("advantage"))
 
 
 def _reinforce_baseline(plan: Plan, scn: Scenario, cls: str) -> None:
@@ -434,15 +318,8 @@ def _opob_unused(plan: Plan, why: str) -> None:
 def _normalisation(plan: Plan, scn: Scenario, cls: str, source: str, value, normalize: bool, extra: str = "") -> None:
     """Division of the centred rewards by the group std: GRPOConfig ``scale_rewards`` = 'group' | 'none';
     AsyncGRPO always divides (population std)."""
-    if cls == SYNC_CLASS:
-        T.row(plan, "normalisation.converted", value, "group" if normalize else "none", source=source,
-              note=T.note("normalisation.note") if normalize else "R − group mean, not scaled", note2=extra)
-        return
-    if not normalize:
-        T.row(plan, "normalisation.no_equivalent", value, source=source)
-        return
-    if scn.algorithm.objective.name == "grpo":  # its std_unbiased and eps_std rows carry the convention
-        T.row(plan, "normalisation.implicit", value, source=source)
+    if T.apply(plan, "normalisation", value=value, normalize=normalize, source=source, extra=extra, sync=cls == SYNC_CLASS,
+               grpo=scn.algorithm.objective.name == "grpo"):
         return
     note, acceptable = _std_mismatch(scn, cls, sandbox_unbiased=True)
     (plan.implicit if acceptable else plan.no_equivalent)(source, value, T.note("normalisation") + note)
@@ -484,14 +361,8 @@ def _sci(x: float) -> str:
 
 
 def _std_guard(plan: Plan, cls: str, eps: float, used: bool) -> None:
-    source, guard = _src("eps_std"), STD_GUARD[cls]
-    if not used:
-        T.row(plan, "std_convention.implicit", eps, source=source)
-    elif abs(eps - guard) <= STD_GUARD_TOLERANCE:
-        T.row(plan, "std_guard.implicit", eps, source=source, sci=_sci(guard), sci2=_sci(eps),
-              sci3=_sci(abs(eps - guard)))
-    else:
-        T.row(plan, "std_guard.no_equivalent", eps, source=source, sci=_sci(guard), sci2=_sci(eps))
+    T.apply(plan, "std_guard", source=_src("eps_std"), guard=STD_GUARD[cls], eps=eps, used=used,
+            tolerance=STD_GUARD_TOLERANCE, sci=_sci)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -501,39 +372,17 @@ def _std_guard(plan: Plan, cls: str, eps: float, used: bool) -> None:
 
 def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
     corr = scn.algorithm.correction
-    if cls == ASYNC_CLASS:
-        if corr.name == "none":
-            T.row(plan, "correction.implicit.2", "none")
-        else:
-            T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()))
-        return
-    gap = _correction_gap(corr)
-    if gap is not None:
-        T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()), note=gap)
-        T.row(plan, "pinned.vllm_importance_sampling_correction.scenario_s_correction", False)
-        return
-    _CORRECTION_MAPPERS[corr.name](plan, corr)
+    T.apply(plan, "correction", plan=plan, c=corr, asy=cls == ASYNC_CLASS, full=describe(corr.model_dump()),
+            gap=None if cls == ASYNC_CLASS else _correction_gap(corr), on=_correction_on, describe=describe)
 
 
 _CORRECTION_GAP = T.section("correction_gaps")
+_CORRECTION_MAPPED = dict.fromkeys(T.section("mapped")["correction"])  # name -> None; read at call time (issue 26)
 
 
 def _correction_gap(corr) -> str | None:
-    """Why GRPOTrainer cannot apply ``corr`` (None when it can)."""
-    if corr.name not in _CORRECTION_MAPPERS and corr.name not in _CORRECTION_GAP:  # a component unknown here (issue 26)
-        return T.note("correction_gap.trl_has_equivalent", name=corr.name)
-    if corr.name in _CORRECTION_GAP:
-        return _CORRECTION_GAP[corr.name]
-    if corr.name == "mis":
-        if corr.batch_normalize:
-            return T.note("correction_gap.trl_does_renormalise")
-        if corr.level == "sequence" and corr.seq_weight != "ratio":
-            return T.note("correction_gap.trl_s_sequence_mask")
-        if corr.level == "sequence" and (corr.veto_low is not None or corr.veto_high is not None):
-            return T.note("correction_gap.trl_has_per")
-    if corr.name == "decoupled_ppo" and corr.level != "token":
-        return T.note("correction_gap.sequence_level_rejection")
-    return None
+    """Why GRPOTrainer cannot apply ``corr`` (None when it can; a component unknown here: issue 26)."""
+    return T.pick("correction_gap", c=corr, mapped=_CORRECTION_MAPPED, gaps=_CORRECTION_GAP)
 
 
 _MODE_NOTES = T.section("mode_notes")
@@ -543,59 +392,6 @@ def _correction_on(plan: Plan, source: str, value, mode: str, extra: str = "") -
     T.row(plan, "pinned.vllm_importance_sampling_correction.vllm_importance_weight", True)
     T.row(plan, "correction_on.converted", value, mode, source=source, note=_MODE_NOTES[mode], note2=extra)
 
-
-def _map_none(plan: Plan, corr) -> None:
-    T.row(plan, "correction.converted", "none", False)
-
-
-def _map_tis(plan: Plan, corr) -> None:
-    _correction_on(plan, T.note("map_tis"), f"tis, {corr.level}", f"{corr.level}_truncate")
-    if corr.C is None:
-        T.row(plan, "correction.C.converted", None, corr.cap, level=corr.level)
-    else:
-        T.row(plan, "correction.C.as_is.cap_c", corr.C)
-    T.row(plan, "correction.C_low.as_is.floor_leaves_every", corr.C_low)
-
-
-def _map_mis(plan: Plan, corr) -> None:
-    _correction_on(plan, T.note("map_tis"), f"mis, {corr.level}", f"{corr.level}_mask")
-    T.row(plan, "correction.C.as_is.upper_band_edge", corr.C)
-    T.row(plan, "correction.C_low.as_is.lower_band_edge", corr.C_low)
-    if corr.level == "sequence":
-        T.row(plan, "correction.seq_weight.implicit.kept_response_carries", "ratio")
-        T.row(plan, "correction.veto_low", None)
-    else:
-        T.row(plan, "correction.seq_weight.implicit.sequence_level_knobs",
-              describe({"seq_weight": corr.seq_weight, "veto_low": corr.veto_low, "veto_high": corr.veto_high}))
-    T.row(plan, "correction.batch_normalize", False)
-
-
-def _map_icepop(plan: Plan, corr) -> None:
-    _correction_on(plan, "algorithm.correction.name", "icepop", "token_mask", ": IcePop's band [α, β]")
-    T.row(plan, "correction.alpha", corr.alpha)
-    T.row(plan, "correction.beta", corr.beta)
-
-
-def _map_opsm(plan: Plan, corr) -> None:
-    T.row(plan, "correction.name", "opsm", False)
-    T.row(plan, "correction.delta", corr.delta)
-
-
-def _map_decoupled_ppo(plan: Plan, corr) -> None:
-    _correction_on(plan, T.note("map_tis"), f"decoupled_ppo, {corr.level}", "token_mask", T.note("map_decoupled_ppo"))
-    T.row(plan, "correction.behave_imp_weight_cap", corr.behave_imp_weight_cap)
-    T.row(plan, "pinned.vllm_importance_sampling_clip_min", None)
-    T.row(plan, "correction.require_prox", corr.require_prox)
-
-
-_CORRECTION_MAPPERS = {
-    "none": _map_none,
-    "tis": _map_tis,
-    "mis": _map_mis,
-    "icepop": _map_icepop,
-    "opsm": _map_opsm,
-    "decoupled_ppo": _map_decoupled_ppo,
-}
 
 # ------------------------------------------------------------------------------------------------
 # stabilizers and optimizer
@@ -608,38 +404,7 @@ _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
 
 
 def _optimizer(plan: Plan, scn: Scenario) -> None:
-    opt = scn.algorithm.optimizer
-    src = "algorithm.optimizer."
-    adam = opt.name in ("adam", "adamw")
-    if opt.name == "adam" and opt.weight_decay > 0:
-        T.row(plan, "optimizer.name.no_equivalent", f"adam, weight_decay = {opt.weight_decay:g}")
-    elif adam:
-        T.row(plan, "optimizer.name.converted.torch_adamw", opt.name, "adamw_torch",
-              note=T.note("optimizer.note.weight_decay_adam") if opt.name == "adam" else "")
-        T.row(plan, "optimizer.weight_decay", opt.weight_decay,
-              note=T.note("optimizer.note.transformers_decays_every")
-                    if opt.weight_decay > 0 else "")
-    else:
-        T.row(plan, "optimizer.name.converted.torch_sgd", "sgd", "sgd")
-        T.row(plan, "optimizer.weight_decay", opt.weight_decay,
-              note=T.note("optimizer.note.transformers_decays_every.2") if opt.weight_decay > 0 else "")
-    if adam:
-        T.row(plan, "optimizer.betas.converted.note_from_code", list(opt.betas), opt.betas[0])
-        T.row(plan, "optimizer.betas.converted.note_from_code.2", list(opt.betas), opt.betas[1])
-        T.row(plan, "optimizer.eps", opt.eps)
-        T.row(plan, "optimizer.momentum.implicit.sgd_only", opt.momentum)
-    else:
-        T.row(plan, "optimizer.betas.implicit", describe({"betas": list(opt.betas), "eps": opt.eps}))
-        if opt.momentum > 0:
-            T.row(plan, "optimizer.momentum.converted", opt.momentum, f"momentum={opt.momentum:g}")
-        else:
-            T.row(plan, "optimizer.momentum.implicit.torch_sgd_s", 0.0)
-    schedule = _SCHEDULES[opt.schedule]
-    if opt.schedule == "constant" and opt.warmup_steps > 0:
-        schedule = "constant_with_warmup"
-    T.row(plan, "optimizer.schedule", opt.schedule, schedule)
-    T.row(plan, "optimizer.warmup_steps", opt.warmup_steps,
-          note=T.note("optimizer.note.transformers_warm_up") if opt.warmup_steps > 0 else "")
+    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, schedules=_SCHEDULES, describe=describe)
 
 
 # ------------------------------------------------------------------------------------------------

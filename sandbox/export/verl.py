@@ -133,47 +133,20 @@ def nearest_group_estimator(plan: Plan, normalize: bool, what: str, difference: 
                 T.note("nearest_group_estimator.note.division_group_std"))
 
 
+_BASELINE_WHAT = {"none": "no baseline (raw rewards)", "reward": "raw rewards as advantages",
+                  "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}
+
+
 def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normalize_source: str | None) -> None:
     """Map a group baseline to ``algorithm.adv_estimator`` (+ ``norm_adv_by_std_in_grpo``)."""
-    if kind == "group_mean":
-        T.row(plan, "advantage.converted.group_mean_baseline", kind, "grpo", source=kind_source)
-        if normalize_source is not None:
-            T.row(plan, "advantage.as_is", normalize, source=normalize_source)
-        else:
-            T.row(plan, "pinned.norm_adv_by_std_in_grpo.note_from_code", normalize,
-                  note=T.note("advantage.note") if not normalize else "GRPO std normalisation")
-    elif kind == "leave_one_out" and not normalize:
-        T.row(plan, "advantage.converted.verl_s_rloo", kind, "rloo", source=kind_source)
-        if normalize_source is not None:
-            T.row(plan, "advantage.converted.std_normalisation_rloo", normalize, False, source=normalize_source)
-        else:
-            T.row(plan, "pinned.norm_adv_by_std_in_grpo.std_normalisation_rloo", False)
-    elif kind == "leave_one_out":
-        T.row(plan, "advantage.no_equivalent.verl_s_rloo", f"{kind}, normalize_std = true", kind_source=kind_source,
-              normalize_source=normalize_source)
-        nearest_group_estimator(plan, True, T.note("advantage"), T.note("advantage.grpo_centres_group"))
-    elif kind in ("opob",):
-        T.row(plan, "advantage.no_equivalent.vcpo_s_off", kind, source=kind_source)
-        nearest_group_estimator(plan, normalize, "OPOB baseline", T.note("advantage.grpo_s_baseline"))
-    elif kind == "optimal":
-        T.row(plan, "advantage.no_equivalent.variance_optimal_scalar", kind, source=kind_source)
-        nearest_group_estimator(plan, normalize, "variance-optimal baseline", T.note("advantage.grpo_s_baseline.2"))
-    else:  # none, constant, ema, reward
-        what = {"none": "no baseline (raw rewards)", "reward": "raw rewards as advantages",
-                "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}[kind]
-        T.row(plan, "advantage.no_equivalent.every_verl_estimator", kind, source=kind_source, what=what)
-        nearest_group_estimator(plan, normalize, what, T.note("advantage.grpo_centres_each"))
+    T.apply(plan, "advantage", plan=plan, kind=kind, kind_source=kind_source, normalize=normalize,
+            normalize_source=normalize_source, nearest=nearest_group_estimator, whats=_BASELINE_WHAT)
     if normalize_source is not None and kind not in ("group_mean", "leave_one_out"):
         T.row(plan, "advantage.implicit", normalize, source=normalize_source, kind=kind)
 
 
 def _eps_std(plan: Plan, source: str, eps: float, used: bool) -> None:
-    if not used:
-        T.row(plan, "eps_std.implicit.unused_advantage_std", eps, source=source)
-    elif math.isclose(eps, VERL_EPS_STD, rel_tol=1e-9):
-        T.row(plan, "eps_std.implicit.verl_adds_e", eps, source=source)
-    else:
-        T.row(plan, "eps_std.no_equivalent", eps, source=source)
+    T.apply(plan, "eps_std", source=source, eps=eps, used=used, close=math.isclose(eps, VERL_EPS_STD, rel_tol=1e-9))
 
 
 def _opob_knobs(plan: Plan, obj, used: bool) -> None:
@@ -187,47 +160,16 @@ def _opob_knobs(plan: Plan, obj, used: bool) -> None:
 
 
 def _clip_knobs(plan: Plan, obj, dual_clip: bool) -> None:
-    T.row(plan, "objective.eps_low", obj.eps_low)
-    T.row(plan, "objective.eps_high", obj.eps_high)
-    if not hasattr(obj, "dual_clip_c"):
-        return
-    if not dual_clip:
-        T.row(plan, "objective.dual_clip_c.implicit", obj.dual_clip_c)
-    elif obj.dual_clip_c is None:
-        T.row(plan, "objective.dual_clip_c.converted", None, NO_DUAL_CLIP)
-    else:
-        T.row(plan, "objective.dual_clip_c.as_is", obj.dual_clip_c)
+    T.apply(plan, "clip", o=obj, dual_clip=dual_clip, has_dual=hasattr(obj, "dual_clip_c"), no_dual=NO_DUAL_CLIP)
 
 
 def _aggregation(plan: Plan, obj, target: ObjectiveTarget) -> None:
-    agg = obj.aggregation
-    if agg in target.aggregation_gaps:
-        T.row(plan, "objective.aggregation.no_equivalent", agg, note=target.aggregation_gaps[agg])
-    else:
-        note = target.aggregation_note
-        if agg == "seq_mean_token_sum_norm":
-            note += T.note("aggregation")
-        T.row(plan, "objective.aggregation.converted", agg, AGGREGATION[agg], note=note)
-    if hasattr(obj, "max_len"):
-        if agg != "seq_mean_token_sum_norm":
-            T.row(plan, "objective.max_len.implicit.unused_only_seq_mean_token_sum_norm", obj.max_len)
-        elif obj.max_len is None:
-            T.row(plan, "objective.max_len.implicit.l_const_padded_response", None)
-        else:
-            T.row(plan, "objective.max_len.as_is", obj.max_len)
+    T.apply(plan, "aggregation", o=obj, agg=obj.aggregation, gaps=target.aggregation_gaps, modes=AGGREGATION,
+            agg_note=target.aggregation_note, has_max_len=hasattr(obj, "max_len"))
 
 
 def _kl(plan: Plan, obj) -> None:
-    beta = getattr(obj, "beta_kl", None)
-    if beta is None:
-        T.row(plan, "pinned.use_kl_loss.sandbox_objective_has", False)
-        return
-    if beta == 0:
-        T.row(plan, "objective.beta_kl.converted", beta, False)
-        return
-    T.row(plan, "pinned.use_kl_loss.kl_reference_model", True)
-    T.row(plan, "objective.beta_kl.as_is", beta)
-    T.row(plan, "pinned.kl_loss_type", "k3")
+    T.apply(plan, "kl", beta=getattr(obj, "beta_kl", None))
 
 
 def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str, normalize: bool,
@@ -243,13 +185,7 @@ def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str
     if sources["eps_std"]:
         _eps_std(plan, sources["eps_std"], obj.eps_std, std_used)
     if sources["std_unbiased"]:
-        unbiased = obj.std_unbiased
-        if not std_used:
-            T.row(plan, "baseline_rows.implicit.unused_advantage_normalised", unbiased, source=sources["std_unbiased"])
-        elif unbiased is None or unbiased:
-            T.row(plan, "baseline_rows.implicit.bessel_corrected_std", unbiased, source=sources["std_unbiased"])
-        else:
-            T.row(plan, "baseline_rows.no_equivalent", unbiased, source=sources["std_unbiased"])
+        T.apply(plan, "std_unbiased", unbiased=obj.std_unbiased, used=std_used, source=sources["std_unbiased"])
     _opob_knobs(plan, obj, kind == "opob")
 
 
@@ -353,81 +289,14 @@ CORRECTION_GAPS = T.section("correction_gaps")
 
 def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
-    src = "algorithm.correction"
-    if c.name == "none":
-        T.row(plan, "correction.name.converted.weights_written_explicitly", "none", None)
-        T.row(plan, "pinned.rollout_rs", None)
-        return
-    if route != "reinforce":
-        name = scn.algorithm.objective.name
-        T.row(plan, "correction.no_equivalent.verl_s_v1", describe(c.model_dump()), name=name)
-        _correction_off(plan, T.note("map_correction_0_9"))
-        return
-
-    if c.name == "tis":
-        map_tis(plan, c, f"{CORR}.rollout_is", f"{CORR}.rollout_is_threshold")
-        T.row(plan, "pinned.rollout_rs", None)
-    elif c.name == "mis":
-        _map_mis(plan, c)
-    elif c.name == "geo_mis":
-        T.row(plan, "correction.name.converted.mask_response_when", c.name, "seq_mean_k1")
-        T.row(plan, "correction.lo", f"[{c.lo:g}, {c.hi:g}]", ratio_band(1.0 / c.hi, 1.0 / c.lo))
-        map_geo_token_weight(plan, c, src)
-    elif c.name == "icepop":
-        T.row(plan, "correction.name.converted.icepop_w_t_w_t", c.name, "token")
-        T.row(plan, "correction.alpha", f"[{c.alpha:g}, {c.beta:g}]",
-              ratio_band(c.alpha if c.alpha > 0 else NO_LOWER_EDGE, c.beta),
-              note=T.note("map_correction_0_9.note") if c.alpha == 0 else "")
-        T.row(plan, "pinned.rollout_rs", None)
-    elif c.name == "decoupled_ppo" and c.level == "token":
-        T.row(plan, "correction.name.converted.behaviour_weight_w_t", f"{c.name}, token", "token")
-        T.row(plan, "correction.behave_imp_weight_cap", c.behave_imp_weight_cap,
-              ratio_band(NO_LOWER_EDGE, c.behave_imp_weight_cap))
-        T.row(plan, "correction.require_prox", c.require_prox)
-        T.row(plan, "pinned.rollout_rs", None)
-    else:
-        why = CORRECTION_GAPS[c.name]
-        T.row(plan, "correction.no_equivalent.instead_run_sandbox", describe(c.model_dump()), why=why, name=c.name)
-        _correction_off(plan, T.note("map_correction_0_9"))
+    T.apply(plan, "correction", plan=plan, c=c, route=route, objective=scn.algorithm.objective.name,
+            full=describe(c.model_dump()), why=CORRECTION_GAPS.get(c.name), corr=CORR, band=ratio_band,
+            no_lower=NO_LOWER_EDGE, off=_correction_off, map_tis=map_tis, map_mis=_map_mis, geo=map_geo_token_weight)
 
 
 def _map_mis(plan: Plan, c) -> None:
-    src = "algorithm.correction"
-    lo = c.C_low if c.C_low > 0 else None
-    if c.level == "token":
-        T.row(plan, "correction.name.converted.masked_w_t_c_low", "mis, token", "token")
-        T.row(plan, "correction.C.converted.lo_hi_threshold_zeroes", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
-              note="" if lo else T.note("map_mis.note.c_low_written_e"))
-        T.row(plan, "pinned.rollout_rs", None)
-        for knob in ("seq_weight", "veto_low", "veto_high"):
-            T.row(plan, "correction.implicit.2", getattr(c, knob), knob=knob)
-    else:
-        if c.seq_weight == "ratio":
-            T.row(plan, "correction.name.converted.sequence_weight_w", "mis, sequence, ratio", "sequence")
-            T.row(plan, "correction.C.converted.lo_hi_threshold_w", f"[{c.C_low:g}, {c.C:g}]", ratio_band(lo or NO_LOWER_EDGE, c.C),
-                  note="" if lo else T.note("map_mis.note.c_low_written_e"))
-            T.row(plan, "pinned.rollout_rs", None)
-        else:
-            T.row(plan, "correction.name.converted.reject_response_when", "mis, sequence, one", "seq_sum_k1")
-            T.row(plan, "correction.C.converted.k1_bands_are", f"[{c.C_low:g}, {c.C:g}]",
-                  ratio_band(1.0 / c.C, 1.0 / lo if lo else math.inf))
-            T.row(plan, "pinned.rollout_is.pure_rejection", None)
-        for knob in ("veto_low", "veto_high"):
-            value = getattr(c, knob)
-            if value is None:
-                T.row(plan, "correction.implicit.2", None, knob=knob)
-            else:
-                T.row(plan, "correction.no_equivalent.verl_has_per", value, knob=knob)
-    if not c.batch_normalize:
-        T.row(plan, "correction.batch_normalize.as_is", False)
-    elif c.level == "sequence" and c.seq_weight == "one":
-        T.row(plan, "correction.batch_normalize.implicit", c.batch_normalize)
-    elif c.batch_normalize == "verl_band":
-        T.row(plan, "correction.batch_normalize.converted", c.batch_normalize, True)
-    else:
-        T.row(plan, "correction.batch_normalize.no_equivalent", c.batch_normalize,
-              note=T.note("map_mis.note.sandbox_over_kept") if c.batch_normalize in (True, "kept_tokens")
-                    else T.note("map_mis.note.verl_is_rs_normalises_truncated"))
+    T.apply(plan, "mis", plan=plan, c=c, band=ratio_band, no_lower=NO_LOWER_EDGE, inf=math.inf,
+            batch=lambda plan, c: T.apply(plan, "mis_batch_normalize", c=c))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -442,22 +311,8 @@ def map_batch(plan: Plan, scn: Scenario, prompts_key: str = "data.train_batch_si
     epoch with ``actor.shuffle = false``); the fork's trainer step is one mini-batch (``prompts_key`` is
     ``ppo_mini_batch_size``), where several mini-batches are not mapped."""
     a = scn.algorithm
-    m, E, B = a.minibatches, a.epochs, a.groups_per_step
-    mini = f"{ACTOR}.ppo_mini_batch_size"
-    T.row(plan, "group_size", a.group_size, a.group_size)
-    T.row(plan, "groups_per_step", a.groups_per_step, a.groups_per_step, target=prompts_key)
-    if prompts_key != mini:
-        T.row(plan, "minibatches.converted.note_from_code", m, B // m, target=mini,
-              note=T.note("map_batch.note.mini_batch_whole") if m == 1 else
-                    T.note("map_batch.note.groups_per_step_minibatches_prompts", B_m=B // m, m=m))
-    elif m == 1:
-        T.row(plan, "minibatches.implicit", m)
-    else:
-        T.row(plan, "minibatches.no_equivalent.fork_s_fully", m)
-    T.row(plan, "epochs.converted", E, E,
-          note=T.note("map_batch.note.one_pass_over") if m * E == 1 else
-                "one pass over the batch" if E == 1 else
-                T.note("map_batch.note.passes_over_batch", E=E))
+    T.apply(plan, "batch", a=a, m=a.minibatches, E=a.epochs, B=a.groups_per_step, mini=f"{ACTOR}.ppo_mini_batch_size",
+            prompts_key=prompts_key)
 
 
 def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str) -> None:
@@ -490,50 +345,11 @@ def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
     """``actor_rollout_ref.actor.optim`` (FSDPOptimizerConfig; workers/config/optimizer.py build_optimizer imports
     ``torch.optim.<optimizer>`` and passes lr, weight_decay, betas for Adam-family names, then
     override_optimizer_config)."""
-    o = scn.algorithm.optimizer
-    src = "algorithm.optimizer"
-    optim = f"{ACTOR}.optim"
-    T.row(plan, "optimizer.name", o.name, _OPTIMIZER_CLASS[o.name], optim=optim)
-    adam = o.name != "sgd"
-    if adam:
-        T.row(plan, "optimizer.betas.as_is", list(o.betas), optim=optim)
-    else:
-        T.row(plan, "optimizer.betas.implicit", list(o.betas))
-    override: dict[str, float] = {}
-    if adam and o.eps != 1e-8:
-        override["eps"] = o.eps
-    if not adam and o.momentum != 0:
-        override["momentum"] = o.momentum
-    if override:
-        T.row(plan, "map_optimizer_fsdp.converted", o.eps if adam else o.momentum, override,
-              source=f"{src}.eps" if adam else f"{src}.momentum", optim=optim)
-    if adam and "eps" not in override:
-        T.row(plan, "optimizer.eps.implicit.torch_s_default", o.eps)
-    if not adam and "momentum" not in override:
-        T.row(plan, "optimizer.momentum", o.momentum)
-    if adam:
-        T.row(plan, "optimizer.momentum.unused_by_adam", o.momentum)
-    else:
-        T.row(plan, "optimizer.eps.implicit.unused_sgd", o.eps)
-    T.row(plan, "optimizer.weight_decay", o.weight_decay, optim=optim)
-    if o.schedule == "linear":
-        T.row(plan, "optimizer.schedule.no_equivalent", o.schedule)
-    else:
-        T.row(plan, "optimizer.schedule.as_is", o.schedule, optim=optim,
-              note=T.note("map_optimizer_fsdp.note.constant_learning_rate") if o.schedule == "constant" else
-                    T.note("map_optimizer_fsdp.note.half_cosine_over"))
-        if o.schedule == "cosine":
-            T.row(plan, "pinned.min_lr_ratio", 0.0, optim=optim)
-            T.row(plan, "pinned.num_cycles", 0.5, optim=optim)
+    o, a, optim = scn.algorithm.optimizer, scn.algorithm, f"{ACTOR}.optim"
     # verl 0.9.1 steps its LR scheduler once per train_mini_batch call (update_lr_scheduler on the last
     # iteration): per batch in sync mode, per local update (one mini-batch, all its epochs) in separate_async.
-    a = scn.algorithm
     per = a.updates_per_batch if plan.settings.get(f"{V1}.trainer_mode", "sync") == "sync" else a.epochs
-    warmup = math.ceil(o.warmup_steps / per)
-    T.row(plan, "optimizer.warmup_steps", o.warmup_steps, warmup, optim=optim,
-          note="no warm-up" if o.warmup_steps == 0 else
-                T.note("map_optimizer_fsdp.note.linear_warm_up")
-                + ("" if per == 1 else T.note("map_optimizer_fsdp.note.verl_s_scheduler", per=per) + str(per) + T.note("map_optimizer_fsdp.note.learning_rate_constant")))
+    T.apply(plan, "optimizer", o=o, optim=optim, classes=_OPTIMIZER_CLASS, per=per, warmup=math.ceil(o.warmup_steps / per))
     scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
 
 
@@ -549,46 +365,9 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
     B = scn.algorithm.groups_per_step
     T.row(plan, "pinned.use_v1", True)
     mode = "separate_async" if st.kind == "max_lag" else "sync"
-    if st.kind == "sync":
-        T.row(plan, "staleness.converted", "sync", "sync")
-    elif st.kind == "fixed_lag":
-        fixed_lag_gap(plan, scn, T.note("map_staleness_v1.k_verl_s") if cfg.k == 1 else "")
-        T.row(plan, "pinned.trainer_mode", "sync")
-    elif st.kind == "async_ratio":
-        T.row(plan, "staleness.no_equivalent", describe(cfg.model_dump()), bound=st.bound)
-        T.row(plan, "pinned.trainer_mode", "sync")
-    else:
-        T.row(plan, "staleness.kind", "max_lag", "separate_async")
-        m = scn.algorithm.minibatches
-        if m == 1:
-            T.row(plan, "pinned.parameter_sync_step", 1)
-        else:
-            T.row(plan, "minibatches.converted.weights_pushed_after", m, m, m=m)
-        T.row(plan, "staleness.k_max.converted.t_counts_versions", cfg.k_max, cfg.k_max + 1)
-        if cfg.enforcement == "throttle":
-            window = cfg.k_max
-            T.row(plan, "staleness.k_max.converted.admission_window_k_max", cfg.k_max, window)
-            T.row(plan, "staleness.queue_capacity", cfg.queue_capacity)
-        else:
-            capacity = cfg.queue_capacity or (cfg.k_max + 1) * B
-            window = max(capacity // B - 1, 0)
-            note = T.note("map_staleness_v1.note", capacity=capacity)
-            if capacity % B:
-                note += T.note("map_staleness_v1.rounded_down_whole", B=B)
-            T.row(plan, "staleness.queue_capacity.prefetch_window", cfg.queue_capacity, window, note=note)
-        T.row(plan, "staleness.enforcement", cfg.enforcement, "drop")
-        T.row(plan, "pinned.backend", "nccl")
-
-    pr = scn.system.partial_rollouts
-    if mode == "sync":
-        if pr:
-            T.row(plan, "partial_rollouts.no_equivalent.staleness_control_above", pr)
-        else:
-            T.row(plan, "partial_rollouts.implicit.sync_trainer_generates", pr)
-    elif pr:
-        T.row(plan, "partial_rollouts.implicit.always_async_v1", pr)
-    else:
-        T.row(plan, "partial_rollouts.no_equivalent.async_v1_trainers", pr)
+    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, B=B, m=scn.algorithm.minibatches,
+            full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap)
+    T.apply(plan, "partial_rollouts", pr=scn.system.partial_rollouts, sync=mode == "sync")
     return mode
 
 

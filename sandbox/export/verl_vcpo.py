@@ -45,21 +45,7 @@ def _per_trajectory(plan: Plan) -> None:
 
 def _opob_weight_gap(scn: Scenario) -> str | None:
     """Why the fork's OPOB weight differs from the sandbox's, or None when they agree."""
-    obj, c = scn.algorithm.objective, scn.algorithm.correction
-    if obj.baseline == "optimal":
-        if c.name == "none":
-            return None
-        return T.note("opob_weight_gap.fork_s_weight")
-    seq_tis = c.name == "tis" and c.level == "sequence" and c.C_low == 0
-    if c.name == "none":
-        return None if obj.opob_weight == "readme" else T.note("opob_weight_gap.without_factor_loss")
-    if not seq_tis:
-        return T.note("opob_weight_gap.fork_s_weight.2")
-    if obj.opob_weight == "readme":
-        return T.note("opob_weight_gap.g_i_already_carries", cap=c.cap)
-    if obj.opob_clip_c != c.cap:
-        return T.note("opob_weight_gap.fork_s_min", cap=c.cap, opob_clip_c=obj.opob_clip_c)
-    return None
+    return T.pick("opob_weight_gap", o=scn.algorithm.objective, c=scn.algorithm.correction)
 
 
 def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None:
@@ -76,49 +62,8 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
         return
 
     _per_trajectory(plan)
-    src = "algorithm.objective"
-    T.row(plan, "map_opob.converted.b_g_w_i", kind, True, source=kind_src, GB=GB)
-    T.row(plan, "pinned.use_is_weights", kind == "opob", GB=GB,
-          note=T.note("map_opob.note.opob_w_i_includes") if kind == "opob" else T.note("map_opob.note.optimal_baseline_w_i"))
-    T.row(plan, "pinned.agg_mode", "mean", GB=GB)
-    T.row(plan, "pinned.use_clipped_is_ratios", False, GB=GB)
-    T.row(plan, "pinned.normalize_by_length", False, GB=GB)
-
-    gap = _opob_weight_gap(scn)
-    if kind == "optimal":
-        if gap:
-            T.row(plan, "objective.opob_weight.no_equivalent", obj.opob_weight, note=gap)
-        else:
-            T.row(plan, "objective.opob_weight.implicit.unused_optimal_baseline", obj.opob_weight)
-        T.row(plan, "objective.opob_clip_c.implicit.unused_optimal_baseline", obj.opob_clip_c)
-    elif gap:
-        T.row(plan, "objective.opob_weight.no_equivalent", obj.opob_weight, note=gap)
-        T.row(plan, "objective.opob_clip_c.implicit.see_opob_weight", obj.opob_clip_c)
-    else:
-        T.row(plan, "objective.opob_weight.implicit.fork_s_w_i", obj.opob_weight, note=T.note("map_opob.note.factor_readme_weight")
-                                                                      if scn.algorithm.correction.name == "none" else T.note("map_opob.note.carries_min_w"))
-        T.row(plan, "objective.opob_clip_c.implicit.note_from_code", obj.opob_clip_c, note=T.note("map_opob.note.c_rollout_is_threshold_sequence")
-                                                                      if scn.algorithm.correction.name != "none" else "unused by the README weight")
-    if obj.opob_leave_one_out:
-        T.row(plan, "objective.opob_leave_one_out.no_equivalent", True)
-    else:
-        T.row(plan, "objective.opob_leave_one_out.implicit", False)
-    T.row(plan, "objective.opob_grad_norms", obj.opob_grad_norms)
-
-    scope = obj.opob_scope
-    if scope == "group":
-        T.row(plan, "objective.opob_scope.as_is", scope, GB=GB)
-    else:
-        T.row(plan, "objective.opob_scope.converted", scope, "minibatch", GB=GB)
-    if scope == "group":
-        T.row(plan, "map_opob.as_is", obj.normalize_std, source=norm_src, GB=GB)
-        T.row(plan, "pinned.norm_adv_by_std_in_grpo", obj.normalize_std)
-    elif obj.normalize_std and scope == "minibatch":
-        T.row(plan, "map_opob.no_equivalent.scope_minibatch_fork", True, source=norm_src)
-    elif obj.normalize_std:
-        T.row(plan, "map_opob.converted.values_r_mean_g", True, True, source=norm_src)
-    else:
-        T.row(plan, "map_opob.converted.values_r_mean_g.2", False, False, source=norm_src)
+    T.apply(plan, "opob", o=obj, c=scn.algorithm.correction, kind=kind, kind_src=kind_src, norm_src=norm_src, GB=GB,
+            gap=_opob_weight_gap(scn))
 
 
 def _map_stabilizers_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
@@ -151,77 +96,16 @@ def _rs(plan: Plan, source: str, value: Any, level: str, lo: float, hi: float, n
 CORRECTION_GAPS = T.section("correction_gaps")
 
 
+def _off(plan: Plan, why: str) -> None:
+    T.row(plan, "pinned.rollout_is", None, note=why)
+    T.row(plan, "pinned.rollout_rs.rejection", None)
+
+
 def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
     c = scn.algorithm.correction
-    src = "algorithm.correction"
-
-    def off(why: str) -> None:
-        T.row(plan, "pinned.rollout_is", None, note=why)
-        T.row(plan, "pinned.rollout_rs.rejection", None)
-
-    if c.name == "none":
-        T.row(plan, "correction.name.converted.weights", "none", None)
-        T.row(plan, "pinned.rollout_rs.rejection", None)
-        return
-    if route != "reinforce":
-        T.row(plan, "correction.no_equivalent.ratio_route_fork", describe(c.model_dump()))
-        off(T.note("map_correction_0_9"))
-        return
-    if c.name == "tis":
-        map_tis(plan, c, f"{CORR}.rollout_is", f"{CORR}.rollout_is_threshold")
-        T.row(plan, "pinned.rollout_rs.rejection", None)
-    elif c.name == "mis":
-        lo = c.C_low
-        if c.level == "token":
-            T.row(plan, "correction.name.converted.weights_w_t_truncation", "mis, token", "token")
-            T.row(plan, "correction.C.as_is", float(c.C))
-            _rs(plan, f"{src}.C_low", lo, "token", lo, c.C, f"token band [C_low, C]; {MASK_NOTE}")
-            for knob in ("seq_weight", "veto_low", "veto_high"):
-                T.row(plan, "correction.implicit.2", getattr(c, knob), knob=knob)
-        else:
-            if c.seq_weight == "ratio":
-                T.row(plan, "correction.name.converted.kept_responses_weighted", "mis, sequence", "sequence")
-                T.row(plan, "correction.C.as_is", float(c.C))
-            else:
-                T.row(plan, "correction.name.converted.weight_pure_rejection", "mis, sequence", None)
-                T.row(plan, "correction.C.implicit", c.C)
-            _rs(plan, f"{src}.seq_weight + {src}.C_low", f"{c.seq_weight}, {lo:g}", "sequence", lo, c.C,
-                T.note("map_correction_fork.reject_response_when"))
-            if c.veto_low is None:
-                T.row(plan, "correction.veto_low.implicit", None)
-            else:
-                T.row(plan, "correction.veto_low.as_is", c.veto_low)
-            if c.veto_high is None:
-                T.row(plan, "correction.veto_high.implicit", None)
-            else:
-                T.row(plan, "correction.veto_high.no_equivalent", c.veto_high)
-        if not c.batch_normalize or (c.level == "sequence" and c.seq_weight == "one"):
-            note = "raw weights" if not c.batch_normalize else T.note("map_correction_fork.note")
-            if isinstance(c.batch_normalize, bool):
-                T.row(plan, "correction.batch_normalize.as_is", c.batch_normalize, note=note)
-            else:  # a named convention: same no-op
-                T.row(plan, "correction.batch_normalize.converted", c.batch_normalize, True, note=note)
-        else:
-            T.row(plan, "correction.batch_normalize.no_equivalent", c.batch_normalize)
-    elif c.name == "geo_mis":
-        _rs(plan, f"{src}.name + {src}.lo + {src}.hi", f"[{c.lo:g}, {c.hi:g}]", "geometric", c.lo, c.hi,
-            T.note("map_correction_fork.reject_response_when.2"))
-        map_geo_token_weight(plan, c, src)
-    elif c.name == "icepop":
-        T.row(plan, "correction.name.converted.weights_w_t", c.name, "token")
-        T.row(plan, "correction.beta", float(c.beta))
-        _rs(plan, f"{src}.alpha", c.alpha, "token", c.alpha, c.beta, f"token band [α, β]; {MASK_NOTE}")
-    elif c.name == "decoupled_ppo" and c.level == "token":
-        T.row(plan, "correction.name.converted.behaviour_weights_w_t", f"{c.name}, token", "token")
-        T.row(plan, "correction.behave_imp_weight_cap", float(c.behave_imp_weight_cap))
-        T.row(plan, "pinned.rollout_rs.reject_tokens_w_t", "token")
-        T.row(plan, "pinned.rollout_rs_threshold.cap", float(c.behave_imp_weight_cap))
-        T.row(plan, "pinned.rollout_rs_threshold_lower.lower_edge", 0.0)
-        T.row(plan, "correction.require_prox", c.require_prox)
-    else:
-        why = CORRECTION_GAPS[c.name]
-        T.row(plan, "correction.no_equivalent.instead_sandbox_s", describe(c.model_dump()), why=why)
-        off(T.note("map_correction_0_9"))
+    T.apply(plan, "correction", plan=plan, c=c, route=route, src="algorithm.correction", full=describe(c.model_dump()),
+            why=CORRECTION_GAPS.get(c.name), corr=CORR, mask=MASK_NOTE, rs=_rs, off=_off, map_tis=map_tis,
+            geo=map_geo_token_weight)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -257,31 +141,7 @@ def _map_optimizer_megatron(plan: Plan, scn: Scenario, given: Given) -> None:
     weight_decay, then ``override_optimizer_config``; ``optim.betas`` is not read). Megatron's Adam applies
     decoupled weight decay (AdamW); its SGD defaults to momentum 0.9. Extra fields are ``+`` appends under
     ``override_optimizer_config`` (an empty map in the fork's YAML), the only appends of this export."""
-    o = scn.algorithm.optimizer
-    src = "algorithm.optimizer"
-    if o.name == "sgd":
-        T.row(plan, "optimizer.name.converted.megatron_sgd", o.name, "sgd", OPTIM=OPTIM)
-        T.row(plan, "optimizer.momentum", o.momentum, o.momentum, MEGATRON_EXTRA=MEGATRON_EXTRA)
-        T.row(plan, "optimizer.betas.unused_by_sgd", f"{list(o.betas)}, {o.eps:g}")
-    else:
-        if o.name == "adam" and o.weight_decay > 0:
-            T.row(plan, "optimizer.name.no_equivalent", o.name)
-        else:
-            T.row(plan, "optimizer.name.converted.megatron_s_adam", o.name, "adam", OPTIM=OPTIM)
-        if tuple(o.betas) == (0.9, 0.999):
-            T.row(plan, "optimizer.betas.implicit", list(o.betas))
-        else:
-            T.row(plan, "optimizer.betas.converted", list(o.betas), o.betas[0], MEGATRON_EXTRA=MEGATRON_EXTRA)
-            T.row(plan, "pinned.adam_beta2", o.betas[1], MEGATRON_EXTRA=MEGATRON_EXTRA)
-        if o.eps == 1e-8:
-            T.row(plan, "optimizer.eps.implicit", o.eps)
-        else:
-            T.row(plan, "optimizer.eps.converted", o.eps, o.eps, MEGATRON_EXTRA=MEGATRON_EXTRA)
-        T.row(plan, "optimizer.momentum.unused_by_adam", o.momentum)
-    T.row(plan, "optimizer.weight_decay", o.weight_decay, OPTIM=OPTIM)
-    T.row(plan, "optimizer.schedule", o.schedule, OPTIM=OPTIM)
-    T.row(plan, "optimizer.warmup_steps", o.warmup_steps, o.warmup_steps, OPTIM=OPTIM,
-          note="no warm-up" if o.warmup_steps == 0 else T.note("map_optimizer_megatron.note"))
+    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, OPTIM=OPTIM, MEGATRON_EXTRA=MEGATRON_EXTRA)
     scale_rows(plan, scn, given, f"{OPTIM}.lr", f"{OPTIM}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
 
 

@@ -158,7 +158,7 @@ def test_exports_with_unknown_components_pass_the_frameworks_checks(framework, w
 
 
 @pytest.mark.parametrize("module, table", [("verl", "CORRECTION_GAPS"), ("verl_vcpo", "CORRECTION_GAPS"),
-                                           ("trl", "_CORRECTION_MAPPERS"), ("openrlhf", "NOT_IN_OPENRLHF"),
+                                           ("trl", "_CORRECTION_MAPPED"), ("openrlhf", "NOT_IN_OPENRLHF"),
                                            ("areal", "CORRECTION_GAPS"), ("prime_rl", "_CORRECTION_GAPS")])
 def test_the_framework_table_decides_what_it_maps(monkeypatch, module, table):
     """A registered correction that a framework's table leaves out falls to the engine's row, never a KeyError."""

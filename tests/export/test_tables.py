@@ -70,6 +70,13 @@ def test_notes_and_templates_parse(table):
                 assert re.fullmatch(r"[A-Za-z_]\w*", name), f"{table}: {section} {key}: field {name!r}"
 
 
+def _rule_rows(cases):
+    """Every row entry of a rule's cases, nested cases included."""
+    for case in cases:
+        for entry in case.get("rows", ()):
+            yield from _rule_rows([entry]) if isinstance(entry, dict) else [entry]
+
+
 def test_every_named_entry_exists_and_every_entry_is_named():
     used: dict[str, dict[str, set[str]]] = {t: {s: set() for s in REFS} for t in TABLES}
     for module, (table, src) in MODULES.items():
@@ -81,6 +88,14 @@ def test_every_named_entry_exists_and_every_entry_is_named():
         for key in TABLES[table].get("template", {}):  # a launch script's optional parts, named in a tuple
             if f'"{key}"' in src:
                 used[table]["template"].add(key)
+        for rule, cases in TABLES[table].get("rule", {}).items():  # rows and notes named by the table's rules
+            assert re.search(rf'T\.(apply\([\w.]+, |pick\()"{rule}"', src), f"{table}.toml: rule {rule} is applied by no exporter"
+            named = [("row", e[0]) for e in _rule_rows(cases) if isinstance(e, list)]
+            named += [("note", k) for case in cases for k in re.findall(r"note\('([^']+)'", repr(case))]
+            for section, key in named:
+                where = table if key in TABLES[table].get(section, {}) else "common"
+                assert key in TABLES[where].get(section, {}), f"{table}.toml: rule {rule} names {section} {key!r}"
+                used[where][section].add(key)
         for section in re.findall(r'T\.section\(\s*"([^"]+)"', src):
             assert section in TABLES[table], f"{module}.py reads table [{section}], absent from {table}.toml"
     for table, sections in used.items():
@@ -113,3 +128,30 @@ def test_templates_fill_named_fields_and_unknown_ids_name_the_table():
         Table("verl").note("no such note")
     with pytest.raises(KeyError, match="k"):
         Table("verl").row(plan, "staleness.fixed_lag_gap", "x", extra="")  # a field the template needs is missing
+
+
+def test_a_rule_applies_its_first_matching_case_and_refuses_what_is_outside_its_language(monkeypatch):
+    from sandbox.export import table as table_mod
+
+    rules = {"rule": {"r": [
+        {"when": "c.name == 'a'", "rows": [["objective.eps_low", "c.x * 2"], "see(c.x)"]},
+        {"rows": [["objective.eps_high", "max(c.x, 0.3)", {"note": "'ignored'"}]]},
+    ], "bad": [{"when": "c.__class__"}], "call": [{"when": "c.model_dump()"}],
+        "pick": [{"when": "c.x > 1", "value": "'big'"}, {"value": "f'{c.name}: {c.x:g}'"}]}}
+    real = table_mod._load
+    monkeypatch.setattr(table_mod, "_load", lambda name: {**real("verl"), **rules} if name == "t" else real(name))
+
+    class C:
+        def __init__(self, name, x):
+            self.name, self.x = name, x
+
+    plan, seen, t = Plan(framework="verl", version="0.9", release="0.9.1", target="t"), [], Table("t")
+    assert t.apply(plan, "r", c=C("a", 0.1), see=seen.append) and seen == [0.1]
+    assert t.apply(plan, "r", c=C("b", 0.2), see=seen.append) and seen == [0.1]
+    assert [(r.target, r.value) for r in plan.rows] == [("actor_rollout_ref.actor.clip_ratio_low", 0.2),
+                                                       ("actor_rollout_ref.actor.clip_ratio_high", 0.3)]
+    assert (t.pick("pick", c=C("a", 2)), t.pick("pick", c=C("a", 0.5))) == ("big", "a: 0.5")
+    with pytest.raises(ValueError, match=r"export table t: rule bad case 1: .*outside the rule language"):
+        t.apply(plan, "bad", c=C("a", 0))
+    with pytest.raises(ValueError, match=r"rule call case 1: .*uses Call"):
+        t.apply(plan, "call", c=C("a", 0))
