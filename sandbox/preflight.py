@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from theory.delayed_stability import critical_step
+
 from . import progress
 from .budget import estimate, format_seconds
-from .errors import ScenarioError
 from .runner import run_scenario
 from .scenario import validate_scenario
 
@@ -66,7 +67,7 @@ NOT_YET = {
 }
 
 
-class PreflightError(ScenarioError):
+class PreflightError(ValueError):
     """A plan that cannot run (over its budget, or an option out of range); the message names the option."""
 
 
@@ -270,8 +271,6 @@ def run_plan(plan: Plan) -> dict:
     for j in q1_jobs:
         o = done[("Q1", j.label)]
         cells.append({"bound": j.bound, "lr_multiplier": j.mult, **verdict(o, ref), "ess_mean": float(np.nanmean(o["ess"]))})
-    from theory.delayed_stability import critical_step
-
     bounds = sorted({c["bound"] for c in cells})
     safe_at_k0 = [c["lr_multiplier"] for c in cells if c["bound"] == bounds[0] and c["verdict"] == "safe"]
     anchor = max(safe_at_k0) if safe_at_k0 else None

@@ -43,8 +43,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("simulation and run: the runner, its replay, its metric writers", (
         "sandbox.replay", "sandbox.runner", "sandbox.writers",
     )),
-    ("drivers: plan, sweeps, claims, checks, demos, export, import, integrations", (
-        "sandbox.analysis.plan", "sandbox.sweep", "sandbox.claims", "sandbox.checks", "sandbox.demos",
+    ("drivers: plan, sweeps, claims, checks, demos, export, import, preflight, integrations", (
+        "sandbox.analysis.plan", "sandbox.preflight", "sandbox.sweep", "sandbox.claims", "sandbox.checks", "sandbox.demos",
         "sandbox.export", "sandbox.importers", "sandbox.integrations",
     )),
     ("presentation: figures, reports and the interactive explorer", ("sandbox.report", "sandbox.explore")),

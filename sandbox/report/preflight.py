@@ -80,7 +80,7 @@ def q1_figure(res: dict, path: Path) -> Path:
     ax.set_xlabel("staleness bound (versions of lag, every sample at the bound)")
     ax.set_ylabel("learning rate (multiple of yours)")
     ax.set_title("Q1: stability over staleness × learning rate (collapsed seeds / seeds)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, labelspacing=1.6, borderpad=1.0)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, markerscale=0.35)
     _save(fig, path, ("png",))
     return path
 
