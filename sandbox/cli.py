@@ -1033,7 +1033,7 @@ def preflight(
             if not (seconds > 0 and math.isfinite(seconds)):
                 raise ConfigImportError(f"--budget: {budget!r} is not a duration (e.g. 10m, 90s)")
         imp = import_config(config, framework)
-        plan = make_plan(imp.data, quick=quick, seeds=seeds, lr_mult=lr_mult, budget=seconds)
+        plan = make_plan(imp.data, quick=quick, seeds=seeds, lr_mult=lr_mult, budget=seconds, framework=framework)
         check_plan(plan)
         console.print(f"preflight: {len(plan.jobs)} runs x {plan.seeds} seeds, estimated {plan.seconds:.0f} s "
                       f"(budget {plan.budget:.0f} s)")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,13 +56,24 @@ ALTERNATIVES: dict[str, dict] = {
     "m2po_mask": {"name": "m2po_mask"},
 }
 Q6_STEPS = 20
+#: Q5's engine when the imported scenario has none: logit noise on the bit-string policy's logits
+#: (docs/engines.md#logit_noise); its size is a modelling choice, not a measurement of the user's engine.
+Q5_ENGINE = {"name": "logit_noise", "scale": 0.05}
+#: Per framework, its own names of the metrics the sandbox computes (docs/engines.md#metrics); the
+#: sandbox's ``mismatch/*`` and ``staleness/*`` parts are always reported beside them.
+FRAMEWORK_METRICS: dict[str, tuple[str, ...]] = {
+    "verl": ("rollout_corr/kl", "rollout_corr/k3_kl", "rollout_corr/log_ppl_abs_diff", "rollout_corr/chi2_token"),
+    "verl-vcpo": ("rollout_corr/kl", "rollout_corr/k3_kl", "rollout_corr/log_ppl_abs_diff", "rollout_corr/chi2_token"),
+    "trl": ("sampling/sampling_logp_difference/mean", "sampling/importance_sampling_ratio/mean"),
+    "prime-rl": ("mismatch_kl/all/mean",),
+}
+SANDBOX_METRICS = ("mismatch/kl_k3", "staleness/kl_k3", "mismatch/prob_gap_mean", "staleness/prob_gap_mean")
+BUCKETS = tuple(f"mismatch/kl_k3_len{i}" for i in range(1, 5))
 NOT_YET = {
     "Q3": "Best trainer/rollout split and concurrency: not yet answered by preflight; `sandbox plan` (docs/plan.md) "
           "answers it from the timing model once the cluster facts (GPU counts and kinds) are given.",
     "Q4": "End-to-end speed-up: not yet answered by preflight; it needs the timing model with your length tail and sync "
           "cost (`sandbox plan`, docs/plan.md); the bit-string proxy's exponential generation times are not yours.",
-    "Q5": "Per-token mismatch and staleness gap in the framework's metric names: not yet answered; it needs a rollout "
-          "engine (docs/engines.md) on the LM proxy, which does not fit the --quick budget.",
     "Q7": "Drop bias (length and difficulty of consumed vs generated samples): not yet answered; the bit-string proxy has "
           "one length and one difficulty, so it cannot show the bias.",
 }
@@ -92,6 +104,7 @@ class Plan:
     user_correction: str
     lr: float
     mult: float
+    framework: str = ""
     jobs: list[Job] = field(default_factory=list)
 
     @property
@@ -134,7 +147,7 @@ def fixed_lag(k: int) -> dict:
 
 
 def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult: float = 1.0,
-              budget: float | None = None) -> Plan:
+              budget: float | None = None, framework: str = "") -> Plan:
     """The runs of a preflight of the imported scenario ``data`` (its TOML as a dict)."""
     size = QUICK if quick else FULL
     seeds = int(seeds or size["seeds"])
@@ -147,7 +160,7 @@ def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult:
     k0 = max(k_user, 1)
     lr = float(data["algorithm"]["optimizer"]["lr"])
     corr = dict(data["algorithm"].get("correction", {"name": "none"}))
-    plan = Plan(quick, seeds, steps, float(budget or size["budget"]), k_user, correction_name(corr), lr, lr_mult)
+    plan = Plan(quick, seeds, steps, float(budget or size["budget"]), k_user, correction_name(corr), lr, lr_mult, framework)
     bounds = sorted({k0 * f for f in size["bound_factors"]})
     mults = sorted({*(m * lr_mult for m in size["mults"])})
     for k in bounds:
@@ -160,6 +173,11 @@ def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult:
             alts[name] = c
     for name, c in alts.items():
         plan.jobs.append(Job("Q2", name, _scenario_data(data, seeds, steps, fixed_lag(k0), lr * lr_mult, c), k0, lr_mult, name))
+    q5 = _scenario_data(data, seeds, steps, fixed_lag(k0), lr * lr_mult)
+    q5.setdefault("engine", dict(Q5_ENGINE))
+    if q5["engine"].get("name", "exact") == "exact":
+        q5["engine"] = dict(Q5_ENGINE)
+    plan.jobs.append(Job("Q5", f"engine {q5['engine']['name']}", q5, k0, lr_mult))
     q6 = {"kind": "max_lag", "k_max": 0, "enforcement": "throttle"}
     plan.jobs.append(Job("Q6", "sync", _scenario_data(data, seeds, Q6_STEPS, {"kind": "sync"}, lr), 0))
     plan.jobs.append(Job("Q6", "async k_max=0", _scenario_data(data, seeds, Q6_STEPS, q6, lr), 0))
@@ -252,6 +270,26 @@ def _bitwise(a, b) -> tuple[bool, list[str]]:
     return (not diffs, diffs)
 
 
+def _ranges(res, names: tuple[str, ...]) -> dict:
+    """Per metric: the range over seeds of each seed's mean in the first and the last quarter of the
+    steps, and the per-step band (min and max over seeds)."""
+    out = {}
+    for name in names:
+        a = res.replica_metrics.get(name)
+        if a is None:
+            continue
+        n = a.shape[0]
+        q = max(1, n // 4)
+        with warnings.catch_warnings():  # an all-NaN slice (a length bucket the task never fills) is NaN, said as such
+            warnings.simplefilter("ignore", RuntimeWarning)
+            first, last = np.nanmean(a[:q], 0), np.nanmean(a[-q:], 0)
+            lo, hi = np.nanmin(a, 1), np.nanmax(a, 1)
+        fin = lambda x: [float(np.nanmin(x)), float(np.nanmax(x))] if np.isfinite(x).any() else None  # noqa: E731
+        out[name] = {"first_quarter": fin(first), "last_quarter": fin(last),
+                     "band_low": [float(v) for v in lo], "band_high": [float(v) for v in hi]}
+    return out
+
+
 def run_plan(plan: Plan) -> dict:
     """Run every job of the plan (progress with an ETA from the estimates) and reduce them to the answers."""
     done: dict[tuple[str, str], Any] = {}
@@ -260,7 +298,7 @@ def run_plan(plan: Plan) -> dict:
         for j in plan.jobs:
             scn = validate_scenario(j.data, f"preflight run {j.label}")
             res = run_scenario(scn)
-            done[(j.question, j.label)] = res if j.question == "Q6" else seed_outcomes(res)
+            done[(j.question, j.label)] = res if j.question in ("Q5", "Q6") else seed_outcomes(res)
             task.advance(1, f"{j.question} {j.label}")
     wall = time.perf_counter() - t0
     k0 = max(plan.user_bound, 1)
@@ -286,6 +324,8 @@ def run_plan(plan: Plan) -> dict:
                        "time_to_target": mean_interval(np.array(tt)) if tt else [math.nan] * 3,
                        "reached": len(tt)})
     yours = q2[0]
+    q5_job = next(j for j in plan.jobs if j.question == "Q5")
+    q5_res = done[("Q5", q5_job.label)]
     sync, asy = done[("Q6", "sync")], done[("Q6", "async k_max=0")]
     same, diffs = _bitwise(sync, asy)
     return {
@@ -297,6 +337,9 @@ def run_plan(plan: Plan) -> dict:
                "largest_safe_multiplier_at_your_bound": max([c["lr_multiplier"] for c in cells
                                                              if c["bound"] == k0 and c["verdict"] == "safe"], default=None)},
         "Q2": {"verdict": yours["verdict"], "bound": k0, "lr_multiplier": plan.mult, "rows": q2},
+        "Q5": {"verdict": "ranges", "bound": k0, "lr_multiplier": plan.mult, "engine": q5_job.data["engine"],
+               "framework_metrics": _ranges(q5_res, FRAMEWORK_METRICS.get(plan.framework, ())),
+               "sandbox_metrics": _ranges(q5_res, SANDBOX_METRICS), "length_buckets": _ranges(q5_res, BUCKETS)},
         "Q6": {"bitwise_equal": same, "differing_metrics": diffs, "steps": Q6_STEPS,
                "final_sync": float(sync.summary["final_expected_reward"]),
                "final_async0": float(asy.summary["final_expected_reward"])},

@@ -47,6 +47,10 @@ def _fmt(x, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
+def _mult(m) -> str:
+    return "none of the map's" if m is None else f"×{m:g}"
+
+
 def _ci(lo, hi) -> str:
     return f"[{_fmt(lo)}, {_fmt(hi)}]"
 
@@ -101,6 +105,30 @@ def q2_figure(res: dict, path: Path) -> Path:
     return path
 
 
+def q5_figure(res: dict, path: Path) -> Path:
+    """The mismatch and staleness parts of the per-token k3 KL over steps: the band over seeds."""
+    q5 = res["Q5"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, name in enumerate(("mismatch/kl_k3", "staleness/kl_k3")):
+        r = q5["sandbox_metrics"].get(name)
+        if r is None:
+            continue
+        lo, hi = np.array(r["band_low"], float), np.array(r["band_high"], float)
+        x = np.arange(len(lo))
+        ax.fill_between(x, lo, hi, color=PALETTE[i], alpha=0.35, lw=0)
+        ax.plot(x, 0.5 * (lo + hi), color=PALETTE[i], label=f"{name} (band: min-max over seeds)")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("per-token k3 KL (nats)")
+    ax.set_title(f"Q5: engine mismatch vs staleness gap at k={q5['bound']} ({q5['engine']['name']} engine)")
+    ax.legend(fontsize=8)
+    _save(fig, path, ("png",))
+    return path
+
+
+def _rng(r) -> str:
+    return "-" if r is None else f"{_fmt(r[0])} to {_fmt(r[1])}"
+
+
 def _q6_reasons(framework: str) -> list[str]:
     return STALENESS0.get(framework, []) + STALENESS0["common"]
 
@@ -117,7 +145,7 @@ def render_md(res: dict, framework: str, source: str) -> str:
            f"**Verdict at your bound (k={q1['at']['bound']}, lr ×{q1['at']['lr_multiplier']:g}): {u['verdict']}** — "
            f"{u['collapsed']}/{u['seeds']} seeds collapsed (rate 95% interval {_ci(*u['collapse_interval'])}); final "
            f"expected reward {_fmt(u['final_reward'])} {_ci(*u['final_reward_interval'])}. Largest multiplier safe at your "
-           f"bound: ×{_fmt(q1['largest_safe_multiplier_at_your_bound'])}.", "",
+           f"bound: {_mult(q1['largest_safe_multiplier_at_your_bound'])}.", "",
            "| bound | lr × | verdict | collapsed | collapse rate 95% CI | final reward [95% CI] | ESS/N | slower |",
            "|---:|---:|---|---:|---|---|---:|---|"]
     for c in q1["cells"]:
@@ -145,7 +173,23 @@ def render_md(res: dict, framework: str, source: str) -> str:
             "Documented reasons your framework's staleness-0 mode still differs from its synchronous trainer "
             "(docs/promotion.md):", ""]
     out += [f"- {r}" for r in _q6_reasons(framework)]
-    for q in ("Q3", "Q4", "Q5", "Q7"):
+    q5 = res["Q5"]
+    out += ["", "## Q5: expected mismatch and staleness gap in your framework's metrics", "",
+            f"**Ranges** over seeds of each seed's mean in the first and last quarter of {p['steps']} steps at k={q5['bound']}, "
+            f"lr ×{q5['lr_multiplier']:g}, engine {', '.join(f'{k}={v}' for k, v in q5['engine'].items())} (docs/engines.md). The staleness part is what your bound "
+            "adds; the mismatch part's size is the engine model's, not a measurement of your engine: compare the trend "
+            "(flat or growing over steps) and the ratio of the two parts with your logs, not the absolute values.", "",
+            "| metric | first quarter | last quarter |", "|---|---|---|"]
+    rows = {**q5["framework_metrics"], **q5["sandbox_metrics"], **q5["length_buckets"]}
+    if not q5["framework_metrics"]:
+        out.insert(len(out) - 3, f"{framework} logs no named metric for this pair that the sandbox knows (docs/engines.md): "
+                                 "the sandbox's own names are given.")
+    for name, r in rows.items():
+        out.append(f"| `{name}` | {_rng(r['first_quarter'])} | {_rng(r['last_quarter'])} |")
+    out += ["", "Length buckets `mismatch/kl_k3_len1..4` are quarters of the longest response; the bit-string proxy's "
+                "responses all have one length, so only the last bucket is filled (the others are '-'): the length trend "
+                "needs the LM proxy. Figure: q5_gap.png."]
+    for q in ("Q3", "Q4", "Q7"):
         out += ["", f"## {q}: not yet answered", "", res[q]["why"]]
     return "\n".join(out) + "\n"
 
@@ -177,16 +221,17 @@ def render_html(md_text: str, figures: dict[str, Path], res: dict, title: str) -
             blocks.append(f'<figure><img alt="{html.escape(name)}" src="{_img(figures[q])}"><figcaption>{html.escape(name)}'
                           "</figcaption></figure>")
         sections.append((name, "".join(blocks)))
-    return _page(title, sections, html.escape(PROXY))
+    return _page(title, sections)
 
 
 def write_outputs(stage: Path, res: dict, framework: str, source: str) -> list[str]:
     """preflight.md, preflight.json, preflight.html and the figures into ``stage``."""
-    figs = {"Q1": q1_figure(res, stage / "q1_stability.png"), "Q2": q2_figure(res, stage / "q2_ess.png")}
+    figs = {"Q1": q1_figure(res, stage / "q1_stability.png"), "Q2": q2_figure(res, stage / "q2_ess.png"),
+            "Q5": q5_figure(res, stage / "q5_gap.png")}
     md = render_md(res, framework, source)
     write_text(stage / "preflight.md", md)
     body = {**res, "framework": framework, "source": source, "proxy": PROXY,
             "Q6": {**res["Q6"], "framework_reasons": _q6_reasons(framework)}}
     write_text(stage / "preflight.json", json.dumps(body, indent=1, default=float, allow_nan=True) + "\n")
     write_text(stage / "preflight.html", render_html(md, figs, res, f"Preflight: {Path(source).name} ({framework})"))
-    return ["preflight.md", "preflight.json", "preflight.html", "q1_stability.png", "q2_ess.png"]
+    return ["preflight.md", "preflight.json", "preflight.html", "q1_stability.png", "q2_ess.png", "q5_gap.png"]

@@ -22,7 +22,7 @@ VERL = ROOT / "importers" / "data" / "verl_gsm8k_async.yaml"
 
 def _pruned(mult: float) -> dict:
     imp = import_config(VERL, "verl")
-    plan = P.make_plan(imp.data, quick=True, lr_mult=mult)
+    plan = P.make_plan(imp.data, quick=True, lr_mult=mult, framework="verl")
     k0 = max(plan.user_bound, 1)
     plan.jobs = [j for j in plan.jobs if j.question != "Q1" or (j.bound == k0 and j.mult == mult)]
     P.check_plan(plan)
@@ -49,6 +49,15 @@ def test_known_safe_is_not_unsafe(safe):
     assert safe["Q1"]["verdict"] == "safe", safe["Q1"]["user_cell"]
     assert safe["Q2"]["verdict"] == "safe"
     assert safe["Q6"]["bitwise_equal"]
+
+
+def test_q5_reports_the_framework_metrics(safe):
+    q5 = safe["Q5"]
+    lo, hi = q5["framework_metrics"]["rollout_corr/k3_kl"]["last_quarter"]
+    assert 0 < lo <= hi
+    # at a bound >= 1 the learner has moved since sampling: the staleness part is not zero
+    assert q5["sandbox_metrics"]["staleness/kl_k3"]["first_quarter"][0] > 0
+    assert q5["length_buckets"]["mismatch/kl_k3_len1"]["first_quarter"] is None  # one length on bit strings
 
 
 def test_outputs_and_browser(safe, tmp_path):
