@@ -81,3 +81,29 @@ def test_over_budget_refused_naming_option():
     plan = P.make_plan(imp.data, quick=True, budget=1.0)
     with pytest.raises(P.PreflightError, match="--seeds 2"):
         P.check_plan(plan)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--budget", "soon"], "--budget"),
+    (["--budget", "1s"], "--budget"),          # a plan over its budget: refused before running, naming the option
+    (["--lr-mult", "-2"], "--lr-mult"),
+    (["-f", "nope"], "--framework"),
+])
+def test_cli_bad_input_is_one_line_naming_the_option(tmp_path, args, needle):
+    from typer.testing import CliRunner
+
+    from sandbox.cli import app
+
+    base = ["preflight", str(VERL), "-f", "verl", "--quick", "--out", str(tmp_path / "o")]
+    res = CliRunner().invoke(app, base + args)
+    assert res.exit_code == 2 and needle in res.output and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_missing_config_is_named(tmp_path):
+    from typer.testing import CliRunner
+
+    from sandbox.cli import app
+
+    res = CliRunner().invoke(app, ["preflight", str(tmp_path / "none.yaml"), "-f", "verl", "--quick"])
+    assert res.exit_code == 2 and "none.yaml" in res.output and "Traceback" not in res.output, res.output
