@@ -209,12 +209,12 @@ def render_html(md_text: str, figures: dict[str, Path], res: dict, title: str) -
                     table.append([c.strip() for c in line.strip("|").split("|")])
                 continue
             if table:
-                rows = "".join("<tr>" + "".join(f"<{'th' if i == 0 else 'td'} class=\"text\">{html.escape(c.replace('**', ''))}"
+                rows = "".join("<tr>" + "".join(f"<{'th' if i == 0 else 'td'} class=\"text\">{html.escape(c.replace('**', '').replace('`', ''))}"
                                                f"</{'th' if i == 0 else 'td'}>" for c in r) + "</tr>" for i, r in enumerate(table))
                 blocks.append(f'<div class="scroll"><table>{rows}</table></div>')
                 table = []
             if line.strip():
-                text = html.escape(line.lstrip("- ")).replace("**", "")
+                text = html.escape(line.lstrip("- ")).replace("**", "").replace("`", "")
                 blocks.append(f"<li>{text}</li>" if line.startswith("- ") else f"<p>{text}</p>")
         q = name.split(":")[0]
         if q in figures:
