@@ -642,7 +642,7 @@ def claims(
 def plan(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML, or the name of a shipped scenario (default: the shipped quickstart); variants are ignored."),
     workers: Optional[str] = typer.Option(None, "--workers", metavar="LIST", help="Worker counts, comma-separated, e.g. 8,16,32 (default: the scenario's)."),
-    k_max: str = typer.Option("0,1,2,4,8", "--k-max", metavar="LIST", help="Staleness bounds, comma-separated (0 = sync, always planned as the baseline); which field each sets: docs/plan.md."),
+    k_max: Optional[str] = typer.Option(None, "--k-max", metavar="LIST", help="Staleness bounds, comma-separated (0 = sync, always planned as the baseline; default 0,1,2,4,8); which field each sets: docs/plan.md. With --gpus: one bound (default: the scenario's)."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per configuration (run.seed = 0, 1, ...)."),
     steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Learner steps per simulation (default: the scenario's run.steps)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
@@ -652,6 +652,16 @@ def plan(
     learn_steps: Optional[int] = typer.Option(None, "--learn-steps", min=1, help="With --learn: optimizer steps per learning run (default: the scenario's run.steps)."),
     force: bool = typer.Option(False, "--force", help="Run even when the estimate exceeds the time limit or the available memory."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="Total GPUs: sweep the trainer/rollout split and the per-engine concurrency on continuous-batching engines instead (docs/plan.md#gpu-split)."),
+    gpu: str = typer.Option("H100", "--gpu", help="With --gpus: the accelerator of the hardware table (A100, H100, H200, H20)."),
+    model: str = typer.Option("qwen2.5-7b", "--model", help="With --gpus: the model of the hardware table (e.g. qwen2.5-7b, llama3.1-70b)."),
+    tp: int = typer.Option(1, "--tp", min=1, help="With --gpus: GPUs per inference engine (tensor parallel)."),
+    concurrency: str = typer.Option("64,128,256", "--concurrency", metavar="LIST", help="With --gpus: sequences in flight per engine (max_sequences), comma-separated."),
+    trainer_gpus: Optional[str] = typer.Option(None, "--trainer-gpus", metavar="LIST", help="With --gpus: trainer GPU counts to try (default 1 ... N - tp)."),
+    mfu: float = typer.Option(0.4, "--mfu", min=0.01, max=1.0, help="With --gpus: the trainer's model-FLOPs utilisation."),
+    length_median: Optional[float] = typer.Option(None, "--length-median", min=1.0, help="With --gpus: median response length, tokens (default the scenario engine's, else 1000)."),
+    length_sigma: Optional[float] = typer.Option(None, "--length-sigma", min=0.0, help="With --gpus: sigma of log response length (default the scenario engine's, else 1.0)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="With --gpus: longest response, tokens (default the scenario engine's, else 8192)."),
 ):
     """Plan a cluster before buying GPU time: for every (workers, k_max) pair a system-only simulation
     (no learning, seconds) of the scenario over seeds, printing throughput, speed-up over synchronous
@@ -668,10 +678,14 @@ def plan(
         from .scenario import DEFAULT_SCENARIO, load_scenario
     path = scenario or DEFAULT_SCENARIO
     out = user_path(out) if out is not None else Path("runs") / f"plan_{safe_name(path.stem) or 'scenario'}"
+    if gpus is not None:
+        _plan_split(path, set_, out, gpus, gpu, model, tp, concurrency, trainer_gpus, k_max, mfu, length_median,
+                    length_sigma, max_tokens, seeds, steps, learn, workers, quiet)
+        return
     try:
         scn, raw = load_scenario(path, set_)
         worker_list = parse_int_list(workers, "--workers", 1, "8,16,32") if workers is not None else [scn.system.num_workers]
-        k_list = parse_int_list(k_max, "--k-max", 0, "0,1,2,4,8")
+        k_list = parse_int_list(k_max if k_max is not None else "0,1,2,4,8", "--k-max", 0, "0,1,2,4,8")
         configs = build_configurations(raw, worker_list, k_list, str(path))
         est = estimate_plan(configs, steps or default_steps(scn), seeds, learn_seeds if learn else 0, learn_steps)
         check_plan(est, force)
@@ -726,6 +740,78 @@ def plan(
     console.print(f"system-only part: {len(configs) * seeds} simulations in "
                   + (f"{secs:.2f} s" if secs < 120 else format_seconds(secs)))
     console.print(f"plan.csv, plan.json and figures in [bold]{escape(str(out))}[/bold]{replaced}")
+
+
+def _plan_split(path, set_, out, gpus, gpu, model, tp, concurrency, trainer_gpus, k_max, mfu, length_median,
+                length_sigma, max_tokens, seeds, steps, learn, workers, quiet):
+    """``sandbox plan --gpus N``: the trainer/rollout split (sandbox/analysis/plan_split.py, docs/plan.md#gpu-split)."""
+    with _starting():
+        from .analysis.plan import parse_int_list
+        from .analysis.plan_split import SplitOptions, run_split, split_configurations
+        from .report.plan_figures import write_split
+        from .scenario import load_scenario
+    try:
+        if learn:
+            raise ScenarioError(["--learn: not available with --gpus yet (the split is planned from system-only runs)"], "option")
+        if workers is not None:
+            raise ScenarioError(["--workers: with --gpus the workers follow from the split and --concurrency"], "option")
+        k_list = parse_int_list(k_max, "--k-max", 0, "2") if k_max is not None else [None]
+        if len(k_list) != 1:
+            raise ScenarioError([f"--k-max: with --gpus give one bound (e.g. 2), got {k_max!r}"], "option")
+        opts = SplitOptions(gpus=gpus, gpu=gpu, model=model, tp=tp,
+                            concurrency=parse_int_list(concurrency, "--concurrency", 1, "64,128,256"),
+                            trainer_gpus=parse_int_list(trainer_gpus, "--trainer-gpus", 1, "1,2,4") if trainer_gpus else None,
+                            k_max=k_list[0], mfu=mfu, length_median=length_median, length_sigma=length_sigma,
+                            max_tokens=max_tokens)
+        scn, raw = load_scenario(path, set_)
+        configs = split_configurations(raw, str(path), opts)
+    except ScenarioError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    staged = None
+    try:
+        with progress.session(progress.enabled(quiet)), terminate_as_interrupt():
+            staged = StagedDir(out, whole=True, writer="sandbox plan")
+            with staged as stage:
+                with progress.task(f"plan --gpus {gpus}: {len(configs)} splits x {seeds} seeds", total=len(configs)) as bar:
+                    result = run_split(raw, str(path), opts, seeds, steps, configs=configs,
+                                       on_config=lambda c: bar.advance(info=c.label))
+                with progress.phase("figures and tables"):
+                    write_split(result, stage)
+    except (OutputError, ScenarioError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
+    except KeyboardInterrupt:
+        _interrupted("the previous plan in " + str(out) + " is unchanged" if staged is not None and staged.previous
+                     else "nothing was kept")
+    table = Table(title=escape(f"plan --gpus {gpus}: {result.title} ({opts.gpu}, {opts.model}, tp {opts.tp}; "
+                               f"{result.control}; {result.steps} steps, {result.seeds} seeds)"))
+    for c in ("trainer GPUs", "engines", "per engine", "samples/s [95% CI]", "tokens/s", "lag mean/p95",
+              "dropped", "trainer busy", "train step (s)"):
+        table.add_column(c, justify="right")
+    for r in result.rows:
+        ci = f" [{r['samples_per_s_low']:.3g}, {r['samples_per_s_high']:.3g}]" if r["samples_per_s_low"] == r["samples_per_s_low"] else ""
+        table.add_row(str(r["trainer_gpus"]), str(r["engines"]), str(r["concurrency"]), f"{r['samples_per_s']:.3g}{ci}",
+                      f"{r['tokens_per_s']:.4g}", f"{r['lag_mean']:.2f}/{r['lag_p95']}", f"{r['dropped_fraction']:.1%}",
+                      f"{r['util_learner']:.0%}", f"{r['train_step_s']:.3g}")
+    console.print(table)
+    b = result.best
+    line = (f"best split: {b['trainer_gpus']} trainer GPUs, {gpus - b['trainer_gpus']} for rollouts, {b['concurrency']} "
+            f"sequences per engine: {b['samples_per_s']:.3g} samples/s")
+    if b["samples_per_s_low"] == b["samples_per_s_low"]:
+        line += f" [{b['samples_per_s_low']:.3g}, {b['samples_per_s_high']:.3g}]"
+    if "margin" in b:
+        if b["margin_low"] == b["margin_low"]:
+            margin = f"{b['margin']:.3g} [{b['margin_low']:.3g}, {b['margin_high']:.3g}] samples/s"
+        else:
+            margin = f"{b['margin']:.3g} samples/s (one seed: no interval)"
+        verdict = "distinguishable" if b["distinguishable"] else "NOT distinguishable with these seeds (the interval contains 0)"
+        line += (f"; ahead of the runner-up ({b['runner_up_trainer_gpus']} trainer GPUs, {b['runner_up_concurrency']} per engine) "
+                 f"by {margin}, paired by seed: {verdict}")
+    console.print(escape(line))
+    console.print(f"split.csv, split.json and figures/split.png in [bold]{escape(str(out))}[/bold]")
 
 
 @app.command(short_help="Write a self-contained HTML report of a run or a sweep.")

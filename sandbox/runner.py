@@ -39,6 +39,8 @@ class RunResult:
     replica_metrics: dict[str, np.ndarray]
     diverged_at: np.ndarray
     summary: dict = field(default_factory=dict)
+    lengths: dict = field(default_factory=dict)
+    """Job id → its sequences' response lengths, from an inference-engine run (ClusterResult.lengths)."""
 
 
 def build_learner(scn: Scenario, task, params, learner_cls=None):
@@ -226,6 +228,7 @@ def _result(scn: Scenario, res, learner) -> RunResult:
         events=events,
         replica_metrics=replica,
         diverged_at=learner.diverged_at.copy(),
+        lengths=getattr(res, "lengths", {}),
     )
     result.summary = summarize(result, res.sim_time)
     return result
@@ -307,6 +310,12 @@ def summarize(result: RunResult, sim_time: float) -> dict:
     }
     out.update(_divergence(result, out))
     out.update(_time_to_target(result, out))
+    if result.lengths and (result.scenario.system.staleness.drops_stale() or out["dropped"] > 0):
+        from .analysis.drop_bias import drop_bias
+
+        gen = result.scenario.system.generation_time
+        prompt_of = gen.prompt_of if getattr(gen, "prompts", None) is not None else None
+        out["drop_bias"] = drop_bias(jobs, result.lengths, prompt_of)  # docs/system.md#drop-bias
     return out
 
 

@@ -44,8 +44,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sandbox.replay", "sandbox.runner", "sandbox.writers",
     )),
     ("drivers: plan, sweeps, claims, checks, demos, export, import, preflight, integrations", (
-        "sandbox.analysis.plan", "sandbox.preflight", "sandbox.sweep", "sandbox.claims", "sandbox.checks", "sandbox.demos",
-        "sandbox.export", "sandbox.importers", "sandbox.integrations",
+        "sandbox.analysis.plan", "sandbox.analysis.plan_split", "sandbox.preflight", "sandbox.sweep", "sandbox.claims",
+        "sandbox.checks", "sandbox.demos", "sandbox.export", "sandbox.importers", "sandbox.integrations",
     )),
     ("presentation: figures, reports and the interactive explorer", ("sandbox.report", "sandbox.explore")),
     ("cli", ("sandbox.cli",)),

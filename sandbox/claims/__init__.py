@@ -5,7 +5,7 @@ A claim runs its scenario once per seed, reduces each run to a statistic, and gi
 
 from __future__ import annotations
 
-from . import composition, gac, gac_search, m2po, mismatch, mismatch_presets, published, published_engine, throughput, vcpo
+from . import composition, drop_bias, gac, gac_search, m2po, mismatch, mismatch_presets, published, published_engine, throughput, vcpo
 from .base import Claim, ClaimResult, Row
 
 CLAIMS: dict[str, Claim] = {
@@ -17,6 +17,7 @@ CLAIMS: dict[str, Claim] = {
         Claim("throughput", "T6 order statistics", "async speed-up over sync for shipped system scenarios vs theory", throughput.run),
         Claim("published_speedups", "AReaL, verl, ROLL Flash, VCPO", "published async speed-ups vs system-only predictions", published.run),
         Claim("published_speedups_engine", "AReaL, verl, VCPO", "published async speed-ups vs predictions with continuous-batching engines", published_engine.run),
+        Claim("drop_bias", "prime-rl / TRL drop, AReaL bound", "length of consumed vs generated responses when over-stale groups are dropped", drop_bias.run),
         Claim("composition", "GAC + VCPO / TIS", "GAC combined with VCPO or TIS vs each alone at lag 16", composition.run),
         Claim("mismatch_presets", "published mismatch magnitudes", "calibrated engine presets (LM) within x1.5 of the published k3 KL, probability gap, router flips, drift", mismatch_presets.run),
         Claim("mismatch_corrections", "TIS, MIS, IcePop, Geo-RS", "mismatch alone at staleness 0 degrades uncorrected training at long responses; do the corrections restore it", mismatch.corrections),

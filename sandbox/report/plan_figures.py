@@ -181,3 +181,49 @@ def write_plan(plan, stage: Path) -> None:
     atomic_write(stage / "plan.csv", lambda p: plan.frame().to_csv(p, index=False, lineterminator="\n"))
     plan_figures(plan, stage / "figures")
     write_json(stage / "plan.json", plan.to_json())
+
+
+def split_figure(split, path: Path) -> None:
+    """``sandbox plan --gpus N`` (``sandbox.analysis.plan_split``): samples trained per second (mean,
+    95% t-interval over seeds) and the mean lag against the GPUs given to the trainer, one colour per
+    per-engine concurrency; the best split is ringed."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    concurrency = sorted({r["concurrency"] for r in split.rows})
+    colors = dict(zip(concurrency, group_colors([str(c) for c in concurrency]).values()))
+    for c in concurrency:
+        rows = sorted((r for r in split.rows if r["concurrency"] == c), key=lambda r: r["trainer_gpus"])
+        x = np.array([r["trainer_gpus"] for r in rows], dtype=float)
+        y = np.array([r["samples_per_s"] for r in rows], dtype=float)
+        lo = np.array([r["samples_per_s_low"] for r in rows], dtype=float)
+        hi = np.array([r["samples_per_s_high"] for r in rows], dtype=float)
+        err = None if np.isnan(lo).all() else np.nan_to_num(np.vstack([y - lo, hi - y]))
+        label = f"{c} sequences per engine"
+        ax1.errorbar(x, y, yerr=err, marker="o", capsize=3, color=colors[c], label=label)
+        ax2.plot(x, [r["lag_mean"] for r in rows], marker="o", color=colors[c], label=label)
+    best = split.best
+    if best:
+        ax1.plot([best["trainer_gpus"]], [best["samples_per_s"]], "o", ms=16, mfc="none", mec=PALETTE[-1], mew=1.5,
+                 label=f"best: {best['trainer_gpus']} trainer GPUs, {best['concurrency']} per engine")
+    for ax in (ax1, ax2):
+        ax.set_xlabel(f"GPUs training (of {split.options.gpus}; the rest serve rollouts)")
+        ax.set_xticks(sorted({r["trainer_gpus"] for r in split.rows}))
+        ax.grid(alpha=0.3)
+    ax1.set_ylim(bottom=0)
+    ax1.set_ylabel("responses trained on per simulated second")
+    ax2.set_ylabel("mean lag of consumed groups (versions)")
+    ax1.set_title("throughput (mean, 95% CI over seeds)")
+    ax2.set_title("staleness")
+    ax1.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"{split.title}: trainer/rollout split of {split.options.gpus} x {split.options.gpu}, "
+                 f"{split.options.model} ({split.steps} steps, {split.seeds} seeds, system only)", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path, split.figure_formats)
+
+
+def write_split(split, stage: Path) -> None:
+    """``split.csv`` (one row per configuration), ``split.json`` (rows, settings, per-seed throughputs,
+    the best split) and ``figures/split.png`` into ``stage``."""
+    atomic_write(stage / "split.csv", lambda p: split.frame().to_csv(p, index=False, lineterminator="\n"))
+    (stage / "figures").mkdir(parents=True, exist_ok=True)
+    split_figure(split, stage / "figures" / "split.png")
+    write_json(stage / "split.json", split.to_json())

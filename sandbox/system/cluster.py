@@ -473,6 +473,10 @@ class ClusterResult:
     events: EventLog | list[tuple]
     rows: MetricRows | list[dict]
     dropped: int
+    lengths: dict[int, list[int]] = field(default_factory=dict)
+    """Per job id, the response length of each sequence of its group as the inference engine decoded it
+    (``system.generation_time.kind = "continuous_batching"``; a regenerated group: its last lengths);
+    empty without an engine. Read by :mod:`sandbox.analysis.drop_bias`."""
 
 
 class Cluster:
@@ -523,6 +527,7 @@ class Cluster:
         gen = cfg.generation_time
         self.engines = (gen.build_engines(self.env, len(self.speeds), self._resample)
                         if getattr(gen, "engine_model", False) else None)
+        self.lengths: dict[int, list[int]] = {}  # job id -> its sequences' lengths (engine runs only)
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _event(self, kind: str, worker: int = -1, job: int = -1, version: int = -1, step: int = -1) -> None:
@@ -623,10 +628,11 @@ class Cluster:
         weights = self.store.get(version)
         job.payload = payload = self.workload.sample(weights, version, self.G)
         job.tail_version = version
-        lengths = gen.lengths(self.rng, payload, self.G)
+        lengths = gen.lengths(self.rng, payload, self.G, job.id, version)
         problem = engine.misfit(lengths)
         if problem is not None:
             raise SimulationError(problem)
+        self.lengths[job.id] = lengths
         yield engine.submit(job, lengths, version, weights)
 
     def _resample(self, job: Job, version: int, weights: Any) -> list[int]:
@@ -636,10 +642,11 @@ class Cluster:
         job.head_version = job.tail_version = version
         job.segments += 1
         self._event("abort", job.worker, job.id, version)
-        lengths = self.cfg.generation_time.lengths(self.rng, payload, self.G)
+        lengths = self.cfg.generation_time.lengths(self.rng, payload, self.G, job.id, version)
         problem = self.engines[0].misfit(lengths)
         if problem is not None:
             raise SimulationError(problem)
+        self.lengths[job.id] = lengths
         return lengths
 
     def _generate_in_flight(self, job: Job, speed: float):
@@ -776,4 +783,5 @@ class Cluster:
             events=self.events,
             rows=self.rows,
             dropped=self.control.dropped,
+            lengths=self.lengths,
         )

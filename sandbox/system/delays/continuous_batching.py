@@ -31,7 +31,22 @@ it gives the same times, bitwise.
 Lengths: with ``length_median`` set, each sequence's response length is drawn from the system's
 timing stream, ``round(median · exp(σ z))`` cut to ``[1, max_tokens]`` (a timing-only run; log-normal
 lengths as in ``docs/theory.md#t6``); otherwise the workload's own lengths (the group's ``lengths``
-when the payload has one per sequence, else every sequence ``decode_steps`` long).
+when the payload has one per sequence, else every sequence ``decode_steps`` long). Structure
+(docs/system.md#structured-lengths; every knob off by default, and then the draws are exactly the
+plain model's):
+
+* ``prompts = P``: a dataset of P prompts; job ``j`` (one group) answers prompt ``order_e[j mod P]`` of
+  epoch ``e = ⌊j / P⌋`` (``order_e`` a permutation drawn from ``numpy.random.default_rng([prompt_seed,
+  e])``, a data loader's shuffle), and prompt ``i`` has its own median ``median · exp(prompt_sigma ·
+  z_i)``, ``z_i`` from ``default_rng([prompt_seed, 2³²])``: fixed for the whole run, whatever the run
+  seed, so a prompt's lengths persist across epochs (within a prompt ``σ = length_sigma``; over
+  prompts the log length has variance ``prompt_sigma² + length_sigma²``);
+* ``length_trend = g``: the median of a group generated with weight version ``v`` is multiplied by
+  ``1 + g·v`` (responses growing during training, as in DeepSeek-R1's RL runs, arXiv 2501.12948
+  figure 3, where the mean length grows about linearly with the steps);
+* ``tail_alpha = α``: each length is multiplied by a Pareto factor ``u^(−1/α) / 2^(1/α)`` (``u``
+  uniform on (0, 1]; median 1, so the median length is kept) for a power-law right tail
+  ``P(L > x) ∝ x^(−α)`` beyond the log-normal's, cut by ``max_tokens``.
 
 Out of the engine (``sample``/``expected``, e.g. budgets and plans): the time of one sequence alone
 on an idle engine, ``prefill_per_token · prompt_tokens + tokens · (a + b)``.
@@ -41,6 +56,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from functools import lru_cache
 from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
@@ -85,6 +101,13 @@ class ContinuousBatchingDelay(Delay):
         None, gt=0, description="Median response length in tokens of the length model (timing-only runs); None = the workload's lengths.")
     length_sigma: float = Field(0.0, ge=0, description="σ of log response length of the length model (0 = every response the median).")
     max_tokens: int | None = Field(None, ge=1, description="Longest response of the length model, tokens (the cut).")
+    prompts: int | None = Field(
+        None, ge=1, description="Prompts of the length model's dataset, each with its own median that persists across epochs; None = no prompts.")
+    prompt_sigma: float = Field(0.0, ge=0, description="σ of log median over the prompts (with prompts set).")
+    prompt_seed: int = Field(0, ge=0, description="Seed of the prompts' medians and of each epoch's order (fixed across run seeds).")
+    length_trend: float = Field(0.0, ge=0, description="Growth of the median per weight version: median · (1 + length_trend · version).")
+    tail_alpha: float | None = Field(
+        None, gt=0, description="Pareto shape α of a power-law factor on each length (median kept); None = no extra tail.")
 
     hardware: EngineHardware | None = Field(
         None, description="Derive step_base, step_per_sequence and sync_time (those not set) from a GPU and a model.")
@@ -104,8 +127,13 @@ class ContinuousBatchingDelay(Delay):
 
     @model_validator(mode="after")
     def _fits(self):
-        if self.length_median is None and (self.length_sigma > 0 or self.max_tokens is not None):
-            raise ValueError("length_sigma and max_tokens shape the length model: set length_median too")
+        shaped = [name for name in ("prompts", "tail_alpha") if getattr(self, name) is not None]
+        shaped += [name for name in ("prompt_sigma", "length_trend") if getattr(self, name) > 0]
+        if self.length_median is None and (self.length_sigma > 0 or self.max_tokens is not None or shaped):
+            raise ValueError("length_sigma, max_tokens, prompts, prompt_sigma, length_trend and tail_alpha shape the "
+                             "length model: set length_median too")
+        if self.prompt_sigma > 0 and self.prompts is None:
+            raise ValueError("prompt_sigma: the prompts' medians need prompts (the dataset size) set")
         if self.kv_capacity_tokens is not None:
             longest = self.max_tokens if self.max_tokens is not None else None
             if self.prompt_tokens + 1 > self.kv_capacity_tokens or (
@@ -128,11 +156,30 @@ class ContinuousBatchingDelay(Delay):
         """``a + b·n``: one decode step with ``n`` sequences in flight."""
         return self.step_base + self.step_per_sequence * n
 
-    def lengths(self, rng: np.random.Generator, payload: Any, group_size: int) -> list[int]:
+    def prompt_of(self, job_id: int) -> int:
+        """The prompt job ``job_id`` answers: ``order_e[job_id mod P]`` of epoch ``e = ⌊job_id / P⌋``."""
+        P = self.prompts
+        return int(_epoch_order(self.prompt_seed, job_id // P, P)[job_id % P])
+
+    def median_for(self, job_id: int = 0, version: int = 0) -> float:
+        """The median length of a group (module docstring, Lengths): the prompt's median times the trend."""
+        median = self.length_median
+        if self.prompts is not None and self.prompt_sigma > 0:
+            median *= math.exp(self.prompt_sigma * float(_prompt_z(self.prompt_seed, self.prompts)[self.prompt_of(job_id)]))
+        if self.length_trend > 0:
+            median *= 1.0 + self.length_trend * version
+        return median
+
+    def lengths(self, rng: np.random.Generator, payload: Any, group_size: int, job_id: int = 0, version: int = 0) -> list[int]:
         """The response length of each sequence of a group (module docstring, Lengths)."""
         if self.length_median is not None:
             z = rng.standard_normal(group_size) if self.length_sigma > 0 else np.zeros(group_size)
-            out = np.rint(self.length_median * np.exp(self.length_sigma * z))
+            if self.tail_alpha is not None:
+                u = 1.0 - rng.random(group_size)  # (0, 1]
+                tail = u ** (-1.0 / self.tail_alpha) / 2.0 ** (1.0 / self.tail_alpha)
+            else:
+                tail = 1.0
+            out = np.rint(self.median_for(job_id, version) * np.exp(self.length_sigma * z) * tail)
             out = np.clip(out, 1, self.max_tokens if self.max_tokens is not None else np.inf)
             return [int(v) for v in out]
         own = getattr(payload, "lengths", None)
@@ -146,6 +193,18 @@ class ContinuousBatchingDelay(Delay):
         """One :class:`Engine` per ``workers_per_engine`` workers (the last may have fewer)."""
         count = -(-num_workers // self.workers_per_engine)
         return [Engine(env, self, i, resample) for i in range(count)]
+
+
+@lru_cache(maxsize=64)
+def _epoch_order(seed: int, epoch: int, prompts: int) -> np.ndarray:
+    """The order of the prompts in ``epoch``: a permutation from ``default_rng([seed, epoch])``."""
+    return np.random.default_rng([seed, epoch]).permutation(prompts)
+
+
+@lru_cache(maxsize=16)
+def _prompt_z(seed: int, prompts: int) -> np.ndarray:
+    """Each prompt's standard-normal ``z_i`` of its log median, from ``default_rng([seed, 1 << 32])``."""
+    return np.random.default_rng([seed, 1 << 32]).standard_normal(prompts)
 
 
 class Request:
