@@ -70,12 +70,15 @@ FRAMEWORK_METRICS: dict[str, tuple[str, ...]] = {
 SANDBOX_METRICS = ("mismatch/kl_k3", "staleness/kl_k3", "mismatch/prob_gap_mean", "staleness/prob_gap_mean")
 BUCKETS = tuple(f"mismatch/kl_k3_len{i}" for i in range(1, 5))
 NOT_YET = {
-    "Q3": "Best trainer/rollout split and concurrency: not yet answered by preflight; `sandbox plan` (docs/plan.md) "
-          "answers it from the timing model once the cluster facts (GPU counts and kinds) are given.",
+    "Q3": "Best trainer/rollout split and concurrency: not yet answered by preflight (it does not run the timing model); "
+          "`sandbox plan SCENARIO --gpus N` (docs/plan.md#gpu-split) answers it on continuous-batching engines once "
+          "your GPU count and kind are given.",
     "Q4": "End-to-end speed-up: not yet answered by preflight; it needs the timing model with your length tail and sync "
-          "cost (`sandbox plan`, docs/plan.md); the bit-string proxy's exponential generation times are not yours.",
-    "Q7": "Drop bias (length and difficulty of consumed vs generated samples): not yet answered; the bit-string proxy has "
-          "one length and one difficulty, so it cannot show the bias.",
+          "cost (`sandbox plan --gpus N`, docs/plan.md#gpu-split); the bit-string proxy's exponential generation times "
+          "are not yours, so a speed-up measured on it would not be yours either.",
+    "Q7": "Drop bias (length and difficulty of consumed vs generated samples): not yet answered by preflight; the "
+          "bit-string proxy has one length and one difficulty, so it cannot show the bias. `sandbox claims --only "
+          "drop_bias` (docs/claims.md) measures it on the engine's length model at k_max 1 to 8.",
 }
 
 
