@@ -1086,6 +1086,63 @@ def import_(
                   f"run it: [dim]sandbox run {escape(str(target / 'scenario.toml'))}[/dim]")
 
 
+@app.command(short_help="Before a GPU run: simulate around an imported config and answer the seven questions.")
+def preflight(
+    config: Path = typer.Argument(..., help="The framework's config (any format `sandbox import` reads)."),
+    framework: str = typer.Option(..., "--framework", "-f", help="The framework the config is written for (sandbox import --list)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: preflight/<config name>-<framework>)."),
+    quick: bool = typer.Option(False, "--quick", help="At most 2 minutes: 4 seeds, 60 steps, a 3 x 4 map."),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Wall-time budget, e.g. 10m or 90s (default 10m; --quick 2m)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", min=2, help="Seeds per cell (default 8; --quick 4)."),
+    lr_mult: float = typer.Option(1.0, "--lr-mult", help="The learning-rate multiplier (of yours) Q2 compares corrections at and the map centres on."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress display."),
+):
+    """Import CONFIG, plan a bounded set of simulations around its staleness bound, learning rate and
+    correction on the bit-string proxy, run them over seeds, and write preflight.md, preflight.json and
+    preflight.html with one verdict per question (docs/preflight.md).
+
+    Exit status: 0 written, 2 bad input or a plan over its budget (the message names what shrinks it).
+    """
+    with _starting():
+        from .importers import ConfigImportError, import_config
+        from .preflight import PreflightError, check_plan, make_plan, run_plan
+        from .report.preflight import write_outputs
+    try:
+        seconds = None
+        if budget is not None:
+            text = budget.strip().lower()
+            unit = {"s": 1, "m": 60, "h": 3600}.get(text[-1:], None)
+            try:
+                seconds = float(text[:-1]) * unit if unit else float(text)
+            except ValueError:
+                seconds = math.nan
+            if not (seconds > 0 and math.isfinite(seconds)):
+                raise ConfigImportError(f"--budget: {budget!r} is not a duration (e.g. 10m, 90s)")
+        imp = import_config(config, framework)
+        plan = make_plan(imp.data, quick=quick, seeds=seeds, lr_mult=lr_mult, budget=seconds, framework=framework)
+        check_plan(plan)
+        console.print(f"preflight: {len(plan.jobs)} runs x {plan.seeds} seeds, estimated {plan.seconds:.0f} s "
+                      f"(budget {plan.budget:.0f} s)")
+        target = user_path(out) if out is not None else Path("preflight") / f"{safe_name(config.stem) or 'config'}-{framework}"
+        with progress.session(progress.enabled(quiet)):
+            res = run_plan(plan)
+        staged = StagedDir(target, whole=True, writer="sandbox preflight")
+        with staged as stage:
+            write_outputs(stage, res, framework, str(config))
+    except (ConfigImportError, PreflightError, OutputError, ScenarioError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
+    except KeyboardInterrupt:
+        _interrupted("nothing was kept")
+    for q in ("Q1", "Q2"):
+        console.print(f"{q}: {res[q]['verdict']}")
+    console.print(f"Q6: {'bitwise equal' if res['Q6']['bitwise_equal'] else 'differs'} in the sandbox")
+    console.print(f"written to [bold]{escape(str(target))}[/bold]: preflight.md, preflight.json, preflight.html "
+                  f"({res['plan']['wall_s']:.0f} s)")
+
+
 def _print_frameworks(exporters: dict, only: str | None) -> None:
     if only is not None:
         if only not in exporters:

@@ -43,9 +43,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("simulation and run: the runner, its replay, its metric writers", (
         "sandbox.replay", "sandbox.runner", "sandbox.writers",
     )),
-    ("drivers: plan, sweeps, claims, checks, demos, export, import, integrations", (
-        "sandbox.analysis.plan", "sandbox.analysis.plan_split", "sandbox.sweep", "sandbox.claims", "sandbox.checks",
-        "sandbox.demos", "sandbox.export", "sandbox.importers", "sandbox.integrations",
+    ("drivers: plan, sweeps, claims, checks, demos, export, import, preflight, integrations", (
+        "sandbox.analysis.plan", "sandbox.analysis.plan_split", "sandbox.preflight", "sandbox.sweep", "sandbox.claims",
+        "sandbox.checks", "sandbox.demos", "sandbox.export", "sandbox.importers", "sandbox.integrations",
     )),
     ("presentation: figures, reports and the interactive explorer", ("sandbox.report", "sandbox.explore")),
     ("cli", ("sandbox.cli",)),

@@ -1,0 +1,237 @@
+"""The outputs of ``sandbox preflight`` (:mod:`sandbox.preflight`): ``preflight.md``, ``preflight.json``
+and ``preflight.html`` (self-contained: figures as data URIs, no scripts), one section per question, each
+verdict with its interval over seeds, the proxy task named and what does not transfer. Learning rates
+are multipliers of the user's own value. Guide: ``docs/preflight.md``."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..outputs import write_text
+from ..plots import PALETTE, _save, plt
+from .html import _img, _page
+
+PROXY = ("Proxy: the bit-string task (16-bit strings, a logistic policy per bit) of the shipped quickstart scenario, "
+         "trained with your objective, correction, batch shape and optimizer kind. What does not transfer: absolute "
+         "learning rates (reported as multipliers of yours), absolute times, and anything that depends on model size, "
+         "sequence length or the task's difficulty; what transfers is the direction and the order of magnitude of the "
+         "trends with staleness and learning rate.")
+
+#: Documented reasons a framework's staleness-0 asynchronous mode is not its synchronous trainer (docs/promotion.md).
+STALENESS0: dict[str, list[str]] = {
+    "common": ["the rollout engine's log-probabilities differ from the trainer's (engine mismatch, docs/engines.md), so "
+               "π_θ/μ is not 1 even at staleness 0"],
+    "verl": ["verl's V1 sampler counts the versions a trajectory spans: a lag bound of 0 is max_off_policy_threshold = 1",
+             "verl's async trainer samples each mini-batch separately (the synchronous trainer splits one batch)",
+             "verl 0.9.1 recomputes old_log_prob unless bypass_mode = true; the sandbox's ratio is against μ (bypass)"],
+    "verl-vcpo": ["the fork's fully-async recipe counts versions spanned as verl does",
+                  "it averages per-response token means only (seq_mean_token_mean)"],
+    "trl": ["AsyncGRPOTrainer always weights by π_θ/μ clipped at its epsilon and resumes interrupted responses under "
+            "new weights (in-flight updates); GRPOTrainer does neither"],
+    "openrlhf": ["OpenRLHF bounds rollout batches generated ahead (a queue), with no per-sample lag check",
+                 "it recomputes π_old on the consumed batch (ratio 1 against π_old)"],
+    "areal": ["AReaL always resumes interrupted responses under new weights (partial rollouts)",
+              "it balances mini-batches by tokens"],
+    "prime-rl": ["prime-rl always resumes interrupted responses under new weights", "it never clips π_θ/μ"],
+}
+
+
+def _fmt(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def _mult(m) -> str:
+    return "none of the map's" if m is None else f"×{m:g}"
+
+
+def _ci(lo, hi) -> str:
+    return f"[{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def q1_figure(res: dict, path: Path) -> Path:
+    """Stability map: bound × LR multiplier, coloured by verdict, collapse count per cell, T1 overlay."""
+    cells = res["Q1"]["cells"]
+    bounds = sorted({c["bound"] for c in cells})
+    mults = sorted({c["lr_multiplier"] for c in cells})
+    colours = {"safe": PALETTE[2], "at risk": PALETTE[1], "unsafe": PALETTE[5]}
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    for v, col in colours.items():
+        sel = [c for c in cells if c["verdict"] == v]
+        ax.scatter([bounds.index(c["bound"]) for c in sel], [mults.index(c["lr_multiplier"]) for c in sel],
+                   s=900, marker="s", color=col, label=v)
+    for c in cells:
+        ax.annotate(f"{c['collapsed']}/{c['seeds']}", (bounds.index(c["bound"]), mults.index(c["lr_multiplier"])),
+                    ha="center", va="center", fontsize=9, color="black")
+    th = res["Q1"]["theory_boundary"]
+    if th:
+        ys = [float(np.interp(math.log(m), [math.log(x) for x in mults], range(len(mults)))) for _, m in th]
+        ax.plot([bounds.index(k) for k, _ in th], ys, color=PALETTE[7], ls="--",
+                label="T1 delayed-GD critical step (shape, anchored)")
+    u = res["Q1"]["at"]
+    ax.scatter([bounds.index(u["bound"])], [mults.index(u["lr_multiplier"])], s=1400, facecolors="none",
+               edgecolors=PALETTE[0], linewidths=2, label="your setting")
+    ax.set_xticks(range(len(bounds)), [str(b) for b in bounds])
+    ax.set_yticks(range(len(mults)), [f"×{m:g}" for m in mults])
+    ax.set_xlim(-0.6, len(bounds) - 0.4)
+    ax.set_ylim(-0.6, len(mults) - 0.4)
+    ax.set_xlabel("staleness bound (versions of lag, every sample at the bound)")
+    ax.set_ylabel("learning rate (multiple of yours)")
+    ax.set_title("Q1: stability over staleness × learning rate (collapsed seeds / seeds)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, markerscale=0.35)
+    _save(fig, path, ("png",))
+    return path
+
+
+def q2_figure(res: dict, path: Path) -> Path:
+    """ESS/N over steps (mean over seeds) for the user's correction and the alternatives."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, r in enumerate(res["Q2"]["rows"]):
+        y = np.array(r["ess_curve"], dtype=float)
+        ax.plot(np.arange(len(y)), y, color=PALETTE[i % 7], label=f"{r['correction']} ({r['verdict']}, "
+                                                                     f"{r['collapsed']}/{r['seeds']} collapsed)")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("ESS / N (mean over seeds)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"Q2: corrections at your bound k={res['Q2']['bound']}, lr ×{res['Q2']['lr_multiplier']:g}")
+    ax.legend(fontsize=8)
+    _save(fig, path, ("png",))
+    return path
+
+
+def q5_figure(res: dict, path: Path) -> Path:
+    """The mismatch and staleness parts of the per-token k3 KL over steps: the band over seeds."""
+    q5 = res["Q5"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, name in enumerate(("mismatch/kl_k3", "staleness/kl_k3")):
+        r = q5["sandbox_metrics"].get(name)
+        if r is None:
+            continue
+        lo, hi = np.array(r["band_low"], float), np.array(r["band_high"], float)
+        x = np.arange(len(lo))
+        ax.fill_between(x, lo, hi, color=PALETTE[i], alpha=0.35, lw=0)
+        ax.plot(x, 0.5 * (lo + hi), color=PALETTE[i], label=f"{name} (band: min-max over seeds)")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("per-token k3 KL (nats)")
+    ax.set_title(f"Q5: engine mismatch vs staleness gap at k={q5['bound']} ({q5['engine']['name']} engine)")
+    ax.legend(fontsize=8)
+    _save(fig, path, ("png",))
+    return path
+
+
+def _rng(r) -> str:
+    return "-" if r is None else f"{_fmt(r[0])} to {_fmt(r[1])}"
+
+
+def _q6_reasons(framework: str) -> list[str]:
+    return STALENESS0.get(framework, []) + STALENESS0["common"]
+
+
+def render_md(res: dict, framework: str, source: str) -> str:
+    p = res["plan"]
+    q1, q2, q6 = res["Q1"], res["Q2"], res["Q6"]
+    u = q1["user_cell"]
+    out = [f"# Preflight: {source} ({framework})", "",
+           f"{p['runs']} runs, {p['seeds']} seeds each, {p['steps']} steps ({'--quick' if p['quick'] else 'default budget'}); "
+           f"estimated {p['estimated_s']:.0f} s, took {p['wall_s']:.0f} s. Your lag bound: {p['user_bound']} versions; "
+           f"your correction: {p['user_correction']}. Learning rates are multiples of yours.", "", PROXY, "",
+           "## Q1: safe staleness bound and learning rate", "",
+           f"**Verdict at your bound (k={q1['at']['bound']}, lr ×{q1['at']['lr_multiplier']:g}): {u['verdict']}** — "
+           f"{u['collapsed']}/{u['seeds']} seeds collapsed (rate 95% interval {_ci(*u['collapse_interval'])}); final "
+           f"expected reward {_fmt(u['final_reward'])} {_ci(*u['final_reward_interval'])}. Largest multiplier safe at your "
+           f"bound: {_mult(q1['largest_safe_multiplier_at_your_bound'])}.", "",
+           "| bound | lr × | verdict | collapsed | collapse rate 95% CI | final reward [95% CI] | ESS/N | slower |",
+           "|---:|---:|---|---:|---|---|---:|---|"]
+    for c in q1["cells"]:
+        out.append(f"| {c['bound']} | {c['lr_multiplier']:g} | {c['verdict']} | {c['collapsed']}/{c['seeds']} | "
+                   f"{_ci(*c['collapse_interval'])} | {_fmt(c['final_reward'])} {_ci(*c['final_reward_interval'])} | "
+                   f"{_fmt(c['ess_mean'])} | {'yes' if c['slower_than_reference'] else ''} |")
+    out += ["", "Theory overlay: the delayed-gradient-descent critical step a*(τ) = 2 sin(π/(4τ+2)) (T1, docs/theory.md), "
+                "its shape only, anchored at the largest safe multiplier of the smallest bound; Adam on a policy is not "
+                "gradient descent on a quadratic. Figure: q1_stability.png.", "",
+            "## Q2: your correction against the alternatives", "",
+            f"**Verdict for yours: {q2['verdict']}** at k={q2['bound']}, lr ×{q2['lr_multiplier']:g}.", "",
+            "| correction | verdict | collapsed | collapse rate 95% CI | final reward [95% CI] | mean ESS/N [95% CI] | time to target (sim s) [95% CI] | seeds reaching |",
+            "|---|---|---:|---|---|---|---|---:|"]
+    for r in q2["rows"]:
+        e, t = r["ess_mean"], r["time_to_target"]
+        out.append(f"| {r['correction']} | {r['verdict']} | {r['collapsed']}/{r['seeds']} | {_ci(*r['collapse_interval'])} | "
+                   f"{_fmt(r['final_reward'])} {_ci(*r['final_reward_interval'])} | {_fmt(e[0])} {_ci(e[1], e[2])} | "
+                   f"{_fmt(t[0])} {_ci(t[1], t[2])} | {r['reached']}/{r['seeds']} |")
+    out += ["", "Time to target is in the proxy's simulated seconds (its own target rule, docs/time_to_target.md); compare "
+                "the corrections with each other, not with your wall clock. Figure: q2_ess.png.", "",
+            "## Q6: staleness-0 asynchronous vs synchronous", "",
+            f"**In the sandbox: {'bitwise equal' if q6['bitwise_equal'] else 'NOT bitwise equal'}** over {q6['steps']} steps "
+            f"(every metric of the async run with k_max = 0 against the synchronous run, same seeds"
+            + ("" if q6["bitwise_equal"] else f"; differing: {', '.join(q6['differing_metrics'])}") + "). "
+            "Documented reasons your framework's staleness-0 mode still differs from its synchronous trainer "
+            "(docs/promotion.md):", ""]
+    out += [f"- {r}" for r in _q6_reasons(framework)]
+    q5 = res["Q5"]
+    out += ["", "## Q5: expected mismatch and staleness gap in your framework's metrics", "",
+            f"**Ranges** over seeds of each seed's mean in the first and last quarter of {p['steps']} steps at k={q5['bound']}, "
+            f"lr ×{q5['lr_multiplier']:g}, engine {', '.join(f'{k}={v}' for k, v in q5['engine'].items())} (docs/engines.md). The staleness part is what your bound "
+            "adds; the mismatch part's size is the engine model's, not a measurement of your engine: compare the trend "
+            "(flat or growing over steps) and the ratio of the two parts with your logs, not the absolute values.", "",
+            "| metric | first quarter | last quarter |", "|---|---|---|"]
+    rows = {**q5["framework_metrics"], **q5["sandbox_metrics"], **q5["length_buckets"]}
+    if not q5["framework_metrics"]:
+        out.insert(len(out) - 3, f"{framework} logs no named metric for this pair that the sandbox knows (docs/engines.md): "
+                                 "the sandbox's own names are given.")
+    for name, r in rows.items():
+        out.append(f"| `{name}` | {_rng(r['first_quarter'])} | {_rng(r['last_quarter'])} |")
+    out += ["", "Length buckets `mismatch/kl_k3_len1..4` are quarters of the longest response; the bit-string proxy's "
+                "responses all have one length, so only the last bucket is filled (the others are '-'): the length trend "
+                "needs the LM proxy. Figure: q5_gap.png."]
+    for q in ("Q3", "Q4", "Q7"):
+        out += ["", f"## {q}: not yet answered", "", res[q]["why"]]
+    return "\n".join(out) + "\n"
+
+
+def render_html(md_text: str, figures: dict[str, Path], res: dict, title: str) -> str:
+    """The page: each section's text (from the Markdown) with its figure embedded."""
+    sections: list[tuple[str, str]] = []
+    head, *parts = md_text.split("\n## ")
+    intro = "".join(f"<p>{html.escape(line)}</p>" for line in head.splitlines()[1:] if line.strip())
+    sections.append(("Proxy and plan", intro))
+    for part in parts:
+        name, _, body = part.partition("\n")
+        blocks, table = [], []
+        for line in body.splitlines() + [""]:
+            if line.startswith("|"):
+                if not set(line) <= set("|-: "):
+                    table.append([c.strip() for c in line.strip("|").split("|")])
+                continue
+            if table:
+                rows = "".join("<tr>" + "".join(f"<{'th' if i == 0 else 'td'} class=\"text\">{html.escape(c.replace('**', '').replace('`', ''))}"
+                                               f"</{'th' if i == 0 else 'td'}>" for c in r) + "</tr>" for i, r in enumerate(table))
+                blocks.append(f'<div class="scroll"><table>{rows}</table></div>')
+                table = []
+            if line.strip():
+                text = html.escape(line.lstrip("- ")).replace("**", "").replace("`", "")
+                blocks.append(f"<li>{text}</li>" if line.startswith("- ") else f"<p>{text}</p>")
+        q = name.split(":")[0]
+        if q in figures:
+            blocks.append(f'<figure><img alt="{html.escape(name)}" src="{_img(figures[q])}"><figcaption>{html.escape(name)}'
+                          "</figcaption></figure>")
+        sections.append((name, "".join(blocks)))
+    return _page(title, sections)
+
+
+def write_outputs(stage: Path, res: dict, framework: str, source: str) -> list[str]:
+    """preflight.md, preflight.json, preflight.html and the figures into ``stage``."""
+    figs = {"Q1": q1_figure(res, stage / "q1_stability.png"), "Q2": q2_figure(res, stage / "q2_ess.png"),
+            "Q5": q5_figure(res, stage / "q5_gap.png")}
+    md = render_md(res, framework, source)
+    write_text(stage / "preflight.md", md)
+    body = {**res, "framework": framework, "source": source, "proxy": PROXY,
+            "Q6": {**res["Q6"], "framework_reasons": _q6_reasons(framework)}}
+    write_text(stage / "preflight.json", json.dumps(body, indent=1, default=float, allow_nan=True) + "\n")
+    write_text(stage / "preflight.html", render_html(md, figs, res, f"Preflight: {Path(source).name} ({framework})"))
+    return ["preflight.md", "preflight.json", "preflight.html", "q1_stability.png", "q2_ess.png", "q5_gap.png"]
