@@ -51,3 +51,18 @@ def test_run_perturbed_is_run_once_per_factor(monkeypatch):
     assert len(calls) == 2  # one map without GAC, one with: not one pair per factor
     separate = [gac.run(quick=True, perturb=f) for f in (1.0, 1.3)]
     assert [r.to_dict() for r in pair] == [r.to_dict() for r in separate]
+
+
+def test_runs_are_reused_only_inside_the_block():
+    """Inside ``reuse_runs`` an unchanged input returns the earlier run and a changed one simulates; after
+    the block every call simulates again (an injected bug is never hidden by an earlier block's runs)."""
+    from sandbox.checks import _sim
+
+    kw = dict(lr=0.1, tau=1, steps=5, eigenvalues=[1.0], noise_std=1.0, replicas=2, x0=0.0, seed=0)
+    with _sim.reuse_runs():
+        first = _sim.delayed_quadratic(**kw)
+        assert _sim.delayed_quadratic(**kw) is first
+        assert _sim.delayed_quadratic(**{**kw, "seed": 1}) is not first
+    again = _sim.delayed_quadratic(**kw)
+    assert again is not first and _sim._reused is None
+    assert (again.replica_metrics["eval/loss"] == first.replica_metrics["eval/loss"]).all()  # deterministic: same bits
