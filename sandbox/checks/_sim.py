@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from ..runner import RunResult, prepare_run, run_scenario
 from ..scenario import Scenario, validate_scenario
 
@@ -69,14 +71,48 @@ def fixed_lag_bitstring_scenario(k: int, steps: int, replicas: int, horizon: int
     )
 
 
+_reused: dict | None = None
+"""While :func:`reuse_runs` is active: the runs made so far, keyed by their full input (scenario and learner
+class); ``None`` otherwise (every call simulates)."""
+
+
+@contextmanager
+def reuse_runs():
+    """Within this block a run with the same input as an earlier run of the block returns that run's result
+    instead of simulating again (runs are deterministic on CPU: the same scenario gives the same bits).
+    :meth:`sandbox.checks.base.Check.run_perturbed` uses it so that a check judged under several
+    perturbations of its prediction simulates once; a check that let the prediction into its simulation
+    input would change the key and simulate again. The results are dropped when the block ends, so a
+    change to the simulator (a test's injected bug) is never hidden by an earlier block's runs."""
+    global _reused
+    outer, _reused = _reused, {} if _reused is None else _reused
+    try:
+        yield
+    finally:
+        _reused = outer
+
+
+def _memo(key, compute):
+    if _reused is None:
+        return compute()
+    if key not in _reused:
+        _reused[key] = compute()
+    return _reused[key]
+
+
 def delayed_quadratic(**kw) -> RunResult:
     """Run :func:`delayed_quadratic_scenario` and return its result."""
-    return run_scenario(delayed_quadratic_scenario(**kw))
+    scn = delayed_quadratic_scenario(**kw)
+    return _memo(("run", scn.model_dump_json()), lambda: run_scenario(scn))
 
 
 def run_with_learner(scn: Scenario, learner_cls):
     """Run ``scn`` with an instrumented learner class and return that learner (checks read what
     it recorded)."""
-    _, learner, cluster = prepare_run(scn, learner_cls=learner_cls)
-    cluster.run(scn.run.steps)
-    return learner
+
+    def compute():
+        _, learner, cluster = prepare_run(scn, learner_cls=learner_cls)
+        cluster.run(scn.run.steps)
+        return learner
+
+    return _memo(("learner", scn.model_dump_json(), learner_cls), compute)

@@ -16,6 +16,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from ._sim import reuse_runs
+
 
 @dataclass
 class Point:
@@ -113,6 +115,19 @@ class Check:
     def swept(self) -> Swept:
         """What ``run`` declared with :func:`sweeps` (:data:`UNDECLARED` if nothing)."""
         return getattr(self.run, "swept", UNDECLARED)
+
+    def run_perturbed(self, quick: bool, perturbs) -> list[CheckResult]:
+        """``[run(quick, perturb=f) for f in perturbs]``. A check whose ``run`` declares ``run.measure(quick)``
+        and ``run.judge(measured, perturb)`` (``run = judge(measure(quick), perturb)``) simulates once and
+        judges every factor from the same measurements, which by construction never depend on the
+        prediction; any other check runs once per factor with its simulator runs reused across factors
+        (:func:`sandbox.checks._sim.reuse_runs`: a run whose input is unchanged is not simulated again)."""
+        measure, judge = getattr(self.run, "measure", None), getattr(self.run, "judge", None)
+        if measure is None or judge is None:
+            with reuse_runs():  # the second factor's runs are the first's (same input, same bits)
+                return [self.run(quick=quick, perturb=f) for f in perturbs]
+        measured = measure(quick)
+        return [judge(measured, f) for f in perturbs]
 
 
 def within(measured: float, predicted: float, tol: float) -> bool:

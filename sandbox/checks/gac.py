@@ -104,9 +104,22 @@ def measure(stabilizers: list, cfg: dict) -> tuple[np.ndarray, np.ndarray, np.nd
     return grid, unstable.reshape(len(grid), n).mean(1), projected.reshape(len(grid), n).mean(1)
 
 
+def measure_both(quick: bool) -> dict:
+    """The check's two stability maps (plain SGD, with GAC) at the quick or full settings: everything
+    :func:`judge` reads. The measurements never depend on the prediction, so ``run`` with several
+    perturbations of the prediction simulates once (:meth:`sandbox.checks.base.Check.run_perturbed`)."""
+    cfg = QUICK if quick else FULL
+    return {"cfg": cfg, "plain": measure([], cfg), "gac": measure([{"name": "gac"}], cfg)}
+
+
 @sweeps("method", labels={0: "plain SGD (τ = 8)", 1: "with GAC (τ = 8)"})
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
-    cfg = QUICK if quick else FULL
+    return judge(measure_both(quick), perturb)
+
+
+def judge(measured_maps: dict, perturb: float = 1.0) -> CheckResult:
+    """The check's result from :func:`measure_both`'s maps, the prediction multiplied by ``perturb``."""
+    cfg = measured_maps["cfg"]
     n, spacing = cfg["per_point"], cfg["spacing"]
     a_star = float(critical_step(TAU))
     band = horizon_band(cfg["steps"])
@@ -120,14 +133,14 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
                       f"finite-horizon band {band:.2g}; GAC: reach the 1.6–1.9 × a* regression band (simulated) within "
                       "4·SE + spacing/2; a boundary outside the grid (NaN) fails",
     )
-    grid, p, _ = measure([], cfg)
+    grid, p, _ = measured_maps["plain"]
     measured, se = boundary(grid, p, n)
     predicted = perturb * a_star
     tol = 4 * se + spacing / 2 + band
     result.points.append(Point(0, predicted, measured, se, tol, within_tolerance(measured, predicted, tol),
                                f"b̂/a* = {measured / a_star:.3f}" if math.isfinite(measured) else NOT_BRACKETED))
 
-    grid, p, projected = measure([{"name": "gac"}], cfg)
+    grid, p, projected = measured_maps["gac"]
     measured, se = boundary(grid, p, n)
     lo, hi = perturb * GAC_RANGE[0] * a_star, perturb * GAC_RANGE[1] * a_star
     slack = 4 * se + spacing / 2
@@ -143,3 +156,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
                                f"b̂/a* = {measured / a_star:.3f} ± {se / a_star:.3f} (SE), {verdict}; projection fired on "
                                f"{idle:.1%} of steps below 0.9·η_crit"))
     return result
+
+
+run.measure = measure_both
+run.judge = judge

@@ -35,8 +35,8 @@ import torch
 from theory.mismatch_ess import bernoulli_logit_noise, two_logit_noise_sigma
 
 from ..learner.trainer import PolicyLearner
-from ..runner import prepare_run
 from ..scenario import validate_scenario
+from ._sim import run_with_learner
 from .base import CheckResult, Point, sweeps
 
 SCALE = 0.1
@@ -109,8 +109,7 @@ def measure(horizon: int, steps: int, replicas: int, learning: bool, seed: int):
     """``(Σ_t ΣW per replica, Σ_t ΣW² per replica, responses per replica, mean predicted E[W²] per replica)``."""
     knobs = LEARNING if learning else {}
     scn = scenario(horizon, steps, replicas, seed=seed, **knobs)
-    _, learner, cluster = prepare_run(scn, learner_cls=_RecordingLearner)
-    cluster.run(steps)
+    learner = run_with_learner(scn, _RecordingLearner)  # runs scn.run.steps = steps
     s1 = np.sum([r[0] for r in learner.records], 0)
     s2 = np.sum([r[1] for r in learner.records], 0)
     n = sum(r[2] for r in learner.records)

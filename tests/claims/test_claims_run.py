@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from sandbox.claims import CLAIMS
 from sandbox.claims import _runs
 from sandbox.claims.base import DIRECTIONS, REPRODUCED
+from sandbox.claims.published_engine import ENGINE_SETUPS
 from sandbox.cli import app
 from sandbox.system.staleness.fixed_lag import FixedLagControl
 
@@ -73,6 +74,13 @@ def test_cli_quick_all_claims(tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads((out / "claims.json").read_text())
     assert [c["name"] for c in data["claims"]] == list(CLAIMS)
+    # published_speedups_engine (34 s of this run) is checked here rather than run a second time on its own:
+    # one finite, positive row per opted-in setup, each naming the mean step
+    engine = next(c for c in data["claims"] if c["name"] == "published_speedups_engine")
+    assert len(engine["rows"]) == len(ENGINE_SETUPS)
+    for row in engine["rows"]:
+        assert len(row["values"]) == 2 and all(math.isfinite(v) and v > 0 for v in row["values"])
+        assert "mean step" in row["note"]
     md = (out / "claims.md").read_text()
     assert "| claim | statistic | mean [95% CI] | threshold | verdict | seeds |" in md
     for name in CLAIMS:
