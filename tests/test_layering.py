@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sandbox.checks", "sandbox.demos", "sandbox.export", "sandbox.importers", "sandbox.integrations",
     )),
     ("presentation: figures, reports and the interactive explorer", ("sandbox.report", "sandbox.explore")),
-    ("cli", ("sandbox.cli",)),
+    ("cli", ("sandbox.cli", "sandbox.__main__")),
     ("tools over the cli: the component checker", ("sandbox.component_check",)),
 )
 LAYER: dict[str, int] = {prefix: i for i, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes}
