@@ -72,6 +72,27 @@ def _starting():
         raise typer.Exit(130) from None
 
 
+@contextmanager
+def _staged_plan(out, quiet: bool):
+    """The output directory of ``sandbox plan`` (both forms): staged and moved into place whole, with
+    progress shown; yields ``(staged, stage)``. A scenario or output error, a file-system error and
+    Ctrl-C/SIGTERM end the command with one line and its exit status, the previous plan intact."""
+    staged = None
+    try:
+        with progress.session(progress.enabled(quiet)), terminate_as_interrupt():
+            staged = StagedDir(out, whole=True, writer="sandbox plan")
+            with staged as stage:
+                yield staged, stage
+    except (OutputError, ScenarioError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
+    except KeyboardInterrupt:
+        _interrupted("the previous plan in " + str(out) + " is unchanged" if staged is not None and staged.previous
+                     else "nothing was kept")
+
+
 def _print_version(value: bool) -> None:
     if value:
         console.print(f"sandbox {__version__} (Python {sys.version.split()[0]})", highlight=False)
@@ -695,31 +716,19 @@ def plan(
     if est.seconds > WARN_SECONDS:
         console.print(f"[yellow]warning:[/yellow] this plan may take {escape(est.describe())} (estimate); Ctrl-C stops it")
     runs = len(configs) * (learn_seeds if learn else 0)
-    staged = None
-    try:
-        # one task over both parts, each unit weighted by its part's estimate (estimate_plan), so the ETA
-        # does not take a learning run for a system-only simulation
-        sys_s = est.terms[0][1] / max(len(configs), 1)
-        learn_s = est.terms[1][1] / runs if runs else 0.0
-        weights = [sys_s] * len(configs) + [learn_s] * runs
-        label = f"plan: {len(configs)} configurations x {seeds} seeds" + (f", {runs} learning runs" if runs else "")
-        with progress.session(progress.enabled(quiet)), terminate_as_interrupt():
-            staged = StagedDir(out, whole=True, writer="sandbox plan")
-            with staged as stage:
-                with progress.task(label, weights=weights) as bar:
-                    result = run_plan(raw, str(path), worker_list, k_list, seeds, steps, learn_seeds if learn else 0,
-                                      learn_steps, on_config=lambda c: bar.advance(info=f"system-only {c.label}"),
-                                      on_run=lambda c, s: bar.advance(info=f"learned {c.label} seed {s}"), configs=configs)
-                with progress.phase("figures and tables"):
-                    write_plan(result, stage)
-    except (OutputError, ScenarioError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
-    except OSError as exc:
-        _os_error(exc)
-    except KeyboardInterrupt:
-        _interrupted("the previous plan in " + str(out) + " is unchanged" if staged is not None and staged.previous
-                     else "nothing was kept")
+    # one task over both parts, each unit weighted by its part's estimate (estimate_plan), so the ETA
+    # does not take a learning run for a system-only simulation
+    sys_s = est.terms[0][1] / max(len(configs), 1)
+    learn_s = est.terms[1][1] / runs if runs else 0.0
+    weights = [sys_s] * len(configs) + [learn_s] * runs
+    label = f"plan: {len(configs)} configurations x {seeds} seeds" + (f", {runs} learning runs" if runs else "")
+    with _staged_plan(out, quiet) as (staged, stage):
+        with progress.task(label, weights=weights) as bar:
+            result = run_plan(raw, str(path), worker_list, k_list, seeds, steps, learn_seeds if learn else 0,
+                              learn_steps, on_config=lambda c: bar.advance(info=f"system-only {c.label}"),
+                              on_run=lambda c, s: bar.advance(info=f"learned {c.label} seed {s}"), configs=configs)
+        with progress.phase("figures and tables"):
+            write_plan(result, stage)
     console.print(plan_table(result))
     if learn:
         console.print(learn_table(result))
@@ -768,24 +777,12 @@ def _plan_split(path, set_, out, gpus, gpu, model, tp, concurrency, trainer_gpus
     except ScenarioError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
-    staged = None
-    try:
-        with progress.session(progress.enabled(quiet)), terminate_as_interrupt():
-            staged = StagedDir(out, whole=True, writer="sandbox plan")
-            with staged as stage:
-                with progress.task(f"plan --gpus {gpus}: {len(configs)} splits x {seeds} seeds", total=len(configs)) as bar:
-                    result = run_split(raw, str(path), opts, seeds, steps, configs=configs,
-                                       on_config=lambda c: bar.advance(info=c.label))
-                with progress.phase("figures and tables"):
-                    write_split(result, stage)
-    except (OutputError, ScenarioError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
-    except OSError as exc:
-        _os_error(exc)
-    except KeyboardInterrupt:
-        _interrupted("the previous plan in " + str(out) + " is unchanged" if staged is not None and staged.previous
-                     else "nothing was kept")
+    with _staged_plan(out, quiet) as (staged, stage):
+        with progress.task(f"plan --gpus {gpus}: {len(configs)} splits x {seeds} seeds", total=len(configs)) as bar:
+            result = run_split(raw, str(path), opts, seeds, steps, configs=configs,
+                               on_config=lambda c: bar.advance(info=c.label))
+        with progress.phase("figures and tables"):
+            write_split(result, stage)
     table = Table(title=escape(f"plan --gpus {gpus}: {result.title} ({opts.gpu}, {opts.model}, tp {opts.tp}; "
                                f"{result.control}; {result.steps} steps, {result.seeds} seeds)"))
     for c in ("trainer GPUs", "engines", "per engine", "samples/s [95% CI]", "tokens/s", "lag mean/p95",
