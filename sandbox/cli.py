@@ -1092,6 +1092,14 @@ def preflight(
     budget: Optional[str] = typer.Option(None, "--budget", help="Wall-time budget, e.g. 10m or 90s (default 10m; --quick 2m)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", min=2, help="Seeds per cell (default 8; --quick 4)."),
     lr_mult: float = typer.Option(1.0, "--lr-mult", help="The learning-rate multiplier (of yours) Q2 compares corrections at and the map centres on."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=2, help="Q3/Q4/Q7: total GPUs (default: from the config or --cluster)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="Q3/Q4/Q7: accelerator of the hardware table (A100, H100, H200, H20; default H100)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Q3/Q4/Q7: model of the hardware table, e.g. qwen2.5-7b (default: matched from the config's model path)."),
+    tp: Optional[int] = typer.Option(None, "--tp", min=1, help="Q3/Q4/Q7: GPUs per inference engine (default: from the config, else 1)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Q3/Q4/Q7: longest response, tokens (default: from the config, else 8192)."),
+    length_median: Optional[float] = typer.Option(None, "--length-median", min=1.0, help="Q3/Q4/Q7: median response length, tokens (default min(1000, max tokens / 4))."),
+    length_sigma: Optional[float] = typer.Option(None, "--length-sigma", min=0.0, help="Q3/Q4/Q7: sigma of log response length (default 1.0)."),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table (as `sandbox import --cluster`): trainer_gpus + rollout_gpus and gpu feed Q3/Q4/Q7."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress display."),
 ):
     """Import CONFIG, plan a bounded set of simulations around its staleness bound, learning rate and
@@ -1102,7 +1110,9 @@ def preflight(
     """
     with _starting():
         from .importers import ConfigImportError, import_config
+        from .importers import read_cluster
         from .preflight import PreflightError, check_plan, make_plan, run_plan
+        from .preflight_system import SystemPlanError, cluster_facts
         from .report.preflight import write_outputs
     try:
         seconds = None
@@ -1115,10 +1125,16 @@ def preflight(
                 seconds = math.nan
             if not (seconds > 0 and math.isfinite(seconds)):
                 raise ConfigImportError(f"--budget: {budget!r} is not a duration (e.g. 10m, 90s)")
-        imp = import_config(config, framework)
-        plan = make_plan(imp.data, quick=quick, seeds=seeds, lr_mult=lr_mult, budget=seconds, framework=framework)
+        table = read_cluster(user_path(cluster)) if cluster is not None else None
+        imp = import_config(config, framework, cluster=table)
+        facts = cluster_facts(imp.rows, framework, {"gpus": gpus, "gpu": gpu, "model": model, "tp": tp, "max_tokens": max_tokens,
+                                                    "length_median": length_median, "length_sigma": length_sigma}, table)
+        plan = make_plan(imp.data, quick=quick, seeds=seeds, lr_mult=lr_mult, budget=seconds, framework=framework, facts=facts)
         check_plan(plan)
-        console.print(f"preflight: {len(plan.jobs)} runs x {plan.seeds} seeds, estimated {plan.seconds:.0f} s "
+        if facts.missing:
+            console.print("Q3/Q4/Q7 will not be answered: missing " + escape("; ".join(facts.missing)))
+        split = f" + {plan.system.runs} system-only split runs" if plan.system is not None else ""
+        console.print(f"preflight: {len(plan.jobs)} runs x {plan.seeds} seeds{split}, estimated {plan.seconds:.0f} s "
                       f"(budget {plan.budget:.0f} s)")
         target = user_path(out) if out is not None else Path("preflight") / f"{safe_name(config.stem) or 'config'}-{framework}"
         with progress.session(progress.enabled(quiet)):
@@ -1126,14 +1142,14 @@ def preflight(
         staged = StagedDir(target, whole=True, writer="sandbox preflight")
         with staged as stage:
             write_outputs(stage, res, framework, str(config))
-    except (ConfigImportError, PreflightError, OutputError, ScenarioError) as exc:
+    except (ConfigImportError, PreflightError, SystemPlanError, OutputError, ScenarioError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
     except OSError as exc:
         _os_error(exc)
     except KeyboardInterrupt:
         _interrupted("nothing was kept")
-    for q in ("Q1", "Q2"):
+    for q in ("Q1", "Q2", "Q3", "Q4", "Q7"):
         console.print(f"{q}: {res[q]['verdict']}")
     console.print(f"Q6: {'bitwise equal' if res['Q6']['bitwise_equal'] else 'differs'} in the sandbox")
     console.print(f"written to [bold]{escape(str(target))}[/bold]: preflight.md, preflight.json, preflight.html "

@@ -40,6 +40,7 @@ from theory.delayed_stability import critical_step
 
 from . import progress
 from .budget import estimate, format_seconds
+from .preflight_system import Facts, SystemPlan, make_system_plan, run_system_plan
 from .runner import run_scenario
 from .scenario import validate_scenario
 
@@ -69,17 +70,6 @@ FRAMEWORK_METRICS: dict[str, tuple[str, ...]] = {
 }
 SANDBOX_METRICS = ("mismatch/kl_k3", "staleness/kl_k3", "mismatch/prob_gap_mean", "staleness/prob_gap_mean")
 BUCKETS = tuple(f"mismatch/kl_k3_len{i}" for i in range(1, 5))
-NOT_YET = {
-    "Q3": "Best trainer/rollout split and concurrency: not yet answered by preflight (it does not run the timing model); "
-          "`sandbox plan SCENARIO --gpus N` (docs/plan.md#gpu-split) answers it on continuous-batching engines once "
-          "your GPU count and kind are given.",
-    "Q4": "End-to-end speed-up: not yet answered by preflight; it needs the timing model with your length tail and sync "
-          "cost (`sandbox plan --gpus N`, docs/plan.md#gpu-split); the bit-string proxy's exponential generation times "
-          "are not yours, so a speed-up measured on it would not be yours either.",
-    "Q7": "Drop bias (length and difficulty of consumed vs generated samples): not yet answered by preflight; the "
-          "bit-string proxy has one length and one difficulty, so it cannot show the bias. `sandbox claims --only "
-          "drop_bias` (docs/claims.md) measures it on the engine's length model at k_max 1 to 8.",
-}
 
 
 class PreflightError(ValueError):
@@ -109,10 +99,17 @@ class Plan:
     mult: float
     framework: str = ""
     jobs: list[Job] = field(default_factory=list)
+    facts: Facts | None = None
+    system: SystemPlan | None = None
 
     @property
     def seconds(self) -> float:
-        return sum(j.seconds for j in self.jobs)
+        return sum(j.seconds for j in self.jobs) + (self.system.seconds if self.system else 0.0)
+
+    @property
+    def runs(self) -> int:
+        """Simulations: the learning runs (each over every seed at once) and the system-only split runs."""
+        return len(self.jobs) + (self.system.runs if self.system else 0)
 
 
 def user_bound(staleness: dict) -> int:
@@ -150,8 +147,9 @@ def fixed_lag(k: int) -> dict:
 
 
 def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult: float = 1.0,
-              budget: float | None = None, framework: str = "") -> Plan:
-    """The runs of a preflight of the imported scenario ``data`` (its TOML as a dict)."""
+              budget: float | None = None, framework: str = "", facts: Facts | None = None) -> Plan:
+    """The runs of a preflight of the imported scenario ``data`` (its TOML as a dict); ``facts``: the
+    cluster facts of Q3/Q4/Q7 (:func:`sandbox.preflight_system.cluster_facts`; None: not answered)."""
     size = QUICK if quick else FULL
     seeds = int(seeds or size["seeds"])
     if seeds < 2:
@@ -186,6 +184,9 @@ def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult:
     plan.jobs.append(Job("Q6", "async k_max=0", _scenario_data(data, seeds, Q6_STEPS, q6, lr), 0))
     for j in plan.jobs:
         j.seconds = estimate(validate_scenario(j.data, f"preflight run {j.label}")).seconds
+    plan.facts = facts
+    if facts is not None:
+        plan.system = make_system_plan(data, facts, quick, k_user)
     return plan
 
 
@@ -193,8 +194,10 @@ def check_plan(plan: Plan) -> None:
     """Refuse a plan whose estimate exceeds its budget, naming what shrinks it."""
     if plan.seconds > plan.budget:
         shrink = ("--seeds 2" if plan.quick else "--quick (fewer seeds, steps and cells), or --seeds 4")
+        split = (f" ({format_seconds(plan.system.seconds)} of it for the split of Q3/Q4/Q7, which --quick shrinks)"
+                 if plan.system is not None else "")
         raise PreflightError(
-            f"--budget: the plan's {len(plan.jobs)} runs are estimated at {format_seconds(plan.seconds)}, over the budget of "
+            f"--budget: the plan's {plan.runs} runs are estimated at {format_seconds(plan.seconds)}{split}, over the budget of "
             f"{format_seconds(plan.budget)}; use {shrink}, or raise --budget")
 
 
@@ -297,12 +300,16 @@ def run_plan(plan: Plan) -> dict:
     """Run every job of the plan (progress with an ETA from the estimates) and reduce them to the answers."""
     done: dict[tuple[str, str], Any] = {}
     t0 = time.perf_counter()
-    with progress.task("preflight", weights=[j.seconds for j in plan.jobs], unit="runs") as task:
+    sysw = plan.system.weights() if plan.system else []
+    system = None
+    with progress.task("preflight", weights=[j.seconds for j in plan.jobs] + sysw, unit="runs") as task:
         for j in plan.jobs:
             scn = validate_scenario(j.data, f"preflight run {j.label}")
             res = run_scenario(scn)
             done[(j.question, j.label)] = res if j.question in ("Q5", "Q6") else seed_outcomes(res)
             task.advance(1, f"{j.question} {j.label}")
+        if plan.system is not None:
+            system = run_system_plan(plan.system, lambda label: task.advance(1, f"Q3/Q4/Q7 {label}"))
     wall = time.perf_counter() - t0
     k0 = max(plan.user_bound, 1)
     q1_jobs = [j for j in plan.jobs if j.question == "Q1"]
@@ -346,5 +353,17 @@ def run_plan(plan: Plan) -> dict:
         "Q6": {"bitwise_equal": same, "differing_metrics": diffs, "steps": Q6_STEPS,
                "final_sync": float(sync.summary["final_expected_reward"]),
                "final_async0": float(asy.summary["final_expected_reward"])},
-        **{q: {"verdict": "not yet answered", "why": why} for q, why in NOT_YET.items()},
+        **system_answers(plan, system),
     }
+
+
+def system_answers(plan: Plan, system: dict | None) -> dict:
+    """Q3, Q4, Q7 from the timing-model runs, or 'not answered' naming the missing cluster facts."""
+    if system is not None:
+        return {"Q3": {**system["Q3"], "facts": system["facts"], "seeds": system["seeds"], "steps": system["steps"],
+                       "bound": system["bound"], "control": system["control"]},
+                "Q4": system["Q4"], "Q7": system["Q7"]}
+    missing = plan.facts.missing if plan.facts is not None else ["the cluster facts (--gpus, --model)"]
+    why = ("not answered: it needs " + " and ".join(missing) + "; the timing model of `sandbox plan --gpus N` "
+           "(docs/plan.md#gpu-split) then sizes the split, the speed-up and the drop bias")
+    return {q: {"verdict": "not answered", "why": why, "missing": missing} for q in ("Q3", "Q4", "Q7")}

@@ -55,6 +55,7 @@ from ..scenario.load import apply_overrides
 from ..system.cluster import Cluster, TrainResult
 from ..system.hardware import GPUS, MODELS
 from ..system.timing_only import TimingOnlyWorkload
+from .drop_bias import drop_bias
 from .plan import default_steps, describe_control, staleness_for, system_seed
 
 DEFAULT_LENGTHS = {"length_median": 1000.0, "length_sigma": 1.0, "max_tokens": 8192}
@@ -232,9 +233,12 @@ class SplitSeed:
     util_learner: float
     train_seconds: float
     steps: int
+    drop_bias: dict | None = None
 
 
-def simulate_split(config: SplitConfig, steps: int, seed: int) -> SplitSeed:
+def simulate_split(config: SplitConfig, steps: int, seed: int, with_drop_bias: bool = False) -> SplitSeed:
+    """One seed of one configuration; ``with_drop_bias``: also the drop-bias summary of the run
+    (:func:`sandbox.analysis.drop_bias.drop_bias`, by prompt when the engine has prompts)."""
     scn = config.scenario
     trainer = SplitTrainer(scn.system.generation_time.prompt_tokens, scn.algorithm.epochs)
     cluster = Cluster(scn.system, TimingOnlyWorkload(), trainer, scn.algorithm.groups_per_step,
@@ -249,7 +253,12 @@ def simulate_split(config: SplitConfig, steps: int, seed: int) -> SplitSeed:
         lags=np.array([j.consume_step - j.head_version for j in consumed], dtype=np.int64),
         dropped=int(res.dropped), consumed=len(consumed), util_learner=float(last.get("util/learner", math.nan)),
         train_seconds=float(cluster.learner_busy), steps=len(res.rows),
+        drop_bias=_drop_bias(res, scn.system.generation_time) if with_drop_bias else None,
     )
+
+
+def _drop_bias(res, engine) -> dict:
+    return drop_bias(res.jobs.to_frame(), res.lengths, engine.prompt_of if engine.prompts else None)
 
 
 def _row(config: SplitConfig, seeds: list[SplitSeed]) -> dict[str, Any]:

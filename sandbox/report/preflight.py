@@ -125,6 +125,44 @@ def q5_figure(res: dict, path: Path) -> Path:
     return path
 
 
+def q3_figure(res: dict, path: Path) -> Path:
+    """Left: responses trained per second against trainer GPUs, one line per concurrency, your bound
+    (solid) and synchronous (dashed), 95% intervals over seeds. Right: the speed-up over synchronous as
+    measured, without the length tail and without the sync cost (t-intervals)."""
+    q3, q4 = res["Q3"], res["Q4"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.4), gridspec_kw={"width_ratios": [2, 1]})
+    concs = sorted({r["concurrency"] for r in q3["rows"]})
+    for i, c in enumerate(concs):
+        for rows, ls, name in ((q3["rows"], "-", f"k={q3['bound']}"), (q3["rows_synchronous"], "--", "sync")):
+            sel = sorted((r for r in rows if r["concurrency"] == c), key=lambda r: r["trainer_gpus"])
+            x = [r["trainer_gpus"] for r in sel]
+            y = np.array([r["samples_per_s"] for r in sel], float)
+            lo = np.array([r["samples_per_s_low"] for r in sel], float)
+            hi = np.array([r["samples_per_s_high"] for r in sel], float)
+            ax.errorbar(x, y, yerr=[np.nan_to_num(y - lo), np.nan_to_num(hi - y)], color=PALETTE[i % 7], ls=ls, marker="o",
+                        ms=4, capsize=3, label=f"{name}, {c} sequences per engine")
+    b = q3["best"]
+    ax.scatter([b["trainer_gpus"]], [b["samples_per_s"]], s=220, facecolors="none", edgecolors="black", linewidths=1.5,
+               label="best split", zorder=5)
+    ax.set_xticks(sorted({r["trainer_gpus"] for r in q3["rows"]}))
+    ax.set_xlabel(f"trainer GPUs (of {q3['facts']['gpus']}; the rest serve rollouts)")
+    ax.set_ylabel("responses trained per simulated second")
+    ax.set_title(f"Q3: split of {q3['facts']['gpus']} × {q3['facts']['gpu']}, {q3['facts']['model']}")
+    ax.legend(fontsize=7)
+    names = ("as measured", "no length tail", "no sync cost")
+    vals = [q4["speedup"], q4["speedup_no_tail"], q4["speedup_no_sync_cost"]]
+    for i, (n, v) in enumerate(zip(names, vals)):
+        err = [[max(0.0, v[0] - v[1])] if math.isfinite(v[1]) else [0.0], [max(0.0, v[2] - v[0])] if math.isfinite(v[2]) else [0.0]]
+        bx.bar(i, v[0], color=PALETTE[[0, 2, 4][i]], yerr=err, capsize=4, label=n)
+    bx.axhline(1.0, color="black", lw=0.8, ls=":")
+    bx.set_xticks(range(3), names, fontsize=8)
+    bx.set_ylabel("speed-up over synchronous (×, samples/s ratio)")
+    bx.set_title("Q4: speed-up and what drives it")
+    bx.legend(fontsize=7, loc="lower right")
+    _save(fig, path, ("png",))
+    return path
+
+
 def _rng(r) -> str:
     return "-" if r is None else f"{_fmt(r[0])} to {_fmt(r[1])}"
 
@@ -189,9 +227,114 @@ def render_md(res: dict, framework: str, source: str) -> str:
     out += ["", "Length buckets `mismatch/kl_k3_len1..4` are quarters of the longest response; the bit-string proxy's "
                 "responses all have one length, so only the last bucket is filled (the others are '-'): the length trend "
                 "needs the LM proxy. Figure: q5_gap.png."]
-    for q in ("Q3", "Q4", "Q7"):
-        out += ["", f"## {q}: not yet answered", "", res[q]["why"]]
+    out += _system_md(res)
     return "\n".join(out) + "\n"
+
+
+SYSTEM_PROXY = ("Source: the timing model of `sandbox plan --gpus N` (docs/plan.md#gpu-split), system only: "
+                "continuous-batching engines and a trainer timed from the hardware table (docs/system.md#hardware), "
+                "log-normal response lengths; not the learning proxy. What does not transfer: your engine's real "
+                "step costs, your prompt lengths and your length distribution unless you give them; the model is "
+                "the roofline reading of decoding and 40% MFU training.")
+
+
+def _iv(v) -> str:
+    return f"{_fmt(v[0])} {_ci(v[1], v[2])}"
+
+
+def _system_md(res: dict) -> list[str]:
+    q3, q4, q7 = res["Q3"], res["Q4"], res["Q7"]
+    if "why" in q3:
+        return sum((["", f"## {q}: not answered", "", res[q]["why"] + "."] for q in ("Q3", "Q4", "Q7")), [])
+    f, b, bs = q3["facts"], q3["best"], q3["best_synchronous"]
+    facts = "; ".join(f"{k} = {f[k]} ({f['source'].get(k, '')})" for k in ("gpus", "gpu", "model", "tp", "max_tokens",
+                                                                         "length_median", "length_sigma"))
+    out = ["", "## Q3: trainer/rollout split and concurrency per engine", "", SYSTEM_PROXY, "",
+           f"Facts: {facts}.", "",
+           f"**Best split at your bound (k={q3['bound']}, {q3['control'].get('kind')}"
+           + (f", {q3['control']['enforcement']}" if "enforcement" in q3["control"] else "")
+           + f"): {b['trainer_gpus']} trainer GPUs, {f['gpus'] - b['trainer_gpus']} for rollouts "
+           f"({(f['gpus'] - b['trainer_gpus']) // f['tp']} engine(s) of {f['tp']} GPU(s)), {b['concurrency']} sequences per engine** — "
+           f"{_fmt(b['samples_per_s'])} {_ci(b['samples_per_s_low'], b['samples_per_s_high'])} responses trained per second "
+           f"over {q3['seeds']} seeds of {q3['steps']} steps."]
+    if "margin" in b:
+        out.append(f"Ahead of the best split with another trainer count ({b['runner_up_trainer_gpus']} trainer GPUs, "
+                   f"{b['runner_up_concurrency']} per engine) by {_fmt(b['margin'])} {_ci(b['margin_low'], b['margin_high'])} "
+                   f"samples/s, paired by seed: " + ("distinguishable." if b["distinguishable"] else
+                                                     "NOT distinguishable with these seeds (the interval contains 0)."))
+    if q3.get("your_split"):
+        u = q3["your_split"]
+        out.append(f"Your split ({u['trainer_gpus']} trainer GPUs, best concurrency {u['concurrency']}): "
+                   f"{_fmt(u['samples_per_s'])} {_ci(u['samples_per_s_low'], u['samples_per_s_high'])} samples/s.")
+    out += ["", "| trainer GPUs | engines | per engine | samples/s at your bound [95% CI] | lag mean | dropped | trainer busy |"
+                " samples/s synchronous [95% CI] |", "|---:|---:|---:|---|---:|---:|---:|---|"]
+    sync = {(r["trainer_gpus"], r["concurrency"]): r for r in q3["rows_synchronous"]}
+    for r in q3["rows"]:
+        s_ = sync.get((r["trainer_gpus"], r["concurrency"]))
+        out.append(f"| {r['trainer_gpus']} | {r['engines']} | {r['concurrency']} | {_fmt(r['samples_per_s'])} "
+                   f"{_ci(r['samples_per_s_low'], r['samples_per_s_high'])} | {_fmt(r['lag_mean'])} | "
+                   f"{_fmt(r['dropped_fraction'])} | {_fmt(r['util_learner'])} | "
+                   + (f"{_fmt(s_['samples_per_s'])} {_ci(s_['samples_per_s_low'], s_['samples_per_s_high'])} |" if s_ else "- |"))
+    out += ["", "Figure: q3_split.png (left panel)."]
+    sp = q4["speedup"]
+    tail = q4["speedup_no_tail"][0] - sp[0]
+    sync_gain = q4["speedup_no_sync_cost"][0] - sp[0]
+    drivers = []
+    if math.isfinite(q4["tail_share"]):
+        if q4["tail_share"] > 0.25:
+            drivers.append(f"the length tail: without it the speed-up would be ×{_fmt(q4['speedup_no_tail'][0])}, so it "
+                           f"explains {q4['tail_share']:.0%} of the gain")
+        elif tail > 0:
+            drivers.append(f"the length tail lowers it (without the tail ×{_fmt(q4['speedup_no_tail'][0])}): the synchronous "
+                           "trainer waits for the longest response, but the tail also idles the asynchronous engines")
+        else:
+            drivers.append(f"the length tail is not what drives it (without the tail ×{_fmt(q4['speedup_no_tail'][0])})")
+    drivers.append(f"the sync cost {'barely matters' if abs(sync_gain) < 0.05 * max(sp[0], 1) else 'matters'} (without it "
+                   f"×{_fmt(q4['speedup_no_sync_cost'][0])}; one engine sync is {_fmt(q3['sync_time_s'])} s on this hardware)")
+    drivers.append("the rest is the overlap of generation with training that the bound allows")
+    out += ["", "## Q4: expected end-to-end speed-up over synchronous", "", SYSTEM_PROXY, "",
+            f"**Speed-up ×{_fmt(sp[0])} {_ci(sp[1], sp[2])}** (per seed: the best split at your bound over the best "
+            f"synchronous split, {bs['trainer_gpus']} trainer GPUs and {bs['concurrency']} per engine; t-interval over "
+            f"{q3['seeds']} seeds, the splits chosen on the same seeds). What drives it: " + "; ".join(drivers) + ".", "",
+            "| variant (same splits, same seeds) | speed-up [95% CI] |", "|---|---|",
+            f"| as measured | {_iv(sp)} |", f"| every response the median length (no tail) | {_iv(q4['speedup_no_tail'])} |",
+            f"| no weight-sync cost | {_iv(q4['speedup_no_sync_cost'])} |", "",
+            "Speed-up is in responses trained per second at equal hardware; it is not a time-to-accuracy ratio: "
+            "staler samples may need more steps (Q1, Q2). Figure: q3_split.png (right panel)."]
+    sm, pm, w = q7["summary"], q7["problems"], q7["most_dropping"]
+    wm = w["summary"]
+    g = lambda d, k: _iv(d[k]) if k in d else "-"  # noqa: E731
+    at = f"{w['trainer_gpus']} trainer GPUs, {w['concurrency']} per engine"
+    out += ["", "## Q7: does dropping stale samples bias training toward short problems?", "", SYSTEM_PROXY, "",
+            f"**On the best split: {q7['verdict']}** at your bound k={q7['bound']} with your stale-sample policy "
+            f"({q7['control'].get('kind')}, enforcement {q7['enforcement']}): consumed/generated mean length − 1 = "
+            f"{g(sm, 'length_bias')}, dropped fraction {g(sm, 'dropped_fraction')}. "
+            f"**On the split of the grid that drops most ({at}): {w['verdict']}**, length bias {g(wm, 'length_bias')}, "
+            f"dropped fraction {g(wm, 'dropped_fraction')}; there with problems whose lengths persist across epochs "
+            f"(256 prompts): **{q7['problems_verdict']}**, length bias {g(pm, 'length_bias')}, Spearman(problem length, "
+            f"problem dropped fraction) {g(pm, 'prompt_spearman')}.", "",
+            f"| measure (mean [95% CI] over seeds) | best split | {at} | {at}, 256 problems |", "|---|---|---|---|"]
+    for k, name in (("dropped_fraction", "dropped groups / decided groups"), ("dropped_fraction_long", "dropped, long groups"),
+                    ("dropped_fraction_short", "dropped, short groups"), ("length_generated_mean", "mean length generated"),
+                    ("length_consumed_mean", "mean length consumed"), ("length_generated_p90", "p90 generated"),
+                    ("length_consumed_p90", "p90 consumed"), ("length_ks", "KS distance consumed vs generated"),
+                    ("length_bias", "length bias (consumed / generated − 1)"),
+                    ("prompt_spearman", "Spearman(problem length, dropped fraction)"),
+                    ("prompts_never_consumed", "problems never trained on")):
+        out.append(f"| {name} | {g(sm, k)} | {g(wm, k)} | {g(pm, k)} |")
+    zero = "dropped_fraction" in sm and sm["dropped_fraction"][0] == 0
+    out += ["", "Verdict thresholds (claim drop_bias, docs/claims.md): biased when the mean is below −0.05 and the interval "
+                "below 0, negligible when the interval lies in (−0.05, 0.05)."
+            + (" Nothing was dropped on the best split: the trainer keeps up and no group outlives the bound, so the "
+               "consumed lengths are the generated ones." if zero else "")
+            + (f" Where groups are dropped ({at}), long and short groups are dropped at "
+               f"{_fmt(wm['dropped_fraction_long'][0])} and {_fmt(wm['dropped_fraction_short'][0])}: "
+               + ("about the same rate, so the drops there come from waiting behind a busy trainer, which does not "
+                  "select by length." if abs(wm['dropped_fraction_long'][0] - wm['dropped_fraction_short'][0]) < 0.05
+                  else "the long ones more often: the lag a group gathers while it is generated selects by length.")
+               if "dropped_fraction_long" in wm and wm["dropped_fraction"][0] > 0 else "")
+            + " Difficulty is not measured here: a long problem stands in for a hard one."]
+    return out
 
 
 def render_html(md_text: str, figures: dict[str, Path], res: dict, title: str) -> str:
@@ -228,10 +371,12 @@ def write_outputs(stage: Path, res: dict, framework: str, source: str) -> list[s
     """preflight.md, preflight.json, preflight.html and the figures into ``stage``."""
     figs = {"Q1": q1_figure(res, stage / "q1_stability.png"), "Q2": q2_figure(res, stage / "q2_ess.png"),
             "Q5": q5_figure(res, stage / "q5_gap.png")}
+    if "why" not in res["Q3"]:
+        figs["Q3"] = q3_figure(res, stage / "q3_split.png")
     md = render_md(res, framework, source)
     write_text(stage / "preflight.md", md)
     body = {**res, "framework": framework, "source": source, "proxy": PROXY,
             "Q6": {**res["Q6"], "framework_reasons": _q6_reasons(framework)}}
     write_text(stage / "preflight.json", json.dumps(body, indent=1, default=float, allow_nan=True) + "\n")
     write_text(stage / "preflight.html", render_html(md, figs, res, f"Preflight: {Path(source).name} ({framework})"))
-    return ["preflight.md", "preflight.json", "preflight.html", "q1_stability.png", "q2_ess.png", "q5_gap.png"]
+    return ["preflight.md", "preflight.json", "preflight.html", *(p.name for p in figs.values())]

@@ -73,6 +73,7 @@ GPUS: dict[str, GPU] = {
 MODELS: dict[str, Model] = {
     # Qwen2.5 model cards / config.json (Hugging Face Qwen/Qwen2.5-*): layers, KV heads, head dim 128
     "qwen2.5-1.5b": Model(params=1.54e9, layers=28, kv_heads=2, head_dim=128),
+    "qwen2.5-3b": Model(params=3.09e9, layers=36, kv_heads=2, head_dim=128),
     "qwen2.5-7b": Model(params=7.61e9, layers=28, kv_heads=4, head_dim=128),
     "qwen2.5-32b": Model(params=32.5e9, layers=64, kv_heads=8, head_dim=128),
     # Llama 3.1 8B / 70B model cards (meta-llama/Llama-3.1-*): 32/80 layers, 8 KV heads, head dim 128

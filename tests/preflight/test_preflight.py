@@ -65,7 +65,7 @@ def test_outputs_and_browser(safe, tmp_path):
     for n in names:
         assert (tmp_path / n).stat().st_size > 0
     body = json.loads((tmp_path / "preflight.json").read_text())
-    assert body["Q1"]["verdict"] == safe["Q1"]["verdict"] and body["Q3"]["verdict"] == "not yet answered"
+    assert body["Q1"]["verdict"] == safe["Q1"]["verdict"] and body["Q3"]["verdict"] == "not answered"
     md = (tmp_path / "preflight.md").read_text()
     assert "multiples of yours" in md and "What does not transfer" in md
     chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)

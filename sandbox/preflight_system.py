@@ -1,0 +1,371 @@
+"""Q3, Q4 and Q7 of ``sandbox preflight`` (:mod:`sandbox.preflight`; guide ``docs/preflight.md``): the
+trainer/rollout split, the speed-up over synchronous training and the drop bias, from system-only runs
+of the timing model of ``sandbox plan --gpus N`` (:mod:`sandbox.analysis.plan_split`: continuous-
+batching engines whose step costs and weight-sync time come from the hardware table, a trainer timed
+by ``(6 + 2r)·N·T / (gpus · peak · MFU)``, log-normal response lengths; docs/plan.md#gpu-split).
+
+**Cluster facts** (:func:`cluster_facts`): the total GPU count, the GPU kind, the model (a name of the
+hardware table, ``sandbox.system.hardware.MODELS``), the tensor-parallel size of an engine and the
+longest response come, first, from the flags (``--gpus``, ``--gpu``, ``--model``, ``--tp``,
+``--max-tokens``), then from the ``[cluster]`` table (``trainer_gpus + rollout_gpus``, ``gpu``), then from
+the keys of the imported config that hold them (:data:`CONFIG_KEYS`). Each fact records where it came
+from. Without a GPU count or a model the hardware table knows, Q3, Q4 and Q7 are not answered and the
+page names the flag that supplies the fact; a missing GPU kind is taken as H100 and said so.
+
+**Lengths.** A config holds the longest response, not the distribution: the median is
+``min(1000, max_tokens / 4)`` tokens and the log-length σ 1.0 unless ``--length-median`` /
+``--length-sigma`` give them (the page says which).
+
+**Runs.** For each trainer GPU count ``t`` of :func:`trainer_grid` and each per-engine concurrency,
+two configurations: your staleness control at your bound (``k₀ = max(bound, 1)``, its enforcement
+kept) and synchronous (``system.staleness = sync``), ``seeds`` seeds each. Q3's answer is the
+asynchronous configuration with the highest mean samples/s (``sandbox.analysis.plan_split.best_split``,
+with its paired margin over the runner-up). Q4's speed-up is, per seed ``s``, ``r_s = samples/s of the
+best asynchronous configuration / samples/s of the best synchronous one`` (each best over its own
+grid), and its Student t 95% interval over seeds. **What drives it**: the same two configurations
+rerun (same seeds) with every response the median length (``length_sigma = 0``: no length tail) and
+with no weight-sync cost (engine ``sync_time = 0`` and ``system.sync_delay = 0``); the share of the
+gain the tail explains is ``(r − r_no_tail) / (r − 1)``.
+
+**Q7** (:mod:`sandbox.analysis.drop_bias`, claim ``drop_bias``): the drop-bias summary of every seed
+of the best asynchronous configuration (your bound, your enforcement), of the configuration of the grid
+that drops the largest fraction of groups (where the engines out-run the trainer), and of that one
+with problems (256 prompts whose lengths persist across epochs, the ``drop_bias`` claim's
+:data:`sandbox.claims.drop_bias.PROMPTS`): ``length_bias = mean consumed / mean generated − 1`` with its
+t-interval, the dropped fractions of long and short groups, and the Spearman correlation over
+problems between a problem's mean length and its dropped fraction. Verdict (thresholds of the claim):
+*biased toward short responses* when the mean is below −0.05 and the interval is below 0;
+*negligible* when the interval is inside (−0.05, 0.05); *inconclusive* otherwise. Difficulty is not
+measured: a long problem stands in for a hard one (the page says so).
+
+**Time.** A system-only run costs about :data:`SECONDS_PER_SEQUENCE` per response simulated (measured
+on the development machine, 2 shared cores: 31–55 µs for 256 × 5 responses per step on 1–4 trainer
+GPUs, 40 µs over a whole --quick plan; the estimate counts the dropped and in-flight groups as one more
+batch).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .analysis.plan import staleness_for
+from .analysis.plan_split import SplitConfig, SplitOptions, best_split, simulate_split, split_configurations, t_interval
+from .claims.drop_bias import MATERIAL, NEGLIGIBLE, PROMPTS
+from .scenario import validate_scenario
+from .system.hardware import GPUS, MODELS
+
+SECONDS_PER_SEQUENCE = 5e-5
+"""Wall seconds per simulated response of a system-only split run (module docstring)."""
+QUICK = {"seeds": 3, "steps": 8, "trainers": 4, "concurrency": (64, 256)}
+FULL = {"seeds": 6, "steps": 24, "trainers": 7, "concurrency": (64, 128, 256)}
+DEFAULT_GPU = "H100"
+
+#: Per framework, the config keys holding a cluster fact (their values are recorded by the importer as
+#: rows it does not map). ``gpus``: keys whose product is the total; ``trainer``/``rollout``: products
+#: adding up to the total when both are known.
+CONFIG_KEYS: dict[str, dict[str, Any]] = {
+    "verl": {"gpus": ("trainer.n_gpus_per_node", "trainer.nnodes"), "model": "actor_rollout_ref.model.path",
+             "tp": "actor_rollout_ref.rollout.tensor_model_parallel_size", "max_tokens": "data.max_response_length"},
+    "verl-vcpo": {"model": "actor_rollout_ref.model.path", "tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+                  "max_tokens": "data.max_response_length"},
+    "trl": {"max_tokens": "max_completion_length"},
+    "openrlhf": {"trainer": ("actor.num_gpus_per_node", "actor.num_nodes"), "rollout": ("vllm.num_engines", "vllm.tensor_parallel_size"),
+                 "model": "model.pretrain", "tp": "vllm.tensor_parallel_size", "max_tokens": "rollout.max_new_tokens"},
+    "areal": {"allocation": "allocation_mode", "model": "actor.path", "max_tokens": "gconfig.max_new_tokens"},
+    "prime-rl": {"model": "model.name", "max_tokens": "orchestrator.sampling.max_tokens"},
+}
+
+
+class SystemPlanError(ValueError):
+    """A cluster fact out of range; the message names the flag."""
+
+
+def model_from_name(name: str) -> str | None:
+    """The hardware table's model for a checkpoint name: family and size both as tokens of the name
+    (``Qwen/Qwen2.5-Math-7B`` → ``qwen2.5-7b``; ``Meta-Llama-3.1-8B-Instruct`` → ``llama3.1-8b``); None
+    when no entry matches."""
+    low = name.lower().rsplit("/", 1)[-1]
+    low = re.sub(r"llama-(\d)", r"llama\1", low)
+    tokens = set(re.split(r"[-_/ ]+", low))
+    for key in MODELS:
+        family, size = key.rsplit("-", 1)
+        if family in tokens and size in tokens:
+            return key
+    return None
+
+
+@dataclass
+class Facts:
+    gpus: int | None = None
+    gpu: str = DEFAULT_GPU
+    model: str | None = None
+    tp: int = 1
+    max_tokens: int | None = None
+    length_median: float | None = None
+    length_sigma: float | None = None
+    trainer_gpus: int | None = None
+    source: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+    def lengths(self) -> tuple[float, float, int]:
+        mt = self.max_tokens or 8192
+        return (float(self.length_median or min(1000.0, mt / 4)), float(1.0 if self.length_sigma is None else self.length_sigma), mt)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def cluster_facts(rows, framework: str, flags: dict[str, Any], cluster: dict[str, Any] | None = None) -> Facts:
+    """The facts (module docstring) with the source of each; ``rows``: the importer's rows
+    (``key``, ``value``); ``flags``: ``gpus``, ``gpu``, ``model``, ``tp``, ``max_tokens``, ``length_median``,
+    ``length_sigma`` (None when not given)."""
+    f = Facts()
+    seen: dict[str, Any] = {}
+    for r in rows:
+        seen.setdefault(r.key, r.value)
+    keys = CONFIG_KEYS.get(framework, {})
+
+    def product(names) -> int | None:
+        vals = [_int(seen.get(n)) for n in names]
+        return math.prod(vals) if vals and all(v is not None for v in vals) else None
+
+    cfg_gpus = product(keys["gpus"]) if "gpus" in keys else None
+    if cfg_gpus is not None:
+        f.gpus, f.source["gpus"] = cfg_gpus, f"{' x '.join(keys['gpus'])} in the config"
+    if "trainer" in keys:
+        t, r = product(keys["trainer"]), product(keys["rollout"])
+        if t is not None and r is not None:
+            f.gpus, f.trainer_gpus = t + r, t
+            f.source["gpus"] = f"{' x '.join(keys['trainer'])} + {' x '.join(keys['rollout'])} in the config"
+    if "allocation" in keys and isinstance(seen.get(keys["allocation"]), str):
+        m = re.fullmatch(r"\w+\.d(\d+)p(\d+)t(\d+)\+d(\d+)p(\d+)t(\d+)", seen[keys["allocation"]])
+        if m:
+            rd, rp, rt, td, tp_, tt = map(int, m.groups())
+            f.gpus, f.trainer_gpus, f.tp = rd * rp * rt + td * tp_ * tt, td * tp_ * tt, rt * rp
+            f.source["gpus"] = f.source["tp"] = f"{keys['allocation']} = {seen[keys['allocation']]!r} in the config"
+    if "tp" in keys and _int(seen.get(keys["tp"])):
+        f.tp, f.source["tp"] = int(seen[keys["tp"]]), f"{keys['tp']} in the config"
+    if "max_tokens" in keys and _int(seen.get(keys["max_tokens"])):
+        f.max_tokens, f.source["max_tokens"] = int(seen[keys["max_tokens"]]), f"{keys['max_tokens']} in the config"
+    name = seen.get(keys.get("model", ""), None)
+    if isinstance(name, str):
+        f.model = model_from_name(name)
+        f.source["model"] = (f"{keys['model']} = {name!r} in the config" if f.model else
+                             f"{keys['model']} = {name!r} in the config is not in the hardware table "
+                             f"({', '.join(MODELS)}): give --model")
+    if cluster:
+        t, r = _int(cluster.get("trainer_gpus")), _int(cluster.get("rollout_gpus"))
+        if t is not None and r is not None:
+            f.gpus, f.trainer_gpus, f.source["gpus"] = t + r, t, "cluster.trainer_gpus + cluster.rollout_gpus"
+        if isinstance(cluster.get("gpu"), str):
+            f.gpu, f.source["gpu"] = cluster["gpu"], "cluster.gpu"
+    for key in ("gpus", "gpu", "model", "tp", "max_tokens", "length_median", "length_sigma"):
+        if flags.get(key) is not None:
+            setattr(f, key, flags[key])
+            f.source[key] = f"--{key.replace('_', '-')}"
+            if key == "gpus":
+                f.trainer_gpus = None
+    if f.gpu not in GPUS:
+        raise SystemPlanError(f"{'--gpu' if flags.get('gpu') else 'cluster.gpu'}: unknown GPU {f.gpu!r}; known: {', '.join(GPUS)}")
+    if flags.get("model") is not None and f.model not in MODELS:
+        raise SystemPlanError(f"--model: unknown model {f.model!r}; known: {', '.join(MODELS)}")
+    f.source.setdefault("gpu", f"not in the config: {DEFAULT_GPU} assumed (--gpu)")
+    if f.gpus is None:
+        f.missing.append("the total GPU count (--gpus N, or trainer_gpus and rollout_gpus in a --cluster file)")
+    elif f.gpus < 1 + f.tp:
+        raise SystemPlanError(f"--gpus: {f.gpus} GPUs cannot hold a trainer GPU and an engine of --tp {f.tp} GPU(s)")
+    if f.model is None:
+        f.missing.append("the model (--model, one of " + ", ".join(MODELS) + ")")
+    med, sig, mt = f.lengths()
+    f.source.setdefault("max_tokens", "not in the config: 8192 assumed (--max-tokens)")
+    f.source.setdefault("length_median", f"assumed min(1000, max_tokens / 4) = {med:g} (--length-median)")
+    f.source.setdefault("length_sigma", "assumed 1.0 (--length-sigma)")
+    if f.trainer_gpus is not None and not 1 <= f.trainer_gpus <= f.gpus - f.tp:
+        f.trainer_gpus = None
+    return f
+
+
+def trainer_grid(gpus: int, tp: int, n: int, include: int | None = None) -> list[int]:
+    """Trainer GPU counts ``t = gpus − tp·e`` (``e ≥ 1`` engines, ``t ≥ 1``: no GPU left idle), at most ``n`` of
+    them spread evenly on a log scale of ``t`` (all when there are at most ``n``), plus ``include`` (your own
+    split) when given."""
+    options = [gpus - tp * e for e in range(1, gpus) if gpus - tp * e >= 1]
+    if len(options) <= n:
+        grid = set(options)
+    else:
+        targets = np.exp(np.linspace(0, math.log(max(options)), n))
+        grid = {min(options, key=lambda t: abs(math.log(t) - math.log(x))) for x in targets}
+    if include is not None:
+        grid.add(include)
+    return sorted(grid)
+
+
+@dataclass
+class SystemPlan:
+    facts: Facts
+    seeds: int
+    steps: int
+    bound: int
+    control: dict
+    asynchronous: list[SplitConfig]
+    synchronous: list[SplitConfig]
+    seconds: float
+
+    @property
+    def runs(self) -> int:
+        return (len(self.asynchronous) + len(self.synchronous) + 4 + 1) * self.seeds
+
+    def weights(self) -> list[float]:
+        """One weight (estimated seconds) per progress tick of :func:`run_system_plan`."""
+        return [self.seconds / (len(self.asynchronous) + len(self.synchronous) + 4 + 1)] * (
+            len(self.asynchronous) + len(self.synchronous) + 4 + 1)
+
+
+def _seconds(cfg: SplitConfig, steps: int) -> float:
+    a = cfg.scenario.algorithm
+    return SECONDS_PER_SEQUENCE * (steps + 1) * a.groups_per_step * a.group_size
+
+
+def make_system_plan(data: dict, facts: Facts, quick: bool, bound: int) -> SystemPlan | None:
+    """The runs of Q3/Q4/Q7 (module docstring), or None when a fact is missing (``facts.missing``)."""
+    if facts.missing:
+        return None
+    size = QUICK if quick else FULL
+    med, sig, mt = facts.lengths()
+    k0 = max(bound, 1)
+    control = staleness_for(data["system"]["staleness"], k0)
+    base = copy.deepcopy(data)
+    base["system"]["staleness"] = control
+    opts = SplitOptions(gpus=facts.gpus, gpu=facts.gpu, model=facts.model, tp=facts.tp, concurrency=list(size["concurrency"]),
+                        trainer_gpus=trainer_grid(facts.gpus, facts.tp, size["trainers"], facts.trainer_gpus),
+                        length_median=med, length_sigma=sig, max_tokens=mt)
+    G = int(base["algorithm"]["group_size"])
+    opts.concurrency = sorted({max(c, G) for c in opts.concurrency})
+    try:
+        asy = split_configurations(base, "preflight (your bound)", opts)
+        syn = split_configurations(base, "preflight (synchronous)", SplitOptions(**{**opts.__dict__, "k_max": 0}))
+    except Exception as exc:  # a ScenarioError naming the option (e.g. a model that does not fit)
+        raise SystemPlanError(str(exc)) from None
+    per = _seconds(asy[0], size["steps"])
+    seconds = per * size["seeds"] * (len(asy) + len(syn) + 4 + 1)
+    return SystemPlan(facts, size["seeds"], size["steps"], k0, control, asy, syn, seconds)
+
+
+def _variant(cfg: SplitConfig, gen: dict | None = None, system: dict | None = None) -> SplitConfig:
+    d = cfg.scenario.model_dump(mode="json", exclude_none=True)
+    d["system"]["generation_time"].update(gen or {})
+    d["system"].update(system or {})
+    return SplitConfig(cfg.trainer_gpus, cfg.engines, cfg.concurrency, validate_scenario(d, f"preflight {cfg.label}"))
+
+
+def _rate(m) -> float:
+    return m.samples / m.sim_time if m.sim_time > 0 else math.nan
+
+
+def _bias_summary(per_seed: list[dict]) -> dict:
+    col = lambda k: np.array([d.get(k, math.nan) for d in per_seed], dtype=float)  # noqa: E731
+    out = {}
+    for key in ("length_bias", "dropped_fraction", "dropped_fraction_long", "dropped_fraction_short",
+                "length_generated_mean", "length_consumed_mean", "length_generated_p90", "length_consumed_p90",
+                "length_ks", "prompt_spearman", "prompts_never_consumed"):
+        v = col(key)
+        if np.isfinite(v).any():
+            out[key] = list(t_interval(v))
+    return out
+
+
+def bias_verdict(interval: list[float] | None) -> str:
+    if interval is None or not math.isfinite(interval[0]):
+        return "not measured"
+    m, lo, hi = interval
+    if m < MATERIAL and math.isfinite(hi) and hi < 0:
+        return "biased toward short responses"
+    if math.isfinite(lo) and NEGLIGIBLE[0] < lo and hi < NEGLIGIBLE[1]:
+        return "negligible"
+    return "inconclusive (the interval reaches past a threshold)"
+
+
+def run_system_plan(sp: SystemPlan, advance: Callable[[str], None] | None = None) -> dict:
+    """Run the plan; the Q3, Q4 and Q7 answers (module docstring) as plain numbers."""
+    tick = advance or (lambda label: None)
+    seeds = range(sp.seeds)
+
+    def sweep(configs, with_bias=False):
+        rows, per_seed, bias = [], {}, {}
+        for c in configs:
+            ms = [simulate_split(c, sp.steps, s, with_drop_bias=with_bias) for s in seeds]
+            rates = [_rate(m) for m in ms]
+            per_seed[c.label] = rates
+            mean, lo, hi = t_interval(rates)
+            lags = np.concatenate([m.lags for m in ms])
+            taken = sum(m.dropped + m.consumed for m in ms)
+            rows.append({"trainer_gpus": c.trainer_gpus, "engines": c.engines, "concurrency": c.concurrency,
+                         "samples_per_s": mean, "samples_per_s_low": lo, "samples_per_s_high": hi,
+                         "lag_mean": float(lags.mean()) if lags.size else math.nan,
+                         "dropped_fraction": sum(m.dropped for m in ms) / taken if taken else math.nan,
+                         "util_learner": float(np.mean([m.util_learner for m in ms]))})
+            if with_bias:
+                bias[c.label] = [m.drop_bias for m in ms]
+            tick(c.label)
+        return rows, per_seed, bias
+
+    a_rows, a_seed, a_bias = sweep(sp.asynchronous, with_bias=True)
+    s_rows, s_seed, _ = sweep(sp.synchronous)
+    best_a, best_s = best_split(a_rows, a_seed), best_split(s_rows, s_seed)
+    pick = lambda cfgs, b: next(c for c in cfgs if c.trainer_gpus == b["trainer_gpus"] and c.concurrency == b["concurrency"])  # noqa: E731
+    ca, cs = pick(sp.asynchronous, best_a), pick(sp.synchronous, best_s)
+    ratio = np.array(a_seed[ca.label]) / np.array(s_seed[cs.label])
+
+    def rerun(gen=None, system=None, label=""):
+        va, vs = _variant(ca, gen, system), _variant(cs, gen, system)
+        ra = [_rate(simulate_split(va, sp.steps, s)) for s in seeds]
+        tick(f"{label} async")
+        rs = [_rate(simulate_split(vs, sp.steps, s)) for s in seeds]
+        tick(f"{label} sync")
+        return list(t_interval(np.array(ra) / np.array(rs)))
+
+    no_tail = rerun({"length_sigma": 0.0, "tail_alpha": None}, None, "no tail")
+    no_sync = rerun({"sync_time": 0.0}, {"sync_delay": {"kind": "constant", "value": 0.0}}, "no sync cost")
+    speed = list(t_interval(ratio))
+    tail_share = (speed[0] - no_tail[0]) / (speed[0] - 1) if abs(speed[0] - 1) > 1e-9 else math.nan
+    sync_share = (no_sync[0] - speed[0]) / (speed[0] - 1) if abs(speed[0] - 1) > 1e-9 else math.nan
+    worst_row = max(a_rows, key=lambda r: (r["dropped_fraction"] if math.isfinite(r["dropped_fraction"]) else -1.0,
+                                            -r["trainer_gpus"], -r["concurrency"]))
+    cw = pick(sp.asynchronous, worst_row)
+    prompts = _variant(cw, {**PROMPTS})
+    p_bias = [simulate_split(prompts, sp.steps, s, with_drop_bias=True).drop_bias for s in seeds]
+    tick("Q7 problems")
+    user = None
+    if sp.facts.trainer_gpus is not None:
+        mine = [r for r in a_rows if r["trainer_gpus"] == sp.facts.trainer_gpus]
+        user = max(mine, key=lambda r: r["samples_per_s"]) if mine else None
+    bias = _bias_summary(a_bias[ca.label])
+    wbias = _bias_summary(a_bias[cw.label])
+    pbias = _bias_summary(p_bias)
+    gen = ca.scenario.system.generation_time
+    f = sp.facts
+    return {
+        "facts": {"gpus": f.gpus, "gpu": f.gpu, "model": f.model, "tp": f.tp, "max_tokens": f.max_tokens,
+                  "length_median": gen.length_median, "length_sigma": gen.length_sigma, "trainer_gpus": f.trainer_gpus,
+                  "source": f.source},
+        "seeds": sp.seeds, "steps": sp.steps, "bound": sp.bound, "control": sp.control,
+        "Q3": {"verdict": f"{best_a['trainer_gpus']} trainer GPUs, {f.gpus - best_a['trainer_gpus']} for rollouts, "
+                          f"{best_a['concurrency']} sequences per engine",
+               "best": best_a, "best_synchronous": best_s, "rows": a_rows, "rows_synchronous": s_rows, "your_split": user,
+               "sync_time_s": gen.sync_time, "step_base_s": gen.step_base},
+        "Q4": {"verdict": f"×{speed[0]:.2f}", "speedup": speed, "speedup_no_tail": no_tail, "speedup_no_sync_cost": no_sync,
+               "tail_share": tail_share, "sync_share": sync_share,
+               "per_seed": [float(x) for x in ratio]},
+        "Q7": {"verdict": bias_verdict(bias.get("length_bias")), "bound": sp.bound, "enforcement": sp.control.get("enforcement", "-"),
+               "control": sp.control, "summary": bias,
+               "most_dropping": {"trainer_gpus": cw.trainer_gpus, "concurrency": cw.concurrency, "summary": wbias,
+                                 "verdict": bias_verdict(wbias.get("length_bias"))},
+               "problems": pbias, "problems_verdict": bias_verdict(pbias.get("length_bias"))},
+    }
