@@ -1127,9 +1127,11 @@ def preflight(
                 raise ConfigImportError(f"--budget: {budget!r} is not a duration (e.g. 10m, 90s)")
         table = read_cluster(user_path(cluster)) if cluster is not None else None
         imp = import_config(config, framework, cluster=table)
+        lm = None if quick else import_config(config, framework, proxy="lm", cluster=table).data
         facts = cluster_facts(imp.rows, framework, {"gpus": gpus, "gpu": gpu, "model": model, "tp": tp, "max_tokens": max_tokens,
                                                     "length_median": length_median, "length_sigma": length_sigma}, table)
-        plan = make_plan(imp.data, quick=quick, seeds=seeds, lr_mult=lr_mult, budget=seconds, framework=framework, facts=facts)
+        plan = make_plan(imp.data, quick=quick, seeds=seeds, lr_mult=lr_mult, budget=seconds, framework=framework, facts=facts,
+                         lm_data=lm)
         check_plan(plan)
         if facts.missing:
             console.print("Q3/Q4/Q7 will not be answered: missing " + escape("; ".join(facts.missing)))

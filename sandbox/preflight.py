@@ -57,6 +57,15 @@ ALTERNATIVES: dict[str, dict] = {
     "m2po_mask": {"name": "m2po_mask"},
 }
 Q6_STEPS = 20
+#: Q5 on the LM proxy (default budget; ``--quick`` keeps the bit-string task): the LM proxy's batch of 8
+#: prompts, your group size up to 16, at most 60 steps, every seed a replica with the shared schedule (the
+#: lag is fixed at your bound, so the schedule cannot differ between seeds: docs/preflight.md).
+LM_Q5 = {"groups_per_step": 8, "max_group_size": 16, "steps": 60}
+LM_REPLICA_STEP_S = 0.17
+"""Wall seconds per LM replica and step (the shipped lm_mission's 8 x 8 batch: 3 seeds x 7 runs x 200 steps in
+about 6 minutes with 2 processes on 2 cores); the budget estimate of the LM counts replicas as batched, so
+a preflight prices an LM run at ``max(estimate, this x replicas x steps)``."""
+PROXY_NAMES = {"bitstring": "bit-string proxy", "lm": "LM proxy"}
 #: Q5's engine when the imported scenario has none: logit noise on the bit-string policy's logits
 #: (docs/engines.md#logit_noise); its size is a modelling choice, not a measurement of the user's engine.
 Q5_ENGINE = {"name": "logit_noise", "scale": 0.05}
@@ -147,9 +156,11 @@ def fixed_lag(k: int) -> dict:
 
 
 def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult: float = 1.0,
-              budget: float | None = None, framework: str = "", facts: Facts | None = None) -> Plan:
+              budget: float | None = None, framework: str = "", facts: Facts | None = None,
+              lm_data: dict | None = None) -> Plan:
     """The runs of a preflight of the imported scenario ``data`` (its TOML as a dict); ``facts``: the
-    cluster facts of Q3/Q4/Q7 (:func:`sandbox.preflight_system.cluster_facts`; None: not answered)."""
+    cluster facts of Q3/Q4/Q7 (:func:`sandbox.preflight_system.cluster_facts`; None: not answered);
+    ``lm_data``: the same config imported on the LM proxy, for Q5 (default budget only; :data:`LM_Q5`)."""
     size = QUICK if quick else FULL
     seeds = int(seeds or size["seeds"])
     if seeds < 2:
@@ -174,7 +185,10 @@ def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult:
             alts[name] = c
     for name, c in alts.items():
         plan.jobs.append(Job("Q2", name, _scenario_data(data, seeds, steps, fixed_lag(k0), lr * lr_mult, c), k0, lr_mult, name))
-    q5 = _scenario_data(data, seeds, steps, fixed_lag(k0), lr * lr_mult)
+    if lm_data is not None and not quick:
+        q5 = lm_q5_data(lm_data, seeds, k0, lr_mult)
+    else:
+        q5 = _scenario_data(data, seeds, steps, fixed_lag(k0), lr * lr_mult)
     q5.setdefault("engine", dict(Q5_ENGINE))
     if q5["engine"].get("name", "exact") == "exact":
         q5["engine"] = dict(Q5_ENGINE)
@@ -184,10 +198,28 @@ def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult:
     plan.jobs.append(Job("Q6", "async k_max=0", _scenario_data(data, seeds, Q6_STEPS, q6, lr), 0))
     for j in plan.jobs:
         j.seconds = estimate(validate_scenario(j.data, f"preflight run {j.label}")).seconds
+        if j.data["task"]["name"] == "lm":
+            j.seconds = max(j.seconds, LM_REPLICA_STEP_S * seeds * j.data["run"]["steps"])
     plan.facts = facts
     if facts is not None:
         plan.system = make_system_plan(data, facts, quick, k_user)
     return plan
+
+
+def lm_q5_data(lm: dict, seeds: int, k: int, lr_mult: float) -> dict:
+    """Q5's run on the LM proxy (:data:`LM_Q5`): your objective, correction and optimizer on the LM task at
+    lag ``k`` and the LM proxy's learning rate times ``lr_mult``; seeds as replicas of the shared schedule
+    (with a fixed lag every seed trains on samples exactly ``k`` versions old, so sharing the schedule
+    changes nothing a seed sees)."""
+    a = lm["algorithm"]
+    G = min(int(a["group_size"]), LM_Q5["max_group_size"])
+    B = LM_Q5["groups_per_step"]
+    d = _scenario_data(lm, seeds, min(int(lm["run"]["steps"]), LM_Q5["steps"]), fixed_lag(k), float(a["optimizer"]["lr"]) * lr_mult)
+    d["run"]["schedules"] = "shared"
+    d["algorithm"]["group_size"], d["algorithm"]["groups_per_step"] = G, B
+    if B % int(d["algorithm"].get("minibatches", 1)):
+        d["algorithm"]["minibatches"] = math.gcd(B, int(d["algorithm"]["minibatches"]))
+    return d
 
 
 def check_plan(plan: Plan) -> None:
@@ -348,6 +380,8 @@ def run_plan(plan: Plan) -> dict:
                                                              if c["bound"] == k0 and c["verdict"] == "safe"], default=None)},
         "Q2": {"verdict": yours["verdict"], "bound": k0, "lr_multiplier": plan.mult, "rows": q2},
         "Q5": {"verdict": "ranges", "bound": k0, "lr_multiplier": plan.mult, "engine": q5_job.data["engine"],
+               "proxy": q5_job.data["task"]["name"], "steps": q5_job.data["run"]["steps"],
+               "batch": [q5_job.data["algorithm"]["groups_per_step"], q5_job.data["algorithm"]["group_size"]],
                "framework_metrics": _ranges(q5_res, FRAMEWORK_METRICS.get(plan.framework, ())),
                "sandbox_metrics": _ranges(q5_res, SANDBOX_METRICS), "length_buckets": _ranges(q5_res, BUCKETS)},
         "Q6": {"bitwise_equal": same, "differing_metrics": diffs, "steps": Q6_STEPS,

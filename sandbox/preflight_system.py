@@ -63,7 +63,7 @@ from .system.hardware import GPUS, MODELS
 SECONDS_PER_SEQUENCE = 5e-5
 """Wall seconds per simulated response of a system-only split run (module docstring)."""
 QUICK = {"seeds": 3, "steps": 8, "trainers": 4, "concurrency": (64, 256)}
-FULL = {"seeds": 6, "steps": 24, "trainers": 7, "concurrency": (64, 128, 256)}
+FULL = {"seeds": 5, "steps": 20, "trainers": 6, "concurrency": (64, 128, 256)}
 DEFAULT_GPU = "H100"
 
 #: Per framework, the config keys holding a cluster fact (their values are recorded by the importer as

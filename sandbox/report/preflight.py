@@ -16,6 +16,12 @@ from ..outputs import write_text
 from ..plots import PALETTE, _save, plt
 from .html import _img, _page
 
+LM_PROXY = ("Q5's proxy (default budget): the small LM of the shipped lm_mission scenario (a 2-layer transformer of "
+            "about 1e5 parameters on 3-digit addition, responses of several lengths), with your objective, correction "
+            "and optimizer kind at its own base learning rate times your multiplier, a batch of 8 prompts x your group "
+            "size (at most 16), every sample exactly your bound old. ")
+SOURCES = ("Sources: Q1, Q2, Q6 from the bit-string proxy; Q5 from the {q5} proxy; Q3, Q4, Q7 from the timing model of "
+           "`sandbox plan --gpus N` (no learning).")
 PROXY = ("Proxy: the bit-string task (16-bit strings, a logistic policy per bit) of the shipped quickstart scenario, "
          "trained with your objective, correction, batch shape and optimizer kind. What does not transfer: absolute "
          "learning rates (reported as multipliers of yours), absolute times, and anything that depends on model size, "
@@ -119,7 +125,8 @@ def q5_figure(res: dict, path: Path) -> Path:
         ax.plot(x, 0.5 * (lo + hi), color=PALETTE[i], label=f"{name} (band: min-max over seeds)")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("per-token k3 KL (nats)")
-    ax.set_title(f"Q5: engine mismatch vs staleness gap at k={q5['bound']} ({q5['engine']['name']} engine)")
+    proxy = "LM proxy" if q5.get("proxy") == "lm" else "bit-string proxy"
+    ax.set_title(f"Q5: engine mismatch vs staleness gap at k={q5['bound']} ({q5['engine']['name']} engine, {proxy})")
     ax.legend(fontsize=8)
     _save(fig, path, ("png",))
     return path
@@ -179,6 +186,7 @@ def render_md(res: dict, framework: str, source: str) -> str:
            f"{p['runs']} runs, {p['seeds']} seeds each, {p['steps']} steps ({'--quick' if p['quick'] else 'default budget'}); "
            f"estimated {p['estimated_s']:.0f} s, took {p['wall_s']:.0f} s. Your lag bound: {p['user_bound']} versions; "
            f"your correction: {p['user_correction']}. Learning rates are multiples of yours.", "", PROXY, "",
+           SOURCES.format(q5="LM" if res["Q5"].get("proxy") == "lm" else "bit-string"), "",
            "## Q1: safe staleness bound and learning rate", "",
            f"**Verdict at your bound (k={q1['at']['bound']}, lr ×{q1['at']['lr_multiplier']:g}): {u['verdict']}** — "
            f"{u['collapsed']}/{u['seeds']} seeds collapsed (rate 95% interval {_ci(*u['collapse_interval'])}); final "
@@ -212,8 +220,11 @@ def render_md(res: dict, framework: str, source: str) -> str:
             "(docs/promotion.md):", ""]
     out += [f"- {r}" for r in _q6_reasons(framework)]
     q5 = res["Q5"]
+    lm = q5.get("proxy") == "lm"
     out += ["", "## Q5: expected mismatch and staleness gap in your framework's metrics", "",
-            f"**Ranges** over seeds of each seed's mean in the first and last quarter of {p['steps']} steps at k={q5['bound']}, "
+            (LM_PROXY if lm else "Q5's proxy: the bit-string task (above). ")
+            + f"Batch: {q5.get('batch', ['?', '?'])[0]} prompts x {q5.get('batch', ['?', '?'])[1]} responses.", "",
+            f"**Ranges** over seeds of each seed's mean in the first and last quarter of {q5.get('steps', p['steps'])} steps at k={q5['bound']}, "
             f"lr ×{q5['lr_multiplier']:g}, engine {', '.join(f'{k}={v}' for k, v in q5['engine'].items())} (docs/engines.md). The staleness part is what your bound "
             "adds; the mismatch part's size is the engine model's, not a measurement of your engine: compare the trend "
             "(flat or growing over steps) and the ratio of the two parts with your logs, not the absolute values.", "",
@@ -224,9 +235,15 @@ def render_md(res: dict, framework: str, source: str) -> str:
                                  "the sandbox's own names are given.")
     for name, r in rows.items():
         out.append(f"| `{name}` | {_rng(r['first_quarter'])} | {_rng(r['last_quarter'])} |")
-    out += ["", "Length buckets `mismatch/kl_k3_len1..4` are quarters of the longest response; the bit-string proxy's "
-                "responses all have one length, so only the last bucket is filled (the others are '-'): the length trend "
-                "needs the LM proxy. Figure: q5_gap.png."]
+    if lm:
+        filled = [n for n, r in q5["length_buckets"].items() if r["last_quarter"] is not None]
+        out += ["", f"Length buckets `mismatch/kl_k3_len1..4` are quarters of the longest response; on the LM proxy "
+                    f"{len(filled)} of 4 are filled ('-': no response of that length). Whether the mismatch grows with "
+                    "length is read across the filled buckets. Figure: q5_gap.png."]
+    else:
+        out += ["", "Length buckets `mismatch/kl_k3_len1..4` are quarters of the longest response; the bit-string proxy's "
+                    "responses all have one length, so only the last bucket is filled (the others are '-'): the length "
+                    "trend needs the LM proxy (the default budget, not --quick). Figure: q5_gap.png."]
     out += _system_md(res)
     return "\n".join(out) + "\n"
 
