@@ -1088,7 +1088,7 @@ def preflight(
     config: Path = typer.Argument(..., help="The framework's config (any format `sandbox import` reads)."),
     framework: str = typer.Option(..., "--framework", "-f", help="The framework the config is written for (sandbox import --list)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: preflight/<config name>-<framework>)."),
-    quick: bool = typer.Option(False, "--quick", help="At most 2 minutes: 4 seeds, 60 steps, a 3 x 4 map."),
+    quick: bool = typer.Option(False, "--quick", help="At most 2 minutes: 4 seeds, 60 steps, a 3 x 4 map, Q5 on the bit-string proxy, a coarser split."),
     budget: Optional[str] = typer.Option(None, "--budget", help="Wall-time budget, e.g. 10m or 90s (default 10m; --quick 2m)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", min=2, help="Seeds per cell (default 8; --quick 4)."),
     lr_mult: float = typer.Option(1.0, "--lr-mult", help="The learning-rate multiplier (of yours) Q2 compares corrections at and the map centres on."),
@@ -1103,8 +1103,9 @@ def preflight(
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress display."),
 ):
     """Import CONFIG, plan a bounded set of simulations around its staleness bound, learning rate and
-    correction on the bit-string proxy, run them over seeds, and write preflight.md, preflight.json and
-    preflight.html with one verdict per question (docs/preflight.md).
+    correction (Q1, Q2, Q6 on the bit-string proxy, Q5 on the LM proxy or with --quick the bit-string one,
+    Q3, Q4, Q7 on the timing model of `sandbox plan --gpus`), run them over seeds, and write preflight.md,
+    preflight.json and preflight.html with one verdict per question (docs/preflight.md).
 
     Exit status: 0 written, 2 bad input or a plan over its budget (the message names what shrinks it).
     """

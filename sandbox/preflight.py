@@ -365,6 +365,7 @@ def run_plan(plan: Plan) -> dict:
                        "ess_mean": mean_interval(np.array(o["ess"])),
                        "time_to_target": mean_interval(np.array(tt)) if tt else [math.nan] * 3,
                        "reached": len(tt)})
+    mark_slower(q2)
     yours = q2[0]
     q5_job = next(j for j in plan.jobs if j.question == "Q5")
     q5_res = done[("Q5", q5_job.label)]
@@ -378,7 +379,7 @@ def run_plan(plan: Plan) -> dict:
                "cells": cells, "theory_boundary": theory_curve,
                "largest_safe_multiplier_at_your_bound": max([c["lr_multiplier"] for c in cells
                                                              if c["bound"] == k0 and c["verdict"] == "safe"], default=None)},
-        "Q2": {"verdict": yours["verdict"], "bound": k0, "lr_multiplier": plan.mult, "rows": q2},
+        "Q2": {"verdict": yours["verdict"] + (", slower" if yours["slower"] else ""), "bound": k0, "lr_multiplier": plan.mult, "rows": q2},
         "Q5": {"verdict": "ranges", "bound": k0, "lr_multiplier": plan.mult, "engine": q5_job.data["engine"],
                "proxy": q5_job.data["task"]["name"], "steps": q5_job.data["run"]["steps"],
                "batch": [q5_job.data["algorithm"]["groups_per_step"], q5_job.data["algorithm"]["group_size"]],
@@ -389,6 +390,23 @@ def run_plan(plan: Plan) -> dict:
                "final_async0": float(asy.summary["final_expected_reward"])},
         **system_answers(plan, system),
     }
+
+
+def mark_slower(rows: list[dict]) -> None:
+    """Q2's *slower* mark: "safe" only says no seed collapsed. The fastest row is the one reaching the target on
+    the most seeds, then with the smallest mean time to target; a row is slower when it reaches the target on
+    fewer seeds than the fastest, or its time-to-target interval lies wholly above the fastest's."""
+    def key(r):
+        t = r["time_to_target"][0]
+        return (-r["reached"], t if math.isfinite(t) else math.inf)
+
+    fastest = min(rows, key=key)
+    f_hi = fastest["time_to_target"][2]
+    for r in rows:
+        lo = r["time_to_target"][1]
+        r["slower"] = bool(r is not fastest and (r["reached"] < fastest["reached"]
+                                                 or (math.isfinite(lo) and math.isfinite(f_hi) and lo > f_hi)))
+        r["fastest"] = fastest["correction"]
 
 
 def system_answers(plan: Plan, system: dict | None) -> dict:

@@ -203,15 +203,18 @@ def render_md(res: dict, framework: str, source: str) -> str:
                 "gradient descent on a quadratic. Figure: q1_stability.png.", "",
             "## Q2: your correction against the alternatives", "",
             f"**Verdict for yours: {q2['verdict']}** at k={q2['bound']}, lr ×{q2['lr_multiplier']:g}.", "",
-            "| correction | verdict | collapsed | collapse rate 95% CI | final reward [95% CI] | mean ESS/N [95% CI] | time to target (sim s) [95% CI] | seeds reaching |",
-            "|---|---|---:|---|---|---|---|---:|"]
+            "| correction | verdict | collapsed | collapse rate 95% CI | final reward [95% CI] | mean ESS/N [95% CI] | time to target (sim s) [95% CI] | seeds reaching | slower |",
+            "|---|---|---:|---|---|---|---|---:|---|"]
     for r in q2["rows"]:
         e, t = r["ess_mean"], r["time_to_target"]
         out.append(f"| {r['correction']} | {r['verdict']} | {r['collapsed']}/{r['seeds']} | {_ci(*r['collapse_interval'])} | "
                    f"{_fmt(r['final_reward'])} {_ci(*r['final_reward_interval'])} | {_fmt(e[0])} {_ci(e[1], e[2])} | "
-                   f"{_fmt(t[0])} {_ci(t[1], t[2])} | {r['reached']}/{r['seeds']} |")
+                   f"{_fmt(t[0])} {_ci(t[1], t[2])} | {r['reached']}/{r['seeds']} | {'yes' if r.get('slower') else ''} |")
     out += ["", "Time to target is in the proxy's simulated seconds (its own target rule, docs/time_to_target.md); compare "
-                "the corrections with each other, not with your wall clock. Figure: q2_ess.png.", "",
+                "the corrections with each other, not with your wall clock. *safe* means only that no seed collapsed; "
+                f"*slower* marks a correction that reached the target on fewer seeds than the fastest "
+                f"({q2['rows'][0].get('fastest', '-')}) or whose time-to-target interval lies wholly above the fastest's. "
+                "Figure: q2_ess.png.", "",
             "## Q6: staleness-0 asynchronous vs synchronous", "",
             f"**In the sandbox: {'bitwise equal' if q6['bitwise_equal'] else 'NOT bitwise equal'}** over {q6['steps']} steps "
             f"(every metric of the async run with k_max = 0 against the synchronous run, same seeds"

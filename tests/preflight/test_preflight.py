@@ -47,7 +47,7 @@ def test_known_unsafe_is_unsafe(unsafe):
 
 def test_known_safe_is_not_unsafe(safe):
     assert safe["Q1"]["verdict"] == "safe", safe["Q1"]["user_cell"]
-    assert safe["Q2"]["verdict"] == "safe"
+    assert safe["Q2"]["rows"][0]["verdict"] == "safe" and safe["Q2"]["verdict"].startswith("safe")
     assert safe["Q6"]["bitwise_equal"]
 
 
@@ -74,6 +74,15 @@ def test_outputs_and_browser(safe, tmp_path):
     res = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
                           (tmp_path / "preflight.html").as_uri()], capture_output=True, text=True, timeout=120)
     assert "Q1: safe staleness bound" in res.stdout and "<img" in res.stdout
+
+
+def test_slower_marks_time_to_target_not_collapse():
+    row = lambda name, reached, t: {"correction": name, "reached": reached, "time_to_target": t}  # noqa: E731
+    rows = [row("yours", 4, [30.0, 28.0, 32.0]), row("tis", 4, [20.0, 18.0, 22.0]), row("m2po", 4, [23.0, 21.0, 25.0]),
+            row("none", 2, [19.0, 10.0, 28.0])]
+    P.mark_slower(rows)
+    assert [r["slower"] for r in rows] == [True, False, False, True]   # 28 > 22; 21 <= 22 overlaps; fewer seeds
+    assert rows[0]["fastest"] == "tis"
 
 
 def test_over_budget_refused_naming_option():
