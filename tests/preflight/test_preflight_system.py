@@ -142,3 +142,23 @@ def test_trl_page_in_chromium(trl_run):
     assert dom.count("<img") == 4, dom.count("<img")
     for head in ("Q3: trainer/rollout split", "Q4: expected end-to-end speed-up", "Q7: does dropping"):
         assert head in dom
+
+
+def test_qwen25_3b_hand_values():
+    from sandbox.system.hardware import MODELS
+
+    m = MODELS["qwen2.5-3b"]  # Qwen/Qwen2.5-3B config.json: 36 layers, 2 KV heads, head dim 2048 / 16 = 128
+    assert m.kv_bytes_per_token() == 2 * 36 * 2 * 128 * 2 == 36864
+    assert m.weight_bytes() == 6.18e9
+
+
+def test_split_run_drop_bias_matches_its_own_counts():
+    from sandbox.analysis.plan_split import SplitOptions, simulate_split, split_configurations
+
+    imp = import_config(DATA / "verl_gsm8k_async.yaml", "verl")
+    cfg = split_configurations(imp.data, "t", SplitOptions(gpus=8, model="qwen2.5-3b", tp=2, trainer_gpus=[2],
+                                                           concurrency=[256], length_median=256, max_tokens=1024))[0]
+    m = simulate_split(cfg, 6, 0, with_drop_bias=True)
+    assert m.drop_bias["groups_dropped"] == m.dropped > 0
+    assert m.drop_bias["groups_decided"] == m.dropped + m.consumed
+    assert simulate_split(cfg, 6, 0).drop_bias is None
