@@ -312,7 +312,7 @@ def _system_md(res: dict) -> list[str]:
     drivers.append(f"the sync cost {'barely matters' if abs(sync_gain) < 0.05 * max(sp[0], 1) else 'matters'} (without it "
                    f"×{_fmt(q4['speedup_no_sync_cost'][0])}; one engine sync is {_fmt(q3['sync_time_s'])} s on this hardware)")
     drivers.append("the rest is the overlap of generation with training that the bound allows")
-    out += ["", "## Q4: expected end-to-end speed-up over synchronous", "", SYSTEM_PROXY, "",
+    out += ["", "## Q4: expected end-to-end speed-up over synchronous", "", "Source: the timing model, as Q3.", "",
             f"**Speed-up ×{_fmt(sp[0])} {_ci(sp[1], sp[2])}** (per seed: the best split at your bound over the best "
             f"synchronous split, {bs['trainer_gpus']} trainer GPUs and {bs['concurrency']} per engine; t-interval over "
             f"{q3['seeds']} seeds, the splits chosen on the same seeds). What drives it: " + "; ".join(drivers) + ".", "",
@@ -325,7 +325,8 @@ def _system_md(res: dict) -> list[str]:
     wm = w["summary"]
     g = lambda d, k: _iv(d[k]) if k in d else "-"  # noqa: E731
     at = f"{w['trainer_gpus']} trainer GPUs, {w['concurrency']} per engine"
-    out += ["", "## Q7: does dropping stale samples bias training toward short problems?", "", SYSTEM_PROXY, "",
+    out += ["", "## Q7: does dropping stale samples bias training toward short problems?", "",
+            "Source: the timing model, as Q3 (drop_bias analysis of its runs, docs/system.md#drop-bias).", "",
             f"**On the best split: {q7['verdict']}** at your bound k={q7['bound']} with your stale-sample policy "
             f"({q7['control'].get('kind')}, enforcement {q7['enforcement']}): consumed/generated mean length − 1 = "
             f"{g(sm, 'length_bias')}, dropped fraction {g(sm, 'dropped_fraction')}. "

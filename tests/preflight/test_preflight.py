@@ -97,6 +97,10 @@ def test_over_budget_refused_naming_option():
     (["--budget", "1s"], "--budget"),          # a plan over its budget: refused before running, naming the option
     (["--lr-mult", "-2"], "--lr-mult"),
     (["-f", "nope"], "--framework"),
+    (["--gpu", "B200"], "--gpu"),               # Q3/Q4/Q7 cluster facts
+    (["--model", "gpt-5"], "--model"),
+    (["--gpus", "2"], "--gpus"),               # the config's engines of 2 GPUs leave no trainer GPU
+    (["--cluster", "/nonexistent/cluster.toml"], "--cluster"),
 ])
 def test_cli_bad_input_is_one_line_naming_the_option(tmp_path, args, needle):
     from typer.testing import CliRunner
