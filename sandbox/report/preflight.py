@@ -258,6 +258,10 @@ SYSTEM_PROXY = ("Source: the timing model of `sandbox plan --gpus N` (docs/plan.
                 "the roofline reading of decoding and 40% MFU training.")
 
 
+def describe(control: dict) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in control.items())
+
+
 def _iv(v) -> str:
     return f"{_fmt(v[0])} {_ci(v[1], v[2])}"
 
@@ -269,8 +273,13 @@ def _system_md(res: dict) -> list[str]:
     f, b, bs = q3["facts"], q3["best"], q3["best_synchronous"]
     facts = "; ".join(f"{k} = {f[k]} ({f['source'].get(k, '')})" for k in ("gpus", "gpu", "model", "tp", "max_tokens",
                                                                          "length_median", "length_sigma"))
+    sync_user = res["plan"]["user_bound"] == 0
     out = ["", "## Q3: trainer/rollout split and concurrency per engine", "", SYSTEM_PROXY, "",
-           f"Facts: {facts}.", "",
+           f"Facts: {facts}.", ""]
+    if sync_user:
+        out += [f"Your config is synchronous: 'your bound' below is a bound of {q3['bound']} ({describe(q3['control'])}), "
+                "what switching to the smallest asynchronous bound would give; the synchronous column is yours.", ""]
+    out += [
            f"**Best split at your bound (k={q3['bound']}, {q3['control'].get('kind')}"
            + (f", {q3['control']['enforcement']}" if "enforcement" in q3["control"] else "")
            + f"): {b['trainer_gpus']} trainer GPUs, {f['gpus'] - b['trainer_gpus']} for rollouts "
