@@ -198,7 +198,10 @@ def render_md(res: dict, framework: str, source: str) -> str:
         out.append(f"| {c['bound']} | {c['lr_multiplier']:g} | {c['verdict']} | {c['collapsed']}/{c['seeds']} | "
                    f"{_ci(*c['collapse_interval'])} | {_fmt(c['final_reward'])} {_ci(*c['final_reward_interval'])} | "
                    f"{_fmt(c['ess_mean'])} | {'yes' if c['slower_than_reference'] else ''} |")
-    out += ["", "Theory overlay: the delayed-gradient-descent critical step a*(τ) = 2 sin(π/(4τ+2)) (T1, docs/theory.md), "
+    out += ["", "Verdicts: *safe* means no seed collapsed (diverged, or ended more than 0.2 below its own best), nothing "
+                "more; *slower* marks a cell whose mean final reward is more than 0.1 below your cell's (it learns less "
+                "in the proxy's steps; that is not instability).", "",
+            "Theory overlay: the delayed-gradient-descent critical step a*(τ) = 2 sin(π/(4τ+2)) (T1, docs/theory.md), "
                 "its shape only, anchored at the largest safe multiplier of the smallest bound; Adam on a policy is not "
                 "gradient descent on a quadratic. Figure: q1_stability.png.", "",
             "## Q2: your correction against the alternatives", "",
