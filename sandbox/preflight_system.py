@@ -12,6 +12,10 @@ the keys of the imported config that hold them (:data:`CONFIG_KEYS`). Each fact 
 from. Without a GPU count or a model the hardware table knows, Q3, Q4 and Q7 are not answered and the
 page names the flag that supplies the fact; a missing GPU kind is taken as H100 and said so.
 
+**Weight sync.** Charged once, by the engines (``sync_time`` = bf16 weight bytes / NVLink bandwidth, the
+hardware table); ``system.sync_delay`` (publish-to-use latency) is 0 unless the ``--cluster`` file gives one
+(the proxy scenario's own value is not yours).
+
 **Lengths.** A config holds the longest response, not the distribution: the median is
 ``min(1000, max_tokens / 4)`` tokens and the log-length σ 1.0 unless ``--length-median`` /
 ``--length-sigma`` give them (the page says which).
@@ -160,6 +164,8 @@ def cluster_facts(rows, framework: str, flags: dict[str, Any], cluster: dict[str
         f.source["model"] = (f"{keys['model']} = {name!r} in the config" if f.model else
                              f"{keys['model']} = {name!r} in the config is not in the hardware table "
                              f"({', '.join(MODELS)}): give --model")
+    if cluster and "sync_delay" in cluster:
+        f.source["sync_delay"] = "cluster.sync_delay"
     if cluster:
         t, r = _int(cluster.get("trainer_gpus")), _int(cluster.get("rollout_gpus"))
         if t is not None and r is not None:
@@ -243,6 +249,8 @@ def make_system_plan(data: dict, facts: Facts, quick: bool, bound: int) -> Syste
     control = staleness_for(data["system"]["staleness"], k0)
     base = copy.deepcopy(data)
     base["system"]["staleness"] = control
+    if facts.source.get("sync_delay") != "cluster.sync_delay":  # the proxy's own delivery delay is not yours
+        base["system"]["sync_delay"] = {"kind": "constant", "value": 0.0}
     opts = SplitOptions(gpus=facts.gpus, gpu=facts.gpu, model=facts.model, tp=facts.tp, concurrency=list(size["concurrency"]),
                         trainer_gpus=trainer_grid(facts.gpus, facts.tp, size["trainers"], facts.trainer_gpus),
                         length_median=med, length_sigma=sig, max_tokens=mt)
