@@ -407,6 +407,8 @@ def mark_slower(rows: list[dict]) -> None:
         r["slower"] = bool(r is not fastest and (r["reached"] < fastest["reached"]
                                                  or (math.isfinite(lo) and math.isfinite(f_hi) and lo > f_hi)))
         r["fastest"] = fastest["correction"]
+        t, tf = r["time_to_target"][0], fastest["time_to_target"][0]
+        r["slower_by"] = t / tf - 1 if math.isfinite(t) and math.isfinite(tf) and tf > 0 else math.nan
 
 
 def system_answers(plan: Plan, system: dict | None) -> dict:

@@ -170,6 +170,13 @@ def q3_figure(res: dict, path: Path) -> Path:
     return path
 
 
+def _slower(r: dict) -> str:
+    if not r.get("slower"):
+        return ""
+    by = r.get("slower_by", math.nan)
+    return f"yes (+{by:.0%} time)" if isinstance(by, float) and math.isfinite(by) and by > 0 else "yes (fewer seeds reach)"
+
+
 def _rng(r) -> str:
     return "-" if r is None else f"{_fmt(r[0])} to {_fmt(r[1])}"
 
@@ -212,7 +219,7 @@ def render_md(res: dict, framework: str, source: str) -> str:
         e, t = r["ess_mean"], r["time_to_target"]
         out.append(f"| {r['correction']} | {r['verdict']} | {r['collapsed']}/{r['seeds']} | {_ci(*r['collapse_interval'])} | "
                    f"{_fmt(r['final_reward'])} {_ci(*r['final_reward_interval'])} | {_fmt(e[0])} {_ci(e[1], e[2])} | "
-                   f"{_fmt(t[0])} {_ci(t[1], t[2])} | {r['reached']}/{r['seeds']} | {'yes' if r.get('slower') else ''} |")
+                   f"{_fmt(t[0])} {_ci(t[1], t[2])} | {r['reached']}/{r['seeds']} | {_slower(r)} |")
     out += ["", "Time to target is in the proxy's simulated seconds (its own target rule, docs/time_to_target.md); compare "
                 "the corrections with each other, not with your wall clock. *safe* means only that no seed collapsed; "
                 f"*slower* marks a correction that reached the target on fewer seeds than the fastest "
