@@ -61,6 +61,7 @@ import numpy as np
 from .analysis.plan import staleness_for
 from .analysis.plan_split import SplitConfig, SplitOptions, best_split, simulate_split, split_configurations, t_interval
 from .claims.drop_bias import MATERIAL, NEGLIGIBLE, PROMPTS
+from .errors import ScenarioError
 from .scenario import validate_scenario
 from .system.hardware import GPUS, MODELS
 
@@ -259,7 +260,7 @@ def make_system_plan(data: dict, facts: Facts, quick: bool, bound: int) -> Syste
     try:
         asy = split_configurations(base, "preflight (your bound)", opts)
         syn = split_configurations(base, "preflight (synchronous)", SplitOptions(**{**opts.__dict__, "k_max": 0}))
-    except Exception as exc:  # a ScenarioError naming the option (e.g. a model that does not fit)
+    except ScenarioError as exc:  # naming the option (e.g. a model that does not fit its engine)
         raise SystemPlanError(str(exc)) from None
     per = _seconds(asy[0], size["steps"])
     seconds = per * size["seeds"] * (len(asy) + len(syn) + 4 + 1)
