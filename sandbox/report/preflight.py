@@ -173,7 +173,9 @@ def q3_figure(res: dict, path: Path) -> Path:
 def _slower(r: dict) -> str:
     if not r.get("slower"):
         return ""
-    by = r.get("slower_by", math.nan)
+    if "slower_by" not in r:
+        return "yes"
+    by = r["slower_by"]
     return f"yes (+{by:.0%} time)" if isinstance(by, float) and math.isfinite(by) and by > 0 else "yes (fewer seeds reach)"
 
 
