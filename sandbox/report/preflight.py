@@ -137,7 +137,7 @@ def q3_figure(res: dict, path: Path) -> Path:
     (solid) and synchronous (dashed), 95% intervals over seeds. Right: the speed-up over synchronous as
     measured, without the length tail and without the sync cost (t-intervals)."""
     q3, q4 = res["Q3"], res["Q4"]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.4), gridspec_kw={"width_ratios": [2, 1]})
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 5.2), gridspec_kw={"width_ratios": [2, 1]})
     concs = sorted({r["concurrency"] for r in q3["rows"]})
     for i, c in enumerate(concs):
         for rows, ls, name in ((q3["rows"], "-", f"k={q3['bound']}"), (q3["rows_synchronous"], "--", "sync")):
@@ -155,7 +155,7 @@ def q3_figure(res: dict, path: Path) -> Path:
     ax.set_xlabel(f"trainer GPUs (of {q3['facts']['gpus']}; the rest serve rollouts)")
     ax.set_ylabel("responses trained per simulated second")
     ax.set_title(f"Q3: split of {q3['facts']['gpus']} × {q3['facts']['gpu']}, {q3['facts']['model']}")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)
     names = ("as measured", "no length tail", "no sync cost")
     vals = [q4["speedup"], q4["speedup_no_tail"], q4["speedup_no_sync_cost"]]
     for i, (n, v) in enumerate(zip(names, vals)):
