@@ -380,6 +380,9 @@ def _system_md(res: dict) -> list[str]:
                   "select by length." if abs(wm['dropped_fraction_long'][0] - wm['dropped_fraction_short'][0]) < 0.05
                   else "the long ones more often: the lag a group gathers while it is generated selects by length.")
                if "dropped_fraction_long" in wm and wm["dropped_fraction"][0] > 0 else "")
+            + (" '-' for long groups: at least half the groups' longest response is at the cut (the longest response "
+               "allowed), so no group is above the median longest." if "dropped_fraction_long" not in sm
+               and "dropped_fraction" in sm else "")
             + " Difficulty is not measured here: a long problem stands in for a hard one."]
     return out
 
