@@ -73,14 +73,10 @@ def readback(settings: dict[str, Any], read: Callable[[str], Any], say: Callable
     return [say(key, want, plain(got)) for key, want in settings.items() if not same(got := read(key), want)]
 
 
-def choice_problems(values: Iterable[tuple[str, Any]], choices: dict[str, Iterable[Any]],
-                    say: Callable[[str, Any, list], str]) -> list[str]:
-    """``say(key, value, allowed)`` for every ``(key, value)`` whose key has a choice list without the value."""
-    out = []
-    for key, value in values:
-        if key in choices and value not in (allowed := list(choices[key])):
-            out.append(say(key, value, allowed))
-    return out
+def choice_problems(settings: dict[str, Any], choices: dict[str, Iterable[Any]], say: Callable[[str, Any, list], str]) -> list[str]:
+    """``say(key, value, allowed)`` for every key of ``choices`` (in its order) whose exported value is not allowed."""
+    return [say(key, settings[key], list(allowed)) for key, allowed in choices.items()
+            if key in settings and settings[key] not in list(allowed)]
 
 
 def rule_problems(framework: str, **scope: Any) -> list[str]:
