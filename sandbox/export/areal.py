@@ -72,7 +72,9 @@ class ArealExporter(Exporter):
         stabilizer_rows(plan, scn, STABILIZERS, "AReaL", T.note("plan.between_backward_step"))
         self._optimizer(plan, scn, given)
         T.row(plan, "num_workers", scn.system.num_workers, num_workers=scn.system.num_workers)
-        plan.metrics.update(_metrics(scn))
+        corr = scn.algorithm.correction.name  # AReaL's logged names: stats_tracker keys, areal/trainer/ppo/actor.py
+        plan.metrics.update(T.metrics(corr=corr, stabilizers=bool(scn.algorithm.stabilizers),
+                                      weighted=corr in ("tis", "mis", "icepop", "geo_mis", "decoupled_ppo") or scn.algorithm.objective.name == "cispo"))
         plan.notes.extend(_notes(loss.decoupled))
         return plan
 
@@ -326,35 +328,6 @@ class _LossMapping:
 # ------------------------------------------------------------------------------------------------
 # metrics and notes
 # ------------------------------------------------------------------------------------------------
-
-
-def _metrics(scn: Scenario) -> dict[str, str]:
-    """The sandbox's metrics and AReaL's logged names (stats_tracker keys, areal/trainer/ppo/actor.py)."""
-    m = {
-        "reward/mean": T.note("m.reward_mean"),
-        "adv/mean": T.note("m.adv_mean"),
-        "loss/pg": T.note("m.loss_pg"),
-        "clip/frac": T.note("m.clip_frac"),
-        "clip/frac_lower": "`ppo_actor/update/dual_clip_ratio/avg`",
-        "grad/norm": T.note("m.grad_norm"),
-        "is/kl_k3": T.note("m.is_kl_k3"),
-        "is/log_ratio_mean": "−`ppo_actor/update/compute_logp/kl_div_direct/avg`",
-        "is/ess_ratio": T.note("m.is_ess_ratio"),
-        "staleness/mean": T.note("m.staleness_mean"),
-        "staleness/max": "`ppo_actor/update/version_stats/sample_staleness_theta_max`",
-        "system/dropped": T.note("m.system_dropped"),
-        "system/learner_wait": T.note("m.system_learner_wait"),
-        "grad/cos_prev": "not logged",
-    }
-    corr = scn.algorithm.correction.name
-    if corr in ("tis", "mis", "icepop", "geo_mis", "decoupled_ppo") or scn.algorithm.objective.name == "cispo":
-        m["is/coef_mean"] = T.note("metrics.ppo_actor_update_behave_imp_weight")
-        m["is/trunc_frac" if corr == "tis" else "mask/frac"] = "`ppo_actor/update/rs_filtered_fraction`"
-    if corr == "m2po_mask":
-        m["m2/value"] = "not logged"
-    if scn.algorithm.stabilizers:
-        m["lr/scale"] = T.note("metrics.logged_ppo_actor_update")
-    return m
 
 
 def _notes(decoupled: bool) -> list[str]:

@@ -40,7 +40,6 @@ SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_schedul
 ANCHOR = T.note("anchor")
 SANDBOX_COMPONENTS = T.note("sandbox_components")
 
-METRICS = T.section("metrics")
 
 
 def _values(*names: str, obj: Any) -> dict[str, Any]:
@@ -72,7 +71,7 @@ class OpenRLHFExporter(Exporter):
         _correction(plan, scn)
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
         _optimizer(plan, scn, given)
-        plan.metrics = dict(METRICS)
+        plan.metrics = T.metrics()
         plan.notes += [T.note("plan.anchor_openrlhf_s"), T.note("plan.without_partial_rollouts"), T.note("plan.flags_txt_holds"),]
         return plan
 

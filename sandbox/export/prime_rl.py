@@ -25,7 +25,6 @@ CUSTOM_LOSS = T.note("custom_loss")
 OFF_MASK = 1.0  # |π_θ − μ| ≤ 1, so thresholds of 1 never mask a token
 ADAM_EPS = 1e-8  # torch AdamW default; prime-rl passes no eps (src/prime_rl/trainer/optim/__init__.py)
 
-METRICS = T.section("metrics")
 
 NOTES = [T.note("notes.one_optimizer_step"), T.note("notes.prime_rl_always"), T.note("notes.batches_are_filled"), T.note("notes.prime_rl_docs"), T.note("notes.launch_sh_holds"),]
 
@@ -303,7 +302,7 @@ class PrimeRLExporter(Exporter):
         _optimizer_rows(plan, scn, given)
         T.row(plan, "pinned.type.advantage_r_group", "grpo")
         T.row(plan, "pinned.filter_zero_advantages", False)
-        plan.metrics.update(METRICS)
+        plan.metrics.update(T.metrics())
         plan.notes.extend(NOTES)
         return plan
 

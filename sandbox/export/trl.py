@@ -62,7 +62,7 @@ class TRLExporter(Exporter):
         _optimizer(plan, scn)
         scale_rows(plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
-        plan.metrics.update(_metrics(scn, cls))
+        plan.metrics.update(T.metrics("metrics_async" if cls == ASYNC_CLASS else "metrics", o=scn.algorithm.objective))
         plan.notes.extend(_notes(scn, cls, geometry_ok))
         return plan
 
@@ -410,33 +410,6 @@ def _optimizer(plan: Plan, scn: Scenario) -> None:
 # ------------------------------------------------------------------------------------------------
 # metrics, notes and the training script
 # ------------------------------------------------------------------------------------------------
-
-
-def _metrics(scn: Scenario, cls: str) -> dict[str, str]:
-    clip = ("`cispo_clip_ratio`" if scn.algorithm.objective.name == "cispo" else "`clip_ratio/region_mean`")
-    if cls == ASYNC_CLASS:
-        return {
-            "reward/mean": "`reward`",
-            "staleness/mean": T.note("metrics.staleness_mean"),
-            "staleness/max": "`sample/staleness_max`",
-            "dropped": T.note("metrics.dropped"),
-            "is/kl_k3": T.note("metrics.is_kl_k3"),
-            "is/ess_ratio": T.note("metrics.is_ess_ratio"),
-            "clip/frac": T.note("metrics.clip_frac"),
-            "grad/norm": "`grad_norm` (before clipping)",
-        }
-    out = {
-        "reward/mean": "`reward`",
-        "adv/zero_var_groups": "`frac_reward_zero_std`",
-        "is/ess_ratio": T.note("out.is_ess_ratio"),
-        "is/kl_k3": T.note("out.is_kl_k3"),
-        "clip/frac": T.note("out.clip_frac", clip=clip),
-        "grad/norm": "`grad_norm` (before clipping)",
-        "staleness/mean": T.note("out.staleness_mean"),
-    }
-    if scn.algorithm.objective.name == "grpo" and scn.algorithm.objective.beta_kl > 0:
-        out["kl/ref_k3"] = "`kl`"
-    return out
 
 
 def _notes(scn: Scenario, cls: str, geometry_ok: bool) -> list[str]:

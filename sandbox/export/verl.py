@@ -376,21 +376,6 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def _metrics(route: str | None, mode: str) -> dict[str, str]:
-    decoupled = route == "reinforce"
-    corr = ("`rollout_corr/{}`" if decoupled else T.note("corr"))
-    return {
-        "is/ess_ratio": (T.note("metrics.is_ess_ratio.direct_counterpart_rollout_corr") if decoupled else
-                         T.note("metrics.is_ess_ratio.logged_bypass_mode")),
-        "is/chi2": corr.format("chi2_token"),
-        "is/kl_k3": corr.format("k3_kl") if decoupled else T.note("metrics.is_kl_k3"),
-        "clip/frac": "`actor/pg_clipfrac`" + (T.note("metrics.clip_frac") if decoupled else ""),
-        "grad/norm": T.note("metrics.grad_norm"),
-        "staleness/mean": (T.note("metrics.staleness_mean") if mode != "sync" else "0 (sync trainer)"),
-        "staleness/max": "`training/off_policy/trajectory_staleness_worst/max`" if mode != "sync" else "0 (sync trainer)",
-    }
-
-
 @register
 class VerlExporter(Exporter):
     """verl 0.9.x, V1 trainer of ``verl.trainer.main_ppo`` (see the module docstring for every convention)."""
@@ -416,7 +401,7 @@ class VerlExporter(Exporter):
         map_minibatch_route(plan, scn, route, mode)
         map_stabilizers(plan, scn)
         _map_optimizer_fsdp(plan, scn, given)
-        plan.metrics = _metrics(route, mode)
+        plan.metrics = T.metrics(decoupled=route == "reinforce", sync=mode == "sync")
         plan.notes += [T.note("plan.each_verl_trainer"), T.note("plan.overrides_txt_verl_config"),]
         return plan
 

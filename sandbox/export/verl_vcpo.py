@@ -158,19 +158,6 @@ FORK_OBJECTIVES = ObjectiveTarget(
 )
 
 
-def _metrics(per_traj: bool) -> dict[str, str]:
-    return {
-        "is/ess_ratio": T.note("metrics.is_ess_ratio.staleness_ess_records")
-                        if per_traj else T.note("metrics.is_ess_ratio.logged_only_update_policy_per_traj"),
-        "is/chi2": "`rollout_corr/chi2_token`",
-        "is/kl_k3": "`rollout_corr/k3_kl`",
-        "clip/frac": "`actor/pg_clipfrac`",
-        "grad/norm": "`actor/grad_norm`",
-        "staleness/mean": T.note("metrics.staleness_mean.actor_local_traj_records_trainer_param_version")
-                          if per_traj else T.note("metrics.staleness_mean.fully_async_partial_max_partial_span"),
-    }
-
-
 @register
 class VerlVCPOExporter(Exporter):
     """mit-han-lab/vcpo at c7f030f0: the fully-async Megatron recipe with VCPO (module docstring)."""
@@ -203,7 +190,7 @@ class VerlVCPOExporter(Exporter):
         if not per_traj:
             T.row(plan, "pinned.update_policy_per_traj", False)
         _map_optimizer_megatron(plan, scn, given)
-        plan.metrics = _metrics(per_traj)
+        plan.metrics = T.metrics(per_traj=per_traj)
         plan.notes += [T.note("plan.pypi_install_fork"), T.note("plan.one_trainer_step"),]
         return plan
 

@@ -96,6 +96,12 @@ def test_every_named_entry_exists_and_every_entry_is_named():
                 where = table if key in TABLES[table].get(section, {}) else "common"
                 assert key in TABLES[where].get(section, {}), f"{table}.toml: rule {rule} names {section} {key!r}"
                 used[where][section].add(key)
+        for section in [s for s in TABLES[table] if s.startswith("metrics")]:  # notes named by Table.metrics entries
+            assert re.search(rf'T\.metrics\(("{section}")?', src), f"{table}.toml: [{section}] is read by no exporter"
+            for key in re.findall(r"note\('([^']+)'", repr(TABLES[table][section])):
+                where = table if key in TABLES[table].get("note", {}) else "common"
+                assert key in TABLES[where].get("note", {}), f"{table}.toml: [{section}] names note {key!r}"
+                used[where]["note"].add(key)
         for section in re.findall(r'T\.section\(\s*"([^"]+)"', src):
             assert section in TABLES[table], f"{module}.py reads table [{section}], absent from {table}.toml"
     for table, sections in used.items():
