@@ -131,20 +131,7 @@ def _partial_rollouts(plan: Plan, scn: Scenario, is_async: bool) -> None:
 
 
 def _batch(plan: Plan, scn: Scenario) -> None:
-    a = scn.algorithm
-    samples = a.groups_per_step * a.group_size
-    T.row(plan, "group_size", a.group_size)
-    T.row(plan, "groups_per_step", a.groups_per_step)
-    m, E = a.minibatches, a.epochs
-    if m == 1:
-        T.row(plan, "minibatches.converted.groups_per_step_group_size_samples", m, samples, samples=samples)
-    else:
-        T.row(plan, "minibatches.converted.groups_per_step_group_size_minibatches", m, samples // m, samples_m=samples // m, m=m)
-    if E == 1:
-        T.row(plan, "epochs.converted.one_pass_over", E, 1, note=T.note("batch.note") if m == 1 else "")
-    else:
-        T.row(plan, "epochs.converted.passes_over_each", E, E, E=E)
-    T.row(plan, "pinned.vllm_generate_batch_size", a.groups_per_step)
+    T.apply(plan, "batch", a=scn.algorithm, samples=scn.algorithm.groups_per_step * scn.algorithm.group_size)
 
 
 # ----------------------------------------------------------------------------------------------
