@@ -320,14 +320,7 @@ def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str)
     verl 0.9.1): bypass mode keeps ``old_log_probs`` = the rollout log-probs in every mini-batch; the
     REINFORCE route recomputes π_old once per batch (``_compute_old_log_prob``; in ``separate_async`` once
     per ``parameter_sync_step`` cycle, ``save_model_to_cpu``)."""
-    a = scn.algorithm
-    S = a.updates_per_batch
-    if route == "reinforce" and S > 1:
-        T.row(plan, "minibatches.no_equivalent.reinforce_route_relies", f"{a.minibatches} x {a.epochs}")
-    if mode != "sync" and a.minibatches > 1 and a.epochs > 1:
-        T.row(plan, "epochs.implicit", a.epochs)
-    proximal_row(plan, scn, "batch_start" if route == "reinforce" else "behaviour",
-                 f"{CORR}.bypass_mode = " + ("false" if route == "reinforce" else "true"))
+    T.apply(plan, "minibatch_route", plan=plan, scn=scn, a=scn.algorithm, route=route, mode=mode, corr=CORR, proximal_row=proximal_row)
 
 
 STABILIZERS = T.section("stabilizers")
