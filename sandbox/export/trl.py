@@ -103,27 +103,9 @@ def config_class(plan: Plan) -> str:
 def _geometry(plan: Plan, scn: Scenario, cls: str) -> bool:
     """One optimizer step = ``groups_per_step × group_size`` completions; False when TRL cannot run the
     scenario's group size (GRPO needs two completions per prompt)."""
-    alg = scn.algorithm
-    G, B = alg.group_size, alg.groups_per_step
-    if G < 2:
-        T.row(plan, "group_size.no_equivalent", G)
-        T.row(plan, "groups_per_step.setup.prompts_per_optimizer", B)
-        return False
-    T.row(plan, "group_size.setup", G)
-    m = alg.minibatches
-    if cls == SYNC_CLASS and m == 1:
-        T.row(plan, "groups_per_step.setup.prompts_per_optimizer.2", B, G=G, B=B, B_G=B * G)
-    elif cls == SYNC_CLASS:
-        T.row(plan, "groups_per_step.setup.prompts_per_generation", B, B // m, B=B, B_m=B // m, G_B_m=B // m * G)
-    if cls == SYNC_CLASS:
-        T.row(plan, "pinned.per_device_train_batch_size", G)
-    else:
-        T.row(plan, "groups_per_step.setup.note_from_code", B, B * G // m,
-              note=T.note("geometry.note.prompts_per_optimizer", B_G=B * G) if m == 1 else
-                    T.note("geometry.note.prompts_per_published", m=m, G_B_m=B // m * G))
-        T.row(plan, "pinned.gradient_accumulation_steps", 1)
-        T.row(plan, "pinned.token_budget", 0)
-    return True
+    a = scn.algorithm
+    T.apply(plan, "geometry", G=a.group_size, B=a.groups_per_step, m=a.minibatches, sync=cls == SYNC_CLASS)
+    return a.group_size >= 2
 
 
 def _minibatches_sync(plan: Plan, scn: Scenario) -> None:
@@ -163,40 +145,15 @@ def _minibatches_async(plan: Plan, scn: Scenario) -> None:
 
 
 def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
-    st = staleness_of(scn)
-    partial = scn.system.partial_rollouts
-    B = scn.algorithm.groups_per_step
-    if cls == ASYNC_CLASS:
-        k = versions_to_optimizer_steps(st.bound)
-        _minibatches_async(plan, scn)
-        T.row(plan, "staleness.kind", f"max_lag, k_max = {st.bound}", k)
-        _admission(plan, scn, k)
-        if partial:
-            T.row(plan, "partial_rollouts.implicit.asyncgrpotrainer_pauses_vllm", True)
-        else:
-            T.row(plan, "partial_rollouts.no_equivalent.asyncgrpotrainer_always_continues", False)
-        return
-    G = scn.algorithm.group_size
-    S = scn.algorithm.updates_per_batch
-    spg_note = (T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations", B=B) if S == 1 else
-                T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations.2", B=B, B_minibatches_algorithm_scn=B // scn.algorithm.minibatches,
-                       epochs=scn.algorithm.epochs, S=S, S_1=S - 1))
-    if st.kind == "sync" and G >= 2:
-        T.row(plan, "staleness.converted", "sync", B, note=spg_note)
-    elif st.kind == "sync":
-        T.row(plan, "staleness.implicit", "sync")
-    elif st.kind == "fixed_lag":
-        fixed_lag_gap(plan, scn, T.note("staleness"))
-    else:
-        T.row(plan, "staleness.no_equivalent", describe(scn.system.staleness.model_dump()), describe=describe(st.alpha),
-              bound=st.bound)
-    if st.kind != "sync" and G >= 2:
-        T.row(plan, "pinned.steps_per_generation", B, note=spg_note)
-    _minibatches_sync(plan, scn)
-    if partial:
-        T.row(plan, "partial_rollouts.no_equivalent.grpotrainer_generates_every", True)
-    else:
-        T.row(plan, "partial_rollouts.implicit.grpotrainer_generates_each", False)
+    st, a = staleness_of(scn), scn.algorithm
+    B, S = a.groups_per_step, a.updates_per_batch
+    spg = (T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations", B=B) if S == 1 else
+           T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations.2", B=B,
+                  B_minibatches_algorithm_scn=B // a.minibatches, epochs=a.epochs, S=S, S_1=S - 1))
+    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, asy=cls == ASYNC_CLASS, k=versions_to_optimizer_steps(st.bound),
+            partial=scn.system.partial_rollouts, G=a.group_size, B=B, spg=spg, full=describe(scn.system.staleness.model_dump()),
+            describe=describe, fixed_lag_gap=fixed_lag_gap, minibatches_async=_minibatches_async,
+            minibatches_sync=_minibatches_sync, admission=_admission)
 
 
 def _admission(plan: Plan, scn: Scenario, k_max: int) -> None:
