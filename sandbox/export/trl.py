@@ -113,35 +113,13 @@ def _minibatches_sync(plan: Plan, scn: Scenario) -> None:
     gradient_accumulation_steps = minibatches`` optimizer steps per iteration, ``num_iterations = epochs``
     (``GRPOTrainer._prepare_inputs``, trl 1.16); π_old is recomputed at generation when a batch serves
     several steps (``old_per_token_logps``), else the ratio is 1."""
-    a = scn.algorithm
-    m, E, B = a.minibatches, a.epochs, a.groups_per_step
-    if a.group_size < 2:
-        no_minibatch_rows(plan, scn, T.note("minibatches_sync.grpoconfig_written_group"), MINIBATCH_INSTEAD)
-        T.row(plan, "proximal", a.proximal)
-        return
-    if m == 1:
-        T.row(plan, "minibatches.implicit", 1)
-    else:
-        T.row(plan, "minibatches.converted.steps_per_generation_minibatches_gradient_accumulation_steps", m, B, m=m, B_m=B // m)
-    T.row(plan, "epochs.converted", E, E,
-          note=T.note("minibatches_sync.note.reuse_generation_batch") if E == 1 else
-                T.note("minibatches_sync.note.passes_over_each", E=E, extra_steps=m * E - 1))
-    proximal_row(plan, scn, "batch_start", T.note("minibatches_sync.grpotrainer_s_old_per_token_logps"))
+    T.apply(plan, "minibatches_sync", plan=plan, scn=scn, a=scn.algorithm, instead=MINIBATCH_INSTEAD,
+            no_minibatch_rows=no_minibatch_rows, proximal_row=proximal_row)
 
 
 def _minibatches_async(plan: Plan, scn: Scenario) -> None:
     """AsyncGRPOConfig: ``weight_sync_steps = minibatches`` optimizer steps per model version; no epochs."""
-    a = scn.algorithm
-    m = a.minibatches
-    if m == 1:
-        T.row(plan, "minibatches.converted.one_weight_sync", 1, 1)
-    else:
-        T.row(plan, "minibatches.converted.one_weight_sync.2", m, m, m=m)
-    if a.epochs == 1:
-        T.row(plan, "epochs.implicit", 1)
-    else:
-        T.row(plan, "epochs.no_equivalent", a.epochs)
-    proximal_row(plan, scn, "behaviour", T.note("minibatches_async"))
+    T.apply(plan, "minibatches_async", plan=plan, scn=scn, a=scn.algorithm, proximal_row=proximal_row)
 
 
 def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
