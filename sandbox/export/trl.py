@@ -74,17 +74,7 @@ class TRLExporter(Exporter):
         }
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
-        if config_class(plan) == ASYNC_CLASS:
-            return (
-                "# 1. generation server on its own GPU(s): AsyncGRPOTrainer needs vLLM's dev endpoints and NCCL weight\n"
-                "#    transfer; serve in the trainer's dtype (AsyncGRPOConfig.dtype, float32 by default)\n"
-                "CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 vllm serve YOUR_MODEL --dtype float32 \\\n"
-                "    --weight-transfer-config '{\"backend\":\"nccl\"}' &\n"
-                "# 2. trainer (one process, as the batch sizes were written; see PROMOTION.md to scale out)\n"
-                "CUDA_VISIBLE_DEVICES=1 accelerate launch --num_processes 1 train_grpo.py\n"
-            )
-        return ("# one training process, as the batch sizes were written (see PROMOTION.md to scale out)\n"
-                "accelerate launch --num_processes 1 train_grpo.py\n")
+        return _SCRIPT_PARTS[config_class(plan)]["launch"]
 
 
 def config_class(plan: Plan) -> str:
@@ -362,22 +352,10 @@ def _notes(scn: Scenario, cls: str, geometry_ok: bool) -> list[str]:
 
 
 _SCRIPT = T.text("train_script")
+_SCRIPT_PARTS = T.section("script")
 
 
 def _train_script(cls: str, release: str, launch: str) -> str:
-    if cls == ASYNC_CLASS:
-        imports = "from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer"
-        trainer, slug = "AsyncGRPOTrainer", "async-grpo"
-        reward_extra = ("\n\n    AsyncGRPOTrainer scores in a spawned process: keep this a module-level function.")
-        extra = ('    # The vLLM server started by the launch command; set its address if it is not local:\n'
-                 '    # settings["vllm_server_base_url"] = "http://HOST:8000"\n')
-    else:
-        imports = "from trl import GRPOConfig, GRPOTrainer"
-        trainer, slug = "GRPOTrainer", "grpo"
-        reward_extra = ""
-        extra = ('    # Generation with vLLM (the vllm_importance_sampling_* settings act only then):\n'
-                 '    # settings.update(use_vllm=True, vllm_mode="colocate")\n')
+    parts = {k: v for k, v in _SCRIPT_PARTS[cls].items() if k != "launch"}
     launch_comment = "\n".join(f"    {line}" for line in launch.rstrip().splitlines())
-    return _SCRIPT.format(release=release, cls=cls, config=CONFIG_FILE, script=SCRIPT_FILE, imports=imports,
-                          slug=slug, reward_extra=reward_extra, extra_settings=extra, trainer=trainer,
-                          launch_comment=launch_comment)
+    return _SCRIPT.format(release=release, cls=cls, config=CONFIG_FILE, script=SCRIPT_FILE, launch_comment=launch_comment, **parts)
