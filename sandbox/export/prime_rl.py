@@ -179,20 +179,7 @@ def _switch_off_dppo(plan: Plan, scn: Scenario, why: str) -> None:
 def _correction_rows(plan: Plan, scn: Scenario) -> None:
     c = scn.algorithm.correction
     if not T.apply(plan, "correction", plan=plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
-        if c.name in _CORRECTION_IMPOSSIBLE:
-            note = _CORRECTION_IMPOSSIBLE[c.name]
-            if c.name in ("m2po_mask", "m2po_clipband"):
-                note += T.note("correction_rows.instead_areal_actor")
-            elif c.name == "decoupled_ppo":
-                note += T.note("correction_rows.instead_areal_use_decoupled_loss")
-            else:
-                note += T.note("correction_rows.instead_sandbox_s")
-        else:
-            note = f"{_CORRECTION_GAPS.get(c.name, f'no equivalent of the {c.name!r} correction')} at {AT}; only through {CUSTOM_LOSS}"  # .get: issue 26
-            if c.name == "mis" and c.batch_normalize:
-                note += T.note("correction_rows.but_batch_normalize_rescales")
-            if c.name == "topr" and c.split_on == "reward":
-                note += T.note("correction_rows.but_split_on_reward")
+        note = T.pick("correction_gap", c=c, impossible=_CORRECTION_IMPOSSIBLE, gaps=_CORRECTION_GAPS, at=AT, custom=CUSTOM_LOSS)
         T.row(plan, "correction", describe(c.model_dump()), note=note)
         _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
 
