@@ -170,7 +170,7 @@ def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviou
         T.row(plan, "objective.no_equivalent.trajectory_balance_squared", describe(obj.model_dump()))
         T.row(plan, "pinned.policy_loss_type", "ppo")
         _stand_in(plan, True)
-        _kl_off(plan)
+        T.row(plan, "pinned.init_coef", 0.0)
         return
     _loss_type(plan, obj)
     _advantage(plan, obj, scn.algorithm.group_size)
@@ -261,69 +261,18 @@ def _stand_in(plan: Plan, normalize: bool) -> None:
 
 
 def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> None:
-    p = "algorithm.objective"
-    if obj.name in ("reinforce", "cispo"):
-        return
-    clip = [obj.eps_low, obj.eps_high]
-    if obj.name == "gspo":
-        T.row(plan, "clip.as_is.clip_sequence_ratio", clip, source=_sources(p, "eps_low", "eps_high"))
-        T.row(plan, "objective.dual_clip_c.implicit.gspo_has_dual", obj.dual_clip_c)
-        return
-    dual = obj.dual_clip_c
-    if not stale or proximal == "batch_start":
-        T.row(plan, "clip.as_is.note_from_code", clip, source=_sources(p, "eps_low", "eps_high"),
-              note=T.note("clip.note.lag_both_anchors") if proximal == "behaviour" else
-                    T.note("clip.note.both_clips_act"))
-        if dual is None:
-            T.row(plan, "objective.dual_clip_c.implicit.dual_clip_actor", None)
-        else:
-            T.row(plan, "objective.dual_clip_c.as_is", dual)
-        return
-    names = ["eps_low", "eps_high"] + (["dual_clip_c"] if dual is not None else [])
-    T.row(plan, "clip.no_equivalent", describe(_values(*names, obj=obj)), source=_sources(p, *names),
-          reinforce_twin=_reinforce_twin(obj))
-    if dual is None:
-        T.row(plan, "objective.dual_clip_c.implicit.dual_clip", None)
-
-
-def _kl_off(plan: Plan) -> None:
-    T.row(plan, "pinned.init_coef", 0.0)
+    names = lambda o: ["eps_low", "eps_high"] + (["dual_clip_c"] if o.dual_clip_c is not None else [])
+    T.apply(plan, "clip", o=obj, stale=stale, proximal=proximal, eps=_sources("algorithm.objective", "eps_low", "eps_high"),
+            knobs=lambda o: (describe(_values(*names(o), obj=o)), _sources("algorithm.objective", *names(o))), twin=_reinforce_twin)
 
 
 def _kl(plan: Plan, obj: Any) -> None:
-    beta = getattr(obj, "beta_kl", None)
-    if beta is None:
-        _kl_off(plan)
-        return
-    src = "algorithm.objective.beta_kl"
-    if beta == 0:
-        T.row(plan, "objective.beta_kl.as_is.kl_openrlhf_creates", 0.0)
-    elif obj.aggregation != "token_mean":
-        T.row(plan, "objective.beta_kl.no_equivalent", beta, aggregation=obj.aggregation)
-        _kl_off(plan)
-    else:
-        T.row(plan, "objective.beta_kl.as_is.kl_loss", beta)
-        T.row(plan, "pinned.use_loss", True)
-        T.row(plan, "pinned.estimator.k3_ref_ref", "k3")
+    T.apply(plan, "kl", o=obj, beta=getattr(obj, "beta_kl", None))
 
 
 def _aggregation(plan: Plan, obj: Any) -> None:
-    p = "algorithm.objective"
-    agg = obj.aggregation
-    max_len = obj.name == "dr_grpo"
-    target = AGGREGATIONS.get(agg)
-    if obj.name == "gspo" and agg != "seq_mean_token_mean":
-        target = None
-    if target is None:
-        src = _sources(p, "aggregation", "max_len") if max_len else f"{p}.aggregation"
-        T.row(plan, "aggregation.no_equivalent", agg, source=src,
-              nearest='seq_mean_token_mean' if obj.name == 'gspo' else 'token_mean')
-        return
-    T.row(plan, "objective.aggregation", agg, target,
-          note={"token-mean": T.note("aggregation.token_mean"),
-                "seq-mean-token-mean": T.note("aggregation.seq_mean_token_mean")}[target])
-    if max_len:
-        T.row(plan, "objective.max_len", obj.max_len)
+    gspo_other = obj.name == "gspo" and obj.aggregation != "seq_mean_token_mean"
+    T.apply(plan, "aggregation", o=obj, p="algorithm.objective", target=None if gspo_other else AGGREGATIONS.get(obj.aggregation))
 
 
 # ----------------------------------------------------------------------------------------------
