@@ -3,7 +3,8 @@
 Not a speed benchmark: a before/after comparison wider than the golden files. It exports every
 variant of every shipped scenario, and every objective × correction on six base scenarios (as
 is, sequence level, 2 mini-batches × 2 epochs, SGD + cosine), to all six frameworks with and
-without ``--lr``/``--grad-clip``, and writes one sha256 per export (its files and manifest; an
+without ``--lr``/``--grad-clip``, and every baseline or advantage, aggregation, normalisation, KL and dual clip
+of every objective on three of them, and writes one sha256 per export (its files and manifest; an
 error's type and text where the export refuses). ``--validate`` also runs each framework's
 validator (``sandbox/export/validate/``) on the exports of the shipped variants (with ``--lr``) and hashes
 the problem lists (AReaL's in one child process).
@@ -21,6 +22,7 @@ import argparse
 import hashlib
 import json
 import sys
+import typing
 import warnings
 from pathlib import Path
 
@@ -50,6 +52,21 @@ def _cases(root: Path):
                     except Exception:  # the pair does not validate: not a case
                         continue
                     grid.append((f"{base}:{o}:{c}:{json.dumps(extra)}", scn))
+    for base in BASES[:3]:  # every advantage/baseline, aggregation and normalisation of every objective
+        for o in OBJECTIVES.names():
+            fields = OBJECTIVES[o].config.model_fields
+            knob = next((k for k in ("baseline", "advantage") if k in fields), None)
+            for kind in typing.get_args(fields[knob].annotation) if knob else (None,):
+                for agg in typing.get_args(fields["aggregation"].annotation) if "aggregation" in fields else (None,):
+                    for extra in ({}, {"normalize_std": False}, {"beta_kl": 0.1}, {"dual_clip_c": 3.0}):
+                        if any(k not in fields for k in extra):
+                            continue
+                        obj = {"name": o, **({"aggregation": agg} if agg else {}), **({knob: kind} if knob else {}), **extra}
+                        try:
+                            scn, _ = load_scenario(root / "scenarios" / f"{base}.toml", {"algorithm.objective": obj})
+                        except Exception:  # the objective does not validate here: not a case
+                            continue
+                        grid.append((f"{base}:{json.dumps(obj)}", scn))
     return shipped, grid
 
 

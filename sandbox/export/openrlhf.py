@@ -207,41 +207,18 @@ def _estimator(plan: Plan, g: int, src: str, value: Any, estimator: str, note: s
 
 
 def _group_norm_knobs(plan: Plan, eps: float, unbiased: bool | None, eps_name: str, unbiased_name: str | None) -> None:
-    p = "algorithm.objective"
-    if abs(eps - GROUP_NORM_EPS) <= STD_GUARD_TOLERANCE:
-        T.row(plan, "objective.implicit.group_norm_adds_e", eps, eps_name=eps_name, eps=eps, abs=abs(eps - GROUP_NORM_EPS))
-    else:
-        T.row(plan, "objective.no_equivalent.group_norm_hard_codes", eps, eps_name=eps_name, eps=eps)
-    if unbiased_name is None:
-        return
-    if unbiased is False:
-        T.row(plan, "objective.no_equivalent.group_norm_uses_torch", False, unbiased_name=unbiased_name)
-    else:
-        T.row(plan, "objective.implicit.group_norm_uses_bessel", unbiased, unbiased_name=unbiased_name)
+    T.apply(plan, "group_norm_knobs", eps=eps, unbiased=unbiased, eps_name=eps_name, unbiased_name=unbiased_name,
+            group_norm_eps=GROUP_NORM_EPS, tolerance=STD_GUARD_TOLERANCE)
 
 
 def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
-    p = "algorithm.objective"
-    b, norm = obj.baseline, obj.normalize_std
+    p, b = "algorithm.objective", obj.baseline
     used = {"constant": ["constant_baseline"], "ema": ["ema_decay", "ema_init"]}.get(b, [])
     unused = [k for k in ("constant_baseline", "ema_decay", "ema_init") if k not in used]
     T.row(plan, "reinforce_advantage.implicit", describe(_values(*unused, obj=obj)), source=_sources(p, *unused), b=b)
-    if b == "opob" or b == "optimal":
-        _opob_gap(plan, obj, ["baseline", "normalize_std"], norm)
-        return
-    src = _sources(p, "baseline", "normalize_std", *used)
-    value = describe(_values("baseline", "normalize_std", *used, obj=obj))
-    if b == "group_mean" and norm:
-        _estimator(plan, g, src, value, "group_norm", T.note("reinforce_advantage"))
-    elif b == "group_mean":
-        _estimator(plan, g, src, value, "dr_grpo", T.note("advantage.r_mean_g_std"))
-    elif b == "leave_one_out" and not norm:
-        _estimator(plan, g, src, value, "rloo", T.note("advantage.r_i_mean__r_j"))
-    else:
-        what = (T.note("what.leave_one_out") if b == "leave_one_out"
-                else f"baseline {b}" + (" with group-std normalisation" if norm else ""))
-        T.row(plan, "reinforce_advantage.no_equivalent", value, source=src, what=what)
-        _stand_in(plan, norm)
+    T.apply(plan, "reinforce_advantage", plan=plan, o=obj, g=g, src=_sources(p, "baseline", "normalize_std", *used),
+            value=describe(_values("baseline", "normalize_std", *used, obj=obj)), opob_gap=_opob_gap, estimator=_estimator,
+            stand_in=_stand_in)
 
 
 def _opob_gap(plan: Plan, obj: Any, knobs: list[str], normalize: bool) -> None:
