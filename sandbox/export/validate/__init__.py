@@ -11,6 +11,8 @@ from __future__ import annotations
 from importlib import import_module
 from pathlib import Path
 
+from .wheels import unpacked_wheel
+
 WHEELS = ("verl", "openrlhf", "areal")
 """The frameworks checked against their pinned, unpacked wheel (the others: the installed trl, pinned key lists)."""
 
@@ -19,7 +21,5 @@ def validate(framework: str, files: dict[str, str], wheel_dir: Path | None = Non
     """Problems of ``files`` exported for ``framework`` (``wheel_dir``: the unpacked wheel, fetched when not given,
     for the frameworks of :data:`WHEELS`; a checkout for verl-vcpo and prime-rl's optional checks)."""
     if framework in WHEELS and wheel_dir is None:
-        from .wheels import unpacked_wheel
-
         wheel_dir = unpacked_wheel(framework)
     return import_module(f"{__name__}.{framework.replace('-', '_')}").validate(files, wheel_dir)
