@@ -9,7 +9,7 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table

@@ -12,7 +12,7 @@ import yaml
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
