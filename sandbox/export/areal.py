@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows
+from .common import fixed_lag_gap, proximal_row, scale_rows
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -72,7 +72,9 @@ class ArealExporter(Exporter):
         stabilizer_rows(plan, scn, STABILIZERS, "AReaL", T.note("plan.between_backward_step"))
         self._optimizer(plan, scn, given)
         T.row(plan, "num_workers", scn.system.num_workers, num_workers=scn.system.num_workers)
-        plan.metrics.update(_metrics(scn))
+        corr = scn.algorithm.correction.name  # AReaL's logged names: stats_tracker keys, areal/trainer/ppo/actor.py
+        plan.metrics.update(T.metrics(corr=corr, stabilizers=bool(scn.algorithm.stabilizers),
+                                      weighted=corr in ("tis", "mis", "icepop", "geo_mis", "decoupled_ppo") or scn.algorithm.objective.name == "cispo"))
         plan.notes.extend(_notes(loss.decoupled))
         return plan
 
@@ -85,15 +87,7 @@ class ArealExporter(Exporter):
 
     # ------------------------------------------------------------------------------------------
     def _batch(self, plan: Plan, scn: Scenario) -> None:
-        a = scn.algorithm
-        T.row(plan, "group_size", a.group_size)
-        T.row(plan, "groups_per_step", a.groups_per_step)
-        T.row(plan, "pinned.batch_size", a.groups_per_step)
-        m = a.minibatches
-        if m == 1:
-            T.row(plan, "minibatches.converted.one_optimizer_step", m, 1)
-        else:
-            T.row(plan, "minibatches.converted.optimizer_steps_per", m, m, m=m)
+        T.apply(plan, "batch", a=scn.algorithm)
 
     def _minibatches(self, plan: Plan, scn: Scenario, decoupled: bool) -> None:
         """After the loss rows: what several mini-batches do to the loss route, the epochs (no key) and
@@ -179,18 +173,8 @@ class _LossMapping:
         T.apply(self.plan, "objective_name", o=self.obj)
 
     def _cispo(self) -> None:
-        obj, plan = self.obj, self.plan
-        if obj.eps_high <= 0:
-            T.row(plan, "objective.eps_low.no_equivalent", {"eps_low": obj.eps_low, "eps_high": obj.eps_high})
-            return
-        self.rs_owner = "objective"
-        T.row(plan, "pinned.level.cispo_clips_each", "token")
-        T.row(plan, "pinned.action.truncate_w_into", "clamp")
-        T.row(plan, "pinned.metric.band_w_prox", "ratio")
-        lower = 1.0 - obj.eps_low
-        T.row(plan, "objective.eps_low.converted", obj.eps_low, lower if lower > 0 else None,
-              note=T.note("cispo.note") if lower <= 0 else "")
-        T.row(plan, "objective.eps_high.converted", obj.eps_high, 1.0 + obj.eps_high)
+        self.rs_owner = "objective" if self.obj.eps_high > 0 else None
+        T.apply(self.plan, "cispo", o=self.obj)
 
     def _clip_rows(self) -> None:
         T.apply(self.plan, "clip", o=self.obj, decoupled=self.decoupled, dual=getattr(self.obj, "dual_clip_c", None))
@@ -252,22 +236,8 @@ class _LossMapping:
         (``areal/api/cli_args.py``, ``PPOActorConfig``): left unwritten, the run would train on raw, uncentred
         rewards, a different algorithm from the one the scenario's objective describes (group centring, std
         scaling as the objective says)."""
-        plan = self.plan
-        note = T.note("note.nearest_scenario_s", what=what)
-        if not mean and not std:
-            T.row(plan, "pinned.reward_norm", None, note=note, note2=difference)
-            return
-        T.row(plan, "pinned.mean_level", "group" if mean else None,
-              note=note + difference if mean else note + T.note("nearest_reward_norm.note.centring_scenario") + difference)
-        T.row(plan, "pinned.mean_leave1out.note_from_code", leave1out,
-              note="leave-one-out group mean" if leave1out else T.note("reward_norm_rest.note"))
-        T.row(plan, "pinned.std_level", "group" if std else None,
-              note=T.note("nearest_reward_norm.note.divide_group_std") if std else T.note("nearest_reward_norm.note.std_normalisation_scenario"))
-        if std:
-            T.row(plan, "pinned.eps.scenario_objective_s", eps)
-            T.row(plan, "pinned.std_unbiased.note_from_code", unbiased,
-                  note="Bessel-corrected group std" if unbiased else T.note("nearest_reward_norm.note.population_std_scenario"))
-        T.row(plan, "pinned.group_size", self.G)
+        T.apply(self.plan, "nearest_reward_norm", what=what, mean=mean, std=std, difference=difference, eps=eps,
+                unbiased=unbiased, leave1out=leave1out, G=self.G)
 
     # -- correction ------------------------------------------------------------------------------
     def _correction(self) -> None:
@@ -304,57 +274,15 @@ class _LossMapping:
                       cap=None if cap is None else getattr(c, cap))
 
     def _m2po(self) -> None:
-        corr, plan = self.corr, self.plan
-        T.row(plan, "correction.name.converted.areal_masks_tokens", {"name": corr.name, "m2_threshold": corr.m2_threshold}, corr.m2_threshold)
-        T.row(plan, "correction.anchor", corr.anchor)
-        weight_needed = self.obj.name in RATIO_CLIP_OBJECTIVES or (self.obj.name == "reinforce" and corr.behaviour_weight)
-        if self.obj.name == "cispo":
-            T.row(plan, "correction.behaviour_weight.implicit.effect_cispo_clipped", corr.behaviour_weight)
-        elif weight_needed:
-            note = (T.note("note.kept_tokens_carry") if self.obj.name == "reinforce" else T.note("note.effect_sandbox_s"))
-            T.row(plan, "correction.behaviour_weight.implicit.note_from_code", corr.behaviour_weight, note=note)
-            rs = "actor.rejection_sampling."
+        weight_needed = self.obj.name in RATIO_CLIP_OBJECTIVES or (self.obj.name == "reinforce" and self.corr.behaviour_weight)
+        if weight_needed and self.obj.name != "cispo":
             self.rs_owner = "correction"
-            T.row(plan, "pinned.level.weight_kept_tokens", "token")
-            T.row(plan, "pinned.action.unbounded_clamp_w", "clamp")
-            T.row(plan, "pinned.metric.w_prox.2", "ratio")
-            T.row(plan, "pinned.upper", math.inf)
-        else:
-            T.row(plan, "correction.behaviour_weight.implicit.kept_tokens_carry", corr.behaviour_weight)
+        T.apply(self.plan, "m2po", c=self.corr, o=self.obj, weight_needed=weight_needed, inf=math.inf)
 
 
 # ------------------------------------------------------------------------------------------------
 # metrics and notes
 # ------------------------------------------------------------------------------------------------
-
-
-def _metrics(scn: Scenario) -> dict[str, str]:
-    """The sandbox's metrics and AReaL's logged names (stats_tracker keys, areal/trainer/ppo/actor.py)."""
-    m = {
-        "reward/mean": T.note("m.reward_mean"),
-        "adv/mean": T.note("m.adv_mean"),
-        "loss/pg": T.note("m.loss_pg"),
-        "clip/frac": T.note("m.clip_frac"),
-        "clip/frac_lower": "`ppo_actor/update/dual_clip_ratio/avg`",
-        "grad/norm": T.note("m.grad_norm"),
-        "is/kl_k3": T.note("m.is_kl_k3"),
-        "is/log_ratio_mean": "−`ppo_actor/update/compute_logp/kl_div_direct/avg`",
-        "is/ess_ratio": T.note("m.is_ess_ratio"),
-        "staleness/mean": T.note("m.staleness_mean"),
-        "staleness/max": "`ppo_actor/update/version_stats/sample_staleness_theta_max`",
-        "system/dropped": T.note("m.system_dropped"),
-        "system/learner_wait": T.note("m.system_learner_wait"),
-        "grad/cos_prev": "not logged",
-    }
-    corr = scn.algorithm.correction.name
-    if corr in ("tis", "mis", "icepop", "geo_mis", "decoupled_ppo") or scn.algorithm.objective.name == "cispo":
-        m["is/coef_mean"] = T.note("metrics.ppo_actor_update_behave_imp_weight")
-        m["is/trunc_frac" if corr == "tis" else "mask/frac"] = "`ppo_actor/update/rs_filtered_fraction`"
-    if corr == "m2po_mask":
-        m["m2/value"] = "not logged"
-    if scn.algorithm.stabilizers:
-        m["lr/scale"] = T.note("metrics.logged_ppo_actor_update")
-    return m
 
 
 def _notes(decoupled: bool) -> list[str]:

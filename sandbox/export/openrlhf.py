@@ -9,7 +9,7 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -40,7 +40,6 @@ SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_schedul
 ANCHOR = T.note("anchor")
 SANDBOX_COMPONENTS = T.note("sandbox_components")
 
-METRICS = T.section("metrics")
 
 
 def _values(*names: str, obj: Any) -> dict[str, Any]:
@@ -72,7 +71,7 @@ class OpenRLHFExporter(Exporter):
         _correction(plan, scn)
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
         _optimizer(plan, scn, given)
-        plan.metrics = dict(METRICS)
+        plan.metrics = T.metrics()
         plan.notes += [T.note("plan.anchor_openrlhf_s"), T.note("plan.without_partial_rollouts"), T.note("plan.flags_txt_holds"),]
         return plan
 
@@ -132,20 +131,7 @@ def _partial_rollouts(plan: Plan, scn: Scenario, is_async: bool) -> None:
 
 
 def _batch(plan: Plan, scn: Scenario) -> None:
-    a = scn.algorithm
-    samples = a.groups_per_step * a.group_size
-    T.row(plan, "group_size", a.group_size)
-    T.row(plan, "groups_per_step", a.groups_per_step)
-    m, E = a.minibatches, a.epochs
-    if m == 1:
-        T.row(plan, "minibatches.converted.groups_per_step_group_size_samples", m, samples, samples=samples)
-    else:
-        T.row(plan, "minibatches.converted.groups_per_step_group_size_minibatches", m, samples // m, samples_m=samples // m, m=m)
-    if E == 1:
-        T.row(plan, "epochs.converted.one_pass_over", E, 1, note=T.note("batch.note") if m == 1 else "")
-    else:
-        T.row(plan, "epochs.converted.passes_over_each", E, E, E=E)
-    T.row(plan, "pinned.vllm_generate_batch_size", a.groups_per_step)
+    T.apply(plan, "batch", a=scn.algorithm, samples=scn.algorithm.groups_per_step * scn.algorithm.group_size)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -184,7 +170,7 @@ def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviou
         T.row(plan, "objective.no_equivalent.trajectory_balance_squared", describe(obj.model_dump()))
         T.row(plan, "pinned.policy_loss_type", "ppo")
         _stand_in(plan, True)
-        _kl_off(plan)
+        T.row(plan, "pinned.init_coef", 0.0)
         return
     _loss_type(plan, obj)
     _advantage(plan, obj, scn.algorithm.group_size)
@@ -221,41 +207,18 @@ def _estimator(plan: Plan, g: int, src: str, value: Any, estimator: str, note: s
 
 
 def _group_norm_knobs(plan: Plan, eps: float, unbiased: bool | None, eps_name: str, unbiased_name: str | None) -> None:
-    p = "algorithm.objective"
-    if abs(eps - GROUP_NORM_EPS) <= STD_GUARD_TOLERANCE:
-        T.row(plan, "objective.implicit.group_norm_adds_e", eps, eps_name=eps_name, eps=eps, abs=abs(eps - GROUP_NORM_EPS))
-    else:
-        T.row(plan, "objective.no_equivalent.group_norm_hard_codes", eps, eps_name=eps_name, eps=eps)
-    if unbiased_name is None:
-        return
-    if unbiased is False:
-        T.row(plan, "objective.no_equivalent.group_norm_uses_torch", False, unbiased_name=unbiased_name)
-    else:
-        T.row(plan, "objective.implicit.group_norm_uses_bessel", unbiased, unbiased_name=unbiased_name)
+    T.apply(plan, "group_norm_knobs", eps=eps, unbiased=unbiased, eps_name=eps_name, unbiased_name=unbiased_name,
+            group_norm_eps=GROUP_NORM_EPS, tolerance=STD_GUARD_TOLERANCE)
 
 
 def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
-    p = "algorithm.objective"
-    b, norm = obj.baseline, obj.normalize_std
+    p, b = "algorithm.objective", obj.baseline
     used = {"constant": ["constant_baseline"], "ema": ["ema_decay", "ema_init"]}.get(b, [])
     unused = [k for k in ("constant_baseline", "ema_decay", "ema_init") if k not in used]
     T.row(plan, "reinforce_advantage.implicit", describe(_values(*unused, obj=obj)), source=_sources(p, *unused), b=b)
-    if b == "opob" or b == "optimal":
-        _opob_gap(plan, obj, ["baseline", "normalize_std"], norm)
-        return
-    src = _sources(p, "baseline", "normalize_std", *used)
-    value = describe(_values("baseline", "normalize_std", *used, obj=obj))
-    if b == "group_mean" and norm:
-        _estimator(plan, g, src, value, "group_norm", T.note("reinforce_advantage"))
-    elif b == "group_mean":
-        _estimator(plan, g, src, value, "dr_grpo", T.note("advantage.r_mean_g_std"))
-    elif b == "leave_one_out" and not norm:
-        _estimator(plan, g, src, value, "rloo", T.note("advantage.r_i_mean__r_j"))
-    else:
-        what = (T.note("what.leave_one_out") if b == "leave_one_out"
-                else f"baseline {b}" + (" with group-std normalisation" if norm else ""))
-        T.row(plan, "reinforce_advantage.no_equivalent", value, source=src, what=what)
-        _stand_in(plan, norm)
+    T.apply(plan, "reinforce_advantage", plan=plan, o=obj, g=g, src=_sources(p, "baseline", "normalize_std", *used),
+            value=describe(_values("baseline", "normalize_std", *used, obj=obj)), opob_gap=_opob_gap, estimator=_estimator,
+            stand_in=_stand_in)
 
 
 def _opob_gap(plan: Plan, obj: Any, knobs: list[str], normalize: bool) -> None:
@@ -275,69 +238,18 @@ def _stand_in(plan: Plan, normalize: bool) -> None:
 
 
 def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> None:
-    p = "algorithm.objective"
-    if obj.name in ("reinforce", "cispo"):
-        return
-    clip = [obj.eps_low, obj.eps_high]
-    if obj.name == "gspo":
-        T.row(plan, "clip.as_is.clip_sequence_ratio", clip, source=_sources(p, "eps_low", "eps_high"))
-        T.row(plan, "objective.dual_clip_c.implicit.gspo_has_dual", obj.dual_clip_c)
-        return
-    dual = obj.dual_clip_c
-    if not stale or proximal == "batch_start":
-        T.row(plan, "clip.as_is.note_from_code", clip, source=_sources(p, "eps_low", "eps_high"),
-              note=T.note("clip.note.lag_both_anchors") if proximal == "behaviour" else
-                    T.note("clip.note.both_clips_act"))
-        if dual is None:
-            T.row(plan, "objective.dual_clip_c.implicit.dual_clip_actor", None)
-        else:
-            T.row(plan, "objective.dual_clip_c.as_is", dual)
-        return
-    names = ["eps_low", "eps_high"] + (["dual_clip_c"] if dual is not None else [])
-    T.row(plan, "clip.no_equivalent", describe(_values(*names, obj=obj)), source=_sources(p, *names),
-          reinforce_twin=_reinforce_twin(obj))
-    if dual is None:
-        T.row(plan, "objective.dual_clip_c.implicit.dual_clip", None)
-
-
-def _kl_off(plan: Plan) -> None:
-    T.row(plan, "pinned.init_coef", 0.0)
+    names = lambda o: ["eps_low", "eps_high"] + (["dual_clip_c"] if o.dual_clip_c is not None else [])
+    T.apply(plan, "clip", o=obj, stale=stale, proximal=proximal, eps=_sources("algorithm.objective", "eps_low", "eps_high"),
+            knobs=lambda o: (describe(_values(*names(o), obj=o)), _sources("algorithm.objective", *names(o))), twin=_reinforce_twin)
 
 
 def _kl(plan: Plan, obj: Any) -> None:
-    beta = getattr(obj, "beta_kl", None)
-    if beta is None:
-        _kl_off(plan)
-        return
-    src = "algorithm.objective.beta_kl"
-    if beta == 0:
-        T.row(plan, "objective.beta_kl.as_is.kl_openrlhf_creates", 0.0)
-    elif obj.aggregation != "token_mean":
-        T.row(plan, "objective.beta_kl.no_equivalent", beta, aggregation=obj.aggregation)
-        _kl_off(plan)
-    else:
-        T.row(plan, "objective.beta_kl.as_is.kl_loss", beta)
-        T.row(plan, "pinned.use_loss", True)
-        T.row(plan, "pinned.estimator.k3_ref_ref", "k3")
+    T.apply(plan, "kl", o=obj, beta=getattr(obj, "beta_kl", None))
 
 
 def _aggregation(plan: Plan, obj: Any) -> None:
-    p = "algorithm.objective"
-    agg = obj.aggregation
-    max_len = obj.name == "dr_grpo"
-    target = AGGREGATIONS.get(agg)
-    if obj.name == "gspo" and agg != "seq_mean_token_mean":
-        target = None
-    if target is None:
-        src = _sources(p, "aggregation", "max_len") if max_len else f"{p}.aggregation"
-        T.row(plan, "aggregation.no_equivalent", agg, source=src,
-              nearest='seq_mean_token_mean' if obj.name == 'gspo' else 'token_mean')
-        return
-    T.row(plan, "objective.aggregation", agg, target,
-          note={"token-mean": T.note("aggregation.token_mean"),
-                "seq-mean-token-mean": T.note("aggregation.seq_mean_token_mean")}[target])
-    if max_len:
-        T.row(plan, "objective.max_len", obj.max_len)
+    gspo_other = obj.name == "gspo" and obj.aggregation != "seq_mean_token_mean"
+    T.apply(plan, "aggregation", o=obj, p="algorithm.objective", target=None if gspo_other else AGGREGATIONS.get(obj.aggregation))
 
 
 # ----------------------------------------------------------------------------------------------

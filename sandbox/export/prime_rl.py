@@ -25,7 +25,6 @@ CUSTOM_LOSS = T.note("custom_loss")
 OFF_MASK = 1.0  # |π_θ − μ| ≤ 1, so thresholds of 1 never mask a token
 ADAM_EPS = 1e-8  # torch AdamW default; prime-rl passes no eps (src/prime_rl/trainer/optim/__init__.py)
 
-METRICS = T.section("metrics")
 
 NOTES = [T.note("notes.one_optimizer_step"), T.note("notes.prime_rl_always"), T.note("notes.batches_are_filled"), T.note("notes.prime_rl_docs"), T.note("notes.launch_sh_holds"),]
 
@@ -35,54 +34,18 @@ NOTES = [T.note("notes.one_optimizer_step"), T.note("notes.prime_rl_always"), T.
 # ------------------------------------------------------------------------------------------------
 
 
-def _staleness_rows(plan: Plan, scn: Scenario) -> int | None:
-    """Rows for ``system.staleness``; returns the ``max_off_policy_steps`` written (None: none)."""
-    st = staleness_of(scn)
-    cfg = scn.system.staleness
-    key = "orchestrator.max_off_policy_steps"
-    if st.kind == "max_lag":
-        T.row(plan, "staleness.kind", f"max_lag, k_max = {cfg.k_max}", cfg.k_max)
-        if cfg.enforcement == "drop":
-            T.row(plan, "staleness.enforcement.implicit", "drop")
-            T.row(plan, "staleness.queue_capacity.setup", cfg.queue_capacity)
-        else:
-            T.row(plan, "staleness.enforcement.no_equivalent", "throttle")
-            T.row(plan, "staleness.queue_capacity.implicit", cfg.queue_capacity)
-        return cfg.k_max
-    if st.kind == "sync":
-        T.row(plan, "staleness.no_equivalent.prime_rl_has", "sync")
-        T.row(plan, "pinned.max_off_policy_steps.closest_synchronous_control", 0)
-        return 0
-    if st.kind == "fixed_lag":
-        fixed_lag_gap(plan, scn, T.note("staleness_rows"))
-        T.row(plan, "pinned.max_off_policy_steps.closest_bound_fixed", cfg.k, k=cfg.k)
-        return cfg.k
-    T.row(plan, "staleness.no_equivalent.roll_s_asynchronous", describe(cfg.model_dump()), bound=st.bound)
-    T.row(plan, "pinned.max_off_policy_steps.closest_bound_ceil", st.bound, alpha=cfg.alpha)
+def _staleness_rows(plan: Plan, scn: Scenario) -> int:
+    """Rows for ``system.staleness`` and ``system.partial_rollouts``; returns the ``max_off_policy_steps`` written."""
+    st, cfg = staleness_of(scn), scn.system.staleness
+    partial = lambda plan, on, bound: T.apply(plan, "partial_rollouts", on=on, bound=bound)
+    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap,
+            partial=partial)
     return st.bound
 
 
-def _partial_rollout_row(plan: Plan, scn: Scenario, bound: int | None) -> None:
-    if scn.system.partial_rollouts:
-        T.row(plan, "partial_rollouts.implicit.prime_rl_always", True)
-    elif bound == 0:
-        T.row(plan, "partial_rollouts.implicit.prime_rl_continues", False)
-    else:
-        T.row(plan, "partial_rollouts.no_equivalent", False)
-
-
-# ------------------------------------------------------------------------------------------------
-# batch geometry
-# ------------------------------------------------------------------------------------------------
-
-
 def _batch_rows(plan: Plan, scn: Scenario) -> None:
-    a = scn.algorithm
-    T.row(plan, "group_size", a.group_size)
-    T.row(plan, "groups_per_step", a.groups_per_step, a.groups_per_step * a.group_size,
-          groups_per_step=a.groups_per_step, group_size=a.group_size)
-    no_minibatch_rows(plan, scn, T.note("batch_rows.prime_rl_takes", where=AT.split()[-1]), MINIBATCH_INSTEAD)
-    proximal_row(plan, scn, "behaviour", T.note("batch_rows.default_loss_fn_s_against"))
+    T.apply(plan, "batch", plan=plan, scn=scn, a=scn.algorithm, where=AT.split()[-1], instead=MINIBATCH_INSTEAD,
+            no_minibatch_rows=no_minibatch_rows, proximal_row=proximal_row)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -216,20 +179,7 @@ def _switch_off_dppo(plan: Plan, scn: Scenario, why: str) -> None:
 def _correction_rows(plan: Plan, scn: Scenario) -> None:
     c = scn.algorithm.correction
     if not T.apply(plan, "correction", plan=plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
-        if c.name in _CORRECTION_IMPOSSIBLE:
-            note = _CORRECTION_IMPOSSIBLE[c.name]
-            if c.name in ("m2po_mask", "m2po_clipband"):
-                note += T.note("correction_rows.instead_areal_actor")
-            elif c.name == "decoupled_ppo":
-                note += T.note("correction_rows.instead_areal_use_decoupled_loss")
-            else:
-                note += T.note("correction_rows.instead_sandbox_s")
-        else:
-            note = f"{_CORRECTION_GAPS.get(c.name, f'no equivalent of the {c.name!r} correction')} at {AT}; only through {CUSTOM_LOSS}"  # .get: issue 26
-            if c.name == "mis" and c.batch_normalize:
-                note += T.note("correction_rows.but_batch_normalize_rescales")
-            if c.name == "topr" and c.split_on == "reward":
-                note += T.note("correction_rows.but_split_on_reward")
+        note = T.pick("correction_gap", c=c, impossible=_CORRECTION_IMPOSSIBLE, gaps=_CORRECTION_GAPS, at=AT, custom=CUSTOM_LOSS)
         T.row(plan, "correction", describe(c.model_dump()), note=note)
         _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
 
@@ -295,7 +245,6 @@ class PrimeRLExporter(Exporter):
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, T.note("plan"))
         bound = _staleness_rows(plan, scn)
-        _partial_rollout_row(plan, scn, bound)
         _batch_rows(plan, scn)
         _objective_rows(plan, scn, bound)
         _correction_rows(plan, scn)
@@ -303,7 +252,7 @@ class PrimeRLExporter(Exporter):
         _optimizer_rows(plan, scn, given)
         T.row(plan, "pinned.type.advantage_r_group", "grpo")
         T.row(plan, "pinned.filter_zero_advantages", False)
-        plan.metrics.update(METRICS)
+        plan.metrics.update(T.metrics())
         plan.notes.extend(NOTES)
         return plan
 

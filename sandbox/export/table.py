@@ -117,6 +117,16 @@ class Table:
         return any(self._case(plan, case, scope, fields, f"export table {self.name}: rule {rule} case {i + 1}")
                    for i, case in enumerate(self._entry("rule", rule)))
 
+    def metrics(self, section: str = "metrics", /, **names: Any) -> dict[str, str]:
+        """The ``[<section>]`` table as PROMOTION.md's metric rows, in order: a text stands as it is; an inline table
+        ``{when = expression, value = expression}`` gives the metric ``value`` where ``when`` holds (no ``when``: always)."""
+        scope, out = {**_BUILTINS, "note": self.note, **names}, {}
+        for metric, entry in _load(self.name)[section].items():
+            where = f"export table {self.name}: [{section}] {metric}"
+            if isinstance(entry, str) or "when" not in entry or _eval(entry["when"], where, scope):
+                out[metric] = entry if isinstance(entry, str) else _eval(entry["value"], where, scope)
+        return out
+
     def pick(self, rule: str, /, **names: Any) -> Any:
         """The ``value`` expression of rule ``rule``'s first case whose ``when`` holds (None when none does)."""
         scope = {**_BUILTINS, "note": self.note, **names}

@@ -62,7 +62,7 @@ class TRLExporter(Exporter):
         _optimizer(plan, scn)
         scale_rows(plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
-        plan.metrics.update(_metrics(scn, cls))
+        plan.metrics.update(T.metrics("metrics_async" if cls == ASYNC_CLASS else "metrics", o=scn.algorithm.objective))
         plan.notes.extend(_notes(scn, cls, geometry_ok))
         return plan
 
@@ -74,17 +74,7 @@ class TRLExporter(Exporter):
         }
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
-        if config_class(plan) == ASYNC_CLASS:
-            return (
-                "# 1. generation server on its own GPU(s): AsyncGRPOTrainer needs vLLM's dev endpoints and NCCL weight\n"
-                "#    transfer; serve in the trainer's dtype (AsyncGRPOConfig.dtype, float32 by default)\n"
-                "CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 vllm serve YOUR_MODEL --dtype float32 \\\n"
-                "    --weight-transfer-config '{\"backend\":\"nccl\"}' &\n"
-                "# 2. trainer (one process, as the batch sizes were written; see PROMOTION.md to scale out)\n"
-                "CUDA_VISIBLE_DEVICES=1 accelerate launch --num_processes 1 train_grpo.py\n"
-            )
-        return ("# one training process, as the batch sizes were written (see PROMOTION.md to scale out)\n"
-                "accelerate launch --num_processes 1 train_grpo.py\n")
+        return _SCRIPT_PARTS[config_class(plan)]["launch"]
 
 
 def config_class(plan: Plan) -> str:
@@ -103,27 +93,9 @@ def config_class(plan: Plan) -> str:
 def _geometry(plan: Plan, scn: Scenario, cls: str) -> bool:
     """One optimizer step = ``groups_per_step × group_size`` completions; False when TRL cannot run the
     scenario's group size (GRPO needs two completions per prompt)."""
-    alg = scn.algorithm
-    G, B = alg.group_size, alg.groups_per_step
-    if G < 2:
-        T.row(plan, "group_size.no_equivalent", G)
-        T.row(plan, "groups_per_step.setup.prompts_per_optimizer", B)
-        return False
-    T.row(plan, "group_size.setup", G)
-    m = alg.minibatches
-    if cls == SYNC_CLASS and m == 1:
-        T.row(plan, "groups_per_step.setup.prompts_per_optimizer.2", B, G=G, B=B, B_G=B * G)
-    elif cls == SYNC_CLASS:
-        T.row(plan, "groups_per_step.setup.prompts_per_generation", B, B // m, B=B, B_m=B // m, G_B_m=B // m * G)
-    if cls == SYNC_CLASS:
-        T.row(plan, "pinned.per_device_train_batch_size", G)
-    else:
-        T.row(plan, "groups_per_step.setup.note_from_code", B, B * G // m,
-              note=T.note("geometry.note.prompts_per_optimizer", B_G=B * G) if m == 1 else
-                    T.note("geometry.note.prompts_per_published", m=m, G_B_m=B // m * G))
-        T.row(plan, "pinned.gradient_accumulation_steps", 1)
-        T.row(plan, "pinned.token_budget", 0)
-    return True
+    a = scn.algorithm
+    T.apply(plan, "geometry", G=a.group_size, B=a.groups_per_step, m=a.minibatches, sync=cls == SYNC_CLASS)
+    return a.group_size >= 2
 
 
 def _minibatches_sync(plan: Plan, scn: Scenario) -> None:
@@ -131,72 +103,25 @@ def _minibatches_sync(plan: Plan, scn: Scenario) -> None:
     gradient_accumulation_steps = minibatches`` optimizer steps per iteration, ``num_iterations = epochs``
     (``GRPOTrainer._prepare_inputs``, trl 1.16); π_old is recomputed at generation when a batch serves
     several steps (``old_per_token_logps``), else the ratio is 1."""
-    a = scn.algorithm
-    m, E, B = a.minibatches, a.epochs, a.groups_per_step
-    if a.group_size < 2:
-        no_minibatch_rows(plan, scn, T.note("minibatches_sync.grpoconfig_written_group"), MINIBATCH_INSTEAD)
-        T.row(plan, "proximal", a.proximal)
-        return
-    if m == 1:
-        T.row(plan, "minibatches.implicit", 1)
-    else:
-        T.row(plan, "minibatches.converted.steps_per_generation_minibatches_gradient_accumulation_steps", m, B, m=m, B_m=B // m)
-    T.row(plan, "epochs.converted", E, E,
-          note=T.note("minibatches_sync.note.reuse_generation_batch") if E == 1 else
-                T.note("minibatches_sync.note.passes_over_each", E=E, extra_steps=m * E - 1))
-    proximal_row(plan, scn, "batch_start", T.note("minibatches_sync.grpotrainer_s_old_per_token_logps"))
+    T.apply(plan, "minibatches_sync", plan=plan, scn=scn, a=scn.algorithm, instead=MINIBATCH_INSTEAD,
+            no_minibatch_rows=no_minibatch_rows, proximal_row=proximal_row)
 
 
 def _minibatches_async(plan: Plan, scn: Scenario) -> None:
     """AsyncGRPOConfig: ``weight_sync_steps = minibatches`` optimizer steps per model version; no epochs."""
-    a = scn.algorithm
-    m = a.minibatches
-    if m == 1:
-        T.row(plan, "minibatches.converted.one_weight_sync", 1, 1)
-    else:
-        T.row(plan, "minibatches.converted.one_weight_sync.2", m, m, m=m)
-    if a.epochs == 1:
-        T.row(plan, "epochs.implicit", 1)
-    else:
-        T.row(plan, "epochs.no_equivalent", a.epochs)
-    proximal_row(plan, scn, "behaviour", T.note("minibatches_async"))
+    T.apply(plan, "minibatches_async", plan=plan, scn=scn, a=scn.algorithm, proximal_row=proximal_row)
 
 
 def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
-    st = staleness_of(scn)
-    partial = scn.system.partial_rollouts
-    B = scn.algorithm.groups_per_step
-    if cls == ASYNC_CLASS:
-        k = versions_to_optimizer_steps(st.bound)
-        _minibatches_async(plan, scn)
-        T.row(plan, "staleness.kind", f"max_lag, k_max = {st.bound}", k)
-        _admission(plan, scn, k)
-        if partial:
-            T.row(plan, "partial_rollouts.implicit.asyncgrpotrainer_pauses_vllm", True)
-        else:
-            T.row(plan, "partial_rollouts.no_equivalent.asyncgrpotrainer_always_continues", False)
-        return
-    G = scn.algorithm.group_size
-    S = scn.algorithm.updates_per_batch
-    spg_note = (T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations", B=B) if S == 1 else
-                T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations.2", B=B, B_minibatches_algorithm_scn=B // scn.algorithm.minibatches,
-                       epochs=scn.algorithm.epochs, S=S, S_1=S - 1))
-    if st.kind == "sync" and G >= 2:
-        T.row(plan, "staleness.converted", "sync", B, note=spg_note)
-    elif st.kind == "sync":
-        T.row(plan, "staleness.implicit", "sync")
-    elif st.kind == "fixed_lag":
-        fixed_lag_gap(plan, scn, T.note("staleness"))
-    else:
-        T.row(plan, "staleness.no_equivalent", describe(scn.system.staleness.model_dump()), describe=describe(st.alpha),
-              bound=st.bound)
-    if st.kind != "sync" and G >= 2:
-        T.row(plan, "pinned.steps_per_generation", B, note=spg_note)
-    _minibatches_sync(plan, scn)
-    if partial:
-        T.row(plan, "partial_rollouts.no_equivalent.grpotrainer_generates_every", True)
-    else:
-        T.row(plan, "partial_rollouts.implicit.grpotrainer_generates_each", False)
+    st, a = staleness_of(scn), scn.algorithm
+    B, S = a.groups_per_step, a.updates_per_batch
+    spg = (T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations", B=B) if S == 1 else
+           T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations.2", B=B,
+                  B_minibatches_algorithm_scn=B // a.minibatches, epochs=a.epochs, S=S, S_1=S - 1))
+    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, asy=cls == ASYNC_CLASS, k=versions_to_optimizer_steps(st.bound),
+            partial=scn.system.partial_rollouts, G=a.group_size, B=B, spg=spg, full=describe(scn.system.staleness.model_dump()),
+            describe=describe, fixed_lag_gap=fixed_lag_gap, minibatches_async=_minibatches_async,
+            minibatches_sync=_minibatches_sync, admission=_admission)
 
 
 def _admission(plan: Plan, scn: Scenario, k_max: int) -> None:
@@ -412,33 +337,6 @@ def _optimizer(plan: Plan, scn: Scenario) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _metrics(scn: Scenario, cls: str) -> dict[str, str]:
-    clip = ("`cispo_clip_ratio`" if scn.algorithm.objective.name == "cispo" else "`clip_ratio/region_mean`")
-    if cls == ASYNC_CLASS:
-        return {
-            "reward/mean": "`reward`",
-            "staleness/mean": T.note("metrics.staleness_mean"),
-            "staleness/max": "`sample/staleness_max`",
-            "dropped": T.note("metrics.dropped"),
-            "is/kl_k3": T.note("metrics.is_kl_k3"),
-            "is/ess_ratio": T.note("metrics.is_ess_ratio"),
-            "clip/frac": T.note("metrics.clip_frac"),
-            "grad/norm": "`grad_norm` (before clipping)",
-        }
-    out = {
-        "reward/mean": "`reward`",
-        "adv/zero_var_groups": "`frac_reward_zero_std`",
-        "is/ess_ratio": T.note("out.is_ess_ratio"),
-        "is/kl_k3": T.note("out.is_kl_k3"),
-        "clip/frac": T.note("out.clip_frac", clip=clip),
-        "grad/norm": "`grad_norm` (before clipping)",
-        "staleness/mean": T.note("out.staleness_mean"),
-    }
-    if scn.algorithm.objective.name == "grpo" and scn.algorithm.objective.beta_kl > 0:
-        out["kl/ref_k3"] = "`kl`"
-    return out
-
-
 def _notes(scn: Scenario, cls: str, geometry_ok: bool) -> list[str]:
     B, G = scn.algorithm.groups_per_step, scn.algorithm.group_size
     notes = []
@@ -454,22 +352,10 @@ def _notes(scn: Scenario, cls: str, geometry_ok: bool) -> list[str]:
 
 
 _SCRIPT = T.text("train_script")
+_SCRIPT_PARTS = T.section("script")
 
 
 def _train_script(cls: str, release: str, launch: str) -> str:
-    if cls == ASYNC_CLASS:
-        imports = "from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer"
-        trainer, slug = "AsyncGRPOTrainer", "async-grpo"
-        reward_extra = ("\n\n    AsyncGRPOTrainer scores in a spawned process: keep this a module-level function.")
-        extra = ('    # The vLLM server started by the launch command; set its address if it is not local:\n'
-                 '    # settings["vllm_server_base_url"] = "http://HOST:8000"\n')
-    else:
-        imports = "from trl import GRPOConfig, GRPOTrainer"
-        trainer, slug = "GRPOTrainer", "grpo"
-        reward_extra = ""
-        extra = ('    # Generation with vLLM (the vllm_importance_sampling_* settings act only then):\n'
-                 '    # settings.update(use_vllm=True, vllm_mode="colocate")\n')
+    parts = {k: v for k, v in _SCRIPT_PARTS[cls].items() if k != "launch"}
     launch_comment = "\n".join(f"    {line}" for line in launch.rstrip().splitlines())
-    return _SCRIPT.format(release=release, cls=cls, config=CONFIG_FILE, script=SCRIPT_FILE, imports=imports,
-                          slug=slug, reward_extra=reward_extra, extra_settings=extra, trainer=trainer,
-                          launch_comment=launch_comment)
+    return _SCRIPT.format(release=release, cls=cls, config=CONFIG_FILE, script=SCRIPT_FILE, launch_comment=launch_comment, **parts)

@@ -12,7 +12,7 @@ import yaml
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import MINIBATCH_INSTEAD, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -192,53 +192,12 @@ def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str
 def map_objective(plan: Plan, scn: Scenario, route: str | None, target: ObjectiveTarget) -> None:
     """Rows for every knob of ``algorithm.objective`` on ``route`` (see :func:`objective_route`)."""
     obj = scn.algorithm.objective
-    src = "algorithm.objective"
     T.row(plan, "pinned.use_kl_in_reward", False)
     T.row(plan, "pinned.entropy_coeff", 0)
-    mode = "vanilla" if route == "reinforce" else LOSS_MODE.get(obj.name, "vanilla")
-    if route is None or mode not in target.loss_modes:
-        why = (T.note("why.trajectory_balance_tba") if route is None else T.note("why.trainer_registers_policy", mode=mode))
-        T.row(plan, "objective.no_equivalent.instead_train_sandbox", describe(obj.model_dump()), why=why)
-        T.row(plan, "pinned.adv_estimator.objective_has_equivalent", "grpo")
-        T.row(plan, "pinned.norm_adv_by_std_in_grpo.verl_s_grpo", True)
-        T.row(plan, "pinned.use_kl_loss.kl_term_written", False)
-        return
-
-    none = {"normalize": None, "eps_std": None, "std_unbiased": None}
-    if obj.name == "reinforce":
-        T.row(plan, "objective.name.converted.reinforce_sg_log", obj.name, "vanilla", reinforce_why=target.reinforce_why)
-        _baseline_rows(plan, scn, target, obj.baseline, obj.normalize_std,
-                       {**none, "kind": f"{src}.baseline", "normalize": f"{src}.normalize_std"})
-        for knob, used_by in (("constant_baseline", "constant"), ("ema_decay", "ema"), ("ema_init", "ema")):
-            if obj.baseline == used_by:
-                T.row(plan, "objective.no_equivalent.knob_baseline_equivalent", getattr(obj, knob), knob=knob, used_by=used_by)
-            else:
-                T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, baseline=obj.baseline)
-        _aggregation(plan, obj, target)
-        _kl(plan, obj)
-        return
-
-    why = {"vanilla": T.note("why.vanilla"), "gspo": T.note("why.gspo"), "cispo": T.note("why.cispo"),}[mode]
-    T.row(plan, "objective.name.converted.note_from_code", obj.name, mode, note=why)
-
-    if obj.name == "grpo":
-        normalize = obj.normalize_std
-        _baseline_rows(plan, scn, target, obj.baseline, normalize,
-                       {"kind": f"{src}.baseline", "normalize": f"{src}.normalize_std", "eps_std": f"{src}.eps_std",
-                        "std_unbiased": f"{src}.std_unbiased"})
-    elif obj.name == "dr_grpo":
-        _baseline_rows(plan, scn, target, obj.baseline, False, {**none, "kind": f"{src}.baseline"})
-    elif obj.name == "rloo":
-        T.row(plan, "objective.name.converted.leave_one_out", obj.name, "rloo")
-        T.row(plan, "pinned.norm_adv_by_std_in_grpo.std_normalisation_rloo", False)
-    else:  # ppo, dapo, gspo, cispo: the advantage knob
-        kind = {"grpo": "group_mean", "dr_grpo": "group_mean", "rloo": "leave_one_out"}.get(obj.advantage, obj.advantage)
-        _baseline_rows(plan, scn, target, kind, obj.advantage == "grpo",
-                       {**none, "kind": f"{src}.advantage", "eps_std": f"{src}.eps_std"})
-
-    _clip_knobs(plan, obj, dual_clip=mode == "vanilla")
-    _aggregation(plan, obj, target)
-    _kl(plan, obj)
+    T.apply(plan, "objective", plan=plan, scn=scn, o=obj, route=route, target=target, full=describe(obj.model_dump()),
+            mode="vanilla" if route == "reinforce" else LOSS_MODE.get(obj.name, "vanilla"), src="algorithm.objective",
+            baseline_rows=_baseline_rows, clip=_clip_knobs, aggregation=_aggregation, kl=_kl,
+            advantage_kind=lambda a: {"grpo": "group_mean", "dr_grpo": "group_mean", "rloo": "leave_one_out"}.get(a, a))
 
 
 UPSTREAM_OBJECTIVES = ObjectiveTarget(
@@ -320,14 +279,7 @@ def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str)
     verl 0.9.1): bypass mode keeps ``old_log_probs`` = the rollout log-probs in every mini-batch; the
     REINFORCE route recomputes π_old once per batch (``_compute_old_log_prob``; in ``separate_async`` once
     per ``parameter_sync_step`` cycle, ``save_model_to_cpu``)."""
-    a = scn.algorithm
-    S = a.updates_per_batch
-    if route == "reinforce" and S > 1:
-        T.row(plan, "minibatches.no_equivalent.reinforce_route_relies", f"{a.minibatches} x {a.epochs}")
-    if mode != "sync" and a.minibatches > 1 and a.epochs > 1:
-        T.row(plan, "epochs.implicit", a.epochs)
-    proximal_row(plan, scn, "batch_start" if route == "reinforce" else "behaviour",
-                 f"{CORR}.bypass_mode = " + ("false" if route == "reinforce" else "true"))
+    T.apply(plan, "minibatch_route", plan=plan, scn=scn, a=scn.algorithm, route=route, mode=mode, corr=CORR, proximal_row=proximal_row)
 
 
 STABILIZERS = T.section("stabilizers")
@@ -376,21 +328,6 @@ def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def _metrics(route: str | None, mode: str) -> dict[str, str]:
-    decoupled = route == "reinforce"
-    corr = ("`rollout_corr/{}`" if decoupled else T.note("corr"))
-    return {
-        "is/ess_ratio": (T.note("metrics.is_ess_ratio.direct_counterpart_rollout_corr") if decoupled else
-                         T.note("metrics.is_ess_ratio.logged_bypass_mode")),
-        "is/chi2": corr.format("chi2_token"),
-        "is/kl_k3": corr.format("k3_kl") if decoupled else T.note("metrics.is_kl_k3"),
-        "clip/frac": "`actor/pg_clipfrac`" + (T.note("metrics.clip_frac") if decoupled else ""),
-        "grad/norm": T.note("metrics.grad_norm"),
-        "staleness/mean": (T.note("metrics.staleness_mean") if mode != "sync" else "0 (sync trainer)"),
-        "staleness/max": "`training/off_policy/trajectory_staleness_worst/max`" if mode != "sync" else "0 (sync trainer)",
-    }
-
-
 @register
 class VerlExporter(Exporter):
     """verl 0.9.x, V1 trainer of ``verl.trainer.main_ppo`` (see the module docstring for every convention)."""
@@ -416,7 +353,7 @@ class VerlExporter(Exporter):
         map_minibatch_route(plan, scn, route, mode)
         map_stabilizers(plan, scn)
         _map_optimizer_fsdp(plan, scn, given)
-        plan.metrics = _metrics(route, mode)
+        plan.metrics = T.metrics(decoupled=route == "reinforce", sync=mode == "sync")
         plan.notes += [T.note("plan.each_verl_trainer"), T.note("plan.overrides_txt_verl_config"),]
         return plan
 

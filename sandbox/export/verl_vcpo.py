@@ -114,26 +114,9 @@ def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
 
 
 def _map_staleness_fork(plan: Plan, scn: Scenario) -> None:
-    st = staleness_of(scn)
     cfg = scn.system.staleness
-    T.row(plan, "pinned.trigger_parameter_sync_step", 1)
-    T.row(plan, "pinned.require_batches", 1)
-    if st.kind == "sync":
-        T.row(plan, "staleness.converted", "sync", 0.0)
-    elif st.kind == "max_lag":
-        T.row(plan, "staleness.kind", f"max_lag, {cfg.k_max}", float(cfg.k_max))
-        if cfg.enforcement == "throttle":
-            T.row(plan, "staleness.enforcement.implicit", "throttle")
-            T.row(plan, "staleness.queue_capacity", cfg.queue_capacity)
-        else:
-            T.row(plan, "staleness.enforcement.no_equivalent", f"drop, {describe(cfg.queue_capacity)}")
-    elif st.kind == "fixed_lag":
-        fixed_lag_gap(plan, scn, T.note("map_staleness_fork"))
-        T.row(plan, "pinned.staleness_threshold", 0.0)
-    else:
-        T.row(plan, "staleness.no_equivalent", describe(cfg.model_dump()), bound=st.bound)
-        T.row(plan, "pinned.staleness_threshold", 0.0)
-    T.row(plan, "partial_rollouts", scn.system.partial_rollouts)
+    T.apply(plan, "staleness", plan=plan, scn=scn, st=staleness_of(scn), cfg=cfg, full=describe(cfg.model_dump()),
+            describe=describe, fixed_lag_gap=fixed_lag_gap)
 
 
 def _map_optimizer_megatron(plan: Plan, scn: Scenario, given: Given) -> None:
@@ -156,19 +139,6 @@ FORK_OBJECTIVES = ObjectiveTarget(
     opob=_map_opob,
     aggregation_note=T.note("fork_objectives.aggregation_note"),
 )
-
-
-def _metrics(per_traj: bool) -> dict[str, str]:
-    return {
-        "is/ess_ratio": T.note("metrics.is_ess_ratio.staleness_ess_records")
-                        if per_traj else T.note("metrics.is_ess_ratio.logged_only_update_policy_per_traj"),
-        "is/chi2": "`rollout_corr/chi2_token`",
-        "is/kl_k3": "`rollout_corr/k3_kl`",
-        "clip/frac": "`actor/pg_clipfrac`",
-        "grad/norm": "`actor/grad_norm`",
-        "staleness/mean": T.note("metrics.staleness_mean.actor_local_traj_records_trainer_param_version")
-                          if per_traj else T.note("metrics.staleness_mean.fully_async_partial_max_partial_span"),
-    }
 
 
 @register
@@ -203,7 +173,7 @@ class VerlVCPOExporter(Exporter):
         if not per_traj:
             T.row(plan, "pinned.update_policy_per_traj", False)
         _map_optimizer_megatron(plan, scn, given)
-        plan.metrics = _metrics(per_traj)
+        plan.metrics = T.metrics(per_traj=per_traj)
         plan.notes += [T.note("plan.pypi_install_fork"), T.note("plan.one_trainer_step"),]
         return plan
 

@@ -53,24 +53,11 @@ def _variants():
 
 def _validate(framework: str, files: dict[str, str], wheel) -> list[str]:
     """The framework's own schema check (the validators of test_<framework>.py)."""
-    if framework == "verl":
-        from sandbox.export.validate.verl import validate
-        return validate(files, wheel("verl"))
-    if framework == "verl-vcpo":
-        from sandbox.export.validate.verl_vcpo import validate
-        return validate(files)
+    from sandbox.export.validate import WHEELS, validate
+
     if framework == "trl":
         pytest.importorskip("trl")
-        from sandbox.export.validate.trl import validate
-        return validate(files, None)
-    if framework == "openrlhf":
-        from sandbox.export.validate.openrlhf import validate
-        return validate(files, wheel("openrlhf"))
-    if framework == "areal":
-        from sandbox.export.validate.areal import validate_many
-        return validate_many([files], wheel("areal"))[0]
-    from sandbox.export.validate.prime_rl import validate
-    return validate(files)
+    return validate(framework, files, wheel(framework) if framework in WHEELS else None)
 
 
 def test_the_table_covers_the_scenario_and_every_framework():

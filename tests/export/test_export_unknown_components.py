@@ -130,25 +130,15 @@ def test_a_component_carries_its_own_mapping():
 
 
 def _validate(framework, exports, wheel):
-    """The framework's own schema check of each export (problems per export)."""
-    if framework == "verl":
-        from sandbox.export.validate.verl import validate
-        return [validate(f, wheel("verl")) for f in exports]
-    if framework == "verl-vcpo":
-        from sandbox.export.validate.verl_vcpo import validate
-        return [validate(f) for f in exports]
+    """The framework's own schema check of each export (problems per export; AReaL's in one child process)."""
+    from sandbox.export.validate import WHEELS, validate
+    from sandbox.export.validate.areal import validate_many
+
     if framework == "trl":
         pytest.importorskip("trl")
-        from sandbox.export.validate.trl import validate
-        return [validate(f, None) for f in exports]
-    if framework == "openrlhf":
-        from sandbox.export.validate.openrlhf import validate
-        return [validate(f, wheel("openrlhf")) for f in exports]
     if framework == "areal":
-        from sandbox.export.validate.areal import validate_many
         return validate_many(exports, wheel("areal"))
-    from sandbox.export.validate.prime_rl import validate
-    return [validate(f) for f in exports]
+    return [validate(framework, f, wheel(framework) if framework in WHEELS else None) for f in exports]
 
 
 @pytest.mark.parametrize("framework", sorted(EXPORTERS))

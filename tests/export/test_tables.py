@@ -96,6 +96,12 @@ def test_every_named_entry_exists_and_every_entry_is_named():
                 where = table if key in TABLES[table].get(section, {}) else "common"
                 assert key in TABLES[where].get(section, {}), f"{table}.toml: rule {rule} names {section} {key!r}"
                 used[where][section].add(key)
+        for section in [s for s in TABLES[table] if s.startswith("metrics")]:  # notes named by Table.metrics entries
+            assert re.search(rf'T\.metrics\(("{section}")?', src), f"{table}.toml: [{section}] is read by no exporter"
+            for key in re.findall(r"note\('([^']+)'", repr(TABLES[table][section])):
+                where = table if key in TABLES[table].get("note", {}) else "common"
+                assert key in TABLES[where].get("note", {}), f"{table}.toml: [{section}] names note {key!r}"
+                used[where]["note"].add(key)
         for section in re.findall(r'T\.section\(\s*"([^"]+)"', src):
             assert section in TABLES[table], f"{module}.py reads table [{section}], absent from {table}.toml"
     for table, sections in used.items():
@@ -155,3 +161,43 @@ def test_a_rule_applies_its_first_matching_case_and_refuses_what_is_outside_its_
         t.apply(plan, "bad", c=C("a", 0))
     with pytest.raises(ValueError, match=r"rule call case 1: .*uses Call"):
         t.apply(plan, "call", c=C("a", 0))
+
+
+def test_a_metric_table_keeps_texts_and_evaluates_its_entries(monkeypatch):
+    from sandbox.export import table as table_mod
+
+    metrics = {"metrics": {"a": "`a` (as it stands, {braces} kept)", "b": {"value": "'x' if on else note('corr', name='y')"},
+                           "c": {"when": "on", "value": "f'{n:g}'"}, "d": {"when": "n.__class__", "value": "1"}}}
+    real = table_mod._load
+    monkeypatch.setattr(table_mod, "_load", lambda name: {**real("verl"), **metrics} if name == "t" else real(name))
+    t = Table("t")
+    with pytest.raises(ValueError, match=r"export table t: \[metrics\] d: .*outside the rule language"):
+        t.metrics(on=True, n=0.5)
+    del metrics["metrics"]["d"]
+    assert t.metrics(on=True, n=0.5) == {"a": "`a` (as it stands, {braces} kept)", "b": "x", "c": "0.5"}
+    assert t.metrics(on=False, n=0.5) == {"a": "`a` (as it stands, {braces} kept)",
+                                          "b": "not logged in bypass mode (`y` needs bypass_mode = false)"}
+
+
+def test_the_validators_shared_driver_by_hand(tmp_path):
+    from sandbox.export.validate.common import flat, readback, rule_problems, same, source_strings
+
+    assert flat({"a": {"b": 1, "c": {}}, "d": [1]}) == {"a.b": 1, "a.c": {}, "d": [1]}
+    assert same(1, 1.0) and same([1, {"x": 2.0}], (1, {"x": 2})) and same(0.1 + 0.2, 0.3)
+    assert not same(True, 1) and not same(None, 0) and not same({"x": 1}, {"y": 1}) and not same(1.0, 1.001)
+    assert readback({"k": 1, "m": True}, {"k": 1.0, "m": 1}.get, lambda k, v, g: f"{k}: {v!r} != {g!r}") == ["m: True != 1"]
+    (tmp_path / "m.py").write_text(
+        "from enum import Enum\nMODES = ['a', 'b']\nclass E(str, Enum):\n    X = 'x'\n    Y = 'y'\n"
+        "@register('p')\ndef f(kind):\n    if kind == 'q' or kind in ('r', 's'):\n        pass\n")
+    assert source_strings(tmp_path, ["assigned", "m.py", "MODES"]) == ["a", "b"]
+    assert source_strings(tmp_path, ["enum", "*.py", "E"]) == ["x", "y"]
+    assert source_strings(tmp_path, ["decorated", "m.py", "register"]) == ["p"]
+    assert source_strings(tmp_path, ["compared", "m.py", "f", "kind"]) == ["q", "r", "s"]
+    # verl's separate_async rule: reported only when it is violated
+    sel = {"trainer.v1.trainer_mode": "separate_async", "data.train_batch_size": 8, "actor_rollout_ref.actor.ppo_mini_batch_size": 4,
+           "trainer.v1.separate_async.parameter_sync_step": 2, "actor_rollout_ref.actor.clip_ratio_c": 3.0,
+           "actor_rollout_ref.rollout.checkpoint_engine.backend": "nccl"}
+    assert rule_problems("verl", sel=sel.get, is_int=lambda x: isinstance(x, int)) == []
+    sel["data.train_batch_size"] = 6
+    assert rule_problems("verl", sel=sel.get, is_int=lambda x: isinstance(x, int)) == [
+        "separate_async needs data.train_batch_size == parameter_sync_step * actor.ppo_mini_batch_size"]

@@ -15,6 +15,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .common import is_int, rule_problems, same, source_strings
+
 SCRIPT = "openrlhf/cli/train_ppo_ray.py"
 CONFIG = "openrlhf/utils/config.py"
 
@@ -106,26 +108,13 @@ def _expected(action: argparse.Action, values: list[str]) -> Any:
     return items if action.nargs not in (None, "?") else items[0]
 
 
-def _same(parsed: Any, expected: Any, action: argparse.Action) -> bool:
-    if isinstance(expected, list):
-        return isinstance(parsed, (list, tuple)) and len(parsed) == len(expected) and all(
-            _same(a, b, action) for a, b in zip(parsed, expected))
-    if isinstance(expected, bool) or isinstance(parsed, bool):
-        return parsed is expected
-    if isinstance(expected, (int, float)):
-        if action.type is int and not isinstance(parsed, int):
-            return False
-        return isinstance(parsed, (int, float)) and float(parsed) == float(expected)
-    return parsed == expected
-
-
 def _read_back(parser: argparse.ArgumentParser, lines: list[list[str]], ns: argparse.Namespace) -> list[str]:
     problems = []
     for flag, *values in lines:
         action = parser._option_string_actions[flag]
         parsed = getattr(ns, action.dest)
         expected = _expected(action, values)
-        if not _same(parsed, expected, action):
+        if not same(parsed, expected) or (action.type is int and not all(map(is_int, parsed if isinstance(parsed, list) else [parsed]))):
             problems.append(f"flags.txt: {flag} reads back as {parsed!r} (dest {action.dest}), expected {expected!r}")
     return problems
 
@@ -151,14 +140,8 @@ def _scheduler_names() -> set[str] | None:
     spec = importlib.util.find_spec("transformers")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "trainer_utils.py"
-    if not path.exists():
-        return None
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ClassDef) and node.name == "SchedulerType":
-            return {s.value.value for s in node.body
-                    if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)}
-    return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return set(source_strings(root, ["enum", "trainer_utils.py", "SchedulerType"])) if (root / "trainer_utils.py").exists() else None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -210,19 +193,8 @@ def _post_parse_checks(ns: argparse.Namespace, wheel_dir: Path) -> list[str]:
     args = run_scope["args"]
     if not isinstance(args, SimpleNamespace):
         return problems
-    adv, actor = args.algo.advantage, args.actor
-    if adv.estimator == "gae" or getattr(args.critic, "model_name_or_path", None) is not None:
-        problems.append(f"train_ppo_ray.py would train a critic (--algo.advantage.estimator {adv.estimator}); "
-                        "no sandbox objective has one")
-    if adv.is_correction_mode == "clip" and (adv.is_correction_level == "seq" or adv.is_correction_gating != "ratio"):
-        problems.append("models/loss.py PolicyLoss rejects is_correction_mode=clip without level token and gating ratio")
-    if adv.is_correction_gating != "ratio" and adv.is_correction_level != "off" and adv.is_correction_threshold[0] > 0:
-        problems.append(f"models/loss.py PolicyLoss rejects gating {adv.is_correction_gating} with a lower bound")
-    if actor.dual_clip is not None and not actor.dual_clip > 1.0:
-        problems.append(f"models/loss.py PolicyLoss rejects --actor.dual_clip {actor.dual_clip} (must be > 1)")
-    if args.train.async_enable and args.train.async_queue_size <= 0:
-        problems.append("trainer/ppo_trainer_async.py rejects --train.async_queue_size <= 0")
-    return problems
+    return problems + rule_problems("openrlhf", adv=args.algo.advantage, actor=args.actor, train=args.train,
+                                    critic_path=getattr(args.critic, "model_name_or_path", None))
 
 
 def _check_launch(parser: argparse.ArgumentParser, text: str, lines: list[list[str]], wheel_dir: Path) -> list[str]:

@@ -14,6 +14,8 @@ from typing import Any
 
 import tomllib
 
+from .common import flat, rule_problems
+
 COMMIT = "559b44772e471d1538537b8805cc77f3824a5e64"
 KEYS_DIR = Path(__file__).resolve().parents[1] / "keys"
 CONFIGS_PATH = "packages/prime-rl-configs/src/prime_rl/configs"
@@ -462,38 +464,15 @@ class _Walker:
 
 
 def _cross_field(data: dict) -> list[str]:
-    problems: list[str] = []
-    orch = data.get("orchestrator", {}) if isinstance(data.get("orchestrator"), dict) else {}
-    batch, tokens, group = orch.get("batch_size"), orch.get("token_batch_size"), orch.get("group_size", 1)
-    if batch is not None and tokens is not None:
-        problems.append("orchestrator: set exactly one of batch_size and token_batch_size")
-    if isinstance(batch, int) and isinstance(group, int) and group > 0 and batch % group:
-        problems.append(f"orchestrator.batch_size = {batch} is not divisible by orchestrator.group_size = {group}")
-    trainer = data.get("trainer", {}) if isinstance(data.get("trainer"), dict) else {}
-    max_steps = data.get("max_steps", trainer.get("max_steps"))
-    if "max_steps" in trainer and "max_steps" in orch and trainer["max_steps"] != orch["max_steps"]:
-        problems.append("trainer.max_steps and orchestrator.max_steps differ")
-    sched = trainer.get("scheduler", {}) if isinstance(trainer.get("scheduler"), dict) else {}
-    warmup, decay = sched.get("warmup_steps", 10), sched.get("decay_steps", 10)
-    if sched.get("type") == "linear":
-        if warmup == 0 and decay == 0:
-            problems.append("trainer.scheduler: a linear scheduler needs warmup_steps > 0 or decay_steps > 0")
-        if isinstance(max_steps, int) and decay > 0 and warmup + decay > max_steps:
-            problems.append(f"trainer.scheduler: warmup_steps + decay_steps = {warmup + decay} exceeds max_steps = {max_steps}")
-    if sched.get("type") == "cosine" and isinstance(max_steps, int) and warmup >= max_steps:
-        problems.append(f"trainer.scheduler: warmup_steps = {warmup} must be below max_steps = {max_steps}")
-    return problems
-
-
-def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        key = f"{prefix}.{k}" if prefix else k
-        if isinstance(v, dict) and v:
-            out.update(_flatten(v, key))
-        else:
-            out[key] = v
-    return out
+    """The cross-field rules of ``[prime-rl]`` in ``facts.toml`` (``CROSS_FIELD_RULES`` says which validators they restate)."""
+    table = lambda d, key: d[key] if isinstance(d.get(key), dict) else {}
+    orch, trainer = table(data, "orchestrator"), table(data, "trainer")
+    sched = table(trainer, "scheduler")
+    both = "max_steps" in trainer and "max_steps" in orch
+    return rule_problems("prime-rl", batch=orch.get("batch_size"), tokens=orch.get("token_batch_size"),
+                         group=orch.get("group_size", 1), max_steps=data.get("max_steps", trainer.get("max_steps")),
+                         steps=(trainer["max_steps"], orch["max_steps"]) if both else None, schedule=sched.get("type"),
+                         warmup=sched.get("warmup_steps", 10), decay=sched.get("decay_steps", 10), is_int=lambda x: isinstance(x, int))
 
 
 def _pydantic_check(data: dict, checkout: Path | None) -> list[str]:
@@ -517,7 +496,7 @@ def _pydantic_check(data: dict, checkout: Path | None) -> list[str]:
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 problems.append(f"{section}: rejected by prime-rl's {cls.__name__}: {exc}")
                 continue
-            for key, value in _flatten(raw).items():
+            for key, value in flat(raw).items():
                 node: Any = built
                 for part in key.split("."):
                     node = node.get(part) if isinstance(node, dict) else None

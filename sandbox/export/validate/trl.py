@@ -13,28 +13,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .common import choice_problems, facts, readback
 from .wheels import PINNED
 
 CONFIG_FILE = "grpo_config.json"
 SCRIPT_FILE = "train_grpo.py"
 CLASSES = {"GRPOConfig": "trl", "AsyncGRPOConfig": "trl.experimental.async_grpo"}
-
-# Fallbacks (trl 1.16.0) used only if TRL's own text no longer names the values.
-PINNED_ENUMS = {
-    "loss_type": ["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"],
-    "vllm_importance_sampling_mode": ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"],
-    "importance_sampling_level": ["token", "sequence"],
-    "scale_rewards": ["group", "batch", "none"],
-    "multi_objective_aggregation": ["sum_then_normalize", "normalize_then_sum"],
-}
-# Where TRL names each enum's values: (source, anchor text, text before the list).
-ENUM_SOURCES = {
-    "loss_type": ("help", "loss_type", "Supported values are"),
-    "vllm_importance_sampling_mode": ("help", "vllm_importance_sampling_mode", "Supported options are"),
-    "importance_sampling_level": ("trainer", "Unknown importance sampling level", "Possible values are"),
-    "scale_rewards": ("trainer", "Invalid value for scale_rewards", "Must be one of"),
-    "multi_objective_aggregation": ("trainer", "Invalid multi_objective_aggregation", "Must be"),
-}
 
 
 def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
@@ -57,12 +41,9 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
     config = _instantiate(cls_name, settings, problems)
     if config is None:
         return problems
-    for key, value in settings.items():
-        got = getattr(config, key, _MISSING)
-        if got is _MISSING or not _same(got, value):
-            problems.append(f"{key}: exported {value!r}, {cls_name} reads back {_plain(got)!r}")
-    problems += enum_problems(settings, type(config))
-    return problems
+    problems += readback(settings, lambda key: getattr(config, key, _MISSING),
+                         lambda key, value, got: f"{key}: exported {value!r}, {cls_name} reads back {got!r}")
+    return problems + enum_problems(settings, type(config))
 
 
 _MISSING = object()
@@ -127,35 +108,17 @@ def _instantiate(cls_name: str, settings: dict[str, Any], problems: list[str]):
     return None
 
 
-def _plain(value: Any) -> Any:
-    return getattr(value, "value", value)  # transformers' str enums (SchedulerType, OptimizerNames)
-
-
-def _same(got: Any, want: Any) -> bool:
-    got = _plain(got)
-    if isinstance(want, bool) or isinstance(got, bool):
-        return type(got) is type(want) and got == want
-    return got == want and (got is None) == (want is None)
-
-
 # ------------------------------------------------------------------------------------------------
 # enum lists read from TRL itself
 # ------------------------------------------------------------------------------------------------
 
 
 def enum_problems(settings: dict[str, Any], config_cls: type) -> list[str]:
-    problems = []
-    allowed = allowed_values(config_cls)
-    for key, values in allowed.items():
-        if key in settings and settings[key] not in values:
-            problems.append(f"{key}: {settings[key]!r} is not one of {', '.join(values)}")
-    if "lr_scheduler_type" in settings:
-        from transformers.trainer_utils import SchedulerType
+    """Enum values TRL accepts unchecked, against the names TRL's own texts give (and transformers' schedulers)."""
+    from transformers.trainer_utils import SchedulerType
 
-        names = [s.value for s in SchedulerType]
-        if settings["lr_scheduler_type"] not in names:
-            problems.append(f"lr_scheduler_type: {settings['lr_scheduler_type']!r} is not one of {', '.join(names)}")
-    return problems
+    allowed = {**allowed_values(config_cls), "lr_scheduler_type": [s.value for s in SchedulerType]}
+    return choice_problems(settings, allowed, lambda key, value, names: f"{key}: {value!r} is not one of {', '.join(names)}")
 
 
 @functools.cache
@@ -165,12 +128,11 @@ def allowed_values(config_cls: type) -> dict[str, list[str]]:
     helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(config_cls)}
     trainer_texts = _trainer_messages()
     out = {}
-    for key, (where, anchor, lead) in ENUM_SOURCES.items():
+    for key, (where, anchor, lead, *pinned) in facts("trl")["enums"].items():
         if key not in helps:
             continue
         texts = [helps[anchor]] if where == "help" else [t for t in trainer_texts if anchor in t]
-        values = next((v for v in (_quoted_after(t, lead) for t in texts) if v), None)
-        out[key] = values or PINNED_ENUMS[key]
+        out[key] = next((v for v in (_quoted_after(t, lead) for t in texts) if v), None) or pinned
     return out
 
 

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .verl import (
-    GENERATED,
-    _generated_config,
-    _plain,
-    assigned_strings,
-    compared_strings,
-    compose,
-    decorator_args,
-    enum_values,
-    override_lines,
-    same_value,
-)
+from .common import facts, flat, is_int, is_number, plain, rule_problems, same, source_strings
+from .verl import GENERATED, _generated_config, compose, override_lines
 
 KEYS_FILE = Path(__file__).resolve().parents[1] / "keys" / "verl_vcpo_c7f030f0.json"
 CONFIG_DIR = Path("recipe/fully_async_policy/config")
@@ -41,37 +29,6 @@ C = "algorithm.rollout_correction"
 # ------------------------------------------------------------------------------------------------
 
 
-def _literal_strings(path: Path, function: str, arg: str) -> list[str]:
-    """Strings of a ``Literal[...]`` annotation of ``arg`` in ``def function``."""
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.FunctionDef) and node.name == function:
-            for a in node.args.args:
-                if a.arg == arg and isinstance(a.annotation, ast.Subscript):
-                    sl = a.annotation.slice
-                    elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
-                    return [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    return []
-
-
-def _docstring_choices(path: Path, cls: str, field: str) -> list[str]:
-    """Quoted words on the ``field (type): ...`` line of ``class cls``'s docstring."""
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for line in (ast.get_docstring(node) or "").splitlines():
-                if line.strip().startswith(f"{field} ("):
-                    return re.findall(r'"([^"]+)"', line)
-    return []
-
-
-def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict) and node:
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: node}
-
-
 def compose_fork(checkout: Path, overrides: list[str]) -> DictConfig:
     """Hydra composition of the recipe's config from a checkout of the fork (its YAML names the base configs
     with a search path relative to the working directory, replaced here by an absolute one)."""
@@ -84,25 +41,10 @@ def generate_key_list(checkout: Path) -> dict[str, Any]:
     (interpolations kept as written) and the choices of the enum-valued keys the exporter writes."""
     checkout = Path(checkout)
     cfg = compose_fork(checkout, [])
-    keys = _leaves(OmegaConf.to_container(cfg, resolve=False))
-    v = checkout / "verl"
-    core = v / "trainer/ppo/core_algos.py"
-    helper = v / "trainer/ppo/rollout_corr_helper.py"
-    staleness = checkout / "recipe/fully_async_policy/staleness_utils.py"
-    choices = {
-        f"{A}.loss_agg_mode": assigned_strings(v / "workers/config/actor.py", "valid_loss_agg_modes"),
-        f"{A}.policy_loss.loss_mode": decorator_args([core], "register_policy_loss"),
-        "algorithm.adv_estimator": enum_values(core, "AdvantageEstimator"),
-        f"{A}.kl_loss_type": compared_strings(core, "kl_penalty_forward", "kl_penalty"),
-        f"{C}.rollout_is": [None, *assigned_strings(helper, "valid_is_levels")],
-        f"{C}.rollout_rs": [None, *assigned_strings(helper, "valid_rs_levels")],
-        f"{A}.ess_scaling.scaling_rule": compared_strings(v / "workers/actor/megatron_actor.py",
-                                                          "_optimizer_step_with_buffer", "scaling_rule"),
-        f"{A}.grad_baselining.agg_mode": compared_strings(staleness, "compute_opob_baseline", "agg_mode"),
-        f"{A}.grad_baselining.scope": _literal_strings(staleness, "compute_grad_info", "scope"),
-        f"{A}.optim.lr_decay_style": _docstring_choices(v / "workers/config/optimizer.py", "McoreOptimizerConfig", "lr_decay_style"),
-        f"{A}.optim.optimizer": MEGATRON_OPTIMIZERS,
-    }
+    keys = flat(OmegaConf.to_container(cfg, resolve=False))
+    f = facts("verl-vcpo")
+    choices = {key: [None] * (key in f["nullable"]) + source_strings(checkout, spec) for key, spec in f["choices"].items()}
+    choices[f"{A}.optim.optimizer"] = MEGATRON_OPTIMIZERS
     return {
         "source": "mit-han-lab/vcpo git c7f030f0",
         "config": f"{CONFIG_DIR}/{CONFIG_NAME}.yaml",
@@ -136,43 +78,6 @@ def _type_problem(key: str, value: Any, default: Any) -> str | None:
     return None if ok else f"{key} = {value!r}: the fork's default {default!r} has type {type(default).__name__}"
 
 
-def _rule_problems(s: dict[str, Any]) -> list[str]:
-    out: list[str] = []
-    get = s.get
-    if get("data.train_batch_size", 0) != 0:
-        out.append("data.train_batch_size must be 0 (the fully-async rollouter asserts it)")
-    if get("actor_rollout_ref.hybrid_engine", False):
-        out.append("actor_rollout_ref.hybrid_engine must be false (the fully-async trainer asserts it)")
-    if get("async_training.staleness_threshold", 0) < 0:
-        out.append("async_training.staleness_threshold must be >= 0")
-    for key in ("async_training.trigger_parameter_sync_step", "async_training.require_batches", f"{A}.ppo_mini_batch_size"):
-        if key in s and not (isinstance(s[key], int) and s[key] >= 1):
-            out.append(f"{key} must be an integer >= 1")
-    if f"{A}.clip_ratio_c" in s and not s[f"{A}.clip_ratio_c"] > 1:
-        out.append(f"{A}.clip_ratio_c must be > 1 (vanilla asserts it)")
-    per_traj = get(f"{A}.update_policy_per_traj", False)
-    for feature in (f"{A}.grad_baselining.enable", f"{A}.ess_scaling.enable"):
-        if get(feature, False) and not per_traj:
-            out.append(f"{feature} needs {A}.update_policy_per_traj = true (only the per-trajectory update reads it)")
-    if per_traj:
-        if get(f"{A}.ppo_micro_batch_size_per_gpu") != 1 or get(f"{A}.use_dynamic_bsz", False):
-            out.append("update_policy_per_traj asserts ppo_micro_batch_size_per_gpu = 1 and use_dynamic_bsz = false")
-        if get("algorithm.adv_estimator") != "grpo":
-            out.append("update_policy_per_traj reads advantage_scalar, which only algorithm.adv_estimator = grpo writes")
-    if get(f"{A}.grad_baselining.enable", False) and not str(get(f"{A}.loss_agg_mode", "")).startswith("seq-mean"):
-        out.append("grad_baselining asserts a seq-mean-* loss_agg_mode")
-    threshold = get(f"{C}.rollout_is_threshold")
-    if threshold is not None and not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and threshold > 0):
-        out.append(f"{C}.rollout_is_threshold = {threshold!r} must be a positive number (the fork has no 'lo_hi' form)")
-    if get(f"{C}.rollout_rs") is not None:
-        upper, lower = get(f"{C}.rollout_rs_threshold"), get(f"{C}.rollout_rs_threshold_lower")
-        if not isinstance(upper, (int, float)) or upper <= 0:
-            out.append(f"{C}.rollout_rs_threshold must be a positive number when rollout_rs is set")
-        elif lower is not None and not (0 <= lower <= upper):
-            out.append(f"{C}.rollout_rs_threshold_lower = {lower!r} must lie in [0, rollout_rs_threshold]")
-    return out
-
-
 def _upstream_accepts(key: str, value: Any, verl_wheel: Path) -> bool:
     base = _generated_config(verl_wheel)
     patch = OmegaConf.create({})
@@ -202,7 +107,7 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
     settings: dict[str, Any] = {}
     for ov in parsed:
         key = ov.key_or_group
-        value = _plain(ov.value())
+        value = plain(ov.value())
         open_parent = key.rpartition(".")[0]
         if ov.is_delete() or (ov.is_add() and keys.get(open_parent, None) != {}):
             problems.append(f"override {ov.input_line!r} appends or deletes a key; only the fork's open maps (empty "
@@ -221,7 +126,8 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
             problems.append(problem)
         if key in choices and value not in choices[key]:
             problems.append(f"{key} = {value!r} is not one of the fork's values {choices[key]}")
-    problems += _rule_problems(settings)
+    problems += rule_problems("verl-vcpo", get=settings.get, has=settings.__contains__, is_int=is_int, is_number=is_number,
+                              startswith=lambda text, prefix: str(text).startswith(prefix))
 
     try:
         exported = OmegaConf.create(files.get("vcpo_config.yaml", ""))
@@ -229,12 +135,12 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
             raise ValueError("not a mapping")
     except Exception as exc:
         return problems + [f"vcpo_config.yaml does not parse: {exc}"]
-    flat = _leaves(OmegaConf.to_container(exported, resolve=False))
-    problems += [f"vcpo_config.yaml sets {leaf}, which overrides.txt does not" for leaf in flat
+    leaves = flat(OmegaConf.to_container(exported, resolve=False))
+    problems += [f"vcpo_config.yaml sets {leaf}, which overrides.txt does not" for leaf in leaves
                  if not any(leaf == k or leaf.startswith(k + ".") for k in settings)]
     for key, value in settings.items():
-        if not same_value(OmegaConf.select(exported, key, default="<missing>"), value):
-            problems.append(f"{key}: vcpo_config.yaml has {_plain(OmegaConf.select(exported, key))!r}, overrides.txt {value!r}")
+        if not same(OmegaConf.select(exported, key, default="<missing>"), value):
+            problems.append(f"{key}: vcpo_config.yaml has {plain(OmegaConf.select(exported, key))!r}, overrides.txt {value!r}")
 
     if wheel_dir is not None:
         wheel_dir = Path(wheel_dir)
@@ -243,8 +149,8 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
                 composed = compose_fork(wheel_dir, lines)
             except Exception as exc:
                 return problems + [f"the fork's Hydra config rejects the overrides: {type(exc).__name__}: {exc}"]
-            problems += [f"{k}: composed value {_plain(OmegaConf.select(composed, k))!r} != exported {v!r}"
-                         for k, v in settings.items() if not same_value(OmegaConf.select(composed, k), v)]
+            problems += [f"{k}: composed value {plain(OmegaConf.select(composed, k))!r} != exported {v!r}"
+                         for k, v in settings.items() if not same(OmegaConf.select(composed, k), v)]
         elif (wheel_dir / GENERATED).is_file():
             problems += [f"{k} is accepted by upstream verl's strict merge, so it is not a fork-only key"
                          for k, v in settings.items() if k.startswith(FORK_ONLY) and _upstream_accepts(k, v, wheel_dir)]
