@@ -46,12 +46,27 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
 
 
 def linear(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
-    """``x_r W_rᵀ + b_r`` for ``x (R, ..., in)``, ``w (R, out, in)``, ``b (R, out)``."""
+    """``x_r W_rᵀ + b_r`` for ``x (R, ..., in)``, ``w (R, out, in)``, ``b (R, out)``. Each row's result does
+    not depend on how many rows the product has: with fewer than :func:`min_rows` rows, zero rows are
+    added (MKL and ATen take other paths for them, whose sums round differently)."""
     R, d = x.shape[0], x.shape[-1]
-    y = bmm(x.reshape(R, -1, d), w.transpose(1, 2))
+    rows = x.reshape(R, -1, d)
+    M, need = rows.shape[1], min_rows(d, w.shape[1])
+    if M < need:
+        y = bmm(torch.cat([rows, rows.new_zeros(R, need - M, d)], 1), w.transpose(1, 2))[:, :M]
+    else:
+        y = bmm(rows, w.transpose(1, 2))
     if b is not None:
         y = y + b.unsqueeze(1)
     return y.view(*x.shape[:-1], w.shape[1])
+
+
+def min_rows(inner: int, cols: int) -> int:
+    """The fewest rows of a product ``(M, inner) @ (inner, cols)`` whose every row is computed as in any
+    larger product: at least 4 (MKL's small-M path) and ``inner · M · cols >= 400`` (below it ATen
+    multiplies with its own loop). Measured on the CPU for float32, bfloat16 and float16 over
+    inner 8-1024, cols 1-1024, M 1-4096 (``tests/lm/test_lm_replicas.py`` holds it for the model)."""
+    return max(4, -(-400 // (inner * cols)))
 
 
 def layer_norm(x: Tensor, w: Tensor, b: Tensor, eps: float = 1e-5) -> Tensor:
@@ -120,63 +135,87 @@ def forward(cfg: TransformerConfig, p: Params, tokens: Tensor, past: Cache | Non
     return linear(x, head, None), present
 
 
-DrawFn = Callable[[Tensor, int], tuple[Tensor, Tensor, Tensor | None]]
-"""``(last logits (B, V) of one replica, decode step) -> (tokens (B,), reported log-probs (B,), exact
-log-probs (B,) or None)``: that replica's draw."""
+Draw = Callable[[Tensor, list[int], int], tuple[Tensor, Tensor, Tensor | None]]
+"""``(last logits (R', B, V) of the active replicas, their indices, decode step) -> (tokens, reported
+log-probs, exact log-probs or None)``, each ``(R', B)``: one draw of every active replica, each from its
+own stream."""
 
 
 @torch.no_grad()
-def decode(cfg: TransformerConfig, p: Params, context: Tensor, max_new_tokens: int, eos_id: int,
-           draw: Callable[[Tensor, list[int], int], list[tuple[Tensor, Tensor, Tensor | None]]],
+def decode(cfg: TransformerConfig, p: Params, context: Tensor, max_new_tokens: int, eos_id: int, draw: Draw,
            flips: Flips | None = None) -> list[tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor]]:
     """KV-cache decoding of ``context (R, B, L)`` for every replica at once: one prefill, then one
-    forward of the last tokens per step. ``draw(last logits (R, B, V), active replicas, step)`` returns
-    one ``(tokens, reported log-probs, exact log-probs or None)`` per active replica (each drawing from
-    its own stream, in replica order). A replica stops drawing, as its one-replica
-    :func:`sandbox.models.transformer.sample` does, once all its rows have ended (end token kept and
-    counted) or after ``max_new_tokens``; its rows are then fed token 0 (their logits are never read) and
-    its routing perturbation (``flips[r]``) is no longer called.
+    forward of the last tokens per step, ``draw`` making the active replicas' tokens. A replica stops
+    drawing, as its one-replica :func:`sandbox.models.transformer.sample` does, once all its rows have
+    ended (end token kept and counted) or after ``max_new_tokens``; its rows are then fed token 0 (their
+    logits are never read) and its routing perturbation (``flips[r]``) is no longer called.
 
     Returns per replica ``(tokens (B, S_r), reported logp (B, S_r), exact logp or None, lengths (B,),
-    hit_eos (B,))``, 0 after the end, ``S_r`` that replica's longest row."""
+    hit_eos (B,))``, 0 after the end, ``S_r`` the steps that replica drew."""
     R, B, _ = context.shape
     dev = context.device
     done = torch.zeros(R, B, dtype=torch.bool, device=dev)
     lengths = torch.zeros(R, B, dtype=torch.long, device=dev)
-    toks: list[list[Tensor]] = [[] for _ in range(R)]
-    lps: list[list[Tensor]] = [[] for _ in range(R)]
-    exact: list[list[Tensor | None]] = [[] for _ in range(R)]
+    steps = [0] * R
     if max_new_tokens <= 0:
         z = torch.zeros(B, 0, dtype=torch.long, device=dev)
         return [(z, z.float(), None, lengths[r], done[r]) for r in range(R)]
+    toks = torch.zeros(R, B, max_new_tokens, dtype=torch.long, device=dev)
+    lps = torch.zeros(R, B, max_new_tokens, device=dev)
+    exact: Tensor | None = None
     active = list(range(R))
-    logits, cache = forward(cfg, p, context, None, flips)
+    logits, cache = _prefill(cfg, p, context, flips)
     for step in range(max_new_tokens):
-        drawn = draw(logits[:, :, -1], active, step)
-        still = []
-        feed = torch.zeros(R, B, dtype=torch.long, device=dev)
-        for r, (tok, lp, ex) in zip(active, drawn):
-            d = done[r]
-            tok = tok.masked_fill(d, 0)
-            toks[r].append(tok)
-            lps[r].append(lp.masked_fill(d, 0.0))
-            exact[r].append(None if ex is None else ex.masked_fill(d, 0.0))
-            lengths[r] += (~d).long()
-            done[r] = d | (tok == eos_id)
-            if not bool(done[r].all()) and len(toks[r]) < max_new_tokens:
-                still.append(r)
-                feed[r] = tok
-        active = still
+        every = len(active) == R
+        rows = slice(None) if every else torch.tensor(active, device=dev)
+        tok, lp, ex = draw(logits[:, :, -1] if every else logits[rows, :, -1], active, step)
+        d = done[rows]
+        tok = tok.masked_fill(d, 0)
+        toks[rows, :, step] = tok
+        lps[rows, :, step] = lp.float().masked_fill(d, 0.0)
+        if ex is not None:
+            if exact is None:
+                exact = torch.zeros(R, B, max_new_tokens, device=dev)
+            exact[rows, :, step] = ex.float().masked_fill(d, 0.0)
+        lengths[rows] += (~d).long()
+        d = d | (tok == eos_id)
+        done[rows] = d
+        for r in active:
+            steps[r] += 1
+        if step + 1 == max_new_tokens:
+            break
+        finished = d.all(1).tolist()
+        active = [r for r, f in zip(active, finished) if not f]
         if not active:
             break
+        feed = torch.zeros(R, B, dtype=torch.long, device=dev)
+        feed[rows] = tok
         if flips is not None:  # a replica that stopped draws no more routes (its stream stays its own run's)
             flips = [f if r in active else None for r, f in enumerate(flips)]
         logits, cache = forward(cfg, p, feed.unsqueeze(-1), cache, flips)
-    out = []
-    for r in range(R):
-        ex = None if exact[r][0] is None else torch.stack(exact[r], 1)  # type: ignore[arg-type]
-        out.append((torch.stack(toks[r], 1), torch.stack(lps[r], 1), ex, lengths[r], done[r]))
-    return out
+    return [(toks[r, :, :steps[r]], lps[r, :, :steps[r]], None if exact is None else exact[r, :, :steps[r]],
+             lengths[r], done[r]) for r in range(R)]
+
+
+def _prefill(cfg: TransformerConfig, p: Params, context: Tensor, flips: Flips | None) -> tuple[Tensor, Cache]:
+    """:func:`forward` of ``context (R, B, L)``, each distinct row (the same tokens in every replica) computed
+    once and copied to its duplicates: a group's responses share their prompt, a sampled evaluation repeats
+    each prompt. Every row's numbers are those of the full batch (:func:`linear` does not depend on the
+    number of rows; attention, LayerNorm and the rest are row by row). Not with a routing perturbation,
+    which draws per row."""
+    R, B, L = context.shape
+    if B > 1 and (flips is None or all(f is None for f in flips)):
+        uniq, inverse = torch.unique(context.transpose(0, 1).reshape(B, R * L), dim=0, return_inverse=True)
+        U = uniq.shape[0]
+        if U < B:
+            logits, cache = forward(cfg, p, uniq.view(U, R, L).transpose(0, 1), None, flips)
+            H = cfg.n_heads
+
+            def spread(t: Tensor) -> Tensor:
+                return t.view(R, U, H, *t.shape[1:]).index_select(1, inverse).reshape(R * B * H, *t.shape[1:])
+
+            return logits.index_select(1, inverse), [(spread(k), spread(v)) for k, v in cache]
+    return forward(cfg, p, context, None, flips)
 
 
 def sequence_logprobs(cfg: TransformerConfig, p: Params, context: Tensor, tokens: Tensor,

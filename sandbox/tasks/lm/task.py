@@ -52,6 +52,9 @@ from . import warmstart as ws_mod
 from .problems import AdditionConfig, CharTokenizer, ProblemConfig, make_prompt_sets
 from .warmstart import WarmStartConfig
 
+EVAL_ROWS = 1024
+"""Rows (held-out prompts x replicas) an evaluation decodes in one batch (``LMTask.evaluate``)."""
+
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -136,6 +139,10 @@ class LMTaskConfig(BaseModel):
             raise ValueError(f"task.replicas: {self.replicas}, but the hf backend supports replicas = 1 only (the "
                              f"transformers module is called with one replica's weights); use backend = 'builtin' "
                              f"or run seeds for independent repeats")
+        if self.replicas > 1 and self.threads != 1:
+            raise ValueError(f"task.threads: {self.threads}, but replicas = {self.replicas} run in one batched kernel "
+                             f"per layer, which computes each replica as its one-replica run to the bit on one thread "
+                             f"only (several threads split a batch by its size); use threads = 1 (the default)")
         if self.model.backend == "builtin":
             need_vocab = CharTokenizer().vocab_size
             need_len = self.problem.prompt_len + (self.max_new_tokens or self.problem.max_answer_len + 2)
@@ -250,6 +257,7 @@ class LMTask(PolicyTask):
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.base_meta: dict | None = None
+        self._scores: dict = {}
 
     # -- weights ---------------------------------------------------------------------------------
     def init_params(self, gen: torch.Generator) -> Params:
@@ -411,11 +419,9 @@ class LMTask(PolicyTask):
             weights = self._stacked(params, rows)
 
         def draw(logits: Tensor, active: list[int], step: int):
-            out = []
-            for a in active:
-                d = engine.draw(logits[a].float() / T, gens[a], versions[a], W + step)
-                out.append((d.tokens, d.reported_logp, d.version_logp))
-            return out
+            out = [engine.draw(z.float() / T, gens[a], versions[a], W + step) for z, a in zip(logits, active)]
+            return (torch.stack([d.tokens for d in out]), torch.stack([d.reported_logp for d in out]),
+                    torch.stack([d.version_logp for d in out]))
 
         outs = rp.decode(self.model_cfg, weights, ctx, budget, eos, draw, flips)
         if not own_forward:
@@ -452,13 +458,26 @@ class LMTask(PolicyTask):
         """1 for a correct answer closed by the end token, 0 otherwise (a cut answer earns nothing)."""
         R, N = group.lengths.shape
         out = torch.zeros(R, N)
-        eos = self.hit_eos(group)
+        eos = self.hit_eos(group).tolist()
+        prompts, tokens = group.prompts.tolist(), group.tokens.tolist()
         for r in range(R):
             for n in range(N):
-                if bool(eos[r, n]):
-                    prompt = self.tokenizer.decode(group.prompts[r, n])
-                    out[r, n] = self.problem.score(prompt, self.tokenizer.decode(group.tokens[r, n]))
+                if eos[r][n]:
+                    out[r, n] = self._score(tuple(prompts[r][n]), tokens[r][n])
         return out
+
+    def _score(self, prompt: str | tuple[int, ...], response: list[int]) -> float:
+        """``problem.score(prompt, decode(response))`` for a prompt given as text or as token ids, memoised on
+        the prompt and the response's tokens (a pure function of them; the same answers recur every step:
+        decoding and scoring them again was ~15% of an LM run's CPU time, ``benchmarks/README.md`` row 8)."""
+        key = (prompt, tuple(response))
+        value = self._scores.get(key)
+        if value is None:
+            if len(self._scores) >= 1_000_000:
+                self._scores.clear()
+            text = prompt if isinstance(prompt, str) else self.tokenizer.decode(prompt)
+            value = self._scores[key] = self.problem.score(text, self.tokenizer.decode(response))
+        return value
 
     def logprobs(self, params: Params, rollouts: Rollouts) -> Tensor:
         """Teacher-forced ``log π(y_t | x, y_<t)`` at the sampling temperature, ``(R, N, T)``, 0 on padding.
@@ -516,8 +535,13 @@ class LMTask(PolicyTask):
         weights = self._stacked(params)
 
         def decode(ctx: Tensor, T: float, gens: list):
-            outs = rp.decode(self.model_cfg, weights, ctx.unsqueeze(0).expand(R, -1, -1), self.max_new, eos,
-                             _token_draw(T, gens, shared=False))
+            # replicas in chunks of about EVAL_ROWS rows: larger batches leave the caches (slower per replica;
+            # the same numbers, each replica's kernels do not depend on the others)
+            outs, c = [], max(1, EVAL_ROWS // ctx.shape[0])
+            for s in range(0, R, c):
+                w = {k: v[s:s + c] for k, v in weights.items()}
+                outs += rp.decode(self.model_cfg, w, ctx.unsqueeze(0).expand(len(gens[s:s + c]), -1, -1), self.max_new,
+                                  eos, _token_draw(T, gens[s:s + c], shared=False))
             return [(t, lp, lens, hit) for t, lp, _, lens, hit in outs]
 
         return self._evaluate(decode, R)
@@ -529,10 +553,10 @@ class LMTask(PolicyTask):
         for s in range(0, len(self.eval_prompts), self.cfg.eval_batch):
             ctx = self.eval_ids[s : s + self.cfg.eval_batch].to(self.device)
             for r, (toks, _, lens, hit) in enumerate(decode(ctx, 0.0, [None] * R)):
-                toks, lens, hit = toks.cpu(), lens.cpu(), hit.cpu()
+                rows, lens, hit = toks.cpu().tolist(), lens.cpu(), hit.cpu().tolist()
                 for j in range(ctx.shape[0]):
-                    if bool(hit[j]):
-                        correct[r] += self.problem.score(self.eval_prompts[s + j], self.tokenizer.decode(toks[j]))
+                    if hit[j]:
+                        correct[r] += self._score(self.eval_prompts[s + j], rows[j])
                     else:
                         cut[r] += 1
                 total_len[r] += float(lens.sum())
@@ -557,10 +581,10 @@ class LMTask(PolicyTask):
         for s in range(0, len(prompts), self.cfg.eval_batch):
             ctx = ids[s : s + self.cfg.eval_batch].to(self.device)
             for r, (toks, _, _, hit) in enumerate(decode(ctx, self.cfg.temperature, gens)):
-                toks, hit = toks.cpu(), hit.cpu()
+                rows, hit = toks.cpu().tolist(), hit.cpu().tolist()
                 for j in range(ctx.shape[0]):
-                    if bool(hit[j]):
-                        total[r] += self.problem.score(prompts[s + j], self.tokenizer.decode(toks[j]))
+                    if hit[j]:
+                        total[r] += self._score(prompts[s + j], rows[j])
         return [t / max(len(prompts), 1) for t in total]
 
 
@@ -571,8 +595,7 @@ def _token_draw(temperature: float, gens: list, shared: bool):
     in one call per replica (the call of its one-replica run); ``shared``: every position holds the same
     generator, and one call draws for all active replicas."""
 
-    def draw(logits: Tensor, active: list[int], step: int):
-        z = logits if len(active) == logits.shape[0] else logits[active]
+    def draw(z: Tensor, active: list[int], step: int):
         if temperature == 0:
             tok = torch.argmax(z, -1)
             logp = torch.log_softmax(z.float(), -1)
@@ -584,7 +607,6 @@ def _token_draw(temperature: float, gens: list, shared: bool):
             else:
                 tok = torch.stack([torch.multinomial(p, 1, generator=gens[a]).squeeze(-1) for p, a in zip(probs, active)])
             tok = tok.to(logp.device)
-        lp = logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
-        return [(tok[j], lp[j], None) for j in range(len(active))]
+        return tok, logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1), None
 
     return draw
