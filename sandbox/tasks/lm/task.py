@@ -16,13 +16,12 @@ code below (:meth:`LMTask.forward_fn`, :meth:`LMTask.new_module`).
 
 Weights: the learner's parameters are the module's ``named_parameters`` with a leading replica
 dim of size R (``task.replicas``), kept on the CPU in float32 (the learner, the optimizer and the weight
-store work there); every forward copies one replica's slice to ``task.device`` / ``task.dtype``
-differentiably and runs the module through ``torch.func.functional_call``. Replicas sample, score and
-evaluate one after the other, each with its own weights (and, given a
-:class:`~sandbox.tasks.draws.RowGenerators`, its own generator), and the learner computes each replica's
-loss at its own width (``ragged_replicas``), so replica r is its one-replica run to the bit; a batched
-forward over the replicas (``vmap``) is not, on the CPU (``docs/tasks.md#replicas``). The hf backend
-supports ``replicas = 1`` only.
+store work there). The builtin model computes every forward, R = 1 included, through the formulation
+batched over that dimension (:mod:`sandbox.models.replicas`: the replicas decode together, one forward
+per step; the learner scores them in one forward over responses padded to the response budget), whose
+kernels compute each replica as the one-replica batch does, so replica r is its one-replica run to the
+bit (``docs/tasks.md#replicas``; one CPU thread). The hf backend runs its module through
+``torch.func.functional_call`` and supports ``replicas = 1`` only.
 
 Partial rollouts: :meth:`generate` continues every unfinished response from its current position
 (all unfinished responses of a group sit at the same position), re-encoding prompt + prefix with
@@ -128,7 +127,7 @@ class LMTaskConfig(BaseModel):
         le=256,
         description="torch intra-op CPU threads (at most 256), set process-wide when the task is built (None: leave torch's "
         "setting). The model's matrices are tiny: one thread avoids OpenMP synchronisation that makes small ops "
-        "10-100x slower on a busy 2-core machine.",
+        "10-100x slower on a busy 2-core machine. replicas > 1 needs 1 (each replica bitwise its one-replica run).",
     )
 
     @model_validator(mode="after")
