@@ -10,11 +10,13 @@ transformer warm-started from the cached base model, 8 prompts x 8 responses per
 and median over ``--repeats``; the ratio separate / batched is the speed-up replicas buy. The warm
 start is trained (or loaded) once before timing. The load average is printed: the machine is shared.
 
-``--profile``: a cProfile of one batched run, the functions with the most cumulative time (where the
-time of a replica goes: decoding, the learner's forward/backward, the evaluation, the simulator).
-Each replica decodes, scores and evaluates with its own weights in its own calls (the formulation
-whose numbers are the one-replica run's to the bit, ``docs/tasks.md#lm``), so what a run of R replicas
-saves is the per-run work: the simulated cluster, the event loop, the Python per group and per step.
+``--profile``: a cProfile (CPU time) of one batched run, the functions with the most cumulative time
+(where the time of a replica goes: decoding, evaluation, the learner's forward/backward, the simulator).
+Every builtin-LM run, R = 1 included, computes through one formulation batched over the replica
+dimension (``sandbox.models.replicas``: one forward per decode step for all replicas, one learner forward
+and backward for all), so replica r is its one-replica run to the bit (``tests/lm/test_lm_replicas.py``)
+and a run of R replicas saves the per-call work of R runs; what it cannot save is the arithmetic, the
+same per replica in both (``docs/tasks.md#replicas``, ``benchmarks/README.md`` row 8).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 import pstats
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,7 +64,7 @@ def main() -> None:
     print(f"LM replicas, {SCENARIO.name} (sync), {args.steps} steps, eval every {args.eval_every}; "
           f"torch threads {torch.get_num_threads()}, load average before {os.getloadavg()}")
     if args.profile:
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)
         prof.enable()
         run_scenario(batched)
         prof.disable()

@@ -444,9 +444,16 @@ class PolicyLearner(Learner):
         if not self.per_replica:
             return self._compute_loss(step, jobs, context, self.params)
         losses, rows, lags = [], [], []
+        logp = None
+        if getattr(self.task, "width_free_logprobs", False):  # one forward for all replicas, each cut to its width
+            logp = self.task.logprobs(self.params, Rollouts.cat([j.payload for j in jobs]))
         for r in range(self.R):
-            loss, metrics, _ = self._compute_loss(step, _replica_jobs(jobs, r), None if context is None else context[r],
-                                                  self._replica_params(r))
+            own = _replica_jobs(jobs, r)
+            logp_r = None
+            if logp is not None:
+                logp_r = logp[r:r + 1, :, :max((j.payload.width for j in own), default=0)]
+            loss, metrics, _ = self._compute_loss(step, own, None if context is None else context[r],
+                                                  self._replica_params(r), logp_r)
             losses.append(loss)
             rows.append(metrics)
             lags.append(self._sample_lag)
@@ -456,10 +463,13 @@ class PolicyLearner(Learner):
                   for k in rows[0]}
         return torch.cat(losses), merged, self.last_batch.token_count
 
-    def _compute_loss(self, step, jobs, context, params: Params):
+    def _compute_loss(self, step, jobs, context, params: Params, logp: Tensor | None = None):
+        """The loss of ``jobs`` under ``params``; ``logp``: their log-probs when the caller scored them already
+        (:meth:`compute_loss`, a task with ``width_free_logprobs``)."""
         ro = Rollouts.cat([j.payload for j in jobs])
         self.last_batch = ro
-        logp = self.task.logprobs(params, ro)
+        if logp is None:
+            logp = self.task.logprobs(params, ro)
         mask = ro.mask
         versions = self.behaviour_versions(ro.token_versions)
         if context is None:

@@ -82,11 +82,11 @@ def drive(raw: dict, seeds: list[int]):
     return {k: v.detach().clone() for k, v in learner.params.items()}, metrics, batches
 
 
-def assert_replicas_are_separate(raw_many: dict, raw_one: dict) -> None:
-    w, m, batches = drive(raw_many, [SEED + r for r in range(R)])
-    assert m["loss"].shape[1] == R
+def assert_replicas_are_separate(raw_many: dict, raw_one: dict, replicas: int = R) -> None:
+    w, m, batches = drive(raw_many, [SEED + r for r in range(replicas)])
+    assert m["loss"].shape[1] == replicas
     compared = 0
-    for r in range(R):
+    for r in range(replicas):
         w1, m1, batches1 = drive(raw_one, [SEED + r])
         for k, v in w1.items():
             assert torch.equal(w[k][r], v[0]), f"replica {r}: weight {k}"
@@ -131,6 +131,13 @@ def test_lm_replicas_run_under_the_shared_schedule():
     np.testing.assert_allclose(res.metrics["loss"].to_numpy(), res.replica_metrics["loss"].mean(1))
 
 
+def test_replicas_need_one_thread_at_load_time():
+    raw = scenario(2)
+    raw["task"]["threads"] = 2
+    with pytest.raises(ScenarioError, match="task.threads"):
+        validate_scenario(raw)
+
+
 def test_hf_backend_refuses_replicas_at_load_time():
     raw = scenario(2)
     raw["task"]["model"] = {"backend": "hf", "config": {"model_type": "llama", "hidden_size": 16,
@@ -151,3 +158,93 @@ def test_lm_replicas_with_other_algorithms_are_separate_learners(algorithm):
     gradient norms with GAC and VCPO's LR rule: per replica too."""
     steps = 8 if "minibatches" in algorithm else STEPS  # two batches of four optimizer steps
     assert_replicas_are_separate(scenario(R, algorithm=algorithm, steps=steps), scenario(1, algorithm=algorithm, steps=steps))
+
+
+@pytest.mark.parametrize("replicas, group_size, lengths", [(2, 3, (1, 4)), (8, 2, (2, 3))], ids=["R2-G3", "R8-G2"])
+def test_lm_replicas_other_shapes_are_separate_learners(replicas, group_size, lengths):
+    """Other replica counts, group sizes below the linear layers' row floor (2-3 rows a decode step:
+    :func:`sandbox.models.replicas.min_rows` pads them) and prompts/answers of other lengths."""
+    raws = []
+    for n in (replicas, 1):
+        raw = scenario(n, steps=2)
+        raw["task"]["problem"] = {"kind": "sort", "min_len": lengths[0], "max_len": lengths[1]}
+        raw["algorithm"]["group_size"] = group_size
+        raws.append(raw)
+    assert_replicas_are_separate(*raws, replicas=replicas)
+
+
+def _replica_models(cfg, R: int, dtype) -> dict:
+    from sandbox.models.transformer import Transformer
+
+    mods = []
+    for i in range(R):
+        m = Transformer(cfg)
+        m.reset_parameters(torch.Generator().manual_seed(i))
+        mods.append(dict(m.named_parameters()))
+    return {k: torch.stack([m[k].detach() for m in mods]).to(dtype) for k in mods[0]}
+
+
+@pytest.mark.parametrize("d, heads, experts, dtype", [
+    (16, 2, 0, torch.float32), (64, 4, 0, torch.float32), (16, 2, 3, torch.float32), (8, 8, 0, torch.float32),
+    (16, 2, 0, torch.bfloat16), (16, 2, 0, torch.float16),
+], ids=["d16", "d64", "moe", "hd1", "bf16", "fp16"])
+def test_batched_forward_does_not_depend_on_the_other_replicas(d, heads, experts, dtype):
+    """The batched forward (:mod:`sandbox.models.replicas`) and its gradients: replica r of an R = 8 batch
+    equals the same replica in batches of 1, 2 and 3 to the bit (prefill and one cached step, rows 1-33,
+    prompt lengths 1-11), and the forward is the plain module's function (within float32 rounding)."""
+    from sandbox.models import replicas as rp
+    from sandbox.models.transformer import Transformer, TransformerConfig
+
+    torch.set_num_threads(1)  # the task's default (task.threads = 1; required with replicas > 1)
+    cfg = TransformerConfig(d_model=d, n_heads=heads, n_layers=2, vocab_size=20, max_seq_len=24, experts=experts)
+    P = _replica_models(cfg, 8, dtype)
+
+    def run(params, tok, nxt):
+        leaf = {k: v.float().clone().requires_grad_(True) for k, v in params.items()}
+        logits, cache = rp.forward(cfg, {k: v.to(dtype) for k, v in leaf.items()}, tok)
+        step, _ = rp.forward(cfg, {k: v.to(dtype) for k, v in leaf.items()}, nxt, cache)
+        (logits.float().square().sum() + step.float().sum()).backward()
+        return logits, step, {k: v.grad for k, v in leaf.items()}
+
+    for B, L in [(1, 1), (1, 5), (3, 11), (8, 9), (33, 4)]:
+        gen = torch.Generator().manual_seed(B * 100 + L)
+        tok, nxt = torch.randint(20, (8, B, L), generator=gen), torch.randint(20, (8, B, 1), generator=gen)
+        full = run(P, tok, nxt)
+        for sub in ([5], [0, 7], [2, 3, 6]):
+            part = run({k: v[sub] for k, v in P.items()}, tok[sub], nxt[sub])
+            for j, r in enumerate(sub):
+                assert torch.equal(part[0][j], full[0][r]) and torch.equal(part[1][j], full[1][r]), (B, L, sub)
+                for k in P:
+                    assert torch.equal(part[2][k][j], full[2][k][r]), (B, L, sub, k)
+        if dtype == torch.float32:
+            m = Transformer(cfg)
+            m.load_state_dict({k: v[0] for k, v in P.items()}, strict=False)
+            ref, _ = m(tok[0])
+            torch.testing.assert_close(full[0][0], ref, rtol=0, atol=2e-5)
+
+
+def test_linear_rows_and_shared_prefill_do_not_change_a_number():
+    """A row of a batched linear layer is the same in a product of any number of rows (padded up to
+    :func:`min_rows`), so the decoder computes each distinct prompt once (:func:`_prefill`) with the same
+    bits as the full batch; and it is a real product (a wrong weight moves it)."""
+    from sandbox.models import replicas as rp
+    from sandbox.models.transformer import TransformerConfig
+
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    for inner, cols in [(8, 1), (16, 3), (16, 16), (64, 20), (64, 192), (256, 64)]:
+        w, b = torch.randn(3, cols, inner, generator=gen), torch.randn(3, cols, generator=gen)
+        x = torch.randn(3, 600, inner, generator=gen)
+        big = rp.linear(x, w, b)
+        for lo, hi in [(0, 1), (5, 7), (9, 12), (100, 104), (0, 33), (1, 600)]:
+            assert torch.equal(rp.linear(x[:, lo:hi].contiguous(), w, b), big[:, lo:hi]), (inner, cols, lo, hi)
+        torch.testing.assert_close(big[1], x[1] @ w[1].T + b[1], rtol=1e-5, atol=1e-5)
+    cfg = TransformerConfig(d_model=16, n_heads=2, n_layers=2, vocab_size=20, max_seq_len=24)
+    P = _replica_models(cfg, 3, torch.float32)
+    prompts = torch.randint(2, 20, (3, 4, 6), generator=gen)
+    ctx = prompts[:, [0, 1, 0, 2, 2, 3, 0]]  # duplicated rows, as a group or a repeated evaluation prompt
+    shared, shared_cache = rp._prefill(cfg, P, ctx, None)
+    plain, plain_cache = rp.forward(cfg, P, ctx)
+    assert torch.equal(shared, plain)
+    for (k1, v1), (k2, v2) in zip(shared_cache, plain_cache):
+        assert torch.equal(k1, k2) and torch.equal(v1, v2)

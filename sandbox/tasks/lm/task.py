@@ -16,13 +16,12 @@ code below (:meth:`LMTask.forward_fn`, :meth:`LMTask.new_module`).
 
 Weights: the learner's parameters are the module's ``named_parameters`` with a leading replica
 dim of size R (``task.replicas``), kept on the CPU in float32 (the learner, the optimizer and the weight
-store work there); every forward copies one replica's slice to ``task.device`` / ``task.dtype``
-differentiably and runs the module through ``torch.func.functional_call``. Replicas sample, score and
-evaluate one after the other, each with its own weights (and, given a
-:class:`~sandbox.tasks.draws.RowGenerators`, its own generator), and the learner computes each replica's
-loss at its own width (``ragged_replicas``), so replica r is its one-replica run to the bit; a batched
-forward over the replicas (``vmap``) is not, on the CPU (``docs/tasks.md#replicas``). The hf backend
-supports ``replicas = 1`` only.
+store work there). The builtin model computes every forward, R = 1 included, through the formulation
+batched over that dimension (:mod:`sandbox.models.replicas`: the replicas decode together, one forward
+per step; the learner scores them in one forward over responses padded to the response budget), whose
+kernels compute each replica as the one-replica batch does, so replica r is its one-replica run to the
+bit (``docs/tasks.md#replicas``; one CPU thread). The hf backend runs its module through
+``torch.func.functional_call`` and supports ``replicas = 1`` only.
 
 Partial rollouts: :meth:`generate` continues every unfinished response from its current position
 (all unfinished responses of a group sit at the same position), re-encoding prompt + prefix with
@@ -43,6 +42,7 @@ from torch.func import functional_call
 from ...errors import ScenarioError
 from ...models import hf
 from ...models.hf import HFModelConfig
+from ...models import replicas as rp
 from ...models.transformer import Transformer, TransformerConfig, sample, sample_with, sequence_logprobs
 from ..base import TASKS, BudgetShape, Params, PolicyTask
 from ..draws import RowGenerators, Stream
@@ -50,6 +50,9 @@ from ..rollouts import Rollouts
 from . import warmstart as ws_mod
 from .problems import AdditionConfig, CharTokenizer, ProblemConfig, make_prompt_sets
 from .warmstart import WarmStartConfig
+
+EVAL_ROWS = 1024
+"""Rows (held-out prompts x replicas) an evaluation decodes in one batch (``LMTask.evaluate``)."""
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -124,7 +127,7 @@ class LMTaskConfig(BaseModel):
         le=256,
         description="torch intra-op CPU threads (at most 256), set process-wide when the task is built (None: leave torch's "
         "setting). The model's matrices are tiny: one thread avoids OpenMP synchronisation that makes small ops "
-        "10-100x slower on a busy 2-core machine.",
+        "10-100x slower on a busy 2-core machine. replicas > 1 needs 1 (each replica bitwise its one-replica run).",
     )
 
     @model_validator(mode="after")
@@ -135,6 +138,10 @@ class LMTaskConfig(BaseModel):
             raise ValueError(f"task.replicas: {self.replicas}, but the hf backend supports replicas = 1 only (the "
                              f"transformers module is called with one replica's weights); use backend = 'builtin' "
                              f"or run seeds for independent repeats")
+        if self.replicas > 1 and self.threads != 1:
+            raise ValueError(f"task.threads: {self.threads}, but replicas = {self.replicas} run in one batched kernel "
+                             f"per layer, which computes each replica as its one-replica run to the bit on one thread "
+                             f"only (several threads split a batch by its size); use threads = 1 (the default)")
         if self.model.backend == "builtin":
             need_vocab = CharTokenizer().vocab_size
             need_len = self.problem.prompt_len + (self.max_new_tokens or self.problem.max_answer_len + 2)
@@ -152,6 +159,13 @@ class LMTask(PolicyTask):
     ragged_replicas = True
     """Responses have variable lengths: with several replicas the learner computes each replica's loss
     on its own responses at its own width (``PolicyLearner.per_replica``), so each is its one-replica run."""
+
+    @property
+    def width_free_logprobs(self) -> bool:
+        """:meth:`logprobs` of replica r at position t depend on replica r's responses only, not on the width
+        of the batch nor on the other replicas (the builtin model pads to the response budget): the learner
+        may score every replica in one call and cut each to its own width (``PolicyLearner.compute_loss``)."""
+        return self.backend == "builtin"
 
     @classmethod
     def engine_features(cls, cfg):
@@ -242,6 +256,7 @@ class LMTask(PolicyTask):
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.base_meta: dict | None = None
+        self._scores: dict = {}
 
     # -- weights ---------------------------------------------------------------------------------
     def init_params(self, gen: torch.Generator) -> Params:
@@ -282,31 +297,25 @@ class LMTask(PolicyTask):
             out[k] = v.to(device=self.device, dtype=self.dtype)
         return out
 
+    def _stacked(self, params: Params, rows: list[int] | None = None, detach: bool = True) -> dict[str, Tensor]:
+        """The ``(R', ...)`` weights of replicas ``rows`` (None: all) on ``task.device`` in ``task.dtype``
+        (differentiable unless ``detach``): the builtin model's batched forward (:mod:`sandbox.models.replicas`)."""
+        out = {}
+        for k, v in params.items():
+            if rows is not None:
+                v = v[rows]
+            out[k] = (v.detach() if detach else v).to(device=self.device, dtype=self.dtype)
+        return out
+
     def forward_fn(self, single: dict[str, Tensor], use_cache: bool = True):
         """``(tokens, past) -> (logits, cache)`` of the module under ``single`` (one replica's weights),
-        through ``functional_call``. ``use_cache=False``: teacher-forced scoring, which needs no cache
-        (the builtin always returns its keys/values; the hf model then builds no ``DynamicCache``)."""
+        through ``functional_call``: the hf backend's every forward, and the builtin's per-sequence
+        log-probs (:meth:`sequence_logprob`, :meth:`batch_sequence_logprob`: OPOB's gradient norms).
+        ``use_cache=False``: teacher-forced scoring, which needs no cache (the builtin always returns its
+        keys/values; the hf model then builds no ``DynamicCache``)."""
         if self.backend == "hf":
             return hf.causal_lm_forward(self.model, single, use_cache)
         return lambda tokens, past=None: functional_call(self.model, single, (tokens, past))
-
-    def sampling_forward(self, params: Params, r: int = 0):
-        """A no-grad ``(tokens, past) -> (logits, cache)`` of replica ``r``'s weights for sampling and
-        evaluation. Builtin: the task's sampling module (built once) with its parameters overwritten by
-        the weights, called directly: the same kernels as :meth:`forward_fn`, so the same bits, without
-        ``functional_call``'s swapping of every parameter in and out at each call (about 0.8 ms a call on
-        the d = 64 model, ~16% of a short run: ``benchmarks/README.md``, row 9). The module is shared:
-        a caller decodes with it before asking for another replica's. hf: :meth:`forward_fn`."""
-        single = self._single(params, detach=True, r=r)
-        if self.backend == "hf":
-            return self.forward_fn(single)
-        m = self.__dict__.get("_sampler")
-        if m is None:
-            m = self._sampler = Transformer(self.model_cfg).to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
-        with torch.no_grad():
-            for name, p in m.named_parameters():
-                p.copy_(single[name])
-        return m
 
     # -- PolicyTask ------------------------------------------------------------------------------
     def new_group(self, group_size: int, gen: Stream) -> Rollouts:
@@ -330,9 +339,11 @@ class LMTask(PolicyTask):
         )
 
     def generate(self, params: Params, group: Rollouts, gen: Stream, version: int | Tensor) -> Rollouts:
-        """Continue every unfinished response, replica after replica: replica r decodes its live
-        responses with its own weights, drawing from ``gen`` (a :class:`RowGenerators`: its own generator,
-        as the one-replica run draws; one ``torch.Generator``: replicas 0, 1, ... draw from it in turn)."""
+        """Continue every unfinished response. Builtin model: the replicas decode together, those with
+        the same number of unfinished responses in one batch (:func:`sandbox.models.replicas.decode`: one
+        forward per step for all of them); each draws from ``gen`` (a :class:`RowGenerators`: its own
+        generator, the draws of its one-replica run; one ``torch.Generator``: the replicas of a batch draw
+        from it together, step after step). hf backend (one replica): :func:`sample`."""
         if group.prompts is None:
             raise ValueError("LM groups carry their prompts; make them with new_group")
         W = group.width
@@ -344,26 +355,22 @@ class LMTask(PolicyTask):
         R, N = group.lengths.shape
         if isinstance(gen, RowGenerators):
             gen._check(R)
-        engine = self.sampling_engine()
-        outs = []
+        live, batches = [], {}
         for r in range(R):
-            live = ~group.ended[r]
-            if not bool(live.any()):
-                outs.append(None)
-                continue
-            idx = torch.nonzero(live).squeeze(-1)
+            idx = torch.nonzero(~group.ended[r]).squeeze(-1)
             if bool((group.lengths[r, idx] != W).any()):
                 raise ValueError("unfinished responses of a group must all sit at the group's width")
-            ctx = torch.cat([group.prompts[r, idx], group.tokens[r, idx]], 1).to(self.device)
-            g = gen.gens[r] if isinstance(gen, RowGenerators) else gen
-            v = int(version[r]) if isinstance(version, Tensor) else version
-            if engine is not None:
-                toks, lps, exact, lens, hit = self._engine_sample(engine, params, ctx, W, g, v, r)
-            else:
-                fwd = self.sampling_forward(params, r)
-                toks, lps, lens, hit = sample(fwd, ctx, self.max_new - W, self.tokenizer.eos_id, self.cfg.temperature, g)
-                exact = None
-            outs.append((idx, toks, lps, exact, lens, hit))
+            live.append(idx)
+            if idx.numel():
+                batches.setdefault(idx.numel(), []).append(r)
+        outs: list = [None] * R
+        for rs in batches.values():
+            ctx = torch.stack([torch.cat([group.prompts[r, live[r]], group.tokens[r, live[r]]], 1) for r in rs])
+            versions = [int(version[r]) if isinstance(version, Tensor) else version for r in rs]
+            gens = [gen.gens[r] if isinstance(gen, RowGenerators) else gen for r in rs]
+            for r, o in zip(rs, self._decode(params, rs, ctx.to(self.device), W, gens, versions)):
+                outs[r] = (live[r],) + o
+        engine = self.sampling_engine()
         S = max(o[1].shape[1] for o in outs if o is not None)
         new_t = torch.zeros(R, N, S, dtype=torch.long)
         new_lp = torch.zeros(R, N, S)
@@ -385,37 +392,61 @@ class LMTask(PolicyTask):
             return group.extend(new_t, new_lp, new_len, new_end, version)
         return group.extend(new_t, new_lp, new_len, new_end, version, new_exact)
 
-    def _engine_sample(self, engine, params: Params, ctx: Tensor, W: int, gen, version: int, r: int = 0):
-        """Decode through a rollout engine (``docs/engines.md``): its draw on the trainer's logits
-        ``z = logits / temperature`` (``logit_noise``, ``processed_logprobs``), or a sampler forward at
-        another precision / with flipped routes (``precision``, ``routing``) whose exact log-probs come
-        from a float32 teacher-forced forward of the same weights afterwards. Replica ``r``, its generator."""
-        single = self._single(params, detach=True, r=r)
-        T = self.cfg.temperature
+    def _decode(self, params: Params, rs: list[int], ctx: Tensor, W: int, gens: list, versions: list[int]) -> list:
+        """Decode the contexts ``ctx (len(rs), n, P + W)`` of replicas ``rs``, replica ``rs[j]`` drawing from
+        ``gens[j]``: per replica ``(tokens, reported logp, exact logp or None, lengths, hit_eos)``. Through
+        the task's engine when it is not exact (``docs/engines.md``): its draw on the trainer's logits
+        ``z = logits / temperature`` (``logit_noise``, ``processed_logprobs``), or a sampler forward at another
+        precision / with flipped routes (``precision``, ``routing``) whose exact log-probs come from a
+        teacher-forced forward of the task's weights afterwards, padded to the response budget (a width that
+        does not depend on the other replicas)."""
+        engine = self.sampling_engine()
+        T, eos, budget = self.cfg.temperature, self.tokenizer.eos_id, self.max_new - W
+        if self.backend == "hf":  # one replica (LMTaskConfig refuses more)
+            return [self._decode_hf(engine, params, ctx[0], W, gens[0], versions[0])]
+        rows = None if rs == list(range(self.replicas)) else rs
+        if engine is None:
+            shared = all(g is gens[0] for g in gens)
+            return rp.decode(self.model_cfg, self._stacked(params, rows), ctx, budget, eos, _token_draw(T, gens, shared))
         own_forward = "forward" in engine.needs
-        weights = single
+        flips = None
         if own_forward:
-            weights, _ = engine.sampler_weights(single)
+            per = [engine.sampler_weights(self._single(params, detach=True, r=r))[0] for r in rs]
+            weights = {k: torch.stack([w[k] for w in per]) for k in per[0]}
+            flips = [engine.router_flip(g) for g in gens]
+        else:
+            weights = self._stacked(params, rows)
+
+        def draw(logits: Tensor, active: list[int], step: int):
+            out = [engine.draw(z.float() / T, gens[a], versions[a], W + step) for z, a in zip(logits, active)]
+            return (torch.stack([d.tokens for d in out]), torch.stack([d.reported_logp for d in out]),
+                    torch.stack([d.version_logp for d in out]))
+
+        outs = rp.decode(self.model_cfg, weights, ctx, budget, eos, draw, flips)
+        if not own_forward:
+            return outs
+        toks = torch.stack([torch.nn.functional.pad(o[0], (0, budget - o[0].shape[1])) for o in outs])
+        with torch.no_grad():
+            lp = rp.sequence_logprobs(self.model_cfg, self._stacked(params, rows), ctx, toks, T).float()
+        fixed = []
+        for j, (tk, lps, _, lens, hit) in enumerate(outs):
+            s = tk.shape[1]
+            fixed.append((tk, lps, lp[j, :, :s] * (torch.arange(s, device=lp.device) < lens.unsqueeze(-1)), lens, hit))
+        return fixed
+
+    def _decode_hf(self, engine, params: Params, ctx: Tensor, W: int, gen, version: int):
+        """One replica of the hf backend: :func:`sample`, or :func:`sample_with` through a logits engine."""
+        single = self._single(params, detach=True)
+        T = self.cfg.temperature
+        if engine is None:
+            toks, lps, lens, hit = sample(self.forward_fn(single), ctx, self.max_new - W, self.tokenizer.eos_id, T, gen)
+            return toks, lps, None, lens, hit
 
         def draw_fn(logits: Tensor, step: int):
             d = engine.draw(logits.float() / T, gen, version, W + step)
             return d.tokens, d.reported_logp, d.version_logp
 
-        flip = engine.router_flip(gen) if own_forward else None
-        if flip is not None:
-            self.model.router_flip = flip  # the builtin transformer's MoE blocks read it (routing engine)
-        try:
-            toks, lps, exact, lens, hit = sample_with(self.forward_fn(weights), ctx, self.max_new - W,
-                                                      self.tokenizer.eos_id, draw_fn)
-        finally:
-            if flip is not None:
-                self.model.router_flip = None
-        if own_forward and toks.shape[1]:
-            with torch.no_grad():
-                lp = sequence_logprobs(self.forward_fn(single, use_cache=False), ctx, toks, T).float()
-            S = toks.shape[1]
-            exact = lp * (torch.arange(S, device=lp.device) < lens.unsqueeze(-1))
-        return toks, lps, exact, lens, hit
+        return sample_with(self.forward_fn(single), ctx, self.max_new - W, self.tokenizer.eos_id, draw_fn)
 
     def hit_eos(self, rollouts: Rollouts) -> Tensor:
         """``(R, N)`` the response ends with the end token (not cut by the budget)."""
@@ -426,37 +457,45 @@ class LMTask(PolicyTask):
         """1 for a correct answer closed by the end token, 0 otherwise (a cut answer earns nothing)."""
         R, N = group.lengths.shape
         out = torch.zeros(R, N)
-        eos = self.hit_eos(group)
+        eos = self.hit_eos(group).tolist()
+        prompts, tokens = group.prompts.tolist(), group.tokens.tolist()
         for r in range(R):
             for n in range(N):
-                if bool(eos[r, n]):
-                    prompt = self.tokenizer.decode(group.prompts[r, n])
-                    out[r, n] = self.problem.score(prompt, self.tokenizer.decode(group.tokens[r, n]))
+                if eos[r][n]:
+                    out[r, n] = self._score(tuple(prompts[r][n]), tokens[r][n])
         return out
 
+    def _score(self, prompt: str | tuple[int, ...], response: list[int]) -> float:
+        """``problem.score(prompt, decode(response))`` for a prompt given as text or as token ids, memoised on
+        the prompt and the response's tokens (a pure function of them; the same answers recur every step:
+        decoding and scoring them again was ~15% of an LM run's CPU time, ``benchmarks/README.md`` row 8)."""
+        key = (prompt, tuple(response))
+        value = self._scores.get(key)
+        if value is None:
+            if len(self._scores) >= 1_000_000:
+                self._scores.clear()
+            text = prompt if isinstance(prompt, str) else self.tokenizer.decode(prompt)
+            value = self._scores[key] = self.problem.score(text, self.tokenizer.decode(response))
+        return value
+
     def logprobs(self, params: Params, rollouts: Rollouts) -> Tensor:
+        """Teacher-forced ``log π(y_t | x, y_<t)`` at the sampling temperature, ``(R, N, T)``, 0 on padding.
+        Builtin: one forward of every replica (:func:`sandbox.models.replicas.sequence_logprobs`) over the
+        responses padded to the response budget, so a replica's numbers do not depend on the batch's
+        width nor on the other replicas (:attr:`width_free_logprobs`). hf: one replica at the batch width."""
         R, N, T = rollouts.tokens.shape
         if T == 0:
             return torch.zeros(R, N, 0)
-        if R == 1:
+        if self.backend == "hf":
             fwd = self.forward_fn(self._single(params, detach=False), use_cache=False)
             lp = sequence_logprobs(fwd, rollouts.prompts[0].to(self.device), rollouts.tokens[0].to(self.device), self.cfg.temperature)
             return (lp.float().cpu() * rollouts.mask[0]).unsqueeze(0)
-        # One forward per replica with its own weights over its own width (the longest of its responses:
-        # the width of its one-replica batch; the others' padding would change the matmul shapes), the
-        # one-replica run's computation to the bit (a batched matmul over replicas may sum in another
-        # order: docs/tasks.md#lm).
-        mask = rollouts.mask
-        out = torch.zeros(R, N, T)
-        widths = rollouts.lengths.amax(1).tolist()
-        for r, w in enumerate(widths):
-            if w == 0:
-                continue
-            fwd = self.forward_fn(self._single(params, detach=False, r=r), use_cache=False)
-            lp = sequence_logprobs(fwd, rollouts.prompts[r].to(self.device), rollouts.tokens[r, :, :w].to(self.device),
-                                   self.cfg.temperature)
-            out[r, :, :w] = lp.float().cpu() * mask[r, :, :w]
-        return out
+        if T > self.max_new:
+            raise ValueError(f"responses of {T} tokens exceed the task's budget of {self.max_new}")
+        tokens = torch.nn.functional.pad(rollouts.tokens, (0, self.max_new - T))
+        lp = rp.sequence_logprobs(self.model_cfg, self._stacked(params, detach=False), rollouts.prompts.to(self.device),
+                                  tokens.to(self.device), self.cfg.temperature)
+        return lp[..., :T].float().cpu() * rollouts.mask
 
     def sequence_inputs(self, rollouts: Rollouts):
         """Per-trajectory inputs for :meth:`sequence_logprob` (leading dims ``(R, N)``)."""
@@ -483,12 +522,28 @@ class LMTask(PolicyTask):
     @torch.no_grad()
     def evaluate(self, params: Params) -> dict[str, Tensor]:
         """Greedy decoding on the held-out prompts: exact-answer accuracy and mean response length, ``(R,)``
-        (each replica evaluated alone with its own weights and its own evaluation generator, as its
-        one-replica run is)."""
+        (builtin: every replica decodes the same prompts in one batch, :func:`sandbox.models.replicas.decode`,
+        each sampling with its own evaluation generator, as its one-replica run does)."""
         R = next(iter(params.values())).shape[0]
-        return self._evaluate(lambda ctx, T, gens: [
-            sample(self.sampling_forward(params, r), ctx, self.max_new, self.tokenizer.eos_id, T, gens[r]) for r in range(R)
-        ], R)
+        eos = self.tokenizer.eos_id
+        if self.backend == "hf":
+            return self._evaluate(lambda ctx, T, gens: [
+                sample(self.forward_fn(self._single(params, detach=True, r=r)), ctx, self.max_new, eos, T, gens[r])
+                for r in range(R)
+            ], R)
+        weights = self._stacked(params)
+
+        def decode(ctx: Tensor, T: float, gens: list):
+            # replicas in chunks of about EVAL_ROWS rows: larger batches leave the caches (slower per replica;
+            # the same numbers, each replica's kernels do not depend on the others)
+            outs, c = [], max(1, EVAL_ROWS // ctx.shape[0])
+            for s in range(0, R, c):
+                w = {k: v[s:s + c] for k, v in weights.items()}
+                outs += rp.decode(self.model_cfg, w, ctx.unsqueeze(0).expand(len(gens[s:s + c]), -1, -1), self.max_new,
+                                  eos, _token_draw(T, gens[s:s + c], shared=False))
+            return [(t, lp, lens, hit) for t, lp, _, lens, hit in outs]
+
+        return self._evaluate(decode, R)
 
     def _evaluate(self, decode, R: int) -> dict[str, Tensor]:
         """The evaluation of ``R`` replicas through ``decode(context (B, L), temperature, generators) -> per
@@ -497,10 +552,10 @@ class LMTask(PolicyTask):
         for s in range(0, len(self.eval_prompts), self.cfg.eval_batch):
             ctx = self.eval_ids[s : s + self.cfg.eval_batch].to(self.device)
             for r, (toks, _, lens, hit) in enumerate(decode(ctx, 0.0, [None] * R)):
-                toks, lens, hit = toks.cpu(), lens.cpu(), hit.cpu()
+                rows, lens, hit = toks.cpu().tolist(), lens.cpu(), hit.cpu().tolist()
                 for j in range(ctx.shape[0]):
-                    if bool(hit[j]):
-                        correct[r] += self.problem.score(self.eval_prompts[s + j], self.tokenizer.decode(toks[j]))
+                    if hit[j]:
+                        correct[r] += self._score(self.eval_prompts[s + j], rows[j])
                     else:
                         cut[r] += 1
                 total_len[r] += float(lens.sum())
@@ -525,8 +580,32 @@ class LMTask(PolicyTask):
         for s in range(0, len(prompts), self.cfg.eval_batch):
             ctx = ids[s : s + self.cfg.eval_batch].to(self.device)
             for r, (toks, _, _, hit) in enumerate(decode(ctx, self.cfg.temperature, gens)):
-                toks, hit = toks.cpu(), hit.cpu()
+                rows, hit = toks.cpu().tolist(), hit.cpu().tolist()
                 for j in range(ctx.shape[0]):
-                    if bool(hit[j]):
-                        total[r] += self.problem.score(prompts[s + j], self.tokenizer.decode(toks[j]))
+                    if hit[j]:
+                        total[r] += self._score(prompts[s + j], rows[j])
         return [t / max(len(prompts), 1) for t in total]
+
+
+def _token_draw(temperature: float, gens: list, shared: bool):
+    """The draw of :func:`sandbox.models.replicas.decode` that :func:`sandbox.models.transformer.draw` makes
+    for one replica: ``softmax(logits / temperature)`` sampled with ``torch.multinomial`` (greedy at
+    temperature 0, reporting the temperature-1 log-prob). Position ``j`` of the batch draws from ``gens[j]``
+    in one call per replica (the call of its one-replica run); ``shared``: every position holds the same
+    generator, and one call draws for all active replicas."""
+
+    def draw(z: Tensor, active: list[int], step: int):
+        if temperature == 0:
+            tok = torch.argmax(z, -1)
+            logp = torch.log_softmax(z.float(), -1)
+        else:
+            logp = torch.log_softmax(z.float() / temperature, -1)
+            probs = logp.exp().cpu()
+            if shared:
+                tok = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=gens[0]).view(probs.shape[:-1])
+            else:
+                tok = torch.stack([torch.multinomial(p, 1, generator=gens[a]).squeeze(-1) for p, a in zip(probs, active)])
+            tok = tok.to(logp.device)
+        return tok, logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1), None
+
+    return draw
