@@ -295,9 +295,9 @@ class Learner:
 def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
     """Per-replica arrays (float64 for floating metrics) and the row of means over the live
     replicas. The ``(R,)`` floating metrics go to numpy in one stacked copy per dtype, widened to
-    float64 (exact for every float dtype), and are averaged together when every replica is alive and
-    every value finite (the same reduction per row as the per-metric :func:`_alive_mean`, so the
-    same bits); anything else takes the per-metric path."""
+    float64 (exact for every float dtype), and the rows whose live values are all finite are averaged
+    together over the live columns (the same reduction per row as the per-metric :func:`_alive_mean`,
+    so the same bits); anything else takes the per-metric path."""
     groups: dict[torch.dtype, list[str]] = {}
     shape = (replicas,)
     for k, v in metrics.items():
@@ -314,11 +314,18 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
             else:  # bf16 and the like have no numpy dtype
                 matrix = stacked.to(torch.float64).numpy()
             arrays.update(zip(keys, matrix))
-            fast_means = matrix.mean(axis=1).tolist()
-            if all_alive and np.isfinite(matrix).all():  # the common case: every mean is the fast one
-                means.update(zip(keys, fast_means))
-                continue
-            fast = np.isfinite(matrix).all(axis=1) if all_alive else np.zeros(len(keys), dtype=bool)
+            # the live replicas' columns, C-contiguous (the fancy index alone gives a column-major copy, whose
+            # row means sum in another order): a row's mean reduces its values in the order of _alive_mean's 1-D selection (frozen replicas are finite, so after a divergence most rows stay fast)
+            live = matrix if all_alive else np.ascontiguousarray(matrix[:, alive]) if alive.any() else None
+            if live is None:
+                fast, fast_means = np.zeros(len(keys), dtype=bool), [math.nan] * len(keys)
+            else:
+                fast_means = live.mean(axis=1).tolist()
+                finite = np.isfinite(live)
+                if finite.all():  # the common case: every mean is the fast one
+                    means.update(zip(keys, fast_means))
+                    continue
+                fast = finite.all(axis=1)
             for i, k in enumerate(keys):
                 means[k] = fast_means[i] if fast[i] else _alive_mean(matrix[i], alive)
     if len(arrays) < len(metrics):
