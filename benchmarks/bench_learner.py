@@ -6,7 +6,8 @@
    sampling stream in the same order, the same advantages, loss and Adam steps. The loop's final
    expected reward is checked against the run's (they agree to float rounding), so the two really
    learn the same thing. Ratio = sandbox time / bare time: the price of the simulator, the method
-   library's loss and the per-step metrics.
+   library's loss and the per-step metrics. Timed twice: at ``run.metrics = "standard"`` (the default)
+   and at ``"lean"`` (only what the run reads: docs/system.md#metric-levels), interleaved with the bare loop.
 2. The share of a default ``sandbox run`` of ``scenarios/quickstart.toml`` (three variants, run
    directories and figures written) spent drawing figures, in-process: the whole command timed with
    ``run.figures = true`` and with ``run.figures = false`` (share = 1 − t_false / t_true; the
