@@ -6,7 +6,8 @@
    sampling stream in the same order, the same advantages, loss and Adam steps. The loop's final
    expected reward is checked against the run's (they agree to float rounding), so the two really
    learn the same thing. Ratio = sandbox time / bare time: the price of the simulator, the method
-   library's loss and the per-step metrics.
+   library's loss and the per-step metrics. Timed twice: at ``run.metrics = "standard"`` (the default)
+   and at ``"lean"`` (only what the run reads: docs/system.md#metric-levels), interleaved with the bare loop.
 2. The share of a default ``sandbox run`` of ``scenarios/quickstart.toml`` (three variants, run
    directories and figures written) spent drawing figures, in-process: the whole command timed with
    ``run.figures = true`` and with ``run.figures = false`` (share = 1 − t_false / t_true; the
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ARMS, GROUPS, GROUP_SIZE, LR = 10, 4, 8, 0.05
 
 
-def bandit_scenario(steps: int):
+def bandit_scenario(steps: int, metrics: str = "standard"):
     from sandbox.scenario import validate_scenario
 
     return validate_scenario(
@@ -54,16 +55,16 @@ def bandit_scenario(steps: int):
                 "objective": {"name": "reinforce", "baseline": "group_mean"},
                 "optimizer": {"name": "adam", "lr": LR},
             },
-            "run": {"steps": steps, "seed": 0, "figures": False},
+            "run": {"steps": steps, "seed": 0, "figures": False, "metrics": metrics},
         }
     )
 
 
-def sandbox_bandit(steps: int) -> float:
-    """Final expected reward of the sandbox run (evaluated at its last step)."""
+def sandbox_bandit(steps: int, metrics: str = "standard") -> float:
+    """Final expected reward of the sandbox run (evaluated at its last step) at ``run.metrics = metrics``."""
     from sandbox.runner import run_scenario
 
-    res = run_scenario(bandit_scenario(steps), force=True)
+    res = run_scenario(bandit_scenario(steps, metrics), force=True)
     return float(res.metrics["eval/expected_reward"].iloc[-1])
 
 
@@ -103,17 +104,21 @@ def bench_bandit(steps: int, repeats: int) -> None:
     torch.set_num_threads(1)  # the bandit task's default_threads: both sides run single-threaded
     try:
         sandbox_reward, bare_reward = sandbox_bandit(steps), bare_bandit(steps, seed)
-        times = interleaved({"bare": lambda: bare_bandit(steps, seed), "sandbox": lambda: sandbox_bandit(steps)}, repeats)
+        lean_reward = sandbox_bandit(steps, "lean")
+        times = interleaved({"bare": lambda: bare_bandit(steps, seed), "sandbox": lambda: sandbox_bandit(steps),
+                             "lean": lambda: sandbox_bandit(steps, "lean")}, repeats)
     finally:
         torch.set_num_threads(threads)
     print(f"softmax bandit K={ARMS}, {GROUPS}x{GROUP_SIZE} per step, Adam, {steps} steps, {repeats} interleaved repeats:")
-    print(f"  final expected reward: sandbox {sandbox_reward:.6f}, bare loop {bare_reward:.6f} (same learning)")
-    for name in ("bare", "sandbox"):
+    print(f"  final expected reward: sandbox {sandbox_reward:.6f}, lean {lean_reward:.6f}, bare loop {bare_reward:.6f} "
+          "(same learning)")
+    for name in ("bare", "sandbox", "lean"):
         ts = times[name]
         print(f"  {name:8s} {fmt(ts)}   {steps / min(ts):8.0f} steps/s (best)")
-    ratios = [s / b for s, b in zip(times["sandbox"], times["bare"])]
-    print(f"  ratio sandbox/bare: min-vs-min {min(times['sandbox']) / min(times['bare']):5.2f}x, "
-          f"median of paired ratios {statistics.median(ratios):5.2f}x")
+    for name, label in (("sandbox", "sandbox (run.metrics = standard)"), ("lean", "sandbox (run.metrics = lean)")):
+        ratios = [s / b for s, b in zip(times[name], times["bare"])]
+        print(f"  ratio {label}/bare: min-vs-min {min(times[name]) / min(times['bare']):5.2f}x, "
+              f"median of paired ratios {statistics.median(ratios):5.2f}x")
 
 
 class FigureTimer:

@@ -11,7 +11,6 @@ every flag as if it took a value."""
 from __future__ import annotations
 
 import difflib
-import gc
 import math
 import os
 import sys
@@ -34,6 +33,7 @@ try:  # Ctrl-C during the start-up imports exits without a traceback
 
     from . import __version__, progress
     from .errors import ScenarioError
+    from .gc_pause import collected_on_exit
     from .outputs import COMPARISON, OutputError, StagedDir, describe_os_error, safe_name, user_path
     from .processes import interrupted_by, terminate_as_interrupt
 except KeyboardInterrupt:
@@ -170,10 +170,12 @@ def run(
                 with progress.session(progress.enabled(quiet)), \
                         progress.task(f"{name}: variants", weights=weights) if len(variants) > 1 else nullcontext() as top:
                     for label, vscn in variants.items():
-                        result = _run_one(vscn, stage / safe_name(label) if label else stage, label, name, colors[label])
-                        results[label or name] = slim(result)  # written: keep what the outputs across variants read
-                        del result
-                        gc.collect()  # the variant's cluster and learner (reference cycles) go now, not at some later collection
+                        # the variant's cluster and learner (reference cycles) go when it ends, not at some later
+                        # collection; that collection scans the variant's own objects only (sandbox/gc_pause.py)
+                        with collected_on_exit():
+                            result = _run_one(vscn, stage / safe_name(label) if label else stage, label, name, colors[label])
+                            results[label or name] = slim(result)  # written: keep what the outputs across variants read
+                            del result
                         if top is not None:
                             top.advance(info=f"{label} done")
                     if len(results) > 1:

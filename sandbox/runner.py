@@ -53,6 +53,8 @@ def build_learner(scn: Scenario, task, params, learner_cls=None):
     )
     if scn.algorithm.updates_per_batch > 1:  # mini-batch updates (docs/system.md#mini-batches)
         kw.update(minibatches=scn.algorithm.minibatches, epochs=scn.algorithm.epochs)
+    if scn.run.metrics != "standard":  # docs/system.md#metric-levels
+        kw.update(metrics=scn.run.metrics, figures=scn.run.figures)
     if isinstance(task, OracleTask):
         return (learner_cls or OracleLearner)(task, params, **kw)
     from .algorithms import build_policy_loss

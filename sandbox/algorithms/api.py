@@ -9,6 +9,7 @@ so each replica receives exactly its own gradient).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from torch import Tensor
@@ -54,6 +55,11 @@ class PolicyLossInput:
     advantages are skipped, and so is the group-size check). For trainers that compute advantages over
     whole groups at generation time and then train on shuffled micro-batches (TRL's GRPOTrainer,
     ``docs/promotion.md#trl``). ``None``: the objective computes them from ``rewards`` and the groups."""
+    monitors: Container[str] | None = None
+    """The batch monitors the caller reads (anything answering ``name in monitors``): the advantage, IS,
+    staleness, clip and loss-part statistics not in it are not computed. ``None``: all of them. The loss,
+    its gradient and the metrics the correction and the objective's advantages report are the same either
+    way (the sandbox learner's ``run.metrics = "lean"``, docs/system.md#metric-levels)."""
 
     @property
     def fmask(self) -> Tensor:

@@ -100,25 +100,27 @@ class PolicyLoss:
         masked_twice = log_rho * fmask
         log_seq_rho = masked_twice.sum(-1)
 
+        monitors = inp.monitors
+        want = (lambda _: True) if monitors is None else monitors.__contains__  # noqa: E731
         injected = inp.advantages is not None
         adv, metrics = (inp.advantages, {}) if injected else self.advantages(inp, log_seq_rho)
         adv = adv.detach()
-        metrics.update(
-            {
-                "reward/mean": inp.rewards.detach().mean(-1),
-                "adv/mean": adv.mean(-1),
-                "adv/std": adv.std(-1, unbiased=False),
-            }
-        )
-        if not injected:
+        metrics["reward/mean"] = inp.rewards.detach().mean(-1)
+        if want("adv/mean"):
+            metrics["adv/mean"] = adv.mean(-1)
+        if want("adv/std"):
+            metrics["adv/std"] = adv.std(-1, unbiased=False)
+        if not injected and want("adv/zero_var_groups"):
             metrics["adv/zero_var_groups"] = A.zero_variance_group_frac(inp.rewards.detach(), inp.group_size)
-        metrics.update(masked_is_metrics(masked_twice, fmask))  # overwrites masked_twice
-        if decoupled:
+        if any(want(k) for k in IS_MONITOR_KEYS):
+            metrics.update(masked_is_metrics(masked_twice, fmask))  # overwrites masked_twice
+        if decoupled and want("ppo/kl"):
             metrics["ppo/kl"] = token_mean((anchor - logp.detach()) * fmask, fmask)
+        if decoupled and want("is/kl_k3_prox"):
             metrics["is/kl_k3_prox"] = token_mean(k3(log_w.clamp(max=40.0)), fmask)
         if inp.staleness is not None:
-            metrics.update({k: inp.staleness[k] for k in TOKEN_LAG_KEYS})
-        elif inp.token_versions is not None:
+            metrics.update({k: inp.staleness[k] for k in TOKEN_LAG_KEYS if k in inp.staleness})
+        elif inp.token_versions is not None and any(want(k) for k in TOKEN_LAG_KEYS):
             metrics.update(token_lag_metrics(inp.learner_version, inp.token_versions, fmask))
 
         whole = method.full_loss(inp)
@@ -152,7 +154,8 @@ class PolicyLoss:
             mult = coef
         if corr.mask is not None:
             mult = corr.mask if mult is None else mult * corr.mask
-            metrics["mask/frac"] = masked_frac(corr.mask <= 0, fmask)
+            if want("mask/frac"):
+                metrics["mask/frac"] = masked_frac(corr.mask <= 0, fmask)
         per_token = sur.per_token if mult is None else mult.detach() * sur.per_token
         if corr.pg_scale != 1.0:
             per_token = corr.pg_scale * per_token
@@ -170,16 +173,18 @@ class PolicyLoss:
 
         metrics["loss/pg"] = pg_loss.detach()
         metrics["loss/total"] = loss.detach()
-        if mult is not None:
+        if mult is not None and want("is/coef_mean"):
             metrics["is/coef_mean"] = token_mean(mult.detach(), fmask)
-        if sur.clipped is not None:
+        if sur.clipped is not None and want("clip/frac"):
             metrics["clip/frac"] = masked_frac(sur.clipped, fmask)
-        if sur.dual_clipped is not None:
+        if sur.dual_clipped is not None and want("clip/frac_lower"):
             metrics["clip/frac_lower"] = masked_frac(sur.dual_clipped, fmask)
         return LossOutput(loss, metrics)
 
 
 TOKEN_LAG_KEYS = ("staleness/mean", "staleness/max")
+IS_MONITOR_KEYS = ("is/ess_ratio", "is/ess", "is/chi2", "is/chi2_seq", "is/kl_k3", "is/log_ratio_mean")
+"""The monitors of :func:`sandbox.algorithms.diagnostics.masked_is_metrics`, computed together."""
 """The metrics of :func:`token_lag_metrics`, or of ``PolicyLossInput.staleness`` when the caller gives it."""
 
 

@@ -35,6 +35,7 @@ from ..system.records import ReplicaColumns
 from ..tasks.base import OracleTask, Params, PolicyTask
 from ..tasks.rollouts import Rollouts, oldest_versions
 from . import diagnostics as dg
+from .metric_levels import MetricSet, metric_set
 from .mismatch import mismatch_metrics
 from .optim import OptimizerConfig, build_optimizer, scheduled_lr
 
@@ -70,6 +71,8 @@ class Learner:
         stabilizers: list | None = None,
         minibatches: int = 1,
         epochs: int = 1,
+        metrics: str = "standard",
+        figures: bool = False,
     ):
         self.minibatches = minibatches
         self.epochs = epochs
@@ -92,6 +95,8 @@ class Learner:
         )
         # Nothing to clip, transform, scale or skip: the step runs without the wrapper (same numbers).
         self._plain = not self.stabilized.stabilizers and optimizer_cfg.grad_clip is None
+        # run.metrics: which per-step metrics are computed (docs/system.md#metric-levels).
+        self.monitors: MetricSet = metric_set(metrics, self.stabilized.stabilizers, figures)
         self.total_steps = total_steps
         self.bounds = bounds
         self.eval_fn = eval_fn
@@ -209,31 +214,46 @@ class Learner:
                 p.grad.zero_()
         (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * alive_f).sum().backward()
 
+        want = self.monitors.wants
         # GAC's diagnostic: cosine between this raw gradient and the previous one.
-        grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)  # a copy (torch.cat)
-        grad_norm = grad.norm(dim=1)
-        prev = self.prev_grad
-        raw = {
-            "grad/norm": grad_norm,
-            "grad/cos_prev": dg.cosine(grad, prev, grad_norm, self._prev_grad_norm) if prev is not None
-            else torch.full((self.R,), math.nan),
-        }
-        self.prev_grad, self._prev_grad_norm = grad.detach(), grad_norm
+        grad = None
+        if want("grad/cos_prev"):
+            grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)  # a copy (torch.cat)
+            grad_norm = grad.norm(dim=1)
+            prev = self.prev_grad
+            raw = {
+                "grad/norm": grad_norm,
+                "grad/cos_prev": dg.cosine(grad, prev, grad_norm, self._prev_grad_norm) if prev is not None
+                else torch.full((self.R,), math.nan),
+            }
+            self.prev_grad, self._prev_grad_norm = grad.detach(), grad_norm
+        else:  # the same norm (same layout, same reduction) without the copy the cosine keeps
+            raw = {"grad/norm": dg.flat_view([p.grad for p in self.plist], self.R).norm(dim=1)}
 
         lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         before = [p.detach().clone() for p in self.plist]
-        if self._plain:
+        if self._plain and self.monitors.lean:  # nothing reads the plain step's constant metrics
+            if any(p.grad is not None for p in self.plist):
+                with torch.no_grad():
+                    self.optimizer.step()
+        elif self._plain:
             metrics.update(self._plain_step())
         else:
             metrics.update(self.stabilized.step(self.step_context(metrics)))
         metrics.update(raw)
         with torch.no_grad():
-            delta = dg.flat_view([p - b for p, b in zip(self.plist, before)], self.R)
-            metrics["update/norm"] = delta.norm(dim=1)
+            if want("update/norm") or want("update/cos_grad"):
+                delta = dg.flat_view([p - b for p, b in zip(self.plist, before)], self.R)
+                update_norm = delta.norm(dim=1)
+                if want("update/norm"):
+                    metrics["update/norm"] = update_norm
             pnorm = dg.flat_view(self.plist, self.R).norm(dim=1)
             metrics["param/norm"] = pnorm
+            if want("update/cos_grad") and grad is not None:  # full only
+                metrics["update/cos_grad"] = dg.cosine(delta, -grad, update_norm, raw["grad/norm"])
+                metrics["update/relative"] = update_norm / pnorm
             monitored = metrics.get("loss", loss).detach()
             bad = ~torch.isfinite(monitored) | ~torch.isfinite(pnorm) | ~torch.isfinite(metrics["grad/norm"])
             bad |= (monitored.abs() > self.bounds.max_loss) | (pnorm > self.bounds.max_param_norm)
@@ -275,9 +295,9 @@ class Learner:
 def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
     """Per-replica arrays (float64 for floating metrics) and the row of means over the live
     replicas. The ``(R,)`` floating metrics go to numpy in one stacked copy per dtype, widened to
-    float64 (exact for every float dtype), and are averaged together when every replica is alive and
-    every value finite (the same reduction per row as the per-metric :func:`_alive_mean`, so the
-    same bits); anything else takes the per-metric path."""
+    float64 (exact for every float dtype), and the rows whose live values are all finite are averaged
+    together over the live columns (the same reduction per row as the per-metric :func:`_alive_mean`,
+    so the same bits); anything else takes the per-metric path."""
     groups: dict[torch.dtype, list[str]] = {}
     shape = (replicas,)
     for k, v in metrics.items():
@@ -294,11 +314,18 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
             else:  # bf16 and the like have no numpy dtype
                 matrix = stacked.to(torch.float64).numpy()
             arrays.update(zip(keys, matrix))
-            fast_means = matrix.mean(axis=1).tolist()
-            if all_alive and np.isfinite(matrix).all():  # the common case: every mean is the fast one
-                means.update(zip(keys, fast_means))
-                continue
-            fast = np.isfinite(matrix).all(axis=1) if all_alive else np.zeros(len(keys), dtype=bool)
+            # the live replicas' columns, C-contiguous (the fancy index alone gives a column-major copy, whose
+            # row means sum in another order): a row's mean reduces its values in the order of _alive_mean's 1-D selection (frozen replicas are finite, so after a divergence most rows stay fast)
+            live = matrix if all_alive else np.ascontiguousarray(matrix[:, alive]) if alive.any() else None
+            if live is None:
+                fast, fast_means = np.zeros(len(keys), dtype=bool), [math.nan] * len(keys)
+            else:
+                fast_means = live.mean(axis=1).tolist()
+                finite = np.isfinite(live)
+                if finite.all():  # the common case: every mean is the fast one
+                    means.update(zip(keys, fast_means))
+                    continue
+                fast = finite.all(axis=1)
             for i, k in enumerate(keys):
                 means[k] = fast_means[i] if fast[i] else _alive_mean(matrix[i], alive)
     if len(arrays) < len(metrics):
@@ -486,10 +513,13 @@ class PolicyLearner(Learner):
             )
         head = response_lags(step, versions).double()
         self._sample_lag = head
+        monitors = self.monitors
         # The loss reports the per-response staleness below under its token-lag names (in their place
         # in its metrics) instead of measuring a token lag that this learner replaces anyway.
-        staleness = staleness_metrics(step, versions, mask, head)
+        staleness = staleness_metrics(step, versions, mask, head) if monitors.wants_any("staleness/") else {}
         inp.staleness = staleness
+        if monitors.lean:
+            inp.monitors = monitors
         out = self.policy_loss(inp)
         metrics = dict(out.metrics)
         if context is not None:
@@ -498,17 +528,14 @@ class PolicyLearner(Learner):
         # loss reports exactly these (is_metrics of (log π_θ − log μ)·m) when the three tensors share a
         # dtype and shape (masking twice by a 0/1 mask changes no bit); otherwise they are computed here.
         same = logp.dtype == mask.dtype == ro.behaviour_logp.dtype and logp.shape == mask.shape
-        if not (same and all(k in metrics for k in IS_METRIC_KEYS)):
+        if monitors.wants_any("is/") and not (same and all(k in metrics for k in IS_METRIC_KEYS)):
             metrics.update(is_metrics(logp.detach() - ro.behaviour_logp, mask))
-        metrics.update(
-            {
-                "loss": out.loss.detach(),
-                "reward/mean": ro.rewards.mean(-1),
-                "length/mean": ro.lengths.double().mean(-1),
-            }
-        )
+        metrics["loss"] = out.loss.detach()
+        metrics["reward/mean"] = ro.rewards.mean(-1)
+        if monitors.wants("length/mean"):
+            metrics["length/mean"] = ro.lengths.double().mean(-1)
         metrics.update(staleness)
-        if ro.version_logp is not None:  # an engine that is not exact: μ vs π split (docs/engines.md#metrics)
+        if ro.version_logp is not None and monitors.wants_any("mismatch/"):  # an engine that is not exact: μ vs π split (docs/engines.md#metrics)
             metrics.update(mismatch_metrics(logp, ro.version_logp, ro.behaviour_logp, mask, ro.lengths,
                                             getattr(self.task, "max_len", ro.width)))
         return out.loss, metrics, ro.token_count
@@ -536,5 +563,6 @@ class OracleLearner(Learner):
         versions = self.behaviour_versions(versions.view(1, -1, 1).expand(self.R, -1, 1))
         self._sample_lag = (step - versions[..., 0]).double()
         metrics = {"loss": true_loss, **self.task.evaluate(self.params)}
-        metrics.update(staleness_metrics(step, versions, torch.ones(versions.shape)))
+        if self.monitors.wants_any("staleness/"):
+            metrics.update(staleness_metrics(step, versions, torch.ones(versions.shape)))
         return surrogate, metrics, 0

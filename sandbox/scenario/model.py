@@ -116,6 +116,13 @@ class RunConfig(BaseModel):
         "evaluations) exceeds this multiple of the lowest smoothed loss it reached before them is marked diverged "
         "(docs/time_to_target.md#divergence).",
     )
+    metrics: Literal["lean", "standard", "full"] = Field(
+        "standard",
+        description="Which per-step metrics the learner computes: 'standard' = all it has always logged; 'lean' = only "
+        "what the run reads (divergence detection, the headline and evaluation metrics, what the stabilizers read, "
+        "and what the figures read when run.figures is on), the same bits for those, the weights and the rewards; "
+        "'full' = standard plus update/cos_grad and update/relative (docs/system.md#metric-levels).",
+    )
     figures: bool = Field(True, description="Write the default figures into the run directory.")
     figure_formats: list[Literal["png", "svg"]] = Field(
         default_factory=lambda: ["png"],

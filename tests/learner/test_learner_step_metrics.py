@@ -114,6 +114,27 @@ def test_metrics_to_numpy_equals_the_per_metric_conversion():
     assert row["x"] == 5.0  # the mean over the live replicas only
 
 
+@pytest.mark.parametrize("R,live", [(29, 17), (300, 290), (300, 300), (5, 0)])
+def test_metrics_to_numpy_means_over_live_replicas_are_the_per_metric_bits(R, live):
+    """Many replicas, some frozen (a stability map after divergences): the live columns are averaged
+    together, with the bits of the per-metric mean (pairwise sums of more than 8 and 128 values)."""
+    gen = torch.Generator().manual_seed(R + live)
+    alive = np.zeros(R, bool)
+    alive[torch.randperm(R, generator=gen)[:live].numpy()] = True
+    metrics = {f"m{i}": torch.randn(R, generator=gen, dtype=torch.float64) * 10.0 ** (i - 3) for i in range(7)}
+    metrics["f32"] = torch.randn(R, generator=gen)
+    dead_nan = torch.randn(R, generator=gen)
+    dead_nan[torch.from_numpy(~alive)] = math.nan  # non-finite on frozen replicas only: still the fast row
+    metrics["dead_nan"] = dead_nan
+    live_inf = torch.randn(R, generator=gen)
+    live_inf[0] = math.inf
+    metrics["live_inf"] = live_inf
+    _, row = _metrics_to_numpy(dict(metrics), R, alive)
+    for k, v in metrics.items():
+        want = _alive_mean(_np(v), alive)
+        assert (math.isnan(want) and math.isnan(row[k])) or np.float64(row[k]).tobytes() == np.float64(want).tobytes(), k
+
+
 def test_an_undefined_cosine_is_missing_never_zero():
     """``grad/cos_prev`` is NaN where there is no previous gradient or either gradient is zero (issue 34):
     a missing value that means over steps skip, never a forced 0 that they would count."""

@@ -84,3 +84,52 @@ def test_same_numbers_with_and_without_the_pause():
     bare = record_schedule.__wrapped__(CFG, 40, 2, 4, 3, seed=5)  # the undecorated function
     assert (paused.ops == bare.ops).all() and (paused.args == bare.args).all()
     assert (paused.system == bare.system).all() and paused.sim_time == bare.sim_time
+
+
+class _Node:
+    """A reference cycle: freed only by the cyclic collector."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_collected_on_exit_frees_the_blocks_cycles_and_unfreezes(no_automatic_collection):
+    from sandbox.gc_pause import collected_on_exit
+
+    before = _Node()
+    alive_before = weakref.ref(before)
+    old_garbage = _Node()
+    old_ref = weakref.ref(old_garbage)
+    del old_garbage  # dead before the block: frozen with the rest, so left to a later collection
+    kept_inside = []
+    with collected_on_exit():
+        assert gc.get_freeze_count() > 0
+        dead = _Node()
+        dead_ref = weakref.ref(dead)
+        del dead
+        kept = _Node()
+        kept_inside.append(kept)  # reachable from an object older than the block: must survive
+        kept_ref = weakref.ref(kept)
+        del kept
+    assert dead_ref() is None  # the block's dead cycle is freed when it ends
+    assert kept_ref() is not None and alive_before() is not None
+    assert old_ref() is not None  # older garbage is not scanned by that collection ...
+    assert gc.get_freeze_count() == 0  # ... but is back in the collector's generations
+    gc.collect()
+    assert old_ref() is None
+
+
+def test_collected_on_exit_leaves_an_earlier_freeze_alone(no_automatic_collection):
+    from sandbox.gc_pause import collected_on_exit
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collected_on_exit():
+            dead = _Node()
+            dead_ref = weakref.ref(dead)
+            del dead
+        assert dead_ref() is None  # a plain full collection
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -62,6 +62,9 @@ class Stabilizer:
     stage: Stage = "gradient"
     before_clip: bool = False
     can_skip: bool = False
+    reads: tuple[str, ...] = ()
+    """Metrics of the learner's step that this stabilizer reads through :class:`StepContext` (``vcpo_lr``:
+    ``is/ess_ratio``); a run at ``run.metrics = "lean"`` computes them (docs/system.md#metric-levels)."""
 
     def __init__(self, cfg):
         self.cfg = cfg

@@ -45,6 +45,7 @@ class VCPOLR(Stabilizer):
     the base LR is untouched for the next step (VCPO restores it after the step)."""
 
     stage = "lr"
+    reads = ("is/ess_ratio",)
 
     def lr_scale(self, context, replica_dims: int = 0) -> tuple[Tensor, dict]:
         if context is None or context.ess_ratio is None:
