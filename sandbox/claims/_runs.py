@@ -27,7 +27,7 @@ uncorrected lag-16 training does not degrade; the learning claims also run in th
 group-normalised REINFORCE, 8 prompts × 8 responses per step) at Adam lr 1e-3, 100 steps (20 with
 ``--quick``), evaluation every 10 steps, no correction unless a variant sets one, where uncorrected
 lag-16 training degrades (:mod:`.premise`; the regime was chosen on selection run seed 100, disjoint
-from the claims' run seed 0, docs/claims.md#lm-context). Its S seeds are the S replicas of ONE run
+from the claims' run seed 0, docs/claims.md#contexts-and-the-premise). Its S seeds are the S replicas of ONE run
 (``task.replicas = S``, ``run.seed = 0``, the shared schedule: the LM refuses independent schedules,
 docs/tasks.md#replicas): each replica is an independent learner from the same base model with its own
 samples, but replica r is not the separate run of seed r, and changing S changes every replica's

@@ -160,7 +160,8 @@ def _split_label(label: str) -> tuple[str, str]:
 
 
 def figure(result: ClaimResult, path: Path) -> None:
-    """Lines: the mean over seeds with its 95% band per variant. Bars: one bar per variant with its
+    """Lines: the mean over seeds with its 95% band per variant (an LM-context curve, labelled
+    "(LM)", dashed). Bars: one bar per variant with its
     CI, named on the x axis; a curve without a band (a theory or published value) is a black mark
     over its bar, with one legend entry per kind of mark. Grouped: per category (``x_ticks``) one
     bar per variant with its CI, the variants side by side."""
@@ -179,7 +180,7 @@ def figure(result: ClaimResult, path: Path) -> None:
         fig, ax = plt.subplots(figsize=(7, 4))
         for i, c in enumerate(result.curves):
             color = PALETTE[i % len(PALETTE)]
-            ax.plot(c.x, c.y, color=color, label=c.label)
+            ax.plot(c.x, c.y, color=color, label=c.label, linestyle="--" if c.label.endswith("(LM)") else "-")
             if c.low:
                 ax.fill_between(c.x, c.low, c.high, color=color, alpha=0.2, linewidth=0)
         ax.legend(fontsize=7, title="mean over seeds, band: 95% CI", title_fontsize=7)
