@@ -39,7 +39,7 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         paper="GAC (arXiv 2603.01501) + VCPO (arXiv 2602.17616) / TIS",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={**{name: R.settings({**R.lag(16), **ov}, quick) for name, ov in PARTS.items()},
-                  **{f"{name} (lm)": R.settings({**R.lag(16), **ov}, quick, R.LM) for _ in ctxs[1:] for name, ov in PARTS.items()}},
+                  **{f"{name} (lm)": R.settings({**R.lag(16), **ov}, quick, ctx) for ctx, _ in ctxs[1:] for name, ov in PARTS.items()}},
         x_label="context (task); variants at lag 16 unless sync",
         y_label="final expected reward (mean, 95% CI)",
         kind="grouped",

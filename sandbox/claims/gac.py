@@ -115,7 +115,7 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         paper="GAC (arXiv 2603.01501)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={**{name: R.settings(ov, quick) for name, ov in VARIANTS.items()},
-                  **{f"{name} (lm)": R.settings(VARIANTS[name], quick, R.LM) for _ in ctxs[1:] for name in LM_NAMES}},
+                  **{f"{name} (lm)": R.settings(VARIANTS[name], quick, ctx) for ctx, _ in ctxs[1:] for name in LM_NAMES}},
         y_label="consecutive-gradient cosine grad/cos_prev\n(5-step mean; gaps: zero gradient, no cosine)",
     )
     result.rows = _rows(R.BITSTRING, seeds, quick, tuple(VARIANTS))

@@ -36,7 +36,7 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         paper="M2PO (arXiv 2510.01161)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={"M2PO, lag 16": R.settings(ov, quick), "sync": R.settings(R.SYNC, quick),
-                  **{f"{name} (lm)": R.settings(o, quick, R.LM) for _ in ctxs[1:] for name, o in (("M2PO, lag 16", ov), ("sync", R.SYNC))}},
+                  **{f"{name} (lm)": R.settings(o, quick, ctx) for ctx, _ in ctxs[1:] for name, o in (("M2PO, lag 16", ov), ("sync", R.SYNC))}},
         y_label="masked-token fraction mask/frac (5-step mean)",
     )
     for ctx, n_seeds in ctxs:

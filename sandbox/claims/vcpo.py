@@ -104,7 +104,7 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         paper="VCPO (arXiv 2602.17616)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={**{name: R.settings(ov, quick) for name, ov in LAGS.items()}, "VCPO": R.settings(vcpo_ov, quick),
-                  **{f"{name} (lm)": R.settings(ov, quick, R.LM) for ctx, _ in ctxs[1:]
+                  **{f"{name} (lm)": R.settings(ov, quick, ctx) for ctx, _ in ctxs[1:]
                      for name, ov in (("sync", R.SYNC), ("lag 16", R.lag(16)), ("VCPO", vcpo_ov))},
                   "constant lr control": f"lag 16 + sequence TIS, lr = mean lr/scale of the VCPO run × {R.BASE_LR}; "
                                          f"per seed: {[round(float(R.BASE_LR * s), 4) for s in scales]}"},

@@ -100,16 +100,30 @@ def test_gated_rows_follow_their_contexts_premise(monkeypatch):
 
 
 def test_lm_context_end_to_end_at_tiny_size(monkeypatch):
-    """The premise claim with an LM context of 2 replicas × 4 steps: one row per context, the LM one from
-    the replicas of one run (each replica its own learner: different rewards), figures' curves per context."""
-    tiny = _runs.Context(**{**_runs.LM.__dict__, "quick_steps": 4, "eval_every": 2})
+    """The learning claims with an LM context of 2 replicas × 4 steps (run_claims, as the CLI calls it):
+    every learning claim has rows of both contexts, each LM run is the replica of one run (each replica its
+    own learner: different rewards), the gated LM rows follow the LM premise, and the premise figure has
+    one bar per context."""
+    from sandbox.claims import CLAIMS
+    from sandbox.claims.report import run_claims
+
+    tiny = _runs.Context(**{**_runs.LM.__dict__, "quick_steps": 4, "eval_every": 4})
     monkeypatch.setattr(_runs, "LM", tiny)
     monkeypatch.setitem(_runs.CONTEXTS, "lm", tiny)
-    result = premise.run(quick=True, seeds=2, lm_seeds=2)
-    assert [r.context for r in result.rows] == ["bitstring", "lm"]
-    lm_runs = _runs.runs(_runs.SYNC, 2, True, tiny)
-    assert len(lm_runs) == 2 and all(len(r.steps) == 4 for r in lm_runs)
-    assert all(math.isfinite(r.final_reward()) for r in lm_runs)
-    assert not (lm_runs[0].metrics["reward/mean"] == lm_runs[1].metrics["reward/mean"]).all()
-    assert result.rows[1].seeds == 2
-    assert [len(c.y) for c in result.curves] == [2, 2]
+    learning = {name: c for name, c in CLAIMS.items() if c.lm_variants}
+    assert list(learning) == ["premise", "gac_cosine", "vcpo", "m2po", "composition"]
+    lm_runs = {}
+    monkeypatch.setattr(_runs, "clear_cache", lambda: lm_runs.update({k: v for k, v in _runs._CACHE.items() if isinstance(v, list)}))
+    results = {r.name: r for r, _ in run_claims(learning, quick=True, seeds=2, lm_seeds=2)}
+    assert len(lm_runs) == 8  # sync, lag 16, VCPO, GAC, M2PO, TIS, GAC + TIS, GAC + VCPO: one run of 2 replicas each
+    for runs in lm_runs.values():
+        assert len(runs) == 2 and all(len(r.steps) == 4 and math.isfinite(r.final_reward()) for r in runs)
+    sync = lm_runs[_runs._replica_key(tiny.settings(_runs.SYNC, True), 2)]
+    assert not (sync[0].metrics["reward/mean"] == sync[1].metrics["reward/mean"]).all()
+    lm_premise = next(r for r in results["premise"].rows if r.context == "lm")
+    for name, result in results.items():
+        assert {r.context for r in result.rows} == {"bitstring", "lm"}, name
+        for row in result.rows:
+            if row.context == "lm" and "premise not verified" in row.note:
+                assert lm_premise.verdict != REPRODUCED and row.verdict == NOT_TESTABLE
+    assert [len(c.y) for c in results["premise"].curves] == [2, 2]
