@@ -42,14 +42,15 @@ def premise_row(ctx: R.Context, seeds: int, quick: bool) -> Row:
 
 
 def gate(row: Row, premise: Row) -> Row:
-    """``row`` as its context's premise allows: unchanged when the premise is reproduced, otherwise
-    ``not testable here`` with a note giving the premise's interval."""
+    """``row`` as its context's premise allows: its own verdict when the premise is reproduced (the note
+    says the premise was verified, with its interval), otherwise ``not testable here`` (the note gives
+    the premise's interval and verdict)."""
     if premise.context != row.context:
         raise ValueError(f"gate: premise of context {premise.context!r} for a row of context {row.context!r}")
+    interval = f"uncorrected − sync {premise.mean:.3g} [{premise.low:.3g}, {premise.high:.3g}]"
     if premise.verdict == REPRODUCED:
-        return row
-    why = (f"premise not verified in {row.context}: uncorrected − sync {premise.mean:.3g} "
-           f"[{premise.low:.3g}, {premise.high:.3g}], {premise.verdict}")
+        return dataclasses.replace(row, note="; ".join(x for x in (f"premise verified in {row.context}: {interval}", row.note) if x))
+    why = f"premise not verified in {row.context}: {interval}, {premise.verdict}"
     return dataclasses.replace(row, cap=NOT_TESTABLE, note="; ".join(x for x in (why, row.note) if x))
 
 

@@ -36,7 +36,9 @@ def test_premise_rows_on_hand_values():
 def test_a_failed_premise_makes_a_passing_row_not_testable():
     passing = Row("VCPO matches sync", "VCPO − sync", [0.01, 0.0, 0.02], -0.05, ">", context="lm")
     assert passing.verdict == REPRODUCED
-    assert premise.gate(passing, _premise([-0.14, -0.15, -0.16])) is passing  # premise holds: unchanged
+    kept = premise.gate(passing, _premise([-0.14, -0.15, -0.16]))  # premise holds: its own verdict, the note says so
+    assert (kept.verdict, kept.values, kept.p_value) == (REPRODUCED, passing.values, passing.p_value)
+    assert kept.note.startswith("premise verified in lm: uncorrected − sync -0.15 [-0.175, -0.125]")
     for failed in ([0.01, 0.0, -0.01], [-0.2, 0.0, -0.1]):  # not reproduced, inconclusive
         gated = premise.gate(passing, _premise(failed))
         assert gated.verdict == NOT_TESTABLE
@@ -126,4 +128,6 @@ def test_lm_context_end_to_end_at_tiny_size(monkeypatch):
         for row in result.rows:
             if row.context == "lm" and "premise not verified" in row.note:
                 assert lm_premise.verdict != REPRODUCED and row.verdict == NOT_TESTABLE
+            if row.context == "lm" and "premise verified" in row.note:
+                assert lm_premise.verdict == REPRODUCED and row.verdict != NOT_TESTABLE
     assert [len(c.y) for c in results["premise"].curves] == [2, 2]
