@@ -16,7 +16,9 @@ gives NaN for that seed and the row's note counts it). Differences are paired by
 * GAC restores synchronous-like cosine: cos(GAC at lag 16) − cos(sync) < 0.1, and GAC must lower the
   uncorrected cosine (the row above): a GAC cosine near sync's but no lower than the uncorrected one's
   restores nothing (the uncorrected run was near sync already). The row is capped by the row above:
-  ``not reproduced`` when that one is, at best ``inconclusive`` when that one is inconclusive;
+  ``not reproduced`` when that one is, at best ``inconclusive`` when that one is inconclusive; and it
+  is ``not testable here`` when "stale cosine persistently higher" is not reproduced (no stale cosine
+  rise to restore: its own premise, as :mod:`.premise` is the reward rows');
 * GAC matches synchronous reward: final expected reward (GAC, lag 16) − (sync) > −0.05;
 * mini-batch regime: cos(sync, ``algorithm.epochs = 4``) − cos(sync) > 0.1 (four passes over each
   batch: consecutive gradients share the batch, docs/system.md#mini-batches).
@@ -33,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _runs as R
-from .base import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimResult, Curve, Row, band
+from .base import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, band
 from .premise import contexts, gate, premise_row
 
 WARMUP = 16
@@ -91,11 +93,14 @@ def _rows(ctx: R.Context, seeds: int, quick: bool, names) -> list[Row]:
                 context=c)
     cap, why = {REPRODUCED: ("", ""), NOT_REPRODUCED: (NOT_REPRODUCED, "GAC's cosine is not below the uncorrected run's"),
                 INCONCLUSIVE: (INCONCLUSIVE, "GAC's cosine not significantly below the uncorrected run's")}[lower.verdict]
+    stale = Row("stale cosine higher than sync", "cos(lag 16) − cos(sync)", cos["fixed lag 16"] - cos["sync"], COS_MARGIN, ">",
+                note=note["fixed lag 16"], context=c)
+    if stale.verdict != REPRODUCED:  # nothing to restore: the row's own premise fails
+        cap, why = NOT_TESTABLE, f"no stale cosine rise to restore ('stale cosine higher than sync' {stale.verdict})"
     restore_note = "; ".join(x for x in (why, note["GAC, lag 16"]) if x)
     rows = [
         Row("sync cosine near 0", stat + " (sync)", cos["sync"], (-COS_MARGIN, COS_MARGIN), "within", note=note["sync"], context=c),
-        Row("stale cosine higher than sync", "cos(lag 16) − cos(sync)", cos["fixed lag 16"] - cos["sync"], COS_MARGIN, ">",
-            note=note["fixed lag 16"], context=c),
+        stale,
         lower,
         Row("GAC restores sync-like cosine", "cos(GAC, lag 16) − cos(sync), and GAC below uncorrected",
             cos["GAC, lag 16"] - cos["sync"], COS_MARGIN, "<", note=restore_note, cap=cap, context=c),

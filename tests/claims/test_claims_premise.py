@@ -131,3 +131,36 @@ def test_lm_context_end_to_end_at_tiny_size(monkeypatch):
             if row.context == "lm" and "premise verified" in row.note:
                 assert lm_premise.verdict == REPRODUCED and row.verdict != NOT_TESTABLE
     assert [len(c.y) for c in results["premise"].curves] == [2, 2]
+
+
+def test_gac_restores_is_not_testable_without_a_stale_cosine_rise(monkeypatch):
+    """'GAC restores sync-like cosine' on hand values (the runs replaced): with the stale cosine 0.3 above
+    sync's and GAC's back at 0.02 below sync's, 'reproduced'; with the stale cosine only 0.01 above sync's
+    (no rise to restore), 'not testable here' although GAC's cosine is 0.03 below the uncorrected one's and
+    within 0.1 of sync's."""
+    import numpy as np
+
+    from sandbox.claims import gac
+
+    def rows(stale_rise):
+        cos = {"sync": [0.03, 0.02, 0.04], "fixed lag 16": [0.03 + stale_rise, 0.02 + stale_rise, 0.04 + stale_rise]}
+        # GAC 0.03 below the uncorrected run (flat) or back at 0.02 below sync (risen)
+        cos["GAC, lag 16"] = [v - 0.03 for v in cos["fixed lag 16"]] if stale_rise < 0.1 else [0.01, 0.0, 0.02]
+
+        def per_seed(ov, seeds, quick, stat, ctx=None):
+            name = next(n for n, v in gac.VARIANTS.items() if v == ov)
+            return np.array([0.2, 0.2, 0.2]) if stat is _runs.Run.final_reward else np.array(cos[name])
+
+        monkeypatch.setattr(gac.R, "per_seed", per_seed)
+        monkeypatch.setattr(gac, "premise_row", lambda ctx, seeds, quick: _premise([-0.14, -0.15, -0.16], context=ctx.name))
+        return {r.label: r for r in gac._rows(_runs.LM, 3, True, gac.LM_NAMES)}
+
+    risen = rows(0.3)
+    assert risen["stale cosine higher than sync"].verdict == REPRODUCED
+    assert risen["GAC cosine below uncorrected"].verdict == REPRODUCED
+    assert risen["GAC restores sync-like cosine"].verdict == REPRODUCED
+    flat = rows(0.01)
+    assert flat["stale cosine higher than sync"].verdict == NOT_REPRODUCED
+    assert flat["GAC cosine below uncorrected"].verdict == REPRODUCED  # GAC 0.03 below the uncorrected run
+    assert flat["GAC restores sync-like cosine"].verdict == NOT_TESTABLE
+    assert "no stale cosine rise to restore" in flat["GAC restores sync-like cosine"].note
