@@ -84,7 +84,7 @@ def multiplicity_note(results: list[tuple[ClaimResult, float]]) -> str:
     reproduced = [row for row in rows if row.verdict == REPRODUCED]
     kept = [row for row in reproduced if flags[id(row)]]
     return (f"Multiple comparisons: the family is the {len(rows)} rows of this table ({len(tested)} with a p-value; "
-            f"{untestable} 'not testable here' rows, whose context's premise failed, are left out). "
+            f"{untestable} 'not testable here' rows, whose premise failed, are left out). "
             f"Each verdict is a per-row 95% t-interval, i.e. a one-sided test at level {ALPHA:g} with no correction: "
             f"if every claim sat exactly at its threshold, about {ALPHA * len(tested):.1f} of the {len(tested)} tested rows "
             f"would read 'reproduced' by chance. Holm's step-down correction over the family (family-wise level {ALPHA:g}) "
