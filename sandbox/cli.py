@@ -612,6 +612,9 @@ def claims(
     only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this claim (repeatable). See --list."),
     out: Path = typer.Option(Path("runs/claims"), "--out", help="Write claims.md, claims.json and one figure per claim here."),
     seeds: Optional[int] = typer.Option(None, "--seeds", min=2, help="Seeds per claim (default: 3 with --quick, 8 otherwise)."),
+    lm_seeds: Optional[int] = typer.Option(
+        None, "--lm-seeds", min=0,
+        help="Seeds (replicas) of the learning claims' LM context (default: 2 with --quick, 4 otherwise; 0: no LM context)."),
     list_: bool = typer.Option(False, "--list", help="List the claims and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
@@ -631,6 +634,9 @@ def claims(
     if unknown:
         console.print(f"[red]error:[/red] --only: unknown claim(s) {unknown}; expected some of {list(CLAIMS)}")
         raise typer.Exit(2)
+    if lm_seeds == 1:
+        console.print("[red]error:[/red] --lm-seeds: 1 seed gives no interval; expected 0 (no LM context) or at least 2")
+        raise typer.Exit(2)
     selected = {n: CLAIMS[n] for n in (only or CLAIMS)}
     n_seeds = seeds if seeds is not None else (QUICK_SEEDS if quick else FULL_SEEDS)
     out = user_path(out)
@@ -646,13 +652,14 @@ def claims(
 
     with progress.session(progress.enabled(quiet)), \
             progress.task(f"claims{' (quick)' if quick else ''}, {n_seeds} seeds", total=len(selected), unit="claims") as bar:
-        results = run_claims(selected, quick, n_seeds, lambda c, r, t: (on_done(c, r, t), bar.advance(info=f"{c.name} done")))
+        results = run_claims(selected, quick, n_seeds, lambda c, r, t: (on_done(c, r, t), bar.advance(info=f"{c.name} done")),
+                             lm_seeds=lm_seeds)
     command = "sandbox claims" + (" --quick" if quick else "") + "".join(f" --only {n}" for n in only or []) + (
-        f" --seeds {seeds}" if seeds is not None else "")
+        f" --seeds {seeds}" if seeds is not None else "") + (f" --lm-seeds {lm_seeds}" if lm_seeds is not None else "")
     console.print(verdict_table(results, f"claims{' (quick)' if quick else ''}, {n_seeds} seeds"))
     try:
         with progress.session(progress.enabled(quiet)), progress.phase("figures: claims.md, claims.json and one figure per claim"):
-            write_outputs(results, out_dir(out), quick, n_seeds, command)
+            write_outputs(results, out_dir(out), quick, n_seeds, command, lm_seeds)
     except OutputError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)

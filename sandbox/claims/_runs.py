@@ -19,7 +19,19 @@ replica r is bitwise the separate run with ``run.seed = s0 + r`` (docs/system.md
 * ``summary["final_expected_reward"]`` is the summary's mean of the last 10% of evaluations
   (``sandbox/runner.py``), taken on the cut column.
 
-``tests/claims/test_claims_batched_seeds.py`` holds the split runs equal to the separate ones."""
+``tests/claims/test_claims_batched_seeds.py`` holds the split runs equal to the separate ones.
+
+Contexts (:class:`Context`): the runs above are the **bit-string** context (:data:`BITSTRING`), where
+uncorrected lag-16 training does not degrade; the learning claims also run in the **LM** context
+(:data:`LM`): ``scenarios/lm_mission.toml`` (a 2-layer transformer warm-started on 3-digit addition,
+group-normalised REINFORCE, 8 prompts × 8 responses per step) at Adam lr 1e-3, 100 steps (20 with
+``--quick``), evaluation every 10 steps, no correction unless a variant sets one, where uncorrected
+lag-16 training degrades (:mod:`.premise`; the regime was chosen on selection run seed 100, disjoint
+from the claims' run seed 0, docs/claims.md#contexts-and-the-premise). Its S seeds are the S replicas of ONE run
+(``task.replicas = S``, ``run.seed = 0``, the shared schedule: the LM refuses independent schedules,
+docs/tasks.md#replicas): each replica is an independent learner from the same base model with its own
+samples, but replica r is not the separate run of seed r, and changing S changes every replica's
+draws (one sampling stream, drawn in turn). Variants are paired by replica index."""
 
 from __future__ import annotations
 
@@ -27,6 +39,7 @@ import json
 import math
 import multiprocessing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 import numpy as np
@@ -46,6 +59,38 @@ FULL_STEPS, QUICK_STEPS = 100, 40
 FULL_SEEDS, QUICK_SEEDS = 8, 3
 
 SYNC = {"system.staleness": {"kind": "sync"}}
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the learning claims run: a shipped scenario and the settings every variant shares."""
+
+    name: str
+    """``bitstring`` or ``lm`` (a :class:`~sandbox.claims.base.Row`'s ``context``)."""
+    scenario: Path
+    lr: float
+    eval_every: int
+    full_steps: int
+    quick_steps: int
+    full_seeds: int
+    quick_seeds: int
+    replica_seeds: bool
+    """False: seed s is the run with ``run.seed = s`` (batched bitwise-equally, module docstring); True:
+    the S seeds are the S replicas of one shared-schedule run with ``run.seed = 0``."""
+
+    def steps(self, quick: bool) -> int:
+        return self.quick_steps if quick else self.full_steps
+
+    def settings(self, overrides: dict, quick: bool) -> dict:
+        return {"algorithm.optimizer.lr": self.lr, "run.eval_every": self.eval_every, "algorithm.correction": {"name": "none"},
+                "run.steps": self.steps(quick), "run.figures": False, "run.record_events": False, **overrides}
+
+
+BITSTRING = Context("bitstring", SCENARIO, BASE_LR, 5, FULL_STEPS, QUICK_STEPS, FULL_SEEDS, QUICK_SEEDS, replica_seeds=False)
+LM_LR = 1e-3
+LM = Context("lm", shipped_root() / "lm_mission.toml", LM_LR, 10, 100, 20, 4, 2, replica_seeds=True)
+"""The LM context (module docstring): ``--lm-seeds`` replicas (4 by default, 2 with ``--quick``)."""
+CONTEXTS = {c.name: c for c in (BITSTRING, LM)}
 
 
 def lag(k: int) -> dict:
@@ -83,7 +128,7 @@ class Run:
         return float(a.mean()) if a.size else float("nan")
 
 
-_CACHE: dict[str, Run] = {}
+_CACHE: dict[str, "Run | list[Run]"] = {}
 KEPT = ("grad/norm", "reward/mean", "eval/expected_reward", "is/ess_ratio", "grad/cos_prev", "lr/scale", "mask/frac", "staleness/mean",
         "mismatch/kl_k3")
 
@@ -92,11 +137,9 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def settings(overrides: dict, quick: bool) -> dict:
+def settings(overrides: dict, quick: bool, ctx: Context = BITSTRING) -> dict:
     """The full override set of a variant (what docs/claims.md and claims.json record)."""
-    return {"algorithm.optimizer.lr": BASE_LR, "run.eval_every": 5, "algorithm.correction": {"name": "none"},
-            "run.steps": QUICK_STEPS if quick else FULL_STEPS, "run.figures": False, "run.record_events": False,
-            **overrides}
+    return ctx.settings(overrides, quick)
 
 
 def _key(full_overrides: dict) -> str:
@@ -226,14 +269,58 @@ def prefetch(pairs: Iterable[tuple[dict, int]], quick: bool, workers: int = 1) -
     return sum(seeds for _, _, seeds in blocks)
 
 
-def runs(overrides: dict, seeds: int, quick: bool) -> list[Run]:
-    """The runs of seeds 0 … ``seeds`` − 1 of one variant (the uncached ones simulated as one batch)."""
+def _replica_key(seedless: dict, seeds: int) -> str:
+    return _key({**seedless, "task.replicas": seeds, "run.seed": 0})
+
+
+def _simulate_replicas(task: tuple[str, dict, int]) -> list[Run]:
+    """The S per-replica runs of one shared-schedule run of a replica-seeds context (module docstring)."""
+    ctx_name, seedless, seeds = task
+    ctx = CONTEXTS[ctx_name]
+    scn, _ = load_scenario(ctx.scenario, {**seedless, "run.seed": 0, "task.replicas": seeds})
+    return split_block(run_scenario(scn))
+
+
+def prefetch_replicas(variants: Iterable[dict], seeds: int, quick: bool, ctx: Context, workers: int = 1) -> int:
+    """Simulate the uncached variants of a replica-seeds context (one run of ``seeds`` replicas each),
+    ``workers > 1`` of them at a time in spawned processes with one torch thread each (each run is
+    deterministic: the numbers do not depend on ``workers``); returns how many runs were simulated."""
+    todo, seen = [], set()
+    for ov in variants:
+        seedless = ctx.settings(ov, quick)
+        key = _replica_key(seedless, seeds)
+        if key not in _CACHE and key not in seen:
+            seen.add(key)
+            todo.append((ctx.name, seedless, seeds))
+    if not todo:
+        return 0
+    where = f" in {min(workers, len(todo))} processes" if workers > 1 else ""
+    with progress.task(f"simulating {len(todo)} {ctx.name} runs of {seeds} replicas{where}", total=len(todo), unit="runs") as bar:
+        if workers <= 1:
+            done = map(_simulate_replicas, todo)
+            for task, results in zip(todo, done):
+                _CACHE[_replica_key(task[1], seeds)] = results
+                bar.advance()
+        else:
+            with multiprocessing.get_context("spawn").Pool(min(workers, len(todo)), initializer=_worker_init) as pool:
+                for task, results in zip(todo, pool.imap(_simulate_replicas, todo, chunksize=1)):
+                    _CACHE[_replica_key(task[1], seeds)] = results
+                    bar.advance()
+    return len(todo)
+
+
+def runs(overrides: dict, seeds: int, quick: bool, ctx: Context = BITSTRING) -> list[Run]:
+    """The runs of seeds 0 … ``seeds`` − 1 of one variant (the uncached ones simulated as one batch; in
+    a replica-seeds context, the ``seeds`` replicas of one run)."""
+    if ctx.replica_seeds:
+        prefetch_replicas([overrides], seeds, quick, ctx)
+        return _CACHE[_replica_key(ctx.settings(overrides, quick), seeds)]  # type: ignore[return-value]
     prefetch([(overrides, s) for s in range(seeds)], quick)
     return [run(overrides, s, quick) for s in range(seeds)]
 
 
-def per_seed(overrides: dict, seeds: int, quick: bool, stat) -> np.ndarray:
-    return np.array([stat(r) for r in runs(overrides, seeds, quick)], dtype=float)
+def per_seed(overrides: dict, seeds: int, quick: bool, stat, ctx: Context = BITSTRING) -> np.ndarray:
+    return np.array([stat(r) for r in runs(overrides, seeds, quick, ctx)], dtype=float)
 
 
 def smooth(a: np.ndarray, window: int = 5) -> np.ndarray:

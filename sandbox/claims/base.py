@@ -16,11 +16,14 @@ independent run with its own ``run.seed``). The verdict (docs/claims.md#verdicts
 Fewer than two finite per-seed values give ``inconclusive`` (the row's note says why). A row's
 ``cap`` is the best verdict it may have whatever its interval, set when a premise of the claim fails
 (e.g. a speed-up predicted on the wrong side of 1, docs/claims.md#verdicts): ``not reproduced`` forces
-that verdict, ``inconclusive`` turns a ``reproduced`` into ``inconclusive``.
+that verdict, ``inconclusive`` turns a ``reproduced`` into ``inconclusive``, and ``not testable here``
+(:data:`NOT_TESTABLE`) replaces any verdict when the premise of the row's context is not reproduced
+(:mod:`.premise`; the interval and p-value stay, for information).
 
 Each row also has the one-sided p-value of the test its verdict makes (:func:`p_value`): ``reproduced``
 is exactly p < 0.025, so the per-row verdicts are 95% intervals without a multiplicity correction; the
-report applies Holm's step-down procedure over the family of rows (:func:`holm`, docs/claims.md#multiple-comparisons).
+report applies Holm's step-down procedure over the family of tested rows (:func:`holm`; a ``not testable
+here`` row is not a test and is left out of the family, docs/claims.md#multiple-comparisons).
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ import numpy as np
 from scipy import stats
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
+NOT_TESTABLE = "not testable here"
+"""The verdict of a row whose claim presupposes that stale training degrades, in a context where that
+premise is not reproduced (:mod:`.premise`): the row makes no claim either way."""
 DIRECTIONS = (">", "<", "within")
+CONTEXTS = ("", "bitstring", "lm")
+"""Where a learning row was measured (:mod:`._runs`): the bit-string task, the LM task; "" for rows
+that are not learning rows (throughput, published speed-ups, ...)."""
 
 
 def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
@@ -125,17 +134,24 @@ class Row:
     """Set when the statistic is undefined for this run (the note says why)."""
     cap: str = ""
     """The best verdict the row may have ("" = no cap; ``not reproduced`` or ``inconclusive``), set when a
-    premise of the claim fails (the note says which)."""
+    premise of the claim fails (the note says which); ``not testable here`` when its context's premise
+    (stale training degrades) is not reproduced (:func:`sandbox.claims.premise.gate`)."""
     p_value: float = math.nan
     """One-sided p-value of the row's test (:func:`p_value`); NaN when forced inconclusive or too few values."""
+    context: str = ""
+    """Where the row was measured (:data:`CONTEXTS`): ``bitstring``, ``lm`` or "" (not a learning row)."""
 
     def __post_init__(self):
-        if self.cap not in ("", NOT_REPRODUCED, INCONCLUSIVE):
-            raise ValueError(f"cap: expected '', {NOT_REPRODUCED!r} or {INCONCLUSIVE!r}, got {self.cap!r}")
+        if self.cap not in ("", NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE):
+            raise ValueError(f"cap: expected '', {NOT_REPRODUCED!r}, {INCONCLUSIVE!r} or {NOT_TESTABLE!r}, got {self.cap!r}")
+        if self.context not in CONTEXTS:
+            raise ValueError(f"context: expected one of {CONTEXTS}, got {self.context!r}")
         self.values = [float(v) for v in self.values]
         self.mean, self.low, self.high = t_interval(self.values)
         self.verdict = INCONCLUSIVE if self.forced_inconclusive else verdict(self.low, self.high, self.threshold, self.direction)
-        if self.cap == NOT_REPRODUCED:
+        if self.cap == NOT_TESTABLE:
+            self.verdict = NOT_TESTABLE
+        elif self.cap == NOT_REPRODUCED:
             self.verdict = NOT_REPRODUCED
         elif self.cap == INCONCLUSIVE and self.verdict == REPRODUCED:
             self.verdict = INCONCLUSIVE
@@ -198,6 +214,10 @@ class Claim:
     paper: str
     description: str
     run: Callable[..., ClaimResult]
+    lm_variants: Sequence[dict] = ()
+    """The LM-context runs (override sets) a learning claim reads; non-empty: the claim runs in the LM
+    context too and its ``run`` takes ``lm_seeds`` (:func:`sandbox.claims.report.run_claims` simulates
+    these runs first, in parallel)."""
 
 
 def band(per_seed: np.ndarray, bounds: tuple[float, float] | None = None) -> tuple[list[float], list[float], list[float]]:

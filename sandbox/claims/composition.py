@@ -4,6 +4,9 @@ Scenario: ``scenarios/fixed_lag.toml`` with the ``methods_bitstring`` settings (
 Statistic per seed: final expected reward of the combination − the better of its two parts alone
 (the larger of the two per-seed rewards). Rows: GAC + TIS (sequence, C = 8) and GAC + VCPO
 (``vcpo_lr`` + sequence TIS); the claim "they help together" is reproduced when the difference > 0.
+Both rows are gated by the context's premise (:mod:`.premise`: ``not testable here`` where uncorrected
+lag-16 training does not degrade) and run in the bit-string context and in the LM context
+(:data:`._runs.LM`, ``--lm-seeds`` replicas). The figure: per context, the final reward of every variant.
 """
 
 from __future__ import annotations
@@ -12,30 +15,49 @@ import numpy as np
 
 from . import _runs as R
 from .base import ClaimResult, Curve, Row, t_interval
+from .premise import contexts, gate, premise_row
 
 PARTS = {"GAC": R.GAC, "TIS": R.TIS, "VCPO": R.VCPO, "GAC + TIS": R.GAC_TIS, "GAC + VCPO": R.GAC_VCPO}
 
 
-def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
-    reward = {name: R.per_seed({**R.lag(16), **ov}, seeds, quick, R.Run.final_reward) for name, ov in PARTS.items()}
-    reward["sync"] = R.per_seed(R.SYNC, seeds, quick, R.Run.final_reward)
-    reward["none"] = R.per_seed(R.lag(16), seeds, quick, R.Run.final_reward)
+LM_VARIANTS = [R.SYNC, R.lag(16), *({**R.lag(16), **ov} for ov in PARTS.values())]
+"""The LM runs this claim needs (prefetched with the other claims', :func:`sandbox.claims.report.run_claims`)."""
+CONTEXT_TICKS = {"bitstring": "bit-string (H = 32)", "lm": "LM (3-digit addition)"}
+
+
+def _rewards(ctx: R.Context, seeds: int, quick: bool) -> dict[str, np.ndarray]:
+    reward = {name: R.per_seed({**R.lag(16), **ov}, seeds, quick, R.Run.final_reward, ctx) for name, ov in PARTS.items()}
+    reward["sync"] = R.per_seed(R.SYNC, seeds, quick, R.Run.final_reward, ctx)
+    reward["none"] = R.per_seed(R.lag(16), seeds, quick, R.Run.final_reward, ctx)
+    return reward
+
+
+def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = None) -> ClaimResult:
+    ctxs = contexts(seeds, quick, lm_seeds)
     result = ClaimResult(
         name="composition",
         paper="GAC (arXiv 2603.01501) + VCPO (arXiv 2602.17616) / TIS",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={name: R.settings({**R.lag(16), **ov}, quick) for name, ov in PARTS.items()},
-        x_label="variant (lag 16 unless sync)",
+        settings={**{name: R.settings({**R.lag(16), **ov}, quick) for name, ov in PARTS.items()},
+                  **{f"{name} (lm)": R.settings({**R.lag(16), **ov}, quick, ctx) for ctx, _ in ctxs[1:] for name, ov in PARTS.items()}},
+        x_label="context (task); variants at lag 16 unless sync",
         y_label="final expected reward (mean, 95% CI)",
-        kind="bars",
+        kind="grouped",
+        x_ticks=[CONTEXT_TICKS[ctx.name] for ctx, _ in ctxs],
     )
-    result.rows = [
-        Row("GAC + TIS beats each alone", "reward(GAC+TIS) − max(GAC, TIS)",
-            reward["GAC + TIS"] - np.maximum(reward["GAC"], reward["TIS"]), 0.0, ">"),
-        Row("GAC + VCPO beats each alone", "reward(GAC+VCPO) − max(GAC, VCPO)",
-            reward["GAC + VCPO"] - np.maximum(reward["GAC"], reward["VCPO"]), 0.0, ">"),
-    ]
-    for i, name in enumerate(["sync", "none", *PARTS]):
-        m, lo, hi = t_interval(reward[name])
-        result.curves.append(Curve(name, [float(i)], [m], [lo if np.isfinite(lo) else m], [hi if np.isfinite(hi) else m]))
+    rewards = {ctx.name: _rewards(ctx, n, quick) for ctx, n in ctxs}
+    for ctx, n in ctxs:
+        reward, premise = rewards[ctx.name], premise_row(ctx, n, quick)
+        result.rows += [
+            gate(Row("GAC + TIS beats each alone", "reward(GAC+TIS) − max(GAC, TIS)",
+                     reward["GAC + TIS"] - np.maximum(reward["GAC"], reward["TIS"]), 0.0, ">", context=ctx.name), premise),
+            gate(Row("GAC + VCPO beats each alone", "reward(GAC+VCPO) − max(GAC, VCPO)",
+                     reward["GAC + VCPO"] - np.maximum(reward["GAC"], reward["VCPO"]), 0.0, ">", context=ctx.name), premise),
+        ]
+    for name in ["sync", "none", *PARTS]:
+        cis = []
+        for ctx, _ in ctxs:
+            m, lo, hi = t_interval(rewards[ctx.name][name])
+            cis.append((m, lo if np.isfinite(lo) else m, hi if np.isfinite(hi) else m))
+        result.curves.append(Curve(name if name != "none" else "uncorrected", [float(i) for i in range(len(ctxs))], *map(list, zip(*cis))))
     return result

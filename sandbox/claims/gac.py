@@ -16,10 +16,18 @@ gives NaN for that seed and the row's note counts it). Differences are paired by
 * GAC restores synchronous-like cosine: cos(GAC at lag 16) − cos(sync) < 0.1, and GAC must lower the
   uncorrected cosine (the row above): a GAC cosine near sync's but no lower than the uncorrected one's
   restores nothing (the uncorrected run was near sync already). The row is capped by the row above:
-  ``not reproduced`` when that one is, at best ``inconclusive`` when that one is inconclusive;
+  ``not reproduced`` when that one is, at best ``inconclusive`` when that one is inconclusive; and it
+  is ``not testable here`` when "stale cosine persistently higher" is not reproduced (no stale cosine
+  rise to restore: its own premise, as :mod:`.premise` is the reward rows');
 * GAC matches synchronous reward: final expected reward (GAC, lag 16) − (sync) > −0.05;
 * mini-batch regime: cos(sync, ``algorithm.epochs = 4``) − cos(sync) > 0.1 (four passes over each
   batch: consecutive gradients share the batch, docs/system.md#mini-batches).
+
+"GAC matches synchronous reward" is gated by the context's premise (:mod:`.premise`: ``not testable
+here`` where uncorrected lag-16 training does not degrade); the cosine rows are not (they measure the
+gradients' geometry, which the paper's claim ties to staleness, not to a degradation). LM context
+(:data:`._runs.LM`, ``--lm-seeds`` replicas): the same rows but the mini-batch one (the LM's sync,
+lag-16 and GAC runs; same warm-ups).
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _runs as R
-from .base import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimResult, Curve, Row, band
+from .base import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, band
+from .premise import contexts, gate, premise_row
 
 WARMUP = 16
 """Warm-up of the fixed lag 16 variants (the steps that reuse version 0); a synchronous run has none."""
@@ -60,6 +69,10 @@ VARIANTS = {
     "sync, epochs 4": {**R.SYNC, "algorithm.epochs": 4},
 }
 WARMUPS = {"sync": 0, "fixed lag 16": WARMUP, "GAC, lag 16": WARMUP, "sync, epochs 4": 0}
+LM_NAMES = ("sync", "fixed lag 16", "GAC, lag 16")
+"""The variants the LM context runs (not the mini-batch one)."""
+LM_VARIANTS = [VARIANTS[n] for n in LM_NAMES]
+"""The LM runs this claim needs (prefetched with the other claims', :func:`sandbox.claims.report.run_claims`)."""
 
 
 def _undefined_note(*names_values) -> str:
@@ -68,37 +81,55 @@ def _undefined_note(*names_values) -> str:
     return ("no defined cosine (zero gradient at every step after the warm-up) for " + ", ".join(parts)) if parts else ""
 
 
-def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
-    cos = {name: R.per_seed(ov, seeds, quick, lambda r, w=WARMUPS[name]: _cos(r, w)) for name, ov in VARIANTS.items()}
-    reward = {name: R.per_seed(VARIANTS[name], seeds, quick, R.Run.final_reward) for name in ("sync", "GAC, lag 16")}
+def _rows(ctx: R.Context, seeds: int, quick: bool, names) -> list[Row]:
+    """The rows of one context over the variants ``names`` (the mini-batch row where they include it)."""
+    cos = {name: R.per_seed(VARIANTS[name], seeds, quick, lambda r, w=WARMUPS[name]: _cos(r, w), ctx) for name in names}
+    reward = {name: R.per_seed(VARIANTS[name], seeds, quick, R.Run.final_reward, ctx) for name in ("sync", "GAC, lag 16")}
+    stat = "mean grad/cos_prev after the warm-up where both gradients are non-zero"
+    note = {name: _undefined_note(("sync", cos["sync"]), *([(name, cos[name])] if name != "sync" else [])) for name in names}
+    c = ctx.name
+    lower = Row("GAC cosine below uncorrected", "cos(GAC, lag 16) − cos(lag 16)", cos["GAC, lag 16"] - cos["fixed lag 16"],
+                0.0, "<", note=_undefined_note(("fixed lag 16", cos["fixed lag 16"]), ("GAC, lag 16", cos["GAC, lag 16"])),
+                context=c)
+    cap, why = {REPRODUCED: ("", ""), NOT_REPRODUCED: (NOT_REPRODUCED, "GAC's cosine is not below the uncorrected run's"),
+                INCONCLUSIVE: (INCONCLUSIVE, "GAC's cosine not significantly below the uncorrected run's")}[lower.verdict]
+    stale = Row("stale cosine higher than sync", "cos(lag 16) − cos(sync)", cos["fixed lag 16"] - cos["sync"], COS_MARGIN, ">",
+                note=note["fixed lag 16"], context=c)
+    if stale.verdict != REPRODUCED:  # nothing to restore: the row's own premise fails
+        cap, why = NOT_TESTABLE, f"no stale cosine rise to restore ('stale cosine higher than sync' {stale.verdict})"
+    restore_note = "; ".join(x for x in (why, note["GAC, lag 16"]) if x)
+    rows = [
+        Row("sync cosine near 0", stat + " (sync)", cos["sync"], (-COS_MARGIN, COS_MARGIN), "within", note=note["sync"], context=c),
+        stale,
+        lower,
+        Row("GAC restores sync-like cosine", "cos(GAC, lag 16) − cos(sync), and GAC below uncorrected",
+            cos["GAC, lag 16"] - cos["sync"], COS_MARGIN, "<", note=restore_note, cap=cap, context=c),
+        gate(Row("GAC matches sync reward at lag 16", "final expected reward: GAC − sync", reward["GAC, lag 16"] - reward["sync"],
+                 -REWARD_MARGIN, ">", context=c), premise_row(ctx, seeds, quick)),
+    ]
+    if "sync, epochs 4" in names:
+        rows.append(Row("mini-batch (epochs 4) cosine higher", "cos(sync, E=4) − cos(sync)", cos["sync, epochs 4"] - cos["sync"],
+                        COS_MARGIN, ">", note=note["sync, epochs 4"], context=c))
+    return rows
+
+
+def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = None) -> ClaimResult:
+    ctxs = contexts(seeds, quick, lm_seeds)
     result = ClaimResult(
         name="gac_cosine",
         paper="GAC (arXiv 2603.01501)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={name: R.settings(ov, quick) for name, ov in VARIANTS.items()},
+        settings={**{name: R.settings(ov, quick) for name, ov in VARIANTS.items()},
+                  **{f"{name} (lm)": R.settings(VARIANTS[name], quick, ctx) for ctx, _ in ctxs[1:] for name in LM_NAMES}},
         y_label="consecutive-gradient cosine grad/cos_prev\n(5-step mean; gaps: zero gradient, no cosine)",
     )
-    stat = "mean grad/cos_prev after the warm-up where both gradients are non-zero"
-    note = {name: _undefined_note(("sync", cos["sync"]), *([(name, cos[name])] if name != "sync" else [])) for name in VARIANTS}
-    lower = Row("GAC cosine below uncorrected", "cos(GAC, lag 16) − cos(lag 16)", cos["GAC, lag 16"] - cos["fixed lag 16"],
-                0.0, "<", note=_undefined_note(("fixed lag 16", cos["fixed lag 16"]), ("GAC, lag 16", cos["GAC, lag 16"])))
-    cap, why = {REPRODUCED: ("", ""), NOT_REPRODUCED: (NOT_REPRODUCED, "GAC's cosine is not below the uncorrected run's"),
-                INCONCLUSIVE: (INCONCLUSIVE, "GAC's cosine not significantly below the uncorrected run's")}[lower.verdict]
-    restore_note = "; ".join(x for x in (why, note["GAC, lag 16"]) if x)
-    result.rows = [
-        Row("sync cosine near 0", stat + " (sync)", cos["sync"], (-COS_MARGIN, COS_MARGIN), "within", note=note["sync"]),
-        Row("stale cosine higher than sync", "cos(lag 16) − cos(sync)", cos["fixed lag 16"] - cos["sync"], COS_MARGIN, ">",
-            note=note["fixed lag 16"]),
-        lower,
-        Row("GAC restores sync-like cosine", "cos(GAC, lag 16) − cos(sync), and GAC below uncorrected",
-            cos["GAC, lag 16"] - cos["sync"], COS_MARGIN, "<", note=restore_note, cap=cap),
-        Row("GAC matches sync reward at lag 16", "final expected reward: GAC − sync", reward["GAC, lag 16"] - reward["sync"],
-            -REWARD_MARGIN, ">"),
-        Row("mini-batch (epochs 4) cosine higher", "cos(sync, E=4) − cos(sync)", cos["sync, epochs 4"] - cos["sync"], COS_MARGIN, ">",
-            note=note["sync, epochs 4"]),
-    ]
-    for name, ov in VARIANTS.items():
-        runs = R.runs(ov, seeds, quick)
+    result.rows = _rows(R.BITSTRING, seeds, quick, tuple(VARIANTS))
+    for ctx, n in ctxs[1:]:
+        result.rows += _rows(ctx, n, quick, LM_NAMES)
+    curves = [(name, VARIANTS[name], R.BITSTRING, seeds) for name in VARIANTS]
+    curves += [(f"{name} (LM)", VARIANTS[name], ctx, n) for ctx, n in ctxs[1:] for name in LM_NAMES]
+    for name, ov, ctx, n_seeds in curves:
+        runs = R.runs(ov, n_seeds, quick, ctx)
         steps = runs[0].steps
         n = min(len(r.steps) for r in runs)
         # undefined steps (a zero gradient) stay NaN: gaps in the figure, never a cosine of 0

@@ -5,7 +5,9 @@ Scenario: ``scenarios/fixed_lag.toml`` with the ``methods_bitstring`` settings (
 
 * small masked fraction: mean ``mask/frac`` (fraction of tokens the mask removes) over steps ≥ 16 < 0.05;
 * stable at lag 16: final expected reward (M2PO, lag 16) − (sync) > −0.05 (a diverged run scores its
-  last finite evaluation, which fails this margin).
+  last finite evaluation, which fails this margin); gated by the context's premise (:mod:`.premise`).
+
+Both rows run in the bit-string context and in the LM context (:data:`._runs.LM`, ``--lm-seeds`` replicas).
 """
 
 from __future__ import annotations
@@ -14,29 +16,39 @@ import numpy as np
 
 from . import _runs as R
 from .base import ClaimResult, Curve, Row, band
+from .premise import contexts, gate, premise_row
 
 WARMUP = 16
 MASK_MAX = 0.05
 REWARD_MARGIN = 0.05
 
 
-def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
-    ov = {**R.lag(16), **R.M2PO}
-    frac = R.per_seed(ov, seeds, quick, lambda r: r.mean("mask/frac", skip=WARMUP))
-    reward = R.per_seed(ov, seeds, quick, R.Run.final_reward) - R.per_seed(R.SYNC, seeds, quick, R.Run.final_reward)
+M2PO_LAG16 = {**R.lag(16), **R.M2PO}
+LM_VARIANTS = [R.SYNC, M2PO_LAG16]
+"""The LM runs this claim needs (prefetched with the other claims', :func:`sandbox.claims.report.run_claims`)."""
+
+
+def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = None) -> ClaimResult:
+    ctxs = contexts(seeds, quick, lm_seeds)
+    ov = M2PO_LAG16
     result = ClaimResult(
         name="m2po",
         paper="M2PO (arXiv 2510.01161)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={"M2PO, lag 16": R.settings(ov, quick), "sync": R.settings(R.SYNC, quick)},
+        settings={"M2PO, lag 16": R.settings(ov, quick), "sync": R.settings(R.SYNC, quick),
+                  **{f"{name} (lm)": R.settings(o, quick, ctx) for ctx, _ in ctxs[1:] for name, o in (("M2PO, lag 16", ov), ("sync", R.SYNC))}},
         y_label="masked-token fraction mask/frac (5-step mean)",
     )
-    result.rows = [
-        Row("small masked fraction at lag 16", f"mean mask/frac over steps ≥ {WARMUP}", frac, MASK_MAX, "<"),
-        Row("stable at lag 16", "final expected reward: M2PO − sync", reward, -REWARD_MARGIN, ">"),
-    ]
-    runs = R.runs(ov, seeds, quick)
-    n = min(len(r.steps) for r in runs)
-    m, lo, hi = band(np.array([R.smooth(r.metrics["mask/frac"][:n]) for r in runs]), bounds=(0.0, 1.0))
-    result.curves.append(Curve("M2PO, lag 16", runs[0].steps[:n].tolist(), m, lo, hi))
+    for ctx, n_seeds in ctxs:
+        frac = R.per_seed(ov, n_seeds, quick, lambda r: r.mean("mask/frac", skip=WARMUP), ctx)
+        reward = R.per_seed(ov, n_seeds, quick, R.Run.final_reward, ctx) - R.per_seed(R.SYNC, n_seeds, quick, R.Run.final_reward, ctx)
+        result.rows += [
+            Row("small masked fraction at lag 16", f"mean mask/frac over steps ≥ {WARMUP}", frac, MASK_MAX, "<", context=ctx.name),
+            gate(Row("stable at lag 16", "final expected reward: M2PO − sync", reward, -REWARD_MARGIN, ">", context=ctx.name),
+                 premise_row(ctx, n_seeds, quick)),
+        ]
+        runs = R.runs(ov, n_seeds, quick, ctx)
+        n = min(len(r.steps) for r in runs)
+        m, lo, hi = band(np.array([R.smooth(r.metrics["mask/frac"][:n]) for r in runs]), bounds=(0.0, 1.0))
+        result.curves.append(Curve("M2PO, lag 16" + (" (LM)" if ctx.name == "lm" else ""), runs[0].steps[:n].tolist(), m, lo, hi))
     return result

@@ -2,10 +2,12 @@
 table for a report, its multiple-comparison note, then each claim's appendix, if any), ``claims.json`` and
 one figure per claim (PNG + SVG).
 
-Multiple comparisons (docs/claims.md#multiple-comparisons): the family is every row of the invocation.
-Each row's verdict is its own 95% interval (one-sided level 0.025 per row, no correction); the table adds
-each row's one-sided p-value and whether a ``reproduced`` row survives Holm's step-down correction at
-family-wise level 0.025 over the family (:func:`sandbox.claims.base.holm`)."""
+Multiple comparisons (docs/claims.md#multiple-comparisons): the family is every tested row of the
+invocation: a row ``not testable here`` (its context's premise not reproduced, :mod:`.premise`) makes no
+claim and is left out, as a row without a p-value is. Each row's verdict is its own 95% interval
+(one-sided level 0.025 per row, no correction); the table adds each row's one-sided p-value and whether a
+``reproduced`` row survives Holm's step-down correction at family-wise level 0.025 over the family
+(:func:`sandbox.claims.base.holm`)."""
 
 from __future__ import annotations
 
@@ -26,10 +28,13 @@ from .. import progress  # noqa: E402
 from ..outputs import write_json, write_text  # noqa: E402
 from ..plots import PALETTE, _save  # noqa: E402
 from . import _runs  # noqa: E402
-from .base import ALPHA, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimResult, Row, holm  # noqa: E402
+from . import premise as premise_mod  # noqa: E402
+from .base import ALPHA, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Row, holm  # noqa: E402
 
-COLUMNS = ("claim", "statistic", "mean [95% CI]", "threshold", "verdict", "seeds", "p (one-sided)", "Holm")
-STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "red", INCONCLUSIVE: "yellow"}
+COLUMNS = ("claim", "context", "statistic", "mean [95% CI]", "threshold", "verdict", "seeds", "p (one-sided)", "Holm")
+VERDICT_COLUMN = COLUMNS.index("verdict")
+STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "red", INCONCLUSIVE: "yellow", NOT_TESTABLE: "blue"}
+CONTEXT_NAMES = {"bitstring": "bit-string", "lm": "LM", "": "—"}
 
 
 def _num(x: float) -> str:
@@ -44,10 +49,16 @@ def _p(p: float) -> str:
     return "—" if not math.isfinite(p) else ("< 1e-4" if p < 1e-4 else f"{p:.2g}")
 
 
+def family_p(row: Row) -> float:
+    """A row's p-value in the Holm family: NaN (left out) for a row ``not testable here``."""
+    return math.nan if row.verdict == NOT_TESTABLE else row.p_value
+
+
 def family_holm(results: list[tuple[ClaimResult, float]]) -> dict[int, bool]:
-    """Per row (keyed by ``id(row)``), whether Holm's procedure over every row's p-value rejects it."""
+    """Per row (keyed by ``id(row)``), whether Holm's procedure over the family's p-values
+    (:func:`family_p`) rejects it."""
     rows = [row for result, _ in results for row in result.rows]
-    return {id(row): ok for row, ok in zip(rows, holm([row.p_value for row in rows]))}
+    return {id(row): ok for row, ok in zip(rows, holm([family_p(row) for row in rows]))}
 
 
 def holm_text(row: Row, survives: bool) -> str:
@@ -59,8 +70,8 @@ def holm_text(row: Row, survives: bool) -> str:
 
 def cells(result: ClaimResult, row: Row, survives: bool = False) -> tuple[str, ...]:
     verdict = row.verdict + (f" ({row.note})" if row.note else "")
-    return (f"{result.name}: {row.label}", row.statistic, interval_text(row), row.threshold_text(), verdict, str(row.seeds),
-            _p(row.p_value), holm_text(row, survives))
+    return (f"{result.name}: {row.label}", CONTEXT_NAMES[row.context], row.statistic, interval_text(row), row.threshold_text(),
+            verdict, str(row.seeds), _p(row.p_value), holm_text(row, survives))
 
 
 def multiplicity_note(results: list[tuple[ClaimResult, float]]) -> str:
@@ -68,23 +79,42 @@ def multiplicity_note(results: list[tuple[ClaimResult, float]]) -> str:
     reproduce, and what Holm's correction keeps."""
     rows = [row for result, _ in results for row in result.rows]
     flags = family_holm(results)
-    tested = [row for row in rows if math.isfinite(row.p_value)]
+    tested = [row for row in rows if math.isfinite(family_p(row))]
+    untestable = sum(row.verdict == NOT_TESTABLE for row in rows)
     reproduced = [row for row in rows if row.verdict == REPRODUCED]
     kept = [row for row in reproduced if flags[id(row)]]
-    return (f"Multiple comparisons: the family is the {len(rows)} rows of this table ({len(tested)} with a p-value). "
+    return (f"Multiple comparisons: the family is the {len(rows)} rows of this table ({len(tested)} with a p-value; "
+            f"{untestable} 'not testable here' rows, whose premise failed, are left out). "
             f"Each verdict is a per-row 95% t-interval, i.e. a one-sided test at level {ALPHA:g} with no correction: "
             f"if every claim sat exactly at its threshold, about {ALPHA * len(tested):.1f} of the {len(tested)} tested rows "
             f"would read 'reproduced' by chance. Holm's step-down correction over the family (family-wise level {ALPHA:g}) "
             f"keeps {len(kept)} of the {len(reproduced)} 'reproduced' rows (column Holm; docs/claims.md#multiple-comparisons).")
 
 
-def run_claims(claims: dict, quick: bool, seeds: int, on_done=None) -> list[tuple[ClaimResult, float]]:
+LM_WORKERS = 2
+"""Processes that simulate the LM-context runs of the full mode (``--quick``: in-process)."""
+
+
+def run_claims(claims: dict, quick: bool, seeds: int, on_done=None, lm_seeds: int | None = None) -> list[tuple[ClaimResult, float]]:
+    """Run ``claims`` in order. The LM-context runs of every learning claim among them (``Claim.lm_variants``)
+    are simulated first, :data:`LM_WORKERS` at a time (``lm_seeds``: replicas per run, None: the default,
+    0: no LM context); their time is added to the first learning claim's."""
     _runs.clear_cache()
+    n_lm = premise_mod.lm_seeds_or_default(lm_seeds, quick)
+    lm_variants = [ov for claim in claims.values() for ov in claim.lm_variants]
+    lm_seconds = 0.0
+    if n_lm and lm_variants:
+        t = time.perf_counter()
+        with progress.phase("LM context runs"):
+            _runs.prefetch_replicas(lm_variants, n_lm, quick, _runs.LM, workers=1 if quick else LM_WORKERS)
+        lm_seconds = time.perf_counter() - t
     out = []
     for claim in claims.values():
         t = time.perf_counter()
         with progress.phase(f"claim {claim.name}"):
-            result = claim.run(quick=quick, seeds=seeds)
+            result = claim.run(quick=quick, seeds=seeds, **({"lm_seeds": n_lm} if claim.lm_variants else {}))
+        if claim.lm_variants:
+            t, lm_seconds = t - lm_seconds, 0.0
         elapsed = time.perf_counter() - t
         out.append((result, elapsed))
         if on_done is not None:
@@ -102,7 +132,7 @@ def verdict_table(results: list[tuple[ClaimResult, float]], title: str) -> Table
     for result, _ in results:
         for row in result.rows:
             c = [escape(x) for x in cells(result, row, flags[id(row)])]
-            c[4] = f"[{STYLE[row.verdict]}]{c[4]}"
+            c[VERDICT_COLUMN] = f"[{STYLE[row.verdict]}]{c[VERDICT_COLUMN]}"
             table.add_row(*c)
         table.add_section()
     return table
@@ -130,7 +160,8 @@ def _split_label(label: str) -> tuple[str, str]:
 
 
 def figure(result: ClaimResult, path: Path) -> None:
-    """Lines: the mean over seeds with its 95% band per variant. Bars: one bar per variant with its
+    """Lines: the mean over seeds with its 95% band per variant (an LM-context curve, labelled
+    "(LM)", dashed). Bars: one bar per variant with its
     CI, named on the x axis; a curve without a band (a theory or published value) is a black mark
     over its bar, with one legend entry per kind of mark. Grouped: per category (``x_ticks``) one
     bar per variant with its CI, the variants side by side."""
@@ -149,7 +180,7 @@ def figure(result: ClaimResult, path: Path) -> None:
         fig, ax = plt.subplots(figsize=(7, 4))
         for i, c in enumerate(result.curves):
             color = PALETTE[i % len(PALETTE)]
-            ax.plot(c.x, c.y, color=color, label=c.label)
+            ax.plot(c.x, c.y, color=color, label=c.label, linestyle="--" if c.label.endswith("(LM)") else "-")
             if c.low:
                 ax.fill_between(c.x, c.low, c.high, color=color, alpha=0.2, linewidth=0)
         ax.legend(fontsize=7, title="mean over seeds, band: 95% CI", title_fontsize=7)
@@ -175,7 +206,7 @@ def figure(result: ClaimResult, path: Path) -> None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, markerscale=0.5)
     ax.set_xlabel(result.x_label)
     ax.set_ylabel(result.y_label)
-    counts = {v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)}
+    counts = {v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE)}
     ax.set_title(f"{result.name} ({result.paper}):\n" + ", ".join(f"{n} {v}" for v, n in counts.items() if n), fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -183,16 +214,17 @@ def figure(result: ClaimResult, path: Path) -> None:
     plt.close(fig)
 
 
-def write_outputs(results: list[tuple[ClaimResult, float]], out: Path, quick: bool, seeds: int, command: str) -> None:
+def write_outputs(results: list[tuple[ClaimResult, float]], out: Path, quick: bool, seeds: int, command: str,
+                  lm_seeds: int | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for result, _ in results:
         figure(result, out / f"{result.name}.png")
     write_text(out / "claims.md", markdown(results, command))
     write_json(out / "claims.json", {
-        "command": command, "quick": quick, "seeds": seeds,
+        "command": command, "quick": quick, "seeds": seeds, "lm_seeds": premise_mod.lm_seeds_or_default(lm_seeds, quick),
         "claims": [{**r.to_dict(), "seconds": round(s, 2)} for r, s in results],
         "multiple_comparisons": {"family_rows": sum(len(r.rows) for r, _ in results), "alpha_one_sided": ALPHA,
-                                 "correction": "Holm step-down over the rows' one-sided p-values",
+                                 "correction": "Holm step-down over the rows' one-sided p-values; rows 'not testable here' left out",
                                  "holm_reproduced": [f"{r.name}: {row.label}" for r, _ in results for row in r.rows
                                                      if row.verdict == REPRODUCED and family_holm(results)[id(row)]],
                                  "note": multiplicity_note(results)},

@@ -36,7 +36,7 @@ def _well_formed(result):
 
 
 def test_vcpo_claim_quick_ess_falls_with_lag():
-    result = CLAIMS["vcpo"].run(quick=True, seeds=2)
+    result = CLAIMS["vcpo"].run(quick=True, seeds=2, lm_seeds=0)
     _well_formed(result)
     rows = {r.label: r for r in result.rows}
     assert rows["ESS/N falls: lag 4 → lag 16"].mean > 0
@@ -54,7 +54,7 @@ def test_throughput_claim_quick_fixed_lag_matches_theory():
 
 def test_broken_staleness_breaks_the_ess_claim(monkeypatch):
     """A fixed lag that consumes the fresh version (a staleness bug) must not reproduce 'ESS falls with lag'."""
-    ok = CLAIMS["vcpo"].run(quick=True, seeds=3)
+    ok = CLAIMS["vcpo"].run(quick=True, seeds=3, lm_seeds=0)
     label = "ESS/N falls: lag 4 → lag 16"
     assert next(r for r in ok.rows if r.label == label).verdict == REPRODUCED
     _runs.clear_cache()
@@ -64,13 +64,14 @@ def test_broken_staleness_breaks_the_ess_claim(monkeypatch):
         return step, step
 
     monkeypatch.setattr(FixedLagControl, "_next", fresh)
-    broken = CLAIMS["vcpo"].run(quick=True, seeds=3)
+    broken = CLAIMS["vcpo"].run(quick=True, seeds=3, lm_seeds=0)
     assert next(r for r in broken.rows if r.label == label).verdict != REPRODUCED
 
 
 def test_cli_quick_all_claims(tmp_path):
     out = tmp_path / "claims"
-    res = CliRunner().invoke(app, ["claims", "--quick", "--seeds", "2", "--out", str(out)])
+    # --lm-seeds 0: the LM context (about a minute more) is run end to end in tests/claims/test_claims_premise.py
+    res = CliRunner().invoke(app, ["claims", "--quick", "--seeds", "2", "--lm-seeds", "0", "--out", str(out)])
     assert res.exit_code == 0, res.output
     data = json.loads((out / "claims.json").read_text())
     assert [c["name"] for c in data["claims"]] == list(CLAIMS)
@@ -82,9 +83,16 @@ def test_cli_quick_all_claims(tmp_path):
         assert len(row["values"]) == 2 and all(math.isfinite(v) and v > 0 for v in row["values"])
         assert "mean step" in row["note"]
     md = (out / "claims.md").read_text()
-    assert "| claim | statistic | mean [95% CI] | threshold | verdict | seeds |" in md
+    assert "| claim | context | statistic | mean [95% CI] | threshold | verdict | seeds |" in md
+    assert data["lm_seeds"] == 0 and not any(r["context"] == "lm" for c in data["claims"] for r in c["rows"])
     for name in CLAIMS:
         assert (out / f"{name}.png").exists() and (out / f"{name}.svg").exists()
+
+
+def test_cli_refuses_one_lm_seed(tmp_path):
+    res = CliRunner().invoke(app, ["claims", "--quick", "--lm-seeds", "1", "--out", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "--lm-seeds" in res.output and "Traceback" not in res.output
 
 
 def test_cli_refuses_unknown_claim(tmp_path):
