@@ -21,8 +21,11 @@ their generation on inference engines (``docs/system.md#continuous_batching``), 
   one-step-off recipe (it syncs between batches), ``partial`` for the systems with interruptible or
   partial rollouts (AReaL, verl fully-async, PipelineRL under VCPO: in-flight sequences pause and
   resume under the new weights); the transfer time is the scenario's ``sync_delay`` (kept as the
-  visibility delay, no extra pause). ROLL Flash does not opt in: how its engines treat in-flight
-  requests at a weight update is not stated in the sources its scenarios cite.
+  visibility delay, no extra pause). ROLL Flash: ``partial``, from ROLL's own code (alibaba/ROLL at
+  8eb27cc, ``docs/claims.md``): before a model update its RLVR pipeline aborts every running request and
+  re-sends each with its partial output appended, so the response continues under the new weights;
+  its agentic pipeline aborts the running turn and regenerates that turn only (earlier turns kept),
+  which ``partial`` understates by the discarded turn's tokens (named in the row's note).
 
 Predicted speed-up per seed = mean baseline step time / mean asynchronous step time (steps after
 the first 20%), as in ``published_speedups``; rows: predicted / published within [0.8, 1.25].
@@ -51,6 +54,8 @@ class EngineMapping:
     model: str = "qwen2.5-7b"
     sync: str = "drain"
     """The engine's weight-sync mode (``docs/system.md#continuous_batching``)."""
+    sync_note: str = ""
+    """Where the sync mode comes from when it is not exactly the system's (the row's note says it)."""
     max_sequences: int = 256
     context_tokens: float = 1000.0
     """Mean cached tokens per sequence in flight, for the ratio a / b."""
@@ -62,6 +67,9 @@ ENGINE_SETUPS: dict[str, EngineMapping] = {
     "verl_one_step_off": EngineMapping(sync="drain"),
     "verl_one_step_off_megatron": EngineMapping(sync="drain"),
     "vcpo_multiturn": EngineMapping(sync="partial"),
+    "roll_flash_rlvr": EngineMapping(sync="partial"),
+    "roll_flash_agentic": EngineMapping(
+        sync="partial", sync_note="ROLL's agentic pipeline regenerates the interrupted turn: its tokens are not charged here"),
 }
 """The published setups that opt in, by scenario name. Every engine has the same step costs (the
 shipped per-token time at full load, the ratio of a 7B model: module docstring); the sync mode is
@@ -93,7 +101,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     steps = QUICK_STEPS if quick else FULL_STEPS
     result = ClaimResult(
         name="published_speedups_engine",
-        paper="AReaL, verl, VCPO (published asynchronous speed-ups, continuous-batching engines)",
+        paper="AReaL, verl, ROLL Flash, VCPO (published asynchronous speed-ups, continuous-batching engines)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={"steps": steps, "warm-up fraction": WARMUP_FRACTION, "band": list(BAND)},
         x_label="published setup",
@@ -113,6 +121,8 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         a, b = step_costs(mapping, pub.lengths.seconds_per_token)
         steps_text = ", ".join(f"{k} {float(v.mean()):.0f} s" for k, v in per_variant.items())
         note = f"mean step: {steps_text}; sync {mapping.sync}; a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us"
+        if mapping.sync_note:
+            note += f"; {mapping.sync_note}"
         result.settings[pub.scenario] = (
             f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'; "
             f"engines on {mapping.gpu} x {mapping.model}, max_sequences {mapping.max_sequences}"
