@@ -67,6 +67,7 @@ ENGINE_SETUPS: dict[str, EngineMapping] = {
     "verl_one_step_off": EngineMapping(sync="drain"),
     "verl_one_step_off_megatron": EngineMapping(sync="drain"),
     "vcpo_multiturn": EngineMapping(sync="partial"),
+    "pipelinerl": EngineMapping(gpu="H100", sync="partial"),
     "roll_flash_rlvr": EngineMapping(sync="partial"),
     "roll_flash_agentic": EngineMapping(
         sync="partial", sync_note="ROLL's agentic pipeline regenerates the interrupted turn: its tokens are not charged here"),
@@ -101,7 +102,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     steps = QUICK_STEPS if quick else FULL_STEPS
     result = ClaimResult(
         name="published_speedups_engine",
-        paper="AReaL, verl, ROLL Flash, VCPO (published asynchronous speed-ups, continuous-batching engines)",
+        paper="AReaL, verl, ROLL Flash, PipelineRL, VCPO (published asynchronous speed-ups, continuous-batching engines)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={"steps": steps, "warm-up fraction": WARMUP_FRACTION, "band": list(BAND)},
         x_label="published setup",
