@@ -226,7 +226,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     steps = QUICK_STEPS if quick else FULL_STEPS
     result = ClaimResult(
         name="published_speedups",
-        paper="AReaL, verl, ROLL Flash, VCPO (published asynchronous speed-ups)",
+        paper="AReaL, verl, ROLL Flash, PipelineRL, VCPO (published asynchronous speed-ups)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={"steps": steps, "warm-up fraction": WARMUP_FRACTION, "band": list(BAND)},
         x_label="published setup",
