@@ -204,7 +204,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
             f"documentation advance/fully_async); staleness {ab.staleness}, training {ab.train_time} s per 512 prompts "
             f"in {ab.local_updates} update(s), engine sync {ab.sync}"
         )
-        note = (f"mean time per 512 prompts: mode {float(mode.mean()):.0f} s, '{pub.baseline}' {float(base.mean()):.0f} s; "
+        note = (f"mean step (512 prompts): mode {float(mode.mean()):.0f} s, '{pub.baseline}' {float(base.mean()):.0f} s; "
                 f"sync {ab.sync}")
         result.rows.append(
             Row(f"verl ablation on engines, {ab.label}: predicted / published ({ab.value:.3g}x)",
