@@ -64,7 +64,8 @@ from ..scenario.load import apply_overrides
 from ..system.cluster import Cluster, TrainResult
 from ..system.hardware import GPUS, MODELS
 from ..system.timing_only import TimingOnlyWorkload
-from .plan import default_steps, describe_control, staleness_for, system_seed
+from .plan import default_steps, describe_control, learn_scenario, staleness_for, system_seed
+from .time_to_target import Arm, Curves, compare
 
 DEFAULT_LENGTHS = {"length_median": 1000.0, "length_sigma": 1.0, "max_tokens": 8192}
 STRUCTURE = ("prompts", "prompt_sigma", "prompt_seed", "length_trend", "tail_alpha")
@@ -348,8 +349,6 @@ def learn_split(configs: list[SplitConfig], seeds: int, steps: int | None,
                 on_run: Callable[[SplitConfig, int], None] | None = None) -> dict[str, dict[str, Any]]:
     """Train every configuration ``seeds`` times; per label, the :data:`LEARN_COLUMNS` (module docstring)."""
     from ..runner import run_scenario
-    from .plan import learn_scenario
-    from .time_to_target import Arm, Curves, compare
 
     arms = []
     for c in configs:
