@@ -710,7 +710,7 @@ def plan(
     out = user_path(out) if out is not None else Path("runs") / f"plan_{safe_name(path.stem) or 'scenario'}"
     if gpus is not None:
         _plan_split(path, set_, out, gpus, gpu, model, tp, concurrency, trainer_gpus, k_max, mfu, length_median,
-                    length_sigma, max_tokens, seeds, steps, learn, workers, quiet)
+                    length_sigma, max_tokens, seeds, steps, learn, workers, quiet, learn_seeds, learn_steps, force)
         return
     try:
         scn, raw = load_scenario(path, set_)
@@ -761,7 +761,8 @@ def plan(
 
 
 def _plan_split(path, set_, out, gpus, gpu, model, tp, concurrency, trainer_gpus, k_max, mfu, length_median,
-                length_sigma, max_tokens, seeds, steps, learn, workers, quiet):
+                length_sigma, max_tokens, seeds, steps, learn, workers, quiet, learn_seeds=2, learn_steps=None,
+                force=False):
     """``sandbox plan --gpus N``: the trainer/rollout split (sandbox/analysis/plan_split.py, docs/plan.md#gpu-split)."""
     with _starting():
         from .analysis.plan import parse_int_list
@@ -769,8 +770,6 @@ def _plan_split(path, set_, out, gpus, gpu, model, tp, concurrency, trainer_gpus
         from .report.plan_figures import write_split
         from .scenario import load_scenario
     try:
-        if learn:
-            raise ScenarioError(["--learn: not available with --gpus yet (the split is planned from system-only runs)"], "option")
         if workers is not None:
             raise ScenarioError(["--workers: with --gpus the workers follow from the split and --concurrency"], "option")
         k_list = parse_int_list(k_max, "--k-max", 0, "2") if k_max is not None else [None]
@@ -783,13 +782,19 @@ def _plan_split(path, set_, out, gpus, gpu, model, tp, concurrency, trainer_gpus
                             max_tokens=max_tokens)
         scn, raw = load_scenario(path, set_)
         configs = split_configurations(raw, str(path), opts)
+        if learn:
+            _check_split_learning(configs, learn_seeds, learn_steps, force)
     except ScenarioError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
     with _staged_plan(out, quiet) as (staged, stage):
-        with progress.task(f"plan --gpus {gpus}: {len(configs)} splits x {seeds} seeds", total=len(configs)) as bar:
+        runs = len(configs) * learn_seeds if learn else 0
+        label = f"plan --gpus {gpus}: {len(configs)} splits x {seeds} seeds" + (f", {runs} learning runs" if runs else "")
+        with progress.task(label, total=len(configs) + runs) as bar:
             result = run_split(raw, str(path), opts, seeds, steps, configs=configs,
-                               on_config=lambda c: bar.advance(info=c.label))
+                               on_config=lambda c: bar.advance(info=c.label),
+                               learn_seeds=learn_seeds if learn else 0, learn_steps=learn_steps,
+                               on_run=lambda c, s: bar.advance(info=f"learn {c.label} seed {s}"))
         with progress.phase("figures and tables"):
             write_split(result, stage)
     table = Table(title=escape(f"plan --gpus {gpus}: {result.title} ({opts.gpu}, {opts.model}, tp {opts.tp}; "
@@ -817,7 +822,41 @@ def _plan_split(path, set_, out, gpus, gpu, model, tp, concurrency, trainer_gpus
         line += (f"; ahead of the runner-up ({b['runner_up_trainer_gpus']} trainer GPUs, {b['runner_up_concurrency']} per engine) "
                  f"by {margin}, paired by seed: {verdict}")
     console.print(escape(line))
+    if result.learn_seeds:
+        console.print(escape(_best_learned_line(result.best_learned, gpus, result.rows)))
     console.print(f"split.csv, split.json and figures/split.png in [bold]{escape(str(out))}[/bold]")
+
+
+def _best_learned_line(b: dict, gpus: int, rows: list[dict]) -> str:
+    """The best split by time to target (``sandbox/analysis/plan_split.py``, ``best_learned``), in one line."""
+    if not b:
+        reached = ", ".join(f"t={r['trainer_gpus']},c={r['concurrency']}: {r.get('reached_units', '0/0')}" for r in rows)
+        return f"best split by time to target: none, no configuration reached the target in every run ({reached})"
+    ci = lambda lo, hi: f" [{lo:.4g}, {hi:.4g}]" if lo is not None and hi is not None else ""  # noqa: E731
+    line = (f"best split by time to target: {b['trainer_gpus']} trainer GPUs, {gpus - b['trainer_gpus']} for rollouts, "
+            f"{b['concurrency']} per engine: {b['time_to_target']:.4g} s"
+            + ci(b["time_to_target_ci_low"], b["time_to_target_ci_high"]))
+    if "runner_up_trainer_gpus" in b:
+        verdict = "distinguishable" if b["distinguishable"] else "NOT distinguishable with these seeds (the intervals overlap)"
+        line += (f"; runner-up {b['runner_up_trainer_gpus']} trainer GPUs, {b['runner_up_concurrency']} per engine: "
+                 f"{b['runner_up_time_to_target']:.4g} s"
+                 + ci(b["runner_up_time_to_target_ci_low"], b["runner_up_time_to_target_ci_high"]) + f": {verdict}")
+    return line
+
+
+def _check_split_learning(configs, learn_seeds: int, learn_steps, force: bool) -> None:
+    """Refuse a learning split above the plan's time limit (``sandbox.analysis.plan.check_plan``), with the
+    budget estimate of its learning runs."""
+    from .analysis.plan import PlanEstimate, check_plan, learn_scenario
+    from .budget import estimate
+
+    seconds, peak, what = 0.0, 0.0, ""
+    for c in configs:
+        b = estimate(learn_scenario(c.scenario, 0, learn_steps))
+        seconds += learn_seeds * b.seconds
+        if b.memory > peak:
+            peak, what = b.memory, f"learning run of {c.label} ({b.main_memory().what})"
+    check_plan(PlanEstimate(seconds, peak, [(f"{len(configs) * learn_seeds} learning runs", seconds)], what), force)
 
 
 @app.command(short_help="Write a self-contained HTML report of a run or a sweep.")

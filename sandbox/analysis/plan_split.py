@@ -34,6 +34,15 @@ second), ``tokens_per_s`` (response tokens trained on per second), the mean and 
 the consumed groups, the dropped fraction, the busy fraction of the learner. A row gives the mean over
 seeds and, for the throughputs, the Student t 95% interval (``sandbox.claims.base.t_interval``).
 
+**Learning** (``--learn``): every configuration is also trained, ``learn_seeds`` runs each (``run.seed =
+0 …``, ``--learn-steps`` optimizer steps; the engine times the generation from its length model and the
+``hardware`` trainer is charged the task's own tokens), and :func:`sandbox.analysis.time_to_target.compare`
+gives each configuration's time to the target: no configuration of a split is synchronous, so the target
+level is measured against the best configuration (``docs/time_to_target.md``), the same level for all.
+The **best split by time to target** is the configuration with the smallest mean time to target among
+those whose every run reached it, with its bootstrap interval; the runner-up (the best with another
+trainer GPU count) is named and the two are called indistinguishable when their intervals overlap.
+
 **Best split.** The configuration with the highest mean ``samples_per_s`` (on a tie, the smaller
 trainer share, then the smaller concurrency); its interval, and the paired (same seed) difference to
 the runner-up, the best configuration with another trainer GPU count, with its t-interval: when that interval contains 0 the
@@ -56,7 +65,8 @@ from ..system.cluster import Cluster, TrainResult
 from ..system.hardware import GPUS, MODELS
 from ..system.timing_only import TimingOnlyWorkload
 from .drop_bias import drop_bias
-from .plan import default_steps, describe_control, staleness_for, system_seed
+from .plan import default_steps, describe_control, learn_scenario, staleness_for, system_seed
+from .time_to_target import Arm, Curves, compare
 
 DEFAULT_LENGTHS = {"length_median": 1000.0, "length_sigma": 1.0, "max_tokens": 8192}
 STRUCTURE = ("prompts", "prompt_sigma", "prompt_seed", "length_trend", "tail_alpha")
@@ -82,6 +92,13 @@ COLUMNS = {
     "dropped_fraction": "dropped / (dropped + consumed) groups",
     "util_learner": "busy fraction of the trainer",
     "train_step_s": "trainer seconds per step (mean)",
+}
+LEARN_COLUMNS = {
+    "target_level": "the target level every configuration is timed to (docs/time_to_target.md)",
+    "reached_units": "learning runs that reached it / runs",
+    "time_to_target": "mean simulated seconds to the target (when every run reached it)",
+    "time_to_target_ci_low": "95% bootstrap interval of time_to_target, low end",
+    "time_to_target_ci_high": "95% bootstrap interval of time_to_target, high end",
 }
 
 
@@ -294,11 +311,14 @@ class SplitPlan:
     per_seed: dict[str, list[float]]  # label -> samples_per_s per seed
     best: dict[str, Any] = field(default_factory=dict)
     figure_formats: tuple[str, ...] = ("png",)
+    learn_seeds: int = 0
+    learn_steps: int | None = None
+    best_learned: dict[str, Any] = field(default_factory=dict)
 
     def frame(self):
         import pandas as pd
 
-        return pd.DataFrame(self.rows, columns=list(COLUMNS))
+        return pd.DataFrame(self.rows, columns=list(COLUMNS) + (list(LEARN_COLUMNS) if self.learn_seeds else []))
 
     def to_json(self) -> dict[str, Any]:
         clean = lambda v: None if isinstance(v, float) and not math.isfinite(v) else v  # noqa: E731
@@ -308,6 +328,9 @@ class SplitPlan:
             "mfu": self.options.mfu, "staleness": self.control, "lengths": self.lengths,
             "columns": COLUMNS, "rows": [{k: clean(v) for k, v in r.items()} for r in self.rows],
             "samples_per_s_per_seed": self.per_seed, "best": {k: clean(v) for k, v in self.best.items()},
+            **({"learn_seeds": list(range(self.learn_seeds)), "learn_steps": self.learn_steps,
+                "learn_columns": LEARN_COLUMNS,
+                "best_by_time_to_target": {k: clean(v) for k, v in self.best_learned.items()}} if self.learn_seeds else {}),
         }
 
 
@@ -331,9 +354,56 @@ def best_split(rows: list[dict], per_seed: dict[str, list[float]]) -> dict[str, 
     return out
 
 
+def learn_split(configs: list[SplitConfig], seeds: int, steps: int | None,
+                on_run: Callable[[SplitConfig, int], None] | None = None) -> dict[str, dict[str, Any]]:
+    """Train every configuration ``seeds`` times; per label, the :data:`LEARN_COLUMNS` (module docstring)."""
+    from ..runner import run_scenario
+
+    arms = []
+    for c in configs:
+        runs = []
+        for s in range(seeds):
+            curves = Curves.from_result(run_scenario(learn_scenario(c.scenario, s, steps), None, force=True))
+            if curves is not None:
+                runs.append(curves)
+            if on_run is not None:
+                on_run(c, s)
+        arms.append(Arm(c.label, runs))
+    comp = compare(arms, {c.label: None for c in configs}, kind="split")
+    out = {}
+    for c in configs:
+        f = comp.config_fields(c.label) if c.label in comp.levels else {}
+        out[c.label] = {k: f.get(k) for k in LEARN_COLUMNS}
+        out[c.label]["reached_units"] = f.get("reached_units", "0/0")
+    return out
+
+
+def best_learned(rows: list[dict]) -> dict[str, Any]:
+    """The row with the smallest mean time to target among those whose every run reached it, its
+    interval, and the best row with another trainer GPU count (module docstring); empty when none reached."""
+    def done(r):
+        t = r.get("time_to_target")
+        return t is not None and math.isfinite(t)
+
+    ranked = sorted((r for r in rows if done(r)), key=lambda r: (r["time_to_target"], r["trainer_gpus"], r["concurrency"]))
+    if not ranked:
+        return {}
+    best = ranked[0]
+    keys = ("trainer_gpus", "concurrency", "time_to_target", "time_to_target_ci_low", "time_to_target_ci_high")
+    out = {k: best[k] for k in keys}
+    others = [r for r in ranked if r["trainer_gpus"] != best["trainer_gpus"]]
+    if others:
+        second = others[0]
+        out.update({f"runner_up_{k}": second[k] for k in keys})
+        lo, hi = second.get("time_to_target_ci_low"), best.get("time_to_target_ci_high")
+        out["distinguishable"] = bool(lo is not None and hi is not None and hi < lo)
+    return out
+
+
 def run_split(raw: dict, source: str, opts: SplitOptions, seeds: int, steps: int | None,
               on_config: Callable[[SplitConfig], None] | None = None,
-              configs: list[SplitConfig] | None = None) -> SplitPlan:
+              configs: list[SplitConfig] | None = None, learn_seeds: int = 0, learn_steps: int | None = None,
+              on_run: Callable[[SplitConfig, int], None] | None = None) -> SplitPlan:
     base = validate_scenario({k: v for k, v in raw.items() if k != "variants"}, source)
     configs = configs if configs is not None else split_configurations(raw, source, opts)
     steps = steps if steps is not None else default_steps(base)
@@ -344,6 +414,10 @@ def run_split(raw: dict, source: str, opts: SplitOptions, seeds: int, steps: int
         per_seed[c.label] = [m.samples / m.sim_time for m in measures]
         if on_config is not None:
             on_config(c)
+    if learn_seeds:
+        learned = learn_split(configs, learn_seeds, learn_steps, on_run)
+        for c, row in zip(configs, rows):
+            row.update(learned[c.label])
     gen = configs[0].scenario.system.generation_time
     return SplitPlan(
         title=base.title or source, source=source, options=opts, steps=steps, seeds=seeds,
@@ -351,4 +425,5 @@ def run_split(raw: dict, source: str, opts: SplitOptions, seeds: int, steps: int
         lengths={"median": gen.length_median, "sigma": gen.length_sigma, "max_tokens": gen.max_tokens,
                  "prompt_tokens": gen.prompt_tokens},
         rows=rows, per_seed=per_seed, best=best_split(rows, per_seed), figure_formats=tuple(base.run.figure_formats),
+        learn_seeds=learn_seeds, learn_steps=learn_steps, best_learned=best_learned(rows) if learn_seeds else {},
     )

@@ -21,16 +21,29 @@ their generation on inference engines (``docs/system.md#continuous_batching``), 
   one-step-off recipe (it syncs between batches), ``partial`` for the systems with interruptible or
   partial rollouts (AReaL, verl fully-async, PipelineRL under VCPO: in-flight sequences pause and
   resume under the new weights); the transfer time is the scenario's ``sync_delay`` (kept as the
-  visibility delay, no extra pause). ROLL Flash does not opt in: how its engines treat in-flight
-  requests at a weight update is not stated in the sources its scenarios cite.
+  visibility delay, no extra pause). ROLL Flash: ``partial``, from ROLL's own code (alibaba/ROLL at
+  8eb27cc, ``docs/claims.md``): before a model update its RLVR pipeline aborts every running request and
+  re-sends each with its partial output appended, so the response continues under the new weights;
+  its agentic pipeline aborts the running turn and regenerates that turn only (earlier turns kept),
+  which ``partial`` understates by the discarded turn's tokens (named in the row's note).
 
 Predicted speed-up per seed = mean baseline step time / mean asynchronous step time (steps after
 the first 20%), as in ``published_speedups``; rows: predicted / published within [0.8, 1.25].
+
+verl's own ablation of fully_async_policy (:data:`VERL_ABLATION`; verl documentation advance/fully_async,
+"128-card 7B Asynchronous Mode Experiment" and "128-card Stale Ablation Experiment": Qwen2.5-Math-7B, 128
+H20 split 64:64, 400 steps of 512 prompts x 16) adds one row per published mode on the same mapping as
+the ``verl_fully_async`` setup (its engines, lengths, sync delay and colocated baseline), each with its
+own published ``update_actor`` time as the training time and its own staleness rule: the stream
+off-policy pipeline (``stream_sync``, 4 local updates of 128 prompts per sync; the engine drains, as
+nothing is in flight at a round's end) and staleness_threshold 0.1, 0.3, 0.5 with partial rollout
+(``async_ratio``, engine ``partial``). Published number: total time of the colocated baseline over that
+of the mode, at 400 steps.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -51,6 +64,8 @@ class EngineMapping:
     model: str = "qwen2.5-7b"
     sync: str = "drain"
     """The engine's weight-sync mode (``docs/system.md#continuous_batching``)."""
+    sync_note: str = ""
+    """Where the sync mode comes from when it is not exactly the system's (the row's note says it)."""
     max_sequences: int = 256
     context_tokens: float = 1000.0
     """Mean cached tokens per sequence in flight, for the ratio a / b."""
@@ -62,10 +77,57 @@ ENGINE_SETUPS: dict[str, EngineMapping] = {
     "verl_one_step_off": EngineMapping(sync="drain"),
     "verl_one_step_off_megatron": EngineMapping(sync="drain"),
     "vcpo_multiturn": EngineMapping(sync="partial"),
+    "pipelinerl": EngineMapping(gpu="H100", sync="partial"),
+    "roll_flash_rlvr": EngineMapping(sync="partial"),
+    "roll_flash_agentic": EngineMapping(
+        sync="partial", sync_note="ROLL's agentic pipeline regenerates the interrupted turn: its tokens are not charged here"),
 }
 """The published setups that opt in, by scenario name. Every engine has the same step costs (the
 shipped per-token time at full load, the ratio of a 7B model: module docstring); the sync mode is
 the system's own."""
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One mode of verl's fully_async ablation, run as a variant of a published setup (module docstring)."""
+
+    label: str
+    setup: str
+    """The published setup (scenario) whose mapping and baseline it shares."""
+    hours: float
+    """The mode's published total time, hours, for the same steps as :attr:`baseline_hours`."""
+    baseline_hours: float
+    staleness: dict
+    sync: str
+    train_time: float
+    """Published update_actor seconds per sync step (512 prompts)."""
+    local_updates: int = 1
+    """Learner steps per published step (the stream mode's trigger_parameter_sync_step)."""
+
+    @property
+    def value(self) -> float:
+        return self.baseline_hours / self.hours
+
+
+VERL_COLOCATED_400 = 40 + 48 / 60  # colocate sync, 128 GPUs: 1d 16h 48m for 400 steps
+VERL_ABLATION: tuple[Ablation, ...] = (
+    Ablation("stream off-policy pipeline (sync every 4 updates, staleness 0)", "verl_fully_async", 25 + 53 / 60,
+             VERL_COLOCATED_400, {"kind": "stream_sync", "sync_every": 4}, "drain", 98.77, 4),
+    Ablation("+ staleness 0.1 + partial rollout", "verl_fully_async", 19 + 59 / 60, VERL_COLOCATED_400,
+             {"kind": "async_ratio", "alpha": 0.1}, "partial", 109.12),
+    Ablation("+ staleness 0.3 + partial rollout", "verl_fully_async", 17 + 20 / 60, VERL_COLOCATED_400,
+             {"kind": "async_ratio", "alpha": 0.3}, "partial", 103.22),
+    Ablation("+ staleness 0.5 + partial rollout", "verl_fully_async", 17 + 22 / 60, VERL_COLOCATED_400,
+             {"kind": "async_ratio", "alpha": 0.5}, "partial", 113.16),
+)
+"""verl's ablation (module docstring): the published total times at 400 steps and training times."""
+
+
+def ablation_system(cfg: SystemConfig, ab: Ablation) -> SystemConfig:
+    """The setup's asynchronous variant ``cfg`` with the ablation mode's staleness rule and training time."""
+    staleness = SystemConfig(staleness=ab.staleness).staleness  # validated as a scenario's would be
+    train = cfg.train_time.model_copy(update={"value": ab.train_time / ab.local_updates})
+    return cfg.model_copy(update={"staleness": staleness, "train_time": train})
 
 
 def step_costs(mapping: EngineMapping, seconds_per_token: float) -> tuple[float, float]:
@@ -93,7 +155,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     steps = QUICK_STEPS if quick else FULL_STEPS
     result = ClaimResult(
         name="published_speedups_engine",
-        paper="AReaL, verl, VCPO (published asynchronous speed-ups, continuous-batching engines)",
+        paper="AReaL, verl, ROLL Flash, PipelineRL, VCPO (published asynchronous speed-ups, continuous-batching engines)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={"steps": steps, "warm-up fraction": WARMUP_FRACTION, "band": list(BAND)},
         x_label="published setup",
@@ -113,6 +175,8 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         a, b = step_costs(mapping, pub.lengths.seconds_per_token)
         steps_text = ", ".join(f"{k} {float(v.mean()):.0f} s" for k, v in per_variant.items())
         note = f"mean step: {steps_text}; sync {mapping.sync}; a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us"
+        if mapping.sync_note:
+            note += f"; {mapping.sync_note}"
         result.settings[pub.scenario] = (
             f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'; "
             f"engines on {mapping.gpu} x {mapping.model}, max_sequences {mapping.max_sequences}"
@@ -124,4 +188,29 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         m, lo, hi = t_interval(predicted)
         result.curves.append(Curve(f"{pub.system} (predicted, engine)", [float(i)], [m], [lo], [hi]))
         result.curves.append(Curve(f"{pub.system} (published)", [float(i)], [pub.value]))
+    for i, ab in enumerate(VERL_ABLATION, start=len(setups)):
+        pub = next(p for p in SETUPS if p.scenario == ab.setup)
+        mapping = replace(ENGINE_SETUPS[ab.setup], sync=ab.sync)
+        runs = setup_variants(ab.setup)
+        B, G = runs["async"].algorithm.groups_per_step, runs["async"].algorithm.group_size
+        b_local = B // ab.local_updates
+        cfg = engine_system(ablation_system(runs["async"].system, ab), pub, mapping, b_local)
+        mode = np.array([ab.local_updates * mean_step_time(cfg, steps * ab.local_updates, b_local, G, s) for s in range(seeds)])
+        cfg = engine_system(runs[pub.baseline].system, pub, mapping, B)
+        base = np.array([mean_step_time(cfg, steps, B, G, s) for s in range(seeds)])
+        predicted = base / mode
+        result.settings[f"verl ablation: {ab.label}"] = (
+            f"published {ab.value:.3g}x (total time {ab.baseline_hours:.2f} h / {ab.hours:.2f} h at 400 steps; verl "
+            f"documentation advance/fully_async); staleness {ab.staleness}, training {ab.train_time} s per 512 prompts "
+            f"in {ab.local_updates} update(s), engine sync {ab.sync}"
+        )
+        note = (f"mean step (512 prompts): mode {float(mode.mean()):.0f} s, '{pub.baseline}' {float(base.mean()):.0f} s; "
+                f"sync {ab.sync}")
+        result.rows.append(
+            Row(f"verl ablation on engines, {ab.label}: predicted / published ({ab.value:.3g}x)",
+                f"speed-up vs '{pub.baseline}' / {ab.value:.3g}", predicted / ab.value, BAND, "within", note)
+        )
+        m, lo, hi = t_interval(predicted)
+        result.curves.append(Curve(f"verl {ab.label} (predicted, engine)", [float(i)], [m], [lo], [hi]))
+        result.curves.append(Curve(f"verl {ab.label} (published)", [float(i)], [ab.value]))
     return result

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from sandbox.claims import CLAIMS
 from sandbox.claims import _runs
 from sandbox.claims.base import DIRECTIONS, REPRODUCED
-from sandbox.claims.published_engine import ENGINE_SETUPS
+from sandbox.claims.published_engine import ENGINE_SETUPS, VERL_ABLATION
 from sandbox.cli import app
 from sandbox.system.staleness.fixed_lag import FixedLagControl
 
@@ -76,9 +76,9 @@ def test_cli_quick_all_claims(tmp_path):
     data = json.loads((out / "claims.json").read_text())
     assert [c["name"] for c in data["claims"]] == list(CLAIMS)
     # published_speedups_engine (34 s of this run) is checked here rather than run a second time on its own:
-    # one finite, positive row per opted-in setup, each naming the mean step
+    # one finite, positive row per opted-in setup and per mode of verl's ablation, each naming the mean step
     engine = next(c for c in data["claims"] if c["name"] == "published_speedups_engine")
-    assert len(engine["rows"]) == len(ENGINE_SETUPS)
+    assert len(engine["rows"]) == len(ENGINE_SETUPS) + len(VERL_ABLATION)
     for row in engine["rows"]:
         assert len(row["values"]) == 2 and all(math.isfinite(v) and v > 0 for v in row["values"])
         assert "mean step" in row["note"]

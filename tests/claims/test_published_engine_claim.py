@@ -44,3 +44,28 @@ def test_engine_mapping_of_vcpo_by_hand():
 
 # The quick claim's rows (one finite, positive row per opted-in setup naming the mean step) are asserted on the
 # quick run of every claim in tests/claims/test_claims_run.py::test_cli_quick_all_claims: running it twice cost 34 s.
+
+
+def test_verl_ablation_stream_row_mapping_by_hand():
+    from sandbox.claims.published_engine import VERL_ABLATION, ablation_system
+
+    stream = VERL_ABLATION[0]
+    # 400-step total times: colocated 1d 16h 48m over stream 1d 1h 53m = 40.8 h / 25.883 h
+    assert stream.value == pytest.approx(40.8 / (25 + 53 / 60), rel=1e-12)
+    assert round(stream.value, 3) == 1.576
+    pub = next(p for p in SETUPS if p.scenario == "verl_fully_async")
+    runs = setup_variants(pub.scenario)
+    cfg = ablation_system(runs["async"].system, stream)
+    # 4 local updates of 512 / 4 = 128 prompts, each a quarter of the published update_actor 98.77 s
+    assert cfg.staleness.kind == "stream_sync" and cfg.staleness.sync_every == 4
+    assert cfg.train_time.value == pytest.approx(98.77 / 4)
+    cfg = engine_system(cfg, pub, ENGINE_SETUPS[pub.scenario], 128)
+    # 1024 slots / 16 per GPU = 64 engines; a round admits 4 · 128 = 512 groups -> 8 per engine (128 sequences)
+    assert (cfg.num_workers, cfg.generation_time.workers_per_engine) == (512, 8)
+    assert [round(a.value, 3) for a in VERL_ABLATION[1:]] == [2.042, 2.354, 2.349]
+
+
+def test_roll_flash_and_pipelinerl_opt_in_with_partial_sync():
+    assert {name: ENGINE_SETUPS[name].sync for name in ("roll_flash_rlvr", "roll_flash_agentic", "pipelinerl")} == {
+        "roll_flash_rlvr": "partial", "roll_flash_agentic": "partial", "pipelinerl": "partial"}
+    assert "turn" in ENGINE_SETUPS["roll_flash_agentic"].sync_note

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sandbox.analysis.plan_split import (
-    SplitOptions, SplitTrainer, best_split, kv_capacity, run_split, split_configurations,
+    LEARN_COLUMNS, SplitOptions, SplitTrainer, best_learned, best_split, kv_capacity, run_split, split_configurations,
 )
 from sandbox.cli import app
 from sandbox.errors import ScenarioError
@@ -109,7 +109,7 @@ def test_command_writes_the_split(tmp_path: Path):
     assert (out / "figures" / "split.png").stat().st_size > 0
 
 
-@pytest.mark.parametrize("extra, option", [(["--learn"], "--learn"), (["--k-max", "1,2"], "--k-max"),
+@pytest.mark.parametrize("extra, option", [(["--k-max", "1,2"], "--k-max"),
                                            (["--workers", "8"], "--workers")])
 def test_command_refuses_what_the_split_cannot_do(tmp_path, extra, option):
     r = CliRunner().invoke(app, ["plan", str(SCENARIO), "--gpus", "3", "--out", str(tmp_path / "x"), "-q", *extra])
@@ -124,3 +124,36 @@ def test_split_keeps_the_scenarios_structured_lengths():
     g = c.scenario.system.generation_time
     assert (g.length_median, g.length_sigma, g.max_tokens) == (300, 0.3, 2000)  # the option overrides sigma
     assert (g.prompts, g.prompt_sigma, g.length_trend, g.tail_alpha) == (50, 0.6, 0.01, 1.5)
+
+
+def test_best_learned_by_hand():
+    row = lambda t, c, m, lo, hi: {"trainer_gpus": t, "concurrency": c, "time_to_target": m,  # noqa: E731
+                                   "time_to_target_ci_low": lo, "time_to_target_ci_high": hi}
+    rows = [row(1, 64, 100.0, 90.0, 110.0), row(1, 128, None, None, None), row(2, 64, 105.0, 95.0, 115.0),
+            row(3, 64, 200.0, 190.0, 210.0)]
+    b = best_learned(rows)
+    assert (b["trainer_gpus"], b["concurrency"], b["time_to_target"]) == (1, 64, 100.0)
+    assert (b["runner_up_trainer_gpus"], b["runner_up_time_to_target"]) == (2, 105.0)
+    assert not b["distinguishable"]  # [90, 110] and [95, 115] overlap
+    rows[2] = row(2, 64, 150.0, 140.0, 160.0)
+    assert best_learned(rows)["distinguishable"]  # 110 < 140
+    assert best_learned([row(1, 64, None, None, None)]) == {}  # no configuration reached the target
+
+
+def test_command_learns_the_split(tmp_path: Path):
+    out = tmp_path / "split"
+    args = ["plan", str(SCENARIO), "--gpus", "3", "--concurrency", "64", "--k-max", "2", "--seeds", "2", "--steps", "12",
+            "--learn", "--learn-seeds", "2", "--learn-steps", "40", "--out", str(out), "-q"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "best split by time to target:" in r.output
+    frame = pd.read_csv(out / "split.csv")
+    assert set(LEARN_COLUMNS) <= set(frame.columns) and list(frame.reached_units) == ["2/2", "2/2"]
+    assert frame.target_level.nunique() == 1  # one target level for every split
+    data = json.loads((out / "split.json").read_text())
+    best = data["best_by_time_to_target"]
+    fastest = frame.loc[frame.time_to_target.idxmin()]
+    assert (best["trainer_gpus"], best["time_to_target"]) == (fastest.trainer_gpus, pytest.approx(fastest.time_to_target))
+    assert best["time_to_target_ci_low"] <= best["time_to_target"] <= best["time_to_target_ci_high"]
+    again = CliRunner().invoke(app, [*args[:-3], "--out", str(tmp_path / "again"), "-q"])
+    assert again.exit_code == 0 and pd.read_csv(tmp_path / "again" / "split.csv").equals(frame)  # deterministic

@@ -1,0 +1,65 @@
+"""Synchronous rounds with streamed updates: verl's "stream off policy pipeline" (``docs/system.md#stream_sync``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .base import CONTROLS, Admission, Control, ControlConfig
+
+
+class StreamSyncControlConfig(ControlConfig):
+    """Rounds of ``m = sync_every`` learner steps: the rollout side generates the round's ``m·B`` groups
+    with the weights of the round's first step only (it syncs once per round), and the learner trains
+    on every ``B`` of them as they finish instead of waiting for the whole round (verl
+    fully_async_policy with ``staleness_threshold = 0`` and ``trigger_parameter_sync_step = m``; verl
+    documentation advance/fully_async, "stream off policy pipeline")."""
+
+    kind: Literal["stream_sync"] = "stream_sync"
+    sync_every: int = Field(
+        4, ge=1, description="Learner steps per weight sync of the rollout side (verl trigger_parameter_sync_step; 1 = sync).")
+
+    def ahead_groups(self, groups_per_step, num_workers):
+        return self.sync_every * groups_per_step, "the groups of the round"
+
+    def drops_stale(self):
+        return False
+
+    def max_in_flight(self, groups_per_step):
+        return self.sync_every * groups_per_step
+
+    def is_synchronous(self):
+        return self.sync_every == 1
+
+    def fixed_lag(self):
+        return 0 if self.sync_every == 1 else None
+
+
+@CONTROLS.register(StreamSyncControlConfig)
+class StreamSyncControl(Control):
+    """Round ``r`` starts when the learner publishes version ``R = m·r``. A worker is admitted, with
+    version ``R``, once ``R`` is visible and while ``consumed + buffered + running < (R + m)·B``; the
+    learner takes the first ``B`` finished groups per step (FIFO). A group consumed at step
+    ``R + j`` has lag ``j`` (0 ≤ j < m); ``m = 1`` is exactly ``sync``."""
+
+    def __init__(self, cfg: StreamSyncControlConfig, groups_per_step: int):
+        super().__init__(cfg, groups_per_step)
+        self.m = cfg.sync_every
+        self.learner_version = 0
+
+    def round_start(self) -> int:
+        """``m·⌊learner version / m⌋``: the version the current round generates with."""
+        return self.m * (self.learner_version // self.m)
+
+    def on_publish(self, version):
+        self.learner_version = version
+
+    def admit(self, visible, buffer_len):
+        start = self.round_start()
+        if visible >= start and self.active(buffer_len) < (start + self.m) * self.B:
+            return Admission(start)
+        return None
+
+    def oldest_needed_version(self, visible):
+        return min(visible, self.round_start())
