@@ -19,7 +19,9 @@ those of the running, queued and training jobs, whatever ``run.steps``. What doe
 the run is its records (issue 28; :mod:`sandbox.system.records`): the jobs (slotted :class:`Job`
 objects, about 400 B each), the metrics rows as a :class:`~sandbox.system.records.MetricRows`
 (about 9 B a value) and the event log as columns (:class:`EventLog`, 41 B per event); the tables
-are built from them, bitwise the ones built from the objects.
+are built from them, bitwise the ones built from the objects. A cluster given a
+:class:`~sandbox.system.spill.Spill` (a run written to a directory) streams its finished jobs and its
+events to disk as it goes, so that during the simulation only the jobs in flight stay in memory.
 """
 
 from __future__ import annotations
