@@ -258,7 +258,7 @@ def _result(scn: Scenario, res, learner) -> RunResult:
 
 def _clear(record) -> None:
     """Empty one of the cluster's records (:class:`MetricRows`, :class:`JobRecords`, :class:`EventLog`)
-    once its table is built; the lists of other schedules (:mod:`sandbox.replay`) are left as they are."""
+    once its table is built (the replay of independent schedules returns the same record types)."""
     if isinstance(record, (MetricRows, JobRecords, EventLog)):
         record.clear()
 
