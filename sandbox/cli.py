@@ -1012,6 +1012,7 @@ def export(
     from .export import EXPORTERS, ExportError, ExportRefused, Given, export_scenario
     from .export.promotion import previous_source
     from .export.source import resolve
+    from .outputs import out_dir
 
     if list_:
         _print_frameworks(EXPORTERS, framework)
@@ -1039,10 +1040,13 @@ def export(
                 f"--out: the default folder {target} holds the export of another source ({previous_source(target)}); "
                 "choose a folder with --out (or remove that one)"
             )
+        out_dir(target)  # an impossible path (/proc, a file in the way): a clear error, nothing written
         exp.write(target)
-    except ExportError as exc:
+    except (ExportError, OutputError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
+    except OSError as exc:
+        _os_error(exc)
     except ExportRefused as exc:
         console.print(f"[red]refused:[/red] {framework} cannot express {len(exc.rows)} setting(s) of this scenario:")
         for r in exc.rows:
@@ -1188,10 +1192,10 @@ def preflight(
         console.print(f"preflight: {len(plan.jobs)} runs x {plan.seeds} seeds{split}, estimated {plan.seconds:.0f} s "
                       f"(budget {plan.budget:.0f} s)")
         target = user_path(out) if out is not None else Path("preflight") / f"{safe_name(config.stem) or 'config'}-{framework}"
-        with progress.session(progress.enabled(quiet)):
-            res = run_plan(plan)
         staged = StagedDir(target, whole=True, writer="sandbox preflight")
-        with staged as stage:
+        with staged as stage:  # opened first: an impossible --out is refused before minutes of runs
+            with progress.session(progress.enabled(quiet)):
+                res = run_plan(plan)
             write_outputs(stage, res, framework, str(config))
     except (ConfigImportError, PreflightError, SystemPlanError, OutputError, ScenarioError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")

@@ -615,23 +615,165 @@ def _reason(exc: BaseException) -> str:
     return describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
 
 
-def commit_run(src: Path, dest: Path, flag: str = "--out") -> None:
+def commit_run(src: Path, dest: Path, flag: str = "--out", root: Path | None = None) -> None:
     """Move the run directory ``src`` (written elsewhere, e.g. by a sweep worker) into ``dest``,
     replacing the previous result there: its markers (``summary.json``, ``error.json``) and run files
     leave first, the new markers come in last. ``dest`` must be a real directory of ours (a link is
-    refused: :func:`own_dir`). ``src`` is removed."""
-    own_dir(dest, flag)
-    markers = ("summary.json", "error.json")
-    new = sorted(sorted(os.listdir(src)), key=lambda n: n in markers)
-    ours = set(RUN_FILES) | {"run.json", "timing.json", "error.json", REPORT} | set(new)
-    old = sorted((n for n in os.listdir(dest) if n in ours), key=lambda n: n not in markers)
-    with _signals_held() as got:
-        trash = Path(tempfile.mkdtemp(dir=dest, prefix=_REPLACED))
-        try:
-            _swap(dest, src, old, new, trash)
-        finally:
-            _remove(trash)
-    _remove(src)
+    refused). ``src`` is removed.
+
+    ``root`` (default: ``dest``'s parent) is the directory the caller owns (a sweep's directory):
+    ``dest`` and ``src`` are reached from it one component at a time without following a link
+    (:func:`open_dir`), and every listing, move and removal is made relative to the directories so
+    opened (``dir_fd``). A directory replaced by a symbolic link while the sweep runs is therefore
+    never written through: the link is refused when met, and once a directory is open, swapping its
+    path for a link changes nothing of what is written where (issue 28)."""
+    dest, src = Path(dest), Path(src)
+    root = Path(root) if root is not None else dest.parent
+    dfd = open_dir(root, dest, flag)
+    sfd = pfd = -1
+    try:
+        src_root = root if _inside(src, root) else src.parent
+        sfd = open_dir(src_root, src, flag, create=False)
+        pfd = open_dir(src_root, src.parent, flag, create=False)
+        markers = ("summary.json", "error.json")
+        new = sorted(sorted(os.listdir(sfd)), key=lambda n: n in markers)
+        ours = set(RUN_FILES) | {"run.json", "timing.json", "error.json", REPORT} | set(new)
+        old = sorted((n for n in os.listdir(dfd) if n in ours), key=lambda n: n not in markers)
+        with _signals_held() as got:
+            trash = _REPLACED + _token()
+            os.mkdir(trash, 0o700, dir_fd=dfd)
+            tfd = os.open(trash, _DIR_FLAGS, dir_fd=dfd)
+            try:
+                for name in old:
+                    if _lexists_at(dfd, name):
+                        os.replace(name, name, src_dir_fd=dfd, dst_dir_fd=tfd)
+                _test_pause()
+                for name in new:
+                    if _lexists_at(dfd, name):  # not a run file of ours (refused before): keep nothing stale
+                        _remove_at(dfd, name)
+                    os.replace(name, name, src_dir_fd=sfd, dst_dir_fd=dfd)
+            finally:
+                os.close(tfd)
+                _remove_at(dfd, trash)
+        _remove_at(pfd, src.name)
+    finally:
+        for fd in (dfd, sfd, pfd):
+            if fd >= 0:
+                os.close(fd)
     if got:
         note_signal(got[-1])
         raise KeyboardInterrupt
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _token() -> str:
+    import secrets
+
+    return secrets.token_hex(4)  # 8 characters of [0-9a-f], as the temporary names of atomic_write
+
+
+def _inside(path: Path, root: Path) -> bool:
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    return rel == "." or not (rel == ".." or rel.startswith(".." + os.sep))
+
+
+def open_dir(root: Path, path: Path, flag: str = "--out", create: bool = True) -> int:
+    """A file descriptor of the directory ``path`` inside ``root``, reached from ``root`` one component
+    at a time with ``O_NOFOLLOW | O_DIRECTORY`` (missing components created when ``create``).
+    ``root`` itself is opened as named (the user's ``--out`` may be a link); below it a symbolic link
+    or anything but a directory is an :class:`OutputError` naming it, and nothing is opened through
+    it. The caller closes the descriptor."""
+    root, path = Path(root), Path(path)
+    if not _inside(path, root):
+        raise OutputError(f"{flag}: {path} is not inside {root}")
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    try:
+        fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        raise OutputError(f"{flag}: cannot open {root} ({describe_os_error(exc)})") from None
+    try:
+        walked = root
+        for part in ([] if rel == "." else Path(rel).parts):
+            walked = walked / part
+            try:
+                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise OutputError(f"{flag}: {walked} has gone (removed or moved while the sandbox was writing)") from None
+                try:
+                    os.mkdir(part, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                except OSError as exc:
+                    raise OutputError(f"{flag}: cannot create {walked} ({describe_os_error(exc)})") from None
+                try:
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    raise _not_ours(walked, flag, exc) from None
+            except OSError as exc:
+                raise _not_ours(walked, flag, exc) from None
+            os.close(fd)
+            fd = nfd
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _not_ours(path: Path, flag: str, exc: OSError) -> "OutputError":
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):  # a link (O_NOFOLLOW), or not a directory
+        what = "a symbolic link" if os.path.islink(path) else "not a directory"
+        return OutputError(f"{flag}: {path} is {what}; the sandbox writes only into directories it created "
+                           "there and follows no link: remove it")
+    return OutputError(f"{flag}: cannot open {path} ({describe_os_error(exc)})")
+
+
+def _lexists_at(dfd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _remove_at(dfd: int, name: str) -> None:
+    """:func:`_remove` relative to an open directory: a link or file unlinked, a directory removed
+    with its contents (rmtree with ``dir_fd`` follows no link)."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=dfd, ignore_errors=True)
+    else:
+        try:
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+
+
+def write_text_at(dfd: int, name: str, text: str, shown: Path) -> None:
+    """:func:`write_text` into an open directory (atomic: a temporary file named as
+    :func:`atomic_write`'s, then ``os.replace``, both relative to ``dfd``); ``shown``: the path named
+    in an error."""
+    tmp = f".{name}.{_token()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644, dir_fd=dfd)
+        try:
+            os.fchmod(fd, 0o644)
+            data = memoryview(text.encode())
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise OutputError(f"could not write {shown} ({describe_os_error(exc)})") from exc
+        raise

@@ -39,6 +39,7 @@ import torch
 from .processes import pool_context
 from .scenario.model import check_independent  # noqa: F401 (the scenario's own check, re-exported: the runner asks it here)
 from .system.cluster import ClusterResult, Job
+from .system.records import MetricRows
 from .system.schedule import DISPATCH, FINISH, SYSTEM_COLUMNS, TAKE, Schedule, record_schedule
 from .tasks.draws import RowGenerators
 from .tasks.rollouts import Rollouts
@@ -137,7 +138,7 @@ class IndependentReplay:
         inflight: _Slots | None = None
         pending: _Slots | None = None
         cursor = offsets[:-1].copy()
-        rows: list[dict] = []
+        rows = MetricRows(capacity=steps)  # typed columns, not a dict per step (issue 28); its frame is pd.DataFrame(rows)
         status = "completed"
         for b in range(batches):
             while True:

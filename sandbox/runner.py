@@ -23,6 +23,7 @@ from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, ScenarioError, dump_scenario
 from .system.cluster import Cluster, EventLog, JobRecords, job_record
 from .system.records import MetricRows
+from .system.spill import Spill
 from .tasks import TASKS, OracleTask, PolicyTask, make_task
 from .workload import OracleWorkload, PolicyWorkload
 
@@ -79,9 +80,10 @@ def check_runnable(scn: Scenario) -> None:
         ])
 
 
-def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, learner_cls=None):
+def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, learner_cls=None, spill: Spill | None = None):
     """Task, learner and cluster for a scenario, ready to ``cluster.run(steps)``. ``learner_cls``
-    lets a check substitute an instrumented learner (same constructor)."""
+    lets a check substitute an instrumented learner (same constructor); ``spill``: the cluster streams
+    its finished jobs and events there (:mod:`sandbox.system.spill`)."""
     check_runnable(scn)
     seeds = scn.run.seeds()
     task = make_task(scn.task)
@@ -100,13 +102,15 @@ def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, le
         on_step=on_step,
         record_events=scn.run.record_events,
         updates_per_batch=scn.algorithm.updates_per_batch,
+        spill=spill,
     )
     return task, learner, cluster
 
 
-def prepare_independent(scn: Scenario, on_step: Callable[[dict], None] | None = None, learner_cls=None):
+def prepare_independent(scn: Scenario, on_step: Callable[[dict], None] | None = None, learner_cls=None, spill=None):
     """Task, learner and :class:`sandbox.replay.IndependentReplay` for ``run.schedules = "independent"``:
-    replica r starts from the initial weights of the separate run with master seed ``run.seed + r``."""
+    replica r starts from the initial weights of the separate run with master seed ``run.seed + r``.
+    ``spill`` is not used (the replay keeps its records in memory; see :mod:`sandbox.replay`)."""
     from .replay import IndependentReplay, check_independent, replica_seeds
 
     check_runnable(scn)
@@ -167,7 +171,8 @@ def run_scenario(
         shown: list = []  # the "simulating" task, once the warm start (in prepare) is over
         if progress.active():  # one row per optimizer step; run.steps counts optimizer steps
             hooks.append(lambda row: shown and shown[0].advance_to(int(row["step"]) + 1, step_info(row)))
-        task, learner, cluster = prepare(scn, _fan_out(hooks), learner_cls)
+        spill = _spill(out_dir, stack) if prepare is prepare_run else None
+        task, learner, cluster = prepare(scn, _fan_out(hooks), learner_cls, spill)
         threads = scn.run.threads or task.default_threads
         previous = torch.get_num_threads()
         if threads:
@@ -185,6 +190,23 @@ def run_scenario(
             else:
                 _write_into(stage, result, label, color, writers)
     return result
+
+
+def _spill(out_dir: str | Path | None, stack: ExitStack) -> Spill | None:
+    """A run written to ``out_dir`` streams its finished jobs and events to a private directory beside
+    it (removed when the run ends; issue 28: memory bounded in the run's length). None without an
+    output directory, or when its parent does not exist yet (the records then stay in memory)."""
+    if out_dir is None:
+        return None
+    parent = Path(out_dir).parent
+    if not parent.is_dir():
+        return None
+    try:
+        spill = Spill(parent)
+    except OSError:  # no room or no permission there: the output directory's own error comes later
+        return None
+    stack.callback(spill.close)
+    return spill
 
 
 def step_info(row: dict) -> str:
@@ -238,7 +260,7 @@ def _result(scn: Scenario, res, learner) -> RunResult:
 
 def _clear(record) -> None:
     """Empty one of the cluster's records (:class:`MetricRows`, :class:`JobRecords`, :class:`EventLog`)
-    once its table is built; the lists of other schedules (:mod:`sandbox.replay`) are left as they are."""
+    once its table is built (the replay of independent schedules returns the same record types)."""
     if isinstance(record, (MetricRows, JobRecords, EventLog)):
         record.clear()
 

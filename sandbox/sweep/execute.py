@@ -25,6 +25,7 @@ directories it created), and so is an existing ``--out`` that is not a sweep's d
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -45,6 +46,7 @@ from ..outputs import (
     check_out_path,
     commit_run,
     is_transient_dir,
+    open_dir,
     output_lock,
     own_dir,
     plain_name,
@@ -53,6 +55,7 @@ from ..outputs import (
     user_path,
     write_json,
     write_text,
+    write_text_at,
 )
 from ..processes import _alive, bind_to, pool_context, terminate_as_interrupt
 from .results import (
@@ -98,13 +101,14 @@ def _pool_worker(command: int) -> None:
     _init_worker()
 
 
-def execute_run(rid: str, data: dict, out_dir: str, meta: dict) -> dict:
+def execute_run(rid: str, data: dict, out_dir: str, meta: dict, root: str | Path | None = None) -> dict:
     """Run one scenario into ``out_dir`` (in this process): written into a pending directory beside
-    it (:func:`execute_pending`), then moved into place (:func:`sandbox.outputs.commit_run`); never
-    raises for a failure of the run itself."""
+    it (:func:`execute_pending`), then moved into place (:func:`sandbox.outputs.commit_run`, reaching
+    ``out_dir`` from ``root``, default its parent, without following a link); never raises for a
+    failure of the run itself."""
     out = Path(out_dir)
     rec = execute_pending(rid, data, str(out.parent), meta)
-    land(rec, out)
+    land(rec, out, Path(root) if root is not None else out.parent)
     return rec
 
 
@@ -117,28 +121,54 @@ def execute_pending(rid: str, data: dict, runs_dir: str, meta: dict) -> dict:
     _init_worker()
     root = Path(runs_dir)
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".pending-{rid}-"))
+    tmp = _pending_dir(root, rid)
     rec = _execute_into(rid, data, tmp / rid, meta)
     rec["pending"] = str(tmp / rid)
     return rec
 
 
-def land(rec: dict, out: Path) -> None:
-    """Move a record's pending run directory (if any) into ``out``, its run directory."""
+def _pending_dir(runs: Path, rid: str) -> Path:
+    """A new ``<runs>/.pending-<rid>-<random>`` directory (as :func:`tempfile.mkdtemp`), created
+    through a descriptor of ``runs`` opened without following a link: a ``runs/`` replaced by a
+    link while the sweep runs gets no directory of ours behind it (:class:`OutputError`)."""
+    import secrets
+
+    try:
+        fd = os.open(runs, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise OutputError(f"--out: {runs} is not a directory the sweep created (a symbolic link?): "
+                          f"{exc.strerror or exc}; remove it") from None
+    try:
+        for _ in range(100):
+            name = f".pending-{rid}-{secrets.token_hex(4)}"
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                continue
+            return runs / name
+        raise OutputError(f"--out: cannot create a pending directory in {runs}")
+    finally:
+        os.close(fd)
+
+
+def land(rec: dict, out: Path, root: Path) -> None:
+    """Move a record's pending run directory (if any) into ``out``, its run directory, reached from
+    ``root`` (the sweep's directory) without following a link (:func:`sandbox.outputs.commit_run`)."""
     pending = rec.pop("pending", None)
     if pending is None:
         return
     src = Path(pending)
     try:
-        commit_run(src, out)
+        commit_run(src, out, root=root)
     finally:
         if is_transient_dir(src.parent.name):
             shutil.rmtree(src.parent, ignore_errors=True)
 
 
 def _execute_into(rid: str, data: dict, out: Path, meta: dict) -> dict:
-    """Run one scenario into the new directory ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Run one scenario into the new directory ``out`` (its parent exists: it is not created through
+    a link swapped in meanwhile)."""
+    out.mkdir(exist_ok=True)
     write_json(out / "run.json", meta)
     t0 = time.perf_counter()
     try:
@@ -499,7 +529,7 @@ def _run_inline(spec: SweepSpec, todo: list[RunSpec], out: Path, finished) -> No
     threads = torch.get_num_threads()
     try:
         for r in todo:
-            finished(execute_run(r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec)))
+            finished(execute_run(r.id, r.data, str(run_dir(out, r.id)), _meta(r, spec), root=out))
     finally:
         torch.set_num_threads(threads)
 
@@ -532,7 +562,7 @@ def _pool_pass(spec: SweepSpec, queue: list[RunSpec], out: Path, workers: int, f
     runs = str(out / RUNS)
 
     def landed(rec: dict) -> None:
-        land(rec, run_dir(out, rec["id"]))  # here, holding the sweep's lock: the worker only wrote a pending directory
+        land(rec, run_dir(out, rec["id"]), out)  # here, holding the sweep's lock: the worker only wrote a pending directory
         finished(rec)
 
     pending: dict[Any, RunSpec] = {}
@@ -593,19 +623,26 @@ def _run_alone(spec: SweepSpec, r: RunSpec, out: Path, finished, retries: int) -
             _stop_pool(ex)
             raise
         ex.shutdown(wait=True)
-        land(rec, run_dir(out, r.id))
+        land(rec, run_dir(out, r.id), out)
         finished(rec)
         return
-    _record_failure(run_dir(out, r.id), _worker_death(last, r.id, retries))
+    _record_failure(run_dir(out, r.id), _worker_death(last, r.id, retries), out)
     finished({"id": r.id, "state": "failed"})
 
 
-def _record_failure(path: Path, err: dict) -> None:
+def _record_failure(path: Path, err: dict, root: Path) -> None:
     """``error.json`` of a run that did not return (its worker died), written by the sweep into the
-    run's own directory (a real directory: :func:`sandbox.outputs.own_dir`); a stale summary goes."""
-    own_dir(path)
-    (path / "summary.json").unlink(missing_ok=True)  # a link there is removed, never its target
-    write_json(path / "error.json", err)
+    run's own directory, reached from ``root`` (the sweep's directory) without following a link and
+    written relative to it (:func:`sandbox.outputs.open_dir`); a stale summary goes."""
+    fd = open_dir(root, path)
+    try:
+        try:
+            os.unlink("summary.json", dir_fd=fd)  # a link there is removed, never its target
+        except FileNotFoundError:
+            pass
+        write_text_at(fd, "error.json", json.dumps(err, indent=2, default=str, allow_nan=True) + "\n", path / "error.json")
+    finally:
+        os.close(fd)
 
 
 def _stop_pool(ex: ProcessPoolExecutor) -> None:
@@ -674,18 +711,18 @@ def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, addr
                     rec = ray.get(ref)
                 except RayTaskError as exc:  # raised outside execute_run (e.g. packing the files): the run failed
                     err = {"id": r.id, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-                    _record_failure(path, err)
+                    _record_failure(path, err, out)
                     finished({"id": r.id, "state": "failed"})
                     continue
                 except Exception as exc:  # noqa: BLE001 - the worker died on every try: recorded, run again on resume
                     remove_scratch()  # what the dead worker left in the temporary directory (a local cluster)
-                    _record_failure(path, _worker_death(exc, r.id, retries))
+                    _record_failure(path, _worker_death(exc, r.id, retries), out)
                     finished({"id": r.id, "state": "failed"})
                     continue
-                pending = Path(tempfile.mkdtemp(dir=out / RUNS, prefix=f".pending-{r.id}-")) / r.id
+                pending = _pending_dir(out / RUNS, r.id) / r.id
                 _unpack(rec.pop("files", {}), pending)
                 rec["pending"] = str(pending)
-                land(rec, path)
+                land(rec, path, out)
                 finished(rec)
     except BaseException:
         for ref in refs:

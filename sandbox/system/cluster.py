@@ -19,7 +19,9 @@ those of the running, queued and training jobs, whatever ``run.steps``. What doe
 the run is its records (issue 28; :mod:`sandbox.system.records`): the jobs (slotted :class:`Job`
 objects, about 400 B each), the metrics rows as a :class:`~sandbox.system.records.MetricRows`
 (about 9 B a value) and the event log as columns (:class:`EventLog`, 41 B per event); the tables
-are built from them, bitwise the ones built from the objects.
+are built from them, bitwise the ones built from the objects. A cluster given a
+:class:`~sandbox.system.spill.Spill` (a run written to a directory) streams its finished jobs and its
+events to disk as it goes, so that during the simulation only the jobs in flight stay in memory.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from simpy.events import URGENT
 from ..errors import ScenarioError
 from .config import SystemConfig
 from .records import ColumnTable, MetricRows
+from .spill import Spill, column_kind
 from .staleness import Control, make_control
 
 
@@ -125,18 +128,26 @@ class EventLog:
     ``==`` with a list of tuples), so ``pd.DataFrame(log, columns=EVENT_COLUMNS)`` and every
     comparison see exactly the tuples a list would have held."""
 
-    __slots__ = ("time", "kind", "worker", "job", "version", "step", "kinds", "_codes", "_pending")
+    __slots__ = ("time", "kind", "worker", "job", "version", "step", "kinds", "_codes", "_pending", "_spill", "_spilled")
 
     FLUSH = 4096
     """Events appended as tuples and moved into the arrays this many at a time: six ``array.append``
     calls per event cost about 2 us, a tuple append and one batched ``extend`` per field a tenth."""
 
-    def __init__(self) -> None:
+    FIELDS = (("time", "d", np.float64), ("kind", "b", np.int8), ("worker", "q", np.int64), ("job", "q", np.int64),
+              ("version", "q", np.int64), ("step", "q", np.int64))
+    """The arrays: name, ``array`` typecode, numpy dtype."""
+
+    def __init__(self, spill: Spill | None = None) -> None:
+        """``spill``: each batch of ``FLUSH`` events moved into the arrays is then appended to the
+        spill's files (``events.<field>``) and leaves memory (:mod:`sandbox.system.spill`)."""
         self.time, self.kind = array("d"), array("b")
         self.worker, self.job, self.version, self.step = array("q"), array("q"), array("q"), array("q")
         self.kinds: list[str] = []
         self._codes: dict[str, int] = {}
         self._pending: list[tuple] = []
+        self._spill = spill
+        self._spilled = 0  # events in the spill's files (the oldest ones)
 
     def append(self, event: tuple) -> None:
         pending = self._pending
@@ -157,6 +168,31 @@ class EventLog:
             self._flush()
 
     def _flush(self) -> None:
+        """Move the waiting events into the arrays; with a spill, then the arrays into its files."""
+        self._move()
+        if self._spill is not None and len(self.time) >= self.FLUSH:
+            for name, _, dtype in self.FIELDS:
+                self._spill.append("events." + name, np.frombuffer(getattr(self, name), dtype=dtype))
+            self._spilled += len(self.time)
+            for name, code, _ in self.FIELDS:
+                setattr(self, name, array(code))
+
+    def _materialize(self) -> None:
+        """Read the spilled events back into the arrays (for reads one event at a time); the log
+        stays in memory from then on."""
+        self._move()
+        if self._spill is None:
+            return
+        if self._spilled:
+            for name, code, dtype in self.FIELDS:
+                old = array(code, self._spill.read("events." + name, dtype).tobytes())
+                old.extend(getattr(self, name))
+                setattr(self, name, old)
+                self._spill.drop("events." + name)
+            self._spilled = 0
+        self._spill = None
+
+    def _move(self) -> None:
         pending = self._pending
         if not pending:
             return
@@ -175,16 +211,20 @@ class EventLog:
         pending.clear()
 
     def __len__(self) -> int:
-        return len(self.time) + len(self._pending)
+        return self._spilled + len(self.time) + len(self._pending)
 
     def clear(self) -> None:
-        """Drop every event (the arrays' buffers go; the kinds seen so far keep their codes)."""
+        """Drop every event (the arrays' buffers and spilled files go; the kinds seen so far keep their codes)."""
         self.time, self.kind = array("d"), array("b")
         self.worker, self.job, self.version, self.step = array("q"), array("q"), array("q"), array("q")
         self._pending.clear()  # the same list: the bound append handed out by ``add`` stays valid
+        if self._spill is not None:
+            for name, _, _ in self.FIELDS:
+                self._spill.drop("events." + name)
+        self._spilled = 0
 
     def _row(self, i: int) -> tuple:
-        self._flush()
+        self._materialize()
         return (self.time[i], self.kinds[self.kind[i]], self.worker[i], self.job[i], self.version[i], self.step[i])
 
     def __getitem__(self, i):
@@ -196,7 +236,7 @@ class EventLog:
         return self._row(i % n)
 
     def __iter__(self):
-        self._flush()
+        self._materialize()
         kinds = self.kinds
         return zip(self.time, (kinds[c] for c in self.kind), self.worker, self.job, self.version, self.step)
 
@@ -215,13 +255,16 @@ class EventLog:
         tuples it replaces was about 14 KB a step on the quickstart, at the end of the run)."""
         import pandas as pd
 
-        self._flush()
+        self._move()
         if not len(self):
             return pd.DataFrame(self, columns=columns)
         kinds = np.empty(len(self.kinds), dtype=object)
         kinds[:] = self.kinds
-        data = [np.frombuffer(self.time, dtype=np.float64).copy(), kinds[np.frombuffer(self.kind, dtype=np.int8)]]
-        data += [np.frombuffer(a, dtype=np.int64).copy() for a in (self.worker, self.job, self.version, self.step)]
+        data = []
+        for name, _, dtype in self.FIELDS:  # the spilled events first, then those in memory
+            a = np.frombuffer(getattr(self, name), dtype=dtype)
+            a = np.concatenate([self._spill.read("events." + name, dtype), a]) if self._spilled else a.copy()
+            data.append(kinds[a] if name == "kind" else a)
         return pd.DataFrame(dict(zip(columns, data)))
 
 
@@ -288,26 +331,109 @@ def job_record(j: Job) -> dict:
     }
 
 
+def _job_columns(jobs: list[Job]) -> list[list]:
+    """The values of :func:`job_record` for ``jobs``, column by column (in :data:`JOB_COLUMNS` order)."""
+    return [
+        [j.id for j in jobs],
+        [j.worker for j in jobs],
+        [j.head_version for j in jobs],
+        [j.tail_version for j in jobs],
+        [-1 if j.target_step is None else j.target_step for j in jobs],
+        [j.dispatch_time for j in jobs],
+        [j.finish_time for j in jobs],
+        [j.consume_time for j in jobs],
+        [j.consume_step for j in jobs],
+        [-1 if j.dropped_at is None else j.dropped_at for j in jobs],
+        [j.segments for j in jobs],
+        [j.num_samples if j.payload is not None else 0 for j in jobs],
+    ]
+
+
 class JobRecords:
     """``Cluster.jobs``: every job of the run, by id, as its :class:`Job` (a finished one keeps the
     shared :func:`released` payload). Retiring finished jobs into a
     :class:`~sandbox.system.records.ColumnTable` row (about 110 B instead of about 400 B) was tried and
     removed: one row put per job cost about 15 us in the simulation loop. Reads as the list of jobs
     (``len``, indexing, iteration); :meth:`to_frame` is the jobs table, bitwise the one built from the
-    objects (through the column table, as the metrics rows are)."""
+    objects (through the column table, as the metrics rows are).
 
-    __slots__ = ("_live", "_table", "_n")
+    With a ``spill`` (:mod:`sandbox.system.spill`), finished jobs (:meth:`retire`: consumed or
+    dropped, nothing changes them again) leave memory: they wait in a list and every ``FLUSH`` of them
+    become one chunk of typed columns appended to the spill's files ``jobs.<column>`` (about 1 us a
+    job, in batches). :meth:`to_frame` assembles the table from the files and the jobs still in memory,
+    column by column, as the column table would have built it (int64 where every value is an int,
+    float64 otherwise). Jobs with values the typed columns cannot hold exactly stay in the column
+    table, and then so does everything (:meth:`_materialize`), as does a read of one spilled job."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_live", "_table", "_n", "_spill", "_retired", "_chunks")
+
+    FLUSH = 4096
+
+    def __init__(self, spill: Spill | None = None) -> None:
         self._live: dict[int, Job] = {}
         self._table = ColumnTable()
         self._n = 0
+        self._spill = spill
+        self._retired: list[Job] = []  # finished jobs not yet written
+        self._chunks: list[tuple[int, tuple[str, ...]]] = []  # per spilled chunk: its rows, each column's kind
 
     def append(self, job: Job) -> None:
         if job.id != self._n:
             raise ValueError(f"job ids are their index: got {job.id}, expected {self._n}")
         self._live[job.id] = job
         self._n += 1
+
+    def retire(self, jobs: list[Job]) -> None:
+        """Finished ``jobs`` leave memory for the spill (nothing without one)."""
+        if self._spill is None:
+            return
+        live, out = self._live, self._retired
+        for job in jobs:
+            out.append(live.pop(job.id))
+        if len(out) >= self.FLUSH:
+            self._write()
+
+    def _write(self) -> None:
+        jobs, self._retired = self._retired, []
+        cols = _job_columns(jobs)
+        kinds = tuple(column_kind(c) for c in cols)
+        if None in kinds:  # a value the typed columns cannot hold exactly: these rows stay in memory
+            for j in jobs:
+                self._table.put(j.id, job_record(j))
+            return
+        for name, kind, values in zip(JOB_COLUMNS, kinds, cols):
+            self._spill.append("jobs." + name, np.array(values, dtype=np.int64 if kind == "i" else np.float64))
+        self._chunks.append((len(jobs), kinds))
+
+    def _spilled_column(self, name: str) -> list[np.ndarray]:
+        """Column ``name``'s spilled chunks, as written (int64 or float64)."""
+        raw = self._spill.read("jobs." + name, np.int64)
+        c = JOB_COLUMNS.index(name)
+        parts, start = [], 0
+        for rows, kinds in self._chunks:
+            part = raw[start:start + rows]
+            parts.append(part.view(np.float64) if kinds[c] == "f" else part)
+            start += rows
+        return parts
+
+    def _materialize(self) -> None:
+        """Every job not in memory into the column table (rows with the values that were written); the
+        records stay in memory from then on."""
+        if self._spill is None:
+            return
+        if self._chunks:
+            cols = {name: self._spilled_column(name) for name in JOB_COLUMNS}
+            for c in range(len(self._chunks)):
+                values = [cols[name][c].tolist() for name in JOB_COLUMNS]
+                for row in zip(*values):
+                    self._table.put(row[0], dict(zip(JOB_COLUMNS, row)))
+            for name in JOB_COLUMNS:
+                self._spill.drop("jobs." + name)
+            self._chunks = []
+        for job in self._retired:
+            self._table.put(job.id, job_record(job))
+        self._retired = []
+        self._spill = None
 
     def __len__(self) -> int:
         return self._n
@@ -316,6 +442,7 @@ class JobRecords:
         job = self._live.get(i)
         if job is not None:
             return job
+        self._materialize()
         r = self._table.row(i)
         return Job(
             id=r["job"], worker=r["worker"], head_version=r["head_version"], dispatch_time=r["dispatch_time"],
@@ -337,8 +464,11 @@ class JobRecords:
         return (self._job(i) for i in range(self._n))
 
     def clear(self) -> None:
-        """Drop every job (ids start again at 0)."""
-        self._live, self._table, self._n = {}, ColumnTable(), 0
+        """Drop every job (ids start again at 0; spilled files go)."""
+        if self._spill is not None:
+            for name in JOB_COLUMNS:
+                self._spill.drop("jobs." + name)
+        self._live, self._table, self._n, self._retired, self._chunks = {}, ColumnTable(), 0, [], []
 
     def nbytes(self) -> int:
         """Bytes held by the retired jobs' columns (the live jobs are the cluster's working set)."""
@@ -346,9 +476,40 @@ class JobRecords:
 
     def to_frame(self):
         """The jobs table: ``pd.DataFrame([job_record(j) for j in jobs])``, bitwise."""
+        rest = list(self._live.values()) + self._retired
+        if self._chunks and not len(self._table):
+            cols = _job_columns(rest)
+            kinds = [column_kind(c) for c in cols]
+            if None not in kinds:
+                return self._assemble(cols, kinds)
+        self._materialize()
         for job in self._live.values():  # rows of the jobs still live (rewritten if called again)
             self._table.put(job.id, job_record(job))
         return self._table.to_frame()
+
+    def _assemble(self, rest: list[list], rest_kinds: list[str]):
+        """The table from the spilled chunks and the jobs in memory (``rest``: their columns), one
+        column at a time, placed by job id."""
+        import pandas as pd
+
+        n = self._n
+        ids = np.concatenate(self._spilled_column("job"))
+        rest_ids = np.array(rest[0], dtype=np.int64)
+        seen = np.zeros(n, dtype=bool)
+        seen[ids] = True
+        seen[rest_ids] = True
+        if len(ids) + len(rest_ids) != n or not seen.all():
+            raise RuntimeError(f"jobs table: {len(ids)} spilled and {len(rest_ids)} jobs in memory for {n} ids")
+        out = {}
+        for c, name in enumerate(JOB_COLUMNS):
+            kinds = [k[c] for _, k in self._chunks] + ([rest_kinds[c]] if rest_ids.size else [])
+            dtype = np.int64 if all(k == "i" for k in kinds) else np.float64
+            data = np.empty(n, dtype=dtype)
+            data[ids] = np.concatenate([p.astype(dtype, copy=False) for p in self._spilled_column(name)])
+            if rest_ids.size:
+                data[rest_ids] = np.array(rest[c], dtype=dtype)
+            out[name] = data
+        return pd.DataFrame(out)
 
     def __repr__(self) -> str:
         return f"JobRecords({self._n} jobs, {len(self._live)} live)"
@@ -494,9 +655,12 @@ class Cluster:
         record_events: bool = True,
         updates_per_batch: int = 1,
         keep_payloads: bool = False,
+        spill: Spill | None = None,
     ):
         """``keep_payloads``: keep every job's payload until the run ends (for tests that inspect
-        the rollouts afterwards); by default each is released once consumed or dropped."""
+        the rollouts afterwards); by default each is released once consumed or dropped.
+        ``spill``: finished jobs and the event log are streamed to its files as the run goes on
+        (:mod:`sandbox.system.spill`; the tables are the same)."""
         self.cfg = cfg
         self.updates_per_batch = updates_per_batch
         self.workload = workload
@@ -509,8 +673,8 @@ class Cluster:
         self.store = WeightStore(self.env, trainer.initial_weights(), self._on_visible)
         self.signal = Signal(self.env, self._admissible)
         self.buffer: list[Job] = []
-        self.jobs = JobRecords()
-        self.events = EventLog()
+        self.jobs = JobRecords(spill)
+        self.events = EventLog(spill)
         self.record_events = record_events
         self._log = self.events.add if record_events else None  # None: no event is recorded
         self.keep_payloads = keep_payloads
@@ -549,6 +713,7 @@ class Cluster:
             # the Job (slots) stays as it is: retiring it into the column table here cost about 15 us a
             # job, about 60% of a system-only step (benchmarks/bench_system.py row 1), for ~300 B
             job.payload = released(job.payload.num_responses)
+        self.jobs.retire(jobs)
 
     def worker_utilisation(self) -> float:
         now = self.env.now
