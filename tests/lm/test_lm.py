@@ -181,6 +181,38 @@ def test_partial_continuation_records_versions_per_token():
     assert cont.oldest_version().min() == 0 and cont.newest_version().max() == 1
 
 
+def test_mixed_version_continuation_at_each_responses_own_position():
+    """Responses cut at their own positions (an engine's sequences at a weight sync) continue under the new
+    weights: every token before its cut keeps version 0 and μ of the old weights, every token after has
+    version 1 and μ of the new weights given prompt + its own prefix (teacher-forced, float tolerance of
+    cached vs uncached attention), and the kept prefixes are unchanged token for token."""
+    task, params = random_task(problem=dict(kind="sort", min_len=4, max_len=6))
+    params2 = {k: v + 0.05 * torch.randn_like(v, generator=torch.Generator().manual_seed(1)) for k, v in params.items()}
+    gen = torch.Generator().manual_seed(4)
+    full = task.generate(params, task.new_group(6, gen), gen, version=0)
+    cuts = torch.tensor([[0, 1, 2, 3, 1, 100]])
+    cut = full.truncate_each(cuts)
+    assert torch.equal(cut.lengths, torch.minimum(full.lengths, cuts))
+    assert torch.equal(cut.ended, full.ended & (full.lengths <= cuts))
+    assert not bool(cut.ended[0, :5].any()) and bool(cut.ended[0, 5])  # the last one had ended before its cut
+    cont = task.generate(params2, cut, gen, version=1)
+    assert bool(cont.ended.all())
+    m = cont.mask.bool()
+    pos = torch.arange(cont.width).view(1, 1, -1)
+    kept = cut.lengths.unsqueeze(-1)
+    old, new = m & (pos < kept), m & (pos >= kept)
+    assert bool(new[0, :5].any(-1).all())  # every cut response got new tokens
+    assert torch.equal(cont.token_versions[old], torch.zeros(int(old.sum()), dtype=torch.long))
+    assert torch.equal(cont.token_versions[new], torch.ones(int(new.sum()), dtype=torch.long))
+    assert (cont.token_versions[~m] == -1).all() and (cont.behaviour_logp[~m] == 0).all()
+    assert torch.equal(cont.tokens[..., :cut.width][old[..., :cut.width]], cut.tokens[old[..., :cut.width]])
+    lp1, lp2 = task.logprobs(params, cont), task.logprobs(params2, cont)
+    assert torch.allclose(cont.behaviour_logp[old], lp1[old], atol=1e-5)
+    assert torch.allclose(cont.behaviour_logp[new], lp2[new], atol=1e-5)
+    assert not torch.allclose(lp1[new], lp2[new], atol=1e-3)  # the two weight versions are told apart
+    assert torch.equal(cont.oldest_version()[0, :5], torch.tensor([1, 0, 0, 0, 0]))  # response 0 cut at 0: all new
+
+
 def test_sequence_logprob_matches_batched_logprobs():
     task, params = random_task()
     gen = torch.Generator().manual_seed(0)
