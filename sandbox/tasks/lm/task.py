@@ -160,6 +160,10 @@ class LMTask(PolicyTask):
     """Responses have variable lengths: with several replicas the learner computes each replica's loss
     on its own responses at its own width (``PolicyLearner.per_replica``), so each is its one-replica run."""
 
+    resumes_each = True
+    """:meth:`generate` continues responses cut at different positions (:meth:`_generate_each`): an engine's
+    sequences resumed under new weights (``system.generation_time.mixed_versions``)."""
+
     @property
     def width_free_logprobs(self) -> bool:
         """:meth:`logprobs` of replica r at position t depend on replica r's responses only, not on the width
