@@ -371,6 +371,21 @@ def test_engine_mixed_versions_resume_in_flight_sequences_under_new_weights(monk
     assert met.equals(again)
 
 
+def test_engine_mixed_versions_refused_where_it_cannot_be_honoured():
+    from pydantic import ValidationError
+
+    from sandbox.scenario.model import Scenario
+
+    d = _engine_scenario(True).model_dump()
+    d["task"]["replicas"] = 2
+    with pytest.raises(ValidationError, match="mixed_versions: needs task.replicas = 1"):
+        Scenario.model_validate(d)
+    d = _engine_scenario(True).model_dump()
+    d["task"] = {"name": "bitstring"}
+    with pytest.raises(ValidationError, match="mixed_versions: task 'bitstring' cannot continue"):
+        Scenario.model_validate(d)
+
+
 def test_shipped_lm_and_gym_scenarios_validate_with_variants():
     from pathlib import Path
 

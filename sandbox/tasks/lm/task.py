@@ -398,7 +398,7 @@ class LMTask(PolicyTask):
 
     def _generate_each(self, params: Params, group: Rollouts, gen: Stream, version: int | Tensor) -> Rollouts:
         """:meth:`generate` for a group whose unfinished responses sit at different positions (an engine's
-        sequences cut at a weight sync, each at its own decode step: ``docs/system.md#mixed-version-tokens``).
+        sequences cut at a weight sync, each at its own decode step: ``docs/system.md#continuous_batching, mixed-version tokens``).
         Replica by replica, then position by position (ascending), the responses at position ``w`` decode
         prompt + their first ``w`` tokens with the budget left, ``max_new_tokens − w`` (one :meth:`_decode`
         each, the KV cache recomputed under ``params``); each continuation is written from its own position
