@@ -77,6 +77,10 @@ class PartialPayload(Payload, Protocol):
     def truncate(self, positions: int) -> "PartialPayload":
         """The payload cut to its first ``positions`` token positions (an interrupted segment)."""
 
+    def truncate_each(self, positions: list[int]) -> "PartialPayload":
+        """The payload with response ``i`` cut to its first ``positions[i]`` tokens (an engine's sequences
+        at a weight sync, ``generation_time.mixed_versions``)."""
+
     def oldest_version(self) -> Any:
         """Per response, the oldest version among its tokens (a tensor with ``.min()``)."""
 
