@@ -232,6 +232,15 @@ class Scenario(BaseModel):
             problem = check_engine_task(self.engine, self.task, features)
             if problem:
                 raise ValueError(problem)
+        gen = self.system.generation_time
+        if getattr(gen, "mixed_versions", False):
+            if not getattr(impl, "resumes_each", False):
+                able = sorted(n for n in TASKS.names() if getattr(TASKS[n].impl, "resumes_each", False))
+                raise ValueError(f"system.generation_time.mixed_versions: task '{task}' cannot continue sequences cut at "
+                                 f"their own positions; use one of {able} or set mixed_versions = false")
+            if getattr(self.task, "replicas", 1) != 1:
+                raise ValueError(f"system.generation_time.mixed_versions: needs task.replicas = 1 (the engine times one "
+                                 f"group's sequences; got {self.task.replicas})")
         if issubclass(impl, OracleTask):  # no groups, no tokens: objectives and corrections do not apply
             if self.system.partial_rollouts:
                 raise ValueError(f"system.partial_rollouts needs a policy task; the {task} oracle has no tokens")

@@ -77,6 +77,10 @@ class PartialPayload(Payload, Protocol):
     def truncate(self, positions: int) -> "PartialPayload":
         """The payload cut to its first ``positions`` token positions (an interrupted segment)."""
 
+    def truncate_each(self, positions: list[int]) -> "PartialPayload":
+        """The payload with response ``i`` cut to its first ``positions[i]`` tokens (an engine's sequences
+        at a weight sync, ``generation_time.mixed_versions``)."""
+
     def oldest_version(self) -> Any:
         """Per response, the oldest version among its tokens (a tensor with ``.min()``)."""
 
@@ -689,7 +693,7 @@ class Cluster:
         self.rows = MetricRows()
         self.status = "running"
         gen = cfg.generation_time
-        self.engines = (gen.build_engines(self.env, len(self.speeds), self._resample)
+        self.engines = (gen.build_engines(self.env, len(self.speeds), self._resample, self._resume)
                         if getattr(gen, "engine_model", False) else None)
         self.lengths: dict[int, list[int]] = {}  # job id -> its sequences' lengths (engine runs only)
 
@@ -811,6 +815,21 @@ class Cluster:
         problem = self.engines[0].misfit(lengths)
         if problem is not None:
             raise SimulationError(problem)
+        self.lengths[job.id] = lengths
+        return lengths
+
+    def _resume(self, job: Job, version: int, weights: Any, positions: list[int]) -> list[int]:
+        """A group cut at a weight sync and continued under ``weights`` of ``version``
+        (``system.generation_time.mixed_versions``): sequence ``i`` keeps its first ``positions[i]`` tokens
+        (``truncate_each``) and the workload's ``extend`` samples the rest, stamped with ``version``; the
+        head version is the oldest that produced a token, the tail the newest. Returns the new lengths."""
+        cut = job.payload.truncate_each(positions)
+        job.payload = payload = self.workload.extend(weights, cut, version)
+        job.head_version = int(payload.oldest_version().min().item())
+        job.tail_version = int(payload.newest_version().max().item())
+        job.segments += 1
+        self._event("switch", job.worker, job.id, version)
+        lengths = self.cfg.generation_time.lengths(self.rng, payload, self.G, job.id, version)
         self.lengths[job.id] = lengths
         return lengths
 

@@ -144,6 +144,26 @@ class Rollouts:
         )
         return out._clear_padding()
 
+    def truncate_each(self, positions: Tensor) -> Rollouts:
+        """Keep the first ``positions[r, n]`` tokens of each response (``(R, N)`` int64): responses interrupted
+        at their own positions (an engine's sequences at a weight sync, each at its own decode step). A
+        response cut before its end is no longer ended; the width becomes the longest kept response."""
+        positions = torch.as_tensor(positions, dtype=torch.long).reshape(self.lengths.shape)
+        lengths = torch.minimum(self.lengths, positions.clamp_min(0))
+        ended = self.ended & (self.lengths <= positions)
+        w = int(lengths.max()) if lengths.numel() else 0
+        keep = slice(0, w)
+        out = replace(
+            self,
+            tokens=self.tokens[..., keep],
+            behaviour_logp=self.behaviour_logp[..., keep],
+            token_versions=self.token_versions[..., keep],
+            lengths=lengths,
+            ended=ended,
+            version_logp=None if self.version_logp is None else self.version_logp[..., keep],
+        )
+        return out._clear_padding()
+
     def _clear_padding(self) -> Rollouts:
         if not self.padded:
             return self  # every response fills every position: no padding to clear
@@ -228,6 +248,49 @@ class Rollouts:
         )
         if new_version_logp is not None or self.version_logp is not None:
             out.version_logp = _append(self.sampler_logp, new_logp if new_version_logp is None else new_version_logp)
+        return out._clear_padding()
+
+
+    def extend_each(self, new_tokens: Tensor, new_logp: Tensor, new_lengths: Tensor, new_ended: Tensor,
+                    version: int | Tensor, new_version_logp: Tensor | None = None) -> Rollouts:
+        """:meth:`extend` for unfinished responses at their own positions: response ``(r, n)``'s continuation
+        ``new_*[r, n, :new_lengths[r, n]]`` is written from position ``lengths[r, n]`` on (not from the
+        group's width), every token stamped with ``version`` (one, or ``(R,)`` per replica)."""
+        R, N, S = new_tokens.shape
+        live = ~self.ended
+        start = self.lengths
+        grow = torch.where(live, new_lengths, torch.zeros_like(new_lengths))
+        width = max(self.width, int((start + grow).max()) if grow.numel() else 0)
+
+        def widen(t: Tensor, value) -> Tensor:
+            extra = width - t.shape[-1]
+            return torch.nn.functional.pad(t, (0, extra), value=value) if extra else t.clone()
+
+        j = torch.arange(S)
+        valid = live.unsqueeze(-1) & (j < grow.unsqueeze(-1))
+        r_i, n_i, s_i = valid.nonzero(as_tuple=True)
+        pos = start[r_i, n_i] + s_i
+        if isinstance(version, Tensor):
+            versions = version.view(-1, 1, 1).expand(new_tokens.shape).to(torch.long)
+        else:
+            versions = torch.full_like(new_tokens, version)
+
+        def put(old: Tensor, value, new: Tensor) -> Tensor:
+            out = widen(old, value)
+            out[r_i, n_i, pos] = new[r_i, n_i, s_i].to(out.dtype)
+            return out
+
+        out = Rollouts(
+            tokens=put(self.tokens, 0, new_tokens),
+            behaviour_logp=put(self.behaviour_logp, 0.0, new_logp),
+            token_versions=put(self.token_versions, -1, versions),
+            lengths=start + grow,
+            ended=self.ended | new_ended,
+            group_size=self.group_size,
+            prompts=self.prompts,
+        )
+        if new_version_logp is not None or self.version_logp is not None:
+            out.version_logp = put(self.sampler_logp, 0.0, new_logp if new_version_logp is None else new_version_logp)
         return out._clear_padding()
 
 

@@ -98,3 +98,28 @@ def test_added_noise_is_the_logit_noise_draw_on_the_bf16_logits():
     assert gap(ro) > 10 * gap(plain)
     with pytest.raises(Exception, match="noise_dof"):
         lm_task({"name": "precision", "noise_dof": 3})
+
+
+def test_bf16_sampler_continuation_at_each_responses_own_position():
+    """Responses cut at their own positions (``system.generation_time.mixed_versions``) and continued by the bf16
+    sampler with new weights: after each cut the tokens carry version 1 and their exact log-probs
+    (``version_logp``) are the float32 teacher-forced ones of the new weights; before it the old ones are
+    kept bit for bit; the sampler's reported log-probs differ from the exact ones (bf16 rounding)."""
+    task, params = lm_task({"name": "precision", "dtype": "bfloat16"}, temperature=0.7)
+    params2 = {k: v + 0.05 * torch.randn_like(v, generator=torch.Generator().manual_seed(1)) for k, v in params.items()}
+    gen = torch.Generator().manual_seed(3)
+    full = task.generate(params, task.new_group(4, gen), gen, 0)
+    cut = full.truncate_each(torch.tensor([[0, 1, 2, 3]]))
+    cont = task.generate(params2, cut, gen, 1)
+    m = cont.mask.bool()
+    pos = torch.arange(cont.width).view(1, 1, -1)
+    old, new = m & (pos < cut.lengths.unsqueeze(-1)), m & (pos >= cut.lengths.unsqueeze(-1))
+    assert bool(new.any()) and bool(old.any())
+    assert (cont.token_versions[new] == 1).all() and (cont.token_versions[old] == 0).all()
+    w = cut.width  # every kept token sits before it
+    assert torch.equal(cont.version_logp[..., :w][old[..., :w]], full.version_logp[..., :w][old[..., :w]])
+    assert torch.equal(cont.behaviour_logp[..., :w][old[..., :w]], full.behaviour_logp[..., :w][old[..., :w]])
+    with torch.no_grad():
+        exact2 = task.logprobs(params2, cont)
+    assert torch.allclose(cont.version_logp[new], exact2[new], atol=1e-5)
+    assert float((cont.version_logp - cont.behaviour_logp)[new].abs().max()) > 0

@@ -184,3 +184,69 @@ def test_zero_cost_steps_finish_at_the_prefill():
     assert _run(cfg, [("a", [3], 0, 0), ("b", [5], 0, 0), ("c", [2], 0.0, 0)])[0] == {"a": 1.5, "b": 1.5, "c": 1.5}
     cfg = ContinuousBatchingDelay(step_base=0.0, step_per_sequence=0.0)
     assert _run(cfg, [("a", [3], 0, 0), ("b", [5], 0.0, 0)])[0] == {"a": 0.0, "b": 0.0}
+
+
+@pytest.mark.component("delay", "continuous_batching")
+def test_mixed_versions_resume_cuts_each_sequence_at_its_decoded_tokens():
+    # a = 1, b = 0, sync 0.5 s; 'old' (version 0) from 0, 'new' (version 1, 1 token) arrives at 1.
+    base = dict(step_base=1.0, step_per_sequence=0.0, sync_time=0.5, sync="partial", mixed_versions=True)
+    calls = []
+
+    def hook(new_lengths):
+        def resume(job, version, weights, positions):
+            calls.append((version, list(positions)))
+            job.segments += 1
+            return new_lengths
+        return resume
+
+    def run(cfg, arrivals, resume):
+        env = simpy.Environment()
+        engine = cfg.build_engines(env, 1, None, resume)[0]
+        done = {}
+
+        def worker(name, lengths, at, version):
+            yield env.timeout(at)
+            yield engine.submit(_Job(), lengths, version)
+            done[name] = env.now
+
+        for a in arrivals:
+            env.process(worker(*a))
+        env.run()
+        return done, engine
+
+    # 'old' (4 tokens) has decoded 1 token at the sync (t = 1): cut at 1, continued to 6 tokens under version 1,
+    # 5 steps left after the sync (1 -> 1.5): ends at 6.5; 'new' 1.5 -> 2.5
+    done, engine = run(ContinuousBatchingDelay(**base), [("old", [4], 0, 0), ("new", [1], 1.0, 1)], hook([6]))
+    assert done == {"old": 6.5, "new": 2.5} and calls == [(1, [1])] and engine.kv_used == 0
+    # 'old' = [1, 4], 'new' at 2: at the sync sequence 0 has ended (kept whole, position 1), sequence 1 has decoded
+    # 2 tokens; new lengths [1, 6]: 4 steps left after the sync (2 -> 2.5), 'old' ends at 6.5, 'new' at 3.5
+    calls.clear()
+    done, engine = run(ContinuousBatchingDelay(**base), [("old", [1, 4], 0, 0), ("new", [1], 2.0, 1)], hook([1, 6]))
+    assert done == {"old": 6.5, "new": 3.5} and calls == [(1, [1, 2])] and engine.kv_used == 0
+    # a group of an older version queued behind the sync's target ('late', version 0, arrives with 'new') is
+    # regenerated from its first token (position 0); each resumed sequence gets 3 tokens more than its cut:
+    # 'old' 1 + 3 (3 left), 'late' 0 + 3; after the sync (1 -> 1.5) 'new' ends at 2.5, 'old' and 'late' at 4.5
+    calls.clear()
+
+    def plus3(job, version, weights, positions):
+        calls.append((version, list(positions)))
+        return [p + 3 for p in positions]
+
+    done, engine = run(ContinuousBatchingDelay(**base),
+                       [("old", [4], 0, 0), ("new", [1], 1.0, 1), ("late", [2], 1.0, 0)], plus3)
+    assert done == {"old": 4.5, "new": 2.5, "late": 4.5} and calls == [(1, [1]), (1, [0])]
+    # off (the default): timing only, no hook called, the 3 tokens left resume (ends at 4.5 as in sync = partial)
+    calls.clear()
+    done, _ = run(ContinuousBatchingDelay(**{**base, "mixed_versions": False}),
+                  [("old", [4], 0, 0), ("new", [1], 1.0, 1)], hook([6]))
+    assert done == {"old": 4.5, "new": 2.5} and calls == []
+
+
+@pytest.mark.parametrize("over, field", [
+    ({"sync": "drain"}, "sync = 'partial'"),
+    ({"length_median": 10}, "length_median"),
+    ({"kv_capacity_tokens": 100}, "kv_capacity_tokens"),
+])
+def test_mixed_versions_refuses_what_it_cannot_honour(over, field):
+    with pytest.raises(ValidationError, match=field):
+        ContinuousBatchingDelay(**{"sync": "partial", "mixed_versions": True, **over})

@@ -21,7 +21,13 @@ engine and the worker waits until its last sequence ends. The engine is one simp
   syncs; ``abort``: the groups in flight are aborted at the step boundary, their tokens thrown away,
   and they are regenerated from their first token under the new version (queued ahead of the rest);
   ``partial``: the sequences in flight pause for the sync and resume under the new version (the
-  group's ``tail_version`` is the newest version that decoded part of it).
+  group's ``tail_version`` is the newest version that decoded part of it). With ``mixed_versions``
+  (opt-in; the LM task) the content follows the timing: at the sync every group of an older version in
+  the engine (in flight or queued) is cut, sequence by sequence, at the tokens it has decoded
+  (``length − remaining``; 0 for a sequence not admitted yet; its whole length for one that has ended)
+  and handed to the cluster's ``resume`` hook, which samples the rest under the new weights (tokens
+  stamped with the new version, behaviour log-probs of the new weights) and returns the new lengths;
+  the sequences go on with ``new length − decoded`` steps left.
 
 Between two changes of the batch (a sequence ends, a group arrives, a sync) every step costs the
 same, so the process jumps over them at once; an arrival in the middle is admitted at the next
@@ -109,6 +115,11 @@ class ContinuousBatchingDelay(Delay):
     tail_alpha: float | None = Field(
         None, gt=0, description="Pareto shape α of a power-law factor on each length (median kept); None = no extra tail.")
 
+    mixed_versions: bool = Field(
+        False, description="With sync = 'partial' (LM task, one replica): sequences in flight at a sync continue their "
+        "remaining tokens under the new weights, each token stamped with the version that sampled it; off: the "
+        "tokens stay those of the admitted version (timing only).")
+
     hardware: EngineHardware | None = Field(
         None, description="Derive step_base, step_per_sequence and sync_time (those not set) from a GPU and a model.")
 
@@ -132,6 +143,16 @@ class ContinuousBatchingDelay(Delay):
         if self.length_median is None and (self.length_sigma > 0 or self.max_tokens is not None or shaped):
             raise ValueError("length_sigma, max_tokens, prompts, prompt_sigma, length_trend and tail_alpha shape the "
                              "length model: set length_median too")
+        if self.mixed_versions:
+            if self.sync != "partial":
+                raise ValueError(f"mixed_versions: resumes sequences under new weights, which needs sync = 'partial' "
+                                 f"(got sync = '{self.sync}')")
+            if self.length_median is not None:
+                raise ValueError("mixed_versions: the resumed sequences' lengths are the workload's, so leave "
+                                 "length_median unset (the length model is for timing-only runs)")
+            if self.kv_capacity_tokens is not None:
+                raise ValueError("mixed_versions: a resumed sequence's length changes at the sync, so its KV reservation "
+                                 "(prompt_tokens + length) is not known at admission; leave kv_capacity_tokens unset")
         if self.prompt_sigma > 0 and self.prompts is None:
             raise ValueError("prompt_sigma: the prompts' medians need prompts (the dataset size) set")
         if self.kv_capacity_tokens is not None:
@@ -189,10 +210,11 @@ class ContinuousBatchingDelay(Delay):
                 return flat
         return [int(payload.decode_steps)] * group_size
 
-    def build_engines(self, env: simpy.Environment, num_workers: int, resample: Callable) -> list["Engine"]:
+    def build_engines(self, env: simpy.Environment, num_workers: int, resample: Callable,
+                      resume: Callable | None = None) -> list["Engine"]:
         """One :class:`Engine` per ``workers_per_engine`` workers (the last may have fewer)."""
         count = -(-num_workers // self.workers_per_engine)
-        return [Engine(env, self, i, resample) for i in range(count)]
+        return [Engine(env, self, i, resample, resume) for i in range(count)]
 
 
 @lru_cache(maxsize=64)
@@ -223,13 +245,17 @@ class Engine:
     """One inference engine (module docstring): a simpy process stepping its batch.
 
     ``resample(job, version, weights)`` is the cluster's hook for ``sync = "abort"``: it regenerates an
-    aborted group's payload with ``weights`` of ``version`` and returns its new sequence lengths."""
+    aborted group's payload with ``weights`` of ``version`` and returns its new sequence lengths.
+    ``resume(job, version, weights, positions)`` is its hook for ``mixed_versions``: it cuts the group's
+    sequences at ``positions`` (tokens decoded so far), continues them with ``weights`` of ``version`` and
+    returns their new lengths."""
 
-    def __init__(self, env: simpy.Environment, cfg: ContinuousBatchingDelay, index: int, resample: Callable):
-        self.env, self.cfg, self.index, self.resample = env, cfg, index, resample
+    def __init__(self, env: simpy.Environment, cfg: ContinuousBatchingDelay, index: int, resample: Callable,
+                 resume: Callable | None = None):
+        self.env, self.cfg, self.index, self.resample, self.resume = env, cfg, index, resample, resume
         self.version = 0
         self.waiting: deque[Request] = deque()
-        self.running: list[list] = []  # [request, remaining tokens, KV reserved]
+        self.running: list[list] = []  # [request, remaining tokens, KV reserved, sequence index]
         self.kv_used = 0
         self.syncs = 0
         self.steps = 0
@@ -273,9 +299,9 @@ class Engine:
             self.kv_used += kv
             req.next_seq += 1
             if length <= 0:  # an empty response ends at admission (after its prefill)
-                running.append([req, 0, kv])
+                running.append([req, 0, kv, req.next_seq - 1])
             else:
-                running.append([req, length, kv])
+                running.append([req, length, kv, req.next_seq - 1])
             admitted += 1
             if req.next_seq == len(req.lengths):
                 waiting.popleft()
@@ -307,7 +333,7 @@ class Engine:
         target, weights = head.version, head.weights
         if cfg.sync == "abort" and self.running:
             aborted: list[Request] = []
-            for req, _, kv in self.running:
+            for req, _, kv, _ in self.running:
                 self.kv_used -= kv
                 if req not in aborted:
                     aborted.append(req)
@@ -322,12 +348,43 @@ class Engine:
             yield self.env.timeout(cfg.sync_time)
         self.version = target
         self.syncs += 1
-        if cfg.sync == "partial":
+        if cfg.sync == "partial" and cfg.mixed_versions and self.resume is not None:
+            self._resume_older(target, weights)
+        elif cfg.sync == "partial":
             for entry in self.running:
                 job = entry[0].job
                 if job.tail_version < target:
                     job.tail_version = target
                     job.segments += 1
+
+    def _resume_older(self, target: int, weights: Any) -> None:
+        """``mixed_versions``: every group of a version older than ``target`` in the engine, in flight first
+        (in admission order) then queued, is cut at the tokens each sequence has decoded and continued under
+        ``weights`` (module docstring); the sequences keep their place with their new remaining steps."""
+        reqs: list[Request] = []
+        for entry in self.running:
+            if entry[0] not in reqs:
+                reqs.append(entry[0])
+        reqs += [req for req in self.waiting if req not in reqs]
+        for req in reqs:
+            if req.version >= target:
+                continue
+            entries = {entry[3]: entry for entry in self.running if entry[0] is req}
+            positions = []
+            for i, length in enumerate(req.lengths):
+                if i >= req.next_seq:
+                    positions.append(0)  # not admitted yet: all its tokens under the new weights
+                elif i in entries:
+                    positions.append(length - entries[i][1])
+                else:
+                    positions.append(length)  # ended: kept whole
+            lengths = [int(v) for v in self.resume(req.job, target, weights, positions)]
+            for i, entry in entries.items():
+                entry[1] = lengths[i] - positions[i]
+                kv = self.cfg.prompt_tokens + lengths[i]
+                self.kv_used += kv - entry[2]
+                entry[2] = kv
+            req.lengths, req.version, req.weights = lengths, target, weights
 
     def _run(self):
         env, cfg = self.env, self.cfg

@@ -160,6 +160,10 @@ class LMTask(PolicyTask):
     """Responses have variable lengths: with several replicas the learner computes each replica's loss
     on its own responses at its own width (``PolicyLearner.per_replica``), so each is its one-replica run."""
 
+    resumes_each = True
+    """:meth:`generate` continues responses cut at different positions (:meth:`_generate_each`): an engine's
+    sequences resumed under new weights (``system.generation_time.mixed_versions``)."""
+
     @property
     def width_free_logprobs(self) -> bool:
         """:meth:`logprobs` of replica r at position t depend on replica r's responses only, not on the width
@@ -349,17 +353,17 @@ class LMTask(PolicyTask):
         W = group.width
         if not bool((~group.ended).any()):
             return group
-        if W >= self.max_new:
-            # budget exhausted: nothing left to decode
-            return replace(group, ended=torch.ones_like(group.ended))
         R, N = group.lengths.shape
         if isinstance(gen, RowGenerators):
             gen._check(R)
+        if bool((group.lengths[~group.ended] != W).any()):
+            return self._generate_each(params, group, gen, version)
+        if W >= self.max_new:
+            # budget exhausted: nothing left to decode
+            return replace(group, ended=torch.ones_like(group.ended))
         live, batches = [], {}
         for r in range(R):
             idx = torch.nonzero(~group.ended[r]).squeeze(-1)
-            if bool((group.lengths[r, idx] != W).any()):
-                raise ValueError("unfinished responses of a group must all sit at the group's width")
             live.append(idx)
             if idx.numel():
                 batches.setdefault(idx.numel(), []).append(r)
@@ -391,6 +395,41 @@ class LMTask(PolicyTask):
         if engine is None:
             return group.extend(new_t, new_lp, new_len, new_end, version)
         return group.extend(new_t, new_lp, new_len, new_end, version, new_exact)
+
+    def _generate_each(self, params: Params, group: Rollouts, gen: Stream, version: int | Tensor) -> Rollouts:
+        """:meth:`generate` for a group whose unfinished responses sit at different positions (an engine's
+        sequences cut at a weight sync, each at its own decode step: ``docs/system.md#continuous_batching, mixed-version tokens``).
+        Replica by replica, then position by position (ascending), the responses at position ``w`` decode
+        prompt + their first ``w`` tokens with the budget left, ``max_new_tokens − w`` (one :meth:`_decode`
+        each, the KV cache recomputed under ``params``); each continuation is written from its own position
+        (:meth:`Rollouts.extend_each`)."""
+        R, N = group.lengths.shape
+        engine = self.sampling_engine()
+        S = self.max_new
+        new_t = torch.zeros(R, N, S, dtype=torch.long)
+        new_lp = torch.zeros(R, N, S)
+        new_len = torch.zeros(R, N, dtype=torch.long)
+        new_end = torch.zeros(R, N, dtype=torch.bool)
+        new_exact = None if engine is None else torch.zeros(R, N, S)
+        for r in range(R):
+            live = ~group.ended[r]
+            g = gen.gens[r] if isinstance(gen, RowGenerators) else gen
+            v = int(version[r]) if isinstance(version, Tensor) else version
+            for w in sorted({int(x) for x in group.lengths[r, live].tolist()}):
+                idx = torch.nonzero(live & (group.lengths[r] == w)).squeeze(-1)
+                if w >= self.max_new:
+                    new_end[r, idx] = True
+                    continue
+                ctx = torch.cat([group.prompts[r, idx], group.tokens[r, idx, :w]], 1).unsqueeze(0)
+                toks, lps, exact, lens, hit = self._decode(params, [r], ctx.to(self.device), w, [g], [v])[0]
+                s_r = toks.shape[1]
+                new_t[r, idx, :s_r] = toks.cpu()
+                new_lp[r, idx, :s_r] = lps.float().cpu()
+                new_len[r, idx] = lens.cpu()
+                new_end[r, idx] = (hit | (w + lens >= self.max_new)).cpu()
+                if new_exact is not None:
+                    new_exact[r, idx, :s_r] = exact.float().cpu()
+        return group.extend_each(new_t, new_lp, new_len, new_end, version, new_exact)
 
     def _decode(self, params: Params, rs: list[int], ctx: Tensor, W: int, gens: list, versions: list[int]) -> list:
         """Decode the contexts ``ctx (len(rs), n, P + W)`` of replicas ``rs``, replica ``rs[j]`` drawing from
