@@ -117,7 +117,7 @@ def test_cli_claims_phases(tmp_path):
         res = CliRunner().invoke(app, ["claims", "--quick", "--only", "m2po", "--seeds", "2", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     labels = _labels(rec)
-    assert labels[:3] == ["claims (quick), 2 seeds", "LM context runs", "claim m2po"]  # m2po also runs in the LM context
+    assert labels[:2] == ["claims (quick), 2 seeds", "LM context runs"] and "claim m2po" in labels  # m2po also runs in the LM context
     assert any(lab.startswith("simulating") and lab.endswith("runs") for lab in labels), labels  # the batch of runs
     assert labels[-1].startswith("figures")
     top = next(iter(rec.tasks.values()))
