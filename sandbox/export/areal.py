@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
-from .base import Exporter, Given, Version, describe, register
+from .base import Exporter, Given, Version, describe, nested, register
 from .common import fixed_lag_gap, proximal_row, scale_rows
 from .engine import stabilizer_rows
 from .plan import Plan
@@ -323,17 +323,6 @@ def yaml_scalar(value: Any) -> str:
     return json.dumps(text)
 
 
-def _nest(pairs: list[tuple[str, Any, str]]) -> dict:
-    tree: dict = {}
-    for key, value, comment in pairs:
-        *parents, leaf = key.split(".")
-        node = tree
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = (value, comment)
-    return tree
-
-
 def _emit(tree: dict, indent: int, out: list[str]) -> None:
     for key, item in tree.items():
         pad = "  " * indent
@@ -361,7 +350,7 @@ def render_yaml(plan: Plan) -> str:
     pairs = [(k, v, why.get(k, "")) for k, v in plan.settings.items()]
     pairs += [(k, v, "your run: set by launch.sh" if v == "???" else "your run")
               for k, v in USER_KEYS if k not in plan.settings]
-    _emit(_nest(pairs), 0, lines)
+    _emit(nested({k: (v, c) for k, v, c in pairs}), 0, lines)
     return "\n".join(lines) + "\n"
 
 

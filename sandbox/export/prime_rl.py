@@ -10,7 +10,7 @@ import tomli_w
 from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
-from .base import Exporter, Given, Version, describe, register
+from .base import Exporter, Given, Version, describe, nested, register
 from .common import MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .mismatch import exact_engine
@@ -215,13 +215,6 @@ LAUNCH_SH = T.text("launch_sh")
 
 def _nested(settings: dict[str, Any]) -> dict[str, Any]:
     """Dotted keys → nested tables, sections and keys sorted with each table's ``type`` first."""
-    tree: dict[str, Any] = {}
-    for key, value in settings.items():
-        node = tree
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
 
     def order(node: Any) -> Any:
         if not isinstance(node, dict):
@@ -229,7 +222,7 @@ def _nested(settings: dict[str, Any]) -> dict[str, Any]:
         keys = sorted(node, key=lambda k: (k != "type", k))
         return {k: order(node[k]) for k in keys}
 
-    return order(tree)
+    return order(nested(settings))
 
 
 @register

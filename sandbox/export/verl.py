@@ -11,7 +11,7 @@ import yaml
 
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
-from .base import Exporter, Given, Version, describe, register
+from .base import Exporter, Given, Version, describe, nested, register
 from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .plan import Plan
@@ -73,18 +73,6 @@ def hydra_value(value: Any) -> str:
     if text and set(text) <= _PLAIN and not text[0].isdigit() and text[0] != "-" and text.lower() not in _RESERVED:
         return text
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def nested(settings: dict[str, Any]) -> dict[str, Any]:
-    """Dotted keys → nested dicts (the shape of the framework's YAML)."""
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        node = out
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = list(value) if isinstance(value, tuple) else value
-    return out
 
 
 def ratio_band(lo: float, hi: float) -> str:
@@ -376,7 +364,7 @@ def overrides_text(settings: dict[str, Any], append: frozenset[str] = frozenset(
 
 def yaml_text(plan: Plan, where: str) -> str:
     header = f"# sandbox export: {plan.framework} {plan.release}, {plan.target}\n# {where}; see PROMOTION.md\n"
-    return header + yaml.safe_dump(nested(plan.settings), sort_keys=False, allow_unicode=True)
+    return header + yaml.safe_dump(nested(plan.settings, lambda v: list(v) if isinstance(v, tuple) else v), sort_keys=False, allow_unicode=True)
 
 
 def _launch_script(plan: Plan, mode: str) -> str:
