@@ -59,6 +59,9 @@ def _matches_scalar(t: dict, value: Any) -> bool:
     return False
 
 
+_SHAPES = {"model": dict, "union": dict, "list": list, "dict": dict}  # container kinds and the TOML value each needs
+
+
 class _Walker:
     def __init__(self, keys: dict):
         self.models = keys["models"]
@@ -102,56 +105,35 @@ class _Walker:
 
     def check_type(self, t: dict, value: Any, where: str) -> bool:
         kind = t["kind"]
+        ok = (isinstance(value, _SHAPES[kind]) if kind in _SHAPES else
+              any(self._fits(option, value, where) for option in t["of"]) if kind == "anyof" else _matches_scalar(t, value))
+        if not ok:
+            self.problems.append(f"{where}: null cannot be written in TOML; leave the key out" if kind == "none" else
+                                 f"{where} = {value!r}: expected {'a table' if kind == 'dict' else _type_name(t)}")
+            return False
         if kind == "model":
-            if not isinstance(value, dict):
-                self.problems.append(f"{where} = {value!r}: expected {_type_name(t)}")
-                return False
             self.table(t["model"], value, where)
-            return True
-        if kind == "union":
-            if not isinstance(value, dict):
-                self.problems.append(f"{where} = {value!r}: expected {_type_name(t)}")
-                return False
+        elif kind == "union":
             tag = value.get(t["discriminator"])
             if tag not in t["variants"]:
-                self.problems.append(
-                    f"{where}.{t['discriminator']} = {tag!r}: expected one of "
-                    + ", ".join(repr(v) for v in t["variants"])
-                )
+                self.problems.append(f"{where}.{t['discriminator']} = {tag!r}: expected one of "
+                                     + ", ".join(repr(v) for v in t["variants"]))
                 return False
             self.table(t["variants"][tag], value, where)
-            return True
-        if kind == "list":
-            if not isinstance(value, list):
-                self.problems.append(f"{where} = {value!r}: expected {_type_name(t)}")
-                return False
+        elif kind == "list":
             for i, item in enumerate(value):
                 self.check_type(t["item"], item, f"{where}[{i}]")
-            return True
-        if kind == "dict":
-            if not isinstance(value, dict):
-                self.problems.append(f"{where} = {value!r}: expected a table")
-                return False
+        elif kind == "dict":
             for k, item in value.items():
                 self.check_type(t["value"], item, f"{where}.{k}")
-            return True
-        if kind == "anyof":
-            for option in t["of"]:
-                if option["kind"] in ("model", "union", "list", "dict"):
-                    probe = _Walker({"models": self.models})
-                    if probe.check_type(option, value, where) and not probe.problems:
-                        return True
-                elif _matches_scalar(option, value):
-                    return True
-            self.problems.append(f"{where} = {value!r}: expected {_type_name(t)}")
-            return False
-        if kind == "none":
-            self.problems.append(f"{where}: null cannot be written in TOML; leave the key out")
-            return False
-        if not _matches_scalar(t, value):
-            self.problems.append(f"{where} = {value!r}: expected {_type_name(t)}")
-            return False
         return True
+
+    def _fits(self, option: dict, value: Any, where: str) -> bool:
+        """One member of an ``anyof``: a container is checked by a throw-away walker (its problems are not kept)."""
+        if option["kind"] not in _SHAPES:
+            return _matches_scalar(option, value)
+        probe = _Walker({"models": self.models})
+        return probe.check_type(option, value, where) and not probe.problems
 
 
 def _cross_field(data: dict) -> list[str]:
