@@ -63,14 +63,19 @@ class ArealExporter(Exporter):
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, T.note("plan.areal_grpo_trainer"))
-        self._batch(plan, scn)
-        streaming = self._staleness(plan, scn)
-        self._partial_rollouts(plan, scn, streaming)
+        a, st, o = scn.algorithm, scn.system.staleness, scn.algorithm.optimizer
+        T.apply(plan, "batch", a=a)
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, B=a.groups_per_step, ceil=math.ceil,
+                full=describe(st.model_dump()), fixed_lag_gap=fixed_lag_gap)
+        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, streaming=st.kind != "sync")
         loss = _LossMapping(plan, scn)
         loss.run()
-        self._minibatches(plan, scn, loss.decoupled)
+        # after the loss rows: what several mini-batches do to the loss route, the epochs (no key) and the ratio anchor
+        T.apply(plan, "minibatches", plan=plan, scn=scn, a=a, decoupled=loss.decoupled, proximal_row=proximal_row)
         stabilizer_rows(plan, scn, STABILIZERS, "AReaL", T.note("plan.between_backward_step"))
-        self._optimizer(plan, scn, given)
+        T.apply(plan, "optimizer", o=o, steps=scn.run.steps, proportion=warmup_proportion(o.warmup_steps, scn.run.steps))
+        scale_rows(plan, scn, given, "actor.optimizer.lr", "actor.optimizer.gradient_clipping",
+                   framework_lr_default=1e-3, framework_clip_default=1.0)
         T.row(plan, "num_workers", scn.system.num_workers, num_workers=scn.system.num_workers)
         corr = scn.algorithm.correction.name  # AReaL's logged names: stats_tracker keys, areal/trainer/ppo/actor.py
         plan.metrics.update(T.metrics(corr=corr, stabilizers=bool(scn.algorithm.stabilizers),
@@ -84,31 +89,6 @@ class ArealExporter(Exporter):
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return ("# fill in the <placeholders> at the top of launch.sh (or export those variables), then:\n"
                 "bash launch.sh")
-
-    # ------------------------------------------------------------------------------------------
-    def _batch(self, plan: Plan, scn: Scenario) -> None:
-        T.apply(plan, "batch", a=scn.algorithm)
-
-    def _minibatches(self, plan: Plan, scn: Scenario, decoupled: bool) -> None:
-        """After the loss rows: what several mini-batches do to the loss route, the epochs (no key) and
-        the ratio anchor."""
-        T.apply(plan, "minibatches", plan=plan, scn=scn, a=scn.algorithm, decoupled=decoupled, proximal_row=proximal_row)
-
-    def _staleness(self, plan: Plan, scn: Scenario) -> bool:
-        """Rows for ``system.staleness``; returns whether rollouts overlap training (streaming)."""
-        st = scn.system.staleness
-        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, B=scn.algorithm.groups_per_step, ceil=math.ceil,
-                full=describe(st.model_dump()), fixed_lag_gap=fixed_lag_gap)
-        return st.kind != "sync"
-
-    def _partial_rollouts(self, plan: Plan, scn: Scenario, streaming: bool) -> None:
-        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, streaming=streaming)
-
-    def _optimizer(self, plan: Plan, scn: Scenario, given: Given) -> None:
-        o = scn.algorithm.optimizer
-        T.apply(plan, "optimizer", o=o, steps=scn.run.steps, proportion=warmup_proportion(o.warmup_steps, scn.run.steps))
-        scale_rows(plan, scn, given, "actor.optimizer.lr", "actor.optimizer.gradient_clipping",
-                   framework_lr_default=1e-3, framework_clip_default=1.0)
 
 
 def warmup_proportion(warmup_steps: int, total_steps: int) -> float:
@@ -150,34 +130,24 @@ class _LossMapping:
             T.row(plan, "objective.no_equivalent", describe(obj.model_dump()))
             T.row(plan, "correction.implicit.tba_runs_without", self.corr.name)
             self._nearest_reward_norm("objective (TBA)", mean=True, std=True, difference=T.note("run.difference"))
-            self._pin_mode()
+            T.apply(plan, "pin_mode", decoupled=self.decoupled)
             return
         if obj.name in ("reinforce", "cispo"):
             self.decoupled = True
         if obj.name == "cispo":
             self._cispo()
         self._correction()
-        self._objective_name()
+        T.apply(plan, "objective_name", o=obj)
         if obj.name in RATIO_CLIP_OBJECTIVES:
-            self._clip_rows()
+            T.apply(plan, "clip", o=obj, decoupled=self.decoupled, dual=getattr(obj, "dual_clip_c", None))
         self._advantage()
         self._aggregation()
-        self._pin_mode()
-
-    # -- mode ----------------------------------------------------------------------------------
-    def _pin_mode(self) -> None:
-        T.apply(self.plan, "pin_mode", decoupled=self.decoupled)
+        T.apply(plan, "pin_mode", decoupled=self.decoupled)
 
     # -- objective ------------------------------------------------------------------------------
-    def _objective_name(self) -> None:
-        T.apply(self.plan, "objective_name", o=self.obj)
-
     def _cispo(self) -> None:
         self.rs_owner = "objective" if self.obj.eps_high > 0 else None
         T.apply(self.plan, "cispo", o=self.obj)
-
-    def _clip_rows(self) -> None:
-        T.apply(self.plan, "clip", o=self.obj, decoupled=self.decoupled, dual=getattr(self.obj, "dual_clip_c", None))
 
     def _aggregation(self) -> None:
         obj = self.obj
