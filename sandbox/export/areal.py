@@ -157,18 +157,11 @@ class _LossMapping:
 
     # -- advantages ------------------------------------------------------------------------------
     def _advantage(self) -> None:
-        T.apply(self.plan, "advantage", o=self.obj, G=self.G, reinforce=self._reinforce_baseline, grpo=self._grpo,
-                knob=self._advantage_knob, unused_opob=self._unused_opob, opob_gap=self._opob_gap, rest=self._reward_norm_rest)
-
-    def _grpo(self) -> None:
-        T.apply(self.plan, "grpo", o=self.obj, G=self.G, unused_opob=self._unused_opob, opob_gap=self._opob_gap)
-
-    def _advantage_knob(self) -> None:
-        T.apply(self.plan, "advantage_knob", o=self.obj, unused_opob=self._unused_opob, opob_gap=self._opob_gap,
-                rest=self._reward_norm_rest)
-
-    def _reward_norm_rest(self, std: str | None, leave1out: bool, eps_source: str | None = None) -> None:
-        T.apply(self.plan, "reward_norm_rest", o=self.obj, G=self.G, std=std, leave1out=leave1out, eps_source=eps_source)
+        plan, opob = self.plan, dict(o=self.obj, unused_opob=self._unused_opob, opob_gap=self._opob_gap)
+        rest = lambda std, leave1out, eps_source=None: T.apply(plan, "reward_norm_rest", o=self.obj, G=self.G, std=std,
+                                                               leave1out=leave1out, eps_source=eps_source)
+        T.apply(plan, "advantage", G=self.G, reinforce=self._reinforce_baseline, rest=rest, **opob,
+                grpo=lambda: T.apply(plan, "grpo", G=self.G, **opob), knob=lambda: T.apply(plan, "advantage_knob", rest=rest, **opob))
 
     def _reinforce_baseline(self) -> None:
         obj, plan = self.obj, self.plan

@@ -117,7 +117,8 @@ def _objective_rows(plan: Plan, scn: Scenario, bound: int | None) -> None:
     obj = scn.algorithm.objective
     if obj.name in ("gspo", "cispo", "tba"):
         T.row(plan, "objective.no_equivalent.note_from_code", describe(obj.model_dump()),
-              note=T.note(f"why.{obj.name}", CUSTOM_LOSS=CUSTOM_LOSS))
+              note={"gspo": T.note("why.gspo", CUSTOM_LOSS=CUSTOM_LOSS), "cispo": T.note("why.cispo", CUSTOM_LOSS=CUSTOM_LOSS),
+                    "tba": T.note("why.tba")}[obj.name])
         return
     rows = _ObjectiveRows(plan, scn)
     T.apply(plan, "surrogate", o=obj, row=rows.row, on_policy=bound == 0, exact=bool(exact_engine(scn)), custom=CUSTOM_LOSS)

@@ -162,8 +162,10 @@ def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str
     if sources["std_unbiased"]:
         T.apply(plan, "std_unbiased", unbiased=obj.std_unbiased, used=std_used, source=sources["std_unbiased"])
     for knob in (k for k in OPOB_KNOBS if hasattr(obj, k)):  # written by no verl trainer: a gap when OPOB is asked
-        T.row(plan, "opob_knobs.no_equivalent" if kind == "opob" else "opob_knobs.implicit", getattr(obj, knob),
-              source=f"algorithm.objective.{knob}")
+        if kind == "opob":
+            T.row(plan, "opob_knobs.no_equivalent", getattr(obj, knob), source=f"algorithm.objective.{knob}")
+        else:
+            T.row(plan, "opob_knobs.implicit", getattr(obj, knob), source=f"algorithm.objective.{knob}")
 
 
 def map_objective(plan: Plan, scn: Scenario, route: str | None, target: ObjectiveTarget) -> None:

@@ -28,12 +28,12 @@ CONFIG_NAME = "fully_async_ppo_megatron_trainer"
 
 def _per_trajectory(plan: Plan) -> None:
     """Pin the per-trajectory path's keys, each unless an earlier row already wrote it (the path serves OPOB and the LR rule)."""
-    for key, value, note in ((f"{ACTOR}.update_policy_per_traj", True, "vcpo_s_per"),
-                             (f"{ACTOR}.ppo_micro_batch_size_per_gpu", 1, "per_trajectory_path"),
-                             (f"{ACTOR}.use_dynamic_bsz", False, "per_trajectory_path.2"),
-                             ("algorithm.adv_estimator", "grpo", "per_trajectory_path.3")):
+    for key, value, note in ((f"{ACTOR}.update_policy_per_traj", True, T.note("per_trajectory.vcpo_s_per")),
+                             (f"{ACTOR}.ppo_micro_batch_size_per_gpu", 1, T.note("per_trajectory.per_trajectory_path")),
+                             (f"{ACTOR}.use_dynamic_bsz", False, T.note("per_trajectory.per_trajectory_path.2")),
+                             ("algorithm.adv_estimator", "grpo", T.note("per_trajectory.per_trajectory_path.3"))):
         if key not in plan.settings:
-            T.row(plan, "pinned.once", value, target=key, note=T.note(f"per_trajectory.{note}"))
+            T.row(plan, "pinned.once", value, target=key, note=note)
 
 
 # ------------------------------------------------------------------------------------------------
