@@ -22,7 +22,6 @@ LAUNCH_FILE = "launch.sh"
 
 RATIO_CLIP_OBJECTIVES = ("grpo", "dr_grpo", "rloo", "ppo", "dapo", "gspo")
 SANDBOX_COMPONENTS = T.note("sandbox_components")
-SANDBOX_OPTIMIZER = T.note("sandbox_optimizer")
 
 # Keys AReaL requires that describe the user's run, not the scenario: filled by launch.sh
 # (``???`` = AReaL's "must be set") or wired as AReaL's own example configs do.

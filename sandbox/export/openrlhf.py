@@ -20,17 +20,6 @@ SCRIPT = T.note("script")
 
 ASYNC = "--train.async_enable"
 QUEUE = "--train.async_queue_size"
-PARTIAL = "--train.partial_rollout_enable"
-LEVEL = "--algo.advantage.is_correction_level"
-MODE = "--algo.advantage.is_correction_mode"
-GATING = "--algo.advantage.is_correction_gating"
-THRESHOLD = "--algo.advantage.is_correction_threshold"
-ESTIMATOR = "--algo.advantage.estimator"
-LOSS_TYPE = "--actor.policy_loss_type"
-CLIP = "--actor.eps_clip_low_high"
-DUAL_CLIP = "--actor.dual_clip"
-AGGREGATION = "--actor.loss_agg_mode"
-KL_COEF = "--algo.kl.init_coef"
 
 CLIP_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip)  # the PPO-clip surrogates
 GROUP_NORM_EPS = 1e-9  # hard-coded in experience_maker.py (group_norm)

@@ -20,7 +20,6 @@ from .table import Table
 T = Table("prime_rl")
 
 AT = "prime-rl 559b4477"
-LOSS_PY = "src/prime_rl/trainer/rl/loss.py"
 CUSTOM_LOSS = T.note("custom_loss")
 OFF_MASK = 1.0  # |π_θ − μ| ≤ 1, so thresholds of 1 never mask a token
 ADAM_EPS = 1e-8  # torch AdamW default; prime-rl passes no eps (src/prime_rl/trainer/optim/__init__.py)

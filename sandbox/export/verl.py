@@ -32,12 +32,8 @@ NO_LOWER_EDGE = 1e-9
 """Lower edge of a ``"lo_hi"`` IS band meaning "none": verl floors every weight at e^-20 ≈ 2.1e-9 (its log-space
 safety clamp), so no valid token falls below 1e-9, and the band parser requires a positive lower edge."""
 
-AGGREGATION = {
-    "token_mean": "token-mean",
-    "seq_mean_token_mean": "seq-mean-token-mean",
-    "seq_mean_token_sum": "seq-mean-token-sum",
-    "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
-}
+AGGREGATION = {a: a.replace("_", "-") for a in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")}
+"""The sandbox's aggregations as verl's ``loss_agg_mode`` spells them."""
 
 LOSS_MODE = {"gspo": "gspo", "cispo": "cispo"}  # every other ratio objective uses "vanilla"
 
