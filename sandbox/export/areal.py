@@ -177,17 +177,14 @@ class _LossMapping:
     def _unused_opob(self, kind: str) -> None:
         if kind == "opob" or not hasattr(self.obj, "opob_weight"):
             return
-        knobs = OPOB_KNOBS
-        self.plan.implicit(" + ".join(f"algorithm.objective.{k}" for k in knobs),
-                           {k: getattr(self.obj, k) for k in knobs}, f"OPOB knobs, unused with {kind}")
+        self.plan.implicit(" + ".join(f"algorithm.objective.{k}" for k in OPOB_KNOBS),
+                           {k: getattr(self.obj, k) for k in OPOB_KNOBS}, f"OPOB knobs, unused with {kind}")
 
     def _opob_gap(self, source: str, std: bool, eps: float = 1e-6, unbiased: bool = True) -> None:
-        knobs = OPOB_KNOBS
-        source += "".join(f" + algorithm.objective.{k}" for k in knobs)
+        source += "".join(f" + algorithm.objective.{k}" for k in OPOB_KNOBS)
         fields = [s.strip().rsplit(".", 1)[1] for s in source.split("+")]
         self.plan.no_equivalent(source, {f: getattr(self.obj, f) for f in fields},
-                                T.note("opob_gap")
-                                + SANDBOX_COMPONENTS + " in a custom AReaL actor")
+                                T.note("opob_gap") + SANDBOX_COMPONENTS + " in a custom AReaL actor")
         self._nearest_reward_norm("OPOB baseline", mean=True, std=std, eps=eps, unbiased=unbiased,
                                   difference=T.note("opob_gap.difference"))
 
