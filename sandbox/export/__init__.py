@@ -58,31 +58,11 @@ def export_scenario(scn: Scenario, framework: str, version: str | None = None, g
     launch = exporter.launch(plan, native)
     files = dict(native)
     files["PROMOTION.md"] = render_promotion(plan, native, launch, provenance, exporter.title)
-    manifest = {
-        "framework": plan.framework,
-        "version": plan.version,
-        "release": plan.release,
-        "target": plan.target,
-        "source": provenance,
-        "partial": bool(gaps),
-        "counts": plan.counts(),
-        "settings": plan.settings,
-        "rows": [r.as_dict() for r in plan.rows],
-    }
+    manifest = {"framework": plan.framework, "version": plan.version, "release": plan.release, "target": plan.target,
+                "source": provenance, "partial": bool(gaps), "counts": plan.counts(), "settings": plan.settings,
+                "rows": [r.as_dict() for r in plan.rows]}
     return Export(plan=plan, files=files, launch=launch, provenance=provenance, manifest=manifest)
 
 
-__all__ = [
-    "EXPORTERS",
-    "Export",
-    "ExportError",
-    "ExportRefused",
-    "Exporter",
-    "Given",
-    "Plan",
-    "Row",
-    "Version",
-    "export_scenario",
-    "get_exporter",
-    "register",
-]
+__all__ = ["EXPORTERS", "Export", "ExportError", "ExportRefused", "Exporter", "Given", "Plan", "Row", "Version",
+           "export_scenario", "get_exporter", "register"]

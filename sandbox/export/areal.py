@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
-from .base import Exporter, Given, Version, describe, register
+from .base import Exporter, Given, Version, describe, nested, register
 from .common import fixed_lag_gap, proximal_row, scale_rows
 from .engine import stabilizer_rows
 from .plan import Plan
@@ -22,7 +22,6 @@ LAUNCH_FILE = "launch.sh"
 
 RATIO_CLIP_OBJECTIVES = ("grpo", "dr_grpo", "rloo", "ppo", "dapo", "gspo")
 SANDBOX_COMPONENTS = T.note("sandbox_components")
-SANDBOX_OPTIMIZER = T.note("sandbox_optimizer")
 
 # Keys AReaL requires that describe the user's run, not the scenario: filled by launch.sh
 # (``???`` = AReaL's "must be set") or wired as AReaL's own example configs do.
@@ -63,14 +62,19 @@ class ArealExporter(Exporter):
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, T.note("plan.areal_grpo_trainer"))
-        self._batch(plan, scn)
-        streaming = self._staleness(plan, scn)
-        self._partial_rollouts(plan, scn, streaming)
+        a, st, o = scn.algorithm, scn.system.staleness, scn.algorithm.optimizer
+        T.apply(plan, "batch", a=a)
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, B=a.groups_per_step, ceil=math.ceil,
+                full=describe(st.model_dump()), fixed_lag_gap=fixed_lag_gap)
+        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, streaming=st.kind != "sync")
         loss = _LossMapping(plan, scn)
         loss.run()
-        self._minibatches(plan, scn, loss.decoupled)
+        # after the loss rows: what several mini-batches do to the loss route, the epochs (no key) and the ratio anchor
+        T.apply(plan, "minibatches", plan=plan, scn=scn, a=a, decoupled=loss.decoupled, proximal_row=proximal_row)
         stabilizer_rows(plan, scn, STABILIZERS, "AReaL", T.note("plan.between_backward_step"))
-        self._optimizer(plan, scn, given)
+        T.apply(plan, "optimizer", o=o, steps=scn.run.steps, proportion=warmup_proportion(o.warmup_steps, scn.run.steps))
+        scale_rows(plan, scn, given, "actor.optimizer.lr", "actor.optimizer.gradient_clipping",
+                   framework_lr_default=1e-3, framework_clip_default=1.0)
         T.row(plan, "num_workers", scn.system.num_workers, num_workers=scn.system.num_workers)
         corr = scn.algorithm.correction.name  # AReaL's logged names: stats_tracker keys, areal/trainer/ppo/actor.py
         plan.metrics.update(T.metrics(corr=corr, stabilizers=bool(scn.algorithm.stabilizers),
@@ -84,31 +88,6 @@ class ArealExporter(Exporter):
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return ("# fill in the <placeholders> at the top of launch.sh (or export those variables), then:\n"
                 "bash launch.sh")
-
-    # ------------------------------------------------------------------------------------------
-    def _batch(self, plan: Plan, scn: Scenario) -> None:
-        T.apply(plan, "batch", a=scn.algorithm)
-
-    def _minibatches(self, plan: Plan, scn: Scenario, decoupled: bool) -> None:
-        """After the loss rows: what several mini-batches do to the loss route, the epochs (no key) and
-        the ratio anchor."""
-        T.apply(plan, "minibatches", plan=plan, scn=scn, a=scn.algorithm, decoupled=decoupled, proximal_row=proximal_row)
-
-    def _staleness(self, plan: Plan, scn: Scenario) -> bool:
-        """Rows for ``system.staleness``; returns whether rollouts overlap training (streaming)."""
-        st = scn.system.staleness
-        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, B=scn.algorithm.groups_per_step, ceil=math.ceil,
-                full=describe(st.model_dump()), fixed_lag_gap=fixed_lag_gap)
-        return st.kind != "sync"
-
-    def _partial_rollouts(self, plan: Plan, scn: Scenario, streaming: bool) -> None:
-        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, streaming=streaming)
-
-    def _optimizer(self, plan: Plan, scn: Scenario, given: Given) -> None:
-        o = scn.algorithm.optimizer
-        T.apply(plan, "optimizer", o=o, steps=scn.run.steps, proportion=warmup_proportion(o.warmup_steps, scn.run.steps))
-        scale_rows(plan, scn, given, "actor.optimizer.lr", "actor.optimizer.gradient_clipping",
-                   framework_lr_default=1e-3, framework_clip_default=1.0)
 
 
 def warmup_proportion(warmup_steps: int, total_steps: int) -> float:
@@ -150,34 +129,24 @@ class _LossMapping:
             T.row(plan, "objective.no_equivalent", describe(obj.model_dump()))
             T.row(plan, "correction.implicit.tba_runs_without", self.corr.name)
             self._nearest_reward_norm("objective (TBA)", mean=True, std=True, difference=T.note("run.difference"))
-            self._pin_mode()
+            T.apply(plan, "pin_mode", decoupled=self.decoupled)
             return
         if obj.name in ("reinforce", "cispo"):
             self.decoupled = True
         if obj.name == "cispo":
             self._cispo()
         self._correction()
-        self._objective_name()
+        T.apply(plan, "objective_name", o=obj)
         if obj.name in RATIO_CLIP_OBJECTIVES:
-            self._clip_rows()
+            T.apply(plan, "clip", o=obj, decoupled=self.decoupled, dual=getattr(obj, "dual_clip_c", None))
         self._advantage()
         self._aggregation()
-        self._pin_mode()
-
-    # -- mode ----------------------------------------------------------------------------------
-    def _pin_mode(self) -> None:
-        T.apply(self.plan, "pin_mode", decoupled=self.decoupled)
+        T.apply(plan, "pin_mode", decoupled=self.decoupled)
 
     # -- objective ------------------------------------------------------------------------------
-    def _objective_name(self) -> None:
-        T.apply(self.plan, "objective_name", o=self.obj)
-
     def _cispo(self) -> None:
         self.rs_owner = "objective" if self.obj.eps_high > 0 else None
         T.apply(self.plan, "cispo", o=self.obj)
-
-    def _clip_rows(self) -> None:
-        T.apply(self.plan, "clip", o=self.obj, decoupled=self.decoupled, dual=getattr(self.obj, "dual_clip_c", None))
 
     def _aggregation(self) -> None:
         obj = self.obj
@@ -187,18 +156,11 @@ class _LossMapping:
 
     # -- advantages ------------------------------------------------------------------------------
     def _advantage(self) -> None:
-        T.apply(self.plan, "advantage", o=self.obj, G=self.G, reinforce=self._reinforce_baseline, grpo=self._grpo,
-                knob=self._advantage_knob, unused_opob=self._unused_opob, opob_gap=self._opob_gap, rest=self._reward_norm_rest)
-
-    def _grpo(self) -> None:
-        T.apply(self.plan, "grpo", o=self.obj, G=self.G, unused_opob=self._unused_opob, opob_gap=self._opob_gap)
-
-    def _advantage_knob(self) -> None:
-        T.apply(self.plan, "advantage_knob", o=self.obj, unused_opob=self._unused_opob, opob_gap=self._opob_gap,
-                rest=self._reward_norm_rest)
-
-    def _reward_norm_rest(self, std: str | None, leave1out: bool, eps_source: str | None = None) -> None:
-        T.apply(self.plan, "reward_norm_rest", o=self.obj, G=self.G, std=std, leave1out=leave1out, eps_source=eps_source)
+        plan, opob = self.plan, dict(o=self.obj, unused_opob=self._unused_opob, opob_gap=self._opob_gap)
+        rest = lambda std, leave1out, eps_source=None: T.apply(plan, "reward_norm_rest", o=self.obj, G=self.G, std=std,
+                                                               leave1out=leave1out, eps_source=eps_source)
+        T.apply(plan, "advantage", G=self.G, reinforce=self._reinforce_baseline, rest=rest, **opob,
+                grpo=lambda: T.apply(plan, "grpo", G=self.G, **opob), knob=lambda: T.apply(plan, "advantage_knob", rest=rest, **opob))
 
     def _reinforce_baseline(self) -> None:
         obj, plan = self.obj, self.plan
@@ -215,17 +177,14 @@ class _LossMapping:
     def _unused_opob(self, kind: str) -> None:
         if kind == "opob" or not hasattr(self.obj, "opob_weight"):
             return
-        knobs = OPOB_KNOBS
-        self.plan.implicit(" + ".join(f"algorithm.objective.{k}" for k in knobs),
-                           {k: getattr(self.obj, k) for k in knobs}, f"OPOB knobs, unused with {kind}")
+        self.plan.implicit(" + ".join(f"algorithm.objective.{k}" for k in OPOB_KNOBS),
+                           {k: getattr(self.obj, k) for k in OPOB_KNOBS}, f"OPOB knobs, unused with {kind}")
 
     def _opob_gap(self, source: str, std: bool, eps: float = 1e-6, unbiased: bool = True) -> None:
-        knobs = OPOB_KNOBS
-        source += "".join(f" + algorithm.objective.{k}" for k in knobs)
+        source += "".join(f" + algorithm.objective.{k}" for k in OPOB_KNOBS)
         fields = [s.strip().rsplit(".", 1)[1] for s in source.split("+")]
         self.plan.no_equivalent(source, {f: getattr(self.obj, f) for f in fields},
-                                T.note("opob_gap")
-                                + SANDBOX_COMPONENTS + " in a custom AReaL actor")
+                                T.note("opob_gap") + SANDBOX_COMPONENTS + " in a custom AReaL actor")
         self._nearest_reward_norm("OPOB baseline", mean=True, std=std, eps=eps, unbiased=unbiased,
                                   difference=T.note("opob_gap.difference"))
 
@@ -323,17 +282,6 @@ def yaml_scalar(value: Any) -> str:
     return json.dumps(text)
 
 
-def _nest(pairs: list[tuple[str, Any, str]]) -> dict:
-    tree: dict = {}
-    for key, value, comment in pairs:
-        *parents, leaf = key.split(".")
-        node = tree
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = (value, comment)
-    return tree
-
-
 def _emit(tree: dict, indent: int, out: list[str]) -> None:
     for key, item in tree.items():
         pad = "  " * indent
@@ -361,7 +309,7 @@ def render_yaml(plan: Plan) -> str:
     pairs = [(k, v, why.get(k, "")) for k, v in plan.settings.items()]
     pairs += [(k, v, "your run: set by launch.sh" if v == "???" else "your run")
               for k, v in USER_KEYS if k not in plan.settings]
-    _emit(_nest(pairs), 0, lines)
+    _emit(nested({k: (v, c) for k, v, c in pairs}), 0, lines)
     return "\n".join(lines) + "\n"
 
 

@@ -127,6 +127,18 @@ def get_exporter(name: str) -> Exporter:
         raise ExportError(f"--framework: unknown framework {name!r}; expected one of {', '.join(EXPORTERS)}") from None
 
 
+def nested(settings: dict[str, Any], leaf: Any = lambda v: v) -> dict[str, Any]:
+    """Dotted keys → nested dicts (the shape of the framework's YAML or TOML), each value through ``leaf``."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        node = out
+        *parents, last = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = leaf(value)
+    return out
+
+
 def describe(value: Any) -> str:
     """A value as it appears in PROMOTION.md tables."""
     if value is None:

@@ -6,7 +6,7 @@ Canonical unit (``docs/promotion.md``): the sandbox publishes one weight version
 and takes one optimizer step per consumed batch of ``groups_per_step × group_size`` responses. A
 job's lag is the number of versions between the weights that generated it (its oldest token, with
 partial rollouts) and the step that trains on it. Conversions to each framework's unit follow
-:func:`versions_to_optimizer_steps` and :func:`versions_to_samples`.
+:func:`versions_to_optimizer_steps`.
 
 Surrogate anchor: by default (``algorithm.proximal = "behaviour"``) the sandbox's learner has no
 recomputed proximal policy, so every objective's ratio is ``r = π_θ/μ`` against the behaviour
@@ -103,11 +103,6 @@ def versions_to_optimizer_steps(k: int, steps_per_version: int = 1) -> int:
     """Lag in optimizer steps of a lag of ``k`` published versions (frameworks publish a version
     every ``steps_per_version`` optimizer steps)."""
     return k * steps_per_version
-
-
-def versions_to_samples(k: int, steps_per_version: int, samples_per_step: int) -> int:
-    """Lag in trained samples (PipelineRL's unit) of a lag of ``k`` versions."""
-    return k * steps_per_version * samples_per_step
 
 
 ANCHOR_WORDS = {"behaviour": T.note("anchor_words.behaviour"), "batch_start": T.note("anchor_words.batch_start"),}

@@ -20,17 +20,6 @@ SCRIPT = T.note("script")
 
 ASYNC = "--train.async_enable"
 QUEUE = "--train.async_queue_size"
-PARTIAL = "--train.partial_rollout_enable"
-LEVEL = "--algo.advantage.is_correction_level"
-MODE = "--algo.advantage.is_correction_mode"
-GATING = "--algo.advantage.is_correction_gating"
-THRESHOLD = "--algo.advantage.is_correction_threshold"
-ESTIMATOR = "--algo.advantage.estimator"
-LOSS_TYPE = "--actor.policy_loss_type"
-CLIP = "--actor.eps_clip_low_high"
-DUAL_CLIP = "--actor.dual_clip"
-AGGREGATION = "--actor.loss_agg_mode"
-KL_COEF = "--algo.kl.init_coef"
 
 CLIP_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip)  # the PPO-clip surrogates
 GROUP_NORM_EPS = 1e-9  # hard-coded in experience_maker.py (group_norm)
@@ -64,8 +53,8 @@ class OpenRLHFExporter(Exporter):
         lag = staleness_of(scn)
         stale = lag.bound > 0
         is_async = _staleness(plan, scn)
-        _partial_rollouts(plan, scn, is_async)
-        _batch(plan, scn)
+        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=is_async)
+        T.apply(plan, "batch", a=scn.algorithm, samples=scn.algorithm.groups_per_step * scn.algorithm.group_size)
         _objective(plan, scn, stale, scn.algorithm.proximal)
         _minibatch_loss(plan, scn)
         _correction(plan, scn)
@@ -126,14 +115,6 @@ def _staleness(plan: Plan, scn: Scenario) -> bool:
     return st.kind not in ("sync", "fixed_lag", "async_ratio") and st.k_max != 0
 
 
-def _partial_rollouts(plan: Plan, scn: Scenario, is_async: bool) -> None:
-    T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=is_async)
-
-
-def _batch(plan: Plan, scn: Scenario) -> None:
-    T.apply(plan, "batch", a=scn.algorithm, samples=scn.algorithm.groups_per_step * scn.algorithm.group_size)
-
-
 # ----------------------------------------------------------------------------------------------
 # objective
 # ----------------------------------------------------------------------------------------------
@@ -172,21 +153,13 @@ def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviou
         _stand_in(plan, True)
         T.row(plan, "pinned.init_coef", 0.0)
         return
-    _loss_type(plan, obj)
+    T.apply(plan, "loss_type", o=obj, p=p, sources=_sources)
     _advantage(plan, obj, scn.algorithm.group_size)
     _clip(plan, obj, stale, proximal)
-    _kl(plan, obj)
+    T.apply(plan, "kl", o=obj, beta=getattr(obj, "beta_kl", None))
     _aggregation(plan, obj)
-    if obj.name != "rloo" and not _uses_opob(obj):
+    if obj.name != "rloo" and "opob" not in (getattr(obj, "baseline", None), getattr(obj, "advantage", None)):
         T.row(plan, "objective.implicit", describe(_values(*OPOB_KNOBS, obj=obj)), source=_sources(p, *OPOB_KNOBS))
-
-
-def _uses_opob(obj: Any) -> bool:
-    return getattr(obj, "baseline", None) == "opob" or getattr(obj, "advantage", None) == "opob"
-
-
-def _loss_type(plan: Plan, obj: Any) -> None:
-    T.apply(plan, "loss_type", o=obj, p="algorithm.objective", sources=_sources)
 
 
 def _advantage(plan: Plan, obj: Any, g: int) -> None:
@@ -243,10 +216,6 @@ def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> Non
             knobs=lambda o: (describe(_values(*names(o), obj=o)), _sources("algorithm.objective", *names(o))), twin=_reinforce_twin)
 
 
-def _kl(plan: Plan, obj: Any) -> None:
-    T.apply(plan, "kl", o=obj, beta=getattr(obj, "beta_kl", None))
-
-
 def _aggregation(plan: Plan, obj: Any) -> None:
     gspo_other = obj.name == "gspo" and obj.aggregation != "seq_mean_token_mean"
     T.apply(plan, "aggregation", o=obj, p="algorithm.objective", target=None if gspo_other else AGGREGATIONS.get(obj.aggregation))
@@ -289,10 +258,6 @@ STABILIZERS = T.section("stabilizers")
 def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:
     T.apply(plan, "optimizer", o=scn.algorithm.optimizer, p="algorithm.optimizer", values=_values, sources=_sources,
             describe=describe)
-    _schedule(plan, scn)
+    T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps, schedules=SCHEDULES)
     scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,
                framework_clip_default=1.0)
-
-
-def _schedule(plan: Plan, scn: Scenario) -> None:
-    T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps, schedules=SCHEDULES)

@@ -10,7 +10,7 @@ import tomli_w
 from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
-from .base import Exporter, Given, Version, describe, register
+from .base import Exporter, Given, Version, describe, nested, register
 from .common import MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .mismatch import exact_engine
@@ -20,7 +20,6 @@ from .table import Table
 T = Table("prime_rl")
 
 AT = "prime-rl 559b4477"
-LOSS_PY = "src/prime_rl/trainer/rl/loss.py"
 CUSTOM_LOSS = T.note("custom_loss")
 OFF_MASK = 1.0  # |π_θ − μ| ≤ 1, so thresholds of 1 never mask a token
 ADAM_EPS = 1e-8  # torch AdamW default; prime-rl passes no eps (src/prime_rl/trainer/optim/__init__.py)
@@ -43,11 +42,6 @@ def _staleness_rows(plan: Plan, scn: Scenario) -> int:
     return st.bound
 
 
-def _batch_rows(plan: Plan, scn: Scenario) -> None:
-    T.apply(plan, "batch", plan=plan, scn=scn, a=scn.algorithm, where=AT.split()[-1], instead=MINIBATCH_INSTEAD,
-            no_minibatch_rows=no_minibatch_rows, proximal_row=proximal_row)
-
-
 # ------------------------------------------------------------------------------------------------
 # objective
 # ------------------------------------------------------------------------------------------------
@@ -60,23 +54,11 @@ def _src(*knobs: str) -> str:
     return " + ".join(f"algorithm.objective.{k}" for k in knobs)
 
 
-def _rloo_factor(scn: Scenario) -> float:
-    g = scn.algorithm.group_size
-    return g / (g - 1)
-
-
-def _adv_tau_base(scn: Scenario) -> float:
-    c = scn.algorithm.correction
-    return c.adv_tau if c.name == "dppo_mask" else 1.0
-
-
 class _ObjectiveRows:
     """One row per knob of the scenario's objective."""
 
-    def __init__(self, plan: Plan, scn: Scenario, on_policy: bool):
+    def __init__(self, plan: Plan, scn: Scenario):
         self.plan, self.scn, self.obj = plan, scn, scn.algorithm.objective
-        self.on_policy = on_policy
-        self.exact_engine = bool(exact_engine(scn))  # the scenario's rollout engine models no mismatch
         self.done: set[str] = set()
 
     def row(self, kind: str, knobs: tuple[str, ...], note: str, target: str | None = None, target_value: Any = None) -> None:
@@ -95,14 +77,6 @@ class _ObjectiveRows:
         if knobs:
             self.row("implicit", knobs, why)
 
-    # -- the surrogate ---------------------------------------------------------------------------
-    def surrogate(self) -> None:
-        T.apply(self.plan, "surrogate", o=self.obj, row=self.row, on_policy=self.on_policy, exact=self.exact_engine,
-                custom=CUSTOM_LOSS)
-
-    def clip(self) -> None:
-        T.apply(self.plan, "clip", o=self.obj, row=self.row, custom=CUSTOM_LOSS, inf=math.inf)
-
     def aggregation(self) -> None:
         o = self.obj
         max_len = ("max_len",) if "max_len" in type(o).model_fields else ()
@@ -119,11 +93,11 @@ class _ObjectiveRows:
         self.row("implicit", knobs, T.note("centred", what=what))
 
     def _rloo(self, knobs: tuple[str, ...]) -> None:
-        g, base = self.scn.algorithm.group_size, _adv_tau_base(self.scn)
-        factor = _rloo_factor(self.scn)
-        self.row("converted", knobs,
-                 T.note("rloo", g=g, g_1=g - 1, base=base),
-                 target="trainer.loss.adv_tau", target_value=base * factor)
+        """RLOO's advantage is GRPO's centred one times g/(g−1): written as adv_tau (times the DPPO-mask's own)."""
+        g, c = self.scn.algorithm.group_size, self.scn.algorithm.correction
+        base = c.adv_tau if c.name == "dppo_mask" else 1.0
+        self.row("converted", knobs, T.note("rloo", g=g, g_1=g - 1, base=base), target="trainer.loss.adv_tau",
+                 target_value=base * (g / (g - 1)))
 
     def _std(self, knobs: tuple[str, ...]) -> None:
         self.row("no_equivalent", knobs, T.note("std"))
@@ -141,17 +115,14 @@ class _ObjectiveRows:
 def _objective_rows(plan: Plan, scn: Scenario, bound: int | None) -> None:
     obj = scn.algorithm.objective
     if obj.name in ("gspo", "cispo", "tba"):
-        why = {
-            "gspo": T.note("why.gspo", CUSTOM_LOSS=CUSTOM_LOSS),
-            "cispo": T.note("why.cispo", CUSTOM_LOSS=CUSTOM_LOSS),
-            "tba": T.note("why.tba"),
-        }[obj.name]
-        T.row(plan, "objective.no_equivalent.note_from_code", describe(obj.model_dump()), note=why)
+        T.row(plan, "objective.no_equivalent.note_from_code", describe(obj.model_dump()),
+              note={"gspo": T.note("why.gspo", CUSTOM_LOSS=CUSTOM_LOSS), "cispo": T.note("why.cispo", CUSTOM_LOSS=CUSTOM_LOSS),
+                    "tba": T.note("why.tba")}[obj.name])
         return
-    rows = _ObjectiveRows(plan, scn, on_policy=bound == 0)
-    rows.surrogate()
+    rows = _ObjectiveRows(plan, scn)
+    T.apply(plan, "surrogate", o=obj, row=rows.row, on_policy=bound == 0, exact=bool(exact_engine(scn)), custom=CUSTOM_LOSS)
     if obj.name in _RATIO_OBJECTIVES:
-        rows.clip()
+        T.apply(plan, "clip", o=obj, row=rows.row, custom=CUSTOM_LOSS, inf=math.inf)
     rows.advantage()
     rows.aggregation()
     missing = [k for k in type(obj).model_fields if k not in rows.done]
@@ -189,22 +160,6 @@ STABILIZER_HOOK = T.note("stabilizer_hook")
 
 
 # ------------------------------------------------------------------------------------------------
-# optimizer
-# ------------------------------------------------------------------------------------------------
-
-
-def _optimizer_rows(plan: Plan, scn: Scenario, given: Given) -> None:
-    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, adam_eps=ADAM_EPS, describe=describe)
-    _schedule_rows(plan, scn)
-    scale_rows(plan, scn, given, "trainer.optim.lr", "trainer.optim.max_norm",
-               framework_lr_default=1e-6, framework_clip_default=1.0)
-
-
-def _schedule_rows(plan: Plan, scn: Scenario) -> None:
-    T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps)
-
-
-# ------------------------------------------------------------------------------------------------
 # files
 # ------------------------------------------------------------------------------------------------
 
@@ -215,13 +170,6 @@ LAUNCH_SH = T.text("launch_sh")
 
 def _nested(settings: dict[str, Any]) -> dict[str, Any]:
     """Dotted keys → nested tables, sections and keys sorted with each table's ``type`` first."""
-    tree: dict[str, Any] = {}
-    for key, value in settings.items():
-        node = tree
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
 
     def order(node: Any) -> Any:
         if not isinstance(node, dict):
@@ -229,7 +177,7 @@ def _nested(settings: dict[str, Any]) -> dict[str, Any]:
         keys = sorted(node, key=lambda k: (k != "type", k))
         return {k: order(node[k]) for k in keys}
 
-    return order(tree)
+    return order(nested(settings))
 
 
 @register
@@ -245,11 +193,14 @@ class PrimeRLExporter(Exporter):
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, T.note("plan"))
         bound = _staleness_rows(plan, scn)
-        _batch_rows(plan, scn)
+        T.apply(plan, "batch", plan=plan, scn=scn, a=scn.algorithm, where=AT.split()[-1], instead=MINIBATCH_INSTEAD,
+                no_minibatch_rows=no_minibatch_rows, proximal_row=proximal_row)
         _objective_rows(plan, scn, bound)
         _correction_rows(plan, scn)
         stabilizer_rows(plan, scn, STABILIZERS, "prime-rl", STABILIZER_HOOK)
-        _optimizer_rows(plan, scn, given)
+        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, adam_eps=ADAM_EPS, describe=describe)
+        T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps)
+        scale_rows(plan, scn, given, "trainer.optim.lr", "trainer.optim.max_norm", framework_lr_default=1e-6, framework_clip_default=1.0)
         T.row(plan, "pinned.type.advantage_r_group", "grpo")
         T.row(plan, "pinned.filter_zero_advantages", False)
         plan.metrics.update(T.metrics())

@@ -59,7 +59,7 @@ class TRLExporter(Exporter):
         _objective(plan, scn, cls)
         _correction(plan, scn, cls)
         stabilizer_rows(plan, scn, _STABILIZER_GAP, "TRL", T.note("plan"))
-        _optimizer(plan, scn)
+        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, schedules=_SCHEDULES, describe=describe)
         scale_rows(plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
         plan.metrics.update(T.metrics("metrics_async" if cls == ASYNC_CLASS else "metrics", o=scn.algorithm.objective))
@@ -155,33 +155,17 @@ def _objective(plan: Plan, scn: Scenario, cls: str) -> None:
     if cls == ASYNC_CLASS and obj.name in ("reinforce", "gspo", "cispo"):
         T.row(plan, "objective.no_equivalent.note_from_code", describe(obj.model_dump()), note=_ASYNC_OBJECTIVE_GAP[obj.name])
         return
-    _surrogate(plan, obj, cls)
-    _clip(plan, obj, cls)
-    _aggregation(plan, obj, cls)
+    asy = cls == ASYNC_CLASS
+    T.apply(plan, "surrogate", o=obj, asy=asy, source=_src("name"))
+    T.apply(plan, "clip", o=obj, asy=asy, source=_src("dual_clip_c"),
+            inert=T.note("inert_clip_note.clip_r_sandbox") if asy else T.note("inert_clip_note.ratio_old_value"))
+    T.apply(plan, "aggregation", o=obj, asy=asy, source=_src("aggregation"), src=_src, loss_types=LOSS_TYPE_OF_AGGREGATION)
     _advantage(plan, scn, cls)
     if obj.name == "grpo":
-        _kl(plan, obj, cls)
+        T.apply(plan, "kl", o=obj, asy=asy, source=_src("beta_kl"))
 
 
 _ASYNC_OBJECTIVE_GAP = T.section("async_objective_gap")
-
-
-def _surrogate(plan: Plan, obj, cls: str) -> None:
-    T.apply(plan, "surrogate", o=obj, asy=cls == ASYNC_CLASS, source=_src("name"))
-
-
-def _clip(plan: Plan, obj, cls: str) -> None:
-    T.apply(plan, "clip", o=obj, asy=cls == ASYNC_CLASS, source=_src("dual_clip_c"),
-            inert=T.note("inert_clip_note.clip_r_sandbox") if cls == ASYNC_CLASS else T.note("inert_clip_note.ratio_old_value"))
-
-
-def _aggregation(plan: Plan, obj, cls: str) -> None:
-    T.apply(plan, "aggregation", o=obj, asy=cls == ASYNC_CLASS, source=_src("aggregation"), src=_src,
-            loss_types=LOSS_TYPE_OF_AGGREGATION)
-
-
-def _kl(plan: Plan, obj, cls: str) -> None:
-    T.apply(plan, "kl", o=obj, asy=cls == ASYNC_CLASS, source=_src("beta_kl"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -298,16 +282,12 @@ def _std_guard(plan: Plan, cls: str, eps: float, used: bool) -> None:
 def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
     corr = scn.algorithm.correction
     T.apply(plan, "correction", plan=plan, c=corr, asy=cls == ASYNC_CLASS, full=describe(corr.model_dump()),
-            gap=None if cls == ASYNC_CLASS else _correction_gap(corr), on=_correction_on, describe=describe)
+            gap=None if cls == ASYNC_CLASS else T.pick("correction_gap", c=corr, mapped=_CORRECTION_MAPPED, gaps=_CORRECTION_GAP),
+            on=_correction_on, describe=describe)
 
 
 _CORRECTION_GAP = T.section("correction_gaps")
 _CORRECTION_MAPPED = dict.fromkeys(T.section("mapped")["correction"])  # name -> None; read at call time (issue 26)
-
-
-def _correction_gap(corr) -> str | None:
-    """Why GRPOTrainer cannot apply ``corr`` (None when it can; a component unknown here: issue 26)."""
-    return T.pick("correction_gap", c=corr, mapped=_CORRECTION_MAPPED, gaps=_CORRECTION_GAP)
 
 
 _MODE_NOTES = T.section("mode_notes")
@@ -326,10 +306,6 @@ _STABILIZER_GAP = T.section("stabilizers")
 
 
 _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
-
-
-def _optimizer(plan: Plan, scn: Scenario) -> None:
-    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, schedules=_SCHEDULES, describe=describe)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import yaml
 
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
-from .base import Exporter, Given, Version, describe, register
+from .base import Exporter, Given, Version, describe, nested, register
 from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .engine import stabilizer_rows
 from .plan import Plan
@@ -32,12 +32,8 @@ NO_LOWER_EDGE = 1e-9
 """Lower edge of a ``"lo_hi"`` IS band meaning "none": verl floors every weight at e^-20 ≈ 2.1e-9 (its log-space
 safety clamp), so no valid token falls below 1e-9, and the band parser requires a positive lower edge."""
 
-AGGREGATION = {
-    "token_mean": "token-mean",
-    "seq_mean_token_mean": "seq-mean-token-mean",
-    "seq_mean_token_sum": "seq-mean-token-sum",
-    "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
-}
+AGGREGATION = {a: a.replace("_", "-") for a in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")}
+"""The sandbox's aggregations as verl's ``loss_agg_mode`` spells them."""
 
 LOSS_MODE = {"gspo": "gspo", "cispo": "cispo"}  # every other ratio objective uses "vanilla"
 
@@ -73,18 +69,6 @@ def hydra_value(value: Any) -> str:
     if text and set(text) <= _PLAIN and not text[0].isdigit() and text[0] != "-" and text.lower() not in _RESERVED:
         return text
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def nested(settings: dict[str, Any]) -> dict[str, Any]:
-    """Dotted keys → nested dicts (the shape of the framework's YAML)."""
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        node = out
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = list(value) if isinstance(value, tuple) else value
-    return out
 
 
 def ratio_band(lo: float, hi: float) -> str:
@@ -145,20 +129,6 @@ def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normali
         T.row(plan, "advantage.implicit", normalize, source=normalize_source, kind=kind)
 
 
-def _eps_std(plan: Plan, source: str, eps: float, used: bool) -> None:
-    T.apply(plan, "eps_std", source=source, eps=eps, used=used, close=math.isclose(eps, VERL_EPS_STD, rel_tol=1e-9))
-
-
-def _opob_knobs(plan: Plan, obj, used: bool) -> None:
-    for knob in OPOB_KNOBS:
-        if hasattr(obj, knob):
-            src = f"algorithm.objective.{knob}"
-            if used:
-                T.row(plan, "opob_knobs.no_equivalent", getattr(obj, knob), source=src)
-            else:
-                T.row(plan, "opob_knobs.implicit", getattr(obj, knob), source=src)
-
-
 def _clip_knobs(plan: Plan, obj, dual_clip: bool) -> None:
     T.apply(plan, "clip", o=obj, dual_clip=dual_clip, has_dual=hasattr(obj, "dual_clip_c"), no_dual=NO_DUAL_CLIP)
 
@@ -183,10 +153,15 @@ def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str
     _advantage(plan, sources["kind"], kind, normalize, sources["normalize"])
     std_used = normalize and kind == "group_mean"
     if sources["eps_std"]:
-        _eps_std(plan, sources["eps_std"], obj.eps_std, std_used)
+        T.apply(plan, "eps_std", source=sources["eps_std"], eps=obj.eps_std, used=std_used,
+                close=math.isclose(obj.eps_std, VERL_EPS_STD, rel_tol=1e-9))
     if sources["std_unbiased"]:
         T.apply(plan, "std_unbiased", unbiased=obj.std_unbiased, used=std_used, source=sources["std_unbiased"])
-    _opob_knobs(plan, obj, kind == "opob")
+    for knob in (k for k in OPOB_KNOBS if hasattr(obj, k)):  # written by no verl trainer: a gap when OPOB is asked
+        if kind == "opob":
+            T.row(plan, "opob_knobs.no_equivalent", getattr(obj, knob), source=f"algorithm.objective.{knob}")
+        else:
+            T.row(plan, "opob_knobs.implicit", getattr(obj, knob), source=f"algorithm.objective.{knob}")
 
 
 def map_objective(plan: Plan, scn: Scenario, route: str | None, target: ObjectiveTarget) -> None:
@@ -376,7 +351,7 @@ def overrides_text(settings: dict[str, Any], append: frozenset[str] = frozenset(
 
 def yaml_text(plan: Plan, where: str) -> str:
     header = f"# sandbox export: {plan.framework} {plan.release}, {plan.target}\n# {where}; see PROMOTION.md\n"
-    return header + yaml.safe_dump(nested(plan.settings), sort_keys=False, allow_unicode=True)
+    return header + yaml.safe_dump(nested(plan.settings, lambda v: list(v) if isinstance(v, tuple) else v), sort_keys=False, allow_unicode=True)
 
 
 def _launch_script(plan: Plan, mode: str) -> str:

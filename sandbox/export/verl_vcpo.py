@@ -25,27 +25,20 @@ MEGATRON_EXTRA = f"{OPTIM}.override_optimizer_config"
 """An open map of extra Megatron ``OptimizerConfig`` fields (empty in the fork's YAML, so its keys are ``+`` appends)."""
 CONFIG_NAME = "fully_async_ppo_megatron_trainer"
 
-def _once(plan: Plan, key: str, value: Any, note: str) -> None:
-    """Pin ``key`` unless an earlier row already wrote it (the per-trajectory path serves OPOB and the LR rule)."""
-    if key not in plan.settings:
-        T.row(plan, "pinned.once", value, target=key, note=note)
-
 
 def _per_trajectory(plan: Plan) -> None:
-    _once(plan, f"{ACTOR}.update_policy_per_traj", True, T.note("per_trajectory.vcpo_s_per"))
-    _once(plan, f"{ACTOR}.ppo_micro_batch_size_per_gpu", 1, T.note("per_trajectory.per_trajectory_path"))
-    _once(plan, f"{ACTOR}.use_dynamic_bsz", False, T.note("per_trajectory.per_trajectory_path.2"))
-    _once(plan, "algorithm.adv_estimator", "grpo", T.note("per_trajectory.per_trajectory_path.3"))
+    """Pin the per-trajectory path's keys, each unless an earlier row already wrote it (the path serves OPOB and the LR rule)."""
+    for key, value, note in ((f"{ACTOR}.update_policy_per_traj", True, T.note("per_trajectory.vcpo_s_per")),
+                             (f"{ACTOR}.ppo_micro_batch_size_per_gpu", 1, T.note("per_trajectory.per_trajectory_path")),
+                             (f"{ACTOR}.use_dynamic_bsz", False, T.note("per_trajectory.per_trajectory_path.2")),
+                             ("algorithm.adv_estimator", "grpo", T.note("per_trajectory.per_trajectory_path.3"))):
+        if key not in plan.settings:
+            T.row(plan, "pinned.once", value, target=key, note=note)
 
 
 # ------------------------------------------------------------------------------------------------
 # OPOB (grad_baselining) and the ESS learning rate (ess_scaling)
 # ------------------------------------------------------------------------------------------------
-
-
-def _opob_weight_gap(scn: Scenario) -> str | None:
-    """Why the fork's OPOB weight differs from the sandbox's, or None when they agree."""
-    return T.pick("opob_weight_gap", o=scn.algorithm.objective, c=scn.algorithm.correction)
 
 
 def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None:
@@ -63,7 +56,7 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
 
     _per_trajectory(plan)
     T.apply(plan, "opob", o=obj, c=scn.algorithm.correction, kind=kind, kind_src=kind_src, norm_src=norm_src, GB=GB,
-            gap=_opob_weight_gap(scn))
+            gap=T.pick("opob_weight_gap", o=obj, c=scn.algorithm.correction))  # why the fork's OPOB weight differs, or None
 
 
 def _map_stabilizers_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
@@ -113,12 +106,6 @@ def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _map_staleness_fork(plan: Plan, scn: Scenario) -> None:
-    cfg = scn.system.staleness
-    T.apply(plan, "staleness", plan=plan, scn=scn, st=staleness_of(scn), cfg=cfg, full=describe(cfg.model_dump()),
-            describe=describe, fixed_lag_gap=fixed_lag_gap)
-
-
 def _map_optimizer_megatron(plan: Plan, scn: Scenario, given: Given) -> None:
     """Megatron's optimizer (``verl/utils/megatron/optimizer.py`` passes optimizer, lr, min_lr, clip_grad and
     weight_decay, then ``override_optimizer_config``; ``optim.betas`` is not read). Megatron's Adam applies
@@ -153,7 +140,8 @@ class VerlVCPOExporter(Exporter):
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, T.note("plan.python_m_recipe"))
-        _map_staleness_fork(plan, scn)
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=staleness_of(scn), cfg=scn.system.staleness,
+                full=describe(scn.system.staleness.model_dump()), describe=describe, fixed_lag_gap=fixed_lag_gap)
         route = objective_route(scn)
         T.row(plan, "pinned.use_rollout_log_probs", True)
         T.row(plan, "pinned.compute_prox_log_prob", False)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .common import facts, flat, is_int, is_number, plain, rule_problems, same, source_strings
+from .common import flat, is_int, is_number, plain, rule_problems, same
 from .verl import GENERATED, _generated_config, compose, override_lines
 
 KEYS_FILE = Path(__file__).resolve().parents[1] / "keys" / "verl_vcpo_c7f030f0.json"
@@ -18,14 +17,13 @@ CONFIG_DIR = Path("recipe/fully_async_policy/config")
 CONFIG_NAME = "fully_async_ppo_megatron_trainer"
 FORK_ONLY = ("actor_rollout_ref.actor.ess_scaling", "actor_rollout_ref.actor.grad_baselining",
              "actor_rollout_ref.actor.update_policy_per_traj")
-MEGATRON_OPTIMIZERS = ["adam", "sgd"]  # megatron-core's optimizer names (an external package, not in the fork)
 
 A = "actor_rollout_ref.actor"
 C = "algorithm.rollout_correction"
 
 
 # ------------------------------------------------------------------------------------------------
-# the pinned key list
+# the pinned key list (written by tools/vcpo_keys.py)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -34,24 +32,6 @@ def compose_fork(checkout: Path, overrides: list[str]) -> DictConfig:
     with a search path relative to the working directory, replaced here by an absolute one)."""
     checkout = Path(checkout).resolve()
     return compose(checkout / CONFIG_DIR, CONFIG_NAME, [f"hydra.searchpath=[file://{checkout / 'verl/trainer/config'}]", *overrides])
-
-
-def generate_key_list(checkout: Path) -> dict[str, Any]:
-    """The pinned list from a checkout at the pinned commit: every key of the composed config with its default
-    (interpolations kept as written) and the choices of the enum-valued keys the exporter writes."""
-    checkout = Path(checkout)
-    cfg = compose_fork(checkout, [])
-    keys = flat(OmegaConf.to_container(cfg, resolve=False))
-    f = facts("verl-vcpo")
-    choices = {key: [None] * (key in f["nullable"]) + source_strings(checkout, spec) for key, spec in f["choices"].items()}
-    choices[f"{A}.optim.optimizer"] = MEGATRON_OPTIMIZERS
-    return {
-        "source": "mit-han-lab/vcpo git c7f030f0",
-        "config": f"{CONFIG_DIR}/{CONFIG_NAME}.yaml",
-        "generated_by": "sandbox.export.validate.verl_vcpo.generate_key_list",
-        "keys": keys,
-        "choices": {k: sorted(set(c), key=lambda x: (x is not None, x or "")) for k, c in choices.items()},
-    }
 
 
 @functools.lru_cache(maxsize=1)
@@ -155,19 +135,3 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
             problems += [f"{k} is accepted by upstream verl's strict merge, so it is not a fork-only key"
                          for k, v in settings.items() if k.startswith(FORK_ONLY) and _upstream_accepts(k, v, wheel_dir)]
     return problems
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m sandbox.export.validate.verl_vcpo <checkout>``: rewrite the pinned key list from a checkout."""
-    args = argv if argv is not None else sys.argv[1:]
-    if len(args) != 1:
-        print("usage: python -m sandbox.export.validate.verl_vcpo <checkout of mit-han-lab/vcpo at c7f030f0>", file=sys.stderr)
-        return 2
-    KEYS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    KEYS_FILE.write_text(json.dumps(generate_key_list(Path(args[0])), indent=1, sort_keys=False) + "\n")
-    print(f"wrote {KEYS_FILE}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
