@@ -303,8 +303,9 @@ def _tail_mean(series: pd.Series, frac: float = 0.1) -> float:
 
 def summarize(result: RunResult, sim_time: float) -> dict:
     m, jobs = result.metrics, result.jobs
-    consumed = jobs[jobs.consume_step >= 0]
-    lags = (consumed.consume_step - consumed.head_version).to_numpy()
+    consume_step = jobs.consume_step.to_numpy()  # the columns, not a filtered copy of the table
+    consumed = consume_step >= 0
+    lags = consume_step[consumed] - jobs.head_version.to_numpy()[consumed]
     hist = {int(k): int(v) for k, v in zip(*np.unique(lags, return_counts=True))} if len(lags) else {}
     col = lambda name: _tail_mean(m[name]) if name in m else math.nan  # noqa: E731
     diverged = [int(s) for s in result.diverged_at if s >= 0]
