@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from .engines import make_engine
+from .heap import release_free_heap
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, ScenarioError, dump_scenario
@@ -183,6 +184,7 @@ def run_scenario(
                 res = cluster.run(scn.run.steps)
         finally:
             torch.set_num_threads(previous)
+        release_free_heap()  # the simulation's freed pages back before the tables are built (sandbox/heap.py)
         result = _result(scn, res, learner)
         if out_dir is not None:
             if stage is None:
