@@ -164,6 +164,7 @@ def run(
                 if staged.previous:
                     console.print(f"{escape(str(out))} holds a previous run: it is replaced when this run is complete")
                 from .plots import variant_colors
+                from .heap import release_free_heap
                 from .runner import slim
 
                 colors = variant_colors(variants)
@@ -176,6 +177,7 @@ def run(
                             result = _run_one(vscn, stage / safe_name(label) if label else stage, label, name, colors[label])
                             results[label or name] = slim(result)  # written: keep what the outputs across variants read
                             del result
+                        release_free_heap()  # the variant's freed pages back to the system (sandbox/heap.py)
                         if top is not None:
                             top.advance(info=f"{label} done")
                     if len(results) > 1:

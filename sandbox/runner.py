@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from .engines import make_engine
+from .heap import release_free_heap
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, ScenarioError, dump_scenario
@@ -183,6 +184,7 @@ def run_scenario(
                 res = cluster.run(scn.run.steps)
         finally:
             torch.set_num_threads(previous)
+        release_free_heap()  # the simulation's freed pages back before the tables are built (sandbox/heap.py)
         result = _result(scn, res, learner)
         if out_dir is not None:
             if stage is None:
@@ -303,8 +305,9 @@ def _tail_mean(series: pd.Series, frac: float = 0.1) -> float:
 
 def summarize(result: RunResult, sim_time: float) -> dict:
     m, jobs = result.metrics, result.jobs
-    consumed = jobs[jobs.consume_step >= 0]
-    lags = (consumed.consume_step - consumed.head_version).to_numpy()
+    consume_step = jobs.consume_step.to_numpy()  # the columns, not a filtered copy of the table
+    consumed = consume_step >= 0
+    lags = consume_step[consumed] - jobs.head_version.to_numpy()[consumed]
     hist = {int(k): int(v) for k, v in zip(*np.unique(lags, return_counts=True))} if len(lags) else {}
     col = lambda name: _tail_mean(m[name]) if name in m else math.nan  # noqa: E731
     diverged = [int(s) for s in result.diverged_at if s >= 0]

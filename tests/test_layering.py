@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # names the package's own __init__ only). The same layer may import itself (without a cycle).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation: errors, files, processes, progress, the registry mechanism", (
-        "sandbox", "sandbox.errors", "sandbox.registry", "sandbox.readfile", "sandbox.gc_pause",
+        "sandbox", "sandbox.errors", "sandbox.registry", "sandbox.readfile", "sandbox.gc_pause", "sandbox.heap",
         "sandbox.processes", "sandbox.progress", "sandbox.outputs",
     )),
     ("theory: the closed forms", ("theory",)),

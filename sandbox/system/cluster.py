@@ -267,9 +267,17 @@ class EventLog:
         data = []
         for name, _, dtype in self.FIELDS:  # the spilled events first, then those in memory
             a = np.frombuffer(getattr(self, name), dtype=dtype)
-            a = np.concatenate([self._spill.read("events." + name, dtype), a]) if self._spilled else a.copy()
+            if self._spilled:  # read straight into the column: no second copy of it
+                full = np.empty(self._spilled + len(a), dtype=dtype)
+                self._spill.read_into("events." + name, full[:self._spilled])
+                full[self._spilled:] = a
+                a = full
+            else:
+                a = a.copy()
             data.append(kinds[a] if name == "kind" else a)
-        return pd.DataFrame(dict(zip(columns, data)))
+        # copy=False: the columns are this table's own arrays; pandas then keeps them as they are
+        # instead of copying them into one block per dtype (same values, same parquet bytes)
+        return pd.DataFrame(dict(zip(columns, data)), copy=False)
 
 
 @dataclass
@@ -513,7 +521,7 @@ class JobRecords:
             if rest_ids.size:
                 data[rest_ids] = np.array(rest[c], dtype=dtype)
             out[name] = data
-        return pd.DataFrame(out)
+        return pd.DataFrame(out, copy=False)  # the table's own arrays, not copied into blocks
 
     def __repr__(self) -> str:
         return f"JobRecords({self._n} jobs, {len(self._live)} live)"

@@ -178,7 +178,7 @@ class ColumnTable:
             data = col.data[:n].astype(np.float64)  # ints with missing values: float64, as pandas
             data[~present] = np.nan
             out[k] = data
-        return pd.DataFrame(out)
+        return pd.DataFrame(out, copy=False)  # fresh arrays: kept as they are, not copied into blocks
 
 
 class MetricRows:

@@ -74,6 +74,23 @@ class Spill:
             raise OSError(f"{self.dir / name}: {len(out)} values on disk, {self._rows[name]} written")
         return out
 
+    def read_into(self, name: str, out: np.ndarray) -> None:
+        """Column ``name`` read into ``out`` (a contiguous array of its values' dtype and length):
+        no array of its own, so a column and a copy of it are never both held."""
+        size = self._rows.get(name, 0)
+        if len(out) != size:
+            raise ValueError(f"{self.dir / name}: {size} values written, {len(out)} asked for")
+        if not size:
+            return
+        view = memoryview(out).cast("B")
+        with open(self.dir / name, "rb", buffering=0) as fh:
+            while view:
+                got = fh.readinto(view)
+                if not got:
+                    raise OSError(f"{self.dir / name}: {size * out.itemsize - len(view)} bytes on disk, "
+                                  f"{size * out.itemsize} written")
+                view = view[got:]
+
     def drop(self, name: str) -> None:
         """Forget column ``name`` (its file is removed)."""
         if self._rows.pop(name, None) is not None:
