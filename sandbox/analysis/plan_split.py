@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from scipy import stats
 
 from ..errors import ScenarioError
 from ..scenario import validate_scenario
@@ -65,6 +64,7 @@ from ..system.cluster import Cluster, TrainResult
 from ..system.hardware import GPUS, MODELS
 from ..system.timing_only import TimingOnlyWorkload
 from .drop_bias import drop_bias
+from .intervals import t_interval
 from .plan import default_steps, describe_control, learn_scenario, staleness_for, system_seed
 from .time_to_target import Arm, Curves, compare
 
@@ -131,20 +131,6 @@ class SplitConfig:
 
 def _err(option: str, message: str) -> ScenarioError:
     return ScenarioError([f"{option}: {message}"], "option")
-
-
-def t_interval(values) -> tuple[float, float, float]:
-    """(mean, low, high): the Student t 95% interval over the finite ``values`` (NaN ends with fewer than
-    two), as ``sandbox.claims.base.t_interval``."""
-    a = np.asarray(values, dtype=float)
-    a = a[np.isfinite(a)]
-    if a.size == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(a.mean())
-    if a.size < 2:
-        return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
-    return mean, mean - half, mean + half
 
 
 def kv_capacity(gpu: str, model: str, tp: int) -> int:

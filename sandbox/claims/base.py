@@ -35,6 +35,8 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import stats
 
+from ..analysis.intervals import t_interval
+
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 NOT_TESTABLE = "not testable here"
 """The verdict of a row whose claim presupposes that stale training degrades, in a context where that
@@ -43,20 +45,6 @@ DIRECTIONS = (">", "<", "within")
 CONTEXTS = ("", "bitstring", "lm")
 """Where a learning row was measured (:mod:`._runs`): the bit-string task, the LM task; "" for rows
 that are not learning rows (throughput, published speed-ups, ...)."""
-
-
-def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): the Student t-interval over the finite ``values``; NaN ends with fewer
-    than two values."""
-    a = np.asarray(values, dtype=float)
-    a = a[np.isfinite(a)]
-    if a.size == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(a.mean())
-    if a.size < 2:
-        return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
-    return mean, mean - half, mean + half
 
 
 ALPHA = 0.025

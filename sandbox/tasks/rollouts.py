@@ -132,17 +132,7 @@ class Rollouts:
         """Keep only the first ``positions`` token positions (an interrupted generation)."""
         lengths = self.lengths.clamp(max=positions)
         ended = self.ended & (self.lengths <= positions)
-        keep = slice(0, max(positions, 0))
-        out = replace(
-            self,
-            tokens=self.tokens[..., keep],
-            behaviour_logp=self.behaviour_logp[..., keep],
-            token_versions=self.token_versions[..., keep],
-            lengths=lengths,
-            ended=ended,
-            version_logp=None if self.version_logp is None else self.version_logp[..., keep],
-        )
-        return out._clear_padding()
+        return self._cut(lengths, ended, max(positions, 0))
 
     def truncate_each(self, positions: Tensor) -> Rollouts:
         """Keep the first ``positions[r, n]`` tokens of each response (``(R, N)`` int64): responses interrupted
@@ -151,8 +141,11 @@ class Rollouts:
         positions = torch.as_tensor(positions, dtype=torch.long).reshape(self.lengths.shape)
         lengths = torch.minimum(self.lengths, positions.clamp_min(0))
         ended = self.ended & (self.lengths <= positions)
-        w = int(lengths.max()) if lengths.numel() else 0
-        keep = slice(0, w)
+        return self._cut(lengths, ended, int(lengths.max()) if lengths.numel() else 0)
+
+    def _cut(self, lengths: Tensor, ended: Tensor, width: int) -> Rollouts:
+        """The first ``width`` token positions with the given lengths and end flags, padding cleared."""
+        keep = slice(0, width)
         out = replace(
             self,
             tokens=self.tokens[..., keep],
