@@ -72,25 +72,50 @@ def _starting():
         raise typer.Exit(130) from None
 
 
+class _Output:
+    """The output directory a command stages (:class:`sandbox.outputs.StagedDir`, replaced whole), so
+    that an interruption can say what it left: the previous output intact, or nothing."""
+
+    def __init__(self, writer: str):
+        self.writer, self.staged = writer, None
+
+    def stage(self, target: Path) -> StagedDir:
+        self.staged = StagedDir(target, whole=True, writer=self.writer)
+        return self.staged
+
+    def kept(self) -> str:
+        if self.staged is not None and self.staged.previous:
+            return f"nothing was kept; the previous output in {self.staged.out} is unchanged"
+        return "nothing was kept"
+
+
 @contextmanager
-def _staged_plan(out, quiet: bool):
-    """The output directory of ``sandbox plan`` (both forms): staged and moved into place whole, with
-    progress shown; yields ``(staged, stage)``. A scenario or output error, a file-system error and
-    Ctrl-C/SIGTERM end the command with one line and its exit status, the previous plan intact."""
-    staged = None
+def _command(writer: str, *errors: type[Exception]):
+    """One error path for the commands that stage a whole output directory (plan, import, preflight,
+    export): a scenario or output error or one of ``errors`` ends the command with one line and exit
+    status 2, a file-system error with :func:`_os_error`, Ctrl-C or SIGTERM with :func:`_interrupted`
+    saying what was kept. Yields an :class:`_Output` to stage the directory through."""
+    output = _Output(writer)
     try:
-        with progress.session(progress.enabled(quiet)), terminate_as_interrupt():
-            staged = StagedDir(out, whole=True, writer="sandbox plan")
-            with staged as stage:
-                yield staged, stage
-    except (OutputError, ScenarioError) as exc:
+        with terminate_as_interrupt():
+            yield output
+    except (OutputError, ScenarioError, *errors) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)
     except OSError as exc:
         _os_error(exc)
     except KeyboardInterrupt:
-        _interrupted("the previous plan in " + str(out) + " is unchanged" if staged is not None and staged.previous
-                     else "nothing was kept")
+        _interrupted(output.kept())
+
+
+@contextmanager
+def _staged_plan(out, quiet: bool):
+    """The output directory of ``sandbox plan`` (both forms): staged and moved into place whole, with
+    progress shown; yields ``(staged, stage)``, ended as :func:`_command` ends a command."""
+    with _command("sandbox plan") as output, progress.session(progress.enabled(quiet)):
+        staged = output.stage(out)
+        with staged as stage:
+            yield staged, stage
 
 
 def _print_version(value: bool) -> None:
@@ -1019,42 +1044,38 @@ def export(
     if list_:
         _print_frameworks(EXPORTERS, framework)
         return
-    try:
-        if source is None:
-            raise ExportError("SOURCE: expected a scenario TOML, a run directory or a sweep directory (or --list)")
-        if framework is None:
-            raise ExportError(f"--framework: required; expected one of {', '.join(EXPORTERS)}")
-        if framework not in EXPORTERS:
-            close = difflib.get_close_matches(framework, list(EXPORTERS), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ExportError(f"--framework: unknown framework {framework!r}; {hint}expected one of {', '.join(EXPORTERS)}")
-        if lr is not None and not (lr > 0 and math.isfinite(lr)):
-            raise ExportError(f"--lr: expected a positive finite learning rate, got {lr}")
-        src = resolve(source, variant=variant, run_id=run_id, best=best, lowest=lowest, overrides=set_)
-        given = Given(
-            lr=lr if lr is not None else (src.scenario.algorithm.optimizer.lr if "algorithm.optimizer.lr" in src.overrides else None),
-            grad_clip=src.scenario.algorithm.optimizer.grad_clip if "algorithm.optimizer.grad_clip" in src.overrides else None,
-        )
-        exp = export_scenario(src.scenario, framework, version, given, allow_partial, src.provenance)
-        target = user_path(out) if out is not None else Path("promote") / f"{src.label}-{framework}"
-        if out is None and previous_source(target) not in (None, exp.provenance):
-            raise ExportError(
-                f"--out: the default folder {target} holds the export of another source ({previous_source(target)}); "
-                "choose a folder with --out (or remove that one)"
+    with _command("sandbox export", ExportError):
+        try:
+            if source is None:
+                raise ExportError("SOURCE: expected a scenario TOML, a run directory or a sweep directory (or --list)")
+            if framework is None:
+                raise ExportError(f"--framework: required; expected one of {', '.join(EXPORTERS)}")
+            if framework not in EXPORTERS:
+                close = difflib.get_close_matches(framework, list(EXPORTERS), n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ExportError(f"--framework: unknown framework {framework!r}; {hint}expected one of {', '.join(EXPORTERS)}")
+            if lr is not None and not (lr > 0 and math.isfinite(lr)):
+                raise ExportError(f"--lr: expected a positive finite learning rate, got {lr}")
+            src = resolve(source, variant=variant, run_id=run_id, best=best, lowest=lowest, overrides=set_)
+            given = Given(
+                lr=lr if lr is not None else (src.scenario.algorithm.optimizer.lr if "algorithm.optimizer.lr" in src.overrides else None),
+                grad_clip=src.scenario.algorithm.optimizer.grad_clip if "algorithm.optimizer.grad_clip" in src.overrides else None,
             )
-        out_dir(target)  # an impossible path (/proc, a file in the way): a clear error, nothing written
-        exp.write(target)
-    except (ExportError, OutputError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
-    except OSError as exc:
-        _os_error(exc)
-    except ExportRefused as exc:
-        console.print(f"[red]refused:[/red] {framework} cannot express {len(exc.rows)} setting(s) of this scenario:")
-        for r in exc.rows:
-            console.print(f"  - [bold]{escape(r.source)}[/bold] = {escape(str(r.value))}: {escape(r.note)}")
-        console.print("Nothing was written. Re-run with [bold]--allow-partial[/bold] to write the rest and list these in PROMOTION.md.")
-        raise typer.Exit(EXIT_REFUSED)
+            exp = export_scenario(src.scenario, framework, version, given, allow_partial, src.provenance)
+            target = user_path(out) if out is not None else Path("promote") / f"{src.label}-{framework}"
+            if out is None and previous_source(target) not in (None, exp.provenance):
+                raise ExportError(
+                    f"--out: the default folder {target} holds the export of another source ({previous_source(target)}); "
+                    "choose a folder with --out (or remove that one)"
+                )
+            out_dir(target)  # an impossible path (/proc, a file in the way): a clear error, nothing written
+            exp.write(target)
+        except ExportRefused as exc:
+            console.print(f"[red]refused:[/red] {framework} cannot express {len(exc.rows)} setting(s) of this scenario:")
+            for r in exc.rows:
+                console.print(f"  - [bold]{escape(r.source)}[/bold] = {escape(str(r.value))}: {escape(r.note)}")
+            console.print("Nothing was written. Re-run with [bold]--allow-partial[/bold] to write the rest and list these in PROMOTION.md.")
+            raise typer.Exit(EXIT_REFUSED)
     counts = exp.plan.counts()
     console.print(
         f"[bold]{escape(exp.plan.framework)} {escape(exp.plan.version)}[/bold] ({escape(exp.plan.target)}): "
@@ -1094,8 +1115,7 @@ def import_(
             table.add_row(imp.name, escape(imp.title), escape(imp.formats))
         console.print(table)
         return
-    staged = None
-    try:
+    with _command("sandbox import", ConfigImportError) as output:
         if config is None:
             raise ConfigImportError("CONFIG: expected the framework's config file (or --list)")
         if framework is None:
@@ -1109,17 +1129,9 @@ def import_(
             facts["num_workers"] = workers
         imp = import_config(config, framework, task, facts)
         target = user_path(out) if out is not None else Path("imported") / f"{safe_name(config.stem) or 'config'}-{framework}"
-        staged = StagedDir(target, whole=True, writer="sandbox import")
-        with staged as stage:
+        with output.stage(target) as stage:
             write_text(stage / "scenario.toml", imp.toml)
             write_text(stage / "IMPORT.md", render_import_md(imp, IMPORTERS[framework].title))
-    except (ConfigImportError, OutputError, ScenarioError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
-    except OSError as exc:
-        _os_error(exc)
-    except KeyboardInterrupt:
-        _interrupted("nothing was kept")
     counts: dict[str, int] = {}
     for r in imp.rows + imp.cluster_rows:
         counts[r.kind] = counts.get(r.kind, 0) + 1
@@ -1169,7 +1181,7 @@ def preflight(
         from .preflight import PreflightError, check_plan, make_plan, run_plan
         from .preflight_system import SystemPlanError, cluster_facts
         from .report.preflight import write_outputs
-    try:
+    with _command("sandbox preflight", ConfigImportError, PreflightError, SystemPlanError) as output:
         seconds = None
         if budget is not None:
             text = budget.strip().lower()
@@ -1194,18 +1206,10 @@ def preflight(
         console.print(f"preflight: {len(plan.jobs)} runs x {plan.seeds} seeds{split}, estimated {plan.seconds:.0f} s "
                       f"(budget {plan.budget:.0f} s)")
         target = user_path(out) if out is not None else Path("preflight") / f"{safe_name(config.stem) or 'config'}-{framework}"
-        staged = StagedDir(target, whole=True, writer="sandbox preflight")
-        with staged as stage:  # opened first: an impossible --out is refused before minutes of runs
+        with output.stage(target) as stage:  # opened first: an impossible --out is refused before minutes of runs
             with progress.session(progress.enabled(quiet)):
                 res = run_plan(plan)
             write_outputs(stage, res, framework, str(config))
-    except (ConfigImportError, PreflightError, SystemPlanError, OutputError, ScenarioError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
-    except OSError as exc:
-        _os_error(exc)
-    except KeyboardInterrupt:
-        _interrupted("nothing was kept")
     for q in ("Q1", "Q2", "Q3", "Q4", "Q7"):
         console.print(f"{q}: {res[q]['verdict']}")
     console.print(f"Q6: {'bitwise equal' if res['Q6']['bitwise_equal'] else 'differs'} in the sandbox")

@@ -367,7 +367,7 @@ def output_lock(out: Path, flag: str = "--out") -> Iterator[None]:
 
 
 @contextmanager
-def _signals_held() -> Iterator[list]:
+def signals_held() -> Iterator[list]:
     """Ctrl-C and SIGTERM are recorded, not acted on, inside the block (the main thread only)."""
     got: list = []
     if threading.current_thread() is not threading.main_thread():
@@ -381,9 +381,6 @@ def _signals_held() -> Iterator[list]:
     finally:
         for sig, handler in prev.items():
             signal.signal(sig, handler)
-
-
-_sigint_held = _signals_held  # the old name
 
 
 def _looks_like_run(path: Path) -> bool:
@@ -572,7 +569,7 @@ class StagedDir:
         old += sorted(self.previous, key=lambda n: n != "summary.json")  # then the marker, then the rest
         moved_out: list[str] = []
         moved_in: list[str] = []
-        with _signals_held() as got:
+        with signals_held() as got:
             token = self.stage.name[len(_STAGING):]
             trash = commit = None
             try:
@@ -639,7 +636,7 @@ def commit_run(src: Path, dest: Path, flag: str = "--out", root: Path | None = N
         new = sorted(sorted(os.listdir(sfd)), key=lambda n: n in markers)
         ours = set(RUN_FILES) | {"run.json", "timing.json", "error.json", REPORT} | set(new)
         old = sorted((n for n in os.listdir(dfd) if n in ours), key=lambda n: n not in markers)
-        with _signals_held() as got:
+        with signals_held() as got:
             trash = _REPLACED + _token()
             os.mkdir(trash, 0o700, dir_fd=dfd)
             tfd = os.open(trash, _DIR_FLAGS, dir_fd=dfd)

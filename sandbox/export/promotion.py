@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..outputs import write_json
+from ..outputs import signals_held, write_json
+from ..processes import note_signal
 from ..readfile import read_json
 from .base import describe
 from .plan import ExportError, Plan, Row
@@ -145,12 +146,16 @@ def write_export(out: Path, files: dict[str, str], manifest: dict[str, Any]) -> 
         for name, text in files.items():
             (staging / name).write_text(text)
             os.chmod(staging / name, 0o755 if name.endswith(".sh") else 0o644)
-        (out / MANIFEST).unlink(missing_ok=True)
-        for name in previous or []:
-            (out / name).unlink(missing_ok=True)
-        for name in files:
-            os.replace(staging / name, out / name)
-        write_json(out / MANIFEST, {**manifest, "files": list(files)})
+        with signals_held() as got:  # Ctrl-C or SIGTERM waits until the new export is whole
+            (out / MANIFEST).unlink(missing_ok=True)
+            for name in previous or []:
+                (out / name).unlink(missing_ok=True)
+            for name in files:
+                os.replace(staging / name, out / name)
+            write_json(out / MANIFEST, {**manifest, "files": list(files)})
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    if got:
+        note_signal(got[-1])
+        raise KeyboardInterrupt
     return [out / n for n in files] + [out / MANIFEST]

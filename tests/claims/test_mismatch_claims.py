@@ -13,7 +13,7 @@ import torch
 from sandbox.claims import CLAIMS, _runs
 from sandbox.claims import mismatch as M
 from sandbox.claims import mismatch_presets as P
-from sandbox.claims.base import DIRECTIONS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from sandbox.claims.base import DIRECTIONS, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
 from sandbox.claims.report import figure
 
 
@@ -65,7 +65,7 @@ def test_drift_claim_quick_and_a_zero_drift_flips_it(tmp_path, monkeypatch):
 def test_exact_engine_fails_the_premise_and_the_corrections_are_not_testable(tmp_path, monkeypatch):
     """With an exact engine in place of the logit noise, the mismatch variants are the exact runs:
     every premise difference is 0 (not reproduced: not below −0.02) and the correction rows are
-    inconclusive with the note 'not testable here'."""
+    'not testable here' (the claims' fourth verdict), their interval and p-value still computed."""
     monkeypatch.setattr(M, "noise", lambda sigma, drift=0.0: {})
     result = CLAIMS["mismatch_corrections"].run(quick=True, seeds=2)
     _well_formed(result, 2, tmp_path)
@@ -73,7 +73,8 @@ def test_exact_engine_fails_the_premise_and_the_corrections_are_not_testable(tmp
     assert len(premise) == 4 and all(r.verdict == NOT_REPRODUCED and r.mean == 0.0 for r in premise)
     fixes = [r for r in result.rows if "restores" in r.label]
     assert len(fixes) == len(M.CORRECTIONS)
-    assert all(r.verdict == INCONCLUSIVE and "not testable here" in r.note for r in fixes)
+    assert all(r.verdict == NOT_TESTABLE and "not testable here" in r.note for r in fixes)
+    assert all(r.mean == 0.0 for r in fixes)  # measured, just not judged
 
 
 def test_sync_claim_quick_and_an_exact_engine_reproduces_sync(tmp_path, monkeypatch):
