@@ -338,7 +338,7 @@ def _system_md(res: dict) -> list[str]:
             f"synchronous split, {bs['trainer_gpus']} trainer GPUs and {bs['concurrency']} per engine; t-interval over "
             f"{q3['seeds']} seeds, the splits chosen on the same seeds). What drives it: " + "; ".join(drivers) + ".", "",
             "| variant (same splits, same seeds) | speed-up [95% CI] |", "|---|---|",
-            f"| as measured | {_iv(sp)} |", f"| every response the median length (no tail) | {_iv(q4['speedup_no_tail'])} |",
+            f"| as measured | {_iv(sp)} |", f"| every response the mean length, {q4['no_tail_length']:.0f} tokens (no tail) | {_iv(q4['speedup_no_tail'])} |",
             f"| no weight-sync cost | {_iv(q4['speedup_no_sync_cost'])} |", "",
             "Speed-up is in responses trained per second at equal hardware; it is not a time-to-accuracy ratio: "
             "staler samples may need more steps (Q1, Q2). Figure: q3_split.png (right panel)."]
