@@ -92,32 +92,21 @@ def _install_stubs(wheel: Path, facts: dict) -> None:
         sys.modules[name] = package
 
 
-def _choices(root_cls) -> dict[str, list]:
-    """Dotted field path -> the ``choices`` its dataclass metadata declares (areal/api/cli_args.py)."""
+def _choices(cls, prefix: str = "", depth: int = 0) -> dict[str, list]:
+    """Dotted field path -> the ``choices`` its dataclass metadata declares (areal/api/cli_args.py), through
+    fields whose type is a dataclass or a union with one dataclass, six levels deep."""
     import dataclasses
     import types
     import typing
 
-    def dataclass_of(tp):
-        if dataclasses.is_dataclass(tp):
-            return tp
-        if typing.get_origin(tp) in (typing.Union, types.UnionType):
-            found = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
-            return found[0] if len(found) == 1 else None
-        return None
-
     out: dict[str, list] = {}
-
-    def walk(cls, prefix: str, depth: int) -> None:
-        for f in dataclasses.fields(cls):
-            path = f"{prefix}{f.name}"
-            if "choices" in f.metadata:
-                out[path] = list(f.metadata["choices"])
-            sub = dataclass_of(f.type)
-            if sub is not None and depth < 6:
-                walk(sub, path + ".", depth + 1)
-
-    walk(root_cls, "", 0)
+    for f in dataclasses.fields(cls):
+        if "choices" in f.metadata:
+            out[prefix + f.name] = list(f.metadata["choices"])
+        union = typing.get_origin(f.type) in (typing.Union, types.UnionType)
+        subs = [t for t in (typing.get_args(f.type) if union else [f.type]) if dataclasses.is_dataclass(t)]
+        if len(subs) == 1 and depth < 6:
+            out.update(_choices(subs[0], f"{prefix}{f.name}.", depth + 1))
     return out
 
 
@@ -127,27 +116,17 @@ def _leaves(node: dict, prefix: str = "") -> list[tuple[str, object]]:
             (_leaves(value, f"{prefix}{key}.") if isinstance(value, dict) and value else [(f"{prefix}{key}", value)])]
 
 
-def _missing(cfg) -> list[str]:
+def _missing(node, prefix: str = "") -> list[str]:
+    """Paths of the required values (``???``) left missing in an OmegaConf tree."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
-    out: list[str] = []
-
-    def walk(node, prefix: str) -> None:
-        if isinstance(node, DictConfig):
-            if node._is_none() or node._is_missing():
-                return
-            for key in node:
-                path = f"{prefix}.{key}" if prefix else str(key)
-                if OmegaConf.is_missing(node, key):
-                    out.append(path)
-                else:
-                    walk(node._get_node(key), path)
-        elif isinstance(node, ListConfig) and not (node._is_none() or node._is_missing()):
-            for i in range(len(node)):
-                walk(node._get_node(i), f"{prefix}[{i}]")
-
-    walk(cfg, "")
-    return out
+    if not isinstance(node, (DictConfig, ListConfig)) or node._is_none() or node._is_missing():
+        return []
+    if isinstance(node, ListConfig):
+        return [p for i in range(len(node)) for p in _missing(node._get_node(i), f"{prefix}[{i}]")]
+    paths = {key: f"{prefix}.{key}" if prefix else str(key) for key in node}
+    return [p for key, path in paths.items()
+            for p in ([path] if OmegaConf.is_missing(node, key) else _missing(node._get_node(key), path))]
 
 
 def _one_line(exc: Exception) -> str:
