@@ -1,19 +1,7 @@
 """What to export: a scenario file (one variant, ``--set`` overrides) or a finished run or sweep
-directory (a run picked by id, by variant, or as the best configuration by a summary metric).
-
-The best configuration of a sweep is chosen over seeds: runs are grouped by their swept values, the
-metric is averaged over each group's completed runs (diverged or failed runs are left out, and a
-group with any diverged run is reported), and the group with the highest mean wins (``lowest=True``
-for losses). The scenario exported is the resolved ``scenario.toml`` of one run of that group; the
-seed is not exported, so any run of the group gives the same export.
-
-The end-to-end speed-up ranks configurations too: ``--best speedup_vs_sync`` (alias ``speedup``).
-A multi-variant run directory has it in each variant's ``summary.json`` (against the first
-synchronous variant). A sweep run's own ``summary.json`` only knows the run alone, so for the
-time-to-target and speed-up fields (:data:`COMPARISON_FIELDS`) the sweep's values are used: each
-run's, recomputed against its configuration's target and synchronous baseline
-(:func:`sandbox.sweep.results.with_time_to_target`, the columns of ``results.parquet``).
-"""
+directory (a run picked by id, by variant, or as the best configuration by a summary metric: over seeds
+for a sweep, whose speed-up and time-to-target fields are the sweep's per configuration,
+:func:`sandbox.sweep.results.with_time_to_target`). The rules: docs/promotion.md, "Inputs"."""
 
 from __future__ import annotations
 
@@ -50,18 +38,16 @@ them per configuration, and a run without a value for them (target not reached, 
 baseline) is left out of the ranking with its reason."""
 
 
-def _scenario_error(exc: ScenarioError) -> ExportError:
-    return ExportError(str(exc).replace("\n", " "))
-
-
 def resolve(path: Path, variant: str | None = None, run_id: str | None = None, best: str | None = None,
             lowest: bool = False, overrides: list[str] | None = None) -> Source:
     """Resolve the export input; every user mistake is an :class:`ExportError` with one line."""
     try:
-        ov = parse_overrides(overrides)
+        return _resolve(path, variant, run_id, METRIC_ALIASES.get(best, best) if best else best, lowest, parse_overrides(overrides))
     except ScenarioError as exc:
-        raise _scenario_error(exc) from None
-    best = METRIC_ALIASES.get(best, best) if best else best
+        raise ExportError(str(exc).replace("\n", " ")) from None
+
+
+def _resolve(path: Path, variant: str | None, run_id: str | None, best: str | None, lowest: bool, ov: dict) -> Source:
     path = resolve_scenario_path(path)  # a path, else a shipped scenario's name (sandbox.scenario.shipped)
     if not path.exists():
         raise ExportError(f"{path}: no such file or directory; expected a scenario TOML, a run directory, a sweep directory "
@@ -89,20 +75,17 @@ def resolve(path: Path, variant: str | None = None, run_id: str | None = None, b
 
 def _from_scenario_file(path: Path, variant: str | None, ov: dict) -> Source:
     """``--set`` overrides apply on top of the chosen variant (the variant's own overrides first)."""
-    try:
-        raw = read_toml(path)
-        if "sweep" in raw or "base" in raw:
-            raise ExportError(f"{path} is a sweep file; run it with `sandbox sweep` and export from its directory (--best or --run)")
-        names = list(validate_scenario(raw, str(path)).variants)
-        if names and variant is None:
-            raise ExportError(f"--variant: {path.name} has variants {', '.join(names)}; choose one")
-        base = {k: v for k, v in raw.items() if k != "variants"}
-        if variant is not None:
-            variant = _pick_variant(variant, names, "variant", path.name)
-            base = apply_overrides(base, raw["variants"][variant])
-        chosen = _validated(base, ov, f"{display_name(path)} variant '{variant}'" if variant else display_name(path))
-    except ScenarioError as exc:
-        raise _scenario_error(exc) from None
+    raw = read_toml(path)
+    if "sweep" in raw or "base" in raw:
+        raise ExportError(f"{path} is a sweep file; run it with `sandbox sweep` and export from its directory (--best or --run)")
+    names = list(validate_scenario(raw, str(path)).variants)
+    if names and variant is None:
+        raise ExportError(f"--variant: {path.name} has variants {', '.join(names)}; choose one")
+    base = {k: v for k, v in raw.items() if k != "variants"}
+    if variant is not None:
+        variant = _pick_variant(variant, names, "variant", path.name)
+        base = apply_overrides(base, raw["variants"][variant])
+    chosen = _validated(base, ov, f"{display_name(path)} variant '{variant}'" if variant else display_name(path))
     where = f"scenario `{display_name(path)}`" + (f", variant `{variant}`" if variant else "")
     label = f"{path.stem}-{safe_name(variant)}" if variant else path.stem  # a directory name (promote/<label>-<framework>)
     return Source(chosen, where + _overrides_text(ov), label, ov)
@@ -138,10 +121,7 @@ def _from_run_dir(run: Path, ov: dict, where: str, label: str | None = None) -> 
     """``label`` names the default output directory (``promote/<label>-<framework>``): by default the
     run directory's own name; a variant or sweep run passes its parent's name with it, so two run
     directories with the same variants never share a default folder."""
-    try:
-        scn = _validated(read_toml(run / "scenario.toml"), ov, str(run / "scenario.toml"))
-    except ScenarioError as exc:
-        raise _scenario_error(exc) from None
+    scn = _validated(read_toml(run / "scenario.toml"), ov, str(run / "scenario.toml"))
     status = "finished" if (run / "summary.json").exists() else "did not finish (no summary.json)"
     return Source(scn, f"{where} (resolved scenario.toml; the run {status}){_overrides_text(ov)}", label or run.name, ov)
 
@@ -251,7 +231,7 @@ def _from_sweep(out: Path, run_id: str | None, best: str | None, lowest: bool, o
 
 
 def _with_sweep_comparison(out: Path, entries: list[dict], summaries: dict) -> dict:
-    """``summaries`` with the comparison fields replaced by the sweep's (module docstring)."""
+    """``summaries`` with the comparison fields replaced by the sweep's (:data:`COMPARISON_FIELDS`)."""
     import pandas as pd
 
     from ..sweep.results import result_row, results_frame, with_time_to_target
