@@ -127,10 +127,12 @@ def _from_run_dir(run: Path, ov: dict, where: str, label: str | None = None) -> 
 
 
 def _summary(run: Path) -> dict | None:
+    """A run's ``summary.json``; None when it is missing or damaged (not a JSON object)."""
     try:
-        return read_json(run / "summary.json", "run summary")  # bounded, regular files only
+        summary = read_json(run / "summary.json", "run summary")  # bounded, regular files only
     except (OSError, ValueError):
         return None
+    return summary if isinstance(summary, dict) else None
 
 
 def _metric(summary: dict | None, metric: str) -> float:
