@@ -1,19 +1,7 @@
 """What to export: a scenario file (one variant, ``--set`` overrides) or a finished run or sweep
-directory (a run picked by id, by variant, or as the best configuration by a summary metric).
-
-The best configuration of a sweep is chosen over seeds: runs are grouped by their swept values, the
-metric is averaged over each group's completed runs (diverged or failed runs are left out, and a
-group with any diverged run is reported), and the group with the highest mean wins (``lowest=True``
-for losses). The scenario exported is the resolved ``scenario.toml`` of one run of that group; the
-seed is not exported, so any run of the group gives the same export.
-
-The end-to-end speed-up ranks configurations too: ``--best speedup_vs_sync`` (alias ``speedup``).
-A multi-variant run directory has it in each variant's ``summary.json`` (against the first
-synchronous variant). A sweep run's own ``summary.json`` only knows the run alone, so for the
-time-to-target and speed-up fields (:data:`COMPARISON_FIELDS`) the sweep's values are used: each
-run's, recomputed against its configuration's target and synchronous baseline
-(:func:`sandbox.sweep.results.with_time_to_target`, the columns of ``results.parquet``).
-"""
+directory (a run picked by id, by variant, or as the best configuration by a summary metric: over seeds
+for a sweep, whose speed-up and time-to-target fields are the sweep's per configuration,
+:func:`sandbox.sweep.results.with_time_to_target`). The rules: docs/promotion.md, "Inputs"."""
 
 from __future__ import annotations
 
@@ -50,18 +38,16 @@ them per configuration, and a run without a value for them (target not reached, 
 baseline) is left out of the ranking with its reason."""
 
 
-def _scenario_error(exc: ScenarioError) -> ExportError:
-    return ExportError(str(exc).replace("\n", " "))
-
-
 def resolve(path: Path, variant: str | None = None, run_id: str | None = None, best: str | None = None,
             lowest: bool = False, overrides: list[str] | None = None) -> Source:
     """Resolve the export input; every user mistake is an :class:`ExportError` with one line."""
     try:
-        ov = parse_overrides(overrides)
+        return _resolve(path, variant, run_id, METRIC_ALIASES.get(best, best) if best else best, lowest, parse_overrides(overrides))
     except ScenarioError as exc:
-        raise _scenario_error(exc) from None
-    best = METRIC_ALIASES.get(best, best) if best else best
+        raise ExportError(str(exc).replace("\n", " ")) from None
+
+
+def _resolve(path: Path, variant: str | None, run_id: str | None, best: str | None, lowest: bool, ov: dict) -> Source:
     path = resolve_scenario_path(path)  # a path, else a shipped scenario's name (sandbox.scenario.shipped)
     if not path.exists():
         raise ExportError(f"{path}: no such file or directory; expected a scenario TOML, a run directory, a sweep directory "
@@ -89,28 +75,29 @@ def resolve(path: Path, variant: str | None = None, run_id: str | None = None, b
 
 def _from_scenario_file(path: Path, variant: str | None, ov: dict) -> Source:
     """``--set`` overrides apply on top of the chosen variant (the variant's own overrides first)."""
-    try:
-        raw = read_toml(path)
-        if "sweep" in raw or "base" in raw:
-            raise ExportError(f"{path} is a sweep file; run it with `sandbox sweep` and export from its directory (--best or --run)")
-        names = list(validate_scenario(raw, str(path)).variants)
-        if names and variant is None:
-            raise ExportError(f"--variant: {path.name} has variants {', '.join(names)}; choose one")
-        if variant is not None:
-            variant = _pick_variant(variant, names, "variant", path.name)
-        base = {k: v for k, v in raw.items() if k != "variants"}
-        if variant is not None:
-            base = apply_overrides(base, raw["variants"][variant])
-        label = f"{display_name(path)} variant '{variant}'" if variant else display_name(path)
-        try:
-            chosen = validate_scenario(apply_overrides(base, ov), label)
-        except ScenarioError as exc:
-            raise (blame_overrides(exc, base, ov, ov, label) if ov else exc) from None
-    except ScenarioError as exc:
-        raise _scenario_error(exc) from None
+    raw = read_toml(path)
+    if "sweep" in raw or "base" in raw:
+        raise ExportError(f"{path} is a sweep file; run it with `sandbox sweep` and export from its directory (--best or --run)")
+    names = list(validate_scenario(raw, str(path)).variants)
+    if names and variant is None:
+        raise ExportError(f"--variant: {path.name} has variants {', '.join(names)}; choose one")
+    base = {k: v for k, v in raw.items() if k != "variants"}
+    if variant is not None:
+        variant = _pick_variant(variant, names, "variant", path.name)
+        base = apply_overrides(base, raw["variants"][variant])
+    chosen = _validated(base, ov, f"{display_name(path)} variant '{variant}'" if variant else display_name(path))
     where = f"scenario `{display_name(path)}`" + (f", variant `{variant}`" if variant else "")
     label = f"{path.stem}-{safe_name(variant)}" if variant else path.stem  # a directory name (promote/<label>-<framework>)
     return Source(chosen, where + _overrides_text(ov), label, ov)
+
+
+def _validated(raw: dict, ov: dict, label: str) -> Scenario:
+    """``raw`` with the ``--set`` overrides, validated; a problem the overrides cause is blamed on them
+    (:func:`sandbox.scenario.load.blame_overrides`)."""
+    try:
+        return validate_scenario(apply_overrides(raw, ov), label)
+    except ScenarioError as exc:
+        raise blame_overrides(exc, raw, ov, ov, label) from None
 
 
 def _pick_variant(asked: str, names: list[str], kind: str, where: str) -> str:
@@ -134,39 +121,40 @@ def _from_run_dir(run: Path, ov: dict, where: str, label: str | None = None) -> 
     """``label`` names the default output directory (``promote/<label>-<framework>``): by default the
     run directory's own name; a variant or sweep run passes its parent's name with it, so two run
     directories with the same variants never share a default folder."""
-    try:
-        raw = read_toml(run / "scenario.toml")
-        try:
-            scn = validate_scenario(apply_overrides(raw, ov), str(run / "scenario.toml"))
-        except ScenarioError as exc:
-            raise (blame_overrides(exc, raw, ov, ov, str(run / "scenario.toml")) if ov else exc) from None
-    except ScenarioError as exc:
-        raise _scenario_error(exc) from None
+    scn = _validated(read_toml(run / "scenario.toml"), ov, str(run / "scenario.toml"))
     status = "finished" if (run / "summary.json").exists() else "did not finish (no summary.json)"
     return Source(scn, f"{where} (resolved scenario.toml; the run {status}){_overrides_text(ov)}", label or run.name, ov)
 
 
 def _summary(run: Path) -> dict | None:
+    """A run's ``summary.json``; None when it is missing or damaged (not a JSON object)."""
     try:
-        return read_json(run / "summary.json", "run summary")  # bounded, regular files only
+        summary = read_json(run / "summary.json", "run summary")  # bounded, regular files only
     except (OSError, ValueError):
         return None
+    return summary if isinstance(summary, dict) else None
 
 
 def _metric(summary: dict | None, metric: str) -> float:
-    if summary is None:
-        return math.nan
-    v = summary.get(metric)
+    v = (summary or {}).get(metric)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
 
 
-def _numeric_metrics(summaries: list[dict]) -> list[str]:
-    keys: list[str] = []
-    for s in summaries:
-        for k, v in s.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in keys:
-                keys.append(k)
-    return keys
+def _rank(groups: dict[str, list[str]], summaries: dict[str, dict | None], best: str, lowest: bool,
+          out: Path, where: str) -> list[tuple[float, int, int, str]]:
+    """``(mean, completed runs, diverged runs, group)`` of every group of runs (ids) with a value for
+    ``best`` among its completed runs, best first (ties in ``groups``' order)."""
+    done = [s for s in summaries.values() if s is not None]
+    _check_metric(best, done, out)
+    scored = []
+    for key, members in groups.items():
+        ss = [summaries[m] or {} for m in members]
+        vals = [v for s in ss if s.get("status") == "completed" and not math.isnan(v := _metric(s, best))]
+        if vals:
+            scored.append((sum(vals) / len(vals), len(vals), sum(s.get("status") == "diverged" for s in ss), key))
+    if not scored:
+        raise ExportError(f"--best: no completed run {where} has a value for {best!r}{_why_missing(best, done)}")
+    return sorted(scored, key=lambda t: t[0], reverse=not lowest)
 
 
 def _from_variant_runs(out: Path, runs: list[Path], variant, run_id, best, lowest, ov) -> Source:
@@ -177,17 +165,11 @@ def _from_variant_runs(out: Path, runs: list[Path], variant, run_id, best, lowes
         return _from_run_dir(out / pick, ov, f"run directory `{out / pick}`", f"{out.name}-{pick}")
     if not best:
         raise ExportError(f"{out} holds runs {', '.join(names)}: choose one with --variant NAME or --best METRIC")
-    summaries = {r.name: _summary(r) for r in runs}
-    done = {n: s for n, s in summaries.items() if s is not None}
-    _check_metric(best, list(done.values()), out)
-    scored = {n: _metric(s, best) for n, s in done.items() if s.get("status") == "completed"}
-    scored = {n: v for n, v in scored.items() if not math.isnan(v)}
-    if not scored:
-        raise ExportError(f"--best: no completed run in {out} has a value for {best!r}{_why_missing(best, done.values())}")
-    winner = (min if lowest else max)(scored, key=lambda n: scored[n])
-    ranking = ", ".join(f"{n} {scored[n]:.4g}" for n in sorted(scored, key=lambda n: scored[n], reverse=not lowest))
+    scored = _rank({n: [n] for n in names}, {r.name: _summary(r) for r in runs}, best, lowest, out, f"in {out}")
+    winner = scored[0][3]
     src = _from_run_dir(out / winner, ov, f"run `{out / winner}`", f"{out.name}-{winner}")
-    src.provenance += f". Chosen by {'lowest' if lowest else 'highest'} `{best}` among the completed runs: {ranking}"
+    src.provenance += (f". Chosen by {'lowest' if lowest else 'highest'} `{best}` among the completed runs: "
+                       + ", ".join(f"{n} {v:.4g}" for v, _, _, n in scored))
     return src
 
 
@@ -202,15 +184,17 @@ def _why_missing(metric: str, summaries) -> str:
 
 
 def _check_metric(metric: str, summaries: list[dict], where: Path) -> None:
-    available = _numeric_metrics(summaries)
     if metric in COMPARISON_FIELDS and any(metric in s for s in summaries):
         return  # known, even where no run has a value (the ranking says why)
+    available = list(dict.fromkeys(k for s in summaries for k, v in s.items()
+                                   if isinstance(v, (int, float)) and not isinstance(v, bool)))
     if metric not in available:
         raise ExportError(f"--best: unknown metric {metric!r} in {where}; expected one of {', '.join(available) or '(no finished runs)'}")
 
 
 def _from_sweep(out: Path, run_id: str | None, best: str | None, lowest: bool, ov: dict) -> Source:
     from ..sweep.results import param_columns, read_manifest, run_dir
+    from ..sweep.spec import value_label
 
     try:
         manifest = read_manifest(out)
@@ -229,61 +213,33 @@ def _from_sweep(out: Path, run_id: str | None, best: str | None, lowest: bool, o
     summaries = {e["id"]: _summary(run_dir(out, e["id"])) for e in entries}
     if best in COMPARISON_FIELDS:
         summaries = _with_sweep_comparison(out, entries, summaries)
-    _check_metric(best, [s for s in summaries.values() if s is not None], out)
     keys = param_columns(out)
     groups: dict[str, list[dict]] = {}
     for e in entries:
         groups.setdefault(json.dumps({k: e["params"].get(k) for k in keys}, sort_keys=True, default=str), []).append(e)
-    scored = []
-    for key, members in groups.items():
-        vals = [_metric(summaries[m["id"]], best) for m in members
-                if summaries[m["id"]] is not None and summaries[m["id"]].get("status") == "completed"]
-        vals = [v for v in vals if not math.isnan(v)]
-        diverged = sum(1 for m in members if (summaries[m["id"]] or {}).get("status") == "diverged")
-        if vals:
-            scored.append((sum(vals) / len(vals), len(vals), diverged, members))
-    if not scored:
-        raise ExportError(f"--best: no completed run of sweep {out} has a value for {best!r}"
-                          f"{_why_missing(best, [s for s in summaries.values() if s is not None])}")
-    scored.sort(key=lambda t: t[0], reverse=not lowest)
-    mean, n, diverged, members = scored[0]
-    chosen = next(m for m in members if (run_dir(out, m["id"]) / "scenario.toml").exists())
+    scored = _rank({g: [m["id"] for m in ms] for g, ms in groups.items()}, summaries, best, lowest, out, f"of sweep {out}")
+    mean, n, diverged, top = scored[0]
+    chosen = next(m for m in groups[top] if (run_dir(out, m["id"]) / "scenario.toml").exists())
 
-    def label(ms):
-        return ", ".join(f"{k}={_compact(ms[0]['params'].get(k))}" for k in keys)
+    def label(g):
+        return ", ".join(f"{k}={value_label(groups[g][0]['params'].get(k))}" for k in keys)
 
-    ranking = "; ".join(f"{label(ms)}: {m:.4g} over {k} seed(s)" + (f", {d} diverged" if d else "")
-                        for m, k, d, ms in scored[:5])
-    src = _from_run_dir(run_dir(out, chosen["id"]), ov, f"run `{chosen['id']}` of sweep `{out}`")
-    src.provenance += (f". Chosen by {'lowest' if lowest else 'highest'} mean `{best}` over seeds ({label(members)}: "
+    ranking = "; ".join(f"{label(g)}: {m:.4g} over {k} seed(s)" + (f", {d} diverged" if d else "") for m, k, d, g in scored[:5])
+    src = _from_run_dir(run_dir(out, chosen["id"]), ov, f"run `{chosen['id']}` of sweep `{out}`", f"{out.name}-{chosen['id']}")
+    src.provenance += (f". Chosen by {'lowest' if lowest else 'highest'} mean `{best}` over seeds ({label(top)}: "
                        f"{mean:.4g} over {n} completed seed(s)" + (f", {diverged} diverged" if diverged else "")
                        + f"). Top configurations: {ranking}")
-    src.label = f"{out.name}-{chosen['id']}"
     return src
 
 
 def _with_sweep_comparison(out: Path, entries: list[dict], summaries: dict) -> dict:
-    """``summaries`` with the comparison fields replaced by the sweep's (module docstring)."""
+    """``summaries`` with the comparison fields replaced by the sweep's (:data:`COMPARISON_FIELDS`)."""
     import pandas as pd
 
     from ..sweep.results import result_row, results_frame, with_time_to_target
 
     df = with_time_to_target(results_frame([result_row(e, out) for e in entries]), out)
-    merged = dict(summaries)
-    for _, row in df.iterrows():
-        rid, s = row["id"], summaries.get(row["id"])
-        if s is None:
-            continue
-        s = dict(s)
-        for k in (*COMPARISON_FIELDS, "speedup_reason", "time_to_target_reason"):
-            if k in row.index:
-                v = row[k]
-                s[k] = None if v is None or (not isinstance(v, str) and pd.isna(v)) else (v if isinstance(v, str) else float(v))
-        merged[rid] = s
-    return merged
-
-
-def _compact(v) -> str:
-    from ..sweep.spec import value_label
-
-    return str(value_label(v))
+    fields = [k for k in (*COMPARISON_FIELDS, "speedup_reason", "time_to_target_reason") if k in df.columns]
+    plain = lambda v: None if v is None or (not isinstance(v, str) and pd.isna(v)) else (v if isinstance(v, str) else float(v))
+    return {**summaries, **{row["id"]: {**summaries[row["id"]], **{k: plain(row[k]) for k in fields}}
+                            for _, row in df.iterrows() if summaries.get(row["id"]) is not None}}

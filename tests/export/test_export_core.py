@@ -238,6 +238,18 @@ def test_run_directory_best_by_end_to_end_speedup(tmp_path):
         resolve(multi, best="speedup")
 
 
+def test_damaged_summary_counts_as_unfinished(tmp_path):
+    """A summary.json that is not a JSON object is a run without a summary, never a traceback."""
+    multi = tmp_path / "runs" / "quickstart"
+    _write_run(multi / "sync", quick("sync"), {"status": "completed", "final_expected_reward": 0.9})
+    _write_run(multi / "async", quick("async"), {"status": "completed", "final_expected_reward": 0.5})
+    (multi / "sync" / "summary.json").write_text("[0.9]")
+    assert "among the completed runs: async 0.5" in resolve(multi, best="final_expected_reward").provenance
+    (multi / "async" / "summary.json").write_text("null")
+    with pytest.raises(ExportError, match="unknown metric 'final_expected_reward' .*no finished runs"):
+        resolve(multi, best="final_expected_reward")
+
+
 def test_sweep_best_by_end_to_end_speedup(tmp_path):
     """A sweep run's own summary.json knows the run alone (no speed-up); `--best speedup` takes the
     sweep's value of each configuration against its synchronous baseline (load_time_to_target)."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 CONFIG_FILE = "areal_config.yaml"
 RESULT_MARK = "AREAL-VALIDATION-RESULT "
-STUBBED = ("torch", "ray", "transformers", "numba", "uvloop", "colorlog")
-SKIPPED_INITS = ("areal", "areal.infra", "areal.engine.fsdp_utils")
 
 
 def validate(files: dict[str, str], wheel_dir: Path) -> list[str]:
@@ -43,7 +42,7 @@ def validate_many(exports: list[dict[str, str]], wheel_dir: Path, complete: bool
 # ------------------------------------------------------------------------------------------------
 
 
-def _install_stubs(wheel: Path) -> None:
+def _install_stubs(wheel: Path, facts: dict) -> None:
     import importlib.abc
     import importlib.machinery
     import types
@@ -71,108 +70,70 @@ def _install_stubs(wheel: Path) -> None:
         """Stands for any attribute of a stubbed module: subclassable, callable, subscriptable."""
 
     class _StubModule(types.ModuleType):
-        def __getattr__(self, name):
-            if name.startswith("__") and name.endswith("__"):
-                raise AttributeError(name)
-            return _Any
+        __getattr__ = _AnyMeta.__getattr__
 
     class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         def find_spec(self, fullname, path, target=None):
-            if fullname.split(".")[0] in STUBBED:
-                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+            if fullname.split(".")[0] in facts["stubbed"]:
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)  # __path__ = [] on import
             return None
 
         def create_module(self, spec):
-            module = _StubModule(spec.name)
-            module.__path__ = []
-            return module
+            return _StubModule(spec.name)
 
         def exec_module(self, module):
             pass
 
     sys.meta_path.insert(0, _StubFinder())
     sys.path.insert(0, str(wheel))
-    for name in SKIPPED_INITS:
+    for name in facts["skipped_inits"]:
         package = types.ModuleType(name)
         package.__path__ = [str(wheel / name.replace(".", "/"))]
         sys.modules[name] = package
 
 
-def _choices(root_cls) -> dict[str, list]:
-    """Dotted field path -> the ``choices`` its dataclass metadata declares (areal/api/cli_args.py)."""
+def _choices(cls, prefix: str = "", depth: int = 0) -> dict[str, list]:
+    """Dotted field path -> the ``choices`` its dataclass metadata declares (areal/api/cli_args.py), through
+    fields whose type is a dataclass or a union with one dataclass, six levels deep."""
     import dataclasses
     import types
     import typing
 
-    def dataclass_of(tp):
-        if dataclasses.is_dataclass(tp):
-            return tp
-        if typing.get_origin(tp) in (typing.Union, types.UnionType):
-            found = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
-            return found[0] if len(found) == 1 else None
-        return None
-
     out: dict[str, list] = {}
-
-    def walk(cls, prefix: str, depth: int) -> None:
-        for f in dataclasses.fields(cls):
-            path = f"{prefix}{f.name}"
-            if "choices" in f.metadata:
-                out[path] = list(f.metadata["choices"])
-            sub = dataclass_of(f.type)
-            if sub is not None and depth < 6:
-                walk(sub, path + ".", depth + 1)
-
-    walk(root_cls, "", 0)
+    for f in dataclasses.fields(cls):
+        if "choices" in f.metadata:
+            out[prefix + f.name] = list(f.metadata["choices"])
+        union = typing.get_origin(f.type) in (typing.Union, types.UnionType)
+        subs = [t for t in (typing.get_args(f.type) if union else [f.type]) if dataclasses.is_dataclass(t)]
+        if len(subs) == 1 and depth < 6:
+            out.update(_choices(subs[0], f"{prefix}{f.name}.", depth + 1))
     return out
 
 
-def _leaves(node, prefix: str = "") -> list[tuple[str, object]]:
-    if isinstance(node, dict):
-        out = []
-        for key, value in node.items():
-            path = f"{prefix}.{key}" if prefix else str(key)
-            out += _leaves(value, path) if isinstance(value, dict) and value else [(path, value)]
-        return out
-    return [(prefix, node)]
+def _leaves(node: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """``(dotted path, leaf)`` of a mapping (an empty mapping below the top is a leaf)."""
+    return [leaf for key, value in node.items() for leaf in
+            (_leaves(value, f"{prefix}{key}.") if isinstance(value, dict) and value else [(f"{prefix}{key}", value)])]
 
 
-def _missing(cfg) -> list[str]:
+def _missing(node, prefix: str = "") -> list[str]:
+    """Paths of the required values (``???``) left missing in an OmegaConf tree."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
-    out: list[str] = []
-
-    def walk(node, prefix: str) -> None:
-        if isinstance(node, DictConfig):
-            if node._is_none() or node._is_missing():
-                return
-            for key in node:
-                path = f"{prefix}.{key}" if prefix else str(key)
-                if OmegaConf.is_missing(node, key):
-                    out.append(path)
-                else:
-                    walk(node._get_node(key), path)
-        elif isinstance(node, ListConfig) and not (node._is_none() or node._is_missing()):
-            for i in range(len(node)):
-                walk(node._get_node(i), f"{prefix}[{i}]")
-
-    walk(cfg, "")
-    return out
-
-
-def _placeholder(path: str) -> str:
-    if path == "actor.backend" or path.endswith(".actor.backend"):
-        return "fsdp:d1"
-    if path.endswith("backend"):
-        return "sglang:d1"
-    return "placeholder"
+    if not isinstance(node, (DictConfig, ListConfig)) or node._is_none() or node._is_missing():
+        return []
+    if isinstance(node, ListConfig):
+        return [p for i in range(len(node)) for p in _missing(node._get_node(i), f"{prefix}[{i}]")]
+    paths = {key: f"{prefix}.{key}" if prefix else str(key) for key in node}
+    return [p for key, path in paths.items()
+            for p in ([path] if OmegaConf.is_missing(node, key) else _missing(node._get_node(key), path))]
 
 
 def _one_line(exc: Exception) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
-def _check_one(text: str, cli_args, base, choices: dict[str, list], complete: bool) -> list[str]:
+def _check_one(text: str, cli_args, base, choices: dict[str, list], complete: bool, placeholders: list) -> list[str]:
     from omegaconf import OmegaConf
 
     try:
@@ -197,7 +158,7 @@ def _check_one(text: str, cli_args, base, choices: dict[str, list], complete: bo
     if complete and missing:
         return problems + [f"required keys without a value: {', '.join(missing)}"]
     for path in missing:
-        OmegaConf.update(cfg, path, _placeholder(path))
+        OmegaConf.update(cfg, path, next(value for suffix, value in placeholders if f".{path}".endswith(suffix)))
     try:
         built = OmegaConf.to_object(cfg)
     except Exception as exc:  # noqa: BLE001 - __post_init__ checks
@@ -213,7 +174,8 @@ def _child() -> int:
     import warnings
 
     job = json.loads(sys.stdin.read())
-    _install_stubs(Path(job["wheel"]))
+    facts = tomllib.loads(Path(__file__).with_name("facts.toml").read_text(encoding="utf-8"))["areal"]  # no sandbox import here
+    _install_stubs(Path(job["wheel"]), facts)
     logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
     try:
@@ -226,7 +188,7 @@ def _child() -> int:
 
         choices = _choices(cli_args.GRPOConfig)
         base = OmegaConf.structured(cli_args.GRPOConfig)
-        results = [_check_one(text, cli_args, base, choices, job["complete"]) for text in job["configs"]]
+        results = [_check_one(text, cli_args, base, choices, job["complete"], facts["placeholders"]) for text in job["configs"]]
     print(RESULT_MARK + json.dumps(results))
     return 0
 

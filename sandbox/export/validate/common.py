@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import importlib.util
 import math
 import re
 import tomllib
@@ -77,6 +78,13 @@ def choice_problems(settings: dict[str, Any], choices: dict[str, Iterable[Any]],
     """``say(key, value, allowed)`` for every key of ``choices`` (in its order) whose exported value is not allowed."""
     return [say(key, settings[key], list(allowed)) for key, allowed in choices.items()
             if key in settings and settings[key] not in list(allowed)]
+
+
+def installed_file(package: str, rel: str) -> Path | None:
+    """The file ``rel`` inside the installed ``package`` (found without importing it); None when either is absent."""
+    spec = importlib.util.find_spec(package)
+    path = Path(next(iter(spec.submodule_search_locations))) / rel if spec and spec.submodule_search_locations else None
+    return path if path is not None and path.exists() else None
 
 
 def rule_problems(framework: str, **scope: Any) -> list[str]:

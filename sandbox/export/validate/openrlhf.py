@@ -6,7 +6,6 @@ import argparse
 import ast
 import contextlib
 import functools
-import importlib.util
 import io
 import re
 import shlex
@@ -15,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from .common import is_int, rule_problems, same, source_strings
+from .common import installed_file, is_int, rule_problems, same, source_strings
 
 SCRIPT = "openrlhf/cli/train_ppo_ray.py"
 CONFIG = "openrlhf/utils/config.py"
@@ -26,13 +25,6 @@ def _wheel_file(wheel_dir: Path, rel: str) -> Path:
     if not hits:
         raise FileNotFoundError(f"{rel} not found in the unpacked wheel {wheel_dir}")
     return hits[0]
-
-
-def _main_block(tree: ast.Module) -> list[ast.stmt]:
-    for node in tree.body:
-        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
-            return node.body
-    raise ValueError("no `if __name__ == \"__main__\":` block")
 
 
 def _index(body: list[ast.stmt], pattern: str) -> int:
@@ -58,7 +50,7 @@ def _script(wheel_dir: str) -> tuple[argparse.ArgumentParser, list[ast.stmt], di
     """The real parser, the statements that follow ``parse_args`` (up to ``train(args)``) and the scope
     to run them in."""
     tree = ast.parse(_wheel_file(Path(wheel_dir), SCRIPT).read_text())
-    body = _main_block(tree)
+    body = tree.body[_index(tree.body, r"^if __name__ == .__main__.:")].body
     start = _index(body, r"^parser = argparse\.ArgumentParser\(")
     stop = _index(body, r"parser\.parse_args\(")
     scope = _stdlib_scope(tree)
@@ -77,19 +69,15 @@ def build_parser(wheel_dir: Path) -> argparse.ArgumentParser:
     return _script(str(wheel_dir))[0]
 
 
-def _parse(parser: argparse.ArgumentParser, tokens: list[str]) -> tuple[argparse.Namespace | None, str]:
+def _parse(parser: argparse.ArgumentParser, lines: list[list[str]]) -> tuple[argparse.Namespace | None, str]:
+    """argparse's namespace of the flag lines, else None and the last line of its message."""
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            return parser.parse_args(tokens), ""
+            return parser.parse_args([t for tokens in lines for t in tokens]), ""
     except SystemExit:
         lines = err.getvalue().strip().splitlines()
         return None, lines[-1] if lines else "argparse exited"
-
-
-def flag_lines(text: str) -> list[list[str]]:
-    """flags.txt as token lists, one per non-empty line."""
-    return [shlex.split(line) for line in text.splitlines() if line.strip()]
 
 
 def _literal(token: str) -> Any:
@@ -137,11 +125,8 @@ def _exact_flags(parser: argparse.ArgumentParser, lines: list[list[str]], where:
 
 def _scheduler_names() -> set[str] | None:
     """Members of the installed transformers' ``SchedulerType`` (read by AST, nothing imported)."""
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(next(iter(spec.submodule_search_locations)))
-    return set(source_strings(root, ["enum", "trainer_utils.py", "SchedulerType"])) if (root / "trainer_utils.py").exists() else None
+    path = installed_file("transformers", "trainer_utils.py")
+    return set(source_strings(path.parent, ["enum", path.name, "SchedulerType"])) if path else None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -210,7 +195,7 @@ def _check_launch(parser: argparse.ArgumentParser, text: str, lines: list[list[s
     problems = _exact_flags(parser, setup + exported, "launch.sh")
     if problems:
         return problems
-    ns, error = _parse(parser, [t for tokens in setup + exported for t in tokens])
+    ns, error = _parse(parser, setup + exported)
     if ns is None:
         return [f"launch.sh: argparse rejects the command: {error}"]
     return _post_parse_checks(ns, wheel_dir)
@@ -219,11 +204,16 @@ def _check_launch(parser: argparse.ArgumentParser, text: str, lines: list[list[s
 # ----------------------------------------------------------------------------------------------
 
 
+def _flags(files: dict[str, str], wheel_dir: Path) -> tuple[argparse.ArgumentParser, list[list[str]], argparse.Namespace | None, str]:
+    """The parser, flags.txt as token lists (one per non-empty line) and what :func:`_parse` makes of them."""
+    parser = build_parser(wheel_dir)
+    lines = [shlex.split(line) for line in files["flags.txt"].splitlines() if line.strip()]
+    return parser, lines, *_parse(parser, lines)
+
+
 def parsed_flags(files: dict[str, str], wheel_dir: Path) -> dict[str, Any]:
     """Each flag of flags.txt with the value argparse parsed for it (for typed comparisons in tests)."""
-    parser = build_parser(wheel_dir)
-    lines = flag_lines(files["flags.txt"])
-    ns, error = _parse(parser, [t for tokens in lines for t in tokens])
+    parser, lines, ns, error = _flags(files, wheel_dir)
     if ns is None:
         raise ValueError(error)
     return {flag: getattr(ns, parser._option_string_actions[flag].dest) for flag, *_ in lines}
@@ -233,10 +223,8 @@ def validate(files: dict[str, str], wheel_dir: Path) -> list[str]:
     """Problems of an OpenRLHF export (empty when accepted); see the module docstring."""
     if "flags.txt" not in files:
         return ["flags.txt is missing"]
-    parser = build_parser(wheel_dir)
-    lines = flag_lines(files["flags.txt"])
+    parser, lines, ns, error = _flags(files, wheel_dir)
     problems = _exact_flags(parser, lines, "flags.txt")
-    ns, error = _parse(parser, [t for tokens in lines for t in tokens])
     if ns is None:
         return problems + [f"flags.txt: argparse rejects the flags: {error}"]
     if problems:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import importlib.util
 import json
 import re
 import tempfile
@@ -13,7 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .common import choice_problems, facts, readback
+from .common import choice_problems, facts, installed_file, readback
 from .wheels import PINNED
 
 CONFIG_FILE = "grpo_config.json"
@@ -149,11 +148,8 @@ def _quoted_after(text: str, lead: str) -> list[str]:
 def _trainer_messages() -> tuple[str, ...]:
     """String literals of ``trl/trainer/grpo_trainer.py`` (f-string holes as ``{}``), read by AST so that
     the trainer module (and its heavy imports) is not loaded."""
-    spec = importlib.util.find_spec("trl")
-    if spec is None or not spec.submodule_search_locations:
-        return ()
-    path = Path(spec.submodule_search_locations[0]) / "trainer" / "grpo_trainer.py"
-    if not path.exists():
+    path = installed_file("trl", "trainer/grpo_trainer.py")
+    if path is None:
         return ()
     texts = []
     for node in ast.walk(ast.parse(path.read_text())):
