@@ -10,6 +10,9 @@ transformer warm-started from the cached base model, 8 prompts x 8 responses per
 and median over ``--repeats``; the ratio separate / batched is the speed-up replicas buy. The warm
 start is trained (or loaded) once before timing. The load average is printed: the machine is shared.
 
+``--eval-processes P`` (default 2) also times the one run with ``task.eval_processes = P``: its
+evaluation split over P processes (forked children; the same numbers), the use of the second core.
+
 ``--profile``: a cProfile (CPU time) of one batched run, the functions with the most cumulative time
 (where the time of a replica goes: decoding, evaluation, the learner's forward/backward, the simulator).
 Every builtin-LM run, R = 1 included, computes through one formulation batched over the replica
@@ -42,9 +45,10 @@ from sandbox.scenario import load_scenario  # noqa: E402
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "lm_mission.toml"
 
 
-def scenario(replicas: int, seed: int, steps: int, eval_every: int):
+def scenario(replicas: int, seed: int, steps: int, eval_every: int, eval_processes: int = 1):
     scn, _ = load_scenario(SCENARIO, {"task.replicas": replicas, "run.seed": seed, "run.steps": steps,
                                       "run.eval_every": eval_every, "run.figures": False,
+                                      "task.eval_processes": eval_processes,
                                       "system.staleness": {"kind": "sync"}})
     return scn
 
@@ -55,6 +59,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--eval-every", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--eval-processes", type=int, default=2,
+                    help="also time the one run with task.eval_processes = this (1: not)")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     R = args.replicas
@@ -72,15 +78,20 @@ def main() -> None:
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(40)
         print(out.getvalue())
         return
-    times = interleaved({
-        "batched": lambda: run_scenario(batched),
-        "separate": lambda: [run_scenario(s) for s in singles],
-    }, args.repeats)
-    b, s = times["batched"], times["separate"]
-    paired = statistics.median(x / y for x, y in zip(s, b))
-    print(f"  {R} replicas in one run   min {min(b):7.2f} s   median {statistics.median(b):7.2f} s")
+    cases = {"batched": lambda: run_scenario(batched), "separate": lambda: [run_scenario(s) for s in singles]}
+    if args.eval_processes > 1:
+        forked = scenario(R, 0, args.steps, args.eval_every, args.eval_processes)
+        cases["forked"] = lambda: run_scenario(forked)
+    times = interleaved(cases, args.repeats)
+    s = times["separate"]
     print(f"  {R} separate runs         min {min(s):7.2f} s   median {statistics.median(s):7.2f} s")
-    print(f"  speed-up separate/batched: {min(s) / min(b):5.2f}x (min/min), {paired:5.2f}x (median paired)")
+    for name, what in [("batched", "in one run"), ("forked", f"eval_processes={args.eval_processes}")]:
+        if name not in times:
+            continue
+        b = times[name]
+        paired = statistics.median(x / y for x, y in zip(s, b))
+        print(f"  {R} replicas {what:<20} min {min(b):7.2f} s   median {statistics.median(b):7.2f} s   "
+              f"speed-up separate/this: {min(s) / min(b):5.2f}x (min/min), {paired:5.2f}x (median paired)")
     print(f"  load average after {os.getloadavg()}")
 
 

@@ -248,3 +248,66 @@ def test_linear_rows_and_shared_prefill_do_not_change_a_number():
     assert torch.equal(shared, plain)
     for (k1, v1), (k2, v2) in zip(shared_cache, plain_cache):
         assert torch.equal(k1, k2) and torch.equal(v1, v2)
+
+
+def test_evaluation_in_forked_processes_is_the_same_to_the_bit():
+    """``task.eval_processes``: the replicas evaluated in chunks, all but the last in forked children
+    (:func:`sandbox.processes.forked_map`), give every replica's numbers of the in-process evaluation;
+    and the children really evaluate their chunks (a replica with other weights gets other numbers)."""
+    from sandbox.tasks import make_task
+
+    torch.set_num_threads(1)
+    raw = scenario(5)
+    raw["task"]["eval_size"] = 12
+    raw["task"]["eval_samples"] = 2
+    scn = validate_scenario(raw)
+    one = make_task(scn.task.model_copy(update={"replicas": 1}))
+    gen = torch.Generator().manual_seed(1)  # the warm-started base model, moved differently per replica
+    params = {k: v.expand(5, *v.shape[1:]) + 0.05 * torch.randn(5, *v.shape[1:], generator=gen)
+              for k, v in one.init_params(torch.Generator().manual_seed(0)).items()}
+    here = make_task(scn.task).evaluate(params)
+    assert len({tuple(float(x) for x in v) for v in zip(*here.values())}) > 1  # the replicas' numbers differ
+    for processes in (2, 3, 5, 8):
+        split = make_task(scn.task.model_copy(update={"eval_processes": processes})).evaluate(params)
+        assert here.keys() == split.keys()
+        for k, v in here.items():
+            assert v.shape == (5,) and torch.equal(split[k], v), (processes, k)
+    # a wrong chunk is seen: replica 1's weights in place of replica 0's move replica 0's numbers
+    swapped = {k: v[[1, 1, 2, 3, 4]] for k, v in params.items()}
+    moved = make_task(scn.task.model_copy(update={"eval_processes": 2})).evaluate(swapped)
+    assert any(not torch.equal(moved[k][0], here[k][0]) for k in here)
+    assert all(torch.equal(moved[k][0], here[k][1]) for k in here)
+
+
+def test_eval_processes_need_the_cpu_at_load_time():
+    raw = scenario(2)
+    raw["task"]["eval_processes"] = 2
+    raw["task"]["device"] = "cuda"
+    with pytest.raises(ScenarioError, match="task.eval_processes"):
+        validate_scenario(raw)
+
+
+def test_forked_map_returns_raises_and_recovers():
+    """:func:`sandbox.processes.forked_map`: results in order (the children really run: each reports its
+    own pid), a child's exception raised here, a child that dies without a result re-run here."""
+    import os
+
+    from sandbox.processes import forked_map
+
+    me = os.getpid()
+    out = forked_map([lambda i=i: (i, os.getpid()) for i in range(3)])
+    assert [i for i, _ in out] == [0, 1, 2]
+    assert out[2][1] == me and out[0][1] != me and out[1][1] != me and out[0][1] != out[1][1]
+
+    def boom():
+        raise ValueError("from the child")
+
+    with pytest.raises(ValueError, match="from the child"):
+        forked_map([boom, lambda: 1])
+
+    def dies():
+        if os.getpid() != me:
+            os._exit(3)  # killed before sending anything
+        return "here"
+
+    assert forked_map([dies, lambda: 2]) == ["here", 2]

@@ -44,6 +44,7 @@ from ...models import hf
 from ...models.hf import HFModelConfig
 from ...models import replicas as rp
 from ...models.transformer import Transformer, TransformerConfig, sample, sample_with, sequence_logprobs
+from ...processes import forked_map
 from ..base import TASKS, BudgetShape, Params, PolicyTask
 from ..draws import RowGenerators, Stream
 from ..rollouts import Rollouts
@@ -121,6 +122,13 @@ class LMTaskConfig(BaseModel):
         description="Independent learners R in one run (weights with a leading replica dimension; each replica samples, "
         "scores and trains with its own weights: docs/tasks.md#replicas). The hf backend supports 1 only.",
     )
+    eval_processes: int = Field(
+        1, ge=1, le=64,
+        description="Processes that evaluate the replicas (builtin model, CPU): the replicas are split into this many "
+        "chunks, all but one evaluated in processes forked for the evaluation, the last in the run's own; 2 on a 2-core "
+        "machine. Each replica's evaluation depends on its weights alone, so the numbers do not depend on it "
+        "(docs/tasks.md#replicas).",
+    )
     threads: int | None = Field(
         1,
         ge=1,
@@ -138,6 +146,10 @@ class LMTaskConfig(BaseModel):
             raise ValueError(f"task.replicas: {self.replicas}, but the hf backend supports replicas = 1 only (the "
                              f"transformers module is called with one replica's weights); use backend = 'builtin' "
                              f"or run seeds for independent repeats")
+        if self.eval_processes > 1 and self.device != "cpu":
+            raise ValueError(f"task.eval_processes: {self.eval_processes}, but the evaluation forks only on the CPU "
+                             f"(task.device = {self.device!r}: a forked child cannot use the parent's CUDA context); "
+                             f"use eval_processes = 1")
         if self.replicas > 1 and self.threads != 1:
             raise ValueError(f"task.threads: {self.threads}, but replicas = {self.replicas} run in one batched kernel "
                              f"per layer, which computes each replica as its one-replica run to the bit on one thread "
@@ -564,12 +576,26 @@ class LMTask(PolicyTask):
         (builtin: every replica decodes the same prompts in one batch, :func:`sandbox.models.replicas.decode`,
         each sampling with its own evaluation generator, as its one-replica run does)."""
         R = next(iter(params.values())).shape[0]
-        eos = self.tokenizer.eos_id
+        P = min(self.cfg.eval_processes, R) if self.backend == "builtin" else 1
+        if P > 1:  # replica chunks in forked processes (sandbox.processes.forked_map): each replica's numbers alone
+            cuts = [R * i // P for i in range(P + 1)]
+            parts = forked_map([
+                (lambda a=a, b=b: self._evaluate_builtin({k: v[a:b] for k, v in params.items()}))
+                for a, b in zip(cuts, cuts[1:])
+            ])
+            return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
         if self.backend == "hf":
+            eos = self.tokenizer.eos_id
             return self._evaluate(lambda ctx, T, gens: [
                 sample(self.forward_fn(self._single(params, detach=True, r=r)), ctx, self.max_new, eos, T, gens[r])
                 for r in range(R)
             ], R)
+        return self._evaluate_builtin(params)
+
+    def _evaluate_builtin(self, params: Params) -> dict[str, Tensor]:
+        """:meth:`evaluate` of the builtin model's replicas ``params`` in this process."""
+        R = next(iter(params.values())).shape[0]
+        eos = self.tokenizer.eos_id
         weights = self._stacked(params)
 
         def decode(ctx: Tensor, T: float, gens: list):
