@@ -143,12 +143,14 @@ own stream."""
 
 @torch.no_grad()
 def decode(cfg: TransformerConfig, p: Params, context: Tensor, max_new_tokens: int, eos_id: int, draw: Draw,
-           flips: Flips | None = None) -> list[tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor]]:
+           flips: Flips | None = None, prefilled: tuple[Tensor, Cache] | None = None,
+           ) -> list[tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor]]:
     """KV-cache decoding of ``context (R, B, L)`` for every replica at once: one prefill, then one
     forward of the last tokens per step, ``draw`` making the active replicas' tokens. A replica stops
     drawing, as its one-replica :func:`sandbox.models.transformer.sample` does, once all its rows have
     ended (end token kept and counted) or after ``max_new_tokens``; its rows are then fed token 0 (their
-    logits are never read) and its routing perturbation (``flips[r]``) is no longer called.
+    logits are never read) and its routing perturbation (``flips[r]``) is no longer called. ``prefilled``:
+    the prefill ``(logits (R, B, ≥1, V), cache)`` of ``context`` computed before (its last position is read).
 
     Returns per replica ``(tokens (B, S_r), reported logp (B, S_r), exact logp or None, lengths (B,),
     hit_eos (B,))``, 0 after the end, ``S_r`` the steps that replica drew."""
@@ -164,7 +166,7 @@ def decode(cfg: TransformerConfig, p: Params, context: Tensor, max_new_tokens: i
     lps = torch.zeros(R, B, max_new_tokens, device=dev)
     exact: Tensor | None = None
     active = list(range(R))
-    logits, cache = _prefill(cfg, p, context, flips)
+    logits, cache = prefilled if prefilled is not None else _prefill(cfg, p, context, flips)
     for step in range(max_new_tokens):
         every = len(active) == R
         rows = slice(None) if every else torch.tensor(active, device=dev)

@@ -311,3 +311,44 @@ def test_forked_map_returns_raises_and_recovers():
         return "here"
 
     assert forked_map([dies, lambda: 2]) == ["here", 2]
+
+
+@pytest.mark.parametrize("eval_batch", [512, 5], ids=["one-piece", "pieces"])
+def test_evaluation_prefills_each_held_out_prompt_once_with_the_same_bits(monkeypatch, eval_batch):
+    """The greedy and the sampled pass of an evaluation start from one stored prefill of the held-out
+    prompts (``LMTask._eval_decoder``): every number equals the evaluation that prefills each pass's
+    rows itself (``EVAL_PREFILL_BYTES = 0``), also with pieces of 5 prompts (a sampled piece then splits
+    a prompt's repeats); and each held-out prompt is prefilled once instead of 1 + eval_samples times."""
+    from sandbox.models import replicas as rp
+    from sandbox.tasks import make_task
+    from sandbox.tasks.lm import task as lm_task
+
+    torch.set_num_threads(1)
+    raw = scenario(3)
+    raw["task"].update(eval_size=12, eval_samples=2, eval_batch=eval_batch)
+    scn = validate_scenario(raw)
+    task = make_task(scn.task)
+    gen = torch.Generator().manual_seed(2)
+    params = {k: v + 0.05 * torch.randn(v.shape, generator=gen)
+              for k, v in task.init_params(torch.Generator().manual_seed(0)).items()}
+    stored = task.evaluate(params)
+    monkeypatch.setattr(lm_task, "EVAL_PREFILL_BYTES", 0)
+    own = task.evaluate(params)
+    assert stored.keys() == own.keys() and "eval/expected_reward" in own
+    for k, v in own.items():
+        assert torch.equal(stored[k], v), k
+    real, calls = rp._prefill, []
+
+    def counted(cfg, p, ctx, flips):
+        calls.append(ctx.shape[1])
+        return real(cfg, p, ctx, flips)
+
+    monkeypatch.setattr(rp, "_prefill", counted)
+    task.evaluate(params)
+    pieces = -(-12 // eval_batch)
+    assert len(calls) == pieces + -(-24 // eval_batch)  # each pass prefills its own rows
+    calls.clear()
+    monkeypatch.setattr(lm_task, "EVAL_PREFILL_BYTES", 64 << 20)
+    again = task.evaluate(params)
+    assert all(torch.equal(again[k], v) for k, v in own.items())
+    assert len(calls) == pieces and sum(calls) == 12  # every held-out prompt once, in pieces of eval_batch
