@@ -462,7 +462,8 @@ class LMTask(PolicyTask):
         rows = None if rs == list(range(self.replicas)) else rs
         if engine is None:
             shared = all(g is gens[0] for g in gens)
-            return rp.decode(self.model_cfg, self._stacked(params, rows), ctx, budget, eos, _token_draw(T, gens, shared))
+            return rp.decode(self.model_cfg, self._stacked(params, rows), ctx, budget, eos, _token_draw(T, gens, shared),
+                             compact=True)
         own_forward = "forward" in engine.needs
         flips = None
         if own_forward:
@@ -644,7 +645,7 @@ class LMTask(PolicyTask):
         def decode(ctx: Tensor, T: float, gens: list, idx: Tensor):
             pre = prefilled(idx) if self.cfg.eval_samples > 0 and kv_bytes <= EVAL_PREFILL_BYTES else None
             outs = rp.decode(cfg, weights, ctx.unsqueeze(0).expand(Rc, -1, -1), self.max_new, eos,
-                             _token_draw(T, gens, shared=False), prefilled=pre)
+                             _token_draw(T, gens, shared=False), prefilled=pre, compact=True)
             return [(t, lp, lens, hit) for t, lp, _, lens, hit in outs]
 
         return decode
