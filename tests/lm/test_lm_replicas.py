@@ -352,3 +352,42 @@ def test_evaluation_prefills_each_held_out_prompt_once_with_the_same_bits(monkey
     again = task.evaluate(params)
     assert all(torch.equal(again[k], v) for k, v in own.items())
     assert len(calls) == pieces and sum(calls) == 12  # every held-out prompt once, in pieces of eval_batch
+
+
+@pytest.mark.parametrize("temperature, shared", [(1.0, False), (1.0, True), (0.0, False)], ids=["own", "shared", "greedy"])
+def test_decoding_without_the_ended_rows_changes_no_number(monkeypatch, temperature, shared):
+    """:func:`sandbox.models.replicas.decode` with ``compact=True`` (ended rows leave the forward) gives the
+    tokens, log-probs, lengths and ends of the full batch to the bit, and leaves the generators in the same
+    state; and the batch really shrinks."""
+    from sandbox.models import replicas as rp
+    from sandbox.models.transformer import TransformerConfig
+    from sandbox.tasks.lm.task import _token_draw
+
+    torch.set_num_threads(1)
+    cfg = TransformerConfig(d_model=16, n_heads=2, n_layers=2, vocab_size=12, max_seq_len=24)
+    P = _replica_models(cfg, 3, torch.float32)
+    P["tok.weight"][:, 3] *= 8  # token 3 (the end token here) likely: rows end at different steps
+    ctx = torch.randint(4, 12, (3, 9, 5), generator=torch.Generator().manual_seed(4))
+    real, widths = rp.forward, []
+
+    def counted(cfg, p, tokens, past=None, flips=None):
+        widths.append(tokens.shape[1])
+        return real(cfg, p, tokens, past, flips)
+
+    monkeypatch.setattr(rp, "forward", counted)
+    outs, states = {}, {}
+    for compact in (False, True):
+        gens = [torch.Generator().manual_seed(7)] * 3 if shared else [torch.Generator().manual_seed(s) for s in range(3)]
+        widths.clear()
+        outs[compact] = rp.decode(cfg, P, ctx, 12, 3, _token_draw(temperature, gens, shared), compact=compact)
+        states[compact] = [g.get_state() for g in gens]
+        if compact:
+            assert min(widths) < 9  # ended rows left the batch
+        else:
+            assert set(widths) <= {9}
+    for a, b in zip(outs[False], outs[True]):
+        for x, y in zip(a, b):
+            assert (x is None and y is None) or torch.equal(x, y)
+    assert all(torch.equal(a, b) for a, b in zip(states[False], states[True]))
+    lengths = torch.stack([o[3] for o in outs[True]])
+    assert lengths.min() < lengths.max()  # rows did end at different steps
