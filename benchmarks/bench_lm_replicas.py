@@ -12,6 +12,9 @@ start is trained (or loaded) once before timing. The load average is printed: th
 
 ``--eval-processes P`` (default 2) also times the one run with ``task.eval_processes = P``: its
 evaluation split over P processes (forked children; the same numbers), the use of the second core.
+After the wall times, each side's CPU time (min over ``--repeats``): this process's and its forked
+children's. On a loaded machine the wall time of the forked side shows no gain when no core is idle;
+with an idle core its wall time is about this process's CPU time (``benchmarks/README.md`` row 8).
 
 ``--profile``: a cProfile (CPU time) of one batched run, the functions with the most cumulative time
 (where the time of a replica goes: decoding, evaluation, the learner's forward/backward, the simulator).
