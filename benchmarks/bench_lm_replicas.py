@@ -10,6 +10,12 @@ transformer warm-started from the cached base model, 8 prompts x 8 responses per
 and median over ``--repeats``; the ratio separate / batched is the speed-up replicas buy. The warm
 start is trained (or loaded) once before timing. The load average is printed: the machine is shared.
 
+``--eval-processes P`` (default 2) also times the one run with ``task.eval_processes = P``: its
+evaluation split over P processes (forked children; the same numbers), the use of the second core.
+After the wall times, each side's CPU time (min over ``--repeats``): this process's and its forked
+children's. On a loaded machine the wall time of the forked side shows no gain when no core is idle;
+with an idle core its wall time is about this process's CPU time (``benchmarks/README.md`` row 8).
+
 ``--profile``: a cProfile (CPU time) of one batched run, the functions with the most cumulative time
 (where the time of a replica goes: decoding, evaluation, the learner's forward/backward, the simulator).
 Every builtin-LM run, R = 1 included, computes through one formulation batched over the replica
@@ -26,6 +32,7 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import statistics
 import sys
 import time
@@ -42,10 +49,11 @@ from sandbox.scenario import load_scenario  # noqa: E402
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "lm_mission.toml"
 
 
-def scenario(replicas: int, seed: int, steps: int, eval_every: int):
+def scenario(replicas: int, seed: int, steps: int, eval_every: int, eval_processes: int = 1):
+    extra = {"task.eval_processes": eval_processes} if eval_processes != 1 else {}
     scn, _ = load_scenario(SCENARIO, {"task.replicas": replicas, "run.seed": seed, "run.steps": steps,
                                       "run.eval_every": eval_every, "run.figures": False,
-                                      "system.staleness": {"kind": "sync"}})
+                                      "system.staleness": {"kind": "sync"}, **extra})
     return scn
 
 
@@ -55,6 +63,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--eval-every", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--eval-processes", type=int, default=2,
+                    help="also time the one run with task.eval_processes = this (1: not)")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     R = args.replicas
@@ -72,15 +82,37 @@ def main() -> None:
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(40)
         print(out.getvalue())
         return
-    times = interleaved({
-        "batched": lambda: run_scenario(batched),
-        "separate": lambda: [run_scenario(s) for s in singles],
-    }, args.repeats)
-    b, s = times["batched"], times["separate"]
-    paired = statistics.median(x / y for x, y in zip(s, b))
-    print(f"  {R} replicas in one run   min {min(b):7.2f} s   median {statistics.median(b):7.2f} s")
+    cases = {"batched": lambda: run_scenario(batched), "separate": lambda: [run_scenario(s) for s in singles]}
+    if args.eval_processes > 1:
+        forked = scenario(R, 0, args.steps, args.eval_every, args.eval_processes)
+        cases["forked"] = lambda: run_scenario(forked)
+    times = interleaved(cases, args.repeats)
+    s = times["separate"]
     print(f"  {R} separate runs         min {min(s):7.2f} s   median {statistics.median(s):7.2f} s")
-    print(f"  speed-up separate/batched: {min(s) / min(b):5.2f}x (min/min), {paired:5.2f}x (median paired)")
+    for name, what in [("batched", "in one run"), ("forked", f"eval_processes={args.eval_processes}")]:
+        if name not in times:
+            continue
+        b = times[name]
+        paired = statistics.median(x / y for x, y in zip(s, b))
+        print(f"  {R} replicas {what:<20} min {min(b):7.2f} s   median {statistics.median(b):7.2f} s   "
+              f"speed-up separate/this: {min(s) / min(b):5.2f}x (min/min), {paired:5.2f}x (median paired)")
+    # CPU time (less sensitive to the load than wall time on a shared machine): this process's, and that of
+    # the evaluation's forked children; with an idle core for the children, the forked run's wall time is
+    # about this process's CPU time (the children evaluate their chunks meanwhile)
+    cpu = {}
+    for name, fn in cases.items():
+        best = None
+        for _ in range(args.repeats):
+            c0, k0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+            fn()
+            k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            here, kids = time.process_time() - c0, (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)
+            best = (here, kids) if best is None or here < best[0] else best
+        cpu[name] = best
+    sc = cpu["separate"][0]
+    for name, (here, kids) in cpu.items():
+        print(f"  CPU (min of {args.repeats}) {name:<9} this process {here:6.2f} s, forked children {kids:5.2f} s"
+              + ("" if name == "separate" else f"; separate/this process: {sc / here:5.2f}x"))
     print(f"  load average after {os.getloadavg()}")
 
 

@@ -25,7 +25,9 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1
 _last_signal: list[int] = []  # the signal that raised the last KeyboardInterrupt of terminate_as_interrupt
@@ -153,3 +155,67 @@ def interrupted_by() -> int:
     """The signal behind the last interruption: SIGTERM when :func:`terminate_as_interrupt` raised
     it, else SIGINT (Ctrl-C)."""
     return _last_signal[0] if _last_signal else int(signal.SIGINT)
+
+
+def forked_map(calls: "list[Callable[[], T]]") -> "list[T]":
+    """``[call() for call in calls]``, every call but the last in a child forked from this process
+    (``os.fork``: the child starts with this process's memory, so nothing is sent to it) while the last
+    runs here at the same time; each child pickles its result back through a pipe and exits with
+    ``os._exit`` (no atexit handlers, no flush of this process's buffers). For CPU work whose result does
+    not depend on the process it runs in (``task.eval_processes``: replicas evaluated on two cores).
+    A child's exception is raised here; a child that dies without a result (killed, out of memory) has
+    its call run here instead. Without ``os.fork`` (Windows) every call runs here, one after the other.
+    A child is killed if this process stops waiting for it (Ctrl-C)."""
+    if len(calls) <= 1 or not hasattr(os, "fork"):
+        return [call() for call in calls]
+    import gc
+    import pickle
+
+    children: list[tuple[int, int]] = []  # (pid, read end of its pipe)
+    try:
+        for call in calls[:-1]:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: compute, send, exit without running anything of the parent's
+                code = 1
+                try:
+                    os.close(r)
+                    gc.disable()  # a short life: no collection walking (and copying) the parent's heap
+                    die_with_parent()
+                    try:
+                        payload = pickle.dumps((True, call()), protocol=pickle.HIGHEST_PROTOCOL)
+                    except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
+                        payload = pickle.dumps((False, e), protocol=pickle.HIGHEST_PROTOCOL)
+                    with os.fdopen(w, "wb") as fh:
+                        fh.write(payload)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(w)
+            children.append((pid, r))
+        last = calls[-1]()
+        out = []
+        for (pid, r), call in zip(children, calls):
+            with os.fdopen(r, "rb") as fh:
+                data = fh.read()
+            os.waitpid(pid, 0)
+            children = [c for c in children if c[0] != pid]
+            if not data:  # died without a result: compute it here
+                out.append(call())
+                continue
+            ok, value = pickle.loads(data)
+            if not ok:
+                raise value
+            out.append(value)
+        return out + [last]
+    finally:
+        for pid, r in children:  # left waiting (an exception here): stop and reap them
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            try:
+                os.close(r)
+            except OSError:
+                pass

@@ -248,3 +248,147 @@ def test_linear_rows_and_shared_prefill_do_not_change_a_number():
     assert torch.equal(shared, plain)
     for (k1, v1), (k2, v2) in zip(shared_cache, plain_cache):
         assert torch.equal(k1, k2) and torch.equal(v1, v2)
+
+
+def test_evaluation_in_forked_processes_is_the_same_to_the_bit():
+    """``task.eval_processes``: the replicas evaluated in chunks, all but the last in forked children
+    (:func:`sandbox.processes.forked_map`), give every replica's numbers of the in-process evaluation;
+    and the children really evaluate their chunks (a replica with other weights gets other numbers)."""
+    from sandbox.tasks import make_task
+
+    torch.set_num_threads(1)
+    raw = scenario(5)
+    raw["task"]["eval_size"] = 12
+    raw["task"]["eval_samples"] = 2
+    scn = validate_scenario(raw)
+    one = make_task(scn.task.model_copy(update={"replicas": 1}))
+    gen = torch.Generator().manual_seed(1)  # the warm-started base model, moved differently per replica
+    params = {k: v.expand(5, *v.shape[1:]) + 0.05 * torch.randn(5, *v.shape[1:], generator=gen)
+              for k, v in one.init_params(torch.Generator().manual_seed(0)).items()}
+    here = make_task(scn.task).evaluate(params)
+    assert len({tuple(float(x) for x in v) for v in zip(*here.values())}) > 1  # the replicas' numbers differ
+    for processes in (2, 3, 5, 8):
+        split = make_task(scn.task.model_copy(update={"eval_processes": processes})).evaluate(params)
+        assert here.keys() == split.keys()
+        for k, v in here.items():
+            assert v.shape == (5,) and torch.equal(split[k], v), (processes, k)
+    # a wrong chunk is seen: replica 1's weights in place of replica 0's move replica 0's numbers
+    swapped = {k: v[[1, 1, 2, 3, 4]] for k, v in params.items()}
+    moved = make_task(scn.task.model_copy(update={"eval_processes": 2})).evaluate(swapped)
+    assert any(not torch.equal(moved[k][0], here[k][0]) for k in here)
+    assert all(torch.equal(moved[k][0], here[k][1]) for k in here)
+
+
+def test_eval_processes_need_the_cpu_at_load_time():
+    raw = scenario(2)
+    raw["task"]["eval_processes"] = 2
+    raw["task"]["device"] = "cuda"
+    with pytest.raises(ScenarioError, match="task.eval_processes"):
+        validate_scenario(raw)
+
+
+def test_forked_map_returns_raises_and_recovers():
+    """:func:`sandbox.processes.forked_map`: results in order (the children really run: each reports its
+    own pid), a child's exception raised here, a child that dies without a result re-run here."""
+    import os
+
+    from sandbox.processes import forked_map
+
+    me = os.getpid()
+    out = forked_map([lambda i=i: (i, os.getpid()) for i in range(3)])
+    assert [i for i, _ in out] == [0, 1, 2]
+    assert out[2][1] == me and out[0][1] != me and out[1][1] != me and out[0][1] != out[1][1]
+
+    def boom():
+        raise ValueError("from the child")
+
+    with pytest.raises(ValueError, match="from the child"):
+        forked_map([boom, lambda: 1])
+
+    def dies():
+        if os.getpid() != me:
+            os._exit(3)  # killed before sending anything
+        return "here"
+
+    assert forked_map([dies, lambda: 2]) == ["here", 2]
+
+
+@pytest.mark.parametrize("eval_batch", [512, 5], ids=["one-piece", "pieces"])
+def test_evaluation_prefills_each_held_out_prompt_once_with_the_same_bits(monkeypatch, eval_batch):
+    """The greedy and the sampled pass of an evaluation start from one stored prefill of the held-out
+    prompts (``LMTask._eval_decoder``): every number equals the evaluation that prefills each pass's
+    rows itself (``EVAL_PREFILL_BYTES = 0``), also with pieces of 5 prompts (a sampled piece then splits
+    a prompt's repeats); and each held-out prompt is prefilled once instead of 1 + eval_samples times."""
+    from sandbox.models import replicas as rp
+    from sandbox.tasks import make_task
+    from sandbox.tasks.lm import task as lm_task
+
+    torch.set_num_threads(1)
+    raw = scenario(3)
+    raw["task"].update(eval_size=12, eval_samples=2, eval_batch=eval_batch)
+    scn = validate_scenario(raw)
+    task = make_task(scn.task)
+    gen = torch.Generator().manual_seed(2)
+    params = {k: v + 0.05 * torch.randn(v.shape, generator=gen)
+              for k, v in task.init_params(torch.Generator().manual_seed(0)).items()}
+    stored = task.evaluate(params)
+    monkeypatch.setattr(lm_task, "EVAL_PREFILL_BYTES", 0)
+    own = task.evaluate(params)
+    assert stored.keys() == own.keys() and "eval/expected_reward" in own
+    for k, v in own.items():
+        assert torch.equal(stored[k], v), k
+    real, calls = rp._prefill, []
+
+    def counted(cfg, p, ctx, flips):
+        calls.append(ctx.shape[1])
+        return real(cfg, p, ctx, flips)
+
+    monkeypatch.setattr(rp, "_prefill", counted)
+    task.evaluate(params)
+    pieces = -(-12 // eval_batch)
+    assert len(calls) == pieces + -(-24 // eval_batch)  # each pass prefills its own rows
+    calls.clear()
+    monkeypatch.setattr(lm_task, "EVAL_PREFILL_BYTES", 64 << 20)
+    again = task.evaluate(params)
+    assert all(torch.equal(again[k], v) for k, v in own.items())
+    assert len(calls) == pieces and sum(calls) == 12  # every held-out prompt once, in pieces of eval_batch
+
+
+@pytest.mark.parametrize("temperature, shared", [(1.0, False), (1.0, True), (0.0, False)], ids=["own", "shared", "greedy"])
+def test_decoding_without_the_ended_rows_changes_no_number(monkeypatch, temperature, shared):
+    """:func:`sandbox.models.replicas.decode` with ``compact=True`` (ended rows leave the forward) gives the
+    tokens, log-probs, lengths and ends of the full batch to the bit, and leaves the generators in the same
+    state; and the batch really shrinks."""
+    from sandbox.models import replicas as rp
+    from sandbox.models.transformer import TransformerConfig
+    from sandbox.tasks.lm.task import _token_draw
+
+    torch.set_num_threads(1)
+    cfg = TransformerConfig(d_model=16, n_heads=2, n_layers=2, vocab_size=12, max_seq_len=24)
+    P = _replica_models(cfg, 3, torch.float32)
+    P["tok.weight"][:, 3] *= 8  # token 3 (the end token here) likely: rows end at different steps
+    ctx = torch.randint(4, 12, (3, 9, 5), generator=torch.Generator().manual_seed(4))
+    real, widths = rp.forward, []
+
+    def counted(cfg, p, tokens, past=None, flips=None):
+        widths.append(tokens.shape[1])
+        return real(cfg, p, tokens, past, flips)
+
+    monkeypatch.setattr(rp, "forward", counted)
+    monkeypatch.setattr(rp, "COMPACT_ROWS", 1)  # this small batch compacts too (an evaluation's does by default)
+    outs, states = {}, {}
+    for compact in (False, True):
+        gens = [torch.Generator().manual_seed(7)] * 3 if shared else [torch.Generator().manual_seed(s) for s in range(3)]
+        widths.clear()
+        outs[compact] = rp.decode(cfg, P, ctx, 12, 3, _token_draw(temperature, gens, shared), compact=compact)
+        states[compact] = [g.get_state() for g in gens]
+        if compact:
+            assert min(widths) < 9  # ended rows left the batch
+        else:
+            assert set(widths) <= {9}
+    for a, b in zip(outs[False], outs[True]):
+        for x, y in zip(a, b):
+            assert (x is None and y is None) or torch.equal(x, y)
+    assert all(torch.equal(a, b) for a, b in zip(states[False], states[True]))
+    lengths = torch.stack([o[3] for o in outs[True]])
+    assert lengths.min() < lengths.max()  # rows did end at different steps

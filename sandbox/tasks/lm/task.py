@@ -44,6 +44,7 @@ from ...models import hf
 from ...models.hf import HFModelConfig
 from ...models import replicas as rp
 from ...models.transformer import Transformer, TransformerConfig, sample, sample_with, sequence_logprobs
+from ...processes import forked_map
 from ..base import TASKS, BudgetShape, Params, PolicyTask
 from ..draws import RowGenerators, Stream
 from ..rollouts import Rollouts
@@ -53,6 +54,10 @@ from .warmstart import WarmStartConfig
 
 EVAL_ROWS = 1024
 """Rows (held-out prompts x replicas) an evaluation decodes in one batch (``LMTask.evaluate``)."""
+
+EVAL_PREFILL_BYTES = 64 << 20
+"""The most memory the held-out prompts' stored prefill may take (``LMTask._eval_decoder``; beyond it each
+pass prefills its own rows)."""
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -121,6 +126,13 @@ class LMTaskConfig(BaseModel):
         description="Independent learners R in one run (weights with a leading replica dimension; each replica samples, "
         "scores and trains with its own weights: docs/tasks.md#replicas). The hf backend supports 1 only.",
     )
+    eval_processes: int = Field(
+        1, ge=1, le=64,
+        description="Processes that evaluate the replicas (builtin model, CPU): the replicas are split into this many "
+        "chunks, all but one evaluated in processes forked for the evaluation, the last in the run's own; 2 on a 2-core "
+        "machine. Each replica's evaluation depends on its weights alone, so the numbers do not depend on it "
+        "(docs/tasks.md#replicas).",
+    )
     threads: int | None = Field(
         1,
         ge=1,
@@ -138,6 +150,10 @@ class LMTaskConfig(BaseModel):
             raise ValueError(f"task.replicas: {self.replicas}, but the hf backend supports replicas = 1 only (the "
                              f"transformers module is called with one replica's weights); use backend = 'builtin' "
                              f"or run seeds for independent repeats")
+        if self.eval_processes > 1 and self.device != "cpu":
+            raise ValueError(f"task.eval_processes: {self.eval_processes}, but the evaluation forks only on the CPU "
+                             f"(task.device = {self.device!r}: a forked child cannot use the parent's CUDA context); "
+                             f"use eval_processes = 1")
         if self.replicas > 1 and self.threads != 1:
             raise ValueError(f"task.threads: {self.threads}, but replicas = {self.replicas} run in one batched kernel "
                              f"per layer, which computes each replica as its one-replica run to the bit on one thread "
@@ -446,7 +462,8 @@ class LMTask(PolicyTask):
         rows = None if rs == list(range(self.replicas)) else rs
         if engine is None:
             shared = all(g is gens[0] for g in gens)
-            return rp.decode(self.model_cfg, self._stacked(params, rows), ctx, budget, eos, _token_draw(T, gens, shared))
+            return rp.decode(self.model_cfg, self._stacked(params, rows), ctx, budget, eos, _token_draw(T, gens, shared),
+                             compact=True)
         own_forward = "forward" in engine.needs
         flips = None
         if own_forward:
@@ -564,33 +581,83 @@ class LMTask(PolicyTask):
         (builtin: every replica decodes the same prompts in one batch, :func:`sandbox.models.replicas.decode`,
         each sampling with its own evaluation generator, as its one-replica run does)."""
         R = next(iter(params.values())).shape[0]
-        eos = self.tokenizer.eos_id
+        P = min(self.cfg.eval_processes, R) if self.backend == "builtin" else 1
+        if P > 1:  # replica chunks in forked processes (sandbox.processes.forked_map): each replica's numbers alone
+            cuts = [R * i // P for i in range(P + 1)]
+            parts = forked_map([
+                (lambda a=a, b=b: self._evaluate_builtin({k: v[a:b] for k, v in params.items()}))
+                for a, b in zip(cuts, cuts[1:])
+            ])
+            return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
         if self.backend == "hf":
-            return self._evaluate(lambda ctx, T, gens: [
+            eos = self.tokenizer.eos_id
+            return self._evaluate(lambda ctx, T, gens, idx: [
                 sample(self.forward_fn(self._single(params, detach=True, r=r)), ctx, self.max_new, eos, T, gens[r])
                 for r in range(R)
             ], R)
-        weights = self._stacked(params)
+        return self._evaluate_builtin(params)
 
-        def decode(ctx: Tensor, T: float, gens: list):
-            # replicas in chunks of about EVAL_ROWS rows: larger batches leave the caches (slower per replica;
-            # the same numbers, each replica's kernels do not depend on the others)
-            outs, c = [], max(1, EVAL_ROWS // ctx.shape[0])
-            for s in range(0, R, c):
-                w = {k: v[s:s + c] for k, v in weights.items()}
-                outs += rp.decode(self.model_cfg, w, ctx.unsqueeze(0).expand(len(gens[s:s + c]), -1, -1), self.max_new,
-                                  eos, _token_draw(T, gens[s:s + c], shared=False))
+    def _evaluate_builtin(self, params: Params) -> dict[str, Tensor]:
+        """:meth:`evaluate` of the builtin model's replicas ``params`` in this process: the replicas in chunks
+        of about :data:`EVAL_ROWS` rows per decode (larger batches leave the caches: slower per replica; the
+        same numbers, each replica's kernels do not depend on the others), each chunk's held-out prompts
+        prefilled once for its greedy and its sampled decoding (:meth:`_eval_decoder`)."""
+        R = next(iter(params.values())).shape[0]
+        weights = self._stacked(params)
+        N, eb = len(self.eval_prompts), self.cfg.eval_batch
+        c = max(1, EVAL_ROWS // max(min(eb, N), min(eb, N * self.cfg.eval_samples)))
+        parts = [self._evaluate(self._eval_decoder({k: v[s:s + c] for k, v in weights.items()}), min(c, R - s))
+                 for s in range(0, R, c)]
+        if len(parts) == 1:
+            return parts[0]
+        return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
+
+    def _eval_decoder(self, weights: Params):
+        """The ``decode`` of :meth:`_evaluate` for the replicas ``weights``: :func:`sandbox.models.replicas.decode`
+        of the rows of held-out prompts ``idx``. With sampled responses (``eval_samples > 0``) every held-out
+        prompt is prefilled once, in pieces of ``eval_batch`` prompts, and both passes start from its logits
+        and keys/values (each row's numbers do not depend on the rows beside it, :func:`_prefill`: the same
+        bits as prefilling each pass; half of an evaluation's prefill, about a fifth of its time), when
+        the stored keys/values take at most :data:`EVAL_PREFILL_BYTES`."""
+        eos, cfg = self.tokenizer.eos_id, self.model_cfg
+        Rc = next(iter(weights.values())).shape[0]
+        N, L = self.eval_ids.shape
+        kv_bytes = Rc * N * L * cfg.d_model * 2 * cfg.n_layers * torch.finfo(self.dtype).bits // 8
+        store: list = []  # [(last logits (Rc, N, 1, V), per layer (k, v) each (Rc, N, heads, L, hd))] once computed
+
+        def prefilled(idx: Tensor):
+            if not store:
+                logits, caches = [], []
+                for s in range(0, N, self.cfg.eval_batch):
+                    ctx = self.eval_ids[s:s + self.cfg.eval_batch].to(self.device)
+                    lg, cache = rp._prefill(cfg, weights, ctx.unsqueeze(0).expand(Rc, -1, -1), None)
+                    logits.append(lg[:, :, -1:])
+                    n = (Rc, ctx.shape[0], cfg.n_heads)  # (Rc·n·heads, L, hd) -> (Rc, n, heads, L, hd)
+                    caches.append([(k.reshape(*n, *k.shape[1:]), v.reshape(*n, *v.shape[1:])) for k, v in cache])
+                store.append((torch.cat(logits, 1), [(torch.cat([c[i][0] for c in caches], 1),
+                                                      torch.cat([c[i][1] for c in caches], 1))
+                                                     for i in range(cfg.n_layers)]))
+            logits, cache = store[0]
+            i = idx.to(logits.device)
+            return logits.index_select(1, i), [(k.index_select(1, i).flatten(0, 2), v.index_select(1, i).flatten(0, 2))
+                                               for k, v in cache]
+
+        def decode(ctx: Tensor, T: float, gens: list, idx: Tensor):
+            pre = prefilled(idx) if self.cfg.eval_samples > 0 and kv_bytes <= EVAL_PREFILL_BYTES else None
+            outs = rp.decode(cfg, weights, ctx.unsqueeze(0).expand(Rc, -1, -1), self.max_new, eos,
+                             _token_draw(T, gens, shared=False), prefilled=pre, compact=True)
             return [(t, lp, lens, hit) for t, lp, _, lens, hit in outs]
 
-        return self._evaluate(decode, R)
+        return decode
 
     def _evaluate(self, decode, R: int) -> dict[str, Tensor]:
-        """The evaluation of ``R`` replicas through ``decode(context (B, L), temperature, generators) -> per
-        replica (tokens, log-probs, lengths, hit_eos)`` (:func:`sample` per replica)."""
+        """The evaluation of ``R`` replicas through ``decode(context (B, L), temperature, generators, the held-out
+        prompts' indices (B,)) -> per replica (tokens, log-probs, lengths, hit_eos)`` (:func:`sample` per replica)."""
         correct, total_len, cut = [0.0] * R, [0.0] * R, [0] * R
         for s in range(0, len(self.eval_prompts), self.cfg.eval_batch):
             ctx = self.eval_ids[s : s + self.cfg.eval_batch].to(self.device)
-            for r, (toks, _, lens, hit) in enumerate(decode(ctx, 0.0, [None] * R)):
+            idx = torch.arange(s, s + ctx.shape[0])
+            for r, (toks, _, lens, hit) in enumerate(decode(ctx, 0.0, [None] * R, idx)):
                 rows, lens, hit = toks.cpu().tolist(), lens.cpu(), hit.cpu().tolist()
                 for j in range(ctx.shape[0]):
                     if hit[j]:
@@ -618,7 +685,8 @@ class LMTask(PolicyTask):
         total = [0.0] * R
         for s in range(0, len(prompts), self.cfg.eval_batch):
             ctx = ids[s : s + self.cfg.eval_batch].to(self.device)
-            for r, (toks, _, _, hit) in enumerate(decode(ctx, self.cfg.temperature, gens)):
+            idx = torch.arange(s, s + ctx.shape[0]) // k
+            for r, (toks, _, _, hit) in enumerate(decode(ctx, self.cfg.temperature, gens, idx)):
                 rows, hit = toks.cpu().tolist(), hit.cpu().tolist()
                 for j in range(ctx.shape[0]):
                     if hit[j]:
