@@ -198,8 +198,9 @@ def run(
                                 comparison_figure(results, stage / COMPARISON, title=scn.title or name,
                                                   formats=run_formats(r.scenario for r in results.values()))
                         comparison = _compare_variants(results, stage)
-                        with progress.phase("figures: the variants' (worker processes)"):
-                            workers.wait()
+                        if workers.running:
+                            with progress.phase("figures: the variants' (worker processes)"):
+                                workers.wait()
     except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)

@@ -41,6 +41,7 @@ At most :attr:`FigureWorkers.max_workers` children run at once (the CPUs this pr
 from __future__ import annotations
 
 import contextvars
+import gc
 import os
 import pickle
 import signal
@@ -105,6 +106,7 @@ def _child_main(parent: int, fd: int, fn: Callable[..., Any], args: tuple, kwarg
         if os.getppid() != parent:  # the command died before the call above
             os._exit(code)
         watch_process(parent)  # where there is no parent-death signal
+        gc.freeze()  # the command's objects are never scanned here: a collection would copy every page it touches
         # fresh stream objects: a lock of the inherited ones may have been held by another thread at the fork
         sys.stdout = open(os.dup(1), "w", buffering=1, errors="backslashreplace")  # noqa: SIM115
         sys.stderr = open(os.dup(2), "w", buffering=1, errors="backslashreplace")  # noqa: SIM115
@@ -155,6 +157,11 @@ class FigureWorkers:
         else:
             self.kill()
         return False
+
+    @property
+    def running(self) -> int:
+        """Children not yet waited for."""
+        return len(self._children)
 
     @contextmanager
     def deferring(self) -> Iterator[None]:
