@@ -95,6 +95,18 @@ def test_variant_figures_are_drawn_in_workers_with_the_same_bytes(tmp_path, monk
     assert not different, different
 
 
+def test_a_run_without_variants_draws_its_figures_itself(tmp_path, monkeypatch):
+    """Nothing would run beside a worker: the figures are drawn in the command's process, as before."""
+    data = {k: v for k, v in TINY.items() if k != "variants"}
+    path = tmp_path / "one.toml"
+    path.write_text(tomli_w.dumps(data))
+    _record_pids(monkeypatch, tmp_path / "pids")
+    res = invoke(str(path), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 0, res.output
+    assert [p.name for p in (tmp_path / "pids").iterdir()] == [f"{os.getpid()}-"]
+    assert (tmp_path / "out" / "figures" / "timeline.png").is_file()
+
+
 @pytest.mark.parametrize("fork", [True, False], ids=["workers", "inline"])
 def test_a_failing_figure_is_the_same_clear_error_and_keeps_nothing(tmp_path, monkeypatch, fork):
     if fork and not figure_worker.FORK:
