@@ -135,9 +135,10 @@ class FigureWorkers:
 
     ``workers.submit(what, fn, *args, **kwargs)`` forks a child that calls ``fn(*args, **kwargs)``
     and goes on (``prepare``, when given, is called once before the first fork: what each child
-    would otherwise load again, such as :func:`sandbox.plots.warm_up`); ``with workers.deferring():`` marks a run whose figures the caller submits itself
-    (:func:`deferred`). A normal exit of the block waits for every child and raises the first
-    failure; an exception leaving the block kills and reaps the children first."""
+    would otherwise load again, such as :func:`sandbox.plots.warm_up`); ``with
+    workers.deferring():`` marks a run whose figures the caller submits itself (:func:`deferred`).
+    A normal exit of the block waits for every child and raises the first failure; an exception
+    leaving the block kills and reaps the children first."""
 
     def __init__(self, max_workers: int | None = None, prepare: Callable[[], Any] | None = None,
                  enabled: bool | None = None):
