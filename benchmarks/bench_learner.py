@@ -10,10 +10,13 @@
    and at ``"lean"`` (only what the run reads: docs/system.md#metric-levels), interleaved with the bare loop.
 2. The share of a default ``sandbox run`` of ``scenarios/quickstart.toml`` (three variants, run
    directories and figures written) spent drawing figures, in-process: the whole command timed with
-   ``run.figures = true`` and with ``run.figures = false`` (share = 1 − t_false / t_true; the
-   comparison figure of the variants is drawn in both), and the time spent inside the figure
-   functions of a figures-on run (share = t_figures / t_true). The first command of the process
-   also pays the imports (matplotlib, pandas, pyarrow), so it is run once before the timed repeats.
+   ``run.figures = true`` and with ``run.figures = false`` (share = 1 − t_false / t_true; no figure
+   at all is drawn in the second, the comparison figures included), and the time spent inside the figure
+   functions called in the command's process of a figures-on run (share = t_figures / t_true; the
+   variants' own figures are drawn in worker processes since issue 32, sandbox/figure_worker.py, so
+   only the comparison figures count there), and the CPU time of the command with its workers. The
+   first command of the process also pays the imports (matplotlib, pandas, pyarrow), so it is run
+   once before the timed repeats.
 
 Each row reports the min and the median over ``--repeats`` interleaved repeats (baseline, sandbox,
 baseline, sandbox, ...), so that load on a shared machine hits both sides alike.
@@ -165,16 +168,26 @@ def cli_run(out: Path, figures: bool) -> None:
 def bench_figures(repeats: int) -> None:
     import io
 
+    import os
+    import resource
+
     timer = FigureTimer()
     in_figures: dict[str, list[float]] = {"figures off": [], "figures on": []}
+    cpu: dict[str, list[float]] = {"figures off": [], "figures on": []}
+
+    def cpu_seconds() -> float:  # this process and its reaped children (the figure workers)
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
     def timed_run(name: str, out: Path, figures: bool):
         def call():
-            before = timer.total
+            before, c0 = timer.total, cpu_seconds()
             cli_run(out, figures)
             in_figures[name].append(timer.total - before)
+            cpu[name].append(cpu_seconds() - c0)
         return call
 
+    load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
         from sandbox.cli import console
 
@@ -184,16 +197,19 @@ def bench_figures(repeats: int) -> None:
             times = interleaved({"figures off": timed_run("figures off", Path(tmp) / "off", False),
                                  "figures on": timed_run("figures on", Path(tmp) / "on", True)}, repeats)
         console.quiet = False
-    print(f"default `sandbox run` of scenarios/quickstart.toml (3 variants), in-process, {repeats} interleaved repeats:")
+    load.append(os.getloadavg()[0])
+    print(f"default `sandbox run` of scenarios/quickstart.toml (3 variants), in-process, {repeats} interleaved repeats "
+          f"(load average {load[0]:.1f} before, {load[1]:.1f} after, {os.cpu_count()} CPUs):")
     for name, ts in times.items():
-        print(f"  {name:12s} {fmt(ts)}   of which in figure functions: median {statistics.median(in_figures[name]):.3f} s")
+        print(f"  {name:12s} {fmt(ts)}   CPU (with worker processes) median {statistics.median(cpu[name]):.3f} s; "
+              f"in figure functions in this process: median {statistics.median(in_figures[name]):.3f} s")
     on, off = times["figures on"], times["figures off"]
     shares = [1 - f / o for f, o in zip(off, on)]
     inside = [f / t for f, t in zip(in_figures["figures on"], on)]
     print(f"  share of the run spent on figures (1 - off/on): min-vs-min {1 - min(off) / min(on):6.1%}, "
           f"median of paired {statistics.median(shares):6.1%}")
-    print(f"  share inside the figure functions (figures on; includes the comparison figure, drawn also when off): "
-          f"median {statistics.median(inside):6.1%}")
+    print(f"  share inside the figure functions called in this process (figures on; the comparison figure and, where "
+          f"variants' figures are drawn in worker processes, not those): median {statistics.median(inside):6.1%}")
 
 
 def main() -> None:

@@ -188,18 +188,28 @@ def run(
             with staged as stage:
                 if staged.previous:
                     console.print(f"{escape(str(out))} holds a previous run: it is replaced when this run is complete")
-                from .plots import variant_colors
+                from .figure_worker import FigureWorkers
+                from .plots import default_figures, variant_colors, warm_up
                 from .heap import release_free_heap
                 from .runner import slim
 
                 colors = variant_colors(variants)
+                # several variants: each one's figures are drawn in a worker process while the next one simulates,
+                # the same files (sandbox/figure_worker.py); the block waits for them before the run is moved in
                 with progress.session(progress.enabled(quiet)), \
-                        progress.task(f"{name}: variants", weights=weights) if len(variants) > 1 else nullcontext() as top:
+                        progress.task(f"{name}: variants", weights=weights) if len(variants) > 1 else nullcontext() as top, \
+                        FigureWorkers(prepare=warm_up) as workers:
                     for label, vscn in variants.items():
                         # the variant's cluster and learner (reference cycles) go when it ends, not at some later
                         # collection; that collection scans the variant's own objects only (sandbox/gc_pause.py)
                         with collected_on_exit():
-                            result = _run_one(vscn, stage / safe_name(label) if label else stage, label, name, colors[label])
+                            where = stage / safe_name(label) if label else stage
+                            defer = workers.enabled and len(variants) > 1
+                            with workers.deferring() if defer else nullcontext():
+                                result = _run_one(vscn, where, label, name, colors[label])
+                            if defer and vscn.run.figures:
+                                workers.submit(f"the figures of variant {label!r}", default_figures, result, where / "figures",
+                                               label=label, color=colors[label], formats=vscn.run.figure_formats)
                             results[label or name] = slim(result)  # written: keep what the outputs across variants read
                             del result
                         release_free_heap()  # the variant's freed pages back to the system (sandbox/heap.py)
@@ -213,6 +223,9 @@ def run(
                                 comparison_figure(results, stage / COMPARISON, title=scn.title or name,
                                                   formats=run_formats(r.scenario for r in results.values()))
                         comparison = _compare_variants(results, stage)
+                        if workers.running:
+                            with progress.phase("figures: the variants' (worker processes)"):
+                                workers.wait()
     except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2)

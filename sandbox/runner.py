@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from .engines import make_engine
+from .figure_worker import deferred as figures_deferred
 from .heap import release_free_heap
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
@@ -411,7 +412,7 @@ def _write_into(stage: Path, result: RunResult, label: str, color: str | None, w
         write_table(stage / "jobs.parquet", result.jobs)
         write_table(stage / "events.parquet", result.events)
         write_npz(stage / "replicas.npz", {k.replace("/", "__"): v for k, v in result.replica_metrics.items()})
-    if result.scenario.run.figures:
+    if result.scenario.run.figures and not figures_deferred():  # `sandbox run` draws them in a worker process
         from .plots import default_figures
 
         with progress.phase("figures" + suffix):

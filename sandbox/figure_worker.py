@@ -1,0 +1,281 @@
+"""Drawing a run's figures in worker processes while the next variant simulates (issue 32).
+
+``sandbox run`` of a scenario with variants used to draw each variant's figures in the command's own
+process between two variants, so the figures' time added to the simulation's (about two thirds of a
+default quickstart run, ``benchmarks/README.md`` row 7). Inside ``with FigureWorkers() as workers``
+the runner leaves them out (:func:`deferred`) and the command hands them to ``workers.submit``: a
+child process forked there draws them from the finished result it inherits (copy-on-write: nothing
+is serialised, the child starts in milliseconds and holds the figures' own memory, which it returns
+when it exits), while the command goes on with the next variant. The block waits for every child
+when it ends, which is before the command moves its run directory into place; the files are those
+the same functions write in the command's own process, byte for byte (the same code on the same
+data; ``tests/report/test_figure_worker.py`` compares every file of a run directory).
+
+Why ``fork`` here and a fork server for sweeps (:mod:`sandbox.processes`): a figure needs the
+variant's tables and matplotlib, both already in the command; a fresh process would import
+matplotlib, pandas and the scenario model again (more than the figures of a quickstart variant
+take) and receive the tables through a pipe. The child runs matplotlib, numpy and pandas only:
+never torch, whose thread pools are what makes forking a torch process unsafe; it writes through
+fresh ``sys.stdout``/``sys.stderr`` objects (a lock of the old ones may have been held by the
+progress thread at the fork) and leaves with ``os._exit`` (no buffer of the command written twice,
+no exit handler of the command run).
+
+The rules a child keeps:
+
+- it dies with the command: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` and a watch thread on the
+  command's pid (:func:`sandbox.processes.die_with_parent`, :func:`sandbox.processes.watch_process`);
+- Ctrl-C is the command's: the child ignores SIGINT and takes SIGTERM's default action; the command,
+  stopping (an exception leaving the block: Ctrl-C, SIGTERM as Ctrl-C, an error), kills its children
+  with SIGKILL and reaps them before its staging directory is removed, so nothing is written into a
+  run directory after the command gave it up;
+- an exception in a child is sent back pickled and raised again in the command, the same type and
+  message it would have raised there (the CLI prints it as it always did: an ``OSError`` such as a
+  full disk, an :class:`~sandbox.outputs.OutputError`); a child that ends without a word (killed,
+  crashed) raises :class:`~sandbox.outputs.OutputError` naming the figures and the signal. The first
+  failure in submission order is raised; the other children are then killed.
+
+At most :attr:`FigureWorkers.max_workers` children run at once (the CPUs this process may use):
+``submit`` waits for the oldest beyond that.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import gc
+import os
+import pickle
+import signal
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from .outputs import OutputError
+from .processes import die_with_parent, watch_process
+
+_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("sandbox_figures_deferred", default=False)
+#: Worker processes are forked on Linux only (``fork`` is missing on Windows and unsafe with macOS's
+#: system frameworks); elsewhere :class:`FigureWorkers` is off and the figures are drawn as before.
+FORK = sys.platform.startswith("linux") and hasattr(os, "fork")
+#: Tests only: seconds a child sleeps before drawing (so that a test can stop the command meanwhile).
+PAUSE_ENV = "SANDBOX_TEST_FIGURE_PAUSE"
+
+
+def deferred() -> bool:
+    """Whether the figures of the run being written are drawn by the caller's :class:`FigureWorkers`
+    (inside :meth:`FigureWorkers.deferring`): the runner then writes every other file and no figure."""
+    return _DEFERRED.get()
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class _Child:
+    pid: int
+    fd: int  # read end of the pipe the child writes its outcome into
+    what: str  # "the figures of variant 'async'": named in an error
+
+
+def _pickled_outcome(exc: BaseException | None) -> bytes:
+    """``None`` (success) or the exception, pickled; an exception that does not pickle is sent as an
+    :class:`OutputError` with its type and message."""
+    if exc is None:
+        return pickle.dumps(None)
+    exc.__traceback__ = None
+    try:
+        data = pickle.dumps(exc)
+        pickle.loads(data)  # an exception class whose __init__ takes other arguments fails only here
+        return data
+    except Exception:  # noqa: BLE001 - any exception is sent, as one the command can raise
+        return pickle.dumps(OutputError(f"{type(exc).__name__}: {exc}"))
+
+
+def _child_main(parent: int, fd: int, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    """The forked child: bound to ``parent``, runs ``fn``, writes its outcome into ``fd``. Never returns."""
+    code = 70
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the command decides
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the command's handler raises KeyboardInterrupt: not here
+        die_with_parent(signal.SIGKILL)
+        if os.getppid() != parent:  # the command died before the call above
+            os._exit(code)
+        watch_process(parent)  # where there is no parent-death signal
+        gc.freeze()  # the command's objects are never scanned here: a collection would copy every page it touches
+        # fresh stream objects: a lock of the inherited ones may have been held by another thread at the fork
+        sys.stdout = open(os.dup(1), "w", buffering=1, errors="backslashreplace")  # noqa: SIM115
+        sys.stderr = open(os.dup(2), "w", buffering=1, errors="backslashreplace")  # noqa: SIM115
+        try:
+            if os.environ.get(PAUSE_ENV):
+                import time
+
+                time.sleep(float(os.environ[PAUSE_ENV]))
+            fn(*args, **kwargs)
+            outcome, code = _pickled_outcome(None), 0
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the command
+            outcome, code = _pickled_outcome(exc), 1
+        view = memoryview(outcome)
+        while view:
+            view = view[os.write(fd, view):]
+        os.close(fd)
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+    finally:
+        os._exit(code)
+
+
+class FigureWorkers:
+    """``with FigureWorkers() as workers:`` draw figures in forked children (module docstring);
+    where ``workers.enabled`` is False (no fork, :data:`FORK`) the caller draws them itself.
+
+    ``workers.submit(what, fn, *args, **kwargs)`` forks a child that calls ``fn(*args, **kwargs)``
+    and goes on (``prepare``, when given, is called once before the first fork: what each child
+    would otherwise load again, such as :func:`sandbox.plots.warm_up`); ``with
+    workers.deferring():`` marks a run whose figures the caller submits itself (:func:`deferred`).
+    A normal exit of the block waits for every child and raises the first failure; an exception
+    leaving the block kills and reaps the children first."""
+
+    def __init__(self, max_workers: int | None = None, prepare: Callable[[], Any] | None = None,
+                 enabled: bool | None = None):
+        #: False where there is no fork (:data:`FORK`): the caller then lets the runner draw, as before
+        self.enabled = FORK if enabled is None else bool(enabled and FORK)
+        self.max_workers = max(1, max_workers or available_cpus())
+        self._prepare = prepare  # called once, before the first fork: what every child would load again
+        self._children: list[_Child] = []
+        self._parent = os.getpid()
+
+    def __enter__(self) -> FigureWorkers:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.wait()
+        else:
+            self.kill()
+        return False
+
+    @property
+    def running(self) -> int:
+        """Children not yet waited for."""
+        return len(self._children)
+
+    @contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Inside the block the runner leaves the figures to the caller (:func:`deferred`)."""
+        token = _DEFERRED.set(True)
+        try:
+            yield
+        finally:
+            _DEFERRED.reset(token)
+
+    def submit(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> None:
+        """Fork a child calling ``fn(*args, **kwargs)``; ``what`` names its work in an error. Waits for
+        the oldest children first while :attr:`max_workers` run (raising a failure among them)."""
+        if os.getpid() != self._parent:
+            raise RuntimeError("FigureWorkers is used by the process that opened it only")
+        if not self.enabled:
+            raise RuntimeError("FigureWorkers.submit needs fork (FigureWorkers.enabled is False)")
+        while len(self._children) >= self.max_workers:
+            self._join(self._children[0])
+        if self._prepare is not None:
+            prepare, self._prepare = self._prepare, None
+            prepare()
+        for stream in (sys.stdout, sys.stderr):  # nothing of the command's pending output is in the child
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        read, write = os.pipe()
+        try:
+            pid = os.fork()
+        except BaseException:
+            os.close(read)
+            os.close(write)
+            raise
+        if pid == 0:
+            try:
+                os.close(read)
+                _child_main(self._parent, write, fn, args, kwargs)
+            finally:
+                os._exit(70)
+        os.close(write)
+        self._children.append(_Child(pid, read, what))
+
+    def wait(self) -> None:
+        """Wait for every child in submission order; the first failure is raised (the others killed)."""
+        try:
+            while self._children:
+                self._join(self._children[0])
+        except BaseException:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL every running child and reap it (an exception leaving the block: nothing more is drawn)."""
+        children, self._children = self._children, []
+        for child in children:
+            try:
+                os.kill(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for child in children:
+            _close(child.fd)
+            _reap(child.pid)
+
+    def _join(self, child: _Child) -> None:
+        """Read ``child``'s outcome, reap it and raise its failure."""
+        chunks = []
+        while True:
+            chunk = os.read(child.fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        _close(child.fd)
+        status = _reap(child.pid)
+        self._children.remove(child)
+        data = b"".join(chunks)
+        if data:
+            try:
+                outcome = pickle.loads(data)
+            except Exception:  # noqa: BLE001 - a message cut short: the child died writing it
+                outcome = OutputError(f"{child.what} were not drawn: their worker process ended while reporting")
+            if outcome is None:
+                return
+            raise outcome
+        raise OutputError(f"{child.what} were not drawn: their worker process {_ended(status)}")
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _reap(pid: int) -> int | None:
+    """``waitpid`` despite signals; the status, or None when the child was already reaped."""
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except ChildProcessError:
+            return None
+        except InterruptedError:
+            continue
+
+
+def _ended(status: int | None) -> str:
+    if status is None:
+        return "ended unseen"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"was killed by signal {sig} ({name}" + ("; out of memory?)" if sig == signal.SIGKILL else ")")
+    return f"exited with status {os.WEXITSTATUS(status)} without a result"
