@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, nested, register
-from .common import fixed_lag_gap, proximal_row, scale_rows
+from .common import OBJ, baseline_knobs, fixed_lag_gap, proximal_row, scale_rows, sources, values
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -151,8 +151,8 @@ class _LossMapping:
     def _aggregation(self) -> None:
         obj = self.obj
         dr = obj.name == "dr_grpo"
-        T.apply(self.plan, "aggregation", o=obj, value={"aggregation": obj.aggregation, "max_len": obj.max_len} if dr else obj.aggregation,
-                src="algorithm.objective.aggregation" + (T.note("src.algorithm_objective_max_len") if dr else ""))
+        T.apply(self.plan, "aggregation", o=obj, value=values("aggregation", "max_len", obj=obj) if dr else obj.aggregation,
+                src=sources(OBJ, "aggregation", *(["max_len"] if dr else [])))
 
     # -- advantages ------------------------------------------------------------------------------
     def _advantage(self) -> None:
@@ -163,27 +163,21 @@ class _LossMapping:
                 grpo=lambda: T.apply(plan, "grpo", G=self.G, **opob), knob=lambda: T.apply(plan, "advantage_knob", rest=rest, **opob))
 
     def _reinforce_baseline(self) -> None:
-        obj, plan = self.obj, self.plan
-        kind, norm = obj.baseline, obj.normalize_std
-        used = {"constant": {"constant_baseline"}, "ema": {"ema_decay", "ema_init"}}.get(kind, set())
-        for knob in ("constant_baseline", "ema_decay", "ema_init"):
-            if knob not in used:
-                T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, kind=kind)
+        obj, plan, kind = self.obj, self.plan, self.obj.baseline
+        used, unused = baseline_knobs(kind)
+        for knob in unused:
+            T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, kind=kind)
         self._unused_opob(kind)
-        src = T.note("src.algorithm_objective_baseline") + "algorithm.objective.normalize_std" + "".join(f" + algorithm.objective.{k}" for k in sorted(used))
-        T.apply(plan, "reinforce_baseline", o=obj, kind=kind, norm=norm, G=self.G, src=src, opob_gap=self._opob_gap,
-                nearest=self._nearest_reward_norm)
+        T.apply(plan, "reinforce_baseline", o=obj, kind=kind, norm=obj.normalize_std, G=self.G, opob_gap=self._opob_gap,
+                src=sources(OBJ, "baseline", "normalize_std", *used), nearest=self._nearest_reward_norm)
 
     def _unused_opob(self, kind: str) -> None:
-        if kind == "opob" or not hasattr(self.obj, "opob_weight"):
-            return
-        self.plan.implicit(" + ".join(f"algorithm.objective.{k}" for k in OPOB_KNOBS),
-                           {k: getattr(self.obj, k) for k in OPOB_KNOBS}, f"OPOB knobs, unused with {kind}")
+        if kind != "opob" and hasattr(self.obj, "opob_weight"):
+            self.plan.implicit(sources(OBJ, *OPOB_KNOBS), values(*OPOB_KNOBS, obj=self.obj), f"OPOB knobs, unused with {kind}")
 
     def _opob_gap(self, source: str, std: bool, eps: float = 1e-6, unbiased: bool = True) -> None:
-        source += "".join(f" + algorithm.objective.{k}" for k in OPOB_KNOBS)
-        fields = [s.strip().rsplit(".", 1)[1] for s in source.split("+")]
-        self.plan.no_equivalent(source, {f: getattr(self.obj, f) for f in fields},
+        source = " + ".join([source, sources(OBJ, *OPOB_KNOBS)])
+        self.plan.no_equivalent(source, values(*(s.strip().rsplit(".", 1)[1] for s in source.split("+")), obj=self.obj),
                                 T.note("opob_gap") + SANDBOX_COMPONENTS + " in a custom AReaL actor")
         self._nearest_reward_norm("OPOB baseline", mean=True, std=std, eps=eps, unbiased=unbiased,
                                   difference=T.note("opob_gap.difference"))
@@ -200,43 +194,30 @@ class _LossMapping:
 
     # -- correction ------------------------------------------------------------------------------
     def _correction(self) -> None:
-        corr, plan = self.corr, self.plan
-        name = corr.name
-        if name == "none":
+        """The correction's rows, unless the correction_gap rule says why it cannot be written."""
+        c, obj, plan = self.corr, self.obj, self.plan
+        cap = {"tis": "cap", "mis": "C", "icepop": "beta", "geo_mis": "hi", "decoupled_ppo": "behave_imp_weight_cap"}.get(c.name)
+        if c.name == "none":
             T.row(plan, "correction.implicit.correction_actor_rejection_sampling", "none",
                   note=T.note("correction.note") if self.decoupled and self.rs_owner is None else "")
-            return
-        gap = self._correction_gap()
-        if gap:
-            T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()), note=gap)
-            return
-        self.decoupled = True
-        if name == "m2po_mask":
-            self._m2po()
-            return
-        self.rs_owner = "correction"
-        T.apply(plan, "correction", c=corr, lower=self._lower)
+        elif gap := T.pick("correction_gap", c=c, obj=obj, instead=_INSTEAD, components=SANDBOX_COMPONENTS, gaps=CORRECTION_GAPS,
+                           slot=T.note("slot") if self.rs_owner else None, cap=None if cap is None else getattr(c, cap)):
+            T.row(plan, "correction.no_equivalent.2", describe(c.model_dump()), note=gap)
+        elif c.name == "m2po_mask":
+            self.decoupled = True
+            weight_needed = obj.name in RATIO_CLIP_OBJECTIVES or (obj.name == "reinforce" and c.behaviour_weight)
+            if weight_needed and obj.name != "cispo":
+                self.rs_owner = "correction"
+            T.apply(plan, "m2po", c=c, o=obj, weight_needed=weight_needed, inf=math.inf)
+        else:
+            self.decoupled, self.rs_owner = True, "correction"
+            T.apply(plan, "correction", c=c, lower=self._lower)
 
     def _lower(self, source: str, value: float, what: str) -> None:
-        target = "actor.rejection_sampling.lower"
         if value > 0:
-            self.plan.as_is(source, value, target, what)
+            self.plan.as_is(source, value, "actor.rejection_sampling.lower", what)
         else:
-            self.plan.converted(source, value, target, None, T.note("lower", what=what))
-
-    def _correction_gap(self) -> str | None:
-        """Why the correction cannot be written (None if it can)."""
-        c = self.corr
-        cap = {"tis": "cap", "mis": "C", "icepop": "beta", "geo_mis": "hi", "decoupled_ppo": "behave_imp_weight_cap"}.get(c.name)
-        return T.pick("correction_gap", c=c, obj=self.obj, instead=_INSTEAD, components=SANDBOX_COMPONENTS,
-                      slot=T.note("slot") if self.rs_owner else None, gaps=CORRECTION_GAPS,
-                      cap=None if cap is None else getattr(c, cap))
-
-    def _m2po(self) -> None:
-        weight_needed = self.obj.name in RATIO_CLIP_OBJECTIVES or (self.obj.name == "reinforce" and self.corr.behaviour_weight)
-        if weight_needed and self.obj.name != "cispo":
-            self.rs_owner = "correction"
-        T.apply(self.plan, "m2po", c=self.corr, o=self.obj, weight_needed=weight_needed, inf=math.inf)
+            self.plan.converted(source, value, "actor.rejection_sampling.lower", None, T.note("lower", what=what))
 
 
 # ------------------------------------------------------------------------------------------------

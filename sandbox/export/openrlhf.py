@@ -9,7 +9,8 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .common import (OBJ, STD_GUARD_TOLERANCE, baseline_knobs, fixed_lag_gap, proximal_row, scale_rows, sources,
+                     staleness_of, values)
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -28,15 +29,6 @@ SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_schedul
 
 ANCHOR = T.note("anchor")
 SANDBOX_COMPONENTS = T.note("sandbox_components")
-
-
-
-def _values(*names: str, obj: Any) -> dict[str, Any]:
-    return {n: getattr(obj, n) for n in names}
-
-
-def _sources(prefix: str, *names: str) -> str:
-    return " + ".join(f"{prefix}.{n}" for n in names)
 
 
 @register
@@ -146,24 +138,23 @@ def _minibatch_loss(plan: Plan, scn: Scenario) -> None:
 
 def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviour") -> None:
     obj = scn.algorithm.objective
-    p = "algorithm.objective"
     if obj.name == "tba":
         T.row(plan, "objective.no_equivalent.trajectory_balance_squared", describe(obj.model_dump()))
         T.row(plan, "pinned.policy_loss_type", "ppo")
         _stand_in(plan, True)
         T.row(plan, "pinned.init_coef", 0.0)
         return
-    T.apply(plan, "loss_type", o=obj, p=p, sources=_sources)
+    T.apply(plan, "loss_type", o=obj, p=OBJ, sources=sources)
     _advantage(plan, obj, scn.algorithm.group_size)
     _clip(plan, obj, stale, proximal)
     T.apply(plan, "kl", o=obj, beta=getattr(obj, "beta_kl", None))
     _aggregation(plan, obj)
     if obj.name != "rloo" and "opob" not in (getattr(obj, "baseline", None), getattr(obj, "advantage", None)):
-        T.row(plan, "objective.implicit", describe(_values(*OPOB_KNOBS, obj=obj)), source=_sources(p, *OPOB_KNOBS))
+        T.row(plan, "objective.implicit", describe(values(*OPOB_KNOBS, obj=obj)), source=sources(OBJ, *OPOB_KNOBS))
 
 
 def _advantage(plan: Plan, obj: Any, g: int) -> None:
-    T.apply(plan, "advantage", plan=plan, o=obj, g=g, p="algorithm.objective", sources=_sources, values=_values,
+    T.apply(plan, "advantage", plan=plan, o=obj, g=g, p=OBJ, sources=sources, values=values,
             describe=describe, reinforce=_reinforce_advantage, estimator=_estimator, opob_gap=_opob_gap,
             group_norm_knobs=_group_norm_knobs, stand_in=_stand_in)
 
@@ -185,12 +176,10 @@ def _group_norm_knobs(plan: Plan, eps: float, unbiased: bool | None, eps_name: s
 
 
 def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
-    p, b = "algorithm.objective", obj.baseline
-    used = {"constant": ["constant_baseline"], "ema": ["ema_decay", "ema_init"]}.get(b, [])
-    unused = [k for k in ("constant_baseline", "ema_decay", "ema_init") if k not in used]
-    T.row(plan, "reinforce_advantage.implicit", describe(_values(*unused, obj=obj)), source=_sources(p, *unused), b=b)
-    T.apply(plan, "reinforce_advantage", plan=plan, o=obj, g=g, src=_sources(p, "baseline", "normalize_std", *used),
-            value=describe(_values("baseline", "normalize_std", *used, obj=obj)), opob_gap=_opob_gap, estimator=_estimator,
+    used, unused = baseline_knobs(obj.baseline)
+    T.row(plan, "reinforce_advantage.implicit", describe(values(*unused, obj=obj)), source=sources(OBJ, *unused), b=obj.baseline)
+    T.apply(plan, "reinforce_advantage", plan=plan, o=obj, g=g, src=sources(OBJ, "baseline", "normalize_std", *used),
+            value=describe(values("baseline", "normalize_std", *used, obj=obj)), opob_gap=_opob_gap, estimator=_estimator,
             stand_in=_stand_in)
 
 
@@ -198,8 +187,8 @@ def _opob_gap(plan: Plan, obj: Any, knobs: list[str], normalize: bool) -> None:
     names = [*knobs, *OPOB_KNOBS]
     what = ("the variance-optimal baseline" if getattr(obj, "baseline", None) == "optimal" else T.note("what.vcpo_off_policy"))
     vcpo = T.note("vcpo") if "VCPO" in what else ""
-    T.row(plan, "opob_gap.no_equivalent.openrlhf", describe(_values(*names, obj=obj)),
-          source=_sources("algorithm.objective", *names), what=what, vcpo=vcpo)
+    T.row(plan, "opob_gap.no_equivalent.openrlhf", describe(values(*names, obj=obj)),
+          source=sources(OBJ, *names), what=what, vcpo=vcpo)
     _stand_in(plan, normalize)
 
 
@@ -212,13 +201,13 @@ def _stand_in(plan: Plan, normalize: bool) -> None:
 
 def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> None:
     names = lambda o: ["eps_low", "eps_high"] + (["dual_clip_c"] if o.dual_clip_c is not None else [])
-    T.apply(plan, "clip", o=obj, stale=stale, proximal=proximal, eps=_sources("algorithm.objective", "eps_low", "eps_high"),
-            knobs=lambda o: (describe(_values(*names(o), obj=o)), _sources("algorithm.objective", *names(o))), twin=_reinforce_twin)
+    T.apply(plan, "clip", o=obj, stale=stale, proximal=proximal, eps=sources(OBJ, "eps_low", "eps_high"),
+            knobs=lambda o: (describe(values(*names(o), obj=o)), sources(OBJ, *names(o))), twin=_reinforce_twin)
 
 
 def _aggregation(plan: Plan, obj: Any) -> None:
     gspo_other = obj.name == "gspo" and obj.aggregation != "seq_mean_token_mean"
-    T.apply(plan, "aggregation", o=obj, p="algorithm.objective", target=None if gspo_other else AGGREGATIONS.get(obj.aggregation))
+    T.apply(plan, "aggregation", o=obj, p=OBJ, target=None if gspo_other else AGGREGATIONS.get(obj.aggregation))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,7 +226,7 @@ def _gate(plan: Plan, src: str, value: Any, level: str, mode: str, band: list[fl
 def _correction(plan: Plan, scn: Scenario) -> None:
     c = scn.algorithm.correction
     T.apply(plan, "correction", plan=plan, c=c, obj=scn.algorithm.objective, p="algorithm.correction",
-            full=describe(c.model_dump()), clip=CLIP_OBJECTIVES, gate=_gate, values=_values,
+            full=describe(c.model_dump()), clip=CLIP_OBJECTIVES, gate=_gate, values=values,
             gap=lambda c: T.pick("correction_gap", c=c, gaps=NOT_IN_OPENRLHF),
             describe=describe)
 
@@ -256,7 +245,7 @@ STABILIZERS = T.section("stabilizers")
 
 
 def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:
-    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, p="algorithm.optimizer", values=_values, sources=_sources,
+    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, p="algorithm.optimizer", values=values, sources=sources,
             describe=describe)
     T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps, schedules=SCHEDULES)
     scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,

@@ -9,8 +9,8 @@ from typing import ClassVar
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, no_minibatch_rows, proximal_row,
-                     scale_rows, staleness_of, versions_to_optimizer_steps)
+from .common import (MINIBATCH_INSTEAD, OBJ, STD_GUARD_TOLERANCE, baseline_knobs, fixed_lag_gap, no_minibatch_rows,
+                     proximal_row, scale_rows, sources, staleness_of, values, versions_to_optimizer_steps)
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -143,8 +143,8 @@ def _admission(plan: Plan, scn: Scenario, k_max: int) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _src(knob: str) -> str:
-    return f"algorithm.objective.{knob}"
+def _src(*knobs: str) -> str:
+    return sources(OBJ, *knobs)
 
 
 def _objective(plan: Plan, scn: Scenario, cls: str) -> None:
@@ -190,75 +190,60 @@ def _baseline(plan: Plan, baseline: str) -> None:
 
 
 def _reinforce_baseline(plan: Plan, scn: Scenario, cls: str) -> None:
-    obj = scn.algorithm.objective
-    b = obj.baseline
-    uses = {"constant": ("constant_baseline",), "ema": ("ema_decay", "ema_init")}.get(b, ())
-    unused = [k for k in ("constant_baseline", "ema_decay", "ema_init") if k not in uses]
+    obj, b = scn.algorithm.objective, scn.algorithm.objective.baseline
+    used, unused = baseline_knobs(b)
     if b in ("group_mean", "opob"):
         _baseline(plan, b)
-    else:
-        why = {
-            "none": "no baseline",
-            "constant": "a constant baseline",
-            "ema": "an EMA of past batch rewards",
-            "leave_one_out": T.note("why.leave_one_out"),
-            "optimal": T.note("why.optimal"),
-        }[b]
-        T.row(plan, "reinforce_baseline.no_equivalent", b,
-              source=" + ".join([_src("baseline")] + [_src(k) for k in uses]), why=why)
+    else:  # what GRPOTrainer cannot subtract
+        T.row(plan, "reinforce_baseline.no_equivalent", b, source=_src("baseline", *used), why=_REINFORCE_BASELINES[b])
         _opob_unused(plan, f"baseline = {b}")
-    if unused:
-        T.row(plan, "reinforce_baseline.implicit", describe({k: getattr(obj, k) for k in unused}),
-              source=" + ".join(_src(k) for k in unused), b=b)
-    guard = (T.note("guard", sci=_sci(STD_GUARD[cls])))
+    T.row(plan, "reinforce_baseline.implicit", describe(values(*unused, obj=obj)), source=_src(*unused), b=b)
     _normalisation(plan, scn, cls, _src("normalize_std"), obj.normalize_std, obj.normalize_std,
-                   guard if obj.normalize_std and b != "opob" else "")
+                   T.note("guard", sci=_sci(STD_GUARD[cls])) if obj.normalize_std and b != "opob" else "")
+
+
+_REINFORCE_BASELINES = T.section("reinforce_baselines")
 
 
 def _opob_gap(plan: Plan, knob: str) -> None:
-    T.row(plan, "opob_gap.no_equivalent", "opob", source=" + ".join([_src(knob)] + [_src(k) for k in OPOB_KNOBS]),
-          note=OPOB_NOTE)
+    T.row(plan, "opob_gap.no_equivalent", "opob", source=_src(knob, *OPOB_KNOBS), note=OPOB_NOTE)
 
 
 def _opob_unused(plan: Plan, why: str) -> None:
-    T.row(plan, "opob_unused.implicit", "defaults", source=" + ".join(_src(k) for k in OPOB_KNOBS), why=why)
+    T.row(plan, "opob_unused.implicit", "defaults", source=_src(*OPOB_KNOBS), why=why)
 
 
 def _normalisation(plan: Plan, scn: Scenario, cls: str, source: str, value, normalize: bool, extra: str = "") -> None:
     """Division of the centred rewards by the group std: GRPOConfig ``scale_rewards`` = 'group' | 'none';
     AsyncGRPO always divides (population std)."""
-    if T.apply(plan, "normalisation", value=value, normalize=normalize, source=source, extra=extra, sync=cls == SYNC_CLASS,
-               grpo=scn.algorithm.objective.name == "grpo"):
-        return
-    note, acceptable = _std_mismatch(scn, cls, sandbox_unbiased=True)
-    (plan.implicit if acceptable else plan.no_equivalent)(source, value, T.note("normalisation") + note)
+    if not T.apply(plan, "normalisation", value=value, normalize=normalize, source=source, extra=extra,
+                   sync=cls == SYNC_CLASS, grpo=scn.algorithm.objective.name == "grpo"):
+        _std_mismatch(plan, scn, cls, source, value, True, before=T.note("normalisation"))
 
 
-def _std_mismatch(scn: Scenario, cls: str, sandbox_unbiased: bool) -> tuple[str, bool]:
+def _std_mismatch(plan: Plan, scn: Scenario, cls: str, source: str, value, sandbox_unbiased: bool, before: str = "",
+                  after: str = "") -> None:
     """Bessel-corrected versus population group std: a constant factor √(G/(G−1)) on every advantage,
-    which Adam's update ignores and SGD's does not. Returns the explanation and whether it is harmless."""
-    trl = STD_UNBIASED[cls]
+    which Adam's update ignores (an implicit row) and SGD's does not (a no-equivalent row)."""
+    trl, G, adam = STD_UNBIASED[cls], scn.algorithm.group_size, scn.algorithm.optimizer.name in ("adam", "adamw")
     if sandbox_unbiased == trl:
-        return (f"{'Bessel-corrected' if trl else 'population'} group std in both", True)
-    G = scn.algorithm.group_size
-    factor = math.sqrt(G / (G - 1))
-    bigger = "TRL's" if sandbox_unbiased else "the sandbox's"
-    note = T.note("std_mismatch.note", trl_std='Bessel-corrected' if trl else 'population',
-                   sandbox_std='Bessel-corrected' if sandbox_unbiased else 'population', bigger=bigger, factor=factor)
-    if scn.algorithm.optimizer.name in ("adam", "adamw"):
-        return note + T.note("std_mismatch.adam_s_update"), True
-    lr = 1 / factor if sandbox_unbiased else factor
-    return note + T.note("std_mismatch.scales_sgd_s", lr=lr), False
+        note, adam = f"{'Bessel-corrected' if trl else 'population'} group std in both", True
+    else:
+        factor = math.sqrt(G / (G - 1))
+        note = T.note("std_mismatch.note", trl_std="Bessel-corrected" if trl else "population", factor=factor,
+                      sandbox_std="Bessel-corrected" if sandbox_unbiased else "population",
+                      bigger="TRL's" if sandbox_unbiased else "the sandbox's")
+        note += T.note("std_mismatch.adam_s_update") if adam else T.note(
+            "std_mismatch.scales_sgd_s", lr=1 / factor if sandbox_unbiased else factor)
+    (plan.implicit if adam else plan.no_equivalent)(source, value, before + note + after)
 
 
 def _std_convention(plan: Plan, scn: Scenario, cls: str, value, unbiased: bool, used: bool) -> None:
-    source = _src("std_unbiased")
     if not used:
-        T.row(plan, "std_convention.implicit", value, source=source)
-        return
-    note, acceptable = _std_mismatch(scn, cls, unbiased)
-    where = "nanstd, trl/trainer/utils.py" if STD_UNBIASED[cls] else T.note("where")
-    (plan.implicit if acceptable else plan.no_equivalent)(source, value, f"{note} ({where})")
+        T.row(plan, "std_convention.implicit", value, source=_src("std_unbiased"))
+    else:
+        where = "nanstd, trl/trainer/utils.py" if STD_UNBIASED[cls] else T.note("where")
+        _std_mismatch(plan, scn, cls, _src("std_unbiased"), value, unbiased, after=f" ({where})")
 
 
 def _sci(x: float) -> str:

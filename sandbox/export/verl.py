@@ -85,9 +85,7 @@ def objective_route(scn: Scenario) -> str | None:
     """``"reinforce"`` (REINFORCE surrogate times correction weights), ``"ratio"`` (surrogate on π_θ/μ), or
     None (no surrogate verl can express: TBA)."""
     name = scn.algorithm.objective.name
-    if name == "tba":
-        return None
-    return "reinforce" if name == "reinforce" else "ratio"
+    return None if name == "tba" else "reinforce" if name == "reinforce" else "ratio"
 
 
 @dataclass(frozen=True)
@@ -121,36 +119,18 @@ _BASELINE_WHAT = {"none": "no baseline (raw rewards)", "reward": "raw rewards as
                   "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}
 
 
-def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normalize_source: str | None) -> None:
-    """Map a group baseline to ``algorithm.adv_estimator`` (+ ``norm_adv_by_std_in_grpo``)."""
-    T.apply(plan, "advantage", plan=plan, kind=kind, kind_source=kind_source, normalize=normalize,
-            normalize_source=normalize_source, nearest=nearest_group_estimator, whats=_BASELINE_WHAT)
-    if normalize_source is not None and kind not in ("group_mean", "leave_one_out"):
-        T.row(plan, "advantage.implicit", normalize, source=normalize_source, kind=kind)
-
-
-def _clip_knobs(plan: Plan, obj, dual_clip: bool) -> None:
-    T.apply(plan, "clip", o=obj, dual_clip=dual_clip, has_dual=hasattr(obj, "dual_clip_c"), no_dual=NO_DUAL_CLIP)
-
-
-def _aggregation(plan: Plan, obj, target: ObjectiveTarget) -> None:
-    T.apply(plan, "aggregation", o=obj, agg=obj.aggregation, gaps=target.aggregation_gaps, modes=AGGREGATION,
-            agg_note=target.aggregation_note, has_max_len=hasattr(obj, "max_len"))
-
-
-def _kl(plan: Plan, obj) -> None:
-    T.apply(plan, "kl", beta=getattr(obj, "beta_kl", None))
-
-
 def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str, normalize: bool,
                    sources: dict[str, str | None]) -> None:
-    """Advantage rows of one objective: the baseline kind and, where the objective has them, the std
-    normalisation, its ε and its Bessel correction, and the OPOB knobs."""
+    """Advantage rows of one objective: the baseline kind (``algorithm.adv_estimator`` + ``norm_adv_by_std_in_grpo``)
+    and, where the objective has them, the std normalisation, its ε and its Bessel correction, and the OPOB knobs."""
     obj = scn.algorithm.objective
     if kind in ("opob", "optimal") and target.opob is not None:
         target.opob(plan, scn, sources)
         return
-    _advantage(plan, sources["kind"], kind, normalize, sources["normalize"])
+    T.apply(plan, "advantage", plan=plan, kind=kind, kind_source=sources["kind"], normalize=normalize,
+            normalize_source=sources["normalize"], nearest=nearest_group_estimator, whats=_BASELINE_WHAT)
+    if sources["normalize"] is not None and kind not in ("group_mean", "leave_one_out"):
+        T.row(plan, "advantage.implicit", normalize, source=sources["normalize"], kind=kind)
     std_used = normalize and kind == "group_mean"
     if sources["eps_std"]:
         T.apply(plan, "eps_std", source=sources["eps_std"], eps=obj.eps_std, used=std_used,
@@ -171,7 +151,12 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
     T.row(plan, "pinned.entropy_coeff", 0)
     T.apply(plan, "objective", plan=plan, scn=scn, o=obj, route=route, target=target, full=describe(obj.model_dump()),
             mode="vanilla" if route == "reinforce" else LOSS_MODE.get(obj.name, "vanilla"), src="algorithm.objective",
-            baseline_rows=_baseline_rows, clip=_clip_knobs, aggregation=_aggregation, kl=_kl,
+            baseline_rows=_baseline_rows, kl=lambda plan, obj: T.apply(plan, "kl", beta=getattr(obj, "beta_kl", None)),
+            clip=lambda plan, obj, dual_clip: T.apply(plan, "clip", o=obj, dual_clip=dual_clip, no_dual=NO_DUAL_CLIP,
+                                                      has_dual=hasattr(obj, "dual_clip_c")),
+            aggregation=lambda plan, obj, target: T.apply(plan, "aggregation", o=obj, agg=obj.aggregation, modes=AGGREGATION,
+                                                          gaps=target.aggregation_gaps, agg_note=target.aggregation_note,
+                                                          has_max_len=hasattr(obj, "max_len")),
             advantage_kind=lambda a: {"grpo": "group_mean", "dr_grpo": "group_mean", "rloo": "leave_one_out"}.get(a, a))
 
 
