@@ -29,6 +29,9 @@ SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_schedul
 
 ANCHOR = T.note("anchor")
 SANDBOX_COMPONENTS = T.note("sandbox_components")
+NOT_IN_OPENRLHF = T.section("correction_gaps")
+STABILIZERS = T.section("stabilizers")
+STEP_HOOK = T.note("step_hook")
 
 
 @register
@@ -42,16 +45,23 @@ class OpenRLHFExporter(Exporter):
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, f"`{SCRIPT}` (Ray + vLLM + DeepSpeed)")
-        lag = staleness_of(scn)
-        stale = lag.bound > 0
-        is_async = _staleness(plan, scn)
-        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=is_async)
-        T.apply(plan, "batch", a=scn.algorithm, samples=scn.algorithm.groups_per_step * scn.algorithm.group_size)
-        _objective(plan, scn, stale, scn.algorithm.proximal)
-        _minibatch_loss(plan, scn)
-        _correction(plan, scn)
+        a, c, o = scn.algorithm, scn.algorithm.correction, scn.algorithm.optimizer
+        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=_staleness(plan, scn))
+        T.apply(plan, "batch", a=a, samples=a.groups_per_step * a.group_size)
+        _objective(plan, scn, staleness_of(scn).bound > 0, a.proximal)
+        # OpenRLHF recomputes π_old once per rollout batch (the sandbox's proximal = "batch_start"); the REINFORCE
+        # and CISPO mappings rely on ratio 1 (one step per batch)
+        proximal_row(plan, scn, "batch_start", ANCHOR)
+        if a.updates_per_batch > 1 and a.objective.name in ("reinforce", "cispo"):
+            T.row(plan, "minibatches.no_equivalent", f"{a.minibatches} x {a.epochs}", name=a.objective.name)
+        T.apply(plan, "correction", plan=plan, c=c, obj=a.objective, p="algorithm.correction", full=describe(c.model_dump()),
+                clip=CLIP_OBJECTIVES, gate=_gate, values=values, describe=describe,
+                gap=lambda c: T.pick("correction_gap", c=c, gaps=NOT_IN_OPENRLHF))
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
-        _optimizer(plan, scn, given)
+        T.apply(plan, "optimizer", o=o, p="algorithm.optimizer", values=values, sources=sources, describe=describe)
+        T.apply(plan, "schedule", o=o, steps=scn.run.steps, schedules=SCHEDULES)
+        scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,
+                   framework_clip_default=1.0)
         plan.metrics = T.metrics()
         plan.notes += [T.note("plan.anchor_openrlhf_s"), T.note("plan.without_partial_rollouts"), T.note("plan.flags_txt_holds"),]
         return plan
@@ -127,15 +137,6 @@ def _reinforce_twin(obj: Any) -> str:
             f"aggregation=\"{obj.aggregation}\"}}")
 
 
-def _minibatch_loss(plan: Plan, scn: Scenario) -> None:
-    """OpenRLHF recomputes π_old once per rollout batch: the sandbox's ``proximal = "batch_start"``.
-    The REINFORCE and CISPO mappings rely on ratio 1 (one step per batch)."""
-    a = scn.algorithm
-    proximal_row(plan, scn, "batch_start", f"{ANCHOR}")
-    if a.updates_per_batch > 1 and a.objective.name in ("reinforce", "cispo"):
-        T.row(plan, "minibatches.no_equivalent", f"{a.minibatches} x {a.epochs}", name=a.objective.name)
-
-
 def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviour") -> None:
     obj = scn.algorithm.objective
     if obj.name == "tba":
@@ -148,7 +149,8 @@ def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviou
     _advantage(plan, obj, scn.algorithm.group_size)
     _clip(plan, obj, stale, proximal)
     T.apply(plan, "kl", o=obj, beta=getattr(obj, "beta_kl", None))
-    _aggregation(plan, obj)
+    T.apply(plan, "aggregation", o=obj, p=OBJ, target=None if obj.name == "gspo" and obj.aggregation != "seq_mean_token_mean"
+            else AGGREGATIONS.get(obj.aggregation))
     if obj.name != "rloo" and "opob" not in (getattr(obj, "baseline", None), getattr(obj, "advantage", None)):
         T.row(plan, "objective.implicit", describe(values(*OPOB_KNOBS, obj=obj)), source=sources(OBJ, *OPOB_KNOBS))
 
@@ -205,11 +207,6 @@ def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> Non
             knobs=lambda o: (describe(values(*names(o), obj=o)), sources(OBJ, *names(o))), twin=_reinforce_twin)
 
 
-def _aggregation(plan: Plan, obj: Any) -> None:
-    gspo_other = obj.name == "gspo" and obj.aggregation != "seq_mean_token_mean"
-    T.apply(plan, "aggregation", o=obj, p=OBJ, target=None if gspo_other else AGGREGATIONS.get(obj.aggregation))
-
-
 # ----------------------------------------------------------------------------------------------
 # correction
 # ----------------------------------------------------------------------------------------------
@@ -221,32 +218,3 @@ def _gate(plan: Plan, src: str, value: Any, level: str, mode: str, band: list[fl
                                                                    else T.note("gate.note.mask_out_band"))
     T.row(plan, "pinned.is_correction_gating.gate_reads_ratio", "ratio")
     T.row(plan, "gate.converted.low_high_gated", value, band, source=src)
-
-
-def _correction(plan: Plan, scn: Scenario) -> None:
-    c = scn.algorithm.correction
-    T.apply(plan, "correction", plan=plan, c=c, obj=scn.algorithm.objective, p="algorithm.correction",
-            full=describe(c.model_dump()), clip=CLIP_OBJECTIVES, gate=_gate, values=values,
-            gap=lambda c: T.pick("correction_gap", c=c, gaps=NOT_IN_OPENRLHF),
-            describe=describe)
-
-
-NOT_IN_OPENRLHF = T.section("correction_gaps")
-
-
-# ----------------------------------------------------------------------------------------------
-# stabilizers and optimizer
-# ----------------------------------------------------------------------------------------------
-
-STEP_HOOK = T.note("step_hook")
-
-
-STABILIZERS = T.section("stabilizers")
-
-
-def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:
-    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, p="algorithm.optimizer", values=values, sources=sources,
-            describe=describe)
-    T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps, schedules=SCHEDULES)
-    scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,
-               framework_clip_default=1.0)

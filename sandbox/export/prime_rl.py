@@ -11,7 +11,7 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, nested, register
-from .common import MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, staleness_of
+from .common import MINIBATCH_INSTEAD, OBJ, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, sources, staleness_of
 from .engine import stabilizer_rows
 from .mismatch import exact_engine
 from .plan import Plan
@@ -50,10 +50,6 @@ _RATIO_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip
 _AGG_TEXT = T.section("agg_text")
 
 
-def _src(*knobs: str) -> str:
-    return " + ".join(f"algorithm.objective.{k}" for k in knobs)
-
-
 class _ObjectiveRows:
     """One row per knob of the scenario's objective."""
 
@@ -63,7 +59,7 @@ class _ObjectiveRows:
 
     def row(self, kind: str, knobs: tuple[str, ...], note: str, target: str | None = None, target_value: Any = None) -> None:
         value = getattr(self.obj, knobs[0]) if len(knobs) == 1 else {k: getattr(self.obj, k) for k in knobs}
-        source = _src(*knobs)
+        source = sources(OBJ, *knobs)
         if kind == "implicit":
             self.plan.implicit(source, value, note)
         elif kind == "no_equivalent":
@@ -88,10 +84,6 @@ class _ObjectiveRows:
         self.row("no_equivalent", knobs, T.note("aggregation.prime_rl_s", aggregation=o.aggregation, text=_AGG_TEXT[o.aggregation]))
         self.unused(max_len, T.note("aggregation.used_only_aggregation"))
 
-    # -- the advantage ---------------------------------------------------------------------------
-    def _centred(self, knobs: tuple[str, ...], what: str) -> None:
-        self.row("implicit", knobs, T.note("centred", what=what))
-
     def _rloo(self, knobs: tuple[str, ...]) -> None:
         """RLOO's advantage is GRPO's centred one times g/(g−1): written as adv_tau (times the DPPO-mask's own)."""
         g, c = self.scn.algorithm.group_size, self.scn.algorithm.correction
@@ -99,16 +91,12 @@ class _ObjectiveRows:
         self.row("converted", knobs, T.note("rloo", g=g, g_1=g - 1, base=base), target="trainer.loss.adv_tau",
                  target_value=base * (g / (g - 1)))
 
-    def _std(self, knobs: tuple[str, ...]) -> None:
-        self.row("no_equivalent", knobs, T.note("std"))
-
-    def _opob(self, knobs: tuple[str, ...]) -> None:
-        self.row("no_equivalent", knobs + tuple(k for k in OPOB_KNOBS if k in type(self.obj).model_fields),
-                 T.note("opob"))
-
     def advantage(self) -> None:
-        T.apply(self.plan, "advantage", o=self.obj, row=self.row, unused=self.unused, centred=self._centred, rloo=self._rloo,
-                std=self._std, opob=self._opob)
+        opob = tuple(k for k in OPOB_KNOBS if k in type(self.obj).model_fields)
+        T.apply(self.plan, "advantage", o=self.obj, row=self.row, unused=self.unused, rloo=self._rloo,
+                centred=lambda knobs, what: self.row("implicit", knobs, T.note("centred", what=what)),
+                std=lambda knobs: self.row("no_equivalent", knobs, T.note("std")),
+                opob=lambda knobs: self.row("no_equivalent", knobs + opob, T.note("opob")))
         self.unused(OPOB_KNOBS, T.note("advantage.used_only_opob"))
 
 

@@ -53,8 +53,9 @@ class TRLExporter(Exporter):
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         cls = ASYNC_CLASS if scn.system.staleness.kind == "max_lag" else SYNC_CLASS
-        plan = self.new_plan(version, TARGETS[cls])
-        geometry_ok = _geometry(plan, scn, cls)
+        plan, a = self.new_plan(version, TARGETS[cls]), scn.algorithm
+        # one optimizer step = groups_per_step × group_size completions (GRPO needs two completions per prompt)
+        T.apply(plan, "geometry", G=a.group_size, B=a.groups_per_step, m=a.minibatches, sync=cls == SYNC_CLASS)
         _staleness(plan, scn, cls)
         _objective(plan, scn, cls)
         _correction(plan, scn, cls)
@@ -63,7 +64,7 @@ class TRLExporter(Exporter):
         scale_rows(plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
         plan.metrics.update(T.metrics("metrics_async" if cls == ASYNC_CLASS else "metrics", o=scn.algorithm.objective))
-        plan.notes.extend(_notes(scn, cls, geometry_ok))
+        plan.notes.extend(_notes(scn, cls, a.group_size >= 2))
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
@@ -90,29 +91,9 @@ def config_class(plan: Plan) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def _geometry(plan: Plan, scn: Scenario, cls: str) -> bool:
-    """One optimizer step = ``groups_per_step × group_size`` completions; False when TRL cannot run the
-    scenario's group size (GRPO needs two completions per prompt)."""
-    a = scn.algorithm
-    T.apply(plan, "geometry", G=a.group_size, B=a.groups_per_step, m=a.minibatches, sync=cls == SYNC_CLASS)
-    return a.group_size >= 2
-
-
-def _minibatches_sync(plan: Plan, scn: Scenario) -> None:
-    """GRPOConfig: a generation batch of groups_per_step groups serves ``steps_per_generation /
-    gradient_accumulation_steps = minibatches`` optimizer steps per iteration, ``num_iterations = epochs``
-    (``GRPOTrainer._prepare_inputs``, trl 1.16); π_old is recomputed at generation when a batch serves
-    several steps (``old_per_token_logps``), else the ratio is 1."""
-    T.apply(plan, "minibatches_sync", plan=plan, scn=scn, a=scn.algorithm, instead=MINIBATCH_INSTEAD,
-            no_minibatch_rows=no_minibatch_rows, proximal_row=proximal_row)
-
-
-def _minibatches_async(plan: Plan, scn: Scenario) -> None:
-    """AsyncGRPOConfig: ``weight_sync_steps = minibatches`` optimizer steps per model version; no epochs."""
-    T.apply(plan, "minibatches_async", plan=plan, scn=scn, a=scn.algorithm, proximal_row=proximal_row)
-
-
 def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
+    """Rows of the staleness control; the mini-batch rows (GRPOConfig: ``minibatches`` optimizer steps per generation
+    batch, ``num_iterations = epochs``; AsyncGRPOConfig: ``weight_sync_steps = minibatches``, no epochs) with them."""
     st, a = staleness_of(scn), scn.algorithm
     B, S = a.groups_per_step, a.updates_per_batch
     spg = (T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations", B=B) if S == 1 else
@@ -120,8 +101,12 @@ def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
                   B_minibatches_algorithm_scn=B // a.minibatches, epochs=a.epochs, S=S, S_1=S - 1))
     T.apply(plan, "staleness", plan=plan, scn=scn, st=st, asy=cls == ASYNC_CLASS, k=versions_to_optimizer_steps(st.bound),
             partial=scn.system.partial_rollouts, G=a.group_size, B=B, spg=spg, full=describe(scn.system.staleness.model_dump()),
-            describe=describe, fixed_lag_gap=fixed_lag_gap, minibatches_async=_minibatches_async,
-            minibatches_sync=_minibatches_sync, admission=_admission)
+            describe=describe, fixed_lag_gap=fixed_lag_gap, admission=_admission,
+            minibatches_async=lambda plan, scn: T.apply(plan, "minibatches_async", plan=plan, scn=scn, a=scn.algorithm,
+                                                        proximal_row=proximal_row),
+            minibatches_sync=lambda plan, scn: T.apply(plan, "minibatches_sync", plan=plan, scn=scn, a=scn.algorithm,
+                                                       instead=MINIBATCH_INSTEAD, no_minibatch_rows=no_minibatch_rows,
+                                                       proximal_row=proximal_row))
 
 
 def _admission(plan: Plan, scn: Scenario, k_max: int) -> None:

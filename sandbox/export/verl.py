@@ -206,13 +206,6 @@ def map_geo_token_weight(plan: Plan, c, src: str) -> None:
 CORRECTION_GAPS = T.section("correction_gaps")
 
 
-def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
-    c = scn.algorithm.correction
-    T.apply(plan, "correction", plan=plan, c=c, route=route, objective=scn.algorithm.objective.name,
-            full=describe(c.model_dump()), why=CORRECTION_GAPS.get(c.name), corr=CORR, band=ratio_band,
-            no_lower=NO_LOWER_EDGE, off=_correction_off, map_tis=map_tis, map_mis=_map_mis, geo=map_geo_token_weight)
-
-
 def _map_mis(plan: Plan, c) -> None:
     T.apply(plan, "mis", plan=plan, c=c, band=ratio_band, no_lower=NO_LOWER_EDGE, inf=math.inf,
             batch=lambda plan, c: T.apply(plan, "mis_batch_normalize", c=c))
@@ -234,14 +227,6 @@ def map_batch(plan: Plan, scn: Scenario, prompts_key: str = "data.train_batch_si
             prompts_key=prompts_key)
 
 
-def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str) -> None:
-    """What several optimizer steps per batch do to the written loss route, and the ratio anchor (upstream
-    verl 0.9.1): bypass mode keeps ``old_log_probs`` = the rollout log-probs in every mini-batch; the
-    REINFORCE route recomputes π_old once per batch (``_compute_old_log_prob``; in ``separate_async`` once
-    per ``parameter_sync_step`` cycle, ``save_model_to_cpu``)."""
-    T.apply(plan, "minibatch_route", plan=plan, scn=scn, a=scn.algorithm, route=route, mode=mode, corr=CORR, proximal_row=proximal_row)
-
-
 STABILIZERS = T.section("stabilizers")
 STEP_HOOK = T.note("step_hook")
 
@@ -251,36 +236,6 @@ def map_stabilizers(plan: Plan, scn: Scenario, table: dict = STABILIZERS) -> Non
 
 
 _OPTIMIZER_CLASS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}
-
-
-def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
-    """``actor_rollout_ref.actor.optim`` (FSDPOptimizerConfig; workers/config/optimizer.py build_optimizer imports
-    ``torch.optim.<optimizer>`` and passes lr, weight_decay, betas for Adam-family names, then
-    override_optimizer_config)."""
-    o, a, optim = scn.algorithm.optimizer, scn.algorithm, f"{ACTOR}.optim"
-    # verl 0.9.1 steps its LR scheduler once per train_mini_batch call (update_lr_scheduler on the last
-    # iteration): per batch in sync mode, per local update (one mini-batch, all its epochs) in separate_async.
-    per = a.updates_per_batch if plan.settings.get(f"{V1}.trainer_mode", "sync") == "sync" else a.epochs
-    T.apply(plan, "optimizer", o=o, optim=optim, classes=_OPTIMIZER_CLASS, per=per, warmup=math.ceil(o.warmup_steps / per))
-    scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
-
-
-# ------------------------------------------------------------------------------------------------
-# staleness (V1 trainer)
-# ------------------------------------------------------------------------------------------------
-
-
-def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
-    """Rows for ``system.staleness`` and ``system.partial_rollouts``; returns the trainer mode written."""
-    st = staleness_of(scn)
-    cfg = scn.system.staleness
-    B = scn.algorithm.groups_per_step
-    T.row(plan, "pinned.use_v1", True)
-    mode = "separate_async" if st.kind == "max_lag" else "sync"
-    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, B=B, m=scn.algorithm.minibatches,
-            full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap)
-    T.apply(plan, "partial_rollouts", pr=scn.system.partial_rollouts, sync=mode == "sync")
-    return mode
 
 
 # ------------------------------------------------------------------------------------------------
@@ -299,20 +254,32 @@ class VerlExporter(Exporter):
     expresses = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
-        plan = self.new_plan(version, T.note("plan.python_m_verl.2"))
-        mode = _map_staleness_v1(plan, scn)
+        a, c, o, cfg = scn.algorithm, scn.algorithm.correction, scn.algorithm.optimizer, scn.system.staleness
+        plan, st = self.new_plan(version, T.note("plan.python_m_verl.2")), staleness_of(scn)
+        mode, route, optim = "separate_async" if st.kind == "max_lag" else "sync", objective_route(scn), f"{ACTOR}.optim"
+        T.row(plan, "pinned.use_v1", True)
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, B=a.groups_per_step, m=a.minibatches,
+                full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap)
+        T.apply(plan, "partial_rollouts", pr=scn.system.partial_rollouts, sync=mode == "sync")
         plan.target = T.note("plan.python_m_verl", mode=mode)
-        route = objective_route(scn)
         T.row(plan, "pinned.bypass_mode", route != "reinforce",
               note=T.note("plan.note.reinforce_route_decoupled") if route == "reinforce" else
                     T.note("plan.note.bypass_mode_surrogate"))
         T.row(plan, "pinned.calculate_log_probs", True)
         map_objective(plan, scn, route, UPSTREAM_OBJECTIVES)
-        _map_correction_0_9(plan, scn, route)
+        T.apply(plan, "correction", plan=plan, c=c, route=route, objective=a.objective.name, full=describe(c.model_dump()),
+                why=CORRECTION_GAPS.get(c.name), corr=CORR, band=ratio_band, no_lower=NO_LOWER_EDGE, off=_correction_off,
+                map_tis=map_tis, map_mis=_map_mis, geo=map_geo_token_weight)
         map_batch(plan, scn)
-        map_minibatch_route(plan, scn, route, mode)
+        # several optimizer steps per batch: bypass mode keeps old_log_probs = the rollout log-probs in every mini-batch,
+        # the REINFORCE route recomputes π_old once per batch (once per parameter_sync_step cycle in separate_async)
+        T.apply(plan, "minibatch_route", plan=plan, scn=scn, a=a, route=route, mode=mode, corr=CORR, proximal_row=proximal_row)
         map_stabilizers(plan, scn)
-        _map_optimizer_fsdp(plan, scn, given)
+        # actor.optim (FSDPOptimizerConfig: torch.optim.<optimizer> with lr, weight_decay, betas); the LR scheduler steps
+        # once per train_mini_batch call: per batch in sync mode, per local update (one mini-batch, all epochs) else
+        per = a.updates_per_batch if mode == "sync" else a.epochs
+        T.apply(plan, "optimizer", o=o, optim=optim, classes=_OPTIMIZER_CLASS, per=per, warmup=math.ceil(o.warmup_steps / per))
+        scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
         plan.metrics = T.metrics(decoupled=route == "reinforce", sync=mode == "sync")
         plan.notes += [T.note("plan.each_verl_trainer"), T.note("plan.overrides_txt_verl_config"),]
         return plan
