@@ -67,13 +67,7 @@ def _under(row: Row, source: str) -> bool:
 
 
 def _neutral(slot: Slot) -> Any:
-    if slot.family == "staleness control":
-        reg = CONTROLS
-    elif slot.family == "objective":
-        reg = OBJECTIVES
-    else:
-        reg = CORRECTIONS
-    return reg[slot.neutral].config()
+    return {"objective": OBJECTIVES, "correction": CORRECTIONS, "staleness control": CONTROLS}[slot.family][slot.neutral].config()
 
 
 def unknown_slots(scn: Scenario, components: dict[str, frozenset[str]]) -> list[tuple[Slot, Any]]:
@@ -131,7 +125,6 @@ def build_plan(exporter, scn: Scenario, version, given) -> Plan:
 # ------------------------------------------------------------------------------------------------
 # component tables: name -> the framework's mapping (a function) or the reason it has none (a note)
 # ------------------------------------------------------------------------------------------------
-
 
 
 def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fallback: str) -> None:

@@ -25,7 +25,6 @@ QUEUE = "--train.async_queue_size"
 CLIP_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip)  # the PPO-clip surrogates
 GROUP_NORM_EPS = 1e-9  # hard-coded in experience_maker.py (group_norm)
 AGGREGATIONS = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean"}
-SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_scheduler names
 
 ANCHOR = T.note("anchor")
 SANDBOX_COMPONENTS = T.note("sandbox_components")
@@ -59,7 +58,7 @@ class OpenRLHFExporter(Exporter):
                 gap=lambda c: T.pick("correction_gap", c=c, gaps=NOT_IN_OPENRLHF))
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
         T.apply(plan, "optimizer", o=o, p="algorithm.optimizer", values=values, sources=sources, describe=describe)
-        T.apply(plan, "schedule", o=o, steps=scn.run.steps, schedules=SCHEDULES)
+        T.apply(plan, "schedule", o=o, steps=scn.run.steps)
         scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
         plan.metrics = T.metrics()

@@ -58,9 +58,11 @@ class TRLExporter(Exporter):
         T.apply(plan, "geometry", G=a.group_size, B=a.groups_per_step, m=a.minibatches, sync=cls == SYNC_CLASS)
         _staleness(plan, scn, cls)
         _objective(plan, scn, cls)
-        _correction(plan, scn, cls)
-        stabilizer_rows(plan, scn, _STABILIZER_GAP, "TRL", T.note("plan"))
-        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, schedules=_SCHEDULES, describe=describe)
+        T.apply(plan, "correction", plan=plan, c=a.correction, asy=cls == ASYNC_CLASS, full=describe(a.correction.model_dump()),
+                gap=None if cls == ASYNC_CLASS else T.pick("correction_gap", c=a.correction, mapped=_CORRECTION_MAPPED,
+                                                           gaps=_CORRECTION_GAP), on=_correction_on, describe=describe)
+        stabilizer_rows(plan, scn, T.section("stabilizers"), "TRL", T.note("plan"))
+        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, describe=describe)
         scale_rows(plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
         plan.metrics.update(T.metrics("metrics_async" if cls == ASYNC_CLASS else "metrics", o=scn.algorithm.objective))
@@ -158,11 +160,12 @@ _ASYNC_OBJECTIVE_GAP = T.section("async_objective_gap")
 # ------------------------------------------------------------------------------------------------
 
 
-
 def _advantage(plan: Plan, scn: Scenario, cls: str) -> None:
     names = dict(plan=plan, scn=scn, cls=cls, o=scn.algorithm.objective, sync=SYNC_CLASS, src=_src,
                  reinforce=_reinforce_baseline, baseline=_baseline, norm=_normalisation, convention=_std_convention,
-                 guard=_std_guard, opob_gap=_opob_gap, opob_unused=_opob_unused)
+                 opob_gap=_opob_gap, opob_unused=_opob_unused,
+                 guard=lambda plan, cls, eps, used: T.apply(plan, "std_guard", source=_src("eps_std"), guard=STD_GUARD[cls],
+                                                            eps=eps, used=used, tolerance=STD_GUARD_TOLERANCE, sci=_sci))
     T.apply(plan, "advantage", knob=lambda plan: T.apply(plan, "advantage_knob", **names), **names)
 
 
@@ -238,22 +241,9 @@ def _sci(x: float) -> str:
     mantissa, exponent = f"{x:.1e}".split("e")
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
-
-def _std_guard(plan: Plan, cls: str, eps: float, used: bool) -> None:
-    T.apply(plan, "std_guard", source=_src("eps_std"), guard=STD_GUARD[cls], eps=eps, used=used,
-            tolerance=STD_GUARD_TOLERANCE, sci=_sci)
-
-
 # ------------------------------------------------------------------------------------------------
 # off-policy correction
 # ------------------------------------------------------------------------------------------------
-
-
-def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
-    corr = scn.algorithm.correction
-    T.apply(plan, "correction", plan=plan, c=corr, asy=cls == ASYNC_CLASS, full=describe(corr.model_dump()),
-            gap=None if cls == ASYNC_CLASS else T.pick("correction_gap", c=corr, mapped=_CORRECTION_MAPPED, gaps=_CORRECTION_GAP),
-            on=_correction_on, describe=describe)
 
 
 _CORRECTION_GAP = T.section("correction_gaps")
@@ -269,31 +259,15 @@ def _correction_on(plan: Plan, source: str, value, mode: str, extra: str = "") -
 
 
 # ------------------------------------------------------------------------------------------------
-# stabilizers and optimizer
-# ------------------------------------------------------------------------------------------------
-
-_STABILIZER_GAP = T.section("stabilizers")
-
-
-_SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
-
-
-# ------------------------------------------------------------------------------------------------
 # metrics, notes and the training script
 # ------------------------------------------------------------------------------------------------
 
 
 def _notes(scn: Scenario, cls: str, geometry_ok: bool) -> list[str]:
-    B, G = scn.algorithm.groups_per_step, scn.algorithm.group_size
-    notes = []
-    if cls == SYNC_CLASS:
-        notes.append(T.note("notes.surrogate_anchor_sandbox"))
-        if geometry_ok:
-            notes.append(T.note("notes.batch_sizes_are", G=G, B=B, B_G=B * G))
-    else:
-        notes.append(T.note("notes.surrogate_anchor_asyncgrpotrainer"))
-        if geometry_ok:
-            notes.append(T.note("notes.batch_sizes_are.2", B_G=B * G))
+    B, G, sync = scn.algorithm.groups_per_step, scn.algorithm.group_size, cls == SYNC_CLASS
+    notes = [T.note("notes.surrogate_anchor_sandbox") if sync else T.note("notes.surrogate_anchor_asyncgrpotrainer")]
+    if geometry_ok:
+        notes.append(T.note("notes.batch_sizes_are", G=G, B=B, B_G=B * G) if sync else T.note("notes.batch_sizes_are.2", B_G=B * G))
     return notes
 
 
