@@ -79,11 +79,13 @@ class ArealExporter(Exporter):
         corr = scn.algorithm.correction.name  # AReaL's logged names: stats_tracker keys, areal/trainer/ppo/actor.py
         plan.metrics.update(T.metrics(corr=corr, stabilizers=bool(scn.algorithm.stabilizers),
                                       weighted=corr in ("tis", "mis", "icepop", "geo_mis", "decoupled_ppo") or scn.algorithm.objective.name == "cispo"))
-        plan.notes.extend(_notes(loss.decoupled))
+        plan.notes += [T.note("notes.areal_config_yaml_holds"), T.note("mode.export_uses_areal") if loss.decoupled else
+                       T.note("mode.export_uses_bypass"), T.note("notes.rewards_areal_computes")]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
-        return {CONFIG_FILE: render_yaml(plan), LAUNCH_FILE: render_launch(plan)}
+        # launch.sh: placeholders the script refuses to run with, then AReaL's entry point
+        return {CONFIG_FILE: render_yaml(plan), LAUNCH_FILE: T.text("launch_sh").format(release=plan.release)}
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return ("# fill in the <placeholders> at the top of launch.sh (or export those variables), then:\n"
@@ -115,13 +117,9 @@ class _LossMapping:
     then are the objective's clip rows written (they are inert in decoupled mode)."""
 
     def __init__(self, plan: Plan, scn: Scenario):
-        self.plan = plan
-        self.scn = scn
-        self.obj = scn.algorithm.objective
-        self.corr = scn.algorithm.correction
-        self.G = scn.algorithm.group_size
+        self.plan, self.scn, self.obj, self.corr = plan, scn, scn.algorithm.objective, scn.algorithm.correction
+        self.G, self.decoupled = scn.algorithm.group_size, False
         self.rs_owner: str | None = None
-        self.decoupled = False
 
     def run(self) -> None:
         obj, plan = self.obj, self.plan
@@ -131,10 +129,10 @@ class _LossMapping:
             self._nearest_reward_norm("objective (TBA)", mean=True, std=True, difference=T.note("run.difference"))
             T.apply(plan, "pin_mode", decoupled=self.decoupled)
             return
-        if obj.name in ("reinforce", "cispo"):
-            self.decoupled = True
-        if obj.name == "cispo":
-            self._cispo()
+        self.decoupled = obj.name in ("reinforce", "cispo")
+        if obj.name == "cispo":  # CISPO's clipped weight claims actor.rejection_sampling
+            self.rs_owner = "objective" if obj.eps_high > 0 else None
+            T.apply(plan, "cispo", o=obj)
         self._correction()
         T.apply(plan, "objective_name", o=obj)
         if obj.name in RATIO_CLIP_OBJECTIVES:
@@ -144,10 +142,6 @@ class _LossMapping:
         T.apply(plan, "pin_mode", decoupled=self.decoupled)
 
     # -- objective ------------------------------------------------------------------------------
-    def _cispo(self) -> None:
-        self.rs_owner = "objective" if self.obj.eps_high > 0 else None
-        T.apply(self.plan, "cispo", o=self.obj)
-
     def _aggregation(self) -> None:
         obj = self.obj
         dr = obj.name == "dr_grpo"
@@ -221,16 +215,6 @@ class _LossMapping:
 
 
 # ------------------------------------------------------------------------------------------------
-# metrics and notes
-# ------------------------------------------------------------------------------------------------
-
-
-def _notes(decoupled: bool) -> list[str]:
-    mode = (T.note("mode.export_uses_areal") if decoupled else T.note("mode.export_uses_bypass"))
-    return [T.note("notes.areal_config_yaml_holds"), mode, T.note("notes.rewards_areal_computes"),]
-
-
-# ------------------------------------------------------------------------------------------------
 # files
 # ------------------------------------------------------------------------------------------------
 
@@ -292,9 +276,3 @@ def render_yaml(plan: Plan) -> str:
               for k, v in USER_KEYS if k not in plan.settings]
     _emit(nested({k: (v, c) for k, v, c in pairs}), 0, lines)
     return "\n".join(lines) + "\n"
-
-
-
-def render_launch(plan: Plan) -> str:
-    """launch.sh from the table's template: placeholders the script refuses to run with, then AReaL's entry point."""
-    return T.text("launch_sh").format(release=plan.release)
