@@ -29,20 +29,6 @@ NOTES = [T.note("notes.one_optimizer_step"), T.note("notes.prime_rl_always"), T.
 
 
 # ------------------------------------------------------------------------------------------------
-# staleness and in-flight updates
-# ------------------------------------------------------------------------------------------------
-
-
-def _staleness_rows(plan: Plan, scn: Scenario) -> int:
-    """Rows for ``system.staleness`` and ``system.partial_rollouts``; returns the ``max_off_policy_steps`` written."""
-    st, cfg = staleness_of(scn), scn.system.staleness
-    partial = lambda plan, on, bound: T.apply(plan, "partial_rollouts", on=on, bound=bound)
-    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap,
-            partial=partial)
-    return st.bound
-
-
-# ------------------------------------------------------------------------------------------------
 # objective
 # ------------------------------------------------------------------------------------------------
 
@@ -135,14 +121,6 @@ def _switch_off_dppo(plan: Plan, scn: Scenario, why: str) -> None:
         T.row(plan, "pinned.adv_tau", 1.0)
 
 
-def _correction_rows(plan: Plan, scn: Scenario) -> None:
-    c = scn.algorithm.correction
-    if not T.apply(plan, "correction", plan=plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
-        note = T.pick("correction_gap", c=c, impossible=_CORRECTION_IMPOSSIBLE, gaps=_CORRECTION_GAPS, at=AT, custom=CUSTOM_LOSS)
-        T.row(plan, "correction", describe(c.model_dump()), note=note)
-        _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
-
-
 STABILIZERS = T.section("stabilizers")
 STABILIZER_HOOK = T.note("stabilizer_hook")
 
@@ -151,21 +129,9 @@ STABILIZER_HOOK = T.note("stabilizer_hook")
 # files
 # ------------------------------------------------------------------------------------------------
 
-RL_TOML_HEADER = T.text("rl_toml_header")
-
-LAUNCH_SH = T.text("launch_sh")
-
-
-def _nested(settings: dict[str, Any]) -> dict[str, Any]:
-    """Dotted keys → nested tables, sections and keys sorted with each table's ``type`` first."""
-
-    def order(node: Any) -> Any:
-        if not isinstance(node, dict):
-            return node
-        keys = sorted(node, key=lambda k: (k != "type", k))
-        return {k: order(node[k]) for k in keys}
-
-    return order(nested(settings))
+def _ordered(node: Any) -> Any:
+    """Nested tables with sections and keys sorted, each table's ``type`` first."""
+    return {k: _ordered(node[k]) for k in sorted(node, key=lambda k: (k != "type", k))} if isinstance(node, dict) else node
 
 
 @register
@@ -179,12 +145,16 @@ class PrimeRLExporter(Exporter):
     expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
-        plan = self.new_plan(version, T.note("plan"))
-        bound = _staleness_rows(plan, scn)
+        plan, st, cfg, c = self.new_plan(version, T.note("plan")), staleness_of(scn), scn.system.staleness, scn.algorithm.correction
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap,
+                partial=lambda plan, on, bound: T.apply(plan, "partial_rollouts", on=on, bound=bound))
         T.apply(plan, "batch", plan=plan, scn=scn, a=scn.algorithm, where=AT.split()[-1], instead=MINIBATCH_INSTEAD,
                 no_minibatch_rows=no_minibatch_rows, proximal_row=proximal_row)
-        _objective_rows(plan, scn, bound)
-        _correction_rows(plan, scn)
+        _objective_rows(plan, scn, st.bound)  # orchestrator.max_off_policy_steps = the bound
+        if not T.apply(plan, "correction", plan=plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
+            note = T.pick("correction_gap", c=c, impossible=_CORRECTION_IMPOSSIBLE, gaps=_CORRECTION_GAPS, at=AT, custom=CUSTOM_LOSS)
+            T.row(plan, "correction", describe(c.model_dump()), note=note)
+            _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
         stabilizer_rows(plan, scn, STABILIZERS, "prime-rl", STABILIZER_HOOK)
         T.apply(plan, "optimizer", o=scn.algorithm.optimizer, adam_eps=ADAM_EPS, describe=describe)
         T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps)
@@ -199,8 +169,8 @@ class PrimeRLExporter(Exporter):
         decays = plan.settings.get("trainer.scheduler.type") == "cosine" or plan.settings.get("trainer.scheduler.decay_steps", 0) > 0
         note = " (the learning-rate schedule decays over it)" if decays else ""
         return {
-            "rl.toml": RL_TOML_HEADER + "\n" + tomli_w.dumps(_nested(plan.settings)),
-            "launch.sh": LAUNCH_SH.format(max_steps_note=note),
+            "rl.toml": T.text("rl_toml_header") + "\n" + tomli_w.dumps(_ordered(nested(plan.settings))),
+            "launch.sh": T.text("launch_sh").format(max_steps_note=note),
         }
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
