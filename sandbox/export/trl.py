@@ -71,10 +71,11 @@ class TRLExporter(Exporter):
 
     def files(self, plan: Plan) -> dict[str, str]:
         cls = config_class(plan)
-        return {
-            CONFIG_FILE: json.dumps(plan.settings, indent=2) + "\n",
-            SCRIPT_FILE: _train_script(cls, plan.release, self.launch(plan, {})),
-        }
+        parts = {k: v for k, v in _SCRIPT_PARTS[cls].items() if k != "launch"}  # the class-dependent lines of the script
+        launch_comment = "\n".join(f"    {line}" for line in self.launch(plan, {}).rstrip().splitlines())
+        return {CONFIG_FILE: json.dumps(plan.settings, indent=2) + "\n",
+                SCRIPT_FILE: T.text("train_script").format(release=plan.release, cls=cls, config=CONFIG_FILE, script=SCRIPT_FILE,
+                                                           launch_comment=launch_comment, **parts)}
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return _SCRIPT_PARTS[config_class(plan)]["launch"]
@@ -271,11 +272,4 @@ def _notes(scn: Scenario, cls: str, geometry_ok: bool) -> list[str]:
     return notes
 
 
-_SCRIPT = T.text("train_script")
 _SCRIPT_PARTS = T.section("script")
-
-
-def _train_script(cls: str, release: str, launch: str) -> str:
-    parts = {k: v for k, v in _SCRIPT_PARTS[cls].items() if k != "launch"}
-    launch_comment = "\n".join(f"    {line}" for line in launch.rstrip().splitlines())
-    return _SCRIPT.format(release=release, cls=cls, config=CONFIG_FILE, script=SCRIPT_FILE, launch_comment=launch_comment, **parts)

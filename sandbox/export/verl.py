@@ -206,11 +206,6 @@ def map_geo_token_weight(plan: Plan, c, src: str) -> None:
 CORRECTION_GAPS = T.section("correction_gaps")
 
 
-def _map_mis(plan: Plan, c) -> None:
-    T.apply(plan, "mis", plan=plan, c=c, band=ratio_band, no_lower=NO_LOWER_EDGE, inf=math.inf,
-            batch=lambda plan, c: T.apply(plan, "mis_batch_normalize", c=c))
-
-
 # ------------------------------------------------------------------------------------------------
 # batch geometry, stabilizers, optimizer
 # ------------------------------------------------------------------------------------------------
@@ -229,10 +224,6 @@ def map_batch(plan: Plan, scn: Scenario, prompts_key: str = "data.train_batch_si
 
 STABILIZERS = T.section("stabilizers")
 STEP_HOOK = T.note("step_hook")
-
-
-def map_stabilizers(plan: Plan, scn: Scenario, table: dict = STABILIZERS) -> None:
-    stabilizer_rows(plan, scn, table, "verl", STEP_HOOK)
 
 
 _OPTIMIZER_CLASS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}
@@ -269,12 +260,14 @@ class VerlExporter(Exporter):
         map_objective(plan, scn, route, UPSTREAM_OBJECTIVES)
         T.apply(plan, "correction", plan=plan, c=c, route=route, objective=a.objective.name, full=describe(c.model_dump()),
                 why=CORRECTION_GAPS.get(c.name), corr=CORR, band=ratio_band, no_lower=NO_LOWER_EDGE, off=_correction_off,
-                map_tis=map_tis, map_mis=_map_mis, geo=map_geo_token_weight)
+                map_tis=map_tis, geo=map_geo_token_weight,
+                map_mis=lambda plan, c: T.apply(plan, "mis", plan=plan, c=c, band=ratio_band, no_lower=NO_LOWER_EDGE, inf=math.inf,
+                                                batch=lambda plan, c: T.apply(plan, "mis_batch_normalize", c=c)))
         map_batch(plan, scn)
         # several optimizer steps per batch: bypass mode keeps old_log_probs = the rollout log-probs in every mini-batch,
         # the REINFORCE route recomputes π_old once per batch (once per parameter_sync_step cycle in separate_async)
         T.apply(plan, "minibatch_route", plan=plan, scn=scn, a=a, route=route, mode=mode, corr=CORR, proximal_row=proximal_row)
-        map_stabilizers(plan, scn)
+        stabilizer_rows(plan, scn, STABILIZERS, "verl", STEP_HOOK)
         # actor.optim (FSDPOptimizerConfig: torch.optim.<optimizer> with lr, weight_decay, betas); the LR scheduler steps
         # once per train_mini_batch call: per batch in sync mode, per local update (one mini-batch, all epochs) else
         per = a.updates_per_batch if mode == "sync" else a.epochs
@@ -289,7 +282,9 @@ class VerlExporter(Exporter):
         return {
             "overrides.txt": overrides_text(plan.settings),
             "verl_config.yaml": yaml_text(plan, "merge onto verl/trainer/config/_generated_ppo_trainer.yaml"),
-            "launch.sh": _launch_script(plan, mode),
+            # launch.sh from the table's template; separate_async adds the standalone rollout pool's layout
+            "launch.sh": T.text("launch_sh").format(release=plan.release, mode=mode, **{
+                k: T.text(k) if mode == "separate_async" else "" for k in ("layout_note", "rollout_vars", "rollout_args")}),
         }
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
@@ -304,10 +299,3 @@ def overrides_text(settings: dict[str, Any], append: frozenset[str] = frozenset(
 def yaml_text(plan: Plan, where: str) -> str:
     header = f"# sandbox export: {plan.framework} {plan.release}, {plan.target}\n# {where}; see PROMOTION.md\n"
     return header + yaml.safe_dump(nested(plan.settings, lambda v: list(v) if isinstance(v, tuple) else v), sort_keys=False, allow_unicode=True)
-
-
-def _launch_script(plan: Plan, mode: str) -> str:
-    """launch.sh from the table's template; separate_async adds the standalone rollout pool's layout."""
-    extra = ("layout_note", "rollout_vars", "rollout_args")
-    return T.text("launch_sh").format(release=plan.release, mode=mode,
-                                      **{k: T.text(k) if mode == "separate_async" else "" for k in extra})

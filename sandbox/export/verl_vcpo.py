@@ -9,8 +9,9 @@ from .base import Exporter, Given, Version, describe, register
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .plan import Plan
-from .verl import (ACTOR, CORR, STABILIZERS, ObjectiveTarget, map_batch, map_geo_token_weight, map_objective,
-                   map_stabilizers, map_tis, nearest_group_estimator, objective_route, overrides_text, yaml_text)
+from .engine import stabilizer_rows
+from .verl import (ACTOR, CORR, STABILIZERS, STEP_HOOK, ObjectiveTarget, map_batch, map_geo_token_weight, map_objective,
+                   map_tis, nearest_group_estimator, objective_route, overrides_text, yaml_text)
 from .table import Table
 
 T = Table("verl_vcpo")
@@ -133,7 +134,8 @@ class VerlVCPOExporter(Exporter):
         T.row(plan, "pinned.train_batch_size", 0)
         T.row(plan, "pinned.gen_batch_size", 1)
         ess = route == "reinforce" and plan.settings.get("algorithm.adv_estimator") == "grpo"  # the fork's ESS LR scaling
-        map_stabilizers(plan, scn, {**STABILIZERS, "vcpo_lr": _vcpo_lr if ess else T.note("map_stabilizers_fork.vcpo_lr")})
+        stabilizer_rows(plan, scn, {**STABILIZERS, "vcpo_lr": _vcpo_lr if ess else T.note("map_stabilizers_fork.vcpo_lr")},
+                        "verl", STEP_HOOK)
         per_traj = plan.settings.get(f"{ACTOR}.update_policy_per_traj", False)
         if not per_traj:
             T.row(plan, "pinned.update_policy_per_traj", False)
@@ -149,16 +151,12 @@ class VerlVCPOExporter(Exporter):
         return {
             "overrides.txt": overrides_text(plan.settings, frozenset(k for k in plan.settings if k.startswith(MEGATRON_EXTRA + "."))),
             "vcpo_config.yaml": yaml_text(plan, f"same keys as overrides.txt, nested; merge onto the fork's composed {CONFIG_NAME}"),
-            "launch.sh": _launch_script(plan),
+            # launch.sh from the table's template; per-trajectory updates take no micro-batch size
+            "launch.sh": T.text("launch_sh").format(release=plan.release, B=plan.settings.get(f"{ACTOR}.ppo_mini_batch_size"), **{
+                k: "" if plan.settings.get(f"{ACTOR}.update_policy_per_traj", False) else T.text(k)
+                for k in ("micro_batch_var", "micro_batch_arg")}),
         }
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return ("VCPO_DIR=/path/to/vcpo MODEL_PATH=/path/to/model TRAIN_FILES=/path/to/train.parquet "
                 "VAL_FILES=/path/to/val.parquet TOTAL_ROLLOUT_STEPS=<prompts in total> bash launch.sh")
-
-
-def _launch_script(plan: Plan) -> str:
-    """launch.sh from the table's template; per-trajectory updates take no micro-batch size."""
-    per_traj = plan.settings.get(f"{ACTOR}.update_policy_per_traj", False)
-    return T.text("launch_sh").format(release=plan.release, B=plan.settings.get(f"{ACTOR}.ppo_mini_batch_size"),
-                                      **{k: "" if per_traj else T.text(k) for k in ("micro_batch_var", "micro_batch_arg")})
