@@ -179,13 +179,6 @@ def response_length_hint(scn: Scenario) -> str:
     return "one token (a bandit arm)"
 
 
-def unmapped_stabilizer_note(stabilizer, framework: str, where: str) -> str:
-    """What to do with a registered stabilizer an exporter has no specific knowledge of: no framework
-    has a key for it, so the sandbox's own component must run in the trainer."""
-    return (T.note("unmapped_stabilizer_note", framework=framework, name=stabilizer.name,
-                   name__=type(stabilizer).__name__, where=where))
-
-
 def scale_rows(plan: Plan, scn: Scenario, given: Given, lr_key: str | None, clip_key: str | None,
                framework_lr_default: Any = None, framework_clip_default: Any = None) -> None:
     """The learning rate and the gradient-norm clip: tuned for a toy of ~1e5 parameters, they do not

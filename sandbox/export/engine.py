@@ -23,7 +23,6 @@ from ..algorithms.objectives.base import OBJECTIVES
 from ..scenario import Scenario
 from ..system.staleness.base import CONTROLS
 from .base import describe
-from .common import unmapped_stabilizer_note
 from .plan import Plan, Row
 from .table import Table
 
@@ -141,6 +140,8 @@ def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fal
 
 
 def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:
-    """One row per optimizer-level stabilizer, from the framework's stabilizer table."""
+    """One row per optimizer-level stabilizer, from the framework's stabilizer table; one the table does not name
+    has no framework key, so the sandbox's own component must run in the trainer (``where``)."""
     for i, s in enumerate(scn.algorithm.stabilizers):
-        component_rows(plan, f"algorithm.stabilizers[{i}]", s, table, unmapped_stabilizer_note(s, framework, where))
+        component_rows(plan, f"algorithm.stabilizers[{i}]", s, table, T.note(
+            "unmapped_stabilizer_note", framework=framework, name=s.name, name__=type(s).__name__, where=where))
