@@ -44,8 +44,11 @@ class OpenRLHFExporter(Exporter):
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, f"`{SCRIPT}` (Ray + vLLM + DeepSpeed)")
-        a, c, o = scn.algorithm, scn.algorithm.correction, scn.algorithm.optimizer
-        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=_staleness(plan, scn))
+        a, c, o, st = scn.algorithm, scn.algorithm.correction, scn.algorithm.optimizer, scn.system.staleness
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, value=describe(st.model_dump()), async_=ASYNC, queue=QUEUE,
+                bound=staleness_of(scn).bound if st.kind == "async_ratio" else None, describe=describe, fixed_lag_gap=fixed_lag_gap)
+        is_async = st.kind not in ("sync", "fixed_lag", "async_ratio") and st.k_max != 0  # the asynchronous trainer is written
+        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=is_async)
         T.apply(plan, "batch", a=a, samples=a.groups_per_step * a.group_size)
         _objective(plan, scn, staleness_of(scn).bound > 0, a.proximal)
         # OpenRLHF recomputes π_old once per rollout batch (the sandbox's proximal = "batch_start"); the REINFORCE
@@ -67,7 +70,9 @@ class OpenRLHFExporter(Exporter):
 
     def files(self, plan: Plan) -> dict[str, str]:
         lines = [line for key, value in plan.settings.items() if (line := flag_line(key, value))]
-        return {"flags.txt": "\n".join(lines) + "\n", "launch.sh": _launch_script(plan, lines)}
+        # launch.sh from the table's template: the user's setup variables and flags, then the exported flags
+        return {"flags.txt": "\n".join(lines) + "\n",
+                "launch.sh": T.text("launch_sh").format(release=plan.release, exported="".join(f"  {ln}\n" for ln in lines))}
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return ("MODEL_PATH=<hf model or path> PROMPT_DATASET=<hf dataset or path> "
@@ -96,24 +101,6 @@ def flag_line(key: str, value: Any) -> str | None:
     if isinstance(value, (list, tuple)):
         return " ".join([key, *(_token(v) for v in value)])
     return f"{key} {_token(value)}"
-
-
-
-
-def _launch_script(plan: Plan, exported: list[str]) -> str:
-    """launch.sh from the table's template: the user's setup variables and flags, then the exported flags."""
-    return T.text("launch_sh").format(release=plan.release, exported="".join(f"  {line}\n" for line in exported))
-# ----------------------------------------------------------------------------------------------
-# staleness and batch geometry
-# ----------------------------------------------------------------------------------------------
-
-
-def _staleness(plan: Plan, scn: Scenario) -> bool:
-    """Rows for ``system.staleness``; returns whether the asynchronous trainer is written."""
-    st = scn.system.staleness
-    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, value=describe(st.model_dump()), async_=ASYNC, queue=QUEUE,
-            bound=staleness_of(scn).bound if st.kind == "async_ratio" else None, describe=describe, fixed_lag_gap=fixed_lag_gap)
-    return st.kind not in ("sync", "fixed_lag", "async_ratio") and st.k_max != 0
 
 
 # ----------------------------------------------------------------------------------------------
