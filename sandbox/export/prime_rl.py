@@ -11,7 +11,8 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, nested, register
-from .common import MINIBATCH_INSTEAD, OBJ, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, sources, staleness_of
+from .common import (MINIBATCH_INSTEAD, OBJ, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, sources, staleness_of,
+                     values)
 from .engine import stabilizer_rows
 from .mismatch import exact_engine
 from .plan import Plan
@@ -44,14 +45,12 @@ class _ObjectiveRows:
         self.done: set[str] = set()
 
     def row(self, kind: str, knobs: tuple[str, ...], note: str, target: str | None = None, target_value: Any = None) -> None:
-        value = getattr(self.obj, knobs[0]) if len(knobs) == 1 else {k: getattr(self.obj, k) for k in knobs}
-        source = sources(OBJ, *knobs)
-        if kind == "implicit":
-            self.plan.implicit(source, value, note)
-        elif kind == "no_equivalent":
-            self.plan.no_equivalent(source, describe(value) if isinstance(value, dict) else value, note)
-        elif kind == "converted":
-            self.plan.converted(source, value, target, target_value, note)
+        value = getattr(self.obj, knobs[0]) if len(knobs) == 1 else values(*knobs, obj=self.obj)
+        if kind == "converted":
+            self.plan.converted(sources(OBJ, *knobs), value, target, target_value, note)
+        else:  # implicit or no_equivalent
+            getattr(self.plan, kind)(sources(OBJ, *knobs), describe(value) if kind == "no_equivalent" and isinstance(value, dict)
+                                     else value, note)
         self.done.update(knobs)
 
     def unused(self, knobs: tuple[str, ...], why: str) -> None:
@@ -64,10 +63,9 @@ class _ObjectiveRows:
         max_len = ("max_len",) if "max_len" in type(o).model_fields else ()
         if o.aggregation == "token_mean":
             self.row("implicit", ("aggregation",), T.note("aggregation.prime_rl_divides"))
-            self.unused(max_len, T.note("aggregation.used_only_aggregation"))
-            return
-        knobs = ("aggregation",) + (max_len if o.aggregation == "seq_mean_token_sum_norm" else ())
-        self.row("no_equivalent", knobs, T.note("aggregation.prime_rl_s", aggregation=o.aggregation, text=_AGG_TEXT[o.aggregation]))
+        else:
+            knobs = ("aggregation",) + (max_len if o.aggregation == "seq_mean_token_sum_norm" else ())
+            self.row("no_equivalent", knobs, T.note("aggregation.prime_rl_s", aggregation=o.aggregation, text=_AGG_TEXT[o.aggregation]))
         self.unused(max_len, T.note("aggregation.used_only_aggregation"))
 
     def _rloo(self, knobs: tuple[str, ...]) -> None:
