@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, nested, register
-from .common import fixed_lag_gap, proximal_row, scale_rows
+from .common import OBJ, baseline_knobs, fixed_lag_gap, proximal_row, scale_rows, sources, values
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -79,11 +79,13 @@ class ArealExporter(Exporter):
         corr = scn.algorithm.correction.name  # AReaL's logged names: stats_tracker keys, areal/trainer/ppo/actor.py
         plan.metrics.update(T.metrics(corr=corr, stabilizers=bool(scn.algorithm.stabilizers),
                                       weighted=corr in ("tis", "mis", "icepop", "geo_mis", "decoupled_ppo") or scn.algorithm.objective.name == "cispo"))
-        plan.notes.extend(_notes(loss.decoupled))
+        plan.notes += [T.note("notes.areal_config_yaml_holds"), T.note("mode.export_uses_areal") if loss.decoupled else
+                       T.note("mode.export_uses_bypass"), T.note("notes.rewards_areal_computes")]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
-        return {CONFIG_FILE: render_yaml(plan), LAUNCH_FILE: render_launch(plan)}
+        # launch.sh: placeholders the script refuses to run with, then AReaL's entry point
+        return {CONFIG_FILE: render_yaml(plan), LAUNCH_FILE: T.text("launch_sh").format(release=plan.release)}
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return ("# fill in the <placeholders> at the top of launch.sh (or export those variables), then:\n"
@@ -115,13 +117,9 @@ class _LossMapping:
     then are the objective's clip rows written (they are inert in decoupled mode)."""
 
     def __init__(self, plan: Plan, scn: Scenario):
-        self.plan = plan
-        self.scn = scn
-        self.obj = scn.algorithm.objective
-        self.corr = scn.algorithm.correction
-        self.G = scn.algorithm.group_size
+        self.plan, self.scn, self.obj, self.corr = plan, scn, scn.algorithm.objective, scn.algorithm.correction
+        self.G, self.decoupled = scn.algorithm.group_size, False
         self.rs_owner: str | None = None
-        self.decoupled = False
 
     def run(self) -> None:
         obj, plan = self.obj, self.plan
@@ -131,10 +129,10 @@ class _LossMapping:
             self._nearest_reward_norm("objective (TBA)", mean=True, std=True, difference=T.note("run.difference"))
             T.apply(plan, "pin_mode", decoupled=self.decoupled)
             return
-        if obj.name in ("reinforce", "cispo"):
-            self.decoupled = True
-        if obj.name == "cispo":
-            self._cispo()
+        self.decoupled = obj.name in ("reinforce", "cispo")
+        if obj.name == "cispo":  # CISPO's clipped weight claims actor.rejection_sampling
+            self.rs_owner = "objective" if obj.eps_high > 0 else None
+            T.apply(plan, "cispo", o=obj)
         self._correction()
         T.apply(plan, "objective_name", o=obj)
         if obj.name in RATIO_CLIP_OBJECTIVES:
@@ -144,15 +142,11 @@ class _LossMapping:
         T.apply(plan, "pin_mode", decoupled=self.decoupled)
 
     # -- objective ------------------------------------------------------------------------------
-    def _cispo(self) -> None:
-        self.rs_owner = "objective" if self.obj.eps_high > 0 else None
-        T.apply(self.plan, "cispo", o=self.obj)
-
     def _aggregation(self) -> None:
         obj = self.obj
         dr = obj.name == "dr_grpo"
-        T.apply(self.plan, "aggregation", o=obj, value={"aggregation": obj.aggregation, "max_len": obj.max_len} if dr else obj.aggregation,
-                src="algorithm.objective.aggregation" + (T.note("src.algorithm_objective_max_len") if dr else ""))
+        T.apply(self.plan, "aggregation", o=obj, value=values("aggregation", "max_len", obj=obj) if dr else obj.aggregation,
+                src=sources(OBJ, "aggregation", *(["max_len"] if dr else [])))
 
     # -- advantages ------------------------------------------------------------------------------
     def _advantage(self) -> None:
@@ -163,27 +157,21 @@ class _LossMapping:
                 grpo=lambda: T.apply(plan, "grpo", G=self.G, **opob), knob=lambda: T.apply(plan, "advantage_knob", rest=rest, **opob))
 
     def _reinforce_baseline(self) -> None:
-        obj, plan = self.obj, self.plan
-        kind, norm = obj.baseline, obj.normalize_std
-        used = {"constant": {"constant_baseline"}, "ema": {"ema_decay", "ema_init"}}.get(kind, set())
-        for knob in ("constant_baseline", "ema_decay", "ema_init"):
-            if knob not in used:
-                T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, kind=kind)
+        obj, plan, kind = self.obj, self.plan, self.obj.baseline
+        used, unused = baseline_knobs(kind)
+        for knob in unused:
+            T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, kind=kind)
         self._unused_opob(kind)
-        src = T.note("src.algorithm_objective_baseline") + "algorithm.objective.normalize_std" + "".join(f" + algorithm.objective.{k}" for k in sorted(used))
-        T.apply(plan, "reinforce_baseline", o=obj, kind=kind, norm=norm, G=self.G, src=src, opob_gap=self._opob_gap,
-                nearest=self._nearest_reward_norm)
+        T.apply(plan, "reinforce_baseline", o=obj, kind=kind, norm=obj.normalize_std, G=self.G, opob_gap=self._opob_gap,
+                src=sources(OBJ, "baseline", "normalize_std", *used), nearest=self._nearest_reward_norm)
 
     def _unused_opob(self, kind: str) -> None:
-        if kind == "opob" or not hasattr(self.obj, "opob_weight"):
-            return
-        self.plan.implicit(" + ".join(f"algorithm.objective.{k}" for k in OPOB_KNOBS),
-                           {k: getattr(self.obj, k) for k in OPOB_KNOBS}, f"OPOB knobs, unused with {kind}")
+        if kind != "opob" and hasattr(self.obj, "opob_weight"):
+            self.plan.implicit(sources(OBJ, *OPOB_KNOBS), values(*OPOB_KNOBS, obj=self.obj), f"OPOB knobs, unused with {kind}")
 
     def _opob_gap(self, source: str, std: bool, eps: float = 1e-6, unbiased: bool = True) -> None:
-        source += "".join(f" + algorithm.objective.{k}" for k in OPOB_KNOBS)
-        fields = [s.strip().rsplit(".", 1)[1] for s in source.split("+")]
-        self.plan.no_equivalent(source, {f: getattr(self.obj, f) for f in fields},
+        source = " + ".join([source, sources(OBJ, *OPOB_KNOBS)])
+        self.plan.no_equivalent(source, values(*(s.strip().rsplit(".", 1)[1] for s in source.split("+")), obj=self.obj),
                                 T.note("opob_gap") + SANDBOX_COMPONENTS + " in a custom AReaL actor")
         self._nearest_reward_norm("OPOB baseline", mean=True, std=std, eps=eps, unbiased=unbiased,
                                   difference=T.note("opob_gap.difference"))
@@ -200,53 +188,30 @@ class _LossMapping:
 
     # -- correction ------------------------------------------------------------------------------
     def _correction(self) -> None:
-        corr, plan = self.corr, self.plan
-        name = corr.name
-        if name == "none":
+        """The correction's rows, unless the correction_gap rule says why it cannot be written."""
+        c, obj, plan = self.corr, self.obj, self.plan
+        cap = {"tis": "cap", "mis": "C", "icepop": "beta", "geo_mis": "hi", "decoupled_ppo": "behave_imp_weight_cap"}.get(c.name)
+        if c.name == "none":
             T.row(plan, "correction.implicit.correction_actor_rejection_sampling", "none",
                   note=T.note("correction.note") if self.decoupled and self.rs_owner is None else "")
-            return
-        gap = self._correction_gap()
-        if gap:
-            T.row(plan, "correction.no_equivalent.2", describe(corr.model_dump()), note=gap)
-            return
-        self.decoupled = True
-        if name == "m2po_mask":
-            self._m2po()
-            return
-        self.rs_owner = "correction"
-        T.apply(plan, "correction", c=corr, lower=self._lower)
+        elif gap := T.pick("correction_gap", c=c, obj=obj, instead=_INSTEAD, components=SANDBOX_COMPONENTS, gaps=CORRECTION_GAPS,
+                           slot=T.note("slot") if self.rs_owner else None, cap=None if cap is None else getattr(c, cap)):
+            T.row(plan, "correction.no_equivalent.2", describe(c.model_dump()), note=gap)
+        elif c.name == "m2po_mask":
+            self.decoupled = True
+            weight_needed = obj.name in RATIO_CLIP_OBJECTIVES or (obj.name == "reinforce" and c.behaviour_weight)
+            if weight_needed and obj.name != "cispo":
+                self.rs_owner = "correction"
+            T.apply(plan, "m2po", c=c, o=obj, weight_needed=weight_needed, inf=math.inf)
+        else:
+            self.decoupled, self.rs_owner = True, "correction"
+            T.apply(plan, "correction", c=c, lower=self._lower)
 
     def _lower(self, source: str, value: float, what: str) -> None:
-        target = "actor.rejection_sampling.lower"
         if value > 0:
-            self.plan.as_is(source, value, target, what)
+            self.plan.as_is(source, value, "actor.rejection_sampling.lower", what)
         else:
-            self.plan.converted(source, value, target, None, T.note("lower", what=what))
-
-    def _correction_gap(self) -> str | None:
-        """Why the correction cannot be written (None if it can)."""
-        c = self.corr
-        cap = {"tis": "cap", "mis": "C", "icepop": "beta", "geo_mis": "hi", "decoupled_ppo": "behave_imp_weight_cap"}.get(c.name)
-        return T.pick("correction_gap", c=c, obj=self.obj, instead=_INSTEAD, components=SANDBOX_COMPONENTS,
-                      slot=T.note("slot") if self.rs_owner else None, gaps=CORRECTION_GAPS,
-                      cap=None if cap is None else getattr(c, cap))
-
-    def _m2po(self) -> None:
-        weight_needed = self.obj.name in RATIO_CLIP_OBJECTIVES or (self.obj.name == "reinforce" and self.corr.behaviour_weight)
-        if weight_needed and self.obj.name != "cispo":
-            self.rs_owner = "correction"
-        T.apply(self.plan, "m2po", c=self.corr, o=self.obj, weight_needed=weight_needed, inf=math.inf)
-
-
-# ------------------------------------------------------------------------------------------------
-# metrics and notes
-# ------------------------------------------------------------------------------------------------
-
-
-def _notes(decoupled: bool) -> list[str]:
-    mode = (T.note("mode.export_uses_areal") if decoupled else T.note("mode.export_uses_bypass"))
-    return [T.note("notes.areal_config_yaml_holds"), mode, T.note("notes.rewards_areal_computes"),]
+            self.plan.converted(source, value, "actor.rejection_sampling.lower", None, T.note("lower", what=what))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -311,9 +276,3 @@ def render_yaml(plan: Plan) -> str:
               for k, v in USER_KEYS if k not in plan.settings]
     _emit(nested({k: (v, c) for k, v, c in pairs}), 0, lines)
     return "\n".join(lines) + "\n"
-
-
-
-def render_launch(plan: Plan) -> str:
-    """launch.sh from the table's template: placeholders the script refuses to run with, then AReaL's entry point."""
-    return T.text("launch_sh").format(release=plan.release)

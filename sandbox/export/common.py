@@ -63,6 +63,25 @@ def scenario_leaves(scn: Scenario) -> list[str]:
     return out
 
 
+OBJ = "algorithm.objective"
+
+
+def sources(prefix: str, *names: str) -> str:
+    """Several scenario fields as one row's source: ``prefix.a + prefix.b``."""
+    return " + ".join(f"{prefix}.{n}" for n in names)
+
+
+def values(*names: str, obj: Any) -> dict[str, Any]:
+    return {n: getattr(obj, n) for n in names}
+
+
+def baseline_knobs(baseline: str) -> tuple[list[str], list[str]]:
+    """The REINFORCE knobs (docs/methods/objectives.md#reinforce) ``baseline`` reads (``constant``:
+    ``constant_baseline``; ``ema``: ``ema_decay``, ``ema_init``) and those it leaves unused, each in field order."""
+    used = {"constant": ["constant_baseline"], "ema": ["ema_decay", "ema_init"]}.get(baseline, [])
+    return used, [k for k in ("constant_baseline", "ema_decay", "ema_init") if k not in used]
+
+
 def value_at(scn: Scenario, dotted: str) -> Any:
     node: Any = scn.model_dump(mode="json")
     for part in dotted.replace("[", ".[").split("."):
@@ -158,13 +177,6 @@ def response_length_hint(scn: Scenario) -> str:
     if t.name == "gym":
         return T.note("response_length_hint.episodes_up_environment")
     return "one token (a bandit arm)"
-
-
-def unmapped_stabilizer_note(stabilizer, framework: str, where: str) -> str:
-    """What to do with a registered stabilizer an exporter has no specific knowledge of: no framework
-    has a key for it, so the sandbox's own component must run in the trainer."""
-    return (T.note("unmapped_stabilizer_note", framework=framework, name=stabilizer.name,
-                   name__=type(stabilizer).__name__, where=where))
 
 
 def scale_rows(plan: Plan, scn: Scenario, given: Given, lr_key: str | None, clip_key: str | None,

@@ -23,7 +23,6 @@ from ..algorithms.objectives.base import OBJECTIVES
 from ..scenario import Scenario
 from ..system.staleness.base import CONTROLS
 from .base import describe
-from .common import unmapped_stabilizer_note
 from .plan import Plan, Row
 from .table import Table
 
@@ -67,13 +66,7 @@ def _under(row: Row, source: str) -> bool:
 
 
 def _neutral(slot: Slot) -> Any:
-    if slot.family == "staleness control":
-        reg = CONTROLS
-    elif slot.family == "objective":
-        reg = OBJECTIVES
-    else:
-        reg = CORRECTIONS
-    return reg[slot.neutral].config()
+    return {"objective": OBJECTIVES, "correction": CORRECTIONS, "staleness control": CONTROLS}[slot.family][slot.neutral].config()
 
 
 def unknown_slots(scn: Scenario, components: dict[str, frozenset[str]]) -> list[tuple[Slot, Any]]:
@@ -133,7 +126,6 @@ def build_plan(exporter, scn: Scenario, version, given) -> Plan:
 # ------------------------------------------------------------------------------------------------
 
 
-
 def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fallback: str) -> None:
     """Rows of one component from a framework's table: a function writes the mapping (``fn(plan, source,
     cfg)``), a string is the "no equivalent" note; a component the table does not name uses the mapping it
@@ -148,6 +140,8 @@ def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fal
 
 
 def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:
-    """One row per optimizer-level stabilizer, from the framework's stabilizer table."""
+    """One row per optimizer-level stabilizer, from the framework's stabilizer table; one the table does not name
+    has no framework key, so the sandbox's own component must run in the trainer (``where``)."""
     for i, s in enumerate(scn.algorithm.stabilizers):
-        component_rows(plan, f"algorithm.stabilizers[{i}]", s, table, unmapped_stabilizer_note(s, framework, where))
+        component_rows(plan, f"algorithm.stabilizers[{i}]", s, table, T.note(
+            "unmapped_stabilizer_note", framework=framework, name=s.name, name__=type(s).__name__, where=where))

@@ -9,7 +9,8 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import STD_GUARD_TOLERANCE, fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from .common import (OBJ, STD_GUARD_TOLERANCE, baseline_knobs, fixed_lag_gap, proximal_row, scale_rows, sources,
+                     staleness_of, values)
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -24,19 +25,12 @@ QUEUE = "--train.async_queue_size"
 CLIP_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip)  # the PPO-clip surrogates
 GROUP_NORM_EPS = 1e-9  # hard-coded in experience_maker.py (group_norm)
 AGGREGATIONS = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean"}
-SCHEDULES = {"linear": "linear", "cosine": "cosine"}  # transformers get_scheduler names
 
 ANCHOR = T.note("anchor")
 SANDBOX_COMPONENTS = T.note("sandbox_components")
-
-
-
-def _values(*names: str, obj: Any) -> dict[str, Any]:
-    return {n: getattr(obj, n) for n in names}
-
-
-def _sources(prefix: str, *names: str) -> str:
-    return " + ".join(f"{prefix}.{n}" for n in names)
+NOT_IN_OPENRLHF = T.section("correction_gaps")
+STABILIZERS = T.section("stabilizers")
+STEP_HOOK = T.note("step_hook")
 
 
 @register
@@ -50,23 +44,35 @@ class OpenRLHFExporter(Exporter):
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         plan = self.new_plan(version, f"`{SCRIPT}` (Ray + vLLM + DeepSpeed)")
-        lag = staleness_of(scn)
-        stale = lag.bound > 0
-        is_async = _staleness(plan, scn)
+        a, c, o, st = scn.algorithm, scn.algorithm.correction, scn.algorithm.optimizer, scn.system.staleness
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, value=describe(st.model_dump()), async_=ASYNC, queue=QUEUE,
+                bound=staleness_of(scn).bound if st.kind == "async_ratio" else None, describe=describe, fixed_lag_gap=fixed_lag_gap)
+        is_async = st.kind not in ("sync", "fixed_lag", "async_ratio") and st.k_max != 0  # the asynchronous trainer is written
         T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=is_async)
-        T.apply(plan, "batch", a=scn.algorithm, samples=scn.algorithm.groups_per_step * scn.algorithm.group_size)
-        _objective(plan, scn, stale, scn.algorithm.proximal)
-        _minibatch_loss(plan, scn)
-        _correction(plan, scn)
+        T.apply(plan, "batch", a=a, samples=a.groups_per_step * a.group_size)
+        _objective(plan, scn, staleness_of(scn).bound > 0, a.proximal)
+        # OpenRLHF recomputes π_old once per rollout batch (the sandbox's proximal = "batch_start"); the REINFORCE
+        # and CISPO mappings rely on ratio 1 (one step per batch)
+        proximal_row(plan, scn, "batch_start", ANCHOR)
+        if a.updates_per_batch > 1 and a.objective.name in ("reinforce", "cispo"):
+            T.row(plan, "minibatches.no_equivalent", f"{a.minibatches} x {a.epochs}", name=a.objective.name)
+        T.apply(plan, "correction", plan=plan, c=c, obj=a.objective, p="algorithm.correction", full=describe(c.model_dump()),
+                clip=CLIP_OBJECTIVES, gate=_gate, values=values, describe=describe,
+                gap=lambda c: T.pick("correction_gap", c=c, gaps=NOT_IN_OPENRLHF))
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
-        _optimizer(plan, scn, given)
+        T.apply(plan, "optimizer", o=o, p="algorithm.optimizer", values=values, sources=sources, describe=describe)
+        T.apply(plan, "schedule", o=o, steps=scn.run.steps)
+        scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,
+                   framework_clip_default=1.0)
         plan.metrics = T.metrics()
         plan.notes += [T.note("plan.anchor_openrlhf_s"), T.note("plan.without_partial_rollouts"), T.note("plan.flags_txt_holds"),]
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
         lines = [line for key, value in plan.settings.items() if (line := flag_line(key, value))]
-        return {"flags.txt": "\n".join(lines) + "\n", "launch.sh": _launch_script(plan, lines)}
+        # launch.sh from the table's template: the user's setup variables and flags, then the exported flags
+        return {"flags.txt": "\n".join(lines) + "\n",
+                "launch.sh": T.text("launch_sh").format(release=plan.release, exported="".join(f"  {ln}\n" for ln in lines))}
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return ("MODEL_PATH=<hf model or path> PROMPT_DATASET=<hf dataset or path> "
@@ -97,24 +103,6 @@ def flag_line(key: str, value: Any) -> str | None:
     return f"{key} {_token(value)}"
 
 
-
-
-def _launch_script(plan: Plan, exported: list[str]) -> str:
-    """launch.sh from the table's template: the user's setup variables and flags, then the exported flags."""
-    return T.text("launch_sh").format(release=plan.release, exported="".join(f"  {line}\n" for line in exported))
-# ----------------------------------------------------------------------------------------------
-# staleness and batch geometry
-# ----------------------------------------------------------------------------------------------
-
-
-def _staleness(plan: Plan, scn: Scenario) -> bool:
-    """Rows for ``system.staleness``; returns whether the asynchronous trainer is written."""
-    st = scn.system.staleness
-    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, value=describe(st.model_dump()), async_=ASYNC, queue=QUEUE,
-            bound=staleness_of(scn).bound if st.kind == "async_ratio" else None, describe=describe, fixed_lag_gap=fixed_lag_gap)
-    return st.kind not in ("sync", "fixed_lag", "async_ratio") and st.k_max != 0
-
-
 # ----------------------------------------------------------------------------------------------
 # objective
 # ----------------------------------------------------------------------------------------------
@@ -135,35 +123,26 @@ def _reinforce_twin(obj: Any) -> str:
             f"aggregation=\"{obj.aggregation}\"}}")
 
 
-def _minibatch_loss(plan: Plan, scn: Scenario) -> None:
-    """OpenRLHF recomputes π_old once per rollout batch: the sandbox's ``proximal = "batch_start"``.
-    The REINFORCE and CISPO mappings rely on ratio 1 (one step per batch)."""
-    a = scn.algorithm
-    proximal_row(plan, scn, "batch_start", f"{ANCHOR}")
-    if a.updates_per_batch > 1 and a.objective.name in ("reinforce", "cispo"):
-        T.row(plan, "minibatches.no_equivalent", f"{a.minibatches} x {a.epochs}", name=a.objective.name)
-
-
 def _objective(plan: Plan, scn: Scenario, stale: bool, proximal: str = "behaviour") -> None:
     obj = scn.algorithm.objective
-    p = "algorithm.objective"
     if obj.name == "tba":
         T.row(plan, "objective.no_equivalent.trajectory_balance_squared", describe(obj.model_dump()))
         T.row(plan, "pinned.policy_loss_type", "ppo")
         _stand_in(plan, True)
         T.row(plan, "pinned.init_coef", 0.0)
         return
-    T.apply(plan, "loss_type", o=obj, p=p, sources=_sources)
+    T.apply(plan, "loss_type", o=obj, p=OBJ, sources=sources)
     _advantage(plan, obj, scn.algorithm.group_size)
     _clip(plan, obj, stale, proximal)
     T.apply(plan, "kl", o=obj, beta=getattr(obj, "beta_kl", None))
-    _aggregation(plan, obj)
+    T.apply(plan, "aggregation", o=obj, p=OBJ, target=None if obj.name == "gspo" and obj.aggregation != "seq_mean_token_mean"
+            else AGGREGATIONS.get(obj.aggregation))
     if obj.name != "rloo" and "opob" not in (getattr(obj, "baseline", None), getattr(obj, "advantage", None)):
-        T.row(plan, "objective.implicit", describe(_values(*OPOB_KNOBS, obj=obj)), source=_sources(p, *OPOB_KNOBS))
+        T.row(plan, "objective.implicit", describe(values(*OPOB_KNOBS, obj=obj)), source=sources(OBJ, *OPOB_KNOBS))
 
 
 def _advantage(plan: Plan, obj: Any, g: int) -> None:
-    T.apply(plan, "advantage", plan=plan, o=obj, g=g, p="algorithm.objective", sources=_sources, values=_values,
+    T.apply(plan, "advantage", plan=plan, o=obj, g=g, p=OBJ, sources=sources, values=values,
             describe=describe, reinforce=_reinforce_advantage, estimator=_estimator, opob_gap=_opob_gap,
             group_norm_knobs=_group_norm_knobs, stand_in=_stand_in)
 
@@ -185,12 +164,10 @@ def _group_norm_knobs(plan: Plan, eps: float, unbiased: bool | None, eps_name: s
 
 
 def _reinforce_advantage(plan: Plan, obj: Any, g: int) -> None:
-    p, b = "algorithm.objective", obj.baseline
-    used = {"constant": ["constant_baseline"], "ema": ["ema_decay", "ema_init"]}.get(b, [])
-    unused = [k for k in ("constant_baseline", "ema_decay", "ema_init") if k not in used]
-    T.row(plan, "reinforce_advantage.implicit", describe(_values(*unused, obj=obj)), source=_sources(p, *unused), b=b)
-    T.apply(plan, "reinforce_advantage", plan=plan, o=obj, g=g, src=_sources(p, "baseline", "normalize_std", *used),
-            value=describe(_values("baseline", "normalize_std", *used, obj=obj)), opob_gap=_opob_gap, estimator=_estimator,
+    used, unused = baseline_knobs(obj.baseline)
+    T.row(plan, "reinforce_advantage.implicit", describe(values(*unused, obj=obj)), source=sources(OBJ, *unused), b=obj.baseline)
+    T.apply(plan, "reinforce_advantage", plan=plan, o=obj, g=g, src=sources(OBJ, "baseline", "normalize_std", *used),
+            value=describe(values("baseline", "normalize_std", *used, obj=obj)), opob_gap=_opob_gap, estimator=_estimator,
             stand_in=_stand_in)
 
 
@@ -198,8 +175,8 @@ def _opob_gap(plan: Plan, obj: Any, knobs: list[str], normalize: bool) -> None:
     names = [*knobs, *OPOB_KNOBS]
     what = ("the variance-optimal baseline" if getattr(obj, "baseline", None) == "optimal" else T.note("what.vcpo_off_policy"))
     vcpo = T.note("vcpo") if "VCPO" in what else ""
-    T.row(plan, "opob_gap.no_equivalent.openrlhf", describe(_values(*names, obj=obj)),
-          source=_sources("algorithm.objective", *names), what=what, vcpo=vcpo)
+    T.row(plan, "opob_gap.no_equivalent.openrlhf", describe(values(*names, obj=obj)),
+          source=sources(OBJ, *names), what=what, vcpo=vcpo)
     _stand_in(plan, normalize)
 
 
@@ -212,13 +189,8 @@ def _stand_in(plan: Plan, normalize: bool) -> None:
 
 def _clip(plan: Plan, obj: Any, stale: bool, proximal: str = "behaviour") -> None:
     names = lambda o: ["eps_low", "eps_high"] + (["dual_clip_c"] if o.dual_clip_c is not None else [])
-    T.apply(plan, "clip", o=obj, stale=stale, proximal=proximal, eps=_sources("algorithm.objective", "eps_low", "eps_high"),
-            knobs=lambda o: (describe(_values(*names(o), obj=o)), _sources("algorithm.objective", *names(o))), twin=_reinforce_twin)
-
-
-def _aggregation(plan: Plan, obj: Any) -> None:
-    gspo_other = obj.name == "gspo" and obj.aggregation != "seq_mean_token_mean"
-    T.apply(plan, "aggregation", o=obj, p="algorithm.objective", target=None if gspo_other else AGGREGATIONS.get(obj.aggregation))
+    T.apply(plan, "clip", o=obj, stale=stale, proximal=proximal, eps=sources(OBJ, "eps_low", "eps_high"),
+            knobs=lambda o: (describe(values(*names(o), obj=o)), sources(OBJ, *names(o))), twin=_reinforce_twin)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -232,32 +204,3 @@ def _gate(plan: Plan, src: str, value: Any, level: str, mode: str, band: list[fl
                                                                    else T.note("gate.note.mask_out_band"))
     T.row(plan, "pinned.is_correction_gating.gate_reads_ratio", "ratio")
     T.row(plan, "gate.converted.low_high_gated", value, band, source=src)
-
-
-def _correction(plan: Plan, scn: Scenario) -> None:
-    c = scn.algorithm.correction
-    T.apply(plan, "correction", plan=plan, c=c, obj=scn.algorithm.objective, p="algorithm.correction",
-            full=describe(c.model_dump()), clip=CLIP_OBJECTIVES, gate=_gate, values=_values,
-            gap=lambda c: T.pick("correction_gap", c=c, gaps=NOT_IN_OPENRLHF),
-            describe=describe)
-
-
-NOT_IN_OPENRLHF = T.section("correction_gaps")
-
-
-# ----------------------------------------------------------------------------------------------
-# stabilizers and optimizer
-# ----------------------------------------------------------------------------------------------
-
-STEP_HOOK = T.note("step_hook")
-
-
-STABILIZERS = T.section("stabilizers")
-
-
-def _optimizer(plan: Plan, scn: Scenario, given: Given) -> None:
-    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, p="algorithm.optimizer", values=_values, sources=_sources,
-            describe=describe)
-    T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps, schedules=SCHEDULES)
-    scale_rows(plan, scn, given, "--actor.adam.lr", "--actor.max_norm", framework_lr_default=1e-6,
-               framework_clip_default=1.0)

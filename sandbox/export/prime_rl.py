@@ -11,7 +11,8 @@ from ..algorithms import OBJECTIVES
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, nested, register
-from .common import MINIBATCH_INSTEAD, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, staleness_of
+from .common import (MINIBATCH_INSTEAD, OBJ, fixed_lag_gap, no_minibatch_rows, proximal_row, scale_rows, sources, staleness_of,
+                     values)
 from .engine import stabilizer_rows
 from .mismatch import exact_engine
 from .plan import Plan
@@ -29,29 +30,11 @@ NOTES = [T.note("notes.one_optimizer_step"), T.note("notes.prime_rl_always"), T.
 
 
 # ------------------------------------------------------------------------------------------------
-# staleness and in-flight updates
-# ------------------------------------------------------------------------------------------------
-
-
-def _staleness_rows(plan: Plan, scn: Scenario) -> int:
-    """Rows for ``system.staleness`` and ``system.partial_rollouts``; returns the ``max_off_policy_steps`` written."""
-    st, cfg = staleness_of(scn), scn.system.staleness
-    partial = lambda plan, on, bound: T.apply(plan, "partial_rollouts", on=on, bound=bound)
-    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap,
-            partial=partial)
-    return st.bound
-
-
-# ------------------------------------------------------------------------------------------------
 # objective
 # ------------------------------------------------------------------------------------------------
 
 _RATIO_OBJECTIVES = tuple(n for n in OBJECTIVES if OBJECTIVES[n].impl.ratio_clip)  # the PPO-clip surrogates
 _AGG_TEXT = T.section("agg_text")
-
-
-def _src(*knobs: str) -> str:
-    return " + ".join(f"algorithm.objective.{k}" for k in knobs)
 
 
 class _ObjectiveRows:
@@ -62,14 +45,12 @@ class _ObjectiveRows:
         self.done: set[str] = set()
 
     def row(self, kind: str, knobs: tuple[str, ...], note: str, target: str | None = None, target_value: Any = None) -> None:
-        value = getattr(self.obj, knobs[0]) if len(knobs) == 1 else {k: getattr(self.obj, k) for k in knobs}
-        source = _src(*knobs)
-        if kind == "implicit":
-            self.plan.implicit(source, value, note)
-        elif kind == "no_equivalent":
-            self.plan.no_equivalent(source, describe(value) if isinstance(value, dict) else value, note)
-        elif kind == "converted":
-            self.plan.converted(source, value, target, target_value, note)
+        value = getattr(self.obj, knobs[0]) if len(knobs) == 1 else values(*knobs, obj=self.obj)
+        if kind == "converted":
+            self.plan.converted(sources(OBJ, *knobs), value, target, target_value, note)
+        else:  # implicit or no_equivalent
+            getattr(self.plan, kind)(sources(OBJ, *knobs), describe(value) if kind == "no_equivalent" and isinstance(value, dict)
+                                     else value, note)
         self.done.update(knobs)
 
     def unused(self, knobs: tuple[str, ...], why: str) -> None:
@@ -82,15 +63,10 @@ class _ObjectiveRows:
         max_len = ("max_len",) if "max_len" in type(o).model_fields else ()
         if o.aggregation == "token_mean":
             self.row("implicit", ("aggregation",), T.note("aggregation.prime_rl_divides"))
-            self.unused(max_len, T.note("aggregation.used_only_aggregation"))
-            return
-        knobs = ("aggregation",) + (max_len if o.aggregation == "seq_mean_token_sum_norm" else ())
-        self.row("no_equivalent", knobs, T.note("aggregation.prime_rl_s", aggregation=o.aggregation, text=_AGG_TEXT[o.aggregation]))
+        else:
+            knobs = ("aggregation",) + (max_len if o.aggregation == "seq_mean_token_sum_norm" else ())
+            self.row("no_equivalent", knobs, T.note("aggregation.prime_rl_s", aggregation=o.aggregation, text=_AGG_TEXT[o.aggregation]))
         self.unused(max_len, T.note("aggregation.used_only_aggregation"))
-
-    # -- the advantage ---------------------------------------------------------------------------
-    def _centred(self, knobs: tuple[str, ...], what: str) -> None:
-        self.row("implicit", knobs, T.note("centred", what=what))
 
     def _rloo(self, knobs: tuple[str, ...]) -> None:
         """RLOO's advantage is GRPO's centred one times g/(g−1): written as adv_tau (times the DPPO-mask's own)."""
@@ -99,16 +75,12 @@ class _ObjectiveRows:
         self.row("converted", knobs, T.note("rloo", g=g, g_1=g - 1, base=base), target="trainer.loss.adv_tau",
                  target_value=base * (g / (g - 1)))
 
-    def _std(self, knobs: tuple[str, ...]) -> None:
-        self.row("no_equivalent", knobs, T.note("std"))
-
-    def _opob(self, knobs: tuple[str, ...]) -> None:
-        self.row("no_equivalent", knobs + tuple(k for k in OPOB_KNOBS if k in type(self.obj).model_fields),
-                 T.note("opob"))
-
     def advantage(self) -> None:
-        T.apply(self.plan, "advantage", o=self.obj, row=self.row, unused=self.unused, centred=self._centred, rloo=self._rloo,
-                std=self._std, opob=self._opob)
+        opob = tuple(k for k in OPOB_KNOBS if k in type(self.obj).model_fields)
+        T.apply(self.plan, "advantage", o=self.obj, row=self.row, unused=self.unused, rloo=self._rloo,
+                centred=lambda knobs, what: self.row("implicit", knobs, T.note("centred", what=what)),
+                std=lambda knobs: self.row("no_equivalent", knobs, T.note("std")),
+                opob=lambda knobs: self.row("no_equivalent", knobs + opob, T.note("opob")))
         self.unused(OPOB_KNOBS, T.note("advantage.used_only_opob"))
 
 
@@ -147,14 +119,6 @@ def _switch_off_dppo(plan: Plan, scn: Scenario, why: str) -> None:
         T.row(plan, "pinned.adv_tau", 1.0)
 
 
-def _correction_rows(plan: Plan, scn: Scenario) -> None:
-    c = scn.algorithm.correction
-    if not T.apply(plan, "correction", plan=plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
-        note = T.pick("correction_gap", c=c, impossible=_CORRECTION_IMPOSSIBLE, gaps=_CORRECTION_GAPS, at=AT, custom=CUSTOM_LOSS)
-        T.row(plan, "correction", describe(c.model_dump()), note=note)
-        _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
-
-
 STABILIZERS = T.section("stabilizers")
 STABILIZER_HOOK = T.note("stabilizer_hook")
 
@@ -163,21 +127,9 @@ STABILIZER_HOOK = T.note("stabilizer_hook")
 # files
 # ------------------------------------------------------------------------------------------------
 
-RL_TOML_HEADER = T.text("rl_toml_header")
-
-LAUNCH_SH = T.text("launch_sh")
-
-
-def _nested(settings: dict[str, Any]) -> dict[str, Any]:
-    """Dotted keys → nested tables, sections and keys sorted with each table's ``type`` first."""
-
-    def order(node: Any) -> Any:
-        if not isinstance(node, dict):
-            return node
-        keys = sorted(node, key=lambda k: (k != "type", k))
-        return {k: order(node[k]) for k in keys}
-
-    return order(nested(settings))
+def _ordered(node: Any) -> Any:
+    """Nested tables with sections and keys sorted, each table's ``type`` first."""
+    return {k: _ordered(node[k]) for k in sorted(node, key=lambda k: (k != "type", k))} if isinstance(node, dict) else node
 
 
 @register
@@ -191,12 +143,16 @@ class PrimeRLExporter(Exporter):
     expresses: ClassVar[dict[str, str]] = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
-        plan = self.new_plan(version, T.note("plan"))
-        bound = _staleness_rows(plan, scn)
+        plan, st, cfg, c = self.new_plan(version, T.note("plan")), staleness_of(scn), scn.system.staleness, scn.algorithm.correction
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap,
+                partial=lambda plan, on, bound: T.apply(plan, "partial_rollouts", on=on, bound=bound))
         T.apply(plan, "batch", plan=plan, scn=scn, a=scn.algorithm, where=AT.split()[-1], instead=MINIBATCH_INSTEAD,
                 no_minibatch_rows=no_minibatch_rows, proximal_row=proximal_row)
-        _objective_rows(plan, scn, bound)
-        _correction_rows(plan, scn)
+        _objective_rows(plan, scn, st.bound)  # orchestrator.max_off_policy_steps = the bound
+        if not T.apply(plan, "correction", plan=plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
+            note = T.pick("correction_gap", c=c, impossible=_CORRECTION_IMPOSSIBLE, gaps=_CORRECTION_GAPS, at=AT, custom=CUSTOM_LOSS)
+            T.row(plan, "correction", describe(c.model_dump()), note=note)
+            _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
         stabilizer_rows(plan, scn, STABILIZERS, "prime-rl", STABILIZER_HOOK)
         T.apply(plan, "optimizer", o=scn.algorithm.optimizer, adam_eps=ADAM_EPS, describe=describe)
         T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps)
@@ -211,8 +167,8 @@ class PrimeRLExporter(Exporter):
         decays = plan.settings.get("trainer.scheduler.type") == "cosine" or plan.settings.get("trainer.scheduler.decay_steps", 0) > 0
         note = " (the learning-rate schedule decays over it)" if decays else ""
         return {
-            "rl.toml": RL_TOML_HEADER + "\n" + tomli_w.dumps(_nested(plan.settings)),
-            "launch.sh": LAUNCH_SH.format(max_steps_note=note),
+            "rl.toml": T.text("rl_toml_header") + "\n" + tomli_w.dumps(_ordered(nested(plan.settings))),
+            "launch.sh": T.text("launch_sh").format(max_steps_note=note),
         }
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:

@@ -9,8 +9,8 @@ from typing import ClassVar
 from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
-from .common import (MINIBATCH_INSTEAD, STD_GUARD_TOLERANCE, fixed_lag_gap, no_minibatch_rows, proximal_row,
-                     scale_rows, staleness_of, versions_to_optimizer_steps)
+from .common import (MINIBATCH_INSTEAD, OBJ, STD_GUARD_TOLERANCE, baseline_knobs, fixed_lag_gap, no_minibatch_rows,
+                     proximal_row, scale_rows, sources, staleness_of, values, versions_to_optimizer_steps)
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -53,25 +53,29 @@ class TRLExporter(Exporter):
     # ------------------------------------------------------------------------------------------
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
         cls = ASYNC_CLASS if scn.system.staleness.kind == "max_lag" else SYNC_CLASS
-        plan = self.new_plan(version, TARGETS[cls])
-        geometry_ok = _geometry(plan, scn, cls)
+        plan, a = self.new_plan(version, TARGETS[cls]), scn.algorithm
+        # one optimizer step = groups_per_step × group_size completions (GRPO needs two completions per prompt)
+        T.apply(plan, "geometry", G=a.group_size, B=a.groups_per_step, m=a.minibatches, sync=cls == SYNC_CLASS)
         _staleness(plan, scn, cls)
         _objective(plan, scn, cls)
-        _correction(plan, scn, cls)
-        stabilizer_rows(plan, scn, _STABILIZER_GAP, "TRL", T.note("plan"))
-        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, schedules=_SCHEDULES, describe=describe)
+        T.apply(plan, "correction", plan=plan, c=a.correction, asy=cls == ASYNC_CLASS, full=describe(a.correction.model_dump()),
+                gap=None if cls == ASYNC_CLASS else T.pick("correction_gap", c=a.correction, mapped=_CORRECTION_MAPPED,
+                                                           gaps=_CORRECTION_GAP), on=_correction_on, describe=describe)
+        stabilizer_rows(plan, scn, T.section("stabilizers"), "TRL", T.note("plan"))
+        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, describe=describe)
         scale_rows(plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6,
                    framework_clip_default=1.0)
         plan.metrics.update(T.metrics("metrics_async" if cls == ASYNC_CLASS else "metrics", o=scn.algorithm.objective))
-        plan.notes.extend(_notes(scn, cls, geometry_ok))
+        plan.notes.extend(_notes(scn, cls, a.group_size >= 2))
         return plan
 
     def files(self, plan: Plan) -> dict[str, str]:
         cls = config_class(plan)
-        return {
-            CONFIG_FILE: json.dumps(plan.settings, indent=2) + "\n",
-            SCRIPT_FILE: _train_script(cls, plan.release, self.launch(plan, {})),
-        }
+        parts = {k: v for k, v in _SCRIPT_PARTS[cls].items() if k != "launch"}  # the class-dependent lines of the script
+        launch_comment = "\n".join(f"    {line}" for line in self.launch(plan, {}).rstrip().splitlines())
+        return {CONFIG_FILE: json.dumps(plan.settings, indent=2) + "\n",
+                SCRIPT_FILE: T.text("train_script").format(release=plan.release, cls=cls, config=CONFIG_FILE, script=SCRIPT_FILE,
+                                                           launch_comment=launch_comment, **parts)}
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return _SCRIPT_PARTS[config_class(plan)]["launch"]
@@ -90,29 +94,9 @@ def config_class(plan: Plan) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def _geometry(plan: Plan, scn: Scenario, cls: str) -> bool:
-    """One optimizer step = ``groups_per_step × group_size`` completions; False when TRL cannot run the
-    scenario's group size (GRPO needs two completions per prompt)."""
-    a = scn.algorithm
-    T.apply(plan, "geometry", G=a.group_size, B=a.groups_per_step, m=a.minibatches, sync=cls == SYNC_CLASS)
-    return a.group_size >= 2
-
-
-def _minibatches_sync(plan: Plan, scn: Scenario) -> None:
-    """GRPOConfig: a generation batch of groups_per_step groups serves ``steps_per_generation /
-    gradient_accumulation_steps = minibatches`` optimizer steps per iteration, ``num_iterations = epochs``
-    (``GRPOTrainer._prepare_inputs``, trl 1.16); π_old is recomputed at generation when a batch serves
-    several steps (``old_per_token_logps``), else the ratio is 1."""
-    T.apply(plan, "minibatches_sync", plan=plan, scn=scn, a=scn.algorithm, instead=MINIBATCH_INSTEAD,
-            no_minibatch_rows=no_minibatch_rows, proximal_row=proximal_row)
-
-
-def _minibatches_async(plan: Plan, scn: Scenario) -> None:
-    """AsyncGRPOConfig: ``weight_sync_steps = minibatches`` optimizer steps per model version; no epochs."""
-    T.apply(plan, "minibatches_async", plan=plan, scn=scn, a=scn.algorithm, proximal_row=proximal_row)
-
-
 def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
+    """Rows of the staleness control; the mini-batch rows (GRPOConfig: ``minibatches`` optimizer steps per generation
+    batch, ``num_iterations = epochs``; AsyncGRPOConfig: ``weight_sync_steps = minibatches``, no epochs) with them."""
     st, a = staleness_of(scn), scn.algorithm
     B, S = a.groups_per_step, a.updates_per_batch
     spg = (T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations", B=B) if S == 1 else
@@ -120,8 +104,12 @@ def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
                   B_minibatches_algorithm_scn=B // a.minibatches, epochs=a.epochs, S=S, S_1=S - 1))
     T.apply(plan, "staleness", plan=plan, scn=scn, st=st, asy=cls == ASYNC_CLASS, k=versions_to_optimizer_steps(st.bound),
             partial=scn.system.partial_rollouts, G=a.group_size, B=B, spg=spg, full=describe(scn.system.staleness.model_dump()),
-            describe=describe, fixed_lag_gap=fixed_lag_gap, minibatches_async=_minibatches_async,
-            minibatches_sync=_minibatches_sync, admission=_admission)
+            describe=describe, fixed_lag_gap=fixed_lag_gap, admission=_admission,
+            minibatches_async=lambda plan, scn: T.apply(plan, "minibatches_async", plan=plan, scn=scn, a=scn.algorithm,
+                                                        proximal_row=proximal_row),
+            minibatches_sync=lambda plan, scn: T.apply(plan, "minibatches_sync", plan=plan, scn=scn, a=scn.algorithm,
+                                                       instead=MINIBATCH_INSTEAD, no_minibatch_rows=no_minibatch_rows,
+                                                       proximal_row=proximal_row))
 
 
 def _admission(plan: Plan, scn: Scenario, k_max: int) -> None:
@@ -143,8 +131,8 @@ def _admission(plan: Plan, scn: Scenario, k_max: int) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _src(knob: str) -> str:
-    return f"algorithm.objective.{knob}"
+def _src(*knobs: str) -> str:
+    return sources(OBJ, *knobs)
 
 
 def _objective(plan: Plan, scn: Scenario, cls: str) -> None:
@@ -173,11 +161,12 @@ _ASYNC_OBJECTIVE_GAP = T.section("async_objective_gap")
 # ------------------------------------------------------------------------------------------------
 
 
-
 def _advantage(plan: Plan, scn: Scenario, cls: str) -> None:
     names = dict(plan=plan, scn=scn, cls=cls, o=scn.algorithm.objective, sync=SYNC_CLASS, src=_src,
                  reinforce=_reinforce_baseline, baseline=_baseline, norm=_normalisation, convention=_std_convention,
-                 guard=_std_guard, opob_gap=_opob_gap, opob_unused=_opob_unused)
+                 opob_gap=_opob_gap, opob_unused=_opob_unused,
+                 guard=lambda plan, cls, eps, used: T.apply(plan, "std_guard", source=_src("eps_std"), guard=STD_GUARD[cls],
+                                                            eps=eps, used=used, tolerance=STD_GUARD_TOLERANCE, sci=_sci))
     T.apply(plan, "advantage", knob=lambda plan: T.apply(plan, "advantage_knob", **names), **names)
 
 
@@ -190,75 +179,60 @@ def _baseline(plan: Plan, baseline: str) -> None:
 
 
 def _reinforce_baseline(plan: Plan, scn: Scenario, cls: str) -> None:
-    obj = scn.algorithm.objective
-    b = obj.baseline
-    uses = {"constant": ("constant_baseline",), "ema": ("ema_decay", "ema_init")}.get(b, ())
-    unused = [k for k in ("constant_baseline", "ema_decay", "ema_init") if k not in uses]
+    obj, b = scn.algorithm.objective, scn.algorithm.objective.baseline
+    used, unused = baseline_knobs(b)
     if b in ("group_mean", "opob"):
         _baseline(plan, b)
-    else:
-        why = {
-            "none": "no baseline",
-            "constant": "a constant baseline",
-            "ema": "an EMA of past batch rewards",
-            "leave_one_out": T.note("why.leave_one_out"),
-            "optimal": T.note("why.optimal"),
-        }[b]
-        T.row(plan, "reinforce_baseline.no_equivalent", b,
-              source=" + ".join([_src("baseline")] + [_src(k) for k in uses]), why=why)
+    else:  # what GRPOTrainer cannot subtract
+        T.row(plan, "reinforce_baseline.no_equivalent", b, source=_src("baseline", *used), why=_REINFORCE_BASELINES[b])
         _opob_unused(plan, f"baseline = {b}")
-    if unused:
-        T.row(plan, "reinforce_baseline.implicit", describe({k: getattr(obj, k) for k in unused}),
-              source=" + ".join(_src(k) for k in unused), b=b)
-    guard = (T.note("guard", sci=_sci(STD_GUARD[cls])))
+    T.row(plan, "reinforce_baseline.implicit", describe(values(*unused, obj=obj)), source=_src(*unused), b=b)
     _normalisation(plan, scn, cls, _src("normalize_std"), obj.normalize_std, obj.normalize_std,
-                   guard if obj.normalize_std and b != "opob" else "")
+                   T.note("guard", sci=_sci(STD_GUARD[cls])) if obj.normalize_std and b != "opob" else "")
+
+
+_REINFORCE_BASELINES = T.section("reinforce_baselines")
 
 
 def _opob_gap(plan: Plan, knob: str) -> None:
-    T.row(plan, "opob_gap.no_equivalent", "opob", source=" + ".join([_src(knob)] + [_src(k) for k in OPOB_KNOBS]),
-          note=OPOB_NOTE)
+    T.row(plan, "opob_gap.no_equivalent", "opob", source=_src(knob, *OPOB_KNOBS), note=OPOB_NOTE)
 
 
 def _opob_unused(plan: Plan, why: str) -> None:
-    T.row(plan, "opob_unused.implicit", "defaults", source=" + ".join(_src(k) for k in OPOB_KNOBS), why=why)
+    T.row(plan, "opob_unused.implicit", "defaults", source=_src(*OPOB_KNOBS), why=why)
 
 
 def _normalisation(plan: Plan, scn: Scenario, cls: str, source: str, value, normalize: bool, extra: str = "") -> None:
     """Division of the centred rewards by the group std: GRPOConfig ``scale_rewards`` = 'group' | 'none';
     AsyncGRPO always divides (population std)."""
-    if T.apply(plan, "normalisation", value=value, normalize=normalize, source=source, extra=extra, sync=cls == SYNC_CLASS,
-               grpo=scn.algorithm.objective.name == "grpo"):
-        return
-    note, acceptable = _std_mismatch(scn, cls, sandbox_unbiased=True)
-    (plan.implicit if acceptable else plan.no_equivalent)(source, value, T.note("normalisation") + note)
+    if not T.apply(plan, "normalisation", value=value, normalize=normalize, source=source, extra=extra,
+                   sync=cls == SYNC_CLASS, grpo=scn.algorithm.objective.name == "grpo"):
+        _std_mismatch(plan, scn, cls, source, value, True, before=T.note("normalisation"))
 
 
-def _std_mismatch(scn: Scenario, cls: str, sandbox_unbiased: bool) -> tuple[str, bool]:
+def _std_mismatch(plan: Plan, scn: Scenario, cls: str, source: str, value, sandbox_unbiased: bool, before: str = "",
+                  after: str = "") -> None:
     """Bessel-corrected versus population group std: a constant factor √(G/(G−1)) on every advantage,
-    which Adam's update ignores and SGD's does not. Returns the explanation and whether it is harmless."""
-    trl = STD_UNBIASED[cls]
+    which Adam's update ignores (an implicit row) and SGD's does not (a no-equivalent row)."""
+    trl, G, adam = STD_UNBIASED[cls], scn.algorithm.group_size, scn.algorithm.optimizer.name in ("adam", "adamw")
     if sandbox_unbiased == trl:
-        return (f"{'Bessel-corrected' if trl else 'population'} group std in both", True)
-    G = scn.algorithm.group_size
-    factor = math.sqrt(G / (G - 1))
-    bigger = "TRL's" if sandbox_unbiased else "the sandbox's"
-    note = T.note("std_mismatch.note", trl_std='Bessel-corrected' if trl else 'population',
-                   sandbox_std='Bessel-corrected' if sandbox_unbiased else 'population', bigger=bigger, factor=factor)
-    if scn.algorithm.optimizer.name in ("adam", "adamw"):
-        return note + T.note("std_mismatch.adam_s_update"), True
-    lr = 1 / factor if sandbox_unbiased else factor
-    return note + T.note("std_mismatch.scales_sgd_s", lr=lr), False
+        note, adam = f"{'Bessel-corrected' if trl else 'population'} group std in both", True
+    else:
+        factor = math.sqrt(G / (G - 1))
+        note = T.note("std_mismatch.note", trl_std="Bessel-corrected" if trl else "population", factor=factor,
+                      sandbox_std="Bessel-corrected" if sandbox_unbiased else "population",
+                      bigger="TRL's" if sandbox_unbiased else "the sandbox's")
+        note += T.note("std_mismatch.adam_s_update") if adam else T.note(
+            "std_mismatch.scales_sgd_s", lr=1 / factor if sandbox_unbiased else factor)
+    (plan.implicit if adam else plan.no_equivalent)(source, value, before + note + after)
 
 
 def _std_convention(plan: Plan, scn: Scenario, cls: str, value, unbiased: bool, used: bool) -> None:
-    source = _src("std_unbiased")
     if not used:
-        T.row(plan, "std_convention.implicit", value, source=source)
-        return
-    note, acceptable = _std_mismatch(scn, cls, unbiased)
-    where = "nanstd, trl/trainer/utils.py" if STD_UNBIASED[cls] else T.note("where")
-    (plan.implicit if acceptable else plan.no_equivalent)(source, value, f"{note} ({where})")
+        T.row(plan, "std_convention.implicit", value, source=_src("std_unbiased"))
+    else:
+        where = "nanstd, trl/trainer/utils.py" if STD_UNBIASED[cls] else T.note("where")
+        _std_mismatch(plan, scn, cls, _src("std_unbiased"), value, unbiased, after=f" ({where})")
 
 
 def _sci(x: float) -> str:
@@ -268,22 +242,9 @@ def _sci(x: float) -> str:
     mantissa, exponent = f"{x:.1e}".split("e")
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
-
-def _std_guard(plan: Plan, cls: str, eps: float, used: bool) -> None:
-    T.apply(plan, "std_guard", source=_src("eps_std"), guard=STD_GUARD[cls], eps=eps, used=used,
-            tolerance=STD_GUARD_TOLERANCE, sci=_sci)
-
-
 # ------------------------------------------------------------------------------------------------
 # off-policy correction
 # ------------------------------------------------------------------------------------------------
-
-
-def _correction(plan: Plan, scn: Scenario, cls: str) -> None:
-    corr = scn.algorithm.correction
-    T.apply(plan, "correction", plan=plan, c=corr, asy=cls == ASYNC_CLASS, full=describe(corr.model_dump()),
-            gap=None if cls == ASYNC_CLASS else T.pick("correction_gap", c=corr, mapped=_CORRECTION_MAPPED, gaps=_CORRECTION_GAP),
-            on=_correction_on, describe=describe)
 
 
 _CORRECTION_GAP = T.section("correction_gaps")
@@ -299,39 +260,16 @@ def _correction_on(plan: Plan, source: str, value, mode: str, extra: str = "") -
 
 
 # ------------------------------------------------------------------------------------------------
-# stabilizers and optimizer
-# ------------------------------------------------------------------------------------------------
-
-_STABILIZER_GAP = T.section("stabilizers")
-
-
-_SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
-
-
-# ------------------------------------------------------------------------------------------------
 # metrics, notes and the training script
 # ------------------------------------------------------------------------------------------------
 
 
 def _notes(scn: Scenario, cls: str, geometry_ok: bool) -> list[str]:
-    B, G = scn.algorithm.groups_per_step, scn.algorithm.group_size
-    notes = []
-    if cls == SYNC_CLASS:
-        notes.append(T.note("notes.surrogate_anchor_sandbox"))
-        if geometry_ok:
-            notes.append(T.note("notes.batch_sizes_are", G=G, B=B, B_G=B * G))
-    else:
-        notes.append(T.note("notes.surrogate_anchor_asyncgrpotrainer"))
-        if geometry_ok:
-            notes.append(T.note("notes.batch_sizes_are.2", B_G=B * G))
+    B, G, sync = scn.algorithm.groups_per_step, scn.algorithm.group_size, cls == SYNC_CLASS
+    notes = [T.note("notes.surrogate_anchor_sandbox") if sync else T.note("notes.surrogate_anchor_asyncgrpotrainer")]
+    if geometry_ok:
+        notes.append(T.note("notes.batch_sizes_are", G=G, B=B, B_G=B * G) if sync else T.note("notes.batch_sizes_are.2", B_G=B * G))
     return notes
 
 
-_SCRIPT = T.text("train_script")
 _SCRIPT_PARTS = T.section("script")
-
-
-def _train_script(cls: str, release: str, launch: str) -> str:
-    parts = {k: v for k, v in _SCRIPT_PARTS[cls].items() if k != "launch"}
-    launch_comment = "\n".join(f"    {line}" for line in launch.rstrip().splitlines())
-    return _SCRIPT.format(release=release, cls=cls, config=CONFIG_FILE, script=SCRIPT_FILE, launch_comment=launch_comment, **parts)

@@ -85,9 +85,7 @@ def objective_route(scn: Scenario) -> str | None:
     """``"reinforce"`` (REINFORCE surrogate times correction weights), ``"ratio"`` (surrogate on π_θ/μ), or
     None (no surrogate verl can express: TBA)."""
     name = scn.algorithm.objective.name
-    if name == "tba":
-        return None
-    return "reinforce" if name == "reinforce" else "ratio"
+    return None if name == "tba" else "reinforce" if name == "reinforce" else "ratio"
 
 
 @dataclass(frozen=True)
@@ -121,36 +119,18 @@ _BASELINE_WHAT = {"none": "no baseline (raw rewards)", "reward": "raw rewards as
                   "constant": "a constant baseline", "ema": "an EMA-of-rewards baseline"}
 
 
-def _advantage(plan: Plan, kind_source: str, kind: str, normalize: bool, normalize_source: str | None) -> None:
-    """Map a group baseline to ``algorithm.adv_estimator`` (+ ``norm_adv_by_std_in_grpo``)."""
-    T.apply(plan, "advantage", plan=plan, kind=kind, kind_source=kind_source, normalize=normalize,
-            normalize_source=normalize_source, nearest=nearest_group_estimator, whats=_BASELINE_WHAT)
-    if normalize_source is not None and kind not in ("group_mean", "leave_one_out"):
-        T.row(plan, "advantage.implicit", normalize, source=normalize_source, kind=kind)
-
-
-def _clip_knobs(plan: Plan, obj, dual_clip: bool) -> None:
-    T.apply(plan, "clip", o=obj, dual_clip=dual_clip, has_dual=hasattr(obj, "dual_clip_c"), no_dual=NO_DUAL_CLIP)
-
-
-def _aggregation(plan: Plan, obj, target: ObjectiveTarget) -> None:
-    T.apply(plan, "aggregation", o=obj, agg=obj.aggregation, gaps=target.aggregation_gaps, modes=AGGREGATION,
-            agg_note=target.aggregation_note, has_max_len=hasattr(obj, "max_len"))
-
-
-def _kl(plan: Plan, obj) -> None:
-    T.apply(plan, "kl", beta=getattr(obj, "beta_kl", None))
-
-
 def _baseline_rows(plan: Plan, scn: Scenario, target: ObjectiveTarget, kind: str, normalize: bool,
                    sources: dict[str, str | None]) -> None:
-    """Advantage rows of one objective: the baseline kind and, where the objective has them, the std
-    normalisation, its ε and its Bessel correction, and the OPOB knobs."""
+    """Advantage rows of one objective: the baseline kind (``algorithm.adv_estimator`` + ``norm_adv_by_std_in_grpo``)
+    and, where the objective has them, the std normalisation, its ε and its Bessel correction, and the OPOB knobs."""
     obj = scn.algorithm.objective
     if kind in ("opob", "optimal") and target.opob is not None:
         target.opob(plan, scn, sources)
         return
-    _advantage(plan, sources["kind"], kind, normalize, sources["normalize"])
+    T.apply(plan, "advantage", plan=plan, kind=kind, kind_source=sources["kind"], normalize=normalize,
+            normalize_source=sources["normalize"], nearest=nearest_group_estimator, whats=_BASELINE_WHAT)
+    if sources["normalize"] is not None and kind not in ("group_mean", "leave_one_out"):
+        T.row(plan, "advantage.implicit", normalize, source=sources["normalize"], kind=kind)
     std_used = normalize and kind == "group_mean"
     if sources["eps_std"]:
         T.apply(plan, "eps_std", source=sources["eps_std"], eps=obj.eps_std, used=std_used,
@@ -171,7 +151,12 @@ def map_objective(plan: Plan, scn: Scenario, route: str | None, target: Objectiv
     T.row(plan, "pinned.entropy_coeff", 0)
     T.apply(plan, "objective", plan=plan, scn=scn, o=obj, route=route, target=target, full=describe(obj.model_dump()),
             mode="vanilla" if route == "reinforce" else LOSS_MODE.get(obj.name, "vanilla"), src="algorithm.objective",
-            baseline_rows=_baseline_rows, clip=_clip_knobs, aggregation=_aggregation, kl=_kl,
+            baseline_rows=_baseline_rows, kl=lambda plan, obj: T.apply(plan, "kl", beta=getattr(obj, "beta_kl", None)),
+            clip=lambda plan, obj, dual_clip: T.apply(plan, "clip", o=obj, dual_clip=dual_clip, no_dual=NO_DUAL_CLIP,
+                                                      has_dual=hasattr(obj, "dual_clip_c")),
+            aggregation=lambda plan, obj, target: T.apply(plan, "aggregation", o=obj, agg=obj.aggregation, modes=AGGREGATION,
+                                                          gaps=target.aggregation_gaps, agg_note=target.aggregation_note,
+                                                          has_max_len=hasattr(obj, "max_len")),
             advantage_kind=lambda a: {"grpo": "group_mean", "dr_grpo": "group_mean", "rloo": "leave_one_out"}.get(a, a))
 
 
@@ -221,18 +206,6 @@ def map_geo_token_weight(plan: Plan, c, src: str) -> None:
 CORRECTION_GAPS = T.section("correction_gaps")
 
 
-def _map_correction_0_9(plan: Plan, scn: Scenario, route: str | None) -> None:
-    c = scn.algorithm.correction
-    T.apply(plan, "correction", plan=plan, c=c, route=route, objective=scn.algorithm.objective.name,
-            full=describe(c.model_dump()), why=CORRECTION_GAPS.get(c.name), corr=CORR, band=ratio_band,
-            no_lower=NO_LOWER_EDGE, off=_correction_off, map_tis=map_tis, map_mis=_map_mis, geo=map_geo_token_weight)
-
-
-def _map_mis(plan: Plan, c) -> None:
-    T.apply(plan, "mis", plan=plan, c=c, band=ratio_band, no_lower=NO_LOWER_EDGE, inf=math.inf,
-            batch=lambda plan, c: T.apply(plan, "mis_batch_normalize", c=c))
-
-
 # ------------------------------------------------------------------------------------------------
 # batch geometry, stabilizers, optimizer
 # ------------------------------------------------------------------------------------------------
@@ -249,53 +222,11 @@ def map_batch(plan: Plan, scn: Scenario, prompts_key: str = "data.train_batch_si
             prompts_key=prompts_key)
 
 
-def map_minibatch_route(plan: Plan, scn: Scenario, route: str | None, mode: str) -> None:
-    """What several optimizer steps per batch do to the written loss route, and the ratio anchor (upstream
-    verl 0.9.1): bypass mode keeps ``old_log_probs`` = the rollout log-probs in every mini-batch; the
-    REINFORCE route recomputes π_old once per batch (``_compute_old_log_prob``; in ``separate_async`` once
-    per ``parameter_sync_step`` cycle, ``save_model_to_cpu``)."""
-    T.apply(plan, "minibatch_route", plan=plan, scn=scn, a=scn.algorithm, route=route, mode=mode, corr=CORR, proximal_row=proximal_row)
-
-
 STABILIZERS = T.section("stabilizers")
 STEP_HOOK = T.note("step_hook")
 
 
-def map_stabilizers(plan: Plan, scn: Scenario, table: dict = STABILIZERS) -> None:
-    stabilizer_rows(plan, scn, table, "verl", STEP_HOOK)
-
-
 _OPTIMIZER_CLASS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}
-
-
-def _map_optimizer_fsdp(plan: Plan, scn: Scenario, given: Given) -> None:
-    """``actor_rollout_ref.actor.optim`` (FSDPOptimizerConfig; workers/config/optimizer.py build_optimizer imports
-    ``torch.optim.<optimizer>`` and passes lr, weight_decay, betas for Adam-family names, then
-    override_optimizer_config)."""
-    o, a, optim = scn.algorithm.optimizer, scn.algorithm, f"{ACTOR}.optim"
-    # verl 0.9.1 steps its LR scheduler once per train_mini_batch call (update_lr_scheduler on the last
-    # iteration): per batch in sync mode, per local update (one mini-batch, all its epochs) in separate_async.
-    per = a.updates_per_batch if plan.settings.get(f"{V1}.trainer_mode", "sync") == "sync" else a.epochs
-    T.apply(plan, "optimizer", o=o, optim=optim, classes=_OPTIMIZER_CLASS, per=per, warmup=math.ceil(o.warmup_steps / per))
-    scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
-
-
-# ------------------------------------------------------------------------------------------------
-# staleness (V1 trainer)
-# ------------------------------------------------------------------------------------------------
-
-
-def _map_staleness_v1(plan: Plan, scn: Scenario) -> str:
-    """Rows for ``system.staleness`` and ``system.partial_rollouts``; returns the trainer mode written."""
-    st = staleness_of(scn)
-    cfg = scn.system.staleness
-    B = scn.algorithm.groups_per_step
-    T.row(plan, "pinned.use_v1", True)
-    mode = "separate_async" if st.kind == "max_lag" else "sync"
-    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, B=B, m=scn.algorithm.minibatches,
-            full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap)
-    T.apply(plan, "partial_rollouts", pr=scn.system.partial_rollouts, sync=mode == "sync")
-    return mode
 
 
 # ------------------------------------------------------------------------------------------------
@@ -314,20 +245,34 @@ class VerlExporter(Exporter):
     expresses = T.section("expresses")
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:
-        plan = self.new_plan(version, T.note("plan.python_m_verl.2"))
-        mode = _map_staleness_v1(plan, scn)
+        a, c, o, cfg = scn.algorithm, scn.algorithm.correction, scn.algorithm.optimizer, scn.system.staleness
+        plan, st = self.new_plan(version, T.note("plan.python_m_verl.2")), staleness_of(scn)
+        mode, route, optim = "separate_async" if st.kind == "max_lag" else "sync", objective_route(scn), f"{ACTOR}.optim"
+        T.row(plan, "pinned.use_v1", True)
+        T.apply(plan, "staleness", plan=plan, scn=scn, st=st, cfg=cfg, B=a.groups_per_step, m=a.minibatches,
+                full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap)
+        T.apply(plan, "partial_rollouts", pr=scn.system.partial_rollouts, sync=mode == "sync")
         plan.target = T.note("plan.python_m_verl", mode=mode)
-        route = objective_route(scn)
         T.row(plan, "pinned.bypass_mode", route != "reinforce",
               note=T.note("plan.note.reinforce_route_decoupled") if route == "reinforce" else
                     T.note("plan.note.bypass_mode_surrogate"))
         T.row(plan, "pinned.calculate_log_probs", True)
         map_objective(plan, scn, route, UPSTREAM_OBJECTIVES)
-        _map_correction_0_9(plan, scn, route)
+        T.apply(plan, "correction", plan=plan, c=c, route=route, objective=a.objective.name, full=describe(c.model_dump()),
+                why=CORRECTION_GAPS.get(c.name), corr=CORR, band=ratio_band, no_lower=NO_LOWER_EDGE, off=_correction_off,
+                map_tis=map_tis, geo=map_geo_token_weight,
+                map_mis=lambda plan, c: T.apply(plan, "mis", plan=plan, c=c, band=ratio_band, no_lower=NO_LOWER_EDGE, inf=math.inf,
+                                                batch=lambda plan, c: T.apply(plan, "mis_batch_normalize", c=c)))
         map_batch(plan, scn)
-        map_minibatch_route(plan, scn, route, mode)
-        map_stabilizers(plan, scn)
-        _map_optimizer_fsdp(plan, scn, given)
+        # several optimizer steps per batch: bypass mode keeps old_log_probs = the rollout log-probs in every mini-batch,
+        # the REINFORCE route recomputes π_old once per batch (once per parameter_sync_step cycle in separate_async)
+        T.apply(plan, "minibatch_route", plan=plan, scn=scn, a=a, route=route, mode=mode, corr=CORR, proximal_row=proximal_row)
+        stabilizer_rows(plan, scn, STABILIZERS, "verl", STEP_HOOK)
+        # actor.optim (FSDPOptimizerConfig: torch.optim.<optimizer> with lr, weight_decay, betas); the LR scheduler steps
+        # once per train_mini_batch call: per batch in sync mode, per local update (one mini-batch, all epochs) else
+        per = a.updates_per_batch if mode == "sync" else a.epochs
+        T.apply(plan, "optimizer", o=o, optim=optim, classes=_OPTIMIZER_CLASS, per=per, warmup=math.ceil(o.warmup_steps / per))
+        scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
         plan.metrics = T.metrics(decoupled=route == "reinforce", sync=mode == "sync")
         plan.notes += [T.note("plan.each_verl_trainer"), T.note("plan.overrides_txt_verl_config"),]
         return plan
@@ -337,7 +282,9 @@ class VerlExporter(Exporter):
         return {
             "overrides.txt": overrides_text(plan.settings),
             "verl_config.yaml": yaml_text(plan, "merge onto verl/trainer/config/_generated_ppo_trainer.yaml"),
-            "launch.sh": _launch_script(plan, mode),
+            # launch.sh from the table's template; separate_async adds the standalone rollout pool's layout
+            "launch.sh": T.text("launch_sh").format(release=plan.release, mode=mode, **{
+                k: T.text(k) if mode == "separate_async" else "" for k in ("layout_note", "rollout_vars", "rollout_args")}),
         }
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
@@ -352,10 +299,3 @@ def overrides_text(settings: dict[str, Any], append: frozenset[str] = frozenset(
 def yaml_text(plan: Plan, where: str) -> str:
     header = f"# sandbox export: {plan.framework} {plan.release}, {plan.target}\n# {where}; see PROMOTION.md\n"
     return header + yaml.safe_dump(nested(plan.settings, lambda v: list(v) if isinstance(v, tuple) else v), sort_keys=False, allow_unicode=True)
-
-
-def _launch_script(plan: Plan, mode: str) -> str:
-    """launch.sh from the table's template; separate_async adds the standalone rollout pool's layout."""
-    extra = ("layout_note", "rollout_vars", "rollout_args")
-    return T.text("launch_sh").format(release=plan.release, mode=mode,
-                                      **{k: T.text(k) if mode == "separate_async" else "" for k in extra})

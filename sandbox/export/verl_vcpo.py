@@ -9,8 +9,9 @@ from .base import Exporter, Given, Version, describe, register
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
 from .plan import Plan
-from .verl import (ACTOR, CORR, STABILIZERS, ObjectiveTarget, map_batch, map_geo_token_weight, map_objective,
-                   map_stabilizers, map_tis, nearest_group_estimator, objective_route, overrides_text, yaml_text)
+from .engine import stabilizer_rows
+from .verl import (ACTOR, CORR, STABILIZERS, STEP_HOOK, ObjectiveTarget, map_batch, map_geo_token_weight, map_objective,
+                   map_tis, nearest_group_estimator, objective_route, overrides_text, yaml_text)
 from .table import Table
 
 T = Table("verl_vcpo")
@@ -59,12 +60,6 @@ def _map_opob(plan: Plan, scn: Scenario, sources: dict[str, str | None]) -> None
             gap=T.pick("opob_weight_gap", o=obj, c=scn.algorithm.correction))  # why the fork's OPOB weight differs, or None
 
 
-def _map_stabilizers_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
-    ess = route == "reinforce" and plan.settings.get("algorithm.adv_estimator") == "grpo"
-    map_stabilizers(plan, scn, {**STABILIZERS, "vcpo_lr": _vcpo_lr if ess else (
-        T.note("map_stabilizers_fork.vcpo_lr"))})
-
-
 def _vcpo_lr(plan: Plan, src: str, s: Any) -> None:
     _per_trajectory(plan)
     T.row(plan, "name", s.name, True, src=src, ESS=ESS)
@@ -92,27 +87,6 @@ CORRECTION_GAPS = T.section("correction_gaps")
 def _off(plan: Plan, why: str) -> None:
     T.row(plan, "pinned.rollout_is", None, note=why)
     T.row(plan, "pinned.rollout_rs.rejection", None)
-
-
-def _map_correction_fork(plan: Plan, scn: Scenario, route: str | None) -> None:
-    c = scn.algorithm.correction
-    T.apply(plan, "correction", plan=plan, c=c, route=route, src="algorithm.correction", full=describe(c.model_dump()),
-            why=CORRECTION_GAPS.get(c.name), corr=CORR, mask=MASK_NOTE, rs=_rs, off=_off, map_tis=map_tis,
-            geo=map_geo_token_weight)
-
-
-# ------------------------------------------------------------------------------------------------
-# staleness and optimizer
-# ------------------------------------------------------------------------------------------------
-
-
-def _map_optimizer_megatron(plan: Plan, scn: Scenario, given: Given) -> None:
-    """Megatron's optimizer (``verl/utils/megatron/optimizer.py`` passes optimizer, lr, min_lr, clip_grad and
-    weight_decay, then ``override_optimizer_config``; ``optim.betas`` is not read). Megatron's Adam applies
-    decoupled weight decay (AdamW); its SGD defaults to momentum 0.9. Extra fields are ``+`` appends under
-    ``override_optimizer_config`` (an empty map in the fork's YAML), the only appends of this export."""
-    T.apply(plan, "optimizer", o=scn.algorithm.optimizer, OPTIM=OPTIM, MEGATRON_EXTRA=MEGATRON_EXTRA)
-    scale_rows(plan, scn, given, f"{OPTIM}.lr", f"{OPTIM}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -151,16 +125,24 @@ class VerlVCPOExporter(Exporter):
         T.row(plan, "pinned.calculate_log_probs", True)
         T.row(plan, "pinned.hybrid_engine", False)
         map_objective(plan, scn, route, FORK_OBJECTIVES)
-        _map_correction_fork(plan, scn, route)
+        c = scn.algorithm.correction
+        T.apply(plan, "correction", plan=plan, c=c, route=route, src="algorithm.correction", full=describe(c.model_dump()),
+                why=CORRECTION_GAPS.get(c.name), corr=CORR, mask=MASK_NOTE, rs=_rs, off=_off, map_tis=map_tis,
+                geo=map_geo_token_weight)
         map_batch(plan, scn, prompts_key=f"{ACTOR}.ppo_mini_batch_size")
         proximal_row(plan, scn, "behaviour", T.note("plan.async_training_use_rollout_log_probs_ratio"))
         T.row(plan, "pinned.train_batch_size", 0)
         T.row(plan, "pinned.gen_batch_size", 1)
-        _map_stabilizers_fork(plan, scn, route)
+        ess = route == "reinforce" and plan.settings.get("algorithm.adv_estimator") == "grpo"  # the fork's ESS LR scaling
+        stabilizer_rows(plan, scn, {**STABILIZERS, "vcpo_lr": _vcpo_lr if ess else T.note("map_stabilizers_fork.vcpo_lr")},
+                        "verl", STEP_HOOK)
         per_traj = plan.settings.get(f"{ACTOR}.update_policy_per_traj", False)
         if not per_traj:
             T.row(plan, "pinned.update_policy_per_traj", False)
-        _map_optimizer_megatron(plan, scn, given)
+        # Megatron's optimizer (verl/utils/megatron/optimizer.py: optimizer, lr, min_lr, clip_grad, weight_decay, then
+        # override_optimizer_config, whose extra fields are the export's only + appends; optim.betas is not read)
+        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, OPTIM=OPTIM, MEGATRON_EXTRA=MEGATRON_EXTRA)
+        scale_rows(plan, scn, given, f"{OPTIM}.lr", f"{OPTIM}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
         plan.metrics = T.metrics(per_traj=per_traj)
         plan.notes += [T.note("plan.pypi_install_fork"), T.note("plan.one_trainer_step"),]
         return plan
@@ -169,16 +151,12 @@ class VerlVCPOExporter(Exporter):
         return {
             "overrides.txt": overrides_text(plan.settings, frozenset(k for k in plan.settings if k.startswith(MEGATRON_EXTRA + "."))),
             "vcpo_config.yaml": yaml_text(plan, f"same keys as overrides.txt, nested; merge onto the fork's composed {CONFIG_NAME}"),
-            "launch.sh": _launch_script(plan),
+            # launch.sh from the table's template; per-trajectory updates take no micro-batch size
+            "launch.sh": T.text("launch_sh").format(release=plan.release, B=plan.settings.get(f"{ACTOR}.ppo_mini_batch_size"), **{
+                k: "" if plan.settings.get(f"{ACTOR}.update_policy_per_traj", False) else T.text(k)
+                for k in ("micro_batch_var", "micro_batch_arg")}),
         }
 
     def launch(self, plan: Plan, files: dict[str, str]) -> str:
         return ("VCPO_DIR=/path/to/vcpo MODEL_PATH=/path/to/model TRAIN_FILES=/path/to/train.parquet "
                 "VAL_FILES=/path/to/val.parquet TOTAL_ROLLOUT_STEPS=<prompts in total> bash launch.sh")
-
-
-def _launch_script(plan: Plan) -> str:
-    """launch.sh from the table's template; per-trajectory updates take no micro-batch size."""
-    per_traj = plan.settings.get(f"{ACTOR}.update_policy_per_traj", False)
-    return T.text("launch_sh").format(release=plan.release, B=plan.settings.get(f"{ACTOR}.ppo_mini_batch_size"),
-                                      **{k: "" if per_traj else T.text(k) for k in ("micro_batch_var", "micro_batch_arg")})

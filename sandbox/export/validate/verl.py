@@ -137,8 +137,8 @@ LAUNCH_FILLS = (
     "trainer.nnodes=1",
     "trainer.n_gpus_per_node=8",
 )
-"""What the exported ``launch.sh`` adds to ``overrides.txt`` with its defaults (``sandbox/export/verl.py``:
-``_launch_script``); ``actor_rollout_ref.model.path`` is a placeholder (verl's post-load checks do not read
+"""What the exported ``launch.sh`` adds to ``overrides.txt`` with its defaults (``sandbox/export/verl.py``,
+``VerlExporter.files``); ``actor_rollout_ref.model.path`` is a placeholder (verl's post-load checks do not read
 the model unless a critic is built)."""
 
 
