@@ -411,7 +411,8 @@ def _write_into(stage: Path, result: RunResult, label: str, color: str | None, w
         for name, table in (("metrics", result.metrics), ("jobs", result.jobs), ("events", result.events)):
             write_table(stage / f"{name}.parquet", table)
             # each table's arrow copy and parquet buffers, freed, back to the system before the next
-            # is converted (glibc keeps them otherwise: the peaks of the three conversions add up)
+            # is converted (glibc keeps them otherwise: the peaks of the three conversions add up;
+            # measured in sandbox/heap.py)
             release_free_heap()
         write_npz(stage / "replicas.npz", {k.replace("/", "__"): v for k, v in result.replica_metrics.items()})
     if result.scenario.run.figures:
