@@ -187,6 +187,7 @@ def run_scenario(
             torch.set_num_threads(previous)
         release_free_heap()  # the simulation's freed pages back before the tables are built (sandbox/heap.py)
         result = _result(scn, res, learner)
+        release_free_heap()  # what building the tables freed (the records, pandas's transients) back too
         if out_dir is not None:
             if stage is None:
                 write_run_dir(result, Path(out_dir), label=label, color=color)
@@ -408,9 +409,12 @@ def _write_into(stage: Path, result: RunResult, label: str, color: str | None, w
     suffix = f" {label}" if label else ""
     with progress.phase("writing" + suffix):
         write_text(stage / "scenario.toml", dump_scenario(result.scenario))
-        write_table(stage / "metrics.parquet", result.metrics)
-        write_table(stage / "jobs.parquet", result.jobs)
-        write_table(stage / "events.parquet", result.events)
+        for name, table in (("metrics", result.metrics), ("jobs", result.jobs), ("events", result.events)):
+            write_table(stage / f"{name}.parquet", table)
+            # each table's arrow copy and parquet buffers, freed, back to the system before the next
+            # is converted (glibc keeps them otherwise: the peaks of the three conversions add up;
+            # measured in sandbox/heap.py)
+            release_free_heap()
         write_npz(stage / "replicas.npz", {k.replace("/", "__"): v for k, v in result.replica_metrics.items()})
     if result.scenario.run.figures and not figures_deferred():  # `sandbox run` draws them in a worker process
         from .plots import default_figures

@@ -31,3 +31,22 @@ def test_freed_pages_below_a_live_block_are_returned():
 def test_nothing_left_to_release_is_no_error():
     release_free_heap()
     assert release_free_heap() in (True, False)
+
+
+def test_a_written_run_releases_the_heap_after_its_tables_and_after_each_file(tmp_path, monkeypatch):
+    """``run_scenario`` with an output directory hands freed pages back after building the tables and
+    after writing each of them, so that the three conversions to parquet do not stack their peaks
+    (issue 28; the measured effect is in ``sandbox/runner.py``'s ``_write_into``)."""
+    import sandbox.runner as runner
+    from sandbox.scenario import validate_scenario
+
+    calls: list[str] = []
+    write_table = runner.write_table
+    monkeypatch.setattr(runner, "release_free_heap", lambda: calls.append("release") or True)
+    monkeypatch.setattr(runner, "write_table", lambda path, df: (calls.append(path.name), write_table(path, df))[1])
+    scn = validate_scenario({"task": {"name": "bitstring", "horizon": 8}, "algorithm": {"group_size": 2, "groups_per_step": 2},
+                             "run": {"steps": 3, "figures": False}})
+    runner.run_scenario(scn, tmp_path / "run", force=True)
+    assert calls == ["release", "release", "metrics.parquet", "release", "jobs.parquet", "release",
+                     "events.parquet", "release"], calls
+    assert (tmp_path / "run" / "summary.json").is_file()
