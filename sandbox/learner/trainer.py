@@ -212,11 +212,15 @@ class Learner:
     def _optimizer_step(self, step: int, loss: Tensor, metrics: dict[str, Tensor]) -> dict:
         """Backward, stabilizers, optimizer step and divergence bookkeeping at learner version
         ``step``; returns the step's metrics row (means over the replicas still alive)."""
-        alive_f = self.alive.to(loss.dtype)
         for p in self.plist:  # = optimizer.zero_grad(set_to_none=False), without its profiler wrapper
             if p.grad is not None:
                 p.grad.zero_()
-        (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * alive_f).sum().backward()
+        if self._all_alive and bool(torch.isfinite(loss.detach()).all()):
+            # Every replica alive and every loss finite: nan_to_num is the identity, the alive mask all ones and
+            # the sum's gradient ones, so each replica's loss receives the gradient 1.0 exactly as below.
+            loss.backward(torch.ones_like(loss))
+        else:
+            (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * self.alive.to(loss.dtype)).sum().backward()
 
         want = self.monitors.wants
         # GAC's diagnostic: cosine between this raw gradient and the previous one.
