@@ -227,7 +227,7 @@ class Learner:
         grad = None
         if want("grad/cos_prev"):
             grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)  # a copy (torch.cat)
-            grad_norm = grad.norm(dim=1)
+            grad_norm = dg.row_norms(grad)
             prev = self.prev_grad
             raw = {
                 "grad/norm": grad_norm,
@@ -236,7 +236,7 @@ class Learner:
             }
             self.prev_grad, self._prev_grad_norm = grad.detach(), grad_norm
         else:  # the same norm (same layout, same reduction) without the copy the cosine keeps
-            raw = {"grad/norm": dg.flat_view([p.grad for p in self.plist], self.R).norm(dim=1)}
+            raw = {"grad/norm": dg.row_norms(dg.flat_view([p.grad for p in self.plist], self.R))}
 
         lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
         for group in self.optimizer.param_groups:
@@ -254,10 +254,10 @@ class Learner:
         with torch.no_grad():
             if want("update/norm") or want("update/cos_grad"):
                 delta = dg.flat_view([p - b for p, b in zip(self.plist, before)], self.R)
-                update_norm = delta.norm(dim=1)
+                update_norm = dg.row_norms(delta)
                 if want("update/norm"):
                     metrics["update/norm"] = update_norm
-            pnorm = dg.flat_view(self.plist, self.R).norm(dim=1)
+            pnorm = dg.row_norms(dg.flat_view(self.plist, self.R))
             metrics["param/norm"] = pnorm
             if want("update/cos_grad") and grad is not None:  # full only
                 metrics["update/cos_grad"] = dg.cosine(delta, -grad, update_norm, raw["grad/norm"])
