@@ -340,8 +340,10 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
                 matrix = stacked.to(torch.float64).numpy()
             arrays.update(zip(keys, matrix))
             if replicas == 1 and all_alive:
-                # One live replica: a row's mean is its one value (x / 1 is x to the bit), finite or not kept.
-                values = matrix.ravel().tolist()
+                # One live replica: a row's mean is (0 + x) / 1, numpy's sum starting from its identity: x to the
+                # bit, except -0.0, which becomes 0.0 (hence the + 0.0) when every value is finite; a non-finite
+                # one takes the general path below (its mean is NaN there).
+                values = (matrix.ravel() + 0.0).tolist()
                 if all(map(math.isfinite, values)):
                     means.update(zip(keys, values))
                     continue
