@@ -71,8 +71,8 @@ def unhooked_step(optimizer: torch.optim.Optimizer):
     """``optimizer.step`` for a caller already under ``torch.no_grad()``, without torch's per-call wrappers
     when nothing uses them: the profiler label and the step hooks of ``Optimizer.profile_hook_step`` and
     the grad-mode switch of ``_use_grad_for_differentiable`` (torch 2.x, ``torch/optim/optimizer.py``).
-    The same update function runs on the same tensors, so the weights are the same to the bit; it saves
-    about 15 µs a step, a tenth of a bare bandit step (benchmarks/README.md row 11). Falls back to
+    The same update function runs on the same tensors, so the weights are the same to the bit; the
+    wrappers were about 2% of a lean bandit run (py-spy; benchmarks/README.md row 11). Falls back to
     ``optimizer.step`` whenever a step hook is registered, the optimizer is differentiable, or the method
     is not wrapped the way this torch wraps it."""
     from torch.optim import optimizer as _optimizer
