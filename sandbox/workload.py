@@ -16,7 +16,7 @@ class PolicyWorkload:
         self.gen = gen
 
     def sample(self, weights: Params, version: int, group_size: int) -> Rollouts:
-        return self.task.generate(weights, self.task.new_group(group_size, self.gen), self.gen, version)
+        return self.task.sample_group(weights, group_size, self.gen, version)
 
     def begin(self, group_size: int) -> Rollouts:
         return self.task.new_group(group_size, self.gen)

@@ -129,11 +129,13 @@ class PolicyLoss:
             metrics.update(whole_metrics)
             return LossOutput(loss, metrics)
 
-        ratio = torch.exp((logp - anchor) * fmask)
+        # r = π_θ/π_anchor, unless no one reads it (REINFORCE with the identity correction: it is not in the loss).
+        reads_ratio = method.reads_ratio or not self.correction.is_identity
+        ratio = torch.exp((logp - anchor) * fmask) if reads_ratio else None
         a_tok = adv.unsqueeze(-1).expand_as(logp)
         corr = self.correction(
             CorrectionContext(
-                log_w=log_w, log_rho=log_rho, ratio=ratio.detach(), fmask=fmask, adv=adv,
+                log_w=log_w, log_rho=log_rho, ratio=None if ratio is None else ratio.detach(), fmask=fmask, adv=adv,
                 rewards=inp.rewards.detach(), logp=logp, behaviour_logp=mu, decoupled=decoupled,
                 log_seq_w=None if decoupled else log_seq_rho, prox_logp=anchor if decoupled else None,
                 token_versions=inp.token_versions, learner_version=inp.learner_version, group_size=inp.group_size,

@@ -65,3 +65,33 @@ def scheduled_lr(cfg: OptimizerConfig, step: int, total_steps: int) -> float:
     if cfg.schedule == "linear":
         return cfg.lr * (1.0 - progress)
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def unhooked_step(optimizer: torch.optim.Optimizer):
+    """``optimizer.step`` for a caller already under ``torch.no_grad()``, without torch's per-call wrappers
+    when nothing uses them: the profiler label and the step hooks of ``Optimizer.profile_hook_step`` and
+    the grad-mode switch of ``_use_grad_for_differentiable`` (torch 2.x, ``torch/optim/optimizer.py``).
+    The same update function runs on the same tensors, so the weights are the same to the bit; the
+    wrappers were about 2% of a lean bandit run (py-spy; benchmarks/README.md row 11). Falls back to
+    ``optimizer.step`` whenever a step hook is registered, the optimizer is differentiable, or the method
+    is not wrapped the way this torch wraps it."""
+    from torch.optim import optimizer as _optimizer
+
+    hooked = type(optimizer).step
+    mid = getattr(hooked, "__wrapped__", None)
+    raw = getattr(mid, "__wrapped__", None)
+    code = getattr(mid, "__code__", None)
+    global_pre = getattr(_optimizer, "_global_optimizer_pre_hooks", None)
+    global_post = getattr(_optimizer, "_global_optimizer_post_hooks", None)
+    if (not getattr(hooked, "hooked", False) or raw is None or code is None or code.co_name != "_use_grad"
+            or optimizer.defaults.get("differentiable", False) or global_pre is None or global_post is None
+            or not hasattr(optimizer, "_optimizer_step_pre_hooks") or not hasattr(optimizer, "_optimizer_step_post_hooks")):
+        return optimizer.step
+
+    def step():
+        if (global_pre or global_post or optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
+                or torch.is_grad_enabled()):
+            return optimizer.step()
+        return raw(optimizer)
+
+    return step

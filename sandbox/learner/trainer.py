@@ -37,7 +37,7 @@ from ..tasks.rollouts import Rollouts, oldest_versions
 from . import diagnostics as dg
 from .metric_levels import MetricSet, metric_set
 from .mismatch import mismatch_metrics
-from .optim import OptimizerConfig, build_optimizer, scheduled_lr
+from .optim import OptimizerConfig, build_optimizer, scheduled_lr, unhooked_step
 
 
 @dataclass
@@ -83,6 +83,7 @@ class Learner:
         self.R = self.plist[0].shape[0]
         self.opt_cfg = optimizer_cfg
         self.optimizer = build_optimizer(optimizer_cfg, self.plist)
+        self._optimizer_step_fn = unhooked_step(self.optimizer)  # the same update, without torch's per-call wrappers
         from ..algorithms.stabilized import StabilizedOptimizer, build_stabilizers
 
         # Clipping, GAC projections and LR rules, all per replica (dim 0 of every parameter).
@@ -104,6 +105,8 @@ class Learner:
         self.prev_grad: Tensor | None = None
         self._prev_grad_norm: Tensor | None = None
         self.alive = torch.ones(self.R, dtype=torch.bool)
+        self._all_alive = True  # = bool(self.alive.all()), kept beside it so that a step with no divergence reads no tensor
+        self._alive_np = np.ones(self.R, dtype=bool)
         self.diverged_at = np.full(self.R, -1)
         # Per-replica metrics, one row per optimizer step, as float64 columns sized for the run
         # (issue 28: a dict of (R,) arrays per step was about 5.7 KB a step on the quickstart).
@@ -132,6 +135,7 @@ class Learner:
         self.stabilized.load_state_dict(state["optimizer"])
         self.prev_grad, self._prev_grad_norm = state["prev_grad"], state["prev_grad_norm"]
         self.alive = state["alive"].clone()
+        self._all_alive = bool(self.alive.all())
         self.diverged_at = state["diverged_at"].numpy().copy()
 
     # -- Trainer protocol --------------------------------------------------------------------
@@ -208,18 +212,22 @@ class Learner:
     def _optimizer_step(self, step: int, loss: Tensor, metrics: dict[str, Tensor]) -> dict:
         """Backward, stabilizers, optimizer step and divergence bookkeeping at learner version
         ``step``; returns the step's metrics row (means over the replicas still alive)."""
-        alive_f = self.alive.to(loss.dtype)
         for p in self.plist:  # = optimizer.zero_grad(set_to_none=False), without its profiler wrapper
             if p.grad is not None:
                 p.grad.zero_()
-        (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * alive_f).sum().backward()
+        if self._all_alive and bool(torch.isfinite(loss.detach()).all()):
+            # Every replica alive and every loss finite: nan_to_num is the identity, the alive mask all ones and
+            # the sum's gradient ones, so each replica's loss receives the gradient 1.0 exactly as below.
+            loss.backward(torch.ones_like(loss))
+        else:
+            (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * self.alive.to(loss.dtype)).sum().backward()
 
         want = self.monitors.wants
         # GAC's diagnostic: cosine between this raw gradient and the previous one.
         grad = None
         if want("grad/cos_prev"):
             grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)  # a copy (torch.cat)
-            grad_norm = grad.norm(dim=1)
+            grad_norm = dg.row_norms(grad)
             prev = self.prev_grad
             raw = {
                 "grad/norm": grad_norm,
@@ -228,7 +236,7 @@ class Learner:
             }
             self.prev_grad, self._prev_grad_norm = grad.detach(), grad_norm
         else:  # the same norm (same layout, same reduction) without the copy the cosine keeps
-            raw = {"grad/norm": dg.flat_view([p.grad for p in self.plist], self.R).norm(dim=1)}
+            raw = {"grad/norm": dg.row_norms(dg.flat_view([p.grad for p in self.plist], self.R))}
 
         lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
         for group in self.optimizer.param_groups:
@@ -237,7 +245,7 @@ class Learner:
         if self._plain and self.monitors.lean:  # nothing reads the plain step's constant metrics
             if any(p.grad is not None for p in self.plist):
                 with torch.no_grad():
-                    self.optimizer.step()
+                    self._optimizer_step_fn()
         elif self._plain:
             metrics.update(self._plain_step())
         else:
@@ -246,30 +254,47 @@ class Learner:
         with torch.no_grad():
             if want("update/norm") or want("update/cos_grad"):
                 delta = dg.flat_view([p - b for p, b in zip(self.plist, before)], self.R)
-                update_norm = delta.norm(dim=1)
+                update_norm = dg.row_norms(delta)
                 if want("update/norm"):
                     metrics["update/norm"] = update_norm
-            pnorm = dg.flat_view(self.plist, self.R).norm(dim=1)
+            pnorm = dg.row_norms(dg.flat_view(self.plist, self.R))
             metrics["param/norm"] = pnorm
             if want("update/cos_grad") and grad is not None:  # full only
                 metrics["update/cos_grad"] = dg.cosine(delta, -grad, update_norm, raw["grad/norm"])
                 metrics["update/relative"] = update_norm / pnorm
             monitored = metrics.get("loss", loss).detach()
-            bad = ~torch.isfinite(monitored) | ~torch.isfinite(pnorm) | ~torch.isfinite(metrics["grad/norm"])
-            bad |= (monitored.abs() > self.bounds.max_loss) | (pnorm > self.bounds.max_param_norm)
-            newly = bad & self.alive
-            if newly.any():
-                for r in torch.nonzero(newly).flatten().tolist():
-                    self.diverged_at[r] = step
-                self.alive &= ~bad
-            # Frozen replicas keep their last finite weights so sampling from them stays defined.
-            frozen = ~self.alive
-            if frozen.any():
-                for p, b in zip(self.plist, before):
-                    p[frozen] = b[frozen]
+            bounds = self.bounds
+            newly = None
+            if self._all_alive and math.isfinite(bounds.max_loss) and math.isfinite(bounds.max_param_norm):
+                # The usual step: every replica alive and, in one test, none diverging. |loss| <= max_loss and
+                # ‖θ‖ <= max_param_norm are false exactly for a NaN, an infinity or a value beyond a finite
+                # bound, so ``ok`` is the negation of ``bad`` below (the same float32 comparisons).
+                ok = (monitored.abs() <= bounds.max_loss) & (pnorm <= bounds.max_param_norm)
+                ok &= torch.isfinite(metrics["grad/norm"])
+                if not bool(ok.all()):
+                    newly = ~ok
+            if newly is not None or not self._all_alive:
+                bad = ~torch.isfinite(monitored) | ~torch.isfinite(pnorm) | ~torch.isfinite(metrics["grad/norm"])
+                bad |= (monitored.abs() > bounds.max_loss) | (pnorm > bounds.max_param_norm)
+                newly = bad & self.alive
+                if newly.any():
+                    for r in torch.nonzero(newly).flatten().tolist():
+                        self.diverged_at[r] = step
+                    self.alive &= ~bad
+                # Frozen replicas keep their last finite weights so sampling from them stays defined.
+                frozen = ~self.alive
+                if frozen.any():
+                    for p, b in zip(self.plist, before):
+                        p[frozen] = b[frozen]
+                self._all_alive = bool(self.alive.all())
         metrics["lr"] = lr * metrics["lr/scale"] if "lr/scale" in metrics else torch.full((self.R,), lr)
         if self.eval_fn is not None and (step % self.eval_every == 0 or step == self.total_steps - 1):
             metrics.update(self.eval_fn(self.params))
+        if self._all_alive:
+            arrays, row = _metrics_to_numpy(metrics, self.R, self._alive_np)
+            self.replica_rows.append(arrays)
+            row["replicas/alive"] = 1.0  # float(self.alive.float().mean()) with every replica alive
+            return row
         alive = self.alive.numpy() if self.alive.any() else newly.numpy()
         arrays, row = _metrics_to_numpy(metrics, self.R, alive)
         self.replica_rows.append(arrays)
@@ -314,6 +339,14 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
             else:  # bf16 and the like have no numpy dtype
                 matrix = stacked.to(torch.float64).numpy()
             arrays.update(zip(keys, matrix))
+            if replicas == 1 and all_alive:
+                # One live replica: a row's mean is (0 + x) / 1, numpy's sum starting from its identity: x to the
+                # bit, except -0.0, which becomes 0.0 (hence the + 0.0) when every value is finite; a non-finite
+                # one takes the general path below (its mean is NaN there).
+                values = (matrix.ravel() + 0.0).tolist()
+                if all(map(math.isfinite, values)):
+                    means.update(zip(keys, values))
+                    continue
             # the live replicas' columns, C-contiguous (the fancy index alone gives a column-major copy, whose
             # row means sum in another order): a row's mean reduces its values in the order of _alive_mean's 1-D selection (frozen replicas are finite, so after a divergence most rows stay fast)
             live = matrix if all_alive else np.ascontiguousarray(matrix[:, alive]) if alive.any() else None
@@ -333,6 +366,8 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
             if k not in arrays:
                 arrays[k] = _np(v)
                 means[k] = _alive_mean(arrays[k], alive)
+    elif len(groups) == 1:  # one dtype, every metric (R,): both dicts are in the metrics' order already
+        return arrays, means
     return {k: arrays[k] for k in metrics}, {k: means[k] for k in metrics}
 
 
@@ -511,12 +546,16 @@ class PolicyLearner(Learner):
                 token_versions=versions, learner_version=step,
                 prox_logp=context.prox_logp, advantages=context.advantages,
             )
-        head = response_lags(step, versions).double()
-        self._sample_lag = head
         monitors = self.monitors
+        wants_staleness = monitors.wants_any("staleness/")
+        # The per-response lag: what the stabilizers may read (a plain step has none) and the staleness metrics.
+        head = None
+        if wants_staleness or not self._plain or self.per_replica:
+            head = response_lags(step, versions).double()
+        self._sample_lag = head
         # The loss reports the per-response staleness below under its token-lag names (in their place
         # in its metrics) instead of measuring a token lag that this learner replaces anyway.
-        staleness = staleness_metrics(step, versions, mask, head) if monitors.wants_any("staleness/") else {}
+        staleness = staleness_metrics(step, versions, mask, head) if wants_staleness else {}
         inp.staleness = staleness
         if monitors.lean:
             inp.monitors = monitors
@@ -531,7 +570,8 @@ class PolicyLearner(Learner):
         if monitors.wants_any("is/") and not (same and all(k in metrics for k in IS_METRIC_KEYS)):
             metrics.update(is_metrics(logp.detach() - ro.behaviour_logp, mask))
         metrics["loss"] = out.loss.detach()
-        metrics["reward/mean"] = ro.rewards.mean(-1)
+        if "reward/mean" not in metrics:  # the policy loss reports it (rewards.mean(-1): the same op on the same tensor)
+            metrics["reward/mean"] = ro.rewards.mean(-1)
         if monitors.wants("length/mean"):
             metrics["length/mean"] = ro.lengths.double().mean(-1)
         metrics.update(staleness)

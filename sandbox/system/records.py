@@ -143,7 +143,11 @@ class ColumnTable:
                 t = type(v)
                 kind = "i" if t is int else "f" if t is float else "o"
                 col = cols[k] = _Column(kind, self._capacity)
-            col.set(i, v)
+            if type(v) is float and col.kind == "f" and col.ints is None:  # _Column.set's float case, inline
+                col.data[i] = v
+                col.present[i] = True
+            else:
+                col.set(i, v)
         if i >= self._n:
             self._n = i + 1
 

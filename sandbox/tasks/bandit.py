@@ -67,6 +67,18 @@ class BanditTask(PolicyTask):
         self.cfg = cfg
         self.replicas = cfg.replicas
         self.means = cfg.means()
+        self._best_arm = int(self.means.argmax())
+        self._policy: tuple | None = None  # (logits, their version counter, log π, π) of the last weights sampled
+
+    def _log_policy(self, logits: Tensor) -> tuple[Tensor, Tensor]:
+        """``(log_softmax(logits), its exp)``, computed once per weights: the workers that sample with the
+        same published weights share them (the same operations on the same tensor: the same numbers).
+        Keyed on the tensor itself (held, so its identity is not reused) and its in-place version counter."""
+        cached = self._policy
+        if cached is None or cached[0] is not logits or cached[1] != logits._version:
+            logp_all = torch.log_softmax(logits.detach(), -1)  # (R, K)
+            cached = self._policy = (logits, logits._version, logp_all, logp_all.exp())
+        return cached[2], cached[3]
 
     def init_params(self, gen):
         logits = torch.randn(self.replicas, self.cfg.num_arms, generator=gen) * self.cfg.init_logit_std
@@ -86,16 +98,27 @@ class BanditTask(PolicyTask):
             ones = torch.ones(R, G, dtype=torch.long)
             return group.extend(d.tokens.unsqueeze(-1), d.reported_logp.unsqueeze(-1), ones, ones.bool(), version,
                                 d.version_logp.unsqueeze(-1))
-        logp_all = torch.log_softmax(params["logits"].detach(), -1)  # (R, K)
-        actions = draws.multinomial(logp_all.exp(), G, gen)  # (R, G)
+        logp_all, probs = self._log_policy(params["logits"])
+        actions = draws.multinomial(probs, G, gen)  # (R, G)
         logp = logp_all.gather(-1, actions)
         ones = torch.ones(R, G, dtype=torch.long)
         return group.extend(actions.unsqueeze(-1), logp.unsqueeze(-1), ones, ones.bool(), version)
 
+    def sample_group(self, params, group_size, gen, version):
+        """:meth:`generate` on a new group without the empty group: the same draws, the same tensors
+        (:meth:`Rollouts.one_token`). An engine that is not exact, or per-replica versions, take the general path."""
+        if self.sampling_engine() is not None or isinstance(version, Tensor):
+            return super().sample_group(params, group_size, gen, version)
+        logp_all, probs = self._log_policy(params["logits"])
+        actions = draws.multinomial(probs, group_size, gen)  # (R, G)
+        return Rollouts.one_token(actions, logp_all.gather(-1, actions), version)
+
     def rewards(self, group, gen):
-        m = self.means[group.tokens[..., 0]]
+        # ``take`` gathers the same means as ``self.means[tokens]`` in one call without advanced indexing.
+        m = self.means.take(group.tokens[..., 0])
         if self.cfg.reward == "bernoulli":
-            return (draws.rand(m.shape, gen) < m).to(torch.float32)
+            # the comparison writes 1.0 / 0.0 itself: the values of ``(u < m).to(float32)`` without the bool tensor
+            return torch.lt(draws.rand(m.shape, gen), m, out=torch.empty(m.shape, dtype=torch.float32))
         return m + self.cfg.reward_std * draws.randn(m.shape, gen)
 
     def logprobs(self, params, rollouts):
@@ -117,7 +140,7 @@ class BanditTask(PolicyTask):
             # An element-wise product summed per row, not ``pi @ means``: a matrix-vector product sums in
             # an order that depends on the number of rows, so a replica would differ from its separate run.
             "eval/expected_reward": (pi * self.means).sum(-1),
-            "eval/best_arm_prob": pi[:, int(self.means.argmax())],
+            "eval/best_arm_prob": pi[:, self._best_arm],
         }
 
 

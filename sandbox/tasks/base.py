@@ -155,6 +155,12 @@ class PolicyTask(Task):
     def generate(self, params: Params, group: Rollouts, gen: torch.Generator, version: int) -> Rollouts:
         """Continue every unfinished response of ``group`` to its end with ``params``."""
 
+    def sample_group(self, params: Params, group_size: int, gen: torch.Generator, version: int) -> Rollouts:
+        """A new group sampled to its end: ``generate(params, new_group(group_size, gen), gen, version)``.
+        A task may override it with a shorter path that returns the same tensors and draws the same
+        numbers from ``gen`` in the same order (the bandit: no empty group to extend)."""
+        return self.generate(params, self.new_group(group_size, gen), gen, version)
+
     @abstractmethod
     def rewards(self, group: Rollouts, gen: torch.Generator) -> Tensor:
         """``(R, N)`` rewards of complete responses."""

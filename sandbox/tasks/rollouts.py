@@ -56,6 +56,8 @@ class Rollouts:
     reported log-probs are the trainer's: nothing is stored twice). ``docs/engines.md``."""
     _mask: tuple | None = field(default=None, init=False, repr=False, compare=False)
     """The last :attr:`mask` with what it was computed from (lengths, their version counter, width)."""
+    _longest: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    """(lengths, their version counter, the longest length) when the builder knows it (:meth:`one_token`)."""
 
     @classmethod
     def empty(cls, replicas: int, group_size: int, prompts: Tensor | None = None) -> Rollouts:
@@ -69,6 +71,29 @@ class Rollouts:
             group_size=group_size,
             prompts=prompts,
         )
+
+    @classmethod
+    def one_token(cls, tokens: Tensor, logp: Tensor, version: int) -> Rollouts:
+        """A complete group whose every response is the one token ``tokens[r, n]`` (``(R, N)`` int64), with
+        behaviour log-probs ``logp`` (``(R, N)``), sampled by ``version``: the group that
+        ``empty(R, N).extend(tokens[..., None], logp[..., None], ones, ones.bool(), version)`` returns, built
+        without the empty group and the concatenations (the bandit's sampling, once per group)."""
+        R, N = tokens.shape
+        if not (tokens.dtype == torch.long and logp.dtype == torch.get_default_dtype() and tokens.is_contiguous()
+                and logp.is_contiguous()):  # extend would convert or copy: take its path
+            ones = torch.ones(R, N, dtype=torch.long)
+            return cls.empty(R, N).extend(tokens.unsqueeze(-1), logp.unsqueeze(-1), ones, ones.bool(), version)
+        tokens = tokens.unsqueeze(-1)
+        out = cls(
+            tokens=tokens,
+            behaviour_logp=logp.unsqueeze(-1),
+            token_versions=torch.full_like(tokens, version),
+            lengths=torch.ones(R, N, dtype=torch.long),
+            ended=torch.ones(R, N, dtype=torch.bool),
+            group_size=N,
+        )
+        out._longest = (out.lengths, out.lengths._version, 1 if R * N else 0)  # what decode_steps would read
+        return out
 
     @property
     def sampler_logp(self) -> Tensor:
@@ -110,6 +135,9 @@ class Rollouts:
     @property
     def decode_steps(self) -> int:
         """Decode steps a batched engine needs for this group: its longest response."""
+        known = self._longest
+        if known is not None and known[0] is self.lengths and known[1] == self.lengths._version:
+            return known[2]
         return int(self.lengths.max().item()) if self.lengths.numel() else 0
 
     @property

@@ -42,8 +42,9 @@ class CorrectionContext:
     ``log π_θ − log μ`` (bypass)."""
     log_rho: Tensor
     """``(..., N, T)`` detached ``log π_θ − log μ`` (full ratio), 0 on padding."""
-    ratio: Tensor
-    """``(..., N, T)`` detached value of the objective's ratio ``π_θ/π_anchor``."""
+    ratio: Tensor | None
+    """``(..., N, T)`` detached value of the objective's ratio ``π_θ/π_anchor``; None only for an identity
+    correction (``is_identity``) with an objective that does not read it (``Objective.reads_ratio``)."""
     fmask: Tensor
     adv: Tensor
     """``(..., N)`` advantages."""

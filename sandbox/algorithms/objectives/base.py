@@ -128,7 +128,8 @@ class SurrogateInput:
 
     logp: Tensor
     anchor_logp: Tensor
-    ratio: Tensor
+    ratio: Tensor | None
+    """None when the objective does not read it and the correction is the identity (``Objective.reads_ratio``)."""
     adv: Tensor
     fmask: Tensor
     bounds: tuple | None = None
@@ -258,10 +259,13 @@ class Objective:
     * ``ratio_clip``: the surrogate is the PPO ratio clip, whose bounds a correction may replace
       (``bapo``, ``m2po_clipband``);
     * ``takes_corrections``: ``False`` when the objective is valid off-policy without importance weights
-      and only ``none`` may be composed with it; ``no_correction_reason`` says why in the error.
+      and only ``none`` may be composed with it; ``no_correction_reason`` says why in the error;
+    * ``reads_ratio``: ``False`` when :meth:`surrogate` never reads ``SurrogateInput.ratio`` (REINFORCE):
+      with an identity correction the policy loss then does not compute it (``ratio`` is None).
     """
 
     ratio_clip: ClassVar[bool] = False
+    reads_ratio: ClassVar[bool] = True
     takes_corrections: ClassVar[bool] = True
     no_correction_reason: ClassVar[str] = ""
 

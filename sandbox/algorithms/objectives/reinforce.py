@@ -87,5 +87,7 @@ class Reinforce(Objective):
             adv = A.normalize_by_group_std(adv, r, g, 1e-6, True)
         return adv, {"adv/baseline_mean": b.mean(-1)}
 
+    reads_ratio = False  # the surrogate is −sg(Â) log π_θ: no ratio
+
     def surrogate(self, s: SurrogateInput) -> Surrogate:
         return reinforce_surrogate(s.logp, s.adv)

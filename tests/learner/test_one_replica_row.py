@@ -1,0 +1,36 @@
+"""The metrics row of a one-replica step (``_metrics_to_numpy``'s shortcut, issue 32 row 11) holds the
+means the general path computes, to the bit: numpy's mean of one value is ``(0 + x) / 1``, so -0.0
+becomes 0.0 and every other finite value stays; a non-finite value gives NaN, as ``_alive_mean``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from sandbox.learner.trainer import _alive_mean, _metrics_to_numpy
+
+VALUES = [-0.0, 0.0, 5e-324, -5e-324, 1.5, -2.25, 3.4e38, -1e-45]
+
+
+def _general_mean(v: torch.Tensor) -> float:
+    """The general path's mean of a row of live values (a C-contiguous (1, R) block)."""
+    return float(np.ascontiguousarray(v.double().numpy()[None, :]).mean(axis=1)[0])
+
+
+def test_one_replica_means_are_the_general_means_to_the_bit():
+    one = np.ones(1, dtype=bool)
+    for dtype in (torch.float32, torch.float64):
+        metrics = {f"m{i}": torch.tensor([v], dtype=dtype) for i, v in enumerate(VALUES)}
+        arrays, row = _metrics_to_numpy(metrics, 1, one)
+        assert list(row) == list(metrics) and list(arrays) == list(metrics)
+        for k, v in metrics.items():
+            ref = _general_mean(v)
+            assert row[k] == ref and math.copysign(1.0, row[k]) == math.copysign(1.0, ref), (dtype, k)
+            assert np.array_equal(arrays[k], v.double().numpy())
+        assert math.copysign(1.0, row["m0"]) == 1.0  # -0.0 -> 0.0: the shortcut must not keep the sign
+    metrics = {"a": torch.tensor([1.0]), "b": torch.tensor([math.inf]), "c": torch.tensor([math.nan])}
+    _, row = _metrics_to_numpy(metrics, 1, one)
+    assert row["a"] == 1.0 and math.isnan(row["b"]) and math.isnan(row["c"])
+    assert math.isnan(_alive_mean(np.array([math.inf]), one))

@@ -1,0 +1,97 @@
+"""The bandit's short sampling path (issue 32, benchmarks/README.md row 11) against the general one:
+``sample_group`` is ``generate(new_group(...))`` to the bit, with the same draws from the stream; the
+cached policy follows the weights; ``Rollouts.one_token`` is the empty group extended by one token;
+the rewards are the formula of ``docs/tasks.md#bandit``. Each comparison fails if the short path
+draws in another order, caches stale weights or builds a tensor of another dtype or value."""
+
+from __future__ import annotations
+
+import torch
+
+from sandbox.tasks.bandit import BanditConfig, BanditTask
+from sandbox.tasks.draws import RowGenerators
+from sandbox.tasks.rollouts import Rollouts
+
+FIELDS = ("tokens", "behaviour_logp", "token_versions", "lengths", "ended", "prompts", "rewards", "version_logp")
+
+
+def _same(a: Rollouts, b: Rollouts) -> None:
+    assert a.group_size == b.group_size
+    for name in FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        if x is None or y is None:
+            assert x is None and y is None, name
+            continue
+        assert x.dtype == y.dtype and x.shape == y.shape, name
+        assert torch.equal(x, y), name
+    assert torch.equal(a.mask, b.mask)
+    assert a.decode_steps == b.decode_steps and a.token_count == b.token_count
+
+
+def _general(R: int, tokens: torch.Tensor, logp: torch.Tensor, version: int) -> Rollouts:
+    N = tokens.shape[1]
+    ones = torch.ones(R, N, dtype=torch.long)
+    return Rollouts.empty(R, N).extend(tokens.unsqueeze(-1), logp.unsqueeze(-1), ones, ones.bool(), version)
+
+
+def test_one_token_is_the_empty_group_extended_by_one_token():
+    gen = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, 7, (3, 5), generator=gen)
+    logp = -torch.rand(3, 5, generator=gen)
+    one = Rollouts.one_token(tokens, logp, 4)
+    _same(one, _general(3, tokens, logp, 4))
+    one.lengths = torch.full((3, 5), 2)  # new lengths: the known longest no longer applies
+    assert one.decode_steps == 2
+    _same(Rollouts.one_token(tokens[:, :0], logp[:, :0], 1), _general(3, tokens[:, :0], logp[:, :0], 1))
+    # what extend converts or copies takes its path: the same dtypes and values as the general group
+    for t, lp in ((tokens.int(), logp), (tokens, logp.double()), (tokens.t().contiguous().t(), logp)):
+        _same(Rollouts.one_token(t, lp, 2), _general(3, t, lp, 2))
+
+
+def _after(gen) -> torch.Tensor:
+    """The stream's next numbers: equal only if both paths drew the same count from it."""
+    if isinstance(gen, RowGenerators):
+        return torch.stack([torch.rand(4, generator=g) for g in gen.gens])
+    return torch.rand(4, generator=gen)
+
+
+def test_sample_group_draws_and_returns_what_generate_on_a_new_group_does():
+    for replicas, rows in ((1, False), (3, False), (3, True)):
+        task = BanditTask(BanditConfig(num_arms=6, replicas=replicas, init_logit_std=1.0))
+        params = task.init_params(torch.Generator().manual_seed(1))
+
+        def stream():
+            if rows:
+                return RowGenerators([torch.Generator().manual_seed(10 + r) for r in range(replicas)])
+            return torch.Generator().manual_seed(10)
+
+        fast, slow = stream(), stream()
+        for version in range(3):  # the second and third groups reuse the cached policy of the same weights
+            a = task.sample_group(params, 8, fast, version)
+            b = task.generate(params, task.new_group(8, slow), slow, version)
+            _same(a, b)
+            assert torch.equal(task.rewards(a, fast), task.rewards(b, slow))
+        assert torch.equal(_after(fast), _after(slow))
+
+
+def test_cached_policy_follows_new_and_updated_weights():
+    task = BanditTask(BanditConfig(num_arms=4))
+    params = {"logits": torch.zeros(1, 4)}
+    first = task.sample_group(params, 64, torch.Generator().manual_seed(0), 0)
+    assert torch.allclose(first.behaviour_logp, torch.full_like(first.behaviour_logp, -torch.log(torch.tensor(4.0))))
+    with torch.no_grad():
+        params["logits"][0, 2] = 50.0  # in place: the same tensor object, a new version counter
+    assert (task.sample_group(params, 64, torch.Generator().manual_seed(0), 1).tokens == 2).all()
+    other = {"logits": torch.tensor([[50.0, 0.0, 0.0, 0.0]])}  # a new tensor
+    assert (task.sample_group(other, 64, torch.Generator().manual_seed(0), 2).tokens == 0).all()
+
+
+def test_bernoulli_rewards_are_uniforms_below_the_arm_means():
+    task = BanditTask(BanditConfig(num_arms=5))
+    tokens = torch.tensor([[[0], [4], [2], [2], [1], [3]]])
+    ro = _general(1, tokens[..., 0], torch.zeros(1, 6), 0)
+    u = torch.rand((1, 6), generator=torch.Generator().manual_seed(7))
+    expected = (u < task.means[tokens[..., 0]]).to(torch.float32)
+    got = task.rewards(ro, torch.Generator().manual_seed(7))
+    assert got.dtype == torch.float32 and torch.equal(got, expected)
+    assert expected.sum() not in (0, 6)  # the comparison decides: some responses pay, some do not
