@@ -1,0 +1,21 @@
+"""Settings shared by every test folder.
+
+Parallel workers (``pytest -n 2``, pytest-xdist; README "Tests"): each worker process gets an equal share
+of the machine's cores as torch intra-op threads (one each on 2 cores), and so do the processes it starts
+(``OMP_NUM_THREADS``), so that two workers do not oversubscribe the CPU. Every run still sets its own thread
+count (``run.threads``; one for the toy tasks), so no number depends on the share."""
+
+from __future__ import annotations
+
+import os
+
+
+def pytest_configure(config):
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    import torch
+
+    share = max(1, (os.cpu_count() or 1) // max(1, int(workers)))
+    os.environ["OMP_NUM_THREADS"] = str(share)
+    torch.set_num_threads(share)
