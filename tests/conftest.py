@@ -2,8 +2,10 @@
 
 Parallel workers (``pytest -n 2``, pytest-xdist; README "Tests"): each worker process gets an equal share
 of the machine's cores as torch intra-op threads (one each on 2 cores), and so do the processes it starts
-(``OMP_NUM_THREADS``), so that two workers do not oversubscribe the CPU. Every run still sets its own thread
-count (``run.threads``; one for the toy tasks), so no number depends on the share."""
+(``OMP_NUM_THREADS``), so that two workers do not oversubscribe the CPU. A run's numbers do not depend on the
+share: runs set their own count (``run.threads``, by default one for the toy tasks; ``task.threads``, by default
+one for the LM and Gymnasium tasks), the checks run on one thread (``tests/checks/conftest.py``), and the
+bitwise golden tests pass under ``-n 2`` as in one process."""
 
 from __future__ import annotations
 
