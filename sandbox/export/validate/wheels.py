@@ -49,6 +49,20 @@ def unpacked_wheel(name: str, version: str | None = None) -> Path:
     if (target / ".complete").exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock
+
+    # One fetcher at a time per wheel (parallel test workers, two commands at once): a second process
+    # waits, then finds the finished directory instead of replacing it under the first one's readers.
+    with FileLock(str(root / f".{name}-{version}.lock")):
+        if (target / ".complete").exists():
+            return target
+        _fetch(name, version, root, target)
+    return target
+
+
+def _fetch(name: str, version: str, root: Path, target: Path) -> None:
+    """Download ``name==version`` into a temporary directory under ``root``, unzip it and move it to ``target``
+    (the caller holds the wheel's lock)."""
     with tempfile.TemporaryDirectory(dir=root, prefix=f".{name}-") as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
                "-d", tmp, f"{name}=={version}"]
@@ -62,10 +76,9 @@ def unpacked_wheel(name: str, version: str | None = None) -> Path:
         with zipfile.ZipFile(wheels[0]) as zf:
             zf.extractall(staging)
         (staging / ".complete").write_text(wheels[0].name + "\n")
-        if target.exists():
+        if target.exists():  # an unfinished directory (no .complete) left by an interrupted fetch
             shutil.rmtree(target)
         os.replace(staging, target)
-    return target
 
 
 def import_from_wheel(name: str, *modules: str) -> list:

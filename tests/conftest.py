@@ -1,0 +1,23 @@
+"""Settings shared by every test folder.
+
+Parallel workers (``pytest -n 2``, pytest-xdist; README "Tests"): each worker process gets an equal share
+of the machine's cores as torch intra-op threads (one each on 2 cores), and so do the processes it starts
+(``OMP_NUM_THREADS``), so that two workers do not oversubscribe the CPU. A run's numbers do not depend on the
+share: runs set their own count (``run.threads``, by default one for the toy tasks; ``task.threads``, by default
+one for the LM and Gymnasium tasks), the checks run on one thread (``tests/checks/conftest.py``), and the
+bitwise golden tests pass under ``-n 2`` as in one process."""
+
+from __future__ import annotations
+
+import os
+
+
+def pytest_configure(config):
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    import torch
+
+    share = max(1, (os.cpu_count() or 1) // max(1, int(workers)))
+    os.environ["OMP_NUM_THREADS"] = str(share)
+    torch.set_num_threads(share)
