@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import importlib
 import json
 import re
 import tempfile
@@ -90,10 +91,7 @@ def _instantiate(cls_name: str, settings: dict[str, Any], problems: list[str]):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            if cls_name == "AsyncGRPOConfig":
-                from trl.experimental.async_grpo import AsyncGRPOConfig as cls
-            else:
-                from trl import GRPOConfig as cls
+            cls = getattr(importlib.import_module(CLASSES[cls_name]), cls_name)
         except ImportError as exc:
             problems.append(f"cannot import {CLASSES[cls_name]}.{cls_name}: {exc}")
             return None

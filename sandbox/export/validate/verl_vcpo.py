@@ -47,14 +47,8 @@ def pinned() -> dict[str, Any]:
 def _type_problem(key: str, value: Any, default: Any) -> str | None:
     if default is None or (isinstance(default, str) and (default.startswith("${") or default == "???")):
         return None
-    ok = {
-        bool: lambda x: isinstance(x, bool),
-        int: lambda x: isinstance(x, int) and not isinstance(x, bool),
-        float: lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
-        str: lambda x: isinstance(x, str),
-        list: lambda x: isinstance(x, list),
-        dict: lambda x: isinstance(x, dict),
-    }[type(default)](value) or (value is None and isinstance(default, dict))
+    fits = {int: is_int, float: is_number}.get(type(default), lambda x: isinstance(x, type(default)))
+    ok = fits(value) or (value is None and isinstance(default, dict))
     return None if ok else f"{key} = {value!r}: the fork's default {default!r} has type {type(default).__name__}"
 
 
