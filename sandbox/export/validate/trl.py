@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .common import choice_problems, facts, installed_file, readback
+from .common import facts, installed_file, readback
 from .wheels import PINNED
 
 CONFIG_FILE = "grpo_config.json"
@@ -115,7 +115,8 @@ def enum_problems(settings: dict[str, Any], config_cls: type) -> list[str]:
     from transformers.trainer_utils import SchedulerType
 
     allowed = {**allowed_values(config_cls), "lr_scheduler_type": [s.value for s in SchedulerType]}
-    return choice_problems(settings, allowed, lambda key, value, names: f"{key}: {value!r} is not one of {', '.join(names)}")
+    return [f"{key}: {settings[key]!r} is not one of {', '.join(names)}" for key, names in allowed.items()
+            if key in settings and settings[key] not in names]
 
 
 @functools.cache

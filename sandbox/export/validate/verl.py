@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +156,6 @@ def post_load_problems(lines: list[str], wheel_dir: Path, config_name: str = "pp
         cfg = compose(config_dir or wheel_dir / CONFIG_DIR, config_name, lines + fills)
     except Exception as exc:
         return [f"verl's Hydra config rejects the overrides with launch.sh's values: {type(exc).__name__}: {exc}"]
-    import warnings
-
     problems: list[str] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # need_critic warns that a non-gae estimator disables the critic
@@ -164,9 +165,6 @@ def post_load_problems(lines: list[str], wheel_dir: Path, config_name: str = "pp
         problems.append(f"verl would train a critic (need_critic: algorithm.adv_estimator = "
                         f"{OmegaConf.select(cfg, 'algorithm.adv_estimator')!r}, critic.enable = "
                         f"{OmegaConf.select(cfg, 'critic.enable')!r}); no sandbox objective has one")
-    import contextlib
-    import io
-
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # validate_config prints its progress
             config_mod.validate_config(cfg, use_reference_policy=use_ref, use_critic=use_critic)
