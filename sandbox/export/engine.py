@@ -35,6 +35,7 @@ class Slot:
     framework does not know it."""
 
     family: str
+    registry: Any  # the family's registry (the neutral component's config is built from it)
     section: str  # "algorithm" or "system"
     field: str
     key: str  # the config's discriminator field (name or kind)
@@ -48,11 +49,11 @@ class Slot:
 
 
 SLOTS: tuple[Slot, ...] = (
-    Slot("objective", "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md",
+    Slot("objective", OBJECTIVES, "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md",
          T.note("slots.run_sandbox_s")),
-    Slot("correction", "algorithm", "correction", "name", "none", "docs/methods/corrections.md",
+    Slot("correction", CORRECTIONS, "algorithm", "correction", "name", "none", "docs/methods/corrections.md",
          T.note("slots.run_sandbox_s")),
-    Slot("staleness control", "system", "staleness", "kind", "sync", "docs/system.md",
+    Slot("staleness control", CONTROLS, "system", "staleness", "kind", "sync", "docs/system.md",
          T.note("slots.check_conclusion_sandbox")),
 )
 
@@ -63,10 +64,6 @@ KNOWN: dict[str, frozenset[str]] = T.components()
 
 def _under(row: Row, source: str) -> bool:
     return any(s.strip() == source or s.strip().startswith(source + ".") for s in row.source.split("+"))
-
-
-def _neutral(slot: Slot) -> Any:
-    return {"objective": OBJECTIVES, "correction": CORRECTIONS, "staleness control": CONTROLS}[slot.family][slot.neutral].config()
 
 
 def unknown_slots(scn: Scenario, components: dict[str, frozenset[str]]) -> list[tuple[Slot, Any]]:
@@ -83,7 +80,7 @@ def with_neutral(scn: Scenario, unknown: list[tuple[Slot, Any]]) -> Scenario:
     """``scn`` with the neutral component of each unknown slot (not re-validated: the pairing rules of the
     unknown component do not apply to its stand-in)."""
     for slot, _ in unknown:
-        section = getattr(scn, slot.section).model_copy(update={slot.field: _neutral(slot)})
+        section = getattr(scn, slot.section).model_copy(update={slot.field: slot.registry[slot.neutral].config()})
         scn = scn.model_copy(update={slot.section: section})
     return scn
 
