@@ -172,11 +172,8 @@ def response_length_hint(scn: Scenario) -> str:
     t = scn.task
     if t.name == "bitstring":
         return f"{t.horizon} tokens (bit-string horizon)"
-    if t.name == "lm":
-        return T.note("response_length_hint.few_characters_synthetic")
-    if t.name == "gym":
-        return T.note("response_length_hint.episodes_up_environment")
-    return "one token (a bandit arm)"
+    return {"lm": T.note("response_length_hint.few_characters_synthetic"),
+            "gym": T.note("response_length_hint.episodes_up_environment")}.get(t.name, "one token (a bandit arm)")
 
 
 def scale_rows(plan: Plan, scn: Scenario, given: Given, lr_key: str | None, clip_key: str | None,

@@ -123,22 +123,17 @@ def build_plan(exporter, scn: Scenario, version, given) -> Plan:
 # ------------------------------------------------------------------------------------------------
 
 
-def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fallback: str) -> None:
-    """Rows of one component from a framework's table: a function writes the mapping (``fn(plan, source,
-    cfg)``), a string is the "no equivalent" note; a component the table does not name uses the mapping it
-    carries for this framework (``export_mappings``), else ``fallback`` as its "no equivalent" note."""
-    entry = table.get(cfg.name)
-    if entry is None:
-        entry = (getattr(type(cfg), "export_mappings", None) or {}).get(plan.framework, fallback)
-    if callable(entry):
-        entry(plan, source, cfg)
-    else:
-        T.row(plan, "opob_gap.no_equivalent", describe(cfg.model_dump()), source=source, note=entry)
-
-
 def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:
-    """One row per optimizer-level stabilizer, from the framework's stabilizer table; one the table does not name
-    has no framework key, so the sandbox's own component must run in the trainer (``where``)."""
+    """One row per optimizer-level stabilizer from the framework's stabilizer table: a function writes the mapping
+    (``fn(plan, source, cfg)``), a string is the "no equivalent" note. A stabilizer the table does not name uses the
+    mapping it carries for this framework (``export_mappings``), else it has no framework key, so the sandbox's own
+    component must run in the trainer (``where``)."""
     for i, s in enumerate(scn.algorithm.stabilizers):
-        component_rows(plan, f"algorithm.stabilizers[{i}]", s, table, T.note(
-            "unmapped_stabilizer_note", framework=framework, name=s.name, name__=type(s).__name__, where=where))
+        source, entry = f"algorithm.stabilizers[{i}]", table.get(s.name)
+        if entry is None:
+            entry = (getattr(type(s), "export_mappings", None) or {}).get(plan.framework, T.note(
+                "unmapped_stabilizer_note", framework=framework, name=s.name, name__=type(s).__name__, where=where))
+        if callable(entry):
+            entry(plan, source, s)
+        else:
+            T.row(plan, "opob_gap.no_equivalent", describe(s.model_dump()), source=source, note=entry)
