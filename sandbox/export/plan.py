@@ -28,7 +28,7 @@ kind                      meaning
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 RowKind = Literal["as_is", "converted", "pinned", "implicit", "setup", "scale", "sandbox_only", "no_equivalent"]
@@ -70,9 +70,6 @@ class Row:
     target: str | None
     target_value: Any
     note: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 _UNSET = object()

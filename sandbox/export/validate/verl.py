@@ -145,15 +145,14 @@ LAUNCH_FILLS = (
 the model unless a critic is built)."""
 
 
-def post_load_problems(lines: list[str], wheel_dir: Path, config_name: str = "ppo_trainer",
-                       config_dir: Path | None = None) -> list[str]:
+def post_load_problems(lines: list[str], wheel_dir: Path) -> list[str]:
     """Run verl 0.9.1's own post-load validation on ``lines`` + :data:`LAUNCH_FILLS` (step 5 of the module
     docstring). Raises ``WheelUnavailable`` when verl cannot be imported here."""
     utils, config_mod, algo = import_from_wheel("verl", *VERL_POST_LOAD_MODULES)
     given = {ln.split("=", 1)[0].lstrip("+") for ln in lines}
     fills = [f for f in LAUNCH_FILLS if f.split("=", 1)[0] not in given]
     try:
-        cfg = compose(config_dir or wheel_dir / CONFIG_DIR, config_name, lines + fills)
+        cfg = compose(wheel_dir / CONFIG_DIR, "ppo_trainer", lines + fills)
     except Exception as exc:
         return [f"verl's Hydra config rejects the overrides with launch.sh's values: {type(exc).__name__}: {exc}"]
     problems: list[str] = []
