@@ -19,7 +19,6 @@ FORK_ONLY = ("actor_rollout_ref.actor.ess_scaling", "actor_rollout_ref.actor.gra
              "actor_rollout_ref.actor.update_policy_per_traj")
 
 A = "actor_rollout_ref.actor"
-C = "algorithm.rollout_correction"
 
 
 # ------------------------------------------------------------------------------------------------
