@@ -10,7 +10,7 @@ equivalent. Guide: ``docs/promotion.md``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..scenario import Scenario
@@ -60,7 +60,7 @@ def export_scenario(scn: Scenario, framework: str, version: str | None = None, g
     files["PROMOTION.md"] = render_promotion(plan, native, launch, provenance, exporter.title)
     manifest = {"framework": plan.framework, "version": plan.version, "release": plan.release, "target": plan.target,
                 "source": provenance, "partial": bool(gaps), "counts": plan.counts(), "settings": plan.settings,
-                "rows": [r.as_dict() for r in plan.rows]}
+                "rows": [asdict(r) for r in plan.rows]}
     return Export(plan=plan, files=files, launch=launch, provenance=provenance, manifest=manifest)
 
 

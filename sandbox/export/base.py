@@ -9,7 +9,6 @@ its supported versions, and renders the plan as the framework's native files.
 from __future__ import annotations
 
 import importlib
-from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -77,44 +76,33 @@ class Exporter:
         raise ExportError(f"--version: {cls.name} {requested!r} is not supported; supported: {supported}")
 
 
-class _Exporters(MutableMapping):
-    """Framework name -> exporter class; a framework's module is imported only when it is asked for."""
-
-    def __init__(self, modules: dict[str, str]):
-        self._modules = dict(modules)
-        self._loaded: dict[str, type[Exporter]] = {}
+class _Exporters(dict):
+    """Framework name -> exporter class. Until a framework is asked for, its entry is the name of its module
+    (imported then: its :func:`register` replaces the entry by the class)."""
 
     def __getitem__(self, name: str) -> type[Exporter]:
-        if name not in self._loaded and name in self._modules:
-            importlib.import_module(f"{__package__}.{self._modules[name]}")
-        return self._loaded[name]
+        if isinstance(module := super().__getitem__(name), str):
+            importlib.import_module(f"{__package__}.{module}")
+        return super().__getitem__(name)
 
-    def __setitem__(self, name: str, cls: type[Exporter]) -> None:
-        self._modules.setdefault(name, "")
-        self._loaded[name] = cls
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self else default
 
-    def __delitem__(self, name: str) -> None:
-        del self._modules[name]
-        self._loaded.pop(name, None)
+    def values(self) -> list[type[Exporter]]:  # type: ignore[override]  (dict's would give unloaded module names)
+        return [self[name] for name in self]
 
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._modules
+    def items(self) -> list[tuple[str, type[Exporter]]]:  # type: ignore[override]
+        return [(name, self[name]) for name in self]
 
 
-EXPORTERS: MutableMapping[str, type[Exporter]] = _Exporters({
+EXPORTERS: dict[str, type[Exporter]] = _Exporters({
     "verl": "verl", "verl-vcpo": "verl_vcpo", "trl": "trl", "openrlhf": "openrlhf", "areal": "areal", "prime-rl": "prime_rl",
 })
 
 
 def register(cls: type[Exporter]) -> type[Exporter]:
     """Class decorator: make an exporter available under ``cls.name``."""
-    if cls.name in EXPORTERS._loaded:  # type: ignore[attr-defined]
+    if not isinstance(dict.get(EXPORTERS, cls.name, ""), str):
         raise ValueError(f"exporter {cls.name!r} registered twice")
     EXPORTERS[cls.name] = cls
     return cls

@@ -82,16 +82,6 @@ def baseline_knobs(baseline: str) -> tuple[list[str], list[str]]:
     return used, [k for k in ("constant_baseline", "ema_decay", "ema_init") if k not in used]
 
 
-def value_at(scn: Scenario, dotted: str) -> Any:
-    node: Any = scn.model_dump(mode="json")
-    for part in dotted.replace("[", ".[").split("."):
-        if part.startswith("["):
-            node = node[int(part[1:-1])]
-        else:
-            node = node[part]
-    return node
-
-
 # ------------------------------------------------------------------------------------------------
 # staleness in the canonical unit
 # ------------------------------------------------------------------------------------------------
@@ -172,11 +162,8 @@ def response_length_hint(scn: Scenario) -> str:
     t = scn.task
     if t.name == "bitstring":
         return f"{t.horizon} tokens (bit-string horizon)"
-    if t.name == "lm":
-        return T.note("response_length_hint.few_characters_synthetic")
-    if t.name == "gym":
-        return T.note("response_length_hint.episodes_up_environment")
-    return "one token (a bandit arm)"
+    return {"lm": T.note("response_length_hint.few_characters_synthetic"),
+            "gym": T.note("response_length_hint.episodes_up_environment")}.get(t.name, "one token (a bandit arm)")
 
 
 def scale_rows(plan: Plan, scn: Scenario, given: Given, lr_key: str | None, clip_key: str | None,
@@ -208,14 +195,15 @@ def finish(plan: Plan, scn: Scenario) -> None:
         T.row(plan, "task", scn.task.name, name=scn.task.name, response_length_hint=response_length_hint(scn))
     if not covered("system.num_workers"):
         T.row(plan, "num_workers.setup.size_inference_fleet", scn.system.num_workers)
-    for key, what in (
-        ("system.worker_speeds", T.note("finish.per_worker_speed")),
-        ("system.generation_time", T.note("finish.delay_model_one")),
-        ("system.train_time", T.note("finish.delay_model_one.2")),
-        ("system.sync_delay", "the weight-sync delay model"),
+    system = scn.system.model_dump(mode="json")
+    for field, what in (
+        ("worker_speeds", T.note("finish.per_worker_speed")),
+        ("generation_time", T.note("finish.delay_model_one")),
+        ("train_time", T.note("finish.delay_model_one.2")),
+        ("sync_delay", "the weight-sync delay model"),
     ):
-        if not covered(key):
-            T.row(plan, "finish.sandbox_only", describe(value_at(scn, key)), source=key, what=what)
+        if not covered(f"system.{field}"):
+            T.row(plan, "finish.sandbox_only", describe(system[field]), source=f"system.{field}", what=what)
     if not covered("run"):
         T.row(plan, "run", f"steps = {scn.run.steps}, seed = {scn.run.seed}")
     if not covered("algorithm.stabilizers") and not scn.algorithm.stabilizers:

@@ -35,6 +35,7 @@ class Slot:
     framework does not know it."""
 
     family: str
+    registry: Any  # the family's registry (the neutral component's config is built from it)
     section: str  # "algorithm" or "system"
     field: str
     key: str  # the config's discriminator field (name or kind)
@@ -48,11 +49,11 @@ class Slot:
 
 
 SLOTS: tuple[Slot, ...] = (
-    Slot("objective", "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md",
+    Slot("objective", OBJECTIVES, "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md",
          T.note("slots.run_sandbox_s")),
-    Slot("correction", "algorithm", "correction", "name", "none", "docs/methods/corrections.md",
+    Slot("correction", CORRECTIONS, "algorithm", "correction", "name", "none", "docs/methods/corrections.md",
          T.note("slots.run_sandbox_s")),
-    Slot("staleness control", "system", "staleness", "kind", "sync", "docs/system.md",
+    Slot("staleness control", CONTROLS, "system", "staleness", "kind", "sync", "docs/system.md",
          T.note("slots.check_conclusion_sandbox")),
 )
 
@@ -63,10 +64,6 @@ KNOWN: dict[str, frozenset[str]] = T.components()
 
 def _under(row: Row, source: str) -> bool:
     return any(s.strip() == source or s.strip().startswith(source + ".") for s in row.source.split("+"))
-
-
-def _neutral(slot: Slot) -> Any:
-    return {"objective": OBJECTIVES, "correction": CORRECTIONS, "staleness control": CONTROLS}[slot.family][slot.neutral].config()
 
 
 def unknown_slots(scn: Scenario, components: dict[str, frozenset[str]]) -> list[tuple[Slot, Any]]:
@@ -83,7 +80,7 @@ def with_neutral(scn: Scenario, unknown: list[tuple[Slot, Any]]) -> Scenario:
     """``scn`` with the neutral component of each unknown slot (not re-validated: the pairing rules of the
     unknown component do not apply to its stand-in)."""
     for slot, _ in unknown:
-        section = getattr(scn, slot.section).model_copy(update={slot.field: _neutral(slot)})
+        section = getattr(scn, slot.section).model_copy(update={slot.field: slot.registry[slot.neutral].config()})
         scn = scn.model_copy(update={slot.section: section})
     return scn
 
@@ -126,22 +123,17 @@ def build_plan(exporter, scn: Scenario, version, given) -> Plan:
 # ------------------------------------------------------------------------------------------------
 
 
-def component_rows(plan: Plan, source: str, cfg: Any, table: dict[str, Any], fallback: str) -> None:
-    """Rows of one component from a framework's table: a function writes the mapping (``fn(plan, source,
-    cfg)``), a string is the "no equivalent" note; a component the table does not name uses the mapping it
-    carries for this framework (``export_mappings``), else ``fallback`` as its "no equivalent" note."""
-    entry = table.get(cfg.name)
-    if entry is None:
-        entry = (getattr(type(cfg), "export_mappings", None) or {}).get(plan.framework, fallback)
-    if callable(entry):
-        entry(plan, source, cfg)
-    else:
-        T.row(plan, "opob_gap.no_equivalent", describe(cfg.model_dump()), source=source, note=entry)
-
-
 def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:
-    """One row per optimizer-level stabilizer, from the framework's stabilizer table; one the table does not name
-    has no framework key, so the sandbox's own component must run in the trainer (``where``)."""
+    """One row per optimizer-level stabilizer from the framework's stabilizer table: a function writes the mapping
+    (``fn(plan, source, cfg)``), a string is the "no equivalent" note. A stabilizer the table does not name uses the
+    mapping it carries for this framework (``export_mappings``), else it has no framework key, so the sandbox's own
+    component must run in the trainer (``where``)."""
     for i, s in enumerate(scn.algorithm.stabilizers):
-        component_rows(plan, f"algorithm.stabilizers[{i}]", s, table, T.note(
-            "unmapped_stabilizer_note", framework=framework, name=s.name, name__=type(s).__name__, where=where))
+        source, entry = f"algorithm.stabilizers[{i}]", table.get(s.name)
+        if entry is None:
+            entry = (getattr(type(s), "export_mappings", None) or {}).get(plan.framework, T.note(
+                "unmapped_stabilizer_note", framework=framework, name=s.name, name__=type(s).__name__, where=where))
+        if callable(entry):
+            entry(plan, source, s)
+        else:
+            T.row(plan, "opob_gap.no_equivalent", describe(s.model_dump()), source=source, note=entry)

@@ -14,7 +14,8 @@ from ..engines import ENGINES
 
 
 def _setting(scn) -> tuple[str, str]:
-    """(row kind, what the GPU run's inference engine must use) for the scenario's engine."""
+    """(row kind: a :class:`~sandbox.export.plan.Plan` method, what the GPU run's inference engine must use) for the
+    scenario's engine."""
     e = scn.engine
     name = e.name
     if name == "precision":
@@ -46,11 +47,7 @@ def engine_row(plan, scn) -> None:
     if scn.algorithm.correction.name == "none":
         note += ("; no mismatch correction is configured (algorithm.correction = none): the GPU run will not "
                  "correct it either (TIS/MIS: verl rollout_correction, TRL vllm_importance_sampling_correction)")
-    value = ", ".join(f"{k} = {v!r}" for k, v in scn.engine.model_dump().items())
-    if kind == "setup":
-        plan.setup("engine", value, note)
-    else:
-        plan.sandbox_only("engine", value, note)
+    getattr(plan, kind)("engine", ", ".join(f"{k} = {v!r}" for k, v in scn.engine.model_dump().items()), note)
 
 
 def exact_engine(scn) -> set[str]:

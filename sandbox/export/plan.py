@@ -28,12 +28,12 @@ kind                      meaning
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 RowKind = Literal["as_is", "converted", "pinned", "implicit", "setup", "scale", "sandbox_only", "no_equivalent"]
 
-ROW_KINDS: tuple[str, ...] = ("as_is", "converted", "pinned", "implicit", "setup", "scale", "sandbox_only", "no_equivalent")
+ROW_KINDS: tuple[str, ...] = get_args(RowKind)
 
 
 class ExportError(ValueError):
@@ -70,9 +70,6 @@ class Row:
     target: str | None
     target_value: Any
     note: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 _UNSET = object()
@@ -142,10 +139,7 @@ class Plan:
         return [r for r in self.rows if r.kind == "no_equivalent"]
 
     def counts(self) -> dict[str, int]:
-        out = {k: 0 for k in ROW_KINDS}
-        for r in self.rows:
-            out[r.kind] += 1
-        return out
+        return {k: sum(r.kind == k for r in self.rows) for k in ROW_KINDS}
 
     def uncovered(self, leaves: list[str]) -> list[str]:
         """Scenario leaves that no row names (a row's source covers itself and everything below it;

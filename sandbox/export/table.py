@@ -22,25 +22,17 @@ f-strings, calls by name of passed helpers and of ``note``, ``abs``, ``float``, 
 from __future__ import annotations
 
 import ast
+import inspect
 import tomllib
 from functools import cache
 from importlib import resources
 from collections.abc import Iterable
 from typing import Any
 
-from .plan import Plan
+from .plan import ROW_KINDS, Plan
 
 # Plan method -> its parameters in order; the text parameters come from the row, the others from the caller
-PARAMS: dict[str, tuple[str, ...]] = {
-    "as_is": ("source", "value", "target", "note"),
-    "converted": ("source", "value", "target", "target_value", "note"),
-    "pinned": ("target", "target_value", "note"),
-    "setup": ("source", "value", "note", "target", "target_value"),
-    "implicit": ("source", "value", "note"),
-    "scale": ("source", "value", "target", "given", "note"),
-    "sandbox_only": ("source", "value", "note"),
-    "no_equivalent": ("source", "value", "note"),
-}
+PARAMS: dict[str, tuple[str, ...]] = {kind: tuple(inspect.signature(getattr(Plan, kind)).parameters)[1:] for kind in ROW_KINDS}
 TEXT = frozenset({"source", "target", "note"})
 
 _NODES = (ast.Expression, ast.Name, ast.Load, ast.Attribute, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp,

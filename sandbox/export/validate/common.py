@@ -3,8 +3,8 @@
 
 Each validator loads the exported files with the framework's own config code and then asks the same
 questions (docs/promotion.md, "How exports are validated"): does every exported key read back with its
-value (:func:`readback`, :func:`same`), are enum values among the framework's own names (:func:`choice_problems`
-with names read from the framework's sources by :func:`source_strings`), and do the start-up rules the
+value (:func:`readback`, :func:`same`), are enum values among the framework's own names (read from the
+framework's sources by :func:`source_strings`), and do the start-up rules the
 framework asserts hold (:func:`rule_problems`, the rules of ``facts.toml`` in the export tables' expression
 language, ``sandbox/export/table.py``)."""
 
@@ -16,7 +16,7 @@ import importlib.util
 import math
 import re
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -72,12 +72,6 @@ def is_number(x: Any) -> bool:
 def readback(settings: dict[str, Any], read: Callable[[str], Any], say: Callable[[str, Any, Any], str]) -> list[str]:
     """``say(key, exported, read back)`` for every exported key the loaded config reads back differently."""
     return [say(key, want, plain(got)) for key, want in settings.items() if not same(got := read(key), want)]
-
-
-def choice_problems(settings: dict[str, Any], choices: dict[str, Iterable[Any]], say: Callable[[str, Any, list], str]) -> list[str]:
-    """``say(key, value, allowed)`` for every key of ``choices`` (in its order) whose exported value is not allowed."""
-    return [say(key, settings[key], list(allowed)) for key, allowed in choices.items()
-            if key in settings and settings[key] not in list(allowed)]
 
 
 def installed_file(package: str, rel: str) -> Path | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import tomllib
 
-from .common import flat, rule_problems
+from .common import flat, is_int, is_number, rule_problems
 
 COMMIT = "559b44772e471d1538537b8805cc77f3824a5e64"
 KEYS_DIR = Path(__file__).resolve().parents[1] / "keys"
@@ -42,21 +42,14 @@ def _type_name(t: dict) -> str:
     return kind
 
 
+_SCALARS = {"any": lambda v: True, "opaque": lambda v: True, "int": is_int, "float": is_number,
+            "str": lambda v: isinstance(v, str), "path": lambda v: isinstance(v, str), "bool": lambda v: isinstance(v, bool)}
+
+
 def _matches_scalar(t: dict, value: Any) -> bool:
-    kind = t["kind"]
-    if kind in ("any", "opaque"):
-        return True
-    if kind == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind in ("str", "path"):
-        return isinstance(value, str)
-    if kind == "bool":
-        return isinstance(value, bool)
-    if kind == "literal":
+    if t["kind"] == "literal":
         return any(value == c and type(value) is type(c) for c in t["choices"])
-    return False
+    return _SCALARS.get(t["kind"], lambda v: False)(value)
 
 
 _SHAPES = {"model": dict, "union": dict, "list": list, "dict": dict}  # container kinds and the TOML value each needs

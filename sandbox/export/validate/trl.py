@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import importlib
 import json
 import re
 import tempfile
@@ -12,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .common import choice_problems, facts, installed_file, readback
+from .common import facts, installed_file, readback
 from .wheels import PINNED
 
 CONFIG_FILE = "grpo_config.json"
@@ -23,10 +24,10 @@ CLASSES = {"GRPOConfig": "trl", "AsyncGRPOConfig": "trl.experimental.async_grpo"
 def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
     """Problems with a TRL export (empty = accepted). ``wheel_dir`` is accepted for the common validator
     signature and ignored: the installed ``trl`` is used (see the module docstring)."""
-    problems: list[str] = []
-    settings = _settings(files, problems)
-    cls_name = _config_class(files, problems)
-    if settings is None or cls_name is None:
+    settings = _settings(files)
+    cls_name, problems = _config_class(files.get(SCRIPT_FILE))
+    problems = ([settings] if isinstance(settings, str) else []) + problems
+    if isinstance(settings, str) or cls_name is None:
         return problems
     if cls_name == "AsyncGRPOConfig":
         problems += [f"{k}: AsyncGRPOConfig has no importance-sampling correction keys at trl {PINNED['trl']}"
@@ -48,52 +49,39 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
 _MISSING = object()
 
 
-def _settings(files: dict[str, str], problems: list[str]) -> dict[str, Any] | None:
+def _settings(files: dict[str, str]) -> dict[str, Any] | str:
+    """The config file's keyword arguments, or what is wrong with it."""
+    if CONFIG_FILE not in files:
+        return f"{CONFIG_FILE}: missing from the export"
     try:
         data = json.loads(files[CONFIG_FILE])
-    except KeyError:
-        problems.append(f"{CONFIG_FILE}: missing from the export")
-        return None
     except ValueError as exc:
-        problems.append(f"{CONFIG_FILE}: not JSON ({exc})")
-        return None
-    if not isinstance(data, dict):
-        problems.append(f"{CONFIG_FILE}: expected an object of keyword arguments, got {type(data).__name__}")
-        return None
-    return data
+        return f"{CONFIG_FILE}: not JSON ({exc})"
+    return data if isinstance(data, dict) else f"{CONFIG_FILE}: expected an object of keyword arguments, got {type(data).__name__}"
 
 
-def _config_class(files: dict[str, str], problems: list[str]) -> str | None:
-    """The config class the script imports (and so builds from the JSON)."""
-    script = files.get(SCRIPT_FILE)
+def _config_class(script: str | None) -> tuple[str | None, list[str]]:
+    """The config class the script imports (and so builds from the JSON), and the script's problems."""
     if script is None:
-        problems.append(f"{SCRIPT_FILE}: missing from the export")
-        return None
+        return None, [f"{SCRIPT_FILE}: missing from the export"]
     try:
         tree = ast.parse(script, SCRIPT_FILE)
         compile(tree, SCRIPT_FILE, "exec")
     except SyntaxError as exc:
-        problems.append(f"{SCRIPT_FILE}: does not compile ({exc})")
-        return None
+        return None, [f"{SCRIPT_FILE}: does not compile ({exc})"]
     found = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
              for alias in node.names if CLASSES.get(alias.name) == node.module}
     if len(found) != 1:
-        problems.append(f"{SCRIPT_FILE}: expected to import exactly one of "
-                        + ", ".join(f"{m}.{c}" for c, m in CLASSES.items()) + f", found {sorted(found) or 'none'}")
-        return None
-    if CONFIG_FILE not in script:
-        problems.append(f"{SCRIPT_FILE}: does not read {CONFIG_FILE}")
-    return found.pop()
+        return None, [f"{SCRIPT_FILE}: expected to import exactly one of " + ", ".join(f"{m}.{c}" for c, m in CLASSES.items())
+                      + f", found {sorted(found) or 'none'}"]
+    return found.pop(), [] if CONFIG_FILE in script else [f"{SCRIPT_FILE}: does not read {CONFIG_FILE}"]
 
 
 def _instantiate(cls_name: str, settings: dict[str, Any], problems: list[str]):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            if cls_name == "AsyncGRPOConfig":
-                from trl.experimental.async_grpo import AsyncGRPOConfig as cls
-            else:
-                from trl import GRPOConfig as cls
+            cls = getattr(importlib.import_module(CLASSES[cls_name]), cls_name)
         except ImportError as exc:
             problems.append(f"cannot import {CLASSES[cls_name]}.{cls_name}: {exc}")
             return None
@@ -117,7 +105,8 @@ def enum_problems(settings: dict[str, Any], config_cls: type) -> list[str]:
     from transformers.trainer_utils import SchedulerType
 
     allowed = {**allowed_values(config_cls), "lr_scheduler_type": [s.value for s in SchedulerType]}
-    return choice_problems(settings, allowed, lambda key, value, names: f"{key}: {value!r} is not one of {', '.join(names)}")
+    return [f"{key}: {settings[key]!r} is not one of {', '.join(names)}" for key, names in allowed.items()
+            if key in settings and settings[key] not in names]
 
 
 @functools.cache

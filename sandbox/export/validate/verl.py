@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -142,19 +145,16 @@ LAUNCH_FILLS = (
 the model unless a critic is built)."""
 
 
-def post_load_problems(lines: list[str], wheel_dir: Path, config_name: str = "ppo_trainer",
-                       config_dir: Path | None = None) -> list[str]:
+def post_load_problems(lines: list[str], wheel_dir: Path) -> list[str]:
     """Run verl 0.9.1's own post-load validation on ``lines`` + :data:`LAUNCH_FILLS` (step 5 of the module
     docstring). Raises ``WheelUnavailable`` when verl cannot be imported here."""
     utils, config_mod, algo = import_from_wheel("verl", *VERL_POST_LOAD_MODULES)
     given = {ln.split("=", 1)[0].lstrip("+") for ln in lines}
     fills = [f for f in LAUNCH_FILLS if f.split("=", 1)[0] not in given]
     try:
-        cfg = compose(config_dir or wheel_dir / CONFIG_DIR, config_name, lines + fills)
+        cfg = compose(wheel_dir / CONFIG_DIR, "ppo_trainer", lines + fills)
     except Exception as exc:
         return [f"verl's Hydra config rejects the overrides with launch.sh's values: {type(exc).__name__}: {exc}"]
-    import warnings
-
     problems: list[str] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # need_critic warns that a non-gae estimator disables the critic
@@ -164,9 +164,6 @@ def post_load_problems(lines: list[str], wheel_dir: Path, config_name: str = "pp
         problems.append(f"verl would train a critic (need_critic: algorithm.adv_estimator = "
                         f"{OmegaConf.select(cfg, 'algorithm.adv_estimator')!r}, critic.enable = "
                         f"{OmegaConf.select(cfg, 'critic.enable')!r}); no sandbox objective has one")
-    import contextlib
-    import io
-
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # validate_config prints its progress
             config_mod.validate_config(cfg, use_reference_policy=use_ref, use_critic=use_critic)

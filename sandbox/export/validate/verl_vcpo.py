@@ -19,7 +19,6 @@ FORK_ONLY = ("actor_rollout_ref.actor.ess_scaling", "actor_rollout_ref.actor.gra
              "actor_rollout_ref.actor.update_policy_per_traj")
 
 A = "actor_rollout_ref.actor"
-C = "algorithm.rollout_correction"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -47,14 +46,8 @@ def pinned() -> dict[str, Any]:
 def _type_problem(key: str, value: Any, default: Any) -> str | None:
     if default is None or (isinstance(default, str) and (default.startswith("${") or default == "???")):
         return None
-    ok = {
-        bool: lambda x: isinstance(x, bool),
-        int: lambda x: isinstance(x, int) and not isinstance(x, bool),
-        float: lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
-        str: lambda x: isinstance(x, str),
-        list: lambda x: isinstance(x, list),
-        dict: lambda x: isinstance(x, dict),
-    }[type(default)](value) or (value is None and isinstance(default, dict))
+    fits = {int: is_int, float: is_number}.get(type(default), lambda x: isinstance(x, type(default)))
+    ok = fits(value) or (value is None and isinstance(default, dict))
     return None if ok else f"{key} = {value!r}: the fork's default {default!r} has type {type(default).__name__}"
 
 

@@ -9,6 +9,7 @@ is installed and nothing is imported from the wheel unless a validator says so.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -85,8 +86,6 @@ def import_from_wheel(name: str, *modules: str) -> list:
     """Import ``modules`` (dotted names) from the unpacked pinned wheel of ``name``, whose directory is
     put first on ``sys.path``. Raises :class:`WheelUnavailable` saying why (no wheel, or a dependency
     of the framework's module missing here: the wheel is unpacked without its dependencies)."""
-    import importlib
-
     root = str(unpacked_wheel(name))
     if root not in sys.path:
         sys.path.insert(0, root)
