@@ -38,7 +38,6 @@ AGGREGATION = {a: a.replace("_", "-") for a in ("token_mean", "seq_mean_token_me
 LOSS_MODE = {"gspo": "gspo", "cispo": "cispo"}  # every other ratio objective uses "vanilla"
 
 VERL_EPS_STD = 1e-6  # compute_grpo_outcome_advantage's epsilon, not configurable
-VCPO_INSTEAD = T.note("vcpo_instead")
 
 
 # ------------------------------------------------------------------------------------------------

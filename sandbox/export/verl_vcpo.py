@@ -18,7 +18,6 @@ T = Table("verl_vcpo")
 
 VCPO_C7F030F0 = Version("c7f030f0", "c7f030f0", "mit-han-lab/vcpo git c7f030f0")
 
-ASYNC = "async_training"
 GB = f"{ACTOR}.grad_baselining"
 ESS = f"{ACTOR}.ess_scaling"
 OPTIM = f"{ACTOR}.optim"

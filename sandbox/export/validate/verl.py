@@ -40,17 +40,21 @@ def _positive(text: str) -> float | None:
     return x if x > 0 else None
 
 
+def _band(text: str) -> tuple[float | None, float | None, bool]:
+    """``'lo_hi'`` or one number (lo = hi) as (lo, hi, is a band), each None unless a positive number."""
+    lo, sep, hi = text.strip().partition("_")
+    return _positive(lo), _positive(hi if sep else lo), bool(sep)
+
+
 def is_threshold_problem(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return f"rollout_is_threshold must be a number or a 'lo_hi' string, got {value!r}"
     if isinstance(value, (int, float)):
         return None if value > 0 else f"rollout_is_threshold must be positive, got {value}"
-    lo, _, hi = value.strip().partition("_")
-    if not _:
-        return None if _positive(lo) else f"rollout_is_threshold {value!r} is not a positive number"
-    a, b = _positive(lo), _positive(hi)
-    if a is None or b is None or a > b:
-        return f"rollout_is_threshold {value!r} must be 'lo_hi' with 0 < lo <= hi"
+    lo, hi, band = _band(value)
+    if lo is None or hi is None or lo > hi:
+        return f"rollout_is_threshold {value!r} must be 'lo_hi' with 0 < lo <= hi" if band else \
+            f"rollout_is_threshold {value!r} is not a positive number"
     return None
 
 
@@ -63,12 +67,10 @@ def rs_threshold_problems(options: list[str], value: Any) -> list[str]:
     specs = specs * len(options) if len(specs) == 1 else specs
     out = []
     for option, spec in zip(options, specs):
-        lo, sep, hi = spec.partition("_")
-        if option.endswith("k1"):
-            a, b = (_positive(lo), _positive(hi)) if sep else (_positive(lo), _positive(lo))
-            if a is None or b is None or (sep and a > b):
-                out.append(f"rollout_rs_threshold {spec!r} for {option}: expected 'lo_hi' with 0 < lo <= hi (ratio space)")
-        elif sep or _positive(spec) is None:
+        lo, hi, band = _band(spec)
+        if option.endswith("k1") and (lo is None or hi is None or lo > hi):
+            out.append(f"rollout_rs_threshold {spec!r} for {option}: expected 'lo_hi' with 0 < lo <= hi (ratio space)")
+        elif not option.endswith("k1") and (band or lo is None):
             out.append(f"rollout_rs_threshold {spec!r} for {option}: expected one positive upper bound")
     return out
 
@@ -80,6 +82,19 @@ def rs_threshold_problems(options: list[str], value: Any) -> list[str]:
 
 def override_lines(text: str) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def exported_yaml(files: dict[str, str], name: str, keys) -> tuple[DictConfig | None, list[str]]:
+    """The file ``name`` as a mapping (None if it does not parse) and a problem for each leaf it sets that no
+    override key in ``keys`` covers (or the parse error)."""
+    try:
+        exported = OmegaConf.create(files.get(name, ""))
+        if not isinstance(exported, DictConfig):
+            raise ValueError("not a mapping")
+    except Exception as exc:
+        return None, [f"{name} does not parse: {exc}"]
+    return exported, [f"{name} sets {leaf}, which overrides.txt does not" for leaf in sorted(flat(OmegaConf.to_container(
+        exported, resolve=False))) if not any(leaf == k or leaf.startswith(k + ".") for k in keys)]
 
 
 def compose(config_dir: Path, config_name: str, overrides: list[str]) -> DictConfig:
@@ -199,12 +214,9 @@ def validate(files: dict[str, str], wheel_dir: Path, post_load: bool = True) -> 
     except Exception as exc:  # hydra raises ConfigCompositionException (and OverrideParseException for bad syntax)
         return [f"verl's Hydra config rejects the overrides: {type(exc).__name__}: {exc}".strip()]
 
-    try:
-        exported = OmegaConf.create(files.get("verl_config.yaml", ""))
-        if not isinstance(exported, DictConfig):
-            raise ValueError("not a mapping")
-    except Exception as exc:
-        return problems + [f"verl_config.yaml does not parse: {exc}"]
+    exported, uncovered = exported_yaml(files, "verl_config.yaml", keys)
+    if exported is None:
+        return uncovered
     base = _generated_config(wheel_dir)
     try:
         merged = OmegaConf.merge(base, exported)
@@ -212,9 +224,7 @@ def validate(files: dict[str, str], wheel_dir: Path, post_load: bool = True) -> 
         problems.append(f"verl_config.yaml does not merge onto {GENERATED.name}: {type(exc).__name__}: {exc}".strip())
         merged = None
 
-    yaml_leaves = set(flat(OmegaConf.to_container(exported, resolve=False)))
-    uncovered = sorted(leaf for leaf in yaml_leaves if not any(leaf == k or leaf.startswith(k + ".") for k in keys))
-    problems += [f"verl_config.yaml sets {leaf}, which overrides.txt does not" for leaf in uncovered]
+    problems += uncovered
     for key in keys:
         want = OmegaConf.select(exported, key, default="<missing>")
         if plain(want) == "<missing>":

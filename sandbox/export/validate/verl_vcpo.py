@@ -9,8 +9,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .common import flat, is_int, is_number, plain, rule_problems, same
-from .verl import GENERATED, _generated_config, compose, override_lines
+from .common import is_int, is_number, plain, rule_problems, same
+from .verl import GENERATED, _generated_config, compose, exported_yaml, override_lines
 
 KEYS_FILE = Path(__file__).resolve().parents[1] / "keys" / "verl_vcpo_c7f030f0.json"
 CONFIG_DIR = Path("recipe/fully_async_policy/config")
@@ -102,15 +102,10 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
     problems += rule_problems("verl-vcpo", get=settings.get, has=settings.__contains__, is_int=is_int, is_number=is_number,
                               startswith=lambda text, prefix: str(text).startswith(prefix))
 
-    try:
-        exported = OmegaConf.create(files.get("vcpo_config.yaml", ""))
-        if not isinstance(exported, DictConfig):
-            raise ValueError("not a mapping")
-    except Exception as exc:
-        return problems + [f"vcpo_config.yaml does not parse: {exc}"]
-    leaves = flat(OmegaConf.to_container(exported, resolve=False))
-    problems += [f"vcpo_config.yaml sets {leaf}, which overrides.txt does not" for leaf in leaves
-                 if not any(leaf == k or leaf.startswith(k + ".") for k in settings)]
+    exported, uncovered = exported_yaml(files, "vcpo_config.yaml", settings)
+    problems += uncovered
+    if exported is None:
+        return problems
     for key, value in settings.items():
         if not same(OmegaConf.select(exported, key, default="<missing>"), value):
             problems.append(f"{key}: vcpo_config.yaml has {plain(OmegaConf.select(exported, key))!r}, overrides.txt {value!r}")
