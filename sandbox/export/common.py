@@ -33,8 +33,6 @@ from .table import Table
 
 T = Table("common")
 
-SKIP_TOP = ("title", "description", "variants")
-
 # Two std guards ε (advantage = (R − mean)/(std + ε)) closer than this are both zero-division guards:
 # the advantages differ by at most |Δε|/(std + ε) relative, below 1e-2 for any group whose reward std is
 # at least 0.1 (a group of G <= 100 binary rewards that are not all equal has std >= 0.099). Exporters
@@ -46,7 +44,7 @@ def scenario_leaves(scn: Scenario) -> list[str]:
     """Dotted paths of every leaf of the resolved scenario (dicts flattened, lists of tables
     indexed as ``key[i].field``, other lists and empty lists are leaves). The exact rollout engine has
     none: it models no mismatch, so there is nothing to promote (:mod:`sandbox.export.mismatch`)."""
-    data = scn.model_dump(mode="json", exclude=set(SKIP_TOP) | exact_engine(scn))
+    data = scn.model_dump(mode="json", exclude={"title", "description", "variants"} | exact_engine(scn))
     out: list[str] = []
 
     def walk(node: Any, path: str) -> None:

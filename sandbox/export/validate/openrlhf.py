@@ -123,12 +123,6 @@ def _exact_flags(parser: argparse.ArgumentParser, lines: list[list[str]], where:
     return problems
 
 
-def _scheduler_names() -> set[str] | None:
-    """Members of the installed transformers' ``SchedulerType`` (read by AST, nothing imported)."""
-    path = installed_file("transformers", "trainer_utils.py")
-    return set(source_strings(path.parent, ["enum", path.name, "SchedulerType"])) if path else None
-
-
 # ----------------------------------------------------------------------------------------------
 # launch.sh
 # ----------------------------------------------------------------------------------------------
@@ -230,7 +224,8 @@ def validate(files: dict[str, str], wheel_dir: Path) -> list[str]:
     if problems:
         return problems
     problems += _read_back(parser, lines, ns)
-    names = _scheduler_names()
+    path = installed_file("transformers", "trainer_utils.py")  # its SchedulerType members, read by AST (nothing imported)
+    names = set(source_strings(path.parent, ["enum", path.name, "SchedulerType"])) if path else None
     scheduler = getattr(ns, "actor.lr_scheduler")
     if names is not None and scheduler not in names:
         problems.append(f"flags.txt: --actor.lr_scheduler {scheduler!r} is not a transformers scheduler "

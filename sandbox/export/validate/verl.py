@@ -119,14 +119,14 @@ def _enum_problems(cfg: DictConfig, choices: dict[str, set[str]]) -> list[str]:
         checked.append((f"{ACTOR}.kl_loss_type", "kl_loss_type", sel(f"{ACTOR}.kl_loss_type").rstrip("+")))
     if (rollout_is := sel(f"{CORR}.rollout_is")) is not None:
         checked.append((f"{CORR}.rollout_is", "rollout_is", rollout_is))
-    options = [o.strip() for o in str(sel(f"{CORR}.rollout_rs")).split(",") if o.strip()]
-    if sel(f"{CORR}.rollout_rs") is not None:
-        checked += [(f"{CORR}.rollout_rs", "rollout_rs", o) for o in options]
+    rs = sel(f"{CORR}.rollout_rs")
+    options = [] if rs is None else [o.strip() for o in str(rs).split(",") if o.strip()]
+    checked += [(f"{CORR}.rollout_rs", "rollout_rs", o) for o in options]
     out = [f"{key} = {value!r} is not one of verl's {kind} values {sorted(choices[kind])}"
            for key, kind, value in checked if value not in choices[kind]]
     if rollout_is is not None and (problem := is_threshold_problem(sel(f"{CORR}.rollout_is_threshold"))):
         out.append(f"{CORR}.{problem}")
-    if sel(f"{CORR}.rollout_rs") is not None:
+    if rs is not None:
         out += [f"{CORR}.{p}" for p in rs_threshold_problems(options, sel(f"{CORR}.rollout_rs_threshold"))]
     return out + rule_problems("verl", sel=sel, is_int=is_int)
 

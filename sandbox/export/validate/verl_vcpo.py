@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .common import is_int, is_number, plain, rule_problems, same
+from .common import is_int, is_number, plain, readback, rule_problems
 from .verl import GENERATED, _generated_config, compose, exported_yaml, override_lines
 
 KEYS_FILE = Path(__file__).resolve().parents[1] / "keys" / "verl_vcpo_c7f030f0.json"
@@ -106,9 +106,8 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
     problems += uncovered
     if exported is None:
         return problems
-    for key, value in settings.items():
-        if not same(OmegaConf.select(exported, key, default="<missing>"), value):
-            problems.append(f"{key}: vcpo_config.yaml has {plain(OmegaConf.select(exported, key))!r}, overrides.txt {value!r}")
+    problems += readback(settings, lambda key: OmegaConf.select(exported, key, default="<missing>"),
+                         lambda key, value, got: f"{key}: vcpo_config.yaml has {got!r}, overrides.txt {value!r}")
 
     if wheel_dir is not None:
         wheel_dir = Path(wheel_dir)
@@ -117,8 +116,8 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
                 composed = compose_fork(wheel_dir, lines)
             except Exception as exc:
                 return problems + [f"the fork's Hydra config rejects the overrides: {type(exc).__name__}: {exc}"]
-            problems += [f"{k}: composed value {plain(OmegaConf.select(composed, k))!r} != exported {v!r}"
-                         for k, v in settings.items() if not same(OmegaConf.select(composed, k), v)]
+            problems += readback(settings, lambda key: OmegaConf.select(composed, key),
+                                 lambda key, value, got: f"{key}: composed value {got!r} != exported {value!r}")
         elif (wheel_dir / GENERATED).is_file():
             problems += [f"{k} is accepted by upstream verl's strict merge, so it is not a fork-only key"
                          for k, v in settings.items() if k.startswith(FORK_ONLY) and _upstream_accepts(k, v, wheel_dir)]
