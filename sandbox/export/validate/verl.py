@@ -200,7 +200,6 @@ def validate(files: dict[str, str], wheel_dir: Path, post_load: bool = True) -> 
     """Problems with an upstream-verl export (empty when verl 0.9.1's own config accepts it as meant).
     ``post_load=False`` skips step 5 (verl's own code, which needs verl importable)."""
     wheel_dir = Path(wheel_dir)
-    problems: list[str] = []
     lines = override_lines(files.get("overrides.txt", ""))
     if not lines:
         return ["overrides.txt is missing or empty"]
@@ -217,13 +216,10 @@ def validate(files: dict[str, str], wheel_dir: Path, post_load: bool = True) -> 
     exported, uncovered = exported_yaml(files, "verl_config.yaml", keys)
     if exported is None:
         return uncovered
-    base = _generated_config(wheel_dir)
     try:
-        merged = OmegaConf.merge(base, exported)
+        merged, problems = OmegaConf.merge(_generated_config(wheel_dir), exported), []
     except Exception as exc:  # ConfigKeyError for unknown keys, ValidationError for type clashes
-        problems.append(f"verl_config.yaml does not merge onto {GENERATED.name}: {type(exc).__name__}: {exc}".strip())
-        merged = None
-
+        merged, problems = None, [f"verl_config.yaml does not merge onto {GENERATED.name}: {type(exc).__name__}: {exc}".strip()]
     problems += uncovered
     for key in keys:
         want = OmegaConf.select(exported, key, default="<missing>")
