@@ -142,8 +142,9 @@ def _save(fig, path: Path, formats=FORMATS) -> None:
             # what FigureCanvasAgg.print_png writes (matplotlib 3.11), from the cropped pixels
             atomic_write(target, lambda p, crop=crop: imsave(p, crop, format="png", origin="upper", dpi=DPI, pil_kwargs=png))
             continue
-        kwargs = {"pil_kwargs": png} if fmt == "png" else {}
-        with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: editable and searchable
+        # SVG: no creation date and element ids from a fixed salt, so a figure is the same bytes every run
+        kwargs = {"pil_kwargs": png} if fmt == "png" else {"metadata": {"Date": None}}
+        with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "async-rl-sandbox"}):  # SVG text stays text
             atomic_write(target, lambda p, fmt=fmt, kw=kwargs: fig.savefig(p, format=fmt, dpi=DPI, bbox_inches=bbox, **kw))
     plt.close(fig)
 

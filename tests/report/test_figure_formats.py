@@ -114,3 +114,13 @@ def test_bad_figure_formats_name_the_field(value, expected):
     with pytest.raises(ScenarioError, match=r"run\.figure_formats") as err:
         validate_scenario(dict(TINY, run=dict(TINY["run"], figure_formats=value)))
     assert expected in str(err.value)
+
+
+def test_an_svg_is_the_same_bytes_every_time(tmp_path):
+    """Without a fixed hash salt matplotlib gives SVG elements random ids, and it stamps a creation
+    date: two saves of the same figure would differ (determinism of the run directory)."""
+    plots._save(_figure(False), tmp_path / "a.png", ("svg",))
+    plots._save(_figure(False), tmp_path / "b.png", ("svg",))
+    first = (tmp_path / "a.svg").read_bytes()
+    assert first == (tmp_path / "b.svg").read_bytes()
+    assert b"<dc:date>" not in first
