@@ -18,6 +18,8 @@ CONFIG_NAME = "fully_async_ppo_megatron_trainer"
 FORK_ONLY = ("actor_rollout_ref.actor.ess_scaling", "actor_rollout_ref.actor.grad_baselining",
              "actor_rollout_ref.actor.update_policy_per_traj")
 
+A = "actor_rollout_ref.actor"
+
 
 # ------------------------------------------------------------------------------------------------
 # the pinned key list (written by tools/vcpo_keys.py)
