@@ -118,6 +118,18 @@ def _staged_plan(out, quiet: bool):
             yield staged, stage
 
 
+def _framework_problem(framework: str | None, known) -> str | None:
+    """What is wrong with ``--framework`` (missing, or not one of ``known``, with the closest name as a
+    hint); None when it names a known framework."""
+    if framework is None:
+        return f"--framework: required; expected one of {', '.join(known)}"
+    if framework not in known:
+        close = difflib.get_close_matches(framework, list(known), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"--framework: unknown framework {framework!r}; {hint}expected one of {', '.join(known)}"
+    return None
+
+
 def _print_version(value: bool) -> None:
     if value:
         console.print(f"sandbox {__version__} (Python {sys.version.split()[0]})", highlight=False)
@@ -1061,12 +1073,8 @@ def export(
         try:
             if source is None:
                 raise ExportError("SOURCE: expected a scenario TOML, a run directory or a sweep directory (or --list)")
-            if framework is None:
-                raise ExportError(f"--framework: required; expected one of {', '.join(EXPORTERS)}")
-            if framework not in EXPORTERS:
-                close = difflib.get_close_matches(framework, list(EXPORTERS), n=1, cutoff=0.6)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise ExportError(f"--framework: unknown framework {framework!r}; {hint}expected one of {', '.join(EXPORTERS)}")
+            if problem := _framework_problem(framework, EXPORTERS):
+                raise ExportError(problem)
             if lr is not None and not (lr > 0 and math.isfinite(lr)):
                 raise ExportError(f"--lr: expected a positive finite learning rate, got {lr}")
             src = resolve(source, variant=variant, run_id=run_id, best=best, lowest=lowest, overrides=set_)
@@ -1131,12 +1139,8 @@ def import_(
     with _command("sandbox import", ConfigImportError) as output:
         if config is None:
             raise ConfigImportError("CONFIG: expected the framework's config file (or --list)")
-        if framework is None:
-            raise ConfigImportError(f"--framework: required; expected one of {', '.join(IMPORTERS)}")
-        if framework not in IMPORTERS:
-            close = difflib.get_close_matches(framework, list(IMPORTERS), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigImportError(f"--framework: unknown framework {framework!r}; {hint}expected one of {', '.join(IMPORTERS)}")
+        if problem := _framework_problem(framework, IMPORTERS):
+            raise ConfigImportError(problem)
         facts = dict(read_cluster(cluster)) if cluster is not None else {}
         if workers is not None:
             facts["num_workers"] = workers
