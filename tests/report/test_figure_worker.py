@@ -8,12 +8,12 @@ import errno
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import tomli_w
+from _processes import SANDBOX, group_pids, poll, repo_env
 from typer.testing import CliRunner
 
 import sandbox.figure_worker as figure_worker
@@ -22,8 +22,6 @@ from sandbox.cli import app
 from sandbox.figure_worker import FigureWorkers
 from sandbox.outputs import LOCK, OutputError
 
-ROOT = Path(__file__).resolve().parents[2]
-SANDBOX = [sys.executable, "-c", "from sandbox.cli import main; main()"]
 
 TINY = {
     "title": "tiny",
@@ -197,38 +195,6 @@ def test_at_most_max_workers_children_run_and_an_exception_in_the_block_kills_th
 # -- the command stopped while a worker draws (real processes) -------------------------------------
 
 
-def _env(**extra) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra)
-    return env
-
-
-def _poll(cond, timeout: float, step: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(step)
-    return cond()
-
-
-def _group_pids(pgid: int) -> set[int]:
-    pids = set()
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            pids.add(int(d))
-    return pids
-
-
 def _waits_on_a_pipe(pid: int) -> bool:
     try:
         return "pipe" in Path(f"/proc/{pid}/wchan").read_text()
@@ -243,20 +209,20 @@ def test_stopping_sandbox_run_while_a_worker_draws_leaves_no_process_and_no_file
     scn = scenario(tmp_path)
     out = tmp_path / "out"
     proc = subprocess.Popen([*SANDBOX, "run", str(scn), "--out", str(out), "-q"], cwd=tmp_path,
-                            env=_env(**{figure_worker.PAUSE_ENV: "6"}), stdout=subprocess.PIPE,
+                            env=repo_env(**{figure_worker.PAUSE_ENV: "6"}), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         # both variants' workers forked and the command waiting for them (reading their pipes): a signal
         # that lands while Python runs a weakref callback (matplotlib's, the collector's) is lost there,
         # in any phase of the command and before this change too; not what is tested here
-        assert _poll(lambda: len(_group_pids(proc.pid)) >= 3 and _waits_on_a_pipe(proc.pid), timeout=240), \
+        assert poll(lambda: len(group_pids(proc.pid)) >= 3 and _waits_on_a_pipe(proc.pid), timeout=240), \
             "the command never waited for its figure workers"
         stage = [p for p in out.iterdir() if p.name.startswith(".staging-")]
         assert stage
         os.kill(proc.pid, getattr(signal, how))  # the command only, as `kill` does
         text, _ = proc.communicate(timeout=120)
-        left = _poll(lambda: not _group_pids(proc.pid), timeout=15)
-        assert left, f"processes alive 15 s after {how}: {_group_pids(proc.pid)}"
+        left = poll(lambda: not group_pids(proc.pid), timeout=15)
+        assert left, f"processes alive 15 s after {how}: {group_pids(proc.pid)}"
         if how == "SIGKILL":
             # the staging directory a killed command leaves (removed by the next run) gets no figure
             time.sleep(7)  # past the worker's pause: had it lived, it would have drawn by now
@@ -267,7 +233,7 @@ def test_stopping_sandbox_run_while_a_worker_draws_leaves_no_process_and_no_file
             assert "nothing was kept" in " ".join(text.split()), text
             assert not out.exists()
     finally:
-        for pid in _group_pids(proc.pid):
+        for pid in group_pids(proc.pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -25,46 +25,12 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+from _processes import SANDBOX, group_pids, poll, repo_env
 
 from _sweep_tiny import TINY_BASE
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-SANDBOX = [sys.executable, "-c", "from sandbox.cli import main; main()"]
-
-
-def _env(**extra) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra)
-    return env
-
-
-def _poll(cond, timeout: float, step: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(step)
-    return cond()
-
-
-def _group_pids(pgid: int) -> set[int]:
-    """Live (non-zombie) processes of a process group, from /proc."""
-    pids = set()
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            pids.add(int(d))
-    return pids
 
 
 def _landed(out: Path) -> set[str]:
@@ -80,25 +46,25 @@ def test_kill_9_of_a_sweep_leaves_no_process_and_lands_nothing(tmp_path):
     sweep.write_text(tomli_w.dumps({"base": base, "seeds": [0, 1], "grid": {"system.staleness.k": [0, 1]},
                                     "sweep": {"name": "k9"}}))
     out = tmp_path / "out"
-    proc = subprocess.Popen([*SANDBOX, "sweep", str(sweep), "--out", str(out), "-j", "2", "-q"], env=_env(),
+    proc = subprocess.Popen([*SANDBOX, "sweep", str(sweep), "--out", str(out), "-j", "2", "-q"], env=repo_env(),
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         def started() -> bool:  # run.json is written when a run starts (in its pending directory)
             runs = out / "runs"
             return len(list(runs.glob(".pending-*/*/run.json")) + list(runs.glob("*/run.json"))) >= 2
 
-        in_flight = _poll(started, timeout=240)
+        in_flight = poll(started, timeout=240)
         assert in_flight, "the runs never started"
-        assert len(_group_pids(proc.pid)) >= 3  # the command, the forkserver, its workers
+        assert len(group_pids(proc.pid)) >= 3  # the command, the forkserver, its workers
         landed = _landed(out)
         proc.kill()  # kill -9 of the command only
         proc.wait(timeout=30)
-        left = _poll(lambda: not _group_pids(proc.pid), timeout=15)
-        assert left, f"processes still alive 15 s after kill -9: {_group_pids(proc.pid)}"
+        left = poll(lambda: not group_pids(proc.pid), timeout=15)
+        assert left, f"processes still alive 15 s after kill -9: {group_pids(proc.pid)}"
         time.sleep(1.0)
         assert _landed(out) == landed  # no result of a run in flight landed after the kill
     finally:
-        for pid in _group_pids(proc.pid):
+        for pid in group_pids(proc.pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -111,7 +77,7 @@ def test_a_process_bound_to_a_command_ends_with_it_by_the_watch_thread(tmp_path)
     command = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     code = ("import sys, time; from sandbox.processes import watch_process; "
             f"watch_process({command.pid}, interval=0.05); print('bound', flush=True); time.sleep(600)")
-    bound = subprocess.Popen([sys.executable, "-c", code], env=_env(), stdout=subprocess.PIPE, text=True)
+    bound = subprocess.Popen([sys.executable, "-c", code], env=repo_env(), stdout=subprocess.PIPE, text=True)
     try:
         assert bound.stdout.readline().strip() == "bound"
         assert bound.poll() is None
@@ -199,7 +165,7 @@ def test_sigterm_at_any_moment_of_sandbox_run_leaves_old_or_new(tmp_path):
     scn.write_text(tomli_w.dumps(copy.deepcopy(TINY_BASE)))
     out = tmp_path / "out"
     t0 = time.monotonic()
-    first = subprocess.run(_run_cmd(scn, out, 100), env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    first = subprocess.run(_run_cmd(scn, out, 100), env=repo_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     duration = time.monotonic() - t0
     # kill times spread over the run (start-up imports, simulation, writing), then in the final move
@@ -208,11 +174,11 @@ def test_sigterm_at_any_moment_of_sandbox_run_leaves_old_or_new(tmp_path):
     outcomes = []
     for seed, (when, delay) in enumerate(trials):
         before = _state(out)
-        env = _env(SANDBOX_TEST_COMMIT_PAUSE="3") if delay is None else _env()
+        env = repo_env(SANDBOX_TEST_COMMIT_PAUSE="3") if delay is None else repo_env()
         proc = subprocess.Popen(_run_cmd(scn, out, seed), env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         if delay is None:  # the move has begun (the stage renamed .commit-*) and is paused halfway
-            assert _poll(lambda: any(p.name.startswith(".commit-") for p in out.iterdir()), timeout=240)
+            assert poll(lambda: any(p.name.startswith(".commit-") for p in out.iterdir()), timeout=240)
         else:
             time.sleep(delay)
         proc.send_signal(signal.SIGTERM)
@@ -227,6 +193,6 @@ def test_sigterm_at_any_moment_of_sandbox_run_leaves_old_or_new(tmp_path):
         assert not [p.name for p in out.iterdir() if p.name.startswith((".staging-", ".commit-", ".replaced-"))] or old
         outcomes.append("new" if new else "old")
     assert outcomes[-5:] == ["new"] * 5 and "old" in outcomes
-    again = subprocess.run(_run_cmd(scn, out, 99), env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(_run_cmd(scn, out, 99), env=repo_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert _complete(out, 99)

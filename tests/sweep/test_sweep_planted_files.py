@@ -49,16 +49,6 @@ def _raw():
     return {"base": copy.deepcopy(TINY_BASE), "grid": {"system.staleness.k": [0, 1]}, "sweep": {"name": "planted"}}
 
 
-@pytest.fixture
-def victims(tmp_path):
-    v = tmp_path / "victims"
-    (v / "dir").mkdir(parents=True)
-    for name in ("summary.json", "error.json", "timing.json", "run.json", "metrics.parquet", "keep.txt"):
-        (v / "dir" / name).write_text(f"{name} of someone else\n")
-    (v / "victim.txt").write_text("precious\n")
-    return v
-
-
 def _ids():
     return [r.id for r in parse_sweep(_raw()).runs]
 

@@ -28,15 +28,6 @@ def _raw():
     return {"base": copy.deepcopy(TINY_BASE), "grid": {"system.staleness.k": [0, 1]}, "sweep": {"name": "race"}}
 
 
-@pytest.fixture
-def victims(tmp_path):
-    v = tmp_path / "victims"
-    (v / "dir").mkdir(parents=True)
-    for name in ("summary.json", "error.json", "timing.json", "run.json", "metrics.parquet", "keep.txt"):
-        (v / "dir" / name).write_text(f"{name} of someone else\n")
-    return v
-
-
 def _swap_for_link(path: Path, target: Path, aside: Path) -> None:
     """What an attacker does mid-sweep: the real directory moves aside, a link takes its place."""
     os.rename(path, aside)
