@@ -281,13 +281,14 @@ class Forked:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
-        if self.reaped:
-            return None
-        self.reaped = True
-        try:
-            return os.waitpid(self.pid, 0)[1]
-        except ChildProcessError:  # reaped elsewhere
-            return None
+        status = None
+        if not self.reaped:  # marked once waitpid returned (an interrupted wait leaves it to kill)
+            try:
+                status = os.waitpid(self.pid, 0)[1]
+            except ChildProcessError:  # reaped elsewhere
+                pass
+            self.reaped = True
+        return status
 
 
 def _ended(status: int | None) -> str:
