@@ -15,16 +15,16 @@ Why ``fork`` here and a fork server for sweeps (:mod:`sandbox.processes`): a fig
 variant's tables and matplotlib, both already in the command; a fresh process would import
 matplotlib, pandas and the scenario model again (more than the figures of a quickstart variant
 take) and receive the tables through a pipe. The child runs matplotlib, numpy and pandas only:
-never torch, whose thread pools are what makes forking a torch process unsafe; it writes through
-fresh ``sys.stdout``/``sys.stderr`` objects (a lock of the old ones may have been held by the
-progress thread at the fork) and leaves with ``os._exit`` (no buffer of the command written twice,
-no exit handler of the command run).
+never torch, whose thread pools are what makes forking a torch process unsafe.
 
-The rules a child keeps:
+A child is a :func:`sandbox.processes.fork_call` (the fork, the pipe, the reaping and the exception
+sent back are there, shared with :func:`sandbox.processes.forked_map`). The rules it keeps:
 
 - it dies with the command: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` and a watch thread on the
   command's pid (:func:`sandbox.processes.die_with_parent`, :func:`sandbox.processes.watch_process`);
-- Ctrl-C is the command's: the child ignores SIGINT and takes SIGTERM's default action; the command,
+  it writes through fresh ``sys.stdout``/``sys.stderr`` objects and leaves with ``os._exit``;
+- Ctrl-C is the command's: the child ignores SIGINT and takes SIGTERM's default action
+  (``ignore_interrupt=True``); the command,
   stopping (an exception leaving the block: Ctrl-C, SIGTERM as Ctrl-C, an error), kills its children
   with SIGKILL and reaps them before its staging directory is removed, so nothing is written into a
   run directory after the command gave it up;
@@ -41,17 +41,14 @@ At most :attr:`FigureWorkers.max_workers` children run at once (the CPUs this pr
 from __future__ import annotations
 
 import contextvars
-import gc
 import os
-import pickle
-import signal
 import sys
+import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from .outputs import OutputError
-from .processes import die_with_parent, watch_process
+from .processes import ChildLost, Forked, ForkedError, fork_call
 
 _DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("sandbox_figures_deferred", default=False)
 #: Worker processes are forked on Linux only (``fork`` is missing on Windows and unsafe with macOS's
@@ -75,60 +72,6 @@ def available_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-@dataclass
-class _Child:
-    pid: int
-    fd: int  # read end of the pipe the child writes its outcome into
-    what: str  # "the figures of variant 'async'": named in an error
-
-
-def _pickled_outcome(exc: BaseException | None) -> bytes:
-    """``None`` (success) or the exception, pickled; an exception that does not pickle is sent as an
-    :class:`OutputError` with its type and message."""
-    if exc is None:
-        return pickle.dumps(None)
-    exc.__traceback__ = None
-    try:
-        data = pickle.dumps(exc)
-        pickle.loads(data)  # an exception class whose __init__ takes other arguments fails only here
-        return data
-    except Exception:  # noqa: BLE001 - any exception is sent, as one the command can raise
-        return pickle.dumps(OutputError(f"{type(exc).__name__}: {exc}"))
-
-
-def _child_main(parent: int, fd: int, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
-    """The forked child: bound to ``parent``, runs ``fn``, writes its outcome into ``fd``. Never returns."""
-    code = 70
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the command decides
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the command's handler raises KeyboardInterrupt: not here
-        die_with_parent(signal.SIGKILL)
-        if os.getppid() != parent:  # the command died before the call above
-            os._exit(code)
-        watch_process(parent)  # where there is no parent-death signal
-        gc.freeze()  # the command's objects are never scanned here: a collection would copy every page it touches
-        # fresh stream objects: a lock of the inherited ones may have been held by another thread at the fork
-        sys.stdout = open(os.dup(1), "w", buffering=1, errors="backslashreplace")  # noqa: SIM115
-        sys.stderr = open(os.dup(2), "w", buffering=1, errors="backslashreplace")  # noqa: SIM115
-        try:
-            if os.environ.get(PAUSE_ENV):
-                import time
-
-                time.sleep(float(os.environ[PAUSE_ENV]))
-            fn(*args, **kwargs)
-            outcome, code = _pickled_outcome(None), 0
-        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the command
-            outcome, code = _pickled_outcome(exc), 1
-        view = memoryview(outcome)
-        while view:
-            view = view[os.write(fd, view):]
-        os.close(fd)
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-    finally:
-        os._exit(code)
-
-
 class FigureWorkers:
     """``with FigureWorkers() as workers:`` draw figures in forked children (module docstring);
     where ``workers.enabled`` is False (no fork, :data:`FORK`) the caller draws them itself.
@@ -146,7 +89,7 @@ class FigureWorkers:
         self.enabled = FORK if enabled is None else bool(enabled and FORK)
         self.max_workers = max(1, max_workers or available_cpus())
         self._prepare = prepare  # called once, before the first fork: what every child would load again
-        self._children: list[_Child] = []
+        self._children: list[Forked] = []
         self._parent = os.getpid()
 
     def __enter__(self) -> FigureWorkers:
@@ -185,26 +128,13 @@ class FigureWorkers:
         if self._prepare is not None:
             prepare, self._prepare = self._prepare, None
             prepare()
-        for stream in (sys.stdout, sys.stderr):  # nothing of the command's pending output is in the child
-            try:
-                stream.flush()
-            except (OSError, ValueError, AttributeError):
-                pass
-        read, write = os.pipe()
-        try:
-            pid = os.fork()
-        except BaseException:
-            os.close(read)
-            os.close(write)
-            raise
-        if pid == 0:
-            try:
-                os.close(read)
-                _child_main(self._parent, write, fn, args, kwargs)
-            finally:
-                os._exit(70)
-        os.close(write)
-        self._children.append(_Child(pid, read, what))
+
+        def draw() -> None:
+            if os.environ.get(PAUSE_ENV):
+                time.sleep(float(os.environ[PAUSE_ENV]))
+            fn(*args, **kwargs)
+
+        self._children.append(fork_call(draw, what, ignore_interrupt=True))
 
     def wait(self) -> None:
         """Wait for every child in submission order; the first failure is raised (the others killed)."""
@@ -219,63 +149,17 @@ class FigureWorkers:
         """SIGKILL every running child and reap it (an exception leaving the block: nothing more is drawn)."""
         children, self._children = self._children, []
         for child in children:
-            try:
-                os.kill(child.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for child in children:
-            _close(child.fd)
-            _reap(child.pid)
+            child.kill()
 
-    def _join(self, child: _Child) -> None:
-        """Read ``child``'s outcome, reap it and raise its failure."""
-        chunks = []
-        while True:
-            chunk = os.read(child.fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        _close(child.fd)
-        status = _reap(child.pid)
-        self._children.remove(child)
-        data = b"".join(chunks)
-        if data:
-            try:
-                outcome = pickle.loads(data)
-            except Exception:  # noqa: BLE001 - a message cut short: the child died writing it
-                outcome = OutputError(f"{child.what} were not drawn: their worker process ended while reporting")
-            if outcome is None:
-                return
-            raise outcome
-        raise OutputError(f"{child.what} were not drawn: their worker process {_ended(status)}")
-
-
-def _close(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def _reap(pid: int) -> int | None:
-    """``waitpid`` despite signals; the status, or None when the child was already reaped."""
-    while True:
+    def _join(self, child: Forked) -> None:
+        """Wait for ``child`` and raise its failure (an :class:`OutputError` naming how a child that
+        gave no result ended); it is reaped (killed first if the wait is interrupted)."""
         try:
-            return os.waitpid(pid, 0)[1]
-        except ChildProcessError:
-            return None
-        except InterruptedError:
-            continue
-
-
-def _ended(status: int | None) -> str:
-    if status is None:
-        return "ended unseen"
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = str(sig)
-        return f"was killed by signal {sig} ({name}" + ("; out of memory?)" if sig == signal.SIGKILL else ")")
-    return f"exited with status {os.WEXITSTATUS(status)} without a result"
+            child.result()
+        except ForkedError as exc:
+            raise OutputError(str(exc)) from None
+        except ChildLost as exc:
+            raise OutputError(f"{child.what} were not drawn: their worker process {exc}") from None
+        finally:
+            child.kill()  # a no-op once reaped
+            self._children.remove(child)

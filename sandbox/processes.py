@@ -12,6 +12,10 @@ sweep`` nothing may go on computing (or writing) for a sweep that is gone. The c
   workers are gone the forkserver, which keeps running while any worker holds its "alive" pipe,
   sees the pipe close and exits by itself.
 
+A call in a forked child (:func:`fork_call`, its handle :class:`Forked`): one ``os.fork`` whose child
+inherits this process's memory and sends the call's value or exception back through a pipe; the
+figure workers (:mod:`sandbox.figure_worker`) and :func:`forked_map` are built on it.
+
 Signals: :func:`terminate_as_interrupt` makes SIGTERM (what schedulers and containers send) act as
 Ctrl-C, and :func:`interrupted_by` says which of the two stopped a command (its exit status is 128 +
 the signal number).
@@ -19,13 +23,15 @@ the signal number).
 
 from __future__ import annotations
 
+import gc
 import os
+import pickle
 import signal
 import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -33,21 +39,25 @@ _PR_SET_PDEATHSIG = 1
 _last_signal: list[int] = []  # the signal that raised the last KeyboardInterrupt of terminate_as_interrupt
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> bool:
-    """Linux: ``sig`` is sent to this process when its parent (the thread that started it) exits.
-    Returns whether it was set (False elsewhere). If the parent is already gone (reparented to init
-    or a subreaper before the call) the process exits at once."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
+def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> bool:
+    """Linux: ``sig`` is sent to this process when its parent (the thread that started it) exits
+    (``prctl(PR_SET_PDEATHSIG)``). Returns whether it was set (False elsewhere). ``parent``: the pid
+    the caller expects as its parent (read before the fork); if the parent is already another one (the
+    expected one exited before the call and this process was reparented to init or a subreaper, so
+    the kernel will never send ``sig``) ``sig`` is sent at once, as it would have been had the parent
+    exited just after the call: with SIGKILL the process ends here. Without ``parent`` there is no
+    such check (``os.getppid()`` read after the reparenting names the new parent)."""
+    done = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
-            return False
-    except Exception:  # noqa: BLE001 - no libc prctl: the watch thread is the fallback
-        return False
-    return True
+            done = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+        except Exception:  # noqa: BLE001 - no libc prctl: the watch thread is the fallback
+            done = False
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+    return done
 
 
 def _alive(pid: int) -> bool:
@@ -98,7 +108,7 @@ def _forkserver_setup() -> None:
     """Called in the forkserver when it imports its preload module: it dies with the command that
     started it, and every process it forks dies with the forkserver and with that command."""
     command = os.getppid()
-    die_with_parent()
+    die_with_parent(parent=command)  # the command gone between these two lines: ends here
 
     def in_child() -> None:
         _watched.clear()
@@ -157,65 +167,165 @@ def interrupted_by() -> int:
     return _last_signal[0] if _last_signal else int(signal.SIGINT)
 
 
+# A call in a forked child (os.fork): the figure workers (sandbox.figure_worker) and forked_map
+# ------------------------------------------------------------------------------------------------
+
+
+class ChildLost(RuntimeError):
+    """A forked call's child ended without a whole result; the message says how ("was killed by signal 9 (SIGKILL; ...)")."""
+
+
+class ForkedError(RuntimeError):
+    """A forked call's exception that does not pickle, named: "<type>: <message>"."""
+
+
+def fork_call(call: Callable[[], Any], what: str = "", ignore_interrupt: bool = False) -> Forked:
+    """Start ``call()`` in a child forked from this process (it starts with this process's memory:
+    nothing is sent to it); its handle at once, ``what`` naming it in the caller's messages. The child
+    dies with this process (:func:`die_with_parent` against this pid, :func:`watch_process` where there
+    is no parent-death signal), never scans this process's objects (``gc.freeze``: a collection would
+    copy every page it touches), writes through fresh ``sys.stdout``/``sys.stderr`` objects (a lock of
+    the inherited ones may have been held by another thread at the fork), pickles the call's value or
+    exception into a pipe and leaves with ``os._exit`` (no exit handler, no buffer of this process
+    written twice). ``ignore_interrupt``: it ignores SIGINT (Ctrl-C reaches the whole process group:
+    this process decides) and takes SIGTERM's default action; else it keeps the handlers it inherits."""
+    parent = os.getpid()
+    for stream in (sys.stdout, sys.stderr):  # nothing of this process's pending output is in the child
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+    except BaseException:
+        os.close(read)
+        os.close(write)
+        raise
+    if pid == 0:
+        code = 70
+        try:
+            os.close(read)
+            if ignore_interrupt:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            die_with_parent(signal.SIGKILL, parent=parent)
+            watch_process(parent)
+            gc.freeze()
+            sys.stdout = open(os.dup(1), "w", buffering=1, errors="backslashreplace")  # noqa: SIM115
+            sys.stderr = open(os.dup(2), "w", buffering=1, errors="backslashreplace")  # noqa: SIM115
+            try:
+                data, code = pickle.dumps((True, call()), pickle.HIGHEST_PROTOCOL), 0
+            except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
+                data, code = _pickled_error(exc), 1
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write, view):]
+            os.close(write)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    os.close(write)
+    return Forked(pid, read, what)
+
+
+def _pickled_error(exc: BaseException) -> bytes:
+    """``(False, exc)`` pickled; an exception that does not pickle or unpickle (an ``__init__`` taking
+    other arguments fails only there) as a :class:`ForkedError`."""
+    exc.__traceback__ = None
+    try:
+        data = pickle.dumps((False, exc), pickle.HIGHEST_PROTOCOL)
+        pickle.loads(data)
+        return data
+    except Exception:  # noqa: BLE001 - any exception is sent, as one the parent can raise
+        return pickle.dumps((False, ForkedError(f"{type(exc).__name__}: {exc}")), pickle.HIGHEST_PROTOCOL)
+
+
+class Forked:
+    """A call running in a forked child (:func:`fork_call`): :meth:`result` waits for it, :meth:`kill`
+    stops it; either reaps the child (then :meth:`kill` is a no-op)."""
+
+    def __init__(self, pid: int, fd: int, what: str = ""):
+        self.pid, self.what, self.reaped = pid, what, False
+        self._fd: int | None = fd  # read end of the pipe the child writes its outcome into
+
+    def result(self) -> Any:
+        """The call's value; its exception raised as itself (a :class:`ForkedError` when it does not
+        pickle); :class:`ChildLost`, saying how the child ended, when there is no whole result."""
+        chunks = []
+        while chunk := os.read(self._fd, 1 << 16):
+            chunks.append(chunk)
+        status = self._reap()
+        if not chunks:
+            raise ChildLost(_ended(status))
+        try:
+            ok, value = pickle.loads(b"".join(chunks))
+        except Exception:  # noqa: BLE001 - a message cut short: the child died writing it
+            raise ChildLost("ended while reporting") from None
+        if ok:
+            return value
+        raise value
+
+    def kill(self) -> None:
+        """SIGKILL the child (nothing more is computed or written) and reap it."""
+        if not self.reaped:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._reap()
+
+    def _reap(self) -> int | None:
+        """Close the pipe, ``waitpid`` (PEP 475 retries it after a signal); the status, None when already reaped."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+        status = None
+        if not self.reaped:  # marked once waitpid returned (an interrupted wait leaves it to kill)
+            try:
+                status = os.waitpid(self.pid, 0)[1]
+            except ChildProcessError:  # reaped elsewhere
+                pass
+            self.reaped = True
+        return status
+
+
+def _ended(status: int | None) -> str:
+    if status is None:
+        return "ended unseen"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"was killed by signal {sig} ({name}" + ("; out of memory?)" if sig == signal.SIGKILL else ")")
+    return f"exited with status {os.WEXITSTATUS(status)} without a result"
+
+
 def forked_map(calls: "list[Callable[[], T]]") -> "list[T]":
-    """``[call() for call in calls]``, every call but the last in a child forked from this process
-    (``os.fork``: the child starts with this process's memory, so nothing is sent to it) while the last
-    runs here at the same time; each child pickles its result back through a pipe and exits with
-    ``os._exit`` (no atexit handlers, no flush of this process's buffers). For CPU work whose result does
-    not depend on the process it runs in (``task.eval_processes``: replicas evaluated on two cores).
-    A child's exception is raised here; a child that dies without a result (killed, out of memory) has
-    its call run here instead. Without ``os.fork`` (Windows) every call runs here, one after the other.
-    A child is killed if this process stops waiting for it (Ctrl-C)."""
+    """``[call() for call in calls]``, every call but the last in a child (:func:`fork_call`; it keeps
+    this process's signal handlers) while the last runs here at the same time. For CPU work whose
+    result does not depend on the process it runs in (``task.eval_processes``: replicas evaluated on
+    two cores). A child's exception is raised here; a child with no result to give (killed, out of
+    memory, an exception that does not pickle) has its call run here instead. Without ``os.fork``
+    (Windows) every call runs here, one after the other. A child is killed and reaped if this process
+    stops waiting for it (Ctrl-C, an exception)."""
     if len(calls) <= 1 or not hasattr(os, "fork"):
         return [call() for call in calls]
-    import gc
-    import pickle
-
-    children: list[tuple[int, int]] = []  # (pid, read end of its pipe)
+    children: list[Forked] = []
     try:
         for call in calls[:-1]:
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: compute, send, exit without running anything of the parent's
-                code = 1
-                try:
-                    os.close(r)
-                    gc.disable()  # a short life: no collection walking (and copying) the parent's heap
-                    die_with_parent()
-                    try:
-                        payload = pickle.dumps((True, call()), protocol=pickle.HIGHEST_PROTOCOL)
-                    except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
-                        payload = pickle.dumps((False, e), protocol=pickle.HIGHEST_PROTOCOL)
-                    with os.fdopen(w, "wb") as fh:
-                        fh.write(payload)
-                    code = 0
-                finally:
-                    os._exit(code)
-            os.close(w)
-            children.append((pid, r))
+            children.append(fork_call(call))
         last = calls[-1]()
         out = []
-        for (pid, r), call in zip(children, calls):
-            with os.fdopen(r, "rb") as fh:
-                data = fh.read()
-            os.waitpid(pid, 0)
-            children = [c for c in children if c[0] != pid]
-            if not data:  # died without a result: compute it here
+        for child, call in zip(children, calls):
+            try:
+                out.append(child.result())
+            except (ChildLost, ForkedError):  # no result to give: compute it here
                 out.append(call())
-                continue
-            ok, value = pickle.loads(data)
-            if not ok:
-                raise value
-            out.append(value)
         return out + [last]
     finally:
-        for pid, r in children:  # left waiting (an exception here): stop and reap them
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-            try:
-                os.close(r)
-            except OSError:
-                pass
+        for child in children:  # a no-op for those waited for
+            child.kill()
