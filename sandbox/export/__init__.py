@@ -56,8 +56,7 @@ def export_scenario(scn: Scenario, framework: str, version: str | None = None, g
         raise ExportRefused(framework, gaps)
     native = exporter.files(plan)
     launch = exporter.launch(plan, native)
-    files = dict(native)
-    files["PROMOTION.md"] = render_promotion(plan, native, launch, provenance, exporter.title)
+    files = {**native, "PROMOTION.md": render_promotion(plan, native, launch, provenance, exporter.title)}
     manifest = {"framework": plan.framework, "version": plan.version, "release": plan.release, "target": plan.target,
                 "source": provenance, "partial": bool(gaps), "counts": plan.counts(), "settings": plan.settings,
                 "rows": [asdict(r) for r in plan.rows]}

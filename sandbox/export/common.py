@@ -5,8 +5,8 @@ sandbox's canonical unit.
 Canonical unit (``docs/promotion.md``): the sandbox publishes one weight version per optimizer step
 and takes one optimizer step per consumed batch of ``groups_per_step × group_size`` responses. A
 job's lag is the number of versions between the weights that generated it (its oldest token, with
-partial rollouts) and the step that trains on it. Conversions to each framework's unit follow
-:func:`versions_to_optimizer_steps`.
+partial rollouts) and the step that trains on it; every exporter writes one version per trainer step,
+so ``versions_to_optimizer_steps(k) = k · steps_per_version`` (docs/promotion.md) is the identity.
 
 Surrogate anchor: by default (``algorithm.proximal = "behaviour"``) the sandbox's learner has no
 recomputed proximal policy, so every objective's ratio is ``r = π_θ/μ`` against the behaviour
@@ -104,12 +104,6 @@ def staleness_of(scn: Scenario) -> Staleness:
     if s.kind == "max_lag":
         return Staleness("max_lag", s.k_max, s.enforcement)
     return Staleness("async_ratio", math.ceil(s.alpha), "drop", alpha=s.alpha)
-
-
-def versions_to_optimizer_steps(k: int, steps_per_version: int = 1) -> int:
-    """Lag in optimizer steps of a lag of ``k`` published versions (frameworks publish a version
-    every ``steps_per_version`` optimizer steps)."""
-    return k * steps_per_version
 
 
 ANCHOR_WORDS = {"behaviour": T.note("anchor_words.behaviour"), "batch_start": T.note("anchor_words.batch_start"),}

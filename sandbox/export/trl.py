@@ -10,7 +10,7 @@ from ..scenario import Scenario
 from ..algorithms.objectives.base import OPOB_KNOBS
 from .base import Exporter, Given, Version, describe, register
 from .common import (MINIBATCH_INSTEAD, OBJ, STD_GUARD_TOLERANCE, baseline_knobs, fixed_lag_gap, no_minibatch_rows,
-                     proximal_row, scale_rows, sources, staleness_of, values, versions_to_optimizer_steps)
+                     proximal_row, scale_rows, sources, staleness_of, values)
 from .engine import stabilizer_rows
 from .plan import Plan
 from .table import Table
@@ -102,7 +102,7 @@ def _staleness(plan: Plan, scn: Scenario, cls: str) -> None:
     spg = (T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations", B=B) if S == 1 else
            T.note("spg_note.steps_per_generation_gradient_accumulation_steps_num_iterations.2", B=B,
                   B_minibatches_algorithm_scn=B // a.minibatches, epochs=a.epochs, S=S, S_1=S - 1))
-    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, asy=cls == ASYNC_CLASS, k=versions_to_optimizer_steps(st.bound),
+    T.apply(plan, "staleness", plan=plan, scn=scn, st=st, asy=cls == ASYNC_CLASS, k=st.bound,
             partial=scn.system.partial_rollouts, G=a.group_size, B=B, spg=spg, full=describe(scn.system.staleness.model_dump()),
             describe=describe, fixed_lag_gap=fixed_lag_gap, admission=_admission,
             minibatches_async=lambda plan, scn: T.apply(plan, "minibatches_async", plan=plan, scn=scn, a=scn.algorithm,

@@ -4,6 +4,7 @@ against the real argparse parser rebuilt from the wheel, negative validator test
 from __future__ import annotations
 
 import copy
+import shlex
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from conftest import SHIPPED, check_golden
 import sandbox.export.openrlhf  # noqa: F401  registers the exporter
 from sandbox.export import ExportRefused, Given, export_scenario, get_exporter
 from sandbox.export.common import scenario_leaves
-from sandbox.export.validate.openrlhf import build_parser, parsed_flags, validate
+from sandbox.export.validate.openrlhf import build_parser, validate
 from sandbox.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -337,9 +338,10 @@ def test_shipped_variants_validate(case, openrlhf_wheel):
     assert exp.plan.uncovered(scenario_leaves(scn)) == []
     assert not [r.note for r in exp.plan.rows if "|" in r.note]  # notes go into markdown table cells unescaped
     assert validate(exp.files, openrlhf_wheel) == []
-    parsed = parsed_flags(exp.files, openrlhf_wheel)
+    parser = build_parser(openrlhf_wheel)  # each flag's value as argparse parses it, for typed comparisons
+    parsed = parser.parse_args(shlex.split(exp.files["flags.txt"]))
     for key, value in exp.plan.settings.items():
-        got = parsed[key]
+        got = getattr(parsed, parser._option_string_actions[key].dest)
         if isinstance(value, list):
             assert list(got) == value, key
         else:

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -257,6 +258,55 @@ def _edited(mutate):
 def test_validator_rejects(mutate, expected):
     problems = checker.validate(_edited(mutate))
     assert any(expected in p for p in problems), problems
+
+
+# A stand-in for prime-rl's own pydantic models (prime_rl.configs is ~565 MB of dependencies, never installed
+# here): OrchestratorConfig rejects batch_size above LIMIT and reads it back times FACTOR.
+FAKE_CONFIGS = """from pydantic import BaseModel, ConfigDict, field_validator
+
+class TrainerConfig(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+class OrchestratorConfig(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    batch_size: int
+
+    @field_validator("batch_size")
+    @classmethod
+    def _batch(cls, v):
+        if v > {limit}:
+            raise ValueError("batch_size too large")
+        return v * {factor}
+"""
+
+
+@pytest.mark.parametrize("limit, factor, expected", [
+    (10**6, 1, None),
+    (10**6, 2, "orchestrator.batch_size: reads back as 128, exported 64"),
+    (1, 1, "orchestrator: rejected by prime-rl's OrchestratorConfig"),
+])
+def test_validator_builds_the_tables_with_prime_rls_models_from_a_checkout(tmp_path, monkeypatch, limit, factor, expected):
+    src = tmp_path / "packages/prime-rl-configs/src/prime_rl"
+    (src / "configs").mkdir(parents=True)
+    for init in (src / "__init__.py", src / "configs/__init__.py"):
+        init.write_text("")
+    for name in ("trainer", "orchestrator"):
+        (src / "configs" / f"{name}.py").write_text(FAKE_CONFIGS.format(limit=limit, factor=factor))
+    for name in [m for m in sys.modules if m == "prime_rl" or m.startswith("prime_rl.")]:
+        monkeypatch.delitem(sys.modules, name)
+    exp = export_scenario(BY_ID["quickstart:async"], FW, allow_partial=True)
+    assert tomllib.loads(exp.files["rl.toml"])["orchestrator"]["batch_size"] == 64
+    path = list(sys.path)
+    try:
+        problems = checker.validate(exp.files, tmp_path)
+    finally:
+        for name in [m for m in sys.modules if m == "prime_rl" or m.startswith("prime_rl.")]:
+            del sys.modules[name]
+    assert sys.path == path  # the checkout is taken off the path again
+    if expected is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and expected in problems[0], problems
 
 
 def test_validator_rejects_bad_toml_and_missing_launch():

@@ -198,26 +198,13 @@ def _check_launch(parser: argparse.ArgumentParser, text: str, lines: list[list[s
 # ----------------------------------------------------------------------------------------------
 
 
-def _flags(files: dict[str, str], wheel_dir: Path) -> tuple[argparse.ArgumentParser, list[list[str]], argparse.Namespace | None, str]:
-    """The parser, flags.txt as token lists (one per non-empty line) and what :func:`_parse` makes of them."""
-    parser = build_parser(wheel_dir)
-    lines = [shlex.split(line) for line in files["flags.txt"].splitlines() if line.strip()]
-    return parser, lines, *_parse(parser, lines)
-
-
-def parsed_flags(files: dict[str, str], wheel_dir: Path) -> dict[str, Any]:
-    """Each flag of flags.txt with the value argparse parsed for it (for typed comparisons in tests)."""
-    parser, lines, ns, error = _flags(files, wheel_dir)
-    if ns is None:
-        raise ValueError(error)
-    return {flag: getattr(ns, parser._option_string_actions[flag].dest) for flag, *_ in lines}
-
-
 def validate(files: dict[str, str], wheel_dir: Path) -> list[str]:
     """Problems of an OpenRLHF export (empty when accepted); see the module docstring."""
     if "flags.txt" not in files:
         return ["flags.txt is missing"]
-    parser, lines, ns, error = _flags(files, wheel_dir)
+    parser = build_parser(wheel_dir)
+    lines = [shlex.split(line) for line in files["flags.txt"].splitlines() if line.strip()]  # one token list per flag
+    ns, error = _parse(parser, lines)
     problems = _exact_flags(parser, lines, "flags.txt")
     if ns is None:
         return problems + [f"flags.txt: argparse rejects the flags: {error}"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import tomllib
 
-from .common import flat, is_int, is_number, rule_problems
+from .common import flat, is_int, is_number, readback, rule_problems
 
 COMMIT = "559b44772e471d1538537b8805cc77f3824a5e64"
 KEYS_DIR = Path(__file__).resolve().parents[1] / "keys"
@@ -158,16 +158,11 @@ def _pydantic_check(data: dict, checkout: Path | None) -> list[str]:
         for section, cls in (("trainer", trainer_mod.TrainerConfig), ("orchestrator", orch_mod.OrchestratorConfig)):
             raw = data.get(section, {})
             try:
-                built = cls(**raw).model_dump(mode="json")
+                built = flat(cls(**raw).model_dump(mode="json"))
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 problems.append(f"{section}: rejected by prime-rl's {cls.__name__}: {exc}")
                 continue
-            for key, value in flat(raw).items():
-                node: Any = built
-                for part in key.split("."):
-                    node = node.get(part) if isinstance(node, dict) else None
-                if node != value:
-                    problems.append(f"{section}.{key}: reads back as {node!r}, exported {value!r}")
+            problems += readback(flat(raw), built.get, lambda key, value, got: f"{section}.{key}: reads back as {got!r}, exported {value!r}")
         return problems
     finally:
         if added is not None:
