@@ -43,6 +43,7 @@ from .budget import estimate, format_seconds
 from .preflight_system import Facts, SystemPlan, make_system_plan, run_system_plan
 from .runner import run_scenario
 from .scenario import validate_scenario
+from .system.staleness import CONTROLS
 
 COLLAPSE_DROP = 0.2
 """A seed collapses when its final expected reward is this far below its running maximum."""
@@ -122,14 +123,16 @@ class Plan:
 
 
 def user_bound(staleness: dict) -> int:
-    """The user's lag bound in versions from the scenario's staleness table (0 for synchronous)."""
-    kind = staleness.get("kind", "sync")
-    if kind == "sync":
+    """The user's lag bound in versions, as the scenario's staleness control declares it: 0 when it is
+    synchronous, its fixed lag, else its bound when that is a lag (an integer) and 1 otherwise (a
+    ratio, or no bound)."""
+    control = CONTROLS[staleness.get("kind", "sync")].config.model_validate(staleness)
+    if control.is_synchronous():
         return 0
-    for key in ("k_max", "k", "max_lag"):
-        if isinstance(staleness.get(key), int):
-            return int(staleness[key])
-    return 1
+    if control.fixed_lag() is not None:
+        return control.fixed_lag()
+    bound = getattr(control, control.bound_field) if control.bound_field else None
+    return bound if isinstance(bound, int) else 1
 
 
 def correction_name(corr: dict) -> str:

@@ -61,6 +61,7 @@ from ..errors import ScenarioError
 from ..scenario import validate_scenario
 from ..scenario.load import apply_overrides
 from ..system.cluster import Cluster, TrainResult
+from ..system.delays.continuous_batching import ContinuousBatchingDelay
 from ..system.hardware import GPUS, MODELS
 from ..system.timing_only import TimingOnlyWorkload
 from .drop_bias import drop_bias
@@ -169,7 +170,8 @@ def split_configurations(raw: dict, source: str, opts: SplitOptions) -> list[Spl
     own = scn.system.generation_time
     lengths = dict(DEFAULT_LENGTHS)
     sync = "drain"
-    if own.kind == "continuous_batching":
+    engine = isinstance(own, ContinuousBatchingDelay)  # the user already runs on an engine: keep its sync and lengths
+    if engine:
         sync = own.sync
         if own.length_median is not None:
             lengths = {"length_median": own.length_median, "length_sigma": own.length_sigma,
@@ -177,7 +179,7 @@ def split_configurations(raw: dict, source: str, opts: SplitOptions) -> list[Spl
     for key in DEFAULT_LENGTHS:
         if getattr(opts, key) is not None:
             lengths[key] = getattr(opts, key)
-    if own.kind == "continuous_batching":  # the structure of its length model (docs/system.md#structured-lengths)
+    if engine:  # the structure of its length model (docs/system.md#structured-lengths)
         lengths.update({k: getattr(own, k) for k in STRUCTURE if getattr(own, k) not in (None, 0, 0.0)})
     staleness = scn.system.staleness.model_dump(mode="json")
     if opts.k_max is not None:
