@@ -139,7 +139,12 @@ def pool_context():
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """Inside the block SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does (the
-    command then stops as on Ctrl-C: what it keeps is complete). No-op outside the main thread."""
+    command then stops as on Ctrl-C: what it keeps is complete). No-op outside the main thread.
+
+    An interruption raised where Python cannot propagate it (a weakref callback or ``__del__`` that
+    runs when the signal lands) reaches ``sys.unraisablehook`` and would be lost, the command running
+    on; inside the block the same signal is sent again 50 ms later, to be raised where the command can
+    stop."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -148,12 +153,22 @@ def terminate_as_interrupt() -> Iterator[None]:
         _last_signal[:] = [signum]
         raise KeyboardInterrupt
 
+    def deliver_again(unraisable):
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return prev_hook(unraisable)
+        # Sent a moment later from a thread: raised now it would land in this hook and be lost again.
+        resend = threading.Timer(0.05, os.kill, (os.getpid(), interrupted_by()))
+        resend.daemon = True
+        resend.start()
+
     _last_signal.clear()
     prev = signal.signal(signal.SIGTERM, handler)
+    prev_hook, sys.unraisablehook = sys.unraisablehook, deliver_again
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, prev)
+        sys.unraisablehook = prev_hook
 
 
 def note_signal(signum: int) -> None:

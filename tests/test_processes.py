@@ -132,3 +132,30 @@ def test_fork_call_sigint_policy():
     assert fork_call(_interrupted_after_a_while, ignore_interrupt=True).result() == "went on"
     with pytest.raises(KeyboardInterrupt):
         fork_call(_interrupted_after_a_while).result()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_an_interruption_inside_a_weakref_callback_is_not_lost(sig):
+    """A signal whose KeyboardInterrupt is raised inside a weakref callback (where Python can only print
+    "Exception ignored") still stops the block, and is reported as the signal it was."""
+    import weakref
+
+    from sandbox.processes import interrupted_by, terminate_as_interrupt
+
+    class Obj:
+        pass
+
+    def callback(_ref):
+        os.kill(os.getpid(), sig)
+        for _ in range(10_000):  # the handler runs here, inside the callback
+            pass
+
+    with pytest.raises(KeyboardInterrupt):
+        with terminate_as_interrupt():
+            obj = Obj()
+            ref = weakref.ref(obj, callback)  # noqa: F841 - kept alive so the callback runs
+            del obj
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+    assert interrupted_by() == sig
