@@ -151,7 +151,7 @@ def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, gro
     return cfg.model_copy(update={"generation_time": gen, "num_workers": engines * per_engine})
 
 
-def step_times(pub: Published, mapping: EngineMapping, ab: Ablation | None, steps: int, seeds: int):
+def step_times(pub: Published, mapping: EngineMapping, ab: Ablation | None, steps: int, seeds: int) -> tuple[np.ndarray, np.ndarray]:
     """Per seed, the mean step time on engines of the asynchronous variant (ablation mode ``ab``: its rule and
     training time, ``local_updates`` learner steps per published step) and of the baseline: ``(async, baseline)``."""
     runs = setup_variants(pub.scenario)
