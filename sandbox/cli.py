@@ -53,12 +53,17 @@ def _interrupted(kept: str) -> NoReturn:
     raise typer.Exit(128 + interrupted_by())
 
 
+def _fail(message: str) -> NoReturn:
+    """One line ``error: message`` (rich markup: what the user wrote escaped), exit status 2, no traceback."""
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
 def _os_error(exc: OSError) -> NoReturn:
     """A file-system error no other handler named (a full disk while writing): one line naming the
     path, exit status 2, no traceback."""
     where = f" ({exc.filename})" if exc.filename else ""
-    console.print(f"[red]error:[/red] {escape(describe_os_error(exc) + where)}")
-    raise typer.Exit(2)
+    _fail(escape(describe_os_error(exc) + where))
 
 
 @contextmanager
@@ -100,8 +105,7 @@ def _command(writer: str, *errors: type[Exception]):
         with terminate_as_interrupt():
             yield output
     except (OutputError, ScenarioError, *errors) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     except OSError as exc:
         _os_error(exc)
     except KeyboardInterrupt:
@@ -190,8 +194,7 @@ def run(
                 for v in variants.values():  # an extra's writer that is not installed: refused before anything is written
                     check_writers(v.run.writers)
             except (ScenarioError, WriterUnavailable) as exc:
-                console.print(f"[red]error:[/red] {escape(str(exc))}")
-                raise typer.Exit(2)
+                _fail(escape(str(exc)))
             name = (scenario or DEFAULT_SCENARIO).stem
             out = out or default_run_dir(name, parse_overrides(set_))
             results = {}
@@ -239,8 +242,7 @@ def run(
                             with progress.phase("figures: the variants' (worker processes)"):
                                 workers.wait()
     except (OutputError, ScenarioError) as exc:  # ScenarioError here: SimulationError, found while simulating
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     except OSError as exc:
         _os_error(exc)
     except KeyboardInterrupt:
@@ -284,8 +286,7 @@ def scenario_command(
             names = ", ".join(n for n in variants if n) or "none"
             raise ScenarioError([f"--variant: unknown variant {variant!r}; this scenario's variants: {names}"], "option")
     except ScenarioError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     sys.stdout.write(dump_scenario(variants[variant] if variant is not None else scn))
 
 
@@ -484,12 +485,10 @@ def _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_r
     try:
         spec = load_sweep(sweep_file, set_)
     except ScenarioError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     out = user_path(out) if out is not None else default_out(spec)
     if backend is not None and backend not in ("local", "ray"):
-        console.print(f"[red]error:[/red] --backend: expected local or ray (got {backend!r})")
-        raise typer.Exit(2)
+        _fail(f"--backend: expected local or ray (got {backend!r})")
     if dry_run:
         _print_sweep_plan(spec, out)
         return
@@ -502,8 +501,7 @@ def _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_r
         outcome = run_sweep(spec, out, workers=workers, backend=backend, address=address,
                             retry_failed=retry_failed, progress=not quiet, console=console, force=force)
     except (SweepError, OutputError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     _print_sweep_table(outcome.results, spec)
     _print_sweep_speedups(out, outcome.results)
     console.print(
@@ -630,8 +628,7 @@ def check(
         return
     unknown = [n for n in names or [] if n not in CHECKS]
     if unknown:
-        console.print(f"[red]error:[/red] unknown check(s) {unknown}; expected some of {list(CHECKS)}")
-        raise typer.Exit(2)
+        _fail(f"unknown check(s) {unknown}; expected some of {list(CHECKS)}")
     selected = {n: CHECKS[n] for n in (names or CHECKS)}
     torch.set_num_threads(1)  # toy tensors: one thread is several times faster here
 
@@ -684,19 +681,16 @@ def claims(
         return
     unknown = [n for n in only or [] if n not in CLAIMS]
     if unknown:
-        console.print(f"[red]error:[/red] --only: unknown claim(s) {unknown}; expected some of {list(CLAIMS)}")
-        raise typer.Exit(2)
+        _fail(f"--only: unknown claim(s) {unknown}; expected some of {list(CLAIMS)}")
     if lm_seeds == 1:
-        console.print("[red]error:[/red] --lm-seeds: 1 seed gives no interval; expected 0 (no LM context) or at least 2")
-        raise typer.Exit(2)
+        _fail("--lm-seeds: 1 seed gives no interval; expected 0 (no LM context) or at least 2")
     selected = {n: CLAIMS[n] for n in (only or CLAIMS)}
     n_seeds = seeds if seeds is not None else (QUICK_SEEDS if quick else FULL_SEEDS)
     out = user_path(out)
     try:  # an impossible --out is refused before minutes of runs
         out_dir(out)
     except OutputError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     torch.set_num_threads(1)  # toy tensors: one thread is several times faster here
 
     def on_done(c, result, seconds):
@@ -713,8 +707,7 @@ def claims(
         with progress.session(progress.enabled(quiet)), progress.phase("figures: claims.md, claims.json and one figure per claim"):
             write_outputs(results, out_dir(out), quick, n_seeds, command, lm_seeds)
     except OutputError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     except OSError as exc:
         _os_error(exc)
     console.print(f"claims.md, claims.json and figures in [bold]{out}[/bold]")
@@ -772,8 +765,7 @@ def plan(
         est = estimate_plan(configs, steps or default_steps(scn), seeds, learn_seeds if learn else 0, learn_steps)
         check_plan(est, force)
     except ScenarioError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     if est.seconds > WARN_SECONDS:
         console.print(f"[yellow]warning:[/yellow] this plan may take {escape(est.describe())} (estimate); Ctrl-C stops it")
     runs = len(configs) * (learn_seeds if learn else 0)
@@ -837,8 +829,7 @@ def _plan_split(path, set_, out, gpus, gpu, model, tp, concurrency, trainer_gpus
         if learn:
             _check_split_learning(configs, learn_seeds, learn_steps, force)
     except ScenarioError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     with _staged_plan(out, quiet) as (staged, stage):
         runs = len(configs) * learn_seeds if learn else 0
         label = f"plan --gpus {gpus}: {len(configs)} splits x {seeds} seeds" + (f", {runs} learning runs" if runs else "")
@@ -928,8 +919,7 @@ def report(
                               "or choose another path")
         path = write_report(directory, target)
     except (FileNotFoundError, InputFileError, OutputError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     except OSError as exc:
         _os_error(exc)
     console.print(f"report: [bold]{path}[/bold] (self-contained; open it in any browser)")
@@ -953,8 +943,7 @@ def demo(
         console.print(table)
         return
     if name not in DEMOS:
-        console.print(f"[red]error:[/red] unknown demo {name!r}; available: {', '.join(DEMOS)}")
-        raise typer.Exit(2)
+        _fail(f"unknown demo {name!r}; available: {', '.join(DEMOS)}")
     import time
 
     from .outputs import out_dir
@@ -965,8 +954,7 @@ def demo(
         with progress.session(progress.enabled()), progress.phase(f"demo {name}"):  # its runs' "simulating" rows under it
             path = run_demo(name, out, tiny)
     except OutputError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     except OSError as exc:
         _os_error(exc)
     console.print(f"[bold]{name}[/bold] done in {time.time() - t0:.1f} s; figure: [bold]{path}[/bold]")
@@ -993,8 +981,7 @@ def explore(
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        console.print(f"[red]error:[/red] --out {escape(str(out))}: not a writable directory ({escape(describe_os_error(exc))})")
-        raise typer.Exit(2)
+        _fail(f"--out {escape(str(out))}: not a writable directory ({escape(describe_os_error(exc))})")
     grid = QUICK if quick else Grid()
     if budget is not None:
         grid = grid.with_(budget_seconds=budget)
@@ -1003,8 +990,7 @@ def explore(
         with progress.session(progress.enabled()):
             path = build_explorer(out_dir, grid)
     except GridError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2)
+        _fail(escape(str(exc)))
     except OSError as exc:  # a full disk while writing
         _os_error(exc)
     size = path.stat().st_size
@@ -1021,8 +1007,7 @@ def list_components(
     from .components import FAMILIES
 
     if family is not None and family not in FAMILIES:
-        console.print(f"[red]error:[/red] FAMILY: unknown family {family!r}; expected one of {', '.join(FAMILIES)}")
-        raise typer.Exit(2)
+        _fail(f"FAMILY: unknown family {family!r}; expected one of {', '.join(FAMILIES)}")
     for name, fam in FAMILIES.items():
         if family is not None and name != family:
             continue
@@ -1237,8 +1222,7 @@ def preflight(
 def _print_frameworks(exporters: dict, only: str | None) -> None:
     if only is not None:
         if only not in exporters:
-            console.print(f"[red]error:[/red] --framework: unknown framework {only!r}; expected one of {', '.join(exporters)}")
-            raise typer.Exit(2)
+            _fail(f"--framework: unknown framework {only!r}; expected one of {', '.join(exporters)}")
         cls = exporters[only]
         table = Table(title=f"{cls.name}: {cls.title}")
         table.add_column("concept")

@@ -151,6 +151,19 @@ def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, gro
     return cfg.model_copy(update={"generation_time": gen, "num_workers": engines * per_engine})
 
 
+def step_times(pub: Published, mapping: EngineMapping, ab: Ablation | None, steps: int, seeds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed, the mean step time on engines of the asynchronous variant (ablation mode ``ab``: its rule and
+    training time, ``local_updates`` learner steps per published step) and of the baseline: ``(async, baseline)``."""
+    runs = setup_variants(pub.scenario)
+    B, G = runs["async"].algorithm.groups_per_step, runs["async"].algorithm.group_size
+    k = 1 if ab is None else ab.local_updates
+    cfg = runs["async"].system if ab is None else ablation_system(runs["async"].system, ab)
+    cfg = engine_system(cfg, pub, mapping, B // k)
+    mode = np.array([k * mean_step_time(cfg, steps * k, B // k, G, s) for s in range(seeds)])
+    cfg = engine_system(runs[pub.baseline].system, pub, mapping, B)
+    return mode, np.array([mean_step_time(cfg, steps, B, G, s) for s in range(seeds)])
+
+
 def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     steps = QUICK_STEPS if quick else FULL_STEPS
     result = ClaimResult(
@@ -162,55 +175,33 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         y_label="speed-up over the baseline (x)",
         kind="bars",
     )
-    setups = [p for p in SETUPS if p.scenario in ENGINE_SETUPS]
-    for i, pub in enumerate(setups):
-        mapping = ENGINE_SETUPS[pub.scenario]
-        runs = setup_variants(pub.scenario)
-        B, G = runs["async"].algorithm.groups_per_step, runs["async"].algorithm.group_size
-        per_variant = {}
-        for name in ("async", pub.baseline):
-            cfg = engine_system(runs[name].system, pub, mapping, B)
-            per_variant[name] = np.array([mean_step_time(cfg, steps, B, G, s) for s in range(seeds)])
-        predicted = per_variant[pub.baseline] / per_variant["async"]
-        a, b = step_costs(mapping, pub.lengths.seconds_per_token)
-        steps_text = ", ".join(f"{k} {float(v.mean()):.0f} s" for k, v in per_variant.items())
-        note = f"mean step: {steps_text}; sync {mapping.sync}; a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us"
-        if mapping.sync_note:
-            note += f"; {mapping.sync_note}"
-        result.settings[pub.scenario] = (
-            f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'; "
-            f"engines on {mapping.gpu} x {mapping.model}, max_sequences {mapping.max_sequences}"
-        )
-        result.rows.append(
-            Row(f"{pub.system} on engines: predicted / published ({pub.text()})",
-                f"speed-up vs '{pub.baseline}' / {pub.value:.3g}", predicted / pub.value, BAND, "within", note)
-        )
-        m, lo, hi = t_interval(predicted)
-        result.curves.append(Curve(f"{pub.system} (predicted, engine)", [float(i)], [m], [lo], [hi]))
-        result.curves.append(Curve(f"{pub.system} (published)", [float(i)], [pub.value]))
-    for i, ab in enumerate(VERL_ABLATION, start=len(setups)):
-        pub = next(p for p in SETUPS if p.scenario == ab.setup)
-        mapping = replace(ENGINE_SETUPS[ab.setup], sync=ab.sync)
-        runs = setup_variants(ab.setup)
-        B, G = runs["async"].algorithm.groups_per_step, runs["async"].algorithm.group_size
-        b_local = B // ab.local_updates
-        cfg = engine_system(ablation_system(runs["async"].system, ab), pub, mapping, b_local)
-        mode = np.array([ab.local_updates * mean_step_time(cfg, steps * ab.local_updates, b_local, G, s) for s in range(seeds)])
-        cfg = engine_system(runs[pub.baseline].system, pub, mapping, B)
-        base = np.array([mean_step_time(cfg, steps, B, G, s) for s in range(seeds)])
+    cases = [(p, ENGINE_SETUPS[p.scenario], None) for p in SETUPS if p.scenario in ENGINE_SETUPS] + [
+        (next(p for p in SETUPS if p.scenario == ab.setup), replace(ENGINE_SETUPS[ab.setup], sync=ab.sync), ab) for ab in VERL_ABLATION]
+    for i, (pub, mapping, ab) in enumerate(cases):  # the setups that opt in, then verl's ablation on its setup's mapping
+        mode, base = step_times(pub, mapping, ab, steps, seeds)
         predicted = base / mode
-        result.settings[f"verl ablation: {ab.label}"] = (
-            f"published {ab.value:.3g}x (total time {ab.baseline_hours:.2f} h / {ab.hours:.2f} h at 400 steps; verl "
-            f"documentation advance/fully_async); staleness {ab.staleness}, training {ab.train_time} s per 512 prompts "
-            f"in {ab.local_updates} update(s), engine sync {ab.sync}"
-        )
-        note = (f"mean step (512 prompts): mode {float(mode.mean()):.0f} s, '{pub.baseline}' {float(base.mean()):.0f} s; "
-                f"sync {ab.sync}")
-        result.rows.append(
-            Row(f"verl ablation on engines, {ab.label}: predicted / published ({ab.value:.3g}x)",
-                f"speed-up vs '{pub.baseline}' / {ab.value:.3g}", predicted / ab.value, BAND, "within", note)
-        )
+        if ab is None:
+            name, value = pub.system, pub.value
+            a, b = step_costs(mapping, pub.lengths.seconds_per_token)
+            note = (f"mean step: async {float(mode.mean()):.0f} s, {pub.baseline} {float(base.mean()):.0f} s; sync "
+                    f"{mapping.sync}; a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us" + (f"; {mapping.sync_note}" if mapping.sync_note else ""))
+            result.settings[pub.scenario] = (
+                f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'; "
+                f"engines on {mapping.gpu} x {mapping.model}, max_sequences {mapping.max_sequences}"
+            )
+            label = f"{pub.system} on engines: predicted / published ({pub.text()})"
+        else:
+            name, value = f"verl {ab.label}", ab.value
+            note = (f"mean step (512 prompts): mode {float(mode.mean()):.0f} s, '{pub.baseline}' {float(base.mean()):.0f} s; "
+                    f"sync {ab.sync}")
+            result.settings[f"verl ablation: {ab.label}"] = (
+                f"published {ab.value:.3g}x (total time {ab.baseline_hours:.2f} h / {ab.hours:.2f} h at 400 steps; verl "
+                f"documentation advance/fully_async); staleness {ab.staleness}, training {ab.train_time} s per 512 prompts "
+                f"in {ab.local_updates} update(s), engine sync {ab.sync}"
+            )
+            label = f"verl ablation on engines, {ab.label}: predicted / published ({ab.value:.3g}x)"
+        result.rows.append(Row(label, f"speed-up vs '{pub.baseline}' / {value:.3g}", predicted / value, BAND, "within", note))
         m, lo, hi = t_interval(predicted)
-        result.curves.append(Curve(f"verl {ab.label} (predicted, engine)", [float(i)], [m], [lo], [hi]))
-        result.curves.append(Curve(f"verl {ab.label} (published)", [float(i)], [ab.value]))
+        result.curves.append(Curve(f"{name} (predicted, engine)", [float(i)], [m], [lo], [hi]))
+        result.curves.append(Curve(f"{name} (published)", [float(i)], [value]))
     return result

@@ -369,7 +369,7 @@ class LMTask(PolicyTask):
         W = group.width
         if not bool((~group.ended).any()):
             return group
-        R, N = group.lengths.shape
+        R = group.lengths.shape[0]
         if isinstance(gen, RowGenerators):
             gen._check(R)
         if bool((group.lengths[~group.ended] != W).any()):
@@ -383,34 +383,13 @@ class LMTask(PolicyTask):
             live.append(idx)
             if idx.numel():
                 batches.setdefault(idx.numel(), []).append(r)
-        outs: list = [None] * R
+        parts = []
         for rs in batches.values():
             ctx = torch.stack([torch.cat([group.prompts[r, live[r]], group.tokens[r, live[r]]], 1) for r in rs])
             versions = [int(version[r]) if isinstance(version, Tensor) else version for r in rs]
             gens = [gen.gens[r] if isinstance(gen, RowGenerators) else gen for r in rs]
-            for r, o in zip(rs, self._decode(params, rs, ctx.to(self.device), W, gens, versions)):
-                outs[r] = (live[r],) + o
-        engine = self.sampling_engine()
-        S = max(o[1].shape[1] for o in outs if o is not None)
-        new_t = torch.zeros(R, N, S, dtype=torch.long)
-        new_lp = torch.zeros(R, N, S)
-        new_len = torch.zeros(R, N, dtype=torch.long)
-        new_end = torch.zeros(R, N, dtype=torch.bool)
-        new_exact = None if engine is None else torch.zeros(R, N, S)
-        for r, o in enumerate(outs):
-            if o is None:
-                continue
-            idx, toks, lps, exact, lens, hit = o
-            s_r = toks.shape[1]
-            new_t[r, idx, :s_r] = toks.cpu()
-            new_lp[r, idx, :s_r] = lps.float().cpu()
-            new_len[r, idx] = lens.cpu()
-            new_end[r, idx] = (hit | (W + lens >= self.max_new)).cpu()
-            if new_exact is not None:
-                new_exact[r, idx, :s_r] = exact.float().cpu()
-        if engine is None:
-            return group.extend(new_t, new_lp, new_len, new_end, version)
-        return group.extend(new_t, new_lp, new_len, new_end, version, new_exact)
+            parts += [(r, live[r], W, o) for r, o in zip(rs, self._decode(params, rs, ctx.to(self.device), W, gens, versions))]
+        return self._extend(group, parts, max(o[0].shape[1] for *_, o in parts), version, group.extend)
 
     def _generate_each(self, params: Params, group: Rollouts, gen: Stream, version: int | Tensor) -> Rollouts:
         """:meth:`generate` for a group whose unfinished responses sit at different positions (an engine's
@@ -419,33 +398,40 @@ class LMTask(PolicyTask):
         prompt + their first ``w`` tokens with the budget left, ``max_new_tokens − w`` (one :meth:`_decode`
         each, the KV cache recomputed under ``params``); each continuation is written from its own position
         (:meth:`Rollouts.extend_each`)."""
-        R, N = group.lengths.shape
-        engine = self.sampling_engine()
-        S = self.max_new
-        new_t = torch.zeros(R, N, S, dtype=torch.long)
-        new_lp = torch.zeros(R, N, S)
-        new_len = torch.zeros(R, N, dtype=torch.long)
-        new_end = torch.zeros(R, N, dtype=torch.bool)
-        new_exact = None if engine is None else torch.zeros(R, N, S)
-        for r in range(R):
+        parts = []
+        for r in range(group.lengths.shape[0]):
             live = ~group.ended[r]
             g = gen.gens[r] if isinstance(gen, RowGenerators) else gen
             v = int(version[r]) if isinstance(version, Tensor) else version
             for w in sorted({int(x) for x in group.lengths[r, live].tolist()}):
                 idx = torch.nonzero(live & (group.lengths[r] == w)).squeeze(-1)
-                if w >= self.max_new:
-                    new_end[r, idx] = True
-                    continue
                 ctx = torch.cat([group.prompts[r, idx], group.tokens[r, idx, :w]], 1).unsqueeze(0)
-                toks, lps, exact, lens, hit = self._decode(params, [r], ctx.to(self.device), w, [g], [v])[0]
-                s_r = toks.shape[1]
-                new_t[r, idx, :s_r] = toks.cpu()
-                new_lp[r, idx, :s_r] = lps.float().cpu()
-                new_len[r, idx] = lens.cpu()
-                new_end[r, idx] = (hit | (w + lens >= self.max_new)).cpu()
-                if new_exact is not None:
-                    new_exact[r, idx, :s_r] = exact.float().cpu()
-        return group.extend_each(new_t, new_lp, new_len, new_end, version, new_exact)
+                parts.append((r, idx, w, None if w >= self.max_new else
+                              self._decode(params, [r], ctx.to(self.device), w, [g], [v])[0]))
+        return self._extend(group, parts, self.max_new, version, group.extend_each)
+
+    def _extend(self, group: Rollouts, parts: list, S: int, version: int | Tensor, extend) -> Rollouts:
+        """``extend`` (:meth:`Rollouts.extend` or :meth:`Rollouts.extend_each`) of ``group`` by ``parts``, each
+        ``(r, idx, w, decoded)``: responses ``idx`` of replica ``r`` continued from position ``w`` by ``decoded``
+        (one replica's :meth:`_decode`; None: the budget is spent, they end), in ``(R, N, S)`` buffers; a response
+        ends at the end token or when ``w`` + its new length reaches the budget."""
+        R, N = group.lengths.shape
+        new_t, new_lp = torch.zeros(R, N, S, dtype=torch.long), torch.zeros(R, N, S)
+        new_len, new_end = torch.zeros(R, N, dtype=torch.long), torch.zeros(R, N, dtype=torch.bool)
+        new_exact = None if self.sampling_engine() is None else torch.zeros(R, N, S)
+        for r, idx, w, decoded in parts:
+            if decoded is None:
+                new_end[r, idx] = True
+                continue
+            toks, lps, exact, lens, hit = decoded
+            s_r = toks.shape[1]
+            new_t[r, idx, :s_r] = toks.cpu()
+            new_lp[r, idx, :s_r] = lps.float().cpu()
+            new_len[r, idx] = lens.cpu()
+            new_end[r, idx] = (hit | (w + lens >= self.max_new)).cpu()
+            if new_exact is not None:
+                new_exact[r, idx, :s_r] = exact.float().cpu()
+        return extend(new_t, new_lp, new_len, new_end, version, new_exact)
 
     def _decode(self, params: Params, rs: list[int], ctx: Tensor, W: int, gens: list, versions: list[int]) -> list:
         """Decode the contexts ``ctx (len(rs), n, P + W)`` of replicas ``rs``, replica ``rs[j]`` drawing from
