@@ -145,7 +145,7 @@ def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, gro
     a, b = step_costs(mapping, pub.lengths.seconds_per_token)
     gen = ContinuousBatchingDelay(
         step_base=a, step_per_sequence=b, max_sequences=mapping.max_sequences, workers_per_engine=per_engine,
-        sync=mapping.sync if cfg.staleness.kind != "sync" else "drain", sync_time=0.0, length_median=pub.lengths.median, length_sigma=pub.lengths.sigma,
+        sync="drain" if cfg.staleness.is_synchronous() else mapping.sync, sync_time=0.0, length_median=pub.lengths.median, length_sigma=pub.lengths.sigma,
         max_tokens=pub.lengths.max_tokens,
     )
     return cfg.model_copy(update={"generation_time": gen, "num_workers": engines * per_engine})
