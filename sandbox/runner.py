@@ -20,6 +20,7 @@ import torch
 from .engines import make_engine
 from .figure_worker import deferred as figures_deferred
 from .heap import release_free_heap
+from .lazy_tables import Loader, TableField, empty_table, held, parquet_file
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .scenario import Scenario, ScenarioError, dump_scenario
@@ -34,11 +35,14 @@ EVENT_COLUMNS = ["time", "kind", "worker", "job", "version", "step"]
 
 @dataclass
 class RunResult:
+    """A run's outcome. ``jobs`` and ``events`` read as tables; a written run's are read from its files
+    on each use and not held (:mod:`sandbox.lazy_tables`; ``lazy_tables.held`` tells which)."""
+
     scenario: Scenario
     status: str
     metrics: pd.DataFrame
-    jobs: pd.DataFrame
-    events: pd.DataFrame
+    jobs: pd.DataFrame = TableField()
+    events: pd.DataFrame = TableField()
     replica_metrics: dict[str, np.ndarray]
     diverged_at: np.ndarray
     summary: dict = field(default_factory=dict)
@@ -186,13 +190,20 @@ def run_scenario(
         finally:
             torch.set_num_threads(previous)
         release_free_heap()  # the simulation's freed pages back before the tables are built (sandbox/heap.py)
-        result = _result(scn, res, learner)
+        # a written run's jobs and events tables are built from the records when read (the summary,
+        # then each file's writer), not held; then read from the written files (sandbox/lazy_tables.py)
+        lazy = out_dir is not None and isinstance(res.jobs, JobRecords) and isinstance(res.events, EventLog)
+        result = _result(scn, res, learner, lazy=lazy)
         release_free_heap()  # what building the tables freed (the records, pandas's transients) back too
         if out_dir is not None:
             if stage is None:
                 write_run_dir(result, Path(out_dir), label=label, color=color)
             else:
                 _write_into(stage, result, label, color, writers)
+            _clear(res.jobs)  # written: the records (and their spilled files) go
+            _clear(res.events)
+    if stage is not None:  # its stage moved into place: a table read from it is read there now
+        _moved(result, stage, Path(out_dir))
     return result
 
 
@@ -235,18 +246,29 @@ def _fan_out(hooks: list[Callable[[dict], None]]) -> Callable[[dict], None] | No
     return on_step
 
 
-def _result(scn: Scenario, res, learner) -> RunResult:
+TABLES_READ_LATER = ("jobs", "events")
+"""The tables a written run does not hold (:mod:`sandbox.lazy_tables`)."""
+
+
+def _result(scn: Scenario, res, learner, lazy: bool = False) -> RunResult:
     """The run's tables from the cluster's records; each record is emptied once its table is built
     (``clear``), so a record and its table are not both held until the run ends (issue 28: the peak
-    memory of a run is at its end, where it held both)."""
+    memory of a run is at its end, where it held both). ``lazy`` (a written run whose records are a
+    :class:`JobRecords` and an :class:`EventLog`): the jobs and events tables are built from the
+    records on each read instead (:mod:`sandbox.lazy_tables`), and the records are kept for that (the
+    caller clears them once the files are written)."""
     rows = res.rows
     metrics = rows.to_frame() if hasattr(rows, "to_frame") else pd.DataFrame(rows)
     _clear(rows)
-    jobs = res.jobs.to_frame() if hasattr(res.jobs, "to_frame") else pd.DataFrame([job_record(j) for j in res.jobs])
-    _clear(res.jobs)
     log = res.events
-    events = log.to_frame(EVENT_COLUMNS) if hasattr(log, "to_frame") else pd.DataFrame(log, columns=EVENT_COLUMNS)
-    _clear(log)
+    if lazy:
+        jobs = Loader(res.jobs.to_frame, "the run's job records")
+        events = Loader(lambda: log.to_frame(EVENT_COLUMNS), "the run's event log")
+    else:
+        jobs = res.jobs.to_frame() if hasattr(res.jobs, "to_frame") else pd.DataFrame([job_record(j) for j in res.jobs])
+        _clear(res.jobs)
+        events = log.to_frame(EVENT_COLUMNS) if hasattr(log, "to_frame") else pd.DataFrame(log, columns=EVENT_COLUMNS)
+        _clear(log)
     replica = _stack_replica_rows(learner.replica_rows, learner.R)
     result = RunResult(
         scenario=scn,
@@ -276,7 +298,7 @@ def slim(result: RunResult) -> RunResult:
     are dropped (zero rows, same columns)."""
     from .analysis.time_to_target import REPLICA_KEYS
 
-    return replace(result, jobs=result.jobs.iloc[:0].copy(), events=result.events.iloc[:0].copy(),  # copies: a slice keeps its base
+    return replace(result, jobs=empty_table(result, "jobs"), events=empty_table(result, "events"),
                    replica_metrics={k: v for k, v in result.replica_metrics.items() if k in REPLICA_KEYS})
 
 
@@ -306,7 +328,7 @@ def _tail_mean(series: pd.Series, frac: float = 0.1) -> float:
 
 
 def summarize(result: RunResult, sim_time: float) -> dict:
-    m, jobs = result.metrics, result.jobs
+    m, jobs = result.metrics, result.jobs  # one read of the jobs table (a written run builds it here)
     consume_step = jobs.consume_step.to_numpy()  # the columns, not a filtered copy of the table
     consumed = consume_step >= 0
     lags = consume_step[consumed] - jobs.head_version.to_numpy()[consumed]
@@ -381,6 +403,14 @@ def _time_to_target(result: RunResult, summary: dict) -> dict:
     return standalone_fields(curves)
 
 
+def _moved(result: RunResult, stage: Path, out: Path) -> None:
+    """The tables ``result`` reads from files of ``stage`` are read from ``out`` (where the stage moved)."""
+    for name in TABLES_READ_LATER:
+        was = held(result, name)
+        if isinstance(was, Loader) and was.path is not None and was.path.parent == stage:
+            setattr(result, name, parquet_file(out / was.path.name))
+
+
 def write_run_dir(result: RunResult, out: Path, label: str = "", color: str | None = None) -> None:
     """Write the run into a staging directory, then move it into ``out`` (replacing a previous run
     there): an interrupted write leaves ``out`` as it was (:class:`sandbox.outputs.StagedDir`).
@@ -399,6 +429,7 @@ def write_run_dir(result: RunResult, out: Path, label: str = "", color: str | No
                 writers.abort()
                 raise
         _write_into(stage, result, label, color, writers)
+    _moved(result, stage, out)
 
 
 def _write_into(stage: Path, result: RunResult, label: str, color: str | None, writers) -> None:
@@ -409,8 +440,11 @@ def _write_into(stage: Path, result: RunResult, label: str, color: str | None, w
     suffix = f" {label}" if label else ""
     with progress.phase("writing" + suffix):
         write_text(stage / "scenario.toml", dump_scenario(result.scenario))
-        for name, table in (("metrics", result.metrics), ("jobs", result.jobs), ("events", result.events)):
-            write_table(stage / f"{name}.parquet", table)
+        for name in ("metrics", "jobs", "events"):  # one table at a time: a loader's is built here, then freed
+            write_table(stage / f"{name}.parquet", getattr(result, name))
+            was = held(result, name) if name in TABLES_READ_LATER else None
+            if isinstance(was, Loader) and was.path is None:  # built from the records: from the file now
+                setattr(result, name, parquet_file(stage / f"{name}.parquet"))  # the figures read it there
             # each table's arrow copy and parquet buffers, freed, back to the system before the next
             # is converted (glibc keeps them otherwise: the peaks of the three conversions add up;
             # measured in sandbox/heap.py)

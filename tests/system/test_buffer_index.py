@@ -81,3 +81,25 @@ def test_the_random_sequences_drop_stale_jobs():
     for cfg in (MaxLagControlConfig(k_max=1, enforcement="drop", queue_capacity=12), AsyncRatioControlConfig(alpha=1.5)):
         takes, dropped, _, _ = _play(cfg, 4, 0, scan=False)
         assert dropped > 0 and sum(len(d) for _, d in takes) == dropped
+
+
+@pytest.mark.parametrize("slack", [0, BufferIndex.SLACK])
+def test_the_heap_stays_bounded_and_its_minimum_exact(slack, monkeypatch):
+    """Issue 28: discarded entries are dropped once they outnumber the live ones (a ``sync`` control
+    never asks for the minimum, so none would leave otherwise); the minimum stays the brute-force one
+    through every rebuild (slack 0: a rebuild on most discards)."""
+    monkeypatch.setattr(BufferIndex, "SLACK", slack)
+    rng = random.Random(3)
+    idx, live, peak = BufferIndex(), {}, 0
+    for i in range(20_000):
+        job = Job(id=i, worker=0, head_version=rng.randrange(i // 8 + 1, i // 8 + 6), dispatch_time=0.0)
+        idx.add(job)
+        live[i] = job
+        if len(live) > 8 and rng.random() < 0.55:
+            gone = rng.sample(sorted(live), rng.randrange(1, 8))
+            idx.discard([live.pop(k) for k in gone])
+        peak = max(peak, len(idx._heap) - 2 * len(live))
+        if i % 1000 == 999:  # asked rarely (a sync control never asks)
+            assert idx.min_head() == min(j.head_version for j in live.values())
+    assert peak <= slack + 8  # the live ones, twice, plus the slack (and one add since the last discard)
+    assert idx.min_head() == min(j.head_version for j in live.values()) and len(idx) == len(live)
