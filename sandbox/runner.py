@@ -17,18 +17,25 @@ import numpy as np
 import pandas as pd
 import torch
 
+from . import progress
+from .algorithms import build_policy_loss
+from .analysis.divergence import growth_divergence
+from .analysis.time_to_target import REPLICA_KEYS, Curves, is_synchronous, standalone_fields
+from .budget import check_budget
 from .engines import make_engine
 from .figure_worker import deferred as figures_deferred
 from .heap import release_free_heap
 from .lazy_tables import Loader, TableField, empty_table, held, parquet_file
 from .learner.trainer import DivergenceBounds, OracleLearner, PolicyLearner
 from .outputs import StagedDir, write_json, write_npz, write_table, write_text
+from .replay import IndependentReplay, check_independent, replica_seeds
 from .scenario import Scenario, ScenarioError, dump_scenario
 from .system.cluster import Cluster, EventLog, JobRecords, job_record
 from .system.records import MetricRows
 from .system.spill import Spill
 from .tasks import TASKS, OracleTask, PolicyTask, make_task
 from .workload import OracleWorkload, PolicyWorkload
+from .writers import Tracking, Writers, check_writers, run_name
 
 EVENT_COLUMNS = ["time", "kind", "worker", "job", "version", "step"]
 
@@ -64,8 +71,6 @@ def build_learner(scn: Scenario, task, params, learner_cls=None):
         kw.update(metrics=scn.run.metrics, figures=scn.run.figures)
     if isinstance(task, OracleTask):
         return (learner_cls or OracleLearner)(task, params, **kw)
-    from .algorithms import build_policy_loss
-
     if scn.algorithm.proximal != "behaviour":
         kw["proximal"] = scn.algorithm.proximal
     loss = build_policy_loss(scn.algorithm.objective, scn.algorithm.correction)
@@ -76,8 +81,6 @@ def check_runnable(scn: Scenario) -> None:
     """Settings that are valid for export (a GPU run can have them) but that the simulator cannot run."""
     if not issubclass(TASKS[scn.task.name].impl, PolicyTask):
         return  # a gradient oracle applies raw gradients: the objective is not used
-    from .algorithms import build_policy_loss
-
     if build_policy_loss(scn.algorithm.objective, scn.algorithm.correction).needs_reference_logp:
         raise ScenarioError([
             "algorithm.objective.beta_kl: no task of the simulator supplies reference-policy log-probs, so a KL "
@@ -117,8 +120,6 @@ def prepare_independent(scn: Scenario, on_step: Callable[[dict], None] | None = 
     """Task, learner and :class:`sandbox.replay.IndependentReplay` for ``run.schedules = "independent"``:
     replica r starts from the initial weights of the separate run with master seed ``run.seed + r``.
     ``spill`` is not used (the replay keeps its records in memory; see :mod:`sandbox.replay`)."""
-    from .replay import IndependentReplay, check_independent, replica_seeds
-
     check_runnable(scn)
     check_independent(scn)
     task = make_task(scn.task)
@@ -151,24 +152,16 @@ def run_scenario(
     produces it; the tracker run is named ``name`` (default :func:`sandbox.report.writers.run_name`)
     in group ``group``. In an open progress session (:mod:`sandbox.progress`) the phases are shown:
     the LM warm start when it trains, "simulating" (steps), "figures", "writing"."""
-    from . import progress
-
     if not force:
-        from .budget import check_budget
-
         check_budget(scn)
     trackers = out_dir is not None and bool(set(scn.run.writers) - {"files"})
     if trackers:  # fail before simulating, not after
-        from .writers import check_writers
-
         check_writers(scn.run.writers)
     prepare = prepare_independent if scn.run.schedules == "independent" else prepare_run
     with ExitStack() as stack:
         hooks = [on_step] if on_step is not None else []
         writers = stage = None
         if trackers:
-            from .writers import Tracking, Writers, run_name
-
             staged = StagedDir(Path(out_dir))
             stage = stack.enter_context(staged)
             writers = Writers(scn, Tracking(stage, name or run_name(scn, out_dir, label), group))
@@ -296,8 +289,6 @@ def slim(result: RunResult) -> RunResult:
     comparison figure, the time-to-target comparison, the run table): the metrics, the summary and
     the per-replica arrays that time-to-target reads; the jobs and events tables, already written,
     are dropped (zero rows, same columns)."""
-    from .analysis.time_to_target import REPLICA_KEYS
-
     return replace(result, jobs=empty_table(result, "jobs"), events=empty_table(result, "events"),
                    replica_metrics={k: v for k, v in result.replica_metrics.items() if k in REPLICA_KEYS})
 
@@ -362,7 +353,7 @@ def summarize(result: RunResult, sim_time: float) -> dict:
     out.update(_divergence(result, out))
     out.update(_time_to_target(result, out))
     if result.lengths and (result.scenario.system.staleness.drops_stale() or out["dropped"] > 0):
-        from .analysis.drop_bias import drop_bias
+        from .analysis.drop_bias import drop_bias  # scipy: loaded only by a run whose staleness drops groups
 
         gen = result.scenario.system.generation_time
         prompt_of = gen.prompt_of if getattr(gen, "prompts", None) is not None else None
@@ -373,9 +364,6 @@ def summarize(result: RunResult, sim_time: float) -> dict:
 def _divergence(result: RunResult, summary: dict) -> dict:
     """The status and the per-replica divergence steps with the growth rule of a loss added to the
     learner's hard limits (sandbox.analysis.divergence, docs/time_to_target.md#divergence)."""
-    from .analysis.divergence import growth_divergence
-    from .analysis.time_to_target import Curves
-
     scn = result.scenario
     at = [int(s) for s in result.diverged_at]
     why = [f"replica {r}: a hard limit at step {s} (non-finite, |loss| > run.max_loss or weight norm > run.max_param_norm)"
@@ -395,8 +383,6 @@ def _divergence(result: RunResult, summary: dict) -> dict:
 def _time_to_target(result: RunResult, summary: dict) -> dict:
     """The run's time-to-target against its own target rule (docs/time_to_target.md); a run of a
     ``sandbox run`` with variants or of a sweep is compared again against its synchronous baseline."""
-    from .analysis.time_to_target import Curves, is_synchronous, standalone_fields
-
     scn = result.scenario
     curves = Curves.build(result.metrics, result.replica_metrics, summary, summary["diverged_at"],
                           is_synchronous(scn.system.staleness), scn.run.target, scn.run.seed)
@@ -419,8 +405,6 @@ def write_run_dir(result: RunResult, out: Path, label: str = "", color: str | No
     with StagedDir(out) as stage:
         writers = None
         if set(result.scenario.run.writers) - {"files"}:
-            from .writers import Tracking, Writers, run_name
-
             writers = Writers(result.scenario, Tracking(stage, run_name(result.scenario, out, label)))
             try:
                 for row in result.metrics.to_dict("records"):
@@ -435,8 +419,6 @@ def write_run_dir(result: RunResult, out: Path, label: str = "", color: str | No
 def _write_into(stage: Path, result: RunResult, label: str, color: str | None, writers) -> None:
     """The run's files into ``stage``; ``writers`` (the run's open trackers, or None) are finished
     before summary.json, which is written last: its presence marks a complete run."""
-    from . import progress
-
     suffix = f" {label}" if label else ""
     with progress.phase("writing" + suffix):
         write_text(stage / "scenario.toml", dump_scenario(result.scenario))
@@ -451,7 +433,7 @@ def _write_into(stage: Path, result: RunResult, label: str, color: str | None, w
             release_free_heap()
         write_npz(stage / "replicas.npz", {k.replace("/", "__"): v for k, v in result.replica_metrics.items()})
     if result.scenario.run.figures and not figures_deferred():  # `sandbox run` draws them in a worker process
-        from .plots import default_figures
+        from .plots import default_figures  # matplotlib: loaded only when the run draws figures
 
         with progress.phase("figures" + suffix):
             default_figures(result, stage / "figures", label=label, color=color,

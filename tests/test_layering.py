@@ -71,15 +71,13 @@ FUNCTION_LEVEL: dict[str, str] = {
     "sandbox.export.source": "torch: reading a sweep directory loads the sweep package (the runner); exporting a "
                              "scenario file does not",
     "sandbox.integrations.trl": "the TRL hooks work without the scenario model; only from_scenario reads a scenario file",
-    "sandbox.learner.trainer": "not edited here (the learner is reworked on another branch); each import is along "
-                               "the order, the methods' heavier parts load when a run turns them on",
     "sandbox.report.figures": "sympy (theory.delayed_stability) and torch (the sweep package, the scenario model) "
                               "load only for the figures that need them",
     "sandbox.explore": "torch and the runner (through .data) load only when a page is built, so `sandbox explore --help` answers at once",
     "sandbox.explore.data": "sympy: the theory overlays (theory.delayed_stability, theory.mismatch_ess) load once per page, not at import",
     "sandbox.report.html": "torch: `sandbox report` of a single run never loads the sweep package (the runner)",
-    "sandbox.runner": "not edited here (the runner is reworked on another branch): matplotlib (plots), the metric "
-                      "writers, replay and the analyses load only when the run asks for them; late-bound for tests",
+    "sandbox.runner": "matplotlib (plots: tests patch sandbox.plots.default_figures) and scipy (drop bias) load "
+                      "only when the run draws figures or drops groups",
     "sandbox.sweep.execute": "torch: the runner, scenario model, tasks and budget load only when a sweep has runs to "
                              "do; its progress import stays local because the local name `shown` is reused",
     "sandbox.sweep.mission": "the module `progress` is shadowed by a parameter of the same name",

@@ -28,8 +28,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..algorithms._tensor import replica_sum
+from ..algorithms import ghost_norms
+from ..algorithms._tensor import replica_sum, seq_sum
+from ..algorithms.advantages import zero_variance_group_frac
+from ..algorithms.api import PolicyLossInput
 from ..algorithms.diagnostics import is_metrics
+from ..algorithms.opob import per_sequence_grad_sq_norms
+from ..algorithms.stabilized import StabilizedOptimizer, StepContext, build_stabilizers
 from ..system.cluster import Job, TrainResult
 from ..system.records import ReplicaColumns
 from ..tasks.base import OracleTask, Params, PolicyTask
@@ -84,8 +89,6 @@ class Learner:
         self.opt_cfg = optimizer_cfg
         self.optimizer = build_optimizer(optimizer_cfg, self.plist)
         self._optimizer_step_fn = unhooked_step(self.optimizer)  # the same update, without torch's per-call wrappers
-        from ..algorithms.stabilized import StabilizedOptimizer, build_stabilizers
-
         # Clipping, GAC projections and LR rules, all per replica (dim 0 of every parameter).
         self.stabilized = StabilizedOptimizer(
             self.optimizer,
@@ -171,8 +174,6 @@ class Learner:
 
     def step_context(self, metrics: dict[str, Tensor]):
         """What the stabilizers may read: the batch ESS (VCPO) and the per-sample lag."""
-        from ..algorithms.stabilized import StepContext
-
         return StepContext(ess_ratio=metrics.get("is/ess_ratio"), staleness=self._sample_lag)
 
     def train(self, step: int, jobs: list[Job], now: float) -> TrainResult:
@@ -442,8 +443,6 @@ class PolicyLearner(Learner):
         """The policy-loss input for ``ro`` at learner ``version`` (OPOB's gradient norms included);
         ``token_versions`` (in learner versions) when the caller has them already; ``params``: the
         weights ``ro`` is scored under (default: the learner's)."""
-        from ..algorithms.api import PolicyLossInput
-
         params = self.params if params is None else params
 
         inp = PolicyLossInput(
@@ -459,12 +458,9 @@ class PolicyLearner(Learner):
             inputs = self.task.sequence_inputs(ro)
             batched = getattr(self.task, "batch_sequence_logprob", None)
             if self.policy_loss.sequence_grad_norms == "ghost" and batched is not None:
-                from ..algorithms.ghost_norms import ghost_sequence_grad_sq_norms
-
-                norms = ghost_sequence_grad_sq_norms(batched, params, inputs, self.task.sequence_logprob, replica_dims=1)
+                norms = ghost_norms.ghost_sequence_grad_sq_norms(batched, params, inputs, self.task.sequence_logprob,
+                                                                 replica_dims=1)
             else:
-                from ..algorithms.opob import per_sequence_grad_sq_norms
-
                 norms = per_sequence_grad_sq_norms(self.task.sequence_logprob, params, inputs, replica_dims=1)
             inp.extras["seq_grad_sq_norms"] = norms
         return inp
@@ -479,9 +475,6 @@ class PolicyLearner(Learner):
             per = [self.minibatch_contexts(version, [_replica_jobs(part, r) for part in parts], self._replica_params(r))
                    for r in range(self.R)]
             return [[per[r][j] for r in range(self.R)] for j in range(len(parts))]
-        from ..algorithms._tensor import seq_sum
-        from ..algorithms.advantages import zero_variance_group_frac
-
         params = self.params if params is None else params
         ros = [Rollouts.cat([j.payload for j in part]) for part in parts]
         with torch.no_grad():
@@ -539,8 +532,6 @@ class PolicyLearner(Learner):
             if self.proximal == "batch_start":  # one step per batch: the batch starts at these weights
                 inp.prox_logp = logp.detach()
         else:
-            from ..algorithms.api import PolicyLossInput
-
             inp = PolicyLossInput(  # advantages come from the whole batch: no gradient norms needed here
                 logp=logp, behaviour_logp=ro.behaviour_logp, mask=mask, rewards=ro.rewards, group_size=ro.group_size,
                 token_versions=versions, learner_version=step,
