@@ -80,7 +80,6 @@ FUNCTION_LEVEL: dict[str, str] = {
                       "only when the run draws figures or drops groups",
     "sandbox.sweep.execute": "torch: the runner, scenario model, tasks and budget load only when a sweep has runs to "
                              "do; its progress import stays local because the local name `shown` is reused",
-    "sandbox.sweep.mission": "the module `progress` is shadowed by a parameter of the same name",
     "sandbox.system.delays.lognormal": "sympy: theory.order_statistics loads only when a lognormal delay is built",
     "sandbox.writers": "torch: the scenario model (dump_scenario) loads only when a W&B run starts",
 }

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import progress as progress_display  # `progress` is run_mission's flag
 from ..scenario.load import apply_overrides, load_scenario
 from .execute import run_sweep
 from .results import run_dir, run_state
@@ -114,9 +115,7 @@ def run_mission(path: str, seeds: list[int], out: Path, jobs: int = 2, sets: lis
         if ctl is not None:
             run_sweep(ctl, out / CONTROL, workers=jobs, progress=progress)
             results[CONTROL] = _by_label(ctl, out / CONTROL, lambda run: CONTROL)[CONTROL]
-    from .. import progress
-
-    with progress.phase("figures: mission.png, mission.json, mission.md"):
+    with progress_display.phase("figures: mission.png, mission.json, mission.md"):
         table = summarize(results, seeds)
         (out / "mission.json").write_text(json.dumps(table, indent=2))
         (out / "mission.md").write_text(markdown(table, scn.title))
@@ -223,10 +222,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-control", action="store_true", help="skip the VCPO constant-LR control")
     a = ap.parse_args(argv)
     out = a.out or Path("runs") / Path(a.scenario).stem
-    from .. import progress
-
     # the phases on stderr when it is a terminal: the warm start, the runs with an ETA, the control, the figure
-    with progress.session(progress.enabled()):
+    with progress_display.session(progress_display.enabled()):
         _, table = run_mission(a.scenario, a.seeds, out, a.jobs, a.sets, control=not a.no_control)
     print(markdown(table, str(a.scenario)))
     print(f"figure: {out / 'mission.png'}")
