@@ -88,31 +88,8 @@ def write_json(path: Path, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
 
 
-ROW_GROUP = 1024 * 1024
-"""The most rows of one parquet row group: :func:`pyarrow.parquet.write_table`'s default (pyarrow 26,
-``ParquetWriter.write_table``: "the minimum of the Table size (in rows) and 1024 * 1024"), so that
-:func:`write_table` splits a table where ``DataFrame.to_parquet`` does."""
-
-
 def write_table(path: Path, df: pd.DataFrame) -> None:
-    """``df.to_parquet(path, index=False)``, byte for byte, converted and written one row group
-    (:data:`ROW_GROUP` rows) at a time with :class:`pyarrow.parquet.ParquetWriter`: the file's schema
-    (its pandas metadata included) is the whole table's, each slice is converted to Arrow with it."""
-    atomic_write(path, lambda p: _write_parquet(p, df))
-
-
-def _write_parquet(path: Path, df: pd.DataFrame) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if df.attrs:  # to_parquet adds them to the schema's metadata
-        df.to_parquet(path, index=False)
-        return
-    schema = pa.Schema.from_pandas(df, preserve_index=False)
-    with pq.ParquetWriter(path, schema, compression="snappy") as writer:
-        for start in range(0, max(len(df), 1), ROW_GROUP):
-            writer.write_table(pa.Table.from_pandas(df.iloc[start:start + ROW_GROUP], schema=schema,
-                                                    preserve_index=False))
+    atomic_write(path, lambda p: df.to_parquet(p, index=False))
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
