@@ -16,7 +16,17 @@ one alternated, two rounds, every output file byte-identical): without figures 4
 KB a step), 467.8 / 470.4 and 467.8 / 470.4 MB after (1.8 KB a step). Measured together with the
 staleness controls' bounded heap (:class:`sandbox.system.staleness.base.BufferIndex`). What still
 grows: the metrics table and per-replica arrays (read by the summary, the figures and the comparison
-of variants), and each table's build for its file's writer (one parquet row group of the whole table).
+of variants), and each table's writing to its file. Below pyarrow's row-group length (1,048,576 rows; a
+quickstart variant's events table reaches it near 44,000 steps) a table is one parquet row group, and
+the parquet encoder holds that row group's encoded columns until it is written: on a quickstart
+variant's events table (fresh processes, peak RSS over the write) 12.6 MB at 1,920 steps and 34.8 MB
+at 7,680, about 3.6 times the table (its Arrow conversion is nearly zero-copy: 1.5 MB). Converting and
+writing one such row group at a time with ``pyarrow.parquet.ParquetWriter`` was tried (issue 28): the
+files are byte-identical (10 to 2.6 million rows; quickstart, LM and sweep runs) but the transient is
+the same within 0.6 MB up to 2.5 million rows (``pq.write_table`` already encodes one row group at a
+time), and so is the quickstart's peak RSS (figures off, trees alternated: 456.6 / 456.4 and 484.7 /
+486.7 MB at 1,920 and 7,680 steps before, 456.4 / 456.6 and 486.5 / 484.5 MB with it: 5.1 and 5.0 KB
+a step); it was not kept. A smaller row group would bound the transient but change the files.
 
 - :class:`Loader`: a table to build on each read (``build``: a function of no argument), and the
   empty table of its columns (:meth:`Loader.empty`, read from the file's schema without its rows).
