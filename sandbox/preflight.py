@@ -129,8 +129,8 @@ def user_bound(staleness: dict) -> int:
     control = CONTROLS[staleness.get("kind", "sync")].config.model_validate(staleness)
     if control.is_synchronous():
         return 0
-    if control.fixed_lag() is not None:
-        return control.fixed_lag()
+    if (lag := control.fixed_lag()) is not None:
+        return lag
     bound = getattr(control, control.bound_field) if control.bound_field else None
     return bound if isinstance(bound, int) else 1
 

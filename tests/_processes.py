@@ -5,6 +5,7 @@ live members read from /proc."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -46,3 +47,12 @@ def group_pids(pgid: int) -> set[int]:
         if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             pids.add(int(d))
     return pids
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every live member of a process group (a test's cleanup, whatever it left running)."""
+    for pid in group_pids(pgid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

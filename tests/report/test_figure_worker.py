@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from _processes import SANDBOX, group_pids, poll, repo_env
+from _processes import SANDBOX, group_pids, kill_group, poll, repo_env
 from typer.testing import CliRunner
 
 import sandbox.figure_worker as figure_worker
@@ -233,8 +233,4 @@ def test_stopping_sandbox_run_while_a_worker_draws_leaves_no_process_and_no_file
             assert "nothing was kept" in " ".join(text.split()), text
             assert not out.exists()
     finally:
-        for pid in group_pids(proc.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_group(proc.pid)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from _processes import SANDBOX, group_pids, poll, repo_env
+from _processes import SANDBOX, group_pids, kill_group, poll, repo_env
 
 from _sweep_tiny import TINY_BASE
 
@@ -64,11 +64,7 @@ def test_kill_9_of_a_sweep_leaves_no_process_and_lands_nothing(tmp_path):
         time.sleep(1.0)
         assert _landed(out) == landed  # no result of a run in flight landed after the kill
     finally:
-        for pid in group_pids(proc.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_group(proc.pid)
 
 
 def test_a_process_bound_to_a_command_ends_with_it_by_the_watch_thread(tmp_path):
