@@ -59,6 +59,31 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+def _deprecated(old: str, new: str) -> None:
+    """One line on stderr for an old spelling that still works for one release (docs/cli.md#vocabulary)."""
+    sys.stderr.write(f"warning: {old} is deprecated and will be removed in the next release; use {new}\n")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a duration in the one syntax every ``--budget`` takes: ``90s``, ``10m``, ``1.5h`` or a
+    plain number of seconds; a ``typer.BadParameter`` (exit status 2, the option named) otherwise."""
+    raw = str(text).strip().lower()
+    unit = {"s": 1, "m": 60, "h": 3600}.get(raw[-1:])
+    try:
+        seconds = float(raw[:-1]) * unit if unit else float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise typer.BadParameter(f"{text!r} is not a duration (expected e.g. 90s, 10m, 1.5h)")
+    return seconds
+
+
+def _did_you_mean(name: str, known) -> str:
+    """``did you mean 'x'? `` for the closest of ``known`` (difflib), else ""."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
 def _os_error(exc: OSError) -> NoReturn:
     """A file-system error no other handler named (a full disk while writing): one line naming the
     path, exit status 2, no traceback."""
@@ -168,9 +193,9 @@ def run(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML, or the name of a shipped scenario such as max_lag (default: the shipped quickstart)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
     out: Optional[Path] = typer.Option(
-        None, "--out", help="Run directory (default: runs/<scenario name>, plus +<dotted.key>-<value> per --set override)."
+        None, "--out", metavar="DIR", help="Run directory (default: runs/<scenario name>, plus +<dotted.key>-<value> per --set override)."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     force: bool = typer.Option(False, "--force", help="Run even when the estimated memory exceeds the available memory."),
 ):
     """Run a scenario (all its variants) and print a summary table.
@@ -231,6 +256,11 @@ def run(
                         if top is not None:
                             top.advance(info=f"{label} done")
                     if len(results) > 1:
+                        from .outputs import write_text
+                        from .scenario import dump_scenario
+
+                        # the whole scenario the run ran (base + [variants]): `sandbox run <dir>/scenario.toml` re-runs it
+                        write_text(stage / "scenario.toml", dump_scenario(scn, variants=True))
                         if any(r.scenario.run.figures for r in results.values()):
                             from .plots import comparison_figure, run_formats
 
@@ -266,7 +296,9 @@ def scenario_command(
     reference: bool = typer.Option(False, "--reference", help="Print the reference of every scenario key (markdown) and exit."),
 ):
     """Print a scenario resolved (TOML, every default explicit, --set applied: what `sandbox run` would
-    run), or with --reference the reference of every key: type, default, allowed values, description.
+    run; a scenario with variants whole, its [variants] tables included, so the output re-runs as is;
+    --variant one variant resolved), or with --reference the reference of every key: type, default,
+    allowed values, description.
 
     docs/scenario-reference.md is this reference; regenerate it with
     `sandbox scenario --reference > docs/scenario-reference.md`.
@@ -287,6 +319,12 @@ def scenario_command(
             raise ScenarioError([f"--variant: unknown variant {variant!r}; this scenario's variants: {names}"], "option")
     except ScenarioError as exc:
         _fail(escape(str(exc)))
+    if variant is None and scn.variants:
+        names = ", ".join(scn.variants)
+        sys.stdout.write(f"# {len(scn.variants)} variants ({names}), each the base below with its [variants] overrides;\n"
+                         f"# `sandbox scenario {scenario or 'quickstart'} --variant NAME` prints one resolved.\n")
+        sys.stdout.write(dump_scenario(scn, variants=True))
+        return
     sys.stdout.write(dump_scenario(variants[variant] if variant is not None else scn))
 
 
@@ -447,15 +485,16 @@ def main() -> None:  # pragma: no cover
 @app.command()
 def sweep(
     sweep_file: Path = typer.Argument(..., help="Sweep TOML (or a shipped sweep's name, e.g. sweeps/lag_lr_quadratic): base scenario + [grid] / [[zip]] axes + seeds."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Sweep directory (default: [sweep] out or runs/sweeps/<name>)."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, help="Parallel runs (default: one per core)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Sweep directory (default: [sweep] out or runs/sweeps/<name>)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Parallel processes (default: one per core)."),
+    workers_old: Optional[int] = typer.Option(None, "--workers", min=1, hidden=True, help="Deprecated spelling of --jobs."),
     backend: Optional[str] = typer.Option(None, "--backend", help="local (process pool) or ray."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local one)."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a base field for every run: dotted.key=value."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a base field for every run: dotted.key=value (repeatable)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run again the runs that failed with an error."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and exit."),
     report_: bool = typer.Option(False, "--report", help="Write report.html into the sweep directory at the end."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     force: bool = typer.Option(False, "--force", help="Run even when a run's estimated memory (or the parallel runs') exceeds the available memory."),
 ):
     """Run a sweep (resumable: finished runs are never recomputed) and collect results.parquet.
@@ -464,10 +503,13 @@ def sweep(
     ("interrupted: nothing was kept", as `sandbox run`); once they run, the finished runs are kept
     and the same command resumes.
     """
+    if workers_old is not None:
+        _deprecated("sandbox sweep --workers", "-j/--jobs (--workers is for simulated workers)")
+        jobs = jobs if jobs is not None else workers_old
     phase = ["load"]  # load | run | report: what an interruption leaves
     try:
         with terminate_as_interrupt():
-            _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_run, report_, quiet, force, phase)
+            _sweep(sweep_file, out, jobs, backend, address, set_, retry_failed, dry_run, report_, quiet, force, phase)
     except OSError as exc:
         _os_error(exc)
     except KeyboardInterrupt:
@@ -514,6 +556,39 @@ def _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_r
 
         phase[:] = ["report", out]
         console.print(f"report: [bold]{escape(str(write_report(out)))}[/bold]")
+
+
+@app.command(short_help="A scenario's variants over seeds: mission.png, mission.md and the VCPO control.")
+def mission(
+    scenario: Path = typer.Argument(..., help="Scenario TOML with variants, or a shipped scenario's name such as lm_mission."),
+    seeds: int = typer.Option(3, "--seeds", metavar="N", min=1, help="Seeds per variant (run.seed = 0 ... N-1)."),
+    jobs: int = typer.Option(2, "--jobs", "-j", metavar="N", min=1, help="Parallel processes (1: in this process)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Sweep directory of the mission (default: runs/<scenario name>)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
+    control: bool = typer.Option(True, "--control/--no-control", help="Run the VCPO constant-LR control (when a variant is named vcpo)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+):
+    """Run every variant of a scenario over seeds as a resumable sweep, then the VCPO constant-LR control,
+    and write mission.png (held-out reward and diagnostics, mean over seeds with a min-max band),
+    mission.json and mission.md (sandbox/sweep/mission.py; docs/tasks.md#lm)."""
+    with _starting():
+        from .scenario.shipped import resolve_scenario_path
+        from .sweep import SweepError
+        from .sweep.mission import markdown, run_mission
+    path = resolve_scenario_path(scenario)
+    target = user_path(out) if out is not None else Path("runs") / (safe_name(path.stem) or "mission")
+    try:
+        with terminate_as_interrupt(), progress.session(progress.enabled(quiet)):
+            _, table = run_mission(str(path), list(range(seeds)), target, jobs, set_ or [], control=control,
+                                   progress=not quiet)
+    except (ScenarioError, SweepError, OutputError) as exc:
+        _fail(escape(str(exc)))
+    except OSError as exc:
+        _os_error(exc)
+    except KeyboardInterrupt:
+        _interrupted(f"finished runs are kept in {target}; run the same command to resume")
+    console.print(escape(markdown(table, str(scenario))))
+    console.print(f"figure: [bold]{escape(str(target / 'mission.png'))}[/bold]")
 
 
 PLAN_TABLE_ROWS = 1000
@@ -610,12 +685,17 @@ def _print_sweep_speedups(out: Path, df) -> None:
 def check(
     names: Optional[List[str]] = typer.Argument(None, help="Checks to run (default: all). See --list."),
     quick: bool = typer.Option(False, "--quick", help="Smaller sweeps and fewer replicas (minutes on 2 cores rather than tens of minutes; used by the tests)."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write one figure per check and summary.json here."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Write one figure per check and summary.json into this directory."),
+    report_old: Optional[Path] = typer.Option(None, "--report", hidden=True, help="Deprecated spelling of --out."),
     perturb: bool = typer.Option(False, "--perturb", help="Distort every prediction by its check's perturbation: all should FAIL."),
     list_: bool = typer.Option(False, "--list", help="List the checks and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
     """Hold the theory's predictions against simulations; exit status 1 if any check fails."""
+    if report_old is not None:
+        _deprecated("sandbox check --report DIR", "--out DIR (--report is sweep's flag for report.html)")
+        out = out if out is not None else report_old
+    report = out
     import torch
 
     from .checks import CHECKS
@@ -628,7 +708,7 @@ def check(
         return
     unknown = [n for n in names or [] if n not in CHECKS]
     if unknown:
-        _fail(f"unknown check(s) {unknown}; expected some of {list(CHECKS)}")
+        _fail(f"unknown check(s) {unknown}; {_did_you_mean(unknown[0], CHECKS)}expected some of {list(CHECKS)}")
     selected = {n: CHECKS[n] for n in (names or CHECKS)}
     torch.set_num_threads(1)  # toy tensors: one thread is several times faster here
 
@@ -659,11 +739,12 @@ def check(
 def claims(
     quick: bool = typer.Option(False, "--quick", help="Few seeds and steps (minutes on 2 cores; used by the tests)."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this claim (repeatable). See --list."),
-    out: Path = typer.Option(Path("runs/claims"), "--out", help="Write claims.md, claims.json and one figure per claim here."),
-    seeds: Optional[int] = typer.Option(None, "--seeds", min=2, help="Seeds per claim (default: 3 with --quick, 8 otherwise)."),
+    out: Path = typer.Option(Path("runs/claims"), "--out", metavar="DIR", help="Write claims.md, claims.json and one figure per claim here."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N", min=2, help="Seeds per claim (default: 3 with --quick, 8 otherwise)."),
     lm_seeds: Optional[int] = typer.Option(
         None, "--lm-seeds", min=0,
         help="Seeds (replicas) of the learning claims' LM context (default: 2 with --quick, 4 otherwise; 0: no LM context)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", min=1, help="Parallel processes of the LM context runs (default: 1 with --quick, 2 otherwise)."),
     list_: bool = typer.Option(False, "--list", help="List the claims and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
@@ -681,7 +762,7 @@ def claims(
         return
     unknown = [n for n in only or [] if n not in CLAIMS]
     if unknown:
-        _fail(f"--only: unknown claim(s) {unknown}; expected some of {list(CLAIMS)}")
+        _fail(f"--only: unknown claim(s) {unknown}; {_did_you_mean(unknown[0], CLAIMS)}expected some of {list(CLAIMS)}")
     if lm_seeds == 1:
         _fail("--lm-seeds: 1 seed gives no interval; expected 0 (no LM context) or at least 2")
     selected = {n: CLAIMS[n] for n in (only or CLAIMS)}
@@ -699,7 +780,7 @@ def claims(
     with progress.session(progress.enabled(quiet)), \
             progress.task(f"claims{' (quick)' if quick else ''}, {n_seeds} seeds", total=len(selected), unit="claims") as bar:
         results = run_claims(selected, quick, n_seeds, lambda c, r, t: (on_done(c, r, t), bar.advance(info=f"{c.name} done")),
-                             lm_seeds=lm_seeds)
+                             lm_seeds=lm_seeds, jobs=jobs)
     command = "sandbox claims" + (" --quick" if quick else "") + "".join(f" --only {n}" for n in only or []) + (
         f" --seeds {seeds}" if seeds is not None else "") + (f" --lm-seeds {lm_seeds}" if lm_seeds is not None else "")
     console.print(verdict_table(results, f"claims{' (quick)' if quick else ''}, {n_seeds} seeds"))
@@ -716,17 +797,17 @@ def claims(
 @app.command(short_help="Capacity planning: throughput, lag and utilisation over workers x staleness bounds.")
 def plan(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML, or the name of a shipped scenario (default: the shipped quickstart); variants are ignored."),
-    workers: Optional[str] = typer.Option(None, "--workers", metavar="LIST", help="Worker counts, comma-separated, e.g. 8,16,32 (default: the scenario's)."),
+    workers: Optional[str] = typer.Option(None, "--workers", metavar="LIST", help="Simulated worker counts, comma-separated, e.g. 8,16,32 (default: the scenario's)."),
     k_max: Optional[str] = typer.Option(None, "--k-max", metavar="LIST", help="Staleness bounds, comma-separated (0 = sync, always planned as the baseline; default 0,1,2,4,8); which field each sets: docs/plan.md. With --gpus: one bound (default: the scenario's)."),
-    seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per configuration (run.seed = 0, 1, ...)."),
+    seeds: int = typer.Option(3, "--seeds", metavar="N", min=1, help="Seeds per configuration (run.seed = 0, 1, ...)."),
     steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Learner steps per simulation (default: the scenario's run.steps)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: runs/plan_<scenario name>)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory (default: runs/plan_<scenario name>)."),
     learn: bool = typer.Option(False, "--learn", help="Also train every configuration and add time to target and the end-to-end speed-up (SLOW: one full learning run per configuration and seed)."),
     learn_seeds: int = typer.Option(2, "--learn-seeds", min=1, help="With --learn: learning runs per configuration."),
     learn_steps: Optional[int] = typer.Option(None, "--learn-steps", min=1, help="With --learn: optimizer steps per learning run (default: the scenario's run.steps)."),
     force: bool = typer.Option(False, "--force", help="Run even when the estimate exceeds the time limit or the available memory."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Total GPUs: sweep the trainer/rollout split and the per-engine concurrency on continuous-batching engines instead (docs/plan.md#gpu-split)."),
     gpu: str = typer.Option("H100", "--gpu", help="With --gpus: the accelerator of the hardware table (A100, H100, H200, H20)."),
     model: str = typer.Option("qwen2.5-7b", "--model", help="With --gpus: the model of the hardware table (e.g. qwen2.5-7b, llama3.1-70b)."),
@@ -905,15 +986,23 @@ def _check_split_learning(configs, learn_seeds: int, learn_steps, force: bool) -
 @app.command(short_help="Write a self-contained HTML report of a run or a sweep.")
 def report(
     directory: Path = typer.Argument(..., help="A sweep directory or the output of `sandbox run`."),
-    out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: DIR/report.html)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Directory of report.html (default: DIRECTORY itself)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
-    """Write a self-contained HTML report (figures embedded, scenario, table of runs)."""
-    from .outputs import check_out_path
+    """Write a self-contained HTML report (figures embedded, scenario, table of runs) as report.html in
+    --out (a directory, created if needed; a path ending in .html still names the file, deprecated)."""
+    from .outputs import check_out_path, out_dir
     from .readfile import InputFileError
     from .report import write_report
 
     try:  # the file is replaced (a link there too, never written through); an impossible path is refused
-        target = check_out_path(user_path(out)) if out is not None else None
+        target = None
+        if out is not None:
+            if out.suffix.lower() in (".html", ".htm"):
+                _deprecated("sandbox report --out FILE.html", "--out DIR (report.html is written into it)")
+                target = check_out_path(user_path(out))
+            else:
+                target = check_out_path(out_dir(user_path(out)) / "report.html")
         if target is not None and os.path.lexists(target) and not (os.path.islink(target) or target.is_file()):
             raise OutputError(f"--out: {target} exists and is not a file (a directory or a special file): remove it "
                               "or choose another path")
@@ -928,8 +1017,10 @@ def report(
 @app.command(short_help="List the teaching demos, or run one.")
 def demo(
     name: Optional[str] = typer.Argument(None, help="Demo to run (omit to list them)."),
-    out: Path = typer.Option(Path("runs/demos"), "--out", help="Where the figure is written."),
-    tiny: bool = typer.Option(False, "--tiny", help="A few steps only (a smoke test)."),
+    out: Path = typer.Option(Path("runs/demos"), "--out", metavar="DIR", help="Where the figure is written."),
+    quick: bool = typer.Option(False, "--quick", help="A few steps only (a smoke test)."),
+    tiny: bool = typer.Option(False, "--tiny", hidden=True, help="Deprecated spelling of --quick."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
     """List the teaching demos, or run one: a plain-language explanation and one figure."""
     from .demos import DEMOS, run_demo
@@ -942,8 +1033,11 @@ def demo(
             table.add_row(key, desc)
         console.print(table)
         return
+    if tiny:
+        _deprecated("sandbox demo --tiny", "--quick")
+        quick = True
     if name not in DEMOS:
-        _fail(f"unknown demo {name!r}; available: {', '.join(DEMOS)}")
+        _fail(f"unknown demo {name!r}; {_did_you_mean(name, DEMOS)}available: {', '.join(DEMOS)}")
     import time
 
     from .outputs import out_dir
@@ -951,8 +1045,8 @@ def demo(
     t0 = time.time()
     try:
         out = out_dir(user_path(out))  # an impossible path: a clear error before the demo runs
-        with progress.session(progress.enabled()), progress.phase(f"demo {name}"):  # its runs' "simulating" rows under it
-            path = run_demo(name, out, tiny)
+        with progress.session(progress.enabled(quiet)), progress.phase(f"demo {name}"):  # its runs' "simulating" rows under it
+            path = run_demo(name, out, quick)
     except OutputError as exc:
         _fail(escape(str(exc)))
     except OSError as exc:
@@ -962,10 +1056,11 @@ def demo(
 
 @app.command(short_help="Write an interactive HTML explorer of staleness (precomputed runs, works offline).")
 def explore(
-    out: Path = typer.Option(Path("runs/explore"), "--out", help="Directory of explorer.html."),
+    out: Path = typer.Option(Path("runs/explore"), "--out", metavar="DIR", help="Directory of explorer.html."),
     quick: bool = typer.Option(False, "--quick", help="A small grid (under 2 minutes on 2 cores)."),
-    budget: Optional[float] = typer.Option(None, "--budget", min=1.0,
-                                           help="Refuse a grid estimated over this many seconds (default: 120 quick, 600)."),
+    budget: Optional[float] = typer.Option(None, "--budget", metavar="DURATION", parser=parse_duration,
+                                           help="Refuse a grid estimated over this wall time, e.g. 90s or 10m (default: 2m with --quick, else 10m)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
     """Precompute a grid of bit-string runs (lag bound x learning rate x method x delay tail x engine
     mismatch) and write one self-contained page whose controls switch between them."""
@@ -987,7 +1082,7 @@ def explore(
         grid = grid.with_(budget_seconds=budget)
     t0 = time.time()
     try:
-        with progress.session(progress.enabled()):
+        with progress.session(progress.enabled(quiet)):
             path = build_explorer(out_dir, grid)
     except GridError as exc:
         _fail(escape(str(exc)))
@@ -1038,9 +1133,10 @@ def export(
     lowest: bool = typer.Option(False, "--lowest", help="With --best: pick the lowest value instead (losses)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field before exporting: dotted.key=value (repeatable)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate for YOUR model (the toy's is never exported)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: promote/<source>-<framework>)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory (default: promote/<source>-<framework>)."),
     allow_partial: bool = typer.Option(False, "--allow-partial", help="Write the config even when settings have no equivalent (listed in PROMOTION.md)."),
     list_: bool = typer.Option(False, "--list", help="List frameworks, versions and what each can express, then exit."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display: only the line naming what was written (and refusals)."),
 ):
     """Write a scenario as the configuration of a GPU framework, with PROMOTION.md explaining every key.
 
@@ -1082,6 +1178,10 @@ def export(
                 console.print(f"  - [bold]{escape(r.source)}[/bold] = {escape(str(r.value))}: {escape(r.note)}")
             console.print("Nothing was written. Re-run with [bold]--allow-partial[/bold] to write the rest and list these in PROMOTION.md.")
             raise typer.Exit(EXIT_REFUSED)
+    command = next((ln for ln in exp.launch.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), exp.launch)
+    if quiet:
+        console.print(f"written to [bold]{target}[/bold]: {', '.join(exp.files)}")
+        return
     counts = exp.plan.counts()
     console.print(
         f"[bold]{escape(exp.plan.framework)} {escape(exp.plan.version)}[/bold] ({escape(exp.plan.target)}): "
@@ -1091,7 +1191,6 @@ def export(
     )
     for r in exp.plan.gaps():
         console.print(f"  [yellow]no equivalent[/yellow] [bold]{escape(r.source)}[/bold] = {escape(str(r.value))}: {escape(r.note)}")
-    command = next((ln for ln in exp.launch.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), exp.launch)
     console.print(f"written to [bold]{target}[/bold]: {', '.join(exp.files)}\nlaunch (see PROMOTION.md): [dim]{escape(command)}[/dim]")
 
 
@@ -1099,11 +1198,12 @@ def export(
 def import_(
     config: Optional[Path] = typer.Argument(None, help="The framework's config: verl / VCPO-fork overrides (key=value lines) or YAML; TRL GRPOConfig / AsyncGRPOConfig keyword arguments as JSON or YAML; OpenRLHF flags; AReaL YAML; prime-rl TOML (see --list)."),
     framework: Optional[str] = typer.Option(None, "--framework", "-f", help="The framework the config is written for (see --list)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory for scenario.toml and IMPORT.md (default: imported/<config name>-<framework>)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory for scenario.toml and IMPORT.md (default: imported/<config name>-<framework>)."),
     task: str = typer.Option("bitstring", "--task", help="Proxy task the scenario runs on: bitstring (seconds per run) or lm (the small LM of lm_mission, minutes)."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Rollout workers generating concurrently (engines x concurrency): system.num_workers."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Simulated rollout workers generating concurrently (engines x concurrency): system.num_workers (default: from the config or --cluster, else the proxy's 16, stated in the output)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table: num_workers, generation_time / train_time / sync_delay (delay tables, e.g. a length trace), and recorded-only trainer_gpus, rollout_gpus, gpu, model_params (docs/import.md)."),
     list_: bool = typer.Option(False, "--list", help="List the frameworks and the formats read, then exit."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display: only the workers assumed and the line naming what was written."),
 ):
     """Read a framework's config as a scenario: scenario.toml (loads and runs) plus IMPORT.md listing, key by key,
     what was mapped, converted, cannot be represented or is unknown (docs/import.md).
@@ -1134,6 +1234,10 @@ def import_(
         with output.stage(target) as stage:
             write_text(stage / "scenario.toml", imp.toml)
             write_text(stage / "IMPORT.md", render_import_md(imp, IMPORTERS[framework].title))
+    console.print(_workers_line(imp, workers, cluster))
+    if quiet:
+        console.print(f"written to [bold]{escape(str(target))}[/bold]: scenario.toml, IMPORT.md")
+        return
     counts: dict[str, int] = {}
     for r in imp.rows + imp.cluster_rows:
         counts[r.kind] = counts.get(r.kind, 0) + 1
@@ -1151,14 +1255,31 @@ def import_(
                   f"run it: [dim]sandbox run {escape(str(target / 'scenario.toml'))}[/dim]")
 
 
+def _workers_line(imp, given: int | None, cluster: Path | None) -> str:
+    """Where the imported scenario's simulated workers (``system.num_workers``) came from, said out loud: a
+    proxy default silently kept would set the staleness of a different cluster."""
+    n = imp.data.get("system", {}).get("num_workers")
+    if given is not None:
+        source = "--workers"
+    elif any(r.field == "system.num_workers" for r in imp.cluster_rows):
+        source = f"--cluster {cluster}"
+    elif any(r.field == "system.num_workers" for r in imp.rows):
+        source = "the config"
+    else:
+        return (f"[yellow]simulated workers: {n}[/yellow], the proxy scenario's default (the config does not say how "
+                "many rollouts run concurrently): give --workers N (engines x concurrency) or cluster.num_workers")
+    return f"simulated workers: {n} (from {escape(source)})"
+
+
 @app.command(short_help="Before a GPU run: simulate around an imported config and answer the seven questions.")
 def preflight(
     config: Path = typer.Argument(..., help="The framework's config (any format `sandbox import` reads)."),
     framework: str = typer.Option(..., "--framework", "-f", help="The framework the config is written for (sandbox import --list)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: preflight/<config name>-<framework>)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory (default: preflight/<config name>-<framework>)."),
     quick: bool = typer.Option(False, "--quick", help="At most 2 minutes: 4 seeds, 60 steps, a 3 x 4 map, Q5 on the bit-string proxy, a coarser split."),
-    budget: Optional[str] = typer.Option(None, "--budget", help="Wall-time budget, e.g. 10m or 90s (default 10m; --quick 2m)."),
-    seeds: Optional[int] = typer.Option(None, "--seeds", min=2, help="Seeds per cell (default 8; --quick 4)."),
+    budget: Optional[float] = typer.Option(None, "--budget", metavar="DURATION", parser=parse_duration,
+                                           help="Wall-time budget, e.g. 90s or 10m (default 10m; --quick 2m)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N", min=2, help="Seeds per cell (default 8; --quick 4)."),
     lr_mult: float = typer.Option(1.0, "--lr-mult", help="The learning-rate multiplier (of yours) Q2 compares corrections at and the map centres on."),
     gpus: Optional[int] = typer.Option(None, "--gpus", min=2, help="Q3/Q4/Q7: total GPUs (default: from the config or --cluster)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="Q3/Q4/Q7: accelerator of the hardware table (A100, H100, H200, H20; default H100)."),
@@ -1168,7 +1289,7 @@ def preflight(
     length_median: Optional[float] = typer.Option(None, "--length-median", min=1.0, help="Q3/Q4/Q7: median response length, tokens (default min(1000, max tokens / 4))."),
     length_sigma: Optional[float] = typer.Option(None, "--length-sigma", min=0.0, help="Q3/Q4/Q7: sigma of log response length (default 1.0)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table (as `sandbox import --cluster`): trainer_gpus + rollout_gpus and gpu feed Q3/Q4/Q7."),
-    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress display."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
     """Import CONFIG, plan a bounded set of simulations around its staleness bound, learning rate and
     correction (Q1, Q2, Q6 on the bit-string proxy, Q5 on the LM proxy or with --quick the bit-string one,
@@ -1184,16 +1305,7 @@ def preflight(
         from .preflight_system import SystemPlanError, cluster_facts
         from .report.preflight import write_outputs
     with _command("sandbox preflight", ConfigImportError, PreflightError, SystemPlanError) as output:
-        seconds = None
-        if budget is not None:
-            text = budget.strip().lower()
-            unit = {"s": 1, "m": 60, "h": 3600}.get(text[-1:], None)
-            try:
-                seconds = float(text[:-1]) * unit if unit else float(text)
-            except ValueError:
-                seconds = math.nan
-            if not (seconds > 0 and math.isfinite(seconds)):
-                raise ConfigImportError(f"--budget: {budget!r} is not a duration (e.g. 10m, 90s)")
+        seconds = budget
         table = read_cluster(user_path(cluster)) if cluster is not None else None
         imp = import_config(config, framework, cluster=table)
         lm = None if quick else import_config(config, framework, proxy="lm", cluster=table).data
@@ -1212,11 +1324,33 @@ def preflight(
             with progress.session(progress.enabled(quiet)):
                 res = run_plan(plan)
             write_outputs(stage, res, framework, str(config))
-    for q in ("Q1", "Q2", "Q3", "Q4", "Q7"):
-        console.print(f"{q}: {res[q]['verdict']}")
-    console.print(f"Q6: {'bitwise equal' if res['Q6']['bitwise_equal'] else 'differs'} in the sandbox")
+    for line in preflight_summary(res):
+        console.print(escape(line))
     console.print(f"written to [bold]{escape(str(target))}[/bold]: preflight.md, preflight.json, preflight.html "
                   f"({res['plan']['wall_s']:.0f} s)")
+
+
+PREFLIGHT_ORDER = ("Q1", "Q2", "Q6", "Q5", "Q3", "Q4", "Q7")
+"""The order of the questions in preflight.md (sandbox/report/preflight.py), kept by the terminal summary."""
+
+
+def preflight_summary(res: dict) -> list[str]:
+    """One line per question of a preflight result, in the order of preflight.md (:data:`PREFLIGHT_ORDER`)."""
+    lines = []
+    for q in PREFLIGHT_ORDER:
+        a = res.get(q)
+        if a is None:
+            continue
+        if q == "Q6":
+            lines.append(f"Q6: {'bitwise equal' if a['bitwise_equal'] else 'differs'} in the sandbox")
+        elif q == "Q5" and a.get("verdict") == "ranges":
+            n = len(a.get("framework_metrics", {})) + len(a.get("sandbox_metrics", {}))
+            proxy = "LM" if a.get("proxy") == "lm" else "bit-string"
+            lines.append(f"Q5: first- and last-quarter ranges of {n} mismatch / staleness metrics at k={a.get('bound')} "
+                         f"on the {proxy} proxy (table in preflight.md)")
+        else:
+            lines.append(f"{q}: {a['verdict']}")
+    return lines
 
 
 def _print_frameworks(exporters: dict, only: str | None) -> None:

@@ -217,12 +217,18 @@ def _spill(out_dir: str | Path | None, stack: ExitStack) -> Spill | None:
     return spill
 
 
+STEP_INFO_NAMES = {"eval/expected_reward": "reward", "reward/mean": "reward", "eval/loss": "loss"}
+"""The headline metric's column (in order of preference, as sandbox.analysis.time_to_target.HEADLINE) and
+the name the progress line gives it: a task whose metric is a loss (quadratic) shows ``loss=``."""
+
+
 def step_info(row: dict) -> str:
-    """The progress text of a metrics row: simulated time and the headline metric."""
-    reward = row.get("eval/expected_reward", row.get("reward/mean", row.get("eval/loss", math.nan)))
+    """The progress text of a metrics row: simulated time and the task's headline metric, by its own name."""
+    col = next((c for c in STEP_INFO_NAMES if c in row), "eval/expected_reward")
+    value = row.get(col)
     t = row.get("time", math.nan)
-    r = "-" if reward is None or (isinstance(reward, float) and math.isnan(reward)) else f"{reward:.3f}"
-    return f"t={t:.1f}s  reward={r}"
+    v = "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+    return f"t={t:.1f}s  {STEP_INFO_NAMES[col]}={v}"
 
 
 def _fan_out(hooks: list[Callable[[dict], None]]) -> Callable[[dict], None] | None:

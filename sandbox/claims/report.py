@@ -95,10 +95,12 @@ LM_WORKERS = 2
 """Processes that simulate the LM-context runs of the full mode (``--quick``: in-process)."""
 
 
-def run_claims(claims: dict, quick: bool, seeds: int, on_done=None, lm_seeds: int | None = None) -> list[tuple[ClaimResult, float]]:
+def run_claims(claims: dict, quick: bool, seeds: int, on_done=None, lm_seeds: int | None = None,
+               jobs: int | None = None) -> list[tuple[ClaimResult, float]]:
     """Run ``claims`` in order. The LM-context runs of every learning claim among them (``Claim.lm_variants``)
     are simulated first, :data:`LM_WORKERS` at a time (``lm_seeds``: replicas per run, None: the default,
-    0: no LM context); their time is added to the first learning claim's."""
+    0: no LM context; ``jobs``: processes, None = 1 with ``quick``, else :data:`LM_WORKERS`; the numbers do not
+    depend on it); their time is added to the first learning claim's."""
     _runs.clear_cache()
     n_lm = premise_mod.lm_seeds_or_default(lm_seeds, quick)
     lm_variants = [ov for claim in claims.values() for ov in claim.lm_variants]
@@ -106,7 +108,7 @@ def run_claims(claims: dict, quick: bool, seeds: int, on_done=None, lm_seeds: in
     if n_lm and lm_variants:
         t = time.perf_counter()
         with progress.phase("LM context runs"):
-            _runs.prefetch_replicas(lm_variants, n_lm, quick, _runs.LM, workers=1 if quick else LM_WORKERS)
+            _runs.prefetch_replicas(lm_variants, n_lm, quick, _runs.LM, workers=jobs or (1 if quick else LM_WORKERS))
         lm_seconds = time.perf_counter() - t
     out = []
     for claim in claims.values():

@@ -60,11 +60,12 @@ def _resolve(path: Path, variant: str | None, run_id: str | None, best: str | No
         if variant:
             raise ExportError("--variant applies to scenario files and multi-variant run directories; for a sweep use --run ID or --best METRIC")
         return _from_sweep(path, run_id, best, lowest, ov)
-    if (path / "scenario.toml").exists():
+    children = sorted(p.parent for p in path.glob("*/scenario.toml"))
+    # a multi-variant run also keeps the whole scenario on top (scenario.toml, no summary.json): its variants are the runs
+    if (path / "scenario.toml").exists() and not (children and not (path / "summary.json").exists()):
         if variant or run_id or best:
             raise ExportError(f"{path} is a single run; --variant/--run/--best are not needed")
         return _from_run_dir(path, ov, f"run directory `{path}`")
-    children = sorted(p.parent for p in path.glob("*/scenario.toml"))
     if children:
         return _from_variant_runs(path, children, variant, run_id, best, lowest, ov)
     raise ExportError(

@@ -170,7 +170,7 @@ def read_toml(path: str | Path) -> dict:
     given = Path(path)
     path = resolve_scenario_path(given)
     if not path.exists() and not path.is_symlink():
-        raise ScenarioError([f"file not found: {given} ({not_found_hint()})"], str(given))
+        raise ScenarioError([f"file not found: {given} ({not_found_hint(given)})"], str(given))
     try:
         data = read_toml_text(path, "scenario file" if path.suffix == ".toml" else "file")
     except InputFileError as exc:
@@ -196,6 +196,12 @@ def _resolve_trace_paths(node: Any, base: Path) -> None:
             _resolve_trace_paths(value, base)
 
 
+SWEEP_ONLY_KEYS = frozenset({"base", "sweep", "grid", "zip", "seeds", "set"})
+"""Top-level keys of a sweep file (sandbox/sweep/spec.py) that no scenario has."""
+SCENARIO_ONLY_KEYS = frozenset({"task", "system", "algorithm", "run", "variants"})
+"""Top-level tables of a scenario that no sweep file has."""
+
+
 def load_scenario(path: str | Path | None = None, overrides: list[str] | dict | None = None) -> tuple[Scenario, dict]:
     """Read, override and validate a scenario; returns the model and the raw (overridden) dict.
 
@@ -203,6 +209,9 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | dict | 
     ``invalid override --set system.k=16 (applied to scenarios/fixed_lag.toml)``."""
     path = Path(path) if path is not None else DEFAULT_SCENARIO
     data = read_toml(path)
+    if SWEEP_ONLY_KEYS & set(data) and not SCENARIO_ONLY_KEYS & set(data):
+        raise ScenarioError([f"this is a sweep file ({', '.join(sorted(SWEEP_ONLY_KEYS & set(data)))} at the top), not a "
+                             f"scenario: use `sandbox sweep {path}`"], str(path))
     ov = overrides if isinstance(overrides, dict) else parse_overrides(overrides)
     merged = apply_overrides(data, ov)
     try:
@@ -267,7 +276,11 @@ def _strip_none(x: Any) -> Any:
     return x
 
 
-def dump_scenario(scn: Scenario) -> str:
-    """The resolved scenario as TOML (every default made explicit; None fields omitted)."""
+def dump_scenario(scn: Scenario, variants: bool = False) -> str:
+    """The resolved scenario as TOML (every default made explicit; None fields omitted); with ``variants``
+    its ``[variants]`` tables too, as written (overrides of the base), so that the text loads and runs as the
+    whole scenario (``sandbox scenario``, the top-level ``scenario.toml`` of a multi-variant run)."""
     data = _strip_none(scn.model_dump(mode="json", exclude={"variants"}))
+    if variants and scn.variants:
+        data["variants"] = scn.model_dump(include={"variants"})["variants"]  # the overrides as read (inf stays inf)
     return tomli_w.dumps(data)

@@ -86,10 +86,21 @@ def display_name(path: str | Path) -> str:
     return f"{FOLDER}/{rel.as_posix()} (shipped)"
 
 
-def not_found_hint() -> str:
-    """The shipped names, for a 'file not found' message."""
+def not_found_hint(given: str | Path | None = None) -> str:
+    """The shipped names, for a 'file not found' message; with ``given``, the closest shipped name first
+    (difflib, on the name without folder and suffix too: ``quikstart`` -> ``quickstart``)."""
+    import difflib
+
     names = [n.removesuffix(".toml") for n in shipped_scenarios()]
-    return "nor a shipped scenario; shipped: " + ", ".join(names)
+    hint = ""
+    if given is not None:
+        text = str(given).replace("\\", "/").removesuffix(".toml")
+        text = text.removeprefix(FOLDER + "/")
+        stems = {n.rsplit("/", 1)[-1]: n for n in names}
+        close = (difflib.get_close_matches(text, names, n=1, cutoff=0.6)
+                 or [stems[c] for c in difflib.get_close_matches(text.rsplit("/", 1)[-1], list(stems), n=1, cutoff=0.6)])
+        hint = f"did you mean {close[0]!r}? " if close else ""
+    return hint + "nor a shipped scenario; shipped: " + ", ".join(names)
 
 
 DEFAULT_SCENARIO = shipped_root() / "quickstart.toml"

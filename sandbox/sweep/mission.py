@@ -4,7 +4,7 @@
 comparison table and ``comparison.png`` (reward only). This module adds what a claim about
 stabilizers needs: several seeds, the diagnostics beside the reward in ONE figure, and the controls.
 
-    python -m sandbox.sweep.mission scenarios/lm_mission.toml --seeds 0 1 2 --jobs 2
+    sandbox mission lm_mission --seeds 3 -j 2
 
 The runs are a sweep (:func:`sandbox.sweep.run_sweep`: variant x seed, local processes, resumable,
 a failed run recorded and the others kept), so ``<out>`` (default ``runs/<scenario stem>``) is a sweep
@@ -221,6 +221,10 @@ def main(argv=None) -> None:
     ap.add_argument("--set", dest="sets", action="append", default=[], help="dotted.key=value override")
     ap.add_argument("--no-control", action="store_true", help="skip the VCPO constant-LR control")
     a = ap.parse_args(argv)
+    import sys
+
+    sys.stderr.write("warning: python -m sandbox.sweep.mission is deprecated and will be removed in the next release; "
+                     f"use sandbox mission SCENARIO --seeds N -j N (seeds 0 ... N-1)\n")
     out = a.out or Path("runs") / Path(a.scenario).stem
     # the phases on stderr when it is a terminal: the warm start, the runs with an ETA, the control, the figure
     with progress_display.session(progress_display.enabled()):

@@ -131,6 +131,10 @@ def parse_sweep(raw: dict, base_dir: Path | None = None, source: str = "sweep", 
                 extra_set: dict[str, Any] | None = None) -> SweepSpec:
     """Validate a sweep dict (as read from TOML) and expand it."""
     problems = [f"{k}: unknown key (expected one of {sorted(TOP_KEYS)})" for k in raw if k not in TOP_KEYS]
+    scenario_tables = sorted(k for k in raw if k in ("task", "system", "algorithm", "run", "variants"))
+    if problems and scenario_tables and "base" not in raw:
+        raise _err(f"this is a scenario file ({', '.join(scenario_tables)} at the top), not a sweep: use "
+                   f"`sandbox run {source}` (a sweep file names it as base = \"...\" with [grid] or [[zip]] axes)", source)
     if problems:
         raise _err(problems, source)
     meta = raw.get("sweep", {})
