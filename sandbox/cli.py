@@ -1177,6 +1177,12 @@ def export(
             for r in exc.rows:
                 console.print(f"  - [bold]{escape(r.source)}[/bold] = {escape(str(r.value))}: {escape(r.note)}")
             console.print("Nothing was written. Re-run with [bold]--allow-partial[/bold] to write the rest and list these in PROMOTION.md.")
+            if framework == "trl" and any("SandboxGRPOConfig.from_scenario" in r.note for r in exc.rows):
+                where = f", variant={variant!r}" if variant else ""
+                console.print("Or keep the method inside TRL's GRPOTrainer (docs/promotion.md#trl; "
+                              "examples/trl_grpo_from_scenario.py):\n  " + escape(
+                                  f"SandboxGRPOTrainer(model, reward_funcs, args=SandboxGRPOConfig.from_scenario("
+                                  f"{str(source)!r}{where}, output_dir=...), train_dataset=...)"), soft_wrap=True)
             raise typer.Exit(EXIT_REFUSED)
     command = next((ln for ln in exp.launch.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), exp.launch)
     if quiet:

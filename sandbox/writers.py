@@ -8,14 +8,21 @@ the scenario when the run ends. The parquet files of the run directory are still
 end, atomically, as before (docs/index.md#trackers).
 
 * ``tensorboard``: event files in ``<run>/tensorboard/`` (``tensorboard --logdir <run>``): every
-  numeric metric as a scalar against the learner step (flushed at the first row and then at most
-  every :data:`FLUSH_SECONDS`, so a running TensorBoard shows the run), the summary under
-  ``summary/``, the resolved scenario as text. Needs the ``tensorboard`` package (extra ``[tensorboard]``).
-* ``wandb``: an offline W&B run in ``<run>/wandb/`` (upload later with ``wandb sync``): metrics
-  logged per step as they come, the scenario as the run config, the summary as the run summary.
-  Needs the ``wandb`` package (extra ``[wandb]``); never touches the network. The W&B run is named
-  by :func:`run_name` (the variant, else the scenario's ``title``, else the run's directory) and
-  grouped by scenario (``group=``: ``sandbox run`` passes the scenario's name, a sweep its name).
+  numeric metric as a scalar against the learner step, and again in two more tag families against the
+  other x-axes (:func:`x_axes`): ``vs_samples/<metric>`` (step = samples consumed) and
+  ``vs_sim_ms/<metric>`` (step = simulated milliseconds; TensorBoard steps are integers); flushed at the
+  first row and then at most every :data:`FLUSH_SECONDS`, so a running TensorBoard shows the run; the
+  summary under ``summary/``, the resolved scenario as text. Needs the ``tensorboard`` package (extra
+  ``[tensorboard]``).
+* ``wandb``: a W&B run in ``<run>/wandb/``, offline unless ``run.wandb.mode`` or ``WANDB_MODE`` says
+  otherwise (upload an offline run later with ``wandb sync``): metrics logged per step as they come, with
+  ``sim/time_s`` and ``sim/samples`` beside them, declared with ``define_metric`` so that every metric is
+  plotted against simulated time by default and samples can be picked as the x-axis; the scenario as
+  the run config, the summary as the run summary. Mode, project, entity, tags and group come from
+  ``run.wandb`` (:class:`sandbox.scenario.model.WandbConfig`), else the ``WANDB_*`` environment variables,
+  else offline / ``async-rl-sandbox`` / the scenario's or sweep's name (:func:`wandb_settings`). Needs
+  the ``wandb`` package (extra ``[wandb]``). The run is named by :func:`run_name` (the variant, else the
+  scenario's ``title``, else the run's directory).
 
 A writer that is asked for but not installed is an error raised before the simulation starts,
 naming the install command. Writers are looked up in :data:`REGISTRY` (name -> :class:`WriterSpec`);
@@ -103,6 +110,20 @@ def _summary_scalars(summary: dict) -> dict[str, float]:
     return {k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
 
 
+def x_axes(row: dict) -> dict[str, float]:
+    """The extra x-axes of a metrics row: ``sim/time_s`` (simulated seconds, the row's ``time``) and
+    ``sim/samples`` (samples consumed so far = round(``throughput/samples_per_s`` × ``time``), the count
+    sandbox.analysis.time_to_target recovers the same way); absent when the row lacks them."""
+    out = {}
+    t = row.get("time")
+    if isinstance(t, (int, float)) and math.isfinite(float(t)):
+        out["sim/time_s"] = float(t)
+        rate = row.get("throughput/samples_per_s")
+        if isinstance(rate, (int, float)) and math.isfinite(float(rate)):
+            out["sim/samples"] = float(round(float(rate) * float(t)))
+    return out
+
+
 class TensorBoardWriter:
     """Event files under ``<run>/tensorboard``, written as the rows come."""
 
@@ -116,8 +137,15 @@ class TensorBoardWriter:
 
     def log(self, row: dict) -> None:
         step = int(row.get("step", 0))
-        for k, v in _scalars(row).items():
+        scalars = _scalars(row)
+        axes = x_axes(row)
+        for k, v in scalars.items():
             self.writer.add_scalar(k, v, global_step=step)
+        for k, v in scalars.items():  # the second tag families: the same values against samples and simulated time
+            if "sim/samples" in axes:
+                self.writer.add_scalar(f"vs_samples/{k}", v, global_step=int(axes["sim/samples"]))
+            if "sim/time_s" in axes:
+                self.writer.add_scalar(f"vs_sim_ms/{k}", v, global_step=int(round(axes["sim/time_s"] * 1000)))
         now = time.monotonic()
         if self._flushed is None or now - self._flushed >= FLUSH_SECONDS:
             self.writer.flush()
@@ -152,8 +180,32 @@ def run_name(scenario, out: str | Path, label: str = "") -> str:
     return parts[-1] if parts and parts[-1] != Path(parts[-1]).anchor else "run"
 
 
+def wandb_settings(scenario, tracking: Tracking, environ=None) -> dict:
+    """``wandb.init``'s mode, project, entity, tags and group: ``run.wandb``'s field when set, else W&B's
+    environment variable (``WANDB_MODE``, ``WANDB_PROJECT``, ``WANDB_ENTITY``, ``WANDB_TAGS`` comma-separated,
+    ``WANDB_RUN_GROUP``), else offline, :attr:`WandbWriter.project`, W&B's default entity, no tags and the
+    tracking group (the scenario's or sweep's name)."""
+    env = os.environ if environ is None else environ
+    cfg = getattr(scenario.run, "wandb", None)
+    given = (lambda name: getattr(cfg, name, None)) if cfg is not None else (lambda name: None)
+    tags = given("tags")
+    if tags is None and env.get("WANDB_TAGS"):
+        tags = [t.strip() for t in env["WANDB_TAGS"].split(",") if t.strip()]
+    mode = given("mode") or env.get("WANDB_MODE") or "offline"
+    if mode not in ("offline", "online", "disabled"):
+        raise ValueError(f"WANDB_MODE={mode!r}: expected offline, online or disabled")
+    return {
+        "mode": mode,
+        "project": given("project") or env.get("WANDB_PROJECT") or WandbWriter.project,
+        "entity": given("entity") or env.get("WANDB_ENTITY") or None,
+        "tags": tags or None,
+        "group": given("group") or env.get("WANDB_RUN_GROUP") or tracking.group or None,
+    }
+
+
 class WandbWriter:
-    """An offline W&B run under ``<run>/wandb`` (``wandb sync`` uploads it later), logged per row."""
+    """A W&B run under ``<run>/wandb`` (offline by default: ``wandb sync`` uploads it later), logged per row
+    with the simulated time and samples as x-axes (module docstring)."""
 
     project = "async-rl-sandbox"
 
@@ -162,17 +214,20 @@ class WandbWriter:
         import wandb
 
         self.run = wandb.init(
-            mode="offline",
             dir=str(tracking.directory),
-            project=self.project,
             name=tracking.name,
-            group=tracking.group or None,
             config=scenario.model_dump(mode="json", exclude={"variants"}),
             reinit=True,  # runs of one process follow each other (wandb>=0.16 takes True)
+            **wandb_settings(scenario, tracking),
         )
+        define = getattr(self.run, "define_metric", None)
+        if define is not None:  # wandb >= 0.12: every metric against simulated time; samples as a second x-axis
+            define("sim/time_s")
+            define("sim/samples")
+            define("*", step_metric="sim/time_s")
 
     def log(self, row: dict) -> None:
-        self.run.log(_scalars(row), step=int(row.get("step", 0)))
+        self.run.log({**_scalars(row), **x_axes(row)}, step=int(row.get("step", 0)))
 
     def finish(self, result) -> None:
         try:
@@ -229,4 +284,5 @@ def wants_trackers(scenario) -> bool:
 
 
 __all__ = ["FLUSH_SECONDS", "REGISTRY", "WRITERS", "StreamWriter", "TensorBoardWriter", "Tracking", "WandbWriter",
-           "WriterSpec", "WriterUnavailable", "Writers", "check_writers", "install_hint", "run_name", "wants_trackers"]
+           "WriterSpec", "WriterUnavailable", "Writers", "check_writers", "install_hint", "run_name", "wandb_settings",
+           "wants_trackers", "x_axes"]

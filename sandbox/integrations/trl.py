@@ -136,13 +136,40 @@ class SandboxTRLConfig(BaseModel):
         return stabilizers
 
     @classmethod
-    def from_scenario(cls, path: str | Path, overrides: list[str] | None = None, **extra) -> "SandboxTRLConfig":
-        """The objective, correction and stabilizers of a scenario file (after ``--set``-style overrides)."""
-        from ..scenario import load_scenario
+    def from_scenario(cls, path: str | Path, overrides: list[str] | None = None, variant: str | None = None, *,
+                      trl_loss: bool = False, **extra) -> "SandboxTRLConfig":
+        """The objective, correction and stabilizers of a scenario file (after ``--set``-style overrides), of
+        its variant ``variant`` when it has variants (required then: the base alone is none of them, and a
+        variant's method, GAC in ``lm_mission``'s ``gac``, would be lost). ``trl_loss``: keep TRL's own loss
+        (no sandbox objective; a correction then runs on the objective derived from ``GRPOConfig``); otherwise
+        the scenario's objective replaces TRL's loss, which is said in a warning naming it."""
+        from ..scenario import ScenarioError, load_scenario, variant_scenarios
 
-        scenario, _ = load_scenario(path, overrides)
-        alg = scenario.algorithm
-        return cls(stabilizers=alg.stabilizers, objective=alg.objective, correction=alg.correction, **extra)
+        try:
+            scenario, raw = load_scenario(path, overrides)
+            variants = variant_scenarios(scenario, raw)
+        except ScenarioError as exc:
+            raise ValueError(str(exc)) from None
+        names = [n for n in variants if n]
+        if variant is None and names:
+            raise ValueError(
+                f"{path} has variants ({', '.join(names)}) and the base alone is none of them: pass one, e.g. "
+                f"SandboxGRPOConfig.from_scenario({str(path)!r}, variant={names[-1]!r}, output_dir=...)")
+        if variant is not None and variant not in variants:
+            import difflib
+
+            close = difflib.get_close_matches(variant, names, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"variant={variant!r}: not a variant of {path}; {hint}its variants: {', '.join(names) or 'none'}")
+        alg = variants[variant or ""].algorithm
+        objective = None if trl_loss else alg.objective
+        if objective is not None:
+            where = f" (variant {variant!r})" if variant else ""
+            logger.warning("from_scenario(%s%s): the scenario's objective %r (%s) replaces TRL's GRPO loss; pass "
+                           "trl_loss=True to keep TRL's loss and take only the stabilizers and the correction",
+                           path, where, objective.name, ", ".join(f"{k}={v}" for k, v in objective.model_dump(
+                               exclude_unset=True).items() if k != "name") or "its defaults")
+        return cls(stabilizers=alg.stabilizers, objective=objective, correction=alg.correction, **extra)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -334,10 +361,14 @@ class SandboxGRPOConfig(TRLGRPOConfig):
                                 grad_cosine=self.sandbox_grad_cosine)
 
     @classmethod
-    def from_scenario(cls, path: str | Path, overrides: list[str] | None = None, **kwargs) -> "SandboxGRPOConfig":
-        """The objective, correction and stabilizers of a scenario file (after ``--set``-style overrides), with
-        ``kwargs`` the other ``GRPOConfig`` fields."""
-        cfg = SandboxTRLConfig.from_scenario(path, overrides)
+    def from_scenario(cls, path: str | Path, overrides: list[str] | None = None, variant: str | None = None, *,
+                      trl_loss: bool = False, **kwargs) -> "SandboxGRPOConfig":
+        """The objective, correction and stabilizers of a scenario file (after ``--set``-style overrides) or of
+        one of its variants (:meth:`SandboxTRLConfig.from_scenario`: ``variant`` is required when the scenario
+        has variants; ``trl_loss`` keeps TRL's loss), with ``kwargs`` the other ``GRPOConfig`` fields::
+
+            args = SandboxGRPOConfig.from_scenario("lm_mission", variant="gac", output_dir="out")"""
+        cfg = SandboxTRLConfig.from_scenario(path, overrides, variant, trl_loss=trl_loss)
         return cls(**kwargs, **_sandbox_fields(cfg))
 
     @classmethod

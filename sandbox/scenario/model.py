@@ -95,6 +95,21 @@ class AlgorithmConfig(BaseModel):
         return stabilizers
 
 
+class WandbConfig(BaseModel):
+    """Where an asked-for W&B run goes (``run.writers`` includes ``wandb``); each unset field falls back to
+    W&B's own environment variable (``WANDB_MODE``, ``WANDB_PROJECT``, ``WANDB_ENTITY``, ``WANDB_TAGS``,
+    ``WANDB_RUN_GROUP``), then to the default named (docs/index.md#trackers)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    mode: Literal["offline", "online", "disabled"] | None = Field(
+        None, description="W&B mode; None = WANDB_MODE, else offline (never touches the network; `wandb sync` uploads later).")
+    project: str | None = Field(None, min_length=1, description="W&B project; None = WANDB_PROJECT, else async-rl-sandbox.")
+    entity: str | None = Field(None, min_length=1, description="W&B entity (user or team); None = WANDB_ENTITY, else W&B's default.")
+    tags: list[str] | None = Field(None, description="W&B tags; None = WANDB_TAGS (comma-separated), else none.")
+    group: str | None = Field(
+        None, min_length=1, description="W&B group; None = WANDB_RUN_GROUP, else the scenario's (sandbox run) or the sweep's name.")
+
+
 class RunConfig(BaseModel):
     """How long, with which seeds, and what to write."""
 
@@ -136,6 +151,9 @@ class RunConfig(BaseModel):
         description="Where metrics go: the run directory (files, always written) plus TensorBoard event files "
         "and/or an offline Weights & Biases run (each needs its optional extra; sandbox.report.writers).",
     )
+    wandb: WandbConfig | None = Field(
+        None, description="With 'wandb' in writers: mode, project, entity, tags and group of the W&B run (each unset one "
+        "from its WANDB_* environment variable; default offline, project async-rl-sandbox).")
     target: TargetConfig = Field(
         default_factory=TargetConfig,
         description="Time-to-target: the level a run must reach (reward = an absolute level, or fraction_of_sync of "

@@ -15,8 +15,12 @@ the recorded actions (environments are deterministic given the seed and the acti
 FrozenLake's slippery transitions, which use the env's seeded generator), then continues sampling
 with the new weights.
 
-Rewards are episode returns scaled into [0, 1]: CartPole-v1 return / step limit (500), FrozenLake-v1
-and the other toy-text goals return 1 at the goal. ``evaluate`` runs greedy episodes from fixed
+Any registered environment id with discrete actions and a Discrete or Box observation works
+(``task.env``), checked when the scenario is validated as gymnasium's ``check_env`` checks an
+environment (spaces, reset/step signatures, seeded determinism, which the replay of partial episodes
+relies on; :func:`env_facts`). Rewards are episode returns scaled into [0, 1]: CartPole-v1 return / step
+limit (500), FrozenLake-v1's return (1 at the goal), any other environment's through its
+``task.return_range`` [lo, hi]. ``evaluate`` runs greedy episodes from fixed
 evaluation seeds and reports the scaled mean return (``eval/return``).
 
 Replicas ``R >= 1`` are supported (one MLP per replica, ``R·G`` environments per group).
@@ -25,33 +29,75 @@ Task page: ``docs/tasks.md#gym``.
 
 from __future__ import annotations
 
-from typing import Literal
+import difflib
+import functools
+import warnings
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from torch import Tensor
 
 from .base import TASKS, BudgetShape, Params, PolicyTask
 from .rollouts import Rollouts
 
-DEFAULT_STEP_LIMITS = {"CartPole-v1": 500, "FrozenLake-v1": 100}  # each environment's own episode step limit
-_OBS_ACTIONS = {"CartPole-v1": (4, 2), "FrozenLake-v1": (None, 4)}  # observation size (None: one-hot state), actions
-_LAKE_STATES = {"4x4": 16, "8x8": 64}
+RETURN_RANGES = {"CartPole-v1": None, "FrozenLake-v1": (0.0, 1.0)}
+"""The episode-return range [lo, hi] scaled to [0, 1] of the environments that need none given
+(``None``: CartPole's +1 per step, [0, step limit]); any other environment id names its own in
+``task.return_range``."""
+
+
+@functools.cache
+def env_facts(env_id: str, kwargs: tuple) -> tuple[int, int, bool, int | None]:
+    """``(observation size, actions, discrete observation, registered step limit)`` of a registered
+    gymnasium environment, after the checks gymnasium's ``check_env`` makes (spaces, reset/step signatures,
+    seeded determinism, observations inside the space) and the task's own: discrete actions and a flat
+    Discrete or Box observation. A ``ValueError`` naming ``task.env`` otherwise (cached per id and kwargs)."""
+    from gymnasium.utils.env_checker import check_env
+
+    try:
+        env = gym.make(env_id, **dict(kwargs))
+    except Exception as exc:  # noqa: BLE001 - gymnasium raises its own error types (DeprecatedEnv, missing extras, ...)
+        raise ValueError(f"cannot make {env_id!r} with {dict(kwargs)}: {exc}") from None
+    try:
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise ValueError(f"{env_id!r} has {env.action_space} actions; the task needs discrete actions (gymnasium.spaces.Discrete)")
+        space = env.observation_space
+        if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
+            raise ValueError(f"{env_id!r} observes {space}; the task needs a Discrete or Box observation")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # check_env's advice (e.g. an unbounded Box) is not an error
+            try:
+                check_env(env.unwrapped, skip_render_check=True, skip_close_check=True)
+            except Exception as exc:  # noqa: BLE001 - AssertionError / gymnasium errors from the checker
+                raise ValueError(f"{env_id!r} fails gymnasium's check_env: {exc}") from None
+        discrete = isinstance(space, gym.spaces.Discrete)
+        obs = int(space.n) if discrete else int(np.prod(space.shape))
+        return obs, int(env.action_space.n), discrete, env.spec.max_episode_steps if env.spec else None
+    finally:
+        env.close()
 
 
 class GymConfig(BaseModel):
-    """A gymnasium environment with a small MLP softmax policy."""
+    """A gymnasium environment with discrete actions and a small MLP softmax policy."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["gym"] = "gym"
-    env: Literal["CartPole-v1", "FrozenLake-v1"] = Field(
-        "CartPole-v1", description="Environment id: CartPole-v1 (classic control) or FrozenLake-v1 (toy text)."
+    env: str = Field(
+        "CartPole-v1", description="Any registered gymnasium environment id with discrete actions and a Discrete or Box "
+        "observation, checked as gymnasium's check_env does (e.g. CartPole-v1, FrozenLake-v1, Acrobot-v1, "
+        "CliffWalking-v1); other than CartPole-v1 and FrozenLake-v1 it needs return_range."
     )
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of gymnasium.make (besides "
+                                       "max_episode_steps; FrozenLake's is_slippery and map_name have their own fields).")
+    return_range: list[float] | None = Field(
+        None, min_length=2, max_length=2, description="Episode return [lo, hi] mapped to the reward [0, 1] (clipped); None = CartPole-v1's [0, step "
+        "limit] or FrozenLake-v1's [0, 1]; required for any other environment.")
     hidden: int = Field(32, ge=1, description="Hidden width of the one-hidden-layer tanh MLP.")
     max_episode_steps: int | None = Field(
-        None, ge=1, description="Step limit L (the trajectory's max length); None = the env's own (CartPole 500, FrozenLake 100)."
+        None, ge=1, description="Step limit L (the trajectory's max length); None = the env's registered one (CartPole 500, FrozenLake 100)."
     )
     is_slippery: bool = Field(
         False, description="FrozenLake: slippery ice (stochastic moves). False makes the 4x4 map learnable in tens of steps."
@@ -70,20 +116,63 @@ class GymConfig(BaseModel):
         description="torch intra-op CPU threads set process-wide (tiny matrices run fastest on one; at most 256); None = leave.",
     )
 
+    @field_validator("env")
+    @classmethod
+    def _registered(cls, env: str) -> str:
+        if env not in gym.registry:
+            close = difflib.get_close_matches(env, list(gym.registry), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"{env!r} is not a registered gymnasium environment; {hint}e.g. CartPole-v1, FrozenLake-v1, "
+                             "Acrobot-v1 (gymnasium.registry lists them)")
+        return env
+
+    @property
+    def make_kwargs(self) -> dict[str, Any]:
+        """``gymnasium.make``'s keyword arguments besides the step limit."""
+        kw = dict(self.env_kwargs)
+        if self.env.startswith("FrozenLake"):
+            kw.update(is_slippery=self.is_slippery, map_name=self.map_name)
+        return kw
+
+    @model_validator(mode="after")
+    def _checked(self):
+        if self.env.startswith("FrozenLake") and ({"is_slippery", "map_name"} & set(self.env_kwargs)):
+            raise ValueError("env_kwargs: set is_slippery and map_name with their own fields")
+        if "max_episode_steps" in self.env_kwargs:
+            raise ValueError("env_kwargs: set the step limit with max_episode_steps")
+        try:
+            kwargs = tuple(sorted(self.make_kwargs.items()))
+            hash(kwargs)
+        except TypeError:
+            raise ValueError("env_kwargs: values must be numbers, strings or booleans") from None
+        try:
+            limit = env_facts(self.env, kwargs)[3]
+        except ValueError as exc:
+            raise ValueError(f"env: {exc}") from None
+        if self.max_episode_steps is None and limit is None:
+            raise ValueError(f"max_episode_steps: {self.env!r} registers no step limit; give one")
+        if self.return_range is None and self.env not in RETURN_RANGES:
+            raise ValueError(f"return_range: required for {self.env!r} (its episode return [min, max], scaled to the reward [0, 1])")
+        if self.return_range is not None and not self.return_range[0] < self.return_range[1]:
+            raise ValueError(f"return_range: expected [lo, hi] with lo < hi, got {list(self.return_range)}")
+        return self
+
+    def facts(self) -> tuple[int, int, bool, int]:
+        """``(observation size, actions, discrete observation, step limit L)``."""
+        obs, actions, discrete, limit = env_facts(self.env, tuple(sorted(self.make_kwargs.items())))
+        return obs, actions, discrete, self.max_episode_steps or limit
+
 
 @TASKS.register(GymConfig)
 class GymTask(PolicyTask):
     @classmethod
     def budget_shape(cls, cfg):
-        obs, actions = _OBS_ACTIONS[cfg.env]
-        if obs is None:
-            obs = _LAKE_STATES[cfg.map_name]
-        L = cfg.max_episode_steps or DEFAULT_STEP_LIMITS[cfg.env]
+        obs, actions, discrete, L = cfg.facts()
         h = cfg.hidden
         params = obs * h + h + h * actions + actions
-        # every CartPole episode is charged the step limit (an upper bound), a FrozenLake one twice the
-        # number of states (episodes end at a hole or the goal)
-        episode = min(L, 2 * obs) if cfg.env == "FrozenLake-v1" else L
+        # every episode of a Box-observation env is charged the step limit (an upper bound), one of a
+        # Discrete-state env (FrozenLake) twice the number of states (episodes end at a hole or the goal)
+        episode = min(L, 2 * obs) if discrete else L
         return BudgetShape(
             "environment", L, "task.max_episode_steps", params, 4, prompt_bytes=(2 + L * obs) * 8,
             act_per_slot=(obs + 3 * h + 3 * actions) * 4, exact_length=False,
@@ -95,26 +184,31 @@ class GymTask(PolicyTask):
         self.replicas = cfg.replicas
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
-        self.max_len = cfg.max_episode_steps or DEFAULT_STEP_LIMITS[cfg.env]
+        self.max_len = cfg.facts()[3]
         probe = self._make_env()
         self.n_actions = int(probe.action_space.n)
         space = probe.observation_space
         self.discrete_obs = isinstance(space, gym.spaces.Discrete)
         self.obs_dim = int(space.n) if self.discrete_obs else int(np.prod(space.shape))
-        self.reward_scale = 1.0 / self.max_len if cfg.env == "CartPole-v1" else 1.0
+        lo, hi = cfg.return_range or RETURN_RANGES[cfg.env] or (0.0, float(self.max_len))
+        # reward = (return - lo) * scale, clipped to [0, 1]; CartPole: return / L, FrozenLake: the return itself
+        self.reward_offset = float(lo)
+        self.reward_scale = 1.0 / self.max_len if cfg.return_range is None and cfg.env == "CartPole-v1" else 1.0 / (hi - lo)
         self._pool: list[gym.Env] = [probe]
 
     # -- environments ------------------------------------------------------------------------------
     def _make_env(self) -> gym.Env:
-        kw = {"max_episode_steps": self.max_len}
-        if self.cfg.env == "FrozenLake-v1":
-            kw.update(is_slippery=self.cfg.is_slippery, map_name=self.cfg.map_name)
-        return gym.make(self.cfg.env, **kw)
+        return gym.make(self.cfg.env, max_episode_steps=self.max_len, **self.cfg.make_kwargs)
 
     def _envs(self, n: int) -> list[gym.Env]:
         while len(self._pool) < n:
             self._pool.append(self._make_env())
         return self._pool[:n]
+
+    def _scaled(self, ret):
+        """Episode return to reward: ``(return - lo) * scale`` (the subtraction skipped when lo = 0, so CartPole's
+        and FrozenLake's rewards are bitwise those of ``return * scale``)."""
+        return (ret - self.reward_offset if self.reward_offset else ret) * self.reward_scale
 
     def _encode(self, obs) -> np.ndarray:
         if self.discrete_obs:
@@ -213,7 +307,7 @@ class GymTask(PolicyTask):
         return out
 
     def rewards(self, group, gen):
-        return (group.prompts[..., 1] * self.reward_scale).to(torch.float32).clamp(0.0, 1.0)
+        return self._scaled(group.prompts[..., 1]).to(torch.float32).clamp(0.0, 1.0)
 
     def logprobs(self, params, rollouts):
         T = rollouts.width
@@ -261,5 +355,5 @@ class GymTask(PolicyTask):
                     ret[r, e] += rew
                     cur[r, e] = self._encode(obs)
                     done[r, e] = term or trunc
-        scaled = np.clip(ret * self.reward_scale, 0, 1).mean(1)
+        scaled = np.clip(self._scaled(ret), 0, 1).mean(1)
         return {"eval/return": torch.tensor(scaled, dtype=torch.float32)}

@@ -71,7 +71,7 @@ def test_one_sided_bound_is_shown_as_a_bound():
 
 
 def test_cli_table_and_summary_name_the_swept_values(tmp_path):
-    res = CliRunner().invoke(app, ["check", "straggler_cost", "minibatch_lag", "--quick", "--report", str(tmp_path)])
+    res = CliRunner().invoke(app, ["check", "straggler_cost", "minibatch_lag", "--quick", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "swept variable" in res.output and "P = 8 workers" in res.output
     summary = json.loads((tmp_path / "summary.json").read_text())

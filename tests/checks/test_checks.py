@@ -27,7 +27,7 @@ def test_check_passes_and_rejects_a_perturbed_prediction(name):
 
 def test_cli_exit_status_and_report(tmp_path):
     runner = CliRunner()
-    ok = runner.invoke(app, ["check", "straggler_cost", "minibatch_lag", "--quick", "--report", str(tmp_path)])
+    ok = runner.invoke(app, ["check", "straggler_cost", "minibatch_lag", "--quick", "--out", str(tmp_path)])
     assert ok.exit_code == 0, ok.output
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["passed"] and {c["name"] for c in summary["checks"]} == {"straggler_cost", "minibatch_lag"}

@@ -56,7 +56,7 @@ def test_example_is_the_demo_module(name):
 
 
 def test_cli_demo_runs_one_tiny(tmp_path):
-    res = CliRunner().invoke(app, ["demo", "stragglers", "--tiny", "--out", str(tmp_path)])
+    res = CliRunner().invoke(app, ["demo", "stragglers", "--quick", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "stragglers.png").exists()
     assert CliRunner().invoke(app, ["demo", "nope"]).exit_code == 2

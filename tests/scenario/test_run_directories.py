@@ -137,7 +137,7 @@ def test_hostile_variant_names_write_only_inside_out(tmp_path):
     res = CliRunner().invoke(app, ["run", str(path), "--out", str(out)])  # with the progress bars
     assert res.exit_code == 0, res.output
     assert snapshot(tmp_path, skip=out) == before
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["b-0", "b-v-b", "x"]  # run.figures = false: no comparison figure either
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["b-0", "b-v-b", "scenario.toml", "x"]  # run.figures = false: no comparison figure either; the whole scenario on top
     assert (out / "x" / "summary.json").exists() and (out / "b-v-b" / "summary.json").exists()
     assert all(out.resolve() in p.resolve().parents for p in out.rglob("*"))
 

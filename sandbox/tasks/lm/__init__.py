@@ -27,7 +27,7 @@ A Hugging Face ``transformers`` causal LM instead of the builtin transformer (op
 Commands::
 
     sandbox run scenarios/lm_mission.toml                                   # one seed, every variant
-    python -m sandbox.sweep.mission scenarios/lm_mission.toml --seeds 0 1 2 # seeds + mission.png
+    sandbox mission lm_mission --seeds 3                                    # seeds + mission.png
     python benchmarks/bench_lm.py [--backend hf]                            # KV cache, learner step split
 
 The base model is cached in ``$SANDBOX_CACHE_DIR`` (default ``$XDG_CACHE_HOME/async-rl-sandbox``, i.e.
