@@ -93,7 +93,7 @@ step "sandbox export from the run directory" sandbox export runs/quickstart --va
 step "sandbox claims --help" sandbox claims --help
 step "sandbox claims (quick, one claim: throughput)" sandbox claims --quick --only throughput --out claims
 step "sandbox check (one check, quick: straggler_cost)" sandbox check straggler_cost --quick
-step "sandbox demo (stragglers, tiny)" sandbox demo stragglers --tiny --out demos
+step "sandbox demo (stragglers, quick)" sandbox demo stragglers --quick --out demos
 step "sandbox plan on a shipped scenario" sandbox plan scenarios/quickstart.toml --workers 4,8,16 --k-max 0,1,2,4
 step "sandbox sweep on a shipped sweep (dry run)" sandbox sweep sweeps/lag_lr_quadratic --dry-run
 

@@ -143,7 +143,7 @@ class RunConfig(BaseModel):
         default_factory=lambda: ["png"],
         min_length=1,
         description="Formats each figure of the run (and of a sweep of it) is written in, side by side: png to view; "
-        "add svg for papers (its text stays editable; drawing it takes extra time). README, 'Using it'.",
+        "add svg for papers (its text stays editable; drawing it takes extra time). docs/runs.md.",
     )
     record_events: bool = Field(True, description="Keep the event log (dispatch, finish, publish, ...).")
     writers: list[Literal["files", "tensorboard", "wandb"]] = Field(
