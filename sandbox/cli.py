@@ -292,7 +292,7 @@ def run(
 def scenario_command(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML, or the name of a shipped scenario such as max_lag (default: the shipped quickstart)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="Print this variant of the scenario instead of its base."),
+    variant: Optional[str] = typer.Option(None, "--variant", metavar="NAME", help="Print this variant resolved instead of the whole scenario."),
     reference: bool = typer.Option(False, "--reference", help="Print the reference of every scenario key (markdown) and exit."),
 ):
     """Print a scenario resolved (TOML, every default explicit, --set applied: what `sandbox run` would
@@ -1125,9 +1125,9 @@ EXIT_REFUSED = 3
 @app.command(short_help="Write a scenario as a GPU framework's configuration.")
 def export(
     source: Optional[Path] = typer.Argument(None, help="Scenario TOML, a shipped scenario's name, a `sandbox run` directory or a `sandbox sweep` directory."),
-    framework: Optional[str] = typer.Option(None, "--framework", "-f", help="Target framework (see --list)."),
+    framework: Optional[str] = typer.Option(None, "--framework", "-f", metavar="NAME", help="Target framework (see --list)."),
     version: Optional[str] = typer.Option(None, "--version", help="Framework version (default: the newest supported)."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="Variant of a scenario file or of a multi-variant run directory."),
+    variant: Optional[str] = typer.Option(None, "--variant", metavar="NAME", help="Variant of a scenario file or of a multi-variant run directory."),
     run_id: Optional[str] = typer.Option(None, "--run", help="Run id of a sweep directory."),
     best: Optional[str] = typer.Option(None, "--best", help="Pick the run (sweep: the configuration, averaged over seeds) with the highest value of this summary metric; speedup (= speedup_vs_sync) ranks by the end-to-end speed-up against the synchronous baseline."),
     lowest: bool = typer.Option(False, "--lowest", help="With --best: pick the lowest value instead (losses)."),
@@ -1203,7 +1203,7 @@ def export(
 @app.command("import", short_help="Read a GPU framework's config back as a scenario (the inverse of export).")
 def import_(
     config: Optional[Path] = typer.Argument(None, help="The framework's config: verl / VCPO-fork overrides (key=value lines) or YAML; TRL GRPOConfig / AsyncGRPOConfig keyword arguments as JSON or YAML; OpenRLHF flags; AReaL YAML; prime-rl TOML (see --list)."),
-    framework: Optional[str] = typer.Option(None, "--framework", "-f", help="The framework the config is written for (see --list)."),
+    framework: Optional[str] = typer.Option(None, "--framework", "-f", metavar="NAME", help="The framework the config is written for (see --list)."),
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory for scenario.toml and IMPORT.md (default: imported/<config name>-<framework>)."),
     task: str = typer.Option("bitstring", "--task", help="Proxy task the scenario runs on: bitstring (seconds per run) or lm (the small LM of lm_mission, minutes)."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Simulated rollout workers generating concurrently (engines x concurrency): system.num_workers (default: from the config or --cluster, else the proxy's 16, stated in the output)."),
@@ -1280,7 +1280,7 @@ def _workers_line(imp, given: int | None, cluster: Path | None) -> str:
 @app.command(short_help="Before a GPU run: simulate around an imported config and answer the seven questions.")
 def preflight(
     config: Path = typer.Argument(..., help="The framework's config (any format `sandbox import` reads)."),
-    framework: str = typer.Option(..., "--framework", "-f", help="The framework the config is written for (sandbox import --list)."),
+    framework: str = typer.Option(..., "--framework", "-f", metavar="NAME", help="The framework the config is written for (sandbox import --list)."),
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory (default: preflight/<config name>-<framework>)."),
     quick: bool = typer.Option(False, "--quick", help="At most 2 minutes: 4 seeds, 60 steps, a 3 x 4 map, Q5 on the bit-string proxy, a coarser split."),
     budget: Optional[float] = typer.Option(None, "--budget", metavar="DURATION", parser=parse_duration,

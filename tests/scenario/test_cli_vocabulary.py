@@ -23,7 +23,8 @@ PROGRESS = {"run", "sweep", "mission", "check", "claims", "plan", "demo", "explo
 """The commands that do work (and may show progress): each takes -q/--quiet. The listings (list, scenario) print
 their answer only."""
 
-EXPECTED_METAVAR = {"--out": "DIR", "--set": "KEY=VALUE", "--jobs": "N", "--seeds": "N", "--budget": "DURATION"}
+EXPECTED_METAVAR = {"--out": "DIR", "--set": "KEY=VALUE", "--jobs": "N", "--seeds": "N", "--budget": "DURATION",
+                    "--framework": "NAME", "--variant": "NAME"}
 
 
 def is_option(p) -> bool:

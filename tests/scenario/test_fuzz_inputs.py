@@ -349,7 +349,7 @@ def _more_option_cases(tmp: Path) -> list[list[str]]:
         ["preflight", config, "-f", "verl", "--budget", "soon", "--out", str(tmp / "pf")],
         ["preflight", bad, "-f", "verl", "--out", str(tmp / "pf")],
         ["preflight", config, "-f", "verl", "--quick", "-q", "--out", "/proc/x"],
-        ["check", "--report", "/proc/x", "nope"],
+        ["check", "--out", "/proc/x", "nope"],
         ["claims", "--seeds", "0"],
         ["claims", "--out", "/proc/x", "--only", "nope"],
         ["demo", "nope", "--out", str(tmp / "d")],

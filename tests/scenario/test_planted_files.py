@@ -275,7 +275,7 @@ IMPOSSIBLE = ["a" * 300, "/proc", "/proc/self/x", "/dev/null/x"]
 def test_impossible_out_of_claims_and_demo_is_a_clear_error(tmp_path, out, monkeypatch):
     """Refused before anything runs (claims: minutes of runs), exit status 2, no traceback."""
     monkeypatch.chdir(tmp_path)
-    for args in (["claims", "--quick", "--only", "throughput", "-q"], ["demo", "delayed_instability", "--tiny"]):
+    for args in (["claims", "--quick", "--only", "throughput", "-q"], ["demo", "delayed_instability", "--quick"]):
         res = _run([*args, "--out", out])
         _clean(res)
         assert res.exit_code == 2 and "error:" in res.output and "--out" in res.output, res.output
@@ -317,7 +317,7 @@ def test_report_and_demo_replace_a_planted_link_without_writing_through(tmp_path
     _clean(res)
     assert res.exit_code == 0, res.output
     assert not (run_dir / "report.html").is_symlink() and "<html" in (run_dir / "report.html").read_text()[:200].lower()
-    res = _run(["demo", "delayed_instability", "--tiny", "--out", str(demos)])
+    res = _run(["demo", "delayed_instability", "--quick", "--out", str(demos)])
     _clean(res)
     assert res.exit_code == 0, res.output
     assert not (demos / "delayed_instability.png").is_symlink() and (demos / "delayed_instability.png").stat().st_size > 1000
