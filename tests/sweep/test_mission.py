@@ -79,3 +79,22 @@ def test_mission_cli_in_parallel_processes(scenario_file, tmp_path, capsys):
     assert list(sweep.variant) == ["sync"] and list(sweep.status) == ["completed"] and list(sweep.steps_done) == [3]
     assert not (out / CONTROL).exists()
     assert {"mission.json", "mission.md", "mission.png"} <= {p.name for p in out.iterdir()}
+
+
+def test_sandbox_mission_subcommand_counts_seeds_and_the_module_form_is_deprecated(scenario_file, tmp_path, capsys):
+    """`sandbox mission FILE --seeds 2 -j 1` runs seeds 0 and 1 (a count, as every --seeds); the old
+    `python -m sandbox.sweep.mission` still works, with a deprecation line on stderr."""
+    from typer.testing import CliRunner
+
+    from sandbox.cli import app
+
+    out = tmp_path / "sub"
+    res = CliRunner().invoke(app, ["mission", str(scenario_file), "--seeds", "2", "-j", "1", "--out", str(out), "--no-control",
+                                   "-q", "--set", "run.steps=3", "--set", 'variants={sync = {"system.staleness" = {kind = "sync"}}}'])
+    assert res.exit_code == 0, res.output
+    assert "| sync |" in res.output and "mission.png" in res.output
+    sweep = load_results(out)
+    assert sorted(sweep.seed) == [0, 1] and set(sweep.status) == {"completed"}
+    main([str(scenario_file), "--seeds", "0", "--jobs", "1", "--out", str(tmp_path / "old"), "--no-control",
+          "--set", "run.steps=2", "--set", 'variants={sync = {"system.staleness" = {kind = "sync"}}}'])
+    assert "python -m sandbox.sweep.mission is deprecated" in capsys.readouterr().err
