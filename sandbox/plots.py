@@ -7,7 +7,7 @@ words with units (the raw metric name in brackets), and one colour per variant t
 Okabe-Ito palette (safe for the common colour-vision deficiencies; Okabe & Ito 2008, "Color
 Universal Design"), so a variant has the same colour in every figure of a run. Each figure is
 written in the formats a run asks for (``run.figure_formats``: PNG by default, SVG beside it for
-papers; README, "Using it"); called directly, the functions here write both.
+papers; docs/runs.md); called directly, the functions here write both.
 """
 
 from __future__ import annotations
