@@ -293,8 +293,8 @@ def run_dir(tmp_path):
 @pytest.mark.parametrize("out", [*IMPOSSIBLE, "DIR", "FIFO"])
 def test_impossible_report_out_is_a_clear_error(tmp_path, out, run_dir, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    if out == "DIR":  # a directory where the report file would go
-        (tmp_path / "DIR").mkdir()
+    if out == "DIR":  # a directory where the report file would go (--out is the report's directory)
+        (tmp_path / "DIR" / "report.html").mkdir(parents=True)
     if out == "FIFO":
         os.mkfifo(tmp_path / "FIFO")
     res = _run(["report", str(run_dir), "--out", out])
