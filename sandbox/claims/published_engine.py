@@ -212,10 +212,12 @@ def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, gro
     return cfg.model_copy(update={"generation_time": gen, "num_workers": engines * per_engine})
 
 
-def step_times(pub: Published, mapping: EngineMapping, ab: Ablation | None, steps: int, seeds: int) -> tuple[np.ndarray, np.ndarray]:
+def step_times(pub: Published, mapping: EngineMapping, ab: Ablation | None, steps: int, seeds: int,
+               runs: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per seed, the mean step time on engines of the asynchronous variant (ablation mode ``ab``: its rule and
-    training time, ``local_updates`` learner steps per published step) and of the baseline: ``(async, baseline)``."""
-    runs = setup_variants(pub.scenario)
+    training time, ``local_updates`` learner steps per published step) and of the baseline: ``(async, baseline)``.
+    ``runs``: the setup's variants (default: those of the shipped scenario ``pub.scenario``)."""
+    runs = runs if runs is not None else setup_variants(pub.scenario)
     B, G = runs["async"].algorithm.groups_per_step, runs["async"].algorithm.group_size
     if ab is None and mapping.schedule is not None:  # the framework's own schedule, the scenario's training time
         cfg = runs["async"].system
