@@ -747,12 +747,33 @@ def claims(
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", min=1, help="Parallel processes of the LM context runs (default: 1 with --quick, 2 otherwise)."),
     list_: bool = typer.Option(False, "--list", help="List the claims and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    score: Optional[Path] = typer.Option(
+        None, "--score", help="Score one published setup: a scenario file with a [published] table (docs/claims.md, "
+        "'Score a new published setup'); prints predicted / published with its interval."),
 ):
     """Run each claim over seeds and print reproduced / not reproduced / inconclusive (docs/claims.md)."""
     import torch
 
     from .claims import CLAIMS
     from .claims._runs import FULL_SEEDS, QUICK_SEEDS
+
+    if score is not None:
+        from .claims.published import FULL_STEPS, QUICK_STEPS
+        from .claims.published_score import score as score_file
+
+        try:
+            r = score_file(user_path(score), QUICK_STEPS if quick else FULL_STEPS, seeds or (QUICK_SEEDS if quick else FULL_SEEDS))
+        except ScenarioError as exc:
+            _fail(escape(str(exc)))
+        except OSError as exc:
+            _os_error(exc)
+        console.print(
+            f"{escape(r['system'])} ({r['kind']}; published {r['published_text']}, {r['measure']}): predicted "
+            f"{r['predicted']:.3g}x [{r['predicted_low']:.3g}, {r['predicted_high']:.3g}]; predicted / published "
+            f"{r['ratio']:.3g} [{r['ratio_low']:.3g}, {r['ratio_high']:.3g}] ({'within' if r['within_band'] else 'outside'} "
+            f"[0.8, 1.25]); mean step async {r['async_step_s']:.0f} s, baseline {r['baseline_step_s']:.0f} s; "
+            f"{r['steps']} steps, {r['seeds']} seeds")
+        return
     from .claims.report import run_claims, verdict_table, write_outputs
     from .outputs import out_dir
 

@@ -62,7 +62,7 @@ from ..scenario import validate_scenario
 from ..scenario.load import apply_overrides
 from ..system.cluster import Cluster, TrainResult
 from ..system.delays.continuous_batching import ContinuousBatchingDelay
-from ..system.hardware import GPUS, MODELS
+from ..system.hardware import GPUS, MODELS, kv_capacity_tokens
 from ..system.timing_only import TimingOnlyWorkload
 from .drop_bias import drop_bias
 from .intervals import t_interval
@@ -72,8 +72,6 @@ from .time_to_target import Arm, Curves, compare
 DEFAULT_LENGTHS = {"length_median": 1000.0, "length_sigma": 1.0, "max_tokens": 8192}
 STRUCTURE = ("prompts", "prompt_sigma", "prompt_seed", "length_trend", "tail_alpha")
 """Knobs of a structured length model, kept from the scenario's engine when it has them."""
-MEMORY_UTILISATION = 0.9
-"""Fraction of GPU memory an engine may use (vLLM ``gpu_memory_utilization`` default 0.9)."""
 RECOMPUTE_PASSES = 1
 
 COLUMNS = {
@@ -135,9 +133,9 @@ def _err(option: str, message: str) -> ScenarioError:
 
 
 def kv_capacity(gpu: str, model: str, tp: int) -> int:
-    """KV-cache tokens of an engine: ``⌊0.9 · (tp · memory − weight bytes) / KV bytes per token⌋``."""
-    g, m = GPUS[gpu], MODELS[model]
-    return int(math.floor((MEMORY_UTILISATION * tp * g.memory - m.weight_bytes()) / m.kv_bytes_per_token()))
+    """KV-cache tokens of an engine: ``⌊0.9 · (tp · memory − weight bytes) / KV bytes per token⌋``
+    (:func:`sandbox.system.hardware.kv_capacity_tokens`)."""
+    return kv_capacity_tokens(gpu, model, tp)
 
 
 def split_configurations(raw: dict, source: str, opts: SplitOptions) -> list[SplitConfig]:

@@ -6,14 +6,17 @@ the same at every load. Here the setups that opt in (:data:`ENGINE_SETUPS`) are 
 their generation on inference engines (``docs/system.md#continuous_batching``), everything else
 (training and sync times, staleness control, batch, lengths) as their scenario states:
 
-* one engine per generating GPU: ``num_workers / slots_per_gpu`` of the scenario's variant (the
-  shipped mapping is ``256 / group_size`` group slots per GPU), at most ``max_sequences = 256``
+* one engine per ``tp`` generating GPUs (the scenario's ``num_workers / slots_per_gpu`` GPUs, the
+  shipped mapping being ``256 / group_size`` group slots per GPU), at most ``max_sequences = 256``
   sequences in flight (vLLM's default ``max_num_seqs``);
 * every group the staleness control admits is submitted at once (the frameworks hand the engine
   the whole batch): workers = the control's in-flight bound, spread evenly over the engines;
-* decode step ``a + b·n`` with ``a + 256·b`` = the scenario's 0.03 s per token at full load (what
-  the shipped times assume) and ``a / b`` from the hardware table (``docs/system.md#hardware``: the
-  GPU's and model's weight bytes over KV bytes of ``context_tokens`` cached tokens);
+* the engine's step costs, prefill and KV capacity from the one timing model of ``sandbox plan`` and
+  ``sandbox preflight`` (:class:`sandbox.system.delays.continuous_batching.EngineHardware`;
+  ``docs/system.md#hardware``): decode step ``a + b·n`` from the GPU's bandwidth and FLOP/s and the
+  model's weights (all parameters read, active parameters computed), KV bytes and attention at the
+  mean context of a sequence in flight (prompt + E[L'²] / 2E[L'] of the length model), prefill at the
+  active parameters; :data:`PROMPT_TOKENS` prompt tokens per sequence (an assumption);
 * each sequence's length drawn from the scenario's stated length model (log-normal, median,
   σ, cut at the maximum response length), so a group's sequences end separately and free the
   engine for others;
@@ -27,6 +30,12 @@ their generation on inference engines (``docs/system.md#continuous_batching``), 
   its agentic pipeline aborts the running turn and regenerates that turn only (earlier turns kept),
   which ``partial`` understates by the discarded turn's tokens (named in the row's note).
 
+**What a row is.** Each row names its inputs (:attr:`EngineMapping.inputs`): a *prediction* when no
+component time measured by the source enters it (the training time is the scenario's assumption);
+a *consistency check* when the source's own measured component times (verl's ``update_actor``
+seconds) are inputs; *not comparable* when the published figure is a wall time to a score and the
+prediction a throughput (the row is capped at inconclusive and does not count).
+
 Predicted speed-up per seed = mean baseline step time / mean asynchronous step time (steps after
 the first 20%), as in ``published_speedups``; rows: predicted / published within [0.8, 1.25].
 
@@ -36,9 +45,12 @@ H20 split 64:64, 400 steps of 512 prompts x 16) adds one row per published mode 
 the ``verl_fully_async`` setup (its engines, lengths, sync delay and colocated baseline), each with its
 own published ``update_actor`` time as the training time and its own staleness rule: the stream
 off-policy pipeline (``stream_sync``, 4 local updates of 128 prompts per sync; the engine drains, as
-nothing is in flight at a round's end) and staleness_threshold 0.1, 0.3, 0.5 with partial rollout
-(``async_ratio``, engine ``partial``). Published number: total time of the colocated baseline over that
-of the mode, at 400 steps.
+nothing is in flight at a round's end) and staleness_threshold 0.1 and 0.3 with partial rollout
+(``stream_sync`` with ``staleness_threshold``, engine ``partial``); 0.5 is the ``verl_fully_async`` row
+itself, run as verl runs it (:attr:`EngineMapping.schedule`): 4 local updates of ``require_batches`` 4 x
+32 prompts per parameter sync (``trigger_parameter_sync_step`` 4), the rollout side up to
+``(1 + 0.5)·512`` prompts ahead of each sync with the synced weights (docs/system.md#stream_sync).
+Published number: total time of the colocated baseline over that of the mode, at 400 steps.
 """
 
 from __future__ import annotations
@@ -49,11 +61,16 @@ import numpy as np
 
 from ..system.config import SystemConfig
 from ..system.delays.continuous_batching import ContinuousBatchingDelay
-from ..system.hardware import decode_step_costs
-from .base import ClaimResult, Curve, Row, t_interval
+from ..system.hardware import kv_capacity_tokens
+from .base import INCONCLUSIVE, ClaimResult, Curve, Row, t_interval
 from .published import FULL_STEPS, QUICK_STEPS, SETUPS, WARMUP_FRACTION, Published, max_in_flight, mean_step_time, setup_variants
 
 BAND = (0.8, 1.25)
+
+
+PROMPT_TOKENS = 256
+"""Prompt tokens per sequence (prefill and KV): an assumption (the sources give the response lengths only)."""
+PREDICTION, CONSISTENCY, NOT_COMPARABLE = "prediction", "consistency check", "not comparable"
 
 
 @dataclass(frozen=True)
@@ -67,24 +84,63 @@ class EngineMapping:
     sync_note: str = ""
     """Where the sync mode comes from when it is not exactly the system's (the row's note says it)."""
     max_sequences: int = 256
-    context_tokens: float = 1000.0
-    """Mean cached tokens per sequence in flight, for the ratio a / b."""
+    tp: int = 1
+    """GPUs per engine (tensor parallel)."""
+    prompt_tokens: int = PROMPT_TOKENS
+    facts: str = ""
+    """The inputs that are the source's facts."""
+    measured: str = ""
+    """The source's measured component times used as inputs ("" = none: the row is a prediction)."""
+    assumed: str = ""
+    """The inputs that are assumptions."""
+    schedule: dict | None = None
+    """The framework's own schedule when the scenario's control only approximates it: the asynchronous
+    variant's ``system.staleness`` (None = the scenario's)."""
+    local_updates: int = 1
+    """Learner steps per published step under :attr:`schedule` (the step's training time split evenly)."""
+
+    def kind(self, measure: str) -> str:
+        """:data:`PREDICTION`, :data:`CONSISTENCY` or :data:`NOT_COMPARABLE` (module docstring)."""
+        if measure != "throughput":
+            return NOT_COMPARABLE
+        return CONSISTENCY if self.measured else PREDICTION
 
 
+_ASSUMED = f"η_flop 0.5, {PROMPT_TOKENS} prompt tokens, tp 1"
+_VERL_FACTS = "Qwen2.5-Math-7B, H20, GPU split, batch 512 x 16, max response, staleness rule"
 ENGINE_SETUPS: dict[str, EngineMapping] = {
-    "areal_fully_async": EngineMapping(sync="partial"),
-    "verl_fully_async": EngineMapping(sync="partial"),
-    "verl_one_step_off": EngineMapping(sync="drain"),
-    "verl_one_step_off_megatron": EngineMapping(sync="drain"),
-    "vcpo_multiturn": EngineMapping(sync="partial"),
-    "pipelinerl": EngineMapping(gpu="H100", sync="partial"),
-    "roll_flash_rlvr": EngineMapping(sync="partial"),
+    "areal_fully_async": EngineMapping(
+        gpu="H800", model="qwen2.5-1.5b", sync="partial",
+        facts="1.5B (R1-Distill-Qwen-1.5B), 16 nodes of 8 H800, batch 512 x 16, max 27,648 tokens, interruptible rollouts",
+        assumed=f"64:64 split, eta 4, median 6,000 tokens, training 3.5e-4 GPU-s per 7B-token scaled by size, {_ASSUMED}"),
+    "areal_fully_async_7b": EngineMapping(
+        gpu="H800", model="qwen2.5-7b", sync="partial",
+        facts="7B (R1-Distill-Qwen-7B), 24 nodes of 8 H800, batch 512 x 16, max 27,648 tokens, interruptible rollouts",
+        assumed=f"96:96 split, eta 4, median 6,000 tokens, training 3.5e-4 GPU-s per token, {_ASSUMED}"),
+    "verl_fully_async": EngineMapping(
+        sync="partial", facts=_VERL_FACTS + ", require_batches 4 x 32 prompts, trigger_parameter_sync_step 4, "
+        "staleness_threshold 0.5, partial rollout", measured="update_actor (+ old_log_prob for colocated) seconds",
+        assumed=f"median 1,000 tokens, {_ASSUMED}",
+        schedule={"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.5}, local_updates=4),
+    "verl_one_step_off": EngineMapping(
+        sync="drain", facts=_VERL_FACTS, measured="per-step training seconds",
+        assumed=f"median 1,000 tokens, batch 512 x 16, {_ASSUMED}"),
+    "verl_one_step_off_megatron": EngineMapping(
+        sync="drain", facts=_VERL_FACTS, measured="per-step training seconds",
+        assumed=f"median 1,000 tokens, batch 512 x 16, {_ASSUMED}"),
+    "vcpo_multiturn": EngineMapping(sync="partial", facts="lag bound, pools", assumed=f"7B, 8:8, lengths, training, {_ASSUMED}"),
+    "pipelinerl": EngineMapping(gpu="H100", sync="partial", facts="128 H100, in-flight updates",
+                                assumed=f"64:64, 7B, lengths, training, {_ASSUMED}"),
+    "roll_flash_rlvr": EngineMapping(
+        sync="partial", facts="asynchronous ratio, same GPU budget",
+        assumed=f"8B as Qwen2.5-7B on H20, 64:64, alpha 1, median 4,000, training, {_ASSUMED}"),
     "roll_flash_agentic": EngineMapping(
-        sync="partial", sync_note="ROLL's agentic pipeline regenerates the interrupted turn: its tokens are not charged here"),
+        sync="partial", sync_note="ROLL's agentic pipeline regenerates the interrupted turn: its tokens are not charged here",
+        facts="environment-level async, same GPU budget",
+        assumed=f"7B on H20, 64:64, alpha 1, median 8,000, sigma 1, training, {_ASSUMED}"),
 }
-"""The published setups that opt in, by scenario name. Every engine has the same step costs (the
-shipped per-token time at full load, the ratio of a 7B model: module docstring); the sync mode is
-the system's own."""
+"""The published setups that opt in, by scenario name, with the GPU and model of their engines and the
+provenance of their inputs (module docstring, What a row is); the sync mode is the system's own."""
 
 
 @dataclass(frozen=True)
@@ -114,13 +170,13 @@ VERL_ABLATION: tuple[Ablation, ...] = (
     Ablation("stream off-policy pipeline (sync every 4 updates, staleness 0)", "verl_fully_async", 25 + 53 / 60,
              VERL_COLOCATED_400, {"kind": "stream_sync", "sync_every": 4}, "drain", 98.77, 4),
     Ablation("+ staleness 0.1 + partial rollout", "verl_fully_async", 19 + 59 / 60, VERL_COLOCATED_400,
-             {"kind": "async_ratio", "alpha": 0.1}, "partial", 109.12),
+             {"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.1}, "partial", 109.12, 4),
     Ablation("+ staleness 0.3 + partial rollout", "verl_fully_async", 17 + 20 / 60, VERL_COLOCATED_400,
-             {"kind": "async_ratio", "alpha": 0.3}, "partial", 103.22),
-    Ablation("+ staleness 0.5 + partial rollout", "verl_fully_async", 17 + 22 / 60, VERL_COLOCATED_400,
-             {"kind": "async_ratio", "alpha": 0.5}, "partial", 113.16),
+             {"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.3}, "partial", 103.22, 4),
 )
-"""verl's ablation (module docstring): the published total times at 400 steps and training times."""
+"""verl's ablation (module docstring): the published total times at 400 steps and training times. Its
+staleness-0.5 mode is the ``verl_fully_async`` setup itself (same scenario, same run: 17h 22m), scored
+once, in that setup's row."""
 
 
 def ablation_system(cfg: SystemConfig, ab: Ablation) -> SystemConfig:
@@ -130,32 +186,42 @@ def ablation_system(cfg: SystemConfig, ab: Ablation) -> SystemConfig:
     return cfg.model_copy(update={"staleness": staleness, "train_time": train})
 
 
-def step_costs(mapping: EngineMapping, seconds_per_token: float) -> tuple[float, float]:
-    """``(a, b)`` with ``a + max_sequences·b = seconds_per_token`` and ``a / b`` from the hardware table."""
-    a_hw, b_hw = decode_step_costs(mapping.gpu, mapping.model, 1, mapping.context_tokens)
-    b = seconds_per_token / (a_hw / b_hw + mapping.max_sequences)
-    return a_hw / b_hw * b, b
+def engine(mapping: EngineMapping, lengths, workers_per_engine: int = 1, sync: str = "drain") -> ContinuousBatchingDelay:
+    """The engine of a published setup: the hardware table's step costs, prefill and KV capacity for its
+    GPU, model and tensor parallel (the same :class:`EngineHardware` path as ``sandbox plan``), its length
+    model, :attr:`EngineMapping.prompt_tokens`; the sync transfer is the scenario's ``sync_delay`` (0 here)."""
+    return ContinuousBatchingDelay(
+        hardware={"gpu": mapping.gpu, "model": mapping.model, "gpus": mapping.tp}, sync_time=0.0,
+        max_sequences=mapping.max_sequences, workers_per_engine=workers_per_engine, sync=sync,
+        kv_capacity_tokens=kv_capacity_tokens(mapping.gpu, mapping.model, mapping.tp), prompt_tokens=mapping.prompt_tokens,
+        length_median=lengths.median, length_sigma=lengths.sigma, max_tokens=lengths.max_tokens)
+
+
+def step_costs(mapping: EngineMapping, lengths) -> tuple[float, float]:
+    """``(a, b)`` of the setup's engine (:func:`engine`)."""
+    gen = engine(mapping, lengths)
+    return gen.step_base, gen.step_per_sequence
 
 
 def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, groups_per_step: int) -> SystemConfig:
     """The variant ``cfg`` with its generation on engines (module docstring)."""
     slots_per_gpu = max(mapping.max_sequences // pub.lengths.group_size, 1)
-    engines = max(cfg.num_workers // slots_per_gpu, 1)
+    engines = max(cfg.num_workers // slots_per_gpu // mapping.tp, 1)
     per_engine = -(-max_in_flight(cfg, groups_per_step) // engines)
-    a, b = step_costs(mapping, pub.lengths.seconds_per_token)
-    gen = ContinuousBatchingDelay(
-        step_base=a, step_per_sequence=b, max_sequences=mapping.max_sequences, workers_per_engine=per_engine,
-        sync="drain" if cfg.staleness.is_synchronous() else mapping.sync, sync_time=0.0, length_median=pub.lengths.median, length_sigma=pub.lengths.sigma,
-        max_tokens=pub.lengths.max_tokens,
-    )
+    gen = engine(mapping, pub.lengths, per_engine, "drain" if cfg.staleness.is_synchronous() else mapping.sync)
     return cfg.model_copy(update={"generation_time": gen, "num_workers": engines * per_engine})
 
 
-def step_times(pub: Published, mapping: EngineMapping, ab: Ablation | None, steps: int, seeds: int) -> tuple[np.ndarray, np.ndarray]:
+def step_times(pub: Published, mapping: EngineMapping, ab: Ablation | None, steps: int, seeds: int,
+               runs: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per seed, the mean step time on engines of the asynchronous variant (ablation mode ``ab``: its rule and
-    training time, ``local_updates`` learner steps per published step) and of the baseline: ``(async, baseline)``."""
-    runs = setup_variants(pub.scenario)
+    training time, ``local_updates`` learner steps per published step) and of the baseline: ``(async, baseline)``.
+    ``runs``: the setup's variants (default: those of the shipped scenario ``pub.scenario``)."""
+    runs = runs if runs is not None else setup_variants(pub.scenario)
     B, G = runs["async"].algorithm.groups_per_step, runs["async"].algorithm.group_size
+    if ab is None and mapping.schedule is not None:  # the framework's own schedule, the scenario's training time
+        cfg = runs["async"].system
+        ab = Ablation("", pub.scenario, 1.0, 1.0, mapping.schedule, mapping.sync, cfg.train_time.value, mapping.local_updates)
     k = 1 if ab is None else ab.local_updates
     cfg = runs["async"].system if ab is None else ablation_system(runs["async"].system, ab)
     cfg = engine_system(cfg, pub, mapping, B // k)
@@ -180,11 +246,20 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     for i, (pub, mapping, ab) in enumerate(cases):  # the setups that opt in, then verl's ablation on its setup's mapping
         mode, base = step_times(pub, mapping, ab, steps, seeds)
         predicted = base / mode
+        kind = mapping.kind(pub.measure)
+        provenance = (f"{kind}; facts: {mapping.facts}; measured: {mapping.measured or 'none'}; assumed: {mapping.assumed}"
+                      if ab is None else f"{kind}; measured: the mode's update_actor seconds")
+        cap = ""
         if ab is None:
             name, value = pub.system, pub.value
-            a, b = step_costs(mapping, pub.lengths.seconds_per_token)
-            note = (f"mean step: async {float(mode.mean()):.0f} s, {pub.baseline} {float(base.mean()):.0f} s; sync "
-                    f"{mapping.sync}; a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us" + (f"; {mapping.sync_note}" if mapping.sync_note else ""))
+            a, b = step_costs(mapping, pub.lengths)
+            note = (f"{provenance}; mean step: async {float(mode.mean()):.0f} s, {pub.baseline} {float(base.mean()):.0f} s; sync "
+                    f"{mapping.sync}; {mapping.gpu} x {mapping.model}: a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us"
+                    + (f"; {mapping.sync_note}" if mapping.sync_note else ""))
+            if kind == NOT_COMPARABLE:
+                cap = INCONCLUSIVE
+                note = ("not comparable: the published figure is a wall time to a score, the prediction a throughput; "
+                        + note)
             result.settings[pub.scenario] = (
                 f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'; "
                 f"engines on {mapping.gpu} x {mapping.model}, max_sequences {mapping.max_sequences}"
@@ -192,7 +267,8 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
             label = f"{pub.system} on engines: predicted / published ({pub.text()})"
         else:
             name, value = f"verl {ab.label}", ab.value
-            note = (f"mean step (512 prompts): mode {float(mode.mean()):.0f} s, '{pub.baseline}' {float(base.mean()):.0f} s; "
+            kind = CONSISTENCY
+            note = (f"{provenance}; mean step (512 prompts): mode {float(mode.mean()):.0f} s, '{pub.baseline}' {float(base.mean()):.0f} s; "
                     f"sync {ab.sync}")
             result.settings[f"verl ablation: {ab.label}"] = (
                 f"published {ab.value:.3g}x (total time {ab.baseline_hours:.2f} h / {ab.hours:.2f} h at 400 steps; verl "
@@ -200,7 +276,8 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
                 f"in {ab.local_updates} update(s), engine sync {ab.sync}"
             )
             label = f"verl ablation on engines, {ab.label}: predicted / published ({ab.value:.3g}x)"
-        result.rows.append(Row(label, f"speed-up vs '{pub.baseline}' / {value:.3g}", predicted / value, BAND, "within", note))
+        result.rows.append(Row(label, f"speed-up vs '{pub.baseline}' / {value:.3g}", predicted / value, BAND, "within", note,
+                               cap=cap))
         m, lo, hi = t_interval(predicted)
         result.curves.append(Curve(f"{name} (predicted, engine)", [float(i)], [m], [lo], [hi]))
         result.curves.append(Curve(f"{name} (published)", [float(i)], [value]))

@@ -7,14 +7,20 @@ import pytest
 
 from sandbox.claims.published import SETUPS, setup_variants
 from sandbox.claims.published_engine import ENGINE_SETUPS, EngineMapping, engine_system, step_costs
+from sandbox.system.hardware import mean_context
 
 
-def test_step_costs_meet_the_full_load_time_with_the_hardware_ratio():
-    # H20 / Qwen2.5-7B at 1,000 cached tokens: a/b = (15.22e9 B) / (57,344 B · 1000) = 265.42; a + 256 b = 0.03
-    a, b = step_costs(EngineMapping(), 0.03)
-    assert a + 256 * b == pytest.approx(0.03, rel=1e-12)
-    assert a / b == pytest.approx(15.22e9 / (57_344 * 1000), rel=1e-12)
-    assert (round(a * 1e3, 2), round(b * 1e6, 1)) == (15.27, 57.5)
+def test_step_costs_are_the_hardware_table_at_the_mean_context():
+    # H20 / Qwen2.5-7B, verl one-step-off lengths (median 1000, σ 0.819, cut 20480) and 256 prompt tokens:
+    # context C = 256 + E[L'^2] / 2E[L'] = 1,613.4 tokens;
+    # a = 15.22e9 B / (4.0e12 B/s · 0.75) = 5.07 ms; b = 57,344 C / 3e12 + (2 · 7.61e9 + 4 · 28 · 3584 · C) / (148e12 · 0.5)
+    pub = next(p for p in SETUPS if p.scenario == "verl_one_step_off")
+    a, b = step_costs(EngineMapping(), pub.lengths)
+    C = mean_context(1000, 0.819, 20480, 256)
+    assert round(C, 1) == 1613.4
+    assert a == pytest.approx(15.22e9 / 3.0e12, rel=1e-12)
+    assert b == pytest.approx(57_344 * C / 3.0e12 + (2 * 7.61e9 + 4 * 28 * 3584 * C) / 74e12, rel=1e-12)
+    assert (round(a * 1e3, 2), round(b * 1e6, 1)) == (5.07, 245.3)
 
 
 def test_engine_mapping_of_verl_one_step_off_by_hand():
@@ -24,7 +30,7 @@ def test_engine_mapping_of_verl_one_step_off_by_hand():
     cfg = engine_system(runs["async"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
     gen = cfg.generation_time
     assert (cfg.num_workers, gen.workers_per_engine, gen.max_sequences, gen.sync) == (1024, 256, 256, "drain")
-    assert gen.step_base + 256 * gen.step_per_sequence == pytest.approx(0.03)
+    assert (gen.step_base, gen.step_per_sequence) == step_costs(ENGINE_SETUPS[pub.scenario], pub.lengths)
     assert (gen.length_median, gen.length_sigma, gen.max_tokens) == (1000, 0.819, 20480)
     # colocated sync: 256 slots = 16 GPUs -> 16 engines; sync admits 512 groups -> 32 per engine
     cfg = engine_system(runs["colocated_sync"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
@@ -62,7 +68,26 @@ def test_verl_ablation_stream_row_mapping_by_hand():
     cfg = engine_system(cfg, pub, ENGINE_SETUPS[pub.scenario], 128)
     # 1024 slots / 16 per GPU = 64 engines; a round admits 4 · 128 = 512 groups -> 8 per engine (128 sequences)
     assert (cfg.num_workers, cfg.generation_time.workers_per_engine) == (512, 8)
-    assert [round(a.value, 3) for a in VERL_ABLATION[1:]] == [2.042, 2.354, 2.349]
+    assert [round(a.value, 3) for a in VERL_ABLATION[1:]] == [2.042, 2.354]
+    # staleness 0.5 + partial rollout is the verl_fully_async setup's own run: scored once, there
+    assert all(a.staleness.get("staleness_threshold") != 0.5 for a in VERL_ABLATION)
+    # verl's schedule: 4 local updates of 128 prompts per sync, staleness_threshold s = 0.1 / 0.3 over the round
+    assert [(a.staleness, a.local_updates) for a in VERL_ABLATION[1:]] == [
+        ({"kind": "stream_sync", "sync_every": 4, "staleness_threshold": s}, 4) for s in (0.1, 0.3)]
+    main = ENGINE_SETUPS["verl_fully_async"]
+    assert (main.schedule, main.local_updates) == ({"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.5}, 4)
+
+
+def test_rows_name_their_kind():
+    # verl's rows take the source's measured training times: consistency checks; time-to-score rows are not comparable
+    pubs = {p.scenario: p for p in SETUPS}
+    kinds = {name: m.kind(pubs[name].measure) for name, m in ENGINE_SETUPS.items()}
+    assert kinds["verl_fully_async"] == kinds["verl_one_step_off"] == "consistency check"
+    assert kinds["areal_fully_async"] == kinds["areal_fully_async_7b"] == kinds["roll_flash_rlvr"] == "prediction"
+    assert kinds["vcpo_multiturn"] == kinds["pipelinerl"] == "not comparable"
+    # the AReaL rows: 1.5B on 16 nodes against 41.0 h / 14.8 h, 7B on 24 nodes against 57.7 h / 25.4 h
+    assert (ENGINE_SETUPS["areal_fully_async"].model, round(pubs["areal_fully_async"].value, 2)) == ("qwen2.5-1.5b", 2.77)
+    assert (ENGINE_SETUPS["areal_fully_async_7b"].model, round(pubs["areal_fully_async_7b"].value, 2)) == ("qwen2.5-7b", 2.27)
 
 
 def test_roll_flash_and_pipelinerl_opt_in_with_partial_sync():

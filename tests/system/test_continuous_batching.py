@@ -170,11 +170,18 @@ def test_hardware_train_time_by_hand():
 
 @pytest.mark.component("delay", "continuous_batching")
 def test_engine_costs_from_the_hardware_table():
-    # H20 4.0e12 B/s; Qwen2.5-7B 7.61e9 params (bf16: 15.22e9 B), KV 2·28·4·128·2 = 57,344 B per token
+    # H20 4.0e12 B/s at η_mem 0.75, 148e12 FLOP/s at η_flop 0.5; Qwen2.5-7B 7.61e9 params (bf16: 15.22e9 B),
+    # KV 2·28·4·128·2 = 57,344 B per token, attention width 28·128 = 3,584
     cfg = ContinuousBatchingDelay(hardware={"gpu": "H20", "model": "qwen2.5-7b", "gpus": 2, "context_tokens": 500})
-    assert cfg.step_base == pytest.approx(15.22e9 / 8.0e12)
-    assert cfg.step_per_sequence == pytest.approx(57_344 * 500 / 8.0e12)
+    bandwidth, flops = 2 * 4.0e12 * 0.75, 2 * 148e12 * 0.5
+    assert cfg.step_base == pytest.approx(15.22e9 / bandwidth)
+    assert cfg.step_per_sequence == pytest.approx(57_344 * 500 / bandwidth + (2 * 7.61e9 + 4 * 28 * 3584 * 500) / flops)
+    assert cfg.prefill_per_token == pytest.approx(2 * 7.61e9 / flops)
     assert cfg.sync_time == pytest.approx(15.22e9 / 450e9)
+    # without context_tokens: the length model's mean context, prompt + E[L'^2] / 2E[L'] (σ = 0: 100 + 800 / 2)
+    cfg = ContinuousBatchingDelay(hardware={"gpu": "H20", "model": "qwen2.5-7b"}, length_median=800, prompt_tokens=100)
+    same = ContinuousBatchingDelay(hardware={"gpu": "H20", "model": "qwen2.5-7b", "context_tokens": 500})
+    assert cfg.step_per_sequence == same.step_per_sequence
     assert ContinuousBatchingDelay(hardware={"gpu": "H20"}, step_base=0.5).step_base == 0.5  # what is set wins
 
 

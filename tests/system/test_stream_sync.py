@@ -55,3 +55,35 @@ def test_stream_sync_with_one_step_per_round_is_sync():
     _, b = simulate(**common, staleness={"kind": "sync"})
     assert [r["time"] for r in a.rows] == [r["time"] for r in b.rows]
     assert (lags(a)[0] == 0).all()
+
+
+@pytest.mark.component("staleness", "stream_sync")
+def test_stream_sync_staleness_threshold_generates_ahead_with_the_round_weights():
+    # verl staleness_threshold s = 0.5, m = 2, B = 2: a round may admit (1 + s)·m·B = 6 groups with its weights
+    cfg = StreamSyncControlConfig(sync_every=2, staleness_threshold=0.5)
+    assert (cfg.max_in_flight(2), cfg.is_synchronous(), cfg.fixed_lag()) == (6, False, None)
+    h = Harness(cfg, B=2)
+    first = h.dispatch_all(visible=0)
+    assert [j.head_version for j in first] == [0] * 6  # 4 of the round + 2 ahead, then wait
+    h.finish(*first[:4])
+    assert h.take(0).batch == first[:2]
+    h.control.on_publish(1)
+    assert h.take(1).batch == first[2:4]
+    h.control.on_publish(2)
+    # round 1 (version 2): the cumulative bound (2 + 2)·2 + 2 = 10, of which 6 already admitted: 4 more
+    assert [j.head_version for j in h.dispatch_all(visible=2)] == [2] * 4
+    h.finish(*first[4:])
+    assert h.take(2).batch == first[4:]  # the two generated ahead with version 0: lag 2 = up to 2m − 1
+    # staleness_threshold 0 is the stream off-policy pipeline exactly
+    assert StreamSyncControlConfig(sync_every=2).max_in_flight(2) == 4
+
+
+def test_stream_sync_staleness_threshold_hides_the_round_wait():
+    # constant g = 2 s, t = 0.5 s, B = 2, m = 4: without staleness a step costs (g + m·t) / m = 1.0 s; with
+    # s = 1 the next round's groups are generated during this round's training, so a step costs t = 0.5 s
+    common = dict(steps=24, B=2, num_workers=16, generation_time={"kind": "constant", "value": 2.0},
+                  train_time={"kind": "constant", "value": 0.5})
+    _, zero = simulate(**common, staleness={"kind": "stream_sync", "sync_every": 4})
+    _, ahead = simulate(**common, staleness={"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 1.0})
+    per_step = lambda res: (res.rows[-1]["time"] - res.rows[7]["time"]) / 16  # noqa: E731
+    assert per_step(zero) == pytest.approx(1.0) and per_step(ahead) == pytest.approx(0.5)

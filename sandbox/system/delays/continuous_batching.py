@@ -69,21 +69,41 @@ import numpy as np
 import simpy
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..hardware import GPUS, MODELS, decode_step_costs, sync_seconds
+from ..hardware import GPUS, MODELS, decode_step_costs, mean_context, prefill_seconds_per_token, sync_seconds
 from .base import DELAYS, Delay
 
 SYNC_MODES = ("drain", "abort", "partial")
 
 
 class EngineHardware(BaseModel):
-    """Derives an engine's ``step_base``, ``step_per_sequence`` and ``sync_time`` from the hardware
-    table (``sandbox.system.hardware``; docs/system.md#hardware) where they are not given."""
+    """Derives an engine's ``step_base``, ``step_per_sequence``, ``prefill_per_token`` and ``sync_time``
+    from the hardware table (``sandbox.system.hardware``; docs/system.md#hardware) where they are not
+    given: the one timing model of ``sandbox plan``, ``sandbox preflight`` and the published-speed-up
+    claims."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     gpu: Literal[tuple(GPUS)] = Field("H100", description=f"Accelerator ({', '.join(GPUS)}).")  # type: ignore[valid-type]
     model: Literal[tuple(MODELS)] = Field("qwen2.5-7b", description=f"Model ({', '.join(MODELS)}).")  # type: ignore[valid-type]
     gpus: int = Field(1, ge=1, description="GPUs per engine (tensor parallel): their bandwidths add up.")
-    context_tokens: float = Field(1000.0, gt=0, description="Mean cached tokens per sequence in flight (sizes b).")
+    context_tokens: float | None = Field(
+        None, gt=0, description="Mean cached tokens per sequence in flight (sizes b); None = from the length model "
+        "(prompt_tokens + E[L'^2] / 2E[L'], sandbox.system.hardware.mean_context), or 1000 without one (an assumption).")
+
+
+DEFAULT_CONTEXT_TOKENS = 1000.0
+"""Mean cached tokens per sequence of an engine without a length model: an assumption."""
+
+
+def engine_context(data: dict) -> float:
+    """The mean context of an engine's raw fields: :func:`sandbox.system.hardware.mean_context` of its
+    length model (``length_median``, ``length_sigma``, ``max_tokens``, ``prompt_tokens``), or
+    :data:`DEFAULT_CONTEXT_TOKENS` plus the prompt without a length model."""
+    prompt = float(data.get("prompt_tokens") or 0)
+    median = data.get("length_median")
+    if median is None:
+        return DEFAULT_CONTEXT_TOKENS + prompt
+    cut = data.get("max_tokens")
+    return mean_context(float(median), float(data.get("length_sigma") or 0.0), float(cut) if cut else math.inf, prompt)
 
 
 class ContinuousBatchingDelay(Delay):
@@ -131,8 +151,10 @@ class ContinuousBatchingDelay(Delay):
     def _from_hardware(cls, data):
         if isinstance(data, dict) and data.get("hardware") is not None:
             hw = EngineHardware.model_validate(data["hardware"])
-            a, b = decode_step_costs(hw.gpu, hw.model, hw.gpus, hw.context_tokens)
-            derived = {"step_base": a, "step_per_sequence": b, "sync_time": sync_seconds(hw.gpu, hw.model)}
+            context = hw.context_tokens if hw.context_tokens is not None else engine_context(data)
+            a, b = decode_step_costs(hw.gpu, hw.model, hw.gpus, context)
+            derived = {"step_base": a, "step_per_sequence": b, "sync_time": sync_seconds(hw.gpu, hw.model),
+                       "prefill_per_token": prefill_seconds_per_token(hw.gpu, hw.model, hw.gpus)}
             data = {**derived, **data}
         return data
 
