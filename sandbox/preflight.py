@@ -78,7 +78,7 @@ PROCESSES = 2
 #: --quick: the bit-string proxy (learning rates are multiples of its own: no transfer rule applies to its logit table).
 QUICK = {"seeds": 4, "steps": 60, "budget": 120.0, "mults": (1.0, 10.0, 100.0, 1000.0), "bound_factors": (1, 4, 16)}
 #: default: the LM proxy; its columns are LM_GRID x the proxy's base learning rate, plus your point.
-FULL = {"seeds": 6, "steps": 60, "budget": 600.0, "grid": (1.0, 4.0, 16.0), "bound_factors": (1, 4)}
+FULL = {"seeds": 6, "steps": 60, "budget": 600.0, "grid": (0.25, 1.0, 4.0), "bound_factors": (1, 4)}
 LM_BATCH = {"groups_per_step": 8, "max_group_size": 16}
 """The LM proxy's batch: 8 prompts x your group size (at most 16)."""
 #: Q2's alternatives to the user's correction (scenario correction tables).
