@@ -201,7 +201,9 @@ def _transfer_md(res: dict) -> list[str]:
         return ["### Your point", "", "Not placed: your config sets no learning rate the importer read.", ""]
     head = ["### The transfer rule", "",
             "The per-step relative update size ‖Δθ‖/‖θ‖ is matched: for Adam about lr / RMS(θ) (docs/preflight.md#the-transfer-rule). "
-            "Whether this rule holds is measured across LM widths by `sandbox claims --only transfer_rule`.", "",
+            "Whether this rule holds is measured across LM widths by `sandbox claims --only transfer_rule` (docs/claims.md): "
+            "the critical u agreed across three widths to the grid's factor 2, but their weight scales spanned only 1.9x, "
+            "so that run could not tell u from lr; treat your point as a stated assumption.", "",
             "| | value | source |", "|---|---|---|",
             f"| your optimizer | {t['optimizer']} | the config |",
             f"| your learning rate | {t['user_lr']:.3g} | the config |",
