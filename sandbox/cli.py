@@ -1316,12 +1316,13 @@ def preflight(
     length_median: Optional[float] = typer.Option(None, "--length-median", min=1.0, help="Q3/Q4/Q7: median response length, tokens (default min(1000, max tokens / 4))."),
     length_sigma: Optional[float] = typer.Option(None, "--length-sigma", min=0.0, help="Q3/Q4/Q7: sigma of log response length (default 1.0)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table (as `sandbox import --cluster`): trainer_gpus + rollout_gpus and gpu feed Q3/Q4/Q7."),
+    param_rms: Optional[float] = typer.Option(None, "--param-rms", help="RMS of your model's weight matrices, for the transfer rule (default: the model family's initializer_range, an assumption; docs/preflight.md#the-transfer-rule)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
     """Import CONFIG, plan a bounded set of simulations around its staleness bound, learning rate and
-    correction (Q1, Q2, Q6 on the bit-string proxy, Q5 on the LM proxy or with --quick the bit-string one,
-    Q3, Q4, Q7 on the timing model of `sandbox plan --gpus`), run them over seeds, and write preflight.md,
-    preflight.json and preflight.html with one verdict per question (docs/preflight.md).
+    correction (Q1, Q2, Q5, Q6 on the LM proxy, your learning rate placed by the transfer rule; with --quick
+    on the bit-string proxy; Q3, Q4, Q7 on the timing model of `sandbox plan --gpus`), run them over seeds,
+    and write preflight.md, preflight.json and preflight.html with one verdict per question (docs/preflight.md).
 
     Exit status: 0 written, 2 bad input or a plan over its budget (the message names what shrinks it).
     """
@@ -1330,6 +1331,7 @@ def preflight(
         from .importers import read_cluster
         from .preflight import PreflightError, check_plan, make_plan, run_plan
         from .preflight_system import SystemPlanError, cluster_facts
+        from .preflight_transfer import model_rms, proxy_rms, transfer, user_learning_rate
         from .report.preflight import write_outputs
     with _command("sandbox preflight", ConfigImportError, PreflightError, SystemPlanError) as output:
         seconds = budget
@@ -1338,8 +1340,17 @@ def preflight(
         lm = None if quick else import_config(config, framework, proxy="lm", cluster=table).data
         facts = cluster_facts(imp.rows, framework, {"gpus": gpus, "gpu": gpu, "model": model, "tp": tp, "max_tokens": max_tokens,
                                                     "length_median": length_median, "length_sigma": length_sigma}, table)
+        point = None
+        if lm is not None:
+            user_lr = user_learning_rate(imp.rows)
+            try:
+                rms = model_rms(facts.model, param_rms)
+            except ValueError as exc:
+                raise PreflightError(str(exc)) from None
+            if user_lr is not None:
+                point = transfer(user_lr, str(lm["algorithm"]["optimizer"]["name"]), rms, proxy_rms(lm))
         plan = make_plan(imp.data, quick=quick, seeds=seeds, lr_mult=lr_mult, budget=seconds, framework=framework, facts=facts,
-                         lm_data=lm)
+                         lm_data=lm, transfer_to=point)
         check_plan(plan)
         if facts.missing:
             console.print("Q3/Q4/Q7 will not be answered: missing " + escape("; ".join(facts.missing)))
@@ -1370,11 +1381,15 @@ def preflight_summary(res: dict) -> list[str]:
             continue
         if q == "Q6":
             lines.append(f"Q6: {'bitwise equal' if a['bitwise_equal'] else 'differs'} in the sandbox")
+        elif q == "Q1" and "position" in a:
+            lines.append(f"Q1: {a['verdict']}" + (f" ({a['reason']})" if a.get("reason") else
+                                                  f": your point is {a['position']} the safe region at k={a['at']['bound']}"))
         elif q == "Q5" and a.get("verdict") == "ranges":
             n = len(a.get("framework_metrics", {})) + len(a.get("sandbox_metrics", {}))
             proxy = "LM" if a.get("proxy") == "lm" else "bit-string"
+            gap = "" if a.get("staleness_gap", True) else " (lag 0: no staleness gap, the engine's mismatch only)"
             lines.append(f"Q5: first- and last-quarter ranges of {n} mismatch / staleness metrics at k={a.get('bound')} "
-                         f"on the {proxy} proxy (table in preflight.md)")
+                         f"on the {proxy} proxy{gap} (table in preflight.md)")
         else:
             lines.append(f"{q}: {a['verdict']}")
     return lines

@@ -296,7 +296,8 @@ def _bias_summary(per_seed: list[dict]) -> dict:
                 "length_ks", "prompt_spearman", "prompts_never_consumed"):
         v = col(key)
         if np.isfinite(v).any():
-            out[key] = list(t_interval(v))
+            fraction = key.startswith("dropped_fraction") or key == "prompts_never_consumed"
+            out[key] = list(t_interval(v, bounds=(0.0, 1.0) if fraction else None))
     return out
 
 

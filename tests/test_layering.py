@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sandbox.replay", "sandbox.runner", "sandbox.writers",
     )),
     ("drivers: plan, sweeps, claims, checks, demos, export, import, preflight, integrations", (
-        "sandbox.analysis.plan", "sandbox.analysis.plan_split", "sandbox.preflight", "sandbox.preflight_system", "sandbox.sweep", "sandbox.claims",
+        "sandbox.analysis.plan", "sandbox.analysis.plan_split", "sandbox.preflight", "sandbox.preflight_system", "sandbox.preflight_transfer", "sandbox.sweep", "sandbox.claims",
         "sandbox.checks", "sandbox.demos", "sandbox.export", "sandbox.importers", "sandbox.integrations",
     )),
     ("presentation: figures, reports and the interactive explorer", ("sandbox.report", "sandbox.explore")),

@@ -6,7 +6,7 @@ A claim runs its scenario once per seed, reduces each run to a statistic, and gi
 from __future__ import annotations
 
 from . import (composition, drop_bias, gac, gac_search, m2po, mismatch, mismatch_presets, premise, published, published_engine,
-               throughput, vcpo)
+               throughput, transfer_rule, vcpo)
 from .base import Claim, ClaimResult, Row
 
 CLAIMS: dict[str, Claim] = {
@@ -31,6 +31,8 @@ CLAIMS: dict[str, Claim] = {
         Claim("mismatch_sync", "issue 29", "staleness 0 plus mismatch vs synchronous training: how far apart", mismatch.sync),
         Claim("mismatch_staleness", "TIS, VCPO (arXiv 2602.17616)", "a staleness correction under added mismatch; VCPO's ESS rule under mismatch vs lag", mismatch.staleness),
         Claim("mismatch_drift", "Beyond Precision (Zhang, Li et al. 2025)", "a drifting engine's gap grows at lr ~0, a static one's does not", mismatch.drift),
+        Claim("transfer_rule", "preflight's transfer rule", "critical learning rate vs critical lr/RMS(θ) across three LM widths at lag 4",
+              transfer_rule.run),
         Claim("gac_search", "GAC (arXiv 2603.01501)", "best GAC setting (selection seeds) vs matched control and sync per lr × lag × schedule", gac_search.run),
     ]
 }

@@ -11,6 +11,8 @@ claim and is left out, as a row without a p-value is. Each row's verdict is its 
 
 from __future__ import annotations
 
+import inspect
+
 import math
 import re
 import time
@@ -114,7 +116,8 @@ def run_claims(claims: dict, quick: bool, seeds: int, on_done=None, lm_seeds: in
     for claim in claims.values():
         t = time.perf_counter()
         with progress.phase(f"claim {claim.name}"):
-            result = claim.run(quick=quick, seeds=seeds, **({"lm_seeds": n_lm} if claim.lm_variants else {}))
+            takes_lm = claim.lm_variants or "lm_seeds" in inspect.signature(claim.run).parameters
+            result = claim.run(quick=quick, seeds=seeds, **({"lm_seeds": n_lm} if takes_lm else {}))
         if claim.lm_variants:
             t, lm_seconds = t - lm_seconds, 0.0
         elapsed = time.perf_counter() - t

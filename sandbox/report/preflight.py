@@ -1,7 +1,7 @@
 """The outputs of ``sandbox preflight`` (:mod:`sandbox.preflight`): ``preflight.md``, ``preflight.json``
 and ``preflight.html`` (self-contained: figures as data URIs, no scripts), one section per question, each
 verdict with its interval over seeds, the proxy task named and what does not transfer. Learning rates
-are multipliers of the user's own value. Guide: ``docs/preflight.md``."""
+are the proxy's, the user's point placed by the transfer rule (:mod:`sandbox.preflight_transfer`). Guide: ``docs/preflight.md``."""
 
 from __future__ import annotations
 
@@ -16,17 +16,20 @@ from ..outputs import write_text
 from ..plots import PALETTE, _save, plt
 from .html import _img, _page
 
-LM_PROXY = ("Q5's proxy (default budget): the small LM of the shipped lm_mission scenario (a 2-layer transformer of "
-            "about 1e5 parameters on 3-digit addition, responses of several lengths), with your objective, correction "
-            "and optimizer kind at its own base learning rate times your multiplier, a batch of 8 prompts x your group "
-            "size (at most 16), every sample exactly your bound old. ")
-SOURCES = ("Sources: Q1, Q2, Q6 from the bit-string proxy; Q5 from the {q5} proxy; Q3, Q4, Q7 from the timing model of "
-           "`sandbox plan --gpus N` (no learning).")
-PROXY = ("Proxy: the bit-string task (16-bit strings, a logistic policy per bit) of the shipped quickstart scenario, "
-         "trained with your objective, correction, batch shape and optimizer kind. What does not transfer: absolute "
-         "learning rates (reported as multipliers of yours), absolute times, and anything that depends on model size, "
-         "sequence length or the task's difficulty; what transfers is the direction and the order of magnitude of the "
-         "trends with staleness and learning rate.")
+LM_PROXY = ("Proxy (Q1, Q2, Q5, Q6): the small LM of the shipped lm_mission scenario (a 2-layer transformer of about 1e5 "
+            "parameters warm-started on 3-digit addition, responses of several lengths), trained with your objective, "
+            "correction and optimizer kind, a batch of 8 prompts x your group size (at most 16), every sample exactly "
+            "the bound old. Learning rates are the proxy's; your point is placed by the transfer rule below. What does "
+            "not transfer: absolute times, and anything that depends on model size, sequence length or the task's "
+            "difficulty beyond what the transfer rule states.")
+BITSTRING_PROXY = ("Proxy (Q1, Q2, Q5, Q6; --quick): the bit-string task (16-bit strings, a logistic policy per bit) of the "
+                   "shipped quickstart scenario, trained with your objective, correction, batch shape and optimizer kind. "
+                   "Its logit table starts at zero, so no transfer rule places your learning rate: the map is in multiples "
+                   "of the proxy's own rate. What does not transfer: absolute learning rates, absolute times, and anything "
+                   "that depends on model size, sequence length or the task's difficulty; on this proxy staleness costs "
+                   "little (the premise gate below says whether it does at your bound).")
+SOURCES = ("Sources: Q1, Q2, Q5, Q6 from the {proxy}; Q3, Q4, Q7 from the timing model of `sandbox plan --gpus N` "
+           "(no learning).")
 
 #: Documented reasons a framework's staleness-0 asynchronous mode is not its synchronous trainer (docs/promotion.md).
 STALENESS0: dict[str, list[str]] = {
@@ -62,34 +65,37 @@ def _ci(lo, hi) -> str:
 
 
 def q1_figure(res: dict, path: Path) -> Path:
-    """Stability map: bound × LR multiplier, coloured by verdict, collapse count per cell, T1 overlay."""
+    """Stability map: bound × proxy learning rate, coloured by verdict, collapse count per cell, your point
+    ringed, the T1 overlay."""
     cells = res["Q1"]["cells"]
     bounds = sorted({c["bound"] for c in cells})
-    mults = sorted({c["lr_multiplier"] for c in cells})
+    lrs = sorted({c["lr"] for c in cells})
     colours = {"safe": PALETTE[2], "at risk": PALETTE[1], "unsafe": PALETTE[5]}
-    fig, ax = plt.subplots(figsize=(7, 4.6))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for v, col in colours.items():
         sel = [c for c in cells if c["verdict"] == v]
-        ax.scatter([bounds.index(c["bound"]) for c in sel], [mults.index(c["lr_multiplier"]) for c in sel],
+        ax.scatter([bounds.index(c["bound"]) for c in sel], [lrs.index(c["lr"]) for c in sel],
                    s=900, marker="s", color=col, label=v)
     for c in cells:
-        ax.annotate(f"{c['collapsed']}/{c['seeds']}", (bounds.index(c["bound"]), mults.index(c["lr_multiplier"])),
+        mark = "?" if c.get("non_monotone") else ""
+        ax.annotate(f"{c['collapsed']}/{c['seeds']}{mark}", (bounds.index(c["bound"]), lrs.index(c["lr"])),
                     ha="center", va="center", fontsize=9, color="black")
     th = res["Q1"]["theory_boundary"]
     if th:
-        ys = [float(np.interp(math.log(m), [math.log(x) for x in mults], range(len(mults)))) for _, m in th]
+        ys = [float(np.interp(math.log(m), [math.log(x) for x in lrs], range(len(lrs)))) for _, m in th]
         ax.plot([bounds.index(k) for k, _ in th], ys, color=PALETTE[7], ls="--",
                 label="T1 delayed-GD critical step (shape, anchored)")
     u = res["Q1"]["at"]
-    ax.scatter([bounds.index(u["bound"])], [mults.index(u["lr_multiplier"])], s=1400, facecolors="none",
-               edgecolors=PALETTE[0], linewidths=2, label="your setting")
-    ax.set_xticks(range(len(bounds)), [str(b) for b in bounds])
-    ax.set_yticks(range(len(mults)), [f"×{m:g}" for m in mults])
+    placed = res.get("transfer") is not None and res["transfer"].get("applicable")
+    ax.scatter([bounds.index(u["bound"])], [lrs.index(u["lr"])], s=1400, facecolors="none",
+               edgecolors=PALETTE[0], linewidths=2, label="your point (transfer rule)" if placed else "your multiplier of the proxy's rate")
+    ax.set_xticks(range(len(bounds)), [("0 (sync)" if b == 0 else str(b)) for b in bounds])
+    ax.set_yticks(range(len(lrs)), [f"{lr:.2g}" for lr in lrs])
     ax.set_xlim(-0.6, len(bounds) - 0.4)
-    ax.set_ylim(-0.6, len(mults) - 0.4)
+    ax.set_ylim(-0.6, len(lrs) - 0.4)
     ax.set_xlabel("staleness bound (versions of lag, every sample at the bound)")
-    ax.set_ylabel("learning rate (multiple of yours)")
-    ax.set_title("Q1: stability over staleness × learning rate (collapsed seeds / seeds)")
+    ax.set_ylabel(f"proxy learning rate (the {'LM' if res['plan']['proxy'] == 'lm' else 'bit-string'} proxy's)")
+    ax.set_title("Q1: stability over staleness × learning rate (collapsed seeds / seeds; ? = non-monotone)", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, markerscale=0.35)
     _save(fig, path, ("png",))
     return path
@@ -105,7 +111,7 @@ def q2_figure(res: dict, path: Path) -> Path:
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("ESS / N (mean over seeds)")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"Q2: corrections at your bound k={res['Q2']['bound']}, lr ×{res['Q2']['lr_multiplier']:g}")
+    ax.set_title(f"Q2: corrections at your bound k={res['Q2']['bound']}, proxy lr {res['Q2']['lr']:.3g}")
     ax.legend(fontsize=8)
     _save(fig, path, ("png",))
     return path
@@ -187,34 +193,94 @@ def _q6_reasons(framework: str) -> list[str]:
     return STALENESS0.get(framework, []) + STALENESS0["common"]
 
 
+def _transfer_md(res: dict) -> list[str]:
+    t = res.get("transfer")
+    if res["plan"]["proxy"] != "lm":
+        return ["### Your point", "", "Not placed: " + res["Q1"]["reason"] + ".", ""]
+    if t is None:
+        return ["### Your point", "", "Not placed: your config sets no learning rate the importer read.", ""]
+    head = ["### The transfer rule", "",
+            "The per-step relative update size ‖Δθ‖/‖θ‖ is matched: for Adam about lr / RMS(θ) (docs/preflight.md#the-transfer-rule). "
+            "Whether this rule holds is measured across LM widths by `sandbox claims --only transfer_rule` (docs/claims.md): "
+            "the critical u agreed across three widths to the grid's factor 2, but their weight scales spanned only 1.9x, "
+            "so that run could not tell u from lr; treat your point as a stated assumption.", "",
+            "| | value | source |", "|---|---|---|",
+            f"| your optimizer | {t['optimizer']} | the config |",
+            f"| your learning rate | {t['user_lr']:.3g} | the config |",
+            f"| RMS(θ) of your model's weight matrices | {t['user_rms']:.3g} | {t['user_rms_source']} |",
+            f"| relative update size u = lr / RMS(θ) | {t['update_size']:.3g} | the rule |",
+            f"| RMS(θ) of the proxy's weight matrices | {t['proxy_rms']:.3g} | measured on the proxy's base model |",
+            f"| proxy learning rate of your point u × RMS(θ_proxy) | {t['proxy_lr']:.3g} | the rule"
+            + (f", × --lr-mult {res['plan']['lr_multiplier']:g}" if res['plan']['lr_multiplier'] != 1 else "") + " |", ""]
+    if not t["applicable"]:
+        head += [f"Not applicable: {t['note']}.", ""]
+    return head
+
+
+def _premise_md(res: dict) -> list[str]:
+    g = res["premise"]
+    s = g["sync_gain"]
+    out = ["### The premise gate", "",
+           f"- **Does the proxy learn at your point?** {'yes' if g['learns'] else 'no'}: the synchronous run's gain over its "
+           f"starting expected reward is {_fmt(s[0])} {_ci(s[1], s[2])} (95% interval over seeds; floor {g['learn_floor']:g})."]
+    if g["bound"] == 0:
+        out.append("- **Does your bound hurt?** Your run is synchronous (lag 0): there is no staleness to feel.")
+    else:
+        c = g["lag_cost"]
+        out.append(f"- **Does lag {g['bound']} hurt at your point?** {'yes' if g['feels_lag'] else 'no'}: synchronous minus "
+                   f"uncorrected final reward {_fmt(c[0])} {_ci(c[1], c[2])} (95% interval; yes when it lies above 0 or at "
+                   "least half the seeds more collapse).")
+    out += ["", "Q1 and Q2 are answered only when both hold; otherwise the answer is *cannot tell on this proxy*.", ""]
+    return out
+
+
+def _q1_md(res: dict) -> list[str]:
+    q1 = res["Q1"]
+    u = q1["user_cell"]
+    k = q1["at"]["bound"]
+    if q1["verdict"] == "cannot tell":
+        head = f"**Cannot tell on this proxy** at your bound (k={k}): {q1['reason']}."
+    else:
+        head = (f"**{q1['verdict']}: your point is {q1['position']} the region the proxy found safe at your bound (k={k})**; "
+                f"the safe region shrinks {q1['shrink_note']} from synchronous training to your bound.")
+    out = ["## Q1: safe staleness bound and learning rate", "", head, "",
+           f"Your cell (k={k}, proxy lr {q1['at']['lr']:.3g}): {u['collapsed']}/{u['seeds']} seeds collapsed (rate 95% interval "
+           f"{_ci(*u['collapse_interval'])}); final expected reward {_fmt(u['final_reward'])} {_ci(*u['final_reward_interval'])}. "
+           f"Shrink of the safe region from sync to k={k}: {q1['shrink_note']}.", ""]
+    out += _transfer_md(res) + _premise_md(res)
+    out += ["| bound | proxy lr | × proxy's | yours | verdict | collapsed | collapse rate 95% CI | final reward [95% CI] | gain [95% CI] | ESS/N | slower than sync |",
+            "|---:|---:|---:|---|---|---:|---|---|---|---:|---|"]
+    for c in q1["cells"]:
+        out.append(f"| {c['bound']} | {c['lr']:.3g} | {c['lr_multiplier']:.3g} | {'◉' if c['your_point'] else ''} | "
+                   f"{c['verdict']}{' (non-monotone)' if c.get('non_monotone') else ''} | {c['collapsed']}/{c['seeds']} | "
+                   f"{_ci(*c['collapse_interval'])} | {_fmt(c['final_reward'])} {_ci(*c['final_reward_interval'])} | "
+                   f"{_fmt(c['gain'])} {_ci(*c['gain_interval'])} | {_fmt(c['ess_mean'])} | {'yes' if c['slower_than_reference'] else ''} |")
+    if q1["non_monotone"]:
+        out += ["", "Non-monotone cells (a larger learning rate safe where a smaller is not), read as the noise of "
+                    f"{u['seeds']} seeds:", ""] + [f"- {n}" for n in q1["non_monotone"]]
+    out += ["", "Verdicts: *safe* means no seed collapsed (diverged, or ended more than min(0.2, half its best) below its "
+                "own best), nothing more; *slower than sync* marks a cell whose mean final reward is more than 0.1 below "
+                "the synchronous cell at the same learning rate.", "",
+            "Theory overlay: the delayed-gradient-descent critical step a*(τ) = 2 sin(π/(4τ+2)) (T1, docs/theory.md), "
+            "its shape only, anchored at the largest safe rate of the smallest non-zero bound; Adam on a policy is not "
+            "gradient descent on a quadratic. Figure: q1_stability.png.", ""]
+    return out
+
+
 def render_md(res: dict, framework: str, source: str) -> str:
     p = res["plan"]
-    q1, q2, q6 = res["Q1"], res["Q2"], res["Q6"]
-    u = q1["user_cell"]
+    q2, q6 = res["Q2"], res["Q6"]
+    proxy = LM_PROXY if p["proxy"] == "lm" else BITSTRING_PROXY
     out = [f"# Preflight: {source} ({framework})", "",
-           f"{p['runs']} runs, {p['seeds']} seeds each, {p['steps']} steps ({'--quick' if p['quick'] else 'default budget'}); "
-           f"estimated {p['estimated_s']:.0f} s, took {p['wall_s']:.0f} s. Your lag bound: {p['user_bound']} versions; "
-           f"your correction: {p['user_correction']}. Learning rates are multiples of yours.", "", PROXY, "",
-           SOURCES.format(q5="LM" if res["Q5"].get("proxy") == "lm" else "bit-string"), "",
-           "## Q1: safe staleness bound and learning rate", "",
-           f"**Verdict at your bound (k={q1['at']['bound']}, lr ×{q1['at']['lr_multiplier']:g}): {u['verdict']}** — "
-           f"{u['collapsed']}/{u['seeds']} seeds collapsed (rate 95% interval {_ci(*u['collapse_interval'])}); final "
-           f"expected reward {_fmt(u['final_reward'])} {_ci(*u['final_reward_interval'])}. Largest multiplier safe at your "
-           f"bound: {_mult(q1['largest_safe_multiplier_at_your_bound'])}.", "",
-           "| bound | lr × | verdict | collapsed | collapse rate 95% CI | final reward [95% CI] | ESS/N | slower |",
-           "|---:|---:|---|---:|---|---|---:|---|"]
-    for c in q1["cells"]:
-        out.append(f"| {c['bound']} | {c['lr_multiplier']:g} | {c['verdict']} | {c['collapsed']}/{c['seeds']} | "
-                   f"{_ci(*c['collapse_interval'])} | {_fmt(c['final_reward'])} {_ci(*c['final_reward_interval'])} | "
-                   f"{_fmt(c['ess_mean'])} | {'yes' if c['slower_than_reference'] else ''} |")
-    out += ["", "Verdicts: *safe* means no seed collapsed (diverged, or ended more than 0.2 below its own best), nothing "
-                "more; *slower* marks a cell whose mean final reward is more than 0.1 below your cell's (it learns less "
-                "in the proxy's steps; that is not instability).", "",
-            "Theory overlay: the delayed-gradient-descent critical step a*(τ) = 2 sin(π/(4τ+2)) (T1, docs/theory.md), "
-                "its shape only, anchored at the largest safe multiplier of the smallest bound; Adam on a policy is not "
-                "gradient descent on a quadratic. Figure: q1_stability.png.", "",
+           f"{p['runs']} runs, {p['seeds']} seeds each, {p['steps']} steps ({'--quick' if p['quick'] else 'default budget'}) "
+           f"over {p['processes']} processes; estimated {p['estimated_s']:.0f} s, took {p['wall_s']:.0f} s. Your lag bound: "
+           f"{p['user_bound']} versions; your correction: {p['user_correction']}.", "", proxy, "",
+           SOURCES.format(proxy="LM proxy" if p["proxy"] == "lm" else "bit-string proxy (--quick)"), ""]
+    out += _q1_md(res)
+    out += [
             "## Q2: your correction against the alternatives", "",
-            f"**Verdict for yours: {q2['verdict']}** at k={q2['bound']}, lr ×{q2['lr_multiplier']:g}.", "",
+            f"**Verdict for yours: {q2['verdict']}** at k={q2['bound']}, proxy lr {q2['lr']:.3g}"
+            + (f" ({q2['reason']})" if q2.get("reason") else "") + ".", "",
             "| correction | verdict | collapsed | collapse rate 95% CI | final reward [95% CI] | mean ESS/N [95% CI] | time to target (sim s) [95% CI] | seeds reaching | slower |",
             "|---|---|---:|---|---|---|---|---:|---|"]
     for r in q2["rows"]:
@@ -237,10 +303,10 @@ def render_md(res: dict, framework: str, source: str) -> str:
     q5 = res["Q5"]
     lm = q5.get("proxy") == "lm"
     out += ["", "## Q5: expected mismatch and staleness gap in your framework's metrics", "",
-            (LM_PROXY if lm else "Q5's proxy: the bit-string task (above). ")
-            + f"Batch: {q5.get('batch', ['?', '?'])[0]} prompts x {q5.get('batch', ['?', '?'])[1]} responses.", "",
+            ("" if q5["staleness_gap"] else "Your run is synchronous (lag 0): there is no staleness gap, only the "
+             "engine's mismatch. ") + f"Batch: {q5.get('batch', ['?', '?'])[0]} prompts x {q5.get('batch', ['?', '?'])[1]} responses.", "",
             f"**Ranges** over seeds of each seed's mean in the first and last quarter of {q5.get('steps', p['steps'])} steps at k={q5['bound']}, "
-            f"lr ×{q5['lr_multiplier']:g}, engine {', '.join(f'{k}={v}' for k, v in q5['engine'].items())} (docs/engines.md). The staleness part is what your bound "
+            f"proxy lr {q5['lr']:.3g}, engine {', '.join(f'{k}={v}' for k, v in q5['engine'].items())} (docs/engines.md). The staleness part is what your bound "
             "adds; the mismatch part's size is the engine model's, not a measurement of your engine: compare the trend "
             "(flat or growing over steps) and the ratio of the two parts with your logs, not the absolute values.", "",
             "| metric | first quarter | last quarter |", "|---|---|---|"]
@@ -425,7 +491,7 @@ def write_outputs(stage: Path, res: dict, framework: str, source: str) -> list[s
         figs["Q3"] = q3_figure(res, stage / "q3_split.png")
     md = render_md(res, framework, source)
     write_text(stage / "preflight.md", md)
-    body = {**res, "framework": framework, "source": source, "proxy": PROXY,
+    body = {**res, "framework": framework, "source": source, "proxy": LM_PROXY if res["plan"]["proxy"] == "lm" else BITSTRING_PROXY,
             "Q6": {**res["Q6"], "framework_reasons": _q6_reasons(framework)}}
     write_text(stage / "preflight.json", json.dumps(body, indent=1, default=float, allow_nan=True) + "\n")
     write_text(stage / "preflight.html", render_html(md, figs, res, f"Preflight: {Path(source).name} ({framework})"))

@@ -23,8 +23,7 @@ VERL = ROOT / "importers" / "data" / "verl_gsm8k_async.yaml"
 def _pruned(mult: float) -> dict:
     imp = import_config(VERL, "verl")
     plan = P.make_plan(imp.data, quick=True, lr_mult=mult, framework="verl")
-    k0 = max(plan.user_bound, 1)
-    plan.jobs = [j for j in plan.jobs if j.question != "Q1" or (j.bound == k0 and j.mult == mult)]
+    plan.jobs = [j for j in plan.jobs if j.question != "Q1" or (j.bound in (0, plan.user_bound) and j.lr == plan.user_lr)]
     P.check_plan(plan)
     return P.run_plan(plan)
 
@@ -40,13 +39,16 @@ def safe() -> dict:
 
 
 def test_known_unsafe_is_unsafe(unsafe):
-    assert unsafe["Q1"]["verdict"] == "unsafe", unsafe["Q1"]["user_cell"]
+    assert unsafe["Q1"]["user_cell"]["verdict"] == "unsafe", unsafe["Q1"]["user_cell"]
+    # --quick cannot place the user's learning rate on the bit-string proxy: never "safe", whatever the cell says
+    assert unsafe["Q1"]["verdict"] == "cannot tell" and "--quick" in unsafe["Q1"]["reason"]
     yours = unsafe["Q2"]["rows"][0]
     assert yours["correction"].startswith("yours: none") and yours["verdict"] == "unsafe"
 
 
 def test_known_safe_is_not_unsafe(safe):
-    assert safe["Q1"]["verdict"] == "safe", safe["Q1"]["user_cell"]
+    assert safe["Q1"]["user_cell"]["verdict"] == "safe", safe["Q1"]["user_cell"]
+    assert safe["Q1"]["verdict"] == "cannot tell" and safe["premise"]["learns"]
     assert safe["Q2"]["rows"][0]["verdict"] == "safe" and safe["Q2"]["verdict"].startswith("safe")
     assert safe["Q6"]["bitwise_equal"]
 
@@ -67,7 +69,7 @@ def test_outputs_and_browser(safe, tmp_path):
     body = json.loads((tmp_path / "preflight.json").read_text())
     assert body["Q1"]["verdict"] == safe["Q1"]["verdict"] and body["Q3"]["verdict"] == "not answered"
     md = (tmp_path / "preflight.md").read_text()
-    assert "multiples of yours" in md and "What does not transfer" in md
+    assert "multiples of the proxy's own rate" in md and "What does not transfer" in md and "premise gate" in md
     chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
