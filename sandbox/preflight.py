@@ -55,6 +55,7 @@ import numpy as np
 from theory.delayed_stability import critical_step
 
 from . import progress
+from .analysis.collapse import COLLAPSE_DROP, final_and_best, replica_collapses
 from .analysis.intervals import t_interval
 from .budget import estimate, format_seconds
 from .preflight_system import Facts, SystemPlan, make_system_plan, run_system_plan
@@ -64,8 +65,6 @@ from .runner import run_scenario
 from .scenario import validate_scenario
 from .system.staleness import CONTROLS
 
-COLLAPSE_DROP = 0.2
-"""A seed collapses when its final expected reward is min(this, half its best) below its running maximum."""
 REWARD_MARGIN = 0.1
 """*slower* when the mean final reward is this far below the synchronous cell's at the same learning rate."""
 REWARD_RANGE = (0.0, 1.0)
@@ -328,30 +327,19 @@ def mean_interval(x: np.ndarray, bounds: tuple[float, float] | None = None) -> t
 
 
 def seed_outcomes(res) -> dict:
-    """Per seed (replica): starting and final expected reward, collapse, mean ESS/N; the ESS trajectory (mean over
-    seeds). The final reward is the mean of the last 10% of evaluations; the start is the first evaluation."""
+    """Per seed (replica): starting and final expected reward, collapse (:mod:`sandbox.analysis.collapse`), mean
+    ESS/N; the ESS trajectory (mean over seeds)."""
     ev = res.replica_metrics["eval/expected_reward"]
-    rows = ~np.isnan(ev).all(1)
-    ev = ev[rows]
+    ev = ev[~np.isnan(ev).all(1)]
     R = ev.shape[1]
-    final, start, collapsed = [], [], []
-    for r in range(R):
-        col = ev[:, r]
-        col = col[np.isfinite(col)]
-        n = max(1, int(len(col) * 0.1))
-        f = float(col[-n:].mean()) if len(col) else math.nan
-        peak = float(col.max()) if len(col) else math.nan
-        final.append(f)
-        start.append(float(col[0]) if len(col) else math.nan)
-        drop = min(COLLAPSE_DROP, 0.5 * peak) if math.isfinite(peak) else COLLAPSE_DROP
-        collapsed.append(bool(res.diverged_at[r] >= 0 or not math.isfinite(f) or f < peak - drop))
+    ends = [final_and_best(ev[:, r]) for r in range(R)]
     ess = res.replica_metrics.get("is/ess_ratio")
     ess_seed = np.nanmean(ess, 0) if ess is not None else np.full(R, np.nan)
     ess_curve = np.nanmean(ess, 1) if ess is not None else np.array([])
     ttt = res.summary.get("time_to_target_replicas") or []
-    return {"final": final, "start": start, "collapsed": collapsed, "ess": [float(v) for v in ess_seed],
-            "ess_curve": [float(v) for v in ess_curve], "time_to_target": [None if t is None else float(t) for t in ttt],
-            "steps": int(len(res.metrics))}
+    return {"final": [e[1] for e in ends], "start": [e[0] for e in ends], "collapsed": replica_collapses(res),
+            "ess": [float(v) for v in ess_seed], "ess_curve": [float(v) for v in ess_curve],
+            "time_to_target": [None if t is None else float(t) for t in ttt], "steps": int(len(res.metrics))}
 
 
 def verdict(out: dict, reference: float | None) -> dict:

@@ -27,7 +27,7 @@ import math
 import numpy as np
 import torch
 
-from ..preflight import fixed_lag, seed_outcomes
+from ..analysis.collapse import replica_collapses
 from ..preflight_transfer import params_rms
 from ..runner import run_scenario
 from ..scenario import validate_scenario
@@ -52,7 +52,7 @@ def scenario(width: int, seeds: int, steps: int, lr: float | None = None) -> dic
     d["task"]["model"] = {"d_model": width, "n_layers": 2, "n_heads": 4, "init_std": round(1 / math.sqrt(width), 6)}
     d["task"]["replicas"] = seeds
     d["run"].update(steps=steps, eval_every=5, schedules="shared")
-    d["system"]["staleness"] = fixed_lag(LAG)
+    d["system"]["staleness"] = {"kind": "fixed_lag", "k": LAG}
     if lr is not None:
         d["algorithm"]["optimizer"]["lr"] = lr
     return d
@@ -71,7 +71,7 @@ def critical(width: int, seeds: int, steps: int) -> tuple[float, list[float], li
     table = []
     for u in U_GRID:
         res = run_scenario(validate_scenario(scenario(width, seeds, steps, u * rms), f"transfer_rule width {width} u {u:g}"))
-        table.append(seed_outcomes(res)["collapsed"])
+        table.append(replica_collapses(res))
     crit = []
     for s in range(seeds):
         hit = next((u for u, row in zip(U_GRID, table) if row[s]), None)

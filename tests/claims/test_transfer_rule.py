@@ -24,9 +24,9 @@ def _fake(monkeypatch, rms: dict, first_collapse: dict):
     def outcomes(d):
         w, lr = d["task"]["model"]["d_model"], d["algorithm"]["optimizer"]["lr"]
         i = min(range(len(T.U_GRID)), key=lambda j: abs(T.U_GRID[j] * rms[w] - lr))
-        return {"collapsed": [c is not None and i >= c for c in first_collapse[w]]}
+        return [c is not None and i >= c for c in first_collapse[w]]
 
-    monkeypatch.setattr(T, "seed_outcomes", outcomes)
+    monkeypatch.setattr(T, "replica_collapses", outcomes)
 
 
 def test_same_critical_u_different_lr_is_reproduced(monkeypatch):
