@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import CONTROLS, Admission, Control, ControlConfig
+from .base import CONTROLS, Admission, Control, ControlConfig, Dispatch, spread_parts
 
 
 class StreamSyncControlConfig(ControlConfig):
@@ -19,6 +19,13 @@ class StreamSyncControlConfig(ControlConfig):
     kind: Literal["stream_sync"] = "stream_sync"
     sync_every: int = Field(
         4, ge=1, description="Learner steps per weight sync of the rollout side (verl trigger_parameter_sync_step; 1 = sync).")
+    dispatch: Dispatch = Field(
+        "work_conserving",
+        description="As sync's: 'work_conserving' splits groups over idle workers when the round's m·B groups are "
+        "fewer than the workers; 'group_per_worker': one worker per group.")
+
+    def group_parts(self, groups_per_step, group_size, num_workers):
+        return spread_parts(self.sync_every * groups_per_step, group_size, num_workers, self.dispatch)
 
     def ahead_groups(self, groups_per_step, num_workers):
         return self.sync_every * groups_per_step, "the groups of the round"
