@@ -384,7 +384,7 @@ def compact_table(results: dict, title: str) -> Table:
     for label, r in results.items():
         s = r.summary
         speed, lo, hi = s.get("speedup_vs_sync"), s.get("speedup_ci_low"), s.get("speedup_ci_high")
-        speed_cell = "-" if speed is None else f"{speed:.3g}x" + (f" [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None else "")
+        speed_cell = "-" if speed is None else f"{speed:#.3g}x" + (f" [{lo:#.3g}, {hi:#.3g}]" if lo is not None and hi is not None else "")
         table.add_row(escape(label), s["status"], speed_cell, _target_cell(s),
                       f"{_fmt(s['staleness_mean'], '.2f')}/{s['staleness_max']}", f"{100 * s['util_workers']:.0f}%"
                       if s.get("util_workers") is not None and math.isfinite(s["util_workers"]) else "-",

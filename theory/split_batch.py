@@ -31,6 +31,8 @@ cost model, gives each part the whole group's time instead).
 (2, 1, 4)
 >>> round(exp_split_step_mean(8, 8, 16, rate=1.0), 4), round(exp_split_step_mean(8, 8, 8, rate=1.0), 4)
 (1.6904, 2.7179)
+>>> round(split_step_mean(exponential_cdf(1.0), 4, 8, 12), 4)  # parts of 3, 3, 2 samples
+1.0623
 >>> exp_split_makespan_expr()
 Piecewise((s*harmonic(m), W >= m), (s*(harmonic(W) + (-W + m)/W), True))
 """
@@ -40,9 +42,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 import sympy as sp
 
-from .order_statistics import expected_max, harmonic
+from .order_statistics import _integrate_survival, expected_max, exponential_cdf, harmonic
 
 m_sym, W_sym = sp.symbols("m W", positive=True, integer=True)
 s_sym = sp.Symbol("s", positive=True)
@@ -85,10 +88,27 @@ def exp_split_step_mean(groups: int, group_size: int, workers: int, rate: float 
     return exp_split_makespan(groups * p, workers, 1.0 / (p * rate)) + train + sync
 
 
+def part_sizes(group_size: int, parts: int) -> list[int]:
+    """The near-equal split of ``G`` samples into ``p`` parts (the first ``G mod p`` one larger)."""
+    return [group_size // parts + (1 if i < group_size % parts else 0) for i in range(parts)]
+
+
 def split_step_mean(cdf: Callable, groups: int, group_size: int, workers: int) -> float:
     """``E[T_gen]`` for group times of CDF ``cdf`` when every part has its own worker (``B·p <= W``):
-    ``(1/p)·E[max of B·p group times]``."""
+    the mean of ``max_i (n_i/G)·X_i`` over the ``B·p`` parts, ``∫₀^∞ (1 − Π_i F(x·G/n_i)) dx``
+    (``(1/p)·E[max of B·p group times]`` when ``p`` divides ``G``)."""
     p = parts_per_group(groups, group_size, workers)
     if groups * p > workers:
         raise ValueError(f"{groups * p} parts on {workers} workers: this closed form needs one part per worker")
-    return expected_max(cdf, groups * p) / p
+    sizes = part_sizes(group_size, p)
+    if len(set(sizes)) == 1:
+        return expected_max(cdf, groups * p) / p
+    scales = {n / group_size: groups * sizes.count(n) for n in set(sizes)}  # part scale -> how many parts
+
+    def survival(x):
+        prod = np.ones_like(x, dtype=float)
+        for scale, count in scales.items():
+            prod = prod * np.asarray(cdf(x / scale), dtype=float) ** count
+        return 1.0 - prod
+
+    return _integrate_survival(survival)

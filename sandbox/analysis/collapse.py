@@ -32,8 +32,9 @@ def _tail_mean(column: np.ndarray, frac: float = 0.1) -> float:
 
 def collapsed(diverged_at, replica_metrics: dict[str, np.ndarray]) -> list[bool]:
     """Per replica, whether it collapsed (module docstring). ``replica_metrics``: ``(steps, R)`` arrays
-    keyed as in ``replicas.npz`` (``eval__expected_reward``, ``grad__norm``, ...)."""
+    keyed by metric (``eval/expected_reward``, ``grad/norm``, ...; or as in ``replicas.npz``, ``/`` as ``__``)."""
     at = [int(s) for s in diverged_at]
+    replica_metrics = {k.replace("/", "__"): v for k, v in replica_metrics.items()}  # a run's keys or replicas.npz's
     reward = next((replica_metrics[k] for k in REWARD_KEYS if k in replica_metrics), None)
     grad = replica_metrics.get("grad__norm")
     out = []
