@@ -116,3 +116,21 @@ def test_quickstart_sync_step_matches_the_split_theory(W):
     steps = np.diff([0.0] + [r["time"] for r in res.rows])
     predicted = exp_split_step_mean(8, 8, W, rate=1.0, train=0.2, sync=0.05)
     assert abs(steps.mean() - predicted) < 4 * steps.std(ddof=1) / np.sqrt(len(steps))
+
+
+def test_stream_sync_of_one_step_is_sync_and_spreads_its_round():
+    """``stream_sync`` with ``sync_every = 1`` is exactly ``sync`` (both split groups over idle workers);
+    with ``sync_every = 2`` a round has 2·B groups, split so that it covers the fleet too."""
+    def stream(m):
+        cfg = SystemConfig(num_workers=16, generation_time={"kind": "exponential", "mean": 1.0},
+                           train_time={"kind": "constant", "value": 0.1}, staleness={"kind": "stream_sync", "sync_every": m})
+        return simulate_timing(cfg, 6, 4, group_size=8, seed=2)
+
+    sync = _run(16, 4, 8, seed=2, steps=6)
+    one = stream(1)
+    cfg_sync = SystemConfig(num_workers=16, generation_time={"kind": "exponential", "mean": 1.0},
+                            train_time={"kind": "constant", "value": 0.1}, staleness={"kind": "sync"})
+    assert one.rows == simulate_timing(cfg_sync, 6, 4, group_size=8, seed=2).rows
+    assert violations(sync, 16, 4, 8) == []
+    two = pd.DataFrame(list(stream(2).events), columns=EVENT_COLUMNS)
+    assert (two[two.kind == "dispatch"].groupby("version").size() >= 16).all()  # 8 groups of a round in 16 parts
