@@ -197,6 +197,8 @@ def run(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     force: bool = typer.Option(False, "--force", help="Run even when the estimated memory exceeds the available memory."),
+    wide: bool = typer.Option(False, "--wide", help="The full summary table (throughput, final reward, drops, ESS, gradient "
+                              "cosine) instead of the compact one that fits 80 columns; every number is in summary.json."),
 ):
     """Run a scenario (all its variants) and print a summary table.
 
@@ -283,7 +285,7 @@ def run(
         else:
             kept = "nothing was kept"
         _interrupted(kept)
-    _print_table(results, scn.title or name, comparison)
+    _print_table(results, scn.title or name, comparison, wide=wide)
     replaced = " (it replaced the previous run)" if staged.previous else ""
     console.print(f"results in [bold]{escape(str(out))}[/bold]{replaced}")
 
@@ -391,12 +393,59 @@ def _compare_variants(results: dict, stage: Path):
     return comparison
 
 
-def _print_table(results: dict, title: str, comparison=None) -> None:
+def _status_cell(s: dict) -> str:
+    status = s["status"] if not s.get("diverged_replicas") else f"{s['status']} ({s['diverged_replicas']}/{s['replicas']} diverged)"
+    if s["status"] == "diverged":
+        status = f"diverged ({s['diverged_replicas']}/{s['replicas']})"
+    return status
+
+
+def _target_cell(s: dict) -> str:
+    ttt = s.get("time_to_target")
+    return (_fmt(ttt, ".3g") if ttt is not None else "no target" if s.get("target_level") is None
+            else f"missed {s.get('target_reached_replicas', 0)}/{s['replicas']}")
+
+
+def compact_table(results: dict, title: str) -> Table:
+    """The default summary of ``sandbox run``, narrow enough for an 80-column terminal: variant, status,
+    end-to-end speed-up with its 95% interval, time to target, staleness, busy workers and collapsed
+    replicas (``sandbox.analysis.collapse``); ``--wide`` and summary.json have the rest."""
+    from rich import box
+
+    from .analysis.collapse import cell
+
+    table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False,
+                  title_justify="left")
+    for col, just in (("variant", "left"), ("status", "left"), ("speed-up [95% CI]", "right"), ("target s", "right"),
+                      ("lag", "right"), ("busy", "right"), ("collapsed", "right")):
+        table.add_column(col, justify=just, overflow="fold")
+    for label, r in results.items():
+        s = r.summary
+        speed, lo, hi = s.get("speedup_vs_sync"), s.get("speedup_ci_low"), s.get("speedup_ci_high")
+        speed_cell = "-" if speed is None else f"{speed:#.3g}x" + (f" [{lo:#.3g}, {hi:#.3g}]" if lo is not None and hi is not None else "")
+        table.add_row(escape(label), s["status"], speed_cell, _target_cell(s),
+                      f"{_fmt(s['staleness_mean'], '.2f')}/{s['staleness_max']}", f"{100 * s['util_workers']:.0f}%"
+                      if s.get("util_workers") is not None and math.isfinite(s["util_workers"]) else "-",
+                      cell(s.get("collapsed_replicas"), s.get("replicas")))
+    return table
+
+
+def _print_table(results: dict, title: str, comparison=None, wide: bool = False) -> None:
+    if not wide:
+        console.print(compact_table(results, title))
+    else:
+        _print_wide_table(results, title)
+    _print_table_notes(results, comparison, wide)
+
+
+def _print_wide_table(results: dict, title: str) -> None:
+    from .analysis.collapse import cell
+
     base = next(iter(results.values())).summary["throughput_samples_per_s"]
     table = Table(title=escape(title))
     final_label = _final_label(next((c for c in _FINAL_FIELDS if any(not math.isnan(r.summary[c]) for r in results.values())),
                                     "final_reward"))
-    columns = ("run", "status", "throughput (samples/s)", "vs first", final_label, "to target (s)",
+    columns = ("run", "status", "collapsed", "throughput (samples/s)", "vs first", final_label, "to target (s)",
                "end to end vs sync", "staleness mean/max", "dropped groups", "ESS/N mean", "grad cos mean")
     for col in columns:
         table.add_column(col)
@@ -405,14 +454,12 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
         reward = s["final_expected_reward"] if not math.isnan(s["final_expected_reward"]) else s["final_reward"]
         if math.isnan(reward):
             reward = s["final_loss"]
-        status = s["status"] if not s.get("diverged_replicas") else f"{s['status']} ({s['diverged_replicas']}/{s['replicas']} diverged)"
-        if s["status"] == "diverged":
-            status = f"diverged ({s['diverged_replicas']}/{s['replicas']})"
         ttt = s.get("time_to_target")
         speed = s.get("speedup_vs_sync")
         table.add_row(
             escape(label),
-            status,
+            _status_cell(s),
+            cell(s.get("collapsed_replicas"), s.get("replicas")),
             _fmt(s["throughput_samples_per_s"], ".2f"),
             _fmt(s["throughput_samples_per_s"] / base if base else math.nan, ".2f") + "x",
             _fmt(reward),
@@ -425,6 +472,9 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
             _fmt(s["grad_cos_mean"]),
         )
     console.print(table)
+
+
+def _print_table_notes(results: dict, comparison, wide: bool) -> None:
     first = next(iter(results.values())).summary
     if first.get("target_level") is not None:
         console.print(f"target: {escape(str(first.get('target_metric')))} {escape(first.get('target_rule', ''))}")
@@ -444,6 +494,14 @@ def _print_table(results: dict, title: str, comparison=None) -> None:
                 console.print(escape(describe(comparison, label)) + ".")
     elif first.get("time_to_target") is not None:
         console.print(f"reached in {first['time_to_target']:.3g} s, {first['steps_to_target']:.3g} learner steps")
+    if not wide:
+        console.print(
+            "[dim]speed-up: time to target of the synchronous variant / this one's (95% bootstrap interval); target s: "
+            f"simulated seconds until the running mean over {first.get('target_window_steps') or '-'} steps crosses the "
+            "target, mean over replicas; lag: mean/max versions between the generating weights and the training step; busy: "
+            "busy fraction of the rollout workers; collapsed: replicas that diverged or ended below reward 0.05 with "
+            "a zero gradient (docs/time_to_target.md); --wide for the full table.[/dim]")
+        return
     console.print(
         "[dim]throughput: samples consumed per simulated second; time to target: simulated seconds until the "
         f"centred running mean of the headline metric over {first.get('target_window_steps') or '-'} steps crosses the "
@@ -638,7 +696,7 @@ def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
     reward_col = next((c for c in ("final_expected_reward", "final_reward", "final_loss") if c in df and df[c].notna().any()), None)
     table = Table(title=escape(f"{spec.name} (mean over seeds)"))
     ttt = "time_to_target" in df and df["time_to_target"].notna().any()
-    cols = (keys + ["runs", "status"] + ([reward_col] if reward_col else []) + ["throughput", "staleness"]
+    cols = (keys + ["runs", "status", "collapsed"] + ([reward_col] if reward_col else []) + ["throughput", "staleness"]
             + (["to target (s)", "end to end vs sync"] if ttt else []))
     for c in cols:
         table.add_column(c.split(".")[-1] if c in keys and len(keys) > 3 else _final_label(c) if c == reward_col else c)
@@ -649,7 +707,9 @@ def _print_sweep_table(df, spec, max_rows: int = 40) -> None:
             break
         vals = vals if isinstance(vals, tuple) else (vals,)
         status = ", ".join(f"{n} {s}" for s, n in g.status.value_counts().items())
-        row = [escape(str(v)) for v in vals] + [str(len(g)), status]
+        collapsed = (f"{int(g['collapsed_replicas'].sum())}/{int(g['replicas'].sum())}"
+                     if "collapsed_replicas" in g and "replicas" in g and g["collapsed_replicas"].notna().all() else "-")
+        row = [escape(str(v)) for v in vals] + [str(len(g)), status, collapsed]
         if reward_col:
             row.append(_fmt(g[reward_col].mean()))
         row.append(_fmt(g["throughput_samples_per_s"].mean(), ".2f") if "throughput_samples_per_s" in g else "-")

@@ -185,6 +185,31 @@ def _replica_zero(result) -> str:
     return f"; replica 0's schedule of {replicas}" if replicas > 1 else ""
 
 
+def replica_lines(ax, result, col: str, x: str, color: str, label: str | None = None) -> int:
+    """Each replica's ``col`` as a thin line against ``x`` (``time``: its own clock under independent
+    schedules, ``step``), so that a mean over replicas never hides one; returns how many were drawn
+    (0 with a single replica or no per-replica values)."""
+    rm = {k.replace("/", "__"): v for k, v in (getattr(result, "replica_metrics", None) or {}).items()}
+    vals = rm.get(col.replace("/", "__"))
+    m = result.metrics
+    if vals is None or np.ndim(vals) != 2 or vals.shape[1] < 2 or len(vals) != len(m):
+        return 0
+    R = vals.shape[1]
+    own = rm.get("time") if x == "time" else None
+    xs = own if own is not None and np.shape(own) == vals.shape else np.repeat(m[x].to_numpy(dtype=float)[:, None], R, 1)
+    for r in range(R):
+        ok = np.isfinite(vals[:, r]) & np.isfinite(xs[:, r])
+        ax.plot(xs[ok, r], vals[ok, r], lw=0.6, alpha=0.5, color=color, label=label if r == 0 else None)
+    return R
+
+
+def collapsed_note(result) -> str:
+    """"k/R replicas collapsed" from the summary (docs/time_to_target.md#collapse), or ""."""
+    s = getattr(result, "summary", None) or {}
+    k, R = s.get("collapsed_replicas"), s.get("replicas")
+    return f"{k}/{R} replicas collapsed" if k is not None and R and R > 1 else ""
+
+
 @paused_cyclic_gc()
 def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0], formats=FORMATS) -> None:
     m = result.metrics
@@ -192,7 +217,9 @@ def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, dpi=DPI)
     for ax, x, xlabel in ((axes[0], "time", "simulated time (s)"), (axes[1], "step", "learner step")):
         d = m[[x, col]].dropna()
-        ax.plot(d[x], d[col], lw=1.5, color=color, label=label or "run")
+        R = replica_lines(ax, result, col, x, color, label="each replica")
+        ax.plot(d[x], d[col], lw=1.5, color=color,
+                label=f"{label or 'run'}: mean of {R} replicas" if R else (label or "run"))
         if col in ("eval/loss", "loss"):
             ax.set_yscale("log")
         ax.set_xlabel(xlabel)
@@ -200,7 +227,8 @@ def learning_curves(result, path: Path, label: str = "", color: str = PALETTE[0]
     axes[0].set_ylabel(metric_label(col).replace(" [", "\n["))
     axes[0].legend(fontsize=8, loc="best")
     status = (getattr(result, "summary", None) or {}).get("status", result.status)  # with the growth rule's divergence
-    fig.suptitle(f"Learning curve ({status})\n{_name(result, label)}", fontsize=10)
+    note = collapsed_note(result)
+    fig.suptitle(f"Learning curve ({status}{'; ' + note if note else ''})\n{_name(result, label)}", fontsize=10)
     fig.tight_layout()
     _save(fig, path, formats)
 
@@ -259,14 +287,37 @@ def diagnostics_traces(result, path: Path, label: str = "", color: str = PALETTE
 
 
 @paused_cyclic_gc()
+def _parts_as_jobs(jobs, ev):
+    """The jobs table with a group split over several workers (a work-conserving synchronous step,
+    docs/system.md#work-conserving-synchronous-steps) replaced by one row per part, from the event log's
+    ``dispatch``/``finish`` pairs (same job id, the part's worker); the jobs table itself when no group
+    was split."""
+    import pandas as pd
+
+    if ev is None or ev.empty:
+        return jobs
+    disp = ev[ev.kind == "dispatch"]
+    if len(disp) <= len(jobs):
+        return jobs
+    fin = ev[ev.kind == "finish"][["worker", "job", "time"]].rename(columns={"time": "finish_time"})
+    parts = disp[["worker", "job", "time"]].rename(columns={"time": "dispatch_time"})
+    # the n-th dispatch of a (worker, job) pairs with its n-th finish (a worker may run two parts of a group)
+    parts["n"] = parts.groupby(["worker", "job"]).cumcount()
+    fin["n"] = fin.groupby(["worker", "job"]).cumcount()
+    parts = parts.merge(fin, on=["worker", "job", "n"], how="left").drop(columns="n")
+    rest = jobs.drop(columns=["worker", "dispatch_time", "finish_time"])
+    return pd.merge(parts, rest, on="job", how="left")
+
+
 def timeline(result, path: Path, max_time: float | None = None, label: str = "", formats=FORMATS) -> None:
-    """Gantt chart: one row per worker (a bar per job, coloured by its lag when consumed; hatched
+    """Gantt chart: one row per worker (a bar per job, or per part of a split group, coloured by its lag when consumed; hatched
     when it was dropped, white when it was never consumed before the run ended) and a row for the
     learner (a bar per training step). It shows the first quarter of the run (or ``max_time``
     seconds) and at most :data:`TIMELINE_MAX_WORKERS` workers; the title says so."""
     jobs, ev = result.jobs, result.events
     if jobs.empty:
         return
+    jobs = _parts_as_jobs(jobs, ev)
     end = float(jobs.finish_time.max())
     horizon = max_time or end * 0.25 or 1.0
     n_workers = int(jobs.worker.max()) + 1
@@ -405,15 +456,18 @@ def comparison_figure(results: dict[str, object], path: Path, smooth: int = 5, t
         m = r.metrics
         col = _reward_column(m)
         d = m[["time", "step", col]].dropna()
-        axes[0].plot(d.time, d[col], label=name, color=colors[name])
+        replica_lines(axes[0], r, col, "time", colors[name])
+        replica_lines(axes[1], r, col, "step", colors[name])
+        note = collapsed_note(r)
+        axes[0].plot(d.time, d[col], label=f"{name} ({note})" if note else name, color=colors[name])
         axes[1].plot(d.step, d[col], color=colors[name])
         for ax, (c, _, scale) in zip(axes[2:], panels):
             if c in m:
                 y = m[c].where(m[c] > 0) if scale == "log" else m[c]
                 ax.plot(m.step, y.rolling(smooth, min_periods=1).mean(), color=colors[name], lw=1)
     axes[0].set_ylabel(metric_label(col).replace(" [", "\n["))
-    axes[0].set_title("reward against simulated time", fontsize=9)
-    axes[1].set_title("reward against learner steps", fontsize=9)
+    axes[0].set_title("reward against simulated time (mean; thin: each replica)", fontsize=9)
+    axes[1].set_title("reward against learner steps (mean; thin: each replica)", fontsize=9)
     axes[0].set_xlabel("simulated time (s)")
     for ax, (c, words, scale) in zip(axes[2:], panels):
         ax.set_title(f"{words} (rolling mean of {smooth} steps)", fontsize=9)

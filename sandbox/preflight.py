@@ -55,7 +55,7 @@ import numpy as np
 from theory.delayed_stability import critical_step
 
 from . import progress
-from .analysis.collapse import COLLAPSE_DROP, final_and_best, replica_collapses
+from .analysis.collapse import COLLAPSE_DROP, final_and_best, replica_reward_drops
 from .analysis.intervals import t_interval
 from .budget import estimate, format_seconds
 from .preflight_system import Facts, SystemPlan, make_system_plan, run_system_plan
@@ -337,7 +337,7 @@ def seed_outcomes(res) -> dict:
     ess_seed = np.nanmean(ess, 0) if ess is not None else np.full(R, np.nan)
     ess_curve = np.nanmean(ess, 1) if ess is not None else np.array([])
     ttt = res.summary.get("time_to_target_replicas") or []
-    return {"final": [e[1] for e in ends], "start": [e[0] for e in ends], "collapsed": replica_collapses(res),
+    return {"final": [e[1] for e in ends], "start": [e[0] for e in ends], "collapsed": replica_reward_drops(res),
             "ess": [float(v) for v in ess_seed], "ess_curve": [float(v) for v in ess_curve],
             "time_to_target": [None if t is None else float(t) for t in ttt], "steps": int(len(res.metrics))}
 

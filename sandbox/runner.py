@@ -19,6 +19,7 @@ import torch
 
 from . import progress
 from .algorithms import build_policy_loss
+from .analysis.collapse import collapsed
 from .analysis.divergence import growth_divergence
 from .analysis.time_to_target import REPLICA_KEYS, Curves, is_synchronous, standalone_fields
 from .budget import check_budget
@@ -357,6 +358,12 @@ def summarize(result: RunResult, sim_time: float) -> dict:
         "util_learner": float(m["util/learner"].iloc[-1]) if len(m) else math.nan,
     }
     out.update(_divergence(result, out))
+    per_replica = result.replica_metrics or {  # one replica: its columns of the metrics table
+        k.replace("/", "__"): m[k].to_numpy(dtype=float)[:, None] for k in ("eval/expected_reward", "reward/mean", "grad/norm")
+        if k in m}
+    dead = collapsed(out["diverged_at"], per_replica)
+    out["collapsed_replicas"] = int(sum(dead))
+    out["collapsed"] = [bool(d) for d in dead]
     out.update(_time_to_target(result, out))
     if result.lengths and (result.scenario.system.staleness.drops_stale() or out["dropped"] > 0):
         from .analysis.drop_bias import drop_bias  # scipy: loaded only by a run whose staleness drops groups

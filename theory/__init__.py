@@ -1,6 +1,6 @@
 """Symbolic and numeric predictions that the simulator is checked against.
 
-Each module encodes one result of ``docs/theory.md`` (T1-T14): its statement and
+Each module encodes one result of ``docs/theory.md`` (T1-T15): its statement and
 assumptions (module docstring, with sources), sympy expressions, numeric
 functions made from them, and a worked example as a doctest. The package imports
 only numpy and sympy -- never ``sandbox``.
@@ -31,6 +31,7 @@ from theory import (
     optimal_baseline,
     order_statistics,
     random_delay,
+    split_batch,
     staleness_divergence,
 )
 
@@ -38,7 +39,7 @@ from theory import (
 @dataclass(frozen=True)
 class Result:
     module: ModuleType
-    section: str  # section of docs/theory.md (anchor #t1 ... #t14)
+    section: str  # section of docs/theory.md (anchor #t1 ... #t15)
     kind: str  # exact | approx | rate | bound (defined at the top of docs/theory.md)
     description: str
 
@@ -71,6 +72,8 @@ RESULTS: dict[str, Result] = {
                               "saturated continuous-batching engine: X(c) = c / (E[L](a + b c) + c P), W = c / X"),
     "random_delay": Result(random_delay, "T14", "exact",
                            "lag law of P memoryless workers (P(L_t = j) = q^(j-1)/P) and the mean path of delayed SGD at it"),
+    "split_batch": Result(split_batch, "T15", "exact",
+                          "synchronous step spread over W workers: B*p parts, E[T] = s (H_W + (m - W)/W), s H_m for m <= W"),
 }
 
 __all__ = ["RESULTS", "Result"] + list(RESULTS)

@@ -692,6 +692,15 @@ def compare_variants(results: dict[str, Any]) -> Comparison:
     return compare(arms, {a.label: sync for a in arms}, kind="variant")
 
 
+def one_schedule(comp: Comparison, label: str, base: str) -> bool:
+    """Whether the interval between ``label`` and ``base`` resamples replicas that all ran under one
+    timing schedule (one seed per arm and ``run.schedules = "shared"``): it then holds the learning's
+    randomness only, not the timing's, and the sentence says so (docs/time_to_target.md#intervals)."""
+    runs = comp.arm(label).runs + comp.arm(base).runs
+    seeds = {c.seed for c in comp.arm(label).runs}
+    return bool(runs) and len(seeds) < 2 and all(c.replica_time is None for c in runs)
+
+
 def describe(comp: Comparison, label: str, throughput_ratio: float | None = None) -> str:
     """One sentence in plain words: how fast ``label`` reaches the target against its synchronous
     baseline, and how that splits into samples per second and samples needed. No speed-up is
@@ -724,15 +733,16 @@ def describe(comp: Comparison, label: str, throughput_ratio: float | None = None
             return (f"{label} does not reach {lv} ({sp.reason}) while synchronous training reaches it in "
                     f"{sp.time_sync:.3g} s: no end-to-end speed-up is claimed")
         return f"{label}: no end-to-end speed-up ({sp.reason})"
+    scope = " over replicas of one timing schedule" if one_schedule(comp, label, base) else ""
     if sp.ci_low is not None and not sp.significant:
         faster = "no significant difference"
-        ci = f" ({sp.value:.2f}×, 95% CI {sp.ci_low:.2f}–{sp.ci_high:.2f}×)"
+        ci = f" ({sp.value:.2f}×, 95% CI {sp.ci_low:.2f}–{sp.ci_high:.2f}×{scope})"
     elif sp.value >= 1:
         faster = f"{sp.value:.2f}× faster"
-        ci = f" (95% CI {sp.ci_low:.2f}–{sp.ci_high:.2f}×)" if sp.ci_low is not None else ""
+        ci = f" (95% CI {sp.ci_low:.2f}–{sp.ci_high:.2f}×{scope})" if sp.ci_low is not None else ""
     else:  # the interval in the same "slower" units as the estimate
         faster = f"{1 / sp.value:.2f}× slower"
-        ci = f" (95% CI {1 / sp.ci_high:.2f}–{1 / sp.ci_low:.2f}×)" if sp.ci_low is not None else ""
+        ci = f" (95% CI {1 / sp.ci_high:.2f}–{1 / sp.ci_low:.2f}×{scope})" if sp.ci_low is not None else ""
     text = f"{label} reaches {lv} in {sp.time_variant:.3g} s vs {sp.time_sync:.3g} s synchronous: {faster} end to end{ci}"
     if rate:
         text += f", although it trains on {rate}" if gain > 1 and gain > sp.value else f"; it trains on {rate}"

@@ -12,7 +12,7 @@ docs/theory.md#t7, #t10).
 
 from __future__ import annotations
 
-from . import batching, bound, cosine, divergence, ess, fisher, gac, minibatch, mismatch_ess, queueing, random_lag, stability, variance
+from . import batching, bound, cosine, divergence, ess, fisher, gac, minibatch, mismatch_ess, queueing, random_lag, split_batch, stability, variance
 from .base import Check, CheckResult, Point
 
 CHECKS: dict[str, Check] = {
@@ -32,6 +32,8 @@ CHECKS: dict[str, Check] = {
               "staleness 0)", mismatch_ess.run, 1.1),
         Check("engine_batching", "T13", "continuous-batching throughput c / (E[L](a + b·c) + c·P) vs c", batching.run, 1.1),
         Check("random_lag", "T14", "lag law of P exponential workers and delayed SGD's mean path at that lag", random_lag.run, 1.1),
+        Check("split_sync_step", "T15", "work-conserving synchronous step time vs workers W (groups split over idle "
+              "workers)", split_batch.run, 1.1),
     ]
 }
 

@@ -27,7 +27,7 @@ import math
 import numpy as np
 import torch
 
-from ..analysis.collapse import replica_collapses
+from ..analysis.collapse import replica_reward_drops
 from ..preflight_transfer import params_rms
 from ..runner import run_scenario
 from ..scenario import validate_scenario
@@ -71,7 +71,7 @@ def critical(width: int, seeds: int, steps: int) -> tuple[float, list[float], li
     table = []
     for u in U_GRID:
         res = run_scenario(validate_scenario(scenario(width, seeds, steps, u * rms), f"transfer_rule width {width} u {u:g}"))
-        table.append(replica_collapses(res))
+        table.append(replica_reward_drops(res))
     crit = []
     for s in range(seeds):
         hit = next((u for u, row in zip(U_GRID, table) if row[s]), None)

@@ -58,12 +58,15 @@ def reduce_run(res: RunResult, grid: Grid) -> dict:
     ev_log = res.events
     early = ev_log[ev_log["time"] <= grid.timeline_seconds]
     gen = []  # [worker, start, end, version] of the generations finished in the window
-    starts: dict[int, tuple[float, int]] = {}
+    # keyed by (worker, job): a synchronous step spread over the fleet splits a group into parts on several
+    # workers, each with its own dispatch/finish pair (docs/system.md#work-conserving-synchronous-steps)
+    starts: dict[tuple[int, int], tuple[float, int]] = {}
     for t, kind, worker, job, version in early[["time", "kind", "worker", "job", "version"]].itertuples(index=False):
+        key = (int(worker), int(job))
         if kind == "dispatch":
-            starts[int(job)] = (float(t), int(version))
-        elif kind == "finish" and int(job) in starts:
-            s, v = starts.pop(int(job))
+            starts[key] = (float(t), int(version))
+        elif kind == "finish" and key in starts:
+            s, v = starts.pop(key)
             gen.append([int(worker), r4(s), r4(t), v])
     train, t0 = [], None
     for t, kind in early[["time", "kind"]].itertuples(index=False):

@@ -389,6 +389,7 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
         mcol = "loss" if "loss" in metrics else mcol
     layout = layout or build_layout(results, keys)
     groups = dict(_groups(metrics, layout.keys))
+    collapsed = _collapsed_by_label(results, layout.keys)
     fig, axes = _grid(len(layout.facets), 2, 5.5, 3.2, sharex="col", sharey=True)
     refs_drawn = False
     for row, facet in zip(axes, layout.facets):
@@ -410,6 +411,10 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
                 ax.plot(x, mean, label=name, **style)
                 if by_step.shape[1] > 1 and not is_ref:
                     ax.fill_between(x, by_step.min(axis=1), by_step.max(axis=1), color=color, alpha=0.2, lw=0)
+            k_of_r = collapsed.get(label)
+            if not is_ref and k_of_r and k_of_r[0] > 0 and len(mean):
+                row[0].annotate(f"{k_of_r[0]}/{k_of_r[1]} collapsed", (mean.index[-1], mean.iloc[-1]), fontsize=7,
+                                color=color, textcoords="offset points", xytext=(-4, 4), ha="right")
             refs_drawn |= is_ref
         row[0].set_title(layout.facet_title(facet), fontsize=9, loc="left")
         for ax in row:
@@ -423,7 +428,9 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
                title=layout.legend_title(), title_fontsize=7)
     fig.tight_layout()
-    _top_title(fig, f"Learning curves of all {len(layout.labels)} configurations: mean over seeds, band min..max", fontsize=10)
+    _top_title(fig, f"Learning curves of all {len(layout.labels)} configurations: mean over seeds, band min..max over seeds"
+               + (f" ({sum(v[0] for v in collapsed.values())} of {sum(v[1] for v in collapsed.values())} replicas collapsed)"
+                  if collapsed else ""), fontsize=10)
     _save(fig, path, formats)
     n_seeds = int(results.groupby(keys).size().max()) if keys and len(results) else len(results)
     by = f"; one row per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else ""
@@ -433,8 +440,29 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
         "Learning curves per configuration",
         f"{mcol} against learner steps and simulated time; line = mean over {n_seeds} seed(s), band = min..max over seeds"
         f"{by}; colour: {layout.legend_title() or 'configuration'}"
-        f"{'; dashed: the synchronous baseline of the configuration of that colour' if refs_drawn else ''}.",
+        f"{'; dashed: the synchronous baseline of the configuration of that colour' if refs_drawn else ''}; "
+        f"{_collapsed_caption(collapsed)}.",
     )
+
+
+def _collapsed_by_label(results: pd.DataFrame, keys: list[str]) -> dict[str, tuple[int, int]]:
+    """Per configuration label: (collapsed replicas, replicas) summed over its seeds
+    (docs/time_to_target.md#collapse); empty when the results have no such columns."""
+    if "collapsed_replicas" not in results or "replicas" not in results or results.empty:
+        return {}
+    return {label: (int(g["collapsed_replicas"].fillna(0).sum()), int(g["replicas"].fillna(0).sum()))
+            for label, g in _groups(results, keys)}
+
+
+def _collapsed_caption(collapsed: dict[str, tuple[int, int]]) -> str:
+    if not collapsed:
+        return "collapsed replicas not recorded"
+    bad = {k: v for k, v in collapsed.items() if v[0]}
+    total = sum(v[1] for v in collapsed.values())
+    if not bad:
+        return f"no replica collapsed (0 of {total})"
+    return ("collapsed replicas (diverged, or final reward < 0.05 with a zero gradient), written at the end of a line: "
+            + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in bad.items()))
 
 
 @paused_cyclic_gc()

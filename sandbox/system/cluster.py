@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -313,6 +314,8 @@ class Job:
     segments: int = 1
     tail_version: int = -1
     payload: Payload | ReleasedPayload | None = None
+    parts_left: int = 0
+    """Parts of a split group still generating (work-conserving synchronous steps); 0 otherwise."""
 
     @property
     def num_samples(self) -> int:
@@ -693,7 +696,7 @@ class Cluster:
         self.on_step = on_step
         self.speeds = cfg.speeds()
         self.busy_done = 0.0  # worker-seconds of finished jobs
-        self.running_since: dict[int, float] = {}
+        self.running_since: dict[int | tuple[int, int], float] = {}  # job id, or (group id, worker) of a part
         self.learner_busy = 0.0
         self.samples_consumed = 0
         self.tokens_consumed = 0
@@ -704,6 +707,10 @@ class Cluster:
         self.engines = (gen.build_engines(self.env, len(self.speeds), self._resample, self._resume)
                         if getattr(gen, "engine_model", False) else None)
         self.lengths: dict[int, list[int]] = {}  # job id -> its sequences' lengths (engine runs only)
+        plain = self.engines is None and not cfg.partial_rollouts
+        self.parts = cfg.staleness.group_parts(groups_per_step, group_size, len(self.speeds)) if plain else 1
+        """Parts each group is split into (``ControlConfig.group_parts``; 1: a group is one worker's job)."""
+        self.pending_parts: deque[tuple[Job, int]] = deque()  # (group, samples) of parts no worker took yet
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _event(self, kind: str, worker: int = -1, job: int = -1, version: int = -1, step: int = -1) -> None:
@@ -752,7 +759,7 @@ class Cluster:
 
     def _admissible(self) -> bool:
         """Whether a free worker would be admitted now (the test of :meth:`_worker`; pure)."""
-        return self.control.admit(self.store.visible, len(self.buffer)) is not None
+        return bool(self.pending_parts) or self.control.admit(self.store.visible, len(self.buffer)) is not None
 
     # -- processes -----------------------------------------------------------------------------
     def _worker(self, wid: int):
@@ -760,7 +767,12 @@ class Cluster:
         env, control, store, signal, workload = self.env, self.control, self.store, self.signal, self.workload
         buffer, jobs, running_since = self.buffer, self.jobs, self.running_since  # mutated in place only
         log = self._log
+        pending = self.pending_parts
         while True:
+            if pending:  # a part of a split group waits: take it before any new group
+                job, samples = pending.popleft()
+                yield from self._generate_part(job, wid, speed, samples)
+                continue
             admission = control.admit(store.visible, len(buffer))
             if admission is None:
                 yield signal.wait(gated=True)
@@ -775,6 +787,9 @@ class Cluster:
             )
             control.on_dispatch(job)
             jobs.append(job)
+            if self.parts > 1:
+                yield from self._split(job, wid, speed, version)
+                continue
             running_since[job.id] = job.dispatch_time
             if log is not None:
                 log((env.now, "dispatch", wid, job.id, version, -1 if admission.target_step is None else admission.target_step))
@@ -795,6 +810,49 @@ class Cluster:
             if log is not None:
                 log((now, "finish", wid, job.id, job.tail_version, -1))
             signal.notify()
+
+    def _split(self, job: Job, wid: int, speed: float, version: int):
+        """Sample the group ``job`` once with the weights of ``version`` and split its ``G`` samples into
+        :attr:`parts` near-equal parts (sizes differ by at most one); this worker generates the first,
+        the others wait in :attr:`pending_parts` for free workers
+        (``docs/system.md#work-conserving-synchronous-steps``)."""
+        G, parts = self.G, self.parts
+        job.payload = self.workload.sample(self.store.get(version), version, G)
+        job.tail_version = version
+        job.parts_left = parts
+        sizes = [G // parts + (1 if i < G % parts else 0) for i in range(parts)]
+        self.pending_parts.extend((job, n) for n in sizes[1:])
+        self.signal.notify()
+        yield from self._generate_part(job, wid, speed, sizes[0])
+
+    def _generate_part(self, job: Job, wid: int, speed: float, samples: int):
+        """Generate ``samples`` of the split group ``job`` on worker ``wid``. A duration model of whole
+        groups is scaled by ``samples / G`` (a worker produces samples at a fixed rate); a per-token model
+        (``cost_model``, ``trace`` fit) is charged the group's longest response unscaled, as the part's
+        sequences are decoded in one batch (an upper bound: the part's own longest may be shorter). The
+        group enters the buffer when its last part finishes, so the learner only ever sees whole groups."""
+        env, log, running_since = self.env, self._log, self.running_since
+        key = (job.id, wid)
+        start = running_since[key] = env.now
+        if log is not None:
+            log((start, "dispatch", wid, job.id, job.head_version, -1))
+        duration = self._draw("generation_time", job.payload.decode_steps, speed)
+        if not self.cfg.generation_time.per_token_model:
+            duration *= samples / self.G
+        yield env.timeout(duration)
+        now = env.now
+        self.busy_done += now - running_since.pop(key)
+        if log is not None:
+            log((now, "finish", wid, job.id, job.tail_version, -1))
+        job.parts_left -= 1
+        if job.parts_left:
+            return
+        job.payload = payload = self.workload.finish(job.payload)
+        job.finish_time = now
+        self.samples_generated += int(payload.num_responses)
+        self.control.on_finish(job)
+        self.buffer.append(job)
+        self.signal.notify()
 
     def _generate_on_engine(self, job: Job, wid: int, version: int):
         """Generate on the worker's inference engine (``system.generation_time.kind =

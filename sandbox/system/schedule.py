@@ -13,6 +13,7 @@ clock as a separate run with its seeds.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,8 @@ class Schedule:
     job_version: np.ndarray
     """``(jobs,)`` the version each job samples with (its admitted version)."""
     job_worker: np.ndarray
-    """``(jobs,)`` the worker that ran it."""
+    """``(jobs,)`` the worker that ran it, or with groups split over workers its in-flight slot
+    (:func:`in_flight_slots`): where the replay keeps its rollouts."""
     job_batch: np.ndarray
     """``(jobs,)`` the batch that consumed it, -1 if dropped or still in flight at the end."""
     job_slot: np.ndarray
@@ -110,6 +112,28 @@ class _RecordingTrainer:
         return TrainResult(weights=step + 1, tokens=tokens, passes=self.epochs)
 
 
+def in_flight_slots(ops: np.ndarray, args: np.ndarray, jobs: int) -> np.ndarray:
+    """Per job, a slot no other job holds while it is in flight (from its ``DISPATCH`` to its
+    ``FINISH``): the smallest free one. The replay keeps a group's rollouts in its slot. A worker is such
+    a slot when every group is one worker's job; a group split over several workers
+    (docs/system.md#work-conserving-synchronous-steps) leaves its first worker free for other work while
+    its last part runs, so split runs use these slots instead. At most ``num_workers`` groups are ever in
+    flight (a new group is admitted only when no part waits, so every in-flight group has a running
+    part), so the slots fit the replay's ``(R, workers)`` table."""
+    out = np.full(jobs, -1, dtype=np.int64)
+    free: list[int] = []
+    used = 0
+    for kind, job in zip(ops.tolist(), args.tolist()):
+        if kind == DISPATCH:
+            if free:
+                out[job] = heapq.heappop(free)
+            else:
+                out[job], used = used, used + 1
+        elif kind == FINISH:
+            heapq.heappush(free, int(out[job]))
+    return out
+
+
 @paused_cyclic_gc()  # the cluster is garbage once this returns (sandbox/gc_pause.py)
 def record_schedule(
     cfg: SystemConfig,
@@ -142,7 +166,8 @@ def record_schedule(
         ops=ops,
         args=args,
         job_version=np.asarray(workload.versions, dtype=np.int64),
-        job_worker=np.array([j.worker for j in res.jobs], dtype=np.int64),
+        job_worker=(np.array([j.worker for j in res.jobs], dtype=np.int64) if cluster.parts == 1
+                    else in_flight_slots(ops, args, len(workload.versions))),
         job_batch=batch,
         job_slot=slot,
         system=np.array([[row[c] for c in SYSTEM_COLUMNS] for row in res.rows], dtype=np.float64).reshape(-1, len(SYSTEM_COLUMNS)),

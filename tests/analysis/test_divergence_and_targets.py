@@ -157,11 +157,12 @@ def test_the_unstable_quadratic_run_is_diverged_and_labelled_as_a_loss(tmp_path,
     monkeypatch.setattr(cli.console, "width", 400)
     out = tmp_path / "unstable"
     res = CliRunner().invoke(app, ["run", str(ROOT / "scenarios/delayed_quadratic.toml"), "--set", "algorithm.optimizer.lr=0.19",
-                                   "--set", "task.replicas=2", "--out", str(out), "-q"])
+                                   "--set", "task.replicas=2", "--out", str(out), "-q", "--wide"])
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "diverged" and s["diverged_replicas"] == 2, s["status"]
+    assert s["collapsed_replicas"] == 2 and s["collapsed"] == [True, True]  # diverged replicas count as collapsed
     assert "run.max_loss_growth" in s["divergence"]
     assert s["target_level"] is None and s["time_to_target"] is None and "diverged" in s["target_rule"]
     assert "final reward" not in text and "final loss (lower is better)" in text

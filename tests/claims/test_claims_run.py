@@ -47,7 +47,7 @@ def test_throughput_claim_quick_fixed_lag_matches_theory():
     result = CLAIMS["throughput"].run(quick=True, seeds=2)
     _well_formed(result)
     rows = {r.label: r for r in result.rows}
-    # constant generation times: B = 4 of P = 8 workers, sync step 1.0 + 0.2, async step 4·1/8 = 0.5
+    # constant generation times: B = 4 groups split in 2 parts on P = 8 workers, sync step 0.5 + 0.2, async 4·1/8 = 0.5
     assert rows["fixed_lag: speed-up matches theory"].mean == pytest.approx(1.0, abs=0.01)
     assert rows["fixed_lag: async faster than sync"].verdict == REPRODUCED
 

@@ -26,7 +26,7 @@ def _fake(monkeypatch, rms: dict, first_collapse: dict):
         i = min(range(len(T.U_GRID)), key=lambda j: abs(T.U_GRID[j] * rms[w] - lr))
         return [c is not None and i >= c for c in first_collapse[w]]
 
-    monkeypatch.setattr(T, "replica_collapses", outcomes)
+    monkeypatch.setattr(T, "replica_reward_drops", outcomes)
 
 
 def test_same_critical_u_different_lr_is_reproduced(monkeypatch):

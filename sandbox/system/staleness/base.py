@@ -24,13 +24,24 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 from ...registry import Registry
 
 CONTROLS: Registry = Registry("staleness control", key="kind", plugins="staleness")
+
+Dispatch = Literal["work_conserving", "group_per_worker"]
+
+
+def spread_parts(groups: int, group_size: int, num_workers: int, dispatch: Dispatch) -> int:
+    """Parts per group of a work-conserving synchronous step: ``min(G, ceil(W / groups))`` when there are
+    fewer groups than workers (``theory.split_batch.parts_per_group``), else 1 (every worker already has a
+    group to take while work waits); ``group_per_worker``: always 1."""
+    if dispatch == "group_per_worker" or groups >= num_workers:
+        return 1
+    return max(1, min(group_size, math.ceil(num_workers / groups)))
 
 
 class ControlConfig(BaseModel):
@@ -48,7 +59,8 @@ class ControlConfig(BaseModel):
       unknown);
     * :meth:`is_synchronous` and :meth:`fixed_lag`: on-policy detection (time to target's reference
       runs) and a deterministic lag (the delayed-SGD stability boundary of the figures);
-    * :meth:`batch_problem`: a cross-field check against ``algorithm.groups_per_step``."""
+    * :meth:`batch_problem`: a cross-field check against ``algorithm.groups_per_step``;
+    * :meth:`group_parts`: how many workers share one group (a synchronous step spread over the fleet)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -105,6 +117,11 @@ class ControlConfig(BaseModel):
     def batch_problem(self, groups_per_step: int) -> str | None:
         """Why no batch of ``groups_per_step`` groups could ever form under this control, or ``None``."""
         return None
+
+    def group_parts(self, groups_per_step: int, group_size: int, num_workers: int) -> int:
+        """Into how many parts the cluster splits each group so that idle workers share a step's work
+        (``docs/system.md#work-conserving-synchronous-steps``). Default 1: a group is one worker's job."""
+        return 1
 
 
 @dataclass

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import CONTROLS, Admission, Control, ControlConfig
+from .base import CONTROLS, Admission, Control, ControlConfig, Dispatch, spread_parts
 
 
 class StreamSyncControlConfig(ControlConfig):
@@ -29,6 +29,13 @@ class StreamSyncControlConfig(ControlConfig):
     def extra(self, groups_per_step: int) -> int:
         """``⌊s·m·B⌋``: groups a round may generate beyond its own ``m·B``."""
         return int(self.staleness_threshold * self.sync_every * groups_per_step)
+    dispatch: Dispatch = Field(
+        "work_conserving",
+        description="As sync's: 'work_conserving' splits groups over idle workers when the round's m·B groups are "
+        "fewer than the workers; 'group_per_worker': one worker per group.")
+
+    def group_parts(self, groups_per_step, group_size, num_workers):
+        return spread_parts(self.sync_every * groups_per_step, group_size, num_workers, self.dispatch)
 
     def ahead_groups(self, groups_per_step, num_workers):
         return self.sync_every * groups_per_step + self.extra(groups_per_step), "the groups of the round"
