@@ -167,4 +167,4 @@ def test_the_unstable_quadratic_run_is_diverged_and_labelled_as_a_loss(tmp_path,
     assert s["target_level"] is None and s["time_to_target"] is None and "diverged" in s["target_rule"]
     assert "final reward" not in text and "final loss (lower is better)" in text
     assert "diverged (2/2)" in text and "reached in" not in text
-    assert any(t.startswith("Learning curve (diverged)") for t in titles), titles
+    assert any(t.startswith("Learning curve (diverged; 2/2 replicas collapsed)") for t in titles), titles
