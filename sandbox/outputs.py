@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .processes import note_signal
+from .readfile import InputFileError, read_json
 
 if TYPE_CHECKING:  # pandas is imported by the caller; scenario loading does not need it
     import pandas as pd
@@ -472,8 +473,6 @@ def _pending_commits(out: Path, dfd: int) -> list[tuple[str, dict]]:
     naming it: nothing is moved or removed. A ``.commit-*`` directory without a journal never
     started moving in (the journal is written before the rename): ``None`` as its journal, removed
     by the caller. A ``.commit-*`` that is not a real directory is left to :func:`remove_orphans`."""
-    from .readfile import InputFileError, read_json
-
     pending: list[tuple[str, dict]] = []
     for name in sorted(n for n in os.listdir(dfd) if n.startswith(_COMMIT)):
         try:
@@ -638,8 +637,6 @@ class StagedDir:
     def _manifest_entries(self) -> list[str] | None:
         """The entries the manifest lists (None: no readable manifest). Read through the bounded
         reader without following a link (a FIFO, ``/dev/zero`` or a link there is no manifest)."""
-        from .readfile import InputFileError, read_json
-
         try:
             dfd = os.open(self.out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except OSError:
