@@ -85,8 +85,13 @@ def write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda p: p.write_text(text))
 
 
+def json_text(obj) -> str:
+    """The text :func:`write_json` writes (indented, numpy scalars and arrays as plain values)."""
+    return json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n"
+
+
 def write_json(path: Path, obj) -> None:
-    write_text(path, json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
+    write_text(path, json_text(obj))
 
 
 def write_table(path: Path, df: pd.DataFrame) -> None:

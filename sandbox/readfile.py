@@ -211,5 +211,23 @@ def read_json(path: str | Path, what: str = "file", *, dir_fd: int | None = None
         raise InputFileError(f"{path}: {what} nested too deeply") from None
 
 
+def read_own_json(path: str | Path, what: str = "file") -> Any:
+    """A JSON file the sandbox wrote into an output directory (a sweep's ``sweep.json``, a run's
+    ``error.json``): :func:`read_json` on the last component opened relative to its directory without
+    following a link, so a link, a FIFO or a device planted there is an :class:`InputFileError`, never
+    read through."""
+    path = Path(path)
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    try:
+        return read_json(path.name, what, dir_fd=dfd, shown=path)
+    finally:
+        os.close(dfd)
+
+
 __all__ = ["InputFileError", "MAX_DEPTH", "TOML_LIMIT", "TRACE_LIMIT", "bracket_depth", "check_depth", "decode_utf8",
-           "read_bytes", "read_json", "read_text", "read_toml_text", "value_depth"]
+           "read_bytes", "read_json", "read_own_json", "read_text", "read_toml_text", "value_depth"]

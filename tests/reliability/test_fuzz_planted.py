@@ -189,3 +189,136 @@ def test_a_genuine_killed_move_is_still_completed(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted([".sandbox.lock", MANIFEST, "scenario.toml", "summary.json"])
     assert (out / "scenario.toml").read_text() == "new"
+
+
+# ------------------------------------------------------------------------------------------------
+# every command that writes a directory, with each kind of planted bookkeeping file
+# ------------------------------------------------------------------------------------------------
+
+TINY = {
+    "title": "tiny delayed quadratic",
+    "task": {"name": "quadratic", "dim": 6, "eig_min": 0.1, "eig_max": 1.0, "noise_std": 0.05, "replicas": 1},
+    "system": {"num_workers": 2, "generation_time": {"kind": "constant", "value": 1.0},
+               "train_time": {"kind": "constant", "value": 0.0}, "staleness": {"kind": "fixed_lag", "k": 1}},
+    "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": 0.1}},
+    "run": {"steps": 3, "figures": False, "eval_every": 1},
+}
+CONFIG = ROOT / "tests" / "importers" / "data" / "trl_grpo_gsm8k.yaml"
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _inputs(tmp: Path) -> dict[str, Path]:
+    import tomli_w
+
+    scenario = tmp / "tiny.toml"
+    scenario.write_text(tomli_w.dumps(TINY))
+    sweep = tmp / "sweep.toml"
+    sweep.write_text(tomli_w.dumps({"base": TINY, "sweep": {"name": "tiny"}, "seeds": [0],
+                                    "grid": {"system.staleness.k": [1]}}))
+    return {"scenario": scenario, "sweep": sweep}
+
+
+def _command(name: str, out: Path, inputs: dict[str, Path]) -> list[str]:
+    return {
+        "run": ["run", str(inputs["scenario"]), "--out", str(out), "-q"],
+        "import": ["import", str(CONFIG), "-f", "trl", "--out", str(out)],
+        "plan": ["plan", str(inputs["scenario"]), "--workers", "2", "--k-max", "0", "--seeds", "1", "--steps", "2",
+                 "--out", str(out), "-q"],
+        "preflight": ["preflight", str(CONFIG), "-f", "trl", "--quick", "--out", str(out), "-q"],
+        "export": ["export", str(inputs["scenario"]), "-f", "trl", "--out", str(out)],
+        "sweep": ["sweep", str(inputs["sweep"]), "--out", str(out), "-j", "1", "-q"],
+    }[name]
+
+
+MANIFESTS = {"run": MANIFEST, "import": MANIFEST, "plan": MANIFEST, "preflight": MANIFEST, "export": "export.json",
+             "sweep": "sweep.json"}
+
+
+def _plant(kind: str, out: Path, manifest: str, e: Path) -> None:
+    out.mkdir()
+    (out / "thesis.tex").write_text("mine\n")  # someone's file: must survive whatever is planted
+    if kind == "journal":
+        _journal(out / ".commit-aaaaaaaa", [MANIFEST, "thesis.tex"], ["summary.json"])
+        (out / ".commit-aaaaaaaa" / "summary.json").write_text("{}")
+    elif kind == "manifest":
+        listing = {"entries": ["thesis.tex", "../elsewhere/thesis.tex"], "files": ["thesis.tex"],
+                   "runs": [], "written_by": "sandbox run"}
+        (out / manifest).write_text(json.dumps(listing))
+    elif kind == "trash link":
+        _journal(out / ".commit-bbbbbbbb", [MANIFEST, "figures"], ["summary.json"])
+        (out / ".commit-bbbbbbbb" / "summary.json").write_text("{}")
+        (out / "figures").mkdir()
+        os.symlink(e, out / ".replaced-bbbbbbbb")
+        os.symlink(e, out / ".staging-bbbbbbbb")
+    elif kind == "FIFO":
+        os.mkfifo(out / manifest)
+        (out / ".commit-cccccccc").mkdir()
+        os.mkfifo(out / ".commit-cccccccc" / JOURNAL)
+    elif kind == "device link":
+        os.symlink("/dev/zero", out / manifest)
+        (out / ".commit-dddddddd").mkdir()
+        os.symlink("/dev/zero", out / ".commit-dddddddd" / JOURNAL)
+
+
+COMMANDS = list(MANIFESTS)
+KINDS = ["journal", "manifest", "trash link", "FIFO", "device link"]
+
+
+def attempt(command: str, kind: str, tmp: Path, seconds: int = LIMIT_S) -> str:
+    """Run ``command`` in-process on an ``--out`` with ``kind`` planted; the outcome: ``clean`` (exit
+    0, 1 or 2 without a traceback, nothing outside ``--out`` changed, someone's file kept),
+    ``traceback``, ``hang`` (no answer within ``seconds``: ``SIGALRM``) or ``outside`` (a change
+    outside ``--out`` or to someone's file in it)."""
+    import signal
+
+    from typer.testing import CliRunner
+
+    import sandbox.preflight as preflight
+    from sandbox.cli import app
+    from sandbox.importers import ConfigImportError
+
+    e = tmp / "elsewhere"
+    (e / "figures").mkdir(parents=True)
+    (e / "figures" / "precious.png").write_text("precious\n")
+    (e / "thesis.tex").write_text("thesis\n")
+    (e / "summary.json").write_text("{}")
+    out = tmp / "out"
+    _plant(kind, out, MANIFESTS[command], e)
+    inputs = _inputs(tmp)
+    before = snapshot(tmp, out)
+
+    def stop(signum, frame):
+        raise _Stopped
+
+    def no_minutes(plan):  # preflight: the directory protocol ran; its minutes of simulations are not the point
+        raise ConfigImportError("stopped by the test after the output directory was opened")
+
+    real, preflight.run_plan = preflight.run_plan, no_minutes
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        res = CliRunner().invoke(app, _command(command, out, inputs), catch_exceptions=True)
+    except _Stopped:
+        return "hang"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        preflight.run_plan = real
+    if isinstance(res.exception, _Stopped):
+        return "hang"
+    if (res.exception is not None and not isinstance(res.exception, SystemExit)) or "Traceback" in res.output:
+        return "traceback"
+    mine = out / "thesis.tex"
+    if snapshot(tmp, out) != before or not mine.is_file() or mine.read_text() != "mine\n":
+        return "outside"
+    return "clean" if res.exit_code in (0, 1, 2) else "traceback"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_writer_with_each_planted_bookkeeping_file(command, kind, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert attempt(command, kind, tmp_path) == "clean"
