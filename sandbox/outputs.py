@@ -23,6 +23,14 @@ an entry of its own, named by a plain name (never a path from a file it reads), 
 removes the link, never its target. The lock file must be a plain file (a link there is refused),
 and a directory the sandbox writes into (a sweep's ``runs/<id>``) must be a real directory.
 
+Bookkeeping files are data from a directory anyone may have written into. The manifest and a
+``.commit-*`` journal are read through the bounded reader (:mod:`sandbox.readfile`) relative to the
+open directory without following a link (a FIFO, ``/dev/zero`` or a link there is no manifest or
+journal), the foreign-file check comes before any recovery or cleanup, a journal is checked against
+the directory before anything is moved on its word, and only entries shaped like a command's output
+(:func:`output_entry`) are ever removed on the word of a manifest or a journal. Recovery works
+relative to the open directories and creates its trash directory fresh (never through a link).
+
 Variant and sweep names become directory names through :func:`safe_name` (rule: ``NAME_RULE``).
 """
 
