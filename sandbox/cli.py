@@ -147,9 +147,11 @@ def _config_slug(config: Path) -> str:
     return f"{slug or 'config'}-{hashlib.sha256(stem.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
 
 
-def _out_path(text: str) -> Path:
+def _out_path(text: str | Path) -> Path:
     """An ``--out`` path as typed: an empty string is refused (``Path("")`` would be the current
-    directory, which the user did not name)."""
+    directory, which the user did not name); a default (a ``Path`` already) is kept."""
+    if isinstance(text, Path):
+        return text
     if not text.strip():
         raise typer.BadParameter("expected a path, got an empty string (write . for the current directory)")
     return Path(text)
