@@ -159,6 +159,29 @@ def _framework_problem(framework: str | None, known) -> str | None:
     return None
 
 
+def _config_slug(config: Path) -> str:
+    """The default output folder's name for a config file: its stem when that is a safe name as is,
+    otherwise the safe part (or ``config``) plus 8 hex digits of the stem's hash, so that ``..yaml``,
+    ``名前.yaml`` and ``~.yaml`` get folders of their own and never one of the others'."""
+    import hashlib
+
+    stem = config.stem
+    slug = safe_name(stem)
+    if slug == stem and slug:
+        return slug
+    return f"{slug or 'config'}-{hashlib.sha256(stem.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+
+
+def _out_path(text: str | Path) -> Path:
+    """An ``--out`` path as typed: an empty string is refused (``Path("")`` would be the current
+    directory, which the user did not name); a default (a ``Path`` already) is kept."""
+    if isinstance(text, Path):
+        return text
+    if not text.strip():
+        raise typer.BadParameter("expected a path, got an empty string (write . for the current directory)")
+    return Path(text)
+
+
 def _print_version(value: bool) -> None:
     if value:
         console.print(f"sandbox {__version__} (Python {sys.version.split()[0]})", highlight=False)
@@ -193,7 +216,7 @@ def run(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML, or the name of a shipped scenario such as max_lag (default: the shipped quickstart)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
     out: Optional[Path] = typer.Option(
-        None, "--out", metavar="DIR", help="Run directory (default: runs/<scenario name>, plus +<dotted.key>-<value> per --set override)."
+        None, "--out", parser=_out_path, metavar="DIR", help="Run directory (default: runs/<scenario name>, plus +<dotted.key>-<value> per --set override)."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     force: bool = typer.Option(False, "--force", help="Run even when the estimated memory exceeds the available memory."),
@@ -543,7 +566,7 @@ def main() -> None:  # pragma: no cover
 @app.command()
 def sweep(
     sweep_file: Path = typer.Argument(..., help="Sweep TOML (or a shipped sweep's name, e.g. sweeps/lag_lr_quadratic): base scenario + [grid] / [[zip]] axes + seeds."),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Sweep directory (default: [sweep] out or runs/sweeps/<name>)."),
+    out: Optional[Path] = typer.Option(None, "--out", parser=_out_path, metavar="DIR", help="Sweep directory (default: [sweep] out or runs/sweeps/<name>)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Parallel processes (default: one per core)."),
     workers_old: Optional[int] = typer.Option(None, "--workers", min=1, hidden=True, help="Deprecated spelling of --jobs."),
     backend: Optional[str] = typer.Option(None, "--backend", help="local (process pool) or ray."),
@@ -614,6 +637,10 @@ def _sweep(sweep_file, out, workers, backend, address, set_, retry_failed, dry_r
 
         phase[:] = ["report", out]
         console.print(f"report: [bold]{escape(str(write_report(out)))}[/bold]")
+    if len(outcome.results) and outcome.failed == len(outcome.results):  # nothing to show for it: not a success
+        console.print(f"[red]every run of the sweep failed ({outcome.failed})[/red]: see the errors above or "
+                      f"{escape(str(out / 'runs'))}/<id>/error.json")
+        raise typer.Exit(1)
 
 
 @app.command(short_help="A scenario's variants over seeds: mission.png, mission.md and the VCPO control.")
@@ -745,8 +772,8 @@ def _print_sweep_speedups(out: Path, df) -> None:
 def check(
     names: Optional[List[str]] = typer.Argument(None, help="Checks to run (default: all). See --list."),
     quick: bool = typer.Option(False, "--quick", help="Smaller sweeps and fewer replicas (minutes on 2 cores rather than tens of minutes; used by the tests)."),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Write one figure per check and summary.json into this directory."),
-    report_old: Optional[Path] = typer.Option(None, "--report", hidden=True, help="Deprecated spelling of --out."),
+    out: Optional[Path] = typer.Option(None, "--out", parser=_out_path, metavar="DIR", help="Write one figure per check and summary.json into this directory."),
+    report_old: Optional[Path] = typer.Option(None, "--report", parser=_out_path, hidden=True, help="Deprecated spelling of --out."),
     perturb: bool = typer.Option(False, "--perturb", help="Distort every prediction by its check's perturbation: all should FAIL."),
     list_: bool = typer.Option(False, "--list", help="List the checks and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
@@ -770,6 +797,13 @@ def check(
     if unknown:
         _fail(f"unknown check(s) {unknown}; {_did_you_mean(unknown[0], CHECKS)}expected some of {list(CHECKS)}")
     selected = {n: CHECKS[n] for n in (names or CHECKS)}
+    if report is not None:  # an impossible --report (/proc/x, a file in the way) is refused before the checks run
+        from .outputs import out_dir
+
+        try:
+            report = out_dir(user_path(report), "--report")
+        except OutputError as exc:
+            _fail(escape(str(exc)))
     torch.set_num_threads(1)  # toy tensors: one thread is several times faster here
 
     def on_done(c, result, seconds):
@@ -785,8 +819,13 @@ def check(
     title = f"theory checks{' (quick)' if quick else ''}{' with perturbed predictions' if perturb else ''}"
     console.print(results_table(results, title))
     if report is not None:
-        with progress.session(progress.enabled(quiet)), progress.phase("figures: one per check"):
-            write_report(results, report, quick, perturb)
+        try:
+            with progress.session(progress.enabled(quiet)), progress.phase("figures: one per check"):
+                write_report(results, report, quick, perturb)
+        except OutputError as exc:
+            _fail(escape(str(exc)))
+        except OSError as exc:
+            _os_error(exc)
         console.print(f"report in [bold]{report}[/bold]")
     failed = [r.name for r, _ in results if not r.passed]
     if failed:
@@ -799,10 +838,10 @@ def check(
 def claims(
     quick: bool = typer.Option(False, "--quick", help="Few seeds and steps (minutes on 2 cores; used by the tests)."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this claim (repeatable). See --list."),
-    out: Path = typer.Option(Path("runs/claims"), "--out", metavar="DIR", help="Write claims.md, claims.json and one figure per claim here."),
-    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N", min=2, help="Seeds per claim (default: 3 with --quick, 8 otherwise)."),
+    out: Path = typer.Option(Path("runs/claims"), "--out", parser=_out_path, metavar="DIR", help="Write claims.md, claims.json and one figure per claim here."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N", min=2, max=10_000, help="Seeds per claim (default: 3 with --quick, 8 otherwise)."),
     lm_seeds: Optional[int] = typer.Option(
-        None, "--lm-seeds", min=0,
+        None, "--lm-seeds", min=0, max=1_000,
         help="Seeds (replicas) of the learning claims' LM context (default: 2 with --quick, 4 otherwise; 0: no LM context)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", min=1, help="Parallel processes of the LM context runs (default: 1 with --quick, 2 otherwise)."),
     list_: bool = typer.Option(False, "--list", help="List the claims and exit."),
@@ -880,12 +919,12 @@ def plan(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML, or the name of a shipped scenario (default: the shipped quickstart); variants are ignored."),
     workers: Optional[str] = typer.Option(None, "--workers", metavar="LIST", help="Simulated worker counts, comma-separated, e.g. 8,16,32 (default: the scenario's)."),
     k_max: Optional[str] = typer.Option(None, "--k-max", metavar="LIST", help="Staleness bounds, comma-separated (0 = sync, always planned as the baseline; default 0,1,2,4,8); which field each sets: docs/plan.md. With --gpus: one bound (default: the scenario's)."),
-    seeds: int = typer.Option(3, "--seeds", metavar="N", min=1, help="Seeds per configuration (run.seed = 0, 1, ...)."),
+    seeds: int = typer.Option(3, "--seeds", metavar="N", min=1, max=10_000, help="Seeds per configuration (run.seed = 0, 1, ...)."),
     steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Learner steps per simulation (default: the scenario's run.steps)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a field: dotted.key=value (repeatable)."),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory (default: runs/plan_<scenario name>)."),
+    out: Optional[Path] = typer.Option(None, "--out", parser=_out_path, metavar="DIR", help="Output directory (default: runs/plan_<scenario name>)."),
     learn: bool = typer.Option(False, "--learn", help="Also train every configuration and add time to target and the end-to-end speed-up (SLOW: one full learning run per configuration and seed)."),
-    learn_seeds: int = typer.Option(2, "--learn-seeds", min=1, help="With --learn: learning runs per configuration."),
+    learn_seeds: int = typer.Option(2, "--learn-seeds", min=1, max=10_000, help="With --learn: learning runs per configuration."),
     learn_steps: Optional[int] = typer.Option(None, "--learn-steps", min=1, help="With --learn: optimizer steps per learning run (default: the scenario's run.steps)."),
     force: bool = typer.Option(False, "--force", help="Run even when the estimate exceeds the time limit or the available memory."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
@@ -1067,7 +1106,7 @@ def _check_split_learning(configs, learn_seeds: int, learn_steps, force: bool) -
 @app.command(short_help="Write a self-contained HTML report of a run or a sweep.")
 def report(
     directory: Path = typer.Argument(..., help="A sweep directory or the output of `sandbox run`."),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Directory of report.html (default: DIRECTORY itself)."),
+    out: Optional[Path] = typer.Option(None, "--out", parser=_out_path, metavar="DIR", help="Directory of report.html (default: DIRECTORY itself)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
     """Write a self-contained HTML report (figures embedded, scenario, table of runs) as report.html in
@@ -1098,7 +1137,7 @@ def report(
 @app.command(short_help="List the teaching demos, or run one.")
 def demo(
     name: Optional[str] = typer.Argument(None, help="Demo to run (omit to list them)."),
-    out: Path = typer.Option(Path("runs/demos"), "--out", metavar="DIR", help="Where the figure is written."),
+    out: Path = typer.Option(Path("runs/demos"), "--out", parser=_out_path, metavar="DIR", help="Where the figure is written."),
     quick: bool = typer.Option(False, "--quick", help="A few steps only (a smoke test)."),
     tiny: bool = typer.Option(False, "--tiny", hidden=True, help="Deprecated spelling of --quick."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
@@ -1137,7 +1176,7 @@ def demo(
 
 @app.command(short_help="Write an interactive HTML explorer of staleness (precomputed runs, works offline).")
 def explore(
-    out: Path = typer.Option(Path("runs/explore"), "--out", metavar="DIR", help="Directory of explorer.html."),
+    out: Path = typer.Option(Path("runs/explore"), "--out", parser=_out_path, metavar="DIR", help="Directory of explorer.html."),
     quick: bool = typer.Option(False, "--quick", help="A small grid (under 2 minutes on 2 cores)."),
     budget: Optional[float] = typer.Option(None, "--budget", metavar="DURATION", parser=parse_duration,
                                            help="Refuse a grid estimated over this wall time, e.g. 90s or 10m (default: 2m with --quick, else 10m)."),
@@ -1214,7 +1253,7 @@ def export(
     lowest: bool = typer.Option(False, "--lowest", help="With --best: pick the lowest value instead (losses)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field before exporting: dotted.key=value (repeatable)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate for YOUR model (the toy's is never exported)."),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory (default: promote/<source>-<framework>)."),
+    out: Optional[Path] = typer.Option(None, "--out", parser=_out_path, metavar="DIR", help="Output directory (default: promote/<source>-<framework>)."),
     allow_partial: bool = typer.Option(False, "--allow-partial", help="Write the config even when settings have no equivalent (listed in PROMOTION.md)."),
     list_: bool = typer.Option(False, "--list", help="List frameworks, versions and what each can express, then exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display: only the line naming what was written (and refusals)."),
@@ -1285,7 +1324,7 @@ def export(
 def import_(
     config: Optional[Path] = typer.Argument(None, help="The framework's config: verl / VCPO-fork overrides (key=value lines) or YAML; TRL GRPOConfig / AsyncGRPOConfig keyword arguments as JSON or YAML; OpenRLHF flags; AReaL YAML; prime-rl TOML (see --list)."),
     framework: Optional[str] = typer.Option(None, "--framework", "-f", metavar="NAME", help="The framework the config is written for (see --list)."),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory for scenario.toml and IMPORT.md (default: imported/<config name>-<framework>)."),
+    out: Optional[Path] = typer.Option(None, "--out", parser=_out_path, metavar="DIR", help="Output directory for scenario.toml and IMPORT.md (default: imported/<config name>-<framework>)."),
     task: str = typer.Option("bitstring", "--task", help="Proxy task the scenario runs on: bitstring (seconds per run) or lm (the small LM of lm_mission, minutes)."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Simulated rollout workers generating concurrently (engines x concurrency): system.num_workers (default: from the config or --cluster, else the proxy's 16, stated in the output)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table: num_workers, generation_time / train_time / sync_delay (delay tables, e.g. a length trace), and recorded-only trainer_gpus, rollout_gpus, gpu, model_params (docs/import.md)."),
@@ -1317,7 +1356,7 @@ def import_(
         if workers is not None:
             facts["num_workers"] = workers
         imp = import_config(config, framework, task, facts)
-        target = user_path(out) if out is not None else Path("imported") / f"{safe_name(config.stem) or 'config'}-{framework}"
+        target = user_path(out) if out is not None else Path("imported") / f"{_config_slug(config)}-{framework}"
         with output.stage(target) as stage:
             write_text(stage / "scenario.toml", imp.toml)
             write_text(stage / "IMPORT.md", render_import_md(imp, IMPORTERS[framework].title))
@@ -1362,11 +1401,11 @@ def _workers_line(imp, given: int | None, cluster: Path | None) -> str:
 def preflight(
     config: Path = typer.Argument(..., help="The framework's config (any format `sandbox import` reads)."),
     framework: str = typer.Option(..., "--framework", "-f", metavar="NAME", help="The framework the config is written for (sandbox import --list)."),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory (default: preflight/<config name>-<framework>)."),
-    quick: bool = typer.Option(False, "--quick", help="At most 2 minutes: 4 seeds, 60 steps, a 3 x 4 map, Q5 on the bit-string proxy, a coarser split."),
+    out: Optional[Path] = typer.Option(None, "--out", parser=_out_path, metavar="DIR", help="Output directory (default: preflight/<config name>-<framework>)."),
+    quick: bool = typer.Option(False, "--quick", help="At most 2 minutes: the bit-string proxy (your learning rate not placed), 4 seeds, 60 steps, a 4 x 4 map, a coarser split."),
     budget: Optional[float] = typer.Option(None, "--budget", metavar="DURATION", parser=parse_duration,
                                            help="Wall-time budget, e.g. 90s or 10m (default 10m; --quick 2m)."),
-    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N", min=2, help="Seeds per cell (default 8; --quick 4)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N", min=2, max=10_000, help="Seeds per cell (default 6; --quick 4)."),
     lr_mult: float = typer.Option(1.0, "--lr-mult", help="The learning-rate multiplier (of yours) Q2 compares corrections at and the map centres on."),
     gpus: Optional[int] = typer.Option(None, "--gpus", min=2, help="Q3/Q4/Q7: total GPUs (default: from the config or --cluster)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="Q3/Q4/Q7: accelerator of the hardware table (A100, H100, H200, H20; default H100)."),
@@ -1417,7 +1456,7 @@ def preflight(
         split = f" + {plan.system.runs} system-only split runs" if plan.system is not None else ""
         console.print(f"preflight: {len(plan.jobs)} runs x {plan.seeds} seeds{split}, estimated {plan.seconds:.0f} s "
                       f"(budget {plan.budget:.0f} s)")
-        target = user_path(out) if out is not None else Path("preflight") / f"{safe_name(config.stem) or 'config'}-{framework}"
+        target = user_path(out) if out is not None else Path("preflight") / f"{_config_slug(config)}-{framework}"
         with output.stage(target) as stage:  # opened first: an impossible --out is refused before minutes of runs
             with progress.session(progress.enabled(quiet)):
                 res = run_plan(plan)

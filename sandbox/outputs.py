@@ -23,6 +23,14 @@ an entry of its own, named by a plain name (never a path from a file it reads), 
 removes the link, never its target. The lock file must be a plain file (a link there is refused),
 and a directory the sandbox writes into (a sweep's ``runs/<id>``) must be a real directory.
 
+Bookkeeping files are data from a directory anyone may have written into. The manifest and a
+``.commit-*`` journal are read through the bounded reader (:mod:`sandbox.readfile`) relative to the
+open directory without following a link (a FIFO, ``/dev/zero`` or a link there is no manifest or
+journal), the foreign-file check comes before any recovery or cleanup, a journal is checked against
+the directory before anything is moved on its word, and only entries shaped like a command's output
+(:func:`output_entry`) are ever removed on the word of a manifest or a journal. Recovery works
+relative to the open directories and creates its trash directory fresh (never through a link).
+
 Variant and sweep names become directory names through :func:`safe_name` (rule: ``NAME_RULE``).
 """
 
@@ -45,6 +53,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .processes import note_signal
+from .readfile import InputFileError, read_json
 
 if TYPE_CHECKING:  # pandas is imported by the caller; scenario loading does not need it
     import pandas as pd
@@ -84,8 +93,13 @@ def write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda p: p.write_text(text))
 
 
+def json_text(obj) -> str:
+    """The text :func:`write_json` writes (indented, numpy scalars and arrays as plain values)."""
+    return json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n"
+
+
 def write_json(path: Path, obj) -> None:
-    write_text(path, json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
+    write_text(path, json_text(obj))
 
 
 def write_table(path: Path, df: pd.DataFrame) -> None:
@@ -384,7 +398,48 @@ def signals_held() -> Iterator[list]:
 
 
 def _looks_like_run(path: Path) -> bool:
-    return path.is_dir() and any((path / f).exists() for f in ("scenario.toml", "summary.json"))
+    """A real directory (not a link) holding a run's ``scenario.toml`` or ``summary.json``."""
+    return (not os.path.islink(path) and path.is_dir()
+            and any(os.path.lexists(path / f) for f in ("scenario.toml", "summary.json")))
+
+
+OUTPUT_FILE = re.compile(
+    r"^(?:scenario\.toml|metrics\.parquet|jobs\.parquet|events\.parquet|replicas\.npz|summary\.json|report\.html"
+    r"|(?:comparison|time_to_target)\.(?:png|svg)|(?:plan|split)\.(?:csv|json)|IMPORT\.md|preflight\.(?:md|json|html)"
+    r"|q[0-9]_[a-z_]+\.(?:png|svg))$")
+"""The names of the files ``run``, ``plan``, ``import`` and ``preflight`` write directly into their
+output directory (beside them: the directories ``OUTPUT_DIRS`` and a multi-variant run's variant
+directories)."""
+OUTPUT_DIRS = ("figures", "tensorboard", "wandb")
+
+
+def output_entry(dfd: int, name: str) -> bool:
+    """Whether the entry ``name`` of the open output directory ``dfd`` has the shape of something a
+    sandbox command writes there (looked at without following a link): a file named as in
+    ``OUTPUT_FILE``, a real directory named as in ``OUTPUT_DIRS``, or a real directory holding a
+    run (a variant's). A manifest or a journal is data anyone may have planted: only entries of this
+    shape are ever removed or replaced on its word (a planted ``{"entries": ["thesis.tex"]}`` makes
+    nothing of the user's deletable). A missing entry is harmless (True)."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    if OUTPUT_FILE.match(name):
+        return not stat.S_ISDIR(st.st_mode)
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    if name in OUTPUT_DIRS:
+        return True
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    except OSError:
+        return False
+    try:
+        return any(_lexists_at(fd, f) for f in ("scenario.toml", "summary.json"))
+    finally:
+        os.close(fd)
 
 
 def _test_pause() -> None:
@@ -418,38 +473,112 @@ def _swap(out: Path, src: Path, old: list[str], new: list[str], trash: Path,
             moved_in.append(name)
 
 
-def recover(out: Path) -> int:
+JOURNAL_WHAT = "commit journal"
+
+
+def _pending_commits(out: Path, dfd: int) -> list[tuple[str, dict]]:
+    """The ``.commit-*`` directories a killed move left in ``out`` (oldest name first) with their
+    journals, read and validated before anything acts on them: the journal through the bounded
+    reader (:func:`sandbox.readfile.read_json`: a FIFO, a device, a link or a huge file there is
+    refused, never read), its names plain, each ``new`` name found in the commit directory or
+    already moved in, the commit directory holding nothing else, and each ``old`` name of ``out``
+    shaped like an output (:func:`output_entry`). A journal that fails is an :class:`OutputError`
+    naming it: nothing is moved or removed. A ``.commit-*`` directory without a journal never
+    started moving in (the journal is written before the rename): ``None`` as its journal, removed
+    by the caller. A ``.commit-*`` that is not a real directory is left to :func:`remove_orphans`."""
+    pending: list[tuple[str, dict]] = []
+    for name in sorted(n for n in os.listdir(dfd) if n.startswith(_COMMIT)):
+        try:
+            cfd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+        except OSError:  # a link, a file: not a move of ours; removed as an orphan (the link, not its target)
+            continue
+        shown = out / name / JOURNAL
+        try:
+            if not _lexists_at(cfd, JOURNAL):
+                pending.append((name, None))
+                continue
+            problem = None
+            try:
+                journal = read_json(JOURNAL, JOURNAL_WHAT, dir_fd=cfd, shown=shown)
+            except InputFileError as exc:
+                raise OutputError(f"--out: {exc}; it is not a journal the sandbox wrote, nothing was changed: remove "
+                                  f"{out / name}") from None
+            old = journal.get("old") if isinstance(journal, dict) else None
+            new = journal.get("new") if isinstance(journal, dict) else None
+            names = (old or []) + (new or []) if isinstance(old, list) and isinstance(new, list) else None
+            if names is None or not isinstance(journal.get("whole", False), bool) \
+                    or not isinstance(journal.get("writer", ""), str) or len(journal.get("writer", "")) > 100:
+                problem = "it is not a journal of the sandbox's (old, new, whole, writer)"
+            elif not all(plain_name(x) and x not in (JOURNAL, LOCK) and not is_transient_dir(x) for x in names) \
+                    or len(set(new)) != len(new) or len(set(old)) != len(old):
+                problem = "it names something other than entries of the directory"
+            else:
+                inside = set(os.listdir(cfd)) - {JOURNAL}
+                missing = [n for n in new if n not in inside and not _lexists_at(dfd, n)]
+                extra = sorted(inside - set(new))
+                foreign = [n for n in old if n != MANIFEST and not (n in new and n not in inside) and not output_entry(dfd, n)]
+                if missing or extra:
+                    problem = f"it does not match the directory it is in ({', '.join((missing + extra)[:3])})"
+                elif foreign:
+                    problem = f"it would remove {', '.join(foreign[:3])}, which no sandbox command writes"
+            if problem:
+                raise OutputError(f"--out: {shown}: {problem}; nothing was changed: remove {out / name}")
+            pending.append((name, journal))
+        finally:
+            os.close(cfd)
+    return pending
+
+
+def recover(out: Path, pending: list[tuple[str, dict]] | None = None) -> int:
     """Complete the moves that a killed process left in ``out`` (``.commit-*`` directories, oldest
     name first): the new run they hold goes in, the run it replaced goes. Returns how many. Only
-    call it holding the directory's lock. A journal is data to validate: only plain names of
-    entries directly in ``out`` and in the commit directory are moved, nothing outside ``out``."""
+    call it holding the directory's lock. A journal is data to validate (:func:`_pending_commits`,
+    or ``pending`` as it returned); every move, creation and removal is made relative to the open
+    directories without following a link, and the trash directory ``.replaced-*`` is created fresh
+    (a link or anything planted at its name is removed first, never written through)."""
     out = Path(out)
-    n = 0
     try:
-        entries = sorted(e.name for e in os.scandir(out) if e.name.startswith(_COMMIT) and e.is_dir(follow_symlinks=False))
+        dfd = os.open(out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
         return 0
-    for name in entries:
-        commit = out / name
-        try:
-            journal = json.loads((commit / JOURNAL).read_text())
+    n = 0
+    try:
+        for name, journal in (_pending_commits(out, dfd) if pending is None else pending):
+            if journal is None:  # the stage never started moving in; the old run is intact
+                _remove_at(dfd, name)
+                continue
             old, new = list(journal["old"]), list(journal["new"])
-            whole, writer = bool(journal.get("whole")), str(journal.get("writer", "sandbox run"))
-        except (OSError, ValueError, KeyError, TypeError):
-            _remove(commit)  # no journal: the stage never started moving in; the old run is intact
-            continue
-        if not all(plain_name(x) and x not in (JOURNAL, LOCK) and not is_transient_dir(x) for x in old + new):
-            _remove(commit)
-            continue
-        trash = out / (_REPLACED + name[len(_COMMIT):])
-        trash.mkdir(exist_ok=True)
-        _swap(out, commit, old, new, trash)
-        if whole:
-            write_json(out / MANIFEST, {"written_by": writer, "entries": new})
-        _remove(trash)
-        _remove(commit)
-        n += 1
+            trash = _REPLACED + name[len(_COMMIT):]
+            _remove_at(dfd, trash)  # what a killed move put there is the old run: it goes anyway
+            os.mkdir(trash, 0o700, dir_fd=dfd)
+            cfd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            tfd = os.open(trash, _DIR_FLAGS, dir_fd=dfd)
+            try:
+                _swap_at(dfd, cfd, tfd, old, new)
+            finally:
+                os.close(cfd)
+                os.close(tfd)
+            if journal.get("whole"):
+                write_text_at(dfd, MANIFEST, json.dumps({"written_by": str(journal.get("writer", "sandbox run")),
+                                                         "entries": new}, indent=2) + "\n", out / MANIFEST)
+            _remove_at(dfd, trash)
+            _remove_at(dfd, name)
+            n += 1
+    finally:
+        os.close(dfd)
     return n
+
+
+def _swap_at(dfd: int, sfd: int, tfd: int, old: list[str], new: list[str]) -> None:
+    """:func:`_swap` relative to open directories (``out``, the commit directory, the trash)."""
+    arrived = {n for n in new if not _lexists_at(sfd, n)}
+    for name in old:
+        if name not in arrived and _lexists_at(dfd, name):
+            os.replace(name, name, src_dir_fd=dfd, dst_dir_fd=tfd)
+    for name in new:
+        if name not in arrived:
+            _remove_at(dfd, name)
+            os.replace(name, name, src_dir_fd=sfd, dst_dir_fd=dfd)
 
 
 class StagedDir:
@@ -482,13 +611,20 @@ class StagedDir:
 
     # -- what the previous run is ------------------------------------------------------------------
 
-    def _previous_entries(self) -> list[str]:
-        names = sorted(p.name for p in self.out.iterdir() if not p.name.startswith("."))
+    def _previous_entries(self, pending: list[tuple[str, dict]] = ()) -> list[str]:
+        """The entries of the previous run (to replace), after the foreign-file check: with
+        ``whole``, any entry that is neither listed by the manifest (or by a pending journal) nor of a
+        run written before the manifest existed, or that is not shaped like an output
+        (:func:`output_entry`), refuses the directory."""
+        names = sorted(n for n in os.listdir(self.out) if not n.startswith("."))
         if not self.whole:
             return [n for n in names if n in RUN_FILES or n == REPORT]
         if not names:
             return []
         listed = self._manifest_entries()
+        for _, journal in pending:
+            if journal is not None:
+                listed = (listed or []) + list(journal["old"]) + list(journal["new"])
         if listed is not None:
             foreign = [n for n in names if n not in listed and n != REPORT]
         elif (self.out / COMPARISON).exists():  # a multi-variant run written before the manifest
@@ -498,6 +634,11 @@ class StagedDir:
             foreign = [n for n in names if n not in RUN_FILES and n != REPORT]
         else:
             foreign = names
+        dfd = os.open(self.out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            foreign += [n for n in names if n not in foreign and not output_entry(dfd, n)]
+        finally:
+            os.close(dfd)
         if foreign:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
             raise OutputError(
@@ -507,11 +648,18 @@ class StagedDir:
         return names
 
     def _manifest_entries(self) -> list[str] | None:
+        """The entries the manifest lists (None: no readable manifest). Read through the bounded
+        reader without following a link (a FIFO, ``/dev/zero`` or a link there is no manifest)."""
         try:
-            data = json.loads((self.out / MANIFEST).read_text())
-            entries = data["entries"]
-        except (OSError, ValueError, KeyError, TypeError):
+            dfd = os.open(self.out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
             return None
+        try:
+            entries = read_json(MANIFEST, "run manifest", dir_fd=dfd, shown=self.out / MANIFEST)["entries"]
+        except (InputFileError, KeyError, TypeError):
+            return None
+        finally:
+            os.close(dfd)
         return [e for e in entries if plain_name(e)] if isinstance(entries, list) else None
 
     # -- the protocol ------------------------------------------------------------------------------
@@ -527,8 +675,16 @@ class StagedDir:
             _mkdir(self.out, self.flag)
         try:
             if self.whole:
-                self.recovered = recover(self.out)  # a move a killed run left: completed first
-            self.previous = self._previous_entries()  # refuses a directory that is not ours
+                # the foreign-file check comes first: nothing is moved or removed in a directory that is
+                # not ours, whatever journal or manifest was planted there
+                dfd = os.open(self.out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+                try:
+                    pending = _pending_commits(self.out, dfd)
+                finally:
+                    os.close(dfd)
+                self._previous_entries(pending)
+                self.recovered = recover(self.out, pending)  # a move a killed run left: completed first
+            self.previous = self._previous_entries()
             if self.whole:
                 remove_orphans(self.out)
             self.stage = Path(tempfile.mkdtemp(dir=self.out, prefix=_STAGING))

@@ -62,7 +62,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .analysis.plan import staleness_for
-from .analysis.plan_split import SplitConfig, SplitOptions, best_split, simulate_split, split_configurations, t_interval
+from .analysis.plan_split import MAX_GPUS, SplitConfig, SplitOptions, best_split, simulate_split, split_configurations, t_interval
 from .claims.drop_bias import MATERIAL, NEGLIGIBLE, PROMPTS
 from .errors import ScenarioError
 from .scenario import validate_scenario
@@ -73,6 +73,8 @@ SECONDS_PER_SEQUENCE = 5e-5
 QUICK = {"seeds": 3, "steps": 8, "trainers": 4, "concurrency": (64, 256)}
 FULL = {"seeds": 5, "steps": 20, "trainers": 6, "concurrency": (64, 128, 256)}
 DEFAULT_GPU = "H100"
+MAX_TOKENS = 10_000_000
+"""The longest response planned, tokens (a config's response cap; the largest context windows are ~1e6)."""
 
 #: Per framework, the config keys holding a cluster fact (their values are recorded by the importer as
 #: rows it does not map). ``gpus``: keys whose product is the total; ``trainer``/``rollout``: products
@@ -187,6 +189,9 @@ def cluster_facts(rows, framework: str, flags: dict[str, Any], cluster: dict[str
     if flags.get("model") is not None and f.model not in MODELS:
         raise SystemPlanError(f"--model: unknown model {f.model!r}; known: {', '.join(MODELS)}")
     f.source.setdefault("gpu", f"not in the config: {DEFAULT_GPU} assumed (--gpu)")
+    for what, n, limit in (("gpus", f.gpus, MAX_GPUS), ("tp", f.tp, MAX_GPUS), ("max_tokens", f.max_tokens, MAX_TOKENS)):
+        if n is not None and n > limit:  # before any list is sized by it
+            raise SystemPlanError(f"{f.source.get(what, what)}: {what} = {n:,}; expected at most {limit:,}")
     if f.gpus is None:
         f.missing.append("the total GPU count (--gpus N, or trainer_gpus and rollout_gpus in a --cluster file)")
     elif f.gpus < 1 + f.tp:

@@ -5,7 +5,9 @@ A worker must never outlive the sandbox command that started it: after ``kill -9
 sweep`` nothing may go on computing (or writing) for a sweep that is gone. The chain:
 
 - the forkserver (a child of the command) asks Linux for SIGKILL when its parent dies
-  (``prctl(PR_SET_PDEATHSIG)``, :func:`die_with_parent`, set when it imports its preload module);
+  (``prctl(PR_SET_PDEATHSIG)``, :func:`die_with_parent`), first thing, before its slow preload
+  (``sandbox._forkserver``), and ends at once if the command died before it could ask (its parent is
+  no longer the pid the command left in the environment);
 - every process it forks asks the same (its parent is the forkserver) and also starts a thread that
   watches the command's pid (:func:`watch_process`) and ends the process when the command is gone:
   the fallback where there is no ``prctl`` (and for a parent-death signal lost to a race). Once the
@@ -104,11 +106,23 @@ def bind_to(pid: int) -> None:
         watch_process(pid)
 
 
+COMMAND_PID_ENV = "SANDBOX_POOL_COMMAND_PID"
+"""Set by :func:`pool_context` in the command before its forkserver starts: the pid the server must
+die with. Read from the environment, not from ``os.getppid()``, because a command killed before the
+server asked for the parent-death signal has already made init (or a subreaper) the server's parent."""
+
+
 def _forkserver_setup() -> None:
-    """Called in the forkserver when it imports its preload module: it dies with the command that
-    started it, and every process it forks dies with the forkserver and with that command."""
-    command = os.getppid()
-    die_with_parent(parent=command)  # the command gone between these two lines: ends here
+    """Called in the forkserver first thing, when it imports ``sandbox._forkserver`` (before the slow
+    preload): it dies with the command that started it, and every process it forks dies with the
+    forkserver and with that command. A command already gone is found by comparing the parent with
+    the pid the command left in the environment (:data:`COMMAND_PID_ENV`): the server ends at once,
+    before it accepts the worker requests still queued on its socket."""
+    try:
+        command = int(os.environ.get(COMMAND_PID_ENV, ""))
+    except ValueError:
+        command = os.getppid()
+    die_with_parent(parent=command)  # the command already gone (or gone between these lines): ends here
 
     def in_child() -> None:
         _watched.clear()
@@ -126,7 +140,8 @@ def pool_context():
 
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["sandbox.sweep._preload"])
+        os.environ[COMMAND_PID_ENV] = str(os.getpid())  # inherited by the server it starts
+        ctx.set_forkserver_preload(["sandbox._forkserver", "sandbox.sweep._preload"])  # the binding first: light
         return ctx
     return mp.get_context("spawn")
 

@@ -59,14 +59,25 @@ def _size(n: int) -> str:
     return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
-def read_bytes(path: str | Path, limit: int = TOML_LIMIT, what: str = "file") -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit`` of them (module docstring)."""
-    path = Path(path)
+def read_bytes(path: str | Path, limit: int = TOML_LIMIT, what: str = "file", *, dir_fd: int | None = None,
+               shown: str | Path | None = None) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them (module docstring).
+
+    ``dir_fd``: ``path`` is a name inside that open directory and is opened without following a
+    symbolic link (``O_NOFOLLOW``): how the sandbox reads its own bookkeeping files inside an output
+    directory (``sandbox.outputs``), which are data from a directory anyone may have written into;
+    ``shown`` is then the path named in an error."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if dir_fd is not None:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    name, path = path, Path(shown if shown is not None else path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, flags, dir_fd=dir_fd) if dir_fd is not None else os.open(path, flags)
     except FileNotFoundError:
         raise InputFileError(f"{path}: {what} not found") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP and dir_fd is not None:
+            raise InputFileError(f"{path}: {what} is a symbolic link; expected a regular file") from None
         if exc.errno == errno.ENXIO:  # a socket, or a FIFO opened without a writer in some modes
             raise InputFileError(f"{path}: {what} is not a regular file") from None
         raise InputFileError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
@@ -178,21 +189,45 @@ def read_toml_text(path: str | Path, what: str = "file") -> dict:
     return data
 
 
-def read_json(path: str | Path, what: str = "file") -> Any:
+def read_json(path: str | Path, what: str = "file", *, dir_fd: int | None = None, shown: str | Path | None = None,
+              limit: int = TOML_LIMIT) -> Any:
     """A JSON file (one the sandbox wrote, such as ``summary.json``) through the same checks; an
-    :class:`InputFileError` naming the file, the line and the column of a syntax error."""
+    :class:`InputFileError` naming the file, the line and the column of a syntax error. ``dir_fd``,
+    ``shown``: as :func:`read_bytes` (a name in an open directory, no link followed)."""
     import json
 
-    text = read_text(path, TOML_LIMIT, what)
+    where = shown if shown is not None else path
+    text = decode_utf8(read_bytes(path, limit, what, dir_fd=dir_fd, shown=shown), where, what)
+    path = where
     check_depth(text, path, what)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputFileError(f"{path}: not valid JSON ({exc.msg.removesuffix(' at')}: line {exc.lineno}, column {exc.colno}); "
                              "the file is damaged: run again to rewrite it") from None
+    except ValueError as exc:  # an integer over Python's 4,300-digit conversion limit
+        raise InputFileError(f"{path}: not valid JSON ({exc})") from None
     except RecursionError:  # pragma: no cover - the bracket scan refuses such files first
         raise InputFileError(f"{path}: {what} nested too deeply") from None
 
 
+def read_own_json(path: str | Path, what: str = "file") -> Any:
+    """A JSON file the sandbox wrote into an output directory (a sweep's ``sweep.json``, a run's
+    ``error.json``): :func:`read_json` on the last component opened relative to its directory without
+    following a link, so a link, a FIFO or a device planted there is an :class:`InputFileError`, never
+    read through."""
+    path = Path(path)
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    try:
+        return read_json(path.name, what, dir_fd=dfd, shown=path)
+    finally:
+        os.close(dfd)
+
+
 __all__ = ["InputFileError", "MAX_DEPTH", "TOML_LIMIT", "TRACE_LIMIT", "bracket_depth", "check_depth", "decode_utf8",
-           "read_bytes", "read_json", "read_text", "read_toml_text", "value_depth"]
+           "read_bytes", "read_json", "read_own_json", "read_text", "read_toml_text", "value_depth"]

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation: errors, files, processes, progress, the registry mechanism", (
         "sandbox", "sandbox.errors", "sandbox.registry", "sandbox.readfile", "sandbox.gc_pause", "sandbox.heap",
-        "sandbox.processes", "sandbox.progress", "sandbox.outputs", "sandbox.figure_worker", "sandbox.lazy_tables",
+        "sandbox.processes", "sandbox._forkserver", "sandbox.progress", "sandbox.outputs", "sandbox.figure_worker", "sandbox.lazy_tables",
     )),
     ("theory: the closed forms", ("theory",)),
     ("core: the method library and the simulator's parts", (

@@ -125,9 +125,14 @@ def option_error(option: str, message: str) -> ScenarioError:
     return ScenarioError([f"{option}: {message}"], "option")
 
 
-def parse_int_list(text: str | None, option: str, minimum: int, example: str) -> list[int]:
+LIST_MAXIMUM = 1_000_000
+"""The largest value of an option's integer list (workers, staleness bounds, concurrency, trainer GPUs):
+each value sizes a simulation's lists, so a larger one is refused before any is built."""
+
+
+def parse_int_list(text: str | None, option: str, minimum: int, example: str, maximum: int = LIST_MAXIMUM) -> list[int]:
     """``"8,16,32"`` → ``[8, 16, 32]`` (sorted, duplicates removed); a :class:`ScenarioError` naming
-    ``option`` for an empty list, a non-integer or a value below ``minimum``."""
+    ``option`` for an empty list, a non-integer or a value below ``minimum`` or above ``maximum``."""
     items = [t.strip() for t in (text or "").split(",")]
     if not text or not all(items):
         raise option_error(option, f"expected a comma-separated list of integers >= {minimum} (e.g. {example}), got {text!r}")
@@ -139,6 +144,8 @@ def parse_int_list(text: str | None, option: str, minimum: int, example: str) ->
             raise option_error(option, f"{item!r} is not an integer; expected integers >= {minimum} (e.g. {example})") from None
         if value < minimum:
             raise option_error(option, f"{value} is below {minimum}; expected integers >= {minimum} (e.g. {example})")
+        if value > maximum:
+            raise option_error(option, f"{value:,} is above {maximum:,}; expected integers <= {maximum:,} (e.g. {example})")
         values.append(value)
     return sorted(set(values))
 

@@ -72,6 +72,9 @@ from .time_to_target import Arm, Curves, compare
 DEFAULT_LENGTHS = {"length_median": 1000.0, "length_sigma": 1.0, "max_tokens": 8192}
 STRUCTURE = ("prompts", "prompt_sigma", "prompt_seed", "length_trend", "tail_alpha")
 """Knobs of a structured length model, kept from the scenario's engine when it has them."""
+MAX_GPUS = 100_000
+"""The largest GPU count planned (--gpus, a config's GPU keys, a --cluster file): the trainer grid holds
+one candidate per GPU count, so a count is bounded before any list is built."""
 RECOMPUTE_PASSES = 1
 
 COLUMNS = {
@@ -147,6 +150,8 @@ def split_configurations(raw: dict, source: str, opts: SplitOptions) -> list[Spl
         raise _err("--model", f"unknown {opts.model!r}; known: {', '.join(MODELS)}")
     if opts.gpus < 2:
         raise _err("--gpus", f"{opts.gpus}: a split needs at least 2 GPUs (one training, one serving)")
+    if opts.gpus > MAX_GPUS:  # before a list of one trainer count per GPU is built
+        raise _err("--gpus", f"{opts.gpus:,} GPUs: expected at most {MAX_GPUS:,}")
     if opts.tp < 1:
         raise _err("--tp", f"{opts.tp}: expected an integer >= 1")
     base = {k: v for k, v in raw.items() if k != "variants"}

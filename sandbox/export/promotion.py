@@ -3,8 +3,13 @@ export directory, written so that it is never half old and half new.
 
 Directory protocol: files are first written into ``<out>/.staging-*``; then the previous export's
 manifest ``export.json`` is removed (the directory no longer claims to be complete), the previous
-export's files are deleted, the new files are moved in, and ``export.json`` is written last. Nothing
-is written outside ``<out>``; a directory that holds anything but a previous export is refused.
+export's files are deleted, the new files are moved in, and ``export.json`` (written into the stage
+with the rest) is moved in last. Nothing is written outside ``<out>``; a directory that holds
+anything but a previous export is refused, except the files of this same export without a manifest
+(an export whose last step failed: it is completed). The whole write holds an exclusive lock on the
+directory itself (``flock`` on its descriptor: no lock file is added), so a second export into the
+same directory is refused instead of replacing the first's files; a file that cannot be written is
+an :class:`ExportError` naming it.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..outputs import signals_held, write_json
+from ..outputs import describe_os_error, json_text, signals_held
 from ..processes import note_signal
 from ..readfile import read_json
 from .base import describe
@@ -90,8 +97,10 @@ def render_promotion(plan: Plan, files: dict[str, str], launch: str, provenance:
     return "\n".join(lines)
 
 
-def _previous_files(out: Path) -> list[str] | None:
-    """Files of the previous export in ``out`` (None if ``out`` is empty or missing)."""
+def _previous_files(out: Path, current: Iterable[str] = ()) -> list[str] | None:
+    """Files of the previous export in ``out`` (None if ``out`` is empty or missing). Without a
+    manifest, a directory holding only files named as ``current`` (this export's) is accepted: an
+    export whose manifest could not be written (a full disk) is completed by the next one."""
     if not out.exists():
         return None
     if not out.is_dir():
@@ -100,6 +109,8 @@ def _previous_files(out: Path) -> list[str] | None:
     if not entries:
         return None
     manifest = out / MANIFEST
+    if not os.path.lexists(manifest) and all(p.name in set(current) and not p.is_symlink() and p.is_file() for p in entries):
+        return [p.name for p in entries]
     try:
         data = read_json(manifest, "export manifest")  # bounded, regular files only (sandbox.readfile)
         names = list(data["files"])
@@ -115,6 +126,27 @@ def _previous_files(out: Path) -> list[str] | None:
                 "name in that directory); nothing was changed: choose an empty or new directory"
             )
     return names
+
+
+@contextmanager
+def _directory_lock(out: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on the directory ``out`` itself for the duration (POSIX; elsewhere no
+    lock): :class:`ExportError` at once if another export holds it."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ExportError(f"--out: {out} is being written by another sandbox export; wait for it to finish or "
+                              "choose another --out") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def previous_source(out: Path) -> str | None:
@@ -137,25 +169,40 @@ def write_export(out: Path, files: dict[str, str], manifest: dict[str, Any]) -> 
     for name in files:
         if not _plain_file_name(name):
             raise AssertionError(f"exporter bug: file name {name!r} must be a plain name")
-    previous = _previous_files(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(".staging-*"):  # left by an interrupted export
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
+    _previous_files(out, files)  # refused before anything is created
     try:
-        for name, text in files.items():
-            (staging / name).write_text(text)
-            os.chmod(staging / name, 0o755 if name.endswith(".sh") else 0o644)
-        with signals_held() as got:  # Ctrl-C or SIGTERM waits until the new export is whole
-            (out / MANIFEST).unlink(missing_ok=True)
-            for name in previous or []:
-                (out / name).unlink(missing_ok=True)
-            for name in files:
-                os.replace(staging / name, out / name)
-            write_json(out / MANIFEST, {**manifest, "files": list(files)})
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"--out: cannot create {out} ({describe_os_error(exc)})") from None
+    with _directory_lock(out):
+        previous = _previous_files(out, files)  # again, under the lock: what another export left counts
+        for stale in out.glob(".staging-*"):  # left by an interrupted export
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
+        try:
+            for name, text in files.items():
+                _write_file(staging / name, text, 0o755 if name.endswith(".sh") else 0o644, out / name)
+            _write_file(staging / MANIFEST, json_text({**manifest, "files": list(files)}), 0o644, out / MANIFEST)
+            with signals_held() as got:  # Ctrl-C or SIGTERM waits until the new export is whole
+                (out / MANIFEST).unlink(missing_ok=True)
+                for name in previous or []:
+                    (out / name).unlink(missing_ok=True)
+                for name in files:
+                    os.replace(staging / name, out / name)
+                os.replace(staging / MANIFEST, out / MANIFEST)  # the manifest last: the export is whole
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     if got:
         note_signal(got[-1])
         raise KeyboardInterrupt
     return [out / n for n in files] + [out / MANIFEST]
+
+
+def _write_file(path: Path, text: str, mode: int, shown: Path) -> None:
+    """``text`` into the staged file ``path``; :class:`ExportError` naming ``shown`` (the file it becomes)
+    when it cannot be written (a full disk)."""
+    try:
+        path.write_text(text)
+        os.chmod(path, mode)
+    except OSError as exc:
+        raise ExportError(f"--out: could not write {shown} ({describe_os_error(exc)}); nothing was changed") from None

@@ -5,6 +5,7 @@ table, validated by the scenario loader; and IMPORT.md, key by key. Guide: ``doc
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,8 @@ RUN_STEPS = "RUN_STEPS"
 def _per_run(value: Any, steps: int) -> Any:
     """``(RUN_STEPS, fraction)`` (a fraction of the run, e.g. a warm-up ratio) as steps of the proxy's run."""
     if isinstance(value, tuple) and len(value) == 2 and value[0] == RUN_STEPS:
+        if not (isinstance(value[1], (int, float)) and math.isfinite(value[1])):
+            raise ConfigImportError(f"a fraction of the run (a warm-up ratio) must be a finite number, got {value[1]!r}")
         return round(value[1] * steps)
     return value
 

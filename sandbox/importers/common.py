@@ -26,6 +26,36 @@ class ConfigImportError(ValueError):
     """A config that cannot be imported: one line naming the file and the line or key."""
 
 
+MAX_INT_DIGITS = 15
+"""An integer in a config has at most this many digits (GPU counts, batch sizes, token caps, seeds
+are far smaller): a larger one is refused before any arithmetic, so no list is sized by it and no
+conversion overflows (Python refuses to print an integer of over 4,300 digits at all)."""
+YAML_MAX_NODES = 100_000
+"""A YAML config expands to at most this many values, aliases (``*a``) counted each time they are
+used: a config has a few hundred; an alias bomb (9 levels of 9 aliases: 9^9 values) is refused
+before anything walks it."""
+
+
+def _check_scalar(value: Any, key: str, where: str, path: str) -> None:
+    """An integer beyond :data:`MAX_INT_DIGITS` digits or a string no UTF-8 file can hold (a lone
+    surrogate, as a JSON ``"\\ud800"`` escape gives): :class:`ConfigImportError` naming the key."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10 ** MAX_INT_DIGITS:
+            digits = "over 4,300" if v.bit_length() > 14_000 else f"{len(str(abs(v)))}"
+            raise ConfigImportError(f"{path}: {where}: {key}: an integer of {digits} digits; expected at most "
+                                    f"{MAX_INT_DIGITS} digits")
+        elif isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConfigImportError(f"{path}: {where}: {key}: the text holds a lone surrogate ({v.encode('utf-8', 'backslashreplace')[:40]!r}); "
+                                        "expected UTF-8 text") from None
+
+
 # ------------------------------------------------------------------------------------------------
 # reading: every format becomes {dotted key: value} plus {dotted key: where}
 # ------------------------------------------------------------------------------------------------
@@ -40,6 +70,8 @@ class Settings:
     where: dict[str, str] = field(default_factory=dict)
 
     def add(self, key: str, value: Any, where: str) -> None:
+        _check_scalar(key, "a key", where, self.path)
+        _check_scalar(value, key, where, self.path)
         if key in self.values:
             raise ConfigImportError(f"{self.path}: {where}: {key} given twice (first at {self.where[key]})")
         self.values[key] = value
@@ -69,6 +101,65 @@ def _flatten(tree: Any, prefix: str, out: Settings, lines: dict[str, int] | None
     out.add(key, tree, where)
 
 
+def safe_yaml(text: str, path: str | Path, where: str = "") -> Any:
+    """``yaml.safe_load(text)`` with its size bounded before anything is built: the events are
+    scanned first (PyYAML's parser keeps its own stack, so this never recurses) and a mapping or
+    list nested deeper than :data:`MAX_DEPTH` levels, in block style (indentation) as well as in
+    brackets, is refused; then the composed node graph is measured with every alias expanded (each
+    node's expanded size computed once) and a document over :data:`YAML_MAX_NODES` values, or an
+    alias that contains itself, is refused. A number Python cannot read (an integer of over 4,300
+    digits) is a :class:`ConfigImportError` too."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ConfigImportError(f"{path}: {where}nested too deeply (over {MAX_DEPTH} levels of mappings or lists)")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc, where) from None
+    if node is not None:
+        _check_yaml_size(node, path, where)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc, where) from None
+    except ValueError as exc:  # int("9" * 5000): over Python's integer conversion limit
+        raise ConfigImportError(f"{path}: {where}a number cannot be read ({exc})") from None
+
+
+def _check_yaml_size(root: yaml.Node, path: str | Path, where: str) -> None:
+    """Refuse a node graph whose expansion (aliases repeated where used) exceeds :data:`YAML_MAX_NODES`."""
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        if id(node) in size:
+            continue
+        kids = ([n for kv in node.value for n in kv] if isinstance(node, yaml.MappingNode)
+                else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if done:
+            open_.discard(id(node))
+            size[id(node)] = 1 + sum(size[id(k)] for k in kids)
+            if size[id(node)] > YAML_MAX_NODES:
+                raise ConfigImportError(f"{path}: {where}the YAML expands to over {YAML_MAX_NODES:,} values (aliases "
+                                        "counted where used): an alias bomb or not a config")
+            continue
+        if id(node) in open_:
+            raise ConfigImportError(f"{path}: {where}a YAML alias contains itself (a recursive structure)")
+        open_.add(id(node))
+        stack.append((node, True))
+        for k in kids:
+            if id(k) in open_:
+                raise ConfigImportError(f"{path}: {where}a YAML alias contains itself (a recursive structure)")
+            if id(k) not in size:
+                stack.append((k, False))
+
+
 def _yaml_lines(text: str) -> dict[str, int]:
     """Dotted key -> line number of a YAML mapping (from the composed node tree)."""
     lines: dict[str, int] = {}
@@ -87,11 +178,11 @@ def _yaml_lines(text: str) -> dict[str, int]:
     return lines
 
 
-def _yaml_error(path: str | Path, exc: yaml.YAMLError) -> ConfigImportError:
+def _yaml_error(path: str | Path, exc: yaml.YAMLError, prefix: str = "") -> ConfigImportError:
     mark = getattr(exc, "problem_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None and not prefix else ""
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return ConfigImportError(f"{path}: {where}not valid YAML ({problem})")
+    return ConfigImportError(f"{path}: {prefix}{where}not valid YAML ({problem})")
 
 
 def _tree(data: Any, path: str | Path, lines: dict[str, int] | None = None) -> Settings:
@@ -106,10 +197,7 @@ def _tree(data: Any, path: str | Path, lines: dict[str, int] | None = None) -> S
 
 def read_yaml(path: str | Path) -> Settings:
     text = _read(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc) from None
+    data = safe_yaml(text, path)
     return _tree(_numbers(data) if data is not None else {}, path, _yaml_lines(text))
 
 
@@ -131,6 +219,8 @@ def read_json_config(path: str | Path) -> Settings:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigImportError(f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+    except ValueError as exc:  # an integer over Python's 4,300-digit conversion limit
+        raise ConfigImportError(f"{path}: a number cannot be read ({exc})") from None
     lines = {k: i + 1 for i, ln in enumerate(text.splitlines()) for k in [_json_key(ln)] if k}
     return _tree(data, path, lines if isinstance(data, dict) and all(not isinstance(v, dict) for v in data.values()) else None)
 
@@ -150,6 +240,8 @@ def read_toml_config(path: str | Path) -> Settings:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigImportError(f"{path}: not valid TOML ({exc})") from None
+    except ValueError as exc:  # an integer over Python's 4,300-digit conversion limit
+        raise ConfigImportError(f"{path}: a number cannot be read ({exc})") from None
     return _tree(data, path)
 
 
@@ -158,8 +250,10 @@ def _hydra_value(text: str, path: str | Path, line: int) -> Any:
     if text == "":
         return ""
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
+        value = safe_yaml(text, path, f"line {line}: ")
+    except ConfigImportError as exc:
+        if "not valid YAML" not in str(exc):
+            raise
         raise ConfigImportError(f"{path}: line {line}: value {text!r} is not a Hydra value (number, true/false, null, "
                                 "[a,b], 'string')") from None
     if isinstance(value, str) and not text.startswith(("'", '"')) and _is_number(text):
@@ -400,8 +494,17 @@ class Mapper:
             self.row("unsupported", key, self.raw(key), note=note)
 
     def scale(self, key: str, field_: str, note: str) -> None:
+        """A scale-dependent key, recorded (IMPORT.md; preflight reads the learning rate as the scale it
+        compares against): a learning rate must be a positive finite number, a gradient clip a number
+        >= 0 (``inf``: no clipping)."""
         if key in self.s.values:
-            self.row("scale", key, self.raw(key), field_, None, note)
+            v = self.raw(key)
+            number = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+            if field_ == "algorithm.optimizer.lr" and not (number and 0 < v < math.inf):
+                raise self.bad(key, "expected a positive finite learning rate")
+            if field_ == "algorithm.optimizer.grad_clip" and v is not None and not (number and v >= 0):
+                raise self.bad(key, "expected a gradient clip >= 0 (or null)")
+            self.row("scale", key, v, field_, None, note)
 
     def finish(self) -> None:
         for key in self.s.values:

@@ -20,6 +20,8 @@ Conventions inverted here:
 
 from __future__ import annotations
 
+import math
+
 from .common import Mapper, Settings, read_overrides, read_yaml
 from .verl import ACTOR, IGNORED, ignore_framework_keys, map_correction, map_objective
 
@@ -53,7 +55,7 @@ def map_vcpo(m: Mapper) -> None:
                            (f"{ACTOR}.use_dynamic_bsz", False, "fixed micro-batches")):
         m.pinned(key, want, why)
     s = m.value(f"{AT}.staleness_threshold", "float", 0.0)
-    if s < 0 or s != int(s):
+    if not math.isfinite(s) or s < 0 or s != int(s):
         raise m.bad(f"{AT}.staleness_threshold", "expected a whole number of versions >= 0")
     if s == 0:
         m.row("converted" if m.has(f"{AT}.staleness_threshold") else "default", f"{AT}.staleness_threshold", s,

@@ -249,10 +249,36 @@ RUN_FIGURE_CAPTIONS = {
 ESS_ALERT = 0.5
 
 
+REPORT_MAX_DEPTH = 4
+REPORT_MAX_DIRS = 20_000
+"""How far below DIR ``sandbox report`` looks for run directories (``summary.json``): a run's variants
+are one level down, a folder of runs two or three; ``sandbox report /`` is refused instead of walking
+the whole file system."""
+
+
+def _summary_dirs(out: Path) -> set[Path]:
+    """The directories holding a ``summary.json`` at most :data:`REPORT_MAX_DEPTH` levels below
+    ``out`` (no link followed, hidden directories skipped); :class:`InputFileError` past
+    :data:`REPORT_MAX_DIRS` directories."""
+    found, seen = set(), 0
+    for dirpath, dirnames, filenames in os.walk(out):
+        seen += 1
+        if seen > REPORT_MAX_DIRS:
+            raise InputFileError(f"{out}: over {REPORT_MAX_DIRS:,} directories below it; expected the output of "
+                                 "`sandbox run` or a sweep directory")
+        if "summary.json" in filenames:
+            found.add(Path(dirpath))
+        if len(Path(dirpath).relative_to(out).parts) >= REPORT_MAX_DEPTH:
+            dirnames[:] = []
+        else:
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+    return found
+
+
 def _run_dirs(out: Path) -> list[Path]:
     """The run directories below ``out``, the synchronous baseline first (the variant the others'
     speed-up is measured against), then by name."""
-    dirs = sorted({p.parent for p in out.rglob("summary.json")}, key=lambda p: (len(p.parts), str(p)))
+    dirs = sorted(_summary_dirs(out), key=lambda p: (len(p.parts), str(p)))
     summaries = {d: _summary(d) for d in dirs}
     baselines = {s.get("speedup_baseline") for s in summaries.values()} - {None, ""}
     return sorted(dirs, key=lambda d: (d.name not in baselines, len(d.parts), str(d)))

@@ -1,8 +1,10 @@
 """Imported once by the forkserver that forks the sweep's worker processes: everything a run
 needs that is slow to import (torch, its compiler front end that the optimizers load lazily,
 sympy for the theory predictions, pandas/pyarrow), so each forked worker starts warm.
-Importing starts no threads, so forking afterwards is safe. In the forkserver it also binds the
-server and every worker it forks to the command's life (:mod:`sandbox.processes`)."""
+Importing leaves no thread of ours running, so forking afterwards is safe. The forkserver imports
+:mod:`sandbox._forkserver` before this module (before the package ``sandbox.sweep`` starts importing
+torch), which binds the server and every worker it forks to the command's life
+(:mod:`sandbox.processes`)."""
 
 import os
 
@@ -23,20 +25,3 @@ except Exception:  # pragma: no cover
 
 import sandbox.runner  # noqa: E402,F401
 import sandbox.sweep.execute  # noqa: E402,F401
-
-
-def _in_forkserver() -> bool:
-    import sys
-
-    f = sys._getframe()
-    while f is not None:
-        if f.f_globals.get("__name__") == "multiprocessing.forkserver" and f.f_code.co_name == "main":
-            return True
-        f = f.f_back
-    return False
-
-
-if _in_forkserver():  # the forkserver and its workers die with the command (sandbox.processes)
-    from sandbox.processes import _forkserver_setup
-
-    _forkserver_setup()

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .. import progress as progress_display  # `progress` is run_mission's flag
+from ..readfile import read_own_json
 from ..scenario.load import apply_overrides, load_scenario
 from .execute import run_sweep
 from .results import run_dir, run_state
@@ -49,9 +50,9 @@ CONTROL = "vcpo_const_lr"
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # bounded, no link followed: a FIFO or /dev/zero planted there is no file of ours
+        return read_own_json(path)
+    except ValueError:
         return {}
 
 

@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..analysis.time_to_target import sweep_comparison
 from ..outputs import write_json, write_table
+from ..readfile import read_own_json
 from .spec import value_label
 
 MANIFEST = "sweep.json"
@@ -65,9 +66,9 @@ def worker_died(path: Path) -> bool:
 
 
 def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # bounded, no link followed: a FIFO or /dev/zero planted there is no file of ours
+        return read_own_json(path)
+    except ValueError:
         return None
 
 

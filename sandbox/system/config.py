@@ -16,7 +16,7 @@ class SystemConfig(BaseModel):
     a weight store. All durations are simulated seconds."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    num_workers: int = Field(4, ge=1, description="Rollout workers; each generates one group at a time.")
+    num_workers: int = Field(4, ge=1, le=1_000_000, description="Rollout workers; each generates one group at a time.")
     worker_speeds: list[float] | None = Field(
         None,
         description="Speed multiplier per worker (durations are divided by it; default all 1.0). "
