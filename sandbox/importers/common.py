@@ -242,6 +242,26 @@ def read_overrides(path: str | Path) -> Settings:
     return out
 
 
+#: how a file gives away its framework: (entry-point or key pattern, framework)
+_FRAMEWORK_HINTS: tuple[tuple[str, str], ...] = (
+    (r"(^|[./])openrlhf|^--?(rollout|actor|train|vllm|algo)\.", "openrlhf"),
+    (r"(^|[./])areal|max_head_offpolicyness|^gconfig\.|allocation_mode", "areal"),
+    (r"(^|[./])prime_rl|^(rl|orchestrator|trainer)$|^orchestrator\.|^deployment\.", "prime-rl"),
+    (r"(^|[./])trl\b|grpo\.py$|^num_generations$|^per_device_train_batch_size$", "trl"),
+    (r"^async_training\.|fully_async_policy", "verl"),
+    (r"(^|[./])verl|main_ppo|^actor_rollout_ref\.", "verl"),
+)
+
+
+def suggest_framework(text: str | list[str], current: str) -> str:
+    """`` (this looks like an X config: use -f X)`` when an entry point or keys point at another framework."""
+    for item in [text] if isinstance(text, str) else text:
+        for pattern, fw in _FRAMEWORK_HINTS:
+            if re.search(pattern, item) and fw != current and not (current == "verl-vcpo" and fw == "verl"):
+                return f" (this looks like a{'n' if fw[0] in 'aeio' else ''} {fw} config: use -f {fw})"
+    return ""
+
+
 def _short(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
