@@ -51,17 +51,23 @@ IMPORTERS: dict[str, Importer] = _importers()
 
 
 def import_config(path: str | Path, framework: str, proxy: str = "bitstring",
-                  cluster: dict[str, Any] | None = None) -> Imported:
+                  cluster: dict[str, Any] | None = None, entry: str | None = None) -> Imported:
     """Read ``path`` as ``framework``'s config and build the scenario; :class:`ConfigImportError` (one line
     naming the file and the line or key) for an unknown framework, an unreadable or malformed file."""
     if framework not in IMPORTERS:
         raise ConfigImportError(f"--framework: unknown framework {framework!r}; expected one of {', '.join(IMPORTERS)}")
     imp = IMPORTERS[framework]
     settings = imp.read(str(path))
+    settings.entry_override = entry
+    if entry is not None and framework != "trl":
+        settings.entry, settings.entry_line = entry, 0
     m = Mapper(settings, framework)
     imp.map(m)
     m.finish()
-    return build(framework, str(path), m.rows, m.fields, proxy, cluster)
+    out = build(framework, str(path), m.rows, m.fields, proxy, cluster)
+    out.notes = list(settings.notes)
+    out.entry = settings.entry_override or settings.entry
+    return out
 
 
 __all__ = ["ConfigImportError", "IMPORTERS", "Imported", "Importer", "PROXIES", "import_config", "read_cluster",

@@ -53,6 +53,7 @@ class Settings:
     launcher_args: dict[str, list[str]] = field(default_factory=dict)
     known: dict[str, Any] | None = None  # the framework's own keys with their defaults, when known
     known_source: str = ""
+    entry_override: str | None = None  # the entry point or config class named on the command line (--entry)
 
     def add(self, key: str, value: Any, where: str) -> None:
         if key in self.values:

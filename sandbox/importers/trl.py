@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from .verl import NO_REFERENCE
-from .common import ConfigImportError, Mapper, Settings, read_json_config, read_yaml
+from .common import ConfigImportError, Mapper, Settings, read_flags, read_json_config, read_yaml
 
 ASYNC_KEYS = ("max_staleness", "weight_sync_steps", "max_inflight_tasks", "queue_maxsize", "token_budget")
 
@@ -71,11 +71,44 @@ IGNORED: dict[str, str] = {
 }
 
 
-NESTED = ("model_init_kwargs", "gradient_checkpointing_kwargs", "generation_kwargs")
+#: dict-valued fields of GRPOConfig (TRL 1.16): their nested tables are read, not refused
+NESTED = ("model_init_kwargs", "gradient_checkpointing_kwargs", "generation_kwargs", "chat_template_kwargs",
+          "activation_checkpointing_kwargs", "liger_kernel_config", "accelerator_config", "fsdp_config", "deepspeed",
+          "transformers_continuous_batching_config")
+#: arguments of the trl CLI and example scripts beside the config (ScriptArguments, ModelConfig)
+SCRIPT_ARGS = ("model_name_or_path", "model_revision", "dataset_name", "dataset_config", "dataset_train_split",
+               "dataset_test_split", "trust_remote_code", "attn_implementation", "use_peft", "lora_r", "lora_alpha",
+               "lora_dropout", "lora_target_modules", "lora_task_type", "load_in_4bit", "load_in_8bit", "torch_dtype",
+               "reward_funcs", "reward_model_name_or_path", "dataset_streaming", "gradient_checkpointing_use_reentrant",
+               "config", "eval_strategy", "eval_steps", "per_device_eval_batch_size", "do_eval", "use_liger_kernel",
+               "dataset_mixture", "dataset_name_or_path", "ignore_bias_buffers", "hub_strategy", "overwrite_output_dir",
+               "use_cpu", "lora_modules_to_save", "bnb_4bit_quant_type", "use_bnb_nested_quant", "dataloader_drop_last",
+               "save_only_model", "use_transformers_paged", "cache_implementation", "vllm_enable_sleep_mode",
+               "vllm_model_impl", "vllm_max_model_length", "vllm_structured_outputs_regex", "mask_truncated_completions",
+               "log_completions_steps", "num_completions_to_print", "wandb_log_unique_prompts", "log_unique_prompts",
+               "generation_batch_size", "max_length", "use_transformers_paged", "disable_dropout", "ddp_find_unused_parameters")
+CLASSES = ("GRPOConfig", "AsyncGRPOConfig")
 
 
 def _class(m: Mapper) -> str:
-    return "AsyncGRPOConfig" if any(m.has(k) for k in ASYNC_KEYS) else "GRPOConfig"
+    """The config class: named (``--entry``), from the launch command (a module or script of
+    trl.experimental.async_grpo), else from the keys (AsyncGRPOConfig's own knobs); the row says which."""
+    s = m.s
+    if s.entry_override is not None:
+        if s.entry_override not in CLASSES:
+            raise ConfigImportError(f"--entry: {s.entry_override!r}: expected one of {', '.join(CLASSES)} for trl")
+        m.row("converted", "(config class)", s.entry_override, note="named with --entry")
+        return s.entry_override
+    if s.entry is not None and "async_grpo" in s.entry.replace("-", "_"):
+        m.row("converted", "(config class)", "AsyncGRPOConfig", note=f"line {s.entry_line}: {s.entry} runs AsyncGRPOTrainer")
+        return "AsyncGRPOConfig"
+    if any(m.has(k) for k in ASYNC_KEYS):
+        m.row("converted", "(config class)", "AsyncGRPOConfig", note="the file sets AsyncGRPOConfig's own keys "
+              f"({', '.join(k for k in ASYNC_KEYS if m.has(k))})")
+        return "AsyncGRPOConfig"
+    m.row("default", "(config class)", "GRPOConfig", note="none of AsyncGRPOConfig's own keys: GRPOConfig (synchronous "
+          "GRPOTrainer) assumed; if you launch AsyncGRPOTrainer with its default knobs, say so with --entry AsyncGRPOConfig")
+    return "GRPOConfig"
 
 
 def map_trl(m: Mapper) -> None:
@@ -107,7 +140,15 @@ def map_trl(m: Mapper) -> None:
     for key, why in IGNORED.items():
         m.ignore(key, why)
     for top in NESTED:
-        m.ignore_prefix(top + ".", "model and generation options: the proxy task's model replaces them")
+        m.ignore(top, "model, generation and memory options: the proxy task's model replaces them")
+        m.ignore_prefix(top + ".", "model, generation and memory options: the proxy task's model replaces them")
+    for key in SCRIPT_ARGS:
+        m.ignore(key, "an argument of the trl CLI or example script (model, data, PEFT, evaluation): the proxy task "
+                      "replaces them")
+    kw = [k for k in m.s.values if k == "lr_scheduler_kwargs" or k.startswith("lr_scheduler_kwargs.")]
+    for k in kw:
+        m.row("unsupported", k, m.raw(k), note="options of the LR schedule (e.g. cosine_with_min_lr's min_lr_rate): the "
+              "sandbox's schedules decay to 0")
 
 
 def _async_geometry_and_staleness(m: Mapper, v, G: int, P: int, gas: int) -> None:
@@ -339,11 +380,26 @@ def _optimizer(m: Mapper, v) -> None:
 
 
 def read_trl(path: str) -> Settings:
-    """JSON (``.json``) or YAML keyword arguments of GRPOConfig / AsyncGRPOConfig; a nested table is refused."""
-    s = read_json_config(path) if str(path).endswith(".json") else read_yaml(path)
-    for key, where in s.where.items():
-        if "." in key and isinstance(s.values[key], (int, float, str, bool, type(None), list)) and "." not in key.split(".")[0]:
-            top = key.split(".")[0]
-            if top not in NESTED:
-                raise ConfigImportError(f"{path}: {where}: {top} is a nested table; GRPOConfig takes flat keyword arguments")
+    """JSON (``.json``) or YAML keyword arguments of GRPOConfig / AsyncGRPOConfig (nested dict kwargs such as
+    ``lr_scheduler_kwargs`` read as tables), or a launch script whose flags ``HfArgumentParser`` would parse
+    (``accelerate launch grpo.py --per_device_train_batch_size 8 --lr_scheduler_kwargs '{"min_lr_rate": 0.1}'``:
+    a dict-valued flag is JSON, a bare boolean flag is true)."""
+    import json
+
+    if str(path).endswith(".json"):
+        return read_json_config(path)
+    if str(path).endswith((".yaml", ".yml")):
+        return read_yaml(path)
+    s = read_flags(path)
+    for key in list(s.values):
+        v = s.values[key]
+        if key in NESTED + ("lr_scheduler_kwargs",) and isinstance(v, str) and v.strip().startswith("{"):
+            try:
+                table = json.loads(v)
+            except json.JSONDecodeError as exc:
+                raise ConfigImportError(f"{path}: {s.where[key]}: --{key}: not a JSON object ({exc.msg})") from None
+            where = s.where.pop(key)
+            del s.values[key]
+            for k2, v2 in (table.items() if isinstance(table, dict) else []):
+                s.add(f"{key}.{k2}", v2, where)
     return s
