@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .build import PROXIES, Imported, build, read_cluster, render_import_md
-from .common import ConfigImportError, Mapper, Settings
+from .common import ConfigImportError, Mapper, Row, Settings
 from . import areal, openrlhf, prime_rl, trl, verl, verl_vcpo
 
 
@@ -49,6 +49,24 @@ def _importers() -> dict[str, Importer]:
 
 IMPORTERS: dict[str, Importer] = _importers()
 
+#: launcher options that count the processes (one per GPU) the framework runs on
+_PROCESS_OPTS = {"accelerate launch": ("--num_processes",), "torchrun": ("--nproc_per_node", "--nproc-per-node")}
+
+
+def launcher_rows(settings: Settings) -> list[Row]:
+    """Rows for the launcher options that are cluster facts (``accelerate launch --num_processes 8``)."""
+    rows = []
+    for launcher, opts in _PROCESS_OPTS.items():
+        words = settings.launcher_args.get(launcher, [])
+        for i, w in enumerate(words):
+            name, eq, val = w.partition("=")
+            if name in opts:
+                val = val if eq else (words[i + 1] if i + 1 < len(words) else "")
+                if val.isdigit():
+                    rows.append(Row("ignored", f"({launcher} {opts[0]})", int(val), None, None,
+                                    "processes (GPUs) the launcher starts: a cluster fact (Q3/Q4/Q7 of sandbox preflight)"))
+    return rows
+
 
 def import_config(path: str | Path, framework: str, proxy: str = "bitstring",
                   cluster: dict[str, Any] | None = None, entry: str | None = None) -> Imported:
@@ -64,6 +82,7 @@ def import_config(path: str | Path, framework: str, proxy: str = "bitstring",
     m = Mapper(settings, framework)
     imp.map(m)
     m.finish()
+    m.rows += launcher_rows(settings)
     out = build(framework, str(path), m.rows, m.fields, proxy, cluster)
     out.notes = list(settings.notes)
     out.entry = settings.entry_override or settings.entry
