@@ -460,7 +460,11 @@ class Mapper:
 
     def finish(self) -> None:
         for key in self.s.values:
-            if key not in self.used:
+            if key not in self.used and self.s.values[key] == {}:
+                self.rows.append(Row("ignored", key, {}, None, None, f"an empty table ({self.s.where[key]}): the "
+                                                                     "framework's defaults of its keys"))
+                self.used.add(key)
+            elif key not in self.used:
                 where = self.s.where[key]
                 if self.s.known is None:
                     note = f"no {self.framework} rule reads this key ({where})"

@@ -78,8 +78,13 @@ def map_openrlhf(m: Mapper) -> None:
     B = v("rollout.batch_size", "int")
     if G < 1 or B < 1:
         raise m.bad("rollout.n_samples_per_prompt" if G < 1 else "rollout.batch_size", "expected a positive integer")
-    m.row("setup" if m.has("rollout.n_samples_per_prompt") else "default", "rollout.n_samples_per_prompt", G,
-          "algorithm.group_size", G, "samples per prompt (the group)")
+    if G < 2:
+        m.row("unsupported", "rollout.n_samples_per_prompt", G, note="one sample per prompt (a critic's gae setting): the "
+              "group estimators the sandbox simulates need at least 2; the scenario uses groups of 2")
+        m.set("algorithm.group_size", 2)
+    else:
+        m.row("setup" if m.has("rollout.n_samples_per_prompt") else "default", "rollout.n_samples_per_prompt", G,
+              "algorithm.group_size", G, "samples per prompt (the group)")
     m.row("setup" if m.has("rollout.batch_size") else "default", "rollout.batch_size", B, "algorithm.groups_per_step", B,
           "prompts per rollout batch = per trainer step")
     tb = v("train.batch_size", "int")

@@ -52,7 +52,7 @@ SCHEDULES = {"constant": "constant", "constant_with_warmup": "constant", "linear
 
 IGNORED: dict[str, str] = {
     k: why for why, keys in {
-        "output, logging and checkpointing": ("output_dir", "logging_steps", "logging_dir", "report_to", "run_name",
+        "output, logging and checkpointing": ("trackio_space_id", "project", "output_dir", "logging_steps", "logging_dir", "report_to", "run_name",
                                               "save_steps", "save_strategy", "save_total_limit", "push_to_hub",
                                               "hub_model_id", "log_completions", "logging_first_step", "log_level"),
         "precision and memory: same loss": ("bf16", "fp16", "gradient_checkpointing", "gradient_checkpointing_kwargs",
@@ -61,7 +61,7 @@ IGNORED: dict[str, str] = {
         "length limits: give a length distribution or trace with --cluster (generation_time)": (
             "max_prompt_length", "max_completion_length"),
         "generation server and its placement: cluster facts come from --cluster": (
-            "use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_gpu_memory_utilization",
+            "vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_gpu_memory_utilization",
             "vllm_tensor_parallel_size", "vllm_server_base_url", "vllm_server_timeout", "request_timeout",
             "weight_sync_timeout", "heartbeat_stale_after_s", "fork_threshold_tokens"),
         "seeds: the sandbox's run.seed applies": ("seed", "data_seed"),
@@ -99,7 +99,7 @@ def _class(m: Mapper) -> str:
             raise ConfigImportError(f"--entry: {s.entry_override!r}: expected one of {', '.join(CLASSES)} for trl")
         m.row("converted", "(config class)", s.entry_override, note="named with --entry")
         return s.entry_override
-    if s.entry is not None and "async_grpo" in s.entry.replace("-", "_"):
+    if s.entry is not None and ("async_grpo" in s.entry.replace("-", "_") or s.entry.endswith("AsyncGRPOConfig")):
         m.row("converted", "(config class)", "AsyncGRPOConfig", note=f"line {s.entry_line}: {s.entry} runs AsyncGRPOTrainer")
         return "AsyncGRPOConfig"
     if any(m.has(k) for k in ASYNC_KEYS):
@@ -218,7 +218,10 @@ def _sync_geometry(m: Mapper, v, G: int, P: int, gas: int) -> None:
         raise m.bad("steps_per_generation", f"expected a multiple of gradient_accumulation_steps = {gas}")
     if (P * spg) % G:
         raise m.bad("per_device_train_batch_size", f"per_device_train_batch_size × steps_per_generation = {P * spg} is "
-                                                   f"not a multiple of num_generations = {G} (whole groups)")
+                                                   f"not a multiple of num_generations = {G} (whole groups) on one process; "
+                                                   "TRL counts the generation batch over all processes, which the launcher "
+                                                   "(accelerate --num_processes, or its config file) sets: give "
+                                                   "per_device_train_batch_size for one process")
     B, mb = P * spg // G, spg // gas
     m.row("converted", "(GRPOConfig)", "GRPOConfig", "system.staleness.kind", "sync",
           "GRPOTrainer generates a batch, then trains on it: synchronous")
@@ -320,8 +323,25 @@ def _correction(m: Mapper, v, cls: str) -> None:
     if cls == "AsyncGRPOConfig":
         for k in keys:
             m.unsupported(k, "not a field of AsyncGRPOConfig")
+        m.ignore("use_vllm", "AsyncGRPOTrainer always generates on a vLLM server")
         return
     on = v("vllm_importance_sampling_correction", "bool")
+    use_vllm = m.value("use_vllm", "bool", False)
+    if m.has("use_vllm"):
+        m.row("pinned", "use_vllm", use_vllm, note="completions from a vLLM sampler (the correction's μ)" if use_vllm else
+              "completions from the trained model itself: no sampler mismatch")
+    if on and not m.has("use_vllm") and any(m.has(k) for k in keys):
+        # the file configures the vLLM correction without saying how it generates: read as launched with vLLM
+        use_vllm = True
+        m.row("default", "use_vllm", None, note="not in the file, which sets vllm_importance_sampling_*: launched with "
+              "vLLM assumed (GRPOConfig's default use_vllm = false would leave the correction unused)")
+    if on and not use_vllm:
+        m.row("converted" if m.has(keys[0]) else "default", keys[0], on, "algorithm.correction.name", "none",
+              "the correction acts on vLLM's sampling log-probs: with use_vllm = false (GRPOConfig's default) "
+              "completions come from the trained model itself and no weight is applied")
+        for k in keys[1:]:
+            m.ignore(k, "unused: use_vllm = false")
+        return
     if not on:
         m.row("converted" if m.has(keys[0]) else "default", keys[0], False, "algorithm.correction.name", "none",
               "no importance weights on the sampler's mismatch")
@@ -386,6 +406,8 @@ def read_trl(path: str) -> Settings:
     a dict-valued flag is JSON, a bare boolean flag is true)."""
     import json
 
+    if str(path).endswith(".py"):
+        return read_python(path)
     if str(path).endswith(".json"):
         return read_json_config(path)
     if str(path).endswith((".yaml", ".yml")):
@@ -403,3 +425,43 @@ def read_trl(path: str) -> Settings:
             for k2, v2 in (table.items() if isinstance(table, dict) else []):
                 s.add(f"{key}.{k2}", v2, where)
     return s
+
+
+def read_python(path: str) -> Settings:
+    """A training script: the keyword arguments of its ``GRPOConfig(...)`` / ``AsyncGRPOConfig(...)`` call, read
+    with :mod:`ast` (never run); a keyword whose value is not a literal is listed, not read. The class called
+    is the entry point."""
+    import ast
+
+    from .common import _read
+
+    text = _read(path)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise ConfigImportError(f"{path}: line {exc.lineno}: not valid Python ({exc.msg})") from None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and
+             (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in CLASSES]
+    if not calls:
+        raise ConfigImportError(f"{path}: no GRPOConfig(...) or AsyncGRPOConfig(...) call with keyword arguments found "
+                                "(a script parsed by TrlParser takes its values from the command line: import the launch "
+                                "command instead)")
+    call = calls[-1]
+    out = Settings(str(path), entry=getattr(call.func, "id", None) or call.func.attr, entry_line=call.lineno)
+    if out.entry == "AsyncGRPOConfig":
+        out.entry = "trl.experimental.async_grpo.AsyncGRPOConfig"
+    for kw in call.keywords:
+        if kw.arg is None:
+            out.notes.append(f"line {kw.value.lineno}: **kwargs passed to the config are not read")
+            continue
+        try:
+            value = ast.literal_eval(kw.value)
+        except ValueError:
+            out.notes.append(f"line {kw.value.lineno}: {kw.arg} = {ast.unparse(kw.value)} is not a literal: not read")
+            continue
+        if isinstance(value, dict):
+            for k2, v2 in value.items():
+                out.add(f"{kw.arg}.{k2}", v2, f"line {kw.value.lineno}")
+        else:
+            out.add(kw.arg, list(value) if isinstance(value, tuple) else value, f"line {kw.value.lineno}")
+    return out

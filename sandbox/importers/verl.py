@@ -418,15 +418,17 @@ def map_optimizer(m: Mapper, per: int) -> None:
         else:
             m.row("unsupported", key, m.s.values[key], note="only eps is mapped from override_optimizer_config")
     sched_key = f"{optim}.lr_scheduler_type"
-    if not m.has(sched_key) and m.has(f"{optim}.lr_decay_style"):
-        sched_key = f"{optim}.lr_decay_style"
-    sched = m.value(sched_key, "str", d(m, f"{optim}.lr_scheduler_type"))
+    if not m.has(sched_key) and (m.has(f"{optim}.lr_decay_style") or sched_key not in (m.s.known or {})):
+        sched_key = f"{optim}.lr_decay_style"  # Megatron's optimizer config (McoreOptimizerConfig)
+    sched = m.value(sched_key, "str", d(m, sched_key))
     if sched not in ("constant", "cosine"):
         m.row("unsupported", sched_key, sched, note="constant and cosine are mapped; constant used")
         m.set("algorithm.optimizer.schedule", "constant")
     else:
         m.mapped(sched_key, "algorithm.optimizer.schedule", sched, "learning-rate schedule after the warm-up")
-    if sched == "cosine":
+    if sched == "cosine" and f"{optim}.min_lr" in (m.s.known or {}):
+        m.pinned(f"{optim}.min_lr", 0.0, "cosine decays to 0", default=d(m, f"{optim}.min_lr"))
+    elif sched == "cosine":
         m.pinned(f"{optim}.min_lr_ratio", 0.0, "cosine decays to 0", default=0.0)
         m.pinned(f"{optim}.num_cycles", 0.5, "a half cosine", default=0.5)
     wk = f"{optim}.lr_warmup_steps"
