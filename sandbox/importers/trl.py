@@ -328,8 +328,9 @@ def _correction(m: Mapper, v, cls: str) -> None:
     on = v("vllm_importance_sampling_correction", "bool")
     use_vllm = m.value("use_vllm", "bool", False)
     if m.has("use_vllm"):
-        m.row("pinned", "use_vllm", use_vllm, note="completions from a vLLM sampler (the correction's μ)" if use_vllm else
-              "completions from the trained model itself: no sampler mismatch")
+        m.row("ignored", "use_vllm", use_vllm, note="how completions are generated (not simulated): "
+              + ("a vLLM sampler, whose log-probs μ the correction reads" if use_vllm else
+                 "the trained model itself, no sampler mismatch: the correction is unused"))
     if on and not m.has("use_vllm") and any(m.has(k) for k in keys):
         # the file configures the vLLM correction without saying how it generates: read as launched with vLLM
         use_vllm = True
