@@ -123,6 +123,8 @@ def map_areal(m: Mapper) -> None:
         m.row("pinned", "actor.use_decoupled_loss", False, note="bypass mode: the clip anchors at the behaviour μ")
     m.set("algorithm.proximal", "behaviour")
     _objective(m, v, decoupled)
+    if m.fields.get("algorithm.objective.name") == "gspo":
+        _as_gspo(m)
     _optimizer(m, v)
     m.scale(f"{OPT}.lr", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own")
     m.scale(f"{OPT}.gradient_clipping", "algorithm.optimizer.grad_clip", "gradient clip for your model's scale")
@@ -136,8 +138,13 @@ def map_areal(m: Mapper) -> None:
 
 
 def _objective(m: Mapper, v, decoupled: bool) -> None:
-    m.row("converted", "(AReaL actor)", "PPOActor", "algorithm.objective.name", "grpo",
-          "AReaL's actor loss: PPO clip surrogate with group advantages")
+    level = m.value("actor.importance_sampling_level", "str", "token")
+    if level == "sequence":
+        m.row("converted", "actor.importance_sampling_level", level, "algorithm.objective.name", "gspo",
+              "sequence-level ratio (the geometric mean of the token ratios), clipped: GSPO")
+    else:
+        m.row("converted" if m.has("actor.importance_sampling_level") else "default", "actor.importance_sampling_level",
+              level, "algorithm.objective.name", "grpo", "AReaL's actor loss: PPO clip surrogate with group advantages")
     lo = v("actor.eps_clip", "float")
     hi = m.value("actor.eps_clip_higher", "float?", None)
     c = m.value("actor.c_clip", "float?", None)
@@ -209,6 +216,24 @@ def _objective(m: Mapper, v, decoupled: bool) -> None:
     else:
         m.row("converted" if m.has("actor.kl_ctl") else "default", "actor.kl_ctl", kl, "algorithm.objective.beta_kl",
               0.0, "no KL term")
+
+
+def _as_gspo(m: Mapper) -> None:
+    """GSPO's advantage is one knob (grpo: divided by the group std, dr_grpo: not); it has no KL term."""
+    from dataclasses import replace
+
+    norm = m.fields.pop("algorithm.objective.normalize_std", True)
+    m.fields.pop("algorithm.objective.baseline", None)
+    m.fields.pop("algorithm.objective.std_unbiased", None)
+    if m.fields.pop("algorithm.objective.beta_kl", 0.0):
+        raise AssertionError("importer bug: a KL term on gspo")
+    adv = "grpo" if norm else "dr_grpo"
+    m.fields["algorithm.objective.advantage"] = adv
+    moved = {"algorithm.objective.normalize_std": ("algorithm.objective.advantage", adv)}
+    m.rows[:] = [replace(r, field=moved[r.field][0], field_value=moved[r.field][1]) if r.field in moved else
+                 replace(r, field=None, field_value=None, note=r.note + " (GSPO: no such knob)") if r.field in (
+                     "algorithm.objective.baseline", "algorithm.objective.beta_kl", "algorithm.objective.std_unbiased")
+                 else r for r in m.rows]
 
 
 def _correction(m: Mapper) -> str:

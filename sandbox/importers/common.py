@@ -454,9 +454,13 @@ class Mapper:
         if key in self.s.values:
             self.row("unsupported", key, self.raw(key), note=note)
 
-    def scale(self, key: str, field_: str, note: str) -> None:
+    def scale(self, key: str, field_: str, note: str, default: Any = _MISSING) -> None:
+        """A scale-dependent value (kept out of the scenario); ``default``: the framework's own, listed when the
+        file is silent."""
         if key in self.s.values:
             self.row("scale", key, self.raw(key), field_, None, note)
+        elif default is not _MISSING and default is not None:
+            self.rows.append(Row("scale", key, default, field_, None, f"{note} (not in the file: the framework's default)"))
 
     def finish(self) -> None:
         for key in self.s.values:

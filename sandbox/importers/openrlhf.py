@@ -115,6 +115,7 @@ def map_openrlhf(m: Mapper) -> None:
     _objective(m, v)
     _correction(m, v)
     m.pinned("actor.entropy_coef", 0.0, "no entropy bonus")
+    m.pinned("algo.advantage.gamma", 1.0, "no discount within a response")
     if m.value("algo.dynamic_filtering_enable", "bool", False):
         m.row("unsupported", "algo.dynamic_filtering_enable", True, note="dynamic filtering (groups whose rewards fall "
               "outside the range are dropped and resampled) is not simulated; the scenario trains on every group")

@@ -142,7 +142,8 @@ def map_prime_rl(m: Mapper) -> None:
     m.pinned("orchestrator.train.filter_zero_advantages", False, "groups with zero advantage are trained on (no filter)")
     _loss(m)
     _optimizer(m)
-    m.scale("trainer.optim.lr", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own")
+    m.scale("trainer.optim.lr", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own",
+            prime_default(m, "trainer.optim.lr"))
     m.scale("trainer.optim.max_norm", "algorithm.optimizer.grad_clip", "gradient clip for your model's scale")
     for key in list(m.s.values):
         if key in m.used:

@@ -41,6 +41,7 @@ SYNC_DEFAULTS: dict[str, Any] = {
     "vllm_importance_sampling_mode": "sequence_mask", "vllm_importance_sampling_clip_max": 3.0,
     "vllm_importance_sampling_clip_min": None, "optim": "adamw_torch_fused", "weight_decay": 0.0,
     "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "lr_scheduler_type": "linear", "warmup_steps": 0,
+    "learning_rate": 1e-6, "max_grad_norm": 1.0,
 }
 ASYNC_DEFAULTS: dict[str, Any] = {**SYNC_DEFAULTS, "lr_scheduler_type": "constant", "max_staleness": 4,
                                   "weight_sync_steps": 1, "max_inflight_tasks": -1, "queue_maxsize": 1024}
@@ -135,7 +136,7 @@ def map_trl(m: Mapper) -> None:
     _correction(m, v, cls)
     _optimizer(m, v)
     m.scale("learning_rate", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own; compare "
-            "learning rates as multipliers of yours")
+            "learning rates as multipliers of yours", D["learning_rate"])
     m.scale("max_grad_norm", "algorithm.optimizer.grad_clip", "gradient clip for your model's scale")
     for key, why in IGNORED.items():
         m.ignore(key, why)

@@ -319,6 +319,8 @@ def map_objective(m: Mapper, route: str, route_key: str | None = f"{CORR}.bypass
         m.ignore(coef_key, "unused: use_kl_loss = false")
         m.ignore(f"{ACTOR}.kl_loss_type", "unused: use_kl_loss = false")
     m.pinned("algorithm.use_kl_in_reward", False, "no KL penalty in the reward")
+    m.pinned("algorithm.gamma", 1.0, "no discount within a response (the group estimators use the sequence reward)")
+    m.ignore("algorithm.lam", "GAE's λ: unused by the group estimators")
     m.pinned(f"{ACTOR}.entropy_coeff", 0, "no entropy bonus")
     return name
 
@@ -330,12 +332,14 @@ def map_correction(m: Mapper, route: str) -> None:
     if rs is not None:
         m.row("unsupported", rs_key, rs, note="rejection sampling modes are not mapped by this importer (mis / geo_mis "
                                               "/ icepop: write the correction in the scenario by hand)")
+        m.unsupported(f"{CORR}.rollout_rs_threshold", "see rollout_rs")
     elif m.has(rs_key):
         m.row("pinned", rs_key, None, note="no rejection sampling")
     if level is None:
         m.row("converted" if m.has(is_key) else "default", is_key, None, "algorithm.correction.name", "none",
               "no IS weights")
         m.ignore(thr_key, "unused: rollout_is = null")
+        m.ignore(f"{CORR}.rollout_is_batch_normalize", "unused: rollout_is = null")
         return
     if route != "reinforce":
         m.row("unsupported", is_key, level, note="bypass mode: the rollout_is weights multiply the clipped surrogate, which "
@@ -439,7 +443,7 @@ def map_optimizer(m: Mapper, per: int) -> None:
     m.row("converted" if m.has(wk) else "default", wk, w, "algorithm.optimizer.warmup_steps", max(w, 0) * per,
           "no warm-up" if w <= 0 else f"scheduler steps × {per} optimizer step(s) per scheduler step")
     m.scale(f"{optim}.lr", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own; compare "
-            "learning rates as multipliers of yours")
+            "learning rates as multipliers of yours", (m.s.known or {}).get(f"{optim}.lr"))
     m.scale(f"{optim}.clip_grad", "algorithm.optimizer.grad_clip", "gradient clip for your model's scale")
     m.scale(f"{ACTOR}.grad_clip", "algorithm.optimizer.grad_clip", "gradient clip for your model's scale")
     m.ignore(f"{optim}.lr_warmup_steps_ratio", "unused: lr_warmup_steps is set")
