@@ -1103,6 +1103,7 @@ def import_(
     task: str = typer.Option("bitstring", "--task", help="Proxy task the scenario runs on: bitstring (seconds per run) or lm (the small LM of lm_mission, minutes)."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Rollout workers generating concurrently (engines x concurrency): system.num_workers."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table: num_workers, generation_time / train_time / sync_delay (delay tables, e.g. a length trace), and recorded-only trainer_gpus, rollout_gpus, gpu, model_params (docs/import.md)."),
+    entry: Optional[str] = typer.Option(None, "--entry", help="The entry point the config is launched with when the file does not say (verl: a module such as verl.experimental.one_step_off_policy.main_ppo; trl: GRPOConfig or AsyncGRPOConfig)."),
     list_: bool = typer.Option(False, "--list", help="List the frameworks and the formats read, then exit."),
 ):
     """Read a framework's config as a scenario: scenario.toml (loads and runs) plus IMPORT.md listing, key by key,
@@ -1129,7 +1130,7 @@ def import_(
         facts = dict(read_cluster(cluster)) if cluster is not None else {}
         if workers is not None:
             facts["num_workers"] = workers
-        imp = import_config(config, framework, task, facts)
+        imp = import_config(config, framework, task, facts, entry=entry)
         target = user_path(out) if out is not None else Path("imported") / f"{safe_name(config.stem) or 'config'}-{framework}"
         with output.stage(target) as stage:
             write_text(stage / "scenario.toml", imp.toml)
@@ -1168,6 +1169,7 @@ def preflight(
     length_median: Optional[float] = typer.Option(None, "--length-median", min=1.0, help="Q3/Q4/Q7: median response length, tokens (default min(1000, max tokens / 4))."),
     length_sigma: Optional[float] = typer.Option(None, "--length-sigma", min=0.0, help="Q3/Q4/Q7: sigma of log response length (default 1.0)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table (as `sandbox import --cluster`): trainer_gpus + rollout_gpus and gpu feed Q3/Q4/Q7."),
+    entry: Optional[str] = typer.Option(None, "--entry", help="The entry point when the file does not say (as `sandbox import --entry`)."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress display."),
 ):
     """Import CONFIG, plan a bounded set of simulations around its staleness bound, learning rate and
@@ -1195,8 +1197,8 @@ def preflight(
             if not (seconds > 0 and math.isfinite(seconds)):
                 raise ConfigImportError(f"--budget: {budget!r} is not a duration (e.g. 10m, 90s)")
         table = read_cluster(user_path(cluster)) if cluster is not None else None
-        imp = import_config(config, framework, cluster=table)
-        lm = None if quick else import_config(config, framework, proxy="lm", cluster=table).data
+        imp = import_config(config, framework, cluster=table, entry=entry)
+        lm = None if quick else import_config(config, framework, proxy="lm", cluster=table, entry=entry).data
         facts = cluster_facts(imp.rows, framework, {"gpus": gpus, "gpu": gpu, "model": model, "tp": tp, "max_tokens": max_tokens,
                                                     "length_median": length_median, "length_sigma": length_sigma}, table)
         plan = make_plan(imp.data, quick=quick, seeds=seeds, lr_mult=lr_mult, budget=seconds, framework=framework, facts=facts,

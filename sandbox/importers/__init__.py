@@ -32,15 +32,16 @@ class Importer:
 
 def _importers() -> dict[str, Importer]:
     out = [
-        Importer("verl", "verl 0.9 (V1 trainer of verl.trainer.main_ppo)", "Hydra override list (key=value lines) or YAML",
+        Importer("verl", "verl 0.9.1 (main_ppo, one-step-off and fully-async entry points)",
+                 "launch script, Hydra override list (key=value lines) or YAML",
                  verl.read_verl, verl.map_verl),
         Importer("verl-vcpo", "the VCPO fork of verl (mit-han-lab/vcpo c7f030f0, fully-async recipe)",
                  "Hydra override list or YAML", verl_vcpo.read_vcpo, verl_vcpo.map_vcpo),
-        Importer("trl", "TRL 1.16 (GRPOConfig or AsyncGRPOConfig)", "keyword arguments as JSON or YAML",
+        Importer("trl", "TRL 1.16 (GRPOConfig or AsyncGRPOConfig)", "keyword arguments as JSON or YAML, a script's GRPOConfig(...) call, or launch flags",
                  trl.read_trl, trl.map_trl),
-        Importer("openrlhf", "OpenRLHF 0.11 (openrlhf.cli.train_ppo_ray)", "flag list (--flag value, one or more per line)",
+        Importer("openrlhf", "OpenRLHF 0.11 (openrlhf.cli.train_ppo_ray)", "launch script (ray job submit -- python3 -m ...) or flag list",
                  openrlhf.read_openrlhf, openrlhf.map_openrlhf),
-        Importer("areal", "AReaL 1.0 (GRPO config of areal/api/cli_args.py)", "YAML", areal.read_areal, areal.map_areal),
+        Importer("areal", "AReaL 1.0 (GRPO config of areal/api/cli_args.py)", "YAML (${...} resolved with OmegaConf)", areal.read_areal, areal.map_areal),
         Importer("prime-rl", "prime-rl (git 559b4477, rl.toml)", "TOML ([trainer], [orchestrator])",
                  prime_rl.read_prime_rl, prime_rl.map_prime_rl),
     ]

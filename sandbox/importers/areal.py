@@ -196,15 +196,22 @@ def _objective(m: Mapper, v, decoupled: bool) -> None:
         for k, val in adv.items():
             m.row("pinned", k, val, note="no batch-level advantage normalisation")
     scaling, bias = m.value("actor.reward_scaling", "float", 1.0), m.value("actor.reward_bias", "float", 0.0)
-    if (scaling, bias) != (1.0, 0.0):
+    if (scaling, bias) == (1.0, 0.0):
+        for k in ("actor.reward_scaling", "actor.reward_bias"):
+            if m.has(k):
+                m.row("pinned", k, m.raw(k), note="rewards as given")
+    else:
         if std == "group" and scaling > 0:
             for k in ("actor.reward_scaling", "actor.reward_bias"):
                 if m.has(k):
                     m.row("pinned", k, m.raw(k), note="an affine map of the rewards: the group mean removes the bias and "
                                                       "the group std the scale (up to the std's ε), so the advantages are unchanged")
         else:
-            m.row("unsupported", "actor.reward_scaling", scaling, note="rewards scaled and shifted without a std "
-                  "normalisation change the advantages' scale: the proxy task's rewards are used as they are")
+            for k in ("actor.reward_scaling", "actor.reward_bias"):
+                if m.has(k):
+                    m.row("unsupported", k, m.raw(k), note="rewards scaled and shifted without a std normalisation "
+                          "change the advantages' scale (the group mean removes the bias only): the proxy task's rewards "
+                          "are used as they are")
     m.pinned("actor.temperature", 1.0, "log-probs at temperature 1")
     m.pinned("gconfig.greedy", False, "sampled, not greedy")
     m.pinned("actor.entropy_coeff", 0.0, "no entropy bonus")

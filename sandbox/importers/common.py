@@ -19,17 +19,11 @@ from typing import Any, Callable
 
 import yaml
 
-from typing import TYPE_CHECKING
-
 from ..readfile import InputFileError, check_depth, read_text, TOML_LIMIT, value_depth, MAX_DEPTH
 
 
-if TYPE_CHECKING:
-    from .launch import Launch
-
-
-class ConfigImportError(ValueError):
-    """A config that cannot be imported: one line naming the file and the line or key."""
+from .errors import ConfigImportError
+from .launch import Launch, read_launch
 
 
 # ------------------------------------------------------------------------------------------------
@@ -197,9 +191,7 @@ HYDRA_FLAGS = {"--config-path": "config_path", "-cp": "config_path", "--config-n
                "-cn": "config_name", "--config-dir": "config_dir", "-cd": "config_dir"}
 
 
-def _launch(path: str | Path, text: str) -> tuple[Settings, "Launch"]:
-    from .launch import read_launch
-
+def _launch(path: str | Path, text: str) -> tuple[Settings, Launch]:
     launch = read_launch(str(path), text)
     out = Settings(str(path), entry=launch.entry, entry_line=launch.entry_line, notes=list(launch.notes),
                    unresolved=dict(launch.unresolved), launcher_args=dict(launch.launcher_args))
@@ -236,7 +228,8 @@ def read_overrides(path: str | Path) -> Settings:
                 setattr(out, HYDRA_FLAGS[flag], inline)
         elif w.text.startswith("-"):
             raise ConfigImportError(f"{path}: line {w.line}: {w.text!r} is not a Hydra override or flag this importer "
-                                    "reads (--config-path, --config-name)")
+                                    "reads (--config-path, --config-name)"
+                                    f"{suggest_framework([launch.entry or '', w.text], 'verl')}")
         else:
             _override(out, path, w.line, w.text, w.text)
         i += 1
@@ -276,7 +269,7 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def read_flags(path: str | Path) -> Settings:
+def read_flags(path: str | Path, framework: str = "openrlhf") -> Settings:
     """A command-line flag list (``--flag value``, ``--switch``, ``--flag=value``), one or several per line,
     or a launch script read as the shell reads it (:mod:`.launch`: arrays, ``ray job submit -- python3 -m``)."""
     out, launch = _launch(path, _read(path))
@@ -285,7 +278,8 @@ def read_flags(path: str | Path) -> Settings:
     while i < len(tokens):
         tok, n = tokens[i]
         if not tok.startswith("--"):
-            raise ConfigImportError(f"{path}: line {n}: expected a --flag, got {tok!r}")
+            raise ConfigImportError(f"{path}: line {n}: expected a --flag, got {tok!r}"
+                                    f"{suggest_framework([launch.entry or '', tok.split('=')[0]], framework)}")
         name, eq, inline = tok[2:].partition("=")
         if not name:
             raise ConfigImportError(f"{path}: line {n}: empty flag name")
@@ -361,11 +355,19 @@ class Mapper:
     def _where(self, key: str) -> str:
         return f"{self.s.path}: {self.s.where.get(key, 'key ' + key)}"
 
-    def raw(self, key: str, default: Any = _MISSING) -> Any:
-        """The value of ``key`` (marked as read), or ``default`` when the config does not set it."""
+    def raw(self, key: str, default: Any = _MISSING, check: bool = True) -> Any:
+        """The value of ``key`` (marked as read), or ``default`` when the config does not set it; ``check``: a
+        value holding a shell variable the file never sets is an error naming it (off for keys only listed)."""
         if key in self.s.values:
             self.used.add(key)
-            return self.s.values[key]
+            v = self.s.values[key]
+            if check and isinstance(v, str) and self.s.unresolved:
+                for name, line in self.s.unresolved.items():
+                    if "${" + name + "}" in v or "${" + name + "[" in v:
+                        raise ConfigImportError(f"{self._where(key)}: {key} = {v!r}: the shell variable {name} is not "
+                                                f"set in the file (first used on line {line}); set it there to import "
+                                                "this key")
+            return v
         if default is _MISSING:
             raise ConfigImportError(f"{self.s.path}: {key}: required")
         return default
@@ -376,11 +378,6 @@ class Mapper:
         v = self.raw(key, default)
         if key not in self.s.values:
             return v
-        if isinstance(v, str) and self.s.unresolved:
-            for name, line in self.s.unresolved.items():
-                if "${" + name + "}" in v or "${" + name + "[" in v:
-                    raise ConfigImportError(f"{self._where(key)}: {key} = {v!r}: the shell variable {name} is not set "
-                                            f"in the file (first used on line {line}); set it there to import this key")
         ok = {
             "int": isinstance(v, int) and not isinstance(v, bool),
             "float": isinstance(v, (int, float)) and not isinstance(v, bool),
@@ -443,7 +440,7 @@ class Mapper:
 
     def ignore(self, key: str, note: str) -> None:
         if key in self.s.values:
-            self.row("ignored", key, self.raw(key), note=note)
+            self.row("ignored", key, self.raw(key, check=False), note=note)
 
     def ignore_prefix(self, prefix: str, note: str) -> None:
         for key in list(self.s.values):
@@ -458,7 +455,7 @@ class Mapper:
         """A scale-dependent value (kept out of the scenario); ``default``: the framework's own, listed when the
         file is silent."""
         if key in self.s.values:
-            self.row("scale", key, self.raw(key), field_, None, note)
+            self.row("scale", key, self.raw(key, check=False), field_, None, note)
         elif default is not _MISSING and default is not None:
             self.rows.append(Row("scale", key, default, field_, None, f"{note} (not in the file: the framework's default)"))
 

@@ -27,7 +27,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from .common import ConfigImportError
+from .errors import ConfigImportError
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,12 @@ Conventions inverted here (trl 1.16.0 sources, as in the exporter):
 
 from __future__ import annotations
 
+import ast
+import json
 from typing import Any
 
 from .verl import NO_REFERENCE
-from .common import ConfigImportError, Mapper, Settings, read_flags, read_json_config, read_yaml
+from .common import ConfigImportError, Mapper, Settings, _read, read_flags, read_json_config, read_yaml
 
 ASYNC_KEYS = ("max_staleness", "weight_sync_steps", "max_inflight_tasks", "queue_maxsize", "token_budget")
 
@@ -406,15 +408,13 @@ def read_trl(path: str) -> Settings:
     ``lr_scheduler_kwargs`` read as tables), or a launch script whose flags ``HfArgumentParser`` would parse
     (``accelerate launch grpo.py --per_device_train_batch_size 8 --lr_scheduler_kwargs '{"min_lr_rate": 0.1}'``:
     a dict-valued flag is JSON, a bare boolean flag is true)."""
-    import json
-
     if str(path).endswith(".py"):
         return read_python(path)
     if str(path).endswith(".json"):
         return read_json_config(path)
     if str(path).endswith((".yaml", ".yml")):
         return read_yaml(path)
-    s = read_flags(path)
+    s = read_flags(path, "trl")
     for key in list(s.values):
         v = s.values[key]
         if key in NESTED + ("lr_scheduler_kwargs",) and isinstance(v, str) and v.strip().startswith("{"):
@@ -433,10 +433,6 @@ def read_python(path: str) -> Settings:
     """A training script: the keyword arguments of its ``GRPOConfig(...)`` / ``AsyncGRPOConfig(...)`` call, read
     with :mod:`ast` (never run); a keyword whose value is not a literal is listed, not read. The class called
     is the entry point."""
-    import ast
-
-    from .common import _read
-
     text = _read(path)
     try:
         tree = ast.parse(text)
