@@ -91,7 +91,7 @@ CONFIG_KEYS: dict[str, dict[str, Any]] = {
     "openrlhf": {"trainer": [("actor.num_gpus_per_node", "actor.num_nodes")],
                  "rollout": [("vllm.num_engines", "vllm.tensor_parallel_size")],
                  "shared": ["train.colocate_all", "colocate_all_models"],
-                 "model": ["actor.model_name_or_path", "pretrain", "model.pretrain"], "tp": ["vllm.tensor_parallel_size"],
+                 "model": ["actor.model_name_or_path", "pretrain"], "tp": ["vllm.tensor_parallel_size"],
                  "max_tokens": ["rollout.max_new_tokens", "generate_max_len"]},
     "areal": {"allocation": ["allocation_mode"], "backends": ("rollout.backend", "actor.backend"),
               "total": [("cluster.n_gpus_per_node", "cluster.n_nodes")],
@@ -126,6 +126,23 @@ def model_from_name(name: str) -> str | None:
         if family in tokens and size in tokens:
             return key
     return None
+
+
+def nearest_model(name: str) -> str | None:
+    """A stand-in of the hardware table for a checkpoint it lacks, by the size in the name (``Qwen3-8B`` → 8e9
+    parameters): the entry of the same family with the nearest size on a log scale, else of any family; None
+    when the name gives no size. Q3/Q4/Q7 then time a model of that size (the page says which)."""
+    low = name.lower().rsplit("/", 1)[-1]
+    sizes = [float(x) for x in re.findall(r"(?:^|[-_])(\d+(?:\.\d+)?)b(?=$|[-_])", low)]
+    if not sizes:
+        return None
+    size = sizes[0]
+
+    def key(entry: str) -> float:
+        return abs(math.log(float(entry.rsplit("-", 1)[1].rstrip("b")) / size))
+
+    family = [k for k in MODELS if k.split("-")[0].rstrip("0123456789.") in low]
+    return min(family or list(MODELS), key=key)
 
 
 @dataclass
@@ -210,9 +227,15 @@ def cluster_facts(rows, framework: str, flags: dict[str, Any], cluster: dict[str
     name, name_src = first(keys.get("model", []))
     if isinstance(name, str):
         f.model = model_from_name(name)
-        f.source["model"] = (f"{name_src} = {name!r} in the config" if f.model else
-                             f"{name_src} = {name!r} in the config is not in the hardware table "
-                             f"({', '.join(MODELS)}): give --model")
+        stand_in = None if f.model else nearest_model(name)
+        if stand_in:
+            f.model = stand_in
+            f.source["model"] = (f"{name_src} = {name!r} in the config is not in the hardware table: {stand_in}, the "
+                                 "nearest by size, stands in (give --model to choose)")
+        else:
+            f.source["model"] = (f"{name_src} = {name!r} in the config" if f.model else
+                                 f"{name_src} = {name!r} in the config is not in the hardware table "
+                                 f"({', '.join(MODELS)}): give --model")
     if cluster and "sync_delay" in cluster:
         f.source["sync_delay"] = "cluster.sync_delay"
     if cluster:

@@ -91,8 +91,8 @@ def test_cluster_facts_from_the_file_alone(item):
     text = (cr.CORPUS / item["name"]).read_text()
     names_gpus = any(k in text for k in ("n_gpus_per_node", "num_gpus_per_node", "num_train_gpus", "num_train_nodes",
                                          "backend: \"", "allocation_mode", "n_gpus_per_node:"))
-    if names_gpus:
-        assert f.gpus is not None and f.gpus >= 2, f.source
+    if names_gpus:  # Q3/Q4/Q7 answerable: a GPU count and a model of the hardware table (or its stand-in by size)
+        assert f.gpus is not None and f.gpus >= 2 and not f.missing, (f.source, f.missing)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -114,8 +114,8 @@ def test_finding2_verl_entry_points_set_their_staleness():
     imp = import_config(cr.CORPUS / "verl_fully_async_dapo_7b_8_8.sh", "verl")
     st, al = imp.scenario.system.staleness, imp.scenario.algorithm
     assert (st.kind, st.alpha) == ("async_ratio", 0.1)
-    assert (al.groups_per_step, al.minibatches, imp.scenario.system.partial_rollouts) == (32 * 4 * 4, 16, False) or \
-        (al.groups_per_step, al.minibatches) == (512, 16)
+    # a version: ppo_mini_batch_size 32 x require_batches 4 x trigger_parameter_sync_step 4 prompts, 16 optimizer steps
+    assert (al.groups_per_step, al.minibatches) == (32 * 4 * 4, 16)
     assert any(r.key == "(entry point)" and "fully-async" in r.note for r in imp.rows)
 
 
@@ -204,7 +204,7 @@ def test_finding7_cluster_facts_from_the_file():
     f = cluster_facts(import_config(cr.CORPUS / "verl_one_step_off_grpo_0.6b.sh", "verl").rows, "verl", {})
     assert (f.gpus, f.trainer_gpus, f.tp, f.max_tokens) == (8, 6, 2, 1024)
     f = cluster_facts(import_config(cr.CORPUS / "areal_gsm8k_grpo.yaml", "areal").rows, "areal", {})
-    assert (f.gpus, f.trainer_gpus, f.model, f.max_tokens) == (8, 4, "qwen2.5-1.5b", 1024) or (f.gpus, f.trainer_gpus) == (8, 4)
+    assert (f.gpus, f.trainer_gpus, f.model, f.max_tokens) == (8, 4, "qwen2.5-1.5b", 1024)  # sglang:d4p1t1 + fsdp:d4p1t1
     f = cluster_facts(import_config(cr.CORPUS / "primerl_reverse_text_rl.toml", "prime-rl").rows, "prime-rl", {})
     assert (f.gpus, f.trainer_gpus, f.max_tokens) == (2, 1, 128)
     f = cluster_facts(import_config(cr.CORPUS / "openrlhf_reinforce_baseline_agent_async.sh", "openrlhf").rows, "openrlhf", {})
