@@ -9,8 +9,10 @@ hardware table, ``sandbox.system.hardware.MODELS``), the tensor-parallel size of
 longest response come, first, from the flags (``--gpus``, ``--gpu``, ``--model``, ``--tp``,
 ``--max-tokens``), then from the ``[cluster]`` table (``trainer_gpus + rollout_gpus``, ``gpu``), then from
 the keys of the imported config that hold them (:data:`CONFIG_KEYS`). Each fact records where it came
-from. Without a GPU count or a model the hardware table knows, Q3, Q4 and Q7 are not answered and the
-page names the flag that supplies the fact; a missing GPU kind is taken as H100 and said so.
+from. A checkpoint the table lacks is timed by the entry of nearest size in its name
+(:func:`nearest_model`, named as a stand-in). Without a GPU count or a model, Q3, Q4 and Q7 are not
+answered and the page names the flag that supplies the fact; a missing GPU kind is taken as H100 and
+said so.
 
 **Weight sync.** Charged once, by the engines (``sync_time`` = bf16 weight bytes / NVLink bandwidth, the
 hardware table); ``system.sync_delay`` (publish-to-use latency) is 0 unless the ``--cluster`` file gives one
