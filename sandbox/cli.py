@@ -1328,6 +1328,7 @@ def import_(
     task: str = typer.Option("bitstring", "--task", help="Proxy task the scenario runs on: bitstring (seconds per run) or lm (the small LM of lm_mission, minutes)."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Simulated rollout workers generating concurrently (engines x concurrency): system.num_workers (default: from the config or --cluster, else the proxy's 16, stated in the output)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table: num_workers, generation_time / train_time / sync_delay (delay tables, e.g. a length trace), and recorded-only trainer_gpus, rollout_gpus, gpu, model_params (docs/import.md)."),
+    entry: Optional[str] = typer.Option(None, "--entry", help="The entry point the config is launched with when the file does not say (verl: a module such as verl.experimental.one_step_off_policy.main_ppo; trl: GRPOConfig or AsyncGRPOConfig)."),
     list_: bool = typer.Option(False, "--list", help="List the frameworks and the formats read, then exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display: only the workers assumed and the line naming what was written."),
 ):
@@ -1355,7 +1356,7 @@ def import_(
         facts = dict(read_cluster(cluster)) if cluster is not None else {}
         if workers is not None:
             facts["num_workers"] = workers
-        imp = import_config(config, framework, task, facts)
+        imp = import_config(config, framework, task, facts, entry=entry)
         target = user_path(out) if out is not None else Path("imported") / f"{_config_slug(config)}-{framework}"
         with output.stage(target) as stage:
             write_text(stage / "scenario.toml", imp.toml)
@@ -1416,6 +1417,7 @@ def preflight(
     length_sigma: Optional[float] = typer.Option(None, "--length-sigma", min=0.0, help="Q3/Q4/Q7: sigma of log response length (default 1.0)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="A TOML file with a [cluster] table (as `sandbox import --cluster`): trainer_gpus + rollout_gpus and gpu feed Q3/Q4/Q7."),
     param_rms: Optional[float] = typer.Option(None, "--param-rms", help="RMS of your model's weight matrices, for the transfer rule (default: the model family's initializer_range, an assumption; docs/preflight.md#the-transfer-rule)."),
+    entry: Optional[str] = typer.Option(None, "--entry", metavar="NAME", help="The entry point when the file does not say (as `sandbox import --entry`)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
     """Import CONFIG, plan a bounded set of simulations around its staleness bound, learning rate and
@@ -1435,8 +1437,8 @@ def preflight(
     with _command("sandbox preflight", ConfigImportError, PreflightError, SystemPlanError) as output:
         seconds = budget
         table = read_cluster(user_path(cluster)) if cluster is not None else None
-        imp = import_config(config, framework, cluster=table)
-        lm = None if quick else import_config(config, framework, proxy="lm", cluster=table).data
+        imp = import_config(config, framework, cluster=table, entry=entry)
+        lm = None if quick else import_config(config, framework, proxy="lm", cluster=table, entry=entry).data
         facts = cluster_facts(imp.rows, framework, {"gpus": gpus, "gpu": gpu, "model": model, "tp": tp, "max_tokens": max_tokens,
                                                     "length_median": length_median, "length_sigma": length_sigma}, table)
         point = None

@@ -9,8 +9,10 @@ hardware table, ``sandbox.system.hardware.MODELS``), the tensor-parallel size of
 longest response come, first, from the flags (``--gpus``, ``--gpu``, ``--model``, ``--tp``,
 ``--max-tokens``), then from the ``[cluster]`` table (``trainer_gpus + rollout_gpus``, ``gpu``), then from
 the keys of the imported config that hold them (:data:`CONFIG_KEYS`). Each fact records where it came
-from. Without a GPU count or a model the hardware table knows, Q3, Q4 and Q7 are not answered and the
-page names the flag that supplies the fact; a missing GPU kind is taken as H100 and said so.
+from. A checkpoint the table lacks is timed by the entry of nearest size in its name
+(:func:`nearest_model`, named as a stand-in). Without a GPU count or a model, Q3, Q4 and Q7 are not
+answered and the page names the flag that supplies the fact; a missing GPU kind is taken as H100 and
+said so.
 
 **Weight sync.** Charged once, by the engines (``sync_time`` = bf16 weight bytes / NVLink bandwidth, the
 hardware table); ``system.sync_delay`` (publish-to-use latency) is 0 unless the ``--cluster`` file gives one
@@ -76,20 +78,40 @@ DEFAULT_GPU = "H100"
 MAX_TOKENS = 10_000_000
 """The longest response planned, tokens (a config's response cap; the largest context windows are ~1e6)."""
 
-#: Per framework, the config keys holding a cluster fact (their values are recorded by the importer as
-#: rows it does not map). ``gpus``: keys whose product is the total; ``trainer``/``rollout``: products
-#: adding up to the total when both are known.
+#: Per framework, the config keys holding a cluster fact, in the order tried (their values are recorded by
+#: the importer as rows). ``trainer``/``rollout``: products of GPU counts; ``total``: the whole cluster;
+#: ``shared``: a switch that puts the engines on the trainer's GPUs (the total is then the trainer's).
 CONFIG_KEYS: dict[str, dict[str, Any]] = {
-    "verl": {"gpus": ("trainer.n_gpus_per_node", "trainer.nnodes"), "model": "actor_rollout_ref.model.path",
-             "tp": "actor_rollout_ref.rollout.tensor_model_parallel_size", "max_tokens": "data.max_response_length"},
-    "verl-vcpo": {"model": "actor_rollout_ref.model.path", "tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
-                  "max_tokens": "data.max_response_length"},
-    "trl": {"max_tokens": "max_completion_length"},
-    "openrlhf": {"trainer": ("actor.num_gpus_per_node", "actor.num_nodes"), "rollout": ("vllm.num_engines", "vllm.tensor_parallel_size"),
-                 "model": "model.pretrain", "tp": "vllm.tensor_parallel_size", "max_tokens": "rollout.max_new_tokens"},
-    "areal": {"allocation": "allocation_mode", "model": "actor.path", "max_tokens": "gconfig.max_new_tokens"},
-    "prime-rl": {"model": "model.name", "max_tokens": "orchestrator.sampling.max_tokens"},
+    "verl": {"trainer": [("trainer.n_gpus_per_node", "trainer.nnodes")],
+             "rollout": [("rollout.n_gpus_per_node", "rollout.nnodes")],
+             "model": ["actor_rollout_ref.model.path"], "tp": ["actor_rollout_ref.rollout.tensor_model_parallel_size"],
+             "max_tokens": ["data.max_response_length"]},
+    "verl-vcpo": {"trainer": [("trainer.n_gpus_per_node", "trainer.nnodes")],
+                  "rollout": [("rollout.n_gpus_per_node", "rollout.nnodes")],
+                  "model": ["actor_rollout_ref.model.path"], "tp": ["actor_rollout_ref.rollout.tensor_model_parallel_size"],
+                  "max_tokens": ["data.max_response_length"]},
+    "trl": {"total": [("(accelerate launch --num_processes)",), ("(torchrun --nproc_per_node)",)],
+            "model": ["model_name_or_path"], "tp": ["vllm_tensor_parallel_size"], "max_tokens": ["max_completion_length"]},
+    "openrlhf": {"trainer": [("actor.num_gpus_per_node", "actor.num_nodes")],
+                 "rollout": [("vllm.num_engines", "vllm.tensor_parallel_size")],
+                 "shared": ["train.colocate_all", "colocate_all_models"],
+                 "model": ["actor.model_name_or_path", "pretrain"], "tp": ["vllm.tensor_parallel_size"],
+                 "max_tokens": ["rollout.max_new_tokens", "generate_max_len"]},
+    "areal": {"allocation": ["allocation_mode"], "backends": ("rollout.backend", "actor.backend"),
+              "total": [("cluster.n_gpus_per_node", "cluster.n_nodes")],
+              "model": ["actor.path"], "max_tokens": ["gconfig.max_new_tokens"]},
+    "prime-rl": {"trainer": [("deployment.num_train_gpus",), ("deployment.num_train_nodes", "deployment.gpus_per_node")],
+                 "rollout": [("deployment.num_infer_gpus",), ("deployment.num_infer_nodes", "deployment.gpus_per_node")],
+                 "model": ["model.name", "trainer.model.name", "orchestrator.model.name"],
+                 "tp": ["inference.vllm.tensor_parallel_size", "inference.parallel.tp"],
+                 "max_tokens": ["orchestrator.train.sampling.max_completion_tokens", "orchestrator.sampling.max_tokens"]},
 }
+#: one allocation of AReaL (``sglang:d4p1t1``, ``d4p1t1``): data, pipeline, tensor parallel sizes
+_ALLOC = re.compile(r"(?:\w+[:.])?d(\d+)p(\d+)t(\d+)(?:c\d+)?(?:e\d+)?")
+
+
+def _allocation(text: str) -> list[tuple[int, int, int]]:
+    return [tuple(map(int, m.groups())) for m in _ALLOC.finditer(text)]
 
 
 class SystemPlanError(ValueError):
@@ -108,6 +130,23 @@ def model_from_name(name: str) -> str | None:
         if family in tokens and size in tokens:
             return key
     return None
+
+
+def nearest_model(name: str) -> str | None:
+    """A stand-in of the hardware table for a checkpoint it lacks, by the size in the name (``Qwen3-8B`` → 8e9
+    parameters): the entry of the same family with the nearest size on a log scale, else of any family; None
+    when the name gives no size. Q3/Q4/Q7 then time a model of that size (the page says which)."""
+    low = name.lower().rsplit("/", 1)[-1]
+    sizes = [float(x) for x in re.findall(r"(?:^|[-_])(\d+(?:\.\d+)?)b(?=$|[-_])", low)]
+    if not sizes:
+        return None
+    size = sizes[0]
+
+    def key(entry: str) -> float:
+        return abs(math.log(float(entry.rsplit("-", 1)[1].rstrip("b")) / size))
+
+    family = [k for k in MODELS if k.split("-")[0].rstrip("0123456789.") in low]
+    return min(family or list(MODELS), key=key)
 
 
 @dataclass
@@ -146,30 +185,61 @@ def cluster_facts(rows, framework: str, flags: dict[str, Any], cluster: dict[str
         vals = [_int(seen.get(n)) for n in names]
         return math.prod(vals) if vals and all(v is not None for v in vals) else None
 
-    cfg_gpus = product(keys["gpus"]) if "gpus" in keys else None
-    if cfg_gpus is not None:
-        f.gpus, f.source["gpus"] = cfg_gpus, f"{' x '.join(keys['gpus'])} in the config"
-    if "trainer" in keys:
-        t, r = product(keys["trainer"]), product(keys["rollout"])
-        if t is not None and r is not None:
-            f.gpus, f.trainer_gpus = t + r, t
-            f.source["gpus"] = f"{' x '.join(keys['trainer'])} + {' x '.join(keys['rollout'])} in the config"
-    if "allocation" in keys and isinstance(seen.get(keys["allocation"]), str):
-        m = re.fullmatch(r"\w+\.d(\d+)p(\d+)t(\d+)\+d(\d+)p(\d+)t(\d+)", seen[keys["allocation"]])
-        if m:
-            rd, rp, rt, td, tp_, tt = map(int, m.groups())
-            f.gpus, f.trainer_gpus, f.tp = rd * rp * rt + td * tp_ * tt, td * tp_ * tt, rt * rp
-            f.source["gpus"] = f.source["tp"] = f"{keys['allocation']} = {seen[keys['allocation']]!r} in the config"
-    if "tp" in keys and _int(seen.get(keys["tp"])):
-        f.tp, f.source["tp"] = int(seen[keys["tp"]]), f"{keys['tp']} in the config"
-    if "max_tokens" in keys and _int(seen.get(keys["max_tokens"])):
-        f.max_tokens, f.source["max_tokens"] = int(seen[keys["max_tokens"]]), f"{keys['max_tokens']} in the config"
-    name = seen.get(keys.get("model", ""), None)
+    def first_product(options) -> tuple[int | None, str]:
+        for names in options:
+            v = product(names)
+            if v is not None:
+                return v, " x ".join(names)
+        return None, ""
+
+    def first(names) -> tuple[Any, str]:
+        for n in names:
+            if seen.get(n) is not None:
+                return seen[n], n
+        return None, ""
+
+    t, t_src = first_product(keys.get("trainer", []))
+    r, r_src = first_product(keys.get("rollout", []))
+    total, total_src = first_product(keys.get("total", []))
+    shared, shared_src = first(keys.get("shared", []))
+    if t is not None and r is not None and not shared:
+        f.gpus, f.trainer_gpus = t + r, t
+        f.source["gpus"] = f"{t_src} + {r_src} in the config"
+    elif t is not None:
+        f.gpus = t
+        f.source["gpus"] = f"{t_src} in the config" + (f" (engines share the trainer's GPUs: {shared_src})" if shared else "")
+    elif total is not None:
+        f.gpus, f.source["gpus"] = total, f"{total_src} in the config"
+    alloc, alloc_src = first(keys.get("allocation", []))
+    parts: list[tuple[int, int, int]] = []
+    if isinstance(alloc, str) and "+" in alloc:
+        parts = _allocation(alloc)
+    elif "backends" in keys and all(isinstance(seen.get(k), str) for k in keys["backends"]):
+        parts = [p for k in keys["backends"] for p in _allocation(seen[k])]
+        alloc_src = " and ".join(keys["backends"])
+        alloc = " / ".join(seen[k] for k in keys["backends"])
+    if len(parts) == 2:
+        (rd, rp, rt), (td, tp_, tt) = parts
+        f.gpus, f.trainer_gpus, f.tp = rd * rp * rt + td * tp_ * tt, td * tp_ * tt, rt * rp
+        f.source["gpus"] = f.source["tp"] = f"{alloc_src} = {alloc!r} in the config"
+    tp_v, tp_src = first(keys.get("tp", []))
+    if _int(tp_v):
+        f.tp, f.source["tp"] = int(tp_v), f"{tp_src} in the config"
+    mt, mt_src = first(keys.get("max_tokens", []))
+    if _int(mt):
+        f.max_tokens, f.source["max_tokens"] = int(mt), f"{mt_src} in the config"
+    name, name_src = first(keys.get("model", []))
     if isinstance(name, str):
         f.model = model_from_name(name)
-        f.source["model"] = (f"{keys['model']} = {name!r} in the config" if f.model else
-                             f"{keys['model']} = {name!r} in the config is not in the hardware table "
-                             f"({', '.join(MODELS)}): give --model")
+        stand_in = None if f.model else nearest_model(name)
+        if stand_in:
+            f.model = stand_in
+            f.source["model"] = (f"{name_src} = {name!r} in the config is not in the hardware table: {stand_in}, the "
+                                 "nearest by size, stands in (give --model to choose)")
+        else:
+            f.source["model"] = (f"{name_src} = {name!r} in the config" if f.model else
+                                 f"{name_src} = {name!r} in the config is not in the hardware table "
+                                 f"({', '.join(MODELS)}): give --model")
     if cluster and "sync_delay" in cluster:
         f.source["sync_delay"] = "cluster.sync_delay"
     if cluster:

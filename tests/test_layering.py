@@ -66,6 +66,8 @@ FUNCTION_LEVEL: dict[str, str] = {
     "sandbox.budget": "torch: the tasks load only when a scenario is estimated, not when the CLI starts",
     "sandbox.cli": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; "
                    "matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.importers.verl_defaults": "the wheel fetcher (sandbox.export.validate.wheels) loads only when the stored "
+                                       "verl defaults are rewritten from the wheel (python -m sandbox.importers.verl_defaults)",
     "sandbox.component_check": "a test tool: the CLI, exporters, plots and the scenario reference load only when "
                                "a check runs, and its monkeypatch of plots/plan_figures needs the modules at call time",
     "sandbox.export.source": "torch: reading a sweep directory loads the sweep package (the runner); exporting a "

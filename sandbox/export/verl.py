@@ -252,12 +252,16 @@ class VerlExporter(Exporter):
                 full=describe(cfg.model_dump()), fixed_lag_gap=fixed_lag_gap)
         T.apply(plan, "partial_rollouts", pr=scn.system.partial_rollouts, sync=mode == "sync")
         plan.target = T.note("plan.python_m_verl", mode=mode)
-        T.row(plan, "pinned.bypass_mode", route != "reinforce",
+        # a surrogate anchored at the batch start over several optimizer steps is verl's decoupled PPO: bypass off,
+        # π_old recomputed once per batch, the clip on π_θ/π_old and the correction weighing π_old/μ
+        decoupled = route == "ratio" and a.proximal == "batch_start" and a.updates_per_batch > 1
+        weights_route = "reinforce" if decoupled else route
+        T.row(plan, "pinned.bypass_mode", weights_route != "reinforce",
               note=T.note("plan.note.reinforce_route_decoupled") if route == "reinforce" else
-                    T.note("plan.note.bypass_mode_surrogate"))
+                    T.note("plan.note.decoupled_ppo") if decoupled else T.note("plan.note.bypass_mode_surrogate"))
         T.row(plan, "pinned.calculate_log_probs", True)
         map_objective(plan, scn, route, UPSTREAM_OBJECTIVES)
-        T.apply(plan, "correction", plan=plan, c=c, route=route, objective=a.objective.name, full=describe(c.model_dump()),
+        T.apply(plan, "correction", plan=plan, c=c, route=weights_route, objective=a.objective.name, full=describe(c.model_dump()),
                 why=CORRECTION_GAPS.get(c.name), corr=CORR, band=ratio_band, no_lower=NO_LOWER_EDGE, off=_correction_off,
                 map_tis=map_tis, geo=map_geo_token_weight,
                 map_mis=lambda plan, c: T.apply(plan, "mis", plan=plan, c=c, band=ratio_band, no_lower=NO_LOWER_EDGE, inf=math.inf,
@@ -265,14 +269,15 @@ class VerlExporter(Exporter):
         map_batch(plan, scn)
         # several optimizer steps per batch: bypass mode keeps old_log_probs = the rollout log-probs in every mini-batch,
         # the REINFORCE route recomputes π_old once per batch (once per parameter_sync_step cycle in separate_async)
-        T.apply(plan, "minibatch_route", plan=plan, scn=scn, a=a, route=route, mode=mode, corr=CORR, proximal_row=proximal_row)
+        T.apply(plan, "minibatch_route", plan=plan, scn=scn, a=a, route=route, mode=mode, corr=CORR, proximal_row=proximal_row,
+                decoupled=decoupled)
         stabilizer_rows(plan, scn, STABILIZERS, "verl", STEP_HOOK)
         # actor.optim (FSDPOptimizerConfig: torch.optim.<optimizer> with lr, weight_decay, betas); the LR scheduler steps
         # once per train_mini_batch call: per batch in sync mode, per local update (one mini-batch, all epochs) else
         per = a.updates_per_batch if mode == "sync" else a.epochs
         T.apply(plan, "optimizer", o=o, optim=optim, classes=_OPTIMIZER_CLASS, per=per, warmup=math.ceil(o.warmup_steps / per))
         scale_rows(plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0)
-        plan.metrics = T.metrics(decoupled=route == "reinforce", sync=mode == "sync")
+        plan.metrics = T.metrics(decoupled=weights_route == "reinforce", sync=mode == "sync")
         plan.notes += [T.note("plan.each_verl_trainer"), T.note("plan.overrides_txt_verl_config"),]
         return plan
 

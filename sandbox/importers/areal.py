@@ -19,9 +19,10 @@ Conventions inverted here:
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
-from .common import Mapper, Settings, read_yaml
+from .common import ConfigImportError, Mapper, Settings, read_yaml
 from .verl import NO_REFERENCE
 
 A = "actor"
@@ -52,7 +53,20 @@ IGNORED: dict[str, str] = {
     "actor.dtype": "precision", "total_train_epochs": "run length (the proxy's run.steps)", "seed": "the sandbox's run.seed",
     "sglang.": "inference engine settings", "vllm.": "inference engine settings", "launcher.": "launcher",
     "actor.disable_dropout": "the toy model has no dropout", "actor.recompute_logprob": "π_old bookkeeping",
-    "actor.adv_norm": "batch-level advantage normalisation off (the exporter pins null)",
+    "scheduler.": "job scheduler", "enable_offload": "memory only", "rollout.queue_size": "the rollout queue: the "
+    "staleness bound (max_head_offpolicyness) limits it first", "rollout.enable_rollout_tracing": "logging",
+    "rollout.scheduling_spec": "placement", "rollout.fileroot": "paths", "rollout.tokenizer_path": "the model",
+    "rollout.dump_to_file": "logging", "rollout.setup_timeout": "timeouts", "rollout.request_timeout": "timeouts",
+    "rollout.request_retries": "timeouts", "actor.init_from_scratch": "the model", "actor.scheduling_spec": "placement",
+    "actor.pad_to_maximum": "memory only", "actor.weight_update_mode": "weight-sync transport: system.sync_delay models its time",
+    "actor.group_size": "the group size, as gconfig.n_samples", "actor.max_new_tokens": "length limits",
+    "rollout.openai.": "agent serving", "rollout.use_lora": "the model", "actor.use_lora": "the model",
+    "actor.lora_rank": "the model", "actor.lora_alpha": "the model", "actor.target_modules": "the model",
+    "actor.peft_type": "the model", "actor.megatron.": "Megatron parallelism: memory and speed", "actor.fsdp.": "sharding",
+    "perf_tracer.": "profiling", "rollout.return_routed_experts": "engine output", "rollout.pause_grace_period": "timeouts",
+    "ref.": "the reference model", "critic.": "the critic: the group estimators the sandbox maps train none",
+    "gconfig.stop": "stop strings of the proxy task's own", "gconfig.stop_token_ids": "stop tokens",
+    "valid_gconfig.": "evaluation sampling", "eval_gconfig.": "evaluation sampling", "tokenizer_path": "the model",
     "actor.prox_logp_method": "how π_prox is computed in decoupled mode",
 }
 
@@ -109,6 +123,8 @@ def map_areal(m: Mapper) -> None:
         m.row("pinned", "actor.use_decoupled_loss", False, note="bypass mode: the clip anchors at the behaviour μ")
     m.set("algorithm.proximal", "behaviour")
     _objective(m, v, decoupled)
+    if m.fields.get("algorithm.objective.name") == "gspo":
+        _as_gspo(m)
     _optimizer(m, v)
     m.scale(f"{OPT}.lr", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own")
     m.scale(f"{OPT}.gradient_clipping", "algorithm.optimizer.grad_clip", "gradient clip for your model's scale")
@@ -122,8 +138,13 @@ def map_areal(m: Mapper) -> None:
 
 
 def _objective(m: Mapper, v, decoupled: bool) -> None:
-    m.row("converted", "(AReaL actor)", "PPOActor", "algorithm.objective.name", "grpo",
-          "AReaL's actor loss: PPO clip surrogate with group advantages")
+    level = m.value("actor.importance_sampling_level", "str", "token")
+    if level == "sequence":
+        m.row("converted", "actor.importance_sampling_level", level, "algorithm.objective.name", "gspo",
+              "sequence-level ratio (the geometric mean of the token ratios), clipped: GSPO")
+    else:
+        m.row("converted" if m.has("actor.importance_sampling_level") else "default", "actor.importance_sampling_level",
+              level, "algorithm.objective.name", "grpo", "AReaL's actor loss: PPO clip surrogate with group advantages")
     lo = v("actor.eps_clip", "float")
     hi = m.value("actor.eps_clip_higher", "float?", None)
     c = m.value("actor.c_clip", "float?", None)
@@ -166,6 +187,34 @@ def _objective(m: Mapper, v, decoupled: bool) -> None:
         m.row("converted", f"{RN}.std_unbiased", u, "algorithm.objective.std_unbiased", None if u else False,
               "Bessel-corrected std (the sandbox's default) or the population std")
     m.ignore(f"{RN}.group_size", "the group size, as gconfig.n_samples")
+    adv = {k: m.raw(k) for k in list(m.s.values) if k == "actor.adv_norm" or k.startswith("actor.adv_norm.")}
+    if any(v is not None for v in adv.values()):
+        for k, val in adv.items():
+            m.row("unsupported", k, val, note="batch-level advantage normalisation (AReaL's adv_norm) after the group "
+                  "normalisation: the sandbox normalises within the group only; the scenario runs without it")
+    else:
+        for k, val in adv.items():
+            m.row("pinned", k, val, note="no batch-level advantage normalisation")
+    scaling, bias = m.value("actor.reward_scaling", "float", 1.0), m.value("actor.reward_bias", "float", 0.0)
+    if (scaling, bias) == (1.0, 0.0):
+        for k in ("actor.reward_scaling", "actor.reward_bias"):
+            if m.has(k):
+                m.row("pinned", k, m.raw(k), note="rewards as given")
+    else:
+        if std == "group" and scaling > 0:
+            for k in ("actor.reward_scaling", "actor.reward_bias"):
+                if m.has(k):
+                    m.row("pinned", k, m.raw(k), note="an affine map of the rewards: the group mean removes the bias and "
+                                                      "the group std the scale (up to the std's ε), so the advantages are unchanged")
+        else:
+            for k in ("actor.reward_scaling", "actor.reward_bias"):
+                if m.has(k):
+                    m.row("unsupported", k, m.raw(k), note="rewards scaled and shifted without a std normalisation "
+                          "change the advantages' scale (the group mean removes the bias only): the proxy task's rewards "
+                          "are used as they are")
+    m.pinned("actor.temperature", 1.0, "log-probs at temperature 1")
+    m.pinned("gconfig.greedy", False, "sampled, not greedy")
+    m.pinned("actor.entropy_coeff", 0.0, "no entropy bonus")
     kl = v("actor.kl_ctl", "float")
     if kl > 0:
         m.row("unsupported", "actor.kl_ctl", kl, note=f"a KL penalty (AReaL's default 0.1): {NO_REFERENCE}; the scenario "
@@ -174,6 +223,24 @@ def _objective(m: Mapper, v, decoupled: bool) -> None:
     else:
         m.row("converted" if m.has("actor.kl_ctl") else "default", "actor.kl_ctl", kl, "algorithm.objective.beta_kl",
               0.0, "no KL term")
+
+
+def _as_gspo(m: Mapper) -> None:
+    """GSPO's advantage is one knob (grpo: divided by the group std, dr_grpo: not); it has no KL term."""
+    from dataclasses import replace
+
+    norm = m.fields.pop("algorithm.objective.normalize_std", True)
+    m.fields.pop("algorithm.objective.baseline", None)
+    m.fields.pop("algorithm.objective.std_unbiased", None)
+    if m.fields.pop("algorithm.objective.beta_kl", 0.0):
+        raise AssertionError("importer bug: a KL term on gspo")
+    adv = "grpo" if norm else "dr_grpo"
+    m.fields["algorithm.objective.advantage"] = adv
+    moved = {"algorithm.objective.normalize_std": ("algorithm.objective.advantage", adv)}
+    m.rows[:] = [replace(r, field=moved[r.field][0], field_value=moved[r.field][1]) if r.field in moved else
+                 replace(r, field=None, field_value=None, note=r.note + " (GSPO: no such knob)") if r.field in (
+                     "algorithm.objective.baseline", "algorithm.objective.beta_kl", "algorithm.objective.std_unbiased")
+                 else r for r in m.rows]
 
 
 def _correction(m: Mapper) -> str:
@@ -262,4 +329,33 @@ def _optimizer(m: Mapper, v) -> None:
 
 
 def read_areal(path: str) -> Settings:
-    return read_yaml(path)
+    """AReaL's YAML as its loader reads it (``areal/api/cli_args.py`` load_expr_config: OmegaConf, then
+    ``to_container(resolve=True)``): every ``${...}`` interpolation resolved against the file; one that does
+    not resolve (a custom resolver, a key the file lacks) is an error naming the key."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    raw = read_yaml(path)
+    tree: dict = {}
+    for key, value in raw.values.items():
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    cfg = OmegaConf.create(tree)
+    out = Settings(raw.path, where=dict(raw.where))
+    for key, value in raw.values.items():
+        if isinstance(value, str) and "${" in value:
+            try:
+                value = OmegaConf.select(cfg, key, throw_on_resolution_failure=True, throw_on_missing=True)
+                value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+                out.where[key] = f"{raw.where.get(key, 'key ' + key)}, {raw.values[key]} resolved"
+            except OmegaConfBaseException as exc:
+                # kept as written: an error only if a rule reads the key (Mapper.value names it)
+                for name in re.findall(r"\$\{([^}]+)\}", value):
+                    out.unresolved.setdefault(name, int(re.sub(r"\D", "", raw.where.get(key, "0")) or 0))
+                out.notes.append(f"{raw.where.get(key, key)}: {key} = {value!r} does not resolve "
+                                 f"({str(exc).splitlines()[0]}); kept as written")
+        out.values[key] = value
+    return out

@@ -55,6 +55,8 @@ class Imported:
     data: dict[str, Any]
     scenario: Scenario
     cluster_rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what reading the file assumed (shell variables, conditions)
+    entry: str | None = None
 
     @property
     def toml(self) -> str:
@@ -208,6 +210,16 @@ def render_import_md(imp: Imported, title: str) -> str:
         "but read from its shape (e.g. `(AsyncGRPOConfig)`: the config has AsyncGRPOConfig's keys).",
         "",
     ]
+    entry_rows = [r for r in rows if r.key.startswith("(")]
+    out += ["## Entry point and assumptions", ""]
+    for r in entry_rows:
+        out.append(f"- `{r.key}` = `{_cell(r.value)}`: {_cell(r.note)}")
+    defaults = [r for r in rows if r.kind == "default"]
+    out.append(f"- {len(defaults)} framework defaults assumed (the keys the file does not set; table "
+               "\"Framework default\" below)")
+    for note in imp.notes:
+        out.append(f"- reading the file: {_cell(note)}")
+    out.append("")
     for kind, (head, what) in ROW_TITLES.items():
         sel = [r for r in rows if r.kind == kind]
         if not sel:

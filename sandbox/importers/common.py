@@ -22,8 +22,8 @@ import yaml
 from ..readfile import InputFileError, check_depth, read_text, TOML_LIMIT, value_depth, MAX_DEPTH
 
 
-class ConfigImportError(ValueError):
-    """A config that cannot be imported: one line naming the file and the line or key."""
+from .errors import ConfigImportError
+from .launch import Launch, read_launch
 
 
 MAX_INT_DIGITS = 15
@@ -68,6 +68,16 @@ class Settings:
     path: str
     values: dict[str, Any] = field(default_factory=dict)
     where: dict[str, str] = field(default_factory=dict)
+    entry: str | None = None  # the module, script or console script the launch command runs
+    entry_line: int = 0
+    config_name: str | None = None  # Hydra --config-name (and --config-path) of the launch command
+    config_path: str | None = None
+    notes: list[str] = field(default_factory=list)  # what reading the file assumed (IMPORT.md lists them)
+    unresolved: dict[str, int] = field(default_factory=dict)  # shell variables the file uses but never sets
+    launcher_args: dict[str, list[str]] = field(default_factory=dict)
+    known: dict[str, Any] | None = None  # the framework's own keys with their defaults, when known
+    known_source: str = ""
+    entry_override: str | None = None  # the entry point or config class named on the command line (--entry)
 
     def add(self, key: str, value: Any, where: str) -> None:
         _check_scalar(key, "a key", where, self.path)
@@ -263,9 +273,6 @@ def _hydra_value(text: str, path: str | Path, line: int) -> Any:
     return value
 
 
-LAUNCHERS = ("python", "python3", "torchrun", "ray", "uv", "bash", "srun", "deepspeed", "accelerate")
-
-
 def _override(out: Settings, path: str | Path, n: int, item: str, line: str) -> None:
     key, eq, value = item.partition("=")
     key = key.strip().lstrip("+~")
@@ -274,31 +281,78 @@ def _override(out: Settings, path: str | Path, n: int, item: str, line: str) -> 
     out.add(key, _hydra_value(value.strip(), path, n), f"line {n}")
 
 
+HYDRA_FLAGS = {"--config-path": "config_path", "-cp": "config_path", "--config-name": "config_name",
+               "-cn": "config_name", "--config-dir": "config_dir", "-cd": "config_dir"}
+
+
+def _launch(path: str | Path, text: str) -> tuple[Settings, Launch]:
+    launch = read_launch(str(path), text)
+    out = Settings(str(path), entry=launch.entry, entry_line=launch.entry_line, notes=list(launch.notes),
+                   unresolved=dict(launch.unresolved), launcher_args=dict(launch.launcher_args))
+    if launch.entry is None and launch.others:
+        text_, n = launch.others[0]
+        raise ConfigImportError(f"{path}: line {n}: expected key=value (a Hydra override), a --flag or a launch command "
+                                f"(python -m MODULE, torchrun, ray job submit -- ...), got {text_!r}")
+    if launch.entry is None and not launch.args:
+        raise ConfigImportError(f"{path}: no launch command (python -m MODULE, torchrun, ray job submit -- ...) and no "
+                                "overrides or flags found")
+    return out, launch
+
+
 def read_overrides(path: str | Path) -> Settings:
-    """Hydra override lines ``key=value`` (``+key=`` / ``++key=`` accepted), one per line as the exporter writes
-    them, or several per line as in a launch script: ``#`` comments, blank lines, backslash continuations and a
-    launch command (``python3 -m verl.trainer.main_ppo \\``, its ``-m module`` and flags) are accepted."""
-    text = _read(path)
-    out = Settings(str(path))
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip().removesuffix("\\").strip()
-        if not line or line.startswith("#"):
-            continue
-        first = line.split(maxsplit=1)[0]
-        several = re.search(r"\s[+~]*[A-Za-z_][\w.]*=", line) is not None
-        if first in LAUNCHERS or several or first.startswith("-"):
-            try:
-                tokens = shlex.split(line, comments=True)
-            except ValueError as exc:
-                raise ConfigImportError(f"{path}: line {n}: {exc}") from None
-            if tokens and tokens[0] in LAUNCHERS:  # the command, its options and module before the first override
-                while tokens and "=" not in tokens[0]:
-                    tokens.pop(0)
-            for item in tokens:
-                _override(out, path, n, item, line)
+    """Hydra override lines ``key=value`` (``+key=`` / ``++key=`` / ``~key`` accepted), one per line as the
+    exporter writes them, or a launch script read as the shell reads it (:mod:`.launch`: variables,
+    continuations, ``ray job submit -- python3 -m MODULE``, quoted ``'key=value'``); ``--config-path`` /
+    ``--config-name`` are kept on the settings for the importer to compose against."""
+    out, launch = _launch(path, _read(path))
+    words = launch.args
+    i = 0
+    while i < len(words):
+        w = words[i]
+        flag, eq, inline = w.text.partition("=")
+        if flag in HYDRA_FLAGS:
+            if not eq:
+                i += 1
+                if i >= len(words):
+                    raise ConfigImportError(f"{path}: line {w.line}: {flag} needs a value")
+                inline = words[i].text
+            if HYDRA_FLAGS[flag] == "config_dir":
+                out.notes.append(f"line {w.line}: {flag} {inline}: an extra config directory is not read")
+            else:
+                setattr(out, HYDRA_FLAGS[flag], inline)
+        elif w.text.startswith("-"):
+            raise ConfigImportError(f"{path}: line {w.line}: {w.text!r} is not a Hydra override or flag this importer "
+                                    "reads (--config-path, --config-name)"
+                                    f"{suggest_framework([launch.entry or '', w.text], 'verl')}")
         else:
-            _override(out, path, n, line, line)
+            _override(out, path, w.line, w.text, w.text)
+        i += 1
     return out
+
+
+#: how a file gives away its framework: (entry-point or key pattern, framework)
+_FRAMEWORK_HINTS: tuple[tuple[str, str], ...] = (
+    (r"(^|[./])openrlhf|^--?(rollout|actor|train|vllm|algo)\.", "openrlhf"),
+    (r"(^|[./])areal|max_head_offpolicyness|^gconfig\.|allocation_mode", "areal"),
+    (r"(^|[./])prime_rl|^(rl|orchestrator|trainer)$|^orchestrator\.|^deployment\.", "prime-rl"),
+    (r"(^|[./])trl\b|grpo\.py$|^num_generations$|^per_device_train_batch_size$", "trl"),
+    (r"^async_training\.|fully_async_policy", "verl"),
+    (r"(^|[./])verl|main_ppo|^actor_rollout_ref\.", "verl"),
+)
+
+
+def suggest_framework(text: str | list[str], current: str) -> str:
+    """`` (this looks like an X config: use -f X)`` when an entry point or keys point at another framework."""
+    for item in [text] if isinstance(text, str) else text:
+        for pattern, fw in _FRAMEWORK_HINTS:
+            if re.search(pattern, item) and fw != current and not (current == "verl-vcpo" and fw == "verl"):
+                return f" (this looks like a{'n' if fw[0] in 'aeio' else ''} {fw} config: use -f {fw})"
+    return ""
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _is_number(text: str) -> bool:
@@ -309,27 +363,17 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def read_flags(path: str | Path) -> Settings:
-    """A command-line flag list (``--flag value``, ``--switch``), one or several per line; a leading
-    launch command (``python -m module``, ``deepspeed ...``) is skipped."""
-    text = _read(path)
-    out = Settings(str(path))
-    tokens: list[tuple[str, int]] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip().removesuffix("\\").strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            tokens += [(t, n) for t in shlex.split(line, comments=True)]
-        except ValueError as exc:
-            raise ConfigImportError(f"{path}: line {n}: {exc}") from None
+def read_flags(path: str | Path, framework: str = "openrlhf") -> Settings:
+    """A command-line flag list (``--flag value``, ``--switch``, ``--flag=value``), one or several per line,
+    or a launch script read as the shell reads it (:mod:`.launch`: arrays, ``ray job submit -- python3 -m``)."""
+    out, launch = _launch(path, _read(path))
+    tokens = [(w.text, w.line) for w in launch.args]
     i = 0
-    while i < len(tokens) and not tokens[i][0].startswith("--"):
-        i += 1  # the launch command before the first flag
     while i < len(tokens):
         tok, n = tokens[i]
         if not tok.startswith("--"):
-            raise ConfigImportError(f"{path}: line {n}: expected a --flag, got {tok!r}")
+            raise ConfigImportError(f"{path}: line {n}: expected a --flag, got {tok!r}"
+                                    f"{suggest_framework([launch.entry or '', tok.split('=')[0]], framework)}")
         name, eq, inline = tok[2:].partition("=")
         if not name:
             raise ConfigImportError(f"{path}: line {n}: empty flag name")
@@ -405,11 +449,19 @@ class Mapper:
     def _where(self, key: str) -> str:
         return f"{self.s.path}: {self.s.where.get(key, 'key ' + key)}"
 
-    def raw(self, key: str, default: Any = _MISSING) -> Any:
-        """The value of ``key`` (marked as read), or ``default`` when the config does not set it."""
+    def raw(self, key: str, default: Any = _MISSING, check: bool = True) -> Any:
+        """The value of ``key`` (marked as read), or ``default`` when the config does not set it; ``check``: a
+        value holding a shell variable the file never sets is an error naming it (off for keys only listed)."""
         if key in self.s.values:
             self.used.add(key)
-            return self.s.values[key]
+            v = self.s.values[key]
+            if check and isinstance(v, str) and self.s.unresolved:
+                for name, line in self.s.unresolved.items():
+                    if "${" + name + "}" in v or "${" + name + "[" in v:
+                        raise ConfigImportError(f"{self._where(key)}: {key} = {v!r}: the shell variable {name} is not "
+                                                f"set in the file (first used on line {line}); set it there to import "
+                                                "this key")
+            return v
         if default is _MISSING:
             raise ConfigImportError(f"{self.s.path}: {key}: required")
         return default
@@ -482,7 +534,7 @@ class Mapper:
 
     def ignore(self, key: str, note: str) -> None:
         if key in self.s.values:
-            self.row("ignored", key, self.raw(key), note=note)
+            self.row("ignored", key, self.raw(key, check=False), note=note)
 
     def ignore_prefix(self, prefix: str, note: str) -> None:
         for key in list(self.s.values):
@@ -493,24 +545,38 @@ class Mapper:
         if key in self.s.values:
             self.row("unsupported", key, self.raw(key), note=note)
 
-    def scale(self, key: str, field_: str, note: str) -> None:
-        """A scale-dependent key, recorded (IMPORT.md; preflight reads the learning rate as the scale it
-        compares against): a learning rate must be a positive finite number, a gradient clip a number
-        >= 0 (``inf``: no clipping)."""
+    def scale(self, key: str, field_: str, note: str, default: Any = _MISSING) -> None:
+        """A scale-dependent value, kept out of the scenario and recorded (IMPORT.md; preflight reads the learning
+        rate to place it on its proxy): a learning rate must be a positive finite number, a gradient clip a
+        number >= 0 (``inf``: no clipping); ``default``: the framework's own, listed when the file is silent."""
         if key in self.s.values:
-            v = self.raw(key)
+            v = self.raw(key, check=False)
             number = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
             if field_ == "algorithm.optimizer.lr" and not (number and 0 < v < math.inf):
                 raise self.bad(key, "expected a positive finite learning rate")
             if field_ == "algorithm.optimizer.grad_clip" and v is not None and not (number and v >= 0):
                 raise self.bad(key, "expected a gradient clip >= 0 (or null)")
             self.row("scale", key, v, field_, None, note)
+        elif default is not _MISSING and default is not None:
+            self.rows.append(Row("scale", key, default, field_, None, f"{note} (not in the file: the framework's default)"))
 
     def finish(self) -> None:
         for key in self.s.values:
-            if key not in self.used:
-                self.rows.append(Row("unknown", key, self.s.values[key], None, None,
-                                     f"no {self.framework} rule reads this key ({self.s.where[key]})"))
+            if key not in self.used and self.s.values[key] == {}:
+                self.rows.append(Row("ignored", key, {}, None, None, f"an empty table ({self.s.where[key]}): the "
+                                                                     "framework's defaults of its keys"))
+                self.used.add(key)
+            elif key not in self.used:
+                where = self.s.where[key]
+                if self.s.known is None:
+                    note = f"no {self.framework} rule reads this key ({where})"
+                elif key in self.s.known or any(k.startswith(key + ".") for k in self.s.known):
+                    note = (f"a {self.s.known_source} key (default {_short(self.s.known.get(key))}) that no rule of the "
+                            f"sandbox reads ({where}): not simulated")
+                else:
+                    note = (f"not a key of {self.s.known_source} ({where}): misspelt, added by a plug-in, or another "
+                            "version's key; not mapped")
+                self.rows.append(Row("unknown", key, self.s.values[key], None, None, note))
                 self.used.add(key)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import Mapper, Settings, read_flags
+from .common import ConfigImportError, Mapper, Settings, read_flags, suggest_framework
 from .verl import NO_REFERENCE
 
 DEFAULTS: dict[str, Any] = {
@@ -47,20 +47,44 @@ IGNORED_PREFIXES: dict[str, str] = {
     "train.seed": "seeds: the sandbox's run.seed applies", "train.num_episodes": "run length (the proxy's run.steps)",
     "colocate_all_models": "placement", "actor.gradient_checkpointing_enable": "memory only",
     "rollout.vllm_generate_batch_size": "generation chunking: the sandbox's workers generate group by group",
-    "actor.adam.lr": None, "actor.max_norm": None,
+    "actor.adam.lr": None, "actor.max_norm": None, "actor.model_name_or_path": "the model: the proxy task's toy model "
+    "replaces it", "critic.": "the critic: the group estimators the sandbox maps train none", "eval.": "evaluation schedule",
+    "train.colocate_all": "placement (cluster facts)", "train.colocate_actor_ref": "placement",
+    "train.agent_func_path": "the agent function: the proxy task replaces it", "train.dynamic_batch_enable":
+    "micro-batching by tokens: same loss", "train.max_tokens_per_gpu": "micro-batching by tokens: same loss",
+    "rollout.max_tokens_per_gpu": "micro-batching by tokens", "train.deepcompile": "compilation: speed only",
 }
+
+
+ENTRY = "openrlhf.cli.train_ppo_ray"
 
 
 def map_openrlhf(m: Mapper) -> None:
     def v(key: str, kind: str) -> Any:
         return m.value(key, kind, DEFAULTS.get(key))
 
+    entry = m.s.entry
+    if entry is None:
+        m.row("default", "(entry point)", ENTRY, note="no launch command in the file: python -m openrlhf.cli.train_ppo_ray "
+                                                       "assumed")
+    elif entry.removesuffix(".py").replace("/", ".").endswith(ENTRY):
+        m.row("converted", "(entry point)", entry, note=f"line {m.s.entry_line}: the Ray PPO trainer (--train.async_enable "
+                                                        "selects its asynchronous loop)")
+    else:
+        raise ConfigImportError(f"{m.s.path}: line {m.s.entry_line}: the launch command runs {entry!r}, not "
+                                f"{ENTRY}{suggest_framework(entry, 'openrlhf')}")
+
     G = v("rollout.n_samples_per_prompt", "int")
     B = v("rollout.batch_size", "int")
     if G < 1 or B < 1:
         raise m.bad("rollout.n_samples_per_prompt" if G < 1 else "rollout.batch_size", "expected a positive integer")
-    m.row("setup" if m.has("rollout.n_samples_per_prompt") else "default", "rollout.n_samples_per_prompt", G,
-          "algorithm.group_size", G, "samples per prompt (the group)")
+    if G < 2:
+        m.row("unsupported", "rollout.n_samples_per_prompt", G, note="one sample per prompt (a critic's gae setting): the "
+              "group estimators the sandbox simulates need at least 2; the scenario uses groups of 2")
+        m.set("algorithm.group_size", 2)
+    else:
+        m.row("setup" if m.has("rollout.n_samples_per_prompt") else "default", "rollout.n_samples_per_prompt", G,
+              "algorithm.group_size", G, "samples per prompt (the group)")
     m.row("setup" if m.has("rollout.batch_size") else "default", "rollout.batch_size", B, "algorithm.groups_per_step", B,
           "prompts per rollout batch = per trainer step")
     tb = v("train.batch_size", "int")
@@ -90,6 +114,15 @@ def map_openrlhf(m: Mapper) -> None:
         m.unsupported("train.partial_rollout_enable", "partial rollouts need the asynchronous trainer")
     _objective(m, v)
     _correction(m, v)
+    m.pinned("actor.entropy_coef", 0.0, "no entropy bonus")
+    m.pinned("algo.advantage.gamma", 1.0, "no discount within a response")
+    if m.value("algo.dynamic_filtering_enable", "bool", False):
+        m.row("unsupported", "algo.dynamic_filtering_enable", True, note="dynamic filtering (groups whose rewards fall "
+              "outside the range are dropped and resampled) is not simulated; the scenario trains on every group")
+        m.unsupported("algo.dynamic_filtering_range", "see dynamic_filtering_enable")
+    else:
+        m.ignore("algo.dynamic_filtering_enable", "off")
+        m.ignore("algo.dynamic_filtering_range", "unused: dynamic filtering is off")
     _optimizer(m, v)
     m.scale("actor.adam.lr", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own")
     m.scale("actor.max_norm", "algorithm.optimizer.grad_clip", "gradient clip for your model's scale")
@@ -180,7 +213,57 @@ def _objective(m: Mapper, v) -> None:
         m.ignore("algo.kl.estimator", "unused: init_coef = 0")
 
 
+MAIN_SPELLING = ("algo.advantage.is_correction_enable", "algo.advantage.is_correction_type")
+
+
+def _correction_main(m: Mapper) -> None:
+    """OpenRLHF's main branch (after 0.11.2) spells the correction ``--algo.advantage.is_correction_enable`` and
+    ``--algo.advantage.is_correction_type`` tis | icepop | seq-mask-tis, with the same
+    ``--algo.advantage.is_correction_threshold LOW HIGH`` (default 0.5 5.0): tis clamps the token weight into
+    the band, icepop drops tokens outside it, seq-mask-tis rejects responses whose geometric-mean weight
+    leaves it."""
+    old = [k for k in ("algo.advantage.is_correction_level", "algo.advantage.is_correction_mode",
+                       "algo.advantage.is_correction_gating") if m.has(k)]
+    if old:
+        raise m.bad(old[0], "mixes the 0.11.2 spelling (is_correction_level/mode) with the main branch's "
+                            "(is_correction_enable/type): use one")
+    on = m.value(MAIN_SPELLING[0], "bool", False)
+    kind = m.value(MAIN_SPELLING[1], "str", "tis")
+    thr_key = "algo.advantage.is_correction_threshold"
+    if not on:
+        m.row("converted" if m.has(MAIN_SPELLING[0]) else "default", MAIN_SPELLING[0], False, "algorithm.correction.name",
+              "none", "no IS correction (OpenRLHF main: --algo.advantage.is_correction_enable off)")
+        m.ignore(MAIN_SPELLING[1], "unused: is_correction_enable is off")
+        m.ignore(thr_key, "unused: is_correction_enable is off")
+        return
+    raw = m.raw(thr_key, [0.5, 5.0])
+    band = [0.0, float(raw)] if isinstance(raw, (int, float)) and not isinstance(raw, bool) else raw
+    if not (isinstance(band, list) and len(band) == 2 and all(isinstance(x, (int, float)) for x in band)):
+        raise m.bad(thr_key, "expected LOW HIGH")
+    lo, hi = float(band[0]), float(band[1])
+    m.row("pinned", MAIN_SPELLING[0], True, note="importance weights π_old/μ on the sampler's log-probs")
+    if kind in ("tis", "icepop"):
+        name = "tis" if kind == "tis" else "mis"
+        m.row("converted" if m.has(MAIN_SPELLING[1]) else "default", MAIN_SPELLING[1], kind, "algorithm.correction.name",
+              name, "tis: token weight clamped into [low, high] (TIS); icepop: tokens outside [low, high] dropped (MIS)")
+        m.set("algorithm.correction.level", "token")
+        m.row("converted" if m.has(thr_key) else "default", thr_key, raw, "algorithm.correction.C", hi, "upper edge C = high")
+        m.row("converted" if m.has(thr_key) else "default", thr_key, raw, "algorithm.correction.C_low", lo,
+              "lower edge C_low = low")
+    elif kind == "seq-mask-tis":
+        m.row("converted", MAIN_SPELLING[1], kind, "algorithm.correction.name", "geo_mis",
+              "responses whose geometric-mean weight leaves [low, high] rejected (Geo-RS); the token clamp OpenRLHF "
+              "adds on the kept responses is not simulated")
+        m.row("converted" if m.has(thr_key) else "default", thr_key, raw, "algorithm.correction.lo", lo, "lower edge")
+        m.row("converted" if m.has(thr_key) else "default", thr_key, raw, "algorithm.correction.hi", hi, "upper edge")
+    else:
+        raise m.bad(MAIN_SPELLING[1], "expected tis, icepop or seq-mask-tis")
+
+
 def _correction(m: Mapper, v) -> None:
+    if any(m.has(k) for k in MAIN_SPELLING):
+        _correction_main(m)
+        return
     level = v("algo.advantage.is_correction_level", "str")
     keys = ("algo.advantage.is_correction_mode", "algo.advantage.is_correction_threshold")
     m.pinned("algo.advantage.is_correction_gating", "ratio", "the gate reads the ratio π_θ/μ")

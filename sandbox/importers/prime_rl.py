@@ -21,6 +21,11 @@ Conventions inverted here:
 from __future__ import annotations
 
 import math
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
 from .common import Mapper, Settings, read_toml_config
 
 OFF_MASK = 1.0
@@ -35,25 +40,91 @@ IGNORED: dict[str, str] = {
     "run length (the proxy's run.steps)", "trainer.max_steps": "run length", "orchestrator.max_steps": "run length",
     "wandb.": "logging", "log.": "logging", "trainer.log.": "logging", "orchestrator.log.": "logging", "ckpt.":
     "checkpointing", "trainer.ckpt.": "checkpointing", "orchestrator.seed": "seeds: the sandbox's run.seed",
-    "output_dir": "outputs", "async_level": "see orchestrator.max_off_policy_steps", "trainer.micro_batch_size":
+    "output_dir": "outputs", "seq_len": "sequence length limit (memory)", "deployment.": "GPU layout: a cluster fact "
+    "(Q3/Q4/Q7 of sandbox preflight)", "slurm.": "job scheduler", "monitors.": "logging", "weight_broadcast.":
+    "weight-sync transport: system.sync_delay models its time", "orchestrator.train.source": "the environment: the proxy "
+    "task replaces it", "orchestrator.train.source.": "the environment", "orchestrator.eval.": "evaluation schedule",
+    "orchestrator.eval": "evaluation schedule", "orchestrator.renderer.": "chat rendering", "orchestrator.concurrency.":
+    "concurrency: give cluster.num_workers with --cluster", "trainer.model.": "the model and its parallelism",
+    "orchestrator.train.sampling.max_completion_tokens": "length limits: give a length distribution (the response cap "
+    "feeds Q3/Q4/Q7)", "run.": "run bookkeeping", "clean": "outputs",
+    "env_vars.": "environment", "trainer.env_vars.": "environment", "orchestrator.env_vars.": "environment",
+    "tokenizer.": "the model", "resume.": "checkpoint resume", "async_level": "see orchestrator.max_off_policy_steps", "trainer.micro_batch_size":
     "micro-batching: same loss", "orchestrator.micro_batch_size": "micro-batching: same loss",
 }
 
 
+MODELS = Path(__file__).resolve().parents[1] / "export" / "keys" / "prime_rl_559b4477.json"
+#: a field whose default is one model of a union: the variant the ``type`` key selects
+_UNION_DEFAULTS = {"trainer.loss": {"default": "trainer.DefaultLossConfig", "ipo": "trainer.IPOLossConfig"},
+                   "trainer.optim": {"adamw": "trainer.AdamWConfig", "sgd": "trainer.SGDConfig", "muon": "trainer.MuonConfig",
+                                     "sign_sgd": "trainer.SignSGDConfig"},
+                   "trainer.scheduler": {"constant": "trainer.ConstantSchedulerConfig",
+                                         "linear": "trainer.LinearSchedulerConfig", "cosine": "trainer.CosineSchedulerConfig"}}
+
+
+@lru_cache(maxsize=None)
+def _models() -> dict:
+    return json.loads(MODELS.read_text())["models"]
+
+
+def prime_default(m: Mapper, key: str, fallback: Any = None) -> Any:
+    """prime-rl's own default of ``key`` (its pydantic models at git 559b4477, read from the source into
+    ``sandbox/export/keys``): the field's default, walking ``rl.RLConfig`` -> ``orchestrator`` ->
+    ``OrchestratorConfig`` ...; a union section (``trainer.loss``) takes the variant its ``type`` selects.
+    ``fallback`` when the models do not give one (a required field, or a computed default)."""
+    models = _models()
+    parts = key.split(".")
+    model = "rl.RLConfig"
+    roots = {"orchestrator": "orchestrator.OrchestratorConfig", "trainer": "trainer.TrainerConfig"}
+    for i, part in enumerate(parts):
+        section = ".".join(parts[:i])
+        if section in _UNION_DEFAULTS:
+            t = m.s.values.get(f"{section}.type")
+            default_type = {"trainer.loss": "default", "trainer.optim": "adamw", "trainer.scheduler": "constant"}[section]
+            model = _UNION_DEFAULTS[section].get(t or default_type, model)
+        if i == 0 and part in roots:
+            model = roots[part]
+            continue
+        fld = models.get(model, {}).get("fields", {}).get(part)
+        if fld is None:
+            return fallback
+        d = fld.get("default")
+        if i == len(parts) - 1:
+            return fallback if (fld.get("required") or isinstance(d, dict) and ("expr" in d or "model_default" in d)) else d
+        if isinstance(d, dict) and "model_default" in d:
+            model = d["model_default"]
+        else:
+            ty = fld.get("type", {})
+            sub = ty.get("model") or next((o.get("model") for o in ty.get("of", []) if o.get("model")), None)
+            if sub is None:
+                return fallback
+            model = sub
+    return fallback
+
+
 def map_prime_rl(m: Mapper) -> None:
-    G = m.value("orchestrator.group_size", "int")
+    m.s.known_source = "prime-rl (git 559b4477)"
+    G = m.value("orchestrator.group_size", "int", prime_default(m, "orchestrator.group_size", 1))
     if G < 1:
         raise m.bad("orchestrator.group_size", "expected a positive integer")
-    m.row("setup", "orchestrator.group_size", G, "algorithm.group_size", G, "rollouts per prompt (the group)")
+    if G < 2:
+        m.row("unsupported", "orchestrator.group_size", G, note=f"{'prime-rl' + chr(39) + 's default ' if not m.has('orchestrator.group_size') else ''}"
+              "one rollout per prompt: group-centred advantages are 0; the scenario uses groups of 2")
+        m.set("algorithm.group_size", 2)
+        G = 1
+    else:
+        m.row("setup" if m.has("orchestrator.group_size") else "default", "orchestrator.group_size", G,
+              "algorithm.group_size", G, "rollouts per prompt (the group)")
     n = m.value("orchestrator.batch_size", "int")
     if n < 1 or n % G:
         raise m.bad("orchestrator.batch_size", f"expected a positive multiple of orchestrator.group_size = {G} (samples)")
-    m.row("setup", "orchestrator.batch_size", n, "algorithm.groups_per_step", n // G,
+    m.row("setup", "orchestrator.batch_size", n, "algorithm.groups_per_step", n // max(G, 1) if G > 1 else n // 2,
           f"groups per step = batch_size / group_size = {n}/{G} (prime-rl counts samples)")
     m.set("algorithm.minibatches", 1)
     m.set("algorithm.epochs", 1)
     m.set("algorithm.proximal", "behaviour")
-    k = m.value("orchestrator.max_off_policy_steps", "int", 8)
+    k = m.value("orchestrator.max_off_policy_steps", "int", prime_default(m, "orchestrator.max_off_policy_steps", 8))
     if k < 0:
         raise m.bad("orchestrator.max_off_policy_steps", "expected an integer >= 0")
     m.row("converted" if m.has("orchestrator.max_off_policy_steps") else "default", "orchestrator.max_off_policy_steps",
@@ -71,7 +142,8 @@ def map_prime_rl(m: Mapper) -> None:
     m.pinned("orchestrator.train.filter_zero_advantages", False, "groups with zero advantage are trained on (no filter)")
     _loss(m)
     _optimizer(m)
-    m.scale("trainer.optim.lr", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own")
+    m.scale("trainer.optim.lr", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own",
+            prime_default(m, "trainer.optim.lr"))
     m.scale("trainer.optim.max_norm", "algorithm.optimizer.grad_clip", "gradient clip for your model's scale")
     for key in list(m.s.values):
         if key in m.used:
@@ -89,10 +161,10 @@ def _loss(m: Mapper) -> None:
                         ("aggregation", "token_mean"), ("beta_kl", 0.0), ("baseline", "group_mean")):
         m.set(f"algorithm.objective.{knob}", value)
     t = m.value("trainer.loss.type", "str", "default")
-    lo = m.value("trainer.loss.dppo_mask_low", "float", OFF_MASK)
-    hi = m.value("trainer.loss.dppo_mask_high", "float", OFF_MASK)
-    kl = m.value("trainer.loss.kl_tau", "float", 0.0)
-    adv = m.value("trainer.loss.adv_tau", "float", 1.0)
+    lo = m.value("trainer.loss.dppo_mask_low", "float", prime_default(m, "trainer.loss.dppo_mask_low", OFF_MASK))
+    hi = m.value("trainer.loss.dppo_mask_high", "float", prime_default(m, "trainer.loss.dppo_mask_high", OFF_MASK))
+    kl = m.value("trainer.loss.kl_tau", "float", prime_default(m, "trainer.loss.kl_tau", 0.0))
+    adv = m.value("trainer.loss.adv_tau", "float", prime_default(m, "trainer.loss.adv_tau", 1.0))
     if t == "default" and lo >= OFF_MASK and hi >= OFF_MASK and kl == 0 and adv == 1.0:
         m.row("converted" if m.has("trainer.loss.type") else "default", "trainer.loss.type", t,
               "algorithm.correction.name", "none", "masks of 1 never fire and kl_tau = 0: no correction")
@@ -106,12 +178,12 @@ def _loss(m: Mapper) -> None:
         m.set("algorithm.correction.name", "none")
         return
     variant = "dppo" if t == "default" else "ipo"
-    m.row("converted", "trainer.loss.type", t, "algorithm.correction.name", "dppo_mask", f"DPPO's trust-region mask, "
+    m.row("converted" if m.has("trainer.loss.type") else "default", "trainer.loss.type", t, "algorithm.correction.name", "dppo_mask", f"DPPO's trust-region mask, "
           f"variant {variant}")
     m.set("algorithm.correction.variant", variant)
     if variant == "dppo":
-        m.row("mapped", "trainer.loss.dppo_mask_low", lo, "algorithm.correction.dppo_mask_low", lo, "mask below")
-        m.row("mapped", "trainer.loss.dppo_mask_high", hi, "algorithm.correction.dppo_mask_high", hi, "mask above")
+        m.row("mapped" if m.has("trainer.loss.dppo_mask_low") else "default", "trainer.loss.dppo_mask_low", lo, "algorithm.correction.dppo_mask_low", lo, "mask below")
+        m.row("mapped" if m.has("trainer.loss.dppo_mask_high") else "default", "trainer.loss.dppo_mask_high", hi, "algorithm.correction.dppo_mask_high", hi, "mask above")
     else:
         thr = m.value("trainer.loss.ipo_threshold", "float")
         m.row("mapped", "trainer.loss.ipo_threshold", thr, "algorithm.correction.ipo_threshold", thr, "IPO threshold")

@@ -26,10 +26,12 @@ Conventions inverted here (trl 1.16.0 sources, as in the exporter):
 
 from __future__ import annotations
 
+import ast
+import json
 from typing import Any
 
 from .verl import NO_REFERENCE
-from .common import ConfigImportError, Mapper, Settings, read_json_config, read_yaml
+from .common import ConfigImportError, Mapper, Settings, _read, read_flags, read_json_config, read_yaml
 
 ASYNC_KEYS = ("max_staleness", "weight_sync_steps", "max_inflight_tasks", "queue_maxsize", "token_budget")
 
@@ -41,6 +43,7 @@ SYNC_DEFAULTS: dict[str, Any] = {
     "vllm_importance_sampling_mode": "sequence_mask", "vllm_importance_sampling_clip_max": 3.0,
     "vllm_importance_sampling_clip_min": None, "optim": "adamw_torch_fused", "weight_decay": 0.0,
     "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "lr_scheduler_type": "linear", "warmup_steps": 0,
+    "learning_rate": 1e-6, "max_grad_norm": 1.0,
 }
 ASYNC_DEFAULTS: dict[str, Any] = {**SYNC_DEFAULTS, "lr_scheduler_type": "constant", "max_staleness": 4,
                                   "weight_sync_steps": 1, "max_inflight_tasks": -1, "queue_maxsize": 1024}
@@ -52,7 +55,7 @@ SCHEDULES = {"constant": "constant", "constant_with_warmup": "constant", "linear
 
 IGNORED: dict[str, str] = {
     k: why for why, keys in {
-        "output, logging and checkpointing": ("output_dir", "logging_steps", "logging_dir", "report_to", "run_name",
+        "output, logging and checkpointing": ("trackio_space_id", "project", "output_dir", "logging_steps", "logging_dir", "report_to", "run_name",
                                               "save_steps", "save_strategy", "save_total_limit", "push_to_hub",
                                               "hub_model_id", "log_completions", "logging_first_step", "log_level"),
         "precision and memory: same loss": ("bf16", "fp16", "gradient_checkpointing", "gradient_checkpointing_kwargs",
@@ -61,7 +64,7 @@ IGNORED: dict[str, str] = {
         "length limits: give a length distribution or trace with --cluster (generation_time)": (
             "max_prompt_length", "max_completion_length"),
         "generation server and its placement: cluster facts come from --cluster": (
-            "use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_gpu_memory_utilization",
+            "vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_gpu_memory_utilization",
             "vllm_tensor_parallel_size", "vllm_server_base_url", "vllm_server_timeout", "request_timeout",
             "weight_sync_timeout", "heartbeat_stale_after_s", "fork_threshold_tokens"),
         "seeds: the sandbox's run.seed applies": ("seed", "data_seed"),
@@ -71,11 +74,44 @@ IGNORED: dict[str, str] = {
 }
 
 
-NESTED = ("model_init_kwargs", "gradient_checkpointing_kwargs", "generation_kwargs")
+#: dict-valued fields of GRPOConfig (TRL 1.16): their nested tables are read, not refused
+NESTED = ("model_init_kwargs", "gradient_checkpointing_kwargs", "generation_kwargs", "chat_template_kwargs",
+          "activation_checkpointing_kwargs", "liger_kernel_config", "accelerator_config", "fsdp_config", "deepspeed",
+          "transformers_continuous_batching_config")
+#: arguments of the trl CLI and example scripts beside the config (ScriptArguments, ModelConfig)
+SCRIPT_ARGS = ("model_name_or_path", "model_revision", "dataset_name", "dataset_config", "dataset_train_split",
+               "dataset_test_split", "trust_remote_code", "attn_implementation", "use_peft", "lora_r", "lora_alpha",
+               "lora_dropout", "lora_target_modules", "lora_task_type", "load_in_4bit", "load_in_8bit", "torch_dtype",
+               "reward_funcs", "reward_model_name_or_path", "dataset_streaming", "gradient_checkpointing_use_reentrant",
+               "config", "eval_strategy", "eval_steps", "per_device_eval_batch_size", "do_eval", "use_liger_kernel",
+               "dataset_mixture", "dataset_name_or_path", "ignore_bias_buffers", "hub_strategy", "overwrite_output_dir",
+               "use_cpu", "lora_modules_to_save", "bnb_4bit_quant_type", "use_bnb_nested_quant", "dataloader_drop_last",
+               "save_only_model", "use_transformers_paged", "cache_implementation", "vllm_enable_sleep_mode",
+               "vllm_model_impl", "vllm_max_model_length", "vllm_structured_outputs_regex", "mask_truncated_completions",
+               "log_completions_steps", "num_completions_to_print", "wandb_log_unique_prompts", "log_unique_prompts",
+               "generation_batch_size", "max_length", "use_transformers_paged", "disable_dropout", "ddp_find_unused_parameters")
+CLASSES = ("GRPOConfig", "AsyncGRPOConfig")
 
 
 def _class(m: Mapper) -> str:
-    return "AsyncGRPOConfig" if any(m.has(k) for k in ASYNC_KEYS) else "GRPOConfig"
+    """The config class: named (``--entry``), from the launch command (a module or script of
+    trl.experimental.async_grpo), else from the keys (AsyncGRPOConfig's own knobs); the row says which."""
+    s = m.s
+    if s.entry_override is not None:
+        if s.entry_override not in CLASSES:
+            raise ConfigImportError(f"--entry: {s.entry_override!r}: expected one of {', '.join(CLASSES)} for trl")
+        m.row("converted", "(config class)", s.entry_override, note="named with --entry")
+        return s.entry_override
+    if s.entry is not None and ("async_grpo" in s.entry.replace("-", "_") or s.entry.endswith("AsyncGRPOConfig")):
+        m.row("converted", "(config class)", "AsyncGRPOConfig", note=f"line {s.entry_line}: {s.entry} runs AsyncGRPOTrainer")
+        return "AsyncGRPOConfig"
+    if any(m.has(k) for k in ASYNC_KEYS):
+        m.row("converted", "(config class)", "AsyncGRPOConfig", note="the file sets AsyncGRPOConfig's own keys "
+              f"({', '.join(k for k in ASYNC_KEYS if m.has(k))})")
+        return "AsyncGRPOConfig"
+    m.row("default", "(config class)", "GRPOConfig", note="none of AsyncGRPOConfig's own keys: GRPOConfig (synchronous "
+          "GRPOTrainer) assumed; if you launch AsyncGRPOTrainer with its default knobs, say so with --entry AsyncGRPOConfig")
+    return "GRPOConfig"
 
 
 def map_trl(m: Mapper) -> None:
@@ -102,12 +138,20 @@ def map_trl(m: Mapper) -> None:
     _correction(m, v, cls)
     _optimizer(m, v)
     m.scale("learning_rate", "algorithm.optimizer.lr", "your learning rate: the proxy task keeps its own; compare "
-            "learning rates as multipliers of yours")
+            "learning rates as multipliers of yours", D["learning_rate"])
     m.scale("max_grad_norm", "algorithm.optimizer.grad_clip", "gradient clip for your model's scale")
     for key, why in IGNORED.items():
         m.ignore(key, why)
     for top in NESTED:
-        m.ignore_prefix(top + ".", "model and generation options: the proxy task's model replaces them")
+        m.ignore(top, "model, generation and memory options: the proxy task's model replaces them")
+        m.ignore_prefix(top + ".", "model, generation and memory options: the proxy task's model replaces them")
+    for key in SCRIPT_ARGS:
+        m.ignore(key, "an argument of the trl CLI or example script (model, data, PEFT, evaluation): the proxy task "
+                      "replaces them")
+    kw = [k for k in m.s.values if k == "lr_scheduler_kwargs" or k.startswith("lr_scheduler_kwargs.")]
+    for k in kw:
+        m.row("unsupported", k, m.raw(k), note="options of the LR schedule (e.g. cosine_with_min_lr's min_lr_rate): the "
+              "sandbox's schedules decay to 0")
 
 
 def _async_geometry_and_staleness(m: Mapper, v, G: int, P: int, gas: int) -> None:
@@ -177,7 +221,10 @@ def _sync_geometry(m: Mapper, v, G: int, P: int, gas: int) -> None:
         raise m.bad("steps_per_generation", f"expected a multiple of gradient_accumulation_steps = {gas}")
     if (P * spg) % G:
         raise m.bad("per_device_train_batch_size", f"per_device_train_batch_size × steps_per_generation = {P * spg} is "
-                                                   f"not a multiple of num_generations = {G} (whole groups)")
+                                                   f"not a multiple of num_generations = {G} (whole groups) on one process; "
+                                                   "TRL counts the generation batch over all processes, which the launcher "
+                                                   "(accelerate --num_processes, or its config file) sets: give "
+                                                   "per_device_train_batch_size for one process")
     B, mb = P * spg // G, spg // gas
     m.row("converted", "(GRPOConfig)", "GRPOConfig", "system.staleness.kind", "sync",
           "GRPOTrainer generates a batch, then trains on it: synchronous")
@@ -279,8 +326,26 @@ def _correction(m: Mapper, v, cls: str) -> None:
     if cls == "AsyncGRPOConfig":
         for k in keys:
             m.unsupported(k, "not a field of AsyncGRPOConfig")
+        m.ignore("use_vllm", "AsyncGRPOTrainer always generates on a vLLM server")
         return
     on = v("vllm_importance_sampling_correction", "bool")
+    use_vllm = m.value("use_vllm", "bool", False)
+    if m.has("use_vllm"):
+        m.row("ignored", "use_vllm", use_vllm, note="how completions are generated (not simulated): "
+              + ("a vLLM sampler, whose log-probs μ the correction reads" if use_vllm else
+                 "the trained model itself, no sampler mismatch: the correction is unused"))
+    if on and not m.has("use_vllm") and any(m.has(k) for k in keys):
+        # the file configures the vLLM correction without saying how it generates: read as launched with vLLM
+        use_vllm = True
+        m.row("default", "use_vllm", None, note="not in the file, which sets vllm_importance_sampling_*: launched with "
+              "vLLM assumed (GRPOConfig's default use_vllm = false would leave the correction unused)")
+    if on and not use_vllm:
+        m.row("converted" if m.has(keys[0]) else "default", keys[0], on, "algorithm.correction.name", "none",
+              "the correction acts on vLLM's sampling log-probs: with use_vllm = false (GRPOConfig's default) "
+              "completions come from the trained model itself and no weight is applied")
+        for k in keys[1:]:
+            m.ignore(k, "unused: use_vllm = false")
+        return
     if not on:
         m.row("converted" if m.has(keys[0]) else "default", keys[0], False, "algorithm.correction.name", "none",
               "no importance weights on the sampler's mismatch")
@@ -339,11 +404,62 @@ def _optimizer(m: Mapper, v) -> None:
 
 
 def read_trl(path: str) -> Settings:
-    """JSON (``.json``) or YAML keyword arguments of GRPOConfig / AsyncGRPOConfig; a nested table is refused."""
-    s = read_json_config(path) if str(path).endswith(".json") else read_yaml(path)
-    for key, where in s.where.items():
-        if "." in key and isinstance(s.values[key], (int, float, str, bool, type(None), list)) and "." not in key.split(".")[0]:
-            top = key.split(".")[0]
-            if top not in NESTED:
-                raise ConfigImportError(f"{path}: {where}: {top} is a nested table; GRPOConfig takes flat keyword arguments")
+    """JSON (``.json``) or YAML keyword arguments of GRPOConfig / AsyncGRPOConfig (nested dict kwargs such as
+    ``lr_scheduler_kwargs`` read as tables), or a launch script whose flags ``HfArgumentParser`` would parse
+    (``accelerate launch grpo.py --per_device_train_batch_size 8 --lr_scheduler_kwargs '{"min_lr_rate": 0.1}'``:
+    a dict-valued flag is JSON, a bare boolean flag is true)."""
+    if str(path).endswith(".py"):
+        return read_python(path)
+    if str(path).endswith(".json"):
+        return read_json_config(path)
+    if str(path).endswith((".yaml", ".yml")):
+        return read_yaml(path)
+    s = read_flags(path, "trl")
+    for key in list(s.values):
+        v = s.values[key]
+        if key in NESTED + ("lr_scheduler_kwargs",) and isinstance(v, str) and v.strip().startswith("{"):
+            try:
+                table = json.loads(v)
+            except json.JSONDecodeError as exc:
+                raise ConfigImportError(f"{path}: {s.where[key]}: --{key}: not a JSON object ({exc.msg})") from None
+            where = s.where.pop(key)
+            del s.values[key]
+            for k2, v2 in (table.items() if isinstance(table, dict) else []):
+                s.add(f"{key}.{k2}", v2, where)
     return s
+
+
+def read_python(path: str) -> Settings:
+    """A training script: the keyword arguments of its ``GRPOConfig(...)`` / ``AsyncGRPOConfig(...)`` call, read
+    with :mod:`ast` (never run); a keyword whose value is not a literal is listed, not read. The class called
+    is the entry point."""
+    text = _read(path)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise ConfigImportError(f"{path}: line {exc.lineno}: not valid Python ({exc.msg})") from None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and
+             (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in CLASSES]
+    if not calls:
+        raise ConfigImportError(f"{path}: no GRPOConfig(...) or AsyncGRPOConfig(...) call with keyword arguments found "
+                                "(a script parsed by TrlParser takes its values from the command line: import the launch "
+                                "command instead)")
+    call = calls[-1]
+    out = Settings(str(path), entry=getattr(call.func, "id", None) or call.func.attr, entry_line=call.lineno)
+    if out.entry == "AsyncGRPOConfig":
+        out.entry = "trl.experimental.async_grpo.AsyncGRPOConfig"
+    for kw in call.keywords:
+        if kw.arg is None:
+            out.notes.append(f"line {kw.value.lineno}: **kwargs passed to the config are not read")
+            continue
+        try:
+            value = ast.literal_eval(kw.value)
+        except ValueError:
+            out.notes.append(f"line {kw.value.lineno}: {kw.arg} = {ast.unparse(kw.value)} is not a literal: not read")
+            continue
+        if isinstance(value, dict):
+            for k2, v2 in value.items():
+                out.add(f"{kw.arg}.{k2}", v2, f"line {kw.value.lineno}")
+        else:
+            out.add(kw.arg, list(value) if isinstance(value, tuple) else value, f"line {kw.value.lineno}")
+    return out

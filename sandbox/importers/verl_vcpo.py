@@ -20,9 +20,11 @@ Conventions inverted here:
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
-from .common import Mapper, Settings, read_overrides, read_yaml
+from .common import ConfigImportError, Mapper, Settings, read_overrides, read_yaml, suggest_framework
 from .verl import ACTOR, IGNORED, ignore_framework_keys, map_correction, map_objective
 
 AT = "async_training"
@@ -32,7 +34,23 @@ GB = f"{ACTOR}.grad_baselining"
 ESS = f"{ACTOR}.ess_scaling"
 
 
+FORK_KEYS = Path(__file__).resolve().parents[1] / "export" / "keys" / "verl_vcpo_c7f030f0.json"
+
+
 def map_vcpo(m: Mapper) -> None:
+    m.s.known = json.loads(FORK_KEYS.read_text())["keys"]
+    m.s.known_source = "the VCPO fork (mit-han-lab/vcpo c7f030f0, fully_async_ppo_megatron_trainer)"
+    entry = m.s.entry or ""
+    if m.s.entry is not None and "fully_async" not in entry:
+        raise ConfigImportError(f"{m.s.path}: line {m.s.entry_line}: the launch command runs {entry!r}, not the fork's "
+                                "fully-async recipe (recipe.fully_async_policy.fully_async_main): the fork's one-mini-batch "
+                                f"step would misread its batch geometry{suggest_framework(entry, 'verl-vcpo') or ' (use -f verl)'}")
+    if m.s.entry is None and not any(k.startswith(AT + ".") for k in m.s.values) and m.s.values.get("data.train_batch_size", 0):
+        raise ConfigImportError(f"{m.s.path}: {m.s.where.get('data.train_batch_size')}: data.train_batch_size = "
+                                f"{m.s.values['data.train_batch_size']} and no async_training keys: a synchronous verl config, "
+                                "whose batch geometry the fork's one-mini-batch step would misread (use -f verl)")
+    if m.s.entry is not None:
+        m.row("converted", "(entry point)", entry, note=f"line {m.s.entry_line}: the fork's fully-async recipe")
     n = m.value("actor_rollout_ref.rollout.n", "int", 1)
     m.row("setup" if m.has("actor_rollout_ref.rollout.n") else "default", "actor_rollout_ref.rollout.n", n,
           "algorithm.group_size", n, "responses per prompt (the group)")
@@ -54,10 +72,15 @@ def map_vcpo(m: Mapper) -> None:
                            (f"{ACTOR}.ppo_micro_batch_size_per_gpu", 1, "one trajectory per micro-batch"),
                            (f"{ACTOR}.use_dynamic_bsz", False, "fixed micro-batches")):
         m.pinned(key, want, why)
-    s = m.value(f"{AT}.staleness_threshold", "float", 0.0)
-    if not math.isfinite(s) or s < 0 or s != int(s):
-        raise m.bad(f"{AT}.staleness_threshold", "expected a whole number of versions >= 0")
-    if s == 0:
+    s = m.value(f"{AT}.staleness_threshold", "float", m.s.known[f"{AT}.staleness_threshold"])
+    if not math.isfinite(s) or s < 0:
+        raise m.bad(f"{AT}.staleness_threshold", "expected a finite number of versions >= 0")
+    if s != int(s):
+        m.row("converted" if m.has(f"{AT}.staleness_threshold") else "default", f"{AT}.staleness_threshold", s,
+              "system.staleness.kind", "async_ratio", "a fractional threshold: the rollouter runs ahead by at most s "
+              "versions' batches (window (1 + s)·B, as upstream verl's fully-async rollouter)")
+        m.set("system.staleness.alpha", s)
+    elif s == 0:
         m.row("converted" if m.has(f"{AT}.staleness_threshold") else "default", f"{AT}.staleness_threshold", s,
               "system.staleness.kind", "sync", "0: no rollout runs ahead of the weights (synchronous)")
     else:

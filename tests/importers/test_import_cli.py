@@ -69,8 +69,10 @@ def test_conversions(tmp_path):
     assert (a.optimizer.name, a.optimizer.weight_decay) == ("adamw", 0.01)
     imp = import_config(DATA / "verl_reinforce_sync.txt", "verl")
     a = imp.scenario.algorithm
-    assert (a.objective.name, a.objective.baseline, a.correction.name, a.correction.level, a.correction.C) == (
-        "reinforce", "leave_one_out", "tis", "sequence", 4.0)
+    # bypass_mode = false with 2 mini-batches x 2 epochs: the PPO clip (rloo advantages) against π_old recomputed
+    # once per batch, the rollout_is weights π_old/μ (finding 1 of issue 44: not the unclipped reinforce)
+    assert (a.objective.name, a.objective.eps_low, a.correction.name, a.correction.level, a.correction.C) == (
+        "rloo", 0.2, "tis", "sequence", 4.0)
     assert a.optimizer.warmup_steps == 5 * 2 * 2  # scheduler steps x (minibatches x epochs) in sync mode
     assert a.proximal == "batch_start"
     imp = import_config(DATA / "trl_async_grpo.json", "trl")
@@ -99,7 +101,7 @@ MALFORMED = [
     ("areal", "bad.yaml", "actor:\n\teps_clip: 0.2\n", "line 2"),
     ("prime-rl", "bad.toml", "[orchestrator]\nbatch_size = \n", "TOML"),
     ("prime-rl", "geom.toml", "[orchestrator]\nbatch_size = 60\ngroup_size = 8\n", "orchestrator.batch_size"),
-    ("verl-vcpo", "thr.txt", "actor_rollout_ref.actor.ppo_mini_batch_size=8\nasync_training.staleness_threshold=0.5\n",
+    ("verl-vcpo", "thr.txt", "actor_rollout_ref.actor.ppo_mini_batch_size=8\nasync_training.staleness_threshold=-1\n",
      "staleness_threshold"),
 ]
 
@@ -170,11 +172,11 @@ def test_verl_s_own_shipped_default_config():
     bad = {r.key for r in imp.rows if r.kind == "unsupported"}
     assert {"actor_rollout_ref.rollout.n", "algorithm.adv_estimator"} <= bad
     assert imp.scenario.algorithm.group_size == 2 and imp.scenario.system.staleness.kind == "sync"
-    # verl's defaults where the sandbox differs: bypass_mode = false (the REINFORCE route), token-mean, AdamW
-    # with decay 0.01
+    # verl's defaults: bypass_mode = false with 1024 / 256 = 4 mini-batches is the PPO clip (0.2) against π_old
+    # recomputed once per batch (finding 1 of issue 44), token-mean, AdamW with decay 0.01
     a = imp.scenario.algorithm
-    assert (a.objective.name, a.objective.aggregation, a.optimizer.name, a.optimizer.weight_decay) == (
-        "reinforce", "token_mean", "adamw", 0.01)
+    assert (a.objective.name, a.objective.eps_low, a.minibatches, a.proximal) == ("grpo", 0.2, 4, "batch_start")
+    assert (a.objective.aggregation, a.optimizer.name, a.optimizer.weight_decay) == ("token_mean", "adamw", 0.01)
 
 
 def test_a_pasted_launch_command_reads_as_overrides(tmp_path):
@@ -185,8 +187,8 @@ def test_a_pasted_launch_command_reads_as_overrides(tmp_path):
     imp = import_config(path, "verl")
     assert (imp.scenario.algorithm.groups_per_step, imp.scenario.algorithm.group_size) == (64, 4)
     assert {r.key: r.kind for r in imp.rows}["actor_rollout_ref.actor.optim.lr"] == "scale"
-    path.write_text("set -x\n")
-    with pytest.raises(ConfigImportError, match="line 1: expected key=value"):
+    path.write_text("set -x\n")  # a shell preamble alone: nothing to import
+    with pytest.raises(ConfigImportError, match="no launch command"):
         import_config(path, "verl")
 
 
