@@ -142,8 +142,8 @@ def nearest_model(name: str) -> str | None:
         return None
     size = sizes[0]
 
-    def key(entry: str) -> float:
-        return abs(math.log(float(entry.rsplit("-", 1)[1].rstrip("b")) / size))
+    def key(entry: str) -> float:  # total parameters (a mixture-of-experts entry's name ends in its active size)
+        return abs(math.log(MODELS[entry].params / (size * 1e9)))
 
     family = [k for k in MODELS if k.split("-")[0].rstrip("0123456789.") in low]
     return min(family or list(MODELS), key=key)

@@ -75,7 +75,8 @@ def test_hostile_yaml_is_a_clear_error(framework, kind, tmp_path):
 
 def test_an_alias_bomb_in_an_override_line_is_a_clear_error(tmp_path):
     path = tmp_path / "run.txt"
-    path.write_text("x=[" + ", ".join(["[1,2,3,4,5,6,7,8,9]"] * 3) + "]\n"
+    # quoted as a launch line must be (a shell splits an unquoted value at its spaces)
+    path.write_text("'x=[" + ", ".join(["[1,2,3,4,5,6,7,8,9]"] * 3) + "]'\n"
                     "data.train_batch_size=" + "9" * 5000 + "\n")
     with within(20), pytest.raises(ConfigImportError, match="number|digits"):
         import_config(path, "verl")
