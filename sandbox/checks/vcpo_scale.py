@@ -36,11 +36,12 @@ FULL = {"lags": [0, 1, 4, 8], "steps": 40, "replicas": 8}
 
 
 def scenario(k: int, steps: int, replicas: int, seed: int = 0):
-    """Bit-string (H = 32), ``logit_noise`` engine (scale 0.2), fixed lag ``k``, SGD with ``vcpo_lr``; standard
+    """Bit-string (H = 32, threshold 0.5 from p = ½: about half the responses are rewarded, so nearly every
+    group has a gradient), ``logit_noise`` engine (scale 0.2), fixed lag ``k``, SGD with ``vcpo_lr``; standard
     metrics (the check reads ``update/norm``)."""
     return validate_scenario(
         {
-            "task": {"name": "bitstring", "horizon": HORIZON, "threshold": 0.7, "init_logit": -0.3, "replicas": replicas},
+            "task": {"name": "bitstring", "horizon": HORIZON, "threshold": 0.5, "init_logit": 0.0, "replicas": replicas},
             "engine": {"name": "logit_noise", "scale": SCALE},
             "system": {"num_workers": 8, "generation_time": {"kind": "constant", "value": 1.0},
                        "train_time": {"kind": "constant", "value": 0.1}, "staleness": {"kind": "fixed_lag", "k": k}},

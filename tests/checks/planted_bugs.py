@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from typing import Callable
 
 import torch
@@ -168,4 +167,59 @@ PLANTED: dict[str, Callable] = {
 }
 """Every planted bug by name."""
 
-assert math.isfinite(len(PLANTED))  # the registry is built at import (a name typo would leave it short)
+
+
+def matrix(bugs=None, checks=None, out=None) -> dict[tuple[str, str], bool]:
+    """``{(bug, check): passed}`` at the quick settings, one bug planted at a time (minutes to an hour);
+    each result is appended to ``out`` (a JSON-lines path) as it comes, and pairs already there are skipped."""
+    import json
+    from pathlib import Path
+
+    from _pytest.monkeypatch import MonkeyPatch
+
+    from sandbox.checks import CHECKS
+
+    done: dict[tuple[str, str], bool] = {}
+    if out is not None and Path(out).exists():
+        for line in Path(out).read_text().splitlines():
+            row = json.loads(line)
+            done[row["bug"], row["check"]] = row["passed"]
+    for bug in bugs or PLANTED:
+        for check in checks or CHECKS:
+            if (bug, check) in done:
+                continue
+            patch = MonkeyPatch()
+            try:
+                PLANTED[bug](patch)
+                try:
+                    passed = bool(CHECKS[check].run(quick=True).passed)
+                except Exception:  # a bug that crashes the check fails it
+                    passed = False
+            finally:
+                patch.undo()
+            done[bug, check] = passed
+            if out is not None:
+                with open(out, "a") as f:
+                    f.write(json.dumps({"bug": bug, "check": check, "passed": passed}) + "\n")
+    return done
+
+
+def markdown_table(results: dict[tuple[str, str], bool]) -> str:
+    """Bugs as rows, checks as columns: ``FAIL`` where the check fails with the bug planted, ``pass`` where it
+    passes, ``·`` where the pair was not run."""
+    bugs = list(dict.fromkeys(b for b, _ in results))
+    checks = list(dict.fromkeys(c for _, c in results))
+    lines = ["| bug | " + " | ".join(checks) + " |", "|---|" + "---|" * len(checks)]
+    for bug in bugs:
+        cells = [{True: "pass", False: "FAIL"}.get(results.get((bug, c)), "·") for c in checks]
+        lines.append(f"| {bug} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python tests/checks/planted_bugs.py [OUT.jsonl]: the mutation × check table
+    import sys
+
+    import torch
+
+    torch.set_num_threads(1)
+    print(markdown_table(matrix(out=sys.argv[1] if len(sys.argv) > 1 else None)))
