@@ -143,7 +143,10 @@ def bernoulli_weight_moment(theta, theta_b, k: int):
     target and Bernoulli(sigmoid(theta_b)) behaviour, elementwise (item 5 for any power ``k``; ``k = 2`` is
     :func:`bernoulli_second_moment`, ``k = 4`` gives the variance of a sample mean of ``w**2``)."""
     theta, theta_b = np.asarray(theta, float), np.asarray(theta_b, float)
-    A = lambda x: np.logaddexp(0.0, x)  # noqa: E731
+
+    def A(x):
+        return np.logaddexp(0.0, x)
+
     return _out(np.exp(A(k * theta - (k - 1) * theta_b) - k * A(theta) + (k - 1) * A(theta_b)))
 
 

@@ -17,8 +17,24 @@ docs/theory.md#t7, #t10).
 
 from __future__ import annotations
 
-from . import (batching, bound, cosine, divergence, ess, fisher, gac, kv_cache, learner_ratio, minibatch, mismatch_ess, queueing,
-               random_lag, stability, variance, vcpo_scale)
+from . import (
+    batching,
+    bound,
+    cosine,
+    divergence,
+    ess,
+    fisher,
+    gac,
+    kv_cache,
+    learner_ratio,
+    minibatch,
+    mismatch_ess,
+    queueing,
+    random_lag,
+    stability,
+    variance,
+    vcpo_scale,
+)
 from .base import Check, CheckResult, Point
 
 CHECKS: dict[str, Check] = {

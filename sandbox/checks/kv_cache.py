@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory.engine_batching import kv_limited_concurrency, kv_limited_throughput, rounded_lognormal_mean
+from theory.engine_batching import (
+    kv_limited_concurrency,
+    kv_limited_throughput,
+    rounded_lognormal_mean,
+)
 
 from ..system.config import SystemConfig
 from ..system.timing_only import simulate_timing

@@ -38,7 +38,10 @@ import numpy as np
 import torch
 
 from theory.importance_weights import bernoulli_second_moment, bernoulli_weight_moment
-from theory.mismatch_ess import bernoulli_stale_noise_band_fraction, bernoulli_stale_noise_second_moment
+from theory.mismatch_ess import (
+    bernoulli_stale_noise_band_fraction,
+    bernoulli_stale_noise_second_moment,
+)
 
 from ..learner.trainer import PolicyLearner
 from ..scenario import validate_scenario

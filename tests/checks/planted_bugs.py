@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -117,9 +117,9 @@ def plant_delays_at_their_mean(monkeypatch) -> None:
     monkeypatch.setattr(ContinuousBatchingDelay, "lengths", mean_lengths)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mean_length(median: float, sigma: float, max_tokens: int | None) -> int:
-    return int(round(rounded_lognormal_mean(median, sigma, max_tokens)))
+    return round(rounded_lognormal_mean(median, sigma, max_tokens))
 
 
 def plant_kv_cap_ignored(monkeypatch) -> None:
@@ -193,7 +193,7 @@ def matrix(bugs=None, checks=None, out=None) -> dict[tuple[str, str], bool]:
                 PLANTED[bug](patch)
                 try:
                     passed = bool(CHECKS[check].run(quick=True).passed)
-                except Exception:  # a bug that crashes the check fails it
+                except Exception:  # noqa: BLE001 - a bug that crashes the check fails it
                     passed = False
             finally:
                 patch.undo()

@@ -11,10 +11,9 @@ Reproduce the mutation × check table of the closing note with ``python tests/ch
 from __future__ import annotations
 
 import pytest
+from planted_bugs import PLANTED
 
 from sandbox.checks import CHECKS
-
-from planted_bugs import PLANTED
 
 
 def catch(bug: str, check: str, restrict: dict | None = None, slow: bool = False):
