@@ -38,6 +38,21 @@ the staleness in steps.
 Lengths of the sandbox's length model: ``round(m·e^{σZ})`` cut to ``[1, max]``, whose mean
 :func:`rounded_lognormal_mean` sums exactly over the integers.
 
+KV-cache limit [exact given the mean occupancy]. With a KV cache of ``K`` tokens, each sequence
+reserving ``P_tok + L`` tokens (prompt and response) for its whole life, and more work waiting than
+fits, the engine runs as many sequences as their reservations allow. Count time in decode steps: a
+sequence lives ``L`` steps and holds ``P_tok + L`` tokens during them, so with ``λ`` sequences ending per
+step Little's law gives ``n̄ = λ·E[L]`` sequences and ``K̄ = λ·E[(P_tok + L)·L]`` reserved tokens on
+average over steps; hence
+
+    n̄ = K̄·E[L] / (P_tok·E[L] + E[L²]),
+
+the long sequences being over-represented in flight (size bias). Steps with ``n`` sequences cost
+``a + b·n`` and produce ``n`` tokens, so ``X = n̄ / (E[L](a + b·n̄))`` exactly (the cost is linear in
+``n``). FCFS admission leaves less than one waiting reservation free: ``K − (P_tok + L_max) < K̄ ≤ K``,
+which brackets ``X`` (:func:`kv_limited_throughput` at both ends). An engine that ignored its cap would
+run every waiting sequence at once.
+
 Assumptions: the engine stays saturated (no admission throttling, no KV-cache or sequence cap below
 ``c``, weight syncs that neither drain nor pause, i.e. ``sync = "partial"`` with ``sync_time = 0``);
 lengths independent of the order of service. Sources: Little, Operations Research 9(3), 1961;
@@ -56,6 +71,8 @@ many; the bound is 10 per second.
 2.375
 >>> rounded_lognormal_mean(5.0, 0.0), round(rounded_lognormal_mean(100.0, 0.5), 2)
 (5.0, 113.31)
+>>> round(kv_limited_concurrency(8000, 100.0, 12500.0), 2), round(kv_limited_throughput(8000, 0.01, 0.0001, 100.0, 12500.0), 3)
+(64.0, 39.024)
 >>> throughput_expr()
 c/(E_L*(a + b*c) + P*c)
 """
@@ -98,12 +115,13 @@ def _phi(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
-def rounded_lognormal_mean(median: float, sigma: float, max_tokens: int | None = None, tail: float = 1e-15) -> float:
-    """``E[min(max(round(m e^{σZ}), 1), max)]``, summed exactly over the integers (until the
-    remaining probability is below ``tail``)."""
+def rounded_lognormal_mean(median: float, sigma: float, max_tokens: int | None = None, tail: float = 1e-15,
+                           power: int = 1) -> float:
+    """``E[min(max(round(m e^{σZ}), 1), max)**power]`` (the mean for ``power = 1``), summed exactly over the
+    integers (until the remaining probability is below ``tail``)."""
     if sigma == 0:
         v = max(round(median), 1)
-        return float(min(v, max_tokens) if max_tokens is not None else v)
+        return float(min(v, max_tokens) if max_tokens is not None else v) ** power
     mu = math.log(median)
 
     def cdf(x: float) -> float:  # P(m e^{σZ} < x)
@@ -113,10 +131,24 @@ def rounded_lognormal_mean(median: float, sigma: float, max_tokens: int | None =
     k = 2
     while True:
         if max_tokens is not None and k >= max_tokens:
-            total += max_tokens * (1.0 - cdf(max_tokens - 0.5))
+            total += max_tokens**power * (1.0 - cdf(max_tokens - 0.5))
             return total
         lo, hi = cdf(k - 0.5), cdf(k + 0.5)
-        total += k * (hi - lo)
+        total += k**power * (hi - lo)
         if 1.0 - hi < tail and k > median:
             return total
         k += 1
+
+
+def kv_limited_concurrency(kv_tokens: float, mean_length: float, mean_square_length: float,
+                           prompt_tokens: int = 0) -> float:
+    """``n̄ = K̄·E[L]/E[(P + L)·L]`` sequences in flight when the KV cache holds ``K̄`` reserved tokens on
+    average over decode steps (KV limit; ``E[(P + L)·L] = P·E[L] + E[L²]``)."""
+    return kv_tokens * mean_length / (prompt_tokens * mean_length + mean_square_length)
+
+
+def kv_limited_throughput(kv_tokens: float, a: float, b: float, mean_length: float, mean_square_length: float,
+                          prompt_tokens: int = 0) -> float:
+    """``X = n̄ / (E[L](a + b·n̄))`` with ``n̄`` of :func:`kv_limited_concurrency` (no prefill time)."""
+    n = kv_limited_concurrency(kv_tokens, mean_length, mean_square_length, prompt_tokens)
+    return engine_throughput(n, a, b, mean_length)

@@ -138,6 +138,18 @@ def bernoulli_second_moment(theta, theta_b):
     return _out(np.exp(A(2 * theta - theta_b) - 2 * A(theta) + A(theta_b)))
 
 
+def bernoulli_weight_moment(theta, theta_b, k: int):
+    """``E_q[(p/q)**k] = exp(A(k th - (k - 1) th') - k A(th) + (k - 1) A(th'))`` for Bernoulli(sigmoid(theta))
+    target and Bernoulli(sigmoid(theta_b)) behaviour, elementwise (item 5 for any power ``k``; ``k = 2`` is
+    :func:`bernoulli_second_moment`, ``k = 4`` gives the variance of a sample mean of ``w**2``)."""
+    theta, theta_b = np.asarray(theta, float), np.asarray(theta_b, float)
+
+    def A(x):
+        return np.logaddexp(0.0, x)
+
+    return _out(np.exp(A(k * theta - (k - 1) * theta_b) - k * A(theta) + (k - 1) * A(theta_b)))
+
+
 def bernoulli_fisher(theta):
     """Fisher information of Bernoulli(sigmoid(theta)) in its logit, ``p (1 - p)`` = ``Var T``."""
     p = 1.0 / (1.0 + np.exp(-np.asarray(theta, float)))

@@ -48,6 +48,16 @@ a proper ratio (``E_mu w = 1``). The sequence weight is ``W = prod_t w_t``.
    like ``e^{|eps|}``, which no power-law density integrates, so the population ESS is 0 and only
    the finite-sample statement of item 2 remains.
 
+5. **Staleness and logit noise together: the learner's own ratio.** The learner at ``theta`` trains
+   on a token the engine drew at version ``theta_v`` with noise, so its ratio is
+   ``w = pi_theta(y) / mu(y)``, ``mu = Bernoulli(sigmoid(theta_v + eps))``. [exact] Given ``eps``,
+   ``E_mu[w**2 | eps] = exp(A(theta_v + eps) - 2A(theta) + A(2 theta - theta_v - eps))`` (item 4 with
+   T8 item 5), integrated over ``eps`` by Gauss-Hermite; ``theta = theta_v`` gives item 4. For a band
+   ``[alpha, beta]`` (IcePop's) the fraction of tokens whose ``w`` falls outside it is
+   ``E_eps[sum_y mu(y) 1{w(y) outside}]``; ``w(1) = p / mu(1)`` decreases and ``w(0) = (1 - p)/mu(0)``
+   increases in ``eps``, so each event is a half-line of ``eps`` and the fraction is a sum of smooth
+   one-sided Gaussian integrals (Gauss-Legendre on each half-line).
+
 Assumptions: tokens independent given the noise (the bit-string's positions are); the engine reports
 the log-probs of the distribution it sampled from, so ``E_mu w = 1``.
 
@@ -268,3 +278,72 @@ def bernoulli_noise_sequence_second_moment(theta, sigma_z, nodes: int = 96):
     position; the population sequence ESS fraction is its inverse (items 3, 4)."""
     m2 = np.asarray(bernoulli_logit_noise(theta, sigma_z, nodes)["second_moment"], float)
     return _out(np.exp(np.sum(np.log(m2), axis=-1)))
+
+
+def bernoulli_stale_noise_second_moment(theta, theta_v, sigma_z, nodes: int = 96):
+    """``E_mu[(pi_theta/mu)**2]`` per token for the learner's ``theta`` and a sampler at ``theta_v`` with
+    ``N(0, sigma_z**2)`` log-odds noise (item 5), elementwise over broadcast inputs."""
+    theta, theta_v, sigma_z = np.broadcast_arrays(*(np.asarray(x, float) for x in (theta, theta_v, sigma_z)))
+    if np.any(sigma_z < 0):
+        raise ValueError("sigma_z must be >= 0")
+    x, wx = np.polynomial.hermite_e.hermegauss(nodes)
+    wx = wx / wx.sum()
+    b = theta_v[..., None] + sigma_z[..., None] * x  # the sampler's log-odds
+    th = theta[..., None]
+    return _out(np.exp(_softplus(b) - 2 * _softplus(th) + _softplus(2 * th - b)) @ wx)
+
+
+def _logit(p):
+    return np.log(p) - np.log1p(-p)
+
+
+def _half_line_mass(f, theta_v, sigma_z, lo, hi, nodes: int = 64, zmax: float = 12.0):
+    """``E_eps[f(theta_v + eps) 1{lo < eps < hi}]`` for ``eps ~ N(0, sigma_z**2)``, elementwise (Gauss-Legendre
+    on the interval cut to ``|eps| <= zmax·sigma_z``; ``f`` smooth)."""
+    a = np.clip(lo / sigma_z, -zmax, zmax)
+    c = np.clip(hi / sigma_z, -zmax, zmax)
+    x, wx = np.polynomial.legendre.leggauss(nodes)
+    half, mid = (c - a)[..., None] / 2, (c + a)[..., None] / 2
+    z = mid + half * x
+    dens = np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    return np.sum(f(theta_v[..., None] + sigma_z[..., None] * z) * dens * wx, -1) * (c - a)[...] / 2 * (c > a)
+
+
+def bernoulli_stale_noise_band_fraction(theta, theta_v, sigma_z, alpha: float, beta: float, nodes: int = 64):
+    """``P_mu(w < alpha or w > beta)`` per token, ``w = pi_theta(y)/mu(y)``, for the learner's ``theta``, a sampler
+    at ``theta_v`` with ``N(0, sigma_z**2)`` log-odds noise (``sigma_z > 0``) and ``0 < alpha < beta`` (item 5)."""
+    if not 0 < alpha < beta:
+        raise ValueError(f"need 0 < alpha < beta, got alpha={alpha}, beta={beta}")
+    theta, theta_v, sigma_z = np.broadcast_arrays(*(np.asarray(x, float) for x in (theta, theta_v, sigma_z)))
+    if np.any(sigma_z <= 0):
+        raise ValueError("sigma_z must be > 0")
+    p = 1.0 / (1.0 + np.exp(-theta))
+    inf = np.full(theta.shape, np.inf)
+
+    def edge(q):  # eps at which the sampler's P(y = 1) equals q (nan where q is outside (0, 1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((q > 0) & (q < 1), _logit(np.clip(q, 1e-300, 1 - 1e-16)) - theta_v, np.nan)
+
+    def mu1(b):
+        return 1.0 / (1.0 + np.exp(-b))
+
+    def mu0(b):
+        return 1.0 / (1.0 + np.exp(b))
+
+    total = np.zeros(theta.shape)
+    # y = 1: w = p / mu(1) > beta  <=>  mu(1) < p/beta  <=>  eps < edge(p/beta)  (always when p/beta >= 1)
+    e = edge(p / beta)
+    total += _half_line_mass(mu1, theta_v, sigma_z, -inf, np.where(p / beta >= 1, inf, np.nan_to_num(e, nan=-np.inf)), nodes)
+    # y = 1: w < alpha  <=>  mu(1) > p/alpha  <=>  eps > edge(p/alpha)  (never when p/alpha >= 1)
+    e = edge(p / alpha)
+    total += np.where(p / alpha >= 1, 0.0, _half_line_mass(mu1, theta_v, sigma_z, np.nan_to_num(e, nan=np.inf), inf, nodes))
+    # y = 0: w = (1 - p)/mu(0) > beta  <=>  mu(1) > 1 - (1 - p)/beta  <=>  eps > edge(1 - (1 - p)/beta)
+    q = 1 - (1 - p) / beta
+    e = edge(q)
+    total += np.where(q <= 0, _half_line_mass(mu0, theta_v, sigma_z, -inf, inf, nodes),
+                      _half_line_mass(mu0, theta_v, sigma_z, np.nan_to_num(e, nan=np.inf), inf, nodes))
+    # y = 0: w < alpha  <=>  mu(1) < 1 - (1 - p)/alpha  <=>  eps < edge(1 - (1 - p)/alpha)  (never when <= 0)
+    q = 1 - (1 - p) / alpha
+    e = edge(q)
+    total += np.where(q <= 0, 0.0, _half_line_mass(mu0, theta_v, sigma_z, -inf, np.nan_to_num(e, nan=-np.inf), nodes))
+    return _out(total)

@@ -64,6 +64,11 @@ class PolicyLoss:
             raise ValueError(problem)
         self.objective_impl = OBJECTIVES.build(objective)
         self.correction = CORRECTIONS.build(correction)
+        self.recorder = None
+        """``None``, or a callable ``recorder(context, result)`` given each batch's :class:`CorrectionContext`
+        (the learner's own ``log w``, ``log ρ``, mask) and the correction's :class:`CorrectionResult` (its
+        factors and token mask) after the correction ran: what ``sandbox check``'s learner checks read. It
+        only observes (nothing it returns is used), so a run's numbers are the same with or without it."""
 
     @property
     def needs_sequence_grad_norms(self) -> bool:
@@ -133,15 +138,16 @@ class PolicyLoss:
         reads_ratio = method.reads_ratio or not self.correction.is_identity
         ratio = torch.exp((logp - anchor) * fmask) if reads_ratio else None
         a_tok = adv.unsqueeze(-1).expand_as(logp)
-        corr = self.correction(
-            CorrectionContext(
-                log_w=log_w, log_rho=log_rho, ratio=None if ratio is None else ratio.detach(), fmask=fmask, adv=adv,
-                rewards=inp.rewards.detach(), logp=logp, behaviour_logp=mu, decoupled=decoupled,
-                log_seq_w=None if decoupled else log_seq_rho, prox_logp=anchor if decoupled else None,
-                token_versions=inp.token_versions, learner_version=inp.learner_version, group_size=inp.group_size,
-                staleness=inp.staleness, extras=inp.extras,
-            )
+        context = CorrectionContext(
+            log_w=log_w, log_rho=log_rho, ratio=None if ratio is None else ratio.detach(), fmask=fmask, adv=adv,
+            rewards=inp.rewards.detach(), logp=logp, behaviour_logp=mu, decoupled=decoupled,
+            log_seq_w=None if decoupled else log_seq_rho, prox_logp=anchor if decoupled else None,
+            token_versions=inp.token_versions, learner_version=inp.learner_version, group_size=inp.group_size,
+            staleness=inp.staleness, extras=inp.extras,
         )
+        corr = self.correction(context)
+        if self.recorder is not None:
+            self.recorder(context, corr)
         metrics.update(corr.metrics)
         sur = method.surrogate(
             SurrogateInput(logp=logp, anchor_logp=anchor, ratio=ratio, adv=a_tok, fmask=fmask,

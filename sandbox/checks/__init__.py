@@ -3,7 +3,12 @@
 Each check sweeps its free variable, compares prediction and measurement point by point within a
 tolerance justified by the sampling error, and can fail (``perturbation`` is a distortion of the
 prediction that the check must reject; the tests run every check with it), and each must fail under a
-simulator bug it exists to catch (``tests/checks/test_checks_injected_bugs.py``). T7 (Little's law) and
+simulator bug it exists to catch (``tests/checks/test_checks_injected_bugs.py``; the planted-bug
+harness ``tests/checks/test_planted_bugs.py`` plants each bug of ``tests/checks/planted_bugs.py`` and shows
+that every bug fails some check and every check fails under some bug). ``learner_ess``, ``learner_mask``,
+``learner_prox`` and ``vcpo_lr_scale`` read the importance ratios, masks and learning-rate scale the learner
+itself formed (the policy loss's recorder, its per-replica metrics) rather than recomputing them from the
+rollouts. T7 (Little's law) and
 T10 (the OPOB variance identity) have no check: the first compared an identity computed from the
 simulator's own log, the second never ran the simulator, so neither could catch a simulator bug; both
 are unit tests (``tests/system/test_queueing_laws.py``, ``tests/algorithms/test_alg_opob_variance.py``;
@@ -12,7 +17,25 @@ docs/theory.md#t7, #t10).
 
 from __future__ import annotations
 
-from . import batching, bound, cosine, divergence, ess, fisher, gac, minibatch, mismatch_ess, queueing, random_lag, split_batch, stability, variance
+from . import (
+    batching,
+    bound,
+    cosine,
+    divergence,
+    ess,
+    fisher,
+    gac,
+    kv_cache,
+    learner_ratio,
+    minibatch,
+    mismatch_ess,
+    queueing,
+    random_lag,
+    split_batch,
+    stability,
+    variance,
+    vcpo_scale,
+)
 from .base import Check, CheckResult, Point
 
 CHECKS: dict[str, Check] = {
@@ -34,6 +57,15 @@ CHECKS: dict[str, Check] = {
         Check("random_lag", "T14", "lag law of P exponential workers and delayed SGD's mean path at that lag", random_lag.run, 1.1),
         Check("split_sync_step", "T15", "work-conserving synchronous step time vs workers W (groups split over idle "
               "workers)", split_batch.run, 1.1),
+        Check("kv_throughput", "T13", "KV-limited continuous-batching throughput, n̄ = K·E[L]/E[L²] in flight, vs K",
+              kv_cache.run, 1.3),
+        Check("learner_ess", "T8+T12", "E_μ[W²] of the learner's own sequence ratios π_θ/μ (logit-noise engine) vs lag",
+              learner_ratio.run_ess, 1.3),
+        Check("learner_mask", "T12", "fraction of tokens the learner's IcePop masks vs P_μ(π_θ/μ outside the band)",
+              learner_ratio.run_mask, 1.1),
+        Check("learner_prox", "T8+T11", "the learner's decoupled weights π_prox/μ of mini-batch steps (proximal = "
+              "batch_start) vs lag", learner_ratio.run_prox, 1.1),
+        Check("vcpo_lr_scale", "VCPO", "the step VCPO applies, ‖Δθ‖/(η‖g‖), vs sqrt(min(1, ESS/N)) of π_θ/μ", vcpo_scale.run, 1.1),
     ]
 }
 

@@ -45,3 +45,15 @@ def test_rounded_lognormal_mean_against_monte_carlo(median, sigma, cut):
     x = np.clip(x, 1, cut if cut is not None else np.inf)
     se = x.std() / math.sqrt(x.size)
     assert abs(x.mean() - rounded_lognormal_mean(median, sigma, cut)) < 4 * se
+
+
+def test_kv_limited_concurrency_is_the_size_biased_count():
+    from theory.engine_batching import kv_limited_concurrency, kv_limited_throughput, rounded_lognormal_mean
+
+    # constant lengths L: K/L sequences fit; with a prompt each reserves P + L
+    assert kv_limited_concurrency(1000, 50.0, 2500.0) == 20.0
+    assert kv_limited_concurrency(1000, 50.0, 2500.0, prompt_tokens=50) == 10.0
+    assert kv_limited_throughput(1000, 0.01, 0.001, 50.0, 2500.0) == pytest.approx(20 / (50 * (0.01 + 0.02)))
+    # E[L²] of the length model by the exact sum: above E[L]² (spread), equal without spread
+    assert rounded_lognormal_mean(100.0, 0.0, power=2) == 100.0**2
+    assert rounded_lognormal_mean(100.0, 0.5, 300, power=2) > rounded_lognormal_mean(100.0, 0.5, 300) ** 2

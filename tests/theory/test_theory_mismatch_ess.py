@@ -220,3 +220,40 @@ def test_two_logit_noise_is_log_odds_noise():
     assert sd == pytest.approx(math.hypot(s0, s1), rel=1e-15)
     pred = me.bernoulli_logit_noise(theta, sd)["second_moment"]
     assert abs(w2.mean() - pred) <= 4 * w2.std() / math.sqrt(n)
+
+
+# ---------------------------------------------------------------- item 5: staleness and logit noise together
+def test_stale_noise_second_moment_reduces_to_items_4_and_t8():
+    from theory.importance_weights import bernoulli_second_moment
+    from theory.mismatch_ess import bernoulli_logit_noise, bernoulli_stale_noise_second_moment
+
+    th = np.array([-1.5, 0.0, 0.7])
+    assert np.allclose(bernoulli_stale_noise_second_moment(th, th, 0.4), bernoulli_logit_noise(th, 0.4)["second_moment"],
+                       rtol=1e-12)
+    assert np.allclose(bernoulli_stale_noise_second_moment(th, th - 0.3, 0.0), bernoulli_second_moment(th, th - 0.3),
+                       rtol=1e-12)
+
+
+@pytest.mark.parametrize("theta, theta_v, sz", [(0.3, -0.2, 0.3), (-1.0, -1.0, 0.28), (2.0, 1.0, 0.5)])
+def test_stale_noise_moment_and_band_fraction_match_monte_carlo(theta, theta_v, sz):
+    from theory.mismatch_ess import bernoulli_stale_noise_band_fraction, bernoulli_stale_noise_second_moment
+
+    rng = np.random.default_rng(0)
+    n = 400_000
+    q1 = 1 / (1 + np.exp(-(theta_v + rng.normal(0, sz, n))))
+    y = rng.random(n) < q1
+    p = 1 / (1 + np.exp(-theta))
+    w = np.where(y, p / q1, (1 - p) / (1 - q1))
+    w2, out = w**2, (w < 0.8) | (w > 1.25)
+    assert abs(w2.mean() - bernoulli_stale_noise_second_moment(theta, theta_v, sz)) < 5 * w2.std() / np.sqrt(n)
+    frac = bernoulli_stale_noise_band_fraction(theta, theta_v, sz, 0.8, 1.25)
+    assert abs(out.mean() - frac) < 5 * np.sqrt(frac * (1 - frac) / n)
+
+
+def test_band_fraction_refuses_bad_input():
+    from theory.mismatch_ess import bernoulli_stale_noise_band_fraction
+
+    with pytest.raises(ValueError, match="alpha"):
+        bernoulli_stale_noise_band_fraction(0.0, 0.0, 0.3, 1.2, 1.1)
+    with pytest.raises(ValueError, match="sigma_z"):
+        bernoulli_stale_noise_band_fraction(0.0, 0.0, 0.0, 0.8, 1.25)
