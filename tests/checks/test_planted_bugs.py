@@ -43,6 +43,7 @@ CATCHES = [
                                                                                "replicas": 4}}),
     catch("learner_ignores_mu", "vcpo_lr_scale"),
     catch("delays_at_their_mean", "straggler_cost"),
+    catch("delays_at_their_mean", "split_sync_step"),
     catch("delays_at_their_mean", "random_lag", {("random_lag", "QUICK"): {"workers": [4], "runs": 20}}, slow=True),
     catch("kv_cap_ignored", "kv_throughput"),
     catch("engine_reports_trainer_logp", "mismatch_ess", {("mismatch_ess", "QUICK"): {
