@@ -74,6 +74,10 @@ class GymConfig(BaseModel):
 @TASKS.register(GymConfig)
 class GymTask(PolicyTask):
     @classmethod
+    def response_length_hint(cls, cfg):
+        return "episodes of up to the environment's step limit"
+
+    @classmethod
     def budget_shape(cls, cfg):
         obs, actions = _OBS_ACTIONS[cfg.env]
         if obs is None:
