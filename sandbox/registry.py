@@ -27,11 +27,14 @@ import, named ``<family>`` or ``<family>:<name>`` (family: ``objective``, ``corr
     "staleness:my_control" = "my_package.my_control"
 
 The module registers its component as a module of the family's package would
-(``@CONTROLS.register(MyConfig)``). Order: a registry loads its family's plugins in
-:meth:`Registry.union`, right before registration closes (the family package builds its union at the
-end of its ``__init__``, after :meth:`Registry.discover`), so every plugin is in the scenario schema,
-the reference, ``sandbox list`` and every command. A plugin that fails to import is skipped with a
-warning naming it; ``SANDBOX_PLUGINS=0`` skips every plugin (``CONTRIBUTING.md#plugins``).
+(``@CONTROLS.register(MyConfig)``). Order is free: a registry resolves its family's entry points when
+the family is first used (any query: names, entries, build, the scenario schema), not when its package is
+imported, so a plugin module may be imported first (what its own tests do) and may import any part of the
+sandbox. :meth:`Registry.union` is a placeholder that pydantic resolves when the first model using it is
+built (the models holding a union defer their build to their first use): registration closes then, so
+every plugin is in the scenario schema, the reference, ``sandbox list`` and every command. A plugin that
+fails to import is skipped with a warning naming it; ``SANDBOX_PLUGINS=0`` skips every plugin
+(``CONTRIBUTING.md#plugins``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import importlib
 import os
 import pkgutil
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Generic, TypeVar, Union
@@ -92,6 +96,7 @@ class Registry(Generic[T]):
         self._by_config: dict[type, Entry] = {}
         self._closed = False
         self._plugins_loaded = False
+        self._package: str | None = None
 
     # -------------------------------------------------------------------------------- registration
     def name_of(self, config: type[BaseModel]) -> str:
@@ -114,12 +119,16 @@ class Registry(Generic[T]):
                 raise ValueError(
                     f"{self.family} {name!r} is already registered by {self._entries[name].module}; choose another name"
                 )
+            module = getattr(target, "__module__", config.__module__)
             if self._closed and name not in self._entries:
+                where = (f"put the module in {self._package}" if module.startswith("sandbox.") else
+                         f"declare {module} as an entry point \"{self.plugins}:{name}\" of the group {PLUGIN_GROUP!r} "
+                         f"(loaded when the family is first used), or import it before any scenario is validated")
                 raise RuntimeError(
-                    f"{self.family} {name!r} registered after the scenario schema was built from this registry; "
-                    f"register it before `sandbox.scenario` is imported (put the module in the family's package)"
+                    f"{self.family} {name!r} ({module}) registered after the scenario schema was built from this "
+                    f"registry (the first scenario validation closes it); {where}"
                 )
-            entry = Entry(name, config, target, getattr(target, "__module__", config.__module__))
+            entry = Entry(name, config, target, module)
             self._entries[name] = entry
             self._by_config[config] = entry
             return target
@@ -130,7 +139,9 @@ class Registry(Generic[T]):
 
     def discover(self, package: str) -> None:
         """Import every module and subpackage of ``package`` (sorted by file name) so that each
-        registers its component; modules starting with ``_`` are skipped."""
+        registers its component; modules starting with ``_`` are skipped. Plugins load only once
+        ``package`` has finished importing (:meth:`load_plugins`)."""
+        self._package = package
         pkg = importlib.import_module(package)
         for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
             if not info.name.startswith("_"):
@@ -147,14 +158,19 @@ class Registry(Generic[T]):
         return sorted(eps, key=lambda ep: (ep.name, ep.value))
 
     def load_plugins(self) -> list[str]:
-        """Import every plugin module of this family (once; before the union closes registration).
-        Returns the names it registered. A plugin that fails to import, or that does not register the
+        """Import every plugin module of this family (once, at the family's first use; before the union
+        closes registration). Returns the names it registered. Nothing loads while the family's package
+        is still being imported (its ``__init__`` lists the built-in members); a plugin module that is
+        being imported right now (it imported the sandbox first) is not waited for: it registers itself
+        when its import finishes. A plugin that fails to import, or that does not register the
         ``<family>:<name>`` its entry names, is reported with a warning and skipped."""
-        if self._plugins_loaded or os.environ.get("SANDBOX_PLUGINS", "1") == "0":
+        if self._plugins_loaded or os.environ.get("SANDBOX_PLUGINS", "1") == "0" or _importing(self._package):
             return []
         self._plugins_loaded = True
         before = set(self._entries)
         for ep in self.plugin_entry_points():
+            if _importing(ep.value.partition(":")[0].strip()):
+                continue
             try:
                 ep.load()
             except Exception as exc:  # noqa: BLE001 - a broken third-party package must not break the sandbox
@@ -168,25 +184,32 @@ class Registry(Generic[T]):
         return [n for n in self._entries if n not in before]
 
     # -------------------------------------------------------------------------------------- queries
+    # Every query is a use of the family: it loads the family's plugins first.
     def names(self) -> list[str]:
+        self.load_plugins()
         return list(self._entries)
 
     def entries(self) -> list[Entry]:
+        self.load_plugins()
         return list(self._entries.values())
 
     def configs(self) -> list[type[BaseModel]]:
-        return [e.config for e in self._entries.values()]
+        return [e.config for e in self.entries()]
 
     def __contains__(self, name: object) -> bool:
+        self.load_plugins()
         return name in self._entries
 
     def __iter__(self):
+        self.load_plugins()
         return iter(self._entries)
 
     def __len__(self) -> int:
+        self.load_plugins()
         return len(self._entries)
 
     def __getitem__(self, name: str) -> Entry:
+        self.load_plugins()
         try:
             return self._entries[name]
         except KeyError:
@@ -194,6 +217,7 @@ class Registry(Generic[T]):
 
     def entry_for(self, cfg: BaseModel) -> Entry:
         """The entry of a validated config instance."""
+        self.load_plugins()
         try:
             return self._by_config[type(cfg)]
         except KeyError:
@@ -204,14 +228,19 @@ class Registry(Generic[T]):
         return self.entry_for(cfg).impl(cfg, *args, **kwargs)
 
     def union(self):
-        """``Annotated[Union[...configs], Field(discriminator=key)]`` for pydantic models. The family's
-        plugins are loaded first (:meth:`load_plugins`); registration closes once the union is built (a
-        later component could not be validated by models already built from it)."""
+        """The type of a field holding any member, for pydantic models: ``Annotated[Any, LazyUnion]``,
+        which pydantic resolves to :meth:`closed_union` when it builds the first model using it (such a
+        model sets ``defer_build=True`` so that this is its first use, not its class statement)."""
+        return Annotated[Any, LazyUnion(self)]
+
+    def closed_union(self):
+        """``Annotated[Union[...configs], Field(discriminator=key)]``, the plugins loaded first; registration
+        closes (a later component could not be validated by the models built from this union)."""
         self.load_plugins()
         if not self._entries:
             raise RuntimeError(f"no {self.family} registered yet; discover the package first")
         self._closed = True
-        return Annotated[Union[tuple(self.configs())], Field(discriminator=self.key)]  # type: ignore[valid-type]
+        return Annotated[Union[tuple(self.configs())], Field(discriminator=self.key)]  # type: ignore[valid-type]  # noqa: UP007
 
     def describe(self) -> str:
         """``name1 | name2 | ...`` for field descriptions and messages."""
@@ -221,10 +250,33 @@ class Registry(Generic[T]):
         """Put every config class into ``namespace`` (a package's ``globals()``); returns their names for
         ``__all__``."""
         names = []
-        for cfg in self.configs():
+        for cfg in (e.config for e in self._entries.values()):
             namespace[cfg.__name__] = cfg
             names.append(cfg.__name__)
         return names
 
 
-__all__ = ["PLUGIN_GROUP", "Entry", "Registry"]
+def _importing(module: str | None) -> bool:
+    """Whether ``module`` is being imported right now (in ``sys.modules``, its body not finished)."""
+    spec = getattr(sys.modules.get(module or ""), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
+class LazyUnion:
+    """pydantic metadata standing for a registry's discriminated union until a model is built from it
+    (:meth:`Registry.union`); :meth:`resolve` gives the union itself (the scenario walkers use it)."""
+
+    def __init__(self, registry: Registry):
+        self.registry = registry
+
+    def resolve(self):
+        return self.registry.closed_union()
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        return handler.generate_schema(self.resolve())
+
+    def __repr__(self) -> str:
+        return f"LazyUnion({self.registry.family})"
+
+
+__all__ = ["PLUGIN_GROUP", "Entry", "LazyUnion", "Registry"]

@@ -5,11 +5,18 @@ of the machine's cores as torch intra-op threads (one each on 2 cores), and so d
 (``OMP_NUM_THREADS``), so that two workers do not oversubscribe the CPU. A run's numbers do not depend on the
 share: runs set their own count (``run.threads``, by default one for the toy tasks; ``task.threads``, by default
 one for the LM and Gymnasium tasks), the checks run on one thread (``tests/checks/conftest.py``), and the
-bitwise golden tests pass under ``-n 2`` as in one process."""
+bitwise golden tests pass under ``-n 2`` as in one process.
+
+Plugins are off (``SANDBOX_PLUGINS=0``, set before anything imports the sandbox): a component package
+installed in the same environment must not change what the project's tests see. A test that exercises
+plugins opts in (``tests/components/plugin_site.py`` removes the switch from its subprocesses'
+environment; an in-process test deletes it with ``monkeypatch.delenv``)."""
 
 from __future__ import annotations
 
 import os
+
+os.environ["SANDBOX_PLUGINS"] = "0"
 
 
 def pytest_configure(config):

@@ -96,7 +96,7 @@ def main(cfg: Config = Config()) -> Path:
                 traces[lag] = cos
     unstable = run_scenario(scenario(cfg.lag, cfg.unstable_ratio * crit, cfg, steps)).metrics["grad/cos_prev"].dropna()
     print(f"  {2 * len(ratios) + 1} runs in {time.time() - t0:.1f} s (lag {cfg.lag}: threshold lr* = {crit:.3f})")
-    print("  step size      sync cosine (measured / theory)   lag-%d cosine (measured / theory)" % cfg.lag)
+    print(f"  step size      sync cosine (measured / theory)   lag-{cfg.lag} cosine (measured / theory)")
     for (r, c0), (_, ck) in zip(measured[0], measured[cfg.lag]):
         t_0 = expected_cosine(r * crit, lams, cfg.noise_std, 0)
         t_k = expected_cosine(r * crit, lams, cfg.noise_std, cfg.lag)

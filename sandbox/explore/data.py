@@ -127,7 +127,7 @@ def compute(grid: Grid, check: bool = True) -> dict:
     torch.set_num_threads(1)
     try:
         with progress.task("explorer: timing the first runs", total=min(2, len(pts)), unit="runs") as task:
-            for i, p in enumerate(pts[:2]):  # the first absorbs the start-up cost; the second is timed
+            for p in pts[:2]:  # the first absorbs the start-up cost; the second is timed
                 t0 = time.perf_counter()
                 runs[p.key] = reduce_run(run_scenario(scenario(grid, p)), grid)
                 seconds = time.perf_counter() - t0

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..scenario import Scenario
+from ..tasks import TASKS
 from .base import Given, describe
 from .mismatch import engine_row, exact_engine
 from .plan import Plan
@@ -151,11 +152,8 @@ def fixed_lag_gap(plan: Plan, scn: Scenario, extra: str = "") -> None:
 
 
 def response_length_hint(scn: Scenario) -> str:
-    t = scn.task
-    if t.name == "bitstring":
-        return f"{t.horizon} tokens (bit-string horizon)"
-    return {"lm": T.note("response_length_hint.few_characters_synthetic"),
-            "gym": T.note("response_length_hint.episodes_up_environment")}.get(t.name, "one token (a bandit arm)")
+    """What the task says of its responses' length (``Task.response_length_hint``)."""
+    return TASKS.entry_for(scn.task).impl.response_length_hint(scn.task)
 
 
 def scale_rows(plan: Plan, scn: Scenario, given: Given, lr_key: str | None, clip_key: str | None,

@@ -178,7 +178,6 @@ def _correction_off(plan: Plan, why: str) -> None:
 def map_tis(plan: Plan, c, is_key: str, threshold_key: str) -> bool:
     """Truncated IS as ``rollout_is = token|sequence`` with an upper threshold; False (and a gap row) when a
     floor C_low > 0 is asked, which verl's TIS cannot express."""
-    src = "algorithm.correction"
     if c.C_low > 0:
         T.row(plan, "correction.C_low.no_equivalent", c.C_low)
     else:

@@ -86,7 +86,7 @@ class SandboxTRLConfig(BaseModel):
     (``docs/methods/``). Empty (the default): TRL's own training, bitwise, plus the monitors. The trainer
     reads it from :attr:`SandboxGRPOConfig.sandbox` (its ``sandbox_*`` fields, validated)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
     stabilizers: list[StabilizerConfig] = Field(
         default_factory=list, description="Optimizer-level stabilizers in order (gac, vcpo_lr, staleness_lr, grad_norm_skip)."
     )

@@ -39,7 +39,7 @@ MAX_THREADS = 256
 class AlgorithmConfig(BaseModel):
     """What the learner optimises and how it corrects for off-policy data."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
     objective: ObjectiveConfig = Field(
         default_factory=GRPOConfig,
         description=f"Policy-gradient objective (name = {OBJECTIVES.describe()}; docs/methods/objectives.md).",
@@ -113,7 +113,7 @@ class WandbConfig(BaseModel):
 class RunConfig(BaseModel):
     """How long, with which seeds, and what to write."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
     steps: int = Field(200, ge=1, description="Learner optimizer steps; with algorithm.minibatches x epochs = S > 1 the run consumes ceil(steps / S) batches and stops after its steps-th optimizer step (a last batch may be cut short).")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Master seed in [0, 2^63 − 1]; the three streams below derive from it unless set.")
     system_seed: int | None = Field(None, ge=0, le=MAX_SEED, description="Seed of the timing stream (delays).")
@@ -200,7 +200,7 @@ class RunConfig(BaseModel):
 class Scenario(BaseModel):
     """One experiment. Load with :func:`sandbox.scenario.load_scenario`."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
     title: str = Field("", description="Short name shown in tables and figures.")
     description: str = Field("", description="What this scenario demonstrates.")
     task: TaskConfig = Field(default_factory=BitStringConfig, description=f"What is learned (name = {TASKS.describe()}).")

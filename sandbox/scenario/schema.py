@@ -17,6 +17,8 @@ from typing import Any, Union
 from pydantic import BaseModel, Discriminator, Tag
 from pydantic.fields import FieldInfo
 
+from ..registry import LazyUnion
+
 NoneType = type(None)
 
 
@@ -54,7 +56,7 @@ class Leaf:
     constraints: tuple = ()
 
 
-Node = Union[Model, Choice, ListOf, DictOf, Leaf]
+Node = Model | Choice | ListOf | DictOf | Leaf
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,12 @@ def _is_model(tp: Any) -> bool:
 
 
 def _split_annotated(tp: Any) -> tuple[Any, list]:
+    """The annotated type and its metadata, a registry's union (:class:`LazyUnion`) resolved."""
     meta: list = []
     while typing.get_origin(tp) is typing.Annotated:
         args = typing.get_args(tp)
-        tp, meta = args[0], meta + list(args[1:])
+        lazy = next((m for m in args[1:] if isinstance(m, LazyUnion)), None)
+        tp, meta = (lazy.resolve(), meta) if lazy else (args[0], meta + list(args[1:]))
     return tp, meta
 
 
@@ -153,8 +157,9 @@ def shape(tp: Any, discriminator: str | Discriminator | None = None) -> Shape:
 
 def field_shape(info: FieldInfo) -> Shape:
     """The shape of one model field, its own constraints (``Field(ge=1)``) included."""
-    s = shape(info.annotation, info.discriminator or _discriminator_of(list(info.metadata)))
-    own = tuple(m for m in info.metadata if not isinstance(m, (FieldInfo, Discriminator, Tag)))
+    lazy = next((m for m in info.metadata if isinstance(m, LazyUnion)), None)
+    s = shape(lazy.resolve() if lazy else info.annotation, info.discriminator or _discriminator_of(list(info.metadata)))
+    own = tuple(m for m in info.metadata if not isinstance(m, (FieldInfo, Discriminator, Tag, LazyUnion)))
     if isinstance(s.node, Leaf):
         return Shape(Leaf(s.node.annotation, own + s.node.constraints), s.nullable, own + s.constraints)
     return Shape(s.node, s.nullable, own + s.constraints)

@@ -15,7 +15,7 @@ class SystemConfig(BaseModel):
     """A simulated asynchronous RL cluster: N rollout workers, one learner, a rollout buffer and
     a weight store. All durations are simulated seconds."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
     num_workers: int = Field(4, ge=1, le=1_000_000, description="Rollout workers; each generates one group at a time.")
     worker_speeds: list[float] | None = Field(
         None,

@@ -63,6 +63,11 @@ class BanditTask(PolicyTask):
     def budget_shape(cls, cfg):
         return BudgetShape("toy", 1, None, cfg.num_arms, 4)
 
+    @classmethod
+    def response_length_hint(cls, cfg):
+        # a subclass that changes the response length gets the generic hint
+        return "one token (a bandit arm)" if cls.response_length(cfg) == (1, True) else super().response_length_hint(cfg)
+
     def __init__(self, cfg: BanditConfig):
         self.cfg = cfg
         self.replicas = cfg.replicas

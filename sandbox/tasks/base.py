@@ -109,6 +109,15 @@ class Task(ABC):
         return (None, True) if shape.model == "oracle" else (shape.T, shape.exact_length)
 
     @classmethod
+    def response_length_hint(cls, cfg) -> str:
+        """The length of this task's responses in words, for ``sandbox export``'s task row (the GPU run
+        sets its own maximum response length). Default: from :meth:`response_length`."""
+        T, exact = cls.response_length(cfg)
+        if T is None:
+            return "no tokens (a gradient oracle)"
+        return f"{'exactly' if exact else 'up to'} {T} token{'' if T == 1 else 's'}"
+
+    @classmethod
     def needs_preload(cls, cfg) -> bool:
         """Whether runs of ``cfg`` share work worth doing once up front (:meth:`preload`). Default no."""
         return False

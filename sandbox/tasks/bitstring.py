@@ -51,6 +51,10 @@ class BitStringTask(PolicyTask):
     fixed_length = True
 
     @classmethod
+    def response_length_hint(cls, cfg):
+        return f"{cfg.horizon} tokens (bit-string horizon)"
+
+    @classmethod
     def budget_shape(cls, cfg):
         return BudgetShape("toy", cfg.horizon, "task.horizon", cfg.horizon, 4, exact_evaluation=True)
 

@@ -166,6 +166,10 @@ class GymConfig(BaseModel):
 @TASKS.register(GymConfig)
 class GymTask(PolicyTask):
     @classmethod
+    def response_length_hint(cls, cfg):
+        return "episodes of up to the environment's step limit"
+
+    @classmethod
     def budget_shape(cls, cfg):
         obs, actions, discrete, L = cfg.facts()
         h = cfg.hidden

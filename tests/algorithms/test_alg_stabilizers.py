@@ -264,7 +264,7 @@ def test_replicas_match_separate_optimizers(gac_cfg):
     batched = StabilizedOptimizer(torch.optim.Adam([a, b], lr=0.1), [a, b], build_stabilizers(cfgs),
                                   replica_dims=1, max_grad_norm=1.5)
     singles = []
-    for r in range(R):
+    for _ in range(R):
         pa, pb = torch.zeros(4, requires_grad=True), torch.zeros(2, requires_grad=True)
         singles.append((pa, pb, StabilizedOptimizer(torch.optim.Adam([pa, pb], lr=0.1), [pa, pb],
                                                     build_stabilizers(cfgs), max_grad_norm=1.5)))

@@ -15,10 +15,7 @@ from typer.testing import CliRunner
 
 from sandbox.analysis.time_to_target import Arm, Curves, TargetConfig, compare, describe
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from sandbox.cli import app
+from sandbox.registry import LazyUnion
 from sandbox.scenario import Scenario, ScenarioError, load_scenario, validate_scenario
 from sandbox.system.cluster import SimulationError
 from sandbox.system.config import SystemConfig
@@ -198,12 +199,16 @@ def test_eps_high_inf_still_means_no_upper_clip():
 
 
 def _models(tp, seen: set) -> None:
+    if isinstance(tp, LazyUnion):  # a registry's union (sandbox.registry), resolved
+        tp = tp.resolve()
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         if tp in seen:
             return
         seen.add(tp)
         for f in tp.model_fields.values():
             _models(f.annotation, seen)
+            for m in f.metadata:
+                _models(m, seen)
         return
     for arg in typing.get_args(tp):
         _models(arg, seen)

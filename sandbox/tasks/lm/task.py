@@ -224,6 +224,10 @@ class LMTask(PolicyTask):
         return cfg.max_new_tokens or cfg.problem.max_answer_len + 2, False
 
     @classmethod
+    def response_length_hint(cls, cfg):
+        return "a few characters (synthetic arithmetic answers)"
+
+    @classmethod
     def needs_preload(cls, cfg):
         return cfg.warmstart.enabled
 
