@@ -65,7 +65,8 @@ def test_bug4_refusal_names_fields_estimate_available_memory_and_override():
     [
         (["run.steps=1000000000"], True, "run.steps=1000000000"),
         (["task.replicas=100000"], True, "task.replicas=100000"),
-        (["system.num_workers=1000000"], False, "system.num_workers=1000000"),
+        # shared: independent schedules (the quickstart's) record one schedule per replica, which a million workers fill
+        (["system.num_workers=1000000", "run.schedules=shared"], False, "system.num_workers=1000000"),
     ],
 )
 def test_bug9_absurd_sizes_are_refused_or_announced(sets, refused, field):

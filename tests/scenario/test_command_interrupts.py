@@ -75,13 +75,16 @@ def test_export_interrupted_during_the_move_completes_it(tmp_path, monkeypatch, 
     args = ["export", "scenarios/quickstart.toml", "--variant", "sync", "-f", "trl", "--lr", "1e-6", "--out", str(out)]
     assert _invoke(*args).exit_code == 0
     before = _snapshot(out)
-    real = promotion.write_json
+    real = os.replace
+    sent = []
 
-    def signal_then_write(*a, **k):  # the signal arrives in the middle of the move
-        os.kill(os.getpid(), signal.SIGTERM if how == "sigterm" else signal.SIGINT)
+    def signal_then_replace(*a, **k):  # the signal arrives in the middle of the move (the first file moved)
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGTERM if how == "sigterm" else signal.SIGINT)
         return real(*a, **k)
 
-    monkeypatch.setattr(promotion, "write_json", signal_then_write)
+    monkeypatch.setattr(promotion.os, "replace", signal_then_replace)
     res = _invoke(*args[:-4], "--lr", "2e-6", "--out", str(out))
     assert res.exit_code == status, res.output
     assert "interrupted" in res.output and "Traceback" not in res.output
