@@ -98,10 +98,11 @@ def without_dynamo(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimiz
     def load_state_dict(self, state_dict):
         return raw_load(self, state_dict)
 
+    step.raw_step = raw_step  # what unhooked_step calls
     made = type(cls.__name__, (cls,), {
         "__module__": __name__, "__qualname__": cls.__name__, "__doc__": cls.__doc__,
         "step": step, "add_param_group": add_param_group, "zero_grad": zero_grad,
-        "state_dict": state_dict, "load_state_dict": load_state_dict, "_raw_step": staticmethod(raw_step),
+        "state_dict": state_dict, "load_state_dict": load_state_dict,
     })
     _NO_DYNAMO[cls] = made
     return made
@@ -134,8 +135,8 @@ def unhooked_step(optimizer: torch.optim.Optimizer):
     mid = getattr(hooked, "__wrapped__", None)
     raw = getattr(mid, "__wrapped__", None)
     code = getattr(mid, "__code__", None)
-    ours = getattr(type(optimizer), "_raw_step", None)  # a without_dynamo subclass: mid is its own step
-    if ours is not None and mid is type(optimizer).__dict__.get("step") and mid is not None:
+    ours = getattr(mid, "raw_step", None)  # a without_dynamo subclass: mid is its own step
+    if ours is not None:
         raw, code_ok = ours, True
     else:
         code_ok = code is not None and code.co_name == "_use_grad"
