@@ -62,7 +62,8 @@ class HeapCluster(Cluster):
         super().__init__(cfg, *args, **kwargs)
         self.env = _Clock()  # what Cluster's own methods read (``env.now``)
         self.visible = 0
-        self.snapshots = {0: self.store.snapshots[0]}
+        self.snapshots = {0: self.store.snapshots[0]}  # published weights by version (the simpy WeightStore's)
+        self.store.snapshots = {}  # unused here: no second reference to the initial weights
 
     def run(self, steps: int) -> ClusterResult:
         clock = self.env
