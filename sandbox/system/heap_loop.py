@@ -62,8 +62,6 @@ class HeapCluster(Cluster):
         super().__init__(cfg, *args, **kwargs)
         self.env = _Clock()  # what Cluster's own methods read (``env.now``)
         self.visible = 0
-        self.snapshots = {0: self.store.snapshots[0]}  # published weights by version (the simpy WeightStore's)
-        self.store.snapshots = {}  # unused here: no second reference to the initial weights
 
     def run(self, steps: int) -> ClusterResult:
         clock = self.env
@@ -89,9 +87,8 @@ class HeapCluster(Cluster):
                 self.visible = version
                 if log is not None:
                     log((clock.now, "visible", -1, -1, version, -1))
-                oldest = control.oldest_needed_version(version)
-                for v in [v for v in self.snapshots if v < oldest]:
-                    del self.snapshots[v]
+                self.store.visible = version
+                self.store.prune(control.oldest_needed_version(version))  # the weights through the WeightStore's own API
                 notify()
 
         def publish(version: int, delay: float) -> None:  # WeightStore.publish: its sync, urgent at now
@@ -158,7 +155,7 @@ class HeapCluster(Cluster):
     def _worker_steps(self, wid: int):
         """:meth:`Cluster._worker` for one-piece generation: yields ``_GATED`` or a timeout's delay."""
         speed = self.speeds[wid]
-        clock, control, workload, snapshots = self.env, self.control, self.workload, self.snapshots
+        clock, control, workload, store = self.env, self.control, self.workload, self.store
         buffer, jobs, running_since, log, G = self.buffer, self.jobs, self.running_since, self._log, self.G
         draw = self._draw
         while True:
@@ -174,7 +171,7 @@ class HeapCluster(Cluster):
             running_since[job.id] = job.dispatch_time
             if log is not None:
                 log((clock.now, "dispatch", wid, job.id, version, -1 if admission.target_step is None else admission.target_step))
-            job.payload = payload = workload.sample(snapshots[version], version, G)
+            job.payload = payload = workload.sample(store.get(version), version, G)
             job.tail_version = version
             yield draw("generation_time", payload.decode_steps, speed)
             job.payload = payload = workload.finish(job.payload)
@@ -226,7 +223,8 @@ class HeapCluster(Cluster):
             self.samples_consumed += sum(j.num_samples for j in batch)
             self.tokens_consumed += result.tokens
             control.on_publish(step + 1)
-            self.snapshots[step + 1] = result.weights
+            self.store.snapshots[step + 1] = result.weights  # WeightStore.publish, whose sync is scheduled below
+            self.store.latest = step + 1
             self._publish(step + 1, self._draw("sync_delay"))
             if log is not None:
                 log((clock.now, "publish", -1, -1, step + 1, -1))
