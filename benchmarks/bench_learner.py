@@ -97,6 +97,30 @@ def bare_bandit(steps: int, sampling_seed: int) -> float:
         return float(torch.softmax(logits, -1) @ means)
 
 
+def bare_bandit_batched(steps: int, sampling_seed: int) -> float:
+    """:func:`bare_bandit` drawing the step's batch at once: one ``multinomial`` of 4 × 8 arms and one
+    ``rand`` of 32 uniforms (the floor of a loop that ignores that each worker samples its own group)."""
+    means = torch.linspace(0.1, 0.9, ARMS)
+    logits = torch.zeros(1, ARMS, requires_grad=True)
+    opt = torch.optim.Adam([logits], lr=LR)
+    gen = torch.Generator().manual_seed(sampling_seed)
+    n = GROUPS * GROUP_SIZE
+    for _ in range(steps):
+        with torch.no_grad():
+            probs = torch.softmax(logits, -1)
+        actions = torch.multinomial(probs, n, replacement=True, generator=gen)
+        rewards = (torch.rand(1, n, generator=gen) < means[actions]).float()
+        groups = rewards.view(1, GROUPS, GROUP_SIZE)
+        adv = (groups - groups.mean(-1, keepdim=True)).view(1, -1)
+        logp = torch.log_softmax(logits, -1).gather(-1, actions)
+        loss = -(adv * logp).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        return float(torch.softmax(logits, -1) @ means)
+
+
 def fmt(ts: list[float]) -> str:
     return f"min {min(ts):8.3f} s  median {statistics.median(ts):8.3f} s"
 
@@ -107,21 +131,25 @@ def bench_bandit(steps: int, repeats: int) -> None:
     torch.set_num_threads(1)  # the bandit task's default_threads: both sides run single-threaded
     try:
         sandbox_reward, bare_reward = sandbox_bandit(steps), bare_bandit(steps, seed)
-        lean_reward = sandbox_bandit(steps, "lean")
+        lean_reward, batched_reward = sandbox_bandit(steps, "lean"), bare_bandit_batched(steps, seed)
         times = interleaved({"bare": lambda: bare_bandit(steps, seed), "sandbox": lambda: sandbox_bandit(steps),
-                             "lean": lambda: sandbox_bandit(steps, "lean")}, repeats)
+                             "lean": lambda: sandbox_bandit(steps, "lean"),
+                             "bare_batch": lambda: bare_bandit_batched(steps, seed)}, repeats)
     finally:
         torch.set_num_threads(threads)
     print(f"softmax bandit K={ARMS}, {GROUPS}x{GROUP_SIZE} per step, Adam, {steps} steps, {repeats} interleaved repeats:")
-    print(f"  final expected reward: sandbox {sandbox_reward:.6f}, lean {lean_reward:.6f}, bare loop {bare_reward:.6f} "
-          "(same learning)")
-    for name in ("bare", "sandbox", "lean"):
+    print(f"  final expected reward: sandbox {sandbox_reward.hex()}, lean {lean_reward.hex()}, bare loop {bare_reward.hex()}, "
+          f"bare loop drawing the batch at once {batched_reward.hex()}")
+    for name in ("bare", "bare_batch", "sandbox", "lean"):
         ts = times[name]
         print(f"  {name:8s} {fmt(ts)}   {steps / min(ts):8.0f} steps/s (best)")
     for name, label in (("sandbox", "sandbox (run.metrics = standard)"), ("lean", "sandbox (run.metrics = lean)")):
         ratios = [s / b for s, b in zip(times[name], times["bare"])]
         print(f"  ratio {label}/bare: min-vs-min {min(times[name]) / min(times['bare']):5.2f}x, "
               f"median of paired ratios {statistics.median(ratios):5.2f}x")
+        ratios = [s / b for s, b in zip(times[name], times["bare_batch"])]
+        print(f"  ratio {label}/bare drawing the batch at once: min-vs-min "
+              f"{min(times[name]) / min(times['bare_batch']):5.2f}x, median of paired ratios {statistics.median(ratios):5.2f}x")
 
 
 class FigureTimer:

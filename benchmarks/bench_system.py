@@ -9,7 +9,9 @@
    a second row. With 16 workers and capacity 64 no worker ever waits for admission; a second
    table, many workers held back by a small capacity (1024 workers, capacity 128, B=64), is where
    the broadcast pays a wake-up per waiting worker per change and the Cluster's ``Signal``
-   (which resumes only the waiters that can go on, in the broadcast's order) does not.
+   (which resumes only the waiters that can go on, in the broadcast's order) does not. The sandbox is
+   timed on both of its engines: the simpy ``Cluster`` and the plain heap event loop
+   (``sandbox/system/heap_loop.py``, the same tables to the bit), with the ratio between them.
 2. One run carrying R replicas in a batched tensor against R separate runs of one replica
    (same task, same schedule). Ratio = separate / batched: the speed-up replicas buy.
 
@@ -126,8 +128,10 @@ def system_table(W: int, B: int, cap: int, steps: int, repeats: int) -> None:
         {
             "lean bare simpy (broadcast wake-up)": lambda: bare_simpy_lean(steps, W, B, cap, 0),
             "bare simpy on a Store (get/put)": lambda: bare_simpy(steps, W, B, cap, 0),
-            "sandbox Cluster (events)": lambda: simulate_timing(cfg, steps, B, record_events=True),
-            "sandbox Cluster (no events)": lambda: simulate_timing(cfg, steps, B, record_events=False),
+            "sandbox simpy Cluster (events)": lambda: simulate_timing(cfg, steps, B, record_events=True, engine="simpy"),
+            "sandbox heap loop (events)": lambda: simulate_timing(cfg, steps, B, record_events=True, engine="heap"),
+            "sandbox simpy Cluster (no events)": lambda: simulate_timing(cfg, steps, B, record_events=False, engine="simpy"),
+            "sandbox heap loop (no events)": lambda: simulate_timing(cfg, steps, B, record_events=False, engine="heap"),
         },
         repeats,
     )
@@ -141,6 +145,10 @@ def system_table(W: int, B: int, cap: int, steps: int, repeats: int) -> None:
             paired = statistics.median(t / b for t, b in zip(ts, lean))
             line += (f"   vs lean: {min(ts) / min(lean):5.2f}x (min/min), {paired:5.2f}x (median paired)"
                      f";  vs Store: {min(ts) / min(store):5.2f}x")
+        if name.startswith("sandbox heap"):
+            simpy_ts = times[name.replace("heap loop", "simpy Cluster")]
+            faster = statistics.median(a / b for a, b in zip(simpy_ts, ts))
+            line += f";  simpy Cluster / heap loop: {min(simpy_ts) / min(ts):5.2f}x (min/min), {faster:5.2f}x (median paired)"
         print(line)
 
 

@@ -254,16 +254,19 @@ def run(
                 if staged.previous:
                     console.print(f"{escape(str(out))} holds a previous run: it is replaced when this run is complete")
                 from .figure_worker import FigureWorkers
-                from .plots import default_figures, variant_colors, warm_up
                 from .heap import release_free_heap
                 from .runner import slim
 
-                colors = variant_colors(variants)
+                # matplotlib (about a second to import) only where a variant draws figures
+                figures = any(v.run.figures for v in variants.values())
+                if figures:
+                    from .plots import default_figures, variant_colors, warm_up
+                colors = variant_colors(variants) if figures else dict.fromkeys(variants)
                 # several variants: each one's figures are drawn in a worker process while the next one simulates,
                 # the same files (sandbox/figure_worker.py); the block waits for them before the run is moved in
                 with progress.session(progress.enabled(quiet)), \
                         progress.task(f"{name}: variants", weights=weights) if len(variants) > 1 else nullcontext() as top, \
-                        FigureWorkers(prepare=warm_up) as workers:
+                        FigureWorkers(prepare=warm_up if figures else None) as workers:
                     for label, vscn in variants.items():
                         # the variant's cluster and learner (reference cycles) go when it ends, not at some later
                         # collection; that collection scans the variant's own objects only (sandbox/gc_pause.py)
@@ -404,14 +407,15 @@ def _compare_variants(results: dict, stage: Path):
     summary.json, with the figure time_to_target.png beside comparison.png."""
     from .analysis.time_to_target import compare_variants
     from .outputs import TIME_TO_TARGET, write_json
-    from .plots import run_formats
-    from .report.figures import time_to_target_figure
 
     comparison = compare_variants(results)
     for label, r in results.items():
         r.summary.update(comparison.variant_fields(label))
         write_json(stage / safe_name(label) / "summary.json", r.summary)
     if any(r.scenario.run.figures for r in results.values()):
+        from .plots import run_formats  # matplotlib: only when figures are drawn
+        from .report.figures import time_to_target_figure
+
         time_to_target_figure(comparison, stage / TIME_TO_TARGET, formats=run_formats(r.scenario for r in results.values()))
     return comparison
 

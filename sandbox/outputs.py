@@ -107,9 +107,13 @@ def write_table(path: Path, df: pd.DataFrame) -> None:
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` as an uncompressed ``.npz`` (``np.savez``; ``np.load`` reads it as it read the compressed
+    one). Compression cost about 30x the write (1.92 s against 0.065 s for 1,000 replicas x 500 steps,
+    issue 48) for float64 metric columns that deflate poorly."""
+
     def w(p: Path) -> None:
         with open(p, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+            np.savez(fh, **arrays)
 
     atomic_write(path, w)
 

@@ -32,6 +32,7 @@ from .outputs import StagedDir, write_json, write_npz, write_table, write_text
 from .replay import IndependentReplay, check_independent, replica_seeds
 from .scenario import Scenario, ScenarioError, dump_scenario
 from .system.cluster import Cluster, EventLog, JobRecords, job_record
+from .system.heap_loop import cluster_class
 from .system.records import MetricRows
 from .system.spill import Spill
 from .tasks import TASKS, OracleTask, PolicyTask, make_task
@@ -102,7 +103,7 @@ def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, le
     learner = build_learner(scn, task, params, learner_cls)
     gen = torch.Generator().manual_seed(seeds["sampling"])
     workload = OracleWorkload(task, gen) if isinstance(task, OracleTask) else PolicyWorkload(task, gen)
-    cluster = Cluster(
+    cluster = cluster_class(scn.system)(  # the heap event loop where it models the system: same schedule
         scn.system,
         workload,
         learner,

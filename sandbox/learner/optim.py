@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Literal
 
@@ -48,10 +49,63 @@ class OptimizerConfig(BaseModel):
 
 
 def build_optimizer(cfg: OptimizerConfig, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+    """The torch optimizer ``cfg`` names, as its :func:`without_dynamo` subclass (the same update)."""
     if cfg.name == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        return without_dynamo(torch.optim.SGD)(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     cls = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
-    return cls(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    return without_dynamo(cls)(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+
+
+_NO_DYNAMO: dict[type, type] = {}
+
+
+def without_dynamo(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
+    """``cls`` (a ``torch.optim`` optimizer) with the methods that import ``torch._dynamo`` replaced by the
+    functions they wrap. torch 2.x decorates ``Optimizer.add_param_group``, ``zero_grad``, ``state_dict`` and
+    ``load_state_dict`` with ``torch._disable_dynamo``, which imports ``torch._dynamo`` on the first call
+    (``torch/_compile.py``), and ``step`` with ``_use_grad_for_differentiable``, which imports it on every call
+    to place two graph breaks (``torch/optim/optimizer.py``); constructing the optimizer therefore costs a
+    training process about as long as importing torch itself (benchmarks/README.md row 12). Outside
+    ``torch.compile`` these wrappers do nothing but the import (and the grad-mode switch, kept here), so the
+    subclass runs the same functions on the same tensors: the same update to the bit, the same state dict
+    (``tests/learner/test_optimizer_without_dynamo.py``). The profiler label and the step hooks that
+    ``Optimizer.__init__`` wraps around ``step`` stay."""
+    made = _NO_DYNAMO.get(cls)
+    if made is not None:
+        return made
+    unwrap = inspect.unwrap
+    raw_step = unwrap(cls.step)
+    raw_add, raw_zero = unwrap(cls.add_param_group), unwrap(cls.zero_grad)
+    raw_state, raw_load = unwrap(cls.state_dict), unwrap(cls.load_state_dict)
+
+    def step(self, closure=None):
+        prev = torch.is_grad_enabled()
+        try:
+            torch.set_grad_enabled(self.defaults["differentiable"])
+            return raw_step(self, closure)
+        finally:
+            torch.set_grad_enabled(prev)
+
+    def add_param_group(self, param_group):
+        return raw_add(self, param_group)
+
+    def zero_grad(self, set_to_none: bool = True):
+        return raw_zero(self, set_to_none)
+
+    def state_dict(self):
+        return raw_state(self)
+
+    def load_state_dict(self, state_dict):
+        return raw_load(self, state_dict)
+
+    step.raw_step = raw_step  # what unhooked_step calls
+    made = type(cls.__name__, (cls,), {
+        "__module__": __name__, "__qualname__": cls.__name__, "__doc__": cls.__doc__,
+        "step": step, "add_param_group": add_param_group, "zero_grad": zero_grad,
+        "state_dict": state_dict, "load_state_dict": load_state_dict,
+    })
+    _NO_DYNAMO[cls] = made
+    return made
 
 
 def scheduled_lr(cfg: OptimizerConfig, step: int, total_steps: int) -> float:
@@ -81,9 +135,14 @@ def unhooked_step(optimizer: torch.optim.Optimizer):
     mid = getattr(hooked, "__wrapped__", None)
     raw = getattr(mid, "__wrapped__", None)
     code = getattr(mid, "__code__", None)
+    ours = getattr(mid, "raw_step", None)  # a without_dynamo subclass: mid is its own step
+    if ours is not None:
+        raw, code_ok = ours, True
+    else:
+        code_ok = code is not None and code.co_name == "_use_grad"
     global_pre = getattr(_optimizer, "_global_optimizer_pre_hooks", None)
     global_post = getattr(_optimizer, "_global_optimizer_post_hooks", None)
-    if (not getattr(hooked, "hooked", False) or raw is None or code is None or code.co_name != "_use_grad"
+    if (not getattr(hooked, "hooked", False) or raw is None or not code_ok
             or optimizer.defaults.get("differentiable", False) or global_pre is None or global_post is None
             or not hasattr(optimizer, "_optimizer_step_pre_hooks") or not hasattr(optimizer, "_optimizer_step_post_hooks")):
         return optimizer.step

@@ -217,9 +217,11 @@ class Learner:
             if p.grad is not None:
                 p.grad.zero_()
         if self._all_alive and bool(torch.isfinite(loss.detach()).all()):
-            # Every replica alive and every loss finite: nan_to_num is the identity, the alive mask all ones and
-            # the sum's gradient ones, so each replica's loss receives the gradient 1.0 exactly as below.
-            loss.backward(torch.ones_like(loss))
+            # Every replica alive and every loss finite: nan_to_num is the identity and the alive mask all ones,
+            # so each replica's loss receives the sum's gradient 1.0 exactly as below. Not loss.backward(ones):
+            # an explicit gradient tensor makes torch import torch.fx.experimental.symbolic_shapes and sympy
+            # (about 2 s per process, torch/autograd/__init__.py: _make_grads); a scalar's implicit one does not.
+            loss.sum().backward()
         else:
             (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * self.alive.to(loss.dtype)).sum().backward()
 

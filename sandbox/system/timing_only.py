@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..gc_pause import paused_cyclic_gc
 from .cluster import Cluster, ClusterResult, TrainResult
 from .config import SystemConfig
+from .heap_loop import HeapCluster, supports
 
 
 @dataclass
@@ -44,7 +45,15 @@ class CountingTrainer:
 
 
 @paused_cyclic_gc()  # the cluster is garbage once this returns (sandbox/gc_pause.py)
-def simulate_timing(cfg: SystemConfig, steps: int, groups_per_step: int, group_size: int = 1, seed: int = 0, record_events: bool = True) -> ClusterResult:
-    """Run ``steps`` learner steps of the system alone."""
-    cluster = Cluster(cfg, TimingOnlyWorkload(), CountingTrainer(), groups_per_step, group_size, seed, record_events=record_events)
+def simulate_timing(cfg: SystemConfig, steps: int, groups_per_step: int, group_size: int = 1, seed: int = 0,
+                    record_events: bool = True, engine: str = "auto") -> ClusterResult:
+    """Run ``steps`` learner steps of the system alone. ``engine``: ``"heap"`` the plain heap event loop
+    (:mod:`sandbox.system.heap_loop`: the same tables to the bit, without simpy's per-event objects),
+    ``"simpy"`` the simpy cluster, ``"auto"`` the heap loop wherever it models the system (no partial
+    rollouts, no inference-engine model), else simpy."""
+    if engine not in ("auto", "heap", "simpy"):
+        raise ValueError(f"engine: expected 'auto', 'heap' or 'simpy', got {engine!r}")
+    heap = engine == "heap" or (engine == "auto" and supports(cfg))
+    cls = HeapCluster if heap else Cluster
+    cluster = cls(cfg, TimingOnlyWorkload(), CountingTrainer(), groups_per_step, group_size, seed, record_events=record_events)
     return cluster.run(steps)

@@ -103,7 +103,7 @@ def _run(cfg, groups, seed, signal_cls, monkeypatch, store_cls=cluster_mod.Weigh
     with monkeypatch.context() as patch:
         patch.setattr(cluster_mod, "Signal", signal_cls)
         patch.setattr(cluster_mod, "WeightStore", store_cls)
-        return simulate_timing(cfg, 12, groups, seed=seed)
+        return simulate_timing(cfg, 12, groups, seed=seed, engine="simpy")
 
 
 @pytest.mark.parametrize("chunk", range(4))
@@ -119,6 +119,10 @@ def test_random_scenarios_match_the_broadcast_reference(chunk, monkeypatch):
         assert lean.events == reference.events, where
         assert lean.rows == reference.rows, where
         assert (lean.status, lean.sim_time, lean.dropped) == (reference.status, reference.sim_time, reference.dropped), where
+        heap = simulate_timing(cfg, 12, groups, seed=seed, engine="heap")  # the plain heap event loop (issue 48)
+        assert _job_table(heap) == _job_table(reference), where
+        assert heap.events == reference.events and heap.rows == reference.rows, where
+        assert (heap.status, heap.sim_time, heap.dropped) == (reference.status, reference.sim_time, reference.dropped), where
 
 
 def test_failed_admissions_are_not_resumed(monkeypatch):
@@ -132,7 +136,7 @@ def test_failed_admissions_are_not_resumed(monkeypatch):
     )
     monkeypatch.setattr(CountingSignal, "resumed", 0)
     monkeypatch.setattr(cluster_mod, "Signal", CountingSignal)
-    result = simulate_timing(cfg, 20, 4, seed=3)
+    result = simulate_timing(cfg, 20, 4, seed=3, engine="simpy")  # the simpy Signal under test
     # Every resumed worker is admitted: a dispatch (the broadcast resumes ~all 196 idle ones per change).
     assert 0 < CountingSignal.resumed <= len(result.jobs) < 200 * 20
 

@@ -131,11 +131,13 @@ def test_run_scenario_removes_the_spill_directory(tmp_path, small_chunks):
 
 def test_a_failed_run_leaves_no_spill_directory(tmp_path, monkeypatch):
     from sandbox.system import cluster as cluster_mod
+    from sandbox.system.heap_loop import HeapCluster
 
     def boom(self, steps):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(cluster_mod.Cluster, "run", boom)
+    monkeypatch.setattr(HeapCluster, "run", boom)  # the engine of one-piece systems (sandbox/system/heap_loop.py)
     with pytest.raises(RuntimeError, match="boom"):
         run_scenario(_scenario(10, STALENESS["sync"]), tmp_path / "run")
     assert os.listdir(tmp_path) == []

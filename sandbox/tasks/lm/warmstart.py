@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
 from ... import progress
+from ...learner.optim import without_dynamo
 from ...models import hf
 from ...models.transformer import sample
 
@@ -209,7 +210,7 @@ def _train(task) -> tuple[dict[str, Tensor], dict]:
     gen = torch.Generator().manual_seed(ws.seed)
     model = task.new_module(gen)
     fwd = task.module_forward(model, use_cache=False)
-    opt = torch.optim.Adam(model.parameters(), lr=ws.lr)
+    opt = without_dynamo(torch.optim.Adam)(model.parameters(), lr=ws.lr)  # torch.optim.Adam, no torch._dynamo import
     n_train = task.train_ids.shape[0]
     dev = torch.arange(min(ws.dev_size, n_train))
     dev_prompts = [task.train_prompts[i] for i in dev.tolist()]
