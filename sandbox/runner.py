@@ -103,7 +103,7 @@ def prepare_run(scn: Scenario, on_step: Callable[[dict], None] | None = None, le
     learner = build_learner(scn, task, params, learner_cls)
     gen = torch.Generator().manual_seed(seeds["sampling"])
     workload = OracleWorkload(task, gen) if isinstance(task, OracleTask) else PolicyWorkload(task, gen)
-    cluster = cluster_class(scn.system)(  # the heap event loop where it models the system: same schedule
+    cluster = cluster_class(scn.system, scn.algorithm.groups_per_step, scn.algorithm.group_size)(  # the heap event loop where it models the system: same schedule
         scn.system,
         workload,
         learner,

@@ -53,7 +53,7 @@ def simulate_timing(cfg: SystemConfig, steps: int, groups_per_step: int, group_s
     rollouts, no inference-engine model), else simpy."""
     if engine not in ("auto", "heap", "simpy"):
         raise ValueError(f"engine: expected 'auto', 'heap' or 'simpy', got {engine!r}")
-    heap = engine == "heap" or (engine == "auto" and supports(cfg))
+    heap = engine == "heap" or (engine == "auto" and supports(cfg, groups_per_step, group_size))
     cls = HeapCluster if heap else Cluster
     cluster = cls(cfg, TimingOnlyWorkload(), CountingTrainer(), groups_per_step, group_size, seed, record_events=record_events)
     return cluster.run(steps)

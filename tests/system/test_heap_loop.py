@@ -33,9 +33,10 @@ def _run(cls, scn, seed: int, record_events: bool = True):
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: str(p.relative_to(ROOT / "scenarios")))
 def test_the_simpy_clusters_tables_on_every_shipped_scenario(path):
     scn, _ = load_scenario(path, [])
-    if not supports(scn.system):
+    a = scn.algorithm
+    if not supports(scn.system, a.groups_per_step, a.group_size):  # partial rollouts, an engine, split groups
         with pytest.raises(ValueError, match="one-piece"):
-            HeapCluster(scn.system, TimingOnlyWorkload(), CountingTrainer(), 1, 1, 0)
+            HeapCluster(scn.system, TimingOnlyWorkload(), CountingTrainer(), a.groups_per_step, a.group_size, 0)
         return
     for seed in (0, 7):
         ref, got = _run(Cluster, scn, seed), _run(HeapCluster, scn, seed)
