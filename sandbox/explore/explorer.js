@@ -3,10 +3,13 @@
 // the selected grid point when a control changes.
 "use strict";
 (function () {
-  const DATA = JSON.parse(document.getElementById("data").textContent);
+  const ALL = JSON.parse(document.getElementById("data").textContent);
+  let DATA = ALL.tasks[0];  // the selected task's grid
+  const SELFTEST = location.hash === "#selftest";
+  const LINKED = location.hash;  // read before the first drawing rewrites it
   const PAL = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"];
   const SYNC = "#000000";
-  const SHORT = {none: "no correction", tis: "TIS", vcpo: "VCPO", gac: "GAC", m2po: "M2PO"};  // legend labels
+  const SHORT = {none: "no correction", tis: "TIS", vcpo: "VCPO", gac: "GAC", m2po: "M2PO", staleness_lr: "staleness LR"};  // legend labels
   const NS = "http://www.w3.org/2000/svg";
   const W = 560, H = 300, M = {l: 62, r: 16, t: 30, b: 46};
   const $ = (id) => document.getElementById(id);
@@ -65,9 +68,9 @@
       el("line", {x1: sx(t), x2: sx(t), y1: M.t, y2: H - M.b, class: "grid"}, g);
       el("text", {x: sx(t), y: H - M.b + 15, "text-anchor": "middle"}, g, fmt(t));
     }
-    for (const t of ticks(yr[0], yr[1], 5)) {
+    for (const t of (o.ylog ? ticks(yr[0], yr[1], 5).filter((v) => Number.isInteger(v)) : ticks(yr[0], yr[1], 5))) {
       el("line", {x1: M.l, x2: W - M.r, y1: sy(t), y2: sy(t), class: "grid"}, g);
-      el("text", {x: M.l - 6, y: sy(t) + 4, "text-anchor": "end"}, g, fmt(t));
+      el("text", {x: M.l - 6, y: sy(t) + 4, "text-anchor": "end"}, g, o.ylog ? fmt(Math.pow(10, t), 2) : fmt(t));
     }
     el("rect", {x: M.l, y: M.t, width: W - M.l - M.r, height: H - M.t - M.b, class: "box"}, g);
     el("text", {x: (M.l + W - M.r) / 2, y: H - 8, "text-anchor": "middle", class: "label"}, g, o.xlabel);
@@ -90,6 +93,11 @@
   function lineChart(svg, o) {
     const xr = extent(o.series, "x", o.xr), yr = extent(o.series, "y", o.yr);
     const {sx, sy} = frame(svg, Object.assign({}, o, {xr, yr}));
+    if (o.hline) {
+      el("line", {x1: M.l, x2: W - M.r, y1: sy(o.hline.y), y2: sy(o.hline.y), stroke: PAL[5], "stroke-dasharray": "2 4",
+                  "stroke-width": 1.5, class: "target"}, svg);
+      el("text", {x: M.l + 6, y: sy(o.hline.y) - 4}, svg, o.hline.label);
+    }
     for (const s of o.series) {
       el("path", {d: pathD(s.x, s.y, sx, sy), fill: "none", stroke: s.color, "stroke-width": s.width || 2.2,
                   "stroke-dasharray": s.dash || "", opacity: s.opacity || 1, class: "series", "data-series": s.id || s.label}, svg);
@@ -103,7 +111,13 @@
   const methodColor = (m) => PAL[DATA.axes.methods.indexOf(m) % 7];
   function lrKey(v) { return String(Number(v)); }
 
-  function series(run, xs, ys, extra) { return Object.assign({x: run[xs], y: run[ys]}, extra); }
+  // the score as drawn: the quadratic's loss on a log10 axis (a diverged run is 1000x its start)
+  const scoreY = (arr) => DATA.score.log ? arr.map((v) => v === null || !(v > 0) ? null : Math.log10(v)) : arr;
+  function series(run, xs, ys, extra) { return Object.assign({x: run[xs], y: ys === "reward" ? scoreY(run[ys]) : run[ys]}, extra); }
+  // every replica of a run as a thin line (the mean hides a collapsed one)
+  const replicaLines = (run, xs, color, id) => run.rep_reward.map((r, i) => ({x: run[xs], y: scoreY(r), color: color, width: 0.9,
+    opacity: 0.5, nolegend: true, id: `${id}-replica-${i}`}));
+  const targetText = () => `${DATA.score.higher ? "≥" : "≤"} ${DATA.score.target}`;
 
   function draw() {
     const t0 = performance.now();
@@ -120,14 +134,18 @@
     const sync = {color: SYNC, dash: "6 4", label: "synchronous reference", id: "sync"};
     const faded = (o, xs, ys) => series(o.run, xs, ys, {color: methodColor(o.m), width: 1.3, opacity: 0.8,
                                                           label: `async: ${short(o.m)}`, id: o.m, nolegend: true});
-    lineChart($("c-reward-time"), {title: "expected reward vs simulated time", xlabel: "simulated time (s)",
-      ylabel: "expected reward (exact)", yr: [0, 1.02], legend: "br",
-      series: [series(ref, "eval_time", "reward", sync)].concat(others.map((o) => faded(o, "eval_time", "reward")),
+    const sc = DATA.score, ylab = sc.log ? `${sc.label} (log scale)` : `${sc.label} (exact)`;
+    const yrS = sc.log ? undefined : [0, 1.02], legPos = sc.log ? "tr" : "br";
+    const hline = {y: sc.log ? Math.log10(sc.target) : sc.target, label: `target ${targetText()}`};
+    lineChart($("c-reward-time"), {title: `${sc.label} vs simulated time (thin: each replica)`, xlabel: "simulated time (s)",
+      ylabel: ylab, yr: yrS, legend: legPos, ylog: sc.log, hline: hline,
+      series: replicaLines(ref, "eval_time", "#777", "sync").concat(replicaLines(run, "eval_time", main.color, "async"),
+        [series(ref, "eval_time", "reward", sync)], others.map((o) => faded(o, "eval_time", "reward")),
         [series(run, "eval_time", "reward", main)])});
-    lineChart($("c-reward-step"), {title: "expected reward vs learner step", xlabel: "learner step (optimizer updates)",
-      ylabel: "expected reward (exact)", yr: [0, 1.02], legend: "br",
-      series: [series(ref, "eval_step", "reward", sync)].concat(others.map((o) => faded(o, "eval_step", "reward")),
-        [series(run, "eval_step", "reward", main)])});
+    lineChart($("c-reward-step"), {title: `${sc.label} vs learner step`, xlabel: "learner step (optimizer updates)",
+      ylabel: ylab, yr: yrS, legend: legPos, ylog: sc.log, hline: hline,
+      series: replicaLines(run, "eval_step", main.color, "async").concat([series(ref, "eval_step", "reward", sync)],
+        others.map((o) => faded(o, "eval_step", "reward")), [series(run, "eval_step", "reward", main)])});
     // with the overlay on, one colour key for all charts instead of crowded legends
     const keyEl = $("method-key");
     keyEl.innerHTML = "";
@@ -164,25 +182,35 @@
     const T = timelineSpan(run);  // both timelines over the asynchronous run's window
     drawTimeline(run, "c-timeline", "alt-timeline", `asynchronous (k_max = ${lag}): the first ${T} s`, T);
     drawTimeline(ref, "c-timeline-sync", "alt-timeline-sync", `synchronous reference: the same ${T} s`, T);
-    drawTheory(lag);
+    drawTheory(lag, run.headline.staleness_mean);
     const h = run.headline, rh = ref.headline;
+    drawHeadline(run, ref, lag, label);
     const setNum = (id, v) => { const e = $(id); e.textContent = fmt(v, 4); e.setAttribute("data-value", v === null ? "" : v); };
     setNum("n-final", h.final_reward); setNum("n-time", h.sim_time); setNum("n-ess", h.ess_mean);
     setNum("n-stale", h.staleness_mean); setNum("n-cos", h.cos_mean);
     setNum("r-final", rh.final_reward); setNum("r-time", rh.sim_time); setNum("r-ess", rh.ess_mean);
     setNum("r-stale", rh.staleness_mean); setNum("r-cos", rh.cos_mean);
+    const meanOf = (xs) => { const v = xs.filter((x) => x !== null); return v.length === xs.length ? v.reduce((a, b) => a + b, 0) / v.length : null; };
+    setNum("n-ttt", meanOf(run.ttt)); setNum("r-ttt", meanOf(ref.ttt));
+    setNum("n-collapsed", run.collapsed.filter(Boolean).length); setNum("r-collapsed", ref.collapsed.filter(Boolean).length);
+    for (const [k, f] of [["lrscale", "lr_scale"], ["clip", "clip_frac"], ["mask", "mask_frac"], ["skip", "skipped_frac"], ["dropped", "dropped"]]) {
+      setNum(`n-${k}`, h[f]); setNum(`r-${k}`, rh[f]);
+    }
+    $("ttt-label").textContent = `time to ${sc.label} ${targetText()} (s, mean of replicas)`;
+    $("final-label").textContent = `final ${sc.label}`;
     $("n-run").textContent = key;
-    $("alt-reward").textContent = `Asynchronous run (${label}, k_max = ${lag}): final expected reward ${fmt(h.final_reward)} after ` +
+    $("alt-reward").textContent = `Asynchronous run (${label}, k_max = ${lag}): final ${sc.label} ${fmt(h.final_reward)} after ` +
       `${fmt(h.sim_time)} simulated seconds; the synchronous reference reaches ${fmt(rh.final_reward)} after ${fmt(rh.sim_time)} s ` +
       `for the same ${DATA.setup.steps} learner steps (${fmt(rh.sim_time / h.sim_time)}x the time).`;
-    const reach = (r) => { const i = r.reward.findIndex((v) => v !== null && v >= 0.9); return i < 0 ? null : r.eval_step[i]; };
+    const reach = (r) => { const i = r.reward.findIndex((v) => v !== null && (sc.higher ? v >= sc.target : v <= sc.target)); return i < 0 ? null : r.eval_step[i]; };
     const sa = reach(run), sr = reach(ref);
-    $("alt-reward-step").textContent = `Expected reward 0.9 first reached at learner step ${sa === null ? "never (within the run)" : sa}` +
+    $("alt-reward-step").textContent = `Mean ${sc.label} ${targetText()} first reached at learner step ${sa === null ? "never (within the run)" : sa}` +
       ` asynchronously, ${sr === null ? "never (within the run)" : sr} synchronously.`;
     const total = run.hist.reduce((a, b) => a + b[1], 0);
     $("alt-hist").textContent = `Consumed groups by lag: ` + run.hist.map((b) => `${b[0]}: ${b[1]}`).join(", ") +
       ` (${total} groups, mean ${fmt(h.staleness_mean)} versions).`;
-    $("alt-ess").textContent = `Mean ESS/N ${fmt(h.ess_mean)} (synchronous: ${fmt(rh.ess_mean)}).` + predNote;
+    $("alt-ess").textContent = h.ess_mean === null ? "This task has no importance weights (its gradients are not sampled responses): no ESS." :
+      `Mean ESS/N ${fmt(h.ess_mean)} (synchronous: ${fmt(rh.ess_mean)}).` + predNote;
     $("alt-cos").textContent = `Mean cosine ${fmt(h.cos_mean)} over ${h.cos_defined} steps where it is defined ` +
       `(synchronous: ${fmt(rh.cos_mean)} over ${rh.cos_defined}); the other steps had a zero gradient (all rewards of every group equal) and are gaps.`;
     const ms = performance.now() - t0;
@@ -236,22 +264,66 @@
       `workers busy ${fmt(100 * busy)}% of that window.`;
   }
 
-  function drawTheory(lag) {
+  // T1 at the realised mean lag of the run (not at the bound k_max: the bound is rarely reached)
+  const critical = (k) => 2 * Math.sin(Math.PI / (4 * k + 2));
+  function drawTheory(lag, meanLag) {
     const pts = DATA.theory.critical_step;
     const xs = pts.map((p) => p[0]), ys = pts.map((p) => p[1]);
+    const quad = DATA.task === "quadratic", lr = DATA.axes.lrs[state.lr];
     const {sx, sy} = lineChart($("c-theory"), {title: "delayed SGD: largest stable step (theory T1)",
-      xlabel: "delay k (versions)", ylabel: "critical step lr* x λ_max", yr: [0, 2.05],
+      xlabel: "delay k (versions)", ylabel: "critical step lr* x λ_max", yr: [0, 2.05], legend: "tr",
       series: [{x: xs, y: ys, color: PAL[2], label: "2 sin(π / (4k + 2))", id: "t1"}]});
-    const v = ys[Math.min(lag, ys.length - 1)];
-    el("circle", {cx: sx(lag), cy: sy(v), r: 6, fill: methodColor(state.method), class: "marker"}, $("c-theory"));
-    el("text", {x: sx(lag) - 8, y: sy(v) - 10, "text-anchor": "end"}, $("c-theory"), `k = ${lag}: ${fmt(v)}`);
-    $("alt-theory").textContent = `At delay k = ${lag} gradient descent on a quadratic is stable only for lr·λ_max < ${fmt(v)} ` +
-      `(${fmt(2 / v)}x smaller than without delay).`;
+    const k = meanLag === null ? lag : meanLag, v = critical(k);
+    el("line", {x1: sx(lag), x2: sx(lag), y1: M.t, y2: H - M.b, stroke: "#999", "stroke-dasharray": "4 3"}, $("c-theory"));
+    el("text", {x: sx(lag) - 4, y: H - M.b - 6, "text-anchor": "end"}, $("c-theory"), `bound k_max = ${lag}`);
+    el("circle", {cx: sx(k), cy: sy(v), r: 6, fill: methodColor(state.method), class: "marker"}, $("c-theory"));
+    el("text", {x: sx(k) + 8, y: sy(v) - 10}, $("c-theory"), `mean lag ${fmt(k)}: ${fmt(v)}`);
+    let note = "";
+    if (quad) {  // λ_max = 1: the run's own step on the same axes
+      const above = lr > v;
+      el("circle", {cx: sx(k), cy: sy(Math.min(lr, 2.04)), r: 6, fill: "none", stroke: above ? PAL[5] : PAL[2], "stroke-width": 3,
+                    class: "marker"}, $("c-theory"));
+      el("text", {x: sx(k) + 8, y: sy(Math.min(lr, 2.04)) + 4}, $("c-theory"), `this run: lr·λ_max = ${lr}${above ? " (above: unstable)" : ""}`);
+      note = ` This run's lr·λ_max = ${lr} is ${above ? "above" : "below"} it (λ_max = 1)` +
+        `${state.method === "staleness_lr" ? "; the staleness-aware LR divides each step by its lag" : ""}.`;
+    } else {
+      note = " The bit-string runs use Adam on a non-quadratic loss: this is the mechanism, not a prediction of their threshold.";
+    }
+    $("alt-theory").textContent = `At the realised mean lag ${fmt(k)} (bound ${lag}) gradient descent on a quadratic is stable ` +
+      `only for lr·λ_max < ${fmt(v)} (${fmt(2 / v)}x smaller than without delay).` + note;
+  }
+
+  // The headline: time to target against the synchronous reference, replica by replica (same seeds).
+  function drawHeadline(run, ref, lag, label) {
+    const sc = DATA.score, R = run.ttt.length;
+    const list = (xs) => xs.map((t) => t === null ? "never" : fmt(t)).join(", ");
+    const sp = run.ttt.map((t, i) => t !== null && ref.ttt[i] !== null ? ref.ttt[i] / t : null).filter((x) => x !== null);
+    const col = run.collapsed.filter(Boolean).length;
+    let speed;
+    if (sp.length) {
+      const mean = sp.reduce((a, b) => a + b, 0) / sp.length;
+      speed = `<strong id="hl-speedup" data-value="${mean}">${fmt(mean)}× faster</strong> to the target than the synchronous reference ` +
+        `(range ${fmt(Math.min(...sp))}–${fmt(Math.max(...sp))}× over the ${sp.length} of ${R} replicas where both reach it)`;
+    } else {
+      speed = `<strong id="hl-speedup" data-value="">no speed-up</strong>: ` +
+        (run.ttt.every((t) => t === null) ? "the asynchronous run never reaches the target" : "the synchronous reference never reaches the target");
+    }
+    const h = run.headline, acts = [];
+    if (h.lr_scale !== null && Math.abs(h.lr_scale - 1) > 1e-3) acts.push(`mean LR scale ${fmt(h.lr_scale)}`);
+    if (h.clip_frac) acts.push(`clipped ${fmt(100 * h.clip_frac)}% of weights`);
+    if (h.mask_frac) acts.push(`masked ${fmt(100 * h.mask_frac)}% of tokens`);
+    if (h.skipped_frac) acts.push(`skipped ${fmt(100 * h.skipped_frac)}% of steps`);
+    const did = state.method === "none" ? "" : ` What ${SHORT[state.method]} did: ${acts.length ? acts.join(", ") : "nothing measurable"}.`;
+    $("headline").innerHTML = `<b>${DATA.task_label}.</b> Asynchronous, ${label}, k_max = ${lag}, lr = ${DATA.axes.lrs[state.lr]}: ` +
+      `${sc.label} ${targetText()} after ${list(run.ttt)} s (replicas) against ${list(ref.ttt)} s synchronously: ${speed}. ` +
+      `<span id="hl-collapsed" data-value="${col}">${col} of ${R} replicas collapsed</span> (ended no better than they started; ` +
+      `final ${sc.label} per replica ${run.rep_reward.map((r) => fmt(r[r.length - 1])).join(", ")}). ` +
+      `${h.dropped} groups dropped by the lag bound.` + did;
   }
 
   function readControls() {
     state.tail = $("ctl-tail").value;
-    state.engine = $("ctl-engine") && $("ctl-engine").checked ? DATA.axes.engines[1] : DATA.axes.engines[0];
+    state.engine = !$("engine-row").hidden && $("ctl-engine").checked ? DATA.axes.engines[1] : DATA.axes.engines[0];
     state.lag = +$("ctl-lag").value;
     state.lr = +$("ctl-lr").value;
     state.method = $("ctl-method").value;
@@ -262,20 +334,42 @@
     $("ctl-lag").setAttribute("aria-valuetext", `k_max ${DATA.axes.lags[state.lag]}`);
     $("ctl-lr").setAttribute("aria-valuetext", `learning rate ${DATA.axes.lrs[state.lr]}`);
   }
-  function update() { readControls(); draw(); }
+  function update() { readControls(); draw(); writeHash(); }
+  // The URL hash names the selection, so a link reopens it (read back by fromHash).
+  function writeHash() {
+    if (SELFTEST) return;
+    const p = new URLSearchParams({task: DATA.task, tail: state.tail, lag: DATA.axes.lags[state.lag], lr: DATA.axes.lrs[state.lr],
+      method: state.method, engine: state.engine === DATA.axes.engines[0] ? "0" : "1", all: state.all ? "1" : "0"});
+    history.replaceState(null, "", "#" + p.toString());
+  }
 
-  function setup() {
+  const opt = (sel, values, labels) => { sel.innerHTML = ""; for (const v of values) { const o = document.createElement("option");
+    o.value = v; o.textContent = labels ? labels[v] : v; sel.appendChild(o); } };
+  // Switch the controls to a task's grid (each task has its own lags, learning rates and methods).
+  function selectTask(name) {
+    DATA = ALL.tasks.find((t) => t.task === name) || ALL.tasks[0];
     const ax = DATA.axes;
-    const opt = (sel, values, labels) => { for (const v of values) { const o = document.createElement("option");
-      o.value = v; o.textContent = labels ? labels[v] : v; sel.appendChild(o); } };
+    $("ctl-task").value = DATA.task;
     opt($("ctl-tail"), ax.tails, DATA.labels.tails);
     opt($("ctl-method"), ax.methods, DATA.labels.methods);
     $("ctl-lag").max = ax.lags.length - 1;
     $("ctl-lr").max = ax.lrs.length - 1;
     $("ctl-lag").value = ax.lags.length - 1;  // start where staleness shows
-    $("ctl-lr").value = Math.floor(ax.lrs.length / 2);
-    if (ax.engines.length < 2) $("engine-row").remove();
-    else $("engine-label").textContent = DATA.labels.engines[ax.engines[1]];
+    $("ctl-lr").value = DATA.task === "quadratic" ? ax.lrs.length - 1 : Math.floor(ax.lrs.length / 2);
+    $("engine-row").hidden = ax.engines.length < 2;
+    $("ctl-engine").checked = false;
+    if (ax.engines.length >= 2) $("engine-label").textContent = DATA.labels.engines[ax.engines[1]];
+    const s = DATA.setup;
+    $("setup").textContent = `${DATA.task_label}: ${s.workers} rollout workers, ${s.groups_per_step} groups of ${s.group_size} per ` +
+      `learner step, training ${s.train_time} s per step, ${s.steps} steps, ${s.replicas} independent replicas (seed ${s.seed}); ` +
+      `${Object.keys(DATA.runs).length} precomputed runs.`;
+  }
+
+  function setup() {
+    opt($("ctl-task"), ALL.tasks.map((t) => t.task), Object.fromEntries(ALL.tasks.map((t) => [t.task, t.task_label])));
+    $("task-row").hidden = ALL.tasks.length < 2;
+    $("ctl-task").addEventListener("change", () => { selectTask($("ctl-task").value); update(); });
+    selectTask(ALL.tasks[0].task);
     for (const id of ["ctl-tail", "ctl-engine", "ctl-lag", "ctl-lr", "ctl-method", "ctl-all"]) {
       if ($(id)) { $(id).addEventListener("input", update); $(id).addEventListener("change", update); }
     }
@@ -285,6 +379,7 @@
 
   // A guided-tour step: move the controls to the nearest available values.
   function applyTour(s, scroll) {
+    if (s.task && s.task !== DATA.task) selectTask(s.task);
     const ax = DATA.axes;
     const nearest = (arr, v) => arr.reduce((bi, x, i) => Math.abs(x - v) < Math.abs(arr[bi] - v) ? i : bi, 0);
     if (s.tail && ax.tails.includes(s.tail)) $("ctl-tail").value = s.tail;
@@ -294,7 +389,14 @@
     if (s.engine !== undefined && $("ctl-engine")) $("ctl-engine").checked = s.engine;
     if (s.all !== undefined) $("ctl-all").checked = s.all;
     update();
-    if (scroll !== false) $("controls").scrollIntoView({block: "start"});
+    for (const f of document.querySelectorAll("figure.highlight")) f.classList.remove("highlight");
+    const target = s.focus && $(s.focus) ? $(s.focus).closest("figure") : null;
+    if (target) target.classList.add("highlight");
+    if (scroll !== false) {
+      // below the sticky control bar: scroll the chart the step talks about into view
+      const top = (target || $("controls")).getBoundingClientRect().top + window.scrollY - (target ? $("controls").offsetHeight + 8 : 0);
+      window.scrollTo({top: Math.max(0, top), behavior: "instant"});
+    }
   }
 
   // #selftest: move every control, record whether the drawn paths changed, write the result into the DOM.
@@ -347,10 +449,11 @@
 
   // A link can carry a setting: explorer.html#tail=heavy&lag=16&lr=1&method=gac&engine=1&all=1
   function fromHash() {
-    if (location.hash.indexOf("=") < 0) return;
+    if (LINKED.indexOf("=") < 0) return;
     const s = {};
-    for (const [k, v] of new URLSearchParams(location.hash.slice(1))) {
+    for (const [k, v] of new URLSearchParams(LINKED.slice(1))) {
       if (k === "lag" || k === "lr") s[k] = +v;
+      else if (k === "focus") continue;
       else if (k === "engine" || k === "all") s[k] = v === "1";
       else s[k] = v;
     }
@@ -358,7 +461,7 @@
   }
 
   setup();
-  fromHash();
+  if (!SELFTEST) fromHash();
   window.__loadMs = +performance.now().toFixed(1);  // navigation start to the first drawing
   if (location.hash === "#selftest") selftest();
 })();
