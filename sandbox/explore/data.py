@@ -104,17 +104,30 @@ def reduce_run(res: RunResult, grid: Grid) -> dict:
     hist = res.summary.get("staleness_hist", {}) or {}
     ev_log = res.events
     early = ev_log[ev_log["time"] <= grid.timeline_seconds]
-    gen = []  # [worker, start, end, version] of the generations finished in the window
+    # per group: the lag it is consumed at (consume step minus the version it was sampled with, as the
+    # staleness histogram counts it;
+    # -1: not consumed within the run) and when; a dropped group is consumed never
+    jobs = res.jobs
+    lag_of = {int(j): int(c) - int(v) if c >= 0 else -1
+              for j, c, v in jobs[["job", "consume_step", "head_version"]].itertuples(index=False)}
+    consumed_at = {int(j): float(t) for j, t in jobs[["job", "consume_time"]].itertuples(index=False)}
+    gen = []  # [worker, start, end, version, lag at consumption, consume time] of the generations in the window
     # keyed by (worker, job): a synchronous step spread over the fleet splits a group into parts on several
     # workers, each with its own dispatch/finish pair (docs/system.md#work-conserving-synchronous-steps)
     starts: dict[tuple[int, int], tuple[float, int]] = {}
+    drops = []  # [worker, time, version] of the groups the lag bound dropped in the window
     for t, kind, worker, job, version in early[["time", "kind", "worker", "job", "version"]].itertuples(index=False):
         key = (int(worker), int(job))
         if kind == "dispatch":
             starts[key] = (float(t), int(version))
         elif kind == "finish" and key in starts:
             s, v = starts.pop(key)
-            gen.append([int(worker), r4(s), r4(t), v])
+            lag = lag_of.get(int(job), -1)
+            gen.append([int(worker), r4(s), r4(t), v, lag, r4(consumed_at[int(job)]) if lag >= 0 else None])
+        elif kind == "drop":
+            drops.append([int(worker), r4(t), int(version)])
+    for (w, job), (s, v) in sorted(starts.items(), key=lambda kv: kv[1][0]):  # still generating at the window's end
+        gen.append([w, r4(s), None, v, -1, None])
     train, t0 = [], None
     for t, kind in early[["time", "kind"]].itertuples(index=False):
         if kind == "train_start":
@@ -132,13 +145,11 @@ def reduce_run(res: RunResult, grid: Grid) -> dict:
         "ttt": time_to_target(ev["time"].to_numpy(), reps, target, higher),
         "collapsed": collapsed(reps, higher),
         "ess": series(m["is/ess_ratio"]) if "is/ess_ratio" in m else [None] * len(m),
-        # the steps during which the lag bound dropped groups (the running count rose)
-        "dropped_steps": [int(s) for s, d in zip(m["step"], m["system/dropped"].diff().fillna(m["system/dropped"])) if d > 0]
-        if "system/dropped" in m else [],
         "cos": series(m["grad/cos_prev"]),
         "staleness": series(m["staleness/mean"]),
         "hist": [[int(k), int(v)] for k, v in sorted(hist.items())],
         "gen": gen,
+        "drops": drops,
         "train": train,
         "headline": headline(m, score),
     }

@@ -28,7 +28,8 @@ figure.highlight{outline:4px solid #D55E00;outline-offset:2px}
 figure{margin:0;border:1px solid #ddd;border-radius:6px;padding:8px}figcaption{font-size:0.9rem}
 svg.chart{width:100%;height:auto;display:block}
 svg text{font-size:12px;fill:#222}svg .title{font-size:14px;font-weight:600}svg .label{font-size:12.5px}
-svg .grid{stroke:#e4e4e4}svg .box{fill:none;stroke:#888}svg .legend-bg{fill:#fff;opacity:0.85}
+svg .grid{stroke:#e4e4e4}svg.hl rect.gen:not(.on){opacity:0.12}
+.replay{grid-column:1/-1;display:flex;flex-wrap:wrap;gap:6px;align-items:center}svg .box{fill:none;stroke:#888}svg .legend-bg{fill:#fff;opacity:0.85}
 .alt{font-size:0.9rem;background:#f4f4f4;padding:4px 8px;border-radius:4px}
 table.numbers{border-collapse:collapse;font-size:0.92rem}table.numbers td,table.numbers th{border:1px solid #ccc;padding:3px 9px;text-align:right}
 table.numbers th{background:#f0f0f0}.tour li{margin:3px 0}.tour button{margin-right:6px}
@@ -99,12 +100,16 @@ def render(data: dict) -> str:
 <div class="grid2">
 {_figure("c-reward-time", "alt-reward", "reward_time")}
 {_figure("c-reward-step", "alt-reward-step", "reward_step")}
-{_figure("c-hist", "alt-hist", "hist")}
+{_figure("c-phase", "alt-phase", "phase")}
+{_figure("c-theory", "alt-theory", "theory")}
 {_figure("c-ess", "alt-ess", "ess")}
 {_figure("c-cos", "alt-cos", "cos")}
+<div id="replay" class="replay" role="group" aria-label="replay of the event log"><button type="button" id="replay-play">Play the event log</button>
+ <button type="button" id="replay-step">Step the replay forward</button> <button type="button" id="replay-reset">Show the whole window</button>
+ <output id="replay-clock">whole window</output> <small>(the two timelines and the histogram follow the clock)</small></div>
 {_figure("c-timeline", "alt-timeline", "timeline")}
+{_figure("c-hist", "alt-hist", "hist")}
 {_figure("c-timeline-sync", "alt-timeline-sync", "timeline_sync")}
-{_figure("c-theory", "alt-theory", "theory")}
 </div>
 <h2>What to try</h2>
 <p>Each button moves the controls, scrolls to the chart it talks about and outlines it.</p>

@@ -52,11 +52,21 @@ PANELS: dict[str, tuple[str, str]] = {
         "gradient is zero (all rewards of every group equal, e.g. once every bit is learnt) has no cosine: it is "
         "a gap, not a zero.",
     ),
+    "phase": (
+        "phase map: lag bound × learning rate",
+        "Each cell is a precomputed run of the selected method: its time to the target against the synchronous "
+        "reference at the same learning rate (mean over the replicas where both reach it), and how many replicas "
+        "collapsed. The column label gives the realised mean lag under its bound. On the quadratic the dashed "
+        "line is T1's critical step at that mean lag (docs/theory.md T1): the cells above it diverge without a "
+        "correction. Click a cell to select its run.",
+    ),
     "timeline": (
         "worker and learner timeline (asynchronous)",
-        "From the run's event log: each bar is one group being generated on a worker (the colour alternates "
-        "with the policy version it was sampled with); the top row is the learner. Asynchronous workers start "
-        "their next group at once and keep busy until the lag bound holds them back.",
+        "From the run's event log: each bar is one group being generated on a worker, coloured by the lag it "
+        "is consumed at (grey: not consumed within the run, or not yet during a replay); × marks a group the "
+        "lag bound dropped; the top row is the learner. Asynchronous workers start their next group at once and "
+        "keep busy until the lag bound holds them back. Play the event log to watch the histogram fill; hover "
+        "a histogram bar to outline its groups here.",
     ),
     "timeline_sync": (
         "worker and learner timeline (synchronous)",

@@ -121,3 +121,52 @@ def test_390px_layout_has_no_horizontal_overflow(page):
             assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (cid, box)
         assert pg.evaluate("document.getElementById('controls').offsetHeight") < 844 / 3  # the bar stays compact
         browser.close()
+
+
+@needs_browser
+def test_replay_crosshair_and_phase_map(page):
+    """Play/step/reset of the event log change what the timeline and the histogram draw; a histogram bar
+    outlines its groups; one pointer position puts a crosshair on the three learner-step charts; the
+    phase map has one cell per (lag, lr), T1's boundary on the quadratic, and a click selects a cell."""
+    assert CHROMIUM and sync_playwright, "CI: chromium and playwright are required"
+    count = "document.querySelectorAll('#{} {}').length"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        pg = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(page.as_uri())
+        whole = pg.evaluate(count.format("c-timeline", "rect.gen"))
+        groups = pg.evaluate("[...document.querySelectorAll('#c-hist rect.bar')].reduce((a, r) => a + +r.dataset.count, 0)")
+        pg.click("#replay-step")  # clock at 0: nothing drawn yet
+        assert pg.evaluate(count.format("c-timeline", "rect.gen")) == 0 and pg.text_content("#replay-clock") == "t = 0 s"
+        for _ in range(10):
+            pg.click("#replay-step")
+        mid = pg.evaluate(count.format("c-timeline", "rect.gen"))
+        consumed = pg.evaluate("[...document.querySelectorAll('#c-hist rect.bar')].reduce((a, r) => a + +r.dataset.count, 0)")
+        assert 0 < mid < whole and 0 < consumed < groups, (mid, whole, consumed, groups)
+        assert pg.evaluate(count.format("c-timeline", "line.clock")) == 1
+        pg.click("#replay-play")
+        assert pg.text_content("#replay-play") == "Pause the replay"
+        pg.wait_for_timeout(600)
+        pg.click("#replay-play")  # pause
+        later = pg.evaluate(count.format("c-timeline", "rect.gen"))
+        assert later > mid and pg.text_content("#replay-play") == "Play the event log"
+        pg.click("#replay-reset")
+        assert pg.evaluate(count.format("c-timeline", "rect.gen")) == whole
+        # a histogram bar outlines its groups on the timeline
+        pg.hover("#c-hist rect.bar >> nth=0")
+        assert pg.evaluate("document.getElementById('c-timeline').classList.contains('hl')")
+        assert 0 < pg.evaluate(count.format("c-timeline", "rect.gen.on")) < whole
+        # the crosshair: one pointer position, three charts
+        pg.hover("#c-ess")
+        assert pg.evaluate(count.format("c-ess", "line.crosshair")) == 1
+        assert pg.evaluate(count.format("c-cos", "line.crosshair")) == 1
+        assert pg.evaluate(count.format("c-reward-step", "line.crosshair")) == 1
+        # the phase map: 2 lags x 2 learning rates, the T1 boundary, a click selects
+        assert pg.evaluate(count.format("c-phase", "rect.cell")) == 4
+        assert pg.evaluate(count.format("c-phase", "path[data-series=t1-boundary]")) == 1
+        pg.click("#c-phase rect.cell[data-lag='1'][data-lr='0.3']")
+        assert "lag=1&lr=0.3" in pg.evaluate("location.hash")
+        assert errors == []
+        browser.close()
