@@ -153,7 +153,9 @@ def test_page_in_a_real_browser(tmp_path, data):
     pixels = mpimg.imread(shot)[..., :3]
     assert pixels.std() > 0.05
     blue = (abs(pixels[..., 0] - 0 / 255) < 0.05) & (abs(pixels[..., 1] - 114 / 255) < 0.05) & (abs(pixels[..., 2] - 178 / 255) < 0.05)
-    assert blue.mean() > 0.001  # the Okabe-Ito blue of the selected run is drawn
+    # the Okabe-Ito blue of the selected run's curves is drawn (only they: the timeline is coloured by lag);
+    # a page without them has 0 such pixels, two 2 px curves across the plots give ~0.0008 of this window
+    assert blue.mean() > 0.0003
 
 
 def test_t12_overlay_matches_the_first_step_of_many_replicas():
