@@ -391,11 +391,11 @@
       const d = bound.map((b, n) => `${n ? "L" : "M"}${sx(b[0] - 0.5 * (n === 0)).toFixed(1)} ${sy(Math.min(b[1], top)).toFixed(1)}` +
         `L${sx(b[0] + (n === bound.length - 1 ? 0.5 : 0)).toFixed(1)} ${sy(Math.min(b[1], top)).toFixed(1)}`).join("");
       el("path", {d: d, fill: "none", stroke: "#000", "stroke-width": 2.5, "stroke-dasharray": "7 4", class: "series", "data-series": "t1-boundary"}, svg);
-      legend(svg, [{color: "#000", dash: "7 4", label: "T1 lr* at the mean lag (above: unstable)"}]);
+      legend(svg, [{color: "#000", dash: "7 4", label: "T1 lr* for a fixed delay = the mean lag"}]);
     }
     $("alt-phase").textContent = `${cells} runs. Green: faster to the target than the synchronous reference (dark: over 2×); ` +
       `yellow: slower; orange: never reached; ✗: collapsed replicas.` + (DATA.task === "quadratic" ?
-      " Above the dashed T1 line the delayed step is unstable at that column's mean lag (λ_max = 1)." :
+      " The dashed line is T1 for a fixed delay equal to each column's mean lag (λ_max = 1); the delays here vary from group to group, and in these runs it marks where instability begins, not a sharp edge." :
       " The bit-string uses Adam on a non-quadratic loss: T1 gives no boundary here.");
   }
 
@@ -442,8 +442,9 @@
       const above = lr > v;
       el("circle", {cx: sx(k), cy: sy(Math.min(lr, 2.04)), r: 6, fill: "none", stroke: above ? PAL[5] : PAL[2], "stroke-width": 3,
                     class: "marker"}, $("c-theory"));
-      el("text", {x: sx(k) + 8, y: sy(Math.min(lr, 2.04)) + 4}, $("c-theory"), `this run: lr·λ_max = ${lr}${above ? " (above: unstable)" : ""}`);
-      note = ` This run's lr·λ_max = ${lr} is ${above ? "above" : "below"} it (λ_max = 1)` +
+      el("text", {x: sx(k) + 8, y: sy(Math.min(lr, 2.04)) + 4}, $("c-theory"), `this run: lr·λ_max = ${lr}${above ? " (above T1)" : ""}`);
+      note = ` This run's lr·λ_max = ${lr} is ${above ? "above" : "below"} it (λ_max = 1); T1 is for a fixed delay, ` +
+        `the delays here vary around the mean, and in these runs a step a little above the curve still converges` +
         `${state.method === "staleness_lr" ? "; the staleness-aware LR divides each step by its lag" : ""}.`;
     } else {
       note = " The bit-string runs use Adam on a non-quadratic loss: this is the mechanism, not a prediction of their threshold.";

@@ -57,8 +57,9 @@ PANELS: dict[str, tuple[str, str]] = {
         "Each cell is a precomputed run of the selected method: its time to the target against the synchronous "
         "reference at the same learning rate (mean over the replicas where both reach it), and how many replicas "
         "collapsed. The column label gives the realised mean lag under its bound. On the quadratic the dashed "
-        "line is T1's critical step at that mean lag (docs/theory.md T1): the cells above it diverge without a "
-        "correction. Click a cell to select its run.",
+        "line is T1's critical step for a fixed delay equal to that mean lag (docs/theory.md T1). It is a guide, "
+        "not a sharp edge: these delays vary from group to group, and a run somewhat above the line (lr 0.6 at "
+        "k_max 16) still converges, while far above it (lr 1) every replica diverges. Click a cell to select its run.",
     ),
     "timeline": (
         "worker and learner timeline (asynchronous)",
