@@ -40,6 +40,12 @@ def test_bad_grid_names_the_field():
         Grid(lags=())
     with pytest.raises(GridError, match="grid.steps"):
         Grid(steps=0)
+    with pytest.raises(GridError, match="grid.task"):
+        Grid(task="chess")
+    with pytest.raises(GridError, match=r"grid.methods: \['tis'\] do not act on the quadratic"):
+        Grid(task="quadratic", methods=("none", "tis"), engines=("exact",))
+    with pytest.raises(GridError, match="grid.engines.*no sampler"):
+        Grid(task="quadratic", methods=("none",))
 
 
 def test_grid_over_budget_is_refused_with_the_estimate(tmp_path):
