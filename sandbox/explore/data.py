@@ -49,7 +49,7 @@ def headline(m: pd.DataFrame, score: str = "eval/expected_reward") -> dict:
     """The numbers the page prints for a run (its text alternative), from its metrics table: the
     final score, the means of ESS/N, lag and cosine, and what the method did: its mean LR scale, the
     fraction of tokens clipped (``clip/frac``) or masked (``mask/frac``), the fraction of steps
-    skipped, and the groups dropped by the staleness control (``system/dropped``, a running count)."""
+    skipped and of steps GAC projected (``gac/projected``), and the groups dropped by the staleness control (``system/dropped``, a running count)."""
     ev = m[score].dropna()
     cos = m["grad/cos_prev"].dropna()
     return {
@@ -63,6 +63,7 @@ def headline(m: pd.DataFrame, score: str = "eval/expected_reward") -> dict:
         "clip_frac": _mean(m, "clip/frac"),
         "mask_frac": _mean(m, "mask/frac"),
         "skipped_frac": _mean(m, "step/skipped"),
+        "projected_frac": _mean(m, "gac/projected"),
         "dropped": int(m["system/dropped"].iloc[-1]) if "system/dropped" in m else 0,  # a running count
     }
 

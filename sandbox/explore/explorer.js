@@ -205,7 +205,7 @@
     const meanOf = (xs) => { const v = xs.filter((x) => x !== null); return v.length === xs.length ? v.reduce((a, b) => a + b, 0) / v.length : null; };
     setNum("n-ttt", meanOf(run.ttt)); setNum("r-ttt", meanOf(ref.ttt));
     setNum("n-collapsed", run.collapsed.filter(Boolean).length); setNum("r-collapsed", ref.collapsed.filter(Boolean).length);
-    for (const [k, f] of [["lrscale", "lr_scale"], ["clip", "clip_frac"], ["mask", "mask_frac"], ["skip", "skipped_frac"], ["dropped", "dropped"]]) {
+    for (const [k, f] of [["lrscale", "lr_scale"], ["clip", "clip_frac"], ["mask", "mask_frac"], ["skip", "skipped_frac"], ["proj", "projected_frac"], ["dropped", "dropped"]]) {
       setNum(`n-${k}`, h[f]); setNum(`r-${k}`, rh[f]);
     }
     $("ttt-label").textContent = `time to ${sc.label} ${targetText()} (s, mean of replicas)`;
@@ -473,6 +473,7 @@
     if (h.clip_frac) acts.push(`clipped ${fmt(100 * h.clip_frac)}% of weights`);
     if (h.mask_frac) acts.push(`masked ${fmt(100 * h.mask_frac)}% of tokens`);
     if (h.skipped_frac) acts.push(`skipped ${fmt(100 * h.skipped_frac)}% of steps`);
+    if (h.projected_frac) acts.push(`projected ${fmt(100 * h.projected_frac)}% of steps`);
     const did = state.method === "none" ? "" : ` What ${SHORT[state.method]} did: ${acts.length ? acts.join(", ") : "nothing measurable"}.`;
     $("headline").innerHTML = `<b>${DATA.task_label}.</b> Asynchronous, ${label}, k_max = ${lag}, lr = ${DATA.axes.lrs[state.lr]}: ` +
       `${sc.label} ${targetText()} after ${list(run.ttt)} s (replicas) against ${list(ref.ttt)} s synchronously: ${speed}. ` +

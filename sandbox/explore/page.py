@@ -71,7 +71,7 @@ def render(data: dict) -> str:
                          ("collapsed", ("collapsed replicas", "")), ("time", ("simulated time (s)", "")),
                          ("ess", ("mean ESS / N", "")), ("stale", ("mean lag (versions)", "")), ("cos", ("mean gradient cosine", "")),
                          ("lrscale", ("mean LR scale (method)", "")), ("clip", ("fraction clipped (method)", "")),
-                         ("mask", ("fraction masked (method)", "")), ("skip", ("fraction of steps skipped", "")),
+                         ("mask", ("fraction masked (method)", "")), ("skip", ("fraction of steps skipped", "")), ("proj", ("fraction of steps projected (GAC)", "")),
                          ("dropped", ("groups dropped by the lag bound", ""))))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
