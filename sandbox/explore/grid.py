@@ -113,10 +113,11 @@ class Grid:
         return replace(self, **kw)
 
 
-#: The teaching task: 16 workers, 2 gradients of 4 samples per step, SGD; at k_max = 16 the realised
-#: mean lag is about 5.6 (exponential delays), where T1's critical step is about 0.26, so lr = 1 diverges.
+#: The teaching task: 16 workers, 2 groups of 8 samples per step (a synchronous step splits them over
+#: all 16 workers), SGD; at k_max = 16 the realised mean lag is about 5.6 (exponential delays), where
+#: T1's critical step for a fixed delay is about 0.26, and lr = 1 diverges.
 QUADRATIC = Grid(task="quadratic", lags=(2, 4, 16), lrs=(0.3, 0.6, 1.0), methods=TASK_METHODS["quadratic"],
-                 engines=("exact",), replicas=3, steps=120, group_size=4, groups_per_step=2, train_time=0.05,
+                 engines=("exact",), replicas=3, steps=120, group_size=8, groups_per_step=2, train_time=0.05,
                  eval_every=5, timeline_seconds=10.0, budget_seconds=300.0)
 #: The default page: the quadratic first, the bit-string as the contrast.
 DEFAULT_PAGE: tuple[Grid, ...] = (QUADRATIC, Grid())
