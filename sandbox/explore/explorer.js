@@ -462,7 +462,8 @@
     let speed;
     if (sp.length) {
       const mean = sp.reduce((a, b) => a + b, 0) / sp.length;
-      speed = `<strong id="hl-speedup" data-value="${mean}">${fmt(mean)}× faster</strong> to the target than the synchronous reference ` +
+      speed = `<strong id="hl-speedup" data-value="${mean}">${mean >= 1 ? `${fmt(mean)}× faster` : `slower (${fmt(mean)}× the speed)`}</strong> ` +
+        `to the target than the synchronous reference ` +
         `(range ${fmt(Math.min(...sp))}–${fmt(Math.max(...sp))}× over the ${sp.length} of ${R} replicas where both reach it)`;
     } else {
       speed = `<strong id="hl-speedup" data-value="">no speed-up</strong>: ` +
