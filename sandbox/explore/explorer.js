@@ -38,6 +38,12 @@
     for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(10));
     return out;
   }
+  // decades on a log10 axis: every one, or every other when there are more than 6
+  function logTicks(yr) {
+    const lo = Math.ceil(yr[0]), hi = Math.floor(yr[1]), every = hi - lo > 6 ? 2 : 1, out = [];
+    for (let v = lo; v <= hi; v += every) out.push(v);
+    return out;
+  }
   function extent(series, key, fixed) {
     if (fixed) return fixed;
     let lo = Infinity, hi = -Infinity;
@@ -69,7 +75,7 @@
       el("line", {x1: sx(t), x2: sx(t), y1: M.t, y2: H - M.b, class: "grid"}, g);
       el("text", {x: sx(t), y: H - M.b + 15, "text-anchor": "middle"}, g, fmt(t));
     }
-    for (const t of (o.ylog ? ticks(yr[0], yr[1], 5).filter((v) => Number.isInteger(v)) : ticks(yr[0], yr[1], 5))) {
+    for (const t of (o.ylog ? logTicks(yr) : ticks(yr[0], yr[1], 5))) {
       el("line", {x1: M.l, x2: W - M.r, y1: sy(t), y2: sy(t), class: "grid"}, g);
       el("text", {x: M.l - 6, y: sy(t) + 4, "text-anchor": "end"}, g, o.ylog ? fmt(Math.pow(10, t), 2) : fmt(t));
     }
