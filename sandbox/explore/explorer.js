@@ -58,6 +58,8 @@
     for (let i = 0; i < xs.length; i++) {
       if (ys[i] === null || xs[i] === null) { pen = false; continue; }
       d += (pen ? "L" : "M") + sx(xs[i]).toFixed(1) + " " + sy(ys[i]).toFixed(1);
+      // an isolated value (gaps on both sides) is drawn as a dot: a zero-length segment with round caps
+      if (!pen && (i + 1 >= xs.length || ys[i + 1] === null || xs[i + 1] === null)) d += "l0.01 0";
       pen = true;
     }
     return d;
@@ -114,7 +116,7 @@
     }
     for (const s of o.series) {
       el("path", {d: pathD(s.x, s.y, sx, sy), fill: "none", stroke: s.color, "stroke-width": s.width || 2.2,
-                  "stroke-dasharray": s.dash || "", opacity: s.opacity || 1, class: "series", "data-series": s.id || s.label}, svg);
+                  "stroke-dasharray": s.dash || "", "stroke-linecap": "round", opacity: s.opacity || 1, class: "series", "data-series": s.id || s.label}, svg);
     }
     legend(svg, items);
     return {sx, sy, xr, yr, t: M.t};
