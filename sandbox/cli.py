@@ -1183,15 +1183,16 @@ def explore(
     out: Path = typer.Option(Path("runs/explore"), "--out", parser=_out_path, metavar="DIR", help="Directory of explorer.html."),
     quick: bool = typer.Option(False, "--quick", help="A small grid (under 2 minutes on 2 cores)."),
     budget: Optional[float] = typer.Option(None, "--budget", metavar="DURATION", parser=parse_duration,
-                                           help="Refuse a grid estimated over this wall time, e.g. 90s or 10m (default: 2m with --quick, else 10m)."),
+                                           help="Refuse a task's grid estimated over this wall time, e.g. 90s or 10m (default: each task's own, quick 60 s and 90 s, full 300 s and 600 s)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ):
-    """Precompute a grid of bit-string runs (lag bound x learning rate x method x delay tail x engine
-    mismatch) and write one self-contained page whose controls switch between them."""
+    """Precompute a grid of runs (lag bound x learning rate x method x delay tail x engine mismatch) on
+    the delayed quadratic (where staleness bites) and on the bit-string (the contrast), and write one
+    self-contained page whose controls switch between them."""
     import time
 
     from .budget import format_seconds
-    from .explore import QUICK, Grid, GridError, build_explorer
+    from .explore import DEFAULT_PAGE, QUICK_PAGE, GridError, build_explorer
 
     out_dir = user_path(out)
     try:  # before minutes of runs: --out must be a directory we can write
@@ -1201,9 +1202,9 @@ def explore(
         probe.unlink()
     except OSError as exc:
         _fail(f"--out {escape(str(out))}: not a writable directory ({escape(describe_os_error(exc))})")
-    grid = QUICK if quick else Grid()
-    if budget is not None:
-        grid = grid.with_(budget_seconds=budget)
+    grid = QUICK_PAGE if quick else DEFAULT_PAGE
+    if budget is not None:  # each task's grid is held to it
+        grid = tuple(g.with_(budget_seconds=budget) for g in grid)
     t0 = time.time()
     try:
         with progress.session(progress.enabled(quiet)):

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .grid import QUICK, Grid, GridError, check_grid, estimate_grid
+from .grid import DEFAULT_PAGE, QUADRATIC, QUICK, QUICK_PAGE, Grid, GridError, check_grid, estimate_grid
 
 
-def build_explorer(out_dir: str | Path, grid: Grid | None = None) -> Path:
-    """Run ``grid`` (default :class:`Grid`) and write ``out_dir/explorer.html``; returns its path."""
-    from .data import compute
+def build_explorer(out_dir: str | Path, grids: Grid | tuple[Grid, ...] | None = None) -> Path:
+    """Run ``grids`` (default :data:`DEFAULT_PAGE`: the quadratic, then the bit-string) and write
+    ``out_dir/explorer.html``; returns its path. Every grid is checked against its budget before it runs."""
+    from .data import compute_page
     from .page import write_page
 
-    return write_page(compute(grid or Grid()), out_dir)
+    grids = DEFAULT_PAGE if grids is None else (grids,) if isinstance(grids, Grid) else tuple(grids)
+    return write_page(compute_page(grids), out_dir)
 
 
-__all__ = ["Grid", "GridError", "QUICK", "build_explorer", "check_grid", "estimate_grid"]
+__all__ = ["DEFAULT_PAGE", "Grid", "GridError", "QUADRATIC", "QUICK", "QUICK_PAGE", "build_explorer", "check_grid",
+           "estimate_grid"]
