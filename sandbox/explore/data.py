@@ -127,7 +127,7 @@ def reduce_run(res: RunResult, grid: Grid) -> dict:
             gen.append([int(worker), r4(s), r4(t), v, lag, r4(consumed_at[int(job)]) if lag >= 0 else None])
         elif kind == "drop":
             drops.append([int(worker), r4(t), int(version)])
-    for (w, job), (s, v) in sorted(starts.items(), key=lambda kv: kv[1][0]):  # still generating at the window's end
+    for (w, _job), (s, v) in sorted(starts.items(), key=lambda kv: kv[1][0]):  # still generating at the window's end
         gen.append([w, r4(s), None, v, -1, None])
     train, t0 = [], None
     for t, kind in early[["time", "kind"]].itertuples(index=False):

@@ -39,11 +39,11 @@ DEFAULTS: dict[str, Any] = {
 SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
 
 IGNORED: dict[str, str] = {
-    "experiment_name": "run bookkeeping", "trial_name": "run bookkeeping", "tokenizer_path": "the model",
+    "experiment_name": "run bookkeeping", "trial_name": "run bookkeeping",
     "saver.": "checkpointing", "evaluator.": "evaluation schedule", "stats_logger.": "logging", "recover.": "recovery",
     "cluster.": "cluster layout: give cluster facts with --cluster", "allocation_mode": "GPU allocation: give it with --cluster",
     "actor.path": "the model: the proxy task's toy model replaces it", "actor.backend": "training backend: same loss",
-    "actor.experiment_name": "run bookkeeping", "actor.trial_name": "run bookkeeping", "ref.": "the reference model",
+    "actor.experiment_name": "run bookkeeping", "actor.trial_name": "run bookkeeping",
     "rollout.backend": "inference engine", "rollout.experiment_name": "run bookkeeping", "rollout.trial_name": "run bookkeeping",
     "rollout.max_concurrent_rollouts": "concurrency: give cluster.num_workers with --cluster",
     "train_dataset.": "data: the proxy task replaces it", "valid_dataset.": "data: the proxy task replaces it",

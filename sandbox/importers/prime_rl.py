@@ -32,7 +32,7 @@ OFF_MASK = 1.0
 SCHEDULES = ("constant", "linear", "cosine")
 
 IGNORED: dict[str, str] = {
-    "model.": "the model: the proxy task's toy model replaces it", "trainer.model.": "the model",
+    "model.": "the model: the proxy task's toy model replaces it",
     "orchestrator.model.": "the model", "inference.": "inference server settings: cluster facts come from --cluster",
     "orchestrator.client.": "inference client", "orchestrator.env": "the environment: the proxy task replaces it",
     "orchestrator.environment.": "the environment: the proxy task replaces it", "orchestrator.sampling.":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import click
 import pytest
 import typer
 from typer.testing import CliRunner
