@@ -73,6 +73,9 @@ LEARN_FLOOR = 0.02
 """The premise: the proxy learns at a point when the 95% interval of the synchronous gain (final minus
 starting expected reward, over seeds) lies above this."""
 PROCESSES = 2
+LEARN_SHARE = 0.6
+"""Without --seeds, the learning runs get at most this share of the budget: fewer seeds (not below 3) before a
+refusal, the rest for the split of Q3/Q4/Q7 (which shrinks itself to what is left)."""
 """Forked processes the learning runs are spread over (the runs are single-threaded: the same numbers in any)."""
 #: --quick: the bit-string proxy (learning rates are multiples of its own: no transfer rule applies to its logit table).
 QUICK = {"seeds": 4, "steps": 60, "budget": 120.0, "mults": (1.0, 10.0, 100.0, 1000.0), "bound_factors": (1, 4, 16)}
@@ -147,6 +150,8 @@ class PreflightPlan:
     facts: Facts | None = None
     system: SystemPlan | None = None
     processes: int = PROCESSES
+    note: str = ""
+    """Set when the plan was shrunk to fit its budget (what, from what to what)."""
 
     @property
     def learning_seconds(self) -> float:
@@ -200,6 +205,8 @@ def _scenario_data(base: dict, seeds: int, steps: int, staleness: dict, lr: floa
     d["run"]["steps"] = steps
     d["run"]["eval_every"] = min(int(d["run"].get("eval_every", 5)), 5)
     d["system"]["staleness"] = staleness
+    # every sample exactly the bound old: a response resumed under newer weights would span versions
+    d["system"]["partial_rollouts"] = False
     d["algorithm"]["optimizer"]["lr"] = lr
     if correction is not None:
         d["algorithm"]["correction"] = correction
@@ -236,6 +243,7 @@ def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult:
     multiples of the proxy's rate); ``facts``: the cluster facts of Q3/Q4/Q7
     (:func:`sandbox.preflight_system.cluster_facts`; None: not answered)."""
     size = QUICK if quick else FULL
+    chosen = seeds is not None
     seeds = int(seeds or size["seeds"])
     if seeds < 2:
         raise PreflightError(f"--seeds: {seeds} is too few for an interval over seeds (at least 2)")
@@ -282,9 +290,16 @@ def make_plan(data: dict, quick: bool = True, seeds: int | None = None, lr_mult:
             a = j.data["algorithm"]
             responses = seeds * j.data["run"]["steps"] * a["groups_per_step"] * a["group_size"]
             j.seconds = max(j.seconds, LM_RESPONSE_STEP_S * responses)
+    share = LEARN_SHARE * plan.budget
+    if not chosen and plan.learning_seconds > share and seeds > 3:  # fewer seeds before a refusal (the page says so)
+        fit = max(3, int(seeds * share / plan.learning_seconds))
+        if fit < seeds:
+            smaller = make_plan(data, quick, fit, lr_mult, budget, framework, facts, lm_data, transfer_to, processes)
+            smaller.note = f"seeds reduced from {seeds} to {fit} to fit the budget (your batch makes each run long)"
+            return smaller
     plan.facts = facts
     if facts is not None:
-        plan.system = make_system_plan(data, facts, quick, k_user)
+        plan.system = make_system_plan(data, facts, quick, k_user, max_seconds=max(0.0, plan.budget - plan.learning_seconds))
     return plan
 
 
@@ -293,8 +308,10 @@ def check_plan(plan: PreflightPlan) -> None:
     if plan.seconds <= plan.budget:
         return
     shrink = []
+    room = plan.budget - (plan.system.seconds if plan.system else 0.0)
+    fit = int(plan.seeds * room / plan.learning_seconds) if plan.learning_seconds > 0 and room > 0 else 0
     if plan.seeds > 2:
-        shrink.append(f"--seeds {max(2, plan.seeds // 2)}")
+        shrink.append(f"--seeds {fit}" if 2 <= fit < plan.seeds else f"--seeds {max(2, plan.seeds // 2)}")
     if not plan.quick:
         shrink.append("--quick (the bit-string proxy: fewer seeds, steps and cells)")
     split = (f" ({format_seconds(plan.system.seconds)} of it for the split of Q3/Q4/Q7, which --quick shrinks)"
@@ -586,7 +603,7 @@ def run_plan(plan: PreflightPlan) -> dict:
         "plan": {"quick": plan.quick, "proxy": plan.proxy, "seeds": plan.seeds, "steps": plan.steps, "runs": len(plan.jobs),
                  "processes": plan.processes, "estimated_s": plan.seconds, "wall_s": wall, "budget_s": plan.budget,
                  "user_bound": k, "user_correction": plan.user_correction, "lr_multiplier": plan.mult,
-                 "proxy_lr": plan.proxy_lr, "your_proxy_lr": plan.user_lr},
+                 "proxy_lr": plan.proxy_lr, "your_proxy_lr": plan.user_lr, "note": plan.note},
         "transfer": transfer_,
         "premise": gate,
         "Q1": {**q1, "at": {"bound": k, "lr": plan.user_lr, "lr_multiplier": plan.user_lr / plan.proxy_lr},
@@ -627,7 +644,7 @@ def system_answers(plan: PreflightPlan, system: dict | None) -> dict:
     """Q3, Q4, Q7 from the timing-model runs, or 'not answered' naming the missing cluster facts."""
     if system is not None:
         return {"Q3": {**system["Q3"], "facts": system["facts"], "seeds": system["seeds"], "steps": system["steps"],
-                       "bound": system["bound"], "control": system["control"]},
+                       "bound": system["bound"], "control": system["control"], "note": system.get("note", "")},
                 "Q4": system["Q4"], "Q7": system["Q7"]}
     missing = plan.facts.missing if plan.facts is not None else ["the cluster facts (--gpus, --model)"]
     why = ("not answered: it needs " + " and ".join(missing) + "; the timing model of `sandbox plan --gpus N` "

@@ -302,6 +302,8 @@ class SystemPlan:
     asynchronous: list[SplitConfig]
     synchronous: list[SplitConfig]
     seconds: float
+    note: str = ""
+    """Set when the plan was shrunk to fit the budget: what was reduced, from what to what."""
 
     @property
     def runs(self) -> int:
@@ -318,8 +320,11 @@ def _seconds(cfg: SplitConfig, steps: int) -> float:
     return SECONDS_PER_SEQUENCE * (steps + 1) * a.groups_per_step * a.group_size
 
 
-def make_system_plan(data: dict, facts: Facts, quick: bool, bound: int) -> SystemPlan | None:
-    """The runs of Q3/Q4/Q7 (module docstring), or None when a fact is missing (``facts.missing``)."""
+def make_system_plan(data: dict, facts: Facts, quick: bool, bound: int, max_seconds: float | None = None) -> SystemPlan | None:
+    """The runs of Q3/Q4/Q7 (module docstring), or None when a fact is missing (``facts.missing``). ``max_seconds``:
+    the budget left for them; a plan over it is shrunk — steps per run down to 6, then seeds down to 2, then steps
+    down to 3 — and says so in its ``note`` (a batch of thousands of responses per step prices each split run at
+    seconds)."""
     if facts.missing:
         return None
     size = QUICK if quick else FULL
@@ -340,9 +345,25 @@ def make_system_plan(data: dict, facts: Facts, quick: bool, bound: int) -> Syste
         syn = split_configurations(base, "preflight (synchronous)", SplitOptions(**{**opts.__dict__, "k_max": 0}))
     except ScenarioError as exc:  # naming the option (e.g. a model that does not fit its engine)
         raise SystemPlanError(str(exc)) from None
-    per = _seconds(asy[0], size["steps"])
-    seconds = per * size["seeds"] * (len(asy) + len(syn) + 4 + 1)
-    return SystemPlan(facts, size["seeds"], size["steps"], k0, control, asy, syn, seconds)
+    runs = len(asy) + len(syn) + 4 + 1
+    seeds, steps = size["seeds"], size["steps"]
+
+    def cost(seeds_: int, steps_: int) -> float:
+        return _seconds(asy[0], steps_) * seeds_ * runs
+
+    note = ""
+    if max_seconds is not None and cost(seeds, steps) > max_seconds:
+        before = (seeds, steps)
+        while cost(seeds, steps) > max_seconds and steps > 6:
+            steps = max(6, steps // 2)
+        while cost(seeds, steps) > max_seconds and seeds > 2:
+            seeds -= 1
+        while cost(seeds, steps) > max_seconds and steps > 3:
+            steps -= 1
+        note = (f"shrunk to fit the budget: {before[0]} seeds x {before[1]} steps per split run -> {seeds} x {steps} "
+                f"(the batch is {asy[0].scenario.algorithm.groups_per_step * asy[0].scenario.algorithm.group_size} "
+                "responses per step); the intervals are wider and the start-up weighs more")
+    return SystemPlan(facts, seeds, steps, k0, control, asy, syn, cost(seeds, steps), note)
 
 
 def _variant(cfg: SplitConfig, gen: dict | None = None, system: dict | None = None) -> SplitConfig:
@@ -451,7 +472,7 @@ def run_system_plan(sp: SystemPlan, advance: Callable[[str], None] | None = None
         "facts": {"gpus": f.gpus, "gpu": f.gpu, "model": f.model, "tp": f.tp, "max_tokens": f.max_tokens,
                   "length_median": gen.length_median, "length_sigma": gen.length_sigma, "trainer_gpus": f.trainer_gpus,
                   "source": f.source},
-        "seeds": sp.seeds, "steps": sp.steps, "bound": sp.bound, "control": sp.control,
+        "seeds": sp.seeds, "steps": sp.steps, "bound": sp.bound, "control": sp.control, "note": sp.note,
         "Q3": {"verdict": f"{best_a['trainer_gpus']} trainer GPUs, {f.gpus - best_a['trainer_gpus']} for rollouts, "
                           f"{best_a['concurrency']} sequences per engine",
                "best": best_a, "best_synchronous": best_s, "rows": a_rows, "rows_synchronous": s_rows, "your_split": user,

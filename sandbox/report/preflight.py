@@ -274,7 +274,8 @@ def render_md(res: dict, framework: str, source: str) -> str:
     out = [f"# Preflight: {source} ({framework})", "",
            f"{p['runs']} runs, {p['seeds']} seeds each, {p['steps']} steps ({'--quick' if p['quick'] else 'default budget'}) "
            f"over {p['processes']} processes; estimated {p['estimated_s']:.0f} s, took {p['wall_s']:.0f} s. Your lag bound: "
-           f"{p['user_bound']} versions; your correction: {p['user_correction']}.", "", proxy, "",
+           f"{p['user_bound']} versions; your correction: {p['user_correction']}."
+           + (f" The plan's {p['note']}." if p.get("note") else ""), "", proxy, "",
            SOURCES.format(proxy="LM proxy" if p["proxy"] == "lm" else "bit-string proxy (--quick)"), ""]
     out += _q1_md(res)
     out += [
@@ -354,6 +355,8 @@ def _system_md(res: dict) -> list[str]:
     sync_user = res["plan"]["user_bound"] == 0
     out = ["", "## Q3: trainer/rollout split and concurrency per engine", "", SYSTEM_PROXY, "",
            f"Facts: {facts}.", ""]
+    if q3.get("note"):
+        out += [f"The split runs were {q3['note']}.", ""]
     if sync_user:
         out += [f"Your config is synchronous: 'your bound' below is a bound of {q3['bound']} ({describe(q3['control'])}), "
                 "what switching to the smallest asynchronous bound would give; the synchronous column is yours.", ""]
