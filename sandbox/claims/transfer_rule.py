@@ -97,9 +97,12 @@ def run(quick: bool = False, seeds: int | None = None, lm_seeds: int | None = No
     )
     if n == 0:
         why = "not run: --lm-seeds 0 (this claim runs only in the LM context)"
-        result.rows = [Row(label, stat, [], thr, d, note=why, forced_inconclusive=True, context="lm") for label, stat, thr, d in (
+        result.rows = [Row(label, stat, [], thr, d, note=why, forced_inconclusive=True) for label, stat, thr, d in (
             ("the critical learning rate differs across widths", "|log2(lr*(large) / lr*(small))|", 1.0, ">"),
             ("the critical u is within 2x across widths", "log2(u*(d) / u*(middle))", (-1.0, 1.0), "within"))]
+        nan = [math.nan] * len(WIDTHS)
+        result.curves = [Curve(label, [float(i) for i in range(len(WIDTHS))], nan, nan, nan)
+                         for label in ("critical u (not run)", "critical lr (not run)")]
         return result
     per = {w: critical(w, n, size["steps"]) for w in WIDTHS}
     result.settings["rms"] = {w: per[w][0] for w in WIDTHS}

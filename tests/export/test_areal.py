@@ -85,7 +85,7 @@ def test_sync_is_zero_offpolicyness_and_needs_no_in_flight_updates():
 
 
 def test_throttle_is_implicit_and_names_the_residual_drop():
-    exp = export(scenario(**ASYNC, system__partial_rollouts=True,
+    exp = export(scenario(**ASYNC, system__partial_rollouts=True, run__schedules="shared",
                           system__generation_time={"kind": "cost_model", "prefill": 0.1, "per_token": 0.01}, **TOKEN_AGG),
                  allow_partial=False)
     row = rows(exp, "implicit")["system.staleness.enforcement + system.staleness.queue_capacity"]

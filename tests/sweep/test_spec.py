@@ -66,7 +66,8 @@ def test_run_ids_do_not_depend_on_axis_order(tiny_raw):
 
 
 def test_variants_of_the_base_become_an_axis():
-    raw = {"base": str(ROOT / "scenarios" / "quickstart.toml"), "seeds": [0, 1], "set": {"run.steps": 3}}
+    # the quickstart's 4 replicas on independent schedules are seeds s .. s + 3: seeds 4 apart
+    raw = {"base": str(ROOT / "scenarios" / "quickstart.toml"), "seeds": [0, 4], "set": {"run.steps": 3}}
     spec = parse_sweep(raw)
     assert spec.axes[-1] == ["variant"]
     assert len(spec.runs) == 3 * 2
