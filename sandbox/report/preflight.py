@@ -196,11 +196,10 @@ def _q6_reasons(framework: str) -> list[str]:
 def _transfer_md(res: dict) -> list[str]:
     t = res.get("transfer")
     if res["plan"]["proxy"] != "lm":
-        return ["### Your point", "", "Not placed: " + res["Q1"]["reason"] + ".", ""]
+        return ["**Your point:** not placed: " + res["Q1"]["reason"] + ".", ""]
     if t is None:
-        return ["### Your point", "", "Not placed: your config sets no learning rate the importer read.", ""]
-    head = ["### The transfer rule", "",
-            "The per-step relative update size ‖Δθ‖/‖θ‖ is matched: for Adam about lr / RMS(θ) (docs/preflight.md#the-transfer-rule). "
+        return ["**Your point:** not placed: your config sets no learning rate the importer read.", ""]
+    head = ["**The transfer rule.** The per-step relative update size ‖Δθ‖/‖θ‖ is matched: for Adam about lr / RMS(θ) (docs/preflight.md#the-transfer-rule). "
             "Whether this rule holds is measured across LM widths by `sandbox claims --only transfer_rule` (docs/claims.md): "
             "the critical u agreed across three widths to the grid's factor 2, but their weight scales spanned only 1.9x, "
             "so that run could not tell u from lr; treat your point as a stated assumption.", "",
@@ -220,7 +219,7 @@ def _transfer_md(res: dict) -> list[str]:
 def _premise_md(res: dict) -> list[str]:
     g = res["premise"]
     s = g["sync_gain"]
-    out = ["### The premise gate", "",
+    out = ["**The premise gate.**", "",
            f"- **Does the proxy learn at your point?** {'yes' if g['learns'] else 'no'}: the synchronous run's gain over its "
            f"starting expected reward is {_fmt(s[0])} {_ci(s[1], s[2])} (95% interval over seeds; floor {g['learn_floor']:g})."]
     if g["bound"] == 0:
@@ -230,7 +229,7 @@ def _premise_md(res: dict) -> list[str]:
         out.append(f"- **Does lag {g['bound']} hurt at your point?** {'yes' if g['feels_lag'] else 'no'}: synchronous minus "
                    f"uncorrected final reward {_fmt(c[0])} {_ci(c[1], c[2])} (95% interval; yes when it lies above 0 or at "
                    "least half the seeds more collapse).")
-    out += ["", "Q1 and Q2 are answered only when both hold; otherwise the answer is *cannot tell on this proxy*.", ""]
+    out += ["", "Q1 and Q2 are answered only when both hold; otherwise the answer is \"cannot tell on this proxy\".", ""]
     return out
 
 
