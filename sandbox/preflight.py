@@ -464,6 +464,9 @@ def q1_answer(cells: list[dict], plan: PreflightPlan, gate: dict) -> dict:
         shrink = s0 / sk
         shrink_note = (f"{shrink:.3g}x (largest safe rate {s0:.3g} synchronously, {sk:.3g} at k={k}; the grid's steps "
                        f"bound the resolution)")
+        if shrink < 1:
+            shrink_note += (": larger at your bound than synchronously, a map not monotone in the bound at these seeds, "
+                            "read as noise (a lag slows the proxy's progress, which can delay a collapse past its steps)")
     if plan.proxy != "lm" or plan.transfer is None or not plan.transfer.applicable:
         why = ("--quick runs the bit-string proxy, whose logit table starts at zero: there is no relative update size "
                "to match, so your learning rate is not placed (the map is in multiples of the proxy's own rate); run "
