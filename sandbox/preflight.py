@@ -389,24 +389,20 @@ def premise(sync: dict, uncorrected: dict | None, bound: int) -> dict:
     ``sync``, ``uncorrected``: :func:`seed_outcomes` of the synchronous and the uncorrected run at your bound."""
     g, glo, ghi = mean_interval(np.array(sync["final"], float) - np.array(sync["start"], float), (-1.0, 1.0))
     learns = bool(math.isfinite(glo) and glo > LEARN_FLOOR)
-    out = {"learns": learns, "sync_gain": [g, glo, ghi], "learn_floor": LEARN_FLOOR, "bound": bound}
-    if bound == 0:
-        out.update(feels_lag=None, lag_cost=[math.nan] * 3, passed=learns,
-                   reason="" if learns else f"the proxy does not learn at your point: the synchronous gain over its start "
-                   f"is {g:.3g} [{glo:.3g}, {ghi:.3g}], not above the floor {LEARN_FLOOR:g}")
-        return out
-    cost = difference_interval(sync["final"], uncorrected["final"])
-    more_collapsed = sum(uncorrected["collapsed"]) - sum(sync["collapsed"]) >= max(1, len(sync["collapsed"]) // 2)
-    feels = bool((math.isfinite(cost[1]) and cost[1] > 0) or more_collapsed)
-    out.update(feels_lag=feels, lag_cost=list(cost), passed=learns and feels)
-    if not learns:
-        out["reason"] = (f"the proxy does not learn at your point: the synchronous gain over its start is {g:.3g} "
-                         f"[{glo:.3g}, {ghi:.3g}], not above the floor {LEARN_FLOOR:g}")
-    elif not feels:
-        out["reason"] = (f"the proxy does not feel lag {bound} at your point: synchronous minus uncorrected final reward "
-                         f"{cost[0]:.3g} [{cost[1]:.3g}, {cost[2]:.3g}] (an interval that reaches 0), and no more seeds collapse")
-    else:
-        out["reason"] = ""
+    out = {"learns": learns, "sync_gain": [g, glo, ghi], "learn_floor": LEARN_FLOOR, "bound": bound,
+           "feels_lag": None, "lag_cost": [math.nan] * 3}
+    reason = "" if learns else (f"the proxy does not learn at your point: the synchronous gain over its start is {g:.3g} "
+                                f"[{glo:.3g}, {ghi:.3g}], not above the floor {LEARN_FLOOR:g}")
+    feels = True
+    if bound > 0:
+        cost = difference_interval(sync["final"], uncorrected["final"])
+        more_collapsed = sum(uncorrected["collapsed"]) - sum(sync["collapsed"]) >= max(1, len(sync["collapsed"]) // 2)
+        feels = bool((math.isfinite(cost[1]) and cost[1] > 0) or more_collapsed)
+        out.update(feels_lag=feels, lag_cost=list(cost))
+        if learns and not feels:
+            reason = (f"the proxy does not feel lag {bound} at your point: synchronous minus uncorrected final reward "
+                      f"{cost[0]:.3g} [{cost[1]:.3g}, {cost[2]:.3g}] (an interval that reaches 0), and no more seeds collapse")
+    out.update(passed=learns and feels, reason=reason)
     return out
 
 

@@ -36,18 +36,16 @@ _WAIT = object()  # the learner waits for the next round (Signal.wait())
 _LEARNER = object()  # the learner's place in a round
 
 
-def supports(cfg, groups_per_step: int | None = None, group_size: int | None = None) -> bool:
+def supports(cfg, groups_per_step: int, group_size: int) -> bool:
     """Whether :class:`HeapCluster` models ``cfg`` with this batch: one-piece generation (no partial rollouts, no
     engine model) and groups that are one worker's job (a work-conserving synchronous step that splits groups over
-    idle workers, ``ControlConfig.group_parts`` > 1, runs on simpy; without the batch shape, assumed split)."""
+    idle workers, ``ControlConfig.group_parts`` > 1, runs on simpy)."""
     if cfg.partial_rollouts or getattr(cfg.generation_time, "engine_model", False):
         return False
-    if groups_per_step is None or group_size is None:
-        return cfg.staleness.group_parts(1, 2, max(2, cfg.num_workers)) == 1
     return cfg.staleness.group_parts(groups_per_step, group_size, cfg.num_workers) == 1
 
 
-def cluster_class(cfg, groups_per_step: int | None = None, group_size: int | None = None) -> type[Cluster]:
+def cluster_class(cfg, groups_per_step: int, group_size: int) -> type[Cluster]:
     """:class:`HeapCluster` where it models ``cfg`` and this batch, else the simpy :class:`Cluster` (same constructor)."""
     return HeapCluster if supports(cfg, groups_per_step, group_size) else Cluster
 
@@ -63,11 +61,10 @@ class HeapCluster(Cluster):
     """:class:`Cluster` run by a plain heap event loop (same arguments; see the module docstring)."""
 
     def __init__(self, cfg, *args, **kwargs):
-        if not supports(cfg, kwargs.get("groups_per_step", args[2] if len(args) > 2 else None),
-                        kwargs.get("group_size", args[3] if len(args) > 3 else None)):
+        super().__init__(cfg, *args, **kwargs)
+        if self.engines is not None or cfg.partial_rollouts or self.parts > 1:  # what Cluster derived from cfg + batch
             raise ValueError("HeapCluster models one-piece generation of whole groups only (no partial_rollouts, no "
                              "engine model, no group split over workers)")
-        super().__init__(cfg, *args, **kwargs)
         self.env = _Clock()  # what Cluster's own methods read (``env.now``)
         self.visible = 0
 

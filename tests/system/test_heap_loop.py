@@ -64,7 +64,7 @@ def test_without_events_and_through_simulate_timing():
 def test_an_engine_model_runs_on_simpy():
     scn, _ = load_scenario(ROOT / "scenarios" / "max_lag.toml", [
         "system.generation_time={kind='continuous_batching', step_base=0.01, step_per_sequence=0.001, length_median=20}"])
-    assert not supports(scn.system)
+    assert not supports(scn.system, scn.algorithm.groups_per_step, scn.algorithm.group_size)
     a = scn.algorithm
     got = simulate_timing(scn.system, 5, a.groups_per_step, a.group_size, seed=0)
     ref = simulate_timing(scn.system, 5, a.groups_per_step, a.group_size, seed=0, engine="simpy")
