@@ -57,16 +57,24 @@ def compare(trees: list[str], rounds: int, repeats: int, levels: list[str]) -> N
     for r in range(rounds):
         for tree in trees if r % 2 == 0 else trees[::-1]:
             env = {**os.environ, "PYTHONPATH": tree}
-            out = subprocess.run([sys.executable, __file__, "--child", tree, "--repeats", str(repeats),
-                                  "--levels", ",".join(levels)], capture_output=True, text=True, env=env)
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", tree, "--repeats", str(repeats), "--levels", ",".join(levels)],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             if out.returncode:
                 sys.exit(f"{tree}: the child failed:\n{out.stderr[-3000:]}")
             d = json.loads(out.stdout.strip().splitlines()[-1])
             runs[tree].append(d)
             tm = d["times"]
-            print(f"round {r + 1} {tree}: load {d['load']:.1f}; " + ", ".join(
-                f"{k} {min(v):.3f} s" for k, v in tm.items()) + "; final rewards " + ", ".join(
-                f"{k} {v:.9f}" for k, v in d["rewards"].items()), flush=True)
+            print(
+                f"round {r + 1} {tree}: load {d['load']:.1f}; "
+                + ", ".join(f"{k} {min(v):.3f} s" for k, v in tm.items())
+                + "; final rewards "
+                + ", ".join(f"{k} {v:.9f}" for k, v in d["rewards"].items()),
+                flush=True,
+            )
     print(f"\nsoftmax bandit (bench_learner.py), {rounds} rounds x {repeats} interleaved repeats per tree:")
     medians: dict[tuple[str, str], float] = {}
     for tree, ds in runs.items():
@@ -75,13 +83,17 @@ def compare(trees: list[str], rounds: int, repeats: int, levels: list[str]) -> N
             ts = [x for d in ds for x in d["times"][level]]
             paired = [a / b for d in ds for a, b in zip(d["times"][level], d["times"]["bare"])]
             medians[tree, level] = statistics.median(ts)
-            print(f"  {tree} {level:8s}: min {min(ts):.3f} s, median {statistics.median(ts):.3f} s; bare min "
-                  f"{min(bare):.3f} s, median {statistics.median(bare):.3f} s; ratio min-vs-min "
-                  f"{min(ts) / min(bare):.2f}x, median of paired {statistics.median(paired):.2f}x")
+            print(
+                f"  {tree} {level:8s}: min {min(ts):.3f} s, median {statistics.median(ts):.3f} s; bare min "
+                f"{min(bare):.3f} s, median {statistics.median(bare):.3f} s; ratio min-vs-min "
+                f"{min(ts) / min(bare):.2f}x, median of paired {statistics.median(paired):.2f}x"
+            )
     if len(trees) == 2:
         for level in levels:
-            print(f"  {level}: {trees[1]} runs {medians[trees[0], level] / medians[trees[1], level]:.2f}x "
-                  f"as fast as {trees[0]} (medians)")
+            print(
+                f"  {level}: {trees[1]} runs {medians[trees[0], level] / medians[trees[1], level]:.2f}x "
+                f"as fast as {trees[0]} (medians)"
+            )
 
 
 def phases(tree: str, repeats: int) -> None:
@@ -91,12 +103,13 @@ def phases(tree: str, repeats: int) -> None:
     import torch
 
     torch.set_num_threads(1)
+    from bench_learner import ARMS, GROUP_SIZE, GROUPS, LR, bandit_scenario, sandbox_bandit
+
     import sandbox.algorithms.policy_loss as PL
     import sandbox.learner.trainer as T
+    import sandbox.system.workload as W
     import sandbox.tasks.bandit as B
     import sandbox.tasks.rollouts as RO
-    import sandbox.workload as W
-    from bench_learner import ARMS, GROUP_SIZE, GROUPS, LR, bandit_scenario, sandbox_bandit
 
     acc: collections.Counter = collections.Counter()
     clock = time.perf_counter
@@ -147,11 +160,17 @@ def phases(tree: str, repeats: int) -> None:
             t0 = clock()
             with torch.no_grad():
                 probs = torch.softmax(logits, -1)
-            actions = torch.cat([torch.multinomial(probs, GROUP_SIZE, replacement=True, generator=gen)
-                                 for _ in range(GROUPS)], 1)
+            actions = torch.cat(
+                [torch.multinomial(probs, GROUP_SIZE, replacement=True, generator=gen) for _ in range(GROUPS)], 1
+            )
             m = means[actions]
-            rewards = torch.cat([(torch.rand(1, GROUP_SIZE, generator=gen) < m[:, g * GROUP_SIZE:(g + 1) * GROUP_SIZE]).float()
-                                 for g in range(GROUPS)], 1)
+            rewards = torch.cat(
+                [
+                    (torch.rand(1, GROUP_SIZE, generator=gen) < m[:, g * GROUP_SIZE : (g + 1) * GROUP_SIZE]).float()
+                    for g in range(GROUPS)
+                ],
+                1,
+            )
             t1 = clock()
             groups = rewards.view(1, GROUPS, GROUP_SIZE)
             adv = (groups - groups.mean(-1, keepdim=True)).view(1, -1)

@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from sandbox.checks import CHECKS
+from sandbox.checks.api import CHECKS
 
 
 def margin(point) -> float:
@@ -53,17 +53,22 @@ def bench_gac_runs(steps: int, repeats: int) -> None:
                 gac._stability_map(grid, cfg["dim"], steps, [])
             finally:
                 gac.REPLICA_VALUES_PER_RUN = saved
+
         return call
 
     four = 58 * cfg["dim"] * steps  # at most 58 replicas a run: 4 runs for 232, as 12M values gave at 2,000 steps
     timed(saved)()  # first use: imports, the optimizer's first construction
     times = interleaved({"four runs": timed(four), "one run": timed(saved)}, repeats)
-    print(f"gac_boundary quick plain map: {len(grid)} replicas, d = {cfg['dim']}, {steps} steps, {repeats} interleaved repeats")
+    print(
+        f"gac_boundary quick plain map: {len(grid)} replicas, d = {cfg['dim']}, {steps} steps, {repeats} interleaved repeats"
+    )
     for name, ts in times.items():
         print(f"  {name:10s} min {min(ts):7.2f} s  median {statistics.median(ts):7.2f} s")
     ratios = [f / o for f, o in zip(times["four runs"], times["one run"])]
-    print(f"  four runs / one run: min-vs-min {min(times['four runs']) / min(times['one run']):.2f}x, "
-          f"median of paired {statistics.median(ratios):.2f}x")
+    print(
+        f"  four runs / one run: min-vs-min {min(times['four runs']) / min(times['one run']):.2f}x, "
+        f"median of paired {statistics.median(ratios):.2f}x"
+    )
 
 
 def main() -> None:
@@ -89,8 +94,10 @@ def main() -> None:
         total += seconds
         failed = [p for p in perturbed.points if not p.ok]
         worst = max((margin(p) for p in failed), default=0.0)
-        print(f"{name:22s} {seconds:8.1f} {'PASS' if stated.passed else 'FAIL':>7s} "
-              f"{f'{len(failed)}/{len(perturbed.points)} (×{check.perturbation:g})':>16s} {worst:13.1f}")
+        print(
+            f"{name:22s} {seconds:8.1f} {'PASS' if stated.passed else 'FAIL':>7s} "
+            f"{f'{len(failed)}/{len(perturbed.points)} (×{check.perturbation:g})':>16s} {worst:13.1f}"
+        )
     print(f"{'total':22s} {total:8.1f}")
 
 

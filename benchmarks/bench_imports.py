@@ -28,10 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SIDES = {
     "import torch": "import torch",
     "torch.optim.Adam": "import torch; w = torch.ones(3, requires_grad=True); o = torch.optim.Adam([w]); "
-                        "(w * w).sum().backward(); o.step()",
+    "(w * w).sum().backward(); o.step()",
     "build_optimizer (adam)": "import torch; from sandbox.learner.optim import OptimizerConfig, build_optimizer; "
-                              "w = torch.ones(3, requires_grad=True); o = build_optimizer(OptimizerConfig(), [w]); "
-                              "(w * w).sum().backward(); o.step()",
+    "w = torch.ones(3, requires_grad=True); o = build_optimizer(OptimizerConfig(), [w]); "
+    "(w * w).sum().backward(); o.step()",
     "backward(gradient tensor)": "import torch; w = torch.ones(3, requires_grad=True); (w * w).backward(torch.ones(3))",
     "backward of a scalar": "import torch; w = torch.ones(3, requires_grad=True); (w * w).sum().backward()",
     "import matplotlib.pyplot": "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot",
@@ -48,7 +48,9 @@ def main() -> None:
 
     times = interleaved({name: side(code) for name, code in SIDES.items()}, args.repeats)
     base = times["import torch"]
-    print(f"fresh interpreters, {args.repeats} interleaved repeats (min / median s; extra over import torch, medians of pairs):")
+    print(
+        f"fresh interpreters, {args.repeats} interleaved repeats (min / median s; extra over import torch, medians of pairs):"
+    )
     for name, ts in times.items():
         extra = statistics.median(t - b for t, b in zip(ts, base))
         print(f"  {name:28s} {min(ts):6.2f} {statistics.median(ts):6.2f}   +{extra:5.2f} s")

@@ -13,7 +13,7 @@
    ``run.figures = true`` and with ``run.figures = false`` (share = 1 − t_false / t_true; no figure
    at all is drawn in the second, the comparison figures included), and the time spent inside the figure
    functions called in the command's process of a figures-on run (share = t_figures / t_true; the
-   variants' own figures are drawn in worker processes since issue 32, sandbox/figure_worker.py, so
+   variants' own figures are drawn in worker processes since issue 32, sandbox/base/figure_worker.py, so
    only the comparison figures count there), and the CPU time of the command with its workers. The
    first command of the process also pays the imports (matplotlib, pandas, pyarrow), so it is run
    once before the timed repeats.
@@ -41,7 +41,7 @@ ARMS, GROUPS, GROUP_SIZE, LR = 10, 4, 8, 0.05
 
 
 def bandit_scenario(steps: int, metrics: str = "standard"):
-    from sandbox.scenario import validate_scenario
+    from sandbox.scenario.api import validate_scenario
 
     return validate_scenario(
         {
@@ -65,7 +65,7 @@ def bandit_scenario(steps: int, metrics: str = "standard"):
 
 def sandbox_bandit(steps: int, metrics: str = "standard") -> float:
     """Final expected reward of the sandbox run (evaluated at its last step) at ``run.metrics = metrics``."""
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     res = run_scenario(bandit_scenario(steps, metrics), force=True)
     return float(res.metrics["eval/expected_reward"].iloc[-1])
@@ -82,10 +82,17 @@ def bare_bandit(steps: int, sampling_seed: int) -> float:
     for _ in range(steps):
         with torch.no_grad():
             probs = torch.softmax(logits, -1)
-        actions = torch.cat([torch.multinomial(probs, GROUP_SIZE, replacement=True, generator=gen) for _ in range(GROUPS)], 1)
+        actions = torch.cat(
+            [torch.multinomial(probs, GROUP_SIZE, replacement=True, generator=gen) for _ in range(GROUPS)], 1
+        )
         m = means[actions]
-        rewards = torch.cat([(torch.rand(1, GROUP_SIZE, generator=gen) < m[:, g * GROUP_SIZE:(g + 1) * GROUP_SIZE]).float()
-                             for g in range(GROUPS)], 1)
+        rewards = torch.cat(
+            [
+                (torch.rand(1, GROUP_SIZE, generator=gen) < m[:, g * GROUP_SIZE : (g + 1) * GROUP_SIZE]).float()
+                for g in range(GROUPS)
+            ],
+            1,
+        )
         groups = rewards.view(1, GROUPS, GROUP_SIZE)
         adv = (groups - groups.mean(-1, keepdim=True)).view(1, -1)
         logp = torch.log_softmax(logits, -1).gather(-1, actions)
@@ -132,31 +139,48 @@ def bench_bandit(steps: int, repeats: int) -> None:
     try:
         sandbox_reward, bare_reward = sandbox_bandit(steps), bare_bandit(steps, seed)
         lean_reward, batched_reward = sandbox_bandit(steps, "lean"), bare_bandit_batched(steps, seed)
-        times = interleaved({"bare": lambda: bare_bandit(steps, seed), "sandbox": lambda: sandbox_bandit(steps),
-                             "lean": lambda: sandbox_bandit(steps, "lean"),
-                             "bare_batch": lambda: bare_bandit_batched(steps, seed)}, repeats)
+        times = interleaved(
+            {
+                "bare": lambda: bare_bandit(steps, seed),
+                "sandbox": lambda: sandbox_bandit(steps),
+                "lean": lambda: sandbox_bandit(steps, "lean"),
+                "bare_batch": lambda: bare_bandit_batched(steps, seed),
+            },
+            repeats,
+        )
     finally:
         torch.set_num_threads(threads)
-    print(f"softmax bandit K={ARMS}, {GROUPS}x{GROUP_SIZE} per step, Adam, {steps} steps, {repeats} interleaved repeats:")
-    print(f"  final expected reward: sandbox {sandbox_reward.hex()}, lean {lean_reward.hex()}, bare loop {bare_reward.hex()}, "
-          f"bare loop drawing the batch at once {batched_reward.hex()}")
+    print(
+        f"softmax bandit K={ARMS}, {GROUPS}x{GROUP_SIZE} per step, Adam, {steps} steps, {repeats} interleaved repeats:"
+    )
+    print(
+        f"  final expected reward: sandbox {sandbox_reward.hex()}, lean {lean_reward.hex()}, bare loop {bare_reward.hex()}, "
+        f"bare loop drawing the batch at once {batched_reward.hex()}"
+    )
     for name in ("bare", "bare_batch", "sandbox", "lean"):
         ts = times[name]
         print(f"  {name:8s} {fmt(ts)}   {steps / min(ts):8.0f} steps/s (best)")
     for name, label in (("sandbox", "sandbox (run.metrics = standard)"), ("lean", "sandbox (run.metrics = lean)")):
         ratios = [s / b for s, b in zip(times[name], times["bare"])]
-        print(f"  ratio {label}/bare: min-vs-min {min(times[name]) / min(times['bare']):5.2f}x, "
-              f"median of paired ratios {statistics.median(ratios):5.2f}x")
+        print(
+            f"  ratio {label}/bare: min-vs-min {min(times[name]) / min(times['bare']):5.2f}x, "
+            f"median of paired ratios {statistics.median(ratios):5.2f}x"
+        )
         ratios = [s / b for s, b in zip(times[name], times["bare_batch"])]
-        print(f"  ratio {label}/bare drawing the batch at once: min-vs-min "
-              f"{min(times[name]) / min(times['bare_batch']):5.2f}x, median of paired ratios {statistics.median(ratios):5.2f}x")
+        print(
+            f"  ratio {label}/bare drawing the batch at once: min-vs-min "
+            f"{min(times[name]) / min(times['bare_batch']):5.2f}x, median of paired ratios {statistics.median(ratios):5.2f}x"
+        )
 
 
 class FigureTimer:
     """Accumulates the wall time spent inside the figure functions the run command calls."""
 
-    NAMES = (("sandbox.plots", "default_figures"), ("sandbox.plots", "comparison_figure"),
-             ("sandbox.report.figures", "time_to_target_figure"))
+    NAMES = (
+        ("sandbox.run.plots", "default_figures"),
+        ("sandbox.run.plots", "comparison_figure"),
+        ("sandbox.report.figures", "time_to_target_figure"),
+    )
 
     def __init__(self):
         self.total = 0.0
@@ -187,15 +211,19 @@ class FigureTimer:
 
 
 def cli_run(out: Path, figures: bool) -> None:
-    from sandbox.cli import run
+    from sandbox.run.command import run
 
-    run(scenario=ROOT / "scenarios" / "quickstart.toml", set_=[f"run.figures={str(figures).lower()}"], out=out,
-        quiet=True, force=False)
+    run(
+        scenario=ROOT / "scenarios" / "quickstart.toml",
+        set_=[f"run.figures={str(figures).lower()}"],
+        out=out,
+        quiet=True,
+        force=False,
+    )
 
 
 def bench_figures(repeats: int) -> None:
     import io
-
     import os
     import resource
 
@@ -213,31 +241,45 @@ def bench_figures(repeats: int) -> None:
             cli_run(out, figures)
             in_figures[name].append(timer.total - before)
             cpu[name].append(cpu_seconds() - c0)
+
         return call
 
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
-        from sandbox.cli import console
+        from sandbox.cli_support import console
 
         console.quiet = True  # the summary table is printed by rich
         cli_run(Path(tmp) / "warm", True)  # imports and first-use caches, not timed
         with timer.patched():
-            times = interleaved({"figures off": timed_run("figures off", Path(tmp) / "off", False),
-                                 "figures on": timed_run("figures on", Path(tmp) / "on", True)}, repeats)
+            times = interleaved(
+                {
+                    "figures off": timed_run("figures off", Path(tmp) / "off", False),
+                    "figures on": timed_run("figures on", Path(tmp) / "on", True),
+                },
+                repeats,
+            )
         console.quiet = False
     load.append(os.getloadavg()[0])
-    print(f"default `sandbox run` of scenarios/quickstart.toml (3 variants), in-process, {repeats} interleaved repeats "
-          f"(load average {load[0]:.1f} before, {load[1]:.1f} after, {os.cpu_count()} CPUs):")
+    print(
+        f"default `sandbox run` of scenarios/quickstart.toml (3 variants), in-process, {repeats} interleaved repeats "
+        f"(load average {load[0]:.1f} before, {load[1]:.1f} after, {os.cpu_count()} CPUs):"
+    )
     for name, ts in times.items():
-        print(f"  {name:12s} {fmt(ts)}   CPU (with worker processes) median {statistics.median(cpu[name]):.3f} s; "
-              f"in figure functions in this process: median {statistics.median(in_figures[name]):.3f} s")
+        print(
+            f"  {name:12s} {fmt(ts)}   CPU (with worker processes) median {statistics.median(cpu[name]):.3f} s; "
+            f"in figure functions in this process: median {statistics.median(in_figures[name]):.3f} s"
+        )
     on, off = times["figures on"], times["figures off"]
     shares = [1 - f / o for f, o in zip(off, on)]
     inside = [f / t for f, t in zip(in_figures["figures on"], on)]
-    print(f"  share of the run spent on figures (1 - off/on): min-vs-min {1 - min(off) / min(on):6.1%}, "
-          f"median of paired {statistics.median(shares):6.1%}")
-    print(f"  share inside the figure functions called in this process (figures on; the comparison figure and, where "
-          f"variants' figures are drawn in worker processes, not those): median {statistics.median(inside):6.1%}")
+    print(
+        f"  share of the run spent on figures (1 - off/on): min-vs-min {1 - min(off) / min(on):6.1%}, "
+        f"median of paired {statistics.median(shares):6.1%}"
+    )
+    print(
+        f"  share inside the figure functions called in this process (figures on; the comparison figure and, where "
+        f"variants' figures are drawn in worker processes, not those): median {statistics.median(inside):6.1%}"
+    )
 
 
 def main() -> None:

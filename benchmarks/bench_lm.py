@@ -39,7 +39,9 @@ def _timeit(fn, reps: int, sync) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backend", choices=["builtin", "hf"], default="builtin")
-    ap.add_argument("--hf-model-type", default="llama", help="transformers model_type for --backend hf (llama, gpt2, qwen2, ...)")
+    ap.add_argument(
+        "--hf-model-type", default="llama", help="transformers model_type for --backend hf (llama, gpt2, qwen2, ...)"
+    )
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--d-model", type=int, default=64)
@@ -62,17 +64,34 @@ def main() -> None:
     ff = a.ff or 4 * a.d_model
     positions = max(a.prompt, a.new) + a.new  # room for the sampling context and for the task's own prompts
     if a.backend == "hf":
-        model = {"backend": "hf", "config": {
-            "model_type": a.hf_model_type, "hidden_size": a.d_model, "num_hidden_layers": a.layers,
-            "num_attention_heads": a.heads, ("n_inner" if a.hf_model_type == "gpt2" else "intermediate_size"): ff,
-            "max_position_embeddings": positions,
-        }}
+        model = {
+            "backend": "hf",
+            "config": {
+                "model_type": a.hf_model_type,
+                "hidden_size": a.d_model,
+                "num_hidden_layers": a.layers,
+                "num_attention_heads": a.heads,
+                ("n_inner" if a.hf_model_type == "gpt2" else "intermediate_size"): ff,
+                "max_position_embeddings": positions,
+            },
+        }
     else:
         model = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": ff, "max_seq_len": positions}
-    task = LMTask(LMTaskConfig.model_validate(dict(
-        problem=dict(kind="sort", min_len=a.new // 2, max_len=a.new - 2), model=model, max_new_tokens=a.new,
-        warmstart=dict(enabled=False), train_size=256, eval_size=8, device=a.device, dtype=a.dtype, threads=a.threads,
-    )))
+    task = LMTask(
+        LMTaskConfig.model_validate(
+            dict(
+                problem=dict(kind="sort", min_len=a.new // 2, max_len=a.new - 2),
+                model=model,
+                max_new_tokens=a.new,
+                warmstart=dict(enabled=False),
+                train_size=256,
+                eval_size=8,
+                device=a.device,
+                dtype=a.dtype,
+                threads=a.threads,
+            )
+        )
+    )
     params = task.init_params(torch.Generator().manual_seed(0))
     fwd = task.forward_fn(task._single(params, detach=True))
     V = task.tokenizer.vocab_size
@@ -80,12 +99,16 @@ def main() -> None:
     eos = -1  # never stops: every row decodes the full budget
     n_params = sum(v.numel() for v in params.values())
     arch = f"hf:{a.hf_model_type}" if a.backend == "hf" else "builtin"
-    print(f"backend={arch} device={dev} dtype={a.dtype} threads={torch.get_num_threads()} params={n_params} "
-          f"batch={a.batch} prompt={a.prompt} new={a.new}")
+    print(
+        f"backend={arch} device={dev} dtype={a.dtype} threads={torch.get_num_threads()} params={n_params} "
+        f"batch={a.batch} prompt={a.prompt} new={a.new}"
+    )
 
     res = {}
     for cache in (True, False):
-        t = _timeit(lambda: sample(fwd, ctx, a.new, eos, 1.0, torch.Generator().manual_seed(2), use_cache=cache), a.reps, sync)
+        t = _timeit(
+            lambda: sample(fwd, ctx, a.new, eos, 1.0, torch.Generator().manual_seed(2), use_cache=cache), a.reps, sync
+        )
         res[cache] = a.batch * a.new / t
     same = torch.equal(
         sample(fwd, ctx, a.new, eos, 1.0, torch.Generator().manual_seed(2), True)[0],
@@ -123,7 +146,9 @@ def main() -> None:
     t_o = _timeit(opt.step, a.reps * 2, sync)
     t_b = max(t_fb - t_f, 0.0)
     total = t_f + t_b + t_o
-    print(f"learner step on {ro.num_responses} responses x {ro.width} tokens (mean length {ro.lengths.float().mean():.1f}):")
+    print(
+        f"learner step on {ro.num_responses} responses x {ro.width} tokens (mean length {ro.lengths.float().mean():.1f}):"
+    )
     for name, t in (("forward", t_f), ("backward", t_b), ("optimizer", t_o)):
         print(f"  {name:9s} {t * 1e3:8.2f} ms  {t / total:6.1%}")
     print(f"  total     {total * 1e3:8.2f} ms   backward/forward = {t_b / t_f:.2f}x")

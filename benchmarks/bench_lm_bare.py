@@ -30,11 +30,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-
 from _timing import interleaved  # noqa: E402
+
 from sandbox.models.transformer import Transformer, sample, sequence_logprobs  # noqa: E402
-from sandbox.runner import run_scenario  # noqa: E402
-from sandbox.scenario import load_scenario  # noqa: E402
+from sandbox.run.runner import run_scenario  # noqa: E402
+from sandbox.scenario.api import load_scenario  # noqa: E402
 from sandbox.tasks import make_task  # noqa: E402
 from sandbox.tasks.lm import load_or_train  # noqa: E402
 
@@ -42,14 +42,23 @@ SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "lm_mission.to
 
 
 def scenario(steps: int):
-    scn, _ = load_scenario(SCENARIO, {"run.steps": steps, "run.eval_every": steps, "run.figures": False,
-                                      "system.staleness": {"kind": "sync"}, "task.eval_size": 8,
-                                      "task.eval_samples": 0})
+    scn, _ = load_scenario(
+        SCENARIO,
+        {
+            "run.steps": steps,
+            "run.eval_every": steps,
+            "run.figures": False,
+            "system.staleness": {"kind": "sync"},
+            "task.eval_size": 8,
+            "task.eval_samples": 0,
+        },
+    )
     return scn
 
 
-def bare_loop(task, state: dict, steps: int, B: int, G: int, lr: float, clip: float, seed: int = 0,
-              per_group: bool = False) -> float:
+def bare_loop(
+    task, state: dict, steps: int, B: int, G: int, lr: float, clip: float, seed: int = 0, per_group: bool = False
+) -> float:
     """``steps`` RL steps on the LM, nanoGPT style; returns the mean reward (a check that it learns
     from something). ``per_group``: decode each prompt's G responses in their own batch, as the
     simulator's workers do (one group per worker), instead of all B x G at once."""
@@ -64,7 +73,7 @@ def bare_loop(task, state: dict, steps: int, B: int, G: int, lr: float, clip: fl
         idx = torch.randint(task.train_ids.shape[0], (B,), generator=gen)
         ctx = task.train_ids[idx].repeat_interleave(G, 0)
         if per_group:
-            parts = [sample(model, ctx[b * G:(b + 1) * G], task.max_new, eos, T, gen) for b in range(B)]
+            parts = [sample(model, ctx[b * G : (b + 1) * G], task.max_new, eos, T, gen) for b in range(B)]
             S = max(p[0].shape[1] for p in parts)
             toks = torch.cat([torch.nn.functional.pad(p[0], (0, S - p[0].shape[1])) for p in parts])
             lens = torch.cat([p[2] for p in parts])
@@ -101,8 +110,10 @@ def main() -> None:
     alg = scn.algorithm
     B, G, lr, clip = alg.groups_per_step, alg.group_size, alg.optimizer.lr, alg.optimizer.grad_clip
     run_scenario(scn)  # warm-up: imports, caches
-    print(f"LM run vs bare loop, {SCENARIO.name} (sync), {args.steps} steps of {B} x {G} responses; torch threads "
-          f"{torch.get_num_threads()}, load average before {os.getloadavg()}")
+    print(
+        f"LM run vs bare loop, {SCENARIO.name} (sync), {args.steps} steps of {B} x {G} responses; torch threads "
+        f"{torch.get_num_threads()}, load average before {os.getloadavg()}"
+    )
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()
@@ -123,8 +134,10 @@ def main() -> None:
     print(f"  bare loop      min {min(b):7.2f} s   median {statistics.median(b):7.2f} s")
     if args.per_group:
         g = times["bare per group"]
-        print(f"  bare per group min {min(g):7.2f} s   median {statistics.median(g):7.2f} s   "
-              f"(sandbox / it: {min(s) / min(g):5.2f}x min/min)")
+        print(
+            f"  bare per group min {min(g):7.2f} s   median {statistics.median(g):7.2f} s   "
+            f"(sandbox / it: {min(s) / min(g):5.2f}x min/min)"
+        )
     print(f"  sandbox run    min {min(s):7.2f} s   median {statistics.median(s):7.2f} s")
     print(f"  ratio sandbox/bare: {min(s) / min(b):5.2f}x (min/min), {paired:5.2f}x (median paired)")
     print(f"  load average after {os.getloadavg()}")

@@ -41,19 +41,28 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-
 from _timing import interleaved  # noqa: E402
-from sandbox.runner import run_scenario  # noqa: E402
-from sandbox.scenario import load_scenario  # noqa: E402
+
+from sandbox.run.runner import run_scenario  # noqa: E402
+from sandbox.scenario.api import load_scenario  # noqa: E402
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "lm_mission.toml"
 
 
 def scenario(replicas: int, seed: int, steps: int, eval_every: int, eval_processes: int = 1):
     extra = {"task.eval_processes": eval_processes} if eval_processes != 1 else {}
-    scn, _ = load_scenario(SCENARIO, {"task.replicas": replicas, "run.seed": seed, "run.steps": steps,
-                                      "run.eval_every": eval_every, "run.figures": False,
-                                      "system.staleness": {"kind": "sync"}, **extra})
+    scn, _ = load_scenario(
+        SCENARIO,
+        {
+            "task.replicas": replicas,
+            "run.seed": seed,
+            "run.steps": steps,
+            "run.eval_every": eval_every,
+            "run.figures": False,
+            "system.staleness": {"kind": "sync"},
+            **extra,
+        },
+    )
     return scn
 
 
@@ -63,16 +72,19 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--eval-every", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--eval-processes", type=int, default=2,
-                    help="also time the one run with task.eval_processes = this (1: not)")
+    ap.add_argument(
+        "--eval-processes", type=int, default=2, help="also time the one run with task.eval_processes = this (1: not)"
+    )
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     R = args.replicas
     batched = scenario(R, 0, args.steps, args.eval_every)
     singles = [scenario(1, s, args.steps, args.eval_every) for s in range(R)]
     run_scenario(singles[0])  # trains or loads the base model; warms torch up
-    print(f"LM replicas, {SCENARIO.name} (sync), {args.steps} steps, eval every {args.eval_every}; "
-          f"torch threads {torch.get_num_threads()}, load average before {os.getloadavg()}")
+    print(
+        f"LM replicas, {SCENARIO.name} (sync), {args.steps} steps, eval every {args.eval_every}; "
+        f"torch threads {torch.get_num_threads()}, load average before {os.getloadavg()}"
+    )
     if args.profile:
         prof = cProfile.Profile(time.process_time)
         prof.enable()
@@ -94,8 +106,10 @@ def main() -> None:
             continue
         b = times[name]
         paired = statistics.median(x / y for x, y in zip(s, b))
-        print(f"  {R} replicas {what:<20} min {min(b):7.2f} s   median {statistics.median(b):7.2f} s   "
-              f"speed-up separate/this: {min(s) / min(b):5.2f}x (min/min), {paired:5.2f}x (median paired)")
+        print(
+            f"  {R} replicas {what:<20} min {min(b):7.2f} s   median {statistics.median(b):7.2f} s   "
+            f"speed-up separate/this: {min(s) / min(b):5.2f}x (min/min), {paired:5.2f}x (median paired)"
+        )
     # CPU time (less sensitive to the load than wall time on a shared machine): this process's, and that of
     # the evaluation's forked children; with an idle core for the children, the forked run's wall time is
     # about this process's CPU time (the children evaluate their chunks meanwhile)
@@ -111,8 +125,10 @@ def main() -> None:
         cpu[name] = best
     sc = cpu["separate"][0]
     for name, (here, kids) in cpu.items():
-        print(f"  CPU (min of {args.repeats}) {name:<9} this process {here:6.2f} s, forked children {kids:5.2f} s"
-              + ("" if name == "separate" else f"; separate/this process: {sc / here:5.2f}x"))
+        print(
+            f"  CPU (min of {args.repeats}) {name:<9} this process {here:6.2f} s, forked children {kids:5.2f} s"
+            + ("" if name == "separate" else f"; separate/this process: {sc / here:5.2f}x")
+        )
     print(f"  load average after {os.getloadavg()}")
 
 

@@ -54,8 +54,14 @@ def scenario_data(replicas: int, steps: int, seed: int, schedules: str) -> dict:
             "objective": {"name": "reinforce", "baseline": "group_mean"},
             "optimizer": {"name": "adam", "lr": 0.05},
         },
-        "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "schedules": schedules,
-                "eval_every": 10},
+        "run": {
+            "steps": steps,
+            "seed": seed,
+            "figures": False,
+            "record_events": False,
+            "schedules": schedules,
+            "eval_every": 10,
+        },
     }
 
 
@@ -74,24 +80,30 @@ def main() -> None:
     if args.seeds % 2:
         raise SystemExit("--seeds: must be even (the sweep splits the seeds in two)")
 
-    from sandbox.runner import run_scenario
-    from sandbox.scenario import validate_scenario
+    from sandbox.run.runner import run_scenario
+    from sandbox.scenario.api import validate_scenario
 
     n, steps = args.seeds, args.steps
     batched = validate_scenario(scenario_data(n, steps, 0, "independent"))
     found: dict[str, np.ndarray] = {}
 
     def separate():
-        found["separate"] = np.array([
-            final_rewards(run_scenario(validate_scenario(scenario_data(1, steps, s, "shared")), force=True))[0]
-            for s in range(args.sample)
-        ])
+        found["separate"] = np.array(
+            [
+                final_rewards(run_scenario(validate_scenario(scenario_data(1, steps, s, "shared")), force=True))[0]
+                for s in range(args.sample)
+            ]
+        )
 
     def one_process():
         found["batched"] = final_rewards(run_scenario(batched, force=True))
 
-    spread = validate_scenario({**scenario_data(n, steps, 0, "independent"),
-                                "run": {**scenario_data(n, steps, 0, "independent")["run"], "processes": args.workers}})
+    spread = validate_scenario(
+        {
+            **scenario_data(n, steps, 0, "independent"),
+            "run": {**scenario_data(n, steps, 0, "independent")["run"], "processes": args.workers},
+        }
+    )
 
     def schedules_in_workers():
         found["spread"] = final_rewards(run_scenario(spread, force=True))
@@ -107,12 +119,37 @@ def main() -> None:
 
     def sweep_two_processes():
         out = tmp / f"out{next(counter)}"
-        subprocess.run([sys.executable, "-c", "from sandbox.cli import app; app()", "sweep", str(sweep), "--out", str(out), "-j", str(args.workers),
-                        "-q"], check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from sandbox.cli import app; app()",
+                "sweep",
+                str(sweep),
+                "--out",
+                str(out),
+                "-j",
+                str(args.workers),
+                "-q",
+            ],
+            check=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+        )
 
-    run_scenario(validate_scenario(scenario_data(1, 2, 0, "shared")), force=True)  # imports, and torch.optim's first step
-    times = interleaved({"separate": separate, "one process": one_process, "processes": schedules_in_workers,
-                         "sweep": sweep_two_processes}, args.repeats)
+    run_scenario(
+        validate_scenario(scenario_data(1, 2, 0, "shared")), force=True
+    )  # imports, and torch.optim's first step
+    times = interleaved(
+        {
+            "separate": separate,
+            "one process": one_process,
+            "processes": schedules_in_workers,
+            "sweep": sweep_two_processes,
+        },
+        args.repeats,
+    )
     if not np.array_equal(found["batched"], found["spread"]):
         raise SystemExit("run.processes changed the numbers")
     if not np.array_equal(found["separate"], found["batched"][: args.sample]):  # docs/system.md#independent-schedules
@@ -120,14 +157,20 @@ def main() -> None:
     per_seed = [t / args.sample for t in times["separate"]]
     estimate = [p * n for p in per_seed]
     print(f"{n} seeds x {steps} bandit steps, each seed its own schedule ({args.repeats} repeat(s), min / median)")
-    print(f"  separate runs (estimate from {args.sample}):  {min(estimate):8.1f} s / {statistics.median(estimate):8.1f} s"
-          f"   ({min(per_seed) * 1000:.0f} ms per seed)")
-    for name, label in (("one process", "independent replicas, 1 process"),
-                        ("processes", f"same, run.processes = {args.workers}"),
-                        ("sweep", f"sweep, {args.workers} processes")):
+    print(
+        f"  separate runs (estimate from {args.sample}):  {min(estimate):8.1f} s / {statistics.median(estimate):8.1f} s"
+        f"   ({min(per_seed) * 1000:.0f} ms per seed)"
+    )
+    for name, label in (
+        ("one process", "independent replicas, 1 process"),
+        ("processes", f"same, run.processes = {args.workers}"),
+        ("sweep", f"sweep, {args.workers} processes"),
+    ):
         t = times[name]
-        print(f"  {label:<34} {min(t):8.1f} s / {statistics.median(t):8.1f} s   speed-up vs separate "
-              f"{min(estimate) / min(t):5.1f}x (min) / {statistics.median(estimate) / statistics.median(t):5.1f}x (median)")
+        print(
+            f"  {label:<34} {min(t):8.1f} s / {statistics.median(t):8.1f} s   speed-up vs separate "
+            f"{min(estimate) / min(t):5.1f}x (min) / {statistics.median(estimate) / statistics.median(t):5.1f}x (median)"
+        )
     print("  check: the sampled separate runs reach the final expected reward of their replicas, to the bit")
 
 

@@ -58,8 +58,16 @@ class TinyTransformer(nn.Module):
         self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Parameter(torch.randn(max_len, d) * 0.02)
         self.blocks = nn.ModuleList(
-            nn.ModuleDict(dict(ln1=nn.LayerNorm(d), qkv=nn.Linear(d, 3 * d), proj=nn.Linear(d, d),
-                               ln2=nn.LayerNorm(d), fc1=nn.Linear(d, 4 * d), fc2=nn.Linear(4 * d, d)))
+            nn.ModuleDict(
+                dict(
+                    ln1=nn.LayerNorm(d),
+                    qkv=nn.Linear(d, 3 * d),
+                    proj=nn.Linear(d, d),
+                    ln2=nn.LayerNorm(d),
+                    fc1=nn.Linear(d, 4 * d),
+                    fc2=nn.Linear(4 * d, d),
+                )
+            )
             for _ in range(layers)
         )
         self.ln = nn.LayerNorm(d)
@@ -229,8 +237,10 @@ def main() -> None:
         "transformer": ("tiny transformer (2x64, N=32, T=24)", make_transformer_case),
         "bandit": ("softmax bandit (100 arms, N=256)", make_bandit_case),
     }
-    print(f"device={args.device} torch={torch.__version__} threads={torch.get_num_threads()} "
-          f"steps={args.steps} per round x {args.rounds} interleaved rounds")
+    print(
+        f"device={args.device} torch={torch.__version__} threads={torch.get_num_threads()} "
+        f"steps={args.steps} per round x {args.rounds} interleaved rounds"
+    )
     for key in args.cases.split(","):
         name, build = builders[key]
         r = bench(build(args.device), args.steps, args.device, args.rounds, variants=variants)
@@ -238,7 +248,9 @@ def main() -> None:
         print(f"\n{name}: plain step min {lo * 1e3:.2f} ms, median {med * 1e3:.2f} ms")
         for k in variants:
             k_lo, k_med = min(r[k]), statistics.median(r[k])
-            print(f"  {k:17s} min {k_lo * 1e3:8.2f} ms (x{k_lo / lo:5.2f})   median {k_med * 1e3:8.2f} ms (x{k_med / med:5.2f})")
+            print(
+                f"  {k:17s} min {k_lo * 1e3:8.2f} ms (x{k_lo / lo:5.2f})   median {k_med * 1e3:8.2f} ms (x{k_med / med:5.2f})"
+            )
 
 
 if __name__ == "__main__":

@@ -29,10 +29,10 @@ import time
 
 import numpy as np
 import simpy
-
 from _timing import interleaved
-from sandbox.runner import run_scenario
-from sandbox.scenario import validate_scenario
+
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import validate_scenario
 from sandbox.system.config import SystemConfig
 from sandbox.system.timing_only import simulate_timing
 
@@ -128,23 +128,31 @@ def system_table(W: int, B: int, cap: int, steps: int, repeats: int) -> None:
         {
             "lean bare simpy (broadcast wake-up)": lambda: bare_simpy_lean(steps, W, B, cap, 0),
             "bare simpy on a Store (get/put)": lambda: bare_simpy(steps, W, B, cap, 0),
-            "sandbox simpy Cluster (events)": lambda: simulate_timing(cfg, steps, B, record_events=True, engine="simpy"),
+            "sandbox simpy Cluster (events)": lambda: simulate_timing(
+                cfg, steps, B, record_events=True, engine="simpy"
+            ),
             "sandbox heap loop (events)": lambda: simulate_timing(cfg, steps, B, record_events=True, engine="heap"),
-            "sandbox simpy Cluster (no events)": lambda: simulate_timing(cfg, steps, B, record_events=False, engine="simpy"),
+            "sandbox simpy Cluster (no events)": lambda: simulate_timing(
+                cfg, steps, B, record_events=False, engine="simpy"
+            ),
             "sandbox heap loop (no events)": lambda: simulate_timing(cfg, steps, B, record_events=False, engine="heap"),
         },
         repeats,
     )
     lean = times["lean bare simpy (broadcast wake-up)"]
     store = times["bare simpy on a Store (get/put)"]
-    print(f"system-only simulation, {steps} learner steps, {W} workers, B={B}, capacity {cap}, "
-          f"{repeats} interleaved repeats (min / median ms):")
+    print(
+        f"system-only simulation, {steps} learner steps, {W} workers, B={B}, capacity {cap}, "
+        f"{repeats} interleaved repeats (min / median ms):"
+    )
     for name, ts in times.items():
         line = f"  {name:38s} {min(ts) * 1e3:8.1f} {statistics.median(ts) * 1e3:8.1f}"
         if name.startswith("sandbox"):
             paired = statistics.median(t / b for t, b in zip(ts, lean))
-            line += (f"   vs lean: {min(ts) / min(lean):5.2f}x (min/min), {paired:5.2f}x (median paired)"
-                     f";  vs Store: {min(ts) / min(store):5.2f}x")
+            line += (
+                f"   vs lean: {min(ts) / min(lean):5.2f}x (min/min), {paired:5.2f}x (median paired)"
+                f";  vs Store: {min(ts) / min(store):5.2f}x"
+            )
         if name.startswith("sandbox heap"):
             simpy_ts = times[name.replace("heap loop", "simpy Cluster")]
             faster = statistics.median(a / b for a, b in zip(simpy_ts, ts))
@@ -173,7 +181,11 @@ def main() -> None:
             {
                 "task": {"name": "bitstring", "horizon": 32, "threshold": 0.7, "replicas": replicas},
                 "system": {"num_workers": 8, "staleness": {"kind": "max_lag", "k_max": 4}},
-                "algorithm": {"group_size": 8, "groups_per_step": 4, "correction": {"name": "tis", "level": "sequence"}},
+                "algorithm": {
+                    "group_size": 8,
+                    "groups_per_step": 4,
+                    "correction": {"name": "tis", "level": "sequence"},
+                },
                 "run": {"steps": args.learn_steps, "seed": seed, "figures": False, "record_events": False},
             }
         )

@@ -27,14 +27,18 @@ import warnings
 from pathlib import Path
 
 BASES = ("quickstart", "max_lag", "sync", "fixed_lag", "async_ratio", "partial_rollouts")
-EXTRAS = ({}, {"algorithm.correction.level": "sequence"}, {"algorithm.minibatches": 2, "algorithm.epochs": 2},
-          {"algorithm.optimizer.name": "sgd", "algorithm.optimizer.schedule": "cosine"})
+EXTRAS = (
+    {},
+    {"algorithm.correction.level": "sequence"},
+    {"algorithm.minibatches": 2, "algorithm.epochs": 2},
+    {"algorithm.optimizer.name": "sgd", "algorithm.optimizer.schedule": "cosine"},
+)
 
 
 def _cases(root: Path):
     from sandbox.algorithms.corrections.base import CORRECTIONS
     from sandbox.algorithms.objectives.base import OBJECTIVES
-    from sandbox.scenario import load_scenario, variant_scenarios
+    from sandbox.scenario.api import load_scenario, variant_scenarios
 
     shipped, grid = [], []
     for path in sorted((root / "scenarios").glob("*.toml")):
@@ -61,7 +65,12 @@ def _cases(root: Path):
                     for extra in ({}, {"normalize_std": False}, {"beta_kl": 0.1}, {"dual_clip_c": 3.0}):
                         if any(k not in fields for k in extra):
                             continue
-                        obj = {"name": o, **({"aggregation": agg} if agg else {}), **({knob: kind} if knob else {}), **extra}
+                        obj = {
+                            "name": o,
+                            **({"aggregation": agg} if agg else {}),
+                            **({knob: kind} if knob else {}),
+                            **extra,
+                        }
                         try:
                             scn, _ = load_scenario(root / "scenarios" / f"{base}.toml", {"algorithm.objective": obj})
                         except Exception:  # the objective does not validate here: not a case
@@ -91,7 +100,7 @@ def _validator(framework: str):
 
 
 def run(root: Path, out: Path, validate: bool) -> None:
-    from sandbox.export import EXPORTERS, export_scenario
+    from sandbox.export.api import EXPORTERS, export_scenario
     from sandbox.export.base import Given
 
     shipped, grid = _cases(root)

@@ -27,8 +27,8 @@ import math
 import numpy as np
 import torch
 
-from sandbox.runner import run_scenario
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import validate_scenario
 
 SETTINGS = {
     "sync": dict(B=4),
@@ -41,14 +41,24 @@ SETTINGS = {
 
 def scenario(B: int, steps: int, seed: int, replicas: int, k: int = 0, m: int = 1, E: int = 1):
     staleness = {"kind": "fixed_lag", "k": k} if k else {"kind": "sync"}
-    return validate_scenario({
-        "task": {"name": "bitstring", "horizon": 32, "threshold": 0.6, "replicas": replicas},
-        "system": {"num_workers": 4 * (k + 1), "generation_time": {"kind": "constant", "value": 1.0},
-                   "staleness": staleness},
-        "algorithm": {"group_size": 8, "groups_per_step": B, "minibatches": m, "epochs": E,
-                      "optimizer": {"name": "adam", "lr": 0.01}},
-        "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps},
-    })
+    return validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": 32, "threshold": 0.6, "replicas": replicas},
+            "system": {
+                "num_workers": 4 * (k + 1),
+                "generation_time": {"kind": "constant", "value": 1.0},
+                "staleness": staleness,
+            },
+            "algorithm": {
+                "group_size": 8,
+                "groups_per_step": B,
+                "minibatches": m,
+                "epochs": E,
+                "optimizer": {"name": "adam", "lr": 0.01},
+            },
+            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps},
+        }
+    )
 
 
 def _mean_se(per_learner: list[float]) -> str:
@@ -73,13 +83,13 @@ def main() -> None:
             res = run_scenario(scenario(steps=args.steps, seed=seed, replicas=args.replicas, **kw))
             norm = res.replica_metrics["grad/norm"]
             both = np.vstack([np.zeros((1, norm.shape[1]), bool), (norm[1:] > 0) & (norm[:-1] > 0)])
-            cos = np.where(both, res.replica_metrics["grad/cos_prev"], np.nan)[args.burn:]  # (steps, R)
+            cos = np.where(both, res.replica_metrics["grad/cos_prev"], np.nan)[args.burn :]  # (steps, R)
             first = (np.arange(args.burn, args.steps) % S == 0)[:, None]  # pair across batches
             every += list(np.nanmean(cos, 0))
             if S > 1:
                 inside += list(np.nanmean(np.where(~first, cos, np.nan), 0))
                 across += list(np.nanmean(np.where(first, cos, np.nan), 0))
-            lags.append(float(res.metrics["staleness/token_mean"].iloc[args.burn:].mean()))
+            lags.append(float(res.metrics["staleness/token_mean"].iloc[args.burn :].mean()))
             rewards += list(res.replica_metrics["eval/expected_reward"][-1])
         split = (_mean_se(inside), _mean_se(across)) if S > 1 else ("", "")
         print(f"| {name} | {_mean_se(every)} | {split[0]} | {split[1]} | {np.mean(lags):.2f} | {_mean_se(rewards)} |")

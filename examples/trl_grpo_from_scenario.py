@@ -37,9 +37,18 @@ def tokenizer() -> PreTrainedTokenizerFast:
 
 def tiny_model() -> LlamaForCausalLM:
     """A 2-layer Llama of hidden size 32, randomly initialised from a config (no weights downloaded)."""
-    cfg = LlamaConfig(vocab_size=len(VOCAB), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
-                      pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    cfg = LlamaConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
+    )
     return LlamaForCausalLM(cfg)
 
 
@@ -56,19 +65,35 @@ def main(argv=None) -> SandboxGRPOTrainer:
     a = ap.parse_args(argv)
     out = a.out or tempfile.mkdtemp(prefix="trl-example-")
     args = SandboxGRPOConfig.from_scenario(
-        "lm_mission", variant=a.variant,
-        output_dir=out, max_steps=a.steps, per_device_train_batch_size=4, num_generations=4,
-        max_completion_length=6, learning_rate=3e-2, logging_steps=1, report_to=[], use_cpu=True, seed=0,
-        save_strategy="no", beta=0.0,
+        "lm_mission",
+        variant=a.variant,
+        output_dir=out,
+        max_steps=a.steps,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        learning_rate=3e-2,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        save_strategy="no",
+        beta=0.0,
     )
-    trainer = SandboxGRPOTrainer(model=tiny_model(), reward_funcs=digit_fraction, args=args,
-                                 train_dataset=Dataset.from_dict({"prompt": [f"{i}+{j}=" for i in range(4) for j in range(4)]}),
-                                 processing_class=tokenizer())
+    trainer = SandboxGRPOTrainer(
+        model=tiny_model(),
+        reward_funcs=digit_fraction,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": [f"{i}+{j}=" for i in range(4) for j in range(4)]}),
+        processing_class=tokenizer(),
+    )
     trainer.train()
     stabilizers = [s.name for s in trainer.sandbox.stabilizers]
-    print(f"trained {trainer.state.global_step} steps of lm_mission/{a.variant}: objective "
-          f"{trainer.sandbox.objective.name if trainer.sandbox.objective else 'TRL'}, stabilizers {stabilizers}; "
-          f"logged: {sorted({k for h in trainer.state.log_history for k in h if k.startswith(('gac/', 'is/', 'grad/'))})}")
+    print(
+        f"trained {trainer.state.global_step} steps of lm_mission/{a.variant}: objective "
+        f"{trainer.sandbox.objective.name if trainer.sandbox.objective else 'TRL'}, stabilizers {stabilizers}; "
+        f"logged: {sorted({k for h in trainer.state.log_history for k in h if k.startswith(('gac/', 'is/', 'grad/'))})}"
+    )
     return trainer
 
 

@@ -21,7 +21,7 @@ scenario keys) and values that make the check valid, small and fast (the LM task
 names that folder: the trace delay's trace); nothing else is needed.
 
 The registries are process-global, and a component registers before the scenario schema is built:
-to check a component that is not in the package, register it as a plugin (``sandbox.registry``) and
+to check a component that is not in the package, register it as a plugin (``sandbox.base.registry``) and
 run the check in a fresh process.
 """
 
@@ -32,11 +32,11 @@ import math
 import tempfile
 import traceback
 from contextlib import contextmanager, nullcontext
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-FRAMEWORKS_ALL = None  # sentinel: every framework of sandbox.export.EXPORTERS
+FRAMEWORKS_ALL = None  # sentinel: every framework of sandbox.export.api.EXPORTERS
 
 BASE: dict[str, Any] = {
     "title": "component check",
@@ -77,8 +77,8 @@ def component_scenario(family: str, name: str, workdir: Path | str = ".") -> dic
     ``check_files`` (file name -> text) are written."""
     import copy
 
-    from .components import FAMILIES
-    from .scenario.load import set_dotted
+    from sandbox.components import FAMILIES
+    from sandbox.scenario.load import set_dotted
 
     entry = FAMILIES[family].registry[name]
     raw = copy.deepcopy(BASE)
@@ -90,9 +90,15 @@ def component_scenario(family: str, name: str, workdir: Path | str = ".") -> dic
         raw[fld] = table
     else:
         raw[section][fld] = table
-    prefix = {"objective": "algorithm.objective", "correction": "algorithm.correction", "stabilizer": None,
-              "delay": "system.generation_time", "staleness": "system.staleness", "task": "task",
-              "engine": "engine"}[family]
+    prefix = {
+        "objective": "algorithm.objective",
+        "correction": "algorithm.correction",
+        "stabilizer": None,
+        "delay": "system.generation_time",
+        "staleness": "system.staleness",
+        "task": "task",
+        "engine": "engine",
+    }[family]
     for fname, text in dict(getattr(entry.config, "check_files", {}) or {}).items():
         Path(workdir, fname).write_text(text)
     for dotted, value in dict(getattr(entry.config, "check_settings", {}) or {}).items():
@@ -109,14 +115,14 @@ def component_scenario(family: str, name: str, workdir: Path | str = ".") -> dic
     return raw
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reference() -> str:
-    from .scenario.reference import reference_markdown
+    from sandbox.scenario.reference import reference_markdown
 
     return reference_markdown()
 
 
-@lru_cache(maxsize=None)
+@cache
 def marked_components(tests: Path) -> frozenset[tuple[str, str]]:
     """``(family, name)`` of every ``pytest.mark.component(family, *names)`` decorator under ``tests``."""
     found = set()
@@ -126,7 +132,9 @@ def marked_components(tests: Path) -> frozenset[tuple[str, str]]:
         except (SyntaxError, UnicodeDecodeError):
             continue
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "component"):
+            if not (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "component"
+            ):
                 continue
             args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
             if len(args) >= 2:
@@ -138,7 +146,7 @@ def _cli(args: list[str]) -> tuple[int, str, BaseException | None]:
     """Run ``sandbox <args>`` in this process: exit code, output, and the exception if it crashed."""
     from typer.testing import CliRunner
 
-    from .cli import app
+    from sandbox.cli import app
 
     res = CliRunner().invoke(app, args)
     crash = res.exception if res.exception is not None and not isinstance(res.exception, SystemExit) else None
@@ -147,7 +155,7 @@ def _cli(args: list[str]) -> tuple[int, str, BaseException | None]:
 
 def _crash_text(exc: BaseException) -> str:
     """The exception and where it was raised: the innermost frame inside the sandbox package (else the
-    innermost frame), e.g. ``KeyError: 'x' at sandbox/export/areal.py:789``."""
+    innermost frame), e.g. ``KeyError: 'x' at sandbox/frameworks/areal/export.py:789``."""
     here = Path(__file__).resolve().parent
     frames = traceback.extract_tb(exc.__traceback__)
     ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(here)]
@@ -162,8 +170,8 @@ def _crash_text(exc: BaseException) -> str:
 def _without_figures():
     """Run and plan write no figures (they draw the standard metrics only, whatever the component; most
     of a short run's time)."""
-    from . import plots
-    from .report import plan_figures
+    from sandbox.plan import figures as plan_figures
+    from sandbox.run import plots
 
     saved = plots.default_figures, plan_figures.plan_figures
     plots.default_figures = lambda *a, **k: []
@@ -174,15 +182,20 @@ def _without_figures():
         plots.default_figures, plan_figures.plan_figures = saved
 
 
-def check_component(family: str, name: str, tests: Path | str | None = None,
-                    frameworks: list[str] | None = FRAMEWORKS_ALL, workdir: Path | str | None = None,
-                    figures: bool = False) -> list[str]:
+def check_component(
+    family: str,
+    name: str,
+    tests: Path | str | None = None,
+    frameworks: list[str] | None = FRAMEWORKS_ALL,
+    workdir: Path | str | None = None,
+    figures: bool = False,
+) -> list[str]:
     """The problems of component ``name`` of ``family`` (a key of :data:`sandbox.components.FAMILIES`)
     in every command; empty when it passes. ``tests``: the folder searched for its hand-value test
     (None: not checked); ``frameworks``: the exporters to try (default: all); ``workdir``: where the
     runs, plans and exports are written (default: a temporary folder, removed); ``figures``: also draw
     the run's and the plan's figures (slow; they read only the standard metrics)."""
-    from .components import FAMILIES
+    from sandbox.components import FAMILIES
 
     if family not in FAMILIES:
         return [f"unknown family {family!r}; expected one of {sorted(FAMILIES)}"]
@@ -194,9 +207,9 @@ def check_component(family: str, name: str, tests: Path | str | None = None,
 
     import tomli_w
 
-    from .budget import estimate
-    from .export import EXPORTERS
-    from .scenario import validate_scenario
+    from sandbox.export.api import EXPORTERS
+    from sandbox.scenario.api import validate_scenario
+    from sandbox.scenario.budget import estimate
 
     problems: list[str] = []
     work = Path(workdir) / f"{family}-{name}"
@@ -207,8 +220,10 @@ def check_component(family: str, name: str, tests: Path | str | None = None,
     try:
         scn = validate_scenario(raw, "component check")
     except Exception as exc:  # noqa: BLE001 - reported, and nothing else can run
-        return [f"scenario: the check scenario does not validate ({_crash_text(exc)}); give the config "
-                "check_settings that make it valid"]
+        return [
+            f"scenario: the check scenario does not validate ({_crash_text(exc)}); give the config "
+            "check_settings that make it valid"
+        ]
 
     try:  # 1. budget
         b = estimate(scn)
@@ -219,14 +234,37 @@ def check_component(family: str, name: str, tests: Path | str | None = None,
 
     steps = [
         ("run", ["run", str(toml), "--out", str(work / "run"), "-q", "--force"], (0,)),
-        ("plan", ["plan", str(toml), "--workers", "2", "--k-max", "0,1", "--seeds", "1", "--steps", "2",
-                  "--out", str(work / "plan"), "-q", "--force"], (0,)),
+        (
+            "plan",
+            [
+                "plan",
+                str(toml),
+                "--workers",
+                "2",
+                "--k-max",
+                "0,1",
+                "--seeds",
+                "1",
+                "--steps",
+                "2",
+                "--out",
+                str(work / "plan"),
+                "-q",
+                "--force",
+            ],
+            (0,),
+        ),
     ]
-    for fw in (list(EXPORTERS) if frameworks is None else frameworks):
-        steps.append((f"export -f {fw}", ["export", str(toml), "-f", fw, "--allow-partial", "--out", str(work / f"export-{fw}")],
-                      (0, 2)))
+    for fw in list(EXPORTERS) if frameworks is None else frameworks:
+        steps.append(
+            (
+                f"export -f {fw}",
+                ["export", str(toml), "-f", fw, "--allow-partial", "--out", str(work / f"export-{fw}")],
+                (0, 2),
+            )
+        )
     for what, args, ok in steps:
-        with (nullcontext() if figures else _without_figures()):
+        with nullcontext() if figures else _without_figures():
             code, output, crash = _cli(args)
         if crash is not None:
             problems.append(f"sandbox {what}: crashed: {_crash_text(crash)}")
@@ -235,8 +273,9 @@ def check_component(family: str, name: str, tests: Path | str | None = None,
 
     ref = _reference()  # 5. the reference names the component (a name is a Literal value of its union)
     if f"`{name}`" not in ref and f"'{name}'" not in ref and f'"{name}"' not in ref:
-        problems.append(f"sandbox scenario --reference: does not name {family} {name!r}; regenerate "
-                        "docs/scenario-reference.md")
+        problems.append(
+            f"sandbox scenario --reference: does not name {family} {name!r}; regenerate docs/scenario-reference.md"
+        )
 
     if tests is not None and (family, name) not in marked_components(Path(tests)):  # 6. hand-value test
         problems.append(f"tests: no test is marked @pytest.mark.component({family!r}, {name!r})")

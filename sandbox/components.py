@@ -1,4 +1,4 @@
-"""The component families a scenario is assembled from, each a registry (:mod:`sandbox.registry`),
+"""The component families a scenario is assembled from, each a registry (:mod:`sandbox.base.registry`),
 with the scenario field that selects a member and the docs page that documents it. ``sandbox list``
 prints them; ``tests/test_registry.py`` requires a docs entry and a hand-value test for every member."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .algorithms import CORRECTIONS, OBJECTIVES, STABILIZERS
-from .engines import ENGINES
-from .registry import Registry
-from .system.delays import DELAYS
-from .system.staleness import CONTROLS
-from .tasks import TASKS
+from sandbox.algorithms import CORRECTIONS, OBJECTIVES, STABILIZERS
+from sandbox.base.registry import Registry
+from sandbox.engines import ENGINES
+from sandbox.system.delays import DELAYS
+from sandbox.system.staleness import CONTROLS
+from sandbox.tasks import TASKS
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sandbox.checks import CHECKS
+from sandbox.checks.api import CHECKS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -23,7 +23,7 @@ def test_check_table_lists_every_registered_check_once():
 
 
 def test_scenario_list_names_every_shipped_scenario():
-    para = SCENARIOS_PAGE[SCENARIOS_PAGE.index("Shipped scenarios:"):]
+    para = SCENARIOS_PAGE[SCENARIOS_PAGE.index("Shipped scenarios:") :]
     para = para.split("\n\n")[0]
     named = set(re.findall(r"`([a-z0-9_]+/?)`", para))
     root = ROOT / "scenarios"
@@ -65,7 +65,11 @@ def test_readme_first_screen_names_every_use_with_a_command_that_exists():
 
     commands = set(get_command(app).commands)
     lines = README.splitlines()
-    rows = [(i, ln) for i, ln in enumerate(lines, 1) if ln.startswith("| ") and ("`sandbox " in ln or "`python examples/" in ln)]
+    rows = [
+        (i, ln)
+        for i, ln in enumerate(lines, 1)
+        if ln.startswith("| ") and ("`sandbox " in ln or "`python examples/" in ln)
+    ]
     assert len(rows) >= 12 and max(i for i, _ in rows) <= 60
     used = set()
     for _, row in rows:
@@ -77,13 +81,25 @@ def test_readme_first_screen_names_every_use_with_a_command_that_exists():
             assert (ROOT / command[1]).is_file(), row
         for link in re.findall(r"\]\(([^)#]+)", row):
             assert (ROOT / link).exists(), row
-    assert {"run", "sweep", "mission", "preflight", "import", "export", "plan", "claims", "check", "explore", "demo"} <= used
+    assert {
+        "run",
+        "sweep",
+        "mission",
+        "preflight",
+        "import",
+        "export",
+        "plan",
+        "claims",
+        "check",
+        "explore",
+        "demo",
+    } <= used
 
 
 def test_readme_scenario_example_is_valid():
     import tomllib
 
-    from sandbox.scenario import validate_scenario, variant_scenarios
+    from sandbox.scenario.api import validate_scenario, variant_scenarios
 
     block = re.search(r"```toml\n(.*?)```", README, re.S).group(1)
     data = tomllib.loads(block)

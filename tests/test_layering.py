@@ -25,30 +25,73 @@ ROOT = Path(__file__).resolve().parents[1]
 # The declared order, lowest first. A module's layer is that of its longest prefix here ("sandbox"
 # names the package's own __init__ only). The same layer may import itself (without a cycle).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation: errors, files, processes, progress, the registry mechanism", (
-        "sandbox", "sandbox.errors", "sandbox.registry", "sandbox.readfile", "sandbox.gc_pause", "sandbox.heap",
-        "sandbox.processes", "sandbox._forkserver", "sandbox.progress", "sandbox.outputs", "sandbox.figure_worker", "sandbox.lazy_tables",
-    )),
+    (
+        "base: errors, files, processes, progress, the registry mechanism",
+        (
+            "sandbox",
+            "sandbox.base",
+        ),
+    ),
     ("theory: the closed forms", ("theory",)),
-    ("core: the method library and the simulator's parts", (
-        "sandbox.algorithms", "sandbox.models", "sandbox.system", "sandbox.tasks", "sandbox.engines", "sandbox.learner",
-        "sandbox.workload", "sandbox.components",
-    )),
-    ("scenario and config: the scenario model, its loading and reference, its budget", (
-        "sandbox.target_config", "sandbox.scenario", "sandbox.budget",
-    )),
-    ("results and analysis: pure functions of a run's records, figure primitives", (
-        "sandbox.analysis", "sandbox.plots",
-    )),
-    ("simulation and run: the runner, its replay, its metric writers", (
-        "sandbox.replay", "sandbox.runner", "sandbox.writers",
-    )),
-    ("drivers: plan, sweeps, claims, checks, demos, export, import, preflight, integrations", (
-        "sandbox.analysis.plan", "sandbox.analysis.plan_split", "sandbox.preflight", "sandbox.preflight_system", "sandbox.preflight_transfer", "sandbox.sweep", "sandbox.claims",
-        "sandbox.checks", "sandbox.demos", "sandbox.export", "sandbox.importers", "sandbox.integrations",
-    )),
-    ("presentation: figures, reports and the interactive explorer", ("sandbox.report", "sandbox.explore")),
-    ("cli", ("sandbox.cli", "sandbox.__main__")),
+    (
+        "core: the method library and the simulator's parts",
+        (
+            "sandbox.algorithms",
+            "sandbox.models",
+            "sandbox.system",
+            "sandbox.tasks",
+            "sandbox.engines",
+            "sandbox.learner",
+            "sandbox.components",
+        ),
+    ),
+    ("scenario: the scenario model, its loading and reference, its budget", ("sandbox.scenario",)),
+    ("analysis: pure functions of a run's records", ("sandbox.analysis",)),
+    ("run: the runner, its replay, its metric writers and figures", ("sandbox.run",)),
+    (
+        "drivers: plan, preflight, sweeps, claims, checks, demos, export, import, the frameworks",
+        (
+            "sandbox.plan",
+            "sandbox.preflight",
+            "sandbox.sweep",
+            "sandbox.claims",
+            "sandbox.checks",
+            "sandbox.demos",
+            "sandbox.export",
+            "sandbox.importers",
+            "sandbox.frameworks",
+            "sandbox.integrations",
+        ),
+    ),
+    (
+        "presentation: reports and the interactive explorer",
+        (
+            "sandbox.report",
+            "sandbox.explore",
+            "sandbox.plan.figures",
+            "sandbox.preflight.figures",
+        ),
+    ),
+    (
+        "commands: the CLI app and each folder's command module",
+        (
+            "sandbox.cli",
+            "sandbox.__main__",
+            "sandbox.cli_support",
+            "sandbox.checks.command",
+            "sandbox.claims.command",
+            "sandbox.demos.command",
+            "sandbox.explore.command",
+            "sandbox.export.command",
+            "sandbox.importers.command",
+            "sandbox.plan.command",
+            "sandbox.preflight.command",
+            "sandbox.report.command",
+            "sandbox.run.command",
+            "sandbox.scenario.command",
+            "sandbox.sweep.command",
+        ),
+    ),
     ("tools over the cli: the component checker", ("sandbox.component_check",)),
 )
 LAYER: dict[str, int] = {prefix: i for i, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes}
@@ -60,30 +103,40 @@ KNOWN: dict[tuple[str, str], str] = {}
 # Modules that still import sandbox modules inside functions, and why (each is along the order; the
 # no-cycle test proves that none of them dodges a cycle).
 FUNCTION_LEVEL: dict[str, str] = {
-    "sandbox.analysis.plan_split": "late-bound: the runner is read at call time, as in sandbox.analysis.plan (its learning runs; tests patch sandbox.runner)",
-    "sandbox.analysis.plan": "late-bound: the runner, budget and scenario are read at call time (tests patch "
-                             "sandbox.runner.run_scenario and sandbox.budget.available_memory)",
-    "sandbox.budget": "torch: the tasks load only when a scenario is estimated, not when the CLI starts",
-    "sandbox.cli": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; "
-                   "matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.plan.split": "late-bound: the runner is read at call time, as in sandbox.plan.capacity (its learning runs; tests patch sandbox.run.runner)",
+    "sandbox.plan.capacity": "late-bound: the runner, budget and scenario are read at call time (tests patch "
+    "sandbox.run.runner.run_scenario and sandbox.scenario.budget.available_memory)",
+    "sandbox.scenario.budget": "torch: the tasks load only when a scenario is estimated, not when the CLI starts",
     "sandbox.importers.verl_defaults": "the wheel fetcher (sandbox.export.validate.wheels) loads only when the stored "
-                                       "verl defaults are rewritten from the wheel (python -m sandbox.importers.verl_defaults)",
+    "verl defaults are rewritten from the wheel (python -m sandbox.importers.verl_defaults)",
     "sandbox.component_check": "a test tool: the CLI, exporters, plots and the scenario reference load only when "
-                               "a check runs, and its monkeypatch of plots/plan_figures needs the modules at call time",
+    "a check runs, and its monkeypatch of plots/plan_figures needs the modules at call time",
     "sandbox.export.source": "torch: reading a sweep directory loads the sweep package (the runner); exporting a "
-                             "scenario file does not",
+    "scenario file does not",
     "sandbox.integrations.trl": "the TRL hooks work without the scenario model; only from_scenario reads a scenario file",
     "sandbox.report.figures": "sympy (theory.delayed_stability) and torch (the sweep package, the scenario model) "
-                              "load only for the figures that need them",
-    "sandbox.explore": "torch and the runner (through .data) load only when a page is built, so `sandbox explore --help` answers at once",
+    "load only for the figures that need them",
+    "sandbox.explore.api": "torch and the runner (through .data) load only when a page is built, so `sandbox explore --help` answers at once",
     "sandbox.explore.data": "sympy: the theory overlays (theory.delayed_stability, theory.mismatch_ess) load once per page, not at import",
     "sandbox.report.html": "torch: `sandbox report` of a single run never loads the sweep package (the runner)",
-    "sandbox.runner": "matplotlib (plots: tests patch sandbox.plots.default_figures) and scipy (drop bias) load "
-                      "only when the run draws figures or drops groups",
+    "sandbox.run.runner": "matplotlib (plots: tests patch sandbox.run.plots.default_figures) and scipy (drop bias) load "
+    "only when the run draws figures or drops groups",
     "sandbox.sweep.execute": "torch: the runner, scenario model, tasks and budget load only when a sweep has runs to "
-                             "do; its progress import stays local because the local name `shown` is reused",
+    "do; its progress import stays local because the local name `shown` is reused",
     "sandbox.system.delays.lognormal": "sympy: theory.order_statistics loads only when a lognormal delay is built",
-    "sandbox.writers": "torch: the scenario model (dump_scenario) loads only when a W&B run starts",
+    "sandbox.run.writers": "torch: the scenario model (dump_scenario) loads only when a W&B run starts",
+    "sandbox.checks.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.claims.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.demos.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.explore.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.export.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.importers.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.plan.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.preflight.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.report.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.run.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.scenario.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
+    "sandbox.sweep.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
 }
 
 
@@ -233,8 +286,11 @@ def test_every_module_has_a_layer():
 
 
 def test_no_import_against_the_order():
-    bad = {edge: f"{LAYERS[layer_of(edge[0])][0].split(':')[0]} -> {LAYERS[layer_of(edge[1])][0].split(':')[0]}"
-           for edge in against_the_order() if edge not in KNOWN}
+    bad = {
+        edge: f"{LAYERS[layer_of(edge[0])][0].split(':')[0]} -> {LAYERS[layer_of(edge[1])][0].split(':')[0]}"
+        for edge in against_the_order()
+        if edge not in KNOWN
+    }
     assert not bad, f"imports against the declared order: {sorted(bad.items())}"
 
 
@@ -250,11 +306,17 @@ def test_no_import_cycle():
 
 def test_function_level_imports_say_why():
     modules = {mod for mod, _, _ in function_level()}
-    assert not modules - set(FUNCTION_LEVEL), f"say in FUNCTION_LEVEL why {sorted(modules - set(FUNCTION_LEVEL))} import inside functions"
-    assert not set(FUNCTION_LEVEL) - modules, f"{sorted(set(FUNCTION_LEVEL) - modules)} import nothing inside functions now: remove them"
+    assert not modules - set(FUNCTION_LEVEL), (
+        f"say in FUNCTION_LEVEL why {sorted(modules - set(FUNCTION_LEVEL))} import inside functions"
+    )
+    assert not set(FUNCTION_LEVEL) - modules, (
+        f"{sorted(set(FUNCTION_LEVEL) - modules)} import nothing inside functions now: remove them"
+    )
 
 
-@pytest.mark.parametrize("lower", ["theory", "sandbox.algorithms", "sandbox.system", "sandbox.tasks", "sandbox.models", "sandbox.learner"])
+@pytest.mark.parametrize(
+    "lower", ["theory", "sandbox.algorithms", "sandbox.system", "sandbox.tasks", "sandbox.models", "sandbox.learner"]
+)
 def test_the_core_imports_nothing_that_drives_it(lower):
     upward = {(a, b) for a, b in EDGES if _within(a, lower) and layer_of(b) > LAYER["sandbox.components"]}
     assert not upward
@@ -265,7 +327,9 @@ def test_theory_imports_nothing_from_the_simulator():
 
 
 def test_tasks_and_scenario_form_no_loop():
-    assert any(_within(a, "sandbox.scenario") and _within(b, "sandbox.tasks") for a, b in EDGES)  # the scenario validates task configs
+    assert any(
+        _within(a, "sandbox.scenario") and _within(b, "sandbox.tasks") for a, b in EDGES
+    )  # the scenario validates task configs
     assert not any(_within(a, "sandbox.tasks") and _within(b, "sandbox.scenario") for a, b in EDGES)
 
 
@@ -279,14 +343,21 @@ def report() -> str:
         packages[key] += len(path.read_text().splitlines())
     lines.append("lines per package: " + ", ".join(f"{k} {v}" for k, v in sorted(packages.items())))
     per_layer = Counter(layer_of(m) for m in FILES)
-    lines.append(f"modules {len(FILES)}; per layer: " + ", ".join(f"{i} {LAYERS[i][0].split(':')[0]} {per_layer[i]}" for i in range(len(LAYERS)))
-                 + (f", undeclared {per_layer[None]}" if per_layer[None] else ""))
+    lines.append(
+        f"modules {len(FILES)}; per layer: "
+        + ", ".join(f"{i} {LAYERS[i][0].split(':')[0]} {per_layer[i]}" for i in range(len(LAYERS)))
+        + (f", undeclared {per_layer[None]}" if per_layer[None] else "")
+    )
     statements = {(mod, line) for mod, found in IMPORTS.items() for _, line, _ in found}
     inside = {(mod, line) for mod, _, line in function_level()}
-    lines.append(f"internal import statements {len(statements)}, inside functions {len(inside)} in {len({m for m, _ in inside})} modules")
+    lines.append(
+        f"internal import statements {len(statements)}, inside functions {len(inside)} in {len({m for m, _ in inside})} modules"
+    )
     lines.append(f"cycles: {cycles()}")
     against = sorted(against_the_order())
-    lines.append(f"imports against the order: {len(against)} ({len([e for e in against if e not in KNOWN])} not in KNOWN)")
+    lines.append(
+        f"imports against the order: {len(against)} ({len([e for e in against if e not in KNOWN])} not in KNOWN)"
+    )
     lines += [f"  {a} -> {b}" for a, b in against]
     return "\n".join(lines)
 

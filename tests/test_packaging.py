@@ -16,10 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.errors import ScenarioError
-from sandbox.scenario import DEFAULT_SCENARIO, load_scenario
+from sandbox.base.errors import ScenarioError
+from sandbox.scenario.api import DEFAULT_SCENARIO, load_scenario
 from sandbox.scenario.shipped import (
-    PACKAGE_DATA_SUFFIXES, display_name, find_shipped, resolve_scenario_path, shipped_root, shipped_scenarios,
+    PACKAGE_DATA_SUFFIXES,
+    display_name,
+    find_shipped,
+    resolve_scenario_path,
+    shipped_root,
+    shipped_scenarios,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +34,10 @@ SCENARIOS = ROOT / "scenarios"
 def _shipped_files() -> list[str]:
     """Every file under the top-level scenarios/ folder (hidden files and caches aside), relative."""
     return sorted(
-        p.relative_to(SCENARIOS).as_posix() for p in SCENARIOS.rglob("*")
-        if p.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(SCENARIOS).parts)
+        p.relative_to(SCENARIOS).as_posix()
+        for p in SCENARIOS.rglob("*")
+        if p.is_file()
+        and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(SCENARIOS).parts)
     )
 
 
@@ -59,8 +66,10 @@ def test_every_file_under_scenarios_is_package_data():
     shipped = _shipped_files()
     assert "quickstart.toml" in shipped and any(f.startswith("published/") for f in shipped)
     missed = sorted(set(shipped) - _package_data_matches())
-    assert not missed, (f"files under scenarios/ that no package-data pattern of pyproject.toml covers (a wheel "
-                        f"would lack them): {missed}")
+    assert not missed, (
+        f"files under scenarios/ that no package-data pattern of pyproject.toml covers (a wheel "
+        f"would lack them): {missed}"
+    )
     assert {Path(f).suffix for f in shipped} <= set(PACKAGE_DATA_SUFFIXES)
 
 
@@ -80,14 +89,17 @@ def test_default_and_every_shipped_scenario_load():
         assert scn.run.steps > 0, rel
 
 
-@pytest.mark.parametrize("name, rel", [
-    ("max_lag", "max_lag.toml"),
-    ("max_lag.toml", "max_lag.toml"),
-    ("scenarios/max_lag.toml", "max_lag.toml"),
-    ("./scenarios/max_lag", "max_lag.toml"),
-    ("published/verl_fully_async", "published/verl_fully_async.toml"),
-    ("sweeps/lag_lr_quadratic.toml", "sweeps/lag_lr_quadratic.toml"),
-])
+@pytest.mark.parametrize(
+    "name, rel",
+    [
+        ("max_lag", "max_lag.toml"),
+        ("max_lag.toml", "max_lag.toml"),
+        ("scenarios/max_lag.toml", "max_lag.toml"),
+        ("./scenarios/max_lag", "max_lag.toml"),
+        ("published/verl_fully_async", "published/verl_fully_async.toml"),
+        ("sweeps/lag_lr_quadratic.toml", "sweeps/lag_lr_quadratic.toml"),
+    ],
+)
 def test_a_shipped_name_resolves_outside_the_repository(tmp_path, monkeypatch, name, rel):
     monkeypatch.chdir(tmp_path)  # an empty directory: nothing of that name here
     assert find_shipped(name) == shipped_root().joinpath(*rel.split("/"))
@@ -95,7 +107,9 @@ def test_a_shipped_name_resolves_outside_the_repository(tmp_path, monkeypatch, n
     assert display_name(resolve_scenario_path(name)) == f"scenarios/{rel} (shipped)"
 
 
-@pytest.mark.parametrize("name", ["no_such_scenario", "../scenarios/max_lag.toml", "/scenarios/max_lag.toml", "", "scenarios"])
+@pytest.mark.parametrize(
+    "name", ["no_such_scenario", "../scenarios/max_lag.toml", "/scenarios/max_lag.toml", "", "scenarios"]
+)
 def test_names_that_are_no_shipped_scenario(tmp_path, monkeypatch, name):
     monkeypatch.chdir(tmp_path)
     assert find_shipped(name) is None
@@ -122,23 +136,34 @@ def test_a_missing_scenario_names_the_shipped_ones(tmp_path, monkeypatch):
 
 # -- without an extra, its integration is refused by name (the core commands need none) ------------
 
+
 def _without(monkeypatch, *modules):
     """Make ``modules`` look not installed: imports fail and find_spec finds nothing."""
     import importlib.util
     import sys
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a, **k: None if name.split(".")[0] in modules else real(name, *a, **k))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a, **k: None if name.split(".")[0] in modules else real(name, *a, **k),
+    )
     for m in modules:
         monkeypatch.setitem(sys.modules, m, None)
 
 
-@pytest.mark.parametrize("missing, args, extra", [
-    (("tensorboard",), ["run", "sync", "--set", 'run.writers=["tensorboard"]', "--set", "run.steps=2"], '".[tensorboard]"'),
-    (("transformers",), ["run", "lm_mission_hf", "--set", "run.steps=1"], '".[hf]"'),
-    (("ray",), ["sweep", "sweeps/lag_lr_quadratic", "--backend", "ray", "--set", "run.steps=2", "-q"], '".[ray]"'),
-])
+@pytest.mark.parametrize(
+    "missing, args, extra",
+    [
+        (
+            ("tensorboard",),
+            ["run", "sync", "--set", 'run.writers=["tensorboard"]', "--set", "run.steps=2"],
+            '".[tensorboard]"',
+        ),
+        (("transformers",), ["run", "lm_mission_hf", "--set", "run.steps=1"], '".[hf]"'),
+        (("ray",), ["sweep", "sweeps/lag_lr_quadratic", "--backend", "ray", "--set", "run.steps=2", "-q"], '".[ray]"'),
+    ],
+)
 def test_a_missing_extra_is_refused_by_name_without_traceback(tmp_path, monkeypatch, missing, args, extra):
     from typer.testing import CliRunner
 

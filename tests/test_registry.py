@@ -1,7 +1,7 @@
 """Every registered component is documented and has a hand-value test; every docstring reference
 resolves inside the repository.
 
-The component families are the registries of :mod:`sandbox.registry`. A component's hand-value tests
+The component families are the registries of :mod:`sandbox.base.registry`. A component's hand-value tests
 are the tests marked ``@pytest.mark.component(family, name, ...)`` (found by parsing the test files, so
 this holds whichever tests are selected); its docs entry is a ``## <name>`` heading on its family's page.
 """
@@ -69,7 +69,9 @@ def test_registries_found_every_module():
 
 OUTSIDE = re.compile(r"shared/reference|(?<![\w/])(?:algorithms|frameworks|DESIGN)\.md|(?<!docs/)(?<![\w/])theory\.md")
 DOC_REF = re.compile(r"(?<![\w/:.-])docs/([\w/\-.]+\.md)(?:#([\w\-]+))?")
-SOURCES = [p for d in ("sandbox", "theory", "examples", "benchmarks", "tools", "tests") for p in (ROOT / d).rglob("*.py")]
+SOURCES = [
+    p for d in ("sandbox", "theory", "examples", "benchmarks", "tools", "tests") for p in (ROOT / d).rglob("*.py")
+]
 
 
 def test_no_reference_outside_the_repository():

@@ -63,7 +63,7 @@ ValueError: unstable: a=0.2 >= a*(8)=0.184537
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import sympy as sp
@@ -91,7 +91,7 @@ def variance_closed_form(tau: int) -> sp.Expr:
     return forms[tau]
 
 
-@lru_cache(maxsize=None)
+@cache
 def derive_autocovariances(tau: int) -> tuple[sp.Expr, ...]:
     """Solve the Yule-Walker equations symbolically: ``[g(0), ..., g(tau+1)]``.
 

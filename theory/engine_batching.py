@@ -115,8 +115,9 @@ def _phi(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
-def rounded_lognormal_mean(median: float, sigma: float, max_tokens: int | None = None, tail: float = 1e-15,
-                           power: int = 1) -> float:
+def rounded_lognormal_mean(
+    median: float, sigma: float, max_tokens: int | None = None, tail: float = 1e-15, power: int = 1
+) -> float:
     """``E[min(max(round(m e^{σZ}), 1), max)**power]`` (the mean for ``power = 1``), summed exactly over the
     integers (until the remaining probability is below ``tail``)."""
     if sigma == 0:
@@ -140,15 +141,17 @@ def rounded_lognormal_mean(median: float, sigma: float, max_tokens: int | None =
         k += 1
 
 
-def kv_limited_concurrency(kv_tokens: float, mean_length: float, mean_square_length: float,
-                           prompt_tokens: int = 0) -> float:
+def kv_limited_concurrency(
+    kv_tokens: float, mean_length: float, mean_square_length: float, prompt_tokens: int = 0
+) -> float:
     """``n̄ = K̄·E[L]/E[(P + L)·L]`` sequences in flight when the KV cache holds ``K̄`` reserved tokens on
     average over decode steps (KV limit; ``E[(P + L)·L] = P·E[L] + E[L²]``)."""
     return kv_tokens * mean_length / (prompt_tokens * mean_length + mean_square_length)
 
 
-def kv_limited_throughput(kv_tokens: float, a: float, b: float, mean_length: float, mean_square_length: float,
-                          prompt_tokens: int = 0) -> float:
+def kv_limited_throughput(
+    kv_tokens: float, a: float, b: float, mean_length: float, mean_square_length: float, prompt_tokens: int = 0
+) -> float:
     """``X = n̄ / (E[L](a + b·n̄))`` with ``n̄`` of :func:`kv_limited_concurrency` (no prefill time)."""
     n = kv_limited_concurrency(kv_tokens, mean_length, mean_square_length, prompt_tokens)
     return engine_throughput(n, a, b, mean_length)

@@ -57,6 +57,8 @@ _erf = np.vectorize(math.erf, otypes=[float])
 def _out(x):
     """Plain float for 0-d results, array otherwise."""
     return float(x) if np.ndim(x) == 0 else x
+
+
 _NUMERIC = [{"erf": _erf}, "numpy"]
 
 

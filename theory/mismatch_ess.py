@@ -109,7 +109,7 @@ _z = sp.Symbol("z", real=True)
 def lognormal_moment_expr() -> sp.Expr:
     """``E[w**k]`` for ``log w ~ N(-s2/2, s2)``, by integrating ``e^{k l}`` against the normal density."""
     l = -_s2 / 2 + sp.sqrt(_s2) * _z
-    density = sp.exp(-_z**2 / 2) / sp.sqrt(2 * sp.pi)
+    density = sp.exp(-(_z**2) / 2) / sp.sqrt(2 * sp.pi)
     return sp.simplify(sp.integrate(sp.exp(_k * l) * density, (_z, -sp.oo, sp.oo), conds="none"))
 
 
@@ -150,8 +150,7 @@ def _logw_grid(s2: float, dz: float, zmax: float):
     return math.sqrt(s2) * z - s2 / 2, wz / wz.sum()
 
 
-def expected_kish_ess_fraction(n: int, s2: float, *, dz: float = 0.01, dv: float = 0.02,
-                               zmax: float = 12.0) -> float:
+def expected_kish_ess_fraction(n: int, s2: float, *, dz: float = 0.01, dv: float = 0.02, zmax: float = 12.0) -> float:
     """Exact ``E[(sum W)**2 / (N sum W**2)]`` for ``N`` i.i.d. ``log W ~ N(-s2/2, s2)`` (item 2).
 
     ``(1 + N (N - 1) int_0^inf psi(u)**2 phi(u)**(N - 2) du) / N`` with ``u = e^v``, trapezoid rules
@@ -196,8 +195,13 @@ def token_moments(logratios) -> dict[str, float]:
     if l.size == 0:
         raise ValueError("logratios is empty")
     w = np.exp(l)
-    return {"m1": float(w.mean()), "m2": float((w * w).mean()), "mean_logratio": float(l.mean()),
-            "var_logratio": float(l.var()), "k3": float(np.mean(np.expm1(l) - l))}
+    return {
+        "m1": float(w.mean()),
+        "m2": float((w * w).mean()),
+        "mean_logratio": float(l.mean()),
+        "var_logratio": float(l.var()),
+        "k3": float(np.mean(np.expm1(l) - l)),
+    }
 
 
 def sequence_ess_fraction_from_moments(m1, m2, lengths, probs=None):
@@ -244,8 +248,7 @@ def bernoulli_logit_noise(theta, sigma_z, nodes: int = 96) -> dict:
     m2 = np.exp(_softplus(th + eps) + _softplus(th - eps) - 2 * A0) @ wx
     el = (c - p_mu * eps) @ wx
     el2 = (p_mu * (c - eps) ** 2 + (1 - p_mu) * c**2) @ wx
-    return {"second_moment": _out(m2), "mean_logratio": _out(el), "var_logratio": _out(el2 - el**2),
-            "k3": _out(-el)}
+    return {"second_moment": _out(m2), "mean_logratio": _out(el), "var_logratio": _out(el2 - el**2), "k3": _out(-el)}
 
 
 def two_logit_noise_sigma(s0, s1):
@@ -261,9 +264,12 @@ def bernoulli_logit_noise_second_order(theta, sigma_z) -> dict:
     p = 1.0 / (1.0 + np.exp(-np.asarray(theta, float)))
     a = p * (1 - p)
     s2 = np.asarray(sigma_z, float) ** 2
-    return {"var_logratio": _out(s2 * a), "log_second_moment": _out(s2 * a),
-            "log_second_moment_4th": _out(s2 * a + s2**2 * (a * a + a * (1 - 6 * a) / 4)),
-            "mean_logratio": _out(-s2 * a / 2)}
+    return {
+        "var_logratio": _out(s2 * a),
+        "log_second_moment": _out(s2 * a),
+        "log_second_moment_4th": _out(s2 * a + s2**2 * (a * a + a * (1 - 6 * a) / 4)),
+        "mean_logratio": _out(-s2 * a / 2),
+    }
 
 
 def softmax_logit_noise_var(probs, sigma_z):
@@ -333,15 +339,22 @@ def bernoulli_stale_noise_band_fraction(theta, theta_v, sigma_z, alpha: float, b
     total = np.zeros(theta.shape)
     # y = 1: w = p / mu(1) > beta  <=>  mu(1) < p/beta  <=>  eps < edge(p/beta)  (always when p/beta >= 1)
     e = edge(p / beta)
-    total += _half_line_mass(mu1, theta_v, sigma_z, -inf, np.where(p / beta >= 1, inf, np.nan_to_num(e, nan=-np.inf)), nodes)
+    total += _half_line_mass(
+        mu1, theta_v, sigma_z, -inf, np.where(p / beta >= 1, inf, np.nan_to_num(e, nan=-np.inf)), nodes
+    )
     # y = 1: w < alpha  <=>  mu(1) > p/alpha  <=>  eps > edge(p/alpha)  (never when p/alpha >= 1)
     e = edge(p / alpha)
-    total += np.where(p / alpha >= 1, 0.0, _half_line_mass(mu1, theta_v, sigma_z, np.nan_to_num(e, nan=np.inf), inf, nodes))
+    total += np.where(
+        p / alpha >= 1, 0.0, _half_line_mass(mu1, theta_v, sigma_z, np.nan_to_num(e, nan=np.inf), inf, nodes)
+    )
     # y = 0: w = (1 - p)/mu(0) > beta  <=>  mu(1) > 1 - (1 - p)/beta  <=>  eps > edge(1 - (1 - p)/beta)
     q = 1 - (1 - p) / beta
     e = edge(q)
-    total += np.where(q <= 0, _half_line_mass(mu0, theta_v, sigma_z, -inf, inf, nodes),
-                      _half_line_mass(mu0, theta_v, sigma_z, np.nan_to_num(e, nan=np.inf), inf, nodes))
+    total += np.where(
+        q <= 0,
+        _half_line_mass(mu0, theta_v, sigma_z, -inf, inf, nodes),
+        _half_line_mass(mu0, theta_v, sigma_z, np.nan_to_num(e, nan=np.inf), inf, nodes),
+    )
     # y = 0: w < alpha  <=>  mu(1) < 1 - (1 - p)/alpha  <=>  eps < edge(1 - (1 - p)/alpha)  (never when <= 0)
     q = 1 - (1 - p) / alpha
     e = edge(q)

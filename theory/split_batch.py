@@ -45,7 +45,7 @@ from collections.abc import Callable
 import numpy as np
 import sympy as sp
 
-from .order_statistics import _integrate_survival, expected_max, exponential_cdf, harmonic
+from .order_statistics import _integrate_survival, expected_max, harmonic
 
 m_sym, W_sym = sp.symbols("m W", positive=True, integer=True)
 s_sym = sp.Symbol("s", positive=True)
@@ -64,8 +64,9 @@ def parts_per_group(groups: int, group_size: int, workers: int) -> int:
 def exp_split_makespan_expr() -> sp.Expr:
     """``E[T_gen]`` of ``m`` i.i.d. exponential parts of mean ``s`` on ``W`` workers (free workers take
     waiting parts): ``s·H_m`` for ``m <= W``, else ``s·(H_W + (m − W)/W)``."""
-    return sp.Piecewise((s_sym * sp.harmonic(m_sym), m_sym <= W_sym),
-                        (s_sym * (sp.harmonic(W_sym) + (m_sym - W_sym) / W_sym), True))
+    return sp.Piecewise(
+        (s_sym * sp.harmonic(m_sym), m_sym <= W_sym), (s_sym * (sp.harmonic(W_sym) + (m_sym - W_sym) / W_sym), True)
+    )
 
 
 def exp_split_makespan(parts: int, workers: int, part_mean: float) -> float:
@@ -77,8 +78,9 @@ def exp_split_makespan(parts: int, workers: int, part_mean: float) -> float:
     return part_mean * (harmonic(workers) + (parts - workers) / workers)
 
 
-def exp_split_step_mean(groups: int, group_size: int, workers: int, rate: float = 1.0,
-                        train: float = 0.0, sync: float = 0.0) -> float:
+def exp_split_step_mean(
+    groups: int, group_size: int, workers: int, rate: float = 1.0, train: float = 0.0, sync: float = 0.0
+) -> float:
     """Expected synchronous step time with exponential group times of rate ``rate`` (mean ``1/rate``),
     split by :func:`parts_per_group` (which must divide ``group_size``: equal parts), plus ``train`` and
     ``sync`` seconds."""

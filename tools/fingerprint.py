@@ -45,8 +45,8 @@ def _hash_run(res) -> str:
 
 
 def _run(data: dict, steps: int = STEPS) -> str:
-    from sandbox.runner import run_scenario
-    from sandbox.scenario import validate_scenario
+    from sandbox.run.runner import run_scenario
+    from sandbox.scenario.api import validate_scenario
 
     data = json.loads(json.dumps(data))
     data.setdefault("run", {})
@@ -106,15 +106,19 @@ def methods() -> dict[str, str]:
         {"placement": "post_optimizer", "c_skip": 0.4, "sided": "two_sided"},
     ]
     for i, knobs in enumerate(gac_variants):
-        out[f"stabilizer/gac{i}"] = _run(_bitstring({"stabilizers": [{"name": "gac", "c_thr": 0.1, **knobs}],
-                                                     "optimizer": {"grad_clip": 1.0}}))
+        out[f"stabilizer/gac{i}"] = _run(
+            _bitstring({"stabilizers": [{"name": "gac", "c_thr": 0.1, **knobs}], "optimizer": {"grad_clip": 1.0}})
+        )
     for name in STABILIZERS.names():
         if name != "gac":
             out[f"stabilizer/{name}"] = _run(_bitstring({"stabilizers": [{"name": name}]}))
     for rule in ("polynomial", "threshold", "delay_adaptive", "drop"):
-        out[f"stabilizer/staleness_lr:{rule}"] = _run(_bitstring({"stabilizers": [{"name": "staleness_lr", "rule": rule,
-                                                                                    "max_staleness": 1.0}]}))
-    out["stabilizer/all"] = _run(_bitstring({"stabilizers": [{"name": "gac"}, {"name": "vcpo_lr"}, {"name": "staleness_lr"}]}))
+        out[f"stabilizer/staleness_lr:{rule}"] = _run(
+            _bitstring({"stabilizers": [{"name": "staleness_lr", "rule": rule, "max_staleness": 1.0}]})
+        )
+    out["stabilizer/all"] = _run(
+        _bitstring({"stabilizers": [{"name": "gac"}, {"name": "vcpo_lr"}, {"name": "staleness_lr"}]})
+    )
     return out
 
 
@@ -136,17 +140,27 @@ def systems() -> dict[str, str]:
     }
     for dname, delay in delays.items():
         for cname, ctl in controls.items():
-            system = {"num_workers": 3, "worker_speeds": [1.0, 0.5, 2.0], "generation_time": delay,
-                      "train_time": {"kind": "exponential", "mean": 0.3}, "staleness": ctl}
+            system = {
+                "num_workers": 3,
+                "worker_speeds": [1.0, 0.5, 2.0],
+                "generation_time": delay,
+                "train_time": {"kind": "exponential", "mean": 0.3},
+                "staleness": ctl,
+            }
             out[f"system/{dname}+{cname}"] = _run(_bitstring({}, system))
-    system = {"num_workers": 3, "generation_time": delays["cost_model"], "partial_rollouts": True,
-              "sync_delay": {"kind": "constant", "value": 0.05}, "staleness": controls["max_lag"]}
+    system = {
+        "num_workers": 3,
+        "generation_time": delays["cost_model"],
+        "partial_rollouts": True,
+        "sync_delay": {"kind": "constant", "value": 0.05},
+        "staleness": controls["max_lag"],
+    }
     out["system/partial"] = _run(_bitstring({}, system))
     return out
 
 
 def checks() -> dict[str, str]:
-    from sandbox.checks import CHECKS
+    from sandbox.checks.api import CHECKS
 
     out = {}
     for name, check in CHECKS.items():
@@ -181,7 +195,12 @@ def main() -> int:
     return 0
 
 
-PREFIXES = {"shipped": ("scenario/",), "methods": ("method/", "stabilizer/"), "systems": ("system/",), "checks": ("check/",)}
+PREFIXES = {
+    "shipped": ("scenario/",),
+    "methods": ("method/", "stabilizer/"),
+    "systems": ("system/",),
+    "checks": ("check/",),
+}
 
 
 if __name__ == "__main__":

@@ -27,8 +27,18 @@ from pathlib import Path
 import numpy as np
 
 
-def make_rows(rows: int, steps: int, median_tokens: float, length_sigma: float, growth: float, prompt_tokens: int,
-              prefill: float, per_token: float, jitter: float, seed: int) -> list[dict]:
+def make_rows(
+    rows: int,
+    steps: int,
+    median_tokens: float,
+    length_sigma: float,
+    growth: float,
+    prompt_tokens: int,
+    prefill: float,
+    per_token: float,
+    jitter: float,
+    seed: int,
+) -> list[dict]:
     """The trace rows (see the module docstring)."""
     rng = np.random.default_rng(seed)
     out = []
@@ -37,8 +47,14 @@ def make_rows(rows: int, steps: int, median_tokens: float, length_sigma: float, 
         median = median_tokens * (1 + growth * step / max(steps, 1))
         tokens = max(1, int(round(median * math.exp(length_sigma * rng.standard_normal()))))
         noise = math.exp(jitter * rng.standard_normal() - jitter**2 / 2) if jitter > 0 else 1.0
-        out.append({"step": step, "prompt_tokens": prompt_tokens, "tokens": tokens,
-                    "seconds": round((prefill + per_token * tokens) * noise, 6)})
+        out.append(
+            {
+                "step": step,
+                "prompt_tokens": prompt_tokens,
+                "tokens": tokens,
+                "seconds": round((prefill + per_token * tokens) * noise, 6),
+            }
+        )
     return out
 
 
@@ -64,17 +80,38 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=100, help="Learner steps the rows are spread over (default 100).")
     p.add_argument("--median-tokens", type=float, default=400.0, help="Median tokens at step 0 (default 400).")
     p.add_argument("--length-sigma", type=float, default=0.5, help="Log-normal sigma of the lengths (default 0.5).")
-    p.add_argument("--growth", type=float, default=0.0, help="Relative growth of the median over the steps (default 0).")
+    p.add_argument(
+        "--growth", type=float, default=0.0, help="Relative growth of the median over the steps (default 0)."
+    )
     p.add_argument("--prompt-tokens", type=int, default=256, help="Prompt tokens of every row (default 256).")
-    p.add_argument("--prefill", type=float, default=0.3, help="Seconds per job independent of its length (default 0.3).")
+    p.add_argument(
+        "--prefill", type=float, default=0.3, help="Seconds per job independent of its length (default 0.3)."
+    )
     p.add_argument("--per-token", type=float, default=0.004, help="Seconds per token (default 0.004).")
-    p.add_argument("--jitter", type=float, default=0.1, help="Log-normal sigma of the multiplicative noise (default 0.1).")
+    p.add_argument(
+        "--jitter", type=float, default=0.1, help="Log-normal sigma of the multiplicative noise (default 0.1)."
+    )
     p.add_argument("--seed", type=int, default=0, help="Random seed (default 0).")
     a = p.parse_args(argv)
-    if a.rows < 1 or a.steps < 1 or a.median_tokens <= 0 or min(a.length_sigma, a.growth, a.prefill, a.per_token, a.jitter) < 0:
+    if (
+        a.rows < 1
+        or a.steps < 1
+        or a.median_tokens <= 0
+        or min(a.length_sigma, a.growth, a.prefill, a.per_token, a.jitter) < 0
+    ):
         raise SystemExit("--rows, --steps and --median-tokens must be positive; the other numbers >= 0")
-    rows = make_rows(a.rows, a.steps, a.median_tokens, a.length_sigma, a.growth, a.prompt_tokens, a.prefill,
-                     a.per_token, a.jitter, a.seed)
+    rows = make_rows(
+        a.rows,
+        a.steps,
+        a.median_tokens,
+        a.length_sigma,
+        a.growth,
+        a.prompt_tokens,
+        a.prefill,
+        a.per_token,
+        a.jitter,
+        a.seed,
+    )
     write_trace(a.out, rows)
     print(f"{a.out}: {len(rows)} rows")
 

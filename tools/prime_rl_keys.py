@@ -1,5 +1,5 @@
 """Regenerate the pinned prime-rl key list (``sandbox/export/keys/prime_rl_<commit>.json``) that
-``sandbox/export/validate/prime_rl.py`` checks exports against.
+``sandbox/frameworks/prime_rl/validation.py`` checks exports against.
 
 A maintenance tool, not part of an export: it reads prime-rl's pydantic config models from a checkout
 or a bare git mirror (their AST, nothing imported) and writes every model reachable from ``RLConfig``
@@ -18,11 +18,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sandbox.export.validate.prime_rl import COMMIT, key_list_path
+from sandbox.frameworks.prime_rl.validation import COMMIT, key_list_path
 
 CONFIGS_PATH = "packages/prime-rl-configs/src/prime_rl/configs"
 VALIDATION_PATH = "packages/prime-rl-configs/src/prime_rl/utils/validation.py"  # holds one cross-field rule
-CONFIG_MODULES = ("algorithm", "env_server", "evals", "inference", "monitors", "orchestrator", "rl", "sft", "shared", "trainer")
+CONFIG_MODULES = (
+    "algorithm",
+    "env_server",
+    "evals",
+    "inference",
+    "monitors",
+    "orchestrator",
+    "rl",
+    "sft",
+    "shared",
+    "trainer",
+)
 ROOT_MODEL = "rl.RLConfig"
 
 
@@ -31,16 +42,31 @@ _BUILTINS = {"int": "int", "float": "float", "str": "str", "bool": "bool", "Path
 # Cross-field rules of prime-rl's model validators on the keys exporters write. Each names the
 # validator it restates; the generator refuses to write a key list if that validator is gone.
 CROSS_FIELD_RULES = [
-    {"rule": "batch_size_divisible", "where": "orchestrator.OrchestratorConfig.resolve_batching",
-     "text": "orchestrator.batch_size must be divisible by orchestrator.group_size"},
-    {"rule": "one_batch_size", "where": "orchestrator.OrchestratorConfig.resolve_batching",
-     "text": "set exactly one of orchestrator.batch_size and orchestrator.token_batch_size"},
-    {"rule": "linear_scheduler_phases", "where": "trainer.validate_scheduler",
-     "text": "a linear scheduler needs warmup_steps > 0 or decay_steps > 0; warmup_steps + decay_steps <= max_steps"},
-    {"rule": "cosine_scheduler_phases", "where": "trainer.validate_scheduler",
-     "text": "a cosine scheduler needs warmup_steps < max_steps"},
-    {"rule": "same_max_steps", "where": "validation.validate_shared_max_steps",
-     "text": "trainer.max_steps and orchestrator.max_steps must be equal"},
+    {
+        "rule": "batch_size_divisible",
+        "where": "orchestrator.OrchestratorConfig.resolve_batching",
+        "text": "orchestrator.batch_size must be divisible by orchestrator.group_size",
+    },
+    {
+        "rule": "one_batch_size",
+        "where": "orchestrator.OrchestratorConfig.resolve_batching",
+        "text": "set exactly one of orchestrator.batch_size and orchestrator.token_batch_size",
+    },
+    {
+        "rule": "linear_scheduler_phases",
+        "where": "trainer.validate_scheduler",
+        "text": "a linear scheduler needs warmup_steps > 0 or decay_steps > 0; warmup_steps + decay_steps <= max_steps",
+    },
+    {
+        "rule": "cosine_scheduler_phases",
+        "where": "trainer.validate_scheduler",
+        "text": "a cosine scheduler needs warmup_steps < max_steps",
+    },
+    {
+        "rule": "same_max_steps",
+        "where": "validation.validate_shared_max_steps",
+        "text": "trainer.max_steps and orchestrator.max_steps must be equal",
+    },
 ]
 
 
@@ -193,7 +219,9 @@ class _Schema:
         module, name = qualified.split(".", 1)
         cls = self.modules[module].classes[name]
         for stmt in cls.body:
-            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "model_config" for t in stmt.targets):
+            if isinstance(stmt, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "model_config" for t in stmt.targets
+            ):
                 for kw in getattr(stmt.value, "keywords", []):
                     if kw.arg == "extra":
                         return ast.literal_eval(kw.value)
@@ -287,7 +315,9 @@ def read_sources(repo: Path, commit: str) -> dict[str, str]:
             if path.exists():
                 sources[name] = path.read_text()
             continue
-        proc = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{rel}"], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            ["git", "-C", str(repo), "show", f"{commit}:{rel}"], capture_output=True, text=True, check=False
+        )
         if proc.returncode == 0:
             sources[name] = proc.stdout
     if "rl" not in sources:
@@ -300,7 +330,9 @@ def build_key_list(sources: dict[str, str], commit: str) -> dict:
     schema = _Schema(sources)
     for rule in CROSS_FIELD_RULES:
         if not schema.has_function(rule["where"]):
-            raise ValueError(f"cross-field rule {rule['rule']}: {rule['where']} no longer exists at {commit}; re-read it")
+            raise ValueError(
+                f"cross-field rule {rule['rule']}: {rule['where']} no longer exists at {commit}; re-read it"
+            )
     models = {}
     for q in schema.reachable(ROOT_MODEL):
         module = q.split(".", 1)[0]
@@ -322,14 +354,21 @@ def build_key_list(sources: dict[str, str], commit: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/prime_rl_keys.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--refresh", metavar="REPO", type=Path, required=True,
-                        help="prime-rl checkout or bare git mirror to read the pydantic models from")
+    parser.add_argument(
+        "--refresh",
+        metavar="REPO",
+        type=Path,
+        required=True,
+        help="prime-rl checkout or bare git mirror to read the pydantic models from",
+    )
     parser.add_argument("--commit", default=COMMIT, help=f"commit to read in a mirror (default {COMMIT[:8]})")
     parser.add_argument("--out", type=Path, default=None, help="where to write the key list (default: the pinned file)")
     args = parser.parse_args(argv)
     commit = args.commit
     if (args.refresh / "HEAD").exists() and not (args.refresh / CONFIGS_PATH).is_dir():
-        full = subprocess.run(["git", "-C", str(args.refresh), "rev-parse", commit], capture_output=True, text=True, check=False)
+        full = subprocess.run(
+            ["git", "-C", str(args.refresh), "rev-parse", commit], capture_output=True, text=True, check=False
+        )
         if full.returncode != 0:
             print(f"error: {commit} is not in {args.refresh}", file=sys.stderr)
             return 1

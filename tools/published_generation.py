@@ -39,8 +39,10 @@ def toml_line(setup: Published) -> str:
 
 def summary(setup: Published) -> str:
     n = setup.lengths
-    return (f"{setup.scenario}: median group {n.median_group_tokens():.0f} tokens, "
-            f"mean response {n.mean_response_tokens():.0f} tokens")
+    return (
+        f"{setup.scenario}: median group {n.median_group_tokens():.0f} tokens, "
+        f"mean response {n.mean_response_tokens():.0f} tokens"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,52 +54,102 @@ DOCS_TEXT = Path(__file__).with_name("relayout_docs.md")
 
 # Where each top-level module of a layer other than the foundation goes (the foundation's go to base/).
 TOP_LEVEL = {
-    "runner": "sandbox.run.runner", "replay": "sandbox.run.replay", "writers": "sandbox.run.writers",
-    "plots": "sandbox.run.plots", "workload": "sandbox.system.workload", "budget": "sandbox.scenario.budget",
-    "target_config": "sandbox.scenario.target_config", "preflight": "sandbox.preflight.questions",
-    "preflight_system": "sandbox.preflight.system", "preflight_transfer": "sandbox.preflight.transfer",
+    "runner": "sandbox.run.runner",
+    "replay": "sandbox.run.replay",
+    "writers": "sandbox.run.writers",
+    "plots": "sandbox.run.plots",
+    "workload": "sandbox.system.workload",
+    "budget": "sandbox.scenario.budget",
+    "target_config": "sandbox.scenario.target_config",
+    "preflight": "sandbox.preflight.questions",
+    "preflight_system": "sandbox.preflight.system",
+    "preflight_transfer": "sandbox.preflight.transfer",
 }
 STAY = {"__init__", "__main__", "cli", "components", "component_check"}  # + cli_support: at most six
 PACKAGE_MOVES = {
-    "sandbox.analysis.plan": "sandbox.plan.capacity", "sandbox.analysis.plan_split": "sandbox.plan.split",
-    "sandbox.report.plan_figures": "sandbox.plan.figures", "sandbox.report.preflight": "sandbox.preflight.figures",
-    "sandbox.importers.common": "sandbox.frameworks.importing",
+    "sandbox.plan.capacity": "sandbox.plan.capacity",
+    "sandbox.plan.split": "sandbox.plan.split",
+    "sandbox.plan.figures": "sandbox.plan.figures",
+    "sandbox.preflight.figures": "sandbox.preflight.figures",
+    "sandbox.frameworks.importing": "sandbox.frameworks.importing",
 }
 NEW_PACKAGES = {
     "sandbox.base": "Infrastructure every layer uses: errors, the registry mechanism, bounded file reading, output\n"
-                    "directories, lazy tables, child processes, progress, the figure worker, heap and GC helpers.",
+    "directories, lazy tables, child processes, progress, the figure worker, heap and GC helpers.",
     "sandbox.run": "One simulated run: the runner, its replay, the metric writers and the run's figures.",
     "sandbox.plan": "``sandbox plan``: capacity planning (throughput, lag and memory) and the rollout/train split.",
-    "sandbox.preflight": "``sandbox preflight``: bounded simulations around an imported GPU config, one answer per question.",
+    "sandbox.preflight.questions": "``sandbox preflight``: bounded simulations around an imported GPU config, one answer per question.",
     "sandbox.frameworks": "One folder per GPU framework: its exporter, validator, importer, integration, export table\n"
-                          "and pinned key lists (``docs/promotion.md``).",
+    "and pinned key lists (``docs/promotion.md``).",
 }
 # cli.py command name -> the folder that holds its function (sandbox/<folder>/command.py)
 COMMAND_HOME = {
-    "run": "run", "scenario": "scenario", "list": "scenario", "sweep": "sweep", "check": "checks", "claims": "claims",
-    "plan": "plan", "report": "report", "demo": "demos", "explore": "explore", "export": "export",
-    "import": "importers", "preflight": "preflight", "mission": "sweep",
+    "run": "run",
+    "scenario": "scenario",
+    "list": "scenario",
+    "sweep": "sweep",
+    "check": "checks",
+    "claims": "claims",
+    "plan": "plan",
+    "report": "report",
+    "demo": "demos",
+    "explore": "explore",
+    "export": "export",
+    "import": "importers",
+    "preflight": "preflight",
+    "mission": "sweep",
 }
 RENAMES = {  # module defining a `Plan` class (old name) -> new class name
-    "sandbox.export.plan": "ExportPlan", "sandbox.analysis.plan": "CapacityPlan", "sandbox.preflight": "PreflightPlan",
+    "sandbox.export.plan": "ExportPlan",
+    "sandbox.plan.capacity": "CapacityPlan",
+    "sandbox.preflight.questions": "PreflightPlan",
 }
 PLAN_SOURCES = {**RENAMES, "sandbox.export": "ExportPlan"}  # where a `Plan` may be imported from
-KEEP_TESTS = {"test_registry.py", "test_layering.py", "test_docs_sync.py", "test_packaging.py",
-              "test_unique_test_modules.py"}
+KEEP_TESTS = {
+    "test_registry.py",
+    "test_layering.py",
+    "test_docs_sync.py",
+    "test_packaging.py",
+    "test_unique_test_modules.py",
+}
 LAYER_NAMES = [
     ("base: errors, files, processes, progress, the registry mechanism", ["sandbox", "sandbox.base"]),
     ("theory: the closed forms", ["theory"]),
-    ("core: the method library and the simulator's parts", [
-        "sandbox.algorithms", "sandbox.models", "sandbox.system", "sandbox.tasks", "sandbox.engines", "sandbox.learner",
-        "sandbox.components"]),
+    (
+        "core: the method library and the simulator's parts",
+        [
+            "sandbox.algorithms",
+            "sandbox.models",
+            "sandbox.system",
+            "sandbox.tasks",
+            "sandbox.engines",
+            "sandbox.learner",
+            "sandbox.components",
+        ],
+    ),
     ("scenario: the scenario model, its loading and reference, its budget", ["sandbox.scenario"]),
     ("analysis: pure functions of a run's records", ["sandbox.analysis"]),
     ("run: the runner, its replay, its metric writers and figures", ["sandbox.run"]),
-    ("drivers: plan, preflight, sweeps, claims, checks, demos, export, import, the frameworks", [
-        "sandbox.plan", "sandbox.preflight", "sandbox.sweep", "sandbox.claims", "sandbox.checks", "sandbox.demos",
-        "sandbox.export", "sandbox.importers", "sandbox.frameworks", "sandbox.integrations"]),
+    (
+        "drivers: plan, preflight, sweeps, claims, checks, demos, export, import, the frameworks",
+        [
+            "sandbox.plan",
+            "sandbox.preflight.questions",
+            "sandbox.sweep",
+            "sandbox.claims",
+            "sandbox.checks",
+            "sandbox.demos",
+            "sandbox.export",
+            "sandbox.importers",
+            "sandbox.frameworks",
+            "sandbox.integrations",
+        ],
+    ),
     ("presentation: reports and the interactive explorer", ["sandbox.report", "sandbox.explore"]),
-    ("commands: the CLI app and each folder's command module", ["sandbox.cli", "sandbox.__main__", "sandbox.cli_support"]),
+    (
+        "commands: the CLI app and each folder's command module",
+        ["sandbox.cli", "sandbox.__main__", "sandbox.cli_support"],
+    ),
     ("tools over the cli: the component checker", ["sandbox.component_check"]),
 ]
 
@@ -167,18 +217,31 @@ def figures() -> dict:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 longest.append((node.end_lineno - node.lineno + 1, f"{mod_name(p)}.{node.name}"))
                 for sub in ast.walk(node):
-                    if isinstance(sub, ast.ImportFrom) and (sub.level or (sub.module or "").split(".")[0] in ("sandbox", "theory")):
+                    if isinstance(sub, ast.ImportFrom) and (
+                        sub.level or (sub.module or "").split(".")[0] in ("sandbox", "theory")
+                    ):
                         fn_imports += 1
-                    elif isinstance(sub, ast.Import) and any(a.name.split(".")[0] in ("sandbox", "theory") for a in sub.names):
+                    elif isinstance(sub, ast.Import) and any(
+                        a.name.split(".")[0] in ("sandbox", "theory") for a in sub.names
+                    ):
                         fn_imports += 1
     cli = PKG / "cli.py"
-    cli_fn_imports = sum(isinstance(s, (ast.Import, ast.ImportFrom)) for n in ast.parse(cli.read_text()).body
-                         if isinstance(n, ast.FunctionDef) for s in ast.walk(n))
+    cli_fn_imports = sum(
+        isinstance(s, (ast.Import, ast.ImportFrom))
+        for n in ast.parse(cli.read_text()).body
+        if isinstance(n, ast.FunctionDef)
+        for s in ast.walk(n)
+    )
     long_lines = sum(len(line) > 120 for p in files for line in p.read_text().splitlines())
-    return {"top-level modules": len(top), "modules per folder": dict(sorted(per_folder.items())),
-            "cli.py lines": len(cli.read_text().splitlines()), "cli.py function-level imports": cli_fn_imports,
-            "function-level sandbox/theory imports": fn_imports, "lines over 120 characters (sandbox)": long_lines,
-            "longest functions": sorted(longest, reverse=True)[:5]}
+    return {
+        "top-level modules": len(top),
+        "modules per folder": dict(sorted(per_folder.items())),
+        "cli.py lines": len(cli.read_text().splitlines()),
+        "cli.py function-level imports": cli_fn_imports,
+        "function-level sandbox/theory imports": fn_imports,
+        "lines over 120 characters (sandbox)": long_lines,
+        "longest functions": sorted(longest, reverse=True)[:5],
+    }
 
 
 # ------------------------------------------------------------------------------- 1. absolute imports
@@ -192,7 +255,7 @@ def absolutize(path: Path) -> bool:
         base = package.split(".")[: len(package.split(".")) - (n.level - 1)]
         target = ".".join(base + ([n.module] if n.module else []))
         line = lines[n.lineno - 1]
-        head, tail = line[: n.col_offset], line[n.col_offset:]
+        head, tail = line[: n.col_offset], line[n.col_offset :]
         new, k = re.subn(r"^from\s+\.+[\w.]*\s+import\b", f"from {target} import", tail, count=1)
         if not k:
             fail(f"{path}:{n.lineno}: cannot read the relative import {tail.strip()!r}")
@@ -244,7 +307,9 @@ def move_table() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
         elif stem in TOP_LEVEL:
             moves[mod] = TOP_LEVEL[stem]
         else:
-            fail(f"sandbox/{stem}.py: no rule places this top-level module (add it to TOP_LEVEL or the foundation layer)")
+            fail(
+                f"sandbox/{stem}.py: no rule places this top-level module (add it to TOP_LEVEL or the foundation layer)"
+            )
     for old, new in PACKAGE_MOVES.items():
         if mod_path(old).exists():
             moves[old] = new
@@ -254,8 +319,11 @@ def move_table() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
         # sandbox.integrations.<fw> stays: exported configs name it as the module the GPU framework imports
         # (external_lib=sandbox.integrations.verl), so moving it would change every such export and break
         # the configs users already run
-        places = {f"sandbox.export.{fw}": "export", f"sandbox.export.validate.{fw}": "validation",
-                  f"sandbox.importers.{fw}": "importer"}
+        places = {
+            f"sandbox.export.{fw}": "export",
+            f"sandbox.export.validate.{fw}": "validation",
+            f"sandbox.importers.{fw}": "importer",
+        }
         for old, leaf in places.items():
             if mod_path(old).exists():
                 moves[old] = f"sandbox.frameworks.{fw}.{leaf}"
@@ -285,8 +353,11 @@ def _names_used(nodes: list[ast.AST]) -> set[str]:
             if isinstance(sub, ast.Name):
                 used.add(sub.id)
             for child in ast.iter_child_nodes(sub):
-                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child in sub.decorator_list \
-                        and "app." in ast.unparse(child):
+                if (
+                    isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and child in sub.decorator_list
+                    and "app." in ast.unparse(child)
+                ):
                     continue
                 todo.append(child)
     return used
@@ -335,14 +406,20 @@ def _import_bindings(tree: ast.Module) -> dict[str, str]:
             elif isinstance(s, ast.ImportFrom) and s.module != "__future__":
                 for a in s.names:
                     out[a.asname or a.name] = f"from {'.' * s.level}{s.module or ''} import {a.name}" + (
-                        f" as {a.asname}" if a.asname else "")
+                        f" as {a.asname}" if a.asname else ""
+                    )
     return out
 
 
 def _command_name(fn: ast.FunctionDef) -> str | None:
     for d in fn.decorator_list:
-        if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "command" \
-                and isinstance(d.func.value, ast.Name) and d.func.value.id == "app":
+        if (
+            isinstance(d, ast.Call)
+            and isinstance(d.func, ast.Attribute)
+            and d.func.attr == "command"
+            and isinstance(d.func.value, ast.Name)
+            and d.func.value.id == "app"
+        ):
             if d.args and isinstance(d.args[0], ast.Constant):
                 return d.args[0].value
             kw = next((k.value.value for k in d.keywords if k.arg == "name"), None)
@@ -387,8 +464,13 @@ def split_cli(symbol_moves: dict[tuple[str, str], str]) -> list[str]:
                     todo.append(d)
         return seen
 
-    stay_roots = [n for n in defs if n not in commands and isinstance(defs[n], ast.FunctionDef)
-                  and any(isinstance(d, ast.Call) and "callback" in ast.unparse(d) for d in defs[n].decorator_list)]
+    stay_roots = [
+        n
+        for n in defs
+        if n not in commands
+        and isinstance(defs[n], ast.FunctionDef)
+        and any(isinstance(d, ast.Call) and "callback" in ast.unparse(d) for d in defs[n].decorator_list)
+    ]
     stay_roots += [n for n in ("main", "app") if n in defs]
     users: dict[str, set[str]] = defaultdict(set)
     for fn in commands:
@@ -410,8 +492,10 @@ def split_cli(symbol_moves: dict[tuple[str, str], str]) -> list[str]:
     if home.get("app") != "cli" or any(home.get(d) != "cli" and "app" in deps[d] for d in defs if d != "app"):
         bad = [d for d in defs if d != "app" and "app" in deps[d]]
         fail(f"cli.py: {bad} use `app`; they cannot leave cli.py")
-    modules = {h: ("sandbox.cli_support" if h == "support" else "sandbox.cli" if h == "cli" else f"sandbox.{h}.command")
-               for h in set(home.values())}
+    modules = {
+        h: ("sandbox.cli_support" if h == "support" else "sandbox.cli" if h == "cli" else f"sandbox.{h}.command")
+        for h in set(home.values())
+    }
     for name, h in home.items():
         if h != "cli":
             symbol_moves[("sandbox.cli", name)] = modules[h]
@@ -428,14 +512,18 @@ def split_cli(symbol_moves: dict[tuple[str, str], str]) -> list[str]:
         emitted.add(id(node))
         lines = src.splitlines(keepends=True)
         start = _start(node, lines)
-        text = "".join(lines[start:node.end_lineno])
+        text = "".join(lines[start : node.end_lineno])
         # a docstring right after an assignment travels with it
         idx = tree.body.index(node)
-        if idx + 1 < len(tree.body) and isinstance(tree.body[idx + 1], ast.Expr) and isinstance(
-                getattr(tree.body[idx + 1], "value", None), ast.Constant) and isinstance(tree.body[idx + 1].value.value, str) \
-                and not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        if (
+            idx + 1 < len(tree.body)
+            and isinstance(tree.body[idx + 1], ast.Expr)
+            and isinstance(getattr(tree.body[idx + 1], "value", None), ast.Constant)
+            and isinstance(tree.body[idx + 1].value.value, str)
+            and not isinstance(node, (ast.FunctionDef, ast.ClassDef))
+        ):
             doc = tree.body[idx + 1]
-            text += "".join(lines[doc.lineno - 1:doc.end_lineno])
+            text += "".join(lines[doc.lineno - 1 : doc.end_lineno])
             emitted.add(id(doc))
         if name in commands:
             dec = next(d for d in node.decorator_list if _command_name(node) and "app.command" in ast.unparse(d))
@@ -456,11 +544,18 @@ def split_cli(symbol_moves: dict[tuple[str, str], str]) -> list[str]:
             if home[n] == "cli":
                 fail(f"{mod} would need {n!r} from sandbox.cli (a cycle); move it to cli_support by hand")
             cross[modules[home[n]]].append(n)
-        header = (f'"""The ``sandbox {", ".join(sorted({commands[c] for c in commands if home[c] == h}))}`` command'
-                  f'{" functions" if h != "support" else ""} (registered on the app in :mod:`sandbox.cli`)."""'
-                  if h != "support" else '"""What several commands share: the console, the output directory a command stages, '
-                  'error reporting (:mod:`sandbox.cli` assembles the app)."""')
-        imp_lines = ["from __future__ import annotations", ""] + need + [f"from {m} import {', '.join(ns)}" for m, ns in sorted(cross.items())]
+        header = (
+            f'"""The ``sandbox {", ".join(sorted({commands[c] for c in commands if home[c] == h}))}`` command'
+            f'{" functions" if h != "support" else ""} (registered on the app in :mod:`sandbox.cli`)."""'
+            if h != "support"
+            else '"""What several commands share: the console, the output directory a command stages, '
+            'error reporting (:mod:`sandbox.cli` assembles the app)."""'
+        )
+        imp_lines = (
+            ["from __future__ import annotations", ""]
+            + need
+            + [f"from {m} import {', '.join(ns)}" for m, ns in sorted(cross.items())]
+        )
         target = ROOT.joinpath(*mod.split(".")).with_suffix(".py")
         if target.exists():
             fail(f"{target} exists already")
@@ -471,7 +566,7 @@ def split_cli(symbol_moves: dict[tuple[str, str], str]) -> list[str]:
     lines = src.splitlines(keepends=True)
     out_chunks = []
     cursor = 0
-    for idx, node in enumerate(tree.body):
+    for node in tree.body:
         start = _start(node, lines)
         end = node.end_lineno
         if id(node) in emitted:
@@ -488,7 +583,9 @@ def split_cli(symbol_moves: dict[tuple[str, str], str]) -> list[str]:
     # the remaining module-level imports of cli.py that nothing uses any more are dropped by ruff (F401)
     anchor = next(n for n in new_tree.body if _bound(n) == ["app"])
     new_lines = new_cli.splitlines(keepends=True)
-    block = "".join(f"from {m} import {', '.join(sorted(ns))}  # noqa: E402\n" for m, ns in sorted(imported_cmds.items()))
+    block = "".join(
+        f"from {m} import {', '.join(sorted(ns))}  # noqa: E402\n" for m, ns in sorted(imported_cmds.items())
+    )
     reg = "\n# the commands, each in its folder (the order of --help)\n" + "\n".join(registrations) + "\n"
     new_lines.insert(anchor.end_lineno, "\n" + block + reg)
     text = re.sub(r"\n# -{20,}\n(# [^\n]*\n)+# -{20,}\n", "\n", "".join(new_lines))  # banners of moved sections
@@ -508,7 +605,11 @@ def lighten_packages(symbols: dict[tuple[str, str], str]) -> list[str]:
         src = init.read_text()
         tree = ast.parse(src)
         body = tree.body
-        doc = body[0] if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) else None
+        doc = (
+            body[0]
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+            else None
+        )
         rest = [n for n in body if n is not doc and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
         if not rest:
             continue
@@ -522,16 +623,23 @@ def lighten_packages(symbols: dict[tuple[str, str], str]) -> list[str]:
         while start > 0 and lines[start - 1].lstrip().startswith("#"):
             start -= 1
         code = "".join(lines[start:])
-        toks = [t._replace(string="__package__") if t.type == tokenize.NAME and t.string == "__name__" else
-                t._replace(string=t.string.replace("{__name__}", "{__package__}")) if t.type == tokenize.STRING else t
-                for t in tokenize.generate_tokens(io.StringIO(code).readline)]
+        toks = [
+            t._replace(string="__package__")
+            if t.type == tokenize.NAME and t.string == "__name__"
+            else t._replace(string=t.string.replace("{__name__}", "{__package__}"))
+            if t.type == tokenize.STRING
+            else t
+            for t in tokenize.generate_tokens(io.StringIO(code).readline)
+        ]
         code = tokenize.untokenize(toks)
         head = "".join(lines[: doc.end_lineno]) if doc else ""
         api = PKG / home / "api.py"
         if api.exists():
             fail(f"{api} exists already")
-        api.write_text(f'"""The public names of :mod:`sandbox.{home}` (its ``__init__`` stays light, so that the command module '
-                       f'loads without them)."""\n\nfrom __future__ import annotations\n\n' + code)
+        api.write_text(
+            f'"""The public names of :mod:`sandbox.{home}` (its ``__init__`` stays light, so that the command module '
+            f'loads without them)."""\n\nfrom __future__ import annotations\n\n' + code
+        )
         init.write_text(head.rstrip() + "\n" if head else "")
         for node in rest:
             names = _bound(node)
@@ -578,8 +686,9 @@ def rename_plan_tokens(path: Path, plan_sources: dict[str, str]) -> bool:
 
 # ------------------------------------------------------------------------------ 5. reference rewrites
 class Rewriter:
-    def __init__(self, moves: dict[str, str], symbols: dict[tuple[str, str], str], data: dict[str, str],
-                 srcs: dict[str, str]):
+    def __init__(
+        self, moves: dict[str, str], symbols: dict[tuple[str, str], str], data: dict[str, str], srcs: dict[str, str]
+    ):
         self.moves = moves
         self.symbols = symbols  # (old module, name) -> new module
         self.renamed = {(m, "Plan"): n for m, n in PLAN_SOURCES.items()}
@@ -593,7 +702,7 @@ class Rewriter:
         self.pathre = re.compile(r"(?<![\w/.])(sandbox/[\w/]+\.(?:py|toml|json))")
         alts = sorted(self.moves, key=len, reverse=True)
         self.known = alts
-        # names of the new tree (never rewritten), except an old module's own name (sandbox.preflight)
+        # names of the new tree (never rewritten), except an old module's own name (sandbox.preflight.questions)
         self.new_modules = set(moves.values()) | set(symbols.values()) | set(NEW_PACKAGES)
         self.new_names = (set(moves.values()) | set(symbols.values()) | set(NEW_PACKAGES)) - set(moves)
 
@@ -638,11 +747,15 @@ class Rewriter:
 
     def text_imports(self, s: str) -> str:
         """One-line ``from sandbox... import a, b`` in any text (docs, code in strings, shell): regrouped."""
-        pat = re.compile(r"(?m)^([ \t]*)?(?<![\w.])from (sandbox(?:\.\w+)*) import (\w+(?: as \w+)?(?:, \w+(?: as \w+)?)*)")
+        pat = re.compile(
+            r"(?m)^([ \t]*)?(?<![\w.])from (sandbox(?:\.\w+)*) import (\w+(?: as \w+)?(?:, \w+(?: as \w+)?)*)"
+        )
 
         def repl(m: re.Match) -> str:
-            names = [(n.split(" as ")[0].strip(), n.split(" as ")[1].strip() if " as " in n else None)
-                     for n in m.group(3).split(",")]
+            names = [
+                (n.split(" as ")[0].strip(), n.split(" as ")[1].strip() if " as " in n else None)
+                for n in m.group(3).split(",")
+            ]
             groups = self.split_import(m.group(2), names)
             if groups is None:
                 return m.group(0)
@@ -651,11 +764,15 @@ class Rewriter:
             return indent + sep.join(f"from {mod} import {', '.join(ns)}" for mod, ns in groups.items())
 
         s = pat.sub(repl, s)
-        inline = re.compile(r"(?:(?<=[;\"'] )|(?<=[\"']))from (sandbox(?:\.\w+)*) import (\w+(?: as \w+)?(?:, \w+(?: as \w+)?)*)")
+        inline = re.compile(
+            r"(?:(?<=[;\"'] )|(?<=[\"']))from (sandbox(?:\.\w+)*) import (\w+(?: as \w+)?(?:, \w+(?: as \w+)?)*)"
+        )
 
         def repl2(m: re.Match) -> str:
-            names = [(n.split(" as ")[0].strip(), n.split(" as ")[1].strip() if " as " in n else None)
-                     for n in m.group(2).split(",")]
+            names = [
+                (n.split(" as ")[0].strip(), n.split(" as ")[1].strip() if " as " in n else None)
+                for n in m.group(2).split(",")
+            ]
             groups = self.split_import(m.group(1), names)
             if groups is None:
                 return m.group(0)
@@ -691,7 +808,7 @@ class Rewriter:
             stmt = "".join(f"{indent}from {mod} import {', '.join(ns)}{comment}\n" for mod, ns in groups.items())
             edits.append((n.lineno, n.end_lineno, stmt))
         for start, end, stmt in sorted(edits, reverse=True):
-            lines[start - 1:end] = [stmt]
+            lines[start - 1 : end] = [stmt]
         return "".join(lines)
 
 
@@ -700,22 +817,42 @@ def mod_path_new(mod: str) -> Path:
 
 
 PATCHES = [  # (file after the move, exact old text, new text): the dynamic lookups
-    ("sandbox/export/base.py", 'importlib.import_module(f"{__package__}.{module}")',
-     'importlib.import_module(f"sandbox.frameworks.{module}.export")'),
-    ("sandbox/export/validate/__init__.py", "import_module(f\"{__name__}.{framework.replace('-', '_')}\")",
-     "import_module(f\"sandbox.frameworks.{framework.replace('-', '_')}.validation\")"),
-    ("sandbox/export/table.py",
-     'resources.files(__package__).joinpath("tables", f"{name}.toml")',
-     '(resources.files(__package__).joinpath("tables", "common.toml") if name == "common" else '
-     'resources.files("sandbox.frameworks").joinpath(name, "tables.toml"))'),
-    ("sandbox/frameworks/prime_rl/validation.py", 'Path(__file__).resolve().parents[1] / "keys"',
-     'Path(__file__).resolve().parent / "keys"'),
-    ("sandbox/frameworks/verl_vcpo/validation.py", 'Path(__file__).resolve().parents[1] / "keys"',
-     'Path(__file__).resolve().parent / "keys"'),
-    ("sandbox/frameworks/areal/validation.py", 'Path(__file__).with_name("facts.toml")',
-     'Path(__file__).resolve().parents[2].joinpath("export", "validate", "facts.toml")'),
-    ("pyproject.toml", '"export/keys/*.json", "export/tables/*.toml"',
-     '"frameworks/*/keys/*.json", "frameworks/*/tables.toml", "export/tables/*.toml"'),
+    (
+        "sandbox/export/base.py",
+        'importlib.import_module(f"{__package__}.{module}")',
+        'importlib.import_module(f"sandbox.frameworks.{module}.export")',
+    ),
+    (
+        "sandbox/export/validate/__init__.py",
+        "import_module(f\"{__name__}.{framework.replace('-', '_')}\")",
+        "import_module(f\"sandbox.frameworks.{framework.replace('-', '_')}.validation\")",
+    ),
+    (
+        "sandbox/export/table.py",
+        'resources.files(__package__).joinpath("tables", f"{name}.toml")',
+        '(resources.files(__package__).joinpath("tables", "common.toml") if name == "common" else '
+        'resources.files("sandbox.frameworks").joinpath(name, "tables.toml"))',
+    ),
+    (
+        "sandbox/frameworks/prime_rl/validation.py",
+        'Path(__file__).resolve().parents[1] / "keys"',
+        'Path(__file__).resolve().parent / "keys"',
+    ),
+    (
+        "sandbox/frameworks/verl_vcpo/validation.py",
+        'Path(__file__).resolve().parents[1] / "keys"',
+        'Path(__file__).resolve().parent / "keys"',
+    ),
+    (
+        "sandbox/frameworks/areal/validation.py",
+        'Path(__file__).with_name("facts.toml")',
+        'Path(__file__).resolve().parents[2].joinpath("export", "validate", "facts.toml")',
+    ),
+    (
+        "pyproject.toml",
+        '"export/keys/*.json", "export/tables/*.toml"',
+        '"frameworks/*/keys/*.json", "frameworks/*/tables.toml", "export/tables/*.toml"',
+    ),
 ]
 
 
@@ -723,16 +860,19 @@ PATCHES = [  # (file after the move, exact old text, new text): the dynamic look
 def test_moves(moves: dict[str, str]) -> dict[str, str]:
     """tests/<...>/test_<stem>*.py of a moved module whose folder changed -> tests/<new folder>/..."""
     out = {}
-    fws = frameworks()
     for p in sorted((ROOT / "tests").rglob("test_*.py")):
         rel = p.relative_to(ROOT)
         if p.name in KEEP_TESTS or rel.parts[1] in ("export", "frameworks", "integrations"):  # goldens, conftests
             continue
-        stem = p.stem[len("test_"):]
+        stem = p.stem[len("test_") :]
         target = None
         for old, new in moves.items():
             leaf = old.rsplit(".", 1)[1]
-            if old.count(".") == 1 and (stem == leaf or stem.startswith(leaf + "_")) and new.split(".")[1] in ("base", "run"):
+            if (
+                old.count(".") == 1
+                and (stem == leaf or stem.startswith(leaf + "_"))
+                and new.split(".")[1] in ("base", "run")
+            ):
                 target = Path("tests") / new.split(".")[1] / p.name
         if rel.parts[1] == "export" and False:  # tests/export keeps its per-framework tests (goldens, conftest)
             target = None
@@ -749,16 +889,25 @@ def write_layers(path: Path) -> None:
     node = next(n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "LAYERS")
     commands = sorted(mod_name(p) for p in PKG.glob("*/command.py"))
     # a command folder's figures draw with the report's primitives: the presentation layer
-    figures = sorted(mod_name(p) for p in PKG.glob("*/figures.py") if "sandbox.report" in p.read_text()
-                     and p.parent.name not in ("report",))
-    layers = [(d, list(p) + (commands if d.startswith("commands") else figures if d.startswith("presentation") else []))
-              for d, p in LAYER_NAMES]
+    figures = sorted(
+        mod_name(p)
+        for p in PKG.glob("*/figures.py")
+        if "sandbox.report" in p.read_text() and p.parent.name not in ("report",)
+    )
+    layers = [
+        (d, list(p) + (commands if d.startswith("commands") else figures if d.startswith("presentation") else []))
+        for d, p in LAYER_NAMES
+    ]
     present = {mod_name(p) for p in py_files("sandbox", "theory")}
-    for d, prefixes in layers:
+    for _folder, prefixes in layers:
         for pre in prefixes:
             if not any(m == pre or m.startswith(pre + ".") for m in present):
                 fail(f"LAYERS: {pre} names no module")
-    unplaced = [m for m in present if not any(m == p or (p != "sandbox" and m.startswith(p + ".")) for _, ps in layers for p in ps)]
+    unplaced = [
+        m
+        for m in present
+        if not any(m == p or (p != "sandbox" and m.startswith(p + ".")) for _, ps in layers for p in ps)
+    ]
     if unplaced:
         fail(f"LAYERS: no layer for {sorted(unplaced)}")
     body = "LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (\n"
@@ -766,7 +915,7 @@ def write_layers(path: Path) -> None:
         body += f"    ({d!r}, (\n" + "".join(f"        {p!r},\n" for p in prefixes) + "    )),\n"
     body += ")\n"
     lines = src.splitlines(keepends=True)
-    lines[node.lineno - 1:node.end_lineno] = [body]
+    lines[node.lineno - 1 : node.end_lineno] = [body]
     path.write_text("".join(lines))
 
 
@@ -774,24 +923,38 @@ def function_level_entries(path: Path) -> None:
     """Add a FUNCTION_LEVEL reason for each command module that imports inside functions (cli.py's reason)."""
     src = path.read_text()
     tree = ast.parse(src)
-    node = next(n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "FUNCTION_LEVEL")
+    node = next(
+        n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "FUNCTION_LEVEL"
+    )
     existing = ast.literal_eval(node.value)
-    reason = existing.get("sandbox.cli", "startup: each command loads only what it runs, so --help and the light commands answer at once")
+    reason = existing.get(
+        "sandbox.cli", "startup: each command loads only what it runs, so --help and the light commands answer at once"
+    )
     add = {}
     for p in sorted(PKG.glob("*/command.py")) + [PKG / "cli_support.py"]:
         if not p.exists():
             continue
         t = ast.parse(p.read_text())
-        inner = any(isinstance(s, (ast.Import, ast.ImportFrom)) and (
-            getattr(s, "module", "") or "").startswith(("sandbox", "theory")) or isinstance(s, ast.Import) and any(
-            a.name.startswith(("sandbox", "theory")) for a in s.names)
-            for f in ast.walk(t) if isinstance(f, ast.FunctionDef) for s in ast.walk(f))
+        inner = any(
+            isinstance(s, (ast.Import, ast.ImportFrom))
+            and (getattr(s, "module", "") or "").startswith(("sandbox", "theory"))
+            or isinstance(s, ast.Import)
+            and any(a.name.startswith(("sandbox", "theory")) for a in s.names)
+            for f in ast.walk(t)
+            if isinstance(f, ast.FunctionDef)
+            for s in ast.walk(f)
+        )
         if inner and mod_name(p) not in existing:
             add[mod_name(p)] = reason
     cli_tree = ast.parse((PKG / "cli.py").read_text())
-    cli_inner = any(isinstance(s, (ast.Import, ast.ImportFrom)) for f in ast.walk(cli_tree) if isinstance(f, ast.FunctionDef) for s in ast.walk(f))
+    cli_inner = any(
+        isinstance(s, (ast.Import, ast.ImportFrom))
+        for f in ast.walk(cli_tree)
+        if isinstance(f, ast.FunctionDef)
+        for s in ast.walk(f)
+    )
     lines = src.splitlines(keepends=True)
-    text = "".join(lines[node.lineno - 1:node.end_lineno])
+    text = "".join(lines[node.lineno - 1 : node.end_lineno])
     for key in existing:  # a package whose __init__ moved to api.py
         if key.startswith("sandbox.") and (PKG / key.split(".", 1)[1].replace(".", "/") / "api.py").exists():
             text = text.replace(f'"{key}":', f'"{key}.api":')
@@ -799,7 +962,7 @@ def function_level_entries(path: Path) -> None:
         text = re.sub(r'    "sandbox\.cli": (?:"[^"]*"\s*)+,\n', "", text)
     entries = "".join(f"    {k!r}: {v!r},\n" for k, v in sorted(add.items()))
     text = text.rstrip().rstrip("}") + entries + "}\n"
-    lines[node.lineno - 1:node.end_lineno] = [text]
+    lines[node.lineno - 1 : node.end_lineno] = [text]
     path.write_text("".join(lines))
 
 
@@ -874,7 +1037,7 @@ def main() -> None:
             fail(f"{f}: expected text not found (patch the lookup by hand): {old}")
         p.write_text(s.replace(old, new))
     # dynamic lookups left in moved files: listed for review (the known ones are patched above)
-    for old, new in sorted(moves.items()):
+    for _old, new in sorted(moves.items()):
         text = (ROOT / mod_path_new(new)).read_text()
         for hit in sorted(set(re.findall(r"import_module\(f?[\"'][^\"']*\{__(?:package|name)__\}[^\"']*[\"']", text))):
             fail(f"{mod_path_new(new)}: a module looked up relative to its own package ({hit}); patch it")
@@ -890,8 +1053,11 @@ def main() -> None:
         delta = len(Path(new).parts) - len(Path(old).parts)
         if delta:  # the test's way up to the repository root
             p = ROOT / new
-            s = re.sub(r"(Path\(__file__\)\.resolve\(\)\.parents\[)(\d+)\]",
-                       lambda m: f"{m.group(1)}{int(m.group(2)) + delta}]", p.read_text())
+            s = re.sub(
+                r"(Path\(__file__\)\.resolve\(\)\.parents\[)(\d+)\]",
+                lambda m: f"{m.group(1)}{int(m.group(2)) + delta}]",
+                p.read_text(),
+            )
             if "__file__).parent.parent" in s or "__file__).resolve().parent.parent" in s:
                 fail(f"{new}: climbs to the root with .parent.parent; adjust by hand")
             p.write_text(s)
@@ -909,18 +1075,37 @@ def main() -> None:
         apply_docs(DOCS_TEXT)
     # 7. format and lint
     if not args.no_ruff:
-        for cmd in (["ruff", "format", "."], ["ruff", "check", "--fix", "."], ["ruff", "format", "."],
-                    # the formatter moves a trailing `# noqa: E402` of a split import to its last line
-                    ["ruff", "check", "--select", "E402", "--add-noqa", "."]):
+        for cmd in (
+            ["ruff", "format", "."],
+            ["ruff", "check", "--fix", "."],
+            ["ruff", "format", "."],
+            # the formatter moves the trailing E402 suppression of a split import to its last line
+            ["ruff", "check", "--select", "E402", "--add-noqa", "."],
+        ):
             subprocess.run(cmd, cwd=ROOT, check=False, capture_output=True)
         res = subprocess.run(["ruff", "check", "."], cwd=ROOT, capture_output=True, text=True)
         print(res.stdout[-3000:])
-    git("add", "-A", "sandbox", "tests", "theory", "tools", "benchmarks", "examples", "docs", "pyproject.toml",
-        "README.md", "CONTRIBUTING.md", ".ci")
+    git(
+        "add",
+        "-A",
+        "sandbox",
+        "tests",
+        "theory",
+        "tools",
+        "benchmarks",
+        "examples",
+        "docs",
+        "pyproject.toml",
+        "README.md",
+        "CONTRIBUTING.md",
+        ".ci",
+    )
     after = figures()
-    print(f"relayout: {len(moves)} modules and {len(data)} data files moved, {len(tmoves)} tests moved, "
-          f"{n_abs} files with relative imports made absolute, {len(renamed)} files with Plan renamed, "
-          f"{len(new_files)} command modules from cli.py, {changed} files rewritten")
+    print(
+        f"relayout: {len(moves)} modules and {len(data)} data files moved, {len(tmoves)} tests moved, "
+        f"{n_abs} files with relative imports made absolute, {len(renamed)} files with Plan renamed, "
+        f"{len(new_files)} command modules from cli.py, {changed} files rewritten"
+    )
     for k in before:
         print(f"  {k}: {before[k]}  ->  {after[k]}")
 
@@ -928,7 +1113,9 @@ def main() -> None:
 def apply_docs(path: Path) -> None:
     """Apply ``path``'s blocks: ``<!-- FILE: replace-between "START" "STOP" -->`` replaces the text after the
     line START up to the line starting with STOP; ``<!-- FILE: insert-before "LINE" -->`` inserts before it."""
-    parts = re.split(r'^<!-- (\S+): (replace-between|insert-before) "(.+?)"(?: "(.+?)")? -->\n', path.read_text(), flags=re.M)
+    parts = re.split(
+        r'^<!-- (\S+): (replace-between|insert-before) "(.+?)"(?: "(.+?)")? -->\n', path.read_text(), flags=re.M
+    )
     for i in range(1, len(parts) - 1, 5):
         target, how, a, b, body = ROOT / parts[i], parts[i + 1], parts[i + 2], parts[i + 3], parts[i + 4]
         s = target.read_text()
@@ -936,12 +1123,12 @@ def apply_docs(path: Path) -> None:
         if not m:
             fail(f"{target.name}: no line {a!r}")
         if how == "insert-before":
-            s = s[: m.start()] + body.strip() + "\n\n" + s[m.start():]
+            s = s[: m.start()] + body.strip() + "\n\n" + s[m.start() :]
         else:
-            stop = re.search(rf"^{re.escape(b)}", s[m.end():], flags=re.M)
+            stop = re.search(rf"^{re.escape(b)}", s[m.end() :], flags=re.M)
             if not stop:
                 fail(f"{target.name}: no line starting {b!r} after {a!r}")
-            s = s[: m.end()] + "\n" + body.strip() + "\n\n" + s[m.end() + stop.start():]
+            s = s[: m.end()] + "\n" + body.strip() + "\n\n" + s[m.end() + stop.start() :]
         target.write_text(s)
 
 

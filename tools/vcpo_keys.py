@@ -1,5 +1,5 @@
-"""Regenerate the pinned VCPO-fork key list (``sandbox/export/keys/verl_vcpo_c7f030f0.json``) that
-``sandbox/export/validate/verl_vcpo.py`` checks exports against.
+"""Regenerate the pinned VCPO-fork key list (``sandbox/frameworks/verl_vcpo/keys/verl_vcpo_c7f030f0.json``) that
+``sandbox/frameworks/verl_vcpo/validation.py`` checks exports against.
 
 A maintenance tool, not part of an export: it composes the fork's recipe config from a checkout of
 mit-han-lab/vcpo at c7f030f0 and reads the enum choices from its sources (docs/promotion.md, the VCPO
@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from sandbox.export.validate.common import facts, flat, source_strings
-from sandbox.export.validate.verl_vcpo import A, CONFIG_DIR, CONFIG_NAME, KEYS_FILE, compose_fork
+from sandbox.frameworks.verl_vcpo.validation import CONFIG_DIR, CONFIG_NAME, KEYS_FILE, A, compose_fork
 
 MEGATRON_OPTIMIZERS = ["adam", "sgd"]  # megatron-core's optimizer names (an external package, not in the fork)
 
@@ -30,7 +30,9 @@ def generate_key_list(checkout: Path) -> dict[str, Any]:
     cfg = compose_fork(checkout, [])
     keys = flat(OmegaConf.to_container(cfg, resolve=False))
     f = facts("verl-vcpo")
-    choices = {key: [None] * (key in f["nullable"]) + source_strings(checkout, spec) for key, spec in f["choices"].items()}
+    choices = {
+        key: [None] * (key in f["nullable"]) + source_strings(checkout, spec) for key, spec in f["choices"].items()
+    }
     choices[f"{A}.optim.optimizer"] = MEGATRON_OPTIMIZERS
     return {
         "source": "mit-han-lab/vcpo git c7f030f0",

@@ -64,16 +64,16 @@ and ``__all__`` follow.
 
 from __future__ import annotations
 
-from . import stabilizers as _stabilizers
-from .api import LossOutput, PolicyLossInput, masked_mean
-from .corrections import CORRECTIONS, Correction, CorrectionConfig
-from .diagnostics import ess_ratio, ess_ratio_from_log_weights, is_metrics
-from .objectives import OBJECTIVES, Objective, ObjectiveConfig
-from .opob import logit_space_grad_sq_norm, per_sequence_grad_sq_norms
-from .policy_loss import PolicyLoss, build_policy_loss
-from .shaping import dynamic_sampling_keep, overlong_penalty
-from .stabilized import StabilizedOptimizer, build_stabilizers
-from .stabilizers import STABILIZERS, Stabilizer, StabilizerConfig, StepContext
+from sandbox.algorithms import stabilizers as _stabilizers
+from sandbox.algorithms.api import LossOutput, PolicyLossInput, masked_mean
+from sandbox.algorithms.corrections import CORRECTIONS, Correction, CorrectionConfig
+from sandbox.algorithms.diagnostics import ess_ratio, ess_ratio_from_log_weights, is_metrics
+from sandbox.algorithms.objectives import OBJECTIVES, Objective, ObjectiveConfig
+from sandbox.algorithms.opob import logit_space_grad_sq_norm, per_sequence_grad_sq_norms
+from sandbox.algorithms.policy_loss import PolicyLoss, build_policy_loss
+from sandbox.algorithms.shaping import dynamic_sampling_keep, overlong_penalty
+from sandbox.algorithms.stabilized import StabilizedOptimizer, build_stabilizers
+from sandbox.algorithms.stabilizers import STABILIZERS, Stabilizer, StabilizerConfig, StepContext
 
 __all__ = [
     "PolicyLossInput",

@@ -130,7 +130,11 @@ def maximum(a: Tensor, b: Tensor) -> Tensor:
     """Element-wise maximum of two tensors of one shape and dtype, with the values and gradients of
     ``torch.maximum`` to the bit and a backward of fewer full-size passes; other inputs (broadcast,
     mixed dtypes, no gradient, small) go to ``torch.maximum`` itself."""
-    if (a.shape != b.shape or a.dtype != b.dtype or not (a.requires_grad or b.requires_grad)
-            or a.numel() < _FUSED_MAXIMUM_MIN_SIZE):
+    if (
+        a.shape != b.shape
+        or a.dtype != b.dtype
+        or not (a.requires_grad or b.requires_grad)
+        or a.numel() < _FUSED_MAXIMUM_MIN_SIZE
+    ):
         return torch.maximum(a, b)
     return _Maximum.apply(a, b)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._tensor import group_view, ungroup
+from sandbox.algorithms._tensor import group_view, ungroup
 
 
 def group_mean_baseline(rewards: Tensor, group_size: int) -> Tensor:
@@ -41,7 +41,9 @@ def group_std(rewards: Tensor, group_size: int, unbiased: bool) -> Tensor:
     return ungroup(s.expand_as(g))
 
 
-def weighted_group_baseline(rewards: Tensor, log_weights: Tensor, group_size: int, leave_one_out: bool = False) -> Tensor:
+def weighted_group_baseline(
+    rewards: Tensor, log_weights: Tensor, group_size: int, leave_one_out: bool = False
+) -> Tensor:
     """``b*_g = Σ_i W_i R_i / Σ_i W_i`` within each group, given ``log W_i`` (``(..., N)``).
 
     Computed as a softmax over the group so that huge sequence importance weights (``w_i²``

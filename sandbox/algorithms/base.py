@@ -2,7 +2,7 @@
 
 A method (objective, correction or stabilizer) is one module holding a config model derived from
 :class:`MethodConfig` next to its implementation, registered once in its family's registry
-(:mod:`sandbox.registry`). Formulas, knobs and defaults with their sources: ``docs/methods/``.
+(:mod:`sandbox.base.registry`). Formulas, knobs and defaults with their sources: ``docs/methods/``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._tensor import seq_sum
+from sandbox.algorithms._tensor import seq_sum
 
 
 def ess_ratio_from_log_weights(log_w: Tensor) -> Tensor:

@@ -33,8 +33,9 @@ dimension first, possibly flattened with the following dims (``x.view(-1, d)``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +44,14 @@ from torch.func import grad, vmap
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-_TRANSPOSE = {torch.Tensor.t, torch.t, torch.Tensor.T.__get__, torch.Tensor.mT.__get__, torch.Tensor.transpose, torch.transpose}
+_TRANSPOSE = {
+    torch.Tensor.t,
+    torch.t,
+    torch.Tensor.T.__get__,
+    torch.Tensor.mT.__get__,
+    torch.Tensor.transpose,
+    torch.transpose,
+}
 _MATMUL = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__}
 _ADD = {torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__}
 _MUL = {torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__}
@@ -116,8 +124,12 @@ class _Recorder(TorchFunctionMode):
         kwargs = kwargs or {}
         flat = _tensors(args, kwargs)
         refs = [r for r in (self._ref(a) for a in flat) if r is not None]
-        shared_ids = func is F.embedding and isinstance(args[0], Tensor) and not self._is_batched(args[0]) and (
-            args[0].dim() == 1 or args[0].shape[0] == 1)  # position ids: (T,) or (1, T), the same for every row
+        shared_ids = (
+            func is F.embedding
+            and isinstance(args[0], Tensor)
+            and not self._is_batched(args[0])
+            and (args[0].dim() == 1 or args[0].shape[0] == 1)
+        )  # position ids: (T,) or (1, T), the same for every row
         if refs and shared_ids:
             ids = args[0]
             ids = ids.expand(self.n, *ids.shape[1:]) if ids.dim() >= 2 else ids.expand(self.n, *ids.shape)
@@ -183,7 +195,12 @@ class _Recorder(TorchFunctionMode):
         if func is F.embedding and self._is_batched(x) and len(refs) == 1 and self._ref(a[1]) is not None:
             w = self._ref(a[1])
             opts = dict(zip(("padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"), a[2:]))
-            if w.index is not None or w.transposed or opts.get("max_norm") is not None or opts.get("scale_grad_by_freq"):
+            if (
+                w.index is not None
+                or w.transposed
+                or opts.get("max_norm") is not None
+                or opts.get("scale_grad_by_freq")
+            ):
                 return False
             pad = opts.get("padding_idx")
             if pad is not None and pad < 0:
@@ -196,7 +213,9 @@ class _Recorder(TorchFunctionMode):
             if len([r for r in (w, b) if r is not None]) != len(refs):
                 return False
             if w is not None:
-                self._use(_Use(w.name, "scale", w, F.layer_norm(x.detach(), shape, None, None, eps), out, dims=a[2].dim()))
+                self._use(
+                    _Use(w.name, "scale", w, F.layer_norm(x.detach(), shape, None, None, eps), out, dims=a[2].dim())
+                )
             if b is not None:
                 self._use(_Use(b.name, "bias", b, None, out, dims=a[3].dim()))
             return True
@@ -212,7 +231,7 @@ class _Recorder(TorchFunctionMode):
             p, other = args[p_pos], args[1 - p_pos]
             if not (self._is_batched(other) and isinstance(out, Tensor) and out.shape == other.shape):
                 return False
-            if p.dim() == 0 or p.dim() >= out.dim() or tuple(out.shape[-p.dim():]) != tuple(p.shape):
+            if p.dim() == 0 or p.dim() >= out.dim() or tuple(out.shape[-p.dim() :]) != tuple(p.shape):
                 return False
             v = self._ref(p)
             if v.transposed:
@@ -315,11 +334,13 @@ class GhostNormRecorder:
         n = batched[0].shape[0] if batched[0].dim() else 0
         for x in batched:
             if x.dim() == 0 or x.shape[0] != n:
-                raise ValueError(f"ghost norms: every batch input needs the sample dim N={n} first, got shape {tuple(x.shape)}")
+                raise ValueError(
+                    f"ghost norms: every batch input needs the sample dim N={n} first, got shape {tuple(x.shape)}"
+                )
         self.params, self.batch_inputs, self.seq_logprob_fn, self.n = params, batch_inputs, seq_logprob_fn, n
         self._rec = _Recorder(params, batched, n)
 
-    def __enter__(self) -> "GhostNormRecorder":
+    def __enter__(self) -> GhostNormRecorder:
         self._rec.__enter__()
         return self
 

@@ -9,7 +9,8 @@ The baseline itself lives in :mod:`.advantages` (``opob`` / ``optimal`` baseline
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor

@@ -21,12 +21,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import advantages as A
-from ._tensor import aggregate, masked_frac, token_mean
-from .api import REF_LOGP_KEY, SEQ_GRAD_KEY, LossOutput, PolicyLossInput
-from .corrections import CORRECTIONS, CorrectionContext, NoCorrectionConfig
-from .diagnostics import k3, masked_is_metrics
-from .objectives import OBJECTIVES, SurrogateInput
+from sandbox.algorithms import advantages as A
+from sandbox.algorithms._tensor import aggregate, masked_frac, token_mean
+from sandbox.algorithms.api import REF_LOGP_KEY, SEQ_GRAD_KEY, LossOutput, PolicyLossInput
+from sandbox.algorithms.corrections import CORRECTIONS, CorrectionContext, NoCorrectionConfig
+from sandbox.algorithms.diagnostics import k3, masked_is_metrics
+from sandbox.algorithms.objectives import OBJECTIVES, SurrogateInput
 
 __all__ = ["PolicyLoss", "build_policy_loss", "SEQ_GRAD_KEY", "REF_LOGP_KEY"]
 
@@ -40,12 +40,16 @@ def pairing_problem(objective, correction) -> str | None:
     objective_cls = OBJECTIVES.entry_for(objective).impl
     correction_cls = CORRECTIONS.entry_for(correction).impl
     if not objective_cls.takes_corrections and not correction_cls.is_identity:
-        return (f"{objective.name} {objective_cls.no_correction_reason}; use correction "
-                f"{NoCorrectionConfig().name!r} (got {correction.name!r})")
+        return (
+            f"{objective.name} {objective_cls.no_correction_reason}; use correction "
+            f"{NoCorrectionConfig().name!r} (got {correction.name!r})"
+        )
     if correction_cls.replaces_clip_bounds and not objective_cls.ratio_clip:
         clip_objectives = ", ".join(e.name for e in OBJECTIVES.entries() if e.impl.ratio_clip)
-        return (f"correction {correction.name!r} replaces PPO clip bounds; use it with one of "
-                f"{clip_objectives} (not {objective.name})")
+        return (
+            f"correction {correction.name!r} replaces PPO clip bounds; use it with one of "
+            f"{clip_objectives} (not {objective.name})"
+        )
     return None
 
 
@@ -139,19 +143,37 @@ class PolicyLoss:
         ratio = torch.exp((logp - anchor) * fmask) if reads_ratio else None
         a_tok = adv.unsqueeze(-1).expand_as(logp)
         context = CorrectionContext(
-            log_w=log_w, log_rho=log_rho, ratio=None if ratio is None else ratio.detach(), fmask=fmask, adv=adv,
-            rewards=inp.rewards.detach(), logp=logp, behaviour_logp=mu, decoupled=decoupled,
-            log_seq_w=None if decoupled else log_seq_rho, prox_logp=anchor if decoupled else None,
-            token_versions=inp.token_versions, learner_version=inp.learner_version, group_size=inp.group_size,
-            staleness=inp.staleness, extras=inp.extras,
+            log_w=log_w,
+            log_rho=log_rho,
+            ratio=None if ratio is None else ratio.detach(),
+            fmask=fmask,
+            adv=adv,
+            rewards=inp.rewards.detach(),
+            logp=logp,
+            behaviour_logp=mu,
+            decoupled=decoupled,
+            log_seq_w=None if decoupled else log_seq_rho,
+            prox_logp=anchor if decoupled else None,
+            token_versions=inp.token_versions,
+            learner_version=inp.learner_version,
+            group_size=inp.group_size,
+            staleness=inp.staleness,
+            extras=inp.extras,
         )
         corr = self.correction(context)
         if self.recorder is not None:
             self.recorder(context, corr)
         metrics.update(corr.metrics)
         sur = method.surrogate(
-            SurrogateInput(logp=logp, anchor_logp=anchor, ratio=ratio, adv=a_tok, fmask=fmask,
-                           bounds=corr.bounds, dual_clip_c=corr.dual_clip_c)
+            SurrogateInput(
+                logp=logp,
+                anchor_logp=anchor,
+                ratio=ratio,
+                adv=a_tok,
+                fmask=fmask,
+                bounds=corr.bounds,
+                dual_clip_c=corr.dual_clip_c,
+            )
         )
 
         mult = None
@@ -207,7 +229,9 @@ def token_lag_metrics(learner_version: int, token_versions: Tensor, fmask: Tenso
     lag.neg_().add_(learner_version)
     mean = token_mean(lag.expand_as(fmask), fmask)
     padding = ~(fmask > 0)
-    masked = lag.masked_fill_(padding, -1e9) if lag.shape == fmask.shape else lag.expand_as(fmask).masked_fill(padding, -1e9)
+    masked = (
+        lag.masked_fill_(padding, -1e9) if lag.shape == fmask.shape else lag.expand_as(fmask).masked_fill(padding, -1e9)
+    )
     return {"staleness/mean": mean, "staleness/max": masked.amax((-2, -1))}
 
 

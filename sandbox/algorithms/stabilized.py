@@ -10,15 +10,16 @@ state (SGD, momentum, Adam, AdamW incl. decoupled weight decay): the parameters 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from pydantic import BaseModel
 from torch import Tensor
 
-from ._tensor import replica_sum, replica_view
-from .stabilizers import STABILIZERS, STAGES, StepContext
+from sandbox.algorithms._tensor import replica_sum, replica_view
+from sandbox.algorithms.stabilizers import STABILIZERS, STAGES, StepContext
 
 __all__ = ["PendingStep", "StabilizedOptimizer", "StepContext", "build_stabilizers"]
 
@@ -54,8 +55,14 @@ class StabilizedOptimizer:
     like the parameter (Adam moments); shared scalar state (Adam's step count) still advances.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, params: Iterable[Tensor], stabilizers=(),
-                 replica_dims: int = 0, max_grad_norm: float | None = None):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        params: Iterable[Tensor],
+        stabilizers=(),
+        replica_dims: int = 0,
+        max_grad_norm: float | None = None,
+    ):
         self.optimizer = optimizer
         self.params = [p for p in params]
         self.stabilizers = [STABILIZERS.build(s) if isinstance(s, BaseModel) else s for s in stabilizers]
@@ -104,8 +111,10 @@ class StabilizedOptimizer:
         ours = [getattr(s.cfg, "name", type(s).__name__) for s in self.stabilizers]
         theirs = [e["name"] for e in entries]
         if ours != theirs:
-            raise ValueError(f"the checkpoint holds the state of the stabilizers {theirs}, but this optimizer runs {ours}: "
-                             "resume with the stabilizers of the saved run")
+            raise ValueError(
+                f"the checkpoint holds the state of the stabilizers {theirs}, but this optimizer runs {ours}: "
+                "resume with the stabilizers of the saved run"
+            )
         for s, e in zip(self.stabilizers, entries):
             s.load_state_dict(e["state"])
 
@@ -137,7 +146,7 @@ class StabilizedOptimizer:
     # call (TRL's, via optimizer hooks: ``sandbox.integrations.step_hooks``) runs them around its own.
 
     @torch.no_grad()
-    def begin(self, context: StepContext | None) -> "PendingStep | None":
+    def begin(self, context: StepContext | None) -> PendingStep | None:
         """Start a step: the parameters that have gradients and ``grad/norm``; None if none has one."""
         params = [p for p in self.params if p.grad is not None]
         if not params:
@@ -148,13 +157,13 @@ class StabilizedOptimizer:
         return PendingStep(context, params, grads, metrics, skip)
 
     @torch.no_grad()
-    def gradient_stage(self, pending: "PendingStep", before_clip: bool) -> None:
+    def gradient_stage(self, pending: PendingStep, before_clip: bool) -> None:
         """Run the gradient-stage transforms placed before (or after) the global-norm clipping."""
         stabs = self._stage("before_clip" if before_clip else "after_clip")
         pending.grads = self._run_transforms(stabs, pending.grads, pending)
 
     @torch.no_grad()
-    def prepare_update(self, pending: "PendingStep", step_always_runs: bool = False) -> None:
+    def prepare_update(self, pending: PendingStep, step_always_runs: bool = False) -> None:
         """Write the edited gradients into ``p.grad``, evaluate the lr-stage multipliers and snapshot what
         ``finish`` needs. ``step_always_runs``: the caller cannot withhold ``optimizer.step()`` (a hook), so
         a skip decided here (gradient stage) is undone afterwards by restoring every tensor of the optimizer
@@ -189,10 +198,12 @@ class StabilizedOptimizer:
         elif (any_skip and not pending.all_skip) or update_can_skip:
             for p in pending.params:
                 st = self.optimizer.state.get(p, {})
-                pending.saved_state[p] = {k: v.clone() for k, v in st.items() if torch.is_tensor(v) and v.shape == p.shape}
+                pending.saved_state[p] = {
+                    k: v.clone() for k, v in st.items() if torch.is_tensor(v) and v.shape == p.shape
+                }
 
     @torch.no_grad()
-    def finish(self, pending: "PendingStep") -> dict[str, Tensor]:
+    def finish(self, pending: PendingStep) -> dict[str, Tensor]:
         """After ``optimizer.step()``: update-stage transforms, ``θ = θ_before + s·Δ``, skipped replicas
         restored. Returns the step's metrics."""
         rd, metrics, skip = self.replica_dims, pending.metrics, pending.skip
@@ -224,7 +235,7 @@ class StabilizedOptimizer:
         metrics["step/skipped"] = skip.to(pending.scale.dtype)
         return metrics
 
-    def _run_transforms(self, stabs: list, vecs: list[Tensor], pending: "PendingStep") -> list[Tensor]:
+    def _run_transforms(self, stabs: list, vecs: list[Tensor], pending: PendingStep) -> list[Tensor]:
         for s in stabs:
             vecs, sk, m = s.transform(vecs, self.replica_dims, pending.context)
             pending.metrics.update(m)

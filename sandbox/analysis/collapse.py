@@ -33,7 +33,7 @@ def _tail_mean(column: np.ndarray, frac: float = 0.1) -> float:
     x = column[np.isfinite(column)]
     if not len(x):
         return math.nan
-    return float(x[-max(1, int(len(x) * frac)):].mean())
+    return float(x[-max(1, int(len(x) * frac)) :].mean())
 
 
 def collapsed(diverged_at, replica_metrics: dict[str, np.ndarray]) -> list[bool]:

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .time_to_target import smooth
+from sandbox.analysis.time_to_target import smooth
 
 DEFAULT_MAX_LOSS_GROWTH = 10.0
 TAIL_FRACTION = 0.1  # the summary's final value: the mean of the last 10 % of the measured values
 
 
-def growth_divergence(steps: np.ndarray, values: np.ndarray, factor: float,
-                      window: float) -> tuple[list[int], str]:
+def growth_divergence(steps: np.ndarray, values: np.ndarray, factor: float, window: float) -> tuple[list[int], str]:
     """Per replica (columns of ``values``, NaN where not measured), the step at which its loss
     diverged by the growth rule (-1: it did not), and the reasons in words (empty when none)."""
     steps = np.asarray(steps, dtype=float)
@@ -47,15 +46,17 @@ def growth_divergence(steps: np.ndarray, values: np.ndarray, factor: float,
         y = values[rows, r]
         z = smooth(steps[rows], y, window)
         i_min = int(np.argmin(z[: n - tail]))
-        low, end = float(z[i_min]), float(y[n - tail:].mean())
+        low, end = float(z[i_min]), float(y[n - tail :].mean())
         if not (low > 0 and end > factor * low):
             at.append(-1)
             continue
-        above = np.flatnonzero(y[i_min + 1:] > factor * low)
+        above = np.flatnonzero(y[i_min + 1 :] > factor * low)
         step = int(steps[rows[i_min + 1 + above[0]]])
         at.append(step)
-        why.append(f"replica {r}: loss came down to {low:.3g} (step {int(steps[rows[i_min]])}) and ended at {end:.3g}, "
-                   f"{end / low:.3g}× that (run.max_loss_growth = {factor:g}); above {factor:g}× from step {step}")
+        why.append(
+            f"replica {r}: loss came down to {low:.3g} (step {int(steps[rows[i_min]])}) and ended at {end:.3g}, "
+            f"{end / low:.3g}× that (run.max_loss_growth = {factor:g}); above {factor:g}× from step {step}"
+        )
     return at, "; ".join(why)
 
 

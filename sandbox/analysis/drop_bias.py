@@ -38,7 +38,7 @@ Pure function of the records: no randomness, the same records give the same numb
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -67,8 +67,9 @@ def _stats(prefix: str, values: np.ndarray) -> dict[str, float]:
     return out
 
 
-def drop_bias(jobs: pd.DataFrame, lengths: Mapping[int, Sequence[int]],
-              prompt_of: Callable[[int], int] | None = None) -> dict[str, float | int]:
+def drop_bias(
+    jobs: pd.DataFrame, lengths: Mapping[int, Sequence[int]], prompt_of: Callable[[int], int] | None = None
+) -> dict[str, float | int]:
     """The drop-bias summary (module docstring) of one run. ``jobs``: the jobs table (columns ``job``,
     ``consume_step``, ``dropped_at``); ``lengths``: job id → its sequences' lengths. A decided job
     without lengths is an error naming it (the lengths come from an engine run)."""
@@ -76,8 +77,10 @@ def drop_bias(jobs: pd.DataFrame, lengths: Mapping[int, Sequence[int]],
     dropped_ids = jobs.loc[jobs.dropped_at >= 0, "job"].to_numpy()
     missing = [int(j) for j in np.concatenate([consumed_ids, dropped_ids]) if int(j) not in lengths]
     if missing:
-        raise ValueError(f"lengths: no response lengths for job(s) {missing[:5]} (drop bias needs an engine run: "
-                         "system.generation_time.kind = 'continuous_batching')")
+        raise ValueError(
+            f"lengths: no response lengths for job(s) {missing[:5]} (drop bias needs an engine run: "
+            "system.generation_time.kind = 'continuous_batching')"
+        )
 
     def flat(ids) -> np.ndarray:
         return np.array([v for j in ids for v in lengths[int(j)]], dtype=np.float64)

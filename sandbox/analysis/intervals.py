@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
 
 
-def t_interval(values: Sequence[float], level: float = 0.95,
-               bounds: tuple[float, float] | None = None) -> tuple[float, float, float]:
+def t_interval(
+    values: Sequence[float], level: float = 0.95, bounds: tuple[float, float] | None = None
+) -> tuple[float, float, float]:
     """(mean, low, high): the Student t-interval over the finite ``values``,
     mean ± t_{(1+level)/2, n−1} · s / √n; NaN ends with fewer than two values. ``bounds``: the range the
     quantity cannot leave (a fraction: (0, 1)); the interval is cut to it."""

@@ -46,15 +46,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..readfile import read_json, read_toml_text
-from ..system.staleness import CONTROLS
-from ..target_config import DEFAULT_FRACTION, DEFAULT_WINDOW, TargetConfig  # noqa: F401 (re-exported: the scenario's config, public here too)
+from sandbox.base.readfile import read_json, read_toml_text
+from sandbox.scenario.target_config import DEFAULT_FRACTION, DEFAULT_WINDOW, TargetConfig  # noqa: F401 (re-exported: the scenario's config, public here too)
+from sandbox.system.staleness import CONTROLS
 
 if TYPE_CHECKING:  # pandas is imported lazily: loading a scenario (which holds TargetConfig) does not need it
     import pandas as pd
@@ -147,7 +148,7 @@ class Curves:
         for r in range(self.replicas):
             y = self.values[:, r]
             y = y[np.isfinite(y)]
-            out.append(float(y[-max(1, int(len(y) * 0.1)):].mean()) if len(y) else math.nan)
+            out.append(float(y[-max(1, int(len(y) * 0.1)) :].mean()) if len(y) else math.nan)
         return out
 
     def reference(self) -> float:
@@ -163,8 +164,16 @@ class Curves:
         return bool(np.nanmax(self.counts["tokens"], initial=0.0) > 0)
 
     @classmethod
-    def build(cls, metrics: "pd.DataFrame", replica: dict[str, np.ndarray], summary: dict, diverged_at: Iterable[int],
-              synchronous: bool, target: TargetConfig, seed: int) -> "Curves | None":
+    def build(
+        cls,
+        metrics: pd.DataFrame,
+        replica: dict[str, np.ndarray],
+        summary: dict,
+        diverged_at: Iterable[int],
+        synchronous: bool,
+        target: TargetConfig,
+        seed: int,
+    ) -> Curves | None:
         """From a run's metrics table, per-replica arrays (``{metric: (steps, R)}``) and summary;
         None when the run logged none of the headline metrics."""
         metric, final_key, higher = next(
@@ -194,29 +203,50 @@ class Curves:
         if own is not None and own.shape == vals.shape:  # independent schedules: one clock per replica
             replica_time = np.asarray(own, dtype=float)
             replica_counts = {
-                name: np.rint(replica[col] * replica_time) if col in replica and replica[col].shape == vals.shape
+                name: np.rint(replica[col] * replica_time)
+                if col in replica and replica[col].shape == vals.shape
                 else np.zeros_like(replica_time)
                 for name, col in _COUNTS
             }
-        return cls(metric, higher, step, time, counts, vals, final, synchronous, target, seed, replica_time, replica_counts,
-                   div if (div >= 0).any() else None)
+        return cls(
+            metric,
+            higher,
+            step,
+            time,
+            counts,
+            vals,
+            final,
+            synchronous,
+            target,
+            seed,
+            replica_time,
+            replica_counts,
+            div if (div >= 0).any() else None,
+        )
 
     @classmethod
-    def from_result(cls, result) -> "Curves | None":
-        """From a :class:`sandbox.runner.RunResult`."""
+    def from_result(cls, result) -> Curves | None:
+        """From a :class:`sandbox.run.runner.RunResult`."""
         scn = result.scenario
         diverged_at = (result.summary or {}).get("diverged_at", result.diverged_at)  # with the growth rule's
-        return cls.build(result.metrics, result.replica_metrics, result.summary, diverged_at,
-                         is_synchronous(scn.system.staleness), scn.run.target, scn.run.seed)
+        return cls.build(
+            result.metrics,
+            result.replica_metrics,
+            result.summary,
+            diverged_at,
+            is_synchronous(scn.system.staleness),
+            scn.run.target,
+            scn.run.seed,
+        )
 
     @classmethod
-    def from_run_dir(cls, path: str | Path) -> "Curves | None":
+    def from_run_dir(cls, path: str | Path) -> Curves | None:
         """From a run directory (``metrics.parquet``, ``replicas.npz``, ``summary.json``,
         ``scenario.toml``); reads only the columns and the array it needs, writes nothing."""
         import pandas as pd
 
         path = Path(path)
-        summary = read_json(path / "summary.json", "run summary")  # bounded, regular files only (sandbox.readfile)
+        summary = read_json(path / "summary.json", "run summary")  # bounded, regular files only (sandbox.base.readfile)
         scenario = read_toml_text(path / "scenario.toml", "resolved scenario")
         run = scenario.get("run", {})
         target = TargetConfig.model_validate(run.get("target", {}))
@@ -230,8 +260,15 @@ class Curves:
                     key = c.replace("/", "__")
                     if key in npz.files:
                         replica[c] = npz[key]
-        return cls.build(metrics, replica, summary, summary.get("diverged_at", []),
-                         is_synchronous(scenario.get("system", {}).get("staleness", {})), target, int(run.get("seed", 0)))
+        return cls.build(
+            metrics,
+            replica,
+            summary,
+            summary.get("diverged_at", []),
+            is_synchronous(scenario.get("system", {}).get("staleness", {})),
+            target,
+            int(run.get("seed", 0)),
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -292,11 +329,24 @@ def replica_reaches(curves: Curves, level: float, window: float | None = None) -
         rows = np.flatnonzero(np.isfinite(y))
         if curves.diverged(r) >= 0:  # a diverged replica reaches no target, not even one it crossed before diverging
             end = float(curves.clock(r)[0][rows[-1]]) if rows.size else math.nan
-            out.append(Reach(None, None, None, None, None, math.nan, end,
-                             f"replica {r} diverged at step {curves.diverged(r)}", diverged=True))
+            out.append(
+                Reach(
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    math.nan,
+                    end,
+                    f"replica {r} diverged at step {curves.diverged(r)}",
+                    diverged=True,
+                )
+            )
             continue
         if rows.size == 0:
-            out.append(Reach(None, None, None, None, None, math.nan, math.nan, f"replica {r} has no finite {curves.metric}"))
+            out.append(
+                Reach(None, None, None, None, None, math.nan, math.nan, f"replica {r} has no finite {curves.metric}")
+            )
             continue
         z = smooth(curves.step[rows], y[rows], window)
         best = float(z.max() if curves.higher_is_better else z.min())
@@ -305,8 +355,18 @@ def replica_reaches(curves: Curves, level: float, window: float | None = None) -
         hit = first_crossing(z, level, curves.higher_is_better)
         if hit is None:
             why = f"never within {int(curves.step[rows[-1]]) + 1} steps ({end_time:.3g} s)"
-            out.append(Reach(None, None, None, None, None, best, end_time,
-                             f"replica {r} {why}; best smoothed {curves.metric} {best:.3g}"))
+            out.append(
+                Reach(
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    best,
+                    end_time,
+                    f"replica {r} {why}; best smoothed {curves.metric} {best:.3g}",
+                )
+            )
             continue
         i, frac = hit
         a, b = rows[max(i - 1, 0)], rows[i]
@@ -314,8 +374,17 @@ def replica_reaches(curves: Curves, level: float, window: float | None = None) -
         def at(arr: np.ndarray) -> float:
             return float(arr[a] + frac * (arr[b] - arr[a])) if i > 0 else float(arr[b])
 
-        out.append(Reach(at(time), at(curves.step + 1), at(counts["samples"]), at(counts["generated"]),
-                         at(counts["tokens"]) if curves.has_tokens else None, best, end_time))
+        out.append(
+            Reach(
+                at(time),
+                at(curves.step + 1),
+                at(counts["samples"]),
+                at(counts["generated"]),
+                at(counts["tokens"]) if curves.has_tokens else None,
+                best,
+                end_time,
+            )
+        )
     return out
 
 
@@ -324,8 +393,9 @@ def replica_reaches(curves: Curves, level: float, window: float | None = None) -
 # ------------------------------------------------------------------------------------------------
 
 
-def target_level(target: TargetConfig, higher_is_better: bool, reference: float | None,
-                 reference_name: str) -> tuple[float | None, str]:
+def target_level(
+    target: TargetConfig, higher_is_better: bool, reference: float | None, reference_name: str
+) -> tuple[float | None, str]:
     """``(level, rule)``: the level and how it was set, or ``(None, reason)``. ``reference_name``
     names where the reference final value comes from (e.g. "this synchronous run")."""
     if target.reward is not None:
@@ -335,12 +405,16 @@ def target_level(target: TargetConfig, higher_is_better: bool, reference: float 
         return None, f"no final value of {reference_name} to take {f:g} of"
     if higher_is_better:
         if reference <= 0:
-            return None, (f"{f:g} × {reference:.3g} (the final value of {reference_name}) is not a target: "
-                          "the final value is not positive; set run.target.reward")
+            return None, (
+                f"{f:g} × {reference:.3g} (the final value of {reference_name}) is not a target: "
+                "the final value is not positive; set run.target.reward"
+            )
         return f * reference, f"≥ {f:g} × {reference:.3g}, the final value of {reference_name}"
     if reference <= 0:
-        return None, (f"{reference:.3g} (the final value of {reference_name}) / {f:g} is not a target: the final loss "
-                      "is not positive; set run.target.reward")
+        return None, (
+            f"{reference:.3g} (the final value of {reference_name}) / {f:g} is not a target: the final loss "
+            "is not positive; set run.target.reward"
+        )
     return reference / f, f"≤ {reference:.3g} / {f:g}, the final value of {reference_name} over the fraction"
 
 
@@ -383,7 +457,8 @@ def run_fields(curves: Curves | None, level: float | None, rule: str) -> dict[st
     else:
         missed = [r.reason for r in reaches if not r.reached]
         out["time_to_target_reason"] = (
-            f"{len(missed)} of {len(reaches)} replicas never reached {level:.4g}: " + "; ".join(missed[:3])
+            f"{len(missed)} of {len(reaches)} replicas never reached {level:.4g}: "
+            + "; ".join(missed[:3])
             + (f"; ... ({len(missed) - 3} more)" if len(missed) > 3 else "")
         )
     return out
@@ -400,8 +475,9 @@ def standalone_fields(curves: Curves | None) -> dict[str, Any]:
     return run_fields(curves, level, rule)
 
 
-def reference_level(target: TargetConfig, higher_is_better: bool, runs: list[Curves],
-                    name: str) -> tuple[float | None, str]:
+def reference_level(
+    target: TargetConfig, higher_is_better: bool, runs: list[Curves], name: str
+) -> tuple[float | None, str]:
     """``(level, rule)`` from the reference ``runs`` (one configuration, all its seeds): an
     absolute ``run.target.reward``, else the fraction of the worst (seed, replica) unit's final
     value; no level when a unit of the reference diverged (``docs/time_to_target.md#the-target``)."""
@@ -410,8 +486,10 @@ def reference_level(target: TargetConfig, higher_is_better: bool, runs: list[Cur
     units = sum(c.replicas for c in runs)
     diverged = sum(c.diverged_replicas for c in runs)
     if diverged:
-        return None, (f"no target: {name} diverged ({diverged} of {units} replicas), and a diverged run defines no "
-                      "target (docs/time_to_target.md#the-target)")
+        return None, (
+            f"no target: {name} diverged ({diverged} of {units} replicas), and a diverged run defines no "
+            "target (docs/time_to_target.md#the-target)"
+        )
     vals = [c.reference() for c in runs if math.isfinite(c.reference())]
     ref = (min(vals) if higher_is_better else max(vals)) if vals else None
     if units > 1:
@@ -506,9 +584,13 @@ def _cluster_arrays(clusters: dict[int, list[Reach]], by_seed: bool) -> tuple[li
     return ids, np.array(t, dtype=float), np.array(n, dtype=float), np.array(k, dtype=float)
 
 
-def bootstrap_ratio(sync: dict[int, list[Reach]], variant: dict[int, list[Reach]],
-                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                    level: float = CI_LEVEL) -> tuple[float | None, float | None, str]:
+def bootstrap_ratio(
+    sync: dict[int, list[Reach]],
+    variant: dict[int, list[Reach]],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = CI_LEVEL,
+) -> tuple[float | None, float | None, str]:
     """Percentile interval of ``mean T_sync / mean T_variant`` (every unit reached; module docstring)."""
     by_seed = len(sync) >= 2 and len(variant) >= 2
     ids_s, ts, _, ks = _cluster_arrays(sync, by_seed)
@@ -522,11 +604,19 @@ def bootstrap_ratio(sync: dict[int, list[Reach]], variant: dict[int, list[Reach]
     ratio = (ts[draw_s].sum(1) / ks[draw_s].sum(1)) / (tv[draw_v].sum(1) / kv[draw_v].sum(1))
     lo, hi = np.quantile(ratio, [(1 - level) / 2, 1 - (1 - level) / 2])
     what = "seeds" if by_seed else "replicas"
-    return float(lo), float(hi), f"{level:.0%} percentile bootstrap over {what}{', paired' if paired else ''} ({resamples} draws)"
+    return (
+        float(lo),
+        float(hi),
+        f"{level:.0%} percentile bootstrap over {what}{', paired' if paired else ''} ({resamples} draws)",
+    )
 
 
-def bootstrap_mean(clusters: dict[int, list[Reach]], resamples: int = BOOTSTRAP_RESAMPLES,
-                   seed: int = BOOTSTRAP_SEED, level: float = CI_LEVEL) -> tuple[float | None, float | None]:
+def bootstrap_mean(
+    clusters: dict[int, list[Reach]],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = CI_LEVEL,
+) -> tuple[float | None, float | None]:
     """Percentile interval of the mean time-to-target of one configuration (seeds resampled as
     clusters when there are at least two, replicas otherwise; every unit reached)."""
     ids, t, _, k = _cluster_arrays(clusters, len(clusters) >= 2)
@@ -550,8 +640,12 @@ def speedup(sync: dict[int, list[Reach]], variant: dict[int, list[Reach]]) -> Sp
 
     def units(miss: list[Reach], total: int, arm: dict) -> str:
         div = sum(r.diverged for r in miss)
-        return (f"{len(miss)} of {total} replicas" + (f" over {len(arm)} seeds" if len(arm) > 1 else "")
-                + " never reached the target" + (f", {div} diverged" if div else ""))
+        return (
+            f"{len(miss)} of {total} replicas"
+            + (f" over {len(arm)} seeds" if len(arm) > 1 else "")
+            + " never reached the target"
+            + (f", {div} diverged" if div else "")
+        )
 
     # A unit that never reached the target has no time to average: no speed-up, and no bound is
     # claimed either (the run's length is an arbitrary stopping point, not a measurement).
@@ -652,11 +746,17 @@ def compare(arms: list[Arm], baseline: dict[str, str | None], kind: str = "confi
             if len(ref_arm.runs) > 1:
                 name += f" ({len(ref_arm.runs)} runs)"
         else:  # the best configuration that did not diverge, judged by its worst unit
-            pool = [a for a in finished if a.runs[0].metric == arm.runs[0].metric and not a.diverged
-                    and math.isfinite(a.reference)]
+            pool = [
+                a
+                for a in finished
+                if a.runs[0].metric == arm.runs[0].metric and not a.diverged and math.isfinite(a.reference)
+            ]
             ref_arm = (max if higher else min)(pool, key=lambda a: a.reference) if pool else arm
-            name = (f"the best {kind} '{ref_arm.label}' (no synchronous run to compare with)"
-                    if len(finished) > 1 else "this run (no synchronous run to compare with)")
+            name = (
+                f"the best {kind} '{ref_arm.label}' (no synchronous run to compare with)"
+                if len(finished) > 1
+                else "this run (no synchronous run to compare with)"
+            )
         comp.levels[arm.label] = reference_level(target, higher, ref_arm.runs, name)
         level = comp.levels[arm.label][0]
         comp.reaches[arm.label] = arm.clusters(level) if level is not None else {}
@@ -668,7 +768,9 @@ def compare(arms: list[Arm], baseline: dict[str, str | None], kind: str = "confi
         elif level is None:
             comp.speedups[arm.label] = Speedup(reason=comp.levels[arm.label][1])
         elif by_label[base].runs[0].metric != arm.runs[0].metric:
-            comp.speedups[arm.label] = Speedup(reason=f"the baseline logs {by_label[base].runs[0].metric}, this configuration {arm.runs[0].metric}")
+            comp.speedups[arm.label] = Speedup(
+                reason=f"the baseline logs {by_label[base].runs[0].metric}, this configuration {arm.runs[0].metric}"
+            )
         else:
             same = comp.levels.get(base, (None, ""))[0] == level
             base_reach = comp.reaches[base] if same else by_label[base].clusters(level)
@@ -720,7 +822,9 @@ def describe(comp: Comparison, label: str, throughput_ratio: float | None = None
     if base is None or sp is None:
         units = [r for rs in comp.reaches.get(label, {}).values() for r in rs]
         if units and all(r.reached for r in units):
-            return f"{label} reaches {lv} in {np.mean([r.time for r in units]):.3g} s (no synchronous run to compare with)"
+            return (
+                f"{label} reaches {lv} in {np.mean([r.time for r in units]):.3g} s (no synchronous run to compare with)"
+            )
         return f"{label} does not reach {lv} in every replica (no synchronous run to compare with)"
     if base == label:
         if sp.time_sync is None:
@@ -730,8 +834,10 @@ def describe(comp: Comparison, label: str, throughput_ratio: float | None = None
     rate = f"{gain:.2g}× {'more' if gain > 1 else 'as many'} samples per second" if gain is not None else ""
     if sp.value is None:
         if sp.time_sync is not None:  # the variant missed, the baseline reached it
-            return (f"{label} does not reach {lv} ({sp.reason}) while synchronous training reaches it in "
-                    f"{sp.time_sync:.3g} s: no end-to-end speed-up is claimed")
+            return (
+                f"{label} does not reach {lv} ({sp.reason}) while synchronous training reaches it in "
+                f"{sp.time_sync:.3g} s: no end-to-end speed-up is claimed"
+            )
         return f"{label}: no end-to-end speed-up ({sp.reason})"
     scope = " over replicas of one timing schedule" if one_schedule(comp, label, base) else ""
     if sp.ci_low is not None and not sp.significant:
@@ -743,7 +849,9 @@ def describe(comp: Comparison, label: str, throughput_ratio: float | None = None
     else:  # the interval in the same "slower" units as the estimate
         faster = f"{1 / sp.value:.2f}× slower"
         ci = f" (95% CI {1 / sp.ci_high:.2f}–{1 / sp.ci_low:.2f}×{scope})" if sp.ci_low is not None else ""
-    text = f"{label} reaches {lv} in {sp.time_variant:.3g} s vs {sp.time_sync:.3g} s synchronous: {faster} end to end{ci}"
+    text = (
+        f"{label} reaches {lv} in {sp.time_variant:.3g} s vs {sp.time_sync:.3g} s synchronous: {faster} end to end{ci}"
+    )
     if rate:
         text += f", although it trains on {rate}" if gain > 1 and gain > sp.value else f"; it trains on {rate}"
     if sp.sample_efficiency is not None:
@@ -780,7 +888,7 @@ class _Unreadable(Exception):
     pass
 
 
-def _mode_groups(keys_by_group: list[list[str]], df: "pd.DataFrame", sync: "pd.Series") -> list[int]:
+def _mode_groups(keys_by_group: list[list[str]], df: pd.DataFrame, sync: pd.Series) -> list[int]:
     """Axis groups whose value decides whether a run is synchronous: some value of the group holds
     only synchronous runs and another only asynchronous ones."""
     found = []
@@ -794,8 +902,9 @@ def _mode_groups(keys_by_group: list[list[str]], df: "pd.DataFrame", sync: "pd.S
     return found
 
 
-def sweep_comparison(results: "pd.DataFrame", out: str | Path, axes: list[list[str]],
-                     run_dir) -> tuple["pd.DataFrame", "pd.DataFrame", Comparison | None]:
+def sweep_comparison(
+    results: pd.DataFrame, out: str | Path, axes: list[list[str]], run_dir
+) -> tuple[pd.DataFrame, pd.DataFrame, Comparison | None]:
     """Time-to-target of every finished run of a sweep against its configuration's target, and
     the speed-up of every configuration against its synchronous baseline.
 
@@ -809,7 +918,11 @@ def sweep_comparison(results: "pd.DataFrame", out: str | Path, axes: list[list[s
 
     out = Path(out)
     keys = [k for g in axes for k in g if k in results.columns]
-    done_mask = results["status"].isin(["completed", "diverged"]) if "status" in results else pd.Series(False, index=results.index)
+    done_mask = (
+        results["status"].isin(["completed", "diverged"])
+        if "status" in results
+        else pd.Series(False, index=results.index)
+    )
     curves: dict[Any, Curves | None] = {}
     unreadable: dict[Any, str] = {}
     for idx in results.index[done_mask]:
@@ -877,7 +990,9 @@ def plot_series(curves: Curves) -> tuple[np.ndarray, np.ndarray]:
     rows = np.flatnonzero(np.isfinite(curves.values).all(axis=1))
     if rows.size == 0:
         return np.array([]), np.array([])
-    z = np.stack([smooth(curves.step[rows], curves.values[rows, r], curves.target.window) for r in range(curves.replicas)], 1)
+    z = np.stack(
+        [smooth(curves.step[rows], curves.values[rows, r], curves.target.window) for r in range(curves.replicas)], 1
+    )
     return curves.time[rows], z.mean(axis=1)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ..runner import RunResult, prepare_run, run_scenario
-from ..scenario import Scenario, validate_scenario
+from sandbox.run.runner import RunResult, prepare_run, run_scenario
+from sandbox.scenario.api import Scenario, validate_scenario
 
 
 def delayed_quadratic_scenario(
@@ -31,7 +31,14 @@ def delayed_quadratic_scenario(
     cluster (τ+1 workers with equal durations, instantaneous training) feeding one noisy gradient
     per step to an SGD learner. ``metrics``: ``run.metrics`` (lean by default: the checks read the
     evaluations and the stabilizers' own metrics, which lean keeps with the same bits; docs/system.md#metric-levels)."""
-    task = {"name": "quadratic", "dim": dim, "eig_min": eig_min, "eig_max": eig_max, "noise_std": noise_std, "replicas": replicas}
+    task = {
+        "name": "quadratic",
+        "dim": dim,
+        "eig_min": eig_min,
+        "eig_max": eig_max,
+        "noise_std": noise_std,
+        "replicas": replicas,
+    }
     if eigenvalues is not None:
         task.update(eigenvalues=eigenvalues, dim=len(eigenvalues))
     if replica_scales is not None:
@@ -47,29 +54,57 @@ def delayed_quadratic_scenario(
                 "train_time": {"kind": "constant", "value": 0.0},
                 "staleness": {"kind": "fixed_lag", "k": tau},
             },
-            "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": lr},
-                          "stabilizers": stabilizers or []},
-            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False,
-                    "eval_every": eval_every, "max_loss": max_loss, "metrics": metrics},
+            "algorithm": {
+                "group_size": 1,
+                "groups_per_step": 1,
+                "optimizer": {"name": "sgd", "lr": lr},
+                "stabilizers": stabilizers or [],
+            },
+            "run": {
+                "steps": steps,
+                "seed": seed,
+                "figures": False,
+                "record_events": False,
+                "eval_every": eval_every,
+                "max_loss": max_loss,
+                "metrics": metrics,
+            },
         },
         "check scenario",
     )
 
 
-def fixed_lag_bitstring_scenario(k: int, steps: int, replicas: int, horizon: int, lr: float, seed: int = 0,
-                                 context: str = "check scenario") -> Scenario:
+def fixed_lag_bitstring_scenario(
+    k: int, steps: int, replicas: int, horizon: int, lr: float, seed: int = 0, context: str = "check scenario"
+) -> Scenario:
     """The bit-string task (threshold 0.7, init logit −0.3) trained by GRPO with Adam at a fixed lag
     ``k`` on a deterministic schedule (8 workers, constant 1 s generation, 0.1 s training; 4 groups of
     16 per step): the stale-policy setting of the ESS checks (docs/theory.md#t8, #t9). Lean metrics: the
     checks record what they read in their own learners (docs/system.md#metric-levels)."""
     return validate_scenario(
         {
-            "task": {"name": "bitstring", "horizon": horizon, "threshold": 0.7, "init_logit": -0.3, "replicas": replicas},
-            "system": {"num_workers": 8, "generation_time": {"kind": "constant", "value": 1.0},
-                       "train_time": {"kind": "constant", "value": 0.1}, "staleness": {"kind": "fixed_lag", "k": k}},
+            "task": {
+                "name": "bitstring",
+                "horizon": horizon,
+                "threshold": 0.7,
+                "init_logit": -0.3,
+                "replicas": replicas,
+            },
+            "system": {
+                "num_workers": 8,
+                "generation_time": {"kind": "constant", "value": 1.0},
+                "train_time": {"kind": "constant", "value": 0.1},
+                "staleness": {"kind": "fixed_lag", "k": k},
+            },
             "algorithm": {"group_size": 16, "groups_per_step": 4, "optimizer": {"name": "adam", "lr": lr}},
-            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps,
-                    "metrics": "lean"},
+            "run": {
+                "steps": steps,
+                "seed": seed,
+                "figures": False,
+                "record_events": False,
+                "eval_every": steps,
+                "metrics": "lean",
+            },
         },
         context,
     )

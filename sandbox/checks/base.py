@@ -11,12 +11,12 @@ the prediction is a one-sided bound); the declaration is presentation only, neve
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Mapping
 
 import numpy as np
 
-from ._sim import reuse_runs
+from sandbox.checks._sim import reuse_runs
 
 
 @dataclass
@@ -90,8 +90,14 @@ UNDECLARED = Swept("x")
 """What a check whose ``run`` has no :func:`sweeps` declaration shows (the test suite refuses it)."""
 
 
-def sweeps(symbol: str, unit: str = "", *, labels: Mapping[float, str] | None = None,
-           series: Mapping[str, str] | None = None, upper_bound: bool | set[str] | frozenset[str] = False):
+def sweeps(
+    symbol: str,
+    unit: str = "",
+    *,
+    labels: Mapping[float, str] | None = None,
+    series: Mapping[str, str] | None = None,
+    upper_bound: bool | set[str] | frozenset[str] = False,
+):
     """Decorator declaring what a check's ``run`` sweeps (a :class:`Swept` stored as ``run.swept``)."""
 
     def declare(run: Callable[..., CheckResult]) -> Callable[..., CheckResult]:

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.system.config import SystemConfig
+from sandbox.system.timing_only import simulate_timing
 from theory.engine_batching import engine_throughput, rounded_lognormal_mean
-
-from ..system.config import SystemConfig
-from ..system.timing_only import simulate_timing
-from .base import CheckResult, Point, sweeps
 
 A, B_SEQ, MEDIAN, SIGMA = 0.01, 0.001, 100.0, 0.5
 SETTINGS = {"decode": (0.0, 0), "prefill": (1e-4, 200)}
@@ -31,10 +30,18 @@ def engine_scenario(c: int, prefill_per_token: float, prompt_tokens: int) -> Sys
     """The saturated single-engine cluster of the check (module docstring)."""
     return SystemConfig(
         num_workers=c,
-        generation_time={"kind": "continuous_batching", "step_base": A, "step_per_sequence": B_SEQ,
-                         "prefill_per_token": prefill_per_token, "prompt_tokens": prompt_tokens,
-                         "workers_per_engine": c, "sync": "partial", "sync_time": 0.0,
-                         "length_median": MEDIAN, "length_sigma": SIGMA},
+        generation_time={
+            "kind": "continuous_batching",
+            "step_base": A,
+            "step_per_sequence": B_SEQ,
+            "prefill_per_token": prefill_per_token,
+            "prompt_tokens": prompt_tokens,
+            "workers_per_engine": c,
+            "sync": "partial",
+            "sync_time": 0.0,
+            "length_median": MEDIAN,
+            "length_sigma": SIGMA,
+        },
         train_time={"kind": "constant", "value": 0.0},
         staleness={"kind": "max_lag", "k_max": c, "enforcement": "throttle"},
     )
@@ -48,7 +55,11 @@ def measured_throughput(finish: np.ndarray, t0: float, t1: float, parts: int = 2
     return float(counts.sum() / (t1 - t0)), float(rates.std(ddof=1) / np.sqrt(parts))
 
 
-@sweeps("c", "sequences in flight", series={"decode": "decode only", "prefill": "with 20 ms prefill"}, )
+@sweeps(
+    "c",
+    "sequences in flight",
+    series={"decode": "decode only", "prefill": "with 20 ms prefill"},
+)
 def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     concurrencies = [1, 8, 64] if quick else [1, 4, 16, 64, 128]
     completions = 4000 if quick else 12000
@@ -65,13 +76,16 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     for series, (per_token, prompt) in SETTINGS.items():
         for c in concurrencies:
             cfg = engine_scenario(c, per_token, prompt)
-            res = simulate_timing(cfg, completions // group_steps, group_steps, group_size=1, seed=c,
-                                  record_events=False)
+            res = simulate_timing(
+                cfg, completions // group_steps, group_steps, group_size=1, seed=c, record_events=False
+            )
             finish = np.array([j.finish_time for j in res.jobs])
             finish = finish[np.isfinite(finish)]
             t0, t1 = 0.2 * res.sim_time, 0.9 * res.sim_time
             measured, se = measured_throughput(finish, t0, t1)
             predicted = perturb * engine_throughput(c, A, B_SEQ, mean_length, per_token * prompt)
             tol = 4 * se
-            result.points.append(Point(c, predicted, measured, se, tol, abs(measured - predicted) <= tol, series=series))
+            result.points.append(
+                Point(c, predicted, measured, se, tol, abs(measured - predicted) <= tol, series=series)
+            )
     return result

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sandbox.checks._sim import delayed_quadratic
+from sandbox.checks.base import CheckResult, Point, mean_se, sweeps
 from theory.async_sgd_bound import bound, optimal_step_size
 from theory.delayed_variance import expected_grad_sq_norm
-
-from .base import CheckResult, Point, mean_se, sweeps
-from ._sim import delayed_quadratic
 
 DIM, SIGMA_COORD, L = 20, 0.3, 1.0
 QUICK = {"taus": [1, 8], "steps": 600, "replicas": 1024}
@@ -55,30 +54,51 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     result = CheckResult(
         name="async_sgd_bound",
         claim="(1/T)ΣE‖∇f(x_t)‖² ≤ 2F₀/(ηT) + Lησ² + 2L²η²τσ² at the optimal admissible η; and = the exact "
-              "delayed-SGD transient (T2) of the fixed-lag schedule",
+        "delayed-SGD transient (T2) of the fixed-lag schedule",
         x_label="maximum delay τ",
         y_label="(1/T) Σ ‖∇f(x_t)‖²",
         justification=f"bound: upper, pass iff measured − 4·SE ≤ bound; exact: |measured − prediction| ≤ 4·SE "
-                      f"(SE over {replicas} independent replicas)",
+        f"(SE over {replicas} independent replicas)",
         log_y=True,
     )
     for tau in cfg["taus"]:
         # F0 from the deterministic start x0 = 1 on every coordinate of the log-spaced spectrum.
         F0 = 0.5 * float(np.logspace(-2, 0, DIM).sum())
         eta = step_size(tau, steps)
-        res = delayed_quadratic(lr=eta, tau=tau, steps=steps, dim=DIM, eig_min=0.01, eig_max=L,
-                                noise_std=SIGMA_COORD, replicas=replicas, x0=1.0, seed=tau)
+        res = delayed_quadratic(
+            lr=eta,
+            tau=tau,
+            steps=steps,
+            dim=DIM,
+            eig_min=0.01,
+            eig_max=L,
+            noise_std=SIGMA_COORD,
+            replicas=replicas,
+            x0=1.0,
+            seed=tau,
+        )
         measured, se = mean_se(res.replica_metrics["eval/grad_sq_norm"].mean(0))
         predicted = perturb * bound(eta, L, F0, sigma, tau, steps)
         ok = measured - 4 * se <= predicted
-        result.points.append(Point(tau, predicted, measured, se, 4 * se, bool(ok), f"η = {eta:.4g}",
-                                   series="bound (upper)"))
+        result.points.append(
+            Point(tau, predicted, measured, se, 4 * se, bool(ok), f"η = {eta:.4g}", series="bound (upper)")
+        )
         exact = perturb * exact_average(eta, tau, steps)
         delay_free = exact_average(eta, 0, steps)
         note = f"delay-free at this η: {delay_free:.5g} ({abs(measured - delay_free) / se:.1f} SE away)"
         if tau >= 1:
             off = exact_average(eta, tau - 1, steps)
             note += f"; lag τ − 1: {off:.5g} ({abs(measured - off) / se:.1f} SE away)"
-        result.points.append(Point(tau, exact, measured, se, 4 * se, bool(abs(measured - exact) <= 4 * se), note,
-                                   series="exact (T2 transient)"))
+        result.points.append(
+            Point(
+                tau,
+                exact,
+                measured,
+                se,
+                4 * se,
+                bool(abs(measured - exact) <= 4 * se),
+                note,
+                series="exact (T2 transient)",
+            )
+        )
     return result

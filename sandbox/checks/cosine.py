@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sandbox.checks._sim import delayed_quadratic
+from sandbox.checks.base import CheckResult, Point, mean_se, sweeps
 from theory.delayed_stability import critical_lr
 from theory.gradient_cosine import expected_cosine
-
-from .base import CheckResult, Point, mean_se, sweeps
-from ._sim import delayed_quadratic
 
 DIM, EIG_MIN, EIG_MAX, SIGMA = 2000, 0.01, 1.0, 0.05  # docs/theory.md#t3 worked example
 
@@ -39,9 +38,19 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     )
     cases = [(f * eta_crit, tau, f) for f in fractions] + [(0.3, 0, 0.0)]
     for eta, t, x in cases:
-        res = delayed_quadratic(lr=eta, tau=t, steps=steps, dim=dim, eig_min=EIG_MIN, eig_max=EIG_MAX,
-                                noise_std=SIGMA, replicas=replicas, x0=0.0, seed=int(1000 * eta) + t,
-                                metrics="standard")  # reads grad/cos_prev, which lean does not compute
+        res = delayed_quadratic(
+            lr=eta,
+            tau=t,
+            steps=steps,
+            dim=dim,
+            eig_min=EIG_MIN,
+            eig_max=EIG_MAX,
+            noise_std=SIGMA,
+            replicas=replicas,
+            x0=0.0,
+            seed=int(1000 * eta) + t,
+            metrics="standard",
+        )  # reads grad/cos_prev, which lean does not compute
         c = res.replica_metrics["grad/cos_prev"][burn:]
         measured, se = mean_se(np.nanmean(c, axis=0))
         predicted = perturb * expected_cosine(eta, lams, SIGMA, t)

@@ -22,11 +22,10 @@ import math
 
 import numpy as np
 
+from sandbox.checks._sim import delayed_quadratic_scenario, run_with_learner
+from sandbox.checks.base import CheckResult, Point, mean_se, sweeps
+from sandbox.learner.trainer import OracleLearner
 from theory.delayed_variance import autocovariances
-
-from ..learner.trainer import OracleLearner
-from ._sim import delayed_quadratic_scenario, run_with_learner
-from .base import CheckResult, Point, mean_se, sweeps
 
 SETTINGS = [(0, 0.10), (8, 0.16)]  # (τ, a = ηλ) with λ = σ = 1
 
@@ -42,8 +41,17 @@ class _IterateRecorder(OracleLearner):
 
 
 def _trajectories(tau: int, a: float, replicas: int, steps: int, seed: int) -> np.ndarray:
-    scn = delayed_quadratic_scenario(lr=a, tau=tau, steps=steps, eigenvalues=[1.0], noise_std=1.0,
-                                     replicas=replicas, x0=0.0, seed=seed, eval_every=steps)
+    scn = delayed_quadratic_scenario(
+        lr=a,
+        tau=tau,
+        steps=steps,
+        eigenvalues=[1.0],
+        noise_std=1.0,
+        replicas=replicas,
+        x0=0.0,
+        seed=seed,
+        eval_every=steps,
+    )
     return np.stack(run_with_learner(scn, _IterateRecorder).xs)  # (steps, R)
 
 
@@ -69,7 +77,9 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
             measured, se = mean_se(d2.mean(0))
             measured_by_k[k] = measured
             predicted = perturb * 2.0 * (cov[0] - cov[k])
-            result.points.append(Point(k, predicted, measured, se, 4 * se, abs(measured - predicted) <= 4 * se, series=f"τ = {tau}"))
+            result.points.append(
+                Point(k, predicted, measured, se, 4 * se, abs(measured - predicted) <= 4 * se, series=f"τ = {tau}")
+            )
         slope = math.log(measured_by_k[4] / measured_by_k[1]) / math.log(4)
         result.points[-1].note = f"log-log slope k=1..4: {slope:.2f}"
     return result

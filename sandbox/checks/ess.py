@@ -23,9 +23,9 @@ import math
 import numpy as np
 import torch
 
-from ..learner.trainer import PolicyLearner
-from ._sim import fixed_lag_bitstring_scenario, run_with_learner
-from .base import CheckResult, Point, sweeps
+from sandbox.checks._sim import fixed_lag_bitstring_scenario, run_with_learner
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.learner.trainer import PolicyLearner
 
 
 def bernoulli_second_moment(theta: torch.Tensor, theta_b: torch.Tensor) -> torch.Tensor:
@@ -82,8 +82,16 @@ def lag_point(k: int, consumed: np.ndarray, perturb: float) -> Point:
     first = min(k, consumed.shape[0] - 1)  # after the warm-up steps that reuse version 0
     lag = float((t[first:] - consumed[first:]).mean())
     predicted = perturb * k
-    return Point(k, predicted, lag, 0.0, 0.0, off == 0 and lag == predicted,
-                 f"{off} of {consumed.size} consumed responses off the nominal version", series="consumed lag")
+    return Point(
+        k,
+        predicted,
+        lag,
+        0.0,
+        0.0,
+        off == 0 and lag == predicted,
+        f"{off} of {consumed.size} consumed responses off the nominal version",
+        series="consumed lag",
+    )
 
 
 @sweeps("k", "versions (fixed lag)")
@@ -96,7 +104,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         x_label="fixed lag k (versions)",
         y_label="E_μ[W²] (sequence, unclipped) = 1 / population ESS ratio; consumed lag t − v_t",
         justification="4·SE of the step residuals (martingale differences across steps and replicas); consumed "
-                      "lag: exact (every step consumes version max(0, t − k))",
+        "lag: exact (every step consumes version max(0, t − k))",
         log_y=True,
     )
     for k in lags:
@@ -107,7 +115,8 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         se = float(resid.std(ddof=1) / math.sqrt(len(resid))) if len(resid) > 1 else math.inf
         measured, pred = float(m.mean()), perturb * float(p.mean())
         tol = 4 * se + 1e-9
-        result.points.append(Point(k, pred, measured, se, tol, abs(measured - pred) <= tol,
-                                   series="E[W²] from the consumed version"))
+        result.points.append(
+            Point(k, pred, measured, se, tol, abs(measured - pred) <= tol, series="E[W²] from the consumed version")
+        )
         result.points.append(lag_point(k, consumed, perturb))
     return result

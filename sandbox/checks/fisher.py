@@ -25,12 +25,11 @@ import math
 
 import numpy as np
 
+from sandbox.checks._sim import fixed_lag_bitstring_scenario, run_with_learner
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.learner.trainer import PolicyLearner
 from theory.importance_weights import bernoulli_fisher, bernoulli_second_moment
 from theory.staleness_divergence import fisher_quadratic_form
-
-from ..learner.trainer import PolicyLearner
-from ._sim import fixed_lag_bitstring_scenario, run_with_learner
-from .base import CheckResult, Point, sweeps
 
 QUICK = {"lags": [2, 8], "steps": 40, "replicas": 8}
 FULL = {"lags": [1, 2, 4, 8], "steps": 120, "replicas": 8}
@@ -65,8 +64,9 @@ def measure(k: int, steps: int, replicas: int, seed: int = 0) -> dict[str, np.nd
         log_w = learner.log_w[t]
         out["var_log_w"].append(log_w.var(axis=-1, ddof=1))
         out["w2"].append(np.exp(2 * log_w).mean(-1))
-        out["quad"].append([fisher_quadratic_form(theta[r] - theta_b[r], bernoulli_fisher(theta_b[r]))
-                            for r in range(replicas)])
+        out["quad"].append(
+            [fisher_quadratic_form(theta[r] - theta_b[r], bernoulli_fisher(theta_b[r])) for r in range(replicas)]
+        )
         out["exact_log_w2"].append(np.log(bernoulli_second_moment(theta, theta_b)).sum(-1))
     return {key: np.concatenate([np.atleast_1d(np.asarray(v, dtype=float)) for v in vals]) for key, vals in out.items()}
 
@@ -77,7 +77,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     result = CheckResult(
         name="ess_fisher",
         claim="Var_μ log W = ΔθᵀF(θ')Δθ exactly (exponential family) and −log(ESS/N) = log E_μ[W²] ≈ ΔθᵀF(θ')Δθ, "
-              "θ' the nominal version t − k",
+        "θ' the nominal version t − k",
         x_label="fixed lag k (versions)",
         y_label="−log(ESS/N): Var log W, log E[W²]",
         justification="4·SE of the step residuals (martingale differences across steps and replicas)",
@@ -89,13 +89,31 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         resid = m["var_log_w"] - m["quad"]
         se = float(resid.std(ddof=1) / math.sqrt(n))
         measured, predicted = float(m["var_log_w"].mean()), perturb * float(m["quad"].mean())
-        result.points.append(Point(k, predicted, measured, se, 4 * se, abs(measured - predicted) <= 4 * se,
-                                   series="Var log W = ΔθᵀFΔθ (exact)"))
+        result.points.append(
+            Point(
+                k,
+                predicted,
+                measured,
+                se,
+                4 * se,
+                abs(measured - predicted) <= 4 * se,
+                series="Var log W = ΔθᵀFΔθ (exact)",
+            )
+        )
         exp_q = np.exp(m["quad"])
         se_log = float((m["w2"] - exp_q).std(ddof=1) / math.sqrt(n) / exp_q.mean())
         measured, predicted = math.log(float(m["w2"].mean())), perturb * math.log(float(exp_q.mean()))
         exact = math.log(float(np.exp(m["exact_log_w2"]).mean()))
-        result.points.append(Point(k, predicted, measured, se_log, 4 * se_log, abs(measured - predicted) <= 4 * se_log,
-                                   f"exact T8 log E[W²] = {exact:.4g} (second-order error {(exact - predicted / perturb) / se_log:+.1f} SE)",
-                                   series="−log ESS/N ≈ ΔθᵀFΔθ (2nd order)"))
+        result.points.append(
+            Point(
+                k,
+                predicted,
+                measured,
+                se_log,
+                4 * se_log,
+                abs(measured - predicted) <= 4 * se_log,
+                f"exact T8 log E[W²] = {exact:.4g} (second-order error {(exact - predicted / perturb) / se_log:+.1f} SE)",
+                series="−log ESS/N ≈ ΔθᵀFΔθ (2nd order)",
+            )
+        )
     return result

@@ -29,10 +29,9 @@ import math
 
 import numpy as np
 
+from sandbox.checks._sim import delayed_quadratic
+from sandbox.checks.base import CheckResult, Point, sweeps
 from theory.delayed_stability import critical_step, spectral_radius
-
-from ._sim import delayed_quadratic
-from .base import CheckResult, Point, sweeps
 
 TAU = 8
 GAC_RANGE = (1.6, 1.9)
@@ -55,9 +54,21 @@ def _stability_map(grid: np.ndarray, dim: int, steps: int, stabilizers: list) ->
     unstable, projected = [], []
     for seed, start in enumerate(range(0, len(grid), chunk)):
         scales = grid[start : start + chunk]
-        res = delayed_quadratic(lr=1.0, tau=TAU, steps=steps, dim=dim, eig_min=0.01, eig_max=1.0, noise_std=0.05,
-                                replicas=len(scales), replica_scales=scales.tolist(), x0=0.0, max_loss=1e6,
-                                stabilizers=stabilizers, seed=seed)
+        res = delayed_quadratic(
+            lr=1.0,
+            tau=TAU,
+            steps=steps,
+            dim=dim,
+            eig_min=0.01,
+            eig_max=1.0,
+            noise_std=0.05,
+            replicas=len(scales),
+            replica_scales=scales.tolist(),
+            x0=0.0,
+            max_loss=1e6,
+            stabilizers=stabilizers,
+            seed=seed,
+        )
         loss = np.nan_to_num(res.replica_metrics["eval/loss"], nan=np.inf)
         n = loss.shape[0]
         unstable.append((res.diverged_at >= 0) | (loss[3 * n // 4 :].max(0) > 2 * loss[n // 4 : n // 2].max(0)))
@@ -131,19 +142,28 @@ def judge(measured_maps: dict, perturb: float = 1.0) -> CheckResult:
     result = CheckResult(
         name="gac_boundary",
         claim="plain delayed SGD diverges past a*(8) = 0.1845 (T1); the GAC projection moves it out 1.6–1.9× "
-              "(T4: a regression band obtained by simulation, not derived)",
+        "(T4: a regression band obtained by simulation, not derived)",
         x_label="0 = plain SGD, 1 = with GAC (τ = 8)",
         y_label="divergence boundary in ηλ_max",
         justification=f"binomial SE over {n} replicas per grid point (spacing {spacing}); plain: 4·SE + spacing/2 + "
-                      f"finite-horizon band {band:.2g}; GAC: reach the 1.6–1.9 × a* regression band (simulated) within "
-                      "4·SE + spacing/2; a boundary outside the grid (NaN) fails",
+        f"finite-horizon band {band:.2g}; GAC: reach the 1.6–1.9 × a* regression band (simulated) within "
+        "4·SE + spacing/2; a boundary outside the grid (NaN) fails",
     )
     grid, p, _ = measured_maps["plain"]
     measured, se = boundary(grid, p, n)
     predicted = perturb * a_star
     tol = 4 * se + spacing / 2 + band
-    result.points.append(Point(0, predicted, measured, se, tol, within_tolerance(measured, predicted, tol),
-                               f"b̂/a* = {measured / a_star:.3f}" if math.isfinite(measured) else NOT_BRACKETED))
+    result.points.append(
+        Point(
+            0,
+            predicted,
+            measured,
+            se,
+            tol,
+            within_tolerance(measured, predicted, tol),
+            f"b̂/a* = {measured / a_star:.3f}" if math.isfinite(measured) else NOT_BRACKETED,
+        )
+    )
 
     grid, p, projected = measured_maps["gac"]
     measured, se = boundary(grid, p, n)
@@ -151,15 +171,31 @@ def judge(measured_maps: dict, perturb: float = 1.0) -> CheckResult:
     slack = 4 * se + spacing / 2
     outside = max(lo - measured, measured - hi, 0.0) if math.isfinite(measured) else math.inf
     idle = float(projected[grid < 0.9 * a_star].mean())
-    verdict = NOT_BRACKETED if not math.isfinite(measured) else "inside the range" if outside == 0 else (
-        f"outside the range by {outside / a_star:.3f}·a*, within 4·SE + spacing/2 ({slack / a_star:.3f}·a*): "
-        "not resolved at this spacing, consistent only at the edge" if outside <= slack else
-        f"outside the range by {outside / a_star:.3f}·a* > 4·SE + spacing/2 ({slack / a_star:.3f}·a*)")
+    verdict = (
+        NOT_BRACKETED
+        if not math.isfinite(measured)
+        else "inside the range"
+        if outside == 0
+        else (
+            f"outside the range by {outside / a_star:.3f}·a*, within 4·SE + spacing/2 ({slack / a_star:.3f}·a*): "
+            "not resolved at this spacing, consistent only at the edge"
+            if outside <= slack
+            else f"outside the range by {outside / a_star:.3f}·a* > 4·SE + spacing/2 ({slack / a_star:.3f}·a*)"
+        )
+    )
     # NaN (no boundary in the grid) has outside = inf and slack = inf: it must fail, not pass as inf <= inf
-    result.points.append(Point(1, 0.5 * (lo + hi), measured, se, 0.5 * (hi - lo) + slack,
-                               bool(math.isfinite(measured) and outside <= slack),
-                               f"b̂/a* = {measured / a_star:.3f} ± {se / a_star:.3f} (SE), {verdict}; projection fired on "
-                               f"{idle:.1%} of steps below 0.9·η_crit"))
+    result.points.append(
+        Point(
+            1,
+            0.5 * (lo + hi),
+            measured,
+            se,
+            0.5 * (hi - lo) + slack,
+            bool(math.isfinite(measured) and outside <= slack),
+            f"b̂/a* = {measured / a_star:.3f} ± {se / a_star:.3f} (SE), {verdict}; projection fired on "
+            f"{idle:.1%} of steps below 0.9·η_crit",
+        )
+    )
     return result
 
 

@@ -16,33 +16,42 @@ from __future__ import annotations
 
 import numpy as np
 
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.checks.batching import measured_throughput
+from sandbox.system.config import SystemConfig
+from sandbox.system.timing_only import simulate_timing
 from theory.engine_batching import (
     kv_limited_concurrency,
     kv_limited_throughput,
     rounded_lognormal_mean,
 )
 
-from ..system.config import SystemConfig
-from ..system.timing_only import simulate_timing
-from .base import CheckResult, Point, sweeps
-from .batching import measured_throughput
-
 A, B_SEQ, MEDIAN, SIGMA, MAX_TOKENS = 0.01, 0.0001, 100.0, 0.5, 300
 
 
 def moments() -> tuple[float, float]:
     """``(E[L], E[L²])`` of the length model."""
-    return (rounded_lognormal_mean(MEDIAN, SIGMA, MAX_TOKENS),
-            rounded_lognormal_mean(MEDIAN, SIGMA, MAX_TOKENS, power=2))
+    return (
+        rounded_lognormal_mean(MEDIAN, SIGMA, MAX_TOKENS),
+        rounded_lognormal_mean(MEDIAN, SIGMA, MAX_TOKENS, power=2),
+    )
 
 
 def engine_scenario(kv_tokens: int, workers: int) -> SystemConfig:
     return SystemConfig(
         num_workers=workers,
-        generation_time={"kind": "continuous_batching", "step_base": A, "step_per_sequence": B_SEQ,
-                         "workers_per_engine": workers, "sync": "partial", "sync_time": 0.0,
-                         "kv_capacity_tokens": kv_tokens,
-                         "length_median": MEDIAN, "length_sigma": SIGMA, "max_tokens": MAX_TOKENS},
+        generation_time={
+            "kind": "continuous_batching",
+            "step_base": A,
+            "step_per_sequence": B_SEQ,
+            "workers_per_engine": workers,
+            "sync": "partial",
+            "sync_time": 0.0,
+            "kv_capacity_tokens": kv_tokens,
+            "length_median": MEDIAN,
+            "length_sigma": SIGMA,
+            "max_tokens": MAX_TOKENS,
+        },
         train_time={"kind": "constant", "value": 0.0},
         staleness={"kind": "max_lag", "k_max": workers, "enforcement": "throttle"},
     )
@@ -64,8 +73,14 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     )
     for K in capacities:
         workers = int(4 * kv_limited_concurrency(K, mean, square)) + 32
-        res = simulate_timing(engine_scenario(K, workers), completions // group_steps, group_steps, group_size=1,
-                              seed=K, record_events=False)
+        res = simulate_timing(
+            engine_scenario(K, workers),
+            completions // group_steps,
+            group_steps,
+            group_size=1,
+            seed=K,
+            record_events=False,
+        )
         finish = np.array([j.finish_time for j in res.jobs])
         finish = finish[np.isfinite(finish)]
         measured, se = measured_throughput(finish, 0.2 * res.sim_time, 0.9 * res.sim_time)
@@ -74,6 +89,16 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         predicted = perturb * (hi + lo) / 2
         tol = (hi - lo) / 2 + 4 * se
         n = kv_limited_concurrency(K, mean, square)
-        result.points.append(Point(K, predicted, measured, se, tol, abs(measured - predicted) <= tol,
-                                   note=f"n̄ ≈ {n:.1f} of {workers} clients in flight", series="KV-limited"))
+        result.points.append(
+            Point(
+                K,
+                predicted,
+                measured,
+                se,
+                tol,
+                abs(measured - predicted) <= tol,
+                note=f"n̄ ≈ {n:.1f} of {workers} clients in flight",
+                series="KV-limited",
+            )
+        )
     return result

@@ -37,16 +37,15 @@ import math
 import numpy as np
 import torch
 
+from sandbox.checks._sim import run_with_learner
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.learner.trainer import PolicyLearner
+from sandbox.scenario.api import validate_scenario
 from theory.importance_weights import bernoulli_second_moment, bernoulli_weight_moment
 from theory.mismatch_ess import (
     bernoulli_stale_noise_band_fraction,
     bernoulli_stale_noise_second_moment,
 )
-
-from ..learner.trainer import PolicyLearner
-from ..scenario import validate_scenario
-from ._sim import run_with_learner
-from .base import CheckResult, Point, sweeps
 
 HORIZON, LR, SCALE = 32, 0.08, 0.2
 SIGMA_Z = math.sqrt(2.0) * SCALE
@@ -72,11 +71,21 @@ def scenario(k: int, steps: int, replicas: int, seed: int = 0, *, engine: bool =
         algorithm.update(minibatches=minibatches, proximal="batch_start")
     spec = {
         "task": {"name": "bitstring", "horizon": HORIZON, "threshold": 0.7, "init_logit": -0.3, "replicas": replicas},
-        "system": {"num_workers": 8, "generation_time": {"kind": "constant", "value": 1.0},
-                   "train_time": {"kind": "constant", "value": 0.1}, "staleness": {"kind": "fixed_lag", "k": k}},
+        "system": {
+            "num_workers": 8,
+            "generation_time": {"kind": "constant", "value": 1.0},
+            "train_time": {"kind": "constant", "value": 0.1},
+            "staleness": {"kind": "fixed_lag", "k": k},
+        },
         "algorithm": algorithm,
-        "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps,
-                "metrics": "lean"},
+        "run": {
+            "steps": steps,
+            "seed": seed,
+            "figures": False,
+            "record_events": False,
+            "eval_every": steps,
+            "metrics": "lean",
+        },
     }
     if engine:
         spec["engine"] = {"name": "logit_noise", "scale": SCALE}
@@ -102,22 +111,28 @@ class _RecordingLearner(PolicyLearner):
     def _record(self, ctx, corr):
         fmask = ctx.fmask.detach().double()
         tokens = fmask.sum((-2, -1))
-        masked = torch.full_like(tokens, math.nan) if corr.mask is None else (
-            ((corr.mask.detach() <= 0).double() * fmask).sum((-2, -1)) / tokens)
-        self.records.append({
-            "step": self._step,
-            "log_seq_rho": (ctx.log_rho.detach().double() * fmask).sum(-1).numpy(),  # (R, N)
-            "log_seq_w": (ctx.log_w.detach().double() * fmask).sum(-1).numpy(),
-            "masked": masked.numpy(),
-        })
+        masked = (
+            torch.full_like(tokens, math.nan)
+            if corr.mask is None
+            else (((corr.mask.detach() <= 0).double() * fmask).sum((-2, -1)) / tokens)
+        )
+        self.records.append(
+            {
+                "step": self._step,
+                "log_seq_rho": (ctx.log_rho.detach().double() * fmask).sum(-1).numpy(),  # (R, N)
+                "log_seq_w": (ctx.log_w.detach().double() * fmask).sum(-1).numpy(),
+                "masked": masked.numpy(),
+            }
+        )
 
 
 def _run(k: int, steps: int, replicas: int, seed: int, **kw) -> _RecordingLearner:
     return run_with_learner(scenario(k, steps, replicas, seed, **kw), _RecordingLearner)
 
 
-def residual_point(x: float, measured: np.ndarray, predicted: np.ndarray, perturb: float, series: str,
-                   note: str = "") -> Point:
+def residual_point(
+    x: float, measured: np.ndarray, predicted: np.ndarray, perturb: float, series: str, note: str = ""
+) -> Point:
     """Mean of ``measured`` vs mean of ``perturb·predicted`` over (step, replica) pairs, 4·SE of the residuals."""
     m, p = np.ravel(measured), np.ravel(predicted)
     resid = m - p
@@ -156,8 +171,11 @@ def run_ess(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     )
     for k in cfg["lags"]:
         w2, pred, _, _ = measure_noise_run(k, cfg["steps"], cfg["replicas"])
-        result.points.append(residual_point(k, w2, pred, perturb, "E[W²], logit-noise engine",
-                                            f"population ESS/N = {1 / pred.mean():.3f}"))
+        result.points.append(
+            residual_point(
+                k, w2, pred, perturb, "E[W²], logit-noise engine", f"population ESS/N = {1 / pred.mean():.3f}"
+            )
+        )
     return result
 
 
@@ -167,7 +185,7 @@ def run_mask(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     result = CheckResult(
         name="learner_mask",
         claim=f"IcePop's mask drops the tokens whose ratio π_θ/μ leaves [{BAND[0]}, {BAND[1]}]: "
-              "fraction = P_μ(w ∉ band) (T12 item 5)",
+        "fraction = P_μ(w ∉ band) (T12 item 5)",
         x_label="fixed lag k (versions)",
         y_label="fraction of tokens masked by the learner's IcePop",
         justification="4·SE of the (step, replica) residuals (martingale differences)",
@@ -203,7 +221,7 @@ def run_prox(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     result = CheckResult(
         name="learner_prox",
         claim="mini-batch steps, proximal = batch_start: the learner's π_prox/μ has E_μ[W²] of the weights at the "
-              "start of the batch vs the sampled version (T8; 1 exactly at lag 0)",
+        "start of the batch vs the sampled version (T8; 1 exactly at lag 0)",
         x_label="fixed lag k (batches)",
         y_label="E_μ[W²] of the learner's decoupled weights π_prox/μ",
         justification="4·SE of the (step, replica) residuals + 1e-6 (float32; lag 0 is exact)",
@@ -215,6 +233,9 @@ def run_prox(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         m, p = float(w2[later].mean()), perturb * float(pred[later].mean())
         se = float(np.sqrt(np.maximum(var[later], 0.0).sum()) / later.sum())
         tol = 4 * se + FLOAT_TOL
-        result.points.append(Point(k, p, m, se, tol, bool(np.isfinite(m) and abs(m - p) <= tol),
-                                   series=f"steps j = 1..{MINIBATCHES - 1}"))
+        result.points.append(
+            Point(
+                k, p, m, se, tol, bool(np.isfinite(m) and abs(m - p) <= tol), series=f"steps j = 1..{MINIBATCHES - 1}"
+            )
+        )
     return result

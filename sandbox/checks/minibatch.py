@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import validate_scenario
 from theory.minibatch_lag import fixed_lag_mean, step_lag
-
-from ..runner import run_scenario
-from ..scenario import validate_scenario
-from .base import CheckResult, Point, sweeps
 
 TOL = 1e-9
 
@@ -36,8 +35,12 @@ def scenario(m: int, epochs: int, staleness: dict, generation: dict, steps: int,
     return validate_scenario(
         {
             "task": {"name": "bitstring", "horizon": 4, "replicas": 1},
-            "system": {"num_workers": 4, "generation_time": generation, "staleness": staleness,
-                       "train_time": {"kind": "constant", "value": 0.25}},
+            "system": {
+                "num_workers": 4,
+                "generation_time": generation,
+                "staleness": staleness,
+                "train_time": {"kind": "constant", "value": 0.25},
+            },
             "algorithm": {"group_size": 2, "groups_per_step": 4, "minibatches": m, "epochs": epochs},
             "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps},
         },
@@ -58,23 +61,47 @@ def run(quick: bool = False, perturb: float = 1.0, learner_cls=None) -> CheckRes
     k = 1
     for m, E in [(4, 1), (2, 2)]:
         S = m * E
-        res = run_scenario(scenario(m, E, {"kind": "fixed_lag", "k": k}, {"kind": "constant", "value": 1.0}, batches * S),
-                           learner_cls=learner_cls)
+        res = run_scenario(
+            scenario(m, E, {"kind": "fixed_lag", "k": k}, {"kind": "constant", "value": 1.0}, batches * S),
+            learner_cls=learner_cls,
+        )
         lag = res.metrics["staleness/token_mean"].to_numpy().reshape(batches, S)[k:]  # (batches after warm-up, S)
         for s in range(S):
             predicted = perturb * step_lag(S * k, m, s // m, s % m)
             measured = float(lag[:, s].mean())
-            result.points.append(Point(s, predicted, measured, 0.0, TOL, abs(measured - predicted) <= TOL,
-                                       series=f"fixed lag k = {k}, m = {m}, E = {E}"))
+            result.points.append(
+                Point(
+                    s,
+                    predicted,
+                    measured,
+                    0.0,
+                    TOL,
+                    abs(measured - predicted) <= TOL,
+                    series=f"fixed lag k = {k}, m = {m}, E = {E}",
+                )
+            )
     for m, E in [(1, 1), (2, 1), (4, 1), (2, 2)]:
         S = m * E
-        res = run_scenario(scenario(m, E, {"kind": "max_lag", "k_max": 2}, {"kind": "exponential", "mean": 1.0},
-                                    batches * S, seed=S + E), learner_cls=learner_cls)
+        res = run_scenario(
+            scenario(
+                m, E, {"kind": "max_lag", "k_max": 2}, {"kind": "exponential", "mean": 1.0}, batches * S, seed=S + E
+            ),
+            learner_cls=learner_cls,
+        )
         jobs = res.jobs[res.jobs.consume_step >= 0]
         batch_lag = float((jobs.consume_step - jobs.head_version).mean())
         predicted = perturb * (fixed_lag_mean(0, m, E) + S * batch_lag)
         measured = float(np.mean(res.metrics["staleness/token_mean"]))
-        result.points.append(Point((S - 1) / 2, predicted, measured, 0.0, TOL, abs(measured - predicted) <= TOL,
-                                   note=f"m = {m}, E = {E}, ℓ̄ = {batch_lag:.3f}",
-                                   series=f"max_lag k_max = 2, m = {m}, E = {E}, mean over the steps"))
+        result.points.append(
+            Point(
+                (S - 1) / 2,
+                predicted,
+                measured,
+                0.0,
+                TOL,
+                abs(measured - predicted) <= TOL,
+                note=f"m = {m}, E = {E}, ℓ̄ = {batch_lag:.3f}",
+                series=f"max_lag k_max = 2, m = {m}, E = {E}, mean over the steps",
+            )
+        )
     return result

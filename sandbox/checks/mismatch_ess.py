@@ -32,12 +32,11 @@ import math
 import numpy as np
 import torch
 
+from sandbox.checks._sim import run_with_learner
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.learner.trainer import PolicyLearner
+from sandbox.scenario.api import validate_scenario
 from theory.mismatch_ess import bernoulli_logit_noise, two_logit_noise_sigma
-
-from ..learner.trainer import PolicyLearner
-from ..scenario import validate_scenario
-from ._sim import run_with_learner
-from .base import CheckResult, Point, sweeps
 
 SCALE = 0.1
 """``engine.scale``: per-token ``log m₂ ≈ s²/2`` at ``p = ½``, so ``log E[W²] ≈ 0.64`` at ``T = 128``."""
@@ -48,8 +47,18 @@ SERIES = ("frozen, p = ½", "learning")
 FROZEN_LR = 1e-9
 
 
-def scenario(horizon: int, steps: int, replicas: int, *, lr: float = FROZEN_LR, init_logit: float = 0.0,
-             init_logit_std: float = 0.0, prob_power: float = 0.0, position_slope: float = 0.0, seed: int = 0):
+def scenario(
+    horizon: int,
+    steps: int,
+    replicas: int,
+    *,
+    lr: float = FROZEN_LR,
+    init_logit: float = 0.0,
+    init_logit_std: float = 0.0,
+    prob_power: float = 0.0,
+    position_slope: float = 0.0,
+    seed: int = 0,
+):
     """Bit-string, ``logit_noise`` engine, fixed lag 0 (staleness 0), 4 groups of 16 per step."""
     engine = {"name": "logit_noise", "scale": SCALE}
     if prob_power:
@@ -58,15 +67,34 @@ def scenario(horizon: int, steps: int, replicas: int, *, lr: float = FROZEN_LR, 
         engine["position_slope"] = position_slope
     return validate_scenario(
         {
-            "task": {"name": "bitstring", "horizon": horizon, "threshold": 0.7, "init_logit": init_logit,
-                     "init_logit_std": init_logit_std, "replicas": replicas},
+            "task": {
+                "name": "bitstring",
+                "horizon": horizon,
+                "threshold": 0.7,
+                "init_logit": init_logit,
+                "init_logit_std": init_logit_std,
+                "replicas": replicas,
+            },
             "engine": engine,
-            "system": {"num_workers": 4, "generation_time": {"kind": "constant", "value": 1.0},
-                       "train_time": {"kind": "constant", "value": 0.1}, "staleness": {"kind": "fixed_lag", "k": 0}},
-            "algorithm": {"group_size": 16, "groups_per_step": 4,
-                          "optimizer": {"name": "adam" if lr > FROZEN_LR else "sgd", "lr": lr}},
-            "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps,
-                    "metrics": "lean"},  # the check records what it reads in its own learner
+            "system": {
+                "num_workers": 4,
+                "generation_time": {"kind": "constant", "value": 1.0},
+                "train_time": {"kind": "constant", "value": 0.1},
+                "staleness": {"kind": "fixed_lag", "k": 0},
+            },
+            "algorithm": {
+                "group_size": 16,
+                "groups_per_step": 4,
+                "optimizer": {"name": "adam" if lr > FROZEN_LR else "sgd", "lr": lr},
+            },
+            "run": {
+                "steps": steps,
+                "seed": seed,
+                "figures": False,
+                "record_events": False,
+                "eval_every": steps,
+                "metrics": "lean",
+            },  # the check records what it reads in its own learner
         },
         "mismatch_ess check",
     )
@@ -87,8 +115,9 @@ class _RecordingLearner(PolicyLearner):
         mask = ro.mask.to(torch.float64)
         log_w = ((ro.sampler_logp.double() - ro.behaviour_logp.double()) * mask).sum(-1)  # (R, N)
         w = torch.exp(log_w)
-        self.records.append((w.sum(-1).numpy(), (w * w).sum(-1).numpy(), int(w.shape[-1]),
-                             ro.oldest_version()[:, 0].numpy().copy()))
+        self.records.append(
+            (w.sum(-1).numpy(), (w * w).sum(-1).numpy(), int(w.shape[-1]), ro.oldest_version()[:, 0].numpy().copy())
+        )
         return out
 
 
@@ -118,7 +147,7 @@ def measure(horizon: int, steps: int, replicas: int, learning: bool, seed: int):
         return s1, s2, n, np.full(replicas, predicted_second_moment(np.zeros((1, horizon)), horizon, 0.0, 0.0)[0])
     pp, slope = knobs["prob_power"], knobs["position_slope"]
     pred = np.zeros(replicas)
-    for (_, _, count, versions) in learner.records:
+    for _, _, count, versions in learner.records:
         theta = torch.stack([learner.history[int(v)][r] for r, v in enumerate(versions)]).numpy()
         pred += count * predicted_second_moment(theta, horizon, pp, slope)
     return s1, s2, n, pred / n
@@ -140,11 +169,11 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     result = CheckResult(
         name="mismatch_ess",
         claim="mismatch alone (logit-noise engine, staleness 0): sequence ESS/N = 1/Π_t E_μ[w_t²], "
-              "E_μ[w²] from the engine's scale (T12)",
+        "E_μ[w²] from the engine's scale (T12)",
         x_label="response length T (tokens)",
         y_label="sequence ESS/N of the mismatch weights π_v/μ (pooled Kish)",
         justification="4·SE, SE by bootstrap over the independent replicas of the pooled ratio of means; "
-                      "finite-sample bias (T12 item 2) < 0.3% at these sizes",
+        "finite-sample bias (T12 item 2) < 0.3% at these sizes",
         log_y=True,  # the log-normal law e^{-T s2} is a straight line
     )
     for learning, horizons in ((False, cfg["horizons"]), (True, cfg["learning_horizons"])):
@@ -154,8 +183,16 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
             pred = perturb / float(m2.mean())
             tol = 4 * se + 1e-12
             shift = (1.0 - pred) / se if se > 0 else math.inf
-            result.points.append(Point(
-                T, pred, measured, se, tol, abs(measured - pred) <= tol,
-                note=f"{cfg['replicas']} replicas × {n} responses; an exact engine would sit {shift:.0f} SE off",
-                series=SERIES[learning]))
+            result.points.append(
+                Point(
+                    T,
+                    pred,
+                    measured,
+                    se,
+                    tol,
+                    abs(measured - pred) <= tol,
+                    note=f"{cfg['replicas']} replicas × {n} responses; an exact engine would sit {shift:.0f} SE off",
+                    series=SERIES[learning],
+                )
+            )
     return result

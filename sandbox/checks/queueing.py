@@ -14,11 +14,10 @@ import math
 
 import numpy as np
 
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.system.config import SystemConfig
+from sandbox.system.timing_only import simulate_timing
 from theory.order_statistics import exp_expected_max
-
-from ..system.config import SystemConfig
-from ..system.timing_only import simulate_timing
-from .base import CheckResult, Point, sweeps
 
 
 @sweeps("P", "workers")

@@ -26,12 +26,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from theory.random_delay import mean_lag, mean_path
 
-from ..learner.trainer import OracleLearner
-from ..scenario import Scenario, validate_scenario
-from ._sim import run_with_learner
-from .base import CheckResult, Point, mean_se, sweeps
+from sandbox.checks._sim import run_with_learner
+from sandbox.checks.base import CheckResult, Point, mean_se, sweeps
+from sandbox.learner.trainer import OracleLearner
+from sandbox.scenario.api import Scenario, validate_scenario
+from theory.random_delay import mean_lag, mean_path
 
 A, STEPS, K_MAX = 0.3, 40, 1_000_000
 QUICK = {"workers": [2, 4], "runs": 40}
@@ -59,9 +59,13 @@ def scenario(workers: int, seed: int, steps: int = STEPS) -> Scenario:
     return validate_scenario(
         {
             "task": {"name": "quadratic", "dim": 1, "eigenvalues": [1.0], "noise_std": 0.0, "x0": 1.0, "replicas": 1},
-            "system": {"num_workers": workers, "generation_time": {"kind": "exponential", "mean": 1.0},
-                       "train_time": {"kind": "constant", "value": 0.0}, "sync_delay": {"kind": "constant", "value": 0.0},
-                       "staleness": {"kind": "max_lag", "k_max": K_MAX}},
+            "system": {
+                "num_workers": workers,
+                "generation_time": {"kind": "exponential", "mean": 1.0},
+                "train_time": {"kind": "constant", "value": 0.0},
+                "sync_delay": {"kind": "constant", "value": 0.0},
+                "staleness": {"kind": "max_lag", "k_max": K_MAX},
+            },
             "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": A}},
             "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps},
         },
@@ -86,7 +90,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     result = CheckResult(
         name="random_lag",
         claim="P memoryless workers give P(L_t = j) = q^(j−1)/P (E L_t = P(1 − q^t)); delayed SGD at that lag has "
-              "E x_{t+1} = E x_t − a Σ_j P(L_t = j) E x_{t−j} (exact)",
+        "E x_{t+1} = E x_t − a Σ_j P(L_t = j) E x_{t−j} (exact)",
         x_label="workers P (exponential generation, one job per step)",
         y_label=f"mean over {STEPS} steps: lag (versions) / E x_t (a = {A:g})",
         justification=f"4·SE across {runs} independent runs (each its own schedule)",
@@ -99,6 +103,15 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         for series, values, predicted in (("mean lag", lags, predicted_lag), ("mean path", paths, predicted_path)):
             measured, se = mean_se(values)
             tol = 4 * se + 1e-12
-            result.points.append(Point(P, predicted, measured, se, tol,
-                                       bool(math.isfinite(measured) and abs(measured - predicted) <= tol), series=series))
+            result.points.append(
+                Point(
+                    P,
+                    predicted,
+                    measured,
+                    se,
+                    tol,
+                    bool(math.isfinite(measured) and abs(measured - predicted) <= tol),
+                    series=series,
+                )
+            )
     return result

@@ -16,15 +16,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from .. import progress  # noqa: E402
-from ..outputs import write_json  # noqa: E402
-from ..plots import PALETTE, _save  # noqa: E402
-from . import CHECKS  # noqa: E402
-from .base import UNDECLARED, CheckResult, Point, Swept  # noqa: E402
+from sandbox.base import progress  # noqa: E402
+from sandbox.base.outputs import write_json  # noqa: E402
+from sandbox.checks.api import CHECKS  # noqa: E402
+from sandbox.checks.base import UNDECLARED, CheckResult, Point, Swept  # noqa: E402
+from sandbox.run.plots import PALETTE, _save  # noqa: E402
 
 TABLE_COLUMNS = ("check", "swept variable", "predicted", "measured", "tolerance", "result")
 TABLE_LEGEND = (
@@ -76,10 +75,23 @@ def figure(result: CheckResult, path: Path) -> None:
         upper = bool(pts) and swept.is_upper(pts[0])
         x = np.array([p.x for p in pts], dtype=float)
         label = f" ({name})" if name else ""
-        ax.plot(x, [p.predicted for p in pts], "-", color=f"C{i}", label=f"{'bound' if upper else 'predicted'} (theory){label}")
+        ax.plot(
+            x,
+            [p.predicted for p in pts],
+            "-",
+            color=f"C{i}",
+            label=f"{'bound' if upper else 'predicted'} (theory){label}",
+        )
         colors = [PALETTE[2] if p.ok else PALETTE[5] for p in pts]  # bluish green / vermillion: colour-blind safe
         tol = [p.tolerance for p in pts]
-        ax.errorbar(x, [p.measured for p in pts], yerr=[tol, [0.0] * len(pts)] if upper else tol, fmt="none", ecolor="gray", capsize=3)
+        ax.errorbar(
+            x,
+            [p.measured for p in pts],
+            yerr=[tol, [0.0] * len(pts)] if upper else tol,
+            fmt="none",
+            ecolor="gray",
+            capsize=3,
+        )
         measured_label = "measured (bar: − tolerance, one-sided)" if upper else "measured ± tolerance"
         markers = ["o" if p.ok else "X" for p in pts]
         for xi, yi, ci, mi in zip(x, [p.measured for p in pts], colors, markers):
@@ -116,9 +128,14 @@ def run_checks(checks: dict, quick: bool, perturb: bool = False, on_done=None) -
 
 def _swept_summary(result: CheckResult) -> dict:
     swept = swept_of(result)
-    return {"swept": {"symbol": swept.symbol, "unit": swept.unit,
-                      "upper_bound": swept.upper_bound if isinstance(swept.upper_bound, bool) else sorted(swept.upper_bound),
-                      "labels": [swept.label(p) for p in result.points]}}
+    return {
+        "swept": {
+            "symbol": swept.symbol,
+            "unit": swept.unit,
+            "upper_bound": swept.upper_bound if isinstance(swept.upper_bound, bool) else sorted(swept.upper_bound),
+            "labels": [swept.label(p) for p in result.points],
+        }
+    }
 
 
 def write_report(results: list[tuple[CheckResult, float]], out: Path, quick: bool, perturb: bool) -> None:

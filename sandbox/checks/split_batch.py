@@ -15,12 +15,11 @@ import math
 
 import numpy as np
 
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.system.config import SystemConfig
+from sandbox.system.timing_only import simulate_timing
 from theory.order_statistics import exp_expected_max
 from theory.split_batch import exp_split_step_mean
-
-from ..system.config import SystemConfig
-from ..system.timing_only import simulate_timing
-from .base import CheckResult, Point, sweeps
 
 GROUPS, GROUP_SIZE, RATE = 4, 8, 2.0
 
@@ -32,7 +31,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     result = CheckResult(
         name="split_sync_step",
         claim="work-conserving synchronous step time with W Exp(μ) workers, B = 4 groups split into "
-              "p = min(G, ⌈W/B⌉) parts: s·(H_W + (m − W)/W), s = 1/(pμ), m = B·p",
+        "p = min(G, ⌈W/B⌉) parts: s·(H_W + (m − W)/W), s = 1/(pμ), m = B·p",
         x_label="workers W (B = 4 groups of G = 8 per step)",
         y_label="mean step time (s)",
         justification=f"4·SE over {steps} i.i.d. steps",
@@ -55,6 +54,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
             else:  # one group per worker: the maximum of B whole groups (W >= B: W − B workers idle)
                 predicted = exp_expected_max(GROUPS, RATE)
             predicted *= perturb
-            result.points.append(Point(W, predicted, measured, se, 4 * se, abs(measured - predicted) <= 4 * se,
-                                       series=dispatch))
+            result.points.append(
+                Point(W, predicted, measured, se, 4 * se, abs(measured - predicted) <= 4 * se, series=dispatch)
+            )
     return result

@@ -14,18 +14,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from sandbox.checks._sim import delayed_quadratic
+from sandbox.checks.base import CheckResult, Point, sweeps
 from theory.delayed_stability import critical_step
-
-from .base import CheckResult, Point, sweeps
-from ._sim import delayed_quadratic
 
 TOL = 0.05
 
 
 def _unstable(tau: int, grid: np.ndarray, horizon: int) -> np.ndarray:
     steps = horizon * (2 * tau + 1)
-    res = delayed_quadratic(lr=1.0, tau=tau, steps=steps, eigenvalues=[1.0], replicas=len(grid),
-                            replica_scales=grid.tolist(), x0=1.0, max_loss=1e30)
+    res = delayed_quadratic(
+        lr=1.0,
+        tau=tau,
+        steps=steps,
+        eigenvalues=[1.0],
+        replicas=len(grid),
+        replica_scales=grid.tolist(),
+        x0=1.0,
+        max_loss=1e30,
+    )
     loss = np.nan_to_num(res.replica_metrics["eval/loss"], nan=np.inf)
     n = loss.shape[0]
     if n < steps:  # every replica diverged early

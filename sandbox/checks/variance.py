@@ -9,11 +9,9 @@ steps within a replica are not, so the SE is never taken over steps).
 
 from __future__ import annotations
 
-
+from sandbox.checks._sim import delayed_quadratic
+from sandbox.checks.base import CheckResult, Point, mean_se, sweeps
 from theory.delayed_variance import sgd_variance
-
-from .base import CheckResult, Point, mean_se, sweeps
-from ._sim import delayed_quadratic
 
 ETA, LAM, SIGMA = 0.1, 2.0, 1.0  # docs/theory.md#t2 worked example: a = 0.2, s² = 0.01
 
@@ -30,7 +28,9 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         justification=f"4·SE across {replicas} independent replicas (time-average per replica after {burn} burn-in steps)",
     )
     for tau in taus:
-        res = delayed_quadratic(lr=ETA, tau=tau, steps=steps, eigenvalues=[LAM], noise_std=SIGMA, replicas=replicas, x0=0.0, seed=tau)
+        res = delayed_quadratic(
+            lr=ETA, tau=tau, steps=steps, eigenvalues=[LAM], noise_std=SIGMA, replicas=replicas, x0=0.0, seed=tau
+        )
         x2 = 2.0 * res.replica_metrics["eval/loss"][burn:] / LAM  # (steps, R)
         measured, se = mean_se(x2.mean(0))
         predicted = perturb * sgd_variance(ETA, LAM, SIGMA, tau)

@@ -24,11 +24,11 @@ import math
 import numpy as np
 import torch
 
-from ..learner.trainer import PolicyLearner
-from ..scenario import validate_scenario
-from ..tasks.rollouts import Rollouts
-from ._sim import run_with_learner
-from .base import CheckResult, Point, sweeps
+from sandbox.checks._sim import run_with_learner
+from sandbox.checks.base import CheckResult, Point, sweeps
+from sandbox.learner.trainer import PolicyLearner
+from sandbox.scenario.api import validate_scenario
+from sandbox.tasks.rollouts import Rollouts
 
 HORIZON, LR, SCALE, TOL = 32, 0.5, 0.2, 1e-3
 QUICK = {"lags": [0, 4], "steps": 12, "replicas": 4}
@@ -41,12 +41,26 @@ def scenario(k: int, steps: int, replicas: int, seed: int = 0):
     metrics (the check reads ``update/norm``)."""
     return validate_scenario(
         {
-            "task": {"name": "bitstring", "horizon": HORIZON, "threshold": 0.5, "init_logit": 0.0, "replicas": replicas},
+            "task": {
+                "name": "bitstring",
+                "horizon": HORIZON,
+                "threshold": 0.5,
+                "init_logit": 0.0,
+                "replicas": replicas,
+            },
             "engine": {"name": "logit_noise", "scale": SCALE},
-            "system": {"num_workers": 8, "generation_time": {"kind": "constant", "value": 1.0},
-                       "train_time": {"kind": "constant", "value": 0.1}, "staleness": {"kind": "fixed_lag", "k": k}},
-            "algorithm": {"group_size": 16, "groups_per_step": 4, "optimizer": {"name": "sgd", "lr": LR},
-                          "stabilizers": [{"name": "vcpo_lr"}]},
+            "system": {
+                "num_workers": 8,
+                "generation_time": {"kind": "constant", "value": 1.0},
+                "train_time": {"kind": "constant", "value": 0.1},
+                "staleness": {"kind": "fixed_lag", "k": k},
+            },
+            "algorithm": {
+                "group_size": 16,
+                "groups_per_step": 4,
+                "optimizer": {"name": "sgd", "lr": LR},
+                "stabilizers": [{"name": "vcpo_lr"}],
+            },
             "run": {"steps": steps, "seed": seed, "figures": False, "record_events": False, "eval_every": steps},
         },
         "vcpo_lr_scale check",
@@ -96,7 +110,7 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
     result = CheckResult(
         name="vcpo_lr_scale",
         claim="VCPO scales each step by sqrt(min(1, ESS/N)) of the batch's sequence weights π_θ/μ: the applied "
-              "‖Δθ‖/(η‖g‖) equals the rule at the ESS computed from the weights and the reported μ",
+        "‖Δθ‖/(η‖g‖) equals the rule at the ESS computed from the weights and the reported μ",
         x_label="fixed lag k (versions)",
         y_label="learning-rate scale s (mean over steps and replicas)",
         justification=f"identity given the batch: float32 rounding only ({TOL:g} on every step and replica)",
@@ -107,7 +121,17 @@ def run(quick: bool = False, perturb: float = 1.0) -> CheckResult:
         off = np.abs(applied[seen] - perturb * predicted[seen])
         worst = float(off.max()) if off.size else math.inf
         ok = bool(seen.mean() >= 0.5 and worst <= TOL)
-        result.points.append(Point(k, perturb * float(predicted[seen].mean()), float(applied[seen].mean()), 0.0, TOL, ok,
-                                   note=f"largest step gap {worst:.2e} over {int(seen.sum())} of {seen.size} steps × replicas "
-                                        "(the rest had a zero gradient)", series="applied scale"))
+        result.points.append(
+            Point(
+                k,
+                perturb * float(predicted[seen].mean()),
+                float(applied[seen].mean()),
+                0.0,
+                TOL,
+                ok,
+                note=f"largest step gap {worst:.2e} over {int(seen.sum())} of {seen.size} steps × replicas "
+                "(the rest had a zero gradient)",
+                series="applied scale",
+            )
+        )
     return result

@@ -17,7 +17,7 @@ replica r is bitwise the separate run with ``run.seed = s0 + r`` (docs/system.md
 * a replica that diverged at optimizer step d is frozen and keeps producing rows in the batched run,
   whereas its separate run stops after the row of step d: its rows are cut after that row;
 * ``summary["final_expected_reward"]`` is the summary's mean of the last 10% of evaluations
-  (``sandbox/runner.py``), taken on the cut column.
+  (``sandbox/run/runner.py``), taken on the cut column.
 
 ``tests/claims/test_claims_batched_seeds.py`` holds the split runs equal to the separate ones.
 
@@ -38,19 +38,19 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .. import progress
-from ..errors import ScenarioError
-from ..runner import RunResult, _tail_mean, run_scenario
-from ..scenario import load_scenario
-from ..scenario.shipped import shipped_root
+from sandbox.base import progress
+from sandbox.base.errors import ScenarioError
+from sandbox.run.runner import RunResult, _tail_mean, run_scenario
+from sandbox.scenario.api import load_scenario
+from sandbox.scenario.shipped import shipped_root
 
 SCENARIO = shipped_root() / "fixed_lag.toml"
 BASE_LR = 0.3
@@ -82,11 +82,20 @@ class Context:
         return self.quick_steps if quick else self.full_steps
 
     def settings(self, overrides: dict, quick: bool) -> dict:
-        return {"algorithm.optimizer.lr": self.lr, "run.eval_every": self.eval_every, "algorithm.correction": {"name": "none"},
-                "run.steps": self.steps(quick), "run.figures": False, "run.record_events": False, **overrides}
+        return {
+            "algorithm.optimizer.lr": self.lr,
+            "run.eval_every": self.eval_every,
+            "algorithm.correction": {"name": "none"},
+            "run.steps": self.steps(quick),
+            "run.figures": False,
+            "run.record_events": False,
+            **overrides,
+        }
 
 
-BITSTRING = Context("bitstring", SCENARIO, BASE_LR, 5, FULL_STEPS, QUICK_STEPS, FULL_SEEDS, QUICK_SEEDS, replica_seeds=False)
+BITSTRING = Context(
+    "bitstring", SCENARIO, BASE_LR, 5, FULL_STEPS, QUICK_STEPS, FULL_SEEDS, QUICK_SEEDS, replica_seeds=False
+)
 LM_LR = 1e-3
 LM = Context("lm", shipped_root() / "lm_mission.toml", LM_LR, 10, 100, 20, 4, 2, replica_seeds=True)
 """The LM context (module docstring): ``--lm-seeds`` replicas (4 by default, 2 with ``--quick``)."""
@@ -109,7 +118,7 @@ GAC_TIS = {**TIS, **GAC}
 class Run:
     """What the claims read from one run: the ``step`` column, the :data:`KEPT` metric columns (NaN
     where not logged) and the summary fields ``status``, ``steps_done`` and ``final_expected_reward``
-    (as ``sandbox.runner.summarize`` computes them)."""
+    (as ``sandbox.run.runner.summarize`` computes them)."""
 
     steps: np.ndarray
     metrics: dict[str, np.ndarray]
@@ -128,9 +137,18 @@ class Run:
         return float(a.mean()) if a.size else float("nan")
 
 
-_CACHE: dict[str, "Run | list[Run]"] = {}
-KEPT = ("grad/norm", "reward/mean", "eval/expected_reward", "is/ess_ratio", "grad/cos_prev", "lr/scale", "mask/frac", "staleness/mean",
-        "mismatch/kl_k3")
+_CACHE: dict[str, Run | list[Run]] = {}
+KEPT = (
+    "grad/norm",
+    "reward/mean",
+    "eval/expected_reward",
+    "is/ess_ratio",
+    "grad/cos_prev",
+    "lr/scale",
+    "mask/frac",
+    "staleness/mean",
+    "mismatch/kl_k3",
+)
 
 
 def clear_cache() -> None:
@@ -147,10 +165,13 @@ def _key(full_overrides: dict) -> str:
 
 
 def _summary(steps: np.ndarray, metrics: dict[str, np.ndarray], status: str) -> dict:
-    """The summary fields of a run that the claims read, as ``sandbox.runner.summarize`` computes them."""
+    """The summary fields of a run that the claims read, as ``sandbox.run.runner.summarize`` computes them."""
     reward = metrics.get("eval/expected_reward")
-    return {"status": status, "steps_done": int(len(steps)),
-            "final_expected_reward": _tail_mean(pd.Series(reward)) if reward is not None else math.nan}
+    return {
+        "status": status,
+        "steps_done": int(len(steps)),
+        "final_expected_reward": _tail_mean(pd.Series(reward)) if reward is not None else math.nan,
+    }
 
 
 def _simulate(full_overrides: dict) -> Run:
@@ -190,8 +211,9 @@ def _simulate_block(seedless: dict, first_seed: int, seeds: int) -> list[Run]:
     that independent schedules cannot replay (e.g. a fixed ``run.system_seed``), runs seed by seed."""
     if seeds > 1:
         try:
-            scn, _ = load_scenario(SCENARIO, {**seedless, "run.seed": first_seed, "task.replicas": seeds,
-                                               "run.schedules": "independent"})
+            scn, _ = load_scenario(
+                SCENARIO, {**seedless, "run.seed": first_seed, "task.replicas": seeds, "run.schedules": "independent"}
+            )
         except ScenarioError:
             scn = None
         if scn is not None:
@@ -256,7 +278,9 @@ def prefetch(pairs: Iterable[tuple[dict, int]], quick: bool, workers: int = 1) -
         return 0
     runs = sum(seeds for _, _, seeds in blocks)
     where = f" in {min(workers, len(blocks))} processes" if workers > 1 else ""
-    with progress.task(f"simulating {runs} runs{where}", weights=[seeds for _, _, seeds in blocks], unit="batches") as bar:
+    with progress.task(
+        f"simulating {runs} runs{where}", weights=[seeds for _, _, seeds in blocks], unit="batches"
+    ) as bar:
         if workers <= 1:
             for block in blocks:
                 _store(block, _simulate_block(*block))
@@ -295,7 +319,9 @@ def prefetch_replicas(variants: Iterable[dict], seeds: int, quick: bool, ctx: Co
     if not todo:
         return 0
     where = f" in {min(workers, len(todo))} processes" if workers > 1 else ""
-    with progress.task(f"simulating {len(todo)} {ctx.name} runs of {seeds} replicas{where}", total=len(todo), unit="runs") as bar:
+    with progress.task(
+        f"simulating {len(todo)} {ctx.name} runs of {seeds} replicas{where}", total=len(todo), unit="runs"
+    ) as bar:
         if workers <= 1:
             done = map(_simulate_replicas, todo)
             for task, results in zip(todo, done):
@@ -327,7 +353,7 @@ def smooth(a: np.ndarray, window: int = 5) -> np.ndarray:
     """Trailing moving average over the finite values (NaN steps are skipped, not zeroed)."""
     out = np.full(len(a), np.nan)
     for i in range(len(a)):
-        w = a[max(0, i - window + 1): i + 1]
+        w = a[max(0, i - window + 1) : i + 1]
         w = w[np.isfinite(w)]
         if w.size:
             out[i] = w.mean()

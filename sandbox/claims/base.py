@@ -2,7 +2,7 @@
 with its 95% confidence interval over the seeds, and a verdict against the claim's threshold.
 
 Each claim is a function ``run(quick: bool, seeds: int) -> ClaimResult`` registered in
-:data:`sandbox.claims.CLAIMS`. A result holds one :class:`Row` per sub-claim (a statistic and its
+:data:`sandbox.claims.api.CLAIMS`. A result holds one :class:`Row` per sub-claim (a statistic and its
 threshold) and the curves its figure draws. The interval is the Student t-interval
 mean ± t_{0.975, n−1} · s/√n over the n seeds (s the sample standard deviation; each seed is an
 independent run with its own ``run.seed``). The verdict (docs/claims.md#verdicts):
@@ -29,13 +29,13 @@ here`` row is not a test and is left out of the family, docs/claims.md#multiple-
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats
 
-from ..analysis.intervals import t_interval
+from sandbox.analysis.intervals import t_interval
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 NOT_TESTABLE = "not testable here"
@@ -131,12 +131,16 @@ class Row:
 
     def __post_init__(self):
         if self.cap not in ("", NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE):
-            raise ValueError(f"cap: expected '', {NOT_REPRODUCED!r}, {INCONCLUSIVE!r} or {NOT_TESTABLE!r}, got {self.cap!r}")
+            raise ValueError(
+                f"cap: expected '', {NOT_REPRODUCED!r}, {INCONCLUSIVE!r} or {NOT_TESTABLE!r}, got {self.cap!r}"
+            )
         if self.context not in CONTEXTS:
             raise ValueError(f"context: expected one of {CONTEXTS}, got {self.context!r}")
         self.values = [float(v) for v in self.values]
         self.mean, self.low, self.high = t_interval(self.values)
-        self.verdict = INCONCLUSIVE if self.forced_inconclusive else verdict(self.low, self.high, self.threshold, self.direction)
+        self.verdict = (
+            INCONCLUSIVE if self.forced_inconclusive else verdict(self.low, self.high, self.threshold, self.direction)
+        )
         if self.cap == NOT_TESTABLE:
             self.verdict = NOT_TESTABLE
         elif self.cap == NOT_REPRODUCED:
@@ -208,7 +212,9 @@ class Claim:
     these runs first, in parallel)."""
 
 
-def band(per_seed: np.ndarray, bounds: tuple[float, float] | None = None) -> tuple[list[float], list[float], list[float]]:
+def band(
+    per_seed: np.ndarray, bounds: tuple[float, float] | None = None
+) -> tuple[list[float], list[float], list[float]]:
     """Mean and t-interval at each column of a (seeds, points) array (NaN-aware: a column without a
     finite value stays NaN, a gap in the figure). ``bounds``: the quantity's possible range (a
     cosine [−1, 1], a fraction [0, 1]); the interval is clipped to it."""

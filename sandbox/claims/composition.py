@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _runs as R
-from .base import ClaimResult, Curve, Row, t_interval
-from .premise import contexts, gate, premise_row
+from sandbox.claims import _runs as R
+from sandbox.claims.base import ClaimResult, Curve, Row, t_interval
+from sandbox.claims.premise import contexts, gate, premise_row
 
 PARTS = {"GAC": R.GAC, "TIS": R.TIS, "VCPO": R.VCPO, "GAC + TIS": R.GAC_TIS, "GAC + VCPO": R.GAC_VCPO}
 
@@ -26,7 +26,9 @@ CONTEXT_TICKS = {"bitstring": "bit-string (H = 32)", "lm": "LM (3-digit addition
 
 
 def _rewards(ctx: R.Context, seeds: int, quick: bool) -> dict[str, np.ndarray]:
-    reward = {name: R.per_seed({**R.lag(16), **ov}, seeds, quick, R.Run.final_reward, ctx) for name, ov in PARTS.items()}
+    reward = {
+        name: R.per_seed({**R.lag(16), **ov}, seeds, quick, R.Run.final_reward, ctx) for name, ov in PARTS.items()
+    }
     reward["sync"] = R.per_seed(R.SYNC, seeds, quick, R.Run.final_reward, ctx)
     reward["none"] = R.per_seed(R.lag(16), seeds, quick, R.Run.final_reward, ctx)
     return reward
@@ -38,8 +40,14 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         name="composition",
         paper="GAC (arXiv 2603.01501) + VCPO (arXiv 2602.17616) / TIS",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={**{name: R.settings({**R.lag(16), **ov}, quick) for name, ov in PARTS.items()},
-                  **{f"{name} (lm)": R.settings({**R.lag(16), **ov}, quick, ctx) for ctx, _ in ctxs[1:] for name, ov in PARTS.items()}},
+        settings={
+            **{name: R.settings({**R.lag(16), **ov}, quick) for name, ov in PARTS.items()},
+            **{
+                f"{name} (lm)": R.settings({**R.lag(16), **ov}, quick, ctx)
+                for ctx, _ in ctxs[1:]
+                for name, ov in PARTS.items()
+            },
+        },
         x_label="context (task); variants at lag 16 unless sync",
         y_label="final expected reward (mean, 95% CI)",
         kind="grouped",
@@ -49,15 +57,37 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
     for ctx, n in ctxs:
         reward, premise = rewards[ctx.name], premise_row(ctx, n, quick)
         result.rows += [
-            gate(Row("GAC + TIS beats each alone", "reward(GAC+TIS) − max(GAC, TIS)",
-                     reward["GAC + TIS"] - np.maximum(reward["GAC"], reward["TIS"]), 0.0, ">", context=ctx.name), premise),
-            gate(Row("GAC + VCPO beats each alone", "reward(GAC+VCPO) − max(GAC, VCPO)",
-                     reward["GAC + VCPO"] - np.maximum(reward["GAC"], reward["VCPO"]), 0.0, ">", context=ctx.name), premise),
+            gate(
+                Row(
+                    "GAC + TIS beats each alone",
+                    "reward(GAC+TIS) − max(GAC, TIS)",
+                    reward["GAC + TIS"] - np.maximum(reward["GAC"], reward["TIS"]),
+                    0.0,
+                    ">",
+                    context=ctx.name,
+                ),
+                premise,
+            ),
+            gate(
+                Row(
+                    "GAC + VCPO beats each alone",
+                    "reward(GAC+VCPO) − max(GAC, VCPO)",
+                    reward["GAC + VCPO"] - np.maximum(reward["GAC"], reward["VCPO"]),
+                    0.0,
+                    ">",
+                    context=ctx.name,
+                ),
+                premise,
+            ),
         ]
     for name in ["sync", "none", *PARTS]:
         cis = []
         for ctx, _ in ctxs:
             m, lo, hi = t_interval(rewards[ctx.name][name])
             cis.append((m, lo if np.isfinite(lo) else m, hi if np.isfinite(hi) else m))
-        result.curves.append(Curve(name if name != "none" else "uncorrected", [float(i) for i in range(len(ctxs))], *map(list, zip(*cis))))
+        result.curves.append(
+            Curve(
+                name if name != "none" else "uncorrected", [float(i) for i in range(len(ctxs))], *map(list, zip(*cis))
+            )
+        )
     return result

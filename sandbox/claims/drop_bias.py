@@ -30,20 +30,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.drop_bias import drop_bias
-from ..scenario import load_scenario
-from ..scenario.shipped import shipped_root
-from ..system.config import SystemConfig
-from ..system.timing_only import simulate_timing
-from .base import ClaimResult, Curve, Row, t_interval
+from sandbox.analysis.drop_bias import drop_bias
+from sandbox.claims.base import ClaimResult, Curve, Row, t_interval
+from sandbox.scenario.api import load_scenario
+from sandbox.scenario.shipped import shipped_root
+from sandbox.system.config import SystemConfig
+from sandbox.system.timing_only import simulate_timing
 
 BOUNDS = (1, 2, 4, 8)
 BIASED = (1, 2, 4)
 MATERIAL = -0.05
 """A consumed mean at least 5% shorter than the generated mean counts as a bias."""
 NEGLIGIBLE = (-0.05, 0.05)
-ENGINE = {"kind": "continuous_batching", "hardware": {"gpu": "H100", "model": "qwen2.5-7b"},
-          "length_median": 300, "length_sigma": 1.0, "max_tokens": 4096}
+ENGINE = {
+    "kind": "continuous_batching",
+    "hardware": {"gpu": "H100", "model": "qwen2.5-7b"},
+    "length_median": 300,
+    "length_sigma": 1.0,
+    "max_tokens": 4096,
+}
 PROMPTS = {"length_sigma": 0.5, "prompts": 256, "prompt_sigma": 0.8}
 """The problems variant: 256 prompts whose medians spread with σ 0.8 (persisting across epochs) and
 σ 0.5 within a prompt (docs/system.md#structured-lengths)."""
@@ -55,8 +60,12 @@ def system(k_max: int, enforcement: str = "drop", prompts: bool = False) -> tupl
     with the structured lengths of :data:`PROMPTS`."""
     scn, _ = load_scenario(shipped_root() / "max_lag_drop.toml")
     gen = {**ENGINE, **PROMPTS} if prompts else ENGINE
-    data = {**scn.system.model_dump(), "worker_speeds": None, "generation_time": gen,
-            "staleness": {"kind": "max_lag", "k_max": k_max, "enforcement": enforcement}}
+    data = {
+        **scn.system.model_dump(),
+        "worker_speeds": None,
+        "generation_time": gen,
+        "staleness": {"kind": "max_lag", "k_max": k_max, "enforcement": enforcement},
+    }
     return SystemConfig(**data), scn.algorithm.groups_per_step, scn.algorithm.group_size
 
 
@@ -77,7 +86,12 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         name="drop_bias",
         paper="issue 30 part 6 (drop-on-dequeue as in prime-rl, TRL AsyncGRPO; hard drop as in AReaL)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={"steps": steps, "generation_time": ENGINE, "prompts variant": PROMPTS, "scenario": "max_lag_drop.toml"},
+        settings={
+            "steps": steps,
+            "generation_time": ENGINE,
+            "prompts variant": PROMPTS,
+            "scenario": "max_lag_drop.toml",
+        },
         x_label="staleness bound k_max (versions)",
         y_label="length shortfall: 1 − mean consumed / mean generated",
         kind="grouped",
@@ -85,39 +99,74 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     )
     curves = {e: Curve(f"enforcement = {e} (mean, 95% CI)", [], []) for e in ("drop", "throttle")}
     curves["prompts"] = Curve(f"drop, {PROMPTS['prompts']} prompts with persistent lengths (mean, 95% CI)", [], [])
-    table = ["| variant | dropped groups | long dropped | short dropped | mean length generated | consumed | "
-             "p90 generated | p90 consumed | KS | length bias | prompt Spearman | prompts never trained on |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    table = [
+        "| variant | dropped groups | long dropped | short dropped | mean length generated | consumed | "
+        "p90 generated | p90 consumed | KS | length bias | prompt Spearman | prompts never trained on |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     variants = [(k, "drop", False) for k in BOUNDS] + [(2, "throttle", False), (2, "drop", True)]
     for k, enforcement, prompts in variants:
         per_seed = [measure(k, enforcement, steps, s, prompts) for s in range(seeds)]
         col = lambda key: np.array([d[key] for d in per_seed], dtype=float)  # noqa: E731
         bias, gap = col("length_bias"), col("dropped_fraction_long") - col("dropped_fraction_short")
         label = f"k_max = {k} ({enforcement}" + (f", {PROMPTS['prompts']} prompts)" if prompts else ")")
-        table.append(f"| {label} | {_fmt(col('dropped_fraction'))} | {_fmt(col('dropped_fraction_long'))} | "
-                     f"{_fmt(col('dropped_fraction_short'))} | {_fmt(col('length_generated_mean'))} | "
-                     f"{_fmt(col('length_consumed_mean'))} | {_fmt(col('length_generated_p90'))} | "
-                     f"{_fmt(col('length_consumed_p90'))} | {_fmt(col('length_ks'))} | {_fmt(bias)} | "
-                     + (f"{_fmt(col('prompt_spearman'))} | {_fmt(col('prompts_never_consumed'))} |" if prompts else "- | - |"))
+        table.append(
+            f"| {label} | {_fmt(col('dropped_fraction'))} | {_fmt(col('dropped_fraction_long'))} | "
+            f"{_fmt(col('dropped_fraction_short'))} | {_fmt(col('length_generated_mean'))} | "
+            f"{_fmt(col('length_consumed_mean'))} | {_fmt(col('length_generated_p90'))} | "
+            f"{_fmt(col('length_consumed_p90'))} | {_fmt(col('length_ks'))} | {_fmt(bias)} | "
+            + (f"{_fmt(col('prompt_spearman'))} | {_fmt(col('prompts_never_consumed'))} |" if prompts else "- | - |")
+        )
         note = f"dropped fraction {_fmt(col('dropped_fraction'))}"
         if prompts:
             result.rows += [
-                Row(f"k_max = {k}, {PROMPTS['prompts']} prompts: consumed responses shorter",
-                    "mean consumed / mean generated length − 1", bias, MATERIAL, "<", note),
-                Row(f"k_max = {k}, {PROMPTS['prompts']} prompts: long problems dropped more",
-                    "Spearman(prompt mean length, prompt dropped fraction)", col("prompt_spearman"), 0.0, ">",
-                    f"{note}; prompts never trained on {_fmt(col('prompts_never_consumed'))}"),
+                Row(
+                    f"k_max = {k}, {PROMPTS['prompts']} prompts: consumed responses shorter",
+                    "mean consumed / mean generated length − 1",
+                    bias,
+                    MATERIAL,
+                    "<",
+                    note,
+                ),
+                Row(
+                    f"k_max = {k}, {PROMPTS['prompts']} prompts: long problems dropped more",
+                    "Spearman(prompt mean length, prompt dropped fraction)",
+                    col("prompt_spearman"),
+                    0.0,
+                    ">",
+                    f"{note}; prompts never trained on {_fmt(col('prompts_never_consumed'))}",
+                ),
             ]
         elif enforcement == "drop" and k in BIASED:
             result.rows += [
-                Row(f"k_max = {k}: consumed responses shorter", "mean consumed / mean generated length − 1",
-                    bias, MATERIAL, "<", note),
-                Row(f"k_max = {k}: long groups dropped more", "dropped fraction (longest > median) − (≤ median)",
-                    gap, 0.0, ">", note),
+                Row(
+                    f"k_max = {k}: consumed responses shorter",
+                    "mean consumed / mean generated length − 1",
+                    bias,
+                    MATERIAL,
+                    "<",
+                    note,
+                ),
+                Row(
+                    f"k_max = {k}: long groups dropped more",
+                    "dropped fraction (longest > median) − (≤ median)",
+                    gap,
+                    0.0,
+                    ">",
+                    note,
+                ),
             ]
         elif enforcement == "drop":
-            result.rows.append(Row(f"k_max = {k}: bias negligible", "mean consumed / mean generated length − 1",
-                                   bias, NEGLIGIBLE, "within", note))
+            result.rows.append(
+                Row(
+                    f"k_max = {k}: bias negligible",
+                    "mean consumed / mean generated length − 1",
+                    bias,
+                    NEGLIGIBLE,
+                    "within",
+                    note,
+                )
+            )
         m, lo, hi = t_interval(-bias)  # drawn as the shortfall 1 − consumed / generated (bars upward)
         c = curves["prompts" if prompts else enforcement]
         c.x.append(float(BOUNDS.index(k)))
@@ -125,6 +174,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         c.low.append(lo)
         c.high.append(hi)
     result.curves = list(curves.values())
-    result.appendix = ("Mean over seeds of each run's drop-bias summary (sandbox.analysis.drop_bias):\n\n"
-                       + "\n".join(table) + "\n")
+    result.appendix = (
+        "Mean over seeds of each run's drop-bias summary (sandbox.analysis.drop_bias):\n\n" + "\n".join(table) + "\n"
+    )
     return result

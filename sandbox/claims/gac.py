@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _runs as R
-from .base import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, band
-from .premise import contexts, gate, premise_row
+from sandbox.claims import _runs as R
+from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, band
+from sandbox.claims.premise import contexts, gate, premise_row
 
 WARMUP = 16
 """Warm-up of the fixed lag 16 variants (the steps that reuse version 0); a synchronous run has none."""
@@ -77,39 +77,97 @@ LM_VARIANTS = [VARIANTS[n] for n in LM_NAMES]
 
 def _undefined_note(*names_values) -> str:
     """Why a cosine row has fewer seeds than asked for (empty when every seed has a value)."""
-    parts = [f"{int((~np.isfinite(v)).sum())} of {len(v)} seeds of '{n}'" for n, v in names_values if (~np.isfinite(v)).any()]
-    return ("no defined cosine (zero gradient at every step after the warm-up) for " + ", ".join(parts)) if parts else ""
+    parts = [
+        f"{int((~np.isfinite(v)).sum())} of {len(v)} seeds of '{n}'" for n, v in names_values if (~np.isfinite(v)).any()
+    ]
+    return (
+        ("no defined cosine (zero gradient at every step after the warm-up) for " + ", ".join(parts)) if parts else ""
+    )
 
 
 def _rows(ctx: R.Context, seeds: int, quick: bool, names) -> list[Row]:
     """The rows of one context over the variants ``names`` (the mini-batch row where they include it)."""
     cos = {name: R.per_seed(VARIANTS[name], seeds, quick, lambda r, w=WARMUPS[name]: _cos(r, w), ctx) for name in names}
-    reward = {name: R.per_seed(VARIANTS[name], seeds, quick, R.Run.final_reward, ctx) for name in ("sync", "GAC, lag 16")}
+    reward = {
+        name: R.per_seed(VARIANTS[name], seeds, quick, R.Run.final_reward, ctx) for name in ("sync", "GAC, lag 16")
+    }
     stat = "mean grad/cos_prev after the warm-up where both gradients are non-zero"
-    note = {name: _undefined_note(("sync", cos["sync"]), *([(name, cos[name])] if name != "sync" else [])) for name in names}
+    note = {
+        name: _undefined_note(("sync", cos["sync"]), *([(name, cos[name])] if name != "sync" else [])) for name in names
+    }
     c = ctx.name
-    lower = Row("GAC cosine below uncorrected", "cos(GAC, lag 16) − cos(lag 16)", cos["GAC, lag 16"] - cos["fixed lag 16"],
-                0.0, "<", note=_undefined_note(("fixed lag 16", cos["fixed lag 16"]), ("GAC, lag 16", cos["GAC, lag 16"])),
-                context=c)
-    cap, why = {REPRODUCED: ("", ""), NOT_REPRODUCED: (NOT_REPRODUCED, "GAC's cosine is not below the uncorrected run's"),
-                INCONCLUSIVE: (INCONCLUSIVE, "GAC's cosine not significantly below the uncorrected run's")}[lower.verdict]
-    stale = Row("stale cosine higher than sync", "cos(lag 16) − cos(sync)", cos["fixed lag 16"] - cos["sync"], COS_MARGIN, ">",
-                note=note["fixed lag 16"], context=c)
+    lower = Row(
+        "GAC cosine below uncorrected",
+        "cos(GAC, lag 16) − cos(lag 16)",
+        cos["GAC, lag 16"] - cos["fixed lag 16"],
+        0.0,
+        "<",
+        note=_undefined_note(("fixed lag 16", cos["fixed lag 16"]), ("GAC, lag 16", cos["GAC, lag 16"])),
+        context=c,
+    )
+    cap, why = {
+        REPRODUCED: ("", ""),
+        NOT_REPRODUCED: (NOT_REPRODUCED, "GAC's cosine is not below the uncorrected run's"),
+        INCONCLUSIVE: (INCONCLUSIVE, "GAC's cosine not significantly below the uncorrected run's"),
+    }[lower.verdict]
+    stale = Row(
+        "stale cosine higher than sync",
+        "cos(lag 16) − cos(sync)",
+        cos["fixed lag 16"] - cos["sync"],
+        COS_MARGIN,
+        ">",
+        note=note["fixed lag 16"],
+        context=c,
+    )
     if stale.verdict != REPRODUCED:  # nothing to restore: the row's own premise fails
         cap, why = NOT_TESTABLE, f"no stale cosine rise to restore ('stale cosine higher than sync' {stale.verdict})"
     restore_note = "; ".join(x for x in (why, note["GAC, lag 16"]) if x)
     rows = [
-        Row("sync cosine near 0", stat + " (sync)", cos["sync"], (-COS_MARGIN, COS_MARGIN), "within", note=note["sync"], context=c),
+        Row(
+            "sync cosine near 0",
+            stat + " (sync)",
+            cos["sync"],
+            (-COS_MARGIN, COS_MARGIN),
+            "within",
+            note=note["sync"],
+            context=c,
+        ),
         stale,
         lower,
-        Row("GAC restores sync-like cosine", "cos(GAC, lag 16) − cos(sync), and GAC below uncorrected",
-            cos["GAC, lag 16"] - cos["sync"], COS_MARGIN, "<", note=restore_note, cap=cap, context=c),
-        gate(Row("GAC matches sync reward at lag 16", "final expected reward: GAC − sync", reward["GAC, lag 16"] - reward["sync"],
-                 -REWARD_MARGIN, ">", context=c), premise_row(ctx, seeds, quick)),
+        Row(
+            "GAC restores sync-like cosine",
+            "cos(GAC, lag 16) − cos(sync), and GAC below uncorrected",
+            cos["GAC, lag 16"] - cos["sync"],
+            COS_MARGIN,
+            "<",
+            note=restore_note,
+            cap=cap,
+            context=c,
+        ),
+        gate(
+            Row(
+                "GAC matches sync reward at lag 16",
+                "final expected reward: GAC − sync",
+                reward["GAC, lag 16"] - reward["sync"],
+                -REWARD_MARGIN,
+                ">",
+                context=c,
+            ),
+            premise_row(ctx, seeds, quick),
+        ),
     ]
     if "sync, epochs 4" in names:
-        rows.append(Row("mini-batch (epochs 4) cosine higher", "cos(sync, E=4) − cos(sync)", cos["sync, epochs 4"] - cos["sync"],
-                        COS_MARGIN, ">", note=note["sync, epochs 4"], context=c))
+        rows.append(
+            Row(
+                "mini-batch (epochs 4) cosine higher",
+                "cos(sync, E=4) − cos(sync)",
+                cos["sync, epochs 4"] - cos["sync"],
+                COS_MARGIN,
+                ">",
+                note=note["sync, epochs 4"],
+                context=c,
+            )
+        )
     return rows
 
 
@@ -119,8 +177,10 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         name="gac_cosine",
         paper="GAC (arXiv 2603.01501)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={**{name: R.settings(ov, quick) for name, ov in VARIANTS.items()},
-                  **{f"{name} (lm)": R.settings(VARIANTS[name], quick, ctx) for ctx, _ in ctxs[1:] for name in LM_NAMES}},
+        settings={
+            **{name: R.settings(ov, quick) for name, ov in VARIANTS.items()},
+            **{f"{name} (lm)": R.settings(VARIANTS[name], quick, ctx) for ctx, _ in ctxs[1:] for name in LM_NAMES},
+        },
         y_label="consecutive-gradient cosine grad/cos_prev\n(5-step mean; gaps: zero gradient, no cosine)",
     )
     result.rows = _rows(R.BITSTRING, seeds, quick, tuple(VARIANTS))

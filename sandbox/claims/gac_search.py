@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _runs as R
-from .base import ClaimResult, Curve, Row, t_interval
+from sandbox.claims import _runs as R
+from sandbox.claims.base import ClaimResult, Curve, Row, t_interval
 
 REWARD_MARGIN = 0.05
 """Margin of the reward rows, as in :mod:`.gac` (a difference of 0.05 in final expected reward)."""
@@ -45,12 +45,19 @@ ADAPTIVE = "adaptive"
 ADAPTIVE_THRESHOLD = {"threshold_mode": "ema_mean_std", "kappa": 1.0, "window": 50}
 SCHEDULES = {"1 step/batch": {}, "4 mini-batches": {"algorithm.minibatches": 4}}
 
-SEARCH = {"threshold": (0.1, 0.3, 0.5, ADAPTIVE), "reference": ("prev_raw", "prev_applied", "ema"),
-          "placement": ("pre_optimizer", "post_optimizer")}
+SEARCH = {
+    "threshold": (0.1, 0.3, 0.5, ADAPTIVE),
+    "reference": ("prev_raw", "prev_applied", "ema"),
+    "placement": ("pre_optimizer", "post_optimizer"),
+}
 """GAC settings searched in every context (their cross product)."""
 CONTEXTS = {"lr": (0.1, 0.3, 1.0), "lag": (4, 16), "schedule": tuple(SCHEDULES)}
 """Contexts (their cross product): Adam learning rate, learner lag in optimizer steps, update schedule."""
-QUICK_SEARCH = {"threshold": (0.3, ADAPTIVE), "reference": ("prev_applied",), "placement": ("pre_optimizer", "post_optimizer")}
+QUICK_SEARCH = {
+    "threshold": (0.3, ADAPTIVE),
+    "reference": ("prev_applied",),
+    "placement": ("pre_optimizer", "post_optimizer"),
+}
 QUICK_CONTEXTS = {"lr": (0.3,), "lag": (16,), "schedule": tuple(SCHEDULES)}
 
 
@@ -69,7 +76,9 @@ class Setting:
 
     def overrides(self) -> dict:
         gac = {"name": "gac", "reference": self.reference, "placement": self.placement}
-        gac.update(ADAPTIVE_THRESHOLD if self.threshold == ADAPTIVE else {"threshold_mode": "fixed", "c_thr": self.threshold})
+        gac.update(
+            ADAPTIVE_THRESHOLD if self.threshold == ADAPTIVE else {"threshold_mode": "fixed", "c_thr": self.threshold}
+        )
         return {"algorithm.stabilizers": [gac]}
 
 
@@ -89,8 +98,10 @@ class Context:
         ov = SCHEDULES[self.schedule]
         steps = ov.get("algorithm.minibatches", 1) * ov.get("algorithm.epochs", 1)
         if self.lag % steps:
-            raise ValueError(f"gac_search: lag {self.lag} is not a multiple of the {steps} optimizer steps per batch "
-                             f"of schedule {self.schedule!r}")
+            raise ValueError(
+                f"gac_search: lag {self.lag} is not a multiple of the {steps} optimizer steps per batch "
+                f"of schedule {self.schedule!r}"
+            )
         return ov, steps
 
     def control(self) -> dict:
@@ -138,30 +149,52 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     selection_seeds = QUICK_SELECTION_SEEDS if quick else SELECTION_SEEDS
     eval_seeds = tuple(range(seeds))
     if set(eval_seeds) & set(selection_seeds):
-        raise ValueError(f"gac_search: --seeds {seeds} overlaps the selection seeds {selection_seeds}; "
-                         f"expected at most {min(selection_seeds)} evaluation seeds")
+        raise ValueError(
+            f"gac_search: --seeds {seeds} overlaps the selection seeds {selection_seeds}; "
+            f"expected at most {min(selection_seeds)} evaluation seeds"
+        )
     workers = 1 if quick else WORKERS
     settings = [Setting(*s) for s in grid(search)]
     ctxs = [Context(*c) for c in grid(contexts)]
 
     # selection: every setting (and the control and sync, for the table) on the selection seeds
-    R.prefetch([(ov, s) for c in ctxs for ov in [c.control(), c.sync(), *(c.gac(g) for g in settings)]
-                for s in selection_seeds], quick, workers)
+    R.prefetch(
+        [
+            (ov, s)
+            for c in ctxs
+            for ov in [c.control(), c.sync(), *(c.gac(g) for g in settings)]
+            for s in selection_seeds
+        ],
+        quick,
+        workers,
+    )
     table: dict[str, dict[str, float]] = {}
     chosen: dict[str, Setting] = {}
     for c in ctxs:
         means = {g.name: float(np.mean(_rewards(c.gac(g), selection_seeds, quick))) for g in settings}
         chosen[c.name] = next(g for g in settings if g.name == select(means))
-        table[c.name] = {"control (no GAC)": float(np.mean(_rewards(c.control(), selection_seeds, quick))),
-                         "sync": float(np.mean(_rewards(c.sync(), selection_seeds, quick))), **means}
+        table[c.name] = {
+            "control (no GAC)": float(np.mean(_rewards(c.control(), selection_seeds, quick))),
+            "sync": float(np.mean(_rewards(c.sync(), selection_seeds, quick))),
+            **means,
+        }
     gain = {c.name: table[c.name][chosen[c.name].name] - table[c.name]["control (no GAC)"] for c in ctxs}
     promising = next(c for c in ctxs if c.name == select(gain))
 
     # evaluation: the chosen setting, the matched control and sync on the evaluation seeds
-    R.prefetch([(ov, s) for c in ctxs for ov in (c.gac(chosen[c.name]), c.control(), c.sync()) for s in eval_seeds],
-               quick, workers)
-    reward = {c.name: {"sync": _rewards(c.sync(), eval_seeds, quick), "control": _rewards(c.control(), eval_seeds, quick),
-                       "best GAC": _rewards(c.gac(chosen[c.name]), eval_seeds, quick)} for c in ctxs}
+    R.prefetch(
+        [(ov, s) for c in ctxs for ov in (c.gac(chosen[c.name]), c.control(), c.sync()) for s in eval_seeds],
+        quick,
+        workers,
+    )
+    reward = {
+        c.name: {
+            "sync": _rewards(c.sync(), eval_seeds, quick),
+            "control": _rewards(c.control(), eval_seeds, quick),
+            "best GAC": _rewards(c.gac(chosen[c.name]), eval_seeds, quick),
+        }
+        for c in ctxs
+    }
 
     result = ClaimResult(
         name="gac_search",
@@ -177,8 +210,14 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
             "selection table (mean final expected reward over the selection seeds)": table,
             "chosen GAC setting": {name: g.name for name, g in chosen.items()},
             "most promising context": promising.name,
-            "runs": {c.name: {"control": R.settings(c.control(), quick), "sync": R.settings(c.sync(), quick),
-                              "best GAC": R.settings(c.gac(chosen[c.name]), quick)} for c in ctxs},
+            "runs": {
+                c.name: {
+                    "control": R.settings(c.control(), quick),
+                    "sync": R.settings(c.sync(), quick),
+                    "best GAC": R.settings(c.gac(chosen[c.name]), quick),
+                }
+                for c in ctxs
+            },
         },
         x_label="context: Adam learning rate · learner lag (optimizer steps) · update schedule",
         y_label="final expected reward (mean over evaluation seeds, 95% CI)",
@@ -187,22 +226,45 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     )
     stat = "final expected reward: best GAC − {}"
     result.rows = [
-        Row(f"{c.name}: best GAC beats control", stat.format("control"),
-            reward[c.name]["best GAC"] - reward[c.name]["control"], REWARD_MARGIN, ">", note=f"GAC: {chosen[c.name].name}")
+        Row(
+            f"{c.name}: best GAC beats control",
+            stat.format("control"),
+            reward[c.name]["best GAC"] - reward[c.name]["control"],
+            REWARD_MARGIN,
+            ">",
+            note=f"GAC: {chosen[c.name].name}",
+        )
         for c in ctxs
     ]
     p = reward[promising.name]
     note = f"most promising on selection seeds; GAC: {chosen[promising.name].name}"
     result.rows += [
-        Row(f"{promising.name}: best GAC matches sync", stat.format("sync"), p["best GAC"] - p["sync"],
-            -REWARD_MARGIN, ">", note=note),
-        Row(f"{promising.name}: control degraded vs sync", "final expected reward: control − sync", p["control"] - p["sync"],
-            -REWARD_MARGIN, "<", note="is there anything to rescue"),
+        Row(
+            f"{promising.name}: best GAC matches sync",
+            stat.format("sync"),
+            p["best GAC"] - p["sync"],
+            -REWARD_MARGIN,
+            ">",
+            note=note,
+        ),
+        Row(
+            f"{promising.name}: control degraded vs sync",
+            "final expected reward: control − sync",
+            p["control"] - p["sync"],
+            -REWARD_MARGIN,
+            "<",
+            note="is there anything to rescue",
+        ),
     ]
     for variant in ("sync", "control", "best GAC"):
         cis = [_ci(reward[c.name][variant]) for c in ctxs]
-        result.curves.append(Curve(variant if variant != "control" else "control (lag, no GAC)",
-                                   [float(i) for i in range(len(ctxs))], *map(list, zip(*cis))))
+        result.curves.append(
+            Curve(
+                variant if variant != "control" else "control (lag, no GAC)",
+                [float(i) for i in range(len(ctxs))],
+                *map(list, zip(*cis)),
+            )
+        )
     result.appendix = _appendix(table, chosen, reward, ctxs, selection_seeds, eval_seeds)
     return result
 
@@ -211,16 +273,28 @@ def _appendix(table, chosen, reward, ctxs, selection_seeds, eval_seeds) -> str:
     """The selection table (every setting's mean selection reward per context, the chosen one in bold)
     and the evaluation means with their 95% CIs."""
     names = list(next(iter(table.values())))
-    lines = [f"Selection: mean final expected reward over seeds {list(selection_seeds)}; **bold** = chosen "
-             "(highest mean GAC setting of the context).", "",
-             "| setting | " + " | ".join(c.name for c in ctxs) + " |", "|---|" + "---|" * len(ctxs)]
+    lines = [
+        f"Selection: mean final expected reward over seeds {list(selection_seeds)}; **bold** = chosen "
+        "(highest mean GAC setting of the context).",
+        "",
+        "| setting | " + " | ".join(c.name for c in ctxs) + " |",
+        "|---|" + "---|" * len(ctxs),
+    ]
     for n in names:
         cells = [f"**{_fmt(table[c.name][n])}**" if chosen[c.name].name == n else _fmt(table[c.name][n]) for c in ctxs]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    lines += ["", f"Evaluation: final expected reward over seeds 0–{max(eval_seeds)}, mean [95% CI].", "",
-              "| context | chosen GAC setting | sync | control | best GAC |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Evaluation: final expected reward over seeds 0–{max(eval_seeds)}, mean [95% CI].",
+        "",
+        "| context | chosen GAC setting | sync | control | best GAC |",
+        "|---|---|---|---|---|",
+    ]
     for c in ctxs:
         r = reward[c.name]
-        cells = [f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]" for m, lo, hi in (t_interval(r[v]) for v in ("sync", "control", "best GAC"))]
+        cells = [
+            f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
+            for m, lo, hi in (t_interval(r[v]) for v in ("sync", "control", "best GAC"))
+        ]
         lines.append(f"| {c.name} | {chosen[c.name].name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

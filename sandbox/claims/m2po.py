@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _runs as R
-from .base import ClaimResult, Curve, Row, band
-from .premise import contexts, gate, premise_row
+from sandbox.claims import _runs as R
+from sandbox.claims.base import ClaimResult, Curve, Row, band
+from sandbox.claims.premise import contexts, gate, premise_row
 
 WARMUP = 16
 MASK_MAX = 0.05
@@ -35,20 +35,47 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         name="m2po",
         paper="M2PO (arXiv 2510.01161)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={"M2PO, lag 16": R.settings(ov, quick), "sync": R.settings(R.SYNC, quick),
-                  **{f"{name} (lm)": R.settings(o, quick, ctx) for ctx, _ in ctxs[1:] for name, o in (("M2PO, lag 16", ov), ("sync", R.SYNC))}},
+        settings={
+            "M2PO, lag 16": R.settings(ov, quick),
+            "sync": R.settings(R.SYNC, quick),
+            **{
+                f"{name} (lm)": R.settings(o, quick, ctx)
+                for ctx, _ in ctxs[1:]
+                for name, o in (("M2PO, lag 16", ov), ("sync", R.SYNC))
+            },
+        },
         y_label="masked-token fraction mask/frac (5-step mean)",
     )
     for ctx, n_seeds in ctxs:
         frac = R.per_seed(ov, n_seeds, quick, lambda r: r.mean("mask/frac", skip=WARMUP), ctx)
-        reward = R.per_seed(ov, n_seeds, quick, R.Run.final_reward, ctx) - R.per_seed(R.SYNC, n_seeds, quick, R.Run.final_reward, ctx)
+        reward = R.per_seed(ov, n_seeds, quick, R.Run.final_reward, ctx) - R.per_seed(
+            R.SYNC, n_seeds, quick, R.Run.final_reward, ctx
+        )
         result.rows += [
-            Row("small masked fraction at lag 16", f"mean mask/frac over steps ≥ {WARMUP}", frac, MASK_MAX, "<", context=ctx.name),
-            gate(Row("stable at lag 16", "final expected reward: M2PO − sync", reward, -REWARD_MARGIN, ">", context=ctx.name),
-                 premise_row(ctx, n_seeds, quick)),
+            Row(
+                "small masked fraction at lag 16",
+                f"mean mask/frac over steps ≥ {WARMUP}",
+                frac,
+                MASK_MAX,
+                "<",
+                context=ctx.name,
+            ),
+            gate(
+                Row(
+                    "stable at lag 16",
+                    "final expected reward: M2PO − sync",
+                    reward,
+                    -REWARD_MARGIN,
+                    ">",
+                    context=ctx.name,
+                ),
+                premise_row(ctx, n_seeds, quick),
+            ),
         ]
         runs = R.runs(ov, n_seeds, quick, ctx)
         n = min(len(r.steps) for r in runs)
         m, lo, hi = band(np.array([R.smooth(r.metrics["mask/frac"][:n]) for r in runs]), bounds=(0.0, 1.0))
-        result.curves.append(Curve("M2PO, lag 16" + (" (LM)" if ctx.name == "lm" else ""), runs[0].steps[:n].tolist(), m, lo, hi))
+        result.curves.append(
+            Curve("M2PO, lag 16" + (" (LM)" if ctx.name == "lm" else ""), runs[0].steps[:n].tolist(), m, lo, hi)
+        )
     return result

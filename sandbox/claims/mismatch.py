@@ -38,8 +38,8 @@ import re
 
 import numpy as np
 
-from . import _runs as R
-from .base import NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, band, t_interval
+from sandbox.claims import _runs as R
+from sandbox.claims.base import NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, band, t_interval
 
 MARGIN = 0.02
 """An AUC difference smaller than this is 'no degradation' (about the seed-to-seed spread of AUC / 2)."""
@@ -61,8 +61,13 @@ def noise(sigma: float, drift: float = 0.0) -> dict:
     return {"engine": eng}
 
 
-LONG = {"task.horizon": 128, "task.threshold": 0.6, "algorithm.optimizer.lr": 0.05, "algorithm.proximal": "batch_start",
-        **R.SYNC}
+LONG = {
+    "task.horizon": 128,
+    "task.threshold": 0.6,
+    "algorithm.optimizer.lr": 0.05,
+    "algorithm.proximal": "batch_start",
+    **R.SYNC,
+}
 SHORT = {**LONG, "task.horizon": 32}
 SIGMAS = (0.1, 1.0, 3.0)
 CORRECTIONS = {
@@ -82,17 +87,30 @@ def auc(run: R.Run) -> float:
 
 def _bar(result: ClaimResult, i: int, label: str, values: np.ndarray) -> None:
     m, lo, hi = t_interval(values)
-    result.curves.append(Curve(label, [float(i)], [m], [lo if math.isfinite(lo) else m], [hi if math.isfinite(hi) else m]))
+    result.curves.append(
+        Curve(label, [float(i)], [m], [lo if math.isfinite(lo) else m], [hi if math.isfinite(hi) else m])
+    )
 
 
 def corrections(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
-    variants = {"exact, H=128": LONG, **{f"σ={s:g}, H=128": {**LONG, **noise(s)} for s in SIGMAS},
-                "exact, H=32": SHORT, f"σ={PREMISE_SIGMA:g}, H=32": {**SHORT, **noise(PREMISE_SIGMA)}}
-    variants.update({f"{name}, σ={PREMISE_SIGMA:g}": {**LONG, **noise(PREMISE_SIGMA), "algorithm.correction": c}
-                     for name, c in CORRECTIONS.items()})
+    variants = {
+        "exact, H=128": LONG,
+        **{f"σ={s:g}, H=128": {**LONG, **noise(s)} for s in SIGMAS},
+        "exact, H=32": SHORT,
+        f"σ={PREMISE_SIGMA:g}, H=32": {**SHORT, **noise(PREMISE_SIGMA)},
+    }
+    variants.update(
+        {
+            f"{name}, σ={PREMISE_SIGMA:g}": {**LONG, **noise(PREMISE_SIGMA), "algorithm.correction": c}
+            for name, c in CORRECTIONS.items()
+        }
+    )
     R.prefetch([(ov, s) for ov in variants.values() for s in range(seeds)], quick)
     a = {name: R.per_seed(ov, seeds, quick, auc) for name, ov in variants.items()}
-    k3 = {s: np.nanmean(R.per_seed({**LONG, **noise(s)}, seeds, quick, lambda r: r.mean("mismatch/kl_k3"))) for s in SIGMAS}
+    k3 = {
+        s: np.nanmean(R.per_seed({**LONG, **noise(s)}, seeds, quick, lambda r: r.mean("mismatch/kl_k3")))
+        for s in SIGMAS
+    }
     result = ClaimResult(
         name="mismatch_corrections",
         paper="TIS (Yao, Liu et al. 2025), MIS/Geo-RS (Liu, Li et al. 2025), IcePop (arXiv 2510.18855)",
@@ -104,17 +122,39 @@ def corrections(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     )
     rows = []
     for s in SIGMAS:
-        rows.append(Row(f"mismatch σ={s:g} degrades uncorrected training, H=128", "AUC(σ) − AUC(exact)",
-                        a[f"σ={s:g}, H=128"] - a["exact, H=128"], -MARGIN, "<", note=f"k3 KL {k3[s]:.2g}/token"))
-    rows.append(Row(f"mismatch σ={PREMISE_SIGMA:g} degrades uncorrected training, H=32", "AUC(σ) − AUC(exact)",
-                    a[f"σ={PREMISE_SIGMA:g}, H=32"] - a["exact, H=32"], -MARGIN, "<"))
+        rows.append(
+            Row(
+                f"mismatch σ={s:g} degrades uncorrected training, H=128",
+                "AUC(σ) − AUC(exact)",
+                a[f"σ={s:g}, H=128"] - a["exact, H=128"],
+                -MARGIN,
+                "<",
+                note=f"k3 KL {k3[s]:.2g}/token",
+            )
+        )
+    rows.append(
+        Row(
+            f"mismatch σ={PREMISE_SIGMA:g} degrades uncorrected training, H=32",
+            "AUC(σ) − AUC(exact)",
+            a[f"σ={PREMISE_SIGMA:g}, H=32"] - a["exact, H=32"],
+            -MARGIN,
+            "<",
+        )
+    )
     gate = rows[SIGMAS.index(PREMISE_SIGMA)]
     premise = gate.verdict == REPRODUCED
     for name in CORRECTIONS:
-        rows.append(Row(f"{name} restores it (σ={PREMISE_SIGMA:g}, H=128)", "AUC(correction) − AUC(uncorrected)",
-                        a[f"{name}, σ={PREMISE_SIGMA:g}"] - a[f"σ={PREMISE_SIGMA:g}, H=128"], 0.0, ">",
-                        note="" if premise else f"premise '{gate.label}' {gate.verdict}: not testable here",
-                        cap="" if premise else NOT_TESTABLE))
+        rows.append(
+            Row(
+                f"{name} restores it (σ={PREMISE_SIGMA:g}, H=128)",
+                "AUC(correction) − AUC(uncorrected)",
+                a[f"{name}, σ={PREMISE_SIGMA:g}"] - a[f"σ={PREMISE_SIGMA:g}, H=128"],
+                0.0,
+                ">",
+                note="" if premise else f"premise '{gate.label}' {gate.verdict}: not testable here",
+                cap="" if premise else NOT_TESTABLE,
+            )
+        )
     result.rows = rows
     for i, name in enumerate(variants):
         _bar(result, i, name, a[name])
@@ -126,7 +166,10 @@ SYNC_SIGMAS = (0.1, 0.3)
 
 
 def sync(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
-    variants = {"sync, exact engine": SYNC_CTX, **{f"staleness 0, σ={s:g}": {**SYNC_CTX, **noise(s)} for s in SYNC_SIGMAS}}
+    variants = {
+        "sync, exact engine": SYNC_CTX,
+        **{f"staleness 0, σ={s:g}": {**SYNC_CTX, **noise(s)} for s in SYNC_SIGMAS},
+    }
     R.prefetch([(ov, s) for ov in variants.values() for s in range(seeds)], quick)
     runs = {name: R.runs(ov, seeds, quick) for name, ov in variants.items()}
     result = ClaimResult(
@@ -146,10 +189,25 @@ def sync(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
             d = np.abs(e1[:n] - e0[:n])
             diff.append(float(np.nanmean(d)))
         k3 = np.nanmean([r.mean("mismatch/kl_k3") for r in mis])
-        result.rows.append(Row(f"σ={s:g}: does not reproduce sync exactly", "mean |Δ expected reward| over evaluations",
-                               diff, 0.0, ">", note=f"k3 KL {k3:.2g}/token"))
-        result.rows.append(Row(f"σ={s:g}: how much (AUC gap within ±{MARGIN:g})", "AUC(staleness 0 + mismatch) − AUC(sync)",
-                               np.array([auc(r) for r in mis]) - np.array([auc(r) for r in ref]), (-MARGIN, MARGIN), "within"))
+        result.rows.append(
+            Row(
+                f"σ={s:g}: does not reproduce sync exactly",
+                "mean |Δ expected reward| over evaluations",
+                diff,
+                0.0,
+                ">",
+                note=f"k3 KL {k3:.2g}/token",
+            )
+        )
+        result.rows.append(
+            Row(
+                f"σ={s:g}: how much (AUC gap within ±{MARGIN:g})",
+                "AUC(staleness 0 + mismatch) − AUC(sync)",
+                np.array([auc(r) for r in mis]) - np.array([auc(r) for r in ref]),
+                (-MARGIN, MARGIN),
+                "within",
+            )
+        )
     for name, rs in runs.items():
         n = min(len(r.steps) for r in rs)
         ev = np.array([r.metrics["eval/expected_reward"][:n] for r in rs])
@@ -164,10 +222,17 @@ STALE_SIGMA = 0.3
 
 def staleness(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     mis = noise(STALE_SIGMA)
-    tis = {"lag 16 + TIS, exact": {**R.lag(16), **R.TIS}, f"lag 16 + TIS, σ={STALE_SIGMA:g}": {**R.lag(16), **R.TIS, **mis},
-           "lag 16 + TIS, σ=1": {**R.lag(16), **R.TIS, **noise(1.0)}}
-    vcpo = {"sync, exact": {**R.SYNC, **R.VCPO}, f"mismatch only (sync, σ={STALE_SIGMA:g})": {**R.SYNC, **R.VCPO, **mis},
-            "lag only (lag 16, exact)": {**R.lag(16), **R.VCPO}, f"lag 16 + σ={STALE_SIGMA:g}": {**R.lag(16), **R.VCPO, **mis}}
+    tis = {
+        "lag 16 + TIS, exact": {**R.lag(16), **R.TIS},
+        f"lag 16 + TIS, σ={STALE_SIGMA:g}": {**R.lag(16), **R.TIS, **mis},
+        "lag 16 + TIS, σ=1": {**R.lag(16), **R.TIS, **noise(1.0)},
+    }
+    vcpo = {
+        "sync, exact": {**R.SYNC, **R.VCPO},
+        f"mismatch only (sync, σ={STALE_SIGMA:g})": {**R.SYNC, **R.VCPO, **mis},
+        "lag only (lag 16, exact)": {**R.lag(16), **R.VCPO},
+        f"lag 16 + σ={STALE_SIGMA:g}": {**R.lag(16), **R.VCPO, **mis},
+    }
     R.prefetch([(ov, s) for ov in [*tis.values(), *vcpo.values()] for s in range(seeds)], quick)
     reward = {name: R.per_seed(ov, seeds, quick, R.Run.final_reward) for name, ov in tis.items()}
     ess = {name: R.per_seed(ov, seeds, quick, lambda r: r.mean("is/ess_ratio")) for name, ov in vcpo.items()}
@@ -185,16 +250,34 @@ def staleness(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     )
     e, s = ess, scale
     result.rows = [
-        Row(f"TIS (C=8) survives added mismatch σ={STALE_SIGMA:g} at lag 16", "final reward: with − without mismatch",
-            reward[f"lag 16 + TIS, σ={STALE_SIGMA:g}"] - reward["lag 16 + TIS, exact"], -SURVIVE, ">"),
-        Row("TIS (C=8) survives added mismatch σ=1 at lag 16", "final reward: with − without mismatch",
-            reward["lag 16 + TIS, σ=1"] - reward["lag 16 + TIS, exact"], -SURVIVE, ">"),
-        Row("ESS/N falls under mismatch only", "ESS/N: sync exact − mismatch only", e[names[0]] - e[names[1]], 0.0, ">"),
+        Row(
+            f"TIS (C=8) survives added mismatch σ={STALE_SIGMA:g} at lag 16",
+            "final reward: with − without mismatch",
+            reward[f"lag 16 + TIS, σ={STALE_SIGMA:g}"] - reward["lag 16 + TIS, exact"],
+            -SURVIVE,
+            ">",
+        ),
+        Row(
+            "TIS (C=8) survives added mismatch σ=1 at lag 16",
+            "final reward: with − without mismatch",
+            reward["lag 16 + TIS, σ=1"] - reward["lag 16 + TIS, exact"],
+            -SURVIVE,
+            ">",
+        ),
+        Row(
+            "ESS/N falls under mismatch only", "ESS/N: sync exact − mismatch only", e[names[0]] - e[names[1]], 0.0, ">"
+        ),
         Row("ESS/N falls under lag only", "ESS/N: sync exact − lag only", e[names[0]] - e[names[2]], 0.0, ">"),
         Row("ESS/N falls further with both", "ESS/N: lag only − lag + mismatch", e[names[2]] - e[names[3]], 0.0, ">"),
         Row("VCPO lr scale reacts to mismatch only", "1 − lr/scale (mismatch only)", 1.0 - s[names[1]], 0.0, ">"),
         Row("VCPO lr scale reacts to lag only", "1 − lr/scale (lag only)", 1.0 - s[names[2]], 0.0, ">"),
-        Row("VCPO lr scale falls further with both", "lr/scale: lag only − lag + mismatch", s[names[2]] - s[names[3]], 0.0, ">"),
+        Row(
+            "VCPO lr scale falls further with both",
+            "lr/scale: lag only − lag + mismatch",
+            s[names[2]] - s[names[3]],
+            0.0,
+            ">",
+        ),
     ]
     for name in names:
         ms, ls, hs = zip(*(t_interval(v) for v in (ess[name], scale[name])))
@@ -216,8 +299,10 @@ def growth(run: R.Run) -> float:
 
 def drift(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     base = {**R.SYNC, "algorithm.optimizer.lr": DRIFT_LR}
-    variants = {f"drifting (σ = {DRIFT[0]:g} + {DRIFT[1]:g} v)": {**base, **noise(*DRIFT)},
-                f"static (σ = {DRIFT[0]:g})": {**base, **noise(DRIFT[0])}}
+    variants = {
+        f"drifting (σ = {DRIFT[0]:g} + {DRIFT[1]:g} v)": {**base, **noise(*DRIFT)},
+        f"static (σ = {DRIFT[0]:g})": {**base, **noise(DRIFT[0])},
+    }
     R.prefetch([(ov, s) for ov in variants.values() for s in range(seeds)], quick)
     g = {name: R.per_seed(ov, seeds, quick, growth) for name, ov in variants.items()}
     d, st = list(variants)
@@ -230,7 +315,13 @@ def drift(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     )
     result.rows = [
         Row("drifting engine: the gap grows at lr 1e-9", "k3 last quarter / first quarter", g[d], 1.5, ">"),
-        Row("static engine: the gap stays flat at lr 1e-9", "k3 last quarter / first quarter", g[st], (0.8, 1.25), "within"),
+        Row(
+            "static engine: the gap stays flat at lr 1e-9",
+            "k3 last quarter / first quarter",
+            g[st],
+            (0.8, 1.25),
+            "within",
+        ),
     ]
     for name, ov in variants.items():
         rs = R.runs(ov, seeds, quick)

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..runner import _result, prepare_run
-from ..scenario import load_scenario
-from ..scenario.shipped import shipped_root
-from .base import ClaimResult, Curve, Row, t_interval
+from sandbox.claims.base import ClaimResult, Curve, Row, t_interval
+from sandbox.run.runner import _result, prepare_run
+from sandbox.scenario.api import load_scenario
+from sandbox.scenario.shipped import shipped_root
 
 FACTOR = 1.5
 """A preset is calibrated when its measured statistic lies within [target / FACTOR, target × FACTOR]."""
@@ -59,20 +59,32 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "dense_bf16": Preset("engines/dense_bf16.toml", "precision bf16, noise_scale 0.09 (tuned), noise_dof 3", (
-        Target("k3", 3e-3, f"k3 KL 1e-3 to 5e-3 per token, dense models ({LIU}; {YAO})"),
-        Target("gap_mean", 0.015, f"mean token-probability gap ~0.015, Qwen2.5-32B dense ({YAO})"),
-    )),
-    "processed_topp": Preset("engines/processed_topp.toml", "top_p 0.85 (tuned), processed log-probs", (
-        Target("k3", 3e-3, f"dense k3 KL range 1e-3 to 5e-3 ({LIU})"),
-    )),
-    "moe_routing": Preset("engines/moe_routing.toml", "4 experts, flip_prob 0.1", (
-        Target("router_flip_frac", 0.10, f"~10% of router decisions differ ({R3})"),
-    )),
-    "drifting_engine": Preset("engines/drifting_engine.toml", "logit_noise scale 0.07 + 0.01 v (drift tuned), lr 1e-9", (
-        Target("k3_first", 1e-3, f"low end of the dense range ({LIU})"),
-        Target("k3_last", 5e-3, f"high end of the dense range, reached at lr ~0 as the gap grows ({ZHANG})"),
-    )),
+    "dense_bf16": Preset(
+        "engines/dense_bf16.toml",
+        "precision bf16, noise_scale 0.09 (tuned), noise_dof 3",
+        (
+            Target("k3", 3e-3, f"k3 KL 1e-3 to 5e-3 per token, dense models ({LIU}; {YAO})"),
+            Target("gap_mean", 0.015, f"mean token-probability gap ~0.015, Qwen2.5-32B dense ({YAO})"),
+        ),
+    ),
+    "processed_topp": Preset(
+        "engines/processed_topp.toml",
+        "top_p 0.85 (tuned), processed log-probs",
+        (Target("k3", 3e-3, f"dense k3 KL range 1e-3 to 5e-3 ({LIU})"),),
+    ),
+    "moe_routing": Preset(
+        "engines/moe_routing.toml",
+        "4 experts, flip_prob 0.1",
+        (Target("router_flip_frac", 0.10, f"~10% of router decisions differ ({R3})"),),
+    ),
+    "drifting_engine": Preset(
+        "engines/drifting_engine.toml",
+        "logit_noise scale 0.07 + 0.01 v (drift tuned), lr 1e-9",
+        (
+            Target("k3_first", 1e-3, f"low end of the dense range ({LIU})"),
+            Target("k3_last", 5e-3, f"high end of the dense range, reached at lr ~0 as the gap grows ({ZHANG})"),
+        ),
+    ),
 }
 
 
@@ -123,8 +135,10 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         name="mismatch_presets",
         paper="published training-inference mismatch magnitudes (docs/engines.md#calibrated-presets)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={name: {"file": f"scenarios/{p.file}", "knobs": p.knobs, "run.steps": steps or "the file's"}
-                  for name, p in PRESETS.items()},
+        settings={
+            name: {"file": f"scenarios/{p.file}", "knobs": p.knobs, "run.steps": steps or "the file's"}
+            for name, p in PRESETS.items()
+        },
         x_label="preset: statistic",
         y_label="measured / published target (band ×1.5: 0.67–1.5)",
         kind="bars",
@@ -133,16 +147,33 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     for name, p in PRESETS.items():
         for t in p.targets:
             vals = np.array([v[t.statistic] for v in values[name]])
-            result.rows.append(Row(f"{name} {t.statistic} ≈ {t.value:g}", STATISTIC[t.statistic], vals,
-                                   band_of(t.value), "within", note=t.source))
+            result.rows.append(
+                Row(
+                    f"{name} {t.statistic} ≈ {t.value:g}",
+                    STATISTIC[t.statistic],
+                    vals,
+                    band_of(t.value),
+                    "within",
+                    note=t.source,
+                )
+            )
             m, lo, hi = t_interval(vals / t.value)
-            result.curves.append(Curve(f"{name}: {t.statistic}", [float(i)], [m], [lo if math.isfinite(lo) else m],
-                                       [hi if math.isfinite(hi) else m]))
+            result.curves.append(
+                Curve(
+                    f"{name}: {t.statistic}",
+                    [float(i)],
+                    [m],
+                    [lo if math.isfinite(lo) else m],
+                    [hi if math.isfinite(hi) else m],
+                )
+            )
             result.curves.append(Curve(f"{name}: {t.statistic} (published target = 1)", [float(i)], [1.0]))
             i += 1
     lines = ["| preset | knobs | k3 KL | mean prob gap | max prob gap | router flips |", "|---|---|---|---|---|---|"]
     for name, p in PRESETS.items():
         col = lambda k: _fmt(float(np.nanmean([v[k] for v in values[name]])))  # noqa: E731
-        lines.append(f"| {name} | {p.knobs} | {col('k3')} | {col('gap_mean')} | {col('gap_max')} | {col('router_flip_frac')} |")
+        lines.append(
+            f"| {name} | {p.knobs} | {col('k3')} | {col('gap_mean')} | {col('gap_max')} | {col('router_flip_frac')} |"
+        )
     result.appendix = "Measured per preset (mean over seeds):\n\n" + "\n".join(lines)
     return result

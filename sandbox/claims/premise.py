@@ -23,8 +23,8 @@ import dataclasses
 
 import numpy as np
 
-from . import _runs as R
-from .base import NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, t_interval
+from sandbox.claims import _runs as R
+from sandbox.claims.base import NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, t_interval
 
 REWARD_MARGIN = 0.05
 LABEL = "uncorrected degrades at lag 16"
@@ -37,8 +37,14 @@ def premise_row(ctx: R.Context, seeds: int, quick: bool) -> Row:
     """The premise row of ``ctx`` over ``seeds`` seeds (its runs are cached: every claim that gates a
     row on it reads the same runs)."""
     reward = {name: R.per_seed(ov, seeds, quick, R.Run.final_reward, ctx) for name, ov in VARIANTS.items()}
-    return Row(LABEL, "final expected reward: lag 16 − sync", reward["uncorrected, lag 16"] - reward["sync"],
-               -REWARD_MARGIN, "<", context=ctx.name)
+    return Row(
+        LABEL,
+        "final expected reward: lag 16 − sync",
+        reward["uncorrected, lag 16"] - reward["sync"],
+        -REWARD_MARGIN,
+        "<",
+        context=ctx.name,
+    )
 
 
 def gate(row: Row, premise: Row) -> Row:
@@ -49,7 +55,9 @@ def gate(row: Row, premise: Row) -> Row:
         raise ValueError(f"gate: premise of context {premise.context!r} for a row of context {row.context!r}")
     interval = f"uncorrected − sync {premise.mean:.3g} [{premise.low:.3g}, {premise.high:.3g}]"
     if premise.verdict == REPRODUCED:
-        return dataclasses.replace(row, note="; ".join(x for x in (f"premise verified in {row.context}: {interval}", row.note) if x))
+        return dataclasses.replace(
+            row, note="; ".join(x for x in (f"premise verified in {row.context}: {interval}", row.note) if x)
+        )
     why = f"premise not verified in {row.context}: {interval}, {premise.verdict}"
     return dataclasses.replace(row, cap=NOT_TESTABLE, note="; ".join(x for x in (why, row.note) if x))
 
@@ -76,7 +84,9 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         name="premise",
         paper="VCPO (arXiv 2602.17616), GAC (arXiv 2603.01501), M2PO (arXiv 2510.01161)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={f"{name} ({ctx.name})": R.settings(ov, quick, ctx) for ctx, _ in ctxs for name, ov in VARIANTS.items()}
+        settings={
+            f"{name} ({ctx.name})": R.settings(ov, quick, ctx) for ctx, _ in ctxs for name, ov in VARIANTS.items()
+        }
         | {"seeds": {ctx.name: n for ctx, n in ctxs}},
         x_label="context (task)",
         y_label="final expected reward (mean over seeds, 95% CI)",

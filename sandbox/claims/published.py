@@ -35,11 +35,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from ..scenario import load_scenario, variant_scenarios
-from ..scenario.shipped import shipped_root
-from ..system.config import SystemConfig
-from ..system.timing_only import simulate_timing
-from .base import INCONCLUSIVE, NOT_REPRODUCED, ClaimResult, Curve, Row, t_interval
+from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, ClaimResult, Curve, Row, t_interval
+from sandbox.scenario.api import load_scenario, variant_scenarios
+from sandbox.scenario.shipped import shipped_root
+from sandbox.system.config import SystemConfig
+from sandbox.system.timing_only import simulate_timing
 
 ROOT = shipped_root() / "published"
 BAND = (0.8, 1.25)
@@ -47,8 +47,9 @@ WARMUP_FRACTION = 0.2
 FULL_STEPS, QUICK_STEPS = 40, 4
 
 
-def generation_quantiles(median: float, sigma: float, max_tokens: float, group_size: int, seconds_per_token: float,
-                         n: int = 128) -> np.ndarray:
+def generation_quantiles(
+    median: float, sigma: float, max_tokens: float, group_size: int, seconds_per_token: float, n: int = 128
+) -> np.ndarray:
     """Exact quantiles (seconds) of the time a group takes when it takes as long as its longest response.
 
     Response length L ~ LogNormal(ln ``median``, ``sigma``), cut at ``max_tokens`` = c: L' = min(L, c).
@@ -62,9 +63,11 @@ def generation_quantiles(median: float, sigma: float, max_tokens: float, group_s
     the 1/n of probability around it; an ``empirical`` delay resamples them uniformly).
     """
     if not (median > 0 and sigma >= 0 and max_tokens > 0 and group_size >= 1 and seconds_per_token > 0 and n >= 1):
-        raise ValueError("generation_quantiles: expected median > 0, sigma >= 0, max_tokens > 0, group_size >= 1, "
-                         f"seconds_per_token > 0, n >= 1; got {median}, {sigma}, {max_tokens}, {group_size}, "
-                         f"{seconds_per_token}, {n}")
+        raise ValueError(
+            "generation_quantiles: expected median > 0, sigma >= 0, max_tokens > 0, group_size >= 1, "
+            f"seconds_per_token > 0, n >= 1; got {median}, {sigma}, {max_tokens}, {group_size}, "
+            f"{seconds_per_token}, {n}"
+        )
     q = (np.arange(n) + 0.5) / n
     longest = median * np.exp(sigma * norm.ppf(q ** (1.0 / group_size)))
     return seconds_per_token * np.minimum(max_tokens, longest)
@@ -79,11 +82,15 @@ def capped_mean_length(median: float, sigma: float, max_tokens: float) -> float:
     σ = 0 gives min(median, c).
     """
     if not (median > 0 and sigma >= 0 and max_tokens > 0):
-        raise ValueError(f"capped_mean_length: expected median > 0, sigma >= 0, max_tokens > 0; got {median}, {sigma}, {max_tokens}")
+        raise ValueError(
+            f"capped_mean_length: expected median > 0, sigma >= 0, max_tokens > 0; got {median}, {sigma}, {max_tokens}"
+        )
     if sigma == 0:
         return float(min(median, max_tokens))
     mu, z = math.log(median), math.log(max_tokens)
-    return float(math.exp(mu + sigma**2 / 2) * norm.cdf((z - mu - sigma**2) / sigma) + max_tokens * norm.sf((z - mu) / sigma))
+    return float(
+        math.exp(mu + sigma**2 / 2) * norm.cdf((z - mu - sigma**2) / sigma) + max_tokens * norm.sf((z - mu) / sigma)
+    )
 
 
 @dataclass(frozen=True)
@@ -105,8 +112,9 @@ class ResponseLengths:
 
     def values(self) -> np.ndarray:
         """The group times in seconds, unrounded."""
-        return generation_quantiles(self.median, self.sigma, self.max_tokens, self.group_size, self.seconds_per_token,
-                                    self.quantiles)
+        return generation_quantiles(
+            self.median, self.sigma, self.max_tokens, self.group_size, self.seconds_per_token, self.quantiles
+        )
 
     def rounded(self) -> list[float]:
         """The values as the scenario stores them: rounded to 0.1 s."""
@@ -147,33 +155,96 @@ class Published:
 
 
 SETUPS: tuple[Published, ...] = (
-    Published("areal_fully_async", "AReaL 1.5B (16 nodes)", 2.77, 2.77, "colocated_sync", "throughput",
-              "AReaL v0.3 blog, Table 2: R1-Distill-Qwen-1.5B, 16 nodes, 1000 steps, 41.0 h sync vs 14.8 h async",
-              ResponseLengths(median=6000, sigma=0.819, max_tokens=27648, group_size=16)),
-    Published("areal_fully_async_7b", "AReaL 7B (24 nodes)", 2.27, 2.27, "colocated_sync", "throughput",
-              "AReaL v0.3 blog, Table 2: R1-Distill-Qwen-7B, 24 nodes, 1000 steps, 57.7 h sync vs 25.4 h async",
-              ResponseLengths(median=6000, sigma=0.819, max_tokens=27648, group_size=16)),
-    Published("verl_fully_async", "verl fully_async_policy", 2.35, 2.67, "colocated_sync", "throughput",
-              "verl documentation advance/fully_async (10/18/2025): 128 H20, total time for 100-400 steps",
-              ResponseLengths(median=1000, sigma=0.819, max_tokens=28672, group_size=16)),
-    Published("verl_one_step_off", "verl one_step_off_policy (FSDP2)", 1.23, 1.23, "colocated_sync", "throughput",
-              "verl documentation advance/one_step_off (07/17/2025): total time, +23%",
-              ResponseLengths(median=1000, sigma=0.819, max_tokens=20480, group_size=16)),
-    Published("verl_one_step_off_megatron", "verl one_step_off_policy (Megatron)", 1.40, 1.40, "colocated_sync", "throughput",
-              "verl documentation advance/one_step_off (07/17/2025): total time, +40%",
-              ResponseLengths(median=1000, sigma=0.819, max_tokens=8192, group_size=16)),
-    Published("roll_flash_rlvr", "ROLL Flash RLVR", 2.24, 2.24, "colocated_sync", "throughput",
-              "arXiv 2510.11345 (abstract: up to 2.24x on RLVR, same GPU budget)",
-              ResponseLengths(median=4000, sigma=0.819, max_tokens=32768, group_size=8)),
-    Published("roll_flash_agentic", "ROLL Flash agentic", 2.72, 2.72, "colocated_sync", "throughput",
-              "arXiv 2510.11345 (abstract: up to 2.72x on agentic tasks, same GPU budget)",
-              ResponseLengths(median=8000, sigma=1.0, max_tokens=65536, group_size=8)),
-    Published("pipelinerl", "PipelineRL", 2.0, 2.0, "colocated_sync", "time_to_score",
-              "arXiv 2509.19128 (abstract: ~2x faster learning than conventional RL, 128 H100)",
-              ResponseLengths(median=2048, sigma=0.819, max_tokens=8192, group_size=8)),
-    Published("vcpo_multiturn", "VCPO multi-turn", 2.5, 2.5, "sync", "time_to_score",
-              "arXiv 2602.17616 (Fig. 1: best sync AIME-2025 accuracy in ~42 h vs ~105 h)",
-              ResponseLengths(median=8000, sigma=0.819, max_tokens=32768, group_size=8)),
+    Published(
+        "areal_fully_async",
+        "AReaL 1.5B (16 nodes)",
+        2.77,
+        2.77,
+        "colocated_sync",
+        "throughput",
+        "AReaL v0.3 blog, Table 2: R1-Distill-Qwen-1.5B, 16 nodes, 1000 steps, 41.0 h sync vs 14.8 h async",
+        ResponseLengths(median=6000, sigma=0.819, max_tokens=27648, group_size=16),
+    ),
+    Published(
+        "areal_fully_async_7b",
+        "AReaL 7B (24 nodes)",
+        2.27,
+        2.27,
+        "colocated_sync",
+        "throughput",
+        "AReaL v0.3 blog, Table 2: R1-Distill-Qwen-7B, 24 nodes, 1000 steps, 57.7 h sync vs 25.4 h async",
+        ResponseLengths(median=6000, sigma=0.819, max_tokens=27648, group_size=16),
+    ),
+    Published(
+        "verl_fully_async",
+        "verl fully_async_policy",
+        2.35,
+        2.67,
+        "colocated_sync",
+        "throughput",
+        "verl documentation advance/fully_async (10/18/2025): 128 H20, total time for 100-400 steps",
+        ResponseLengths(median=1000, sigma=0.819, max_tokens=28672, group_size=16),
+    ),
+    Published(
+        "verl_one_step_off",
+        "verl one_step_off_policy (FSDP2)",
+        1.23,
+        1.23,
+        "colocated_sync",
+        "throughput",
+        "verl documentation advance/one_step_off (07/17/2025): total time, +23%",
+        ResponseLengths(median=1000, sigma=0.819, max_tokens=20480, group_size=16),
+    ),
+    Published(
+        "verl_one_step_off_megatron",
+        "verl one_step_off_policy (Megatron)",
+        1.40,
+        1.40,
+        "colocated_sync",
+        "throughput",
+        "verl documentation advance/one_step_off (07/17/2025): total time, +40%",
+        ResponseLengths(median=1000, sigma=0.819, max_tokens=8192, group_size=16),
+    ),
+    Published(
+        "roll_flash_rlvr",
+        "ROLL Flash RLVR",
+        2.24,
+        2.24,
+        "colocated_sync",
+        "throughput",
+        "arXiv 2510.11345 (abstract: up to 2.24x on RLVR, same GPU budget)",
+        ResponseLengths(median=4000, sigma=0.819, max_tokens=32768, group_size=8),
+    ),
+    Published(
+        "roll_flash_agentic",
+        "ROLL Flash agentic",
+        2.72,
+        2.72,
+        "colocated_sync",
+        "throughput",
+        "arXiv 2510.11345 (abstract: up to 2.72x on agentic tasks, same GPU budget)",
+        ResponseLengths(median=8000, sigma=1.0, max_tokens=65536, group_size=8),
+    ),
+    Published(
+        "pipelinerl",
+        "PipelineRL",
+        2.0,
+        2.0,
+        "colocated_sync",
+        "time_to_score",
+        "arXiv 2509.19128 (abstract: ~2x faster learning than conventional RL, 128 H100)",
+        ResponseLengths(median=2048, sigma=0.819, max_tokens=8192, group_size=8),
+    ),
+    Published(
+        "vcpo_multiturn",
+        "VCPO multi-turn",
+        2.5,
+        2.5,
+        "sync",
+        "time_to_score",
+        "arXiv 2602.17616 (Fig. 1: best sync AIME-2025 accuracy in ~42 h vs ~105 h)",
+        ResponseLengths(median=8000, sigma=0.819, max_tokens=32768, group_size=8),
+    ),
 )
 """The published numbers: the one source of truth for the claim's rows and the docs table
 (tests/claims/test_published_claims.py compares them with docs/claims.md)."""
@@ -198,7 +269,9 @@ def capped(cfg: SystemConfig, groups_per_step: int) -> SystemConfig:
 
 def mean_step_time(cfg: SystemConfig, steps: int, groups_per_step: int, group_size: int, seed: int) -> float:
     """Mean simulated seconds per learner step after the first 20% of ``steps``."""
-    res = simulate_timing(capped(cfg, groups_per_step), steps, groups_per_step, group_size, seed=seed, record_events=False)
+    res = simulate_timing(
+        capped(cfg, groups_per_step), steps, groups_per_step, group_size, seed=seed, record_events=False
+    )
     times = np.array([r["time"] for r in res.rows])
     start = int(len(times) * WARMUP_FRACTION)
     return float((times[-1] - times[start]) / (len(times) - 1 - start))
@@ -215,8 +288,10 @@ def side_of_one(predicted: np.ndarray, published: float) -> tuple[str, str]:
     if same_side:
         return "", ""
     if (hi < 1) if published > 1 else (lo > 1):
-        return NOT_REPRODUCED, (f"predicted {m:.2f}x [{lo:.2f}, {hi:.2f}] is on the other side of 1 from the published "
-                                f"{published:.3g}x: never reproduced")
+        return NOT_REPRODUCED, (
+            f"predicted {m:.2f}x [{lo:.2f}, {hi:.2f}] is on the other side of 1 from the published "
+            f"{published:.3g}x: never reproduced"
+        )
     return INCONCLUSIVE, f"predicted {m:.2f}x [{lo:.2f}, {hi:.2f}] contains 1: at best inconclusive"
 
 
@@ -251,14 +326,23 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         if side:
             note = side + "; " + note
         if pub.measure == "time_to_score":
-            note = ("published number is wall time to a score; only the throughput part is compared (the learning-side "
-                    "difference is not in this prediction); " + note)
+            note = (
+                "published number is wall time to a score; only the throughput part is compared (the learning-side "
+                "difference is not in this prediction); " + note
+            )
         result.settings[pub.scenario] = (
             f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'"
         )
         result.rows.append(
-            Row(f"{pub.system}: predicted / published ({pub.text()})", f"speed-up vs '{pub.baseline}' / {pub.value:.3g}",
-                predicted / pub.value, BAND, "within", note, cap=cap)
+            Row(
+                f"{pub.system}: predicted / published ({pub.text()})",
+                f"speed-up vs '{pub.baseline}' / {pub.value:.3g}",
+                predicted / pub.value,
+                BAND,
+                "within",
+                note,
+                cap=cap,
+            )
         )
         m, lo, hi = t_interval(predicted)
         result.curves.append(Curve(f"{pub.system} (predicted)", [float(i)], [m], [lo], [hi]))

@@ -59,11 +59,20 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..system.config import SystemConfig
-from ..system.delays.continuous_batching import ContinuousBatchingDelay
-from ..system.hardware import kv_capacity_tokens
-from .base import INCONCLUSIVE, ClaimResult, Curve, Row, t_interval
-from .published import FULL_STEPS, QUICK_STEPS, SETUPS, WARMUP_FRACTION, Published, max_in_flight, mean_step_time, setup_variants
+from sandbox.claims.base import INCONCLUSIVE, ClaimResult, Curve, Row, t_interval
+from sandbox.claims.published import (
+    FULL_STEPS,
+    QUICK_STEPS,
+    SETUPS,
+    WARMUP_FRACTION,
+    Published,
+    max_in_flight,
+    mean_step_time,
+    setup_variants,
+)
+from sandbox.system.config import SystemConfig
+from sandbox.system.delays.continuous_batching import ContinuousBatchingDelay
+from sandbox.system.hardware import kv_capacity_tokens
 
 BAND = (0.8, 1.25)
 
@@ -110,34 +119,60 @@ _ASSUMED = f"η_flop 0.5, {PROMPT_TOKENS} prompt tokens, tp 1"
 _VERL_FACTS = "Qwen2.5-Math-7B, H20, GPU split, batch 512 x 16, max response, staleness rule"
 ENGINE_SETUPS: dict[str, EngineMapping] = {
     "areal_fully_async": EngineMapping(
-        gpu="H800", model="qwen2.5-1.5b", sync="partial",
+        gpu="H800",
+        model="qwen2.5-1.5b",
+        sync="partial",
         facts="1.5B (R1-Distill-Qwen-1.5B), 16 nodes of 8 H800, batch 512 x 16, max 27,648 tokens, interruptible rollouts",
-        assumed=f"64:64 split, eta 4, median 6,000 tokens, training 3.5e-4 GPU-s per 7B-token scaled by size, {_ASSUMED}"),
+        assumed=f"64:64 split, eta 4, median 6,000 tokens, training 3.5e-4 GPU-s per 7B-token scaled by size, {_ASSUMED}",
+    ),
     "areal_fully_async_7b": EngineMapping(
-        gpu="H800", model="qwen2.5-7b", sync="partial",
+        gpu="H800",
+        model="qwen2.5-7b",
+        sync="partial",
         facts="7B (R1-Distill-Qwen-7B), 24 nodes of 8 H800, batch 512 x 16, max 27,648 tokens, interruptible rollouts",
-        assumed=f"96:96 split, eta 4, median 6,000 tokens, training 3.5e-4 GPU-s per token, {_ASSUMED}"),
+        assumed=f"96:96 split, eta 4, median 6,000 tokens, training 3.5e-4 GPU-s per token, {_ASSUMED}",
+    ),
     "verl_fully_async": EngineMapping(
-        sync="partial", facts=_VERL_FACTS + ", require_batches 4 x 32 prompts, trigger_parameter_sync_step 4, "
-        "staleness_threshold 0.5, partial rollout", measured="update_actor (+ old_log_prob for colocated) seconds",
+        sync="partial",
+        facts=_VERL_FACTS + ", require_batches 4 x 32 prompts, trigger_parameter_sync_step 4, "
+        "staleness_threshold 0.5, partial rollout",
+        measured="update_actor (+ old_log_prob for colocated) seconds",
         assumed=f"median 1,000 tokens, {_ASSUMED}",
-        schedule={"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.5}, local_updates=4),
+        schedule={"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.5},
+        local_updates=4,
+    ),
     "verl_one_step_off": EngineMapping(
-        sync="drain", facts=_VERL_FACTS, measured="per-step training seconds",
-        assumed=f"median 1,000 tokens, batch 512 x 16, {_ASSUMED}"),
+        sync="drain",
+        facts=_VERL_FACTS,
+        measured="per-step training seconds",
+        assumed=f"median 1,000 tokens, batch 512 x 16, {_ASSUMED}",
+    ),
     "verl_one_step_off_megatron": EngineMapping(
-        sync="drain", facts=_VERL_FACTS, measured="per-step training seconds",
-        assumed=f"median 1,000 tokens, batch 512 x 16, {_ASSUMED}"),
-    "vcpo_multiturn": EngineMapping(sync="partial", facts="lag bound, pools", assumed=f"7B, 8:8, lengths, training, {_ASSUMED}"),
-    "pipelinerl": EngineMapping(gpu="H100", sync="partial", facts="128 H100, in-flight updates",
-                                assumed=f"64:64, 7B, lengths, training, {_ASSUMED}"),
+        sync="drain",
+        facts=_VERL_FACTS,
+        measured="per-step training seconds",
+        assumed=f"median 1,000 tokens, batch 512 x 16, {_ASSUMED}",
+    ),
+    "vcpo_multiturn": EngineMapping(
+        sync="partial", facts="lag bound, pools", assumed=f"7B, 8:8, lengths, training, {_ASSUMED}"
+    ),
+    "pipelinerl": EngineMapping(
+        gpu="H100",
+        sync="partial",
+        facts="128 H100, in-flight updates",
+        assumed=f"64:64, 7B, lengths, training, {_ASSUMED}",
+    ),
     "roll_flash_rlvr": EngineMapping(
-        sync="partial", facts="asynchronous ratio, same GPU budget",
-        assumed=f"8B as Qwen2.5-7B on H20, 64:64, alpha 1, median 4,000, training, {_ASSUMED}"),
+        sync="partial",
+        facts="asynchronous ratio, same GPU budget",
+        assumed=f"8B as Qwen2.5-7B on H20, 64:64, alpha 1, median 4,000, training, {_ASSUMED}",
+    ),
     "roll_flash_agentic": EngineMapping(
-        sync="partial", sync_note="ROLL's agentic pipeline regenerates the interrupted turn: its tokens are not charged here",
+        sync="partial",
+        sync_note="ROLL's agentic pipeline regenerates the interrupted turn: its tokens are not charged here",
         facts="environment-level async, same GPU budget",
-        assumed=f"7B on H20, 64:64, alpha 1, median 8,000, sigma 1, training, {_ASSUMED}"),
+        assumed=f"7B on H20, 64:64, alpha 1, median 8,000, sigma 1, training, {_ASSUMED}",
+    ),
 }
 """The published setups that opt in, by scenario name, with the GPU and model of their engines and the
 provenance of their inputs (module docstring, What a row is); the sync mode is the system's own."""
@@ -167,12 +202,36 @@ class Ablation:
 
 VERL_COLOCATED_400 = 40 + 48 / 60  # colocate sync, 128 GPUs: 1d 16h 48m for 400 steps
 VERL_ABLATION: tuple[Ablation, ...] = (
-    Ablation("stream off-policy pipeline (sync every 4 updates, staleness 0)", "verl_fully_async", 25 + 53 / 60,
-             VERL_COLOCATED_400, {"kind": "stream_sync", "sync_every": 4}, "drain", 98.77, 4),
-    Ablation("+ staleness 0.1 + partial rollout", "verl_fully_async", 19 + 59 / 60, VERL_COLOCATED_400,
-             {"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.1}, "partial", 109.12, 4),
-    Ablation("+ staleness 0.3 + partial rollout", "verl_fully_async", 17 + 20 / 60, VERL_COLOCATED_400,
-             {"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.3}, "partial", 103.22, 4),
+    Ablation(
+        "stream off-policy pipeline (sync every 4 updates, staleness 0)",
+        "verl_fully_async",
+        25 + 53 / 60,
+        VERL_COLOCATED_400,
+        {"kind": "stream_sync", "sync_every": 4},
+        "drain",
+        98.77,
+        4,
+    ),
+    Ablation(
+        "+ staleness 0.1 + partial rollout",
+        "verl_fully_async",
+        19 + 59 / 60,
+        VERL_COLOCATED_400,
+        {"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.1},
+        "partial",
+        109.12,
+        4,
+    ),
+    Ablation(
+        "+ staleness 0.3 + partial rollout",
+        "verl_fully_async",
+        17 + 20 / 60,
+        VERL_COLOCATED_400,
+        {"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.3},
+        "partial",
+        103.22,
+        4,
+    ),
 )
 """verl's ablation (module docstring): the published total times at 400 steps and training times. Its
 staleness-0.5 mode is the ``verl_fully_async`` setup itself (same scenario, same run: 17h 22m), scored
@@ -186,15 +245,24 @@ def ablation_system(cfg: SystemConfig, ab: Ablation) -> SystemConfig:
     return cfg.model_copy(update={"staleness": staleness, "train_time": train})
 
 
-def engine(mapping: EngineMapping, lengths, workers_per_engine: int = 1, sync: str = "drain") -> ContinuousBatchingDelay:
+def engine(
+    mapping: EngineMapping, lengths, workers_per_engine: int = 1, sync: str = "drain"
+) -> ContinuousBatchingDelay:
     """The engine of a published setup: the hardware table's step costs, prefill and KV capacity for its
     GPU, model and tensor parallel (the same :class:`EngineHardware` path as ``sandbox plan``), its length
     model, :attr:`EngineMapping.prompt_tokens`; the sync transfer is the scenario's ``sync_delay`` (0 here)."""
     return ContinuousBatchingDelay(
-        hardware={"gpu": mapping.gpu, "model": mapping.model, "gpus": mapping.tp}, sync_time=0.0,
-        max_sequences=mapping.max_sequences, workers_per_engine=workers_per_engine, sync=sync,
-        kv_capacity_tokens=kv_capacity_tokens(mapping.gpu, mapping.model, mapping.tp), prompt_tokens=mapping.prompt_tokens,
-        length_median=lengths.median, length_sigma=lengths.sigma, max_tokens=lengths.max_tokens)
+        hardware={"gpu": mapping.gpu, "model": mapping.model, "gpus": mapping.tp},
+        sync_time=0.0,
+        max_sequences=mapping.max_sequences,
+        workers_per_engine=workers_per_engine,
+        sync=sync,
+        kv_capacity_tokens=kv_capacity_tokens(mapping.gpu, mapping.model, mapping.tp),
+        prompt_tokens=mapping.prompt_tokens,
+        length_median=lengths.median,
+        length_sigma=lengths.sigma,
+        max_tokens=lengths.max_tokens,
+    )
 
 
 def step_costs(mapping: EngineMapping, lengths) -> tuple[float, float]:
@@ -212,8 +280,9 @@ def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, gro
     return cfg.model_copy(update={"generation_time": gen, "num_workers": engines * per_engine})
 
 
-def step_times(pub: Published, mapping: EngineMapping, ab: Ablation | None, steps: int, seeds: int,
-               runs: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+def step_times(
+    pub: Published, mapping: EngineMapping, ab: Ablation | None, steps: int, seeds: int, runs: dict | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per seed, the mean step time on engines of the asynchronous variant (ablation mode ``ab``: its rule and
     training time, ``local_updates`` learner steps per published step) and of the baseline: ``(async, baseline)``.
     ``runs``: the setup's variants (default: those of the shipped scenario ``pub.scenario``)."""
@@ -221,7 +290,9 @@ def step_times(pub: Published, mapping: EngineMapping, ab: Ablation | None, step
     B, G = runs["async"].algorithm.groups_per_step, runs["async"].algorithm.group_size
     if ab is None and mapping.schedule is not None:  # the framework's own schedule, the scenario's training time
         cfg = runs["async"].system
-        ab = Ablation("", pub.scenario, 1.0, 1.0, mapping.schedule, mapping.sync, cfg.train_time.value, mapping.local_updates)
+        ab = Ablation(
+            "", pub.scenario, 1.0, 1.0, mapping.schedule, mapping.sync, cfg.train_time.value, mapping.local_updates
+        )
     k = 1 if ab is None else ab.local_updates
     cfg = runs["async"].system if ab is None else ablation_system(runs["async"].system, ab)
     cfg = engine_system(cfg, pub, mapping, B // k)
@@ -242,24 +313,35 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         kind="bars",
     )
     cases = [(p, ENGINE_SETUPS[p.scenario], None) for p in SETUPS if p.scenario in ENGINE_SETUPS] + [
-        (next(p for p in SETUPS if p.scenario == ab.setup), replace(ENGINE_SETUPS[ab.setup], sync=ab.sync), ab) for ab in VERL_ABLATION]
-    for i, (pub, mapping, ab) in enumerate(cases):  # the setups that opt in, then verl's ablation on its setup's mapping
+        (next(p for p in SETUPS if p.scenario == ab.setup), replace(ENGINE_SETUPS[ab.setup], sync=ab.sync), ab)
+        for ab in VERL_ABLATION
+    ]
+    for i, (pub, mapping, ab) in enumerate(
+        cases
+    ):  # the setups that opt in, then verl's ablation on its setup's mapping
         mode, base = step_times(pub, mapping, ab, steps, seeds)
         predicted = base / mode
         kind = mapping.kind(pub.measure)
-        provenance = (f"{kind}; facts: {mapping.facts}; measured: {mapping.measured or 'none'}; assumed: {mapping.assumed}"
-                      if ab is None else f"{kind}; measured: the mode's update_actor seconds")
+        provenance = (
+            f"{kind}; facts: {mapping.facts}; measured: {mapping.measured or 'none'}; assumed: {mapping.assumed}"
+            if ab is None
+            else f"{kind}; measured: the mode's update_actor seconds"
+        )
         cap = ""
         if ab is None:
             name, value = pub.system, pub.value
             a, b = step_costs(mapping, pub.lengths)
-            note = (f"{provenance}; mean step: async {float(mode.mean()):.0f} s, {pub.baseline} {float(base.mean()):.0f} s; sync "
-                    f"{mapping.sync}; {mapping.gpu} x {mapping.model}: a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us"
-                    + (f"; {mapping.sync_note}" if mapping.sync_note else ""))
+            note = (
+                f"{provenance}; mean step: async {float(mode.mean()):.0f} s, {pub.baseline} {float(base.mean()):.0f} s; sync "
+                f"{mapping.sync}; {mapping.gpu} x {mapping.model}: a = {a * 1e3:.2f} ms, b = {b * 1e6:.1f} us"
+                + (f"; {mapping.sync_note}" if mapping.sync_note else "")
+            )
             if kind == NOT_COMPARABLE:
                 cap = INCONCLUSIVE
-                note = ("not comparable: the published figure is a wall time to a score, the prediction a throughput; "
-                        + note)
+                note = (
+                    "not comparable: the published figure is a wall time to a score, the prediction a throughput; "
+                    + note
+                )
             result.settings[pub.scenario] = (
                 f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'; "
                 f"engines on {mapping.gpu} x {mapping.model}, max_sequences {mapping.max_sequences}"
@@ -268,16 +350,19 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
         else:
             name, value = f"verl {ab.label}", ab.value
             kind = CONSISTENCY
-            note = (f"{provenance}; mean step (512 prompts): mode {float(mode.mean()):.0f} s, '{pub.baseline}' {float(base.mean()):.0f} s; "
-                    f"sync {ab.sync}")
+            note = (
+                f"{provenance}; mean step (512 prompts): mode {float(mode.mean()):.0f} s, '{pub.baseline}' {float(base.mean()):.0f} s; "
+                f"sync {ab.sync}"
+            )
             result.settings[f"verl ablation: {ab.label}"] = (
                 f"published {ab.value:.3g}x (total time {ab.baseline_hours:.2f} h / {ab.hours:.2f} h at 400 steps; verl "
                 f"documentation advance/fully_async); staleness {ab.staleness}, training {ab.train_time} s per 512 prompts "
                 f"in {ab.local_updates} update(s), engine sync {ab.sync}"
             )
             label = f"verl ablation on engines, {ab.label}: predicted / published ({ab.value:.3g}x)"
-        result.rows.append(Row(label, f"speed-up vs '{pub.baseline}' / {value:.3g}", predicted / value, BAND, "within", note,
-                               cap=cap))
+        result.rows.append(
+            Row(label, f"speed-up vs '{pub.baseline}' / {value:.3g}", predicted / value, BAND, "within", note, cap=cap)
+        )
         m, lo, hi = t_interval(predicted)
         result.curves.append(Curve(f"{name} (predicted, engine)", [float(i)], [m], [lo], [hi]))
         result.curves.append(Curve(f"{name} (published)", [float(i)], [value]))

@@ -20,13 +20,13 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import ScenarioError
-from ..scenario import validate_scenario
-from ..scenario.load import read_toml, variant_scenarios
-from ..system.hardware import GPUS, MODELS
-from .base import t_interval
-from .published import FULL_STEPS, Published, ResponseLengths
-from .published_engine import PROMPT_TOKENS, EngineMapping, step_times
+from sandbox.base.errors import ScenarioError
+from sandbox.claims.base import t_interval
+from sandbox.claims.published import FULL_STEPS, Published, ResponseLengths
+from sandbox.claims.published_engine import PROMPT_TOKENS, EngineMapping, step_times
+from sandbox.scenario.api import validate_scenario
+from sandbox.scenario.load import read_toml, variant_scenarios
+from sandbox.system.hardware import GPUS, MODELS
 
 
 class PublishedTable(BaseModel):
@@ -37,7 +37,8 @@ class PublishedTable(BaseModel):
     low: float = Field(gt=0, description="The published speed-up (a range's low end).")
     high: float | None = Field(None, gt=0, description="A published range's high end (None = low).")
     measure: Literal["throughput", "time_to_score"] = Field(
-        description="What the figure measures: same steps' wall time (throughput) or wall time to a score.")
+        description="What the figure measures: same steps' wall time (throughput) or wall time to a score."
+    )
     baseline: str = Field("colocated_sync", description="The variant that plays the published synchronous baseline.")
     source: str = Field(description="Where the figure is published.")
     gpu: Literal[tuple(GPUS)] = Field(description="Accelerator of the engines.")  # type: ignore[valid-type]
@@ -49,8 +50,11 @@ class PublishedTable(BaseModel):
     max_tokens: int = Field(ge=1, description="Maximum response length, tokens.")
     prompt_tokens: int = Field(PROMPT_TOKENS, ge=0, description="Prompt tokens per sequence.")
     local_updates: int = Field(
-        1, ge=1, description="Learner steps per published step in the async variant (verl trigger_parameter_sync_step with "
-        "stream_sync): its groups_per_step and training time are split evenly over them.")
+        1,
+        ge=1,
+        description="Learner steps per published step in the async variant (verl trigger_parameter_sync_step with "
+        "stream_sync): its groups_per_step and training time are split evenly over them.",
+    )
     measured: str = Field("", description="The source's measured component times used as inputs ('' = none).")
     facts: str = Field("", description="The inputs that are the source's facts.")
     assumed: str = Field("", description="The inputs that are assumptions.")
@@ -66,8 +70,13 @@ def load_published(path: str | Path) -> tuple[PublishedTable, dict]:
     """The ``[published]`` table and the setup's variants; a :class:`ScenarioError` naming the field."""
     raw = read_toml(Path(path))
     if "published" not in raw:
-        raise ScenarioError([f"published: missing; a file to score states the published figure in a [published] "
-                             f"table (docs/claims.md, 'Score a new published setup')"], str(path))
+        raise ScenarioError(
+            [
+                "published: missing; a file to score states the published figure in a [published] "
+                "table (docs/claims.md, 'Score a new published setup')"
+            ],
+            str(path),
+        )
     table = dict(raw.pop("published"))
     try:
         pub = PublishedTable.model_validate(table)
@@ -77,8 +86,13 @@ def load_published(path: str | Path) -> tuple[PublishedTable, dict]:
     runs = variant_scenarios(validate_scenario(raw, str(path)), raw)
     for name in ("async", pub.baseline):
         if name not in runs:
-            raise ScenarioError([f"variants.{name}: missing; the file needs variants 'async' and the baseline "
-                                 f"'{pub.baseline}' (published.baseline)"], str(path))
+            raise ScenarioError(
+                [
+                    f"variants.{name}: missing; the file needs variants 'async' and the baseline "
+                    f"'{pub.baseline}' (published.baseline)"
+                ],
+                str(path),
+            )
     return pub, runs
 
 
@@ -86,18 +100,49 @@ def score(path: str | Path, steps: int = FULL_STEPS, seeds: int = 8) -> dict:
     """Predicted / published for one file (module docstring), as plain numbers."""
     table, runs = load_published(path)
     G = runs["async"].algorithm.group_size
-    pub = Published(str(path), table.system, table.low, table.high or table.low, table.baseline, table.measure, table.source,
-                    ResponseLengths(median=table.median, sigma=table.sigma, max_tokens=table.max_tokens, group_size=G))
-    mapping = EngineMapping(gpu=table.gpu, model=table.model, sync=table.sync, tp=table.tp, prompt_tokens=table.prompt_tokens,
-                            facts=table.facts, measured=table.measured, assumed=table.assumed)
+    pub = Published(
+        str(path),
+        table.system,
+        table.low,
+        table.high or table.low,
+        table.baseline,
+        table.measure,
+        table.source,
+        ResponseLengths(median=table.median, sigma=table.sigma, max_tokens=table.max_tokens, group_size=G),
+    )
+    mapping = EngineMapping(
+        gpu=table.gpu,
+        model=table.model,
+        sync=table.sync,
+        tp=table.tp,
+        prompt_tokens=table.prompt_tokens,
+        facts=table.facts,
+        measured=table.measured,
+        assumed=table.assumed,
+    )
     if table.local_updates > 1:  # the file's own control, one published step = local_updates learner steps
-        mapping = replace(mapping, schedule=runs["async"].system.staleness.model_dump(mode="json"),
-                          local_updates=table.local_updates)
+        mapping = replace(
+            mapping, schedule=runs["async"].system.staleness.model_dump(mode="json"), local_updates=table.local_updates
+        )
     mode, base = step_times(pub, mapping, None, steps, seeds, runs=runs)
     predicted = base / mode
     m, lo, hi = t_interval(predicted)
     r, r_lo, r_hi = t_interval(predicted / pub.value)
-    return {"system": table.system, "published": pub.value, "published_text": pub.text(), "measure": table.measure,
-            "kind": mapping.kind(table.measure), "predicted": m, "predicted_low": lo, "predicted_high": hi,
-            "ratio": r, "ratio_low": r_lo, "ratio_high": r_hi, "within_band": bool(0.8 <= r <= 1.25),
-            "async_step_s": float(np.mean(mode)), "baseline_step_s": float(np.mean(base)), "steps": steps, "seeds": seeds}
+    return {
+        "system": table.system,
+        "published": pub.value,
+        "published_text": pub.text(),
+        "measure": table.measure,
+        "kind": mapping.kind(table.measure),
+        "predicted": m,
+        "predicted_low": lo,
+        "predicted_high": hi,
+        "ratio": r,
+        "ratio_low": r_lo,
+        "ratio_high": r_hi,
+        "within_band": bool(0.8 <= r <= 1.25),
+        "async_step_s": float(np.mean(mode)),
+        "baseline_step_s": float(np.mean(base)),
+        "steps": steps,
+        "seeds": seeds,
+    }

@@ -12,7 +12,6 @@ claim and is left out, as a row without a p-value is. Each row's verdict is its 
 from __future__ import annotations
 
 import inspect
-
 import math
 import re
 import time
@@ -26,12 +25,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from .. import progress  # noqa: E402
-from ..outputs import write_json, write_text  # noqa: E402
-from ..plots import PALETTE, _save  # noqa: E402
-from . import _runs  # noqa: E402
-from . import premise as premise_mod  # noqa: E402
-from .base import ALPHA, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Row, holm  # noqa: E402
+from sandbox.base import progress  # noqa: E402
+from sandbox.base.outputs import write_json, write_text  # noqa: E402
+from sandbox.claims import _runs  # noqa: E402
+from sandbox.claims import premise as premise_mod  # noqa: E402
+from sandbox.claims.base import ALPHA, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Row, holm  # noqa: E402
+from sandbox.run.plots import PALETTE, _save  # noqa: E402
 
 COLUMNS = ("claim", "context", "statistic", "mean [95% CI]", "threshold", "verdict", "seeds", "p (one-sided)", "Holm")
 VERDICT_COLUMN = COLUMNS.index("verdict")
@@ -72,8 +71,17 @@ def holm_text(row: Row, survives: bool) -> str:
 
 def cells(result: ClaimResult, row: Row, survives: bool = False) -> tuple[str, ...]:
     verdict = row.verdict + (f" ({row.note})" if row.note else "")
-    return (f"{result.name}: {row.label}", CONTEXT_NAMES[row.context], row.statistic, interval_text(row), row.threshold_text(),
-            verdict, str(row.seeds), _p(row.p_value), holm_text(row, survives))
+    return (
+        f"{result.name}: {row.label}",
+        CONTEXT_NAMES[row.context],
+        row.statistic,
+        interval_text(row),
+        row.threshold_text(),
+        verdict,
+        str(row.seeds),
+        _p(row.p_value),
+        holm_text(row, survives),
+    )
 
 
 def multiplicity_note(results: list[tuple[ClaimResult, float]]) -> str:
@@ -85,20 +93,23 @@ def multiplicity_note(results: list[tuple[ClaimResult, float]]) -> str:
     untestable = sum(row.verdict == NOT_TESTABLE for row in rows)
     reproduced = [row for row in rows if row.verdict == REPRODUCED]
     kept = [row for row in reproduced if flags[id(row)]]
-    return (f"Multiple comparisons: the family is the {len(rows)} rows of this table ({len(tested)} with a p-value; "
-            f"{untestable} 'not testable here' rows, whose premise failed, are left out). "
-            f"Each verdict is a per-row 95% t-interval, i.e. a one-sided test at level {ALPHA:g} with no correction: "
-            f"if every claim sat exactly at its threshold, about {ALPHA * len(tested):.1f} of the {len(tested)} tested rows "
-            f"would read 'reproduced' by chance. Holm's step-down correction over the family (family-wise level {ALPHA:g}) "
-            f"keeps {len(kept)} of the {len(reproduced)} 'reproduced' rows (column Holm; docs/claims.md#multiple-comparisons).")
+    return (
+        f"Multiple comparisons: the family is the {len(rows)} rows of this table ({len(tested)} with a p-value; "
+        f"{untestable} 'not testable here' rows, whose premise failed, are left out). "
+        f"Each verdict is a per-row 95% t-interval, i.e. a one-sided test at level {ALPHA:g} with no correction: "
+        f"if every claim sat exactly at its threshold, about {ALPHA * len(tested):.1f} of the {len(tested)} tested rows "
+        f"would read 'reproduced' by chance. Holm's step-down correction over the family (family-wise level {ALPHA:g}) "
+        f"keeps {len(kept)} of the {len(reproduced)} 'reproduced' rows (column Holm; docs/claims.md#multiple-comparisons)."
+    )
 
 
 LM_WORKERS = 2
 """Processes that simulate the LM-context runs of the full mode (``--quick``: in-process)."""
 
 
-def run_claims(claims: dict, quick: bool, seeds: int, on_done=None, lm_seeds: int | None = None,
-               jobs: int | None = None) -> list[tuple[ClaimResult, float]]:
+def run_claims(
+    claims: dict, quick: bool, seeds: int, on_done=None, lm_seeds: int | None = None, jobs: int | None = None
+) -> list[tuple[ClaimResult, float]]:
     """Run ``claims`` in order. The LM-context runs of every learning claim among them (``Claim.lm_variants``)
     are simulated first, :data:`LM_WORKERS` at a time (``lm_seeds``: replicas per run, None: the default,
     0: no LM context; ``jobs``: processes, None = 1 with ``quick``, else :data:`LM_WORKERS`; the numbers do not
@@ -144,8 +155,12 @@ def verdict_table(results: list[tuple[ClaimResult, float]], title: str) -> Table
 
 
 def markdown(results: list[tuple[ClaimResult, float]], command: str) -> str:
-    lines = [f"Verdicts of `{command}` (95% CI: Student t-interval over seeds; definitions in docs/claims.md).", "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines = [
+        f"Verdicts of `{command}` (95% CI: Student t-interval over seeds; definitions in docs/claims.md).",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
     flags = family_holm(results)
     for result, _ in results:
         for row in result.rows:
@@ -198,39 +213,71 @@ def figure(result: ClaimResult, path: Path) -> None:
             if c.low:
                 err = [[c.y[0] - c.low[0]], [c.high[0] - c.y[0]]]
                 legend = f"{kind or 'measured'} (mean, 95% CI)"
-                ax.bar(c.x, c.y, color=PALETTE[0], yerr=err, capsize=4, width=0.6,
-                       label=legend if legend not in labelled else None)
+                ax.bar(
+                    c.x,
+                    c.y,
+                    color=PALETTE[0],
+                    yerr=err,
+                    capsize=4,
+                    width=0.6,
+                    label=legend if legend not in labelled else None,
+                )
                 labelled.add(legend)
                 ticks.append(c.x[0])
                 names.append(name)
             else:
                 legend = kind or name
-                ax.plot(c.x, c.y, "k_", markersize=28, markeredgewidth=2.5, label=legend if legend not in labelled else None)
+                ax.plot(
+                    c.x, c.y, "k_", markersize=28, markeredgewidth=2.5, label=legend if legend not in labelled else None
+                )
                 labelled.add(legend)
         ax.set_xticks(ticks, names, rotation=20, ha="right", fontsize=8)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, markerscale=0.5)
     ax.set_xlabel(result.x_label)
     ax.set_ylabel(result.y_label)
-    counts = {v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE)}
-    ax.set_title(f"{result.name} ({result.paper}):\n" + ", ".join(f"{n} {v}" for v, n in counts.items() if n), fontsize=9)
+    counts = {
+        v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE)
+    }
+    ax.set_title(
+        f"{result.name} ({result.paper}):\n" + ", ".join(f"{n} {v}" for v, n in counts.items() if n), fontsize=9
+    )
     ax.grid(alpha=0.3)
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
 
 
-def write_outputs(results: list[tuple[ClaimResult, float]], out: Path, quick: bool, seeds: int, command: str,
-                  lm_seeds: int | None = None) -> None:
+def write_outputs(
+    results: list[tuple[ClaimResult, float]],
+    out: Path,
+    quick: bool,
+    seeds: int,
+    command: str,
+    lm_seeds: int | None = None,
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for result, _ in results:
         figure(result, out / f"{result.name}.png")
     write_text(out / "claims.md", markdown(results, command))
-    write_json(out / "claims.json", {
-        "command": command, "quick": quick, "seeds": seeds, "lm_seeds": premise_mod.lm_seeds_or_default(lm_seeds, quick),
-        "claims": [{**r.to_dict(), "seconds": round(s, 2)} for r, s in results],
-        "multiple_comparisons": {"family_rows": sum(len(r.rows) for r, _ in results), "alpha_one_sided": ALPHA,
-                                 "correction": "Holm step-down over the rows' one-sided p-values; rows 'not testable here' left out",
-                                 "holm_reproduced": [f"{r.name}: {row.label}" for r, _ in results for row in r.rows
-                                                     if row.verdict == REPRODUCED and family_holm(results)[id(row)]],
-                                 "note": multiplicity_note(results)},
-    })
+    write_json(
+        out / "claims.json",
+        {
+            "command": command,
+            "quick": quick,
+            "seeds": seeds,
+            "lm_seeds": premise_mod.lm_seeds_or_default(lm_seeds, quick),
+            "claims": [{**r.to_dict(), "seconds": round(s, 2)} for r, s in results],
+            "multiple_comparisons": {
+                "family_rows": sum(len(r.rows) for r, _ in results),
+                "alpha_one_sided": ALPHA,
+                "correction": "Holm step-down over the rows' one-sided p-values; rows 'not testable here' left out",
+                "holm_reproduced": [
+                    f"{r.name}: {row.label}"
+                    for r, _ in results
+                    for row in r.rows
+                    if row.verdict == REPRODUCED and family_holm(results)[id(row)]
+                ],
+                "note": multiplicity_note(results),
+            },
+        },
+    )

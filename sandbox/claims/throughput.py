@@ -16,14 +16,14 @@ generation model is skipped (the settings say why).
 from __future__ import annotations
 
 import numpy as np
+
+from sandbox.claims.base import ClaimResult, Curve, Row, t_interval
+from sandbox.scenario.api import load_scenario
+from sandbox.scenario.shipped import shipped_root
+from sandbox.system.config import SystemConfig
+from sandbox.system.timing_only import simulate_timing
 from theory.order_statistics import expected_value
 from theory.split_batch import parts_per_group, split_step_mean
-
-from ..scenario import load_scenario
-from ..scenario.shipped import shipped_root
-from ..system.config import SystemConfig
-from ..system.timing_only import simulate_timing
-from .base import ClaimResult, Curve, Row, t_interval
 
 SCENARIOS = ("async_ratio", "max_lag", "max_lag_drop", "fixed_lag")
 BAND = (0.9, 1.1)
@@ -75,11 +75,17 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
             result.settings[name] = "skipped: outside the prediction's assumptions"
             continue
         sync_cfg = SystemConfig(**{**cfg.model_dump(), "staleness": {"kind": "sync"}})
-        speedup = np.array([mean_step_time(sync_cfg, steps, B, G, s) / mean_step_time(cfg, steps, B, G, s) for s in range(seeds)])
-        result.settings[name] = f"P = {cfg.num_workers}, B = {B}, staleness = {cfg.staleness.kind}, predicted speed-up {pred:.3f}"
+        speedup = np.array(
+            [mean_step_time(sync_cfg, steps, B, G, s) / mean_step_time(cfg, steps, B, G, s) for s in range(seeds)]
+        )
+        result.settings[name] = (
+            f"P = {cfg.num_workers}, B = {B}, staleness = {cfg.staleness.kind}, predicted speed-up {pred:.3f}"
+        )
         result.rows += [
             Row(f"{name}: async faster than sync", "speed-up = sync step time / async step time", speedup, 1.0, ">"),
-            Row(f"{name}: speed-up matches theory", f"measured / predicted ({pred:.3f})", speedup / pred, BAND, "within"),
+            Row(
+                f"{name}: speed-up matches theory", f"measured / predicted ({pred:.3f})", speedup / pred, BAND, "within"
+            ),
         ]
         m, lo, hi = t_interval(speedup)
         result.curves.append(Curve(name, [float(i)], [m], [lo], [hi]))

@@ -1,7 +1,7 @@
 """Does preflight's transfer rule hold across LM sizes? (docs/preflight.md#the-transfer-rule)
 
 ``sandbox preflight`` places the user's learning rate on the LM proxy by matching the per-step relative
-update size u = lr / RMS(θ) (Adam; :mod:`sandbox.preflight_transfer`). If that is the right quantity, LMs of
+update size u = lr / RMS(θ) (Adam; :mod:`sandbox.preflight.transfer`). If that is the right quantity, LMs of
 different sizes and weight scales become unstable at different learning rates but at about the same u.
 Measured here on the LM task (3-digit addition, warm-started base models) at :data:`WIDTHS` residual widths,
 each initialised at the fan-in scale std = 1/√d (LeCun et al. 1998) so the weight scales differ, trained at a
@@ -27,14 +27,14 @@ import math
 import numpy as np
 import torch
 
-from ..analysis.collapse import replica_reward_drops
-from ..preflight_transfer import params_rms
-from ..runner import run_scenario
-from ..scenario import validate_scenario
-from ..scenario.load import read_toml
-from ..scenario.shipped import shipped_root
-from ..tasks import TASKS
-from .base import ClaimResult, Curve, Row, t_interval
+from sandbox.analysis.collapse import replica_reward_drops
+from sandbox.claims.base import ClaimResult, Curve, Row, t_interval
+from sandbox.preflight.transfer import params_rms
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import validate_scenario
+from sandbox.scenario.load import read_toml
+from sandbox.scenario.shipped import shipped_root
+from sandbox.tasks import TASKS
 
 WIDTHS = (32, 64, 128)
 LAG = 4
@@ -70,7 +70,9 @@ def critical(width: int, seeds: int, steps: int) -> tuple[float, list[float], li
     rms = base_rms(width)
     table = []
     for u in U_GRID:
-        res = run_scenario(validate_scenario(scenario(width, seeds, steps, u * rms), f"transfer_rule width {width} u {u:g}"))
+        res = run_scenario(
+            validate_scenario(scenario(width, seeds, steps, u * rms), f"transfer_rule width {width} u {u:g}")
+        )
         table.append(replica_reward_drops(res))
     crit = []
     for s in range(seeds):
@@ -88,8 +90,14 @@ def run(quick: bool = False, seeds: int | None = None, lm_seeds: int | None = No
         name="transfer_rule",
         paper="preflight's transfer rule (Adam: relative update ≈ lr / RMS(θ), Kingma & Ba 2015)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={"widths": list(WIDTHS), "lag": LAG, "u_grid": list(U_GRID), "seeds": n, "steps": size["steps"],
-                  "init_std": {w: round(1 / math.sqrt(w), 6) for w in WIDTHS}},
+        settings={
+            "widths": list(WIDTHS),
+            "lag": LAG,
+            "u_grid": list(U_GRID),
+            "seeds": n,
+            "steps": size["steps"],
+            "init_std": {w: round(1 / math.sqrt(w), 6) for w in WIDTHS},
+        },
         x_label="LM residual width d_model",
         y_label="critical value (mean over seeds, 95% CI): u = lr/RMS(θ) and lr",
         kind="grouped",
@@ -97,12 +105,18 @@ def run(quick: bool = False, seeds: int | None = None, lm_seeds: int | None = No
     )
     if n == 0:
         why = "not run: --lm-seeds 0 (this claim runs only in the LM context)"
-        result.rows = [Row(label, stat, [], thr, d, note=why, forced_inconclusive=True) for label, stat, thr, d in (
-            ("the critical learning rate differs across widths", "|log2(lr*(large) / lr*(small))|", 1.0, ">"),
-            ("the critical u is within 2x across widths", "log2(u*(d) / u*(middle))", (-1.0, 1.0), "within"))]
+        result.rows = [
+            Row(label, stat, [], thr, d, note=why, forced_inconclusive=True)
+            for label, stat, thr, d in (
+                ("the critical learning rate differs across widths", "|log2(lr*(large) / lr*(small))|", 1.0, ">"),
+                ("the critical u is within 2x across widths", "log2(u*(d) / u*(middle))", (-1.0, 1.0), "within"),
+            )
+        ]
         nan = [math.nan] * len(WIDTHS)
-        result.curves = [Curve(label, [float(i) for i in range(len(WIDTHS))], nan, nan, nan)
-                         for label in ("critical u (not run)", "critical lr (not run)")]
+        result.curves = [
+            Curve(label, [float(i) for i in range(len(WIDTHS))], nan, nan, nan)
+            for label in ("critical u (not run)", "critical lr (not run)")
+        ]
         return result
     per = {w: critical(w, n, size["steps"]) for w in WIDTHS}
     result.settings["rms"] = {w: per[w][0] for w in WIDTHS}
@@ -110,18 +124,43 @@ def run(quick: bool = False, seeds: int | None = None, lm_seeds: int | None = No
     note = "; ".join(f"d={w}: RMS {per[w][0]:.3g}, censored {censored[w]}/{n}" for w in WIDTHS)
     small, mid, large = WIDTHS[0], WIDTHS[len(WIDTHS) // 2], WIDTHS[-1]
     lr = {w: np.array(per[w][1]) * per[w][0] for w in WIDTHS}
-    result.rows.append(Row("the critical learning rate differs across widths",
-                           f"|log2(lr*(d={large}) / lr*(d={small}))|", list(np.abs(np.log2(lr[large] / lr[small]))),
-                           math.log2(U_GRID[1] / U_GRID[0]), ">", note=note, context="lm"))
+    result.rows.append(
+        Row(
+            "the critical learning rate differs across widths",
+            f"|log2(lr*(d={large}) / lr*(d={small}))|",
+            list(np.abs(np.log2(lr[large] / lr[small]))),
+            math.log2(U_GRID[1] / U_GRID[0]),
+            ">",
+            note=note,
+            context="lm",
+        )
+    )
     for w in WIDTHS:
         if w == mid:
             continue
-        result.rows.append(Row(f"the critical u of d={w} is within {FACTOR:g}x of d={mid}'s",
-                               f"log2(u*(d={w}) / u*(d={mid}))", list(np.log2(np.array(per[w][1]) / np.array(per[mid][1]))),
-                               (-math.log2(FACTOR), math.log2(FACTOR)), "within", note=note, context="lm"))
-    for label, values in (("critical u", {w: per[w][1] for w in WIDTHS}), ("critical lr", {w: list(lr[w]) for w in WIDTHS})):
+        result.rows.append(
+            Row(
+                f"the critical u of d={w} is within {FACTOR:g}x of d={mid}'s",
+                f"log2(u*(d={w}) / u*(d={mid}))",
+                list(np.log2(np.array(per[w][1]) / np.array(per[mid][1]))),
+                (-math.log2(FACTOR), math.log2(FACTOR)),
+                "within",
+                note=note,
+                context="lm",
+            )
+        )
+    for label, values in (
+        ("critical u", {w: per[w][1] for w in WIDTHS}),
+        ("critical lr", {w: list(lr[w]) for w in WIDTHS}),
+    ):
         cis = [t_interval(values[w]) for w in WIDTHS]
-        result.curves.append(Curve(label, [float(i) for i in range(len(WIDTHS))],
-                                   [c[0] for c in cis], [c[1] if math.isfinite(c[1]) else c[0] for c in cis],
-                                   [c[2] if math.isfinite(c[2]) else c[0] for c in cis]))
+        result.curves.append(
+            Curve(
+                label,
+                [float(i) for i in range(len(WIDTHS))],
+                [c[0] for c in cis],
+                [c[1] if math.isfinite(c[1]) else c[0] for c in cis],
+                [c[2] if math.isfinite(c[2]) else c[0] for c in cis],
+            )
+        )
     return result

@@ -34,9 +34,9 @@ import math
 
 import numpy as np
 
-from . import _runs as R
-from .base import ClaimResult, Curve, Row, band
-from .premise import contexts, gate, premise_row
+from sandbox.claims import _runs as R
+from sandbox.claims.base import ClaimResult, Curve, Row, band
+from sandbox.claims.premise import contexts, gate, premise_row
 
 WARMUP = 16
 REWARD_MARGIN = 0.05
@@ -89,49 +89,118 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
     ctxs = contexts(seeds, quick, lm_seeds)
     ess = {name: R.per_seed(ov, seeds, quick, _ess) for name, ov in LAGS.items()}
     vcpo_ov = VCPO_LAG16
-    reward = {name: R.per_seed(ov, seeds, quick, R.Run.final_reward)
-              for name, ov in (("sync", R.SYNC), ("VCPO", vcpo_ov))}
+    reward = {
+        name: R.per_seed(ov, seeds, quick, R.Run.final_reward) for name, ov in (("sync", R.SYNC), ("VCPO", vcpo_ov))
+    }
     premise = premise_row(R.BITSTRING, seeds, quick)
     scales = R.per_seed(vcpo_ov, seeds, quick, lambda r: r.mean("lr/scale"))
-    control = np.array([R.run({**R.lag(16), **R.TIS, "algorithm.optimizer.lr": float(R.BASE_LR * s)}, seed, quick).final_reward()
-                        for seed, s in enumerate(scales)])
+    control = np.array(
+        [
+            R.run({**R.lag(16), **R.TIS, "algorithm.optimizer.lr": float(R.BASE_LR * s)}, seed, quick).final_reward()
+            for seed, s in enumerate(scales)
+        ]
+    )
     leads = np.array([collapse_lead(r) for r in R.runs(R.lag(16), seeds, quick)])
     nulls = np.array([null_lead(r) for r in R.runs(R.lag(16), seeds, quick)])
     collapsed = int(np.isfinite(leads).sum())
-    raw = f"raw lead (descriptive, positive by construction): {np.nanmean(leads):.1f} steps" if collapsed else "no raw lead"
+    raw = (
+        f"raw lead (descriptive, positive by construction): {np.nanmean(leads):.1f} steps"
+        if collapsed
+        else "no raw lead"
+    )
     result = ClaimResult(
         name="vcpo",
         paper="VCPO (arXiv 2602.17616)",
         definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={**{name: R.settings(ov, quick) for name, ov in LAGS.items()}, "VCPO": R.settings(vcpo_ov, quick),
-                  **{f"{name} (lm)": R.settings(ov, quick, ctx) for ctx, _ in ctxs[1:]
-                     for name, ov in (("sync", R.SYNC), ("lag 16", R.lag(16)), ("VCPO", vcpo_ov))},
-                  "constant lr control": f"lag 16 + sequence TIS, lr = mean lr/scale of the VCPO run × {R.BASE_LR}; "
-                                         f"per seed: {[round(float(R.BASE_LR * s), 4) for s in scales]}"},
+        settings={
+            **{name: R.settings(ov, quick) for name, ov in LAGS.items()},
+            "VCPO": R.settings(vcpo_ov, quick),
+            **{
+                f"{name} (lm)": R.settings(ov, quick, ctx)
+                for ctx, _ in ctxs[1:]
+                for name, ov in (("sync", R.SYNC), ("lag 16", R.lag(16)), ("VCPO", vcpo_ov))
+            },
+            "constant lr control": f"lag 16 + sequence TIS, lr = mean lr/scale of the VCPO run × {R.BASE_LR}; "
+            f"per seed: {[round(float(R.BASE_LR * s), 4) for s in scales]}",
+        },
         y_label="ESS/N (is/ess_ratio, 5-step mean)",
     )
     bit = "bitstring"
     result.rows = [
-        Row("ESS/N falls: sync → lag 4", "ESS/N(sync) − ESS/N(lag 4)", ess["sync"] - ess["lag 4"], 0.0, ">", context=bit),
-        Row("ESS/N falls: lag 4 → lag 16", "ESS/N(lag 4) − ESS/N(lag 16)", ess["lag 4"] - ess["lag 16"], 0.0, ">", context=bit),
-        gate(Row("VCPO matches sync at lag 16", "final expected reward: VCPO − sync", reward["VCPO"] - reward["sync"],
-                 -REWARD_MARGIN, ">", context=bit), premise),
-        gate(Row("VCPO beats matched constant lr", "final expected reward: VCPO − constant lr", reward["VCPO"] - control, 0.0, ">",
-                 note=f"mean lr/scale {np.nanmean(scales):.3g}", context=bit), premise),
-        gate(Row("ESS drop precedes reward drop (vs shifted-time null)",
-                 "lead − null lead (steps); lead = reward-collapse step − ESS<0.5 step, null: mean over circular shifts of ESS",
-                 leads - nulls, 0.0, ">",
-                 note=f"{collapsed} of {seeds} uncorrected lag-16 runs collapse"
-                      + ("" if collapsed >= 2 else " (too few to measure a lead)") + f"; {raw}",
-                 forced_inconclusive=collapsed < 2, context=bit), premise),
+        Row(
+            "ESS/N falls: sync → lag 4", "ESS/N(sync) − ESS/N(lag 4)", ess["sync"] - ess["lag 4"], 0.0, ">", context=bit
+        ),
+        Row(
+            "ESS/N falls: lag 4 → lag 16",
+            "ESS/N(lag 4) − ESS/N(lag 16)",
+            ess["lag 4"] - ess["lag 16"],
+            0.0,
+            ">",
+            context=bit,
+        ),
+        gate(
+            Row(
+                "VCPO matches sync at lag 16",
+                "final expected reward: VCPO − sync",
+                reward["VCPO"] - reward["sync"],
+                -REWARD_MARGIN,
+                ">",
+                context=bit,
+            ),
+            premise,
+        ),
+        gate(
+            Row(
+                "VCPO beats matched constant lr",
+                "final expected reward: VCPO − constant lr",
+                reward["VCPO"] - control,
+                0.0,
+                ">",
+                note=f"mean lr/scale {np.nanmean(scales):.3g}",
+                context=bit,
+            ),
+            premise,
+        ),
+        gate(
+            Row(
+                "ESS drop precedes reward drop (vs shifted-time null)",
+                "lead − null lead (steps); lead = reward-collapse step − ESS<0.5 step, null: mean over circular shifts of ESS",
+                leads - nulls,
+                0.0,
+                ">",
+                note=f"{collapsed} of {seeds} uncorrected lag-16 runs collapse"
+                + ("" if collapsed >= 2 else " (too few to measure a lead)")
+                + f"; {raw}",
+                forced_inconclusive=collapsed < 2,
+                context=bit,
+            ),
+            premise,
+        ),
     ]
     for ctx, n in ctxs[1:]:
-        lm = {name: R.per_seed(ov, n, quick, R.Run.final_reward, ctx) for name, ov in (("sync", R.SYNC), ("VCPO", vcpo_ov))}
-        result.rows.append(gate(Row("VCPO matches sync at lag 16", "final expected reward: VCPO − sync", lm["VCPO"] - lm["sync"],
-                                    -REWARD_MARGIN, ">", context=ctx.name), premise_row(ctx, n, quick)))
+        lm = {
+            name: R.per_seed(ov, n, quick, R.Run.final_reward, ctx)
+            for name, ov in (("sync", R.SYNC), ("VCPO", vcpo_ov))
+        }
+        result.rows.append(
+            gate(
+                Row(
+                    "VCPO matches sync at lag 16",
+                    "final expected reward: VCPO − sync",
+                    lm["VCPO"] - lm["sync"],
+                    -REWARD_MARGIN,
+                    ">",
+                    context=ctx.name,
+                ),
+                premise_row(ctx, n, quick),
+            )
+        )
     curves = [(name, ov, R.BITSTRING, seeds) for name, ov in {**LAGS, "VCPO, lag 16": vcpo_ov}.items()]
-    curves += [(f"{name} (LM)", ov, ctx, n) for ctx, n in ctxs[1:]
-               for name, ov in (("sync", R.SYNC), ("lag 16", R.lag(16)), ("VCPO, lag 16", vcpo_ov))]
+    curves += [
+        (f"{name} (LM)", ov, ctx, n)
+        for ctx, n in ctxs[1:]
+        for name, ov in (("sync", R.SYNC), ("lag 16", R.lag(16)), ("VCPO, lag 16", vcpo_ov))
+    ]
     for name, ov, ctx, n_seeds in curves:
         runs = R.runs(ov, n_seeds, quick, ctx)
         n = min(len(r.steps) for r in runs)

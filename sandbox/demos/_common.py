@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from ..plots import _save  # Okabe-Ito colour cycle, PNG + SVG
+from sandbox.run.plots import _save  # Okabe-Ito colour cycle, PNG + SVG
 
 
 def config_from_argv(config_cls, argv=None):

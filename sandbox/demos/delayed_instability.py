@@ -26,10 +26,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from sandbox.runner import run_scenario  # noqa: E402
-from sandbox.scenario import validate_scenario  # noqa: E402
-from theory.delayed_stability import critical_lr, oscillation_period  # noqa: E402
 from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
+from sandbox.run.runner import run_scenario  # noqa: E402
+from sandbox.scenario.api import validate_scenario  # noqa: E402
+from theory.delayed_stability import critical_lr, oscillation_period  # noqa: E402
 
 EXPLANATION = """\
 Delayed-gradient instability. With asynchrony the learner applies gradients computed on weights
@@ -64,7 +64,14 @@ def scenario(lag: int, lr: float, steps: int, seed: int):
                 "staleness": {"kind": "fixed_lag", "k": lag},
             },
             "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": lr}},
-            "run": {"steps": steps, "seed": seed, "eval_every": 1, "figures": False, "record_events": False, "max_loss": 1e6},
+            "run": {
+                "steps": steps,
+                "seed": seed,
+                "eval_every": 1,
+                "figures": False,
+                "record_events": False,
+                "max_loss": 1e6,
+            },
         }
     )
 
@@ -87,14 +94,19 @@ def main(cfg: Config = Config()) -> Path:
             if k == cfg.show_lag:
                 traces[r] = loss
     agree = sum(u == (r > 1) for (k, lr, u), r in zip(points, [r for _ in lags for r in ratios]))
-    print(f"  {len(points)} runs in {time.time() - t0:.1f} s: the measured verdict agrees with the theory in {agree}/{len(points)} runs.")
+    print(
+        f"  {len(points)} runs in {time.time() - t0:.1f} s: the measured verdict agrees with the theory in {agree}/{len(points)} runs."
+    )
     for k in lags:
         print(f"  k = {k:2d}: predicted threshold lr* = {critical_lr(k, 1.0):.3f}")
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     kk = np.linspace(0, max(lags), 200)
     ax1.plot(kk, critical_lr(kk, 1.0), "k--", label="theory: 2 sin(pi/(4k+2)) / lambda_max")
-    for unstable, marker, color, label in ((False, "o", "tab:green", "measured: converges"), (True, "x", "tab:red", "measured: blows up")):
+    for unstable, marker, color, label in (
+        (False, "o", "tab:green", "measured: converges"),
+        (True, "x", "tab:red", "measured: blows up"),
+    ):
         sel = [(k, lr) for k, lr, u in points if u == unstable]
         if sel:
             ax1.scatter(*zip(*sel), marker=marker, color=color, s=50, label=label, zorder=3)
@@ -108,7 +120,10 @@ def main(cfg: Config = Config()) -> Path:
         ax2.semilogy(loss, label=f"lr = {r:g} x threshold")
     ax2.set_xlabel("learner step")
     ax2.set_ylabel("loss")
-    ax2.set_title(f"k = {cfg.show_lag}: x oscillates with period 4k+2 = {int(oscillation_period(cfg.show_lag))} (loss = x²: half)", fontsize=10)
+    ax2.set_title(
+        f"k = {cfg.show_lag}: x oscillates with period 4k+2 = {int(oscillation_period(cfg.show_lag))} (loss = x²: half)",
+        fontsize=10,
+    )
     ax2.legend(fontsize=8)
     ax2.grid(alpha=0.3)
     return save_figure(fig, cfg.out, "delayed_instability")

@@ -26,9 +26,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from sandbox.runner import run_scenario  # noqa: E402
-from sandbox.scenario import validate_scenario  # noqa: E402
 from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
+from sandbox.run.runner import run_scenario  # noqa: E402
+from sandbox.scenario.api import validate_scenario  # noqa: E402
 
 EXPLANATION = """\
 ESS collapse. An asynchronous learner corrects for stale data with importance weights
@@ -85,7 +85,7 @@ def main(cfg: Config = Config()) -> Path:
     for i, h in enumerate(horizons):
         for j, k in enumerate(lags):
             m = run_scenario(scenario(k, h, cfg, steps)).metrics
-            ess[i, j] = m["is/ess_ratio"].iloc[min(k, steps - 1):].mean()  # after the warm-up steps
+            ess[i, j] = m["is/ess_ratio"].iloc[min(k, steps - 1) :].mean()  # after the warm-up steps
     print(f"  {ess.size} runs in {time.time() - t0:.1f} s. Mean ESS/N of the sequence weights (batch of 64):")
     print("  " + "lag k:".rjust(10) + "".join(f"{k:>7d}" for k in lags))
     for i, h in enumerate(horizons):

@@ -28,9 +28,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from sandbox.runner import run_scenario  # noqa: E402
-from sandbox.scenario import validate_scenario  # noqa: E402
 from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
+from sandbox.run.runner import run_scenario  # noqa: E402
+from sandbox.scenario.api import validate_scenario  # noqa: E402
 
 EXPLANATION = """\
 What each stabilizer does. We take one stale run (every update uses responses sampled 16 policy
@@ -119,7 +119,9 @@ def main(cfg: Config = Config()) -> Path:
         axes[1, 0].plot(m.step, cos.rolling(5, min_periods=1).mean(), **style)
         action = METHODS[name][3]
         if action in m:
-            axes[1, 1].plot(m.step, m[action].rolling(5, min_periods=1).mean(), color=f"C{i}", label=ACTION_LABEL[action])
+            axes[1, 1].plot(
+                m.step, m[action].rolling(5, min_periods=1).mean(), color=f"C{i}", label=ACTION_LABEL[action]
+            )
     axes[0, 0].set_ylabel("expected reward (exact)")
     axes[0, 0].legend(fontsize=7)
     axes[0, 1].set_ylabel("ESS / N of the importance weights")

@@ -27,11 +27,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from sandbox.runner import run_scenario  # noqa: E402
-from sandbox.scenario import validate_scenario  # noqa: E402
+from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
+from sandbox.run.runner import run_scenario  # noqa: E402
+from sandbox.scenario.api import validate_scenario  # noqa: E402
 from theory.delayed_stability import critical_lr  # noqa: E402
 from theory.gradient_cosine import expected_cosine  # noqa: E402
-from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
 
 EXPLANATION = """\
 The stale-aligned gradient signature. Each learner step we record the cosine between this
@@ -63,7 +63,14 @@ def scenario(lag: int, lr: float, cfg: Config, steps: int):
         {
             "title": f"k={lag} lr={lr:.3g}",
             # start at the optimum (x0_std = 0): the noise builds the stationary regime quickly
-            "task": {"name": "quadratic", "dim": cfg.dim, "eig_min": 0.01, "eig_max": 1.0, "noise_std": cfg.noise_std, "x0_std": 0.0},
+            "task": {
+                "name": "quadratic",
+                "dim": cfg.dim,
+                "eig_min": 0.01,
+                "eig_max": 1.0,
+                "noise_std": cfg.noise_std,
+                "x0_std": 0.0,
+            },
             "system": {
                 "num_workers": lag + 1,
                 "generation_time": {"kind": "constant", "value": 1.0},
@@ -101,15 +108,27 @@ def main(cfg: Config = Config()) -> Path:
         t_0 = expected_cosine(r * crit, lams, cfg.noise_std, 0)
         t_k = expected_cosine(r * crit, lams, cfg.noise_std, cfg.lag)
         print(f"  {r:4.2f} x lr*     {c0:+.3f} / {t_0:+.3f}                   {ck:+.3f} / {t_k:+.3f}")
-    print(f"  past the threshold ({cfg.unstable_ratio:g} x lr*, lag {cfg.lag}): cosine {unstable.iloc[-len(unstable) // 8:].mean():+.3f} over the last steps"
-          f" (limit cos(pi/(2k+1)) = {np.cos(np.pi / (2 * cfg.lag + 1)):.3f})")
+    print(
+        f"  past the threshold ({cfg.unstable_ratio:g} x lr*, lag {cfg.lag}): cosine {unstable.iloc[-len(unstable) // 8 :].mean():+.3f} over the last steps"
+        f" (limit cos(pi/(2k+1)) = {np.cos(np.pi / (2 * cfg.lag + 1)):.3f})"
+    )
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for lag, color in ((0, "tab:blue"), (cfg.lag, "tab:red")):
         cos = traces[lag]
-        ax1.plot(cos.index, cos.rolling(10, min_periods=1).mean(), color=color, label=f"lag {lag}" + (" (sync)" if lag == 0 else ""))
-    ax1.plot(unstable.index, unstable.rolling(10, min_periods=1).mean(), color="k", lw=1,
-             label=f"lag {cfg.lag}, {cfg.unstable_ratio:g} x threshold (unstable)")
+        ax1.plot(
+            cos.index,
+            cos.rolling(10, min_periods=1).mean(),
+            color=color,
+            label=f"lag {lag}" + (" (sync)" if lag == 0 else ""),
+        )
+    ax1.plot(
+        unstable.index,
+        unstable.rolling(10, min_periods=1).mean(),
+        color="k",
+        lw=1,
+        label=f"lag {cfg.lag}, {cfg.unstable_ratio:g} x threshold (unstable)",
+    )
     ax1.axhline(0, color="k", lw=0.5)
     ax1.set_xlabel("learner step")
     ax1.set_ylabel("cos(g_t, g_t-1), rolling mean 10")
@@ -118,7 +137,13 @@ def main(cfg: Config = Config()) -> Path:
     ax1.grid(alpha=0.3)
     rr = np.linspace(0.05, 0.98, 25)
     for lag, color in ((0, "tab:blue"), (cfg.lag, "tab:red")):
-        ax2.plot(rr, [expected_cosine(r * crit, lams, cfg.noise_std, lag) for r in rr], color=color, ls="--", label=f"theory, lag {lag}")
+        ax2.plot(
+            rr,
+            [expected_cosine(r * crit, lams, cfg.noise_std, lag) for r in rr],
+            color=color,
+            ls="--",
+            label=f"theory, lag {lag}",
+        )
         ax2.plot(*zip(*measured[lag]), "o", color=color, label=f"measured, lag {lag}")
     ax2.axhline(0, color="k", lw=0.5)
     ax2.set_xlabel(f"step size / threshold of lag {cfg.lag} ({crit:.3f})")

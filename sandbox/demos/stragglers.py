@@ -25,10 +25,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
 from sandbox.system.config import SystemConfig  # noqa: E402
 from sandbox.system.timing_only import simulate_timing  # noqa: E402
 from theory.order_statistics import expected_max, expected_value, lognormal_cdf  # noqa: E402
-from sandbox.demos._common import config_from_argv, save_figure  # noqa: E402
 
 EXPLANATION = """\
 Stragglers. In synchronous RL every training step waits for the slowest response of the batch.
@@ -75,23 +75,35 @@ def main(cfg: Config = Config()) -> Path:
         for name, st in (("sync", {"kind": "sync"}), ("async", {"kind": "max_lag", "k_max": cfg.k_max})):
             res = simulate_timing(system(P, st, cfg), steps, groups_per_step=P, seed=cfg.seed, record_events=False)
             last = res.rows[-1]
-            lags = [j.consume_step - j.head_version for j in res.jobs if j.consume_step is not None and j.consume_step >= 0]
+            lags = [
+                j.consume_step - j.head_version for j in res.jobs if j.consume_step is not None and j.consume_step >= 0
+            ]
             out[name] = (last["throughput/samples_per_s"], last["util/workers"], float(np.mean(lags)) if lags else 0.0)
         rows.append((P, out))
     cdf = lognormal_cdf(median=1.0, sigma_log=cfg.sigma)
     mean_time = expected_value(cdf)
     print(f"  {2 * len(workers)} timing simulations in {time.time() - t0:.1f} s; batch = P groups, {steps} steps")
-    print(f"  {'P':>4s} {'sync /s':>9s} {'async /s':>9s} {'speed-up':>9s} {'theory':>7s} {'sync busy':>10s} {'async lag':>10s}")
+    print(
+        f"  {'P':>4s} {'sync /s':>9s} {'async /s':>9s} {'speed-up':>9s} {'theory':>7s} {'sync busy':>10s} {'async lag':>10s}"
+    )
     for P, o in rows:
         ratio = expected_max(cdf, P) / mean_time
-        print(f"  {P:4d} {o['sync'][0]:9.2f} {o['async'][0]:9.2f} {o['async'][0] / o['sync'][0]:8.2f}x {ratio:6.2f}x"
-              f" {o['sync'][1]:9.0%} {o['async'][2]:10.2f}")
+        print(
+            f"  {P:4d} {o['sync'][0]:9.2f} {o['async'][0]:9.2f} {o['async'][0] / o['sync'][0]:8.2f}x {ratio:6.2f}x"
+            f" {o['sync'][1]:9.0%} {o['async'][2]:10.2f}"
+        )
 
     Ps = np.array(workers, dtype=float)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     ax1.loglog(Ps, [o["sync"][0] for _, o in rows], "o", color="tab:blue", label="sync, measured")
     ax1.loglog(Ps, [o["async"][0] for _, o in rows], "s", color="tab:red", label=f"async (k_max={cfg.k_max}), measured")
-    ax1.loglog(Ps, Ps / np.array([expected_max(cdf, int(P)) for P in Ps]), "--", color="tab:blue", label="theory: P / E[max of P]")
+    ax1.loglog(
+        Ps,
+        Ps / np.array([expected_max(cdf, int(P)) for P in Ps]),
+        "--",
+        color="tab:blue",
+        label="theory: P / E[max of P]",
+    )
     ax1.loglog(Ps, Ps / mean_time, "--", color="tab:red", label="theory: P / E[time] (no lag bound)")
     ax1.set_xlabel("rollout workers P (one group each per step)")
     ax1.set_ylabel("throughput (groups per simulated second)")

@@ -6,10 +6,10 @@ One module per kind, each a validated config next to its implementation, registe
 ``__all__`` are derived from the registry. Adding a kind is adding a module here.
 """
 
-from .base import ENGINES, Draw, Engine, EngineBase, check_engine_task
+from sandbox.engines.base import ENGINES, Draw, Engine, EngineBase, check_engine_task
 
 ENGINES.discover(__name__)
-from .exact import ExactEngineConfig  # noqa: E402  (registered by the discovery above)
+from sandbox.engines.exact import ExactEngineConfig  # noqa: E402  (registered by the discovery above)
 
 EngineConfig = ENGINES.union()
 """Any registered rollout engine, selected by its ``name``."""
@@ -20,5 +20,13 @@ def make_engine(cfg: EngineBase | None) -> Engine:
     return ENGINES.build(ExactEngineConfig() if cfg is None else cfg)
 
 
-__all__ = ["ENGINES", "Draw", "Engine", "EngineBase", "EngineConfig", "check_engine_task", "make_engine",
-           *ENGINES.export_configs(globals())]
+__all__ = [
+    "ENGINES",
+    "Draw",
+    "Engine",
+    "EngineBase",
+    "EngineConfig",
+    "check_engine_task",
+    "make_engine",
+    *ENGINES.export_configs(globals()),
+]

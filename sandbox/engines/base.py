@@ -37,8 +37,8 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from torch import Tensor
 
-from ..registry import Registry
-from ..tasks import draws
+from sandbox.base.registry import Registry
+from sandbox.tasks import draws
 
 ENGINES: Registry = Registry("engine", plugins="engine")
 """Every rollout engine, keyed by its config's ``name`` (the TOML ``[engine] name = ...``)."""
@@ -122,10 +122,13 @@ def check_engine_task(engine_cfg: EngineBase, task_cfg: Any, features: frozenset
     name = engine_cfg.name  # type: ignore[attr-defined]
     missing = sorted(type(engine_cfg).needs - features)
     if missing:
-        what = {"logits": "hands its sampling logits to the engine", "forward": "has a network the engine can "
-                "evaluate at another precision (the lm task)", "experts": "has a mixture-of-experts layer (the lm "
-                "task with task.model.experts > 0)"}
+        what = {
+            "logits": "hands its sampling logits to the engine",
+            "forward": "has a network the engine can evaluate at another precision (the lm task)",
+            "experts": "has a mixture-of-experts layer (the lm task with task.model.experts > 0)",
+        }
         need = "; ".join(what.get(m, m) for m in missing)
-        return (f"engine.name: {name!r} needs a task that {need}; task {task_cfg.name!r} does not "
-                f"(docs/engines.md#{name})")
+        return (
+            f"engine.name: {name!r} needs a task that {need}; task {task_cfg.name!r} does not (docs/engines.md#{name})"
+        )
     return engine_cfg.task_problem(task_cfg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .base import ENGINES, Engine, EngineBase
+from sandbox.engines.base import ENGINES, Engine, EngineBase
 
 
 class ExactEngineConfig(EngineBase):

@@ -25,8 +25,8 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor
 
-from ..tasks import draws
-from .base import ENGINES, Draw, Engine, EngineBase, categorical
+from sandbox.engines.base import ENGINES, Draw, Engine, EngineBase, categorical
+from sandbox.tasks import draws
 
 
 class LogitNoiseConfig(EngineBase):
@@ -36,17 +36,38 @@ class LogitNoiseConfig(EngineBase):
     name: Literal["logit_noise"] = "logit_noise"
     needs = frozenset({"logits"})
     check_settings = {"scale": 0.1}
-    scale: float = Field(0.0, ge=0, le=100, description="σ: scale of the per-entry perturbation of the sampler's "
-                         "logits at version 0, position 0 (0: the exact distribution, though the noise is still drawn).")
-    tail: Literal["gaussian", "student_t"] = Field("gaussian", description="Distribution of the standardised noise: "
-                                                   "'gaussian' or 'student_t' (heavy-tailed, with `dof`).")
+    scale: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="σ: scale of the per-entry perturbation of the sampler's "
+        "logits at version 0, position 0 (0: the exact distribution, though the noise is still drawn).",
+    )
+    tail: Literal["gaussian", "student_t"] = Field(
+        "gaussian",
+        description="Distribution of the standardised noise: 'gaussian' or 'student_t' (heavy-tailed, with `dof`).",
+    )
     dof: int = Field(3, ge=1, le=100, description="Degrees of freedom of the Student-t noise (tail = 'student_t').")
-    drift: float = Field(0.0, ge=0, le=100, description="Growth of the scale per sampling version (per optimizer "
-                         "step): s = scale + drift · v; > 0 makes the gap grow even at learning rate 0.")
-    position_slope: float = Field(0.0, ge=0, le=100, description="Relative growth of the scale per response "
-                                  "position t: factor (1 + position_slope · t).")
-    prob_power: float = Field(0.0, ge=0, le=100, description="Dependence on the entry's trainer probability π_v(k): "
-                              "factor (1 − π_v(k))^prob_power (0 = none; > 0 spares confident tokens).")
+    drift: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="Growth of the scale per sampling version (per optimizer "
+        "step): s = scale + drift · v; > 0 makes the gap grow even at learning rate 0.",
+    )
+    position_slope: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="Relative growth of the scale per response position t: factor (1 + position_slope · t).",
+    )
+    prob_power: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="Dependence on the entry's trainer probability π_v(k): "
+        "factor (1 − π_v(k))^prob_power (0 = none; > 0 spares confident tokens).",
+    )
 
     @model_validator(mode="after")
     def _tail(self):

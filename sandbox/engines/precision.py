@@ -25,8 +25,8 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
-from .base import ENGINES, Engine, EngineBase
-from .logit_noise import LogitNoiseConfig, LogitNoiseEngine
+from sandbox.engines.base import ENGINES, Engine, EngineBase
+from sandbox.engines.logit_noise import LogitNoiseConfig, LogitNoiseEngine
 
 FP8_MAX = 448.0
 """Largest finite float8 e4m3 (``torch.finfo(torch.float8_e4m3fn).max``)."""
@@ -37,14 +37,29 @@ class PrecisionConfig(EngineBase):
 
     name: Literal["precision"] = "precision"
     needs = frozenset({"logits", "forward"})
-    check_settings = {"task": {"name": "lm", "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
-                               "warmstart": {"enabled": False}, "train_size": 16, "eval_size": 4, "eval_samples": 1}}
-    dtype: Literal["bfloat16", "float16", "fp8_e4m3"] = Field("bfloat16", description="Precision of the sampler's "
-                                                              "weights and forward.")
-    noise_scale: float = Field(0.0, ge=0, le=100, description="Scale of an added perturbation of the sampler's "
-                               "low-precision logits (the logit_noise engine's scale; 0 = the cast alone).")
-    noise_dof: int | None = Field(None, ge=1, le=100, description="Student-t degrees of freedom of that "
-                                  "perturbation (None: Gaussian).")
+    check_settings = {
+        "task": {
+            "name": "lm",
+            "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
+            "warmstart": {"enabled": False},
+            "train_size": 16,
+            "eval_size": 4,
+            "eval_samples": 1,
+        }
+    }
+    dtype: Literal["bfloat16", "float16", "fp8_e4m3"] = Field(
+        "bfloat16", description="Precision of the sampler's weights and forward."
+    )
+    noise_scale: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="Scale of an added perturbation of the sampler's "
+        "low-precision logits (the logit_noise engine's scale; 0 = the cast alone).",
+    )
+    noise_dof: int | None = Field(
+        None, ge=1, le=100, description="Student-t degrees of freedom of that perturbation (None: Gaussian)."
+    )
 
     @model_validator(mode="after")
     def _noise(self):
@@ -54,10 +69,14 @@ class PrecisionConfig(EngineBase):
 
     def task_problem(self, task_cfg):
         if getattr(task_cfg, "dtype", "float32") != "float32":
-            return (f"engine.name: 'precision' compares a low-precision sampler with a float32 learner; task.dtype is "
-                    f"{task_cfg.dtype!r}: set task.dtype = 'float32'")
+            return (
+                f"engine.name: 'precision' compares a low-precision sampler with a float32 learner; task.dtype is "
+                f"{task_cfg.dtype!r}: set task.dtype = 'float32'"
+            )
         if getattr(getattr(task_cfg, "model", None), "backend", "builtin") != "builtin":
-            return "engine.name: 'precision' is not supported for backend hf (task.model.backend); use the builtin model"
+            return (
+                "engine.name: 'precision' is not supported for backend hf (task.model.backend); use the builtin model"
+            )
         return None
 
 
@@ -88,6 +107,8 @@ class PrecisionEngine(Engine):
     def sampler_weights(self, single):
         kind = self.cfg.dtype
         if kind == "fp8_e4m3":
-            return {k: (fp8_round(v.float()) if v.dim() >= 2 else v).to(torch.bfloat16) for k, v in single.items()}, torch.bfloat16
+            return {
+                k: (fp8_round(v.float()) if v.dim() >= 2 else v).to(torch.bfloat16) for k, v in single.items()
+            }, torch.bfloat16
         dt = torch.bfloat16 if kind == "bfloat16" else torch.float16
         return {k: v.to(dt) for k, v in single.items()}, dt

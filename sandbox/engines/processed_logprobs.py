@@ -23,7 +23,7 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from .base import ENGINES, Draw, Engine, EngineBase, categorical
+from sandbox.engines.base import ENGINES, Draw, Engine, EngineBase, categorical
 
 
 class ProcessedLogprobsConfig(EngineBase):
@@ -32,14 +32,25 @@ class ProcessedLogprobsConfig(EngineBase):
     name: Literal["processed_logprobs"] = "processed_logprobs"
     needs = frozenset({"logits"})
     check_settings = {"top_p": 0.9}
-    temperature: float = Field(1.0, ge=1e-3, le=1e3, description="τ: the sampler divides the trainer's logits by it "
-                               "(1 = the trainer's temperature).")
+    temperature: float = Field(
+        1.0,
+        ge=1e-3,
+        le=1e3,
+        description="τ: the sampler divides the trainer's logits by it (1 = the trainer's temperature).",
+    )
     top_k: int | None = Field(None, ge=1, description="Keep the top_k most likely entries (None: all).")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus: keep the smallest set of most likely entries whose "
-                         "probability reaches top_p (1: all).")
-    logprobs: Literal["processed", "raw"] = Field("processed", description="Which log-prob the engine reports: of the "
-                                                  "processed distribution q (vLLM processed_logprobs) or the raw one "
-                                                  "softmax(z) (vLLM raw_logprobs).")
+    top_p: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Nucleus: keep the smallest set of most likely entries whose probability reaches top_p (1: all).",
+    )
+    logprobs: Literal["processed", "raw"] = Field(
+        "processed",
+        description="Which log-prob the engine reports: of the "
+        "processed distribution q (vLLM processed_logprobs) or the raw one "
+        "softmax(z) (vLLM raw_logprobs).",
+    )
 
 
 def processed_logp(z: Tensor, temperature: float, top_k: int | None, top_p: float) -> Tensor:

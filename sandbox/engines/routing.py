@@ -17,9 +17,8 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from ..tasks import draws
-
-from .base import ENGINES, Engine, EngineBase
+from sandbox.engines.base import ENGINES, Engine, EngineBase
+from sandbox.tasks import draws
 
 
 class RoutingConfig(EngineBase):
@@ -27,16 +26,29 @@ class RoutingConfig(EngineBase):
 
     name: Literal["routing"] = "routing"
     needs = frozenset({"logits", "forward", "experts"})
-    check_settings = {"task": {"name": "lm", "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "experts": 2},
-                               "warmstart": {"enabled": False}, "train_size": 16, "eval_size": 4, "eval_samples": 1}}
-    flip_prob: float = Field(0.1, ge=0, le=1, description="Probability that a router decision of the sampler goes "
-                             "to another expert (uniform among the other E − 1) than the learner's argmax.")
+    check_settings = {
+        "task": {
+            "name": "lm",
+            "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "experts": 2},
+            "warmstart": {"enabled": False},
+            "train_size": 16,
+            "eval_size": 4,
+            "eval_samples": 1,
+        }
+    }
+    flip_prob: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Probability that a router decision of the sampler goes "
+        "to another expert (uniform among the other E − 1) than the learner's argmax.",
+    )
 
 
 class RouterFlip:
     """The perturbation a mixture-of-experts layer applies to its top-1 choices (one sampler forward)."""
 
-    def __init__(self, engine: "RoutingEngine", gen):
+    def __init__(self, engine: RoutingEngine, gen):
         self.engine = engine
         self.gen = gen
 

@@ -14,10 +14,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import progress
-from ..budget import format_seconds
-from ..runner import RunResult, run_scenario
-from .grid import ENGINES, METHODS, TAILS, TASKS, Grid, Point, check_grid, estimate_grid, points, scenario
+from sandbox.base import progress
+from sandbox.explore.grid import (
+    ENGINES,
+    METHODS,
+    TAILS,
+    TASKS,
+    Grid,
+    Point,
+    check_grid,
+    estimate_grid,
+    points,
+    scenario,
+)
+from sandbox.run.runner import RunResult, run_scenario
+from sandbox.scenario.budget import format_seconds
 
 DIGITS = 4
 
@@ -109,8 +120,10 @@ def reduce_run(res: RunResult, grid: Grid) -> dict:
     # staleness histogram counts it;
     # -1: not consumed within the run) and when; a dropped group is consumed never
     jobs = res.jobs
-    lag_of = {int(j): int(c) - int(v) if c >= 0 else -1
-              for j, c, v in jobs[["job", "consume_step", "head_version"]].itertuples(index=False)}
+    lag_of = {
+        int(j): int(c) - int(v) if c >= 0 else -1
+        for j, c, v in jobs[["job", "consume_step", "head_version"]].itertuples(index=False)
+    }
     consumed_at = {int(j): float(t) for j, t in jobs[["job", "consume_time"]].itertuples(index=False)}
     gen = []  # [worker, start, end, version, lag at consumption, consume time] of the generations in the window
     # keyed by (worker, job): a synchronous step spread over the fleet splits a group into parts on several
@@ -201,7 +214,9 @@ def compute(grid: Grid, check: bool = True) -> dict:
                 seconds = time.perf_counter() - t0
                 task.advance(info=p.key)
         est = (check_grid if check else estimate_grid)(grid, seconds, calibrate=min(1, len(pts) - 1))
-        with progress.task(f"explorer runs (~{format_seconds(est.seconds)})", weights=est.per_run[2:], unit="runs") as task:
+        with progress.task(
+            f"explorer runs (~{format_seconds(est.seconds)})", weights=est.per_run[2:], unit="runs"
+        ) as task:
             for p in pts[2:]:
                 runs[p.key] = reduce_run(run_scenario(scenario(grid, p)), grid)
                 task.advance(info=p.key)
@@ -213,8 +228,11 @@ def compute(grid: Grid, check: bool = True) -> dict:
         "score": {"column": score, "label": score_label, "higher": higher, "target": target, "log": not higher},
         "task_label": task_label,
         "axes": {
-            "tails": list(grid.tails), "engines": list(grid.engines), "lags": list(grid.lags),
-            "lrs": [r4(x) for x in grid.lrs], "methods": list(grid.methods),
+            "tails": list(grid.tails),
+            "engines": list(grid.engines),
+            "lags": list(grid.lags),
+            "lrs": [r4(x) for x in grid.lrs],
+            "methods": list(grid.methods),
         },
         "labels": {
             "tails": {k: TAILS[k][1] for k in grid.tails},
@@ -222,9 +240,16 @@ def compute(grid: Grid, check: bool = True) -> dict:
             "methods": {k: METHODS[k][2] for k in grid.methods},
         },
         "setup": {
-            "steps": grid.steps, "replicas": grid.replicas, "horizon": grid.horizon, "workers": grid.num_workers,
-            "group_size": grid.group_size, "groups_per_step": grid.groups_per_step, "train_time": grid.train_time,
-            "seed": grid.seed, "timeline_seconds": grid.timeline_seconds, "task": grid.task,
+            "steps": grid.steps,
+            "replicas": grid.replicas,
+            "horizon": grid.horizon,
+            "workers": grid.num_workers,
+            "group_size": grid.group_size,
+            "groups_per_step": grid.groups_per_step,
+            "train_time": grid.train_time,
+            "seed": grid.seed,
+            "timeline_seconds": grid.timeline_seconds,
+            "task": grid.task,
         },
         "runs": runs,
         "theory": theory(grid),

@@ -8,7 +8,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from .texts import INTRO, PANELS, TOUR_DEFAULTS, TOURS
+from sandbox.explore.texts import INTRO, PANELS, TOUR_DEFAULTS, TOURS
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1220px;padding:0 18px 40px;color:#1a1a1a;line-height:1.45}
@@ -37,14 +37,18 @@ table.numbers th{background:#f0f0f0}.tour li{margin:3px 0}.tour button{margin-ri
 code{background:#f2f2f2;padding:0 3px;border-radius:3px}#selftest{white-space:pre-wrap;font-size:11px}
 """
 
-ERRORS = "<script>window.__errors=[];window.addEventListener('error',e=>window.__errors.push(String(e.message)));</script>"
+ERRORS = (
+    "<script>window.__errors=[];window.addEventListener('error',e=>window.__errors.push(String(e.message)));</script>"
+)
 
 
 def _figure(cid: str, alt_id: str, panel: str) -> str:
     title, text = PANELS[panel]
-    return (f'<figure><svg class="chart" id="{cid}" role="img" aria-label="{html.escape(title)}" '
-            f'aria-describedby="{alt_id}"></svg><figcaption><p>{text}</p>'
-            f'<p class="alt" id="{alt_id}" aria-live="polite"></p></figcaption></figure>')
+    return (
+        f'<figure><svg class="chart" id="{cid}" role="img" aria-label="{html.escape(title)}" '
+        f'aria-describedby="{alt_id}"></svg><figcaption><p>{text}</p>'
+        f'<p class="alt" id="{alt_id}" aria-live="polite"></p></figcaption></figure>'
+    )
 
 
 def _tours() -> str:
@@ -54,7 +58,9 @@ def _tours() -> str:
     for name, (intro, steps) in TOURS.items():
         items = "".join(
             f"<li><button type=\"button\" data-set='{html.escape(json.dumps({**TOUR_DEFAULTS, **s, 'focus': focus}, sort_keys=True))}'>"
-            f"{html.escape(button)}</button> {text}</li>" for button, text, s, focus in steps)
+            f"{html.escape(button)}</button> {text}</li>"
+            for button, text, s, focus in steps
+        )
         parts.append(f'<section class="tour"><h3>{html.escape(name)}</h3><p>{intro}</p><ol>{items}</ol></section>')
     return "".join(parts)
 
@@ -66,13 +72,23 @@ def render(data: dict) -> str:
     js = resources.files(__package__).joinpath("explorer.js").read_text(encoding="utf-8")
     payload = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     numbers = "".join(
-        f"<tr><th scope=\"row\"{label[1]}>{label[0]}</th><td id=\"n-{k}\"></td><td id=\"r-{k}\"></td></tr>"
-        for k, label in (("ttt", ("time to target", ' id="ttt-label"')), ("final", ("final score", ' id="final-label"')),
-                         ("collapsed", ("collapsed replicas", "")), ("time", ("simulated time (s)", "")),
-                         ("ess", ("mean ESS / N", "")), ("stale", ("mean lag (versions)", "")), ("cos", ("mean gradient cosine", "")),
-                         ("lrscale", ("mean LR scale (method)", "")), ("clip", ("fraction clipped (method)", "")),
-                         ("mask", ("fraction masked (method)", "")), ("skip", ("fraction of steps skipped", "")), ("proj", ("fraction of steps projected (GAC)", "")),
-                         ("dropped", ("groups dropped by the lag bound", ""))))
+        f'<tr><th scope="row"{label[1]}>{label[0]}</th><td id="n-{k}"></td><td id="r-{k}"></td></tr>'
+        for k, label in (
+            ("ttt", ("time to target", ' id="ttt-label"')),
+            ("final", ("final score", ' id="final-label"')),
+            ("collapsed", ("collapsed replicas", "")),
+            ("time", ("simulated time (s)", "")),
+            ("ess", ("mean ESS / N", "")),
+            ("stale", ("mean lag (versions)", "")),
+            ("cos", ("mean gradient cosine", "")),
+            ("lrscale", ("mean LR scale (method)", "")),
+            ("clip", ("fraction clipped (method)", "")),
+            ("mask", ("fraction masked (method)", "")),
+            ("skip", ("fraction of steps skipped", "")),
+            ("proj", ("fraction of steps projected (GAC)", "")),
+            ("dropped", ("groups dropped by the lag bound", "")),
+        )
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Staleness explorer: asynchronous RL in the simulator</title>{ERRORS}<style>{CSS}</style></head>

@@ -87,8 +87,15 @@ PANELS: dict[str, tuple[str, str]] = {
 
 #: What a tour step does not set: every step sets every control, so a step reads the same whatever
 #: was selected before (the texts were checked against the default grid's runs).
-TOUR_DEFAULTS = {"task": "bitstring", "tail": "exponential", "lag": 16, "lr": 0.3, "method": "none", "engine": False,
-                 "all": False}
+TOUR_DEFAULTS = {
+    "task": "bitstring",
+    "tail": "exponential",
+    "lag": 16,
+    "lr": 0.3,
+    "method": "none",
+    "engine": False,
+    "all": False,
+}
 
 Q = {"task": "quadratic", "tail": "exponential", "engine": False, "all": False}
 
@@ -97,84 +104,164 @@ TOURS: dict[str, tuple[str, list[tuple[str, str, dict, str]]]] = {
     "Staleness bites: the delayed quadratic": (
         "SGD on a quadratic with a finite minimum: a step computed from an old point overshoots (docs/theory.md T1).",
         [
-            ("Show lag bound 2, lr 1", "With a small lag the asynchronous loss falls about as fast per step as the "
-             "synchronous one; the headline gives its time to the target against the work-conserving synchronous "
-             "reference, replica by replica (with exponential delays they are close; switch the tail to heavy).",
-             {**Q, "lag": 2, "lr": 1.0, "method": "none"}, "c-reward-time"),
-            ("Raise the lag bound to 16", "Same learning rate, larger lag: the loss climbs by orders of magnitude and "
-             "every replica (thin lines) diverges; the headline counts them as collapsed.",
-             {**Q, "lag": 16, "lr": 1.0, "method": "none"}, "c-reward-time"),
-            ("Show why (T1 at the mean lag)", "The critical step at the run's realised mean lag is far below this "
-             "run's lr·λ_max = 1: the open circle sits above the curve.",
-             {**Q, "lag": 16, "lr": 1.0, "method": "none"}, "c-theory"),
-            ("Apply the staleness-aware LR", "Dividing each step by its lag (Zhang et al. 2016) brings the step "
-             "under the curve: the same lag now converges on every replica; the headline compares its time to the "
-             "target with the synchronous reference's.",
-             {**Q, "lag": 16, "lr": 1.0, "method": "staleness_lr"}, "c-reward-time"),
-            ("Try GAC on the same run", "GAC projects out the part of the gradient aligned with the previous one; "
-             "compare its loss and its replicas with the staleness-aware LR.",
-             {**Q, "lag": 16, "lr": 1.0, "method": "gac"}, "c-reward-time"),
-            ("Use a smaller step instead", "lr 0.3 at the same lag: stable without any correction, slower per step.",
-             {**Q, "lag": 16, "lr": 0.3, "method": "none"}, "c-reward-step"),
+            (
+                "Show lag bound 2, lr 1",
+                "With a small lag the asynchronous loss falls about as fast per step as the "
+                "synchronous one; the headline gives its time to the target against the work-conserving synchronous "
+                "reference, replica by replica (with exponential delays they are close; switch the tail to heavy).",
+                {**Q, "lag": 2, "lr": 1.0, "method": "none"},
+                "c-reward-time",
+            ),
+            (
+                "Raise the lag bound to 16",
+                "Same learning rate, larger lag: the loss climbs by orders of magnitude and "
+                "every replica (thin lines) diverges; the headline counts them as collapsed.",
+                {**Q, "lag": 16, "lr": 1.0, "method": "none"},
+                "c-reward-time",
+            ),
+            (
+                "Show why (T1 at the mean lag)",
+                "The critical step at the run's realised mean lag is far below this "
+                "run's lr·λ_max = 1: the open circle sits above the curve.",
+                {**Q, "lag": 16, "lr": 1.0, "method": "none"},
+                "c-theory",
+            ),
+            (
+                "Apply the staleness-aware LR",
+                "Dividing each step by its lag (Zhang et al. 2016) brings the step "
+                "under the curve: the same lag now converges on every replica; the headline compares its time to the "
+                "target with the synchronous reference's.",
+                {**Q, "lag": 16, "lr": 1.0, "method": "staleness_lr"},
+                "c-reward-time",
+            ),
+            (
+                "Try GAC on the same run",
+                "GAC projects out the part of the gradient aligned with the previous one; "
+                "compare its loss and its replicas with the staleness-aware LR.",
+                {**Q, "lag": 16, "lr": 1.0, "method": "gac"},
+                "c-reward-time",
+            ),
+            (
+                "Use a smaller step instead",
+                "lr 0.3 at the same lag: stable without any correction, slower per step.",
+                {**Q, "lag": 16, "lr": 0.3, "method": "none"},
+                "c-reward-step",
+            ),
         ],
     ),
     "Stragglers": (
         "Synchronous training waits for the slowest group of every batch (<code>sandbox demo stragglers</code>).",
         [
-            ("Show the smallest lag bound", "Exponential delays: compare the two reward-vs-time curves, then the "
-             "timeline: the synchronous learner's clock runs longer for the same number of steps.",
-             {"tail": "exponential", "lag": 0, "method": "none", "engine": False, "all": False}, "c-timeline-sync"),
-            ("Switch to the heavy tail", "The synchronous run waits longer still (the numbers table), the "
-             "asynchronous one is not held up by the rare slow response.",
-             {"tail": "heavy", "lag": 0, "method": "none", "engine": False, "all": False}, "c-reward-time"),
-            ("Raise the lag bound", "Workers idle less (timeline), the histogram spreads to older versions.",
-             {"tail": "heavy", "lag": 16, "method": "none", "engine": False, "all": False}, "c-hist"),
+            (
+                "Show the smallest lag bound",
+                "Exponential delays: compare the two reward-vs-time curves, then the "
+                "timeline: the synchronous learner's clock runs longer for the same number of steps.",
+                {"tail": "exponential", "lag": 0, "method": "none", "engine": False, "all": False},
+                "c-timeline-sync",
+            ),
+            (
+                "Switch to the heavy tail",
+                "The synchronous run waits longer still (the numbers table), the "
+                "asynchronous one is not held up by the rare slow response.",
+                {"tail": "heavy", "lag": 0, "method": "none", "engine": False, "all": False},
+                "c-reward-time",
+            ),
+            (
+                "Raise the lag bound",
+                "Workers idle less (timeline), the histogram spreads to older versions.",
+                {"tail": "heavy", "lag": 16, "method": "none", "engine": False, "all": False},
+                "c-hist",
+            ),
         ],
     ),
     "Nothing to lose: the bit-string": (
         "On the bit-string every gradient pushes every bit towards 1, so an old gradient still points the right way.",
         [
-            ("Show a small learning rate", "Small learning rate, moderate lag: reward per step follows the synchronous run.",
-             {"lr": 0.0, "lag": 4, "method": "none", "engine": False, "all": False}, "c-reward-step"),
-            ("Show the largest lr and lag", "Largest learning rate and lag: reward per step trails the synchronous run "
-             "a little, but nothing diverges; T1's curve is the mechanism, not this task's threshold.",
-             {"lr": 10.0, "lag": 16, "method": "none", "engine": False, "all": False}, "c-reward-step"),
+            (
+                "Show a small learning rate",
+                "Small learning rate, moderate lag: reward per step follows the synchronous run.",
+                {"lr": 0.0, "lag": 4, "method": "none", "engine": False, "all": False},
+                "c-reward-step",
+            ),
+            (
+                "Show the largest lr and lag",
+                "Largest learning rate and lag: reward per step trails the synchronous run "
+                "a little, but nothing diverges; T1's curve is the mechanism, not this task's threshold.",
+                {"lr": 10.0, "lag": 16, "method": "none", "engine": False, "all": False},
+                "c-reward-step",
+            ),
         ],
     ),
     "ESS collapse": (
         "Importance weights of old or mismatched data concentrate on a few responses (<code>sandbox demo ess_collapse</code>).",
         [
-            ("Show ESS at the smallest lag", "Exact engine, smallest lag: ESS/N stays near 1.",
-             {"lag": 0, "engine": False, "method": "none", "all": False}, "c-ess"),
-            ("Show ESS at the largest lag", "ESS/N drops as the learner's policy moves away from the one that sampled.",
-             {"lag": 16, "engine": False, "method": "none", "all": False}, "c-ess"),
-            ("Turn on the engine mismatch", "Even the synchronous run's ESS drops; its first steps sit near the "
-             "T12 line, and it recovers as the bits become nearly certain.",
-             {"lag": 16, "engine": True, "method": "none", "all": False}, "c-ess"),
+            (
+                "Show ESS at the smallest lag",
+                "Exact engine, smallest lag: ESS/N stays near 1.",
+                {"lag": 0, "engine": False, "method": "none", "all": False},
+                "c-ess",
+            ),
+            (
+                "Show ESS at the largest lag",
+                "ESS/N drops as the learner's policy moves away from the one that sampled.",
+                {"lag": 16, "engine": False, "method": "none", "all": False},
+                "c-ess",
+            ),
+            (
+                "Turn on the engine mismatch",
+                "Even the synchronous run's ESS drops; its first steps sit near the "
+                "T12 line, and it recovers as the bits become nearly certain.",
+                {"lag": 16, "engine": True, "method": "none", "all": False},
+                "c-ess",
+            ),
         ],
     ),
     "Stale alignment": (
         "Consecutive stale gradients point the same way (<code>sandbox demo stale_alignment</code>).",
         [
-            ("Show the cosine at lag 0", "Largest learning rate, heavy tail, smallest lag: the cosine hovers around zero.",
-             {"tail": "heavy", "lr": 10.0, "lag": 0, "method": "none", "all": False}, "c-cos"),
-            ("Show the cosine at lag 16", "Largest lag: compare the cosine with the synchronous curve.",
-             {"tail": "heavy", "lr": 10.0, "lag": 16, "method": "none", "all": False}, "c-cos"),
-            ("Apply GAC", "GAC projects the aligned part out of each update; the raw gradients drawn here stay "
-             "aligned (GAC acts on the update, not on what it measures); compare the reward per step.",
-             {"tail": "heavy", "lr": 10.0, "lag": 16, "method": "gac", "all": False}, "c-reward-step"),
+            (
+                "Show the cosine at lag 0",
+                "Largest learning rate, heavy tail, smallest lag: the cosine hovers around zero.",
+                {"tail": "heavy", "lr": 10.0, "lag": 0, "method": "none", "all": False},
+                "c-cos",
+            ),
+            (
+                "Show the cosine at lag 16",
+                "Largest lag: compare the cosine with the synchronous curve.",
+                {"tail": "heavy", "lr": 10.0, "lag": 16, "method": "none", "all": False},
+                "c-cos",
+            ),
+            (
+                "Apply GAC",
+                "GAC projects the aligned part out of each update; the raw gradients drawn here stay "
+                "aligned (GAC acts on the update, not on what it measures); compare the reward per step.",
+                {"tail": "heavy", "lr": 10.0, "lag": 16, "method": "gac", "all": False},
+                "c-reward-step",
+            ),
         ],
     ),
     "Stabilizers": (
         "TIS, M2PO, GAC and VCPO act on different parts of the update (<code>sandbox demo stabilizers</code>).",
         [
-            ("Overlay every method", "All methods at the largest lag and learning rate: which reaches a high reward "
-             "in the fewest steps?", {"lag": 16, "lr": 10.0, "method": "none", "engine": False, "all": True}, "c-reward-step"),
-            ("Show VCPO", "The step shrinks with √(ESS/N): the LR scale it applied is in the numbers table.",
-             {"lag": 16, "lr": 10.0, "method": "vcpo", "engine": False, "all": False}, "c-reward-step"),
-            ("Show M2PO with engine mismatch", "It masks the most off-policy tokens instead of reweighting them: the "
-             "masked fraction is in the numbers table.",
-             {"lag": 16, "lr": 10.0, "method": "m2po", "engine": True, "all": False}, "c-reward-step"),
+            (
+                "Overlay every method",
+                "All methods at the largest lag and learning rate: which reaches a high reward in the fewest steps?",
+                {"lag": 16, "lr": 10.0, "method": "none", "engine": False, "all": True},
+                "c-reward-step",
+            ),
+            (
+                "Show VCPO",
+                "The step shrinks with √(ESS/N): the LR scale it applied is in the numbers table.",
+                {"lag": 16, "lr": 10.0, "method": "vcpo", "engine": False, "all": False},
+                "c-reward-step",
+            ),
+            (
+                "Show M2PO with engine mismatch",
+                "It masks the most off-policy tokens instead of reweighting them: the "
+                "masked fraction is in the numbers table.",
+                {"lag": 16, "lr": 10.0, "method": "m2po", "engine": True, "all": False},
+                "c-reward-step",
+            ),
         ],
     ),
 }

@@ -1,8 +1,8 @@
 """The exporter interface and the registry of frameworks.
 
 An exporter is one file (``sandbox/export/<framework>.py``) with one :class:`Exporter` subclass,
-decorated with :func:`register`. It turns a validated :class:`~sandbox.scenario.Scenario` into a
-:class:`~sandbox.export.plan.Plan` (the framework keys and one row per scenario field) for one of
+decorated with :func:`register`. It turns a validated :class:`~sandbox.scenario.api.Scenario` into a
+:class:`~sandbox.export.plan.ExportPlan` (the framework keys and one row per scenario field) for one of
 its supported versions, and renders the plan as the framework's native files.
 """
 
@@ -12,8 +12,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..scenario import Scenario
-from .plan import ExportError, Plan
+from sandbox.export.plan import ExportError, ExportPlan
+from sandbox.scenario.api import Scenario
 
 
 @dataclass(frozen=True)
@@ -49,20 +49,20 @@ class Exporter:
     # from their tables (a property, since the tables follow the class)
     components: ClassVar[dict[str, frozenset[str]]] = {}
 
-    def plan(self, scn: Scenario, version: Version, given: Given) -> Plan:  # pragma: no cover
+    def plan(self, scn: Scenario, version: Version, given: Given) -> ExportPlan:  # pragma: no cover
         raise NotImplementedError
 
-    def files(self, plan: Plan) -> dict[str, str]:  # pragma: no cover
+    def files(self, plan: ExportPlan) -> dict[str, str]:  # pragma: no cover
         """File name -> text of the framework's native configuration (PROMOTION.md is added by the caller)."""
         raise NotImplementedError
 
-    def launch(self, plan: Plan, files: dict[str, str]) -> str:  # pragma: no cover
+    def launch(self, plan: ExportPlan, files: dict[str, str]) -> str:  # pragma: no cover
         """The shell command that starts the GPU run from the written files."""
         raise NotImplementedError
 
     # -- shared helpers -------------------------------------------------------------------------
-    def new_plan(self, version: Version, target: str) -> Plan:
-        return Plan(framework=self.name, version=version.series, release=version.release, target=target)
+    def new_plan(self, version: Version, target: str) -> ExportPlan:
+        return ExportPlan(framework=self.name, version=version.series, release=version.release, target=target)
 
     @classmethod
     def resolve_version(cls, requested: str | None) -> Version:
@@ -82,7 +82,7 @@ class _Exporters(dict):
 
     def __getitem__(self, name: str) -> type[Exporter]:
         if isinstance(module := super().__getitem__(name), str):
-            importlib.import_module(f"{__package__}.{module}")
+            importlib.import_module(f"sandbox.frameworks.{module}.export")
         return super().__getitem__(name)
 
     def get(self, name: str, default: Any = None) -> Any:
@@ -95,9 +95,16 @@ class _Exporters(dict):
         return [(name, self[name]) for name in self]
 
 
-EXPORTERS: dict[str, type[Exporter]] = _Exporters({
-    "verl": "verl", "verl-vcpo": "verl_vcpo", "trl": "trl", "openrlhf": "openrlhf", "areal": "areal", "prime-rl": "prime_rl",
-})
+EXPORTERS: dict[str, type[Exporter]] = _Exporters(
+    {
+        "verl": "verl",
+        "verl-vcpo": "verl_vcpo",
+        "trl": "trl",
+        "openrlhf": "openrlhf",
+        "areal": "areal",
+        "prime-rl": "prime_rl",
+    }
+)
 
 
 def register(cls: type[Exporter]) -> type[Exporter]:

@@ -25,12 +25,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..scenario import Scenario
-from ..tasks import TASKS
-from .base import Given, describe
-from .mismatch import engine_row, exact_engine
-from .plan import Plan
-from .table import Table
+from sandbox.export.base import Given, describe
+from sandbox.export.mismatch import engine_row, exact_engine
+from sandbox.export.plan import ExportPlan
+from sandbox.export.table import Table
+from sandbox.scenario.api import Scenario
+from sandbox.tasks import TASKS
 
 T = Table("common")
 
@@ -107,10 +107,13 @@ def staleness_of(scn: Scenario) -> Staleness:
     return Staleness("async_ratio", math.ceil(s.alpha), "drop", alpha=s.alpha)
 
 
-ANCHOR_WORDS = {"behaviour": T.note("anchor_words.behaviour"), "batch_start": T.note("anchor_words.batch_start"),}
+ANCHOR_WORDS = {
+    "behaviour": T.note("anchor_words.behaviour"),
+    "batch_start": T.note("anchor_words.batch_start"),
+}
 
 
-def proximal_row(plan: Plan, scn: Scenario, anchor: str, where: str) -> None:
+def proximal_row(plan: ExportPlan, scn: Scenario, anchor: str, where: str) -> None:
     """The row of ``algorithm.proximal`` (docs/system.md#mini-batches) for a written config whose
     surrogate ratio is anchored at ``anchor`` (``"behaviour"`` or ``"batch_start"``; ``where`` names
     the framework's mechanism). With one optimizer step per batch, ``batch_start`` is the weights
@@ -122,11 +125,18 @@ def proximal_row(plan: Plan, scn: Scenario, anchor: str, where: str) -> None:
     elif anchor == "batch_start" and a.updates_per_batch == 1:
         T.row(plan, "proximal.implicit.one_optimizer_step", a.proximal, where=where)
     else:
-        T.row(plan, "proximal.no_equivalent", a.proximal, anchor_words=ANCHOR_WORDS[anchor], where=where, scenario_anchor_words=ANCHOR_WORDS[a.proximal],
-              anchor=anchor)
+        T.row(
+            plan,
+            "proximal.no_equivalent",
+            a.proximal,
+            anchor_words=ANCHOR_WORDS[anchor],
+            where=where,
+            scenario_anchor_words=ANCHOR_WORDS[a.proximal],
+            anchor=anchor,
+        )
 
 
-def no_minibatch_rows(plan: Plan, scn: Scenario, why: str, instead: str) -> None:
+def no_minibatch_rows(plan: ExportPlan, scn: Scenario, why: str, instead: str) -> None:
     """Rows of ``algorithm.minibatches`` and ``algorithm.epochs`` for a target that takes exactly one
     optimizer step per batch: implicit at 1, no equivalent otherwise."""
     a = scn.algorithm
@@ -140,10 +150,15 @@ def no_minibatch_rows(plan: Plan, scn: Scenario, why: str, instead: str) -> None
 MINIBATCH_INSTEAD = T.note("minibatch_instead")
 
 
-def fixed_lag_gap(plan: Plan, scn: Scenario, extra: str = "") -> None:
+def fixed_lag_gap(plan: ExportPlan, scn: Scenario, extra: str = "") -> None:
     k = scn.system.staleness.k
-    T.row(plan, "staleness.fixed_lag_gap", describe(scn.system.staleness.model_dump()), k=k,
-          extra=f". {extra}" if extra else "")
+    T.row(
+        plan,
+        "staleness.fixed_lag_gap",
+        describe(scn.system.staleness.model_dump()),
+        k=k,
+        extra=f". {extra}" if extra else "",
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -156,26 +171,52 @@ def response_length_hint(scn: Scenario) -> str:
     return TASKS.entry_for(scn.task).impl.response_length_hint(scn.task)
 
 
-def scale_rows(plan: Plan, scn: Scenario, given: Given, lr_key: str | None, clip_key: str | None,
-               framework_lr_default: Any = None, framework_clip_default: Any = None) -> None:
+def scale_rows(
+    plan: ExportPlan,
+    scn: Scenario,
+    given: Given,
+    lr_key: str | None,
+    clip_key: str | None,
+    framework_lr_default: Any = None,
+    framework_clip_default: Any = None,
+) -> None:
     """The learning rate and the gradient-norm clip: tuned for a toy of ~1e5 parameters, they do not
     transfer to an LLM; written only when given on the export command line."""
     opt = scn.algorithm.optimizer
     dflt = T.note("dflt", describe=describe(framework_lr_default)) if framework_lr_default is not None else ""
-    T.row(plan, "optimizer.lr", opt.lr, given.lr, target=lr_key,
-          note=T.note("scale_rows.note.toy_scenario_set", lr=opt.lr, dflt=dflt) if given.lr is None else
-                f"toy value was {opt.lr:g}")
+    T.row(
+        plan,
+        "optimizer.lr",
+        opt.lr,
+        given.lr,
+        target=lr_key,
+        note=T.note("scale_rows.note.toy_scenario_set", lr=opt.lr, dflt=dflt)
+        if given.lr is None
+        else f"toy value was {opt.lr:g}",
+    )
     if opt.grad_clip is None and given.grad_clip is None:
-        T.row(plan, "optimizer.grad_clip.scale.gradient_clipping_toy", None, None,
-              note=f" (default {describe(framework_clip_default)})" if framework_clip_default is not None else "")
+        T.row(
+            plan,
+            "optimizer.grad_clip.scale.gradient_clipping_toy",
+            None,
+            None,
+            note=f" (default {describe(framework_clip_default)})" if framework_clip_default is not None else "",
+        )
     else:
-        T.row(plan, "optimizer.grad_clip.scale.note_from_code", opt.grad_clip, given.grad_clip, target=clip_key,
-              note=T.note("scale_rows.note.gradient_norms_scale")
-                    + (f" (framework default {describe(framework_clip_default)})" if framework_clip_default is not None else "")
-                    if given.grad_clip is None else f"toy value was {describe(opt.grad_clip)}")
+        T.row(
+            plan,
+            "optimizer.grad_clip.scale.note_from_code",
+            opt.grad_clip,
+            given.grad_clip,
+            target=clip_key,
+            note=T.note("scale_rows.note.gradient_norms_scale")
+            + (f" (framework default {describe(framework_clip_default)})" if framework_clip_default is not None else "")
+            if given.grad_clip is None
+            else f"toy value was {describe(opt.grad_clip)}",
+        )
 
 
-def finish(plan: Plan, scn: Scenario) -> None:
+def finish(plan: ExportPlan, scn: Scenario) -> None:
     """Rows for every field the exporter did not cover itself: the task, the timing model of the
     simulated cluster, the run settings, empty stabilizer lists."""
     leaves = scenario_leaves(scn)

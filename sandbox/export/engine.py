@@ -15,16 +15,17 @@ Stabilizers go through the framework's stabilizer table (:func:`stabilizer_rows`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from ..algorithms.corrections.base import CORRECTIONS
-from ..algorithms.objectives.base import OBJECTIVES
-from ..scenario import Scenario
-from ..system.staleness.base import CONTROLS
-from .base import describe
-from .plan import Plan, Row
-from .table import Table
+from sandbox.algorithms.corrections.base import CORRECTIONS
+from sandbox.algorithms.objectives.base import OBJECTIVES
+from sandbox.export.base import describe
+from sandbox.export.plan import ExportPlan, Row
+from sandbox.export.table import Table
+from sandbox.scenario.api import Scenario
+from sandbox.system.staleness.base import CONTROLS
 
 T = Table("common")
 
@@ -49,12 +50,36 @@ class Slot:
 
 
 SLOTS: tuple[Slot, ...] = (
-    Slot("objective", OBJECTIVES, "algorithm", "objective", "name", "grpo", "docs/methods/objectives.md",
-         T.note("slots.run_sandbox_s")),
-    Slot("correction", CORRECTIONS, "algorithm", "correction", "name", "none", "docs/methods/corrections.md",
-         T.note("slots.run_sandbox_s")),
-    Slot("staleness control", CONTROLS, "system", "staleness", "kind", "sync", "docs/system.md",
-         T.note("slots.check_conclusion_sandbox")),
+    Slot(
+        "objective",
+        OBJECTIVES,
+        "algorithm",
+        "objective",
+        "name",
+        "grpo",
+        "docs/methods/objectives.md",
+        T.note("slots.run_sandbox_s"),
+    ),
+    Slot(
+        "correction",
+        CORRECTIONS,
+        "algorithm",
+        "correction",
+        "name",
+        "none",
+        "docs/methods/corrections.md",
+        T.note("slots.run_sandbox_s"),
+    ),
+    Slot(
+        "staleness control",
+        CONTROLS,
+        "system",
+        "staleness",
+        "kind",
+        "sync",
+        "docs/system.md",
+        T.note("slots.check_conclusion_sandbox"),
+    ),
 )
 
 KNOWN: dict[str, frozenset[str]] = T.components()
@@ -85,12 +110,14 @@ def with_neutral(scn: Scenario, unknown: list[tuple[Slot, Any]]) -> Scenario:
     return scn
 
 
-def report_unknown(plan: Plan, scn: Scenario, unknown: list[tuple[Slot, Any]]) -> None:
+def report_unknown(plan: ExportPlan, scn: Scenario, unknown: list[tuple[Slot, Any]]) -> None:
     """Replace the stand-in's rows by the component's own mapping or by one "no equivalent" row naming
     it; the keys the stand-in wrote stay, as pinned rows."""
     for slot, cfg in unknown:
         name = getattr(cfg, slot.key)
-        own: Callable[[Plan, str, Any], None] | None = (getattr(type(cfg), "export_mappings", None) or {}).get(plan.framework)
+        own: Callable[[ExportPlan, str, Any], None] | None = (getattr(type(cfg), "export_mappings", None) or {}).get(
+            plan.framework
+        )
         kept, pins = [], []
         for row in plan.rows:
             if not _under(row, slot.source):
@@ -98,19 +125,35 @@ def report_unknown(plan: Plan, scn: Scenario, unknown: list[tuple[Slot, Any]]) -
             elif own is not None and row.target is not None:
                 del plan.settings[row.target]
             elif row.target is not None:
-                pins.append(Row("pinned", "", None, row.target, row.target_value,
-                                T.note("report_unknown", family=slot.family, neutral=slot.neutral, name=name,
-                                       note=row.note)))
+                pins.append(
+                    Row(
+                        "pinned",
+                        "",
+                        None,
+                        row.target,
+                        row.target_value,
+                        T.note("report_unknown", family=slot.family, neutral=slot.neutral, name=name, note=row.note),
+                    )
+                )
         plan.rows = kept + pins
         if own is not None:
             own(plan, slot.source, cfg)
             continue
-        T.row(plan, "report_unknown.no_equivalent", describe(cfg.model_dump()), source=slot.source,
-              framework=plan.framework, family=slot.family, name=name, docs=slot.docs, instead=slot.instead,
-              neutral=slot.neutral)
+        T.row(
+            plan,
+            "report_unknown.no_equivalent",
+            describe(cfg.model_dump()),
+            source=slot.source,
+            framework=plan.framework,
+            family=slot.family,
+            name=name,
+            docs=slot.docs,
+            instead=slot.instead,
+            neutral=slot.neutral,
+        )
 
 
-def build_plan(exporter, scn: Scenario, version, given) -> Plan:
+def build_plan(exporter, scn: Scenario, version, given) -> ExportPlan:
     """The exporter's plan of ``scn``, with every component its table does not name reported by the engine."""
     unknown = unknown_slots(scn, getattr(exporter, "components", {}))
     plan = exporter.plan(with_neutral(scn, unknown), version, given)
@@ -123,7 +166,7 @@ def build_plan(exporter, scn: Scenario, version, given) -> Plan:
 # ------------------------------------------------------------------------------------------------
 
 
-def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:
+def stabilizer_rows(plan: ExportPlan, scn: Scenario, table: dict[str, Any], framework: str, where: str) -> None:
     """One row per optimizer-level stabilizer from the framework's stabilizer table: a function writes the mapping
     (``fn(plan, source, cfg)``), a string is the "no equivalent" note. A stabilizer the table does not name uses the
     mapping it carries for this framework (``export_mappings``), else it has no framework key, so the sandbox's own
@@ -131,8 +174,12 @@ def stabilizer_rows(plan: Plan, scn: Scenario, table: dict[str, Any], framework:
     for i, s in enumerate(scn.algorithm.stabilizers):
         source, entry = f"algorithm.stabilizers[{i}]", table.get(s.name)
         if entry is None:
-            entry = (getattr(type(s), "export_mappings", None) or {}).get(plan.framework, T.note(
-                "unmapped_stabilizer_note", framework=framework, name=s.name, name__=type(s).__name__, where=where))
+            entry = (getattr(type(s), "export_mappings", None) or {}).get(
+                plan.framework,
+                T.note(
+                    "unmapped_stabilizer_note", framework=framework, name=s.name, name__=type(s).__name__, where=where
+                ),
+            )
         if callable(entry):
             entry(plan, source, s)
         else:

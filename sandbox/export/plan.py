@@ -44,7 +44,7 @@ class ExportError(ValueError):
 class ExportRefused(RuntimeError):
     """The scenario uses settings the framework cannot express and ``allow_partial`` is off."""
 
-    def __init__(self, framework: str, rows: list["Row"]):
+    def __init__(self, framework: str, rows: list[Row]):
         self.framework = framework
         self.rows = rows
         names = ", ".join(f"{r.source} = {_short(r.value)}" for r in rows)
@@ -76,7 +76,7 @@ _UNSET = object()
 
 
 @dataclass
-class Plan:
+class ExportPlan:
     """Builder used by every exporter. ``settings`` holds the written framework keys in the order
     they were set (dotted keys, flag names or dataclass fields, as the framework spells them)."""
 
@@ -145,4 +145,8 @@ class Plan:
         """Scenario leaves that no row names (a row's source covers itself and everything below it;
         a row may name several sources separated by ' + ')."""
         sources = {s.strip() for r in self.rows for s in r.source.split("+") if s.strip()}
-        return [leaf for leaf in leaves if not any(leaf == s or leaf.startswith(s + ".") or leaf.startswith(s + "[") for s in sources)]
+        return [
+            leaf
+            for leaf in leaves
+            if not any(leaf == s or leaf.startswith(s + ".") or leaf.startswith(s + "[") for s in sources)
+        ]

@@ -22,11 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..outputs import describe_os_error, json_text, signals_held
-from ..processes import note_signal
-from ..readfile import read_json
-from .base import describe
-from .plan import ExportError, Plan, Row
+from sandbox.base.outputs import describe_os_error, json_text, signals_held
+from sandbox.base.processes import note_signal
+from sandbox.base.readfile import read_json
+from sandbox.export.base import describe
+from sandbox.export.plan import ExportError, ExportPlan, Row
 
 MANIFEST = "export.json"
 
@@ -34,10 +34,18 @@ _SECTIONS: list[tuple[str, str, str]] = [
     ("no_equivalent", "No equivalent in {fw}", "Not written. Each line says what to do instead."),
     ("as_is", "Mapped as is", "Written with the scenario's value."),
     ("converted", "Converted", "Written after a unit or convention conversion."),
-    ("pinned", "Pinned by the exporter", "Framework keys written explicitly so that the run means what the scenario meant."),
+    (
+        "pinned",
+        "Pinned by the exporter",
+        "Framework keys written explicitly so that the run means what the scenario meant.",
+    ),
     ("implicit", "Same behaviour, no key", "The framework already behaves like the scenario here; nothing to write."),
     ("setup", "Your setup", "These describe your cluster and data: check them against the real run."),
-    ("scale", "Scale-dependent: set for your model", "Tuned on a toy of about 1e5 parameters; they do not transfer to an LLM."),
+    (
+        "scale",
+        "Scale-dependent: set for your model",
+        "Tuned on a toy of about 1e5 parameters; they do not transfer to an LLM.",
+    ),
     ("sandbox_only", "Sandbox only", "They describe the simulation; the GPU cluster replaces them."),
 ]
 
@@ -54,7 +62,7 @@ def _row_line(r: Row) -> str:
     return f"| {src} | {_cell(r.value) if r.source else ''} | {tgt} | {note} |"
 
 
-def render_promotion(plan: Plan, files: dict[str, str], launch: str, provenance: str, title: str) -> str:
+def render_promotion(plan: ExportPlan, files: dict[str, str], launch: str, provenance: str, title: str) -> str:
     counts = plan.counts()
     written = len(plan.settings)
     lines = [
@@ -82,14 +90,25 @@ def render_promotion(plan: Plan, files: dict[str, str], launch: str, provenance:
         rows = [r for r in plan.rows if r.kind == kind]
         if not rows:
             continue
-        lines += [f"## {heading.format(fw=plan.framework)}", "", blurb, "",
-                  "| scenario field | scenario value | framework key | how / why |", "|---|---|---|---|"]
+        lines += [
+            f"## {heading.format(fw=plan.framework)}",
+            "",
+            blurb,
+            "",
+            "| scenario field | scenario value | framework key | how / why |",
+            "|---|---|---|---|",
+        ]
         lines += [_row_line(r) for r in rows]
         lines.append("")
     if plan.metrics:
-        lines += ["## Metrics to compare", "",
-                  "The sandbox's metric on the left, the framework's logged counterpart on the right.", "",
-                  "| sandbox | " + plan.framework + " |", "|---|---|"]
+        lines += [
+            "## Metrics to compare",
+            "",
+            "The sandbox's metric on the left, the framework's logged counterpart on the right.",
+            "",
+            "| sandbox | " + plan.framework + " |",
+            "|---|---|",
+        ]
         lines += [f"| `{k}` | {v} |" for k, v in plan.metrics.items()]
         lines.append("")
     if plan.notes:
@@ -109,10 +128,12 @@ def _previous_files(out: Path, current: Iterable[str] = ()) -> list[str] | None:
     if not entries:
         return None
     manifest = out / MANIFEST
-    if not os.path.lexists(manifest) and all(p.name in set(current) and not p.is_symlink() and p.is_file() for p in entries):
+    if not os.path.lexists(manifest) and all(
+        p.name in set(current) and not p.is_symlink() and p.is_file() for p in entries
+    ):
         return [p.name for p in entries]
     try:
-        data = read_json(manifest, "export manifest")  # bounded, regular files only (sandbox.readfile)
+        data = read_json(manifest, "export manifest")  # bounded, regular files only (sandbox.base.readfile)
         names = list(data["files"])
     except (OSError, ValueError, KeyError, TypeError):
         raise ExportError(
@@ -120,7 +141,11 @@ def _previous_files(out: Path, current: Iterable[str] = ()) -> list[str] | None:
         ) from None
     for name in names:
         # the manifest is data, never a list of paths to trust: only plain regular files directly in `out`
-        if not _plain_file_name(name) or (out / name).is_symlink() or ((out / name).exists() and not (out / name).is_file()):
+        if (
+            not _plain_file_name(name)
+            or (out / name).is_symlink()
+            or ((out / name).exists() and not (out / name).is_file())
+        ):
             raise ExportError(
                 f"--out: {MANIFEST} in {out} lists {name!r}, which is not a file an export writes (a plain file "
                 "name in that directory); nothing was changed: choose an empty or new directory"
@@ -142,8 +167,10 @@ def _directory_lock(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ExportError(f"--out: {out} is being written by another sandbox export; wait for it to finish or "
-                              "choose another --out") from None
+            raise ExportError(
+                f"--out: {out} is being written by another sandbox export; wait for it to finish or "
+                "choose another --out"
+            ) from None
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -159,8 +186,14 @@ def previous_source(out: Path) -> str | None:
 
 
 def _plain_file_name(name: object) -> bool:
-    return (isinstance(name, str) and name not in ("", ".", "..", MANIFEST) and "/" not in name and "\\" not in name
-            and "\0" not in name and not name.startswith(".staging-"))
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..", MANIFEST)
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+        and not name.startswith(".staging-")
+    )
 
 
 def write_export(out: Path, files: dict[str, str], manifest: dict[str, Any]) -> list[Path]:

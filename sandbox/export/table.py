@@ -2,7 +2,7 @@
 (package data), with ``common.toml`` holding what several frameworks share.
 
 A **row** maps one scenario field (or a pinned framework key) to the framework: its ``kind`` (a
-:class:`~sandbox.export.plan.Plan` row kind), the scenario ``source``, the framework ``target`` key and the
+:class:`~sandbox.export.plan.ExportPlan` row kind), the scenario ``source``, the framework ``target`` key and the
 ``note`` PROMOTION.md prints. Its texts are templates with named fields (``str.format``: ``{k_max}``,
 ``{value!r}``, literal braces doubled); the exporter supplies the values it computed (scenario value, the
 converted value) and the fields. A **note** is a template alone (a reason, a "what to do instead" text, a
@@ -24,21 +24,54 @@ from __future__ import annotations
 import ast
 import inspect
 import tomllib
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
-from collections.abc import Iterable
 from typing import Any
 
-from .plan import ROW_KINDS, Plan
+from sandbox.export.plan import ROW_KINDS, ExportPlan
 
 # Plan method -> its parameters in order; the text parameters come from the row, the others from the caller
-PARAMS: dict[str, tuple[str, ...]] = {kind: tuple(inspect.signature(getattr(Plan, kind)).parameters)[1:] for kind in ROW_KINDS}
+PARAMS: dict[str, tuple[str, ...]] = {
+    kind: tuple(inspect.signature(getattr(ExportPlan, kind)).parameters)[1:] for kind in ROW_KINDS
+}
 TEXT = frozenset({"source", "target", "note"})
 
-_NODES = (ast.Expression, ast.Name, ast.Load, ast.Attribute, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp,
-          ast.BinOp, ast.IfExp, ast.Call, ast.Subscript, ast.List, ast.Tuple, ast.Dict, ast.JoinedStr, ast.FormattedValue,
-          ast.boolop, ast.cmpop, ast.unaryop, ast.operator, ast.keyword)
-_BUILTINS = {"abs": abs, "float": float, "str": str, "list": list, "min": min, "max": max, "None": None, "True": True, "False": False}
+_NODES = (
+    ast.Expression,
+    ast.Name,
+    ast.Load,
+    ast.Attribute,
+    ast.Constant,
+    ast.Compare,
+    ast.BoolOp,
+    ast.UnaryOp,
+    ast.BinOp,
+    ast.IfExp,
+    ast.Call,
+    ast.Subscript,
+    ast.List,
+    ast.Tuple,
+    ast.Dict,
+    ast.JoinedStr,
+    ast.FormattedValue,
+    ast.boolop,
+    ast.cmpop,
+    ast.unaryop,
+    ast.operator,
+    ast.keyword,
+)
+_BUILTINS = {
+    "abs": abs,
+    "float": float,
+    "str": str,
+    "list": list,
+    "min": min,
+    "max": max,
+    "None": None,
+    "True": True,
+    "False": False,
+}
 
 
 @cache
@@ -49,8 +82,11 @@ def _compile(text: str, where: str):
     except SyntaxError as exc:
         raise ValueError(f"{where}: expression {text!r} does not parse ({exc.msg})") from None
     for node in ast.walk(tree):
-        if (not isinstance(node, _NODES) or (isinstance(node, ast.Attribute) and node.attr.startswith("_"))
-                or (isinstance(node, ast.Call) and not isinstance(node.func, ast.Name))):
+        if (
+            not isinstance(node, _NODES)
+            or (isinstance(node, ast.Attribute) and node.attr.startswith("_"))
+            or (isinstance(node, ast.Call) and not isinstance(node.func, ast.Name))
+        ):
             raise ValueError(f"{where}: expression {text!r} uses {type(node).__name__}, outside the rule language")
     return compile(tree, where, "eval")
 
@@ -61,8 +97,18 @@ def _eval(text: str, where: str, scope: dict[str, Any]) -> Any:
 
 @cache
 def _load(name: str) -> dict[str, dict[str, Any]]:
-    data = tomllib.loads(resources.files(__package__).joinpath("tables", f"{name}.toml").read_text(encoding="utf-8"))
-    return {"row": data.get("row", {}), "note": data.get("note", {}), **{k: v for k, v in data.items() if k not in ("row", "note")}}
+    data = tomllib.loads(
+        (
+            resources.files(__package__).joinpath("tables", "common.toml")
+            if name == "common"
+            else resources.files("sandbox.frameworks").joinpath(name, "tables.toml")
+        ).read_text(encoding="utf-8")
+    )
+    return {
+        "row": data.get("row", {}),
+        "note": data.get("note", {}),
+        **{k: v for k, v in data.items() if k not in ("row", "note")},
+    }
 
 
 class Table:
@@ -100,14 +146,16 @@ class Table:
         """The note ``key`` with its named fields filled in."""
         return self._entry("note", key).format(**fields)
 
-    def apply(self, plan: Plan, rule: str, /, **names: Any) -> bool:
+    def apply(self, plan: ExportPlan, rule: str, /, **names: Any) -> bool:
         """Apply rule ``rule`` with ``names`` (scenario facts, helpers) in scope: the rows and calls of its first case
         whose ``when`` holds (a case without ``when`` always holds). False when no case holds. The names that are
         not callables also fill the rows' template fields (a row's own ``{field = ...}`` wins)."""
         scope = {**_BUILTINS, "note": self.note, **names}
         fields = {k: v for k, v in names.items() if not callable(v)}
-        return any(self._case(plan, case, scope, fields, f"export table {self.name}: rule {rule} case {i + 1}")
-                   for i, case in enumerate(self._entry("rule", rule)))
+        return any(
+            self._case(plan, case, scope, fields, f"export table {self.name}: rule {rule} case {i + 1}")
+            for i, case in enumerate(self._entry("rule", rule))
+        )
 
     def metrics(self, section: str = "metrics", /, **names: Any) -> dict[str, str]:
         """The ``[<section>]`` table as PROMOTION.md's metric rows, in order: a text stands as it is; an inline table
@@ -128,7 +176,9 @@ class Table:
                 return _eval(case["value"], where, scope)
         return None
 
-    def _case(self, plan: Plan, case: dict[str, Any], scope: dict[str, Any], fields: dict[str, Any], where: str) -> bool:
+    def _case(
+        self, plan: ExportPlan, case: dict[str, Any], scope: dict[str, Any], fields: dict[str, Any], where: str
+    ) -> bool:
         ev = lambda text: _eval(text, where, scope)
         if "when" in case and not ev(case["when"]):
             return False
@@ -143,7 +193,7 @@ class Table:
                 self.row(plan, row[0], *map(ev, values), **{**fields, **{k: ev(v) for k, v in (own or {}).items()}})
         return True
 
-    def row(self, plan: Plan, key: str, /, *values: Any, **fields: Any) -> None:
+    def row(self, plan: ExportPlan, key: str, /, *values: Any, **fields: Any) -> None:
         """Add row ``key`` to ``plan``: its texts filled with ``fields``, its other parameters (scenario value,
         written value, given value, in the order of the row kind's :class:`Plan` method) from ``values``."""
         row = self._entry("row", key)

@@ -12,19 +12,24 @@ from typing import Any
 
 import tomli_w
 
-from ..errors import ScenarioError
-from ..scenario import Scenario, validate_scenario
-from ..runner import check_runnable
-from ..scenario.load import read_toml
-from ..scenario.shipped import shipped_root
-from .common import ROW_TITLES, ConfigImportError, Row
-
+from sandbox.base.errors import ScenarioError
+from sandbox.frameworks.importing import ROW_TITLES, ConfigImportError, Row
+from sandbox.run.runner import check_runnable
+from sandbox.scenario.api import Scenario, validate_scenario
+from sandbox.scenario.load import read_toml
+from sandbox.scenario.shipped import shipped_root
 
 PROXIES: dict[str, tuple[str, str]] = {
-    "bitstring": ("quickstart.toml", "the bit-string task of the shipped quickstart scenario (16-bit strings, 4 policy "
-                                     "replicas, 16 workers with exponential generation times): seconds per run"),
-    "lm": ("lm_mission.toml", "the small LM of the shipped lm_mission scenario (a 2-layer transformer of about 1e5 "
-                              "parameters on 3-digit addition, cost-model generation times): minutes per run"),
+    "bitstring": (
+        "quickstart.toml",
+        "the bit-string task of the shipped quickstart scenario (16-bit strings, 4 policy "
+        "replicas, 16 workers with exponential generation times): seconds per run",
+    ),
+    "lm": (
+        "lm_mission.toml",
+        "the small LM of the shipped lm_mission scenario (a 2-layer transformer of about 1e5 "
+        "parameters on 3-digit addition, cost-model generation times): minutes per run",
+    ),
 }
 
 # sections an importer writes whole: a set field under one replaces the proxy's section (its other keys
@@ -33,7 +38,7 @@ WHOLE = ("algorithm.objective", "algorithm.correction", "system.staleness")
 
 CLUSTER_KEYS: dict[str, str] = {
     "num_workers": "rollout workers generating concurrently (engines x concurrency) -> system.num_workers",
-    "generation_time": "a delay table (docs/system.md), e.g. {kind = \"trace\", path = \"lengths.csv\"} -> system.generation_time",
+    "generation_time": 'a delay table (docs/system.md), e.g. {kind = "trace", path = "lengths.csv"} -> system.generation_time',
     "train_time": "a delay table -> system.train_time",
     "sync_delay": "a delay table -> system.sync_delay",
     "trainer_gpus": "recorded only: the timing model of `sandbox plan` sizes the split",
@@ -73,7 +78,9 @@ def _per_run(value: Any, steps: int) -> Any:
     """``(RUN_STEPS, fraction)`` (a fraction of the run, e.g. a warm-up ratio) as steps of the proxy's run."""
     if isinstance(value, tuple) and len(value) == 2 and value[0] == RUN_STEPS:
         if not (isinstance(value[1], (int, float)) and math.isfinite(value[1])):
-            raise ConfigImportError(f"a fraction of the run (a warm-up ratio) must be a finite number, got {value[1]!r}")
+            raise ConfigImportError(
+                f"a fraction of the run (a warm-up ratio) must be a finite number, got {value[1]!r}"
+            )
         return round(value[1] * steps)
     return value
 
@@ -118,7 +125,9 @@ def cluster_rows(cluster: dict[str, Any]) -> tuple[dict[str, Any], list[Row]]:
             rows.append(Row("setup", f"cluster.{key}", value, "system.num_workers", value, CLUSTER_KEYS[key]))
         elif key in _DELAYS:
             if not isinstance(value, dict) or "kind" not in value:
-                raise ConfigImportError(f"cluster.{key} = {value!r}: expected a delay table with a kind (docs/system.md)")
+                raise ConfigImportError(
+                    f"cluster.{key} = {value!r}: expected a delay table with a kind (docs/system.md)"
+                )
             fields[f"system.{key}"] = value
             rows.append(Row("setup", f"cluster.{key}", value, f"system.{key}", value, CLUSTER_KEYS[key]))
         else:
@@ -126,8 +135,14 @@ def cluster_rows(cluster: dict[str, Any]) -> tuple[dict[str, Any], list[Row]]:
     return fields, rows
 
 
-def build(framework: str, source: str, rows: list[Row], fields: dict[str, Any], proxy: str = "bitstring",
-          cluster: dict[str, Any] | None = None) -> Imported:
+def build(
+    framework: str,
+    source: str,
+    rows: list[Row],
+    fields: dict[str, Any],
+    proxy: str = "bitstring",
+    cluster: dict[str, Any] | None = None,
+) -> Imported:
     """Lay ``fields`` over the proxy scenario, then the cluster facts; validate. A field the loader refuses
     is an error naming it (the importer's mapping produced a value the scenario cannot hold)."""
     if proxy not in PROXIES:
@@ -135,8 +150,10 @@ def build(framework: str, source: str, rows: list[Row], fields: dict[str, Any], 
     base = read_toml(shipped_root() / PROXIES[proxy][0])
     data = {k: copy.deepcopy(v) for k, v in base.items() if k not in ("variants", "title", "description")}
     data["title"] = f"imported from {framework}: {Path(source).name}"
-    data["description"] = (f"Imported by `sandbox import --framework {framework}` from {source}; the task is a proxy: "
-                           f"{PROXIES[proxy][1]}. See IMPORT.md beside this file.")
+    data["description"] = (
+        f"Imported by `sandbox import --framework {framework}` from {source}; the task is a proxy: "
+        f"{PROXIES[proxy][1]}. See IMPORT.md beside this file."
+    )
     steps = data["run"]["steps"]
     fields = {f: _per_run(v, steps) for f, v in fields.items()}
     rows = [replace(r, field_value=_per_run(r.field_value, steps)) for r in rows]
@@ -153,17 +170,27 @@ def build(framework: str, source: str, rows: list[Row], fields: dict[str, Any], 
     gen = data["system"].get("generation_time", {})
     if data["system"].get("partial_rollouts") and gen.get("kind") not in ("cost_model", "trace"):
         data["system"]["partial_rollouts"] = False
-        rows = [r if r.field != "system.partial_rollouts" else replace(
-            r, kind="unsupported", note="partial rollouts need a time per token: the proxy's generation time is "
-                                        f"{gen.get('kind')}; use --task lm or give cluster.generation_time as a cost_model "
-                                        "or a trace. The scenario runs without them") for r in rows]
+        rows = [
+            r
+            if r.field != "system.partial_rollouts"
+            else replace(
+                r,
+                kind="unsupported",
+                note="partial rollouts need a time per token: the proxy's generation time is "
+                f"{gen.get('kind')}; use --task lm or give cluster.generation_time as a cost_model "
+                "or a trace. The scenario runs without them",
+            )
+            for r in rows
+        ]
     data = _strip_none(data)
     try:
         scn = validate_scenario(data, f"scenario imported from {source}")
         check_runnable(scn)
     except ScenarioError as exc:
         raise ConfigImportError(f"{source}: the imported settings do not form a runnable scenario: {exc}") from None
-    ordered = {k: data[k] for k in ("title", "description", "task", "system", "engine", "algorithm", "run") if k in data}
+    ordered = {
+        k: data[k] for k in ("title", "description", "task", "system", "engine", "algorithm", "run") if k in data
+    }
     return Imported(framework, source, proxy, rows, ordered, scn, crow)
 
 
@@ -215,8 +242,10 @@ def render_import_md(imp: Imported, title: str) -> str:
     for r in entry_rows:
         out.append(f"- `{r.key}` = `{_cell(r.value)}`: {_cell(r.note)}")
     defaults = [r for r in rows if r.kind == "default"]
-    out.append(f"- {len(defaults)} framework defaults assumed (the keys the file does not set; table "
-               "\"Framework default\" below)")
+    out.append(
+        f"- {len(defaults)} framework defaults assumed (the keys the file does not set; table "
+        '"Framework default" below)'
+    )
     for note in imp.notes:
         out.append(f"- reading the file: {_cell(note)}")
     out.append("")
@@ -224,8 +253,14 @@ def render_import_md(imp: Imported, title: str) -> str:
         sel = [r for r in rows if r.kind == kind]
         if not sel:
             continue
-        out += [f"## {head}", "", what, "", "| framework key | value | scenario field | scenario value | how / why |",
-                "|---|---|---|---|---|"]
+        out += [
+            f"## {head}",
+            "",
+            what,
+            "",
+            "| framework key | value | scenario field | scenario value | how / why |",
+            "|---|---|---|---|---|",
+        ]
         for r in sel:
             fld = f"`{r.field}`" if r.field else "—"
             fv = f"`{_cell(r.field_value)}`" if r.field and kind not in ("scale", "unsupported") else ""

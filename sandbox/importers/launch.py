@@ -27,7 +27,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from .errors import ConfigImportError
+from sandbox.importers.errors import ConfigImportError
 
 
 @dataclass(frozen=True)
@@ -58,27 +58,115 @@ UNSET = "\x00"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 ASSIGN = re.compile(rf"^({_NAME})(\+?)=(.*)$", re.S)
 KEYWORDS_SKIP = {"then", "do", "done", "{", "}", "esac", "function"}
-NON_LAUNCH = {"set", "cd", "mkdir", "echo", "printf", "source", ".", "unset", "trap", "wait", "sleep", "exit", "shift",
-              "pip", "pip3", "wget", "curl", "git", "rm", "cp", "mv", "ln", "ls", "cat", "touch", "hf", "huggingface-cli",
-              "nvidia-smi", "ulimit", "pkill", "kill", "true", "false", "return", "local", "declare", "readonly",
-              "pushd", "popd", "tee", "date", "sed", "awk", "grep", "head", "tail", "chmod", "conda", "module"}
+NON_LAUNCH = {
+    "set",
+    "cd",
+    "mkdir",
+    "echo",
+    "printf",
+    "source",
+    ".",
+    "unset",
+    "trap",
+    "wait",
+    "sleep",
+    "exit",
+    "shift",
+    "pip",
+    "pip3",
+    "wget",
+    "curl",
+    "git",
+    "rm",
+    "cp",
+    "mv",
+    "ln",
+    "ls",
+    "cat",
+    "touch",
+    "hf",
+    "huggingface-cli",
+    "nvidia-smi",
+    "ulimit",
+    "pkill",
+    "kill",
+    "true",
+    "false",
+    "return",
+    "local",
+    "declare",
+    "readonly",
+    "pushd",
+    "popd",
+    "tee",
+    "date",
+    "sed",
+    "awk",
+    "grep",
+    "head",
+    "tail",
+    "chmod",
+    "conda",
+    "module",
+}
 PYTHON = re.compile(r"^(?:.*/)?python(?:\d(?:\.\d+)?)?$")
 # launcher options that take no value (the others take one, unless written --opt=value)
 _BOOL_OPTS = {
     "torchrun": {"--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "--module"},
-    "accelerate": {"--multi_gpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--debug", "--tpu", "--cpu",
-                   "--quiet", "-q", "--same_network", "--rdzv_conf", "--module", "--no_python"},
-    "deepspeed": {"--no_python", "--no_local_rank", "--module", "--force_multi", "--autotuning", "--enable_each_rank_log"},
+    "accelerate": {
+        "--multi_gpu",
+        "--use_deepspeed",
+        "--use_fsdp",
+        "--use_megatron_lm",
+        "--debug",
+        "--tpu",
+        "--cpu",
+        "--quiet",
+        "-q",
+        "--same_network",
+        "--rdzv_conf",
+        "--module",
+        "--no_python",
+    },
+    "deepspeed": {
+        "--no_python",
+        "--no_local_rank",
+        "--module",
+        "--force_multi",
+        "--autotuning",
+        "--enable_each_rank_log",
+    },
     "srun": {"--exclusive", "--overlap", "-l", "--label", "--unbuffered", "-u"},
-    "uv": {"--no-sync", "--frozen", "--locked", "--isolated", "--no-project", "--active", "--all-extras", "--no-dev",
-           "-q", "--quiet", "-v", "--verbose", "--offline", "--no-cache"},
+    "uv": {
+        "--no-sync",
+        "--frozen",
+        "--locked",
+        "--isolated",
+        "--no-project",
+        "--active",
+        "--all-extras",
+        "--no-dev",
+        "-q",
+        "--quiet",
+        "-v",
+        "--verbose",
+        "--offline",
+        "--no-cache",
+    },
 }
 
 
 def _arith(expr: str) -> int:
     """An integer arithmetic expression (+ - * / % ** and parentheses), as $(( )) evaluates it."""
-    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-           ast.Div: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+    ops = {
+        ast.Add: operator.add,
+        ast.Sub: operator.sub,
+        ast.Mult: operator.mul,
+        ast.FloorDiv: operator.floordiv,
+        ast.Div: operator.floordiv,
+        ast.Mod: operator.mod,
+        ast.Pow: operator.pow,
+    }
 
     def ev(n: ast.AST) -> int:
         if isinstance(n, ast.Expression):
@@ -181,7 +269,7 @@ class _Reader:
                 out.append(c)
                 i += 1
             elif c == "\\" and i + 1 < n:
-                out.append(s[i:i + 2])
+                out.append(s[i : i + 2])
                 i += 2
             elif c == '"':
                 double = not double
@@ -190,15 +278,15 @@ class _Reader:
             elif c == "`":
                 j = s.find("`", i + 1)
                 j = n - 1 if j < 0 else j
-                self.note_once(f"line {line}: {s[i:j + 1]} (command substitution) is not executed")
-                out.append(self._quote(s[i:j + 1], double))
+                self.note_once(f"line {line}: {s[i : j + 1]} (command substitution) is not executed")
+                out.append(self._quote(s[i : j + 1], double))
                 i = j + 1
             elif c == "$" and s.startswith("$((", i):
                 j, depth = i + 3, 2
                 while j < n and depth:
                     depth += {"(": 1, ")": -1}.get(s[j], 0)
                     j += 1
-                expr = s[i + 3:j - 2]
+                expr = s[i + 3 : j - 2]
                 text = re.sub(rf"\$?\{{?({_NAME})\}}?", lambda mm: self.lookup(mm.group(1), line) or mm.group(0), expr)
                 try:
                     out.append(str(_arith(text)))
@@ -219,10 +307,10 @@ class _Reader:
                 while j < n and depth:
                     depth += {"{": 1, "}": -1}.get(s[j], 0)
                     j += 1
-                out.append(self._param(s[i + 2:j - 1], line, double))
+                out.append(self._param(s[i + 2 : j - 1], line, double))
                 i = j
             elif c == "$" and i + 1 < n and (s[i + 1].isalnum() or s[i + 1] in "_@*#"):
-                m = re.match(rf"{_NAME}|\d|[@*#]", s[i + 1:])
+                m = re.match(rf"{_NAME}|\d|[@*#]", s[i + 1 :])
                 out.append(self._param(m.group(0), line, double))
                 i += 1 + len(m.group(0))
             else:
@@ -298,7 +386,9 @@ class _Reader:
         bare: list[Word] = []
         commands: list[tuple[list[Word], int]] = []
         for text, line, pieces in self.logical_lines():
-            arr = re.match(rf"^\s*(?:export\s+|local\s+|declare\s+(?:-a\s+)?)?({_NAME})(\+?)=\((.*)\)\s*;?\s*$", text, re.S)
+            arr = re.match(
+                rf"^\s*(?:export\s+|local\s+|declare\s+(?:-a\s+)?)?({_NAME})(\+?)=\((.*)\)\s*;?\s*$", text, re.S
+            )
             if arr:
                 if all(a for a, _ in stack):
                     items = self.split(self.expand(arr.group(3), line), line)
@@ -357,8 +447,10 @@ class _Reader:
         out: list[Word] = []
         try:
             for piece, n in pieces:
-                out += [Word(w, self.item_lines.get(w, n) if "[@]" in piece or "[*]" in piece else n)
-                        for w in self.tokens(self.expand(piece, n), n)]
+                out += [
+                    Word(w, self.item_lines.get(w, n) if "[@]" in piece or "[*]" in piece else n)
+                    for w in self.tokens(self.expand(piece, n), n)
+                ]
             return out
         except ConfigImportError:
             return [Word(w, line) for w in self.tokens(self.expand(text, line), line)]
@@ -402,8 +494,9 @@ class _Reader:
                 return c[0] != "" and "${" not in c[0]
         except ValueError:
             pass
-        self.note_once(f"line {line}: the condition `{' '.join(cond)}` cannot be decided from the file: its first "
-                       "branch is read")
+        self.note_once(
+            f"line {line}: the condition `{' '.join(cond)}` cannot be decided from the file: its first branch is read"
+        )
         return True
 
     def _statement(self, wstmt: list[Word], line: int, bare: list[Word], commands: list) -> None:
@@ -450,8 +543,10 @@ class _Reader:
         if launches:
             launchers, launcher_args, entry, args = launches[-1]
             if len(launches) > 1:
-                out.notes.append(f"{len(launches)} launch commands in the file: the last one (line {args[0].line if args else entry[1]}) "
-                                 "is read")
+                out.notes.append(
+                    f"{len(launches)} launch commands in the file: the last one (line {args[0].line if args else entry[1]}) "
+                    "is read"
+                )
             out.entry, out.entry_line = entry
             out.launchers, out.launcher_args = launchers, launcher_args
             out.args = args + bare
@@ -485,7 +580,7 @@ class _Reader:
                 if j is None:
                     return None
                 launchers.append("ray job submit")
-                largs["ray job submit"] = [w.text for w in words[i + 3:j]]
+                largs["ray job submit"] = [w.text for w in words[i + 3 : j]]
                 i = j + 1
             elif base == "uv" and i + 1 < len(words) and words[i + 1].text == "run":
                 launchers.append("uv run")
@@ -507,22 +602,22 @@ class _Reader:
                 if i < len(words) and words[i].text == "-m":
                     if i + 1 >= len(words):
                         return None
-                    return launchers, largs, (words[i + 1].text, words[i + 1].line), words[i + 2:]
+                    return launchers, largs, (words[i + 1].text, words[i + 1].line), words[i + 2 :]
                 if i < len(words):
-                    return launchers, largs, (words[i].text, words[i].line), words[i + 1:]
+                    return launchers, largs, (words[i].text, words[i].line), words[i + 1 :]
                 return None
             elif i < len(words) and words[i].text in ("-m", "--module") and launchers:
-                return launchers, largs, (words[i + 1].text, words[i + 1].line), words[i + 2:]
+                return launchers, largs, (words[i + 1].text, words[i + 1].line), words[i + 2 :]
             elif launchers and (t.endswith(".py") or launchers[-1] in ("torchrun", "deepspeed", "accelerate launch")):
-                return launchers, largs, (t, words[i].line), words[i + 1:]
+                return launchers, largs, (t, words[i].line), words[i + 1 :]
             else:
                 # a console script (trl, rl, sft, openrlhf entry points): name and sub-command
                 if base in NON_LAUNCH or base in ("bash", "sh", "ray"):
                     return None
                 if launchers or base in CONSOLE_SCRIPTS:
                     sub = 2 if base in ("trl",) and i + 1 < len(words) and not words[i + 1].text.startswith("-") else 1
-                    name = " ".join(w.text for w in words[i:i + sub])
-                    return launchers, largs, (name, words[i].line), words[i + sub:]
+                    name = " ".join(w.text for w in words[i : i + sub])
+                    return launchers, largs, (name, words[i].line), words[i + sub :]
                 return None
         return None
 
@@ -546,7 +641,17 @@ def looks_like_shell(text: str) -> bool:
         if s.startswith("#!") or re.match(r"^(set|export)\s", s) or re.match(rf"^{_NAME}=", s):
             return True
         first = s.split(maxsplit=1)[0]
-        if PYTHON.match(first) or first in ("torchrun", "ray", "uv", "accelerate", "deepspeed", "srun", "nohup", "bash", "if"):
+        if PYTHON.match(first) or first in (
+            "torchrun",
+            "ray",
+            "uv",
+            "accelerate",
+            "deepspeed",
+            "srun",
+            "nohup",
+            "bash",
+            "if",
+        ):
             return True
     return False
 

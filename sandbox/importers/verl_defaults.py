@@ -9,7 +9,7 @@ wheel, and ``tests/importers`` checks the stored file equals a fresh compose).
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,8 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 def compose(wheel: Path, config_name: str, overrides: list[str] | None = None) -> dict[str, Any]:
     """``config_name`` of the unpacked wheel composed by Hydra (as the entry point's ``@hydra.main`` does,
     with ``overrides``), unresolved interpolations kept as text; flat ``{dotted key: value}``."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
@@ -55,7 +56,7 @@ def compose(wheel: Path, config_name: str, overrides: list[str] | None = None) -
     return flatten(tree)
 
 
-@lru_cache(maxsize=None)
+@cache
 def stored() -> dict[str, dict[str, Any]]:
     return json.loads(STORE.read_text())
 
@@ -66,7 +67,7 @@ def defaults(config_name: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    from ..export.validate.wheels import unpacked_wheel
+    from sandbox.export.validate.wheels import unpacked_wheel
 
     wheel = unpacked_wheel("verl", VERSION)
     data = {name: compose(wheel, name) for name in CONFIGS}

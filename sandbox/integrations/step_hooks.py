@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import Tensor
 
-from ..algorithms.stabilized import PendingStep, StabilizedOptimizer, StepContext
+from sandbox.algorithms.stabilized import PendingStep, StabilizedOptimizer, StepContext
 
 __all__ = ["STATE_KEY", "StabilizerHooks", "check_full_gradients"]
 
@@ -81,9 +81,15 @@ class StabilizerHooks:
             gradient-sized float32 buffer).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, params: Iterable[Tensor], stabilizers=(),
-                 context: Callable[[], StepContext] | None = None,
-                 on_metrics: Callable[[dict[str, float]], None] | None = None, grad_cosine: bool = True):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        params: Iterable[Tensor],
+        stabilizers=(),
+        context: Callable[[], StepContext] | None = None,
+        on_metrics: Callable[[dict[str, float]], None] | None = None,
+        grad_cosine: bool = True,
+    ):
         self.core = StabilizedOptimizer(optimizer, params, stabilizers, replica_dims=0, max_grad_norm=None)
         self.context = context or StepContext
         self.on_metrics = on_metrics or (lambda metrics: None)
@@ -120,8 +126,10 @@ class StabilizerHooks:
         state_dict = dict(state_dict)
         self._loaded = state_dict.pop(STATE_KEY, None)
         if self._loaded is None:
-            logger.warning("the optimizer state loaded has no sandbox stabilizer state (a checkpoint of a run without "
-                           "them?): the stabilizers and grad/cos_prev start afresh")
+            logger.warning(
+                "the optimizer state loaded has no sandbox stabilizer state (a checkpoint of a run without "
+                "them?): the stabilizers and grad/cos_prev start afresh"
+            )
         return state_dict
 
     def _restore_state(self, optimizer) -> None:

@@ -40,13 +40,13 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..algorithms import CorrectionConfig, ObjectiveConfig, StabilizerConfig, StepContext, build_policy_loss
-from ..algorithms.api import SEQ_GRAD_KEY, PolicyLossInput
-from ..algorithms.diagnostics import ess_ratio_from_log_weights, is_metrics
-from ..algorithms.ghost_norms import GhostNormRecorder
-from ..algorithms.objectives import GRPOConfig, Objective
-from ..algorithms.opob import logit_space_grad_sq_norm
-from .step_hooks import StabilizerHooks, check_full_gradients
+from sandbox.algorithms import CorrectionConfig, ObjectiveConfig, StabilizerConfig, StepContext, build_policy_loss
+from sandbox.algorithms.api import SEQ_GRAD_KEY, PolicyLossInput
+from sandbox.algorithms.diagnostics import ess_ratio_from_log_weights, is_metrics
+from sandbox.algorithms.ghost_norms import GhostNormRecorder
+from sandbox.algorithms.objectives import GRPOConfig, Objective
+from sandbox.algorithms.opob import logit_space_grad_sq_norm
+from sandbox.integrations.step_hooks import StabilizerHooks, check_full_gradients
 
 try:
     import trl
@@ -54,11 +54,17 @@ try:
     from trl import GRPOTrainer
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "sandbox.integrations.trl needs TRL 1.16: pip install -c constraints-cpu.txt -e \".[trl]\""
+        'sandbox.integrations.trl needs TRL 1.16: pip install -c constraints-cpu.txt -e ".[trl]"'
     ) from err
 
-__all__ = ["LOSS_FIELDS_REFUSED", "SUPPORTED_TRL", "SandboxGRPOConfig", "SandboxGRPOTrainer", "SandboxTRLConfig",
-           "check_trl_version"]
+__all__ = [
+    "LOSS_FIELDS_REFUSED",
+    "SUPPORTED_TRL",
+    "SandboxGRPOConfig",
+    "SandboxGRPOTrainer",
+    "SandboxTRLConfig",
+    "check_trl_version",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +83,7 @@ def check_trl_version(version: str | None = None) -> None:
     if version.split(".")[:2] != SUPPORTED_TRL.split("."):
         raise RuntimeError(
             f"sandbox.integrations.trl supports trl {SUPPORTED_TRL}.x (tested with 1.16.0) but trl {version} is "
-            f"installed: pip install -c constraints-cpu.txt \"trl=={SUPPORTED_TRL}.0\""
+            f'installed: pip install -c constraints-cpu.txt "trl=={SUPPORTED_TRL}.0"'
         )
 
 
@@ -88,7 +94,8 @@ class SandboxTRLConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
     stabilizers: list[StabilizerConfig] = Field(
-        default_factory=list, description="Optimizer-level stabilizers in order (gac, vcpo_lr, staleness_lr, grad_norm_skip)."
+        default_factory=list,
+        description="Optimizer-level stabilizers in order (gac, vcpo_lr, staleness_lr, grad_norm_skip).",
     )
     objective: ObjectiveConfig | None = Field(
         None,
@@ -107,14 +114,19 @@ class SandboxTRLConfig(BaseModel):
         "unless it says 'ghost').",
     )
     grad_cosine: bool = Field(
-        True, description="Log grad/cos_prev, the cosine of consecutive raw gradients (keeps one gradient-sized buffer)."
+        True,
+        description="Log grad/cos_prev, the cosine of consecutive raw gradients (keeps one gradient-sized buffer).",
     )
 
     @model_validator(mode="after")
     def _one_grad_norm_rule(self):
         said = getattr(self.objective, "opob_grad_norms", None)
-        if (self.grad_norms is not None and self.objective is not None
-                and "opob_grad_norms" in self.objective.model_fields_set and said != self.grad_norms):
+        if (
+            self.grad_norms is not None
+            and self.objective is not None
+            and "opob_grad_norms" in self.objective.model_fields_set
+            and said != self.grad_norms
+        ):
             raise ValueError(
                 f"grad_norms = {self.grad_norms!r} contradicts objective.opob_grad_norms = {said!r}: set one of them "
                 "(grad_norms = None follows the objective)"
@@ -136,14 +148,21 @@ class SandboxTRLConfig(BaseModel):
         return stabilizers
 
     @classmethod
-    def from_scenario(cls, path: str | Path, overrides: list[str] | None = None, variant: str | None = None, *,
-                      trl_loss: bool = False, **extra) -> "SandboxTRLConfig":
+    def from_scenario(
+        cls,
+        path: str | Path,
+        overrides: list[str] | None = None,
+        variant: str | None = None,
+        *,
+        trl_loss: bool = False,
+        **extra,
+    ) -> SandboxTRLConfig:
         """The objective, correction and stabilizers of a scenario file (after ``--set``-style overrides), of
         its variant ``variant`` when it has variants (required then: the base alone is none of them, and a
         variant's method, GAC in ``lm_mission``'s ``gac``, would be lost). ``trl_loss``: keep TRL's own loss
         (no sandbox objective; a correction then runs on the objective derived from ``GRPOConfig``); otherwise
         the scenario's objective replaces TRL's loss, which is said in a warning naming it."""
-        from ..scenario import ScenarioError, load_scenario, variant_scenarios
+        from sandbox.scenario.api import ScenarioError, load_scenario, variant_scenarios
 
         try:
             scenario, raw = load_scenario(path, overrides)
@@ -154,21 +173,29 @@ class SandboxTRLConfig(BaseModel):
         if variant is None and names:
             raise ValueError(
                 f"{path} has variants ({', '.join(names)}) and the base alone is none of them: pass one, e.g. "
-                f"SandboxGRPOConfig.from_scenario({str(path)!r}, variant={names[-1]!r}, output_dir=...)")
+                f"SandboxGRPOConfig.from_scenario({str(path)!r}, variant={names[-1]!r}, output_dir=...)"
+            )
         if variant is not None and variant not in variants:
             import difflib
 
             close = difflib.get_close_matches(variant, names, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ValueError(f"variant={variant!r}: not a variant of {path}; {hint}its variants: {', '.join(names) or 'none'}")
+            raise ValueError(
+                f"variant={variant!r}: not a variant of {path}; {hint}its variants: {', '.join(names) or 'none'}"
+            )
         alg = variants[variant or ""].algorithm
         objective = None if trl_loss else alg.objective
         if objective is not None:
             where = f" (variant {variant!r})" if variant else ""
-            logger.warning("from_scenario(%s%s): the scenario's objective %r (%s) replaces TRL's GRPO loss; pass "
-                           "trl_loss=True to keep TRL's loss and take only the stabilizers and the correction",
-                           path, where, objective.name, ", ".join(f"{k}={v}" for k, v in objective.model_dump(
-                               exclude_unset=True).items() if k != "name") or "its defaults")
+            logger.warning(
+                "from_scenario(%s%s): the scenario's objective %r (%s) replaces TRL's GRPO loss; pass "
+                "trl_loss=True to keep TRL's loss and take only the stabilizers and the correction",
+                path,
+                where,
+                objective.name,
+                ", ".join(f"{k}={v}" for k, v in objective.model_dump(exclude_unset=True).items() if k != "name")
+                or "its defaults",
+            )
         return cls(stabilizers=alg.stabilizers, objective=objective, correction=alg.correction, **extra)
 
 
@@ -177,11 +204,28 @@ class SandboxTRLConfig(BaseModel):
 # --------------------------------------------------------------------------------------------------
 
 LOSS_FIELDS_REFUSED: tuple[str, ...] = (
-    "beta", "use_bias_correction_kl", "delta", "importance_sampling_level", "off_policy_mask_threshold",
-    "top_entropy_quantile", "entropy_coef", "use_adaptive_entropy", "entropy_coef_min", "entropy_coef_max",
-    "entropy_coef_delta", "entropy_target", "multi_objective_aggregation", "sapo_temperature_neg",
-    "sapo_temperature_pos", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-    "vllm_importance_sampling_mode", "vllm_importance_sampling_cap", "vllm_importance_sampling_clip_max",
+    "beta",
+    "use_bias_correction_kl",
+    "delta",
+    "importance_sampling_level",
+    "off_policy_mask_threshold",
+    "top_entropy_quantile",
+    "entropy_coef",
+    "use_adaptive_entropy",
+    "entropy_coef_min",
+    "entropy_coef_max",
+    "entropy_coef_delta",
+    "entropy_target",
+    "multi_objective_aggregation",
+    "sapo_temperature_neg",
+    "sapo_temperature_pos",
+    "vespo_k_pos",
+    "vespo_lambda_pos",
+    "vespo_k_neg",
+    "vespo_lambda_neg",
+    "vllm_importance_sampling_mode",
+    "vllm_importance_sampling_cap",
+    "vllm_importance_sampling_clip_max",
     "vllm_importance_sampling_clip_min",
 )
 """``trl.GRPOConfig`` fields applied inside TRL's loss (or its rewards' aggregation) with no counterpart in a
@@ -198,8 +242,10 @@ is the sandbox aggregation's on each micro-batch (``grpo``: mean over tokens the
 of the micro-batch). TRL's default ``dapo`` (normalised by the generation batch's tokens) and ``dr_grpo``
 (by ``max_completion_length``) have no such equivalent."""
 
-SCALE_REWARDS_FOR_OBJECTIVE = {"normalize_std": {"group": True, "none": False},
-                               "advantage": {"group": "grpo", "none": "dr_grpo"}}
+SCALE_REWARDS_FOR_OBJECTIVE = {
+    "normalize_std": {"group": True, "none": False},
+    "advantage": {"group": "grpo", "none": "dr_grpo"},
+}
 """``scale_rewards`` → the objective's own switch: ``normalize_std`` (grpo, reinforce) or the ``advantage``
 kind (dapo, cispo, gspo, ppo: ``grpo`` = group mean and std, ``dr_grpo`` = group mean only). ``batch`` (the
 std of the whole batch) has none."""
@@ -227,7 +273,8 @@ def map_grpo_fields(args, objective):
             raise ValueError(
                 f"GRPOConfig.loss_type = {args.loss_type!r} has no equivalent for sandbox_objective {objective.name!r}: "
                 f"leave it at {_trl_default('loss_type')!r} and set sandbox_objective.aggregation (loss types mapped: "
-                f"{sorted(LOSS_TYPE_FOR_OBJECTIVE)})")
+                f"{sorted(LOSS_TYPE_FOR_OBJECTIVE)})"
+            )
         targets["aggregation"] = ("loss_type", LOSS_TYPE_FOR_OBJECTIVE[args.loss_type])
     if _set(args, "epsilon") or _set(args, "epsilon_high"):
         targets["eps_low"] = ("epsilon", args.epsilon)
@@ -237,8 +284,10 @@ def map_grpo_fields(args, objective):
         for knob, table in SCALE_REWARDS_FOR_OBJECTIVE.items():
             if knob in type(objective).model_fields:
                 if args.scale_rewards not in table:
-                    raise ValueError(f"GRPOConfig.scale_rewards = {args.scale_rewards!r} has no equivalent for "
-                                     f"sandbox_objective {objective.name!r} (mapped: {sorted(table)} → {knob})")
+                    raise ValueError(
+                        f"GRPOConfig.scale_rewards = {args.scale_rewards!r} has no equivalent for "
+                        f"sandbox_objective {objective.name!r} (mapped: {sorted(table)} → {knob})"
+                    )
                 targets[knob] = ("scale_rewards", table[args.scale_rewards])
                 break
         else:
@@ -246,16 +295,22 @@ def map_grpo_fields(args, objective):
     update = {}
     for knob, (source, value) in targets.items():
         if knob not in type(objective).model_fields:
-            raise ValueError(f"GRPOConfig.{source} = {getattr(args, source)!r} has no counterpart in sandbox_objective "
-                             f"{objective.name!r} (no field {knob!r}): leave it at {_trl_default(source)!r}")
+            raise ValueError(
+                f"GRPOConfig.{source} = {getattr(args, source)!r} has no counterpart in sandbox_objective "
+                f"{objective.name!r} (no field {knob!r}): leave it at {_trl_default(source)!r}"
+            )
         own = getattr(objective, knob)
         if knob in objective.model_fields_set and own != value:
-            raise ValueError(f"GRPOConfig.{source} = {getattr(args, source)!r} contradicts sandbox_objective.{knob} = "
-                             f"{own!r}: set one of them")
+            raise ValueError(
+                f"GRPOConfig.{source} = {getattr(args, source)!r} contradicts sandbox_objective.{knob} = "
+                f"{own!r}: set one of them"
+            )
         update[knob] = value
     if not update:
         return objective
-    return type(objective).model_validate({**objective.model_dump(exclude_unset=True), "name": objective.name, **update})
+    return type(objective).model_validate(
+        {**objective.model_dump(exclude_unset=True), "name": objective.name, **update}
+    )
 
 
 def check_replaced_loss_fields(args) -> None:
@@ -265,7 +320,8 @@ def check_replaced_loss_fields(args) -> None:
             raise ValueError(
                 f"GRPOConfig.{key} = {getattr(args, key)!r} is applied inside TRL's loss, which a sandbox objective "
                 f"replaces; set it to {_trl_default(key)!r} (the sandbox counterparts are objectives and corrections, "
-                "docs/promotion.md#trl)")
+                "docs/promotion.md#trl)"
+            )
 
 
 def derived_objective(args) -> GRPOConfig:
@@ -278,8 +334,11 @@ def derived_objective(args) -> GRPOConfig:
             f"(loss types mapped: {sorted(LOSS_TYPE_AGGREGATION)} with scale_rewards 'group' or 'none')"
         )
     return GRPOConfig(
-        eps_low=args.epsilon, eps_high=args.epsilon if args.epsilon_high is None else args.epsilon_high, eps_std=1e-4,
-        normalize_std=args.scale_rewards != "none", aggregation=LOSS_TYPE_AGGREGATION[args.loss_type],
+        eps_low=args.epsilon,
+        eps_high=args.epsilon if args.epsilon_high is None else args.epsilon_high,
+        eps_std=1e-4,
+        normalize_std=args.scale_rewards != "none",
+        aggregation=LOSS_TYPE_AGGREGATION[args.loss_type],
     )
 
 
@@ -288,8 +347,13 @@ def _plain(model: BaseModel) -> dict:
     return {"name": model.name, **model.model_dump(mode="json", exclude_unset=True)}
 
 
-SANDBOX_FIELDS = ("sandbox_stabilizers", "sandbox_objective", "sandbox_correction", "sandbox_grad_norms",
-                  "sandbox_grad_cosine")
+SANDBOX_FIELDS = (
+    "sandbox_stabilizers",
+    "sandbox_objective",
+    "sandbox_correction",
+    "sandbox_grad_norms",
+    "sandbox_grad_cosine",
+)
 
 
 @dataclasses.dataclass
@@ -305,19 +369,39 @@ class SandboxGRPOConfig(TRLGRPOConfig):
     holds the mapped values) or, with no counterpart, refused by name when set
     (:data:`LOSS_FIELDS_REFUSED`). ``docs/promotion.md#trl``."""
 
-    sandbox_stabilizers: list[dict] | str | None = dataclasses.field(default=None, metadata={"help": (
-        "Optimizer-level stabilizers in order, a list of stabilizer configs (JSON on the command line), e.g. "
-        "'[{\"name\": \"gac\", \"c_thr\": 0.3}, {\"name\": \"vcpo_lr\"}]' (gac, vcpo_lr, staleness_lr, grad_norm_skip).")})
-    sandbox_objective: dict | str | None = dataclasses.field(default=None, metadata={"help": (
-        "A sandbox objective replacing TRL's loss and advantages (JSON), e.g. '{\"name\": \"grpo\", \"baseline\": "
-        "\"opob\"}'; None = TRL's, or one derived from this config when a correction is set.")})
-    sandbox_correction: dict | str | None = dataclasses.field(default=None, metadata={"help": (
-        "A sandbox off-policy correction (JSON), e.g. '{\"name\": \"m2po_mask\"}'; None = none.")})
-    sandbox_grad_norms: str | None = dataclasses.field(default=None, metadata={
-        "help": "Per-completion gradient norms for OPOB: exact, ghost or logit_proxy; None = the objective's.",
-        "choices": ["exact", "ghost", "logit_proxy"]})
-    sandbox_grad_cosine: bool = dataclasses.field(default=True, metadata={
-        "help": "Log grad/cos_prev, the cosine of consecutive raw gradients (one gradient-sized buffer)."})
+    sandbox_stabilizers: list[dict] | str | None = dataclasses.field(
+        default=None,
+        metadata={
+            "help": (
+                "Optimizer-level stabilizers in order, a list of stabilizer configs (JSON on the command line), e.g. "
+                '\'[{"name": "gac", "c_thr": 0.3}, {"name": "vcpo_lr"}]\' (gac, vcpo_lr, staleness_lr, grad_norm_skip).'
+            )
+        },
+    )
+    sandbox_objective: dict | str | None = dataclasses.field(
+        default=None,
+        metadata={
+            "help": (
+                'A sandbox objective replacing TRL\'s loss and advantages (JSON), e.g. \'{"name": "grpo", "baseline": '
+                "\"opob\"}'; None = TRL's, or one derived from this config when a correction is set."
+            )
+        },
+    )
+    sandbox_correction: dict | str | None = dataclasses.field(
+        default=None,
+        metadata={"help": ('A sandbox off-policy correction (JSON), e.g. \'{"name": "m2po_mask"}\'; None = none.')},
+    )
+    sandbox_grad_norms: str | None = dataclasses.field(
+        default=None,
+        metadata={
+            "help": "Per-completion gradient norms for OPOB: exact, ghost or logit_proxy; None = the objective's.",
+            "choices": ["exact", "ghost", "logit_proxy"],
+        },
+    )
+    sandbox_grad_cosine: bool = dataclasses.field(
+        default=True,
+        metadata={"help": "Log grad/cos_prev, the cosine of consecutive raw gradients (one gradient-sized buffer)."},
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -334,9 +418,13 @@ class SandboxGRPOConfig(TRLGRPOConfig):
                     raise ValueError(f"SandboxGRPOConfig.{name} is not valid JSON: {err}") from None
             raw[name] = value
         try:
-            cfg = SandboxTRLConfig(stabilizers=raw["sandbox_stabilizers"] or [], objective=raw["sandbox_objective"],
-                                   correction=raw["sandbox_correction"], grad_norms=self.sandbox_grad_norms,
-                                   grad_cosine=self.sandbox_grad_cosine)
+            cfg = SandboxTRLConfig(
+                stabilizers=raw["sandbox_stabilizers"] or [],
+                objective=raw["sandbox_objective"],
+                correction=raw["sandbox_correction"],
+                grad_norms=self.sandbox_grad_norms,
+                grad_cosine=self.sandbox_grad_cosine,
+            )
         except ValidationError as err:  # pydantic's locations are SandboxTRLConfig's: named here as our fields
             lines = []
             for e in err.errors():
@@ -356,13 +444,24 @@ class SandboxGRPOConfig(TRLGRPOConfig):
     @property
     def sandbox(self) -> SandboxTRLConfig:
         """The sandbox settings as the validated :class:`SandboxTRLConfig` (objective mapped)."""
-        return SandboxTRLConfig(stabilizers=self.sandbox_stabilizers or [], objective=self.sandbox_objective,
-                                correction=self.sandbox_correction, grad_norms=self.sandbox_grad_norms,
-                                grad_cosine=self.sandbox_grad_cosine)
+        return SandboxTRLConfig(
+            stabilizers=self.sandbox_stabilizers or [],
+            objective=self.sandbox_objective,
+            correction=self.sandbox_correction,
+            grad_norms=self.sandbox_grad_norms,
+            grad_cosine=self.sandbox_grad_cosine,
+        )
 
     @classmethod
-    def from_scenario(cls, path: str | Path, overrides: list[str] | None = None, variant: str | None = None, *,
-                      trl_loss: bool = False, **kwargs) -> "SandboxGRPOConfig":
+    def from_scenario(
+        cls,
+        path: str | Path,
+        overrides: list[str] | None = None,
+        variant: str | None = None,
+        *,
+        trl_loss: bool = False,
+        **kwargs,
+    ) -> SandboxGRPOConfig:
         """The objective, correction and stabilizers of a scenario file (after ``--set``-style overrides) or of
         one of its variants (:meth:`SandboxTRLConfig.from_scenario`: ``variant`` is required when the scenario
         has variants; ``trl_loss`` keeps TRL's loss), with ``kwargs`` the other ``GRPOConfig`` fields::
@@ -372,7 +471,7 @@ class SandboxGRPOConfig(TRLGRPOConfig):
         return cls(**kwargs, **_sandbox_fields(cfg))
 
     @classmethod
-    def from_grpo_config(cls, args: TRLGRPOConfig, sandbox: SandboxTRLConfig) -> "SandboxGRPOConfig":
+    def from_grpo_config(cls, args: TRLGRPOConfig, sandbox: SandboxTRLConfig) -> SandboxGRPOConfig:
         """``args`` (already post-processed by ``GRPOConfig``, so not re-initialised) with ``sandbox``'s settings."""
         new = cls.__new__(cls)
         new.__dict__.update(vars(args))
@@ -383,10 +482,13 @@ class SandboxGRPOConfig(TRLGRPOConfig):
 
 
 def _sandbox_fields(cfg: SandboxTRLConfig) -> dict:
-    return {"sandbox_stabilizers": [_plain(s) for s in cfg.stabilizers] or None,
-            "sandbox_objective": None if cfg.objective is None else _plain(cfg.objective),
-            "sandbox_correction": None if cfg.correction is None else _plain(cfg.correction),
-            "sandbox_grad_norms": cfg.grad_norms, "sandbox_grad_cosine": cfg.grad_cosine}
+    return {
+        "sandbox_stabilizers": [_plain(s) for s in cfg.stabilizers] or None,
+        "sandbox_objective": None if cfg.objective is None else _plain(cfg.objective),
+        "sandbox_correction": None if cfg.correction is None else _plain(cfg.correction),
+        "sandbox_grad_norms": cfg.grad_norms,
+        "sandbox_grad_cosine": cfg.grad_cosine,
+    }
 
 
 class SandboxGRPOTrainer(GRPOTrainer):
@@ -413,13 +515,19 @@ class SandboxGRPOTrainer(GRPOTrainer):
         positional = len(args) > 2
         grpo_args = args[2] if positional else kwargs.get("args")
         if sandbox is not None:
-            warnings.warn("SandboxGRPOTrainer(sandbox=...) is deprecated: pass args=SandboxGRPOConfig(..., "
-                          "sandbox_stabilizers=..., sandbox_objective=..., ...) so the settings are saved with the "
-                          "training arguments", FutureWarning, stacklevel=2)
+            warnings.warn(
+                "SandboxGRPOTrainer(sandbox=...) is deprecated: pass args=SandboxGRPOConfig(..., "
+                "sandbox_stabilizers=..., sandbox_objective=..., ...) so the settings are saved with the "
+                "training arguments",
+                FutureWarning,
+                stacklevel=2,
+            )
             sandbox = sandbox if isinstance(sandbox, SandboxTRLConfig) else SandboxTRLConfig.model_validate(sandbox)
             if isinstance(grpo_args, SandboxGRPOConfig) and grpo_args.sandbox != SandboxTRLConfig():
-                raise ValueError("both args (a SandboxGRPOConfig with sandbox_* settings) and sandbox= are given: "
-                                 "set the sandbox_* fields of args only")
+                raise ValueError(
+                    "both args (a SandboxGRPOConfig with sandbox_* settings) and sandbox= are given: "
+                    "set the sandbox_* fields of args only"
+                )
             if grpo_args is not None:
                 grpo_args = SandboxGRPOConfig.from_grpo_config(grpo_args, sandbox)
                 if positional:
@@ -440,8 +548,10 @@ class SandboxGRPOTrainer(GRPOTrainer):
         # mean tokens per micro-batch, not by the micro-batch's own count: a derived dapo objective does too.
         self._dapo_normalizer = self.sandbox.objective is None and self.args.loss_type == "dapo"
         if self._policy_loss is not None and self.args.use_vllm and self.args.vllm_importance_sampling_correction:
-            logger.warning("sandbox objective active: TRL's vLLM importance-sampling factor is not applied; the "
-                           "sampler's log-probs are the behaviour policy of the sandbox correction")
+            logger.warning(
+                "sandbox objective active: TRL's vLLM importance-sampling factor is not applied; the "
+                "sampler's log-probs are the behaviour policy of the sandbox correction"
+            )
 
     # ------------------------------------------------------------------------------ configuration
     def _build_policy_loss(self, args):
@@ -467,8 +577,12 @@ class SandboxGRPOTrainer(GRPOTrainer):
             check_full_gradients(self.accelerator.distributed_type)
             params = [p for p in self.model.parameters() if p.requires_grad]
             self._stabilizer_hooks = StabilizerHooks(
-                self.optimizer, params, self.sandbox.stabilizers, context=self._step_context,
-                on_metrics=self._record_step_metrics, grad_cosine=self.sandbox.grad_cosine,
+                self.optimizer,
+                params,
+                self.sandbox.stabilizers,
+                context=self._step_context,
+                on_metrics=self._record_step_metrics,
+                grad_cosine=self.sandbox.grad_cosine,
             )
         return optimizer
 
@@ -522,15 +636,25 @@ class SandboxGRPOTrainer(GRPOTrainer):
             rewards = torch.where(unscorable, fill, rewards)
         mask = output["completion_mask"].float()
         sampling, old = output.get("sampling_per_token_logps"), output.get("old_per_token_logps")
-        log_w = ((old - sampling) * mask).sum(-1) if sampling is not None and old is not None else torch.zeros(mask.shape[0], device=mask.device)
+        log_w = (
+            ((old - sampling) * mask).sum(-1)
+            if sampling is not None and old is not None
+            else torch.zeros(mask.shape[0], device=mask.device)
+        )
         log_w = self.accelerator.gather(log_w)
         extras = {}
         if self._policy_loss.needs_sequence_grad_norms:
             extras[SEQ_GRAD_KEY] = self.accelerator.gather(self._sequence_grad_sq_norms(output))
         n = rewards.shape[0]
         placeholder = torch.zeros(n, 1, device=rewards.device)
-        inp = PolicyLossInput(logp=placeholder, behaviour_logp=placeholder, mask=torch.ones_like(placeholder),
-                              rewards=rewards.float(), group_size=group, extras=extras)
+        inp = PolicyLossInput(
+            logp=placeholder,
+            behaviour_logp=placeholder,
+            mask=torch.ones_like(placeholder),
+            rewards=rewards.float(),
+            group_size=group,
+            extras=extras,
+        )
         adv, _ = self._policy_loss.advantages(inp, log_w.to(rewards.device).float())
         adv = torch.where(unscorable, torch.zeros_like(adv), adv)
         n_local = output["completion_ids"].shape[0]
@@ -557,13 +681,20 @@ class SandboxGRPOTrainer(GRPOTrainer):
             forward = type(model).forward
             with torch.enable_grad():
                 with GhostNormRecorder(named, (ids, attn)) as recorder:  # one forward of the whole batch
-                    logits = forward(model, input_ids=ids, attention_mask=attn).logits[:, -width - 1 : -1].float() / self.temperature
+                    logits = (
+                        forward(model, input_ids=ids, attention_mask=attn).logits[:, -width - 1 : -1].float()
+                        / self.temperature
+                    )
                     logps = torch.log_softmax(logits, -1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
                 try:
                     return recorder.sq_norms((logps * cmask).sum(-1))
-                except ValueError as err:  # a parameter no ghost rule covers (an op other than linear, embedding, norms)
-                    raise ValueError(f"sandbox_grad_norms = 'ghost' cannot serve {type(model).__name__}: {err}. "
-                                     "Use sandbox_grad_norms = 'exact' (one backward per completion) for this model") from None
+                except (
+                    ValueError
+                ) as err:  # a parameter no ghost rule covers (an op other than linear, embedding, norms)
+                    raise ValueError(
+                        f"sandbox_grad_norms = 'ghost' cannot serve {type(model).__name__}: {err}. "
+                        "Use sandbox_grad_norms = 'exact' (one backward per completion) for this model"
+                    ) from None
         params = [p for p in model.parameters() if p.requires_grad]
         norms = []
         with torch.enable_grad():
@@ -615,10 +746,17 @@ class SandboxGRPOTrainer(GRPOTrainer):
         logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.shape[1])
         mask = self._loss_mask(inputs).to(logps.dtype)
         behaviour, prox = self._behaviour(inputs, logps)
-        out = self._policy_loss(PolicyLossInput(
-            logp=logps, behaviour_logp=behaviour, mask=mask, rewards=inputs["sandbox_rewards"], group_size=1,
-            prox_logp=prox, advantages=inputs["advantages"],
-        ))
+        out = self._policy_loss(
+            PolicyLossInput(
+                logp=logps,
+                behaviour_logp=behaviour,
+                mask=mask,
+                rewards=inputs["sandbox_rewards"],
+                group_size=1,
+                prox_logp=prox,
+                advantages=inputs["advantages"],
+            )
+        )
         mode = "train" if self.model.training else "eval"
         if self._dapo_normalizer:  # token mean → token sum / TRL's normaliser (grpo_trainer.py, trl 1.16)
             normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
@@ -648,6 +786,8 @@ class SandboxGRPOTrainer(GRPOTrainer):
         """Append each scalar metric, reduced over processes (max for ``*/max``, else mean), in one gather."""
         if not metrics:
             return
-        gathered = self.accelerator.gather(torch.stack([v.detach().float().reshape(()) for v in metrics.values()])[None])
+        gathered = self.accelerator.gather(
+            torch.stack([v.detach().float().reshape(()) for v in metrics.values()])[None]
+        )
         for key, column in zip(metrics, gathered.reshape(-1, len(metrics)).T):
             self._metrics[mode][key].append((column.max() if key.endswith("/max") else column.mean()).item())

@@ -164,7 +164,9 @@ def verl_aggregation_scale(loss_agg_mode: str, fmask: Tensor, batch_info: Mappin
     if loss_agg_mode == "token-sum":
         return n_tokens.clamp_min(1.0) * dp
     if loss_agg_mode not in VERL_AGGREGATION:
-        raise ValueError(f"sandbox verl loss: unknown loss_agg_mode {loss_agg_mode!r}; expected one of {list(VERL_AGGREGATION)}")
+        raise ValueError(
+            f"sandbox verl loss: unknown loss_agg_mode {loss_agg_mode!r}; expected one of {list(VERL_AGGREGATION)}"
+        )
     n_seqs = fmask.shape[-2]
     size = batch_info.get("global_batch_size")
     if size is None:
@@ -246,7 +248,9 @@ class SandboxVerlLoss:
             base = self.objective.model_dump()
         else:
             if config is None:
-                raise ValueError("sandbox verl loss without an objective reads clip_ratio_* from verl's actor config; got config=None")
+                raise ValueError(
+                    "sandbox verl loss without an objective reads clip_ratio_* from verl's actor config; got config=None"
+                )
             eps = config.clip_ratio
             low = config.clip_ratio_low if config.clip_ratio_low is not None else eps
             high = config.clip_ratio_high if config.clip_ratio_high is not None else eps
@@ -272,7 +276,9 @@ class SandboxVerlLoss:
         rollout_is_weights: Tensor | None = None,
     ) -> tuple[Tensor, dict[str, float]]:
         if loss_agg_mode not in VERL_AGGREGATION:
-            raise ValueError(f"sandbox verl loss: unknown loss_agg_mode {loss_agg_mode!r}; expected one of {list(VERL_AGGREGATION)}")
+            raise ValueError(
+                f"sandbox verl loss: unknown loss_agg_mode {loss_agg_mode!r}; expected one of {list(VERL_AGGREGATION)}"
+            )
         fmask = response_mask.to(log_prob.dtype)
         adv = per_response_advantages(advantages.detach(), response_mask).to(log_prob.dtype)
         if self.behaviour == "rollout_is_weights":
@@ -282,9 +288,13 @@ class SandboxVerlLoss:
         loss_fn = self.policy_loss(VERL_AGGREGATION[loss_agg_mode], config)
         out = loss_fn(
             PolicyLossInput(
-                logp=log_prob, behaviour_logp=behaviour_logp.detach(), mask=fmask,
-                rewards=torch.zeros_like(adv), group_size=1,
-                prox_logp=None if prox is None else prox.detach(), advantages=adv,
+                logp=log_prob,
+                behaviour_logp=behaviour_logp.detach(),
+                mask=fmask,
+                rewards=torch.zeros_like(adv),
+                group_size=1,
+                prox_logp=None if prox is None else prox.detach(),
+                advantages=adv,
             )
         )
         batch_info = (getattr(config, "global_batch_info", None) if config is not None else None) or {}
@@ -327,7 +337,9 @@ def register_sandbox_losses(
         key = name if name is not None else SANDBOX_PREFIX + loss.correction.name  # type: ignore[attr-defined]
         existing = core_algos.POLICY_LOSS_REGISTRY.get(key)
         if existing is not None and not isinstance(existing, SandboxVerlLoss):
-            raise ValueError(f"register_sandbox_losses: {key!r} is one of verl's own policy losses; choose another name")
+            raise ValueError(
+                f"register_sandbox_losses: {key!r} is one of verl's own policy losses; choose another name"
+            )
         losses[key] = core_algos.register_policy_loss(key)(loss)
     return losses
 

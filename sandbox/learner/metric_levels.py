@@ -26,8 +26,8 @@ ALWAYS = frozenset({"loss", "reward/mean", "grad/norm", "param/norm", "lr"})
 time-to-target's headline is ``eval/*`` (always computed when the task evaluates) or ``reward/mean``."""
 
 FIGURE_METRICS = frozenset({"is/ess_ratio", "grad/cos_prev", "grad/norm", "staleness/mean"})
-"""What the default figures of a run read besides the headline (:func:`sandbox.plots.default_figures`,
-:func:`sandbox.plots.comparison_figure`); the engine-mismatch panel reads the ``mismatch/*`` and
+"""What the default figures of a run read besides the headline (:func:`sandbox.run.plots.default_figures`,
+:func:`sandbox.run.plots.comparison_figure`); the engine-mismatch panel reads the ``mismatch/*`` and
 ``rollout_corr/*`` families, kept whole (:data:`FIGURE_PREFIXES`)."""
 
 FIGURE_PREFIXES = ("mismatch/", "rollout_corr/")

@@ -50,8 +50,9 @@ def length_buckets(lengths: Tensor, max_len: int) -> Tensor:
     return b.clamp_(0, BUCKETS - 1)
 
 
-def pair_metrics(a: Tensor, b: Tensor, mask: Tensor, prefix: str, lengths: Tensor | None = None,
-                 max_len: int = 1) -> dict[str, Tensor]:
+def pair_metrics(
+    a: Tensor, b: Tensor, mask: Tensor, prefix: str, lengths: Tensor | None = None, max_len: int = 1
+) -> dict[str, Tensor]:
     """The per-pair metrics of the module docstring for log-probs ``a``, ``b`` ``(R, N, T)``, under ``prefix/``."""
     m = mask.double()
     a, b = a.detach().double() * m, b.detach().double() * m
@@ -94,7 +95,11 @@ def pair_metrics(a: Tensor, b: Tensor, mask: Tensor, prefix: str, lengths: Tenso
 def framework_metrics(logp: Tensor, version_logp: Tensor, behaviour_logp: Tensor, mask: Tensor) -> dict[str, Tensor]:
     """verl's ``rollout_corr/*``, prime-rl's ``mismatch_kl/all/mean`` and TRL's ``sampling/*`` (module docstring)."""
     m = mask.double()
-    train, roll, ver = logp.detach().double() * m, behaviour_logp.detach().double() * m, version_logp.detach().double() * m
+    train, roll, ver = (
+        logp.detach().double() * m,
+        behaviour_logp.detach().double() * m,
+        version_logp.detach().double() * m,
+    )
     tokens = m.sum((-2, -1)).clamp_min(1.0)
     tmean = lambda x: (x * m).sum((-2, -1)) / tokens  # noqa: E731
     has = m.sum(-1) > 0
@@ -131,8 +136,9 @@ def framework_metrics(logp: Tensor, version_logp: Tensor, behaviour_logp: Tensor
     }
 
 
-def mismatch_metrics(logp: Tensor, version_logp: Tensor, behaviour_logp: Tensor, mask: Tensor, lengths: Tensor,
-                     max_len: int) -> dict[str, Tensor]:
+def mismatch_metrics(
+    logp: Tensor, version_logp: Tensor, behaviour_logp: Tensor, mask: Tensor, lengths: Tensor, max_len: int
+) -> dict[str, Tensor]:
     """Every metric of the module docstring, per replica ``(R,)`` float64 tensors."""
     out = pair_metrics(version_logp, behaviour_logp, mask, "mismatch", lengths, max_len)
     out.update(pair_metrics(logp, version_logp, mask, "staleness"))

@@ -22,14 +22,18 @@ class OptimizerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["adam", "adamw", "sgd"] = Field("adam", description="adam | adamw | sgd.")
     lr: float = Field(
-        0.05, gt=0, le=FLOAT32_MAX,
+        0.05,
+        gt=0,
+        le=FLOAT32_MAX,
         description="Base learning rate η (> 0, at most 3.4e38: the largest float32, the parameters' dtype; a "
         "larger rate cannot even be applied to them).",
     )
     betas: tuple[float, float] = Field((0.9, 0.999), description="Adam moment decays, each in [0, 1).")
     eps: float = Field(1e-8, gt=0, description="Adam denominator epsilon.")
     momentum: float = Field(0.0, ge=0, lt=1, description="SGD heavy-ball momentum in [0, 1).")
-    weight_decay: float = Field(0.0, ge=0, le=FLOAT32_MAX, description="Weight decay (decoupled for adamw; at most 3.4e38).")
+    weight_decay: float = Field(
+        0.0, ge=0, le=FLOAT32_MAX, description="Weight decay (decoupled for adamw; at most 3.4e38)."
+    )
     schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="LR decay after warm-up.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     grad_clip: float | None = Field(None, gt=0, description="Per-replica global gradient-norm clip (None = off).")
@@ -99,11 +103,20 @@ def without_dynamo(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimiz
         return raw_load(self, state_dict)
 
     step.raw_step = raw_step  # what unhooked_step calls
-    made = type(cls.__name__, (cls,), {
-        "__module__": __name__, "__qualname__": cls.__name__, "__doc__": cls.__doc__,
-        "step": step, "add_param_group": add_param_group, "zero_grad": zero_grad,
-        "state_dict": state_dict, "load_state_dict": load_state_dict,
-    })
+    made = type(
+        cls.__name__,
+        (cls,),
+        {
+            "__module__": __name__,
+            "__qualname__": cls.__name__,
+            "__doc__": cls.__doc__,
+            "step": step,
+            "add_param_group": add_param_group,
+            "zero_grad": zero_grad,
+            "state_dict": state_dict,
+            "load_state_dict": load_state_dict,
+        },
+    )
     _NO_DYNAMO[cls] = made
     return made
 
@@ -142,14 +155,26 @@ def unhooked_step(optimizer: torch.optim.Optimizer):
         code_ok = code is not None and code.co_name == "_use_grad"
     global_pre = getattr(_optimizer, "_global_optimizer_pre_hooks", None)
     global_post = getattr(_optimizer, "_global_optimizer_post_hooks", None)
-    if (not getattr(hooked, "hooked", False) or raw is None or not code_ok
-            or optimizer.defaults.get("differentiable", False) or global_pre is None or global_post is None
-            or not hasattr(optimizer, "_optimizer_step_pre_hooks") or not hasattr(optimizer, "_optimizer_step_post_hooks")):
+    if (
+        not getattr(hooked, "hooked", False)
+        or raw is None
+        or not code_ok
+        or optimizer.defaults.get("differentiable", False)
+        or global_pre is None
+        or global_post is None
+        or not hasattr(optimizer, "_optimizer_step_pre_hooks")
+        or not hasattr(optimizer, "_optimizer_step_post_hooks")
+    ):
         return optimizer.step
 
     def step():
-        if (global_pre or global_post or optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
-                or torch.is_grad_enabled()):
+        if (
+            global_pre
+            or global_post
+            or optimizer._optimizer_step_pre_hooks
+            or optimizer._optimizer_step_post_hooks
+            or torch.is_grad_enabled()
+        ):
             return optimizer.step()
         return raw(optimizer)
 

@@ -28,21 +28,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..algorithms import ghost_norms
-from ..algorithms._tensor import replica_sum, seq_sum
-from ..algorithms.advantages import zero_variance_group_frac
-from ..algorithms.api import PolicyLossInput
-from ..algorithms.diagnostics import is_metrics
-from ..algorithms.opob import per_sequence_grad_sq_norms
-from ..algorithms.stabilized import StabilizedOptimizer, StepContext, build_stabilizers
-from ..system.cluster import Job, TrainResult
-from ..system.records import ReplicaColumns
-from ..tasks.base import OracleTask, Params, PolicyTask
-from ..tasks.rollouts import Rollouts, oldest_versions
-from . import diagnostics as dg
-from .metric_levels import MetricSet, metric_set
-from .mismatch import mismatch_metrics
-from .optim import OptimizerConfig, build_optimizer, scheduled_lr, unhooked_step
+from sandbox.algorithms import ghost_norms
+from sandbox.algorithms._tensor import replica_sum, seq_sum
+from sandbox.algorithms.advantages import zero_variance_group_frac
+from sandbox.algorithms.api import PolicyLossInput
+from sandbox.algorithms.diagnostics import is_metrics
+from sandbox.algorithms.opob import per_sequence_grad_sq_norms
+from sandbox.algorithms.stabilized import StabilizedOptimizer, StepContext, build_stabilizers
+from sandbox.learner import diagnostics as dg
+from sandbox.learner.metric_levels import MetricSet, metric_set
+from sandbox.learner.mismatch import mismatch_metrics
+from sandbox.learner.optim import OptimizerConfig, build_optimizer, scheduled_lr, unhooked_step
+from sandbox.system.cluster import Job, TrainResult
+from sandbox.system.records import ReplicaColumns
+from sandbox.tasks.base import OracleTask, Params, PolicyTask
+from sandbox.tasks.rollouts import Rollouts, oldest_versions
 
 
 @dataclass
@@ -108,7 +108,9 @@ class Learner:
         self.prev_grad: Tensor | None = None
         self._prev_grad_norm: Tensor | None = None
         self.alive = torch.ones(self.R, dtype=torch.bool)
-        self._all_alive = True  # = bool(self.alive.all()), kept beside it so that a step with no divergence reads no tensor
+        self._all_alive = (
+            True  # = bool(self.alive.all()), kept beside it so that a step with no divergence reads no tensor
+        )
         self._alive_np = np.ones(self.R, dtype=bool)
         self.diverged_at = np.full(self.R, -1)
         # Per-replica metrics, one row per optimizer step, as float64 columns sized for the run
@@ -125,13 +127,17 @@ class Learner:
         return {
             "params": {k: v.detach().clone() for k, v in self.params.items()},
             "optimizer": self.stabilized.state_dict(),
-            "prev_grad": self.prev_grad, "prev_grad_norm": self._prev_grad_norm,
-            "alive": self.alive.clone(), "diverged_at": torch.from_numpy(self.diverged_at.copy()),
+            "prev_grad": self.prev_grad,
+            "prev_grad_norm": self._prev_grad_norm,
+            "alive": self.alive.clone(),
+            "diverged_at": torch.from_numpy(self.diverged_at.copy()),
         }
 
     def load_state_dict(self, state: dict) -> None:
         if sorted(state["params"]) != sorted(self.names):
-            raise ValueError(f"the learner state holds parameters {sorted(state['params'])}, this learner {sorted(self.names)}")
+            raise ValueError(
+                f"the learner state holds parameters {sorted(state['params'])}, this learner {sorted(self.names)}"
+            )
         with torch.no_grad():
             for k in self.names:
                 self.params[k].copy_(state["params"][k])
@@ -187,9 +193,11 @@ class Learner:
     def _train_minibatches(self, batch: int, jobs: list[Job]) -> TrainResult:
         m = self.minibatches
         if len(jobs) % m:
-            raise ValueError(f"a batch of {len(jobs)} groups cannot be split into {m} equal mini-batches (algorithm.minibatches)")
+            raise ValueError(
+                f"a batch of {len(jobs)} groups cannot be split into {m} equal mini-batches (algorithm.minibatches)"
+            )
         size = len(jobs) // m
-        parts = [jobs[j * size:(j + 1) * size] for j in range(m)]
+        parts = [jobs[j * size : (j + 1) * size] for j in range(m)]
         contexts = self.minibatch_contexts(self.optimizer_version(batch, 0, 0), parts)
         rows: list[dict] = []
         tokens = 0
@@ -207,8 +215,14 @@ class Learner:
                     break
             if not self.alive.any() or len(rows) < (epoch + 1) * self.minibatches:
                 break
-        return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=rows[-1], stop=not bool(self.alive.any()),
-                           step_metrics=rows, passes=self.epochs)
+        return TrainResult(
+            weights=self.snapshot(),
+            tokens=tokens,
+            metrics=rows[-1],
+            stop=not bool(self.alive.any()),
+            step_metrics=rows,
+            passes=self.epochs,
+        )
 
     def _optimizer_step(self, step: int, loss: Tensor, metrics: dict[str, Tensor]) -> dict:
         """Backward, stabilizers, optimizer step and divergence bookkeeping at learner version
@@ -234,7 +248,8 @@ class Learner:
             prev = self.prev_grad
             raw = {
                 "grad/norm": grad_norm,
-                "grad/cos_prev": dg.cosine(grad, prev, grad_norm, self._prev_grad_norm) if prev is not None
+                "grad/cos_prev": dg.cosine(grad, prev, grad_norm, self._prev_grad_norm)
+                if prev is not None
                 else torch.full((self.R,), math.nan),
             }
             self.prev_grad, self._prev_grad_norm = grad.detach(), grad_norm
@@ -438,10 +453,16 @@ class PolicyLearner(Learner):
 
     def _replica_params(self, r: int) -> Params:
         """Replica ``r``'s weights as a one-replica parameter dict (differentiable views ``(1, ...)``)."""
-        return {k: v[r:r + 1] for k, v in self.params.items()}
+        return {k: v[r : r + 1] for k, v in self.params.items()}
 
-    def _loss_input(self, ro: Rollouts, logp: Tensor, version: int, token_versions: Tensor | None = None,
-                    params: Params | None = None):
+    def _loss_input(
+        self,
+        ro: Rollouts,
+        logp: Tensor,
+        version: int,
+        token_versions: Tensor | None = None,
+        params: Params | None = None,
+    ):
         """The policy-loss input for ``ro`` at learner ``version`` (OPOB's gradient norms included);
         ``token_versions`` (in learner versions) when the caller has them already; ``params``: the
         weights ``ro`` is scored under (default: the learner's)."""
@@ -460,8 +481,9 @@ class PolicyLearner(Learner):
             inputs = self.task.sequence_inputs(ro)
             batched = getattr(self.task, "batch_sequence_logprob", None)
             if self.policy_loss.sequence_grad_norms == "ghost" and batched is not None:
-                norms = ghost_norms.ghost_sequence_grad_sq_norms(batched, params, inputs, self.task.sequence_logprob,
-                                                                 replica_dims=1)
+                norms = ghost_norms.ghost_sequence_grad_sq_norms(
+                    batched, params, inputs, self.task.sequence_logprob, replica_dims=1
+                )
             else:
                 norms = per_sequence_grad_sq_norms(self.task.sequence_logprob, params, inputs, replica_dims=1)
             inp.extras["seq_grad_sq_norms"] = norms
@@ -474,8 +496,10 @@ class PolicyLearner(Learner):
         mini-batch under the weights at the start of the batch. :attr:`per_replica`: per mini-batch,
         the list of each replica's own context (computed on its own groups, :meth:`_replica_jobs`)."""
         if params is None and self.per_replica:
-            per = [self.minibatch_contexts(version, [_replica_jobs(part, r) for part in parts], self._replica_params(r))
-                   for r in range(self.R)]
+            per = [
+                self.minibatch_contexts(version, [_replica_jobs(part, r) for part in parts], self._replica_params(r))
+                for r in range(self.R)
+            ]
             return [[per[r][j] for r in range(self.R)] for j in range(len(parts))]
         params = self.params if params is None else params
         ros = [Rollouts.cat([j.payload for j in part]) for part in parts]
@@ -493,7 +517,9 @@ class PolicyLearner(Learner):
         for ro, lp in zip(ros, start):
             hi = lo + ro.num_responses
             prox = lp if self.proximal == "batch_start" else None
-            contexts.append(MinibatchContext(advantages=adv[..., lo:hi].detach(), prox_logp=prox, batch_metrics=metrics))
+            contexts.append(
+                MinibatchContext(advantages=adv[..., lo:hi].detach(), prox_logp=prox, batch_metrics=metrics)
+            )
             lo = hi
         return contexts
 
@@ -508,16 +534,19 @@ class PolicyLearner(Learner):
             own = _replica_jobs(jobs, r)
             logp_r = None
             if logp is not None:
-                logp_r = logp[r:r + 1, :, :max((j.payload.width for j in own), default=0)]
-            loss, metrics, _ = self._compute_loss(step, own, None if context is None else context[r],
-                                                  self._replica_params(r), logp_r)
+                logp_r = logp[r : r + 1, :, : max((j.payload.width for j in own), default=0)]
+            loss, metrics, _ = self._compute_loss(
+                step, own, None if context is None else context[r], self._replica_params(r), logp_r
+            )
             losses.append(loss)
             rows.append(metrics)
             lags.append(self._sample_lag)
         self._sample_lag = torch.cat(lags)
         self.last_batch = Rollouts.cat([j.payload for j in jobs])
-        merged = {k: torch.cat([torch.as_tensor(m[k]).reshape(1, *torch.as_tensor(m[k]).shape[1:]) for m in rows])
-                  for k in rows[0]}
+        merged = {
+            k: torch.cat([torch.as_tensor(m[k]).reshape(1, *torch.as_tensor(m[k]).shape[1:]) for m in rows])
+            for k in rows[0]
+        }
         return torch.cat(losses), merged, self.last_batch.token_count
 
     def _compute_loss(self, step, jobs, context, params: Params, logp: Tensor | None = None):
@@ -535,9 +564,15 @@ class PolicyLearner(Learner):
                 inp.prox_logp = logp.detach()
         else:
             inp = PolicyLossInput(  # advantages come from the whole batch: no gradient norms needed here
-                logp=logp, behaviour_logp=ro.behaviour_logp, mask=mask, rewards=ro.rewards, group_size=ro.group_size,
-                token_versions=versions, learner_version=step,
-                prox_logp=context.prox_logp, advantages=context.advantages,
+                logp=logp,
+                behaviour_logp=ro.behaviour_logp,
+                mask=mask,
+                rewards=ro.rewards,
+                group_size=ro.group_size,
+                token_versions=versions,
+                learner_version=step,
+                prox_logp=context.prox_logp,
+                advantages=context.advantages,
             )
         monitors = self.monitors
         wants_staleness = monitors.wants_any("staleness/")
@@ -563,14 +598,21 @@ class PolicyLearner(Learner):
         if monitors.wants_any("is/") and not (same and all(k in metrics for k in IS_METRIC_KEYS)):
             metrics.update(is_metrics(logp.detach() - ro.behaviour_logp, mask))
         metrics["loss"] = out.loss.detach()
-        if "reward/mean" not in metrics:  # the policy loss reports it (rewards.mean(-1): the same op on the same tensor)
+        if (
+            "reward/mean" not in metrics
+        ):  # the policy loss reports it (rewards.mean(-1): the same op on the same tensor)
             metrics["reward/mean"] = ro.rewards.mean(-1)
         if monitors.wants("length/mean"):
             metrics["length/mean"] = ro.lengths.double().mean(-1)
         metrics.update(staleness)
-        if ro.version_logp is not None and monitors.wants_any("mismatch/"):  # an engine that is not exact: μ vs π split (docs/engines.md#metrics)
-            metrics.update(mismatch_metrics(logp, ro.version_logp, ro.behaviour_logp, mask, ro.lengths,
-                                            getattr(self.task, "max_len", ro.width)))
+        if ro.version_logp is not None and monitors.wants_any(
+            "mismatch/"
+        ):  # an engine that is not exact: μ vs π split (docs/engines.md#metrics)
+            metrics.update(
+                mismatch_metrics(
+                    logp, ro.version_logp, ro.behaviour_logp, mask, ro.lengths, getattr(self.task, "max_len", ro.width)
+                )
+            )
         return out.loss, metrics, ro.token_count
 
 

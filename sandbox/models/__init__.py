@@ -2,6 +2,6 @@
 :mod:`.hf`, the adapter that runs a Hugging Face ``transformers`` causal LM through the same
 ``Forward`` signature (optional dependency, imported lazily)."""
 
-from .transformer import Transformer, TransformerConfig, draw, sample, sequence_logprobs
+from sandbox.models.transformer import Transformer, TransformerConfig, draw, sample, sequence_logprobs
 
 __all__ = ["Transformer", "TransformerConfig", "draw", "sample", "sequence_logprobs"]

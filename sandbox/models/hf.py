@@ -121,7 +121,9 @@ class HFModelConfig(BaseModel):
                 _auto_model().from_config(cfg)
         except Exception as exc:  # transformers raises ValueError, TypeError, ... depending on the architecture
             if "AutoModelForCausalLM" in str(exc):
-                raise ValueError(f"model_type {kind!r} has no causal-LM class in transformers (AutoModelForCausalLM)") from None
+                raise ValueError(
+                    f"model_type {kind!r} has no causal-LM class in transformers (AutoModelForCausalLM)"
+                ) from None
             raise ValueError(f"transformers cannot build a causal LM from it: {_short(exc)}") from None
         return v
 
@@ -158,7 +160,9 @@ def config_from_dict(raw: dict[str, Any]):
     kind = raw["model_type"]
     if kind not in tf.CONFIG_MAPPING:
         known = ", ".join(k for k in ("llama", "gpt2", "qwen2", "mistral", "gpt_neox", "phi") if k in tf.CONFIG_MAPPING)
-        raise ValueError(f"unknown model_type {kind!r} (transformers {tf.__version__} knows e.g. {known}; all: transformers.CONFIG_MAPPING)")
+        raise ValueError(
+            f"unknown model_type {kind!r} (transformers {tf.__version__} knows e.g. {known}; all: transformers.CONFIG_MAPPING)"
+        )
     try:
         cfg = tf.AutoConfig.for_model(kind, **rest)
     except Exception as exc:  # strict dataclass validation errors, TypeError, ValueError
@@ -169,7 +173,9 @@ def config_from_dict(raw: dict[str, Any]):
         stored = cfg.to_dict()
         unknown = sorted(k for k in rest if k not in fields and k in stored)
         if unknown:
-            raise ValueError(f"{', '.join(map(repr, unknown))} is no field of transformers' {cls.__name__} (check the spelling)")
+            raise ValueError(
+                f"{', '.join(map(repr, unknown))} is no field of transformers' {cls.__name__} (check the spelling)"
+            )
     return cfg
 
 
@@ -226,7 +232,9 @@ def task_config(spec: HFModelConfig, vocab_size: int, max_positions: int, eos_id
         )
     limit = getattr(cfg, "max_position_embeddings", None)
     if limit is not None and limit < max_positions:
-        raise ValueError(f"task.model.path: the checkpoint's max_position_embeddings={limit} is below prompt + response length {max_positions}")
+        raise ValueError(
+            f"task.model.path: the checkpoint's max_position_embeddings={limit} is below prompt + response length {max_positions}"
+        )
     cfg.vocab_size = vocab_size
     kept = {"vocab_size": vocab_size} if limit is None else {"vocab_size": vocab_size, "max_position_embeddings": limit}
     return fill_config(cfg, kept, vocab_size, max_positions, eos_id)
@@ -246,7 +254,9 @@ def build_module(spec: HFModelConfig, cfg, gen: torch.Generator | None) -> nn.Mo
     else:
         try:
             model = auto.from_pretrained(
-                str(Path(spec.path).expanduser()), local_files_only=True, attn_implementation=spec.attn_implementation,
+                str(Path(spec.path).expanduser()),
+                local_files_only=True,
+                attn_implementation=spec.attn_implementation,
                 dtype=torch.float32,
             )
         except Exception as exc:  # missing or unreadable weight files, architecture errors

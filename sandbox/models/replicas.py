@@ -22,13 +22,13 @@ plain module (``F.linear`` is ``addmm``, bias fused; LayerNorm's affine is fused
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .transformer import TransformerConfig
+from sandbox.models.transformer import TransformerConfig
 
 Params = dict[str, Tensor]
 Cache = list[tuple[Tensor, Tensor]]
@@ -77,7 +77,9 @@ def layer_norm(x: Tensor, w: Tensor, b: Tensor, eps: float = 1e-5) -> Tensor:
 
 
 def _mlp(p: Params, pre: str, h: Tensor) -> Tensor:
-    return linear(F.gelu(linear(h, p[pre + "fc1.weight"], p[pre + "fc1.bias"])), p[pre + "fc2.weight"], p[pre + "fc2.bias"])
+    return linear(
+        F.gelu(linear(h, p[pre + "fc1.weight"], p[pre + "fc1.bias"])), p[pre + "fc2.weight"], p[pre + "fc2.bias"]
+    )
 
 
 def _moe(p: Params, pre: str, h: Tensor, experts: int, flips: Flips | None) -> Tensor:
@@ -92,8 +94,9 @@ def _moe(p: Params, pre: str, h: Tensor, experts: int, flips: Flips | None) -> T
     return (keep.unsqueeze(-1) * outs).sum(-2)
 
 
-def forward(cfg: TransformerConfig, p: Params, tokens: Tensor, past: Cache | None = None,
-            flips: Flips | None = None) -> tuple[Tensor, Cache]:
+def forward(
+    cfg: TransformerConfig, p: Params, tokens: Tensor, past: Cache | None = None, flips: Flips | None = None
+) -> tuple[Tensor, Cache]:
     """``tokens (R, B, L)`` following ``past`` → ``(logits (R, B, L, V), present cache)`` under the
     replicas' weights ``p`` (``{name: (R, *shape)}``, the names of ``Transformer.named_parameters``)."""
     R, B, L = tokens.shape
@@ -105,7 +108,7 @@ def forward(cfg: TransformerConfig, p: Params, tokens: Tensor, past: Cache | Non
     tok = p["tok.weight"]
     V = tok.shape[1]
     offsets = (torch.arange(R, device=tokens.device) * V).view(R, 1, 1)
-    x = F.embedding(tokens + offsets, tok.reshape(R * V, D)) + p["pos.weight"][:, start:start + L].unsqueeze(1)
+    x = F.embedding(tokens + offsets, tok.reshape(R * V, D)) + p["pos.weight"][:, start : start + L].unsqueeze(1)
     mask = None
     if L > 1:  # query i sits at absolute position start + i and sees keys 0 .. start + i
         qpos = torch.arange(start, start + L, device=tokens.device).unsqueeze(1)
@@ -142,9 +145,17 @@ own stream."""
 
 
 @torch.no_grad()
-def decode(cfg: TransformerConfig, p: Params, context: Tensor, max_new_tokens: int, eos_id: int, draw: Draw,
-           flips: Flips | None = None, prefilled: tuple[Tensor, Cache] | None = None, compact: bool = False,
-           ) -> list[tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor]]:
+def decode(
+    cfg: TransformerConfig,
+    p: Params,
+    context: Tensor,
+    max_new_tokens: int,
+    eos_id: int,
+    draw: Draw,
+    flips: Flips | None = None,
+    prefilled: tuple[Tensor, Cache] | None = None,
+    compact: bool = False,
+) -> list[tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor]]:
     """KV-cache decoding of ``context (R, B, L)`` for every replica at once: one prefill, then one
     forward of the last tokens per step, ``draw`` making the active replicas' tokens. A replica stops
     drawing, as its one-replica :func:`sandbox.models.transformer.sample` does, once all its rows have
@@ -213,9 +224,19 @@ def decode(cfg: TransformerConfig, p: Params, context: Tensor, max_new_tokens: i
         logits, cache = forward(cfg, p, feed.unsqueeze(-1), cache, flips)
         last = logits[:, :, -1]
         if slots is not None:  # back to (R, B, V): ended rows out of the batch read 0
-            last = last.new_zeros(R, B, last.shape[-1]).scatter_(1, slots.unsqueeze(-1).expand(-1, -1, last.shape[-1]), last)
-    return [(toks[r, :, :steps[r]], lps[r, :, :steps[r]], None if exact is None else exact[r, :, :steps[r]],
-             lengths[r], done[r]) for r in range(R)]
+            last = last.new_zeros(R, B, last.shape[-1]).scatter_(
+                1, slots.unsqueeze(-1).expand(-1, -1, last.shape[-1]), last
+            )
+    return [
+        (
+            toks[r, :, : steps[r]],
+            lps[r, :, : steps[r]],
+            None if exact is None else exact[r, :, : steps[r]],
+            lengths[r],
+            done[r],
+        )
+        for r in range(R)
+    ]
 
 
 COMPACT_ROWS = 32
@@ -266,14 +287,15 @@ def _prefill(cfg: TransformerConfig, p: Params, context: Tensor, flips: Flips | 
     return forward(cfg, p, context, None, flips)
 
 
-def sequence_logprobs(cfg: TransformerConfig, p: Params, context: Tensor, tokens: Tensor,
-                      temperature: float = 1.0) -> Tensor:
+def sequence_logprobs(
+    cfg: TransformerConfig, p: Params, context: Tensor, tokens: Tensor, temperature: float = 1.0
+) -> Tensor:
     """Teacher-forced ``log softmax(logits/temperature)[y_t]`` of ``tokens (R, B, S)`` after
     ``context (R, B, P)`` in one forward of every replica → ``(R, B, S)`` (differentiable)."""
     P = context.shape[-1]
     full = torch.cat([context, tokens], -1)
     logits, _ = forward(cfg, p, full[..., :-1])
-    logits = logits[:, :, P - 1:]
+    logits = logits[:, :, P - 1 :]
     if temperature != 1.0:
         logits = logits / temperature
     logp = torch.log_softmax(logits.float(), -1)

@@ -20,7 +20,8 @@ Switch Transformer routing); a rollout engine may perturb the sampler's routing 
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +51,9 @@ class TransformerConfig(BaseModel):
     init_std: float = Field(0.02, gt=0, description="Std of the normal weight init (GPT-2 0.02).")
     tie_embeddings: bool = Field(True, description="Share the token embedding with the output head (GPT-2).")
     experts: int = Field(
-        0, ge=0, le=64,
+        0,
+        ge=0,
+        le=64,
         description="Mixture-of-experts feed-forward: 0 = the dense MLP (default); E >= 2 = E expert MLPs of width d_ff "
         "per block with top-1 routing (Switch Transformer: the chosen expert's output times its router probability). "
         "The rollout engine 'routing' flips the sampler's choices (docs/engines.md#routing).",
@@ -120,8 +123,9 @@ class Block(nn.Module):
             self.fc1 = nn.Linear(d, cfg.ff)
             self.fc2 = nn.Linear(cfg.ff, d)
 
-    def forward(self, x: Tensor, past: tuple[Tensor, Tensor] | None,
-                flip: RouterFlip | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def forward(
+        self, x: Tensor, past: tuple[Tensor, Tensor] | None, flip: RouterFlip | None = None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         B, L, D = x.shape
         H = self.n_heads
         hd = D // H
@@ -270,7 +274,11 @@ DrawFn = Callable[[Tensor, int], tuple[Tensor, Tensor, Tensor]]
 
 @torch.no_grad()
 def sample_with(
-    forward: Forward, context: Tensor, max_new_tokens: int, eos_id: int, draw_fn: DrawFn,
+    forward: Forward,
+    context: Tensor,
+    max_new_tokens: int,
+    eos_id: int,
+    draw_fn: DrawFn,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """:func:`sample` (with the KV cache) whose tokens come from ``draw_fn`` (a rollout engine,
     ``sandbox.engines``), which also returns a second log-prob per token (the trainer's exact one).

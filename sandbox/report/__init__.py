@@ -1,8 +1,3 @@
 """Figures and reports: sweep figures (heatmaps with theory boundaries, learning curves with seed
 bands, throughput against staleness, ESS / gradient-cosine traces), the self-contained HTML report
 (``sandbox report DIR``), and optional TensorBoard / Weights & Biases writers."""
-
-from .figures import Figure, sweep_figures
-from .html import write_report
-
-__all__ = ["Figure", "sweep_figures", "write_report"]

@@ -2,8 +2,8 @@
 one applies), learning curves per method with a band over seeds, throughput against staleness,
 and ESS / gradient-cosine traces.
 
-Every function takes the results table (:func:`sandbox.sweep.load_results`) and, for traces, the
-metrics table (:func:`sandbox.sweep.load_metrics`), and writes one figure in each of ``formats`` (PNG
+Every function takes the results table (:func:`sandbox.sweep.api.load_results`) and, for traces, the
+metrics table (:func:`sandbox.sweep.api.load_metrics`), and writes one figure in each of ``formats`` (PNG
 and SVG unless told; a sweep's figures follow its base scenario's ``run.figure_formats``). A method
 keeps one colour across the figures of a sweep (:func:`group_colors`).
 """
@@ -11,16 +11,16 @@ keeps one colour across the figures of a sweep (:func:`group_colors`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from ..gc_pause import paused_cyclic_gc
-from ..plots import DPI, FORMATS, PALETTE, _save, metric_label, plt  # Agg backend, atomic PNG (+ SVG) writes
+from sandbox.base.gc_pause import paused_cyclic_gc
+from sandbox.run.plots import DPI, FORMATS, PALETTE, _save, metric_label, plt  # Agg backend, atomic PNG (+ SVG) writes
 
 MAX_CURVES = 10
 
@@ -78,7 +78,7 @@ def _groups(df: pd.DataFrame, keys: list[str]):
 
 def group_colors(labels: list[str]) -> dict[str, object]:
     """One colour per group, fixed before any figure drops groups: the Okabe-Ito palette of
-    :mod:`sandbox.plots` for up to 8 groups, evenly spaced viridis beyond."""
+    :mod:`sandbox.run.plots` for up to 8 groups, evenly spaced viridis beyond."""
     if len(labels) <= len(PALETTE):
         return dict(zip(labels, PALETTE))
     cmap = plt.get_cmap("viridis")
@@ -104,7 +104,7 @@ class Layout:
     """How the figures of a sweep show its configurations (combinations of the swept values),
     every one of them (no cap): the colour key (the first categorical swept key, e.g. ``method``;
     without one, the last numeric key) gives one colour per value, the same in every figure
-    (Okabe-Ito, :data:`sandbox.plots.PALETTE`, for a categorical key; evenly spaced viridis, in
+    (Okabe-Ito, :data:`sandbox.run.plots.PALETTE`, for a categorical key; evenly spaced viridis, in
     value order, for a numeric one); the other swept keys (e.g. the lag ``k``) give one panel per
     combination of their values. Keys with one value only name the runs. ``sync`` and ``baseline``
     (from the time-to-target comparison) say which configurations are synchronous and which
@@ -354,15 +354,28 @@ def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=N
         if arr.size <= 120:
             for (i, j), v in np.ndenumerate(arr):
                 if np.isfinite(v):
-                    ax.text(j, i, f"{v:.2g}", ha="center", va="center", fontsize=6, color="k" if vcol == "_div" and v < 0.5 else "w")
+                    ax.text(
+                        j,
+                        i,
+                        f"{v:.2g}",
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="k" if vcol == "_div" and v < 0.5 else "w",
+                    )
         if found is not None and len(ys) >= 2:
             fn, blabel = found
             xf = np.linspace(xs.min(), xs.max(), 200) if len(xs) >= 2 else xs
             px = _positions(xs, xf) if len(xs) >= 2 else np.zeros(1)
             py = _positions(ys, fn(xf))
             ax.plot(px, py, color="cyan" if vcol == "_val" else "k", lw=2, ls="--", label=blabel)
-            ax.plot(_positions(xs, xs) if len(xs) >= 2 else [0], _positions(ys, fn(xs)), "o", ms=4,
-                    color="cyan" if vcol == "_val" else "k")
+            ax.plot(
+                _positions(xs, xs) if len(xs) >= 2 else [0],
+                _positions(ys, fn(xs)),
+                "o",
+                ms=4,
+                color="cyan" if vcol == "_val" else "k",
+            )
             ax.set_ylim(-0.5, len(ys) - 0.5)
             ax.legend(loc="upper right", fontsize=7, framealpha=0.8)
     fig.suptitle(f"{col} and divergence over {xkey} x {ykey}", fontsize=10)
@@ -378,8 +391,14 @@ def heatmaps(results: pd.DataFrame, xkey: str, ykey: str, path: Path, scenario=N
 
 
 @paused_cyclic_gc()
-def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str], path: Path,
-                    formats=FORMATS, layout: Layout | None = None) -> Figure:
+def learning_curves(
+    metrics: pd.DataFrame,
+    results: pd.DataFrame,
+    keys: list[str],
+    path: Path,
+    formats=FORMATS,
+    layout: Layout | None = None,
+) -> Figure:
     """Learning curves of every configuration: one row of panels per value of the facet keys
     (:class:`Layout`), against learner steps (left) and simulated time (right), one colour per
     value of the colour key; line = mean over seeds, band = min..max. A panel also draws, dashed,
@@ -413,8 +432,15 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
                     ax.fill_between(x, by_step.min(axis=1), by_step.max(axis=1), color=color, alpha=0.2, lw=0)
             k_of_r = collapsed.get(label)
             if not is_ref and k_of_r and k_of_r[0] > 0 and len(mean):
-                row[0].annotate(f"{k_of_r[0]}/{k_of_r[1]} collapsed", (mean.index[-1], mean.iloc[-1]), fontsize=7,
-                                color=color, textcoords="offset points", xytext=(-4, 4), ha="right")
+                row[0].annotate(
+                    f"{k_of_r[0]}/{k_of_r[1]} collapsed",
+                    (mean.index[-1], mean.iloc[-1]),
+                    fontsize=7,
+                    color=color,
+                    textcoords="offset points",
+                    xytext=(-4, 4),
+                    ha="right",
+                )
             refs_drawn |= is_ref
         row[0].set_title(layout.facet_title(facet), fontsize=9, loc="left")
         for ax in row:
@@ -425,12 +451,25 @@ def learning_curves(metrics: pd.DataFrame, results: pd.DataFrame, keys: list[str
     for ax, xl in zip(axes[-1], ("learner step", "simulated time (s)")):
         ax.set_xlabel(xl)
     handles = layout.color_handles() + ([layout.reference_handle()] if refs_drawn else [])
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
-               title=layout.legend_title(), title_fontsize=7)
+    fig.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.0, 0.95),
+        fontsize=7,
+        title=layout.legend_title(),
+        title_fontsize=7,
+    )
     fig.tight_layout()
-    _top_title(fig, f"Learning curves of all {len(layout.labels)} configurations: mean over seeds, band min..max over seeds"
-               + (f" ({sum(v[0] for v in collapsed.values())} of {sum(v[1] for v in collapsed.values())} replicas collapsed)"
-                  if collapsed else ""), fontsize=10)
+    _top_title(
+        fig,
+        f"Learning curves of all {len(layout.labels)} configurations: mean over seeds, band min..max over seeds"
+        + (
+            f" ({sum(v[0] for v in collapsed.values())} of {sum(v[1] for v in collapsed.values())} replicas collapsed)"
+            if collapsed
+            else ""
+        ),
+        fontsize=10,
+    )
     _save(fig, path, formats)
     n_seeds = int(results.groupby(keys).size().max()) if keys and len(results) else len(results)
     by = f"; one row per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else ""
@@ -450,8 +489,10 @@ def _collapsed_by_label(results: pd.DataFrame, keys: list[str]) -> dict[str, tup
     (docs/time_to_target.md#collapse); empty when the results have no such columns."""
     if "collapsed_replicas" not in results or "replicas" not in results or results.empty:
         return {}
-    return {label: (int(g["collapsed_replicas"].fillna(0).sum()), int(g["replicas"].fillna(0).sum()))
-            for label, g in _groups(results, keys)}
+    return {
+        label: (int(g["collapsed_replicas"].fillna(0).sum()), int(g["replicas"].fillna(0).sum()))
+        for label, g in _groups(results, keys)
+    }
 
 
 def _collapsed_caption(collapsed: dict[str, tuple[int, int]]) -> str:
@@ -461,13 +502,16 @@ def _collapsed_caption(collapsed: dict[str, tuple[int, int]]) -> str:
     total = sum(v[1] for v in collapsed.values())
     if not bad:
         return f"no replica collapsed (0 of {total})"
-    return ("collapsed replicas (diverged, or final reward < 0.05 with a zero gradient), written at the end of a line: "
-            + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in bad.items()))
+    return (
+        "collapsed replicas (diverged, or final reward < 0.05 with a zero gradient), written at the end of a line: "
+        + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in bad.items())
+    )
 
 
 @paused_cyclic_gc()
-def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS,
-                            layout: Layout | None = None) -> Figure:
+def throughput_vs_staleness(
+    results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS, layout: Layout | None = None
+) -> Figure:
     """What asynchrony buys (throughput) against what it costs (staleness, final outcome). Points
     that share a staleness value (methods run under the same schedule) are spread sideways by a
     small, stated offset and numbered as in the legend, so that none hides another."""
@@ -477,8 +521,12 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, 
     layout = layout or build_layout(df, keys)
     colors = {label: layout.color(label) if label in layout.values_of else PALETTE[0] for label, _ in all_rows}
     markers = "osD^v<>PX*"
-    marker = {label: markers[layout.facets.index(layout.facet(label)) % len(markers)]
-              if label in layout.values_of and layout.facet(label) in layout.facets else "o" for label, _ in all_rows}
+    marker = {
+        label: markers[layout.facets.index(layout.facet(label)) % len(markers)]
+        if label in layout.values_of and layout.facet(label) in layout.facets
+        else "o"
+        for label, _ in all_rows
+    }
     rows, note = _subset(all_rows, 24)
     xs = np.array([g["staleness_mean"].mean() for _, g in rows], dtype=float)
     finite = xs[np.isfinite(xs)]
@@ -504,10 +552,23 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, 
         for ax, ycol in zip(axes, ("throughput_samples_per_s", rcol)):
             y = g[ycol]
             err = [[max(0.0, y.mean() - y.min())], [max(0.0, y.max() - y.mean())]] if len(y) > 1 else None
-            ax.errorbar(x, y.mean(), yerr=err, fmt=marker[label], color=colors[label], capsize=3,
-                        label=f"{i + 1}: {label}" if ax is axes[0] else None)
-            ax.annotate(str(i + 1), (x, y.mean()), textcoords="offset points", xytext=(3, 5 if i % 2 else -11), fontsize=7,
-                        color=colors[label])
+            ax.errorbar(
+                x,
+                y.mean(),
+                yerr=err,
+                fmt=marker[label],
+                color=colors[label],
+                capsize=3,
+                label=f"{i + 1}: {label}" if ax is axes[0] else None,
+            )
+            ax.annotate(
+                str(i + 1),
+                (x, y.mean()),
+                textcoords="offset points",
+                xytext=(3, 5 if i % 2 else -11),
+                fontsize=7,
+                color=colors[label],
+            )
     axes[0].set_ylabel("throughput (samples / simulated s)")
     axes[1].set_ylabel(metric_label(rcol).replace(" [", "\n["))
     if log:
@@ -531,8 +592,9 @@ def throughput_vs_staleness(results: pd.DataFrame, keys: list[str], path: Path, 
 
 
 @paused_cyclic_gc()
-def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth: int = 5,
-                      formats=FORMATS, layout: Layout | None = None) -> Figure | None:
+def diagnostic_traces(
+    metrics: pd.DataFrame, keys: list[str], path: Path, smooth: int = 5, formats=FORMATS, layout: Layout | None = None
+) -> Figure | None:
     """ESS ratio of the importance weights and cosine of consecutive gradients of every
     configuration: one row of panels per facet (:class:`Layout`), one column per quantity."""
     panels = [c for c in ("is/ess_ratio", "grad/cos_prev") if c in metrics and metrics[c].notna().any()]
@@ -569,11 +631,20 @@ def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth
         row[0].set_title(layout.facet_title(facet), fontsize=9, loc="left")
     for ax in axes[-1]:
         ax.set_xlabel("learner step")
-    fig.legend(handles=layout.color_handles(lw=1.2), loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
-               title=layout.legend_title(), title_fontsize=7)
+    fig.legend(
+        handles=layout.color_handles(lw=1.2),
+        loc="upper left",
+        bbox_to_anchor=(1.0, 0.95),
+        fontsize=7,
+        title=layout.legend_title(),
+        title_fontsize=7,
+    )
     fig.tight_layout()
-    _top_title(fig, f"ESS and gradient-cosine traces of all {len(layout.labels)} configurations (mean over seeds, rolling {smooth})",
-                 fontsize=10)
+    _top_title(
+        fig,
+        f"ESS and gradient-cosine traces of all {len(layout.labels)} configurations (mean over seeds, rolling {smooth})",
+        fontsize=10,
+    )
     _save(fig, path, formats)
     return Figure(
         path.stem,
@@ -582,7 +653,8 @@ def diagnostic_traces(metrics: pd.DataFrame, keys: list[str], path: Path, smooth
         "is/ess_ratio: Kish effective sample size / N of the sequence importance weights (1 = on-policy). "
         "grad/cos_prev: cosine of consecutive gradients (near 0 when fresh, towards 1 when stale gradients align; "
         "a gap where a gradient is zero and the cosine undefined)"
-        + (f"; one row per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else "") + ".",
+        + (f"; one row per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else "")
+        + ".",
     )
 
 
@@ -609,13 +681,14 @@ def _arm_layout(arms, layout: Layout | None) -> tuple[dict, dict, list[str]]:
 
 
 @paused_cyclic_gc()
-def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, formats=FORMATS,
-                          layout: Layout | None = None) -> Figure | None:
+def time_to_target_figure(
+    comparison, path: Path, limit: int = MAX_CURVES, formats=FORMATS, layout: Layout | None = None
+) -> Figure | None:
     """Headline metric against simulated time per configuration (each run: the mean over its
     replicas of the smoothed per-replica curves), the target level as a dashed line and each
     configuration's mean time-to-target marked on it (docs/time_to_target.md). ``comparison``: a
     :class:`sandbox.analysis.time_to_target.Comparison`. None when no target level could be set."""
-    from ..analysis.time_to_target import plot_series
+    from sandbox.analysis.time_to_target import plot_series
 
     with_target = [a for a in comparison.arms if a.runs and comparison.levels.get(a.label, (None,))[0] is not None]
     # a diverged configuration reaches no target (docs/time_to_target.md): named in the title, not drawn
@@ -655,8 +728,13 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
             for t, z in series:
                 ax.plot(t, z, color=color, lw=0.7, alpha=0.3)
             grid = np.linspace(max(t[0] for t, _ in series), min(t[-1] for t, _ in series), 200)
-            ax.plot(grid, np.mean([np.interp(grid, t, z) for t, z in series], axis=0), color=color, lw=1.8,
-                    label=f"{arm.label}: {text}")
+            ax.plot(
+                grid,
+                np.mean([np.interp(grid, t, z) for t, z in series], axis=0),
+                color=color,
+                lw=1.8,
+                label=f"{arm.label}: {text}",
+            )
         if ttt is not None:
             ax.plot([ttt], [level], marker="o", ms=8, color=color, markeredgecolor="k", zorder=5)
             ax.axvline(ttt, color=color, lw=0.8, ls=":", zorder=1)
@@ -664,8 +742,10 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
     if len(levels) == 1:
         title = f"Time to target: {metric} {rule}"
     else:  # each configuration has its own target (its own synchronous baseline's): dashed in its colour
-        title = (f"Time to target: {metric} {'≥' if higher else '≤'} each configuration's own target "
-                 f"({len(levels)} targets, from each one's synchronous baseline)")
+        title = (
+            f"Time to target: {metric} {'≥' if higher else '≤'} each configuration's own target "
+            f"({len(levels)} targets, from each one's synchronous baseline)"
+        )
     values = np.concatenate(drawn + [np.asarray(levels, dtype=float)])
     values = values[np.isfinite(values)]
     log_scale = bool(not higher and values.size and values.min() > 0)  # a loss spans decades, as in a run's curve
@@ -686,7 +766,9 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
             ax.set_title(panel_title, fontsize=9, loc="left")
     panels[-1].set_xlabel("simulated time (s)")
     if diverged:
-        names = "; ".join(a.label for a in diverged[:4]) + (f" and {len(diverged) - 4} more" if len(diverged) > 4 else "")
+        names = "; ".join(a.label for a in diverged[:4]) + (
+            f" and {len(diverged) - 4} more" if len(diverged) > 4 else ""
+        )
         title += f"\nnot drawn, diverged (reach no target): {names}"
     fig.tight_layout()
     _top_title(fig, title + note, fontsize=9)
@@ -706,8 +788,8 @@ def time_to_target_figure(comparison, path: Path, limit: int = MAX_CURVES, forma
 
 def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Figure]:
     """All figures of a sweep directory (written into ``fig_dir``, default ``<out>/figures``)."""
-    from ..sweep import load_metrics, load_results, read_manifest
-    from ..sweep.spec import display_keys
+    from sandbox.sweep.api import load_metrics, load_results, read_manifest
+    from sandbox.sweep.spec import display_keys
 
     out = Path(out)
     fig_dir = Path(fig_dir) if fig_dir else out / "figures"
@@ -722,7 +804,7 @@ def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Fi
         return figs
     scenario = _base_scenario(out)
     formats = scenario.run.figure_formats if scenario is not None else FORMATS
-    from ..sweep.results import load_time_to_target, time_to_target_comparison
+    from sandbox.sweep.results import load_time_to_target, time_to_target_comparison
 
     comparison = time_to_target_comparison(out)
     layout = build_layout(done, keys, comparison)
@@ -734,23 +816,29 @@ def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Fi
         ttt_table = load_time_to_target(out) if comparison is not None else None
         figs.append(summary_figure(done, ttt_table, layout, fig_dir / "summary.png", formats))
     if "staleness_mean" in done and "throughput_samples_per_s" in done:
-        figs.append(throughput_vs_staleness(done, keys, fig_dir / "throughput_vs_staleness.png", formats, layout=layout))
+        figs.append(
+            throughput_vs_staleness(done, keys, fig_dir / "throughput_vs_staleness.png", formats, layout=layout)
+        )
     trace = diagnostic_traces(metrics, keys, fig_dir / "diagnostics.png", formats=formats, layout=layout)
     if trace is not None:
         figs.append(trace)
     hist = staleness_histograms(done, keys, fig_dir / "staleness_hist.png", formats, layout=layout)
     if hist is not None:
         figs.append(hist)
-    ttt = (time_to_target_figure(comparison, fig_dir / "time_to_target.png", formats=formats, layout=layout)
-           if comparison is not None else None)
+    ttt = (
+        time_to_target_figure(comparison, fig_dir / "time_to_target.png", formats=formats, layout=layout)
+        if comparison is not None
+        else None
+    )
     if ttt is not None:
         figs.append(ttt)
     return figs
 
 
 @paused_cyclic_gc()
-def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS,
-                         layout: Layout | None = None) -> Figure | None:
+def staleness_histograms(
+    results: pd.DataFrame, keys: list[str], path: Path, formats=FORMATS, layout: Layout | None = None
+) -> Figure | None:
     """Distribution of the lag of consumed rollouts of every configuration (summed over seeds):
     one panel per facet (:class:`Layout`), one bar colour per value of the colour key."""
     if "staleness_hist" not in results:
@@ -761,7 +849,7 @@ def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path, for
     for label in layout.labels:
         total: dict[int, int] = {}
         g = groups.get(label)
-        for text in (g["staleness_hist"].dropna() if g is not None else []):
+        for text in g["staleness_hist"].dropna() if g is not None else []:
             for k, v in json.loads(text).items():
                 total[int(k)] = total.get(int(k), 0) + int(v)
         hists[label] = total
@@ -777,24 +865,43 @@ def staleness_histograms(results: pd.DataFrame, keys: list[str], path: Path, for
                 continue
             ks = np.array(sorted(h))
             n = np.array([h[k] for k in ks], dtype=float)
-            ax.bar(ks + (i - (len(members) - 1) / 2) * width, n / n.sum(), width=width, color=layout.color(label), label=label)
+            ax.bar(
+                ks + (i - (len(members) - 1) / 2) * width,
+                n / n.sum(),
+                width=width,
+                color=layout.color(label),
+                label=label,
+            )
         ax.set_ylabel("fraction of\nconsumed groups", fontsize=8)
         ax.set_title(layout.facet_title(facet), fontsize=9, loc="left")
         ax.grid(alpha=0.3, axis="y")
     axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[-1, 0].set_xlabel("lag of a consumed group (versions)")
-    fig.legend(handles=layout.color_handles(lw=6), loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=7,
-               title=layout.legend_title(), title_fontsize=7)
+    fig.legend(
+        handles=layout.color_handles(lw=6),
+        loc="upper left",
+        bbox_to_anchor=(1.0, 0.95),
+        fontsize=7,
+        title=layout.legend_title(),
+        title_fontsize=7,
+    )
     fig.tight_layout()
     _top_title(fig, f"Staleness distribution of all {len(layout.labels)} configurations, all seeds pooled", fontsize=10)
     _save(fig, path, formats)
-    return Figure(path.stem, path, "Staleness distributions", "Lag of every consumed rollout group, all seeds pooled"
-                  + (f"; one panel per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else "") + ".")
+    return Figure(
+        path.stem,
+        path,
+        "Staleness distributions",
+        "Lag of every consumed rollout group, all seeds pooled"
+        + (f"; one panel per {', '.join(_short(k) for k in layout.facet_keys)}" if layout.facet_keys else "")
+        + ".",
+    )
 
 
 @paused_cyclic_gc()
-def summary_figure(results: pd.DataFrame, ttt: pd.DataFrame | None, layout: Layout, path: Path,
-                   formats=FORMATS) -> Figure:
+def summary_figure(
+    results: pd.DataFrame, ttt: pd.DataFrame | None, layout: Layout, path: Path, formats=FORMATS
+) -> Figure:
     """A dot plot of every configuration for any swept keys: the final outcome (mean over seeds with
     its 95% Student t-interval) and the time to target (mean with its 95% bootstrap interval,
     ``load_time_to_target``), the facet keys' values on x and one dot colour per value of the colour
@@ -818,7 +925,9 @@ def summary_figure(results: pd.DataFrame, ttt: pd.DataFrame | None, layout: Layo
         panels.append(("ttt", "time to target (simulated s)"))
     panel_w = max(4.5, 0.35 * len(facets) * len(colour_values) + 2.0)
     # side by side while narrow, one above the other when wide
-    fig, axes = (_grid(1, len(panels), panel_w, 4.0) if panel_w <= 7.5 else _grid(len(panels), 1, min(16.0, panel_w), 3.6))
+    fig, axes = (
+        _grid(1, len(panels), panel_w, 4.0) if panel_w <= 7.5 else _grid(len(panels), 1, min(16.0, panel_w), 3.6)
+    )
     axes = axes.reshape(1, -1)
     missed_drawn = False
     for ax, (kind, ylabel) in zip(axes[0], panels):
@@ -864,30 +973,50 @@ def summary_figure(results: pd.DataFrame, ttt: pd.DataFrame | None, layout: Layo
         ax.grid(alpha=0.3)
         if kind == "final" and log:
             ax.set_yscale("log")
-        ax.set_title("final value: mean, 95% t-interval over seeds" if kind == "final"
-                     else "time to target: mean, 95% bootstrap interval", fontsize=8)
+        ax.set_title(
+            "final value: mean, 95% t-interval over seeds"
+            if kind == "final"
+            else "time to target: mean, 95% bootstrap interval",
+            fontsize=8,
+        )
     handles = layout.color_handles(lw=0)
     for h in handles:
         h.set_marker("o")
     if missed_drawn:
         from matplotlib.lines import Line2D
 
-        handles.append(Line2D([], [], ls="none", marker="^", mfc="none", mec="0.3", label="target not reached\nin every replica"))
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.92), fontsize=7,
-               title=layout.legend_title(), title_fontsize=7)
+        handles.append(
+            Line2D([], [], ls="none", marker="^", mfc="none", mec="0.3", label="target not reached\nin every replica")
+        )
+    fig.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.0, 0.92),
+        fontsize=7,
+        title=layout.legend_title(),
+        title_fontsize=7,
+    )
     names = " x ".join(_short(k) for k in layout.facet_keys + ([layout.color_key] if layout.color_key else []))
     fig.tight_layout()
     _top_title(fig, f"Summary over {names or 'the sweep'}: all {len(layout.labels)} configurations", fontsize=10)
     _save(fig, path, formats)
-    return Figure(path.stem, path, f"Summary: {names}",
-                  f"Per configuration: {rcol} (mean over seeds, 95% Student t-interval)"
-                  + ("; time to target (mean over seeds and replicas, 95% bootstrap interval; open triangles: not "
-                     "reached in every replica)" if len(panels) > 1 else "")
-                  + f". x: {', '.join(_short(k) for k in layout.facet_keys) or 'all runs'}; colour: {layout.legend_title() or 'configuration'}.")
+    return Figure(
+        path.stem,
+        path,
+        f"Summary: {names}",
+        f"Per configuration: {rcol} (mean over seeds, 95% Student t-interval)"
+        + (
+            "; time to target (mean over seeds and replicas, 95% bootstrap interval; open triangles: not "
+            "reached in every replica)"
+            if len(panels) > 1
+            else ""
+        )
+        + f". x: {', '.join(_short(k) for k in layout.facet_keys) or 'all runs'}; colour: {layout.legend_title() or 'configuration'}.",
+    )
 
 
 def _base_scenario(out: Path):
-    from ..scenario.load import ScenarioError, read_toml, validate_scenario
+    from sandbox.scenario.load import ScenarioError, read_toml, validate_scenario
 
     try:
         return validate_scenario(read_toml(out / "base.toml"))

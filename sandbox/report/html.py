@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..outputs import TIME_TO_TARGET, write_text
-from ..readfile import TOML_LIMIT, InputFileError, read_json, read_text, read_toml_text
-from .figures import Figure, reward_metric, sweep_figures
+from sandbox.base.outputs import TIME_TO_TARGET, write_text
+from sandbox.base.readfile import TOML_LIMIT, InputFileError, read_json, read_text, read_toml_text
+from sandbox.report.figures import Figure, reward_metric, sweep_figures
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -130,8 +130,8 @@ RUN_COLUMNS = [
 
 
 def sweep_report(out: Path, path: Path) -> Path:
-    from ..sweep import load_results, read_manifest, refresh
-    from ..sweep.spec import display_keys
+    from sandbox.sweep.api import load_results, read_manifest, refresh
+    from sandbox.sweep.spec import display_keys
 
     manifest = read_manifest(out)
     refresh(out)  # the tables reflect exactly what is on disk
@@ -151,20 +151,34 @@ def sweep_report(out: Path, path: Path) -> Path:
     sections.append(("Figures", "".join(_figure_html(f) for f in figs) or "<p>No finished runs yet.</p>"))
     summary = _summary_by_combination(results, keys, out)
     if summary is not None:
-        rule = results["target_rule"].dropna().iloc[0] if "target_rule" in results and results["target_rule"].notna().any() else ""
-        note = (f"<p>Time to target: {html.escape(str(results['target_metric'].dropna().iloc[0]))} {html.escape(rule)} "
+        rule = (
+            results["target_rule"].dropna().iloc[0]
+            if "target_rule" in results and results["target_rule"].notna().any()
+            else ""
+        )
+        note = (
+            (
+                f"<p>Time to target: {html.escape(str(results['target_metric'].dropna().iloc[0]))} {html.escape(rule)} "
                 "(per configuration; docs/time_to_target.md). End-to-end speed-up = time to target of the synchronous "
                 "baseline / this configuration's = throughput gain × sample-efficiency ratio; 95% percentile bootstrap "
-                "intervals over seeds.</p>") if rule else ""
+                "intervals over seeds.</p>"
+            )
+            if rule
+            else ""
+        )
         sections.append(("Summary (mean ± std over seeds)", note + _table(summary, set(keys) | {"note"})))
     sections.append(("Runs", _table(results[cols], set(keys) | {"id", "status", "error"})))
     scen = ""
     if (out / "sweep.toml").exists():
         scen += "<h3>Sweep file</h3>" + _pre(read_text(out / "sweep.toml", TOML_LIMIT, "sweep file"))
     else:
-        scen += "<h3>Sweep</h3>" + _pre(json.dumps({k: manifest[k] for k in ("axes", "seeds", "set")}, indent=2, default=str))
+        scen += "<h3>Sweep</h3>" + _pre(
+            json.dumps({k: manifest[k] for k in ("axes", "seeds", "set")}, indent=2, default=str)
+        )
     if (out / "base.toml").exists():
-        scen += "<h3>Resolved scenario of the first run (every default explicit)</h3>" + _pre(read_text(out / "base.toml", TOML_LIMIT, "scenario file"))
+        scen += "<h3>Resolved scenario of the first run (every default explicit)</h3>" + _pre(
+            read_text(out / "base.toml", TOML_LIMIT, "scenario file")
+        )
     sections.append(("Scenario", scen))
     text = _page(f"Sweep: {manifest.get('name', out.name)}", sections, meta)
     write_text(path, text)
@@ -175,7 +189,11 @@ def _summary_by_combination(results: pd.DataFrame, keys: list[str], out: Path | 
     if not keys or results.empty:
         return None
     rcol, _, _ = reward_metric(results)
-    metrics = [c for c in (rcol, "throughput_samples_per_s", "staleness_mean", "ess_ratio_mean", "grad_cos_mean") if c in results]
+    metrics = [
+        c
+        for c in (rcol, "throughput_samples_per_s", "staleness_mean", "ess_ratio_mean", "grad_cos_mean")
+        if c in results
+    ]
     ok = results[results.status != "failed"]
     if ok.empty:
         return None
@@ -183,8 +201,9 @@ def _summary_by_combination(results: pd.DataFrame, keys: list[str], out: Path | 
     mean, std = g[metrics].mean(), g[metrics].std(ddof=1)
     summary = pd.DataFrame(index=mean.index)
     for c in metrics:  # mean ± sample standard deviation over seeds (the mean alone with one seed)
-        summary[f"{c} (mean ± std)"] = [_fmt(m) if pd.isna(s) else f"{m:.4g} ± {s:.2g}"
-                                        for m, s in zip(mean[c], std[c])]
+        summary[f"{c} (mean ± std)"] = [
+            _fmt(m) if pd.isna(s) else f"{m:.4g} ± {s:.2g}" for m, s in zip(mean[c], std[c])
+        ]
     summary.insert(0, "runs", g.size())
     summary.insert(1, "diverged", g["status"].apply(lambda s: int((s == "diverged").sum())))
     summary = summary.reset_index()
@@ -206,8 +225,8 @@ TTT_COLUMNS = {
 
 def _with_time_to_target(summary: pd.DataFrame, out: Path) -> pd.DataFrame:
     """The configuration table with the time-to-target and speed-up columns (docs/time_to_target.md),
-    in the order of :func:`sandbox.sweep.load_time_to_target` (one row per configuration, same order)."""
-    from ..sweep.results import load_time_to_target
+    in the order of :func:`sandbox.sweep.api.load_time_to_target` (one row per configuration, same order)."""
+    from sandbox.sweep.results import load_time_to_target
 
     table = load_time_to_target(out)
     if table.empty or len(table) != len(summary):
@@ -218,13 +237,17 @@ def _with_time_to_target(summary: pd.DataFrame, out: Path) -> pd.DataFrame:
 
     summary = summary.copy()
     summary["time_to_target"] = table["time_to_target"].to_numpy()
-    summary["time_to_target_ci"] = [interval(a, b) for a, b in zip(table.time_to_target_ci_low, table.time_to_target_ci_high)]
+    summary["time_to_target_ci"] = [
+        interval(a, b) for a, b in zip(table.time_to_target_ci_low, table.time_to_target_ci_high)
+    ]
     summary["speedup_vs_sync"] = table["speedup_vs_sync"].to_numpy()
     summary["speedup_ci"] = [interval(a, b) for a, b in zip(table.speedup_ci_low, table.speedup_ci_high)]
     summary["throughput_gain_vs_sync"] = table["throughput_gain_vs_sync"].to_numpy()
     summary["sample_efficiency_vs_sync"] = table["sample_efficiency_vs_sync"].to_numpy()
-    summary["note"] = [r.speedup_reason or ("synchronous baseline" if r.synchronous else f"vs {r.baseline}")
-                       for r in table.itertuples()]
+    summary["note"] = [
+        r.speedup_reason or ("synchronous baseline" if r.synchronous else f"vs {r.baseline}")
+        for r in table.itertuples()
+    ]
     return summary.rename(columns=TTT_COLUMNS)
 
 
@@ -235,15 +258,25 @@ def _with_time_to_target(summary: pd.DataFrame, out: Path) -> pd.DataFrame:
 
 #: What each per-run figure shows (its caption in the run report).
 RUN_FIGURE_CAPTIONS = {
-    "learning_curves": ("Learning curve", "The headline metric against simulated time (left) and learner steps (right), "
-                        "mean over the run's replicas."),
-    "staleness_hist": ("Staleness of consumed groups", "How many versions old each consumed rollout group was "
-                       "(0 = generated by the weights it trains)."),
-    "diagnostics": ("Diagnostics per learner step", "ESS / N of the sequence importance weights (1 = on-policy), "
-                    "cosine of consecutive gradients, gradient norm (log axis; zero gradients counted, not drawn) "
-                    "and the mean lag of the batch."),
-    "timeline": ("Timeline", "Each worker's jobs coloured by their lag when consumed, hatched when dropped, and the "
-                 "learner's training steps; the first quarter of the run."),
+    "learning_curves": (
+        "Learning curve",
+        "The headline metric against simulated time (left) and learner steps (right), mean over the run's replicas.",
+    ),
+    "staleness_hist": (
+        "Staleness of consumed groups",
+        "How many versions old each consumed rollout group was (0 = generated by the weights it trains).",
+    ),
+    "diagnostics": (
+        "Diagnostics per learner step",
+        "ESS / N of the sequence importance weights (1 = on-policy), "
+        "cosine of consecutive gradients, gradient norm (log axis; zero gradients counted, not drawn) "
+        "and the mean lag of the batch.",
+    ),
+    "timeline": (
+        "Timeline",
+        "Each worker's jobs coloured by their lag when consumed, hatched when dropped, and the "
+        "learner's training steps; the first quarter of the run.",
+    ),
 }
 #: ESS / N below this level is called out in the generated summary (half the batch effectively lost).
 ESS_ALERT = 0.5
@@ -264,8 +297,10 @@ def _summary_dirs(out: Path) -> set[Path]:
     for dirpath, dirnames, filenames in os.walk(out):
         seen += 1
         if seen > REPORT_MAX_DIRS:
-            raise InputFileError(f"{out}: over {REPORT_MAX_DIRS:,} directories below it; expected the output of "
-                                 "`sandbox run` or a sweep directory")
+            raise InputFileError(
+                f"{out}: over {REPORT_MAX_DIRS:,} directories below it; expected the output of "
+                "`sandbox run` or a sweep directory"
+            )
         if "summary.json" in filenames:
             found.add(Path(dirpath))
         if len(Path(dirpath).relative_to(out).parts) >= REPORT_MAX_DEPTH:
@@ -288,8 +323,10 @@ def _summary(d: Path) -> dict:
     """A run's ``summary.json``; a damaged one is an :class:`InputFileError` naming the file."""
     s = read_json(d / "summary.json", "run summary")
     if not isinstance(s, dict):
-        raise InputFileError(f"{d / 'summary.json'}: expected a JSON object (a run summary); the file is damaged: "
-                             "run again to rewrite it")
+        raise InputFileError(
+            f"{d / 'summary.json'}: expected a JSON object (a run summary); the file is damaged: "
+            "run again to rewrite it"
+        )
     return s
 
 
@@ -307,12 +344,16 @@ def _replica_spread(d: Path, metric: str) -> tuple[float, float, int] | None:
         return None
     if arr.ndim != 2 or arr.shape[0] == 0:
         return None
-    tail = arr[-max(1, arr.shape[0] // 10):]
+    tail = arr[-max(1, arr.shape[0] // 10) :]
     per_replica = np.nanmean(tail, axis=0)
     per_replica = per_replica[np.isfinite(per_replica)]
     if per_replica.size == 0:
         return None
-    return float(per_replica.mean()), float(per_replica.std(ddof=1)) if per_replica.size > 1 else 0.0, int(per_replica.size)
+    return (
+        float(per_replica.mean()),
+        float(per_replica.std(ddof=1)) if per_replica.size > 1 else 0.0,
+        int(per_replica.size),
+    )
 
 
 def _pm(mean: float, std: float) -> str:
@@ -322,8 +363,11 @@ def _pm(mean: float, std: float) -> str:
 def _generated_summary(entries: list[tuple[str, Path, dict]]) -> str:
     """Sentences written from the measurements: fastest variant end to end, divergence, ESS alerts."""
     lines = []
-    timed = [(label, s) for label, _, s in entries if s.get("speedup_vs_sync") is not None
-             and label != s.get("speedup_baseline")]
+    timed = [
+        (label, s)
+        for label, _, s in entries
+        if s.get("speedup_vs_sync") is not None and label != s.get("speedup_baseline")
+    ]
     if timed:
         label, s = max(timed, key=lambda x: x[1]["speedup_vs_sync"])
         base = s.get("speedup_baseline")
@@ -332,19 +376,30 @@ def _generated_summary(entries: list[tuple[str, Path, dict]]) -> str:
         gain = s.get("throughput_gain_vs_sync")
         extra = f", with {gain:.3g}× the samples per second" if gain else ""
         low, high = s.get("speedup_ci_low"), s.get("speedup_ci_high")
-        ci = (f"95% CI {low:.3g}–{high:.3g}× of speed-up" if low is not None and high is not None
-              else "no confidence interval: it needs two or more replicas")
-        lines.append(f"Fastest to the target ({html.escape(str(s.get('target_rule', '')))}): <b>{html.escape(label)}</b>, "
-                     f"{factor:.3g}× {verb} end to end than <b>{html.escape(str(base))}</b> "
-                     f"({ci}){extra}.")
-    missed = [(label, s) for label, _, s in entries if s.get("time_to_target") is None and s.get("target_level") is not None]
+        ci = (
+            f"95% CI {low:.3g}–{high:.3g}× of speed-up"
+            if low is not None and high is not None
+            else "no confidence interval: it needs two or more replicas"
+        )
+        lines.append(
+            f"Fastest to the target ({html.escape(str(s.get('target_rule', '')))}): <b>{html.escape(label)}</b>, "
+            f"{factor:.3g}× {verb} end to end than <b>{html.escape(str(base))}</b> "
+            f"({ci}){extra}."
+        )
+    missed = [
+        (label, s) for label, _, s in entries if s.get("time_to_target") is None and s.get("target_level") is not None
+    ]
     for label, s in missed:
-        lines.append(f"<b>{html.escape(label)}</b> did not reach the target: {html.escape(s.get('time_to_target_reason') or 'not reached')}.")
+        lines.append(
+            f"<b>{html.escape(label)}</b> did not reach the target: {html.escape(s.get('time_to_target_reason') or 'not reached')}."
+        )
     for label, _, s in entries:
         if s.get("diverged_replicas"):
             first = min((x for x in s.get("diverged_at", []) if x >= 0), default=None)
-            lines.append(f"<b>{html.escape(label)}</b> diverged in {s['diverged_replicas']} of {s['replicas']} replicas"
-                         + (f" (first at step {first})." if first is not None else "."))
+            lines.append(
+                f"<b>{html.escape(label)}</b> diverged in {s['diverged_replicas']} of {s['replicas']} replicas"
+                + (f" (first at step {first})." if first is not None else ".")
+            )
     for label, d, _ in entries:
         try:
             m = pd.read_parquet(d / "metrics.parquet", columns=["step", "is/ess_ratio"])
@@ -353,14 +408,20 @@ def _generated_summary(entries: list[tuple[str, Path, dict]]) -> str:
         ess = m["is/ess_ratio"].dropna()
         if len(ess) and ess.min() < ESS_ALERT:
             below = m.loc[ess.index[ess < ESS_ALERT], "step"]
-            lines.append(f"<b>{html.escape(label)}</b>: ESS / N fell below {ESS_ALERT} at step {int(below.iloc[0])} "
-                         f"(minimum {ess.min():.3g}; {len(below)} of {len(ess)} steps below).")
+            lines.append(
+                f"<b>{html.escape(label)}</b>: ESS / N fell below {ESS_ALERT} at step {int(below.iloc[0])} "
+                f"(minimum {ess.min():.3g}; {len(below)} of {len(ess)} steps below)."
+            )
     if not lines:
-        lines.append("No variant diverged and ESS / N stayed above "
-                     f"{ESS_ALERT} everywhere; no time-to-target comparison was recorded.")
+        lines.append(
+            "No variant diverged and ESS / N stayed above "
+            f"{ESS_ALERT} everywhere; no time-to-target comparison was recorded."
+        )
     items = "".join(f"<li>{line}</li>" for line in lines)
-    return ('<p class="meta">Generated from the measurements in this directory (summary.json and metrics.parquet '
-            f"of each run), not written by a person.</p><ul>{items}</ul>")
+    return (
+        '<p class="meta">Generated from the measurements in this directory (summary.json and metrics.parquet '
+        f"of each run), not written by a person.</p><ul>{items}</ul>"
+    )
 
 
 def runs_report(out: Path, path: Path) -> Path:
@@ -373,28 +434,41 @@ def runs_report(out: Path, path: Path) -> Path:
         s = _summary(d)
         label = str(d.relative_to(out)) if d != out else d.name
         entries.append((label, d, s))
-        metric = s.get("target_metric") or ("eval/expected_reward" if not _nan(s.get("final_expected_reward"))
-                                            else "reward/mean")
+        metric = s.get("target_metric") or (
+            "eval/expected_reward" if not _nan(s.get("final_expected_reward")) else "reward/mean"
+        )
         spread = _replica_spread(d, metric)
         ttt = s.get("time_to_target_replicas") or []
         ttt = [t for t in ttt if t is not None]
         speed = s.get("speedup_vs_sync")
-        rows.append({
-            "run": label,
-            "status": s.get("status"),
-            f"final {metric} (mean ± std over replicas)": _pm(*spread[:2]) if spread else _fmt(s.get("final_reward")),
-            "time to target (s, mean ± std)": (_pm(float(pd.Series(ttt).mean()), float(pd.Series(ttt).std(ddof=1)) if len(ttt) > 1 else 0.0)
-                                               if ttt else ("not reached" if s.get("target_level") is not None else "-")),
-            "end to end vs sync [95% CI]": (f"{speed:.3g}× [{s['speedup_ci_low']:.3g}, {s['speedup_ci_high']:.3g}]"
-                                            if speed is not None and s.get("speedup_ci_low") is not None
-                                            and s.get("speedup_ci_high") is not None
-                                            else f"{speed:.3g}×" if speed is not None else "-"),
-            "throughput (samples/s)": s.get("throughput_samples_per_s"),
-            "staleness mean / max": f"{_fmt(s.get('staleness_mean'))} / {s.get('staleness_max')}",
-            "ESS/N mean": s.get("ess_ratio_mean"),
-            "grad cos mean": s.get("grad_cos_mean"),
-            "diverged replicas": f"{s.get('diverged_replicas', 0)} / {s.get('replicas')}",
-        })
+        rows.append(
+            {
+                "run": label,
+                "status": s.get("status"),
+                f"final {metric} (mean ± std over replicas)": _pm(*spread[:2])
+                if spread
+                else _fmt(s.get("final_reward")),
+                "time to target (s, mean ± std)": (
+                    _pm(float(pd.Series(ttt).mean()), float(pd.Series(ttt).std(ddof=1)) if len(ttt) > 1 else 0.0)
+                    if ttt
+                    else ("not reached" if s.get("target_level") is not None else "-")
+                ),
+                "end to end vs sync [95% CI]": (
+                    f"{speed:.3g}× [{s['speedup_ci_low']:.3g}, {s['speedup_ci_high']:.3g}]"
+                    if speed is not None
+                    and s.get("speedup_ci_low") is not None
+                    and s.get("speedup_ci_high") is not None
+                    else f"{speed:.3g}×"
+                    if speed is not None
+                    else "-"
+                ),
+                "throughput (samples/s)": s.get("throughput_samples_per_s"),
+                "staleness mean / max": f"{_fmt(s.get('staleness_mean'))} / {s.get('staleness_max')}",
+                "ESS/N mean": s.get("ess_ratio_mean"),
+                "grad cos mean": s.get("grad_cos_mean"),
+                "diverged replicas": f"{s.get('diverged_replicas', 0)} / {s.get('replicas')}",
+            }
+        )
     table = pd.DataFrame(rows)
     first_scenario = run_dirs[0] / "scenario.toml"
     sections = []
@@ -407,21 +481,44 @@ def runs_report(out: Path, path: Path) -> Path:
     if description:
         sections.append(("About", f"<p>{html.escape(description)}</p>"))
     sections.append(("What this shows", _generated_summary(entries)))
-    note = ("<p class=\"meta\">The synchronous baseline comes first. ± is the standard deviation over the run's "
-            "replicas (independent policies trained under the same schedule); the speed-up interval is a bootstrap "
-            "over replicas (docs/time_to_target.md).</p>")
-    sections.append(("Summary", note + _table(table, set(table.columns) - {"throughput (samples/s)", "ESS/N mean", "grad cos mean"})))
+    note = (
+        '<p class="meta">The synchronous baseline comes first. ± is the standard deviation over the run\'s '
+        "replicas (independent policies trained under the same schedule); the speed-up interval is a bootstrap "
+        "over replicas (docs/time_to_target.md).</p>"
+    )
+    sections.append(
+        (
+            "Summary",
+            note + _table(table, set(table.columns) - {"throughput (samples/s)", "ESS/N mean", "grad cos mean"}),
+        )
+    )
     figs_html = []
     comparison = out / "comparison.png"
     if comparison.exists():
-        figs_html.append(_figure_html(Figure("comparison", comparison, "Comparison of the variants",
-                                             "Reward against simulated time and against learner steps; ESS / N, "
-                                             "consecutive-gradient cosine and gradient norm per step (rolling means).")))
+        figs_html.append(
+            _figure_html(
+                Figure(
+                    "comparison",
+                    comparison,
+                    "Comparison of the variants",
+                    "Reward against simulated time and against learner steps; ESS / N, "
+                    "consecutive-gradient cosine and gradient norm per step (rolling means).",
+                )
+            )
+        )
     ttt_fig = out / TIME_TO_TARGET
     if ttt_fig.exists():
-        figs_html.append(_figure_html(Figure("time-to-target", ttt_fig, "Time to target",
-                                             "The headline metric against simulated time, the target as a dashed line "
-                                             "and each variant's crossing marked.")))
+        figs_html.append(
+            _figure_html(
+                Figure(
+                    "time-to-target",
+                    ttt_fig,
+                    "Time to target",
+                    "The headline metric against simulated time, the target as a dashed line "
+                    "and each variant's crossing marked.",
+                )
+            )
+        )
     for label, d, _ in entries:
         for png in sorted((d / "figures").glob("*.png")):
             name = f"{label}-{png.stem}".replace("/", "-")
@@ -434,7 +531,14 @@ def runs_report(out: Path, path: Path) -> Path:
             scen += f"<h3>{html.escape(label)}</h3>" + _pre(read_text(d / "scenario.toml", TOML_LIMIT, "scenario file"))
     sections.append(("Scenario", scen))
     title = entries[0][2].get("title") or out.name
-    write_text(path, _page(f"Run: {title}", sections, f"{len(run_dirs)} run(s) in {html.escape(str(out))}; written {time.strftime('%Y-%m-%d %H:%M')}"))
+    write_text(
+        path,
+        _page(
+            f"Run: {title}",
+            sections,
+            f"{len(run_dirs)} run(s) in {html.escape(str(out))}; written {time.strftime('%Y-%m-%d %H:%M')}",
+        ),
+    )
     return path
 
 
@@ -458,6 +562,8 @@ def _link_explorer(report: Path, explorer: Path) -> None:
     """Insert a link to the interactive explorer (``sandbox explore``) under the report's title."""
     href = html.escape(Path(os.path.relpath(explorer.resolve(), report.resolve().parent)).as_posix())
     text = report.read_text(encoding="utf-8")
-    link = (f'<p class="meta"><a href="{href}">Interactive staleness explorer</a> '
-            "(precomputed runs; move the lag, learning rate and method)</p>")
+    link = (
+        f'<p class="meta"><a href="{href}">Interactive staleness explorer</a> '
+        "(precomputed runs; move the lag, learning rate and method)</p>"
+    )
     report.write_text(text.replace("</h1>", "</h1>\n" + link, 1), encoding="utf-8")

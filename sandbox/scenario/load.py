@@ -9,29 +9,28 @@ from __future__ import annotations
 import copy
 import difflib
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 from pydantic import ValidationError
 
-import tomllib
-
-import tomli_w
-
-from ..errors import ScenarioError
-from ..readfile import MAX_DEPTH, InputFileError, bracket_depth, read_toml_text
-from .model import Scenario
-from .schema import Choice, node_at
-from .schema import Model as SchemaModel
-
-from .shipped import DEFAULT_SCENARIO, not_found_hint, resolve_scenario_path  # noqa: F401  (re-exported)
+from sandbox.base.errors import ScenarioError
+from sandbox.base.readfile import MAX_DEPTH, InputFileError, bracket_depth, read_toml_text
+from sandbox.scenario.model import Scenario
+from sandbox.scenario.schema import Choice, node_at
+from sandbox.scenario.schema import Model as SchemaModel
+from sandbox.scenario.shipped import DEFAULT_SCENARIO, not_found_hint, resolve_scenario_path  # noqa: F401  (re-exported)
 
 
 def parse_value(text: str) -> Any:
     """A command-line value as TOML would read it (numbers, booleans, lists, inline tables),
     falling back to a plain string. Nested more than 64 levels: a :class:`ScenarioError`."""
     if bracket_depth(text) > MAX_DEPTH:
-        raise ScenarioError([f"{text[:40]}...: nested too deeply (over {MAX_DEPTH} levels of arrays or tables)"], "override")
+        raise ScenarioError(
+            [f"{text[:40]}...: nested too deeply (over {MAX_DEPTH} levels of arrays or tables)"], "override"
+        )
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
@@ -113,12 +112,17 @@ def _unknown_key(loc: tuple) -> str:
         return f"unknown key; did you mean '{close[0]}'? (every key: {REFERENCE})"
     parent = node_at(Scenario, tuple(loc[:-2])) if len(loc) >= 2 else None
     if isinstance(parent, Choice) and loc[-2] in parent.members:
-        owners = [tag for tag, m in parent.members.items()
-                  if tag != loc[-2] and isinstance(m, SchemaModel) and key in m.cls.model_fields]
+        owners = [
+            tag
+            for tag, m in parent.members.items()
+            if tag != loc[-2] and isinstance(m, SchemaModel) and key in m.cls.model_fields
+        ]
         if owners:
             kinds = " or ".join(f"{parent.key} = '{t}'" for t in owners)
-            return (f"unknown key for {parent.key} = '{loc[-2]}' ('{key}' is a key of {kinds}); "
-                    f"expected one of {', '.join(valid)}")
+            return (
+                f"unknown key for {parent.key} = '{loc[-2]}' ('{key}' is a key of {kinds}); "
+                f"expected one of {', '.join(valid)}"
+            )
     return f"unknown key; expected one of {', '.join(valid)} (every key: {REFERENCE})"
 
 
@@ -140,7 +144,7 @@ def _describe(err: dict, data: dict) -> str:
         hint = f"did you mean '{close[0]}'? " if close else ""
         msg = f"unknown {field} {tag!r}; {hint}expected one of {expected}"
     if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+        msg = msg[len("Value error, ") :]
     if "input" in err and err.get("type") not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
         msg += f" (got {err['input']!r})"
     if re.match(r"^[a-z_]+(\.[a-z_]+)+: ", msg) and (where == "(top level)" or msg.startswith(f"{where}.")):
@@ -164,7 +168,7 @@ def read_toml(path: str | Path) -> dict:
     it (a trace-driven delay, docs/system.md#trace) is made absolute against the file's directory.
     A ``path`` that does not exist may name a shipped scenario (:mod:`sandbox.scenario.shipped`).
 
-    Read through :func:`sandbox.readfile.read_toml_text`: a regular file (no directory, FIFO or
+    Read through :func:`sandbox.base.readfile.read_toml_text`: a regular file (no directory, FIFO or
     device) of at most 4 MiB of UTF-8 text nested at most 64 levels; anything else is a
     :class:`ScenarioError` naming the file (and the byte offset of a bad byte)."""
     given = Path(path)
@@ -182,12 +186,16 @@ def read_toml(path: str | Path) -> dict:
 def _without_path(message: str, path: Path) -> str:
     """``message`` without its leading ``<path>: `` (the ScenarioError's source names the file)."""
     prefix = f"{path}: "
-    return message[len(prefix):] if message.startswith(prefix) else message
+    return message[len(prefix) :] if message.startswith(prefix) else message
 
 
 def _resolve_trace_paths(node: Any, base: Path) -> None:
     if isinstance(node, dict):
-        if node.get("kind") == "trace" and isinstance(node.get("path"), str) and not Path(node["path"]).expanduser().is_absolute():
+        if (
+            node.get("kind") == "trace"
+            and isinstance(node.get("path"), str)
+            and not Path(node["path"]).expanduser().is_absolute()
+        ):
             node["path"] = str(base / node["path"])
         for value in node.values():
             _resolve_trace_paths(value, base)
@@ -210,8 +218,13 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | dict | 
     path = Path(path) if path is not None else DEFAULT_SCENARIO
     data = read_toml(path)
     if SWEEP_ONLY_KEYS & set(data) and not SCENARIO_ONLY_KEYS & set(data):
-        raise ScenarioError([f"this is a sweep file ({', '.join(sorted(SWEEP_ONLY_KEYS & set(data)))} at the top), not a "
-                             f"scenario: use `sandbox sweep {path}`"], str(path))
+        raise ScenarioError(
+            [
+                f"this is a sweep file ({', '.join(sorted(SWEEP_ONLY_KEYS & set(data)))} at the top), not a "
+                f"scenario: use `sandbox sweep {path}`"
+            ],
+            str(path),
+        )
     ov = overrides if isinstance(overrides, dict) else parse_overrides(overrides)
     merged = apply_overrides(data, ov)
     try:
@@ -237,7 +250,9 @@ def _related(problem: str, key: str) -> bool:
     return where == key or where.startswith(key + ".") or (bool(section) and where.startswith(section + "."))
 
 
-def blame_overrides(exc: ScenarioError, data: dict, ov: dict[str, Any], given: list[str] | dict | None, path: str) -> ScenarioError:
+def blame_overrides(
+    exc: ScenarioError, data: dict, ov: dict[str, Any], given: list[str] | dict | None, path: str
+) -> ScenarioError:
     """``exc`` (raised validating ``data`` with the overrides ``ov`` applied) with each problem the
     overrides caused blamed on them: those absent when ``data`` is validated alone. ``given`` is what
     the user wrote (``["key=value", ...]``) for the message; ``path`` names the file."""

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..algorithms import (
+from sandbox.algorithms import (
     CORRECTIONS,
     OBJECTIVES,
     STABILIZERS,
@@ -20,14 +20,14 @@ from ..algorithms import (
     ObjectiveConfig,
     StabilizerConfig,
 )
-from ..algorithms.policy_loss import pairing_problem
-from ..engines import ENGINES, EngineConfig, ExactEngineConfig, check_engine_task
-from ..errors import ScenarioError
-from ..learner.optim import OptimizerConfig
-from ..outputs import check_names
-from ..system.config import SystemConfig
-from ..target_config import TargetConfig
-from ..tasks import TASKS, BitStringConfig, OracleTask, PolicyTask, TaskConfig
+from sandbox.algorithms.policy_loss import pairing_problem
+from sandbox.base.errors import ScenarioError
+from sandbox.base.outputs import check_names
+from sandbox.engines import ENGINES, EngineConfig, ExactEngineConfig, check_engine_task
+from sandbox.learner.optim import OptimizerConfig
+from sandbox.scenario.target_config import TargetConfig
+from sandbox.system.config import SystemConfig
+from sandbox.tasks import TASKS, BitStringConfig, OracleTask, PolicyTask, TaskConfig
 
 MAX_SEED = 2**63 - 1
 """Seeds are non-negative int64: numpy and torch generators take them, and tables and parquet hold them."""
@@ -50,25 +50,33 @@ class AlgorithmConfig(BaseModel):
         "docs/methods/corrections.md).",
     )
     stabilizers: list[StabilizerConfig] = Field(
-        default_factory=list, description=f"Optimizer-level stabilizers applied in order (name = {STABILIZERS.describe()}; "
-        "docs/methods/stabilizers.md)."
+        default_factory=list,
+        description=f"Optimizer-level stabilizers applied in order (name = {STABILIZERS.describe()}; "
+        "docs/methods/stabilizers.md).",
     )
     group_size: int = Field(8, ge=1, description="Responses per prompt G (GRPO groups; VCPO scripts use 16).")
-    groups_per_step: int = Field(4, ge=1, description="Groups (prompts) per optimizer step; batch B = groups_per_step x group_size.")
+    groups_per_step: int = Field(
+        4, ge=1, description="Groups (prompts) per optimizer step; batch B = groups_per_step x group_size."
+    )
     minibatches: int = Field(
-        1, ge=1, description="Optimizer steps per epoch over each consumed batch: its groups_per_step groups are split, "
+        1,
+        ge=1,
+        description="Optimizer steps per epoch over each consumed batch: its groups_per_step groups are split, "
         "in the order the staleness control consumed them and whole, into this many equal mini-batches (must divide "
         "groups_per_step). Every optimizer step advances the learner's version by one; the weights are published "
         "after the batch's last step (docs/system.md#mini-batches; verl ppo_mini_batch_size = batch/minibatches, "
         "TRL steps_per_generation = minibatches x gradient_accumulation_steps, AReaL actor.ppo_n_minibatches).",
     )
     epochs: int = Field(
-        1, ge=1, description="Passes over each consumed batch, every pass in the same mini-batch order (verl 0.9.1 "
+        1,
+        ge=1,
+        description="Passes over each consumed batch, every pass in the same mini-batch order (verl 0.9.1 "
         "actor.shuffle = false, its default); the batch takes minibatches x epochs optimizer steps "
         "(verl ppo_epochs, TRL num_iterations).",
     )
     proximal: Literal["behaviour", "batch_start"] = Field(
-        "behaviour", description="π_prox, the policy the surrogate's ratio r = π_θ/π_prox is anchored at: 'behaviour' = "
+        "behaviour",
+        description="π_prox, the policy the surrogate's ratio r = π_θ/π_prox is anchored at: 'behaviour' = "
         "the rollout policy μ in every mini-batch (bypass mode, verl 0.9.1 rollout_correction.bypass_mode = true); "
         "'batch_start' = the learner's weights at the start of the batch, log-probs recomputed once before its optimizer "
         "steps (decoupled mode: verl's recomputed old_log_prob, AReaL recompute_logprob, TRL old_per_token_logps), the "
@@ -102,20 +110,38 @@ class WandbConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     mode: Literal["offline", "online", "disabled"] | None = Field(
-        None, description="W&B mode; None = WANDB_MODE, else offline (never touches the network; `wandb sync` uploads later).")
-    project: str | None = Field(None, min_length=1, description="W&B project; None = WANDB_PROJECT, else async-rl-sandbox.")
-    entity: str | None = Field(None, min_length=1, description="W&B entity (user or team); None = WANDB_ENTITY, else W&B's default.")
+        None,
+        description="W&B mode; None = WANDB_MODE, else offline (never touches the network; `wandb sync` uploads later).",
+    )
+    project: str | None = Field(
+        None, min_length=1, description="W&B project; None = WANDB_PROJECT, else async-rl-sandbox."
+    )
+    entity: str | None = Field(
+        None, min_length=1, description="W&B entity (user or team); None = WANDB_ENTITY, else W&B's default."
+    )
     tags: list[str] | None = Field(None, description="W&B tags; None = WANDB_TAGS (comma-separated), else none.")
     group: str | None = Field(
-        None, min_length=1, description="W&B group; None = WANDB_RUN_GROUP, else the scenario's (sandbox run) or the sweep's name.")
+        None,
+        min_length=1,
+        description="W&B group; None = WANDB_RUN_GROUP, else the scenario's (sandbox run) or the sweep's name.",
+    )
 
 
 class RunConfig(BaseModel):
     """How long, with which seeds, and what to write."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
-    steps: int = Field(200, ge=1, description="Learner optimizer steps; with algorithm.minibatches x epochs = S > 1 the run consumes ceil(steps / S) batches and stops after its steps-th optimizer step (a last batch may be cut short).")
-    seed: int = Field(0, ge=0, le=MAX_SEED, description="Master seed in [0, 2^63 − 1]; the three streams below derive from it unless set.")
+    steps: int = Field(
+        200,
+        ge=1,
+        description="Learner optimizer steps; with algorithm.minibatches x epochs = S > 1 the run consumes ceil(steps / S) batches and stops after its steps-th optimizer step (a last batch may be cut short).",
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        le=MAX_SEED,
+        description="Master seed in [0, 2^63 − 1]; the three streams below derive from it unless set.",
+    )
     system_seed: int | None = Field(None, ge=0, le=MAX_SEED, description="Seed of the timing stream (delays).")
     sampling_seed: int | None = Field(
         None, ge=0, le=MAX_SEED, description="Seed of the policy-sampling stream (tokens, rewards, noise)."
@@ -152,8 +178,10 @@ class RunConfig(BaseModel):
         "and/or an offline Weights & Biases run (each needs its optional extra; sandbox.report.writers).",
     )
     wandb: WandbConfig | None = Field(
-        None, description="With 'wandb' in writers: mode, project, entity, tags and group of the W&B run (each unset one "
-        "from its WANDB_* environment variable; default offline, project async-rl-sandbox).")
+        None,
+        description="With 'wandb' in writers: mode, project, entity, tags and group of the W&B run (each unset one "
+        "from its WANDB_* environment variable; default offline, project async-rl-sandbox).",
+    )
     target: TargetConfig = Field(
         default_factory=TargetConfig,
         description="Time-to-target: the level a run must reach (reward = an absolute level, or fraction_of_sync of "
@@ -168,7 +196,9 @@ class RunConfig(BaseModel):
         "bitstring) and no partial rollouts (docs/system.md#independent-schedules).",
     )
     processes: int = Field(
-        1, ge=1, le=MAX_THREADS,
+        1,
+        ge=1,
+        le=MAX_THREADS,
         description="Processes that simulate the replicas' schedules under schedules = 'independent' (each schedule "
         "depends on its seed alone: the numbers do not depend on this); 1 = all in the run's own process.",
     )
@@ -198,24 +228,28 @@ class RunConfig(BaseModel):
 
 
 class Scenario(BaseModel):
-    """One experiment. Load with :func:`sandbox.scenario.load_scenario`."""
+    """One experiment. Load with :func:`sandbox.scenario.api.load_scenario`."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
     title: str = Field("", description="Short name shown in tables and figures.")
     description: str = Field("", description="What this scenario demonstrates.")
-    task: TaskConfig = Field(default_factory=BitStringConfig, description=f"What is learned (name = {TASKS.describe()}).")
+    task: TaskConfig = Field(
+        default_factory=BitStringConfig, description=f"What is learned (name = {TASKS.describe()})."
+    )
     system: SystemConfig = Field(default_factory=SystemConfig, description="The simulated cluster.")
     engine: EngineConfig = Field(
         default_factory=ExactEngineConfig,
         description=f"The rollout engine: how the sampler's distribution and reported log-probs differ from the "
         f"learner's at the same weights (name = {ENGINES.describe()}; docs/engines.md). Default 'exact': none.",
     )
-    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Objective, correction, stabilizers, optimizer.")
+    algorithm: AlgorithmConfig = Field(
+        default_factory=AlgorithmConfig, description="Objective, correction, stabilizers, optimizer."
+    )
     run: RunConfig = Field(default_factory=RunConfig, description="Steps, seeds, outputs.")
     variants: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Named dotted-key overrides, e.g. {async = {'system.staleness.kind' = 'max_lag'}}; each runs as its own run "
-        "in the subdirectory named after it (sandbox.outputs.safe_name: letters, digits and - _ . + kept, others become '-').",
+        "in the subdirectory named after it (sandbox.base.outputs.safe_name: letters, digits and - _ . + kept, others become '-').",
     )
 
     @field_validator("variants")
@@ -254,18 +288,26 @@ class Scenario(BaseModel):
         if getattr(gen, "mixed_versions", False):
             if not getattr(impl, "resumes_each", False):
                 able = sorted(n for n in TASKS.names() if getattr(TASKS[n].impl, "resumes_each", False))
-                raise ValueError(f"system.generation_time.mixed_versions: task '{task}' cannot continue sequences cut at "
-                                 f"their own positions; use one of {able} or set mixed_versions = false")
+                raise ValueError(
+                    f"system.generation_time.mixed_versions: task '{task}' cannot continue sequences cut at "
+                    f"their own positions; use one of {able} or set mixed_versions = false"
+                )
             if getattr(self.task, "replicas", 1) != 1:
-                raise ValueError(f"system.generation_time.mixed_versions: needs task.replicas = 1 (the engine times one "
-                                 f"group's sequences; got {self.task.replicas})")
+                raise ValueError(
+                    f"system.generation_time.mixed_versions: needs task.replicas = 1 (the engine times one "
+                    f"group's sequences; got {self.task.replicas})"
+                )
         if issubclass(impl, OracleTask):  # no groups, no tokens: objectives and corrections do not apply
             if self.system.partial_rollouts:
                 raise ValueError(f"system.partial_rollouts needs a policy task; the {task} oracle has no tokens")
             if not CORRECTIONS.entry_for(self.algorithm.correction).impl.is_identity:
-                raise ValueError(f"algorithm.correction must be 'none' for the {task} oracle (it applies raw gradients)")
+                raise ValueError(
+                    f"algorithm.correction must be 'none' for the {task} oracle (it applies raw gradients)"
+                )
             if self.algorithm.proximal != "behaviour":
-                raise ValueError(f"algorithm.proximal must be 'behaviour' for the {task} oracle (it has no policy ratio)")
+                raise ValueError(
+                    f"algorithm.proximal must be 'behaviour' for the {task} oracle (it has no policy ratio)"
+                )
             return self
         problem = pairing_problem(self.algorithm.objective, self.algorithm.correction)
         if problem:
@@ -292,20 +334,28 @@ def check_independent(scn) -> None:
             f"depend on the policy): one of {fixed}; task '{scn.task.name}' has not"
         )
     if scn.system.partial_rollouts:
-        problems.append("run.schedules: 'independent' cannot replay system.partial_rollouts (a group's segments "
-                        "depend on when versions arrive mid-generation); set partial_rollouts = false or schedules = 'shared'")
+        problems.append(
+            "run.schedules: 'independent' cannot replay system.partial_rollouts (a group's segments "
+            "depend on when versions arrive mid-generation); set partial_rollouts = false or schedules = 'shared'"
+        )
     gen = scn.system.generation_time
     if getattr(gen, "engine_model", False) and gen.sync != "drain":
-        problems.append(f"run.schedules: 'independent' cannot replay system.generation_time.sync = '{gen.sync}' (an "
-                        "aborted or resumed group depends on when versions arrive mid-generation); use sync = 'drain' "
-                        "or schedules = 'shared'")
+        problems.append(
+            f"run.schedules: 'independent' cannot replay system.generation_time.sync = '{gen.sync}' (an "
+            "aborted or resumed group depends on when versions arrive mid-generation); use sync = 'drain' "
+            "or schedules = 'shared'"
+        )
     for name in ("system_seed", "sampling_seed", "init_seed"):
         if getattr(scn.run, name) is not None:
-            problems.append(f"run.{name}: must be unset with run.schedules = 'independent' (replica r uses the streams "
-                            f"of master seed run.seed + r)")
+            problems.append(
+                f"run.{name}: must be unset with run.schedules = 'independent' (replica r uses the streams "
+                f"of master seed run.seed + r)"
+            )
     replicas = scn.task.replicas
     if scn.run.seed + replicas - 1 > MAX_SEED:
-        problems.append(f"run.seed: replica r uses master seed run.seed + r, so run.seed must be at most "
-                        f"{MAX_SEED - replicas + 1} with {replicas} replicas")
+        problems.append(
+            f"run.seed: replica r uses master seed run.seed + r, so run.seed must be at most "
+            f"{MAX_SEED - replicas + 1} with {replicas} replicas"
+        )
     if problems:
         raise ScenarioError(problems)

@@ -22,8 +22,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from .model import Scenario
-from .schema import Choice, DictOf, Leaf, ListOf, Model, Node, Shape, field_shape
+from sandbox.scenario.model import Scenario
+from sandbox.scenario.schema import Choice, DictOf, Leaf, ListOf, Model, Node, Shape, field_shape
 
 REGENERATE = "sandbox scenario --reference > docs/scenario-reference.md"
 
@@ -66,7 +66,9 @@ def _collect(root: type[BaseModel]) -> list[Section]:
             sec = sections.get(node.cls)
             first = sec is None
             if sec is None:
-                sec = sections[node.cls] = Section(node.cls, selector=(selector[0], []) if selector else None, within=within)
+                sec = sections[node.cls] = Section(
+                    node.cls, selector=(selector[0], []) if selector else None, within=within
+                )
                 order.append(sec)
             if place and place not in sec.places:
                 sec.places.append(place)
@@ -116,7 +118,9 @@ def _type(node: Node, sections: list[Section]) -> str:
     if isinstance(node, Model):
         return f"[table](#{_anchor_of(sections, node.cls)})"
     if isinstance(node, Choice):
-        links = ", ".join(f"[{tag}](#{_anchor_of(sections, m.cls)})" for tag, m in node.members.items() if isinstance(m, Model))
+        links = ", ".join(
+            f"[{tag}](#{_anchor_of(sections, m.cls)})" for tag, m in node.members.items() if isinstance(m, Model)
+        )
         return f"table; `{node.key}` = {links}"
     if isinstance(node, ListOf):
         inner = _type(node.item, sections)
@@ -159,7 +163,9 @@ def _default(info: FieldInfo, shape: Shape) -> str:
     if isinstance(value, BaseModel):
         if isinstance(shape.node, Choice):  # the selector and what differs from that member's own defaults
             key = shape.node.key
-            return _value({key: getattr(value, key), **value.model_dump(mode="json", exclude_defaults=True, exclude={key})})
+            return _value(
+                {key: getattr(value, key), **value.model_dump(mode="json", exclude_defaults=True, exclude={key})}
+            )
         return "(its section's defaults)"
     if isinstance(value, list) and value and all(isinstance(x, BaseModel) for x in value):
         return _value([x.model_dump(mode="json") for x in value])
@@ -226,7 +232,9 @@ def _table(sec: Section, sections: list[Section]) -> list[str]:
         if shape.nullable and info.default is not None:
             typ += " (or unset)"
         desc = info.description or ("selects this table" if sec.selector and name == sec.selector[0] else "")
-        lines.append(f"| `{name}` | {_cell(typ)} | {_cell(_default(info, shape))} | {_cell(_allowed(shape))} | {_cell(desc)} |")
+        lines.append(
+            f"| `{name}` | {_cell(typ)} | {_cell(_default(info, shape))} | {_cell(_allowed(shape))} | {_cell(desc)} |"
+        )
     return lines + [""]
 
 
@@ -247,8 +255,12 @@ def reference_markdown(root: type[BaseModel] = Scenario) -> str:
         "Checks across sections (for example `algorithm.group_size` against the objective) are stated in "
         "the error they raise. The methods and components are explained in [docs/index.md](index.md).",
         "",
-        "Contents: " + ", ".join(f"[{(s.places[0] if s.places else 'top level')}"
-                                 f"{' ' + '/'.join(s.selector[1]) if s.selector else ''}](#{s.anchor})" for s in sections),
+        "Contents: "
+        + ", ".join(
+            f"[{(s.places[0] if s.places else 'top level')}"
+            f"{' ' + '/'.join(s.selector[1]) if s.selector else ''}](#{s.anchor})"
+            for s in sections
+        ),
         "",
     ]
     for sec in sections:

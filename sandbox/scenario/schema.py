@@ -17,7 +17,7 @@ from typing import Any, Union
 from pydantic import BaseModel, Discriminator, Tag
 from pydantic.fields import FieldInfo
 
-from ..registry import LazyUnion
+from sandbox.base.registry import LazyUnion
 
 NoneType = type(None)
 
@@ -34,17 +34,17 @@ class Choice:
     """A discriminated union of tables: the value of ``key`` selects the member (tag → node)."""
 
     key: str
-    members: dict[str, "Node"]
+    members: dict[str, Node]
 
 
 @dataclass(frozen=True)
 class ListOf:
-    item: "Node"
+    item: Node
 
 
 @dataclass(frozen=True)
 class DictOf:
-    value: "Node"
+    value: Node
 
 
 @dataclass(frozen=True)

@@ -97,8 +97,9 @@ def not_found_hint(given: str | Path | None = None) -> str:
         text = str(given).replace("\\", "/").removesuffix(".toml")
         text = text.removeprefix(FOLDER + "/")
         stems = {n.rsplit("/", 1)[-1]: n for n in names}
-        close = (difflib.get_close_matches(text, names, n=1, cutoff=0.6)
-                 or [stems[c] for c in difflib.get_close_matches(text.rsplit("/", 1)[-1], list(stems), n=1, cutoff=0.6)])
+        close = difflib.get_close_matches(text, names, n=1, cutoff=0.6) or [
+            stems[c] for c in difflib.get_close_matches(text.rsplit("/", 1)[-1], list(stems), n=1, cutoff=0.6)
+        ]
         hint = f"did you mean {close[0]!r}? " if close else ""
     return hint + "nor a shipped scenario; shipped: " + ", ".join(names)
 

@@ -2,9 +2,9 @@
 needs that is slow to import (torch, its compiler front end that the optimizers load lazily,
 sympy for the theory predictions, pandas/pyarrow), so each forked worker starts warm.
 Importing leaves no thread of ours running, so forking afterwards is safe. The forkserver imports
-:mod:`sandbox._forkserver` before this module (before the package ``sandbox.sweep`` starts importing
+:mod:`sandbox.base._forkserver` before this module (before the package ``sandbox.sweep`` starts importing
 torch), which binds the server and every worker it forks to the command's life
-(:mod:`sandbox.processes`)."""
+(:mod:`sandbox.base.processes`)."""
 
 import os
 
@@ -23,5 +23,5 @@ try:
 except Exception:  # pragma: no cover
     pass
 
-import sandbox.runner  # noqa: E402,F401
+import sandbox.run.runner  # noqa: E402,F401
 import sandbox.sweep.execute  # noqa: E402,F401

@@ -1,6 +1,6 @@
 """Running a sweep: local processes (default) or a Ray cluster, resumable, failure-tolerant.
 
-Each run writes ``<out>/runs/<id>/`` through :func:`sandbox.runner.run_scenario`; its
+Each run writes ``<out>/runs/<id>/`` through :func:`sandbox.run.runner.run_scenario`; its
 ``summary.json`` (written last, atomically) marks it finished, so a re-run after an interruption
 skips it. A run that raises writes ``error.json`` (the traceback) and the sweep goes on; it is not
 retried unless asked (``retry_failed``). A diverged run is an ordinary result (status ``diverged``).
@@ -17,7 +17,7 @@ table) and the sweep goes on; the next invocation of the sweep runs it again wit
 Only the sweep's command writes the sweep directory, holding its lock: a worker (a pool process or a
 Ray task) writes its run into a pending directory (``runs/.pending-<id>-*``, or on Ray a temporary
 directory whose files it returns), and the command moves the result into ``runs/<id>``
-(:func:`land`). The workers die with the command (:mod:`sandbox.processes`), and a result that a
+(:func:`land`). The workers die with the command (:mod:`sandbox.base.processes`), and a result that a
 worker finishes after its command is gone is never moved in; the next invocation removes it. A run
 directory, ``runs/`` or the lock file that is a symbolic link is refused (the sweep writes only into
 directories it created), and so is an existing ``--out`` that is not a sweep's directory.
@@ -32,15 +32,16 @@ import shutil
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
-from ..outputs import (
+from sandbox.base.outputs import (
     OutputError,
     atomic_write,
     check_out_path,
@@ -57,8 +58,8 @@ from ..outputs import (
     write_text,
     write_text_at,
 )
-from ..processes import _alive, bind_to, pool_context, terminate_as_interrupt
-from .results import (
+from sandbox.base.processes import _alive, bind_to, pool_context, terminate_as_interrupt
+from sandbox.sweep.results import (
     MANIFEST,
     METRICS,
     RESULTS,
@@ -71,7 +72,7 @@ from .results import (
     write_metrics,
     write_results,
 )
-from .spec import RunSpec, SweepSpec, load_sweep, value_label
+from sandbox.sweep.spec import RunSpec, SweepSpec, load_sweep, value_label
 
 RAY_HINT = 'the Ray backend needs the optional extra: pip install -c constraints-cpu.txt -e ".[ray]"'
 
@@ -96,14 +97,14 @@ def _init_worker() -> None:
 
 def _pool_worker(command: int) -> None:
     """Initializer of the pool's worker processes: one torch thread (:func:`_init_worker`), and the
-    process dies with the sweep's command ``command`` (:func:`sandbox.processes.bind_to`)."""
+    process dies with the sweep's command ``command`` (:func:`sandbox.base.processes.bind_to`)."""
     bind_to(command)
     _init_worker()
 
 
 def execute_run(rid: str, data: dict, out_dir: str, meta: dict, root: str | Path | None = None) -> dict:
     """Run one scenario into ``out_dir`` (in this process): written into a pending directory beside
-    it (:func:`execute_pending`), then moved into place (:func:`sandbox.outputs.commit_run`, reaching
+    it (:func:`execute_pending`), then moved into place (:func:`sandbox.base.outputs.commit_run`, reaching
     ``out_dir`` from ``root``, default its parent, without following a link); never raises for a
     failure of the run itself."""
     out = Path(out_dir)
@@ -136,8 +137,9 @@ def _pending_dir(runs: Path, rid: str) -> Path:
     try:
         fd = os.open(runs, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
-        raise OutputError(f"--out: {runs} is not a directory the sweep created (a symbolic link?): "
-                          f"{exc.strerror or exc}; remove it") from None
+        raise OutputError(
+            f"--out: {runs} is not a directory the sweep created (a symbolic link?): {exc.strerror or exc}; remove it"
+        ) from None
     try:
         for _ in range(100):
             name = f".pending-{rid}-{secrets.token_hex(4)}"
@@ -153,7 +155,7 @@ def _pending_dir(runs: Path, rid: str) -> Path:
 
 def land(rec: dict, out: Path, root: Path) -> None:
     """Move a record's pending run directory (if any) into ``out``, its run directory, reached from
-    ``root`` (the sweep's directory) without following a link (:func:`sandbox.outputs.commit_run`)."""
+    ``root`` (the sweep's directory) without following a link (:func:`sandbox.base.outputs.commit_run`)."""
     pending = rec.pop("pending", None)
     if pending is None:
         return
@@ -172,8 +174,8 @@ def _execute_into(rid: str, data: dict, out: Path, meta: dict) -> dict:
     write_json(out / "run.json", meta)
     t0 = time.perf_counter()
     try:
-        from ..runner import run_scenario
-        from ..scenario.load import validate_scenario
+        from sandbox.run.runner import run_scenario
+        from sandbox.scenario.load import validate_scenario
 
         scn = validate_scenario(data, f"run {rid}")
         # the sweep checked every run's memory when planning; trackers: the run named by its values, grouped by sweep
@@ -275,8 +277,8 @@ class SweepOutcome:
 
 def default_out(spec: SweepSpec) -> Path:
     """``[sweep] out`` (a relative path, checked when the file is read; ``~`` is expanded as in
-    ``--out``: :func:`sandbox.outputs.user_path`) or ``runs/sweeps/<name>`` with the name made a safe
-    directory name (:func:`sandbox.outputs.safe_name`)."""
+    ``--out``: :func:`sandbox.base.outputs.user_path`) or ``runs/sweeps/<name>`` with the name made a safe
+    directory name (:func:`sandbox.base.outputs.safe_name`)."""
     return user_path(spec.out) if spec.out else Path("runs") / "sweeps" / safe_name(spec.name)
 
 
@@ -327,11 +329,23 @@ def run_sweep(
     check_sweep_dir(out)
     with output_lock(out):  # a second process on the same directory is refused (OutputError)
         # what an interrupted sweep left: temporary files of its own files, anything in runs/
-        remove_orphans(out, recursive=False, names=(MANIFEST, RESULTS, METRICS, "sweep.toml", "base.toml", "report.html"))
+        remove_orphans(
+            out, recursive=False, names=(MANIFEST, RESULTS, METRICS, "sweep.toml", "base.toml", "report.html")
+        )
         check_run_dirs(out, spec)
         remove_orphans(out / RUNS)
-        return _run_sweep(spec, out, workers, backend, address, retry_failed, progress, console, on_result,
-                          spec.retries if retries is None else retries)
+        return _run_sweep(
+            spec,
+            out,
+            workers,
+            backend,
+            address,
+            retry_failed,
+            progress,
+            console,
+            on_result,
+            spec.retries if retries is None else retries,
+        )
 
 
 SWEEP_FILES = (MANIFEST, RESULTS, METRICS, RUNS, "sweep.toml", "base.toml", "report.html")
@@ -353,31 +367,36 @@ def check_sweep_dir(out: Path) -> None:
     foreign = [n for n in names if n not in SWEEP_FILES]
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise OutputError(f"--out: {out} holds files that are not part of a sandbox sweep ({shown}); choose an empty "
-                          "or new directory, or remove them")
+        raise OutputError(
+            f"--out: {out} holds files that are not part of a sandbox sweep ({shown}); choose an empty "
+            "or new directory, or remove them"
+        )
 
 
 def check_run_dirs(out: Path, spec: SweepSpec) -> None:
     """The sweep writes into ``<out>/runs`` and ``<out>/runs/<id>``: each must be a real directory
     of the sweep's, not a symbolic link planted there (writing through it would write elsewhere):
-    :class:`sandbox.outputs.OutputError` naming it, before anything is written."""
+    :class:`sandbox.base.outputs.OutputError` naming it, before anything is written."""
     runs = own_dir(out / RUNS)
     for r in spec.runs:
         path = runs / r.id
         if os.path.islink(path) or (os.path.lexists(path) and not path.is_dir()):
-            raise OutputError(f"--out: {path} is {'a symbolic link' if os.path.islink(path) else 'not a directory'}; "
-                              "the sandbox writes only into run directories it created: remove it")
+            raise OutputError(
+                f"--out: {path} is {'a symbolic link' if os.path.islink(path) else 'not a directory'}; "
+                "the sandbox writes only into run directories it created: remove it"
+            )
 
 
-def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_failed, progress, console, on_result,
-               retries: int) -> SweepOutcome:
+def _run_sweep(
+    spec: SweepSpec, out: Path, workers, backend, address, retry_failed, progress, console, on_result, retries: int
+) -> SweepOutcome:
     backend = backend or spec.backend
     workers = workers or spec.workers or os.cpu_count() or 1
     write_manifest(out, manifest_of(spec))
     if spec.text:
         write_text(out / "sweep.toml", spec.text)
     if spec.runs:
-        from ..scenario.load import dump_scenario
+        from sandbox.scenario.load import dump_scenario
 
         write_text(out / "base.toml", dump_scenario(spec.runs[0].scenario()))
 
@@ -401,7 +420,7 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
 
     from rich.console import Console
 
-    from .. import progress as shown
+    from sandbox.base import progress as shown
 
     console = console or Console()
 
@@ -424,7 +443,7 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
         if on_result:
             on_result(rows[rid])
 
-    # ETA: the runs of this call weighted by their estimated time (sandbox.budget); the finished ones count as done
+    # ETA: the runs of this call weighted by their estimated time (sandbox.scenario.budget); the finished ones count as done
     with shown.session(shown.enabled(not progress)), _sigterm_as_interrupt():
         if todo and backend == "local":
             warm_start(todo)  # before the runs' task, whose ETA it would skew
@@ -461,10 +480,10 @@ def _run_sweep(spec: SweepSpec, out: Path, workers, backend, address, retry_fail
 
 
 def _seconds(run: RunSpec) -> float:
-    """A run's estimated wall time (:func:`sandbox.budget.estimate`), the weight of its progress unit; 1 if it
+    """A run's estimated wall time (:func:`sandbox.scenario.budget.estimate`), the weight of its progress unit; 1 if it
     cannot be estimated."""
     try:
-        from ..budget import estimate
+        from sandbox.scenario.budget import estimate
 
         return max(float(estimate(run.scenario()).seconds), 1e-3)
     except Exception:  # noqa: BLE001 - the estimate only weighs the ETA
@@ -474,13 +493,13 @@ def _seconds(run: RunSpec) -> float:
 def warm_start(todo: list[RunSpec]) -> int:
     """Train (or find cached) the LM base model of every distinct LM task among ``todo`` here, before
     the runs start, so that the worker processes load it from the cache instead of each training it
-    at once, and the warm start is shown as a labelled phase of the sweep (sandbox.progress). The
+    at once, and the warm start is shown as a labelled phase of the sweep (sandbox.base.progress). The
     base model depends on the task config only (sandbox.tasks.lm.warmstart), so the runs' numbers
     are unchanged. A task that cannot be built is left to its run, which records the error.
     Returns the number of base models trained or loaded."""
     import json
 
-    from ..tasks import TASKS  # torch comes with the tasks: a sweep without runs to do never loads it
+    from sandbox.tasks import TASKS  # torch comes with the tasks: a sweep without runs to do never loads it
 
     seen: set[str] = set()
     for r in todo:
@@ -502,13 +521,15 @@ def warm_start(todo: list[RunSpec]) -> int:
 def check_memory(spec: SweepSpec, workers: int, backend: str = "local", address: str | None = None) -> None:
     """Refuse the sweep before anything is written (SweepError) when a run's estimated memory
     exceeds the available memory, or the largest runs together do when ``workers`` run at once
-    (:mod:`sandbox.budget`). Runs sent to a Ray cluster at ``address`` run elsewhere: not checked."""
+    (:mod:`sandbox.scenario.budget`). Runs sent to a Ray cluster at ``address`` run elsewhere: not checked."""
     if backend == "ray" and address:
         return
-    from ..budget import check_parallel, estimate
-    from ..scenario.load import ScenarioError
+    from sandbox.scenario.budget import check_parallel, estimate
+    from sandbox.scenario.load import ScenarioError
 
-    budgets = {f"{r.id} ({_params_text({'params': r.params, 'seed': r.seed})})": estimate(r.scenario()) for r in spec.runs}
+    budgets = {
+        f"{r.id} ({_params_text({'params': r.params, 'seed': r.seed})})": estimate(r.scenario()) for r in spec.runs
+    }
     try:
         check_parallel(budgets, min(workers, len(spec.runs)))
     except ScenarioError as exc:
@@ -520,7 +541,7 @@ def _params_text(entry: dict) -> str:
     return ", ".join(parts + [f"seed={entry['seed']}"])
 
 
-_sigterm_as_interrupt = terminate_as_interrupt  # SIGTERM stops the runs as Ctrl-C does (sandbox.processes)
+_sigterm_as_interrupt = terminate_as_interrupt  # SIGTERM stops the runs as Ctrl-C does (sandbox.base.processes)
 
 
 def _run_inline(spec: SweepSpec, todo: list[RunSpec], out: Path, finished) -> None:
@@ -547,22 +568,32 @@ def _run_pool(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, fin
         before = len(queue)
         suspects, queue = _pool_pass(spec, queue, out, workers, finished)
         if not suspects and len(queue) == before:
-            raise SweepError("the worker processes die before running anything (out of memory, or they cannot start); "
-                             "finished runs are kept, run the sweep again to resume")
+            raise SweepError(
+                "the worker processes die before running anything (out of memory, or they cannot start); "
+                "finished runs are kept, run the sweep again to resume"
+            )
         for r in suspects:
             _run_alone(spec, r, out, finished, retries)
 
 
-def _pool_pass(spec: SweepSpec, queue: list[RunSpec], out: Path, workers: int, finished) -> tuple[list[RunSpec], list[RunSpec]]:
+def _pool_pass(
+    spec: SweepSpec, queue: list[RunSpec], out: Path, workers: int, finished
+) -> tuple[list[RunSpec], list[RunSpec]]:
     """Run ``queue`` on one pool until it is done or the pool breaks; returns (the runs in flight
     when it broke, the runs not yet submitted)."""
-    ex = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=pool_context(), initializer=_pool_worker,
-                             initargs=(os.getpid(),))
+    ex = ProcessPoolExecutor(
+        max_workers=min(workers, len(queue)),
+        mp_context=pool_context(),
+        initializer=_pool_worker,
+        initargs=(os.getpid(),),
+    )
     waiting = list(queue)
     runs = str(out / RUNS)
 
     def landed(rec: dict) -> None:
-        land(rec, run_dir(out, rec["id"]), out)  # here, holding the sweep's lock: the worker only wrote a pending directory
+        land(
+            rec, run_dir(out, rec["id"]), out
+        )  # here, holding the sweep's lock: the worker only wrote a pending directory
         finished(rec)
 
     pending: dict[Any, RunSpec] = {}
@@ -592,7 +623,9 @@ def _pool_pass(spec: SweepSpec, queue: list[RunSpec], out: Path, workers: int, f
                 del pending[fut]
             if broken:
                 _stop_pool(ex)
-                for fut in [f for f in pending if f.done() and not f.cancelled() and f.exception() is None]:  # finished before the break
+                for fut in [
+                    f for f in pending if f.done() and not f.cancelled() and f.exception() is None
+                ]:  # finished before the break
                     landed(fut.result())
                     del pending[fut]
                 return list(pending.values()), waiting
@@ -611,8 +644,9 @@ def _run_alone(spec: SweepSpec, r: RunSpec, out: Path, finished, retries: int) -
     times while its process dies."""
     last: BaseException | None = None
     for _ in range(retries + 1):
-        ex = ProcessPoolExecutor(max_workers=1, mp_context=pool_context(), initializer=_pool_worker,
-                                 initargs=(os.getpid(),))
+        ex = ProcessPoolExecutor(
+            max_workers=1, mp_context=pool_context(), initializer=_pool_worker, initargs=(os.getpid(),)
+        )
         try:
             rec = ex.submit(execute_pending, r.id, r.data, str(out / RUNS), _meta(r, spec)).result()
         except BrokenProcessPool as exc:
@@ -633,14 +667,16 @@ def _run_alone(spec: SweepSpec, r: RunSpec, out: Path, finished, retries: int) -
 def _record_failure(path: Path, err: dict, root: Path) -> None:
     """``error.json`` of a run that did not return (its worker died), written by the sweep into the
     run's own directory, reached from ``root`` (the sweep's directory) without following a link and
-    written relative to it (:func:`sandbox.outputs.open_dir`); a stale summary goes."""
+    written relative to it (:func:`sandbox.base.outputs.open_dir`); a stale summary goes."""
     fd = open_dir(root, path)
     try:
         try:
             os.unlink("summary.json", dir_fd=fd)  # a link there is removed, never its target
         except FileNotFoundError:
             pass
-        write_text_at(fd, "error.json", json.dumps(err, indent=2, default=str, allow_nan=True) + "\n", path / "error.json")
+        write_text_at(
+            fd, "error.json", json.dumps(err, indent=2, default=str, allow_nan=True) + "\n", path / "error.json"
+        )
     finally:
         os.close(fd)
 
@@ -671,16 +707,19 @@ def _worker_death(exc: BaseException, rid: str, retries: int) -> dict:
     first = (str(exc).strip().splitlines() or [""])[0]
     return {
         "id": rid,
-        "error": (f"the worker process running it died on each of {retries + 1} tries ({type(exc).__name__}: {first}); "
-                  "the next run of this sweep runs it again"),
+        "error": (
+            f"the worker process running it died on each of {retries + 1} tries ({type(exc).__name__}: {first}); "
+            "the next run of this sweep runs it again"
+        ),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         "worker_died": True,
         "tries": retries + 1,
     }
 
 
-def _run_ray(spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, address: str | None, finished,
-             retries: int = 0) -> None:
+def _run_ray(
+    spec: SweepSpec, todo: list[RunSpec], out: Path, workers: int, address: str | None, finished, retries: int = 0
+) -> None:
     """One Ray task per run (``num_cpus=1``). ``retries``: Ray's ``max_retries``, the times a task
     is resubmitted when its worker process dies (Ray 2.x task fault tolerance: system failures
     only; a run that raises is returned as a failed record, not retried)."""

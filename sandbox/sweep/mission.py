@@ -6,7 +6,7 @@ stabilizers needs: several seeds, the diagnostics beside the reward in ONE figur
 
     sandbox mission lm_mission --seeds 3 -j 2
 
-The runs are a sweep (:func:`sandbox.sweep.run_sweep`: variant x seed, local processes, resumable,
+The runs are a sweep (:func:`sandbox.sweep.api.run_sweep`: variant x seed, local processes, resumable,
 a failed run recorded and the others kept), so ``<out>`` (default ``runs/<scenario stem>``) is a sweep
 directory: ``runs/<id>/`` (full run directories), ``results.parquet``, ``metrics.parquet``. The mission
 adds ``mission.png`` (held-out reward, train reward, ESS ratio, consecutive-gradient cosine,
@@ -30,12 +30,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import progress as progress_display  # `progress` is run_mission's flag
-from ..readfile import read_own_json
-from ..scenario.load import apply_overrides, load_scenario
-from .execute import run_sweep
-from .results import run_dir, run_state
-from .spec import RunSpec, SweepSpec, parse_sweep
+from sandbox.base import progress as progress_display  # `progress` is run_mission's flag
+from sandbox.base.readfile import read_own_json
+from sandbox.scenario.load import apply_overrides, load_scenario
+from sandbox.sweep.execute import run_sweep
+from sandbox.sweep.results import run_dir, run_state
+from sandbox.sweep.spec import RunSpec, SweepSpec, parse_sweep
 
 PANELS = [
     ("eval/expected_reward", "held-out reward (sampled)"),
@@ -96,13 +96,25 @@ def control_sweep(base: dict, vcpo_runs: list[dict]) -> SweepSpec | None:
         "base": base,
         "sweep": {"name": CONTROL},
         "set": {"algorithm.stabilizers": stabilizers, "title": CONTROL},
-        "zip": [{"run.seed": [r["seed"] for r in done], "algorithm.optimizer.lr": [float(r["metrics"]["lr"].mean()) for r in done]}],
+        "zip": [
+            {
+                "run.seed": [r["seed"] for r in done],
+                "algorithm.optimizer.lr": [float(r["metrics"]["lr"].mean()) for r in done],
+            }
+        ],
     }
     return parse_sweep(raw, source=f"{CONTROL} control", default_name=CONTROL)
 
 
-def run_mission(path: str, seeds: list[int], out: Path, jobs: int = 2, sets: list[str] | None = None, control: bool = True,
-                progress: bool = True):
+def run_mission(
+    path: str,
+    seeds: list[int],
+    out: Path,
+    jobs: int = 2,
+    sets: list[str] | None = None,
+    control: bool = True,
+    progress: bool = True,
+):
     """Run every variant of the scenario at ``path`` for every seed (``jobs`` parallel processes),
     then the VCPO constant-LR control, and write ``mission.json``, ``mission.md`` and ``mission.png``."""
     scn, raw = load_scenario(path, sets or [])
@@ -135,14 +147,29 @@ def summarize(results: dict[str, list[dict]], seeds: list[int]) -> dict:
     table = {}
     for label, runs in results.items():
         row = {}
-        for col, key in (("eval/expected_reward", "heldout_reward"), ("eval/accuracy", "greedy_accuracy"), ("reward/mean", "train_reward")):
+        for col, key in (
+            ("eval/expected_reward", "heldout_reward"),
+            ("eval/accuracy", "greedy_accuracy"),
+            ("reward/mean", "train_reward"),
+        ):
             vals = np.array([_final(r["metrics"], col) for r in runs])
-            row[key] = {"mean": _over_seeds(np.mean, vals), "std": _over_seeds(np.std, vals), "min": _over_seeds(np.min, vals),
-                        "max": _over_seeds(np.max, vals), "per_seed": vals.tolist()}
+            row[key] = {
+                "mean": _over_seeds(np.mean, vals),
+                "std": _over_seeds(np.std, vals),
+                "min": _over_seeds(np.min, vals),
+                "max": _over_seeds(np.max, vals),
+                "per_seed": vals.tolist(),
+            }
         first = [_first(r["metrics"], "eval/expected_reward") for r in runs]
         row["initial_heldout_reward"] = _over_seeds(np.mean, first)
-        for col, key in (("is/ess_ratio", "ess_ratio_mean"), ("grad/cos_prev", "grad_cos_mean"), ("grad/norm", "grad_norm_mean"),
-                         ("gac/projected", "gac_projected_frac"), ("lr/scale", "lr_scale_mean"), ("lr", "lr_mean")):
+        for col, key in (
+            ("is/ess_ratio", "ess_ratio_mean"),
+            ("grad/cos_prev", "grad_cos_mean"),
+            ("grad/norm", "grad_norm_mean"),
+            ("gac/projected", "gac_projected_frac"),
+            ("lr/scale", "lr_scale_mean"),
+            ("lr", "lr_mean"),
+        ):
             vals = [float(r["metrics"][col].mean()) for r in runs if col in r["metrics"]]
             row[key] = float(np.mean(vals)) if vals else None
         row["wall_s_mean"] = _over_seeds(np.mean, [r["wall_s"] for r in runs])
@@ -160,8 +187,12 @@ def _first(m: pd.DataFrame, col: str) -> float:
 
 
 def markdown(table: dict, title: str) -> str:
-    lines = [f"# {title}", "", "| variant | held-out reward (final) | greedy accuracy | ESS/N | cos(g_t,g_t-1) | grad norm | GAC proj. | LR | wall s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# {title}",
+        "",
+        "| variant | held-out reward (final) | greedy accuracy | ESS/N | cos(g_t,g_t-1) | grad norm | GAC proj. | LR | wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     fmt = lambda d: f"{d['mean']:.3f} ± {d['std']:.3f} [{d['min']:.3f}, {d['max']:.3f}]"  # noqa: E731
     opt = lambda x, f=".3f": "-" if x is None else format(x, f)  # noqa: E731
     for label, r in table.items():
@@ -171,8 +202,11 @@ def markdown(table: dict, title: str) -> str:
             f"{opt(r['lr_mean'], '.2e')} | {r['wall_s_mean']:.0f} |"
         )
     first = next(iter(table.values()))
-    lines += ["", f"Initial held-out reward (base model after step 0): {first['initial_heldout_reward']:.3f}. "
-              "Final = mean of the last 20% of evaluations; ± is the std over seeds, [min, max] the range."]
+    lines += [
+        "",
+        f"Initial held-out reward (base model after step 0): {first['initial_heldout_reward']:.3f}. "
+        "Final = mean of the last 20% of evaluations; ± is the std over seeds, [min, max] the range.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -224,8 +258,10 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     import sys
 
-    sys.stderr.write("warning: python -m sandbox.sweep.mission is deprecated and will be removed in the next release; "
-                     f"use sandbox mission SCENARIO --seeds N -j N (seeds 0 ... N-1)\n")
+    sys.stderr.write(
+        "warning: python -m sandbox.sweep.mission is deprecated and will be removed in the next release; "
+        "use sandbox mission SCENARIO --seeds N -j N (seeds 0 ... N-1)\n"
+    )
     out = a.out or Path("runs") / Path(a.scenario).stem
     # the phases on stderr when it is a terminal: the warm start, the runs with an ETA, the control, the figure
     with progress_display.session(progress_display.enabled()):

@@ -26,10 +26,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis.time_to_target import sweep_comparison
-from ..outputs import write_json, write_table
-from ..readfile import read_own_json
-from .spec import value_label
+from sandbox.analysis.time_to_target import sweep_comparison
+from sandbox.base.outputs import write_json, write_table
+from sandbox.base.readfile import read_own_json
+from sandbox.sweep.spec import value_label
 
 MANIFEST = "sweep.json"
 RESULTS = "results.parquet"

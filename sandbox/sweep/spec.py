@@ -37,11 +37,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..outputs import check_names
-from ..readfile import TOML_LIMIT, InputFileError, read_text
-from ..scenario.load import ScenarioError, apply_overrides, override_texts, parse_overrides, read_toml, validate_scenario
-from ..scenario.shipped import resolve_scenario_path
-from ..scenario.model import MAX_SEED, Scenario
+from sandbox.base.outputs import check_names
+from sandbox.base.readfile import TOML_LIMIT, InputFileError, read_text
+from sandbox.scenario.load import (
+    ScenarioError,
+    override_texts,
+    parse_overrides,
+    read_toml,
+    validate_scenario,
+)
+from sandbox.scenario.model import MAX_SEED, Scenario
+from sandbox.scenario.shipped import resolve_scenario_path
 
 TOP_KEYS = {"base", "seeds", "sweep", "set", "grid", "zip"}
 SWEEP_KEYS = {"name", "workers", "backend", "out", "description", "retries"}
@@ -127,14 +133,22 @@ def _check_list(key: str, value: Any, where: str, source: str) -> list:
     return value
 
 
-def parse_sweep(raw: dict, base_dir: Path | None = None, source: str = "sweep", default_name: str = "sweep",
-                extra_set: dict[str, Any] | None = None) -> SweepSpec:
+def parse_sweep(
+    raw: dict,
+    base_dir: Path | None = None,
+    source: str = "sweep",
+    default_name: str = "sweep",
+    extra_set: dict[str, Any] | None = None,
+) -> SweepSpec:
     """Validate a sweep dict (as read from TOML) and expand it."""
     problems = [f"{k}: unknown key (expected one of {sorted(TOP_KEYS)})" for k in raw if k not in TOP_KEYS]
     scenario_tables = sorted(k for k in raw if k in ("task", "system", "algorithm", "run", "variants"))
     if problems and scenario_tables and "base" not in raw:
-        raise _err(f"this is a scenario file ({', '.join(scenario_tables)} at the top), not a sweep: use "
-                   f"`sandbox run {source}` (a sweep file names it as base = \"...\" with [grid] or [[zip]] axes)", source)
+        raise _err(
+            f"this is a scenario file ({', '.join(scenario_tables)} at the top), not a sweep: use "
+            f'`sandbox run {source}` (a sweep file names it as base = "..." with [grid] or [[zip]] axes)',
+            source,
+        )
     if problems:
         raise _err(problems, source)
     meta = raw.get("sweep", {})
@@ -248,7 +262,8 @@ def parse_sweep(raw: dict, base_dir: Path | None = None, source: str = "sweep", 
     out = meta.get("out")
     if out is not None and (not isinstance(out, str) or not out or Path(out).is_absolute() or ".." in Path(out).parts):
         raise _err(
-            f"sweep.out: expected a relative path without '..' (got {out!r}); give any other directory with --out", source
+            f"sweep.out: expected a relative path without '..' (got {out!r}); give any other directory with --out",
+            source,
         )
 
     spec = SweepSpec(
@@ -275,9 +290,11 @@ def _overlapping_replicas(taken: list[tuple[int, int]], seed: int, replicas: int
     last = seed + replicas - 1
     for first, other_last in taken:
         if seed <= other_last and first <= last:
-            return (f"seeds: {first} and {seed} overlap: with run.schedules = 'independent' and task.replicas = "
-                    f"{replicas}, seed s runs the replicas of seeds s .. s + {replicas - 1}; space the seeds at least "
-                    f"{replicas} apart (e.g. seeds = [0, {replicas}, {2 * replicas}])")
+            return (
+                f"seeds: {first} and {seed} overlap: with run.schedules = 'independent' and task.replicas = "
+                f"{replicas}, seed s runs the replicas of seeds s .. s + {replicas - 1}; space the seeds at least "
+                f"{replicas} apart (e.g. seeds = [0, {replicas}, {2 * replicas}])"
+            )
     taken.append((seed, last))
     return None
 

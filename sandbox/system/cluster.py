@@ -29,18 +29,19 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import simpy
 from simpy.events import URGENT
 
-from ..errors import ScenarioError
-from .config import SystemConfig
-from .records import ColumnTable, MetricRows
-from .spill import Spill, column_kind
-from .staleness import Control, make_control
+from sandbox.base.errors import ScenarioError
+from sandbox.system.config import SystemConfig
+from sandbox.system.records import ColumnTable, MetricRows
+from sandbox.system.spill import Spill, column_kind
+from sandbox.system.staleness import Control, make_control
 
 
 class SimulationError(ScenarioError):
@@ -75,10 +76,10 @@ class PartialPayload(Payload, Protocol):
     def width(self) -> int:
         """Token positions decoded so far."""
 
-    def truncate(self, positions: int) -> "PartialPayload":
+    def truncate(self, positions: int) -> PartialPayload:
         """The payload cut to its first ``positions`` token positions (an interrupted segment)."""
 
-    def truncate_each(self, positions: list[int]) -> "PartialPayload":
+    def truncate_each(self, positions: list[int]) -> PartialPayload:
         """The payload with response ``i`` cut to its first ``positions[i]`` tokens (an engine's sequences
         at a weight sync, ``generation_time.mixed_versions``)."""
 
@@ -133,14 +134,32 @@ class EventLog:
     ``==`` with a list of tuples), so ``pd.DataFrame(log, columns=EVENT_COLUMNS)`` and every
     comparison see exactly the tuples a list would have held."""
 
-    __slots__ = ("time", "kind", "worker", "job", "version", "step", "kinds", "_codes", "_pending", "_spill", "_spilled")
+    __slots__ = (
+        "time",
+        "kind",
+        "worker",
+        "job",
+        "version",
+        "step",
+        "kinds",
+        "_codes",
+        "_pending",
+        "_spill",
+        "_spilled",
+    )
 
     FLUSH = 4096
     """Events appended as tuples and moved into the arrays this many at a time: six ``array.append``
     calls per event cost about 2 us, a tuple append and one batched ``extend`` per field a tenth."""
 
-    FIELDS = (("time", "d", np.float64), ("kind", "b", np.int8), ("worker", "q", np.int64), ("job", "q", np.int64),
-              ("version", "q", np.int64), ("step", "q", np.int64))
+    FIELDS = (
+        ("time", "d", np.float64),
+        ("kind", "b", np.int8),
+        ("worker", "q", np.int64),
+        ("job", "q", np.int64),
+        ("version", "q", np.int64),
+        ("step", "q", np.int64),
+    )
     """The arrays: name, ``array`` typecode, numpy dtype."""
 
     def __init__(self, spill: Spill | None = None) -> None:
@@ -270,8 +289,8 @@ class EventLog:
             a = np.frombuffer(getattr(self, name), dtype=dtype)
             if self._spilled:  # read straight into the column: no second copy of it
                 full = np.empty(self._spilled + len(a), dtype=dtype)
-                self._spill.read_into("events." + name, full[:self._spilled])
-                full[self._spilled:] = a
+                self._spill.read_into("events." + name, full[: self._spilled])
+                full[self._spilled :] = a
                 a = full
             else:
                 a = a.copy()
@@ -297,7 +316,7 @@ class TrainResult:
 class Trainer(Protocol):
     def initial_weights(self) -> Any: ...
 
-    def train(self, step: int, jobs: list["Job"], now: float) -> TrainResult: ...
+    def train(self, step: int, jobs: list[Job], now: float) -> TrainResult: ...
 
 
 @dataclass(slots=True)
@@ -323,8 +342,20 @@ class Job:
 
 
 #: The columns of the jobs table (``jobs.parquet``), in order; :func:`job_record` gives a job's row.
-JOB_COLUMNS = ("job", "worker", "head_version", "tail_version", "target_step", "dispatch_time", "finish_time",
-               "consume_time", "consume_step", "dropped_at", "segments", "samples")
+JOB_COLUMNS = (
+    "job",
+    "worker",
+    "head_version",
+    "tail_version",
+    "target_step",
+    "dispatch_time",
+    "finish_time",
+    "consume_time",
+    "consume_step",
+    "dropped_at",
+    "segments",
+    "samples",
+)
 
 
 def job_record(j: Job) -> dict:
@@ -426,7 +457,7 @@ class JobRecords:
         c = JOB_COLUMNS.index(name)
         parts, start = [], 0
         for rows, kinds in self._chunks:
-            part = raw[start:start + rows]
+            part = raw[start : start + rows]
             parts.append(part.view(np.float64) if kinds[c] == "f" else part)
             start += rows
         return parts
@@ -460,11 +491,18 @@ class JobRecords:
         self._materialize()
         r = self._table.row(i)
         return Job(
-            id=r["job"], worker=r["worker"], head_version=r["head_version"], dispatch_time=r["dispatch_time"],
-            target_step=None if r["target_step"] == -1 else r["target_step"], finish_time=r["finish_time"],
-            consume_time=r["consume_time"], consume_step=r["consume_step"],
-            dropped_at=None if r["dropped_at"] == -1 else r["dropped_at"], segments=r["segments"],
-            tail_version=r["tail_version"], payload=released(r["samples"]),
+            id=r["job"],
+            worker=r["worker"],
+            head_version=r["head_version"],
+            dispatch_time=r["dispatch_time"],
+            target_step=None if r["target_step"] == -1 else r["target_step"],
+            finish_time=r["finish_time"],
+            consume_time=r["consume_time"],
+            consume_step=r["consume_step"],
+            dropped_at=None if r["dropped_at"] == -1 else r["dropped_at"],
+            segments=r["segments"],
+            tail_version=r["tail_version"],
+            payload=released(r["samples"]),
         )
 
     def __getitem__(self, i):
@@ -704,8 +742,11 @@ class Cluster:
         self.rows = MetricRows()
         self.status = "running"
         gen = cfg.generation_time
-        self.engines = (gen.build_engines(self.env, len(self.speeds), self._resample, self._resume)
-                        if getattr(gen, "engine_model", False) else None)
+        self.engines = (
+            gen.build_engines(self.env, len(self.speeds), self._resample, self._resume)
+            if getattr(gen, "engine_model", False)
+            else None
+        )
         self.lengths: dict[int, list[int]] = {}  # job id -> its sequences' lengths (engine runs only)
         plain = self.engines is None and not cfg.partial_rollouts
         self.parts = cfg.staleness.group_parts(groups_per_step, group_size, len(self.speeds)) if plain else 1
@@ -792,7 +833,16 @@ class Cluster:
                 continue
             running_since[job.id] = job.dispatch_time
             if log is not None:
-                log((env.now, "dispatch", wid, job.id, version, -1 if admission.target_step is None else admission.target_step))
+                log(
+                    (
+                        env.now,
+                        "dispatch",
+                        wid,
+                        job.id,
+                        version,
+                        -1 if admission.target_step is None else admission.target_step,
+                    )
+                )
             if self.engines is not None:
                 yield from self._generate_on_engine(job, wid, version)
             elif self.cfg.partial_rollouts:

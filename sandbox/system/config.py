@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .delays import DELAYS, ConstantDelay, DelayConfig, ExponentialDelay
-from .staleness import CONTROLS, StalenessConfig, SyncControlConfig
+from sandbox.system.delays import DELAYS, ConstantDelay, DelayConfig, ExponentialDelay
+from sandbox.system.staleness import CONTROLS, StalenessConfig, SyncControlConfig
 
 MIN_WORKER_SPEED = 1e-6
 DELAY_KINDS = f"kind = {DELAYS.describe()}"
@@ -61,15 +61,21 @@ class SystemConfig(BaseModel):
                 )
         for name in ("train_time", "sync_delay"):
             if getattr(getattr(self, name), "engine_model", False):
-                raise ValueError(f"{name}: kind '{getattr(self, name).kind}' times generation on inference engines; "
-                                 "it can only be system.generation_time")
+                raise ValueError(
+                    f"{name}: kind '{getattr(self, name).kind}' times generation on inference engines; "
+                    "it can only be system.generation_time"
+                )
         if getattr(self.generation_time, "engine_model", False):
             if self.partial_rollouts:
-                raise ValueError("partial_rollouts: the continuous_batching engine has its own weight-sync modes; "
-                                 "set system.generation_time.sync = 'partial' instead of system.partial_rollouts")
+                raise ValueError(
+                    "partial_rollouts: the continuous_batching engine has its own weight-sync modes; "
+                    "set system.generation_time.sync = 'partial' instead of system.partial_rollouts"
+                )
             if self.worker_speeds is not None:
-                raise ValueError("worker_speeds: continuous_batching engines time generation themselves "
-                                 "(set step_base / step_per_sequence instead)")
+                raise ValueError(
+                    "worker_speeds: continuous_batching engines time generation themselves "
+                    "(set step_base / step_per_sequence instead)"
+                )
         if self.partial_rollouts:
             if not self.generation_time.per_token_model:
                 kinds = " or ".join(repr(e.name) for e in DELAYS.entries() if e.impl.per_token_model)

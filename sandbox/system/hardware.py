@@ -146,13 +146,16 @@ def train_flops(params: float, tokens: float, recompute_passes: int = 0) -> floa
     return (6.0 + 2.0 * recompute_passes) * params * tokens
 
 
-def train_step_seconds(gpu_name: str, model_name: str, tokens: float, gpus: int, mfu: float,
-                       recompute_passes: int = 0) -> float:
+def train_step_seconds(
+    gpu_name: str, model_name: str, tokens: float, gpus: int, mfu: float, recompute_passes: int = 0
+) -> float:
     """``(6 + 2·r)·N·T / (gpus · peak · MFU)``."""
     return train_flops(model(model_name).params, tokens, recompute_passes) / (gpus * gpu(gpu_name).peak_bf16 * mfu)
 
 
-def decode_step_costs(gpu_name: str, model_name: str, gpus: int = 1, context_tokens: float = 1000.0) -> tuple[float, float]:
+def decode_step_costs(
+    gpu_name: str, model_name: str, gpus: int = 1, context_tokens: float = 1000.0
+) -> tuple[float, float]:
     """``(a, b)`` of a decode step ``a + b·n`` (module docstring): ``a`` the weights read once per step;
     ``b`` per sequence, its KV cache of ``context_tokens`` tokens read and its token's FLOPs (active
     parameters and attention over the context), over ``gpus`` GPUs' bandwidth and peak."""
@@ -181,8 +184,10 @@ def mean_context(median: float, sigma: float, max_tokens: float, prompt_tokens: 
     from scipy.stats import norm
 
     if not (median > 0 and sigma >= 0 and max_tokens > 0 and prompt_tokens >= 0):
-        raise ValueError(f"mean_context: expected median > 0, sigma >= 0, max_tokens > 0, prompt_tokens >= 0; got "
-                         f"{median}, {sigma}, {max_tokens}, {prompt_tokens}")
+        raise ValueError(
+            f"mean_context: expected median > 0, sigma >= 0, max_tokens > 0, prompt_tokens >= 0; got "
+            f"{median}, {sigma}, {max_tokens}, {prompt_tokens}"
+        )
     if sigma == 0:
         length = min(median, max_tokens)  # every sequence the same length: context uniform over it
         return float(prompt_tokens + length / 2)

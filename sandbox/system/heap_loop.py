@@ -12,7 +12,7 @@ run, after the events ahead of it at that time). Events with no callback (``Weig
 no partial rollout waiting on it) are left out: they change no other event's place. The workers and
 the learner are the cluster's own code paths, as generators that yield what they wait for, and every
 draw, workload and trainer call, control call and record is made in the same order, so the jobs table,
-the event log and the rows are the simpy cluster's to the bit (``tests/system/test_heap_loop.py``: every
+the event log and the rows are the simpy cluster's to the bit (``tests/base/test_heap_loop.py``: every
 shipped scenario; ``tests/system/test_cluster_wakeups.py``: 160 random systems with ties), and a learning
 run's numbers with them (``tools/fingerprint.py``).
 
@@ -27,7 +27,7 @@ import math
 from heapq import heappop, heappush
 from itertools import count
 
-from .cluster import Cluster, ClusterResult, Job, SimulationError
+from sandbox.system.cluster import Cluster, ClusterResult, Job, SimulationError
 
 URGENT, NORMAL = 0, 1  # simpy.events.URGENT / NORMAL
 _START, _RESUME, _ROUND, _SYNC, _VISIBLE, _STOP = range(6)
@@ -63,8 +63,10 @@ class HeapCluster(Cluster):
     def __init__(self, cfg, *args, **kwargs):
         super().__init__(cfg, *args, **kwargs)
         if self.engines is not None or cfg.partial_rollouts or self.parts > 1:  # what Cluster derived from cfg + batch
-            raise ValueError("HeapCluster models one-piece generation of whole groups only (no partial_rollouts, no "
-                             "engine model, no group split over workers)")
+            raise ValueError(
+                "HeapCluster models one-piece generation of whole groups only (no partial_rollouts, no "
+                "engine model, no group split over workers)"
+            )
         self.env = _Clock()  # what Cluster's own methods read (``env.now``)
         self.visible = 0
 
@@ -93,7 +95,9 @@ class HeapCluster(Cluster):
                 if log is not None:
                     log((clock.now, "visible", -1, -1, version, -1))
                 self.store.visible = version
-                self.store.prune(control.oldest_needed_version(version))  # the weights through the WeightStore's own API
+                self.store.prune(
+                    control.oldest_needed_version(version)
+                )  # the weights through the WeightStore's own API
                 notify()
 
         def publish(version: int, delay: float) -> None:  # WeightStore.publish: its sync, urgent at now
@@ -150,8 +154,14 @@ class HeapCluster(Cluster):
             else:  # _STOP
                 break
         return ClusterResult(
-            status=self.status, steps_done=len(self.rows), sim_time=clock.now, jobs=self.jobs, events=self.events,
-            rows=self.rows, dropped=self.control.dropped, lengths=self.lengths,
+            status=self.status,
+            steps_done=len(self.rows),
+            sim_time=clock.now,
+            jobs=self.jobs,
+            events=self.events,
+            rows=self.rows,
+            dropped=self.control.dropped,
+            lengths=self.lengths,
         )
 
     def _admissible(self) -> bool:
@@ -169,13 +179,27 @@ class HeapCluster(Cluster):
                 yield _GATED
                 continue
             version = admission.version
-            job = Job(id=len(jobs), worker=wid, head_version=version, target_step=admission.target_step,
-                      dispatch_time=clock.now)
+            job = Job(
+                id=len(jobs),
+                worker=wid,
+                head_version=version,
+                target_step=admission.target_step,
+                dispatch_time=clock.now,
+            )
             control.on_dispatch(job)
             jobs.append(job)
             running_since[job.id] = job.dispatch_time
             if log is not None:
-                log((clock.now, "dispatch", wid, job.id, version, -1 if admission.target_step is None else admission.target_step))
+                log(
+                    (
+                        clock.now,
+                        "dispatch",
+                        wid,
+                        job.id,
+                        version,
+                        -1 if admission.target_step is None else admission.target_step,
+                    )
+                )
             job.payload = payload = workload.sample(store.get(version), version, G)
             job.tail_version = version
             yield draw("generation_time", payload.decode_steps, speed)

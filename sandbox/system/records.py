@@ -20,8 +20,8 @@ Every column grows by doubling, so appending is amortised O(1).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -238,7 +238,7 @@ class ReplicaRow(Mapping):
 
     __slots__ = ("_store", "_i")
 
-    def __init__(self, store: "ReplicaColumns", i: int):
+    def __init__(self, store: ReplicaColumns, i: int):
         self._store, self._i = store, i
 
     def __getitem__(self, k: str) -> np.ndarray:

@@ -5,7 +5,7 @@ When the timing cannot depend on the policy (every response has the task's fixed
 decode steps and tokens that the delays may read are known in advance), the cluster's schedule is
 a function of the system seed alone. :func:`record_schedule` runs the real :class:`Cluster`
 with a workload and a trainer that only record the calls the cluster makes, in the order it makes
-them; :mod:`sandbox.replay` then drives R batched learners through R such schedules
+them; :mod:`sandbox.run.replay` then drives R batched learners through R such schedules
 (``run.schedules = "independent"``, ``docs/system.md#independent-schedules``). The recording is
 the same simulation as a run's, so a replica replayed from it sees the same versions, batches and
 clock as a separate run with its seeds.
@@ -18,17 +18,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gc_pause import paused_cyclic_gc
-from .cluster import Cluster, Job, TrainResult
-from .config import SystemConfig
+from sandbox.base.gc_pause import paused_cyclic_gc
+from sandbox.system.cluster import Cluster, Job, TrainResult
+from sandbox.system.config import SystemConfig
 
 DISPATCH, FINISH, TAKE = 0, 1, 2
 """Operation kinds of a schedule, in the order the cluster calls the workload and the trainer."""
 
 SYSTEM_COLUMNS = (
-    "time", "system/step_time", "system/learner_wait", "system/dropped", "system/buffer",
-    "throughput/samples_per_s", "throughput/tokens_per_s", "throughput/generated_per_s",
-    "util/workers", "util/learner",
+    "time",
+    "system/step_time",
+    "system/learner_wait",
+    "system/dropped",
+    "system/buffer",
+    "throughput/samples_per_s",
+    "throughput/tokens_per_s",
+    "throughput/generated_per_s",
+    "util/workers",
+    "util/learner",
 )
 """The cluster's columns of a metrics row (:meth:`Cluster._learner`), kept per batch."""
 
@@ -134,7 +141,7 @@ def in_flight_slots(ops: np.ndarray, args: np.ndarray, jobs: int) -> np.ndarray:
     return out
 
 
-@paused_cyclic_gc()  # the cluster is garbage once this returns (sandbox/gc_pause.py)
+@paused_cyclic_gc()  # the cluster is garbage once this returns (sandbox/base/gc_pause.py)
 def record_schedule(
     cfg: SystemConfig,
     steps: int,
@@ -152,8 +159,16 @@ def record_schedule(
     log: list[tuple[int, int]] = []
     workload = _RecordingWorkload(decode_steps, log)
     trainer = _RecordingTrainer(log, minibatches, epochs, steps)
-    cluster = Cluster(cfg, workload, trainer, groups_per_step, group_size, seed,
-                      record_events=keep_jobs and record_events, updates_per_batch=minibatches * epochs)
+    cluster = Cluster(
+        cfg,
+        workload,
+        trainer,
+        groups_per_step,
+        group_size,
+        seed,
+        record_events=keep_jobs and record_events,
+        updates_per_batch=minibatches * epochs,
+    )
     res = cluster.run(steps)
     ops = np.array([k for k, _ in log], dtype=np.int8)
     args = np.array([a for _, a in log], dtype=np.int64)
@@ -166,11 +181,16 @@ def record_schedule(
         ops=ops,
         args=args,
         job_version=np.asarray(workload.versions, dtype=np.int64),
-        job_worker=(np.array([j.worker for j in res.jobs], dtype=np.int64) if cluster.parts == 1
-                    else in_flight_slots(ops, args, len(workload.versions))),
+        job_worker=(
+            np.array([j.worker for j in res.jobs], dtype=np.int64)
+            if cluster.parts == 1
+            else in_flight_slots(ops, args, len(workload.versions))
+        ),
         job_batch=batch,
         job_slot=slot,
-        system=np.array([[row[c] for c in SYSTEM_COLUMNS] for row in res.rows], dtype=np.float64).reshape(-1, len(SYSTEM_COLUMNS)),
+        system=np.array([[row[c] for c in SYSTEM_COLUMNS] for row in res.rows], dtype=np.float64).reshape(
+            -1, len(SYSTEM_COLUMNS)
+        ),
         sim_time=res.sim_time,
         jobs=res.jobs if keep_jobs else None,
         events=res.events if keep_jobs else None,

@@ -20,13 +20,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 PREFIX = ".staging-records-"
-"""The spill directory's name prefix: a transient directory of :mod:`sandbox.outputs` (``.staging-``)."""
+"""The spill directory's name prefix: a transient directory of :mod:`sandbox.base.outputs` (``.staging-``)."""
 
 _EXACT = 2**53  # ints a float64 holds exactly
 
@@ -57,7 +57,7 @@ class Spill:
         try:
             view = memoryview(data).cast("B")
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
         self._rows[name] = self._rows.get(name, 0) + len(data)
@@ -87,8 +87,10 @@ class Spill:
             while view:
                 got = fh.readinto(view)
                 if not got:
-                    raise OSError(f"{self.dir / name}: {size * out.itemsize - len(view)} bytes on disk, "
-                                  f"{size * out.itemsize} written")
+                    raise OSError(
+                        f"{self.dir / name}: {size * out.itemsize - len(view)} bytes on disk, "
+                        f"{size * out.itemsize} written"
+                    )
                 view = view[got:]
 
     def drop(self, name: str) -> None:

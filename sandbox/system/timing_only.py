@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..gc_pause import paused_cyclic_gc
-from .cluster import Cluster, ClusterResult, TrainResult
-from .config import SystemConfig
-from .heap_loop import HeapCluster, supports
+from sandbox.base.gc_pause import paused_cyclic_gc
+from sandbox.system.cluster import Cluster, ClusterResult, TrainResult
+from sandbox.system.config import SystemConfig
+from sandbox.system.heap_loop import HeapCluster, supports
 
 
 @dataclass
@@ -44,9 +44,16 @@ class CountingTrainer:
         return TrainResult(weights=step + 1)
 
 
-@paused_cyclic_gc()  # the cluster is garbage once this returns (sandbox/gc_pause.py)
-def simulate_timing(cfg: SystemConfig, steps: int, groups_per_step: int, group_size: int = 1, seed: int = 0,
-                    record_events: bool = True, engine: str = "auto") -> ClusterResult:
+@paused_cyclic_gc()  # the cluster is garbage once this returns (sandbox/base/gc_pause.py)
+def simulate_timing(
+    cfg: SystemConfig,
+    steps: int,
+    groups_per_step: int,
+    group_size: int = 1,
+    seed: int = 0,
+    record_events: bool = True,
+    engine: str = "auto",
+) -> ClusterResult:
     """Run ``steps`` learner steps of the system alone. ``engine``: ``"heap"`` the plain heap event loop
     (:mod:`sandbox.system.heap_loop`: the same tables to the bit, without simpy's per-event objects),
     ``"simpy"`` the simpy cluster, ``"auto"`` the heap loop wherever it models the system (no partial
@@ -55,5 +62,7 @@ def simulate_timing(cfg: SystemConfig, steps: int, groups_per_step: int, group_s
         raise ValueError(f"engine: expected 'auto', 'heap' or 'simpy', got {engine!r}")
     heap = engine == "heap" or (engine == "auto" and supports(cfg, groups_per_step, group_size))
     cls = HeapCluster if heap else Cluster
-    cluster = cls(cfg, TimingOnlyWorkload(), CountingTrainer(), groups_per_step, group_size, seed, record_events=record_events)
+    cluster = cls(
+        cfg, TimingOnlyWorkload(), CountingTrainer(), groups_per_step, group_size, seed, record_events=record_events
+    )
     return cluster.run(steps)

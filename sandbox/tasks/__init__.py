@@ -5,8 +5,8 @@ package imports every module of it (``lm`` included), so the union a scenario's 
 against and :func:`make_task` always cover every registered task (``docs/tasks.md``).
 """
 
-from .base import TASKS, GradientSample, OracleTask, Params, PolicyTask, Task
-from .rollouts import Rollouts
+from sandbox.tasks.base import TASKS, GradientSample, OracleTask, Params, PolicyTask, Task
+from sandbox.tasks.rollouts import Rollouts
 
 TASKS.discover(__name__)
 TaskConfig = TASKS.union()

@@ -14,9 +14,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor
 
-from . import draws
-from .base import TASKS, BudgetShape, PolicyTask
-from .rollouts import Rollouts
+from sandbox.tasks import draws
+from sandbox.tasks.base import TASKS, BudgetShape, PolicyTask
+from sandbox.tasks.rollouts import Rollouts
 
 
 class BanditConfig(BaseModel):
@@ -30,8 +30,13 @@ class BanditConfig(BaseModel):
         None, description="Mean reward per arm; default: evenly spaced in [0.1, 0.9] (best arm last)."
     )
     reward_std: float = Field(1.0, gt=0, description="Standard deviation of Gaussian rewards.")
-    init_logit_std: float = Field(0.0, ge=0, le=50, description="Std of the initial logits (0 = uniform policy; at "
-                                  "most 50: beyond, the float32 softmax is one-hot and the policy cannot learn).")
+    init_logit_std: float = Field(
+        0.0,
+        ge=0,
+        le=50,
+        description="Std of the initial logits (0 = uniform policy; at "
+        "most 50: beyond, the float32 softmax is one-hot and the policy cannot learn).",
+    )
     replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
 
     @model_validator(mode="after")
@@ -66,7 +71,9 @@ class BanditTask(PolicyTask):
     @classmethod
     def response_length_hint(cls, cfg):
         # a subclass that changes the response length gets the generic hint
-        return "one token (a bandit arm)" if cls.response_length(cfg) == (1, True) else super().response_length_hint(cfg)
+        return (
+            "one token (a bandit arm)" if cls.response_length(cfg) == (1, True) else super().response_length_hint(cfg)
+        )
 
     def __init__(self, cfg: BanditConfig):
         self.cfg = cfg
@@ -101,8 +108,14 @@ class BanditTask(PolicyTask):
             z = params["logits"].detach().unsqueeze(1).expand(R, G, self.cfg.num_arms)
             d = engine.draw(z, gen, version, 0)
             ones = torch.ones(R, G, dtype=torch.long)
-            return group.extend(d.tokens.unsqueeze(-1), d.reported_logp.unsqueeze(-1), ones, ones.bool(), version,
-                                d.version_logp.unsqueeze(-1))
+            return group.extend(
+                d.tokens.unsqueeze(-1),
+                d.reported_logp.unsqueeze(-1),
+                ones,
+                ones.bool(),
+                version,
+                d.version_logp.unsqueeze(-1),
+            )
         logp_all, probs = self._log_policy(params["logits"])
         actions = draws.multinomial(probs, G, gen)  # (R, G)
         logp = logp_all.gather(-1, actions)
@@ -152,4 +165,6 @@ class BanditTask(PolicyTask):
 def softmax_second_moment(target_logits: Tensor, behaviour_logits: Tensor) -> Tensor:
     """E_{a∼q}[(p_a/q_a)²] for p = softmax(θ), q = softmax(θ') (``docs/theory.md#t8``)."""
     lse = torch.logsumexp
-    return torch.exp(lse(2 * target_logits - behaviour_logits, -1) - 2 * lse(target_logits, -1) + lse(behaviour_logits, -1))
+    return torch.exp(
+        lse(2 * target_logits - behaviour_logits, -1) - 2 * lse(target_logits, -1) + lse(behaviour_logits, -1)
+    )

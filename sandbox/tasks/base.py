@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from ..registry import Registry
-from .rollouts import Rollouts
+from sandbox.base.registry import Registry
+from sandbox.tasks.rollouts import Rollouts
 
 Params = dict[str, Tensor]
 
@@ -35,7 +35,7 @@ TASKS: Registry = Registry("task", plugins="task")
 
 @dataclass(frozen=True)
 class BudgetShape:
-    """What the budget estimate (``sandbox/budget.py``) and ``sandbox plan`` need to know about a task
+    """What the budget estimate (``sandbox/scenario/budget.py``) and ``sandbox plan`` need to know about a task
     config, declared by the task (:meth:`Task.budget_shape`) so that neither asks for it by name."""
 
     model: str
@@ -97,8 +97,15 @@ class Task(ABC):
             T = per_replica if oracle else int(getattr(task, "max_len", UNKNOWN_T))
         except Exception:  # noqa: BLE001 - a guess is the honest answer when the task cannot be sized
             per_replica, T = UNKNOWN_PARAMS, UNKNOWN_T
-        return BudgetShape("oracle" if oracle else "toy", max(T, 1), None, max(per_replica, 1),
-                           8 if oracle else 4, exact_length=oracle, note=note)
+        return BudgetShape(
+            "oracle" if oracle else "toy",
+            max(T, 1),
+            None,
+            max(per_replica, 1),
+            8 if oracle else 4,
+            exact_length=oracle,
+            note=note,
+        )
 
     @classmethod
     def response_length(cls, cfg) -> tuple[int | None, bool]:

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import draws
-from .base import TASKS, BudgetShape, PolicyTask
-from .rollouts import Rollouts
+from sandbox.tasks import draws
+from sandbox.tasks.base import TASKS, BudgetShape, PolicyTask
+from sandbox.tasks.rollouts import Rollouts
 
 
 class BitStringConfig(BaseModel):
@@ -28,16 +28,17 @@ class BitStringConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["bitstring"] = "bitstring"
     horizon: int = Field(16, ge=1, le=4096, description="Sequence length H.")
-    threshold: float = Field(
-        0.75, gt=0, le=1, description="Fraction f of ones needed for reward 1 (0 < f <= 1)."
-    )
+    threshold: float = Field(0.75, gt=0, le=1, description="Fraction f of ones needed for reward 1 (0 < f <= 1).")
     init_logit: float = Field(
-        0.0, ge=-50, le=50,
+        0.0,
+        ge=-50,
+        le=50,
         description="Initial logit of every position (0 = fair coins; negative makes reward rarer). Within ±50: "
-                    "beyond, the float32 sigmoid is exactly 0 or 1 and the policy cannot learn.",
+        "beyond, the float32 sigmoid is exactly 0 or 1 and the policy cannot learn.",
     )
-    init_logit_std: float = Field(0.0, ge=0, le=50, description="Std of random perturbations of the initial logits "
-                                  "(at most 50, as init_logit).")
+    init_logit_std: float = Field(
+        0.0, ge=0, le=50, description="Std of random perturbations of the initial logits (at most 50, as init_logit)."
+    )
     replicas: int = Field(1, ge=1, description="Independent learners R carried in one batched tensor.")
 
 
@@ -85,8 +86,9 @@ class BitStringTask(PolicyTask):
             z = torch.stack([torch.zeros_like(theta), theta], -1).unsqueeze(1).expand(*shape, 2)
             d = engine.draw(z, gen, version, torch.arange(start, H))
             steps = torch.full((R, G), H - start, dtype=torch.long)
-            return group.extend(d.tokens, d.reported_logp, steps, torch.ones(R, G, dtype=torch.bool), version,
-                                d.version_logp)
+            return group.extend(
+                d.tokens, d.reported_logp, steps, torch.ones(R, G, dtype=torch.bool), version, d.version_logp
+            )
         p1 = torch.sigmoid(theta).unsqueeze(1).expand(shape)
         # The comparison writes the 0/1 tokens straight into int64 (a bool result and its conversion
         # cost several times more on CPU), and log π(y_t) is picked from the pair

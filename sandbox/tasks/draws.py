@@ -50,7 +50,9 @@ def randn(shape: tuple[int, ...], gen: Stream, dtype: torch.dtype | None = None)
     """Standard normal numbers of ``shape`` (``torch.randn``)."""
     if isinstance(gen, torch.Generator):
         return torch.randn(shape, generator=gen, dtype=dtype)
-    return _per_row(shape, gen, dtype, torch.Tensor.normal_)  # torch.randn is empty().normal_(): same numbers, same size
+    return _per_row(
+        shape, gen, dtype, torch.Tensor.normal_
+    )  # torch.randn is empty().normal_(): same numbers, same size
 
 
 def _per_row(shape: tuple[int, ...], gen: RowGenerators, dtype: torch.dtype | None, fill) -> Tensor:

@@ -40,8 +40,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from torch import Tensor
 
-from .base import TASKS, BudgetShape, Params, PolicyTask
-from .rollouts import Rollouts
+from sandbox.tasks.base import TASKS, BudgetShape, Params, PolicyTask
+from sandbox.tasks.rollouts import Rollouts
 
 RETURN_RANGES = {"CartPole-v1": None, "FrozenLake-v1": (0.0, 1.0)}
 """The episode-return range [lo, hi] scaled to [0, 1] of the environments that need none given
@@ -63,7 +63,9 @@ def env_facts(env_id: str, kwargs: tuple) -> tuple[int, int, bool, int | None]:
         raise ValueError(f"cannot make {env_id!r} with {dict(kwargs)}: {exc}") from None
     try:
         if not isinstance(env.action_space, gym.spaces.Discrete):
-            raise ValueError(f"{env_id!r} has {env.action_space} actions; the task needs discrete actions (gymnasium.spaces.Discrete)")
+            raise ValueError(
+                f"{env_id!r} has {env.action_space} actions; the task needs discrete actions (gymnasium.spaces.Discrete)"
+            )
         space = env.observation_space
         if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
             raise ValueError(f"{env_id!r} observes {space}; the task needs a Discrete or Box observation")
@@ -86,21 +88,32 @@ class GymConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Literal["gym"] = "gym"
     env: str = Field(
-        "CartPole-v1", description="Any registered gymnasium environment id with discrete actions and a Discrete or Box "
+        "CartPole-v1",
+        description="Any registered gymnasium environment id with discrete actions and a Discrete or Box "
         "observation, checked as gymnasium's check_env does (e.g. CartPole-v1, FrozenLake-v1, Acrobot-v1, "
-        "CliffWalking-v1); other than CartPole-v1 and FrozenLake-v1 it needs return_range."
+        "CliffWalking-v1); other than CartPole-v1 and FrozenLake-v1 it needs return_range.",
     )
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of gymnasium.make (besides "
-                                       "max_episode_steps; FrozenLake's is_slippery and map_name have their own fields).")
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments of gymnasium.make (besides "
+        "max_episode_steps; FrozenLake's is_slippery and map_name have their own fields).",
+    )
     return_range: list[float] | None = Field(
-        None, min_length=2, max_length=2, description="Episode return [lo, hi] mapped to the reward [0, 1] (clipped); None = CartPole-v1's [0, step "
-        "limit] or FrozenLake-v1's [0, 1]; required for any other environment.")
+        None,
+        min_length=2,
+        max_length=2,
+        description="Episode return [lo, hi] mapped to the reward [0, 1] (clipped); None = CartPole-v1's [0, step "
+        "limit] or FrozenLake-v1's [0, 1]; required for any other environment.",
+    )
     hidden: int = Field(32, ge=1, description="Hidden width of the one-hidden-layer tanh MLP.")
     max_episode_steps: int | None = Field(
-        None, ge=1, description="Step limit L (the trajectory's max length); None = the env's registered one (CartPole 500, FrozenLake 100)."
+        None,
+        ge=1,
+        description="Step limit L (the trajectory's max length); None = the env's registered one (CartPole 500, FrozenLake 100).",
     )
     is_slippery: bool = Field(
-        False, description="FrozenLake: slippery ice (stochastic moves). False makes the 4x4 map learnable in tens of steps."
+        False,
+        description="FrozenLake: slippery ice (stochastic moves). False makes the 4x4 map learnable in tens of steps.",
     )
     map_name: Literal["4x4", "8x8"] = Field("4x4", description="FrozenLake map.")
     init_scale: float = Field(
@@ -122,8 +135,10 @@ class GymConfig(BaseModel):
         if env not in gym.registry:
             close = difflib.get_close_matches(env, list(gym.registry), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ValueError(f"{env!r} is not a registered gymnasium environment; {hint}e.g. CartPole-v1, FrozenLake-v1, "
-                             "Acrobot-v1 (gymnasium.registry lists them)")
+            raise ValueError(
+                f"{env!r} is not a registered gymnasium environment; {hint}e.g. CartPole-v1, FrozenLake-v1, "
+                "Acrobot-v1 (gymnasium.registry lists them)"
+            )
         return env
 
     @property
@@ -152,7 +167,9 @@ class GymConfig(BaseModel):
         if self.max_episode_steps is None and limit is None:
             raise ValueError(f"max_episode_steps: {self.env!r} registers no step limit; give one")
         if self.return_range is None and self.env not in RETURN_RANGES:
-            raise ValueError(f"return_range: required for {self.env!r} (its episode return [min, max], scaled to the reward [0, 1])")
+            raise ValueError(
+                f"return_range: required for {self.env!r} (its episode return [min, max], scaled to the reward [0, 1])"
+            )
         if self.return_range is not None and not self.return_range[0] < self.return_range[1]:
             raise ValueError(f"return_range: expected [lo, hi] with lo < hi, got {list(self.return_range)}")
         return self
@@ -178,8 +195,14 @@ class GymTask(PolicyTask):
         # Discrete-state env (FrozenLake) twice the number of states (episodes end at a hole or the goal)
         episode = min(L, 2 * obs) if discrete else L
         return BudgetShape(
-            "environment", L, "task.max_episode_steps", params, 4, prompt_bytes=(2 + L * obs) * 8,
-            act_per_slot=(obs + 3 * h + 3 * actions) * 4, exact_length=False,
+            "environment",
+            L,
+            "task.max_episode_steps",
+            params,
+            4,
+            prompt_bytes=(2 + L * obs) * 8,
+            act_per_slot=(obs + 3 * h + 3 * actions) * 4,
+            exact_length=False,
             details={"obs": obs, "episode_len": episode, "eval_episodes": cfg.eval_episodes},
         )
 
@@ -197,7 +220,9 @@ class GymTask(PolicyTask):
         lo, hi = cfg.return_range or RETURN_RANGES[cfg.env] or (0.0, float(self.max_len))
         # reward = (return - lo) * scale, clipped to [0, 1]; CartPole: return / L, FrozenLake: the return itself
         self.reward_offset = float(lo)
-        self.reward_scale = 1.0 / self.max_len if cfg.return_range is None and cfg.env == "CartPole-v1" else 1.0 / (hi - lo)
+        self.reward_scale = (
+            1.0 / self.max_len if cfg.return_range is None and cfg.env == "CartPole-v1" else 1.0 / (hi - lo)
+        )
         self._pool: list[gym.Env] = [probe]
 
     # -- environments ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .base import TASKS, BudgetShape, GradientSample, OracleTask
+from sandbox.tasks.base import TASKS, BudgetShape, GradientSample, OracleTask
 
 
 class QuadraticConfig(BaseModel):
@@ -29,7 +29,9 @@ class QuadraticConfig(BaseModel):
     eigenvalues: list[float] | None = Field(None, description="Explicit Hessian eigenvalues (overrides spectrum).")
     eig_min: float = Field(0.01, gt=0, description="Smallest eigenvalue (docs/theory.md#t3 example: 0.01).")
     eig_max: float = Field(1.0, gt=0, description="Largest eigenvalue λ_max (sets the critical step).")
-    noise_std: float = Field(0.05, ge=0, description="Gradient noise σ per coordinate (docs/theory.md#t3 example: 0.05).")
+    noise_std: float = Field(
+        0.05, ge=0, description="Gradient noise σ per coordinate (docs/theory.md#t3 example: 0.05)."
+    )
     x0_std: float = Field(1.0, ge=0, description="Std of the initial point.")
     x0: float | None = Field(None, description="Start every coordinate at this value instead (deterministic start).")
     replica_scales: list[float] | None = Field(
@@ -50,7 +52,9 @@ class QuadraticConfig(BaseModel):
             raise ValueError(f"eig_max ({self.eig_max}) must be >= eig_min ({self.eig_min})")
         if self.replica_scales is not None:
             if len(self.replica_scales) != self.replicas:
-                raise ValueError(f"replica_scales has {len(self.replica_scales)} entries, expected replicas={self.replicas}")
+                raise ValueError(
+                    f"replica_scales has {len(self.replica_scales)} entries, expected replicas={self.replicas}"
+                )
             if any(not (s > 0) for s in self.replica_scales):
                 raise ValueError("replica_scales must all be > 0")
         return self
@@ -61,7 +65,12 @@ class QuadraticConfig(BaseModel):
         if self.spectrum == "constant" or self.dim == 1:
             return torch.full((self.dim,), self.eig_max, dtype=torch.float64)
         if self.spectrum == "logspace":
-            return torch.logspace(torch.log10(torch.tensor(self.eig_min)), torch.log10(torch.tensor(self.eig_max)), self.dim, dtype=torch.float64)
+            return torch.logspace(
+                torch.log10(torch.tensor(self.eig_min)),
+                torch.log10(torch.tensor(self.eig_max)),
+                self.dim,
+                dtype=torch.float64,
+            )
         return torch.linspace(self.eig_min, self.eig_max, self.dim, dtype=torch.float64)
 
 

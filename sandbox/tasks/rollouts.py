@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
-
 NO_TOKEN = torch.iinfo(torch.int64).max
 """The oldest version of a response with no token: above every real version."""
 
@@ -79,8 +78,12 @@ class Rollouts:
         ``empty(R, N).extend(tokens[..., None], logp[..., None], ones, ones.bool(), version)`` returns, built
         without the empty group and the concatenations (the bandit's sampling, once per group)."""
         R, N = tokens.shape
-        if not (tokens.dtype == torch.long and logp.dtype == torch.get_default_dtype() and tokens.is_contiguous()
-                and logp.is_contiguous()):  # extend would convert or copy: take its path
+        if not (
+            tokens.dtype == torch.long
+            and logp.dtype == torch.get_default_dtype()
+            and tokens.is_contiguous()
+            and logp.is_contiguous()
+        ):  # extend would convert or copy: take its path
             ones = torch.ones(R, N, dtype=torch.long)
             return cls.empty(R, N).extend(tokens.unsqueeze(-1), logp.unsqueeze(-1), ones, ones.bool(), version)
         tokens = tokens.unsqueeze(-1)
@@ -118,12 +121,21 @@ class Rollouts:
         is shared by every reader (modifying it in place makes the next read recompute it)."""
         cached = self._mask
         lengths, width = self.lengths, self.width
-        if (cached is not None and cached[0] is lengths and cached[1] == lengths._version and cached[2] == width
-                and cached[3]._version == cached[4]):
+        if (
+            cached is not None
+            and cached[0] is lengths
+            and cached[1] == lengths._version
+            and cached[2] == width
+            and cached[3]._version == cached[4]
+        ):
             return cached[3]
         pos = torch.arange(width, device=self.tokens.device)
         # The comparison writes 1.0 / 0.0 itself: a bool result and its conversion cost several times more on CPU.
-        mask = torch.lt(pos, lengths.unsqueeze(-1), out=torch.empty(*lengths.shape, width, dtype=torch.float32, device=lengths.device))
+        mask = torch.lt(
+            pos,
+            lengths.unsqueeze(-1),
+            out=torch.empty(*lengths.shape, width, dtype=torch.float32, device=lengths.device),
+        )
         self._mask = (lengths, lengths._version, width, mask, mask._version)
         return mask
 
@@ -149,12 +161,20 @@ class Rollouts:
         group a one-replica run holds (its width is its longest response; padding that other replicas'
         longer responses added is dropped). Views, not copies."""
         w = int(self.lengths[r].max()) if self.lengths.shape[1] else 0
-        cut = lambda t: None if t is None else t[r:r + 1, :, :w]  # noqa: E731
-        row = lambda t: None if t is None else t[r:r + 1]  # noqa: E731
-        return Rollouts(tokens=cut(self.tokens), behaviour_logp=cut(self.behaviour_logp),
-                        token_versions=cut(self.token_versions), lengths=row(self.lengths), ended=row(self.ended),
-                        group_size=self.group_size, prompts=row(self.prompts), rewards=row(self.rewards),
-                        info=dict(self.info), version_logp=cut(self.version_logp))
+        cut = lambda t: None if t is None else t[r : r + 1, :, :w]  # noqa: E731
+        row = lambda t: None if t is None else t[r : r + 1]  # noqa: E731
+        return Rollouts(
+            tokens=cut(self.tokens),
+            behaviour_logp=cut(self.behaviour_logp),
+            token_versions=cut(self.token_versions),
+            lengths=row(self.lengths),
+            ended=row(self.ended),
+            group_size=self.group_size,
+            prompts=row(self.prompts),
+            rewards=row(self.rewards),
+            info=dict(self.info),
+            version_logp=cut(self.version_logp),
+        )
 
     def truncate(self, positions: int) -> Rollouts:
         """Keep only the first ``positions`` token positions (an interrupted generation)."""
@@ -222,9 +242,7 @@ class Rollouts:
         prompts = None
         if parts[0].prompts is not None:
             pw = max(p.prompts.shape[-1] for p in parts)
-            prompts = torch.cat(
-                [torch.nn.functional.pad(p.prompts, (0, pw - p.prompts.shape[-1])) for p in parts], 1
-            )
+            prompts = torch.cat([torch.nn.functional.pad(p.prompts, (0, pw - p.prompts.shape[-1])) for p in parts], 1)
         rewards = None if any(p.rewards is None for p in parts) else torch.cat([p.rewards for p in parts], 1)
         version_logp = None
         if any(p.version_logp is not None for p in parts):
@@ -241,8 +259,15 @@ class Rollouts:
             version_logp=version_logp,
         )
 
-    def extend(self, new_tokens: Tensor, new_logp: Tensor, new_lengths: Tensor, new_ended: Tensor, version: int | Tensor,
-               new_version_logp: Tensor | None = None) -> Rollouts:
+    def extend(
+        self,
+        new_tokens: Tensor,
+        new_logp: Tensor,
+        new_lengths: Tensor,
+        new_ended: Tensor,
+        version: int | Tensor,
+        new_version_logp: Tensor | None = None,
+    ) -> Rollouts:
         """Append a continuation generated by ``version`` after each response's current end.
 
         ``new_tokens``/``new_logp`` are ``(R, N, S)``, valid for the first ``new_lengths`` positions.
@@ -271,9 +296,15 @@ class Rollouts:
             out.version_logp = _append(self.sampler_logp, new_logp if new_version_logp is None else new_version_logp)
         return out._clear_padding()
 
-
-    def extend_each(self, new_tokens: Tensor, new_logp: Tensor, new_lengths: Tensor, new_ended: Tensor,
-                    version: int | Tensor, new_version_logp: Tensor | None = None) -> Rollouts:
+    def extend_each(
+        self,
+        new_tokens: Tensor,
+        new_logp: Tensor,
+        new_lengths: Tensor,
+        new_ended: Tensor,
+        version: int | Tensor,
+        new_version_logp: Tensor | None = None,
+    ) -> Rollouts:
         """:meth:`extend` for unfinished responses at their own positions: response ``(r, n)``'s continuation
         ``new_*[r, n, :new_lengths[r, n]]`` is written from position ``lengths[r, n]`` on (not from the
         group's width), every token stamped with ``version`` (one, or ``(R,)`` per replica)."""
@@ -319,7 +350,12 @@ def _append(old: Tensor, new: Tensor) -> Tensor:
     """``old`` followed by ``new`` along the last dimension. A group with no token yet takes a
     contiguous continuation of its dtype and device as it is (the copy ``torch.cat`` would make
     holds the same numbers; the task hands over a tensor it no longer writes)."""
-    if (old.shape[-1] == 0 and new.shape[:-1] == old.shape[:-1] and new.dtype == old.dtype
-            and new.device == old.device and new.is_contiguous()):
+    if (
+        old.shape[-1] == 0
+        and new.shape[:-1] == old.shape[:-1]
+        and new.dtype == old.dtype
+        and new.device == old.device
+        and new.is_contiguous()
+    ):
         return new
     return torch.cat([old, new], -1)

@@ -22,8 +22,9 @@ def grpo_batch():
     # two responses, two tokens each; learner log-probs 0, ratios r = [[1.5, .9], [1.1, .5]]
     r = torch.tensor([[1.5, 0.9], [1.1, 0.5]])
     logp = torch.zeros(2, 2, requires_grad=True)
-    return PolicyLossInput(logp=logp, behaviour_logp=-torch.log(r), mask=torch.ones(2, 2),
-                           rewards=torch.tensor([1.0, 0.0]), group_size=2)
+    return PolicyLossInput(
+        logp=logp, behaviour_logp=-torch.log(r), mask=torch.ones(2, 2), rewards=torch.tensor([1.0, 0.0]), group_size=2
+    )
 
 
 @pytest.mark.component("correction", "none")
@@ -69,8 +70,14 @@ def test_token_tis_bypass_by_hand():
 def test_token_tis_decoupled_by_hand():
     # decoupled: prox = learner (r = 1), w = π_prox/μ = [[3, .5]] ; TIS C=2 -> coef [2, .5]
     logp = torch.zeros(1, 2, requires_grad=True)
-    inp = PolicyLossInput(logp=logp, behaviour_logp=-torch.log(torch.tensor([[3.0, 0.5]])), mask=torch.ones(1, 2),
-                          rewards=torch.tensor([2.0]), group_size=1, prox_logp=torch.zeros(1, 2))
+    inp = PolicyLossInput(
+        logp=logp,
+        behaviour_logp=-torch.log(torch.tensor([[3.0, 0.5]])),
+        mask=torch.ones(1, 2),
+        rewards=torch.tensor([2.0]),
+        group_size=1,
+        prox_logp=torch.zeros(1, 2),
+    )
     out = build_policy_loss(ReinforceConfig(aggregation="token_mean"), TISConfig(C=2.0))(inp)
     # REINFORCE per token: -coef * A * logp = 0 in value; gradient -coef*A/2 = [-2, -.5]
     out.loss.backward()
@@ -83,8 +90,14 @@ def test_grpo_kl_penalty_by_hand():
     # k3(x) = e^x - 1 - x = [[1 - ln2, 0], [0, ln2 - .5]] -> seq means (1 - ln2)/2, (ln2 - .5)/2 -> mean .125
     logp = torch.zeros(2, 2, requires_grad=True)
     ref = torch.log(torch.tensor([[2.0, 1.0], [1.0, 0.5]]))
-    inp = PolicyLossInput(logp=logp, behaviour_logp=torch.zeros(2, 2), mask=torch.ones(2, 2),
-                          rewards=torch.tensor([1.0, 0.0]), group_size=2, extras={"ref_logp": ref})
+    inp = PolicyLossInput(
+        logp=logp,
+        behaviour_logp=torch.zeros(2, 2),
+        mask=torch.ones(2, 2),
+        rewards=torch.tensor([1.0, 0.0]),
+        group_size=2,
+        extras={"ref_logp": ref},
+    )
     loss_fn = build_policy_loss(GRPOConfig(beta_kl=0.1))
     assert loss_fn.needs_reference_logp and not build_policy_loss(GRPOConfig()).needs_reference_logp
     out = loss_fn(inp)
@@ -95,8 +108,15 @@ def test_grpo_kl_penalty_by_hand():
     expected = torch.tensor([[-A / 4 + 0.025 * (1 - 2), -A / 4], [A / 4, A / 4 + 0.025 * (1 - 0.5)]])
     assert torch.allclose(logp.grad, expected, atol=1e-6)
     with pytest.raises(KeyError, match="ref_logp"):
-        loss_fn(PolicyLossInput(logp=logp, behaviour_logp=torch.zeros(2, 2), mask=torch.ones(2, 2),
-                                rewards=torch.tensor([1.0, 0.0]), group_size=2))
+        loss_fn(
+            PolicyLossInput(
+                logp=logp,
+                behaviour_logp=torch.zeros(2, 2),
+                mask=torch.ones(2, 2),
+                rewards=torch.tensor([1.0, 0.0]),
+                group_size=2,
+            )
+        )
 
 
 def reinforce_batch(log_rho=(0.0, 0.0, 0.0, 0.0), norms=None):
@@ -106,8 +126,9 @@ def reinforce_batch(log_rho=(0.0, 0.0, 0.0, 0.0), norms=None):
     mu = logp.clone()
     mu[:, 0] -= torch.tensor(log_rho)
     extras = {} if norms is None else {"seq_grad_sq_norms": torch.tensor(norms)}
-    return PolicyLossInput(logp=logp, behaviour_logp=mu, mask=mask, rewards=torch.tensor([1.0, 0.0, 3.0, 1.0]),
-                           group_size=2, extras=extras)
+    return PolicyLossInput(
+        logp=logp, behaviour_logp=mu, mask=mask, rewards=torch.tensor([1.0, 0.0, 3.0, 1.0]), group_size=2, extras=extras
+    )
 
 
 @pytest.mark.parametrize(

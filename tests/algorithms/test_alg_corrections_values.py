@@ -37,8 +37,14 @@ def multiplier(correction, w, rewards):
     w = torch.tensor(w)
     n, t = w.shape
     logp = torch.full((n, t), -0.5, requires_grad=True)
-    inp = PolicyLossInput(logp=logp, behaviour_logp=logp.detach() - torch.log(w), mask=torch.ones(n, t),
-                          rewards=torch.tensor(rewards), group_size=1, prox_logp=logp.detach().clone())
+    inp = PolicyLossInput(
+        logp=logp,
+        behaviour_logp=logp.detach() - torch.log(w),
+        mask=torch.ones(n, t),
+        rewards=torch.tensor(rewards),
+        group_size=1,
+        prox_logp=logp.detach().clone(),
+    )
     out = build_policy_loss(ReinforceConfig(aggregation="token_mean"), correction)(inp)
     out.loss.backward()
     adv = torch.tensor(rewards).unsqueeze(-1)
@@ -168,8 +174,9 @@ def test_m2po_clipband_loss_bounds():
     # M2 = (.01 + .09)/2 = .05 > .04; f(.1) = .01; f(.3) = .05 -> τ = .1: upper bound e^.1
     r = torch.tensor([[math.exp(0.1), math.exp(0.3)]])
     logp = torch.zeros(1, 2, requires_grad=True)
-    inp = PolicyLossInput(logp=logp, behaviour_logp=-torch.log(r), mask=torch.ones(1, 2),
-                          rewards=torch.tensor([1.0]), group_size=1)
+    inp = PolicyLossInput(
+        logp=logp, behaviour_logp=-torch.log(r), mask=torch.ones(1, 2), rewards=torch.tensor([1.0]), group_size=1
+    )
     out = build_policy_loss(PPOConfig(advantage="reward", dual_clip_c=None), M2POClipBandConfig())(inp)
     assert out.metrics["clip/upper_bound"].item() == pytest.approx(math.exp(0.1), rel=1e-5)
     assert out.loss.item() == pytest.approx(-(math.exp(0.1) + math.exp(0.1)) / 2, rel=1e-5)
@@ -178,8 +185,9 @@ def test_m2po_clipband_loss_bounds():
 def bapo_input(r, adv):
     r = torch.tensor(r)
     logp = torch.zeros_like(r, requires_grad=True)
-    return PolicyLossInput(logp=logp, behaviour_logp=-torch.log(r), mask=torch.ones_like(r),
-                           rewards=torch.tensor(adv), group_size=1)
+    return PolicyLossInput(
+        logp=logp, behaviour_logp=-torch.log(r), mask=torch.ones_like(r), rewards=torch.tensor(adv), group_size=1
+    )
 
 
 @pytest.mark.component("correction", "bapo")
@@ -188,8 +196,9 @@ def test_bapo_bounds_by_hand():
     # start (.5, 1.25): P/N = 1.25/1 ≥ 1?  yes -> would stop. Use start c_low .625: N = 1.25 = P -> stop.
     # With c_low start .75: N = 1.5 > P = 1.25 -> c_low rises to max .875 (N = 1.75), then c_high
     # rises by .25 until P = c_high ≥ 1.75 -> 1.75.
-    cfg = BAPOConfig(c_low_start=0.75, c_low_max=0.875, step_low=0.125, c_high_start=1.25, c_high_max=3.0,
-                     step_high=0.25)
+    cfg = BAPOConfig(
+        c_low_start=0.75, c_low_max=0.875, step_low=0.125, c_high_start=1.25, c_high_max=3.0, step_high=0.25
+    )
     out = build_policy_loss(PPOConfig(advantage="reward"), cfg)(bapo_input([[2.0], [0.5]], [1.0, -2.0]))
     assert out.metrics["bapo/c_low"].item() == pytest.approx(0.875)
     assert out.metrics["bapo/c_high"].item() == pytest.approx(1.75)
@@ -207,8 +216,9 @@ def test_dppo_mask_by_hand():
     # π = [.9, .5], μ = [.5, .45], A = 1: token0 Δp = .4 > .2 masked; loss_t = -mask·A·ρ + 1e-3 (log ρ)²
     logp = torch.log(torch.tensor([[0.9, 0.5]])).requires_grad_(True)
     mu = torch.log(torch.tensor([[0.5, 0.45]]))
-    inp = PolicyLossInput(logp=logp, behaviour_logp=mu, mask=torch.ones(1, 2), rewards=torch.tensor([1.0]),
-                          group_size=1)
+    inp = PolicyLossInput(
+        logp=logp, behaviour_logp=mu, mask=torch.ones(1, 2), rewards=torch.tensor([1.0]), group_size=1
+    )
     cfg = PPOConfig(advantage="reward", eps_low=1.0, eps_high=1e9, dual_clip_c=None)
     out = build_policy_loss(cfg, DPPOMaskConfig())(inp)
     rho0, rho1 = 1.8, 0.5 / 0.45

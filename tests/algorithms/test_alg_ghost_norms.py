@@ -22,14 +22,16 @@ def test_hand_values_two_layer_linear():
     a = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]]])  # N=2 sequences of T=2 tokens
     # sample 0: Σa = (1, 1): ‖w2‖²‖Σa‖² = 25·2 = 50, ‖W1 Σa‖² = ‖(1, 2)‖² = 5  -> 55
     # sample 1: Σa = (2, 2): 25·8 = 200, ‖(2, 4)‖² = 20                        -> 220
-    got = ghost_sequence_grad_sq_norms(lambda p, x: functional_call(model, p, (x,)).sum((-2, -1)),
-                                       dict(model.named_parameters()), a)
+    got = ghost_sequence_grad_sq_norms(
+        lambda p, x: functional_call(model, p, (x,)).sum((-2, -1)), dict(model.named_parameters()), a
+    )
     assert torch.equal(got, torch.tensor([55.0, 220.0]))
 
 
 def builtin_case(dtype, tie: bool, n=6, prompt_len=3, t=7, vocab=11):
-    model = Transformer(TransformerConfig(d_model=16, n_heads=2, vocab_size=vocab, max_seq_len=prompt_len + t,
-                                          tie_embeddings=tie))
+    model = Transformer(
+        TransformerConfig(d_model=16, n_heads=2, vocab_size=vocab, max_seq_len=prompt_len + t, tie_embeddings=tie)
+    )
     model.reset_parameters(torch.Generator().manual_seed(0))
     model = model.to(dtype)
     g = torch.Generator().manual_seed(1)
@@ -159,12 +161,23 @@ def test_hf_backend_matches_exact(arch):
     pytest.importorskip("transformers")
     from sandbox.tasks.lm.task import LMTask, LMTaskConfig
 
-    config = {"llama": dict(model_type="llama", hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                            intermediate_size=32),
-              "gpt2": dict(model_type="gpt2", n_embd=16, n_layer=1, n_head=2)}[arch]
-    task = LMTask(LMTaskConfig.model_validate(dict(
-        problem=dict(kind="sort", min_len=2, max_len=4), model=dict(backend="hf", config=config),
-        warmstart=dict(enabled=False), train_size=16, eval_size=4)))
+    config = {
+        "llama": dict(
+            model_type="llama", hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+        ),
+        "gpt2": dict(model_type="gpt2", n_embd=16, n_layer=1, n_head=2),
+    }[arch]
+    task = LMTask(
+        LMTaskConfig.model_validate(
+            dict(
+                problem=dict(kind="sort", min_len=2, max_len=4),
+                model=dict(backend="hf", config=config),
+                warmstart=dict(enabled=False),
+                train_size=16,
+                eval_size=4,
+            )
+        )
+    )
     single = {k: v[0] for k, v in task.init_params(torch.Generator().manual_seed(0)).items()}
     g = torch.Generator().manual_seed(1)
     n, t = 5, 4
@@ -174,7 +187,9 @@ def test_hf_backend_matches_exact(arch):
 
     def batch(p, tr):
         tk, mk, pr = tr
-        return (sequence_logprobs(task.forward_fn(p, use_cache=False), pr, tk, task.cfg.temperature).float() * mk).sum(-1)
+        return (sequence_logprobs(task.forward_fn(p, use_cache=False), pr, tk, task.cfg.temperature).float() * mk).sum(
+            -1
+        )
 
     exact = per_sequence_grad_sq_norms(task.sequence_logprob, single, inputs)
     ghost = ghost_sequence_grad_sq_norms(batch, single, inputs)  # Linear / Conv1D / RMSNorm / LayerNorm rules

@@ -110,8 +110,9 @@ def test_spike_skips_one_replica_and_keeps_its_adam_moments():
     spike[0] *= 100.0  # replica 0 spikes, replica 1 is an ordinary gradient
     p = torch.zeros(2, 3, requires_grad=True)
     adam = torch.optim.Adam([p], lr=0.1)
-    opt = StabilizedOptimizer(adam, [p], build_stabilizers([GradNormSkipConfig(warmup=4)]),
-                              replica_dims=1, max_grad_norm=1.0)
+    opt = StabilizedOptimizer(
+        adam, [p], build_stabilizers([GradNormSkipConfig(warmup=4)]), replica_dims=1, max_grad_norm=1.0
+    )
     q = torch.zeros(3, requires_grad=True)  # replica 1 alone, plain Adam with the same clipping
     ref = torch.optim.Adam([q], lr=0.1)
     for g in warm + [spike]:
@@ -153,15 +154,17 @@ def test_warmup_never_skips():
 
 @pytest.mark.component("stabilizer", "grad_norm_skip")
 def test_scenario_on_bitstring_logs_z_matching_the_logged_norms():
-    from sandbox.runner import run_scenario
-    from sandbox.scenario import validate_scenario
+    from sandbox.run.runner import run_scenario
+    from sandbox.scenario.api import validate_scenario
 
-    scn = validate_scenario({
-        "task": {"name": "bitstring", "horizon": 6, "replicas": 2},
-        "system": {"num_workers": 3, "staleness": {"kind": "max_lag", "k_max": 3}},
-        "algorithm": {"group_size": 4, "groups_per_step": 2, "stabilizers": [{"name": "grad_norm_skip"}]},
-        "run": {"seed": 7, "steps": 32, "figures": False},
-    })
+    scn = validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": 6, "replicas": 2},
+            "system": {"num_workers": 3, "staleness": {"kind": "max_lag", "k_max": 3}},
+            "algorithm": {"group_size": 4, "groups_per_step": 2, "stabilizers": [{"name": "grad_norm_skip"}]},
+            "run": {"seed": 7, "steps": 32, "figures": False},
+        }
+    )
     res = run_scenario(scn, force=True)
     assert "grad_skip/z" in res.metrics.columns and "grad_skip/skipped" in res.metrics.columns
     z, norms = res.replica_metrics["grad_skip/z"], res.replica_metrics["grad/norm"]

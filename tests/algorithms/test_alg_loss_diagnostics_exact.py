@@ -30,7 +30,10 @@ def test_token_lag_metrics_match_the_plain_formulas():
     shape = (4, 6, 5)
     for version in (0, 7, 2**25 + 1):  # the last is not a float32
         for fmask in _masks(gen, shape):
-            for versions in (torch.randint(-1, 9, shape, generator=gen), torch.randint(-1, 9, shape[1:], generator=gen)):
+            for versions in (
+                torch.randint(-1, 9, shape, generator=gen),
+                torch.randint(-1, 9, shape[1:], generator=gen),
+            ):
                 before = versions.clone()
                 got, want = token_lag_metrics(version, versions, fmask), _lag_reference(version, versions, fmask)
                 assert list(got) == list(want)
@@ -92,8 +95,17 @@ def test_correction_context_sums_the_sequence_log_weight_once():
     log_w = torch.randn(2, 4, 3, generator=gen)
     fmask = (torch.rand(2, 4, 3, generator=gen) < 0.7).float()
     blank = torch.zeros(2, 4)
-    ctx = CorrectionContext(log_w=log_w, log_rho=log_w, ratio=log_w.exp(), fmask=fmask, adv=blank, rewards=blank,
-                            logp=log_w, behaviour_logp=log_w, decoupled=False)
+    ctx = CorrectionContext(
+        log_w=log_w,
+        log_rho=log_w,
+        ratio=log_w.exp(),
+        fmask=fmask,
+        adv=blank,
+        rewards=blank,
+        logp=log_w,
+        behaviour_logp=log_w,
+        decoupled=False,
+    )
     first = ctx.seq_log_w()
     assert torch.equal(first, seq_sum(log_w, fmask)) and ctx.seq_log_w() is first
     given = torch.ones(2, 4)
@@ -110,14 +122,24 @@ def test_given_staleness_takes_the_place_of_the_token_lag():
     versions = torch.randint(0, 4, (R, N, T), generator=gen)
 
     def inp(**kw):
-        return PolicyLossInput(logp=logp.clone().requires_grad_(True), behaviour_logp=logp - 0.1, mask=torch.ones(R, N, T),
-                               rewards=(torch.rand(R, N, generator=gen) < 0.5).float(), group_size=2,
-                               token_versions=versions, learner_version=5, **kw)
+        return PolicyLossInput(
+            logp=logp.clone().requires_grad_(True),
+            behaviour_logp=logp - 0.1,
+            mask=torch.ones(R, N, T),
+            rewards=(torch.rand(R, N, generator=gen) < 0.5).float(),
+            group_size=2,
+            token_versions=versions,
+            learner_version=5,
+            **kw,
+        )
 
     loss = build_policy_loss(GRPOConfig(), TISConfig(level="sequence"))
     measured = loss(inp()).metrics
-    given = {"staleness/mean": torch.full((R,), 1.5, dtype=torch.float64), "staleness/max": torch.full((R,), 3.0),
-             "staleness/min": torch.zeros(R)}
+    given = {
+        "staleness/mean": torch.full((R,), 1.5, dtype=torch.float64),
+        "staleness/max": torch.full((R,), 3.0),
+        "staleness/min": torch.zeros(R),
+    }
     reported = loss(inp(staleness=given)).metrics
     assert list(reported) == list(measured)  # same names in the same places
     assert reported["staleness/mean"] is given["staleness/mean"] and reported["staleness/max"] is given["staleness/max"]

@@ -15,8 +15,14 @@ def multiplier(correction, w, mask):
     w, mask = torch.tensor(w, dtype=torch.float64), torch.tensor(mask, dtype=torch.float64)
     n, t = w.shape
     logp = torch.full((n, t), -0.5, dtype=torch.float64, requires_grad=True)
-    inp = PolicyLossInput(logp=logp, behaviour_logp=logp.detach() - torch.log(w), mask=mask,
-                          rewards=torch.ones(n, dtype=torch.float64), group_size=1, prox_logp=logp.detach().clone())
+    inp = PolicyLossInput(
+        logp=logp,
+        behaviour_logp=logp.detach() - torch.log(w),
+        mask=mask,
+        rewards=torch.ones(n, dtype=torch.float64),
+        group_size=1,
+        prox_logp=logp.detach().clone(),
+    )
     build_policy_loss(ReinforceConfig(aggregation="token_mean"), correction)(inp).loss.backward()
     return (-logp.grad * mask.sum()).flatten().tolist()
 
@@ -54,7 +60,9 @@ def test_sequence_level_conventions_on_the_issue_numbers():
     assert kept == pytest.approx([16 / 7, 0, 0] + [4 / 7] * 3)
     # one weight per sequence: (2 + 0.5)/2 = 1.25 -> 1.6 / 0.4, in both verl routes
     for convention in ("verl_band", "verl_is_rs"):
-        assert multiplier(MISConfig(**cfg, batch_normalize=convention), w, mask) == pytest.approx([1.6, 0, 0] + [0.4] * 3)
+        assert multiplier(MISConfig(**cfg, batch_normalize=convention), w, mask) == pytest.approx(
+            [1.6, 0, 0] + [0.4] * 3
+        )
 
 
 def test_sequence_level_rejection_and_empty_responses():

@@ -23,8 +23,9 @@ def batch(ratios, rewards, group_size, mask=None, logp=None):
     lp = torch.zeros_like(r) if logp is None else torch.tensor(logp)
     lp.requires_grad_(True)
     m = torch.ones_like(r) if mask is None else torch.tensor(mask)
-    return PolicyLossInput(logp=lp, behaviour_logp=lp.detach() - torch.log(r), mask=m,
-                           rewards=torch.tensor(rewards), group_size=group_size)
+    return PolicyLossInput(
+        logp=lp, behaviour_logp=lp.detach() - torch.log(r), mask=m, rewards=torch.tensor(rewards), group_size=group_size
+    )
 
 
 RATIOS = [[1.5, 0.9], [1.1, 0.5]]

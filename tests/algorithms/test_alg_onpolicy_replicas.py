@@ -32,8 +32,12 @@ from sandbox.algorithms import (
 
 # every registered method at its defaults, plus variants exercising other code paths
 CORRECTIONS = [cfg() for cfg in CORRECTION_REGISTRY.configs()] + [
-    TISConfig(level="sequence"), MISConfig(level="sequence"), GeoMISConfig(token_weight="tis"),
-    M2POMaskConfig(anchor="current"), TOPRConfig(level="token"), DPPOMaskConfig(variant="ipo"),
+    TISConfig(level="sequence"),
+    MISConfig(level="sequence"),
+    GeoMISConfig(token_weight="tis"),
+    M2POMaskConfig(anchor="current"),
+    TOPRConfig(level="token"),
+    DPPOMaskConfig(variant="ipo"),
 ]
 OBJECTIVES = [cfg() for cfg in OBJECTIVE_REGISTRY.configs()] + [ReinforceConfig(baseline="group_mean")]
 
@@ -99,8 +103,9 @@ def test_batched_replicas_match_separate_runs(obj, corr):
         out, g = loss_and_grad(obj, corr, logp, mu, mask, rewards, G, prox, fn=batched_fn)
         assert out.loss.shape == (R,)
         for r in range(R):
-            o_r, g_r = loss_and_grad(obj, corr, logp[r], mu[r], mask, rewards[r], G,
-                                     None if prox is None else prox[r], fn=single_fns[r])
+            o_r, g_r = loss_and_grad(
+                obj, corr, logp[r], mu[r], mask, rewards[r], G, None if prox is None else prox[r], fn=single_fns[r]
+            )
             assert torch.allclose(out.loss[r], o_r.loss, atol=1e-5)
             assert torch.allclose(g[r], g_r, atol=1e-6)
             for k, v in out.metrics.items():

@@ -30,8 +30,11 @@ def mlp_seq_logprob(params, y):
 
 def test_per_sequence_grad_sq_norms_match_backward_loop():
     g = torch.Generator().manual_seed(0)
-    params = {"emb": torch.randn(5, 4, generator=g), "w1": torch.randn(4, 8, generator=g),
-              "w2": torch.randn(8, 6, generator=g)}
+    params = {
+        "emb": torch.randn(5, 4, generator=g),
+        "w1": torch.randn(4, 8, generator=g),
+        "w2": torch.randn(8, 6, generator=g),
+    }
     ys = torch.randint(0, 6, (7, 5), generator=g)
     got = per_sequence_grad_sq_norms(mlp_seq_logprob, params, ys)
     expected = []
@@ -45,8 +48,9 @@ def test_per_sequence_grad_sq_norms_match_backward_loop():
     got_r = per_sequence_grad_sq_norms(mlp_seq_logprob, rp, torch.stack([ys, ys]), replica_dims=1)
     assert got_r.shape == (2, 7)
     assert torch.allclose(got_r[0], got, rtol=1e-5)
-    assert torch.allclose(got_r[1], per_sequence_grad_sq_norms(mlp_seq_logprob, {k: v[1] for k, v in rp.items()}, ys),
-                          rtol=1e-5)
+    assert torch.allclose(
+        got_r[1], per_sequence_grad_sq_norms(mlp_seq_logprob, {k: v[1] for k, v in rp.items()}, ys), rtol=1e-5
+    )
 
 
 def test_logit_space_proxy_is_exact_for_a_softmax_bandit():
@@ -59,8 +63,14 @@ def test_logit_space_proxy_is_exact_for_a_softmax_bandit():
 def test_grpo_with_opob_runs_and_reduces_to_group_mean_for_equal_weights():
     logp = torch.zeros(2, 4, 3, requires_grad=True)
     rewards = torch.tensor([[1.0, 0.0, 0.5, 0.2], [0.0, 1.0, 1.0, 0.0]])
-    inp = PolicyLossInput(logp=logp, behaviour_logp=logp.detach(), mask=torch.ones(4, 3), rewards=rewards,
-                          group_size=4, extras={"seq_grad_sq_norms": torch.ones(2, 4)})
+    inp = PolicyLossInput(
+        logp=logp,
+        behaviour_logp=logp.detach(),
+        mask=torch.ones(4, 3),
+        rewards=rewards,
+        group_size=4,
+        extras={"seq_grad_sq_norms": torch.ones(2, 4)},
+    )
     a = build_policy_loss(GRPOConfig(baseline="opob"))(inp)
     b = build_policy_loss(GRPOConfig(std_unbiased=False))(inp)
     assert torch.allclose(a.metrics["adv/mean"], b.metrics["adv/mean"], atol=1e-6)
@@ -91,8 +101,13 @@ def test_needs_sequence_grad_norms_exactly_for_opob_and_optimal(cfg, needed):
 
 
 def test_missing_grad_norms_message():
-    inp = PolicyLossInput(logp=torch.zeros(2, 1), behaviour_logp=torch.zeros(2, 1), mask=torch.ones(2, 1),
-                          rewards=torch.tensor([1.0, 0.0]), group_size=2)
+    inp = PolicyLossInput(
+        logp=torch.zeros(2, 1),
+        behaviour_logp=torch.zeros(2, 1),
+        mask=torch.ones(2, 1),
+        rewards=torch.tensor([1.0, 0.0]),
+        group_size=2,
+    )
     with pytest.raises(KeyError, match="seq_grad_sq_norms"):
         build_policy_loss(GRPOConfig(baseline="opob"))(inp)
 
@@ -111,8 +126,14 @@ def bandit_gradients(objective, M, B, seed):
     logits = torch.log(PI).repeat(M, 1).requires_grad_(True)
     logp = torch.log_softmax(logits, -1).gather(-1, a).unsqueeze(-1)  # (M, B, 1)
     norms = 1.0 - 2.0 * PI[a] + (PI**2).sum()
-    inp = PolicyLossInput(logp=logp, behaviour_logp=torch.log(MU[a]).unsqueeze(-1), mask=torch.ones(B, 1),
-                          rewards=REW[a], group_size=B, extras={"seq_grad_sq_norms": norms})
+    inp = PolicyLossInput(
+        logp=logp,
+        behaviour_logp=torch.log(MU[a]).unsqueeze(-1),
+        mask=torch.ones(B, 1),
+        rewards=REW[a],
+        group_size=B,
+        extras={"seq_grad_sq_norms": norms},
+    )
     out = build_policy_loss(objective, TISConfig(level="sequence", C=1e9))(inp)  # exact IS weights
     out.loss.sum().backward()
     return -logits.grad  # loss = −(1/B) Σ w (R − b) log π  ⇒  −∇ = ĝ
@@ -140,9 +161,14 @@ def _opob_minibatch_advantages(scope):
     gradient of the loss w.r.t. log π(y_i) is −Â_i / B."""
     rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0], dtype=torch.float64)  # two groups of 3
     logp = torch.zeros(6, 1, dtype=torch.float64, requires_grad=True)
-    inp = PolicyLossInput(logp=logp, behaviour_logp=logp.detach(), mask=torch.ones(6, 1, dtype=torch.float64),
-                          rewards=rewards, group_size=3,
-                          extras={"seq_grad_sq_norms": torch.tensor([1.0, 2.0, 1.0, 1.0, 1.0, 3.0], dtype=torch.float64)})
+    inp = PolicyLossInput(
+        logp=logp,
+        behaviour_logp=logp.detach(),
+        mask=torch.ones(6, 1, dtype=torch.float64),
+        rewards=rewards,
+        group_size=3,
+        extras={"seq_grad_sq_norms": torch.tensor([1.0, 2.0, 1.0, 1.0, 1.0, 3.0], dtype=torch.float64)},
+    )
     cfg = ReinforceConfig(baseline="opob", normalize_std=True, opob_scope=scope)
     build_policy_loss(cfg)(inp).loss.backward()
     return (-logp.grad[:, 0] * 6).tolist()
@@ -160,4 +186,5 @@ def test_opob_minibatch_scope_std_conventions_by_hand():
         assert _opob_minibatch_advantages(scope) == pytest.approx([v - b for v in values], rel=1e-12)
     # hand numbers of the Bessel convention
     assert _opob_minibatch_advantages("minibatch_bessel") == pytest.approx(
-        [1.475448, -0.256600, -0.256600, 0.898099, 0.898099, -0.833949], abs=1e-6)
+        [1.475448, -0.256600, -0.256600, 0.898099, 0.898099, -0.833949], abs=1e-6
+    )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import torch
 
 from sandbox.algorithms import ReinforceConfig, TISConfig, build_policy_loss
@@ -40,7 +39,9 @@ def estimator_variance(b: float, batch: int, replicas: int, seed: int) -> tuple[
         rewards=torch.tensor(REWARD, dtype=torch.float64)[actions],
         group_size=batch,
     )
-    loss = build_policy_loss(ReinforceConfig(baseline="constant", constant_baseline=b), TISConfig(level="sequence", C=1e12))
+    loss = build_policy_loss(
+        ReinforceConfig(baseline="constant", constant_baseline=b), TISConfig(level="sequence", C=1e12)
+    )
     (grad,) = torch.autograd.grad(loss(inp).loss.sum(), logits)
     g = -grad.detach().numpy()  # loss = −objective: the estimator is minus the loss gradient
     dev = ((g - g.mean(0)) ** 2).sum(1) * batch

@@ -38,7 +38,7 @@ def test_recorder_sees_the_learner_ratio_and_changes_nothing():
     assert torch.equal(out_a.loss, out_b.loss) and torch.equal(logp_a.grad, logp_b.grad)
     assert out_a.metrics.keys() == out_b.metrics.keys()
     assert all(torch.equal(torch.as_tensor(out_a.metrics[k]), torch.as_tensor(out_b.metrics[k])) for k in out_a.metrics)
-    (log_rho, mask), = seen
+    ((log_rho, mask),) = seen
     expected = (inp_b.logp.detach() - inp_b.behaviour_logp) * inp_b.mask
     assert torch.equal(log_rho, expected)
     w = expected.exp()

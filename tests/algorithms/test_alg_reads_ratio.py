@@ -20,8 +20,9 @@ def _batch(requires_grad: bool = True) -> PolicyLossInput:
     mu = logp.detach() - 0.1 * torch.rand(2, 8, 3, generator=gen)
     mask = torch.ones(2, 8, 3)
     mask[:, 1, 2] = 0.0
-    return PolicyLossInput(logp=logp, behaviour_logp=mu, mask=mask,
-                           rewards=torch.rand(2, 8, generator=gen).round(), group_size=4)
+    return PolicyLossInput(
+        logp=logp, behaviour_logp=mu, mask=mask, rewards=torch.rand(2, 8, generator=gen).round(), group_size=4
+    )
 
 
 def test_objectives_that_declare_no_ratio_do_not_read_it():

@@ -53,7 +53,7 @@ def _grad(t: int, params, replicas: int | None):
 def _context(t: int, replicas: int | None):
     shape = (replicas,) if replicas else ()
     ess = torch.full(shape, 1.0 - 0.05 * t).double()
-    lag = (torch.arange(replicas or 1).double().reshape(shape) + t % 4)
+    lag = torch.arange(replicas or 1).double().reshape(shape) + t % 4
     return StepContext(ess_ratio=ess, staleness=lag)
 
 
@@ -61,8 +61,9 @@ def _fresh(stack, replicas: int | None, params=None):
     shapes = [((replicas,) + s) if replicas else s for s in SHAPES]
     params = params or [torch.zeros(s, requires_grad=True) for s in shapes]
     opt = torch.optim.AdamW(params, lr=0.05, weight_decay=0.01)
-    return params, StabilizedOptimizer(opt, params, [s.model_copy() for s in stack], replica_dims=1 if replicas else 0,
-                                       max_grad_norm=5.0)
+    return params, StabilizedOptimizer(
+        opt, params, [s.model_copy() for s in stack], replica_dims=1 if replicas else 0, max_grad_norm=5.0
+    )
 
 
 def _steps(params, wrapped, steps, replicas):

@@ -15,10 +15,10 @@ from sandbox.algorithms import (
     VCPOLRConfig,
     build_stabilizers,
     ess_ratio_from_log_weights,
+    stabilized,
     staleness_weight,
     vcpo_lr_multiplier,
 )
-from sandbox.algorithms import stabilized
 from sandbox.algorithms.stabilizers import GAC, STABILIZERS, Stabilizer, to_target_coefficient
 
 
@@ -211,8 +211,9 @@ def test_staleness_lr_drop_discards_the_gradient_from_adam_too():
     replica steps exactly as a plain Adam step."""
     p = torch.zeros(2, 3, requires_grad=True)
     ref = torch.zeros(2, 3, requires_grad=True)
-    opt = StabilizedOptimizer(torch.optim.Adam([p], lr=0.1), [p], [StalenessLRConfig(rule="drop", max_staleness=2.0)],
-                              replica_dims=1)
+    opt = StabilizedOptimizer(
+        torch.optim.Adam([p], lr=0.1), [p], [StalenessLRConfig(rule="drop", max_staleness=2.0)], replica_dims=1
+    )
     plain = torch.optim.Adam([ref], lr=0.1)
     for step, lags in enumerate([[0.0, 1.0], [1.0, 5.0], [0.0, 0.0]]):
         g = torch.tensor([[1.0, -2.0, 0.5], [3.0, 1.0, -1.0]]) * (step + 1)
@@ -245,13 +246,17 @@ def test_gradient_clipping_per_replica():
 
 
 @pytest.mark.component("stabilizer", "gac", "vcpo_lr", "staleness_lr")
-@pytest.mark.parametrize("gac_cfg", [
-    GACConfig(c_thr=0.3),
-    GACConfig(c_thr=0.2, scope="per_layer", reference="ema", clip_order="project_then_clip"),
-    GACConfig(c_thr=0.3, placement="post_optimizer", strength="to_target", renorm=True),
-    GACConfig(c_thr=0.2, threshold_mode="ema_mean_std", min_history=2),
-    GACConfig(c_thr=0.2, c_skip=0.6, skip_mode="zero_update"),
-], ids=["default", "per_layer_ema", "post_to_target", "adaptive", "zero_update_skip"])
+@pytest.mark.parametrize(
+    "gac_cfg",
+    [
+        GACConfig(c_thr=0.3),
+        GACConfig(c_thr=0.2, scope="per_layer", reference="ema", clip_order="project_then_clip"),
+        GACConfig(c_thr=0.3, placement="post_optimizer", strength="to_target", renorm=True),
+        GACConfig(c_thr=0.2, threshold_mode="ema_mean_std", min_history=2),
+        GACConfig(c_thr=0.2, c_skip=0.6, skip_mode="zero_update"),
+    ],
+    ids=["default", "per_layer_ema", "post_to_target", "adaptive", "zero_update_skip"],
+)
 def test_replicas_match_separate_optimizers(gac_cfg):
     R, steps = 3, 8
     gen = torch.Generator().manual_seed(0)
@@ -261,13 +266,21 @@ def test_replicas_match_separate_optimizers(gac_cfg):
     cfgs = [gac_cfg, VCPOLRConfig(rho_ref=0.8), StalenessLRConfig(rule="polynomial")]
 
     a, b = torch.zeros(R, 4, requires_grad=True), torch.zeros(R, 2, requires_grad=True)
-    batched = StabilizedOptimizer(torch.optim.Adam([a, b], lr=0.1), [a, b], build_stabilizers(cfgs),
-                                  replica_dims=1, max_grad_norm=1.5)
+    batched = StabilizedOptimizer(
+        torch.optim.Adam([a, b], lr=0.1), [a, b], build_stabilizers(cfgs), replica_dims=1, max_grad_norm=1.5
+    )
     singles = []
     for _ in range(R):
         pa, pb = torch.zeros(4, requires_grad=True), torch.zeros(2, requires_grad=True)
-        singles.append((pa, pb, StabilizedOptimizer(torch.optim.Adam([pa, pb], lr=0.1), [pa, pb],
-                                                    build_stabilizers(cfgs), max_grad_norm=1.5)))
+        singles.append(
+            (
+                pa,
+                pb,
+                StabilizedOptimizer(
+                    torch.optim.Adam([pa, pb], lr=0.1), [pa, pb], build_stabilizers(cfgs), max_grad_norm=1.5
+                ),
+            )
+        )
     for t in range(steps):
         a.grad, b.grad = grads[t][0].clone(), grads[t][1].clone()
         mb = batched.step(StepContext(ess_ratio=ess[t], staleness=stale[t]))

@@ -5,7 +5,7 @@ reward, and a speed-up claimed with an interval that contains 1 (docs/time_to_ta
 from __future__ import annotations
 
 import json
-import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +15,6 @@ from typer.testing import CliRunner
 
 from sandbox.analysis.time_to_target import Arm, Curves, TargetConfig, compare, describe
 
-import tomllib
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,8 +23,18 @@ def _curves(values, *, step_time=1.0, final=1.0, sync=False) -> Curves:
     n = len(values)
     step = np.arange(n, dtype=float)
     counts = {"samples": 10.0 * (step + 1), "generated": 10.0 * (step + 1), "tokens": np.zeros(n)}
-    return Curves("eval/expected_reward", True, step, step_time * (step + 1), counts, values, final, sync,
-                  TargetConfig(window=1), 0)
+    return Curves(
+        "eval/expected_reward",
+        True,
+        step,
+        step_time * (step + 1),
+        counts,
+        values,
+        final,
+        sync,
+        TargetConfig(window=1),
+        0,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -98,7 +106,7 @@ def quadratic_sweep(tmp_path_factory):
 
 
 def test_a_diverged_reference_defines_no_target_and_a_diverged_run_reaches_none(quadratic_sweep):
-    from sandbox.sweep import load_results, load_time_to_target
+    from sandbox.sweep.api import load_results, load_time_to_target
 
     out, text = quadratic_sweep
     df = load_results(out)
@@ -115,7 +123,7 @@ def test_a_diverged_reference_defines_no_target_and_a_diverged_run_reaches_none(
 
 
 def test_a_converged_baseline_reaches_its_own_target(quadratic_sweep):
-    from sandbox.sweep import load_time_to_target
+    from sandbox.sweep.api import load_time_to_target
 
     out, _ = quadratic_sweep
     by = load_time_to_target(out).set_index("configuration")
@@ -140,8 +148,9 @@ def test_no_vacuous_bound_when_a_run_misses_the_target(quadratic_sweep):
 
 
 def test_the_unstable_quadratic_run_is_diverged_and_labelled_as_a_loss(tmp_path, monkeypatch):
-    from sandbox import cli, plots
+    from sandbox import cli
     from sandbox.cli import app
+    from sandbox.run import plots
 
     titles = []
     real_save = plots._save
@@ -153,8 +162,21 @@ def test_the_unstable_quadratic_run_is_diverged_and_labelled_as_a_loss(tmp_path,
     monkeypatch.setattr(plots, "_save", save)
     monkeypatch.setattr(cli.console, "width", 400)
     out = tmp_path / "unstable"
-    res = CliRunner().invoke(app, ["run", str(ROOT / "scenarios/delayed_quadratic.toml"), "--set", "algorithm.optimizer.lr=0.19",
-                                   "--set", "task.replicas=2", "--out", str(out), "-q", "--wide"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(ROOT / "scenarios/delayed_quadratic.toml"),
+            "--set",
+            "algorithm.optimizer.lr=0.19",
+            "--set",
+            "task.replicas=2",
+            "--out",
+            str(out),
+            "-q",
+            "--wide",
+        ],
+    )
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     s = json.loads((out / "summary.json").read_text())

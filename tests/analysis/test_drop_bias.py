@@ -72,15 +72,24 @@ def test_engine_run_drops_long_groups_and_shuffled_lengths_show_no_bias():
 
 
 def test_runner_summary_has_drop_bias_for_an_engine_drop_run():
-    from sandbox.runner import run_scenario
-    from sandbox.scenario import load_scenario
+    from sandbox.run.runner import run_scenario
+    from sandbox.scenario.api import load_scenario
     from sandbox.scenario.shipped import shipped_root
 
-    scn, _ = load_scenario(shipped_root() / "max_lag_drop.toml", overrides={
-        "system.worker_speeds": None, "run.steps": 20,
-        "system.generation_time": {"kind": "continuous_batching", "length_median": 50, "length_sigma": 1.0, "max_tokens": 400},
-        "system.staleness": {"kind": "max_lag", "k_max": 1, "enforcement": "drop"},
-    })
+    scn, _ = load_scenario(
+        shipped_root() / "max_lag_drop.toml",
+        overrides={
+            "system.worker_speeds": None,
+            "run.steps": 20,
+            "system.generation_time": {
+                "kind": "continuous_batching",
+                "length_median": 50,
+                "length_sigma": 1.0,
+                "max_tokens": 400,
+            },
+            "system.staleness": {"kind": "max_lag", "k_max": 1, "enforcement": "drop"},
+        },
+    )
     result = run_scenario(scn)
     db = result.summary["drop_bias"]
     assert db["groups_decided"] == int(((result.jobs.consume_step >= 0) | (result.jobs.dropped_at >= 0)).sum())

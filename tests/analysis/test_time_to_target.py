@@ -28,11 +28,12 @@ from sandbox.analysis.time_to_target import (
     speedup,
     target_level,
 )
-from sandbox.scenario import ScenarioError, validate_scenario
+from sandbox.scenario.api import ScenarioError, validate_scenario
 
 
-def curves(values, *, step_time=2.0, samples_per_step=10.0, final=1.0, sync=False, window=1, seed=0, higher=True,
-           time=None) -> Curves:
+def curves(
+    values, *, step_time=2.0, samples_per_step=10.0, final=1.0, sync=False, window=1, seed=0, higher=True, time=None
+) -> Curves:
     """Hand-made curves: one row per learner step, step s ends at step_time * (s + 1)."""
     values = np.asarray(values, dtype=float)
     if values.ndim == 1:
@@ -40,9 +41,23 @@ def curves(values, *, step_time=2.0, samples_per_step=10.0, final=1.0, sync=Fals
     n = len(values)
     step = np.arange(n, dtype=float)
     t = step_time * (step + 1) if time is None else np.asarray(time, dtype=float)
-    counts = {"samples": samples_per_step * (step + 1), "generated": samples_per_step * (step + 1), "tokens": np.zeros(n)}
-    return Curves("eval/expected_reward" if higher else "eval/loss", higher, step, t, counts, values, final, sync,
-                  TargetConfig(window=window), seed)
+    counts = {
+        "samples": samples_per_step * (step + 1),
+        "generated": samples_per_step * (step + 1),
+        "tokens": np.zeros(n),
+    }
+    return Curves(
+        "eval/expected_reward" if higher else "eval/loss",
+        higher,
+        step,
+        t,
+        counts,
+        values,
+        final,
+        sync,
+        TargetConfig(window=window),
+        seed,
+    )
 
 
 def reach(t, samples=None, end=None):
@@ -97,7 +112,13 @@ def test_diverged_replica_is_cut_and_reaches_nothing():
     c = curves(np.array([[0.1], [0.2], [0.9], [0.9]]))
     build = lambda at: Curves.build(  # noqa: E731
         pd.DataFrame({"step": c.step, "time": c.time, "eval/expected_reward": c.values[:, 0]}),
-        {"eval/expected_reward": c.values}, {"final_expected_reward": 0.9}, [at], False, TargetConfig(window=1), 0)
+        {"eval/expected_reward": c.values},
+        {"final_expected_reward": 0.9},
+        [at],
+        False,
+        TargetConfig(window=1),
+        0,
+    )
     assert replica_reaches(c, 0.5)[0].reached
     r = replica_reaches(build(2), 0.5)[0]
     assert not r.reached and r.diverged and "diverged at step 2" in r.reason
@@ -123,7 +144,9 @@ def test_target_levels():
     assert target_level(TargetConfig(reward=0.8), True, 0.3, "x")[0] == 0.8
     level, rule = target_level(TargetConfig(), True, 0.8, "the synchronous variant 'sync'")
     assert level == pytest.approx(0.72) and "0.9 × 0.8" in rule and "'sync'" in rule
-    assert target_level(TargetConfig(fraction_of_sync=0.5), False, 2.0, "x")[0] == pytest.approx(4.0)  # a loss: final / f
+    assert target_level(TargetConfig(fraction_of_sync=0.5), False, 2.0, "x")[0] == pytest.approx(
+        4.0
+    )  # a loss: final / f
     level, why = target_level(TargetConfig(), True, -1.0, "x")
     assert level is None and "run.target.reward" in why
     assert target_level(TargetConfig(), True, float("nan"), "x")[0] is None
@@ -216,17 +239,20 @@ def test_slower_variant_reads_as_slower_although_it_has_more_throughput():
     sync = Arm("sync", [curves(np.array([[0.0, 0.0], [0.5, 0.5], [1.0, 1.0]]), step_time=10.0, final=1.0, sync=True)])
     # sync: both replicas at 0.9 after 28 s (2.8 steps); the variant's replicas at 36 s and 44 s (9 and 11 steps)
     done = np.arange(1, 13)  # steps completed at rows 0..11, 4 s each
-    slow = Arm("none", [curves(np.stack([0.1 * done, 0.9 * done / 11], 1), step_time=4.0, samples_per_step=10.0,
-                               final=1.0)])
+    slow = Arm(
+        "none", [curves(np.stack([0.1 * done, 0.9 * done / 11], 1), step_time=4.0, samples_per_step=10.0, final=1.0)]
+    )
     comp = compare([sync, slow], {"sync": "sync", "none": "sync"})
     sp = comp.speedups["none"]
     assert sp.time_variant == pytest.approx(40.0) and sp.value == pytest.approx(0.7)
     # two replicas, paired: resampling (1,1), (2,2) or (1,2) gives 28/36, 28/44 or 28/40
     assert (sp.ci_low, sp.ci_high) == (pytest.approx(28 / 44), pytest.approx(28 / 36))
     text = describe(comp, "none", throughput_ratio=2.4)
-    assert text == ("none reaches 0.9 in 40 s vs 28 s synchronous: 1.43× slower end to end (95% CI 1.29–1.57× over "
-                    "replicas of one timing schedule), although it trains on 2.4× more samples per second: it needs "
-                    "3.57× as many samples to get there")
+    assert text == (
+        "none reaches 0.9 in 40 s vs 28 s synchronous: 1.43× slower end to end (95% CI 1.29–1.57× over "
+        "replicas of one timing schedule), although it trains on 2.4× more samples per second: it needs "
+        "3.57× as many samples to get there"
+    )
     # replicas under independent schedules (each its own clock): the interval covers the timing, no note
     for arm in (sync, slow):
         for c in arm.runs:
@@ -254,17 +280,26 @@ TINY = {
 
 
 def test_summary_json_holds_the_time_to_target_fields(tmp_path):
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     res = run_scenario(validate_scenario(TINY), tmp_path / "run", force=True)
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
-    for key in ("target_metric", "target_level", "target_rule", "time_to_target", "steps_to_target", "samples_to_target",
-                "tokens_to_target", "time_to_target_replicas", "time_to_target_reason"):
+    for key in (
+        "target_metric",
+        "target_level",
+        "target_rule",
+        "time_to_target",
+        "steps_to_target",
+        "samples_to_target",
+        "tokens_to_target",
+        "time_to_target_replicas",
+        "time_to_target_reason",
+    ):
         assert key in s, key
     # 0.9 x the worst replica's final value (the mean of its last 10 % of evaluations)
     with np.load(tmp_path / "run" / "replicas.npz") as npz:
         y = npz["eval__expected_reward"]
-    finals = [v[np.isfinite(v)][-max(1, int(np.isfinite(v).sum() * 0.1)):].mean() for v in y.T]
+    finals = [v[np.isfinite(v)][-max(1, int(np.isfinite(v).sum() * 0.1)) :].mean() for v in y.T]
     assert s["target_level"] == pytest.approx(0.9 * min(finals))
     assert s["target_level"] <= 0.9 * s["final_expected_reward"] + 1e-12  # the worst replica is at most the mean
     assert "this synchronous run, its worst of 2 replicas" in s["target_rule"]
@@ -279,8 +314,13 @@ def test_summary_json_holds_the_time_to_target_fields(tmp_path):
 def test_sandbox_run_prints_the_end_to_end_sentence(tmp_path):
     from sandbox.cli import app
 
-    data = dict(TINY, variants={"sync": {"system.staleness": {"kind": "sync"}},
-                                "async": {"system.staleness": {"kind": "max_lag", "k_max": 2}}})
+    data = dict(
+        TINY,
+        variants={
+            "sync": {"system.staleness": {"kind": "sync"}},
+            "async": {"system.staleness": {"kind": "max_lag", "k_max": 2}},
+        },
+    )
     path = tmp_path / "tiny.toml"
     path.write_text(tomli_w.dumps(data))
     out = tmp_path / "out"
@@ -297,30 +337,47 @@ def test_sandbox_run_prints_the_end_to_end_sentence(tmp_path):
 
 
 def test_sweep_results_match_each_configuration_to_its_synchronous_baseline(tmp_path):
-    from sandbox.sweep import load_results, load_time_to_target, parse_sweep, run_sweep
+    from sandbox.sweep.api import load_results, load_time_to_target, parse_sweep, run_sweep
     from sandbox.sweep.results import run_dir
 
     raw = {
         "base": TINY,
         "seeds": [0, 1],
         "sweep": {"name": "ttt"},
-        "grid": {"system.staleness": [{"kind": "sync"}, {"kind": "fixed_lag", "k": 2}], "algorithm.optimizer.lr": [0.1, 0.3]},
+        "grid": {
+            "system.staleness": [{"kind": "sync"}, {"kind": "fixed_lag", "k": 2}],
+            "algorithm.optimizer.lr": [0.1, 0.3],
+        },
     }
     run_sweep(parse_sweep(raw), tmp_path / "sw", workers=1, progress=False)
     df = load_results(tmp_path / "sw")
-    for col in ("time_to_target", "speedup_vs_sync", "speedup_ci_low", "speedup_ci_high", "throughput_gain_vs_sync",
-                "sample_efficiency_vs_sync", "speedup_reason", "speedup_baseline"):
+    for col in (
+        "time_to_target",
+        "speedup_vs_sync",
+        "speedup_ci_low",
+        "speedup_ci_high",
+        "throughput_gain_vs_sync",
+        "sample_efficiency_vs_sync",
+        "speedup_reason",
+        "speedup_baseline",
+    ):
         assert col in df.columns, col
     table = load_time_to_target(tmp_path / "sw")
     by = table.set_index("configuration")
-    assert list(by.index) == ["staleness=sync, lr=0.1", "staleness=sync, lr=0.3",
-                              "staleness={kind=fixed_lag, k=2}, lr=0.1", "staleness={kind=fixed_lag, k=2}, lr=0.3"]
+    assert list(by.index) == [
+        "staleness=sync, lr=0.1",
+        "staleness=sync, lr=0.3",
+        "staleness={kind=fixed_lag, k=2}, lr=0.1",
+        "staleness={kind=fixed_lag, k=2}, lr=0.3",
+    ]
     for lr in ("0.1", "0.3"):
         c, b = f"staleness={{kind=fixed_lag, k=2}}, lr={lr}", f"staleness=sync, lr={lr}"
         assert by.loc[c, "baseline"] == b and by.loc[b, "baseline"] == b  # same learning rate, not the other one
         assert by.loc[b, "synchronous"] and not by.loc[c, "synchronous"]
-        base_runs = [Curves.from_run_dir(run_dir(tmp_path / "sw", i)) for i in df[df["system.staleness"] == "sync"]
-                     .loc[lambda d: d["algorithm.optimizer.lr"] == float(lr), "id"]]
+        base_runs = [
+            Curves.from_run_dir(run_dir(tmp_path / "sw", i))
+            for i in df[df["system.staleness"] == "sync"].loc[lambda d: d["algorithm.optimizer.lr"] == float(lr), "id"]
+        ]
         assert by.loc[c, "target_level"] == pytest.approx(0.9 * min(x.reference() for x in base_runs))  # worst unit
         assert by.loc[b, "reached_units"] == "4/4"  # the baseline reaches its own target
         assert by.loc[c, "speedup_vs_sync"] == pytest.approx(by.loc[b, "time_to_target"] / by.loc[c, "time_to_target"])
@@ -334,10 +391,14 @@ def test_sweep_results_match_each_configuration_to_its_synchronous_baseline(tmp_
 
 def test_sandbox_sweep_prints_time_to_target_and_the_sentence(tmp_path):
     from sandbox.cli import app
-    from sandbox.sweep import load_time_to_target
+    from sandbox.sweep.api import load_time_to_target
 
-    raw = {"base": TINY, "seeds": [0, 1], "sweep": {"name": "ttt_cli"},
-           "grid": {"system.staleness": [{"kind": "sync"}, {"kind": "fixed_lag", "k": 2}]}}
+    raw = {
+        "base": TINY,
+        "seeds": [0, 1],
+        "sweep": {"name": "ttt_cli"},
+        "grid": {"system.staleness": [{"kind": "sync"}, {"kind": "fixed_lag", "k": 2}]},
+    }
     path = tmp_path / "sweep.toml"
     path.write_text(tomli_w.dumps(raw))
     res = CliRunner().invoke(app, ["sweep", str(path), "--out", str(tmp_path / "sw"), "-q"])

@@ -35,7 +35,7 @@ from sandbox.learner.trainer import OracleLearner, PolicyLearner
 from sandbox.system.cluster import Cluster, WeightStore
 from sandbox.system.delays.continuous_batching import ContinuousBatchingDelay
 from sandbox.system.delays.continuous_batching import Engine as BatchingEngine
-from sandbox.workload import OracleWorkload
+from sandbox.system.workload import OracleWorkload
 from theory.engine_batching import rounded_lognormal_mean
 
 
@@ -94,8 +94,12 @@ def plant_learner_ignores_mu(monkeypatch) -> None:
     compute = PolicyLearner._compute_loss
 
     def mu_is_pi_v(self, step, jobs, context, params, logp=None):
-        jobs = [dataclasses.replace(j, payload=dataclasses.replace(j.payload, behaviour_logp=j.payload.version_logp))
-                if j.payload.version_logp is not None else j for j in jobs]
+        jobs = [
+            dataclasses.replace(j, payload=dataclasses.replace(j.payload, behaviour_logp=j.payload.version_logp))
+            if j.payload.version_logp is not None
+            else j
+            for j in jobs
+        ]
         return compute(self, step, jobs, context, params, logp)
 
     monkeypatch.setattr(PolicyLearner, "_compute_loss", mu_is_pi_v)
@@ -163,10 +167,9 @@ def plant_engine_ignores_its_batch(monkeypatch) -> None:
 
 
 PLANTED: dict[str, Callable] = {
-    name[len("plant_"):]: fn for name, fn in list(globals().items()) if name.startswith("plant_") and callable(fn)
+    name[len("plant_") :]: fn for name, fn in list(globals().items()) if name.startswith("plant_") and callable(fn)
 }
 """Every planted bug by name."""
-
 
 
 def matrix(bugs=None, checks=None, out=None) -> dict[tuple[str, str], bool]:
@@ -177,7 +180,7 @@ def matrix(bugs=None, checks=None, out=None) -> dict[tuple[str, str], bool]:
 
     from _pytest.monkeypatch import MonkeyPatch
 
-    from sandbox.checks import CHECKS
+    from sandbox.checks.api import CHECKS
 
     done: dict[tuple[str, str], bool] = {}
     if out is not None and Path(out).exists():

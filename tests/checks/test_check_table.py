@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from sandbox.checks import CHECKS, Point
+from sandbox.checks.api import CHECKS, Point
 from sandbox.checks.base import UNDECLARED
 from sandbox.checks.report import TABLE_COLUMNS, table_cells
 from sandbox.cli import app
@@ -60,10 +60,14 @@ def test_staleness_divergence_says_which_curve_a_point_is_on():
 
 def test_one_sided_bound_is_shown_as_a_bound():
     swept = CHECKS["async_sgd_bound"].swept
-    _, predicted, measured, tolerance = table_cells(swept, point(8, predicted=0.30929, tolerance=0.0019, series="bound (upper)"))
+    _, predicted, measured, tolerance = table_cells(
+        swept, point(8, predicted=0.30929, tolerance=0.0019, series="bound (upper)")
+    )
     assert predicted == "≤ 0.30929" and tolerance == "+ 0.0019"
     # the same check's exact T2-transient prediction is two-sided
-    _, predicted, _, tolerance = table_cells(swept, point(8, predicted=0.086446, tolerance=0.0019, series="exact (T2 transient)"))
+    _, predicted, _, tolerance = table_cells(
+        swept, point(8, predicted=0.086446, tolerance=0.0019, series="exact (T2 transient)")
+    )
     assert predicted == "0.086446" and tolerance == "± 0.0019"
     _, predicted, _, tolerance = table_cells(CHECKS["delayed_variance"].swept, point(1, predicted=0.5, tolerance=0.02))
     assert predicted == "0.5" and tolerance == "± 0.02"
@@ -76,7 +80,10 @@ def test_cli_table_and_summary_name_the_swept_values(tmp_path):
     assert "swept variable" in res.output and "P = 8 workers" in res.output
     summary = json.loads((tmp_path / "summary.json").read_text())
     by_name = {c["name"]: c for c in summary["checks"]}
-    assert "fixed lag k = 1, m = 2, E = 2: s = 3 optimizer steps into the batch" in by_name["minibatch_lag"]["swept"]["labels"]
+    assert (
+        "fixed lag k = 1, m = 2, E = 2: s = 3 optimizer steps into the batch"
+        in by_name["minibatch_lag"]["swept"]["labels"]
+    )
     assert by_name["straggler_cost"]["swept"]["labels"] == ["P = 1 worker", "P = 2 workers", "P = 8 workers"]
     listing = CliRunner().invoke(app, ["check", "--list"])
     assert "critical_lr (T1; sweeps τ [versions])" in " ".join(listing.output.split())

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from sandbox.checks import CHECKS
+from sandbox.checks.api import CHECKS
 from sandbox.cli import app
 
 

@@ -30,8 +30,9 @@ def test_boundary_estimate_and_binomial_se():
 def test_horizon_band_is_where_the_critical_mode_doubles_over_the_run():
     band, steps, a_star = gac.horizon_band(2000), 2000, critical_step(gac.TAU)
     assert 0 < band < 0.002
-    assert spectral_radius(a_star + band, gac.TAU) ** steps == pytest.approx(2.0, rel=1e-3) or \
-        spectral_radius(a_star - band, gac.TAU) ** -steps == pytest.approx(2.0, rel=1e-3)
+    assert spectral_radius(a_star + band, gac.TAU) ** steps == pytest.approx(2.0, rel=1e-3) or spectral_radius(
+        a_star - band, gac.TAU
+    ) ** -steps == pytest.approx(2.0, rel=1e-3)
     assert gac.horizon_band(8000) < band  # longer runs see slower growth
 
 

@@ -168,7 +168,7 @@ def test_random_lag_rejects_a_lag_off_by_one(monkeypatch):
 def test_fixed_lag_quadratic_checks_reject_a_delay_free_simulator(monkeypatch, name):
     """Issue 34: each check fails under a simulator bug it exists to catch. With the delay ignored, every
     point with a delay fails and every point without one (τ = 0, the synchronous reference) still passes."""
-    from sandbox.checks import CHECKS
+    from sandbox.checks.api import CHECKS
 
     monkeypatch.setattr(FixedLagControl, "_next", delay_ignored)
     result = CHECKS[name].run(quick=True)
@@ -181,7 +181,7 @@ def test_fixed_lag_quadratic_checks_reject_a_delay_free_simulator(monkeypatch, n
 @pytest.mark.slow
 def test_straggler_cost_rejects_ignored_delays(monkeypatch):
     """Every job taking its mean time removes the straggler: P > 1 fails, P = 1 (no straggler) passes."""
-    from sandbox.checks import CHECKS
+    from sandbox.checks.api import CHECKS
 
     monkeypatch.setattr(Cluster, "_draw", delays_ignored)
     points = {p.x: p for p in CHECKS["straggler_cost"].run(quick=True).points}

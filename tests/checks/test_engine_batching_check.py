@@ -34,8 +34,9 @@ def test_saturated_engine_measures_what_the_prediction_assumes():
     # the check's scenario keeps exactly c sequences in flight: at c = 4 with fixed lengths of 10 tokens every
     # sequence lives 10 steps of a + 4b = 14 ms, so each batch of 4 ends together every 0.14 s
     cfg = batching.engine_scenario(4, 0.0, 0)
-    cfg = cfg.model_copy(update={"generation_time": cfg.generation_time.model_copy(
-        update={"length_median": 10.0, "length_sigma": 0.0})})
+    cfg = cfg.model_copy(
+        update={"generation_time": cfg.generation_time.model_copy(update={"length_median": 10.0, "length_sigma": 0.0})}
+    )
     from sandbox.system.timing_only import simulate_timing
 
     res = simulate_timing(cfg, 5, 4, group_size=1, seed=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.checks import CHECKS
+from sandbox.checks.api import CHECKS
 from sandbox.learner.trainer import PolicyLearner
 
 

@@ -12,8 +12,8 @@ import torch
 
 from sandbox.claims import _runs as R
 from sandbox.learner.trainer import _metrics_to_numpy
-from sandbox.runner import run_scenario
-from sandbox.scenario import load_scenario
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import load_scenario
 
 SEEDS = 3
 
@@ -87,12 +87,20 @@ def test_a_non_finite_replica_value_is_what_a_one_replica_row_holds():
     """No claim run produces an infinite metric, so the rule (a one-replica row holds NaN where the
     replica's value is not finite) is checked against the trainer's own row reduction."""
     values = np.array([1.5, np.inf, -np.inf, np.nan, -0.25])
-    res = SimpleNamespace(metrics=pd.DataFrame({"step": np.arange(5)}), status="completed", diverged_at=np.array([-1, 3]),
-                          replica_metrics={"grad/norm": np.stack([values, values[::-1]], 1)})
+    res = SimpleNamespace(
+        metrics=pd.DataFrame({"step": np.arange(5)}),
+        status="completed",
+        diverged_at=np.array([-1, 3]),
+        replica_metrics={"grad/norm": np.stack([values, values[::-1]], 1)},
+    )
     first, second = R.split_block(res)
     for run, column in ((first, values), (second, values[::-1][:4])):
-        rows = [_metrics_to_numpy({"grad/norm": torch.tensor([v], dtype=torch.float64)}, 1, np.ones(1, bool))[1]["grad/norm"]
-                for v in column]
+        rows = [
+            _metrics_to_numpy({"grad/norm": torch.tensor([v], dtype=torch.float64)}, 1, np.ones(1, bool))[1][
+                "grad/norm"
+            ]
+            for v in column
+        ]
         np.testing.assert_array_equal(run.metrics["grad/norm"], rows)
     np.testing.assert_array_equal(second.steps, [0, 1, 2, 3])
     assert (first.summary["status"], second.summary["status"]) == ("completed", "diverged")

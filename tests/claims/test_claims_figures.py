@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from sandbox.claims import CLAIMS, _runs
+from sandbox.claims import _runs
+from sandbox.claims.api import CLAIMS
 from sandbox.claims.base import band
 from sandbox.claims.gac import VARIANTS, defined_cosine
 

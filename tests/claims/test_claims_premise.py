@@ -44,7 +44,12 @@ def test_a_failed_premise_makes_a_passing_row_not_testable():
         assert gated.verdict == NOT_TESTABLE
         assert "premise not verified in lm" in gated.note
         # the interval and the p-value stay, for information
-        assert (gated.mean, gated.low, gated.high, gated.p_value) == (passing.mean, passing.low, passing.high, passing.p_value)
+        assert (gated.mean, gated.low, gated.high, gated.p_value) == (
+            passing.mean,
+            passing.low,
+            passing.high,
+            passing.p_value,
+        )
     failing = Row("M2PO stable", "M2PO − sync", [-0.3, -0.2, -0.25], -0.05, ">", context="lm")
     assert premise.gate(failing, _premise([0.01, 0.0, -0.01])).verdict == NOT_TESTABLE
 
@@ -106,7 +111,7 @@ def test_lm_context_end_to_end_at_tiny_size(monkeypatch):
     every learning claim has rows of both contexts, each LM run is the replica of one run (each replica its
     own learner: different rewards), the gated LM rows follow the LM premise, and the premise figure has
     one bar per context."""
-    from sandbox.claims import CLAIMS
+    from sandbox.claims.api import CLAIMS
     from sandbox.claims.report import run_claims
 
     tiny = _runs.Context(**{**_runs.LM.__dict__, "quick_steps": 4, "eval_every": 4})
@@ -115,7 +120,9 @@ def test_lm_context_end_to_end_at_tiny_size(monkeypatch):
     learning = {name: c for name, c in CLAIMS.items() if c.lm_variants}
     assert list(learning) == ["premise", "gac_cosine", "vcpo", "m2po", "composition"]
     lm_runs = {}
-    monkeypatch.setattr(_runs, "clear_cache", lambda: lm_runs.update({k: v for k, v in _runs._CACHE.items() if isinstance(v, list)}))
+    monkeypatch.setattr(
+        _runs, "clear_cache", lambda: lm_runs.update({k: v for k, v in _runs._CACHE.items() if isinstance(v, list)})
+    )
     results = {r.name: r for r, _ in run_claims(learning, quick=True, seeds=2, lm_seeds=2)}
     assert len(lm_runs) == 8  # sync, lag 16, VCPO, GAC, M2PO, TIS, GAC + TIS, GAC + VCPO: one run of 2 replicas each
     for runs in lm_runs.values():
@@ -152,7 +159,9 @@ def test_gac_restores_is_not_testable_without_a_stale_cosine_rise(monkeypatch):
             return np.array([0.2, 0.2, 0.2]) if stat is _runs.Run.final_reward else np.array(cos[name])
 
         monkeypatch.setattr(gac.R, "per_seed", per_seed)
-        monkeypatch.setattr(gac, "premise_row", lambda ctx, seeds, quick: _premise([-0.14, -0.15, -0.16], context=ctx.name))
+        monkeypatch.setattr(
+            gac, "premise_row", lambda ctx, seeds, quick: _premise([-0.14, -0.15, -0.16], context=ctx.name)
+        )
         return {r.label: r for r in gac._rows(_runs.LM, 3, True, gac.LM_NAMES)}
 
     risen = rows(0.3)

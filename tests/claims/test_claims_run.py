@@ -7,8 +7,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from sandbox.claims import CLAIMS
 from sandbox.claims import _runs
+from sandbox.claims.api import CLAIMS
 from sandbox.claims.base import DIRECTIONS, REPRODUCED
 from sandbox.claims.published_engine import ENGINE_SETUPS, VERL_ABLATION
 from sandbox.cli import app

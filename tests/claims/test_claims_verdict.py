@@ -59,7 +59,9 @@ def test_bar_figure_names_bars_on_the_axis_and_one_legend_entry_per_kind(tmp_pat
     assert report._split_label("AReaL (published)") == ("AReaL", "published")
     assert report._split_label("verl one_step_off (FSDP2) (predicted)") == ("verl one_step_off (FSDP2)", "predicted")
     assert report._split_label("sync") == ("sync", "")
-    result = ClaimResult(name="x", paper="p", definition="", settings={}, x_label="setup", y_label="speed-up (x)", kind="bars")
+    result = ClaimResult(
+        name="x", paper="p", definition="", settings={}, x_label="setup", y_label="speed-up (x)", kind="bars"
+    )
     for i, name in enumerate(("A", "B (FSDP2)")):
         result.curves.append(Curve(f"{name} (predicted)", [float(i)], [2.0], [1.9], [2.1]))
         result.curves.append(Curve(f"{name} (published)", [float(i)], [2.5]))
@@ -82,9 +84,14 @@ def test_p_value_matches_the_verdict_and_holm_hand_values():
     assert p_value([1.0, 1.1, 0.9], 0.5, "<") == pytest.approx(1 - 0.006536, abs=2e-6)
     assert p_value([1.0, 1.0], 0.5, ">") == 0.0 and p_value([1.0, 1.0], 1.0, ">") == 1.0
     assert math.isnan(p_value([1.0, math.nan], 0.5, ">"))
-    for values, threshold, direction in [([0.2, 0.3, 0.25], 0.1, ">"), ([0.0, 0.3, 0.12], 0.1, ">"),
-                                         ([0.95, 1.0, 1.02], (0.9, 1.1), "within"), ([0.8, 1.0, 1.1], (0.9, 1.1), "within"),
-                                         ([-0.2, -0.1, -0.15], 0.0, "<"), ([-0.2, 0.1, -0.05], 0.0, "<")]:
+    for values, threshold, direction in [
+        ([0.2, 0.3, 0.25], 0.1, ">"),
+        ([0.0, 0.3, 0.12], 0.1, ">"),
+        ([0.95, 1.0, 1.02], (0.9, 1.1), "within"),
+        ([0.8, 1.0, 1.1], (0.9, 1.1), "within"),
+        ([-0.2, -0.1, -0.15], 0.0, "<"),
+        ([-0.2, 0.1, -0.05], 0.0, "<"),
+    ]:
         row = Row("x", "s", values, threshold, direction)
         assert (row.verdict == REPRODUCED) == (row.p_value < ALPHA), (values, row.p_value, row.verdict)
     # m = 4 at α = 0.025: thresholds 0.00625, 0.00833, 0.0125, 0.025

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from sandbox.claims import CLAIMS
 from sandbox.claims import _runs as R
 from sandbox.claims import gac_search as G
+from sandbox.claims.api import CLAIMS
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +97,9 @@ def test_selection_uses_selection_seeds_and_picks_the_best(monkeypatch):
     # every GAC setting ran on the selection seeds only; on the evaluation seeds only the chosen one ran
     gac_calls = [(stab, seed) for stab, seed in calls if stab != "null"]
     assert {seed for _, seed in gac_calls if seed < 100} == {0, 1, 2}
-    assert {stab for stab, seed in gac_calls if seed < 100} == {json.dumps(target.overrides()["algorithm.stabilizers"], sort_keys=True)}
+    assert {stab for stab, seed in gac_calls if seed < 100} == {
+        json.dumps(target.overrides()["algorithm.stabilizers"], sort_keys=True)
+    }
     assert {seed for _, seed in gac_calls if seed >= 100} == set(G.QUICK_SELECTION_SEEDS)
 
 

@@ -10,10 +10,11 @@ import math
 import pytest
 import torch
 
-from sandbox.claims import CLAIMS, _runs
+from sandbox.claims import _runs
 from sandbox.claims import mismatch as M
 from sandbox.claims import mismatch_presets as P
-from sandbox.claims.base import DIRECTIONS, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
+from sandbox.claims.api import CLAIMS
+from sandbox.claims.base import DIRECTIONS, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
 from sandbox.claims.report import figure
 
 
@@ -99,10 +100,18 @@ def test_staleness_claim_separates_mismatch_from_lag(tmp_path, monkeypatch):
     ok = CLAIMS["mismatch_staleness"].run(quick=True, seeds=3)
     _well_formed(ok, 3, tmp_path)
     assert ok.kind == "grouped" and len(ok.x_ticks) == 2
-    assert [c.label for c in ok.curves] == ["sync, exact", "mismatch only (sync, σ=0.3)", "lag only (lag 16, exact)",
-                                            "lag 16 + σ=0.3"]
-    for start in ("ESS/N falls under mismatch only", "ESS/N falls under lag only", "VCPO lr scale reacts to mismatch only",
-                  "VCPO lr scale reacts to lag only"):
+    assert [c.label for c in ok.curves] == [
+        "sync, exact",
+        "mismatch only (sync, σ=0.3)",
+        "lag only (lag 16, exact)",
+        "lag 16 + σ=0.3",
+    ]
+    for start in (
+        "ESS/N falls under mismatch only",
+        "ESS/N falls under lag only",
+        "VCPO lr scale reacts to mismatch only",
+        "VCPO lr scale reacts to lag only",
+    ):
         assert _row(ok, start).verdict == REPRODUCED, start
     _runs.clear_cache()
     monkeypatch.setattr(M, "noise", lambda sigma, drift=0.0: {})
@@ -114,12 +123,14 @@ def test_staleness_claim_separates_mismatch_from_lag(tmp_path, monkeypatch):
 def test_presets_claim_verdicts_follow_the_measurement(tmp_path, monkeypatch):
     """The presets claim without the LM runs: measurements equal to every target are reproduced, twice
     the target is not (outside ×1.5), and the appendix table lists every preset."""
+
     def at(factor):
         def measure(name, seed=0, steps=None):
             out = {k: math.nan for k in ("k3", "gap_mean", "gap_max", "k3_first", "k3_last", "router_flip_frac")}
             for t in P.PRESETS[name].targets:
                 out[t.statistic] = t.value * factor * (1 + 0.01 * seed)
             return out
+
         return measure
 
     monkeypatch.setattr(P, "measure", at(1.0))

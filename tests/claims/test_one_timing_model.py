@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import simpy
 
-from sandbox.analysis.plan_split import SplitOptions, split_configurations
 from sandbox.claims.published import ResponseLengths
 from sandbox.claims.published_engine import PROMPT_TOKENS, EngineMapping, engine
-from sandbox.preflight_system import Facts, make_system_plan
+from sandbox.plan.split import SplitOptions, split_configurations
+from sandbox.preflight.system import Facts, make_system_plan
 from sandbox.system.hardware import decode_step_costs, mean_context, prefill_seconds_per_token
 
 GPU, MODEL, G, CONCURRENCY = "H20", "qwen2.5-7b", 16, 256
@@ -20,22 +20,45 @@ LENGTHS = ResponseLengths(median=1000, sigma=0.819, max_tokens=20480, group_size
 
 def _scenario() -> dict:
     """A system-only scenario whose engine states the length model and prompt (plan and preflight keep them)."""
-    gen = {"kind": "continuous_batching", "length_median": LENGTHS.median, "length_sigma": LENGTHS.sigma,
-           "max_tokens": LENGTHS.max_tokens, "prompt_tokens": PROMPT_TOKENS}
-    return {"task": {"name": "bitstring", "horizon": 16, "threshold": 0.75},
-            "system": {"num_workers": 16, "generation_time": gen, "train_time": {"kind": "constant", "value": 1.0},
-                       "staleness": {"kind": "max_lag", "k_max": 1}},
-            "algorithm": {"group_size": G, "groups_per_step": 64, "objective": {"name": "grpo"},
-                          "optimizer": {"name": "adam", "lr": 0.05}},
-            "run": {"steps": 4}}
+    gen = {
+        "kind": "continuous_batching",
+        "length_median": LENGTHS.median,
+        "length_sigma": LENGTHS.sigma,
+        "max_tokens": LENGTHS.max_tokens,
+        "prompt_tokens": PROMPT_TOKENS,
+    }
+    return {
+        "task": {"name": "bitstring", "horizon": 16, "threshold": 0.75},
+        "system": {
+            "num_workers": 16,
+            "generation_time": gen,
+            "train_time": {"kind": "constant", "value": 1.0},
+            "staleness": {"kind": "max_lag", "k_max": 1},
+        },
+        "algorithm": {
+            "group_size": G,
+            "groups_per_step": 64,
+            "objective": {"name": "grpo"},
+            "optimizer": {"name": "adam", "lr": 0.05},
+        },
+        "run": {"steps": 4},
+    }
 
 
 def _engines():
     claims = engine(EngineMapping(gpu=GPU, model=MODEL), LENGTHS, CONCURRENCY // G)
-    plan = split_configurations(_scenario(), "test", SplitOptions(
-        gpus=16, gpu=GPU, model=MODEL, concurrency=[CONCURRENCY], trainer_gpus=[12]))[0].scenario.system.generation_time
-    facts = Facts(gpus=16, gpu=GPU, model=MODEL, max_tokens=LENGTHS.max_tokens, length_median=LENGTHS.median,
-                  length_sigma=LENGTHS.sigma, trainer_gpus=12)
+    plan = split_configurations(
+        _scenario(), "test", SplitOptions(gpus=16, gpu=GPU, model=MODEL, concurrency=[CONCURRENCY], trainer_gpus=[12])
+    )[0].scenario.system.generation_time
+    facts = Facts(
+        gpus=16,
+        gpu=GPU,
+        model=MODEL,
+        max_tokens=LENGTHS.max_tokens,
+        length_median=LENGTHS.median,
+        length_sigma=LENGTHS.sigma,
+        trainer_gpus=12,
+    )
     sp = make_system_plan(_scenario(), facts, quick=True, bound=1)
     preflight = next(c for c in sp.asynchronous if c.trainer_gpus == 12 and c.concurrency == CONCURRENCY)
     return {"claims": claims, "plan": plan, "preflight": preflight.scenario.system.generation_time}
@@ -64,8 +87,17 @@ def _batch_time(cfg, groups: list[list[int]]) -> float:
 
 def test_plan_preflight_and_claims_time_generation_alike():
     engines = _engines()
-    fields = ("step_base", "step_per_sequence", "prefill_per_token", "prompt_tokens", "kv_capacity_tokens",
-              "max_sequences", "length_median", "length_sigma", "max_tokens")
+    fields = (
+        "step_base",
+        "step_per_sequence",
+        "prefill_per_token",
+        "prompt_tokens",
+        "kv_capacity_tokens",
+        "max_sequences",
+        "length_median",
+        "length_sigma",
+        "max_tokens",
+    )
     rows = {name: tuple(getattr(e, f) for f in fields) for name, e in engines.items()}
     assert rows["plan"] == rows["claims"] == rows["preflight"], rows
     # the values are the hardware table's at the length model's mean context

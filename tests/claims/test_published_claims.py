@@ -14,7 +14,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from sandbox.claims import CLAIMS
+from sandbox.claims.api import CLAIMS
 from sandbox.claims.published import (
     ROOT,
     SETUPS,
@@ -60,14 +60,22 @@ def test_generation_time_is_the_exact_quantiles_of_the_stated_lengths(setup):
     scn = setup_variants(setup.scenario)["async"]
     n = setup.lengths
     assert scn.system.generation_time.kind == "empirical" and n.group_size == scn.algorithm.group_size
-    expected = [round(float(v), 1) for v in generation_quantiles(n.median, n.sigma, n.max_tokens, n.group_size,
-                                                                 n.seconds_per_token, n.quantiles)]
+    expected = [
+        round(float(v), 1)
+        for v in generation_quantiles(n.median, n.sigma, n.max_tokens, n.group_size, n.seconds_per_token, n.quantiles)
+    ]
     assert scn.system.generation_time.values == expected
     # the description states the model and the summary numbers computed from it
     text = " ".join(scn.description.split())
-    for part in (f"median {n.median} tokens", f"sigma {n.sigma:.3f}", f"maximum response length {n.max_tokens}",
-                 f"{n.quantiles} equally likely values", f"median group {n.median_group_tokens():.0f} tokens",
-                 f"mean response {n.mean_response_tokens():.0f} tokens", f"{n.seconds_per_token} s per token"):
+    for part in (
+        f"median {n.median} tokens",
+        f"sigma {n.sigma:.3f}",
+        f"maximum response length {n.max_tokens}",
+        f"{n.quantiles} equally likely values",
+        f"median group {n.median_group_tokens():.0f} tokens",
+        f"mean response {n.mean_response_tokens():.0f} tokens",
+        f"{n.seconds_per_token} s per token",
+    ):
         assert part in text, (setup.scenario, part)
     assert "Monte Carlo" not in text
 
@@ -99,8 +107,11 @@ def test_generation_quantiles_of_the_longest_of_two_with_a_binding_cap():
     # G = 2, n = 2: q = 1/4 -> q^(1/2) = 1/2 -> z = 0 -> the median 100; q = 3/4 -> 100 · e^(z(0.866)) = 303 > cap 150
     np.testing.assert_allclose(generation_quantiles(100, 1.0, 150, 2, 0.5, n=2), [50.0, 75.0], rtol=1e-12)
     # the longest of G is the single-response quantile at q^(1/G)
-    np.testing.assert_allclose(generation_quantiles(100, 1.0, 1e12, 4, 1.0, n=2),
-                               [100 * math.exp(NormalDist().inv_cdf(q ** 0.25)) for q in (0.25, 0.75)], rtol=1e-12)
+    np.testing.assert_allclose(
+        generation_quantiles(100, 1.0, 1e12, 4, 1.0, n=2),
+        [100 * math.exp(NormalDist().inv_cdf(q**0.25)) for q in (0.25, 0.75)],
+        rtol=1e-12,
+    )
     with pytest.raises(ValueError, match="group_size >= 1"):
         generation_quantiles(100, 1.0, 150, 0, 0.5)
 
@@ -119,16 +130,28 @@ def test_capped_mean_length_by_hand_and_by_quadrature():
 
 @pytest.mark.parametrize(
     "staleness",
-    [{"kind": "sync"}, {"kind": "async_ratio", "alpha": 0.5}, {"kind": "max_lag", "k_max": 2}, {"kind": "fixed_lag", "k": 1}],
+    [
+        {"kind": "sync"},
+        {"kind": "async_ratio", "alpha": 0.5},
+        {"kind": "max_lag", "k_max": 2},
+        {"kind": "fixed_lag", "k": 1},
+    ],
     ids=lambda s: s["kind"],
 )
 def test_no_control_runs_more_groups_than_the_cap_assumes(staleness):
     B = 4
-    cfg = SystemConfig(num_workers=64, generation_time={"kind": "lognormal", "median": 1.0, "sigma": 1.0},
-                       train_time={"kind": "constant", "value": 0.3}, staleness=staleness)
+    cfg = SystemConfig(
+        num_workers=64,
+        generation_time={"kind": "lognormal", "median": 1.0, "sigma": 1.0},
+        train_time={"kind": "constant", "value": 0.3},
+        staleness=staleness,
+    )
     res = simulate_timing(cfg, 30, B, seed=3)
-    edges = sorted([(j.dispatch_time, 1) for j in res.jobs] + [(j.finish_time, -1) for j in res.jobs if math.isfinite(j.finish_time)],
-                   key=lambda e: (e[0], e[1]))
+    edges = sorted(
+        [(j.dispatch_time, 1) for j in res.jobs]
+        + [(j.finish_time, -1) for j in res.jobs if math.isfinite(j.finish_time)],
+        key=lambda e: (e[0], e[1]),
+    )
     peak = max(np.cumsum([d for _, d in edges]))
     assert peak <= max_in_flight(cfg, B)
     assert capped(cfg, B).num_workers == max_in_flight(cfg, B) < 64

@@ -73,9 +73,13 @@ def test_verl_ablation_stream_row_mapping_by_hand():
     assert all(a.staleness.get("staleness_threshold") != 0.5 for a in VERL_ABLATION)
     # verl's schedule: 4 local updates of 128 prompts per sync, staleness_threshold s = 0.1 / 0.3 over the round
     assert [(a.staleness, a.local_updates) for a in VERL_ABLATION[1:]] == [
-        ({"kind": "stream_sync", "sync_every": 4, "staleness_threshold": s}, 4) for s in (0.1, 0.3)]
+        ({"kind": "stream_sync", "sync_every": 4, "staleness_threshold": s}, 4) for s in (0.1, 0.3)
+    ]
     main = ENGINE_SETUPS["verl_fully_async"]
-    assert (main.schedule, main.local_updates) == ({"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.5}, 4)
+    assert (main.schedule, main.local_updates) == (
+        {"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.5},
+        4,
+    )
 
 
 def test_rows_name_their_kind():
@@ -86,11 +90,20 @@ def test_rows_name_their_kind():
     assert kinds["areal_fully_async"] == kinds["areal_fully_async_7b"] == kinds["roll_flash_rlvr"] == "prediction"
     assert kinds["vcpo_multiturn"] == kinds["pipelinerl"] == "not comparable"
     # the AReaL rows: 1.5B on 16 nodes against 41.0 h / 14.8 h, 7B on 24 nodes against 57.7 h / 25.4 h
-    assert (ENGINE_SETUPS["areal_fully_async"].model, round(pubs["areal_fully_async"].value, 2)) == ("qwen2.5-1.5b", 2.77)
-    assert (ENGINE_SETUPS["areal_fully_async_7b"].model, round(pubs["areal_fully_async_7b"].value, 2)) == ("qwen2.5-7b", 2.27)
+    assert (ENGINE_SETUPS["areal_fully_async"].model, round(pubs["areal_fully_async"].value, 2)) == (
+        "qwen2.5-1.5b",
+        2.77,
+    )
+    assert (ENGINE_SETUPS["areal_fully_async_7b"].model, round(pubs["areal_fully_async_7b"].value, 2)) == (
+        "qwen2.5-7b",
+        2.27,
+    )
 
 
 def test_roll_flash_and_pipelinerl_opt_in_with_partial_sync():
     assert {name: ENGINE_SETUPS[name].sync for name in ("roll_flash_rlvr", "roll_flash_agentic", "pipelinerl")} == {
-        "roll_flash_rlvr": "partial", "roll_flash_agentic": "partial", "pipelinerl": "partial"}
+        "roll_flash_rlvr": "partial",
+        "roll_flash_agentic": "partial",
+        "pipelinerl": "partial",
+    }
     assert "turn" in ENGINE_SETUPS["roll_flash_agentic"].sync_note

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sandbox.base.errors import ScenarioError
 from sandbox.claims.published import SETUPS, setup_variants
 from sandbox.claims.published_engine import ENGINE_SETUPS, step_times
 from sandbox.claims.published_score import load_published, score
-from sandbox.errors import ScenarioError
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISHED = """
@@ -53,13 +53,16 @@ def test_the_examples_load():
         assert runs["async"].system.staleness.kind == "stream_sync"
 
 
-@pytest.mark.parametrize("bad, field", [
-    ("", "published: missing"),
-    (PUBLISHED.replace('measure = "throughput"', 'measure = "speed"'), "published.measure"),
-    (PUBLISHED.replace('gpu = "H20"', 'gpu = "B200"'), "published.gpu"),
-    (PUBLISHED.replace("low = 1.23", "low = 1.23\nhigh = 1.1"), "high: 1.1 is below low"),
-    (PUBLISHED + 'baseline = "nope"\n', "variants.nope: missing"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ("", "published: missing"),
+        (PUBLISHED.replace('measure = "throughput"', 'measure = "speed"'), "published.measure"),
+        (PUBLISHED.replace('gpu = "H20"', 'gpu = "B200"'), "published.gpu"),
+        (PUBLISHED.replace("low = 1.23", "low = 1.23\nhigh = 1.1"), "high: 1.1 is below low"),
+        (PUBLISHED + 'baseline = "nope"\n', "variants.nope: missing"),
+    ],
+)
 def test_bad_published_tables_name_the_field(tmp_path, bad, field):
     with pytest.raises(ScenarioError, match=field.replace(".", r"\.")):
         load_published(_file(tmp_path, bad))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from sandbox.claims import CLAIMS
 from sandbox.claims import transfer_rule as T
+from sandbox.claims.api import CLAIMS
 from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -30,7 +30,7 @@ def _fake(monkeypatch, rms: dict, first_collapse: dict):
 
 
 def test_same_critical_u_different_lr_is_reproduced(monkeypatch):
-    rms = {32: 0.4, 64: 0.1, 128: 0.025}             # 16x apart: the critical lr differs by 4 octaves
+    rms = {32: 0.4, 64: 0.1, 128: 0.025}  # 16x apart: the critical lr differs by 4 octaves
     _fake(monkeypatch, rms, {w: [2, 2, 2, 3] for w in rms})
     rows = T.run(quick=True, lm_seeds=4).rows
     assert rows[0].verdict == REPRODUCED and math.isclose(rows[0].values[0], 4.0)

@@ -45,18 +45,34 @@ def make_plugin_site(where: Path, extra_entries: str = "") -> Path:
 def env_with(*paths: Path) -> dict:
     """The environment of a subprocess that imports the sandbox from this checkout plus ``paths``."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in paths), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in paths), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
     env.pop("SANDBOX_PLUGINS", None)
     return env
 
 
 def python(code: str, *paths: Path, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], env=env_with(*paths), cwd=cwd or ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=env_with(*paths),
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def sandbox_cli(args: list[str], *paths: Path, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def sandbox_cli(
+    args: list[str], *paths: Path, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """``sandbox <args>`` as a user runs it (the console entry point, ``sandbox.cli:main``)."""
     code = "import sys; from sandbox.cli import app; app(args=sys.argv[1:], prog_name='sandbox')"
-    return subprocess.run([sys.executable, "-c", code, *args], env=env_with(*paths), cwd=cwd or ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=env_with(*paths),
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

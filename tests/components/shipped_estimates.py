@@ -14,10 +14,10 @@ GOLDEN = Path(__file__).resolve().parent / "data" / "shipped_estimates.json"
 
 
 def shipped_facts(root: Path = ROOT) -> dict:
-    from sandbox.analysis import plan as P
     from sandbox.analysis.time_to_target import is_synchronous
-    from sandbox.budget import estimate
-    from sandbox.scenario import load_scenario, variant_scenarios
+    from sandbox.plan import capacity as P
+    from sandbox.scenario.api import load_scenario, variant_scenarios
+    from sandbox.scenario.budget import estimate
 
     out = {}
     for path in sorted((root / "scenarios").rglob("*.toml")):
@@ -28,14 +28,16 @@ def shipped_facts(root: Path = ROOT) -> dict:
             b = estimate(v)
             st = v.system.staleness.model_dump(mode="json")
             out[f"{path.relative_to(root)}::{label}"] = {
-                "memory": b.memory, "seconds": b.seconds,
+                "memory": b.memory,
+                "seconds": b.seconds,
                 "memory_terms": [[t.what, t.amount, t.formula()] for t in b.memory_terms],
                 "time_terms": [[t.what, t.amount, t.formula()] for t in b.time_terms],
                 "response_tokens": list(P.response_tokens(v.task)),
                 "staleness_for": [P.staleness_for(st, k) for k in (0, 1, 2, 4)],
                 "describe_control": P.describe_control(st),
                 "bound_field_text": P.bound_field_text(v.system.staleness),
-                "is_synchronous": is_synchronous(v.system.staleness), "is_synchronous_dict": is_synchronous(st),
+                "is_synchronous": is_synchronous(v.system.staleness),
+                "is_synchronous_dict": is_synchronous(st),
                 "drops": P._drops(v),
             }
     return out

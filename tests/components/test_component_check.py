@@ -13,10 +13,10 @@ import pytest
 from plugin_site import COMPONENTS, ROOT, make_plugin_site, python, sandbox_cli
 from pydantic import BaseModel
 
+from sandbox.base.registry import PLUGIN_GROUP, Registry
 from sandbox.component_check import check_component
 from sandbox.components import FAMILIES
-from sandbox.export import EXPORTERS
-from sandbox.registry import PLUGIN_GROUP, Registry
+from sandbox.export.api import EXPORTERS
 
 REGISTERED = [(family, name) for family, fam in FAMILIES.items() for name in fam.registry.names()]
 
@@ -77,9 +77,9 @@ def test_synthetic_component_passes_the_checker(family, synthetic_checked):
 FRAMEWORKS = list(EXPORTERS)
 
 
-@pytest.mark.parametrize("family,framework", [
-    pytest.param(f, fw, id=f"{f}-{fw}") for f in COMPONENTS for fw in FRAMEWORKS
-])
+@pytest.mark.parametrize(
+    "family,framework", [pytest.param(f, fw, id=f"{f}-{fw}") for f in COMPONENTS for fw in FRAMEWORKS]
+)
 def test_synthetic_component_exports(family, framework, synthetic_checked):
     """`sandbox export -f <framework> --allow-partial` maps the new component or writes its "no
     equivalent" row; it never crashes."""
@@ -116,8 +116,9 @@ eval_every = 1
     metrics = (tmp_path / "run").rglob("metrics*")
     assert any(metrics), sorted(p.name for p in (tmp_path / "run").rglob("*"))
     # every plugin component exported as is: mapped or a "no equivalent" row (the export engine's fallback)
-    exp = sandbox_cli(["export", str(scenario), "-f", "areal", "--allow-partial", "--out", str(tmp_path / "areal")],
-                      plugin_site)
+    exp = sandbox_cli(
+        ["export", str(scenario), "-f", "areal", "--allow-partial", "--out", str(tmp_path / "areal")], plugin_site
+    )
     assert exp.returncode == 0, exp.stdout[-2000:] + exp.stderr[-3000:]
     assert "synthetic_correction" in (tmp_path / "areal" / "PROMOTION.md").read_text()
     ref = sandbox_cli(["scenario", "--reference"], plugin_site)

@@ -58,9 +58,13 @@ def test_adding_one_component_per_family_as_contributing_says(tmp_path):
     for family, (name, module) in COMPONENTS.items():
         shutil.copy(SYNTHETIC / f"{module}.py", copy / PACKAGES[family] / f"{module}.py")  # 1. the module
         page = copy / FAMILIES[family].docs  # 3. the docs entry
-        page.write_text(page.read_text() + f"\n## {name}\n\nA synthetic {family} (tests/components/synthetic/{module}.py): "
-                        "see its docstring for the formula; knobs and defaults as in its config.\n")
-    shutil.copy(SYNTHETIC / "hand_values.py.template", copy / "tests" / "test_synthetic_values.py")  # 2. the hand-value tests
+        page.write_text(
+            page.read_text() + f"\n## {name}\n\nA synthetic {family} (tests/components/synthetic/{module}.py): "
+            "see its docstring for the formula; knobs and defaults as in its config.\n"
+        )
+    shutil.copy(
+        SYNTHETIC / "hand_values.py.template", copy / "tests" / "test_synthetic_values.py"
+    )  # 2. the hand-value tests
 
     wanted = {family: name for family, (name, _) in COMPONENTS.items()}
     t0 = time.perf_counter()
@@ -71,9 +75,21 @@ def test_adding_one_component_per_family_as_contributing_says(tmp_path):
     for family, found in problems.items():
         assert found == [], (family, found)
 
-    tests = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_synthetic_values.py",
-                  "tests/scenario/test_scenario_reference.py::test_committed_reference_is_up_to_date",
-                  "tests/test_registry.py", "-k", "synthetic or markers or every_module or up_to_date"], copy)
+    tests = _run(
+        [
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_synthetic_values.py",
+            "tests/scenario/test_scenario_reference.py::test_committed_reference_is_up_to_date",
+            "tests/test_registry.py",
+            "-k",
+            "synthetic or markers or every_module or up_to_date",
+        ],
+        copy,
+    )
     print(f"tests in the copy: {time.perf_counter() - t0:.1f} s")
     assert tests.returncode == 0, tests.stdout[-4000:]
     counts = tests.stdout.strip().splitlines()[-1]

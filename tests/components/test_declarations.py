@@ -36,19 +36,51 @@ def test_shipped_controls_declare_their_formulas():
     assert MaxLagControlConfig(k_max=2, enforcement="drop", queue_capacity=10).ahead_groups(B, W) == (10, "the queue")
     assert AsyncRatioControlConfig(alpha=1.5).ahead_groups(B, W) == (24, "groups queued ahead")  # (ceil 1.5 + 1)·8
     assert [c.kept_versions() for c in (SyncControlConfig(), FixedLagControlConfig(k=3))] == [2, 5]
-    assert [c.drops_stale() for c in (SyncControlConfig(), FixedLagControlConfig(), MaxLagControlConfig(),
-                                      MaxLagControlConfig(enforcement="drop"), AsyncRatioControlConfig())] == [
-        False, False, False, True, True]
-    assert [c.max_in_flight(B) for c in (SyncControlConfig(), FixedLagControlConfig(k=1), MaxLagControlConfig(k_max=2),
-                                         AsyncRatioControlConfig(alpha=0.5))] == [8, 16, 24, 12]
-    assert [c.bound_field for c in (SyncControlConfig, FixedLagControlConfig, MaxLagControlConfig, AsyncRatioControlConfig)] == [
-        None, "k", "k_max", "alpha"]
-    assert AsyncRatioControlConfig.with_bound({"kind": "async_ratio", "alpha": 1.0}, 4) == {"kind": "async_ratio", "alpha": 4.0}
-    assert MaxLagControlConfig.describe_bound({"kind": "max_lag", "k_max": 4, "enforcement": "drop"}) == "max_lag k_max=4 (drop)"
-    assert [is_synchronous(c) for c in (SyncControlConfig(), FixedLagControlConfig(k=0), FixedLagControlConfig(k=1),
-                                        AsyncRatioControlConfig(alpha=0.0))] == [True, True, False, False]
+    assert [
+        c.drops_stale()
+        for c in (
+            SyncControlConfig(),
+            FixedLagControlConfig(),
+            MaxLagControlConfig(),
+            MaxLagControlConfig(enforcement="drop"),
+            AsyncRatioControlConfig(),
+        )
+    ] == [False, False, False, True, True]
+    assert [
+        c.max_in_flight(B)
+        for c in (
+            SyncControlConfig(),
+            FixedLagControlConfig(k=1),
+            MaxLagControlConfig(k_max=2),
+            AsyncRatioControlConfig(alpha=0.5),
+        )
+    ] == [8, 16, 24, 12]
+    assert [
+        c.bound_field for c in (SyncControlConfig, FixedLagControlConfig, MaxLagControlConfig, AsyncRatioControlConfig)
+    ] == [None, "k", "k_max", "alpha"]
+    assert AsyncRatioControlConfig.with_bound({"kind": "async_ratio", "alpha": 1.0}, 4) == {
+        "kind": "async_ratio",
+        "alpha": 4.0,
+    }
+    assert (
+        MaxLagControlConfig.describe_bound({"kind": "max_lag", "k_max": 4, "enforcement": "drop"})
+        == "max_lag k_max=4 (drop)"
+    )
+    assert [
+        is_synchronous(c)
+        for c in (
+            SyncControlConfig(),
+            FixedLagControlConfig(k=0),
+            FixedLagControlConfig(k=1),
+            AsyncRatioControlConfig(alpha=0.0),
+        )
+    ] == [True, True, False, False]
     assert is_synchronous({"kind": "fixed_lag", "k": 0}) and not is_synchronous({"kind": "nope"})
-    assert (SyncControlConfig().fixed_lag(), FixedLagControlConfig(k=3).fixed_lag(), MaxLagControlConfig().fixed_lag()) == (0, 3, None)
+    assert (
+        SyncControlConfig().fixed_lag(),
+        FixedLagControlConfig(k=3).fixed_lag(),
+        MaxLagControlConfig().fixed_lag(),
+    ) == (0, 3, None)
     assert "queue_capacity" in MaxLagControlConfig(enforcement="drop", queue_capacity=4).batch_problem(8)
     assert MaxLagControlConfig(enforcement="drop", queue_capacity=8).batch_problem(8) is None
 
@@ -100,8 +132,18 @@ def test_the_correction_context_carries_the_loss_inputs():
     loss.correction = record
     versions = torch.tensor([[1, 2], [0, 2]])
     logp = torch.zeros(2, 2, requires_grad=True)
-    loss(PolicyLossInput(logp=logp, behaviour_logp=torch.zeros(2, 2), mask=torch.ones(2, 2), rewards=torch.tensor([0.0, 1.0]),
-                         group_size=2, token_versions=versions, learner_version=3, extras={"x": 1}))
+    loss(
+        PolicyLossInput(
+            logp=logp,
+            behaviour_logp=torch.zeros(2, 2),
+            mask=torch.ones(2, 2),
+            rewards=torch.tensor([0.0, 1.0]),
+            group_size=2,
+            token_versions=versions,
+            learner_version=3,
+            extras={"x": 1},
+        )
+    )
     assert seen["versions"] is versions and seen["learner"] == 3 and seen["G"] == 2 and seen["extras"] == {"x": 1}
 
 

@@ -86,9 +86,11 @@ def test_a_plugin_may_register_after_the_scenario_model_is_imported(plugin_site)
 
 def test_the_project_tests_run_with_plugins_off(plugin_site):
     assert os.environ.get("SANDBOX_PLUGINS") == "0"  # tests/conftest.py
-    code = ("import os; os.environ['SANDBOX_PLUGINS'] = '0'\n"
-            "from sandbox.components import FAMILIES\n"
-            "print(sorted(n for f in FAMILIES.values() for n in f.registry.names()))")
+    code = (
+        "import os; os.environ['SANDBOX_PLUGINS'] = '0'\n"
+        "from sandbox.components import FAMILIES\n"
+        "print(sorted(n for f in FAMILIES.values() for n in f.registry.names()))"
+    )
     res = python(code, plugin_site)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "synthetic" not in res.stdout and "six_tokens" not in res.stdout and "bandit" in res.stdout
@@ -96,9 +98,11 @@ def test_the_project_tests_run_with_plugins_off(plugin_site):
 
 def test_export_asks_the_task_for_its_response_length(plugin_site):
     """A six-token plugin task is told six tokens, not a bandit arm's one token."""
-    code = ("from sandbox.export.common import response_length_hint\n"
-            "from sandbox.scenario.model import Scenario\n"
-            "print('HINT', response_length_hint(Scenario.model_validate({'task': {'name': 'six_tokens'}})))")
+    code = (
+        "from sandbox.export.common import response_length_hint\n"
+        "from sandbox.scenario.model import Scenario\n"
+        "print('HINT', response_length_hint(Scenario.model_validate({'task': {'name': 'six_tokens'}})))"
+    )
     res = python(code, plugin_site)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "HINT exactly 6 tokens" in res.stdout
@@ -108,11 +112,17 @@ def test_response_length_hints_of_the_shipped_tasks():
     from sandbox.export.common import response_length_hint
     from sandbox.scenario.model import Scenario
 
-    hint = {name: response_length_hint(Scenario.model_validate({"task": {"name": name}}))
-            for name in ("bandit", "bitstring", "quadratic", "gym", "lm")}
-    assert hint == {"bandit": "one token (a bandit arm)", "bitstring": "16 tokens (bit-string horizon)",
-                    "quadratic": "no tokens (a gradient oracle)", "gym": "episodes of up to the environment's step limit",
-                    "lm": "a few characters (synthetic arithmetic answers)"}
+    hint = {
+        name: response_length_hint(Scenario.model_validate({"task": {"name": name}}))
+        for name in ("bandit", "bitstring", "quadratic", "gym", "lm")
+    }
+    assert hint == {
+        "bandit": "one token (a bandit arm)",
+        "bitstring": "16 tokens (bit-string horizon)",
+        "quadratic": "no tokens (a gradient oracle)",
+        "gym": "episodes of up to the environment's step limit",
+        "lm": "a few characters (synthetic arithmetic answers)",
+    }
 
     class SixTokens(BanditTask):  # not registered: the hint is the task's own
         @classmethod

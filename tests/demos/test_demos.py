@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.demos import DEMOS, example_path, run_demo
+from sandbox.demos.api import DEMOS, example_path, run_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = {"delayed_instability", "stale_alignment", "ess_collapse", "stabilizers", "stragglers"}
@@ -72,7 +72,9 @@ def test_run_demo_api(tmp_path):
 def test_example_runs_as_a_script(tmp_path):
     res = subprocess.run(
         [sys.executable, str(example_path("delayed_instability")), "--tiny", f"--out={tmp_path}"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "delayed_instability.png").exists()

@@ -5,10 +5,16 @@ from __future__ import annotations
 import torch
 
 from sandbox.engines import make_engine
-from sandbox.scenario import validate_scenario
+from sandbox.scenario.api import validate_scenario
 
-TINY_LM = {"name": "lm", "model": {"d_model": 16, "n_layers": 1, "n_heads": 2}, "warmstart": {"enabled": False},
-           "train_size": 16, "eval_size": 4, "eval_samples": 1}
+TINY_LM = {
+    "name": "lm",
+    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
+    "warmstart": {"enabled": False},
+    "train_size": 16,
+    "eval_size": 4,
+    "eval_samples": 1,
+}
 
 
 def lm_task(engine: dict, model: dict | None = None, **task):

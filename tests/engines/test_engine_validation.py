@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.errors import ScenarioError
-from sandbox.scenario import validate_scenario
+from sandbox.base.errors import ScenarioError
+from sandbox.scenario.api import validate_scenario
 
 
-@pytest.mark.parametrize("engine,task,needle", [
-    ({"name": "logit_noise", "scale": 0.1}, {"name": "quadratic"}, "task 'quadratic' does not"),
-    ({"name": "processed_logprobs"}, {"name": "quadratic"}, "hands its sampling logits to the engine"),
-    ({"name": "precision"}, {"name": "bandit"}, "evaluate at another precision (the lm task); task 'bandit'"),
-    ({"name": "routing"}, {"name": "bitstring"}, "mixture-of-experts layer"),
-])
+@pytest.mark.parametrize(
+    "engine,task,needle",
+    [
+        ({"name": "logit_noise", "scale": 0.1}, {"name": "quadratic"}, "task 'quadratic' does not"),
+        ({"name": "processed_logprobs"}, {"name": "quadratic"}, "hands its sampling logits to the engine"),
+        ({"name": "precision"}, {"name": "bandit"}, "evaluate at another precision (the lm task); task 'bandit'"),
+        ({"name": "routing"}, {"name": "bitstring"}, "mixture-of-experts layer"),
+    ],
+)
 def test_unsupported_kind_names_the_field_and_the_task(engine, task, needle):
     with pytest.raises(ScenarioError) as info:
         validate_scenario({"task": task, "engine": engine}, "t")

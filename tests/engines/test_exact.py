@@ -5,13 +5,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sandbox.runner import prepare_run
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import prepare_run
+from sandbox.scenario.api import validate_scenario
 
-BASE = {"task": {"name": "bitstring", "horizon": 6, "replicas": 2},
-        "system": {"num_workers": 3, "staleness": {"kind": "max_lag", "k_max": 2}, "partial_rollouts": True,
-                   "generation_time": {"kind": "cost_model", "prefill": 0.05, "per_token": 0.02, "jitter": 0.2}},
-        "run": {"steps": 6, "eval_every": 2, "record_events": False}}
+BASE = {
+    "task": {"name": "bitstring", "horizon": 6, "replicas": 2},
+    "system": {
+        "num_workers": 3,
+        "staleness": {"kind": "max_lag", "k_max": 2},
+        "partial_rollouts": True,
+        "generation_time": {"kind": "cost_model", "prefill": 0.05, "per_token": 0.02, "jitter": 0.2},
+    },
+    "run": {"steps": 6, "eval_every": 2, "record_events": False},
+}
 
 
 def _run(raw):

@@ -10,8 +10,8 @@ import pytest
 import torch
 from _common import engine
 
-from sandbox.runner import prepare_run
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import prepare_run
+from sandbox.scenario.api import validate_scenario
 
 N = 400_000
 
@@ -96,7 +96,9 @@ def test_scale_formula_hand_values():
     # prob_power with π = 1 (log 0) gives factor 0
     assert torch.allclose(s[:, 0, :], torch.zeros(2, 3))
     e2 = engine({"name": "logit_noise", "scale": 0.1, "drift": 0.01, "position_slope": 0.5})
-    assert torch.allclose(e2.scale(torch.zeros(2, 1, 3, 1), torch.tensor([0, 5]), torch.tensor([0, 1, 2]))[:, 0, :, 0], want)
+    assert torch.allclose(
+        e2.scale(torch.zeros(2, 1, 3, 1), torch.tensor([0, 5]), torch.tensor([0, 1, 2]))[:, 0, :, 0], want
+    )
 
 
 def test_student_t_noise_has_its_standard_deviation():
@@ -110,10 +112,12 @@ def test_student_t_noise_has_its_standard_deviation():
 
 
 def _gap_per_step(drift: float) -> np.ndarray:
-    raw = {"task": {"name": "bitstring", "horizon": 8, "replicas": 4, "init_logit": 1.0},
-           "engine": {"name": "logit_noise", "scale": 0.05, "drift": drift},
-           "algorithm": {"optimizer": {"name": "sgd", "lr": 1e-30}},  # lr must be > 0: 1 + 1e-30·g == 1 in float32
-           "run": {"steps": 40, "eval_every": 40, "record_events": False}}
+    raw = {
+        "task": {"name": "bitstring", "horizon": 8, "replicas": 4, "init_logit": 1.0},
+        "engine": {"name": "logit_noise", "scale": 0.05, "drift": drift},
+        "algorithm": {"optimizer": {"name": "sgd", "lr": 1e-30}},  # lr must be > 0: 1 + 1e-30·g == 1 in float32
+        "run": {"steps": 40, "eval_every": 40, "record_events": False},
+    }
     scn = validate_scenario(raw, "test")
     _, learner, cluster = prepare_run(scn)
     res = cluster.run(40)

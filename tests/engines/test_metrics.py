@@ -22,7 +22,9 @@ def test_pair_metrics_hand_values():
     assert math.isclose(float(m["x/kl_k3"]), sum(k3) / 3, rel_tol=1e-6)
     assert math.isclose(float(m["x/kl_k1"]), -(math.log(1.5) - math.log(4)) / 3, rel_tol=1e-6)
     assert math.isclose(float(m["x/ratio_mean"]), sum(rho) / 3, rel_tol=1e-6)
-    assert math.isclose(float(m["x/ratio_max"]), 1.5, rel_tol=1e-6) and math.isclose(float(m["x/ratio_min"]), 0.25, rel_tol=1e-6)
+    assert math.isclose(float(m["x/ratio_max"]), 1.5, rel_tol=1e-6) and math.isclose(
+        float(m["x/ratio_min"]), 0.25, rel_tol=1e-6
+    )
     std = math.sqrt(sum(r * r for r in rho) / 3 - (sum(rho) / 3) ** 2)
     assert math.isclose(float(m["x/ratio_std"]), std, rel_tol=1e-6)
     assert math.isclose(float(m["x/ratio_outside_band"]), 1 / 3, rel_tol=1e-6)  # 0.25 only
@@ -54,7 +56,9 @@ def test_split_adds_up_and_framework_names():
     assert torch.allclose(m["mismatch/kl_k1"] + m["staleness/kl_k1"], m["rollout_corr/kl"])
     valid = mask > 0
     diff = (pv - mu).abs()
-    assert torch.allclose(m["sampling/sampling_logp_difference/max"], torch.stack([diff[r][valid[r]].max() for r in range(2)]).double())
+    assert torch.allclose(
+        m["sampling/sampling_logp_difference/max"], torch.stack([diff[r][valid[r]].max() for r in range(2)]).double()
+    )
     assert torch.equal(m["mismatch_kl/all/mean"], m["rollout_corr/k3_kl"])
     d = (pt - mu).double()
     want = torch.stack([(torch.expm1(d[r]) - d[r])[valid[r]].mean() for r in range(2)])
@@ -63,17 +67,30 @@ def test_split_adds_up_and_framework_names():
 
 def test_version_logp_follows_truncate_cat_and_extend():
     """truncate / cat / extend carry version_logp (0 on padding); a group without it stays without."""
+
     def group(n, width, with_version):
         ro = Rollouts.empty(1, n)
         lp = -torch.rand(1, n, width)
-        return ro.extend(torch.ones(1, n, width, dtype=torch.long), lp, torch.full((1, n), width), torch.zeros(1, n, dtype=torch.bool),
-                         0, (lp - 1.0) if with_version else None)
+        return ro.extend(
+            torch.ones(1, n, width, dtype=torch.long),
+            lp,
+            torch.full((1, n), width),
+            torch.zeros(1, n, dtype=torch.bool),
+            0,
+            (lp - 1.0) if with_version else None,
+        )
+
     a = group(2, 3, True)
     assert torch.equal(a.version_logp, a.behaviour_logp - 1.0)
     t = a.truncate(2)
     assert t.version_logp.shape == (1, 2, 2)
-    e = t.extend(torch.ones(1, 2, 1, dtype=torch.long), torch.zeros(1, 2, 1), torch.ones(1, 2, dtype=torch.long),
-                 torch.ones(1, 2, dtype=torch.bool), 1)  # a continuation without version_logp: its own logp
+    e = t.extend(
+        torch.ones(1, 2, 1, dtype=torch.long),
+        torch.zeros(1, 2, 1),
+        torch.ones(1, 2, dtype=torch.long),
+        torch.ones(1, 2, dtype=torch.bool),
+        1,
+    )  # a continuation without version_logp: its own logp
     assert e.version_logp.shape == (1, 2, 3) and torch.equal(e.version_logp[..., 2], e.behaviour_logp[..., 2])
     c = Rollouts.cat([group(2, 2, False), a])
     assert torch.equal(c.version_logp[0, 0, :2], c.behaviour_logp[0, 0, :2]) and float(c.version_logp[0, 0, 2]) == 0.0

@@ -59,12 +59,12 @@ def test_fp8_rounding_hand_values_and_fp16():
 
 
 def test_precision_is_refused_where_it_cannot_run():
-    from sandbox.errors import ScenarioError
+    from sandbox.base.errors import ScenarioError
 
     with pytest.raises(ScenarioError, match=r"engine.name: 'precision'.*task.dtype"):
         lm_task({"name": "precision"}, dtype="bfloat16")
     with pytest.raises(ScenarioError, match=r"engine.name: 'precision' needs .*task 'bitstring'"):
-        from sandbox.scenario import validate_scenario
+        from sandbox.scenario.api import validate_scenario
 
         validate_scenario({"engine": {"name": "precision"}}, "t")
 
@@ -76,8 +76,9 @@ def test_added_noise_is_the_logit_noise_draw_on_the_bf16_logits():
     draw's log q; the exact log-probs stay the float32 trainer's; and the noise widens the gap."""
     from sandbox.engines.logit_noise import LogitNoiseConfig, LogitNoiseEngine
 
-    task, params = lm_task({"name": "precision", "dtype": "bfloat16", "noise_scale": 0.5, "noise_dof": 3},
-                           temperature=0.7)
+    task, params = lm_task(
+        {"name": "precision", "dtype": "bfloat16", "noise_scale": 0.5, "noise_dof": 3}, temperature=0.7
+    )
     gen = torch.Generator().manual_seed(5)
     group = task.new_group(6, gen)
     state = gen.get_state()
@@ -87,7 +88,9 @@ def test_added_noise_is_the_logit_noise_draw_on_the_bf16_logits():
     bf.load_state_dict(single)
     logits, _ = bf.to(torch.bfloat16)(ro.prompts[0])
     gen.set_state(state)
-    d = LogitNoiseEngine(LogitNoiseConfig(scale=0.5, tail="student_t", dof=3)).draw(logits[:, -1].float() / 0.7, gen, 0, 0)
+    d = LogitNoiseEngine(LogitNoiseConfig(scale=0.5, tail="student_t", dof=3)).draw(
+        logits[:, -1].float() / 0.7, gen, 0, 0
+    )
     assert torch.equal(ro.tokens[0, :, 0], d.tokens)
     assert torch.equal(ro.behaviour_logp[0, :, 0], d.reported_logp)
     fp32 = lambda toks, past=None: functional_call(task.model, single, (toks, past))  # noqa: E731

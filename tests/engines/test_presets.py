@@ -30,7 +30,9 @@ def test_a_bf16_cast_alone_misses_the_dense_target(monkeypatch):
     """The wrong simulator: the dense preset without its added kernel noise (a tiny model's bf16 cast
     alone) lands 30x or more below the published k3 KL, outside the band."""
     orig = P.load_scenario
-    monkeypatch.setattr(P, "load_scenario", lambda path, ov: orig(path, {**ov, "engine": {"name": "precision", "dtype": "bfloat16"}}))
+    monkeypatch.setattr(
+        P, "load_scenario", lambda path, ov: orig(path, {**ov, "engine": {"name": "precision", "dtype": "bfloat16"}})
+    )
     got = P.measure("dense_bf16", seed=0, steps=4)
     assert got["k3"] < P.band_of(3e-3)[0] / 10
 

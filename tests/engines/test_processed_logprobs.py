@@ -43,7 +43,9 @@ def test_processed_and_raw_reports_and_sampled_frequencies():
     z = Z.expand(n, 5)
     q = torch.tensor([0.5, 0.2, 0.15, 0, 0]) / 0.85
     for mode in ("processed", "raw"):
-        d = engine({"name": "processed_logprobs", "top_k": 3, "logprobs": mode}).draw(z, torch.Generator().manual_seed(3))
+        d = engine({"name": "processed_logprobs", "top_k": 3, "logprobs": mode}).draw(
+            z, torch.Generator().manual_seed(3)
+        )
         assert int(d.tokens.max()) <= 2
         assert torch.allclose(d.version_logp, Z[d.tokens], atol=1e-6)
         if mode == "processed":
@@ -58,11 +60,16 @@ def test_processed_and_raw_reports_and_sampled_frequencies():
 def test_processed_engine_on_the_bitstring_task_reports_tempered_probabilities():
     """Bit-string with τ = 2: a bit of logit θ is sampled with probability sigmoid(θ/2), and that is reported."""
     from sandbox.engines import make_engine
-    from sandbox.scenario import validate_scenario
+    from sandbox.scenario.api import validate_scenario
     from sandbox.tasks import make_task
 
-    scn = validate_scenario({"task": {"name": "bitstring", "horizon": 3, "init_logit": 2.0},
-                             "engine": {"name": "processed_logprobs", "temperature": 2.0}}, "t")
+    scn = validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": 3, "init_logit": 2.0},
+            "engine": {"name": "processed_logprobs", "temperature": 2.0},
+        },
+        "t",
+    )
     task = make_task(scn.task)
     task.engine = make_engine(scn.engine)
     params = task.init_params(torch.Generator().manual_seed(0))

@@ -65,7 +65,7 @@ def test_sampler_flips_routes_in_the_lm_and_the_learner_does_not():
 
 
 def test_routing_needs_experts():
-    from sandbox.errors import ScenarioError
+    from sandbox.base.errors import ScenarioError
 
     with pytest.raises(ScenarioError, match=r"engine.name: 'routing' needs a task that has a mixture-of-experts"):
         lm_task({"name": "routing"})

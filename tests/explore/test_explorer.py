@@ -15,15 +15,25 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.explore import Grid, GridError, build_explorer
+from sandbox.explore.api import Grid, GridError, build_explorer
 from sandbox.explore.data import compute, headline, r4
 from sandbox.explore.grid import Point, points, scenario
 from sandbox.explore.page import render
-from sandbox.runner import run_scenario
+from sandbox.run.runner import run_scenario
 
 # The test grid: every control has two values, 2 x 2 x 2 x 2 x 2 runs + 8 references, a few seconds.
-TINY = Grid(lags=(1, 6), lrs=(0.3, 1.0), methods=("none", "tis"), replicas=2, steps=12, horizon=12,
-            num_workers=8, eval_every=2, timeline_seconds=10.0, budget_seconds=600.0)
+TINY = Grid(
+    lags=(1, 6),
+    lrs=(0.3, 1.0),
+    methods=("none", "tis"),
+    replicas=2,
+    steps=12,
+    horizon=12,
+    num_workers=8,
+    eval_every=2,
+    timeline_seconds=10.0,
+    budget_seconds=600.0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +108,10 @@ def test_data_match_the_runner(data):
     assert run["headline"] == headline(res.metrics)
     ev = res.metrics["eval/expected_reward"].dropna()
     assert run["reward"] == [r4(v) for v in ev]
-    assert len(run["cos"]) == len(res.metrics) and any(c is None for c in run["cos"]) == res.metrics["grad/cos_prev"].isna().any()
+    assert (
+        len(run["cos"]) == len(res.metrics)
+        and any(c is None for c in run["cos"]) == res.metrics["grad/cos_prev"].isna().any()
+    )
     hist = dict(run["hist"])
     assert sum(hist.values()) == len(res.jobs[res.jobs.consume_step >= 0])
     assert max(hist) <= 6  # the bound
@@ -108,12 +121,24 @@ CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "
 
 
 def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-           f"--user-data-dir={cwd / 'profile'}", "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={cwd / 'profile'}",
+        "--virtual-time-budget=5000",
+        "--enable-logging=stderr",
+        "--v=0",
+        *args,
+    ]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"), reason="chromium is not installed (apt-get install chromium)"
+)
 def test_page_in_a_real_browser(tmp_path, data):
     assert CHROMIUM, "CI: chromium is not installed (.ci/run installs the Debian package)"
     from sandbox.explore.page import write_page
@@ -146,10 +171,17 @@ def test_page_in_a_real_browser(tmp_path, data):
     res = run_scenario(scenario(TINY, Point(tail, engine, float(lr), method, None if lag == "sync" else int(lag))))
     h = headline(res.metrics)
     shown = result["numbers"]
-    for key, field in (("n-final", "final_reward"), ("n-time", "sim_time"), ("n-ess", "ess_mean"),
-                       ("n-stale", "staleness_mean"), ("n-cos", "cos_mean")):
+    for key, field in (
+        ("n-final", "final_reward"),
+        ("n-time", "sim_time"),
+        ("n-ess", "ess_mean"),
+        ("n-stale", "staleness_mean"),
+        ("n-cos", "cos_mean"),
+    ):
         assert math.isclose(float(shown[key]), h[field], rel_tol=1e-3), (key, shown[key], h[field])
-    assert math.isclose(float(res.metrics["eval/expected_reward"].dropna().iloc[-1]), float(shown["n-final"]), rel_tol=1e-3)
+    assert math.isclose(
+        float(res.metrics["eval/expected_reward"].dropna().iloc[-1]), float(shown["n-final"]), rel_tol=1e-3
+    )
 
     shot = tmp_path / "explorer.png"
     res = _chromium(f"--screenshot={shot}", "--window-size=1300,2400", "--hide-scrollbars", page.as_uri(), cwd=tmp_path)
@@ -158,7 +190,11 @@ def test_page_in_a_real_browser(tmp_path, data):
 
     pixels = mpimg.imread(shot)[..., :3]
     assert pixels.std() > 0.05
-    blue = (abs(pixels[..., 0] - 0 / 255) < 0.05) & (abs(pixels[..., 1] - 114 / 255) < 0.05) & (abs(pixels[..., 2] - 178 / 255) < 0.05)
+    blue = (
+        (abs(pixels[..., 0] - 0 / 255) < 0.05)
+        & (abs(pixels[..., 1] - 114 / 255) < 0.05)
+        & (abs(pixels[..., 2] - 178 / 255) < 0.05)
+    )
     # the Okabe-Ito blue of the selected run's curves is drawn (only they: the timeline is coloured by lag);
     # a page without them has 0 such pixels, two 2 px curves across the plots give ~0.0008 of this window
     assert blue.mean() > 0.0003
@@ -184,12 +220,16 @@ def test_t12_overlay_matches_the_first_step_of_many_replicas():
 
 def test_report_links_to_the_explorer(tmp_path, data):
     from sandbox.explore.page import write_page
-    from sandbox.report import write_report
+    from sandbox.report.api import write_report
     from sandbox.scenario.load import validate_scenario
 
     run_dir = tmp_path / "run"
-    tiny = {"task": {"name": "bandit", "num_arms": 4}, "system": {"num_workers": 2},
-            "algorithm": {"group_size": 4, "groups_per_step": 2}, "run": {"steps": 4, "figures": False}}
+    tiny = {
+        "task": {"name": "bandit", "num_arms": 4},
+        "system": {"num_workers": 2},
+        "algorithm": {"group_size": 4, "groups_per_step": 2},
+        "run": {"steps": 4, "figures": False},
+    }
     run_scenario(validate_scenario(tiny), run_dir)
     assert 'href="explorer.html"' not in write_report(run_dir).read_text()  # no page, no link
     write_page(data, run_dir)

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from sandbox.explore import Grid
+from sandbox.explore.api import Grid
 from sandbox.explore.data import collapsed, compute_page, time_to_target
 from sandbox.explore.grid import QUADRATIC
 from sandbox.explore.page import write_page
@@ -21,14 +21,33 @@ try:
 except ImportError:  # the `test` extra installs it
     sync_playwright = None
 
-needs_browser = pytest.mark.skipif((CHROMIUM is None or sync_playwright is None) and not os.environ.get("CI"),
-                                   reason="chromium or playwright is not installed (apt-get install chromium; pip install -e .[test])")
+needs_browser = pytest.mark.skipif(
+    (CHROMIUM is None or sync_playwright is None) and not os.environ.get("CI"),
+    reason="chromium or playwright is not installed (apt-get install chromium; pip install -e .[test])",
+)
 
 # The teaching task, small: lag bound 1 and 16, lr 0.3 and 1, no correction and the staleness-aware LR.
-QUAD = QUADRATIC.with_(lags=(1, 16), lrs=(0.3, 1.0), methods=("none", "staleness_lr"), tails=("exponential",),
-                       replicas=2, steps=80, budget_seconds=300.0)
-BITS = Grid(lags=(1, 6), lrs=(0.3, 1.0), methods=("none", "tis"), tails=("exponential",), replicas=2, steps=12,
-            horizon=12, num_workers=8, timeline_seconds=10.0, budget_seconds=300.0)
+QUAD = QUADRATIC.with_(
+    lags=(1, 16),
+    lrs=(0.3, 1.0),
+    methods=("none", "staleness_lr"),
+    tails=("exponential",),
+    replicas=2,
+    steps=80,
+    budget_seconds=300.0,
+)
+BITS = Grid(
+    lags=(1, 6),
+    lrs=(0.3, 1.0),
+    methods=("none", "tis"),
+    tails=("exponential",),
+    replicas=2,
+    steps=12,
+    horizon=12,
+    num_workers=8,
+    timeline_seconds=10.0,
+    budget_seconds=300.0,
+)
 
 
 def test_time_to_target_and_collapse_per_replica():
@@ -137,13 +156,19 @@ def test_replay_crosshair_and_phase_map(page):
         pg.on("pageerror", lambda e: errors.append(str(e)))
         pg.goto(page.as_uri())
         whole = pg.evaluate(count.format("c-timeline", "rect.gen"))
-        groups = pg.evaluate("[...document.querySelectorAll('#c-hist rect.bar')].reduce((a, r) => a + +r.dataset.count, 0)")
+        groups = pg.evaluate(
+            "[...document.querySelectorAll('#c-hist rect.bar')].reduce((a, r) => a + +r.dataset.count, 0)"
+        )
         pg.click("#replay-step")  # clock at 0: nothing drawn yet
-        assert pg.evaluate(count.format("c-timeline", "rect.gen")) == 0 and pg.text_content("#replay-clock") == "t = 0 s"
+        assert (
+            pg.evaluate(count.format("c-timeline", "rect.gen")) == 0 and pg.text_content("#replay-clock") == "t = 0 s"
+        )
         for _ in range(10):
             pg.click("#replay-step")
         mid = pg.evaluate(count.format("c-timeline", "rect.gen"))
-        consumed = pg.evaluate("[...document.querySelectorAll('#c-hist rect.bar')].reduce((a, r) => a + +r.dataset.count, 0)")
+        consumed = pg.evaluate(
+            "[...document.querySelectorAll('#c-hist rect.bar')].reduce((a, r) => a + +r.dataset.count, 0)"
+        )
         assert 0 < mid < whole and 0 < consumed < groups, (mid, whole, consumed, groups)
         assert pg.evaluate(count.format("c-timeline", "line.clock")) == 1
         pg.click("#replay-play")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.scenario import load_scenario, variant_scenarios
+from sandbox.scenario.api import load_scenario, variant_scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
@@ -34,8 +34,8 @@ SHIPPED = shipped_variants()
 @pytest.fixture(scope="session")
 def wheel():
     """``wheel("verl")`` -> directory of the unzipped pinned wheel."""
-    from sandbox.export.validate.verl import VERL_POST_LOAD_MODULES
     from sandbox.export.validate.wheels import WheelUnavailable, import_from_wheel, unpacked_wheel
+    from sandbox.frameworks.verl.validation import VERL_POST_LOAD_MODULES
 
     def get(name: str, version: str | None = None) -> Path:
         try:

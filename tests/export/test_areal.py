@@ -8,23 +8,35 @@ from pathlib import Path
 import pytest
 from conftest import SHIPPED, check_golden, pairs
 
-import sandbox.export.areal  # noqa: F401  registers the exporter
-from sandbox.export import ExportRefused, Given, export_scenario, get_exporter
-from sandbox.export.areal import (
-    CONFIG_FILE,
-    LAUNCH_FILE,
-    warmup_proportion,
-    yaml_scalar,
-)
-from sandbox.export.validate.areal import validate, validate_many
-from sandbox.scenario import load_scenario
+import sandbox.frameworks.areal.export  # noqa: F401  registers the exporter
+from sandbox.export.api import ExportRefused, Given, export_scenario, get_exporter
+from sandbox.frameworks.areal.export import CONFIG_FILE, LAUNCH_FILE, warmup_proportion, yaml_scalar
+from sandbox.frameworks.areal.validation import validate, validate_many
+from sandbox.scenario.api import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 VARIANTS = dict(SHIPPED)
-CONCEPTS = ("max lag", "fixed lag", "async ratio", "partial rollouts", "batch geometry", "learning rate", "clip range",
-            "dual clip", "KL penalty", "loss aggregation", "advantage", "token TIS", "sequence TIS",
-            "masked IS / IcePop", "M2PO", "decoupled PPO", "VCPO", "GAC")
+CONCEPTS = (
+    "max lag",
+    "fixed lag",
+    "async ratio",
+    "partial rollouts",
+    "batch geometry",
+    "learning rate",
+    "clip range",
+    "dual clip",
+    "KL penalty",
+    "loss aggregation",
+    "advantage",
+    "token TIS",
+    "sequence TIS",
+    "masked IS / IcePop",
+    "M2PO",
+    "decoupled PPO",
+    "VCPO",
+    "GAC",
+)
 
 
 def scenario(**overrides):
@@ -85,9 +97,16 @@ def test_sync_is_zero_offpolicyness_and_needs_no_in_flight_updates():
 
 
 def test_throttle_is_implicit_and_names_the_residual_drop():
-    exp = export(scenario(**ASYNC, system__partial_rollouts=True, run__schedules="shared",
-                          system__generation_time={"kind": "cost_model", "prefill": 0.1, "per_token": 0.01}, **TOKEN_AGG),
-                 allow_partial=False)
+    exp = export(
+        scenario(
+            **ASYNC,
+            system__partial_rollouts=True,
+            run__schedules="shared",
+            system__generation_time={"kind": "cost_model", "prefill": 0.1, "per_token": 0.01},
+            **TOKEN_AGG,
+        ),
+        allow_partial=False,
+    )
     row = rows(exp, "implicit")["system.staleness.enforcement + system.staleness.queue_capacity"]
     assert "dropped" in row.note
     assert rows(exp, "implicit")["system.partial_rollouts"].value is True
@@ -100,11 +119,17 @@ def test_partial_rollouts_off_is_a_gap_when_streaming():
         export(scenario(**ASYNC, **TOKEN_AGG), allow_partial=False)
 
 
-@pytest.mark.parametrize("staleness, source", [
-    ({"kind": "fixed_lag", "k": 8}, "system.staleness"),
-    ({"kind": "async_ratio", "alpha": 1.5}, "system.staleness"),
-    ({"kind": "max_lag", "k_max": 2, "enforcement": "drop"}, "system.staleness.enforcement + system.staleness.queue_capacity"),
-])
+@pytest.mark.parametrize(
+    "staleness, source",
+    [
+        ({"kind": "fixed_lag", "k": 8}, "system.staleness"),
+        ({"kind": "async_ratio", "alpha": 1.5}, "system.staleness"),
+        (
+            {"kind": "max_lag", "k_max": 2, "enforcement": "drop"},
+            "system.staleness.enforcement + system.staleness.queue_capacity",
+        ),
+    ],
+)
 def test_staleness_controls_areal_cannot_express_are_refused(staleness, source):
     scn = scenario(system__staleness=staleness, **TOKEN_AGG)
     with pytest.raises(ExportRefused) as err:
@@ -126,8 +151,12 @@ def test_staleness_controls_areal_cannot_express_are_refused(staleness, source):
 
 
 def test_grpo_group_normalisation_and_clip_in_bypass_mode():
-    exp = export(scenario(algorithm__objective={"name": "grpo", "eps_std": 1e-4, "std_unbiased": False,
-                                                "aggregation": "token_mean"}), allow_partial=False)
+    exp = export(
+        scenario(
+            algorithm__objective={"name": "grpo", "eps_std": 1e-4, "std_unbiased": False, "aggregation": "token_mean"}
+        ),
+        allow_partial=False,
+    )
     s = exp.plan.settings
     assert (s["actor.eps_clip"], s["actor.eps_clip_higher"], s["actor.c_clip"]) == (0.2, 0.2, None)
     assert s["actor.reward_norm.mean_level"] == "group" and s["actor.reward_norm.std_level"] == "group"
@@ -181,7 +210,11 @@ def test_reinforce_baselines():
     assert s["actor.reward_bias"] == -0.5 and s["actor.reward_norm"] is None
     s = export(obj(baseline="leave_one_out"), allow_partial=False).plan.settings
     assert s["actor.reward_norm.mean_leave1out"] is True
-    for kw in ({"baseline": "leave_one_out", "normalize_std": True}, {"baseline": "ema"}, {"baseline": "none", "normalize_std": True}):
+    for kw in (
+        {"baseline": "leave_one_out", "normalize_std": True},
+        {"baseline": "ema"},
+        {"baseline": "none", "normalize_std": True},
+    ):
         assert "algorithm.objective.baseline" in gap_sources(export(obj(**kw)))
 
 
@@ -201,17 +234,25 @@ def test_token_tis_cap_is_a_clamp_and_the_ratio_clip_cannot_follow():
     exp = export(VARIANTS["max_lag:base"])  # GRPO + token TIS C = 2
     s = exp.plan.settings
     assert s["actor.use_decoupled_loss"] is True
-    assert (s["actor.rejection_sampling.level"], s["actor.rejection_sampling.action"],
-            s["actor.rejection_sampling.metric"], s["actor.rejection_sampling.upper"],
-            s["actor.rejection_sampling.lower"]) == ("token", "clamp", "ratio", 2.0, None)
+    assert (
+        s["actor.rejection_sampling.level"],
+        s["actor.rejection_sampling.action"],
+        s["actor.rejection_sampling.metric"],
+        s["actor.rejection_sampling.upper"],
+        s["actor.rejection_sampling.lower"],
+    ) == ("token", "clamp", "ratio", 2.0, None)
     assert "actor.eps_clip" not in s
     assert "algorithm.objective.eps_low + algorithm.objective.eps_high" in gap_sources(exp)
 
 
 def test_token_tis_with_reinforce_is_exact():
-    exp = export(scenario(algorithm__objective={"name": "reinforce", "baseline": "group_mean", "aggregation": "token_mean"},
-                          algorithm__correction={"name": "tis", "level": "token", "C": 3.0, "C_low": 0.5}),
-                 allow_partial=False)
+    exp = export(
+        scenario(
+            algorithm__objective={"name": "reinforce", "baseline": "group_mean", "aggregation": "token_mean"},
+            algorithm__correction={"name": "tis", "level": "token", "C": 3.0, "C_low": 0.5},
+        ),
+        allow_partial=False,
+    )
     s = exp.plan.settings
     assert (s["actor.rejection_sampling.upper"], s["actor.rejection_sampling.lower"]) == (3.0, 0.5)
 
@@ -229,52 +270,92 @@ def test_sequence_tis_is_refused_with_the_reason():
 
 def test_masks_icepop_geo_and_decoupled_ppo():
     reinforce = {"name": "reinforce", "baseline": "group_mean", "aggregation": "token_mean"}
-    s = export(scenario(algorithm__objective=reinforce, algorithm__correction={"name": "icepop"}),
-               allow_partial=False).plan.settings
-    assert (s["actor.rejection_sampling.action"], s["actor.rejection_sampling.lower"],
-            s["actor.rejection_sampling.upper"]) == ("mask", 0.5, 5.0)
-    s = export(scenario(algorithm__objective=reinforce, algorithm__correction={"name": "mis", "C": 3.0}),
-               allow_partial=False).plan.settings
+    s = export(
+        scenario(algorithm__objective=reinforce, algorithm__correction={"name": "icepop"}), allow_partial=False
+    ).plan.settings
+    assert (
+        s["actor.rejection_sampling.action"],
+        s["actor.rejection_sampling.lower"],
+        s["actor.rejection_sampling.upper"],
+    ) == ("mask", 0.5, 5.0)
+    s = export(
+        scenario(algorithm__objective=reinforce, algorithm__correction={"name": "mis", "C": 3.0}), allow_partial=False
+    ).plan.settings
     assert (s["actor.rejection_sampling.action"], s["actor.rejection_sampling.upper"]) == ("mask", 3.0)
-    s = export(scenario(algorithm__objective=reinforce, algorithm__correction={"name": "geo_mis"}),
-               allow_partial=False).plan.settings
-    assert (s["actor.rejection_sampling.level"], s["actor.rejection_sampling.agg"], s["actor.rejection_sampling.lower"],
-            s["actor.rejection_sampling.upper"]) == ("sequence", "mean", 0.999, 1.001)
-    s = export(scenario(algorithm__objective=reinforce, algorithm__correction={"name": "decoupled_ppo"}),
-               allow_partial=False).plan.settings
+    s = export(
+        scenario(algorithm__objective=reinforce, algorithm__correction={"name": "geo_mis"}), allow_partial=False
+    ).plan.settings
+    assert (
+        s["actor.rejection_sampling.level"],
+        s["actor.rejection_sampling.agg"],
+        s["actor.rejection_sampling.lower"],
+        s["actor.rejection_sampling.upper"],
+    ) == ("sequence", "mean", 0.999, 1.001)
+    s = export(
+        scenario(algorithm__objective=reinforce, algorithm__correction={"name": "decoupled_ppo"}), allow_partial=False
+    ).plan.settings
     assert (s["actor.rejection_sampling.action"], s["actor.rejection_sampling.upper"]) == ("mask", 5.0)
-    for corr in ({"name": "mis", "level": "sequence"}, {"name": "decoupled_ppo", "level": "sequence"},
-                 {"name": "opsm"}, {"name": "bapo"}, {"name": "m2po_clipband"}, {"name": "dppo_mask"}):
+    for corr in (
+        {"name": "mis", "level": "sequence"},
+        {"name": "decoupled_ppo", "level": "sequence"},
+        {"name": "opsm"},
+        {"name": "bapo"},
+        {"name": "m2po_clipband"},
+        {"name": "dppo_mask"},
+    ):
         if not pairs(reinforce, corr):  # bapo and m2po_clipband replace the PPO clip bounds: refused with REINFORCE
             continue
-        assert gap_sources(export(scenario(algorithm__objective=reinforce, algorithm__correction=corr))) == "algorithm.correction"
+        assert (
+            gap_sources(export(scenario(algorithm__objective=reinforce, algorithm__correction=corr)))
+            == "algorithm.correction"
+        )
 
 
 def test_m2po_mask_threshold_and_behaviour_weight():
     s = export(VARIANTS["lm_mission:m2po"]).plan.settings
     assert s["actor.m2_threshold"] == 0.04 and s["actor.use_decoupled_loss"] is True
     assert s["actor.rejection_sampling.upper"] == float("inf") and s["actor.rejection_sampling.action"] == "clamp"
-    s = export(scenario(algorithm__objective={"name": "reinforce", "baseline": "group_mean", "aggregation": "token_mean"},
-                        algorithm__correction={"name": "m2po_mask", "behaviour_weight": False}),
-               allow_partial=False).plan.settings
+    s = export(
+        scenario(
+            algorithm__objective={"name": "reinforce", "baseline": "group_mean", "aggregation": "token_mean"},
+            algorithm__correction={"name": "m2po_mask", "behaviour_weight": False},
+        ),
+        allow_partial=False,
+    ).plan.settings
     assert s["actor.m2_threshold"] == 0.04 and "actor.rejection_sampling.upper" not in s
 
 
 def test_gspo_takes_no_correction():
-    exp = export(scenario(algorithm__objective={"name": "gspo"}, algorithm__correction={"name": "tis", "level": "token"}))
+    exp = export(
+        scenario(algorithm__objective={"name": "gspo"}, algorithm__correction={"name": "tis", "level": "token"})
+    )
     assert "algorithm.correction" in gap_sources(exp) and exp.plan.settings["actor.use_decoupled_loss"] is False
 
 
 def test_cispo_leaves_no_slot_for_a_second_weight():
-    exp = export(scenario(algorithm__objective={"name": "cispo"}, algorithm__correction={"name": "tis", "level": "token"}))
+    exp = export(
+        scenario(algorithm__objective={"name": "cispo"}, algorithm__correction={"name": "tis", "level": "token"})
+    )
     assert gap_sources(exp) == "algorithm.correction"
     assert "one such slot" in rows(exp, "no_equivalent")["algorithm.correction"].note
 
 
 @pytest.mark.parametrize("objective", ["reinforce", "grpo", "dr_grpo", "rloo", "ppo", "dapo", "gspo", "cispo", "tba"])
 def test_every_objective_and_correction_gets_a_row_for_every_knob(objective):
-    corrections = ["none", "tis", "mis", "geo_mis", "icepop", "opsm", "decoupled_ppo", "m2po_mask", "m2po_clipband",
-                   "bapo", "topr", "dppo_mask"]
+    corrections = [
+        "none",
+        "tis",
+        "mis",
+        "geo_mis",
+        "icepop",
+        "opsm",
+        "decoupled_ppo",
+        "m2po_mask",
+        "m2po_clipband",
+        "bapo",
+        "topr",
+        "dppo_mask",
+    ]
     for corr in corrections if objective != "tba" else ["none"]:
         if not pairs({"name": objective}, {"name": corr}):
             continue
@@ -295,9 +376,21 @@ def test_stabilizers_are_gaps_with_what_to_do():
 
 
 def test_optimizer_mapping():
-    s = export(scenario(algorithm__optimizer={"name": "adamw", "lr": 0.01, "weight_decay": 0.1, "betas": [0.9, 0.95],
-                                              "eps": 1e-6, "schedule": "cosine", "warmup_steps": 7}, **TOKEN_AGG),
-               allow_partial=False).plan.settings
+    s = export(
+        scenario(
+            algorithm__optimizer={
+                "name": "adamw",
+                "lr": 0.01,
+                "weight_decay": 0.1,
+                "betas": [0.9, 0.95],
+                "eps": 1e-6,
+                "schedule": "cosine",
+                "warmup_steps": 7,
+            },
+            **TOKEN_AGG,
+        ),
+        allow_partial=False,
+    ).plan.settings
     assert (s["actor.optimizer.type"], s["actor.optimizer.weight_decay"]) == ("adam", 0.1)
     assert (s["actor.optimizer.beta1"], s["actor.optimizer.beta2"], s["actor.optimizer.eps"]) == (0.9, 0.95, 1e-6)
     assert s["actor.optimizer.lr_scheduler_type"] == "cosine"
@@ -325,8 +418,9 @@ def test_warmup_proportion_truncates_back(warmup, steps):
 
 
 def test_yaml_scalars():
-    assert [yaml_scalar(v) for v in (1e-6, 0.2, 3, True, None, float("inf"), "group", "fsdp:d4", "no", "${x}", "???")] == [
-        "1.0e-06", "0.2", "3", "true", "null", ".inf", "group", "fsdp:d4", '"no"', '"${x}"', "???"]
+    assert [
+        yaml_scalar(v) for v in (1e-6, 0.2, 3, True, None, float("inf"), "group", "fsdp:d4", "no", "${x}", "???")
+    ] == ["1.0e-06", "0.2", "3", "true", "null", ".inf", "group", "fsdp:d4", '"no"', '"${x}"', "???"]
 
 
 def test_launch_script_placeholders():
@@ -359,8 +453,12 @@ def test_validator_rejects_old_key_bad_choice_and_bad_type(wheel):
     def with_line(line):
         return {**base, CONFIG_FILE: text.replace("ppo_n_minibatches: 1", line)}
 
-    cases = [with_line("behav_imp_weight_cap: 5.0"), with_line("importance_sampling_level: seq"),
-             with_line("ppo_n_minibatches: four"), with_line("rejection_sampling: {level: token, action: truncate}")]
+    cases = [
+        with_line("behav_imp_weight_cap: 5.0"),
+        with_line("importance_sampling_level: seq"),
+        with_line("ppo_n_minibatches: four"),
+        with_line("rejection_sampling: {level: token, action: truncate}"),
+    ]
     old_key, bad_choice, bad_type, bad_action = validate_many(cases, wheel("areal"))
     assert any("behav_imp_weight_cap" in p for p in old_key)
     assert any("importance_sampling_level" in p and "'seq'" in p for p in bad_choice)
@@ -374,8 +472,14 @@ def test_launch_overrides_compose_into_a_complete_config(wheel, tmp_path):
     from omegaconf import OmegaConf
 
     files = export(VARIANTS["quickstart:async"]).files
-    overrides = {"experiment_name": "exp", "trial_name": "t0", "actor.path": "/models/m", "train_dataset.path": "/data/d",
-                 "actor.backend": "fsdp:d4", "rollout.backend": "sglang:d4"}
+    overrides = {
+        "experiment_name": "exp",
+        "trial_name": "t0",
+        "actor.path": "/models/m",
+        "train_dataset.path": "/data/d",
+        "actor.backend": "fsdp:d4",
+        "rollout.backend": "sglang:d4",
+    }
     assert all(f" {key}=" in files[LAUNCH_FILE] for key in overrides)
     (tmp_path / CONFIG_FILE).write_text(files[CONFIG_FILE])
     with initialize_config_dir(config_dir=str(tmp_path), version_base=None):  # as AReaL's parse_cli_args
@@ -409,15 +513,19 @@ def test_vcpo_variant_writes_the_objectives_group_normalisation(wheel):
     assert validate(exp.files, wheel("areal")) == []
 
 
-@pytest.mark.parametrize("objective, mean, std", [
-    ({"name": "reinforce", "baseline": "ema"}, "group", None),
-    ({"name": "reinforce", "baseline": "optimal", "normalize_std": True}, "group", "group"),
-    ({"name": "reinforce", "baseline": "none", "normalize_std": True}, None, "group"),
-    ({"name": "reinforce", "baseline": "leave_one_out", "normalize_std": True}, "group", "group"),
-    ({"name": "grpo", "baseline": "opob"}, "group", "group"),
-    ({"name": "dr_grpo", "baseline": "opob"}, "group", None),
-    ({"name": "ppo", "advantage": "opob"}, "group", "group"),
-], ids=["ema", "optimal_std", "none_std", "loo_std", "grpo_opob", "dr_grpo_opob", "ppo_opob"])
+@pytest.mark.parametrize(
+    "objective, mean, std",
+    [
+        ({"name": "reinforce", "baseline": "ema"}, "group", None),
+        ({"name": "reinforce", "baseline": "optimal", "normalize_std": True}, "group", "group"),
+        ({"name": "reinforce", "baseline": "none", "normalize_std": True}, None, "group"),
+        ({"name": "reinforce", "baseline": "leave_one_out", "normalize_std": True}, "group", "group"),
+        ({"name": "grpo", "baseline": "opob"}, "group", "group"),
+        ({"name": "dr_grpo", "baseline": "opob"}, "group", None),
+        ({"name": "ppo", "advantage": "opob"}, "group", "group"),
+    ],
+    ids=["ema", "optimal_std", "none_std", "loo_std", "grpo_opob", "dr_grpo_opob", "ppo_opob"],
+)
 def test_every_inexpressible_advantage_still_writes_its_normalisation(objective, mean, std):
     exp = export(scenario(algorithm__objective=objective))
     s = exp.plan.settings

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.export import EXPORTERS, ExportError, ExportRefused, Exporter, Given, Version, export_scenario
+from sandbox.export.api import EXPORTERS, Exporter, ExportError, ExportRefused, Given, Version, export_scenario
 from sandbox.export.common import scale_rows, scenario_leaves
 from sandbox.export.source import resolve
-from sandbox.scenario import dump_scenario, load_scenario, variant_scenarios
+from sandbox.scenario.api import dump_scenario, load_scenario, variant_scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
@@ -32,8 +32,7 @@ class ToyExporter(Exporter):
         p = self.new_plan(version, "toy trainer")
         st = scn.system.staleness
         if st.kind == "max_lag":
-            p.converted("system.staleness", st.kind,
-                        "lag.max", st.k_max + 1, "toy counts versions spanned: k_max + 1")
+            p.converted("system.staleness", st.kind, "lag.max", st.k_max + 1, "toy counts versions spanned: k_max + 1")
         elif st.kind == "sync":
             p.pinned("lag.max", 1, "synchronous")
             p.implicit("system.staleness.kind", "sync", "synchronous")
@@ -41,7 +40,9 @@ class ToyExporter(Exporter):
         else:
             p.no_equivalent("system.staleness", st.kind, "toy cannot")
         p.implicit("system.partial_rollouts", scn.system.partial_rollouts, "n/a")
-        p.setup("algorithm.group_size", scn.algorithm.group_size, "responses per prompt", "group", scn.algorithm.group_size)
+        p.setup(
+            "algorithm.group_size", scn.algorithm.group_size, "responses per prompt", "group", scn.algorithm.group_size
+        )
         p.implicit("algorithm.groups_per_step", scn.algorithm.groups_per_step, "n/a")
         p.implicit("algorithm.objective", scn.algorithm.objective.name, "n/a")
         p.implicit("algorithm.minibatches + algorithm.epochs + algorithm.proximal", "1 x 1, behaviour", "n/a")
@@ -52,9 +53,12 @@ class ToyExporter(Exporter):
         for i, s in enumerate(scn.algorithm.stabilizers):
             p.no_equivalent(f"algorithm.stabilizers[{i}]", s.name, "toy has no stabilizers")
         opt = scn.algorithm.optimizer
-        p.implicit("algorithm.optimizer.name + algorithm.optimizer.betas + algorithm.optimizer.eps + algorithm.optimizer.momentum"
-                   " + algorithm.optimizer.weight_decay + algorithm.optimizer.schedule + algorithm.optimizer.warmup_steps",
-                   opt.name, "n/a")
+        p.implicit(
+            "algorithm.optimizer.name + algorithm.optimizer.betas + algorithm.optimizer.eps + algorithm.optimizer.momentum"
+            " + algorithm.optimizer.weight_decay + algorithm.optimizer.schedule + algorithm.optimizer.warmup_steps",
+            opt.name,
+            "n/a",
+        )
         scale_rows(p, scn, given, "optim.lr", "optim.clip")
         return p
 
@@ -143,7 +147,9 @@ def test_bad_framework_version_and_task():
 def test_scenario_file_needs_an_existing_variant():
     with pytest.raises(ExportError, match="has variants sync, async, async\\+tis; choose one"):
         resolve(QUICKSTART)
-    with pytest.raises(ExportError, match="no variant .fast. in quickstart.toml; expected one of sync, async, async\\+tis"):
+    with pytest.raises(
+        ExportError, match="no variant .fast. in quickstart.toml; expected one of sync, async, async\\+tis"
+    ):
         resolve(QUICKSTART, variant="fast")
     src = resolve(QUICKSTART, variant="async", overrides=["system.staleness.k_max=6"])
     assert src.scenario.system.staleness.k_max == 6 and src.overrides == {"system.staleness.k_max": 6}
@@ -169,7 +175,12 @@ def _fake_sweep(tmp_path: Path) -> Path:
     for (k, seed), reward in rewards.items():
         rid = f"k{k}-s{seed}"
         scn = quick("async").model_copy(deep=True)
-        scn = scn.model_validate({**scn.model_dump(), "system": {**scn.system.model_dump(), "staleness": {"kind": "max_lag", "k_max": int(k)}}})
+        scn = scn.model_validate(
+            {
+                **scn.model_dump(),
+                "system": {**scn.system.model_dump(), "staleness": {"kind": "max_lag", "k_max": int(k)}},
+            }
+        )
         status = "diverged" if k == "8" else "completed"
         _write_run(out / "runs" / rid, scn, {"status": status, "final_expected_reward": reward, "staleness_mean": 1.0})
         runs.append({"id": rid, "params": {"system.staleness.k_max": int(k)}, "seed": seed})
@@ -190,7 +201,9 @@ def test_sweep_best_is_the_best_mean_over_seeds(tmp_path):
 
 def test_sweep_bad_selections(tmp_path):
     out = _fake_sweep(tmp_path)
-    with pytest.raises(ExportError, match="unknown metric 'reward' in .*; expected one of final_expected_reward, staleness_mean"):
+    with pytest.raises(
+        ExportError, match="unknown metric 'reward' in .*; expected one of final_expected_reward, staleness_mean"
+    ):
         resolve(out, best="reward")
     with pytest.raises(ExportError, match="choose one with --run ID or --best METRIC"):
         resolve(out)
@@ -226,16 +239,27 @@ def test_run_directory_best_by_end_to_end_speedup(tmp_path):
     a variant that never reached the target (no speed-up) is left out."""
     multi = tmp_path / "runs" / "quickstart"
     for name, speed in (("sync", 1.0), ("async", 2.5), ("async+tis", None)):
-        _write_run(multi / name, quick(name), {"status": "completed", "final_expected_reward": 0.9, "speedup_vs_sync": speed,
-                                              "speedup_reason": "" if speed else "async+tis never reached the target"})
+        _write_run(
+            multi / name,
+            quick(name),
+            {
+                "status": "completed",
+                "final_expected_reward": 0.9,
+                "speedup_vs_sync": speed,
+                "speedup_reason": "" if speed else "async+tis never reached the target",
+            },
+        )
     for metric in ("speedup", "speedup_vs_sync"):
         src = resolve(multi, best=metric)
         assert src.scenario.system.staleness.kind == "max_lag" and src.scenario.algorithm.correction.name == "none"
         assert "highest `speedup_vs_sync` among the completed runs: async 2.5, sync 1" in src.provenance
     for name in ("sync", "async"):
-        (multi / name / "summary.json").write_text(json.dumps({"status": "completed", "speedup_vs_sync": None,
-                                                               "speedup_reason": "no synchronous variant"}))
-    with pytest.raises(ExportError, match="no completed run .* has a value for 'speedup_vs_sync' .*never reached the target"):
+        (multi / name / "summary.json").write_text(
+            json.dumps({"status": "completed", "speedup_vs_sync": None, "speedup_reason": "no synchronous variant"})
+        )
+    with pytest.raises(
+        ExportError, match="no completed run .* has a value for 'speedup_vs_sync' .*never reached the target"
+    ):
         resolve(multi, best="speedup")
 
 
@@ -254,7 +278,7 @@ def test_damaged_summary_counts_as_unfinished(tmp_path):
 def test_sweep_best_by_end_to_end_speedup(tmp_path):
     """A sweep run's own summary.json knows the run alone (no speed-up); `--best speedup` takes the
     sweep's value of each configuration against its synchronous baseline (load_time_to_target)."""
-    from sandbox.sweep import load_time_to_target
+    from sandbox.sweep.api import load_time_to_target
 
     base = tmp_path / "base.toml"
     base.write_text(dump_scenario(quick("sync")))
@@ -281,7 +305,9 @@ name = "tiny"
     assert fastest["speedup_vs_sync"] > 1
     src = resolve(out, best="speedup")
     chosen = src.provenance.split("Top configurations")[0]
-    assert f"system.staleness={fastest['system.staleness']}" in chosen and src.scenario.system.staleness.kind == "max_lag"
+    assert (
+        f"system.staleness={fastest['system.staleness']}" in chosen and src.scenario.system.staleness.kind == "max_lag"
+    )
     assert "mean `speedup_vs_sync` over seeds" in chosen and f"{fastest['speedup_vs_sync']:.4g}" in src.provenance
 
 
@@ -319,13 +345,29 @@ def test_refuses_a_directory_that_is_not_an_export(tmp_path):
 def test_cli_exit_codes(tmp_path):
     runner = CliRunner()
     out = tmp_path / "o"
-    ok = runner.invoke(app, ["export", str(QUICKSTART), "--variant", "async", "-f", "toyfw", "--out", str(out), "--lr", "1e-6"])
+    ok = runner.invoke(
+        app, ["export", str(QUICKSTART), "--variant", "async", "-f", "toyfw", "--out", str(out), "--lr", "1e-6"]
+    )
     assert ok.exit_code == 0, ok.output
     assert json.loads((out / "toy.json").read_text())["optim.lr"] == 1e-6
-    refused = runner.invoke(app, ["export", str(QUICKSTART), "--variant", "async+tis", "-f", "toyfw", "--out", str(tmp_path / "r")])
+    refused = runner.invoke(
+        app, ["export", str(QUICKSTART), "--variant", "async+tis", "-f", "toyfw", "--out", str(tmp_path / "r")]
+    )
     assert refused.exit_code == 3 and "algorithm.correction" in refused.output and not (tmp_path / "r").exists()
-    partial = runner.invoke(app, ["export", str(QUICKSTART), "--variant", "async+tis", "-f", "toyfw", "--allow-partial",
-                                  "--out", str(tmp_path / "p")])
+    partial = runner.invoke(
+        app,
+        [
+            "export",
+            str(QUICKSTART),
+            "--variant",
+            "async+tis",
+            "-f",
+            "toyfw",
+            "--allow-partial",
+            "--out",
+            str(tmp_path / "p"),
+        ],
+    )
     assert partial.exit_code == 0 and "no equivalent" in partial.output and (tmp_path / "p" / "PROMOTION.md").exists()
     for args, message in [
         (["export", str(QUICKSTART), "--variant", "async", "-f", "nope"], "unknown framework 'nope'"),
@@ -340,7 +382,6 @@ def test_cli_exit_codes(tmp_path):
         assert message in res.output and "Traceback" not in res.output
     listed = runner.invoke(app, ["export", "--list"])
     assert listed.exit_code == 0 and "toyfw" in listed.output and "2.0 (2.0.1)" in listed.output
-
 
 
 @pytest.mark.parametrize("framework", ["verl", "verl-vcpo", "trl", "openrlhf", "areal", "prime-rl"])
@@ -373,8 +414,9 @@ def test_a_planted_manifest_never_deletes_outside_the_export(tmp_path):
         with pytest.raises(ExportError, match="not a file an export writes"):
             export_scenario(quick("sync"), "toyfw").write(out)
         assert _tree(tmp_path) == before and all(v.read_text() == "keep me" for v in victims), planted
-    res = CliRunner().invoke(app, ["export", str(QUICKSTART), "--variant", "sync", "-f", "toyfw", "--lr", "1e-6",
-                                   "--out", str(out)])
+    res = CliRunner().invoke(
+        app, ["export", str(QUICKSTART), "--variant", "sync", "-f", "toyfw", "--lr", "1e-6", "--out", str(out)]
+    )
     text = " ".join(res.output.split())  # rich wraps long lines
     assert res.exit_code == 2 and "not a file an export writes" in text and "Traceback" not in text
     assert all(v.read_text() == "keep me" for v in victims)
@@ -385,7 +427,9 @@ def test_default_export_folders_of_two_run_directories_do_not_collide(tmp_path, 
     (promote/<run dir>-<variant>-<framework>), and a default folder holding the export of another
     source is refused rather than silently replaced; the same source replaces its own export."""
     for name in ("a", "b"):
-        _write_run(tmp_path / "runs" / name / "sync", quick("sync"), {"status": "completed", "final_expected_reward": 0.9})
+        _write_run(
+            tmp_path / "runs" / name / "sync", quick("sync"), {"status": "completed", "final_expected_reward": 0.9}
+        )
     _write_run(tmp_path / "runs" / "b" / "async", quick("async"), {"status": "completed", "final_expected_reward": 0.9})
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
@@ -404,5 +448,7 @@ def test_default_export_folders_of_two_run_directories_do_not_collide(tmp_path, 
 
 def test_an_unknown_framework_is_named_before_the_variant_and_gets_a_did_you_mean():
     res = CliRunner().invoke(app, ["export", str(QUICKSTART), "-f", "toyf"])
-    assert res.exit_code == 2 and "unknown framework 'toyf'; did you mean 'toyfw'?" in " ".join(res.output.split()), res.output
+    assert res.exit_code == 2 and "unknown framework 'toyf'; did you mean 'toyfw'?" in " ".join(res.output.split()), (
+        res.output
+    )
     assert "--variant" not in res.output

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from conftest import SCENARIOS
 
-import sandbox.export.areal  # noqa: F401  (each import registers its exporter)
-import sandbox.export.openrlhf  # noqa: F401
-import sandbox.export.prime_rl  # noqa: F401
-import sandbox.export.trl  # noqa: F401
-import sandbox.export.verl  # noqa: F401
-import sandbox.export.verl_vcpo  # noqa: F401
-from sandbox.export import export_scenario
-from sandbox.scenario import load_scenario
+import sandbox.frameworks.areal.export  # noqa: F401  (each import registers its exporter)
+import sandbox.frameworks.openrlhf.export  # noqa: F401
+import sandbox.frameworks.prime_rl.export  # noqa: F401
+import sandbox.frameworks.trl.export  # noqa: F401
+import sandbox.frameworks.verl.export  # noqa: F401
+import sandbox.frameworks.verl_vcpo.export  # noqa: F401
+from sandbox.export.api import export_scenario
+from sandbox.scenario.api import load_scenario
 
 A = "actor_rollout_ref.actor"
 ASYNC = {"kind": "max_lag", "k_max": 2, "enforcement": "throttle"}
@@ -58,7 +58,9 @@ def test_verl_separate_async_pushes_weights_after_the_batch():
 
 
 def test_verl_warmup_counts_scheduler_steps():
-    s = export(quickstart(2, 2, algorithm__optimizer={"name": "adam", "lr": 0.05, "warmup_steps": 8}), "verl").plan.settings
+    s = export(
+        quickstart(2, 2, algorithm__optimizer={"name": "adam", "lr": 0.05, "warmup_steps": 8}), "verl"
+    ).plan.settings
     assert s[f"{A}.optim.lr_warmup_steps"] == 2  # verl steps its scheduler once per batch of 4 optimizer steps
 
 
@@ -70,10 +72,13 @@ def test_verl_reinforce_route_and_batch_start_anchor_are_gaps():
     assert "algorithm.proximal" not in gaps(quickstart(2), "verl")
 
 
-@pytest.mark.parametrize("scn", [quickstart(2, 2), quickstart(4, staleness=ASYNC), quickstart(1, 3)],
-                         ids=["sync-2x2", "async-4x1", "sync-1x3"])
+@pytest.mark.parametrize(
+    "scn",
+    [quickstart(2, 2), quickstart(4, staleness=ASYNC), quickstart(1, 3)],
+    ids=["sync-2x2", "async-4x1", "sync-1x3"],
+)
 def test_verl_accepts_the_written_files(scn, wheel):
-    from sandbox.export.validate.verl import validate
+    from sandbox.frameworks.verl.validation import validate
 
     assert validate(export(scn, "verl").files, wheel("verl")) == []
 
@@ -103,11 +108,12 @@ def test_trl_async_syncs_weights_every_m_steps_and_has_no_epochs():
     assert "algorithm.epochs" in gaps(quickstart(1, 2, staleness=ASYNC), "trl")
 
 
-@pytest.mark.parametrize("scn", [quickstart(2, 3, algorithm__proximal="batch_start"), quickstart(2, staleness=ASYNC)],
-                         ids=["sync", "async"])
+@pytest.mark.parametrize(
+    "scn", [quickstart(2, 3, algorithm__proximal="batch_start"), quickstart(2, staleness=ASYNC)], ids=["sync", "async"]
+)
 def test_trl_accepts_the_written_config(scn):
     pytest.importorskip("trl")
-    from sandbox.export.validate.trl import validate
+    from sandbox.frameworks.trl.validation import validate
 
     assert validate(export(scn, "trl").files, None) == []
 
@@ -123,28 +129,35 @@ def test_openrlhf_train_batch_and_epochs():
     assert "algorithm.proximal" in gaps(quickstart(2), "openrlhf")  # OpenRLHF recomputes π_old per batch
     reinforce = {"name": "reinforce", "baseline": "group_mean", "aggregation": "seq_mean_token_mean"}
     assert "algorithm.minibatches + algorithm.epochs" in gaps(
-        quickstart(2, algorithm__objective=reinforce, algorithm__proximal="batch_start"), "openrlhf")
+        quickstart(2, algorithm__objective=reinforce, algorithm__proximal="batch_start"), "openrlhf"
+    )
 
 
 def test_openrlhf_clip_against_the_batch_start_is_exact_on_stale_data():
     scn = quickstart(2, staleness=ASYNC, algorithm__proximal="batch_start")
     assert "algorithm.objective.eps_low + algorithm.objective.eps_high" not in gaps(scn, "openrlhf")
-    assert "algorithm.objective.eps_low + algorithm.objective.eps_high" in gaps(quickstart(2, staleness=ASYNC), "openrlhf")
+    assert "algorithm.objective.eps_low + algorithm.objective.eps_high" in gaps(
+        quickstart(2, staleness=ASYNC), "openrlhf"
+    )
 
 
 def test_openrlhf_accepts_the_written_flags(wheel):
-    from sandbox.export.validate.openrlhf import validate
+    from sandbox.frameworks.openrlhf.validation import validate
 
-    assert validate(export(quickstart(2, 2, algorithm__proximal="batch_start"), "openrlhf").files, wheel("openrlhf")) == []
+    assert (
+        validate(export(quickstart(2, 2, algorithm__proximal="batch_start"), "openrlhf").files, wheel("openrlhf")) == []
+    )
 
 
 def test_areal_minibatches_and_no_epochs(wheel):
-    from sandbox.export.validate.areal import validate
+    from sandbox.frameworks.areal.validation import validate
 
     exp = export(quickstart(4, staleness=ASYNC), "areal")
     assert exp.plan.settings["actor.ppo_n_minibatches"] == 4
     assert exp.plan.settings["rollout.max_head_offpolicyness"] == 2
-    assert not {"algorithm.minibatches", "algorithm.epochs", "algorithm.proximal"} & gaps(quickstart(4, staleness=ASYNC), "areal")
+    assert not {"algorithm.minibatches", "algorithm.epochs", "algorithm.proximal"} & gaps(
+        quickstart(4, staleness=ASYNC), "areal"
+    )
     assert "algorithm.epochs" in gaps(quickstart(1, 2), "areal")
     assert validate(exp.files, wheel("areal")) == []
 

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.export import EXPORTERS, ExportRefused, Given, export_scenario
-from sandbox.scenario import load_scenario, variant_scenarios
+from sandbox.export.api import EXPORTERS, ExportRefused, Given, export_scenario
+from sandbox.scenario.api import load_scenario, variant_scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMOTE = ROOT / "scenarios" / "promote.toml"
@@ -70,8 +70,9 @@ def test_the_table_covers_the_scenario_and_every_framework():
 @pytest.mark.parametrize("variant, framework", CASES)
 def test_variant_exports_as_is_and_passes_the_framework_checks(variant, framework, wheel, tmp_path):
     out = tmp_path / "out"
-    done = CliRunner().invoke(app, ["export", str(PROMOTE), "--variant", variant, "-f", framework, "--lr", "1e-6",
-                                    "--out", str(out)])
+    done = CliRunner().invoke(
+        app, ["export", str(PROMOTE), "--variant", variant, "-f", framework, "--lr", "1e-6", "--out", str(out)]
+    )
     assert done.exit_code == 0, done.output
     files = {p.name: p.read_text() for p in out.iterdir() if p.name != "export.json"}
     assert json.loads((out / "export.json").read_text())["partial"] is False

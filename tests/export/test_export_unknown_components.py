@@ -8,14 +8,13 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import pytest
+from conftest import SCENARIOS
 
 from sandbox.algorithms.base import MethodConfig
-from sandbox.export import EXPORTERS, ExportRefused, export_scenario
-from sandbox.scenario import load_scenario
+from sandbox.export.api import EXPORTERS, ExportRefused, export_scenario
+from sandbox.scenario.api import load_scenario
 from sandbox.system.delays.base import Delay
 from sandbox.system.staleness.base import ControlConfig
-
-from conftest import SCENARIOS
 
 
 class TemperedISConfig(MethodConfig):
@@ -59,12 +58,26 @@ def _with(scn, section: str, **update):
 
 
 CASES = {
-    "correction": (lambda s: _with(s, "algorithm", correction=TemperedISConfig()), "algorithm.correction", "tempered_is"),
-    "objective": (lambda s: _with(s, "algorithm", objective=SyntheticObjectiveConfig()), "algorithm.objective",
-                  "synthetic_objective"),
-    "stabilizer": (lambda s: _with(s, "algorithm", stabilizers=[SyntheticStabilizerConfig()]), "algorithm.stabilizers[0]",
-                   "synthetic_stabilizer"),
-    "staleness": (lambda s: _with(s, "system", staleness=SyntheticControlConfig()), "system.staleness", "synthetic_control"),
+    "correction": (
+        lambda s: _with(s, "algorithm", correction=TemperedISConfig()),
+        "algorithm.correction",
+        "tempered_is",
+    ),
+    "objective": (
+        lambda s: _with(s, "algorithm", objective=SyntheticObjectiveConfig()),
+        "algorithm.objective",
+        "synthetic_objective",
+    ),
+    "stabilizer": (
+        lambda s: _with(s, "algorithm", stabilizers=[SyntheticStabilizerConfig()]),
+        "algorithm.stabilizers[0]",
+        "synthetic_stabilizer",
+    ),
+    "staleness": (
+        lambda s: _with(s, "system", staleness=SyntheticControlConfig()),
+        "system.staleness",
+        "synthetic_control",
+    ),
 }
 
 
@@ -84,7 +97,9 @@ def test_unknown_component_is_a_no_equivalent_row(framework, family):
 
 @pytest.mark.parametrize("framework", sorted(EXPORTERS))
 def test_unknown_delay_model_is_sandbox_only(framework):
-    scn = _with(_base(), "system", generation_time=SyntheticDelay(), train_time=SyntheticDelay(), sync_delay=SyntheticDelay())
+    scn = _with(
+        _base(), "system", generation_time=SyntheticDelay(), train_time=SyntheticDelay(), sync_delay=SyntheticDelay()
+    )
     exp = export_scenario(scn, framework, allow_partial=True)
     for key in ("system.generation_time", "system.train_time", "system.sync_delay"):
         row = next(r for r in exp.plan.rows if r.source == key)
@@ -95,18 +110,26 @@ def test_exporters_load_only_when_asked_for():
     import subprocess
     import sys
 
-    code = ("import sys; from sandbox.export import EXPORTERS; names = sorted(EXPORTERS); "
-            "loaded = lambda: sorted(m for m in sys.modules if m.startswith('sandbox.export.') and "
-            "m.rsplit('.', 1)[1] in ('verl', 'verl_vcpo', 'trl', 'openrlhf', 'areal', 'prime_rl')); "
-            "before = loaded(); EXPORTERS['openrlhf']; print(names, before, loaded())")
+    code = (
+        "import sys; from sandbox.export.api import EXPORTERS; names = sorted(EXPORTERS); "
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith('sandbox.export.') and "
+        "m.rsplit('.', 1)[1] in ('verl', 'verl_vcpo', 'trl', 'openrlhf', 'areal', 'prime_rl')); "
+        "before = loaded(); EXPORTERS['openrlhf']; print(names, before, loaded())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == ("['areal', 'openrlhf', 'prime-rl', 'trl', 'verl', 'verl-vcpo'] [] "
-                           "['sandbox.export.openrlhf']"), out
+    assert out.strip() == (
+        "['areal', 'openrlhf', 'prime-rl', 'trl', 'verl', 'verl-vcpo'] [] ['sandbox.frameworks.openrlhf.export']"
+    ), out
 
 
 def _tempered_for_verl(plan, source, cfg):
-    plan.converted(f"{source}.name + {source}.temperature", f"{cfg.name}, {cfg.temperature:g}",
-                   "algorithm.rollout_correction.rollout_is", "token", "a made-up mapping, for the test")
+    plan.converted(
+        f"{source}.name + {source}.temperature",
+        f"{cfg.name}, {cfg.temperature:g}",
+        "algorithm.rollout_correction.rollout_is",
+        "token",
+        "a made-up mapping, for the test",
+    )
 
 
 class CarriedISConfig(TemperedISConfig):
@@ -114,7 +137,9 @@ class CarriedISConfig(TemperedISConfig):
 
 
 class CarriedStabilizerConfig(SyntheticStabilizerConfig):
-    export_mappings: ClassVar[dict] = {"verl": lambda plan, source, cfg: plan.implicit(source, cfg.name, "a no-op here")}
+    export_mappings: ClassVar[dict] = {
+        "verl": lambda plan, source, cfg: plan.implicit(source, cfg.name, "a no-op here")
+    }
 
 
 def test_a_component_carries_its_own_mapping():
@@ -132,7 +157,7 @@ def test_a_component_carries_its_own_mapping():
 def _validate(framework, exports, wheel):
     """The framework's own schema check of each export (problems per export; AReaL's in one child process)."""
     from sandbox.export.validate import WHEELS, validate
-    from sandbox.export.validate.areal import validate_many
+    from sandbox.frameworks.areal.validation import validate_many
 
     if framework == "trl":
         pytest.importorskip("trl")
@@ -147,9 +172,17 @@ def test_exports_with_unknown_components_pass_the_frameworks_checks(framework, w
     assert _validate(framework, exports, wheel) == [[]] * len(exports)
 
 
-@pytest.mark.parametrize("module, table", [("verl", "CORRECTION_GAPS"), ("verl_vcpo", "CORRECTION_GAPS"),
-                                           ("trl", "_CORRECTION_MAPPED"), ("openrlhf", "NOT_IN_OPENRLHF"),
-                                           ("areal", "CORRECTION_GAPS"), ("prime_rl", "_CORRECTION_GAPS")])
+@pytest.mark.parametrize(
+    "module, table",
+    [
+        ("verl", "CORRECTION_GAPS"),
+        ("verl_vcpo", "CORRECTION_GAPS"),
+        ("trl", "_CORRECTION_MAPPED"),
+        ("openrlhf", "NOT_IN_OPENRLHF"),
+        ("areal", "CORRECTION_GAPS"),
+        ("prime_rl", "_CORRECTION_GAPS"),
+    ],
+)
 def test_the_framework_table_decides_what_it_maps(monkeypatch, module, table):
     """A registered correction that a framework's table leaves out falls to the engine's row, never a KeyError."""
     import importlib
@@ -159,5 +192,7 @@ def test_the_framework_table_decides_what_it_maps(monkeypatch, module, table):
     scn = load_scenario(SCENARIOS / "quickstart.toml", overrides={"algorithm.correction": {"name": "opsm"}})[0]
     framework = next(name for name in EXPORTERS if EXPORTERS[name].__module__ == mod.__name__)
     gaps = export_scenario(scn, framework, allow_partial=True).plan.gaps()
-    assert any(r.source == "algorithm.correction" and "has no mapping for the sandbox's correction 'opsm'" in r.note
-               for r in gaps)
+    assert any(
+        r.source == "algorithm.correction" and "has no mapping for the sandbox's correction 'opsm'" in r.note
+        for r in gaps
+    )

@@ -1,5 +1,5 @@
 """`sandbox export --variant` with variant names that are not directory names ("a/b", spaces):
-the original name and the directory name (its slug, sandbox.outputs.safe_name) both select the
+the original name and the directory name (its slug, sandbox.base.outputs.safe_name) both select the
 variant, in a scenario file and in the run directory `sandbox run` wrote; nothing else matches."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import tomli_w
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.export import ExportError
+from sandbox.export.api import ExportError
 from sandbox.export.source import resolve
 
 SCENARIO = {

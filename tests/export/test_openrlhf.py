@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import SHIPPED, check_golden
 
-import sandbox.export.openrlhf  # noqa: F401  registers the exporter
-from sandbox.export import ExportRefused, Given, export_scenario, get_exporter
+import sandbox.frameworks.openrlhf.export  # noqa: F401  registers the exporter
+from sandbox.export.api import ExportRefused, Given, export_scenario, get_exporter
 from sandbox.export.common import scenario_leaves
-from sandbox.export.validate.openrlhf import build_parser, validate
-from sandbox.scenario import load_scenario
+from sandbox.frameworks.openrlhf.validation import build_parser, validate
+from sandbox.scenario.api import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
@@ -59,7 +59,9 @@ def test_max_lag_is_the_queue_size(k_max):
 
 
 def test_one_optimizer_step_per_rollout_batch():
-    s = settings(system__staleness={"kind": "max_lag", "k_max": 4}, algorithm__group_size=6, algorithm__groups_per_step=5)
+    s = settings(
+        system__staleness={"kind": "max_lag", "k_max": 4}, algorithm__group_size=6, algorithm__groups_per_step=5
+    )
     assert s["--rollout.n_samples_per_prompt"] == 6
     assert s["--rollout.batch_size"] == 5
     assert s["--train.batch_size"] == 30
@@ -67,8 +69,15 @@ def test_one_optimizer_step_per_rollout_batch():
     assert s["--rollout.vllm_generate_batch_size"] == 5
 
 
-@pytest.mark.parametrize("staleness", [{"kind": "sync"}, {"kind": "max_lag", "k_max": 0}, {"kind": "fixed_lag", "k": 0},
-                                       {"kind": "async_ratio", "alpha": 0.0}])
+@pytest.mark.parametrize(
+    "staleness",
+    [
+        {"kind": "sync"},
+        {"kind": "max_lag", "k_max": 0},
+        {"kind": "fixed_lag", "k": 0},
+        {"kind": "async_ratio", "alpha": 0.0},
+    ],
+)
 def test_zero_lag_runs_the_synchronous_trainer(staleness):
     exp = export(scenario(system__staleness=staleness))
     assert "--train.async_enable" not in exp.plan.settings
@@ -82,7 +91,7 @@ def test_fixed_lag_is_refused_with_the_max_lag_alternative():
         export(scn, allow_partial=False)
     assert "system.staleness" in str(info.value)
     gap = row(export(scn).plan, "system.staleness")
-    assert gap.kind == "no_equivalent" and 'k_max = 8' in gap.note and "--train.async_queue_size 8" in gap.note
+    assert gap.kind == "no_equivalent" and "k_max = 8" in gap.note and "--train.async_queue_size 8" in gap.note
 
 
 def test_async_ratio_is_refused():
@@ -164,8 +173,10 @@ def test_clip_range_at_lag_zero_dapo_clip_higher_and_dual_clip():
 
 
 def test_clip_on_stale_data_has_no_equivalent():
-    scn = scenario(system__staleness={"kind": "max_lag", "k_max": 2},
-                   algorithm__objective={"name": "dapo", "advantage": "rloo", "dual_clip_c": 3.0})
+    scn = scenario(
+        system__staleness={"kind": "max_lag", "k_max": 2},
+        algorithm__objective={"name": "dapo", "advantage": "rloo", "dual_clip_c": 3.0},
+    )
     with pytest.raises(ExportRefused, match="eps_low"):
         export(scn, allow_partial=False)
     exp = export(scn)
@@ -176,37 +187,51 @@ def test_clip_on_stale_data_has_no_equivalent():
 
 
 def test_reinforce_on_stale_data_exports_cleanly():
-    exp = export(scenario(system__staleness={"kind": "max_lag", "k_max": 3},
-                          algorithm__objective={"name": "reinforce", "baseline": "group_mean", "normalize_std": True,
-                                                "aggregation": "seq_mean_token_mean"},
-                          algorithm__correction={"name": "tis", "level": "token", "C": 2.0}), allow_partial=False)
+    exp = export(
+        scenario(
+            system__staleness={"kind": "max_lag", "k_max": 3},
+            algorithm__objective={
+                "name": "reinforce",
+                "baseline": "group_mean",
+                "normalize_std": True,
+                "aggregation": "seq_mean_token_mean",
+            },
+            algorithm__correction={"name": "tis", "level": "token", "C": 2.0},
+        ),
+        allow_partial=False,
+    )
     assert exp.plan.gaps() == []
     assert exp.plan.settings["--train.async_queue_size"] == 3
 
 
 def test_gspo_is_taken_against_the_rollout_log_probs():
-    scn = scenario(system__staleness={"kind": "max_lag", "k_max": 2},
-                   algorithm__objective={"name": "gspo", "advantage": "rloo"})
+    scn = scenario(
+        system__staleness={"kind": "max_lag", "k_max": 2}, algorithm__objective={"name": "gspo", "advantage": "rloo"}
+    )
     exp = export(scn, allow_partial=False)
     s = exp.plan.settings
     assert s["--actor.policy_loss_type"] == "gspo"
     assert s["--algo.advantage.is_correction_level"] == "token"  # switches the ratio to pi_theta/mu
     assert s["--actor.eps_clip_low_high"] == [3e-4, 4e-4]
     assert s["--actor.loss_agg_mode"] == "seq-mean-token-mean"
-    with_tis = export(scenario(algorithm__objective={"name": "gspo", "advantage": "rloo"},
-                               algorithm__correction={"name": "tis"}))
+    with_tis = export(
+        scenario(algorithm__objective={"name": "gspo", "advantage": "rloo"}, algorithm__correction={"name": "tis"})
+    )
     assert row(with_tis.plan, "algorithm.correction").kind == "no_equivalent"
 
 
 def test_cispo_is_the_token_clip_gate():
-    scn = scenario(system__staleness={"kind": "max_lag", "k_max": 2},
-                   algorithm__objective={"name": "cispo", "advantage": "rloo", "eps_low": 0.8, "eps_high": 4.0})
+    scn = scenario(
+        system__staleness={"kind": "max_lag", "k_max": 2},
+        algorithm__objective={"name": "cispo", "advantage": "rloo", "eps_low": 0.8, "eps_high": 4.0},
+    )
     s = export(scn, allow_partial=False).plan.settings
     assert s["--actor.policy_loss_type"] == "ppo"
     assert (s["--algo.advantage.is_correction_level"], s["--algo.advantage.is_correction_mode"]) == ("token", "clip")
     assert s["--algo.advantage.is_correction_threshold"] == pytest.approx([0.2, 5.0])
-    with_tis = export(scenario(algorithm__objective={"name": "cispo", "advantage": "rloo"},
-                               algorithm__correction={"name": "tis"}))
+    with_tis = export(
+        scenario(algorithm__objective={"name": "cispo", "advantage": "rloo"}, algorithm__correction={"name": "tis"})
+    )
     assert row(with_tis.plan, "algorithm.correction").kind == "no_equivalent"
 
 
@@ -258,12 +283,17 @@ def test_token_tis_cap():
     assert (s["--algo.advantage.is_correction_level"], s["--algo.advantage.is_correction_mode"]) == ("token", "clip")
     assert s["--algo.advantage.is_correction_gating"] == "ratio"
     assert s["--algo.advantage.is_correction_threshold"] == [0.0, 2.0]
-    assert correction({"name": "tis", "level": "token", "C": 3.0, "C_low": 0.5})["--algo.advantage.is_correction_threshold"] == [0.5, 3.0]
+    assert correction({"name": "tis", "level": "token", "C": 3.0, "C_low": 0.5})[
+        "--algo.advantage.is_correction_threshold"
+    ] == [0.5, 3.0]
 
 
 def test_masks_on_the_token_ratio():
     icepop = correction({"name": "icepop", "alpha": 0.5, "beta": 5.0})
-    assert (icepop["--algo.advantage.is_correction_level"], icepop["--algo.advantage.is_correction_mode"]) == ("token", "mask")
+    assert (icepop["--algo.advantage.is_correction_level"], icepop["--algo.advantage.is_correction_mode"]) == (
+        "token",
+        "mask",
+    )
     assert icepop["--algo.advantage.is_correction_threshold"] == [0.5, 5.0]
     mis = correction({"name": "mis", "level": "token", "C": 3.0, "C_low": 0.2})
     assert mis["--algo.advantage.is_correction_threshold"] == [0.2, 3.0]
@@ -276,14 +306,29 @@ def test_geometric_sequence_mask():
     s = correction({"name": "geo_mis", "lo": 0.99, "hi": 1.01})
     assert (s["--algo.advantage.is_correction_level"], s["--algo.advantage.is_correction_mode"]) == ("seq", "mask")
     assert s["--algo.advantage.is_correction_threshold"] == [0.99, 1.01]
-    exp = export(scenario(algorithm__objective={"name": "reinforce", "baseline": "group_mean", "aggregation": "token_mean"},
-                          algorithm__correction={"name": "geo_mis"}))
+    exp = export(
+        scenario(
+            algorithm__objective={"name": "reinforce", "baseline": "group_mean", "aggregation": "token_mean"},
+            algorithm__correction={"name": "geo_mis"},
+        )
+    )
     assert row(exp.plan, "algorithm.correction.token_weight + algorithm.correction.C").kind == "no_equivalent"
 
 
-@pytest.mark.parametrize("corr", [{"name": "tis", "level": "sequence"}, {"name": "mis", "level": "sequence"},
-                                  {"name": "opsm"}, {"name": "m2po_mask"}, {"name": "m2po_clipband"}, {"name": "bapo"},
-                                  {"name": "topr"}, {"name": "dppo_mask"}, {"name": "decoupled_ppo", "level": "sequence"}])
+@pytest.mark.parametrize(
+    "corr",
+    [
+        {"name": "tis", "level": "sequence"},
+        {"name": "mis", "level": "sequence"},
+        {"name": "opsm"},
+        {"name": "m2po_mask"},
+        {"name": "m2po_clipband"},
+        {"name": "bapo"},
+        {"name": "topr"},
+        {"name": "dppo_mask"},
+        {"name": "decoupled_ppo", "level": "sequence"},
+    ],
+)
 def test_corrections_openrlhf_lacks(corr):
     scn = scenario(algorithm__objective={"name": "grpo", "eps_std": 1e-9}, algorithm__correction=corr)
     with pytest.raises(ExportRefused, match="algorithm.correction"):
@@ -304,8 +349,18 @@ def test_sequence_tis_says_geometric_mean_is_not_the_product():
 
 
 def test_optimizer_keys_and_scale_values_only_when_given():
-    scn = scenario(algorithm__optimizer={"name": "adamw", "lr": 0.05, "betas": [0.9, 0.98], "eps": 1e-6,
-                                         "weight_decay": 0.1, "schedule": "cosine", "warmup_steps": 12, "grad_clip": 0.5})
+    scn = scenario(
+        algorithm__optimizer={
+            "name": "adamw",
+            "lr": 0.05,
+            "betas": [0.9, 0.98],
+            "eps": 1e-6,
+            "weight_decay": 0.1,
+            "schedule": "cosine",
+            "warmup_steps": 12,
+            "grad_clip": 0.5,
+        }
+    )
     s = export(scn).plan.settings
     assert s["--actor.optim"] == "adam"
     assert s["--actor.adam.betas"] == [0.9, 0.98]
@@ -316,14 +371,19 @@ def test_optimizer_keys_and_scale_values_only_when_given():
     assert "--actor.adam.lr" not in s and "--actor.max_norm" not in s
     given = export(scn, given=Given(lr=1e-6, grad_clip=1.0)).plan.settings
     assert given["--actor.adam.lr"] == 1e-6 and given["--actor.max_norm"] == 1.0
-    assert settings(algorithm__optimizer={"name": "adam", "warmup_steps": 5})["--actor.lr_scheduler"] == "constant_with_warmup"
+    assert (
+        settings(algorithm__optimizer={"name": "adam", "warmup_steps": 5})["--actor.lr_scheduler"]
+        == "constant_with_warmup"
+    )
 
 
 @pytest.mark.parametrize("opt", [{"name": "sgd", "momentum": 0.9}, {"name": "adam", "weight_decay": 0.01}])
 def test_optimizers_openrlhf_lacks(opt):
     with pytest.raises(ExportRefused, match="algorithm.optimizer.name"):
-        export(scenario(algorithm__objective={"name": "grpo", "eps_std": 1e-9}, algorithm__optimizer=opt),
-               allow_partial=False)
+        export(
+            scenario(algorithm__objective={"name": "grpo", "eps_std": 1e-9}, algorithm__optimizer=opt),
+            allow_partial=False,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -377,7 +437,11 @@ def async_export():
 
 
 def with_flags_text(files, old, new):
-    return {**files, "flags.txt": files["flags.txt"].replace(old, new), "launch.sh": files["launch.sh"].replace(old, new)}
+    return {
+        **files,
+        "flags.txt": files["flags.txt"].replace(old, new),
+        "launch.sh": files["launch.sh"].replace(old, new),
+    }
 
 
 def test_old_flag_name_is_reported(async_export, openrlhf_wheel):
@@ -425,6 +489,8 @@ def test_golden(case):
 
 def test_a_critic_path_is_reported(async_export, openrlhf_wheel):
     """OpenRLHF's default estimator is gae, which makes train_ppo_ray.py build a critic (issue 25 item 7)."""
-    files = with_flags_text(async_export.files, "--algo.advantage.estimator group_norm", "--algo.advantage.estimator gae")
+    files = with_flags_text(
+        async_export.files, "--algo.advantage.estimator group_norm", "--algo.advantage.estimator gae"
+    )
     assert files != async_export.files
     assert any("would train a critic" in p for p in validate(files, openrlhf_wheel))

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from conftest import SHIPPED, check_golden
 
-import sandbox.export.prime_rl  # noqa: F401  registers the exporter
-from sandbox.export import ExportRefused, Given, export_scenario
-from sandbox.export.prime_rl import PrimeRLExporter
-from sandbox.export.validate import prime_rl as checker
-from sandbox.scenario import validate_scenario
+import sandbox.frameworks.prime_rl.export  # noqa: F401  registers the exporter
+from sandbox.export.api import ExportRefused, Given, export_scenario
+from sandbox.frameworks.prime_rl import validation as checker
+from sandbox.frameworks.prime_rl.export import PrimeRLExporter
+from sandbox.scenario.api import validate_scenario
 from sandbox.scenario.load import apply_overrides
 
 FW = "prime-rl"
@@ -38,9 +38,20 @@ EXPRESSIBLE = {
     "algorithm": {
         "group_size": 8,
         "groups_per_step": 4,
-        "objective": {"name": "grpo", "normalize_std": False, "eps_low": 1.0, "eps_high": float("inf"),
-                      "aggregation": "token_mean"},
-        "correction": {"name": "dppo_mask", "dppo_mask_low": 0.1, "dppo_mask_high": 0.3, "adv_tau": 0.5, "kl_tau": 0.01},
+        "objective": {
+            "name": "grpo",
+            "normalize_std": False,
+            "eps_low": 1.0,
+            "eps_high": float("inf"),
+            "aggregation": "token_mean",
+        },
+        "correction": {
+            "name": "dppo_mask",
+            "dppo_mask_low": 0.1,
+            "dppo_mask_high": 0.3,
+            "adv_tau": 0.5,
+            "kl_tau": 0.01,
+        },
         "optimizer": {"name": "adamw", "lr": 0.01, "betas": [0.9, 0.95], "weight_decay": 0.1},
     },
     "run": {"steps": 50},
@@ -124,7 +135,9 @@ def test_partial_rollouts_false_is_a_difference_when_lag_is_allowed():
 
 
 def test_ipo_variant():
-    exp = export_scenario(scenario(**{"algorithm.correction": {"name": "dppo_mask", "variant": "ipo", "ipo_threshold": 0.15}}), FW)
+    exp = export_scenario(
+        scenario(**{"algorithm.correction": {"name": "dppo_mask", "variant": "ipo", "ipo_threshold": 0.15}}), FW
+    )
     s = exp.plan.settings
     assert s["trainer.loss.type"] == "ipo" and s["trainer.loss.ipo_threshold"] == 0.15
     assert "trainer.loss.dppo_mask_low" not in s
@@ -132,15 +145,23 @@ def test_ipo_variant():
 
 
 def test_rloo_advantage_is_folded_into_adv_tau():
-    exp = export_scenario(scenario(**{"algorithm.objective": {"name": "rloo", "eps_low": 1.0, "eps_high": float("inf"),
-                                                              "dual_clip_c": None}}), FW)
+    exp = export_scenario(
+        scenario(
+            **{"algorithm.objective": {"name": "rloo", "eps_low": 1.0, "eps_high": float("inf"), "dual_clip_c": None}}
+        ),
+        FW,
+    )
     assert exp.plan.settings["trainer.loss.adv_tau"] == pytest.approx(0.5 * 8 / 7)
     assert exp.plan.gaps() == []
 
 
 def test_no_correction_switches_the_dppo_mask_and_kl_off():
     s = export_scenario(BY_ID["quickstart:async"], FW, allow_partial=True).plan.settings
-    assert (s["trainer.loss.type"], s["trainer.loss.dppo_mask_low"], s["trainer.loss.dppo_mask_high"]) == ("default", 1.0, 1.0)
+    assert (s["trainer.loss.type"], s["trainer.loss.dppo_mask_low"], s["trainer.loss.dppo_mask_high"]) == (
+        "default",
+        1.0,
+        1.0,
+    )
     assert (s["trainer.loss.kl_tau"], s["trainer.loss.adv_tau"]) == (0.0, 1.0)
 
 
@@ -148,8 +169,14 @@ def test_clip_std_and_aggregation_of_default_grpo_are_named_in_the_refusal():
     with pytest.raises(ExportRefused) as err:
         export_scenario(BY_ID["quickstart:async"], FW)
     text = str(err.value)
-    for name in ("algorithm.objective.eps_low", "algorithm.objective.eps_high", "algorithm.objective.normalize_std",
-                 "algorithm.objective.aggregation", "system.staleness.enforcement", "system.partial_rollouts"):
+    for name in (
+        "algorithm.objective.eps_low",
+        "algorithm.objective.eps_high",
+        "algorithm.objective.normalize_std",
+        "algorithm.objective.aggregation",
+        "system.staleness.enforcement",
+        "system.partial_rollouts",
+    ):
         assert name in text
 
 
@@ -185,18 +212,32 @@ def test_stabilizers_have_no_equivalent_and_say_what_to_do():
 
 
 def test_optimizer_variants():
-    sgd = export_scenario(scenario(**{"algorithm.optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.8}}), FW).plan.settings
-    assert (sgd["trainer.optim.type"], sgd["trainer.optim.momentum"], sgd["trainer.optim.nesterov"]) == ("sgd", 0.8, False)
-    adam_wd = export_scenario(scenario(**{"algorithm.optimizer": {"name": "adam", "lr": 0.1, "weight_decay": 0.01}}),
-                              FW, allow_partial=True)
+    sgd = export_scenario(
+        scenario(**{"algorithm.optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.8}}), FW
+    ).plan.settings
+    assert (sgd["trainer.optim.type"], sgd["trainer.optim.momentum"], sgd["trainer.optim.nesterov"]) == (
+        "sgd",
+        0.8,
+        False,
+    )
+    adam_wd = export_scenario(
+        scenario(**{"algorithm.optimizer": {"name": "adam", "lr": 0.1, "weight_decay": 0.01}}), FW, allow_partial=True
+    )
     assert [g.source for g in adam_wd.plan.gaps()] == ["algorithm.optimizer.weight_decay"]
     assert adam_wd.plan.settings["trainer.optim.weight_decay"] == 0.0
-    lin = export_scenario(scenario(**{"algorithm.optimizer": {"name": "adamw", "lr": 0.1, "schedule": "linear",
-                                                               "warmup_steps": 5}}), FW)
+    lin = export_scenario(
+        scenario(**{"algorithm.optimizer": {"name": "adamw", "lr": 0.1, "schedule": "linear", "warmup_steps": 5}}), FW
+    )
     s = lin.plan.settings
-    assert (s["trainer.scheduler.type"], s["trainer.scheduler.warmup_steps"], s["trainer.scheduler.decay_steps"]) == ("linear", 5, 45)
+    assert (s["trainer.scheduler.type"], s["trainer.scheduler.warmup_steps"], s["trainer.scheduler.decay_steps"]) == (
+        "linear",
+        5,
+        45,
+    )
     assert checker.validate(lin.files) == []
-    warm = export_scenario(scenario(**{"algorithm.optimizer": {"name": "adamw", "lr": 0.1, "warmup_steps": 3}}), FW).plan.settings
+    warm = export_scenario(
+        scenario(**{"algorithm.optimizer": {"name": "adamw", "lr": 0.1, "warmup_steps": 3}}), FW
+    ).plan.settings
     assert (warm["trainer.scheduler.type"], warm["trainer.scheduler.decay_steps"]) == ("linear", 0)
 
 
@@ -208,9 +249,26 @@ def test_scale_values_only_when_given():
 
 def test_exporter_metadata():
     assert PrimeRLExporter.resolve_version(None).release == "559b4477"
-    concepts = {"max lag", "fixed lag", "async ratio", "partial rollouts", "batch geometry", "learning rate", "clip range",
-                "dual clip", "KL penalty", "loss aggregation", "advantage", "token TIS", "sequence TIS",
-                "masked IS / IcePop", "M2PO", "decoupled PPO", "VCPO", "GAC"}
+    concepts = {
+        "max lag",
+        "fixed lag",
+        "async ratio",
+        "partial rollouts",
+        "batch geometry",
+        "learning rate",
+        "clip range",
+        "dual clip",
+        "KL penalty",
+        "loss aggregation",
+        "advantage",
+        "token TIS",
+        "sequence TIS",
+        "masked IS / IcePop",
+        "M2PO",
+        "decoupled PPO",
+        "VCPO",
+        "GAC",
+    }
     assert concepts <= set(PrimeRLExporter.expresses)
 
 
@@ -243,18 +301,21 @@ def _edited(mutate):
     return {**exp.files, "rl.toml": tomli_w.dumps(data)}
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda d: d["orchestrator"].__setitem__("max_async_level", 1), "orchestrator.max_async_level: unknown key"),
-    (lambda d: d["trainer"]["loss"].__setitem__("clip_ratio", 8.0), "trainer.loss.clip_ratio: unknown key"),
-    (lambda d: d["trainer"]["loss"].__setitem__("ipo_threshold", 0.1), "trainer.loss.ipo_threshold: unknown key"),
-    (lambda d: d["orchestrator"].__setitem__("max_off_policy_steps", -1), "must be >= 0"),
-    (lambda d: d["trainer"]["loss"].__setitem__("kl_tau", -0.1), "trainer.loss.kl_tau = -0.1: must be >= 0"),
-    (lambda d: d["trainer"]["optim"].__setitem__("type", "adam"), "trainer.optim.type = 'adam'"),
-    (lambda d: d["orchestrator"].__setitem__("batch_size", 30), "not divisible"),
-    (lambda d: d["orchestrator"].__setitem__("batch_size", "32"), "orchestrator.batch_size = '32': expected"),
-    (lambda d: d["orchestrator"]["train"].__setitem__("filter_zero_advantages", "no"), "expected bool"),
-    (lambda d: d.__setitem__("max_steps", 10), "max_steps: the exporter writes only"),
-])
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda d: d["orchestrator"].__setitem__("max_async_level", 1), "orchestrator.max_async_level: unknown key"),
+        (lambda d: d["trainer"]["loss"].__setitem__("clip_ratio", 8.0), "trainer.loss.clip_ratio: unknown key"),
+        (lambda d: d["trainer"]["loss"].__setitem__("ipo_threshold", 0.1), "trainer.loss.ipo_threshold: unknown key"),
+        (lambda d: d["orchestrator"].__setitem__("max_off_policy_steps", -1), "must be >= 0"),
+        (lambda d: d["trainer"]["loss"].__setitem__("kl_tau", -0.1), "trainer.loss.kl_tau = -0.1: must be >= 0"),
+        (lambda d: d["trainer"]["optim"].__setitem__("type", "adam"), "trainer.optim.type = 'adam'"),
+        (lambda d: d["orchestrator"].__setitem__("batch_size", 30), "not divisible"),
+        (lambda d: d["orchestrator"].__setitem__("batch_size", "32"), "orchestrator.batch_size = '32': expected"),
+        (lambda d: d["orchestrator"]["train"].__setitem__("filter_zero_advantages", "no"), "expected bool"),
+        (lambda d: d.__setitem__("max_steps", 10), "max_steps: the exporter writes only"),
+    ],
+)
 def test_validator_rejects(mutate, expected):
     problems = checker.validate(_edited(mutate))
     assert any(expected in p for p in problems), problems
@@ -280,12 +341,17 @@ class OrchestratorConfig(BaseModel):
 """
 
 
-@pytest.mark.parametrize("limit, factor, expected", [
-    (10**6, 1, None),
-    (10**6, 2, "orchestrator.batch_size: reads back as 128, exported 64"),
-    (1, 1, "orchestrator: rejected by prime-rl's OrchestratorConfig"),
-])
-def test_validator_builds_the_tables_with_prime_rls_models_from_a_checkout(tmp_path, monkeypatch, limit, factor, expected):
+@pytest.mark.parametrize(
+    "limit, factor, expected",
+    [
+        (10**6, 1, None),
+        (10**6, 2, "orchestrator.batch_size: reads back as 128, exported 64"),
+        (1, 1, "orchestrator: rejected by prime-rl's OrchestratorConfig"),
+    ],
+)
+def test_validator_builds_the_tables_with_prime_rls_models_from_a_checkout(
+    tmp_path, monkeypatch, limit, factor, expected
+):
     src = tmp_path / "packages/prime-rl-configs/src/prime_rl"
     (src / "configs").mkdir(parents=True)
     for init in (src / "__init__.py", src / "configs/__init__.py"):
@@ -326,16 +392,32 @@ def test_pinned_key_list_has_the_facts_the_exporter_relies_on():
     orch = models["orchestrator.OrchestratorConfig"]["fields"]
     assert orch["max_off_policy_steps"]["ge"] == 0 and "max_async_level" not in orch
     loss = models["trainer.TrainerConfig"]["fields"]["loss"]["type"]
-    assert loss["variants"] == {"default": "trainer.DefaultLossConfig", "ipo": "trainer.IPOLossConfig",
-                                "custom": "trainer.CustomLossConfig"}
-    assert set(models["trainer.DefaultLossConfig"]["fields"]) == {"type", "dppo_mask_low", "dppo_mask_high", "adv_tau", "kl_tau"}
-    assert set(models["trainer.TrainerConfig"]["fields"]["optim"]["type"]["variants"]) == {"adamw", "sgd", "muon", "sign_sgd"}
+    assert loss["variants"] == {
+        "default": "trainer.DefaultLossConfig",
+        "ipo": "trainer.IPOLossConfig",
+        "custom": "trainer.CustomLossConfig",
+    }
+    assert set(models["trainer.DefaultLossConfig"]["fields"]) == {
+        "type",
+        "dppo_mask_low",
+        "dppo_mask_high",
+        "adv_tau",
+        "kl_tau",
+    }
+    assert set(models["trainer.TrainerConfig"]["fields"]["optim"]["type"]["variants"]) == {
+        "adamw",
+        "sgd",
+        "muon",
+        "sign_sgd",
+    }
     assert {r["rule"] for r in keys["rules"]} >= {"batch_size_divisible", "one_batch_size"}
 
 
 @pytest.mark.skipif(not (MIRROR / "HEAD").exists(), reason="prime-rl mirror not available (refresh check only)")
 def test_key_list_refreshes_identically_from_the_mirror(tmp_path):
-    spec = importlib.util.spec_from_file_location("prime_rl_keys", Path(__file__).parents[2] / "tools" / "prime_rl_keys.py")
+    spec = importlib.util.spec_from_file_location(
+        "prime_rl_keys", Path(__file__).parents[2] / "tools" / "prime_rl_keys.py"
+    )
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     out = tmp_path / "keys.json"
@@ -373,7 +455,9 @@ def test_launch_setup_merged_with_rl_toml_is_a_valid_rl_config():
     setup = script.split("<<EOF\n", 1)[1].split("\nEOF\n", 1)[0]
     setup = setup.replace("$MAX_STEPS", "100").replace("$MODEL", "Qwen/Qwen3-0.6B").replace("$ENV_ID", "reverse-text")
     merged = _merge(read_back(exp.files), tomllib.loads(setup))
-    assert merged["orchestrator"]["train"]["filter_zero_advantages"] is False and merged["orchestrator"]["train"]["source"]
+    assert (
+        merged["orchestrator"]["train"]["filter_zero_advantages"] is False and merged["orchestrator"]["train"]["source"]
+    )
     assert checker.schema_problems(merged) == []
 
 

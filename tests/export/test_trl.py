@@ -9,24 +9,34 @@ import os
 import pytest
 from conftest import SHIPPED, check_golden, pairs
 
-import sandbox.export.trl  # noqa: F401  registers the exporter
-from sandbox.export import ExportRefused, Given, export_scenario
-from sandbox.export.trl import (
-    ASYNC_CLASS,
-    CONFIG_FILE,
-    SCRIPT_FILE,
-    SYNC_CLASS,
-    TRLExporter,
-    config_class,
-)
-from sandbox.export.validate.trl import validate
-from sandbox.scenario import Scenario
+import sandbox.frameworks.trl.export  # noqa: F401  registers the exporter
+from sandbox.export.api import ExportRefused, Given, export_scenario
+from sandbox.frameworks.trl.export import ASYNC_CLASS, CONFIG_FILE, SCRIPT_FILE, SYNC_CLASS, TRLExporter, config_class
+from sandbox.frameworks.trl.validation import validate
+from sandbox.scenario.api import Scenario
 from sandbox.scenario.load import set_dotted
 
 VARIANTS = dict(SHIPPED)
-CONCEPTS = {"max lag", "fixed lag", "async ratio", "partial rollouts", "batch geometry", "learning rate", "clip range",
-            "dual clip", "KL penalty", "loss aggregation", "advantage", "token TIS", "sequence TIS",
-            "masked IS / IcePop", "M2PO", "decoupled PPO", "VCPO", "GAC"}
+CONCEPTS = {
+    "max lag",
+    "fixed lag",
+    "async ratio",
+    "partial rollouts",
+    "batch geometry",
+    "learning rate",
+    "clip range",
+    "dual clip",
+    "KL penalty",
+    "loss aggregation",
+    "advantage",
+    "token TIS",
+    "sequence TIS",
+    "masked IS / IcePop",
+    "M2PO",
+    "decoupled PPO",
+    "VCPO",
+    "GAC",
+}
 
 
 @pytest.fixture(scope="module")
@@ -169,15 +179,18 @@ def test_gspo_is_the_sequence_level_ratio():
 def test_advantages_without_equivalent():
     assert "algorithm.objective.name" in gaps(scenario(algorithm__objective={"name": "rloo"}))
     assert settings(scenario(algorithm__objective={"name": "rloo"}))["scale_rewards"] == "none"
-    assert "algorithm.objective.advantage" in gaps(scenario(algorithm__objective={"name": "dapo", "advantage": "reward"}))
+    assert "algorithm.objective.advantage" in gaps(
+        scenario(algorithm__objective={"name": "dapo", "advantage": "reward"})
+    )
     assert "algorithm.objective.eps_std" in gaps(scenario(algorithm__objective={"name": "grpo", "eps_std": 0.1}))
     assert gaps(scenario(algorithm__objective={"name": "grpo", "eps_std": 1e-4})) == []
 
 
 def test_population_std_is_harmless_under_adam_only():
     opt = {"name": "sgd", "lr": 0.1}
-    assert "algorithm.objective.std_unbiased" in gaps(scenario(
-        algorithm__objective={"name": "grpo", "std_unbiased": False}, algorithm__optimizer=opt))
+    assert "algorithm.objective.std_unbiased" in gaps(
+        scenario(algorithm__objective={"name": "grpo", "std_unbiased": False}, algorithm__optimizer=opt)
+    )
     assert gaps(scenario(algorithm__objective={"name": "grpo", "std_unbiased": False})) == []
 
 
@@ -228,11 +241,17 @@ def test_tis_caps():
 
 def test_masks():
     s = correction({"name": "mis", "level": "sequence", "C": 3.0, "C_low": 0.5})
-    assert (s["vllm_importance_sampling_mode"], s["vllm_importance_sampling_clip_min"],
-            s["vllm_importance_sampling_clip_max"]) == ("sequence_mask", 0.5, 3.0)
+    assert (
+        s["vllm_importance_sampling_mode"],
+        s["vllm_importance_sampling_clip_min"],
+        s["vllm_importance_sampling_clip_max"],
+    ) == ("sequence_mask", 0.5, 3.0)
     s = correction({"name": "icepop"})
-    assert (s["vllm_importance_sampling_mode"], s["vllm_importance_sampling_clip_min"],
-            s["vllm_importance_sampling_clip_max"]) == ("token_mask", 0.5, 5.0)
+    assert (
+        s["vllm_importance_sampling_mode"],
+        s["vllm_importance_sampling_clip_min"],
+        s["vllm_importance_sampling_clip_max"],
+    ) == ("token_mask", 0.5, 5.0)
     s = correction({"name": "decoupled_ppo"})
     assert (s["vllm_importance_sampling_mode"], s["vllm_importance_sampling_clip_max"]) == ("token_mask", 5.0)
     s = correction({"name": "opsm", "delta": 0.5})
@@ -240,8 +259,13 @@ def test_masks():
 
 
 def test_corrections_without_equivalent_switch_trl_default_off():
-    for corr in ({"name": "geo_mis"}, {"name": "m2po_mask"}, {"name": "mis", "level": "sequence", "seq_weight": "one"},
-                 {"name": "decoupled_ppo", "level": "sequence"}, {"name": "bapo"}):
+    for corr in (
+        {"name": "geo_mis"},
+        {"name": "m2po_mask"},
+        {"name": "mis", "level": "sequence", "seq_weight": "one"},
+        {"name": "decoupled_ppo", "level": "sequence"},
+        {"name": "bapo"},
+    ):
         scn = scenario(algorithm__correction=corr, algorithm__objective={"name": "grpo"})
         assert gaps(scn) == ["algorithm.correction"]
         assert settings(scn)["vllm_importance_sampling_correction"] is False
@@ -261,16 +285,32 @@ def test_async_grpo_has_no_correction_keys():
 
 
 def test_optimizer():
-    s = settings(scenario(algorithm__optimizer={"name": "adamw", "weight_decay": 0.01, "schedule": "cosine",
-                                                "warmup_steps": 10, "betas": [0.9, 0.95], "eps": 1e-6}))
+    s = settings(
+        scenario(
+            algorithm__optimizer={
+                "name": "adamw",
+                "weight_decay": 0.01,
+                "schedule": "cosine",
+                "warmup_steps": 10,
+                "betas": [0.9, 0.95],
+                "eps": 1e-6,
+            }
+        )
+    )
     assert (s["optim"], s["weight_decay"], s["adam_beta1"], s["adam_beta2"], s["adam_epsilon"]) == (
-        "adamw_torch", 0.01, 0.9, 0.95, 1e-6)
+        "adamw_torch",
+        0.01,
+        0.9,
+        0.95,
+        1e-6,
+    )
     assert (s["lr_scheduler_type"], s["warmup_steps"]) == ("cosine", 10)
     assert settings(scenario(algorithm__optimizer={"warmup_steps": 5}))["lr_scheduler_type"] == "constant_with_warmup"
     s = settings(scenario(algorithm__optimizer={"name": "sgd", "momentum": 0.9}))
     assert (s["optim"], s["optim_args"]) == ("sgd", "momentum=0.9")
     assert "algorithm.optimizer.name + algorithm.optimizer.weight_decay" in gaps(
-        scenario(algorithm__optimizer={"name": "adam", "weight_decay": 0.01}))
+        scenario(algorithm__optimizer={"name": "adam", "weight_decay": 0.01})
+    )
 
 
 def test_scale_dependent_values_are_written_only_when_given():
@@ -318,8 +358,20 @@ def test_every_shipped_variant_validates(name, trl_installed):
 
 
 OBJECTIVES = ("reinforce", "grpo", "dr_grpo", "rloo", "ppo", "dapo", "gspo", "cispo", "tba")
-CORRECTIONS = ("none", "tis", "mis", "geo_mis", "icepop", "opsm", "decoupled_ppo", "m2po_mask", "m2po_clipband",
-               "bapo", "topr", "dppo_mask")
+CORRECTIONS = (
+    "none",
+    "tis",
+    "mis",
+    "geo_mis",
+    "icepop",
+    "opsm",
+    "decoupled_ppo",
+    "m2po_mask",
+    "m2po_clipband",
+    "bapo",
+    "topr",
+    "dppo_mask",
+)
 
 
 @pytest.mark.parametrize("base", ["quickstart:sync", "quickstart:async"])
@@ -345,12 +397,17 @@ def test_validator_can_fail(trl_installed):
     problems = validate(_with(sync, num_generatons=8), None)
     assert len(problems) == 1 and "num_generatons" in problems[0]
     assert validate(_with(sync, loss_type="foo"), None) == [
-        "loss_type: 'foo' is not one of grpo, dr_grpo, dapo, bnpo, cispo, sapo, luspo, vespo"]
-    assert any("vllm_importance_sampling_mode" in p for p in validate(_with(sync, vllm_importance_sampling_mode="token"), None))
+        "loss_type: 'foo' is not one of grpo, dr_grpo, dapo, bnpo, cispo, sapo, luspo, vespo"
+    ]
+    assert any(
+        "vllm_importance_sampling_mode" in p for p in validate(_with(sync, vllm_importance_sampling_mode="token"), None)
+    )
     assert any("divisible" in p for p in validate(_with(sync, num_generations=7), None))
     asyn = export(VARIANTS["quickstart:async"]).files
-    assert any("AsyncGRPOConfig has no importance-sampling" in p
-               for p in validate(_with(asyn, vllm_importance_sampling_mode="token_truncate"), None))
+    assert any(
+        "AsyncGRPOConfig has no importance-sampling" in p
+        for p in validate(_with(asyn, vllm_importance_sampling_mode="token_truncate"), None)
+    )
     assert any("does not compile" in p for p in validate({**sync, SCRIPT_FILE: "def main(:\n"}, None))
     assert any("exactly one" in p for p in validate({**sync, SCRIPT_FILE: "import json\n"}, None))
 

@@ -9,11 +9,11 @@ import math
 import pytest
 from conftest import SCENARIOS, SHIPPED, check_golden
 
-import sandbox.export.verl  # noqa: F401  registers the exporter
-from sandbox.export import ExportRefused, Given, export_scenario
-from sandbox.export.validate.verl import validate
-from sandbox.export.verl import NO_DUAL_CLIP, hydra_value
-from sandbox.scenario import load_scenario
+import sandbox.frameworks.verl.export  # noqa: F401  registers the exporter
+from sandbox.export.api import ExportRefused, Given, export_scenario
+from sandbox.frameworks.verl.export import NO_DUAL_CLIP, hydra_value
+from sandbox.frameworks.verl.validation import validate
+from sandbox.scenario.api import load_scenario
 
 SHIPPED_BY_NAME = dict(SHIPPED)
 A = "actor_rollout_ref.actor"
@@ -27,8 +27,15 @@ def quickstart(**overrides):
 
 
 def reinforce(**overrides):
-    return quickstart(algorithm__objective={"name": "reinforce", "baseline": "group_mean", "normalize_std": True,
-                                            "aggregation": "seq_mean_token_mean"}, **overrides)
+    return quickstart(
+        algorithm__objective={
+            "name": "reinforce",
+            "baseline": "group_mean",
+            "normalize_std": True,
+            "aggregation": "seq_mean_token_mean",
+        },
+        **overrides,
+    )
 
 
 def settings(scn, **kw):
@@ -74,8 +81,11 @@ def test_sync_and_unexpressible_controls_train_on_policy():
         assert exp.plan.settings["trainer.v1.trainer_mode"] == "sync"
         assert f"{S}.max_off_policy_threshold" not in exp.plan.settings
         assert "system.staleness" in {r.source for r in exp.plan.gaps()}
-    row = next(r for r in export_scenario(SHIPPED_BY_NAME["fixed_lag:base"], "verl", allow_partial=True).plan.gaps()
-               if r.source == "system.staleness")
+    row = next(
+        r
+        for r in export_scenario(SHIPPED_BY_NAME["fixed_lag:base"], "verl", allow_partial=True).plan.gaps()
+        if r.source == "system.staleness"
+    )
     assert "max_lag" in row.note
     one = quickstart(system__staleness={"kind": "fixed_lag", "k": 1})
     note = next(r.note for r in export_scenario(one, "verl", allow_partial=True).plan.gaps())
@@ -119,7 +129,11 @@ def test_ratio_objectives_use_bypass_mode():
     assert gspo[f"{A}.policy_loss.loss_mode"] == "gspo" and gspo[f"{A}.clip_ratio_low"] == 3e-4
     assert f"{A}.clip_ratio_c" not in gspo
     cispo = settings(quickstart(algorithm__objective={"name": "cispo"}))
-    assert (cispo[f"{A}.policy_loss.loss_mode"], cispo[f"{A}.clip_ratio_low"], cispo[f"{A}.clip_ratio_high"]) == ("cispo", 1.0, 4.0)
+    assert (cispo[f"{A}.policy_loss.loss_mode"], cispo[f"{A}.clip_ratio_low"], cispo[f"{A}.clip_ratio_high"]) == (
+        "cispo",
+        1.0,
+        4.0,
+    )
     dr = settings(quickstart(algorithm__objective={"name": "dr_grpo", "max_len": 512}))
     assert dr["algorithm.norm_adv_by_std_in_grpo"] is False
     assert (dr[f"{A}.loss_agg_mode"], dr[f"{A}.loss_scale_factor"]) == ("seq-mean-token-sum-norm", 512)
@@ -136,7 +150,9 @@ def test_reinforce_objective_uses_decoupled_mode_with_correction_weights():
     assert (s["algorithm.adv_estimator"], s["algorithm.norm_adv_by_std_in_grpo"]) == ("grpo", True)
     assert s[f"{A}.loss_agg_mode"] == "seq-mean-token-mean"
     assert not gaps(SHIPPED_BY_NAME["lm_partial_rollouts:partial"])
-    assert settings(reinforce(algorithm__correction={"name": "tis"}))[f"{C}.rollout_is_threshold"] == 2.0  # token default
+    assert (
+        settings(reinforce(algorithm__correction={"name": "tis"}))[f"{C}.rollout_is_threshold"] == 2.0
+    )  # token default
 
 
 def test_band_directions():
@@ -147,8 +163,11 @@ def test_band_directions():
     assert (geo[f"{C}.rollout_is"], geo[f"{C}.rollout_is_threshold"]) == ("token", 2.0)
     ice = settings(reinforce(algorithm__correction={"name": "icepop", "alpha": 0.5, "beta": 5.0}))
     assert (ice[f"{C}.rollout_is"], ice[f"{C}.rollout_is_threshold"]) == ("token", "0.5_5.0")  # on π/μ itself
-    mis = settings(reinforce(algorithm__correction={"name": "mis", "level": "sequence", "C": 4.0, "C_low": 0.5,
-                                                    "seq_weight": "one"}))
+    mis = settings(
+        reinforce(
+            algorithm__correction={"name": "mis", "level": "sequence", "C": 4.0, "C_low": 0.5, "seq_weight": "one"}
+        )
+    )
     assert (mis[f"{C}.rollout_rs"], mis[f"{C}.rollout_rs_threshold"]) == ("seq_sum_k1", "0.25_2.0")
     mis = settings(reinforce(algorithm__correction={"name": "mis", "level": "sequence", "C": 3.0}))
     assert (mis[f"{C}.rollout_is"], mis[f"{C}.rollout_is_threshold"]) == ("sequence", "1e-09_3.0")
@@ -157,10 +176,21 @@ def test_band_directions():
 
 
 def test_optimizer_keys():
-    s = settings(quickstart(algorithm__optimizer={"name": "adamw", "lr": 0.01, "betas": [0.9, 0.95], "eps": 1e-6,
-                                                  "weight_decay": 0.1, "schedule": "cosine", "warmup_steps": 10,
-                                                  "grad_clip": 1.0}),
-                 given=Given(lr=1e-6, grad_clip=0.5))
+    s = settings(
+        quickstart(
+            algorithm__optimizer={
+                "name": "adamw",
+                "lr": 0.01,
+                "betas": [0.9, 0.95],
+                "eps": 1e-6,
+                "weight_decay": 0.1,
+                "schedule": "cosine",
+                "warmup_steps": 10,
+                "grad_clip": 1.0,
+            }
+        ),
+        given=Given(lr=1e-6, grad_clip=0.5),
+    )
     o = f"{A}.optim"
     assert s[f"{o}.optimizer"] == "AdamW" and s[f"{o}.betas"] == [0.9, 0.95]
     assert s[f"{o}.override_optimizer_config"] == {"eps": 1e-6}
@@ -191,11 +221,19 @@ def test_refusal_names_the_settings_and_partial_export_lists_them():
     assert "Partial export" in promotion and "`algorithm.correction`" in promotion
 
 
-@pytest.mark.parametrize("correction", [
-    {"name": "opsm"}, {"name": "m2po_mask"}, {"name": "topr"}, {"name": "dppo_mask"},
-    {"name": "tis", "C": 2.0, "C_low": 0.5}, {"name": "decoupled_ppo", "level": "sequence"},
-    {"name": "mis", "batch_normalize": True}, {"name": "mis", "level": "sequence", "veto_low": 1e-4},
-])
+@pytest.mark.parametrize(
+    "correction",
+    [
+        {"name": "opsm"},
+        {"name": "m2po_mask"},
+        {"name": "topr"},
+        {"name": "dppo_mask"},
+        {"name": "tis", "C": 2.0, "C_low": 0.5},
+        {"name": "decoupled_ppo", "level": "sequence"},
+        {"name": "mis", "batch_normalize": True},
+        {"name": "mis", "level": "sequence", "veto_low": 1e-4},
+    ],
+)
 def test_corrections_verl_cannot_express(correction):
     assert {g.split(".")[0] for g in gaps(reinforce(algorithm__correction=correction))} == {"algorithm"}
 
@@ -223,13 +261,23 @@ def test_every_shipped_variant_is_accepted_by_verl(name, verl_wheel):
     assert validate(exp.files, verl_wheel) == []
 
 
-@pytest.mark.parametrize("scn", [
-    quickstart(algorithm__objective={"name": "dr_grpo", "max_len": 512}, algorithm__optimizer={"name": "sgd", "momentum": 0.9}),
-    quickstart(algorithm__objective={"name": "grpo", "beta_kl": 0.04}, algorithm__optimizer={"name": "adamw", "eps": 1e-6, "schedule": "cosine"}),
-    reinforce(algorithm__correction={"name": "geo_mis", "token_weight": "tis"}),
-    reinforce(algorithm__correction={"name": "mis", "level": "sequence", "C": 4.0, "seq_weight": "one"}),
-    reinforce(algorithm__correction={"name": "icepop"}),
-], ids=["dr_grpo+sgd", "grpo_kl+adamw_cosine", "geo_mis+tis", "seq_mis_reject", "icepop"])
+@pytest.mark.parametrize(
+    "scn",
+    [
+        quickstart(
+            algorithm__objective={"name": "dr_grpo", "max_len": 512},
+            algorithm__optimizer={"name": "sgd", "momentum": 0.9},
+        ),
+        quickstart(
+            algorithm__objective={"name": "grpo", "beta_kl": 0.04},
+            algorithm__optimizer={"name": "adamw", "eps": 1e-6, "schedule": "cosine"},
+        ),
+        reinforce(algorithm__correction={"name": "geo_mis", "token_weight": "tis"}),
+        reinforce(algorithm__correction={"name": "mis", "level": "sequence", "C": 4.0, "seq_weight": "one"}),
+        reinforce(algorithm__correction={"name": "icepop"}),
+    ],
+    ids=["dr_grpo+sgd", "grpo_kl+adamw_cosine", "geo_mis+tis", "seq_mis_reject", "icepop"],
+)
 def test_mapped_methods_are_accepted_by_verl(scn, verl_wheel):
     exp = export_scenario(scn, "verl", allow_partial=True)
     assert validate(exp.files, verl_wheel) == []
@@ -244,16 +292,21 @@ def test_validator_rejects_a_misspelled_key_and_an_invalid_value(verl_wheel):
     assert any("does not merge" in p for p in problems) and any("ppo_epochs" in p for p in problems)
     bad = {name: text.replace("seq-mean-token-mean", "seq_mean_token_mean") for name, text in files.items()}
     assert any("is not one of verl's loss_agg_mode values" in p for p in validate(bad, verl_wheel))
-    bad_threshold = {n: t.replace("max_off_policy_threshold=5", "max_off_policy_threshold=0")
-                     for n, t in export_scenario(SHIPPED_BY_NAME["quickstart:async"], "verl", allow_partial=True).files.items()}
-    bad_threshold["verl_config.yaml"] = bad_threshold["verl_config.yaml"].replace("max_off_policy_threshold: 5",
-                                                                                  "max_off_policy_threshold: 0")
+    bad_threshold = {
+        n: t.replace("max_off_policy_threshold=5", "max_off_policy_threshold=0")
+        for n, t in export_scenario(SHIPPED_BY_NAME["quickstart:async"], "verl", allow_partial=True).files.items()
+    }
+    bad_threshold["verl_config.yaml"] = bad_threshold["verl_config.yaml"].replace(
+        "max_off_policy_threshold: 5", "max_off_policy_threshold: 0"
+    )
     assert any("positive integer" in p for p in validate(bad_threshold, verl_wheel))
 
 
 def test_validator_rejects_appends_and_disagreeing_files(verl_wheel):
     files = export_scenario(SHIPPED_BY_NAME["quickstart:sync"], "verl").files
-    appended = dict(files, **{"overrides.txt": files["overrides.txt"] + "+actor_rollout_ref.actor.ess_scaling.enable=true\n"})
+    appended = dict(
+        files, **{"overrides.txt": files["overrides.txt"] + "+actor_rollout_ref.actor.ess_scaling.enable=true\n"}
+    )
     assert any("appends" in p for p in validate(appended, verl_wheel))
     drifted = dict(files, **{"verl_config.yaml": files["verl_config.yaml"].replace("ppo_epochs: 1", "ppo_epochs: 2")})
     assert any("ppo_epochs" in p and "!=" in p for p in validate(drifted, verl_wheel))
@@ -276,7 +329,9 @@ def test_hydra_values_round_trip_as_hydra_reads_them():
 
 @pytest.mark.parametrize("case", ["quickstart:async", "lm_partial_rollouts:partial"])
 def test_golden(case):
-    exp = export_scenario(SHIPPED_BY_NAME[case], "verl", allow_partial=True, provenance=f"scenarios/{case.split(':')[0]}.toml")
+    exp = export_scenario(
+        SHIPPED_BY_NAME[case], "verl", allow_partial=True, provenance=f"scenarios/{case.split(':')[0]}.toml"
+    )
     check_golden("verl", case.replace(":", "-"), exp.files)
 
 
@@ -287,7 +342,7 @@ def test_golden(case):
 
 
 def test_vcpo_variant_writes_the_nearest_group_estimator_and_passes_verl_validate_config(verl_wheel):
-    from sandbox.export.validate.verl import override_lines, post_load_problems
+    from sandbox.frameworks.verl.validation import override_lines, post_load_problems
 
     exp = export_scenario(SHIPPED_BY_NAME["lm_mission:vcpo"], "verl", given=Given(lr=1e-6), allow_partial=True)
     s = exp.plan.settings
@@ -299,11 +354,18 @@ def test_vcpo_variant_writes_the_nearest_group_estimator_and_passes_verl_validat
     assert post_load_problems(override_lines(exp.files["overrides.txt"]), verl_wheel) == []
 
 
-@pytest.mark.parametrize("objective", [
-    {"name": "reinforce", "baseline": "none"}, {"name": "reinforce", "baseline": "ema"},
-    {"name": "reinforce", "baseline": "optimal"}, {"name": "reinforce", "baseline": "leave_one_out", "normalize_std": True},
-    {"name": "ppo", "advantage": "reward"}, {"name": "tba"},
-], ids=["none", "ema", "optimal", "loo_std", "ppo_reward", "tba"])
+@pytest.mark.parametrize(
+    "objective",
+    [
+        {"name": "reinforce", "baseline": "none"},
+        {"name": "reinforce", "baseline": "ema"},
+        {"name": "reinforce", "baseline": "optimal"},
+        {"name": "reinforce", "baseline": "leave_one_out", "normalize_std": True},
+        {"name": "ppo", "advantage": "reward"},
+        {"name": "tba"},
+    ],
+    ids=["none", "ema", "optimal", "loo_std", "ppo_reward", "tba"],
+)
 def test_every_inexpressible_baseline_still_writes_a_group_estimator(objective):
     exp = export_scenario(quickstart(algorithm__objective=objective), "verl", allow_partial=True)
     assert exp.plan.settings["algorithm.adv_estimator"] in ("grpo", "rloo")
@@ -311,18 +373,24 @@ def test_every_inexpressible_baseline_still_writes_a_group_estimator(objective):
 
 
 def test_post_load_validation_rejects_verl_default_critic_path(verl_wheel):
-    from sandbox.export.validate.verl import override_lines, post_load_problems
+    from sandbox.frameworks.verl.validation import override_lines, post_load_problems
 
     files = export_scenario(SHIPPED_BY_NAME["lm_mission:vcpo"], "verl", allow_partial=True).files
-    lines = [ln for ln in override_lines(files["overrides.txt"])
-             if not ln.startswith(("algorithm.adv_estimator=", "algorithm.norm_adv_by_std_in_grpo="))]
+    lines = [
+        ln
+        for ln in override_lines(files["overrides.txt"])
+        if not ln.startswith(("algorithm.adv_estimator=", "algorithm.norm_adv_by_std_in_grpo="))
+    ]
     problems = post_load_problems(lines, verl_wheel)  # what the export wrote before the fix
     assert any("would train a critic" in p for p in problems)
     assert any("validate_config rejects" in p for p in problems)
     fine = post_load_problems(lines + ["algorithm.adv_estimator=grpo"], verl_wheel)
     assert fine == []
-    bad_batch = post_load_problems(lines + ["algorithm.adv_estimator=grpo", "data.train_batch_size=2",
-                                            "actor_rollout_ref.actor.ppo_mini_batch_size=4"], verl_wheel)
+    bad_batch = post_load_problems(
+        lines
+        + ["algorithm.adv_estimator=grpo", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4"],
+        verl_wheel,
+    )
     assert any("validate_config rejects" in p and "ppo_mini_batch_size" in p for p in bad_batch), bad_batch
 
 

@@ -14,10 +14,10 @@ import pytest
 import torch
 from conftest import SCENARIOS
 
-import sandbox.export.verl  # noqa: F401  registers the exporter
+import sandbox.frameworks.verl.export  # noqa: F401  registers the exporter
 from sandbox.algorithms import PolicyLossInput, ReinforceConfig, build_policy_loss
-from sandbox.export import export_scenario
-from sandbox.scenario import load_scenario
+from sandbox.export.api import export_scenario
+from sandbox.scenario.api import load_scenario
 
 C = "algorithm.rollout_correction"
 
@@ -37,16 +37,22 @@ def helper():
 
 def reinforce_with(correction: dict):
     obj = {"name": "reinforce", "baseline": "group_mean", "normalize_std": True, "aggregation": "seq_mean_token_mean"}
-    return load_scenario(SCENARIOS / "quickstart.toml", {"algorithm.objective": obj, "algorithm.correction": correction})[0]
+    return load_scenario(
+        SCENARIOS / "quickstart.toml", {"algorithm.objective": obj, "algorithm.correction": correction}
+    )[0]
 
 
 def verl_factor(helper, settings: dict, log_ratio, mask):
     """Per-token factor verl applies with the written keys: IS weight (1 without one) times the rejection mask."""
     weights, new_mask, _ = helper.compute_rollout_correction_and_rejection_mask(
-        old_log_prob=log_ratio, rollout_log_prob=torch.zeros_like(log_ratio), response_mask=mask,
-        rollout_is=settings[f"{C}.rollout_is"], rollout_is_threshold=settings.get(f"{C}.rollout_is_threshold"),
+        old_log_prob=log_ratio,
+        rollout_log_prob=torch.zeros_like(log_ratio),
+        response_mask=mask,
+        rollout_is=settings[f"{C}.rollout_is"],
+        rollout_is_threshold=settings.get(f"{C}.rollout_is_threshold"),
         rollout_is_batch_normalize=settings.get(f"{C}.rollout_is_batch_normalize", False),
-        rollout_rs=settings[f"{C}.rollout_rs"], rollout_rs_threshold=settings.get(f"{C}.rollout_rs_threshold"),
+        rollout_rs=settings[f"{C}.rollout_rs"],
+        rollout_rs_threshold=settings.get(f"{C}.rollout_rs_threshold"),
     )
     w = weights.batch["rollout_is_weights"] if weights is not None else torch.ones_like(log_ratio)
     return w * new_mask * mask
@@ -56,9 +62,14 @@ def sandbox_factor(correction, log_ratio, mask):
     """Per-token coefficient × mask of the sandbox's correction, read back through the gradient of REINFORCE
     with token-mean aggregation in decoupled mode with π_prox = π_θ (so w = π_θ/μ, as verl's decoupled route)."""
     logp = torch.full_like(log_ratio, -0.5).requires_grad_(True)
-    inp = PolicyLossInput(logp=logp, behaviour_logp=logp.detach() - log_ratio, mask=mask,
-                          rewards=torch.ones(log_ratio.shape[0], dtype=log_ratio.dtype), group_size=1,
-                          prox_logp=logp.detach().clone())
+    inp = PolicyLossInput(
+        logp=logp,
+        behaviour_logp=logp.detach() - log_ratio,
+        mask=mask,
+        rewards=torch.ones(log_ratio.shape[0], dtype=log_ratio.dtype),
+        group_size=1,
+        prox_logp=logp.detach().clone(),
+    )
     build_policy_loss(ReinforceConfig(aggregation="token_mean"), correction)(inp).loss.backward()
     return -logp.grad * mask.sum()
 
@@ -76,8 +87,10 @@ CASES = {  # correction, per-token log-ratio spread (sequence statistics need a 
     "mis_token_verl_band": ({"name": "mis", "C": 2.0, "C_low": 0.5, "batch_normalize": "verl_band"}, 0.6),
     "mis_token_no_floor": ({"name": "mis", "C": 1.5}, 0.6),
     "mis_sequence_ratio": ({"name": "mis", "level": "sequence", "C": 3.0, "C_low": 0.25}, 0.25),
-    "mis_sequence_ratio_verl_band": ({"name": "mis", "level": "sequence", "C": 3.0, "C_low": 0.25,
-                                      "batch_normalize": "verl_band"}, 0.25),
+    "mis_sequence_ratio_verl_band": (
+        {"name": "mis", "level": "sequence", "C": 3.0, "C_low": 0.25, "batch_normalize": "verl_band"},
+        0.25,
+    ),
     "mis_sequence_one": ({"name": "mis", "level": "sequence", "C": 4.0, "C_low": 0.5, "seq_weight": "one"}, 0.25),
     "mis_sequence_one_no_floor": ({"name": "mis", "level": "sequence", "C": 2.0, "seq_weight": "one"}, 0.25),
     "geo_mis": ({"name": "geo_mis", "lo": 0.8, "hi": 1.1}, 0.3),
@@ -112,7 +125,9 @@ def test_a_naive_copy_of_an_asymmetric_k1_band_disagrees(helper, case):
     correction, spread = CASES[case]
     scn = reinforce_with(correction)
     settings = dict(export_scenario(scn, "verl", allow_partial=True).plan.settings)
-    lo, hi = (correction["C_low"], correction["C"]) if correction["name"] == "mis" else (correction["lo"], correction["hi"])
+    lo, hi = (
+        (correction["C_low"], correction["C"]) if correction["name"] == "mis" else (correction["lo"], correction["hi"])
+    )
     assert settings[f"{C}.rollout_rs_threshold"] == f"{1 / hi!r}_{1 / lo!r}"
     settings[f"{C}.rollout_rs_threshold"] = f"{lo!r}_{hi!r}"
     log_ratio, mask = random_batch(0, spread, B=512)
@@ -129,33 +144,55 @@ def test_batch_normalize_hand_values_in_verl(helper):
     nothing rejected, is 1.6 / 0.4 in both routes (the sandbox's kept-token default gives 2.286 / 0.571)."""
     mask = torch.ones(1, 2, dtype=torch.float64)
     log_ratio = torch.log(torch.tensor([[1.5, 3.0]], dtype=torch.float64))
-    band = {f"{C}.rollout_is": "token", f"{C}.rollout_is_threshold": "0.5_2.0", f"{C}.rollout_rs": None,
-            f"{C}.rollout_is_batch_normalize": True}
+    band = {
+        f"{C}.rollout_is": "token",
+        f"{C}.rollout_is_threshold": "0.5_2.0",
+        f"{C}.rollout_rs": None,
+        f"{C}.rollout_is_batch_normalize": True,
+    }
     assert verl_factor(helper, band, log_ratio, mask).flatten().tolist() == pytest.approx([2.0, 0.0])
-    is_rs = {f"{C}.rollout_is": "token", f"{C}.rollout_is_threshold": 2.0, f"{C}.rollout_rs": "token_k1",
-             f"{C}.rollout_rs_threshold": "0.5_2.0", f"{C}.rollout_is_batch_normalize": True}
+    is_rs = {
+        f"{C}.rollout_is": "token",
+        f"{C}.rollout_is_threshold": 2.0,
+        f"{C}.rollout_rs": "token_k1",
+        f"{C}.rollout_rs_threshold": "0.5_2.0",
+        f"{C}.rollout_is_batch_normalize": True,
+    }
     assert verl_factor(helper, is_rs, log_ratio, mask).flatten().tolist() == pytest.approx([6 / 7, 0.0])
     mis = {"name": "mis", "C": 2.0, "C_low": 0.5}
     for convention, settings in (("verl_band", band), ("verl_is_rs", is_rs)):
-        ours = sandbox_factor(reinforce_with({**mis, "batch_normalize": convention}).algorithm.correction, log_ratio, mask)
+        ours = sandbox_factor(
+            reinforce_with({**mis, "batch_normalize": convention}).algorithm.correction, log_ratio, mask
+        )
         assert torch.allclose(ours, verl_factor(helper, settings, log_ratio, mask))
 
     seq_mask = torch.tensor([[1.0, 0, 0], [1, 1, 1]], dtype=torch.float64)
     seq_ratio = torch.log(torch.tensor([[2.0, 1, 1], [0.5, 1, 1]], dtype=torch.float64)) * seq_mask
-    seq = {f"{C}.rollout_is": "sequence", f"{C}.rollout_is_threshold": "1e-09_10.0", f"{C}.rollout_rs": None,
-           f"{C}.rollout_is_batch_normalize": True}
+    seq = {
+        f"{C}.rollout_is": "sequence",
+        f"{C}.rollout_is_threshold": "1e-09_10.0",
+        f"{C}.rollout_rs": None,
+        f"{C}.rollout_is_batch_normalize": True,
+    }
     assert verl_factor(helper, seq, seq_ratio, seq_mask)[:, 0].tolist() == pytest.approx([1.6, 0.4])
     seq_mis = {"name": "mis", "level": "sequence", "C": 10.0}
-    ours = sandbox_factor(reinforce_with({**seq_mis, "batch_normalize": "verl_band"}).algorithm.correction, seq_ratio, seq_mask)
+    ours = sandbox_factor(
+        reinforce_with({**seq_mis, "batch_normalize": "verl_band"}).algorithm.correction, seq_ratio, seq_mask
+    )
     assert ours[:, 0].tolist() == pytest.approx([1.6, 0.4])
-    kept = sandbox_factor(reinforce_with({**seq_mis, "batch_normalize": True}).algorithm.correction, seq_ratio, seq_mask)
+    kept = sandbox_factor(
+        reinforce_with({**seq_mis, "batch_normalize": True}).algorithm.correction, seq_ratio, seq_mask
+    )
     assert kept[:, 0].tolist() == pytest.approx([16 / 7, 4 / 7])
 
 
 def test_batch_normalize_rows():
     def rows(convention):
-        exp = export_scenario(reinforce_with({"name": "mis", "C": 2.0, "C_low": 0.5, "batch_normalize": convention}),
-                              "verl", allow_partial=True)
+        exp = export_scenario(
+            reinforce_with({"name": "mis", "C": 2.0, "C_low": 0.5, "batch_normalize": convention}),
+            "verl",
+            allow_partial=True,
+        )
         return exp.plan.settings.get(f"{C}.rollout_is_batch_normalize"), {r.source for r in exp.plan.gaps()}
 
     assert rows("verl_band") == (True, set())

@@ -15,11 +15,11 @@ from conftest import SCENARIOS, SHIPPED, check_golden
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError
 
-import sandbox.export.verl_vcpo  # noqa: F401  registers the exporter
-from sandbox.export import ExportRefused, export_scenario
-from sandbox.export.validate.verl import GENERATED
-from sandbox.export.validate.verl_vcpo import pinned, validate
-from sandbox.scenario import load_scenario
+import sandbox.frameworks.verl_vcpo.export  # noqa: F401  registers the exporter
+from sandbox.export.api import ExportRefused, export_scenario
+from sandbox.frameworks.verl.validation import GENERATED
+from sandbox.frameworks.verl_vcpo.validation import pinned, validate
+from sandbox.scenario.api import load_scenario
 
 SHIPPED_BY_NAME = dict(SHIPPED)
 A = "actor_rollout_ref.actor"
@@ -32,13 +32,19 @@ VCPO_GIT = Path(os.environ.get("SANDBOX_VCPO_GIT", "/work/.mirror/mit-han-lab+vc
 def vcpo(**overrides):
     """lm_mission's VCPO variant (REINFORCE + OPOB + sequence TIS C = 8 + ESS LR) with dotted overrides."""
     base = {
-        "algorithm.objective": {"name": "reinforce", "baseline": "opob", "normalize_std": True,
-                                "aggregation": "seq_mean_token_mean"},
+        "algorithm.objective": {
+            "name": "reinforce",
+            "baseline": "opob",
+            "normalize_std": True,
+            "aggregation": "seq_mean_token_mean",
+        },
         "algorithm.correction": {"name": "tis", "level": "sequence", "C": 8.0},
         "algorithm.stabilizers": [{"name": "vcpo_lr"}],
         "system.staleness": {"kind": "max_lag", "k_max": 10},
     }
-    return load_scenario(SCENARIOS / "lm_mission.toml", {**base, **{k.replace("__", "."): v for k, v in overrides.items()}})[0]
+    return load_scenario(
+        SCENARIOS / "lm_mission.toml", {**base, **{k.replace("__", "."): v for k, v in overrides.items()}}
+    )[0]
 
 
 def export(scn):
@@ -57,9 +63,23 @@ def gaps(scn):
 def test_vcpo_variant_writes_the_scripts_settings():
     exp = export(SHIPPED_BY_NAME["lm_mission:vcpo"])
     s = exp.plan.settings
-    assert (s[f"{GB}.enable"], s[f"{GB}.scope"], s[f"{GB}.norm_by_std"], s[f"{GB}.use_is_weights"]) == (True, "group", True, True)
-    assert (s[f"{GB}.agg_mode"], s[f"{GB}.use_clipped_is_ratios"], s[f"{GB}.normalize_by_length"]) == ("mean", False, False)
-    assert (s[f"{ESS}.enable"], s[f"{ESS}.base_ess_ratio"], s[f"{ESS}.scaling_rule"], s[f"{ESS}.use_clipped"]) == (True, 1.0, "sqrt", False)
+    assert (s[f"{GB}.enable"], s[f"{GB}.scope"], s[f"{GB}.norm_by_std"], s[f"{GB}.use_is_weights"]) == (
+        True,
+        "group",
+        True,
+        True,
+    )
+    assert (s[f"{GB}.agg_mode"], s[f"{GB}.use_clipped_is_ratios"], s[f"{GB}.normalize_by_length"]) == (
+        "mean",
+        False,
+        False,
+    )
+    assert (s[f"{ESS}.enable"], s[f"{ESS}.base_ess_ratio"], s[f"{ESS}.scaling_rule"], s[f"{ESS}.use_clipped"]) == (
+        True,
+        1.0,
+        "sqrt",
+        False,
+    )
     assert s[f"{A}.update_policy_per_traj"] is True and s[f"{A}.ppo_micro_batch_size_per_gpu"] == 1
     assert (s[f"{C}.rollout_is"], s[f"{C}.rollout_is_threshold"]) == ("sequence", 8.0)
     assert s["async_training.skip_recompute_old_log_prob"] is True and s["algorithm.adv_estimator"] == "grpo"
@@ -71,21 +91,51 @@ def test_vcpo_variant_writes_the_scripts_settings():
 
 
 def test_opob_weight_matches_the_forks_gradient():
-    assert not gaps(vcpo(algorithm__objective={"name": "reinforce", "baseline": "opob", "normalize_std": True,
-                                               "aggregation": "seq_mean_token_mean", "opob_weight": "code"}))
-    assert "algorithm.objective.opob_weight" in gaps(vcpo(algorithm__objective={
-        "name": "reinforce", "baseline": "opob", "normalize_std": True, "aggregation": "seq_mean_token_mean",
-        "opob_weight": "code", "opob_clip_c": 4.0}))
+    assert not gaps(
+        vcpo(
+            algorithm__objective={
+                "name": "reinforce",
+                "baseline": "opob",
+                "normalize_std": True,
+                "aggregation": "seq_mean_token_mean",
+                "opob_weight": "code",
+            }
+        )
+    )
+    assert "algorithm.objective.opob_weight" in gaps(
+        vcpo(
+            algorithm__objective={
+                "name": "reinforce",
+                "baseline": "opob",
+                "normalize_std": True,
+                "aggregation": "seq_mean_token_mean",
+                "opob_weight": "code",
+                "opob_clip_c": 4.0,
+            }
+        )
+    )
     assert not gaps(vcpo(algorithm__correction={"name": "none"}))  # no IS factor in g_i: README weight
-    optimal = export(vcpo(algorithm__objective={"name": "reinforce", "baseline": "optimal", "aggregation": "seq_mean_token_sum"},
-                          algorithm__correction={"name": "none"}))
+    optimal = export(
+        vcpo(
+            algorithm__objective={"name": "reinforce", "baseline": "optimal", "aggregation": "seq_mean_token_sum"},
+            algorithm__correction={"name": "none"},
+        )
+    )
     assert optimal.plan.settings[f"{GB}.use_is_weights"] is False and not optimal.plan.gaps()
 
 
 def test_ess_rule_and_reference_ratio():
-    s = export(vcpo(algorithm__stabilizers=[{"name": "vcpo_lr", "rho_ref": 0.55, "mode": "linear"}],
-                    algorithm__objective={"name": "reinforce", "baseline": "group_mean", "normalize_std": True,
-                                          "aggregation": "seq_mean_token_mean"})).plan.settings
+    s = export(
+        vcpo(
+            algorithm__stabilizers=[{"name": "vcpo_lr", "rho_ref": 0.55, "mode": "linear"}],
+            algorithm__objective={
+                "name": "reinforce",
+                "baseline": "group_mean",
+                "normalize_std": True,
+                "aggregation": "seq_mean_token_mean",
+            },
+        )
+    ).plan.settings
     assert (s[f"{ESS}.base_ess_ratio"], s[f"{ESS}.scaling_rule"]) == (0.55, "linear")
     assert f"{GB}.enable" not in s and s[f"{A}.update_policy_per_traj"] is True
 
@@ -94,16 +144,37 @@ def test_vcpo_pieces_need_the_reinforce_route():
     grpo = vcpo(algorithm__objective={"name": "grpo", "baseline": "opob"})
     assert {"algorithm.stabilizers[0]", "algorithm.correction"} <= gaps(grpo)
     assert any(g.startswith("algorithm.objective.baseline") for g in gaps(grpo))
-    loo = vcpo(algorithm__objective={"name": "reinforce", "baseline": "leave_one_out", "aggregation": "seq_mean_token_mean"})
+    loo = vcpo(
+        algorithm__objective={"name": "reinforce", "baseline": "leave_one_out", "aggregation": "seq_mean_token_mean"}
+    )
     assert "algorithm.stabilizers[0]" in gaps(loo)  # rloo writes no advantage_scalar for the per-trajectory path
-    minibatch = vcpo(algorithm__objective={"name": "reinforce", "baseline": "opob", "normalize_std": True,
-                                           "aggregation": "seq_mean_token_mean", "opob_scope": "minibatch"})
+    minibatch = vcpo(
+        algorithm__objective={
+            "name": "reinforce",
+            "baseline": "opob",
+            "normalize_std": True,
+            "aggregation": "seq_mean_token_mean",
+            "opob_scope": "minibatch",
+        }
+    )
     assert "algorithm.objective.normalize_std" in gaps(minibatch)
-    bessel = export(vcpo(algorithm__objective={"name": "reinforce", "baseline": "opob", "normalize_std": True,
-                                               "aggregation": "seq_mean_token_mean", "opob_scope": "minibatch_bessel",
-                                               "opob_weight": "code"}))
+    bessel = export(
+        vcpo(
+            algorithm__objective={
+                "name": "reinforce",
+                "baseline": "opob",
+                "normalize_std": True,
+                "aggregation": "seq_mean_token_mean",
+                "opob_scope": "minibatch_bessel",
+                "opob_weight": "code",
+            }
+        )
+    )
     assert not bessel.plan.gaps()  # the fork's convention: grpo advantages with the Bessel std as values
-    assert (bessel.plan.settings[f"{GB}.scope"], bessel.plan.settings["algorithm.norm_adv_by_std_in_grpo"]) == ("minibatch", True)
+    assert (bessel.plan.settings[f"{GB}.scope"], bessel.plan.settings["algorithm.norm_adv_by_std_in_grpo"]) == (
+        "minibatch",
+        True,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -117,9 +188,13 @@ def test_staleness_budget():
     assert (s["async_training.trigger_parameter_sync_step"], s["async_training.require_batches"]) == (1, 1)
     assert s["async_training.partial_rollout"] is False and s["actor_rollout_ref.hybrid_engine"] is False
     assert s[f"{A}.ppo_mini_batch_size"] == 8 and s["data.train_batch_size"] == 0
-    assert export(SHIPPED_BY_NAME["lm_partial_rollouts:partial"]).plan.settings["async_training.partial_rollout"] is True
+    assert (
+        export(SHIPPED_BY_NAME["lm_partial_rollouts:partial"]).plan.settings["async_training.partial_rollout"] is True
+    )
     assert export(SHIPPED_BY_NAME["quickstart:sync"]).plan.settings["async_training.staleness_threshold"] == 0.0
-    assert "system.staleness.enforcement + system.staleness.queue_capacity" in gaps(SHIPPED_BY_NAME["max_lag_drop:base"])
+    assert "system.staleness.enforcement + system.staleness.queue_capacity" in gaps(
+        SHIPPED_BY_NAME["max_lag_drop:base"]
+    )
 
 
 def test_objectives_the_fork_lacks():
@@ -132,9 +207,19 @@ def test_objectives_the_fork_lacks():
 
 def test_fork_rejection_bands_are_on_pi_over_mu():
     geo = export(vcpo(algorithm__correction={"name": "geo_mis", "lo": 0.8, "hi": 1.25})).plan.settings
-    assert (geo[f"{C}.rollout_rs"], geo[f"{C}.rollout_rs_threshold_lower"], geo[f"{C}.rollout_rs_threshold"]) == ("geometric", 0.8, 1.25)
-    mis = export(vcpo(algorithm__correction={"name": "mis", "level": "sequence", "C": 3.0, "veto_low": 1e-4})).plan.settings
-    assert (mis[f"{C}.rollout_rs"], mis[f"{C}.rollout_is"], mis[f"{C}.rollout_token_veto_threshold"]) == ("sequence", "sequence", 1e-4)
+    assert (geo[f"{C}.rollout_rs"], geo[f"{C}.rollout_rs_threshold_lower"], geo[f"{C}.rollout_rs_threshold"]) == (
+        "geometric",
+        0.8,
+        1.25,
+    )
+    mis = export(
+        vcpo(algorithm__correction={"name": "mis", "level": "sequence", "C": 3.0, "veto_low": 1e-4})
+    ).plan.settings
+    assert (mis[f"{C}.rollout_rs"], mis[f"{C}.rollout_is"], mis[f"{C}.rollout_token_veto_threshold"]) == (
+        "sequence",
+        "sequence",
+        1e-4,
+    )
 
 
 def test_megatron_optimizer_fields():
@@ -172,13 +257,27 @@ def test_vcpo_keys_are_fork_only(wheel):
 
 
 def test_validator_rejects_a_misspelled_key_an_invalid_value_and_a_stray_append():
-    files = export(vcpo(algorithm__objective={"name": "reinforce", "baseline": "opob", "normalize_std": True,
-                                              "aggregation": "seq_mean_token_mean", "opob_weight": "code"})).files
+    files = export(
+        vcpo(
+            algorithm__objective={
+                "name": "reinforce",
+                "baseline": "opob",
+                "normalize_std": True,
+                "aggregation": "seq_mean_token_mean",
+                "opob_weight": "code",
+            }
+        )
+    ).files
     assert validate(files) == []
     both = lambda old, new: {n: t.replace(old, new) for n, t in files.items()}
     assert any("not a key" in p for p in validate(both("ess_scaling.base_ess_ratio", "ess_scaling.base_ess")))
-    assert any("scaling_rule" in p for p in validate(both("scaling_rule=sqrt", "scaling_rule=cube") |
-                                                     {"vcpo_config.yaml": files["vcpo_config.yaml"].replace("scaling_rule: sqrt", "scaling_rule: cube")}))
+    assert any(
+        "scaling_rule" in p
+        for p in validate(
+            both("scaling_rule=sqrt", "scaling_rule=cube")
+            | {"vcpo_config.yaml": files["vcpo_config.yaml"].replace("scaling_rule: sqrt", "scaling_rule: cube")}
+        )
+    )
     assert any("type" in p for p in validate(both("update_policy_per_traj=true", "update_policy_per_traj=1")))
     stray = dict(files, **{"overrides.txt": files["overrides.txt"] + "+async_training.bsz_per_dp_rank=32\n"})
     assert any("appends" in p for p in validate(stray))
@@ -198,9 +297,17 @@ def checkout(tmp_path_factory):
     if not (VCPO_GIT / "HEAD").exists():
         pytest.skip("no checkout or mirror of mit-han-lab/vcpo here (set SANDBOX_VCPO_CHECKOUT)")
     out = tmp_path_factory.mktemp("vcpo")
-    paths = ["verl/trainer/config", "verl/workers/config", "verl/workers/actor/megatron_actor.py",
-             "verl/trainer/ppo/core_algos.py", "verl/trainer/ppo/rollout_corr_helper.py", "recipe/fully_async_policy"]
-    archive = subprocess.run(["git", "-C", str(VCPO_GIT), "archive", "c7f030f0", *paths], capture_output=True, check=True)
+    paths = [
+        "verl/trainer/config",
+        "verl/workers/config",
+        "verl/workers/actor/megatron_actor.py",
+        "verl/trainer/ppo/core_algos.py",
+        "verl/trainer/ppo/rollout_corr_helper.py",
+        "recipe/fully_async_policy",
+    ]
+    archive = subprocess.run(
+        ["git", "-C", str(VCPO_GIT), "archive", "c7f030f0", *paths], capture_output=True, check=True
+    )
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
     return out
 
@@ -215,7 +322,9 @@ def test_pinned_key_list_is_current(checkout):
 def test_fork_composes_the_export(checkout):
     files = export(SHIPPED_BY_NAME["lm_mission:vcpo"]).files
     assert validate(files, checkout) == []
-    typo = dict(files, **{"overrides.txt": files["overrides.txt"].replace("grad_baselining.scope", "grad_baselining.scopes")})
+    typo = dict(
+        files, **{"overrides.txt": files["overrides.txt"].replace("grad_baselining.scope", "grad_baselining.scopes")}
+    )
     assert any("rejects" in p for p in validate(typo, checkout))
 
 
@@ -226,6 +335,7 @@ def test_fork_composes_the_export(checkout):
 
 @pytest.mark.parametrize("case", ["lm_mission:vcpo", "quickstart:async"])
 def test_golden(case):
-    exp = export_scenario(SHIPPED_BY_NAME[case], "verl-vcpo", allow_partial=True,
-                          provenance=f"scenarios/{case.split(':')[0]}.toml")
+    exp = export_scenario(
+        SHIPPED_BY_NAME[case], "verl-vcpo", allow_partial=True, provenance=f"scenarios/{case.split(':')[0]}.toml"
+    )
     check_golden("verl-vcpo", case.replace(":", "-"), exp.files)

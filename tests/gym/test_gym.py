@@ -110,7 +110,7 @@ def test_frozen_lake_episode_reward_by_hand(action, reward, length):
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "FrozenLake-v1"])
 def test_simulator_end_to_end(env):
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
     from sandbox.scenario.model import Scenario
 
     scn = Scenario.model_validate(

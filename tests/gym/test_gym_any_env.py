@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from sandbox.scenario import ScenarioError, validate_scenario
+from sandbox.scenario.api import ScenarioError, validate_scenario
 from sandbox.tasks.gym_tasks import GymConfig, GymTask
 
 
@@ -24,19 +24,26 @@ def _threads():
 def scenario(task: dict) -> dict:
     return dict(
         task={"name": "gym", "replicas": 1, "eval_episodes": 2, **task},
-        system={"num_workers": 2, "staleness": {"kind": "max_lag", "k_max": 1}, "partial_rollouts": True,
-                "generation_time": {"kind": "cost_model", "prefill": 0.01, "per_token": 0.02}},
+        system={
+            "num_workers": 2,
+            "staleness": {"kind": "max_lag", "k_max": 1},
+            "partial_rollouts": True,
+            "generation_time": {"kind": "cost_model", "prefill": 0.01, "per_token": 0.02},
+        },
         algorithm={"group_size": 4, "groups_per_step": 2, "optimizer": {"name": "adam", "lr": 0.01}},
         run={"steps": 3, "eval_every": 3, "figures": False},
     )
 
 
-@pytest.mark.parametrize("task, obs, actions", [
-    ({"env": "Acrobot-v1", "return_range": [-30, 0], "max_episode_steps": 30}, 6, 3),
-    ({"env": "CliffWalking-v1", "return_range": [-3000, 0], "max_episode_steps": 30}, 48, 4),
-])
+@pytest.mark.parametrize(
+    "task, obs, actions",
+    [
+        ({"env": "Acrobot-v1", "return_range": [-30, 0], "max_episode_steps": 30}, 6, 3),
+        ({"env": "CliffWalking-v1", "return_range": [-3000, 0], "max_episode_steps": 30}, 48, 4),
+    ],
+)
 def test_a_registered_discrete_action_env_runs_end_to_end(task, obs, actions):
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     scn = validate_scenario(scenario(task))
     t = GymTask(scn.task)
@@ -58,13 +65,16 @@ def test_cartpole_and_frozenlake_keep_their_scales():
     assert (lake.reward_scale, lake.reward_offset, lake.max_len) == (1.0, 0.0, 100)
 
 
-@pytest.mark.parametrize("task, field, words", [
-    ({"env": "CartPol-v1"}, "task.env", "did you mean 'CartPole-v1'?"),
-    ({"env": "Pendulum-v1", "return_range": [-1, 0]}, "task", "the task needs discrete actions"),
-    ({"env": "Acrobot-v1"}, "task", "return_range: required for 'Acrobot-v1'"),
-    ({"env": "Acrobot-v1", "return_range": [0, -1]}, "task", "lo < hi"),
-    ({"env": "Acrobot-v1", "return_range": [0]}, "task.return_range", ""),
-])
+@pytest.mark.parametrize(
+    "task, field, words",
+    [
+        ({"env": "CartPol-v1"}, "task.env", "did you mean 'CartPole-v1'?"),
+        ({"env": "Pendulum-v1", "return_range": [-1, 0]}, "task", "the task needs discrete actions"),
+        ({"env": "Acrobot-v1"}, "task", "return_range: required for 'Acrobot-v1'"),
+        ({"env": "Acrobot-v1", "return_range": [0, -1]}, "task", "lo < hi"),
+        ({"env": "Acrobot-v1", "return_range": [0]}, "task.return_range", ""),
+    ],
+)
 def test_refusals_name_the_field(task, field, words):
     with pytest.raises(ScenarioError) as err:
         validate_scenario(scenario(task))

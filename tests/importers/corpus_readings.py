@@ -41,8 +41,8 @@ def framework_of(name: str) -> str:
 
 def verl_reading(path: Path) -> dict[str, Any]:
     from sandbox.export.validate.wheels import unpacked_wheel
+    from sandbox.frameworks.verl.importer import ENTRY_POINTS
     from sandbox.importers.launch import read_launch
-    from sandbox.importers.verl import ENTRY_POINTS
     from sandbox.importers.verl_defaults import compose
 
     launch = read_launch(str(path), path.read_text())
@@ -70,9 +70,14 @@ def verl_reading(path: Path) -> dict[str, Any]:
                 added.append(m.group(1))
     A = "actor_rollout_ref.actor"
     n, mini, E = c["actor_rollout_ref.rollout.n"], c[f"{A}.ppo_mini_batch_size"], c[f"{A}.ppo_epochs"]
-    exp: dict[str, Any] = {"group_size": max(n, 2), "epochs": E, "lr": c[f"{A}.optim.lr"],
-                           "response_cap": c["data.max_response_length"], "eps_low": c[f"{A}.clip_ratio_low"],
-                           "eps_high": c[f"{A}.clip_ratio_high"]}
+    exp: dict[str, Any] = {
+        "group_size": max(n, 2),
+        "epochs": E,
+        "lr": c[f"{A}.optim.lr"],
+        "response_cap": c["data.max_response_length"],
+        "eps_low": c[f"{A}.clip_ratio_low"],
+        "eps_high": c[f"{A}.clip_ratio_high"],
+    }
     bypass = c["algorithm.rollout_correction.bypass_mode"]
     if kind == "fully_async":
         req, trig = c["async_training.require_batches"], c["async_training.trigger_parameter_sync_step"]
@@ -102,7 +107,7 @@ def trl_reading(path: Path) -> dict[str, Any]:
 
     from trl import GRPOConfig
 
-    from sandbox.importers.trl import read_trl
+    from sandbox.frameworks.trl.importer import read_trl
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -130,23 +135,37 @@ def trl_reading(path: Path) -> dict[str, Any]:
         except ValueError as exc:  # the framework refuses it too (e.g. a geometry for several processes)
             return {"_refused": str(exc).splitlines()[0]}
     G, P, gas = cfg.num_generations, cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps
-    exp: dict[str, Any] = {"group_size": G, "lr": cfg.learning_rate, "response_cap": cfg.max_completion_length,
-                           "eps_low": cfg.epsilon}
+    exp: dict[str, Any] = {
+        "group_size": G,
+        "lr": cfg.learning_rate,
+        "response_cap": cfg.max_completion_length,
+        "eps_low": cfg.epsilon,
+    }
     if is_async:
-        exp.update(staleness=("max_lag", cfg.max_staleness), groups_per_step=P * cfg.weight_sync_steps // G,
-                   minibatches=cfg.weight_sync_steps, epochs=1, correction="none")
+        exp.update(
+            staleness=("max_lag", cfg.max_staleness),
+            groups_per_step=P * cfg.weight_sync_steps // G,
+            minibatches=cfg.weight_sync_steps,
+            epochs=1,
+            correction="none",
+        )
     else:
         spg = cfg.steps_per_generation
-        exp.update(staleness=("sync", None), groups_per_step=P * spg // G, minibatches=spg // gas,
-                   epochs=cfg.num_iterations,
-                   correction="none" if not (cfg.use_vllm and cfg.vllm_importance_sampling_correction) else
-                   ("tis" if cfg.vllm_importance_sampling_mode.endswith("truncate") else "mis"))
+        exp.update(
+            staleness=("sync", None),
+            groups_per_step=P * spg // G,
+            minibatches=spg // gas,
+            epochs=cfg.num_iterations,
+            correction="none"
+            if not (cfg.use_vllm and cfg.vllm_importance_sampling_correction)
+            else ("tis" if cfg.vllm_importance_sampling_mode.endswith("truncate") else "mis"),
+        )
     return exp
 
 
 def openrlhf_reading(path: Path) -> dict[str, Any]:
-    from sandbox.export.validate.openrlhf import build_parser
     from sandbox.export.validate.wheels import unpacked_wheel
+    from sandbox.frameworks.openrlhf.validation import build_parser
     from sandbox.importers.launch import read_launch
 
     launch = read_launch(str(path), path.read_text())
@@ -154,10 +173,15 @@ def openrlhf_reading(path: Path) -> dict[str, Any]:
     ns, unknown = parser.parse_known_args([w.text for w in launch.args])
     a = vars(ns)
     G, B, tb = a["rollout.n_samples_per_prompt"], a["rollout.batch_size"], a["train.batch_size"]
-    exp: dict[str, Any] = {"group_size": max(G, 2), "groups_per_step": B, "minibatches": B * G // tb,
-                           "epochs": a["train.max_epochs"], "lr": a["actor.adam.lr"],
-                           "response_cap": a["rollout.max_new_tokens"],
-                           "staleness": ("max_lag", a["train.async_queue_size"]) if a["train.async_enable"] else ("sync", None)}
+    exp: dict[str, Any] = {
+        "group_size": max(G, 2),
+        "groups_per_step": B,
+        "minibatches": B * G // tb,
+        "epochs": a["train.max_epochs"],
+        "lr": a["actor.adam.lr"],
+        "response_cap": a["rollout.max_new_tokens"],
+        "staleness": ("max_lag", a["train.async_queue_size"]) if a["train.async_enable"] else ("sync", None),
+    }
     main = "--algo.advantage.is_correction_enable" in unknown
     if main:  # the main branch's spelling (not in 0.11.2's parser): read from the file's words
         words = [w.text for w in launch.args]
@@ -166,8 +190,13 @@ def openrlhf_reading(path: Path) -> dict[str, Any]:
         exp["correction"] = {"tis": "tis", "icepop": "mis", "seq-mask-tis": "geo_mis"}[kind]
     else:
         level, mode = a["algo.advantage.is_correction_level"], a["algo.advantage.is_correction_mode"]
-        exp["correction"] = "none" if level == "off" else {("token", "clip"): "tis", ("token", "mask"): "mis",
-                                                           ("seq", "mask"): "geo_mis"}.get((level, mode), "none")
+        exp["correction"] = (
+            "none"
+            if level == "off"
+            else {("token", "clip"): "tis", ("token", "mask"): "mis", ("seq", "mask"): "geo_mis"}.get(
+                (level, mode), "none"
+            )
+        )
     exp["_flags_not_in_0.11.2"] = [u for u in unknown if u.startswith("--")]
     return exp
 
@@ -186,10 +215,17 @@ def areal_reading(path: Path) -> dict[str, Any]:
         corr = {("token", "clamp"): "tis", ("token", "mask"): "mis", ("sequence", "mask"): "geo_mis"}[(level, action)]
     else:
         corr = "none"
-    return {"group_size": g["n_samples"], "groups_per_step": rollout.get("consumer_batch_size", cfg["train_dataset"]["batch_size"]),
-            "minibatches": actor.get("ppo_n_minibatches", 4), "epochs": 1, "lr": actor["optimizer"]["lr"],
-            "response_cap": g.get("max_new_tokens"), "eps_low": actor.get("eps_clip", 0.2),
-            "staleness": ("sync", None) if eta == 0 else ("max_lag", eta), "correction": corr}
+    return {
+        "group_size": g["n_samples"],
+        "groups_per_step": rollout.get("consumer_batch_size", cfg["train_dataset"]["batch_size"]),
+        "minibatches": actor.get("ppo_n_minibatches", 4),
+        "epochs": 1,
+        "lr": actor["optimizer"]["lr"],
+        "response_cap": g.get("max_new_tokens"),
+        "eps_low": actor.get("eps_clip", 0.2),
+        "staleness": ("sync", None) if eta == 0 else ("max_lag", eta),
+        "correction": corr,
+    }
 
 
 def prime_rl_reading(path: Path) -> dict[str, Any]:
@@ -198,36 +234,64 @@ def prime_rl_reading(path: Path) -> dict[str, Any]:
     # prime-rl's model defaults (orchestrator.OrchestratorConfig, trainer.DefaultLossConfig, trainer.AdamWConfig)
     import json
 
-    models = json.loads((Path(__file__).resolve().parents[2] / "sandbox/export/keys/prime_rl_559b4477.json").read_text())["models"]
+    models = json.loads(
+        (Path(__file__).resolve().parents[2] / "sandbox/frameworks/prime_rl/keys/prime_rl_559b4477.json").read_text()
+    )["models"]
     ofields = models["orchestrator.OrchestratorConfig"]["fields"]
     G = orch.get("group_size", ofields["group_size"]["default"])
-    loss = {k: v.get("default") for k, v in models["trainer.DefaultLossConfig"]["fields"].items()} | trainer.get("loss", {})
+    loss = {k: v.get("default") for k, v in models["trainer.DefaultLossConfig"]["fields"].items()} | trainer.get(
+        "loss", {}
+    )
     lr = trainer.get("optim", {}).get("lr", models["trainer.AdamWConfig"]["fields"]["lr"]["default"])
     sampling = orch.get("train", {}).get("sampling", {})
-    return {"group_size": max(G, 2), "groups_per_step": orch["batch_size"] // (G if G > 1 else 2), "minibatches": 1,
-            "epochs": 1, "lr": lr, "response_cap": sampling.get("max_completion_tokens"),
-            "staleness": ("max_lag", orch.get("max_off_policy_steps", ofields["max_off_policy_steps"]["default"])),
-            "correction": "none" if loss.get("dppo_mask_low", 1) >= 1 and loss.get("dppo_mask_high", 1) >= 1 else "dppo_mask"}
+    return {
+        "group_size": max(G, 2),
+        "groups_per_step": orch["batch_size"] // (G if G > 1 else 2),
+        "minibatches": 1,
+        "epochs": 1,
+        "lr": lr,
+        "response_cap": sampling.get("max_completion_tokens"),
+        "staleness": ("max_lag", orch.get("max_off_policy_steps", ofields["max_off_policy_steps"]["default"])),
+        "correction": "none"
+        if loss.get("dppo_mask_low", 1) >= 1 and loss.get("dppo_mask_high", 1) >= 1
+        else "dppo_mask",
+    }
 
 
-READINGS = {"verl": verl_reading, "trl": trl_reading, "openrlhf": openrlhf_reading, "areal": areal_reading,
-            "prime-rl": prime_rl_reading}
+READINGS = {
+    "verl": verl_reading,
+    "trl": trl_reading,
+    "openrlhf": openrlhf_reading,
+    "areal": areal_reading,
+    "prime-rl": prime_rl_reading,
+}
 
 
 def imported_values(imp) -> dict[str, Any]:
     """The checked quantities of an import, in the same terms."""
-    from sandbox.preflight_system import cluster_facts
+    from sandbox.preflight.system import cluster_facts
 
     a, st = imp.scenario.algorithm, imp.scenario.system.staleness
     bound = {"max_lag": "k_max", "fixed_lag": "k", "async_ratio": "alpha"}.get(st.kind)
     lr = next((r.value for r in imp.rows if r.field == "algorithm.optimizer.lr" and r.kind == "scale"), None)
     o = a.objective
     facts = cluster_facts(imp.rows, imp.framework, {})
-    return {"group_size": a.group_size, "groups_per_step": a.groups_per_step, "minibatches": a.minibatches,
-            "epochs": a.epochs, "lr": lr, "staleness": (st.kind, getattr(st, bound) if bound else None),
-            "correction": a.correction.name, "eps_low": getattr(o, "eps_low", None), "eps_high": getattr(o, "eps_high", None),
-            "objective": o.name, "proximal": a.proximal, "response_cap": facts.max_tokens, "gpus": facts.gpus,
-            "model": facts.model}
+    return {
+        "group_size": a.group_size,
+        "groups_per_step": a.groups_per_step,
+        "minibatches": a.minibatches,
+        "epochs": a.epochs,
+        "lr": lr,
+        "staleness": (st.kind, getattr(st, bound) if bound else None),
+        "correction": a.correction.name,
+        "eps_low": getattr(o, "eps_low", None),
+        "eps_high": getattr(o, "eps_high", None),
+        "objective": o.name,
+        "proximal": a.proximal,
+        "response_cap": facts.max_tokens,
+        "gpus": facts.gpus,
+        "model": facts.model,
+    }
 
 
 def compare(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -237,7 +301,9 @@ def compare(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, tuple[An
         if k.startswith("_") or k in ("clipped",):
             continue
         have = got.get(k)
-        same = have == want or (isinstance(want, float) and isinstance(have, (int, float)) and abs(have - want) <= 1e-12 * max(1, abs(want)))
+        same = have == want or (
+            isinstance(want, float) and isinstance(have, (int, float)) and abs(have - want) <= 1e-12 * max(1, abs(want))
+        )
         if k == "staleness" and isinstance(want, tuple) and isinstance(have, tuple):
             same = want[0] == have[0] and (want[1] is None or abs(float(have[1]) - float(want[1])) < 1e-12)
         if not same:
@@ -248,15 +314,20 @@ def compare(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, tuple[An
 
 
 def table() -> str:
-    from sandbox.importers import ConfigImportError, import_config
+    from sandbox.importers.api import ConfigImportError, import_config
 
-    rows = ["| file | framework | entry point | accepted | values matched | unmapped keys |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| file | framework | entry point | accepted | values matched | unmapped keys |",
+        "|---|---|---|---|---|---|",
+    ]
     for item in manifest():
         path, fw = CORPUS / item["name"], item["framework"]
         try:
             imp = import_config(path, fw)
         except ConfigImportError as exc:
-            rows.append(f"| `{item['name']}` | {fw} | {item['entry']} | no: {str(exc).split(': ', 1)[-1][:120]} | — | — |")
+            rows.append(
+                f"| `{item['name']}` | {fw} | {item['entry']} | no: {str(exc).split(': ', 1)[-1][:120]} | — | — |"
+            )
             continue
         exp = READINGS[fw](path)
         if "_refused" in exp:
@@ -267,8 +338,10 @@ def table() -> str:
             n = len([k for k in exp if not k.startswith("_") and k != "clipped"])
             matched = f"{n - len(bad)}/{n}" + (f" (differs: {', '.join(bad)})" if bad else "")
         unk = [r.key for r in imp.rows if r.kind == "unknown"]
-        rows.append(f"| `{item['name']}` | {fw} | {item['entry']} | yes | {matched} | "
-                    f"{len(unk)}{': ' + ', '.join(f'`{k}`' for k in unk[:4]) + (' …' if len(unk) > 4 else '') if unk else ''} |")
+        rows.append(
+            f"| `{item['name']}` | {fw} | {item['entry']} | yes | {matched} | "
+            f"{len(unk)}{': ' + ', '.join(f'`{k}`' for k in unk[:4]) + (' …' if len(unk) > 4 else '') if unk else ''} |"
+        )
     return "\n".join(rows)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.importers import IMPORTERS, ConfigImportError, import_config
+from sandbox.importers.api import IMPORTERS, ConfigImportError, import_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus_readings as cr  # noqa: E402
@@ -80,17 +80,28 @@ def test_imported_values_match_the_framework_s_reading(item):
     assert keys <= {r.key for r in imp.rows}
 
 
-@pytest.mark.parametrize("item", [i for i in ITEMS if i["framework"] in ("verl", "openrlhf", "areal", "prime-rl")],
-                         ids=lambda i: i["name"])
+@pytest.mark.parametrize(
+    "item", [i for i in ITEMS if i["framework"] in ("verl", "openrlhf", "areal", "prime-rl")], ids=lambda i: i["name"]
+)
 def test_cluster_facts_from_the_file_alone(item):
     """Q3/Q4/Q7 need the GPU count and the model: every corpus file that names its GPUs gives them."""
-    from sandbox.preflight_system import cluster_facts
+    from sandbox.preflight.system import cluster_facts
 
     imp = import_config(cr.CORPUS / item["name"], item["framework"])
     f = cluster_facts(imp.rows, item["framework"], {})
     text = (cr.CORPUS / item["name"]).read_text()
-    names_gpus = any(k in text for k in ("n_gpus_per_node", "num_gpus_per_node", "num_train_gpus", "num_train_nodes",
-                                         "backend: \"", "allocation_mode", "n_gpus_per_node:"))
+    names_gpus = any(
+        k in text
+        for k in (
+            "n_gpus_per_node",
+            "num_gpus_per_node",
+            "num_train_gpus",
+            "num_train_nodes",
+            'backend: "',
+            "allocation_mode",
+            "n_gpus_per_node:",
+        )
+    )
     if names_gpus:  # Q3/Q4/Q7 answerable: a GPU count and a model of the hardware table (or its stand-in by size)
         assert f.gpus is not None and f.gpus >= 2 and not f.missing, (f.source, f.missing)
 
@@ -105,7 +116,12 @@ def test_finding1_verl_default_objective_is_the_ppo_clip_against_pi_old():
     a = imp.scenario.algorithm
     # 1024 prompts / 256 per mini-batch: 4 optimizer steps on one batch, the clip (0.2) against π_old binds
     assert (a.objective.name, a.objective.eps_low, a.objective.eps_high, a.minibatches, a.proximal) == (
-        "grpo", 0.2, 0.2, 4, "batch_start")
+        "grpo",
+        0.2,
+        0.2,
+        4,
+        "batch_start",
+    )
 
 
 def test_finding2_verl_entry_points_set_their_staleness():
@@ -122,16 +138,20 @@ def test_finding2_verl_entry_points_set_their_staleness():
 def test_finding3_real_files_read_as_written(tmp_path):
     # set -x, exports, ${VAR:-default}, continuations, quoted 'key=value', arrays, ray job submit -- python3 -m
     script = tmp_path / "run.sh"
-    script.write_text("#!/bin/bash\nset -xeuo pipefail\nexport VLLM_USE_V1=1\nN=${N:-8}\nB=$((N * 4))\n"
-                      "python3 -m verl.trainer.main_ppo \\\n  'data.train_batch_size=${B}' \\\n"
-                      "  actor_rollout_ref.rollout.n=$N \\\n  actor_rollout_ref.actor.ppo_mini_batch_size=8 $@\n")
-    script.write_text(script.read_text().replace("'data.train_batch_size=${B}'", "\"data.train_batch_size=${B}\""))
+    script.write_text(
+        "#!/bin/bash\nset -xeuo pipefail\nexport VLLM_USE_V1=1\nN=${N:-8}\nB=$((N * 4))\n"
+        "python3 -m verl.trainer.main_ppo \\\n  'data.train_batch_size=${B}' \\\n"
+        "  actor_rollout_ref.rollout.n=$N \\\n  actor_rollout_ref.actor.ppo_mini_batch_size=8 $@\n"
+    )
+    script.write_text(script.read_text().replace("'data.train_batch_size=${B}'", '"data.train_batch_size=${B}"'))
     imp = import_config(script, "verl")
     assert (imp.scenario.algorithm.groups_per_step, imp.scenario.algorithm.group_size) == (32, 8)
     assert any("N is not set" in n for n in imp.notes)
     quoted = tmp_path / "quoted.sh"
-    quoted.write_text("python3 -m verl.trainer.main_ppo 'data.train_batch_size=16' 'actor_rollout_ref.rollout.n=4' "
-                      "actor_rollout_ref.actor.ppo_mini_batch_size=16\n")
+    quoted.write_text(
+        "python3 -m verl.trainer.main_ppo 'data.train_batch_size=16' 'actor_rollout_ref.rollout.n=4' "
+        "actor_rollout_ref.actor.ppo_mini_batch_size=16\n"
+    )
     assert import_config(quoted, "verl").scenario.algorithm.groups_per_step == 16
     # OpenRLHF through ray job submit with flag arrays (was: "empty flag name")
     imp = import_config(cr.CORPUS / "openrlhf_reinforce_baseline_agent_async.sh", "openrlhf")
@@ -140,10 +160,15 @@ def test_finding3_real_files_read_as_written(tmp_path):
     assert import_config(cr.CORPUS / "areal_gsm8k_grpo.yaml", "areal").scenario.algorithm.groups_per_step == 256
     # TRL nested dict kwargs
     trl = tmp_path / "grpo.yaml"
-    trl.write_text("num_generations: 8\nper_device_train_batch_size: 8\nlr_scheduler_kwargs:\n  min_lr_rate: 0.1\n"
-                   "chat_template_kwargs:\n  enable_thinking: false\n")
+    trl.write_text(
+        "num_generations: 8\nper_device_train_batch_size: 8\nlr_scheduler_kwargs:\n  min_lr_rate: 0.1\n"
+        "chat_template_kwargs:\n  enable_thinking: false\n"
+    )
     rows = {r.key: r.kind for r in import_config(trl, "trl").rows}
-    assert rows["lr_scheduler_kwargs.min_lr_rate"] == "unsupported" and rows["chat_template_kwargs.enable_thinking"] == "ignored"
+    assert (
+        rows["lr_scheduler_kwargs.min_lr_rate"] == "unsupported"
+        and rows["chat_template_kwargs.enable_thinking"] == "ignored"
+    )
     # prime-rl relying on its own defaults (group_size 1 there)
     prime = tmp_path / "rl.toml"
     prime.write_text("[orchestrator]\nbatch_size = 64\n")
@@ -153,9 +178,11 @@ def test_finding3_real_files_read_as_written(tmp_path):
 
 def test_finding4_openrlhf_main_branch_correction_flags(tmp_path):
     path = tmp_path / "run.sh"
-    path.write_text("python3 -m openrlhf.cli.train_ppo_ray --rollout.batch_size 8 --rollout.n_samples_per_prompt 4 "
-                    "--train.batch_size 32 --algo.advantage.estimator group_norm --algo.advantage.is_correction_enable "
-                    "--algo.advantage.is_correction_type icepop --algo.advantage.is_correction_threshold 0.5 2.0\n")
+    path.write_text(
+        "python3 -m openrlhf.cli.train_ppo_ray --rollout.batch_size 8 --rollout.n_samples_per_prompt 4 "
+        "--train.batch_size 32 --algo.advantage.estimator group_norm --algo.advantage.is_correction_enable "
+        "--algo.advantage.is_correction_type icepop --algo.advantage.is_correction_threshold 0.5 2.0\n"
+    )
     c = import_config(path, "openrlhf").scenario.algorithm.correction
     assert (c.name, c.level, c.C_low, c.C) == ("mis", "token", 0.5, 2.0)
     path.write_text(path.read_text().replace("icepop", "tis"))
@@ -176,12 +203,17 @@ def test_finding6_verl_defaults_come_from_the_wheel(tmp_path):
     from sandbox.importers.verl_defaults import defaults
 
     d = defaults("ppo_trainer")
-    assert (d["trainer.use_v1"], d["trainer.v1.separate_async.num_warmup_batches"],
-            d["trainer.v1.separate_async.parameter_sync_step"], d["trainer.v1.sampler.max_off_policy_threshold"]) == (
-        True, 1, 4, 8)
+    assert (
+        d["trainer.use_v1"],
+        d["trainer.v1.separate_async.num_warmup_batches"],
+        d["trainer.v1.separate_async.parameter_sync_step"],
+        d["trainer.v1.sampler.max_off_policy_threshold"],
+    ) == (True, 1, 4, 8)
     path = tmp_path / "sep.txt"
-    path.write_text("data.train_batch_size=64\nactor_rollout_ref.rollout.n=4\nactor_rollout_ref.actor.ppo_mini_batch_size=16\n"
-                    "trainer.v1.trainer_mode=separate_async\n")
+    path.write_text(
+        "data.train_batch_size=64\nactor_rollout_ref.rollout.n=4\nactor_rollout_ref.actor.ppo_mini_batch_size=16\n"
+        "trainer.v1.trainer_mode=separate_async\n"
+    )
     st = import_config(path, "verl").scenario.system.staleness  # use_v1 and the threshold from verl's own defaults
     assert (st.kind, st.k_max, st.enforcement, st.queue_capacity) == ("max_lag", 7, "drop", 2 * 64)
 
@@ -199,22 +231,32 @@ def test_finding6_stored_defaults_equal_a_fresh_compose_of_the_wheel():
 
 
 def test_finding7_cluster_facts_from_the_file():
-    from sandbox.preflight_system import cluster_facts
+    from sandbox.preflight.system import cluster_facts
 
     f = cluster_facts(import_config(cr.CORPUS / "verl_one_step_off_grpo_0.6b.sh", "verl").rows, "verl", {})
     assert (f.gpus, f.trainer_gpus, f.tp, f.max_tokens) == (8, 6, 2, 1024)
     f = cluster_facts(import_config(cr.CORPUS / "areal_gsm8k_grpo.yaml", "areal").rows, "areal", {})
-    assert (f.gpus, f.trainer_gpus, f.model, f.max_tokens) == (8, 4, "qwen2.5-1.5b", 1024)  # sglang:d4p1t1 + fsdp:d4p1t1
+    assert (f.gpus, f.trainer_gpus, f.model, f.max_tokens) == (
+        8,
+        4,
+        "qwen2.5-1.5b",
+        1024,
+    )  # sglang:d4p1t1 + fsdp:d4p1t1
     f = cluster_facts(import_config(cr.CORPUS / "primerl_reverse_text_rl.toml", "prime-rl").rows, "prime-rl", {})
     assert (f.gpus, f.trainer_gpus, f.max_tokens) == (2, 1, 128)
-    f = cluster_facts(import_config(cr.CORPUS / "openrlhf_reinforce_baseline_agent_async.sh", "openrlhf").rows, "openrlhf", {})
+    f = cluster_facts(
+        import_config(cr.CORPUS / "openrlhf_reinforce_baseline_agent_async.sh", "openrlhf").rows, "openrlhf", {}
+    )
     assert f.gpus == 4 and "Qwen3-4B" in f.source["model"]  # engines colocated on the actor's 4 GPUs
 
 
 def test_finding8_areal_adv_norm_listed_and_vcpo_refuses_a_sync_verl_config():
     imp = import_config(cr.CORPUS / "areal_gsm8k_grpo.yaml", "areal")
     rows = {r.key: r for r in imp.rows}
-    assert rows["actor.adv_norm.mean_level"].kind == "unsupported" and "batch-level" in rows["actor.adv_norm.mean_level"].note
+    assert (
+        rows["actor.adv_norm.mean_level"].kind == "unsupported"
+        and "batch-level" in rows["actor.adv_norm.mean_level"].note
+    )
     with pytest.raises(ConfigImportError, match="use -f verl"):
         import_config(cr.CORPUS / "verl_grpo_qwen2-7b.sh", "verl-vcpo")
     with pytest.raises(ConfigImportError, match="use -f verl"):
@@ -226,9 +268,11 @@ def test_errors_name_the_line_and_the_framework(tmp_path):
     path.write_text("set -x\npython3 -m openrlhf.cli.train_ppo_ray --rollout.batch_size 8\n")
     with pytest.raises(ConfigImportError, match=r"line 2: .*use -f openrlhf"):
         import_config(path, "verl")
-    path.write_text("MODEL=${MODEL_PATH}\npython3 -m verl.trainer.main_ppo data.train_batch_size=8 "
-                    "actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.rollout.n=2 "
-                    "actor_rollout_ref.rollout.temperature=$TEMP\n")
+    path.write_text(
+        "MODEL=${MODEL_PATH}\npython3 -m verl.trainer.main_ppo data.train_batch_size=8 "
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.rollout.n=2 "
+        "actor_rollout_ref.rollout.temperature=$TEMP\n"
+    )
     with pytest.raises(ConfigImportError, match=r"TEMP is not set in the file"):
         import_config(path, "verl")
 
@@ -239,7 +283,7 @@ def test_trl_defaults_table_equals_the_dataclasses():
 
     from trl import GRPOConfig
 
-    from sandbox.importers.trl import ASYNC_DEFAULTS, SYNC_DEFAULTS
+    from sandbox.frameworks.trl.importer import ASYNC_DEFAULTS, SYNC_DEFAULTS
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

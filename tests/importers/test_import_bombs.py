@@ -6,7 +6,6 @@ time limit (``SIGALRM``: a hang fails the test instead of stalling the suite).""
 
 from __future__ import annotations
 
-import json
 import math
 import signal
 from contextlib import contextmanager
@@ -15,16 +14,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sandbox.base.errors import ScenarioError
 from sandbox.cli import app
-from sandbox.errors import ScenarioError
-from sandbox.importers import IMPORTERS, import_config
+from sandbox.frameworks.importing import ConfigImportError, Mapper
+from sandbox.importers.api import IMPORTERS, import_config
 from sandbox.importers.build import build, render_import_md
-from sandbox.importers.common import ConfigImportError, Mapper
 
 DATA = Path(__file__).resolve().parent / "data"
-FILES = {"verl": ["verl_gsm8k_async.yaml", "verl_reinforce_sync.txt"], "verl-vcpo": ["vcpo_ratio_clip.yaml", "vcpo_fully_async_math.txt"],
-         "trl": ["trl_grpo_gsm8k.yaml", "trl_async_grpo.json"], "openrlhf": ["openrlhf_async_reinforce.sh", "openrlhf_sync_drgrpo.txt"],
-         "areal": ["areal_gsm8k_grpo.yaml", "areal_sync_tis.yaml"], "prime-rl": ["primerl_reverse_text.toml", "primerl_sgd_warmup.toml"]}
+FILES = {
+    "verl": ["verl_gsm8k_async.yaml", "verl_reinforce_sync.txt"],
+    "verl-vcpo": ["vcpo_ratio_clip.yaml", "vcpo_fully_async_math.txt"],
+    "trl": ["trl_grpo_gsm8k.yaml", "trl_async_grpo.json"],
+    "openrlhf": ["openrlhf_async_reinforce.sh", "openrlhf_sync_drgrpo.txt"],
+    "areal": ["areal_gsm8k_grpo.yaml", "areal_sync_tis.yaml"],
+    "prime-rl": ["primerl_reverse_text.toml", "primerl_sgd_warmup.toml"],
+}
 YAML_READERS = {"verl": "a.yaml", "verl-vcpo": "a.yaml", "trl": "a.yaml", "areal": "a.yaml"}
 
 
@@ -50,7 +54,7 @@ def _bomb(levels: int = 9, width: int = 9) -> str:
     lines = ["a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9]"]
     for i in range(1, levels):
         lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]")
-    lines.append(f"bomb: [" + ", ".join([f"*a{levels - 1}"] * width) + "]")
+    lines.append("bomb: [" + ", ".join([f"*a{levels - 1}"] * width) + "]")
     return "\n".join(lines) + "\n"
 
 
@@ -61,23 +65,30 @@ def _deep(levels: int = 1000) -> str:
 @pytest.mark.parametrize("framework", list(YAML_READERS))
 @pytest.mark.parametrize("kind", ["alias bomb", "block nesting", "recursive alias", "huge integer"])
 def test_hostile_yaml_is_a_clear_error(framework, kind, tmp_path):
-    text = {"alias bomb": _bomb(), "block nesting": _deep(), "recursive alias": "a: &a [*a]\n",
-            "huge integer": "x: " + "9" * 5000 + "\n"}[kind]
+    text = {
+        "alias bomb": _bomb(),
+        "block nesting": _deep(),
+        "recursive alias": "a: &a [*a]\n",
+        "huge integer": "x: " + "9" * 5000 + "\n",
+    }[kind]
     path = tmp_path / YAML_READERS[framework]
     path.write_text(text)
     with within(20), pytest.raises(ConfigImportError) as err:
         import_config(path, framework)
     assert str(path) in str(err.value)
-    expect = {"alias bomb": "alias bomb", "block nesting": "nested too deeply", "recursive alias": "",
-              "huge integer": "number"}[kind]
+    expect = {
+        "alias bomb": "alias bomb",
+        "block nesting": "nested too deeply",
+        "recursive alias": "",
+        "huge integer": "number",
+    }[kind]
     assert expect in str(err.value)
 
 
 def test_an_alias_bomb_in_an_override_line_is_a_clear_error(tmp_path):
     path = tmp_path / "run.txt"
     # quoted as a launch line must be (a shell splits an unquoted value at its spaces)
-    path.write_text("'x=[" + ", ".join(["[1,2,3,4,5,6,7,8,9]"] * 3) + "]'\n"
-                    "data.train_batch_size=" + "9" * 5000 + "\n")
+    path.write_text("'x=[" + ", ".join(["[1,2,3,4,5,6,7,8,9]"] * 3) + "]'\ndata.train_batch_size=" + "9" * 5000 + "\n")
     with within(20), pytest.raises(ConfigImportError, match="number|digits"):
         import_config(path, "verl")
 
@@ -90,7 +101,7 @@ def test_json_numbers_and_surrogates_are_clear_errors(text, tmp_path):
         import_config(path, "trl")
 
 
-HOSTILE = {"1e400": math.inf, "-1e400": -math.inf, "nan": math.nan, "16 digits": 10 ** 16, "lone surrogate": "\ud800"}
+HOSTILE = {"1e400": math.inf, "-1e400": -math.inf, "nan": math.nan, "16 digits": 10**16, "lone surrogate": "\ud800"}
 
 
 @pytest.mark.parametrize("framework", list(FILES))
@@ -124,10 +135,15 @@ def test_every_key_of_every_importer_takes_hostile_numbers_cleanly(framework):
 @pytest.mark.parametrize("value", ["nan", '"fast"', "-1.0e-6", "0"])
 def test_a_learning_rate_that_is_not_one_is_refused(value, tmp_path):
     path = tmp_path / "a.yaml"
-    path.write_text((DATA / "trl_grpo_gsm8k.yaml").read_text() + f"learning_rate: {value}\n"
-                    if "learning_rate" not in (DATA / "trl_grpo_gsm8k.yaml").read_text() else
-                    "\n".join(f"learning_rate: {value}" if ln.startswith("learning_rate:") else ln
-                              for ln in (DATA / "trl_grpo_gsm8k.yaml").read_text().splitlines()) + "\n")
+    path.write_text(
+        (DATA / "trl_grpo_gsm8k.yaml").read_text() + f"learning_rate: {value}\n"
+        if "learning_rate" not in (DATA / "trl_grpo_gsm8k.yaml").read_text()
+        else "\n".join(
+            f"learning_rate: {value}" if ln.startswith("learning_rate:") else ln
+            for ln in (DATA / "trl_grpo_gsm8k.yaml").read_text().splitlines()
+        )
+        + "\n"
+    )
     with pytest.raises(ConfigImportError, match="learning_rate.*positive finite learning rate"):
         import_config(path, "trl")
 
@@ -138,43 +154,50 @@ def test_a_learning_rate_that_is_not_one_is_refused(value, tmp_path):
 
 
 def test_huge_gpu_counts_are_refused_before_a_list_is_built(tmp_path):
-    from sandbox.analysis.plan_split import MAX_GPUS
-    from sandbox.preflight_system import SystemPlanError, cluster_facts
+    from sandbox.plan.split import MAX_GPUS
+    from sandbox.preflight.system import SystemPlanError, cluster_facts
 
     imp = import_config(DATA / "verl_gsm8k_async.yaml", "verl")
     with within(20), pytest.raises(SystemPlanError, match="--gpus.*at most"):
-        cluster_facts(imp.rows, "verl", {"gpus": 10 ** 12}, None)
+        cluster_facts(imp.rows, "verl", {"gpus": 10**12}, None)
     with within(20), pytest.raises(SystemPlanError, match="cluster.trainer_gpus.*at most"):
-        cluster_facts(imp.rows, "verl", {}, {"trainer_gpus": 10 ** 9, "rollout_gpus": 8})
+        cluster_facts(imp.rows, "verl", {}, {"trainer_gpus": 10**9, "rollout_gpus": 8})
     text = (DATA / "verl_gsm8k_async.yaml").read_text()
     path = tmp_path / "v.yaml"
-    path.write_text(text.replace("nnodes: 1", "nnodes: 100000").replace("n_gpus_per_node: 8", "n_gpus_per_node: 100000"))
+    path.write_text(
+        text.replace("nnodes: 1", "nnodes: 100000").replace("n_gpus_per_node: 8", "n_gpus_per_node: 100000")
+    )
     rows = import_config(path, "verl").rows  # 1e10 GPUs: nnodes x n_gpus_per_node
     with within(20), pytest.raises(SystemPlanError, match=f"at most {MAX_GPUS:,}"):
         cluster_facts(rows, "verl", {}, None)
 
 
 def test_an_areal_allocation_of_a_billion_gpus_is_refused(tmp_path):
-    from sandbox.preflight_system import SystemPlanError, cluster_facts
+    from sandbox.preflight.system import SystemPlanError, cluster_facts
 
     path = tmp_path / "a.yaml"
-    path.write_text((DATA / "areal_gsm8k_grpo.yaml").read_text().replace("sglang.d4p1t1+d4p1t1", "sglang.d999999999p1t1+d4p1t1"))
+    path.write_text(
+        (DATA / "areal_gsm8k_grpo.yaml").read_text().replace("sglang.d4p1t1+d4p1t1", "sglang.d999999999p1t1+d4p1t1")
+    )
     imp = import_config(path, "areal")
     with within(20), pytest.raises(SystemPlanError, match="allocation_mode.*at most"):
         cluster_facts(imp.rows, "areal", {}, None)
 
 
 def test_plan_gpus_of_a_trillion_is_refused():
-    res = CliRunner().invoke(app, ["plan", "--gpus", str(10 ** 12), "-q"])
+    res = CliRunner().invoke(app, ["plan", "--gpus", str(10**12), "-q"])
     assert res.exit_code == 2 and "--gpus" in res.output and "at most" in res.output, res.output
 
 
-@pytest.mark.parametrize("args, option", [
-    (["run", "--set", "system.num_workers=1000000000", "-q"], "num_workers"),
-    (["claims", "--seeds", "1000000000", "--quick"], "--seeds"),
-    (["plan", "--workers", "1000000000", "-q"], "--workers"),
-    (["run", "--out", "", "-q"], "--out"),
-])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["run", "--set", "system.num_workers=1000000000", "-q"], "num_workers"),
+        (["claims", "--seeds", "1000000000", "--quick"], "--seeds"),
+        (["plan", "--workers", "1000000000", "-q"], "--workers"),
+        (["run", "--out", "", "-q"], "--out"),
+    ],
+)
 def test_absurd_sizes_and_an_empty_out_are_refused_at_once(args, option, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with within(60):

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.importers import ConfigImportError, import_config
-from sandbox.runner import run_scenario
-from sandbox.scenario import load_scenario
+from sandbox.importers.api import ConfigImportError, import_config
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import load_scenario
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -21,14 +21,25 @@ def invoke(*args: str):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-@pytest.mark.parametrize("name,fw", [("verl_reinforce_sync.txt", "verl"), ("trl_async_grpo.json", "trl"),
-                                     ("openrlhf_sync_drgrpo.txt", "openrlhf"), ("areal_sync_tis.yaml", "areal"),
-                                     ("primerl_sgd_warmup.toml", "prime-rl"), ("vcpo_ratio_clip.yaml", "verl-vcpo")])
+@pytest.mark.parametrize(
+    "name,fw",
+    [
+        ("verl_reinforce_sync.txt", "verl"),
+        ("trl_async_grpo.json", "trl"),
+        ("openrlhf_sync_drgrpo.txt", "openrlhf"),
+        ("areal_sync_tis.yaml", "areal"),
+        ("primerl_sgd_warmup.toml", "prime-rl"),
+        ("vcpo_ratio_clip.yaml", "verl-vcpo"),
+    ],
+)
 def test_written_scenario_loads_and_runs(tmp_path, name, fw):
     res = invoke("import", DATA / name, "--framework", fw, "--out", tmp_path / "imp")
     assert res.exit_code == 0, res.output
     assert "Traceback" not in res.output
-    assert sorted(p.name for p in (tmp_path / "imp").iterdir() if not p.name.startswith(".")) == ["IMPORT.md", "scenario.toml"]
+    assert sorted(p.name for p in (tmp_path / "imp").iterdir() if not p.name.startswith(".")) == [
+        "IMPORT.md",
+        "scenario.toml",
+    ]
     scn, _ = load_scenario(tmp_path / "imp" / "scenario.toml", ["run.steps=2", "run.figures=false", "task.replicas=1"])
     result = run_scenario(scn, None, force=True)
     assert len(result.metrics) >= 2  # two learner steps recorded
@@ -44,7 +55,7 @@ def test_unknown_keys_are_listed_never_dropped(tmp_path):
     imp = import_config(DATA / "trl_grpo_gsm8k.yaml", "trl")
     assert "reward_weights" in [r.key for r in imp.rows if r.kind == "unknown"]
     # every key of the file is in exactly one row
-    from sandbox.importers.trl import read_trl
+    from sandbox.frameworks.trl.importer import read_trl
 
     keys = set(read_trl(str(DATA / "trl_grpo_gsm8k.yaml")).values)
     assert keys <= {r.key for r in imp.rows}
@@ -72,7 +83,12 @@ def test_conversions(tmp_path):
     # bypass_mode = false with 2 mini-batches x 2 epochs: the PPO clip (rloo advantages) against π_old recomputed
     # once per batch, the rollout_is weights π_old/μ (finding 1 of issue 44: not the unclipped reinforce)
     assert (a.objective.name, a.objective.eps_low, a.correction.name, a.correction.level, a.correction.C) == (
-        "rloo", 0.2, "tis", "sequence", 4.0)
+        "rloo",
+        0.2,
+        "tis",
+        "sequence",
+        4.0,
+    )
     assert a.optimizer.warmup_steps == 5 * 2 * 2  # scheduler steps x (minibatches x epochs) in sync mode
     assert a.proximal == "batch_start"
     imp = import_config(DATA / "trl_async_grpo.json", "trl")
@@ -87,7 +103,12 @@ MALFORMED = [
     ("verl", "bad.txt", "data.train_batch_size=8\nthis is not an override\n", "line 2"),
     ("verl", "dup.txt", "data.train_batch_size=8\ndata.train_batch_size=16\n", "given twice"),
     ("verl", "type.txt", "data.train_batch_size=eight\n", "data.train_batch_size"),
-    ("verl", "mini.txt", "data.train_batch_size=8\nactor_rollout_ref.actor.ppo_mini_batch_size=3\n", "ppo_mini_batch_size"),
+    (
+        "verl",
+        "mini.txt",
+        "data.train_batch_size=8\nactor_rollout_ref.actor.ppo_mini_batch_size=3\n",
+        "ppo_mini_batch_size",
+    ),
     ("verl", "loss.txt", "data.train_batch_size=8\nactor_rollout_ref.actor.loss_agg_mode=token-sum\n", "loss_agg_mode"),
     ("trl", "bad.json", '{"num_generations": 8,\n "epsilon": }\n', "line 2"),
     ("trl", "list.json", "[1, 2]", "mapping"),
@@ -96,13 +117,22 @@ MALFORMED = [
     ("trl", "bin.json", b"\xff\xfe{}", "UTF-8"),
     ("openrlhf", "quote.sh", "--rollout.batch_size 8\n--actor.optim 'adam\n", "line 2"),
     ("openrlhf", "word.sh", "--rollout.batch_size 8 stray\n", "stray"),
-    ("openrlhf", "geom.sh", "--rollout.batch_size 8 --rollout.n_samples_per_prompt 4 --train.batch_size 5\n", "train.batch_size"),
+    (
+        "openrlhf",
+        "geom.sh",
+        "--rollout.batch_size 8 --rollout.n_samples_per_prompt 4 --train.batch_size 5\n",
+        "train.batch_size",
+    ),
     ("areal", "type.yaml", "gconfig:\n  n_samples: four\nrollout:\n  consumer_batch_size: 8\n", "gconfig.n_samples"),
     ("areal", "bad.yaml", "actor:\n\teps_clip: 0.2\n", "line 2"),
     ("prime-rl", "bad.toml", "[orchestrator]\nbatch_size = \n", "TOML"),
     ("prime-rl", "geom.toml", "[orchestrator]\nbatch_size = 60\ngroup_size = 8\n", "orchestrator.batch_size"),
-    ("verl-vcpo", "thr.txt", "actor_rollout_ref.actor.ppo_mini_batch_size=8\nasync_training.staleness_threshold=-1\n",
-     "staleness_threshold"),
+    (
+        "verl-vcpo",
+        "thr.txt",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8\nasync_training.staleness_threshold=-1\n",
+        "staleness_threshold",
+    ),
 ]
 
 
@@ -127,10 +157,13 @@ def test_cli_bad_flags(tmp_path):
 
 
 def test_cluster_facts(tmp_path):
-    (tmp_path / "c.toml").write_text('[cluster]\nnum_workers = 24\ntrainer_gpus = 4\nrollout_gpus = 12\n'
-                                     'generation_time = { kind = "lognormal", median = 2.0, sigma = 1.0 }\n')
-    res = invoke("import", DATA / "trl_async_grpo.json", "-f", "trl", "--cluster", tmp_path / "c.toml",
-                 "--out", tmp_path / "o")
+    (tmp_path / "c.toml").write_text(
+        "[cluster]\nnum_workers = 24\ntrainer_gpus = 4\nrollout_gpus = 12\n"
+        'generation_time = { kind = "lognormal", median = 2.0, sigma = 1.0 }\n'
+    )
+    res = invoke(
+        "import", DATA / "trl_async_grpo.json", "-f", "trl", "--cluster", tmp_path / "c.toml", "--out", tmp_path / "o"
+    )
     assert res.exit_code == 0, res.output
     data = tomllib.loads((tmp_path / "o" / "scenario.toml").read_text())
     assert data["system"]["num_workers"] == 24
@@ -138,8 +171,16 @@ def test_cluster_facts(tmp_path):
     md = (tmp_path / "o" / "IMPORT.md").read_text()
     assert "cluster.trainer_gpus" in md and "cluster.rollout_gpus" in md
     (tmp_path / "bad.toml").write_text("[cluster]\ngpus = 4\n")
-    res = invoke("import", DATA / "trl_async_grpo.json", "-f", "trl", "--cluster", tmp_path / "bad.toml",
-                 "--out", tmp_path / "o2")
+    res = invoke(
+        "import",
+        DATA / "trl_async_grpo.json",
+        "-f",
+        "trl",
+        "--cluster",
+        tmp_path / "bad.toml",
+        "--out",
+        tmp_path / "o2",
+    )
     assert res.exit_code == 2 and "cluster.gpus" in res.output
 
 
@@ -166,7 +207,7 @@ def test_verl_s_own_shipped_default_config():
     if not path.is_file():
         pytest.skip(f"verl 0.9.1 wheel not unpacked in {cache_dir()} (tests/export fetch it)")
     imp = import_config(path, "verl")
-    from sandbox.importers.verl import read_verl
+    from sandbox.frameworks.verl.importer import read_verl
 
     assert set(read_verl(str(path)).values) <= {r.key for r in imp.rows}
     bad = {r.key for r in imp.rows if r.kind == "unsupported"}
@@ -181,9 +222,11 @@ def test_verl_s_own_shipped_default_config():
 
 def test_a_pasted_launch_command_reads_as_overrides(tmp_path):
     path = tmp_path / "run_grpo.sh"
-    path.write_text("python3 -m verl.trainer.main_ppo \\\n    algorithm.adv_estimator=grpo \\\n"
-                    "    data.train_batch_size=64 actor_rollout_ref.rollout.n=4 \\\n"
-                    "    actor_rollout_ref.actor.optim.lr=1e-6 \\\n    trainer.logger='[\"console\"]'\n")
+    path.write_text(
+        "python3 -m verl.trainer.main_ppo \\\n    algorithm.adv_estimator=grpo \\\n"
+        "    data.train_batch_size=64 actor_rollout_ref.rollout.n=4 \\\n"
+        "    actor_rollout_ref.actor.optim.lr=1e-6 \\\n    trainer.logger='[\"console\"]'\n"
+    )
     imp = import_config(path, "verl")
     assert (imp.scenario.algorithm.groups_per_step, imp.scenario.algorithm.group_size) == (64, 4)
     assert {r.key: r.kind for r in imp.rows}["actor_rollout_ref.actor.optim.lr"] == "scale"

@@ -16,53 +16,136 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.export import export_scenario
-from sandbox.importers import IMPORTERS, import_config
-from sandbox.scenario import load_scenario, variant_scenarios
+from sandbox.export.api import export_scenario
+from sandbox.importers.api import IMPORTERS, import_config
+from sandbox.scenario.api import load_scenario, variant_scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "export" / "golden"
 DATA = Path(__file__).resolve().parent / "data"
 
 # the config file of each framework's export that the importer reads
-CONFIG_FILE = {"verl": "overrides.txt", "verl-vcpo": "overrides.txt", "trl": "grpo_config.json",
-               "openrlhf": "flags.txt", "areal": "areal_config.yaml", "prime-rl": "rl.toml"}
+CONFIG_FILE = {
+    "verl": "overrides.txt",
+    "verl-vcpo": "overrides.txt",
+    "trl": "grpo_config.json",
+    "openrlhf": "flags.txt",
+    "areal": "areal_config.yaml",
+    "prime-rl": "rl.toml",
+}
 
 # the scenario fields each framework can express (a field the export lists as a gap is skipped)
-COMMON = ["algorithm.group_size", "algorithm.groups_per_step", "algorithm.minibatches", "algorithm.epochs",
-          "system.staleness.kind", "system.staleness.k_max", "algorithm.objective.name", "algorithm.correction.name",
-          "optimizer.name", "algorithm.optimizer.weight_decay", "algorithm.optimizer.schedule",
-          "algorithm.optimizer.warmup_steps"]
+COMMON = [
+    "algorithm.group_size",
+    "algorithm.groups_per_step",
+    "algorithm.minibatches",
+    "algorithm.epochs",
+    "system.staleness.kind",
+    "system.staleness.k_max",
+    "algorithm.objective.name",
+    "algorithm.correction.name",
+    "optimizer.name",
+    "algorithm.optimizer.weight_decay",
+    "algorithm.optimizer.schedule",
+    "algorithm.optimizer.warmup_steps",
+]
 FIELDS: dict[str, list[str]] = {
-    "verl": COMMON + ["system.staleness.enforcement", "system.staleness.queue_capacity", "algorithm.proximal",
-                      "algorithm.objective.eps_low", "algorithm.objective.eps_high", "algorithm.objective.dual_clip_c",
-                      "algorithm.objective.aggregation", "algorithm.objective.baseline",
-                      "algorithm.objective.normalize_std", "algorithm.objective.beta_kl", "algorithm.correction.level",
-                      "algorithm.correction.C", "algorithm.optimizer.betas"],
-    "openrlhf": COMMON + ["system.staleness.enforcement", "system.partial_rollouts", "algorithm.proximal",
-                          "algorithm.objective.eps_low", "algorithm.objective.eps_high", "algorithm.objective.dual_clip_c",
-                          "algorithm.objective.aggregation", "algorithm.objective.normalize_std",
-                          "algorithm.objective.beta_kl", "algorithm.correction.level", "algorithm.correction.C",
-                          "algorithm.correction.C_low", "algorithm.optimizer.betas", "algorithm.optimizer.eps"],
-    "areal": COMMON + ["system.staleness.enforcement", "algorithm.proximal", "algorithm.objective.eps_low",
-                       "algorithm.objective.eps_high", "algorithm.objective.dual_clip_c", "algorithm.objective.baseline",
-                       "algorithm.objective.normalize_std", "algorithm.objective.eps_std", "algorithm.correction.level",
-                       "algorithm.correction.C", "algorithm.correction.C_low", "algorithm.correction.m2_threshold",
-                       "algorithm.optimizer.betas", "algorithm.optimizer.eps"],
-    "prime-rl": COMMON + ["system.staleness.enforcement", "system.staleness.queue_capacity", "algorithm.proximal",
-                          "algorithm.correction.variant", "algorithm.correction.dppo_mask_low",
-                          "algorithm.correction.dppo_mask_high", "algorithm.correction.ipo_threshold",
-                          "algorithm.correction.adv_tau", "algorithm.correction.kl_tau", "algorithm.optimizer.betas"],
-    "verl-vcpo": COMMON + ["system.staleness.enforcement", "system.partial_rollouts", "algorithm.proximal",
-                           "algorithm.objective.eps_low", "algorithm.objective.eps_high", "algorithm.objective.dual_clip_c",
-                           "algorithm.objective.aggregation", "algorithm.objective.baseline",
-                           "algorithm.objective.normalize_std", "algorithm.objective.opob_scope",
-                           "algorithm.correction.level", "algorithm.correction.C", "algorithm.stabilizers"],
-    "trl": COMMON + ["system.staleness.enforcement", "system.staleness.queue_capacity", "algorithm.proximal",
-                     "algorithm.objective.dual_clip_c", "algorithm.objective.eps_low", "algorithm.objective.eps_high", "algorithm.objective.aggregation",
-                     "algorithm.objective.normalize_std", "algorithm.objective.beta_kl", "algorithm.correction.level",
-                     "algorithm.correction.C", "algorithm.correction.C_low", "algorithm.optimizer.betas",
-                     "algorithm.optimizer.eps"],
+    "verl": COMMON
+    + [
+        "system.staleness.enforcement",
+        "system.staleness.queue_capacity",
+        "algorithm.proximal",
+        "algorithm.objective.eps_low",
+        "algorithm.objective.eps_high",
+        "algorithm.objective.dual_clip_c",
+        "algorithm.objective.aggregation",
+        "algorithm.objective.baseline",
+        "algorithm.objective.normalize_std",
+        "algorithm.objective.beta_kl",
+        "algorithm.correction.level",
+        "algorithm.correction.C",
+        "algorithm.optimizer.betas",
+    ],
+    "openrlhf": COMMON
+    + [
+        "system.staleness.enforcement",
+        "system.partial_rollouts",
+        "algorithm.proximal",
+        "algorithm.objective.eps_low",
+        "algorithm.objective.eps_high",
+        "algorithm.objective.dual_clip_c",
+        "algorithm.objective.aggregation",
+        "algorithm.objective.normalize_std",
+        "algorithm.objective.beta_kl",
+        "algorithm.correction.level",
+        "algorithm.correction.C",
+        "algorithm.correction.C_low",
+        "algorithm.optimizer.betas",
+        "algorithm.optimizer.eps",
+    ],
+    "areal": COMMON
+    + [
+        "system.staleness.enforcement",
+        "algorithm.proximal",
+        "algorithm.objective.eps_low",
+        "algorithm.objective.eps_high",
+        "algorithm.objective.dual_clip_c",
+        "algorithm.objective.baseline",
+        "algorithm.objective.normalize_std",
+        "algorithm.objective.eps_std",
+        "algorithm.correction.level",
+        "algorithm.correction.C",
+        "algorithm.correction.C_low",
+        "algorithm.correction.m2_threshold",
+        "algorithm.optimizer.betas",
+        "algorithm.optimizer.eps",
+    ],
+    "prime-rl": COMMON
+    + [
+        "system.staleness.enforcement",
+        "system.staleness.queue_capacity",
+        "algorithm.proximal",
+        "algorithm.correction.variant",
+        "algorithm.correction.dppo_mask_low",
+        "algorithm.correction.dppo_mask_high",
+        "algorithm.correction.ipo_threshold",
+        "algorithm.correction.adv_tau",
+        "algorithm.correction.kl_tau",
+        "algorithm.optimizer.betas",
+    ],
+    "verl-vcpo": COMMON
+    + [
+        "system.staleness.enforcement",
+        "system.partial_rollouts",
+        "algorithm.proximal",
+        "algorithm.objective.eps_low",
+        "algorithm.objective.eps_high",
+        "algorithm.objective.dual_clip_c",
+        "algorithm.objective.aggregation",
+        "algorithm.objective.baseline",
+        "algorithm.objective.normalize_std",
+        "algorithm.objective.opob_scope",
+        "algorithm.correction.level",
+        "algorithm.correction.C",
+        "algorithm.stabilizers",
+    ],
+    "trl": COMMON
+    + [
+        "system.staleness.enforcement",
+        "system.staleness.queue_capacity",
+        "algorithm.proximal",
+        "algorithm.objective.dual_clip_c",
+        "algorithm.objective.eps_low",
+        "algorithm.objective.eps_high",
+        "algorithm.objective.aggregation",
+        "algorithm.objective.normalize_std",
+        "algorithm.objective.beta_kl",
+        "algorithm.correction.level",
+        "algorithm.correction.C",
+        "algorithm.correction.C_low",
+        "algorithm.optimizer.betas",
+        "algorithm.optimizer.eps",
+    ],
 }
 
 OPT_EQUIV = {"adamw": "adam"}  # Adam and AdamW coincide at weight_decay = 0, where the exporters write AdamW
@@ -112,14 +195,22 @@ def test_import_of_export_is_the_scenario(fw, case):
     original = _variant(case)
     plan = export_scenario(original, fw, allow_partial=True).plan
     gaps = {s for r in plan.gaps() for s in r.source.split(" + ")}
-    written = {s for r in plan.rows if r.target and r.kind in ("as_is", "converted", "setup") for s in r.source.split(" + ")}
-    imp = import_config(GOLDEN / fw / case / CONFIG_FILE[fw], fw, proxy="lm" if original.task.name == "lm" else "bitstring")
+    written = {
+        s for r in plan.rows if r.target and r.kind in ("as_is", "converted", "setup") for s in r.source.split(" + ")
+    }
+    imp = import_config(
+        GOLDEN / fw / case / CONFIG_FILE[fw], fw, proxy="lm" if original.task.name == "lm" else "bitstring"
+    )
     compared = []
     for f in FIELDS[fw]:
         if any(f == g or f.startswith(g + ".") or g.startswith(f) for g in gaps):
             continue  # the export says the framework cannot express it
-        if not any(f.removeprefix("algorithm.") == w.removeprefix("algorithm.") or f.startswith(w + ".")
-                   or w.startswith(f + ".") for w in written):
+        if not any(
+            f.removeprefix("algorithm.") == w.removeprefix("algorithm.")
+            or f.startswith(w + ".")
+            or w.startswith(f + ".")
+            for w in written
+        ):
             continue  # no key carries it in this export (e.g. TRL's GRPOConfig: the objective's name is implicit)
         want, got = _get(original, f), _get(imp.scenario, f)
         if want == "<absent>" and got == "<absent>":
@@ -131,8 +222,9 @@ def test_import_of_export_is_the_scenario(fw, case):
         compared.append(f)
     assert len(compared) >= 5, f"{fw}/{case}: only {compared} compared"  # prime-rl/lm_mission-vcpo expresses 6
     proxy_only = "the proxy's generation time"  # partial rollouts on the bit-string proxy (no time per token)
-    assert not [r for r in imp.rows if r.kind == "unknown" or (r.kind == "unsupported" and proxy_only not in r.note)], \
+    assert not [r for r in imp.rows if r.kind == "unknown" or (r.kind == "unsupported" and proxy_only not in r.note)], (
         f"{fw}/{case}: the exporter's own keys must all be read: {[r for r in imp.rows if r.kind in ('unknown', 'unsupported')]}"
+    )
 
 
 MAPPED = ("mapped", "converted", "setup", "pinned")
@@ -140,7 +232,9 @@ MAPPED = ("mapped", "converted", "setup", "pinned")
 
 def _export_back(path: Path, fw: str):
     imp = import_config(path, fw)
-    settings = {k.removeprefix("--"): v for k, v in export_scenario(imp.scenario, fw, allow_partial=True).plan.settings.items()}
+    settings = {
+        k.removeprefix("--"): v for k, v in export_scenario(imp.scenario, fw, allow_partial=True).plan.settings.items()
+    }
     keys = {r.key for r in imp.rows if r.kind in MAPPED}
     given = IMPORTERS[fw].read(str(path)).values
     return imp, settings, keys, given
@@ -157,11 +251,15 @@ def _trl_geometry(s: dict) -> tuple:
 RUN_FRACTIONS = {"actor.lr_warmup_ratio", "actor.optimizer.warmup_steps_proportion"}
 
 # framework -> {key: (the key the exporter writes instead, the value it must hold given the config's)}
-ALIASES = {"openrlhf": {"actor.eps_clip": ("actor.eps_clip_low_high", lambda e: [e, e])},
-           "areal": {"actor.behav_imp_weight_cap": ("actor.rejection_sampling.upper", lambda c: c)}}
+ALIASES = {
+    "openrlhf": {"actor.eps_clip": ("actor.eps_clip_low_high", lambda e: [e, e])},
+    "areal": {"actor.behav_imp_weight_cap": ("actor.rejection_sampling.upper", lambda c: c)},
+}
 
 # framework -> (keys compared through a derived quantity, the derivation)
-CANONICAL = {"trl": (("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation"), _trl_geometry)}
+CANONICAL = {
+    "trl": (("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation"), _trl_geometry)
+}
 
 
 def _check_back(path: Path, fw: str, min_keys: int):
@@ -169,21 +267,29 @@ def _check_back(path: Path, fw: str, min_keys: int):
     checked = []
     canon_keys, derive = CANONICAL.get(fw, ((), None))
     if derive is not None:
-        assert derive(settings) == derive(given), f"{path.name}: batch geometry {derive(given)} came back as {derive(settings)}"
+        assert derive(settings) == derive(given), (
+            f"{path.name}: batch geometry {derive(given)} came back as {derive(settings)}"
+        )
     for k in sorted(keys):
         if k not in given or k in canon_keys:
             continue
         if k in RUN_FRACTIONS:  # a fraction of the run goes through whole steps of the proxy's run
             steps = imp.scenario.run.steps
-            assert round(settings[k] * steps) == round(given[k] * steps), f"{path.name}: {k} = {given[k]} came back as {settings[k]}"
+            assert round(settings[k] * steps) == round(given[k] * steps), (
+                f"{path.name}: {k} = {given[k]} came back as {settings[k]}"
+            )
             checked.append(k)
             continue
         if k in ALIASES.get(fw, {}):
             other, want = ALIASES[fw][k]
-            assert _same(settings.get(other), want(given[k])), f"{path.name}: {k} = {given[k]!r} came back as {other} = {settings.get(other)!r}"
+            assert _same(settings.get(other), want(given[k])), (
+                f"{path.name}: {k} = {given[k]!r} came back as {other} = {settings.get(other)!r}"
+            )
             checked.append(k)
             continue
-        assert k in settings, f"{path.name}: {k} was mapped on import but the export of the imported scenario does not write it"
+        assert k in settings, (
+            f"{path.name}: {k} was mapped on import but the export of the imported scenario does not write it"
+        )
         assert _same(settings[k], given[k]), f"{path.name}: {k} = {given[k]!r} came back as {settings[k]!r}"
         checked.append(k)
     assert len(checked) >= min_keys, f"{path.name}: only {checked} compared"
@@ -199,8 +305,14 @@ HAND = sorted((p.name.split("_", 1)[0].replace("verl-vcpo", "verl-vcpo"), p) for
 
 
 def _fw_of(p: Path) -> str:
-    return {"verl": "verl", "vcpo": "verl-vcpo", "trl": "trl", "openrlhf": "openrlhf", "areal": "areal",
-            "primerl": "prime-rl"}[p.name.split("_", 1)[0]]  # file names start with the framework
+    return {
+        "verl": "verl",
+        "vcpo": "verl-vcpo",
+        "trl": "trl",
+        "openrlhf": "openrlhf",
+        "areal": "areal",
+        "primerl": "prime-rl",
+    }[p.name.split("_", 1)[0]]  # file names start with the framework
 
 
 HAND_FILES = [p for p in sorted(DATA.iterdir()) if p.is_file() and _fw_of(p) in IMPORTERS]
@@ -226,8 +338,12 @@ def test_docs_list_the_fields_compared_per_framework():
     assert all(f"`{f.removeprefix('algorithm.')}`" in doc for f in COMMON)
 
 
-YAML_TWINS = [(fw, case, name) for fw, name in (("verl", "verl_config.yaml"), ("verl-vcpo", "vcpo_config.yaml"))
-              for case in sorted(p.name for p in (GOLDEN / fw).iterdir()) if (GOLDEN / fw / case / name).is_file()]
+YAML_TWINS = [
+    (fw, case, name)
+    for fw, name in (("verl", "verl_config.yaml"), ("verl-vcpo", "vcpo_config.yaml"))
+    for case in sorted(p.name for p in (GOLDEN / fw).iterdir())
+    if (GOLDEN / fw / case / name).is_file()
+]
 
 
 @pytest.mark.parametrize("fw,case,name", YAML_TWINS, ids=[f"{f}/{c}" for f, c, _ in YAML_TWINS])

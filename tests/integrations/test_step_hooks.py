@@ -31,8 +31,14 @@ def _run(stabilizers, use_hooks: bool, steps: int = 14):
     ess = iter(torch.linspace(1.0, 0.3, steps))
     metrics = []
     if use_hooks:
-        hooks = StabilizerHooks(opt, params, stabilizers, context=lambda: StepContext(ess_ratio=next(ess)),
-                                on_metrics=metrics.append, grad_cosine=False)
+        hooks = StabilizerHooks(
+            opt,
+            params,
+            stabilizers,
+            context=lambda: StepContext(ess_ratio=next(ess)),
+            on_metrics=metrics.append,
+            grad_cosine=False,
+        )
     else:
         wrapped = StabilizedOptimizer(opt, params, stabilizers)
     for grads in _gradients(steps, shapes, aligned=2.0):
@@ -138,8 +144,14 @@ def test_the_optimizers_own_state_dict_carries_the_stabilizers_through_a_checkpo
         opt = torch.optim.AdamW(params, lr=0.1, weight_decay=0.01)
         metrics = []
         counter = iter(range(steps))
-        hooks = StabilizerHooks(opt, params, [s.model_copy() for s in STACKS[name]], on_metrics=metrics.append,
-                                context=lambda: StepContext(ess_ratio=ess[next(counter)]), grad_cosine=True)
+        hooks = StabilizerHooks(
+            opt,
+            params,
+            [s.model_copy() for s in STACKS[name]],
+            on_metrics=metrics.append,
+            context=lambda: StepContext(ess_ratio=ess[next(counter)]),
+            grad_cosine=True,
+        )
         return opt, hooks, metrics
 
     def run(params, opt, ts):
@@ -172,8 +184,10 @@ def test_the_optimizers_own_state_dict_carries_the_stabilizers_through_a_checkpo
 
     new, hooks2, metrics2 = resume(with_state=True)
     assert all(torch.equal(a, b) for a, b in zip(params, new))
-    same = [a.keys() == b.keys() and all(a[m] == b[m] or (math.isnan(a[m]) and math.isnan(b[m])) for m in a)
-            for a, b in zip(metrics[k:], metrics2)]
+    same = [
+        a.keys() == b.keys() and all(a[m] == b[m] or (math.isnan(a[m]) and math.isnan(b[m])) for m in a)
+        for a, b in zip(metrics[k:], metrics2)
+    ]
     assert len(metrics2) == steps - k and all(same) and hooks2.steps == hooks.steps == steps
     assert not math.isnan(metrics2[0]["grad/cos_prev"])
     new, _, metrics3 = resume(with_state=False)

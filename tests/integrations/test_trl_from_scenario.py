@@ -40,7 +40,11 @@ def test_trl_loss_keeps_trls_loss_and_the_stabilizers(tmp_path):
 def test_a_multi_variant_scenario_needs_a_variant_and_the_refusal_is_a_working_line(tmp_path):
     with pytest.raises(ValueError, match=r"has variants \(sync, naive, tis, m2po, vcpo, gac\)") as err:
         SandboxGRPOConfig.from_scenario("lm_mission", **base(tmp_path))
-    line = str(err.value).split("e.g. ", 1)[1].replace("output_dir=...", f"output_dir={str(tmp_path)!r}, use_cpu=True, report_to=[]")
+    line = (
+        str(err.value)
+        .split("e.g. ", 1)[1]
+        .replace("output_dir=...", f"output_dir={str(tmp_path)!r}, use_cpu=True, report_to=[]")
+    )
     args = eval(line, {"SandboxGRPOConfig": SandboxGRPOConfig})  # the suggested call runs as written
     assert args.sandbox_stabilizers
     with pytest.raises(ValueError, match="did you mean 'gac'"):
@@ -52,7 +56,9 @@ def test_export_refusal_gives_the_from_scenario_line_for_this_source_and_variant
 
     from sandbox.cli import app
 
-    res = CliRunner().invoke(app, ["export", "lm_mission", "--variant", "gac", "-f", "trl", "--out", str(tmp_path / "e")])
+    res = CliRunner().invoke(
+        app, ["export", "lm_mission", "--variant", "gac", "-f", "trl", "--out", str(tmp_path / "e")]
+    )
     assert res.exit_code == 3, res.output
     flat = " ".join(res.output.split())
     assert "SandboxGRPOConfig.from_scenario('lm_mission', variant='gac'" in flat

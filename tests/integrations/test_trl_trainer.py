@@ -34,9 +34,18 @@ def tokenizer():
 
 def tiny_llama():
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(VOCAB), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
-                      pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    cfg = LlamaConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
+    )
     return LlamaForCausalLM(cfg)
 
 
@@ -63,9 +72,21 @@ class Snapshots(TrainerCallback):
 
 def grpo_args(tmp_path, steps=STEPS, sandbox=None, **overrides):
     """The tests' GRPOConfig; with ``sandbox`` (SandboxTRLConfig fields without the prefix) a SandboxGRPOConfig."""
-    config = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
-                  max_completion_length=6, steps_per_generation=4, max_steps=steps, learning_rate=3e-2,
-                  logging_steps=1, report_to=[], use_cpu=True, seed=0, save_strategy="no", beta=0.0)
+    config = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        steps_per_generation=4,
+        max_steps=steps,
+        learning_rate=3e-2,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        save_strategy="no",
+        beta=0.0,
+    )
     config.update(overrides)
     if sandbox is None:
         return GRPOConfig(**config)
@@ -78,8 +99,15 @@ def dataset():
 
 def train(tokenizer, tmp_path, cls=SandboxGRPOTrainer, steps=STEPS, callback=None, resume=None, **kwargs):
     args = grpo_args(tmp_path, steps, kwargs.pop("sandbox", None), **kwargs.pop("args", {}))
-    trainer = cls(model=tiny_llama(), reward_funcs=digit_fraction, args=args, train_dataset=dataset(),
-                  processing_class=tokenizer, callbacks=[callback] if callback else None, **kwargs)
+    trainer = cls(
+        model=tiny_llama(),
+        reward_funcs=digit_fraction,
+        args=args,
+        train_dataset=dataset(),
+        processing_class=tokenizer,
+        callbacks=[callback] if callback else None,
+        **kwargs,
+    )
     trainer.train(resume_from_checkpoint=resume)
     return trainer
 
@@ -106,13 +134,22 @@ def test_gac_makes_consecutive_sgd_updates_non_positively_aligned(tokenizer, tmp
     sgd = {"optim": "sgd", "lr_scheduler_type": "constant"}
     plain_snaps, gac_snaps = Snapshots(), Snapshots()
     train(tokenizer, tmp_path, steps=8, args=sgd, callback=plain_snaps)
-    trainer = train(tokenizer, tmp_path, steps=8, args=sgd, callback=gac_snaps,
-                    sandbox={"stabilizers": [{"name": "gac", "c_thr": 0.0}]})
+    trainer = train(
+        tokenizer,
+        tmp_path,
+        steps=8,
+        args=sgd,
+        callback=gac_snaps,
+        sandbox={"stabilizers": [{"name": "gac", "c_thr": 0.0}]},
+    )
 
     def update_cosines(snaps):
         ups = [b - a for a, b in zip(snaps.params, snaps.params[1:])]
-        return [float(torch.nn.functional.cosine_similarity(u, v, dim=0))
-                for u, v in zip(ups, ups[1:]) if u.norm() > 0 and v.norm() > 0]
+        return [
+            float(torch.nn.functional.cosine_similarity(u, v, dim=0))
+            for u, v in zip(ups, ups[1:])
+            if u.norm() > 0 and v.norm() > 0
+        ]
 
     assert max(update_cosines(plain_snaps)) > 0.01  # without GAC some consecutive updates are aligned
     cosines = update_cosines(gac_snaps)
@@ -147,12 +184,21 @@ def test_vcpo_scales_the_update_by_the_square_root_of_the_batch_ess(tokenizer, t
             super().__init__(*a, **k)
 
     snaps = RecomputeESS()
-    trainer = train(tokenizer, tmp_path, cls=Trainer, steps=4, callback=snaps,
-                    args={"optim": "sgd", "lr_scheduler_type": "constant", "max_grad_norm": 0.0, "learning_rate": 0.5},
-                    sandbox={"stabilizers": [{"name": "vcpo_lr"}]})
+    trainer = train(
+        tokenizer,
+        tmp_path,
+        cls=Trainer,
+        steps=4,
+        callback=snaps,
+        args={"optim": "sgd", "lr_scheduler_type": "constant", "max_grad_norm": 0.0, "learning_rate": 0.5},
+        sandbox={"stabilizers": [{"name": "vcpo_lr"}]},
+    )
     lr = trainer.args.learning_rate
-    realised = [float(-(b - a) @ g / (lr * g @ g)) for a, b, g in zip(snaps.params, snaps.params[1:], snaps.grads)
-                if g.norm() > 0]
+    realised = [
+        float(-(b - a) @ g / (lr * g @ g))
+        for a, b, g in zip(snaps.params, snaps.params[1:], snaps.grads)
+        if g.norm() > 0
+    ]
     assert len(realised) >= 3 and min(expected) < 0.97  # off-policy steps, so the rule really scales
     assert realised == pytest.approx([e for e, g in zip(expected, snaps.grads) if g.norm() > 0], rel=2e-4)
     assert logged(trainer, "lr/scale") == pytest.approx(expected, rel=1e-5)
@@ -169,8 +215,13 @@ def test_opob_advantages_and_m2po_masking(tokenizer, tmp_path):
             captured.append((out, [p.detach().clone() for p in self.model.parameters()]))
             return out
 
-    trainer = train(tokenizer, tmp_path, cls=Trainer, steps=4,
-                    sandbox={"objective": {"name": "grpo", "baseline": "opob"}, "correction": {"name": "m2po_mask"}})
+    trainer = train(
+        tokenizer,
+        tmp_path,
+        cls=Trainer,
+        steps=4,
+        sandbox={"objective": {"name": "grpo", "baseline": "opob"}, "correction": {"name": "m2po_mask"}},
+    )
     out, weights = captured[0]
     model = tiny_llama()
     with torch.no_grad():
@@ -182,7 +233,9 @@ def test_opob_advantages_and_m2po_masking(tokenizer, tmp_path):
     norms = []
     for i in range(ids.shape[0]):
         logits = model(input_ids=ids[i : i + 1], attention_mask=attn[i : i + 1]).logits[:, -width - 1 : -1]
-        logp = torch.log_softmax(logits.float(), -1).gather(-1, out["completion_ids"][i : i + 1].unsqueeze(-1)).squeeze(-1)
+        logp = (
+            torch.log_softmax(logits.float(), -1).gather(-1, out["completion_ids"][i : i + 1].unsqueeze(-1)).squeeze(-1)
+        )
         grads = torch.autograd.grad((logp * out["completion_mask"][i : i + 1]).sum(), list(model.parameters()))
         norms.append(sum(float((g.double() ** 2).sum()) for g in grads))
     norms = torch.tensor(norms).view(-1, 4)
@@ -223,8 +276,14 @@ def test_ghost_norms_equal_the_exact_per_completion_norms(tokenizer, tmp_path):
     width = out["completion_ids"].shape[1]
     exact = []
     for i in range(ids.shape[0]):  # the reference: one backward per completion, the class's own forward
-        logits = type(model).forward(model, input_ids=ids[i : i + 1], attention_mask=attn[i : i + 1]).logits[:, -width - 1 : -1]
-        logp = torch.log_softmax(logits.float(), -1).gather(-1, out["completion_ids"][i : i + 1].unsqueeze(-1)).squeeze(-1)
+        logits = (
+            type(model)
+            .forward(model, input_ids=ids[i : i + 1], attention_mask=attn[i : i + 1])
+            .logits[:, -width - 1 : -1]
+        )
+        logp = (
+            torch.log_softmax(logits.float(), -1).gather(-1, out["completion_ids"][i : i + 1].unsqueeze(-1)).squeeze(-1)
+        )
         grads = torch.autograd.grad((logp * out["completion_mask"][i : i + 1]).sum(), list(model.parameters()))
         exact.append(sum((g.double() ** 2).sum() for g in grads))
     exact = torch.stack(exact).float()
@@ -240,7 +299,9 @@ def test_ghost_norms_equal_the_exact_per_completion_norms(tokenizer, tmp_path):
     type(model.model.norm).forward = lambda self, x: torch.addcmul(torch.zeros_like(x), x, self.weight)
     try:
         trainer.sandbox = SandboxTRLConfig(objective=objective)
-        with pytest.raises(ValueError, match=r"grad_norms = 'ghost' cannot serve LlamaForCausalLM: .*model.norm.weight.*'exact'"):
+        with pytest.raises(
+            ValueError, match=r"grad_norms = 'ghost' cannot serve LlamaForCausalLM: .*model.norm.weight.*'exact'"
+        ):
             trainer._sequence_grad_sq_norms(out)
     finally:
         type(model.model.norm).forward = original
@@ -264,9 +325,13 @@ def test_trl_loss_features_a_sandbox_objective_would_drop_are_refused(tokenizer,
 
 
 def test_a_scenarios_methods_load_into_the_trainer_config():
-    cfg = SandboxTRLConfig.from_scenario("scenarios/fixed_lag.toml", [
-        'algorithm.stabilizers=[{name="gac", c_thr=0.25}, {name="vcpo_lr"}]', 'algorithm.correction={name="m2po_mask"}',
-    ])
+    cfg = SandboxTRLConfig.from_scenario(
+        "scenarios/fixed_lag.toml",
+        [
+            'algorithm.stabilizers=[{name="gac", c_thr=0.25}, {name="vcpo_lr"}]',
+            'algorithm.correction={name="m2po_mask"}',
+        ],
+    )
     assert [s.name for s in cfg.stabilizers] == ["gac", "vcpo_lr"] and cfg.stabilizers[0].c_thr == 0.25
     assert cfg.correction.name == "m2po_mask"
 
@@ -287,26 +352,44 @@ def test_the_sandbox_loss_path_reproduces_trls_own_loss(tokenizer, tmp_path, los
     assert moved > 1e-2 and diff <= 1e-6
 
 
-RESUME_STACK = {"stabilizers": [{"name": "grad_norm_skip", "warmup": 2}, {"name": "vcpo_lr"},
-                                {"name": "gac", "c_thr": 0.0, "sided": "two_sided", "reference": "ema"}]}
+RESUME_STACK = {
+    "stabilizers": [
+        {"name": "grad_norm_skip", "warmup": 2},
+        {"name": "vcpo_lr"},
+        {"name": "gac", "c_thr": 0.0, "sided": "two_sided", "reference": "ema"},
+    ]
+}
 
 
 def _resume_run(tokenizer, out, resume=None, cls=SandboxGRPOTrainer, sandbox=RESUME_STACK):
     """6 optimizer steps, a generation batch every 2 (so a checkpoint falls between generation batches),
     a checkpoint every 2 steps."""
-    return train(tokenizer, out, cls=cls, steps=6, resume=resume, sandbox=sandbox,
-                 args={"steps_per_generation": 2, "save_strategy": "steps", "save_steps": 2})
+    return train(
+        tokenizer,
+        out,
+        cls=cls,
+        steps=6,
+        resume=resume,
+        sandbox=sandbox,
+        args={"steps_per_generation": 2, "save_strategy": "steps", "save_steps": 2},
+    )
 
 
 def _step_logs(trainer, after: int) -> list[dict]:
     """The logged rows of the optimizer steps after ``after``, without the wall-clock ones."""
-    return [{k: v for k, v in h.items() if "time" not in k and "per_second" not in k}
-            for h in trainer.state.log_history if h.get("step", 0) > after and "loss" in h]
+    return [
+        {k: v for k, v in h.items() if "time" not in k and "per_second" not in k}
+        for h in trainer.state.log_history
+        if h.get("step", 0) > after and "loss" in h
+    ]
 
 
 def _same_logs(a: list[dict], b: list[dict]) -> bool:
-    return len(a) == len(b) and all(x.keys() == y.keys() and all(
-        x[k] == y[k] or (isinstance(x[k], float) and math.isnan(x[k]) and math.isnan(y[k])) for k in x) for x, y in zip(a, b))
+    return len(a) == len(b) and all(
+        x.keys() == y.keys()
+        and all(x[k] == y[k] or (isinstance(x[k], float) and math.isnan(x[k]) and math.isnan(y[k])) for k in x)
+        for x, y in zip(a, b)
+    )
 
 
 def test_resume_from_a_checkpoint_is_bitwise_the_continuous_run(tokenizer, tmp_path):
@@ -317,8 +400,9 @@ def test_resume_from_a_checkpoint_is_bitwise_the_continuous_run(tokenizer, tmp_p
     cosine included. A checkpoint stripped of the stabilizers' state resumes differently, so the comparison
     can fail."""
     plain = _resume_run(tokenizer, tmp_path / "plain", cls=GRPOTrainer, sandbox=None)
-    plain_resumed = _resume_run(tokenizer, tmp_path / "plain", resume=str(tmp_path / "plain/out/checkpoint-4"),
-                                cls=GRPOTrainer, sandbox=None)
+    plain_resumed = _resume_run(
+        tokenizer, tmp_path / "plain", resume=str(tmp_path / "plain/out/checkpoint-4"), cls=GRPOTrainer, sandbox=None
+    )
     assert all(torch.equal(a, b) for a, b in zip(plain.model.parameters(), plain_resumed.model.parameters()))
     assert _same_logs(_step_logs(plain, 4), _step_logs(plain_resumed, 4))
 
@@ -335,6 +419,7 @@ def test_resume_from_a_checkpoint_is_bitwise_the_continuous_run(tokenizer, tmp_p
     assert logged(ours, "lr/scale")[-1] < 0.99  # VCPO scales them
 
     from sandbox.integrations.step_hooks import STATE_KEY
+
     optimizer = torch.load(checkpoint / "optimizer.pt", weights_only=True)
     assert [e["name"] for e in optimizer[STATE_KEY]["stabilizers"]] == ["grad_norm_skip", "vcpo_lr", "gac"]
     optimizer.pop(STATE_KEY)
@@ -349,9 +434,13 @@ def BASE(tmp_path):
     return {"output_dir": str(tmp_path), "report_to": [], "use_cpu": True}
 
 
-SANDBOX = {"sandbox_stabilizers": [{"name": "gac", "c_thr": 0.25}, {"name": "vcpo_lr"}],
-           "sandbox_objective": {"name": "grpo", "baseline": "opob"}, "sandbox_correction": {"name": "m2po_mask"},
-           "sandbox_grad_norms": "logit_proxy", "sandbox_grad_cosine": False}
+SANDBOX = {
+    "sandbox_stabilizers": [{"name": "gac", "c_thr": 0.25}, {"name": "vcpo_lr"}],
+    "sandbox_objective": {"name": "grpo", "baseline": "opob"},
+    "sandbox_correction": {"name": "m2po_mask"},
+    "sandbox_grad_norms": "logit_proxy",
+    "sandbox_grad_cosine": False,
+}
 
 
 def test_the_sandbox_settings_serialise_with_the_training_arguments(tmp_path):
@@ -372,13 +461,28 @@ def test_the_sandbox_settings_serialise_with_the_training_arguments(tmp_path):
     parser = HfArgumentParser(SandboxGRPOConfig)
     (parsed,) = parser.parse_dict({**BASE(tmp_path), **SANDBOX})
     assert parsed.sandbox == args.sandbox
-    cli = ["--output_dir", str(tmp_path), "--report_to", "none", "--use_cpu", "true",
-           "--sandbox_stabilizers", json.dumps(SANDBOX["sandbox_stabilizers"]),
-           "--sandbox_objective", json.dumps(SANDBOX["sandbox_objective"]),
-           "--sandbox_correction", '{"name": "m2po_mask"}', "--sandbox_grad_norms", "logit_proxy",
-           "--sandbox_grad_cosine", "false"]
+    cli = [
+        "--output_dir",
+        str(tmp_path),
+        "--report_to",
+        "none",
+        "--use_cpu",
+        "true",
+        "--sandbox_stabilizers",
+        json.dumps(SANDBOX["sandbox_stabilizers"]),
+        "--sandbox_objective",
+        json.dumps(SANDBOX["sandbox_objective"]),
+        "--sandbox_correction",
+        '{"name": "m2po_mask"}',
+        "--sandbox_grad_norms",
+        "logit_proxy",
+        "--sandbox_grad_cosine",
+        "false",
+    ]
     (from_cli,) = parser.parse_args_into_dataclasses(cli)
-    assert from_cli.sandbox == args.sandbox and from_cli.to_dict()["sandbox_stabilizers"] == SANDBOX["sandbox_stabilizers"]
+    assert (
+        from_cli.sandbox == args.sandbox and from_cli.to_dict()["sandbox_stabilizers"] == SANDBOX["sandbox_stabilizers"]
+    )
     with pytest.raises(ValueError, match="sandbox_objective is not valid JSON"):
         SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective="{name: grpo}")
     with pytest.raises(ValueError, match=r"SandboxGRPOConfig\.sandbox_stabilizers\[0\]: .*'gak'"):
@@ -386,27 +490,53 @@ def test_the_sandbox_settings_serialise_with_the_training_arguments(tmp_path):
     with pytest.raises(ValueError, match=r"SandboxGRPOConfig\.sandbox_objective\.grpo\.eps_low: "):
         SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective={"name": "grpo", "eps_low": -1})
     with pytest.raises(ValueError, match=r"SandboxGRPOConfig\.sandbox_\*: .*contradicts objective.opob_grad_norms"):
-        SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective={"name": "grpo", "baseline": "opob", "opob_grad_norms": "ghost"},
-                          sandbox_grad_norms="exact")
+        SandboxGRPOConfig(
+            **BASE(tmp_path),
+            sandbox_objective={"name": "grpo", "baseline": "opob", "opob_grad_norms": "ghost"},
+            sandbox_grad_norms="exact",
+        )
     assert SandboxGRPOConfig(**BASE(tmp_path)).sandbox == SandboxTRLConfig()
 
 
 def test_a_scenario_loads_into_the_config(tmp_path):
-    args = SandboxGRPOConfig.from_scenario("scenarios/fixed_lag.toml", [
-        'algorithm.stabilizers=[{name="gac", c_thr=0.25}, {name="vcpo_lr"}]', 'algorithm.correction={name="m2po_mask"}',
-    ], **BASE(tmp_path), learning_rate=1e-6)
+    args = SandboxGRPOConfig.from_scenario(
+        "scenarios/fixed_lag.toml",
+        [
+            'algorithm.stabilizers=[{name="gac", c_thr=0.25}, {name="vcpo_lr"}]',
+            'algorithm.correction={name="m2po_mask"}',
+        ],
+        **BASE(tmp_path),
+        learning_rate=1e-6,
+    )
     assert [s["name"] for s in args.sandbox_stabilizers] == ["gac", "vcpo_lr"] and args.learning_rate == 1e-6
     assert args.sandbox.correction.name == "m2po_mask"
 
 
-REFUSED_VALUES = {"beta": 0.04, "use_bias_correction_kl": False, "delta": 2.0, "importance_sampling_level": "sequence",
-                  "off_policy_mask_threshold": 0.5, "top_entropy_quantile": 0.2, "entropy_coef": 0.01,
-                  "use_adaptive_entropy": True, "entropy_coef_min": 0.1, "entropy_coef_max": 0.5,
-                  "entropy_coef_delta": 0.01, "entropy_target": 0.3, "multi_objective_aggregation": "normalize_then_sum",
-                  "sapo_temperature_neg": 2.0, "sapo_temperature_pos": 2.0, "vespo_k_pos": 1.0, "vespo_lambda_pos": 1.0,
-                  "vespo_k_neg": 1.0, "vespo_lambda_neg": 1.0, "vllm_importance_sampling_mode": "token_truncate",
-                  "vllm_importance_sampling_clip_max": 5.0, "vllm_importance_sampling_clip_min": 0.5,
-                  "vllm_importance_sampling_cap": 2.0}
+REFUSED_VALUES = {
+    "beta": 0.04,
+    "use_bias_correction_kl": False,
+    "delta": 2.0,
+    "importance_sampling_level": "sequence",
+    "off_policy_mask_threshold": 0.5,
+    "top_entropy_quantile": 0.2,
+    "entropy_coef": 0.01,
+    "use_adaptive_entropy": True,
+    "entropy_coef_min": 0.1,
+    "entropy_coef_max": 0.5,
+    "entropy_coef_delta": 0.01,
+    "entropy_target": 0.3,
+    "multi_objective_aggregation": "normalize_then_sum",
+    "sapo_temperature_neg": 2.0,
+    "sapo_temperature_pos": 2.0,
+    "vespo_k_pos": 1.0,
+    "vespo_lambda_pos": 1.0,
+    "vespo_k_neg": 1.0,
+    "vespo_lambda_neg": 1.0,
+    "vllm_importance_sampling_mode": "token_truncate",
+    "vllm_importance_sampling_clip_max": 5.0,
+    "vllm_importance_sampling_clip_min": 0.5,
+    "vllm_importance_sampling_cap": 2.0,
+}
 
 
 def test_every_refused_field_has_a_case():
@@ -416,8 +546,11 @@ def test_every_refused_field_has_a_case():
 
 
 @pytest.mark.parametrize("field", list(REFUSED_VALUES))
-@pytest.mark.parametrize("sandbox", [{"sandbox_objective": {"name": "grpo"}}, {"sandbox_correction": {"name": "mis"}}],
-                         ids=["objective", "correction"])
+@pytest.mark.parametrize(
+    "sandbox",
+    [{"sandbox_objective": {"name": "grpo"}}, {"sandbox_correction": {"name": "mis"}}],
+    ids=["objective", "correction"],
+)
 def test_a_loss_setting_the_sandbox_objective_replaces_is_refused_by_name(tmp_path, field, sandbox):
     value = REFUSED_VALUES[field]
     with pytest.raises(ValueError, match=re.escape(f"GRPOConfig.{field} = {value!r} is applied inside TRL's loss")):
@@ -425,45 +558,88 @@ def test_a_loss_setting_the_sandbox_objective_replaces_is_refused_by_name(tmp_pa
     SandboxGRPOConfig(**BASE(tmp_path), **{field: value})  # without sandbox loss: TRL's own, accepted
 
 
-@pytest.mark.parametrize("trl_fields,objective,expected", [
-    ({"loss_type": "grpo"}, {"name": "dapo"}, {"aggregation": "seq_mean_token_mean"}),
-    ({"loss_type": "bnpo"}, {"name": "grpo"}, {"aggregation": "token_mean"}),
-    ({"epsilon": 0.1}, {"name": "grpo"}, {"eps_low": 0.1, "eps_high": 0.1}),
-    ({"epsilon": 0.1, "epsilon_high": 0.3}, {"name": "dapo"}, {"eps_low": 0.1, "eps_high": 0.3}),
-    ({"epsilon_high": 0.3}, {"name": "gspo"}, {"eps_low": 0.2, "eps_high": 0.3}),
-    ({"scale_rewards": "none"}, {"name": "grpo"}, {"normalize_std": False}),
-    ({"scale_rewards": False}, {"name": "reinforce"}, {"normalize_std": False}),
-    ({"scale_rewards": "none"}, {"name": "cispo"}, {"advantage": "dr_grpo"}),
-    ({"loss_type": "grpo", "epsilon": 0.1}, {"name": "grpo", "eps_low": 0.1, "aggregation": "seq_mean_token_mean"},
-     {"eps_low": 0.1, "eps_high": 0.1}),  # agreeing values are not a conflict
-    ({}, {"name": "dapo"}, {"eps_high": 0.28, "aggregation": "token_mean"}),  # TRL's defaults leave the objective's
-])
+@pytest.mark.parametrize(
+    "trl_fields,objective,expected",
+    [
+        ({"loss_type": "grpo"}, {"name": "dapo"}, {"aggregation": "seq_mean_token_mean"}),
+        ({"loss_type": "bnpo"}, {"name": "grpo"}, {"aggregation": "token_mean"}),
+        ({"epsilon": 0.1}, {"name": "grpo"}, {"eps_low": 0.1, "eps_high": 0.1}),
+        ({"epsilon": 0.1, "epsilon_high": 0.3}, {"name": "dapo"}, {"eps_low": 0.1, "eps_high": 0.3}),
+        ({"epsilon_high": 0.3}, {"name": "gspo"}, {"eps_low": 0.2, "eps_high": 0.3}),
+        ({"scale_rewards": "none"}, {"name": "grpo"}, {"normalize_std": False}),
+        ({"scale_rewards": False}, {"name": "reinforce"}, {"normalize_std": False}),
+        ({"scale_rewards": "none"}, {"name": "cispo"}, {"advantage": "dr_grpo"}),
+        (
+            {"loss_type": "grpo", "epsilon": 0.1},
+            {"name": "grpo", "eps_low": 0.1, "aggregation": "seq_mean_token_mean"},
+            {"eps_low": 0.1, "eps_high": 0.1},
+        ),  # agreeing values are not a conflict
+        ({}, {"name": "dapo"}, {"eps_high": 0.28, "aggregation": "token_mean"}),  # TRL's defaults leave the objective's
+    ],
+)
 def test_a_grpo_setting_with_an_equivalent_is_mapped_onto_the_objective(tmp_path, trl_fields, objective, expected):
     args = SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields)
     built = args.sandbox.objective
     assert {k: getattr(built, k) for k in expected} == expected
-    assert {k: args.sandbox_objective[k] for k in expected if k in args.sandbox_objective} == \
-        {k: v for k, v in expected.items() if k in args.sandbox_objective}
-    assert SandboxGRPOConfig(**trl_fields, **BASE(tmp_path),  # the stored config re-validates
-                             sandbox_objective=args.sandbox_objective).sandbox == args.sandbox
+    assert {k: args.sandbox_objective[k] for k in expected if k in args.sandbox_objective} == {
+        k: v for k, v in expected.items() if k in args.sandbox_objective
+    }
+    assert (
+        SandboxGRPOConfig(
+            **trl_fields,
+            **BASE(tmp_path),  # the stored config re-validates
+            sandbox_objective=args.sandbox_objective,
+        ).sandbox
+        == args.sandbox
+    )
 
 
-@pytest.mark.parametrize("trl_fields,objective,message", [
-    ({"epsilon": 0.1}, {"name": "grpo", "eps_low": 0.3}, r"GRPOConfig.epsilon = 0.1 contradicts sandbox_objective.eps_low = 0.3"),
-    ({"epsilon": 0.1}, {"name": "dapo"}, None),  # dapo's own eps_high = 0.28 is its default, not set: mapped
-    ({"epsilon_high": 0.3}, {"name": "dapo", "eps_high": 0.28}, r"GRPOConfig.epsilon_high = 0.3 contradicts sandbox_objective.eps_high"),
-    ({"loss_type": "grpo"}, {"name": "grpo", "aggregation": "token_mean"}, r"GRPOConfig.loss_type = 'grpo' contradicts"),
-    ({"loss_type": "dr_grpo"}, {"name": "grpo"}, r"GRPOConfig.loss_type = 'dr_grpo' has no equivalent"),
-    ({"loss_type": "sapo"}, {"name": "grpo"}, r"GRPOConfig.loss_type = 'sapo' has no equivalent"),
-    ({"scale_rewards": "batch"}, {"name": "grpo"}, r"GRPOConfig.scale_rewards = 'batch' has no equivalent"),
-    ({"scale_rewards": "none"}, {"name": "grpo", "normalize_std": True}, r"GRPOConfig.scale_rewards = 'none' contradicts"),
-    ({"scale_rewards": "none"}, {"name": "cispo", "advantage": "rloo"}, r"scale_rewards = 'none' contradicts sandbox_objective.advantage"),
-    ({"epsilon": 0.1}, {"name": "reinforce"}, r"GRPOConfig.epsilon = 0.1 has no counterpart in sandbox_objective 'reinforce'"),
-    ({"scale_rewards": "none"}, {"name": "ppo", "advantage": "reward"}, r"scale_rewards = 'none' contradicts"),
-])
+@pytest.mark.parametrize(
+    "trl_fields,objective,message",
+    [
+        (
+            {"epsilon": 0.1},
+            {"name": "grpo", "eps_low": 0.3},
+            r"GRPOConfig.epsilon = 0.1 contradicts sandbox_objective.eps_low = 0.3",
+        ),
+        ({"epsilon": 0.1}, {"name": "dapo"}, None),  # dapo's own eps_high = 0.28 is its default, not set: mapped
+        (
+            {"epsilon_high": 0.3},
+            {"name": "dapo", "eps_high": 0.28},
+            r"GRPOConfig.epsilon_high = 0.3 contradicts sandbox_objective.eps_high",
+        ),
+        (
+            {"loss_type": "grpo"},
+            {"name": "grpo", "aggregation": "token_mean"},
+            r"GRPOConfig.loss_type = 'grpo' contradicts",
+        ),
+        ({"loss_type": "dr_grpo"}, {"name": "grpo"}, r"GRPOConfig.loss_type = 'dr_grpo' has no equivalent"),
+        ({"loss_type": "sapo"}, {"name": "grpo"}, r"GRPOConfig.loss_type = 'sapo' has no equivalent"),
+        ({"scale_rewards": "batch"}, {"name": "grpo"}, r"GRPOConfig.scale_rewards = 'batch' has no equivalent"),
+        (
+            {"scale_rewards": "none"},
+            {"name": "grpo", "normalize_std": True},
+            r"GRPOConfig.scale_rewards = 'none' contradicts",
+        ),
+        (
+            {"scale_rewards": "none"},
+            {"name": "cispo", "advantage": "rloo"},
+            r"scale_rewards = 'none' contradicts sandbox_objective.advantage",
+        ),
+        (
+            {"epsilon": 0.1},
+            {"name": "reinforce"},
+            r"GRPOConfig.epsilon = 0.1 has no counterpart in sandbox_objective 'reinforce'",
+        ),
+        ({"scale_rewards": "none"}, {"name": "ppo", "advantage": "reward"}, r"scale_rewards = 'none' contradicts"),
+    ],
+)
 def test_a_conflicting_or_unmappable_grpo_setting_is_refused_by_name(tmp_path, trl_fields, objective, message):
     if message is None:
-        assert SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields).sandbox.objective.eps_high == 0.1
+        assert (
+            SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields).sandbox.objective.eps_high
+            == 0.1
+        )
         return
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
         SandboxGRPOConfig(**BASE(tmp_path), sandbox_objective=objective, **trl_fields)
@@ -474,12 +650,18 @@ def test_the_deprecated_sandbox_argument_still_configures_the_trainer(tokenizer,
     post-processing); with the sandbox_* fields set too, it is refused."""
     kwargs = dict(model=tiny_llama(), reward_funcs=digit_fraction, train_dataset=dataset(), processing_class=tokenizer)
     with pytest.warns(FutureWarning, match=r"\(sandbox=\.\.\.\) is deprecated"):
-        trainer = SandboxGRPOTrainer(**kwargs, args=grpo_args(tmp_path, epsilon=0.1),
-                                     sandbox={"stabilizers": [{"name": "vcpo_lr"}], "objective": {"name": "grpo"}})
+        trainer = SandboxGRPOTrainer(
+            **kwargs,
+            args=grpo_args(tmp_path, epsilon=0.1),
+            sandbox={"stabilizers": [{"name": "vcpo_lr"}], "objective": {"name": "grpo"}},
+        )
     assert isinstance(trainer.args, SandboxGRPOConfig) and trainer.args.sandbox_stabilizers == [{"name": "vcpo_lr"}]
     assert trainer.args.generation_batch_size == 16 and trainer.sandbox.objective.eps_low == 0.1  # mapped
     with pytest.raises(ValueError, match="both args"), pytest.warns(FutureWarning):
-        SandboxGRPOTrainer(**kwargs, args=grpo_args(tmp_path, sandbox={"stabilizers": [{"name": "gac"}]}),
-                           sandbox={"stabilizers": [{"name": "vcpo_lr"}]})
+        SandboxGRPOTrainer(
+            **kwargs,
+            args=grpo_args(tmp_path, sandbox={"stabilizers": [{"name": "gac"}]}),
+            sandbox={"stabilizers": [{"name": "vcpo_lr"}]},
+        )
     with pytest.raises(ValueError, match=r"GRPOConfig\.beta = 0\.04"), pytest.warns(FutureWarning):
         SandboxGRPOTrainer(**kwargs, args=grpo_args(tmp_path, beta=0.04), sandbox={"correction": {"name": "mis"}})

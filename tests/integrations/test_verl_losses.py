@@ -36,7 +36,8 @@ def _load_verl():
 
     try:
         core_algos, rollout_corr_helper, workers_config = import_from_wheel(
-            "verl", "verl.trainer.ppo.core_algos", "verl.trainer.ppo.rollout_corr_helper", "verl.workers.config")
+            "verl", "verl.trainer.ppo.core_algos", "verl.trainer.ppo.rollout_corr_helper", "verl.workers.config"
+        )
     except WheelUnavailable as exc:
         return None, str(exc)
     register_sandbox_losses()
@@ -76,8 +77,13 @@ def call(core_algos, name, old, new, adv, mask, cfg, mode="token-mean", weights=
     """``(loss, d loss / d log_prob, metrics)`` of the registered loss ``name``."""
     logp = new.clone().requires_grad_(True)
     loss, metrics = core_algos.get_policy_loss_fn(name)(
-        old_log_prob=old, log_prob=logp, advantages=adv, response_mask=mask,
-        loss_agg_mode=mode, config=cfg, rollout_is_weights=weights,
+        old_log_prob=old,
+        log_prob=logp,
+        advantages=adv,
+        response_mask=mask,
+        loss_agg_mode=mode,
+        config=cfg,
+        rollout_is_weights=weights,
     )
     (grad,) = torch.autograd.grad(loss, logp)
     return loss.detach(), grad, metrics
@@ -160,8 +166,11 @@ def test_gradient_is_the_sandbox_policy_loss_gradient(verl, correction):
     corr_cfg = TOPRConfig(split_on="advantage") if correction == "topr" else CORRECTIONS[correction].config()
     direct = build_policy_loss(PPOConfig(eps_low=0.2, eps_high=0.28, dual_clip_c=3.0), corr_cfg)
     logp = new.clone().requires_grad_(True)
-    out = direct(PolicyLossInput(logp=logp, behaviour_logp=old, mask=mask.float(), rewards=torch.zeros(8),
-                                 group_size=1, advantages=adv[:, 0]))
+    out = direct(
+        PolicyLossInput(
+            logp=logp, behaviour_logp=old, mask=mask.float(), rewards=torch.zeros(8), group_size=1, advantages=adv[:, 0]
+        )
+    )
     (ref_grad,) = torch.autograd.grad(out.loss, logp)
     assert torch.equal(loss, out.loss.detach())
     assert torch.equal(grad, ref_grad)
@@ -172,7 +181,9 @@ def test_decoupled_mode_recovers_mu_from_verl_rollout_is_weights(verl):
     (``compute_rollout_correction_weights``, rollout_is='token', threshold 1e9); the sandbox's token TIS with
     an unreachable cap is then verl's ``vanilla`` with those weights (ratio π_θ/π_old times w = π_old/μ)."""
     core_algos, helper, ActorConfig = verl
-    (loss_name,) = register_sandbox_losses([TISConfig(C=1e9)], behaviour="rollout_is_weights", name="sandbox_test_dec_tis")
+    (loss_name,) = register_sandbox_losses(
+        [TISConfig(C=1e9)], behaviour="rollout_is_weights", name="sandbox_test_dec_tis"
+    )
     cfg = actor_config(ActorConfig)
     old, new, adv, mask = batch(4, drift=0.1)
     mu = old + 0.3 * torch.randn(old.shape, generator=torch.Generator().manual_seed(5))
@@ -238,9 +249,14 @@ def test_importing_the_module_registers_every_loss_in_verls_registry(verl):
     from sandbox.export.validate.wheels import unpacked_wheel
 
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "-c", _EXTERNAL_LIB_CHILD, str(unpacked_wheel("verl"))],
-                          capture_output=True, text=True, timeout=300, cwd=root,
-                          env={**os.environ, "PYTHONPATH": str(root)})
+    proc = subprocess.run(
+        [sys.executable, "-c", _EXTERNAL_LIB_CHILD, str(unpacked_wheel("verl"))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert proc.returncode == 0 and "REGISTERED" in proc.stdout, proc.stderr[-3000:]
 
 
@@ -249,11 +265,14 @@ def test_external_lib_is_a_key_of_verls_config(verl):
     would raise ``ConfigCompositionException``)."""
     from omegaconf import OmegaConf
 
-    from sandbox.export.validate.verl import CONFIG_DIR, compose
     from sandbox.export.validate.wheels import unpacked_wheel
+    from sandbox.frameworks.verl.validation import CONFIG_DIR, compose
 
-    cfg = compose(unpacked_wheel("verl") / CONFIG_DIR, "ppo_trainer",
-                  ["actor_rollout_ref.model.external_lib=sandbox.integrations.verl"])
+    cfg = compose(
+        unpacked_wheel("verl") / CONFIG_DIR,
+        "ppo_trainer",
+        ["actor_rollout_ref.model.external_lib=sandbox.integrations.verl"],
+    )
     assert OmegaConf.select(cfg, "actor_rollout_ref.model.external_lib") == "sandbox.integrations.verl"
 
 
@@ -263,9 +282,17 @@ def test_import_without_verl_registers_nothing_and_does_not_fail():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    code = ("import sys; sys.modules['verl'] = None\n"  # verl unimportable, whatever is installed
-            "import sandbox.integrations.verl as m\n"
-            "try:\n    m.register_sandbox_losses()\nexcept ImportError as e:\n    print('REFUSED', e)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root,
-                          env={**os.environ, "PYTHONPATH": str(root)})
+    code = (
+        "import sys; sys.modules['verl'] = None\n"  # verl unimportable, whatever is installed
+        "import sandbox.integrations.verl as m\n"
+        "try:\n    m.register_sandbox_losses()\nexcept ImportError as e:\n    print('REFUSED', e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert proc.returncode == 0 and "REFUSED" in proc.stdout, proc.stderr[-3000:]

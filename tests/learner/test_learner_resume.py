@@ -15,8 +15,12 @@ from sandbox.learner.optim import OptimizerConfig
 from sandbox.learner.trainer import DivergenceBounds, Learner
 
 R, STEPS, RESUME_AT = 3, 12, 5
-STABILIZERS = [{"name": "grad_norm_skip", "warmup": 3}, {"name": "staleness_lr", "rule": "polynomial"},
-               {"name": "vcpo_lr"}, {"name": "gac", "c_thr": 0.2}]
+STABILIZERS = [
+    {"name": "grad_norm_skip", "warmup": 3},
+    {"name": "staleness_lr", "rule": "polynomial"},
+    {"name": "vcpo_lr"},
+    {"name": "gac", "c_thr": 0.2},
+]
 
 
 def _configs():
@@ -67,8 +71,10 @@ def _resumed(load: bool) -> tuple[Learner, list[dict]]:
 
 
 def _same_rows(a: list[dict], b: list[dict]) -> bool:
-    return len(a) == len(b) and all(x.keys() == y.keys() and all(
-        np.array_equal(np.asarray(x[k]), np.asarray(y[k]), equal_nan=True) for k in x) for x, y in zip(a, b))
+    return len(a) == len(b) and all(
+        x.keys() == y.keys() and all(np.array_equal(np.asarray(x[k]), np.asarray(y[k]), equal_nan=True) for k in x)
+        for x, y in zip(a, b)
+    )
 
 
 def test_resumed_learner_is_bitwise_the_continuous_one():

@@ -12,8 +12,8 @@ import torch
 
 from sandbox.algorithms.diagnostics import is_metrics
 from sandbox.learner.trainer import IS_METRIC_KEYS, PolicyLearner, _alive_mean, _metrics_to_numpy, _np
-from sandbox.runner import prepare_run
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import prepare_run
+from sandbox.scenario.api import validate_scenario
 
 
 def scenario(correction=None, proximal="behaviour", optimizer=None, stabilizers=(), steps=6):
@@ -21,9 +21,14 @@ def scenario(correction=None, proximal="behaviour", optimizer=None, stabilizers=
         {
             "task": {"name": "bitstring", "horizon": 6, "replicas": 3},
             "system": {"num_workers": 6, "staleness": {"kind": "max_lag", "k_max": 3}},
-            "algorithm": {"group_size": 4, "groups_per_step": 2, "proximal": proximal,
-                          "correction": correction or {"name": "none"}, "optimizer": optimizer or {"name": "adam"},
-                          "stabilizers": list(stabilizers)},
+            "algorithm": {
+                "group_size": 4,
+                "groups_per_step": 2,
+                "proximal": proximal,
+                "correction": correction or {"name": "none"},
+                "optimizer": optimizer or {"name": "adam"},
+                "stabilizers": list(stabilizers),
+            },
             "run": {"steps": steps, "seed": 1, "figures": False, "eval_every": 2},
         }
     )
@@ -48,8 +53,14 @@ class Checking(PolicyLearner):
         return loss, metrics, tokens
 
 
-@pytest.mark.parametrize("correction,proximal", [(None, "behaviour"), ({"name": "tis", "level": "sequence"}, "behaviour"),
-                                                 ({"name": "decoupled_ppo"}, "batch_start")])
+@pytest.mark.parametrize(
+    "correction,proximal",
+    [
+        (None, "behaviour"),
+        ({"name": "tis", "level": "sequence"}, "behaviour"),
+        ({"name": "decoupled_ppo"}, "batch_start"),
+    ],
+)
 def test_monitors_are_those_of_the_unclipped_ratio_whatever_the_correction(correction, proximal):
     Checking.checked = 0
     scn = scenario(correction, proximal)
@@ -109,7 +120,9 @@ def test_metrics_to_numpy_equals_the_per_metric_conversion():
             ref = _np(v)
             assert arrays[k].dtype == ref.dtype and arrays[k].tobytes() == ref.tobytes(), k
             want = _alive_mean(ref, alive)
-            assert (math.isnan(want) and math.isnan(row[k])) or np.float64(row[k]).tobytes() == np.float64(want).tobytes(), k
+            assert (math.isnan(want) and math.isnan(row[k])) or np.float64(row[k]).tobytes() == np.float64(
+                want
+            ).tobytes(), k
     _, row = _metrics_to_numpy({"x": torch.tensor([1.0, 2.0, 4.0, 8.0])}, R, np.array([False, True, False, True]))
     assert row["x"] == 5.0  # the mean over the live replicas only
 
@@ -132,7 +145,9 @@ def test_metrics_to_numpy_means_over_live_replicas_are_the_per_metric_bits(R, li
     _, row = _metrics_to_numpy(dict(metrics), R, alive)
     for k, v in metrics.items():
         want = _alive_mean(_np(v), alive)
-        assert (math.isnan(want) and math.isnan(row[k])) or np.float64(row[k]).tobytes() == np.float64(want).tobytes(), k
+        assert (math.isnan(want) and math.isnan(row[k])) or np.float64(row[k]).tobytes() == np.float64(
+            want
+        ).tobytes(), k
 
 
 def test_an_undefined_cosine_is_missing_never_zero():
@@ -147,13 +162,15 @@ def test_an_undefined_cosine_is_missing_never_zero():
     assert math.isnan(c[1].item()) and math.isnan(c[2].item())
     # in a learning run: the synchronous bit-string run converges, its GRPO gradient is then zero, and
     # every such step (and the step after it) logs NaN, while every defined step is a finite cosine
-    scn = validate_scenario({
-        "task": {"name": "bitstring", "horizon": 4, "replicas": 1},
-        "system": {"num_workers": 4, "staleness": {"kind": "sync"}},
-        "algorithm": {"group_size": 4, "groups_per_step": 2, "optimizer": {"name": "adam", "lr": 0.5}},
-        "run": {"steps": 40, "seed": 0, "figures": False},
-    })
-    from sandbox.runner import run_scenario
+    scn = validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": 4, "replicas": 1},
+            "system": {"num_workers": 4, "staleness": {"kind": "sync"}},
+            "algorithm": {"group_size": 4, "groups_per_step": 2, "optimizer": {"name": "adam", "lr": 0.5}},
+            "run": {"steps": 40, "seed": 0, "figures": False},
+        }
+    )
+    from sandbox.run.runner import run_scenario
 
     m = run_scenario(scn).metrics
     norm, cos = m["grad/norm"].to_numpy(), m["grad/cos_prev"].to_numpy()

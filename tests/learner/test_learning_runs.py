@@ -8,16 +8,27 @@ import math
 import numpy as np
 import pytest
 
-from sandbox.runner import run_scenario
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import validate_scenario
 
 
 def quadratic(lr: float, k: int, steps: int = 400, replicas: int = 2, **run):
     return validate_scenario(
         {
-            "task": {"name": "quadratic", "dim": 50, "eig_min": 0.1, "eig_max": 1.0, "noise_std": 0.0, "replicas": replicas},
-            "system": {"num_workers": k + 1, "generation_time": {"kind": "constant", "value": 1.0},
-                       "train_time": {"kind": "constant", "value": 0.0}, "staleness": {"kind": "fixed_lag", "k": k}},
+            "task": {
+                "name": "quadratic",
+                "dim": 50,
+                "eig_min": 0.1,
+                "eig_max": 1.0,
+                "noise_std": 0.0,
+                "replicas": replicas,
+            },
+            "system": {
+                "num_workers": k + 1,
+                "generation_time": {"kind": "constant", "value": 1.0},
+                "train_time": {"kind": "constant", "value": 0.0},
+                "staleness": {"kind": "fixed_lag", "k": k},
+            },
             "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": lr}},
             "run": {"steps": steps, "figures": False, "max_loss": 1e6, **run},
         }
@@ -66,7 +77,9 @@ def test_one_diverging_replica_does_not_stop_the_others():
     assert res.metrics["replicas/alive"].iloc[-1] == pytest.approx(1 - above.mean())
 
 
-@pytest.mark.parametrize("task", [{"name": "bandit", "num_arms": 5}, {"name": "bitstring", "horizon": 8, "threshold": 0.75}])
+@pytest.mark.parametrize(
+    "task", [{"name": "bandit", "num_arms": 5}, {"name": "bitstring", "horizon": 8, "threshold": 0.75}]
+)
 def test_sync_grpo_learns_toy_tasks(task):
     scn = validate_scenario(
         {
@@ -83,7 +96,13 @@ def test_sync_grpo_learns_toy_tasks(task):
 
 
 def test_on_policy_data_has_unit_importance_weights():
-    scn = validate_scenario({"task": {"name": "bitstring", "horizon": 12}, "system": {"staleness": {"kind": "sync"}}, "run": {"steps": 5, "figures": False}})
+    scn = validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": 12},
+            "system": {"staleness": {"kind": "sync"}},
+            "run": {"steps": 5, "figures": False},
+        }
+    )
     m = run_scenario(scn).metrics
     np.testing.assert_allclose(m["is/ess_ratio"], 1.0, atol=1e-6)
     np.testing.assert_allclose(m["is/kl_k3"], 0.0, atol=1e-6)

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from sandbox.learner.metric_levels import ALWAYS, FULL_EXTRA, MetricSet, metric_set
-from sandbox.runner import _result, prepare_run, write_run_dir
-from sandbox.scenario import ScenarioError, validate_scenario
+from sandbox.run.runner import _result, prepare_run, write_run_dir
+from sandbox.scenario.api import ScenarioError, validate_scenario
 
 
 def bitstring(**algorithm):
@@ -31,10 +31,18 @@ def bitstring(**algorithm):
 def quadratic(stabilizers=()):
     return {
         "task": {"name": "quadratic", "dim": 20, "replicas": 4, "noise_std": 0.05},
-        "system": {"num_workers": 3, "generation_time": {"kind": "constant", "value": 1.0},
-                   "train_time": {"kind": "constant", "value": 0.0}, "staleness": {"kind": "fixed_lag", "k": 2}},
-        "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": 0.5},
-                      "stabilizers": list(stabilizers)},
+        "system": {
+            "num_workers": 3,
+            "generation_time": {"kind": "constant", "value": 1.0},
+            "train_time": {"kind": "constant", "value": 0.0},
+            "staleness": {"kind": "fixed_lag", "k": 2},
+        },
+        "algorithm": {
+            "group_size": 1,
+            "groups_per_step": 1,
+            "optimizer": {"name": "sgd", "lr": 0.5},
+            "stabilizers": list(stabilizers),
+        },
         "run": {"steps": 30, "seed": 2, "figures": False, "eval_every": 1},
     }
 
@@ -43,12 +51,16 @@ CASES = {
     # the plain step (no stabilizer, no clipping): lean skips its constant metrics
     "plain": bitstring(),
     # clipping, GAC and VCPO's LR rule (which reads is/ess_ratio) through the stabilized step
-    "stabilized": bitstring(objective={"name": "ppo"}, correction={"name": "tis", "level": "token", "C": 2.0},
-                            optimizer={"name": "adam", "lr": 0.05, "grad_clip": 0.5},
-                            stabilizers=[{"name": "gac"}, {"name": "vcpo_lr"}]),
+    "stabilized": bitstring(
+        objective={"name": "ppo"},
+        correction={"name": "tis", "level": "token", "C": 2.0},
+        optimizer={"name": "adam", "lr": 0.05, "grad_clip": 0.5},
+        stabilizers=[{"name": "gac"}, {"name": "vcpo_lr"}],
+    ),
     # decoupled PPO with the batch-start proximal policy, two mini-batches of one group
-    "minibatches": bitstring(objective={"name": "ppo"}, correction={"name": "decoupled_ppo"}, proximal="batch_start",
-                             minibatches=2, epochs=2),
+    "minibatches": bitstring(
+        objective={"name": "ppo"}, correction={"name": "decoupled_ppo"}, proximal="batch_start", minibatches=2, epochs=2
+    ),
     # the gradient oracle with GAC (the gac_boundary check's setting)
     "oracle": quadratic([{"name": "gac"}]),
 }

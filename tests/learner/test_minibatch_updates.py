@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sandbox.errors import ScenarioError
+from sandbox.base.errors import ScenarioError
 from sandbox.learner.trainer import PolicyLearner
-from sandbox.runner import prepare_run, run_scenario
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import prepare_run, run_scenario
+from sandbox.scenario.api import validate_scenario
 
 
 def bitstring(m=1, E=1, staleness=None, steps=None, proximal="behaviour", train_time=None, **algorithm):
@@ -18,11 +18,20 @@ def bitstring(m=1, E=1, staleness=None, steps=None, proximal="behaviour", train_
     return validate_scenario(
         {
             "task": {"name": "bitstring", "horizon": 4, "replicas": 2},
-            "system": {"num_workers": 4, "generation_time": {"kind": "constant", "value": 1.0},
-                       "train_time": train_time or {"kind": "constant", "value": 0.25},
-                       "staleness": staleness or {"kind": "sync"}},
-            "algorithm": {"group_size": 2, "groups_per_step": 4, "minibatches": m, "epochs": E, "proximal": proximal,
-                          **algorithm},
+            "system": {
+                "num_workers": 4,
+                "generation_time": {"kind": "constant", "value": 1.0},
+                "train_time": train_time or {"kind": "constant", "value": 0.25},
+                "staleness": staleness or {"kind": "sync"},
+            },
+            "algorithm": {
+                "group_size": 2,
+                "groups_per_step": 4,
+                "minibatches": m,
+                "epochs": E,
+                "proximal": proximal,
+                **algorithm,
+            },
             "run": {"steps": steps or 3 * S, "seed": 3, "figures": False, "eval_every": 1000},
         }
     )
@@ -75,8 +84,12 @@ def test_split_and_order_hand_values():
     learner, res = run_recording(bitstring(m=2, E=2))
     assert len(learner.batches) == 3 and len(learner.steps) == 12
     for b, (a, bb, c, d) in enumerate(learner.batches):
-        assert learner.steps[4 * b:4 * b + 4] == [(4 * b, [a, bb]), (4 * b + 1, [c, d]), (4 * b + 2, [a, bb]),
-                                                  (4 * b + 3, [c, d])]
+        assert learner.steps[4 * b : 4 * b + 4] == [
+            (4 * b, [a, bb]),
+            (4 * b + 1, [c, d]),
+            (4 * b + 2, [a, bb]),
+            (4 * b + 3, [c, d]),
+        ]
     rows = res.rows
     assert [r["step"] for r in rows] == list(range(12))
     assert [r["minibatch"] for r in rows] == [0, 1, 0, 1] * 3
@@ -86,7 +99,7 @@ def test_split_and_order_hand_values():
 def test_four_minibatches_one_epoch_split():
     learner, _ = run_recording(bitstring(m=4))
     for b, groups in enumerate(learner.batches):
-        assert learner.steps[4 * b:4 * b + 4] == [(4 * b + j, [g]) for j, g in enumerate(groups)]
+        assert learner.steps[4 * b : 4 * b + 4] == [(4 * b + j, [g]) for j, g in enumerate(groups)]
 
 
 @pytest.mark.parametrize("m, E", [(2, 1), (4, 1), (2, 2), (1, 3)])
@@ -106,18 +119,24 @@ def test_published_weights_are_those_after_the_last_step_of_the_batch(m, E):
             lp = learner.task.logprobs({"logits": learner.history[v]}, ro)
             assert torch.allclose(lp[sel], inp.behaviour_logp[sel], atol=1e-6), v
             if v > 0:  # a later version: the weights after S more steps, not after one
-                assert not torch.allclose(learner.task.logprobs({"logits": learner.history[v - 1]}, ro)[sel],
-                                          inp.behaviour_logp[sel], atol=1e-6)
+                assert not torch.allclose(
+                    learner.task.logprobs({"logits": learner.history[v - 1]}, ro)[sel],
+                    inp.behaviour_logp[sel],
+                    atol=1e-6,
+                )
             seen.add(v)
     assert seen == {0, S}  # fixed lag 1: batches 0 and 1 use version 0, batch 2 the first publication
 
 
-@pytest.mark.parametrize("m, E, k, expected", [
-    (4, 1, 0, [0, 1, 2, 3] * 3),                     # sync: even on-policy data is off policy from step 2
-    (2, 2, 0, [0, 1, 2, 3] * 3),
-    (2, 2, 1, [0, 1, 2, 3] + [4, 5, 6, 7] * 2),     # fixed lag 1 batch: batch 0 reuses version 0
-    (1, 2, 2, [0, 1, 2, 3, 4, 5]),                 # batches 0-2 all consume version 0
-])
+@pytest.mark.parametrize(
+    "m, E, k, expected",
+    [
+        (4, 1, 0, [0, 1, 2, 3] * 3),  # sync: even on-policy data is off policy from step 2
+        (2, 2, 0, [0, 1, 2, 3] * 3),
+        (2, 2, 1, [0, 1, 2, 3] + [4, 5, 6, 7] * 2),  # fixed lag 1 batch: batch 0 reuses version 0
+        (1, 2, 2, [0, 1, 2, 3, 4, 5]),  # batches 0-2 all consume version 0
+    ],
+)
 def test_lag_of_every_step(m, E, k, expected):
     staleness = {"kind": "sync"} if k == 0 else {"kind": "fixed_lag", "k": k}
     res = run_scenario(bitstring(m=m, E=E, staleness=staleness))
@@ -171,13 +190,23 @@ def test_train_time_is_charged_per_pass():
 
 
 def test_oracle_learner_counts_optimizer_steps_too():
-    scn = validate_scenario({
-        "task": {"name": "quadratic", "dim": 4},
-        "system": {"num_workers": 2, "generation_time": {"kind": "constant", "value": 1.0},
-                   "staleness": {"kind": "fixed_lag", "k": 1}},
-        "algorithm": {"group_size": 1, "groups_per_step": 2, "minibatches": 2, "optimizer": {"name": "sgd", "lr": 0.1}},
-        "run": {"steps": 8, "figures": False},
-    })
+    scn = validate_scenario(
+        {
+            "task": {"name": "quadratic", "dim": 4},
+            "system": {
+                "num_workers": 2,
+                "generation_time": {"kind": "constant", "value": 1.0},
+                "staleness": {"kind": "fixed_lag", "k": 1},
+            },
+            "algorithm": {
+                "group_size": 1,
+                "groups_per_step": 2,
+                "minibatches": 2,
+                "optimizer": {"name": "sgd", "lr": 0.1},
+            },
+            "run": {"steps": 8, "figures": False},
+        }
+    )
     res = run_scenario(scn)
     assert res.metrics["staleness/mean"].tolist() == [0, 1, 2, 3, 2, 3, 2, 3]
 
@@ -188,13 +217,19 @@ def test_default_is_one_step_per_batch_without_new_columns():
     assert res.metrics["step"].tolist() == [0, 1, 2]
 
 
-@pytest.mark.parametrize("over, field", [
-    ({"algorithm": {"groups_per_step": 4, "minibatches": 3}}, "algorithm.minibatches"),
-    ({"algorithm": {"minibatches": 0}}, "algorithm.minibatches"),
-    ({"algorithm": {"epochs": 0}}, "algorithm.epochs"),
-    ({"algorithm": {"proximal": "latest"}}, "algorithm.proximal"),
-    ({"task": {"name": "quadratic"}, "algorithm": {"group_size": 1, "proximal": "batch_start"}}, "algorithm.proximal"),
-])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"algorithm": {"groups_per_step": 4, "minibatches": 3}}, "algorithm.minibatches"),
+        ({"algorithm": {"minibatches": 0}}, "algorithm.minibatches"),
+        ({"algorithm": {"epochs": 0}}, "algorithm.epochs"),
+        ({"algorithm": {"proximal": "latest"}}, "algorithm.proximal"),
+        (
+            {"task": {"name": "quadratic"}, "algorithm": {"group_size": 1, "proximal": "batch_start"}},
+            "algorithm.proximal",
+        ),
+    ],
+)
 def test_load_time_errors_name_the_field(over, field):
     data = {"run": {"steps": 12}}
     for k, v in over.items():
@@ -213,7 +248,9 @@ def test_run_stops_after_run_steps_inside_the_last_batch():
 
 
 def test_non_divisible_error_message():
-    with pytest.raises(ScenarioError, match=r"algorithm\.minibatches: 3 does not divide algorithm\.groups_per_step = 4"):
+    with pytest.raises(
+        ScenarioError, match=r"algorithm\.minibatches: 3 does not divide algorithm\.groups_per_step = 4"
+    ):
         validate_scenario({"algorithm": {"groups_per_step": 4, "minibatches": 3}})
 
 

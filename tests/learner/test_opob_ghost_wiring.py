@@ -11,8 +11,8 @@ import torch
 
 import sandbox.algorithms.ghost_norms as ghost_norms
 from sandbox.algorithms.opob import per_sequence_grad_sq_norms
-from sandbox.runner import run_scenario
-from sandbox.scenario import load_scenario, variant_scenarios
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import load_scenario, variant_scenarios
 
 LM = Path(__file__).resolve().parents[2] / "scenarios" / "lm_mission.toml"
 
@@ -21,7 +21,9 @@ def vcpo(grad_norms: str | None):
     objective = {"name": "reinforce", "baseline": "opob", "normalize_std": True, "aggregation": "seq_mean_token_mean"}
     if grad_norms is not None:
         objective["opob_grad_norms"] = grad_norms
-    scn, raw = load_scenario(LM, {"run.steps": 3, "run.figures": False, "run.eval_every": 3, "algorithm.objective": objective})
+    scn, raw = load_scenario(
+        LM, {"run.steps": 3, "run.figures": False, "run.eval_every": 3, "algorithm.objective": objective}
+    )
     return next(iter(variant_scenarios(scn, {k: v for k, v in raw.items() if k != "variants"}).values()))
 
 

@@ -37,8 +37,11 @@ def test_the_same_update_and_state_as_torch(name):
     start = torch.randn(3, 5, generator=torch.Generator().manual_seed(1))
     ours_w, theirs_w = start.clone().requires_grad_(True), start.clone().requires_grad_(True)
     ours = build_optimizer(cfg, [ours_w])
-    kw = {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay} if name == "sgd" else \
-        {"lr": cfg.lr, "betas": cfg.betas, "eps": cfg.eps, "weight_decay": cfg.weight_decay}
+    kw = (
+        {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay}
+        if name == "sgd"
+        else {"lr": cfg.lr, "betas": cfg.betas, "eps": cfg.eps, "weight_decay": cfg.weight_decay}
+    )
     theirs = TORCH_CLASS[name]([theirs_w], **kw)
     assert isinstance(ours, TORCH_CLASS[name]) and type(ours) is not TORCH_CLASS[name]
     a, b = _train(ours, ours_w), _train(theirs, theirs_w)

@@ -11,8 +11,9 @@ from sandbox.learner.optim import OptimizerConfig, build_optimizer, unhooked_ste
 
 def _run(name: str, unhooked: bool) -> torch.Tensor:
     w = torch.tensor([[0.3, -1.2, 2.0, 0.5]], requires_grad=True)
-    opt = build_optimizer(OptimizerConfig(name=name, lr=0.1, momentum=0.5 if name == "sgd" else 0.0,
-                                          weight_decay=0.01), [w])
+    opt = build_optimizer(
+        OptimizerConfig(name=name, lr=0.1, momentum=0.5 if name == "sgd" else 0.0, weight_decay=0.01), [w]
+    )
     step = unhooked_step(opt) if unhooked else opt.step
     for k in range(5):
         w.grad = None

@@ -12,9 +12,9 @@ import torch
 
 pytest.importorskip("transformers")
 
-from sandbox.errors import ScenarioError  # noqa: E402
+from sandbox.base.errors import ScenarioError  # noqa: E402
 from sandbox.models import sample, sequence_logprobs  # noqa: E402
-from sandbox.scenario import load_scenario, validate_scenario  # noqa: E402
+from sandbox.scenario.api import load_scenario, validate_scenario  # noqa: E402
 from sandbox.tasks.lm import LMTask, LMTaskConfig  # noqa: E402
 from sandbox.tasks.lm import warmstart as ws  # noqa: E402
 from sandbox.tasks.rollouts import Rollouts  # noqa: E402
@@ -22,7 +22,14 @@ from sandbox.tasks.rollouts import Rollouts  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = dict(model_type="llama", hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
 GPT2 = dict(model_type="gpt2", n_embd=16, n_layer=1, n_head=2)
-QWEN2 = dict(model_type="qwen2", hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, intermediate_size=32)
+QWEN2 = dict(
+    model_type="qwen2",
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    intermediate_size=32,
+)
 ARCHS = {"llama": LLAMA, "gpt2": GPT2, "qwen2": QWEN2}
 
 
@@ -157,7 +164,9 @@ def test_hf_kv_cache_sampling_equals_full_recompute(arch):
     assert a[0].shape[1] >= 2  # more than the prefill: the cache was used
     assert torch.allclose(a[1], b[1], atol=1e-5), (a[1] - b[1]).abs().max()
     # recorded behaviour log-probs are the teacher-forced ones at the same temperature
-    lp = sequence_logprobs(task.forward_fn(task._single(params, detach=True), use_cache=False), ctx, a[0], temperature=1.3)
+    lp = sequence_logprobs(
+        task.forward_fn(task._single(params, detach=True), use_cache=False), ctx, a[0], temperature=1.3
+    )
     mask = torch.arange(a[0].shape[1]) < a[2].unsqueeze(1)
     assert torch.allclose(lp * mask, a[1], atol=1e-5)
 
@@ -176,15 +185,21 @@ def test_hf_forward_uses_the_supported_cache_keyword(arch):
         warnings.simplefilter("always")
         logits, cache = fwd(ctx, None)
         _, cache2 = fwd(logits[:, -1:].argmax(-1), cache)
-        task.logprobs(params, task.generate(params, task.new_group(4, torch.Generator().manual_seed(0)),
-                                            torch.Generator().manual_seed(0), version=0))
+        task.logprobs(
+            params,
+            task.generate(
+                params, task.new_group(4, torch.Generator().manual_seed(0)), torch.Generator().manual_seed(0), version=0
+            ),
+        )
     assert not [w for w in caught if "past_key_values" in str(w.message)], [str(w.message) for w in caught]
     assert cache2 is not None and cache2.get_seq_length() == ctx.shape[1] + 1
 
 
 def test_hf_generate_and_partial_continuation_are_on_policy():
     task, params = random_task(temperature=0.7)
-    params2 = {k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1)) for k, v in params.items()}
+    params2 = {
+        k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1)) for k, v in params.items()
+    }
     gen = torch.Generator().manual_seed(4)
     full = task.generate(params, task.new_group(8, gen), gen, version=0)
     assert bool(full.ended.all())
@@ -245,7 +260,9 @@ def test_local_checkpoint_is_loaded_and_cut_to_the_tokenizer_vocabulary(tmp_path
     # the checkpoint's identity keys the warm-start cache: other weights, other key
     key = ws.cache_key(task)
     torch.manual_seed(1)
-    AutoModelForCausalLM.from_config(AutoConfig.for_model(**LLAMA, vocab_size=40, max_position_embeddings=64)).save_pretrained(tmp_path / "big")
+    AutoModelForCausalLM.from_config(
+        AutoConfig.for_model(**LLAMA, vocab_size=40, max_position_embeddings=64)
+    ).save_pretrained(tmp_path / "big")
     assert ws.cache_key(LMTask(task_cfg(model=dict(backend="hf", path=str(tmp_path / "big"))))) != key
 
     AutoModelForCausalLM.from_config(AutoConfig.for_model(**LLAMA, vocab_size=10)).save_pretrained(tmp_path / "small")
@@ -256,7 +273,9 @@ def test_local_checkpoint_is_loaded_and_cut_to_the_tokenizer_vocabulary(tmp_path
 def test_warmstart_cache_key_differs_between_architectures():
     keys = {name: ws.cache_key(LMTask(task_cfg(config))) for name, config in ARCHS.items()}
     keys["llama-wide"] = ws.cache_key(LMTask(task_cfg({**LLAMA, "intermediate_size": 48})))
-    keys["llama-sdpa"] = ws.cache_key(LMTask(task_cfg(model=dict(backend="hf", config=LLAMA, attn_implementation="sdpa"))))
+    keys["llama-sdpa"] = ws.cache_key(
+        LMTask(task_cfg(model=dict(backend="hf", config=LLAMA, attn_implementation="sdpa")))
+    )
     keys["builtin"] = ws.cache_key(LMTask(task_cfg(model=dict(d_model=16, n_layers=1, n_heads=2))))
     assert len(set(keys.values())) == len(keys), keys
     assert ws.cache_key(LMTask(task_cfg())) == keys["llama"]  # and stable for the same config
@@ -273,16 +292,27 @@ def test_hf_warmstart_trains_caches_and_is_deterministic():
     state, meta = ws.train_base_model(task)
     assert all(torch.equal(state[k], p1[k][0]) for k in p1)  # retrained: bitwise the same
     init = task.new_module(torch.Generator().manual_seed(0))  # the warm start's own init (warmstart.seed = 0)
-    assert not torch.equal(dict(init.named_parameters())["model.embed_tokens.weight"], p1["model.embed_tokens.weight"][0])
+    assert not torch.equal(
+        dict(init.named_parameters())["model.embed_tokens.weight"], p1["model.embed_tokens.weight"][0]
+    )
     assert meta["steps"] == 10 and meta["params"] == sum(v.numel() for v in p1.values())
 
 
 def test_budget_counts_hf_parameters_exactly():
-    from sandbox import budget
+    from sandbox.scenario import budget
 
     for config in ARCHS.values():
-        scn = validate_scenario({"task": {"name": "lm", "model": {"backend": "hf", "config": config},
-                                          "warmstart": {"enabled": False}, "train_size": 50, "eval_size": 10}})
+        scn = validate_scenario(
+            {
+                "task": {
+                    "name": "lm",
+                    "model": {"backend": "hf", "config": config},
+                    "warmstart": {"enabled": False},
+                    "train_size": 50,
+                    "eval_size": 10,
+                }
+            }
+        )
         task = LMTask(scn.task)
         assert budget._shape(scn.task).params == sum(p.numel() for p in task.model.parameters())
     scn, _ = load_scenario(ROOT / "scenarios" / "lm_mission_hf.toml")
@@ -327,12 +357,17 @@ def test_cuda_matches_cpu(model):
     bf = LMTask(task_cfg(model=model, device="cuda", dtype="bfloat16"))
     assert torch.allclose(bf.logprobs(params, ro_c), grads[0][0], atol=5e-2)
 
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     runs = [run_scenario(_scenario(model, device=d)) for d in ("cpu", "cuda")]
     assert all(r.status == "completed" for r in runs)
     assert runs[0].metrics["reward/mean"].tolist() == runs[1].metrics["reward/mean"].tolist()
-    assert torch.allclose(torch.tensor(runs[0].metrics["loss"].to_numpy()), torch.tensor(runs[1].metrics["loss"].to_numpy()), rtol=1e-3, atol=1e-5)
+    assert torch.allclose(
+        torch.tensor(runs[0].metrics["loss"].to_numpy()),
+        torch.tensor(runs[1].metrics["loss"].to_numpy()),
+        rtol=1e-3,
+        atol=1e-5,
+    )
 
 
 # -- end to end through the runner -------------------------------------------------------------------
@@ -340,7 +375,7 @@ def test_cuda_matches_cpu(model):
 
 def _scenario(model=None, variant: str = "sync", steps: int = 5, **task):
     """lm_mission_hf.toml shrunk to seconds: a tiny problem, a 1-layer llama, a short warm start."""
-    from sandbox.scenario import variant_scenarios
+    from sandbox.scenario.api import variant_scenarios
 
     over = {
         "task.problem": {"kind": "sort", "min_len": 2, "max_len": 4},
@@ -363,7 +398,7 @@ def _scenario(model=None, variant: str = "sync", steps: int = 5, **task):
 
 
 def test_lm_mission_hf_sync_vs_lag16_through_the_runner():
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     scn = _scenario()
     assert scn.task.model.backend == "hf" and scn.task.model.config["model_type"] == "llama"
@@ -378,9 +413,13 @@ def test_lm_mission_hf_sync_vs_lag16_through_the_runner():
         assert r.metrics["eval/accuracy"].notna().any()
     m = sync.metrics
     assert (m["staleness/mean"] == 0).all()
-    assert (m["is/ess_ratio"] > 1 - 1e-5).all() and (m["is/log_ratio_mean"].abs() < 1e-5).all()  # fresh samples: ratio 1
+    assert (m["is/ess_ratio"] > 1 - 1e-5).all() and (
+        m["is/log_ratio_mean"].abs() < 1e-5
+    ).all()  # fresh samples: ratio 1
     assert lag.metrics["staleness/mean"].iloc[-1] > 0 and lag.metrics["staleness/max"].max() <= 16
-    assert lag.metrics["is/ess_ratio"].iloc[-1] < 1 - 1e-4 and lag.metrics["is/kl_k3"].iloc[-1] > 0  # stale: ratios != 1
+    assert (
+        lag.metrics["is/ess_ratio"].iloc[-1] < 1 - 1e-4 and lag.metrics["is/kl_k3"].iloc[-1] > 0
+    )  # stale: ratios != 1
     assert "lr/scale" in vcpo.metrics  # VCPO's OPOB baseline ran (per-sequence gradients through the hf model)
     # determinism: the same scenario twice gives bitwise the same numbers
     assert sync.metrics.equals(again.metrics) and sync.jobs.equals(again.jobs)

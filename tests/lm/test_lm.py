@@ -80,7 +80,9 @@ def test_rewards_by_hand():
     assert SequenceConfig(kind="reverse").score("  4912>", "2194") == 1.0
 
 
-@pytest.mark.parametrize("problem", [AdditionConfig(), CountdownConfig(), SequenceConfig(kind="sort"), SequenceConfig(kind="reverse")])
+@pytest.mark.parametrize(
+    "problem", [AdditionConfig(), CountdownConfig(), SequenceConfig(kind="sort"), SequenceConfig(kind="reverse")]
+)
 def test_prompt_sets_deterministic_disjoint_and_solvable(problem):
     a_train, a_eval = make_prompt_sets(problem, 100, 30, seed=3)
     b_train, b_eval = make_prompt_sets(problem, 100, 30, seed=3)
@@ -205,7 +207,7 @@ def test_mixed_version_continuation_at_each_responses_own_position():
     assert torch.equal(cont.token_versions[old], torch.zeros(int(old.sum()), dtype=torch.long))
     assert torch.equal(cont.token_versions[new], torch.ones(int(new.sum()), dtype=torch.long))
     assert (cont.token_versions[~m] == -1).all() and (cont.behaviour_logp[~m] == 0).all()
-    assert torch.equal(cont.tokens[..., :cut.width][old[..., :cut.width]], cut.tokens[old[..., :cut.width]])
+    assert torch.equal(cont.tokens[..., : cut.width][old[..., : cut.width]], cut.tokens[old[..., : cut.width]])
     lp1, lp2 = task.logprobs(params, cont), task.logprobs(params2, cont)
     assert torch.allclose(cont.behaviour_logp[old], lp1[old], atol=1e-5)
     assert torch.allclose(cont.behaviour_logp[new], lp2[new], atol=1e-5)
@@ -278,7 +280,7 @@ def _scenario(**over):
 
 
 def test_simulator_end_to_end_sync_and_fixed_lag():
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     r = run_scenario(_scenario())
     assert r.status == "completed" and len(r.metrics) == 4
@@ -294,7 +296,7 @@ def test_simulator_end_to_end_sync_and_fixed_lag():
 
 
 def test_simulator_partial_rollouts_vcpo_gac():
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     scn = _scenario(
         system=dict(
@@ -323,10 +325,20 @@ def test_simulator_partial_rollouts_vcpo_gac():
 
 def _engine_scenario(mixed: bool):
     return _scenario(
-        system=dict(num_workers=3, generation_time=dict(
-            kind="continuous_batching", step_base=0.05, step_per_sequence=0.01, workers_per_engine=3,
-            sync="partial", sync_time=0.05, mixed_versions=mixed),
-            train_time=dict(kind="constant", value=0.1), staleness=dict(kind="max_lag", k_max=2)),
+        system=dict(
+            num_workers=3,
+            generation_time=dict(
+                kind="continuous_batching",
+                step_base=0.05,
+                step_per_sequence=0.01,
+                workers_per_engine=3,
+                sync="partial",
+                sync_time=0.05,
+                mixed_versions=mixed,
+            ),
+            train_time=dict(kind="constant", value=0.1),
+            staleness=dict(kind="max_lag", k_max=2),
+        ),
         algorithm=dict(correction=dict(name="tis", level="token")),
     )
 
@@ -337,7 +349,7 @@ def test_engine_mixed_versions_resume_in_flight_sequences_under_new_weights(monk
     and μ of that version's weights (teacher-forced, float tolerance of cached vs uncached attention); the
     run's token-weighted staleness then lies strictly between its head and tail staleness, while without the
     opt-in every token keeps the admitted version (token staleness = head staleness at every step)."""
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
     from sandbox.system.cluster import Cluster
 
     seen = []
@@ -362,7 +374,9 @@ def test_engine_mixed_versions_resume_in_flight_sequences_under_new_weights(monk
         cut_mid += sum(0 < p < int(n) for p, n in zip(positions, payload.lengths[0]))
     assert cut_mid > 0  # some sequences really were cut in the middle: mixed-version sequences
     met = r.metrics
-    mixed = (met["staleness/token_mean"] < met["staleness/mean"] - 1e-9) & (met["staleness/token_mean"] > met["staleness/tail_mean"] + 1e-9)
+    mixed = (met["staleness/token_mean"] < met["staleness/mean"] - 1e-9) & (
+        met["staleness/token_mean"] > met["staleness/tail_mean"] + 1e-9
+    )
     assert bool(mixed.any())
     monkeypatch.setattr(Cluster, "_resume", original)
     off = run_scenario(_engine_scenario(False)).metrics
@@ -389,7 +403,7 @@ def test_engine_mixed_versions_refused_where_it_cannot_be_honoured():
 def test_shipped_lm_and_gym_scenarios_validate_with_variants():
     from pathlib import Path
 
-    from sandbox.scenario import load_scenario, variant_scenarios
+    from sandbox.scenario.api import load_scenario, variant_scenarios
 
     root = Path(__file__).resolve().parents[2] / "scenarios"
     files = sorted(root.glob("lm_*.toml")) + sorted(root.glob("gym_*.toml"))
@@ -414,11 +428,18 @@ def test_mission_summary_and_figure(tmp_path):
     def fake(level):
         steps = np.arange(20)
         return {
-            "metrics": pd.DataFrame({
-                "step": steps, "reward/mean": level + 0 * steps, "eval/expected_reward": np.where(steps % 5 == 0, level, np.nan),
-                "eval/accuracy": np.where(steps % 5 == 0, level, np.nan), "is/ess_ratio": 0.5 + 0 * steps,
-                "grad/cos_prev": 0.1 + 0 * steps, "grad/norm": 1.0 + 0 * steps, "lr": 1e-3 + 0 * steps,
-            }),
+            "metrics": pd.DataFrame(
+                {
+                    "step": steps,
+                    "reward/mean": level + 0 * steps,
+                    "eval/expected_reward": np.where(steps % 5 == 0, level, np.nan),
+                    "eval/accuracy": np.where(steps % 5 == 0, level, np.nan),
+                    "is/ess_ratio": 0.5 + 0 * steps,
+                    "grad/cos_prev": 0.1 + 0 * steps,
+                    "grad/norm": 1.0 + 0 * steps,
+                    "lr": 1e-3 + 0 * steps,
+                }
+            ),
             "summary": {"status": "completed"},
             "wall_s": 1.0,
         }

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
+from sandbox.base.errors import ScenarioError
 from sandbox.engines import make_engine
-from sandbox.errors import ScenarioError
-from sandbox.runner import _stack_replica_rows, build_learner, run_scenario
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import _stack_replica_rows, build_learner, run_scenario
+from sandbox.scenario.api import validate_scenario
 from sandbox.system.cluster import Job
 from sandbox.tasks import make_task
 from sandbox.tasks.draws import RowGenerators
@@ -36,16 +36,29 @@ def _threads(tmp_path, monkeypatch):
     torch.set_num_threads(threads)
 
 
-def scenario(replicas: int, engine: dict | None = None, experts: int = 0, algorithm: dict | None = None,
-             steps: int = STEPS) -> dict:
+def scenario(
+    replicas: int, engine: dict | None = None, experts: int = 0, algorithm: dict | None = None, steps: int = STEPS
+) -> dict:
     model = {"d_model": 16, "n_layers": 1, "n_heads": 2, **({"experts": experts} if experts else {})}
     raw = {
-        "task": {"name": "lm", "replicas": replicas, "problem": {"kind": "sort", "min_len": 2, "max_len": 3},
-                 "model": model, "warmstart": WARM, "train_size": 32, "eval_size": 4,
-                 "eval_samples": 1},
+        "task": {
+            "name": "lm",
+            "replicas": replicas,
+            "problem": {"kind": "sort", "min_len": 2, "max_len": 3},
+            "model": model,
+            "warmstart": WARM,
+            "train_size": 32,
+            "eval_size": 4,
+            "eval_samples": 1,
+        },
         "system": {"num_workers": 1},
-        "algorithm": {"group_size": 4, "groups_per_step": 2, "objective": {"name": "grpo"},
-                      "optimizer": {"name": "adam", "lr": 0.01, "grad_clip": 1.0}, **(algorithm or {})},
+        "algorithm": {
+            "group_size": 4,
+            "groups_per_step": 2,
+            "objective": {"name": "grpo"},
+            "optimizer": {"name": "adam", "lr": 0.01, "grad_clip": 1.0},
+            **(algorithm or {}),
+        },
         "run": {"steps": steps, "seed": SEED, "figures": False, "eval_every": 1},
     }
     if engine is not None:
@@ -112,11 +125,15 @@ def test_lm_replicas_are_bitwise_separate_learners():
     assert_replicas_are_separate(scenario(R), scenario(1))
 
 
-@pytest.mark.parametrize("engine, experts", [
-    ({"name": "precision", "dtype": "bfloat16"}, 0),
-    ({"name": "routing", "flip_prob": 0.3}, 4),
-    ({"name": "logit_noise", "scale": 0.5}, 0),
-], ids=["precision", "routing", "logit_noise"])
+@pytest.mark.parametrize(
+    "engine, experts",
+    [
+        ({"name": "precision", "dtype": "bfloat16"}, 0),
+        ({"name": "routing", "flip_prob": 0.3}, 4),
+        ({"name": "logit_noise", "scale": 0.5}, 0),
+    ],
+    ids=["precision", "routing", "logit_noise"],
+)
 def test_lm_replicas_with_an_engine_are_separate_learners(engine, experts):
     assert_replicas_are_separate(scenario(R, engine, experts), scenario(1, engine, experts))
 
@@ -140,24 +157,44 @@ def test_replicas_need_one_thread_at_load_time():
 
 def test_hf_backend_refuses_replicas_at_load_time():
     raw = scenario(2)
-    raw["task"]["model"] = {"backend": "hf", "config": {"model_type": "llama", "hidden_size": 16,
-                                                         "num_hidden_layers": 1, "num_attention_heads": 2,
-                                                         "intermediate_size": 32}}
+    raw["task"]["model"] = {
+        "backend": "hf",
+        "config": {
+            "model_type": "llama",
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 32,
+        },
+    }
     with pytest.raises(ScenarioError, match="task.replicas"):
         validate_scenario(raw)
 
 
-@pytest.mark.parametrize("algorithm", [
-    {"minibatches": 2, "epochs": 2, "proximal": "batch_start"},
-    {"objective": {"name": "reinforce", "baseline": "opob", "normalize_std": True, "aggregation": "seq_mean_token_mean"},
-     "correction": {"name": "tis", "level": "sequence", "C": 8.0},
-     "stabilizers": [{"name": "gac"}, {"name": "vcpo_lr"}]},
-], ids=["minibatches-epochs", "opob-tis-gac-vcpo"])
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        {"minibatches": 2, "epochs": 2, "proximal": "batch_start"},
+        {
+            "objective": {
+                "name": "reinforce",
+                "baseline": "opob",
+                "normalize_std": True,
+                "aggregation": "seq_mean_token_mean",
+            },
+            "correction": {"name": "tis", "level": "sequence", "C": 8.0},
+            "stabilizers": [{"name": "gac"}, {"name": "vcpo_lr"}],
+        },
+    ],
+    ids=["minibatches-epochs", "opob-tis-gac-vcpo"],
+)
 def test_lm_replicas_with_other_algorithms_are_separate_learners(algorithm):
     """Mini-batches (whole-batch advantages, the batch-start proximal policy) and OPOB's per-sequence
     gradient norms with GAC and VCPO's LR rule: per replica too."""
     steps = 8 if "minibatches" in algorithm else STEPS  # two batches of four optimizer steps
-    assert_replicas_are_separate(scenario(R, algorithm=algorithm, steps=steps), scenario(1, algorithm=algorithm, steps=steps))
+    assert_replicas_are_separate(
+        scenario(R, algorithm=algorithm, steps=steps), scenario(1, algorithm=algorithm, steps=steps)
+    )
 
 
 @pytest.mark.parametrize("replicas, group_size, lengths", [(2, 3, (1, 4)), (8, 2, (2, 3))], ids=["R2-G3", "R8-G2"])
@@ -184,10 +221,18 @@ def _replica_models(cfg, R: int, dtype) -> dict:
     return {k: torch.stack([m[k].detach() for m in mods]).to(dtype) for k in mods[0]}
 
 
-@pytest.mark.parametrize("d, heads, experts, dtype", [
-    (16, 2, 0, torch.float32), (64, 4, 0, torch.float32), (16, 2, 3, torch.float32), (8, 8, 0, torch.float32),
-    (16, 2, 0, torch.bfloat16), (16, 2, 0, torch.float16),
-], ids=["d16", "d64", "moe", "hd1", "bf16", "fp16"])
+@pytest.mark.parametrize(
+    "d, heads, experts, dtype",
+    [
+        (16, 2, 0, torch.float32),
+        (64, 4, 0, torch.float32),
+        (16, 2, 3, torch.float32),
+        (8, 8, 0, torch.float32),
+        (16, 2, 0, torch.bfloat16),
+        (16, 2, 0, torch.float16),
+    ],
+    ids=["d16", "d64", "moe", "hd1", "bf16", "fp16"],
+)
 def test_batched_forward_does_not_depend_on_the_other_replicas(d, heads, experts, dtype):
     """The batched forward (:mod:`sandbox.models.replicas`) and its gradients: replica r of an R = 8 batch
     equals the same replica in batches of 1, 2 and 3 to the bit (prefill and one cached step, rows 1-33,
@@ -252,7 +297,7 @@ def test_linear_rows_and_shared_prefill_do_not_change_a_number():
 
 def test_evaluation_in_forked_processes_is_the_same_to_the_bit():
     """``task.eval_processes``: the replicas evaluated in chunks, all but the last in forked children
-    (:func:`sandbox.processes.forked_map`), give every replica's numbers of the in-process evaluation;
+    (:func:`sandbox.base.processes.forked_map`), give every replica's numbers of the in-process evaluation;
     and the children really evaluate their chunks (a replica with other weights gets other numbers)."""
     from sandbox.tasks import make_task
 
@@ -263,8 +308,10 @@ def test_evaluation_in_forked_processes_is_the_same_to_the_bit():
     scn = validate_scenario(raw)
     one = make_task(scn.task.model_copy(update={"replicas": 1}))
     gen = torch.Generator().manual_seed(1)  # the warm-started base model, moved differently per replica
-    params = {k: v.expand(5, *v.shape[1:]) + 0.05 * torch.randn(5, *v.shape[1:], generator=gen)
-              for k, v in one.init_params(torch.Generator().manual_seed(0)).items()}
+    params = {
+        k: v.expand(5, *v.shape[1:]) + 0.05 * torch.randn(5, *v.shape[1:], generator=gen)
+        for k, v in one.init_params(torch.Generator().manual_seed(0)).items()
+    }
     here = make_task(scn.task).evaluate(params)
     assert len({tuple(float(x) for x in v) for v in zip(*here.values())}) > 1  # the replicas' numbers differ
     for processes in (2, 3, 5, 8):
@@ -288,11 +335,11 @@ def test_eval_processes_need_the_cpu_at_load_time():
 
 
 def test_forked_map_returns_raises_and_recovers():
-    """:func:`sandbox.processes.forked_map`: results in order (the children really run: each reports its
+    """:func:`sandbox.base.processes.forked_map`: results in order (the children really run: each reports its
     own pid), a child's exception raised here, a child that dies without a result re-run here."""
     import os
 
-    from sandbox.processes import forked_map
+    from sandbox.base.processes import forked_map
 
     me = os.getpid()
     out = forked_map([lambda i=i: (i, os.getpid()) for i in range(3)])
@@ -329,8 +376,10 @@ def test_evaluation_prefills_each_held_out_prompt_once_with_the_same_bits(monkey
     scn = validate_scenario(raw)
     task = make_task(scn.task)
     gen = torch.Generator().manual_seed(2)
-    params = {k: v + 0.05 * torch.randn(v.shape, generator=gen)
-              for k, v in task.init_params(torch.Generator().manual_seed(0)).items()}
+    params = {
+        k: v + 0.05 * torch.randn(v.shape, generator=gen)
+        for k, v in task.init_params(torch.Generator().manual_seed(0)).items()
+    }
     stored = task.evaluate(params)
     monkeypatch.setattr(lm_task, "EVAL_PREFILL_BYTES", 0)
     own = task.evaluate(params)
@@ -354,7 +403,9 @@ def test_evaluation_prefills_each_held_out_prompt_once_with_the_same_bits(monkey
     assert len(calls) == pieces and sum(calls) == 12  # every held-out prompt once, in pieces of eval_batch
 
 
-@pytest.mark.parametrize("temperature, shared", [(1.0, False), (1.0, True), (0.0, False)], ids=["own", "shared", "greedy"])
+@pytest.mark.parametrize(
+    "temperature, shared", [(1.0, False), (1.0, True), (0.0, False)], ids=["own", "shared", "greedy"]
+)
 def test_decoding_without_the_ended_rows_changes_no_number(monkeypatch, temperature, shared):
     """:func:`sandbox.models.replicas.decode` with ``compact=True`` (ended rows leave the forward) gives the
     tokens, log-probs, lengths and ends of the full batch to the bit, and leaves the generators in the same
@@ -378,7 +429,9 @@ def test_decoding_without_the_ended_rows_changes_no_number(monkeypatch, temperat
     monkeypatch.setattr(rp, "COMPACT_ROWS", 1)  # this small batch compacts too (an evaluation's does by default)
     outs, states = {}, {}
     for compact in (False, True):
-        gens = [torch.Generator().manual_seed(7)] * 3 if shared else [torch.Generator().manual_seed(s) for s in range(3)]
+        gens = (
+            [torch.Generator().manual_seed(7)] * 3 if shared else [torch.Generator().manual_seed(s) for s in range(3)]
+        )
         widths.clear()
         outs[compact] = rp.decode(cfg, P, ctx, 12, 3, _token_draw(temperature, gens, shared), compact=compact)
         states[compact] = [g.get_state() for g in gens]

@@ -22,14 +22,18 @@ def _cache(tmp_path, monkeypatch):
 
 
 def _task() -> LMTask:
-    return LMTask(LMTaskConfig.model_validate(dict(
-        problem=dict(kind="sort", min_len=2, max_len=4),
-        model=dict(d_model=16, n_layers=1, n_heads=2),
-        warmstart=dict(max_steps=10, target_accuracy=None, eval_every=5, dev_size=16),
-        train_size=64,
-        eval_size=16,
-        eval_samples=1,
-    )))
+    return LMTask(
+        LMTaskConfig.model_validate(
+            dict(
+                problem=dict(kind="sort", min_len=2, max_len=4),
+                model=dict(d_model=16, n_layers=1, n_heads=2),
+                warmstart=dict(max_steps=10, target_accuracy=None, eval_every=5, dev_size=16),
+                train_size=64,
+                eval_size=16,
+                eval_samples=1,
+            )
+        )
+    )
 
 
 def _truncate(path):

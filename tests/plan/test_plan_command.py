@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from sandbox.analysis.plan import (
+from sandbox.base.errors import ScenarioError
+from sandbox.cli import app
+from sandbox.plan.capacity import (
     PlanEstimate,
     build_configurations,
     check_plan,
@@ -24,9 +26,7 @@ from sandbox.analysis.plan import (
     system_seed,
     worker_speeds_for,
 )
-from sandbox.cli import app
-from sandbox.errors import ScenarioError
-from sandbox.scenario import load_scenario
+from sandbox.scenario.api import load_scenario
 from sandbox.system.config import SystemConfig
 from sandbox.system.timing_only import simulate_timing
 
@@ -72,7 +72,9 @@ def planned(scenario, tmp_path_factory):
     outs = []
     for name in ("a", "b"):
         out = tmp_path_factory.mktemp("plan") / name
-        res = invoke(scenario, "--workers", ",".join(map(str, WORKERS)), "--k-max", "2", "--seeds", SEEDS, "--out", out, "-q")
+        res = invoke(
+            scenario, "--workers", ",".join(map(str, WORKERS)), "--k-max", "2", "--seeds", SEEDS, "--out", out, "-q"
+        )
         assert res.exit_code == 0, res.output
         outs.append((out, res.output))
     return outs
@@ -98,8 +100,20 @@ def test_the_command_writes_the_plan_and_its_figures(planned):
 
 def test_the_figures_follow_the_scenarios_figure_formats(scenario, tmp_path):
     out = tmp_path / "svg"
-    res = invoke(scenario, "--workers", "2", "--k-max", "1", "--seeds", "1", "--out", out, "-q",
-                 "--set", 'run.figure_formats=["png", "svg"]')
+    res = invoke(
+        scenario,
+        "--workers",
+        "2",
+        "--k-max",
+        "1",
+        "--seeds",
+        "1",
+        "--out",
+        out,
+        "-q",
+        "--set",
+        'run.figure_formats=["png", "svg"]',
+    )
     assert res.exit_code == 0, res.output
     for fig in ("throughput", "staleness", "utilisation"):
         for ext in ("png", "svg"):
@@ -119,7 +133,9 @@ def test_the_sync_row_is_an_explicit_sync_simulate_timing(planned, scenario):
     B, G, steps = scn.algorithm.groups_per_step, scn.algorithm.group_size, scn.run.steps
     for w in WORKERS:
         cfg = SystemConfig(**{**scn.system.model_dump(), "num_workers": w, "staleness": {"kind": "sync"}})
-        results = [simulate_timing(cfg, steps, B, G, seed=system_seed(scn, s), record_events=False) for s in range(SEEDS)]
+        results = [
+            simulate_timing(cfg, steps, B, G, seed=system_seed(scn, s), record_events=False) for s in range(SEEDS)
+        ]
         row = df[(df.workers == w) & (df.k_max == 0)].iloc[0]
         assert row.sim_time == float(np.mean([r.sim_time for r in results]))
         assert row.steps_per_s == float(np.mean([len(r.rows) / r.sim_time for r in results]))
@@ -129,10 +145,14 @@ def test_the_sync_row_is_an_explicit_sync_simulate_timing(planned, scenario):
         assert row.speedup_vs_sync == 1.0 and row.lag_max == 0 and row.dropped_fraction == 0.0
     for w in WORKERS:  # the asynchronous row's speed-up: per-seed ratio of simulated times, then the mean
         sync_cfg = SystemConfig(**{**scn.system.model_dump(), "num_workers": w, "staleness": {"kind": "sync"}})
-        async_cfg = SystemConfig(**{**scn.system.model_dump(), "num_workers": w, "staleness": {"kind": "max_lag", "k_max": 2}})
+        async_cfg = SystemConfig(
+            **{**scn.system.model_dump(), "num_workers": w, "staleness": {"kind": "max_lag", "k_max": 2}}
+        )
         runs = [simulate_timing(async_cfg, steps, B, G, seed=system_seed(scn, s)) for s in range(SEEDS)]
-        ratios = [simulate_timing(sync_cfg, steps, B, G, seed=system_seed(scn, s)).sim_time / r.sim_time
-                  for s, r in enumerate(runs)]
+        ratios = [
+            simulate_timing(sync_cfg, steps, B, G, seed=system_seed(scn, s)).sim_time / r.sim_time
+            for s, r in enumerate(runs)
+        ]
         row = df[(df.workers == w) & (df.k_max == 2)].iloc[0]
         assert row.speedup_vs_sync == float(np.mean(ratios))
         assert row.lag_max <= 2 and row.speedup_vs_sync > 1
@@ -148,10 +168,11 @@ def test_more_workers_give_no_less_throughput_when_generation_is_the_bottleneck(
     """Generation 1 s per group, training 0.01 s, 8 groups per step on 2-8 workers: throughput grows
     with the workers at every bound (and the asynchronous bounds beat sync)."""
     path = tmp_path / "gen_bound.toml"
-    path.write_text(SMALL.replace("groups_per_step = 4", "groups_per_step = 8")
-                    .replace('value = 0.05 }', 'value = 0.01 }'))
+    path.write_text(
+        SMALL.replace("groups_per_step = 4", "groups_per_step = 8").replace("value = 0.05 }", "value = 0.01 }")
+    )
     _, raw = load_scenario(path)
-    from sandbox.analysis.plan import run_plan
+    from sandbox.plan.capacity import run_plan
 
     plan = run_plan(raw, str(path), [2, 4, 8], [0, 1, 4], seeds=2, steps=40)
     df = pd.DataFrame(plan.rows)
@@ -192,7 +213,9 @@ def test_an_absurd_plan_is_refused_with_its_estimate(scenario, tmp_path):
 
 
 def test_check_plan_names_the_sizes_and_force_skips_it():
-    big = PlanEstimate(seconds=4000.0, memory=10 * 2**30, terms=[("6 system-only simulations", 4000.0)], memory_what="x")
+    big = PlanEstimate(
+        seconds=4000.0, memory=10 * 2**30, terms=[("6 system-only simulations", 4000.0)], memory_what="x"
+    )
     with pytest.raises(ScenarioError) as exc:
         check_plan(big, available=2**30)
     msg = str(exc.value)
@@ -207,7 +230,11 @@ def test_parse_int_list_sorts_and_removes_duplicates():
 
 def test_k_max_sets_the_bound_of_each_control():
     assert staleness_for({"kind": "max_lag", "k_max": 4, "enforcement": "drop", "queue_capacity": 16}, 2) == {
-        "kind": "max_lag", "k_max": 2, "enforcement": "drop", "queue_capacity": 16}
+        "kind": "max_lag",
+        "k_max": 2,
+        "enforcement": "drop",
+        "queue_capacity": 16,
+    }
     assert staleness_for({"kind": "fixed_lag", "k": 8}, 3) == {"kind": "fixed_lag", "k": 3}
     assert staleness_for({"kind": "async_ratio", "alpha": 1.5}, 2) == {"kind": "async_ratio", "alpha": 2.0}
     assert staleness_for({"kind": "sync"}, 2) == {"kind": "max_lag", "k_max": 2}
@@ -252,15 +279,34 @@ def test_learning_runs_add_time_to_target_and_share_the_schedule(scenario, tmp_p
     scn, raw = load_scenario(scenario)
     config = build_configurations(raw, [2], [2], str(scenario))[1]
     # the timing stream of a learning run with run.seed = s is the plan's (delays do not depend on tokens)
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     res = run_scenario(learn_scenario(config.scenario, 1, 20), None, force=True)
     sim = simulate(config.scenario, 20, 1)
     planned = np.array([(j.dispatch_time, j.finish_time, j.consume_step, j.head_version) for j in sim.jobs])
-    np.testing.assert_array_equal(planned, res.jobs[["dispatch_time", "finish_time", "consume_step", "head_version"]].to_numpy(float))
+    np.testing.assert_array_equal(
+        planned, res.jobs[["dispatch_time", "finish_time", "consume_step", "head_version"]].to_numpy(float)
+    )
     out = tmp_path / "learn"
-    cli = invoke(scenario, "--workers", "2", "--k-max", "2", "--seeds", "1", "--learn", "--learn-seeds", "2",
-                 "--learn-steps", "30", "--set", "run.target.reward=0.3", "--out", out, "-q")
+    cli = invoke(
+        scenario,
+        "--workers",
+        "2",
+        "--k-max",
+        "2",
+        "--seeds",
+        "1",
+        "--learn",
+        "--learn-seeds",
+        "2",
+        "--learn-steps",
+        "30",
+        "--set",
+        "run.target.reward=0.3",
+        "--out",
+        out,
+        "-q",
+    )
     assert cli.exit_code == 0, cli.output
     df = pd.read_csv(out / "plan.csv")
     assert {"time_to_target", "speedup_end_to_end", "reached_units"} <= set(df.columns)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import preflight as P
-from sandbox.importers import import_config
-from sandbox.report.preflight import write_outputs
+from sandbox.importers.api import import_config
+from sandbox.preflight import questions as P
+from sandbox.preflight.figures import write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 VERL = ROOT / "importers" / "data" / "verl_gsm8k_async.yaml"
@@ -23,7 +23,9 @@ VERL = ROOT / "importers" / "data" / "verl_gsm8k_async.yaml"
 def _pruned(mult: float) -> dict:
     imp = import_config(VERL, "verl")
     plan = P.make_plan(imp.data, quick=True, lr_mult=mult, framework="verl")
-    plan.jobs = [j for j in plan.jobs if j.question != "Q1" or (j.bound in (0, plan.user_bound) and j.lr == plan.user_lr)]
+    plan.jobs = [
+        j for j in plan.jobs if j.question != "Q1" or (j.bound in (0, plan.user_bound) and j.lr == plan.user_lr)
+    ]
     P.check_plan(plan)
     return P.run_plan(plan)
 
@@ -73,18 +75,26 @@ def test_outputs_and_browser(safe, tmp_path):
     chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    res = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                          (tmp_path / "preflight.html").as_uri()], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (tmp_path / "preflight.html").as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Q1: safe staleness bound" in res.stdout and "<img" in res.stdout
 
 
 def test_slower_marks_time_to_target_not_collapse():
     row = lambda name, reached, t: {"correction": name, "reached": reached, "time_to_target": t}  # noqa: E731
-    rows = [row("yours", 4, [30.0, 28.0, 32.0]), row("tis", 4, [20.0, 18.0, 22.0]), row("m2po", 4, [23.0, 21.0, 25.0]),
-            row("none", 2, [19.0, 10.0, 28.0])]
+    rows = [
+        row("yours", 4, [30.0, 28.0, 32.0]),
+        row("tis", 4, [20.0, 18.0, 22.0]),
+        row("m2po", 4, [23.0, 21.0, 25.0]),
+        row("none", 2, [19.0, 10.0, 28.0]),
+    ]
     P.mark_slower(rows)
-    assert [r["slower"] for r in rows] == [True, False, False, True]   # 28 > 22; 21 <= 22 overlaps; fewer seeds
-    assert rows[0]["fastest"] == "tis" and abs(rows[0]["slower_by"] - 0.5) < 1e-12   # 30 / 20 - 1
+    assert [r["slower"] for r in rows] == [True, False, False, True]  # 28 > 22; 21 <= 22 overlaps; fewer seeds
+    assert rows[0]["fastest"] == "tis" and abs(rows[0]["slower_by"] - 0.5) < 1e-12  # 30 / 20 - 1
 
 
 def test_over_budget_refused_naming_option():
@@ -94,16 +104,19 @@ def test_over_budget_refused_naming_option():
         P.check_plan(plan)
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--budget", "soon"], "--budget"),
-    (["--budget", "1s"], "--budget"),          # a plan over its budget: refused before running, naming the option
-    (["--lr-mult", "-2"], "--lr-mult"),
-    (["-f", "nope"], "--framework"),
-    (["--gpu", "B200"], "--gpu"),               # Q3/Q4/Q7 cluster facts
-    (["--model", "gpt-5"], "--model"),
-    (["--gpus", "2"], "--gpus"),               # the config's engines of 2 GPUs leave no trainer GPU
-    (["--cluster", "/nonexistent/cluster.toml"], "--cluster"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--budget", "soon"], "--budget"),
+        (["--budget", "1s"], "--budget"),  # a plan over its budget: refused before running, naming the option
+        (["--lr-mult", "-2"], "--lr-mult"),
+        (["-f", "nope"], "--framework"),
+        (["--gpu", "B200"], "--gpu"),  # Q3/Q4/Q7 cluster facts
+        (["--model", "gpt-5"], "--model"),
+        (["--gpus", "2"], "--gpus"),  # the config's engines of 2 GPUs leave no trainer GPU
+        (["--cluster", "/nonexistent/cluster.toml"], "--cluster"),
+    ],
+)
 def test_cli_bad_input_is_one_line_naming_the_option(tmp_path, args, needle):
     from typer.testing import CliRunner
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import preflight as P
-from sandbox.importers import import_config
-from sandbox.preflight_transfer import model_rms, params_rms, proxy_rms, transfer, user_learning_rate
+from sandbox.importers.api import import_config
+from sandbox.preflight import questions as P
+from sandbox.preflight.transfer import model_rms, params_rms, proxy_rms, transfer, user_learning_rate
 
 ROOT = Path(__file__).resolve().parents[1]
 VERL = ROOT / "importers" / "data" / "verl_gsm8k_async.yaml"
@@ -34,7 +34,7 @@ def test_params_rms_counts_weight_matrices_only():
     import torch
 
     p = {"w": torch.full((1, 2, 2), 3.0), "ln": torch.ones(1, 2), "b": torch.zeros(1, 2)}
-    assert params_rms(p) == 3.0   # norm gains and biases left out
+    assert params_rms(p) == 3.0  # norm gains and biases left out
 
 
 def test_user_learning_rate_read_from_the_import():
@@ -44,12 +44,19 @@ def test_user_learning_rate_read_from_the_import():
 
 
 def _outcome(final, start, collapsed=None):
-    return {"final": list(final), "start": list(start), "collapsed": list(collapsed or [False] * len(final)),
-            "ess": [1.0] * len(final), "ess_curve": [], "time_to_target": [], "steps": 1}
+    return {
+        "final": list(final),
+        "start": list(start),
+        "collapsed": list(collapsed or [False] * len(final)),
+        "ess": [1.0] * len(final),
+        "ess_curve": [],
+        "time_to_target": [],
+        "steps": 1,
+    }
 
 
 def test_premise_no_learning_is_cannot_tell():
-    sync = _outcome([0.20, 0.21, 0.19, 0.20], [0.20, 0.20, 0.20, 0.20])   # no gain over the start
+    sync = _outcome([0.20, 0.21, 0.19, 0.20], [0.20, 0.20, 0.20, 0.20])  # no gain over the start
     unc = _outcome([0.10, 0.11, 0.09, 0.10], [0.20] * 4)
     gate = P.premise(sync, unc, 4)
     assert not gate["learns"] and not gate["passed"] and "does not learn" in gate["reason"]
@@ -57,7 +64,7 @@ def test_premise_no_learning_is_cannot_tell():
 
 def test_premise_no_lag_cost_is_cannot_tell():
     sync = _outcome([0.50, 0.52, 0.48, 0.51], [0.2] * 4)
-    unc = _outcome([0.51, 0.50, 0.49, 0.52], [0.2] * 4)                  # same as sync: lag costs nothing
+    unc = _outcome([0.51, 0.50, 0.49, 0.52], [0.2] * 4)  # same as sync: lag costs nothing
     gate = P.premise(sync, unc, 4)
     assert gate["learns"] and gate["feels_lag"] is False and "does not feel lag 4" in gate["reason"]
 
@@ -71,8 +78,14 @@ def test_premise_passes_when_it_learns_and_lag_hurts():
 
 
 def _cell(bound, lr, verdict, collapsed=0, seeds=4):
-    return {"bound": bound, "lr": lr, "verdict": verdict, "collapsed": collapsed, "seeds": seeds,
-            "collapse_interval": list(P.wilson(collapsed, seeds))}
+    return {
+        "bound": bound,
+        "lr": lr,
+        "verdict": verdict,
+        "collapsed": collapsed,
+        "seeds": seeds,
+        "collapse_interval": list(P.wilson(collapsed, seeds)),
+    }
 
 
 def test_non_monotone_cells_are_marked_as_noise():
@@ -83,10 +96,17 @@ def test_non_monotone_cells_are_marked_as_noise():
 
 
 def test_q1_answer_position_and_shrink():
-    plan = P.PreflightPlan(False, 4, 10, 600.0, 4, "none", "lm", 1e-3, 4e-3, 1.0,
-                           transfer=transfer(1e-5, "adam", (0.02, "s"), 0.06))
-    cells = [_cell(0, 1e-3, "safe"), _cell(0, 4e-3, "safe"), _cell(0, 1.6e-2, "safe"),
-             _cell(4, 1e-3, "safe"), _cell(4, 4e-3, "safe"), _cell(4, 1.6e-2, "unsafe", 3)]
+    plan = P.PreflightPlan(
+        False, 4, 10, 600.0, 4, "none", "lm", 1e-3, 4e-3, 1.0, transfer=transfer(1e-5, "adam", (0.02, "s"), 0.06)
+    )
+    cells = [
+        _cell(0, 1e-3, "safe"),
+        _cell(0, 4e-3, "safe"),
+        _cell(0, 1.6e-2, "safe"),
+        _cell(4, 1e-3, "safe"),
+        _cell(4, 4e-3, "safe"),
+        _cell(4, 1.6e-2, "unsafe", 3),
+    ]
     ok = {"passed": True, "reason": ""}
     a = P.q1_answer(cells, plan, ok)
     assert a["verdict"] == "safe" and a["position"] == "at the edge of" and math.isclose(a["shrink"], 4.0)
@@ -109,7 +129,7 @@ def test_budget_message_never_contradicts_itself():
         P.check_plan(plan)
     msg = str(e.value)
     assert "--quick" not in msg.split("; use")[1] and "--seeds" not in msg.split("; use")[1]  # both already given
-    plan.budget = plan.seconds * 0.999   # same when rounded to minutes: said in seconds
+    plan.budget = plan.seconds * 0.999  # same when rounded to minutes: said in seconds
     with pytest.raises(P.PreflightError) as e:
         P.check_plan(plan)
     head = str(e.value).split("; use")[0]
@@ -144,7 +164,11 @@ def test_user_learning_rate_x1000_changes_q1(tiny_lm):
     # the answer is read from a cell measured at the user's own point, which moved with the learning rate
     assert a["user_cell"]["lr"] == a["at"]["lr"] and b["user_cell"]["lr"] == b["at"]["lr"]
     assert a["user_cell"]["final_reward"] != b["user_cell"]["final_reward"]
-    assert (a["verdict"], a["reason"], a["user_cell"]["final_reward"]) != (b["verdict"], b["reason"], b["user_cell"]["final_reward"])
+    assert (a["verdict"], a["reason"], a["user_cell"]["final_reward"]) != (
+        b["verdict"],
+        b["reason"],
+        b["user_cell"]["final_reward"],
+    )
 
 
 def test_lm_preflight_records_transfer_and_premise(tiny_lm):

@@ -1,4 +1,4 @@
-"""``sandbox preflight`` Q3/Q4/Q7 (sandbox/preflight_system.py): cluster facts from each framework's keys
+"""``sandbox preflight`` Q3/Q4/Q7 (sandbox/preflight/system.py): cluster facts from each framework's keys
 (hand values), the trainer grid, the verdict thresholds, and a TRL config end to end (--quick, 2 seeds)
 through the CLI: the three outputs, Q3/Q4/Q7 with numbers that agree with their own rows, and the page
 in headless Chromium."""
@@ -13,41 +13,68 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import preflight as P
-from sandbox.importers import import_config
-from sandbox.preflight_system import (
-    SystemPlanError, bias_verdict, cluster_facts, mean_length, model_from_name, trainer_grid,
+from sandbox.importers.api import import_config
+from sandbox.preflight import questions as P
+from sandbox.preflight.system import (
+    SystemPlanError,
+    bias_verdict,
+    cluster_facts,
+    mean_length,
+    model_from_name,
+    trainer_grid,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "importers" / "data"
 TRL = DATA / "trl_async_grpo.json"
 
 
-@pytest.mark.parametrize("name, key", [
-    ("Qwen/Qwen2.5-3B-Instruct", "qwen2.5-3b"),
-    ("Qwen/Qwen2.5-Math-7B", "qwen2.5-7b"),
-    ("Qwen/Qwen2.5-32B", "qwen2.5-32b"),
-    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama3.1-8b"),
-    ("OpenRLHF/Llama-3-8b-sft-mixture", None),      # Llama 3, not 3.1: not guessed
-    ("PrimeIntellect/Qwen3-0.6B-Reverse-Text-SFT", None),
-])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("Qwen/Qwen2.5-3B-Instruct", "qwen2.5-3b"),
+        ("Qwen/Qwen2.5-Math-7B", "qwen2.5-7b"),
+        ("Qwen/Qwen2.5-32B", "qwen2.5-32b"),
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama3.1-8b"),
+        ("OpenRLHF/Llama-3-8b-sft-mixture", None),  # Llama 3, not 3.1: not guessed
+        ("PrimeIntellect/Qwen3-0.6B-Reverse-Text-SFT", None),
+    ],
+)
 def test_model_from_name(name, key):
     assert model_from_name(name) == key
 
 
 def test_trainer_grid_leaves_no_gpu_idle():
-    assert trainer_grid(8, 2, 4) == [2, 4, 6]            # 8 - 2e
+    assert trainer_grid(8, 2, 4) == [2, 4, 6]  # 8 - 2e
     assert trainer_grid(8, 1, 7) == [1, 2, 3, 4, 5, 6, 7]
     assert trainer_grid(64, 1, 7) == [1, 2, 4, 8, 16, 32, 63]
     assert trainer_grid(8, 1, 4, include=5) == [1, 2, 4, 5, 7]
 
 
-@pytest.mark.parametrize("config, fw, expect", [
-    ("verl_gsm8k_async.yaml", "verl", {"gpus": 8, "tp": 2, "model": "qwen2.5-3b", "max_tokens": 1024, "trainer_gpus": None}),
-    ("openrlhf_async_reinforce.sh", "openrlhf", {"gpus": 16, "tp": 2, "model": None, "max_tokens": 1024, "trainer_gpus": 8}),
-    ("areal_gsm8k_grpo.yaml", "areal", {"gpus": 8, "tp": 1, "model": "qwen2.5-1.5b", "max_tokens": 1024, "trainer_gpus": 4}),
-    ("trl_async_grpo.json", "trl", {"gpus": None, "tp": 1, "model": None, "max_tokens": 4096, "trainer_gpus": None}),
-])
+@pytest.mark.parametrize(
+    "config, fw, expect",
+    [
+        (
+            "verl_gsm8k_async.yaml",
+            "verl",
+            {"gpus": 8, "tp": 2, "model": "qwen2.5-3b", "max_tokens": 1024, "trainer_gpus": None},
+        ),
+        (
+            "openrlhf_async_reinforce.sh",
+            "openrlhf",
+            {"gpus": 16, "tp": 2, "model": None, "max_tokens": 1024, "trainer_gpus": 8},
+        ),
+        (
+            "areal_gsm8k_grpo.yaml",
+            "areal",
+            {"gpus": 8, "tp": 1, "model": "qwen2.5-1.5b", "max_tokens": 1024, "trainer_gpus": 4},
+        ),
+        (
+            "trl_async_grpo.json",
+            "trl",
+            {"gpus": None, "tp": 1, "model": None, "max_tokens": 4096, "trainer_gpus": None},
+        ),
+    ],
+)
 def test_cluster_facts_from_the_config(config, fw, expect):
     imp = import_config(DATA / config, fw)
     f = cluster_facts(imp.rows, fw, {})
@@ -77,15 +104,17 @@ def test_missing_facts_leave_q3_q4_q7_unanswered_naming_the_flag():
     plan = P.make_plan(imp.data, quick=True, framework="trl", facts=f)
     assert plan.system is None
     ans = P.system_answers(plan, None)
-    assert all(ans[q]["verdict"] == "not answered" and "--gpus" in ans[q]["why"] and "--model" in ans[q]["why"]
-               for q in ("Q3", "Q4", "Q7"))
+    assert all(
+        ans[q]["verdict"] == "not answered" and "--gpus" in ans[q]["why"] and "--model" in ans[q]["why"]
+        for q in ("Q3", "Q4", "Q7")
+    )
 
 
 def test_bias_verdict_thresholds():
     assert bias_verdict([-0.12, -0.15, -0.09]) == "biased toward short responses"
     assert bias_verdict([0.0, 0.0, 0.0]) == "negligible"
     assert bias_verdict([-0.01, -0.03, 0.02]) == "negligible"
-    assert bias_verdict([-0.06, -0.2, 0.05]).startswith("inconclusive")   # mean past the threshold, interval reaches 0
+    assert bias_verdict([-0.06, -0.2, 0.05]).startswith("inconclusive")  # mean past the threshold, interval reaches 0
     assert bias_verdict([-0.03, -0.07, 0.01]).startswith("inconclusive")  # interval reaches past -0.05
     assert bias_verdict(None) == "not measured"
 
@@ -121,8 +150,25 @@ def trl_run(tmp_path_factory):
     from sandbox.cli import app
 
     out = tmp_path_factory.mktemp("pf") / "trl"
-    res = CliRunner().invoke(app, ["preflight", str(TRL), "-f", "trl", "--quick", "--seeds", "2", "--gpus", "8",
-                                   "--model", "qwen2.5-7b", "--out", str(out), "-q"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "preflight",
+            str(TRL),
+            "-f",
+            "trl",
+            "--quick",
+            "--seeds",
+            "2",
+            "--gpus",
+            "8",
+            "--model",
+            "qwen2.5-7b",
+            "--out",
+            str(out),
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     return out, res.output
 
@@ -162,8 +208,12 @@ def test_trl_page_in_chromium(trl_run):
     chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    res = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                          (out / "preflight.html").as_uri()], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (out / "preflight.html").as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     dom = res.stdout
     assert dom.count("<img") == 4, dom.count("<img")
     for head in ("Q3: trainer/rollout split", "Q4: expected end-to-end speed-up", "Q7: does dropping"):
@@ -179,11 +229,16 @@ def test_qwen25_3b_hand_values():
 
 
 def test_split_run_drop_bias_matches_its_own_counts():
-    from sandbox.analysis.plan_split import SplitOptions, simulate_split, split_configurations
+    from sandbox.plan.split import SplitOptions, simulate_split, split_configurations
 
     imp = import_config(DATA / "verl_gsm8k_async.yaml", "verl")
-    cfg = split_configurations(imp.data, "t", SplitOptions(gpus=8, model="qwen2.5-3b", tp=2, trainer_gpus=[2],
-                                                           concurrency=[256], length_median=256, max_tokens=1024))[0]
+    cfg = split_configurations(
+        imp.data,
+        "t",
+        SplitOptions(
+            gpus=8, model="qwen2.5-3b", tp=2, trainer_gpus=[2], concurrency=[256], length_median=256, max_tokens=1024
+        ),
+    )[0]
     m = simulate_split(cfg, 6, 0, with_drop_bias=True)
     assert m.drop_bias["groups_dropped"] == m.dropped > 0
     assert m.drop_bias["groups_decided"] == m.dropped + m.consumed

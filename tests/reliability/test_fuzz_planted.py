@@ -4,7 +4,7 @@ journal, the run manifest ``.sandbox-run.json``, a ``.replaced-*`` trash link, a
 ends with a clear error or writes its output, within a time limit, without a traceback, and nothing
 outside ``--out`` changes (a sibling tree is snapshotted before and after).
 
-The protocol tests call :class:`sandbox.outputs.StagedDir` (what ``run``, ``plan``, ``import`` and
+The protocol tests call :class:`sandbox.base.outputs.StagedDir` (what ``run``, ``plan``, ``import`` and
 ``preflight`` share) in a child process with a time limit and a 1 GiB address-space limit, so that a
 FIFO that blocks or ``/dev/zero`` read to the end fails the test instead of the machine."""
 
@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.outputs import JOURNAL, MANIFEST
-
 import sandbox
+from sandbox.base.outputs import JOURNAL, MANIFEST
 
 ROOT = Path(sandbox.__file__).resolve().parents[1]  # the tree under test (PYTHONPATH), also in the child
 LIMIT_S = 60
@@ -31,7 +30,7 @@ LIMIT_S = 60
 _WRITE = """
 import json, sys
 from pathlib import Path
-from sandbox.outputs import OutputError, StagedDir
+from sandbox.base.outputs import OutputError, StagedDir
 try:
     with StagedDir(Path(sys.argv[1]), whole=True, writer="sandbox import") as stage:
         (stage / "scenario.toml").write_text("new")
@@ -49,8 +48,14 @@ def _limit_memory():  # pragma: no cover - runs in the child
 
 def _write(out: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", _WRITE, str(out)], capture_output=True, text=True, timeout=LIMIT_S,
-                          env=env, preexec_fn=_limit_memory)
+    return subprocess.run(
+        [sys.executable, "-c", _WRITE, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_S,
+        env=env,
+        preexec_fn=_limit_memory,
+    )
 
 
 def snapshot(root: Path, skip: Path) -> dict[str, tuple]:
@@ -198,8 +203,12 @@ def test_a_genuine_killed_move_is_still_completed(tmp_path):
 TINY = {
     "title": "tiny delayed quadratic",
     "task": {"name": "quadratic", "dim": 6, "eig_min": 0.1, "eig_max": 1.0, "noise_std": 0.05, "replicas": 1},
-    "system": {"num_workers": 2, "generation_time": {"kind": "constant", "value": 1.0},
-               "train_time": {"kind": "constant", "value": 0.0}, "staleness": {"kind": "fixed_lag", "k": 1}},
+    "system": {
+        "num_workers": 2,
+        "generation_time": {"kind": "constant", "value": 1.0},
+        "train_time": {"kind": "constant", "value": 0.0},
+        "staleness": {"kind": "fixed_lag", "k": 1},
+    },
     "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": 0.1}},
     "run": {"steps": 3, "figures": False, "eval_every": 1},
 }
@@ -216,8 +225,9 @@ def _inputs(tmp: Path) -> dict[str, Path]:
     scenario = tmp / "tiny.toml"
     scenario.write_text(tomli_w.dumps(TINY))
     sweep = tmp / "sweep.toml"
-    sweep.write_text(tomli_w.dumps({"base": TINY, "sweep": {"name": "tiny"}, "seeds": [0],
-                                    "grid": {"system.staleness.k": [1]}}))
+    sweep.write_text(
+        tomli_w.dumps({"base": TINY, "sweep": {"name": "tiny"}, "seeds": [0], "grid": {"system.staleness.k": [1]}})
+    )
     return {"scenario": scenario, "sweep": sweep}
 
 
@@ -225,16 +235,35 @@ def _command(name: str, out: Path, inputs: dict[str, Path]) -> list[str]:
     return {
         "run": ["run", str(inputs["scenario"]), "--out", str(out), "-q"],
         "import": ["import", str(CONFIG), "-f", "trl", "--out", str(out)],
-        "plan": ["plan", str(inputs["scenario"]), "--workers", "2", "--k-max", "0", "--seeds", "1", "--steps", "2",
-                 "--out", str(out), "-q"],
+        "plan": [
+            "plan",
+            str(inputs["scenario"]),
+            "--workers",
+            "2",
+            "--k-max",
+            "0",
+            "--seeds",
+            "1",
+            "--steps",
+            "2",
+            "--out",
+            str(out),
+            "-q",
+        ],
         "preflight": ["preflight", str(CONFIG), "-f", "trl", "--quick", "--out", str(out), "-q"],
         "export": ["export", str(inputs["scenario"]), "-f", "trl", "--out", str(out)],
         "sweep": ["sweep", str(inputs["sweep"]), "--out", str(out), "-j", "1", "-q"],
     }[name]
 
 
-MANIFESTS = {"run": MANIFEST, "import": MANIFEST, "plan": MANIFEST, "preflight": MANIFEST, "export": "export.json",
-             "sweep": "sweep.json"}
+MANIFESTS = {
+    "run": MANIFEST,
+    "import": MANIFEST,
+    "plan": MANIFEST,
+    "preflight": MANIFEST,
+    "export": "export.json",
+    "sweep": "sweep.json",
+}
 
 
 def _plant(kind: str, out: Path, manifest: str, e: Path) -> None:
@@ -244,8 +273,12 @@ def _plant(kind: str, out: Path, manifest: str, e: Path) -> None:
         _journal(out / ".commit-aaaaaaaa", [MANIFEST, "thesis.tex"], ["summary.json"])
         (out / ".commit-aaaaaaaa" / "summary.json").write_text("{}")
     elif kind == "manifest":
-        listing = {"entries": ["thesis.tex", "../elsewhere/thesis.tex"], "files": ["thesis.tex"],
-                   "runs": [], "written_by": "sandbox run"}
+        listing = {
+            "entries": ["thesis.tex", "../elsewhere/thesis.tex"],
+            "files": ["thesis.tex"],
+            "runs": [],
+            "written_by": "sandbox run",
+        }
         (out / manifest).write_text(json.dumps(listing))
     elif kind == "trash link":
         _journal(out / ".commit-bbbbbbbb", [MANIFEST, "figures"], ["summary.json"])
@@ -276,9 +309,9 @@ def attempt(command: str, kind: str, tmp: Path, seconds: int = LIMIT_S) -> str:
 
     from typer.testing import CliRunner
 
-    import sandbox.preflight as preflight
+    import sandbox.preflight.questions as preflight
     from sandbox.cli import app
-    from sandbox.importers import ConfigImportError
+    from sandbox.importers.api import ConfigImportError
 
     e = tmp / "elsewhere"
     (e / "figures").mkdir(parents=True)

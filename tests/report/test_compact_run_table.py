@@ -7,29 +7,55 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from sandbox.cli import compact_table
+from sandbox.run.command import compact_table
 
 
 def _summary(**kw):
-    base = {"status": "completed", "diverged_replicas": 0, "replicas": 4, "time_to_target": 123.4,
-            "target_level": 0.9, "target_reached_replicas": 4, "speedup_vs_sync": 12.34, "speedup_ci_low": 11.98,
-            "speedup_ci_high": 13.07, "staleness_mean": 11.75, "staleness_max": 16, "util_workers": 1.0,
-            "collapsed_replicas": 2}
+    base = {
+        "status": "completed",
+        "diverged_replicas": 0,
+        "replicas": 4,
+        "time_to_target": 123.4,
+        "target_level": 0.9,
+        "target_reached_replicas": 4,
+        "speedup_vs_sync": 12.34,
+        "speedup_ci_low": 11.98,
+        "speedup_ci_high": 13.07,
+        "staleness_mean": 11.75,
+        "staleness_max": 16,
+        "util_workers": 1.0,
+        "collapsed_replicas": 2,
+    }
     return SimpleNamespace(summary={**base, **kw})
 
 
 def render(results: dict, width: int = 80) -> str:
     out = io.StringIO()
-    Console(file=out, width=width, color_system=None).print(compact_table(results, "quickstart: synchronous vs asynchronous RL on a bit-string task"))
+    Console(file=out, width=width, color_system=None).print(
+        compact_table(results, "quickstart: synchronous vs asynchronous RL on a bit-string task")
+    )
     return out.getvalue()
 
 
 def test_compact_table_fits_80_columns_with_the_default_variants():
     results = {
-        "sync": _summary(speedup_vs_sync=1.0, speedup_ci_low=1.0, speedup_ci_high=1.0, staleness_mean=0.0,
-                         staleness_max=0, util_workers=0.33, collapsed_replicas=0),
-        "async": _summary(status="completed", diverged_replicas=3, collapsed_replicas=3,
-                          time_to_target=None, target_reached_replicas=1, speedup_vs_sync=None),
+        "sync": _summary(
+            speedup_vs_sync=1.0,
+            speedup_ci_low=1.0,
+            speedup_ci_high=1.0,
+            staleness_mean=0.0,
+            staleness_max=0,
+            util_workers=0.33,
+            collapsed_replicas=0,
+        ),
+        "async": _summary(
+            status="completed",
+            diverged_replicas=3,
+            collapsed_replicas=3,
+            time_to_target=None,
+            target_reached_replicas=1,
+            speedup_vs_sync=None,
+        ),
         "async+tis": _summary(),
     }
     text = render(results)

@@ -1,6 +1,6 @@
 """``run.figure_formats``: a run writes its figures in the formats it asks for (PNG only by
 default, SVG beside it on request), the option is validated with the field named, and the PNG that
-``sandbox.plots._save`` cuts from one Agg draw is byte for byte the PNG ``savefig`` writes for the
+``sandbox.run.plots._save`` cuts from one Agg draw is byte for byte the PNG ``savefig`` writes for the
 tight box moved onto whole pixels (and the tight box itself when something lies past the canvas)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from matplotlib.transforms import Bbox
 from PIL import Image
 
-from sandbox import plots
-from sandbox.runner import run_scenario
-from sandbox.scenario import ScenarioError, validate_scenario
+from sandbox.run import plots
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import ScenarioError, validate_scenario
 
 TINY = {
     "title": "tiny",
@@ -93,7 +93,11 @@ def test_a_run_writes_png_only_unless_svg_is_asked_for(tmp_path):
     run_scenario(validate_scenario(TINY), tmp_path / "default")
     figures = tmp_path / "default" / "figures"
     assert sorted(p.name for p in figures.iterdir()) == [
-        "diagnostics.png", "learning_curves.png", "staleness_hist.png", "timeline.png"]
+        "diagnostics.png",
+        "learning_curves.png",
+        "staleness_hist.png",
+        "timeline.png",
+    ]
     both = dict(TINY, run=dict(TINY["run"], figure_formats=["png", "svg"]))
     run_scenario(validate_scenario(both), tmp_path / "both")
     names = {p.name for p in (tmp_path / "both" / "figures").iterdir()}
@@ -108,8 +112,10 @@ def test_the_comparison_of_variants_is_written_in_every_format_a_variant_asks_fo
     assert plots.run_formats([png, svg]) == ["png", "svg"]
 
 
-@pytest.mark.parametrize("value, expected", [
-    (["png", "png"], "at most once"), ([], "at least 1"), (["pdf"], "'png' or 'svg'"), ("png", "valid list")])
+@pytest.mark.parametrize(
+    "value, expected",
+    [(["png", "png"], "at most once"), ([], "at least 1"), (["pdf"], "'png' or 'svg'"), ("png", "valid list")],
+)
 def test_bad_figure_formats_name_the_field(value, expected):
     with pytest.raises(ScenarioError, match=r"run\.figure_formats") as err:
         validate_scenario(dict(TINY, run=dict(TINY["run"], figure_formats=value)))

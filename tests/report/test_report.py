@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.report import sweep_figures, write_report
+from sandbox.report.api import sweep_figures, write_report
 from sandbox.report.figures import find_boundary
-from sandbox.scenario import validate_scenario
-from sandbox.sweep import load_results, parse_sweep, run_sweep
+from sandbox.scenario.api import validate_scenario
+from sandbox.sweep.api import load_results, parse_sweep, run_sweep
 
 QUAD = {
     "task": {"name": "quadratic", "dim": 8, "eig_min": 0.1, "eig_max": 2.0, "noise_std": 0.05, "replicas": 2},
@@ -58,16 +58,22 @@ def bits_sweep(tmp_path_factory):
         "base": BITS,
         "seeds": [0, 1],
         "sweep": {"name": "bits"},
-        "zip": [{"method": ["sync", "stale", "stale+tis"],
-                 "system.staleness": [{"kind": "sync"}, {"kind": "fixed_lag", "k": 2}, {"kind": "fixed_lag", "k": 2}],
-                 "algorithm.correction": [{"name": "none"}, {"name": "none"}, {"name": "tis", "level": "sequence"}]}],
+        "zip": [
+            {
+                "method": ["sync", "stale", "stale+tis"],
+                "system.staleness": [{"kind": "sync"}, {"kind": "fixed_lag", "k": 2}, {"kind": "fixed_lag", "k": 2}],
+                "algorithm.correction": [{"name": "none"}, {"name": "none"}, {"name": "tis", "level": "sequence"}],
+            }
+        ],
     }
     run_sweep(parse_sweep(raw), out, workers=1, progress=False)
     return out
 
 
 def _figure_ids(text: str) -> list[str]:
-    return re.findall(r'<figure id="fig-([^"]+)"><img alt="[^"]*" src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', text)
+    return re.findall(
+        r'<figure id="fig-([^"]+)"><img alt="[^"]*" src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', text
+    )
 
 
 def _self_contained(text: str) -> None:
@@ -116,7 +122,7 @@ def test_boundary_is_levin_may():
 
 
 def test_run_output_report_and_cli(tmp_path):
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     scn = validate_scenario({**BITS, "run": {**BITS["run"], "figures": True}})
     run_scenario(scn, tmp_path / "run")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.report import write_report
-from sandbox.runner import run_scenario
+from sandbox.report.api import write_report
+from sandbox.run.runner import run_scenario
 from sandbox.scenario.load import validate_scenario
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
@@ -27,8 +27,11 @@ if CHROMIUM is None:
 TINY = {
     "title": "browser check",
     "task": {"name": "bandit", "num_arms": 4, "replicas": 2},
-    "system": {"num_workers": 3, "generation_time": {"kind": "exponential", "mean": 1.0},
-               "staleness": {"kind": "max_lag", "k_max": 2}},
+    "system": {
+        "num_workers": 3,
+        "generation_time": {"kind": "exponential", "mean": 1.0},
+        "staleness": {"kind": "max_lag", "k_max": 2},
+    },
     "algorithm": {"group_size": 4, "groups_per_step": 2},
     "run": {"steps": 12, "eval_every": 3, "figures": True},
 }
@@ -42,8 +45,16 @@ window.addEventListener('load', () => {
 
 
 def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-           f"--user-data-dir={cwd / 'profile'}", "--virtual-time-budget=5000", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={cwd / 'profile'}",
+        "--virtual-time-budget=5000",
+        *args,
+    ]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 

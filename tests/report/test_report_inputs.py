@@ -13,8 +13,16 @@ from sandbox.report.html import _generated_summary
 
 
 def _summary(**kw) -> dict:
-    s = {"status": "completed", "speedup_vs_sync": 3.6, "speedup_ci_low": None, "speedup_ci_high": None,
-         "speedup_baseline": "sync", "target_rule": ">= 0.9", "throughput_gain_vs_sync": 2.0, "replicas": 1}
+    s = {
+        "status": "completed",
+        "speedup_vs_sync": 3.6,
+        "speedup_ci_low": None,
+        "speedup_ci_high": None,
+        "speedup_baseline": "sync",
+        "target_rule": ">= 0.9",
+        "throughput_gain_vs_sync": 2.0,
+        "replicas": 1,
+    }
     s.update(kw)
     return s
 

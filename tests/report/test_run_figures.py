@@ -12,32 +12,52 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sandbox import plots
+from sandbox.run import plots
 
 
 def _fake_result(n_workers=4, steps=20, zero_norm_steps=(3, 7), title="demo scenario"):
     rng = np.random.default_rng(0)
     norm = rng.uniform(0.1, 1.0, steps)
     norm[list(zero_norm_steps)] = 0.0
-    metrics = pd.DataFrame({
-        "step": np.arange(steps), "time": np.arange(steps) * 0.5,
-        "reward/mean": np.linspace(0, 1, steps), "is/ess_ratio": np.full(steps, 0.98),
-        "grad/cos_prev": rng.uniform(-0.2, 0.8, steps), "grad/norm": norm,
-        "staleness/mean": rng.uniform(0, 3, steps),
-    })
+    metrics = pd.DataFrame(
+        {
+            "step": np.arange(steps),
+            "time": np.arange(steps) * 0.5,
+            "reward/mean": np.linspace(0, 1, steps),
+            "is/ess_ratio": np.full(steps, 0.98),
+            "grad/cos_prev": rng.uniform(-0.2, 0.8, steps),
+            "grad/norm": norm,
+            "staleness/mean": rng.uniform(0, 3, steps),
+        }
+    )
     n_jobs = 6 * n_workers
     worker = np.arange(n_jobs) % n_workers
     dispatch = (np.arange(n_jobs) // n_workers) * 1.0
     consume = np.where(np.arange(n_jobs) % 5 == 4, -1, np.arange(n_jobs) // n_workers + 1)
     dropped = np.where((np.arange(n_jobs) % 5 == 4) & (np.arange(n_jobs) % 2 == 0), 3, -1)
-    jobs = pd.DataFrame({"job": np.arange(n_jobs), "worker": worker, "head_version": np.arange(n_jobs) // n_workers,
-                         "dispatch_time": dispatch, "finish_time": dispatch + 0.9, "consume_step": consume,
-                         "dropped_at": dropped})
+    jobs = pd.DataFrame(
+        {
+            "job": np.arange(n_jobs),
+            "worker": worker,
+            "head_version": np.arange(n_jobs) // n_workers,
+            "dispatch_time": dispatch,
+            "finish_time": dispatch + 0.9,
+            "consume_step": consume,
+            "dropped_at": dropped,
+        }
+    )
     jobs.loc[jobs.consume_step >= 0, "consume_step"] += jobs.worker % 3  # lags 1..3
-    events = pd.DataFrame({"kind": ["train_start", "train_end"] * 5, "time": np.repeat(np.arange(5.0), 2) + [0, 0.2] * 5})
-    return SimpleNamespace(metrics=metrics, jobs=jobs, events=events, status="completed",
-                           scenario=SimpleNamespace(title=title),
-                           summary={"staleness_hist": {0: 3, 1: 5, 2: 2}, "staleness_mean": 0.9})
+    events = pd.DataFrame(
+        {"kind": ["train_start", "train_end"] * 5, "time": np.repeat(np.arange(5.0), 2) + [0, 0.2] * 5}
+    )
+    return SimpleNamespace(
+        metrics=metrics,
+        jobs=jobs,
+        events=events,
+        status="completed",
+        scenario=SimpleNamespace(title=title),
+        summary={"staleness_hist": {0: 3, 1: 5, 2: 2}, "staleness_mean": 0.9},
+    )
 
 
 def _svg_text(path):

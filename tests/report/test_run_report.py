@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from sandbox.report import write_report
+from sandbox.report.api import write_report
 
 
 def _run(d, label, speedup=None, diverged=0, ess_min=0.95, reward=0.9):
@@ -17,19 +17,33 @@ def _run(d, label, speedup=None, diverged=0, ess_min=0.95, reward=0.9):
     ess = np.full(steps, 0.97)
     ess[3:6] = ess_min
     pd.DataFrame({"step": np.arange(steps), "time": np.arange(steps) * 1.0, "is/ess_ratio": ess}).to_parquet(
-        d / "metrics.parquet")
+        d / "metrics.parquet"
+    )
     rewards = np.tile(np.linspace(0, reward, steps)[:, None], (1, 4)) + np.array([0.0, 0.01, 0.02, 0.03])
     np.savez(d / "replicas.npz", eval__expected_reward=rewards)
     (d / "scenario.toml").write_text('title = "t"\ndescription = "A hand-made run for the report test."\n')
     summary = {
-        "title": "hand-made", "status": "diverged" if diverged else "completed", "replicas": 4,
-        "diverged_replicas": diverged, "diverged_at": [7] * diverged + [-1] * (4 - diverged),
-        "final_reward": reward, "final_expected_reward": reward, "throughput_samples_per_s": 10.0,
-        "staleness_mean": 1.0, "staleness_max": 2, "ess_ratio_mean": float(ess.mean()), "grad_cos_mean": 0.1,
-        "target_metric": "eval/expected_reward", "target_level": 0.5, "target_rule": "≥ 0.5",
-        "time_to_target": 10.0 / (speedup or 1.0), "time_to_target_replicas": [10.0 / (speedup or 1.0)] * 4,
-        "speedup_vs_sync": speedup, "speedup_ci_low": speedup and speedup * 0.9,
-        "speedup_ci_high": speedup and speedup * 1.1, "throughput_gain_vs_sync": speedup and 3.0,
+        "title": "hand-made",
+        "status": "diverged" if diverged else "completed",
+        "replicas": 4,
+        "diverged_replicas": diverged,
+        "diverged_at": [7] * diverged + [-1] * (4 - diverged),
+        "final_reward": reward,
+        "final_expected_reward": reward,
+        "throughput_samples_per_s": 10.0,
+        "staleness_mean": 1.0,
+        "staleness_max": 2,
+        "ess_ratio_mean": float(ess.mean()),
+        "grad_cos_mean": 0.1,
+        "target_metric": "eval/expected_reward",
+        "target_level": 0.5,
+        "target_rule": "≥ 0.5",
+        "time_to_target": 10.0 / (speedup or 1.0),
+        "time_to_target_replicas": [10.0 / (speedup or 1.0)] * 4,
+        "speedup_vs_sync": speedup,
+        "speedup_ci_low": speedup and speedup * 0.9,
+        "speedup_ci_high": speedup and speedup * 1.1,
+        "throughput_gain_vs_sync": speedup and 3.0,
         "speedup_baseline": "sync",
     }
     (d / "summary.json").write_text(json.dumps(summary))

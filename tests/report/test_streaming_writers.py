@@ -12,9 +12,9 @@ import tomli_w
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox import writers
-from sandbox.runner import run_scenario
-from sandbox.scenario import validate_scenario
+from sandbox.run import writers
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import validate_scenario
 
 TINY = {
     "task": {"name": "bandit"},
@@ -52,7 +52,9 @@ def fake(monkeypatch):
 
 def test_rows_are_streamed_step_by_step(tmp_path, fake):
     order = []
-    res = run_scenario(_scn(["files", "wandb"]), tmp_path / "run", on_step=lambda row: order.append(("step", int(row["step"]))))
+    res = run_scenario(
+        _scn(["files", "wandb"]), tmp_path / "run", on_step=lambda row: order.append(("step", int(row["step"])))
+    )
     logs = [e for e in fake["events"] if e[0] == "log"]
     assert [e[1] for e in logs] == list(res.metrics["step"])  # every row, in order
     assert not any(e[2] for e in logs)  # no summary.json yet when each row arrived
@@ -64,8 +66,11 @@ def test_rows_are_streamed_step_by_step(tmp_path, fake):
 def test_streaming_is_interleaved_with_the_simulation(tmp_path, fake):
     """A hook after the writers sees, at step k, that the writer already holds step k and not k + 1."""
     holds = []
-    run_scenario(_scn(["files", "wandb"]), tmp_path / "run",
-                 on_step=lambda row: holds.append((int(row["step"]), [e[1] for e in fake["events"] if e[0] == "log"])))
+    run_scenario(
+        _scn(["files", "wandb"]),
+        tmp_path / "run",
+        on_step=lambda row: holds.append((int(row["step"]), [e[1] for e in fake["events"] if e[0] == "log"])),
+    )
     for k, logged in holds:
         assert logged == list(range(k + 1))
 
@@ -100,7 +105,9 @@ def test_tensorboard_has_rows_before_the_run_ends(tmp_path):
         if row["step"] == 3:  # mid-run: the event file already holds the first row (flushed at once)
             acc = EventAccumulator(str(next((tmp_path / "run").glob(".staging-*")) / "tensorboard"))
             acc.Reload()
-            seen["steps"] = [e.step for e in acc.Scalars("reward/mean")] if "reward/mean" in acc.Tags()["scalars"] else []
+            seen["steps"] = (
+                [e.step for e in acc.Scalars("reward/mean")] if "reward/mean" in acc.Tags()["scalars"] else []
+            )
 
     run_scenario(_scn(["files", "tensorboard"]), tmp_path / "run", on_step=peek)
     assert seen["steps"] and seen["steps"][0] == 0
@@ -122,8 +129,16 @@ def test_wandb_offline_names_and_groups(tmp_path, monkeypatch):
 
     monkeypatch.setattr(wandb, "init", init)
     path = tmp_path / "mission.toml"
-    path.write_text(tomli_w.dumps(dict(TINY, title="shared title", run={**TINY["run"], "writers": ["files", "wandb"]},
-                                       variants={"sync": {}, "lagged": {"system.num_workers": 3}})))
+    path.write_text(
+        tomli_w.dumps(
+            dict(
+                TINY,
+                title="shared title",
+                run={**TINY["run"], "writers": ["files", "wandb"]},
+                variants={"sync": {}, "lagged": {"system.num_workers": 3}},
+            )
+        )
+    )
     res = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out"), "-q"])
     assert res.exit_code == 0, res.output
     assert sorted(runs) == [("lagged", "mission"), ("sync", "mission")]

@@ -13,8 +13,8 @@ import pytest
 from matplotlib.colors import to_hex
 
 import sandbox.report.figures as F
-from sandbox.plots import PALETTE
-from sandbox.sweep import load_time_to_target, run_sweep
+from sandbox.run.plots import PALETTE
+from sandbox.sweep.api import load_time_to_target, run_sweep
 from sandbox.sweep.spec import load_sweep
 
 SWEEP = Path(__file__).resolve().parents[2] / "scenarios" / "sweeps" / "lag_methods_bitstring.toml"
@@ -50,8 +50,10 @@ def drawn(sweep, tmp_path_factory):
 
 
 def _titles(fig) -> str:
-    return " ".join([fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title(loc) for ax in fig.axes
-                                                                            for loc in ("left", "center")])
+    return " ".join(
+        [fig._suptitle.get_text() if fig._suptitle else ""]
+        + [ax.get_title(loc) for ax in fig.axes for loc in ("left", "center")]
+    )
 
 
 def _lines(ax, with_refs=False):
@@ -134,4 +136,8 @@ def test_load_time_to_target_has_one_column_per_swept_key(sweep):
     for key in ("system.staleness.k", "method", "algorithm.correction", "algorithm.stabilizers"):
         assert key in t.columns
     assert len(t) == len(CONFIGS)
-    assert {f"k={k}, method={m}" for k, m in zip(t["system.staleness.k"], t["method"])} == set(t["configuration"]) == CONFIGS
+    assert (
+        {f"k={k}, method={m}" for k, m in zip(t["system.staleness.k"], t["method"])}
+        == set(t["configuration"])
+        == CONFIGS
+    )

@@ -13,9 +13,9 @@ import types
 import pandas as pd
 import pytest
 
-from sandbox.runner import run_scenario
-from sandbox.scenario import ScenarioError, validate_scenario
-from sandbox.writers import Tracking, wandb_settings, x_axes
+from sandbox.run.runner import run_scenario
+from sandbox.run.writers import Tracking, wandb_settings, x_axes
+from sandbox.scenario.api import ScenarioError, validate_scenario
 
 TINY = {
     "task": {"name": "bandit"},
@@ -64,13 +64,30 @@ def fake_wandb(monkeypatch):
 def test_settings_default_offline_then_environment_then_scenario(clean_env):
     tracking = Tracking(directory=".", name="r", group="quickstart")
     plain = validate_scenario(TINY)
-    assert wandb_settings(plain, tracking) == {"mode": "offline", "project": "async-rl-sandbox", "entity": None,
-                                               "tags": None, "group": "quickstart"}
-    env = {"WANDB_MODE": "online", "WANDB_PROJECT": "p-env", "WANDB_ENTITY": "team", "WANDB_TAGS": "a, b,",
-           "WANDB_RUN_GROUP": "g-env"}
-    assert wandb_settings(plain, tracking, env) == {"mode": "online", "project": "p-env", "entity": "team",
-                                                    "tags": ["a", "b"], "group": "g-env"}
-    mine = validate_scenario({**TINY, "run": {**TINY["run"], "wandb": {"project": "mine", "tags": ["x"], "mode": "disabled"}}})
+    assert wandb_settings(plain, tracking) == {
+        "mode": "offline",
+        "project": "async-rl-sandbox",
+        "entity": None,
+        "tags": None,
+        "group": "quickstart",
+    }
+    env = {
+        "WANDB_MODE": "online",
+        "WANDB_PROJECT": "p-env",
+        "WANDB_ENTITY": "team",
+        "WANDB_TAGS": "a, b,",
+        "WANDB_RUN_GROUP": "g-env",
+    }
+    assert wandb_settings(plain, tracking, env) == {
+        "mode": "online",
+        "project": "p-env",
+        "entity": "team",
+        "tags": ["a", "b"],
+        "group": "g-env",
+    }
+    mine = validate_scenario(
+        {**TINY, "run": {**TINY["run"], "wandb": {"project": "mine", "tags": ["x"], "mode": "disabled"}}}
+    )
     got = wandb_settings(mine, tracking, env)
     assert got == {"mode": "disabled", "project": "mine", "entity": "team", "tags": ["x"], "group": "g-env"}
 
@@ -126,7 +143,7 @@ def test_tensorboard_has_tag_families_against_samples_and_simulated_time(tmp_pat
     tb = types.ModuleType("torch.utils.tensorboard")
     tb.SummaryWriter = SummaryWriter
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", tb)
-    from sandbox import writers
+    from sandbox.run import writers
 
     monkeypatch.setattr(writers.importlib.util, "find_spec", lambda name: importlib.machinery.ModuleSpec(name, None))
     scn = validate_scenario({**TINY, "run": {**TINY["run"], "writers": ["files", "tensorboard"]}})
@@ -138,5 +155,7 @@ def test_tensorboard_has_tag_families_against_samples_and_simulated_time(tmp_pat
     by_time = [(v, s) for t, v, s in scalars if t == f"vs_sim_ms/{col}"]
     assert [s for _, s in by_step] == metrics["step"].tolist()
     assert [v for v, _ in by_samples] == [v for v, _ in by_step] == [v for v, _ in by_time]
-    assert [s for _, s in by_samples] == [round(r * t) for r, t in zip(metrics["throughput/samples_per_s"], metrics["time"])]
+    assert [s for _, s in by_samples] == [
+        round(r * t) for r, t in zip(metrics["throughput/samples_per_s"], metrics["time"])
+    ]
     assert [s for _, s in by_time] == [round(t * 1000) for t in metrics["time"]]

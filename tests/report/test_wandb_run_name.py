@@ -17,9 +17,9 @@ import tomli_w
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.writers import run_name
-from sandbox.runner import run_scenario
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import run_scenario
+from sandbox.run.writers import run_name
+from sandbox.scenario.api import validate_scenario
 
 TINY = {
     "task": {"name": "bandit"},
@@ -92,11 +92,14 @@ def test_single_run_of_the_cli_is_grouped_by_scenario(tmp_path, fake_wandb):
 
 
 def test_sweep_runs_are_named_by_values_and_grouped_by_sweep(tmp_path, fake_wandb):
-    from sandbox.sweep import run_sweep
+    from sandbox.sweep.api import run_sweep
     from sandbox.sweep.spec import parse_sweep
 
-    spec = parse_sweep({"base": TINY, "sweep": {"name": "tw"}, "grid": {"system.num_workers": [2, 3]}, "seeds": [0]},
-                       source="test", default_name="tw")
+    spec = parse_sweep(
+        {"base": TINY, "sweep": {"name": "tw"}, "grid": {"system.num_workers": [2, 3]}, "seeds": [0]},
+        source="test",
+        default_name="tw",
+    )
     run_sweep(spec, tmp_path / "sw", workers=1, progress=False, force=True)
     assert sorted(kw["name"] for kw in fake_wandb) == ["num_workers=2 seed=0", "num_workers=3 seed=0"]
     assert {kw["group"] for kw in fake_wandb} == {"tw"}

@@ -10,12 +10,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from sandbox import budget
-from sandbox.budget import WARN_SECONDS, BudgetError, check_budget, estimate
 from sandbox.cli import app
-from sandbox.runner import prepare_run, run_scenario
-from sandbox.scenario import load_scenario, validate_scenario, variant_scenarios
-from sandbox.sweep import SweepError, load_sweep, parse_sweep, run_sweep
+from sandbox.run.runner import prepare_run, run_scenario
+from sandbox.scenario import budget
+from sandbox.scenario.api import load_scenario, validate_scenario, variant_scenarios
+from sandbox.scenario.budget import WARN_SECONDS, BudgetError, check_budget, estimate
+from sandbox.sweep.api import SweepError, load_sweep, parse_sweep, run_sweep
 from sandbox.sweep.execute import check_memory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,13 @@ def test_bug4_refusal_names_fields_estimate_available_memory_and_override():
     with pytest.raises(BudgetError) as info:
         check_budget(scn, available=16 * GiB, flag="--force")
     msg = str(info.value)
-    for part in ("algorithm.group_size=100000", "task.horizon=4096", "GiB of memory", "16.0 GiB is available", "--force"):
+    for part in (
+        "algorithm.group_size=100000",
+        "task.horizon=4096",
+        "GiB of memory",
+        "16.0 GiB is available",
+        "--force",
+    ):
         assert part in msg, msg
     assert info.value.available == 16 * GiB and info.value.budget.memory > 100 * GiB
     # run_scenario refuses before building anything (the old code died in the allocator)
@@ -83,11 +89,15 @@ def test_bug9_absurd_sizes_are_refused_or_announced(sets, refused, field):
 
 def test_cli_refuses_without_traceback_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
-    res = CliRunner().invoke(app, ["run", str(ROOT / "scenarios" / "sync.toml"), "--out", str(out), *[a for s in HUGE for a in ("--set", s)]])
+    res = CliRunner().invoke(
+        app, ["run", str(ROOT / "scenarios" / "sync.toml"), "--out", str(out), *[a for s in HUGE for a in ("--set", s)]]
+    )
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output and isinstance(res.exception, SystemExit)
     text = " ".join(res.output.split())
-    assert text.startswith("error: this run needs about") and "--force" in text and "algorithm.group_size=100000" in text
+    assert (
+        text.startswith("error: this run needs about") and "--force" in text and "algorithm.group_size=100000" in text
+    )
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
@@ -104,8 +114,14 @@ def test_cli_force_overrides_the_refusal_and_long_runs_are_announced(tmp_path, m
 
 
 def test_sweep_refuses_at_planning_time_and_names_the_run(tmp_path, monkeypatch):
-    raw = {"base": {"task": {"name": "bitstring", "horizon": 4096}, "algorithm": {"group_size": 100000}, "run": {"steps": 2}},
-           "grid": {"algorithm.optimizer.lr": [0.1, 0.2]}}
+    raw = {
+        "base": {
+            "task": {"name": "bitstring", "horizon": 4096},
+            "algorithm": {"group_size": 100000},
+            "run": {"steps": 2},
+        },
+        "grid": {"algorithm.optimizer.lr": [0.1, 0.2]},
+    }
     with pytest.raises(SweepError, match=r"run '[0-9a-f]{12} \(algorithm.optimizer.lr=0.1, seed=0\)' needs about"):
         run_sweep(parse_sweep(raw), tmp_path / "sw", workers=1, progress=False)
     assert not (tmp_path / "sw").exists()
@@ -133,7 +149,10 @@ def _write_sweep(tmp_path: Path, raw: dict) -> Path:
 
 
 def _payload_bytes(payload) -> int:
-    tensors = [getattr(payload, k, None) for k in ("tokens", "behaviour_logp", "token_versions", "lengths", "ended", "rewards", "prompts", "grad")]
+    tensors = [
+        getattr(payload, k, None)
+        for k in ("tokens", "behaviour_logp", "token_versions", "lengths", "ended", "rewards", "prompts", "grad")
+    ]
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
@@ -152,8 +171,16 @@ def test_alive_rollouts_term_bounds_the_real_tensors(sets):
     payloads alive at once hold (measured as each step starts training, the peak), and at most 4x
     those bytes (the estimate charges 32 B per token slot for 20 B of data, and one group of run-ahead
     more than the controls keep at that moment)."""
-    scn = one("task.horizon=128", "algorithm.group_size=32", "task.replicas=2", "algorithm.groups_per_step=2",
-              "run.steps=6", "run.eval_every=100", "run.figures=false", *sets)
+    scn = one(
+        "task.horizon=128",
+        "algorithm.group_size=32",
+        "task.replicas=2",
+        "algorithm.groups_per_step=2",
+        "run.steps=6",
+        "run.eval_every=100",
+        "run.figures=false",
+        *sets,
+    )
     _, _, cluster = prepare_run(scn)
     peak = _track_alive_payload_bytes(cluster)
     cluster.run(scn.run.steps)
@@ -176,8 +203,13 @@ def _track_alive_payload_bytes(cluster) -> list[int]:
 
 
 def test_quadratic_gradients_and_weights_match_their_tensors():
-    scn = validate_scenario({"task": {"name": "quadratic", "dim": 5000, "replicas": 3}, "run": {"steps": 5, "figures": False},
-                             "algorithm": {"group_size": 2, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": 0.1}}})
+    scn = validate_scenario(
+        {
+            "task": {"name": "quadratic", "dim": 5000, "replicas": 3},
+            "run": {"steps": 5, "figures": False},
+            "algorithm": {"group_size": 2, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": 0.1}},
+        }
+    )
     _, learner, cluster = prepare_run(scn)
     peak = _track_alive_payload_bytes(cluster)
     cluster.run(5)
@@ -192,8 +224,17 @@ def test_quadratic_gradients_and_weights_match_their_tensors():
 def test_lm_and_gym_parameter_counts_are_exact():
     from sandbox.tasks.lm.task import LMTask
 
-    scn = validate_scenario({"task": {"name": "lm", "model": {"d_model": 32, "n_layers": 3, "n_heads": 2, "tie_embeddings": False},
-                                      "warmstart": {"enabled": False}, "train_size": 50, "eval_size": 10}})
+    scn = validate_scenario(
+        {
+            "task": {
+                "name": "lm",
+                "model": {"d_model": 32, "n_layers": 3, "n_heads": 2, "tie_embeddings": False},
+                "warmstart": {"enabled": False},
+                "train_size": 50,
+                "eval_size": 10,
+            }
+        }
+    )
     task = LMTask(scn.task)
     assert budget._shape(scn.task).params == sum(p.numel() for p in task.model.parameters())
     pytest.importorskip("gymnasium")
@@ -209,9 +250,15 @@ def test_lm_and_gym_parameter_counts_are_exact():
 def test_estimate_bounds_the_measured_peak_memory_of_a_run():
     """Peak RSS growth of a data-heavy run in this process stays under the estimate. (Only the upper
     bound is checked here: memory this process freed earlier makes the growth smaller than in a fresh
-    process. The calibration in sandbox/budget.py measured fresh processes: 1.1x-2.4x.)"""
-    scn = one("task.horizon=1024", "algorithm.group_size=128", "algorithm.groups_per_step=2", "run.steps=2",
-              "system.num_workers=2", "run.figures=false")
+    process. The calibration in sandbox/scenario/budget.py measured fresh processes: 1.1x-2.4x.)"""
+    scn = one(
+        "task.horizon=1024",
+        "algorithm.group_size=128",
+        "algorithm.groups_per_step=2",
+        "run.steps=2",
+        "system.num_workers=2",
+        "run.figures=false",
+    )
 
     def status(key: str) -> int:
         return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(key))
@@ -241,13 +288,17 @@ def test_minibatches_count_consumed_batches_not_optimizer_steps():
 def test_independent_schedules_are_charged_per_replica():
     """Each replica's schedule is simulated and each replica draws on its own: time and memory grow
     with R beyond what the shared schedule costs."""
-    from sandbox.budget import estimate
-    from sandbox.scenario import validate_scenario
+    from sandbox.scenario.api import validate_scenario
+    from sandbox.scenario.budget import estimate
 
     def scn(schedules, replicas):
-        return validate_scenario({"task": {"name": "bandit", "replicas": replicas},
-                                  "system": {"staleness": {"kind": "max_lag", "k_max": 2}},
-                                  "run": {"steps": 500, "schedules": schedules}})
+        return validate_scenario(
+            {
+                "task": {"name": "bandit", "replicas": replicas},
+                "system": {"staleness": {"kind": "max_lag", "k_max": 2}},
+                "run": {"steps": 500, "schedules": schedules},
+            }
+        )
 
     shared, own = estimate(scn("shared", 1000)), estimate(scn("independent", 1000))
     extra = own.seconds - shared.seconds
@@ -264,8 +315,8 @@ from pathlib import Path
 def status(key):
     return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(key))
 from sandbox.scenario.load import load_scenario
-from sandbox.runner import run_scenario
-from sandbox.budget import estimate
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.budget import estimate
 scn, _ = load_scenario(sys.argv[1], sys.argv[2:])
 Path("/proc/self/clear_refs").write_text("5")
 before = status("VmRSS:")
@@ -275,9 +326,18 @@ print(json.dumps({"growth": status("VmHWM:") - before, "estimate": estimate(scn)
 
 # learner-bound: 32 workers at 0.1 s a group outpace a learner at 0.5 s a step, so a permissive ratio
 # lets the queue grow over the whole run (about 3,000 groups of 16 x 128 token slots)
-LEARNER_BOUND = ["run.figures=false", "system.num_workers=32", "system.generation_time={kind='exponential',mean=0.1}",
-                 "system.train_time={kind='constant',value=0.5}", "task.horizon=128", "algorithm.group_size=16",
-                 "algorithm.groups_per_step=2", "task.replicas=1", "run.steps=10", "run.eval_every=100"]
+LEARNER_BOUND = [
+    "run.figures=false",
+    "system.num_workers=32",
+    "system.generation_time={kind='exponential',mean=0.1}",
+    "system.train_time={kind='constant',value=0.5}",
+    "task.horizon=128",
+    "algorithm.group_size=16",
+    "algorithm.groups_per_step=2",
+    "task.replicas=1",
+    "run.steps=10",
+    "run.eval_every=100",
+]
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to reset the peak RSS")
@@ -291,8 +351,13 @@ def test_async_ratio_estimate_is_within_3x_of_the_measured_peak(alpha):
     import sys
 
     sets = [f"system.staleness={{kind='async_ratio',alpha={alpha}}}", *LEARNER_BOUND]
-    res = subprocess.run([sys.executable, "-c", _PEAK, str(ROOT / "scenarios" / "sync.toml"), *sets],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(ROOT / "scenarios" / "sync.toml"), *sets],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     m = json.loads(res.stdout.strip().splitlines()[-1])
     # within 5x: the estimate was calibrated on the simpy cluster (within 3x); the heap event loop that now runs

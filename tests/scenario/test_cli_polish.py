@@ -13,15 +13,19 @@ import tomli_w
 from typer.testing import CliRunner
 
 from sandbox import __version__
-from sandbox.cli import MAX_DIR_NAME, app, default_run_dir
+from sandbox.cli import app
+from sandbox.run.command import MAX_DIR_NAME, default_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
 TINY = {
     "title": "tiny",
     "task": {"name": "quadratic", "dim": 4, "replicas": 1},
-    "system": {"num_workers": 2, "generation_time": {"kind": "constant", "value": 1.0},
-               "staleness": {"kind": "fixed_lag", "k": 1}},
+    "system": {
+        "num_workers": 2,
+        "generation_time": {"kind": "constant", "value": 1.0},
+        "staleness": {"kind": "fixed_lag", "k": 1},
+    },
     "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": 0.1}},
     "run": {"steps": 3, "figures": False, "record_events": False, "eval_every": 3},
 }
@@ -103,8 +107,12 @@ def test_default_run_dir_names_the_overrides_stably():
     one = default_run_dir("fixed_lag", {"system.staleness.k": 16, "algorithm.optimizer.lr": 0.02})
     assert one == Path("runs/fixed_lag+algorithm.optimizer.lr-0.02+system.staleness.k-16")
     assert default_run_dir("fixed_lag", {"algorithm.optimizer.lr": 0.02, "system.staleness.k": 16}) == one  # any order
-    assert default_run_dir("fixed_lag", {"system.staleness.k": 15}) != default_run_dir("fixed_lag", {"system.staleness.k": 16})
-    assert default_run_dir("x", {"run.writers": ["files", "tensorboard"]}) == Path("runs/x+run.writers-files-tensorboard")
+    assert default_run_dir("fixed_lag", {"system.staleness.k": 15}) != default_run_dir(
+        "fixed_lag", {"system.staleness.k": 16}
+    )
+    assert default_run_dir("x", {"run.writers": ["files", "tensorboard"]}) == Path(
+        "runs/x+run.writers-files-tensorboard"
+    )
 
 
 def test_default_run_dir_of_many_overrides_is_short_and_unique():
@@ -141,8 +149,9 @@ def test_the_run_table_shows_dropped_work(tmp_path):
     import pandas as pd
 
     out = tmp_path / "run"
-    res = CliRunner().invoke(app, ["run", "max_lag_drop", "--out", str(out), "--set", "run.steps=40",
-                                   "--set", "run.figures=false", "--wide"])
+    res = CliRunner().invoke(
+        app, ["run", "max_lag_drop", "--out", str(out), "--set", "run.steps=40", "--set", "run.figures=false", "--wide"]
+    )
     assert res.exit_code == 0, res.output
     jobs = pd.read_parquet(out / "jobs.parquet")
     dropped, total = int((jobs.dropped_at >= 0).sum()), len(jobs)

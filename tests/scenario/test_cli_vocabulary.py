@@ -11,7 +11,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sandbox.cli import app, parse_duration, preflight_summary
+from sandbox.cli import app
+from sandbox.cli_support import parse_duration
+from sandbox.preflight.command import preflight_summary
 
 ROOT_COMMAND = typer.main.get_command(app)
 COMMANDS = dict(ROOT_COMMAND.commands)
@@ -19,13 +21,32 @@ COMMANDS = dict(ROOT_COMMAND.commands)
 PARALLEL = {"sweep", "mission", "claims"}
 """The commands that run simulations in several processes: each takes -j/--jobs."""
 
-PROGRESS = {"run", "sweep", "mission", "check", "claims", "plan", "demo", "explore", "preflight", "export", "import",
-            "report"}
+PROGRESS = {
+    "run",
+    "sweep",
+    "mission",
+    "check",
+    "claims",
+    "plan",
+    "demo",
+    "explore",
+    "preflight",
+    "export",
+    "import",
+    "report",
+}
 """The commands that do work (and may show progress): each takes -q/--quiet. The listings (list, scenario) print
 their answer only."""
 
-EXPECTED_METAVAR = {"--out": "DIR", "--set": "KEY=VALUE", "--jobs": "N", "--seeds": "N", "--budget": "DURATION",
-                    "--framework": "NAME", "--variant": "NAME"}
+EXPECTED_METAVAR = {
+    "--out": "DIR",
+    "--set": "KEY=VALUE",
+    "--jobs": "N",
+    "--seeds": "N",
+    "--budget": "DURATION",
+    "--framework": "NAME",
+    "--variant": "NAME",
+}
 
 
 def is_option(p) -> bool:
@@ -85,8 +106,20 @@ def test_quick_is_a_flag_with_one_spelling():
 
 def test_out_is_always_a_directory():
     found = by_name("--out")
-    assert set(found) >= {"run", "sweep", "mission", "check", "claims", "plan", "report", "demo", "explore", "export",
-                          "import", "preflight"}
+    assert set(found) >= {
+        "run",
+        "sweep",
+        "mission",
+        "check",
+        "claims",
+        "plan",
+        "report",
+        "demo",
+        "explore",
+        "export",
+        "import",
+        "preflight",
+    }
     for c, o in found.items():
         assert o.metavar == "DIR", f"{c} --out: metavar {o.metavar}"
         assert "file" not in (o.help or "").lower().split("(")[0], f"{c} --out: {o.help}"
@@ -122,7 +155,9 @@ def test_help_shows_the_vocabulary():
     assert re.search(r"-j, --jobs N", out) and "--workers" not in out
 
 
-@pytest.mark.parametrize("text, seconds", [("90s", 90.0), ("10m", 600.0), ("1.5h", 5400.0), ("45", 45.0), (" 2M ", 120.0)])
+@pytest.mark.parametrize(
+    "text, seconds", [("90s", 90.0), ("10m", 600.0), ("1.5h", 5400.0), ("45", 45.0), (" 2M ", 120.0)]
+)
 def test_one_duration_syntax(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -152,10 +187,21 @@ def test_old_spellings_still_work_with_a_deprecation_line(tmp_path, monkeypatch)
 
 
 def test_preflight_summary_follows_the_page_and_includes_q5():
-    res = {"Q1": {"verdict": "safe"}, "Q2": {"verdict": "best"}, "Q3": {"verdict": "2 trainer GPUs"},
-           "Q4": {"verdict": "×1.5"}, "Q5": {"verdict": "ranges", "bound": 4, "proxy": "lm",
-                                              "framework_metrics": {"a": 1}, "sandbox_metrics": {"b": 2, "c": 3}},
-           "Q6": {"bitwise_equal": True}, "Q7": {"verdict": "no bias"}}
+    res = {
+        "Q1": {"verdict": "safe"},
+        "Q2": {"verdict": "best"},
+        "Q3": {"verdict": "2 trainer GPUs"},
+        "Q4": {"verdict": "×1.5"},
+        "Q5": {
+            "verdict": "ranges",
+            "bound": 4,
+            "proxy": "lm",
+            "framework_metrics": {"a": 1},
+            "sandbox_metrics": {"b": 2, "c": 3},
+        },
+        "Q6": {"bitwise_equal": True},
+        "Q7": {"verdict": "no bias"},
+    }
     lines = preflight_summary(res)
     assert [ln.split(":")[0] for ln in lines] == ["Q1", "Q2", "Q6", "Q5", "Q3", "Q4", "Q7"]
     assert "3 mismatch / staleness metrics at k=4 on the LM proxy" in lines[3]
@@ -165,8 +211,8 @@ def test_preflight_order_is_the_pages():
     """The terminal order is the order of the sections preflight.md is written in."""
     import inspect
 
-    from sandbox.cli import PREFLIGHT_ORDER
-    from sandbox.report import preflight as page
+    from sandbox.preflight import figures as page
+    from sandbox.preflight.command import PREFLIGHT_ORDER
 
     text = inspect.getsource(page)
     positions = [text.index(f'"## {q}:') for q in PREFLIGHT_ORDER]

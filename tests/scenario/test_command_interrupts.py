@@ -18,8 +18,11 @@ DATA = Path(__file__).resolve().parents[1] / "importers" / "data"
 
 
 def _snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _invoke(*args: str):
@@ -31,6 +34,7 @@ def _stop(how: str):
         if how == "sigterm":
             os.kill(os.getpid(), signal.SIGTERM)
         raise KeyboardInterrupt
+
     return stop
 
 
@@ -40,12 +44,12 @@ def _import_args(out: Path) -> list[str]:
 
 @pytest.mark.parametrize("how, status", [("ctrl-c", 130), ("sigterm", 143)])
 def test_import_interrupted_keeps_the_previous_scenario(tmp_path, monkeypatch, how, status):
-    import sandbox.outputs
+    import sandbox.base.outputs
 
     out = tmp_path / "imported"
     assert _invoke(*_import_args(out)).exit_code == 0
     before = _snapshot(out)
-    monkeypatch.setattr(sandbox.outputs, "write_text", _stop(how))  # inside the staged directory
+    monkeypatch.setattr(sandbox.base.outputs, "write_text", _stop(how))  # inside the staged directory
     res = _invoke(*_import_args(out))
     assert res.exit_code == status, res.output
     assert f"nothing was kept; the previous output in {out} is unchanged" in " ".join(res.output.split())
@@ -56,12 +60,13 @@ def test_import_interrupted_keeps_the_previous_scenario(tmp_path, monkeypatch, h
 
 @pytest.mark.parametrize("how, status", [("ctrl-c", 130), ("sigterm", 143)])
 def test_preflight_interrupted_while_simulating_keeps_nothing(tmp_path, monkeypatch, how, status):
-    import sandbox.preflight
+    import sandbox.preflight.questions
 
     out = tmp_path / "new" / "pre"
-    monkeypatch.setattr(sandbox.preflight, "run_plan", _stop(how))
-    res = _invoke("preflight", str(DATA / "trl_async_grpo.json"), "-f", "trl", "--quick", "--seeds", "2",
-                  "--out", str(out), "-q")
+    monkeypatch.setattr(sandbox.preflight.questions, "run_plan", _stop(how))
+    res = _invoke(
+        "preflight", str(DATA / "trl_async_grpo.json"), "-f", "trl", "--quick", "--seeds", "2", "--out", str(out), "-q"
+    )
     assert res.exit_code == status, res.output
     assert "interrupted: nothing was kept" in res.output and "Traceback" not in res.output
     assert not out.exists() or not any(out.iterdir())

@@ -5,7 +5,7 @@ no traceback and no hang.
 Read paths: a scenario (``sandbox scenario``, ``run``, ``plan``, ``export``), a sweep file and its
 ``base``, a delay trace (CSV and JSONL), and the ``summary.json`` that ``sandbox report`` reads. Each
 gets files that are not UTF-8, directories, a FIFO, ``/dev/zero``, files nested thousands of levels
-deep and files over the size bound (:mod:`sandbox.readfile`). Options: each command with unknown
+deep and files over the size bound (:mod:`sandbox.base.readfile`). Options: each command with unknown
 names, out-of-range numbers and malformed ``--set`` values. Every case runs in-process
 (typer's ``CliRunner``) under an alarm, so a hang fails the test instead of stalling it.
 """
@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from sandbox import readfile
+from sandbox.base import readfile
+from sandbox.base.readfile import InputFileError, read_json, read_text, read_toml_text
 from sandbox.cli import app
-from sandbox.readfile import InputFileError, read_json, read_text, read_toml_text
-from sandbox.scenario import ScenarioError
+from sandbox.scenario.api import ScenarioError
 from sandbox.scenario.load import read_toml
 from sandbox.system.delays.trace import TraceError, read_trace
 
@@ -47,6 +47,7 @@ class _Hang(Exception):
 def invoke(args: list[str], cls: str, seconds: int = 60, codes=(2,)):
     """Run the CLI in-process under an alarm; assert a clean refusal: exit status in ``codes``, an
     ``error:`` line, no traceback."""
+
     def _alarm(*_):
         raise _Hang(" ".join(args))
 
@@ -63,8 +64,12 @@ def invoke(args: list[str], cls: str, seconds: int = 60, codes=(2,)):
     if isinstance(res.exception, _Hang):
         _count(cls, "hang")
         raise AssertionError(f"hang: sandbox {' '.join(args)}")
-    clean = (res.exit_code in codes and isinstance(res.exception, SystemExit) and "Traceback" not in res.output
-             and "error:" in res.output.replace("\n", " ").lower())  # ours, or click's usage "Error:" naming the option
+    clean = (
+        res.exit_code in codes
+        and isinstance(res.exception, SystemExit)
+        and "Traceback" not in res.output
+        and "error:" in res.output.replace("\n", " ").lower()
+    )  # ours, or click's usage "Error:" naming the option
     _count(cls, "clean" if clean else "traceback")
     assert clean, (args, res.exit_code, repr(res.exception), res.output[-2000:])
     return res
@@ -136,7 +141,17 @@ def test_a_deep_file_is_refused_fast_before_parsing(tmp_path):
 
 
 def test_brackets_in_strings_and_comments_do_not_count():
-    text = 'a = "' + "[" * 500 + '"\nb = \'' + "{" * 500 + "'\n# " + "[" * 500 + '\nc = """\n' + "[" * 500 + '\n"""\nd = [[1], [2]]\n'
+    text = (
+        'a = "'
+        + "[" * 500
+        + "\"\nb = '"
+        + "{" * 500
+        + "'\n# "
+        + "[" * 500
+        + '\nc = """\n'
+        + "[" * 500
+        + '\n"""\nd = [[1], [2]]\n'
+    )
     assert readfile.bracket_depth(text) == 2
 
 
@@ -145,9 +160,23 @@ def test_shipped_scenarios_and_sweeps_pass_the_checks():
         read_toml_text(p)
 
 
-@pytest.mark.parametrize("name", ["not UTF-8", "UTF-16", "directory", "FIFO", "/dev/zero", "arrays 5000 deep",
-                                  "inline tables 3000 deep", "dotted key 3000 deep", "table header 3000 deep",
-                                  "over the size bound", "binary", "missing"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "not UTF-8",
+        "UTF-16",
+        "directory",
+        "FIFO",
+        "/dev/zero",
+        "arrays 5000 deep",
+        "inline tables 3000 deep",
+        "dotted key 3000 deep",
+        "table header 3000 deep",
+        "over the size bound",
+        "binary",
+        "missing",
+    ],
+)
 def test_every_command_reading_a_scenario_refuses_it(hostile, name, tmp_path):
     path = str(hostile[name])
     invoke(["scenario", path], "scenario file")
@@ -234,8 +263,12 @@ def test_report_names_a_damaged_summary(tmp_path):
 # random files (hypothesis): bytes, nesting, sizes
 # ------------------------------------------------------------------------------------------------
 
-nest = st.builds(lambda o, n, tail: o * n + tail, st.sampled_from(["[", "{a=", "a.", "[[", "{"]),
-                 st.integers(0, 3000), st.sampled_from(["", "1", "]" * 10, "\n"]))
+nest = st.builds(
+    lambda o, n, tail: o * n + tail,
+    st.sampled_from(["[", "{a=", "a.", "[[", "{"]),
+    st.integers(0, 3000),
+    st.sampled_from(["", "1", "]" * 10, "\n"]),
+)
 contents = st.one_of(
     st.binary(max_size=200),
     st.text(max_size=200).map(lambda t: t.encode("utf-8")),
@@ -382,19 +415,26 @@ def test_every_command_refuses_more_bad_options_cleanly(tmp_path):
 
 @seed(20261126)
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(cmd=st.sampled_from(["scenario", "export", "sweep"]),
-       key=st.sampled_from(["run.steps", "system.num_workers", "algorithm.optimizer.lr", "nope.key", "a..b", "", "."]),
-       value=st.one_of(st.text(max_size=8), st.sampled_from(["[", "{", DEEP, "{a=" * 2000, "nan", "1e999", "[1,]"])))
+@given(
+    cmd=st.sampled_from(["scenario", "export", "sweep"]),
+    key=st.sampled_from(["run.steps", "system.num_workers", "algorithm.optimizer.lr", "nope.key", "a..b", "", "."]),
+    value=st.one_of(st.text(max_size=8), st.sampled_from(["[", "{", DEEP, "{a=" * 2000, "nan", "1e999", "[1,]"])),
+)
 def test_random_set_values_on_every_command(tmp_path_factory, cmd, key, value):
     tmp = tmp_path_factory.mktemp("opt")
     sweep = tmp / "sw.toml"
     sweep.write_text(f'base = "{QUICK}"\nseeds = [0]\n[set]\n"run.steps" = 3\n')
-    args = {"scenario": ["scenario", QUICK],
-            "export": ["export", QUICK, "-f", "trl", "--variant", "sync", "--lr", "1e-6", "--out", str(tmp / "e")],
-            "sweep": ["sweep", str(sweep), "--dry-run", "--out", str(tmp / "s")]}[cmd]
+    args = {
+        "scenario": ["scenario", QUICK],
+        "export": ["export", QUICK, "-f", "trl", "--variant", "sync", "--lr", "1e-6", "--out", str(tmp / "e")],
+        "sweep": ["sweep", str(sweep), "--dry-run", "--out", str(tmp / "s")],
+    }[cmd]
     res = CliRunner().invoke(app, [*args, "--set", f"{key}={value}"])
-    ok = res.exit_code in (0, 2, 3) and "Traceback" not in res.output and (
-        res.exception is None or isinstance(res.exception, SystemExit))
+    ok = (
+        res.exit_code in (0, 2, 3)
+        and "Traceback" not in res.output
+        and (res.exception is None or isinstance(res.exception, SystemExit))
+    )
     _count("random --set", "traceback" if not ok else "accepted" if res.exit_code == 0 else "clean")
     assert ok, (args, key, value, res.exit_code, repr(res.exception), res.output[-1500:])
     if res.exit_code == 2:
@@ -405,7 +445,9 @@ def test_zz_print_counts(capsys):
     """The figures of issue 28 for these classes (printed with -s; every case above asserted clean)."""
     with capsys.disabled():
         for cls, c in sorted(COUNTS.items()):
-            sys.stdout.write(f"\n{cls}: {c['tried']} tried, {c['accepted']} accepted, {c['clean']} clean errors, "
-                             f"{c['traceback']} tracebacks, "
-                             f"{c['hang']} hangs")
+            sys.stdout.write(
+                f"\n{cls}: {c['tried']} tried, {c['accepted']} accepted, {c['clean']} clean errors, "
+                f"{c['traceback']} tracebacks, "
+                f"{c['hang']} hangs"
+            )
     assert all(c["traceback"] == 0 and c["hang"] == 0 for c in COUNTS.values())

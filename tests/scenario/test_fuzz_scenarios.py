@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from sandbox.runner import run_scenario
-from sandbox.scenario import ScenarioError, load_scenario
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import ScenarioError, load_scenario
 from sandbox.scenario.load import apply_overrides, read_toml, validate_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,16 +47,45 @@ def _keys():
 
 
 KEYS = _keys()
-EXTREMES = [math.inf, -math.inf, math.nan, -1, 0, 1, 2**64, 10**9, 1e308, -1e-300, "16", "", "inf", True,
-            [], [1, 2], {"kind": "constant", "value": 1.0}, {"kind": "pareto", "alpha": 0.5, "scale": 1.0},
-            {"kind": "max_lag", "k_max": 0, "enforcement": "drop", "queue_capacity": 1}, {"name": "gac"}]
-values = st.one_of(st.sampled_from(EXTREMES), st.integers(-5, 64), st.floats(allow_nan=True, allow_infinity=True),
-                   st.text(max_size=5), st.booleans())
-plausible = st.one_of(st.integers(0, 16), st.floats(0.01, 4.0), st.booleans(),
-                      st.sampled_from(["independent", "shared", ["png"], ["png", "svg"]]))  # run.schedules, figure_formats
+EXTREMES = [
+    math.inf,
+    -math.inf,
+    math.nan,
+    -1,
+    0,
+    1,
+    2**64,
+    10**9,
+    1e308,
+    -1e-300,
+    "16",
+    "",
+    "inf",
+    True,
+    [],
+    [1, 2],
+    {"kind": "constant", "value": 1.0},
+    {"kind": "pareto", "alpha": 0.5, "scale": 1.0},
+    {"kind": "max_lag", "k_max": 0, "enforcement": "drop", "queue_capacity": 1},
+    {"name": "gac"},
+]
+values = st.one_of(
+    st.sampled_from(EXTREMES),
+    st.integers(-5, 64),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.booleans(),
+)
+plausible = st.one_of(
+    st.integers(0, 16),
+    st.floats(0.01, 4.0),
+    st.booleans(),
+    st.sampled_from(["independent", "shared", ["png"], ["png", "svg"]]),
+)  # run.schedules, figure_formats
 overrides = st.dictionaries(st.sampled_from(KEYS), values, min_size=1, max_size=3)
-plausible_overrides = st.dictionaries(st.sampled_from(KEYS), st.one_of(plausible, plausible, plausible, values),
-                                      min_size=1, max_size=2)
+plausible_overrides = st.dictionaries(
+    st.sampled_from(KEYS), st.one_of(plausible, plausible, plausible, values), min_size=1, max_size=2
+)
 
 TRIED = {"inputs": 0, "loaded": 0, "clear_errors": 0, "runs": 0, "run_errors": 0}
 

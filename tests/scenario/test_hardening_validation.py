@@ -12,9 +12,9 @@ import pytest
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
+from sandbox.base.registry import LazyUnion
 from sandbox.cli import app
-from sandbox.registry import LazyUnion
-from sandbox.scenario import Scenario, ScenarioError, load_scenario, validate_scenario
+from sandbox.scenario.api import Scenario, ScenarioError, load_scenario, validate_scenario
 from sandbox.system.cluster import SimulationError
 from sandbox.system.config import SystemConfig
 from sandbox.system.delays import ConstantDelay
@@ -51,10 +51,22 @@ def cli_error(tmp_path, *sets: str) -> str:
 
 def test_async_ratio_alpha_must_be_finite():
     for alpha in (INF, NAN):
-        assert_named({"system": {"staleness": {"kind": "async_ratio", "alpha": alpha}}}, "system.staleness.alpha", "must be finite")
-    assert_named({"system": {"staleness": {"kind": "async_ratio", "alpha": 1e7}}}, "system.staleness.alpha", "less than or equal to")
+        assert_named(
+            {"system": {"staleness": {"kind": "async_ratio", "alpha": alpha}}},
+            "system.staleness.alpha",
+            "must be finite",
+        )
+    assert_named(
+        {"system": {"staleness": {"kind": "async_ratio", "alpha": 1e7}}},
+        "system.staleness.alpha",
+        "less than or equal to",
+    )
     # A large finite ratio is the way to say "unbounded": it runs.
-    cfg = SystemConfig(num_workers=2, staleness={"kind": "async_ratio", "alpha": 1e6}, generation_time={"kind": "constant", "value": 1.0})
+    cfg = SystemConfig(
+        num_workers=2,
+        staleness={"kind": "async_ratio", "alpha": 1e6},
+        generation_time={"kind": "constant", "value": 1.0},
+    )
     assert simulate_timing(cfg, 3, 2).steps_done == 3
 
 
@@ -69,12 +81,16 @@ def test_cli_async_ratio_alpha_inf(tmp_path):
 def test_queue_capacity_below_the_batch_is_refused():
     drop = {"kind": "max_lag", "k_max": 0, "enforcement": "drop", "queue_capacity": 1}
     msgs = problems({"system": {"staleness": drop}, "algorithm": {"groups_per_step": 4}})
-    assert any(m.startswith("system.staleness.queue_capacity:") and "groups_per_step" in m and "never" in m for m in msgs), msgs
+    assert any(
+        m.startswith("system.staleness.queue_capacity:") and "groups_per_step" in m and "never" in m for m in msgs
+    ), msgs
     validate_scenario({"system": {"staleness": {**drop, "queue_capacity": 4}}, "algorithm": {"groups_per_step": 4}})
 
 
 def test_cli_max_lag_drop_that_cannot_fill_a_batch(tmp_path):
-    out = cli_error(tmp_path, 'system.staleness={kind="max_lag",k_max=0,enforcement="drop",queue_capacity=1}', "run.steps=3")
+    out = cli_error(
+        tmp_path, 'system.staleness={kind="max_lag",k_max=0,enforcement="drop",queue_capacity=1}', "run.steps=3"
+    )
     assert "system.staleness.queue_capacity" in out
 
 
@@ -93,8 +109,21 @@ def test_cli_reports_a_stuck_simulation_without_traceback(tmp_path, monkeypatch)
     from sandbox.system import staleness
 
     monkeypatch.setattr(staleness.SyncControl, "admit", lambda self, visible, buffer_len: None)
-    result = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "out"), "-q", "--set", "run.steps=2", "--set", "variants={}",
-                                      "--set", "run.figures=false"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--out",
+            str(tmp_path / "out"),
+            "-q",
+            "--set",
+            "run.steps=2",
+            "--set",
+            "variants={}",
+            "--set",
+            "run.figures=false",
+        ],
+    )
     assert result.exit_code == 2, (result.output, result.exception)
     assert isinstance(result.exception, SystemExit)
     assert "Traceback" not in result.output and "no progress" in result.output
@@ -152,8 +181,14 @@ def test_a_non_finite_draw_is_an_error_naming_the_field():
 
 def test_pareto_needs_alpha_above_one():
     for alpha in (0.5, 1.0):
-        assert_named({"system": {"generation_time": {"kind": "pareto", "alpha": alpha}}}, "system.generation_time.alpha", "infinite mean")
-        assert_named({"system": {"train_time": {"kind": "pareto", "alpha": alpha}}}, "system.train_time.alpha", "alpha > 1")
+        assert_named(
+            {"system": {"generation_time": {"kind": "pareto", "alpha": alpha}}},
+            "system.generation_time.alpha",
+            "infinite mean",
+        )
+        assert_named(
+            {"system": {"train_time": {"kind": "pareto", "alpha": alpha}}}, "system.train_time.alpha", "alpha > 1"
+        )
     validate_scenario({"system": {"generation_time": {"kind": "pareto", "alpha": 1.2, "scale": 0.5}}})
 
 
@@ -168,7 +203,11 @@ def test_pareto_needs_alpha_above_one():
         ({"algorithm": {"correction": {"name": "tis", "C": INF}}}, "algorithm.correction.C", "finite"),
         ({"task": {"name": "bitstring", "init_logit": NAN}}, "task.init_logit", "finite"),
         # found by the fuzz test: float32 max passed validation and overflowed torch.full mid-run
-        ({"task": {"name": "bitstring", "init_logit": 3.402823466385289e38}}, "task.init_logit", "less than or equal to 50"),
+        (
+            {"task": {"name": "bitstring", "init_logit": 3.402823466385289e38}},
+            "task.init_logit",
+            "less than or equal to 50",
+        ),
         ({"task": {"name": "bitstring", "init_logit_std": 1e300}}, "task.init_logit_std", "less than or equal to 50"),
         ({"task": {"name": "bandit", "init_logit_std": 1e300}}, "task.init_logit_std", "less than or equal to 50"),
         ({"task": {"name": "quadratic", "x0": NAN}, "algorithm": {"group_size": 1}}, "task.x0", "finite"),
@@ -178,8 +217,16 @@ def test_pareto_needs_alpha_above_one():
         ({"run": {"seed": 2**64}}, "run.seed", "less than or equal to"),
         ({"run": {"system_seed": 2**70}}, "run.system_seed", "less than or equal to"),
         ({"run": {"threads": 10**6}}, "run.threads", "less than or equal to 256"),
-        ({"algorithm": {"objective": {"name": "grpo", "eps_high": NAN}}}, "algorithm.objective.eps_high", "greater than or equal to 0"),
-        ({"algorithm": {"stabilizers": [{"name": "gac"}, {"name": "gac", "c_thr": 0.5}]}}, "algorithm.stabilizers", "second 'gac'"),
+        (
+            {"algorithm": {"objective": {"name": "grpo", "eps_high": NAN}}},
+            "algorithm.objective.eps_high",
+            "greater than or equal to 0",
+        ),
+        (
+            {"algorithm": {"stabilizers": [{"name": "gac"}, {"name": "gac", "c_thr": 0.5}]}},
+            "algorithm.stabilizers",
+            "second 'gac'",
+        ),
     ],
 )
 def test_non_finite_and_out_of_range_values(data, path, expected):
@@ -187,19 +234,23 @@ def test_non_finite_and_out_of_range_values(data, path, expected):
 
 
 def test_largest_seed_and_distinct_stabilizers_are_fine():
-    scn = validate_scenario({"run": {"seed": 2**63 - 1, "init_seed": 2**63 - 1},
-                             "algorithm": {"stabilizers": [{"name": "gac"}, {"name": "vcpo_lr"}]}})
+    scn = validate_scenario(
+        {
+            "run": {"seed": 2**63 - 1, "init_seed": 2**63 - 1},
+            "algorithm": {"stabilizers": [{"name": "gac"}, {"name": "vcpo_lr"}]},
+        }
+    )
     assert set(scn.run.seeds()) == {"system", "sampling", "init"}
 
 
 def test_eps_high_inf_still_means_no_upper_clip():
-    """The one documented use of inf (prime-rl's unclipped ratio, sandbox/export/prime_rl.py)."""
+    """The one documented use of inf (prime-rl's unclipped ratio, sandbox/frameworks/prime_rl/export.py)."""
     scn = validate_scenario({"algorithm": {"objective": {"name": "grpo", "eps_low": 1.0, "eps_high": INF}}})
     assert scn.algorithm.objective.eps_high == INF
 
 
 def _models(tp, seen: set) -> None:
-    if isinstance(tp, LazyUnion):  # a registry's union (sandbox.registry), resolved
+    if isinstance(tp, LazyUnion):  # a registry's union (sandbox.base.registry), resolved
         tp = tp.resolve()
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         if tp in seen:
@@ -247,13 +298,14 @@ def test_types_are_strict(data, path, expected):
 def test_toml_ints_for_floats_and_set_values_are_typed(tmp_path):
     f = tmp_path / "s.toml"
     f.write_text('[algorithm.optimizer]\nlr = 1\nbetas = [0, 0.5]\n[system.staleness]\nkind = "fixed_lag"\nk = 16\n')
-    scn, _ = load_scenario(f, ["system.num_workers=16", "system.generation_time.kind=\"constant\"", "system.generation_time.value=2"])
+    scn, _ = load_scenario(
+        f, ["system.num_workers=16", 'system.generation_time.kind="constant"', "system.generation_time.value=2"]
+    )
     assert scn.algorithm.optimizer.lr == 1.0 and scn.algorithm.optimizer.betas == (0.0, 0.5)
     assert scn.system.staleness.k == 16 and scn.system.num_workers == 16 and scn.system.generation_time.value == 2.0
     f.write_text('[system.staleness]\nkind = "fixed_lag"\nk = "16"\n')
     with pytest.raises(ScenarioError, match=r"system\.staleness\.k: Input should be a valid integer"):
         load_scenario(f)
-
 
 
 def test_kl_to_a_reference_policy_is_refused_before_a_run(tmp_path):
@@ -262,16 +314,29 @@ def test_kl_to_a_reference_policy_is_refused_before_a_run(tmp_path):
     from typer.testing import CliRunner
 
     from sandbox.cli import app
-    from sandbox.runner import run_scenario
-    from sandbox.scenario import ScenarioError, load_scenario
+    from sandbox.run.runner import run_scenario
+    from sandbox.scenario.api import ScenarioError, load_scenario
 
-    scn, _ = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "sync.toml",
-                           ["algorithm.objective.beta_kl=0.1", "run.steps=2"])
+    scn, _ = load_scenario(
+        Path(__file__).resolve().parents[2] / "scenarios" / "sync.toml",
+        ["algorithm.objective.beta_kl=0.1", "run.steps=2"],
+    )
     with pytest.raises(ScenarioError, match="algorithm.objective.beta_kl: no task of the simulator supplies"):
         run_scenario(scn, None)
-    res = CliRunner().invoke(app, ["run", str(Path(__file__).resolve().parents[2] / "scenarios" / "sync.toml"),
-                                   "--set", "algorithm.objective.beta_kl=0.1", "--set", "run.steps=2",
-                                   "--out", str(tmp_path / "o"), "-q"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(Path(__file__).resolve().parents[2] / "scenarios" / "sync.toml"),
+            "--set",
+            "algorithm.objective.beta_kl=0.1",
+            "--set",
+            "run.steps=2",
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+        ],
+    )
     assert res.exit_code == 2 and "beta_kl" in res.output and "Traceback" not in res.output
 
 
@@ -281,20 +346,40 @@ def test_a_learning_rate_beyond_float32_is_refused_and_the_largest_one_diverges_
     import json
 
     base = {"task": {"name": "bitstring", "horizon": 4}, "run": {"steps": 8, "figures": False}}
-    assert_named({**base, "algorithm": {"optimizer": {"name": "sgd", "lr": 1e308}}}, "algorithm.optimizer.lr",
-                 "less than or equal to")
-    res = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "run"), "-q", "--set", "task.horizon=4",
-                                   "--set", "run.steps=8", "--set", "run.figures=false",
-                                   "--set", 'algorithm.optimizer={name = "sgd", lr = 3e38}'])
+    assert_named(
+        {**base, "algorithm": {"optimizer": {"name": "sgd", "lr": 1e308}}},
+        "algorithm.optimizer.lr",
+        "less than or equal to",
+    )
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--out",
+            str(tmp_path / "run"),
+            "-q",
+            "--set",
+            "task.horizon=4",
+            "--set",
+            "run.steps=8",
+            "--set",
+            "run.figures=false",
+            "--set",
+            'algorithm.optimizer={name = "sgd", lr = 3e38}',
+        ],
+    )
     assert res.exit_code == 0, res.output
     statuses = {p.parent.name: json.loads(p.read_text())["status"] for p in (tmp_path / "run").rglob("summary.json")}
     assert statuses and set(statuses.values()) == {"diverged"}, statuses
 
 
-@pytest.mark.parametrize("override, field, expected", [
-    ({"vocab_size": 5}, "task.model.vocab_size", "smaller than the task's tokenizer"),
-    ({"max_seq_len": 4}, "task.model.max_seq_len", "shorter than a prompt plus its longest response"),
-])
+@pytest.mark.parametrize(
+    "override, field, expected",
+    [
+        ({"vocab_size": 5}, "task.model.vocab_size", "smaller than the task's tokenizer"),
+        ({"max_seq_len": 4}, "task.model.max_seq_len", "shorter than a prompt plus its longest response"),
+    ],
+)
 def test_an_lm_too_small_for_its_task_is_refused_at_load_time(override, field, expected):
     """Once a ValueError traceback at run start; now a load-time problem naming the field."""
     assert_named({"task": {"name": "lm", "model": {"backend": "builtin", **override}}}, field, expected)
@@ -308,7 +393,21 @@ def test_an_lm_temperature_that_would_overflow_is_refused():
 def test_a_missing_cuda_device_is_a_clear_error_at_run_start(tmp_path):
     """``task.device = "cuda:7"`` cannot be judged at load time (the scenario may be written on another
     machine); the run refuses it naming the field, exit status 2, no traceback."""
-    res = CliRunner().invoke(app, ["run", str(Path(__file__).resolve().parents[2] / "scenarios" / "lm_mission.toml"), "--out", str(tmp_path / "o"), "-q",
-                                   "--set", 'task.device="cuda:7"', "--set", "run.steps=2", "--set", "task.warmstart.enabled=false"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(Path(__file__).resolve().parents[2] / "scenarios" / "lm_mission.toml"),
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+            "--set",
+            'task.device="cuda:7"',
+            "--set",
+            "run.steps=2",
+            "--set",
+            "task.warmstart.enabled=false",
+        ],
+    )
     text = " ".join(res.output.split())
     assert res.exit_code == 2 and "task.device: 'cuda:7'" in text and "Traceback" not in text, res.output

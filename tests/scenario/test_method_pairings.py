@@ -8,15 +8,17 @@ from __future__ import annotations
 import pytest
 
 from sandbox.algorithms import CORRECTIONS, OBJECTIVES, build_policy_loss
-from sandbox.errors import ScenarioError
-from sandbox.scenario import validate_scenario, variant_scenarios
+from sandbox.base.errors import ScenarioError
+from sandbox.scenario.api import validate_scenario, variant_scenarios
 
 PAIRS = [(o, c) for o in OBJECTIVES.names() for c in CORRECTIONS.names()]
 
 
 def _scenario(objective: str, correction: str) -> dict:
-    return {"task": {"name": "bitstring", "horizon": 4},
-            "algorithm": {"group_size": 4, "objective": {"name": objective}, "correction": {"name": correction}}}
+    return {
+        "task": {"name": "bitstring", "horizon": 4},
+        "algorithm": {"group_size": 4, "objective": {"name": objective}, "correction": {"name": correction}},
+    }
 
 
 @pytest.mark.parametrize("objective, correction", PAIRS)
@@ -39,12 +41,16 @@ def test_some_pairs_are_refused_and_the_message_names_the_rule():
     with pytest.raises(ScenarioError) as info:
         validate_scenario(_scenario("tba", "tis"))
     assert info.value.problems == [
-        "algorithm.correction: tba is valid off-policy without importance weights; use correction 'none' (got 'tis')"]
+        "algorithm.correction: tba is valid off-policy without importance weights; use correction 'none' (got 'tis')"
+    ]
 
 
 def test_a_variant_with_an_impossible_pair_is_refused_at_load_time():
     data = _scenario("grpo", "none")
-    data["variants"] = {"ok": {}, "bad": {"algorithm.objective": {"name": "tba"}, "algorithm.correction": {"name": "tis"}}}
+    data["variants"] = {
+        "ok": {},
+        "bad": {"algorithm.objective": {"name": "tba"}, "algorithm.correction": {"name": "tis"}},
+    }
     with pytest.raises(ScenarioError) as info:
         scn = validate_scenario(data)
         variant_scenarios(scn, data)

@@ -12,7 +12,7 @@ import tomli_w
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.scenario import dump_scenario, load_scenario, variant_scenarios
+from sandbox.scenario.api import dump_scenario, load_scenario, variant_scenarios
 from sandbox.scenario.shipped import shipped_root, shipped_scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,8 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = {
     "title": "tiny",
     "task": {"name": "quadratic", "dim": 4, "replicas": 1},
-    "system": {"num_workers": 2, "generation_time": {"kind": "constant", "value": 1.0},
-               "staleness": {"kind": "fixed_lag", "k": 1}},
+    "system": {
+        "num_workers": 2,
+        "generation_time": {"kind": "constant", "value": 1.0},
+        "staleness": {"kind": "fixed_lag", "k": 1},
+    },
     "algorithm": {"group_size": 1, "groups_per_step": 1, "optimizer": {"name": "sgd", "lr": 0.1}},
     "run": {"steps": 3, "figures": False, "record_events": False, "eval_every": 3},
     "variants": {"sync": {"system.staleness": {"kind": "sync"}}, "lag2": {"system.staleness.k": 2}},
@@ -96,7 +99,7 @@ def test_a_sweep_file_given_to_run_and_a_scenario_given_to_sweep_are_named():
 
 
 def test_the_progress_line_names_the_tasks_metric():
-    from sandbox.runner import step_info
+    from sandbox.run.runner import step_info
 
     assert step_info({"time": 1.0, "eval/loss": 68008.796}) == "t=1.0s  loss=68008.796"
     assert step_info({"time": 2.0, "reward/mean": 0.5}) == "t=2.0s  reward=0.500"

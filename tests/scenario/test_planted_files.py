@@ -20,8 +20,8 @@ import pytest
 import tomli_w
 from typer.testing import CliRunner
 
+from sandbox.base.outputs import LOCK, MANIFEST, OutputError, StagedDir, output_lock, user_path
 from sandbox.cli import app
-from sandbox.outputs import LOCK, MANIFEST, OutputError, StagedDir, output_lock, user_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sweep"))
 from _sweep_tiny import TINY_BASE  # noqa: E402
@@ -89,20 +89,31 @@ PLANTS = {
     "lock is a FIFO": lambda out, v: os.mkfifo(out / LOCK),
     "lock is a directory": lambda out, v: (out / LOCK).mkdir(),
     "summary.json symlink": lambda out, v: os.symlink(v / "victim.txt", out / "summary.json"),
-    "figures symlink to a directory": lambda out, v: (os.symlink(v / "dir", out / "figures"),
-                                                      (out / "summary.json").write_text("{}")),
+    "figures symlink to a directory": lambda out, v: (
+        os.symlink(v / "dir", out / "figures"),
+        (out / "summary.json").write_text("{}"),
+    ),
     "manifest listing outside paths": lambda out, v: (
-        (out / MANIFEST).write_text(json.dumps({"entries": [str(v / "victim.txt"), "../victims/victim.txt", "..", "figures"]})),
-        os.symlink(v / "dir", out / "figures")),
+        (out / MANIFEST).write_text(
+            json.dumps({"entries": [str(v / "victim.txt"), "../victims/victim.txt", "..", "figures"]})
+        ),
+        os.symlink(v / "dir", out / "figures"),
+    ),
     "staging directory symlink": lambda out, v: os.symlink(v / "dir", out / ".staging-abcdefgh"),
     "replaced directory symlink": lambda out, v: os.symlink(v / "dir", out / ".replaced-abcdefgh"),
     "commit journal naming outside paths": lambda out, v: (
         (out / ".commit-abcdefgh").mkdir(),
         (out / ".commit-abcdefgh" / ".sandbox-commit.json").write_text(
-            json.dumps({"old": ["../victims/victim.txt", str(v / "victim.txt")], "new": ["../victims/dir"], "whole": True}))),
+            json.dumps(
+                {"old": ["../victims/victim.txt", str(v / "victim.txt")], "new": ["../victims/dir"], "whole": True}
+            )
+        ),
+    ),
     "commit directory symlink": lambda out, v: os.symlink(v / "dir", out / ".commit-abcdefgh"),
-    "temporary file symlink": lambda out, v: (os.symlink(v / "victim.txt", out / ".summary.json.abcdefgh.tmp"),
-                                              (out / "summary.json").write_text("{}")),
+    "temporary file symlink": lambda out, v: (
+        os.symlink(v / "victim.txt", out / ".summary.json.abcdefgh.tmp"),
+        (out / "summary.json").write_text("{}"),
+    ),
 }
 
 
@@ -116,7 +127,9 @@ def test_sandbox_run_changes_nothing_outside_out(plant, tmp_path, victims):
     _clean(res)
     assert res.exit_code in (0, 2), res.output
     if "lock" in plant:  # not a lock file of ours: refused, nothing written
-        assert res.exit_code == 2 and "not a lock file the sandbox created" in " ".join(res.output.split())  # rich wraps lines
+        assert res.exit_code == 2 and "not a lock file the sandbox created" in " ".join(
+            res.output.split()
+        )  # rich wraps lines
     after = _snapshot(tmp_path, out)
     after.pop(str(tmp_path / "tiny.toml"), None)
     before.pop(str(tmp_path / "tiny.toml"), None)
@@ -164,7 +177,7 @@ def test_a_move_killed_at_any_rename_is_completed_by_recover(tmp_path, monkeypat
     """kill -9 in the middle of the final move (simulated: the process stops after ``moved`` renames
     and cleans nothing up): :func:`recover` (run by the next writer of the directory, under its lock)
     completes it, and the directory holds the new run, whole, without the old run's entries."""
-    import sandbox.outputs as outputs
+    import sandbox.base.outputs as outputs
 
     for moved in range(0, 9):
         out = tmp_path / f"out{moved}"
@@ -225,8 +238,9 @@ def test_a_full_disk_is_a_clear_error_and_the_previous_run_stays(tmp_path, monke
     assert _snapshot(out, tmp_path / "nothing") == before  # the previous run, exactly
 
 
-@pytest.mark.parametrize("out", ["a" * 300, "x/" + "b" * 256 + "/y", "/proc", "/proc/self", "/proc/1/x", "/sys",
-                                 "/dev/null/x", "/dev/null"])
+@pytest.mark.parametrize(
+    "out", ["a" * 300, "x/" + "b" * 256 + "/y", "/proc", "/proc/self", "/proc/1/x", "/sys", "/dev/null/x", "/dev/null"]
+)
 def test_impossible_out_is_a_clear_error(tmp_path, out, monkeypatch):
     monkeypatch.chdir(tmp_path)
     res = _run(["run", str(_tiny_scenario(tmp_path)), "--out", out, *RUN])
@@ -257,8 +271,9 @@ def test_tilde_is_expanded_in_out_and_sweep_out(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert (home / "r" / "summary.json").is_file() and not (work / "~").exists()
     sweep = tmp_path / "s.toml"
-    sweep.write_text(tomli_w.dumps({"base": copy.deepcopy(TINY_BASE), "grid": {"system.staleness.k": [0]},
-                                    "sweep": {"out": "~/sw"}}))
+    sweep.write_text(
+        tomli_w.dumps({"base": copy.deepcopy(TINY_BASE), "grid": {"system.staleness.k": [0]}, "sweep": {"out": "~/sw"}})
+    )
     res = _run(["sweep", str(sweep), "-q", "-j", "1"])
     assert res.exit_code == 0, res.output
     assert (home / "sw" / "results.parquet").is_file() and not (work / "~").exists()
@@ -320,5 +335,8 @@ def test_report_and_demo_replace_a_planted_link_without_writing_through(tmp_path
     res = _run(["demo", "delayed_instability", "--quick", "--out", str(demos)])
     _clean(res)
     assert res.exit_code == 0, res.output
-    assert not (demos / "delayed_instability.png").is_symlink() and (demos / "delayed_instability.png").stat().st_size > 1000
+    assert (
+        not (demos / "delayed_instability.png").is_symlink()
+        and (demos / "delayed_instability.png").stat().st_size > 1000
+    )
     assert _snapshot(victims, tmp_path / "nothing") == before

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sandbox.runner import run_scenario
-from sandbox.scenario import dump_scenario, load_scenario
+from sandbox.run.runner import run_scenario
+from sandbox.scenario.api import dump_scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["run.steps=12", "run.figures=false", "system.num_workers=4", "algorithm.groups_per_step=2"]

@@ -13,10 +13,10 @@ import pytest
 import tomli_w
 from typer.testing import CliRunner
 
-import sandbox.runner as runner
+import sandbox.run.runner as runner
+from sandbox.base.outputs import LOCK, OutputError, StagedDir, check_names, output_lock, safe_name
 from sandbox.cli import app
-from sandbox.outputs import LOCK, OutputError, StagedDir, check_names, output_lock, safe_name
-from sandbox.scenario import ScenarioError, load_scenario, validate_scenario
+from sandbox.scenario.api import ScenarioError, load_scenario, validate_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,15 +37,18 @@ TINY = {
 @pytest.fixture(autouse=True)
 def _quick_figures(monkeypatch):
     """Stand-ins for the matplotlib figures (seconds each): these tests are about where files go."""
-    import sandbox.plots
+    import sandbox.run.plots
 
     def default_figures(result, out, label="", color=None, formats=("png",)):
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "reward.png").write_bytes(b"png")
 
-    monkeypatch.setattr(sandbox.plots, "default_figures", default_figures)
-    monkeypatch.setattr(sandbox.plots, "comparison_figure",
-                        lambda results, path, title="", formats=("png",): Path(path).write_bytes(b"png"))
+    monkeypatch.setattr(sandbox.run.plots, "default_figures", default_figures)
+    monkeypatch.setattr(
+        sandbox.run.plots,
+        "comparison_figure",
+        lambda results, path, title="", formats=("png",): Path(path).write_bytes(b"png"),
+    )
 
 
 def scenario_file(tmp_path: Path, variants: dict | None = None, **run) -> Path:
@@ -137,7 +140,12 @@ def test_hostile_variant_names_write_only_inside_out(tmp_path):
     res = CliRunner().invoke(app, ["run", str(path), "--out", str(out)])  # with the progress bars
     assert res.exit_code == 0, res.output
     assert snapshot(tmp_path, skip=out) == before
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["b-0", "b-v-b", "scenario.toml", "x"]  # run.figures = false: no comparison figure either; the whole scenario on top
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "b-0",
+        "b-v-b",
+        "scenario.toml",
+        "x",
+    ]  # run.figures = false: no comparison figure either; the whole scenario on top
     assert (out / "x" / "summary.json").exists() and (out / "b-v-b" / "summary.json").exists()
     assert all(out.resolve() in p.resolve().parents for p in out.rglob("*"))
 
@@ -183,7 +191,7 @@ def test_ctrl_c_over_a_complete_run_keeps_it_untouched(tmp_path, monkeypatch):
 
 def test_ctrl_c_while_writing_the_run_directory_leaves_the_previous_run(tmp_path, monkeypatch):
     """The reported bug: a new metrics.parquet beside the old summary.json and old figures."""
-    import sandbox.plots
+    import sandbox.run.plots
 
     out = tmp_path / "run"
     runner.run_scenario(validate_scenario(dict(TINY, run=dict(TINY["run"], figures=True))), out)
@@ -192,7 +200,7 @@ def test_ctrl_c_while_writing_the_run_directory_leaves_the_previous_run(tmp_path
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sandbox.plots, "default_figures", interrupted)
+    monkeypatch.setattr(sandbox.run.plots, "default_figures", interrupted)
     again = validate_scenario(dict(TINY, run=dict(TINY["run"], figures=True, seed=3)))
     with pytest.raises(KeyboardInterrupt):
         runner.run_scenario(again, out)  # metrics.parquet etc. are written before the figures
@@ -219,15 +227,16 @@ def test_ctrl_c_during_start_up_imports_exits_130_without_traceback(tmp_path):
         "from sandbox.cli import app\n"
         "app()\n"
     )
-    res = subprocess.run([sys.executable, "-c", code, "run", "--out", str(tmp_path / "out")],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", code, "run", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 130, res.stderr
     assert "interrupted: nothing was kept" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_failed_move_into_place_restores_the_previous_run(tmp_path, monkeypatch):
-    import sandbox.outputs as outputs
+    import sandbox.base.outputs as outputs
 
     out = tmp_path / "out"
     assert invoke(str(scenario_file(tmp_path)), "--out", str(out)).exit_code == 0
@@ -327,10 +336,14 @@ def test_lock_file_that_is_a_symlink_is_refused_and_never_written_through(tmp_pa
 def test_lock_held_by_another_process(tmp_path):
     out = tmp_path / "out"
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from sandbox.outputs import output_lock\n"
-         f"with output_lock({str(out)!r}):\n    print('locked', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from sandbox.base.outputs import output_lock\n"
+            f"with output_lock({str(out)!r}):\n    print('locked', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.scenario import Scenario
+from sandbox.scenario.api import Scenario
 from sandbox.scenario.reference import REGENERATE, reference_markdown
 from sandbox.scenario.schema import Choice, ListOf, Model, field_shape
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sandbox.cli import app
-from sandbox.scenario import ScenarioError, load_scenario, validate_scenario
+from sandbox.scenario.api import ScenarioError, load_scenario, validate_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXED_LAG = ROOT / "scenarios" / "fixed_lag.toml"
@@ -27,10 +27,22 @@ def problem(data: dict) -> str:
     [
         ({"sytem": {}}, "sytem: unknown key; did you mean 'system'?"),
         ({"system": {"num_worker": 2}}, "system.num_worker: unknown key; did you mean 'num_workers'?"),
-        ({"system": {"staleness": {"kind": "max_lag", "kmax": 2}}}, "system.staleness.kmax: unknown key; did you mean 'k_max'?"),
-        ({"algorithm": {"stabilizers": [{"name": "gac", "cthr": 0.1}]}}, "algorithm.stabilizers[0].cthr: unknown key; did you mean 'c_thr'?"),
-        ({"task": {"name": "lm", "model": {"backend": "hf", "pth": "x"}}}, "task.model.pth: unknown key; did you mean 'path'?"),
-        ({"task": {"name": "lm", "problem": {"kind": "addition", "digit": 2}}}, "task.problem.digit: unknown key; did you mean 'digits'?"),
+        (
+            {"system": {"staleness": {"kind": "max_lag", "kmax": 2}}},
+            "system.staleness.kmax: unknown key; did you mean 'k_max'?",
+        ),
+        (
+            {"algorithm": {"stabilizers": [{"name": "gac", "cthr": 0.1}]}},
+            "algorithm.stabilizers[0].cthr: unknown key; did you mean 'c_thr'?",
+        ),
+        (
+            {"task": {"name": "lm", "model": {"backend": "hf", "pth": "x"}}},
+            "task.model.pth: unknown key; did you mean 'path'?",
+        ),
+        (
+            {"task": {"name": "lm", "problem": {"kind": "addition", "digit": 2}}},
+            "task.problem.digit: unknown key; did you mean 'digits'?",
+        ),
     ],
 )
 def test_unknown_key_suggests_the_closest_valid_key_at_its_level(data, expected):
@@ -116,7 +128,9 @@ def test_sweep_file_problem_stays_on_the_file(tmp_path):
 
 
 def test_export_override_is_blamed(tmp_path):
-    res = CliRunner().invoke(app, ["export", "-f", "verl", str(FIXED_LAG), "--set", "system.num_workers=-3", "--out", str(tmp_path / "x")])
+    res = CliRunner().invoke(
+        app, ["export", "-f", "verl", str(FIXED_LAG), "--set", "system.num_workers=-3", "--out", str(tmp_path / "x")]
+    )
     assert res.exit_code == 2
     text = " ".join(res.output.split())
     assert f"invalid override --set system.num_workers=-3 (applied to {FIXED_LAG})" in text
@@ -136,8 +150,14 @@ def test_a_dotted_kind_switch_suggests_replacing_the_whole_table():
 @pytest.mark.parametrize(
     "data, expected",
     [
-        ({"algorithm": {"correction": {"name": "tiss"}}}, "algorithm.correction: unknown name 'tiss'; did you mean 'tis'?"),
-        ({"system": {"staleness": {"kind": "max_lagg"}}}, "system.staleness: unknown kind 'max_lagg'; did you mean 'max_lag'?"),
+        (
+            {"algorithm": {"correction": {"name": "tiss"}}},
+            "algorithm.correction: unknown name 'tiss'; did you mean 'tis'?",
+        ),
+        (
+            {"system": {"staleness": {"kind": "max_lagg"}}},
+            "system.staleness: unknown kind 'max_lagg'; did you mean 'max_lag'?",
+        ),
         ({"task": {"name": "bandits"}}, "task: unknown name 'bandits'; did you mean 'bandit'?"),
     ],
 )

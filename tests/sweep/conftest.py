@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from _sweep_tiny import TINY_BASE
 
 
@@ -15,7 +14,10 @@ def tiny_raw():
         "base": copy.deepcopy(TINY_BASE),
         "seeds": [0, 1],
         "sweep": {"name": "tiny"},
-        "grid": {"system.staleness.k": [0, 2], "algorithm.optimizer.lr": [0.1, 0.5]},  # 0.5 < the critical 0.618 at k = 2 (every run converges),
+        "grid": {
+            "system.staleness.k": [0, 2],
+            "algorithm.optimizer.lr": [0.1, 0.5],
+        },  # 0.5 < the critical 0.618 at k = 2 (every run converges),
     }
 
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import sandbox.cli as cli
 import sandbox.sweep.spec as spec_mod
-from sandbox.sweep import load_sweep
+from sandbox.sweep.api import load_sweep
 from sandbox.sweep.spec import overlay
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,8 +55,13 @@ def test_overlay_equals_apply_overrides_and_leaves_the_base_alone():
 
     base = read_toml(ROOT / "scenarios" / "quickstart.toml")
     before = copy.deepcopy(base)
-    ov = {"system.staleness": {"kind": "sync"}, "system.staleness.k": 3, "algorithm.optimizer.lr": 0.1,
-          "new.section.key": [1, {"a": 2}], "run.seed": 4}
+    ov = {
+        "system.staleness": {"kind": "sync"},
+        "system.staleness.k": 3,
+        "algorithm.optimizer.lr": 0.1,
+        "new.section.key": [1, {"a": 2}],
+        "run.seed": 4,
+    }
     out = overlay(base, ov)
     assert out == apply_overrides(base, ov) and base == before
     out["new"]["section"]["key"][1]["a"] = 9  # the override values are copies
@@ -66,9 +71,16 @@ def test_overlay_equals_apply_overrides_and_leaves_the_base_alone():
 def test_a_long_dry_run_is_listed_as_plain_columns(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "PLAN_TABLE_ROWS", 10)
     monkeypatch.setattr(cli, "Table", None)  # a rich table would fail here
-    res = CliRunner().invoke(cli.app, ["sweep", str(_sweep(tmp_path, 4, 3, 2)), "--dry-run", "--out", str(tmp_path / "o")])
+    res = CliRunner().invoke(
+        cli.app, ["sweep", str(_sweep(tmp_path, 4, 3, 2)), "--dry-run", "--out", str(tmp_path / "o")]
+    )
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    assert lines[0].endswith(f"24 runs -> {tmp_path / 'o'}") and lines[1].split() == ["id", "algorithm.optimizer.lr",
-                                                                                      "run.eval_every", "seed", "state"]
+    assert lines[0].endswith(f"24 runs -> {tmp_path / 'o'}") and lines[1].split() == [
+        "id",
+        "algorithm.optimizer.lr",
+        "run.eval_every",
+        "seed",
+        "state",
+    ]
     assert len(lines) == 3 + 24 and all(line.split()[-1] == "pending" for line in lines[3:])

@@ -5,7 +5,7 @@
 - SIGTERM at any moment of ``sandbox run`` (many kill times over the run, several of them in the
   middle of the final move, held there by a test hook) leaves the previous run intact or the new one
   complete, never a mix, and the next ``sandbox run`` accepts the directory;
-- a worker process bound to a command (:func:`sandbox.processes.bind_to`) ends when the command
+- a worker process bound to a command (:func:`sandbox.base.processes.bind_to`) ends when the command
   does, by the watch thread alone (the fallback where there is no parent-death signal);
 - the temporary directories of killed Ray workers are removed (:func:`remove_scratch`).
 
@@ -26,11 +26,9 @@ from pathlib import Path
 import pytest
 import tomli_w
 from _processes import SANDBOX, group_pids, kill_group, poll, repo_env
-
 from _sweep_tiny import TINY_BASE
 
 pytestmark = pytest.mark.slow
-
 
 
 def _landed(out: Path) -> set[str]:
@@ -43,12 +41,20 @@ def test_kill_9_of_a_sweep_leaves_no_process_and_lands_nothing(tmp_path):
     base = copy.deepcopy(TINY_BASE)
     base["run"]["steps"] = 20000  # runs long enough to be in flight when the command is killed
     sweep = tmp_path / "sweep.toml"
-    sweep.write_text(tomli_w.dumps({"base": base, "seeds": [0, 1], "grid": {"system.staleness.k": [0, 1]},
-                                    "sweep": {"name": "k9"}}))
+    sweep.write_text(
+        tomli_w.dumps({"base": base, "seeds": [0, 1], "grid": {"system.staleness.k": [0, 1]}, "sweep": {"name": "k9"}})
+    )
     out = tmp_path / "out"
-    proc = subprocess.Popen([*SANDBOX, "sweep", str(sweep), "--out", str(out), "-j", "2", "-q"], env=repo_env(),
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*SANDBOX, "sweep", str(sweep), "--out", str(out), "-j", "2", "-q"],
+        env=repo_env(),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
+
         def started() -> bool:  # run.json is written when a run starts (in its pending directory)
             runs = out / "runs"
             return len(list(runs.glob(".pending-*/*/run.json")) + list(runs.glob("*/run.json"))) >= 2
@@ -71,8 +77,10 @@ def test_a_process_bound_to_a_command_ends_with_it_by_the_watch_thread(tmp_path)
     """No parent-death signal here (the bound process is not the command's child): the watch
     thread alone ends it when the command ends (the fallback for other systems)."""
     command = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    code = ("import sys, time; from sandbox.processes import watch_process; "
-            f"watch_process({command.pid}, interval=0.05); print('bound', flush=True); time.sleep(600)")
+    code = (
+        "import sys, time; from sandbox.base.processes import watch_process; "
+        f"watch_process({command.pid}, interval=0.05); print('bound', flush=True); time.sleep(600)"
+    )
     bound = subprocess.Popen([sys.executable, "-c", code], env=repo_env(), stdout=subprocess.PIPE, text=True)
     try:
         assert bound.stdout.readline().strip() == "bound"
@@ -134,8 +142,11 @@ def test_execute_run_packed_names_its_directory_with_its_pid(tmp_path, monkeypat
 
 
 def _state(out: Path) -> dict:
-    return {str(p.relative_to(out)): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(out.rglob("*")) if ".sandbox.lock" not in p.name}
+    return {
+        str(p.relative_to(out)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(out.rglob("*"))
+        if ".sandbox.lock" not in p.name
+    }
 
 
 def _complete(out: Path, seed: int) -> bool:
@@ -147,13 +158,29 @@ def _complete(out: Path, seed: int) -> bool:
         return False
     need = {"scenario.toml", "metrics.parquet", "jobs.parquet", "events.parquet", "replicas.npz", "summary.json"}
     names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
-    return (need <= set(manifest["entries"]) and names == set(manifest["entries"])
-            and f"seed = {seed}" in (out / "scenario.toml").read_text() and summary.get("steps_done") == 30)
+    return (
+        need <= set(manifest["entries"])
+        and names == set(manifest["entries"])
+        and f"seed = {seed}" in (out / "scenario.toml").read_text()
+        and summary.get("steps_done") == 30
+    )
 
 
 def _run_cmd(scn: Path, out: Path, seed: int) -> list[str]:
-    return [*SANDBOX, "run", str(scn), "--out", str(out), "-q", "--set", f"run.seed={seed}", "--set", "run.steps=30",
-            "--set", "run.figures=false"]
+    return [
+        *SANDBOX,
+        "run",
+        str(scn),
+        "--out",
+        str(out),
+        "-q",
+        "--set",
+        f"run.seed={seed}",
+        "--set",
+        "run.steps=30",
+        "--set",
+        "run.figures=false",
+    ]
 
 
 def test_sigterm_at_any_moment_of_sandbox_run_leaves_old_or_new(tmp_path):
@@ -161,7 +188,9 @@ def test_sigterm_at_any_moment_of_sandbox_run_leaves_old_or_new(tmp_path):
     scn.write_text(tomli_w.dumps(copy.deepcopy(TINY_BASE)))
     out = tmp_path / "out"
     t0 = time.monotonic()
-    first = subprocess.run(_run_cmd(scn, out, 100), env=repo_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    first = subprocess.run(
+        _run_cmd(scn, out, 100), env=repo_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert first.returncode == 0, first.stderr
     duration = time.monotonic() - t0
     # kill times spread over the run (start-up imports, simulation, writing), then in the final move
@@ -171,8 +200,9 @@ def test_sigterm_at_any_moment_of_sandbox_run_leaves_old_or_new(tmp_path):
     for seed, (when, delay) in enumerate(trials):
         before = _state(out)
         env = repo_env(SANDBOX_TEST_COMMIT_PAUSE="3") if delay is None else repo_env()
-        proc = subprocess.Popen(_run_cmd(scn, out, seed), env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            _run_cmd(scn, out, seed), env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         if delay is None:  # the move has begun (the stage renamed .commit-*) and is paused halfway
             assert poll(lambda: any(p.name.startswith(".commit-") for p in out.iterdir()), timeout=240)
         else:
@@ -189,6 +219,8 @@ def test_sigterm_at_any_moment_of_sandbox_run_leaves_old_or_new(tmp_path):
         assert not [p.name for p in out.iterdir() if p.name.startswith((".staging-", ".commit-", ".replaced-"))] or old
         outcomes.append("new" if new else "old")
     assert outcomes[-5:] == ["new"] * 5 and "old" in outcomes
-    again = subprocess.run(_run_cmd(scn, out, 99), env=repo_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        _run_cmd(scn, out, 99), env=repo_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert _complete(out, 99)

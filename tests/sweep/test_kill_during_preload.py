@@ -6,7 +6,6 @@ its 8-12 s of imports, kept importing after the command died, then forked a work
 from __future__ import annotations
 
 import copy
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 import tomli_w
 from _processes import SANDBOX, group_pids, kill_group, poll, repo_env
-
 from _sweep_tiny import TINY_BASE
 
 pytestmark = pytest.mark.slow
@@ -34,11 +32,18 @@ def test_kill_9_while_the_forkserver_preloads_leaves_nothing(tmp_path, delay):
     base = copy.deepcopy(TINY_BASE)
     base["run"]["steps"] = 2000
     sweep = tmp_path / "sweep.toml"
-    sweep.write_text(tomli_w.dumps({"base": base, "seeds": [0, 1], "grid": {"system.staleness.k": [0, 1]},
-                                    "sweep": {"name": "k9"}}))
+    sweep.write_text(
+        tomli_w.dumps({"base": base, "seeds": [0, 1], "grid": {"system.staleness.k": [0, 1]}, "sweep": {"name": "k9"}})
+    )
     out = tmp_path / "out"
-    proc = subprocess.Popen([*SANDBOX, "sweep", str(sweep), "--out", str(out), "-j", "2", "-q"], env=repo_env(),
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*SANDBOX, "sweep", str(sweep), "--out", str(out), "-j", "2", "-q"],
+        env=repo_env(),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         server = poll(lambda: [p for p in group_pids(proc.pid) if "forkserver" in _cmdline(p)], timeout=240, step=0.02)
         assert server, "the forkserver never started"

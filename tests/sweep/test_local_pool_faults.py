@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 import sandbox.sweep.execute as execute
-from sandbox.sweep import parse_sweep, run_sweep
+from sandbox.sweep.api import parse_sweep, run_sweep
 from sandbox.sweep.results import RESULTS, run_dir
 
 psutil = pytest.importorskip("psutil")

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import tomli_w
 
-from sandbox.sweep import load_results
+from sandbox.sweep.api import load_results
 from sandbox.sweep.mission import CONTROL, main, run_mission
 
 SCENARIO = {
@@ -25,7 +25,9 @@ SCENARIO = {
             "algorithm.objective": {"name": "reinforce", "baseline": "opob", "normalize_std": True},
             "algorithm.stabilizers": [{"name": "vcpo_lr"}],
         },
-        "kl": {"algorithm.objective": {"name": "grpo", "beta_kl": 0.1}},  # valid, but the simulator refuses it at run time
+        "kl": {
+            "algorithm.objective": {"name": "grpo", "beta_kl": 0.1}
+        },  # valid, but the simulator refuses it at run time
     },
 }
 
@@ -55,10 +57,15 @@ def test_mission_runs_variants_and_seeds_as_a_sweep_with_the_control(scenario_fi
     for vcpo, control in zip(results["vcpo"], results[CONTROL]):
         assert control["seed"] == vcpo["seed"]
         assert "lr/scale" in vcpo["metrics"] and vcpo["metrics"]["lr/scale"].nunique() > 1
-        assert control["metrics"]["lr"].tolist() == [pytest.approx(vcpo["metrics"]["lr"].mean(), rel=1e-6)] * 6  # the metric is float32
+        assert (
+            control["metrics"]["lr"].tolist() == [pytest.approx(vcpo["metrics"]["lr"].mean(), rel=1e-6)] * 6
+        )  # the metric is float32
     assert len(load_results(out / CONTROL)) == 2
     saved = json.loads((out / "mission.json").read_text())
-    assert saved["sync"]["seeds"] == [0, 1] and saved["sync"]["heldout_reward"]["per_seed"] == table["sync"]["heldout_reward"]["per_seed"]
+    assert (
+        saved["sync"]["seeds"] == [0, 1]
+        and saved["sync"]["heldout_reward"]["per_seed"] == table["sync"]["heldout_reward"]["per_seed"]
+    )
     assert "| vcpo_const_lr |" in (out / "mission.md").read_text()
     assert (out / "mission.png").stat().st_size > 1000
 
@@ -72,8 +79,22 @@ def test_mission_runs_variants_and_seeds_as_a_sweep_with_the_control(scenario_fi
 
 def test_mission_cli_in_parallel_processes(scenario_file, tmp_path, capsys):
     out = tmp_path / "cli"
-    main([str(scenario_file), "--seeds", "3", "--jobs", "2", "--out", str(out), "--no-control",
-          "--set", "run.steps=3", "--set", 'variants={sync = {"system.staleness" = {kind = "sync"}}}'])
+    main(
+        [
+            str(scenario_file),
+            "--seeds",
+            "3",
+            "--jobs",
+            "2",
+            "--out",
+            str(out),
+            "--no-control",
+            "--set",
+            "run.steps=3",
+            "--set",
+            'variants={sync = {"system.staleness" = {kind = "sync"}}}',
+        ]
+    )
     assert "| sync |" in capsys.readouterr().out
     sweep = load_results(out)
     assert list(sweep.variant) == ["sync"] and list(sweep.status) == ["completed"] and list(sweep.steps_done) == [3]
@@ -89,12 +110,43 @@ def test_sandbox_mission_subcommand_counts_seeds_and_the_module_form_is_deprecat
     from sandbox.cli import app
 
     out = tmp_path / "sub"
-    res = CliRunner().invoke(app, ["mission", str(scenario_file), "--seeds", "2", "-j", "1", "--out", str(out), "--no-control",
-                                   "-q", "--set", "run.steps=3", "--set", 'variants={sync = {"system.staleness" = {kind = "sync"}}}'])
+    res = CliRunner().invoke(
+        app,
+        [
+            "mission",
+            str(scenario_file),
+            "--seeds",
+            "2",
+            "-j",
+            "1",
+            "--out",
+            str(out),
+            "--no-control",
+            "-q",
+            "--set",
+            "run.steps=3",
+            "--set",
+            'variants={sync = {"system.staleness" = {kind = "sync"}}}',
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "| sync |" in res.output and "mission.png" in res.output
     sweep = load_results(out)
     assert sorted(sweep.seed) == [0, 1] and set(sweep.status) == {"completed"}
-    main([str(scenario_file), "--seeds", "0", "--jobs", "1", "--out", str(tmp_path / "old"), "--no-control",
-          "--set", "run.steps=2", "--set", 'variants={sync = {"system.staleness" = {kind = "sync"}}}'])
+    main(
+        [
+            str(scenario_file),
+            "--seeds",
+            "0",
+            "--jobs",
+            "1",
+            "--out",
+            str(tmp_path / "old"),
+            "--no-control",
+            "--set",
+            "run.steps=2",
+            "--set",
+            'variants={sync = {"system.staleness" = {kind = "sync"}}}',
+        ]
+    )
     assert "python -m sandbox.sweep.mission is deprecated" in capsys.readouterr().err

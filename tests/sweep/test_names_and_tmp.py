@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+from _sweep_tiny import TINY_BASE
 from typer.testing import CliRunner
 
+from sandbox.base.outputs import LOCK, OutputError, output_lock
 from sandbox.cli import app
-from sandbox.outputs import LOCK, OutputError, output_lock
-from sandbox.scenario import ScenarioError
-from sandbox.sweep import default_out, parse_sweep, run_sweep
-
-from _sweep_tiny import TINY_BASE
+from sandbox.scenario.api import ScenarioError
+from sandbox.sweep.api import default_out, parse_sweep, run_sweep
 
 
 def _raw(name=None, **sweep) -> dict:

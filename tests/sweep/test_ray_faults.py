@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import sandbox.sweep.execute as execute
-from sandbox.sweep import load_results, parse_sweep, run_sweep
+from sandbox.sweep.api import load_results, parse_sweep, run_sweep
 from sandbox.sweep.results import METRICS, RESULTS
 
 ray = pytest.importorskip("ray")
@@ -81,7 +81,9 @@ def test_ray_results_equal_the_local_backend_bitwise_and_resume_runs_nothing(ray
     local = run_sweep(spec, tmp_path / "local", backend="local", workers=1, progress=False)
     assert local.ran == 4
     # every number of the results and metrics tables, bit for bit (wall time aside)
-    pd.testing.assert_frame_equal(_table(tmp_path / "ray", RESULTS), _table(tmp_path / "local", RESULTS), check_exact=True)
+    pd.testing.assert_frame_equal(
+        _table(tmp_path / "ray", RESULTS), _table(tmp_path / "local", RESULTS), check_exact=True
+    )
     ray_metrics, local_metrics = _table(tmp_path / "ray", METRICS), _table(tmp_path / "local", METRICS)
     assert len(ray_metrics) == 4 * 20
     pd.testing.assert_frame_equal(ray_metrics, local_metrics, check_exact=True)
@@ -105,8 +107,11 @@ def test_worker_killed_mid_sweep_is_retried(ray_cluster, spec, tmp_path, monkeyp
         execute.execute_run(victim, spec.runs[1].data, str(alone), {})  # sets one torch thread, as workers do
     finally:
         torch.set_num_threads(threads)
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "sw" / "runs" / victim / "metrics.parquet"),
-                                  pd.read_parquet(alone / "metrics.parquet"), check_exact=True)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "sw" / "runs" / victim / "metrics.parquet"),
+        pd.read_parquet(alone / "metrics.parquet"),
+        check_exact=True,
+    )
 
 
 def test_worker_dying_on_every_try_is_recorded_and_resume_completes_it(ray_cluster, spec, tmp_path, monkeypatch):
@@ -117,7 +122,9 @@ def test_worker_dying_on_every_try_is_recorded_and_resume_completes_it(ray_clust
     assert _tries(log)[victim] == 2  # the first try and one retry
     assert (first.ran, first.failed) == (4, 1)
     row = first.results.set_index("id").loc[victim]
-    assert row.status == "failed" and "worker process running it died on each of 2 tries (WorkerCrashedError" in row.error
+    assert (
+        row.status == "failed" and "worker process running it died on each of 2 tries (WorkerCrashedError" in row.error
+    )
     assert set(first.results.drop(index=first.results.index[first.results.id == victim]).status) == {"completed"}
     err = json.loads((tmp_path / "sw" / "runs" / victim / "error.json").read_text())
     assert err["worker_died"] is True and err["tries"] == 2

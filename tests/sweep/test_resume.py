@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 import tomli_w
-
-from sandbox.sweep import load_results
-
 from _sweep_tiny import TINY_BASE
+
+from sandbox.sweep.api import load_results
 
 
 def _summaries(out: Path) -> dict[str, int]:
@@ -37,7 +36,9 @@ def test_killed_sweep_resumes(tmp_path):
         deadline = time.time() + 60
         while not _summaries(out) and time.time() < deadline and proc.poll() is None:
             time.sleep(0.05)
-        assert _summaries(out), f"no run finished: {proc.poll()} {proc.stdout.read() if proc.poll() is not None else ''}"
+        assert _summaries(out), (
+            f"no run finished: {proc.poll()} {proc.stdout.read() if proc.poll() is not None else ''}"
+        )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the sweep and any worker it started
         proc.wait()

@@ -8,10 +8,17 @@ import json
 import pandas as pd
 import pytest
 
-from sandbox.sweep import load_metrics, load_results, parse_sweep, run_sweep
+from sandbox.sweep.api import load_metrics, load_results, parse_sweep, run_sweep
 from sandbox.sweep.results import RESULTS
 
-SUMMARY_COLS = ["final_loss", "throughput_samples_per_s", "staleness_mean", "steps_done", "sim_time", "diverged_replicas"]
+SUMMARY_COLS = [
+    "final_loss",
+    "throughput_samples_per_s",
+    "staleness_mean",
+    "steps_done",
+    "sim_time",
+    "diverged_replicas",
+]
 
 
 def test_inline_sweep_results_and_loader(tiny_raw, tmp_path):
@@ -20,7 +27,16 @@ def test_inline_sweep_results_and_loader(tiny_raw, tmp_path):
     assert out.ran == 8 and out.skipped == 0 and out.failed == 0
     df = load_results(tmp_path / "sw")
     assert len(df) == 8
-    for col in ["id", "system.staleness.k", "algorithm.optimizer.lr", "seed", "status", "error", "wall_s", *SUMMARY_COLS]:
+    for col in [
+        "id",
+        "system.staleness.k",
+        "algorithm.optimizer.lr",
+        "seed",
+        "status",
+        "error",
+        "wall_s",
+        *SUMMARY_COLS,
+    ]:
         assert col in df.columns, col
     assert set(df.status) <= {"completed", "diverged"}
     assert sorted(df["system.staleness.k"].unique()) == [0, 2]
@@ -41,7 +57,7 @@ def test_inline_sweep_results_and_loader(tiny_raw, tmp_path):
 
 
 def test_failed_run_is_recorded_and_others_finish(tiny_raw, tmp_path, monkeypatch):
-    import sandbox.runner as runner
+    import sandbox.run.runner as runner
 
     real = runner.run_scenario
 
@@ -94,7 +110,7 @@ def test_ray_backend_missing_is_a_clear_error(tiny_raw, tmp_path):
         pytest.skip("ray is installed")
     except ImportError:
         pass
-    from sandbox.sweep import SweepError
+    from sandbox.sweep.api import SweepError
 
     with pytest.raises(SweepError, match=r'pip install -c constraints-cpu.txt -e "\.\[ray\]"'):
         run_sweep(parse_sweep(tiny_raw), tmp_path / "sw", backend="ray", progress=False)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.scenario import ScenarioError
-from sandbox.sweep import load_sweep, parse_sweep
+from sandbox.scenario.api import ScenarioError
+from sandbox.sweep.api import load_sweep, parse_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,10 @@ def test_zip_varies_together_and_label_axis(tiny_raw):
     del tiny_raw["grid"]["algorithm.optimizer.lr"]
     spec = parse_sweep(tiny_raw)
     assert len(spec.runs) == 2 * 2 * 2  # k (2) x zip group (2) x seeds (2)
-    pairs = {(r.params["method"], r.scenario().system.num_workers, r.scenario().system.generation_time.value) for r in spec.runs}
+    pairs = {
+        (r.params["method"], r.scenario().system.num_workers, r.scenario().system.generation_time.value)
+        for r in spec.runs
+    }
     assert pairs == {("slow", 2, 2.0), ("fast", 5, 0.5)}
     assert spec.label_keys == ["method"]
     assert "method" not in spec.runs[0].data  # a label is not applied to the scenario
@@ -80,7 +83,10 @@ def test_variants_of_the_base_become_an_axis():
     "edit, needle",
     [
         (lambda r: r["grid"].update({"system.num_wrkers": [1, 2]}), "system.num_wrkers"),
-        (lambda r: r["grid"].update({"algorithm.optimizer.lr": 0.1}), "grid.algorithm.optimizer.lr: expected a non-empty list"),
+        (
+            lambda r: r["grid"].update({"algorithm.optimizer.lr": 0.1}),
+            "grid.algorithm.optimizer.lr: expected a non-empty list",
+        ),
         (lambda r: r["grid"].update({"algorithm.optimizer.lr": [-1.0, 0.1]}), "algorithm.optimizer.lr"),
         (lambda r: r.update({"zip": [{"system.num_workers": [1, 2], "run.steps": [3]}]}), "equal length"),
         (lambda r: r.update({"zip": [{"system.staleness.k": [1, 2]}]}), "zip[0].system.staleness.k: already varied"),

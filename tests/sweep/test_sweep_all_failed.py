@@ -17,19 +17,21 @@ def _sweep_file(tmp_path, raw) -> str:
 
 
 def test_every_run_failed_exits_non_zero(tiny_raw, tmp_path, monkeypatch):
-    import sandbox.runner as runner
+    import sandbox.run.runner as runner
 
     def broken(scn, out_dir=None, **kw):
         raise RuntimeError("simulated failure")
 
     monkeypatch.setattr(runner, "run_scenario", broken)
-    res = CliRunner().invoke(app, ["sweep", _sweep_file(tmp_path, tiny_raw), "--out", str(tmp_path / "sw"), "-j", "1", "-q"])
+    res = CliRunner().invoke(
+        app, ["sweep", _sweep_file(tmp_path, tiny_raw), "--out", str(tmp_path / "sw"), "-j", "1", "-q"]
+    )
     assert res.exit_code == 1, res.output
     assert "every run of the sweep failed" in " ".join(res.output.split())
 
 
 def test_one_run_standing_exits_zero(tiny_raw, tmp_path, monkeypatch):
-    import sandbox.runner as runner
+    import sandbox.run.runner as runner
 
     real = runner.run_scenario
 
@@ -39,5 +41,7 @@ def test_one_run_standing_exits_zero(tiny_raw, tmp_path, monkeypatch):
         return real(scn, out_dir, **kw)
 
     monkeypatch.setattr(runner, "run_scenario", half)
-    res = CliRunner().invoke(app, ["sweep", _sweep_file(tmp_path, tiny_raw), "--out", str(tmp_path / "sw"), "-j", "1", "-q"])
+    res = CliRunner().invoke(
+        app, ["sweep", _sweep_file(tmp_path, tiny_raw), "--out", str(tmp_path / "sw"), "-j", "1", "-q"]
+    )
     assert res.exit_code == 0, res.output

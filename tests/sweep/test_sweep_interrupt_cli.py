@@ -8,17 +8,20 @@ import subprocess
 import sys
 
 import tomli_w
+from _sweep_tiny import TINY_BASE
 from typer.testing import CliRunner
 
 import sandbox.sweep
 from sandbox.cli import app
 
-from _sweep_tiny import TINY_BASE
-
 
 def _sweep_file(tmp_path):
     path = tmp_path / "sweep.toml"
-    path.write_text(tomli_w.dumps({"base": copy.deepcopy(TINY_BASE), "grid": {"system.staleness.k": [0, 1]}, "sweep": {"name": "ctrlc"}}))
+    path.write_text(
+        tomli_w.dumps(
+            {"base": copy.deepcopy(TINY_BASE), "grid": {"system.staleness.k": [0, 1]}, "sweep": {"name": "ctrlc"}}
+        )
+    )
     return path
 
 
@@ -52,7 +55,9 @@ def test_ctrl_c_while_runs_run_keeps_the_finished_ones(tmp_path, monkeypatch):
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["sweep", str(_sweep_file(tmp_path)), "--out", str(out), "-j", "1", "-q"])
     assert res.exit_code == 130, res.output
-    assert f"interrupted: finished runs are kept in {out}; run the same command to resume" in " ".join(res.output.split())
+    assert f"interrupted: finished runs are kept in {out}; run the same command to resume" in " ".join(
+        res.output.split()
+    )
     assert "Aborted" not in res.output
     assert [p.parent.name for p in (out / "runs").glob("*/summary.json")] == [calls[0]]
 
@@ -71,8 +76,12 @@ def test_ctrl_c_during_the_sweep_imports_in_a_real_process(tmp_path):
         "app()\n"
     )
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-c", code, "sweep", str(_sweep_file(tmp_path)), "--out", str(out)],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", code, "sweep", str(_sweep_file(tmp_path)), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 130, res.stdout + res.stderr
     assert "interrupted: nothing was kept" in res.stdout
     assert "Aborted" not in res.stdout + res.stderr and "Traceback" not in res.stdout + res.stderr

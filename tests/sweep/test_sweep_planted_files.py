@@ -16,14 +16,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import tomli_w
+from _sweep_tiny import TINY_BASE
 from typer.testing import CliRunner
 
+from sandbox.base.outputs import LOCK, OutputError
 from sandbox.cli import app
-from sandbox.outputs import LOCK, OutputError
-from sandbox.sweep import parse_sweep, run_sweep
+from sandbox.sweep.api import parse_sweep, run_sweep
 from sandbox.sweep.results import RESULTS
-
-from _sweep_tiny import TINY_BASE
 
 
 def _snapshot(root: Path, skip: Path) -> dict:
@@ -153,7 +152,9 @@ def test_a_full_disk_mid_sweep_is_a_clear_error_and_retry_failed_completes_it(tm
     for rid, data in finished.items():
         assert (out / "runs" / rid / "summary.json").read_bytes() == data  # not recomputed
     got = pd.read_parquet(out / RESULTS).drop(columns=["wall_s"]).sort_values("id").reset_index(drop=True)
-    want = pd.read_parquet(tmp_path / "clean" / RESULTS).drop(columns=["wall_s"]).sort_values("id").reset_index(drop=True)
+    want = (
+        pd.read_parquet(tmp_path / "clean" / RESULTS).drop(columns=["wall_s"]).sort_values("id").reset_index(drop=True)
+    )
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     assert not [p for p in (out / "runs").iterdir() if p.name.startswith(".")]
 

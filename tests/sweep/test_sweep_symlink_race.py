@@ -2,7 +2,7 @@
 directory (or ``runs/``) replaced by a symbolic link while the sweep is running must not be written
 through either. The sweep reaches each directory from its own directory one component at a time
 without following a link and writes relative to the directories so opened
-(``sandbox.outputs.open_dir``, ``commit_run``): a link met is refused with a clear error, and a link
+(``sandbox.base.outputs.open_dir``, ``commit_run``): a link met is refused with a clear error, and a link
 swapped in after the directory was opened changes nothing of where the files go. Each test plants
 the link in the middle of the sweep (a hook in the sweep's own move) and asserts that nothing
 outside the sweep directory changed."""
@@ -15,13 +15,13 @@ import os
 from pathlib import Path
 
 import pytest
-
-from sandbox import outputs
-from sandbox.outputs import OutputError
-from sandbox.sweep import execute, parse_sweep, run_sweep
-
 from _sweep_tiny import TINY_BASE
 from test_sweep_planted_files import _snapshot
+
+from sandbox.base import outputs
+from sandbox.base.outputs import OutputError
+from sandbox.sweep import execute
+from sandbox.sweep.api import parse_sweep, run_sweep
 
 
 def _raw():
@@ -116,8 +116,11 @@ def test_open_dir_walks_without_links(tmp_path):
     fd = outputs.open_dir(root, root / "a" / "b" / "c")  # created on the way
     os.close(fd)
     assert (root / "a" / "b" / "c").is_dir()
-    for bad, why in ((root / "link" / "x", "symbolic link"), (root / "file" / "x", "not a directory"),
-                     (tmp_path / "elsewhere", "not inside")):
+    for bad, why in (
+        (root / "link" / "x", "symbolic link"),
+        (root / "file" / "x", "not a directory"),
+        (tmp_path / "elsewhere", "not inside"),
+    ):
         with pytest.raises(OutputError, match=why):
             outputs.open_dir(root, bad)
     with pytest.raises(OutputError, match="has gone"):

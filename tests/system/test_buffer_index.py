@@ -57,7 +57,9 @@ def _play(cfg, B, seed, scan: bool):
             buffer.append(job)
         else:
             taken = ctl.take(step, buffer)
-            out.append(([j.id for j in taken.batch] if taken.batch is not None else None, [j.id for j in taken.dropped]))
+            out.append(
+                ([j.id for j in taken.batch] if taken.batch is not None else None, [j.id for j in taken.dropped])
+            )
             if taken.batch is not None:
                 step += 1
                 ctl.on_publish(step)
@@ -65,10 +67,17 @@ def _play(cfg, B, seed, scan: bool):
     return out, ctl.dropped, ctl.consumed, [j.id for j in buffer]
 
 
-@pytest.mark.parametrize("cfg", [MaxLagControlConfig(k_max=1, enforcement="drop", queue_capacity=12),
-                                 MaxLagControlConfig(k_max=2), AsyncRatioControlConfig(alpha=1.5),
-                                 AsyncRatioControlConfig(alpha=0.0), AsyncRatioControlConfig(alpha=2.0),
-                                 FixedLagControlConfig(k=2)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        MaxLagControlConfig(k_max=1, enforcement="drop", queue_capacity=12),
+        MaxLagControlConfig(k_max=2),
+        AsyncRatioControlConfig(alpha=1.5),
+        AsyncRatioControlConfig(alpha=0.0),
+        AsyncRatioControlConfig(alpha=2.0),
+        FixedLagControlConfig(k=2),
+    ],
+)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_takes_with_the_index_equal_the_full_scan(cfg, seed):
     indexed = _play(cfg, 4, seed, scan=False)
@@ -78,7 +87,10 @@ def test_takes_with_the_index_equal_the_full_scan(cfg, seed):
 
 
 def test_the_random_sequences_drop_stale_jobs():
-    for cfg in (MaxLagControlConfig(k_max=1, enforcement="drop", queue_capacity=12), AsyncRatioControlConfig(alpha=1.5)):
+    for cfg in (
+        MaxLagControlConfig(k_max=1, enforcement="drop", queue_capacity=12),
+        AsyncRatioControlConfig(alpha=1.5),
+    ):
         takes, dropped, _, _ = _play(cfg, 4, 0, scan=False)
         assert dropped > 0 and sum(len(d) for _, d in takes) == dropped
 

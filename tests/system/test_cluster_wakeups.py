@@ -93,8 +93,18 @@ def _random_config(rng: np.random.Generator) -> tuple[SystemConfig, int]:
 
 def _job_table(result) -> list[tuple]:
     return [
-        (j.id, j.worker, j.head_version, j.tail_version, j.target_step, j.dispatch_time, j.finish_time,
-         j.consume_time, j.consume_step, j.dropped_at)
+        (
+            j.id,
+            j.worker,
+            j.head_version,
+            j.tail_version,
+            j.target_step,
+            j.dispatch_time,
+            j.finish_time,
+            j.consume_time,
+            j.consume_step,
+            j.dropped_at,
+        )
         for j in result.jobs
     ]
 
@@ -118,11 +128,19 @@ def test_random_scenarios_match_the_broadcast_reference(chunk, monkeypatch):
         assert _job_table(lean) == _job_table(reference), where
         assert lean.events == reference.events, where
         assert lean.rows == reference.rows, where
-        assert (lean.status, lean.sim_time, lean.dropped) == (reference.status, reference.sim_time, reference.dropped), where
+        assert (lean.status, lean.sim_time, lean.dropped) == (
+            reference.status,
+            reference.sim_time,
+            reference.dropped,
+        ), where
         heap = simulate_timing(cfg, 12, groups, seed=seed, engine="heap")  # the plain heap event loop (issue 48)
         assert _job_table(heap) == _job_table(reference), where
         assert heap.events == reference.events and heap.rows == reference.rows, where
-        assert (heap.status, heap.sim_time, heap.dropped) == (reference.status, reference.sim_time, reference.dropped), where
+        assert (heap.status, heap.sim_time, heap.dropped) == (
+            reference.status,
+            reference.sim_time,
+            reference.dropped,
+        ), where
 
 
 def test_failed_admissions_are_not_resumed(monkeypatch):

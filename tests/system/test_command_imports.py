@@ -27,7 +27,9 @@ print(json.dumps(sorted(sys.modules)))
 
 
 def _modules_after(*args: str) -> set[str]:
-    proc = subprocess.run([sys.executable, "-c", RUNNER, *args], capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, *args], capture_output=True, text=True, cwd=ROOT, timeout=600, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return set(json.loads(proc.stdout.strip().splitlines()[-1]))
 
@@ -37,8 +39,17 @@ def _heavy(modules: set[str]) -> set[str]:
 
 
 def test_a_figures_off_run_imports_no_plotting_dynamo_or_sympy(tmp_path):
-    modules = _modules_after("run", str(ROOT / "scenarios" / "quickstart.toml"), "--set", "run.steps=6",
-                             "--set", "run.figures=false", "--out", str(tmp_path / "run"), "-q")
+    modules = _modules_after(
+        "run",
+        str(ROOT / "scenarios" / "quickstart.toml"),
+        "--set",
+        "run.steps=6",
+        "--set",
+        "run.figures=false",
+        "--out",
+        str(tmp_path / "run"),
+        "-q",
+    )
     assert list((tmp_path / "run").glob("*/summary.json"))  # it did train (one folder per variant)
     assert "torch.optim" in modules  # the learner built its optimizer
     assert _heavy(modules) == set()

@@ -103,8 +103,13 @@ def test_in_the_cluster_the_step_time_is_the_batched_decode():
     # training 1 s; a = 0.1, b = 0.05: 2 s of decode + 1 s = 3 s per learner step
     cfg = SystemConfig(
         num_workers=2,
-        generation_time={"kind": "continuous_batching", "step_base": 0.1, "step_per_sequence": 0.05,
-                         "workers_per_engine": 2, "length_median": 10},
+        generation_time={
+            "kind": "continuous_batching",
+            "step_base": 0.1,
+            "step_per_sequence": 0.05,
+            "workers_per_engine": 2,
+            "length_median": 10,
+        },
         train_time={"kind": "constant", "value": 1.0},
         staleness={"kind": "sync"},
     )
@@ -120,9 +125,18 @@ def test_engine_runs_are_deterministic_with_drawn_lengths():
     for sync in ("drain", "abort", "partial"):
         cfg = SystemConfig(
             num_workers=8,
-            generation_time={"kind": "continuous_batching", "step_base": 0.01, "step_per_sequence": 0.001,
-                             "workers_per_engine": 4, "length_median": 100, "length_sigma": 0.8, "max_tokens": 1000,
-                             "sync": sync, "sync_time": 0.5, "kv_capacity_tokens": 3000},
+            generation_time={
+                "kind": "continuous_batching",
+                "step_base": 0.01,
+                "step_per_sequence": 0.001,
+                "workers_per_engine": 4,
+                "length_median": 100,
+                "length_sigma": 0.8,
+                "max_tokens": 1000,
+                "sync": sync,
+                "sync_time": 0.5,
+                "kv_capacity_tokens": 3000,
+            },
             train_time={"kind": "constant", "value": 1.0},
             staleness={"kind": "max_lag", "k_max": 2},
         )
@@ -130,14 +144,33 @@ def test_engine_runs_are_deterministic_with_drawn_lengths():
         assert a.sim_time == b.sim_time and list(a.events) == list(b.events)
 
 
-@pytest.mark.parametrize("system,field", [
-    ({"train_time": {"kind": "continuous_batching"}}, "train_time"),
-    ({"generation_time": {"kind": "continuous_batching"}, "partial_rollouts": True,
-      "staleness": {"kind": "max_lag"}}, "partial_rollouts"),
-    ({"generation_time": {"kind": "continuous_batching", "kv_capacity_tokens": 100, "prompt_tokens": 50,
-                          "length_median": 10, "max_tokens": 60}}, "kv_capacity_tokens"),
-    ({"generation_time": {"kind": "continuous_batching", "length_sigma": 0.5}}, "length_median"),
-])
+@pytest.mark.parametrize(
+    "system,field",
+    [
+        ({"train_time": {"kind": "continuous_batching"}}, "train_time"),
+        (
+            {
+                "generation_time": {"kind": "continuous_batching"},
+                "partial_rollouts": True,
+                "staleness": {"kind": "max_lag"},
+            },
+            "partial_rollouts",
+        ),
+        (
+            {
+                "generation_time": {
+                    "kind": "continuous_batching",
+                    "kv_capacity_tokens": 100,
+                    "prompt_tokens": 50,
+                    "length_median": 10,
+                    "max_tokens": 60,
+                }
+            },
+            "kv_capacity_tokens",
+        ),
+        ({"generation_time": {"kind": "continuous_batching", "length_sigma": 0.5}}, "length_median"),
+    ],
+)
 def test_bad_engine_settings_are_refused_naming_the_field(system, field):
     with pytest.raises(ValidationError, match=field):
         SystemConfig(**system)
@@ -146,8 +179,15 @@ def test_bad_engine_settings_are_refused_naming_the_field(system, field):
 def test_a_sequence_larger_than_the_kv_cache_is_a_simulation_error():
     from sandbox.system.cluster import SimulationError
 
-    cfg = SystemConfig(num_workers=1, generation_time={"kind": "continuous_batching", "kv_capacity_tokens": 50,
-                                                       "length_median": 40, "length_sigma": 2.0})
+    cfg = SystemConfig(
+        num_workers=1,
+        generation_time={
+            "kind": "continuous_batching",
+            "kv_capacity_tokens": 50,
+            "length_median": 40,
+            "length_sigma": 2.0,
+        },
+    )
     with pytest.raises(SimulationError, match="kv_capacity_tokens"):
         simulate_timing(cfg, 20, 1, group_size=8, seed=0)
 
@@ -204,6 +244,7 @@ def test_mixed_versions_resume_cuts_each_sequence_at_its_decoded_tokens():
             calls.append((version, list(positions)))
             job.segments += 1
             return new_lengths
+
         return resume
 
     def run(cfg, arrivals, resume):
@@ -239,21 +280,28 @@ def test_mixed_versions_resume_cuts_each_sequence_at_its_decoded_tokens():
         calls.append((version, list(positions)))
         return [p + 3 for p in positions]
 
-    done, engine = run(ContinuousBatchingDelay(**base),
-                       [("old", [4], 0, 0), ("new", [1], 1.0, 1), ("late", [2], 1.0, 0)], plus3)
+    done, engine = run(
+        ContinuousBatchingDelay(**base), [("old", [4], 0, 0), ("new", [1], 1.0, 1), ("late", [2], 1.0, 0)], plus3
+    )
     assert done == {"old": 4.5, "new": 2.5, "late": 4.5} and calls == [(1, [1]), (1, [0])]
     # off (the default): timing only, no hook called, the 3 tokens left resume (ends at 4.5 as in sync = partial)
     calls.clear()
-    done, _ = run(ContinuousBatchingDelay(**{**base, "mixed_versions": False}),
-                  [("old", [4], 0, 0), ("new", [1], 1.0, 1)], hook([6]))
+    done, _ = run(
+        ContinuousBatchingDelay(**{**base, "mixed_versions": False}),
+        [("old", [4], 0, 0), ("new", [1], 1.0, 1)],
+        hook([6]),
+    )
     assert done == {"old": 4.5, "new": 2.5} and calls == []
 
 
-@pytest.mark.parametrize("over, field", [
-    ({"sync": "drain"}, "sync = 'partial'"),
-    ({"length_median": 10}, "length_median"),
-    ({"kv_capacity_tokens": 100}, "kv_capacity_tokens"),
-])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"sync": "drain"}, "sync = 'partial'"),
+        ({"length_median": 10}, "length_median"),
+        ({"kv_capacity_tokens": 100}, "kv_capacity_tokens"),
+    ],
+)
 def test_mixed_versions_refuses_what_it_cannot_honour(over, field):
     with pytest.raises(ValidationError, match=field):
         ContinuousBatchingDelay(**{"sync": "partial", "mixed_versions": True, **over})

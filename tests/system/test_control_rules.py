@@ -12,8 +12,16 @@ import pytest
 
 from sandbox.system import cluster as cluster_module
 from sandbox.system.cluster import Job, PartialPayload, Payload
-from sandbox.system.staleness import CONTROLS, Control, Take, make_control
-from sandbox.system.staleness import AsyncRatioControlConfig, FixedLagControlConfig, MaxLagControlConfig, SyncControlConfig
+from sandbox.system.staleness import (
+    CONTROLS,
+    AsyncRatioControlConfig,
+    Control,
+    FixedLagControlConfig,
+    MaxLagControlConfig,
+    SyncControlConfig,
+    Take,
+    make_control,
+)
 
 CLUSTER_SOURCE = Path(cluster_module.__file__).read_text()
 
@@ -128,8 +136,17 @@ def test_every_registered_control_speaks_the_protocol():
 
 # -- the cluster side ------------------------------------------------------------------------------
 
-PROTOCOL = {"admit", "on_dispatch", "on_finish", "take", "on_publish", "oldest_needed_version", "stuck_reason",
-            "running", "dropped"}
+PROTOCOL = {
+    "admit",
+    "on_dispatch",
+    "on_finish",
+    "take",
+    "on_publish",
+    "oldest_needed_version",
+    "stuck_reason",
+    "running",
+    "dropped",
+}
 
 
 def _control_accesses(tree):

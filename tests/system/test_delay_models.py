@@ -103,7 +103,9 @@ def test_empirical_resamples_the_trace_uniformly():
 @pytest.mark.component("delay", "cost_model")
 def test_cost_model_charges_the_work():
     exact = CostModelDelay(prefill=0.1, per_token=0.05)
-    assert exact.expected(tokens=10) == pytest.approx(0.6) and exact.sample(np.random.default_rng(0), 10) == pytest.approx(0.6)
+    assert exact.expected(tokens=10) == pytest.approx(0.6) and exact.sample(
+        np.random.default_rng(0), 10
+    ) == pytest.approx(0.6)
     assert exact.per_token_time(np.random.default_rng(0)) == 0.05
     jitter = 0.2
     d = CostModelDelay(prefill=0.1, per_token=0.05, jitter=jitter)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from sandbox.errors import ScenarioError
-from sandbox.runner import prepare_independent, run_scenario
-from sandbox.scenario import validate_scenario
+from sandbox.base.errors import ScenarioError
+from sandbox.run.runner import prepare_independent, run_scenario
+from sandbox.scenario.api import validate_scenario
 from sandbox.system.schedule import DISPATCH, TAKE
 from sandbox.tasks.draws import RowGenerators, multinomial, rand, randn
 from sandbox.tasks.rollouts import Rollouts
@@ -17,8 +17,16 @@ from sandbox.tasks.rollouts import Rollouts
 SEED, REPLICAS = 11, 3
 
 
-def scenario(replicas: int, seed: int, schedules: str, staleness: dict, task: str = "bandit", steps: int = 40,
-             algorithm: dict | None = None, **system) -> dict:
+def scenario(
+    replicas: int,
+    seed: int,
+    schedules: str,
+    staleness: dict,
+    task: str = "bandit",
+    steps: int = 40,
+    algorithm: dict | None = None,
+    **system,
+) -> dict:
     cfg = {"name": task, "replicas": replicas}
     cfg.update({"num_arms": 10} if task == "bandit" else {"horizon": 6})
     return {
@@ -31,8 +39,13 @@ def scenario(replicas: int, seed: int, schedules: str, staleness: dict, task: st
             "staleness": staleness,
             **system,
         },
-        "algorithm": {"group_size": 4, "groups_per_step": 4, "objective": {"name": "grpo"},
-                      "optimizer": {"name": "adam", "lr": 0.1}, **(algorithm or {})},
+        "algorithm": {
+            "group_size": 4,
+            "groups_per_step": 4,
+            "objective": {"name": "grpo"},
+            "optimizer": {"name": "adam", "lr": 0.1},
+            **(algorithm or {}),
+        },
         "run": {"steps": steps, "seed": seed, "figures": False, "eval_every": 1, "schedules": schedules},
     }
 
@@ -45,10 +58,14 @@ def assert_replicas_are_separate_runs(**kw) -> None:
         assert alone.status == "completed"
         assert len(alone.metrics) == batched.replica_metrics["time"].shape[0]
         for key, values in alone.replica_metrics.items():
-            np.testing.assert_array_equal(batched.replica_metrics[key][:, r], values[:, 0], err_msg=f"replica {r}: {key}")
+            np.testing.assert_array_equal(
+                batched.replica_metrics[key][:, r], values[:, 0], err_msg=f"replica {r}: {key}"
+            )
             compared += 1
         for key in ("time", "system/step_time", "throughput/samples_per_s", "util/workers"):  # the replica's own clock
-            np.testing.assert_array_equal(batched.replica_metrics[key][:, r], alone.metrics[key].to_numpy(), err_msg=key)
+            np.testing.assert_array_equal(
+                batched.replica_metrics[key][:, r], alone.metrics[key].to_numpy(), err_msg=key
+            )
         assert batched.diverged_at[r] == alone.diverged_at[0]
     assert compared > 20
     # The schedules really differ: the replicas do not share a clock.
@@ -57,13 +74,17 @@ def assert_replicas_are_separate_runs(**kw) -> None:
     np.testing.assert_allclose(batched.metrics["time"].to_numpy(), batched.replica_metrics["time"].mean(1))
 
 
-@pytest.mark.parametrize("staleness", [
-    {"kind": "sync"},
-    {"kind": "max_lag", "k_max": 2},
-    {"kind": "max_lag", "k_max": 1, "enforcement": "drop"},
-    {"kind": "fixed_lag", "k": 2},
-    {"kind": "async_ratio", "alpha": 1.5},
-], ids=lambda s: s["kind"] + ("_drop" if s.get("enforcement") == "drop" else ""))
+@pytest.mark.parametrize(
+    "staleness",
+    [
+        {"kind": "sync"},
+        {"kind": "max_lag", "k_max": 2},
+        {"kind": "max_lag", "k_max": 1, "enforcement": "drop"},
+        {"kind": "fixed_lag", "k": 2},
+        {"kind": "async_ratio", "alpha": 1.5},
+    ],
+    ids=lambda s: s["kind"] + ("_drop" if s.get("enforcement") == "drop" else ""),
+)
 @pytest.mark.parametrize("task", ["bandit", "bitstring"])
 def test_each_replica_is_the_separate_run_with_its_seed(staleness, task):
     assert_replicas_are_separate_runs(staleness=staleness, task=task)
@@ -71,17 +92,25 @@ def test_each_replica_is_the_separate_run_with_its_seed(staleness, task):
 
 def test_minibatches_epochs_and_a_stabilizer_replay_exactly():
     assert_replicas_are_separate_runs(
-        staleness={"kind": "max_lag", "k_max": 2}, task="bitstring", steps=30,
-        algorithm={"minibatches": 2, "epochs": 2, "proximal": "batch_start",
-                   "correction": {"name": "tis", "level": "sequence", "C": 4.0},
-                   "stabilizers": [{"name": "gac"}], "optimizer": {"name": "adam", "lr": 0.1, "grad_clip": 1.0}},
+        staleness={"kind": "max_lag", "k_max": 2},
+        task="bitstring",
+        steps=30,
+        algorithm={
+            "minibatches": 2,
+            "epochs": 2,
+            "proximal": "batch_start",
+            "correction": {"name": "tis", "level": "sequence", "C": 4.0},
+            "stabilizers": [{"name": "gac"}],
+            "optimizer": {"name": "adam", "lr": 0.1, "grad_clip": 1.0},
+        },
     )
 
 
 def test_token_dependent_timing_replays_exactly():
     """Per-token generation and training costs read the (fixed) lengths the schedule assumed."""
     assert_replicas_are_separate_runs(
-        staleness={"kind": "max_lag", "k_max": 2}, task="bitstring",
+        staleness={"kind": "max_lag", "k_max": 2},
+        task="bitstring",
         generation_time={"kind": "cost_model", "per_token": 0.05, "prefill": 0.1, "jitter": 0.3},
         train_time={"kind": "cost_model", "per_token": 0.001, "prefill": 0.05},
     )
@@ -89,15 +118,22 @@ def test_token_dependent_timing_replays_exactly():
 
 def test_drops_happen_in_the_drop_scenario():
     """The drop case above is only a test of dropped work if work is dropped."""
-    res = run_scenario(validate_scenario(scenario(REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 1, "enforcement": "drop"})), force=True)
+    res = run_scenario(
+        validate_scenario(
+            scenario(REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 1, "enforcement": "drop"})
+        ),
+        force=True,
+    )
     assert (res.replica_metrics["system/dropped"][-1] > 0).all()
 
 
 def test_a_wrong_version_would_be_caught():
     """A replay that samples with the weights of a wrong version changes the numbers the tests compare."""
-    import sandbox.replay as replay
+    import sandbox.run.replay as replay
 
-    data = scenario(REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 3}, train_time={"kind": "constant", "value": 0.8})
+    data = scenario(
+        REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 3}, train_time={"kind": "constant", "value": 0.8}
+    )
     good = run_scenario(validate_scenario(data), force=True)
     original = replay._ring_sizes
     deep = []
@@ -120,13 +156,24 @@ def test_a_wrong_version_would_be_caught():
     assert not np.array_equal(good.replica_metrics["loss"], bad.replica_metrics["loss"])
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"task": {"name": "quadratic"}}, "run.schedules"),
-    ({"system": {"partial_rollouts": True, "generation_time": {"kind": "cost_model", "per_token": 0.1},
-                 "staleness": {"kind": "max_lag", "k_max": 1}}}, "partial_rollouts"),
-    ({"run": {"system_seed": 3}}, "run.system_seed"),
-    ({"run": {"seed": 2**63 - 2}}, "run.seed"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"task": {"name": "quadratic"}}, "run.schedules"),
+        (
+            {
+                "system": {
+                    "partial_rollouts": True,
+                    "generation_time": {"kind": "cost_model", "per_token": 0.1},
+                    "staleness": {"kind": "max_lag", "k_max": 1},
+                }
+            },
+            "partial_rollouts",
+        ),
+        ({"run": {"system_seed": 3}}, "run.system_seed"),
+        ({"run": {"seed": 2**63 - 2}}, "run.seed"),
+    ],
+)
 def test_refused_at_load_time_naming_the_field(change, field):
     data = scenario(REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 1})
     for section, values in change.items():
@@ -144,11 +191,16 @@ def test_refused_at_run_time_when_validation_was_bypassed():
 
 def test_row_generators_draw_what_one_replica_runs_draw():
     probs = torch.softmax(torch.randn(3, 5, generator=torch.Generator().manual_seed(0)), -1)
-    for draw in (lambda p, g: multinomial(p, 7, g), lambda p, g: rand((p.shape[0], 20), g),
-                 lambda p, g: randn((p.shape[0], 20), g, torch.float64)):
+    for draw in (
+        lambda p, g: multinomial(p, 7, g),
+        lambda p, g: rand((p.shape[0], 20), g),
+        lambda p, g: randn((p.shape[0], 20), g, torch.float64),
+    ):
         rows = draw(probs, RowGenerators([torch.Generator().manual_seed(s) for s in range(3)]))
         for s in range(3):
-            torch.testing.assert_close(rows[s:s + 1], draw(probs[s:s + 1], torch.Generator().manual_seed(s)), rtol=0, atol=0)
+            torch.testing.assert_close(
+                rows[s : s + 1], draw(probs[s : s + 1], torch.Generator().manual_seed(s)), rtol=0, atol=0
+            )
     with pytest.raises(ValueError, match="2 rows with 3 row generators"):
         rand((2, 4), RowGenerators([torch.Generator() for _ in range(3)]))
 
@@ -156,7 +208,9 @@ def test_row_generators_draw_what_one_replica_runs_draw():
 def test_rollouts_extend_stamps_a_version_per_replica():
     group = Rollouts.empty(2, 3)
     ones = torch.ones(2, 3, dtype=torch.long)
-    out = group.extend(torch.zeros(2, 3, 1, dtype=torch.long), torch.zeros(2, 3, 1), ones, ones.bool(), torch.tensor([4, 7]))
+    out = group.extend(
+        torch.zeros(2, 3, 1, dtype=torch.long), torch.zeros(2, 3, 1), ones, ones.bool(), torch.tensor([4, 7])
+    )
     assert out.token_versions[:, :, 0].tolist() == [[4, 4, 4], [7, 7, 7]]
 
 
@@ -178,7 +232,7 @@ def test_time_to_target_reads_each_replicas_own_clock():
 
 
 def test_figures_drawn_from_the_jobs_table_say_whose_schedule_it_is():
-    from sandbox.plots import _replica_zero
+    from sandbox.run.plots import _replica_zero
 
     kw = dict(staleness={"kind": "sync"}, steps=5)
     independent = run_scenario(validate_scenario(scenario(REPLICAS, SEED, "independent", **kw)), force=True)
@@ -199,8 +253,15 @@ def test_schedules_simulated_in_worker_processes_give_the_same_run():
     assert alone.jobs.equals(spread.jobs) and alone.events.equals(spread.events)
 
 
-ENGINE = {"kind": "continuous_batching", "step_base": 0.05, "step_per_sequence": 0.01, "workers_per_engine": 5,
-          "length_median": 10, "length_sigma": 0.5, "sync_time": 0.1}
+ENGINE = {
+    "kind": "continuous_batching",
+    "step_base": 0.05,
+    "step_per_sequence": 0.01,
+    "workers_per_engine": 5,
+    "length_median": 10,
+    "length_sigma": 0.5,
+    "sync_time": 0.1,
+}
 
 
 def test_replicas_on_a_draining_engine_are_separate_runs():
@@ -209,7 +270,8 @@ def test_replicas_on_a_draining_engine_are_separate_runs():
 
 def test_an_engine_that_aborts_or_resumes_is_refused_naming_the_field():
     for sync in ("abort", "partial"):
-        data = scenario(REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 1},
-                        generation_time={**ENGINE, "sync": sync})
+        data = scenario(
+            REPLICAS, SEED, "independent", {"kind": "max_lag", "k_max": 1}, generation_time={**ENGINE, "sync": sync}
+        )
         with pytest.raises(ValueError, match="generation_time.sync"):
             validate_scenario(data)

@@ -9,20 +9,26 @@ import weakref
 import pandas as pd
 import pytest
 
-from sandbox.runner import prepare_run, run_scenario
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import prepare_run, run_scenario
+from sandbox.scenario.api import validate_scenario
 from sandbox.system.cluster import ReleasedPayload
 
 B = 2
 
 
 def _scenario(steps: int, staleness: dict, workers: int = 4):
-    return validate_scenario({
-        "task": {"name": "bitstring", "horizon": 16, "replicas": 2},
-        "system": {"num_workers": workers, "generation_time": {"kind": "exponential", "mean": 1.0}, "staleness": staleness},
-        "algorithm": {"group_size": 4, "groups_per_step": B},
-        "run": {"steps": steps, "figures": False, "eval_every": 100},
-    })
+    return validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": 16, "replicas": 2},
+            "system": {
+                "num_workers": workers,
+                "generation_time": {"kind": "exponential", "mean": 1.0},
+                "staleness": staleness,
+            },
+            "algorithm": {"group_size": 4, "groups_per_step": B},
+            "run": {"steps": steps, "figures": False, "eval_every": 100},
+        }
+    )
 
 
 def _run_tracking(scn, keep: bool = False):

@@ -13,20 +13,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sandbox.runner import EVENT_COLUMNS, _stack_replica_rows, prepare_run
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import EVENT_COLUMNS, _stack_replica_rows, prepare_run
+from sandbox.scenario.api import validate_scenario
 from sandbox.system.cluster import JobRecords, job_record
 from sandbox.system.records import ColumnTable, MetricRows, ReplicaColumns
 
 
 def _scenario(steps: int):
-    return validate_scenario({
-        "task": {"name": "bitstring", "horizon": 16, "replicas": 2},
-        "system": {"num_workers": 6, "generation_time": {"kind": "exponential", "mean": 1.0},
-                   "staleness": {"kind": "max_lag", "k_max": 1, "enforcement": "drop", "queue_capacity": 6}},
-        "algorithm": {"group_size": 4, "groups_per_step": 2},
-        "run": {"steps": steps, "figures": False, "eval_every": 10},
-    })
+    return validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": 16, "replicas": 2},
+            "system": {
+                "num_workers": 6,
+                "generation_time": {"kind": "exponential", "mean": 1.0},
+                "staleness": {"kind": "max_lag", "k_max": 1, "enforcement": "drop", "queue_capacity": 6},
+            },
+            "algorithm": {"group_size": 4, "groups_per_step": 2},
+            "run": {"steps": steps, "figures": False, "eval_every": 10},
+        }
+    )
 
 
 def _held(steps: int) -> dict[str, int]:
@@ -84,7 +89,9 @@ def test_column_table_frame_is_the_list_of_dicts_frame():
     sparse = ColumnTable()
     sparse.put(3, {"x": 1})
     sparse.put(0, {"x": 2, "y": 0.5})
-    pd.testing.assert_frame_equal(sparse.to_frame(), pd.DataFrame([{"x": 2, "y": 0.5}, {}, {}, {"x": 1}]), check_exact=True)
+    pd.testing.assert_frame_equal(
+        sparse.to_frame(), pd.DataFrame([{"x": 2, "y": 0.5}, {}, {}, {"x": 1}]), check_exact=True
+    )
 
 
 def test_replica_columns_are_the_stacked_dicts():
@@ -118,8 +125,9 @@ def test_a_run_s_tables_are_those_of_its_objects():
     assert any(j.dropped_at is not None for j in res.jobs)
     objects = pd.DataFrame([job_record(j) for j in res.jobs])
     pd.testing.assert_frame_equal(res.jobs.to_frame(), objects, check_exact=True)
-    pd.testing.assert_frame_equal(res.events.to_frame(EVENT_COLUMNS), pd.DataFrame(list(res.events), columns=EVENT_COLUMNS),
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(
+        res.events.to_frame(EVENT_COLUMNS), pd.DataFrame(list(res.events), columns=EVENT_COLUMNS), check_exact=True
+    )
     pd.testing.assert_frame_equal(res.rows.to_frame(), pd.DataFrame(list(res.rows)), check_exact=True)
     assert [j.id for j in res.jobs] == list(range(len(res.jobs))) and res.jobs[-1].id == len(res.jobs) - 1
 
@@ -163,7 +171,7 @@ def test_traced_bytes_a_run_holds_grow_by_its_records_only():
 def test_result_empties_the_records_its_tables_come_from():
     """``runner._result`` builds the tables, then empties each record (a record and its table are
     not both held to the end of the run); the tables are those of the full records."""
-    from sandbox.runner import _result
+    from sandbox.run.runner import _result
 
     scn = _scenario(30)
     _, learner, cluster = prepare_run(scn)
@@ -179,7 +187,7 @@ def test_slim_keeps_what_the_variant_comparison_reads():
     """``sandbox run`` keeps a written variant as ``slim(result)``: no jobs or events rows, the
     per-replica arrays time-to-target reads, and the same comparison across variants."""
     from sandbox.analysis.time_to_target import compare_variants
-    from sandbox.runner import run_scenario, slim
+    from sandbox.run.runner import run_scenario, slim
 
     results = {}
     for label, staleness in (("sync", {"kind": "sync"}), ("async", {"kind": "max_lag", "k_max": 2})):
@@ -204,7 +212,7 @@ def _table_build_peak(steps: int, tmp_path) -> tuple[int, int]:
     """Peak bytes traced by tracemalloc while ``runner._result`` builds a written run's tables from its
     records (the finished jobs and events spilled to disk, as ``sandbox run`` has them), and the bytes
     of the metrics, jobs and events tables it built (their columns, object pointers counted 8 B)."""
-    from sandbox.runner import _result
+    from sandbox.run.runner import _result
     from sandbox.system.spill import Spill
 
     spill = Spill(tmp_path)
@@ -222,7 +230,9 @@ def _table_build_peak(steps: int, tmp_path) -> tuple[int, int]:
             tracemalloc.stop()
     finally:
         spill.close()
-    tables = sum(int(t.memory_usage(index=False, deep=False).sum()) for t in (result.metrics, result.jobs, result.events))
+    tables = sum(
+        int(t.memory_usage(index=False, deep=False).sum()) for t in (result.metrics, result.jobs, result.events)
+    )
     return peak, tables
 
 
@@ -244,7 +254,7 @@ def _result_held(steps: int, out) -> tuple[int, int, int]:
     """Bytes traced by tracemalloc that a written run's result holds once ``run_scenario`` returned
     (the cluster and learner gone), the bytes of its metrics table and per-replica arrays, and the
     bytes of its jobs and events tables (read after the measurement)."""
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     scn = _scenario(steps)
     gc.collect()
@@ -256,14 +266,16 @@ def _result_held(steps: int, out) -> tuple[int, int, int]:
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    kept = int(result.metrics.memory_usage(index=False, deep=False).sum()) + sum(v.nbytes for v in result.replica_metrics.values())
+    kept = int(result.metrics.memory_usage(index=False, deep=False).sum()) + sum(
+        v.nbytes for v in result.replica_metrics.values()
+    )
     tables = sum(int(t.memory_usage(index=False, deep=False).sum()) for t in (result.jobs, result.events))
     return held, kept, tables
 
 
 def test_a_written_runs_result_holds_no_jobs_or_events_table(tmp_path):
     """Issue 28: a written run's result reads its jobs and events tables from its files when used
-    (sandbox/lazy_tables.py) instead of holding them until the caller drops it (``sandbox run``: through
+    (sandbox/base/lazy_tables.py) instead of holding them until the caller drops it (``sandbox run``: through
     the writing of its files and into every forked figure worker). Between 100 and 300 steps what the
     result holds grows by its metrics table and per-replica arrays, plus 20% and 256 B a step of slack
     (deterministic: same scenario and seeds); holding the jobs and events tables too (about 1 KB a step

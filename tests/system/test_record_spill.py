@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sandbox.runner import EVENT_COLUMNS, prepare_run, run_scenario
-from sandbox.scenario import validate_scenario
+from sandbox.run.runner import EVENT_COLUMNS, prepare_run, run_scenario
+from sandbox.scenario.api import validate_scenario
 from sandbox.system.cluster import EventLog, JobRecords
 from sandbox.system.spill import PREFIX, Spill, column_kind
 
@@ -27,12 +27,14 @@ def _scenario(steps: int, staleness: dict, partial: bool = False):
     system = {"num_workers": 6, "generation_time": {"kind": "exponential", "mean": 1.0}, "staleness": staleness}
     if partial:
         system.update(partial_rollouts=True, generation_time={"kind": "cost_model", "per_token": 0.05})
-    return validate_scenario({
-        "task": {"name": "bitstring", "horizon": 8, "replicas": 2},
-        "system": system,
-        "algorithm": {"group_size": 4, "groups_per_step": 2},
-        "run": {"steps": steps, "figures": False, "eval_every": 10},
-    })
+    return validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": 8, "replicas": 2},
+            "system": system,
+            "algorithm": {"group_size": 4, "groups_per_step": 2},
+            "run": {"steps": steps, "figures": False, "eval_every": 10},
+        }
+    )
 
 
 def _tables(scn, spill):
@@ -67,8 +69,9 @@ def test_spilled_tables_are_bitwise_the_tables_in_memory(kind, small_chunks, tmp
     # reading one job or event reads the spill back: the same records as the run kept in memory
     again_jobs, again_events, res0, _ = _tables(scn, None)
     _, _, res1, _ = _tables(scn, Spill(tmp_path))
-    assert [(j.id, j.consume_step, j.dropped_at, j.finish_time) for j in res1.jobs] == \
-        [(j.id, j.consume_step, j.dropped_at, j.finish_time) for j in res0.jobs]
+    assert [(j.id, j.consume_step, j.dropped_at, j.finish_time) for j in res1.jobs] == [
+        (j.id, j.consume_step, j.dropped_at, j.finish_time) for j in res0.jobs
+    ]
     assert list(res1.events) == list(res0.events) and res1.events[3] == res0.events[3]
     spill.close()
     assert not spill.dir.exists()

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
 import torch
-
 from _sim import lags, simulate
+
 from sandbox.system.cluster import Cluster, TrainResult
 from sandbox.system.config import SystemConfig
+from sandbox.system.workload import PolicyWorkload
 from sandbox.tasks.bitstring import BitStringConfig, BitStringTask
-from sandbox.workload import PolicyWorkload
-
 
 HEAVY = {"kind": "pareto", "alpha": 1.5, "scale": 0.2}
 
 
 @pytest.mark.component("staleness", "sync")
 def test_sync_has_zero_staleness_and_waits_for_every_group():
-    _, res = simulate(num_workers=6, generation_time=HEAVY, sync_delay={"kind": "exponential", "mean": 0.3}, staleness={"kind": "sync"})
+    _, res = simulate(
+        num_workers=6,
+        generation_time=HEAVY,
+        sync_delay={"kind": "exponential", "mean": 0.3},
+        staleness={"kind": "sync"},
+    )
     lag, consumed = lags(res)
     assert res.steps_done == 300 and len(consumed) == 300 * 4
     assert (lag == 0).all()
@@ -105,7 +110,9 @@ def test_partial_rollouts_record_mixed_versions_per_token():
         staleness={"kind": "max_lag", "k_max": 3},
         partial_rollouts=True,
     )
-    cluster = Cluster(cfg, PolicyWorkload(task, gen), PerturbingTrainer(task.init_params(gen)), 2, 4, seed=1, keep_payloads=True)
+    cluster = Cluster(
+        cfg, PolicyWorkload(task, gen), PerturbingTrainer(task.init_params(gen)), 2, 4, seed=1, keep_payloads=True
+    )
     res = cluster.run(40)
     consumed = [j for j in res.jobs if j.consume_step >= 0]
     mixed = [j for j in consumed if j.tail_version > j.head_version]

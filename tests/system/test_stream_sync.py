@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _sim import lags, simulate
 from test_control_rules import Harness
+
 from sandbox.system.staleness import StreamSyncControlConfig
 
 
@@ -35,22 +35,39 @@ def test_stream_sync_step_times_and_lags_by_hand():
     # constant generation g = 2 s, training t = 0.5 s, B = 2, m = 4, 8 workers: a round's 8 groups start
     # together at T and end at T + 2; steps 4r .. 4r + 3 then train back to back, and version 4r + 4
     # publishes at T + 2 + 4·0.5 = T + 4: step s ends at 4·⌊s/4⌋ + 2 + 0.5·(s mod 4 + 1).
-    _, res = simulate(steps=12, B=2, num_workers=8, generation_time={"kind": "constant", "value": 2.0},
-                      train_time={"kind": "constant", "value": 0.5}, staleness={"kind": "stream_sync", "sync_every": 4})
+    _, res = simulate(
+        steps=12,
+        B=2,
+        num_workers=8,
+        generation_time={"kind": "constant", "value": 2.0},
+        train_time={"kind": "constant", "value": 0.5},
+        staleness={"kind": "stream_sync", "sync_every": 4},
+    )
     times = [r["time"] for r in res.rows]
     assert times == pytest.approx([4 * (s // 4) + 2 + 0.5 * (s % 4 + 1) for s in range(12)], abs=1e-12)
     lag, consumed = lags(res)
     steps = np.array([j.consume_step for j in consumed])
     assert (lag == steps % 4).all()  # lag j at the round's j-th step
     # sync with the same B waits g + t per step: 2.5 s against 1.0 s per step here
-    _, sync = simulate(steps=12, B=2, num_workers=8, generation_time={"kind": "constant", "value": 2.0},
-                       train_time={"kind": "constant", "value": 0.5}, staleness={"kind": "sync"})
+    _, sync = simulate(
+        steps=12,
+        B=2,
+        num_workers=8,
+        generation_time={"kind": "constant", "value": 2.0},
+        train_time={"kind": "constant", "value": 0.5},
+        staleness={"kind": "sync"},
+    )
     assert sync.rows[-1]["time"] == pytest.approx(12 * 2.5)
 
 
 def test_stream_sync_with_one_step_per_round_is_sync():
-    common = dict(steps=40, B=3, num_workers=5, generation_time={"kind": "pareto", "alpha": 1.5, "scale": 0.2},
-                  sync_delay={"kind": "exponential", "mean": 0.3})
+    common = dict(
+        steps=40,
+        B=3,
+        num_workers=5,
+        generation_time={"kind": "pareto", "alpha": 1.5, "scale": 0.2},
+        sync_delay={"kind": "exponential", "mean": 0.3},
+    )
     _, a = simulate(**common, staleness={"kind": "stream_sync", "sync_every": 1})
     _, b = simulate(**common, staleness={"kind": "sync"})
     assert [r["time"] for r in a.rows] == [r["time"] for r in b.rows]
@@ -81,8 +98,13 @@ def test_stream_sync_staleness_threshold_generates_ahead_with_the_round_weights(
 def test_stream_sync_staleness_threshold_hides_the_round_wait():
     # constant g = 2 s, t = 0.5 s, B = 2, m = 4: without staleness a step costs (g + m·t) / m = 1.0 s; with
     # s = 1 the next round's groups are generated during this round's training, so a step costs t = 0.5 s
-    common = dict(steps=24, B=2, num_workers=16, generation_time={"kind": "constant", "value": 2.0},
-                  train_time={"kind": "constant", "value": 0.5})
+    common = dict(
+        steps=24,
+        B=2,
+        num_workers=16,
+        generation_time={"kind": "constant", "value": 2.0},
+        train_time={"kind": "constant", "value": 0.5},
+    )
     _, zero = simulate(**common, staleness={"kind": "stream_sync", "sync_every": 4})
     _, ahead = simulate(**common, staleness={"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 1.0})
     per_step = lambda res: (res.rows[-1]["time"] - res.rows[7]["time"]) / 16  # noqa: E731

@@ -55,19 +55,22 @@ def test_pareto_tail_hand_value_and_tail_probability():
     cfg = _cb(tail_alpha=2.0)
     got = cfg.lengths(np.random.default_rng(1), TimingPayload(0), 3)
     u = 1.0 - np.random.default_rng(1).random(3)
-    assert got == [int(v) for v in np.rint(100 * u ** -0.5 / math.sqrt(2))]
+    assert got == [int(v) for v in np.rint(100 * u**-0.5 / math.sqrt(2))]
     # P(L > 100 t) = (t 2^(1/α))^(-α) = t^(-α) / 2: 1/32 at t = 4, α = 2; 200,000 draws: se = 0.00039
     big = np.array(cfg.lengths(np.random.default_rng(2), TimingPayload(0), 200_000))
     assert np.mean(big > 400) == pytest.approx(1 / 32, abs=4 * math.sqrt((1 / 32) * (31 / 32) / 200_000))
     assert np.median(big) == pytest.approx(100, abs=1)  # the median is kept
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"length_median": None, "prompts": 4}, "set length_median too"),
-    ({"length_median": None, "tail_alpha": 1.5}, "set length_median too"),
-    ({"prompt_sigma": 0.3}, "prompt_sigma: the prompts' medians need prompts"),
-    ({"tail_alpha": 0}, "tail_alpha"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"length_median": None, "prompts": 4}, "set length_median too"),
+        ({"length_median": None, "tail_alpha": 1.5}, "set length_median too"),
+        ({"prompt_sigma": 0.3}, "prompt_sigma: the prompts' medians need prompts"),
+        ({"tail_alpha": 0}, "tail_alpha"),
+    ],
+)
 def test_bad_structure_is_refused_naming_the_field(kw, match):
     with pytest.raises(ValidationError, match=match):
         _cb(**kw)
@@ -77,8 +80,12 @@ def test_cluster_passes_job_and_version():
     """In a run each group's lengths are its prompt's median times the trend at the version it was
     generated with (length_sigma = 0, no tail): the cluster hands the engine the job id and version."""
     gen = {"kind": "continuous_batching", "length_median": 50, "prompts": 7, "prompt_sigma": 0.8, "length_trend": 0.05}
-    cfg = SystemConfig(num_workers=4, generation_time=gen, train_time={"kind": "constant", "value": 0.1},
-                       staleness={"kind": "max_lag", "k_max": 2})
+    cfg = SystemConfig(
+        num_workers=4,
+        generation_time=gen,
+        train_time={"kind": "constant", "value": 0.1},
+        staleness={"kind": "max_lag", "k_max": 2},
+    )
     res = simulate_timing(cfg, 30, 2, 3, seed=0, record_events=False)
     delay = cfg.generation_time
     assert len(res.lengths) > 14

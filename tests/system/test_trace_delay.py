@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tomli_w
 
-from sandbox.scenario import ScenarioError, load_scenario
+from sandbox.scenario.api import ScenarioError, load_scenario
 from sandbox.system.delays.trace import TraceDelay, TraceError, fit_cost, read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,8 +112,12 @@ def test_fit_needs_tokens_that_vary(tmp_path):
 def scenario_with_trace(tmp_path: Path, trace_rel: str, mode: str = "resample") -> Path:
     data = {
         "task": {"name": "bitstring", "horizon": 4, "threshold": 0.5},
-        "system": {"num_workers": 2, "generation_time": {"kind": "trace", "path": trace_rel, "mode": mode},
-                   "train_time": {"kind": "constant", "value": 0.1}, "staleness": {"kind": "sync"}},
+        "system": {
+            "num_workers": 2,
+            "generation_time": {"kind": "trace", "path": trace_rel, "mode": mode},
+            "train_time": {"kind": "constant", "value": 0.1},
+            "staleness": {"kind": "sync"},
+        },
         "algorithm": {"group_size": 2, "groups_per_step": 2},
         "run": {"steps": 4, "figures": False, "eval_every": 2},
     }
@@ -130,7 +134,7 @@ def test_path_is_relative_to_the_scenario_file_and_reading_writes_nothing(tmp_pa
     assert scn.system.generation_time.expected(3) == pytest.approx(0.7)  # 0.1 + 0.2 · 3
     assert sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before
 
-    from sandbox.runner import run_scenario
+    from sandbox.run.runner import run_scenario
 
     res = run_scenario(scn, force=True)
     done = res.jobs[res.jobs.finish_time.notna()]  # the last jobs may be unfinished when the run ends
@@ -148,8 +152,21 @@ def test_a_bad_trace_is_a_scenario_error_naming_the_field(tmp_path):
 
 def test_generator_writes_a_trace_the_fit_recovers(tmp_path):
     mod = make_trace_module()
-    mod.main([str(tmp_path / "g.csv"), "--rows", "2000", "--prefill", "0.3", "--per-token", "0.004", "--jitter", "0.1",
-              "--growth", "1.0"])
+    mod.main(
+        [
+            str(tmp_path / "g.csv"),
+            "--rows",
+            "2000",
+            "--prefill",
+            "0.3",
+            "--per-token",
+            "0.004",
+            "--jitter",
+            "0.1",
+            "--growth",
+            "1.0",
+        ]
+    )
     mod.main([str(tmp_path / "g.jsonl"), "--rows", "50"])
     seconds, tokens = read_trace(tmp_path / "g.csv")
     assert len(seconds) == 2000
@@ -160,6 +177,19 @@ def test_generator_writes_a_trace_the_fit_recovers(tmp_path):
     assert np.median(tokens[1000:]) > 1.2 * np.median(tokens[:1000])
     assert len(read_trace(tmp_path / "g.jsonl")[0]) == 50
     # seeded: the same arguments, the same file
-    mod.main([str(tmp_path / "h.csv"), "--rows", "2000", "--prefill", "0.3", "--per-token", "0.004", "--jitter", "0.1",
-              "--growth", "1.0"])
+    mod.main(
+        [
+            str(tmp_path / "h.csv"),
+            "--rows",
+            "2000",
+            "--prefill",
+            "0.3",
+            "--per-token",
+            "0.004",
+            "--jitter",
+            "0.1",
+            "--growth",
+            "1.0",
+        ]
+    )
     assert (tmp_path / "h.csv").read_text() == (tmp_path / "g.csv").read_text()

@@ -54,7 +54,9 @@ def violations(res, W: int, B: int, G: int) -> list[str]:
 def idle_while_waiting(ev: pd.DataFrame, res, W: int) -> float:
     """Worker-seconds of idleness inside windows where work of the current step waited."""
     visible = {0: 0.0}
-    visible.update({int(v): float(t) for t, v in ev.loc[ev.kind == "visible", ["time", "version"]].itertuples(index=False)})
+    visible.update(
+        {int(v): float(t) for t, v in ev.loc[ev.kind == "visible", ["time", "version"]].itertuples(index=False)}
+    )
     busy: dict[int, list[tuple[float, float]]] = {w: [] for w in range(W)}
     open_: dict[tuple[int, int], float] = {}
     for t, kind, w, job in ev[["time", "kind", "worker", "job"]].itertuples(index=False):
@@ -77,8 +79,7 @@ def idle_while_waiting(ev: pd.DataFrame, res, W: int) -> float:
 
 
 @settings(max_examples=25, deadline=None)
-@given(W=st.integers(1, 12), B=st.integers(1, 6), G=st.integers(1, 6), seed=st.integers(0, 50),
-       hetero=st.booleans())
+@given(W=st.integers(1, 12), B=st.integers(1, 6), G=st.integers(1, 6), seed=st.integers(0, 50), hetero=st.booleans())
 def test_sync_never_leaves_a_worker_idle_while_work_waits(W, B, G, seed, hetero):
     speeds = [1.0 + (i % 3) for i in range(W)] if hetero else None
     res = _run(W, B, G, seed=seed, speeds=speeds)
@@ -109,9 +110,13 @@ def test_group_per_worker_is_caught_idling():
 def test_quickstart_sync_step_matches_the_split_theory(W):
     """The quickstart's system (exponential groups of mean 1 s, 8 groups of 8, train 0.2 s, sync 0.05 s):
     16 workers give a shorter synchronous step than 8 (2.97 s -> 1.94 s predicted), within 4 SE."""
-    cfg = SystemConfig(num_workers=W, generation_time={"kind": "exponential", "mean": 1.0},
-                       train_time={"kind": "constant", "value": 0.2}, sync_delay={"kind": "constant", "value": 0.05},
-                       staleness={"kind": "sync"})
+    cfg = SystemConfig(
+        num_workers=W,
+        generation_time={"kind": "exponential", "mean": 1.0},
+        train_time={"kind": "constant", "value": 0.2},
+        sync_delay={"kind": "constant", "value": 0.05},
+        staleness={"kind": "sync"},
+    )
     res = simulate_timing(cfg, 1500, 8, group_size=8, seed=3, record_events=False)
     steps = np.diff([0.0] + [r["time"] for r in res.rows])
     predicted = exp_split_step_mean(8, 8, W, rate=1.0, train=0.2, sync=0.05)
@@ -121,15 +126,24 @@ def test_quickstart_sync_step_matches_the_split_theory(W):
 def test_stream_sync_of_one_step_is_sync_and_spreads_its_round():
     """``stream_sync`` with ``sync_every = 1`` is exactly ``sync`` (both split groups over idle workers);
     with ``sync_every = 2`` a round has 2·B groups, split so that it covers the fleet too."""
+
     def stream(m):
-        cfg = SystemConfig(num_workers=16, generation_time={"kind": "exponential", "mean": 1.0},
-                           train_time={"kind": "constant", "value": 0.1}, staleness={"kind": "stream_sync", "sync_every": m})
+        cfg = SystemConfig(
+            num_workers=16,
+            generation_time={"kind": "exponential", "mean": 1.0},
+            train_time={"kind": "constant", "value": 0.1},
+            staleness={"kind": "stream_sync", "sync_every": m},
+        )
         return simulate_timing(cfg, 6, 4, group_size=8, seed=2)
 
     sync = _run(16, 4, 8, seed=2, steps=6)
     one = stream(1)
-    cfg_sync = SystemConfig(num_workers=16, generation_time={"kind": "exponential", "mean": 1.0},
-                            train_time={"kind": "constant", "value": 0.1}, staleness={"kind": "sync"})
+    cfg_sync = SystemConfig(
+        num_workers=16,
+        generation_time={"kind": "exponential", "mean": 1.0},
+        train_time={"kind": "constant", "value": 0.1},
+        staleness={"kind": "sync"},
+    )
     assert one.rows == simulate_timing(cfg_sync, 6, 4, group_size=8, seed=2).rows
     assert violations(sync, 16, 4, 8) == []
     two = pd.DataFrame(list(stream(2).events), columns=EVENT_COLUMNS)

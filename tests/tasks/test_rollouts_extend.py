@@ -19,7 +19,9 @@ def test_first_continuation_is_kept_and_later_ones_are_appended():
     first = Rollouts.empty(2, 3).extend(tokens, logp, lengths, ended & False, 5)
     assert first.tokens is tokens and first.behaviour_logp is logp
     assert first.token_versions.tolist() == torch.full((2, 3, 4), 5).tolist()
-    more = first.extend(tokens[..., :2], logp[..., :2], torch.tensor([[2, 2, 2], [1, 2, 2]]), ended, torch.tensor([6, 7]))
+    more = first.extend(
+        tokens[..., :2], logp[..., :2], torch.tensor([[2, 2, 2], [1, 2, 2]]), ended, torch.tensor([6, 7])
+    )
     assert more.width == 6 and more.tokens.data_ptr() != tokens.data_ptr()
     assert more.token_versions[1, 0].tolist() == [5, 5, 5, 5, 7, -1]  # padding cleared
     padded = Rollouts.empty(2, 3).extend(tokens, logp, lengths - 1, ended, 5)  # padding to clear: new tensors
@@ -42,11 +44,18 @@ def test_first_continuation_is_copied_when_the_copy_would_differ():
 def test_bitstring_rewards_count_only_valid_tokens():
     task = BitStringTask(BitStringConfig(horizon=4, threshold=0.5, replicas=2))
     tokens = torch.ones(2, 3, 4, dtype=torch.long)
-    full = Rollouts.empty(2, 3).extend(tokens, torch.zeros(2, 3, 4), torch.full((2, 3), 4), torch.ones(2, 3, dtype=torch.bool), 0)
+    full = Rollouts.empty(2, 3).extend(
+        tokens, torch.zeros(2, 3, 4), torch.full((2, 3), 4), torch.ones(2, 3, dtype=torch.bool), 0
+    )
     assert not full.padded and task.rewards(full, None).tolist() == [[1.0] * 3] * 2
     cut = Rollouts.empty(2, 3).extend(tokens, torch.zeros(2, 3, 4), torch.tensor([[4, 1, 2]] * 2), full.ended, 0)
     assert cut.padded and task.rewards(cut, None).tolist() == [[1.0, 0.0, 1.0]] * 2  # padding cleared to 0
-    short = Rollouts(tokens=torch.ones(2, 3, 4, dtype=torch.long), behaviour_logp=torch.zeros(2, 3, 4),
-                     token_versions=torch.zeros(2, 3, 4, dtype=torch.long), lengths=torch.tensor([[4, 1, 2]] * 2),
-                     ended=torch.ones(2, 3, dtype=torch.bool), group_size=3)  # ones left on the padding
+    short = Rollouts(
+        tokens=torch.ones(2, 3, 4, dtype=torch.long),
+        behaviour_logp=torch.zeros(2, 3, 4),
+        token_versions=torch.zeros(2, 3, 4, dtype=torch.long),
+        lengths=torch.tensor([[4, 1, 2]] * 2),
+        ended=torch.ones(2, 3, dtype=torch.bool),
+        group_size=3,
+    )  # ones left on the padding
     assert task.rewards(short, None).tolist() == [[1.0, 0.0, 1.0]] * 2

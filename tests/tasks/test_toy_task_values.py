@@ -19,7 +19,9 @@ def _responses(tokens: list[list[int]]) -> Rollouts:
     """One replica, one complete response per row of ``tokens`` (all of the same length)."""
     t = torch.tensor([tokens])
     R, N, T = t.shape
-    return Rollouts.empty(R, N).extend(t, torch.zeros(R, N, T), torch.full((R, N), T), torch.ones(R, N, dtype=torch.bool), 0)
+    return Rollouts.empty(R, N).extend(
+        t, torch.zeros(R, N, T), torch.full((R, N), T), torch.ones(R, N, dtype=torch.bool), 0
+    )
 
 
 @pytest.mark.component("task", "bandit")
@@ -50,7 +52,9 @@ def test_bitstring_expected_reward_rewards_and_logprobs_by_hand():
     ro = _responses([[1, 1, 0], [1, 0, 0], [0, 1, 1]])
     assert task.rewards(ro, None).tolist() == [[1.0, 0.0, 1.0]]
     seq = task.logprobs(params, ro).sum(-1)[0]
-    assert seq.tolist() == pytest.approx([math.log(0.5 * 0.5 * 0.8), math.log(0.5 * 0.5 * 0.8), math.log(0.5 * 0.5 * 0.2)])
+    assert seq.tolist() == pytest.approx(
+        [math.log(0.5 * 0.5 * 0.8), math.log(0.5 * 0.5 * 0.8), math.log(0.5 * 0.5 * 0.2)]
+    )
 
 
 @pytest.mark.component("task", "quadratic")
@@ -61,7 +65,9 @@ def test_quadratic_loss_gradient_and_noise_by_hand():
     assert task.loss(params).tolist() == [2.5, 5.0]  # ½ Σ s·λ_i x_i² at x = 1
     sample = task.gradient(params, 3, torch.Generator().manual_seed(0), version=7)
     assert sample.grad.shape == (2, 3, 2) and sample.version == 7
-    assert torch.equal(sample.grad, torch.tensor([[1.0, 4.0], [2.0, 8.0]], dtype=torch.float64).unsqueeze(1).expand(2, 3, 2))
+    assert torch.equal(
+        sample.grad, torch.tensor([[1.0, 4.0], [2.0, 8.0]], dtype=torch.float64).unsqueeze(1).expand(2, 3, 2)
+    )
     assert task.evaluate(params)["eval/grad_sq_norm"].tolist() == [17.0, 68.0]
     # the surrogate's autograd gradient is the mean of the given gradients
     x = {"x": params["x"].clone().requires_grad_(True)}
@@ -72,7 +78,9 @@ def test_quadratic_loss_gradient_and_noise_by_hand():
     noisy = QuadraticTask(cfg.model_copy(update={"noise_std": 0.5}))
     g = noisy.gradient(params, 20_000, torch.Generator().manual_seed(2), 0).grad - sample.grad[:, :1]
     assert float(g.std()) == pytest.approx(0.5, rel=0.02)
-    assert QuadraticConfig(dim=3, eig_min=0.01, eig_max=1.0).hessian_diagonal().tolist() == pytest.approx([0.01, 0.1, 1.0])
+    assert QuadraticConfig(dim=3, eig_min=0.01, eig_max=1.0).hessian_diagonal().tolist() == pytest.approx(
+        [0.01, 0.1, 1.0]
+    )
 
 
 def test_every_task_is_registered_with_its_kind_and_built_from_its_config():

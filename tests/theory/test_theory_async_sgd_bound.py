@@ -93,8 +93,10 @@ def test_step_size_condition():
         ab.bound(1.01 * ab.step_size_limit(1.0, 3), 1.0, 1.0, 1.0, 3, 100)
 
 
-@pytest.mark.parametrize("L,F0,sigma,tau,T", [(1.0, 10.0, 1.0, 4, 10_000), (2.0, 1.0, 0.1, 0, 500),
-                                              (1.0, 1.0, 0.5, 16, 50), (1.0, 5.0, 0.0, 3, 100)])
+@pytest.mark.parametrize(
+    "L,F0,sigma,tau,T",
+    [(1.0, 10.0, 1.0, 4, 10_000), (2.0, 1.0, 0.1, 0, 500), (1.0, 1.0, 0.5, 16, 50), (1.0, 5.0, 0.0, 3, 100)],
+)
 def test_optimal_step_size_minimises_bound(L, F0, sigma, tau, T):
     eta_opt = ab.optimal_step_size(L, F0, sigma, tau, T)
     grid = np.linspace(1e-4, 1.0, 20001) * ab.step_size_limit(L, tau)

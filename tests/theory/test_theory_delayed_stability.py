@@ -9,8 +9,20 @@ import sympy as sp
 from theory import delayed_stability as ds
 
 # docs/theory.md#t1 values, rounded to 5 decimals => tolerance half a unit in the last place.
-TABLE = {0: 2.0, 1: 1.0, 2: 0.61803, 3: 0.44504, 4: 0.34730, 5: 0.28463, 8: 0.18454,
-         10: 0.14946, 16: 0.09516, 32: 0.04833, 64: 0.02435, 128: 0.01222}
+TABLE = {
+    0: 2.0,
+    1: 1.0,
+    2: 0.61803,
+    3: 0.44504,
+    4: 0.34730,
+    5: 0.28463,
+    8: 0.18454,
+    10: 0.14946,
+    16: 0.09516,
+    32: 0.04833,
+    64: 0.02435,
+    128: 0.01222,
+}
 
 
 def max_root_modulus(a: float, tau: int) -> float:

@@ -10,11 +10,11 @@ import pytest
 import sympy as sp
 
 from theory.engine_batching import (
+    EL_sym,
+    P_sym,
     a_sym,
     b_sym,
     c_sym,
-    EL_sym,
-    P_sym,
     engine_latency,
     engine_throughput,
     engine_throughput_limit,
@@ -29,7 +29,9 @@ def test_closed_forms_agree_with_sympy_and_little():
     vals = {c_sym: 16, a_sym: 0.01, b_sym: 0.001, EL_sym: 113.0, P_sym: 0.02}
     assert float(X.subs(vals)) == pytest.approx(engine_throughput(16, 0.01, 0.001, 113.0, 0.02), rel=1e-12)
     # Little: c = X W
-    assert engine_throughput(16, 0.01, 0.001, 113.0, 0.02) * engine_latency(16, 0.01, 0.001, 113.0, 0.02) == pytest.approx(16)
+    assert engine_throughput(16, 0.01, 0.001, 113.0, 0.02) * engine_latency(
+        16, 0.01, 0.001, 113.0, 0.02
+    ) == pytest.approx(16)
     limit = sp.limit(X, c_sym, sp.oo)
     assert sp.simplify(limit - 1 / (EL_sym * b_sym + P_sym)) == 0
     assert engine_throughput_limit(0.001, 113.0, 0.02) == pytest.approx(1 / (0.113 + 0.02))
@@ -38,7 +40,9 @@ def test_closed_forms_agree_with_sympy_and_little():
     assert mean_staleness_saturated(1, 1) == 1.0 and mean_staleness_saturated(8, 4) == pytest.approx((8 + 1.5) / 4)
 
 
-@pytest.mark.parametrize("median,sigma,cut", [(100.0, 0.5, None), (3.0, 1.0, 20), (1000.0, 0.819, 8192), (0.4, 0.3, None)])
+@pytest.mark.parametrize(
+    "median,sigma,cut", [(100.0, 0.5, None), (3.0, 1.0, 20), (1000.0, 0.819, 8192), (0.4, 0.3, None)]
+)
 def test_rounded_lognormal_mean_against_monte_carlo(median, sigma, cut):
     rng = np.random.default_rng(7)
     x = np.rint(median * np.exp(sigma * rng.standard_normal(2_000_000)))

@@ -72,8 +72,10 @@ def gauss_quadrature_second_moment(m1, s1, m2, s2):
     return float(TRAPZ(np.exp(2 * logp - logq), x))
 
 
-@pytest.mark.parametrize("m1,s1,m2,s2,value", [(0.5, 1, 0, 1, 1.28403), (0, 1, 0, 1.2, 1.05023),
-                                               (0, 1, 0, 0.8, 1.20949), (0.3, 0.9, -0.2, 1.5, None)])
+@pytest.mark.parametrize(
+    "m1,s1,m2,s2,value",
+    [(0.5, 1, 0, 1, 1.28403), (0, 1, 0, 1.2, 1.05023), (0, 1, 0, 0.8, 1.20949), (0.3, 0.9, -0.2, 1.5, None)],
+)
 def test_gaussian_second_moment(m1, s1, m2, s2, value):
     got = iw.gaussian_second_moment(m1, s1, m2, s2)
     if value is not None:
@@ -177,8 +179,12 @@ def test_truncated_lognormal_monte_carlo(s, C):
     w = np.exp(rng.normal(-s * s / 2, s, 1_000_000))
     r = iw.truncated_lognormal(s, C)
     wc = np.minimum(w, C)
-    for key, sample in [("mean", wc), ("second_moment", wc**2), ("tail_prob", (w >= C).astype(float)),
-                        ("excess", np.maximum(w - C, 0.0))]:
+    for key, sample in [
+        ("mean", wc),
+        ("second_moment", wc**2),
+        ("tail_prob", (w >= C).astype(float)),
+        ("excess", np.maximum(w - C, 0.0)),
+    ]:
         # all four have finite variance for a lognormal; SE from 10^6 i.i.d. samples
         se = sample.std(ddof=1) / math.sqrt(sample.size)
         assert abs(sample.mean() - r[key]) <= 4 * se, key

@@ -17,7 +17,11 @@ def kish_fraction(W):
 
 def test_lognormal_symbolic():
     m = me.lognormal_moment_expr()
-    k, s2, T = sp.Symbol("k", integer=True, nonnegative=True), sp.Symbol("s2", positive=True), sp.Symbol("T", positive=True)
+    k, s2, T = (
+        sp.Symbol("k", integer=True, nonnegative=True),
+        sp.Symbol("s2", positive=True),
+        sp.Symbol("T", positive=True),
+    )
     assert sp.simplify(m.subs(k, 1)) == 1  # a proper ratio
     assert sp.simplify(m.subs(k, 2) - sp.exp(s2)) == 0
     assert sp.simplify(me.lognormal_sequence_ess_expr() - sp.exp(-T * s2)) == 0
@@ -76,7 +80,8 @@ def test_delta_method_agrees_only_in_its_regime():
         assert abs(delta - exact) <= 0.05 * abs(exact - math.exp(-s2))
     # generic moments reproduce the log-normal call
     assert me.kish_ess_fraction_delta(100, m2=math.exp(1), m3=math.exp(3), m4=math.exp(6)) == pytest.approx(
-        me.kish_ess_fraction_delta(100, 1.0), rel=1e-14)
+        me.kish_ess_fraction_delta(100, 1.0), rel=1e-14
+    )
     # N = 64, s2 = 2: the delta correction explodes while the truth is a bias of 88%
     assert me.kish_ess_fraction_delta(64, 2.0) > 5.0 > me.expected_kish_ess_fraction(64, 2.0)
 
@@ -192,7 +197,8 @@ def test_softmax_logit_noise_variance_monte_carlo():
     # a Bernoulli as a two-logit softmax with noise on both logits: twice the one-logit variance
     q = 1 / (1 + math.exp(-0.8))
     assert me.softmax_logit_noise_var([q, 1 - q], 0.3) == pytest.approx(
-        2 * me.bernoulli_logit_noise_second_order(0.8, 0.3)["var_logratio"], rel=1e-14)
+        2 * me.bernoulli_logit_noise_second_order(0.8, 0.3)["var_logratio"], rel=1e-14
+    )
 
 
 def test_bernoulli_sequence_second_moment_monte_carlo():
@@ -228,10 +234,12 @@ def test_stale_noise_second_moment_reduces_to_items_4_and_t8():
     from theory.mismatch_ess import bernoulli_logit_noise, bernoulli_stale_noise_second_moment
 
     th = np.array([-1.5, 0.0, 0.7])
-    assert np.allclose(bernoulli_stale_noise_second_moment(th, th, 0.4), bernoulli_logit_noise(th, 0.4)["second_moment"],
-                       rtol=1e-12)
-    assert np.allclose(bernoulli_stale_noise_second_moment(th, th - 0.3, 0.0), bernoulli_second_moment(th, th - 0.3),
-                       rtol=1e-12)
+    assert np.allclose(
+        bernoulli_stale_noise_second_moment(th, th, 0.4), bernoulli_logit_noise(th, 0.4)["second_moment"], rtol=1e-12
+    )
+    assert np.allclose(
+        bernoulli_stale_noise_second_moment(th, th - 0.3, 0.0), bernoulli_second_moment(th, th - 0.3), rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("theta, theta_v, sz", [(0.3, -0.2, 0.3), (-1.0, -1.0, 0.28), (2.0, 1.0, 0.5)])

@@ -23,8 +23,12 @@ def test_worked_example(ex):
     assert ex.w == pytest.approx([1.25, 0.75, 1.0], abs=1e-14)
     assert ex.W == pytest.approx([0.59375, 0.43875, 0.98], abs=1e-14)
     assert ex.b_star == pytest.approx(0.55090, abs=5e-6)  # 5-decimal table
-    for b, v, dv in [(0.0, 0.21370, 0.18483), (0.6, 0.03034, 0.00147), (0.5, 0.03045, 0.00158),
-                     (ex.b_star, 0.02887, 0.0)]:
+    for b, v, dv in [
+        (0.0, 0.21370, 0.18483),
+        (0.6, 0.03034, 0.00147),
+        (0.5, 0.03045, 0.00158),
+        (ex.b_star, 0.02887, 0.0),
+    ]:
         assert ex.variance(b) == pytest.approx(v, abs=5e-6)
         assert ex.excess_variance(b) == pytest.approx(dv, abs=5e-6)
     assert ex.mean_grad == pytest.approx([0.2, -0.18, -0.02], abs=1e-14)

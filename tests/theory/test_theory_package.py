@@ -32,8 +32,10 @@ def test_doctests(name):
 
 def test_imports_only_numpy_and_sympy():
     # fresh interpreter: importing theory must not pull in sandbox (or scipy)
-    code = ("import sys, theory; bad = [m for m in ('sandbox', 'scipy', 'torch') if m in sys.modules];"
-            "print(','.join(bad)); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, theory; bad = [m for m in ('sandbox', 'scipy', 'torch') if m in sys.modules];"
+        "print(','.join(bad)); sys.exit(1 if bad else 0)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     for path in pathlib.Path(theory.__file__).parent.glob("*.py"):

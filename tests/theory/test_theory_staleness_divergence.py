@@ -107,7 +107,8 @@ def test_predicted_kl_and_ess_against_softmax():
     assert abs(log_ess.mean() - pred_log) <= 4 * log_ess.std(ddof=1) / math.sqrt(reps) + 0.02 * abs(pred_log)
     # a sequence of L independent tokens multiplies the exponent by L
     assert sd.predicted_ess_fraction(eta, U, S, fisher, length=10) == pytest.approx(
-        sd.predicted_ess_fraction(eta, U, S, fisher) ** 10, rel=1e-12)
+        sd.predicted_ess_fraction(eta, U, S, fisher) ** 10, rel=1e-12
+    )
 
 
 def test_fisher_quadratic_form_is_the_exact_log_weight_variance_of_independent_bernoullis():

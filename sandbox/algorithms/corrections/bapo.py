@@ -9,8 +9,8 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor
 
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
 
 
 class BAPOConfig(MethodConfig):

@@ -22,8 +22,8 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor
 
-from ...registry import Registry
-from .._tensor import seq_sum
+from sandbox.algorithms._tensor import seq_sum
+from sandbox.base.registry import Registry
 
 CORRECTIONS = Registry("correction", plugins="correction")
 """Every off-policy correction, keyed by its TOML ``name``; one module of this package each."""

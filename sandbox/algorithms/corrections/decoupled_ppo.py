@@ -7,8 +7,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult, Level, to_tokens
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import (
+    CORRECTIONS,
+    Correction,
+    CorrectionContext,
+    CorrectionResult,
+    Level,
+    to_tokens,
+)
 
 
 class DecoupledPPOConfig(MethodConfig):
@@ -41,5 +48,7 @@ class DecoupledPPO(Correction):
         return CorrectionResult(
             coef=ctx.log_w.exp(),
             mask=(~over).to(ctx.fmask.dtype),
-            metrics={"is/behave_approx_kl": (ctx.log_w * ctx.fmask).sum((-2, -1)) / ctx.fmask.sum((-2, -1)).clamp_min(1.0)},
+            metrics={
+                "is/behave_approx_kl": (ctx.log_w * ctx.fmask).sum((-2, -1)) / ctx.fmask.sum((-2, -1)).clamp_min(1.0)
+            },
         )

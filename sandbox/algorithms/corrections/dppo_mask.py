@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from .._tensor import token_mean
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
+from sandbox.algorithms._tensor import token_mean
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
 
 
 class DPPOMaskConfig(MethodConfig):
@@ -18,7 +18,9 @@ class DPPOMaskConfig(MethodConfig):
     direction, add ``kl_tau·(log ρ)²``."""
 
     name: Literal["dppo_mask"] = "dppo_mask"
-    variant: Literal["dppo", "ipo"] = Field("dppo", description="dppo: sign-aware Δp mask; ipo: symmetric |Δp| > ipo_threshold.")
+    variant: Literal["dppo", "ipo"] = Field(
+        "dppo", description="dppo: sign-aware Δp mask; ipo: symmetric |Δp| > ipo_threshold."
+    )
     dppo_mask_low: float = Field(0.2, ge=0, description="prime-rl default 0.2.")
     dppo_mask_high: float = Field(0.2, ge=0, description="prime-rl default 0.2.")
     ipo_threshold: float = Field(0.1, ge=0, description="prime-rl ipo variant 0.1.")

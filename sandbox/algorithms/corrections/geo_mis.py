@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .._tensor import seq_mean
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult, to_tokens
+from sandbox.algorithms._tensor import seq_mean
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult, to_tokens
 
 
 class GeoMISConfig(MethodConfig):

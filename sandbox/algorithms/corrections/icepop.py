@@ -6,8 +6,14 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult, log_or_neg_inf
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import (
+    CORRECTIONS,
+    Correction,
+    CorrectionContext,
+    CorrectionResult,
+    log_or_neg_inf,
+)
 
 
 class IcePopConfig(MethodConfig):

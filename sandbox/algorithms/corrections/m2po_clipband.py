@@ -10,8 +10,8 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
 
 
 class M2POClipBandConfig(MethodConfig):
@@ -22,10 +22,12 @@ class M2POClipBandConfig(MethodConfig):
     name: Literal["m2po_clipband"] = "m2po_clipband"
     m2_budget: float = Field(0.04, gt=0, description="M2_budget; 0.04 (paper and official scripts).")
     miniclip_low: float | None = Field(
-        None, description="Floor on ε_low (lower bound ≤ 1 − miniclip_low); code knob, unset in released scripts (0.3 when used)."
+        None,
+        description="Floor on ε_low (lower bound ≤ 1 − miniclip_low); code knob, unset in released scripts (0.3 when used).",
     )
     miniclip_high: float | None = Field(
-        None, description="Floor on ε_high (upper bound ≥ 1 + miniclip_high); unset in released scripts (0.5 when used)."
+        None,
+        description="Floor on ε_high (upper bound ≥ 1 + miniclip_high); unset in released scripts (0.5 when used).",
     )
 
 

@@ -9,9 +9,9 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from .._tensor import token_mean
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
+from sandbox.algorithms._tensor import token_mean
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
 
 
 class M2POMaskConfig(MethodConfig):
@@ -20,7 +20,9 @@ class M2POMaskConfig(MethodConfig):
     below τ_M2."""
 
     name: Literal["m2po_mask"] = "m2po_mask"
-    m2_threshold: float = Field(0.04, gt=0, description="τ_M2; 0.04 in all paper experiments (AReaL actor.m2_threshold).")
+    m2_threshold: float = Field(
+        0.04, gt=0, description="τ_M2; 0.04 in all paper experiments (AReaL actor.m2_threshold)."
+    )
     anchor: Literal["prox", "current"] = Field(
         "prox",
         description="δ = log π_anchor − log μ: 'prox' (AReaL; falls back to sg(π_θ) in bypass) or 'current' (paper: π_θ).",

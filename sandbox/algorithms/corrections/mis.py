@@ -7,8 +7,16 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult, Level, log_or_neg_inf, to_tokens
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import (
+    CORRECTIONS,
+    Correction,
+    CorrectionContext,
+    CorrectionResult,
+    Level,
+    log_or_neg_inf,
+    to_tokens,
+)
 
 
 class MISConfig(MethodConfig):
@@ -17,13 +25,19 @@ class MISConfig(MethodConfig):
 
     name: Literal["mis"] = "mis"
     level: Level = Field("token", description="token or sequence.")
-    C: float = Field(2.0, gt=0, description="Upper band edge; typical 2–3 (docs/methods/corrections.md#mis; TRL cap 3.0).")
+    C: float = Field(
+        2.0, gt=0, description="Upper band edge; typical 2–3 (docs/methods/corrections.md#mis; TRL cap 3.0)."
+    )
     C_low: float = Field(0.0, ge=0.0, description="Lower band edge (0 = none; SkyRL uses 0.5).")
     seq_weight: Literal["ratio", "one"] = Field(
         "ratio", description="Surviving sequence coefficient: the ratio Π w (verl) or 1 (pure rejection)."
     )
-    veto_low: float | None = Field(None, description="Veto: drop a sequence if any token has w_t < veto_low (e.g. 1e-4).")
-    veto_high: float | None = Field(None, description="Veto: drop a sequence if any token has w_t > veto_high (e.g. 100).")
+    veto_low: float | None = Field(
+        None, description="Veto: drop a sequence if any token has w_t < veto_low (e.g. 1e-4)."
+    )
+    veto_high: float | None = Field(
+        None, description="Veto: drop a sequence if any token has w_t > veto_high (e.g. 100)."
+    )
     batch_normalize: bool | Literal["kept_tokens", "verl_band", "verl_is_rs"] = Field(
         False,
         description="Rescale the coefficients to batch mean 1, and over what (docs/methods/corrections.md#mis): false = "

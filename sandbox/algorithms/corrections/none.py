@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
 
 
 class NoCorrectionConfig(MethodConfig):

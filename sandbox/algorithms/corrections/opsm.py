@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from .._tensor import seq_mean
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
+from sandbox.algorithms._tensor import seq_mean
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
 
 
 class OPSMConfig(MethodConfig):

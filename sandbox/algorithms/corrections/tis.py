@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .._tensor import masked_frac
-from ..base import MethodConfig
-from .base import (
+from sandbox.algorithms._tensor import masked_frac
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import (
     CORRECTIONS,
     Correction,
     CorrectionContext,

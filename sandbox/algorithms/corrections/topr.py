@@ -7,8 +7,15 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from ..base import MethodConfig
-from .base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult, Level, to_tokens
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.corrections.base import (
+    CORRECTIONS,
+    Correction,
+    CorrectionContext,
+    CorrectionResult,
+    Level,
+    to_tokens,
+)
 
 
 class TOPRConfig(MethodConfig):

@@ -4,7 +4,7 @@ here; the scenario union, name lists and ``__all__`` follow from the registry.""
 
 from __future__ import annotations
 
-from .base import OBJECTIVES, Objective, Surrogate, SurrogateInput
+from sandbox.algorithms.objectives.base import OBJECTIVES, Objective, Surrogate, SurrogateInput
 
 OBJECTIVES.discover(__name__)
 

@@ -18,11 +18,11 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor
 
-from ...registry import Registry
-from .. import advantages as A
-from .._tensor import Aggregation, float_flag, maximum, seq_mean
-from ..api import SEQ_GRAD_KEY, PolicyLossInput
-from ..base import MethodConfig, need_groups
+from sandbox.algorithms import advantages as A
+from sandbox.algorithms._tensor import Aggregation, float_flag, maximum, seq_mean
+from sandbox.algorithms.api import SEQ_GRAD_KEY, PolicyLossInput
+from sandbox.algorithms.base import MethodConfig, need_groups
+from sandbox.base.registry import Registry
 
 OBJECTIVES = Registry("objective", plugins="objective")
 """Every objective, keyed by its TOML ``name``; one module of this package each."""
@@ -69,9 +69,14 @@ OPOB_KNOBS: tuple[str, ...] = tuple(OpobKnobs.model_fields)
 
 
 class ClipKnobs(MethodConfig):
-    eps_low: float = Field(0.2, ge=0.0, description="Lower clip: ratio floor 1 − eps_low. PPO default 0.2 (arXiv 1707.06347).")
+    eps_low: float = Field(
+        0.2, ge=0.0, description="Lower clip: ratio floor 1 − eps_low. PPO default 0.2 (arXiv 1707.06347)."
+    )
     eps_high: float = Field(
-        0.2, ge=0.0, allow_inf_nan=True, description="Upper clip: ratio cap 1 + eps_high. PPO default 0.2; inf = no upper clip."
+        0.2,
+        ge=0.0,
+        allow_inf_nan=True,
+        description="Upper clip: ratio cap 1 + eps_high. PPO default 0.2; inf = no upper clip.",
     )
     dual_clip_c: float | None = Field(
         None,
@@ -193,7 +198,9 @@ def cispo_surrogate(logp: Tensor, ratio: Tensor, adv: Tensor, eps_low: float, ep
     return Surrogate(-w * adv.detach() * logp, r, flag)
 
 
-def gspo_surrogate(logp: Tensor, anchor_logp: Tensor, adv: Tensor, fmask: Tensor, eps_low: float, eps_high: float) -> Surrogate:
+def gspo_surrogate(
+    logp: Tensor, anchor_logp: Tensor, adv: Tensor, fmask: Tensor, eps_low: float, eps_high: float
+) -> Surrogate:
     """GSPO (arXiv 2507.18071) in its GSPO-token form: ``s_i = exp(mean_t log(π_θ/π_anchor))``,
     ``s_{i,t} = sg(s_i)·π_θ(y_t)/sg(π_θ(y_t))``, ``ℓ = −min(s Â, clip(s, 1−ε_l, 1+ε_h) Â)``. Same value and
     (with per-sequence advantages) the same gradient as sequence-level GSPO, but per-token factors compose."""
@@ -221,8 +228,15 @@ def seq_grad_sq_norms(inp: PolicyLossInput, who: str) -> Tensor:
     return g.detach().to(inp.rewards.dtype).expand_as(inp.rewards)
 
 
-def opob_advantage(cfg: OpobKnobs, inp: PolicyLossInput, log_seq_rho: Tensor, normalize: bool, unbiased: bool,
-                   eps: float, with_is: bool = True) -> tuple[Tensor, Tensor]:
+def opob_advantage(
+    cfg: OpobKnobs,
+    inp: PolicyLossInput,
+    log_seq_rho: Tensor,
+    normalize: bool,
+    unbiased: bool,
+    eps: float,
+    with_is: bool = True,
+) -> tuple[Tensor, Tensor]:
     """OPOB (VCPO, arXiv 2602.17616; ``docs/methods/objectives.md#reinforce``, ``docs/theory.md#t10``):
     ``Â_i = (R_i − b*_g)/σ_g`` with ``b*_g = Σ W R / Σ W``. With ``opob_scope='minibatch'`` the values are the
     GRPO advantages ``(R_i − mean_g R)/(σ_g + ε)`` (σ_g Bessel-corrected with ``opob_scope='minibatch_bessel'``,
@@ -233,7 +247,7 @@ def opob_advantage(cfg: OpobKnobs, inp: PolicyLossInput, log_seq_rho: Tensor, no
     lsr = log_seq_rho if with_is else torch.zeros_like(log_seq_rho)
     lw = A.opob_log_weights(lsr, norms, cfg.opob_weight if with_is else "readme", cfg.opob_clip_c)
     if cfg.opob_scope in ("minibatch", "minibatch_bessel"):
-        values = (r - A.group_mean_baseline(r, g))
+        values = r - A.group_mean_baseline(r, g)
         if normalize:
             values = A.normalize_by_group_std(values, r, g, eps, unbiased or cfg.opob_scope == "minibatch_bessel")
         b = A.weighted_group_baseline(values, lw, r.shape[-1], cfg.opob_leave_one_out)

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from .._tensor import Aggregation
-from .base import (
+from sandbox.algorithms._tensor import Aggregation
+from sandbox.algorithms.objectives.base import (
     OBJECTIVES,
     AdvantageKnob,
     KnobAdvantage,
@@ -28,7 +28,9 @@ class CISPOConfig(AdvantageKnob, OpobKnobs):
         1.0, ge=0.0, le=1.0, description="1.0 = no lower bound (MiniMax-M1 imposes none; SkyRL default)."
     )
     eps_high: float = Field(
-        4.0, ge=0.0, allow_inf_nan=True,
+        4.0,
+        ge=0.0,
+        allow_inf_nan=True,
         description="4.0 → weight range [0, 5] (ScaleRL/SkyRL setting, docs/methods/objectives.md#cispo); inf = no upper cap.",
     )
     aggregation: Aggregation = Field("token_mean", description="CISPO: token-mean.")

@@ -7,8 +7,16 @@ from typing import Literal
 
 from pydantic import Field
 
-from .._tensor import Aggregation
-from .base import OBJECTIVES, AdvantageKnob, ClipKnobs, ClipSurrogate, KnobAdvantage, Objective, OpobKnobs
+from sandbox.algorithms._tensor import Aggregation
+from sandbox.algorithms.objectives.base import (
+    OBJECTIVES,
+    AdvantageKnob,
+    ClipKnobs,
+    ClipSurrogate,
+    KnobAdvantage,
+    Objective,
+    OpobKnobs,
+)
 
 
 class DAPOConfig(ClipKnobs, AdvantageKnob, OpobKnobs):
@@ -17,7 +25,9 @@ class DAPOConfig(ClipKnobs, AdvantageKnob, OpobKnobs):
 
     name: Literal["dapo"] = "dapo"
     eps_low: float = Field(0.2, ge=0.0, le=1.0, description="DAPO ε_low = 0.2.")
-    eps_high: float = Field(0.28, ge=0.0, allow_inf_nan=True, description="DAPO clip-higher ε_high = 0.28; inf = no upper clip.")
+    eps_high: float = Field(
+        0.28, ge=0.0, allow_inf_nan=True, description="DAPO clip-higher ε_high = 0.28; inf = no upper clip."
+    )
     aggregation: Aggregation = Field("token_mean", description="DAPO: token-mean over the whole batch.")
 
     def validate_group_size(self, group_size: int) -> None:

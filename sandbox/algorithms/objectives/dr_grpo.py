@@ -7,11 +7,18 @@ from typing import Literal
 from pydantic import Field
 from torch import Tensor
 
-from .. import advantages as A
-from .._tensor import Aggregation
-from ..api import PolicyLossInput
-from ..base import need_groups
-from .base import OBJECTIVES, ClipKnobs, ClipSurrogate, Objective, OpobKnobs, opob_advantage
+from sandbox.algorithms import advantages as A
+from sandbox.algorithms._tensor import Aggregation
+from sandbox.algorithms.api import PolicyLossInput
+from sandbox.algorithms.base import need_groups
+from sandbox.algorithms.objectives.base import (
+    OBJECTIVES,
+    ClipKnobs,
+    ClipSurrogate,
+    Objective,
+    OpobKnobs,
+    opob_advantage,
+)
 
 
 class DrGRPOConfig(ClipKnobs, OpobKnobs):

@@ -7,12 +7,19 @@ from typing import Literal
 from pydantic import Field
 from torch import Tensor
 
-from .. import advantages as A
-from .._tensor import Aggregation, aggregate
-from ..api import REF_LOGP_KEY, PolicyLossInput
-from ..base import need_groups
-from ..diagnostics import k3
-from .base import OBJECTIVES, ClipKnobs, ClipSurrogate, Objective, OpobKnobs, opob_advantage
+from sandbox.algorithms import advantages as A
+from sandbox.algorithms._tensor import Aggregation, aggregate
+from sandbox.algorithms.api import REF_LOGP_KEY, PolicyLossInput
+from sandbox.algorithms.base import need_groups
+from sandbox.algorithms.diagnostics import k3
+from sandbox.algorithms.objectives.base import (
+    OBJECTIVES,
+    ClipKnobs,
+    ClipSurrogate,
+    Objective,
+    OpobKnobs,
+    opob_advantage,
+)
 
 
 class GRPOConfig(ClipKnobs, OpobKnobs):
@@ -22,7 +29,8 @@ class GRPOConfig(ClipKnobs, OpobKnobs):
 
     name: Literal["grpo"] = "grpo"
     baseline: Literal["group_mean", "opob"] = Field(
-        "group_mean", description="group_mean (GRPO) or opob (VCPO off-policy optimal baseline, needs seq_grad_sq_norms)."
+        "group_mean",
+        description="group_mean (GRPO) or opob (VCPO off-policy optimal baseline, needs seq_grad_sq_norms).",
     )
     eps_std: float = Field(1e-6, ge=0.0, description="ε added to the group std; verl 1e-6 (TRL uses 1e-4).")
     normalize_std: bool = Field(True, description="Divide by the group std (GRPO); False gives Dr.GRPO's centring.")
@@ -31,7 +39,9 @@ class GRPOConfig(ClipKnobs, OpobKnobs):
         description="Bessel-corrected std? None = True for group_mean (torch/verl default), False (population std) "
         "for opob (VCPO norm_by_std).",
     )
-    beta_kl: float = Field(0.0, ge=0.0, description="β of the k3(π_ref/π_θ) penalty; 0 in recent recipes (TRL beta=0.0).")
+    beta_kl: float = Field(
+        0.0, ge=0.0, description="β of the k3(π_ref/π_θ) penalty; 0 in recent recipes (TRL beta=0.0)."
+    )
     aggregation: Aggregation = Field("seq_mean_token_mean", description="Original GRPO: seq-mean-token-mean.")
 
     def validate_group_size(self, group_size: int) -> None:

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .._tensor import Aggregation
-from .base import (
+from sandbox.algorithms._tensor import Aggregation
+from sandbox.algorithms.objectives.base import (
     OBJECTIVES,
     AdvantageKnob,
     ClipKnobs,

@@ -7,8 +7,16 @@ from typing import Literal
 
 from pydantic import Field
 
-from .._tensor import Aggregation
-from .base import OBJECTIVES, AdvantageKnob, ClipKnobs, ClipSurrogate, KnobAdvantage, Objective, OpobKnobs
+from sandbox.algorithms._tensor import Aggregation
+from sandbox.algorithms.objectives.base import (
+    OBJECTIVES,
+    AdvantageKnob,
+    ClipKnobs,
+    ClipSurrogate,
+    KnobAdvantage,
+    Objective,
+    OpobKnobs,
+)
 
 
 class PPOConfig(ClipKnobs, AdvantageKnob, OpobKnobs):

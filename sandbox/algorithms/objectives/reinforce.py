@@ -9,11 +9,11 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from .. import advantages as A
-from .._tensor import Aggregation
-from ..api import PolicyLossInput
-from ..base import need_groups
-from .base import (
+from sandbox.algorithms import advantages as A
+from sandbox.algorithms._tensor import Aggregation
+from sandbox.algorithms.api import PolicyLossInput
+from sandbox.algorithms.base import need_groups
+from sandbox.algorithms.objectives.base import (
     OBJECTIVES,
     Baseline,
     Objective,
@@ -39,7 +39,10 @@ class ReinforceConfig(OpobKnobs):
     )
     constant_baseline: float = Field(0.0, description="b for baseline='constant'.")
     ema_decay: float = Field(
-        0.9, ge=0.0, lt=1.0, description="EMA decay for baseline='ema' (docs/methods/objectives.md#reinforce: 0.9–0.99)."
+        0.9,
+        ge=0.0,
+        lt=1.0,
+        description="EMA decay for baseline='ema' (docs/methods/objectives.md#reinforce: 0.9–0.99).",
     )
     ema_init: float = Field(0.0, description="EMA baseline before the first batch has been seen.")
     normalize_std: bool = Field(False, description="Divide advantages by the group std (+1e-6) as GRPO does.")

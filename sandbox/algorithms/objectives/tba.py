@@ -8,11 +8,11 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from .. import advantages as A
-from .._tensor import group_view, seq_sum
-from ..api import REF_LOGP_KEY, PolicyLossInput
-from ..base import MethodConfig, need_groups
-from .base import OBJECTIVES, Objective
+from sandbox.algorithms import advantages as A
+from sandbox.algorithms._tensor import group_view, seq_sum
+from sandbox.algorithms.api import REF_LOGP_KEY, PolicyLossInput
+from sandbox.algorithms.base import MethodConfig, need_groups
+from sandbox.algorithms.objectives.base import OBJECTIVES, Objective
 
 
 class TBAConfig(MethodConfig):
@@ -82,6 +82,12 @@ class TBA(Objective):
     def full_loss(self, inp: PolicyLossInput) -> tuple[Tensor, dict]:
         cfg = self.cfg
         beta = tba_beta(cfg.beta, cfg.beta_final, cfg.anneal_steps, inp.learner_version)
-        loss, log_z = tba_loss(inp.logp, inp.fmask, inp.rewards.detach(), inp.group_size, beta, inp.extras.get(REF_LOGP_KEY))
-        return loss, {"loss/pg": loss.detach(), "loss/tb": loss.detach(), "tba/logZ": log_z.mean(-1),
-                      "tba/beta": torch.tensor(beta)}
+        loss, log_z = tba_loss(
+            inp.logp, inp.fmask, inp.rewards.detach(), inp.group_size, beta, inp.extras.get(REF_LOGP_KEY)
+        )
+        return loss, {
+            "loss/pg": loss.detach(),
+            "loss/tb": loss.detach(),
+            "tba/logZ": log_z.mean(-1),
+            "tba/beta": torch.tensor(beta),
+        }

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from .base import STABILIZERS, STAGES, Stabilizer, StepContext
+from sandbox.algorithms.stabilizers.base import STABILIZERS, STAGES, Stabilizer, StepContext
 
 STABILIZERS.discover(__name__)
 
@@ -12,13 +12,21 @@ StabilizerConfig = STABILIZERS.union()
 """Discriminated union of every stabilizer config (TOML ``name``); the choices: ``STABILIZERS.describe()``."""
 
 # formula helpers of individual stabilizers, public for tests and plain torch loops
-from .gac import to_target_coefficient  # noqa: E402
-from .staleness_lr import staleness_weight  # noqa: E402
-from .vcpo_lr import vcpo_lr_multiplier  # noqa: E402
+from sandbox.algorithms.stabilizers.gac import to_target_coefficient  # noqa: E402
+from sandbox.algorithms.stabilizers.staleness_lr import staleness_weight  # noqa: E402
+from sandbox.algorithms.stabilizers.vcpo_lr import vcpo_lr_multiplier  # noqa: E402
 
-__all__ = ["STABILIZERS", "STAGES", "Stabilizer", "StabilizerConfig", "StepContext",
-           "staleness_weight", "to_target_coefficient", "vcpo_lr_multiplier",
-           *STABILIZERS.export_configs(globals())]
+__all__ = [
+    "STABILIZERS",
+    "STAGES",
+    "Stabilizer",
+    "StabilizerConfig",
+    "StepContext",
+    "staleness_weight",
+    "to_target_coefficient",
+    "vcpo_lr_multiplier",
+    *STABILIZERS.export_configs(globals()),
+]
 for _entry in STABILIZERS.entries():
     globals()[_entry.impl.__name__] = _entry.impl
     __all__.append(_entry.impl.__name__)

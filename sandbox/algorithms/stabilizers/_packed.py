@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._tensor import replica_sum, replica_view
+from sandbox.algorithms._tensor import replica_sum, replica_view
 
 SERIAL_REDUCTION_MAX = 32768
 """``at::internal::GRAIN_SIZE``: CPU reductions over fewer elements run on one thread."""
@@ -38,11 +38,14 @@ class Layout:
     @staticmethod
     def usable(vecs: list[Tensor]) -> bool:
         """CPU tensors of one float32/float64 dtype (the case whose bitwise equality is established)."""
-        return bool(vecs) and all(v.device.type == "cpu" and v.dtype == vecs[0].dtype for v in vecs) and \
-            vecs[0].dtype in (torch.float32, torch.float64)
+        return (
+            bool(vecs)
+            and all(v.device.type == "cpu" and v.dtype == vecs[0].dtype for v in vecs)
+            and vecs[0].dtype in (torch.float32, torch.float64)
+        )
 
     @staticmethod
-    def of(vecs: list[Tensor], replica_dims: int) -> "Layout":
+    def of(vecs: list[Tensor], replica_dims: int) -> Layout:
         by_key: dict[tuple, list[int]] = {}
         for i, v in enumerate(vecs):
             small = v.device.type == "cpu" and v.numel() < SERIAL_REDUCTION_MAX and v.dim() > replica_dims
@@ -61,9 +64,10 @@ class Blocks:
         self.layout, self.blocks, self.rd = layout, blocks, replica_dims
 
     @staticmethod
-    def pack(layout: Layout, vecs: list[Tensor], replica_dims: int) -> "Blocks":
-        blocks = [torch.stack([vecs[i] for i in ix]) if st else vecs[ix[0]]
-                  for ix, st in zip(layout.groups, layout.stacked)]
+    def pack(layout: Layout, vecs: list[Tensor], replica_dims: int) -> Blocks:
+        blocks = [
+            torch.stack([vecs[i] for i in ix]) if st else vecs[ix[0]] for ix, st in zip(layout.groups, layout.stacked)
+        ]
         return Blocks(layout, blocks, replica_dims)
 
     def tensors(self) -> list[Tensor]:
@@ -81,20 +85,22 @@ class Blocks:
         v = replica_view(s, b[0] if self.layout.stacked[j] else b, self.rd)
         return v.unsqueeze(0) if self.layout.stacked[j] else v
 
-    def map(self, fn, *others: "Blocks") -> "Blocks":
+    def map(self, fn, *others: Blocks) -> Blocks:
         """``fn(j, block, *other blocks)`` on every block (element-wise ops only)."""
-        return Blocks(self.layout, [fn(j, *bs) for j, bs in enumerate(zip(self.blocks, *(o.blocks for o in others)))],
-                      self.rd)
+        return Blocks(
+            self.layout, [fn(j, *bs) for j, bs in enumerate(zip(self.blocks, *(o.blocks for o in others)))], self.rd
+        )
 
-    def sub_scaled(self, other: "Blocks", s: Tensor) -> "Blocks":
+    def sub_scaled(self, other: Blocks, s: Tensor) -> Blocks:
         """``x − s·y`` (per replica s), computed as the loop does: ``x_i − (s · y_i)``."""
-        return Blocks(self.layout, [x - self.view(s, j) * y for j, (x, y) in enumerate(zip(self.blocks, other.blocks))],
-                      self.rd)
+        return Blocks(
+            self.layout, [x - self.view(s, j) * y for j, (x, y) in enumerate(zip(self.blocks, other.blocks))], self.rd
+        )
 
-    def scaled(self, s: Tensor) -> "Blocks":
+    def scaled(self, s: Tensor) -> Blocks:
         return self.map(lambda j, b: b * self.view(s, j))
 
-    def dot(self, other: "Blocks") -> Tensor:
+    def dot(self, other: Blocks) -> Tensor:
         """``Σ_i replica_sum(x_i · y_i)`` bitwise as the per-tensor loop (module docstring)."""
         rd, parts = self.rd, []
         for st, x, y in zip(self.layout.stacked, self.blocks, other.blocks):

@@ -28,10 +28,10 @@ from typing import Literal
 
 from torch import Tensor
 
-from ...registry import Registry
+from sandbox.base.registry import Registry
 
 STABILIZERS = Registry("stabilizer", plugins="stabilizer")
-"""Every stabilizer: ``name`` → config and implementation (:mod:`sandbox.registry`)."""
+"""Every stabilizer: ``name`` → config and implementation (:mod:`sandbox.base.registry`)."""
 
 Stage = Literal["gradient", "update", "lr"]
 STAGES: tuple[str, ...] = ("gradient", "update", "lr")
@@ -69,8 +69,9 @@ class Stabilizer:
     def __init__(self, cfg):
         self.cfg = cfg
 
-    def transform(self, vecs: list[Tensor], replica_dims: int, context: StepContext | None = None
-                  ) -> tuple[list[Tensor], Tensor | None, dict[str, Tensor]]:
+    def transform(
+        self, vecs: list[Tensor], replica_dims: int, context: StepContext | None = None
+    ) -> tuple[list[Tensor], Tensor | None, dict[str, Tensor]]:
         """Edited gradient (or update) tensors, an optional skip mask ``(R...)`` and metrics."""
         raise NotImplementedError(f"{type(self).__name__} acts at stage {self.stage!r} and has no transform()")
 

@@ -26,10 +26,10 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor
 
-from .._tensor import replica_sum, replica_view
-from ..base import MethodConfig
-from ._packed import Blocks, Layout
-from .base import STABILIZERS, Stabilizer
+from sandbox.algorithms._tensor import replica_sum, replica_view
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.stabilizers._packed import Blocks, Layout
+from sandbox.algorithms.stabilizers.base import STABILIZERS, Stabilizer
 
 
 class GACConfig(MethodConfig):
@@ -49,7 +49,9 @@ class GACConfig(MethodConfig):
     name: Literal["gac"] = "gac"
     reference: Literal["prev_raw", "prev_applied", "ema"] = Field("prev_applied", description="Reference direction p.")
     ema_beta: float = Field(0.9, ge=0, lt=1, description="β of p ← βp + (1−β)g̃ when reference='ema' [reconstruction].")
-    scope: Literal["global", "per_layer"] = Field("global", description="One cosine for the flattened model or one per parameter tensor.")
+    scope: Literal["global", "per_layer"] = Field(
+        "global", description="One cosine for the flattened model or one per parameter tensor."
+    )
     placement: Literal["pre_optimizer", "post_optimizer"] = Field(
         "pre_optimizer", description="Edit the raw gradient fed to the optimizer, or the optimizer's update Δθ."
     )
@@ -59,17 +61,26 @@ class GACConfig(MethodConfig):
     threshold_mode: Literal["fixed", "ema_mean_std", "quantile", "staleness_scaled"] = Field(
         "fixed", description="fixed c_thr; mean+κ·std or q-quantile of the last `window` cosines; c_thr/(1+γ·k̄)."
     )
-    c_thr: float = Field(0.3, ge=0, lt=1, description="Threshold (c_0 for staleness_scaled); reference setting 0.3, "
-                                                      "docs/methods/stabilizers.md#gac and docs/theory.md#t4.")
+    c_thr: float = Field(
+        0.3,
+        ge=0,
+        lt=1,
+        description="Threshold (c_0 for staleness_scaled); reference setting 0.3, "
+        "docs/methods/stabilizers.md#gac and docs/theory.md#t4.",
+    )
     kappa: float = Field(1.0, description="κ for ema_mean_std [reconstruction].")
     quantile: float = Field(0.9, gt=0, lt=1, description="q for threshold_mode='quantile' [reconstruction].")
     window: int = Field(50, ge=2, description="History length W for adaptive thresholds [reconstruction].")
-    min_history: int = Field(5, ge=1, description="Adaptive thresholds fall back to c_thr until this many cosines are seen.")
+    min_history: int = Field(
+        5, ge=1, description="Adaptive thresholds fall back to c_thr until this many cosines are seen."
+    )
     gamma: float = Field(0.1, ge=0, description="γ for staleness_scaled [reconstruction].")
     sided: Literal["one_sided", "two_sided"] = Field(
         "one_sided", description="Act only when ⟨g, p̂⟩ > 0, or on any |cos| > threshold."
     )
-    strength: Literal["alpha", "to_target"] = Field("alpha", description="Remove α of the parallel part, or shrink to cos = c_thr.")
+    strength: Literal["alpha", "to_target"] = Field(
+        "alpha", description="Remove α of the parallel part, or shrink to cos = c_thr."
+    )
     alpha: float = Field(1.0, ge=0, le=1, description="Fraction of the parallel component removed (1 = full).")
     c_skip: float | None = Field(None, description="Skip the step when cos > c_skip (must exceed c_thr); None = never.")
     skip_mode: Literal["zero_update", "skip_step"] = Field(

@@ -29,9 +29,9 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from .._tensor import replica_sum
-from ..base import MethodConfig
-from .base import STABILIZERS, Stabilizer
+from sandbox.algorithms._tensor import replica_sum
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.stabilizers.base import STABILIZERS, Stabilizer
 
 EPS = 1e-6
 """ε of ``z = (n − μ)/(σ + ε)``: ZClip's default ``eps`` (``zclip/zclip.py``)."""
@@ -43,19 +43,39 @@ class GradNormSkipConfig(MethodConfig):
     ``docs/methods/stabilizers.md#grad_norm_skip``)."""
 
     name: Literal["grad_norm_skip"] = "grad_norm_skip"
-    alpha: float = Field(0.97, gt=0, lt=1, description=(
-        "EMA decay α of the norm's mean and variance; 0.97 = ZClip's default (arXiv 2504.02507 Fig. 1; "
-        "zclip/zclip.py alpha=0.97)."))
-    z_threshold: float = Field(2.5, gt=0, description=(
-        "Skip when z = (‖g‖ − μ)/σ exceeds this; 2.5 = ZClip's default (arXiv 2504.02507 Fig. 1; "
-        "zclip/zclip.py z_thresh=2.5)."))
-    warmup: int = Field(25, ge=1, description=(
-        "Steps whose norms initialise μ and σ² (no skip before); 25 = ZClip's code default "
-        "(zclip/zclip.py warmup_steps=25, version 0.0.1; not stated in the paper's text we could read)."))
-    on_spike: Literal["capped", "frozen"] = Field("capped", description=(
-        "Statistics on a skipped step: 'capped' feeds the cap μ + z_thr·σ (like ZClip, which feeds the clipped "
-        "norm; a lasting change of the norm is absorbed, our default) or 'frozen' leaves them unchanged (ZClip's "
-        "skip_update_on_spike=True; a lasting jump then skips every later step)."))
+    alpha: float = Field(
+        0.97,
+        gt=0,
+        lt=1,
+        description=(
+            "EMA decay α of the norm's mean and variance; 0.97 = ZClip's default (arXiv 2504.02507 Fig. 1; "
+            "zclip/zclip.py alpha=0.97)."
+        ),
+    )
+    z_threshold: float = Field(
+        2.5,
+        gt=0,
+        description=(
+            "Skip when z = (‖g‖ − μ)/σ exceeds this; 2.5 = ZClip's default (arXiv 2504.02507 Fig. 1; "
+            "zclip/zclip.py z_thresh=2.5)."
+        ),
+    )
+    warmup: int = Field(
+        25,
+        ge=1,
+        description=(
+            "Steps whose norms initialise μ and σ² (no skip before); 25 = ZClip's code default "
+            "(zclip/zclip.py warmup_steps=25, version 0.0.1; not stated in the paper's text we could read)."
+        ),
+    )
+    on_spike: Literal["capped", "frozen"] = Field(
+        "capped",
+        description=(
+            "Statistics on a skipped step: 'capped' feeds the cap μ + z_thr·σ (like ZClip, which feeds the clipped "
+            "norm; a lasting change of the norm is absorbed, our default) or 'frozen' leaves them unchanged (ZClip's "
+            "skip_update_on_spike=True; a lasting jump then skips every later step)."
+        ),
+    )
 
 
 @STABILIZERS.register(GradNormSkipConfig)
@@ -92,8 +112,11 @@ class GradNormSkip(Stabilizer):
                 seen = torch.stack(self.warmup_norms)
                 self.mean, self.var = seen.mean(0), seen.var(0, unbiased=False)
                 self.warmup_norms = []
-            return vecs, None, {"grad_skip/z": torch.full_like(norm, float("nan")),
-                                "grad_skip/skipped": torch.zeros_like(norm)}
+            return (
+                vecs,
+                None,
+                {"grad_skip/z": torch.full_like(norm, float("nan")), "grad_skip/skipped": torch.zeros_like(norm)},
+            )
         z = (norm - self.mean) / (self.var.sqrt() + EPS)
         skip = z > self.cfg.z_threshold
         a = self.cfg.alpha

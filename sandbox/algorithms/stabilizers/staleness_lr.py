@@ -9,8 +9,8 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from ..base import MethodConfig
-from .base import STABILIZERS, Stabilizer
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.stabilizers.base import STABILIZERS, Stabilizer
 
 
 class StalenessLRConfig(MethodConfig):
@@ -23,13 +23,19 @@ class StalenessLRConfig(MethodConfig):
     rule: Literal["inverse", "polynomial", "threshold", "delay_adaptive", "drop"] = Field(
         "inverse", description="Which rule; 'inverse' is the original staleness-aware ASGD."
     )
-    exponent: float = Field(0.5, ge=0, le=1, description="a of the polynomial rule, a ∈ [0, 1]; 0.5 is our midpoint choice.")
+    exponent: float = Field(
+        0.5, ge=0, le=1, description="a of the polynomial rule, a ∈ [0, 1]; 0.5 is our midpoint choice."
+    )
     avg_staleness: float = Field(1.0, ge=0, description="τ̄ where the polynomial weight is 1 (FLSim default 1).")
     cutoff: float = Field(4.0, ge=0, description="threshold rule: weight 1 if τ ≤ cutoff ...")
     threshold_value: float = Field(0.5, ge=0, description="... else this constant [our default].")
     num_workers: int = Field(1, ge=1, description="n of the delay-adaptive rule (concurrent workers).")
-    max_staleness: float = Field(8.0, ge=0, description="drop rule: zero update if τ > max_staleness (R of Ringmaster).")
-    batch_tau: Literal["mean", "max"] = Field("mean", description="Reduce per-sample staleness of a batch by mean or max.")
+    max_staleness: float = Field(
+        8.0, ge=0, description="drop rule: zero update if τ > max_staleness (R of Ringmaster)."
+    )
+    batch_tau: Literal["mean", "max"] = Field(
+        "mean", description="Reduce per-sample staleness of a batch by mean or max."
+    )
 
 
 def staleness_weight(tau: Tensor | float, cfg: StalenessLRConfig) -> Tensor:

@@ -14,8 +14,8 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from ..base import MethodConfig
-from .base import STABILIZERS, Stabilizer
+from sandbox.algorithms.base import MethodConfig
+from sandbox.algorithms.stabilizers.base import STABILIZERS, Stabilizer
 
 
 class VCPOLRConfig(MethodConfig):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 from pathlib import Path
 
-from .wheels import unpacked_wheel
+from sandbox.export.validate.wheels import unpacked_wheel
 
 WHEELS = ("verl", "openrlhf", "areal")
 """The frameworks checked against their pinned, unpacked wheel (the others: the installed trl, pinned key lists)."""
@@ -22,4 +22,4 @@ def validate(framework: str, files: dict[str, str], wheel_dir: Path | None = Non
     for the frameworks of :data:`WHEELS`; a checkout for verl-vcpo and prime-rl's optional checks)."""
     if framework in WHEELS and wheel_dir is None:
         wheel_dir = unpacked_wheel(framework)
-    return import_module(f"{__name__}.{framework.replace('-', '_')}").validate(files, wheel_dir)
+    return import_module(f"sandbox.frameworks.{framework.replace('-', '_')}.validation").validate(files, wheel_dir)

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..table import _BUILTINS, _eval
+from sandbox.export.table import _BUILTINS, _eval
 
 
 @cache
@@ -33,7 +33,9 @@ def facts(framework: str) -> dict[str, Any]:
 def flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     """Nested mappings -> ``{dotted path: leaf}`` (an empty mapping is a leaf)."""
     if isinstance(tree, dict) and tree:
-        return {k: v for key, sub in tree.items() for k, v in flat(sub, f"{prefix}.{key}" if prefix else str(key)).items()}
+        return {
+            k: v for key, sub in tree.items() for k, v in flat(sub, f"{prefix}.{key}" if prefix else str(key)).items()
+        }
     return {prefix: tree}
 
 
@@ -115,20 +117,31 @@ def _named(node: ast.AST) -> str | None:
 def _within(tree: ast.AST, kind: type, name: str | None) -> ast.AST:
     if name is None:
         return tree
-    return next((n for n in ast.walk(tree) if isinstance(n, kind) and n.name == name), ast.Module(body=[], type_ignores=[]))
+    return next(
+        (n for n in ast.walk(tree) if isinstance(n, kind) and n.name == name), ast.Module(body=[], type_ignores=[])
+    )
 
 
 def _assigned(tree: ast.AST, name: str) -> list[str]:
     """String elements of every ``name = [...]`` / ``{...}`` assignment (annotated or not)."""
     targets = lambda n: n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
-    return [s for n in ast.walk(tree) if any(isinstance(t, ast.Name) and t.id == name for t in targets(n)) and n.value
-            for s in _strings(n.value)]
+    return [
+        s
+        for n in ast.walk(tree)
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets(n)) and n.value
+        for s in _strings(n.value)
+    ]
 
 
 def _decorated(tree: ast.AST, decorator: str) -> list[str]:
     """First string argument of every ``@decorator("x")`` / ``@obj.decorator("x")``."""
-    return [_string(d.args[0]) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
-            for d in n.decorator_list if isinstance(d, ast.Call) and d.args and _named(d.func) == decorator and _string(d.args[0])]
+    return [
+        _string(d.args[0])
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+        for d in n.decorator_list
+        if isinstance(d, ast.Call) and d.args and _named(d.func) == decorator and _string(d.args[0])
+    ]
 
 
 def _enum(tree: ast.AST, cls: str) -> list[str]:
@@ -139,8 +152,15 @@ def _enum(tree: ast.AST, cls: str) -> list[str]:
 
 def _membership(tree: ast.AST, attribute: str, within: str | None = None) -> list[str]:
     """Strings of every ``<...>.attribute in [...]`` test (only inside ``class within`` when given)."""
-    return [s for n in ast.walk(_within(tree, ast.ClassDef, within)) if isinstance(n, ast.Compare) and len(n.ops) == 1
-            and isinstance(n.ops[0], ast.In) and _named(n.left) == attribute for s in _strings(n.comparators[0])]
+    return [
+        s
+        for n in ast.walk(_within(tree, ast.ClassDef, within))
+        if isinstance(n, ast.Compare)
+        and len(n.ops) == 1
+        and isinstance(n.ops[0], ast.In)
+        and _named(n.left) == attribute
+        for s in _strings(n.comparators[0])
+    ]
 
 
 def _compared(tree: ast.AST, function: str, variable: str) -> list[str]:
@@ -149,7 +169,13 @@ def _compared(tree: ast.AST, function: str, variable: str) -> list[str]:
     for cmp in ast.walk(_within(tree, ast.FunctionDef, function)):
         if isinstance(cmp, ast.Compare) and isinstance(cmp.left, ast.Name) and cmp.left.id == variable:
             for op, right in zip(cmp.ops, cmp.comparators):
-                out += [_string(right)] if isinstance(op, ast.Eq) and _string(right) else _strings(right) if isinstance(op, ast.In) else []
+                out += (
+                    [_string(right)]
+                    if isinstance(op, ast.Eq) and _string(right)
+                    else _strings(right)
+                    if isinstance(op, ast.In)
+                    else []
+                )
     return out
 
 
@@ -169,8 +195,15 @@ def _docstring(tree: ast.AST, cls: str, field: str) -> list[str]:
     return next((re.findall(r'"([^"]+)"', ln) for ln in lines if ln.strip().startswith(f"{field} (")), [])
 
 
-READERS = {"assigned": _assigned, "decorated": _decorated, "enum": _enum, "membership": _membership,
-           "compared": _compared, "literal": _literal, "docstring": _docstring}
+READERS = {
+    "assigned": _assigned,
+    "decorated": _decorated,
+    "enum": _enum,
+    "membership": _membership,
+    "compared": _compared,
+    "literal": _literal,
+    "docstring": _docstring,
+}
 
 
 def source_strings(root: Path, spec: list) -> list[str]:

@@ -65,8 +65,18 @@ def _fetch(name: str, version: str, root: Path, target: Path) -> None:
     """Download ``name==version`` into a temporary directory under ``root``, unzip it and move it to ``target``
     (the caller holds the wheel's lock)."""
     with tempfile.TemporaryDirectory(dir=root, prefix=f".{name}-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
-               "-d", tmp, f"{name}=={version}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+            tmp,
+            f"{name}=={version}",
+        ]
         if name == "openrlhf":  # CPython-specific wheels: ask for the 3.11 build whatever runs this
             cmd += ["--python-version", "3.11", "--only-binary=:all:"]
         proc = subprocess.run(cmd, capture_output=True, text=True)

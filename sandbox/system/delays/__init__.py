@@ -5,7 +5,7 @@ registered in :data:`DELAYS`; :data:`DelayConfig` (the union scenarios validate 
 ``__all__`` are derived from the registry. Adding a model is adding a module here.
 """
 
-from .base import DELAYS, MAX_MEAN_SECONDS, Delay
+from sandbox.system.delays.base import DELAYS, MAX_MEAN_SECONDS, Delay
 
 DELAYS.discover(__name__)
 

@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from ...registry import Registry
+from sandbox.base.registry import Registry
 
 DELAYS: Registry = Registry("delay model", key="kind", plugins="delay")
 
@@ -49,8 +49,7 @@ class Delay(BaseModel):
         if not mean <= MAX_MEAN_SECONDS:
             raise ValueError(
                 f"{self.kind}: the mean duration is {mean:.3g} s; it must be finite and at most "  # type: ignore[attr-defined]
-                f"{MAX_MEAN_SECONDS:.0e} s, or samples overflow the simulated clock to inf"
-                + self.mean_check_note
+                f"{MAX_MEAN_SECONDS:.0e} s, or samples overflow the simulated clock to inf" + self.mean_check_note
             )
         return self
 

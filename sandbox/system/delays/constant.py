@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import DELAYS, Delay
+from sandbox.system.delays.base import DELAYS, Delay
 
 
 class ConstantDelay(Delay):

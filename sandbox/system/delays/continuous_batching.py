@@ -62,15 +62,23 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import simpy
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..hardware import GPUS, MODELS, decode_step_costs, mean_context, prefill_seconds_per_token, sync_seconds
-from .base import DELAYS, Delay
+from sandbox.system.delays.base import DELAYS, Delay
+from sandbox.system.hardware import (
+    GPUS,
+    MODELS,
+    decode_step_costs,
+    mean_context,
+    prefill_seconds_per_token,
+    sync_seconds,
+)
 
 SYNC_MODES = ("drain", "abort", "partial")
 
@@ -86,8 +94,11 @@ class EngineHardware(BaseModel):
     model: Literal[tuple(MODELS)] = Field("qwen2.5-7b", description=f"Model ({', '.join(MODELS)}).")  # type: ignore[valid-type]
     gpus: int = Field(1, ge=1, description="GPUs per engine (tensor parallel): their bandwidths add up.")
     context_tokens: float | None = Field(
-        None, gt=0, description="Mean cached tokens per sequence in flight (sizes b); None = from the length model "
-        "(prompt_tokens + E[L'^2] / 2E[L'], sandbox.system.hardware.mean_context), or 1000 without one (an assumption).")
+        None,
+        gt=0,
+        description="Mean cached tokens per sequence in flight (sizes b); None = from the length model "
+        "(prompt_tokens + E[L'^2] / 2E[L'], sandbox.system.hardware.mean_context), or 1000 without one (an assumption).",
+    )
 
 
 DEFAULT_CONTEXT_TOKENS = 1000.0
@@ -112,36 +123,65 @@ class ContinuousBatchingDelay(Delay):
     (docs/system.md#continuous_batching)."""
 
     kind: Literal["continuous_batching"] = "continuous_batching"
-    step_base: float = Field(0.01, ge=0, description="a: seconds of a decode step independent of the batch (weights read).")
-    step_per_sequence: float = Field(0.0001, ge=0, description="b: extra seconds of a decode step per sequence in flight (KV read).")
+    step_base: float = Field(
+        0.01, ge=0, description="a: seconds of a decode step independent of the batch (weights read)."
+    )
+    step_per_sequence: float = Field(
+        0.0001, ge=0, description="b: extra seconds of a decode step per sequence in flight (KV read)."
+    )
     prefill_per_token: float = Field(0.0, ge=0, description="Seconds of prefill per prompt token.")
     prompt_tokens: int = Field(0, ge=0, description="Prompt tokens per sequence (prefill and KV reservation).")
-    max_sequences: int | None = Field(None, ge=1, description="Most sequences in flight per engine (vLLM max_num_seqs); None = no cap.")
+    max_sequences: int | None = Field(
+        None, ge=1, description="Most sequences in flight per engine (vLLM max_num_seqs); None = no cap."
+    )
     kv_capacity_tokens: int | None = Field(
-        None, ge=1, description="KV-cache capacity per engine in tokens; each sequence reserves prompt_tokens + its length. None = unlimited.")
+        None,
+        ge=1,
+        description="KV-cache capacity per engine in tokens; each sequence reserves prompt_tokens + its length. None = unlimited.",
+    )
     workers_per_engine: int = Field(1, ge=1, description="Rollout workers (groups in flight) sharing one engine.")
     sync: Literal["drain", "abort", "partial"] = Field(
-        "drain", description="On a newer weight version: drain (finish in-flight under old weights), abort (regenerate), partial (resume).")
+        "drain",
+        description="On a newer weight version: drain (finish in-flight under old weights), abort (regenerate), partial (resume).",
+    )
     sync_time: float = Field(0.0, ge=0, description="Seconds the engine pauses to load new weights.")
     length_median: float | None = Field(
-        None, gt=0, description="Median response length in tokens of the length model (timing-only runs); None = the workload's lengths.")
-    length_sigma: float = Field(0.0, ge=0, description="σ of log response length of the length model (0 = every response the median).")
+        None,
+        gt=0,
+        description="Median response length in tokens of the length model (timing-only runs); None = the workload's lengths.",
+    )
+    length_sigma: float = Field(
+        0.0, ge=0, description="σ of log response length of the length model (0 = every response the median)."
+    )
     max_tokens: int | None = Field(None, ge=1, description="Longest response of the length model, tokens (the cut).")
     prompts: int | None = Field(
-        None, ge=1, description="Prompts of the length model's dataset, each with its own median that persists across epochs; None = no prompts.")
+        None,
+        ge=1,
+        description="Prompts of the length model's dataset, each with its own median that persists across epochs; None = no prompts.",
+    )
     prompt_sigma: float = Field(0.0, ge=0, description="σ of log median over the prompts (with prompts set).")
-    prompt_seed: int = Field(0, ge=0, description="Seed of the prompts' medians and of each epoch's order (fixed across run seeds).")
-    length_trend: float = Field(0.0, ge=0, description="Growth of the median per weight version: median · (1 + length_trend · version).")
+    prompt_seed: int = Field(
+        0, ge=0, description="Seed of the prompts' medians and of each epoch's order (fixed across run seeds)."
+    )
+    length_trend: float = Field(
+        0.0, ge=0, description="Growth of the median per weight version: median · (1 + length_trend · version)."
+    )
     tail_alpha: float | None = Field(
-        None, gt=0, description="Pareto shape α of a power-law factor on each length (median kept); None = no extra tail.")
+        None,
+        gt=0,
+        description="Pareto shape α of a power-law factor on each length (median kept); None = no extra tail.",
+    )
 
     mixed_versions: bool = Field(
-        False, description="With sync = 'partial' (LM task, one replica): sequences in flight at a sync continue their "
+        False,
+        description="With sync = 'partial' (LM task, one replica): sequences in flight at a sync continue their "
         "remaining tokens under the new weights, each token stamped with the version that sampled it; off: the "
-        "tokens stay those of the admitted version (timing only).")
+        "tokens stay those of the admitted version (timing only).",
+    )
 
     hardware: EngineHardware | None = Field(
-        None, description="Derive step_base, step_per_sequence and sync_time (those not set) from a GPU and a model.")
+        None, description="Derive step_base, step_per_sequence and sync_time (those not set) from a GPU and a model."
+    )
 
     engine_model: ClassVar[bool] = True
     """The cluster runs generation on :class:`Engine` processes instead of drawing a duration."""
@@ -153,8 +193,12 @@ class ContinuousBatchingDelay(Delay):
             hw = EngineHardware.model_validate(data["hardware"])
             context = hw.context_tokens if hw.context_tokens is not None else engine_context(data)
             a, b = decode_step_costs(hw.gpu, hw.model, hw.gpus, context)
-            derived = {"step_base": a, "step_per_sequence": b, "sync_time": sync_seconds(hw.gpu, hw.model),
-                       "prefill_per_token": prefill_seconds_per_token(hw.gpu, hw.model, hw.gpus)}
+            derived = {
+                "step_base": a,
+                "step_per_sequence": b,
+                "sync_time": sync_seconds(hw.gpu, hw.model),
+                "prefill_per_token": prefill_seconds_per_token(hw.gpu, hw.model, hw.gpus),
+            }
             data = {**derived, **data}
         return data
 
@@ -163,27 +207,38 @@ class ContinuousBatchingDelay(Delay):
         shaped = [name for name in ("prompts", "tail_alpha") if getattr(self, name) is not None]
         shaped += [name for name in ("prompt_sigma", "length_trend") if getattr(self, name) > 0]
         if self.length_median is None and (self.length_sigma > 0 or self.max_tokens is not None or shaped):
-            raise ValueError("length_sigma, max_tokens, prompts, prompt_sigma, length_trend and tail_alpha shape the "
-                             "length model: set length_median too")
+            raise ValueError(
+                "length_sigma, max_tokens, prompts, prompt_sigma, length_trend and tail_alpha shape the "
+                "length model: set length_median too"
+            )
         if self.mixed_versions:
             if self.sync != "partial":
-                raise ValueError(f"mixed_versions: resumes sequences under new weights, which needs sync = 'partial' "
-                                 f"(got sync = '{self.sync}')")
+                raise ValueError(
+                    f"mixed_versions: resumes sequences under new weights, which needs sync = 'partial' "
+                    f"(got sync = '{self.sync}')"
+                )
             if self.length_median is not None:
-                raise ValueError("mixed_versions: the resumed sequences' lengths are the workload's, so leave "
-                                 "length_median unset (the length model is for timing-only runs)")
+                raise ValueError(
+                    "mixed_versions: the resumed sequences' lengths are the workload's, so leave "
+                    "length_median unset (the length model is for timing-only runs)"
+                )
             if self.kv_capacity_tokens is not None:
-                raise ValueError("mixed_versions: a resumed sequence's length changes at the sync, so its KV reservation "
-                                 "(prompt_tokens + length) is not known at admission; leave kv_capacity_tokens unset")
+                raise ValueError(
+                    "mixed_versions: a resumed sequence's length changes at the sync, so its KV reservation "
+                    "(prompt_tokens + length) is not known at admission; leave kv_capacity_tokens unset"
+                )
         if self.prompt_sigma > 0 and self.prompts is None:
             raise ValueError("prompt_sigma: the prompts' medians need prompts (the dataset size) set")
         if self.kv_capacity_tokens is not None:
             longest = self.max_tokens if self.max_tokens is not None else None
             if self.prompt_tokens + 1 > self.kv_capacity_tokens or (
-                    longest is not None and self.prompt_tokens + longest > self.kv_capacity_tokens):
+                longest is not None and self.prompt_tokens + longest > self.kv_capacity_tokens
+            ):
                 need = self.prompt_tokens + (longest or 1)
-                raise ValueError(f"kv_capacity_tokens = {self.kv_capacity_tokens} cannot hold one sequence "
-                                 f"(prompt_tokens + max_tokens = {need}): raise it or shorten the sequences")
+                raise ValueError(
+                    f"kv_capacity_tokens = {self.kv_capacity_tokens} cannot hold one sequence "
+                    f"(prompt_tokens + max_tokens = {need}): raise it or shorten the sequences"
+                )
         return self
 
     def _mean_for_check(self) -> float:
@@ -208,12 +263,16 @@ class ContinuousBatchingDelay(Delay):
         """The median length of a group (module docstring, Lengths): the prompt's median times the trend."""
         median = self.length_median
         if self.prompts is not None and self.prompt_sigma > 0:
-            median *= math.exp(self.prompt_sigma * float(_prompt_z(self.prompt_seed, self.prompts)[self.prompt_of(job_id)]))
+            median *= math.exp(
+                self.prompt_sigma * float(_prompt_z(self.prompt_seed, self.prompts)[self.prompt_of(job_id)])
+            )
         if self.length_trend > 0:
             median *= 1.0 + self.length_trend * version
         return median
 
-    def lengths(self, rng: np.random.Generator, payload: Any, group_size: int, job_id: int = 0, version: int = 0) -> list[int]:
+    def lengths(
+        self, rng: np.random.Generator, payload: Any, group_size: int, job_id: int = 0, version: int = 0
+    ) -> list[int]:
         """The response length of each sequence of a group (module docstring, Lengths)."""
         if self.length_median is not None:
             z = rng.standard_normal(group_size) if self.length_sigma > 0 else np.zeros(group_size)
@@ -232,8 +291,9 @@ class ContinuousBatchingDelay(Delay):
                 return flat
         return [int(payload.decode_steps)] * group_size
 
-    def build_engines(self, env: simpy.Environment, num_workers: int, resample: Callable,
-                      resume: Callable | None = None) -> list["Engine"]:
+    def build_engines(
+        self, env: simpy.Environment, num_workers: int, resample: Callable, resume: Callable | None = None
+    ) -> list[Engine]:
         """One :class:`Engine` per ``workers_per_engine`` workers (the last may have fewer)."""
         count = -(-num_workers // self.workers_per_engine)
         return [Engine(env, self, i, resample, resume) for i in range(count)]
@@ -272,8 +332,14 @@ class Engine:
     sequences at ``positions`` (tokens decoded so far), continues them with ``weights`` of ``version`` and
     returns their new lengths."""
 
-    def __init__(self, env: simpy.Environment, cfg: ContinuousBatchingDelay, index: int, resample: Callable,
-                 resume: Callable | None = None):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        cfg: ContinuousBatchingDelay,
+        index: int,
+        resample: Callable,
+        resume: Callable | None = None,
+    ):
         self.env, self.cfg, self.index, self.resample, self.resume = env, cfg, index, resample, resume
         self.version = 0
         self.waiting: deque[Request] = deque()
@@ -290,8 +356,10 @@ class Engine:
         cfg = self.cfg
         longest = max(lengths, default=0)
         if cfg.kv_capacity_tokens is not None and cfg.prompt_tokens + longest > cfg.kv_capacity_tokens:
-            return (f"system.generation_time.kv_capacity_tokens: a sequence of {longest} tokens plus prompt_tokens = "
-                    f"{cfg.prompt_tokens} does not fit the KV cache ({cfg.kv_capacity_tokens} tokens): it could never run")
+            return (
+                f"system.generation_time.kv_capacity_tokens: a sequence of {longest} tokens plus prompt_tokens = "
+                f"{cfg.prompt_tokens} does not fit the KV cache ({cfg.kv_capacity_tokens} tokens): it could never run"
+            )
         return None
 
     def submit(self, job: Any, lengths: list[int], version: int, weights: Any = None) -> simpy.Event:

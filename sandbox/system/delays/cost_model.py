@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from .base import DELAYS, Delay
+from sandbox.system.delays.base import DELAYS, Delay
 
 
 class CostModelDelay(Delay):
@@ -19,7 +19,9 @@ class CostModelDelay(Delay):
 
     kind: Literal["cost_model"] = "cost_model"
     prefill: float = Field(0.05, ge=0, description="Fixed cost per job (prompt prefill / step overhead), seconds.")
-    per_token: float = Field(0.01, ge=0, description="Seconds per decoded token (generation) or per batch token (training).")
+    per_token: float = Field(
+        0.01, ge=0, description="Seconds per decoded token (generation) or per batch token (training)."
+    )
     jitter: float = Field(0.0, ge=0, description="Log-normal multiplicative noise σ (0 = none).")
 
     per_token_model: ClassVar[bool] = True

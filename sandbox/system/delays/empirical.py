@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from .base import DELAYS, Delay
+from sandbox.system.delays.base import DELAYS, Delay
 
 
 class EmpiricalDelay(Delay):

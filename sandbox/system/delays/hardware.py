@@ -19,8 +19,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..hardware import GPUS, MODELS, train_flops
-from .base import DELAYS, Delay
+from sandbox.system.delays.base import DELAYS, Delay
+from sandbox.system.hardware import GPUS, MODELS, train_flops
 
 GpuName = Literal[tuple(GPUS)]  # type: ignore[valid-type]
 ModelName = Literal[tuple(MODELS)]  # type: ignore[valid-type]
@@ -35,9 +35,12 @@ class HardwareDelay(Delay):
     model: ModelName = Field("qwen2.5-7b", description=f"Model of the table ({', '.join(MODELS)}).")
     gpus: int = Field(8, ge=1, description="GPUs training (data/tensor parallel together).")
     mfu: float = Field(0.4, gt=0, le=1, description="Model-FLOPs utilisation, the fraction of peak reached (0, 1].")
-    recompute_passes: int = Field(1, ge=0, description="Forward-only log-prob passes per step (old policy, reference): 2·N·T each.")
+    recompute_passes: int = Field(
+        1, ge=0, description="Forward-only log-prob passes per step (old policy, reference): 2·N·T each."
+    )
     tokens_per_step: int | None = Field(
-        None, ge=0, description="Tokens of a step for system-only runs; None = the batch's tokens from the trainer.")
+        None, ge=0, description="Tokens of a step for system-only runs; None = the batch's tokens from the trainer."
+    )
 
     def seconds(self, tokens: float) -> float:
         flops = train_flops(MODELS[self.model].params, tokens, self.recompute_passes)

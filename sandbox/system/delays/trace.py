@@ -23,7 +23,7 @@ does it when it reads the file) and otherwise against the current directory. The
 read, once per (path, modification time, size), never written; a bad file is refused when the
 scenario loads, with the line and the column at fault. It must be a regular file (a FIFO, a device or
 a directory is refused rather than read forever) of at most 256 MiB of UTF-8 text
-(``sandbox.readfile``); a CSV field over 131,072 characters (the ``csv`` module's limit) is refused
+(``sandbox.base.readfile``); a CSV field over 131,072 characters (the ``csv`` module's limit) is refused
 naming its line.
 """
 
@@ -40,8 +40,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, PrivateAttr
 
-from ...readfile import TRACE_LIMIT, InputFileError, read_text
-from .base import DELAYS, Delay
+from sandbox.base.readfile import TRACE_LIMIT, InputFileError, read_text
+from sandbox.system.delays.base import DELAYS, Delay
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 _CACHE: dict[tuple, tuple[np.ndarray, np.ndarray | None]] = {}
@@ -51,8 +51,9 @@ class TraceError(ValueError):
     """A trace file that cannot be used; the message names the file, the line and the column."""
 
 
-def read_trace(path: str | Path, time_column: str = "seconds", tokens_column: str | None = "tokens",
-               tokens_required: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+def read_trace(
+    path: str | Path, time_column: str = "seconds", tokens_column: str | None = "tokens", tokens_required: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
     """``(seconds, tokens)`` of a trace file (``tokens`` None when the column is absent and not
     required); :class:`TraceError` naming the line and the column of the first bad value."""
     path = Path(path)
@@ -71,8 +72,8 @@ def read_trace(path: str | Path, time_column: str = "seconds", tokens_column: st
 
 def _rows(path: Path, fmt: str):
     """``(line number, {column: raw value})`` per data row; the CSV header is line 1. The file is
-    read through :func:`sandbox.readfile.read_text`: a regular file (a FIFO, a device or a directory
-    is refused), at most :data:`~sandbox.readfile.TRACE_LIMIT` (256 MiB) of UTF-8 text."""
+    read through :func:`sandbox.base.readfile.read_text`: a regular file (a FIFO, a device or a directory
+    is refused), at most :data:`~sandbox.base.readfile.TRACE_LIMIT` (256 MiB) of UTF-8 text."""
     try:
         text = read_text(path, TRACE_LIMIT, "trace")
     except InputFileError as exc:
@@ -88,13 +89,17 @@ def _rows(path: Path, fmt: str):
                 if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
                     continue  # a blank line
                 if None in row:
-                    raise TraceError(f"{path} line {reader.line_num}: more values than the {len(header)} columns of the header")
+                    raise TraceError(
+                        f"{path} line {reader.line_num}: more values than the {len(header)} columns of the header"
+                    )
                 rows.append((reader.line_num, {k.strip(): v for k, v in row.items()}))
         except csv.Error as exc:
             line = reader.reader.line_num or 1  # the csv reader counts the line it failed on; DictReader not yet
             if "field larger than field limit" in str(exc):
-                raise TraceError(f"{path} line {line}: a field longer than {csv.field_size_limit():,} characters "
-                                 "(the CSV reader's limit); is this a CSV trace?") from None
+                raise TraceError(
+                    f"{path} line {line}: a field longer than {csv.field_size_limit():,} characters "
+                    "(the CSV reader's limit); is this a CSV trace?"
+                ) from None
             raise TraceError(f"{path} line {line}: not valid CSV ({exc})") from None
         return header, rows
     rows, header = [], []
@@ -108,7 +113,9 @@ def _rows(path: Path, fmt: str):
         except RecursionError:
             raise TraceError(f"{path} line {n}: JSON nested too deeply; expected an object of numbers") from None
         if not isinstance(obj, dict):
-            raise TraceError(f"{path} line {n}: expected a JSON object with the columns as keys, got {type(obj).__name__}")
+            raise TraceError(
+                f"{path} line {n}: expected a JSON object with the columns as keys, got {type(obj).__name__}"
+            )
         header.extend(k for k in obj if k not in header)
         rows.append((n, obj))
     return header, rows
@@ -135,11 +142,15 @@ def _parse(path: Path, fmt: str, time_column: str, tokens_column: str | None, to
     if not rows:
         raise TraceError(f"{path}: no data rows (an empty trace)")
     if time_column not in header:
-        raise TraceError(f"{path}: no column {time_column!r} (the durations in seconds); columns: {', '.join(map(str, header))}")
+        raise TraceError(
+            f"{path}: no column {time_column!r} (the durations in seconds); columns: {', '.join(map(str, header))}"
+        )
     with_tokens = tokens_column is not None and tokens_column in header
     if tokens_required and not with_tokens:
-        raise TraceError(f"{path}: no column {tokens_column!r} (the tokens of each row), which mode = 'fit' needs; "
-                         f"columns: {', '.join(map(str, header))}")
+        raise TraceError(
+            f"{path}: no column {tokens_column!r} (the tokens of each row), which mode = 'fit' needs; "
+            f"columns: {', '.join(map(str, header))}"
+        )
     seconds = np.empty(len(rows))
     tokens = np.empty(len(rows)) if with_tokens else None
     for i, (line, row) in enumerate(rows):
@@ -178,13 +189,26 @@ class TraceDelay(Delay):
     time with log-normal residual jitter (module docstring; ``docs/system.md#trace``)."""
 
     kind: Literal["trace"] = "trace"
-    path: str = Field(..., min_length=1, description="Trace file (.csv with a header row, or .jsonl), relative to the "
-                      "scenario file; read only (docs/system.md#trace).")
-    mode: Literal["resample", "fit"] = Field("resample", description="resample: draw a row's duration uniformly; fit: "
-                                             "least-squares prefill + per_token · tokens with log-normal residual jitter.")
-    time_column: str = Field("seconds", min_length=1, description="Column holding the measured durations in seconds (>= 0).")
-    tokens_column: str = Field("tokens", min_length=1, description="Column holding the work of each row in tokens "
-                               "(decode steps of a generation call, the batch's tokens of a learner step); needed by fit.")
+    path: str = Field(
+        ...,
+        min_length=1,
+        description="Trace file (.csv with a header row, or .jsonl), relative to the "
+        "scenario file; read only (docs/system.md#trace).",
+    )
+    mode: Literal["resample", "fit"] = Field(
+        "resample",
+        description="resample: draw a row's duration uniformly; fit: "
+        "least-squares prefill + per_token · tokens with log-normal residual jitter.",
+    )
+    time_column: str = Field(
+        "seconds", min_length=1, description="Column holding the measured durations in seconds (>= 0)."
+    )
+    tokens_column: str = Field(
+        "tokens",
+        min_length=1,
+        description="Column holding the work of each row in tokens "
+        "(decode steps of a generation call, the batch's tokens of a learner step); needed by fit.",
+    )
 
     mean_check_note: ClassVar[str] = " (trace fit: checked as max(prefill + per_token, 1))"
     check_settings: ClassVar[dict] = {"path": "{workdir}/trace.csv"}
@@ -199,8 +223,10 @@ class TraceDelay(Delay):
         seconds, tokens = read_trace(self.resolved_path(), self.time_column, self.tokens_column, self.mode == "fit")
         if self.mode == "fit":
             if np.ptp(tokens) == 0:
-                raise TraceError(f"{self.path}: every row has {self.tokens_column} = {tokens[0]:g}, so a time per token "
-                                 "cannot be fitted; use mode = 'resample', or a trace with varied lengths")
+                raise TraceError(
+                    f"{self.path}: every row has {self.tokens_column} = {tokens[0]:g}, so a time per token "
+                    "cannot be fitted; use mode = 'resample', or a trace with varied lengths"
+                )
             self._fit = fit_cost(tokens, seconds)
         self._seconds = seconds
 

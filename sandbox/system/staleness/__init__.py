@@ -6,8 +6,8 @@ registered in :data:`CONTROLS`; :data:`StalenessConfig` (the union scenarios val
 module here. The protocol the cluster speaks is documented in :mod:`.base`.
 """
 
-from .async_ratio import MAX_ASYNC_RATIO
-from .base import CONTROLS, Admission, Control, ControlConfig, Take
+from sandbox.system.staleness.async_ratio import MAX_ASYNC_RATIO
+from sandbox.system.staleness.base import CONTROLS, Admission, Control, ControlConfig, Take
 
 CONTROLS.discover(__name__)
 

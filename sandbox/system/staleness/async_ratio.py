@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from .base import CONTROLS, Admission, Control, ControlConfig, remove_where
+from sandbox.system.staleness.base import CONTROLS, Admission, Control, ControlConfig, remove_where
 
 MAX_ASYNC_RATIO = 1e6
 

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from ...registry import Registry
+from sandbox.base.registry import Registry
 
 CONTROLS: Registry = Registry("staleness control", key="kind", plugins="staleness")
 
@@ -84,14 +84,18 @@ class ControlConfig(BaseModel):
         if cls.bound_field is None:
             return kind
         value = data[cls.bound_field]
-        return f"{kind} {cls.bound_field}={value:g}" if isinstance(value, float) else f"{kind} {cls.bound_field}={value}"
+        return (
+            f"{kind} {cls.bound_field}={value:g}" if isinstance(value, float) else f"{kind} {cls.bound_field}={value}"
+        )
 
     def ahead_groups(self, groups_per_step: int, num_workers: int) -> tuple[float, str]:
         """Groups the control lets exist ahead of the batch being trained (queued or generating), and
         what they are, for the memory estimate. Default (unknown): one per worker plus one batch, an
         estimate, not a bound."""
-        return (num_workers + groups_per_step,
-                f"groups ahead: unknown for {self.kind!r}, estimated conservatively as workers + one batch")
+        return (
+            num_workers + groups_per_step,
+            f"groups ahead: unknown for {self.kind!r}, estimated conservatively as workers + one batch",
+        )
 
     def kept_versions(self) -> int:
         """Weight snapshots the store keeps at once (the memory estimate). Default 2."""

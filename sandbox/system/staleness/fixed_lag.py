@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import CONTROLS, Admission, Control, ControlConfig
+from sandbox.system.staleness.base import CONTROLS, Admission, Control, ControlConfig
 
 
 class FixedLagControlConfig(ControlConfig):

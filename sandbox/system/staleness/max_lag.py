@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import CONTROLS, Admission, Control, ControlConfig, remove_where
+from sandbox.system.staleness.base import CONTROLS, Admission, Control, ControlConfig, remove_where
 
 
 class MaxLagControlConfig(ControlConfig):
@@ -19,7 +19,9 @@ class MaxLagControlConfig(ControlConfig):
 
     kind: Literal["max_lag"] = "max_lag"
     k_max: int = Field(2, ge=0, description="Maximum lag in versions (AReaL examples use 2-4; docs suggest 2-8).")
-    enforcement: Literal["throttle", "drop"] = Field("throttle", description="'throttle' (admission) or 'drop' (on dequeue).")
+    enforcement: Literal["throttle", "drop"] = Field(
+        "throttle", description="'throttle' (admission) or 'drop' (on dequeue)."
+    )
     queue_capacity: int | None = Field(
         None, ge=1, description="For 'drop': max groups queued or running (default (k_max + 1)·B)."
     )

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import CONTROLS, Admission, Control, ControlConfig, Dispatch, spread_parts
+from sandbox.system.staleness.base import CONTROLS, Admission, Control, ControlConfig, Dispatch, spread_parts
 
 
 class StreamSyncControlConfig(ControlConfig):
@@ -21,18 +21,26 @@ class StreamSyncControlConfig(ControlConfig):
 
     kind: Literal["stream_sync"] = "stream_sync"
     sync_every: int = Field(
-        4, ge=1, description="Learner steps per weight sync of the rollout side (verl trigger_parameter_sync_step; 1 = sync).")
+        4,
+        ge=1,
+        description="Learner steps per weight sync of the rollout side (verl trigger_parameter_sync_step; 1 = sync).",
+    )
     staleness_threshold: float = Field(
-        0.0, ge=0, description="Extra groups per round, as a fraction of the round's m·B, that the rollout side may "
-        "generate ahead with the round's weights (verl async_training.staleness_threshold; 0 = stream off-policy pipeline).")
+        0.0,
+        ge=0,
+        description="Extra groups per round, as a fraction of the round's m·B, that the rollout side may "
+        "generate ahead with the round's weights (verl async_training.staleness_threshold; 0 = stream off-policy pipeline).",
+    )
 
     def extra(self, groups_per_step: int) -> int:
         """``⌊s·m·B⌋``: groups a round may generate beyond its own ``m·B``."""
         return int(self.staleness_threshold * self.sync_every * groups_per_step)
+
     dispatch: Dispatch = Field(
         "work_conserving",
         description="As sync's: 'work_conserving' splits groups over idle workers when the round's m·B groups are "
-        "fewer than the workers; 'group_per_worker': one worker per group.")
+        "fewer than the workers; 'group_per_worker': one worker per group.",
+    )
 
     def group_parts(self, groups_per_step, group_size, num_workers):
         return spread_parts(self.sync_every * groups_per_step, group_size, num_workers, self.dispatch)

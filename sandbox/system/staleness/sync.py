@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import CONTROLS, Admission, Control, ControlConfig, Dispatch, spread_parts
+from sandbox.system.staleness.base import CONTROLS, Admission, Control, ControlConfig, Dispatch, spread_parts
 
 
 class SyncControlConfig(ControlConfig):
@@ -23,7 +23,8 @@ class SyncControlConfig(ControlConfig):
     dispatch: Dispatch = Field(
         "work_conserving",
         description="'work_conserving': a step's samples are spread over all workers (groups split into parts "
-        "when B < W); 'group_per_worker': one worker generates each whole group (B < W leaves workers idle).")
+        "when B < W); 'group_per_worker': one worker generates each whole group (B < W leaves workers idle).",
+    )
 
     bound_field = None  # k = 0 by definition
 

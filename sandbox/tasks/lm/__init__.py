@@ -36,9 +36,16 @@ OPOB (VCPO's baseline) uses :meth:`LMTask.sequence_logprob` with per-trajectory 
 ``(tokens, mask, prompt)`` from :meth:`LMTask.sequence_inputs` (``torch.func`` per-sample gradients).
 """
 
-from .problems import AdditionConfig, CharTokenizer, CountdownConfig, SequenceConfig, eval_expression, make_prompt_sets
-from .task import LMTask, LMTaskConfig
-from .warmstart import WarmStartConfig, cache_dir, load_or_train
+from sandbox.tasks.lm.problems import (
+    AdditionConfig,
+    CharTokenizer,
+    CountdownConfig,
+    SequenceConfig,
+    eval_expression,
+    make_prompt_sets,
+)
+from sandbox.tasks.lm.task import LMTask, LMTaskConfig
+from sandbox.tasks.lm.warmstart import WarmStartConfig, cache_dir, load_or_train
 
 __all__ = [
     "AdditionConfig",

@@ -19,7 +19,7 @@ Prompt sets are drawn deterministically from a seed: a train set and a disjoint 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -74,7 +74,9 @@ class AdditionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     kind: Literal["addition"] = "addition"
-    digits: int = Field(3, ge=1, le=9, description="Max digits per operand; 3 is learnable by a 2-layer model in a minute.")
+    digits: int = Field(
+        3, ge=1, le=9, description="Max digits per operand; 3 is learnable by a 2-layer model in a minute."
+    )
     reverse_answer: bool = Field(
         True,
         description="Write the sum least-significant digit first (the carry then flows in decoding order); "
@@ -129,7 +131,10 @@ class CountdownConfig(BaseModel):
     numbers: int = Field(3, ge=2, le=5, description="Numbers given per prompt (3 keeps answers short: 5 characters).")
     max_number: int = Field(9, ge=1, le=99, description="Numbers are drawn from 1..max_number (9: one digit each).")
     partial_credit: float = Field(
-        0.0, ge=0, le=1, description="Reward for a well-formed expression using exactly the given numbers but missing the target."
+        0.0,
+        ge=0,
+        le=1,
+        description="Reward for a well-formed expression using exactly the given numbers but missing the target.",
     )
 
     @property
@@ -138,7 +143,7 @@ class CountdownConfig(BaseModel):
 
     @property
     def prompt_len(self) -> int:
-        tmax = self.max_number ** self.numbers
+        tmax = self.max_number**self.numbers
         return self.numbers * (self._nd + 1) + len(str(tmax)) + 1
 
     @property
@@ -204,10 +209,12 @@ class SequenceConfig(BaseModel):
         return float(response == self.answer(m.group(1)))
 
 
-ProblemConfig = Annotated[Union[AdditionConfig, CountdownConfig, SequenceConfig], Field(discriminator="kind")]
+ProblemConfig = Annotated[AdditionConfig | CountdownConfig | SequenceConfig, Field(discriminator="kind")]
 
 
-def make_prompt_sets(problem, train_size: int, eval_size: int, seed: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def make_prompt_sets(
+    problem, train_size: int, eval_size: int, seed: int
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Deterministic ``(train, held_out)`` lists of ``(prompt, reference answer)``: distinct prompts,
     the held-out set disjoint from the train set. Fewer are returned if the problem space is small."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))

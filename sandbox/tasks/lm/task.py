@@ -32,25 +32,25 @@ Task page: ``docs/tasks.md#lm``.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from ...errors import ScenarioError
-from ...models import hf
-from ...models.hf import HFModelConfig
-from ...models import replicas as rp
-from ...models.transformer import Transformer, TransformerConfig, sample, sample_with, sequence_logprobs
-from ...processes import forked_map
-from ..base import TASKS, BudgetShape, Params, PolicyTask
-from ..draws import RowGenerators, Stream
-from ..rollouts import Rollouts
-from . import warmstart as ws_mod
-from .problems import AdditionConfig, CharTokenizer, ProblemConfig, make_prompt_sets
-from .warmstart import WarmStartConfig
+from sandbox.base.errors import ScenarioError
+from sandbox.base.processes import forked_map
+from sandbox.models import hf
+from sandbox.models import replicas as rp
+from sandbox.models.hf import HFModelConfig
+from sandbox.models.transformer import Transformer, TransformerConfig, sample, sample_with, sequence_logprobs
+from sandbox.tasks.base import TASKS, BudgetShape, Params, PolicyTask
+from sandbox.tasks.draws import RowGenerators, Stream
+from sandbox.tasks.lm import warmstart as ws_mod
+from sandbox.tasks.lm.problems import AdditionConfig, CharTokenizer, ProblemConfig, make_prompt_sets
+from sandbox.tasks.lm.warmstart import WarmStartConfig
+from sandbox.tasks.rollouts import Rollouts
 
 EVAL_ROWS = 1024
 """Rows (held-out prompts x replicas) an evaluation decodes in one batch (``LMTask.evaluate``)."""
@@ -68,7 +68,7 @@ def _model_backend(v: Any) -> str | None:
 
 
 ModelConfig = Annotated[
-    Union[Annotated[TransformerConfig, Tag("builtin")], Annotated[HFModelConfig, Tag("hf")]],
+    Annotated[TransformerConfig, Tag("builtin")] | Annotated[HFModelConfig, Tag("hf")],
     Discriminator(
         _model_backend,
         custom_error_type="invalid_backend",
@@ -86,8 +86,11 @@ class LMTaskConfig(BaseModel):
     name: Literal["lm"] = "lm"
 
     check_settings: ClassVar[dict] = {
-        "model": {"d_model": 16, "n_layers": 1, "n_heads": 2}, "warmstart": {"enabled": False},
-        "train_size": 16, "eval_size": 4, "eval_samples": 1,
+        "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
+        "warmstart": {"enabled": False},
+        "train_size": 16,
+        "eval_size": 4,
+        "eval_samples": 1,
     }
     """A tiny LM for the component checker (``sandbox.component_check``): no warm start, one layer."""
     problem: ProblemConfig = Field(
@@ -97,15 +100,24 @@ class LMTaskConfig(BaseModel):
         default_factory=TransformerConfig,
         description="Policy network: the builtin transformer (default) or backend = 'hf' (a transformers causal LM).",
     )
-    warmstart: WarmStartConfig = Field(default_factory=WarmStartConfig, description="Supervised warm start (the base model).")
+    warmstart: WarmStartConfig = Field(
+        default_factory=WarmStartConfig, description="Supervised warm start (the base model)."
+    )
     train_size: int = Field(2000, ge=1, description="Train prompts (RL groups draw from them).")
     eval_size: int = Field(256, ge=1, description="Held-out prompts for eval/accuracy (disjoint from train).")
-    prompt_seed: int = Field(0, ge=0, le=2**63 - 1, description="Seed of the prompt sets (independent of the run seeds: same data in every run).")
+    prompt_seed: int = Field(
+        0,
+        ge=0,
+        le=2**63 - 1,
+        description="Seed of the prompt sets (independent of the run seeds: same data in every run).",
+    )
     max_new_tokens: int | None = Field(
         None, ge=1, description="Response budget; None = the longest reference answer + 2 (end token and slack)."
     )
     temperature: float = Field(
-        1.0, ge=1e-5, le=1e5,
+        1.0,
+        ge=1e-5,
+        le=1e5,
         description="Sampling temperature; learner log-probs use the same one. In [1e-5, 1e5]: below 1e-5 engines "
         "such as vLLM (0.11, SamplingParams) switch to greedy decoding, which has no behaviour log-probs to correct "
         "with, and logits / T would overflow float32.",
@@ -117,17 +129,23 @@ class LMTaskConfig(BaseModel):
         description="Sampled responses per held-out prompt for eval/expected_reward (at the sampling temperature, "
         "from a fixed evaluation seed so every run and variant sees the same draws); 0 = skip.",
     )
-    device: str = Field("cpu", description="Where forwards run: 'cpu' or 'cuda' (same code path); weights live on the CPU.")
+    device: str = Field(
+        "cpu", description="Where forwards run: 'cpu' or 'cuda' (same code path); weights live on the CPU."
+    )
     dtype: Literal["float32", "float64", "bfloat16", "float16"] = Field(
         "float32", description="Compute dtype of forwards (master weights stay float32)."
     )
     replicas: int = Field(
-        1, ge=1, le=4096,
+        1,
+        ge=1,
+        le=4096,
         description="Independent learners R in one run (weights with a leading replica dimension; each replica samples, "
         "scores and trains with its own weights: docs/tasks.md#replicas). The hf backend supports 1 only.",
     )
     eval_processes: int = Field(
-        1, ge=1, le=64,
+        1,
+        ge=1,
+        le=64,
         description="Processes that evaluate the replicas (builtin model, CPU): the replicas are split into this many "
         "chunks, all but one evaluated in processes forked for the evaluation, the last in the run's own; 2 on a 2-core "
         "machine. Each replica's evaluation depends on its weights alone, so the numbers do not depend on it "
@@ -147,26 +165,36 @@ class LMTaskConfig(BaseModel):
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
         if self.model.backend == "hf" and self.replicas != 1:
-            raise ValueError(f"task.replicas: {self.replicas}, but the hf backend supports replicas = 1 only (the "
-                             f"transformers module is called with one replica's weights); use backend = 'builtin' "
-                             f"or run seeds for independent repeats")
+            raise ValueError(
+                f"task.replicas: {self.replicas}, but the hf backend supports replicas = 1 only (the "
+                f"transformers module is called with one replica's weights); use backend = 'builtin' "
+                f"or run seeds for independent repeats"
+            )
         if self.eval_processes > 1 and self.device != "cpu":
-            raise ValueError(f"task.eval_processes: {self.eval_processes}, but the evaluation forks only on the CPU "
-                             f"(task.device = {self.device!r}: a forked child cannot use the parent's CUDA context); "
-                             f"use eval_processes = 1")
+            raise ValueError(
+                f"task.eval_processes: {self.eval_processes}, but the evaluation forks only on the CPU "
+                f"(task.device = {self.device!r}: a forked child cannot use the parent's CUDA context); "
+                f"use eval_processes = 1"
+            )
         if self.replicas > 1 and self.threads != 1:
-            raise ValueError(f"task.threads: {self.threads}, but replicas = {self.replicas} run in one batched kernel "
-                             f"per layer, which computes each replica as its one-replica run to the bit on one thread "
-                             f"only (several threads split a batch by its size); use threads = 1 (the default)")
+            raise ValueError(
+                f"task.threads: {self.threads}, but replicas = {self.replicas} run in one batched kernel "
+                f"per layer, which computes each replica as its one-replica run to the bit on one thread "
+                f"only (several threads split a batch by its size); use threads = 1 (the default)"
+            )
         if self.model.backend == "builtin":
             need_vocab = CharTokenizer().vocab_size
             need_len = self.problem.prompt_len + (self.max_new_tokens or self.problem.max_answer_len + 2)
             if self.model.vocab_size is not None and self.model.vocab_size < need_vocab:
-                raise ValueError(f"task.model.vocab_size: {self.model.vocab_size} is smaller than the task's tokenizer "
-                                 f"({need_vocab} characters); use at least {need_vocab} or leave it unset")
+                raise ValueError(
+                    f"task.model.vocab_size: {self.model.vocab_size} is smaller than the task's tokenizer "
+                    f"({need_vocab} characters); use at least {need_vocab} or leave it unset"
+                )
             if self.model.max_seq_len is not None and self.model.max_seq_len < need_len:
-                raise ValueError(f"task.model.max_seq_len: {self.model.max_seq_len} is shorter than a prompt plus its "
-                                 f"longest response ({need_len} tokens); use at least {need_len} or leave it unset")
+                raise ValueError(
+                    f"task.model.max_seq_len: {self.model.max_seq_len} is shorter than a prompt plus its "
+                    f"longest response ({need_len} tokens); use at least {need_len} or leave it unset"
+                )
         return self
 
 
@@ -208,15 +236,27 @@ class LMTask(PolicyTask):
             S = m.max_seq_len or seq
             d, L, ff, heads = m.d_model, m.n_layers, m.ff, m.n_heads
             mlp = (d * ff + ff) + (ff * d + d)
-            per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (mlp * m.experts + d * m.experts + m.experts if m.experts else mlp)
+            per_layer = (
+                4 * d
+                + (3 * d * d + 3 * d)
+                + (d * d + d)
+                + (mlp * m.experts + d * m.experts + m.experts if m.experts else mlp)
+            )
             params = V * d + S * d + L * per_layer + 2 * d + (0 if m.tie_embeddings else d * V)
         # saved for backward per position: per layer about 12 d + 2 ff + heads x seq (attention), logits
         # (a gated MLP, as in llama, saves a third ff-wide activation: within the estimate's margin)
         act_per_pos = (L * (12 * d + 2 * ff + 2 * heads * seq) + 4 * V) * 4
         return BudgetShape(
-            "transformer", T, "task.max_new_tokens", params, 4, prompt_bytes=P * 8,
-            data_bytes=(cfg.train_size + cfg.eval_size) * (P * 8 + 256), act_per_slot=act_per_pos * seq / max(T, 1),
-            exact_length=False, details={"P": P, "V": V, "d": d, "L": L, "ff": ff, "heads": heads, "seq": seq},
+            "transformer",
+            T,
+            "task.max_new_tokens",
+            params,
+            4,
+            prompt_bytes=P * 8,
+            data_bytes=(cfg.train_size + cfg.eval_size) * (P * 8 + 256),
+            act_per_slot=act_per_pos * seq / max(T, 1),
+            exact_length=False,
+            details={"P": P, "V": V, "d": d, "L": L, "ff": ff, "heads": heads, "seq": seq},
         )
 
     @classmethod
@@ -238,12 +278,20 @@ class LMTask(PolicyTask):
     def __init__(self, cfg: LMTaskConfig):
         if cfg.device.startswith("cuda"):  # known only where the run happens: a run-time error naming the field
             if not torch.cuda.is_available():
-                raise ScenarioError([f"task.device: {cfg.device!r} but CUDA is not available here (torch "
-                                     f"{torch.__version__}); use task.device = 'cpu'"])
+                raise ScenarioError(
+                    [
+                        f"task.device: {cfg.device!r} but CUDA is not available here (torch "
+                        f"{torch.__version__}); use task.device = 'cpu'"
+                    ]
+                )
             index = torch.device(cfg.device).index
             if index is not None and index >= torch.cuda.device_count():
-                raise ScenarioError([f"task.device: {cfg.device!r} but this machine has {torch.cuda.device_count()} "
-                                     f"CUDA device(s) (cuda:0 to cuda:{torch.cuda.device_count() - 1})"])
+                raise ScenarioError(
+                    [
+                        f"task.device: {cfg.device!r} but this machine has {torch.cuda.device_count()} "
+                        f"CUDA device(s) (cuda:0 to cuda:{torch.cuda.device_count() - 1})"
+                    ]
+                )
         self.cfg = cfg
         self.replicas = cfg.replicas
         if cfg.threads is not None:
@@ -257,7 +305,9 @@ class LMTask(PolicyTask):
         self.dtype = DTYPES[cfg.dtype]
         self.backend = cfg.model.backend
         if self.backend == "hf":
-            self.model_cfg = hf.task_config(cfg.model, self.tokenizer.vocab_size, self.P + self.max_new, self.tokenizer.eos_id)
+            self.model_cfg = hf.task_config(
+                cfg.model, self.tokenizer.vocab_size, self.P + self.max_new, self.tokenizer.eos_id
+            )
         else:
             self.model_cfg = cfg.model.model_copy(
                 update={
@@ -392,7 +442,9 @@ class LMTask(PolicyTask):
             ctx = torch.stack([torch.cat([group.prompts[r, live[r]], group.tokens[r, live[r]]], 1) for r in rs])
             versions = [int(version[r]) if isinstance(version, Tensor) else version for r in rs]
             gens = [gen.gens[r] if isinstance(gen, RowGenerators) else gen for r in rs]
-            parts += [(r, live[r], W, o) for r, o in zip(rs, self._decode(params, rs, ctx.to(self.device), W, gens, versions))]
+            parts += [
+                (r, live[r], W, o) for r, o in zip(rs, self._decode(params, rs, ctx.to(self.device), W, gens, versions))
+            ]
         return self._extend(group, parts, max(o[0].shape[1] for *_, o in parts), version, group.extend)
 
     def _generate_each(self, params: Params, group: Rollouts, gen: Stream, version: int | Tensor) -> Rollouts:
@@ -410,8 +462,14 @@ class LMTask(PolicyTask):
             for w in sorted({int(x) for x in group.lengths[r, live].tolist()}):
                 idx = torch.nonzero(live & (group.lengths[r] == w)).squeeze(-1)
                 ctx = torch.cat([group.prompts[r, idx], group.tokens[r, idx, :w]], 1).unsqueeze(0)
-                parts.append((r, idx, w, None if w >= self.max_new else
-                              self._decode(params, [r], ctx.to(self.device), w, [g], [v])[0]))
+                parts.append(
+                    (
+                        r,
+                        idx,
+                        w,
+                        None if w >= self.max_new else self._decode(params, [r], ctx.to(self.device), w, [g], [v])[0],
+                    )
+                )
         return self._extend(group, parts, self.max_new, version, group.extend_each)
 
     def _extend(self, group: Rollouts, parts: list, S: int, version: int | Tensor, extend) -> Rollouts:
@@ -452,8 +510,15 @@ class LMTask(PolicyTask):
         rows = None if rs == list(range(self.replicas)) else rs
         if engine is None:
             shared = all(g is gens[0] for g in gens)
-            return rp.decode(self.model_cfg, self._stacked(params, rows), ctx, budget, eos, _token_draw(T, gens, shared),
-                             compact=True)
+            return rp.decode(
+                self.model_cfg,
+                self._stacked(params, rows),
+                ctx,
+                budget,
+                eos,
+                _token_draw(T, gens, shared),
+                compact=True,
+            )
         own_forward = "forward" in engine.needs
         flips = None
         if own_forward:
@@ -465,8 +530,11 @@ class LMTask(PolicyTask):
 
         def draw(logits: Tensor, active: list[int], step: int):
             out = [engine.draw(z.float() / T, gens[a], versions[a], W + step) for z, a in zip(logits, active)]
-            return (torch.stack([d.tokens for d in out]), torch.stack([d.reported_logp for d in out]),
-                    torch.stack([d.version_logp for d in out]))
+            return (
+                torch.stack([d.tokens for d in out]),
+                torch.stack([d.reported_logp for d in out]),
+                torch.stack([d.version_logp for d in out]),
+            )
 
         outs = rp.decode(self.model_cfg, weights, ctx, budget, eos, draw, flips)
         if not own_forward:
@@ -534,13 +602,20 @@ class LMTask(PolicyTask):
             return torch.zeros(R, N, 0)
         if self.backend == "hf":
             fwd = self.forward_fn(self._single(params, detach=False), use_cache=False)
-            lp = sequence_logprobs(fwd, rollouts.prompts[0].to(self.device), rollouts.tokens[0].to(self.device), self.cfg.temperature)
+            lp = sequence_logprobs(
+                fwd, rollouts.prompts[0].to(self.device), rollouts.tokens[0].to(self.device), self.cfg.temperature
+            )
             return (lp.float().cpu() * rollouts.mask[0]).unsqueeze(0)
         if T > self.max_new:
             raise ValueError(f"responses of {T} tokens exceed the task's budget of {self.max_new}")
         tokens = torch.nn.functional.pad(rollouts.tokens, (0, self.max_new - T))
-        lp = rp.sequence_logprobs(self.model_cfg, self._stacked(params, detach=False), rollouts.prompts.to(self.device),
-                                  tokens.to(self.device), self.cfg.temperature)
+        lp = rp.sequence_logprobs(
+            self.model_cfg,
+            self._stacked(params, detach=False),
+            rollouts.prompts.to(self.device),
+            tokens.to(self.device),
+            self.cfg.temperature,
+        )
         return lp[..., :T].float().cpu() * rollouts.mask
 
     def sequence_inputs(self, rollouts: Rollouts):
@@ -552,7 +627,12 @@ class LMTask(PolicyTask):
         (``torch.func`` friendly; ``trajectory = (tokens (T,), mask (T,), prompt (P,))``)."""
         tokens, mask, prompt = trajectory
         single = {k: v.to(device=self.device, dtype=self.dtype) for k, v in params.items()}
-        lp = sequence_logprobs(self.forward_fn(single, use_cache=False), prompt.unsqueeze(0).to(self.device), tokens.unsqueeze(0).to(self.device), self.cfg.temperature)
+        lp = sequence_logprobs(
+            self.forward_fn(single, use_cache=False),
+            prompt.unsqueeze(0).to(self.device),
+            tokens.unsqueeze(0).to(self.device),
+            self.cfg.temperature,
+        )
         return (lp[0].float().cpu() * mask).sum()
 
     def batch_sequence_logprob(self, params: Params, batch) -> Tensor:
@@ -562,7 +642,12 @@ class LMTask(PolicyTask):
         tokens, mask, prompts = batch
         same = all(v.device == torch.device(self.device) and v.dtype == self.dtype for v in params.values())
         single = params if same else {k: v.to(device=self.device, dtype=self.dtype) for k, v in params.items()}
-        lp = sequence_logprobs(self.forward_fn(single, use_cache=False), prompts.to(self.device), tokens.to(self.device), self.cfg.temperature)
+        lp = sequence_logprobs(
+            self.forward_fn(single, use_cache=False),
+            prompts.to(self.device),
+            tokens.to(self.device),
+            self.cfg.temperature,
+        )
         return (lp.float().cpu() * mask).sum(-1)
 
     @torch.no_grad()
@@ -572,19 +657,26 @@ class LMTask(PolicyTask):
         each sampling with its own evaluation generator, as its one-replica run does)."""
         R = next(iter(params.values())).shape[0]
         P = min(self.cfg.eval_processes, R) if self.backend == "builtin" else 1
-        if P > 1:  # replica chunks in forked processes (sandbox.processes.forked_map): each replica's numbers alone
+        if (
+            P > 1
+        ):  # replica chunks in forked processes (sandbox.base.processes.forked_map): each replica's numbers alone
             cuts = [R * i // P for i in range(P + 1)]
-            parts = forked_map([
-                (lambda a=a, b=b: self._evaluate_builtin({k: v[a:b] for k, v in params.items()}))
-                for a, b in zip(cuts, cuts[1:])
-            ])
+            parts = forked_map(
+                [
+                    (lambda a=a, b=b: self._evaluate_builtin({k: v[a:b] for k, v in params.items()}))
+                    for a, b in zip(cuts, cuts[1:])
+                ]
+            )
             return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
         if self.backend == "hf":
             eos = self.tokenizer.eos_id
-            return self._evaluate(lambda ctx, T, gens, idx: [
-                sample(self.forward_fn(self._single(params, detach=True, r=r)), ctx, self.max_new, eos, T, gens[r])
-                for r in range(R)
-            ], R)
+            return self._evaluate(
+                lambda ctx, T, gens, idx: [
+                    sample(self.forward_fn(self._single(params, detach=True, r=r)), ctx, self.max_new, eos, T, gens[r])
+                    for r in range(R)
+                ],
+                R,
+            )
         return self._evaluate_builtin(params)
 
     def _evaluate_builtin(self, params: Params) -> dict[str, Tensor]:
@@ -596,8 +688,10 @@ class LMTask(PolicyTask):
         weights = self._stacked(params)
         N, eb = len(self.eval_prompts), self.cfg.eval_batch
         c = max(1, EVAL_ROWS // max(min(eb, N), min(eb, N * self.cfg.eval_samples)))
-        parts = [self._evaluate(self._eval_decoder({k: v[s:s + c] for k, v in weights.items()}), min(c, R - s))
-                 for s in range(0, R, c)]
+        parts = [
+            self._evaluate(self._eval_decoder({k: v[s : s + c] for k, v in weights.items()}), min(c, R - s))
+            for s in range(0, R, c)
+        ]
         if len(parts) == 1:
             return parts[0]
         return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
@@ -619,23 +713,38 @@ class LMTask(PolicyTask):
             if not store:
                 logits, caches = [], []
                 for s in range(0, N, self.cfg.eval_batch):
-                    ctx = self.eval_ids[s:s + self.cfg.eval_batch].to(self.device)
+                    ctx = self.eval_ids[s : s + self.cfg.eval_batch].to(self.device)
                     lg, cache = rp._prefill(cfg, weights, ctx.unsqueeze(0).expand(Rc, -1, -1), None)
                     logits.append(lg[:, :, -1:])
                     n = (Rc, ctx.shape[0], cfg.n_heads)  # (Rc·n·heads, L, hd) -> (Rc, n, heads, L, hd)
                     caches.append([(k.reshape(*n, *k.shape[1:]), v.reshape(*n, *v.shape[1:])) for k, v in cache])
-                store.append((torch.cat(logits, 1), [(torch.cat([c[i][0] for c in caches], 1),
-                                                      torch.cat([c[i][1] for c in caches], 1))
-                                                     for i in range(cfg.n_layers)]))
+                store.append(
+                    (
+                        torch.cat(logits, 1),
+                        [
+                            (torch.cat([c[i][0] for c in caches], 1), torch.cat([c[i][1] for c in caches], 1))
+                            for i in range(cfg.n_layers)
+                        ],
+                    )
+                )
             logits, cache = store[0]
             i = idx.to(logits.device)
-            return logits.index_select(1, i), [(k.index_select(1, i).flatten(0, 2), v.index_select(1, i).flatten(0, 2))
-                                               for k, v in cache]
+            return logits.index_select(1, i), [
+                (k.index_select(1, i).flatten(0, 2), v.index_select(1, i).flatten(0, 2)) for k, v in cache
+            ]
 
         def decode(ctx: Tensor, T: float, gens: list, idx: Tensor):
             pre = prefilled(idx) if self.cfg.eval_samples > 0 and kv_bytes <= EVAL_PREFILL_BYTES else None
-            outs = rp.decode(cfg, weights, ctx.unsqueeze(0).expand(Rc, -1, -1), self.max_new, eos,
-                             _token_draw(T, gens, shared=False), prefilled=pre, compact=True)
+            outs = rp.decode(
+                cfg,
+                weights,
+                ctx.unsqueeze(0).expand(Rc, -1, -1),
+                self.max_new,
+                eos,
+                _token_draw(T, gens, shared=False),
+                prefilled=pre,
+                compact=True,
+            )
             return [(t, lp, lens, hit) for t, lp, _, lens, hit in outs]
 
         return decode
@@ -701,7 +810,9 @@ def _token_draw(temperature: float, gens: list, shared: bool):
             if shared:
                 tok = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=gens[0]).view(probs.shape[:-1])
             else:
-                tok = torch.stack([torch.multinomial(p, 1, generator=gens[a]).squeeze(-1) for p, a in zip(probs, active)])
+                tok = torch.stack(
+                    [torch.multinomial(p, 1, generator=gens[a]).squeeze(-1) for p, a in zip(probs, active)]
+                )
             tok = tok.to(logp.device)
         return tok, logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1), None
 

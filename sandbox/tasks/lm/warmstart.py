@@ -35,14 +35,14 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
-from ... import progress
-from ...learner.optim import without_dynamo
-from ...models import hf
-from ...models.transformer import sample
+from sandbox.base import progress
+from sandbox.learner.optim import without_dynamo
+from sandbox.models import hf
+from sandbox.models.transformer import sample
 
 FORMAT_VERSION = 1
 LABEL = "warm start: training the base LM (cached after)"
-"""The progress label of the warm start (:mod:`sandbox.progress`); its total is ``max_steps``, an
+"""The progress label of the warm start (:mod:`sandbox.base.progress`); its total is ``max_steps``, an
 upper bound: the training stops at the first evaluation reaching ``target_accuracy``."""
 TRAININGS = 0
 """How many warm starts this process has trained (the cache tests read it)."""
@@ -52,8 +52,12 @@ class WarmStartConfig(BaseModel):
     """Supervised warm start giving the base model partial accuracy."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    enabled: bool = Field(True, description="Start RL from the warm-started base model (False: random init from run.init_seed).")
-    max_steps: int = Field(3000, ge=0, description="Upper bound on supervised steps (the target accuracy usually stops it earlier).")
+    enabled: bool = Field(
+        True, description="Start RL from the warm-started base model (False: random init from run.init_seed)."
+    )
+    max_steps: int = Field(
+        3000, ge=0, description="Upper bound on supervised steps (the target accuracy usually stops it earlier)."
+    )
     batch_size: int = Field(64, ge=1, description="Sequences per supervised step.")
     lr: float = Field(3e-3, gt=0, description="Adam learning rate (3e-3 trains the 2-layer model in seconds).")
     warmup_steps: int = Field(20, ge=0, description="Linear LR warm-up steps.")
@@ -66,7 +70,12 @@ class WarmStartConfig(BaseModel):
     )
     eval_every: int = Field(10, ge=1, description="Steps between dev evaluations.")
     dev_size: int = Field(256, ge=1, description="Train prompts used as the dev slice for the stopping rule.")
-    seed: int = Field(0, ge=0, le=2**63 - 1, description="Seed of the init, the batches and the order (the base model is shared by every run).")
+    seed: int = Field(
+        0,
+        ge=0,
+        le=2**63 - 1,
+        description="Seed of the init, the batches and the order (the base model is shared by every run).",
+    )
 
 
 def cache_dir() -> Path:
@@ -177,7 +186,9 @@ def _batch(task, idx: Tensor) -> tuple[Tensor, Tensor]:
 
 
 @torch.no_grad()
-def greedy_accuracy(model: torch.nn.Module, task, prompt_ids: Tensor, prompts: list[str], batch: int = 512) -> tuple[float, float]:
+def greedy_accuracy(
+    model: torch.nn.Module, task, prompt_ids: Tensor, prompts: list[str], batch: int = 512
+) -> tuple[float, float]:
     """Greedy exact-answer accuracy and mean response length of ``model`` on ``prompt_ids``."""
     correct, total_len = 0.0, 0.0
     fwd = task.module_forward(model)
@@ -220,14 +231,19 @@ def _train(task) -> tuple[dict[str, Tensor], dict]:
         for step in range(ws.max_steps + 1):
             if step % ws.eval_every == 0 or step == ws.max_steps:
                 acc, _ = greedy_accuracy(model, task, task.train_ids[dev], dev_prompts)
-                bar.update(info=f"dev accuracy {acc:.2f}" + (f" (stops at {ws.target_accuracy:.2f})" if ws.target_accuracy else ""))
+                bar.update(
+                    info=f"dev accuracy {acc:.2f}"
+                    + (f" (stops at {ws.target_accuracy:.2f})" if ws.target_accuracy else "")
+                )
                 if (ws.target_accuracy is not None and acc >= ws.target_accuracy) or step == ws.max_steps:
                     break
             idx = torch.randint(n_train, (ws.batch_size,), generator=gen)
             seq, mask = _batch(task, idx)
             logits, _ = fwd(seq[:, :-1], None)
             logits = logits[:, P - 1 :]
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), seq[:, P:].reshape(-1), reduction="none")
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), seq[:, P:].reshape(-1), reduction="none"
+            )
             loss = (loss * mask.reshape(-1)).sum() / mask.sum()
             for g in opt.param_groups:
                 g["lr"] = ws.lr * min(1.0, (step + 1) / max(ws.warmup_steps, 1))

@@ -33,7 +33,6 @@ CUDA_VISIBLE_DEVICES=0 accelerate launch examples/scripts/async_grpo.py
 """
 
 from datasets import load_dataset
-
 from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
 from trl.rewards import accuracy_reward
 

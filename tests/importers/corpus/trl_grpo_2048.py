@@ -22,9 +22,7 @@ import random
 
 from datasets import Dataset
 from peft import LoraConfig
-
 from trl import GRPOConfig, GRPOTrainer
-
 
 PROMPT = "Play 2048 on a 4x4 board. Use the tool `move` with one of: up, down, left, right. Maximize the score."
 

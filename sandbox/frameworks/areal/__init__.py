@@ -1,0 +1,1 @@
+"""areal: its exporter, validator, importer and integration (``docs/promotion.md``)."""

@@ -1,0 +1,1 @@
+"""openrlhf: its exporter, validator, importer and integration (``docs/promotion.md``)."""

@@ -1,0 +1,1 @@
+"""prime_rl: its exporter, validator, importer and integration (``docs/promotion.md``)."""

@@ -1,0 +1,1 @@
+"""trl: its exporter, validator, importer and integration (``docs/promotion.md``)."""

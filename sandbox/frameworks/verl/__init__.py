@@ -1,0 +1,1 @@
+"""verl: its exporter, validator, importer and integration (``docs/promotion.md``)."""

@@ -1,0 +1,1 @@
+"""verl_vcpo: its exporter, validator, importer and integration (``docs/promotion.md``)."""

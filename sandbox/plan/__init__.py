@@ -1,0 +1,1 @@
+"""``sandbox plan``: capacity planning (throughput, lag and memory) and the rollout/train split."""

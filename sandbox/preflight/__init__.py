@@ -1,0 +1,1 @@
+"""``sandbox preflight``: bounded simulations around an imported GPU config, one answer per question."""
