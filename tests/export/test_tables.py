@@ -1,4 +1,4 @@
-"""The per-framework export tables (sandbox/export/tables/*.toml): well-formed rows and templates, every id the
+"""The per-framework export tables (sandbox/frameworks/<framework>/tables.toml, sandbox/export/tables/common.toml): well-formed rows and templates, every id the
 exporters name exists in the table they read, no dead entries, and ``Table.row`` writes what the row says."""
 
 from __future__ import annotations
@@ -14,17 +14,23 @@ from sandbox.export.plan import ExportPlan
 from sandbox.export.table import PARAMS, TEXT, Table
 
 EXPORT = Path(__file__).resolve().parents[2] / "sandbox" / "export"
-TABLES = {p.stem: tomllib.loads(p.read_text(encoding="utf-8")) for p in sorted((EXPORT / "tables").glob("*.toml"))}
+FRAMEWORKS = EXPORT.parent / "frameworks"
+TABLES = {
+    "common": tomllib.loads((EXPORT / "tables" / "common.toml").read_text(encoding="utf-8")),
+    **{p.parent.name: tomllib.loads(p.read_text(encoding="utf-8")) for p in sorted(FRAMEWORKS.glob("*/tables.toml"))},
+}
 
 
 def _modules() -> dict[str, tuple[str, str]]:
-    """Module name -> (the table it reads, its source)."""
+    """Module name (a framework's exporter: its folder's name) -> (the table it reads, its source)."""
     out = {}
-    for path in sorted(EXPORT.glob("*.py")):
+    paths = {p.stem: p for p in sorted(EXPORT.glob("*.py"))}
+    paths.update({p.parent.name: p for p in sorted(FRAMEWORKS.glob("*/export.py"))})
+    for name, path in sorted(paths.items()):
         src = path.read_text(encoding="utf-8")
         m = re.search(r'^T = Table\("(\w+)"\)$', src, re.M)
         if m:
-            out[path.stem] = (m.group(1), src)
+            out[name] = (m.group(1), src)
     return out
 
 
@@ -98,7 +104,7 @@ def test_every_named_entry_exists_and_every_entry_is_named():
             if f'"{key}"' in src:
                 used[table]["template"].add(key)
         for rule, cases in TABLES[table].get("rule", {}).items():  # rows and notes named by the table's rules
-            assert re.search(rf'T\.(apply\([\w.]+, |pick\()"{rule}"', src), (
+            assert re.search(rf'T\.(apply\(\s*[\w.]+,\s*|pick\(\s*)"{rule}"', src), (
                 f"{table}.toml: rule {rule} is applied by no exporter"
             )
             named = [("row", e[0]) for e in _rule_rows(cases) if isinstance(e, list)]
@@ -108,7 +114,9 @@ def test_every_named_entry_exists_and_every_entry_is_named():
                 assert key in TABLES[where].get(section, {}), f"{table}.toml: rule {rule} names {section} {key!r}"
                 used[where][section].add(key)
         for section in [s for s in TABLES[table] if s.startswith("metrics")]:  # notes named by Table.metrics entries
-            assert re.search(rf'T\.metrics\(("{section}")?', src), f"{table}.toml: [{section}] is read by no exporter"
+            assert re.search(rf'T\.metrics\(\s*("{section}")?', src), (
+                f"{table}.toml: [{section}] is read by no exporter"
+            )
             for key in re.findall(r"note\('([^']+)'", repr(TABLES[table][section])):
                 where = table if key in TABLES[table].get("note", {}) else "common"
                 assert key in TABLES[where].get("note", {}), f"{table}.toml: [{section}] names note {key!r}"

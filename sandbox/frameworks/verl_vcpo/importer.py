@@ -41,7 +41,7 @@ GB = f"{ACTOR}.grad_baselining"
 ESS = f"{ACTOR}.ess_scaling"
 
 
-FORK_KEYS = Path(__file__).resolve().parents[1] / "export" / "keys" / "verl_vcpo_c7f030f0.json"
+FORK_KEYS = Path(__file__).resolve().parent / "keys" / "verl_vcpo_c7f030f0.json"
 
 
 def map_vcpo(m: Mapper) -> None:
