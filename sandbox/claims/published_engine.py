@@ -4,13 +4,19 @@ section published_speedups_engine).
 The claim ``published_speedups`` times generation per group at a fixed 0.03 s per token per slot,
 the same at every load. Here the setups that opt in (:data:`ENGINE_SETUPS`) are run again with
 their generation on inference engines (``docs/system.md#continuous_batching``), everything else
-(training and sync times, staleness control, batch, lengths) as their scenario states:
+(sync time, staleness control, batch, lengths) as their scenario states:
 
+* the training time: a consistency check's is the scenario's (the source's measured seconds); a
+  prediction's is the trainer of ``sandbox plan`` on :attr:`EngineMapping.train_gpus` GPUs
+  (:func:`with_trainer`: ``(6 + 2)·N·T / (gpus · peak · MFU)``, MFU 0.4 an assumption);
 * one engine per ``tp`` generating GPUs (the scenario's ``num_workers / slots_per_gpu`` GPUs, the
   shipped mapping being ``256 / group_size`` group slots per GPU), at most ``max_sequences = 256``
   sequences in flight (vLLM's default ``max_num_seqs``);
 * every group the staleness control admits is submitted at once (the frameworks hand the engine
-  the whole batch): workers = the control's in-flight bound, spread evenly over the engines;
+  the whole batch): workers = the control's in-flight bound, or the framework's own cap on groups in
+  flight when lower (:attr:`EngineMapping.max_concurrent`: AReaL admits a prompt only while fewer than
+  ``max_concurrent_rollouts`` run, AReaL ``realhf/system/gserver_manager.py`` at 4d67c421d), spread
+  evenly over the engines;
 * the engine's step costs, prefill and KV capacity from the one timing model of ``sandbox plan`` and
   ``sandbox preflight`` (:class:`sandbox.system.delays.continuous_batching.EngineHardware`;
   ``docs/system.md#hardware``): decode step ``a + b·n`` from the GPU's bandwidth and FLOP/s and the
