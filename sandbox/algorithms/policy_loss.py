@@ -24,7 +24,7 @@ from torch import Tensor
 from sandbox.algorithms import advantages as A
 from sandbox.algorithms._tensor import aggregate, masked_frac, token_mean
 from sandbox.algorithms.api import REF_LOGP_KEY, SEQ_GRAD_KEY, LossOutput, PolicyLossInput
-from sandbox.algorithms.corrections import CORRECTIONS, CorrectionContext, NoCorrectionConfig
+from sandbox.algorithms.corrections import CORRECTIONS, CorrectionContext, CorrectionResult, NoCorrectionConfig
 from sandbox.algorithms.diagnostics import k3, masked_is_metrics
 from sandbox.algorithms.objectives import OBJECTIVES, SurrogateInput
 
@@ -96,6 +96,13 @@ class PolicyLoss:
         return self.objective_impl.advantages(inp, log_seq_rho)
 
     # ----------------------------------------------------------------------------------------- loss
+    def _correct(self, context: CorrectionContext):
+        """The correction's result on ``context``, shown to the recorder."""
+        corr = self.correction(context)
+        if self.recorder is not None:
+            self.recorder(context, corr)
+        return corr
+
     def __call__(self, inp: PolicyLossInput) -> LossOutput:
         method = self.objective_impl
         logp = inp.logp
@@ -103,15 +110,28 @@ class PolicyLoss:
         mu = inp.behaviour_logp.detach()
         decoupled = inp.prox_logp is not None
         anchor = inp.prox_logp.detach() if decoupled else mu
-        log_rho = (logp.detach() - mu).mul_(fmask)
-        log_w = (anchor - mu) * fmask if decoupled else log_rho
-        # log ρ · m · m: what seq_sum(log_rho) sums, and the log ρ · m of is_metrics(log_rho) (same numbers).
-        masked_twice = log_rho * fmask
-        log_seq_rho = masked_twice.sum(-1)
-
         monitors = inp.monitors
         want = (lambda _: True) if monitors is None else monitors.__contains__  # noqa: E731
         injected = inp.advantages is not None
+        wants_is = any(want(k) for k in IS_MONITOR_KEYS)
+        # log ρ = log π_θ − log μ is read by a correction other than the identity, the recorder, an
+        # importance-weighted baseline and the IS monitors; when none of them runs it is not computed.
+        reads_log_rho = (
+            not self.correction.is_identity
+            or self.recorder is not None
+            or monitors is None
+            or (not injected and method.reads_log_seq_rho)
+            or wants_is
+        )
+        if reads_log_rho:
+            log_rho = (logp.detach() - mu).mul_(fmask)
+            log_w = (anchor - mu) * fmask if decoupled else log_rho
+            # log ρ · m · m: what seq_sum(log_rho) sums, and the log ρ · m of is_metrics(log_rho) (same numbers).
+            masked_twice = log_rho * fmask
+            log_seq_rho = masked_twice.sum(-1)
+        else:
+            log_rho = masked_twice = log_seq_rho = None
+            log_w = (anchor - mu) * fmask if decoupled else None
         adv, metrics = (inp.advantages, {}) if injected else self.advantages(inp, log_seq_rho)
         adv = adv.detach()
         metrics["reward/mean"] = inp.rewards.detach().mean(-1)
@@ -121,7 +141,7 @@ class PolicyLoss:
             metrics["adv/std"] = adv.std(-1, unbiased=False)
         if not injected and want("adv/zero_var_groups"):
             metrics["adv/zero_var_groups"] = A.zero_variance_group_frac(inp.rewards.detach(), inp.group_size)
-        if any(want(k) for k in IS_MONITOR_KEYS):
+        if wants_is:
             metrics.update(masked_is_metrics(masked_twice, fmask))  # overwrites masked_twice
         if decoupled and want("ppo/kl"):
             metrics["ppo/kl"] = token_mean((anchor - logp.detach()) * fmask, fmask)
@@ -142,27 +162,28 @@ class PolicyLoss:
         reads_ratio = method.reads_ratio or not self.correction.is_identity
         ratio = torch.exp((logp - anchor) * fmask) if reads_ratio else None
         a_tok = adv.unsqueeze(-1).expand_as(logp)
-        context = CorrectionContext(
-            log_w=log_w,
-            log_rho=log_rho,
-            ratio=None if ratio is None else ratio.detach(),
-            fmask=fmask,
-            adv=adv,
-            rewards=inp.rewards.detach(),
-            logp=logp,
-            behaviour_logp=mu,
-            decoupled=decoupled,
-            log_seq_w=None if decoupled else log_seq_rho,
-            prox_logp=anchor if decoupled else None,
-            token_versions=inp.token_versions,
-            learner_version=inp.learner_version,
-            group_size=inp.group_size,
-            staleness=inp.staleness,
-            extras=inp.extras,
-        )
-        corr = self.correction(context)
-        if self.recorder is not None:
-            self.recorder(context, corr)
+        if reads_log_rho:
+            context = CorrectionContext(
+                log_w=log_w,
+                log_rho=log_rho,
+                ratio=None if ratio is None else ratio.detach(),
+                fmask=fmask,
+                adv=adv,
+                rewards=inp.rewards.detach(),
+                logp=logp,
+                behaviour_logp=mu,
+                decoupled=decoupled,
+                log_seq_w=None if decoupled else log_seq_rho,
+                prox_logp=anchor if decoupled else None,
+                token_versions=inp.token_versions,
+                learner_version=inp.learner_version,
+                group_size=inp.group_size,
+                staleness=inp.staleness,
+                extras=inp.extras,
+            )
+            corr = self._correct(context)
+        else:  # the identity correction with no recorder: nothing reads the context
+            corr = _IDENTITY
         metrics.update(corr.metrics)
         sur = method.surrogate(
             SurrogateInput(
@@ -211,6 +232,9 @@ class PolicyLoss:
             metrics["clip/frac_lower"] = masked_frac(sur.dual_clipped, fmask)
         return LossOutput(loss, metrics)
 
+
+_IDENTITY = CorrectionResult()
+"""What the identity correction returns (no factor, mask, penalty or metric): shared, never modified."""
 
 TOKEN_LAG_KEYS = ("staleness/mean", "staleness/max")
 IS_MONITOR_KEYS = ("is/ess_ratio", "is/ess", "is/chi2", "is/chi2_seq", "is/kl_k3", "is/log_ratio_mean")

@@ -49,6 +49,7 @@ class MetricSet:
         self.keep = None if level != "lean" else frozenset(ALWAYS | set(keep or ()))
         self.prefixes = tuple(prefixes) if level == "lean" else ()
         self.full = level == "full"
+        self._families: dict[str, bool] = {}  # wants_any's answers: keep and prefixes never change
 
     @property
     def lean(self) -> bool:
@@ -64,7 +65,11 @@ class MetricSet:
     def wants_any(self, prefix: str) -> bool:
         if self.keep is None:
             return True
-        return any(k.startswith(prefix) for k in self.keep) or any(p.startswith(prefix) for p in self.prefixes)
+        known = self._families.get(prefix)
+        if known is None:
+            known = any(k.startswith(prefix) for k in self.keep) or any(p.startswith(prefix) for p in self.prefixes)
+            self._families[prefix] = known
+        return known
 
 
 STANDARD = MetricSet()

@@ -117,6 +117,13 @@ class Learner:
         # (issue 28: a dict of (R,) arrays per step was about 5.7 KB a step on the quickstart).
         self.replica_rows = ReplicaColumns(self.R, max(total_steps, 1))
         self._sample_lag: Tensor | None = None
+        self._last_snapshot: tuple | None = None  # (copies, the weights' version counters, the copies' ones)
+        self._lr_column: tuple[float, Tensor] | None = None  # (lr, its (R,) column), reused while lr is unchanged
+        # One replica: the divergence test on Python floats, exact when both bounds are finite float32 values
+        # (torch compares the float32 loss and norms with a float32 bound; float64 compares the same values alike).
+        self._bounds_f32 = all(
+            math.isfinite(b) and float(np.float32(b)) == b for b in (bounds.max_loss, bounds.max_param_norm)
+        )
 
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -152,7 +159,25 @@ class Learner:
         return self.snapshot()
 
     def snapshot(self) -> Params:
-        return {k: v.detach().clone() for k, v in self.params.items()}
+        """A copy of the weights (what the cluster publishes to the workers). It is kept as the weights before
+        the next optimizer step (:meth:`_weights_before_step`) while neither it nor the weights change."""
+        snap = {k: v.detach().clone() for k, v in self.params.items()}
+        copies = [snap[k] for k in self.names]
+        self._last_snapshot = (copies, [p._version for p in self.plist], [c._version for c in copies])
+        return snap
+
+    def _weights_before_step(self) -> list[Tensor]:
+        """Copies of the weights as they are now, what a diverging replica is restored from: the last snapshot
+        while the weights and the snapshot are unchanged since it was taken (their in-place version counters),
+        so that a step makes one copy (the one published to the workers), not two; otherwise new copies."""
+        last = self._last_snapshot
+        if (
+            last is not None
+            and all(p._version == v for p, v in zip(self.plist, last[1]))
+            and all(c._version == v for c, v in zip(last[0], last[2]))
+        ):
+            return last[0]
+        return [p.detach().clone() for p in self.plist]
 
     def compute_loss(
         self, step: int, jobs: list[Job], context: MinibatchContext | None = None
@@ -188,7 +213,8 @@ class Learner:
             return self._train_minibatches(step, jobs)
         loss, metrics, tokens = self.compute_loss(step, jobs)
         row = self._optimizer_step(step, loss, metrics)
-        return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=row, stop=not bool(self.alive.any()))
+        stop = not self._all_alive and not bool(self.alive.any())  # every replica alive: no tensor to read
+        return TrainResult(weights=self.snapshot(), tokens=tokens, metrics=row, stop=stop)
 
     def _train_minibatches(self, batch: int, jobs: list[Job]) -> TrainResult:
         m = self.minibatches
@@ -230,12 +256,15 @@ class Learner:
         for p in self.plist:  # = optimizer.zero_grad(set_to_none=False), without its profiler wrapper
             if p.grad is not None:
                 p.grad.zero_()
-        if self._all_alive and bool(torch.isfinite(loss.detach()).all()):
-            # Every replica alive and every loss finite: nan_to_num is the identity and the alive mask all ones,
-            # so each replica's loss receives the sum's gradient 1.0 exactly as below. Not loss.backward(ones):
-            # an explicit gradient tensor makes torch import torch.fx.experimental.symbolic_shapes and sympy
-            # (about 2 s per process, torch/autograd/__init__.py: _make_grads); a scalar's implicit one does not.
-            loss.sum().backward()
+        total = loss.sum() if self._all_alive else None
+        if total is not None and math.isfinite(total.item()):
+            # Every replica alive and every loss finite (a sum is finite only if every term is; a sum of finite
+            # terms that overflows takes the general path, whose gradient is the same): nan_to_num is the identity
+            # and the alive mask all ones, so each replica's loss receives the sum's gradient 1.0 exactly as below.
+            # Not loss.backward(ones): an explicit gradient tensor makes torch import
+            # torch.fx.experimental.symbolic_shapes and sympy (about 2 s per process, torch/autograd/__init__.py:
+            # _make_grads); a scalar's implicit one does not.
+            total.backward()
         else:
             (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * self.alive.to(loss.dtype)).sum().backward()
 
@@ -259,7 +288,7 @@ class Learner:
         lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        before = [p.detach().clone() for p in self.plist]
+        before = self._weights_before_step()
         if self._plain and self.monitors.lean:  # nothing reads the plain step's constant metrics
             if any(p.grad is not None for p in self.plist):
                 with torch.no_grad():
@@ -283,7 +312,22 @@ class Learner:
             monitored = metrics.get("loss", loss).detach()
             bounds = self.bounds
             newly = None
-            if self._all_alive and math.isfinite(bounds.max_loss) and math.isfinite(bounds.max_param_norm):
+            if (
+                self._all_alive
+                and self.R == 1
+                and self._bounds_f32
+                and monitored.dtype in _EXACT
+                and pnorm.dtype in _EXACT
+            ):
+                # One replica: the test below on its three values as Python floats (three reads instead of seven
+                # tensor operations); NaN fails every comparison.
+                if not (
+                    abs(monitored.item()) <= bounds.max_loss
+                    and pnorm.item() <= bounds.max_param_norm
+                    and math.isfinite(metrics["grad/norm"].item())
+                ):
+                    newly = torch.ones(1, dtype=torch.bool)
+            elif self._all_alive and math.isfinite(bounds.max_loss) and math.isfinite(bounds.max_param_norm):
                 # The usual step: every replica alive and, in one test, none diverging. |loss| <= max_loss and
                 # ‖θ‖ <= max_param_norm are false exactly for a NaN, an infinity or a value beyond a finite
                 # bound, so ``ok`` is the negation of ``bad`` below (the same float32 comparisons).
@@ -305,7 +349,12 @@ class Learner:
                     for p, b in zip(self.plist, before):
                         p[frozen] = b[frozen]
                 self._all_alive = bool(self.alive.all())
-        metrics["lr"] = lr * metrics["lr/scale"] if "lr/scale" in metrics else torch.full((self.R,), lr)
+        if "lr/scale" in metrics:
+            metrics["lr"] = lr * metrics["lr/scale"]
+        else:  # a constant rate: the same column while it is the same (the row copies it, nothing writes to it)
+            if self._lr_column is None or self._lr_column[0] != lr:
+                self._lr_column = (lr, torch.full((self.R,), lr))
+            metrics["lr"] = self._lr_column[1]
         if self.eval_fn is not None and (step % self.eval_every == 0 or step == self.total_steps - 1):
             metrics.update(self.eval_fn(self.params))
         if self._all_alive:
@@ -335,12 +384,22 @@ class Learner:
         return metrics
 
 
+_EXACT = (torch.float32, torch.float64)
+"""The dtypes whose values compare with a float32 bound in Python floats as torch compares them."""
+
+_ONE = (1,)
+
+
 def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
     """Per-replica arrays (float64 for floating metrics) and the row of means over the live
     replicas. The ``(R,)`` floating metrics go to numpy in one stacked copy per dtype, widened to
     float64 (exact for every float dtype), and the rows whose live values are all finite are averaged
     together over the live columns (the same reduction per row as the per-metric :func:`_alive_mean`,
     so the same bits); anything else takes the per-metric path."""
+    if replicas == 1 and alive.shape == _ONE and alive[0]:
+        one = _one_replica_row(metrics)
+        if one is not None:
+            return one
     groups: dict[torch.dtype, list[str]] = {}
     shape = (replicas,)
     for k, v in metrics.items():
@@ -387,6 +446,22 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
     elif len(groups) == 1:  # one dtype, every metric (R,): both dicts are in the metrics' order already
         return arrays, means
     return {k: arrays[k] for k in metrics}, {k: means[k] for k in metrics}
+
+
+def _one_replica_row(metrics: dict) -> tuple[dict[str, np.ndarray], dict] | None:
+    """:func:`_metrics_to_numpy` of one live replica whose metrics are all floating ``(1,)`` tensors of finite
+    values, else None (the general path). Each value is read once as a Python float (``Tensor.item``: the
+    float64 of the value, as the widening copy); a row's mean is the value itself, ``(0 + x) / 1`` as numpy
+    sums from its identity, so -0.0 becomes 0.0 (hence the ``+ 0.0``)."""
+    values = []
+    for v in metrics.values():
+        if not (isinstance(v, Tensor) and v.dtype.is_floating_point and v.shape == _ONE):
+            return None
+        values.append(v.item())
+    if not all(map(math.isfinite, values)):
+        return None
+    matrix = np.array(values, dtype=np.float64).reshape(-1, 1)
+    return dict(zip(metrics, matrix)), {k: x + 0.0 for k, x in zip(metrics, values)}
 
 
 def _np(v) -> np.ndarray:

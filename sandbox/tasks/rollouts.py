@@ -31,6 +31,21 @@ def oldest_versions(versions: Tensor) -> Tensor:
     return keyed.amax(-1).bitwise_not_()
 
 
+_ONE_TOKEN_SHAPES: dict[tuple[int, int], tuple[Tensor, Tensor, int, int]] = {}
+
+
+def _complete_one_token(replicas: int, responses: int) -> tuple[Tensor, Tensor]:
+    """``(lengths, ended)`` of a complete one-token group, ``ones(R, N)`` as int64 and as bool, shared by the
+    groups of that shape: nothing writes to a group's lengths or ended flags (if anything did, their version
+    counters would tell, and new tensors would be made)."""
+    key = (replicas, responses)
+    cached = _ONE_TOKEN_SHAPES.get(key)
+    if cached is None or cached[0]._version != cached[2] or cached[1]._version != cached[3]:
+        lengths, ended = torch.ones(key, dtype=torch.long), torch.ones(key, dtype=torch.bool)
+        cached = _ONE_TOKEN_SHAPES[key] = (lengths, ended, lengths._version, ended._version)
+    return cached[0], cached[1]
+
+
 @dataclass
 class Rollouts:
     tokens: Tensor
@@ -87,12 +102,13 @@ class Rollouts:
             ones = torch.ones(R, N, dtype=torch.long)
             return cls.empty(R, N).extend(tokens.unsqueeze(-1), logp.unsqueeze(-1), ones, ones.bool(), version)
         tokens = tokens.unsqueeze(-1)
+        lengths, ended = _complete_one_token(R, N)
         out = cls(
             tokens=tokens,
             behaviour_logp=logp.unsqueeze(-1),
             token_versions=torch.full_like(tokens, version),
-            lengths=torch.ones(R, N, dtype=torch.long),
-            ended=torch.ones(R, N, dtype=torch.bool),
+            lengths=lengths,
+            ended=ended,
             group_size=N,
         )
         out._longest = (out.lengths, out.lengths._version, 1 if R * N else 0)  # what decode_steps would read

@@ -95,3 +95,16 @@ def test_bernoulli_rewards_are_uniforms_below_the_arm_means():
     got = task.rewards(ro, torch.Generator().manual_seed(7))
     assert got.dtype == torch.float32 and torch.equal(got, expected)
     assert expected.sum() not in (0, 6)  # the comparison decides: some responses pay, some do not
+
+
+def test_one_token_groups_share_their_lengths_until_one_is_written_to():
+    gen = torch.Generator().manual_seed(5)
+    tokens = torch.randint(0, 7, (2, 4), generator=gen)
+    logp = -torch.rand(2, 4, generator=gen)
+    a, b = Rollouts.one_token(tokens, logp, 0), Rollouts.one_token(tokens, logp, 1)
+    assert a.lengths is b.lengths and a.ended is b.ended  # one (R, N) pair of ones
+    a.lengths.add_(1)  # a writer: the next group gets new ones, this one keeps what was written
+    c = Rollouts.one_token(tokens, logp, 2)
+    assert c.lengths is not a.lengths and torch.equal(c.lengths, torch.ones(2, 4, dtype=torch.long))
+    assert torch.equal(c.ended, torch.ones(2, 4, dtype=torch.bool))
+    _same(c, _general(2, tokens, logp, 2))

@@ -298,6 +298,12 @@ class Objective:
         return False
 
     @property
+    def reads_log_seq_rho(self) -> bool:
+        """Whether :meth:`advantages` reads its ``log_seq_rho`` argument (an importance-weighted baseline). When
+        it does not and nothing else reads log ρ, the policy loss does not compute it and passes ``None``."""
+        return True
+
+    @property
     def aggregation(self) -> Aggregation | None:
         """How per-token losses become one loss per replica (``docs/methods/objectives.md#aggregation``)."""
         return self.cfg.aggregation

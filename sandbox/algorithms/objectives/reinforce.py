@@ -69,6 +69,10 @@ class Reinforce(Objective):
     def needs_sequence_grad_norms(self) -> bool:
         return self.cfg.baseline in ("opob", "optimal")
 
+    @property
+    def reads_log_seq_rho(self) -> bool:
+        return self.cfg.baseline in ("opob", "optimal")  # opob_advantage reads its IS weights, or their shape
+
     def advantages(self, inp: PolicyLossInput, log_seq_rho: Tensor) -> tuple[Tensor, dict]:
         cfg, r, g = self.cfg, inp.rewards.detach(), inp.group_size
         kind = cfg.baseline
