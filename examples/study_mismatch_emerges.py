@@ -339,6 +339,11 @@ def main(argv: list[str] | None = None) -> int:
         figure(saved["magnitudes"], runs, max(1, cfg.steps // 4), cfg.steps, out / "mismatch_emerges.png")
         print(text)
         return 0
+    for flag in ("steps", "replicas", "jobs"):
+        if getattr(cfg, flag) is not None and getattr(cfg, flag) < 1:
+            ap.error(f"--{flag}: expected a positive integer, got {getattr(cfg, flag)}")
+    if not cfg.lr > 0:
+        ap.error(f"--lr: expected a positive learning rate, got {cfg.lr}")
     cfg.steps = cfg.steps or (4 if cfg.quick else 12)
     cfg.replicas = cfg.replicas or (2 if cfg.quick else 4)
     rescue = (cfg.rescue_engines or "int4,int3").split(",")
