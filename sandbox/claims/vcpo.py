@@ -227,8 +227,11 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
             for name, ov in (("sync", R.SYNC), ("VCPO", vcpo_ov))
         }
         lm_scale = float(np.nanmean(R.per_seed(vcpo_ov, n, quick, lambda r: r.mean("lr/scale"), ctx)))
-        lm_control = R.per_seed(lm_control_variant(ctx, lm_scale), n, quick, R.Run.final_reward, ctx)
-        result.settings["constant lr control (lm)"] = R.settings(lm_control_variant(ctx, lm_scale), quick, ctx)
+        if math.isfinite(lm_scale):
+            lm_control = R.per_seed(lm_control_variant(ctx, lm_scale), n, quick, R.Run.final_reward, ctx)
+            result.settings["constant lr control (lm)"] = R.settings(lm_control_variant(ctx, lm_scale), quick, ctx)
+        else:  # no finite lr/scale (every VCPO replica diverged at once): no control to match, the row has no value
+            lm_control = np.full(n, np.nan)
         result.rows += _reward_rows(
             ctx,
             n,
