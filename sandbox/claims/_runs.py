@@ -25,13 +25,18 @@ Contexts (:class:`Context`): the runs above are the **bit-string** context (:dat
 uncorrected lag-16 training does not degrade; the learning claims also run in the **LM** context
 (:data:`LM`): ``scenarios/lm_mission.toml`` (a 2-layer transformer warm-started on 3-digit addition,
 group-normalised REINFORCE, 8 prompts × 8 responses per step) at Adam lr 1e-3, 100 steps (20 with
-``--quick``), evaluation every 10 steps, no correction unless a variant sets one, where uncorrected
-lag-16 training degrades (:mod:`.premise`; the regime was chosen on selection run seed 100, disjoint
-from the claims' run seed 0, docs/claims.md#contexts-and-the-premise). Its S seeds are the S replicas of ONE run
+``--quick``), evaluation every 10 steps, no correction unless a variant sets one. Its learning rate
+is the one where synchronous training learns most, chosen on selection run seeds 100 and 101, disjoint
+from the claims' run seeds, before any claim row (:mod:`.lm_selection`), and its margin is a third of
+that synchronous gain (:attr:`Context.margin`). Its S seeds are the S replicas of ONE run
 (``task.replicas = S``, ``run.seed = 0``, the shared schedule: the LM refuses independent schedules,
 docs/tasks.md#replicas): each replica is an independent learner from the same base model with its own
 samples, but replica r is not the separate run of seed r, and changing S changes every replica's
-draws (one sampling stream, drawn in turn). Variants are paired by replica index."""
+draws (one sampling stream, drawn in turn). Variants are paired by replica index.
+
+Null runs (:func:`null_runs`, :mod:`.null`): the same variant on other sampling seeds, paired by seed
+with the claims' runs: run seed s + :data:`NULL_SEED_OFFSET` in the bit-string context, run seed
+:attr:`Context.null_seed` (1) instead of 0 in the LM context."""
 
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ import torch
 
 from sandbox.base import progress
 from sandbox.base.errors import ScenarioError
+from sandbox.claims.lm_selection import RECORDED, choose
 from sandbox.run.runner import RunResult, _tail_mean, run_scenario
 from sandbox.scenario.api import load_scenario
 from sandbox.scenario.shipped import shipped_root
@@ -77,6 +83,13 @@ class Context:
     replica_seeds: bool
     """False: seed s is the run with ``run.seed = s`` (batched bitwise-equally, module docstring); True:
     the S seeds are the S replicas of one shared-schedule run with ``run.seed = 0``."""
+    margin: float
+    """The margin of a "matches sync" row (final reward − sync > −margin) and the minimum effect of a row
+    that claims a method beats another in final reward; the synchronous gain of the context is at least
+    3× it (docs/claims.md#contexts-and-the-premise)."""
+    null_seed: int
+    """Replica-seeds context: the run seed of its null runs (the claims' runs have 0); otherwise unused
+    (the null of seed s is seed s + :data:`NULL_SEED_OFFSET`)."""
 
     def steps(self, quick: bool) -> int:
         return self.quick_steps if quick else self.full_steps
@@ -93,12 +106,41 @@ class Context:
         }
 
 
+REWARD_MARGIN = 0.05
+"""The bit-string context's margin (its synchronous run gains about 0.9 over the first evaluation: far above 3×)."""
 BITSTRING = Context(
-    "bitstring", SCENARIO, BASE_LR, 5, FULL_STEPS, QUICK_STEPS, FULL_SEEDS, QUICK_SEEDS, replica_seeds=False
+    "bitstring",
+    SCENARIO,
+    BASE_LR,
+    5,
+    FULL_STEPS,
+    QUICK_STEPS,
+    FULL_SEEDS,
+    QUICK_SEEDS,
+    replica_seeds=False,
+    margin=REWARD_MARGIN,
+    null_seed=0,
 )
-LM_LR = 1e-3
-LM = Context("lm", shipped_root() / "lm_mission.toml", LM_LR, 10, 100, 20, 4, 2, replica_seeds=True)
+LM_SELECTION = choose(RECORDED)
+"""The LM context's learning rate and margin, chosen by :func:`.lm_selection.choose` on the recorded selection
+measurement (lr 3e-4, sync gain 0.079, margin 0.026)."""
+LM_LR = LM_SELECTION.lr
+LM = Context(
+    "lm",
+    shipped_root() / "lm_mission.toml",
+    LM_LR,
+    10,
+    100,
+    20,
+    4,
+    2,
+    replica_seeds=True,
+    margin=LM_SELECTION.margin,
+    null_seed=1,
+)
 """The LM context (module docstring): ``--lm-seeds`` replicas (4 by default, 2 with ``--quick``)."""
+NULL_SEED_OFFSET = 1000
+"""Bit-string null runs: seed s + 1000 (disjoint from the claims' seeds 0 … S − 1 and the GAC search's 100 …)."""
 CONTEXTS = {c.name: c for c in (BITSTRING, LM)}
 
 
@@ -294,14 +336,14 @@ def prefetch(pairs: Iterable[tuple[dict, int]], quick: bool, workers: int = 1) -
 
 
 def _replica_key(seedless: dict, seeds: int) -> str:
-    return _key({**seedless, "task.replicas": seeds, "run.seed": 0})
+    return _key({"run.seed": 0, **seedless, "task.replicas": seeds})
 
 
 def _simulate_replicas(task: tuple[str, dict, int]) -> list[Run]:
     """The S per-replica runs of one shared-schedule run of a replica-seeds context (module docstring)."""
     ctx_name, seedless, seeds = task
     ctx = CONTEXTS[ctx_name]
-    scn, _ = load_scenario(ctx.scenario, {**seedless, "run.seed": 0, "task.replicas": seeds})
+    scn, _ = load_scenario(ctx.scenario, {"run.seed": 0, **seedless, "task.replicas": seeds})
     return split_block(run_scenario(scn))
 
 
@@ -343,6 +385,22 @@ def runs(overrides: dict, seeds: int, quick: bool, ctx: Context = BITSTRING) -> 
         return _CACHE[_replica_key(ctx.settings(overrides, quick), seeds)]  # type: ignore[return-value]
     prefetch([(overrides, s) for s in range(seeds)], quick)
     return [run(overrides, s, quick) for s in range(seeds)]
+
+
+def null_variant(overrides: dict, ctx: Context) -> dict:
+    """The override set of a replica-seeds context's null run of a variant (run seed :attr:`Context.null_seed`)."""
+    return {**overrides, "run.seed": ctx.null_seed}
+
+
+def null_runs(overrides: dict, seeds: int, quick: bool, ctx: Context = BITSTRING) -> list[Run]:
+    """The runs of a variant on other sampling seeds, paired by index with :func:`runs`: seeds
+    s + :data:`NULL_SEED_OFFSET` (bit-string), or the ``seeds`` replicas of the run with run seed
+    :attr:`Context.null_seed` (a replica-seeds context)."""
+    if ctx.replica_seeds:
+        return runs(null_variant(overrides, ctx), seeds, quick, ctx)
+    first = NULL_SEED_OFFSET
+    prefetch([(overrides, s) for s in range(first, first + seeds)], quick)
+    return [run(overrides, s, quick) for s in range(first, first + seeds)]
 
 
 def per_seed(overrides: dict, seeds: int, quick: bool, stat, ctx: Context = BITSTRING) -> np.ndarray:

@@ -25,7 +25,7 @@ CLAIMS: dict[str, Claim] = {
         Claim(
             "premise",
             "VCPO, GAC, M2PO",
-            "per context (bit-string, LM): does uncorrected lag-16 training degrade? gates the rescue rows",
+            "per context (bit-string, LM): does sync learn, does uncorrected lag-16 training degrade? gates the rescue rows",
             premise.run,
             premise.LM_VARIANTS,
         ),

@@ -11,20 +11,24 @@ gives NaN for that seed and the row's note counts it). Differences are paired by
 
 * sync cosine near 0: mean cosine of the synchronous run in [−0.1, 0.1];
 * stale cosine persistently higher: cos(fixed lag 16) − cos(sync) > 0.1;
-* GAC lowers the cosine of the uncorrected run: cos(GAC at lag 16) − cos(lag 16) < 0 (paired by
-  seed; reproduced when the 95% interval lies below 0, i.e. GAC's cosine is significantly lower);
+* GAC lowers the cosine of the uncorrected run: cos(GAC at lag 16) − cos(lag 16) < −0.05 (paired by
+  seed; the minimum effect is half the claimed stale rise of 0.1);
 * GAC restores synchronous-like cosine: cos(GAC at lag 16) − cos(sync) < 0.1, and GAC must lower the
   uncorrected cosine (the row above): a GAC cosine near sync's but no lower than the uncorrected one's
   restores nothing (the uncorrected run was near sync already). The row is capped by the row above:
   ``not reproduced`` when that one is, at best ``inconclusive`` when that one is inconclusive; and it
   is ``not testable here`` when "stale cosine persistently higher" is not reproduced (no stale cosine
   rise to restore: its own premise, as :mod:`.premise` is the reward rows');
-* GAC matches synchronous reward: final expected reward (GAC, lag 16) − (sync) > −0.05;
+* GAC matches synchronous reward: final expected reward (GAC, lag 16) − (sync) > −m, m the context's
+  margin (:attr:`._runs.Context.margin`);
 * mini-batch regime: cos(sync, ``algorithm.epochs = 4``) − cos(sync) > 0.1 (four passes over each
-  batch: consecutive gradients share the batch, docs/system.md#mini-batches).
+  batch: consecutive gradients share the batch, docs/system.md#mini-batches);
+* nulls (the noise floors, :mod:`.null`): the synchronous run on other sampling seeds − sync, for the
+  cosine (in [−0.05, 0.05]) and for the final reward (in [−m, m]); a difference row whose mean lies
+  within its floor says so (a claimed difference there is at best inconclusive).
 
-"GAC matches synchronous reward" is gated by the context's premise (:mod:`.premise`: ``not testable
-here`` where uncorrected lag-16 training does not degrade); the cosine rows are not (they measure the
+"GAC matches synchronous reward" is gated by the context's premises (:mod:`.premise`: ``not testable
+here`` where uncorrected lag-16 training does not degrade or the synchronous run does not learn); the cosine rows are not (they measure the
 gradients' geometry, which the paper's claim ties to staleness, not to a degradation). LM context
 (:data:`._runs.LM`, ``--lm-seeds`` replicas): the same rows but the mini-batch one (the LM's sync,
 lag-16 and GAC runs; same warm-ups).
@@ -36,12 +40,14 @@ import numpy as np
 
 from sandbox.claims import _runs as R
 from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, band
-from sandbox.claims.premise import contexts, gate, premise_row
+from sandbox.claims.null import against, null_row
+from sandbox.claims.premise import contexts, gate, learns_row, margin_text, premise_row, reward_null
 
 WARMUP = 16
 """Warm-up of the fixed lag 16 variants (the steps that reuse version 0); a synchronous run has none."""
 COS_MARGIN = 0.1
-REWARD_MARGIN = 0.05
+COS_MIN_EFFECT = 0.05
+"""Minimum effect of "GAC cosine below uncorrected" (half the claimed stale rise) and the cosine null's band."""
 
 
 def defined_cosine(run: R.Run) -> np.ndarray:
@@ -71,7 +77,7 @@ VARIANTS = {
 WARMUPS = {"sync": 0, "fixed lag 16": WARMUP, "GAC, lag 16": WARMUP, "sync, epochs 4": 0}
 LM_NAMES = ("sync", "fixed lag 16", "GAC, lag 16")
 """The variants the LM context runs (not the mini-batch one)."""
-LM_VARIANTS = [VARIANTS[n] for n in LM_NAMES]
+LM_VARIANTS = [*(VARIANTS[n] for n in LM_NAMES), R.null_variant(R.SYNC, R.LM)]
 """The LM runs this claim needs (prefetched with the other claims', :func:`sandbox.claims.report.run_claims`)."""
 
 
@@ -96,28 +102,48 @@ def _rows(ctx: R.Context, seeds: int, quick: bool, names) -> list[Row]:
         name: _undefined_note(("sync", cos["sync"]), *([(name, cos[name])] if name != "sync" else [])) for name in names
     }
     c = ctx.name
-    lower = Row(
-        "GAC cosine below uncorrected",
-        "cos(GAC, lag 16) − cos(lag 16)",
-        cos["GAC, lag 16"] - cos["fixed lag 16"],
-        0.0,
-        "<",
-        note=_undefined_note(("fixed lag 16", cos["fixed lag 16"]), ("GAC, lag 16", cos["GAC, lag 16"])),
-        context=c,
+    reseeded = np.array([_cos(r, WARMUPS["sync"]) for r in R.null_runs(VARIANTS["sync"], seeds, quick, ctx)])
+    cos_null = null_row(
+        "sync cosine reseeded", "cos(sync, other sampling seed) − cos(sync)", reseeded - cos["sync"], COS_MIN_EFFECT, c
+    )
+    reward_floor = reward_null(ctx, seeds, quick)
+    lower = against(
+        Row(
+            "GAC cosine below uncorrected",
+            "cos(GAC, lag 16) − cos(lag 16)",
+            cos["GAC, lag 16"] - cos["fixed lag 16"],
+            -COS_MIN_EFFECT,
+            "<",
+            note="; ".join(
+                x
+                for x in (
+                    "minimum effect 0.05",
+                    _undefined_note(("fixed lag 16", cos["fixed lag 16"]), ("GAC, lag 16", cos["GAC, lag 16"])),
+                )
+                if x
+            ),
+            context=c,
+        ),
+        cos_null,
+        beats=True,
     )
     cap, why = {
         REPRODUCED: ("", ""),
         NOT_REPRODUCED: (NOT_REPRODUCED, "GAC's cosine is not below the uncorrected run's"),
         INCONCLUSIVE: (INCONCLUSIVE, "GAC's cosine not significantly below the uncorrected run's"),
     }[lower.verdict]
-    stale = Row(
-        "stale cosine higher than sync",
-        "cos(lag 16) − cos(sync)",
-        cos["fixed lag 16"] - cos["sync"],
-        COS_MARGIN,
-        ">",
-        note=note["fixed lag 16"],
-        context=c,
+    stale = against(
+        Row(
+            "stale cosine higher than sync",
+            "cos(lag 16) − cos(sync)",
+            cos["fixed lag 16"] - cos["sync"],
+            COS_MARGIN,
+            ">",
+            note=note["fixed lag 16"],
+            context=c,
+        ),
+        cos_null,
+        beats=True,
     )
     if stale.verdict != REPRODUCED:  # nothing to restore: the row's own premise fails
         cap, why = NOT_TESTABLE, f"no stale cosine rise to restore ('stale cosine higher than sync' {stale.verdict})"
@@ -144,31 +170,41 @@ def _rows(ctx: R.Context, seeds: int, quick: bool, names) -> list[Row]:
             cap=cap,
             context=c,
         ),
-        gate(
-            Row(
-                "GAC matches sync reward at lag 16",
-                "final expected reward: GAC − sync",
-                reward["GAC, lag 16"] - reward["sync"],
-                -REWARD_MARGIN,
-                ">",
-                context=c,
+        against(
+            gate(
+                Row(
+                    "GAC matches sync reward at lag 16",
+                    "final expected reward: GAC − sync",
+                    reward["GAC, lag 16"] - reward["sync"],
+                    -ctx.margin,
+                    ">",
+                    note=margin_text(ctx),
+                    context=c,
+                ),
+                premise_row(ctx, seeds, quick),
+                learns_row(ctx, seeds, quick),
             ),
-            premise_row(ctx, seeds, quick),
+            reward_floor,
+            beats=False,
         ),
     ]
     if "sync, epochs 4" in names:
         rows.append(
-            Row(
-                "mini-batch (epochs 4) cosine higher",
-                "cos(sync, E=4) − cos(sync)",
-                cos["sync, epochs 4"] - cos["sync"],
-                COS_MARGIN,
-                ">",
-                note=note["sync, epochs 4"],
-                context=c,
+            against(
+                Row(
+                    "mini-batch (epochs 4) cosine higher",
+                    "cos(sync, E=4) − cos(sync)",
+                    cos["sync, epochs 4"] - cos["sync"],
+                    COS_MARGIN,
+                    ">",
+                    note=note["sync, epochs 4"],
+                    context=c,
+                ),
+                cos_null,
+                beats=True,
             )
         )
-    return rows
+    return rows + [cos_null, reward_floor]
 
 
 def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = None) -> ClaimResult:

@@ -4,8 +4,10 @@ Scenario: ``scenarios/fixed_lag.toml`` with the ``methods_bitstring`` settings (
 ``algorithm.correction = m2po_mask`` (default second-moment threshold) at fixed lag 16. Rows:
 
 * small masked fraction: mean ``mask/frac`` (fraction of tokens the mask removes) over steps ≥ 16 < 0.05;
-* stable at lag 16: final expected reward (M2PO, lag 16) − (sync) > −0.05 (a diverged run scores its
-  last finite evaluation, which fails this margin); gated by the context's premise (:mod:`.premise`).
+* stable at lag 16: final expected reward (M2PO, lag 16) − (sync) > −m, m the context's margin
+  (:attr:`._runs.Context.margin`; a diverged run scores its last finite evaluation, which fails it);
+  gated by the context's premises (:mod:`.premise`: uncorrected degrades, sync learns);
+* null (the noise floor, :mod:`.null`): final reward of sync on other sampling seeds − sync in [−m, m].
 
 Both rows run in the bit-string context and in the LM context (:data:`._runs.LM`, ``--lm-seeds`` replicas).
 """
@@ -16,15 +18,15 @@ import numpy as np
 
 from sandbox.claims import _runs as R
 from sandbox.claims.base import ClaimResult, Curve, Row, band
-from sandbox.claims.premise import contexts, gate, premise_row
+from sandbox.claims.null import against
+from sandbox.claims.premise import contexts, gate, learns_row, margin_text, premise_row, reward_null
 
 WARMUP = 16
 MASK_MAX = 0.05
-REWARD_MARGIN = 0.05
 
 
 M2PO_LAG16 = {**R.lag(16), **R.M2PO}
-LM_VARIANTS = [R.SYNC, M2PO_LAG16]
+LM_VARIANTS = [R.SYNC, M2PO_LAG16, R.null_variant(R.SYNC, R.LM)]
 """The LM runs this claim needs (prefetched with the other claims', :func:`sandbox.claims.report.run_claims`)."""
 
 
@@ -51,6 +53,7 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         reward = R.per_seed(ov, n_seeds, quick, R.Run.final_reward, ctx) - R.per_seed(
             R.SYNC, n_seeds, quick, R.Run.final_reward, ctx
         )
+        null = reward_null(ctx, n_seeds, quick)
         result.rows += [
             Row(
                 "small masked fraction at lag 16",
@@ -60,17 +63,24 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
                 "<",
                 context=ctx.name,
             ),
-            gate(
-                Row(
-                    "stable at lag 16",
-                    "final expected reward: M2PO − sync",
-                    reward,
-                    -REWARD_MARGIN,
-                    ">",
-                    context=ctx.name,
+            against(
+                gate(
+                    Row(
+                        "stable at lag 16",
+                        "final expected reward: M2PO − sync",
+                        reward,
+                        -ctx.margin,
+                        ">",
+                        note=margin_text(ctx),
+                        context=ctx.name,
+                    ),
+                    premise_row(ctx, n_seeds, quick),
+                    learns_row(ctx, n_seeds, quick),
                 ),
-                premise_row(ctx, n_seeds, quick),
+                null,
+                beats=False,
             ),
+            null,
         ]
         runs = R.runs(ov, n_seeds, quick, ctx)
         n = min(len(r.steps) for r in runs)

@@ -4,11 +4,13 @@ and against a matched constant learning rate, and whether the ESS drop precedes 
 Scenario: ``scenarios/fixed_lag.toml`` with the ``methods_bitstring`` settings (docs/claims.md#scenario);
 VCPO is ``vcpo_lr`` with sequence TIS (C = 8), as in ``methods_bitstring``. Rows (paired by seed):
 
-* ESS/N falls with lag: mean ``is/ess_ratio`` over steps ≥ 16, sync − lag 4 > 0 and lag 4 − lag 16 > 0;
-* VCPO matches sync at lag 16: final expected reward (VCPO) − (sync) > −0.05;
-* VCPO beats its matched constant learning rate: final reward (VCPO) − (constant lr) > 0, where the
-  control is the same run with sequence TIS and no stabilizer at the constant learning rate
-  mean(``lr/scale`` of that seed's VCPO run) × 0.3;
+* ESS/N falls with lag: mean ``is/ess_ratio`` over steps ≥ 16, sync − lag 4 > 0.05 and lag 4 − lag 16 >
+  0.05 (a minimum effect of 5% of N);
+* VCPO matches sync at lag 16: final expected reward (VCPO) − (sync) > −m, m the context's margin
+  (:attr:`._runs.Context.margin`: 0.05 on the bit-string task, a third of the synchronous gain on the LM);
+* VCPO beats its matched constant learning rate: final reward (VCPO) − (constant lr) > m (the minimum
+  effect), where the control is the same run with sequence TIS and no stabilizer at the constant learning
+  rate mean(``lr/scale`` of that seed's VCPO run) × 0.3;
 * ESS drop precedes the reward drop, against a shifted-time null: on the uncorrected lag-16 run of each
   seed, the reward collapses at the first step where the 5-step mean of ``reward/mean`` is 0.2 below
   its running maximum; the ESS drops at the first step where the 5-step mean of ``is/ess_ratio`` is
@@ -17,15 +19,19 @@ VCPO is ``vcpo_lr`` with sequence TIS (C = 8), as in ``methods_bitstring``. Rows
   every run, so any later reward dip comes "after" it); it is reported as descriptive only (the note).
   The tested statistic is the lead minus its null: the mean lead over all T circular time shifts of
   the run's ESS series (the same ESS values and autocorrelation, their timing decoupled from the
-  reward; exact enumeration, no random seed). > 0: the real ESS drop comes earlier before the collapse
-  than a time-shifted ESS would. Over the seeds that collapse; inconclusive when fewer than two
-  collapse (the note says how many).
+  reward; exact enumeration, no random seed). > 5 steps (the minimum effect: the smoothing window): the
+  real ESS drop comes earlier before the collapse than a time-shifted ESS would. Over the seeds that
+  collapse; inconclusive when fewer than two collapse (the note says how many);
+* null (the noise floor, :mod:`.null`): final reward of sync on other sampling seeds − sync in [−m, m];
+  a reward row whose mean lies within the floor says so, and "beats" is then at best inconclusive.
 
 The premise "uncorrected training degrades at lag 16" is the row of :mod:`.premise`; "VCPO matches
 sync", "VCPO beats matched constant lr" and the ESS lead are gated by it (``not testable here`` where
-it is not reproduced). LM context (:data:`._runs.LM`, ``--lm-seeds`` replicas): "VCPO matches sync at
-lag 16", gated by the LM premise; the matched constant-lr control needs one run per seed at that seed's
-learning rate and the lead needs a reward collapse of 0.2 (LM rewards are about 0.2), so neither runs there.
+it is not reproduced), "VCPO matches sync" also by "sync learns". LM context (:data:`._runs.LM`,
+``--lm-seeds`` replicas): "VCPO matches sync at lag 16", "VCPO beats matched constant lr" and the null;
+the replicas of one run share its learning rate, so the LM control is one run at the LM learning rate ×
+the mean ``lr/scale`` of VCPO's run over replicas and steps. The lead needs a reward collapse of 0.2 (LM
+rewards are about 0.2), so it does not run there.
 """
 
 from __future__ import annotations
@@ -36,16 +42,20 @@ import numpy as np
 
 from sandbox.claims import _runs as R
 from sandbox.claims.base import ClaimResult, Curve, Row, band
-from sandbox.claims.premise import contexts, gate, premise_row
+from sandbox.claims.null import against
+from sandbox.claims.premise import contexts, gate, learns_row, margin_text, premise_row, reward_null
 
 WARMUP = 16
-REWARD_MARGIN = 0.05
 COLLAPSE_DROP = 0.2
 ESS_LOW = 0.5
+ESS_MIN_EFFECT = 0.05
+"""Minimum fall of ESS/N (5% of N) for "ESS/N falls"."""
+LEAD_MIN_EFFECT = 5.0
+"""Minimum lead over its null, in steps (the 5-step smoothing window of both series)."""
 
 LAGS = {"sync": R.SYNC, "lag 4": R.lag(4), "lag 16": R.lag(16)}
 VCPO_LAG16 = {**R.lag(16), **R.VCPO}
-LM_VARIANTS = [R.SYNC, R.lag(16), VCPO_LAG16]
+LM_VARIANTS = [R.SYNC, R.lag(16), VCPO_LAG16, R.null_variant(R.SYNC, R.LM)]
 """The LM runs this claim needs (prefetched with the other claims', :func:`sandbox.claims.report.run_claims`)."""
 
 
@@ -83,6 +93,47 @@ def null_lead(run: R.Run) -> float:
         return math.nan
     ess = run.metrics["is/ess_ratio"]
     return float(np.mean([t_reward - _ess_drop_step(np.roll(ess, s)) for s in range(len(ess))]))
+
+
+def lm_control_variant(ctx: R.Context, mean_scale: float) -> dict:
+    """The matched constant-lr control of a replica-seeds context: lag 16 with sequence TIS, no stabilizer, at
+    the context's learning rate × VCPO's mean ``lr/scale`` (one learning rate for all the replicas of a run)."""
+    return {**R.lag(16), **R.TIS, "algorithm.optimizer.lr": float(ctx.lr * mean_scale)}
+
+
+def _reward_rows(
+    ctx: R.Context, seeds: int, quick: bool, vs_sync, vs_control, control_note: str, premise: Row
+) -> list[Row]:
+    """The final-reward rows of one context: VCPO matches sync (gated by both premises), VCPO beats its matched
+    constant lr (minimum effect: the margin), and the null row they are judged against."""
+    null = reward_null(ctx, seeds, quick)
+    margin = margin_text(ctx)
+    matches = gate(
+        Row(
+            "VCPO matches sync at lag 16",
+            "final expected reward: VCPO − sync",
+            vs_sync,
+            -ctx.margin,
+            ">",
+            note=margin,
+            context=ctx.name,
+        ),
+        premise,
+        learns_row(ctx, seeds, quick),
+    )
+    beats = gate(
+        Row(
+            "VCPO beats matched constant lr",
+            "final expected reward: VCPO − constant lr",
+            vs_control,
+            ctx.margin,
+            ">",
+            note=f"{control_note}; minimum effect = {margin}",
+            context=ctx.name,
+        ),
+        premise,
+    )
+    return [against(matches, null, beats=False), against(beats, null, beats=True), null]
 
 
 def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = None) -> ClaimResult:
@@ -125,40 +176,33 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         },
         y_label="ESS/N (is/ess_ratio, 5-step mean)",
     )
-    bit = "bitstring"
+    bit = R.BITSTRING
     result.rows = [
         Row(
-            "ESS/N falls: sync → lag 4", "ESS/N(sync) − ESS/N(lag 4)", ess["sync"] - ess["lag 4"], 0.0, ">", context=bit
+            "ESS/N falls: sync → lag 4",
+            "ESS/N(sync) − ESS/N(lag 4)",
+            ess["sync"] - ess["lag 4"],
+            ESS_MIN_EFFECT,
+            ">",
+            note="minimum effect 0.05 (5% of N)",
+            context=bit.name,
         ),
         Row(
             "ESS/N falls: lag 4 → lag 16",
             "ESS/N(lag 4) − ESS/N(lag 16)",
             ess["lag 4"] - ess["lag 16"],
-            0.0,
+            ESS_MIN_EFFECT,
             ">",
-            context=bit,
+            note="minimum effect 0.05 (5% of N)",
+            context=bit.name,
         ),
-        gate(
-            Row(
-                "VCPO matches sync at lag 16",
-                "final expected reward: VCPO − sync",
-                reward["VCPO"] - reward["sync"],
-                -REWARD_MARGIN,
-                ">",
-                context=bit,
-            ),
-            premise,
-        ),
-        gate(
-            Row(
-                "VCPO beats matched constant lr",
-                "final expected reward: VCPO − constant lr",
-                reward["VCPO"] - control,
-                0.0,
-                ">",
-                note=f"mean lr/scale {np.nanmean(scales):.3g}",
-                context=bit,
-            ),
+        *_reward_rows(
+            bit,
+            seeds,
+            quick,
+            reward["VCPO"] - reward["sync"],
+            reward["VCPO"] - control,
+            f"mean lr/scale {np.nanmean(scales):.3g}",
             premise,
         ),
         gate(
@@ -166,13 +210,13 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
                 "ESS drop precedes reward drop (vs shifted-time null)",
                 "lead − null lead (steps); lead = reward-collapse step − ESS<0.5 step, null: mean over circular shifts of ESS",
                 leads - nulls,
-                0.0,
+                LEAD_MIN_EFFECT,
                 ">",
                 note=f"{collapsed} of {seeds} uncorrected lag-16 runs collapse"
                 + ("" if collapsed >= 2 else " (too few to measure a lead)")
-                + f"; {raw}",
+                + f"; {raw}; minimum effect 5 steps",
                 forced_inconclusive=collapsed < 2,
-                context=bit,
+                context=bit.name,
             ),
             premise,
         ),
@@ -182,18 +226,20 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
             name: R.per_seed(ov, n, quick, R.Run.final_reward, ctx)
             for name, ov in (("sync", R.SYNC), ("VCPO", vcpo_ov))
         }
-        result.rows.append(
-            gate(
-                Row(
-                    "VCPO matches sync at lag 16",
-                    "final expected reward: VCPO − sync",
-                    lm["VCPO"] - lm["sync"],
-                    -REWARD_MARGIN,
-                    ">",
-                    context=ctx.name,
-                ),
-                premise_row(ctx, n, quick),
-            )
+        lm_scale = float(np.nanmean(R.per_seed(vcpo_ov, n, quick, lambda r: r.mean("lr/scale"), ctx)))
+        if math.isfinite(lm_scale):
+            lm_control = R.per_seed(lm_control_variant(ctx, lm_scale), n, quick, R.Run.final_reward, ctx)
+            result.settings["constant lr control (lm)"] = R.settings(lm_control_variant(ctx, lm_scale), quick, ctx)
+        else:  # no finite lr/scale (every VCPO replica diverged at once): no control to match, the row has no value
+            lm_control = np.full(n, np.nan)
+        result.rows += _reward_rows(
+            ctx,
+            n,
+            quick,
+            lm["VCPO"] - lm["sync"],
+            lm["VCPO"] - lm_control,
+            f"one run at lr {ctx.lr:g} × mean lr/scale {lm_scale:.3g} = {ctx.lr * lm_scale:.3g}",
+            premise_row(ctx, n, quick),
         )
     curves = [(name, ov, R.BITSTRING, seeds) for name, ov in {**LAGS, "VCPO, lag 16": vcpo_ov}.items()]
     curves += [

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from sandbox.claims import _runs, m2po, premise
+from sandbox.claims import _runs, m2po, premise, vcpo
 from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Row
 from sandbox.claims.report import family_holm, markdown, multiplicity_note
 
@@ -24,6 +24,10 @@ def _one_thread():
 
 def _premise(values, context="lm"):
     return Row(premise.LABEL, "lag 16 − sync", values, -0.05, "<", context=context)
+
+
+def _learns(values, context="lm"):
+    return Row(premise.LEARNS_LABEL, "sync gain", values, 3 * 0.05, ">", context=context)
 
 
 def test_premise_rows_on_hand_values():
@@ -97,6 +101,7 @@ def test_gated_rows_follow_their_contexts_premise(monkeypatch):
     verdicts = {}
     for name, p in (("holds", holds), ("fails", fails)):
         monkeypatch.setattr(m2po, "premise_row", lambda ctx, seeds, quick, p=p: p)
+        monkeypatch.setattr(m2po, "learns_row", lambda ctx, seeds, quick: _learns([0.9, 0.95], context="bitstring"))
         rows = {r.label: r for r in m2po.run(quick=True, seeds=2, lm_seeds=0).rows}
         verdicts[name] = rows["stable at lag 16"]
         assert rows["small masked fraction at lag 16"].cap == ""  # not gated
@@ -124,12 +129,20 @@ def test_lm_context_end_to_end_at_tiny_size(monkeypatch):
         _runs, "clear_cache", lambda: lm_runs.update({k: v for k, v in _runs._CACHE.items() if isinstance(v, list)})
     )
     results = {r.name: r for r, _ in run_claims(learning, quick=True, seeds=2, lm_seeds=2)}
-    assert len(lm_runs) == 8  # sync, lag 16, VCPO, GAC, M2PO, TIS, GAC + TIS, GAC + VCPO: one run of 2 replicas each
+    # sync, lag 16, VCPO, GAC, M2PO, TIS, GAC + TIS, GAC + VCPO, the null (sync on run seed 1) and VCPO's matched
+    # constant-lr control: one run of 2 replicas each
+    assert len(lm_runs) == 10
     for runs in lm_runs.values():
         assert len(runs) == 2 and all(len(r.steps) == 4 and math.isfinite(r.final_reward()) for r in runs)
     sync = lm_runs[_runs._replica_key(tiny.settings(_runs.SYNC, True), 2)]
     assert not (sync[0].metrics["reward/mean"] == sync[1].metrics["reward/mean"]).all()
-    lm_premise = next(r for r in results["premise"].rows if r.context == "lm")
+    null = lm_runs[_runs._replica_key(tiny.settings(_runs.null_variant(_runs.SYNC, tiny), True), 2)]
+    assert [r.final_reward() for r in null] != [r.final_reward() for r in sync]  # another sampling seed
+    scale = sum(r.mean("lr/scale") for r in lm_runs[_runs._replica_key(tiny.settings(vcpo.VCPO_LAG16, True), 2)]) / 2
+    assert _runs._replica_key(tiny.settings(vcpo.lm_control_variant(tiny, scale), True), 2) in lm_runs
+    assert any(r.label == "VCPO beats matched constant lr" and r.context == "lm" for r in results["vcpo"].rows)
+    lm_premise = next(r for r in results["premise"].rows if r.label == premise.LABEL and r.context == "lm")
+    lm_learns = next(r for r in results["premise"].rows if r.label == premise.LEARNS_LABEL and r.context == "lm")
     for name, result in results.items():
         assert {r.context for r in result.rows} == {"bitstring", "lm"}, name
         for row in result.rows:
@@ -137,22 +150,24 @@ def test_lm_context_end_to_end_at_tiny_size(monkeypatch):
                 assert lm_premise.verdict != REPRODUCED and row.verdict == NOT_TESTABLE
             if row.context == "lm" and "premise verified" in row.note:
                 assert lm_premise.verdict == REPRODUCED and row.verdict != NOT_TESTABLE
+            if row.context == "lm" and "matches sync" in row.label:  # gated by "sync learns" too
+                assert row.verdict == NOT_TESTABLE or lm_learns.verdict == REPRODUCED
     assert [len(c.y) for c in results["premise"].curves] == [2, 2]
 
 
 def test_gac_restores_is_not_testable_without_a_stale_cosine_rise(monkeypatch):
     """'GAC restores sync-like cosine' on hand values (the runs replaced): with the stale cosine 0.3 above
     sync's and GAC's back at 0.02 below sync's, 'reproduced'; with the stale cosine only 0.01 above sync's
-    (no rise to restore), 'not testable here' although GAC's cosine is 0.03 below the uncorrected one's and
-    within 0.1 of sync's."""
+    (no rise to restore), 'not testable here' although GAC's cosine is 0.08 below the uncorrected one's (more
+    than the minimum effect 0.05) and within 0.1 of sync's."""
     import numpy as np
 
     from sandbox.claims import gac
 
     def rows(stale_rise):
         cos = {"sync": [0.03, 0.02, 0.04], "fixed lag 16": [0.03 + stale_rise, 0.02 + stale_rise, 0.04 + stale_rise]}
-        # GAC 0.03 below the uncorrected run (flat) or back at 0.02 below sync (risen)
-        cos["GAC, lag 16"] = [v - 0.03 for v in cos["fixed lag 16"]] if stale_rise < 0.1 else [0.01, 0.0, 0.02]
+        # GAC 0.08 below the uncorrected run (flat) or back at 0.02 below sync (risen)
+        cos["GAC, lag 16"] = [v - 0.08 for v in cos["fixed lag 16"]] if stale_rise < 0.1 else [0.01, 0.0, 0.02]
 
         def per_seed(ov, seeds, quick, stat, ctx=None):
             name = next(n for n, v in gac.VARIANTS.items() if v == ov)
@@ -162,6 +177,11 @@ def test_gac_restores_is_not_testable_without_a_stale_cosine_rise(monkeypatch):
         monkeypatch.setattr(
             gac, "premise_row", lambda ctx, seeds, quick: _premise([-0.14, -0.15, -0.16], context=ctx.name)
         )
+        monkeypatch.setattr(gac, "learns_row", lambda ctx, seeds, quick: _learns([0.1, 0.11, 0.12], context=ctx.name))
+        zero = Row("null: x", "s", [0.0, 0.001, -0.001], (-0.05, 0.05), "within", context="lm")
+        monkeypatch.setattr(gac, "reward_null", lambda ctx, seeds, quick: zero)
+        monkeypatch.setattr(gac.R, "null_runs", lambda ov, seeds, quick, ctx: [None] * seeds)
+        monkeypatch.setattr(gac, "_cos", lambda run, warmup=0: 0.03)  # the reseeded sync runs: a null within ±0.025
         return {r.label: r for r in gac._rows(_runs.LM, 3, True, gac.LM_NAMES)}
 
     risen = rows(0.3)
@@ -170,6 +190,6 @@ def test_gac_restores_is_not_testable_without_a_stale_cosine_rise(monkeypatch):
     assert risen["GAC restores sync-like cosine"].verdict == REPRODUCED
     flat = rows(0.01)
     assert flat["stale cosine higher than sync"].verdict == NOT_REPRODUCED
-    assert flat["GAC cosine below uncorrected"].verdict == REPRODUCED  # GAC 0.03 below the uncorrected run
+    assert flat["GAC cosine below uncorrected"].verdict == REPRODUCED  # GAC 0.08 below the uncorrected run
     assert flat["GAC restores sync-like cosine"].verdict == NOT_TESTABLE
     assert "no stale cosine rise to restore" in flat["GAC restores sync-like cosine"].note
