@@ -996,6 +996,18 @@ def plot_series(curves: Curves) -> tuple[np.ndarray, np.ndarray]:
     return curves.time[rows], z.mean(axis=1)
 
 
+def replica_series(curves: Curves) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Per replica with a value, ``(r, its own clock, its smoothed curve)`` at the rows where it has
+    one (up to its divergence): the thin lines the time-to-target figure draws under the mean."""
+    out = []
+    for r in range(curves.replicas):
+        rows = np.flatnonzero(np.isfinite(curves.values[:, r]))
+        if rows.size:
+            z = smooth(curves.step[rows], curves.values[rows, r], curves.target.window)
+            out.append((r, curves.clock(r)[0][rows], z))
+    return out
+
+
 __all__ = [
     "Arm",
     "BOOTSTRAP_RESAMPLES",
@@ -1015,6 +1027,7 @@ __all__ = [
     "first_crossing",
     "is_synchronous",
     "plot_series",
+    "replica_series",
     "reference_level",
     "replica_reaches",
     "run_fields",

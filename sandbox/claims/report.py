@@ -32,7 +32,18 @@ from sandbox.claims import premise as premise_mod  # noqa: E402
 from sandbox.claims.base import ALPHA, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Row, holm  # noqa: E402
 from sandbox.run.plots import PALETTE, _save  # noqa: E402
 
-COLUMNS = ("claim", "context", "statistic", "mean [95% CI]", "threshold", "verdict", "seeds", "p (one-sided)", "Holm")
+COLUMNS = (
+    "claim",
+    "context",
+    "statistic",
+    "mean [95% CI]",
+    "threshold",
+    "verdict",
+    "seeds",
+    "collapsed k/R",
+    "p (one-sided)",
+    "Holm",
+)
 VERDICT_COLUMN = COLUMNS.index("verdict")
 STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "red", INCONCLUSIVE: "yellow", NOT_TESTABLE: "blue"}
 CONTEXT_NAMES = {"bitstring": "bit-string", "lm": "LM", "": "—"}
@@ -69,6 +80,24 @@ def holm_text(row: Row, survives: bool) -> str:
     return "reproduced" if survives else "not significant after correction"
 
 
+def collapsed_text(row: Row) -> str:
+    """The "collapsed k/R" column: k of the row's R seeds had a run behind the value that collapsed
+    (:attr:`Row.collapsed`), ", d diverged" when d of them diverged; "≥" when part of the value came
+    without per-run records (a lower bound); "—" when no learning run is recorded behind the row."""
+    if row.collapsed is None:
+        return "—"
+    k, d = sum(row.collapsed), sum(row.diverged or [])
+    text = f"{'' if row.collapse_complete else '≥'}{k}/{len(row.collapsed)}"
+    return text + (f", {d} diverged" if d else "")
+
+
+COLLAPSED_NOTE = (
+    "Collapsed k/R: of the R seeds behind a row, k had a run that collapsed (diverged, or ended below reward "
+    "0.05 with a zero gradient: docs/time_to_target.md#collapse), however the mean reads; ≥: part of the row's "
+    "values came without per-run records, so k is a lower bound; —: no learning run is recorded behind the row."
+)
+
+
 def cells(result: ClaimResult, row: Row, survives: bool = False) -> tuple[str, ...]:
     verdict = row.verdict + (f" ({row.note})" if row.note else "")
     return (
@@ -79,6 +108,7 @@ def cells(result: ClaimResult, row: Row, survives: bool = False) -> tuple[str, .
         row.threshold_text(),
         verdict,
         str(row.seeds),
+        collapsed_text(row),
         _p(row.p_value),
         holm_text(row, survives),
     )
@@ -140,7 +170,12 @@ def run_claims(
 
 
 def verdict_table(results: list[tuple[ClaimResult, float]], title: str) -> Table:
-    caption = "95% CI: Student t-interval over seeds (docs/claims.md#verdicts). " + multiplicity_note(results)
+    caption = (
+        "95% CI: Student t-interval over seeds (docs/claims.md#verdicts). "
+        + COLLAPSED_NOTE
+        + " "
+        + multiplicity_note(results)
+    )
     table = Table(title=escape(title), caption=escape(caption), caption_justify="left")
     for col in COLUMNS:
         table.add_column(col)
@@ -165,7 +200,7 @@ def markdown(results: list[tuple[ClaimResult, float]], command: str) -> str:
     for result, _ in results:
         for row in result.rows:
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(result, row, flags[id(row)])) + " |")
-    lines += ["", multiplicity_note(results)]
+    lines += ["", COLLAPSED_NOTE, "", multiplicity_note(results)]
     for result, _ in results:
         if result.appendix:
             lines += ["", f"## {result.name}", "", result.appendix.rstrip()]
