@@ -91,6 +91,19 @@ def collapsed_text(row: Row) -> str:
     return text + (f", {d} diverged" if d else "")
 
 
+def collapsed_title(result: ClaimResult) -> str:
+    """The figure's line on collapsed runs: how many rows average over a seed whose run collapsed ("" if none),
+    since a band over seeds does not show them."""
+    rows = [r for r in result.rows if r.collapsed and any(r.collapsed)]
+    if not rows:
+        return ""
+    worst = max(rows, key=lambda r: sum(r.collapsed))
+    return (
+        f"\n{len(rows)} row(s) average over collapsed runs (most: {sum(worst.collapsed)}/{len(worst.collapsed)} "
+        f"seeds, '{worst.label}'; claims.md column collapsed k/R)"
+    )
+
+
 COLLAPSED_NOTE = (
     "Collapsed k/R: of the R seeds behind a row, k had a run that collapsed (diverged, or ended below reward "
     "0.05 with a zero gradient: docs/time_to_target.md#collapse), however the mean reads; ≥: part of the row's "
@@ -274,7 +287,10 @@ def figure(result: ClaimResult, path: Path) -> None:
         v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE)
     }
     ax.set_title(
-        f"{result.name} ({result.paper}):\n" + ", ".join(f"{n} {v}" for v, n in counts.items() if n), fontsize=9
+        f"{result.name} ({result.paper}):\n"
+        + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+        + collapsed_title(result),
+        fontsize=9,
     )
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -9,7 +9,7 @@ import pytest
 
 from sandbox.claims import _runs
 from sandbox.claims.base import ClaimResult, Row
-from sandbox.claims.report import COLUMNS, collapsed_text, markdown
+from sandbox.claims.report import COLUMNS, collapsed_text, collapsed_title, markdown
 from sandbox.claims.seed_values import SeedValues
 
 STEPS = 30
@@ -58,6 +58,8 @@ def test_column_counts_planted_collapsed_seeds_through_a_difference(planted):
     assert header in md and "collapsed k/R" in COLUMNS
     line = next(x for x in md.splitlines() if x.startswith("| planted: variant matches sync"))
     assert line.split(" | ")[COLUMNS.index("collapsed k/R")] == "2/4, 1 diverged"
+    # the figure, a band over seeds, names them in its title
+    assert "1 row(s) average over collapsed runs (most: 2/4 seeds" in collapsed_title(result)
 
 
 def test_values_without_records_give_a_lower_bound_or_a_dash(planted):
