@@ -727,6 +727,8 @@ class Comparison:
             row["time_to_target_ci_low"], row["time_to_target_ci_high"] = lo, hi
         sp = self.speedups.get(label, Speedup(reason="no synchronous baseline to compare with"))
         row.update(sp.fields())
+        # the intervals resample replicas of one timing schedule only (they hold the learning's randomness, not the timing's)
+        row["one_schedule"] = bool(arm.runs) and one_schedule(self, label, self.baseline.get(label) or label)
         return row
 
 

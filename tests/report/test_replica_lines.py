@@ -24,7 +24,8 @@ def _curves(rid: str) -> Curves:
     values = np.stack([np.linspace(0.1, 0.9, STEPS), np.linspace(0.1, 0.8, STEPS)], axis=1)
     if rid == COLLAPSED[0]:
         values[:, COLLAPSED[1]] = np.linspace(0.1, 0.0, STEPS)
-    return Curves("eval/expected_reward", True, step, step * 0.5, {}, values, float(values[-2:].mean()))
+    counts = {"samples": (step + 1) * 16, "generated": (step + 1) * 16, "tokens": np.zeros(STEPS)}
+    return Curves("eval/expected_reward", True, step, step * 0.5, counts, values, float(values[-2:].mean()))
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +97,17 @@ def test_summary_draws_each_replica_final(sweep_tables, tmp_path):
     fig = F.summary_figure(results, None, layout, tmp_path / "summary.png", ("png", "svg"), replicas=replicas)
     ids = _svg_ids(fig.path)
     assert {"replica-finals:sync", "replica-finals:none"} <= ids
+
+
+def test_config_fields_say_when_intervals_cover_one_schedule():
+    from dataclasses import replace
+
+    from sandbox.analysis.time_to_target import Arm, compare
+
+    def arm(label, sync, seeds):
+        return Arm(label, [replace(_curves("a0"), synchronous=sync, seed=s) for s in seeds])
+
+    one = compare([arm("sync", True, [0]), arm("async", False, [0])], {"sync": "sync", "async": "sync"})
+    assert one.config_fields("async")["one_schedule"] is True
+    many = compare([arm("sync", True, [0, 1]), arm("async", False, [0, 1])], {"sync": "sync", "async": "sync"})
+    assert many.config_fields("async")["one_schedule"] is False
