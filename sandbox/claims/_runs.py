@@ -354,12 +354,16 @@ def runs(overrides: dict, seeds: int, quick: bool, ctx: Context = BITSTRING) -> 
     return [run(overrides, s, quick) for s in range(seeds)]
 
 
+def with_collapse(rs: list[Run], stat) -> SeedValues:
+    """``stat`` of each run, with which of them collapsed and diverged (:mod:`.seed_values`)."""
+    flags = [r.collapse() for r in rs]
+    return SeedValues(np.array([stat(r) for r in rs], dtype=float), [c for c, _ in flags], [d for _, d in flags])
+
+
 def per_seed(overrides: dict, seeds: int, quick: bool, stat, ctx: Context = BITSTRING) -> SeedValues:
     """``stat`` of each seed's run, with which of those runs collapsed and diverged (:mod:`.seed_values`:
     a row built from these values shows them in its "collapsed k/R" column)."""
-    rs = runs(overrides, seeds, quick, ctx)
-    flags = [r.collapse() for r in rs]
-    return SeedValues(np.array([stat(r) for r in rs], dtype=float), [c for c, _ in flags], [d for _, d in flags])
+    return with_collapse(runs(overrides, seeds, quick, ctx), stat)
 
 
 def smooth(a: np.ndarray, window: int = 5) -> np.ndarray:
