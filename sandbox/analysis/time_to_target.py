@@ -727,6 +727,8 @@ class Comparison:
             row["time_to_target_ci_low"], row["time_to_target_ci_high"] = lo, hi
         sp = self.speedups.get(label, Speedup(reason="no synchronous baseline to compare with"))
         row.update(sp.fields())
+        # the intervals resample replicas of one timing schedule only (they hold the learning's randomness, not the timing's)
+        row["one_schedule"] = bool(arm.runs) and one_schedule(self, label, self.baseline.get(label) or label)
         return row
 
 
@@ -996,6 +998,18 @@ def plot_series(curves: Curves) -> tuple[np.ndarray, np.ndarray]:
     return curves.time[rows], z.mean(axis=1)
 
 
+def replica_series(curves: Curves) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Per replica with a value, ``(r, its own clock, its smoothed curve)`` at the rows where it has
+    one (up to its divergence): the thin lines the time-to-target figure draws under the mean."""
+    out = []
+    for r in range(curves.replicas):
+        rows = np.flatnonzero(np.isfinite(curves.values[:, r]))
+        if rows.size:
+            z = smooth(curves.step[rows], curves.values[rows, r], curves.target.window)
+            out.append((r, curves.clock(r)[0][rows], z))
+    return out
+
+
 __all__ = [
     "Arm",
     "BOOTSTRAP_RESAMPLES",
@@ -1015,6 +1029,7 @@ __all__ = [
     "first_crossing",
     "is_synchronous",
     "plot_series",
+    "replica_series",
     "reference_level",
     "replica_reaches",
     "run_fields",

@@ -51,9 +51,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from sandbox.analysis.collapse import collapsed
 from sandbox.base import progress
 from sandbox.base.errors import ScenarioError
 from sandbox.claims.lm_selection import RECORDED, choose
+from sandbox.claims.seed_values import SeedValues
 from sandbox.run.runner import RunResult, _tail_mean, run_scenario
 from sandbox.scenario.api import load_scenario
 from sandbox.scenario.shipped import shipped_root
@@ -169,6 +171,13 @@ class Run:
     def final_reward(self) -> float:
         """Expected reward of the policy (exact, ``eval/expected_reward``), mean of the last 10% of evaluations."""
         return float(self.summary["final_expected_reward"])
+
+    def collapse(self) -> tuple[bool, bool]:
+        """(collapsed, diverged): the rule of :func:`sandbox.analysis.collapse.collapsed` on this run
+        (diverged, or final reward below its floor with a zero gradient norm over its last logged steps)."""
+        diverged = self.summary["status"] == "diverged"
+        columns = {k: v[:, None] for k, v in self.metrics.items()}
+        return collapsed([0 if diverged else -1], columns)[0], diverged
 
     def mean(self, name: str, skip: int = 0) -> float:
         a = self.metrics.get(name)
@@ -403,8 +412,16 @@ def null_runs(overrides: dict, seeds: int, quick: bool, ctx: Context = BITSTRING
     return [run(overrides, s, quick) for s in range(first, first + seeds)]
 
 
-def per_seed(overrides: dict, seeds: int, quick: bool, stat, ctx: Context = BITSTRING) -> np.ndarray:
-    return np.array([stat(r) for r in runs(overrides, seeds, quick, ctx)], dtype=float)
+def with_collapse(rs: list[Run], stat) -> SeedValues:
+    """``stat`` of each run, with which of them collapsed and diverged (:mod:`.seed_values`)."""
+    flags = [r.collapse() for r in rs]
+    return SeedValues(np.array([stat(r) for r in rs], dtype=float), [c for c, _ in flags], [d for _, d in flags])
+
+
+def per_seed(overrides: dict, seeds: int, quick: bool, stat, ctx: Context = BITSTRING) -> SeedValues:
+    """``stat`` of each seed's run, with which of those runs collapsed and diverged (:mod:`.seed_values`:
+    a row built from these values shows them in its "collapsed k/R" column)."""
+    return with_collapse(runs(overrides, seeds, quick, ctx), stat)
 
 
 def smooth(a: np.ndarray, window: int = 5) -> np.ndarray:

@@ -36,6 +36,7 @@ import numpy as np
 from scipy import stats
 
 from sandbox.analysis.intervals import t_interval
+from sandbox.claims.seed_values import flags
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 NOT_TESTABLE = "not testable here"
@@ -128,6 +129,14 @@ class Row:
     """One-sided p-value of the row's test (:func:`p_value`); NaN when forced inconclusive or too few values."""
     context: str = ""
     """Where the row was measured (:data:`CONTEXTS`): ``bitstring``, ``lm`` or "" (not a learning row)."""
+    collapsed: list[bool] | None = None
+    """Per seed, whether a run its value was measured on collapsed (diverged, or dead:
+    :mod:`sandbox.analysis.collapse`); taken from the values when they carry it (:mod:`.seed_values`,
+    what :func:`sandbox.claims._runs.per_seed` returns); None: no learning run recorded behind the row."""
+    diverged: list[bool] | None = None
+    """Per seed, whether a run its value was measured on diverged (None as :attr:`collapsed`)."""
+    collapse_complete: bool = True
+    """False when part of the values came without per-run records: :attr:`collapsed` is then a lower bound."""
 
     def __post_init__(self):
         if self.cap not in ("", NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE):
@@ -136,6 +145,9 @@ class Row:
             )
         if self.context not in CONTEXTS:
             raise ValueError(f"context: expected one of {CONTEXTS}, got {self.context!r}")
+        recorded = flags(self.values)
+        if self.collapsed is None and recorded is not None and len(recorded[0]) == len(self.values):
+            self.collapsed, self.diverged, self.collapse_complete = recorded
         self.values = [float(v) for v in self.values]
         self.mean, self.low, self.high = t_interval(self.values)
         self.verdict = (

@@ -132,7 +132,8 @@ def select(table: dict[str, float]) -> str:
 
 
 def _rewards(overrides: dict, seeds, quick: bool) -> np.ndarray:
-    return np.array([R.run(overrides, s, quick).final_reward() for s in seeds], dtype=float)
+    """Final rewards of the given seeds' runs, with which of them collapsed (the rows' "collapsed k/R")."""
+    return R.with_collapse([R.run(overrides, s, quick) for s in seeds], lambda run: run.final_reward())
 
 
 def _ci(values) -> tuple[float, float, float]:

@@ -32,7 +32,18 @@ from sandbox.claims import premise as premise_mod  # noqa: E402
 from sandbox.claims.base import ALPHA, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Row, holm  # noqa: E402
 from sandbox.run.plots import PALETTE, _save  # noqa: E402
 
-COLUMNS = ("claim", "context", "statistic", "mean [95% CI]", "threshold", "verdict", "seeds", "p (one-sided)", "Holm")
+COLUMNS = (
+    "claim",
+    "context",
+    "statistic",
+    "mean [95% CI]",
+    "threshold",
+    "verdict",
+    "seeds",
+    "collapsed k/R",
+    "p (one-sided)",
+    "Holm",
+)
 VERDICT_COLUMN = COLUMNS.index("verdict")
 STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "red", INCONCLUSIVE: "yellow", NOT_TESTABLE: "blue"}
 CONTEXT_NAMES = {"bitstring": "bit-string", "lm": "LM", "": "—"}
@@ -69,6 +80,37 @@ def holm_text(row: Row, survives: bool) -> str:
     return "reproduced" if survives else "not significant after correction"
 
 
+def collapsed_text(row: Row) -> str:
+    """The "collapsed k/R" column: k of the row's R seeds had a run behind the value that collapsed
+    (:attr:`Row.collapsed`), ", d diverged" when d of them diverged; "≥" when part of the value came
+    without per-run records (a lower bound); "—" when no learning run is recorded behind the row."""
+    if row.collapsed is None:
+        return "—"
+    k, d = sum(row.collapsed), sum(row.diverged or [])
+    text = f"{'' if row.collapse_complete else '≥'}{k}/{len(row.collapsed)}"
+    return text + (f", {d} diverged" if d else "")
+
+
+def collapsed_title(result: ClaimResult) -> str:
+    """The figure's line on collapsed runs: how many rows average over a seed whose run collapsed ("" if none),
+    since a band over seeds does not show them."""
+    rows = [r for r in result.rows if r.collapsed and any(r.collapsed)]
+    if not rows:
+        return ""
+    worst = max(rows, key=lambda r: sum(r.collapsed))
+    return (
+        f"\n{len(rows)} row(s) average over collapsed runs (most: {sum(worst.collapsed)}/{len(worst.collapsed)} "
+        f"seeds, '{worst.label}'; claims.md column collapsed k/R)"
+    )
+
+
+COLLAPSED_NOTE = (
+    "Collapsed k/R: of the R seeds behind a row, k had a run that collapsed (diverged, or ended below reward "
+    "0.05 with a zero gradient: docs/time_to_target.md#collapse), however the mean reads; ≥: part of the row's "
+    "values came without per-run records, so k is a lower bound; —: no learning run is recorded behind the row."
+)
+
+
 def cells(result: ClaimResult, row: Row, survives: bool = False) -> tuple[str, ...]:
     verdict = row.verdict + (f" ({row.note})" if row.note else "")
     return (
@@ -79,6 +121,7 @@ def cells(result: ClaimResult, row: Row, survives: bool = False) -> tuple[str, .
         row.threshold_text(),
         verdict,
         str(row.seeds),
+        collapsed_text(row),
         _p(row.p_value),
         holm_text(row, survives),
     )
@@ -140,7 +183,12 @@ def run_claims(
 
 
 def verdict_table(results: list[tuple[ClaimResult, float]], title: str) -> Table:
-    caption = "95% CI: Student t-interval over seeds (docs/claims.md#verdicts). " + multiplicity_note(results)
+    caption = (
+        "95% CI: Student t-interval over seeds (docs/claims.md#verdicts). "
+        + COLLAPSED_NOTE
+        + " "
+        + multiplicity_note(results)
+    )
     table = Table(title=escape(title), caption=escape(caption), caption_justify="left")
     for col in COLUMNS:
         table.add_column(col)
@@ -165,7 +213,7 @@ def markdown(results: list[tuple[ClaimResult, float]], command: str) -> str:
     for result, _ in results:
         for row in result.rows:
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(result, row, flags[id(row)])) + " |")
-    lines += ["", multiplicity_note(results)]
+    lines += ["", COLLAPSED_NOTE, "", multiplicity_note(results)]
     for result, _ in results:
         if result.appendix:
             lines += ["", f"## {result.name}", "", result.appendix.rstrip()]
@@ -239,7 +287,10 @@ def figure(result: ClaimResult, path: Path) -> None:
         v: sum(r.verdict == v for r in result.rows) for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE)
     }
     ax.set_title(
-        f"{result.name} ({result.paper}):\n" + ", ".join(f"{n} {v}" for v, n in counts.items() if n), fontsize=9
+        f"{result.name} ({result.paper}):\n"
+        + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+        + collapsed_title(result),
+        fontsize=9,
     )
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -472,7 +472,8 @@
       const mean = sp.reduce((a, b) => a + b, 0) / sp.length;
       speed = `<strong id="hl-speedup" data-value="${mean}">${mean >= 1 ? `${fmt(mean)}× faster` : `slower (${fmt(mean)}× the speed)`}</strong> ` +
         `to the target than the synchronous reference ` +
-        `(range ${fmt(Math.min(...sp))}–${fmt(Math.max(...sp))}× over the ${sp.length} of ${R} replicas where both reach it)`;
+        `(range ${fmt(Math.min(...sp))}–${fmt(Math.max(...sp))}× over the ${sp.length} of ${R} replicas where both reach it; ` +
+        `the replicas share one timing schedule, so the range is the learning's spread, not the timing's)`;
     } else {
       speed = `<strong id="hl-speedup" data-value="">no speed-up</strong>: ` +
         (run.ttt.every((t) => t === null) ? "the asynchronous run never reaches the target" : "the synchronous reference never reaches the target");

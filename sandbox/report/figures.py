@@ -398,19 +398,25 @@ def learning_curves(
     path: Path,
     formats=FORMATS,
     layout: Layout | None = None,
+    replicas: dict | None = None,
 ) -> Figure:
     """Learning curves of every configuration: one row of panels per value of the facet keys
     (:class:`Layout`), against learner steps (left) and simulated time (right), one colour per
-    value of the colour key; line = mean over seeds, band = min..max. A panel also draws, dashed,
-    the synchronous baselines of its configurations that live in another panel."""
+    value of the colour key; thick line = mean over seeds, thin lines = each replica of each seed
+    (``replicas``: run id -> its :class:`sandbox.analysis.time_to_target.Curves`, each replica on its
+    own clock), so that a mean never hides a collapsed replica; without per-replica curves, a band
+    min..max over seeds. A panel also draws, dashed, the synchronous baselines of its configurations
+    that live in another panel."""
     rcol, mcol, log = reward_metric(results)
     if mcol not in metrics:
         mcol = "loss" if "loss" in metrics else mcol
     layout = layout or build_layout(results, keys)
     groups = dict(_groups(metrics, layout.keys))
     collapsed = _collapsed_by_label(results, layout.keys)
+    diverged = _diverged_by_label(results, layout.keys)
     fig, axes = _grid(len(layout.facets), 2, 5.5, 3.2, sharex="col", sharey=True)
     refs_drawn = False
+    thin = 0
     for row, facet in zip(axes, layout.facets):
         draw = [(lb, False) for lb in layout.members(facet)] + [(lb, True) for lb in layout.references(facet)]
         for label, is_ref in draw:
@@ -424,16 +430,19 @@ def learning_curves(
             by_step = d.pivot_table(index="step", columns="id", values=mcol)
             mean = by_step.mean(axis=1)
             t = d.groupby("step")["time"].mean().reindex(mean.index)
-            style = dict(color=color, lw=1.0, ls=SYNC_STYLE, alpha=0.8) if is_ref else dict(color=color, lw=1.6)
+            style = dict(color=color, lw=1.0, ls=SYNC_STYLE, alpha=0.8) if is_ref else dict(color=color, lw=1.8)
             name = f"{label} (synchronous baseline)" if is_ref else label
+            drawn = 0 if is_ref else _replica_lines(row, label, list(by_step.columns), replicas, mcol, color)
+            thin += drawn
             for ax, x in zip(row, (mean.index, t)):
                 ax.plot(x, mean, label=name, **style)
-                if by_step.shape[1] > 1 and not is_ref:
+                if by_step.shape[1] > 1 and not is_ref and not drawn:
                     ax.fill_between(x, by_step.min(axis=1), by_step.max(axis=1), color=color, alpha=0.2, lw=0)
             k_of_r = collapsed.get(label)
             if not is_ref and k_of_r and k_of_r[0] > 0 and len(mean):
+                n_div = diverged.get(label, (0, 0))[0]
                 row[0].annotate(
-                    f"{k_of_r[0]}/{k_of_r[1]} collapsed",
+                    f"{k_of_r[0]}/{k_of_r[1]} collapsed" + (f" ({n_div} diverged)" if n_div else ""),
                     (mean.index[-1], mean.iloc[-1]),
                     fontsize=7,
                     color=color,
@@ -451,6 +460,13 @@ def learning_curves(
     for ax, xl in zip(axes[-1], ("learner step", "simulated time (s)")):
         ax.set_xlabel(xl)
     handles = layout.color_handles() + ([layout.reference_handle()] if refs_drawn else [])
+    if thin:
+        from matplotlib.lines import Line2D
+
+        handles += [
+            Line2D([], [], color="0.3", lw=1.8, label="mean over seeds"),
+            Line2D([], [], color="0.3", lw=0.6, alpha=0.5, label="each replica"),
+        ]
     fig.legend(
         handles=handles,
         loc="upper left",
@@ -460,14 +476,11 @@ def learning_curves(
         title_fontsize=7,
     )
     fig.tight_layout()
+    spread = f"thin: each of the {thin} replicas" if thin else "band min..max over seeds"
     _top_title(
         fig,
-        f"Learning curves of all {len(layout.labels)} configurations: mean over seeds, band min..max over seeds"
-        + (
-            f" ({sum(v[0] for v in collapsed.values())} of {sum(v[1] for v in collapsed.values())} replicas collapsed)"
-            if collapsed
-            else ""
-        ),
+        f"Learning curves of all {len(layout.labels)} configurations: mean over seeds, {spread}"
+        + (f"\n{_replica_count_text(collapsed, diverged)}" if collapsed or diverged else ""),
         fontsize=10,
     )
     _save(fig, path, formats)
@@ -477,11 +490,65 @@ def learning_curves(
         path.stem,
         path,
         "Learning curves per configuration",
-        f"{mcol} against learner steps and simulated time; line = mean over {n_seeds} seed(s), band = min..max over seeds"
-        f"{by}; colour: {layout.legend_title() or 'configuration'}"
+        f"{mcol} against learner steps and simulated time; thick line = mean over {n_seeds} seed(s), "
+        + (
+            f"thin lines = each of the {thin} replicas (each on its own clock)"
+            if thin
+            else "band = min..max over seeds"
+        )
+        + f"{by}; colour: {layout.legend_title() or 'configuration'}"
         f"{'; dashed: the synchronous baseline of the configuration of that colour' if refs_drawn else ''}; "
         f"{_collapsed_caption(collapsed)}.",
     )
+
+
+def _replica_lines(row, label: str, run_ids: list[str], replicas: dict | None, metric: str, color) -> int:
+    """Each replica of each run of a configuration as a thin line against learner steps (``row[0]``)
+    and its own simulated clock (``row[1]``), ``gid`` ``replica:<label>:<run id>:<r>`` (in the SVG);
+    returns how many were drawn (0: no per-replica curves of ``metric``)."""
+    n = 0
+    for rid in run_ids:
+        c = (replicas or {}).get(rid)
+        if c is None or c.metric != metric:
+            continue
+        for r in range(c.replicas):
+            ok = np.isfinite(c.values[:, r])
+            if not ok.any():
+                continue
+            clock = c.clock(r)[0]
+            for ax, x in zip(row, (c.step[ok], clock[ok])):
+                ax.plot(
+                    x,
+                    c.values[ok, r],
+                    color=color,
+                    lw=0.6,
+                    alpha=0.35,
+                    label="_replica",
+                    gid=f"replica:{label}:{rid}:{r}",
+                )
+            n += 1
+    return n
+
+
+def _diverged_by_label(results: pd.DataFrame, keys: list[str]) -> dict[str, tuple[int, int]]:
+    """Per configuration label: (diverged replicas, replicas) summed over its seeds; empty without those columns."""
+    if "diverged_replicas" not in results or "replicas" not in results or results.empty:
+        return {}
+    return {
+        label: (int(g["diverged_replicas"].fillna(0).sum()), int(g["replicas"].fillna(0).sum()))
+        for label, g in _groups(results, keys)
+    }
+
+
+def _replica_count_text(collapsed: dict[str, tuple[int, int]], diverged: dict[str, tuple[int, int]]) -> str:
+    """ "k of R replicas collapsed (d of them diverged)" over every configuration (a diverged replica
+    counts as collapsed, docs/time_to_target.md#collapse)."""
+    total = sum(v[1] for v in (collapsed or diverged).values())
+    d = sum(v[0] for v in diverged.values())
+    if not collapsed:
+        return f"{d} of {total} replicas diverged"
+    k = sum(v[0] for v in collapsed.values())
+    return f"{k} of {total} replicas collapsed" + (f" ({d} of them diverged)" if d else "")
 
 
 def _collapsed_by_label(results: pd.DataFrame, keys: list[str]) -> dict[str, tuple[int, int]]:
@@ -688,7 +755,7 @@ def time_to_target_figure(
     replicas of the smoothed per-replica curves), the target level as a dashed line and each
     configuration's mean time-to-target marked on it (docs/time_to_target.md). ``comparison``: a
     :class:`sandbox.analysis.time_to_target.Comparison`. None when no target level could be set."""
-    from sandbox.analysis.time_to_target import plot_series
+    from sandbox.analysis.time_to_target import plot_series, replica_series
 
     with_target = [a for a in comparison.arms if a.runs and comparison.levels.get(a.label, (None,))[0] is not None]
     # a diverged configuration reaches no target (docs/time_to_target.md): named in the title, not drawn
@@ -703,6 +770,7 @@ def time_to_target_figure(
     levels = sorted({comparison.levels[a.label][0] for a in arms})
     metric = arms[0].runs[0].metric
     higher = arms[0].runs[0].higher_is_better
+    replica_lines = 0
     drawn: list[np.ndarray] = []
     for arm in arms:
         ax = panels[panel_of[arm.label]]
@@ -722,11 +790,14 @@ def time_to_target_figure(
         if not series:
             continue
         drawn.extend(z for _, z in series)
+        thin = [(c.seed, r, t, z) for c in arm.runs for r, t, z in replica_series(c)]
+        if len(thin) > 1:  # thin: every replica of every seed on its own clock (a mean never hides one)
+            for seed, r, t, z in thin:
+                ax.plot(t, z, color=color, lw=0.6, alpha=0.3, label="_replica", gid=f"replica:{arm.label}:{seed}:{r}")
+            replica_lines += len(thin)
         if len(series) == 1:
-            ax.plot(*series[0], color=color, lw=1.6, label=f"{arm.label}: {text}")
-        else:  # thin: each seed; thick: their mean on a common time grid (up to the shortest run)
-            for t, z in series:
-                ax.plot(t, z, color=color, lw=0.7, alpha=0.3)
+            ax.plot(*series[0], color=color, lw=1.8, label=f"{arm.label}: {text}")
+        else:  # thick: the mean of the seeds' curves on a common time grid (up to the shortest run)
             grid = np.linspace(max(t[0] for t, _ in series), min(t[-1] for t, _ in series), 200)
             ax.plot(
                 grid,
@@ -759,7 +830,8 @@ def time_to_target_figure(
             ax.plot([], [], color="grey", ls="--", label="targets: each configuration's own (dashed, its colour)")
         if log_scale:
             ax.set_yscale("log")
-        ax.set_ylabel(f"{metric}\n(smoothed; mean over replicas)" + ("" if higher else "\nlower is better"), fontsize=8)
+        spread = "thick: mean over replicas, thin: each" if replica_lines else "mean over replicas"
+        ax.set_ylabel(f"{metric}\n(smoothed; {spread})" + ("" if higher else "\nlower is better"), fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
         if panel_title:
@@ -779,11 +851,31 @@ def time_to_target_figure(
         path,
         "Time to target",
         f"{metric} against simulated time: the mean over replicas of each replica's centred running mean over "
-        f"{arms[0].runs[0].target.window} steps{'; thin lines: each seed, thick: their mean' if seeds > 1 else ''}. Dashed: the "
+        f"{arms[0].runs[0].target.window} steps"
+        + (f"; thin lines: each of the {replica_lines} replicas on its own clock" if replica_lines else "")
+        + ("; thick: the mean over seeds" if seeds > 1 else "")
+        + ". Dashed: the "
         "target; dots and dotted lines: each configuration's mean time to reach it (every replica crossing it). "
         "The legend gives it and the end-to-end speed-up against the synchronous baseline. Configurations that "
         "diverged, and those whose synchronous baseline diverged (no target), are not drawn.",
     )
+
+
+def replica_curves(out: Path, run_ids) -> dict:
+    """Run id -> its per-replica curves (:meth:`sandbox.analysis.time_to_target.Curves.from_run_dir`) for
+    the figures' thin lines; a run whose files cannot be read is left out (drawn through its mean only)."""
+    from sandbox.analysis.time_to_target import Curves
+    from sandbox.sweep.results import run_dir
+
+    found = {}
+    for rid in run_ids:
+        try:
+            curves = Curves.from_run_dir(run_dir(out, rid))
+        except (OSError, ValueError, KeyError):
+            continue
+        if curves is not None:
+            found[rid] = curves
+    return found
 
 
 def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Figure]:
@@ -811,10 +903,13 @@ def sweep_figures(out: str | Path, fig_dir: str | Path | None = None) -> list[Fi
     num = numeric_axes(done, [k for g in manifest["axes"] if len(g) == 1 for k in g])
     if len(num) >= 2:
         figs.append(heatmaps(done, num[0], num[1], fig_dir / "heatmap.png", scenario, formats))
-    figs.append(learning_curves(metrics, done, keys, fig_dir / "learning_curves.png", formats, layout=layout))
+    replicas = replica_curves(out, done["id"])
+    figs.append(
+        learning_curves(metrics, done, keys, fig_dir / "learning_curves.png", formats, layout=layout, replicas=replicas)
+    )
     if layout.keys:
         ttt_table = load_time_to_target(out) if comparison is not None else None
-        figs.append(summary_figure(done, ttt_table, layout, fig_dir / "summary.png", formats))
+        figs.append(summary_figure(done, ttt_table, layout, fig_dir / "summary.png", formats, replicas=replicas))
     if "staleness_mean" in done and "throughput_samples_per_s" in done:
         figs.append(
             throughput_vs_staleness(done, keys, fig_dir / "throughput_vs_staleness.png", formats, layout=layout)
@@ -900,13 +995,20 @@ def staleness_histograms(
 
 @paused_cyclic_gc()
 def summary_figure(
-    results: pd.DataFrame, ttt: pd.DataFrame | None, layout: Layout, path: Path, formats=FORMATS
+    results: pd.DataFrame,
+    ttt: pd.DataFrame | None,
+    layout: Layout,
+    path: Path,
+    formats=FORMATS,
+    replicas: dict | None = None,
 ) -> Figure:
     """A dot plot of every configuration for any swept keys: the final outcome (mean over seeds with
     its 95% Student t-interval) and the time to target (mean with its 95% bootstrap interval,
     ``load_time_to_target``), the facet keys' values on x and one dot colour per value of the colour
-    key, dodged sideways. A configuration that does not reach the target in every replica is an
-    open marker at the top of its panel, named in the legend."""
+    key, dodged sideways; small dots: each replica's final value (``replicas``: run id -> its
+    :class:`sandbox.analysis.time_to_target.Curves`), so that a mean never hides a collapsed replica. A
+    configuration that does not reach the target in every replica is an open marker at the top of its
+    panel, named in the legend."""
     from scipy import stats
 
     rcol, _, log = reward_metric(results)
@@ -930,6 +1032,7 @@ def summary_figure(
     )
     axes = axes.reshape(1, -1)
     missed_drawn = False
+    replica_dots, units = 0, set()
     for ax, (kind, ylabel) in zip(axes[0], panels):
         top = []
         points = []
@@ -958,6 +1061,21 @@ def summary_figure(
                 hi = float(r["time_to_target_ci_high"]) if r.get("time_to_target_ci_high") is not None else m
             points.append((x, m, lo, hi, label))
             top.append(hi)
+            if kind == "final":
+                finals, unit = _replica_finals(groups.get(label), replicas, rcol)
+                units.add(unit)
+                if finals.size:
+                    ax.plot(
+                        np.full(finals.size, x + 0.12 * width),
+                        finals,
+                        ".",
+                        ms=3,
+                        color=layout.color(label),
+                        alpha=0.6,
+                        ls="none",
+                        gid=f"replica-finals:{label}",
+                    )
+                    replica_dots += finals.size
         ymax = max(top) if top else 1.0
         for x, m, lo, hi, label in points:
             color = layout.color(label)
@@ -975,6 +1093,7 @@ def summary_figure(
             ax.set_yscale("log")
         ax.set_title(
             "final value: mean, 95% t-interval over seeds"
+            + (f"; small dots: each {' or '.join(sorted(units))}" if replica_dots else "")
             if kind == "final"
             else "time to target: mean, 95% bootstrap interval",
             fontsize=8,
@@ -1013,6 +1132,23 @@ def summary_figure(
         )
         + f". x: {', '.join(_short(k) for k in layout.facet_keys) or 'all runs'}; colour: {layout.legend_title() or 'configuration'}.",
     )
+
+
+def _replica_finals(runs: pd.DataFrame | None, replicas: dict | None, rcol: str) -> tuple[np.ndarray, str]:
+    """Each replica's final value (the mean of its last 10% of measurements) over the runs of one
+    configuration, from their per-replica curves; without them for every run, each run's own final
+    value (``rcol``). Returns the values and what one is ("replica" or "seed")."""
+    if runs is None or rcol not in runs:
+        return np.array([]), "seed"
+    from sandbox.analysis.time_to_target import HEADLINE
+
+    metric = {final: m for m, final, _ in HEADLINE}.get(rcol)
+    curves = [(replicas or {}).get(rid) for rid in runs["id"]] if "id" in runs else [None]
+    if all(c is not None and c.metric == metric for c in curves):
+        finals, unit = np.array([v for c in curves for v in c.unit_finals()], dtype=float), "replica"
+    else:
+        finals, unit = runs[rcol].to_numpy(dtype=float), "seed"
+    return finals[np.isfinite(finals)], unit
 
 
 def _base_scenario(out: Path):

@@ -245,7 +245,8 @@ def _with_time_to_target(summary: pd.DataFrame, out: Path) -> pd.DataFrame:
     summary["throughput_gain_vs_sync"] = table["throughput_gain_vs_sync"].to_numpy()
     summary["sample_efficiency_vs_sync"] = table["sample_efficiency_vs_sync"].to_numpy()
     summary["note"] = [
-        r.speedup_reason or ("synchronous baseline" if r.synchronous else f"vs {r.baseline}")
+        (r.speedup_reason or ("synchronous baseline" if r.synchronous else f"vs {r.baseline}"))
+        + ("; intervals over replicas of one timing schedule" if getattr(r, "one_schedule", False) else "")
         for r in table.itertuples()
     ]
     return summary.rename(columns=TTT_COLUMNS)
@@ -260,7 +261,9 @@ def _with_time_to_target(summary: pd.DataFrame, out: Path) -> pd.DataFrame:
 RUN_FIGURE_CAPTIONS = {
     "learning_curves": (
         "Learning curve",
-        "The headline metric against simulated time (left) and learner steps (right), mean over the run's replicas.",
+        "The headline metric against simulated time (left) and learner steps (right): thick, the mean over the "
+        "run's replicas; thin, each replica (on its own clock under independent schedules); the title counts "
+        "the collapsed ones.",
     ),
     "staleness_hist": (
         "Staleness of consumed groups",

@@ -59,6 +59,9 @@ class _Fake:
     def final_reward(self):
         return self.value
 
+    def collapse(self):
+        return False, False
+
 
 def test_selection_uses_selection_seeds_and_picks_the_best(monkeypatch):
     """A fake run function where setting ``target`` is best on the selection seeds but worst on the
