@@ -112,8 +112,8 @@ def test_exporters_load_only_when_asked_for():
 
     code = (
         "import sys; from sandbox.export.api import EXPORTERS; names = sorted(EXPORTERS); "
-        "loaded = lambda: sorted(m for m in sys.modules if m.startswith('sandbox.export.') and "
-        "m.rsplit('.', 1)[1] in ('verl', 'verl_vcpo', 'trl', 'openrlhf', 'areal', 'prime_rl')); "
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith('sandbox.frameworks.') and "
+        "m.endswith('.export')); "
         "before = loaded(); EXPORTERS['openrlhf']; print(names, before, loaded())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -187,7 +187,7 @@ def test_the_framework_table_decides_what_it_maps(monkeypatch, module, table):
     """A registered correction that a framework's table leaves out falls to the engine's row, never a KeyError."""
     import importlib
 
-    mod = importlib.import_module(f"sandbox.export.{module}")
+    mod = importlib.import_module(f"sandbox.frameworks.{module}.export")
     monkeypatch.delitem(getattr(mod, table), "opsm")
     scn = load_scenario(SCENARIOS / "quickstart.toml", overrides={"algorithm.correction": {"name": "opsm"}})[0]
     framework = next(name for name in EXPORTERS if EXPORTERS[name].__module__ == mod.__name__)
