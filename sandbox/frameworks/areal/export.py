@@ -14,11 +14,11 @@ from sandbox.export.engine import stabilizer_rows
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
 from sandbox.frameworks.areal import rules
+from sandbox.frameworks.areal.config_names import CONFIG_FILE
 from sandbox.scenario.api import Scenario
 
 T = Table("areal")
 
-CONFIG_FILE = "areal_config.yaml"
 LAUNCH_FILE = "launch.sh"
 
 RATIO_CLIP_OBJECTIVES = ("grpo", "dr_grpo", "rloo", "ppo", "dapo", "gspo")

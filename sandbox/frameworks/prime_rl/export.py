@@ -22,13 +22,13 @@ from sandbox.export.mismatch import exact_engine
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
 from sandbox.frameworks.prime_rl import rules
+from sandbox.frameworks.prime_rl.config_names import OFF_MASK
 from sandbox.scenario.api import Scenario
 
 T = Table("prime_rl")
 
 AT = "prime-rl 559b4477"
 CUSTOM_LOSS = T.note("custom_loss")
-OFF_MASK = 1.0  # |π_θ − μ| ≤ 1, so thresholds of 1 never mask a token
 ADAM_EPS = 1e-8  # torch AdamW default; prime-rl passes no eps (src/prime_rl/trainer/optim/__init__.py)
 
 

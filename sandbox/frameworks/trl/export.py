@@ -22,6 +22,7 @@ from sandbox.export.engine import stabilizer_rows
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
 from sandbox.frameworks.trl import rules
+from sandbox.frameworks.trl.config_names import CONFIG_FILE, SCRIPT_FILE
 from sandbox.scenario.api import Scenario
 
 T = Table("trl")
@@ -32,8 +33,6 @@ TARGETS = {
     SYNC_CLASS: T.note("targets.grpoconfig_trl_grpotrainer"),
     ASYNC_CLASS: T.note("targets.asyncgrpoconfig_trl_experimental"),
 }
-CONFIG_FILE = "grpo_config.json"
-SCRIPT_FILE = "train_grpo.py"
 
 # The guard TRL adds to the reward std: GRPOTrainer ``(std + 1e-4)``, AsyncGRPO's worker ``(std + 1e-8)``.
 STD_GUARD = {SYNC_CLASS: 1e-4, ASYNC_CLASS: 1e-8}
@@ -373,7 +372,7 @@ def _sci(x: float) -> str:
 
 
 _CORRECTION_GAP = T.section("correction_gaps")
-_CORRECTION_MAPPED = dict.fromkeys(T.section("mapped")["correction"])  # name -> None; read at call time (issue 26)
+_CORRECTION_MAPPED = dict.fromkeys(T.section("mapped")["correction"])  # name -> None; read at call time
 
 
 _MODE_NOTES = T.section("mode_notes")

@@ -16,17 +16,13 @@ from sandbox.export.engine import stabilizer_rows
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
 from sandbox.frameworks.verl import rules
+from sandbox.frameworks.verl.config_names import ACTOR, CORR, NO_DUAL_CLIP, V1
 from sandbox.scenario.api import Scenario
 
 T = Table("verl")
 
 VERL_0_9 = Version("0.9", "0.9.1", "verl 0.9.1 wheel")
 
-ACTOR = "actor_rollout_ref.actor"
-CORR = "algorithm.rollout_correction"
-V1 = "trainer.v1"
-
-NO_DUAL_CLIP = 1e9
 """``clip_ratio_c`` that never fires: verl clamps the log-ratio to ±20 before the dual clip (r ≤ e^20 < 1e9)."""
 
 NO_LOWER_EDGE = 1e-9

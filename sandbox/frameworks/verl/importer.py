@@ -27,12 +27,9 @@ from sandbox.frameworks.importing import (
     read_yaml,
     suggest_framework,
 )
+from sandbox.frameworks.verl.config_names import ACTOR, CORR, NO_DUAL_CLIP, V1
 from sandbox.importers import verl_defaults
 
-ACTOR = "actor_rollout_ref.actor"
-CORR = "algorithm.rollout_correction"
-V1 = "trainer.v1"
-NO_DUAL_CLIP = 1e9
 NO_REFERENCE = (
     "no task of the simulator supplies reference-policy log-probs, so the sandbox cannot run a KL penalty "
     "(sandbox.run.runner.check_runnable)"

@@ -13,11 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from sandbox.export.validate.common import facts, flat, is_int, plain, same, source_strings
 from sandbox.export.validate.wheels import import_from_wheel
+from sandbox.frameworks.verl.config_names import ACTOR, CORR
 
 CONFIG_DIR = Path("verl/trainer/config")
 GENERATED = CONFIG_DIR / "_generated_ppo_trainer.yaml"
-ACTOR = "actor_rollout_ref.actor"
-CORR = "algorithm.rollout_correction"
 
 
 @functools.lru_cache(maxsize=4)

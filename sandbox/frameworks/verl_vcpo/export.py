@@ -25,18 +25,12 @@ from sandbox.frameworks.verl.export import (
     yaml_text,
 )
 from sandbox.frameworks.verl_vcpo import rules
+from sandbox.frameworks.verl_vcpo.config_names import CONFIG_NAME, ESS, GB, MEGATRON_EXTRA, OPTIM
 from sandbox.scenario.api import Scenario
 
 T = Table("verl_vcpo")
 
 VCPO_C7F030F0 = Version("c7f030f0", "c7f030f0", "mit-han-lab/vcpo git c7f030f0")
-
-GB = f"{ACTOR}.grad_baselining"
-ESS = f"{ACTOR}.ess_scaling"
-OPTIM = f"{ACTOR}.optim"
-MEGATRON_EXTRA = f"{OPTIM}.override_optimizer_config"
-"""An open map of extra Megatron ``OptimizerConfig`` fields (empty in the fork's YAML, so its keys are ``+`` appends)."""
-CONFIG_NAME = "fully_async_ppo_megatron_trainer"
 
 
 def _per_trajectory(plan: ExportPlan) -> None:

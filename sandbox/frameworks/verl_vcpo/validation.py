@@ -11,10 +11,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from sandbox.export.validate.common import is_int, is_number, plain, readback
 from sandbox.frameworks.verl.validation import GENERATED, _generated_config, compose, exported_yaml, override_lines
+from sandbox.frameworks.verl_vcpo.config_names import CONFIG_NAME, KEYS_FILE
 
-KEYS_FILE = Path(__file__).resolve().parent / "keys" / "verl_vcpo_c7f030f0.json"
 CONFIG_DIR = Path("recipe/fully_async_policy/config")
-CONFIG_NAME = "fully_async_ppo_megatron_trainer"
 FORK_ONLY = (
     "actor_rollout_ref.actor.ess_scaling",
     "actor_rollout_ref.actor.grad_baselining",
