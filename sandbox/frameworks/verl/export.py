@@ -16,7 +16,7 @@ from sandbox.export.engine import stabilizer_rows
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
 from sandbox.frameworks.verl import rules
-from sandbox.frameworks.verl.config_names import ACTOR, CORR, NO_DUAL_CLIP, V1
+from sandbox.frameworks.verl.config_names import ACTOR, AGGREGATION, CORR, NO_DUAL_CLIP, V1
 from sandbox.scenario.api import Scenario
 
 T = Table("verl")
@@ -28,12 +28,6 @@ VERL_0_9 = Version("0.9", "0.9.1", "verl 0.9.1 wheel")
 NO_LOWER_EDGE = 1e-9
 """Lower edge of a ``"lo_hi"`` IS band meaning "none": verl floors every weight at e^-20 ≈ 2.1e-9 (its log-space
 safety clamp), so no valid token falls below 1e-9, and the band parser requires a positive lower edge."""
-
-AGGREGATION = {
-    a: a.replace("_", "-")
-    for a in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
-}
-"""The sandbox's aggregations as verl's ``loss_agg_mode`` spells them."""
 
 LOSS_MODE = {"gspo": "gspo", "cispo": "cispo"}  # every other ratio objective uses "vanilla"
 

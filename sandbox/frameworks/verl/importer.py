@@ -28,6 +28,7 @@ from sandbox.frameworks.importing import (
     suggest_framework,
 )
 from sandbox.frameworks.verl.config_names import ACTOR, CORR, NO_DUAL_CLIP, V1
+from sandbox.frameworks.verl.config_names import AGGREGATION as SANDBOX_AGGREGATION
 from sandbox.importers import verl_defaults
 
 NO_REFERENCE = (
@@ -35,12 +36,7 @@ NO_REFERENCE = (
     "(sandbox.run.runner.check_runnable)"
 )
 
-AGGREGATION = {
-    "token-mean": "token_mean",
-    "seq-mean-token-mean": "seq_mean_token_mean",
-    "seq-mean-token-sum": "seq_mean_token_sum",
-    "seq-mean-token-sum-norm": "seq_mean_token_sum_norm",
-}
+AGGREGATION = {verl: sandbox for sandbox, verl in SANDBOX_AGGREGATION.items()}
 OPTIMIZER = {"adam": "adam", "adamw": "adamw", "sgd": "sgd"}
 
 # framework-side keys with no bearing on the simulated algorithm (prefix -> why)
