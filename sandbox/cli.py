@@ -20,10 +20,23 @@ import sys
 # step with mimalloc, about 12 with the system allocator); the bytes written are the same.
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-try:  # Ctrl-C during the start-up imports exits without a traceback
+try:  # Ctrl-C during the start-up imports (typer, rich, each command's module) exits without a traceback
     import typer
 
     from sandbox import __version__
+    from sandbox.checks.command import check
+    from sandbox.claims.command import claims
+    from sandbox.cli_support import console
+    from sandbox.demos.command import demo
+    from sandbox.explore.command import explore
+    from sandbox.export.command import export
+    from sandbox.importers.command import import_
+    from sandbox.plan.command import plan
+    from sandbox.preflight.command import preflight
+    from sandbox.report.command import report
+    from sandbox.run.command import run
+    from sandbox.scenario.command import list_components, scenario_command
+    from sandbox.sweep.command import mission, sweep
 except KeyboardInterrupt:
     sys.stderr.write("interrupted: nothing was kept\n")
     raise SystemExit(130) from None
@@ -34,20 +47,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Asynchronous-RL simulation and theory sandbox.",
 )
-
-from sandbox.checks.command import check  # noqa: E402
-from sandbox.claims.command import claims  # noqa: E402
-from sandbox.cli_support import console  # noqa: E402
-from sandbox.demos.command import demo  # noqa: E402
-from sandbox.explore.command import explore  # noqa: E402
-from sandbox.export.command import export  # noqa: E402
-from sandbox.importers.command import import_  # noqa: E402
-from sandbox.plan.command import plan  # noqa: E402
-from sandbox.preflight.command import preflight  # noqa: E402
-from sandbox.report.command import report  # noqa: E402
-from sandbox.run.command import run  # noqa: E402
-from sandbox.scenario.command import list_components, scenario_command  # noqa: E402
-from sandbox.sweep.command import mission, sweep  # noqa: E402
 
 # the commands, each in its folder (the order of --help)
 app.command()(run)

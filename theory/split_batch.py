@@ -45,7 +45,7 @@ from collections.abc import Callable
 import numpy as np
 import sympy as sp
 
-from .order_statistics import _integrate_survival, expected_max, harmonic
+from .order_statistics import _integrate_survival, expected_max, exponential_cdf, harmonic  # noqa: F401 (exponential_cdf: the doctests)
 
 m_sym, W_sym = sp.symbols("m W", positive=True, integer=True)
 s_sym = sp.Symbol("s", positive=True)

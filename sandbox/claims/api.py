@@ -12,7 +12,7 @@ from sandbox.claims import (
     mismatch_presets,
     premise,
     published,
-    published_engine,
+    published_scaling,
     throughput,
     transfer_rule,
     vcpo,
@@ -66,7 +66,7 @@ CLAIMS: dict[str, Claim] = {
             "published_speedups_engine",
             "AReaL, verl, VCPO",
             "published async speed-ups vs predictions with continuous-batching engines",
-            published_engine.run,
+            published_scaling.run,
         ),
         Claim(
             "drop_bias",

@@ -4,13 +4,19 @@ section published_speedups_engine).
 The claim ``published_speedups`` times generation per group at a fixed 0.03 s per token per slot,
 the same at every load. Here the setups that opt in (:data:`ENGINE_SETUPS`) are run again with
 their generation on inference engines (``docs/system.md#continuous_batching``), everything else
-(training and sync times, staleness control, batch, lengths) as their scenario states:
+(sync time, staleness control, batch, lengths) as their scenario states:
 
+* the training time: a consistency check's is the scenario's (the source's measured seconds); a
+  prediction's is the trainer of ``sandbox plan`` on :attr:`EngineMapping.train_gpus` GPUs
+  (:func:`with_trainer`: ``(6 + 2)·N·T / (gpus · peak · MFU)``, MFU 0.4 an assumption);
 * one engine per ``tp`` generating GPUs (the scenario's ``num_workers / slots_per_gpu`` GPUs, the
   shipped mapping being ``256 / group_size`` group slots per GPU), at most ``max_sequences = 256``
   sequences in flight (vLLM's default ``max_num_seqs``);
 * every group the staleness control admits is submitted at once (the frameworks hand the engine
-  the whole batch): workers = the control's in-flight bound, spread evenly over the engines;
+  the whole batch): workers = the control's in-flight bound, or the framework's own cap on groups in
+  flight when lower (:attr:`EngineMapping.max_concurrent`: AReaL admits a prompt only while fewer than
+  ``max_concurrent_rollouts`` run, AReaL ``realhf/system/gserver_manager.py`` at 4d67c421d), spread
+  evenly over the engines;
 * the engine's step costs, prefill and KV capacity from the one timing model of ``sandbox plan`` and
   ``sandbox preflight`` (:class:`sandbox.system.delays.continuous_batching.EngineHardware`;
   ``docs/system.md#hardware``): decode step ``a + b·n`` from the GPU's bandwidth and FLOP/s and the
@@ -66,12 +72,14 @@ from sandbox.claims.published import (
     SETUPS,
     WARMUP_FRACTION,
     Published,
+    capped_mean_length,
     max_in_flight,
     mean_step_time,
     setup_variants,
 )
 from sandbox.system.config import SystemConfig
 from sandbox.system.delays.continuous_batching import ContinuousBatchingDelay
+from sandbox.system.delays.hardware import HardwareDelay
 from sandbox.system.hardware import kv_capacity_tokens
 
 BAND = (0.8, 1.25)
@@ -107,6 +115,13 @@ class EngineMapping:
     variant's ``system.staleness`` (None = the scenario's)."""
     local_updates: int = 1
     """Learner steps per published step under :attr:`schedule` (the step's training time split evenly)."""
+    train_gpus: tuple[int, int] | None = None
+    """Training GPUs of the asynchronous variant and of the baseline: the training time is then the trainer of
+    ``sandbox plan`` (:func:`with_trainer`); None = the scenario's training time (a consistency check's measured
+    one)."""
+    max_concurrent: int | None = None
+    """The framework's cap on groups in flight on top of its staleness control (AReaL's
+    ``max_concurrent_rollouts``, prompts); None = the control's bound alone."""
 
     def kind(self, measure: str) -> str:
         """:data:`PREDICTION`, :data:`CONSISTENCY` or :data:`NOT_COMPARABLE` (module docstring)."""
@@ -116,21 +131,28 @@ class EngineMapping:
 
 
 _ASSUMED = f"η_flop 0.5, {PROMPT_TOKENS} prompt tokens, tp 1"
+_TRAINER = "training: the trainer of sandbox plan, (6+2)NT/(gpus peak MFU 0.4)"
 _VERL_FACTS = "Qwen2.5-Math-7B, H20, GPU split, batch 512 x 16, max response, staleness rule"
 ENGINE_SETUPS: dict[str, EngineMapping] = {
     "areal_fully_async": EngineMapping(
         gpu="H800",
         model="qwen2.5-1.5b",
         sync="partial",
+        train_gpus=(64, 128),
+        max_concurrent=512,
         facts="1.5B (R1-Distill-Qwen-1.5B), 16 nodes of 8 H800, batch 512 x 16, max 27,648 tokens, interruptible rollouts",
-        assumed=f"64:64 split, eta 4, median 6,000 tokens, training 3.5e-4 GPU-s per 7B-token scaled by size, {_ASSUMED}",
+        assumed=f"64:64 split, eta 4, max_concurrent_rollouts = the batch (AReaL's default), median 6,000 tokens, "
+        f"{_TRAINER}, {_ASSUMED}",
     ),
     "areal_fully_async_7b": EngineMapping(
         gpu="H800",
         model="qwen2.5-7b",
         sync="partial",
+        train_gpus=(96, 192),
+        max_concurrent=512,
         facts="7B (R1-Distill-Qwen-7B), 24 nodes of 8 H800, batch 512 x 16, max 27,648 tokens, interruptible rollouts",
-        assumed=f"96:96 split, eta 4, median 6,000 tokens, training 3.5e-4 GPU-s per token, {_ASSUMED}",
+        assumed=f"96:96 split, eta 4, max_concurrent_rollouts = the batch (AReaL's default), median 6,000 tokens, "
+        f"{_TRAINER}, {_ASSUMED}",
     ),
     "verl_fully_async": EngineMapping(
         sync="partial",
@@ -154,24 +176,27 @@ ENGINE_SETUPS: dict[str, EngineMapping] = {
         assumed=f"median 1,000 tokens, batch 512 x 16, {_ASSUMED}",
     ),
     "vcpo_multiturn": EngineMapping(
-        sync="partial", facts="lag bound, pools", assumed=f"7B, 8:8, lengths, training, {_ASSUMED}"
+        sync="partial", train_gpus=(8, 8), facts="lag bound, pools", assumed=f"7B, 8:8, lengths, {_TRAINER}, {_ASSUMED}"
     ),
     "pipelinerl": EngineMapping(
         gpu="H100",
         sync="partial",
+        train_gpus=(64, 128),
         facts="128 H100, in-flight updates",
-        assumed=f"64:64, 7B, lengths, training, {_ASSUMED}",
+        assumed=f"64:64, 7B, lengths, {_TRAINER}, {_ASSUMED}",
     ),
     "roll_flash_rlvr": EngineMapping(
         sync="partial",
+        train_gpus=(64, 128),
         facts="asynchronous ratio, same GPU budget",
-        assumed=f"8B as Qwen2.5-7B on H20, 64:64, alpha 1, median 4,000, training, {_ASSUMED}",
+        assumed=f"8B as Qwen2.5-7B on H20, 64:64, alpha 1, median 4,000, {_TRAINER}, {_ASSUMED}",
     ),
     "roll_flash_agentic": EngineMapping(
         sync="partial",
         sync_note="ROLL's agentic pipeline regenerates the interrupted turn: its tokens are not charged here",
+        train_gpus=(64, 128),
         facts="environment-level async, same GPU budget",
-        assumed=f"7B on H20, 64:64, alpha 1, median 8,000, sigma 1, training, {_ASSUMED}",
+        assumed=f"7B on H20, 64:64, alpha 1, median 8,000, sigma 1, {_TRAINER}, {_ASSUMED}",
     ),
 }
 """The published setups that opt in, by scenario name, with the GPU and model of their engines and the
@@ -275,9 +300,32 @@ def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, gro
     """The variant ``cfg`` with its generation on engines (module docstring)."""
     slots_per_gpu = max(mapping.max_sequences // pub.lengths.group_size, 1)
     engines = max(cfg.num_workers // slots_per_gpu // mapping.tp, 1)
-    per_engine = -(-max_in_flight(cfg, groups_per_step) // engines)
+    in_flight = max_in_flight(cfg, groups_per_step)
+    capped = mapping.max_concurrent is not None and mapping.max_concurrent < in_flight
+    if capped:
+        in_flight = mapping.max_concurrent
+    per_engine = -(-in_flight // engines)
     gen = engine(mapping, pub.lengths, per_engine, "drain" if cfg.staleness.is_synchronous() else mapping.sync)
-    return cfg.model_copy(update={"generation_time": gen, "num_workers": engines * per_engine})
+    workers = in_flight if capped else engines * per_engine  # a cap admits exactly that many groups at once
+    return cfg.model_copy(update={"generation_time": gen, "num_workers": workers})
+
+
+def with_trainer(runs: dict, pub: Published, mapping: EngineMapping) -> dict:
+    """``runs`` with the training time of ``async`` and of the baseline on :attr:`EngineMapping.train_gpus` GPUs
+    from the one trainer model of ``sandbox plan`` (the ``hardware`` train time, ``(6 + 2)·N·T / (gpus · peak ·
+    MFU)``, MFU 0.4 and one log-prob recompute pass: assumptions), ``T`` the batch's prompt and mean response
+    tokens, ``groups · group size · (prompt + E[min(L, c)])`` (docs/system.md#hardware)."""
+    algo = runs["async"].algorithm
+    n = pub.lengths
+    mean = capped_mean_length(n.median, n.sigma, n.max_tokens)
+    tokens = round(algo.groups_per_step * algo.group_size * (mean + mapping.prompt_tokens))
+    out = dict(runs)
+    for name, gpus in zip(("async", pub.baseline), mapping.train_gpus):
+        train = HardwareDelay(
+            gpu=mapping.gpu, model=mapping.model, gpus=gpus, recompute_passes=1, tokens_per_step=tokens
+        )
+        out[name] = runs[name].model_copy(update={"system": runs[name].system.model_copy(update={"train_time": train})})
+    return out
 
 
 def step_times(
@@ -287,6 +335,8 @@ def step_times(
     training time, ``local_updates`` learner steps per published step) and of the baseline: ``(async, baseline)``.
     ``runs``: the setup's variants (default: those of the shipped scenario ``pub.scenario``)."""
     runs = runs if runs is not None else setup_variants(pub.scenario)
+    if mapping.train_gpus is not None:
+        runs = with_trainer(runs, pub, mapping)
     B, G = runs["async"].algorithm.groups_per_step, runs["async"].algorithm.group_size
     if ab is None and mapping.schedule is not None:  # the framework's own schedule, the scenario's training time
         cfg = runs["async"].system

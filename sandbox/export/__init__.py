@@ -7,3 +7,18 @@ equivalent. Guide: ``docs/promotion.md``.
 >>> exp = export_scenario(scn, "verl", allow_partial=True)        # doctest: +SKIP
 >>> exp.plan.settings["trainer.v1.sampler.max_off_policy_threshold"]   # doctest: +SKIP
 """
+
+
+def __getattr__(name: str):
+    """The package's public names (``from sandbox.export import ...``), read from :mod:`.api` on first use, so
+    that importing a module of this folder (a command module) loads nothing heavy. A submodule's name and a
+    dunder are left to the import system (``from sandbox.export import <submodule>`` loads only that module)."""
+    import importlib
+    import importlib.util
+
+    if name.startswith("__") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        return getattr(importlib.import_module(f"{__name__}.api"), name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

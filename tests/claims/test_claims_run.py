@@ -11,6 +11,7 @@ from sandbox.claims import _runs
 from sandbox.claims.api import CLAIMS
 from sandbox.claims.base import DIRECTIONS, REPRODUCED
 from sandbox.claims.published_engine import ENGINE_SETUPS, VERL_ABLATION
+from sandbox.claims.published_scaling import QUICK_POINTS
 from sandbox.cli import app
 from sandbox.system.staleness.fixed_lag import FixedLagControl
 
@@ -78,7 +79,7 @@ def test_cli_quick_all_claims(tmp_path):
     # published_speedups_engine (34 s of this run) is checked here rather than run a second time on its own:
     # one finite, positive row per opted-in setup and per mode of verl's ablation, each naming the mean step
     engine = next(c for c in data["claims"] if c["name"] == "published_speedups_engine")
-    assert len(engine["rows"]) == len(ENGINE_SETUPS) + len(VERL_ABLATION)
+    assert len(engine["rows"]) == len(ENGINE_SETUPS) + len(VERL_ABLATION) + len(QUICK_POINTS)
     for row in engine["rows"]:
         assert len(row["values"]) == 2 and all(math.isfinite(v) and v > 0 for v in row["values"])
         assert "mean step" in row["note"]

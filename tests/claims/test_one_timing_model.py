@@ -142,3 +142,20 @@ def test_mean_context_matches_sampled_lengths():
     se = (L**2 / 2 - ratio * L).std() / (L.mean() * np.sqrt(len(L)))
     assert mean_context(1000, 0.819, 20480) == pytest.approx(ratio, abs=4 * se)
     assert mean_context(1000, 0.819, 20480, prompt_tokens=256) == pytest.approx(mean_context(1000, 0.819, 20480) + 256)
+
+
+def test_claims_prediction_rows_train_on_the_plan_trainer():
+    # a prediction row's training time (claims with_trainer) and plan's split trainer on the same GPUs charge the
+    # same tokens the same seconds: one trainer model, (6 + 2)·N·T / (gpus · peak · MFU) with plan's default MFU
+    from sandbox.claims.published import SETUPS, setup_variants
+    from sandbox.claims.published_engine import ENGINE_SETUPS, with_trainer
+
+    pub = next(p for p in SETUPS if p.scenario == "roll_flash_rlvr")
+    claims = with_trainer(setup_variants(pub.scenario), pub, ENGINE_SETUPS[pub.scenario])["async"].system.train_time
+    plan = split_configurations(
+        _scenario(),
+        "test",
+        SplitOptions(gpus=128, gpu="H20", model=MODEL, concurrency=[CONCURRENCY], trainer_gpus=[64]),
+    )[0].scenario.system.train_time
+    tokens = float(claims.tokens_per_step)
+    assert claims.gpus == plan.gpus == 64 and claims.seconds(tokens) == pytest.approx(plan.seconds(tokens), rel=1e-12)

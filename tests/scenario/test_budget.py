@@ -321,7 +321,9 @@ scn, _ = load_scenario(sys.argv[1], sys.argv[2:])
 Path("/proc/self/clear_refs").write_text("5")
 before = status("VmRSS:")
 run_scenario(scn)
-print(json.dumps({"growth": status("VmHWM:") - before, "estimate": estimate(scn).memory}))
+e = estimate(scn)
+runtime = next(t.amount for t in e.memory_terms if t.what == "the runtime a first run loads")
+print(json.dumps({"growth": status("VmHWM:") - before, "estimate": e.memory, "runtime": runtime}))
 """
 
 # learner-bound: 32 workers at 0.1 s a group outpace a learner at 0.5 s a step, so a permissive ratio
@@ -340,17 +342,11 @@ LEARNER_BOUND = [
 ]
 
 
-@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to reset the peak RSS")
-@pytest.mark.parametrize("alpha", ["1", "4", "1e6"])
-def test_async_ratio_estimate_is_within_3x_of_the_measured_peak(alpha):
-    """α = 1e6 was refused at 171.8 GiB for a run that peaked at 451 MB: the queue term is now capped
-    by what the workers can generate over the run (budget._producible_ahead). The estimate bounds the
-    peak RSS growth of a fresh process from above, within 5x (3x on the simpy cluster it was calibrated on)."""
+def _peak(*sets: str) -> dict:
     import json
     import subprocess
     import sys
 
-    sets = [f"system.staleness={{kind='async_ratio',alpha={alpha}}}", *LEARNER_BOUND]
     res = subprocess.run(
         [sys.executable, "-c", _PEAK, str(ROOT / "scenarios" / "sync.toml"), *sets],
         capture_output=True,
@@ -359,10 +355,29 @@ def test_async_ratio_estimate_is_within_3x_of_the_measured_peak(alpha):
         timeout=300,
     )
     assert res.returncode == 0, res.stderr[-2000:]
-    m = json.loads(res.stdout.strip().splitlines()[-1])
-    # within 5x: the estimate was calibrated on the simpy cluster (within 3x); the heap event loop that now runs
-    # one-piece generation holds no per-event objects, so the same run peaks lower (docs/runs.md)
-    assert m["growth"] <= m["estimate"] <= 5 * m["growth"], m
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def first_run_growth() -> int:
+    """The peak RSS growth of a one-step run in the same harness: what a process's first run loads (lazy imports,
+    torch's first allocations), whatever the run's length; it varies by a few MB with the machine."""
+    return _peak("system.staleness={kind='async_ratio',alpha=1}", *LEARNER_BOUND, "run.steps=1")["growth"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to reset the peak RSS")
+@pytest.mark.parametrize("alpha", ["1", "4", "1e6"])
+def test_async_ratio_estimate_is_within_3x_of_the_measured_peak(alpha, first_run_growth):
+    """α = 1e6 was refused at 171.8 GiB for a run that peaked at 451 MB: the queue term is now capped
+    by what the workers can generate over the run (budget._producible_ahead). The estimate bounds the
+    peak RSS growth of a fresh process from above; its data terms (all but the runtime term) are within 5x of the
+    growth beyond a first run's (within 3x on the simpy cluster they were calibrated on)."""
+    m = _peak(f"system.staleness={{kind='async_ratio',alpha={alpha}}}", *LEARNER_BOUND)
+    assert m["growth"] <= m["estimate"], m
+    # the runtime term is a constant of the machine's lazy loading (measured 23-27 MB here, 128 MiB assumed): the
+    # upper bound holds the data terms to the data growth (at least 1 MiB, below which the growth is noise)
+    data_estimate, data_growth = m["estimate"] - m["runtime"], max(m["growth"] - first_run_growth, 2**20)
+    assert data_estimate <= 5 * data_growth, (m, first_run_growth)
 
 
 def test_a_ratio_that_never_binds_is_estimated_like_one_that_binds_at_the_run_length():

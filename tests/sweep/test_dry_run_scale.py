@@ -11,6 +11,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 import sandbox.cli as cli
+import sandbox.scenario.load as load_mod
+import sandbox.sweep.command as sweep_command
 import sandbox.sweep.spec as spec_mod
 from sandbox.sweep.api import load_sweep
 from sandbox.sweep.spec import overlay
@@ -43,7 +45,7 @@ def test_a_90000_run_sweep_validates_each_configuration_once_and_copies_no_base(
         raise AssertionError("apply_overrides (a deep copy of the base) called per run")
 
     monkeypatch.setattr(spec_mod, "validate_scenario", counting_validate)
-    monkeypatch.setattr(spec_mod, "apply_overrides", no_apply)
+    monkeypatch.setattr(load_mod, "apply_overrides", no_apply)
     spec = load_sweep(_sweep(tmp_path, 300, 30, 10))
     assert len(spec.runs) == 90_000
     assert calls == {"validate": 9_000, "apply_overrides": 0}
@@ -69,8 +71,8 @@ def test_overlay_equals_apply_overrides_and_leaves_the_base_alone():
 
 
 def test_a_long_dry_run_is_listed_as_plain_columns(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "PLAN_TABLE_ROWS", 10)
-    monkeypatch.setattr(cli, "Table", None)  # a rich table would fail here
+    monkeypatch.setattr(sweep_command, "PLAN_TABLE_ROWS", 10)
+    monkeypatch.setattr(sweep_command, "Table", None)  # a rich table would fail here
     res = CliRunner().invoke(
         cli.app, ["sweep", str(_sweep(tmp_path, 4, 3, 2)), "--dry-run", "--out", str(tmp_path / "o")]
     )

@@ -11,7 +11,7 @@ import tomli_w
 from _sweep_tiny import TINY_BASE
 from typer.testing import CliRunner
 
-import sandbox.sweep
+import sandbox.sweep.api
 from sandbox.cli import app
 
 
@@ -30,7 +30,7 @@ def _interrupt(*a, **k):
 
 
 def test_ctrl_c_while_the_sweep_file_loads(tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox.sweep, "load_sweep", _interrupt)
+    monkeypatch.setattr(sandbox.sweep.api, "load_sweep", _interrupt)
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["sweep", str(_sweep_file(tmp_path)), "--out", str(out)])
     assert res.exit_code == 130, res.output

@@ -77,7 +77,7 @@ IGNORED: dict[str, str] = {
 }
 
 
-MODELS = Path(__file__).resolve().parents[1] / "export" / "keys" / "prime_rl_559b4477.json"
+MODELS = Path(__file__).resolve().parent / "keys" / "prime_rl_559b4477.json"
 #: a field whose default is one model of a union: the variant the ``type`` key selects
 _UNION_DEFAULTS = {
     "trainer.loss": {"default": "trainer.DefaultLossConfig", "ipo": "trainer.IPOLossConfig"},
