@@ -6,7 +6,7 @@ is, sequence level, 2 mini-batches × 2 epochs, SGD + cosine), to all six framew
 without ``--lr``/``--grad-clip``, and every baseline or advantage, aggregation, normalisation, KL and dual clip
 of every objective on three of them, and writes one sha256 per export (its files and manifest; an
 error's type and text where the export refuses). ``--validate`` also runs each framework's
-validator (``sandbox/export/validate/``) on the exports of the shipped variants (with ``--lr``) and hashes
+validator (``sandbox/frameworks/<framework>/validation.py``) on the exports of the shipped variants (with ``--lr``) and hashes
 the problem lists (AReaL's in one child process).
 
 Run it on the tree before and after a change (``PYTHONPATH`` picks the tree) and compare:
@@ -86,7 +86,7 @@ def _validator(framework: str):
     try:
         if framework in ("verl", "openrlhf", "areal"):
             where = wheels.unpacked_wheel(framework)
-        mod = __import__(f"sandbox.export.validate.{framework.replace('-', '_')}", fromlist=["validate"])
+        mod = __import__(f"sandbox.frameworks.{framework.replace('-', '_')}.validation", fromlist=["validate"])
         if framework == "areal":
             return lambda many: mod.validate_many(many, where)
         if framework in ("verl", "openrlhf"):

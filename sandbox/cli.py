@@ -15,7 +15,7 @@ import sys
 
 # pyarrow's buffers (parquet writing, pandas's arrow-backed strings) from the system allocator, in
 # this process and the sweep workers it starts, unless the user chose a pool: mimalloc, pyarrow's
-# default, kept what every table's conversion had used (issue 28: with the records emptied as their
+# default, kept what every table's conversion had used (with the records emptied as their
 # tables are built and the written variants slimmed, the quickstart's peak RSS grew by about 25 KB a
 # step with mimalloc, about 12 with the system allocator); the bytes written are the same.
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")

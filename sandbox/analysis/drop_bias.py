@@ -5,7 +5,7 @@ A control that drops over-stale groups (``max_lag`` with ``enforcement = "drop"`
 drops a group when ``step − head_version > k_max`` at dequeue. When generation time grows with the
 response length (an inference engine, ``system.generation_time.kind = "continuous_batching"``), a long
 group is in flight for more learner steps, so it is staler when it arrives and is dropped more often:
-the learner then sees a length distribution shifted toward short responses (issue 30 part 6; the
+the learner then sees a length distribution shifted toward short responses (the
 same selection as the length bias of synchronous batching that waits for the longest response, seen
 from the other side).
 

@@ -1,4 +1,4 @@
-"""Drawing a run's figures in worker processes while the next variant simulates (issue 32).
+"""Drawing a run's figures in worker processes while the next variant simulates.
 
 ``sandbox run`` of a scenario with variants used to draw each variant's figures in the command's own
 process between two variants, so the figures' time added to the simulation's (about two thirds of a

@@ -1,5 +1,5 @@
 """Handing the C heap's free pages back to the operating system between the variants of a run
-(issue 28: a run's peak memory grew with its length).
+(without it, a run's peak memory grew with its length).
 
 The end of a variant builds its tables, writes them and draws its figures, then frees all of it;
 glibc's ``malloc`` keeps those freed pages in the process (its heap is only shrunk from the top, and

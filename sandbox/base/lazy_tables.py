@@ -1,4 +1,4 @@
-"""A run's jobs and events tables read when used, not held (issue 28: a run's memory grew with its length).
+"""A run's jobs and events tables read when used, not held (held, a run's memory grew with its length).
 
 A run written to a directory (``sandbox run``, sweeps) has its finished jobs and events on disk while
 it goes (:mod:`sandbox.system.spill`), and then in its ``jobs.parquet`` and ``events.parquet``. Its
@@ -21,7 +21,7 @@ quickstart variant's events table reaches it near 44,000 steps) a table is one p
 the parquet encoder holds that row group's encoded columns until it is written: on a quickstart
 variant's events table (fresh processes, peak RSS over the write) 12.6 MB at 1,920 steps and 34.8 MB
 at 7,680, about 3.6 times the table (its Arrow conversion is nearly zero-copy: 1.5 MB). Converting and
-writing one such row group at a time with ``pyarrow.parquet.ParquetWriter`` was tried (issue 28): the
+writing one such row group at a time with ``pyarrow.parquet.ParquetWriter`` was tried: the
 files are byte-identical (10 to 2.6 million rows; quickstart, LM and sweep runs) but the transient is
 the same within 0.6 MB up to 2.5 million rows (``pq.write_table`` already encodes one row group at a
 time), and so is the quickstart's peak RSS (figures off, trees alternated: 456.6 / 456.4 and 484.7 /

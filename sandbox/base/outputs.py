@@ -108,8 +108,8 @@ def write_table(path: Path, df: pd.DataFrame) -> None:
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """``arrays`` as an uncompressed ``.npz`` (``np.savez``; ``np.load`` reads it as it read the compressed
-    one). Compression cost about 30x the write (1.92 s against 0.065 s for 1,000 replicas x 500 steps,
-    issue 48) for float64 metric columns that deflate poorly."""
+    one): compression costs far more than the write for float64 metric columns, which deflate poorly
+    (benchmarks/README.md)."""
 
     def w(p: Path) -> None:
         with open(p, "wb") as fh:
@@ -838,7 +838,7 @@ def commit_run(src: Path, dest: Path, flag: str = "--out", root: Path | None = N
     (:func:`open_dir`), and every listing, move and removal is made relative to the directories so
     opened (``dir_fd``). A directory replaced by a symbolic link while the sweep runs is therefore
     never written through: the link is refused when met, and once a directory is open, swapping its
-    path for a link changes nothing of what is written where (issue 28)."""
+    path for a link changes nothing of what is written where."""
     dest, src = Path(dest), Path(src)
     root = Path(root) if root is not None else dest.parent
     dfd = open_dir(root, dest, flag)

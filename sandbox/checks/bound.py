@@ -15,7 +15,7 @@ this quadratic the same average has a closed form for the schedule the fixed-lag
 Tolerance 4·SE across replicas. The point's note gives, in units of SE, the values a simulator with a
 wrong lag would measure at the same η: the delay-free value (a simulator ignoring the delay) and the
 value at lag τ − 1 (a lag off by one). The replica counts are sized so that both are caught: with 64
-replicas the off-by-one value at τ = 8 was only 2.4 SE away (issue 34); with 1,024 (quick) it is 9.8 SE
+replicas the off-by-one value at τ = 8 was only 2.4 SE away; with 1,024 (quick) it is 9.8 SE
 away (delay-free: 113 SE; at τ = 1 both are 14.6 SE away), and ``tests/checks/test_checks_injected_bugs.py`` injects both
 bugs. ``perturb`` scales both predictions; the perturbation 0.2 (a bound 5× tighter) must be violated.
 """

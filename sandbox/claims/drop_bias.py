@@ -1,5 +1,5 @@
-"""Drop bias: does dropping over-stale groups bias training toward short responses? (issue 30 part 6;
-``sandbox.analysis.drop_bias``, docs/system.md#drop-bias)
+"""Drop bias: does dropping over-stale groups bias training toward short responses?
+(``sandbox.analysis.drop_bias``, docs/system.md#drop-bias)
 
 System-only runs (:func:`sandbox.system.timing_only.simulate_timing`) of ``scenarios/max_lag_drop.toml``
 (12 workers, 4 groups of 8 per step, ``max_lag`` with ``enforcement = "drop"``, constant training

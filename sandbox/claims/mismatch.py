@@ -1,4 +1,4 @@
-"""Training–inference mismatch claims (issue 29): the rollout engine as a source of off-policyness on
+"""Training–inference mismatch claims: the rollout engine as a source of off-policyness on
 its own and together with staleness. Context: the bit-string task of ``scenarios/fixed_lag.toml``
 (:mod:`._runs`) sampled through the ``logit_noise`` engine (docs/engines.md#logit_noise): Gaussian
 noise of scale σ on the two logits (0, θ_t) of every bit, so the per-token mismatch log-ratio has

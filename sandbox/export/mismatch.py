@@ -1,4 +1,4 @@
-"""The rollout engine's row in an export (issue 29 part 6; ``docs/engines.md``): what the GPU run's
+"""The rollout engine's row in an export (``docs/engines.md``): what the GPU run's
 inference engine must be set to for its training–inference mismatch to be the one simulated.
 
 The exact engine has no row (the scenario models no mismatch: the exported files are those of a

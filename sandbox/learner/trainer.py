@@ -114,7 +114,7 @@ class Learner:
         self._alive_np = np.ones(self.R, dtype=bool)
         self.diverged_at = np.full(self.R, -1)
         # Per-replica metrics, one row per optimizer step, as float64 columns sized for the run
-        # (issue 28: a dict of (R,) arrays per step was about 5.7 KB a step on the quickstart).
+        # (a dict of (R,) arrays per step was about 5.7 KB a step on the quickstart).
         self.replica_rows = ReplicaColumns(self.R, max(total_steps, 1))
         self._sample_lag: Tensor | None = None
         self._last_snapshot: tuple | None = None  # (copies, the weights' version counters, the copies' ones)

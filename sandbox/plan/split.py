@@ -1,5 +1,5 @@
-"""The trainer/rollout split of a fixed GPU budget (``sandbox plan --gpus N``, docs/plan.md#gpu-split;
-issue 30 part 4).
+"""The trainer/rollout split of a fixed GPU budget (``sandbox plan --gpus N``,
+docs/plan.md#gpu-split).
 
 **Configurations.** Of ``N`` GPUs, ``t`` train (``--trainer-gpus``, default every ``t`` = 1 … N − 1)
 and the other ``N − t`` serve rollouts as ``⌊(N − t) / tp⌋`` inference engines of ``tp`` GPUs each

@@ -671,7 +671,7 @@ def diagnostic_traces(
     if "grad/cos_prev" in panels and "grad/norm" in metrics and "id" in metrics:
         # the cosine is undefined where this or the previous gradient is zero (e.g. after a GRPO run
         # converged, every group has equal rewards): a gap, never a drawn cosine of 0 (the learner logs
-        # NaN there; run directories written before issue 34 hold a 0, which this mask removes too)
+        # NaN there; run directories written by older versions hold a 0, which this mask removes too)
         metrics = metrics.copy()
         prev = metrics.groupby("id")["grad/norm"].shift(1)
         metrics["grad/cos_prev"] = metrics["grad/cos_prev"].where((metrics["grad/norm"] > 0) & (prev > 0))

@@ -155,9 +155,7 @@ class IndependentReplay:
         inflight: _Slots | None = None
         pending: _Slots | None = None
         cursor = offsets[:-1].copy()
-        rows = MetricRows(
-            capacity=steps
-        )  # typed columns, not a dict per step (issue 28); its frame is pd.DataFrame(rows)
+        rows = MetricRows(capacity=steps)  # typed columns, not a dict per step; its frame is pd.DataFrame(rows)
         status = "completed"
         for b in range(batches):
             while True:

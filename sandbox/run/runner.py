@@ -210,7 +210,7 @@ def run_scenario(
 
 def _spill(out_dir: str | Path | None, stack: ExitStack) -> Spill | None:
     """A run written to ``out_dir`` streams its finished jobs and events to a private directory beside
-    it (removed when the run ends; issue 28: memory bounded in the run's length). None without an
+    it (removed when the run ends; memory bounded in the run's length). None without an
     output directory, or when its parent does not exist yet (the records then stay in memory)."""
     if out_dir is None:
         return None
@@ -259,7 +259,7 @@ TABLES_READ_LATER = ("jobs", "events")
 
 def _result(scn: Scenario, res, learner, lazy: bool = False) -> RunResult:
     """The run's tables from the cluster's records; each record is emptied once its table is built
-    (``clear``), so a record and its table are not both held until the run ends (issue 28: the peak
+    (``clear``), so a record and its table are not both held until the run ends (the peak
     memory of a run is at its end, where it held both). ``lazy`` (a written run whose records are a
     :class:`JobRecords` and an :class:`EventLog`): the jobs and events tables are built from the
     records on each read instead (:mod:`sandbox.base.lazy_tables`), and the records are kept for that (the

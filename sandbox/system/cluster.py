@@ -16,7 +16,7 @@ Memory: every job stays in ``Cluster.jobs`` (the jobs table is built from them),
 (the rollouts or gradients) is replaced by a :class:`ReleasedPayload` holding its sample count as
 soon as the learner has trained on it or the control dropped it, so the tensors alive at once are
 those of the running, queued and training jobs, whatever ``run.steps``. What does grow with
-the run is its records (issue 28; :mod:`sandbox.system.records`): the jobs (slotted :class:`Job`
+the run is its records (:mod:`sandbox.system.records`): the jobs (slotted :class:`Job`
 objects, about 400 B each), the metrics rows as a :class:`~sandbox.system.records.MetricRows`
 (about 9 B a value) and the event log as columns (:class:`EventLog`, 41 B per event); the tables
 are built from them, bitwise the ones built from the objects. A cluster given a

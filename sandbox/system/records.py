@@ -1,4 +1,4 @@
-"""Compact, columnar records of a run (issue 28: memory grew linearly with run length).
+"""Compact, columnar records of a run (with a Python object per record, memory grew linearly with run length).
 
 A run keeps three records that grow with its length: the per-step metrics rows, the per-replica
 metric arrays and the jobs. Held as Python objects (a dict of floats per row, a dict of ``(R,)``

@@ -1,4 +1,4 @@
-"""Records streamed to disk while a run goes on (issue 28: a run's memory grew with its length).
+"""Records streamed to disk while a run goes on (held in memory, they grew with the run's length).
 
 A run written to a directory (``run_scenario(scn, out_dir)``: ``sandbox run``, sweeps) moves its
 finished jobs and its event log out of memory as it goes: every few thousand records become typed

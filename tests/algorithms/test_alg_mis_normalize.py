@@ -3,7 +3,7 @@
 Probe as in test_alg_corrections_values.py: decoupled mode with π_prox = π_θ (surrogate ratio 1), REINFORCE
 with token-mean aggregation and advantage A = R = 1, so d loss / d log π_t = −mult_t / n_valid with mult_t
 the token's final coefficient (0 where masked). The same numbers from verl 0.9.1's own
-``compute_rollout_correction_weights`` are checked in tests/export/test_verl_rollout_corr.py."""
+``compute_rollout_correction_weights`` are checked in tests/frameworks/verl/test_verl_rollout_corr.py."""
 
 import pytest
 import torch

@@ -22,7 +22,7 @@ Two tables drive the test, so that a new exporter or a new essential field fails
 from __future__ import annotations
 
 import pytest
-from conftest import SCENARIOS, SHIPPED
+from export_cases import SCENARIOS, SHIPPED
 
 from sandbox.export.api import EXPORTERS, export_scenario
 from sandbox.export.common import scenario_leaves

@@ -4,7 +4,7 @@ each framework gets, the gaps where it has none, and the written files accepted 
 from __future__ import annotations
 
 import pytest
-from conftest import SCENARIOS
+from export_cases import SCENARIOS
 
 import sandbox.frameworks.areal.export  # noqa: F401  (each import registers its exporter)
 import sandbox.frameworks.openrlhf.export  # noqa: F401

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import pytest
-from conftest import SCENARIOS
+from export_cases import SCENARIOS
 
 from sandbox.algorithms.base import MethodConfig
 from sandbox.export.api import EXPORTERS, ExportRefused, export_scenario

@@ -1,5 +1,6 @@
-"""The per-framework export tables (sandbox/frameworks/<framework>/tables.toml, sandbox/export/tables/common.toml): well-formed rows and templates, every id the
-exporters name exists in the table they read, no dead entries, and ``Table.row`` writes what the row says."""
+"""The per-framework export tables (sandbox/frameworks/<fw>/tables.toml, sandbox/export/tables/common.toml): data
+only (no expressions), well-formed rows and templates, every id the exporters and their rules name exists in the table
+they read, no dead entries, and ``Table.row`` writes what the row says."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import PARAMS, TEXT, Table
 
-EXPORT = Path(__file__).resolve().parents[2] / "sandbox" / "export"
-FRAMEWORKS = EXPORT.parent / "frameworks"
+PKG = Path(__file__).resolve().parents[2] / "sandbox"
+EXPORT, FRAMEWORKS = PKG / "export", PKG / "frameworks"
 TABLES = {
     "common": tomllib.loads((EXPORT / "tables" / "common.toml").read_text(encoding="utf-8")),
     **{p.parent.name: tomllib.loads(p.read_text(encoding="utf-8")) for p in sorted(FRAMEWORKS.glob("*/tables.toml"))},
@@ -22,15 +23,13 @@ TABLES = {
 
 
 def _modules() -> dict[str, tuple[str, str]]:
-    """Module name (a framework's exporter: its folder's name) -> (the table it reads, its source)."""
+    """Module name (``export.common``, ``areal.rules``, ...) -> (the table it reads, its source)."""
     out = {}
-    paths = {p.stem: p for p in sorted(EXPORT.glob("*.py"))}
-    paths.update({p.parent.name: p for p in sorted(FRAMEWORKS.glob("*/export.py"))})
-    for name, path in sorted(paths.items()):
+    for path in sorted([*EXPORT.glob("*.py"), *FRAMEWORKS.glob("*/*.py")]):
         src = path.read_text(encoding="utf-8")
         m = re.search(r'^T = Table\("(\w+)"\)$', src, re.M)
         if m:
-            out[name] = (m.group(1), src)
+            out[f"{path.parent.name}.{path.stem}"] = (m.group(1), src)
     return out
 
 
@@ -46,18 +45,35 @@ def _fields(template: str) -> list[str]:
     return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
 
 
-def test_every_exporter_and_the_engine_read_a_table():
-    assert set(TABLES) == {"common", "verl", "verl_vcpo", "trl", "openrlhf", "areal", "prime_rl"}
+def test_every_exporter_its_rules_and_the_engine_read_a_table():
+    frameworks = {"verl", "verl_vcpo", "trl", "openrlhf", "areal", "prime_rl"}
+    assert set(TABLES) == {"common", *frameworks}
     assert {m: t for m, (t, _) in MODULES.items()} == {
-        "areal": "areal",
-        "common": "common",
-        "engine": "common",
-        "openrlhf": "openrlhf",
-        "prime_rl": "prime_rl",
-        "trl": "trl",
-        "verl": "verl",
-        "verl_vcpo": "verl_vcpo",
+        "export.common": "common",
+        "export.engine": "common",
+        **{f"{fw}.{part}": fw for fw in frameworks for part in ("export", "rules")},
     }
+
+
+def _expressions(value, where):
+    """Where a table value still holds code: an inline table with a ``when`` or ``value`` expression."""
+    if isinstance(value, dict):
+        if {"when", "value"} & set(value) and all(isinstance(v, str) for v in value.values()):
+            yield where
+        for key, item in value.items():
+            yield from _expressions(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _expressions(item, f"{where}[{i}]")
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_tables_are_data_without_expressions(table):
+    """Which row applies is Python (the framework's rules.py); a table holds keys and words only."""
+    assert "rule" not in TABLES[table], f"{table}: [[rule.*]] sections belong in rules.py"
+    assert not list(_expressions(TABLES[table], table)), f"{table}: expressions left in the table"
+    for section in [s for s in TABLES[table] if s.startswith("metrics")]:
+        assert all(isinstance(v, str) for v in TABLES[table][section].values()), f"{table}: [{section}] holds texts"
 
 
 @pytest.mark.parametrize("table", sorted(TABLES))
@@ -83,15 +99,9 @@ def test_notes_and_templates_parse(table):
                 assert re.fullmatch(r"[A-Za-z_]\w*", name), f"{table}: {section} {key}: field {name!r}"
 
 
-def _rule_rows(cases):
-    """Every row entry of a rule's cases, nested cases included."""
-    for case in cases:
-        for entry in case.get("rows", ()):
-            yield from _rule_rows([entry]) if isinstance(entry, dict) else [entry]
-
-
 def test_every_named_entry_exists_and_every_entry_is_named():
     used: dict[str, dict[str, set[str]]] = {t: {s: set() for s in REFS} for t in TABLES}
+    read_metrics: set[tuple[str, str]] = set()
     for module, (table, src) in MODULES.items():
         for section, pattern in REFS.items():
             for key in re.findall(pattern, src):
@@ -103,27 +113,15 @@ def test_every_named_entry_exists_and_every_entry_is_named():
         for key in TABLES[table].get("template", {}):  # a launch script's optional parts, named in a tuple
             if f'"{key}"' in src:
                 used[table]["template"].add(key)
-        for rule, cases in TABLES[table].get("rule", {}).items():  # rows and notes named by the table's rules
-            assert re.search(rf'T\.(apply\(\s*[\w.]+,\s*|pick\(\s*)"{rule}"', src), (
-                f"{table}.toml: rule {rule} is applied by no exporter"
-            )
-            named = [("row", e[0]) for e in _rule_rows(cases) if isinstance(e, list)]
-            named += [("note", k) for case in cases for k in re.findall(r"note\('([^']+)'", repr(case))]
-            for section, key in named:
-                where = table if key in TABLES[table].get(section, {}) else "common"
-                assert key in TABLES[where].get(section, {}), f"{table}.toml: rule {rule} names {section} {key!r}"
-                used[where][section].add(key)
-        for section in [s for s in TABLES[table] if s.startswith("metrics")]:  # notes named by Table.metrics entries
-            assert re.search(rf'T\.metrics\(\s*("{section}")?', src), (
-                f"{table}.toml: [{section}] is read by no exporter"
-            )
-            for key in re.findall(r"note\('([^']+)'", repr(TABLES[table][section])):
-                where = table if key in TABLES[table].get("note", {}) else "common"
-                assert key in TABLES[where].get("note", {}), f"{table}.toml: [{section}] names note {key!r}"
-                used[where]["note"].add(key)
+        for section in re.findall(
+            r'T\.section\(\s*"(metrics\w*)"', src
+        ):  # the metric texts (rules.metrics or as they stand)
+            read_metrics.add((table, section))
         for section in re.findall(r'T\.section\(\s*"([^"]+)"', src):
             assert section in TABLES[table], f"{module}.py reads table [{section}], absent from {table}.toml"
     for table, sections in used.items():
+        for section in [s for s in TABLES[table] if s.startswith("metrics")]:
+            assert (table, section) in read_metrics, f"{table}.toml: [{section}] is read by no exporter"
         for section in REFS:
             dead = sorted(set(TABLES[table].get(section, {})) - sections[section])
             assert not dead, f"{table}.toml: {section} entries no exporter names: {dead}"
@@ -162,67 +160,9 @@ def test_templates_fill_named_fields_and_unknown_ids_name_the_table():
         Table("verl").row(plan, "staleness.fixed_lag_gap", "x", extra="")  # a field the template needs is missing
 
 
-def test_a_rule_applies_its_first_matching_case_and_refuses_what_is_outside_its_language(monkeypatch):
-    from sandbox.export import table as table_mod
-
-    rules = {
-        "rule": {
-            "r": [
-                {"when": "c.name == 'a'", "rows": [["objective.eps_low", "c.x * 2"], "see(c.x)"]},
-                {"rows": [["objective.eps_high", "max(c.x, 0.3)", {"note": "'ignored'"}]]},
-            ],
-            "bad": [{"when": "c.__class__"}],
-            "call": [{"when": "c.model_dump()"}],
-            "pick": [{"when": "c.x > 1", "value": "'big'"}, {"value": "f'{c.name}: {c.x:g}'"}],
-        }
-    }
-    real = table_mod._load
-    monkeypatch.setattr(table_mod, "_load", lambda name: {**real("verl"), **rules} if name == "t" else real(name))
-
-    class C:
-        def __init__(self, name, x):
-            self.name, self.x = name, x
-
-    plan, seen, t = ExportPlan(framework="verl", version="0.9", release="0.9.1", target="t"), [], Table("t")
-    assert t.apply(plan, "r", c=C("a", 0.1), see=seen.append) and seen == [0.1]
-    assert t.apply(plan, "r", c=C("b", 0.2), see=seen.append) and seen == [0.1]
-    assert [(r.target, r.value) for r in plan.rows] == [
-        ("actor_rollout_ref.actor.clip_ratio_low", 0.2),
-        ("actor_rollout_ref.actor.clip_ratio_high", 0.3),
-    ]
-    assert (t.pick("pick", c=C("a", 2)), t.pick("pick", c=C("a", 0.5))) == ("big", "a: 0.5")
-    with pytest.raises(ValueError, match=r"export table t: rule bad case 1: .*outside the rule language"):
-        t.apply(plan, "bad", c=C("a", 0))
-    with pytest.raises(ValueError, match=r"rule call case 1: .*uses Call"):
-        t.apply(plan, "call", c=C("a", 0))
-
-
-def test_a_metric_table_keeps_texts_and_evaluates_its_entries(monkeypatch):
-    from sandbox.export import table as table_mod
-
-    metrics = {
-        "metrics": {
-            "a": "`a` (as it stands, {braces} kept)",
-            "b": {"value": "'x' if on else note('corr', name='y')"},
-            "c": {"when": "on", "value": "f'{n:g}'"},
-            "d": {"when": "n.__class__", "value": "1"},
-        }
-    }
-    real = table_mod._load
-    monkeypatch.setattr(table_mod, "_load", lambda name: {**real("verl"), **metrics} if name == "t" else real(name))
-    t = Table("t")
-    with pytest.raises(ValueError, match=r"export table t: \[metrics\] d: .*outside the rule language"):
-        t.metrics(on=True, n=0.5)
-    del metrics["metrics"]["d"]
-    assert t.metrics(on=True, n=0.5) == {"a": "`a` (as it stands, {braces} kept)", "b": "x", "c": "0.5"}
-    assert t.metrics(on=False, n=0.5) == {
-        "a": "`a` (as it stands, {braces} kept)",
-        "b": "not logged in bypass mode (`y` needs bypass_mode = false)",
-    }
-
-
 def test_the_validators_shared_driver_by_hand(tmp_path):
-    from sandbox.export.validate.common import flat, readback, rule_problems, same, source_strings
+    from sandbox.export.validate.common import flat, readback, same, source_strings
+    from sandbox.frameworks.verl.validation import startup_problems
 
     assert flat({"a": {"b": 1, "c": {}}, "d": [1]}) == {"a.b": 1, "a.c": {}, "d": [1]}
     assert same(1, 1.0) and same([1, {"x": 2.0}], (1, {"x": 2})) and same(0.1 + 0.2, 0.3)
@@ -247,8 +187,8 @@ def test_the_validators_shared_driver_by_hand(tmp_path):
         "actor_rollout_ref.actor.clip_ratio_c": 3.0,
         "actor_rollout_ref.rollout.checkpoint_engine.backend": "nccl",
     }
-    assert rule_problems("verl", sel=sel.get, is_int=lambda x: isinstance(x, int)) == []
+    assert startup_problems(sel=sel.get, is_int=lambda x: isinstance(x, int)) == []
     sel["data.train_batch_size"] = 6
-    assert rule_problems("verl", sel=sel.get, is_int=lambda x: isinstance(x, int)) == [
+    assert startup_problems(sel=sel.get, is_int=lambda x: isinstance(x, int)) == [
         "separate_async needs data.train_batch_size == parameter_sync_step * actor.ppo_mini_batch_size"
     ]

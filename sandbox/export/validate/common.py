@@ -1,12 +1,11 @@
 """The validators' shared driver: the pieces every framework check repeats, and the per-framework facts
-(``facts.toml``: enum keys and where their values are read, cross-field rules) applied as data.
+(``facts.toml``: enum keys and where their values are read) applied as data.
 
 Each validator loads the exported files with the framework's own config code and then asks the same
 questions (docs/promotion.md, "How exports are validated"): does every exported key read back with its
 value (:func:`readback`, :func:`same`), are enum values among the framework's own names (read from the
-framework's sources by :func:`source_strings`), and do the start-up rules the
-framework asserts hold (:func:`rule_problems`, the rules of ``facts.toml`` in the export tables' expression
-language, ``sandbox/export/table.py``)."""
+framework's sources by :func:`source_strings`), and do the start-up rules the framework asserts hold
+(``startup_problems`` in each framework's ``validation.py``)."""
 
 from __future__ import annotations
 
@@ -20,8 +19,6 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
-
-from sandbox.export.table import _BUILTINS, _eval
 
 
 @cache
@@ -81,18 +78,6 @@ def installed_file(package: str, rel: str) -> Path | None:
     spec = importlib.util.find_spec(package)
     path = Path(next(iter(spec.submodule_search_locations))) / rel if spec and spec.submodule_search_locations else None
     return path if path is not None and path.exists() else None
-
-
-def rule_problems(framework: str, **scope: Any) -> list[str]:
-    """The ``problem`` of every rule of ``[<framework>]`` in ``facts.toml`` whose ``when`` holds (expressions
-    over ``scope``)."""
-    env = {**_BUILTINS, **scope}
-    out = []
-    for i, rule in enumerate(facts(framework).get("rule", ())):
-        where = f"validate facts {framework}: rule {i + 1}"
-        if _eval(rule["when"], where, env):
-            out.append(_eval(rule["problem"], where, env))
-    return out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -9,15 +9,16 @@ from typing import Any, ClassVar
 
 from sandbox.algorithms.objectives.base import OPOB_KNOBS
 from sandbox.export.base import Exporter, Given, Version, describe, nested, register
-from sandbox.export.common import OBJ, baseline_knobs, fixed_lag_gap, proximal_row, scale_rows, sources, values
+from sandbox.export.common import OBJ, baseline_knobs, scale_rows, sources, values
 from sandbox.export.engine import stabilizer_rows
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
+from sandbox.frameworks.areal import rules
+from sandbox.frameworks.areal.config_names import CONFIG_FILE
 from sandbox.scenario.api import Scenario
 
 T = Table("areal")
 
-CONFIG_FILE = "areal_config.yaml"
 LAUNCH_FILE = "launch.sh"
 
 RATIO_CLIP_OBJECTIVES = ("grpo", "dr_grpo", "rloo", "ppo", "dapo", "gspo")
@@ -66,27 +67,15 @@ class ArealExporter(Exporter):
     def plan(self, scn: Scenario, version: Version, given: Given) -> ExportPlan:
         plan = self.new_plan(version, T.note("plan.areal_grpo_trainer"))
         a, st, o = scn.algorithm, scn.system.staleness, scn.algorithm.optimizer
-        T.apply(plan, "batch", a=a)
-        T.apply(
-            plan,
-            "staleness",
-            plan=plan,
-            scn=scn,
-            st=st,
-            B=a.groups_per_step,
-            ceil=math.ceil,
-            full=describe(st.model_dump()),
-            fixed_lag_gap=fixed_lag_gap,
-        )
-        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, streaming=st.kind != "sync")
+        rules.batch(plan, a=a)
+        rules.staleness(plan, scn=scn, st=st, B=a.groups_per_step, full=describe(st.model_dump()))
+        rules.partial_rollouts(plan, on=scn.system.partial_rollouts, streaming=st.kind != "sync")
         loss = _LossMapping(plan, scn)
         loss.run()
         # after the loss rows: what several mini-batches do to the loss route, the epochs (no key) and the ratio anchor
-        T.apply(plan, "minibatches", plan=plan, scn=scn, a=a, decoupled=loss.decoupled, proximal_row=proximal_row)
+        rules.minibatches(plan, scn=scn, a=a, decoupled=loss.decoupled)
         stabilizer_rows(plan, scn, STABILIZERS, "AReaL", T.note("plan.between_backward_step"))
-        T.apply(
-            plan, "optimizer", o=o, steps=scn.run.steps, proportion=warmup_proportion(o.warmup_steps, scn.run.steps)
-        )
+        rules.optimizer(plan, o=o, steps=scn.run.steps, proportion=warmup_proportion(o.warmup_steps, scn.run.steps))
         scale_rows(
             plan,
             scn,
@@ -99,7 +88,7 @@ class ArealExporter(Exporter):
         T.row(plan, "num_workers", scn.system.num_workers, num_workers=scn.system.num_workers)
         corr = scn.algorithm.correction.name  # AReaL's logged names: stats_tracker keys, areal/trainer/ppo/actor.py
         plan.metrics.update(
-            T.metrics(
+            rules.metrics(
                 corr=corr,
                 stabilizers=bool(scn.algorithm.stabilizers),
                 weighted=corr in ("tis", "mis", "icepop", "geo_mis", "decoupled_ppo")
@@ -156,27 +145,26 @@ class _LossMapping:
             T.row(plan, "objective.no_equivalent", describe(obj.model_dump()))
             T.row(plan, "correction.implicit.tba_runs_without", self.corr.name)
             self._nearest_reward_norm("objective (TBA)", mean=True, std=True, difference=T.note("run.difference"))
-            T.apply(plan, "pin_mode", decoupled=self.decoupled)
+            rules.pin_mode(plan, decoupled=self.decoupled)
             return
         self.decoupled = obj.name in ("reinforce", "cispo")
         if obj.name == "cispo":  # CISPO's clipped weight claims actor.rejection_sampling
             self.rs_owner = "objective" if obj.eps_high > 0 else None
-            T.apply(plan, "cispo", o=obj)
+            rules.cispo(plan, o=obj)
         self._correction()
-        T.apply(plan, "objective_name", o=obj)
+        rules.objective_name(plan, o=obj)
         if obj.name in RATIO_CLIP_OBJECTIVES:
-            T.apply(plan, "clip", o=obj, decoupled=self.decoupled, dual=getattr(obj, "dual_clip_c", None))
+            rules.clip(plan, o=obj, decoupled=self.decoupled, dual=getattr(obj, "dual_clip_c", None))
         self._advantage()
         self._aggregation()
-        T.apply(plan, "pin_mode", decoupled=self.decoupled)
+        rules.pin_mode(plan, decoupled=self.decoupled)
 
     # -- objective ------------------------------------------------------------------------------
     def _aggregation(self) -> None:
         obj = self.obj
         dr = obj.name == "dr_grpo"
-        T.apply(
+        rules.aggregation(
             self.plan,
-            "aggregation",
             o=obj,
             value=values("aggregation", "max_len", obj=obj) if dr else obj.aggregation,
             src=sources(OBJ, "aggregation", *(["max_len"] if dr else [])),
@@ -185,18 +173,17 @@ class _LossMapping:
     # -- advantages ------------------------------------------------------------------------------
     def _advantage(self) -> None:
         plan, opob = self.plan, dict(o=self.obj, unused_opob=self._unused_opob, opob_gap=self._opob_gap)
-        rest = lambda std, leave1out, eps_source=None: T.apply(
-            plan, "reward_norm_rest", o=self.obj, G=self.G, std=std, leave1out=leave1out, eps_source=eps_source
+        rest = lambda std, leave1out, eps_source=None: rules.reward_norm_rest(
+            plan, o=self.obj, G=self.G, std=std, leave1out=leave1out, eps_source=eps_source
         )
-        T.apply(
+        rules.advantage(
             plan,
-            "advantage",
             G=self.G,
             reinforce=self._reinforce_baseline,
             rest=rest,
             **opob,
-            grpo=lambda: T.apply(plan, "grpo", G=self.G, **opob),
-            knob=lambda: T.apply(plan, "advantage_knob", rest=rest, **opob),
+            grpo=lambda: rules.grpo(plan, G=self.G, **opob),
+            knob=lambda: rules.advantage_knob(plan, rest=rest, **opob),
         )
 
     def _reinforce_baseline(self) -> None:
@@ -205,9 +192,8 @@ class _LossMapping:
         for knob in unused:
             T.row(plan, "objective.implicit.2", getattr(obj, knob), knob=knob, kind=kind)
         self._unused_opob(kind)
-        T.apply(
+        rules.reinforce_baseline(
             plan,
-            "reinforce_baseline",
             o=obj,
             kind=kind,
             norm=obj.normalize_std,
@@ -249,9 +235,8 @@ class _LossMapping:
         (``areal/api/cli_args.py``, ``PPOActorConfig``): left unwritten, the run would train on raw, uncentred
         rewards, a different algorithm from the one the scenario's objective describes (group centring, std
         scaling as the objective says)."""
-        T.apply(
+        rules.nearest_reward_norm(
             self.plan,
-            "nearest_reward_norm",
             what=what,
             mean=mean,
             std=std,
@@ -280,8 +265,7 @@ class _LossMapping:
                 "none",
                 note=T.note("correction.note") if self.decoupled and self.rs_owner is None else "",
             )
-        elif gap := T.pick(
-            "correction_gap",
+        elif gap := rules.correction_gap(
             c=c,
             obj=obj,
             instead=_INSTEAD,
@@ -296,10 +280,10 @@ class _LossMapping:
             weight_needed = obj.name in RATIO_CLIP_OBJECTIVES or (obj.name == "reinforce" and c.behaviour_weight)
             if weight_needed and obj.name != "cispo":
                 self.rs_owner = "correction"
-            T.apply(plan, "m2po", c=c, o=obj, weight_needed=weight_needed, inf=math.inf)
+            rules.m2po(plan, c=c, o=obj, weight_needed=weight_needed)
         else:
             self.decoupled, self.rs_owner = True, "correction"
-            T.apply(plan, "correction", c=c, lower=self._lower)
+            rules.correction(plan, c=c, lower=self._lower)
 
     def _lower(self, source: str, value: float, what: str) -> None:
         if value > 0:

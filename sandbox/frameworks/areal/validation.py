@@ -8,7 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-CONFIG_FILE = "areal_config.yaml"
+from sandbox.frameworks.areal.config_names import CONFIG_FILE
+
 RESULT_MARK = "AREAL-VALIDATION-RESULT "
 
 

@@ -12,7 +12,6 @@ from sandbox.export.common import (
     OBJ,
     STD_GUARD_TOLERANCE,
     baseline_knobs,
-    fixed_lag_gap,
     proximal_row,
     scale_rows,
     sources,
@@ -22,6 +21,7 @@ from sandbox.export.common import (
 from sandbox.export.engine import stabilizer_rows
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
+from sandbox.frameworks.openrlhf import rules
 from sandbox.scenario.api import Scenario
 
 T = Table("openrlhf")
@@ -54,47 +54,39 @@ class OpenRLHFExporter(Exporter):
     def plan(self, scn: Scenario, version: Version, given: Given) -> ExportPlan:
         plan = self.new_plan(version, f"`{SCRIPT}` (Ray + vLLM + DeepSpeed)")
         a, c, o, st = scn.algorithm, scn.algorithm.correction, scn.algorithm.optimizer, scn.system.staleness
-        T.apply(
+        rules.staleness(
             plan,
-            "staleness",
-            plan=plan,
             scn=scn,
             st=st,
             value=describe(st.model_dump()),
             async_=ASYNC,
             queue=QUEUE,
             bound=staleness_of(scn).bound if st.kind == "async_ratio" else None,
-            describe=describe,
-            fixed_lag_gap=fixed_lag_gap,
         )
         is_async = (
             st.kind not in ("sync", "fixed_lag", "async_ratio") and st.k_max != 0
         )  # the asynchronous trainer is written
-        T.apply(plan, "partial_rollouts", on=scn.system.partial_rollouts, is_async=is_async)
-        T.apply(plan, "batch", a=a, samples=a.groups_per_step * a.group_size)
+        rules.partial_rollouts(plan, on=scn.system.partial_rollouts, is_async=is_async)
+        rules.batch(plan, a=a, samples=a.groups_per_step * a.group_size)
         _objective(plan, scn, staleness_of(scn).bound > 0, a.proximal)
         # OpenRLHF recomputes π_old once per rollout batch (the sandbox's proximal = "batch_start"); the REINFORCE
         # and CISPO mappings rely on ratio 1 (one step per batch)
         proximal_row(plan, scn, "batch_start", ANCHOR)
         if a.updates_per_batch > 1 and a.objective.name in ("reinforce", "cispo"):
             T.row(plan, "minibatches.no_equivalent", f"{a.minibatches} x {a.epochs}", name=a.objective.name)
-        T.apply(
+        rules.correction(
             plan,
-            "correction",
-            plan=plan,
             c=c,
             obj=a.objective,
             p="algorithm.correction",
             full=describe(c.model_dump()),
             clip=CLIP_OBJECTIVES,
             gate=_gate,
-            values=values,
-            describe=describe,
-            gap=lambda c: T.pick("correction_gap", c=c, gaps=NOT_IN_OPENRLHF),
+            gap=lambda c: rules.correction_gap(c=c, gaps=NOT_IN_OPENRLHF),
         )
         stabilizer_rows(plan, scn, STABILIZERS, "OpenRLHF", STEP_HOOK)
-        T.apply(plan, "optimizer", o=o, p="algorithm.optimizer", values=values, sources=sources, describe=describe)
-        T.apply(plan, "schedule", o=o, steps=scn.run.steps)
+        rules.optimizer(plan, o=o, p="algorithm.optimizer")
+        rules.schedule(plan, o=o, steps=scn.run.steps)
         scale_rows(
             plan,
             scn,
@@ -104,7 +96,7 @@ class OpenRLHFExporter(Exporter):
             framework_lr_default=1e-6,
             framework_clip_default=1.0,
         )
-        plan.metrics = T.metrics()
+        plan.metrics = T.section("metrics")
         plan.notes += [
             T.note("plan.anchor_openrlhf_s"),
             T.note("plan.without_partial_rollouts"),
@@ -187,13 +179,12 @@ def _objective(plan: ExportPlan, scn: Scenario, stale: bool, proximal: str = "be
         _stand_in(plan, True)
         T.row(plan, "pinned.init_coef", 0.0)
         return
-    T.apply(plan, "loss_type", o=obj, p=OBJ, sources=sources)
+    rules.loss_type(plan, o=obj, p=OBJ)
     _advantage(plan, obj, scn.algorithm.group_size)
     _clip(plan, obj, stale, proximal)
-    T.apply(plan, "kl", o=obj, beta=getattr(obj, "beta_kl", None))
-    T.apply(
+    rules.kl(plan, o=obj, beta=getattr(obj, "beta_kl", None))
+    rules.aggregation(
         plan,
-        "aggregation",
         o=obj,
         p=OBJ,
         target=None
@@ -205,16 +196,11 @@ def _objective(plan: ExportPlan, scn: Scenario, stale: bool, proximal: str = "be
 
 
 def _advantage(plan: ExportPlan, obj: Any, g: int) -> None:
-    T.apply(
+    rules.advantage(
         plan,
-        "advantage",
-        plan=plan,
         o=obj,
         g=g,
         p=OBJ,
-        sources=sources,
-        values=values,
-        describe=describe,
         reinforce=_reinforce_advantage,
         estimator=_estimator,
         opob_gap=_opob_gap,
@@ -241,9 +227,8 @@ def _estimator(plan: ExportPlan, g: int, src: str, value: Any, estimator: str, n
 def _group_norm_knobs(
     plan: ExportPlan, eps: float, unbiased: bool | None, eps_name: str, unbiased_name: str | None
 ) -> None:
-    T.apply(
+    rules.group_norm_knobs(
         plan,
-        "group_norm_knobs",
         eps=eps,
         unbiased=unbiased,
         eps_name=eps_name,
@@ -262,10 +247,8 @@ def _reinforce_advantage(plan: ExportPlan, obj: Any, g: int) -> None:
         source=sources(OBJ, *unused),
         b=obj.baseline,
     )
-    T.apply(
+    rules.reinforce_advantage(
         plan,
-        "reinforce_advantage",
-        plan=plan,
         o=obj,
         g=g,
         src=sources(OBJ, "baseline", "normalize_std", *used),
@@ -304,9 +287,8 @@ def _stand_in(plan: ExportPlan, normalize: bool) -> None:
 
 def _clip(plan: ExportPlan, obj: Any, stale: bool, proximal: str = "behaviour") -> None:
     names = lambda o: ["eps_low", "eps_high"] + (["dual_clip_c"] if o.dual_clip_c is not None else [])
-    T.apply(
+    rules.clip(
         plan,
-        "clip",
         o=obj,
         stale=stale,
         proximal=proximal,

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from sandbox.export.validate.common import installed_file, is_int, rule_problems, same, source_strings
+from sandbox.export.validate.common import installed_file, is_int, same, source_strings
 
 SCRIPT = "openrlhf/cli/train_ppo_ray.py"
 CONFIG = "openrlhf/utils/config.py"
@@ -176,8 +176,7 @@ def _post_parse_checks(ns: argparse.Namespace, wheel_dir: Path) -> list[str]:
     args = run_scope["args"]
     if not isinstance(args, SimpleNamespace):
         return problems
-    return problems + rule_problems(
-        "openrlhf",
+    return problems + startup_problems(
         adv=args.algo.advantage,
         actor=args.actor,
         train=args.train,
@@ -233,3 +232,22 @@ def validate(files: dict[str, str], wheel_dir: Path) -> list[str]:
     if "launch.sh" not in files:
         return problems + ["launch.sh is missing"]
     return problems + _check_launch(parser, files["launch.sh"], lines, wheel_dir)
+
+
+def startup_problems(*, adv, actor, train, critic_path) -> list[str]:
+    """What the launch command's namespace must not be (after train_ppo_ray.py's own asserts): a critic, and
+    the flag combinations models/loss.py PolicyLoss and the async trainer reject; one problem each."""
+    out = []
+    if adv.estimator == "gae" or critic_path is not None:
+        out.append(
+            f"train_ppo_ray.py would train a critic (--algo.advantage.estimator {adv.estimator}); no sandbox objective has one"
+        )
+    if adv.is_correction_mode == "clip" and (adv.is_correction_level == "seq" or adv.is_correction_gating != "ratio"):
+        out.append("models/loss.py PolicyLoss rejects is_correction_mode=clip without level token and gating ratio")
+    if adv.is_correction_gating != "ratio" and adv.is_correction_level != "off" and adv.is_correction_threshold[0] > 0:
+        out.append(f"models/loss.py PolicyLoss rejects gating {adv.is_correction_gating} with a lower bound")
+    if actor.dual_clip is not None and not actor.dual_clip > 1.0:
+        out.append(f"models/loss.py PolicyLoss rejects --actor.dual_clip {actor.dual_clip} (must be > 1)")
+    if train.async_enable and train.async_queue_size <= 0:
+        out.append("trainer/ppo_trainer_async.py rejects --train.async_queue_size <= 0")
+    return out

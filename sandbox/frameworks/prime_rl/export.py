@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import tomli_w
@@ -13,9 +12,6 @@ from sandbox.export.base import Exporter, Given, Version, describe, nested, regi
 from sandbox.export.common import (
     MINIBATCH_INSTEAD,
     OBJ,
-    fixed_lag_gap,
-    no_minibatch_rows,
-    proximal_row,
     scale_rows,
     sources,
     staleness_of,
@@ -25,13 +21,14 @@ from sandbox.export.engine import stabilizer_rows
 from sandbox.export.mismatch import exact_engine
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
+from sandbox.frameworks.prime_rl import rules
+from sandbox.frameworks.prime_rl.config_names import OFF_MASK
 from sandbox.scenario.api import Scenario
 
 T = Table("prime_rl")
 
 AT = "prime-rl 559b4477"
 CUSTOM_LOSS = T.note("custom_loss")
-OFF_MASK = 1.0  # |π_θ − μ| ≤ 1, so thresholds of 1 never mask a token
 ADAM_EPS = 1e-8  # torch AdamW default; prime-rl passes no eps (src/prime_rl/trainer/optim/__init__.py)
 
 
@@ -106,9 +103,8 @@ class _ObjectiveRows:
 
     def advantage(self) -> None:
         opob = tuple(k for k in OPOB_KNOBS if k in type(self.obj).model_fields)
-        T.apply(
+        rules.advantage(
             self.plan,
-            "advantage",
             o=self.obj,
             row=self.row,
             unused=self.unused,
@@ -135,11 +131,9 @@ def _objective_rows(plan: ExportPlan, scn: Scenario, bound: int | None) -> None:
         )
         return
     rows = _ObjectiveRows(plan, scn)
-    T.apply(
-        plan, "surrogate", o=obj, row=rows.row, on_policy=bound == 0, exact=bool(exact_engine(scn)), custom=CUSTOM_LOSS
-    )
+    rules.surrogate(plan, o=obj, row=rows.row, on_policy=bound == 0, exact=bool(exact_engine(scn)), custom=CUSTOM_LOSS)
     if obj.name in _RATIO_OBJECTIVES:
-        T.apply(plan, "clip", o=obj, row=rows.row, custom=CUSTOM_LOSS, inf=math.inf)
+        rules.clip(plan, o=obj, row=rows.row, custom=CUSTOM_LOSS)
     rows.advantage()
     rows.aggregation()
     missing = [k for k in type(obj).model_fields if k not in rows.done]
@@ -197,43 +191,25 @@ class PrimeRLExporter(Exporter):
             scn.system.staleness,
             scn.algorithm.correction,
         )
-        T.apply(
+        rules.staleness(
             plan,
-            "staleness",
-            plan=plan,
             scn=scn,
             st=st,
             cfg=cfg,
             full=describe(cfg.model_dump()),
-            fixed_lag_gap=fixed_lag_gap,
-            partial=lambda plan, on, bound: T.apply(plan, "partial_rollouts", on=on, bound=bound),
+            partial=lambda plan, on, bound: rules.partial_rollouts(plan, on=on, bound=bound),
         )
-        T.apply(
-            plan,
-            "batch",
-            plan=plan,
-            scn=scn,
-            a=scn.algorithm,
-            where=AT.split()[-1],
-            instead=MINIBATCH_INSTEAD,
-            no_minibatch_rows=no_minibatch_rows,
-            proximal_row=proximal_row,
-        )
+        rules.batch(plan, scn=scn, a=scn.algorithm, where=AT.split()[-1], instead=MINIBATCH_INSTEAD)
         _objective_rows(plan, scn, st.bound)  # orchestrator.max_off_policy_steps = the bound
-        if not T.apply(plan, "correction", plan=plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
-            note = T.pick(
-                "correction_gap",
-                c=c,
-                impossible=_CORRECTION_IMPOSSIBLE,
-                gaps=_CORRECTION_GAPS,
-                at=AT,
-                custom=CUSTOM_LOSS,
+        if not rules.correction(plan, scn=scn, c=c, off=_switch_off_dppo, settings=plan.settings):
+            note = rules.correction_gap(
+                c=c, impossible=_CORRECTION_IMPOSSIBLE, gaps=_CORRECTION_GAPS, at=AT, custom=CUSTOM_LOSS
             )
             T.row(plan, "correction", describe(c.model_dump()), note=note)
             _switch_off_dppo(plan, scn, T.note("correction_rows.dppo_mask_kl.2", name=c.name))
         stabilizer_rows(plan, scn, STABILIZERS, "prime-rl", STABILIZER_HOOK)
-        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, adam_eps=ADAM_EPS, describe=describe)
-        T.apply(plan, "schedule", o=scn.algorithm.optimizer, steps=scn.run.steps)
+        rules.optimizer(plan, o=scn.algorithm.optimizer, adam_eps=ADAM_EPS)
+        rules.schedule(plan, o=scn.algorithm.optimizer, steps=scn.run.steps)
         scale_rows(
             plan,
             scn,
@@ -245,7 +221,7 @@ class PrimeRLExporter(Exporter):
         )
         T.row(plan, "pinned.type.advantage_r_group", "grpo")
         T.row(plan, "pinned.filter_zero_advantages", False)
-        plan.metrics.update(T.metrics())
+        plan.metrics.update(T.section("metrics"))
         plan.notes.extend(NOTES)
         return plan
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.frameworks.importing import Mapper, Settings, read_toml_config
+from sandbox.frameworks.prime_rl.config_names import OFF_MASK
 
-OFF_MASK = 1.0
 SCHEDULES = ("constant", "linear", "cosine")
 
 IGNORED: dict[str, str] = {

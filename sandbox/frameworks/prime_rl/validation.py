@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from sandbox.export.validate.common import flat, is_int, is_number, readback, rule_problems
+from sandbox.export.validate.common import flat, is_int, is_number, readback
 
 COMMIT = "559b44772e471d1538537b8805cc77f3824a5e64"
 KEYS_DIR = Path(__file__).resolve().parent / "keys"
@@ -155,13 +155,12 @@ class _Walker:
 
 
 def _cross_field(data: dict) -> list[str]:
-    """The cross-field rules of ``[prime-rl]`` in ``facts.toml`` (``CROSS_FIELD_RULES`` of ``tools/prime_rl_keys.py`` says which validators they restate)."""
+    """The cross-field problems of the exported config (:func:`startup_problems`)."""
     table = lambda d, key: d[key] if isinstance(d.get(key), dict) else {}
     orch, trainer = table(data, "orchestrator"), table(data, "trainer")
     sched = table(trainer, "scheduler")
     both = "max_steps" in trainer and "max_steps" in orch
-    return rule_problems(
-        "prime-rl",
+    return startup_problems(
         batch=orch.get("batch_size"),
         tokens=orch.get("token_batch_size"),
         group=orch.get("group_size", 1),
@@ -237,3 +236,22 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
     if not problems:
         problems += _pydantic_check(data, wheel_dir)
     return problems
+
+
+def startup_problems(*, batch, tokens, group, max_steps, steps, schedule, warmup, decay, is_int) -> list[str]:
+    """The cross-field rules of prime-rl 559b4477's model validators that the config breaks, one problem each
+    (``CROSS_FIELD_RULES`` of ``tools/prime_rl_keys.py`` says which validators they restate)."""
+    out = []
+    if batch is not None and tokens is not None:
+        out.append("orchestrator: set exactly one of batch_size and token_batch_size")
+    if is_int(batch) and is_int(group) and group > 0 and batch % group:
+        out.append(f"orchestrator.batch_size = {batch} is not divisible by orchestrator.group_size = {group}")
+    if steps is not None and steps[0] != steps[1]:
+        out.append("trainer.max_steps and orchestrator.max_steps differ")
+    if schedule == "linear" and warmup == 0 and decay == 0:
+        out.append("trainer.scheduler: a linear scheduler needs warmup_steps > 0 or decay_steps > 0")
+    if schedule == "linear" and is_int(max_steps) and decay > 0 and warmup + decay > max_steps:
+        out.append(f"trainer.scheduler: warmup_steps + decay_steps = {warmup + decay} exceeds max_steps = {max_steps}")
+    if schedule == "cosine" and is_int(max_steps) and warmup >= max_steps:
+        out.append(f"trainer.scheduler: warmup_steps = {warmup} must be below max_steps = {max_steps}")
+    return out

@@ -13,9 +13,6 @@ from sandbox.export.common import (
     OBJ,
     STD_GUARD_TOLERANCE,
     baseline_knobs,
-    fixed_lag_gap,
-    no_minibatch_rows,
-    proximal_row,
     scale_rows,
     sources,
     staleness_of,
@@ -24,6 +21,8 @@ from sandbox.export.common import (
 from sandbox.export.engine import stabilizer_rows
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
+from sandbox.frameworks.trl import rules
+from sandbox.frameworks.trl.config_names import CONFIG_FILE, SCRIPT_FILE
 from sandbox.scenario.api import Scenario
 
 T = Table("trl")
@@ -34,8 +33,6 @@ TARGETS = {
     SYNC_CLASS: T.note("targets.grpoconfig_trl_grpotrainer"),
     ASYNC_CLASS: T.note("targets.asyncgrpoconfig_trl_experimental"),
 }
-CONFIG_FILE = "grpo_config.json"
-SCRIPT_FILE = "train_grpo.py"
 
 # The guard TRL adds to the reward std: GRPOTrainer ``(std + 1e-4)``, AsyncGRPO's worker ``(std + 1e-8)``.
 STD_GUARD = {SYNC_CLASS: 1e-4, ASYNC_CLASS: 1e-8}
@@ -69,28 +66,27 @@ class TRLExporter(Exporter):
         cls = ASYNC_CLASS if scn.system.staleness.kind == "max_lag" else SYNC_CLASS
         plan, a = self.new_plan(version, TARGETS[cls]), scn.algorithm
         # one optimizer step = groups_per_step × group_size completions (GRPO needs two completions per prompt)
-        T.apply(plan, "geometry", G=a.group_size, B=a.groups_per_step, m=a.minibatches, sync=cls == SYNC_CLASS)
+        rules.geometry(plan, G=a.group_size, B=a.groups_per_step, m=a.minibatches, sync=cls == SYNC_CLASS)
         _staleness(plan, scn, cls)
         _objective(plan, scn, cls)
-        T.apply(
+        rules.correction(
             plan,
-            "correction",
-            plan=plan,
             c=a.correction,
             asy=cls == ASYNC_CLASS,
             full=describe(a.correction.model_dump()),
             gap=None
             if cls == ASYNC_CLASS
-            else T.pick("correction_gap", c=a.correction, mapped=_CORRECTION_MAPPED, gaps=_CORRECTION_GAP),
+            else rules.correction_gap(c=a.correction, mapped=_CORRECTION_MAPPED, gaps=_CORRECTION_GAP),
             on=_correction_on,
-            describe=describe,
         )
         stabilizer_rows(plan, scn, T.section("stabilizers"), "TRL", T.note("plan"))
-        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, describe=describe)
+        rules.optimizer(plan, o=scn.algorithm.optimizer)
         scale_rows(
             plan, scn, given, "learning_rate", "max_grad_norm", framework_lr_default=1e-6, framework_clip_default=1.0
         )
-        plan.metrics.update(T.metrics("metrics_async" if cls == ASYNC_CLASS else "metrics", o=scn.algorithm.objective))
+        plan.metrics.update(
+            T.section("metrics_async") if cls == ASYNC_CLASS else rules.metrics(o=scn.algorithm.objective)
+        )
         plan.notes.extend(_notes(scn, cls, a.group_size >= 2))
         return plan
 
@@ -146,10 +142,8 @@ def _staleness(plan: ExportPlan, scn: Scenario, cls: str) -> None:
             S_1=S - 1,
         )
     )
-    T.apply(
+    rules.staleness(
         plan,
-        "staleness",
-        plan=plan,
         scn=scn,
         st=st,
         asy=cls == ASYNC_CLASS,
@@ -159,21 +153,10 @@ def _staleness(plan: ExportPlan, scn: Scenario, cls: str) -> None:
         B=B,
         spg=spg,
         full=describe(scn.system.staleness.model_dump()),
-        describe=describe,
-        fixed_lag_gap=fixed_lag_gap,
         admission=_admission,
-        minibatches_async=lambda plan, scn: T.apply(
-            plan, "minibatches_async", plan=plan, scn=scn, a=scn.algorithm, proximal_row=proximal_row
-        ),
-        minibatches_sync=lambda plan, scn: T.apply(
-            plan,
-            "minibatches_sync",
-            plan=plan,
-            scn=scn,
-            a=scn.algorithm,
-            instead=MINIBATCH_INSTEAD,
-            no_minibatch_rows=no_minibatch_rows,
-            proximal_row=proximal_row,
+        minibatches_async=lambda plan, scn: rules.minibatches_async(plan, scn=scn, a=scn.algorithm),
+        minibatches_sync=lambda plan, scn: rules.minibatches_sync(
+            plan, scn=scn, a=scn.algorithm, instead=MINIBATCH_INSTEAD
         ),
     )
 
@@ -228,21 +211,18 @@ def _objective(plan: ExportPlan, scn: Scenario, cls: str) -> None:
         )
         return
     asy = cls == ASYNC_CLASS
-    T.apply(plan, "surrogate", o=obj, asy=asy, source=_src("name"))
-    T.apply(
+    rules.surrogate(plan, o=obj, asy=asy, source=_src("name"))
+    rules.clip(
         plan,
-        "clip",
         o=obj,
         asy=asy,
         source=_src("dual_clip_c"),
         inert=T.note("inert_clip_note.clip_r_sandbox") if asy else T.note("inert_clip_note.ratio_old_value"),
     )
-    T.apply(
-        plan, "aggregation", o=obj, asy=asy, source=_src("aggregation"), src=_src, loss_types=LOSS_TYPE_OF_AGGREGATION
-    )
+    rules.aggregation(plan, o=obj, asy=asy, source=_src("aggregation"), src=_src, loss_types=LOSS_TYPE_OF_AGGREGATION)
     _advantage(plan, scn, cls)
     if obj.name == "grpo":
-        T.apply(plan, "kl", o=obj, asy=asy, source=_src("beta_kl"))
+        rules.kl(plan, o=obj, asy=asy, source=_src("beta_kl"))
 
 
 _ASYNC_OBJECTIVE_GAP = T.section("async_objective_gap")
@@ -255,21 +235,15 @@ _ASYNC_OBJECTIVE_GAP = T.section("async_objective_gap")
 
 def _advantage(plan: ExportPlan, scn: Scenario, cls: str) -> None:
     names = dict(
-        plan=plan,
         scn=scn,
         cls=cls,
         o=scn.algorithm.objective,
-        sync=SYNC_CLASS,
         src=_src,
-        reinforce=_reinforce_baseline,
-        baseline=_baseline,
         norm=_normalisation,
-        convention=_std_convention,
         opob_gap=_opob_gap,
         opob_unused=_opob_unused,
-        guard=lambda plan, cls, eps, used: T.apply(
+        guard=lambda plan, cls, eps, used: rules.std_guard(
             plan,
-            "std_guard",
             source=_src("eps_std"),
             guard=STD_GUARD[cls],
             eps=eps,
@@ -278,7 +252,14 @@ def _advantage(plan: ExportPlan, scn: Scenario, cls: str) -> None:
             sci=_sci,
         ),
     )
-    T.apply(plan, "advantage", knob=lambda plan: T.apply(plan, "advantage_knob", **names), **names)
+    rules.advantage(
+        plan,
+        knob=lambda plan: rules.advantage_knob(plan, sync=SYNC_CLASS, **names),
+        reinforce=_reinforce_baseline,
+        baseline=_baseline,
+        convention=_std_convention,
+        **names,
+    )
 
 
 def _baseline(plan: ExportPlan, baseline: str) -> None:
@@ -325,9 +306,8 @@ def _normalisation(
 ) -> None:
     """Division of the centred rewards by the group std: GRPOConfig ``scale_rewards`` = 'group' | 'none';
     AsyncGRPO always divides (population std)."""
-    if not T.apply(
+    if not rules.normalisation(
         plan,
-        "normalisation",
         value=value,
         normalize=normalize,
         source=source,
@@ -392,7 +372,7 @@ def _sci(x: float) -> str:
 
 
 _CORRECTION_GAP = T.section("correction_gaps")
-_CORRECTION_MAPPED = dict.fromkeys(T.section("mapped")["correction"])  # name -> None; read at call time (issue 26)
+_CORRECTION_MAPPED = dict.fromkeys(T.section("mapped")["correction"])  # name -> None; read at call time
 
 
 _MODE_NOTES = T.section("mode_notes")

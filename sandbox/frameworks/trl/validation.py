@@ -15,9 +15,8 @@ from typing import Any
 
 from sandbox.export.validate.common import facts, installed_file, readback
 from sandbox.export.validate.wheels import PINNED
+from sandbox.frameworks.trl.config_names import CONFIG_FILE, SCRIPT_FILE
 
-CONFIG_FILE = "grpo_config.json"
-SCRIPT_FILE = "train_grpo.py"
 CLASSES = {"GRPOConfig": "trl", "AsyncGRPOConfig": "trl.experimental.async_grpo"}
 
 

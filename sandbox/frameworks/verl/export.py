@@ -11,32 +11,23 @@ import yaml
 
 from sandbox.algorithms.objectives.base import OPOB_KNOBS
 from sandbox.export.base import Exporter, Given, Version, describe, nested, register
-from sandbox.export.common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from sandbox.export.common import scale_rows, staleness_of
 from sandbox.export.engine import stabilizer_rows
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
+from sandbox.frameworks.verl import rules
+from sandbox.frameworks.verl.config_names import ACTOR, AGGREGATION, CORR, NO_DUAL_CLIP, V1
 from sandbox.scenario.api import Scenario
 
 T = Table("verl")
 
 VERL_0_9 = Version("0.9", "0.9.1", "verl 0.9.1 wheel")
 
-ACTOR = "actor_rollout_ref.actor"
-CORR = "algorithm.rollout_correction"
-V1 = "trainer.v1"
-
-NO_DUAL_CLIP = 1e9
 """``clip_ratio_c`` that never fires: verl clamps the log-ratio to ±20 before the dual clip (r ≤ e^20 < 1e9)."""
 
 NO_LOWER_EDGE = 1e-9
 """Lower edge of a ``"lo_hi"`` IS band meaning "none": verl floors every weight at e^-20 ≈ 2.1e-9 (its log-space
 safety clamp), so no valid token falls below 1e-9, and the band parser requires a positive lower edge."""
-
-AGGREGATION = {
-    a: a.replace("_", "-")
-    for a in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
-}
-"""The sandbox's aggregations as verl's ``loss_agg_mode`` spells them."""
 
 LOSS_MODE = {"gspo": "gspo", "cispo": "cispo"}  # every other ratio objective uses "vanilla"
 
@@ -139,10 +130,8 @@ def _baseline_rows(
     if kind in ("opob", "optimal") and target.opob is not None:
         target.opob(plan, scn, sources)
         return
-    T.apply(
+    rules.advantage(
         plan,
-        "advantage",
-        plan=plan,
         kind=kind,
         kind_source=sources["kind"],
         normalize=normalize,
@@ -154,16 +143,15 @@ def _baseline_rows(
         T.row(plan, "advantage.implicit", normalize, source=sources["normalize"], kind=kind)
     std_used = normalize and kind == "group_mean"
     if sources["eps_std"]:
-        T.apply(
+        rules.eps_std(
             plan,
-            "eps_std",
             source=sources["eps_std"],
             eps=obj.eps_std,
             used=std_used,
             close=math.isclose(obj.eps_std, VERL_EPS_STD, rel_tol=1e-9),
         )
     if sources["std_unbiased"]:
-        T.apply(plan, "std_unbiased", unbiased=obj.std_unbiased, used=std_used, source=sources["std_unbiased"])
+        rules.std_unbiased(plan, unbiased=obj.std_unbiased, used=std_used, source=sources["std_unbiased"])
     for knob in (k for k in OPOB_KNOBS if hasattr(obj, k)):  # written by no verl trainer: a gap when OPOB is asked
         if kind == "opob":
             T.row(plan, "opob_knobs.no_equivalent", getattr(obj, knob), source=f"algorithm.objective.{knob}")
@@ -176,10 +164,8 @@ def map_objective(plan: ExportPlan, scn: Scenario, route: str | None, target: Ob
     obj = scn.algorithm.objective
     T.row(plan, "pinned.use_kl_in_reward", False)
     T.row(plan, "pinned.entropy_coeff", 0)
-    T.apply(
+    rules.objective(
         plan,
-        "objective",
-        plan=plan,
         scn=scn,
         o=obj,
         route=route,
@@ -188,13 +174,12 @@ def map_objective(plan: ExportPlan, scn: Scenario, route: str | None, target: Ob
         mode="vanilla" if route == "reinforce" else LOSS_MODE.get(obj.name, "vanilla"),
         src="algorithm.objective",
         baseline_rows=_baseline_rows,
-        kl=lambda plan, obj: T.apply(plan, "kl", beta=getattr(obj, "beta_kl", None)),
-        clip=lambda plan, obj, dual_clip: T.apply(
-            plan, "clip", o=obj, dual_clip=dual_clip, no_dual=NO_DUAL_CLIP, has_dual=hasattr(obj, "dual_clip_c")
+        kl=lambda plan, obj: rules.kl(plan, beta=getattr(obj, "beta_kl", None)),
+        clip=lambda plan, obj, dual_clip: rules.clip(
+            plan, o=obj, dual_clip=dual_clip, no_dual=NO_DUAL_CLIP, has_dual=hasattr(obj, "dual_clip_c")
         ),
-        aggregation=lambda plan, obj, target: T.apply(
+        aggregation=lambda plan, obj, target: rules.aggregation(
             plan,
-            "aggregation",
             o=obj,
             agg=obj.aggregation,
             modes=AGGREGATION,
@@ -271,9 +256,8 @@ def map_batch(plan: ExportPlan, scn: Scenario, prompts_key: str = "data.train_ba
     epoch with ``actor.shuffle = false``); the fork's trainer step is one mini-batch (``prompts_key`` is
     ``ppo_mini_batch_size``), where several mini-batches are not mapped."""
     a = scn.algorithm
-    T.apply(
+    rules.batch(
         plan,
-        "batch",
         a=a,
         m=a.minibatches,
         E=a.epochs,
@@ -314,19 +298,10 @@ class VerlExporter(Exporter):
             f"{ACTOR}.optim",
         )
         T.row(plan, "pinned.use_v1", True)
-        T.apply(
-            plan,
-            "staleness",
-            plan=plan,
-            scn=scn,
-            st=st,
-            cfg=cfg,
-            B=a.groups_per_step,
-            m=a.minibatches,
-            full=describe(cfg.model_dump()),
-            fixed_lag_gap=fixed_lag_gap,
+        rules.staleness(
+            plan, scn=scn, st=st, cfg=cfg, B=a.groups_per_step, m=a.minibatches, full=describe(cfg.model_dump())
         )
-        T.apply(plan, "partial_rollouts", pr=scn.system.partial_rollouts, sync=mode == "sync")
+        rules.partial_rollouts(plan, pr=scn.system.partial_rollouts, sync=mode == "sync")
         plan.target = T.note("plan.python_m_verl", mode=mode)
         # a surrogate anchored at the batch start over several optimizer steps is verl's decoupled PPO: bypass off,
         # π_old recomputed once per batch, the clip on π_θ/π_old and the correction weighing π_old/μ
@@ -344,10 +319,8 @@ class VerlExporter(Exporter):
         )
         T.row(plan, "pinned.calculate_log_probs", True)
         map_objective(plan, scn, route, UPSTREAM_OBJECTIVES)
-        T.apply(
+        rules.correction(
             plan,
-            "correction",
-            plan=plan,
             c=c,
             route=weights_route,
             objective=a.objective.name,
@@ -359,49 +332,29 @@ class VerlExporter(Exporter):
             off=_correction_off,
             map_tis=map_tis,
             geo=map_geo_token_weight,
-            map_mis=lambda plan, c: T.apply(
+            map_mis=lambda plan, c: rules.mis(
                 plan,
-                "mis",
-                plan=plan,
                 c=c,
                 band=ratio_band,
                 no_lower=NO_LOWER_EDGE,
-                inf=math.inf,
-                batch=lambda plan, c: T.apply(plan, "mis_batch_normalize", c=c),
+                batch=lambda plan, c: rules.mis_batch_normalize(plan, c=c),
             ),
         )
         map_batch(plan, scn)
         # several optimizer steps per batch: bypass mode keeps old_log_probs = the rollout log-probs in every mini-batch,
         # the REINFORCE route recomputes π_old once per batch (once per parameter_sync_step cycle in separate_async)
-        T.apply(
-            plan,
-            "minibatch_route",
-            plan=plan,
-            scn=scn,
-            a=a,
-            route=route,
-            mode=mode,
-            corr=CORR,
-            proximal_row=proximal_row,
-            decoupled=decoupled,
-        )
+        rules.minibatch_route(plan, scn=scn, a=a, route=route, mode=mode, corr=CORR, decoupled=decoupled)
         stabilizer_rows(plan, scn, STABILIZERS, "verl", STEP_HOOK)
         # actor.optim (FSDPOptimizerConfig: torch.optim.<optimizer> with lr, weight_decay, betas); the LR scheduler steps
         # once per train_mini_batch call: per batch in sync mode, per local update (one mini-batch, all epochs) else
         per = a.updates_per_batch if mode == "sync" else a.epochs
-        T.apply(
-            plan,
-            "optimizer",
-            o=o,
-            optim=optim,
-            classes=_OPTIMIZER_CLASS,
-            per=per,
-            warmup=math.ceil(o.warmup_steps / per),
+        rules.optimizer(
+            plan, o=o, optim=optim, classes=_OPTIMIZER_CLASS, per=per, warmup=math.ceil(o.warmup_steps / per)
         )
         scale_rows(
             plan, scn, given, f"{optim}.lr", f"{optim}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0
         )
-        plan.metrics = T.metrics(decoupled=weights_route == "reinforce", sync=mode == "sync")
+        plan.metrics = rules.metrics(decoupled=weights_route == "reinforce", sync=mode == "sync")
         plan.notes += [
             T.note("plan.each_verl_trainer"),
             T.note("plan.overrides_txt_verl_config"),

@@ -27,23 +27,16 @@ from sandbox.frameworks.importing import (
     read_yaml,
     suggest_framework,
 )
+from sandbox.frameworks.verl.config_names import ACTOR, CORR, NO_DUAL_CLIP, V1
+from sandbox.frameworks.verl.config_names import AGGREGATION as SANDBOX_AGGREGATION
 from sandbox.importers import verl_defaults
 
-ACTOR = "actor_rollout_ref.actor"
-CORR = "algorithm.rollout_correction"
-V1 = "trainer.v1"
-NO_DUAL_CLIP = 1e9
 NO_REFERENCE = (
     "no task of the simulator supplies reference-policy log-probs, so the sandbox cannot run a KL penalty "
     "(sandbox.run.runner.check_runnable)"
 )
 
-AGGREGATION = {
-    "token-mean": "token_mean",
-    "seq-mean-token-mean": "seq_mean_token_mean",
-    "seq-mean-token-sum": "seq_mean_token_sum",
-    "seq-mean-token-sum-norm": "seq_mean_token_sum_norm",
-}
+AGGREGATION = {verl: sandbox for sandbox, verl in SANDBOX_AGGREGATION.items()}
 OPTIMIZER = {"adam": "adam", "adamw": "adamw", "sgd": "sgd"}
 
 # framework-side keys with no bearing on the simulated algorithm (prefix -> why)

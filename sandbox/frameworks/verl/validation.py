@@ -11,13 +11,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from sandbox.export.validate.common import facts, flat, is_int, plain, rule_problems, same, source_strings
+from sandbox.export.validate.common import facts, flat, is_int, plain, same, source_strings
 from sandbox.export.validate.wheels import import_from_wheel
+from sandbox.frameworks.verl.config_names import ACTOR, CORR
 
 CONFIG_DIR = Path("verl/trainer/config")
 GENERATED = CONFIG_DIR / "_generated_ppo_trainer.yaml"
-ACTOR = "actor_rollout_ref.actor"
-CORR = "algorithm.rollout_correction"
 
 
 @functools.lru_cache(maxsize=4)
@@ -137,7 +136,7 @@ def _enum_problems(cfg: DictConfig, choices: dict[str, set[str]]) -> list[str]:
         out.append(f"{CORR}.{problem}")
     if rs is not None:
         out += [f"{CORR}.{p}" for p in rs_threshold_problems(options, sel(f"{CORR}.rollout_rs_threshold"))]
-    return out + rule_problems("verl", sel=sel, is_int=is_int)
+    return out + startup_problems(sel=sel, is_int=is_int)
 
 
 @functools.lru_cache(maxsize=4)
@@ -256,3 +255,29 @@ def validate(files: dict[str, str], wheel_dir: Path, post_load: bool = True) -> 
     if post_load:
         problems += post_load_problems(lines, wheel_dir)
     return problems
+
+
+def startup_problems(*, sel, is_int) -> list[str]:
+    """The start-up assertions of verl 0.9.1 that the config breaks, one problem each."""
+    out = []
+    if sel("trainer.v1.sampler.max_off_policy_threshold") is not None and not (
+        is_int(sel("trainer.v1.sampler.max_off_policy_threshold"))
+        and sel("trainer.v1.sampler.max_off_policy_threshold") > 0
+    ):
+        out.append(
+            f"trainer.v1.sampler.max_off_policy_threshold = {sel('trainer.v1.sampler.max_off_policy_threshold')!r} must be null or a positive integer"
+        )
+    if not sel("actor_rollout_ref.actor.clip_ratio_c") > 1.0:
+        out.append(
+            f"actor_rollout_ref.actor.clip_ratio_c = {sel('actor_rollout_ref.actor.clip_ratio_c')} must be > 1 (vanilla asserts it)"
+        )
+    if sel("trainer.v1.trainer_mode") == "separate_async" and sel("data.train_batch_size") != sel(
+        "trainer.v1.separate_async.parameter_sync_step"
+    ) * sel("actor_rollout_ref.actor.ppo_mini_batch_size"):
+        out.append("separate_async needs data.train_batch_size == parameter_sync_step * actor.ppo_mini_batch_size")
+    if (
+        sel("trainer.v1.trainer_mode") == "separate_async"
+        and sel("actor_rollout_ref.rollout.checkpoint_engine.backend") == "naive"
+    ):
+        out.append("separate_async refuses actor_rollout_ref.rollout.checkpoint_engine.backend = naive")
+    return out

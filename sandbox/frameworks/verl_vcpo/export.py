@@ -6,7 +6,7 @@ from typing import Any
 
 from sandbox.algorithms.objectives.base import OPOB_KNOBS
 from sandbox.export.base import Exporter, Given, Version, describe, register
-from sandbox.export.common import fixed_lag_gap, proximal_row, scale_rows, staleness_of
+from sandbox.export.common import proximal_row, scale_rows, staleness_of
 from sandbox.export.engine import stabilizer_rows
 from sandbox.export.plan import ExportPlan
 from sandbox.export.table import Table
@@ -19,24 +19,18 @@ from sandbox.frameworks.verl.export import (
     map_batch,
     map_geo_token_weight,
     map_objective,
-    map_tis,
     nearest_group_estimator,
     objective_route,
     overrides_text,
     yaml_text,
 )
+from sandbox.frameworks.verl_vcpo import rules
+from sandbox.frameworks.verl_vcpo.config_names import CONFIG_NAME, ESS, GB, MEGATRON_EXTRA, OPTIM
 from sandbox.scenario.api import Scenario
 
 T = Table("verl_vcpo")
 
 VCPO_C7F030F0 = Version("c7f030f0", "c7f030f0", "mit-han-lab/vcpo git c7f030f0")
-
-GB = f"{ACTOR}.grad_baselining"
-ESS = f"{ACTOR}.ess_scaling"
-OPTIM = f"{ACTOR}.optim"
-MEGATRON_EXTRA = f"{OPTIM}.override_optimizer_config"
-"""An open map of extra Megatron ``OptimizerConfig`` fields (empty in the fork's YAML, so its keys are ``+`` appends)."""
-CONFIG_NAME = "fully_async_ppo_megatron_trainer"
 
 
 def _per_trajectory(plan: ExportPlan) -> None:
@@ -77,16 +71,15 @@ def _map_opob(plan: ExportPlan, scn: Scenario, sources: dict[str, str | None]) -
         return
 
     _per_trajectory(plan)
-    T.apply(
+    rules.opob(
         plan,
-        "opob",
         o=obj,
         c=scn.algorithm.correction,
         kind=kind,
         kind_src=kind_src,
         norm_src=norm_src,
         GB=GB,
-        gap=T.pick("opob_weight_gap", o=obj, c=scn.algorithm.correction),
+        gap=rules.opob_weight_gap(o=obj, c=scn.algorithm.correction),
     )  # why the fork's OPOB weight differs, or None
 
 
@@ -144,16 +137,12 @@ class VerlVCPOExporter(Exporter):
 
     def plan(self, scn: Scenario, version: Version, given: Given) -> ExportPlan:
         plan = self.new_plan(version, T.note("plan.python_m_recipe"))
-        T.apply(
+        rules.staleness(
             plan,
-            "staleness",
-            plan=plan,
             scn=scn,
             st=staleness_of(scn),
             cfg=scn.system.staleness,
             full=describe(scn.system.staleness.model_dump()),
-            describe=describe,
-            fixed_lag_gap=fixed_lag_gap,
         )
         route = objective_route(scn)
         T.row(plan, "pinned.use_rollout_log_probs", True)
@@ -170,10 +159,8 @@ class VerlVCPOExporter(Exporter):
         T.row(plan, "pinned.hybrid_engine", False)
         map_objective(plan, scn, route, FORK_OBJECTIVES)
         c = scn.algorithm.correction
-        T.apply(
+        rules.correction(
             plan,
-            "correction",
-            plan=plan,
             c=c,
             route=route,
             src="algorithm.correction",
@@ -183,7 +170,6 @@ class VerlVCPOExporter(Exporter):
             mask=MASK_NOTE,
             rs=_rs,
             off=_off,
-            map_tis=map_tis,
             geo=map_geo_token_weight,
         )
         map_batch(plan, scn, prompts_key=f"{ACTOR}.ppo_mini_batch_size")
@@ -205,11 +191,11 @@ class VerlVCPOExporter(Exporter):
             T.row(plan, "pinned.update_policy_per_traj", False)
         # Megatron's optimizer (verl/utils/megatron/optimizer.py: optimizer, lr, min_lr, clip_grad, weight_decay, then
         # override_optimizer_config, whose extra fields are the export's only + appends; optim.betas is not read)
-        T.apply(plan, "optimizer", o=scn.algorithm.optimizer, OPTIM=OPTIM, MEGATRON_EXTRA=MEGATRON_EXTRA)
+        rules.optimizer(plan, o=scn.algorithm.optimizer, OPTIM=OPTIM, MEGATRON_EXTRA=MEGATRON_EXTRA)
         scale_rows(
             plan, scn, given, f"{OPTIM}.lr", f"{OPTIM}.clip_grad", framework_lr_default=1e-6, framework_clip_default=1.0
         )
-        plan.metrics = T.metrics(per_traj=per_traj)
+        plan.metrics = rules.metrics(per_traj=per_traj)
         plan.notes += [
             T.note("plan.pypi_install_fork"),
             T.note("plan.one_trainer_step"),

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 from sandbox.frameworks.importing import (
     ConfigImportError,
@@ -33,19 +32,14 @@ from sandbox.frameworks.importing import (
     suggest_framework,
 )
 from sandbox.frameworks.verl.importer import ACTOR, IGNORED, ignore_framework_keys, map_correction, map_objective
+from sandbox.frameworks.verl_vcpo.config_names import ESS, GB, KEYS_FILE, OPTIM
+from sandbox.frameworks.verl_vcpo.config_names import MEGATRON_EXTRA as EXTRA
 
 AT = "async_training"
-OPTIM = f"{ACTOR}.optim"
-EXTRA = f"{OPTIM}.override_optimizer_config"
-GB = f"{ACTOR}.grad_baselining"
-ESS = f"{ACTOR}.ess_scaling"
-
-
-FORK_KEYS = Path(__file__).resolve().parent / "keys" / "verl_vcpo_c7f030f0.json"
 
 
 def map_vcpo(m: Mapper) -> None:
-    m.s.known = json.loads(FORK_KEYS.read_text())["keys"]
+    m.s.known = json.loads(KEYS_FILE.read_text())["keys"]
     m.s.known_source = "the VCPO fork (mit-han-lab/vcpo c7f030f0, fully_async_ppo_megatron_trainer)"
     entry = m.s.entry or ""
     if m.s.entry is not None and "fully_async" not in entry:

@@ -9,12 +9,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from sandbox.export.validate.common import is_int, is_number, plain, readback, rule_problems
+from sandbox.export.validate.common import is_int, is_number, plain, readback
 from sandbox.frameworks.verl.validation import GENERATED, _generated_config, compose, exported_yaml, override_lines
+from sandbox.frameworks.verl_vcpo.config_names import CONFIG_NAME, KEYS_FILE
 
-KEYS_FILE = Path(__file__).resolve().parent / "keys" / "verl_vcpo_c7f030f0.json"
 CONFIG_DIR = Path("recipe/fully_async_policy/config")
-CONFIG_NAME = "fully_async_ppo_megatron_trainer"
 FORK_ONLY = (
     "actor_rollout_ref.actor.ess_scaling",
     "actor_rollout_ref.actor.grad_baselining",
@@ -108,8 +107,7 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
             problems.append(problem)
         if key in choices and value not in choices[key]:
             problems.append(f"{key} = {value!r} is not one of the fork's values {choices[key]}")
-    problems += rule_problems(
-        "verl-vcpo",
+    problems += startup_problems(
         get=settings.get,
         has=settings.__contains__,
         is_int=is_int,
@@ -146,3 +144,81 @@ def validate(files: dict[str, str], wheel_dir: Path | None = None) -> list[str]:
                 if k.startswith(FORK_ONLY) and _upstream_accepts(k, v, wheel_dir)
             ]
     return problems
+
+
+def startup_problems(*, get, has, is_int, is_number, startswith) -> list[str]:
+    """The start-up assertions of the fork's fully-async recipe and of VCPO's update that the config breaks,
+    one problem each."""
+    out = []
+    if get("data.train_batch_size", 0) != 0:
+        out.append("data.train_batch_size must be 0 (the fully-async rollouter asserts it)")
+    if get("actor_rollout_ref.hybrid_engine", False):
+        out.append("actor_rollout_ref.hybrid_engine must be false (the fully-async trainer asserts it)")
+    if get("async_training.staleness_threshold", 0) < 0:
+        out.append("async_training.staleness_threshold must be >= 0")
+    if has("async_training.trigger_parameter_sync_step") and not (
+        is_int(get("async_training.trigger_parameter_sync_step"))
+        and get("async_training.trigger_parameter_sync_step") >= 1
+    ):
+        out.append("async_training.trigger_parameter_sync_step must be an integer >= 1")
+    if has("async_training.require_batches") and not (
+        is_int(get("async_training.require_batches")) and get("async_training.require_batches") >= 1
+    ):
+        out.append("async_training.require_batches must be an integer >= 1")
+    if has("actor_rollout_ref.actor.ppo_mini_batch_size") and not (
+        is_int(get("actor_rollout_ref.actor.ppo_mini_batch_size"))
+        and get("actor_rollout_ref.actor.ppo_mini_batch_size") >= 1
+    ):
+        out.append("actor_rollout_ref.actor.ppo_mini_batch_size must be an integer >= 1")
+    if has("actor_rollout_ref.actor.clip_ratio_c") and not get("actor_rollout_ref.actor.clip_ratio_c") > 1:
+        out.append("actor_rollout_ref.actor.clip_ratio_c must be > 1 (vanilla asserts it)")
+    if get("actor_rollout_ref.actor.grad_baselining.enable", False) and not get(
+        "actor_rollout_ref.actor.update_policy_per_traj", False
+    ):
+        out.append(
+            "actor_rollout_ref.actor.grad_baselining.enable needs actor_rollout_ref.actor.update_policy_per_traj = true (only the per-trajectory update reads it)"
+        )
+    if get("actor_rollout_ref.actor.ess_scaling.enable", False) and not get(
+        "actor_rollout_ref.actor.update_policy_per_traj", False
+    ):
+        out.append(
+            "actor_rollout_ref.actor.ess_scaling.enable needs actor_rollout_ref.actor.update_policy_per_traj = true (only the per-trajectory update reads it)"
+        )
+    if get("actor_rollout_ref.actor.update_policy_per_traj", False) and (
+        get("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu") != 1
+        or get("actor_rollout_ref.actor.use_dynamic_bsz", False)
+    ):
+        out.append("update_policy_per_traj asserts ppo_micro_batch_size_per_gpu = 1 and use_dynamic_bsz = false")
+    if get("actor_rollout_ref.actor.update_policy_per_traj", False) and get("algorithm.adv_estimator") != "grpo":
+        out.append("update_policy_per_traj reads advantage_scalar, which only algorithm.adv_estimator = grpo writes")
+    if get("actor_rollout_ref.actor.grad_baselining.enable", False) and not startswith(
+        get("actor_rollout_ref.actor.loss_agg_mode", ""), "seq-mean"
+    ):
+        out.append("grad_baselining asserts a seq-mean-* loss_agg_mode")
+    if get("algorithm.rollout_correction.rollout_is_threshold") is not None and not (
+        is_number(get("algorithm.rollout_correction.rollout_is_threshold"))
+        and get("algorithm.rollout_correction.rollout_is_threshold") > 0
+    ):
+        out.append(
+            f"algorithm.rollout_correction.rollout_is_threshold = {get('algorithm.rollout_correction.rollout_is_threshold')!r} must be a positive number (the fork has no 'lo_hi' form)"
+        )
+    if get("algorithm.rollout_correction.rollout_rs") is not None and not (
+        is_number(get("algorithm.rollout_correction.rollout_rs_threshold"))
+        and get("algorithm.rollout_correction.rollout_rs_threshold") > 0
+    ):
+        out.append("algorithm.rollout_correction.rollout_rs_threshold must be a positive number when rollout_rs is set")
+    if (
+        get("algorithm.rollout_correction.rollout_rs") is not None
+        and is_number(get("algorithm.rollout_correction.rollout_rs_threshold"))
+        and get("algorithm.rollout_correction.rollout_rs_threshold") > 0
+        and get("algorithm.rollout_correction.rollout_rs_threshold_lower") is not None
+        and not (
+            0
+            <= get("algorithm.rollout_correction.rollout_rs_threshold_lower")
+            <= get("algorithm.rollout_correction.rollout_rs_threshold")
+        )
+    ):
+        out.append(
+            f"algorithm.rollout_correction.rollout_rs_threshold_lower = {get('algorithm.rollout_correction.rollout_rs_threshold_lower')!r} must lie in [0, rollout_rs_threshold]"
+        )
+    return out

@@ -150,7 +150,7 @@ class BufferIndex:
     deletion (Python ``heapq``): a discarded job's entry stays until it reaches the top, and the heap
     is rebuilt from the live entries once the dead ones outnumber them (:meth:`discard`), so it holds
     at most about twice the buffer whatever the run's length. A control that never asks for the
-    minimum (``sync``) would otherwise keep an entry per job of the run (issue 28: about 90 B a job,
+    minimum (``sync``) would otherwise keep an entry per job of the run (about 90 B a job,
     740 B a step on the quickstart). The minimum is the same either way: ``(head_version, id)`` pairs
     are distinct, so the heap's top is the smallest live pair however the heap is arranged."""
 

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SCENARIOS, SHIPPED, check_golden
+from export_cases import SCENARIOS, SHIPPED, check_golden
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError
 
@@ -313,7 +313,7 @@ def checkout(tmp_path_factory):
 
 
 def test_pinned_key_list_is_current(checkout):
-    spec = importlib.util.spec_from_file_location("vcpo_keys", Path(__file__).parents[2] / "tools" / "vcpo_keys.py")
+    spec = importlib.util.spec_from_file_location("vcpo_keys", Path(__file__).parents[3] / "tools" / "vcpo_keys.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     assert tool.generate_key_list(checkout) == pinned()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHIPPED, check_golden, pairs
+from export_cases import SHIPPED, check_golden, pairs
 
 import sandbox.frameworks.areal.export  # noqa: F401  registers the exporter
 from sandbox.export.api import ExportRefused, Given, export_scenario, get_exporter
@@ -14,7 +14,7 @@ from sandbox.frameworks.areal.export import CONFIG_FILE, LAUNCH_FILE, warmup_pro
 from sandbox.frameworks.areal.validation import validate, validate_many
 from sandbox.scenario.api import load_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 VARIANTS = dict(SHIPPED)
 CONCEPTS = (

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import SHIPPED, check_golden
+from export_cases import SHIPPED, check_golden
 
 import sandbox.frameworks.openrlhf.export  # noqa: F401  registers the exporter
 from sandbox.export.api import ExportRefused, Given, export_scenario, get_exporter
@@ -16,7 +16,7 @@ from sandbox.export.common import scenario_leaves
 from sandbox.frameworks.openrlhf.validation import build_parser, validate
 from sandbox.scenario.api import load_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 SHIPPED_BY_ID = dict(SHIPPED)
 

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import SHIPPED, check_golden
+from export_cases import SHIPPED, check_golden
 
 import sandbox.frameworks.prime_rl.export  # noqa: F401  registers the exporter
 from sandbox.export.api import ExportRefused, Given, export_scenario
@@ -416,7 +416,7 @@ def test_pinned_key_list_has_the_facts_the_exporter_relies_on():
 @pytest.mark.skipif(not (MIRROR / "HEAD").exists(), reason="prime-rl mirror not available (refresh check only)")
 def test_key_list_refreshes_identically_from_the_mirror(tmp_path):
     spec = importlib.util.spec_from_file_location(
-        "prime_rl_keys", Path(__file__).parents[2] / "tools" / "prime_rl_keys.py"
+        "prime_rl_keys", Path(__file__).parents[3] / "tools" / "prime_rl_keys.py"
     )
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)

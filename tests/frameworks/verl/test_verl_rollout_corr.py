@@ -12,7 +12,7 @@ import os
 
 import pytest
 import torch
-from conftest import SCENARIOS
+from export_cases import SCENARIOS
 
 import sandbox.frameworks.verl.export  # noqa: F401  registers the exporter
 from sandbox.algorithms import PolicyLossInput, ReinforceConfig, build_policy_loss

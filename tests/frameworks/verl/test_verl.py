@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import SCENARIOS, SHIPPED, check_golden
+from export_cases import SCENARIOS, SHIPPED, check_golden
 
 import sandbox.frameworks.verl.export  # noqa: F401  registers the exporter
 from sandbox.export.api import ExportRefused, Given, export_scenario

@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import SHIPPED, check_golden, pairs
+from export_cases import SHIPPED, check_golden, pairs
 
 import sandbox.frameworks.trl.export  # noqa: F401  registers the exporter
 from sandbox.export.api import ExportRefused, Given, export_scenario
