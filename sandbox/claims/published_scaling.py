@@ -37,7 +37,7 @@ AReaL's tensor parallel, verl's step floor :func:`sandbox.system.hardware.eager_
 layer, from one public measurement of a 28-layer model: 4.2 ms for the 28-layer 1.5B and 7B, 9.6 ms for the
 64-layer 32B). No parameter was fitted to a row: every row is a prediction. Disclosure: the floor was added
 after the rows without it were seen to miss the scaling trend, and its sensitivity (4, 8, 16 ms) run on
-four points before the value was taken from the source's lower end (docs/claims.md).
+two points before the value was taken from the source's lower end (docs/claims.md).
 
 Predicted speed-up per seed = mean verl step time / mean AReaL step time (steps after the first 20%);
 rows: predicted / published within [0.8, 1.25].
