@@ -122,6 +122,9 @@ class EngineMapping:
     max_concurrent: int | None = None
     """The framework's cap on groups in flight on top of its staleness control (AReaL's
     ``max_concurrent_rollouts``, prompts); None = the control's bound alone."""
+    baseline_step_floor: float = 0.0
+    """Least seconds of a decode step of the baseline's engines (``ContinuousBatchingDelay.step_floor``: an
+    engine in eager mode, docs/system.md#step_floor); 0 = none."""
 
     def kind(self, measure: str) -> str:
         """:data:`PREDICTION`, :data:`CONSISTENCY` or :data:`NOT_COMPARABLE` (module docstring)."""
@@ -271,17 +274,19 @@ def ablation_system(cfg: SystemConfig, ab: Ablation) -> SystemConfig:
 
 
 def engine(
-    mapping: EngineMapping, lengths, workers_per_engine: int = 1, sync: str = "drain"
+    mapping: EngineMapping, lengths, workers_per_engine: int = 1, sync: str = "drain", step_floor: float = 0.0
 ) -> ContinuousBatchingDelay:
     """The engine of a published setup: the hardware table's step costs, prefill and KV capacity for its
     GPU, model and tensor parallel (the same :class:`EngineHardware` path as ``sandbox plan``), its length
-    model, :attr:`EngineMapping.prompt_tokens`; the sync transfer is the scenario's ``sync_delay`` (0 here)."""
+    model, :attr:`EngineMapping.prompt_tokens`, ``step_floor``; the sync transfer is the scenario's ``sync_delay``
+    (0 here)."""
     return ContinuousBatchingDelay(
         hardware={"gpu": mapping.gpu, "model": mapping.model, "gpus": mapping.tp},
         sync_time=0.0,
         max_sequences=mapping.max_sequences,
         workers_per_engine=workers_per_engine,
         sync=sync,
+        step_floor=step_floor,
         kv_capacity_tokens=kv_capacity_tokens(mapping.gpu, mapping.model, mapping.tp),
         prompt_tokens=mapping.prompt_tokens,
         length_median=lengths.median,
@@ -296,8 +301,11 @@ def step_costs(mapping: EngineMapping, lengths) -> tuple[float, float]:
     return gen.step_base, gen.step_per_sequence
 
 
-def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, groups_per_step: int) -> SystemConfig:
-    """The variant ``cfg`` with its generation on engines (module docstring)."""
+def engine_system(
+    cfg: SystemConfig, pub: Published, mapping: EngineMapping, groups_per_step: int, step_floor: float = 0.0
+) -> SystemConfig:
+    """The variant ``cfg`` with its generation on engines (module docstring), decode steps of at least
+    ``step_floor`` seconds."""
     slots_per_gpu = max(mapping.max_sequences // pub.lengths.group_size, 1)
     engines = max(cfg.num_workers // slots_per_gpu // mapping.tp, 1)
     in_flight = max_in_flight(cfg, groups_per_step)
@@ -305,7 +313,8 @@ def engine_system(cfg: SystemConfig, pub: Published, mapping: EngineMapping, gro
     if capped:
         in_flight = mapping.max_concurrent
     per_engine = -(-in_flight // engines)
-    gen = engine(mapping, pub.lengths, per_engine, "drain" if cfg.staleness.is_synchronous() else mapping.sync)
+    sync = "drain" if cfg.staleness.is_synchronous() else mapping.sync
+    gen = engine(mapping, pub.lengths, per_engine, sync, step_floor)
     workers = in_flight if capped else engines * per_engine  # a cap admits exactly that many groups at once
     return cfg.model_copy(update={"generation_time": gen, "num_workers": workers})
 
@@ -347,7 +356,7 @@ def step_times(
     cfg = runs["async"].system if ab is None else ablation_system(runs["async"].system, ab)
     cfg = engine_system(cfg, pub, mapping, B // k)
     mode = np.array([k * mean_step_time(cfg, steps * k, B // k, G, s) for s in range(seeds)])
-    cfg = engine_system(runs[pub.baseline].system, pub, mapping, B)
+    cfg = engine_system(runs[pub.baseline].system, pub, mapping, B, mapping.baseline_step_floor)
     return mode, np.array([mean_step_time(cfg, steps, B, G, s) for s in range(seeds)])
 
 

@@ -19,14 +19,25 @@ samples are admitted while fewer than ``max_concurrent_rollouts`` prompts run an
 B <= η + version``: the sandbox's ``max_lag`` throttle with k_max = η, its in-flight groups capped at 512
 (:attr:`sandbox.claims.published_engine.EngineMapping.max_concurrent`); the engines' sync is ``partial``
 (AReaL's interruptible rollouts continue under the new weights). verl v0.3.0.post1 is synchronous and
-colocated: all GPUs generate, then all train (the ``colocated_sync`` variant), on the same engines.
+colocated: all GPUs generate, then all train (the ``colocated_sync`` variant), on the same engines; its
+rollout runs vLLM with ``enforce_eager: True``, the default of its ``verl/trainer/config/ppo_trainer.yaml``
+at v0.3.0.post1 (the benchmark's own verl scripts are not in AReaL's repository: the default is assumed),
+while AReaL's SGLang keeps its CUDA graphs (``disable_cuda_graph`` False, ``realhf/api/cli_args.py`` at
+ad6e5bd). An eager engine's decode step takes at least the host's time to launch its kernels (the step
+floor, ``docs/system.md#step_floor``), which binds where few sequences are left on an engine: the long
+tail of verl's synchronous step, longer the more engines share the fixed batch (8,192 sequences over 32
+GPUs: 256 per engine; over 256 GPUs: 32, and the last few alone for thousands of steps).
 
 **Assumptions** (named in every row's note): response lengths log-normal with median 6,000 tokens and
 σ 0.819 (the AReaL rows' rule, fixed before these rows were run), 256 prompt tokens, η_flop 0.5, the
 trainer of ``sandbox plan`` (the ``hardware`` train time, ``(6 + 2)·N·T / (gpus · peak · MFU)`` with MFU
 0.4, one log-prob recompute pass) charged the batch's prompt and response tokens, weight sync 5 s (the
 AReaL scenario's), the R1-Distill models as the Qwen2.5 shapes of the hardware table, verl's engines with
-AReaL's tensor parallel. No parameter was fitted to a row: every row is a prediction.
+AReaL's tensor parallel, verl's step floor :func:`sandbox.system.hardware.eager_step_floor` (0.15 ms per
+layer, from one public measurement of a 28-layer model: 4.2 ms for the 28-layer 1.5B and 7B, 9.6 ms for the
+64-layer 32B). No parameter was fitted to a row: every row is a prediction. Disclosure: the floor was added
+after the rows without it were seen to miss the scaling trend, and its sensitivity (4, 8, 16 ms) run on
+two points before the value was taken from the source's lower end (docs/claims.md).
 
 Predicted speed-up per seed = mean verl step time / mean AReaL step time (steps after the first 20%);
 rows: predicted / published within [0.8, 1.25].
@@ -41,6 +52,7 @@ from sandbox.claims.published import Published, ResponseLengths, capped_mean_len
 from sandbox.claims.published_engine import BAND, EngineMapping, step_times
 from sandbox.claims.published_engine import run as engine_rows
 from sandbox.system.delays.hardware import HardwareDelay
+from sandbox.system.hardware import eager_step_floor
 
 SCENARIO = "areal_fully_async"
 """The shipped scenario whose task, algorithm, staleness control and sync delay the rows start from."""
@@ -104,10 +116,12 @@ def mapping(point: ScalingPoint) -> EngineMapping:
         sync="partial",
         tp=point.tp,
         max_concurrent=MAX_CONCURRENT,
+        baseline_step_floor=eager_step_floor(point.model),
         facts=f"{point.size}, {point.gpus} H800, batch 512 x 16, max {point.context - 1024} new tokens, 3/4 rollout GPUs "
         f"(tp {point.tp}), max_head_offpolicyness 4, max_concurrent_rollouts 512, interruptible rollouts; verl colocated sync",
         assumed=f"median {LENGTH_MEDIAN:,} tokens, sigma {LENGTH_SIGMA}, trainer (6+2)NT/(gpus peak MFU 0.4), sync 5 s, "
-        "η_flop 0.5, 256 prompt tokens",
+        f"η_flop 0.5, 256 prompt tokens, verl's engines eager (enforce_eager default) with a step floor of "
+        f"{eager_step_floor(point.model) * 1e3:.1f} ms",
     )
 
 

@@ -200,6 +200,21 @@ def mean_context(median: float, sigma: float, max_tokens: float, prompt_tokens: 
     return float(prompt_tokens + moment(2) / (2 * moment(1)))
 
 
+EAGER_STEP_SECONDS_PER_LAYER = 4.20e-3 / 28
+"""Host time per layer of one decode step of an engine without CUDA graphs (eager mode), the floor
+:func:`eager_step_floor` scales by the layer count: 4.20 ms per output token at one request without CUDA
+graphs (2.72 ms with them) for Qwen3-0.6B, 28 layers, in xLLM (xLLM-AI/xllm pull request 713). An
+assumption wherever it is used: one measurement, of a C++ engine; a Python engine's eager step is longer
+(~22 ms for a 28-layer 7B model in vLLM-Omni, vllm-project/vllm-omni issue 7960), so this is the low end
+(docs/system.md#step_floor)."""
+
+
+def eager_step_floor(model_name: str) -> float:
+    """``layers · EAGER_STEP_SECONDS_PER_LAYER``: the least time of a decode step of an engine in eager mode,
+    the host launching each layer's kernels one by one (the count grows with the layers, not the width)."""
+    return model(model_name).layers * EAGER_STEP_SECONDS_PER_LAYER
+
+
 MEMORY_UTILISATION = 0.9
 """Fraction of GPU memory an engine may use (vLLM's default ``gpu_memory_utilization``)."""
 

@@ -51,6 +51,26 @@ def test_areal_cap_admits_exactly_max_concurrent_groups():
     assert baseline.num_workers == 128 * -(-512 // 128)  # sync: one batch in flight, the cap does not bind
 
 
+def test_only_verls_eager_engines_have_the_step_floor():
+    """verl v0.3.0.post1 runs vLLM with enforce_eager (its ppo_trainer.yaml default): its engines' decode steps take at
+    least layers x 0.15 ms (docs/system.md#step_floor); AReaL's SGLang keeps CUDA graphs: no floor."""
+    from sandbox.system.hardware import eager_step_floor
+
+    assert eager_step_floor("qwen2.5-1.5b") == pytest.approx(4.2e-3) and eager_step_floor(
+        "qwen2.5-32b"
+    ) == pytest.approx(64 * 4.2e-3 / 28)
+    for point in (S.POINTS[0], next(p for p in S.POINTS if p.size == "32B")):
+        runs, pub, mapping = S.variants(point), S.published(point), S.mapping(point)
+        areal = engine_system(runs["async"].system, pub, mapping, 512).generation_time
+        verl = engine_system(
+            runs["colocated_sync"].system, pub, mapping, 512, mapping.baseline_step_floor
+        ).generation_time
+        assert areal.step_floor == 0 and verl.step_floor == eager_step_floor(point.model)
+        # the floor binds the tail (one sequence left) and not a full engine (256 sequences)
+        assert verl.step_cost(1) == verl.step_floor > areal.step_cost(1)
+        assert verl.step_cost(256) == areal.step_cost(256) > verl.step_floor
+
+
 def test_prediction_rows_train_on_the_plan_trainer_and_checks_on_measured_times():
     """A row with train_gpus gets the hardware trainer on those GPUs; verl's consistency checks keep their measured
     training seconds."""

@@ -59,6 +59,19 @@ def test_an_arrival_joins_at_the_next_step_boundary():
 
 
 @pytest.mark.component("delay", "continuous_batching")
+def test_step_floor_binds_only_the_small_batches():
+    # a = 1, b = 0.5, floor 1.8: steps of two sequences cost max(1.8, 2) = 2 (unchanged), steps of one cost
+    # max(1.8, 1.5) = 1.8; 'a' (3 tokens) ends at 6 as without the floor, 'b' (5) at 6 + 2 x 1.8 = 9.6
+    cfg = ContinuousBatchingDelay(step_base=1.0, step_per_sequence=0.5, step_floor=1.8)
+    done, engine, _ = _run(cfg, [("a", [3], 0, 0), ("b", [5], 0, 0)])
+    assert done == {"a": 6.0, "b": 9.6}
+    assert [cfg.step_cost(n) for n in (0, 1, 2, 4)] == [1.8, 1.8, 2.0, 3.0]
+    assert cfg.expected(5) == 5 * 1.8
+    with pytest.raises(ValidationError, match="step_floor"):
+        ContinuousBatchingDelay(step_floor=-1.0)
+
+
+@pytest.mark.component("delay", "continuous_batching")
 def test_prefill_kv_capacity_and_sequence_cap():
     # prefill 0.1 s/token x 10 prompt tokens, both admitted together: 2 s of prefill, then as above (+2)
     cfg = ContinuousBatchingDelay(step_base=1.0, step_per_sequence=0.5, prefill_per_token=0.1, prompt_tokens=10)

@@ -132,3 +132,33 @@ def test_partial_rollouts_need_cost_model_and_streaming_control():
         SystemConfig(partial_rollouts=True, staleness={"kind": "max_lag"})
     with pytest.raises(ValidationError, match="streaming"):
         SystemConfig(partial_rollouts=True, generation_time={"kind": "cost_model"}, staleness={"kind": "sync"})
+
+
+def _roll_budget(alpha: float, B: int, v: int) -> int:
+    """ROLL's RLVR admission budget at step ``v`` (alibaba/ROLL 8eb27cc, generate_scheduler.py ``advance_step``):
+    ``ceil(alpha·B)`` prompts at the first step, ``B`` more at every step."""
+    return math.ceil(alpha * B) + (v + 1) * B
+
+
+def _roll_oldest_quota(alpha: float, B: int, G: int) -> int:
+    """ROLL's take from the oldest admissible step for a fractional ``alpha`` (``get_batch``:
+    ``int(expected_samples · (alpha mod 1))`` samples of ``B·G``), in groups of ``G``."""
+    return int(B * G * (alpha % 1)) // G
+
+
+@pytest.mark.component("staleness", "async_ratio")
+@pytest.mark.parametrize("alpha,B", [(1.0, 512), (2.0, 4), (0.5, 512), (0.25, 4), (1.5, 64)])
+def test_async_ratio_matches_rolls_budget_and_quota_when_alpha_b_is_whole(alpha, B):
+    from sandbox.system.staleness.async_ratio import AsyncRatioControl, AsyncRatioControlConfig
+
+    control = AsyncRatioControl(AsyncRatioControlConfig(alpha=alpha), B)
+    for v in (0, 1, 7):
+        budget = _roll_budget(alpha, B, v)
+        control.consumed, control.running = 0, budget - 1  # one below ROLL's budget: admitted
+        assert control.admit(v, 0) is not None
+        control.running = budget  # at ROLL's budget: refused
+        assert control.admit(v, 0) is None
+    if alpha % 1:
+        assert control.oldest_quota == _roll_oldest_quota(alpha, B, 16)
+    else:
+        assert control.oldest_quota is None

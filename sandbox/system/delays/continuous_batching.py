@@ -7,7 +7,11 @@ engine and the worker waits until its last sequence ends. The engine is one simp
 
 * a decode step with ``n`` sequences in flight costs ``a + b·n`` seconds (``step_base``,
   ``step_per_sequence``: memory-bound decode, weights read once per step and each sequence's KV
-  cache once; ``sandbox.system.hardware`` derives them from a GPU and a model);
+  cache once; ``sandbox.system.hardware`` derives them from a GPU and a model), and at least
+  ``step_floor`` seconds: ``max(f, a + b·n)``, the host's per-step work (kernel launches, scheduling)
+  overlapping the GPU's, so a step is bound by whichever is longer (an engine run in eager mode,
+  without CUDA graphs, launches every kernel of every layer from Python each step; off by default,
+  ``docs/system.md#step_floor``);
 * a sequence of ``L`` response tokens lives through ``L`` decode steps after its prefill, which costs
   ``prefill_per_token · prompt_tokens`` and runs as its own step before the next decode step (the
   prefills of the sequences admitted together add up);
@@ -129,6 +133,12 @@ class ContinuousBatchingDelay(Delay):
     step_per_sequence: float = Field(
         0.0001, ge=0, description="b: extra seconds of a decode step per sequence in flight (KV read)."
     )
+    step_floor: float = Field(
+        0.0,
+        ge=0,
+        description="f: least seconds of a decode step, max(f, a + b·n) (host-side launch overhead, e.g. an engine "
+        "without CUDA graphs); 0 = none.",
+    )
     prefill_per_token: float = Field(0.0, ge=0, description="Seconds of prefill per prompt token.")
     prompt_tokens: int = Field(0, ge=0, description="Prompt tokens per sequence (prefill and KV reservation).")
     max_sequences: int | None = Field(
@@ -242,17 +252,18 @@ class ContinuousBatchingDelay(Delay):
         return self
 
     def _mean_for_check(self) -> float:
-        return max(self.prefill_per_token * self.prompt_tokens + self.step_base + self.step_per_sequence, 1.0)
+        return max(self.prefill_per_token * self.prompt_tokens + self.step_cost(1), 1.0)
 
     def sample(self, rng, tokens=0):
         return self.expected(tokens)
 
     def expected(self, tokens=0.0):
-        return self.prefill_per_token * self.prompt_tokens + tokens * (self.step_base + self.step_per_sequence)
+        return self.prefill_per_token * self.prompt_tokens + tokens * self.step_cost(1)
 
     def step_cost(self, n: int) -> float:
-        """``a + b·n``: one decode step with ``n`` sequences in flight."""
-        return self.step_base + self.step_per_sequence * n
+        """``max(f, a + b·n)``: one decode step with ``n`` sequences in flight."""
+        cost = self.step_base + self.step_per_sequence * n
+        return cost if cost >= self.step_floor else self.step_floor
 
     def prompt_of(self, job_id: int) -> int:
         """The prompt job ``job_id`` answers: ``order_e[job_id mod P]`` of epoch ``e = ⌊job_id / P⌋``."""
