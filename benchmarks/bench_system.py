@@ -18,6 +18,9 @@
 Row 1 reports min and median over ``--repeats`` interleaved repeats (lean, store, sandbox, ... in
 turn), so that load on a shared machine hits every side alike.
 
+A third table times the systems the heap loop covers since it runs the cluster's own processes
+(continuous-batching engines, a split synchronous step) on simpy and on the heap loop.
+
 Usage: python benchmarks/bench_system.py [--steps 2000] [--large-steps 20] [--replicas 16] [--repeats 5] [--only system]
 """
 
@@ -160,6 +163,48 @@ def system_table(W: int, B: int, cap: int, steps: int, repeats: int) -> None:
         print(line)
 
 
+def engine_table(steps: int, repeats: int) -> None:
+    """Timing-only runs where simpy's cost was more than the heap loop's share: continuous-batching engines
+    (64 workers on 8 engines, up to 256 sequences each, log-normal lengths, max_lag 1 with ``partial``
+    syncs) and a split synchronous step (2 groups of 16 over 32 workers), simpy against the heap loop."""
+    engines = SystemConfig(
+        num_workers=64,
+        generation_time={
+            "kind": "continuous_batching",
+            "step_base": 0.01,
+            "step_per_sequence": 0.0001,
+            "workers_per_engine": 8,
+            "max_sequences": 256,
+            "sync": "partial",
+            "length_median": 200.0,
+            "length_sigma": 1.0,
+            "max_tokens": 2048,
+        },
+        train_time={"kind": "constant", "value": 5.0},
+        staleness={"kind": "max_lag", "k_max": 1},
+    )
+    split = SystemConfig(
+        num_workers=32, generation_time={"kind": "exponential", "mean": 1.0}, staleness={"kind": "sync"}
+    )
+    cases = {
+        "engines (B=16, G=8)": lambda engine: simulate_timing(
+            engines, steps, 16, 8, record_events=False, engine=engine
+        ),
+        "split sync step (B=2, G=16)": lambda engine: simulate_timing(
+            split, 20 * steps, 2, 16, record_events=False, engine=engine
+        ),
+    }
+    for name, fn in cases.items():
+        times = interleaved({"simpy": lambda fn=fn: fn("simpy"), "heap": lambda fn=fn: fn("heap")}, repeats)
+        sp, hp = times["simpy"], times["heap"]
+        paired = statistics.median(a / b for a, b in zip(sp, hp))
+        print(
+            f"timing-only {name}: simpy {min(sp) * 1e3:8.1f} / {statistics.median(sp) * 1e3:8.1f} ms, "
+            f"heap loop {min(hp) * 1e3:8.1f} / {statistics.median(hp) * 1e3:8.1f} ms (min / median); "
+            f"simpy / heap {min(sp) / min(hp):5.2f}x (min/min), {paired:5.2f}x (median paired)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2000)
@@ -173,6 +218,7 @@ def main() -> None:
     if args.only in (None, "system"):
         for W, B, cap, steps in [(16, 8, 64, args.steps), (1024, 64, 128, args.large_steps)]:
             system_table(W, B, cap, steps, args.repeats)
+        engine_table(args.large_steps, args.repeats)
     if args.only == "system":
         return
 

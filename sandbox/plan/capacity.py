@@ -63,7 +63,8 @@ from typing import Any
 import numpy as np
 
 from sandbox.base.errors import ScenarioError
-from sandbox.system.cluster import Cluster, ClusterResult, TrainResult
+from sandbox.system.cluster import ClusterResult, TrainResult
+from sandbox.system.heap_loop import HeapCluster
 from sandbox.system.staleness import CONTROLS
 from sandbox.tasks import TASKS
 
@@ -323,7 +324,7 @@ def default_steps(scn) -> int:
 def simulate(scn, steps: int, seed: int) -> ClusterResult:
     """``steps`` learner steps of ``scn``'s system alone, with the timing stream of ``run.seed = seed``."""
     tokens, _ = response_tokens(scn.task)
-    cluster = Cluster(
+    cluster = HeapCluster(
         scn.system,
         PlanWorkload(tokens or 0),
         PlanTrainer(scn.algorithm.epochs),

@@ -65,9 +65,10 @@ from sandbox.base.errors import ScenarioError
 from sandbox.plan.capacity import default_steps, describe_control, learn_scenario, staleness_for, system_seed
 from sandbox.scenario.api import validate_scenario
 from sandbox.scenario.load import apply_overrides
-from sandbox.system.cluster import Cluster, TrainResult
+from sandbox.system.cluster import TrainResult
 from sandbox.system.delays.continuous_batching import ContinuousBatchingDelay
 from sandbox.system.hardware import GPUS, MODELS, kv_capacity_tokens
+from sandbox.system.heap_loop import HeapCluster
 from sandbox.system.timing_only import TimingOnlyWorkload
 
 DEFAULT_LENGTHS = {"length_median": 1000.0, "length_sigma": 1.0, "max_tokens": 8192}
@@ -280,7 +281,7 @@ def simulate_split(config: SplitConfig, steps: int, seed: int, with_drop_bias: b
     (:func:`sandbox.analysis.drop_bias.drop_bias`, by prompt when the engine has prompts)."""
     scn = config.scenario
     trainer = SplitTrainer(scn.system.generation_time.prompt_tokens, scn.algorithm.epochs)
-    cluster = Cluster(
+    cluster = HeapCluster(
         scn.system,
         TimingOnlyWorkload(),
         trainer,

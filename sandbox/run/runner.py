@@ -33,7 +33,7 @@ from sandbox.run.writers import Tracking, Writers, check_writers, run_name
 from sandbox.scenario.api import Scenario, ScenarioError, dump_scenario
 from sandbox.scenario.budget import check_budget
 from sandbox.system.cluster import EventLog, JobRecords, job_record
-from sandbox.system.heap_loop import cluster_class
+from sandbox.system.heap_loop import HeapCluster
 from sandbox.system.records import MetricRows
 from sandbox.system.spill import Spill
 from sandbox.system.workload import OracleWorkload, PolicyWorkload
@@ -107,9 +107,7 @@ def prepare_run(
     learner = build_learner(scn, task, params, learner_cls)
     gen = torch.Generator().manual_seed(seeds["sampling"])
     workload = OracleWorkload(task, gen) if isinstance(task, OracleTask) else PolicyWorkload(task, gen)
-    cluster = cluster_class(
-        scn.system, scn.algorithm.groups_per_step, scn.algorithm.group_size
-    )(  # the heap event loop where it models the system: same schedule
+    cluster = HeapCluster(  # the heap event loop: the simpy cluster's schedule, bitwise
         scn.system,
         workload,
         learner,

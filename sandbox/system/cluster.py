@@ -1,4 +1,4 @@
-"""The discrete-event model of an asynchronous RL cluster (simpy), in simulated seconds.
+"""The discrete-event model of an asynchronous RL cluster, in simulated seconds.
 
 Processes: one per rollout worker and one learner. A worker asks the staleness control for
 admission, takes the weights of the admitted version from the :class:`WeightStore`, lets the
@@ -7,6 +7,10 @@ enters the buffer. The learner takes a batch when the control allows it, lets th
 :class:`Trainer` really update the weights, holds for the training time, and publishes the new
 version, which becomes visible to workers after the sync delay. Staleness is never set: it is
 whatever this timing produces.
+
+The processes are written once, against the waits :meth:`Cluster._bind_waits` supplies: this class
+runs them on simpy (the reference), :class:`sandbox.system.heap_loop.HeapCluster` on a plain heap
+event loop with the same event order (what every run uses).
 
 The control owns its counts and rules (``sandbox/system/staleness/``): the cluster reports
 dispatches, finishes and publications to it and asks it for admission and batches, never editing
@@ -721,10 +725,10 @@ class Cluster:
         self.B = groups_per_step
         self.G = group_size
         self.rng = np.random.default_rng(seed)
-        self.env = simpy.Environment()
+        self.env = self._environment()
         self.control: Control = make_control(cfg.staleness, groups_per_step)
         self.store = WeightStore(self.env, trainer.initial_weights(), self._on_visible)
-        self.signal = Signal(self.env, self._admissible)
+        self._bind_waits()
         self.buffer: list[Job] = []
         self.jobs = JobRecords(spill)
         self.events = EventLog(spill)
@@ -753,6 +757,31 @@ class Cluster:
         """Parts each group is split into (``ControlConfig.group_parts``; 1: a group is one worker's job)."""
         self.pending_parts: deque[tuple[Job, int]] = deque()  # (group, samples) of parts no worker took yet
 
+    # -- the event loop (what a subclass with another loop replaces: sandbox/system/heap_loop.py) ----------
+    def _environment(self) -> simpy.Environment:
+        """The environment the processes, the weight store and the engines schedule their events in."""
+        return simpy.Environment()
+
+    def _bind_waits(self) -> None:
+        """The waits the worker and learner processes yield, one implementation for every event loop:
+        ``_sleep(d)`` (hold for ``d`` seconds), ``_park()`` (a free worker waits for admission),
+        ``_wait()`` (the learner waits for the next change) and ``_notify()`` (something changed)."""
+        self.signal = signal = Signal(self.env, self._admissible)
+        self._sleep = self.env.timeout
+        self._park = lambda: signal.wait(gated=True)
+        self._wait = signal.wait
+        self._notify = signal.notify
+
+    def _run_until(self, learner: simpy.Process) -> None:
+        """Process events until the learner's process ends; an empty schedule before that is a stuck
+        simulation (:meth:`_stuck_reason`)."""
+        try:
+            self.env.run(until=learner)
+        except RuntimeError as exc:
+            if "No scheduled events left" not in str(exc):
+                raise
+            raise SimulationError(self._stuck_reason()) from None
+
     # -- bookkeeping -------------------------------------------------------------------------
     def _event(self, kind: str, worker: int = -1, job: int = -1, version: int = -1, step: int = -1) -> None:
         """Record an event (the hot path appends the tuple through ``self._log`` itself)."""
@@ -763,7 +792,7 @@ class Cluster:
         if self._log is not None:
             self._log((self.env.now, "visible", -1, -1, version, -1))
         self.store.prune(self.control.oldest_needed_version(self.store.visible))
-        self.signal.notify()
+        self._notify()
 
     def _release(self, jobs: list[Job]) -> None:
         """Free the payloads of jobs the learner has trained on or the control dropped."""
@@ -805,10 +834,12 @@ class Cluster:
     # -- processes -----------------------------------------------------------------------------
     def _worker(self, wid: int):
         speed = self.speeds[wid]
-        env, control, store, signal, workload = self.env, self.control, self.store, self.signal, self.workload
+        env, control, store, workload = self.env, self.control, self.store, self.workload
+        sleep, park, notify = self._sleep, self._park, self._notify
         buffer, jobs, running_since = self.buffer, self.jobs, self.running_since  # mutated in place only
-        log = self._log
+        log, draw, G = self._log, self._draw, self.G
         pending = self.pending_parts
+        split, engines, in_flight = self.parts > 1, self.engines is not None, self.cfg.partial_rollouts  # fixed per run
         while True:
             if pending:  # a part of a split group waits: take it before any new group
                 job, samples = pending.popleft()
@@ -816,7 +847,7 @@ class Cluster:
                 continue
             admission = control.admit(store.visible, len(buffer))
             if admission is None:
-                yield signal.wait(gated=True)
+                yield park()
                 continue
             version = admission.version
             job = Job(
@@ -828,7 +859,7 @@ class Cluster:
             )
             control.on_dispatch(job)
             jobs.append(job)
-            if self.parts > 1:
+            if split:
                 yield from self._split(job, wid, speed, version)
                 continue
             running_since[job.id] = job.dispatch_time
@@ -843,14 +874,14 @@ class Cluster:
                         -1 if admission.target_step is None else admission.target_step,
                     )
                 )
-            if self.engines is not None:
+            if engines:
                 yield from self._generate_on_engine(job, wid, version)
-            elif self.cfg.partial_rollouts:
+            elif in_flight:
                 yield from self._generate_in_flight(job, speed)
             else:
-                job.payload = payload = workload.sample(store.get(version), version, self.G)
+                job.payload = payload = workload.sample(store.get(version), version, G)
                 job.tail_version = version
-                yield env.timeout(self._draw("generation_time", payload.decode_steps, speed))
+                yield sleep(draw("generation_time", payload.decode_steps, speed))
             job.payload = payload = workload.finish(job.payload)
             job.finish_time = now = env.now
             self.busy_done += now - running_since.pop(job.id)
@@ -859,7 +890,7 @@ class Cluster:
             buffer.append(job)
             if log is not None:
                 log((now, "finish", wid, job.id, job.tail_version, -1))
-            signal.notify()
+            notify()
 
     def _split(self, job: Job, wid: int, speed: float, version: int):
         """Sample the group ``job`` once with the weights of ``version`` and split its ``G`` samples into
@@ -872,7 +903,7 @@ class Cluster:
         job.parts_left = parts
         sizes = [G // parts + (1 if i < G % parts else 0) for i in range(parts)]
         self.pending_parts.extend((job, n) for n in sizes[1:])
-        self.signal.notify()
+        self._notify()
         yield from self._generate_part(job, wid, speed, sizes[0])
 
     def _generate_part(self, job: Job, wid: int, speed: float, samples: int):
@@ -889,7 +920,7 @@ class Cluster:
         duration = self._draw("generation_time", job.payload.decode_steps, speed)
         if not self.cfg.generation_time.per_token_model:
             duration *= samples / self.G
-        yield env.timeout(duration)
+        yield self._sleep(duration)
         now = env.now
         self.busy_done += now - running_since.pop(key)
         if log is not None:
@@ -902,7 +933,7 @@ class Cluster:
         self.samples_generated += int(payload.num_responses)
         self.control.on_finish(job)
         self.buffer.append(job)
-        self.signal.notify()
+        self._notify()
 
     def _generate_on_engine(self, job: Job, wid: int, version: int):
         """Generate on the worker's inference engine (``system.generation_time.kind =
@@ -981,7 +1012,8 @@ class Cluster:
         job.head_version = int(payload.oldest_version().min().item())
 
     def _learner(self, batches: int):
-        env, control, signal, buffer, log = self.env, self.control, self.signal, self.buffer, self._log
+        env, control, buffer, log = self.env, self.control, self.buffer, self._log
+        sleep, wait, notify = self._sleep, self._wait, self._notify
         last_time = 0.0
         for step in range(batches):
             wait_start = env.now
@@ -995,10 +1027,10 @@ class Cluster:
                 if taken.batch is not None:
                     break
                 if taken.dropped:
-                    signal.notify()  # drops free admission capacity
-                yield signal.wait()
+                    notify()  # drops free admission capacity
+                yield wait()
             batch = taken.batch
-            signal.notify()  # the buffer shrank: throttled workers may go on
+            notify()  # the buffer shrank: throttled workers may go on
             now = env.now
             for job in batch:
                 job.consume_time = now
@@ -1010,7 +1042,7 @@ class Cluster:
             duration = self._draw("train_time", result.tokens * result.passes)
             if log is not None:
                 log((env.now, "train_start", -1, -1, -1, step))
-            yield env.timeout(duration)
+            yield sleep(duration)
             self.learner_busy += duration
             if log is not None:
                 log((env.now, "train_end", -1, -1, -1, step))
@@ -1042,7 +1074,7 @@ class Cluster:
             else:  # one row per optimizer step; the system columns are the batch's, repeated
                 for i, metrics in enumerate(result.step_metrics):
                     self._emit({**row, "step": step * self.updates_per_batch + i, **metrics})
-            self.signal.notify()
+            notify()
             if result.stop:
                 self.status = "diverged"
                 return
@@ -1068,13 +1100,7 @@ class Cluster:
         trainer stops a last batch after the ``steps``-th optimizer step)."""
         for wid in range(len(self.speeds)):
             self.env.process(self._worker(wid))
-        learner = self.env.process(self._learner(-(-steps // self.updates_per_batch)))
-        try:
-            self.env.run(until=learner)
-        except RuntimeError as exc:
-            if "No scheduled events left" not in str(exc):
-                raise
-            raise SimulationError(self._stuck_reason()) from None
+        self._run_until(self.env.process(self._learner(-(-steps // self.updates_per_batch))))
         return ClusterResult(
             status=self.status,
             steps_done=len(self.rows),

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sandbox.base.gc_pause import paused_cyclic_gc
-from sandbox.system.cluster import Cluster, Job, TrainResult
+from sandbox.system.cluster import Job, TrainResult
 from sandbox.system.config import SystemConfig
+from sandbox.system.heap_loop import HeapCluster
 
 DISPATCH, FINISH, TAKE = 0, 1, 2
 """Operation kinds of a schedule, in the order the cluster calls the workload and the trainer."""
@@ -159,7 +160,7 @@ def record_schedule(
     log: list[tuple[int, int]] = []
     workload = _RecordingWorkload(decode_steps, log)
     trainer = _RecordingTrainer(log, minibatches, epochs, steps)
-    cluster = Cluster(
+    cluster = HeapCluster(
         cfg,
         workload,
         trainer,

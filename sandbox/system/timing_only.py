@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sandbox.base.gc_pause import paused_cyclic_gc
 from sandbox.system.cluster import Cluster, ClusterResult, TrainResult
 from sandbox.system.config import SystemConfig
-from sandbox.system.heap_loop import HeapCluster, supports
+from sandbox.system.heap_loop import HeapCluster
 
 
 @dataclass
@@ -52,16 +52,14 @@ def simulate_timing(
     group_size: int = 1,
     seed: int = 0,
     record_events: bool = True,
-    engine: str = "auto",
+    engine: str = "heap",
 ) -> ClusterResult:
     """Run ``steps`` learner steps of the system alone. ``engine``: ``"heap"`` the plain heap event loop
-    (:mod:`sandbox.system.heap_loop`: the same tables to the bit, without simpy's per-event objects),
-    ``"simpy"`` the simpy cluster, ``"auto"`` the heap loop wherever it models the system (no partial
-    rollouts, no inference-engine model), else simpy."""
-    if engine not in ("auto", "heap", "simpy"):
-        raise ValueError(f"engine: expected 'auto', 'heap' or 'simpy', got {engine!r}")
-    heap = engine == "heap" or (engine == "auto" and supports(cfg, groups_per_step, group_size))
-    cls = HeapCluster if heap else Cluster
+    (:mod:`sandbox.system.heap_loop`: the same tables to the bit, without simpy's per-event objects) or
+    ``"simpy"`` the simpy cluster (the reference the heap loop is tested against)."""
+    if engine not in ("heap", "simpy"):
+        raise ValueError(f"engine: expected 'heap' or 'simpy', got {engine!r}")
+    cls = HeapCluster if engine == "heap" else Cluster
     cluster = cls(
         cfg, TimingOnlyWorkload(), CountingTrainer(), groups_per_step, group_size, seed, record_events=record_events
     )

@@ -1,64 +1,125 @@
-"""The heap event loop (``sandbox/system/heap_loop.py``) against the simpy cluster: on every shipped
-scenario whose system it models, the jobs table, the event log, the rows, the clock and the status of a
-timing-only run are the simpy cluster's to the bit (issue 48); the scenarios it does not model (partial
-rollouts, an inference-engine model) run on simpy through ``simulate_timing``."""
+"""The heap event loop (``sandbox/system/heap_loop.py``) against the simpy cluster (issue 48): the jobs
+table, the event log, the rows, the clock, the status and the engines' counters are the simpy cluster's
+to the bit on every shipped scenario (timing-only, and as learning runs where the workers generate in
+segments), on continuous-batching engines of every sync mode with batch and KV-cache caps, and on split
+synchronous steps."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import sandbox.run.runner as runner
 from sandbox.scenario.api import load_scenario
 from sandbox.system.cluster import Cluster
-from sandbox.system.heap_loop import HeapCluster, supports
-from sandbox.system.timing_only import (
-    CountingTrainer,
-    TimingOnlyWorkload,
-    simulate_timing,
-)
+from sandbox.system.config import SystemConfig
+from sandbox.system.heap_loop import HeapCluster
+from sandbox.system.timing_only import CountingTrainer, TimingOnlyWorkload, simulate_timing
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted(p for p in (ROOT / "scenarios").rglob("*.toml") if "sweeps" not in p.parts)
 STEPS = 40
+EVENT_COLUMNS = ["t", "kind", "worker", "job", "version", "step"]
 
 
-def _run(cls, scn, seed: int, record_events: bool = True):
-    a = scn.algorithm
-    cluster = cls(
-        scn.system,
-        TimingOnlyWorkload(),
-        CountingTrainer(),
-        a.groups_per_step,
-        a.group_size,
-        seed,
-        record_events=record_events,
-    )
-    return cluster.run(min(scn.run.steps, STEPS))
+def _tables(cluster, steps: int) -> tuple:
+    res = cluster.run(steps)
+    engines = [(e.busy, e.steps, e.syncs, e.kv_used) for e in cluster.engines or []]
+    return (res.jobs.to_frame(), res.events.to_frame(EVENT_COLUMNS), res.rows.to_frame(), res.sim_time,
+            res.status, res.steps_done, res.dropped, dict(res.lengths), engines)  # fmt: skip
+
+
+def _assert_same(got: tuple, ref: tuple, where: str) -> None:
+    assert len(got[0]) > 0 and len(got[1]) > 0, where
+    assert got[0].equals(ref[0]), f"{where}: jobs"
+    assert got[1].equals(ref[1]), f"{where}: events"
+    assert got[2].equals(ref[2]), f"{where}: rows"
+    assert got[3:] == ref[3:], f"{where}: clock, status, counts, lengths, engines"
+
+
+def _timing(cls, cfg, B: int, G: int, seed: int, steps: int = STEPS) -> tuple:
+    return _tables(cls(cfg, TimingOnlyWorkload(), CountingTrainer(), B, G, seed, record_events=True), steps)
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: str(p.relative_to(ROOT / "scenarios")))
 def test_the_simpy_clusters_tables_on_every_shipped_scenario(path):
     scn, _ = load_scenario(path, [])
     a = scn.algorithm
-    if not supports(scn.system, a.groups_per_step, a.group_size):  # partial rollouts, an engine, split groups
-        with pytest.raises(ValueError, match="one-piece"):
-            HeapCluster(scn.system, TimingOnlyWorkload(), CountingTrainer(), a.groups_per_step, a.group_size, 0)
-        return
+    if scn.system.partial_rollouts:  # generation in segments needs the task's payloads: a learning run
+        return _learning_run_matches(path)
     for seed in (0, 7):
-        ref, got = _run(Cluster, scn, seed), _run(HeapCluster, scn, seed)
-        assert len(got.jobs) > 0 and len(got.events) > 0
-        assert got.jobs.to_frame().equals(ref.jobs.to_frame())
-        assert got.events.to_frame(["t", "kind", "worker", "job", "version", "step"]).equals(
-            ref.events.to_frame(["t", "kind", "worker", "job", "version", "step"])
+        ref = _timing(Cluster, scn.system, a.groups_per_step, a.group_size, seed, min(scn.run.steps, STEPS))
+        got = _timing(HeapCluster, scn.system, a.groups_per_step, a.group_size, seed, min(scn.run.steps, STEPS))
+        _assert_same(got, ref, f"{path.name} seed {seed}")
+
+
+def _learning_run_matches(path: Path, steps: int = 8) -> None:
+    def run(cls):
+        scn, _ = load_scenario(path, [f"run.steps={steps}", "run.figures=false"])
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(runner, "HeapCluster", cls)  # the class prepare_run builds
+            _, _, cluster = runner.prepare_run(scn)
+        return _tables(cluster, steps)
+
+    got, ref = run(HeapCluster), run(Cluster)
+    _assert_same(got, ref, path.name)
+    if path.name == "partial_rollouts.toml":  # the segments really happened (a weight switch mid-generation)
+        assert "switch" in set(got[1]["kind"]) and got[0]["segments"].max() > 1
+
+
+def _engine_systems(n: int):
+    """Random continuous-batching systems: every sync mode, with and without batch and KV-cache caps,
+    prefill and sync time, several workers per engine, every staleness control."""
+    rng = np.random.default_rng(48)
+    for i in range(n):
+        gen = {
+            "kind": "continuous_batching",
+            "step_base": float(rng.choice([0.0, 0.01, 0.02])),
+            "step_per_sequence": float(rng.choice([0.0, 0.001, 0.0005])),
+            "workers_per_engine": int(rng.integers(1, 4)),
+            "sync": ["drain", "abort", "partial"][i % 3],
+            "sync_time": float(rng.choice([0.0, 0.05])),
+            "length_median": float(rng.integers(3, 40)),
+            "length_sigma": float(rng.choice([0.0, 0.5, 1.0])),
+            "max_tokens": 64,
+            "prefill_per_token": float(rng.choice([0.0, 0.0001])),
+            "prompt_tokens": int(rng.choice([0, 10])),
+            "max_sequences": [None, 3, 8][i % 3 if i % 5 else 0],
+            "kv_capacity_tokens": [None, 200, 500][(i // 3) % 3],
+        }
+        kind = ["max_lag", "sync", "async_ratio", "fixed_lag", "stream_sync"][i % 5]
+        staleness = {"kind": kind, **({"k_max": int(rng.integers(0, 3))} if kind == "max_lag" else {})}
+        cfg = SystemConfig(
+            num_workers=int(rng.integers(1, 12)),
+            generation_time=gen,
+            train_time={"kind": "exponential", "mean": 0.3},
+            sync_delay={"kind": "constant", "value": float(rng.choice([0.0, 0.1]))},
+            staleness=staleness,
         )
-        assert got.rows.to_frame().equals(ref.rows.to_frame())
-        assert (got.sim_time, got.status, got.steps_done, got.dropped) == (
-            ref.sim_time,
-            ref.status,
-            ref.steps_done,
-            ref.dropped,
-        )
+        yield i, cfg, int(rng.integers(1, 5)), int(rng.integers(1, 6))
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_the_simpy_clusters_tables_on_continuous_batching_engines(chunk):
+    modes = set()
+    for i, cfg, B, G in _engine_systems(40):
+        if i % 2 != chunk:
+            continue
+        ref, got = _timing(Cluster, cfg, B, G, i, 12), _timing(HeapCluster, cfg, B, G, i, 12)
+        _assert_same(got, ref, f"engine system {i}: {cfg.generation_time.model_dump()} {cfg.staleness.kind}")
+        modes.add(cfg.generation_time.sync)
+        assert got[8] and sum(e[1] for e in got[8]) > 0  # the engines stepped
+    assert modes == {"drain", "abort", "partial"}
+
+
+def test_split_synchronous_steps_run_on_the_heap_loop():
+    cfg = SystemConfig(num_workers=12, generation_time={"kind": "exponential", "mean": 1.0}, staleness={"kind": "sync"})
+    ref, got = _timing(Cluster, cfg, 2, 8, 5, 20), _timing(HeapCluster, cfg, 2, 8, 5, 20)
+    _assert_same(got, ref, "sync, 2 groups of 8 over 12 workers")
+    events = got[1]
+    assert events[events["kind"] == "dispatch"]["worker"].nunique() == 12  # the groups' parts on every worker
 
 
 def test_without_events_and_through_simulate_timing():
@@ -70,22 +131,16 @@ def test_without_events_and_through_simulate_timing():
     got = simulate_timing(scn.system, STEPS, a.groups_per_step, a.group_size, seed=3, record_events=False)
     assert len(got.events) == 0 and got.dropped == ref.dropped
     assert got.jobs.to_frame().equals(ref.jobs.to_frame()) and got.rows.to_frame().equals(ref.rows.to_frame())
-    assert not got.jobs.to_frame().equals(
-        simulate_timing(scn.system, STEPS, a.groups_per_step, a.group_size, seed=4, record_events=False).jobs.to_frame()
-    )  # the comparison can fail
+    other = simulate_timing(scn.system, STEPS, a.groups_per_step, a.group_size, seed=4, record_events=False)
+    assert not got.jobs.to_frame().equals(other.jobs.to_frame())  # the comparison can fail
     with pytest.raises(ValueError, match="engine"):
         simulate_timing(scn.system, 2, 1, engine="fast")
 
 
-def test_an_engine_model_runs_on_simpy():
-    scn, _ = load_scenario(
-        ROOT / "scenarios" / "max_lag.toml",
-        [
-            "system.generation_time={kind='continuous_batching', step_base=0.01, step_per_sequence=0.001, length_median=20}"
-        ],
+def test_a_stuck_system_is_reported_by_both_loops():
+    cfg = SystemConfig(
+        num_workers=2, staleness={"kind": "max_lag", "k_max": 0, "enforcement": "drop", "queue_capacity": 2}
     )
-    assert not supports(scn.system, scn.algorithm.groups_per_step, scn.algorithm.group_size)
-    a = scn.algorithm
-    got = simulate_timing(scn.system, 5, a.groups_per_step, a.group_size, seed=0)
-    ref = simulate_timing(scn.system, 5, a.groups_per_step, a.group_size, seed=0, engine="simpy")
-    assert got.steps_done == 5 and got.jobs.to_frame().equals(ref.jobs.to_frame())
+    for engine in ("heap", "simpy"):
+        with pytest.raises(Exception, match="can make no progress"):
+            simulate_timing(cfg, 3, 3, engine=engine)

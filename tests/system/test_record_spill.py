@@ -140,7 +140,7 @@ def test_a_failed_run_leaves_no_spill_directory(tmp_path, monkeypatch):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(cluster_mod.Cluster, "run", boom)
-    monkeypatch.setattr(HeapCluster, "run", boom)  # the engine of one-piece systems (sandbox/system/heap_loop.py)
+    monkeypatch.setattr(HeapCluster, "run", boom)  # the engine of every run (sandbox/system/heap_loop.py)
     with pytest.raises(RuntimeError, match="boom"):
         run_scenario(_scenario(10, STALENESS["sync"]), tmp_path / "run")
     assert os.listdir(tmp_path) == []

@@ -68,6 +68,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from functools import lru_cache
+from heapq import heappop, heappush
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -354,7 +355,10 @@ class Engine:
         self.env, self.cfg, self.index, self.resample, self.resume = env, cfg, index, resample, resume
         self.version = 0
         self.waiting: deque[Request] = deque()
-        self.running: list[list] = []  # [request, remaining tokens, KV reserved, sequence index]
+        self.running: dict[int, list] = {}  # admission number -> [request, end, KV reserved, sequence index]
+        self.decoded = 0  # decode steps taken so far: a sequence in flight has ``end - decoded`` tokens left
+        self._ends: list[tuple[int, int]] = []  # min-heap of (end, admission number), stale entries skipped
+        self._admitted = 0  # admissions so far (the next admission number)
         self.kv_used = 0
         self.syncs = 0
         self.steps = 0
@@ -399,27 +403,44 @@ class Engine:
                 break
             self.kv_used += kv
             req.next_seq += 1
-            if length <= 0:  # an empty response ends at admission (after its prefill)
-                running.append([req, 0, kv, req.next_seq - 1])
-            else:
-                running.append([req, length, kv, req.next_seq - 1])
+            end = self.decoded + max(length, 0)  # an empty response ends at admission (after its prefill)
+            number = self._admitted
+            self._admitted += 1
+            running[number] = [req, end, kv, req.next_seq - 1]
+            heappush(self._ends, (end, number))
             admitted += 1
             if req.next_seq == len(req.lengths):
                 waiting.popleft()
         return admitted
 
+    def _least_left(self) -> int:
+        """The fewest tokens any sequence in flight has left (the top of the end heap, stale entries dropped:
+        a sequence that left the batch or whose end changed at a sync)."""
+        ends, running = self._ends, self.running
+        while True:
+            end, number = ends[0]
+            entry = running.get(number)
+            if entry is not None and entry[1] == end:
+                return end - self.decoded
+            heappop(ends)
+
     def _finish_ended(self) -> None:
-        keep = []
-        for entry in self.running:
-            if entry[1] <= 0:
-                self.kv_used -= entry[2]
-                req = entry[0]
-                req.left -= 1
-                if req.left == 0:
-                    req.done.succeed()
-            else:
-                keep.append(entry)
-        self.running = keep
+        """Every sequence with no token left leaves the batch, in admission order; a group whose last
+        sequence ended wakes its worker."""
+        ends, running, decoded = self._ends, self.running, self.decoded
+        ended = set()  # a sequence re-timed at a sync to the same end has two entries
+        while ends and ends[0][0] <= decoded:
+            end, number = heappop(ends)
+            entry = running.get(number)
+            if entry is not None and entry[1] == end:
+                ended.add(number)
+        for number in sorted(ended):
+            entry = running.pop(number)
+            self.kv_used -= entry[2]
+            req = entry[0]
+            req.left -= 1
+            if req.left == 0:
+                req.done.succeed()
 
     def _rearm(self) -> None:
         if self._wake.triggered:
@@ -434,11 +455,12 @@ class Engine:
         target, weights = head.version, head.weights
         if cfg.sync == "abort" and self.running:
             aborted: list[Request] = []
-            for req, _, kv, _ in self.running:
+            for req, _, kv, _ in self.running.values():
                 self.kv_used -= kv
                 if req not in aborted:
                     aborted.append(req)
-            self.running = []
+            self.running.clear()
+            self._ends.clear()
             for req in reversed(aborted):  # regenerated first, in their order, under the new version
                 # sequences of the group still waiting for admission leave the queue too
                 if req in self.waiting:
@@ -452,7 +474,7 @@ class Engine:
         if cfg.sync == "partial" and cfg.mixed_versions and self.resume is not None:
             self._resume_older(target, weights)
         elif cfg.sync == "partial":
-            for entry in self.running:
+            for entry in self.running.values():
                 job = entry[0].job
                 if job.tail_version < target:
                     job.tail_version = target
@@ -463,25 +485,27 @@ class Engine:
         (in admission order) then queued, is cut at the tokens each sequence has decoded and continued under
         ``weights`` (module docstring); the sequences keep their place with their new remaining steps."""
         reqs: list[Request] = []
-        for entry in self.running:
+        for entry in self.running.values():
             if entry[0] not in reqs:
                 reqs.append(entry[0])
         reqs += [req for req in self.waiting if req not in reqs]
+        decoded = self.decoded
         for req in reqs:
             if req.version >= target:
                 continue
-            entries = {entry[3]: entry for entry in self.running if entry[0] is req}
+            entries = {entry[3]: (number, entry) for number, entry in self.running.items() if entry[0] is req}
             positions = []
             for i, length in enumerate(req.lengths):
                 if i >= req.next_seq:
                     positions.append(0)  # not admitted yet: all its tokens under the new weights
                 elif i in entries:
-                    positions.append(length - entries[i][1])
+                    positions.append(length - (entries[i][1][1] - decoded))
                 else:
                     positions.append(length)  # ended: kept whole
             lengths = [int(v) for v in self.resume(req.job, target, weights, positions)]
-            for i, entry in entries.items():
-                entry[1] = lengths[i] - positions[i]
+            for i, (number, entry) in entries.items():
+                entry[1] = decoded + lengths[i] - positions[i]
+                heappush(self._ends, (entry[1], number))
                 kv = self.cfg.prompt_tokens + lengths[i]
                 self.kv_used += kv - entry[2]
                 entry[2] = kv
@@ -501,7 +525,7 @@ class Engine:
                 continue
             prefill = cfg.prefill_per_token * cfg.prompt_tokens * admitted
             cost = cfg.step_cost(len(running))
-            k = min(entry[1] for entry in running)
+            k = self._least_left()
             start = env.now + prefill
             self._rearm()
             if k <= 0:  # only sequences that end at their prefill
@@ -526,8 +550,7 @@ class Engine:
                     yield env.timeout(target - env.now)
             self.busy += prefill + j * cost
             self.steps += j
-            for entry in running:
-                entry[1] -= j
+            self.decoded += j  # every sequence in flight decoded j tokens
             self._finish_ended()
 
 
