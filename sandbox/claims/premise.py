@@ -91,7 +91,7 @@ def learns_row(ctx: R.Context, seeds: int, quick: bool) -> Row:
 def reward_null(ctx: R.Context, seeds: int, quick: bool) -> Row:
     """The null row of the final-reward families: sync on other sampling seeds − sync, in [−margin, margin]."""
     ref = R.per_seed(R.SYNC, seeds, quick, R.Run.final_reward, ctx)
-    other = np.array([r.final_reward() for r in R.null_runs(R.SYNC, seeds, quick, ctx)])
+    other = R.null_per_seed(R.SYNC, seeds, quick, R.Run.final_reward, ctx)
     return null_row(
         "sync reseeded", "final expected reward: sync (other sampling seed) − sync", other - ref, ctx.margin, ctx.name
     )

@@ -251,7 +251,10 @@ def figure(result: ClaimResult, path: Path) -> None:
             ax.plot(c.x, c.y, color=color, label=c.label, linestyle="--" if c.label.endswith("(LM)") else "-")
             if c.low:
                 ax.fill_between(c.x, c.low, c.high, color=color, alpha=0.2, linewidth=0)
-        ax.legend(fontsize=7, title="mean over seeds, band: 95% CI", title_fontsize=7)
+            for seed in c.seeds:
+                ax.plot(c.x, seed, color=color, linewidth=0.5, alpha=0.45)
+        title = "mean over seeds, band: 95% CI" + (", thin: each seed" if any(c.seeds for c in result.curves) else "")
+        ax.legend(fontsize=7, title=title, title_fontsize=7)
     else:
         bars = [c for c in result.curves if c.low]
         fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(bars) + 3), 4.6))
