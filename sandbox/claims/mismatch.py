@@ -95,7 +95,14 @@ def auc(run: R.Run) -> float:
 def _bar(result: ClaimResult, i: int, label: str, values: np.ndarray) -> None:
     m, lo, hi = t_interval(values)
     result.curves.append(
-        Curve(label, [float(i)], [m], [lo if math.isfinite(lo) else m], [hi if math.isfinite(hi) else m])
+        Curve(
+            label,
+            [float(i)],
+            [m],
+            [lo if math.isfinite(lo) else m],
+            [hi if math.isfinite(hi) else m],
+            [[float(v)] for v in values],
+        )
     )
 
 
@@ -344,7 +351,8 @@ def staleness(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     for name in names:
         ms, ls, hs = zip(*(t_interval(v) for v in (ess[name], scale[name])))
         fix = lambda lo, m: [x if math.isfinite(x) else y for x, y in zip(lo, m)]  # noqa: E731
-        result.curves.append(Curve(name, [0.0, 1.0], list(ms), fix(ls, ms), fix(hs, ms)))
+        seeds = [[float(e), float(v)] for e, v in zip(ess[name], scale[name])]
+        result.curves.append(Curve(name, [0.0, 1.0], list(ms), fix(ls, ms), fix(hs, ms), seeds))
     return result
 
 
