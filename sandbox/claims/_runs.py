@@ -418,10 +418,22 @@ def with_collapse(rs: list[Run], stat) -> SeedValues:
     return SeedValues(np.array([stat(r) for r in rs], dtype=float), [c for c, _ in flags], [d for _, d in flags])
 
 
+def paired_with_collapse(first: list[Run], second: list[Run], stat) -> SeedValues:
+    """``stat(a, b)`` of each pair of runs of one seed, a seed flagged when either run collapsed or diverged."""
+    a, b = with_collapse(first, lambda r: 0.0), with_collapse(second, lambda r: 0.0)
+    values = np.array([stat(x, y) for x, y in zip(first, second)], dtype=float)
+    return SeedValues(values, a.collapsed | b.collapsed, a.diverged | b.diverged)
+
+
 def per_seed(overrides: dict, seeds: int, quick: bool, stat, ctx: Context = BITSTRING) -> SeedValues:
     """``stat`` of each seed's run, with which of those runs collapsed and diverged (:mod:`.seed_values`:
     a row built from these values shows them in its "collapsed k/R" column)."""
     return with_collapse(runs(overrides, seeds, quick, ctx), stat)
+
+
+def null_per_seed(overrides: dict, seeds: int, quick: bool, stat, ctx: Context = BITSTRING) -> SeedValues:
+    """As :func:`per_seed`, on the variant's null runs (:func:`null_runs`: other sampling seeds)."""
+    return with_collapse(null_runs(overrides, seeds, quick, ctx), stat)
 
 
 def smooth(a: np.ndarray, window: int = 5) -> np.ndarray:

@@ -184,6 +184,8 @@ class Curve:
     y: list[float]
     low: list[float] = field(default_factory=list)
     high: list[float] = field(default_factory=list)
+    seeds: list[list[float]] = field(default_factory=list)
+    """Each seed's curve (drawn thin under the mean, so that a collapsed seed stays visible); empty: none."""
 
 
 @dataclass
@@ -240,3 +242,9 @@ def band(
         lows = [min(max(v, bounds[0]), bounds[1]) if math.isfinite(v) else v for v in lows]
         highs = [min(max(v, bounds[0]), bounds[1]) if math.isfinite(v) else v for v in highs]
     return means, lows, highs
+
+
+def seed_curve(label: str, x: list[float], per_seed: np.ndarray, bounds: tuple[float, float] | None = None) -> Curve:
+    """A :class:`Curve` of a (seeds, points) array: the mean with its :func:`band`, and every seed's own curve."""
+    m, lo, hi = band(per_seed, bounds=bounds)
+    return Curve(label, x, m, lo, hi, [row.tolist() for row in np.asarray(per_seed, dtype=float)])

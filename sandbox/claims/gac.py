@@ -39,7 +39,15 @@ from __future__ import annotations
 import numpy as np
 
 from sandbox.claims import _runs as R
-from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, band
+from sandbox.claims.base import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    NOT_TESTABLE,
+    REPRODUCED,
+    ClaimResult,
+    Row,
+    seed_curve,
+)
 from sandbox.claims.null import against, null_row
 from sandbox.claims.premise import contexts, gate, learns_row, margin_text, premise_row, reward_null
 
@@ -102,7 +110,7 @@ def _rows(ctx: R.Context, seeds: int, quick: bool, names) -> list[Row]:
         name: _undefined_note(("sync", cos["sync"]), *([(name, cos[name])] if name != "sync" else [])) for name in names
     }
     c = ctx.name
-    reseeded = np.array([_cos(r, WARMUPS["sync"]) for r in R.null_runs(VARIANTS["sync"], seeds, quick, ctx)])
+    reseeded = R.null_per_seed(VARIANTS["sync"], seeds, quick, lambda r: _cos(r, WARMUPS["sync"]), ctx)
     cos_null = null_row(
         "sync cosine reseeded", "cos(sync, other sampling seed) − cos(sync)", reseeded - cos["sync"], COS_MIN_EFFECT, c
     )
@@ -230,6 +238,5 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         n = min(len(r.steps) for r in runs)
         # undefined steps (a zero gradient) stay NaN: gaps in the figure, never a cosine of 0
         per = np.array([R.smooth(defined_cosine(r)[:n]) for r in runs])
-        m, lo, hi = band(per, bounds=(-1.0, 1.0))
-        result.curves.append(Curve(name, steps[:n].tolist(), m, lo, hi))
+        result.curves.append(seed_curve(name, steps[:n].tolist(), per, bounds=(-1.0, 1.0)))
     return result

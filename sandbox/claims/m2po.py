@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from sandbox.claims import _runs as R
-from sandbox.claims.base import ClaimResult, Curve, Row, band
+from sandbox.claims.base import ClaimResult, Row, seed_curve
 from sandbox.claims.null import against
 from sandbox.claims.premise import contexts, gate, learns_row, margin_text, premise_row, reward_null
 
@@ -84,8 +84,12 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         ]
         runs = R.runs(ov, n_seeds, quick, ctx)
         n = min(len(r.steps) for r in runs)
-        m, lo, hi = band(np.array([R.smooth(r.metrics["mask/frac"][:n]) for r in runs]), bounds=(0.0, 1.0))
         result.curves.append(
-            Curve("M2PO, lag 16" + (" (LM)" if ctx.name == "lm" else ""), runs[0].steps[:n].tolist(), m, lo, hi)
+            seed_curve(
+                "M2PO, lag 16" + (" (LM)" if ctx.name == "lm" else ""),
+                runs[0].steps[:n].tolist(),
+                np.array([R.smooth(r.metrics["mask/frac"][:n]) for r in runs]),
+                bounds=(0.0, 1.0),
+            )
         )
     return result

@@ -43,7 +43,7 @@ import re
 import numpy as np
 
 from sandbox.claims import _runs as R
-from sandbox.claims.base import NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, band, t_interval
+from sandbox.claims.base import NOT_TESTABLE, REPRODUCED, ClaimResult, Curve, Row, seed_curve, t_interval
 from sandbox.claims.null import against, null_row
 
 MARGIN = 0.02
@@ -95,7 +95,14 @@ def auc(run: R.Run) -> float:
 def _bar(result: ClaimResult, i: int, label: str, values: np.ndarray) -> None:
     m, lo, hi = t_interval(values)
     result.curves.append(
-        Curve(label, [float(i)], [m], [lo if math.isfinite(lo) else m], [hi if math.isfinite(hi) else m])
+        Curve(
+            label,
+            [float(i)],
+            [m],
+            [lo if math.isfinite(lo) else m],
+            [hi if math.isfinite(hi) else m],
+            [[float(v)] for v in values],
+        )
     )
 
 
@@ -152,7 +159,7 @@ def corrections(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     null = null_row(
         f"uncorrected σ={PREMISE_SIGMA:g} reseeded",
         "AUC(uncorrected, other sampling seed) − AUC(uncorrected)",
-        np.array([auc(r) for r in R.null_runs(uncorrected, seeds, quick)]) - a[f"σ={PREMISE_SIGMA:g}, H=128"],
+        R.null_per_seed(uncorrected, seeds, quick, auc) - a[f"σ={PREMISE_SIGMA:g}, H=128"],
         MARGIN,
         "",
     )
@@ -213,14 +220,14 @@ def sync(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     null = null_row(
         "sync reseeded",
         "AUC(sync, other sampling seed) − AUC(sync)",
-        np.array([auc(r) for r in reseeded]) - np.array([auc(r) for r in ref]),
+        R.with_collapse(reseeded, auc) - R.with_collapse(ref, auc),
         MARGIN,
         "",
     )
-    floor = np.array([curve_distance(r0, r1) for r0, r1 in zip(ref, reseeded)])
+    floor = R.paired_with_collapse(ref, reseeded, curve_distance)
     for s in SYNC_SIGMAS:
         mis = runs[f"staleness 0, σ={s:g}"]
-        diff = np.array([curve_distance(r0, r1) for r0, r1 in zip(ref, mis)])
+        diff = R.paired_with_collapse(ref, mis, curve_distance)
         k3 = np.nanmean([r.mean("mismatch/kl_k3") for r in mis])
         result.rows.append(
             Row(
@@ -237,7 +244,7 @@ def sync(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
                 Row(
                     f"σ={s:g}: how much (AUC gap within ±{MARGIN:g})",
                     "AUC(staleness 0 + mismatch) − AUC(sync)",
-                    np.array([auc(r) for r in mis]) - np.array([auc(r) for r in ref]),
+                    R.with_collapse(mis, auc) - R.with_collapse(ref, auc),
                     (-MARGIN, MARGIN),
                     "within",
                 ),
@@ -250,8 +257,8 @@ def sync(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
         n = min(len(r.steps) for r in rs)
         ev = np.array([r.metrics["eval/expected_reward"][:n] for r in rs])
         keep = np.isfinite(ev).any(0)
-        m, lo, hi = band(np.array([R.smooth(row[keep]) for row in ev]), bounds=(0.0, 1.0))
-        result.curves.append(Curve(name, rs[0].steps[:n][keep].tolist(), m, lo, hi))
+        per = np.array([R.smooth(row[keep]) for row in ev])
+        result.curves.append(seed_curve(name, rs[0].steps[:n][keep].tolist(), per, bounds=(0.0, 1.0)))
     return result
 
 
@@ -291,14 +298,14 @@ def staleness(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     ess_null = null_row(
         "ESS/N reseeded (sync, exact)",
         "ESS/N: other sampling seed − sync exact",
-        np.array([r.mean("is/ess_ratio") for r in reseeded]) - e[names[0]],
+        R.with_collapse(reseeded, lambda r: r.mean("is/ess_ratio")) - e[names[0]],
         MIN_EFFECT,
         "",
     )
     scale_null = null_row(
         "lr/scale reseeded (sync, exact)",
         "lr/scale: other sampling seed − sync exact",
-        np.array([r.mean("lr/scale") for r in reseeded]) - s[names[0]],
+        R.with_collapse(reseeded, lambda r: r.mean("lr/scale")) - s[names[0]],
         MIN_EFFECT,
         "",
     )
@@ -344,7 +351,8 @@ def staleness(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     for name in names:
         ms, ls, hs = zip(*(t_interval(v) for v in (ess[name], scale[name])))
         fix = lambda lo, m: [x if math.isfinite(x) else y for x, y in zip(lo, m)]  # noqa: E731
-        result.curves.append(Curve(name, [0.0, 1.0], list(ms), fix(ls, ms), fix(hs, ms)))
+        seeds = [[float(e), float(v)] for e, v in zip(ess[name], scale[name])]
+        result.curves.append(Curve(name, [0.0, 1.0], list(ms), fix(ls, ms), fix(hs, ms), seeds))
     return result
 
 
@@ -388,6 +396,6 @@ def drift(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     for name, ov in variants.items():
         rs = R.runs(ov, seeds, quick)
         n = min(len(r.steps) for r in rs)
-        m, lo, hi = band(np.array([R.smooth(r.metrics["mismatch/kl_k3"][:n]) for r in rs]))
-        result.curves.append(Curve(name, rs[0].steps[:n].tolist(), m, lo, hi))
+        per = np.array([R.smooth(r.metrics["mismatch/kl_k3"][:n]) for r in rs])
+        result.curves.append(seed_curve(name, rs[0].steps[:n].tolist(), per))
     return result

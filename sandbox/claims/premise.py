@@ -28,6 +28,7 @@ cosine rows, the masked fraction) carry their context but are not gated.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def learns_row(ctx: R.Context, seeds: int, quick: bool) -> Row:
 def reward_null(ctx: R.Context, seeds: int, quick: bool) -> Row:
     """The null row of the final-reward families: sync on other sampling seeds − sync, in [−margin, margin]."""
     ref = R.per_seed(R.SYNC, seeds, quick, R.Run.final_reward, ctx)
-    other = np.array([r.final_reward() for r in R.null_runs(R.SYNC, seeds, quick, ctx)])
+    other = R.null_per_seed(R.SYNC, seeds, quick, R.Run.final_reward, ctx)
     return null_row(
         "sync reseeded", "final expected reward: sync (other sampling seed) − sync", other - ref, ctx.margin, ctx.name
     )
@@ -153,9 +154,12 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
         for row in (learns_row(ctx, n, quick), premise_row(ctx, n, quick), reward_null(ctx, n, quick))
     ]
     for name, ov in VARIANTS.items():
-        cis = []
+        cis, values = [], []
         for ctx, n in ctxs:
-            m, lo, hi = t_interval(R.per_seed(ov, n, quick, R.Run.final_reward, ctx))
+            values.append(R.per_seed(ov, n, quick, R.Run.final_reward, ctx))
+            m, lo, hi = t_interval(values[-1])
             cis.append((m, lo if np.isfinite(lo) else m, hi if np.isfinite(hi) else m))
-        result.curves.append(Curve(name, [float(i) for i in range(len(ctxs))], *map(list, zip(*cis))))
+        # each seed's value per context (a context with fewer seeds padded with NaN: no dot)
+        seeds = [[float(v[s]) if s < len(v) else math.nan for v in values] for s in range(max(n for _, n in ctxs))]
+        result.curves.append(Curve(name, [float(i) for i in range(len(ctxs))], *map(list, zip(*cis)), seeds))
     return result

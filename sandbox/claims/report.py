@@ -229,10 +229,10 @@ def _split_label(label: str) -> tuple[str, str]:
 
 def figure(result: ClaimResult, path: Path) -> None:
     """Lines: the mean over seeds with its 95% band per variant (an LM-context curve, labelled
-    "(LM)", dashed). Bars: one bar per variant with its
-    CI, named on the x axis; a curve without a band (a theory or published value) is a black mark
+    "(LM)", dashed), each seed's curve thin under it (:attr:`Curve.seeds`). Bars: one bar per variant with its
+    CI, named on the x axis, each seed's value a dot; a curve without a band (a theory or published value) is a black mark
     over its bar, with one legend entry per kind of mark. Grouped: per category (``x_ticks``) one
-    bar per variant with its CI, the variants side by side."""
+    bar per variant with its CI, the variants side by side, each seed's value a dot."""
     if result.kind == "grouped":
         fig, ax = plt.subplots(figsize=(10, 4.5))
         width = 0.8 / max(len(result.curves), 1)
@@ -241,9 +241,18 @@ def figure(result: ClaimResult, path: Path) -> None:
             y = np.asarray(c.y, dtype=float)
             err = [y - np.asarray(c.low or c.y), np.asarray(c.high or c.y) - y]
             ax.bar(x, y, width, yerr=err, capsize=2, color=PALETTE[i % len(PALETTE)], label=c.label)
+            for seed in c.seeds:  # each seed's value, a dot on its bar
+                ax.plot(x, seed, "o", color="black", markersize=3.5, alpha=0.7)
         ax.set_xticks(range(len(result.x_ticks)), result.x_ticks, rotation=30, ha="right", fontsize=7)
         ax.set_ylim(top=ax.get_ylim()[1] * 1.12)  # room for the legend above the bars
-        ax.legend(fontsize=7, ncol=len(result.curves), loc="upper center")
+        dots = any(c.seeds for c in result.curves)
+        ax.legend(
+            fontsize=7,
+            ncol=len(result.curves),
+            loc="upper center",
+            title="bars: mean, 95% CI" + ("; dots: each seed" if dots else ""),
+            title_fontsize=7,
+        )
     elif result.kind == "lines":
         fig, ax = plt.subplots(figsize=(7, 4))
         for i, c in enumerate(result.curves):
@@ -251,7 +260,10 @@ def figure(result: ClaimResult, path: Path) -> None:
             ax.plot(c.x, c.y, color=color, label=c.label, linestyle="--" if c.label.endswith("(LM)") else "-")
             if c.low:
                 ax.fill_between(c.x, c.low, c.high, color=color, alpha=0.2, linewidth=0)
-        ax.legend(fontsize=7, title="mean over seeds, band: 95% CI", title_fontsize=7)
+            for seed in c.seeds:
+                ax.plot(c.x, seed, color=color, linewidth=0.5, alpha=0.45)
+        title = "mean over seeds, band: 95% CI" + (", thin: each seed" if any(c.seeds for c in result.curves) else "")
+        ax.legend(fontsize=7, title=title, title_fontsize=7)
     else:
         bars = [c for c in result.curves if c.low]
         fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(bars) + 3), 4.6))
@@ -260,7 +272,7 @@ def figure(result: ClaimResult, path: Path) -> None:
             name, kind = _split_label(c.label)
             if c.low:
                 err = [[c.y[0] - c.low[0]], [c.high[0] - c.y[0]]]
-                legend = f"{kind or 'measured'} (mean, 95% CI)"
+                legend = f"{kind or 'measured'} (mean, 95% CI{'; dots: each seed' if c.seeds else ''})"
                 ax.bar(
                     c.x,
                     c.y,
@@ -271,6 +283,8 @@ def figure(result: ClaimResult, path: Path) -> None:
                     label=legend if legend not in labelled else None,
                 )
                 labelled.add(legend)
+                for seed in c.seeds:  # each seed's value, a dot on its bar
+                    ax.plot(c.x, seed, "o", color="black", markersize=4, alpha=0.7)
                 ticks.append(c.x[0])
                 names.append(name)
             else:

@@ -41,7 +41,7 @@ import math
 import numpy as np
 
 from sandbox.claims import _runs as R
-from sandbox.claims.base import ClaimResult, Curve, Row, band
+from sandbox.claims.base import ClaimResult, Row, seed_curve
 from sandbox.claims.null import against
 from sandbox.claims.premise import contexts, gate, learns_row, margin_text, premise_row, reward_null
 
@@ -145,14 +145,15 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
     }
     premise = premise_row(R.BITSTRING, seeds, quick)
     scales = R.per_seed(vcpo_ov, seeds, quick, lambda r: r.mean("lr/scale"))
-    control = np.array(
+    control = R.with_collapse(
         [
-            R.run({**R.lag(16), **R.TIS, "algorithm.optimizer.lr": float(R.BASE_LR * s)}, seed, quick).final_reward()
+            R.run({**R.lag(16), **R.TIS, "algorithm.optimizer.lr": float(R.BASE_LR * s)}, seed, quick)
             for seed, s in enumerate(scales)
-        ]
+        ],
+        R.Run.final_reward,
     )
-    leads = np.array([collapse_lead(r) for r in R.runs(R.lag(16), seeds, quick)])
-    nulls = np.array([null_lead(r) for r in R.runs(R.lag(16), seeds, quick)])
+    leads = R.per_seed(R.lag(16), seeds, quick, collapse_lead)
+    nulls = R.per_seed(R.lag(16), seeds, quick, null_lead)
     collapsed = int(np.isfinite(leads).sum())
     raw = (
         f"raw lead (descriptive, positive by construction): {np.nanmean(leads):.1f} steps"
@@ -250,6 +251,6 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
     for name, ov, ctx, n_seeds in curves:
         runs = R.runs(ov, n_seeds, quick, ctx)
         n = min(len(r.steps) for r in runs)
-        m, lo, hi = band(np.array([R.smooth(r.metrics["is/ess_ratio"][:n]) for r in runs]), bounds=(0.0, 1.0))
-        result.curves.append(Curve(name, runs[0].steps[:n].tolist(), m, lo, hi))
+        per = np.array([R.smooth(r.metrics["is/ess_ratio"][:n]) for r in runs])
+        result.curves.append(seed_curve(name, runs[0].steps[:n].tolist(), per, bounds=(0.0, 1.0)))
     return result

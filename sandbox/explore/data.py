@@ -100,13 +100,6 @@ def time_to_target(times, scores: np.ndarray, target: float, higher: bool) -> li
     return out
 
 
-def collapsed(scores: np.ndarray, higher: bool) -> list[bool]:
-    """Per replica: ended no better than it started (a diverged quadratic, a bit-string stuck at its
-    start) or with a non-finite score."""
-    first, last = scores[0], scores[-1]
-    return [bool(not np.isfinite(b) or (b <= a if higher else b >= a)) for a, b in zip(first, last)]
-
-
 def reduce_run(res: RunResult, grid: Grid) -> dict:
     """The arrays of one run the page draws."""
     m = res.metrics
@@ -157,7 +150,8 @@ def reduce_run(res: RunResult, grid: Grid) -> dict:
         "reward": series(ev[score]),
         "rep_reward": [series(reps[:, r]) for r in range(reps.shape[1])],
         "ttt": time_to_target(ev["time"].to_numpy(), reps, target, higher),
-        "collapsed": collapsed(reps, higher),
+        # the run's own per-replica flags: the rule of sandbox/analysis/collapse.py (docs/explore.md)
+        "collapsed": [bool(c) for c in res.summary["collapsed"]],
         "ess": series(m["is/ess_ratio"]) if "is/ess_ratio" in m else [None] * len(m),
         "cos": series(m["grad/cos_prev"]),
         "staleness": series(m["staleness/mean"]),

@@ -487,7 +487,7 @@
     const did = state.method === "none" ? "" : ` What ${SHORT[state.method]} did: ${acts.length ? acts.join(", ") : "nothing measurable"}.`;
     $("headline").innerHTML = `<b>${DATA.task_label}.</b> Asynchronous, ${label}, k_max = ${lag}, lr = ${DATA.axes.lrs[state.lr]}: ` +
       `${sc.label} ${targetText()} after ${list(run.ttt)} s (replicas) against ${list(ref.ttt)} s synchronously: ${speed}. ` +
-      `<span id="hl-collapsed" data-value="${col}">${col} of ${R} replicas collapsed</span> (ended no better than they started; ` +
+      `<span id="hl-collapsed" data-value="${col}">${col} of ${R} replicas collapsed</span> (diverged, or on a reward task a dead policy: final reward below 0.05 with a zero gradient; ` +
       `final ${sc.label} per replica ${run.rep_reward.map((r) => fmt(r[r.length - 1])).join(", ")}). ` +
       `${h.dropped} groups dropped by the lag bound.` + did;
   }

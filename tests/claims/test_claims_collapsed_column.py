@@ -70,3 +70,36 @@ def test_values_without_records_give_a_lower_bound_or_a_dash(planted):
     # reductions and slices are plain numbers, never a row's flags
     assert not isinstance(np.nanmean(a), SeedValues)
     assert collapsed_text(Row("sliced", "s", a[1:], 0.0, ">")) == "—"
+
+
+def _learning_run(dead: bool) -> _runs.Run:
+    """A run with every series the vcpo claim reads; ``dead``: reward falls to 0 with a zero gradient."""
+    run = _run("dead" if dead else "learns")
+    run.metrics["is/ess_ratio"] = np.linspace(1.0, 0.2, STEPS)
+    run.metrics["lr/scale"] = np.full(STEPS, 0.5)
+    return run
+
+
+def test_vcpo_rows_built_from_single_runs_count_planted_collapses(monkeypatch):
+    """The matched-constant-lr control (built run by run), the ESS lead and the reward null: a planted dead
+    run behind each of them is counted, and every learning row of the claim has complete flags."""
+    from sandbox.claims import vcpo
+
+    dead_control_seed, dead_lag16_seed, dead_null_seed = 1, 2, 3
+
+    def runs(overrides, seeds, quick, ctx=_runs.BITSTRING):
+        return [_learning_run(overrides == _runs.lag(16) and s == dead_lag16_seed) for s in range(seeds)]
+
+    def null_runs(overrides, seeds, quick, ctx=_runs.BITSTRING):
+        return [_learning_run(s == dead_null_seed) for s in range(seeds)]
+
+    monkeypatch.setattr(_runs, "runs", runs)
+    monkeypatch.setattr(_runs, "null_runs", null_runs)
+    monkeypatch.setattr(_runs, "run", lambda overrides, seed, quick: _learning_run(seed == dead_control_seed))
+    result = vcpo.run(quick=True, seeds=4, lm_seeds=0)
+    rows = {row.label: row for row in result.rows}
+    assert rows["VCPO beats matched constant lr"].collapsed == [False, True, False, False]
+    lead = next(row for label, row in rows.items() if label.startswith("ESS drop precedes"))
+    assert lead.collapsed == [False, False, True, False] and lead.collapse_complete
+    assert rows["null: sync reseeded"].collapsed == [False, False, False, True]
+    assert all(collapsed_text(row) not in ("—",) and not collapsed_text(row).startswith("≥") for row in result.rows)

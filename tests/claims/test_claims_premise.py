@@ -180,8 +180,8 @@ def test_gac_restores_is_not_testable_without_a_stale_cosine_rise(monkeypatch):
         monkeypatch.setattr(gac, "learns_row", lambda ctx, seeds, quick: _learns([0.1, 0.11, 0.12], context=ctx.name))
         zero = Row("null: x", "s", [0.0, 0.001, -0.001], (-0.05, 0.05), "within", context="lm")
         monkeypatch.setattr(gac, "reward_null", lambda ctx, seeds, quick: zero)
-        monkeypatch.setattr(gac.R, "null_runs", lambda ov, seeds, quick, ctx: [None] * seeds)
-        monkeypatch.setattr(gac, "_cos", lambda run, warmup=0: 0.03)  # the reseeded sync runs: a null within ±0.025
+        # the reseeded sync runs: a cosine of 0.03, a null within ±0.025
+        monkeypatch.setattr(gac.R, "null_per_seed", lambda ov, seeds, quick, stat, ctx: np.full(seeds, 0.03))
         return {r.label: r for r in gac._rows(_runs.LM, 3, True, gac.LM_NAMES)}
 
     risen = rows(0.3)

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from sandbox.explore.api import Grid
-from sandbox.explore.data import collapsed, compute_page, time_to_target
+from sandbox.explore.data import compute_page, time_to_target
 from sandbox.explore.grid import QUADRATIC
 from sandbox.explore.page import write_page
 
@@ -50,16 +50,14 @@ BITS = Grid(
 )
 
 
-def test_time_to_target_and_collapse_per_replica():
+def test_time_to_target_per_replica():
     import numpy as np
 
     t = np.array([1.0, 2.0, 3.0])
     loss = np.array([[20.0, 20.0, 20.0], [0.4, 5.0, np.nan], [0.3, 30.0, 0.6]])  # steps x replicas
     assert time_to_target(t, loss, 0.5, higher=False) == [2.0, None, None]
-    assert collapsed(loss, higher=False) == [False, True, False]
     reward = np.array([[0.1, 0.1], [0.95, 0.0], [1.0, 0.05]])
     assert time_to_target(t, reward, 0.9, higher=True) == [2.0, None]
-    assert collapsed(reward, higher=True) == [False, True]
 
 
 @pytest.fixture(scope="module")
