@@ -10,7 +10,9 @@ Three parts, each a table in ``report.md`` (and ``results.json``, ``mismatch_eme
 
 A. **Magnitude and growth with length** at the base model: per-token k3 KL ``mean_t(ρ − 1 − log ρ)``,
    ``ρ = π_v/μ``; mean and max token-probability gap ``|π_v(y) − μ(y)|``; per response the log-ratio
-   sum ``S = Σ_t log(π_v/μ)`` and its k3 ``e^S − 1 − S``, by response-length bucket.
+   sum ``S = Σ_t log(π_v/μ)`` and its k3 ``e^S − 1 − S``, by response-length bucket; and the fraction
+   of top-1 router decisions that flip between the sampler's precision and float32 on a
+   mixture-of-experts variant of the LM (at initialization: the cached base model is dense).
 B. **Growth with training**: ``mismatch/kl_k3`` and ``mismatch/prob_gap_mean`` (the learner's metrics,
    docs/engines.md#metrics) over the steps of synchronous uncorrected training, first vs last quarter.
 C. **Rescue search**: synchronous REINFORCE (group-normalised advantages, seq-mean-token-mean, 4 prompts
@@ -41,6 +43,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from torch.func import functional_call  # noqa: E402
 
 from sandbox.analysis.intervals import t_interval  # noqa: E402
 from sandbox.base.processes import forked_map  # noqa: E402
@@ -77,7 +80,13 @@ LENGTH_EDGES = (9, 16, 22, 28, 35)
 
 
 def scenario(
-    engine: str, correction: str = "none", steps: int = 1, replicas: int = 1, lr: float = 5e-4, eval_every: int = 1
+    engine: str,
+    correction: str = "none",
+    steps: int = 1,
+    replicas: int = 1,
+    lr: float = 5e-4,
+    eval_every: int = 1,
+    seed: int = 0,
 ) -> dict:
     scn = {
         "title": f"mismatch_emerges {engine} {correction}",
@@ -101,7 +110,7 @@ def scenario(
             "correction": CORRECTIONS[correction],
             "optimizer": {"name": "adam", "lr": lr},
         },
-        "run": {"steps": steps, "seed": 0, "eval_every": eval_every, "figures": False, "record_events": False},
+        "run": {"steps": steps, "seed": seed, "eval_every": eval_every, "figures": False, "record_events": False},
     }
     if ENGINES[engine] is not None:
         scn["engine"] = ENGINES[engine]
@@ -167,12 +176,51 @@ def magnitudes(engine: str, groups: int, seed: int = 0) -> dict:
     return out
 
 
+ROUTER_EXPERTS = 4
+"""Experts per block of the mixture-of-experts variant in :func:`router_flips` (top-1 routing)."""
+
+
+def router_flips(engine: str, groups: int, seed: int = 0) -> dict:
+    """Fraction of top-1 router decisions that differ between the sampler's precision and the trainer's
+    float32, on the same token sequences (teacher-forced; the router's input carries every upstream
+    difference). The LM variant has ``ROUTER_EXPERTS`` experts per block and is at its initialization
+    (the cached base model is dense): a router of small random logits, not a trained one."""
+    scn = scenario(engine)
+    scn["task"] = {**scn["task"], "model": {"experts": ROUTER_EXPERTS}, "warmstart": {"enabled": False}}
+    task, _, _ = prepare_run(validate_scenario(scn))
+    params = task.init_params(torch.Generator().manual_seed(0))
+    single = task._single(params, detach=True)
+    sampler, dt = task.sampling_engine().sampler_weights(single)
+    gen = torch.Generator().manual_seed(seed)
+    routers = [blk.moe.router for blk in task.model.blocks]
+    choices: list[torch.Tensor] = []
+    hooks = [r.register_forward_hook(lambda m, i, o: choices.append(o.float().argmax(-1))) for r in routers]
+    flips = total = 0
+    try:
+        with torch.no_grad():
+            for _ in range(groups):
+                g = task.generate(params, task.new_group(8, gen), gen, 0)
+                seq = torch.cat([g.prompts[0], g.tokens[0]], -1)
+                keep = torch.cat([torch.ones_like(g.prompts[0]), g.mask[0].long()], -1).bool()
+                choices.clear()
+                functional_call(task.model, single, (seq,))
+                functional_call(task.model, sampler, (seq,))
+                half = len(routers)
+                for exact, low in zip(choices[:half], choices[half:]):
+                    flips += int(((exact != low) & keep).sum())
+                    total += int(keep.sum())
+    finally:
+        for h in hooks:
+            h.remove()
+    return {"engine": engine, "experts": ROUTER_EXPERTS, "decisions": total, "flip_fraction": flips / total}
+
+
 # -- B and C: training runs ------------------------------------------------------------------------
-def train(engine: str, correction: str, steps: int, replicas: int, lr: float, eval_every: int) -> dict:
+def train(engine: str, correction: str, steps: int, replicas: int, lr: float, eval_every: int, seed: int = 0) -> dict:
     """One synchronous run of ``replicas`` independent learners (the replicas of one run: paired across
     variants, the same base model and prompt draws); per replica its final expected reward (mean of the
     last half of its evaluations) and per step the mismatch metrics (mean over replicas)."""
-    scn = validate_scenario(scenario(engine, correction, steps, replicas, lr, eval_every))
+    scn = validate_scenario(scenario(engine, correction, steps, replicas, lr, eval_every, seed))
     task, learner, cluster = prepare_run(scn)
     res = _result(scn, cluster.run(scn.run.steps), learner)
     rep = res.replica_metrics
@@ -203,6 +251,11 @@ def fmt(x: float, digits: int = 3) -> str:
     return "—" if not math.isfinite(x) else f"{x:.{digits}g}"
 
 
+def flips(m: dict) -> str:
+    r = m.get("router")
+    return "—" if r is None else f"{100 * r['flip_fraction']:.2g}% of {r['decisions']}"
+
+
 def report(mags: list[dict], runs: dict, cfg: argparse.Namespace) -> str:
     lines = [
         f"# Mismatch that emerges ({'quick' if cfg.quick else 'full'}: {cfg.steps} steps, {cfg.replicas} "
@@ -212,14 +265,14 @@ def report(mags: list[dict], runs: dict, cfg: argparse.Namespace) -> str:
         "",
         "| engine | per-token k3 | mean abs dp | max abs dp | mean abs S | "
         + " | ".join(f"len {b['lengths'][0]}-{b['lengths'][1]}: k3 / abs S" for b in mags[0]["buckets"])
-        + " |",
-        "|---|---|---|---|---|" + "---|" * len(mags[0]["buckets"]),
+        + f" | router flips ({ROUTER_EXPERTS}-expert MoE variant at init) |",
+        "|---|---|---|---|---|" + "---|" * (len(mags[0]["buckets"]) + 1),
     ]
     for m in mags:
         cells = [f"{fmt(b.get('k3', math.nan))} / {fmt(b.get('seq_abs_logratio', math.nan))}" for b in m["buckets"]]
         lines.append(
             f"| {m['engine']} | {fmt(m['k3'])} | {fmt(m['gap_mean'])} | {fmt(m['gap_max'])} | "
-            f"{fmt(m['seq_abs_logratio'])} | " + " | ".join(cells) + " |"
+            f"{fmt(m['seq_abs_logratio'])} | " + " | ".join(cells) + f" | {flips(m)} |"
         )
     lines += [
         "",
@@ -357,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     mags = []
     for e in ENGINES:
         if e != "exact":
-            mags.append(magnitudes(e, groups))
+            mags.append({**magnitudes(e, groups), "router": router_flips(e, max(2, groups // 4))})
             print(f"{e}: k3 {mags[-1]['k3']:.3g} ({time.perf_counter() - t0:.0f} s)", flush=True)
     every = max(1, cfg.steps // 4)
     specs = [("exact", "none")] + [
