@@ -15,8 +15,8 @@ A. **Magnitude and growth with length** at the base model: per-token k3 KL ``mea
    mixture-of-experts variant of the LM (at initialization: the cached base model is dense).
 B. **Growth with training**: ``mismatch/kl_k3`` and ``mismatch/prob_gap_mean`` (the learner's metrics,
    docs/engines.md#metrics) over the steps of synchronous uncorrected training, first vs last quarter.
-C. **Rescue search**: synchronous REINFORCE (group-normalised advantages, seq-mean-token-mean, 4 prompts
-   × 8 responses per step, Adam at ``--lr``, bypass mode: the correction weighs π_θ/μ, which at
+C. **Rescue search**: synchronous REINFORCE (group-normalised advantages, seq-mean-token-mean, ``--groups``
+   prompts (default 8) × 8 responses per step, Adam at ``--lr``, bypass mode: the correction weighs π_θ/μ, which at
    staleness 0 is the mismatch ratio) with an exact engine, and with each engine of
    ``--rescue-engines`` uncorrected and with token TIS (C = 2), token MIS ([0, 2]) and IcePop ([0.5, 5]).
    Per replica the final expected reward (held-out, sampled, mean of the last half of the
@@ -26,7 +26,9 @@ C. **Rescue search**: synchronous REINFORCE (group-normalised advantages, seq-me
    below 0; rescue: correction − uncorrected has its interval above 0.
 
 Run:  python examples/study_mismatch_emerges.py [--out runs/mismatch_emerges] [--jobs 3] [--quick]
-(defaults: 12 steps, 4 replicas, lr 5e-4, engines int4 and int3 in part C; ``--from-results`` re-renders.)
+(defaults: 32 steps, 4 replicas, lr 5e-4, 8 prompts per step, engines int4 and int3 in part C: a
+setting where the exact run learns, chosen on seed 1 before any correction ran; ``--from-results``
+re-renders.)
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def scenario(
     lr: float = 5e-4,
     eval_every: int = 1,
     seed: int = 0,
+    groups: int = 8,
 ) -> dict:
     scn = {
         "title": f"mismatch_emerges {engine} {correction}",
@@ -99,7 +102,7 @@ def scenario(
         },
         "algorithm": {
             "group_size": 8,
-            "groups_per_step": 4,
+            "groups_per_step": groups,
             "proximal": "behaviour",
             "objective": {
                 "name": "reinforce",
@@ -216,11 +219,20 @@ def router_flips(engine: str, groups: int, seed: int = 0) -> dict:
 
 
 # -- B and C: training runs ------------------------------------------------------------------------
-def train(engine: str, correction: str, steps: int, replicas: int, lr: float, eval_every: int, seed: int = 0) -> dict:
+def train(
+    engine: str,
+    correction: str,
+    steps: int,
+    replicas: int,
+    lr: float,
+    eval_every: int,
+    seed: int = 0,
+    groups: int = 8,
+) -> dict:
     """One synchronous run of ``replicas`` independent learners (the replicas of one run: paired across
     variants, the same base model and prompt draws); per replica its final expected reward (mean of the
     last half of its evaluations) and per step the mismatch metrics (mean over replicas)."""
-    scn = validate_scenario(scenario(engine, correction, steps, replicas, lr, eval_every, seed))
+    scn = validate_scenario(scenario(engine, correction, steps, replicas, lr, eval_every, seed, groups))
     task, learner, cluster = prepare_run(scn)
     res = _result(scn, cluster.run(scn.run.steps), learner)
     rep = res.replica_metrics
@@ -259,7 +271,7 @@ def flips(m: dict) -> str:
 def report(mags: list[dict], runs: dict, cfg: argparse.Namespace) -> str:
     lines = [
         f"# Mismatch that emerges ({'quick' if cfg.quick else 'full'}: {cfg.steps} steps, {cfg.replicas} "
-        f"replicas, lr {cfg.lr:g})",
+        f"replicas, lr {cfg.lr:g}, {getattr(cfg, 'groups', 4)} prompts per step, seed {getattr(cfg, 'seed', 0)})",
         "",
         "## A. Magnitude and growth with length (base model)",
         "",
@@ -376,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="learner steps per run (default 12, quick 4)")
     ap.add_argument("--replicas", type=int, default=None, help="independent learners per run (default 4, quick 2)")
     ap.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
+    ap.add_argument("--groups", type=int, default=None, help="prompts (groups of 8 responses) per step (default 8)")
+    ap.add_argument("--seed", type=int, default=0, help="run seed of the training runs (the replicas' draws)")
     ap.add_argument("--rescue-engines", default=None, help="engines of part C, comma-separated (default int4,int3)")
     ap.add_argument("--jobs", type=int, default=2, help="training runs simulated at once, in forked processes")
     ap.add_argument("--from-results", default=None, help="re-render report.md and the figure from a results.json")
@@ -392,12 +406,13 @@ def main(argv: list[str] | None = None) -> int:
         figure(saved["magnitudes"], runs, max(1, cfg.steps // 4), cfg.steps, out / "mismatch_emerges.png")
         print(text)
         return 0
-    for flag in ("steps", "replicas", "jobs"):
+    for flag in ("steps", "replicas", "jobs", "groups"):
         if getattr(cfg, flag) is not None and getattr(cfg, flag) < 1:
             ap.error(f"--{flag}: expected a positive integer, got {getattr(cfg, flag)}")
     if not cfg.lr > 0:
         ap.error(f"--lr: expected a positive learning rate, got {cfg.lr}")
-    cfg.steps = cfg.steps or (4 if cfg.quick else 12)
+    cfg.steps = cfg.steps or (4 if cfg.quick else 32)
+    cfg.groups = cfg.groups or 8
     cfg.replicas = cfg.replicas or (2 if cfg.quick else 4)
     rescue = (cfg.rescue_engines or "int4,int3").split(",")
     for e in rescue:
@@ -419,13 +434,25 @@ def main(argv: list[str] | None = None) -> int:
     runs = {}
     for i in range(0, len(specs), cfg.jobs):  # each run depends on its settings only: any order, any process
         chunk = specs[i : i + cfg.jobs]
-        done = forked_map([lambda e=e, c=c: train(e, c, cfg.steps, cfg.replicas, cfg.lr, every) for e, c in chunk])
+        done = forked_map(
+            [
+                lambda e=e, c=c: train(e, c, cfg.steps, cfg.replicas, cfg.lr, every, cfg.seed, cfg.groups)
+                for e, c in chunk
+            ]
+        )
         for (e, c), r in zip(chunk, done):
             runs[(e, c)] = r
             print(f"{e}, {c}: final {np.round(r['final'], 3)} ({time.perf_counter() - t0:.0f} s)", flush=True)
     text = report(mags, runs, cfg)
     (out / "report.md").write_text(text)
-    config = {"quick": cfg.quick, "steps": cfg.steps, "replicas": cfg.replicas, "lr": cfg.lr}
+    config = {
+        "quick": cfg.quick,
+        "steps": cfg.steps,
+        "replicas": cfg.replicas,
+        "lr": cfg.lr,
+        "groups": cfg.groups,
+        "seed": cfg.seed,
+    }
     saved = {"config": config, "magnitudes": mags, "runs": list(runs.values()), "seconds": time.perf_counter() - t0}
     (out / "results.json").write_text(json.dumps(saved, indent=1))
     figure(mags, runs, every, cfg.steps, out / "mismatch_emerges.png")
