@@ -271,7 +271,7 @@ def flips(m: dict) -> str:
 def report(mags: list[dict], runs: dict, cfg: argparse.Namespace) -> str:
     lines = [
         f"# Mismatch that emerges ({'quick' if cfg.quick else 'full'}: {cfg.steps} steps, {cfg.replicas} "
-        f"replicas, lr {cfg.lr:g}, {getattr(cfg, 'groups', 4)} prompts per step, seed {getattr(cfg, 'seed', 0)})",
+        f"replicas, lr {cfg.lr:g}, {cfg.groups} prompts per step, seed {cfg.seed})",
         "",
         "## A. Magnitude and growth with length (base model)",
         "",
@@ -396,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = ap.parse_args(argv)
     if cfg.from_results:
         saved = json.loads(Path(cfg.from_results).read_text())
+        cfg.groups, cfg.seed = 4, 0  # results saved before these options existed used these
         for k, v in saved["config"].items():
             setattr(cfg, k, v)
         out = Path(cfg.out)
