@@ -10,11 +10,13 @@ Three parts, each a table in ``report.md`` (and ``results.json``, ``mismatch_eme
 
 A. **Magnitude and growth with length** at the base model: per-token k3 KL ``mean_t(ρ − 1 − log ρ)``,
    ``ρ = π_v/μ``; mean and max token-probability gap ``|π_v(y) − μ(y)|``; per response the log-ratio
-   sum ``S = Σ_t log(π_v/μ)`` and its k3 ``e^S − 1 − S``, by response-length bucket.
+   sum ``S = Σ_t log(π_v/μ)`` and its k3 ``e^S − 1 − S``, by response-length bucket; and the fraction
+   of top-1 router decisions that flip between the sampler's precision and float32 on a
+   mixture-of-experts variant of the LM (at initialization: the cached base model is dense).
 B. **Growth with training**: ``mismatch/kl_k3`` and ``mismatch/prob_gap_mean`` (the learner's metrics,
    docs/engines.md#metrics) over the steps of synchronous uncorrected training, first vs last quarter.
-C. **Rescue search**: synchronous REINFORCE (group-normalised advantages, seq-mean-token-mean, 4 prompts
-   × 8 responses per step, Adam at ``--lr``, bypass mode: the correction weighs π_θ/μ, which at
+C. **Rescue search**: synchronous REINFORCE (group-normalised advantages, seq-mean-token-mean, ``--groups``
+   prompts (default 8) × 8 responses per step, Adam at ``--lr``, bypass mode: the correction weighs π_θ/μ, which at
    staleness 0 is the mismatch ratio) with an exact engine, and with each engine of
    ``--rescue-engines`` uncorrected and with token TIS (C = 2), token MIS ([0, 2]) and IcePop ([0.5, 5]).
    Per replica the final expected reward (held-out, sampled, mean of the last half of the
@@ -24,7 +26,9 @@ C. **Rescue search**: synchronous REINFORCE (group-normalised advantages, seq-me
    below 0; rescue: correction − uncorrected has its interval above 0.
 
 Run:  python examples/study_mismatch_emerges.py [--out runs/mismatch_emerges] [--jobs 3] [--quick]
-(defaults: 12 steps, 4 replicas, lr 5e-4, engines int4 and int3 in part C; ``--from-results`` re-renders.)
+(defaults: 32 steps, 4 replicas, lr 5e-4, 8 prompts per step, engines int4 and int3 in part C: a
+setting where the exact run learns, chosen on seed 1 before any correction ran; ``--from-results``
+re-renders.)
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from torch.func import functional_call  # noqa: E402
 
 from sandbox.analysis.intervals import t_interval  # noqa: E402
 from sandbox.base.processes import forked_map  # noqa: E402
@@ -77,7 +82,14 @@ LENGTH_EDGES = (9, 16, 22, 28, 35)
 
 
 def scenario(
-    engine: str, correction: str = "none", steps: int = 1, replicas: int = 1, lr: float = 5e-4, eval_every: int = 1
+    engine: str,
+    correction: str = "none",
+    steps: int = 1,
+    replicas: int = 1,
+    lr: float = 5e-4,
+    eval_every: int = 1,
+    seed: int = 0,
+    groups: int = 8,
 ) -> dict:
     scn = {
         "title": f"mismatch_emerges {engine} {correction}",
@@ -90,7 +102,7 @@ def scenario(
         },
         "algorithm": {
             "group_size": 8,
-            "groups_per_step": 4,
+            "groups_per_step": groups,
             "proximal": "behaviour",
             "objective": {
                 "name": "reinforce",
@@ -101,7 +113,7 @@ def scenario(
             "correction": CORRECTIONS[correction],
             "optimizer": {"name": "adam", "lr": lr},
         },
-        "run": {"steps": steps, "seed": 0, "eval_every": eval_every, "figures": False, "record_events": False},
+        "run": {"steps": steps, "seed": seed, "eval_every": eval_every, "figures": False, "record_events": False},
     }
     if ENGINES[engine] is not None:
         scn["engine"] = ENGINES[engine]
@@ -167,12 +179,60 @@ def magnitudes(engine: str, groups: int, seed: int = 0) -> dict:
     return out
 
 
+ROUTER_EXPERTS = 4
+"""Experts per block of the mixture-of-experts variant in :func:`router_flips` (top-1 routing)."""
+
+
+def router_flips(engine: str, groups: int, seed: int = 0) -> dict:
+    """Fraction of top-1 router decisions that differ between the sampler's precision and the trainer's
+    float32, on the same token sequences (teacher-forced; the router's input carries every upstream
+    difference). The LM variant has ``ROUTER_EXPERTS`` experts per block and is at its initialization
+    (the cached base model is dense): a router of small random logits, not a trained one."""
+    scn = scenario(engine)
+    scn["task"] = {**scn["task"], "model": {"experts": ROUTER_EXPERTS}, "warmstart": {"enabled": False}}
+    task, _, _ = prepare_run(validate_scenario(scn))
+    params = task.init_params(torch.Generator().manual_seed(0))
+    single = task._single(params, detach=True)
+    sampler, dt = task.sampling_engine().sampler_weights(single)
+    gen = torch.Generator().manual_seed(seed)
+    routers = [blk.moe.router for blk in task.model.blocks]
+    choices: list[torch.Tensor] = []
+    hooks = [r.register_forward_hook(lambda m, i, o: choices.append(o.float().argmax(-1))) for r in routers]
+    flips = total = 0
+    try:
+        with torch.no_grad():
+            for _ in range(groups):
+                g = task.generate(params, task.new_group(8, gen), gen, 0)
+                seq = torch.cat([g.prompts[0], g.tokens[0]], -1)
+                keep = torch.cat([torch.ones_like(g.prompts[0]), g.mask[0].long()], -1).bool()
+                choices.clear()
+                functional_call(task.model, single, (seq,))
+                functional_call(task.model, sampler, (seq,))
+                half = len(routers)
+                for exact, low in zip(choices[:half], choices[half:]):
+                    flips += int(((exact != low) & keep).sum())
+                    total += int(keep.sum())
+    finally:
+        for h in hooks:
+            h.remove()
+    return {"engine": engine, "experts": ROUTER_EXPERTS, "decisions": total, "flip_fraction": flips / total}
+
+
 # -- B and C: training runs ------------------------------------------------------------------------
-def train(engine: str, correction: str, steps: int, replicas: int, lr: float, eval_every: int) -> dict:
+def train(
+    engine: str,
+    correction: str,
+    steps: int,
+    replicas: int,
+    lr: float,
+    eval_every: int,
+    seed: int = 0,
+    groups: int = 8,
+) -> dict:
     """One synchronous run of ``replicas`` independent learners (the replicas of one run: paired across
     variants, the same base model and prompt draws); per replica its final expected reward (mean of the
     last half of its evaluations) and per step the mismatch metrics (mean over replicas)."""
-    scn = validate_scenario(scenario(engine, correction, steps, replicas, lr, eval_every))
+    scn = validate_scenario(scenario(engine, correction, steps, replicas, lr, eval_every, seed, groups))
     task, learner, cluster = prepare_run(scn)
     res = _result(scn, cluster.run(scn.run.steps), learner)
     rep = res.replica_metrics
@@ -203,23 +263,28 @@ def fmt(x: float, digits: int = 3) -> str:
     return "—" if not math.isfinite(x) else f"{x:.{digits}g}"
 
 
+def flips(m: dict) -> str:
+    r = m.get("router")
+    return "—" if r is None else f"{100 * r['flip_fraction']:.2g}% of {r['decisions']}"
+
+
 def report(mags: list[dict], runs: dict, cfg: argparse.Namespace) -> str:
     lines = [
         f"# Mismatch that emerges ({'quick' if cfg.quick else 'full'}: {cfg.steps} steps, {cfg.replicas} "
-        f"replicas, lr {cfg.lr:g})",
+        f"replicas, lr {cfg.lr:g}, {cfg.groups} prompts per step, seed {cfg.seed})",
         "",
         "## A. Magnitude and growth with length (base model)",
         "",
         "| engine | per-token k3 | mean abs dp | max abs dp | mean abs S | "
         + " | ".join(f"len {b['lengths'][0]}-{b['lengths'][1]}: k3 / abs S" for b in mags[0]["buckets"])
-        + " |",
-        "|---|---|---|---|---|" + "---|" * len(mags[0]["buckets"]),
+        + f" | router flips ({ROUTER_EXPERTS}-expert MoE variant at init) |",
+        "|---|---|---|---|---|" + "---|" * (len(mags[0]["buckets"]) + 1),
     ]
     for m in mags:
         cells = [f"{fmt(b.get('k3', math.nan))} / {fmt(b.get('seq_abs_logratio', math.nan))}" for b in m["buckets"]]
         lines.append(
             f"| {m['engine']} | {fmt(m['k3'])} | {fmt(m['gap_mean'])} | {fmt(m['gap_max'])} | "
-            f"{fmt(m['seq_abs_logratio'])} | " + " | ".join(cells) + " |"
+            f"{fmt(m['seq_abs_logratio'])} | " + " | ".join(cells) + f" | {flips(m)} |"
         )
     lines += [
         "",
@@ -323,12 +388,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="learner steps per run (default 12, quick 4)")
     ap.add_argument("--replicas", type=int, default=None, help="independent learners per run (default 4, quick 2)")
     ap.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
+    ap.add_argument("--groups", type=int, default=None, help="prompts (groups of 8 responses) per step (default 8)")
+    ap.add_argument("--seed", type=int, default=0, help="run seed of the training runs (the replicas' draws)")
     ap.add_argument("--rescue-engines", default=None, help="engines of part C, comma-separated (default int4,int3)")
     ap.add_argument("--jobs", type=int, default=2, help="training runs simulated at once, in forked processes")
     ap.add_argument("--from-results", default=None, help="re-render report.md and the figure from a results.json")
     cfg = ap.parse_args(argv)
     if cfg.from_results:
         saved = json.loads(Path(cfg.from_results).read_text())
+        cfg.groups, cfg.seed = 4, 0  # results saved before these options existed used these
         for k, v in saved["config"].items():
             setattr(cfg, k, v)
         out = Path(cfg.out)
@@ -339,12 +407,13 @@ def main(argv: list[str] | None = None) -> int:
         figure(saved["magnitudes"], runs, max(1, cfg.steps // 4), cfg.steps, out / "mismatch_emerges.png")
         print(text)
         return 0
-    for flag in ("steps", "replicas", "jobs"):
+    for flag in ("steps", "replicas", "jobs", "groups"):
         if getattr(cfg, flag) is not None and getattr(cfg, flag) < 1:
             ap.error(f"--{flag}: expected a positive integer, got {getattr(cfg, flag)}")
     if not cfg.lr > 0:
         ap.error(f"--lr: expected a positive learning rate, got {cfg.lr}")
-    cfg.steps = cfg.steps or (4 if cfg.quick else 12)
+    cfg.steps = cfg.steps or (4 if cfg.quick else 32)
+    cfg.groups = cfg.groups or 8
     cfg.replicas = cfg.replicas or (2 if cfg.quick else 4)
     rescue = (cfg.rescue_engines or "int4,int3").split(",")
     for e in rescue:
@@ -357,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     mags = []
     for e in ENGINES:
         if e != "exact":
-            mags.append(magnitudes(e, groups))
+            mags.append({**magnitudes(e, groups), "router": router_flips(e, max(2, groups // 4))})
             print(f"{e}: k3 {mags[-1]['k3']:.3g} ({time.perf_counter() - t0:.0f} s)", flush=True)
     every = max(1, cfg.steps // 4)
     specs = [("exact", "none")] + [
@@ -366,13 +435,25 @@ def main(argv: list[str] | None = None) -> int:
     runs = {}
     for i in range(0, len(specs), cfg.jobs):  # each run depends on its settings only: any order, any process
         chunk = specs[i : i + cfg.jobs]
-        done = forked_map([lambda e=e, c=c: train(e, c, cfg.steps, cfg.replicas, cfg.lr, every) for e, c in chunk])
+        done = forked_map(
+            [
+                lambda e=e, c=c: train(e, c, cfg.steps, cfg.replicas, cfg.lr, every, cfg.seed, cfg.groups)
+                for e, c in chunk
+            ]
+        )
         for (e, c), r in zip(chunk, done):
             runs[(e, c)] = r
             print(f"{e}, {c}: final {np.round(r['final'], 3)} ({time.perf_counter() - t0:.0f} s)", flush=True)
     text = report(mags, runs, cfg)
     (out / "report.md").write_text(text)
-    config = {"quick": cfg.quick, "steps": cfg.steps, "replicas": cfg.replicas, "lr": cfg.lr}
+    config = {
+        "quick": cfg.quick,
+        "steps": cfg.steps,
+        "replicas": cfg.replicas,
+        "lr": cfg.lr,
+        "groups": cfg.groups,
+        "seed": cfg.seed,
+    }
     saved = {"config": config, "magnitudes": mags, "runs": list(runs.values()), "seconds": time.perf_counter() - t0}
     (out / "results.json").write_text(json.dumps(saved, indent=1))
     figure(mags, runs, every, cfg.steps, out / "mismatch_emerges.png")
