@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ["SANDBOX_PLUGINS"] = "0"
 
 
@@ -28,3 +30,13 @@ def pytest_configure(config):
     share = max(1, (os.cpu_count() or 1) // max(1, int(workers)))
     os.environ["OMP_NUM_THREADS"] = str(share)
     torch.set_num_threads(share)
+
+
+@pytest.fixture(scope="session")
+def wheel():
+    """``wheel("verl")`` -> directory of the unzipped pinned wheel (tests/export_cases.py). Defined here, not in a
+    conftest.py beside the per-framework tests: that would put tests/frameworks/ on sys.path, where the folder
+    tests/frameworks/verl/ shadows the verl package imported from the wheel."""
+    from export_cases import wheel_getter
+
+    return wheel_getter()

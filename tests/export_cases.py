@@ -1,7 +1,7 @@
 """What the export tests and the per-framework tests (``tests/export/``, ``tests/frameworks/<framework>/``) share:
 the shipped scenario variants, the pinned framework wheels (fetched with ``pip download --no-deps``; a missing
-wheel fails the test under CI and skips it elsewhere; the ``wheel`` fixture, which each folder's conftest.py
-imports) and the golden files (``tests/export/golden/``, read by the import round trip too;
+wheel fails the test under CI and skips it elsewhere; :func:`wheel_getter`, the root conftest's ``wheel``
+fixture) and the golden files (``tests/export/golden/``, read by the import round trip too;
 ``SANDBOX_UPDATE_GOLDEN=1`` rewrites them)."""
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ def shipped_variants():
 SHIPPED = shipped_variants()
 
 
-@pytest.fixture(scope="session")
-def wheel():
-    """``wheel("verl")`` -> directory of the unzipped pinned wheel."""
+def wheel_getter():
+    """What the ``wheel`` fixture (tests/conftest.py) gives: ``wheel("verl")`` -> directory of the unzipped pinned
+    wheel."""
     from sandbox.export.validate.wheels import WheelUnavailable, import_from_wheel, unpacked_wheel
     from sandbox.frameworks.verl.validation import VERL_POST_LOAD_MODULES
 

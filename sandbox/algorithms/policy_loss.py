@@ -117,7 +117,7 @@ class PolicyLoss:
         # log ρ = log π_θ − log μ is read by a correction other than the identity, the recorder, an
         # importance-weighted baseline and the IS monitors; when none of them runs it is not computed.
         reads_log_rho = (
-            not self.correction.is_identity
+            not getattr(self.correction, "is_identity", False)  # a plain callable correction reads it
             or self.recorder is not None
             or monitors is None
             or (not injected and method.reads_log_seq_rho)
