@@ -32,6 +32,28 @@ def shipped_variants():
 
 SHIPPED = shipped_variants()
 
+# the sandbox concepts an exporter's ``expresses`` list names (the PROMOTION.md coverage table's rows)
+CONCEPTS = (
+    "max lag",
+    "fixed lag",
+    "async ratio",
+    "partial rollouts",
+    "batch geometry",
+    "learning rate",
+    "clip range",
+    "dual clip",
+    "KL penalty",
+    "loss aggregation",
+    "advantage",
+    "token TIS",
+    "sequence TIS",
+    "masked IS / IcePop",
+    "M2PO",
+    "decoupled PPO",
+    "VCPO",
+    "GAC",
+)
+
 
 def wheel_getter():
     """What the ``wheel`` fixture (tests/conftest.py) gives: ``wheel("verl")`` -> directory of the unzipped pinned

@@ -15,17 +15,6 @@ are unit tests (``tests/system/test_queueing_laws.py``, ``tests/algorithms/test_
 docs/theory.md#t7, #t10).
 """
 
+from sandbox.base.lazy_api import api_getattr
 
-def __getattr__(name: str):
-    """The package's public names (``from sandbox.checks import ...``), read from :mod:`.api` on first use, so
-    that importing a module of this folder (a command module) loads nothing heavy. A submodule's name and a
-    dunder are left to the import system (``from sandbox.checks import <submodule>`` loads only that module)."""
-    import importlib
-    import importlib.util
-
-    if name.startswith("__") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        return getattr(importlib.import_module(f"{__name__}.api"), name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = api_getattr(__name__)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from export_cases import SHIPPED, check_golden, pairs
+from export_cases import CONCEPTS, SHIPPED, check_golden, pairs
 
 import sandbox.frameworks.areal.export  # noqa: F401  registers the exporter
 from sandbox.export.api import ExportRefused, Given, export_scenario, get_exporter
@@ -17,26 +17,6 @@ from sandbox.scenario.api import load_scenario
 ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 VARIANTS = dict(SHIPPED)
-CONCEPTS = (
-    "max lag",
-    "fixed lag",
-    "async ratio",
-    "partial rollouts",
-    "batch geometry",
-    "learning rate",
-    "clip range",
-    "dual clip",
-    "KL penalty",
-    "loss aggregation",
-    "advantage",
-    "token TIS",
-    "sequence TIS",
-    "masked IS / IcePop",
-    "M2PO",
-    "decoupled PPO",
-    "VCPO",
-    "GAC",
-)
 
 
 def scenario(**overrides):
