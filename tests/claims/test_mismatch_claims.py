@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 import pytest
 import torch
@@ -140,8 +141,11 @@ def test_presets_claim_verdicts_follow_the_measurement(tmp_path, monkeypatch):
         return measure
 
     monkeypatch.setattr(P, "measure", at(1.0))
-    ok = P.run(quick=True, seeds=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a measure that does not apply (NaN on every seed) is "—", not a warning
+        ok = P.run(quick=True, seeds=3)
     _well_formed(ok, 3, tmp_path)
+    assert "| — |" in ok.appendix
     assert all(r.verdict == REPRODUCED for r in ok.rows)
     assert all(name in ok.appendix for name in P.PRESETS)
     monkeypatch.setattr(P, "measure", at(2.0))
