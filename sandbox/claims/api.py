@@ -95,7 +95,7 @@ CLAIMS: dict[str, Claim] = {
         ),
         Claim(
             "mismatch_sync",
-            "issue 29",
+            "a users' question (mismatch at staleness 0)",
             "staleness 0 plus mismatch vs synchronous training: how far apart",
             mismatch.sync,
         ),

@@ -84,7 +84,7 @@ def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
     steps = QUICK_STEPS if quick else FULL_STEPS
     result = ClaimResult(
         name="drop_bias",
-        paper="issue 30 part 6 (drop-on-dequeue as in prime-rl, TRL AsyncGRPO; hard drop as in AReaL)",
+        paper="dropping stale groups: drop-on-dequeue as in prime-rl and TRL AsyncGRPO, hard drop as in AReaL",
         definition=__doc__.split("\n\n", 1)[1].strip(),
         settings={
             "steps": steps,

@@ -210,7 +210,7 @@ def sync(quick: bool = False, seeds: int = R.FULL_SEEDS) -> ClaimResult:
     runs = {name: R.runs(ov, seeds, quick) for name, ov in variants.items()}
     result = ClaimResult(
         name="mismatch_sync",
-        paper="users' question (issue 29): staleness 0 does not reproduce synchronous training",
+        paper="a users' question: does staleness 0 with an inference engine reproduce synchronous training (mismatch as in Yao, Liu et al. 2025, TIS)",
         definition=_definition("mismatch_sync"),
         settings={name: R.settings(ov, quick) for name, ov in variants.items()},
         y_label="expected reward (exact; 5-step mean of evaluations)",
