@@ -83,26 +83,31 @@ class AnyOf(Event):
     """``a | b`` (``simpy.events.Condition`` with ``any_events``): when the first of its events is
     processed it is scheduled at that time; when it is processed, its check leaves the other event."""
 
-    __slots__ = ("_events",)
+    __slots__ = ("_events", "_checker")
 
     def __init__(self, env: Kernel, events: tuple[Event, ...]):
-        super().__init__(env)
+        self.env, self.callbacks, self._value = env, [], _PENDING
         self._events = events
+        check = self._checker = self._check  # one bound method, found again by identity
         for event in events:
             if event.callbacks is None:
-                self._check(event)
+                check(event)
             else:
-                event.callbacks.append(self._check)
+                event.callbacks.append(check)
         self.callbacks.append(self._remove_checks)
 
     def _check(self, event: Event) -> None:
-        if self._value is _PENDING:
-            self.succeed()
+        if self._value is _PENDING:  # self.succeed(), inline
+            self._value = None
+            env = self.env
+            heappush(env.heap, (env.now, NORMAL, next(env.order), _EVENT, self))
 
     def _remove_checks(self, event: Event) -> None:
+        check = self._checker
         for other in self._events:
-            if other.callbacks and self._check in other.callbacks:
-                other.callbacks.remove(self._check)
+            callbacks = other.callbacks
+            if callbacks and check in callbacks:
+                callbacks.remove(check)
 
 
 class Kernel:
