@@ -230,12 +230,14 @@ class EventLog:
             if k not in codes:
                 codes[k] = len(self.kinds)
                 self.kinds.append(k)
-        self.time.extend(time)
-        self.kind.extend([codes[k] for k in kind])
-        self.worker.extend(worker)
-        self.job.extend(job)
-        self.version.extend(version)
-        self.step.extend(step)
+        # each column converted into an array first: extending an array by an array is a copy, by a
+        # tuple a conversion and an append per value (twice as long)
+        self.time.extend(array("d", time))
+        self.kind.extend(array("b", [codes[k] for k in kind]))
+        self.worker.extend(array("q", worker))
+        self.job.extend(array("q", job))
+        self.version.extend(array("q", version))
+        self.step.extend(array("q", step))
         pending.clear()
 
     def __len__(self) -> int:
