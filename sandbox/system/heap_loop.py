@@ -20,9 +20,19 @@ sync) unchanged; only what they wait on differs (:meth:`Cluster._bind_waits`):
   generator yielding an already processed event goes on at once) that the engines, partial rollouts
   (``done | store.changed``) and the weight store use.
 
+Two shortcuts, each the same schedule with less work:
+
+* in a plain system (no engine, no partial rollouts, no split group) the worker process is two steps of
+  the loop itself, ``dispatch`` and ``finish`` (:meth:`HeapCluster._plain_steps`): the body of
+  :meth:`Cluster._worker` with the same calls in the same order, started where the worker processes would
+  have started, without a generator to resume;
+* the learner waiting for a batch is resumed only when ``Control.could_take`` says its take could drop
+  or select something; otherwise it stays in the next round, where it would have re-parked itself (a take
+  that finds nothing changes nothing: ``tests/system/test_learner_wakeups.py``).
+
 Every draw, workload, trainer and control call and every record is made in the same order as on simpy,
 so the jobs table, the event log and the rows are the simpy cluster's to the bit
-(``tests/system/test_heap_loop.py``: every shipped scenario, engines, partial rollouts and split
+(``tests/base/test_heap_loop.py``: every shipped scenario, engines, partial rollouts and split
 synchronous steps; ``tests/system/test_cluster_wakeups.py``: 160 random systems with ties), and a
 learning run's numbers with them (``tools/fingerprint.py``).
 """
