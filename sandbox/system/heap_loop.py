@@ -93,12 +93,14 @@ class AnyOf(Event):
     """``a | b`` (``simpy.events.Condition`` with ``any_events``): when the first of its events is
     processed it is scheduled at that time; when it is processed, its check leaves the other event."""
 
-    __slots__ = ("_events", "_checker")
+    __slots__ = ("_events",)
 
     def __init__(self, env: Kernel, events: tuple[Event, ...]):
         self.env, self.callbacks, self._value = env, [], _PENDING
         self._events = events
-        check = self._checker = self._check  # one bound method, found again by identity
+        # not kept on self: a bound method held by its own object is a reference cycle, which would keep every
+        # AnyOf alive until the next collection instead of freeing it when it is processed
+        check = self._check
         for event in events:
             if event.callbacks is None:
                 check(event)
@@ -113,7 +115,7 @@ class AnyOf(Event):
             heappush(env.heap, (env.now, NORMAL, next(env.order), _EVENT, self))
 
     def _remove_checks(self, event: Event) -> None:
-        check = self._checker
+        check = self._check  # equal to the one registered (the same function of the same object)
         for other in self._events:
             callbacks = other.callbacks
             if callbacks and check in callbacks:
