@@ -9,7 +9,11 @@ are checked equal to the simpy cluster's before timing. Each case runs the three
 (simpy, before, after; ``--repeats`` times) and prints the min and the median, and the ratios min-vs-min
 and median of paired.
 
-Usage: python benchmarks/bench_heap_trees.py --before /path/to/tree [--repeats 5]
+``--claim``: instead, the timing-only simulations of the ``published_speedups_engine`` claim (``--quick``, one
+seed), recorded once and replayed on both heap loops, each the min of ``--repeats`` interleaved runs; the
+totals and their ratio.
+
+Usage: python benchmarks/bench_heap_trees.py --before /path/to/tree [--repeats 5] [--claim]
 (a tree is a checkout or ``git archive <commit> | tar -x -C <dir>``).
 """
 
@@ -91,6 +95,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", required=True, help="the tree before (its sandbox/system/heap_loop.py and engine)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--claim", action="store_true", help="the published_speedups_engine claim's simulations")
     args = ap.parse_args()
     root = Path(args.before) / "sandbox" / "system"
     old_loop = load_module("before_heap_loop", root / "heap_loop.py")
@@ -108,6 +113,8 @@ def main() -> None:
             engine_module.Engine = new_engine
 
     print(f"load average {os.getloadavg()[0]:.1f}; {args.repeats} interleaved repeats; ms min / median")
+    if args.claim:
+        return claim_simulations(args.repeats, old_loop.HeapCluster, old_engine.Engine)
     for name, (cfg, steps, B, G, events) in CASES.items():
         ref = simulate("simpy", cfg, steps, B, G, events)
         for side in ("before", "after"):
@@ -132,6 +139,40 @@ def main() -> None:
             f"before/after {ratio('before', 'after')} (min-vs-min / median of paired)",
             flush=True,
         )
+
+
+def claim_simulations(repeats: int, old_cluster, old_engine) -> None:
+    """The ``published_speedups_engine`` claim's simulations (quick, one seed) on the tree before's heap loop
+    and engine and on this tree's: the total of each simulation's fastest run."""
+    import sandbox.claims.published as published
+    import sandbox.system.timing_only as timing_only
+    from sandbox.claims import published_engine
+
+    calls, simulate = [], timing_only.simulate_timing
+    published.simulate_timing = lambda *a, **k: calls.append((a, k)) or simulate(*a, **k)
+    try:
+        published_engine.run(quick=True, seeds=1)
+    finally:
+        published.simulate_timing = simulate
+    new = (timing_only.HeapCluster, engine_module.Engine)
+    total = {"before": 0.0, "after": 0.0}
+    for a, k in calls:
+        best = {}
+        for _ in range(repeats):
+            for side in total:
+                timing_only.HeapCluster, engine_module.Engine = (old_cluster, old_engine) if side == "before" else new
+                try:
+                    t = time.perf_counter()
+                    simulate(*a, **k)
+                    best[side] = min(best.get(side, float("inf")), time.perf_counter() - t)
+                finally:
+                    timing_only.HeapCluster, engine_module.Engine = new
+        for side in total:
+            total[side] += best[side]
+    print(
+        f"published_speedups_engine (quick, 1 seed): {len(calls)} simulations, before {total['before']:.2f} s, "
+        f"after {total['after']:.2f} s (each the min of {repeats}): {total['before'] / total['after']:.2f}x"
+    )
 
 
 if __name__ == "__main__":
