@@ -79,3 +79,15 @@ def test_a_take_that_could_act_is_never_skipped(staleness):
         patch.setattr(base.Control, "take", checked)
         simulate_timing(cfg, 30, 4, seed=1, engine="simpy")
     assert seen["acted"] >= 30
+
+
+def test_a_control_with_its_own_take_is_always_woken():
+    from sandbox.system.staleness.max_lag import MaxLagControl, MaxLagControlConfig
+
+    class OwnTake(MaxLagControl):
+        def take(self, step, buffer):
+            return super().take(step, buffer)
+
+    plain = MaxLagControl(MaxLagControlConfig(k_max=2), 4)
+    own = OwnTake(MaxLagControlConfig(k_max=2), 4)
+    assert not plain.could_take(0, []) and own.could_take(0, [])

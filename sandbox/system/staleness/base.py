@@ -234,7 +234,10 @@ class Control:
         """Whether :meth:`take` at step ``step`` could drop or select anything from ``buffer`` now;
         ``False`` only when it certainly would not (nothing stale: :meth:`none_stale`, and no batch:
         :meth:`no_batch`). A take that finds nothing changes nothing, so the heap event loop skips the
-        learner's wake-up then (``sandbox/system/heap_loop.py``)."""
+        learner's wake-up then (``sandbox/system/heap_loop.py``). A control with a ``take`` of its own is
+        always asked."""
+        if type(self).take is not Control.take:
+            return True
         return not (self.none_stale(step, buffer) and self.no_batch(step, buffer))
 
     def none_stale(self, step: int, buffer: list) -> bool:
