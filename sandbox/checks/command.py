@@ -43,7 +43,7 @@ def check(
     import torch
 
     from sandbox.checks.api import CHECKS
-    from sandbox.checks.report import results_table, run_checks, write_report
+    from sandbox.checks.report import figure, results_table, run_checks, write_report
 
     if list_:
         for c in CHECKS.values():
@@ -70,19 +70,34 @@ def check(
             f"      tolerance: {escape(result.justification)}"
         )
 
-    with (
-        progress.session(progress.enabled(quiet)),
-        progress.task("theory checks" + (" (quick)" if quick else ""), total=len(selected), unit="checks") as bar,
-    ):
-        results = run_checks(
-            selected, quick, perturb, lambda c, r, t: (on_done(c, r, t), bar.advance(info=f"{c.name} done"))
-        )
+    from sandbox.base.figure_worker import FigureWorkers
+    from sandbox.run.plots import warm_up
+
+    # with a report, each check's figure is drawn in a worker process forked when the check ends, while the
+    # next check runs (the same files: sandbox/base/figure_worker.py); the block waits for them all
+    workers = FigureWorkers(prepare=warm_up, enabled=report is not None)
+
+    def done(c, result, seconds):
+        on_done(c, result, seconds)
+        bar.advance(info=f"{c.name} done")
+        if workers.enabled:
+            workers.submit(f"the figure of check {c.name!r}", figure, result, report / f"{c.name}.png")
+
+    try:
+        with (
+            progress.session(progress.enabled(quiet)),
+            progress.task("theory checks" + (" (quick)" if quick else ""), total=len(selected), unit="checks") as bar,
+            workers,
+        ):
+            results = run_checks(selected, quick, perturb, done)
+    except OutputError as exc:  # a figure's worker failed (the disk, the directory)
+        _fail(escape(str(exc)))
     title = f"theory checks{' (quick)' if quick else ''}{' with perturbed predictions' if perturb else ''}"
     console.print(results_table(results, title))
     if report is not None:
         try:
             with progress.session(progress.enabled(quiet)), progress.phase("figures: one per check"):
-                write_report(results, report, quick, perturb)
+                write_report(results, report, quick, perturb, figures=not workers.enabled)
         except OutputError as exc:
             _fail(escape(str(exc)))
         except OSError as exc:

@@ -138,10 +138,15 @@ def _swept_summary(result: CheckResult) -> dict:
     }
 
 
-def write_report(results: list[tuple[CheckResult, float]], out: Path, quick: bool, perturb: bool) -> None:
+def write_report(
+    results: list[tuple[CheckResult, float]], out: Path, quick: bool, perturb: bool, figures: bool = True
+) -> None:
+    """``summary.json`` and, with ``figures``, one figure per check (``False``: drawn already, by
+    the command's figure workers)."""
     out.mkdir(parents=True, exist_ok=True)
-    for result, _ in results:
-        figure(result, out / f"{result.name}.png")
+    if figures:
+        for result, _ in results:
+            figure(result, out / f"{result.name}.png")
     write_json(
         out / "summary.json",
         {

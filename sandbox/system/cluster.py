@@ -230,12 +230,14 @@ class EventLog:
             if k not in codes:
                 codes[k] = len(self.kinds)
                 self.kinds.append(k)
-        self.time.extend(time)
-        self.kind.extend([codes[k] for k in kind])
-        self.worker.extend(worker)
-        self.job.extend(job)
-        self.version.extend(version)
-        self.step.extend(step)
+        # each column converted into an array first: extending an array by an array is a copy, by a
+        # tuple a conversion and an append per value (twice as long)
+        self.time.extend(array("d", time))
+        self.kind.extend(array("b", [codes[k] for k in kind]))
+        self.worker.extend(array("q", worker))
+        self.job.extend(array("q", job))
+        self.version.extend(array("q", version))
+        self.step.extend(array("q", step))
         pending.clear()
 
     def __len__(self) -> int:
@@ -772,6 +774,11 @@ class Cluster:
         self._wait = signal.wait
         self._notify = signal.notify
 
+    def _start_workers(self) -> None:
+        """Start one :meth:`_worker` process per worker, in worker order (before the learner's)."""
+        for wid in range(len(self.speeds)):
+            self.env.process(self._worker(wid))
+
     def _run_until(self, learner: simpy.Process) -> None:
         """Process events until the learner's process ends; an empty schedule before that is a stuck
         simulation (:meth:`_stuck_reason`)."""
@@ -820,12 +827,16 @@ class Cluster:
         except OverflowError:
             value = math.inf
         if not (math.isfinite(value) and value >= 0):
-            raise SimulationError(
-                f"system.{name}: drew a duration of {value} s from {delay.model_dump()} "
-                f"(tokens={tokens}{f', worker speed {speed:g}' if speed != 1.0 else ''}); durations must be finite "
-                "and >= 0: lower the mean or the spread"
-            )
+            self._bad_draw(name, value, tokens, speed)
         return value
+
+    def _bad_draw(self, name: str, value: float, tokens: int, speed: float):
+        """Raise the error of a drawn duration that is not finite and >= 0 (see :meth:`_draw`)."""
+        raise SimulationError(
+            f"system.{name}: drew a duration of {value} s from {getattr(self.cfg, name).model_dump()} "
+            f"(tokens={tokens}{f', worker speed {speed:g}' if speed != 1.0 else ''}); durations must be finite "
+            "and >= 0: lower the mean or the spread"
+        )
 
     def _admissible(self) -> bool:
         """Whether a free worker would be admitted now (the test of :meth:`_worker`; pure)."""
@@ -1016,6 +1027,7 @@ class Cluster:
         sleep, wait, notify = self._sleep, self._wait, self._notify
         last_time = 0.0
         for step in range(batches):
+            self.learner_step = step  # the step the learner waits to take (HeapCluster's wake-up test)
             wait_start = env.now
             while True:
                 taken = control.take(step, buffer)
@@ -1098,8 +1110,7 @@ class Cluster:
     def run(self, steps: int) -> ClusterResult:
         """Simulate ``steps`` optimizer steps: ``ceil(steps / updates_per_batch)`` consumed batches (the
         trainer stops a last batch after the ``steps``-th optimizer step)."""
-        for wid in range(len(self.speeds)):
-            self.env.process(self._worker(wid))
+        self._start_workers()
         self._run_until(self.env.process(self._learner(-(-steps // self.updates_per_batch))))
         return ClusterResult(
             status=self.status,

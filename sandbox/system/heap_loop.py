@@ -20,25 +20,36 @@ sync) unchanged; only what they wait on differs (:meth:`Cluster._bind_waits`):
   generator yielding an already processed event goes on at once) that the engines, partial rollouts
   (``done | store.changed``) and the weight store use.
 
+Two shortcuts, each the same schedule with less work:
+
+* in a plain system (no engine, no partial rollouts, no split group) the worker process is two steps of
+  the loop itself, ``dispatch`` and ``finish`` (:meth:`HeapCluster._plain_steps`): the body of
+  :meth:`Cluster._worker` with the same calls in the same order, started where the worker processes would
+  have started, without a generator to resume;
+* the learner waiting for a batch is resumed only when ``Control.could_take`` says its take could drop
+  or select something; otherwise it stays in the next round, where it would have re-parked itself (a take
+  that finds nothing changes nothing: ``tests/system/test_learner_wakeups.py``).
+
 Every draw, workload, trainer and control call and every record is made in the same order as on simpy,
 so the jobs table, the event log and the rows are the simpy cluster's to the bit
-(``tests/system/test_heap_loop.py``: every shipped scenario, engines, partial rollouts and split
+(``tests/base/test_heap_loop.py``: every shipped scenario, engines, partial rollouts and split
 synchronous steps; ``tests/system/test_cluster_wakeups.py``: 160 random systems with ties), and a
 learning run's numbers with them (``tools/fingerprint.py``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 from heapq import heappop, heappush
 from itertools import count
 from typing import Any
 
-from sandbox.system.cluster import Cluster, SimulationError
+from sandbox.system.cluster import Cluster, Job, SimulationError
 
 URGENT, NORMAL = 0, 1  # simpy.events.URGENT / NORMAL
-_RESUME, _ROUND, _EVENT, _END = range(4)
+_RESUME, _ROUND, _EVENT, _END, _DISPATCH, _DONE = range(6)
 _GATED = object()  # a worker waits for admission (Signal.wait(gated=True))
 _WAIT = object()  # the learner waits for the next round (Signal.wait())
 _PENDING = object()  # an event's value before it is triggered (simpy.events.PENDING)
@@ -85,23 +96,30 @@ class AnyOf(Event):
     __slots__ = ("_events",)
 
     def __init__(self, env: Kernel, events: tuple[Event, ...]):
-        super().__init__(env)
+        self.env, self.callbacks, self._value = env, [], _PENDING
         self._events = events
+        # not kept on self: a bound method held by its own object is a reference cycle, which would keep every
+        # AnyOf alive until the next collection instead of freeing it when it is processed
+        check = self._check
         for event in events:
             if event.callbacks is None:
-                self._check(event)
+                check(event)
             else:
-                event.callbacks.append(self._check)
+                event.callbacks.append(check)
         self.callbacks.append(self._remove_checks)
 
     def _check(self, event: Event) -> None:
-        if self._value is _PENDING:
-            self.succeed()
+        if self._value is _PENDING:  # self.succeed(), inline
+            self._value = None
+            env = self.env
+            heappush(env.heap, (env.now, NORMAL, next(env.order), _EVENT, self))
 
     def _remove_checks(self, event: Event) -> None:
+        check = self._check  # equal to the one registered (the same function of the same object)
         for other in self._events:
-            if other.callbacks and self._check in other.callbacks:
-                other.callbacks.remove(self._check)
+            callbacks = other.callbacks
+            if callbacks and check in callbacks:
+                callbacks.remove(check)
 
 
 class Kernel:
@@ -157,10 +175,23 @@ class HeapCluster(Cluster):
             heappush(env.heap, (env.now, NORMAL, next(env.order), _ROUND, self._round))
             self._round = []
 
+    @property
+    def _plain(self) -> bool:
+        """Whether every job is one worker's group generated in one piece (no engine, no partial
+        rollouts, no split group): the workers then run as :meth:`_run_until`'s own steps."""
+        return self.engines is None and not self.cfg.partial_rollouts and self.parts == 1
+
+    def _start_workers(self) -> None:
+        if not self._plain:
+            return super()._start_workers()
+        env = self.env
+        for wid in range(len(self.speeds)):  # each worker's start, where its process would have started
+            heappush(env.heap, (env.now, URGENT, next(env.order), _DISPATCH, wid))
+
     def _run_until(self, learner: int) -> None:
         env = self.env
         heap, order, processes = env.heap, env.order, env.processes
-        admissible = self._admissible
+        admissible, could_take, buffer = self._admissible, self.control.could_take, self.buffer
 
         def park(who: int) -> None:
             rnd = self._round
@@ -196,20 +227,21 @@ class HeapCluster(Cluster):
             resume(who, event._value)
 
         wakers = [partial(wake, who) for who in range(len(processes))]  # every process has started by now
+        dispatch, finish = self._plain_steps(park) if self._plain else (None, None)
         while True:
             if not heap:
                 raise SimulationError(self._stuck_reason())
             env.now, _, _, kind, arg = heappop(heap)
-            if kind == _RESUME:
-                resume(arg)
-            elif kind == _EVENT:
-                callbacks, arg.callbacks = arg.callbacks, None
-                for callback in callbacks:
-                    callback(arg)
+            if kind == _DONE:
+                finish(arg)
+                dispatch(arg)
             elif kind == _ROUND:
                 for entry in arg:
-                    if type(entry) is not list:  # an ungated waiter (the learner)
-                        resume(entry)
+                    if type(entry) is not list:  # an ungated waiter: the learner, waiting to take
+                        if could_take(self.learner_step, buffer):
+                            resume(entry)
+                        else:  # its take would change nothing: it waits on, where it would re-wait
+                            self._round.append(entry)
                         continue
                     for i, who in enumerate(entry):
                         if not admissible():  # the rest of the run re-parks, in order (Signal._wake)
@@ -219,6 +251,68 @@ class HeapCluster(Cluster):
                             else:
                                 rnd.append(entry[i:])
                             break
-                        resume(who)
+                        if dispatch is None:
+                            resume(who)
+                        else:
+                            dispatch(who)
+            elif kind == _RESUME:
+                resume(arg)
+            elif kind == _EVENT:
+                callbacks, arg.callbacks = arg.callbacks, None
+                for callback in callbacks:
+                    callback(arg)
+            elif kind == _DISPATCH:
+                dispatch(arg)
             elif arg == learner:  # _END of the learner's process
                 return
+
+    def _plain_steps(self, park: Callable[[int], None]) -> tuple[Callable[[int], None], Callable[[int], None]]:
+        """:meth:`Cluster._worker` of a plain system (:attr:`_plain`) as two steps of the loop, the same
+        calls in the same order: ``dispatch(w)`` (ask for admission; start a job and hold for its
+        generation time, or park) and ``finish(w)`` (the held job enters the buffer)."""
+        env, heap, order = self.env, self.env.heap, self.env.order
+        control, store, workload, buffer, jobs = self.control, self.store, self.workload, self.buffer, self.jobs
+        admit, on_dispatch, on_finish = control.admit, control.on_dispatch, control.on_finish
+        sample, finish_payload, add_job = workload.sample, workload.finish, jobs.append
+        running_since, speeds, G, rng, log = self.running_since, self.speeds, self.G, self.rng, self._log
+        draw = self.cfg.generation_time.sample
+        current: list[Job | None] = [None] * len(speeds)  # the job each worker holds
+        inf = math.inf
+
+        def dispatch(wid: int) -> None:
+            admission = admit(store.visible, len(buffer))
+            if admission is None:
+                park(wid)
+                return
+            version, target, now = admission.version, admission.target_step, env.now
+            job = Job(len(jobs), wid, version, now, target)
+            on_dispatch(job)
+            add_job(job)
+            running_since[job.id] = now
+            if log is not None:
+                log((now, "dispatch", wid, job.id, version, -1 if target is None else target))
+            job.payload = payload = sample(store.get(version), version, G)
+            job.tail_version = version
+            speed = speeds[wid]
+            try:
+                duration = draw(rng, payload.decode_steps) / speed
+            except OverflowError:
+                duration = inf
+            if not 0.0 <= duration < inf:
+                self._bad_draw("generation_time", duration, payload.decode_steps, speed)
+            current[wid] = job
+            heappush(heap, (now + duration, NORMAL, next(order), _DONE, wid))
+
+        def finish(wid: int) -> None:
+            job = current[wid]
+            job.payload = payload = finish_payload(job.payload)
+            job.finish_time = now = env.now
+            self.busy_done += now - running_since.pop(job.id)
+            self.samples_generated += int(payload.num_responses)
+            on_finish(job)
+            buffer.append(job)
+            if log is not None:
+                log((now, "finish", wid, job.id, job.tail_version, -1))
+            self._notify()
+
+        return dispatch, finish

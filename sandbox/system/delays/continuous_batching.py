@@ -87,6 +87,11 @@ from sandbox.system.hardware import (
 
 SYNC_MODES = ("drain", "abort", "partial")
 
+_BITS = 40
+_MASK = (1 << _BITS) - 1
+"""A sequence in flight is on the engine's end heap as one int, ``end · 2^40 + admission number``: the pair
+``(end, number)`` in the same order (numbers stay below 2^40), cheaper to compare than a tuple."""
+
 
 class EngineHardware(BaseModel):
     """Derives an engine's ``step_base``, ``step_per_sequence``, ``prefill_per_token`` and ``sync_time``
@@ -294,8 +299,9 @@ class ContinuousBatchingDelay(Delay):
             else:
                 tail = 1.0
             out = np.rint(self.median_for(job_id, version) * np.exp(self.length_sigma * z) * tail)
-            out = np.clip(out, 1, self.max_tokens if self.max_tokens is not None else np.inf)
-            return [int(v) for v in out]
+            # np.clip(out, 1, cut), as its two ufuncs (np.clip's dispatch costs more than they do)
+            out = np.minimum(np.maximum(out, 1), self.max_tokens if self.max_tokens is not None else np.inf)
+            return [int(v) for v in out.tolist()]
         own = getattr(payload, "lengths", None)
         if own is not None and hasattr(own, "reshape"):
             flat = [int(v) for v in np.asarray(own.reshape(-1).tolist() if hasattr(own, "tolist") else own)]
@@ -357,7 +363,9 @@ class Engine:
         self.waiting: deque[Request] = deque()
         self.running: dict[int, list] = {}  # admission number -> [request, end, KV reserved, sequence index]
         self.decoded = 0  # decode steps taken so far: a sequence in flight has ``end - decoded`` tokens left
-        self._ends: list[tuple[int, int]] = []  # min-heap of (end, admission number), stale entries skipped
+        self._ends: list[
+            int
+        ] = []  # min-heap of (end, admission number) as ``end << _BITS | number``, stale entries skipped
         self._admitted = 0  # admissions so far (the next admission number)
         self.kv_used = 0
         self.syncs = 0
@@ -389,25 +397,28 @@ class Engine:
     # -- the process ------------------------------------------------------------------------------
     def _admit(self) -> int:
         """Admit waiting sequences in order while they fit; returns how many were admitted."""
-        cfg, waiting, running = self.cfg, self.waiting, self.running
+        cfg, waiting, running, ends = self.cfg, self.waiting, self.running, self._ends
+        most, capacity, prompt = cfg.max_sequences, cfg.kv_capacity_tokens, cfg.prompt_tokens
         admitted = 0
         while waiting:
             req = waiting[0]
             if req.version > self.version:
                 break  # needs a sync first
-            if cfg.max_sequences is not None and len(running) >= cfg.max_sequences:
+            if most is not None and len(running) >= most:
                 break
             length = req.lengths[req.next_seq]
-            kv = cfg.prompt_tokens + length
-            if cfg.kv_capacity_tokens is not None and self.kv_used + kv > cfg.kv_capacity_tokens:
+            kv = prompt + length
+            if capacity is not None and self.kv_used + kv > capacity:
                 break
             self.kv_used += kv
             req.next_seq += 1
-            end = self.decoded + max(length, 0)  # an empty response ends at admission (after its prefill)
+            end = self.decoded + (
+                length if length > 0 else 0
+            )  # an empty response ends at admission (after its prefill)
             number = self._admitted
             self._admitted += 1
             running[number] = [req, end, kv, req.next_seq - 1]
-            heappush(self._ends, (end, number))
+            heappush(ends, (end << _BITS) | number)
             admitted += 1
             if req.next_seq == len(req.lengths):
                 waiting.popleft()
@@ -418,23 +429,27 @@ class Engine:
         a sequence that left the batch or whose end changed at a sync)."""
         ends, running = self._ends, self.running
         while True:
-            end, number = ends[0]
-            entry = running.get(number)
-            if entry is not None and entry[1] == end:
-                return end - self.decoded
+            key = ends[0]
+            entry = running.get(key & _MASK)
+            if entry is not None and entry[1] == key >> _BITS:
+                return entry[1] - self.decoded
             heappop(ends)
 
     def _finish_ended(self) -> None:
         """Every sequence with no token left leaves the batch, in admission order; a group whose last
         sequence ended wakes its worker."""
         ends, running, decoded = self._ends, self.running, self.decoded
-        ended = set()  # a sequence re-timed at a sync to the same end has two entries
-        while ends and ends[0][0] <= decoded:
-            end, number = heappop(ends)
+        limit = (decoded + 1) << _BITS  # the keys of the sequences that end by ``decoded``
+        ended = []
+        while ends and ends[0] < limit:
+            key = heappop(ends)
+            number = key & _MASK
             entry = running.get(number)
-            if entry is not None and entry[1] == end:
-                ended.add(number)
-        for number in sorted(ended):
+            if entry is not None and entry[1] == key >> _BITS:
+                ended.append(number)
+        if len(ended) > 1:  # in admission order; a sequence re-timed at a sync to the same end has two entries
+            ended = sorted(set(ended))
+        for number in ended:
             entry = running.pop(number)
             self.kv_used -= entry[2]
             req = entry[0]
@@ -505,26 +520,32 @@ class Engine:
             lengths = [int(v) for v in self.resume(req.job, target, weights, positions)]
             for i, (number, entry) in entries.items():
                 entry[1] = decoded + lengths[i] - positions[i]
-                heappush(self._ends, (entry[1], number))
+                heappush(self._ends, (entry[1] << _BITS) | number)
                 kv = self.cfg.prompt_tokens + lengths[i]
                 self.kv_used += kv - entry[2]
                 entry[2] = kv
             req.lengths, req.version, req.weights = lengths, target, weights
 
     def _run(self):
-        env, cfg = self.env, self.cfg
+        env, cfg, waiting = self.env, self.cfg, self.waiting
+        drain = cfg.sync == "drain"
+        base, per_sequence, floor = cfg.step_base, cfg.step_per_sequence, cfg.step_floor  # of step_cost
+        prefill_each = cfg.prefill_per_token * cfg.prompt_tokens
         while True:
-            if self._sync_needed() and (cfg.sync != "drain" or not self.running):
+            sync = bool(waiting) and waiting[0].version > self.version  # _sync_needed
+            if sync and (not drain or not self.running):
                 yield from self._do_sync()
                 continue
-            admitted = self._admit() if not self._sync_needed() else 0
+            admitted = self._admit() if waiting and not sync else 0
             running = self.running
             if not running:
                 self._rearm()
                 yield self._wake
                 continue
-            prefill = cfg.prefill_per_token * cfg.prompt_tokens * admitted
-            cost = cfg.step_cost(len(running))
+            prefill = prefill_each * admitted
+            cost = base + per_sequence * len(running)  # step_cost(len(running)), inline
+            if not cost >= floor:
+                cost = floor
             k = self._least_left()
             start = env.now + prefill
             self._rearm()

@@ -68,12 +68,17 @@ class AsyncRatioControl(Control):
             return Admission(visible)
         return None
 
+    def none_stale(self, step, buffer):
+        """Nothing below the window and no quota to count at its edge (known without scanning the buffer)."""
+        if not self.buffered.covers(buffer):
+            return False
+        oldest, oldest_ok = self.buffered.min_head(), step - self.window
+        return oldest > oldest_ok or (oldest == oldest_ok and (self.oldest_quota is None or self.window == 0))
+
     def drop_stale(self, step, buffer):
+        if self.none_stale(step, buffer):
+            return []
         oldest_ok = step - self.window
-        if self.buffered.covers(buffer):
-            oldest = self.buffered.min_head()
-            if oldest > oldest_ok or (oldest == oldest_ok and (self.oldest_quota is None or self.window == 0)):
-                return []  # nothing below the window, and no quota to count at its edge
         quota = [self.oldest_quota]
 
         def too_old(job):

@@ -230,6 +230,27 @@ class Control:
             self.buffered.discard(batch)
         return Take(batch, dropped)
 
+    def could_take(self, step: int, buffer: list) -> bool:
+        """Whether :meth:`take` at step ``step`` could drop or select anything from ``buffer`` now;
+        ``False`` only when it certainly would not (nothing stale: :meth:`none_stale`, and no batch:
+        :meth:`no_batch`). A take that finds nothing changes nothing, so the heap event loop skips the
+        learner's wake-up then (``sandbox/system/heap_loop.py``). A control with a ``take`` of its own is
+        always asked."""
+        if type(self).take is not Control.take:
+            return True
+        return not (self.none_stale(step, buffer) and self.no_batch(step, buffer))
+
+    def none_stale(self, step: int, buffer: list) -> bool:
+        """``True`` only when :meth:`drop_stale` would certainly drop nothing (a control with a drop rule
+        overrides it with its rule's own shortcut). Default: whether the control keeps the base rule
+        (drops none)."""
+        return type(self).drop_stale is Control.drop_stale
+
+    def no_batch(self, step: int, buffer: list) -> bool:
+        """``True`` only when :meth:`select` would certainly return ``None`` (a control with its own
+        selection overrides it). Default: with the base rule (FIFO), fewer than ``B`` jobs in the buffer."""
+        return type(self).select is Control.select and len(buffer) < self.B
+
     def oldest_needed_version(self, visible: int) -> int:
         """Snapshots older than this are never handed out again."""
         return visible

@@ -66,9 +66,13 @@ class FixedLagControl(Control):
         super().on_finish(job)
         self._finished_for[job.target_step] = self._finished_for.get(job.target_step, 0) + 1
 
+    def no_batch(self, step, buffer):
+        """The step's jobs are not all in (known without scanning the buffer)."""
+        return self.buffered.covers(buffer) and self._finished_for.get(step, 0) < self.B
+
     def select(self, step, buffer):
-        if self.buffered.covers(buffer) and self._finished_for.get(step, 0) < self.B:
-            return None  # the step's jobs are not all in: no need to scan the buffer
+        if self.no_batch(step, buffer):
+            return None  # no need to scan the buffer
         ready = [j for j in buffer if j.target_step == step]
         if len(ready) < self.B:
             return None

@@ -75,9 +75,13 @@ class MaxLagControl(Control):
             ok = buffer_len + self.running < self.capacity
         return Admission(visible) if ok else None
 
+    def none_stale(self, step, buffer):
+        """No buffered job is over the bound (known without scanning the buffer)."""
+        return self.buffered.covers(buffer) and step - self.buffered.min_head() <= self.cfg.k_max
+
     def drop_stale(self, step, buffer):
-        if self.buffered.covers(buffer) and step - self.buffered.min_head() <= self.cfg.k_max:
-            return []  # no buffered job is over the bound: nothing to scan
+        if self.none_stale(step, buffer):
+            return []  # nothing to scan
         return remove_where(buffer, lambda job: step - job.head_version > self.cfg.k_max)
 
     def stuck_reason(self):
