@@ -78,6 +78,9 @@ def lazy_import(target: str, namespace: dict[str, Any]) -> Any:
     return LazyImport(target, namespace)
 
 
+torch = lazy_import("torch", globals())
+
+
 def no_grad(fn: Callable) -> Callable:
     """``fn`` run under ``torch.no_grad()``: what ``@torch.no_grad()`` does to a plain function
     (``torch.autograd.grad_mode``, torch 2.x), without importing torch when ``fn`` is defined."""
@@ -86,8 +89,6 @@ def no_grad(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def run_without_grad(*args: Any, **kwargs: Any) -> Any:
-        import torch
-
         with torch.no_grad():
             return fn(*args, **kwargs)
 
