@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -84,11 +85,13 @@ def main_commands(before: Path, repeats: int) -> None:
         raise SystemExit(f"--before: expected a checkout of this repository (with sandbox/cli.py), got {before}")
     trees = {"before": before.resolve(), "after": ROOT}
     torch_loaded: dict[str, bool] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
 
-    def side(tree: str, argv: list[str]):
+    def side(name: str, tree: str, argv: list[str]):
         env = {**os.environ, "PYTHONPATH": str(trees[tree])}
 
         def call() -> None:
+            start = resource.getrusage(resource.RUSAGE_CHILDREN)
             proc = subprocess.run(
                 [sys.executable, "-c", COMMAND_RUNNER, *argv],
                 cwd=trees[tree],
@@ -97,6 +100,9 @@ def main_commands(before: Path, repeats: int) -> None:
                 capture_output=True,
                 text=True,
             )
+            end = resource.getrusage(resource.RUSAGE_CHILDREN)
+            used = end.ru_utime - start.ru_utime + end.ru_stime - start.ru_stime
+            cpu.setdefault((name, tree), []).append(used)
             torch_loaded[f"{tree} {argv[0]}"] = "torch imported: True" in proc.stdout
 
         return call
@@ -105,15 +111,17 @@ def main_commands(before: Path, repeats: int) -> None:
         fns = {}
         for name, argv in commands(Path(tmp)).items():
             for tree in trees:
-                fns[(name, tree)] = side(tree, argv)
+                fns[(name, tree)] = side(name, tree, argv)
         times = interleaved(fns, repeats)
-    print(f"fresh interpreters, {repeats} interleaved repeats (min / median s); before = {before}")
+    print(f"fresh interpreters, {repeats} interleaved repeats (min / median s; CPU: user + system); before = {before}")
     for name in commands(Path(".")):
         b, a = times[(name, "before")], times[(name, "after")]
         ratio = statistics.median(b) / statistics.median(a)
+        cb, ca = cpu[(name, "before")], cpu[(name, "after")]
         print(
-            f"  {name:28s} before {min(b):6.2f} {statistics.median(b):6.2f}   after {min(a):6.2f} "
-            f"{statistics.median(a):6.2f}   {ratio:4.2f}x faster (medians)"
+            f"  {name:28s} wall before {min(b):6.2f} {statistics.median(b):6.2f}  after {min(a):6.2f} "
+            f"{statistics.median(a):6.2f}  {ratio:4.2f}x faster (medians);  CPU before {min(cb):6.2f} "
+            f"{statistics.median(cb):6.2f}  after {min(ca):6.2f} {statistics.median(ca):6.2f}"
         )
     print("  torch imported:", ", ".join(f"{k}={v}" for k, v in sorted(torch_loaded.items())))
 
