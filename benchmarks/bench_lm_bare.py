@@ -8,7 +8,7 @@ group-normalised REINFORCE with the seq-mean-token-mean loss, Adam lr 3e-4 with 
 ``--steps`` steps. The sandbox side's evaluation is cut to 8 held-out prompts and no sampled reward
 (``task.eval_size = 8``, ``eval_samples = 0``; evaluated at the first and last step), so both sides
 do the same learning work. The bare loop is what a nanoGPT-style script does: the same
-:class:`~sandbox.models.transformer.Transformer` called directly, one batch of all 64 responses decoded
+:class:`~sandbox.models.transformer_nn.Transformer` called directly, one batch of all 64 responses decoded
 with :func:`~sandbox.models.transformer.sample` (the same KV-cache sampler), the same verifier, the loss
 written out, ``clip_grad_norm_`` and ``torch.optim.Adam``. The two are timed interleaved (bare, sandbox,
 bare, ...), min and median over ``--repeats``; the ratio is sandbox / bare.
@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from _timing import interleaved  # noqa: E402
 
-from sandbox.models.transformer import Transformer, sample, sequence_logprobs  # noqa: E402
+from sandbox.models.transformer import sample, sequence_logprobs  # noqa: E402
+from sandbox.models.transformer_nn import Transformer  # noqa: E402
 from sandbox.run.runner import run_scenario  # noqa: E402
 from sandbox.scenario.api import load_scenario  # noqa: E402
 from sandbox.tasks import make_task  # noqa: E402

@@ -123,6 +123,8 @@ FUNCTION_LEVEL: dict[str, str] = {
     "only when the run draws figures or drops groups",
     "sandbox.sweep.execute": "torch: the runner, scenario model, tasks and budget load only when a sweep has runs to "
     "do; its progress import stays local because the local name `shown` is reused",
+    "sandbox.tasks.lm.task": "torch: the builtin transformer's torch.nn modules (sandbox.models.transformer_nn) load "
+    "when a task is built, not when its config is validated (a scenario loads without torch)",
     "sandbox.system.delays.lognormal": "sympy: theory.order_statistics loads only when a lognormal delay is built",
     "sandbox.run.writers": "torch: the scenario model (dump_scenario) loads only when a W&B run starts",
     "sandbox.checks.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",

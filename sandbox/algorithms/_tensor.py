@@ -6,10 +6,13 @@ leading replica dimensions passes through untouched (``docs/methods/objectives.m
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
-import torch
-from torch import Tensor
+from sandbox.base.lazy_torch import lazy_import
+
+torch = lazy_import("torch", globals())
+Tensor = lazy_import("torch:Tensor", globals())
 
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"]
 
@@ -104,22 +107,29 @@ def as_tensor(x, like: Tensor) -> Tensor:
     return torch.as_tensor(x, dtype=like.dtype, device=like.device)
 
 
-class _Maximum(torch.autograd.Function):
-    """``torch.maximum`` with torch's own gradient, ``where(a == b, g/2, g)`` masked to 0 where the
-    other input is larger, computed with that shared ``where`` once instead of once per input."""
+@functools.cache
+def _maximum_function() -> type:
+    """The autograd function of :func:`maximum`, defined at its first use: it subclasses
+    ``torch.autograd.Function``, and this module loads without torch."""
 
-    @staticmethod
-    def forward(ctx, a: Tensor, b: Tensor) -> Tensor:
-        ctx.save_for_backward(a, b)
-        return torch.maximum(a, b)
+    class _Maximum(torch.autograd.Function):
+        """``torch.maximum`` with torch's own gradient, ``where(a == b, g/2, g)`` masked to 0 where the
+        other input is larger, computed with that shared ``where`` once instead of once per input."""
 
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        a, b = ctx.saved_tensors
-        shared = torch.where(a == b, grad / 2, grad)
-        grad_a = shared.masked_fill(a < b, 0) if ctx.needs_input_grad[0] else None
-        grad_b = shared.masked_fill_(a > b, 0) if ctx.needs_input_grad[1] else None
-        return grad_a, grad_b
+        @staticmethod
+        def forward(ctx, a: Tensor, b: Tensor) -> Tensor:
+            ctx.save_for_backward(a, b)
+            return torch.maximum(a, b)
+
+        @staticmethod
+        def backward(ctx, grad: Tensor):
+            a, b = ctx.saved_tensors
+            shared = torch.where(a == b, grad / 2, grad)
+            grad_a = shared.masked_fill(a < b, 0) if ctx.needs_input_grad[0] else None
+            grad_b = shared.masked_fill_(a > b, 0) if ctx.needs_input_grad[1] else None
+            return grad_a, grad_b
+
+    return _Maximum
 
 
 _FUSED_MAXIMUM_MIN_SIZE = 1 << 14
@@ -137,4 +147,4 @@ def maximum(a: Tensor, b: Tensor) -> Tensor:
         or a.numel() < _FUSED_MAXIMUM_MIN_SIZE
     ):
         return torch.maximum(a, b)
-    return _Maximum.apply(a, b)
+    return _maximum_function().apply(a, b)

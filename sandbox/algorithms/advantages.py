@@ -7,10 +7,15 @@ return advantages ``(..., N)`` without gradient. Leading replica dimensions pass
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from sandbox.algorithms._tensor import group_view, ungroup
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 def group_mean_baseline(rewards: Tensor, group_size: int) -> Tensor:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from torch import Tensor
+if TYPE_CHECKING:
+    from torch import Tensor
 
 SEQ_GRAD_KEY = "seq_grad_sq_norms"
 """``extras`` key of the per-trajectory squared gradient norms ``(..., N)`` (OPOB / optimal baseline)."""

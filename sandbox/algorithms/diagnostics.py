@@ -7,11 +7,15 @@ trailing ``(N, T)`` (or ``(N,)``) dims only."""
 from __future__ import annotations
 
 import math
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from sandbox.algorithms._tensor import seq_sum
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 def ess_ratio_from_log_weights(log_w: Tensor) -> Tensor:

@@ -10,11 +10,16 @@ The baseline itself lives in :mod:`.advantages` (``opob`` / ``optimal`` baseline
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor
-from torch.func import grad, vmap
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
+grad = lazy_import("torch.func:grad", globals())
+vmap = lazy_import("torch.func:vmap", globals())
 
 
 def per_sequence_grad_sq_norms(

@@ -18,8 +18,7 @@ An objective whose loss is not a per-token surrogate (``full_loss``) skips steps
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from sandbox.algorithms import advantages as A
 from sandbox.algorithms._tensor import aggregate, masked_frac, token_mean
@@ -27,6 +26,12 @@ from sandbox.algorithms.api import REF_LOGP_KEY, SEQ_GRAD_KEY, LossOutput, Polic
 from sandbox.algorithms.corrections import CORRECTIONS, CorrectionContext, CorrectionResult, NoCorrectionConfig
 from sandbox.algorithms.diagnostics import k3, masked_is_metrics
 from sandbox.algorithms.objectives import OBJECTIVES, SurrogateInput
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 __all__ = ["PolicyLoss", "build_policy_loss", "SEQ_GRAD_KEY", "REF_LOGP_KEY"]
 

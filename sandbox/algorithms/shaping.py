@@ -4,10 +4,15 @@ the sampler/learner may call before building a :class:`~sandbox.algorithms.api.P
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from sandbox.algorithms._tensor import group_view
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 def overlong_penalty(lengths: Tensor, max_len: int = 20480, cache_len: int = 4096) -> Tensor:

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from pydantic import BaseModel
-from torch import Tensor
 
 from sandbox.algorithms._tensor import replica_sum, replica_view
 from sandbox.algorithms.stabilizers import STABILIZERS, STAGES, StepContext
+from sandbox.base.lazy_torch import lazy_import, no_grad
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 __all__ = ["PendingStep", "StabilizedOptimizer", "StepContext", "build_stabilizers"]
 
@@ -127,7 +131,7 @@ class StabilizedOptimizer:
         metrics["grad/clip_coef"] = coef
         return [g * replica_view(coef, g, self.replica_dims) for g in grads]
 
-    @torch.no_grad()
+    @no_grad
     def step(self, context: StepContext | None = None) -> dict[str, Tensor]:
         pending = self.begin(context)
         if pending is None:
@@ -145,7 +149,7 @@ class StabilizedOptimizer:
     # ``step`` is these phases in order; a trainer that owns the clipping and the ``optimizer.step()``
     # call (TRL's, via optimizer hooks: ``sandbox.integrations.step_hooks``) runs them around its own.
 
-    @torch.no_grad()
+    @no_grad
     def begin(self, context: StepContext | None) -> PendingStep | None:
         """Start a step: the parameters that have gradients and ``grad/norm``; None if none has one."""
         params = [p for p in self.params if p.grad is not None]
@@ -156,13 +160,13 @@ class StabilizedOptimizer:
         skip = torch.zeros(metrics["grad/norm"].shape, dtype=torch.bool, device=grads[0].device)
         return PendingStep(context, params, grads, metrics, skip)
 
-    @torch.no_grad()
+    @no_grad
     def gradient_stage(self, pending: PendingStep, before_clip: bool) -> None:
         """Run the gradient-stage transforms placed before (or after) the global-norm clipping."""
         stabs = self._stage("before_clip" if before_clip else "after_clip")
         pending.grads = self._run_transforms(stabs, pending.grads, pending)
 
-    @torch.no_grad()
+    @no_grad
     def prepare_update(self, pending: PendingStep, step_always_runs: bool = False) -> None:
         """Write the edited gradients into ``p.grad``, evaluate the lr-stage multipliers and snapshot what
         ``finish`` needs. ``step_always_runs``: the caller cannot withhold ``optimizer.step()`` (a hook), so
@@ -202,7 +206,7 @@ class StabilizedOptimizer:
                     k: v.clone() for k, v in st.items() if torch.is_tensor(v) and v.shape == p.shape
                 }
 
-    @torch.no_grad()
+    @no_grad
     def finish(self, pending: PendingStep) -> dict[str, Tensor]:
         """After ``optimizer.step()``: update-stage transforms, ``θ = θ_before + s·Δ``, skipped replicas
         restored. Returns the step's metrics."""

@@ -31,14 +31,18 @@ error naming ``engine.name`` and the task.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
 from pydantic import BaseModel, ConfigDict
-from torch import Tensor
 
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.base.registry import Registry
 from sandbox.tasks import draws
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 ENGINES: Registry = Registry("engine", plugins="engine")
 """Every rollout engine, keyed by its config's ``name`` (the TOML ``[engine] name = ...``)."""

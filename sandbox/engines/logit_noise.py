@@ -19,14 +19,18 @@ To first order in the scale (Gaussian, constant ``s``), the per-token log-ratio
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import Field, model_validator
-from torch import Tensor
 
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.engines.base import ENGINES, Draw, Engine, EngineBase, categorical
 from sandbox.tasks import draws
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 class LogitNoiseConfig(EngineBase):

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field, model_validator
 
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.engines.base import ENGINES, Engine, EngineBase
 from sandbox.engines.logit_noise import LogitNoiseConfig, LogitNoiseEngine
+
+torch = lazy_import("torch", globals())
 
 FP8_MAX = 448.0
 """Largest finite float8 e4m3 (``torch.finfo(torch.float8_e4m3fn).max``)."""

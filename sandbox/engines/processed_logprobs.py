@@ -17,13 +17,17 @@ the tokens come from ``q``. ``τ`` is relative to the trainer's distribution (fo
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import Field
-from torch import Tensor
 
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.engines.base import ENGINES, Draw, Engine, EngineBase, categorical
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 class ProcessedLogprobsConfig(EngineBase):

@@ -25,10 +25,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
+from sandbox.base.lazy_torch import lazy_import
+
 from .base import ENGINES, Engine, EngineBase
+
+torch = lazy_import("torch", globals())
 
 EMBEDDINGS = ("tok.weight", "pos.weight")
 """The builtin transformer's embedding tables (the token one is the output head when tied)."""

@@ -11,14 +11,18 @@ float32 teacher-forced forward with argmax routing. The draws come from the samp
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import Field
-from torch import Tensor
 
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.engines.base import ENGINES, Engine, EngineBase
 from sandbox.tasks import draws
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 class RoutingConfig(EngineBase):

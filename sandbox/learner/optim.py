@@ -6,10 +6,14 @@ import inspect
 import math
 from typing import Literal
 
-import torch
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+from sandbox.base.lazy_torch import lazy_import
+
+torch = lazy_import("torch", globals())
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # torch.finfo(torch.float32).max, without torch
 """The largest finite float32: parameters are float32 (bfloat16 shares its range), so a rate or decay above
 it overflows when the optimizer applies it."""
 

@@ -2,6 +2,7 @@
 :mod:`.hf`, the adapter that runs a Hugging Face ``transformers`` causal LM through the same
 ``Forward`` signature (optional dependency, imported lazily)."""
 
-from sandbox.models.transformer import Transformer, TransformerConfig, draw, sample, sequence_logprobs
+from sandbox.base.lazy_api import api_getattr
 
-__all__ = ["Transformer", "TransformerConfig", "draw", "sample", "sequence_logprobs"]
+__getattr__ = api_getattr(__name__)
+"""The public names of :mod:`sandbox.models` (its ``__init__`` stays light: a task's config loads without torch)."""

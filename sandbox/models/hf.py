@@ -43,12 +43,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from torch import Tensor, nn
-from torch.func import functional_call
+
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+torch = lazy_import("torch", globals())
+functional_call = lazy_import("torch.func:functional_call", globals())
 
 INSTALL = 'pip install -c constraints-cpu.txt -e ".[hf]"'
 """Install command of the optional dependency (the ``hf`` extra)."""

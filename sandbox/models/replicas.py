@@ -1,6 +1,6 @@
 """The builtin transformer over a leading replica dimension: R independent models in one set of kernels.
 
-:func:`forward` computes what :class:`sandbox.models.transformer.Transformer` computes, for R weight
+:func:`forward` computes what :class:`sandbox.models.transformer_nn.Transformer` computes, for R weight
 sets stacked along a leading dimension (``{name: (R, *shape)}``, the task's parameter dict) and
 tokens ``(R, B, L)``: every matrix product is one ``torch.bmm`` over the replicas (a linear layer
 ``x W_rᵀ + b_r`` is ``bmm(x, Wᵀ) + b``), attention is one ``bmm`` over the ``R·B·heads`` sequences,
@@ -23,17 +23,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor
-
+from sandbox.base.lazy_torch import lazy_import, no_grad
 from sandbox.models.transformer import TransformerConfig
 
-Params = dict[str, Tensor]
-Cache = list[tuple[Tensor, Tensor]]
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
+F = lazy_import("torch.nn.functional", globals())
+
+Params = dict[str, "Tensor"]
+Cache = list[tuple["Tensor", "Tensor"]]
 """Per layer ``(k, v)`` each ``(R·B·heads, L_past, head_dim)``."""
-Flips = Sequence[Callable[[Tensor, int], Tensor] | None]
+Flips = Sequence[Callable[["Tensor", int], "Tensor"] | None]
 """Per replica: its sampler's routing perturbation (``sandbox.engines.routing``) or None."""
 
 
@@ -83,7 +87,7 @@ def _mlp(p: Params, pre: str, h: Tensor) -> Tensor:
 
 
 def _moe(p: Params, pre: str, h: Tensor, experts: int, flips: Flips | None) -> Tensor:
-    """Top-1 mixture of experts (:class:`sandbox.models.transformer.MoE`) per replica; replica r's
+    """Top-1 mixture of experts (:class:`sandbox.models.transformer_nn.MoE`) per replica; replica r's
     routing perturbation sees its own ``(B, L)`` choices."""
     gates = torch.softmax(linear(h, p[pre + "router.weight"], p[pre + "router.bias"]), -1)  # (R, B, L, E)
     top = gates.argmax(-1)
@@ -138,13 +142,13 @@ def forward(
     return linear(x, head, None), present
 
 
-Draw = Callable[[Tensor, list[int], int], tuple[Tensor, Tensor, Tensor | None]]
+Draw = Callable[["Tensor", list[int], int], tuple["Tensor", "Tensor", "Tensor | None"]]
 """``(last logits (R', B, V) of the active replicas, their indices, decode step) -> (tokens, reported
 log-probs, exact log-probs or None)``, each ``(R', B)``: one draw of every active replica, each from its
 own stream."""
 
 
-@torch.no_grad()
+@no_grad
 def decode(
     cfg: TransformerConfig,
     p: Params,

@@ -1,9 +1,10 @@
 """A compact decoder-only transformer (GPT-style, pre-LayerNorm) with KV-cache sampling.
 
-One config (:class:`TransformerConfig`), one module (:class:`Transformer`) and the sampling loop
-(:func:`sample`) that records, for every sampled token, the log-probability of the distribution it
-was actually drawn from (``log_softmax(logits / temperature)``): the behaviour log-probs μ that
-off-policy corrections compare against. The module is written so that
+One config (:class:`TransformerConfig`), one module (:class:`sandbox.models.transformer_nn.Transformer`:
+the ``torch.nn.Module`` classes live in :mod:`sandbox.models.transformer_nn`, so that this config loads
+without torch) and the sampling loop (:func:`sample`) that records, for every sampled token, the
+log-probability of the distribution it was actually drawn from (``log_softmax(logits / temperature)``):
+the behaviour log-probs μ that off-policy corrections compare against. The module is written so that
 ``torch.func.functional_call(model, params, ...)`` works (weights snapshots of the simulator's weight
 store are plain ``{name: tensor}`` dicts) and so that ``torch.func.vmap(grad(...))`` over sequences
 works (attention is written out; no fused kernels that lack batching rules).
@@ -12,23 +13,27 @@ Attention uses a causal mask over the whole (past + new) sequence, so the cached
 compute the same function: :func:`sample` with ``use_cache=False`` re-runs the full sequence at every
 step (the benchmark's baseline and the tests' reference).
 
-``experts = E >= 2`` replaces each block's MLP by a top-1 mixture of E expert MLPs (:class:`MoE`,
-Switch Transformer routing); a rollout engine may perturb the sampler's routing through
-:attr:`Transformer.router_flip` and sample through :func:`sample_with` (``docs/engines.md``).
+``experts = E >= 2`` replaces each block's MLP by a top-1 mixture of E expert MLPs
+(:class:`~sandbox.models.transformer_nn.MoE`, Switch Transformer routing); a rollout engine may perturb
+the sampler's routing through :attr:`~sandbox.models.transformer_nn.Transformer.router_flip` and sample
+through :func:`sample_with` (``docs/engines.md``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
-import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from torch import Tensor, nn
 
-KVCache = list[tuple[Tensor, Tensor]]
+from sandbox.base.lazy_torch import lazy_import, no_grad
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
+
+KVCache = list[tuple["Tensor", "Tensor"]]
 """Per layer ``(k, v)`` each ``(B, heads, L_past, head_dim)``."""
 
 
@@ -72,136 +77,11 @@ class TransformerConfig(BaseModel):
         return self.d_ff if self.d_ff is not None else 4 * self.d_model
 
 
-class Expert(nn.Module):
-    """One feed-forward expert: ``fc2(gelu(fc1(h)))``."""
-
-    def __init__(self, d: int, ff: int):
-        super().__init__()
-        self.fc1 = nn.Linear(d, ff)
-        self.fc2 = nn.Linear(ff, d)
-
-    def forward(self, h: Tensor) -> Tensor:
-        return self.fc2(F.gelu(self.fc1(h)))
-
-
-RouterFlip = Callable[[Tensor, int], Tensor]
+RouterFlip = Callable[["Tensor", int], "Tensor"]
 """``(top-1 experts (B, L), E) -> the experts used``: a sampler's routing perturbation (``sandbox.engines.routing``)."""
 
 
-class MoE(nn.Module):
-    """Top-1 mixture of experts (Switch Transformer, Fedus et al. 2021): ``g = softmax(W_r h + b_r)``,
-    ``e* = argmax g`` (or the sampler's flipped choice), output ``g_{e*} · expert_{e*}(h)``. Every expert
-    runs on every token and the chosen one is kept (tiny models: simpler than dispatch, same numbers)."""
-
-    def __init__(self, d: int, ff: int, experts: int):
-        super().__init__()
-        self.router = nn.Linear(d, experts)
-        self.experts = nn.ModuleList(Expert(d, ff) for _ in range(experts))
-
-    def forward(self, h: Tensor, flip: RouterFlip | None = None) -> Tensor:
-        gates = torch.softmax(self.router(h), -1)  # (B, L, E)
-        top = gates.argmax(-1)
-        if flip is not None:
-            top = flip(top, gates.shape[-1])
-        keep = F.one_hot(top, gates.shape[-1]).to(gates.dtype) * gates
-        outs = torch.stack([e(h) for e in self.experts], -2)  # (B, L, E, d)
-        return (keep.unsqueeze(-1) * outs).sum(-2)
-
-
-class Block(nn.Module):
-    def __init__(self, cfg: TransformerConfig):
-        super().__init__()
-        d = cfg.d_model
-        self.n_heads = cfg.n_heads
-        self.ln1 = nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.ln2 = nn.LayerNorm(d)
-        if cfg.experts:
-            self.moe = MoE(d, cfg.ff, cfg.experts)
-        else:
-            self.fc1 = nn.Linear(d, cfg.ff)
-            self.fc2 = nn.Linear(cfg.ff, d)
-
-    def forward(
-        self, x: Tensor, past: tuple[Tensor, Tensor] | None, flip: RouterFlip | None = None
-    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        B, L, D = x.shape
-        H = self.n_heads
-        hd = D // H
-        q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)
-        q = q.view(B, L, H, hd).transpose(1, 2)
-        k = k.view(B, L, H, hd).transpose(1, 2)
-        v = v.view(B, L, H, hd).transpose(1, 2)
-        if past is not None:
-            k = torch.cat([past[0], k], 2)
-            v = torch.cat([past[1], v], 2)
-        Lk = k.shape[2]
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-        if L > 1:
-            # query i sits at absolute position Lk - L + i and sees keys 0 .. Lk - L + i
-            qpos = torch.arange(Lk - L, Lk, device=x.device).unsqueeze(1)
-            kpos = torch.arange(Lk, device=x.device).unsqueeze(0)
-            att = att.masked_fill(kpos > qpos, float("-inf"))
-        y = torch.softmax(att, dim=-1) @ v
-        y = y.transpose(1, 2).reshape(B, L, D)
-        x = x + self.proj(y)
-        if hasattr(self, "moe"):
-            x = x + self.moe(self.ln2(x), flip)
-        else:
-            x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-        return x, (k, v)
-
-
-class Transformer(nn.Module):
-    """Decoder-only transformer: token + learned position embeddings, pre-LN blocks, final LN."""
-
-    def __init__(self, cfg: TransformerConfig):
-        super().__init__()
-        if cfg.vocab_size is None or cfg.max_seq_len is None:
-            raise ValueError("TransformerConfig.vocab_size and max_seq_len must be set (the task fills them in)")
-        self.cfg = cfg
-        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos = nn.Embedding(cfg.max_seq_len, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.ln_f = nn.LayerNorm(cfg.d_model)
-        self.head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.router_flip: RouterFlip | None = None
-        """A sampler's routing perturbation applied by every mixture-of-experts block (None: argmax routing)."""
-
-    def reset_parameters(self, gen: torch.Generator) -> None:
-        """Deterministic init from ``gen``: normal(0, init_std) weights, zero biases, unit LayerNorms;
-        residual output projections scaled by 1/sqrt(2 n_layers) (GPT-2)."""
-        std = self.cfg.init_std
-        with torch.no_grad():
-            for name, p in self.named_parameters():
-                if name.endswith("bias"):
-                    p.zero_()
-                elif ".ln" in name or name.startswith("ln_"):
-                    p.fill_(1.0)
-                else:
-                    s = std / math.sqrt(2 * self.cfg.n_layers) if name.endswith(("proj.weight", "fc2.weight")) else std
-                    p.copy_(torch.randn(p.shape, generator=gen) * s)
-
-    def forward(self, tokens: Tensor, past: KVCache | None = None) -> tuple[Tensor, KVCache]:
-        """``tokens (B, L)`` following ``past`` (cached keys/values of the preceding positions) →
-        ``(logits (B, L, V), present cache)``."""
-        start = 0 if past is None else past[0][0].shape[2]
-        L = tokens.shape[1]
-        if start + L > self.cfg.max_seq_len:
-            raise ValueError(f"sequence of {start + L} tokens exceeds max_seq_len={self.cfg.max_seq_len}")
-        pos = torch.arange(start, start + L, device=tokens.device)
-        x = self.tok(tokens) + self.pos(pos)
-        present: KVCache = []
-        for i, blk in enumerate(self.blocks):
-            x, kv = blk(x, None if past is None else past[i], self.router_flip)
-            present.append(kv)
-        x = self.ln_f(x)
-        logits = x @ self.tok.weight.t() if self.head is None else self.head(x)
-        return logits, present
-
-
-Forward = Callable[[Tensor, "KVCache | None"], tuple[Tensor, KVCache]]
+Forward = Callable[["Tensor", "KVCache | None"], tuple["Tensor", KVCache]]
 
 
 def draw(logits: Tensor, temperature: float, gen: torch.Generator | None) -> tuple[Tensor, Tensor]:
@@ -222,7 +102,7 @@ def draw(logits: Tensor, temperature: float, gen: torch.Generator | None) -> tup
     return tok, logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
 
 
-@torch.no_grad()
+@no_grad
 def sample(
     forward: Forward,
     context: Tensor,
@@ -268,11 +148,11 @@ def sample(
     return torch.stack(toks, 1), torch.stack(lps, 1), lengths, done
 
 
-DrawFn = Callable[[Tensor, int], tuple[Tensor, Tensor, Tensor]]
+DrawFn = Callable[["Tensor", int], tuple["Tensor", "Tensor", "Tensor"]]
 """``(last logits (B, V), decode step) -> (tokens (B,), reported log-probs (B,), exact log-probs (B,))``."""
 
 
-@torch.no_grad()
+@no_grad
 def sample_with(
     forward: Forward,
     context: Tensor,

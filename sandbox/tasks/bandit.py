@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from torch import Tensor
 
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.tasks import draws
 from sandbox.tasks.base import TASKS, BudgetShape, PolicyTask
 from sandbox.tasks.rollouts import Rollouts
+
+torch = lazy_import("torch", globals())
+Tensor = lazy_import("torch:Tensor", globals())
 
 
 class BanditConfig(BaseModel):

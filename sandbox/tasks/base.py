@@ -19,15 +19,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-from torch import Tensor
-
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.base.registry import Registry
 from sandbox.tasks.rollouts import Rollouts
 
-Params = dict[str, Tensor]
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
+
+Params = dict[str, "Tensor"]
 
 TASKS: Registry = Registry("task", plugins="task")
 """Every task, keyed by its config's ``name`` (the TOML ``[task] name = ...``)."""

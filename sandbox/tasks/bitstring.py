@@ -13,13 +13,15 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-import torch
-import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.tasks import draws
 from sandbox.tasks.base import TASKS, BudgetShape, PolicyTask
 from sandbox.tasks.rollouts import Rollouts
+
+torch = lazy_import("torch", globals())
+F = lazy_import("torch.nn.functional", globals())
 
 
 class BitStringConfig(BaseModel):

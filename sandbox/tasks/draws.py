@@ -15,9 +15,14 @@ friends directly, so that the same ``generate`` / ``rewards`` code serves two ki
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Union
 
-import torch
-from torch import Tensor
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 class RowGenerators:
@@ -36,7 +41,7 @@ class RowGenerators:
             raise ValueError(f"a draw of {rows} rows with {len(self.gens)} row generators")
 
 
-Stream = torch.Generator | RowGenerators
+Stream = Union["torch.Generator", RowGenerators]
 
 
 def rand(shape: tuple[int, ...], gen: Stream, dtype: torch.dtype | None = None) -> Tensor:

@@ -32,16 +32,20 @@ from __future__ import annotations
 import difflib
 import functools
 import warnings
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from torch import Tensor
 
+from sandbox.base.lazy_torch import lazy_import, no_grad
 from sandbox.tasks.base import TASKS, BudgetShape, Params, PolicyTask
 from sandbox.tasks.rollouts import Rollouts
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 RETURN_RANGES = {"CartPole-v1": None, "FrozenLake-v1": (0.0, 1.0)}
 """The episode-return range [lo, hi] scaled to [0, 1] of the environments that need none given
@@ -277,7 +281,7 @@ class GymTask(PolicyTask):
         prompts[..., 0] = seed
         return Rollouts.empty(R, group_size, prompts)
 
-    @torch.no_grad()
+    @no_grad
     def generate(self, params, group, gen, version):
         R, N = group.lengths.shape
         W, L, D = group.width, self.max_len, self.obs_dim
@@ -359,7 +363,7 @@ class GymTask(PolicyTask):
         lp = torch.log_softmax(logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         return (lp * mask).sum()
 
-    @torch.no_grad()
+    @no_grad
     def evaluate(self, params):
         """Greedy episodes from fixed seeds: mean scaled return per replica (``eval/return``)."""
         R, E = self.replicas, self.cfg.eval_episodes

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.tasks.base import TASKS, BudgetShape, GradientSample, OracleTask
+
+torch = lazy_import("torch", globals())
 
 
 class QuadraticConfig(BaseModel):

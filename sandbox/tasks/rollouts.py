@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import torch
-from torch import Tensor
+import numpy as np
 
-NO_TOKEN = torch.iinfo(torch.int64).max
+from sandbox.base.lazy_torch import lazy_import
+
+torch = lazy_import("torch", globals())
+Tensor = lazy_import("torch:Tensor", globals())
+
+NO_TOKEN = int(np.iinfo(np.int64).max)  # torch.iinfo(torch.int64).max, without torch
 """The oldest version of a response with no token: above every real version."""
 
 

@@ -9,7 +9,8 @@ from _common import lm_task
 from torch.func import functional_call
 
 from sandbox.engines.precision import fp8_round
-from sandbox.models.transformer import Transformer, sequence_logprobs
+from sandbox.models.transformer import sequence_logprobs
+from sandbox.models.transformer_nn import Transformer
 
 
 def _generate(task, params, seed=5):

@@ -9,7 +9,8 @@ import torch
 from _common import engine, lm_task
 
 from sandbox.engines.routing import RouterFlip
-from sandbox.models.transformer import MoE, Transformer, TransformerConfig
+from sandbox.models.transformer import TransformerConfig
+from sandbox.models.transformer_nn import MoE, Transformer
 
 
 def test_moe_forward_hand_value_and_dense_default_unchanged():

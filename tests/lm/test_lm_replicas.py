@@ -211,7 +211,7 @@ def test_lm_replicas_other_shapes_are_separate_learners(replicas, group_size, le
 
 
 def _replica_models(cfg, R: int, dtype) -> dict:
-    from sandbox.models.transformer import Transformer
+    from sandbox.models.transformer_nn import Transformer
 
     mods = []
     for i in range(R):
@@ -238,7 +238,8 @@ def test_batched_forward_does_not_depend_on_the_other_replicas(d, heads, experts
     equals the same replica in batches of 1, 2 and 3 to the bit (prefill and one cached step, rows 1-33,
     prompt lengths 1-11), and the forward is the plain module's function (within float32 rounding)."""
     from sandbox.models import replicas as rp
-    from sandbox.models.transformer import Transformer, TransformerConfig
+    from sandbox.models.transformer import TransformerConfig
+    from sandbox.models.transformer_nn import Transformer
 
     torch.set_num_threads(1)  # the task's default (task.threads = 1; required with replicas > 1)
     cfg = TransformerConfig(d_model=d, n_heads=heads, n_layers=2, vocab_size=20, max_seq_len=24, experts=experts)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import Field, model_validator
-from torch import Tensor
 
 from sandbox.algorithms.base import MethodConfig
 from sandbox.algorithms.corrections.base import CORRECTIONS, Correction, CorrectionContext, CorrectionResult
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 class BAPOConfig(MethodConfig):

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from sandbox.algorithms._tensor import seq_sum
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.base.registry import Registry
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 CORRECTIONS = Registry("correction", plugins="correction")
 """Every off-policy correction, keyed by its TOML ``name``; one module of this package each."""

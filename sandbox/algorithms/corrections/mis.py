@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field, model_validator
 
 from sandbox.algorithms.base import MethodConfig
@@ -17,6 +16,9 @@ from sandbox.algorithms.corrections.base import (
     log_or_neg_inf,
     to_tokens,
 )
+from sandbox.base.lazy_torch import lazy_import
+
+torch = lazy_import("torch", globals())
 
 
 class MISConfig(MethodConfig):

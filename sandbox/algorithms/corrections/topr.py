@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from sandbox.algorithms.base import MethodConfig
@@ -16,6 +15,9 @@ from sandbox.algorithms.corrections.base import (
     Level,
     to_tokens,
 )
+from sandbox.base.lazy_torch import lazy_import
+
+torch = lazy_import("torch", globals())
 
 
 class TOPRConfig(MethodConfig):

@@ -14,15 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-import torch
 from pydantic import Field, model_validator
-from torch import Tensor
 
 from sandbox.algorithms import advantages as A
 from sandbox.algorithms._tensor import Aggregation, float_flag, maximum, seq_mean
 from sandbox.algorithms.api import SEQ_GRAD_KEY, PolicyLossInput
 from sandbox.algorithms.base import MethodConfig, need_groups
+from sandbox.base.lazy_torch import lazy_import
 from sandbox.base.registry import Registry
+
+torch = lazy_import("torch", globals())
+Tensor = lazy_import("torch:Tensor", globals())
 
 OBJECTIVES = Registry("objective", plugins="objective")
 """Every objective, keyed by its TOML ``name``; one module of this package each."""

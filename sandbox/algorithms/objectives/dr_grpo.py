@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
-from torch import Tensor
 
 from sandbox.algorithms import advantages as A
 from sandbox.algorithms._tensor import Aggregation
@@ -19,6 +18,9 @@ from sandbox.algorithms.objectives.base import (
     OpobKnobs,
     opob_advantage,
 )
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class DrGRPOConfig(ClipKnobs, OpobKnobs):

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import Field
-from torch import Tensor
 
 from sandbox.algorithms import advantages as A
 from sandbox.algorithms._tensor import Aggregation
@@ -23,6 +21,12 @@ from sandbox.algorithms.objectives.base import (
     opob_advantage,
     reinforce_surrogate,
 )
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 class ReinforceConfig(OpobKnobs):

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
-from torch import Tensor
 
 from sandbox.algorithms import advantages as A
 from sandbox.algorithms._tensor import Aggregation
 from sandbox.algorithms.api import PolicyLossInput
 from sandbox.algorithms.base import need_groups
 from sandbox.algorithms.objectives.base import OBJECTIVES, ClipKnobs, ClipSurrogate, Objective
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class RLOOConfig(ClipKnobs):

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import Field
-from torch import Tensor
 
 from sandbox.algorithms import advantages as A
 from sandbox.algorithms._tensor import group_view, seq_sum
 from sandbox.algorithms.api import REF_LOGP_KEY, PolicyLossInput
 from sandbox.algorithms.base import MethodConfig, need_groups
 from sandbox.algorithms.objectives.base import OBJECTIVES, Objective
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 class TBAConfig(MethodConfig):

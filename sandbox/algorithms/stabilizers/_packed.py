@@ -16,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from sandbox.algorithms._tensor import replica_sum, replica_view
+from sandbox.base.lazy_torch import lazy_import
+
+torch = lazy_import("torch", globals())
+Tensor = lazy_import("torch:Tensor", globals())
 
 SERIAL_REDUCTION_MAX = 32768
 """``at::internal::GRAIN_SIZE``: CPU reductions over fewer elements run on one thread."""

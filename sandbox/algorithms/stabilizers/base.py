@@ -24,11 +24,12 @@ and None, so ``torch.load(..., weights_only=True)`` reads it back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Literal
 
 from sandbox.base.registry import Registry
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 STABILIZERS = Registry("stabilizer", plugins="stabilizer")
 """Every stabilizer: ``name`` → config and implementation (:mod:`sandbox.base.registry`)."""

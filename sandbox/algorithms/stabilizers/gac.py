@@ -22,14 +22,16 @@ import math
 from collections import deque
 from typing import Literal
 
-import torch
 from pydantic import Field, model_validator
-from torch import Tensor
 
 from sandbox.algorithms._tensor import replica_sum, replica_view
 from sandbox.algorithms.base import MethodConfig
 from sandbox.algorithms.stabilizers._packed import Blocks, Layout
 from sandbox.algorithms.stabilizers.base import STABILIZERS, Stabilizer
+from sandbox.base.lazy_torch import lazy_import
+
+torch = lazy_import("torch", globals())
+Tensor = lazy_import("torch:Tensor", globals())
 
 
 class GACConfig(MethodConfig):

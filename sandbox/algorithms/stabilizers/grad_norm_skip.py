@@ -23,15 +23,19 @@ before-clip stabilizer of the list.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import Field
-from torch import Tensor
 
 from sandbox.algorithms._tensor import replica_sum
 from sandbox.algorithms.base import MethodConfig
 from sandbox.algorithms.stabilizers.base import STABILIZERS, Stabilizer
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 EPS = 1e-6
 """ε of ``z = (n − μ)/(σ + ε)``: ZClip's default ``eps`` (``zclip/zclip.py``)."""

@@ -3,14 +3,18 @@ Sources of each rule are in :func:`staleness_weight`."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import Field
-from torch import Tensor
 
 from sandbox.algorithms.base import MethodConfig
 from sandbox.algorithms.stabilizers.base import STABILIZERS, Stabilizer
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 class StalenessLRConfig(MethodConfig):

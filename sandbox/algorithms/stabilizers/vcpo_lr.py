@@ -8,14 +8,18 @@ multiplies this step's update only; the base learning rate is untouched for the 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import Field
-from torch import Tensor
 
 from sandbox.algorithms.base import MethodConfig
 from sandbox.algorithms.stabilizers.base import STABILIZERS, Stabilizer
+from sandbox.base.lazy_torch import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 
 class VCPOLRConfig(MethodConfig):

@@ -32,19 +32,17 @@ Task page: ``docs/tasks.md#lm``.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
-from torch import Tensor, nn
-from torch.func import functional_call
 
 from sandbox.base.errors import ScenarioError
+from sandbox.base.lazy_torch import lazy_import, no_grad
 from sandbox.base.processes import forked_map
 from sandbox.models import hf
 from sandbox.models import replicas as rp
 from sandbox.models.hf import HFModelConfig
-from sandbox.models.transformer import Transformer, TransformerConfig, sample, sample_with, sequence_logprobs
+from sandbox.models.transformer import TransformerConfig, sample, sample_with, sequence_logprobs
 from sandbox.tasks.base import TASKS, BudgetShape, Params, PolicyTask
 from sandbox.tasks.draws import RowGenerators, Stream
 from sandbox.tasks.lm import warmstart as ws_mod
@@ -52,14 +50,19 @@ from sandbox.tasks.lm.problems import AdditionConfig, CharTokenizer, ProblemConf
 from sandbox.tasks.lm.warmstart import WarmStartConfig
 from sandbox.tasks.rollouts import Rollouts
 
+if TYPE_CHECKING:
+    from torch import nn
+
+torch = lazy_import("torch", globals())
+Tensor = lazy_import("torch:Tensor", globals())
+functional_call = lazy_import("torch.func:functional_call", globals())
+
 EVAL_ROWS = 1024
 """Rows (held-out prompts x replicas) an evaluation decodes in one batch (``LMTask.evaluate``)."""
 
 EVAL_PREFILL_BYTES = 64 << 20
 """The most memory the held-out prompts' stored prefill may take (``LMTask._eval_decoder``; beyond it each
 pass prefills its own rows)."""
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def _model_backend(v: Any) -> str | None:
@@ -302,7 +305,7 @@ class LMTask(PolicyTask):
         self.max_new = cfg.max_new_tokens or self.problem.max_answer_len + 2
         self.max_len = self.max_new
         self.device = torch.device(cfg.device)
-        self.dtype = DTYPES[cfg.dtype]
+        self.dtype = getattr(torch, cfg.dtype)  # float32, float64, bfloat16 or float16
         self.backend = cfg.model.backend
         if self.backend == "hf":
             self.model_cfg = hf.task_config(
@@ -325,6 +328,8 @@ class LMTask(PolicyTask):
         if self.backend == "hf":
             self.model = hf.to_device(self.new_module(torch.Generator().manual_seed(0)), self.device, self.dtype)
         else:
+            from sandbox.models.transformer_nn import Transformer  # torch.nn modules: imported when a task is built
+
             self.model = Transformer(self.model_cfg).to(device=self.device, dtype=self.dtype)
         self.model.eval()
         for p in self.model.parameters():
@@ -355,6 +360,8 @@ class LMTask(PolicyTask):
         checkpoint's weights, :func:`sandbox.models.hf.build_module`)."""
         if self.backend == "hf":
             return hf.build_module(self.cfg.model, self.model_cfg, gen)
+        from sandbox.models.transformer_nn import Transformer
+
         m = Transformer(self.model_cfg)
         m.reset_parameters(gen)
         return m
@@ -650,7 +657,7 @@ class LMTask(PolicyTask):
         )
         return (lp.float().cpu() * mask).sum(-1)
 
-    @torch.no_grad()
+    @no_grad
     def evaluate(self, params: Params) -> dict[str, Tensor]:
         """Greedy decoding on the held-out prompts: exact-answer accuracy and mean response length, ``(R,)``
         (builtin: every replica decodes the same prompts in one batch, :func:`sandbox.models.replicas.decode`,

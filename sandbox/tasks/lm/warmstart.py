@@ -30,15 +30,20 @@ import os
 import pickle
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
-from torch import Tensor
 
 from sandbox.base import progress
+from sandbox.base.lazy_torch import lazy_import, no_grad
 from sandbox.learner.optim import without_dynamo
 from sandbox.models import hf
 from sandbox.models.transformer import sample
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch", globals())
 
 FORMAT_VERSION = 1
 LABEL = "warm start: training the base LM (cached after)"
@@ -185,7 +190,7 @@ def _batch(task, idx: Tensor) -> tuple[Tensor, Tensor]:
     return torch.cat([ids, ans], 1), mask
 
 
-@torch.no_grad()
+@no_grad
 def greedy_accuracy(
     model: torch.nn.Module, task, prompt_ids: Tensor, prompts: list[str], batch: int = 512
 ) -> tuple[float, float]:
