@@ -379,7 +379,7 @@ class Learner:
         norm_clipped = sum(replica_sum(g * g, 1) for g in grads).sqrt()
         scale = torch.ones(norm_clipped.shape, dtype=grads[0].dtype, device=grads[0].device)
         metrics = {"grad/norm": norm_clipped, "grad/norm_clipped": norm_clipped, "lr/scale": scale}
-        self.optimizer.step()
+        self._optimizer_step_fn()  # = self.optimizer.step() under no_grad, without its per-call wrappers
         metrics["step/skipped"] = torch.zeros(norm_clipped.shape, dtype=scale.dtype, device=scale.device)
         return metrics
 
