@@ -16,7 +16,7 @@ from torch import Tensor
 
 from sandbox.tasks import draws
 from sandbox.tasks.base import TASKS, BudgetShape, PolicyTask
-from sandbox.tasks.rollouts import Rollouts
+from sandbox.tasks.rollouts import Rollouts, one_token_mask
 
 
 class BanditConfig(BaseModel):
@@ -143,6 +143,8 @@ class BanditTask(PolicyTask):
         logp_all = torch.log_softmax(params["logits"], -1)  # (R, K)
         R, N, T = rollouts.tokens.shape
         lp = logp_all.gather(-1, rollouts.tokens.reshape(R, N * T)).reshape(R, N, T)
+        if rollouts.mask is one_token_mask(R, N) and T == 1:
+            return lp  # complete one-token groups: a mask of ones, whose product changes no value and no gradient
         return lp * rollouts.mask
 
     @staticmethod

@@ -49,7 +49,7 @@ def _complete_one_token(replicas: int, responses: int) -> tuple[Tensor, Tensor]:
 _ONE_TOKEN_MASKS: dict[tuple[int, int], tuple[Tensor, int]] = {}
 
 
-def _one_token_mask(replicas: int, responses: int) -> Tensor:
+def one_token_mask(replicas: int, responses: int) -> Tensor:
     """The :attr:`Rollouts.mask` of a complete one-token group, ``ones(R, N, 1)`` float32 (the comparison
     ``0 < 1`` writes 1.0), shared like :func:`_complete_one_token` (a write to it makes a new one)."""
     key = (replicas, responses)
@@ -313,7 +313,7 @@ class Rollouts:
                 rewards=rewards,
                 version_logp=version_logp,
             )
-            mask = _one_token_mask(R, n)
+            mask = one_token_mask(R, n)
             out._mask = (lengths, lengths._version, 1, mask, mask._version)
             out._longest = (lengths, lengths._version, 1 if R * n else 0, R * n)
             return out
