@@ -707,9 +707,13 @@ class OracleLearner(Learner):
         grads = torch.cat([j.payload.grad for j in jobs], dim=1)
         surrogate = self.task.surrogate(self.params, grads)
         true_loss = self.task.loss(self.params).detach()
-        versions = torch.tensor([j.payload.version for j in jobs]).repeat_interleave(
-            torch.tensor([j.payload.num_responses for j in jobs])
-        )
+        samples = [j.payload for j in jobs]
+        if all(type(s.version) is int for s in samples):  # the same int64 values as the repeat_interleave below
+            versions = torch.tensor([s.version for s in samples for _ in range(s.num_responses)], dtype=torch.long)
+        else:
+            versions = torch.tensor([s.version for s in samples]).repeat_interleave(
+                torch.tensor([s.num_responses for s in samples])
+            )
         versions = self.behaviour_versions(versions.view(1, -1, 1).expand(self.R, -1, 1))
         self._sample_lag = (step - versions[..., 0]).double()
         metrics = {"loss": true_loss, **self.task.evaluate(self.params)}

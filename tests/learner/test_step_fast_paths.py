@@ -104,3 +104,22 @@ def test_the_pre_step_weights_are_the_snapshot_only_while_both_are_unchanged():
     published[learner.names[0]].mul_(2.0)  # the snapshot was written to: new copies
     before = learner._weights_before_step()
     assert before[0] is not published[learner.names[0]] and torch.equal(before[0], learner.plist[0])
+
+
+def test_oracle_sample_lags_are_the_repeated_versions():
+    """The oracle learner's per-sample versions, built as one list of ints, are ``repeat_interleave`` of the
+    groups' versions by their sizes (groups of different sizes and versions)."""
+    from sandbox.learner.trainer import OracleLearner
+    from sandbox.system.cluster import Job
+    from sandbox.tasks.base import GradientSample
+
+    _, learner, _ = prepare_run(quadratic(0.1, 4))
+    assert isinstance(learner, OracleLearner)
+    sizes, versions = (1, 3, 2), (5, 2, 4)
+    jobs = [
+        Job(id=i, worker=i, head_version=v, dispatch_time=0.0, payload=GradientSample(torch.zeros(1, n, 20), v, None))
+        for i, (n, v) in enumerate(zip(sizes, versions))
+    ]
+    learner.compute_loss(7, jobs)
+    expected = 7 - torch.tensor(versions).repeat_interleave(torch.tensor(sizes)).view(1, -1)
+    assert torch.equal(learner._sample_lag, expected.double())
