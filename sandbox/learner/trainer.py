@@ -264,7 +264,7 @@ class Learner:
             # Not loss.backward(ones): an explicit gradient tensor makes torch import
             # torch.fx.experimental.symbolic_shapes and sympy (about 2 s per process, torch/autograd/__init__.py:
             # _make_grads); a scalar's implicit one does not.
-            total.backward()
+            _scalar_backward(total)
         else:
             (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * self.alive.to(loss.dtype)).sum().backward()
 
@@ -383,6 +383,39 @@ class Learner:
         metrics["step/skipped"] = torch.zeros(norm_clipped.shape, dtype=scale.dtype, device=scale.device)
         return metrics
 
+
+def _scalar_backward(total: Tensor) -> None:
+    """``total.backward()`` of a plain float scalar that requires grad, through the call that method makes
+    into the autograd engine (torch 2.x, ``torch/autograd/__init__.py: backward``: the implicit gradient
+    ``ones_like(total)``, no retained graph, no ``inputs``) without the Python around it that applies to no
+    such call (tensor-subclass dispatch, functorch transforms, the deprecated ``grad_variables``, the forms of
+    ``inputs``, the checks of an explicit gradient): the same engine run on the same gradient, so the same
+    bits (``tests/learner/test_step_fast_paths.py``). Anything else, or another torch layout, takes
+    ``total.backward()``."""
+    run = _ENGINE_RUN.get("run", _UNRESOLVED)
+    if run is _UNRESOLVED:
+        try:
+            from torch.autograd.graph import _engine_run_backward as run
+        except ImportError:
+            run = None
+        _ENGINE_RUN["run"] = run
+    if (
+        run is None
+        or type(total) is not Tensor
+        or total.dim() != 0
+        or not total.requires_grad
+        or not total.dtype.is_floating_point
+        or total.dtype.is_complex
+        or torch._C._are_functorch_transforms_active()
+    ):
+        total.backward()
+        return
+    ones = torch.ones_like(total, memory_format=torch.preserve_format)
+    run((total,), (ones,), False, False, (), allow_unreachable=True, accumulate_grad=True)
+
+
+_ENGINE_RUN: dict = {}
+_UNRESOLVED = object()
 
 _EXACT = (torch.float32, torch.float64)
 """The dtypes whose values compare with a float32 bound in Python floats as torch compares them."""
