@@ -482,19 +482,26 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
 
 
 def _one_replica_row(metrics: dict) -> tuple[dict[str, np.ndarray], dict] | None:
-    """:func:`_metrics_to_numpy` of one live replica whose metrics are all floating ``(1,)`` tensors of finite
-    values, else None (the general path). Each value is read once as a Python float (``Tensor.item``: the
-    float64 of the value, as the widening copy); a row's mean is the value itself, ``(0 + x) / 1`` as numpy
-    sums from its identity, so -0.0 becomes 0.0 (hence the ``+ 0.0``)."""
+    """:func:`_metrics_to_numpy` of one live replica whose metrics are all floating ``(1,)`` tensors, else None
+    (the general path). Each value is read once as a Python float (``Tensor.item``: the float64 of the value,
+    as the widening copy); a row's mean is the value itself, ``(0 + x) / 1`` as numpy sums from its identity,
+    so -0.0 becomes 0.0 (hence the ``+ 0.0``), and NaN for a non-finite value, as :func:`_alive_mean` (which
+    drops it and averages nothing). A non-finite value of a dtype other than float32 / float64 takes the
+    general path (its widening there is torch's own conversion, not the hardware one ``item`` uses)."""
     values = []
     for v in metrics.values():
         if not (isinstance(v, Tensor) and v.dtype.is_floating_point and v.shape == _ONE):
             return None
         values.append(v.item())
+    means = {k: x + 0.0 for k, x in zip(metrics, values)}
     if not all(map(math.isfinite, values)):
-        return None
+        if not all(v.dtype in _EXACT for v in metrics.values()):
+            return None
+        for k, x in zip(metrics, values):
+            if not math.isfinite(x):
+                means[k] = math.nan
     matrix = np.array(values, dtype=np.float64).reshape(-1, 1)
-    return dict(zip(metrics, matrix)), {k: x + 0.0 for k, x in zip(metrics, values)}
+    return dict(zip(metrics, matrix)), means
 
 
 def _np(v) -> np.ndarray:
