@@ -196,15 +196,15 @@ def _single_tensor_adam_step(optimizer: torch.optim.Optimizer):
     having done nothing, whenever ``Adam.step`` would do more (a parameter with no state yet: the first
     step initializes it; a sparse or complex gradient; a gradient scaler), so the caller then runs the
     full step. None when the optimizer is not such an Adam (the caller keeps the full step). torch 2.x
-    (``torch/optim/adam.py``: ``Adam.step``, ``adam``); the same update to the bit
-    (``tests/learner/test_optimizer_without_dynamo.py``)."""
+    (``torch/optim/adam.py``: ``Adam.step``, ``adam``); the same update to the bit, after a
+    ``load_state_dict`` too (``tests/learner/test_unhooked_step.py``)."""
     try:
         from torch.optim.adam import _single_tensor_adam
     except ImportError:  # another torch layout: the full step
         return None
     if not isinstance(optimizer, torch.optim.Adam):
         return None
-    groups, state = optimizer.param_groups, optimizer.state
+    groups = optimizer.param_groups
 
     def eligible(group) -> bool:
         # foreach / fused None on CPU parameters: adam() picks the single-tensor function (foreach needs CUDA)
@@ -218,10 +218,13 @@ def _single_tensor_adam_step(optimizer: torch.optim.Optimizer):
 
     if not all(eligible(g) for g in groups):
         return None
-    count = len(groups)
+    checked = [groups, len(groups), True]  # the groups last checked (load_state_dict replaces the list)
 
     def step() -> bool:
-        if len(groups) != count or getattr(optimizer, "grad_scale", None) is not None:
+        groups, state = optimizer.param_groups, optimizer.state
+        if groups is not checked[0] or len(groups) != checked[1]:
+            checked[:] = groups, len(groups), all(eligible(g) for g in groups)
+        if not checked[2] or getattr(optimizer, "grad_scale", None) is not None:
             return False
         if getattr(optimizer, "found_inf", None) is not None:
             return False

@@ -4,6 +4,8 @@ sandbox builds, and a registered step hook (or grad mode on) sends the call thro
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from sandbox.learner.optim import OptimizerConfig, build_optimizer, unhooked_step
@@ -99,3 +101,38 @@ def test_single_tensor_adam_path_declines_what_adam_step_does_more():
         assert adam() is True and int(opt.state[w]["step"]) == 2
         opt.grad_scale = torch.ones(())  # a gradient scaler: the full step
         assert adam() is False and int(opt.state[w]["step"]) == 2
+
+
+def test_single_tensor_adam_path_follows_load_state_dict():
+    """``load_state_dict`` replaces the optimizer's state and groups: the path steps the loaded ones (the
+    weights of a run resumed from a checkpoint are the full steps' to the bit), and re-checks the groups."""
+    from sandbox.learner.optim import _single_tensor_adam_step
+
+    def run(fast: bool) -> torch.Tensor:
+        w = torch.tensor([[0.3, -1.2, 2.0, 0.5]], requires_grad=True)
+        opt = build_optimizer(OptimizerConfig(name="adam", lr=0.1), [w])
+        adam = _single_tensor_adam_step(opt)
+        saved = None
+        for k in range(6):
+            if k == 4:  # back to the state after step 1, then on
+                opt.load_state_dict(saved)
+            w.grad = None
+            ((w - k) ** 3).sum().backward()
+            with torch.no_grad():
+                if not (fast and adam()):
+                    opt.step()
+            if k == 1:
+                saved = copy.deepcopy(opt.state_dict())
+        return w.detach()
+
+    assert torch.equal(run(True), run(False))
+    w = torch.zeros(1, 3, requires_grad=True)
+    opt = build_optimizer(OptimizerConfig(name="adam"), [w])
+    adam = _single_tensor_adam_step(opt)
+    w.grad = torch.ones(1, 3)
+    with torch.no_grad():
+        opt.step()
+        state = opt.state_dict()
+        state["param_groups"][0]["amsgrad"] = True
+        opt.load_state_dict(state)  # groups the path does not cover: the full step
+        assert adam() is False
