@@ -73,6 +73,7 @@ class PolicyLoss:
             raise ValueError(problem)
         self.objective_impl = OBJECTIVES.build(objective)
         self.correction = CORRECTIONS.build(correction)
+        self._valid_group_size: int | None = None  # the last group size the objective accepted (its config is frozen)
         self.recorder = None
         """``None``, or a callable ``recorder(context, result)`` given each batch's :class:`CorrectionContext`
         (the learner's own ``log w``, ``log ρ``, mask) and the correction's :class:`CorrectionResult` (its
@@ -97,7 +98,9 @@ class PolicyLoss:
     # ----------------------------------------------------------------------------------- advantages
     def advantages(self, inp: PolicyLossInput, log_seq_rho: Tensor) -> tuple[Tensor, dict]:
         """Per-response advantages ``(..., N)`` and baseline metrics, after checking the group size."""
-        self.objective.validate_group_size(inp.group_size)
+        if inp.group_size != self._valid_group_size:
+            self.objective.validate_group_size(inp.group_size)
+            self._valid_group_size = inp.group_size
         return self.objective_impl.advantages(inp, log_seq_rho)
 
     # ----------------------------------------------------------------------------------------- loss

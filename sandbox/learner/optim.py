@@ -171,6 +171,8 @@ def unhooked_step(optimizer: torch.optim.Optimizer):
     ):
         return optimizer.step
 
+    adam = _single_tensor_adam_step(optimizer) if ours is not None else None
+
     def step():
         if (
             global_pre
@@ -180,6 +182,96 @@ def unhooked_step(optimizer: torch.optim.Optimizer):
             or torch.is_grad_enabled()
         ):
             return optimizer.step()
+        if adam is not None and adam():
+            return None
         return raw(optimizer)
+
+    return step
+
+
+_ADAM_OFF = {"amsgrad": False, "maximize": False, "capturable": False, "differentiable": False}
+
+
+def _single_tensor_adam_step(optimizer: torch.optim.Optimizer):
+    """For a CPU ``torch.optim.Adam`` / ``AdamW`` in its default single-tensor mode: a function that runs
+    ``Adam.step``'s update, ``torch.optim.adam._single_tensor_adam``, on the same tensors with the same
+    arguments, without the per-call work around it that cannot change the result on CPU (the lists
+    rebuilt by ``_init_group``, ``_default_to_fused_or_foreach``, the accelerator check); it returns False,
+    having done nothing, whenever ``Adam.step`` would do more (a parameter with no state yet: the first
+    step initializes it; a sparse or complex gradient; a gradient scaler), so the caller then runs the
+    full step. None when the optimizer is not such an Adam (the caller keeps the full step). torch 2.x
+    (``torch/optim/adam.py``: ``Adam.step``, ``adam``); the same update to the bit, after a
+    ``load_state_dict`` too (``tests/learner/test_unhooked_step.py``)."""
+    try:
+        from torch.optim.adam import _single_tensor_adam
+    except ImportError:  # another torch layout: the full step
+        return None
+    if not isinstance(optimizer, torch.optim.Adam):
+        return None
+    groups = optimizer.param_groups
+
+    def eligible(group) -> bool:
+        # foreach / fused None on CPU parameters: adam() picks the single-tensor function (foreach needs CUDA)
+        return (
+            group.get("foreach") in (None, False)
+            and group.get("fused") in (None, False)
+            and all(group.get(k, True) is v for k, v in _ADAM_OFF.items())
+            and "decoupled_weight_decay" in group
+            and all(p.device.type == "cpu" and not p.is_complex() for p in group["params"])
+        )
+
+    if not all(eligible(g) for g in groups):
+        return None
+    checked = [groups, len(groups), True]  # the groups last checked (load_state_dict replaces the list)
+
+    def step() -> bool:
+        groups, state = optimizer.param_groups, optimizer.state
+        if groups is not checked[0] or len(groups) != checked[1]:
+            checked[:] = groups, len(groups), all(eligible(g) for g in groups)
+        if not checked[2] or getattr(optimizer, "grad_scale", None) is not None:
+            return False
+        if getattr(optimizer, "found_inf", None) is not None:
+            return False
+        calls = []
+        for group in groups:
+            params, grads, avgs, sqs, steps = [], [], [], [], []
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                s = state.get(p)
+                if not s or g.is_sparse:
+                    return False
+                params.append(p)
+                grads.append(g)
+                avgs.append(s["exp_avg"])
+                sqs.append(s["exp_avg_sq"])
+                steps.append(s["step"])
+            if params:
+                calls.append((group, params, grads, avgs, sqs, steps))
+        for group, params, grads, avgs, sqs, steps in calls:
+            beta1, beta2 = group["betas"]
+            _single_tensor_adam(
+                params,
+                grads,
+                avgs,
+                sqs,
+                [],
+                steps,
+                None,
+                None,
+                amsgrad=False,
+                has_complex=False,
+                beta1=beta1,
+                beta2=beta2,
+                lr=group["lr"],
+                weight_decay=group["weight_decay"],
+                eps=group["eps"],
+                maximize=False,
+                capturable=False,
+                differentiable=False,
+                decoupled_weight_decay=group["decoupled_weight_decay"],
+            )
+        return True
 
     return step

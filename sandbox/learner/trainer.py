@@ -264,7 +264,7 @@ class Learner:
             # Not loss.backward(ones): an explicit gradient tensor makes torch import
             # torch.fx.experimental.symbolic_shapes and sympy (about 2 s per process, torch/autograd/__init__.py:
             # _make_grads); a scalar's implicit one does not.
-            total.backward()
+            _scalar_backward(total)
         else:
             (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * self.alive.to(loss.dtype)).sum().backward()
 
@@ -379,10 +379,43 @@ class Learner:
         norm_clipped = sum(replica_sum(g * g, 1) for g in grads).sqrt()
         scale = torch.ones(norm_clipped.shape, dtype=grads[0].dtype, device=grads[0].device)
         metrics = {"grad/norm": norm_clipped, "grad/norm_clipped": norm_clipped, "lr/scale": scale}
-        self.optimizer.step()
+        self._optimizer_step_fn()  # = self.optimizer.step() under no_grad, without its per-call wrappers
         metrics["step/skipped"] = torch.zeros(norm_clipped.shape, dtype=scale.dtype, device=scale.device)
         return metrics
 
+
+def _scalar_backward(total: Tensor) -> None:
+    """``total.backward()`` of a plain float scalar that requires grad, through the call that method makes
+    into the autograd engine (torch 2.x, ``torch/autograd/__init__.py: backward``: the implicit gradient
+    ``ones_like(total)``, no retained graph, no ``inputs``) without the Python around it that applies to no
+    such call (tensor-subclass dispatch, functorch transforms, the deprecated ``grad_variables``, the forms of
+    ``inputs``, the checks of an explicit gradient): the same engine run on the same gradient, so the same
+    bits (``tests/learner/test_step_fast_paths.py``). Anything else, or another torch layout, takes
+    ``total.backward()``."""
+    run = _ENGINE_RUN.get("run", _UNRESOLVED)
+    if run is _UNRESOLVED:
+        try:
+            from torch.autograd.graph import _engine_run_backward as run
+        except ImportError:
+            run = None
+        _ENGINE_RUN["run"] = run
+    if (
+        run is None
+        or type(total) is not Tensor
+        or total.dim() != 0
+        or not total.requires_grad
+        or not total.dtype.is_floating_point
+        or total.dtype.is_complex
+        or torch._C._are_functorch_transforms_active()
+    ):
+        total.backward()
+        return
+    ones = torch.ones_like(total, memory_format=torch.preserve_format)
+    run((total,), (ones,), False, False, (), allow_unreachable=True, accumulate_grad=True)
+
+
+_ENGINE_RUN: dict = {}
+_UNRESOLVED = object()
 
 _EXACT = (torch.float32, torch.float64)
 """The dtypes whose values compare with a float32 bound in Python floats as torch compares them."""
@@ -449,19 +482,26 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
 
 
 def _one_replica_row(metrics: dict) -> tuple[dict[str, np.ndarray], dict] | None:
-    """:func:`_metrics_to_numpy` of one live replica whose metrics are all floating ``(1,)`` tensors of finite
-    values, else None (the general path). Each value is read once as a Python float (``Tensor.item``: the
-    float64 of the value, as the widening copy); a row's mean is the value itself, ``(0 + x) / 1`` as numpy
-    sums from its identity, so -0.0 becomes 0.0 (hence the ``+ 0.0``)."""
+    """:func:`_metrics_to_numpy` of one live replica whose metrics are all floating ``(1,)`` tensors, else None
+    (the general path). Each value is read once as a Python float (``Tensor.item``: the float64 of the value,
+    as the widening copy); a row's mean is the value itself, ``(0 + x) / 1`` as numpy sums from its identity,
+    so -0.0 becomes 0.0 (hence the ``+ 0.0``), and NaN for a non-finite value, as :func:`_alive_mean` (which
+    drops it and averages nothing). A non-finite value of a dtype other than float32 / float64 takes the
+    general path (its widening there is torch's own conversion, not the hardware one ``item`` uses)."""
     values = []
     for v in metrics.values():
         if not (isinstance(v, Tensor) and v.dtype.is_floating_point and v.shape == _ONE):
             return None
         values.append(v.item())
+    means = {k: x + 0.0 for k, x in zip(metrics, values)}
     if not all(map(math.isfinite, values)):
-        return None
+        if not all(v.dtype in _EXACT for v in metrics.values()):
+            return None
+        for k, x in zip(metrics, values):
+            if not math.isfinite(x):
+                means[k] = math.nan
     matrix = np.array(values, dtype=np.float64).reshape(-1, 1)
-    return dict(zip(metrics, matrix)), {k: x + 0.0 for k, x in zip(metrics, values)}
+    return dict(zip(metrics, matrix)), means
 
 
 def _np(v) -> np.ndarray:
@@ -707,9 +747,13 @@ class OracleLearner(Learner):
         grads = torch.cat([j.payload.grad for j in jobs], dim=1)
         surrogate = self.task.surrogate(self.params, grads)
         true_loss = self.task.loss(self.params).detach()
-        versions = torch.tensor([j.payload.version for j in jobs]).repeat_interleave(
-            torch.tensor([j.payload.num_responses for j in jobs])
-        )
+        samples = [j.payload for j in jobs]
+        if all(type(s.version) is int for s in samples):  # the same int64 values as the repeat_interleave below
+            versions = torch.tensor([s.version for s in samples for _ in range(s.num_responses)], dtype=torch.long)
+        else:
+            versions = torch.tensor([s.version for s in samples]).repeat_interleave(
+                torch.tensor([s.num_responses for s in samples])
+            )
         versions = self.behaviour_versions(versions.view(1, -1, 1).expand(self.R, -1, 1))
         self._sample_lag = (step - versions[..., 0]).double()
         metrics = {"loss": true_loss, **self.task.evaluate(self.params)}

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sandbox.base.lazy_torch import lazy_import
 from sandbox.tasks import draws
 from sandbox.tasks.base import TASKS, BudgetShape, PolicyTask
-from sandbox.tasks.rollouts import Rollouts
+from sandbox.tasks.rollouts import Rollouts, one_token_mask
 
 torch = lazy_import("torch", globals())
 Tensor = lazy_import("torch:Tensor", globals())
@@ -145,6 +145,8 @@ class BanditTask(PolicyTask):
         logp_all = torch.log_softmax(params["logits"], -1)  # (R, K)
         R, N, T = rollouts.tokens.shape
         lp = logp_all.gather(-1, rollouts.tokens.reshape(R, N * T)).reshape(R, N, T)
+        if rollouts.mask is one_token_mask(R, N) and T == 1:
+            return lp  # complete one-token groups: a mask of ones, whose product changes no value and no gradient
         return lp * rollouts.mask
 
     @staticmethod

@@ -50,6 +50,35 @@ def _complete_one_token(replicas: int, responses: int) -> tuple[Tensor, Tensor]:
     return cached[0], cached[1]
 
 
+_ONE_TOKEN_MASKS: dict[tuple[int, int], tuple[Tensor, int]] = {}
+
+
+def one_token_mask(replicas: int, responses: int) -> Tensor:
+    """The :attr:`Rollouts.mask` of a complete one-token group, ``ones(R, N, 1)`` float32 (the comparison
+    ``0 < 1`` writes 1.0), shared like :func:`_complete_one_token` (a write to it makes a new one)."""
+    key = (replicas, responses)
+    cached = _ONE_TOKEN_MASKS.get(key)
+    if cached is None or cached[0]._version != cached[1]:
+        mask = torch.ones(replicas, responses, 1, dtype=torch.float32)
+        cached = _ONE_TOKEN_MASKS[key] = (mask, mask._version)
+    return cached[0]
+
+
+def _is_complete_one_token(part: Rollouts) -> bool:
+    """Whether ``part`` holds :func:`_complete_one_token`'s shared lengths, unchanged, and one position:
+    every response one valid token (what :meth:`Rollouts.one_token` builds)."""
+    lengths = part.lengths
+    cached = _ONE_TOKEN_SHAPES.get(tuple(lengths.shape))
+    return (
+        cached is not None
+        and cached[0] is lengths
+        and lengths._version == cached[2]
+        and part.ended is cached[1]
+        and part.ended._version == cached[3]
+        and part.tokens.shape[-1] == 1
+    )
+
+
 @dataclass
 class Rollouts:
     tokens: Tensor
@@ -75,7 +104,8 @@ class Rollouts:
     _mask: tuple | None = field(default=None, init=False, repr=False, compare=False)
     """The last :attr:`mask` with what it was computed from (lengths, their version counter, width)."""
     _longest: tuple | None = field(default=None, init=False, repr=False, compare=False)
-    """(lengths, their version counter, the longest length) when the builder knows it (:meth:`one_token`)."""
+    """(lengths, their version counter, the longest length, their sum) when the builder knows them
+    (:meth:`one_token`, :meth:`cat` of such groups)."""
 
     @classmethod
     def empty(cls, replicas: int, group_size: int, prompts: Tensor | None = None) -> Rollouts:
@@ -115,7 +145,8 @@ class Rollouts:
             ended=ended,
             group_size=N,
         )
-        out._longest = (out.lengths, out.lengths._version, 1 if R * N else 0)  # what decode_steps would read
+        # what decode_steps and token_count would read
+        out._longest = (out.lengths, out.lengths._version, 1 if R * N else 0, R * N)
         return out
 
     @property
@@ -174,6 +205,9 @@ class Rollouts:
 
     @property
     def token_count(self) -> int:
+        known = self._longest
+        if known is not None and len(known) > 3 and known[0] is self.lengths and known[1] == self.lengths._version:
+            return known[3]
         return int(self.lengths.sum().item())
 
     def replica(self, r: int) -> Rollouts:
@@ -267,6 +301,26 @@ class Rollouts:
         version_logp = None
         if any(p.version_logp is not None for p in parts):
             version_logp = torch.cat([pad(p.sampler_logp, 0.0) for p in parts], 1)
+        if all(map(_is_complete_one_token, parts)):
+            # Complete one-token groups: the lengths and end flags are ones, as their concatenation would be, and
+            # so is the mask; shared per shape (their version counters checked, as for each group's).
+            R, n = parts[0].lengths.shape[0], sum(p.lengths.shape[1] for p in parts)
+            lengths, ended = _complete_one_token(R, n)
+            out = Rollouts(
+                tokens=torch.cat([p.tokens for p in parts], 1),
+                behaviour_logp=torch.cat([p.behaviour_logp for p in parts], 1),
+                token_versions=torch.cat([p.token_versions for p in parts], 1),
+                lengths=lengths,
+                ended=ended,
+                group_size=parts[0].group_size,
+                prompts=prompts,
+                rewards=rewards,
+                version_logp=version_logp,
+            )
+            mask = one_token_mask(R, n)
+            out._mask = (lengths, lengths._version, 1, mask, mask._version)
+            out._longest = (lengths, lengths._version, 1 if R * n else 0, R * n)
+            return out
         return Rollouts(
             tokens=torch.cat([pad(p.tokens, 0) for p in parts], 1),
             behaviour_logp=torch.cat([pad(p.behaviour_logp, 0.0) for p in parts], 1),

@@ -34,3 +34,24 @@ def test_one_replica_means_are_the_general_means_to_the_bit():
     _, row = _metrics_to_numpy(metrics, 1, one)
     assert row["a"] == 1.0 and math.isnan(row["b"]) and math.isnan(row["c"])
     assert math.isnan(_alive_mean(np.array([math.inf]), one))
+
+
+def test_one_replica_row_with_non_finite_values_is_the_general_row():
+    """A row holding NaN or an infinity (the cosine with a zero gradient is NaN) stays on the shortcut for
+    float32 / float64: the arrays hold the values' float64 bits (NaN signs and payloads as numpy's widening
+    of the stacked tensor), the means are NaN for those and the general means for the rest."""
+    one = np.ones(1, dtype=bool)
+    z = torch.zeros(1)
+    for dtype in (torch.float32, torch.float64):
+        nans = (z / z).to(dtype), torch.tensor([math.nan], dtype=dtype), -torch.tensor([math.nan], dtype=dtype)
+        values = [*nans, torch.tensor([math.inf], dtype=dtype), torch.tensor([-0.0], dtype=dtype)]
+        metrics = {f"m{i}": v for i, v in enumerate(values)}
+        arrays, row = _metrics_to_numpy(metrics, 1, one)
+        widened = torch.stack(values).numpy().astype(np.float64)  # the general path's copy
+        for i, k in enumerate(metrics):
+            assert arrays[k].tobytes() == widened[i].tobytes(), (dtype, k)
+        assert all(math.isnan(row[f"m{i}"]) for i in range(4)) and row["m4"] == 0.0
+        assert math.copysign(1.0, row["m4"]) == 1.0
+    half = {"a": torch.tensor([math.nan], dtype=torch.float16), "b": torch.tensor([1.0], dtype=torch.float16)}
+    arrays, row = _metrics_to_numpy(half, 1, one)  # the general path
+    assert math.isnan(row["a"]) and row["b"] == 1.0

@@ -104,3 +104,41 @@ def test_the_pre_step_weights_are_the_snapshot_only_while_both_are_unchanged():
     published[learner.names[0]].mul_(2.0)  # the snapshot was written to: new copies
     before = learner._weights_before_step()
     assert before[0] is not published[learner.names[0]] and torch.equal(before[0], learner.plist[0])
+
+
+def test_oracle_sample_lags_are_the_repeated_versions():
+    """The oracle learner's per-sample versions, built as one list of ints, are ``repeat_interleave`` of the
+    groups' versions by their sizes (groups of different sizes and versions)."""
+    from sandbox.learner.trainer import OracleLearner
+    from sandbox.system.cluster import Job
+    from sandbox.tasks.base import GradientSample
+
+    _, learner, _ = prepare_run(quadratic(0.1, 4))
+    assert isinstance(learner, OracleLearner)
+    sizes, versions = (1, 3, 2), (5, 2, 4)
+    jobs = [
+        Job(id=i, worker=i, head_version=v, dispatch_time=0.0, payload=GradientSample(torch.zeros(1, n, 20), v, None))
+        for i, (n, v) in enumerate(zip(sizes, versions))
+    ]
+    learner.compute_loss(7, jobs)
+    expected = 7 - torch.tensor(versions).repeat_interleave(torch.tensor(sizes)).view(1, -1)
+    assert torch.equal(learner._sample_lag, expected.double())
+
+
+def test_scalar_backward_is_backward():
+    """The engine call of a scalar's backward accumulates the gradients ``Tensor.backward`` does, to the bit,
+    into gradients already there too; a tensor it does not cover takes ``backward`` and its error."""
+    from sandbox.learner.trainer import _scalar_backward
+
+    for dtype in (torch.float32, torch.float64):
+        grads = []
+        for fast in (True, False):
+            w = torch.linspace(-2.0, 3.0, 7, dtype=dtype).reshape(1, 7).requires_grad_(True)
+            for k in range(2):  # the second call accumulates
+                loss = (torch.log_softmax(w * (k + 1.5), -1) * torch.arange(7.0, dtype=dtype)).sum()
+                _scalar_backward(loss) if fast else loss.backward()
+            grads.append(w.grad)
+        assert torch.equal(grads[0], grads[1]), dtype
+        assert not torch.equal(grads[0], 2 * grads[1])  # the comparison can fail
+    with pytest.raises(RuntimeError, match="scalar"):
+        _scalar_backward(torch.ones(2, requires_grad=True) * 2)

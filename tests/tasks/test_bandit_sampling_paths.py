@@ -108,3 +108,28 @@ def test_one_token_groups_share_their_lengths_until_one_is_written_to():
     assert c.lengths is not a.lengths and torch.equal(c.lengths, torch.ones(2, 4, dtype=torch.long))
     assert torch.equal(c.ended, torch.ones(2, 4, dtype=torch.bool))
     _same(c, _general(2, tokens, logp, 2))
+
+
+def test_cat_of_one_token_groups_is_the_general_cat():
+    """The concatenation of complete one-token groups shares ones for its lengths, end flags and mask: the
+    values, dtypes and shapes of the general concatenation; a write to the shared lengths makes new ones."""
+    gen = torch.Generator().manual_seed(5)
+    parts, general = [], []
+    for v in range(3):
+        tokens = torch.randint(0, 7, (2, 4), generator=gen)
+        logp = -torch.rand(2, 4, generator=gen)
+        parts.append(Rollouts.one_token(tokens, logp, v))
+        general.append(_general(2, tokens, logp, v))
+    for p, g in zip(parts, general):
+        p.rewards = g.rewards = torch.rand(2, 4, generator=gen)
+    fast, slow = Rollouts.cat(parts), Rollouts.cat(general)
+    _same(fast, slow)
+    assert fast.mask.dtype == slow.mask.dtype and fast.mask.shape == slow.mask.shape
+    again = Rollouts.cat(parts)
+    assert again.lengths is fast.lengths and again.mask is fast.mask  # shared per shape
+    fast.lengths[0, 0] = 0  # a write: the next batch of this shape gets new ones
+    later = Rollouts.cat(parts)
+    assert later.lengths is not fast.lengths and int(later.lengths.min()) == 1
+    assert later.token_count == 2 * 12
+    mixed = Rollouts.cat([parts[0], general[1]])  # a group of another kind: the general path
+    _same(mixed, Rollouts.cat([general[0], general[1]]))
