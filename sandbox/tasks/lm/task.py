@@ -31,7 +31,7 @@ Task page: ``docs/tasks.md#lm``.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, ClassVar, Literal
 
 import torch
@@ -322,20 +322,10 @@ class LMTask(PolicyTask):
                     "max_seq_len": cfg.model.max_seq_len or self.P + self.max_new,
                 }
             )
-        train, held = make_prompt_sets(self.problem, cfg.train_size, cfg.eval_size, cfg.prompt_seed)
-        enc = lambda pairs: torch.tensor([self.tokenizer.encode(p) for p, _ in pairs], dtype=torch.long)  # noqa: E731
-        self.train_prompts = [p for p, _ in train]
-        self.train_ids = enc(train)
-        self.train_answer_ids = [self.tokenizer.encode(a) + [self.tokenizer.eos_id] for _, a in train]
-        self.eval_prompts = [p for p, _ in held]
-        self.eval_ids = enc(held)
-        self._answers = None  # (answer + end token ids (n, A) padded with -1, their lengths (n,)): exact scoring
-        if getattr(self.problem, "exact_answer", False) and self.train_answer_ids:
-            width = max(len(a) for a in self.train_answer_ids)
-            self._answers = (
-                torch.tensor([a + [-1] * (width - len(a)) for a in self.train_answer_ids], dtype=torch.long),
-                torch.tensor([len(a) for a in self.train_answer_ids], dtype=torch.long),
-            )
+        data = _prompt_data(self.problem, cfg.train_size, cfg.eval_size, cfg.prompt_seed, self.tokenizer)
+        self.train_prompts, self.train_ids, self.train_answer_ids = data.train_prompts, data.train_ids, data.answer_ids
+        self.eval_prompts, self.eval_ids = data.eval_prompts, data.eval_ids
+        self._answers = data.answers  # (answer + end token ids (n, A) padded with -1, their lengths (n,)) or None
         if self.backend == "hf":
             self.model = hf.to_device(self.new_module(torch.Generator().manual_seed(0)), self.device, self.dtype)
         else:
@@ -901,6 +891,55 @@ class LMTask(PolicyTask):
                     if hit[j]:
                         total[r] += self._score(prompts[s + j], rows[j])
         return [t / max(len(prompts), 1) for t in total]
+
+
+@dataclass(frozen=True)
+class _PromptData:
+    """A task's prompt sets, encoded (read only: shared by the tasks built with the same sets)."""
+
+    train_prompts: list[str]
+    train_ids: Tensor
+    answer_ids: list[list[int]]
+    """Each train prompt's reference answer then the end token."""
+    eval_prompts: list[str]
+    eval_ids: Tensor
+    answers: tuple[Tensor, Tensor] | None
+    """``answer_ids`` padded with -1 ``(n, A)`` and their lengths ``(n,)``, for a problem scored by exact answer
+    (``exact_answer``: :meth:`LMTask._exact_rewards`), else None."""
+
+
+_PROMPT_DATA: dict[tuple, _PromptData] = {}
+
+
+def _prompt_data(problem, train_size: int, eval_size: int, seed: int, tokenizer: CharTokenizer) -> _PromptData:
+    """:func:`make_prompt_sets` encoded, once per process for each problem, sizes, seed and alphabet (a pure
+    function of them; drawing and encoding the mission's 2,256 prompts took about two thirds of building an LM
+    task, a fixed cost of every run: ``benchmarks/README.md``)."""
+    key = (problem.model_dump_json(), train_size, eval_size, seed, tokenizer.alphabet)
+    data = _PROMPT_DATA.get(key)
+    if data is not None:
+        return data
+    train, held = make_prompt_sets(problem, train_size, eval_size, seed)
+    encode = tokenizer.encode
+    answer_ids = [encode(a) + [tokenizer.eos_id] for _, a in train]
+    answers = None
+    if getattr(problem, "exact_answer", False) and answer_ids:
+        width = max(len(a) for a in answer_ids)
+        answers = (
+            torch.tensor([a + [-1] * (width - len(a)) for a in answer_ids], dtype=torch.long),
+            torch.tensor([len(a) for a in answer_ids], dtype=torch.long),
+        )
+    if len(_PROMPT_DATA) >= 16:
+        _PROMPT_DATA.clear()
+    data = _PROMPT_DATA[key] = _PromptData(
+        [p for p, _ in train],
+        torch.tensor([encode(p) for p, _ in train], dtype=torch.long),
+        answer_ids,
+        [p for p, _ in held],
+        torch.tensor([encode(p) for p, _ in held], dtype=torch.long),
+        answers,
+    )
+    return data
 
 
 def _group_seeds(gen: Stream) -> int | list[int]:
