@@ -23,7 +23,7 @@ far less: the run is one thread) with the evaluation cut to one held-out prompt 
 scales with ``eval_size``, not a per-step or per-run cost), and a least-squares line through the minima:
 its slope over R is the **cost per replica-step** and its intercept the **fixed cost per run** (building
 the task and the learner, the warm start loaded from its cache, the cluster, the result tables; after the
-process has started and imported everything, and the warm start is cached).
+process has started and imported everything, and the warm start is cached; ``benchmarks/README.md`` row 13).
 
 ``--profile``: a cProfile (CPU time) of one batched run, the functions with the most cumulative time
 (where the time of a replica goes: decoding, evaluation, the learner's forward/backward, the simulator).
