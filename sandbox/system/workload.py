@@ -17,9 +17,9 @@ class PolicyWorkload:
     group is made, ``LMTask.new_group``) is sampled ahead: the groups a cluster dispatches one after the other
     with the same weights (a synchronous step dispatches ``groups_per_step`` at one instant) are made in
     advance from the sampling stream and decoded in one batch. How many: as many as the last run of calls with
-    the same weights held, at most ``ahead`` (the runner's ``groups_per_step``), so a wrong guess costs at most
-    the decodes of the groups made ahead again when the weights change earlier. A group decoded under weights it is not dispatched with is decoded again from its start
-    under the right ones, and a group's numbers are a function of its prompt, its seed and the weights alone
+    the same weights held, at most ``ahead`` (the runner's ``groups_per_step``). A group decoded under weights
+    it is not dispatched with is decoded again from its start under the right ones (a wrong guess costs that
+    decode), and a group's numbers are a function of its prompt, its seed and the weights alone
     (``LMTask.sample_groups``), so the run's numbers do not depend on how many are made ahead
     (``tests/lm/test_lm_group_batching.py``)."""
 
@@ -47,10 +47,9 @@ class PolicyWorkload:
             stale = [entry for entry in list(queue)[:want] if entry[1] is not weights]
             for entry, out in zip(stale, self.task.sample_groups(weights, [e[0] for e in stale], version)):
                 entry[1], entry[2] = weights, out
-        group, _, out = queue.popleft()
-        if group.group_size != group_size:
-            raise ValueError(f"a group of {group_size} responses asked for, {group.group_size} made ahead")
-        return out
+        if queue[0][0].group_size != group_size:
+            raise ValueError(f"a group of {group_size} responses asked for, {queue[0][0].group_size} made ahead")
+        return queue.popleft()[2]
 
     def begin(self, group_size: int) -> Rollouts:
         if self._queue:  # made ahead: drawn from the stream already

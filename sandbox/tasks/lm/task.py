@@ -483,12 +483,12 @@ class LMTask(PolicyTask):
             or self.backend != "builtin"
             or self.sampling_engine() is not None
             or isinstance(version, Tensor)
+            or self.max_new <= 0
             or any(
                 g.width != 0
                 or bool(g.ended.any())
                 or g.lengths.shape != first.lengths.shape
                 or not isinstance(g.info.get(SEEDS), int)
-                or self.max_new <= 0
                 for g in groups
             )
         ):
