@@ -248,3 +248,23 @@ def _module_shapes(cfg) -> dict:
     from sandbox.models.transformer import Transformer
 
     return {k: v.shape for k, v in Transformer(cfg).named_parameters()}
+
+
+def test_groups_made_ahead_under_other_weights_are_decoded_again():
+    """The workload makes groups ahead under the weights of the first call; when the next calls hold other
+    weights, the groups made ahead are decoded again from their seeds: each call returns what a workload
+    that decodes one group per call returns."""
+    task, w1 = task_and_weights(2, 1.0)
+    w2 = {k: v + 0.1 for k, v in w1.items()}
+    calls = [(w1, 0), (w2, 1), (w2, 1), (w1, 0), (w2, 1), (w2, 1), (w2, 1)]
+    ahead = wl.PolicyWorkload(task, torch.Generator().manual_seed(8), ahead=3)
+    alone = wl.PolicyWorkload(task, torch.Generator().manual_seed(8), ahead=1)
+    decoded = []
+    real = task.sample_groups
+    task.sample_groups = lambda params, groups, version: decoded.append(len(groups)) or real(params, groups, version)
+    for weights, version in calls:
+        a = ahead.sample(weights, version, 4)
+        b = task.generate(weights, task.new_group(4, alone.gen), None, version)
+        for name in ("tokens", "behaviour_logp", "token_versions", "lengths", "prompts"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert max(decoded) == 3 and sum(decoded) > len(calls)  # batched, and some groups decoded twice
