@@ -16,6 +16,15 @@ After the wall times, each side's CPU time (min over ``--repeats``): this proces
 children's. On a loaded machine the wall time of the forked side shows no gain when no core is idle;
 with an idle core its wall time is about this process's CPU time (``benchmarks/README.md`` row 8).
 
+``--scaling 1,2,4,8``: the one run of R replicas at each of these step counts (interleaved, min and median
+over ``--repeats`` of its wall time and of this process's CPU time, which a shared machine's load moves
+far less: the run is one thread) with the evaluation cut to one held-out prompt and no sampled responses
+(``task.eval_size = 1``, ``task.eval_samples = 0``: an evaluation of the mission's 256 prompts is work that
+scales with ``eval_size``, not a per-step or per-run cost), and a least-squares line through the minima:
+its slope over R is the **cost per replica-step** and its intercept the **fixed cost per run** (building
+the task and the learner, the warm start loaded from its cache, the cluster, the result tables; after the
+process has started and imported everything, and the warm start is cached; ``benchmarks/README.md`` row 13).
+
 ``--profile``: a cProfile (CPU time) of one batched run, the functions with the most cumulative time
 (where the time of a replica goes: decoding, evaluation, the learner's forward/backward, the simulator).
 Every builtin-LM run, R = 1 included, computes through one formulation batched over the replica
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -49,8 +59,10 @@ from sandbox.scenario.api import load_scenario  # noqa: E402
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "lm_mission.toml"
 
 
-def scenario(replicas: int, seed: int, steps: int, eval_every: int, eval_processes: int = 1):
+def scenario(replicas: int, seed: int, steps: int, eval_every: int, eval_processes: int = 1, eval_cut: bool = False):
     extra = {"task.eval_processes": eval_processes} if eval_processes != 1 else {}
+    if eval_cut:
+        extra.update({"task.eval_size": 1, "task.eval_samples": 0})
     scn, _ = load_scenario(
         SCENARIO,
         {
@@ -76,7 +88,16 @@ def main() -> None:
         "--eval-processes", type=int, default=2, help="also time the one run with task.eval_processes = this (1: not)"
     )
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument(
+        "--scaling",
+        default="",
+        help="comma-separated step counts: the cost per replica-step (slope / R) and the fixed cost per run "
+        "(intercept) of the one run, evaluation cut to one prompt",
+    )
     args = ap.parse_args()
+    if args.scaling:
+        scaling(args.replicas, [int(n) for n in args.scaling.split(",")], args.repeats)
+        return
     R = args.replicas
     batched = scenario(R, 0, args.steps, args.eval_every)
     singles = [scenario(1, s, args.steps, args.eval_every) for s in range(R)]
@@ -129,6 +150,40 @@ def main() -> None:
             f"  CPU (min of {args.repeats}) {name:<9} this process {here:6.2f} s, forked children {kids:5.2f} s"
             + ("" if name == "separate" else f"; separate/this process: {sc / here:5.2f}x")
         )
+    print(f"  load average after {os.getloadavg()}")
+
+
+def scaling(R: int, steps: list[int], repeats: int) -> None:
+    """Wall time of the one run of ``R`` replicas against its step count: slope / R and intercept."""
+    runs = {n: scenario(R, 0, n, max(steps) + 1, eval_cut=True) for n in steps}
+    run_scenario(runs[steps[0]])  # trains or loads the base model; warms torch up
+    print(
+        f"LM replicas, {SCENARIO.name} (sync), R = {R}, steps {steps}, evaluation cut to 1 prompt; "
+        f"torch threads {torch.get_num_threads()}, load average before {os.getloadavg()}"
+    )
+    wall: dict[int, list[float]] = {n: [] for n in steps}
+    cpu: dict[int, list[float]] = {n: [] for n in steps}
+    for _ in range(repeats):  # interleaved: every step count once per round
+        for n in steps:
+            gc.collect()
+            t, c = time.perf_counter(), time.process_time()
+            run_scenario(runs[n])
+            cpu[n].append(time.process_time() - c)
+            wall[n].append(time.perf_counter() - t)
+    for n in steps:
+        print(
+            f"  {n:3d} steps   wall min {min(wall[n]):7.3f} s   median {statistics.median(wall[n]):7.3f} s   "
+            f"CPU min {min(cpu[n]):7.3f} s   median {statistics.median(cpu[n]):7.3f} s"
+        )
+    for what, times in (("wall", wall), ("CPU", cpu)):
+        for label, pick in (("min", min), ("median", statistics.median)):
+            y = [pick(times[n]) for n in steps]
+            mx, my = statistics.fmean(steps), statistics.fmean(y)
+            slope = sum((x - mx) * (v - my) for x, v in zip(steps, y)) / sum((x - mx) ** 2 for x in steps)
+            print(
+                f"  {what:>4} ({label}s) cost per replica-step {1e3 * slope / R:6.2f} ms   fixed cost per run "
+                f"{1e3 * (my - slope * mx):6.1f} ms"
+            )
     print(f"  load average after {os.getloadavg()}")
 
 

@@ -292,15 +292,56 @@ def _prefill(cfg: TransformerConfig, p: Params, context: Tensor, flips: Flips | 
 
 
 def sequence_logprobs(
-    cfg: TransformerConfig, p: Params, context: Tensor, tokens: Tensor, temperature: float = 1.0
+    cfg: TransformerConfig,
+    p: Params,
+    context: Tensor,
+    tokens: Tensor,
+    temperature: float = 1.0,
+    shared_rows: int = 1,
 ) -> Tensor:
     """Teacher-forced ``log softmax(logits/temperature)[y_t]`` of ``tokens (R, B, S)`` after
-    ``context (R, B, P)`` in one forward of every replica → ``(R, B, S)`` (differentiable)."""
+    ``context (R, B, P)`` → ``(R, B, S)`` (differentiable), every replica in one forward.
+
+    ``shared_rows = n > 1``: the rows come in consecutive blocks of ``n`` that share their context in every
+    replica (a group's responses share their prompt), and each block's context is computed once
+    (:func:`_shared_contexts`): one forward of the blocks' contexts, whose keys/values and last logits each row
+    then continues from, the responses' positions in a second forward over the cached keys, as :func:`decode`
+    computes them (the prompt's positions are about two thirds of an LM batch's; the values differ from the one
+    forward's by float rounding, cached vs uncached attention). The blocks are fixed by the rows' positions, not
+    by their values, so replica r's numbers and gradients do not depend on the other replicas nor on the other
+    blocks (every row computed on its own, :func:`linear`; the gradient of a block's context sums its rows' in
+    row order, ``index_select``'s backward). Rows that do not share their block's context in every replica:
+    the one forward."""
     P = context.shape[-1]
-    full = torch.cat([context, tokens], -1)
-    logits, _ = forward(cfg, p, full[..., :-1])
-    logits = logits[:, :, P - 1 :]
+    shared = _shared_contexts(context, shared_rows) if tokens.shape[-1] > 1 else None
+    if shared is None:
+        full = torch.cat([context, tokens], -1)
+        logits, _ = forward(cfg, p, full[..., :-1])
+        logits = logits[:, :, P - 1 :]
+    else:
+        blocks, inverse = shared
+        R, B, H = context.shape[0], context.shape[1], cfg.n_heads
+        U = blocks.shape[1]
+        first, cache = forward(cfg, p, blocks)
+
+        def spread(t: Tensor) -> Tensor:
+            return t.view(R, U, H, *t.shape[1:]).index_select(1, inverse).reshape(R * B * H, *t.shape[1:])
+
+        rest, _ = forward(cfg, p, tokens[..., :-1], [(spread(k), spread(v)) for k, v in cache])
+        logits = torch.cat([first[:, :, -1:].index_select(1, inverse), rest], 2)
     if temperature != 1.0:
         logits = logits / temperature
     logp = torch.log_softmax(logits.float(), -1)
     return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def _shared_contexts(context: Tensor, size: int) -> tuple[Tensor, Tensor] | None:
+    """``(each block's context (R, B / size, P), the block of each row (B,))`` when the rows of ``context
+    (R, B, P)`` come in consecutive blocks of ``size`` rows with one context in every replica; else None."""
+    R, B, P = context.shape
+    if size < 2 or B % size:
+        return None
+    blocks = context[:, ::size]
+    if not torch.equal(context.view(R, B // size, size, P), blocks.unsqueeze(2).expand(R, B // size, size, P)):
+        return None
+    return blocks, torch.arange(B, device=context.device) // size

@@ -106,7 +106,11 @@ def prepare_run(
     params = task.init_params(torch.Generator().manual_seed(seeds["init"]))
     learner = build_learner(scn, task, params, learner_cls)
     gen = torch.Generator().manual_seed(seeds["sampling"])
-    workload = OracleWorkload(task, gen) if isinstance(task, OracleTask) else PolicyWorkload(task, gen)
+    workload = (
+        OracleWorkload(task, gen)
+        if isinstance(task, OracleTask)
+        else PolicyWorkload(task, gen, ahead=scn.algorithm.groups_per_step)
+    )
     cluster = HeapCluster(  # the heap event loop: the simpy cluster's schedule, bitwise
         scn.system,
         workload,

@@ -11,6 +11,7 @@ from torch.func import functional_call
 from sandbox.engines.precision import fp8_round
 from sandbox.models.transformer import sequence_logprobs
 from sandbox.models.transformer_nn import Transformer
+from sandbox.tasks.lm.task import SEEDS
 
 
 def _generate(task, params, seed=5):
@@ -73,7 +74,7 @@ def test_precision_is_refused_where_it_cannot_run():
 @pytest.mark.component("engine", "precision")
 def test_added_noise_is_the_logit_noise_draw_on_the_bf16_logits():
     """noise_scale > 0: the first token is the logit_noise engine's draw (Student-t, same scale and
-    dof) on the bf16 sampler's logits / T from the same stream state, its reported log-prob is that
+    dof) on the bf16 sampler's logits / T from the group's own stream, its reported log-prob is that
     draw's log q; the exact log-probs stay the float32 trainer's; and the noise widens the gap."""
     from sandbox.engines.logit_noise import LogitNoiseConfig, LogitNoiseEngine
 
@@ -82,15 +83,14 @@ def test_added_noise_is_the_logit_noise_draw_on_the_bf16_logits():
     )
     gen = torch.Generator().manual_seed(5)
     group = task.new_group(6, gen)
-    state = gen.get_state()
+    own = torch.Generator().manual_seed(group.info[SEEDS])  # the group's own stream, at its start
     ro = task.generate(params, group, gen, 0)
     single = {k: v[0] for k, v in params.items()}
     bf = Transformer(task.model_cfg)
     bf.load_state_dict(single)
     logits, _ = bf.to(torch.bfloat16)(ro.prompts[0])
-    gen.set_state(state)
     d = LogitNoiseEngine(LogitNoiseConfig(scale=0.5, tail="student_t", dof=3)).draw(
-        logits[:, -1].float() / 0.7, gen, 0, 0
+        logits[:, -1].float() / 0.7, own, 0, 0
     )
     assert torch.equal(ro.tokens[0, :, 0], d.tokens)
     assert torch.equal(ro.behaviour_logp[0, :, 0], d.reported_logp)

@@ -19,7 +19,7 @@ Prompt sets are drawn deterministically from a seed: a train set and a disjoint 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -73,6 +73,9 @@ class AdditionConfig(BaseModel):
     lengths vary."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    exact_answer: ClassVar[bool] = True
+    """``score(prompt, response)`` is 1 exactly when ``response`` is the reference answer ``make`` returned
+    with the prompt, else 0 (``LMTask.rewards`` compares tokens)."""
     kind: Literal["addition"] = "addition"
     digits: int = Field(
         3, ge=1, le=9, description="Max digits per operand; 3 is learnable by a 2-layer model in a minute."
@@ -176,6 +179,8 @@ class SequenceConfig(BaseModel):
     """Sort or reverse a digit string whose length is drawn from min_len..max_len."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    exact_answer: ClassVar[bool] = True
+    """``score`` is 1 exactly for the reference answer (:attr:`AdditionConfig.exact_answer`)."""
     kind: Literal["sort", "reverse"] = "sort"
     min_len: int = Field(2, ge=1, description="Shortest input (answer lengths vary between min_len and max_len).")
     max_len: int = Field(6, ge=1, le=64, description="Longest input.")

@@ -31,7 +31,7 @@ Task page: ``docs/tasks.md#lm``.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -63,6 +63,13 @@ EVAL_ROWS = 1024
 EVAL_PREFILL_BYTES = 64 << 20
 """The most memory the held-out prompts' stored prefill may take (``LMTask._eval_decoder``; beyond it each
 pass prefills its own rows)."""
+
+SEEDS, SAMPLER, PROMPTS = "sampling_seeds", "sampler", "prompt_index"
+"""``Rollouts.info`` keys of an LM group: the seeds of its own sampling stream (:meth:`LMTask.new_group`), that
+stream once it has drawn (:meth:`LMTask._sampler`) and each replica's train prompt ``(R,)`` (:meth:`LMTask.rewards`)."""
+
+SEED_BOUND = 2**63 - 1
+"""Group seeds are drawn in ``[0, SEED_BOUND)`` (``torch.Generator.manual_seed`` takes any 64-bit value)."""
 
 
 def _model_backend(v: Any) -> str | None:
@@ -318,13 +325,10 @@ class LMTask(PolicyTask):
                     "max_seq_len": cfg.model.max_seq_len or self.P + self.max_new,
                 }
             )
-        train, held = make_prompt_sets(self.problem, cfg.train_size, cfg.eval_size, cfg.prompt_seed)
-        enc = lambda pairs: torch.tensor([self.tokenizer.encode(p) for p, _ in pairs], dtype=torch.long)  # noqa: E731
-        self.train_prompts = [p for p, _ in train]
-        self.train_ids = enc(train)
-        self.train_answer_ids = [self.tokenizer.encode(a) + [self.tokenizer.eos_id] for _, a in train]
-        self.eval_prompts = [p for p, _ in held]
-        self.eval_ids = enc(held)
+        data = _prompt_data(self.problem, cfg.train_size, cfg.eval_size, cfg.prompt_seed, self.tokenizer)
+        self.train_prompts, self.train_ids, self.train_answer_ids = data.train_prompts, data.train_ids, data.answer_ids
+        self.eval_prompts, self.eval_ids = data.eval_prompts, data.eval_ids
+        self._answers = data.answers  # (answer + end token ids (n, A) padded with -1, their lengths (n,)) or None
         if self.backend == "hf":
             self.model = hf.to_device(self.new_module(torch.Generator().manual_seed(0)), self.device, self.dtype)
         else:
@@ -401,7 +405,10 @@ class LMTask(PolicyTask):
     # -- PolicyTask ------------------------------------------------------------------------------
     def new_group(self, group_size: int, gen: Stream) -> Rollouts:
         """One train prompt per replica, ``torch.randint`` with ``gen`` (a :class:`RowGenerators`: replica r
-        draws its index from its own generator, the call of a one-replica run)."""
+        draws its index from its own generator, the call of a one-replica run), then the seed of the group's
+        own sampling stream (:func:`_group_seeds`): the group's tokens are drawn from it, not from ``gen``, so
+        they do not depend on when the group is decoded nor on the groups decoded beside it
+        (:meth:`sample_groups`)."""
         R, n = self.replicas, self.train_ids.shape[0]
         if isinstance(gen, RowGenerators):
             gen._check(R)
@@ -417,7 +424,20 @@ class LMTask(PolicyTask):
             ended=torch.zeros(R, group_size, dtype=torch.bool),
             group_size=group_size,
             prompts=prompts,
+            info={SEEDS: _group_seeds(gen), PROMPTS: i},
         )
+
+    def _sampler(self, group: Rollouts, gen: Stream) -> Stream:
+        """The stream ``group``'s tokens are drawn from: for a group of :meth:`new_group`, its own stream, started
+        from its seeds when nothing is decoded yet (a group decoded again from its start, under other weights,
+        draws the same numbers) and continued afterwards (``group.info``, shared with its continuations);
+        ``gen`` for a group made otherwise."""
+        seeds = group.info.get(SEEDS)
+        if seeds is None:
+            return gen
+        if group.width == 0 or SAMPLER not in group.info:
+            group.info[SAMPLER] = _seeded(seeds)
+        return group.info[SAMPLER]
 
     def generate(self, params: Params, group: Rollouts, gen: Stream, version: int | Tensor) -> Rollouts:
         """Continue every unfinished response. Builtin model: the replicas decode together, those with
@@ -431,6 +451,7 @@ class LMTask(PolicyTask):
         if not bool((~group.ended).any()):
             return group
         R = group.lengths.shape[0]
+        gen = self._sampler(group, gen)
         if isinstance(gen, RowGenerators):
             gen._check(R)
         if bool((group.lengths[~group.ended] != W).any()):
@@ -453,6 +474,54 @@ class LMTask(PolicyTask):
                 (r, live[r], W, o) for r, o in zip(rs, self._decode(params, rs, ctx.to(self.device), W, gens, versions))
             ]
         return self._extend(group, parts, max(o[0].shape[1] for *_, o in parts), version, group.extend)
+
+    def sample_groups(self, params: Params, groups: list[Rollouts], version: int) -> list[Rollouts]:
+        """:meth:`generate` of each of ``groups`` (new groups of :meth:`new_group`, one group size) under the same
+        ``params``, to the bit, with one decode for all of them: their responses side by side in one batch
+        (:func:`sandbox.models.replicas.decode`; a row's numbers do not depend on the rows beside it) and each
+        group drawing from its own stream exactly the calls of its own decode (:func:`_groups_draw`). One forward
+        per decode step for every group instead of one per group and step: the groups a cluster dispatches at
+        one instant with the same weights (``sandbox.system.workload.PolicyWorkload``). Group by group where
+        that equality is not established: an engine that is not exact, the hf backend, per-replica streams
+        (``run.schedules = "independent"``), groups already decoded or of different sizes."""
+        first = groups[0] if groups else None
+        if (
+            len(groups) < 2
+            or self.backend != "builtin"
+            or self.sampling_engine() is not None
+            or isinstance(version, Tensor)
+            or self.max_new <= 0
+            or any(
+                g.width != 0
+                or bool(g.ended.any())
+                or g.lengths.shape != first.lengths.shape
+                or not isinstance(g.info.get(SEEDS), int)
+                for g in groups
+            )
+        ):
+            return [self.generate(params, g, None, version) for g in groups]
+        R, N = first.lengths.shape
+        samplers = [self._sampler(g, None) for g in groups]
+        ctx = torch.cat([g.prompts for g in groups], 1).to(self.device)  # (R, groups·N, P)
+        steps = [[0] * len(groups) for _ in range(R)]  # steps replica r drew for group g
+        outs = rp.decode(
+            self.model_cfg,
+            self._stacked(params),
+            ctx,
+            self.max_new,
+            self.tokenizer.eos_id,
+            _groups_draw(self.cfg.temperature, samplers, N, self.tokenizer.eos_id, steps),
+            compact=True,
+        )
+        results = []
+        for j, g in enumerate(groups):
+            rows = slice(j * N, (j + 1) * N)
+            parts = []
+            for r, (toks, lps, _, lens, hit) in enumerate(outs):
+                s_r = steps[r][j]
+                parts.append((r, torch.arange(N), 0, (toks[rows, :s_r], lps[rows, :s_r], None, lens[rows], hit[rows])))
+            results.append(self._extend(g, parts, max(steps[r][j] for r in range(R)), version, g.extend))
+        return results
 
     def _generate_each(self, params: Params, group: Rollouts, gen: Stream, version: int | Tensor) -> Rollouts:
         """:meth:`generate` for a group whose unfinished responses sit at different positions (an engine's
@@ -483,7 +552,8 @@ class LMTask(PolicyTask):
         """``extend`` (:meth:`Rollouts.extend` or :meth:`Rollouts.extend_each`) of ``group`` by ``parts``, each
         ``(r, idx, w, decoded)``: responses ``idx`` of replica ``r`` continued from position ``w`` by ``decoded``
         (one replica's :meth:`_decode`; None: the budget is spent, they end), in ``(R, N, S)`` buffers; a response
-        ends at the end token or when ``w`` + its new length reaches the budget."""
+        ends at the end token or when ``w`` + its new length reaches the budget. The result shares ``group``'s
+        ``info`` (its sampling stream, :meth:`_sampler`)."""
         R, N = group.lengths.shape
         new_t, new_lp = torch.zeros(R, N, S, dtype=torch.long), torch.zeros(R, N, S)
         new_len, new_end = torch.zeros(R, N, dtype=torch.long), torch.zeros(R, N, dtype=torch.bool)
@@ -500,7 +570,9 @@ class LMTask(PolicyTask):
             new_end[r, idx] = (hit | (w + lens >= self.max_new)).cpu()
             if new_exact is not None:
                 new_exact[r, idx, :s_r] = exact.float().cpu()
-        return extend(new_t, new_lp, new_len, new_end, version, new_exact)
+        out = extend(new_t, new_lp, new_len, new_end, version, new_exact)
+        out.info = group.info
+        return out
 
     def _decode(self, params: Params, rs: list[int], ctx: Tensor, W: int, gens: list, versions: list[int]) -> list:
         """Decode the contexts ``ctx (len(rs), n, P + W)`` of replicas ``rs``, replica ``rs[j]`` drawing from
@@ -575,7 +647,12 @@ class LMTask(PolicyTask):
         return (rollouts.lengths > 0) & (rollouts.tokens.gather(-1, last).squeeze(-1) == self.tokenizer.eos_id)
 
     def rewards(self, group: Rollouts, gen: torch.Generator) -> Tensor:
-        """1 for a correct answer closed by the end token, 0 otherwise (a cut answer earns nothing)."""
+        """1 for a correct answer closed by the end token, 0 otherwise (a cut answer earns nothing). A group of
+        :meth:`new_group` on a problem scored by exact answer (``exact_answer``) is compared with its prompt's
+        reference tokens in one tensor test (:meth:`_exact_rewards`); otherwise each answer is scored as text."""
+        idx = group.info.get(PROMPTS)
+        if idx is not None and self._answers is not None:
+            return self._exact_rewards(group, idx)
         R, N = group.lengths.shape
         out = torch.zeros(R, N)
         eos = self.hit_eos(group).tolist()
@@ -584,6 +661,28 @@ class LMTask(PolicyTask):
             for n in range(N):
                 if eos[r][n]:
                     out[r, n] = self._score(tuple(prompts[r][n]), tokens[r][n])
+        return out
+
+    def _exact_rewards(self, group: Rollouts, idx: Tensor) -> Tensor:
+        """:meth:`rewards` of a group whose replica r answers train prompt ``idx[r]``, for a problem whose score
+        is 1 exactly when the answer's text is the reference answer: a response without padding tokens among its
+        own decodes (:meth:`CharTokenizer.decode`) to the characters before its first end token, so its text is
+        the reference exactly when its length is the reference's plus the end token and its tokens are the
+        reference's ids then the end token (which also says that it ended with the end token). A response with
+        a padding token among its own (``decode`` skips it) is scored as text (:meth:`_score`)."""
+        ref, ref_len = self._answers
+        tokens, lengths = group.tokens, group.lengths
+        R, N, T = tokens.shape
+        A = ref.shape[1]
+        want, n = ref[idx].unsqueeze(1), ref_len[idx].view(R, 1)  # (R, 1, A), (R, 1)
+        tok = tokens[..., :A] if T >= A else torch.nn.functional.pad(tokens, (0, A - T))
+        same = (tok == want) | (torch.arange(A) >= n.unsqueeze(-1))
+        out = (same.all(-1) & (lengths == n)).float()
+        junk = ((tokens == self.tokenizer.pad_id) & (torch.arange(T) < lengths.unsqueeze(-1))).any(-1)
+        if bool(junk.any()):
+            eos = self.hit_eos(group)
+            for r, i in (junk & eos).nonzero().tolist():
+                out[r, i] = self._score(tuple(group.prompts[r, i].tolist()), tokens[r, i].tolist())
         return out
 
     def _score(self, prompt: str | tuple[int, ...], response: list[int]) -> float:
@@ -601,8 +700,8 @@ class LMTask(PolicyTask):
 
     def logprobs(self, params: Params, rollouts: Rollouts) -> Tensor:
         """Teacher-forced ``log π(y_t | x, y_<t)`` at the sampling temperature, ``(R, N, T)``, 0 on padding.
-        Builtin: one forward of every replica (:func:`sandbox.models.replicas.sequence_logprobs`) over the
-        responses padded to the response budget, so a replica's numbers do not depend on the batch's
+        Builtin: one forward of every replica (:func:`sandbox.models.replicas.sequence_logprobs`, each group's
+        prompt computed once) over the responses padded to the response budget, so a replica's numbers do not depend on the batch's
         width nor on the other replicas (:attr:`width_free_logprobs`). hf: one replica at the batch width."""
         R, N, T = rollouts.tokens.shape
         if T == 0:
@@ -622,6 +721,7 @@ class LMTask(PolicyTask):
             rollouts.prompts.to(self.device),
             tokens.to(self.device),
             self.cfg.temperature,
+            shared_rows=rollouts.group_size,  # a group's responses share their prompt: computed once
         )
         return lp[..., :T].float().cpu() * rollouts.mask
 
@@ -798,6 +898,103 @@ class LMTask(PolicyTask):
                     if hit[j]:
                         total[r] += self._score(prompts[s + j], rows[j])
         return [t / max(len(prompts), 1) for t in total]
+
+
+@dataclass(frozen=True)
+class _PromptData:
+    """A task's prompt sets, encoded (read only: shared by the tasks built with the same sets)."""
+
+    train_prompts: list[str]
+    train_ids: Tensor
+    answer_ids: list[list[int]]
+    """Each train prompt's reference answer then the end token."""
+    eval_prompts: list[str]
+    eval_ids: Tensor
+    answers: tuple[Tensor, Tensor] | None
+    """``answer_ids`` padded with -1 ``(n, A)`` and their lengths ``(n,)``, for a problem scored by exact answer
+    (``exact_answer``: :meth:`LMTask._exact_rewards`), else None."""
+
+
+_PROMPT_DATA: dict[tuple, _PromptData] = {}
+
+
+def _prompt_data(problem, train_size: int, eval_size: int, seed: int, tokenizer: CharTokenizer) -> _PromptData:
+    """:func:`make_prompt_sets` encoded, once per process for each problem, sizes, seed and alphabet (a pure
+    function of them; drawing and encoding the mission's 2,256 prompts took about two thirds of building an LM
+    task, a fixed cost of every run: ``benchmarks/README.md``)."""
+    key = (problem.model_dump_json(), train_size, eval_size, seed, tokenizer.alphabet)
+    data = _PROMPT_DATA.get(key)
+    if data is not None:
+        return data
+    train, held = make_prompt_sets(problem, train_size, eval_size, seed)
+    encode = tokenizer.encode
+    answer_ids = [encode(a) + [tokenizer.eos_id] for _, a in train]
+    answers = None
+    if getattr(problem, "exact_answer", False) and answer_ids:
+        width = max(len(a) for a in answer_ids)
+        answers = (
+            torch.tensor([a + [-1] * (width - len(a)) for a in answer_ids], dtype=torch.long),
+            torch.tensor([len(a) for a in answer_ids], dtype=torch.long),
+        )
+    if len(_PROMPT_DATA) >= 16:
+        _PROMPT_DATA.clear()
+    data = _PROMPT_DATA[key] = _PromptData(
+        [p for p, _ in train],
+        torch.tensor([encode(p) for p, _ in train], dtype=torch.long),
+        answer_ids,
+        [p for p, _ in held],
+        torch.tensor([encode(p) for p, _ in held], dtype=torch.long),
+        answers,
+    )
+    return data
+
+
+def _group_seeds(gen: Stream) -> int | list[int]:
+    """The seed of a group's sampling stream, one ``torch.randint`` of ``gen`` (with :class:`RowGenerators`: each
+    replica's from its own generator, the call of its one-replica run)."""
+    if isinstance(gen, RowGenerators):
+        return [int(torch.randint(SEED_BOUND, (1,), generator=g)) for g in gen.gens]
+    return int(torch.randint(SEED_BOUND, (1,), generator=gen))
+
+
+def _seeded(seeds: int | list[int]) -> Stream:
+    """A group's sampling stream at its start: a generator seeded with ``seeds`` (a list: one per replica)."""
+    if isinstance(seeds, int):
+        return torch.Generator().manual_seed(seeds)
+    return RowGenerators([torch.Generator().manual_seed(s) for s in seeds])
+
+
+def _groups_draw(temperature: float, gens: list[torch.Generator], size: int, eos_id: int, steps: list[list[int]]):
+    """The draw of :meth:`LMTask.sample_groups`: the batch's rows are ``len(gens)`` groups of ``size`` rows side
+    by side; group ``g`` draws from ``gens[g]`` what :func:`_token_draw` (``shared``) draws in that group's own
+    decode: at each step one ``torch.multinomial`` over the rows of the replicas that still have an unfinished
+    response in the group, in replica order (its own decode's active replicas), none once every response of the
+    group has ended. The rows of a group a replica has finished get token 0 (the decode ignores them: ended).
+    ``steps[r][g]`` counts the steps replica ``r`` drew for group ``g`` (its own decode's width)."""
+    live: Tensor | None = None  # (R, rows) the response has not ended, as each group's own decode tracks it
+
+    def draw(z: Tensor, active: list[int], step: int):
+        nonlocal live
+        if live is None:
+            live = torch.ones(len(steps), z.shape[1], dtype=torch.bool)
+        logp = torch.log_softmax(z.float() / temperature, -1)
+        probs = logp.exp().cpu()
+        tok = torch.zeros(z.shape[:2], dtype=torch.long)
+        here = live[active]  # (A, rows)
+        for g, gen in enumerate(gens):
+            cols = slice(g * size, (g + 1) * size)
+            who = [i for i, going in enumerate(here[:, cols].any(1).tolist()) if going]
+            if not who:
+                continue
+            p = probs[who, cols]
+            tok[who, cols] = torch.multinomial(p.reshape(-1, p.shape[-1]), 1, generator=gen).view(len(who), size)
+            for i in who:
+                steps[active[i]][g] += 1
+        live[active] = here & (tok != eos_id)
+        tok = tok.to(logp.device)
+        return tok, logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1), None
+
+    return draw
 
 
 def _token_draw(temperature: float, gens: list, shared: bool):
