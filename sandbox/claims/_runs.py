@@ -125,7 +125,7 @@ BITSTRING = Context(
 )
 LM_SELECTION = choose(RECORDED)
 """The LM context's learning rate and margin, chosen by :func:`.lm_selection.choose` on the recorded selection
-measurement (lr 3e-4, sync gain 0.079, margin 0.026)."""
+measurement (lr 3e-4, sync gain 0.074, margin 0.025)."""
 LM_LR = LM_SELECTION.lr
 LM = Context(
     "lm",

@@ -245,7 +245,7 @@ def test_scoring_computes_each_shared_prompt_once_without_coupling_rows():
 
 
 def _module_shapes(cfg) -> dict:
-    from sandbox.models.transformer import Transformer
+    from sandbox.models.transformer_nn import Transformer
 
     return {k: v.shape for k, v in Transformer(cfg).named_parameters()}
 
