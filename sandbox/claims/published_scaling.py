@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sandbox.claims.base import ClaimResult, Curve, Row, t_interval
-from sandbox.claims.published import Published, ResponseLengths, capped_mean_length, setup_variants
+from sandbox.claims.published import Published, ResponseLengths, capped_mean_length, setup_variants, side_of_one
 from sandbox.claims.published_engine import BAND, EngineMapping, step_times
 from sandbox.claims.published_engine import run as engine_rows
 from sandbox.system.delays.hardware import HardwareDelay
@@ -180,6 +180,8 @@ def add_rows(result: ClaimResult, quick: bool, seeds: int) -> None:
             f"mean step: AReaL {float(mode.mean()):.0f} s, verl {float(base.mean()):.0f} s; {steps} steps"
         )
         result.settings[point.name] = f"published {point.published:g}x ({SOURCE}, read from scaling_trend_vs_verl.png)"
+        cap, side = side_of_one(predicted, point.published)
+        note = f"{side}; {note}" if side else note
         result.rows.append(
             Row(
                 f"{point.name}: predicted / published ({point.published:g}x)",
@@ -188,6 +190,7 @@ def add_rows(result: ClaimResult, quick: bool, seeds: int) -> None:
                 BAND,
                 "within",
                 note,
+                cap=cap,
             )
         )
         m, lo, hi = t_interval(predicted)
