@@ -84,8 +84,8 @@ def mapping_paragraph(setup: Published) -> str:
         "Mapping onto the one timing model (docs/claims.md, section published_speedups_engine; docs/system.md#hardware;",
         "tools/published_generation.py writes this paragraph, generation_time and, for a prediction, train_time):",
         f"rollout GPUs = num_workers / ({mapping.max_sequences} / {G}) group slots per GPU; one {mapping.gpu} engine per "
-        f"{mapping.tp} GPU(s) running {mapping.model}, at most {mapping.max_sequences} sequences in flight (vLLM's "
-        f"default max_num_seqs); decode step a + b·n with a = {a * 1e3:.2f} ms and b = {b * 1e6:.1f} us per sequence "
+        f"{mapping.tp} GPU(s) running {mapping.model}, at most {mapping.max_sequences} sequences in flight "
+        f"({mapping.cap_source}); decode step a + b·n with a = {a * 1e3:.2f} ms and b = {b * 1e6:.1f} us per sequence "
         f"at the mean context of a sequence in flight ({context:,.0f} tokens), prefill and KV capacity from the "
         f"hardware table (eta_flop 0.5, an assumption); each sequence its own length: log-normal, median "
         f"{n.median:g} tokens, sigma {n.sigma:g}, cut at {n.max_tokens} (mean response "

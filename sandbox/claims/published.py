@@ -138,7 +138,7 @@ SETUPS: tuple[Published, ...] = (
         "colocated_sync",
         "throughput",
         "verl documentation advance/one_step_off (07/17/2025): total time, +23%",
-        ResponseLengths(median=1000, sigma=0.819, max_tokens=20480, group_size=16),
+        ResponseLengths(median=1000, sigma=0.819, max_tokens=20480, group_size=12),
     ),
     Published(
         "verl_one_step_off_megatron",
@@ -148,7 +148,7 @@ SETUPS: tuple[Published, ...] = (
         "colocated_sync",
         "throughput",
         "verl documentation advance/one_step_off (07/17/2025): total time, +40%",
-        ResponseLengths(median=1000, sigma=0.819, max_tokens=8192, group_size=16),
+        ResponseLengths(median=1000, sigma=0.819, max_tokens=8192, group_size=12),
     ),
     Published(
         "roll_flash_rlvr",

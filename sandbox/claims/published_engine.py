@@ -11,8 +11,9 @@ trainer (``tools/published_generation.py`` writes them from this module, a test 
   (:func:`with_trainer`: ``(6 + 2·r)·N·T / (gpus · peak · MFU)``, MFU 0.4 an assumption, ``r`` the
   log-prob recompute passes the framework runs, :attr:`EngineMapping.recompute_passes`);
 * one engine per ``tp`` generating GPUs (the scenario's ``num_workers / slots_per_gpu`` GPUs, the
-  shipped mapping being ``256 / group_size`` group slots per GPU), at most ``max_sequences = 256``
-  sequences in flight (vLLM's default ``max_num_seqs``);
+  shipped mapping being ``max_sequences / group_size`` group slots per GPU), at most ``max_sequences``
+  sequences in flight: 256, vLLM's default ``max_num_seqs``, unless the framework's run sets its own
+  (:attr:`EngineMapping.cap_source`: verl's one-step-off runs, 1024 from verl's rollout defaults);
 * every group the staleness control admits is submitted at once (the frameworks hand the engine
   the whole batch): workers = the control's in-flight bound, or the framework's own cap on groups in
   flight when lower (:attr:`EngineMapping.max_concurrent`: AReaL admits a prompt only while fewer than
@@ -27,6 +28,11 @@ trainer (``tools/published_generation.py`` writes them from this module, a test 
 * each sequence's length drawn from the scenario's stated length model (log-normal, median,
   σ, cut at the maximum response length), so a group's sequences end separately and free the
   engine for others;
+* verl's one-step-off rows as verl's own scripts of the documented runs ran them (volcengine/verl,
+  ``recipe/one_step_off_policy/dapo_7b_math_{fsdp2,megatron}_4_12.sh``, July 2025): 512 prompts x 12,
+  vLLM tensor parallel 2, and verl's rollout defaults (``verl/trainer/config/ppo_trainer.yaml``:
+  ``max_num_seqs`` 1024, ``enforce_eager`` True, so the eager step floor on both sides); the training
+  time is every second of the source's step not spent on generation (docs/claims.md);
 * weight sync as the setup's system does it (:attr:`EngineMapping.sync`): ``drain`` for verl's
   one-step-off recipe (it syncs between batches), ``partial`` for the systems with interruptible or
   partial rollouts (AReaL, verl fully-async, PipelineRL under VCPO: in-flight sequences pause and
@@ -95,7 +101,7 @@ from sandbox.claims.published import (
 from sandbox.system.config import SystemConfig
 from sandbox.system.delays.continuous_batching import ContinuousBatchingDelay
 from sandbox.system.delays.hardware import HardwareDelay
-from sandbox.system.hardware import kv_capacity_tokens
+from sandbox.system.hardware import eager_step_floor, kv_capacity_tokens
 
 BAND = (0.8, 1.25)
 
@@ -143,6 +149,10 @@ class EngineMapping:
     baseline_step_floor: float = 0.0
     """Least seconds of a decode step of the baseline's engines (``ContinuousBatchingDelay.step_floor``: an
     engine in eager mode, docs/system.md#step_floor); 0 = none."""
+    step_floor: float = 0.0
+    """Least seconds of a decode step of the asynchronous variant's engines (as :attr:`baseline_step_floor`)."""
+    cap_source: str = "vLLM's default max_num_seqs"
+    """Where :attr:`max_sequences` comes from (the scenario's mapping paragraph says it)."""
 
     def kind(self, measure: str) -> str:
         """:data:`PREDICTION`, :data:`CONSISTENCY` or :data:`NOT_COMPARABLE` (module docstring)."""
@@ -154,6 +164,22 @@ class EngineMapping:
 _ASSUMED = f"η_flop 0.5, {PROMPT_TOKENS} prompt tokens, tp 1"
 _TRAINER = "training: the trainer of sandbox plan, (6+2)NT/(gpus peak MFU 0.4)"
 _VERL_FACTS = "Qwen2.5-Math-7B, H20, GPU split, batch 512 x 16, max response, staleness rule"
+_ONE_STEP_OFF = EngineMapping(
+    sync="drain",
+    tp=2,
+    max_sequences=1024,
+    cap_source="verl's rollout default max_num_seqs 1024, verl/trainer/config/ppo_trainer.yaml",
+    step_floor=eager_step_floor("qwen2.5-7b"),
+    baseline_step_floor=eager_step_floor("qwen2.5-7b"),
+    facts="Qwen2.5-Math-7B, H20, 4 rollout : 12 trainer GPUs, max response; verl's own scripts of the runs "
+    "(recipe/one_step_off_policy/dapo_7b_math_{fsdp2,megatron}_4_12.sh): 512 prompts x 12 responses, vLLM tensor "
+    "parallel 2; verl's rollout defaults: max_num_seqs 1024, enforce_eager True (eager step floor on both sides)",
+    measured="per step, every non-generation second: step - wait_prev_gen (one-step-off), step - "
+    "generate_sequences (colocated: log-probs, update, reward and the hybrid engine's weight resharding)",
+    assumed=f"median 1,000 tokens, eager step floor 0.15 ms per layer, η_flop 0.5, {PROMPT_TOKENS} prompt tokens",
+)
+"""verl's one_step_off_policy recipe as its documented runs ran it (docs/claims.md, "verl one-step-off as verl
+runs it"): both variants on vLLM engines of 2 GPUs in eager mode, 4 GPUs generating one-step-off, 16 colocated."""
 ENGINE_SETUPS: dict[str, EngineMapping] = {
     "areal_fully_async": EngineMapping(
         gpu="H800",
@@ -191,18 +217,8 @@ ENGINE_SETUPS: dict[str, EngineMapping] = {
         schedule={"kind": "stream_sync", "sync_every": 4, "staleness_threshold": 0.5},
         local_updates=4,
     ),
-    "verl_one_step_off": EngineMapping(
-        sync="drain",
-        facts=_VERL_FACTS,
-        measured="per-step training seconds",
-        assumed=f"median 1,000 tokens, batch 512 x 16, {_ASSUMED}",
-    ),
-    "verl_one_step_off_megatron": EngineMapping(
-        sync="drain",
-        facts=_VERL_FACTS,
-        measured="per-step training seconds",
-        assumed=f"median 1,000 tokens, batch 512 x 16, {_ASSUMED}",
-    ),
+    "verl_one_step_off": _ONE_STEP_OFF,
+    "verl_one_step_off_megatron": _ONE_STEP_OFF,
     "vcpo_multiturn": EngineMapping(
         sync="partial", train_gpus=(8, 8), facts="lag bound, pools", assumed=f"7B, 8:8, lengths, {_TRAINER}, {_ASSUMED}"
     ),
@@ -404,7 +420,7 @@ def engine_runs(
         )
     k = 1 if ab is None else ab.local_updates
     cfg = runs["async"].system if ab is None else ablation_system(runs["async"].system, ab)
-    mode = engine_system(cfg, pub, mapping, B // k)
+    mode = engine_system(cfg, pub, mapping, B // k, mapping.step_floor)
     base = engine_system(runs[pub.baseline].system, pub, mapping, B, mapping.baseline_step_floor)
     return EngineRuns(mode, base, B, G, k)
 

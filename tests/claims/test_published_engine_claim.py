@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.claims.published import SETUPS, setup_variants
-from sandbox.claims.published_engine import ENGINE_SETUPS, EngineMapping, engine_system, step_costs
+from sandbox.claims.published_engine import ENGINE_SETUPS, EngineMapping, engine_runs, engine_system, step_costs
 from sandbox.system.hardware import mean_context
 
 
@@ -26,15 +26,55 @@ def test_step_costs_are_the_hardware_table_at_the_mean_context():
 def test_engine_mapping_of_verl_one_step_off_by_hand():
     pub = next(p for p in SETUPS if p.scenario == "verl_one_step_off")
     runs = setup_variants(pub.scenario)
-    # async: 64 slots = 4 GPUs -> 4 engines; fixed_lag k = 1 admits 2·512 groups -> 256 workers per engine
-    cfg = engine_system(runs["async"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
+    # G = 12, 1024 / 12 = 85 group slots per GPU; async: 340 slots = 4 GPUs -> 2 engines of tensor parallel 2;
+    # fixed_lag k = 1 admits 2·512 groups -> 512 workers per engine (1024 sequences in flight at most)
+    both = engine_runs(pub, ENGINE_SETUPS[pub.scenario], runs=runs)
+    cfg = both.mode
     gen = cfg.generation_time
-    assert (cfg.num_workers, gen.workers_per_engine, gen.max_sequences, gen.sync) == (1024, 256, 256, "drain")
+    assert (cfg.num_workers, gen.workers_per_engine, gen.max_sequences, gen.sync) == (1024, 512, 1024, "drain")
     assert (gen.step_base, gen.step_per_sequence) == step_costs(ENGINE_SETUPS[pub.scenario], pub.lengths)
     assert (gen.length_median, gen.length_sigma, gen.max_tokens) == (1000, 0.819, 20480)
-    # colocated sync: 256 slots = 16 GPUs -> 16 engines; sync admits 512 groups -> 32 per engine
-    cfg = engine_system(runs["colocated_sync"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
-    assert (cfg.num_workers, cfg.generation_time.workers_per_engine) == (512, 32)
+    assert gen.step_floor == pytest.approx(28 * 0.15e-3)  # eager: 0.15 ms per layer, 28 layers
+    # colocated sync: 1360 slots = 16 GPUs -> 8 engines; sync admits 512 groups -> 64 per engine
+    cfg = both.baseline
+    assert (cfg.num_workers, cfg.generation_time.workers_per_engine) == (512, 64)
+    assert cfg.generation_time.step_floor == pytest.approx(28 * 0.15e-3)
+
+
+# verl documentation advance/one_step_off (07/17/2025), per-step seconds: (step, gen, wait_prev_gen,
+# generate_sequences, old_log_prob, update_actor) for colocate sync and one-step-overlap async
+VERL_ONE_STEP_OFF_TABLE = {
+    "verl_one_step_off": {"colocated_sync": (749, 321, None, 247, 88, 286), "async": (520, None, 45, 458, 108, 337)},
+    "verl_one_step_off_megatron": {
+        "colocated_sync": (699, 207, None, 162, 119, 344),
+        "async": (566, None, 59, 501, 120, 347),
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(VERL_ONE_STEP_OFF_TABLE))
+def test_verl_one_step_off_as_verl_runs_it(name):
+    """The one-step-off rows hold verl's facts: its scripts of the runs (recipe/one_step_off_policy/
+    dapo_7b_math_{fsdp2,megatron}_4_12.sh: 512 prompts x 12, vLLM tensor parallel 2, 4 rollout GPUs of 16) and its
+    rollout defaults (max_num_seqs 1024, enforce_eager True); the training time is every second of the source's
+    step not spent waiting for generation: step - wait_prev_gen one-step-off (generation overlaps), step -
+    generate_sequences colocated (its gen timer also holds the hybrid engine's resharding, not generation)."""
+    pub = next(p for p in SETUPS if p.scenario == name)
+    mapping = ENGINE_SETUPS[name]
+    runs = setup_variants(name)
+    assert (mapping.tp, mapping.max_sequences, pub.lengths.group_size) == (2, 1024, 12)
+    assert mapping.step_floor == mapping.baseline_step_floor > 0
+    assert runs["async"].algorithm.group_size == 12 and runs["async"].algorithm.groups_per_step == 512
+    slots = mapping.max_sequences // 12
+    table = VERL_ONE_STEP_OFF_TABLE[name]
+    step, _, wait, generate, logp, update = table["async"]
+    assert runs["async"].system.num_workers // slots == 4
+    assert runs["async"].system.train_time.value == step - wait
+    assert step - wait >= logp + update  # the rest: reward, advantages, the sync call
+    step, gen, _, generate, logp, update = table["colocated_sync"]
+    assert runs["colocated_sync"].system.num_workers // slots == 16
+    assert runs["colocated_sync"].system.train_time.value == step - generate
+    assert step - generate >= (gen - generate) + logp + update
 
 
 def test_engine_mapping_of_vcpo_by_hand():
