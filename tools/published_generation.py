@@ -21,7 +21,14 @@ import sys
 import textwrap
 
 from sandbox.claims.published import ROOT, SETUPS, Published, setup_variants
-from sandbox.claims.published_engine import ENGINE_SETUPS, engine_fields, engine_runs, step_costs, with_trainer
+from sandbox.claims.published_engine import (
+    ENGINE_SETUPS,
+    SCENARIO_SEQUENCES_PER_GPU,
+    engine_fields,
+    engine_runs,
+    step_costs,
+    with_trainer,
+)
 from sandbox.system.hardware import mean_context
 
 GENERATION = re.compile(r"^generation_time = \{.*?\}$", re.S | re.M)
@@ -77,13 +84,13 @@ def mapping_paragraph(setup: Published) -> str:
     mapping = ENGINE_SETUPS[setup.scenario]
     runs = setup_variants(setup.scenario)
     n, G = setup.lengths, setup.lengths.group_size
-    slots = max(mapping.max_sequences // G, 1)
+    slots = max(SCENARIO_SEQUENCES_PER_GPU // G, 1)
     a, b = step_costs(mapping, n)
     context = mean_context(n.median, n.sigma, n.max_tokens, mapping.prompt_tokens)
     lines = [
         "Mapping onto the one timing model (docs/claims.md, section published_speedups_engine; docs/system.md#hardware;",
         "tools/published_generation.py writes this paragraph, generation_time and, for a prediction, train_time):",
-        f"rollout GPUs = num_workers / ({mapping.max_sequences} / {G}) group slots per GPU; one {mapping.gpu} engine per "
+        f"rollout GPUs = num_workers / ({SCENARIO_SEQUENCES_PER_GPU} / {G}) group slots per GPU; one {mapping.gpu} engine per "
         f"{mapping.tp} GPU(s) running {mapping.model}, at most {mapping.max_sequences} sequences in flight "
         f"({mapping.cap_source}); decode step a + b·n with a = {a * 1e3:.2f} ms and b = {b * 1e6:.1f} us per sequence "
         f"at the mean context of a sequence in flight ({context:,.0f} tokens), prefill and KV capacity from the "

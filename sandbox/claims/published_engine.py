@@ -11,7 +11,7 @@ trainer (``tools/published_generation.py`` writes them from this module, a test 
   (:func:`with_trainer`: ``(6 + 2·r)·N·T / (gpus · peak · MFU)``, MFU 0.4 an assumption, ``r`` the
   log-prob recompute passes the framework runs, :attr:`EngineMapping.recompute_passes`);
 * one engine per ``tp`` generating GPUs (the scenario's ``num_workers / slots_per_gpu`` GPUs, the
-  shipped mapping being ``max_sequences / group_size`` group slots per GPU), at most ``max_sequences``
+  scenarios' convention being ``256 / group_size`` group slots per GPU), at most ``max_sequences``
   sequences in flight: 256, vLLM's default ``max_num_seqs``, unless the framework's run sets its own
   (:attr:`EngineMapping.cap_source`: verl's one-step-off runs, 1024 from verl's rollout defaults);
 * every group the staleness control admits is submitted at once (the frameworks hand the engine
@@ -101,7 +101,7 @@ from sandbox.claims.published import (
 from sandbox.system.config import SystemConfig
 from sandbox.system.delays.continuous_batching import ContinuousBatchingDelay
 from sandbox.system.delays.hardware import HardwareDelay
-from sandbox.system.hardware import eager_step_floor, kv_capacity_tokens
+from sandbox.system.hardware import eager_step_floor, kv_capacity_tokens, sglang_max_running_requests
 
 BAND = (0.8, 1.25)
 
@@ -109,6 +109,9 @@ BAND = (0.8, 1.25)
 PROMPT_TOKENS = 256
 """Prompt tokens per sequence (prefill and KV): an assumption (the sources give the response lengths only)."""
 PREDICTION, CONSISTENCY, NOT_COMPARABLE = "prediction", "consistency check", "not comparable"
+SCENARIO_SEQUENCES_PER_GPU = 256
+"""The published scenarios' convention for their generating GPUs: ``num_workers / (256 / group_size)`` GPUs,
+whatever the engines' cap (:attr:`EngineMapping.max_sequences`)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,9 @@ class EngineMapping:
     """Least seconds of a decode step of the asynchronous variant's engines (as :attr:`baseline_step_floor`)."""
     cap_source: str = "vLLM's default max_num_seqs"
     """Where :attr:`max_sequences` comes from (the scenario's mapping paragraph says it)."""
+    baseline_max_sequences: int | None = None
+    """The baseline's engines' cap when its engine is another (verl's vLLM against AReaL's SGLang); None = the
+    same as :attr:`max_sequences`."""
 
     def kind(self, measure: str) -> str:
         """:data:`PREDICTION`, :data:`CONSISTENCY` or :data:`NOT_COMPARABLE` (module docstring)."""
@@ -162,6 +168,21 @@ class EngineMapping:
 
 
 _ASSUMED = f"η_flop 0.5, {PROMPT_TOKENS} prompt tokens, tp 1"
+AREAL_MAX_NEW_TOKENS = 27_648
+"""AReaL v0.3.0's ``max_new_tokens`` for the Table 2 runs (``ppo-*-distill-gpus-128.yaml``)."""
+
+
+def sglang_cap(gpu_name: str, model_name: str, tp: int, context_len: int) -> int:
+    """An SGLang engine's request cap with ``max_running_requests`` unset, as AReaL runs it
+    (:func:`sandbox.system.hardware.sglang_max_running_requests` on the engine's KV pool, :func:`kv_capacity_tokens`;
+    the context length ``context_len`` = prompt + new tokens at most, an assumption: SGLang takes the model's own
+    unless told, which gives the same cap, 4096, for every AReaL setup here but one, 3,867 for 7B at 131,072)."""
+    return sglang_max_running_requests(kv_capacity_tokens(gpu_name, model_name, tp), context_len)
+
+
+_SGLANG_CAP = (
+    "SGLang's own cap with max_running_requests unset, as AReaL leaves it: SGLang v0.4.6 model_runner.py, tp_worker.py"
+)
 _TRAINER = "training: the trainer of sandbox plan, (6+2)NT/(gpus peak MFU 0.4)"
 _VERL_FACTS = "Qwen2.5-Math-7B, H20, GPU split, batch 512 x 16, max response, staleness rule"
 _ONE_STEP_OFF = EngineMapping(
@@ -185,6 +206,8 @@ ENGINE_SETUPS: dict[str, EngineMapping] = {
         gpu="H800",
         model="qwen2.5-1.5b",
         sync="partial",
+        max_sequences=sglang_cap("H800", "qwen2.5-1.5b", 1, PROMPT_TOKENS + AREAL_MAX_NEW_TOKENS),
+        cap_source=_SGLANG_CAP,
         train_gpus=(32, 64),
         recompute_passes=(1, 0),
         max_concurrent=512,
@@ -198,6 +221,8 @@ ENGINE_SETUPS: dict[str, EngineMapping] = {
         gpu="H800",
         model="qwen2.5-7b",
         sync="partial",
+        max_sequences=sglang_cap("H800", "qwen2.5-7b", 1, PROMPT_TOKENS + AREAL_MAX_NEW_TOKENS),
+        cap_source=_SGLANG_CAP,
         train_gpus=(48, 96),
         recompute_passes=(1, 0),
         max_concurrent=512,
@@ -358,7 +383,7 @@ def engine_system(
 ) -> SystemConfig:
     """The variant ``cfg`` with its generation on engines (module docstring), decode steps of at least
     ``step_floor`` seconds."""
-    slots_per_gpu = max(mapping.max_sequences // pub.lengths.group_size, 1)
+    slots_per_gpu = max(SCENARIO_SEQUENCES_PER_GPU // pub.lengths.group_size, 1)
     engines = max(cfg.num_workers // slots_per_gpu // mapping.tp, 1)
     in_flight = max_in_flight(cfg, groups_per_step)
     capped = mapping.max_concurrent is not None and mapping.max_concurrent < in_flight
@@ -421,7 +446,12 @@ def engine_runs(
     k = 1 if ab is None else ab.local_updates
     cfg = runs["async"].system if ab is None else ablation_system(runs["async"].system, ab)
     mode = engine_system(cfg, pub, mapping, B // k, mapping.step_floor)
-    base = engine_system(runs[pub.baseline].system, pub, mapping, B, mapping.baseline_step_floor)
+    base_mapping = (
+        mapping
+        if mapping.baseline_max_sequences is None
+        else replace(mapping, max_sequences=mapping.baseline_max_sequences)
+    )
+    base = engine_system(runs[pub.baseline].system, pub, base_mapping, B, mapping.baseline_step_floor)
     return EngineRuns(mode, base, B, G, k)
 
 

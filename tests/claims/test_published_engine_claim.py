@@ -26,7 +26,8 @@ def test_step_costs_are_the_hardware_table_at_the_mean_context():
 def test_engine_mapping_of_verl_one_step_off_by_hand():
     pub = next(p for p in SETUPS if p.scenario == "verl_one_step_off")
     runs = setup_variants(pub.scenario)
-    # G = 12, 1024 / 12 = 85 group slots per GPU; async: 340 slots = 4 GPUs -> 2 engines of tensor parallel 2;
+    # G = 12, the scenarios' 256 / 12 = 21 group slots per GPU; async: 84 slots = 4 GPUs -> 2 engines of tensor
+    # parallel 2;
     # fixed_lag k = 1 admits 2·512 groups -> 512 workers per engine (1024 sequences in flight at most)
     both = engine_runs(pub, ENGINE_SETUPS[pub.scenario], runs=runs)
     cfg = both.mode
@@ -35,7 +36,7 @@ def test_engine_mapping_of_verl_one_step_off_by_hand():
     assert (gen.step_base, gen.step_per_sequence) == step_costs(ENGINE_SETUPS[pub.scenario], pub.lengths)
     assert (gen.length_median, gen.length_sigma, gen.max_tokens) == (1000, 0.819, 20480)
     assert gen.step_floor == pytest.approx(28 * 0.15e-3)  # eager: 0.15 ms per layer, 28 layers
-    # colocated sync: 1360 slots = 16 GPUs -> 8 engines; sync admits 512 groups -> 64 per engine
+    # colocated sync: 336 slots = 16 GPUs -> 8 engines; sync admits 512 groups -> 64 per engine
     cfg = both.baseline
     assert (cfg.num_workers, cfg.generation_time.workers_per_engine) == (512, 64)
     assert cfg.generation_time.step_floor == pytest.approx(28 * 0.15e-3)
@@ -65,7 +66,7 @@ def test_verl_one_step_off_as_verl_runs_it(name):
     assert (mapping.tp, mapping.max_sequences, pub.lengths.group_size) == (2, 1024, 12)
     assert mapping.step_floor == mapping.baseline_step_floor > 0
     assert runs["async"].algorithm.group_size == 12 and runs["async"].algorithm.groups_per_step == 512
-    slots = mapping.max_sequences // 12
+    slots = 256 // 12  # the scenarios' convention: num_workers / (256 / G) generating GPUs
     table = VERL_ONE_STEP_OFF_TABLE[name]
     step, _, wait, generate, logp, update = table["async"]
     assert runs["async"].system.num_workers // slots == 4
@@ -178,3 +179,35 @@ def test_engine_rows_on_the_wrong_side_of_1_are_never_reproduced(monkeypatch):
         else:
             assert cap == NOT_REPRODUCED, label
     assert sum(cap == NOT_REPRODUCED for cap in caps.values()) >= 20
+
+
+def test_sglang_cap_is_sglangs_rule_with_max_running_requests_unset():
+    from sandbox.system.hardware import sglang_max_running_requests
+
+    # min(K // 2, min(max(int(K / C * 512), 2048), 4096)): SGLang's request pool and half its KV pool
+    assert sglang_max_running_requests(990_164, 131_072) == int(990_164 / 131_072 * 512) == 3867
+    assert sglang_max_running_requests(990_164, 16_384) == 4096  # clamped above
+    assert sglang_max_running_requests(100_000, 32_768) == 2048  # clamped below
+    assert sglang_max_running_requests(3_000, 32_768) == 1500  # half the KV pool binds
+    with pytest.raises(ValueError, match="kv_tokens"):
+        sglang_max_running_requests(1, 100)
+
+
+def test_sglang_engines_take_sglangs_cap_and_verls_take_vllms():
+    from sandbox.claims import published_scaling as S
+    from sandbox.system.hardware import kv_capacity_tokens, sglang_max_running_requests
+
+    for name in ("areal_fully_async", "areal_fully_async_7b"):
+        m = ENGINE_SETUPS[name]
+        kv = kv_capacity_tokens("H800", m.model, 1)
+        assert m.max_sequences == sglang_max_running_requests(kv, 256 + 27_648) == 4096
+        assert m.baseline_max_sequences is None  # synchronous AReaL runs SGLang too
+    point = S.POINTS[0]  # 1.5B, 32 H800, 16k: 8,192 sequences over 24 SGLang engines, 341 each (above vLLM's 256)
+    pub, mapping = S.published(point), S.mapping(point)
+    assert (mapping.max_sequences, mapping.baseline_max_sequences) == (4096, 1024)
+    both = engine_runs(pub, mapping, runs=S.variants(point))
+    assert both.mode.generation_time.max_sequences == 4096
+    assert both.baseline.generation_time.max_sequences == 1024
+    # engine counts unchanged by the caps: 24 AReaL engines, 32 verl engines
+    assert -(-both.mode.num_workers // both.mode.generation_time.workers_per_engine) == 24
+    assert -(-both.baseline.num_workers // both.baseline.generation_time.workers_per_engine) == 32
