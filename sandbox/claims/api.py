@@ -11,7 +11,6 @@ from sandbox.claims import (
     mismatch,
     mismatch_presets,
     premise,
-    published,
     published_scaling,
     throughput,
     transfer_rule,
@@ -57,14 +56,8 @@ CLAIMS: dict[str, Claim] = {
             throughput.run,
         ),
         Claim(
-            "published_speedups",
-            "AReaL, verl, ROLL Flash, VCPO",
-            "published async speed-ups vs system-only predictions",
-            published.run,
-        ),
-        Claim(
             "published_speedups_engine",
-            "AReaL, verl, VCPO",
+            "AReaL, verl, ROLL Flash, PipelineRL, VCPO",
             "published async speed-ups vs predictions with continuous-batching engines",
             published_scaling.run,
         ),

@@ -1,30 +1,18 @@
-"""Published asynchronous speed-ups as held-out predictions (docs/claims.md, section published_speedups).
+"""The published asynchronous speed-ups and the setups they were measured on (docs/claims.md, section
+published_speedups_engine).
 
 Each public system that reports a speed-up of asynchronous over synchronous RL training has one
 scenario in ``scenarios/published/`` describing its setup as far as the public text allows (every
-published number and every assumption is stated in the scenario's ``description``). For each
-scenario and seed the claim runs the system alone (:func:`sandbox.system.timing_only.simulate_timing`,
-no learning) for the asynchronous system (variant ``async``), the same pools with ``staleness = sync``
-(variant ``sync``) and the paper's synchronous baseline (variant named in :data:`SETUPS`: colocated
-synchronous generation then training on all GPUs, or the same pools at lag 0). Predicted speed-up
-per seed = mean baseline step time / mean asynchronous step time, over the steps after the first
-20%. Rows per setup: predicted / published in [0.8, 1.25] ("within 1.25x of the published number",
-a band symmetric in log scale). A published range is compared with its geometric mean. A prediction on
-the wrong side of 1 (a slowdown predicted where a speed-up was published) is never reproduced: when
-the predicted speed-up's 95% interval lies entirely below 1 the row is ``not reproduced``, and when it
-contains 1 the row is at best ``inconclusive`` (:attr:`sandbox.claims.base.Row.cap`; the note says so). Where the published number is wall time to a
-score, only its throughput part can be compared, and the row's note says so.
+published number and every assumption is stated in the scenario's ``description``) and one entry in
+:data:`SETUPS` (the figure, what it measures, its source, the variant that plays the source's
+synchronous baseline, the response-length model). The claim ``published_speedups_engine``
+(:mod:`sandbox.claims.published_engine`) predicts them on the one timing model of ``sandbox plan``
+(``docs/system.md#hardware``). Its helpers here: :func:`mean_step_time` (mean simulated seconds per
+learner step after the first 20%), :func:`capped` (workers a control can never admit left out),
+:func:`capped_mean_length` (the mean capped response length that the trainer is charged).
 
-Workers that can never be admitted do not change the timing (the workers are identical, so only
-how many run matters): a control never has more than
-``max_in_flight`` groups running (sync: B; ``async_ratio``: floor((1 + alpha)·B); ``max_lag`` and
-``fixed_lag``: (k + 1)·B), so the claim caps ``num_workers`` at that number, which keeps the
-thousands of slots of a 128-GPU deployment cheap to simulate.
-
-Generation time: response lengths L ~ LogNormal(ln m, s) cut at the maximum length c, L' = min(L, c);
-a group of G responses takes T = t_tok · max_i L'_i (t_tok seconds per token per slot). Each
-scenario's ``system.generation_time`` is T as n equally likely quantiles (:func:`generation_quantiles`,
-the parameters in :attr:`Published.lengths`; ``python tools/published_generation.py NAME`` prints them).
+Response lengths: L ~ LogNormal(ln m, s) cut at the maximum length c, L' = min(L, c), each sequence its
+own length (:class:`ResponseLengths`).
 """
 
 from __future__ import annotations
@@ -35,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, ClaimResult, Curve, Row, t_interval
+from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED, t_interval
 from sandbox.scenario.api import load_scenario, variant_scenarios
 from sandbox.scenario.shipped import shipped_root
 from sandbox.system.config import SystemConfig
@@ -45,32 +33,6 @@ ROOT = shipped_root() / "published"
 BAND = (0.8, 1.25)
 WARMUP_FRACTION = 0.2
 FULL_STEPS, QUICK_STEPS = 40, 4
-
-
-def generation_quantiles(
-    median: float, sigma: float, max_tokens: float, group_size: int, seconds_per_token: float, n: int = 128
-) -> np.ndarray:
-    """Exact quantiles (seconds) of the time a group takes when it takes as long as its longest response.
-
-    Response length L ~ LogNormal(ln ``median``, ``sigma``), cut at ``max_tokens`` = c: L' = min(L, c).
-    A group of G = ``group_size`` independent responses takes T = t_tok · max_i L'_i with
-    t_tok = ``seconds_per_token``. P(max_i L'_i <= x) = F(x)^G for x < c (F the log-normal CDF) and 1 at c,
-    so the q-quantile is exactly
-
-        t_q = t_tok · min(c, median · exp(sigma · Φ⁻¹(q^(1/G)))),
-
-    returned at the midpoints q_i = (i + 1/2)/n, i = 0..n-1 (n equally likely values, each standing for
-    the 1/n of probability around it; an ``empirical`` delay resamples them uniformly).
-    """
-    if not (median > 0 and sigma >= 0 and max_tokens > 0 and group_size >= 1 and seconds_per_token > 0 and n >= 1):
-        raise ValueError(
-            "generation_quantiles: expected median > 0, sigma >= 0, max_tokens > 0, group_size >= 1, "
-            f"seconds_per_token > 0, n >= 1; got {median}, {sigma}, {max_tokens}, {group_size}, "
-            f"{seconds_per_token}, {n}"
-        )
-    q = (np.arange(n) + 0.5) / n
-    longest = median * np.exp(sigma * norm.ppf(q ** (1.0 / group_size)))
-    return seconds_per_token * np.minimum(max_tokens, longest)
 
 
 def capped_mean_length(median: float, sigma: float, max_tokens: float) -> float:
@@ -95,7 +57,8 @@ def capped_mean_length(median: float, sigma: float, max_tokens: float) -> float:
 
 @dataclass(frozen=True)
 class ResponseLengths:
-    """The response-length model behind a scenario's ``system.generation_time`` (:func:`generation_quantiles`)."""
+    """The response-length model of a published setup: the engines' ``length_median``, ``length_sigma`` and
+    ``max_tokens`` (``docs/system.md#continuous_batching``) and the tokens the trainer is charged."""
 
     median: float
     """Median response length, tokens (m)."""
@@ -105,24 +68,6 @@ class ResponseLengths:
     """The maximum response length (c), tokens."""
     group_size: int
     """Responses per group (G), the scenario's ``algorithm.group_size``."""
-    seconds_per_token: float = 0.03
-    """Decode seconds per token per slot (t_tok)."""
-    quantiles: int = 128
-    """How many equally likely values (n)."""
-
-    def values(self) -> np.ndarray:
-        """The group times in seconds, unrounded."""
-        return generation_quantiles(
-            self.median, self.sigma, self.max_tokens, self.group_size, self.seconds_per_token, self.quantiles
-        )
-
-    def rounded(self) -> list[float]:
-        """The values as the scenario stores them: rounded to 0.1 s."""
-        return [round(float(v), 1) for v in self.values()]
-
-    def median_group_tokens(self) -> float:
-        """The median of the group's longest response, tokens: min(c, m · exp(s · Φ⁻¹(0.5^(1/G))))."""
-        return float(min(self.max_tokens, self.median * math.exp(self.sigma * norm.ppf(0.5 ** (1 / self.group_size)))))
 
     def mean_response_tokens(self) -> float:
         """The mean capped response length, tokens (:func:`capped_mean_length`)."""
@@ -143,7 +88,7 @@ class Published:
     """``throughput`` (time per step or total time for the same steps) or ``time_to_score``."""
     source: str
     lengths: ResponseLengths
-    """The response lengths the scenario's ``system.generation_time`` is computed from."""
+    """The response-length model of the setup's engines."""
 
     @property
     def value(self) -> float:
@@ -160,7 +105,7 @@ SETUPS: tuple[Published, ...] = (
         "AReaL 1.5B (16 nodes)",
         2.77,
         2.77,
-        "colocated_sync",
+        "decoupled_sync",
         "throughput",
         "AReaL v0.3 blog, Table 2: R1-Distill-Qwen-1.5B, 16 nodes, 1000 steps, 41.0 h sync vs 14.8 h async",
         ResponseLengths(median=6000, sigma=0.819, max_tokens=27648, group_size=16),
@@ -170,7 +115,7 @@ SETUPS: tuple[Published, ...] = (
         "AReaL 7B (24 nodes)",
         2.27,
         2.27,
-        "colocated_sync",
+        "decoupled_sync",
         "throughput",
         "AReaL v0.3 blog, Table 2: R1-Distill-Qwen-7B, 24 nodes, 1000 steps, 57.7 h sync vs 25.4 h async",
         ResponseLengths(median=6000, sigma=0.819, max_tokens=27648, group_size=16),
@@ -193,7 +138,7 @@ SETUPS: tuple[Published, ...] = (
         "colocated_sync",
         "throughput",
         "verl documentation advance/one_step_off (07/17/2025): total time, +23%",
-        ResponseLengths(median=1000, sigma=0.819, max_tokens=20480, group_size=16),
+        ResponseLengths(median=1000, sigma=0.819, max_tokens=20480, group_size=12),
     ),
     Published(
         "verl_one_step_off_megatron",
@@ -203,7 +148,7 @@ SETUPS: tuple[Published, ...] = (
         "colocated_sync",
         "throughput",
         "verl documentation advance/one_step_off (07/17/2025): total time, +40%",
-        ResponseLengths(median=1000, sigma=0.819, max_tokens=8192, group_size=16),
+        ResponseLengths(median=1000, sigma=0.819, max_tokens=8192, group_size=12),
     ),
     Published(
         "roll_flash_rlvr",
@@ -280,9 +225,10 @@ def mean_step_time(cfg: SystemConfig, steps: int, groups_per_step: int, group_si
 def side_of_one(predicted: np.ndarray, published: float) -> tuple[str, str]:
     """``(cap, note)``: a published speed-up (> 1) and a prediction whose 95% interval lies below 1 (a
     predicted slowdown) or contains 1 cannot agree, whatever their ratio: the row is capped at ``not
-    reproduced`` or ``inconclusive`` (no cap and no note when the interval lies on the published side)."""
+    reproduced`` or ``inconclusive`` (no cap and no note when the interval lies on the published side, or
+    when the published figure is exactly 1: no side to be on)."""
     m, lo, hi = t_interval(predicted)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
+    if published == 1 or not (math.isfinite(lo) and math.isfinite(hi)):
         return "", ""
     same_side = (lo > 1) if published > 1 else (hi < 1)
     if same_side:
@@ -298,56 +244,6 @@ def side_of_one(predicted: np.ndarray, published: float) -> tuple[str, str]:
 def setup_variants(name: str) -> dict:
     scn, raw = load_scenario(ROOT / f"{name}.toml")
     return variant_scenarios(scn, raw)
-
-
-def run(quick: bool = False, seeds: int = 8) -> ClaimResult:
-    steps = QUICK_STEPS if quick else FULL_STEPS
-    result = ClaimResult(
-        name="published_speedups",
-        paper="AReaL, verl, ROLL Flash, PipelineRL, VCPO (published asynchronous speed-ups)",
-        definition=__doc__.split("\n\n", 1)[1].strip(),
-        settings={"steps": steps, "warm-up fraction": WARMUP_FRACTION, "band": list(BAND)},
-        x_label="published setup",
-        y_label="speed-up over the baseline (x)",
-        kind="bars",
-    )
-    for i, pub in enumerate(SETUPS):
-        runs = setup_variants(pub.scenario)
-        asyn = runs["async"]
-        B, G = asyn.algorithm.groups_per_step, asyn.algorithm.group_size
-        per_variant = {
-            name: np.array([mean_step_time(v.system, steps, B, G, s) for s in range(seeds)]) for name, v in runs.items()
-        }
-        predicted = per_variant[pub.baseline] / per_variant["async"]
-        same_pools = per_variant["sync"] / per_variant["async"]
-        m_same, _, _ = t_interval(same_pools)
-        note = f"vs same pools with sync: {m_same:.2f}x"
-        cap, side = side_of_one(predicted, pub.value)
-        if side:
-            note = side + "; " + note
-        if pub.measure == "time_to_score":
-            note = (
-                "published number is wall time to a score; only the throughput part is compared (the learning-side "
-                "difference is not in this prediction); " + note
-            )
-        result.settings[pub.scenario] = (
-            f"{pub.system}: published {pub.text()} ({pub.measure}; {pub.source}); baseline variant '{pub.baseline}'"
-        )
-        result.rows.append(
-            Row(
-                f"{pub.system}: predicted / published ({pub.text()})",
-                f"speed-up vs '{pub.baseline}' / {pub.value:.3g}",
-                predicted / pub.value,
-                BAND,
-                "within",
-                note,
-                cap=cap,
-            )
-        )
-        m, lo, hi = t_interval(predicted)
-        result.curves.append(Curve(f"{pub.system} (predicted)", [float(i)], [m], [lo], [hi]))
-        result.curves.append(Curve(f"{pub.system} (published)", [float(i)], [pub.value]))
-    return result
 
 
 def docs_table() -> str:

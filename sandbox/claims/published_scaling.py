@@ -12,7 +12,10 @@ table; the values are read from its log axis by the markers' pixel centres (46 p
 markers that coincide read as the ratio 1.00, a marker half hidden to ±0.03).
 
 **Source facts** (from the benchmark's files): 512 prompts x 16 responses per step; at most ``context −
-1024`` new tokens; 3/4 of the GPUs run SGLang engines (tensor parallel 1, 8 for 32B), 1/4 train;
+1024`` new tokens; 3/4 of the GPUs run SGLang engines (tensor parallel 1, 8 for 32B), 1/4 train, each
+engine capped as SGLang caps itself with ``max_running_requests`` unset (AReaL leaves it unset:
+:func:`sandbox.claims.published_engine.sglang_cap`, 4096 requests here), verl's vLLM at its ``max_num_seqs``
+default 1024;
 ``max_head_offpolicyness`` 4 and ``max_concurrent_rollouts`` 512. AReaL's admission as its code runs it
 (``realhf/system/gserver_manager.py``, ``allocate_rollout``, AReaL at 4d67c421d): a prompt and its 16
 samples are admitted while fewer than ``max_concurrent_rollouts`` prompts run and ``(trained + running) //
@@ -48,8 +51,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sandbox.claims.base import ClaimResult, Curve, Row, t_interval
-from sandbox.claims.published import Published, ResponseLengths, capped_mean_length, setup_variants
-from sandbox.claims.published_engine import BAND, EngineMapping, step_times
+from sandbox.claims.published import Published, ResponseLengths, capped_mean_length, setup_variants, side_of_one
+from sandbox.claims.published_engine import BAND, SCENARIO_SEQUENCES_PER_GPU, EngineMapping, sglang_cap, step_times
 from sandbox.claims.published_engine import run as engine_rows
 from sandbox.system.delays.hardware import HardwareDelay
 from sandbox.system.hardware import eager_step_floor
@@ -62,6 +65,9 @@ ROLLOUT_SHARE = 3 / 4
 MAX_CONCURRENT = 512
 """AReaL's ``max_concurrent_rollouts`` (``areal_config.yaml``), prompts (groups) in flight at most."""
 LENGTH_MEDIAN, LENGTH_SIGMA = 6000, 0.819
+VERL_MAX_NUM_SEQS = 1024
+"""verl's vLLM cap on sequences in flight per engine: ``max_num_seqs`` 1024 in its ``verl/trainer/config/
+ppo_trainer.yaml`` (rollout section), the default the benchmark's verl runs are assumed to keep."""
 SOURCE = "AReaL benchmark vs verl v0.3.0.post1 (inclusionAI/AReaL ad6e5bd, benchmark/verl_v0_3_0_post1_76084d3)"
 
 
@@ -115,6 +121,9 @@ def mapping(point: ScalingPoint) -> EngineMapping:
         model=point.model,
         sync="partial",
         tp=point.tp,
+        max_sequences=sglang_cap("H800", point.model, point.tp, point.context),
+        cap_source="SGLang's own cap with max_running_requests unset, as AReaL leaves it: SGLang v0.4.6",
+        baseline_max_sequences=VERL_MAX_NUM_SEQS,
         max_concurrent=MAX_CONCURRENT,
         baseline_step_floor=eager_step_floor(point.model),
         facts=f"{point.size}, {point.gpus} H800, batch 512 x 16, max {point.context - 1024} new tokens, 3/4 rollout GPUs "
@@ -145,7 +154,7 @@ def variants(point: ScalingPoint) -> dict:
     runs = setup_variants(SCENARIO)
     prompt = mapping(point).prompt_tokens
     rollout = int(point.gpus * ROLLOUT_SHARE)
-    slots = mapping(point).max_sequences // GROUP_SIZE
+    slots = SCENARIO_SEQUENCES_PER_GPU // GROUP_SIZE
     out = {}
     for name, gpus, workers in (
         ("async", point.gpus - rollout, rollout * slots),
@@ -180,6 +189,8 @@ def add_rows(result: ClaimResult, quick: bool, seeds: int) -> None:
             f"mean step: AReaL {float(mode.mean()):.0f} s, verl {float(base.mean()):.0f} s; {steps} steps"
         )
         result.settings[point.name] = f"published {point.published:g}x ({SOURCE}, read from scaling_trend_vs_verl.png)"
+        cap, side = side_of_one(predicted, point.published)
+        note = f"{side}; {note}" if side else note
         result.rows.append(
             Row(
                 f"{point.name}: predicted / published ({point.published:g}x)",
@@ -188,6 +199,7 @@ def add_rows(result: ClaimResult, quick: bool, seeds: int) -> None:
                 BAND,
                 "within",
                 note,
+                cap=cap,
             )
         )
         m, lo, hi = t_interval(predicted)

@@ -44,6 +44,15 @@ class PublishedTable(BaseModel):
     gpu: Literal[tuple(GPUS)] = Field(description="Accelerator of the engines.")  # type: ignore[valid-type]
     model: Literal[tuple(MODELS)] = Field(description="Model of the hardware table.")  # type: ignore[valid-type]
     tp: int = Field(1, ge=1, description="GPUs per engine (tensor parallel).")
+    max_sequences: int = Field(
+        256, ge=1, description="Sequences in flight per engine at most (the engine's cap: vLLM's max_num_seqs)."
+    )
+    step_floor: float = Field(
+        0.0, ge=0, description="Least seconds of a decode step of the async variant's engines (eager mode; 0 = none)."
+    )
+    baseline_step_floor: float = Field(
+        0.0, ge=0, description="Least seconds of a decode step of the baseline's engines (eager mode; 0 = none)."
+    )
     sync: Literal["drain", "abort", "partial"] = Field(description="The engines' weight-sync mode (the system's own).")
     median: float = Field(gt=0, description="Median response length, tokens.")
     sigma: float = Field(ge=0, description="σ of log response length.")
@@ -115,6 +124,9 @@ def score(path: str | Path, steps: int = FULL_STEPS, seeds: int = 8) -> dict:
         model=table.model,
         sync=table.sync,
         tp=table.tp,
+        max_sequences=table.max_sequences,
+        step_floor=table.step_floor,
+        baseline_step_floor=table.baseline_step_floor,
         prompt_tokens=table.prompt_tokens,
         facts=table.facts,
         measured=table.measured,

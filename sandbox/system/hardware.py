@@ -226,6 +226,26 @@ def kv_capacity_tokens(gpu_name: str, model_name: str, gpus: int = 1) -> int:
     return int(math.floor((MEMORY_UTILISATION * gpus * g.memory - m.weight_bytes()) / m.kv_bytes_per_token()))
 
 
+SGLANG_REQUESTS_PER_CONTEXT, SGLANG_MIN_REQUESTS, SGLANG_MAX_REQUESTS = 512, 2048, 4096
+
+
+def sglang_max_running_requests(kv_tokens: int, context_len: int) -> int:
+    """SGLang's cap on the requests an engine runs at once when ``max_running_requests`` is left unset
+    (as AReaL leaves it): ``min(⌊K / 2⌋, min(max(⌊K / C · 512⌋, 2048), 4096))`` for a KV pool of ``K`` tokens
+    (``max_total_num_tokens``) and a context length ``C``: the request-to-token pool's size
+    (``ModelRunner.init_memory_pool``, ``python/sglang/srt/model_executor/model_runner.py``) and half the KV
+    pool (``TpModelWorker``, ``python/sglang/srt/managers/tp_worker.py``), SGLang v0.4.6 (the rule is the same
+    in its later ``resolve_max_num_reqs``). Above the cap SGLang queues; the KV pool binds first in most setups."""
+    if kv_tokens < 2 or context_len < 1:
+        raise ValueError(
+            f"sglang_max_running_requests: expected kv_tokens >= 2 and context_len >= 1, got {kv_tokens}, {context_len}"
+        )
+    pool = min(
+        max(int(kv_tokens / context_len * SGLANG_REQUESTS_PER_CONTEXT), SGLANG_MIN_REQUESTS), SGLANG_MAX_REQUESTS
+    )
+    return min(kv_tokens // 2, pool)
+
+
 def sync_seconds(gpu_name: str, model_name: str) -> float:
     """Weight bytes over one GPU's interconnect bandwidth (a broadcast of bf16 weights)."""
     return model(model_name).weight_bytes() / gpu(gpu_name).link

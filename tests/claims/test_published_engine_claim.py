@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.claims.published import SETUPS, setup_variants
-from sandbox.claims.published_engine import ENGINE_SETUPS, EngineMapping, engine_system, step_costs
+from sandbox.claims.published_engine import ENGINE_SETUPS, EngineMapping, engine_runs, engine_system, step_costs
 from sandbox.system.hardware import mean_context
 
 
@@ -26,15 +26,56 @@ def test_step_costs_are_the_hardware_table_at_the_mean_context():
 def test_engine_mapping_of_verl_one_step_off_by_hand():
     pub = next(p for p in SETUPS if p.scenario == "verl_one_step_off")
     runs = setup_variants(pub.scenario)
-    # async: 64 slots = 4 GPUs -> 4 engines; fixed_lag k = 1 admits 2·512 groups -> 256 workers per engine
-    cfg = engine_system(runs["async"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
+    # G = 12, the scenarios' 256 / 12 = 21 group slots per GPU; async: 84 slots = 4 GPUs -> 2 engines of tensor
+    # parallel 2;
+    # fixed_lag k = 1 admits 2·512 groups -> 512 workers per engine (1024 sequences in flight at most)
+    both = engine_runs(pub, ENGINE_SETUPS[pub.scenario], runs=runs)
+    cfg = both.mode
     gen = cfg.generation_time
-    assert (cfg.num_workers, gen.workers_per_engine, gen.max_sequences, gen.sync) == (1024, 256, 256, "drain")
+    assert (cfg.num_workers, gen.workers_per_engine, gen.max_sequences, gen.sync) == (1024, 512, 1024, "drain")
     assert (gen.step_base, gen.step_per_sequence) == step_costs(ENGINE_SETUPS[pub.scenario], pub.lengths)
     assert (gen.length_median, gen.length_sigma, gen.max_tokens) == (1000, 0.819, 20480)
-    # colocated sync: 256 slots = 16 GPUs -> 16 engines; sync admits 512 groups -> 32 per engine
-    cfg = engine_system(runs["colocated_sync"].system, pub, ENGINE_SETUPS[pub.scenario], 512)
-    assert (cfg.num_workers, cfg.generation_time.workers_per_engine) == (512, 32)
+    assert gen.step_floor == pytest.approx(28 * 0.15e-3)  # eager: 0.15 ms per layer, 28 layers
+    # colocated sync: 336 slots = 16 GPUs -> 8 engines; sync admits 512 groups -> 64 per engine
+    cfg = both.baseline
+    assert (cfg.num_workers, cfg.generation_time.workers_per_engine) == (512, 64)
+    assert cfg.generation_time.step_floor == pytest.approx(28 * 0.15e-3)
+
+
+# verl documentation advance/one_step_off (07/17/2025), per-step seconds: (step, gen, wait_prev_gen,
+# generate_sequences, old_log_prob, update_actor) for colocate sync and one-step-overlap async
+VERL_ONE_STEP_OFF_TABLE = {
+    "verl_one_step_off": {"colocated_sync": (749, 321, None, 247, 88, 286), "async": (520, None, 45, 458, 108, 337)},
+    "verl_one_step_off_megatron": {
+        "colocated_sync": (699, 207, None, 162, 119, 344),
+        "async": (566, None, 59, 501, 120, 347),
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(VERL_ONE_STEP_OFF_TABLE))
+def test_verl_one_step_off_as_verl_runs_it(name):
+    """The one-step-off rows hold verl's facts: its scripts of the runs (recipe/one_step_off_policy/
+    dapo_7b_math_{fsdp2,megatron}_4_12.sh: 512 prompts x 12, vLLM tensor parallel 2, 4 rollout GPUs of 16) and its
+    rollout defaults (max_num_seqs 1024, enforce_eager True); the training time is every second of the source's
+    step not spent waiting for generation: step - wait_prev_gen one-step-off (generation overlaps), step -
+    generate_sequences colocated (its gen timer also holds the hybrid engine's resharding, not generation)."""
+    pub = next(p for p in SETUPS if p.scenario == name)
+    mapping = ENGINE_SETUPS[name]
+    runs = setup_variants(name)
+    assert (mapping.tp, mapping.max_sequences, pub.lengths.group_size) == (2, 1024, 12)
+    assert mapping.step_floor == mapping.baseline_step_floor > 0
+    assert runs["async"].algorithm.group_size == 12 and runs["async"].algorithm.groups_per_step == 512
+    slots = 256 // 12  # the scenarios' convention: num_workers / (256 / G) generating GPUs
+    table = VERL_ONE_STEP_OFF_TABLE[name]
+    step, _, wait, generate, logp, update = table["async"]
+    assert runs["async"].system.num_workers // slots == 4
+    assert runs["async"].system.train_time.value == step - wait
+    assert step - wait >= logp + update  # the rest: reward, advantages, the sync call
+    step, gen, _, generate, logp, update = table["colocated_sync"]
+    assert runs["colocated_sync"].system.num_workers // slots == 16
+    assert runs["colocated_sync"].system.train_time.value == step - generate
+    assert step - generate >= (gen - generate) + logp + update
 
 
 def test_engine_mapping_of_vcpo_by_hand():
@@ -107,3 +148,66 @@ def test_roll_flash_and_pipelinerl_opt_in_with_partial_sync():
         "pipelinerl": "partial",
     }
     assert "turn" in ENGINE_SETUPS["roll_flash_agentic"].sync_note
+
+
+def test_engine_rows_on_the_wrong_side_of_1_are_never_reproduced(monkeypatch):
+    """Every row of the claim, its table rows and its scaling rows, carries the side-of-1 cap: a predicted 0.9x
+    slowdown (tight interval) against a published speed-up is not reproduced even where the ratio is in the band;
+    a wall-time-to-score row stays inconclusive; a published 1.00 has no side."""
+    import numpy as np
+
+    from sandbox.claims import published_engine, published_scaling
+    from sandbox.claims.base import INCONCLUSIVE, NOT_REPRODUCED
+
+    def slow(pub, mapping, ab, steps, seeds, runs=None):
+        return np.array([100.0, 100.0, 100.0]), np.array([89.9, 90.0, 90.1])
+
+    monkeypatch.setattr(published_engine, "step_times", slow)
+    monkeypatch.setattr(published_scaling, "step_times", slow)
+    monkeypatch.setattr(published_scaling, "variants", lambda point: None)
+    result = published_scaling.run(quick=False, seeds=3)
+    caps = {row.label: row.cap for row in result.rows}
+    kinds = {p.system: ENGINE_SETUPS[p.scenario].kind(p.measure) for p in SETUPS}
+    for label, cap in caps.items():
+        system = next((s for s in kinds if label.startswith(f"{s} on engines")), None)
+        if system is not None and kinds[system] == "not comparable":
+            assert cap == INCONCLUSIVE, label
+        elif "(1x)" in label:  # a published 1.00 (AReaL vs verl, coinciding markers): no side to be on
+            assert cap == "", label
+        elif "(0.84x)" in label:  # a published slowdown: a predicted slowdown is on its side
+            assert cap == "", label
+        else:
+            assert cap == NOT_REPRODUCED, label
+    assert sum(cap == NOT_REPRODUCED for cap in caps.values()) >= 20
+
+
+def test_sglang_cap_is_sglangs_rule_with_max_running_requests_unset():
+    from sandbox.system.hardware import sglang_max_running_requests
+
+    # min(K // 2, min(max(int(K / C * 512), 2048), 4096)): SGLang's request pool and half its KV pool
+    assert sglang_max_running_requests(990_164, 131_072) == int(990_164 / 131_072 * 512) == 3867
+    assert sglang_max_running_requests(990_164, 16_384) == 4096  # clamped above
+    assert sglang_max_running_requests(100_000, 32_768) == 2048  # clamped below
+    assert sglang_max_running_requests(3_000, 32_768) == 1500  # half the KV pool binds
+    with pytest.raises(ValueError, match="kv_tokens"):
+        sglang_max_running_requests(1, 100)
+
+
+def test_sglang_engines_take_sglangs_cap_and_verls_take_vllms():
+    from sandbox.claims import published_scaling as S
+    from sandbox.system.hardware import kv_capacity_tokens, sglang_max_running_requests
+
+    for name in ("areal_fully_async", "areal_fully_async_7b"):
+        m = ENGINE_SETUPS[name]
+        kv = kv_capacity_tokens("H800", m.model, 1)
+        assert m.max_sequences == sglang_max_running_requests(kv, 256 + 27_648) == 4096
+        assert m.baseline_max_sequences is None  # synchronous AReaL runs SGLang too
+    point = S.POINTS[0]  # 1.5B, 32 H800, 16k: 8,192 sequences over 24 SGLang engines, 341 each (above vLLM's 256)
+    pub, mapping = S.published(point), S.mapping(point)
+    assert (mapping.max_sequences, mapping.baseline_max_sequences) == (4096, 1024)
+    both = engine_runs(pub, mapping, runs=S.variants(point))
+    assert both.mode.generation_time.max_sequences == 4096
+    assert both.baseline.generation_time.max_sequences == 1024
+    # engine counts unchanged by the caps: 24 AReaL engines, 32 verl engines
+    assert -(-both.mode.num_workers // both.mode.generation_time.workers_per_engine) == 24
+    assert -(-both.baseline.num_workers // both.baseline.generation_time.workers_per_engine) == 32

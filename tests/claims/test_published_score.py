@@ -22,6 +22,10 @@ measure = "throughput"
 source = "verl documentation advance/one_step_off"
 gpu = "H20"
 model = "qwen2.5-7b"
+tp = 2
+max_sequences = 1024
+step_floor = 0.0042
+baseline_step_floor = 0.0042
 sync = "drain"
 median = 1000
 sigma = 0.819
@@ -66,3 +70,15 @@ def test_the_examples_load():
 def test_bad_published_tables_name_the_field(tmp_path, bad, field):
     with pytest.raises(ScenarioError, match=field.replace(".", r"\.")):
         load_published(_file(tmp_path, bad))
+
+
+def test_moe_example_states_the_sources_numbers():
+    """verl's 30B mixture-of-experts run (advance/fully_async, "30B Model Mode Experiment"): the published figure
+    is the ratio of the 400-step total times and the training times are the sums of the source's trainer rows."""
+    table, runs = load_published(REPO / "examples" / "score_verl_fully_async_30b_moe.toml")
+    colocated_h, async_h = 2 * 24 + 11 + 39 / 60, 24 + 10 + 41 / 60  # 2d 11h 39m, 1d 10h 41m
+    assert round(colocated_h / async_h, 2) == table.low == 1.72
+    assert table.model == "qwen3-30b-a3b" and table.measured  # source-measured times in: a consistency check
+    assert runs["async"].system.train_time.value == pytest.approx(50.05 + 206.63)  # ref + update_actor
+    assert runs["colocated_sync"].system.train_time.value == pytest.approx(28.73 + 20.86 + 86.27)
+    assert (runs["async"].system.num_workers, runs["colocated_sync"].system.num_workers) == (96 * 16, 128 * 16)
