@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -31,6 +32,15 @@ def check(
     ),
     perturb: bool = typer.Option(
         False, "--perturb", help="Distort every prediction by its check's perturbation: all should FAIL."
+    ),
+    processes: int | None = typer.Option(
+        None,
+        "--processes",
+        "-j",
+        min=1,
+        metavar="N",
+        help="Checks run at once, each in its own process (default: 2, or 1 on a one-core machine); "
+        "the same numbers whatever N.",
     ),
     list_: bool = typer.Option(False, "--list", help="List the checks and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
@@ -89,7 +99,7 @@ def check(
             progress.task("theory checks" + (" (quick)" if quick else ""), total=len(selected), unit="checks") as bar,
             workers,
         ):
-            results = run_checks(selected, quick, perturb, done)
+            results = run_checks(selected, quick, perturb, done, processes or min(2, os.cpu_count() or 1))
     except OutputError as exc:  # a figure's worker failed (the disk, the directory)
         _fail(escape(str(exc)))
     title = f"theory checks{' (quick)' if quick else ''}{' with perturbed predictions' if perturb else ''}"

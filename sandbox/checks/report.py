@@ -8,7 +8,9 @@ one as ``≤ bound`` with ``+ tolerance`` (pass iff measured − tolerance ≤ b
 
 from __future__ import annotations
 
+import os
 import time
+from functools import partial
 from pathlib import Path
 
 import matplotlib
@@ -113,16 +115,59 @@ def figure(result: CheckResult, path: Path) -> None:
     _save(fig, path)
 
 
-def run_checks(checks: dict, quick: bool, perturb: bool = False, on_done=None) -> list[tuple[CheckResult, float]]:
+def _timed(check, quick: bool, perturb: bool) -> tuple[CheckResult, float]:
+    t = time.perf_counter()
+    with progress.phase(f"check {check.name}"):
+        result = check.run(quick=quick, perturb=check.perturbation if perturb else 1.0)
+    return result, time.perf_counter() - t
+
+
+_POOL_CHECKS: list = []
+"""The checks a worker pool runs, by position (set before the pool forks: its workers inherit them)."""
+
+
+def _pool_worker_start() -> None:
+    import signal
+
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
+    torch.set_num_threads(1)
+
+
+def _pool_run(index: int, quick: bool, perturb: bool) -> tuple[CheckResult, float]:
+    return _timed(_POOL_CHECKS[index], quick, perturb)
+
+
+def run_checks(
+    checks: dict, quick: bool, perturb: bool = False, on_done=None, processes: int = 1
+) -> list[tuple[CheckResult, float]]:
+    """Each check's result and seconds, in the order of ``checks``; ``on_done(check, result, seconds)`` as each
+    is known, in that order. ``processes`` > 1: the checks run in that many worker processes forked from this
+    one (``multiprocessing``'s fork pool), handed out one at a time in order, so a long check does not hold
+    the others back. A check's numbers do not depend on the process it runs in: each seeds its own
+    simulations (``tests/checks/test_check_processes.py``)."""
+    items = list(checks.values())
+    pool = None
+    if processes > 1 and len(items) > 1 and hasattr(os, "fork"):
+        import multiprocessing
+
+        _POOL_CHECKS[:] = items
+        pool = multiprocessing.get_context("fork").Pool(min(processes, len(items)), initializer=_pool_worker_start)
+        outcomes = pool.imap(partial(_pool_run, quick=quick, perturb=perturb), range(len(items)))
+    else:
+        outcomes = (_timed(check, quick, perturb) for check in items)
     out = []
-    for check in checks.values():
-        t = time.perf_counter()
-        with progress.phase(f"check {check.name}"):
-            result = check.run(quick=quick, perturb=check.perturbation if perturb else 1.0)
-        elapsed = time.perf_counter() - t
-        out.append((result, elapsed))
-        if on_done is not None:
-            on_done(check, result, elapsed)
+    try:
+        for check, (result, elapsed) in zip(items, outcomes):
+            out.append((result, elapsed))
+            if on_done is not None:
+                on_done(check, result, elapsed)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+            _POOL_CHECKS.clear()
     return out
 
 
