@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import copy
 import math
+from functools import partial
 
 import numpy as np
 import torch
 
 from sandbox.analysis.collapse import replica_reward_drops
+from sandbox.base.processes import forked_map
 from sandbox.claims.base import ClaimResult, Curve, Row, t_interval
 from sandbox.preflight.transfer import params_rms
 from sandbox.run.runner import run_scenario
@@ -118,7 +120,8 @@ def run(quick: bool = False, seeds: int | None = None, lm_seeds: int | None = No
             for label in ("critical u (not run)", "critical lr (not run)")
         ]
         return result
-    per = {w: critical(w, n, size["steps"]) for w in WIDTHS}
+    # the widths' runs are independent and seeded by their scenarios: one process each (two cores busy)
+    per = dict(zip(WIDTHS, forked_map([partial(critical, w, n, size["steps"]) for w in WIDTHS])))
     result.settings["rms"] = {w: per[w][0] for w in WIDTHS}
     censored = {w: sum(c >= 2 * U_GRID[-1] for c in per[w][1]) for w in WIDTHS}
     note = "; ".join(f"d={w}: RMS {per[w][0]:.3g}, censored {censored[w]}/{n}" for w in WIDTHS)
