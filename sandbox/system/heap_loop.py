@@ -39,7 +39,6 @@ learning run's numbers with them (``tools/fingerprint.py``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from functools import partial
 from heapq import heappop, heappush
@@ -155,6 +154,10 @@ class Kernel:
         return who
 
 
+_CLUSTER_WORKER = Cluster._worker
+"""The worker process the plain steps copy (:meth:`HeapCluster._plain_steps`), as defined."""
+
+
 class HeapCluster(Cluster):
     """:class:`Cluster` run by a plain heap event loop (same arguments; see the module docstring)."""
 
@@ -179,7 +182,12 @@ class HeapCluster(Cluster):
     def _plain(self) -> bool:
         """Whether every job is one worker's group generated in one piece (no engine, no partial
         rollouts, no split group): the workers then run as :meth:`_run_until`'s own steps."""
-        return self.engines is None and not self.cfg.partial_rollouts and self.parts == 1
+        return (
+            self.engines is None
+            and not self.cfg.partial_rollouts
+            and self.parts == 1
+            and type(self)._worker is _CLUSTER_WORKER  # the steps below copy it: not when it is replaced
+        )
 
     def _start_workers(self) -> None:
         if not self._plain:
@@ -274,10 +282,9 @@ class HeapCluster(Cluster):
         control, store, workload, buffer, jobs = self.control, self.store, self.workload, self.buffer, self.jobs
         admit, on_dispatch, on_finish = control.admit, control.on_dispatch, control.on_finish
         sample, finish_payload, add_job = workload.sample, workload.finish, jobs.append
-        running_since, speeds, G, rng, log = self.running_since, self.speeds, self.G, self.rng, self._log
-        draw = self.cfg.generation_time.sample
+        running_since, speeds, G, log = self.running_since, self.speeds, self.G, self._log
+        draw = self._draw  # the cluster's own (a subclass or a planted bug in tests/checks changes it here too)
         current: list[Job | None] = [None] * len(speeds)  # the job each worker holds
-        inf = math.inf
 
         def dispatch(wid: int) -> None:
             admission = admit(store.visible, len(buffer))
@@ -293,13 +300,7 @@ class HeapCluster(Cluster):
                 log((now, "dispatch", wid, job.id, version, -1 if target is None else target))
             job.payload = payload = sample(store.get(version), version, G)
             job.tail_version = version
-            speed = speeds[wid]
-            try:
-                duration = draw(rng, payload.decode_steps) / speed
-            except OverflowError:
-                duration = inf
-            if not 0.0 <= duration < inf:
-                self._bad_draw("generation_time", duration, payload.decode_steps, speed)
+            duration = draw("generation_time", payload.decode_steps, speeds[wid])
             current[wid] = job
             heappush(heap, (now + duration, NORMAL, next(order), _DONE, wid))
 

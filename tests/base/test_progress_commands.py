@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import tomli_w
 import torch
 from typer.testing import CliRunner
@@ -109,13 +110,17 @@ def test_cli_run_records_variant_phases(tmp_path):
     assert top.count == 2 and top.total > 0 and top.updates[-1][0] == 2  # weighted by the budget estimate
 
 
-def test_cli_check_phases():
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_cli_check_phases(processes):
+    """One process shows each check as a phase; with worker processes the checks' phases are theirs (a forked
+    worker never draws) and the top task counts the checks as they come back."""
     with progress.recording() as rec:
-        res = CliRunner().invoke(app, ["check", "straggler_cost", "minibatch_lag", "--quick"])
+        res = CliRunner().invoke(app, ["check", "straggler_cost", "minibatch_lag", "--quick", "-j", processes])
     assert res.exit_code == 0, res.output
     labels = _labels(rec)
     assert labels[0] == "theory checks (quick)"
-    assert "check straggler_cost" in labels and "check minibatch_lag" in labels
+    if processes == "1":
+        assert "check straggler_cost" in labels and "check minibatch_lag" in labels
     top = next(iter(rec.tasks.values()))
     assert top.count == 2 and [u[0] for u in top.updates] == [1, 2]
 

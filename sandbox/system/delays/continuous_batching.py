@@ -529,10 +529,12 @@ class Engine:
     def _run(self):
         env, cfg, waiting = self.env, self.cfg, self.waiting
         drain = cfg.sync == "drain"
-        base, per_sequence, floor = cfg.step_base, cfg.step_per_sequence, cfg.step_floor  # of step_cost
+        # the model's own methods, bound once: a fast path never inlines a copy of them (a subclass, or a
+        # planted bug in tests/checks, changes what every engine runs)
+        step_cost, sync_needed = cfg.step_cost, self._sync_needed
         prefill_each = cfg.prefill_per_token * cfg.prompt_tokens
         while True:
-            sync = bool(waiting) and waiting[0].version > self.version  # _sync_needed
+            sync = sync_needed()
             if sync and (not drain or not self.running):
                 yield from self._do_sync()
                 continue
@@ -543,9 +545,7 @@ class Engine:
                 yield self._wake
                 continue
             prefill = prefill_each * admitted
-            cost = base + per_sequence * len(running)  # step_cost(len(running)), inline
-            if not cost >= floor:
-                cost = floor
+            cost = step_cost(len(running))
             k = self._least_left()
             start = env.now + prefill
             self._rearm()
