@@ -168,3 +168,29 @@ def test_a_processed_condition_is_freed_without_the_collector():
     finally:
         gc.enable()
     assert sum(e.steps for e in cluster.engines) > 100 and alive <= len(cluster.engines)
+
+
+def test_the_plain_steps_follow_a_replaced_draw_or_worker(monkeypatch):
+    """The loop's plain-worker steps copy ``Cluster._worker`` and draw through ``Cluster._draw``: a replaced
+    draw changes the heap loop's jobs as it changes simpy's, and a replaced worker process is run (the plain
+    steps stand down) — a planted bug or a subclass is never bypassed by the fast path."""
+    cfg = SystemConfig(num_workers=4, generation_time={"kind": "exponential", "mean": 1.0}, staleness={"kind": "sync"})
+    plain = _timing(HeapCluster, cfg, 2, 4, 1, 10)
+    original_draw = Cluster._draw
+    monkeypatch.setattr(
+        Cluster, "_draw", lambda self, name, tokens=0, speed=1.0: 2.0 * original_draw(self, name, tokens, speed)
+    )
+    doubled, ref = _timing(HeapCluster, cfg, 2, 4, 1, 10), _timing(Cluster, cfg, 2, 4, 1, 10)
+    _assert_same(doubled, ref, "a replaced draw")
+    assert not doubled[0].equals(plain[0])
+    monkeypatch.undo()
+    calls = []
+    original_worker = Cluster._worker
+
+    def worker(self, wid):
+        calls.append(wid)
+        return (yield from original_worker(self, wid))
+
+    monkeypatch.setattr(Cluster, "_worker", worker)
+    _assert_same(_timing(HeapCluster, cfg, 2, 4, 1, 10), plain, "a replaced worker process")
+    assert sorted(set(calls)) == [0, 1, 2, 3]
