@@ -65,9 +65,9 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
             against(
                 gate(
                     Row(
-                        "GAC + TIS beats each alone",
-                        "reward(GAC+TIS) − max(GAC, TIS)",
-                        reward["GAC + TIS"] - np.maximum(reward["GAC"], reward["TIS"]),
+                        f"GAC + {part} beats each alone",
+                        f"reward(GAC+{part}) − max(GAC, {part})",
+                        reward[f"GAC + {part}"] - np.maximum(reward["GAC"], reward[part]),
                         ctx.margin,
                         ">",
                         note=effect,
@@ -77,25 +77,9 @@ def run(quick: bool = False, seeds: int = R.FULL_SEEDS, lm_seeds: int | None = N
                 ),
                 null,
                 beats=True,
-            ),
-            against(
-                gate(
-                    Row(
-                        "GAC + VCPO beats each alone",
-                        "reward(GAC+VCPO) − max(GAC, VCPO)",
-                        reward["GAC + VCPO"] - np.maximum(reward["GAC"], reward["VCPO"]),
-                        ctx.margin,
-                        ">",
-                        note=effect,
-                        context=ctx.name,
-                    ),
-                    premise,
-                ),
-                null,
-                beats=True,
-            ),
-            null,
-        ]
+            )
+            for part in ("TIS", "VCPO")
+        ] + [null]
     for name in ["sync", "none", *PARTS]:
         cis = []
         for ctx, _ in ctxs:

@@ -48,6 +48,21 @@ ENGINES: Registry = Registry("engine", plugins="engine")
 """Every rollout engine, keyed by its config's ``name`` (the TOML ``[engine] name = ...``)."""
 
 
+def tiny_lm_check_settings(**model: object) -> dict:
+    """The scenario overrides under which the component checker runs an engine that needs the LM task: a
+    one-layer LM of width 16, no warm start, 16 training and 4 held-out prompts (``model``: extra model keys)."""
+    return {
+        "task": {
+            "name": "lm",
+            "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, **model},
+            "warmstart": {"enabled": False},
+            "train_size": 16,
+            "eval_size": 4,
+            "eval_samples": 1,
+        }
+    }
+
+
 class EngineBase(BaseModel):
     """Base of every engine config: unknown keys and non-finite numbers are refused."""
 

@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from sandbox.base.lazy_torch import lazy_import
-from sandbox.engines.base import ENGINES, Engine, EngineBase
+from sandbox.engines.base import ENGINES, Engine, EngineBase, tiny_lm_check_settings
 from sandbox.engines.logit_noise import LogitNoiseConfig, LogitNoiseEngine
 
 torch = lazy_import("torch", globals())
@@ -39,16 +39,7 @@ class PrecisionConfig(EngineBase):
 
     name: Literal["precision"] = "precision"
     needs = frozenset({"logits", "forward"})
-    check_settings = {
-        "task": {
-            "name": "lm",
-            "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
-            "warmstart": {"enabled": False},
-            "train_size": 16,
-            "eval_size": 4,
-            "eval_samples": 1,
-        }
-    }
+    check_settings = tiny_lm_check_settings()
     dtype: Literal["bfloat16", "float16", "fp8_e4m3"] = Field(
         "bfloat16", description="Precision of the sampler's weights and forward."
     )

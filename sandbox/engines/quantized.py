@@ -29,7 +29,7 @@ from pydantic import Field
 
 from sandbox.base.lazy_torch import lazy_import
 
-from .base import ENGINES, Engine, EngineBase
+from .base import ENGINES, Engine, EngineBase, tiny_lm_check_settings
 
 torch = lazy_import("torch", globals())
 
@@ -42,16 +42,7 @@ class QuantizedConfig(EngineBase):
 
     name: Literal["quantized"] = "quantized"
     needs = frozenset({"logits", "forward"})
-    check_settings = {
-        "task": {
-            "name": "lm",
-            "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
-            "warmstart": {"enabled": False},
-            "train_size": 16,
-            "eval_size": 4,
-            "eval_samples": 1,
-        }
-    }
+    check_settings = tiny_lm_check_settings()
     bits: int = Field(
         8, ge=2, le=8, description="Bits of the signed integer weights (2^(bits-1) - 1 levels each side)."
     )

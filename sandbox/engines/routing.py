@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from sandbox.base.lazy_torch import lazy_import
-from sandbox.engines.base import ENGINES, Engine, EngineBase
+from sandbox.engines.base import ENGINES, Engine, EngineBase, tiny_lm_check_settings
 from sandbox.tasks import draws
 
 if TYPE_CHECKING:
@@ -30,16 +30,7 @@ class RoutingConfig(EngineBase):
 
     name: Literal["routing"] = "routing"
     needs = frozenset({"logits", "forward", "experts"})
-    check_settings = {
-        "task": {
-            "name": "lm",
-            "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "experts": 2},
-            "warmstart": {"enabled": False},
-            "train_size": 16,
-            "eval_size": 4,
-            "eval_samples": 1,
-        }
-    }
+    check_settings = tiny_lm_check_settings(experts=2)
     flip_prob: float = Field(
         0.1,
         ge=0,
