@@ -27,6 +27,8 @@ import time
 import types
 from pathlib import Path
 
+from bench_system import engine_system  # the engine case both scripts time
+
 import sandbox.system.delays.continuous_batching as engine_module
 from sandbox.base.gc_pause import paused_cyclic_gc
 from sandbox.system.cluster import Cluster
@@ -55,32 +57,19 @@ def plain(workers: int, capacity: int) -> SystemConfig:
     )
 
 
-def engines(sync: str) -> SystemConfig:
-    return SystemConfig(
-        num_workers=64,
-        generation_time={
-            "kind": "continuous_batching",
-            "step_base": 0.01,
-            "step_per_sequence": 0.0001,
-            "workers_per_engine": 8,
-            "max_sequences": 256,
-            "sync": sync,
-            "length_median": 200.0,
-            "length_sigma": 1.0,
-            "max_tokens": 2048,
-        },
-        train_time={"kind": "constant", "value": 5.0},
-        staleness={"kind": "max_lag", "k_max": 1},
-    )
-
-
 CASES = {  # name: (system, steps, groups per step, group size, record events)
     "16 workers, B=8, capacity 64, 1000 steps, events": (plain(16, 64), 1000, 8, 1, True),
     "the same without events": (plain(16, 64), 1000, 8, 1, False),
     "1024 workers, B=64, capacity 128, 10 steps": (plain(1024, 128), 10, 64, 1, True),
-    "engines, sync partial (64 workers on 8 engines, B=16, G=8), 40 steps": (engines("partial"), 40, 16, 8, False),
-    "engines, sync drain, 40 steps": (engines("drain"), 40, 16, 8, False),
-    "engines, sync abort, 40 steps": (engines("abort"), 40, 16, 8, False),
+    "engines, sync partial (64 workers on 8 engines, B=16, G=8), 40 steps": (
+        engine_system("partial"),
+        40,
+        16,
+        8,
+        False,
+    ),
+    "engines, sync drain, 40 steps": (engine_system("drain"), 40, 16, 8, False),
+    "engines, sync abort, 40 steps": (engine_system("abort"), 40, 16, 8, False),
     "split synchronous step (32 workers, B=2, G=16), 200 steps": (
         SystemConfig(num_workers=32, generation_time={"kind": "exponential", "mean": 1.0}, staleness={"kind": "sync"}),
         200,

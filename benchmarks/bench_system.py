@@ -163,11 +163,10 @@ def system_table(W: int, B: int, cap: int, steps: int, repeats: int) -> None:
         print(line)
 
 
-def engine_table(steps: int, repeats: int) -> None:
-    """Timing-only runs where simpy's cost was more than the heap loop's share: continuous-batching engines
-    (64 workers on 8 engines, up to 256 sequences each, log-normal lengths, max_lag 1 with ``partial``
-    syncs) and a split synchronous step (2 groups of 16 over 32 workers), simpy against the heap loop."""
-    engines = SystemConfig(
+def engine_system(sync: str) -> SystemConfig:
+    """64 workers on 8 continuous-batching engines (up to 256 sequences each, log-normal lengths), max_lag 1,
+    weight syncs in mode ``sync``."""
+    return SystemConfig(
         num_workers=64,
         generation_time={
             "kind": "continuous_batching",
@@ -175,7 +174,7 @@ def engine_table(steps: int, repeats: int) -> None:
             "step_per_sequence": 0.0001,
             "workers_per_engine": 8,
             "max_sequences": 256,
-            "sync": "partial",
+            "sync": sync,
             "length_median": 200.0,
             "length_sigma": 1.0,
             "max_tokens": 2048,
@@ -183,6 +182,13 @@ def engine_table(steps: int, repeats: int) -> None:
         train_time={"kind": "constant", "value": 5.0},
         staleness={"kind": "max_lag", "k_max": 1},
     )
+
+
+def engine_table(steps: int, repeats: int) -> None:
+    """Timing-only runs where simpy's cost was more than the heap loop's share: continuous-batching engines
+    (64 workers on 8 engines, up to 256 sequences each, log-normal lengths, max_lag 1 with ``partial``
+    syncs) and a split synchronous step (2 groups of 16 over 32 workers), simpy against the heap loop."""
+    engines = engine_system("partial")
     split = SystemConfig(
         num_workers=32, generation_time={"kind": "exponential", "mean": 1.0}, staleness={"kind": "sync"}
     )
