@@ -106,7 +106,8 @@ FUNCTION_LEVEL: dict[str, str] = {
     "sandbox.plan.split": "late-bound: the runner is read at call time, as in sandbox.plan.capacity (its learning runs; tests patch sandbox.run.runner)",
     "sandbox.plan.capacity": "late-bound: the runner, budget and scenario are read at call time (tests patch "
     "sandbox.run.runner.run_scenario and sandbox.scenario.budget.available_memory)",
-    "sandbox.scenario.budget": "torch: the tasks load only when a scenario is estimated, not when the CLI starts",
+    "sandbox.scenario.budget": "the task registry (every task module, 0.6 s) loads only when a scenario is estimated, not "
+    "when a command imports budget for its formatting helpers",
     "sandbox.importers.verl_defaults": "the wheel fetcher (sandbox.export.validate.wheels) loads only when the stored "
     "verl defaults are rewritten from the wheel (python -m sandbox.importers.verl_defaults)",
     "sandbox.component_check": "a test tool: the CLI, exporters, plots and the scenario reference load only when "
@@ -121,12 +122,12 @@ FUNCTION_LEVEL: dict[str, str] = {
     "sandbox.report.html": "torch: `sandbox report` of a single run never loads the sweep package (the runner)",
     "sandbox.run.runner": "matplotlib (plots: tests patch sandbox.run.plots.default_figures) and scipy (drop bias) load "
     "only when the run draws figures or drops groups",
-    "sandbox.sweep.execute": "torch: the runner, scenario model, tasks and budget load only when a sweep has runs to "
+    "sandbox.sweep.execute": "torch (through the runner), the scenario model, tasks and budget load only when a sweep has runs to "
     "do; its progress import stays local because the local name `shown` is reused",
     "sandbox.tasks.lm.task": "torch: the builtin transformer's torch.nn modules (sandbox.models.transformer_nn) load "
     "when a task is built, not when its config is validated (a scenario loads without torch)",
     "sandbox.system.delays.lognormal": "sympy: theory.order_statistics loads only when a lognormal delay is built",
-    "sandbox.run.writers": "torch: the scenario model (dump_scenario) loads only when a W&B run starts",
+    "sandbox.run.writers": "the scenario model (dump_scenario, 0.8 s of pydantic models) loads only when a W&B run starts",
     "sandbox.checks.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
     "sandbox.claims.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",
     "sandbox.demos.command": "startup: each command loads only what it runs (torch through the runner, scenario and tasks; matplotlib through plots and reports; the exporters), so --help and the light commands answer at once",

@@ -233,7 +233,9 @@ class _Shape:
 def _shape(task) -> _Shape:
     """The task's declared sizes (``Task.budget_shape``; a task declaring none is built and measured,
     or guessed, and its terms say so)."""
-    from sandbox.tasks import TASKS  # torch comes with the tasks: not imported by the CLI before a scenario is
+    from sandbox.tasks import (
+        TASKS,
+    )  # the task registry (every task module) loads when a scenario is estimated, not at import
 
     d = TASKS.entry_for(task).impl.budget_shape(task)
     runtime = RUNTIME_BYTES.get(d.model, max(RUNTIME_BYTES.values())) + d.data_bytes

@@ -499,7 +499,7 @@ def warm_start(todo: list[RunSpec]) -> int:
     Returns the number of base models trained or loaded."""
     import json
 
-    from sandbox.tasks import TASKS  # torch comes with the tasks: a sweep without runs to do never loads it
+    from sandbox.tasks import TASKS  # the task registry (every task module): a sweep without runs to do never loads it
 
     seen: set[str] = set()
     for r in todo:
