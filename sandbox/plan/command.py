@@ -15,6 +15,25 @@ from sandbox.base.outputs import safe_name, user_path
 from sandbox.cli_support import _command, _fail, _out_path, _starting, console
 
 
+def _write_outputs(writer: str, result, stage: Path) -> None:
+    """The plan's tables and figures (``sandbox.plan.figures.<writer>``) written into ``stage`` by a child forked
+    for them where fork is available (:class:`sandbox.base.figure_worker.FigureWorkers`), so the command's own
+    process never imports matplotlib; the same functions on the same result, so the same bytes
+    (``tests/system/test_command_imports.py``). The command waits for the child: its failure is raised here."""
+    from sandbox.base.figure_worker import FigureWorkers
+
+    def write() -> None:
+        from sandbox.plan import figures
+
+        getattr(figures, writer)(result, stage)
+
+    with FigureWorkers(max_workers=1) as workers:
+        if workers.enabled:
+            workers.submit(f"the plan's tables and figures in {stage}", write)
+        else:
+            write()
+
+
 @contextmanager
 def _staged_plan(out, quiet: bool):
     """The output directory of ``sandbox plan`` (both forms): staged and moved into place whole, with
@@ -131,7 +150,6 @@ def plan(
             plan_table,
             run_plan,
         )
-        from sandbox.plan.figures import write_plan
         from sandbox.scenario.api import DEFAULT_SCENARIO, load_scenario
         from sandbox.scenario.budget import WARN_SECONDS, format_seconds
     path = scenario or DEFAULT_SCENARIO
@@ -200,7 +218,7 @@ def plan(
                 configs=configs,
             )
         with progress.phase("figures and tables"):
-            write_plan(result, stage)
+            _write_outputs("write_plan", result, stage)
     console.print(plan_table(result))
     if learn:
         console.print(learn_table(result))
@@ -259,7 +277,6 @@ def _plan_split(
     """``sandbox plan --gpus N``: the trainer/rollout split (sandbox/plan/split.py, docs/plan.md#gpu-split)."""
     with _starting():
         from sandbox.plan.capacity import parse_int_list
-        from sandbox.plan.figures import write_split
         from sandbox.plan.split import SplitOptions, run_split, split_configurations
         from sandbox.scenario.api import load_scenario
     try:
@@ -308,7 +325,7 @@ def _plan_split(
                 on_run=lambda c, s: bar.advance(info=f"learn {c.label} seed {s}"),
             )
         with progress.phase("figures and tables"):
-            write_split(result, stage)
+            _write_outputs("write_split", result, stage)
     table = Table(
         title=escape(
             f"plan --gpus {gpus}: {result.title} ({opts.gpu}, {opts.model}, tp {opts.tp}; "

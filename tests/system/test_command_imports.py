@@ -2,8 +2,8 @@
 imports neither matplotlib, nor ``torch._dynamo`` (torch's optimizers import it on construction:
 ``sandbox/learner/optim.py: without_dynamo``), nor sympy (an explicit backward gradient imports it:
 ``Learner._optimizer_step``); ``sandbox scenario``, ``sandbox list`` and ``sandbox plan`` import no torch at all
-(the method modules bind torch at first use: ``sandbox/base/lazy_torch.py``), and ``scenario`` and ``list`` no
-matplotlib. Each command runs in a fresh interpreter that prints ``sorted(sys.modules)`` afterwards."""
+(the method modules bind torch at first use: ``sandbox/base/lazy_torch.py``) and no matplotlib (``plan`` writes its
+figures in a forked child: ``sandbox/plan/command.py: _write_outputs``). Each command runs in a fresh interpreter that prints ``sorted(sys.modules)`` afterwards."""
 
 from __future__ import annotations
 
@@ -89,19 +89,21 @@ def _plan(out: Path, *extra: str, preload: str = "") -> set[str]:
     return _modules_after(*args, *extra, "--out", str(out), "-q", preload=preload)
 
 
-def test_plan_imports_no_torch(tmp_path):
+def test_plan_imports_no_torch_or_plotting(tmp_path):
     modules = _plan(tmp_path / "plan")
-    assert (tmp_path / "plan" / "plan.csv").is_file()  # it did plan (its figures load matplotlib, as they must)
+    figures = sorted(p.name for p in (tmp_path / "plan" / "figures").iterdir())
+    assert (tmp_path / "plan" / "plan.csv").is_file() and "throughput.png" in figures  # its child drew them
     assert "sandbox.plan.capacity" in modules and "sandbox.system.cluster" in modules
     assert "torch" not in modules
-    assert not {m for m in modules if m.split(".")[0] == "sympy"}
+    assert not _heavy(modules), _heavy(modules)
 
 
-def test_the_gpu_split_plan_imports_no_torch(tmp_path):
+def test_the_gpu_split_plan_imports_no_torch_or_plotting(tmp_path):
     modules = _modules_after("plan", str(QUICKSTART), "--gpus", "8", "--out", str(tmp_path / "split"), "-q")
-    assert (tmp_path / "split" / "split.csv").is_file()
+    assert (tmp_path / "split" / "split.csv").is_file() and (tmp_path / "split" / "figures" / "split.png").is_file()
     assert "sandbox.plan.split" in modules
     assert "torch" not in modules
+    assert not _heavy(modules), _heavy(modules)
 
 
 def test_the_plan_without_torch_is_the_plan_with_torch(tmp_path):
@@ -109,5 +111,5 @@ def test_the_plan_without_torch_is_the_plan_with_torch(tmp_path):
     without = _plan(tmp_path / "without")
     with_torch = _plan(tmp_path / "with", preload="torch")
     assert "torch" not in without and "torch" in with_torch
-    for name in ("plan.csv", "plan.json"):
+    for name in ("plan.csv", "plan.json", "figures/throughput.png"):
         assert (tmp_path / "without" / name).read_bytes() == (tmp_path / "with" / name).read_bytes(), name
