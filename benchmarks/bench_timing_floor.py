@@ -354,36 +354,57 @@ def _same(got: ClusterResult, ref: ClusterResult) -> bool:
     )
 
 
-def profile_shares(steps: int) -> None:
-    """cProfile of the prototype on the first case: its own time (``tottime``) summed per source file, as a
-    share of the run (cProfile's per-call overhead inflates small functions: read the shares, not the times)."""
+def profile_shares(label: str, fn, *args, **kwargs) -> None:
+    """cProfile of ``fn(*args, **kwargs)``: its own time (``tottime``) summed per source file, as a share of
+    the run (cProfile's per-call overhead inflates small functions: read the shares, not the times)."""
     import cProfile
     import pstats
 
-    cfg, _, B, events = next(iter(CASES.values()))
     profiler = cProfile.Profile()
-    profiler.runcall(floor_run, cfg, steps, B, record_events=events)
+    profiler.runcall(fn, *args, **kwargs)
     shares: dict[str, float] = {}
     for (path, _, func), (_, _, tottime, _, _) in pstats.Stats(profiler).stats.items():
-        if path.startswith(os.sep):
+        if "simpy" in path.split(os.sep):
+            where = "simpy"
+        elif path.startswith(os.sep):
             where = os.path.relpath(path, ROOT)
         else:  # "~": a built-in; "<string>": the __init__ dataclasses generate (Job, the payload, Admission)
             where = "dataclass __init__" if path == "<string>" else f"built-in {func}"
         shares[where] = shares.get(where, 0.0) + tottime
     total = sum(shares.values())
-    print(f"cProfile of the prototype ({steps} steps, first case): own time per file")
-    for where, t in sorted(shares.items(), key=lambda kv: -kv[1])[:16]:
+    print(f"cProfile, {label}: own time per file")
+    for where, t in sorted(shares.items(), key=lambda kv: -kv[1])[:12]:
         print(f"  {100 * t / total:5.1f}%  {where}")
+
+
+def profiles(steps: int) -> None:
+    """The prototype on the first case, and a continuous-batching system (``bench_system.engine_system``,
+    partial syncs, 40 steps) on the heap loop and on simpy: where the time is once the loop is gone."""
+    from bench_system import engine_system
+
+    cfg, _, B, events = next(iter(CASES.values()))
+    profile_shares(f"the prototype, first case, {steps} steps", floor_run, cfg, steps, B, record_events=events)
+    for engine in ("heap", "simpy"):
+        profile_shares(
+            f"engines (64 workers on 8, B=16, G=8, partial syncs, 40 steps) on the {engine} loop",
+            simulate_timing,
+            engine_system("partial"),
+            40,
+            16,
+            8,
+            record_events=False,
+            engine=engine,
+        )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps", type=int, default=1000)
-    ap.add_argument("--profile", action="store_true", help="also the prototype's time per source file (cProfile)")
+    ap.add_argument("--profile", action="store_true", help="also where the time is, per source file (cProfile)")
     args = ap.parse_args()
     if args.profile:
-        profile_shares(args.steps)
+        profiles(args.steps)
     print(f"load average {os.getloadavg()[0]:.1f}; {args.repeats} interleaved repeats; ms min / median")
     for name, (cfg, steps, B, events) in CASES.items():
         steps = steps or args.steps
