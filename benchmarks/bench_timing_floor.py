@@ -8,17 +8,20 @@ random stream, job records, event log and metrics rows), the same method calls o
 ``workload.sample`` / ``finish``, ``Cluster._draw``, ``_release``, ``_emit``, ``worker_utilisation``,
 ``store.publish``), and the same records (a :class:`~sandbox.system.cluster.Job` per job, a tuple per
 event, a row per step). What it drops is every cost of the event loop that is not a call of the model:
-no generator, no process table, the learner as two steps of the loop (``take`` and ``trained``) like the
-workers' ``dispatch`` and ``finish``, each waiter a plain int in its round.
+no generator, no process table, the bodies of ``Cluster._worker`` and ``Cluster._learner`` as steps of the
+loop (the workers' ``dispatch`` and ``finish``, the learner's ``learn`` and ``trained``), each waiter a
+plain int in its round.
 
 Before timing, each case checks that the prototype's jobs table, event log, rows and clock are the simpy
 cluster's to the bit. Then the lean bare simpy model (``bench_system.py``), the simpy ``Cluster``, the
 heap loop and the prototype run interleaved ``--repeats`` times; printed: min / median ms and the ratios
-simpy / side (min-vs-min / median of paired). A second prototype, ``--bare``, keeps the same event order
-and the same draws but none of the model's objects (a list buffer, counters, no records, the rules of
-``max_lag``/``drop`` inlined): what is left of the time when the model's own calls are gone.
+simpy / side (min-vs-min / median of paired). A second loop, :func:`bare_run`, keeps the same heap keys,
+rounds and draws but none of the model's objects (a list buffer, two counters, no records, the rules of
+``max_lag``/``drop`` inlined; its clock and finish times are checked against simpy's too): what is left of
+the time when the model's own calls are gone. ``--profile``: where the time is, per source file (cProfile),
+in the prototype and in a continuous-batching system on both loops.
 
-Usage: python benchmarks/bench_timing_floor.py [--repeats 5] [--steps 1000]
+Usage: python benchmarks/bench_timing_floor.py [--repeats 5] [--steps 1000] [--profile]
 """
 
 from __future__ import annotations
@@ -397,6 +400,56 @@ def profiles(steps: int) -> None:
         )
 
 
+def call_costs() -> None:
+    """The model's calls of a job and of a learner step timed alone (``timeit``, the min of 5 × 20,000) on a
+    fresh 16-worker cluster's own objects (buffer empty, 16 jobs running), in µs a call."""
+    import timeit
+
+    cfg, _, B, _ = next(iter(CASES.values()))
+    cluster = HeapCluster(cfg, TimingOnlyWorkload(), CountingTrainer(), B, 1, 0)
+    control, store, workload = cluster.control, cluster.store, cluster.workload
+    for k in range(16):
+        cluster.running_since[k] = 0.1 * k
+    cluster.env.now = 5.0
+    row = {"time": 1.0, "step": 3, "system/step_time": 0.1, "system/learner_wait": 0.2, "system/dropped": 0}
+    row |= {"system/buffer": 3, "throughput/samples_per_s": 1.0, "throughput/tokens_per_s": 0.0}
+    row |= {"throughput/generated_per_s": 2.0, "util/workers": 0.9, "util/learner": 0.3}
+    calls = {
+        "control.admit": lambda: control.admit(0, 3),
+        "Job(...)": lambda: Job(1, 2, 0, 4.0, None),
+        "workload.sample": lambda: workload.sample(0, 0, 1),
+        "Cluster._draw (exponential)": lambda: cluster._draw("generation_time", 0, 1.0),
+        "  of which rng.exponential": lambda: float(cluster.rng.exponential(1.0)),
+        "control.could_take (empty buffer)": lambda: control.could_take(0, []),
+        "control.take (empty buffer)": lambda: control.take(0, []),
+        "Cluster._draw (constant)": lambda: cluster._draw("train_time", 0),
+        "Cluster.worker_utilisation (16 running)": cluster.worker_utilisation,
+        "MetricRows.append (11 columns)": lambda: cluster.rows.append(row),
+        "empty call": lambda: None,
+    }
+    print("the model's calls timed alone (µs a call):")
+    for name, fn in calls.items():
+        print(f"  {name:40s} {min(timeit.repeat(fn, number=20_000, repeat=5)) / 20_000 * 1e6:6.2f}")
+    v = [0]
+
+    def publish() -> None:  # a publication and its sync, run to the end (the heap's entries processed)
+        v[0] += 1
+        store.publish(v[0], v[0], cluster._draw("sync_delay"))
+        heap = cluster.env.heap
+        while heap:
+            event = heappop(heap)[4]
+            if event.__class__ is not list:
+                callbacks, event.callbacks = event.callbacks, None
+                for callback in callbacks:
+                    callback(event)
+        cluster._round = []
+        cluster.events._pending.clear()
+
+    print(
+        f"  {'store.publish and its sync':40s} {min(timeit.repeat(publish, number=20_000, repeat=5)) / 2e4 * 1e6:6.2f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
@@ -405,6 +458,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.profile:
         profiles(args.steps)
+        call_costs()
     print(f"load average {os.getloadavg()[0]:.1f}; {args.repeats} interleaved repeats; ms min / median")
     for name, (cfg, steps, B, events) in CASES.items():
         steps = steps or args.steps
