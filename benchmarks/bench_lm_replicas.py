@@ -26,10 +26,7 @@ the task and the learner, the warm start loaded from its cache, the cluster, the
 process has started and imported everything, and the warm start is cached; ``benchmarks/README.md`` row 13).
 ``--decode-after-end``: also, interleaved with it, the same runs decoding and timing the groups dispatched
 after the learner's last step as every other (``PolicyWorkload.dispatched_after_end`` off: the work of the
-tree before it), so that both fits come from the same run. ``--no-heap-trim``: a prototype, not the
-sandbox's behaviour: this process never hands its free heap back (``sandbox.run.runner.release_free_heap``
-a no-op: ``sandbox/base/heap.py``), so that no run faults in again the pages the one before returned;
-the same work otherwise (the floor of the fixed cost, ``benchmarks/README.md`` section "Issue 48 round 4").
+tree before it), so that both fits come from the same run.
 
 ``--profile``: a cProfile (CPU time) of one batched run, the functions with the most cumulative time
 (where the time of a replica goes: decoding, evaluation, the learner's forward/backward, the simulator).
@@ -61,7 +58,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from _timing import interleaved  # noqa: E402
 
-import sandbox.run.runner as runner  # noqa: E402
 from sandbox.run.runner import run_scenario  # noqa: E402
 from sandbox.scenario.api import load_scenario  # noqa: E402
 from sandbox.system.workload import PolicyWorkload  # noqa: E402
@@ -109,12 +105,7 @@ def main() -> None:
         action="store_true",
         help="with --scaling: also the runs that decode the groups dispatched after the last step (interleaved)",
     )
-    ap.add_argument(
-        "--no-heap-trim", action="store_true", help="prototype: the runs of this process never trim the C heap"
-    )
     args = ap.parse_args()
-    if args.no_heap_trim:
-        runner.release_free_heap = lambda: False
     if args.scaling:
         scaling(args.replicas, [int(n) for n in args.scaling.split(",")], args.repeats, args.decode_after_end)
         return
