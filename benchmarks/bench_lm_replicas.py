@@ -24,6 +24,9 @@ scales with ``eval_size``, not a per-step or per-run cost), and a least-squares 
 its slope over R is the **cost per replica-step** and its intercept the **fixed cost per run** (building
 the task and the learner, the warm start loaded from its cache, the cluster, the result tables; after the
 process has started and imported everything, and the warm start is cached; ``benchmarks/README.md`` row 13).
+``--decode-after-end``: also, interleaved with it, the same runs decoding and timing the groups dispatched
+after the learner's last step as every other (``PolicyWorkload.dispatched_after_end`` off: the work of the
+tree before it), so that both fits come from the same run.
 
 ``--profile``: a cProfile (CPU time) of one batched run, the functions with the most cumulative time
 (where the time of a replica goes: decoding, evaluation, the learner's forward/backward, the simulator).
@@ -37,6 +40,7 @@ same per replica in both (``docs/tasks.md#replicas``, ``benchmarks/README.md`` r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import io
@@ -47,6 +51,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -55,6 +60,7 @@ from _timing import interleaved  # noqa: E402
 
 from sandbox.run.runner import run_scenario  # noqa: E402
 from sandbox.scenario.api import load_scenario  # noqa: E402
+from sandbox.system.workload import PolicyWorkload  # noqa: E402
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "lm_mission.toml"
 
@@ -94,9 +100,14 @@ def main() -> None:
         help="comma-separated step counts: the cost per replica-step (slope / R) and the fixed cost per run "
         "(intercept) of the one run, evaluation cut to one prompt",
     )
+    ap.add_argument(
+        "--decode-after-end",
+        action="store_true",
+        help="with --scaling: also the runs that decode the groups dispatched after the last step (interleaved)",
+    )
     args = ap.parse_args()
     if args.scaling:
-        scaling(args.replicas, [int(n) for n in args.scaling.split(",")], args.repeats)
+        scaling(args.replicas, [int(n) for n in args.scaling.split(",")], args.repeats, args.decode_after_end)
         return
     R = args.replicas
     batched = scenario(R, 0, args.steps, args.eval_every)
@@ -153,37 +164,49 @@ def main() -> None:
     print(f"  load average after {os.getloadavg()}")
 
 
-def scaling(R: int, steps: list[int], repeats: int) -> None:
-    """Wall time of the one run of ``R`` replicas against its step count: slope / R and intercept."""
+def scaling(R: int, steps: list[int], repeats: int, decode_after_end: bool = False) -> None:
+    """Wall time of the one run of ``R`` replicas against its step count: slope / R and intercept (with
+    ``decode_after_end``, also of the runs that decode the groups dispatched after the last step)."""
     runs = {n: scenario(R, 0, n, max(steps) + 1, eval_cut=True) for n in steps}
     run_scenario(runs[steps[0]])  # trains or loads the base model; warms torch up
     print(
         f"LM replicas, {SCENARIO.name} (sync), R = {R}, steps {steps}, evaluation cut to 1 prompt; "
         f"torch threads {torch.get_num_threads()}, load average before {os.getloadavg()}"
     )
-    wall: dict[int, list[float]] = {n: [] for n in steps}
-    cpu: dict[int, list[float]] = {n: [] for n in steps}
-    for _ in range(repeats):  # interleaved: every step count once per round
-        for n in steps:
-            gc.collect()
-            t, c = time.perf_counter(), time.process_time()
-            run_scenario(runs[n])
-            cpu[n].append(time.process_time() - c)
-            wall[n].append(time.perf_counter() - t)
-    for n in steps:
-        print(
-            f"  {n:3d} steps   wall min {min(wall[n]):7.3f} s   median {statistics.median(wall[n]):7.3f} s   "
-            f"CPU min {min(cpu[n]):7.3f} s   median {statistics.median(cpu[n]):7.3f} s"
+    variants = {"this tree": contextlib.nullcontext}
+    if decode_after_end:
+        variants["decoding after the end"] = lambda: mock.patch.object(
+            PolicyWorkload, "dispatched_after_end", lambda self, group_size: None
         )
-    for what, times in (("wall", wall), ("CPU", cpu)):
-        for label, pick in (("min", min), ("median", statistics.median)):
-            y = [pick(times[n]) for n in steps]
-            mx, my = statistics.fmean(steps), statistics.fmean(y)
-            slope = sum((x - mx) * (v - my) for x, v in zip(steps, y)) / sum((x - mx) ** 2 for x in steps)
+    wall = {v: {n: [] for n in steps} for v in variants}
+    cpu = {v: {n: [] for n in steps} for v in variants}
+    for _ in range(repeats):  # interleaved: every step count (and variant) once per round
+        for n in steps:
+            for v, context in variants.items():
+                with context():
+                    gc.collect()
+                    t, c = time.perf_counter(), time.process_time()
+                    run_scenario(runs[n])
+                    cpu[v][n].append(time.process_time() - c)
+                    wall[v][n].append(time.perf_counter() - t)
+    for v in variants:
+        if len(variants) > 1:
+            print(f" {v}:")
+        for n in steps:
+            w, c = wall[v][n], cpu[v][n]
             print(
-                f"  {what:>4} ({label}s) cost per replica-step {1e3 * slope / R:6.2f} ms   fixed cost per run "
-                f"{1e3 * (my - slope * mx):6.1f} ms"
+                f"  {n:3d} steps   wall min {min(w):7.3f} s   median {statistics.median(w):7.3f} s   "
+                f"CPU min {min(c):7.3f} s   median {statistics.median(c):7.3f} s"
             )
+        for what, times in (("wall", wall[v]), ("CPU", cpu[v])):
+            for label, pick in (("min", min), ("median", statistics.median)):
+                y = [pick(times[n]) for n in steps]
+                mx, my = statistics.fmean(steps), statistics.fmean(y)
+                slope = sum((x - mx) * (t - my) for x, t in zip(steps, y)) / sum((x - mx) ** 2 for x in steps)
+                print(
+                    f"  {what:>4} ({label}s) cost per replica-step {1e3 * slope / R:6.2f} ms   fixed cost per run "
+                    f"{1e3 * (my - slope * mx):6.1f} ms"
+                )
     print(f"  load average after {os.getloadavg()}")
 
 

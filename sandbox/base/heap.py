@@ -20,6 +20,11 @@ Measured the same way (two rounds, each pair run side by side, all output files 
 without figures 450.7 -> 450.9 MB at 480 steps and 460.9 -> 459.4 MB at 1,920 (slope 7.1 -> 5.8 KB a
 step); with figures 468.7 -> 468.8 MB and 481.1 -> 481.3 MB (slope 8.7 KB a step either way: the
 peak is then in the figures, which read the whole jobs and events tables).
+
+A run held in memory (no output directory: the checks, the claims, the benchmarks, many runs in one
+process) does not release: its caller holds its tables, and the next run of the process reuses the free
+heap, which, handed back, it had to fault in again page by page (the largest fixed cost of a short LM run
+after the issue 48 rounds: ``benchmarks/README.md``, section "Issue 48 round 4").
 """
 
 from __future__ import annotations

@@ -192,13 +192,14 @@ def run_scenario(
                 res = cluster.run(scn.run.steps)
         finally:
             torch.set_num_threads(previous)
-        release_free_heap()  # the simulation's freed pages back before the tables are built (sandbox/base/heap.py)
+        if out_dir is not None:  # the simulation's freed pages back before the tables are built (sandbox/base/heap.py)
+            release_free_heap()
         # a written run's jobs and events tables are built from the records when read (the summary,
         # then each file's writer), not held; then read from the written files (sandbox/base/lazy_tables.py)
         lazy = out_dir is not None and isinstance(res.jobs, JobRecords) and isinstance(res.events, EventLog)
         result = _result(scn, res, learner, lazy=lazy)
-        release_free_heap()  # what building the tables freed (the records, pandas's transients) back too
         if out_dir is not None:
+            release_free_heap()  # what building the tables freed (the records, pandas's transients) back too
             if stage is None:
                 write_run_dir(result, Path(out_dir), label=label, color=color)
             else:

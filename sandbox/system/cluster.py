@@ -108,6 +108,9 @@ class Workload(Protocol):
     def finish(self, payload: Payload) -> Payload:
         """Final touch when the job completes (e.g. compute rewards)."""
 
+    # Optional: ``dispatched_after_end(group_size) -> Payload | None``, the payload of a job dispatched after the
+    # learner's process has ended, never generated (only its ``num_responses`` is read); see Cluster._after_end.
+
 
 @dataclass(frozen=True, slots=True)
 class ReleasedPayload:
@@ -717,7 +720,8 @@ class Cluster:
         spill: Spill | None = None,
     ):
         """``keep_payloads``: keep every job's payload until the run ends (for tests that inspect
-        the rollouts afterwards); by default each is released once consumed or dropped.
+        the rollouts afterwards; a job dispatched after the learner's end holds what :meth:`_after_end`
+        gave it); by default each is released once consumed or dropped.
         ``spill``: finished jobs and the event log are streamed to its files as the run goes on
         (:mod:`sandbox.system.spill`; the tables are the same)."""
         self.cfg = cfg
@@ -838,6 +842,18 @@ class Cluster:
             "and >= 0: lower the mean or the spread"
         )
 
+    def _after_end(self) -> Callable[[int], Payload | None] | None:
+        """The workload's ``dispatched_after_end`` when the cluster may use it, else None. A job dispatched once
+        the learner's process has ended (at its last publication: ``status`` is no longer ``"running"``) is
+        recorded in the jobs table and the event log, but the run ends before it could finish and nothing reads
+        its rollouts or its generation time: it takes that payload (whose ``num_responses`` the jobs table reads)
+        instead of ``workload.sample``, and no duration is drawn for it (the draw of the cost model reads the
+        decoded length). None where the workload has no such method or ``_draw`` is not this class's (replaced by
+        a subclass or a test): every job is then sampled and timed."""
+        if getattr(self._draw, "__func__", None) is not _CLUSTER_DRAW:
+            return None
+        return getattr(self.workload, "dispatched_after_end", None)
+
     def _admissible(self) -> bool:
         """Whether a free worker would be admitted now (the test of :meth:`_worker`; pure)."""
         return bool(self.pending_parts) or self.control.admit(self.store.visible, len(self.buffer)) is not None
@@ -850,6 +866,7 @@ class Cluster:
         buffer, jobs, running_since = self.buffer, self.jobs, self.running_since  # mutated in place only
         log, draw, G = self._log, self._draw, self.G
         pending = self.pending_parts
+        after_end = self._after_end()
         split, engines, in_flight = self.parts > 1, self.engines is not None, self.cfg.partial_rollouts  # fixed per run
         while True:
             if pending:  # a part of a split group waits: take it before any new group
@@ -890,6 +907,9 @@ class Cluster:
             elif in_flight:
                 yield from self._generate_in_flight(job, speed)
             else:
+                if after_end is not None and self.status != "running" and (payload := after_end(G)) is not None:
+                    job.payload, job.tail_version = payload, version  # never generated (_after_end)
+                    return
                 job.payload = payload = workload.sample(store.get(version), version, G)
                 job.tail_version = version
                 yield sleep(draw("generation_time", payload.decode_steps, speed))
@@ -1122,3 +1142,7 @@ class Cluster:
             dropped=self.control.dropped,
             lengths=self.lengths,
         )
+
+
+_CLUSTER_DRAW = Cluster._draw
+"""The draw as defined (:meth:`Cluster._after_end` stands down when another one is in place)."""

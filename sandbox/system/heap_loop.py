@@ -284,6 +284,7 @@ class HeapCluster(Cluster):
         sample, finish_payload, add_job = workload.sample, workload.finish, jobs.append
         running_since, speeds, G, log = self.running_since, self.speeds, self.G, self._log
         draw = self._draw  # the cluster's own (a subclass or a planted bug in tests/checks changes it here too)
+        after_end = self._after_end()
         current: list[Job | None] = [None] * len(speeds)  # the job each worker holds
 
         def dispatch(wid: int) -> None:
@@ -298,6 +299,9 @@ class HeapCluster(Cluster):
             running_since[job.id] = now
             if log is not None:
                 log((now, "dispatch", wid, job.id, version, -1 if target is None else target))
+            if after_end is not None and self.status != "running" and (payload := after_end(G)) is not None:
+                job.payload, job.tail_version = payload, version  # never generated (Cluster._after_end)
+                return
             job.payload = payload = sample(store.get(version), version, G)
             job.tail_version = version
             duration = draw("generation_time", payload.decode_steps, speeds[wid])

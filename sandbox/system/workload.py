@@ -51,6 +51,20 @@ class PolicyWorkload:
             raise ValueError(f"a group of {group_size} responses asked for, {queue[0][0].group_size} made ahead")
         return queue.popleft()[2]
 
+    def dispatched_after_end(self, group_size: int) -> Rollouts | None:
+        """The payload of a group the cluster dispatches after the learner's last step
+        (``Cluster._after_end``: recorded in the jobs table, never finished nor trained on): the group begun as
+        :meth:`sample` begins it (the one made ahead, else a new one: its prompt and the seed of its stream drawn
+        from the sampling stream), not decoded (a synchronous run of n steps dispatches n + 1 batches of groups:
+        the last one is recorded only). None (the cluster then samples the group) for a task sampled group by
+        group, or when :meth:`sample` is not this class's own (replaced)."""
+        if not self._batched or getattr(self.sample, "__func__", None) is not _OWN_SAMPLE:
+            return None
+        group = self._queue.popleft()[0] if self._queue else self.task.new_group(group_size, self.gen)
+        if group.group_size != group_size:
+            raise ValueError(f"a group of {group_size} responses asked for, {group.group_size} made ahead")
+        return group
+
     def begin(self, group_size: int) -> Rollouts:
         if self._queue:  # made ahead: drawn from the stream already
             return self._queue.popleft()[0]
@@ -62,6 +76,10 @@ class PolicyWorkload:
     def finish(self, payload: Rollouts) -> Rollouts:
         payload.rewards = self.task.rewards(payload, self.gen)
         return payload
+
+
+_OWN_SAMPLE = PolicyWorkload.sample
+"""``PolicyWorkload.sample`` as defined (:meth:`PolicyWorkload.dispatched_after_end` stands down for another)."""
 
 
 class OracleWorkload:

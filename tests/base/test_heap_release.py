@@ -63,3 +63,22 @@ def test_a_written_run_releases_the_heap_after_its_tables_and_after_each_file(tm
         "release",
     ], calls
     assert (tmp_path / "run" / "summary.json").is_file()
+
+
+def test_a_run_held_in_memory_does_not_release(monkeypatch):
+    """Without an output directory the caller holds the tables and the process's next run reuses the free
+    heap: nothing is handed back (its pages would be faulted in again by that run)."""
+    import sandbox.run.runner as runner
+    from sandbox.scenario.api import validate_scenario
+
+    calls: list[str] = []
+    monkeypatch.setattr(runner, "release_free_heap", lambda: calls.append("release") or True)
+    scn = validate_scenario(
+        {
+            "task": {"name": "bitstring", "horizon": 8},
+            "algorithm": {"group_size": 2, "groups_per_step": 2},
+            "run": {"steps": 3, "figures": False},
+        }
+    )
+    result = runner.run_scenario(scn, force=True)
+    assert calls == [] and len(result.metrics) == 3
