@@ -218,7 +218,7 @@ class PolicyLoss:
         per_token = sur.per_token if mult is None else mult.detach() * sur.per_token
         if corr.pg_scale != 1.0:
             per_token = corr.pg_scale * per_token
-        pg_loss = aggregate(per_token, fmask, method.aggregation, method.max_len)
+        pg_loss = aggregate(per_token, None if inp.full_mask else fmask, method.aggregation, method.max_len)
         loss = pg_loss
         if corr.penalty is not None:
             pen = aggregate(corr.penalty, fmask, method.aggregation, method.max_len)

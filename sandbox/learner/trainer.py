@@ -256,7 +256,9 @@ class Learner:
         for p in self.plist:  # = optimizer.zero_grad(set_to_none=False), without its profiler wrapper
             if p.grad is not None:
                 p.grad.zero_()
-        total = loss.sum() if self._all_alive else None
+        # One replica: its loss itself starts the backward with the gradient 1.0 that the sum's backward would
+        # hand it (the same value, so the same gradient), without the sum and its node in the graph.
+        total = (loss if loss.shape == _ONE else loss.sum()) if self._all_alive else None
         if total is not None and math.isfinite(total.item()):
             # Every replica alive and every loss finite (a sum is finite only if every term is; a sum of finite
             # terms that overflows takes the general path, whose gradient is the same): nan_to_num is the identity
@@ -390,8 +392,9 @@ def _scalar_backward(total: Tensor) -> None:
     ``ones_like(total)``, no retained graph, no ``inputs``) without the Python around it that applies to no
     such call (tensor-subclass dispatch, functorch transforms, the deprecated ``grad_variables``, the forms of
     ``inputs``, the checks of an explicit gradient): the same engine run on the same gradient, so the same
-    bits (``tests/learner/test_step_fast_paths.py``). Anything else, or another torch layout, takes
-    ``total.backward()``."""
+    bits (``tests/learner/test_step_fast_paths.py``). A one-element ``(1,)`` tensor (one replica's loss) runs
+    with the gradient ``ones_like(total)``, the 1.0 that ``total.sum().backward()`` hands it. Anything else, or
+    another torch layout, takes ``total.backward()`` (``total.sum().backward()`` for the ``(1,)`` tensor)."""
     run = _ENGINE_RUN.get("run", _UNRESOLVED)
     if run is _UNRESOLVED:
         try:
@@ -402,13 +405,13 @@ def _scalar_backward(total: Tensor) -> None:
     if (
         run is None
         or type(total) is not Tensor
-        or total.dim() != 0
+        or (total.dim() != 0 and total.shape != _ONE)
         or not total.requires_grad
         or not total.dtype.is_floating_point
         or total.dtype.is_complex
         or torch._C._are_functorch_transforms_active()
     ):
-        total.backward()
+        (total.sum() if total.dim() == 1 and total.shape == _ONE else total).backward()
         return
     ones = torch.ones_like(total, memory_format=torch.preserve_format)
     run((total,), (ones,), False, False, (), allow_unreachable=True, accumulate_grad=True)
@@ -591,6 +594,7 @@ class PolicyLearner(Learner):
             group_size=ro.group_size,
             token_versions=self.behaviour_versions(ro.token_versions) if token_versions is None else token_versions,
             learner_version=version,
+            full_mask=ro.full,
         )
         if self.policy_loss.needs_sequence_grad_norms:  # OPOB / the optimal baseline weigh by ‖∇ log π(y)‖²
             inputs = self.task.sequence_inputs(ro)
@@ -688,6 +692,7 @@ class PolicyLearner(Learner):
                 learner_version=step,
                 prox_logp=context.prox_logp,
                 advantages=context.advantages,
+                full_mask=ro.full,
             )
         monitors = self.monitors
         wants_staleness = monitors.wants_any("staleness/")
