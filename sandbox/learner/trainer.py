@@ -370,7 +370,6 @@ class Learner:
         row["replicas/alive"] = float(self.alive.float().mean())
         return row
 
-    @torch.no_grad()
     def _plain_step(self) -> dict[str, Tensor]:
         """:meth:`StabilizedOptimizer.step` with no stabilizer and no clipping, with the same metrics
         (``grad/norm`` is replaced by the trainer's own, as after the wrapper): nothing to transform,
@@ -378,11 +377,15 @@ class Learner:
         grads = [p.grad for p in self.plist if p.grad is not None]
         if not grads:
             return {}
-        norm_clipped = sum(replica_sum(g * g, 1) for g in grads).sqrt()
-        scale = torch.ones(norm_clipped.shape, dtype=grads[0].dtype, device=grads[0].device)
-        metrics = {"grad/norm": norm_clipped, "grad/norm_clipped": norm_clipped, "lr/scale": scale}
-        self._optimizer_step_fn()  # = self.optimizer.step() under no_grad, without its per-call wrappers
-        metrics["step/skipped"] = torch.zeros(norm_clipped.shape, dtype=scale.dtype, device=scale.device)
+        with torch.no_grad():
+            squares = [replica_sum(g * g, 1) for g in grads]
+            # One tensor: itself, not ``0 + s`` (Python's sum): a sum of squares is +0, positive or NaN, for which
+            # adding the integer 0 changes no bit.
+            norm_clipped = (squares[0] if len(squares) == 1 else sum(squares)).sqrt()
+            scale = torch.ones(norm_clipped.shape, dtype=grads[0].dtype, device=grads[0].device)
+            metrics = {"grad/norm": norm_clipped, "grad/norm_clipped": norm_clipped, "lr/scale": scale}
+            self._optimizer_step_fn()  # = self.optimizer.step() under no_grad, without its per-call wrappers
+            metrics["step/skipped"] = torch.zeros(norm_clipped.shape, dtype=scale.dtype, device=scale.device)
         return metrics
 
 

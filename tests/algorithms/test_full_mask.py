@@ -31,14 +31,14 @@ def test_aggregate_without_a_mask_is_the_product_by_ones(mode):
     assert not torch.equal(aggregate(x, mask, mode, 5), aggregate(x, None, mode, 5))  # the comparison can fail
 
 
-def _loss(full: bool, monitors):
+def _loss(full: bool, monitors, shift: float = 0.0):
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(1, 5, generator=gen, requires_grad=True)
     tokens = torch.randint(0, 5, (1, 8, 1), generator=gen)
     logp = torch.log_softmax(logits, -1).gather(-1, tokens.reshape(1, 8)).reshape(1, 8, 1)
     inp = PolicyLossInput(
         logp=logp,
-        behaviour_logp=logp.detach(),
+        behaviour_logp=logp.detach() + shift,
         mask=torch.ones(1, 8, 1),
         rewards=torch.rand(1, 8, generator=gen),
         group_size=4,
@@ -50,10 +50,13 @@ def _loss(full: bool, monitors):
     return out, logits.grad
 
 
+@pytest.mark.parametrize("shift", [0.0, 0.25])
 @pytest.mark.parametrize("level", ["lean", "standard"])
-def test_policy_loss_with_a_full_mask_is_the_masked_one(level):
+def test_policy_loss_with_a_full_mask_is_the_masked_one(level, shift):
+    """At ``standard`` with on-policy data (``shift = 0``: log ρ = 0) the IS monitors come from the shared
+    on-policy values, otherwise they are measured: both are the measured ones to the bit."""
     monitors = metric_set(level)
-    (a, ga), (b, gb) = _loss(True, monitors), _loss(False, monitors)
+    (a, ga), (b, gb) = _loss(True, monitors, shift), _loss(False, monitors, shift)
     assert torch.equal(a.loss, b.loss) and torch.equal(ga, gb)
     assert a.metrics.keys() == b.metrics.keys()
     for k in a.metrics:
@@ -71,3 +74,22 @@ def test_rollouts_know_a_full_mask_only_for_complete_one_token_groups():
     lengths = groups[0].lengths
     lengths.add_(0)  # a write to the shared lengths: no longer known
     assert not groups[0].full
+
+
+def test_on_policy_is_monitors_are_measured_ones_and_stand_down():
+    from sandbox.algorithms.diagnostics import masked_is_metrics
+    from sandbox.algorithms.policy_loss import _is_monitors
+
+    ones = torch.ones(2, 6, 1)
+    for _ in range(2):  # computed, then shared
+        shared = _is_monitors(torch.zeros(2, 6, 1), ones, True)
+        measured = masked_is_metrics(torch.zeros(2, 6, 1), ones)
+        assert shared.keys() == measured.keys()
+        assert all(torch.equal(shared[k], measured[k]) for k in measured)
+    shared["is/ess"].add_(1.0)  # a write to a shared value: new ones are made
+    assert torch.equal(_is_monitors(torch.zeros(2, 6, 1), ones, True)["is/ess"], measured["is/ess"])
+    x = torch.zeros(2, 6, 1)
+    x[1, 2, 0] = 0.5  # off-policy: measured
+    got = _is_monitors(x.clone(), ones, True)
+    assert torch.equal(got["is/log_ratio_mean"], masked_is_metrics(x.clone(), ones)["is/log_ratio_mean"])
+    assert not torch.equal(got["is/log_ratio_mean"], measured["is/log_ratio_mean"])  # the comparison can fail
