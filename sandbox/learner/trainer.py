@@ -548,6 +548,28 @@ def staleness_metrics(step: int, versions: Tensor, mask: Tensor, head: Tensor | 
     }
 
 
+_FRESH: dict[tuple, tuple[Tensor, dict[str, Tensor], list[int]]] = {}
+
+
+def _fresh_staleness(step: int, versions: Tensor, mask: Tensor) -> tuple[Tensor | None, dict[str, Tensor] | None]:
+    """``(response_lags(step, versions).double(), staleness_metrics(step, versions, mask, that))`` of a batch whose
+    every token was sampled by the weights of version ``step`` (lag 0 everywhere: every synchronous step), under a
+    mask of ones: ``step − versions`` is then int64 zeros whatever ``step``, so the values depend on the shapes and
+    dtypes alone; they are computed once from zeros and ones and shared by such batches (their version counters
+    checked: a write to one makes new ones), one test of the versions instead of about twenty tensor operations.
+    ``(None, None)`` when some token is older (or newer)."""
+    if bool((versions != step).any()):
+        return None, None
+    key = (tuple(versions.shape), versions.dtype, tuple(mask.shape), mask.dtype, versions.device)
+    cached = _FRESH.get(key)
+    if cached is None or any(t._version != n for t, n in zip((cached[0], *cached[1].values()), cached[2])):
+        zeros = torch.zeros(versions.shape, dtype=versions.dtype, device=versions.device)
+        head = response_lags(0, zeros).double()
+        metrics = staleness_metrics(0, zeros, torch.ones(mask.shape, dtype=mask.dtype, device=mask.device), head)
+        cached = _FRESH[key] = (head, metrics, [t._version for t in (head, *metrics.values())])
+    return cached[0], dict(cached[1])
+
+
 #: The learner/behaviour mismatch monitors of :func:`sandbox.algorithms.diagnostics.is_metrics`.
 IS_METRIC_KEYS = ("is/ess_ratio", "is/ess", "is/chi2", "is/chi2_seq", "is/kl_k3", "is/log_ratio_mean")
 
@@ -700,13 +722,19 @@ class PolicyLearner(Learner):
         monitors = self.monitors
         wants_staleness = monitors.wants_any("staleness/")
         # The per-response lag: what the stabilizers may read (a plain step has none) and the staleness metrics.
-        head = None
+        head = staleness = None
         if wants_staleness or not self._plain or self.per_replica:
-            head = response_lags(step, versions).double()
+            if ro.full:  # complete one-token groups: at lag 0 everywhere, the shared values
+                head, staleness = _fresh_staleness(step, versions, mask)
+            if head is None:
+                head = response_lags(step, versions).double()
         self._sample_lag = head
         # The loss reports the per-response staleness below under its token-lag names (in their place
         # in its metrics) instead of measuring a token lag that this learner replaces anyway.
-        staleness = staleness_metrics(step, versions, mask, head) if wants_staleness else {}
+        if not wants_staleness:
+            staleness = {}
+        elif staleness is None:
+            staleness = staleness_metrics(step, versions, mask, head)
         inp.staleness = staleness
         if monitors.lean:
             inp.monitors = monitors
