@@ -119,6 +119,7 @@ class Learner:
         self._sample_lag: Tensor | None = None
         self._last_snapshot: tuple | None = None  # (copies, the weights' version counters, the copies' ones)
         self._lr_column: tuple[float, Tensor] | None = None  # (lr, its (R,) column), reused while lr is unchanged
+        self._fresh: dict = {}  # _fresh_staleness's values of this run, per shape
         # One replica: the divergence test on Python floats, exact when both bounds are finite float32 values
         # (torch compares the float32 loss and norms with a float32 bound; float64 compares the same values alike).
         self._bounds_f32 = all(
@@ -548,25 +549,26 @@ def staleness_metrics(step: int, versions: Tensor, mask: Tensor, head: Tensor | 
     }
 
 
-_FRESH: dict[tuple, tuple[Tensor, dict[str, Tensor], list[int]]] = {}
-
-
-def _fresh_staleness(step: int, versions: Tensor, mask: Tensor) -> tuple[Tensor | None, dict[str, Tensor] | None]:
+def _fresh_staleness(
+    step: int, versions: Tensor, mask: Tensor, cache: dict
+) -> tuple[Tensor | None, dict[str, Tensor] | None]:
     """``(response_lags(step, versions).double(), staleness_metrics(step, versions, mask, that))`` of a batch whose
     every token was sampled by the weights of version ``step`` (lag 0 everywhere: every synchronous step), under a
     mask of ones: ``step − versions`` is then int64 zeros whatever ``step``, so the values depend on the shapes and
-    dtypes alone; they are computed once from zeros and ones and shared by such batches (their version counters
-    checked: a write to one makes new ones), one test of the versions instead of about twenty tensor operations.
+    dtypes alone; they are computed once from zeros and ones by the same functions, kept in ``cache`` (the learner's
+    own: one run, so a function replaced for a run is the one they are computed with, and nothing outlives the run)
+    and shared by such batches (their version counters checked: a write to one makes new ones): one test of the
+    versions instead of about twenty tensor operations.
     ``(None, None)`` when some token is older (or newer)."""
     if bool((versions != step).any()):
         return None, None
     key = (tuple(versions.shape), versions.dtype, tuple(mask.shape), mask.dtype, versions.device)
-    cached = _FRESH.get(key)
+    cached = cache.get(key)
     if cached is None or any(t._version != n for t, n in zip((cached[0], *cached[1].values()), cached[2])):
         zeros = torch.zeros(versions.shape, dtype=versions.dtype, device=versions.device)
         head = response_lags(0, zeros).double()
         metrics = staleness_metrics(0, zeros, torch.ones(mask.shape, dtype=mask.dtype, device=mask.device), head)
-        cached = _FRESH[key] = (head, metrics, [t._version for t in (head, *metrics.values())])
+        cached = cache[key] = (head, metrics, [t._version for t in (head, *metrics.values())])
     return cached[0], dict(cached[1])
 
 
@@ -725,7 +727,7 @@ class PolicyLearner(Learner):
         head = staleness = None
         if wants_staleness or not self._plain or self.per_replica:
             if ro.full:  # complete one-token groups: at lag 0 everywhere, the shared values
-                head, staleness = _fresh_staleness(step, versions, mask)
+                head, staleness = _fresh_staleness(step, versions, mask, self._fresh)
             if head is None:
                 head = response_lags(step, versions).double()
         self._sample_lag = head

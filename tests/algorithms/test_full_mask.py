@@ -80,16 +80,16 @@ def test_on_policy_is_monitors_are_measured_ones_and_stand_down():
     from sandbox.algorithms.diagnostics import masked_is_metrics
     from sandbox.algorithms.policy_loss import _is_monitors
 
-    ones = torch.ones(2, 6, 1)
+    ones, cache = torch.ones(2, 6, 1), {}
     for _ in range(2):  # computed, then shared
-        shared = _is_monitors(torch.zeros(2, 6, 1), ones, True)
+        shared = _is_monitors(torch.zeros(2, 6, 1), ones, True, cache)
         measured = masked_is_metrics(torch.zeros(2, 6, 1), ones)
         assert shared.keys() == measured.keys()
         assert all(torch.equal(shared[k], measured[k]) for k in measured)
     shared["is/ess"].add_(1.0)  # a write to a shared value: new ones are made
-    assert torch.equal(_is_monitors(torch.zeros(2, 6, 1), ones, True)["is/ess"], measured["is/ess"])
+    assert torch.equal(_is_monitors(torch.zeros(2, 6, 1), ones, True, cache)["is/ess"], measured["is/ess"])
     x = torch.zeros(2, 6, 1)
     x[1, 2, 0] = 0.5  # off-policy: measured
-    got = _is_monitors(x.clone(), ones, True)
+    got = _is_monitors(x.clone(), ones, True, cache)
     assert torch.equal(got["is/log_ratio_mean"], masked_is_metrics(x.clone(), ones)["is/log_ratio_mean"])
     assert not torch.equal(got["is/log_ratio_mean"], measured["is/log_ratio_mean"])  # the comparison can fail

@@ -1,7 +1,8 @@
 """The staleness and IS monitors of a batch of complete one-token groups sampled at the learner's own version
-(every synchronous step: lag 0, log ρ = 0) come from values computed once per shape and shared: a run's tables
-are those of the run that measures them at every step, to the bit, and the shortcut stands down for older
-tokens, for another mask and after a write to a shared value."""
+(every synchronous step: lag 0, log ρ = 0) come from values computed once per shape and run and shared: a run's
+tables are those of the run that measures them at every step, to the bit; the shortcut stands down for older
+tokens, for another mask and after a write to a shared value; a bug planted in the functions it computes with
+changes the run's numbers, and does not outlive its run."""
 
 from __future__ import annotations
 
@@ -40,11 +41,11 @@ def test_a_run_with_the_shared_values_is_the_measuring_run(monkeypatch, stalenes
     shared = simulate(bandit(staleness))
     calls = {"staleness": 0, "is": 0}
 
-    def fresh_never(step, versions, mask):
+    def fresh_never(step, versions, mask, cache):
         calls["staleness"] += 1
         return None, None
 
-    def measured(masked_twice, fmask, full_mask):
+    def measured(masked_twice, fmask, full_mask, cache):
         calls["is"] += 1
         return policy_loss.masked_is_metrics(masked_twice, fmask)
 
@@ -62,17 +63,41 @@ def test_a_run_with_the_shared_values_is_the_measuring_run(monkeypatch, stalenes
 
 
 def test_fresh_staleness_is_the_measured_one_and_stands_down():
-    mask = torch.ones(2, 8, 1)
+    mask, cache = torch.ones(2, 8, 1), {}
     versions = torch.full((2, 8, 1), 7, dtype=torch.long)
     for _ in range(2):  # computed, then shared
-        head, got = _fresh_staleness(7, versions, mask)
+        head, got = _fresh_staleness(7, versions, mask, cache)
         want_head = response_lags(7, versions).double()
         want = staleness_metrics(7, versions, mask, want_head)
         assert torch.equal(head, want_head) and got.keys() == want.keys()
         assert all(torch.equal(got[k], want[k]) and got[k].dtype == want[k].dtype for k in want)
     got["staleness/mean"].add_(1.0)  # a write to a shared value: new ones are made
-    assert torch.equal(_fresh_staleness(7, versions, mask)[1]["staleness/mean"], want["staleness/mean"])
+    assert torch.equal(_fresh_staleness(7, versions, mask, cache)[1]["staleness/mean"], want["staleness/mean"])
     older = versions.clone()
     older[1, 3, 0] = 5
-    assert _fresh_staleness(7, older, mask) == (None, None)
+    assert _fresh_staleness(7, older, mask, cache) == (None, None)
     assert not torch.equal(staleness_metrics(7, older, mask)["staleness/max"], want["staleness/max"])
+
+
+def _column(result, name):
+    return result.metrics[name].to_numpy()
+
+
+@pytest.mark.parametrize(
+    "module, function, column",
+    [(trainer, "staleness_metrics", "staleness/mean"), (policy_loss, "masked_is_metrics", "is/ess_ratio")],
+)
+def test_a_bug_in_what_the_shortcut_computes_with_changes_the_run(monkeypatch, module, function, column):
+    clean = simulate(bandit({"kind": "sync"}))
+    real = getattr(module, function)
+
+    def off_by_one(*args):
+        out = real(*args)
+        return {**out, column: out[column] + 1.0}
+
+    monkeypatch.setattr(module, function, off_by_one)
+    planted = simulate(bandit({"kind": "sync"}))
+    assert np.array_equal(_column(planted, column), _column(clean, column) + 1.0)
+    monkeypatch.undo()
+    again = simulate(bandit({"kind": "sync"}))  # the planted values stayed with their run
+    assert np.array_equal(_column(again, column), _column(clean, column))
