@@ -151,9 +151,8 @@ class PolicyLoss:
         if not injected and want("adv/zero_var_groups"):
             metrics["adv/zero_var_groups"] = A.zero_variance_group_frac(inp.rewards.detach(), inp.group_size)
         if wants_is:
-            metrics.update(
-                _is_monitors(masked_twice, fmask, inp.full_mask, self._on_policy_is)
-            )  # overwrites masked_twice
+            # overwrites masked_twice
+            metrics.update(_is_monitors(masked_twice, fmask, inp.full_mask, self._on_policy_is))
         if decoupled and want("ppo/kl"):
             metrics["ppo/kl"] = token_mean((anchor - logp.detach()) * fmask, fmask)
         if decoupled and want("is/kl_k3_prox"):

@@ -415,7 +415,7 @@ def _scalar_backward(total: Tensor) -> None:
         or total.dtype.is_complex
         or torch._C._are_functorch_transforms_active()
     ):
-        (total.sum() if total.dim() == 1 and total.shape == _ONE else total).backward()
+        (total.sum() if total.shape == _ONE else total).backward()
         return
     ones = torch.ones_like(total, memory_format=torch.preserve_format)
     run((total,), (ones,), False, False, (), allow_unreachable=True, accumulate_grad=True)
