@@ -50,7 +50,7 @@ def token_mean(x: Tensor, fmask: Tensor) -> Tensor:
     return (x * fmask).sum((-2, -1)) / fmask.sum((-2, -1)).clamp_min(1.0)
 
 
-def aggregate(per_token: Tensor, fmask: Tensor, mode: Aggregation, max_len: int | None = None) -> Tensor:
+def aggregate(per_token: Tensor, fmask: Tensor | None, mode: Aggregation, max_len: int | None = None) -> Tensor:
     """Turn per-token losses ``ℓ_{i,t}`` into one loss per replica (``docs/methods/objectives.md#aggregation``).
 
     * ``token_mean``: ``Σ m ℓ / Σ m`` (DAPO, CISPO, verl default);
@@ -58,7 +58,14 @@ def aggregate(per_token: Tensor, fmask: Tensor, mode: Aggregation, max_len: int 
     * ``seq_mean_token_sum``: ``(1/B) Σ_i Σ_t m ℓ`` (REINFORCE on the sequence log-prob);
     * ``seq_mean_token_sum_norm``: ``Σ m ℓ / (B · L_const)`` with ``L_const = max_len`` or the
       padded length ``T`` when ``max_len`` is None (Dr.GRPO).
+
+    ``fmask = None``: every token valid (a mask of ones). ``seq_mean_token_sum`` then sums ``ℓ`` itself, the
+    values and gradient of ``ℓ · 1.0``; the other modes take the mask of ones.
     """
+    if fmask is None:
+        if mode == "seq_mean_token_sum":
+            return per_token.sum(-1).mean(-1)
+        fmask = torch.ones_like(per_token)
     n = per_token.shape[-2]
     if mode == "token_mean":
         return token_mean(per_token, fmask)

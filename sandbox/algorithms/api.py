@@ -62,6 +62,10 @@ class PolicyLossInput:
     staleness, clip and loss-part statistics not in it are not computed. ``None``: all of them. The loss,
     its gradient and the metrics the correction and the objective's advantages report are the same either
     way (the sandbox learner's ``run.metrics = "lean"``, docs/system.md#metric-levels)."""
+    full_mask: bool = False
+    """The caller knows every position of ``mask`` to be 1.0 (complete responses of one width, e.g. the
+    bandit's one-token groups): the loss's aggregation then skips its product by the mask, which changes no
+    value and no gradient (``x · 1.0 = x`` in IEEE arithmetic). ``False``: not known, the product is taken."""
 
     @property
     def fmask(self) -> Tensor:

@@ -119,6 +119,7 @@ class Learner:
         self._sample_lag: Tensor | None = None
         self._last_snapshot: tuple | None = None  # (copies, the weights' version counters, the copies' ones)
         self._lr_column: tuple[float, Tensor] | None = None  # (lr, its (R,) column), reused while lr is unchanged
+        self._fresh: dict = {}  # _fresh_staleness's values of this run, per shape
         # One replica: the divergence test on Python floats, exact when both bounds are finite float32 values
         # (torch compares the float32 loss and norms with a float32 bound; float64 compares the same values alike).
         self._bounds_f32 = all(
@@ -256,7 +257,9 @@ class Learner:
         for p in self.plist:  # = optimizer.zero_grad(set_to_none=False), without its profiler wrapper
             if p.grad is not None:
                 p.grad.zero_()
-        total = loss.sum() if self._all_alive else None
+        # One replica: its loss itself starts the backward with the gradient 1.0 that the sum's backward would
+        # hand it (the same value, so the same gradient), without the sum and its node in the graph.
+        total = (loss if loss.shape == _ONE else loss.sum()) if self._all_alive else None
         if total is not None and math.isfinite(total.item()):
             # Every replica alive and every loss finite (a sum is finite only if every term is; a sum of finite
             # terms that overflows takes the general path, whose gradient is the same): nan_to_num is the identity
@@ -368,7 +371,6 @@ class Learner:
         row["replicas/alive"] = float(self.alive.float().mean())
         return row
 
-    @torch.no_grad()
     def _plain_step(self) -> dict[str, Tensor]:
         """:meth:`StabilizedOptimizer.step` with no stabilizer and no clipping, with the same metrics
         (``grad/norm`` is replaced by the trainer's own, as after the wrapper): nothing to transform,
@@ -376,11 +378,15 @@ class Learner:
         grads = [p.grad for p in self.plist if p.grad is not None]
         if not grads:
             return {}
-        norm_clipped = sum(replica_sum(g * g, 1) for g in grads).sqrt()
-        scale = torch.ones(norm_clipped.shape, dtype=grads[0].dtype, device=grads[0].device)
-        metrics = {"grad/norm": norm_clipped, "grad/norm_clipped": norm_clipped, "lr/scale": scale}
-        self._optimizer_step_fn()  # = self.optimizer.step() under no_grad, without its per-call wrappers
-        metrics["step/skipped"] = torch.zeros(norm_clipped.shape, dtype=scale.dtype, device=scale.device)
+        with torch.no_grad():
+            squares = [replica_sum(g * g, 1) for g in grads]
+            # One tensor: itself, not ``0 + s`` (Python's sum): a sum of squares is +0, positive or NaN, for which
+            # adding the integer 0 changes no bit.
+            norm_clipped = (squares[0] if len(squares) == 1 else sum(squares)).sqrt()
+            scale = torch.ones(norm_clipped.shape, dtype=grads[0].dtype, device=grads[0].device)
+            metrics = {"grad/norm": norm_clipped, "grad/norm_clipped": norm_clipped, "lr/scale": scale}
+            self._optimizer_step_fn()  # = self.optimizer.step() under no_grad, without its per-call wrappers
+            metrics["step/skipped"] = torch.zeros(norm_clipped.shape, dtype=scale.dtype, device=scale.device)
         return metrics
 
 
@@ -390,8 +396,9 @@ def _scalar_backward(total: Tensor) -> None:
     ``ones_like(total)``, no retained graph, no ``inputs``) without the Python around it that applies to no
     such call (tensor-subclass dispatch, functorch transforms, the deprecated ``grad_variables``, the forms of
     ``inputs``, the checks of an explicit gradient): the same engine run on the same gradient, so the same
-    bits (``tests/learner/test_step_fast_paths.py``). Anything else, or another torch layout, takes
-    ``total.backward()``."""
+    bits (``tests/learner/test_step_fast_paths.py``). A one-element ``(1,)`` tensor (one replica's loss) runs
+    with the gradient ``ones_like(total)``, the 1.0 that ``total.sum().backward()`` hands it. Anything else, or
+    another torch layout, takes ``total.backward()`` (``total.sum().backward()`` for the ``(1,)`` tensor)."""
     run = _ENGINE_RUN.get("run", _UNRESOLVED)
     if run is _UNRESOLVED:
         try:
@@ -402,13 +409,13 @@ def _scalar_backward(total: Tensor) -> None:
     if (
         run is None
         or type(total) is not Tensor
-        or total.dim() != 0
+        or (total.dim() != 0 and total.shape != _ONE)
         or not total.requires_grad
         or not total.dtype.is_floating_point
         or total.dtype.is_complex
         or torch._C._are_functorch_transforms_active()
     ):
-        total.backward()
+        (total.sum() if total.shape == _ONE else total).backward()
         return
     ones = torch.ones_like(total, memory_format=torch.preserve_format)
     run((total,), (ones,), False, False, (), allow_unreachable=True, accumulate_grad=True)
@@ -542,6 +549,29 @@ def staleness_metrics(step: int, versions: Tensor, mask: Tensor, head: Tensor | 
     }
 
 
+def _fresh_staleness(
+    step: int, versions: Tensor, mask: Tensor, cache: dict
+) -> tuple[Tensor | None, dict[str, Tensor] | None]:
+    """``(response_lags(step, versions).double(), staleness_metrics(step, versions, mask, that))`` of a batch whose
+    every token was sampled by the weights of version ``step`` (lag 0 everywhere: every synchronous step), under a
+    mask of ones: ``step − versions`` is then int64 zeros whatever ``step``, so the values depend on the shapes and
+    dtypes alone; they are computed once from zeros and ones by the same functions, kept in ``cache`` (the learner's
+    own: one run, so a function replaced for a run is the one they are computed with, and nothing outlives the run)
+    and shared by such batches (their version counters checked: a write to one makes new ones): one test of the
+    versions instead of about twenty tensor operations.
+    ``(None, None)`` when some token is older (or newer)."""
+    if bool((versions != step).any()):
+        return None, None
+    key = (tuple(versions.shape), versions.dtype, tuple(mask.shape), mask.dtype, versions.device)
+    cached = cache.get(key)
+    if cached is None or any(t._version != n for t, n in zip((cached[0], *cached[1].values()), cached[2])):
+        zeros = torch.zeros(versions.shape, dtype=versions.dtype, device=versions.device)
+        head = response_lags(0, zeros).double()
+        metrics = staleness_metrics(0, zeros, torch.ones(mask.shape, dtype=mask.dtype, device=mask.device), head)
+        cached = cache[key] = (head, metrics, [t._version for t in (head, *metrics.values())])
+    return cached[0], dict(cached[1])
+
+
 #: The learner/behaviour mismatch monitors of :func:`sandbox.algorithms.diagnostics.is_metrics`.
 IS_METRIC_KEYS = ("is/ess_ratio", "is/ess", "is/chi2", "is/chi2_seq", "is/kl_k3", "is/log_ratio_mean")
 
@@ -591,6 +621,7 @@ class PolicyLearner(Learner):
             group_size=ro.group_size,
             token_versions=self.behaviour_versions(ro.token_versions) if token_versions is None else token_versions,
             learner_version=version,
+            full_mask=ro.full,
         )
         if self.policy_loss.needs_sequence_grad_norms:  # OPOB / the optimal baseline weigh by ‖∇ log π(y)‖²
             inputs = self.task.sequence_inputs(ro)
@@ -688,17 +719,24 @@ class PolicyLearner(Learner):
                 learner_version=step,
                 prox_logp=context.prox_logp,
                 advantages=context.advantages,
+                full_mask=ro.full,
             )
         monitors = self.monitors
         wants_staleness = monitors.wants_any("staleness/")
         # The per-response lag: what the stabilizers may read (a plain step has none) and the staleness metrics.
-        head = None
+        head = staleness = None
         if wants_staleness or not self._plain or self.per_replica:
-            head = response_lags(step, versions).double()
+            if ro.full:  # complete one-token groups: at lag 0 everywhere, the shared values
+                head, staleness = _fresh_staleness(step, versions, mask, self._fresh)
+            if head is None:
+                head = response_lags(step, versions).double()
         self._sample_lag = head
         # The loss reports the per-response staleness below under its token-lag names (in their place
         # in its metrics) instead of measuring a token lag that this learner replaces anyway.
-        staleness = staleness_metrics(step, versions, mask, head) if wants_staleness else {}
+        if not wants_staleness:
+            staleness = {}
+        elif staleness is None:
+            staleness = staleness_metrics(step, versions, mask, head)
         inp.staleness = staleness
         if monitors.lean:
             inp.monitors = monitors

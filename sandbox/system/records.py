@@ -139,11 +139,14 @@ class ColumnTable:
         cols = self._cols
         for k, v in row.items():
             col = cols.get(k)
+            t = type(v)
             if col is None:
-                t = type(v)
                 kind = "i" if t is int else "f" if t is float else "o"
                 col = cols[k] = _Column(kind, self._capacity)
-            if type(v) is float and col.kind == "f" and col.ints is None:  # _Column.set's float case, inline
+            if t is float and col.kind == "f" and col.ints is None:  # _Column.set's float case, inline
+                col.data[i] = v
+                col.present[i] = True
+            elif t is int and col.kind == "i" and _INT64[0] <= v < _INT64[1]:  # its int case, inline
                 col.data[i] = v
                 col.present[i] = True
             else:

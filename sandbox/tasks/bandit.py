@@ -134,11 +134,16 @@ class BanditTask(PolicyTask):
         return Rollouts.one_token(actions, logp_all.gather(-1, actions), version)
 
     def rewards(self, group, gen):
-        # ``take`` gathers the same means as ``self.means[tokens]`` in one call without advanced indexing.
-        m = self.means.take(group.tokens[..., 0])
+        # ``take`` gathers the same means as ``self.means[tokens]`` in one call without advanced indexing
+        # (``select(-1, 0)``: the view ``tokens[..., 0]`` without the parsing of an index).
+        m = self.means.take(group.tokens.select(-1, 0))
         if self.cfg.reward == "bernoulli":
-            # the comparison writes 1.0 / 0.0 itself: the values of ``(u < m).to(float32)`` without the bool tensor
-            return torch.lt(draws.rand(m.shape, gen), m, out=torch.empty(m.shape, dtype=torch.float32))
+            # the comparison writes 1.0 / 0.0 itself: the values of ``(u < m).to(float32)`` without the bool tensor,
+            # over the float32 uniforms themselves (read once, element by element) or into a new float32 tensor
+            u = draws.rand(m.shape, gen)
+            if u.dtype == torch.float32:
+                return u.lt_(m)
+            return torch.lt(u, m, out=torch.empty(m.shape, dtype=torch.float32))
         return m + self.cfg.reward_std * draws.randn(m.shape, gen)
 
     def logprobs(self, params, rollouts):

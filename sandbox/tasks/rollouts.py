@@ -191,6 +191,12 @@ class Rollouts:
         return mask
 
     @property
+    def full(self) -> bool:
+        """Whether every position of every response is known to hold a token (the mask is all ones) without
+        reading a tensor: complete one-token groups (:meth:`one_token`, :meth:`cat` of them). False: not known."""
+        return _is_complete_one_token(self)
+
+    @property
     def padded(self) -> bool:
         """Whether some response is shorter than the width (the mask holds a 0)."""
         return bool(self.lengths.numel()) and int(self.lengths.min()) < self.width

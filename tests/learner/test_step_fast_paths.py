@@ -142,3 +142,19 @@ def test_scalar_backward_is_backward():
         assert not torch.equal(grads[0], 2 * grads[1])  # the comparison can fail
     with pytest.raises(RuntimeError, match="scalar"):
         _scalar_backward(torch.ones(2, requires_grad=True) * 2)
+
+
+def test_one_replica_loss_backward_is_the_sums():
+    """A one-replica loss ``(1,)`` starts the backward itself with the gradient 1.0 that ``loss.sum()``'s
+    backward hands it: the same gradients to the bit, accumulated too, and no sum in the graph."""
+    from sandbox.learner.trainer import _scalar_backward
+
+    grads = []
+    for fast in (True, False):
+        w = torch.linspace(-2.0, 3.0, 7).reshape(1, 7).requires_grad_(True)
+        for k in range(2):
+            loss = (torch.log_softmax(w * (k + 1.5), -1) * torch.arange(7.0)).sum(-1) / 3.0  # (1,)
+            _scalar_backward(loss) if fast else loss.sum().backward()
+        grads.append(w.grad)
+    assert torch.equal(grads[0], grads[1])
+    assert not torch.equal(grads[0], 2 * grads[1])  # the comparison can fail
