@@ -175,10 +175,14 @@ class EngineSteps:
       (:attr:`hold` names the live one), as the abandoned timeout does;
     * ``finish | wake`` is a flag: the first of the two to be processed schedules the entry ``_ANY`` now,
       where the condition would have been scheduled, and the engine goes on when it is processed
-      (:meth:`on_any`), as the condition's callbacks would have resumed it;
+      (:meth:`on_any`), as the condition's callbacks would have resumed it; when the batch's hold ends with
+      nothing else due at that time (the heap's first entry is later), that entry would be the next one
+      processed, so the engine goes on at once (the usual case: one heap entry per batch);
     * the engine's wake event (``Engine._wake``, triggered by ``Engine.submit``) and a sync's hold (the
-      generator ``Engine._do_sync``, run as it is) stay events: a callback of :attr:`on_wake` in place of the
-      condition's check or the process's resume.
+      generator ``Engine._do_sync``, run as it is) stay events. :attr:`on_wake` is registered once on each
+      wake event, in place of the condition's check or the process's resume, and acts only where one of them
+      would have been registered: on the engine's current wake (a replaced one had its check removed when
+      its condition was processed), while the engine is idle or stepping with its condition not triggered.
 
     Every other call is the engine's own (``_sync_needed``, ``_do_sync``, ``_admit``, ``_least_left``,
     ``_rearm``, ``_finish_ended``, ``cfg.step_cost``), so a replaced one changes both loops alike; a
@@ -189,8 +193,8 @@ class EngineSteps:
 
     def __init__(self, engine: Engine, env: Kernel):
         self.engine, self.env, self.heap, self.order = engine, env, env.heap, env.order
-        self.state, self.hold, self.sync = _IDLE, -1, None
-        self.on_wake = self._on_wake  # one object: what is appended to a wake's callbacks is what is removed
+        self.state, self.hold, self.sync, self.wake = _IDLE, -1, None, None
+        self.on_wake = self._on_wake  # bound once
 
     def start(self) -> None:
         """The process's start: what ``Engine._run`` binds once, then its loop."""
@@ -224,11 +228,13 @@ class EngineSteps:
             running = engine.running
             if not running:
                 engine._rearm()
-                callbacks = engine._wake.callbacks
-                if callbacks is None:  # already processed: the process goes on at once
+                wake = engine._wake
+                if wake.callbacks is None:  # already processed: the process goes on at once
                     continue
                 self.state = _IDLE
-                callbacks.append(self.on_wake)
+                if wake is not self.wake:
+                    wake.callbacks.append(self.on_wake)
+                    self.wake = wake
                 return
             prefill = self.prefill_each * admitted
             cost = self.step_cost(len(running))
@@ -245,11 +251,12 @@ class EngineSteps:
             self.prefill, self.cost, self.k = prefill, cost, k
             self.state, self.finished, self.pending = _STEP, False, False
             self._hold(prefill + k * cost)
-            self.wake = wake = engine._wake
-            if wake.callbacks is None:
+            wake = engine._wake
+            if wake.callbacks is None:  # already processed: the condition triggers at once
                 self._any()
-            else:
+            elif wake is not self.wake:
                 wake.callbacks.append(self.on_wake)
+                self.wake = wake
             return
 
     def _sync(self, steps, value: Any) -> bool:
@@ -271,10 +278,14 @@ class EngineSteps:
             self.advance()
 
     def _on_wake(self, event) -> None:
-        """The wake processed: the idle engine goes on; a stepping one's condition triggers."""
-        if self.state == _IDLE:
+        """A wake processed: if it is the engine's current one, the idle engine goes on and a stepping
+        one's condition triggers (unless its hold already did); otherwise nothing waited on it."""
+        if event is not self.engine._wake:
+            return
+        state = self.state
+        if state == _IDLE:
             self.advance()
-        elif not self.pending:
+        elif state == _STEP and not self.pending:
             self._any()
 
     def on_hold(self) -> None:
@@ -282,8 +293,13 @@ class EngineSteps:
         state = self.state
         if state == _STEP:  # the batch's last step: the condition triggers, unless the wake did
             self.finished = True
-            if not self.pending:
+            if self.pending:
+                return
+            heap = self.heap
+            if heap and heap[0][0] <= self.env.now:
                 self._any()
+            else:  # nothing else is due now: the condition would be the next entry processed (on_any)
+                self._stepped(self.k)
         elif state == _PREFILL:
             self.engine.busy += self.prefill
             self.engine._finish_ended()
@@ -292,14 +308,11 @@ class EngineSteps:
             self._stepped(self.j)
 
     def on_any(self) -> None:
-        """The condition processed: its check leaves the wake, and the engine goes on."""
-        callbacks = self.wake.callbacks
-        if callbacks and self.on_wake in callbacks:
-            callbacks.remove(self.on_wake)
+        """The condition processed: the engine goes on."""
+        self.state = _FINISH  # no longer waiting on the wake
         if self.finished or self.cost <= 0:  # zero-cost steps: all k end at the prefill's end
             self.j = self.k
-            if not self.finished:
-                self.state = _FINISH  # the batch's hold stays live
+            if not self.finished:  # the batch's hold stays live
                 return
             self._stepped(self.k)
             return
