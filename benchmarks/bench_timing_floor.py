@@ -1,7 +1,7 @@
 """Row 6's floor: how fast a timing-only run can be while it does the same work as the cluster.
 
-The prototype here (:func:`floor_run`) is one ``heapq`` event loop for a plain system (no engine, no
-partial rollouts, no split group) that keeps everything the simulator's output depends on: the same model
+The prototype here (:func:`floor_run`) is one ``heapq`` event loop for a plain system or one of
+continuous-batching engines (no partial rollouts, no split group) that keeps everything the simulator's output depends on: the same model
 objects (a :class:`~sandbox.system.heap_loop.HeapCluster`'s control, weight store, workload, trainer,
 random stream, job records, event log and metrics rows), the same method calls on them in the same order
 (``control.admit`` / ``on_dispatch`` / ``on_finish`` / ``take`` / ``could_take`` / ``on_publish``,
@@ -10,7 +10,15 @@ random stream, job records, event log and metrics rows), the same method calls o
 event, a row per step). What it drops is every cost of the event loop that is not a call of the model:
 no generator, no process table, the bodies of ``Cluster._worker`` and ``Cluster._learner`` as steps of the
 loop (the workers' ``dispatch`` and ``finish``, the learner's ``learn`` and ``trained``), each waiter a
-plain int in its round.
+plain int in its round. On engines the workers' ``dispatch`` is ``Cluster._generate_on_engine``'s body (the
+workload's ``sample``, the engine config's ``lengths`` from the cluster's stream, ``misfit``, the engine's
+``submit``, whose event calls ``finish`` and ``dispatch``), and each engine runs as the heap loop's
+:class:`~sandbox.system.heap_loop.EngineSteps` (the engine's own ``step_cost``, ``_sync_needed``,
+``_do_sync``, ``_admit``, ``_least_left``, ``_rearm``, ``_finish_ended``; one heap entry per batch).
+``--only engines`` (``bench_system.engine_system``: 64 workers on 8 engines, B = 16, G = 8, partial /
+drain / abort syncs) times the simpy cluster, the heap loop with each engine as its process (the loop before
+``EngineSteps``, :class:`ProcessEngines`), the heap loop and the prototype, after checking each side's
+tables, engine counters and lengths against simpy's.
 
 Before timing, each case checks that the prototype's jobs table, event log, rows and clock are the simpy
 cluster's to the bit. Then the lean bare simpy model (``bench_system.py``), the simpy ``Cluster``, the
@@ -21,7 +29,8 @@ rounds and draws but none of the model's objects (a list buffer, two counters, n
 the time when the model's own calls are gone. ``--profile``: where the time is, per source file (cProfile),
 in the prototype and in a continuous-batching system on both loops.
 
-Usage: python benchmarks/bench_timing_floor.py [--repeats 5] [--steps 1000] [--profile]
+Usage: python benchmarks/bench_timing_floor.py [--repeats 5] [--steps 1000] [--only plain|engines]
+[--engine-steps 40] [--profile]
 """
 
 from __future__ import annotations
@@ -424,11 +433,15 @@ def profile_shares(label: str, fn, *args, **kwargs) -> None:
 
 def profiles(steps: int) -> None:
     """The prototype on the first case, and a continuous-batching system (``bench_system.engine_system``,
-    partial syncs, 40 steps) on the heap loop and on simpy: where the time is once the loop is gone."""
+    partial syncs, 40 steps) in the prototype, on the heap loop and on simpy: where the time is once the loop
+    is gone."""
     from bench_system import engine_system
 
     cfg, _, B, events = next(iter(CASES.values()))
     profile_shares(f"the prototype, first case, {steps} steps", floor_run, cfg, steps, B, record_events=events)
+    profile_shares(
+        "the prototype, engines (partial syncs, 40 steps)", floor_run, engine_system("partial"), 40, 16, 8, 0, False
+    )
     for engine in ("heap", "simpy"):
         profile_shares(
             f"engines (64 workers on 8, B=16, G=8, partial syncs, 40 steps) on the {engine} loop",

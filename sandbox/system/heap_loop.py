@@ -17,15 +17,18 @@ sync) unchanged; only what they wait on differs (:meth:`Cluster._bind_waits`):
   ``triggered``, ``processed``, callbacks run in registration order when it is processed), ``Timeout``,
   ``AnyOf`` (``a | b``: triggered by the first of its events to be processed, then scheduled itself, and
   its check removed from the other; ``simpy.events.Condition``) and ``Process`` (started ``URGENT``; a
-  generator yielding an already processed event goes on at once) that the engines, partial rollouts
-  (``done | store.changed``) and the weight store use.
+  generator yielding an already processed event goes on at once) that the engines' wake-ups and syncs,
+  a group's end on its engine, partial rollouts (``done | store.changed``) and the weight store use.
 
-Two shortcuts, each the same schedule with less work:
+Three shortcuts, each the same schedule with less work:
 
 * in a plain system (no engine, no partial rollouts, no split group) the worker process is two steps of
   the loop itself, ``dispatch`` and ``finish`` (:meth:`HeapCluster._plain_steps`): the body of
   :meth:`Cluster._worker` with the same calls in the same order, started where the worker processes would
   have started, without a generator to resume;
+* each continuous-batching engine's process is steps of the loop (:class:`EngineSteps`): a batch is one
+  heap entry where the process had a timeout, a condition ``finish | wake`` and a generator to resume,
+  with the same calls in the same order; not when ``Engine._run`` is replaced;
 * the learner waiting for a batch is resumed only when ``Control.could_take`` says its take could drop
   or select something; otherwise it stays in the next round, where it would have re-parked itself (a take
   that finds nothing changes nothing: ``tests/system/test_learner_wakeups.py``).
