@@ -310,3 +310,43 @@ def test_a_planted_bug_in_a_method_the_engine_steps_call_changes_both_loops(monk
     assert starts, "the engine steps stood down"
     _assert_same(planted, ref, f"{method} planted")
     assert not (planted[0].equals(clean[0]) and planted[8] == clean[8]), f"{method}: the planted bug changed nothing"
+
+
+def test_a_learning_run_with_mixed_version_engines_matches_simpy(tmp_path, monkeypatch):
+    """An LM learning run on a ``partial`` engine with ``mixed_versions`` (the engine steps call the cluster's
+    ``resume`` hook inside ``_do_sync``): the heap loop's tables and the payload-dependent lengths are simpy's."""
+    import torch
+
+    from sandbox.scenario.model import Scenario
+
+    monkeypatch.setenv("SANDBOX_CACHE_DIR", str(tmp_path / "cache"))
+    threads = torch.get_num_threads()
+    scn = Scenario.model_validate(
+        dict(
+            task=dict(name="lm", problem=dict(kind="sort", min_len=2, max_len=4),
+                      model=dict(d_model=16, n_layers=1, n_heads=2), warmstart=dict(enabled=False),
+                      train_size=64, eval_size=16, eval_samples=1),
+            system=dict(num_workers=3, train_time=dict(kind="constant", value=0.1),
+                        staleness=dict(kind="max_lag", k_max=2),
+                        generation_time=dict(kind="continuous_batching", step_base=0.05, step_per_sequence=0.01,
+                                             workers_per_engine=3, sync="partial", sync_time=0.05,
+                                             mixed_versions=True)),
+            algorithm=dict(group_size=4, groups_per_step=2, optimizer=dict(name="adam", lr=1e-3),
+                           correction=dict(name="tis", level="token")),
+            run=dict(steps=6, eval_every=3, figures=False),
+        )
+    )  # fmt: skip
+    starts = _counting_starts(monkeypatch)
+
+    def run(cls):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(runner, "HeapCluster", cls)  # the class prepare_run builds
+            _, _, cluster = runner.prepare_run(scn)
+        return _tables(cluster, scn.run.steps)
+
+    try:
+        got, ref = run(HeapCluster), run(Cluster)
+    finally:
+        torch.set_num_threads(threads)
+    _assert_same(got, ref, "mixed-version engine, LM learning run")
+    assert starts == [0] and (got[1]["kind"] == "switch").any()  # the engine steps ran; sequences were resumed
