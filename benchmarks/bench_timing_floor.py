@@ -1,7 +1,7 @@
 """Row 6's floor: how fast a timing-only run can be while it does the same work as the cluster.
 
-The prototype here (:func:`floor_run`) is one ``heapq`` event loop for a plain system (no engine, no
-partial rollouts, no split group) that keeps everything the simulator's output depends on: the same model
+The prototype here (:func:`floor_run`) is one ``heapq`` event loop for a plain system or one of
+continuous-batching engines (no partial rollouts, no split group) that keeps everything the simulator's output depends on: the same model
 objects (a :class:`~sandbox.system.heap_loop.HeapCluster`'s control, weight store, workload, trainer,
 random stream, job records, event log and metrics rows), the same method calls on them in the same order
 (``control.admit`` / ``on_dispatch`` / ``on_finish`` / ``take`` / ``could_take`` / ``on_publish``,
@@ -10,7 +10,15 @@ random stream, job records, event log and metrics rows), the same method calls o
 event, a row per step). What it drops is every cost of the event loop that is not a call of the model:
 no generator, no process table, the bodies of ``Cluster._worker`` and ``Cluster._learner`` as steps of the
 loop (the workers' ``dispatch`` and ``finish``, the learner's ``learn`` and ``trained``), each waiter a
-plain int in its round.
+plain int in its round. On engines the workers' ``dispatch`` is ``Cluster._generate_on_engine``'s body (the
+workload's ``sample``, the engine config's ``lengths`` from the cluster's stream, ``misfit``, the engine's
+``submit``, whose event calls ``finish`` and ``dispatch``), and each engine runs as the heap loop's
+:class:`~sandbox.system.heap_loop.EngineSteps` (the engine's own ``step_cost``, ``_sync_needed``,
+``_do_sync``, ``_admit``, ``_least_left``, ``_rearm``, ``_finish_ended``; one heap entry per batch).
+``--only engines`` (``bench_system.engine_system``: 64 workers on 8 engines, B = 16, G = 8, partial /
+drain / abort syncs) times the simpy cluster, the heap loop with each engine as its process (the loop before
+``EngineSteps``, :class:`ProcessEngines`), the heap loop and the prototype, after checking each side's
+tables, engine counters and lengths against simpy's.
 
 Before timing, each case checks that the prototype's jobs table, event log, rows and clock are the simpy
 cluster's to the bit. Then the lean bare simpy model (``bench_system.py``), the simpy ``Cluster``, the
@@ -21,7 +29,8 @@ rounds and draws but none of the model's objects (a list buffer, two counters, n
 the time when the model's own calls are gone. ``--profile``: where the time is, per source file (cProfile),
 in the prototype and in a continuous-batching system on both loops.
 
-Usage: python benchmarks/bench_timing_floor.py [--repeats 5] [--steps 1000] [--profile]
+Usage: python benchmarks/bench_timing_floor.py [--repeats 5] [--steps 1000] [--only plain|engines]
+[--engine-steps 40] [--profile]
 """
 
 from __future__ import annotations
@@ -37,23 +46,46 @@ from _timing import interleaved
 from bench_system import bare_simpy_lean
 
 from sandbox.base.gc_pause import paused_cyclic_gc
-from sandbox.system.cluster import ClusterResult, Job, SimulationError
+from sandbox.system.cluster import Cluster, ClusterResult, Job, SimulationError
 from sandbox.system.config import SystemConfig
-from sandbox.system.heap_loop import _DISPATCH, _DONE, _END, _EVENT, _ROUND, NORMAL, URGENT, HeapCluster
+from sandbox.system.heap_loop import (
+    _ANY,
+    _DISPATCH,
+    _DONE,
+    _END,
+    _EVENT,
+    _HOLD,
+    _ROUND,
+    _START,
+    NORMAL,
+    URGENT,
+    HeapCluster,
+)
 from sandbox.system.timing_only import CountingTrainer, TimingOnlyWorkload, simulate_timing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_LEARN, _TRAINED = 6, 7  # the learner's start and the end of its training hold (the kernel's kinds are 0-5)
+_LEARN, _TRAINED = 20, 21  # the learner's start and the end of its training hold (the kernel's kinds are 0-8)
 _LEARNER = -1  # the learner's entry in a round (a worker is its id, in a run of parked workers)
 
 
 @paused_cyclic_gc()
-def floor_run(cfg: SystemConfig, steps: int, B: int, G: int = 1, seed: int = 0, record_events: bool = True):
-    """``simulate_timing(cfg, steps, B, G, seed, record_events)`` of a plain system, as one loop (module
-    docstring); returns the :class:`ClusterResult`."""
+def floor_run(
+    cfg: SystemConfig, steps: int, B: int, G: int = 1, seed: int = 0, record_events: bool = True, keep=None
+) -> ClusterResult:
+    """``simulate_timing(cfg, steps, B, G, seed, record_events)`` of a plain system or one of
+    continuous-batching engines, as one loop (module docstring); returns the :class:`ClusterResult`.
+    ``keep``: a list the cluster is appended to (its engines' counters)."""
     cluster = HeapCluster(cfg, TimingOnlyWorkload(), CountingTrainer(), B, G, seed, record_events=record_events)
-    if not cluster._plain or cluster.updates_per_batch != 1:
-        raise ValueError("floor_run: a plain system only (no engine, no partial rollouts, no split group)")
+    if keep is not None:
+        keep.append(cluster)
+    engines = cluster.engines
+    if cfg.partial_rollouts or cluster.parts != 1 or cluster.updates_per_batch != 1:
+        raise ValueError("floor_run: no partial rollouts, no split group")
+    if engines is not None:  # each engine's process as steps of the loop (the heap loop's EngineSteps)
+        cluster._engine_steps()
+        gen, rng, lengths_of = cfg.generation_time, cluster.rng, cluster.lengths
+        draw_lengths, per_engine = gen.lengths, gen.workers_per_engine
+        on_done = [lambda _, wid=wid: (finish(wid), dispatch(wid)) for wid in range(len(cluster.speeds))]
     env = cluster.env
     heap, order = env.heap, env.order
     control, store, workload, trainer = cluster.control, cluster.store, cluster.workload, cluster.trainer
@@ -91,9 +123,21 @@ def floor_run(cfg: SystemConfig, steps: int, B: int, G: int = 1, seed: int = 0, 
         running_since[job.id] = now
         if log is not None:
             log((now, "dispatch", wid, job.id, version, -1 if target is None else target))
+        current[wid] = job
+        if engines is not None:  # Cluster._generate_on_engine: the group submitted to the worker's engine
+            engine = engines[wid // per_engine]
+            weights = store.get(version)
+            job.payload = payload = sample(weights, version, G)
+            job.tail_version = version
+            lengths = draw_lengths(rng, payload, G, job.id, version)
+            problem = engine.misfit(lengths)
+            if problem is not None:
+                raise SimulationError(problem)
+            lengths_of[job.id] = lengths
+            engine.submit(job, lengths, version, weights).callbacks.append(on_done[wid])
+            return
         job.payload = payload = sample(store.get(version), version, G)
         job.tail_version = version
-        current[wid] = job
         heappush(
             heap, (now + draw("generation_time", payload.decode_steps, speeds[wid]), NORMAL, next(order), _DONE, wid)
         )
@@ -190,8 +234,13 @@ def floor_run(cfg: SystemConfig, steps: int, B: int, G: int = 1, seed: int = 0, 
     while True:
         if not heap:
             raise SimulationError(cluster._stuck_reason())
-        env.now, _, _, kind, arg = heappop(heap)
-        if kind == _DONE:
+        env.now, _, at, kind, arg = heappop(heap)
+        if kind == _HOLD:
+            if at == arg.hold:
+                arg.on_hold()
+        elif kind == _ANY:
+            arg.on_any()
+        elif kind == _DONE:
             finish(arg)
             dispatch(arg)
         elif kind == _ROUND:
@@ -220,6 +269,8 @@ def floor_run(cfg: SystemConfig, steps: int, B: int, G: int = 1, seed: int = 0, 
                 callback(arg)
         elif kind == _DISPATCH:
             dispatch(arg)
+        elif kind == _START:
+            arg.start()
         elif kind == _LEARN:
             cluster.learner_step, wait_start = 0, env.now
             learn()
@@ -382,11 +433,15 @@ def profile_shares(label: str, fn, *args, **kwargs) -> None:
 
 def profiles(steps: int) -> None:
     """The prototype on the first case, and a continuous-batching system (``bench_system.engine_system``,
-    partial syncs, 40 steps) on the heap loop and on simpy: where the time is once the loop is gone."""
+    partial syncs, 40 steps) in the prototype, on the heap loop and on simpy: where the time is once the loop
+    is gone."""
     from bench_system import engine_system
 
     cfg, _, B, events = next(iter(CASES.values()))
     profile_shares(f"the prototype, first case, {steps} steps", floor_run, cfg, steps, B, record_events=events)
+    profile_shares(
+        "the prototype, engines (partial syncs, 40 steps)", floor_run, engine_system("partial"), 40, 16, 8, 0, False
+    )
     for engine in ("heap", "simpy"):
         profile_shares(
             f"engines (64 workers on 8, B=16, G=8, partial syncs, 40 steps) on the {engine} loop",
@@ -450,17 +505,86 @@ def call_costs() -> None:
     )
 
 
+class ProcessEngines(HeapCluster):
+    """The heap loop with each continuous-batching engine run as its process (``Engine._run`` resumed through
+    the kernel's ``Timeout`` and ``AnyOf`` events): the heap loop before :class:`EngineSteps`."""
+
+    def _engine_steps(self) -> None:
+        pass
+
+
+@paused_cyclic_gc()
+def timing_run(cls, cfg: SystemConfig, steps: int, B: int, G: int, record_events: bool, keep=None) -> ClusterResult:
+    """``simulate_timing`` on the cluster class ``cls``; ``keep``: a list the cluster is appended to."""
+    cluster = cls(cfg, TimingOnlyWorkload(), CountingTrainer(), B, G, 0, record_events=record_events)
+    if keep is not None:
+        keep.append(cluster)
+    return cluster.run(steps)
+
+
+def engine_counters(cluster) -> list[tuple]:
+    return [(e.busy, e.steps, e.syncs, e.kv_used, e.decoded, e.version) for e in cluster.engines]
+
+
+ENGINE_CASES = {  # name: (sync mode, record events); 64 workers on 8 engines, B = 16, G = 8
+    "engines, partial syncs": ("partial", False),
+    "engines, partial syncs, events": ("partial", True),
+    "engines, drain": ("drain", False),
+    "engines, abort": ("abort", False),
+}
+
+
+def engine_floor(steps: int, repeats: int) -> None:
+    """The continuous-batching cases (``bench_system.engine_system``): each side's tables, engine counters and
+    lengths checked against the simpy cluster's, then the sides timed interleaved."""
+    from bench_system import engine_system
+
+    sides = {
+        "simpy Cluster": lambda cfg, ev, keep=None: timing_run(Cluster, cfg, steps, 16, 8, ev, keep),
+        "heap, engine processes": lambda cfg, ev, keep=None: timing_run(ProcessEngines, cfg, steps, 16, 8, ev, keep),
+        "heap loop": lambda cfg, ev, keep=None: timing_run(HeapCluster, cfg, steps, 16, 8, ev, keep),
+        "floor prototype": lambda cfg, ev, keep=None: floor_run(cfg, steps, 16, 8, record_events=ev, keep=keep),
+    }
+    for name, (mode, events) in ENGINE_CASES.items():
+        cfg = engine_system(mode)
+        runs = {side: ([], fn) for side, fn in sides.items()}
+        results = {side: fn(cfg, events, keep) for side, (keep, fn) in runs.items()}
+        ref, ref_engines = results["simpy Cluster"], engine_counters(runs["simpy Cluster"][0][0])
+        for side, res in results.items():
+            if not (
+                _same(res, ref)
+                and dict(res.lengths) == dict(ref.lengths)
+                and engine_counters(runs[side][0][0]) == ref_engines
+            ):
+                raise SystemExit(f"{name}: {side}'s tables differ from the simpy cluster's")
+        times = interleaved({side: lambda fn=fn: fn(cfg, events) for side, fn in sides.items()}, repeats)
+        jobs, batches = len(ref.jobs), sum(c[1] for c in ref_engines)
+        print(f"{name}, {steps} steps ({jobs} jobs, {batches} engine decode steps):")
+        sp = times["simpy Cluster"]
+        for side, ts in times.items():
+            paired = statistics.median(a / b for a, b in zip(sp, ts))
+            print(
+                f"  {side:24s} {min(ts) * 1e3:7.1f} / {statistics.median(ts) * 1e3:7.1f}"
+                f"   simpy Cluster / it {min(sp) / min(ts):5.2f}x / {paired:5.2f}x",
+                flush=True,
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--engine-steps", type=int, default=40, help="learner steps of the continuous-batching cases")
+    ap.add_argument("--only", choices=("plain", "engines"), help="only the plain or the continuous-batching cases")
     ap.add_argument("--profile", action="store_true", help="also where the time is, per source file (cProfile)")
     args = ap.parse_args()
     if args.profile:
         profiles(args.steps)
         call_costs()
     print(f"load average {os.getloadavg()[0]:.1f}; {args.repeats} interleaved repeats; ms min / median")
-    for name, (cfg, steps, B, events) in CASES.items():
+    if args.only != "plain":
+        engine_floor(args.engine_steps, args.repeats)
+    for name, (cfg, steps, B, events) in CASES.items() if args.only != "engines" else ():
         steps = steps or args.steps
         ref = simulate_timing(cfg, steps, B, record_events=events, engine="simpy")
         if not _same(floor_run(cfg, steps, B, record_events=events), ref):

@@ -17,15 +17,18 @@ sync) unchanged; only what they wait on differs (:meth:`Cluster._bind_waits`):
   ``triggered``, ``processed``, callbacks run in registration order when it is processed), ``Timeout``,
   ``AnyOf`` (``a | b``: triggered by the first of its events to be processed, then scheduled itself, and
   its check removed from the other; ``simpy.events.Condition``) and ``Process`` (started ``URGENT``; a
-  generator yielding an already processed event goes on at once) that the engines, partial rollouts
-  (``done | store.changed``) and the weight store use.
+  generator yielding an already processed event goes on at once) that the engines' wake-ups and syncs,
+  a group's end on its engine, partial rollouts (``done | store.changed``) and the weight store use.
 
-Two shortcuts, each the same schedule with less work:
+Three shortcuts, each the same schedule with less work:
 
 * in a plain system (no engine, no partial rollouts, no split group) the worker process is two steps of
   the loop itself, ``dispatch`` and ``finish`` (:meth:`HeapCluster._plain_steps`): the body of
   :meth:`Cluster._worker` with the same calls in the same order, started where the worker processes would
   have started, without a generator to resume;
+* each continuous-batching engine's process is steps of the loop (:class:`EngineSteps`): a batch is one
+  heap entry where the process had a timeout, a condition ``finish | wake`` and a generator to resume,
+  with the same calls in the same order; not when ``Engine._run`` is replaced;
 * the learner waiting for a batch is resumed only when ``Control.could_take`` says its take could drop
   or select something; otherwise it stays in the next round, where it would have re-parked itself (a take
   that finds nothing changes nothing: ``tests/system/test_learner_wakeups.py``).
@@ -39,16 +42,19 @@ learning run's numbers with them (``tools/fingerprint.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 from heapq import heappop, heappush
+from inspect import GEN_CREATED, getgeneratorlocals, getgeneratorstate
 from itertools import count
 from typing import Any
 
 from sandbox.system.cluster import Cluster, Job, SimulationError
+from sandbox.system.delays.continuous_batching import Engine
 
 URGENT, NORMAL = 0, 1  # simpy.events.URGENT / NORMAL
-_RESUME, _ROUND, _EVENT, _END, _DISPATCH, _DONE = range(6)
+_RESUME, _ROUND, _EVENT, _END, _DISPATCH, _DONE, _START, _HOLD, _ANY = range(9)
 _GATED = object()  # a worker waits for admission (Signal.wait(gated=True))
 _WAIT = object()  # the learner waits for the next round (Signal.wait())
 _PENDING = object()  # an event's value before it is triggered (simpy.events.PENDING)
@@ -157,6 +163,183 @@ class Kernel:
 _CLUSTER_WORKER = Cluster._worker
 """The worker process the plain steps copy (:meth:`HeapCluster._plain_steps`), as defined."""
 
+_ENGINE_RUN = Engine._run
+"""The engine process the engine steps copy (:class:`EngineSteps`), as defined."""
+_IDLE, _STEP, _FINISH, _TARGET, _PREFILL, _SYNC = range(6)  # what an engine's steps wait for
+
+
+class EngineSteps:
+    """:meth:`Engine._run <sandbox.system.delays.continuous_batching.Engine._run>` of one engine as steps of
+    the heap loop, the same calls in the same order and the same schedule, without a generator to resume, a
+    timeout ``Event`` per batch and an ``AnyOf`` per batch:
+
+    * a hold (a batch's last step, an arrival's step boundary, a prefill) is one heap entry ``_HOLD`` of the
+      time the timeout would have had; a hold the engine stopped waiting for stays in the heap, stale
+      (:attr:`hold` names the live one), as the abandoned timeout does;
+    * ``finish | wake`` is a flag: the first of the two to be processed schedules the entry ``_ANY`` now,
+      where the condition would have been scheduled, and the engine goes on when it is processed
+      (:meth:`on_any`), as the condition's callbacks would have resumed it; when the batch's hold ends with
+      nothing else due at that time (the heap's first entry is later), that entry would be the next one
+      processed, so the engine goes on at once (the usual case: one heap entry per batch);
+    * the engine's wake event (``Engine._wake``, triggered by ``Engine.submit``) and a sync's hold (the
+      generator ``Engine._do_sync``, run as it is) stay events. :attr:`on_wake` is registered once on each
+      wake event, in place of the condition's check or the process's resume, and acts only where one of them
+      would have been registered: on the engine's current wake (a replaced one had its check removed when
+      its condition was processed), while the engine is idle or stepping with its condition not triggered.
+
+    Every other call is the engine's own (``_sync_needed``, ``_do_sync``, ``_admit``, ``_least_left``,
+    ``_rearm``, ``_finish_ended``, ``cfg.step_cost``), so a replaced one changes both loops alike; a
+    replaced ``_run`` makes :class:`HeapCluster` run the engine's process instead."""
+
+    __slots__ = ("engine", "env", "heap", "order", "state", "hold", "wake", "pending", "finished", "on_wake")
+    __slots__ += ("cost", "k", "prefill", "begin", "j", "sync", "drain", "step_cost", "sync_needed", "prefill_each")
+
+    def __init__(self, engine: Engine, env: Kernel):
+        self.engine, self.env, self.heap, self.order = engine, env, env.heap, env.order
+        self.state, self.hold, self.sync, self.wake = _IDLE, -1, None, None
+        self.on_wake = self._on_wake  # bound once
+
+    def start(self) -> None:
+        """The process's start: what ``Engine._run`` binds once, then its loop."""
+        engine = self.engine
+        cfg = engine.cfg
+        self.drain = cfg.sync == "drain"
+        self.step_cost, self.sync_needed = cfg.step_cost, engine._sync_needed
+        self.prefill_each = cfg.prefill_per_token * cfg.prompt_tokens
+        self.advance()
+
+    def _hold(self, delay: float) -> None:
+        """``env.timeout(delay)``, the engine waiting for it: one heap entry."""
+        self.hold = order = next(self.order)
+        heappush(self.heap, (self.env.now + delay, NORMAL, order, _HOLD, self))
+
+    def _any(self) -> None:
+        """The condition ``finish | wake`` triggered: scheduled now (``AnyOf._check``)."""
+        self.pending = True
+        heappush(self.heap, (self.env.now, NORMAL, next(self.order), _ANY, self))
+
+    def advance(self) -> None:
+        """``Engine._run``'s loop from its top until the engine waits."""
+        engine, sync_needed, drain = self.engine, self.sync_needed, self.drain
+        while True:
+            sync = sync_needed()
+            if sync and (not drain or not engine.running):
+                if self._sync(engine._do_sync(), None):
+                    continue
+                return
+            admitted = engine._admit() if engine.waiting and not sync else 0
+            running = engine.running
+            if not running:
+                engine._rearm()
+                wake = engine._wake
+                if wake.callbacks is None:  # already processed: the process goes on at once
+                    continue
+                self.state = _IDLE
+                if wake is not self.wake:
+                    wake.callbacks.append(self.on_wake)
+                    self.wake = wake
+                return
+            prefill = self.prefill_each * admitted
+            cost = self.step_cost(len(running))
+            k = engine._least_left()
+            self.begin = self.env.now + prefill  # the first step's start
+            engine._rearm()
+            if k <= 0:  # only sequences that end at their prefill
+                if prefill > 0:
+                    self.prefill, self.state = prefill, _PREFILL
+                    self._hold(prefill)
+                    return
+                engine._finish_ended()
+                continue
+            self.prefill, self.cost, self.k = prefill, cost, k
+            self.state, self.finished, self.pending = _STEP, False, False
+            self._hold(prefill + k * cost)
+            wake = engine._wake
+            if wake.callbacks is None:  # already processed: the condition triggers at once
+                self._any()
+            elif wake is not self.wake:
+                wake.callbacks.append(self.on_wake)
+                self.wake = wake
+            return
+
+    def _sync(self, steps, value: Any) -> bool:
+        """Run the sync's generator on; whether it ended (else it holds, and :meth:`_synced` goes on)."""
+        while True:
+            try:
+                event = steps.send(value)
+            except StopIteration:
+                return True
+            if event.callbacks is None:
+                value = event._value
+                continue
+            self.sync, self.state = steps, _SYNC
+            event.callbacks.append(self._synced)
+            return False
+
+    def _synced(self, event) -> None:
+        if self._sync(self.sync, event._value):
+            self.advance()
+
+    def _on_wake(self, event) -> None:
+        """A wake processed: if it is the engine's current one, the idle engine goes on and a stepping
+        one's condition triggers (unless its hold already did); otherwise nothing waited on it."""
+        if event is not self.engine._wake:
+            return
+        state = self.state
+        if state == _IDLE:
+            self.advance()
+        elif state == _STEP and not self.pending:
+            self._any()
+
+    def on_hold(self) -> None:
+        """The live hold ended (the loop checks :attr:`hold`)."""
+        state = self.state
+        if state == _STEP:  # the batch's last step: the condition triggers, unless the wake did
+            self.finished = True
+            if self.pending:
+                return
+            heap = self.heap
+            if heap and heap[0][0] <= self.env.now:
+                self._any()
+            else:  # nothing else is due now: the condition would be the next entry processed (on_any)
+                self._stepped(self.k)
+        elif state == _PREFILL:
+            self.engine.busy += self.prefill
+            self.engine._finish_ended()
+            self.advance()
+        else:  # _FINISH (zero-cost steps after an arrival) or _TARGET (an arrival's step boundary)
+            self._stepped(self.j)
+
+    def on_any(self) -> None:
+        """The condition processed: the engine goes on."""
+        self.state = _FINISH  # no longer waiting on the wake
+        if self.finished or self.cost <= 0:  # zero-cost steps: all k end at the prefill's end
+            self.j = self.k
+            if not self.finished:  # the batch's hold stays live
+                return
+            self._stepped(self.k)
+            return
+        self.hold = -1  # the batch's hold is abandoned
+        env, start, cost, k = self.env, self.begin, self.cost, self.k
+        t = env.now  # an arrival: go on to the next step boundary, then re-plan
+        j = 0 if t <= start else min(k, math.ceil((t - start) / cost))
+        if j > 0 and start + (j - 1) * cost >= t:
+            j -= 1
+        target = start + j * cost
+        if target > env.now:
+            self.j, self.state = j, _TARGET
+            self._hold(target - env.now)
+            return
+        self._stepped(j)
+
+    def _stepped(self, j: int) -> None:
+        engine = self.engine
+        engine.busy += self.prefill + j * self.cost
+        engine.steps += j
+        engine.decoded += j  # every sequence in flight decoded j tokens
+        engine._finish_ended()
+        self.advance()
+
 
 class HeapCluster(Cluster):
     """:class:`Cluster` run by a plain heap event loop (same arguments; see the module docstring)."""
@@ -236,11 +419,17 @@ class HeapCluster(Cluster):
 
         wakers = [partial(wake, who) for who in range(len(processes))]  # every process has started by now
         dispatch, finish = self._plain_steps(park) if self._plain else (None, None)
+        self._engine_steps()
         while True:
             if not heap:
                 raise SimulationError(self._stuck_reason())
-            env.now, _, _, kind, arg = heappop(heap)
-            if kind == _DONE:
+            env.now, _, at, kind, arg = heappop(heap)
+            if kind == _HOLD:
+                if at == arg.hold:  # else a hold the engine stopped waiting for
+                    arg.on_hold()
+            elif kind == _ANY:
+                arg.on_any()
+            elif kind == _DONE:
                 finish(arg)
                 dispatch(arg)
             elif kind == _ROUND:
@@ -271,8 +460,25 @@ class HeapCluster(Cluster):
                     callback(arg)
             elif kind == _DISPATCH:
                 dispatch(arg)
+            elif kind == _START:
+                arg.start()
             elif arg == learner:  # _END of the learner's process
                 return
+
+    def _engine_steps(self) -> None:
+        """Each engine's process, not started yet, replaced by its :class:`EngineSteps`, started where the
+        process would have started (its start entry keeps its key); not when ``Engine._run`` is replaced."""
+        if self.engines is None or any(type(engine)._run is not _ENGINE_RUN for engine in self.engines):
+            return
+        steps = {}
+        for who, generator in enumerate(self.env.processes):
+            code = getattr(generator, "gi_code", None)
+            if code is _ENGINE_RUN.__code__ and getgeneratorstate(generator) == GEN_CREATED:
+                steps[who] = EngineSteps(getgeneratorlocals(generator)["self"], self.env)
+        heap = self.env.heap
+        for i, (time, priority, at, kind, arg) in enumerate(heap):
+            if kind == _RESUME and arg in steps:
+                heap[i] = (time, priority, at, _START, steps[arg])
 
     def _plain_steps(self, park: Callable[[int], None]) -> tuple[Callable[[int], None], Callable[[int], None]]:
         """:meth:`Cluster._worker` of a plain system (:attr:`_plain`) as two steps of the loop, the same

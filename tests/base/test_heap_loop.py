@@ -15,7 +15,8 @@ import sandbox.run.runner as runner
 from sandbox.scenario.api import load_scenario
 from sandbox.system.cluster import Cluster
 from sandbox.system.config import SystemConfig
-from sandbox.system.heap_loop import HeapCluster
+from sandbox.system.delays.continuous_batching import ContinuousBatchingDelay, Engine
+from sandbox.system.heap_loop import EngineSteps, HeapCluster
 from sandbox.system.timing_only import CountingTrainer, TimingOnlyWorkload, simulate_timing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +147,7 @@ def test_a_stuck_system_is_reported_by_both_loops():
             simulate_timing(cfg, 3, 3, engine=engine)
 
 
-def test_a_processed_condition_is_freed_without_the_collector():
+def test_a_processed_condition_is_freed_without_the_collector(monkeypatch):
     """An ``a | b`` of the heap loop holds no reference cycle of its own once processed: with the cyclic
     collector off, a run leaves alive only the conditions its engines still wait on, not one per engine step."""
     import gc
@@ -159,6 +160,12 @@ def test_a_processed_condition_is_freed_without_the_collector():
                          "length_sigma": 0.5, "max_tokens": 64},
         staleness={"kind": "max_lag", "k_max": 1},
     )  # fmt: skip
+    original_run = Engine._run
+
+    def run(self):  # the engine's process itself (the engine steps stand down): it waits on ``a | b``
+        return (yield from original_run(self))
+
+    monkeypatch.setattr(Engine, "_run", run)
     gc.collect()
     gc.disable()
     try:
@@ -194,3 +201,152 @@ def test_the_plain_steps_follow_a_replaced_draw_or_worker(monkeypatch):
     monkeypatch.setattr(Cluster, "_worker", worker)
     _assert_same(_timing(HeapCluster, cfg, 2, 4, 1, 10), plain, "a replaced worker process")
     assert sorted(set(calls)) == [0, 1, 2, 3]
+
+
+def _engine_system(sync: str, **gen) -> SystemConfig:
+    return SystemConfig(
+        num_workers=6,
+        generation_time={"kind": "continuous_batching", "step_base": 0.01, "step_per_sequence": 0.001,
+                         "workers_per_engine": 3, "sync": sync, "sync_time": 0.05, "length_median": 12.0,
+                         "length_sigma": 0.7, "max_tokens": 64, "max_sequences": 8, **gen},
+        train_time={"kind": "exponential", "mean": 0.3},
+        staleness={"kind": "max_lag", "k_max": 1},
+    )  # fmt: skip
+
+
+def _counting_starts(monkeypatch) -> list:
+    starts = []
+    start = EngineSteps.start
+    monkeypatch.setattr(EngineSteps, "start", lambda self: (starts.append(self.engine.index), start(self))[1])
+    return starts
+
+
+def test_the_engine_steps_stand_down_when_the_engine_process_is_replaced(monkeypatch):
+    """The engine steps copy ``Engine._run``: they run the engines of an unchanged model (the tables are the
+    simpy cluster's, tested above), and a replaced ``_run`` is run as the engine's process instead."""
+    cfg = _engine_system("partial")
+    starts = _counting_starts(monkeypatch)
+    steps = _timing(HeapCluster, cfg, 2, 4, 3, 10)
+    assert sorted(starts) == [0, 1]  # the engine steps ran both engines
+    calls = []
+    original_run = Engine._run
+
+    def run(self):
+        calls.append(self.index)
+        return (yield from original_run(self))
+
+    monkeypatch.setattr(Engine, "_run", run)
+    starts.clear()
+    _assert_same(_timing(HeapCluster, cfg, 2, 4, 3, 10), steps, "a replaced engine process")
+    assert sorted(calls) == [0, 1] and starts == []
+
+
+def _sync_after_the_batch_drains(original):
+    def sync_needed(self):  # "partial" behaves as "drain": a sync waits for the sequences in flight
+        return original(self) and not self.running
+
+    return sync_needed
+
+
+def _sync_held_longer(original):
+    def do_sync(self):  # an extra hold before every sync
+        yield self.env.timeout(0.5)
+        return (yield from original(self))
+
+    return do_sync
+
+
+def _admit_two_at_most(original):
+    def admit(self):  # the engine admits as if max_sequences were 2
+        most = self.cfg.max_sequences
+        object.__setattr__(self.cfg, "max_sequences", 2)
+        try:
+            return original(self)
+        finally:
+            object.__setattr__(self.cfg, "max_sequences", most)
+
+    return admit
+
+
+def _least_left_one_more(original):
+    return lambda self: original(self) + 1  # the engine steps one past the first end
+
+
+def _finish_a_step_early(original):
+    def finish_ended(self):  # sequences leave the batch one step before their last token
+        self.decoded += 1
+        try:
+            original(self)
+        finally:
+            self.decoded -= 1
+
+    return finish_ended
+
+
+@pytest.mark.parametrize(
+    "cls, method, bug",
+    [
+        (
+            ContinuousBatchingDelay,
+            "step_cost",
+            lambda original: lambda self, n: self.step_base + self.step_per_sequence,
+        ),
+        (Engine, "_sync_needed", _sync_after_the_batch_drains),
+        (Engine, "_do_sync", _sync_held_longer),
+        (Engine, "_admit", _admit_two_at_most),
+        (Engine, "_least_left", _least_left_one_more),
+        (Engine, "_finish_ended", _finish_a_step_early),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_planted_bug_in_a_method_the_engine_steps_call_changes_both_loops(monkeypatch, cls, method, bug):
+    """Each engine method the engine steps call is the model's own: a planted bug in it changes the heap
+    loop's tables as it changes simpy's (and the tables do change)."""
+    cfg = _engine_system("partial")
+    clean = _timing(HeapCluster, cfg, 2, 4, 3, 10)
+    starts = _counting_starts(monkeypatch)
+    monkeypatch.setattr(cls, method, bug(getattr(cls, method)))
+    planted, ref = _timing(HeapCluster, cfg, 2, 4, 3, 10), _timing(Cluster, cfg, 2, 4, 3, 10)
+    assert starts, "the engine steps stood down"
+    _assert_same(planted, ref, f"{method} planted")
+    assert not (planted[0].equals(clean[0]) and planted[8] == clean[8]), f"{method}: the planted bug changed nothing"
+
+
+def test_a_learning_run_with_mixed_version_engines_matches_simpy(tmp_path, monkeypatch):
+    """An LM learning run on a ``partial`` engine with ``mixed_versions`` (the engine steps call the cluster's
+    ``resume`` hook inside ``_do_sync``): the heap loop's tables and the payload-dependent lengths are simpy's."""
+    import torch
+
+    from sandbox.scenario.model import Scenario
+
+    monkeypatch.setenv("SANDBOX_CACHE_DIR", str(tmp_path / "cache"))
+    threads = torch.get_num_threads()
+    scn = Scenario.model_validate(
+        dict(
+            task=dict(name="lm", problem=dict(kind="sort", min_len=2, max_len=4),
+                      model=dict(d_model=16, n_layers=1, n_heads=2), warmstart=dict(enabled=False),
+                      train_size=64, eval_size=16, eval_samples=1),
+            system=dict(num_workers=3, train_time=dict(kind="constant", value=0.1),
+                        staleness=dict(kind="max_lag", k_max=2),
+                        generation_time=dict(kind="continuous_batching", step_base=0.05, step_per_sequence=0.01,
+                                             workers_per_engine=3, sync="partial", sync_time=0.05,
+                                             mixed_versions=True)),
+            algorithm=dict(group_size=4, groups_per_step=2, optimizer=dict(name="adam", lr=1e-3),
+                           correction=dict(name="tis", level="token")),
+            run=dict(steps=6, eval_every=3, figures=False),
+        )
+    )  # fmt: skip
+    starts = _counting_starts(monkeypatch)
+
+    def run(cls):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(runner, "HeapCluster", cls)  # the class prepare_run builds
+            _, _, cluster = runner.prepare_run(scn)
+        return _tables(cluster, scn.run.steps)
+
+    try:
+        got, ref = run(HeapCluster), run(Cluster)
+    finally:
+        torch.set_num_threads(threads)
+    _assert_same(got, ref, "mixed-version engine, LM learning run")
+    assert starts == [0] and (got[1]["kind"] == "switch").any()  # the engine steps ran; sequences were resumed

@@ -26,6 +26,24 @@ def test_defaults_draw_exactly_the_plain_model():
     assert got == [int(v) for v in np.clip(np.rint(100 * np.exp(0.7 * z)), 1, 900)]
 
 
+def test_the_plain_model_is_the_array_expression_to_the_bit():
+    """Without a tail the lengths are computed on Python floats: the same integers as ``np.rint`` of the array
+    expression cut to ``[1, max_tokens]``, ties (``x.5``) and both cuts included, the stream left in step."""
+    rng = np.random.default_rng(48)
+    for i in range(400):
+        median = float(rng.choice([0.3, 0.5, 2.5, 63.5, 64.5, rng.uniform(0.1, 300)]))
+        sigma, cut = float(rng.choice([0.0, 0.4, 2.0])), [None, 1, 64, 2048][i % 4]
+        extra = {"prompts": 7, "prompt_sigma": 0.8} if i % 3 == 0 else {"length_trend": 0.3} if i % 3 == 1 else {}
+        cfg = _cb(length_median=median, length_sigma=sigma, max_tokens=cut, **extra)
+        G, job, version = int(rng.integers(1, 20)), int(rng.integers(0, 50)), int(rng.integers(0, 9))
+        a, b = np.random.default_rng(i), np.random.default_rng(i)
+        got = cfg.lengths(a, TimingPayload(0), G, job, version)
+        z = b.standard_normal(G) if sigma > 0 else np.zeros(G)
+        x = np.rint(cfg.median_for(job, version) * np.exp(sigma * z))
+        assert got == [int(v) for v in np.minimum(np.maximum(x, 1), np.inf if cut is None else cut)]
+        assert a.random() == b.random()
+
+
 def test_prompt_medians_persist_across_epochs_hand_values():
     cfg = _cb(prompts=5, prompt_sigma=0.5, prompt_seed=7)
     P = 5

@@ -291,6 +291,14 @@ class ContinuousBatchingDelay(Delay):
         self, rng: np.random.Generator, payload: Any, group_size: int, job_id: int = 0, version: int = 0
     ) -> list[int]:
         """The response length of each sequence of a group (module docstring, Lengths)."""
+        if self.length_median is not None and self.tail_alpha is None:
+            # the expression below without the tail, its last steps on Python floats: the same IEEE products, and
+            # rounding half to even (round, np.rint) commutes with the cut to [1, max_tokens] (integers): the same
+            # lengths, without four array operations per group
+            sigma, cut = self.length_sigma, self.max_tokens if self.max_tokens is not None else math.inf
+            median = self.median_for(job_id, version)
+            scales = np.exp(sigma * rng.standard_normal(group_size)).tolist() if sigma > 0 else [1.0] * group_size
+            return [round(1.0 if v < 1.0 else cut if v > cut else v) for v in [median * s for s in scales]]
         if self.length_median is not None:
             z = rng.standard_normal(group_size) if self.length_sigma > 0 else np.zeros(group_size)
             if self.tail_alpha is not None:
