@@ -52,6 +52,22 @@ def _complete_one_token(replicas: int, responses: int) -> tuple[Tensor, Tensor]:
 
 _ONE_TOKEN_MASKS: dict[tuple[int, int], tuple[Tensor, int]] = {}
 
+_ONE_TOKEN_VERSIONS: dict[tuple[int, int], tuple[Tensor, int, int]] = {}
+
+
+def one_token_versions(replicas: int, responses: int, version: int) -> Tensor:
+    """The :attr:`Rollouts.token_versions` of a complete one-token group sampled by ``version``,
+    ``full((R, N, 1), version)`` int64, shared by the groups of that shape and version like
+    :func:`_complete_one_token` (the groups of a synchronous step are sampled with one version): nothing
+    writes to a group's token versions; a write would show in the version counter, and a new one is made.
+    One per shape (the last version asked for)."""
+    key = (replicas, responses)
+    cached = _ONE_TOKEN_VERSIONS.get(key)
+    if cached is None or cached[1] != version or cached[0]._version != cached[2]:
+        versions = torch.full((replicas, responses, 1), version, dtype=torch.long)
+        cached = _ONE_TOKEN_VERSIONS[key] = (versions, version, versions._version)
+    return cached[0]
+
 
 def one_token_mask(replicas: int, responses: int) -> Tensor:
     """The :attr:`Rollouts.mask` of a complete one-token group, ``ones(R, N, 1)`` float32 (the comparison
@@ -140,7 +156,7 @@ class Rollouts:
         out = cls(
             tokens=tokens,
             behaviour_logp=logp.unsqueeze(-1),
-            token_versions=torch.full_like(tokens, version),
+            token_versions=one_token_versions(R, N, version),
             lengths=lengths,
             ended=ended,
             group_size=N,

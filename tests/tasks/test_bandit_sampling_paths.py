@@ -110,6 +110,25 @@ def test_one_token_groups_share_their_lengths_until_one_is_written_to():
     _same(c, _general(2, tokens, logp, 2))
 
 
+def test_one_token_groups_of_one_version_share_their_token_versions_until_one_is_written_to():
+    """The groups of one shape sampled by one version share ``full((R, N, 1), version)``; another version, or a
+    write to the shared tensor, makes a new one; every group holds the values the general path gives."""
+    gen = torch.Generator().manual_seed(6)
+    tokens = torch.randint(0, 7, (2, 4), generator=gen)
+    logp = -torch.rand(2, 4, generator=gen)
+    a, b = Rollouts.one_token(tokens, logp, 3), Rollouts.one_token(tokens, logp, 3)
+    assert a.token_versions is b.token_versions
+    c = Rollouts.one_token(tokens, logp, 4)
+    assert c.token_versions is not a.token_versions
+    _same(a, _general(2, tokens, logp, 3))
+    _same(c, _general(2, tokens, logp, 4))
+    c.token_versions.add_(1)  # a writer: the next group of version 4 gets a new tensor of fours
+    d = Rollouts.one_token(tokens, logp, 4)
+    assert d.token_versions is not c.token_versions
+    _same(d, _general(2, tokens, logp, 4))
+    _same(a, _general(2, tokens, logp, 3))  # the earlier groups keep their own
+
+
 def test_cat_of_one_token_groups_is_the_general_cat():
     """The concatenation of complete one-token groups shares ones for its lengths, end flags and mask: the
     values, dtypes and shapes of the general concatenation; a write to the shared lengths makes new ones."""
