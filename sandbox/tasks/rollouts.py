@@ -80,6 +80,19 @@ def one_token_mask(replicas: int, responses: int) -> Tensor:
     return cached[0]
 
 
+def _shared_one_token_version(parts: list[Rollouts]) -> int | None:
+    """The version whose :func:`one_token_versions` every part holds, unchanged (the groups of one synchronous
+    step), else None: their concatenation is then ``full((R, n, 1), version)``, the shared one of that shape."""
+    versions = parts[0].token_versions
+    cached = _ONE_TOKEN_VERSIONS.get(tuple(versions.shape[:2]))
+    if cached is None or cached[0] is not versions or versions._version != cached[2]:
+        return None
+    for p in parts:
+        if p.token_versions is not versions:
+            return None
+    return cached[1]
+
+
 def _is_complete_one_token(part: Rollouts) -> bool:
     """Whether ``part`` holds :func:`_complete_one_token`'s shared lengths, unchanged, and one position:
     every response one valid token (what :meth:`Rollouts.one_token` builds)."""
@@ -328,10 +341,13 @@ class Rollouts:
             # so is the mask; shared per shape (their version counters checked, as for each group's).
             R, n = parts[0].lengths.shape[0], sum(p.lengths.shape[1] for p in parts)
             lengths, ended = _complete_one_token(R, n)
+            version = _shared_one_token_version(parts)
             out = Rollouts(
                 tokens=torch.cat([p.tokens for p in parts], 1),
                 behaviour_logp=torch.cat([p.behaviour_logp for p in parts], 1),
-                token_versions=torch.cat([p.token_versions for p in parts], 1),
+                token_versions=torch.cat([p.token_versions for p in parts], 1)
+                if version is None
+                else one_token_versions(R, n, version),
                 lengths=lengths,
                 ended=ended,
                 group_size=parts[0].group_size,
