@@ -410,7 +410,8 @@ class JobRecords:
     :class:`~sandbox.system.records.ColumnTable` row (about 110 B instead of about 400 B) was tried and
     removed: one row put per job cost about 15 us in the simulation loop. Reads as the list of jobs
     (``len``, indexing, iteration); :meth:`to_frame` is the jobs table, bitwise the one built from the
-    objects (through the column table, as the metrics rows are).
+    objects through the column table, as the metrics rows are (built column by column when every job
+    is in memory and its values are ints or floats, as below).
 
     With a ``spill`` (:mod:`sandbox.system.spill`), finished jobs (:meth:`retire`: consumed or
     dropped, nothing changes them again) leave memory: they wait in a list and every ``FLUSH`` of them
@@ -539,7 +540,10 @@ class JobRecords:
     def to_frame(self):
         """The jobs table: ``pd.DataFrame([job_record(j) for j in jobs])``, bitwise."""
         rest = list(self._live.values()) + self._retired
-        if self._chunks and not len(self._table):
+        if (self._chunks or (rest and len(rest) == self._n)) and not len(self._table):
+            # Every row spilled or in memory (no spill, or none yet: the usual run): the columns built at once,
+            # the values and types the column table's rows would give (``column_kind``: ints, or floats and
+            # ints exactly representable; anything else takes the row-by-row path).
             cols = _job_columns(rest)
             kinds = [column_kind(c) for c in cols]
             if None not in kinds:
@@ -555,7 +559,7 @@ class JobRecords:
         import pandas as pd
 
         n = self._n
-        ids = np.concatenate(self._spilled_column("job"))
+        ids = np.concatenate(self._spilled_column("job")) if self._chunks else np.empty(0, dtype=np.int64)
         rest_ids = np.array(rest[0], dtype=np.int64)
         seen = np.zeros(n, dtype=bool)
         seen[ids] = True
@@ -567,7 +571,8 @@ class JobRecords:
             kinds = [k[c] for _, k in self._chunks] + ([rest_kinds[c]] if rest_ids.size else [])
             dtype = np.int64 if all(k == "i" for k in kinds) else np.float64
             data = np.empty(n, dtype=dtype)
-            data[ids] = np.concatenate([p.astype(dtype, copy=False) for p in self._spilled_column(name)])
+            if self._chunks:
+                data[ids] = np.concatenate([p.astype(dtype, copy=False) for p in self._spilled_column(name)])
             if rest_ids.size:
                 data[rest_ids] = np.array(rest[c], dtype=dtype)
             out[name] = data

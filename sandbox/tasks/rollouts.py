@@ -52,6 +52,22 @@ def _complete_one_token(replicas: int, responses: int) -> tuple[Tensor, Tensor]:
 
 _ONE_TOKEN_MASKS: dict[tuple[int, int], tuple[Tensor, int]] = {}
 
+_ONE_TOKEN_VERSIONS: dict[tuple[int, int], tuple[Tensor, int, int]] = {}
+
+
+def one_token_versions(replicas: int, responses: int, version: int) -> Tensor:
+    """The :attr:`Rollouts.token_versions` of a complete one-token group sampled by ``version``,
+    ``full((R, N, 1), version)`` int64, shared by the groups of that shape and version like
+    :func:`_complete_one_token` (the groups of a synchronous step are sampled with one version): nothing
+    writes to a group's token versions; a write would show in the version counter, and a new one is made.
+    One per shape (the last version asked for)."""
+    key = (replicas, responses)
+    cached = _ONE_TOKEN_VERSIONS.get(key)
+    if cached is None or cached[1] != version or cached[0]._version != cached[2]:
+        versions = torch.full((replicas, responses, 1), version, dtype=torch.long)
+        cached = _ONE_TOKEN_VERSIONS[key] = (versions, version, versions._version)
+    return cached[0]
+
 
 def one_token_mask(replicas: int, responses: int) -> Tensor:
     """The :attr:`Rollouts.mask` of a complete one-token group, ``ones(R, N, 1)`` float32 (the comparison
@@ -62,6 +78,19 @@ def one_token_mask(replicas: int, responses: int) -> Tensor:
         mask = torch.ones(replicas, responses, 1, dtype=torch.float32)
         cached = _ONE_TOKEN_MASKS[key] = (mask, mask._version)
     return cached[0]
+
+
+def _shared_one_token_version(parts: list[Rollouts]) -> int | None:
+    """The version whose :func:`one_token_versions` every part holds, unchanged (the groups of one synchronous
+    step), else None: their concatenation is then ``full((R, n, 1), version)``, the shared one of that shape."""
+    versions = parts[0].token_versions
+    cached = _ONE_TOKEN_VERSIONS.get(tuple(versions.shape[:2]))
+    if cached is None or cached[0] is not versions or versions._version != cached[2]:
+        return None
+    for p in parts:
+        if p.token_versions is not versions:
+            return None
+    return cached[1]
 
 
 def _is_complete_one_token(part: Rollouts) -> bool:
@@ -140,7 +169,7 @@ class Rollouts:
         out = cls(
             tokens=tokens,
             behaviour_logp=logp.unsqueeze(-1),
-            token_versions=torch.full_like(tokens, version),
+            token_versions=one_token_versions(R, N, version),
             lengths=lengths,
             ended=ended,
             group_size=N,
@@ -312,10 +341,13 @@ class Rollouts:
             # so is the mask; shared per shape (their version counters checked, as for each group's).
             R, n = parts[0].lengths.shape[0], sum(p.lengths.shape[1] for p in parts)
             lengths, ended = _complete_one_token(R, n)
+            version = _shared_one_token_version(parts)
             out = Rollouts(
                 tokens=torch.cat([p.tokens for p in parts], 1),
                 behaviour_logp=torch.cat([p.behaviour_logp for p in parts], 1),
-                token_versions=torch.cat([p.token_versions for p in parts], 1),
+                token_versions=torch.cat([p.token_versions for p in parts], 1)
+                if version is None
+                else one_token_versions(R, n, version),
                 lengths=lengths,
                 ended=ended,
                 group_size=parts[0].group_size,

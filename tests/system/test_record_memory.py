@@ -132,6 +132,32 @@ def test_a_run_s_tables_are_those_of_its_objects():
     assert [j.id for j in res.jobs] == list(range(len(res.jobs))) and res.jobs[-1].id == len(res.jobs) - 1
 
 
+@pytest.mark.parametrize(
+    "times",
+    [
+        [0.5, 1.5, 2.0],  # floats
+        [0, 1.5, 2],  # ints first, then a float: a float64 column, as the column table makes it
+        [1.0, 2, math.nan],  # a float, then an int and a NaN
+        [0, 1, 2],  # ints only: int64
+        [0, 2**60, 2],  # an int beyond 2**53 and a float elsewhere: the row-by-row path
+        [True, 1.0, 2.0],  # a bool: the row-by-row path (object column)
+    ],
+)
+def test_jobs_frame_built_at_once_is_the_row_by_row_frame(times):
+    """With every job in memory the jobs table is built column by column: the frame of the objects
+    (values and dtypes), for every kind of column value, exact or falling back to the column table."""
+    from sandbox.system.cluster import Job
+
+    jobs = JobRecords()
+    for i, t in enumerate(times):
+        finish = math.nan if i == 1 else 3.25
+        jobs.append(Job(id=i, worker=i % 2, head_version=i, dispatch_time=t, finish_time=finish, dropped_at=i or None))
+    objects = pd.DataFrame([job_record(j) for j in jobs])
+    pd.testing.assert_frame_equal(jobs.to_frame(), objects, check_exact=True)
+    assert jobs.to_frame().dtypes.tolist() == objects.dtypes.tolist()
+    assert JobRecords().to_frame().equals(pd.DataFrame([]))
+
+
 def _traced(steps: int) -> tuple[int, int, int, int, int, int]:
     """Bytes traced by tracemalloc that a run holds once it ended (from before its task was built,
     the event log's waiting chunk moved into its arrays), its jobs, its events, its metrics, its

@@ -119,6 +119,8 @@ def test_column_kind():
     assert column_kind([True]) is None  # a bool is not an int column
     assert column_kind([2**53 + 1]) is None
     assert column_kind(["x"]) is None
+    assert column_kind([1, -(2**53), 2**53]) == "i" and column_kind([1, -(2**53) - 1]) is None
+    assert column_kind([0.5, 2, True]) is None and column_kind([]) == "i"
 
 
 def test_run_scenario_removes_the_spill_directory(tmp_path, small_chunks):

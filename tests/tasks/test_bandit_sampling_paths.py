@@ -110,6 +110,52 @@ def test_one_token_groups_share_their_lengths_until_one_is_written_to():
     _same(c, _general(2, tokens, logp, 2))
 
 
+def test_one_token_groups_of_one_version_share_their_token_versions_until_one_is_written_to():
+    """The groups of one shape sampled by one version share ``full((R, N, 1), version)``; another version, or a
+    write to the shared tensor, makes a new one; every group holds the values the general path gives."""
+    gen = torch.Generator().manual_seed(6)
+    tokens = torch.randint(0, 7, (2, 4), generator=gen)
+    logp = -torch.rand(2, 4, generator=gen)
+    a, b = Rollouts.one_token(tokens, logp, 3), Rollouts.one_token(tokens, logp, 3)
+    assert a.token_versions is b.token_versions
+    c = Rollouts.one_token(tokens, logp, 4)
+    assert c.token_versions is not a.token_versions
+    _same(a, _general(2, tokens, logp, 3))
+    _same(c, _general(2, tokens, logp, 4))
+    c.token_versions.add_(1)  # a writer: the next group of version 4 gets a new tensor of fours
+    d = Rollouts.one_token(tokens, logp, 4)
+    assert d.token_versions is not c.token_versions
+    _same(d, _general(2, tokens, logp, 4))
+    _same(a, _general(2, tokens, logp, 3))  # the earlier groups keep their own
+
+
+def test_cat_of_one_version_groups_shares_the_batch_token_versions():
+    """Groups of one version (the shared token versions, unchanged) concatenate to the shared
+    ``full((R, n, 1), version)`` of the batch's shape: the general concatenation's values; groups whose token
+    versions were written to, or are not all the one shared tensor, take the concatenation."""
+    gen = torch.Generator().manual_seed(7)
+    parts, general = [], []
+    for _ in range(3):
+        tokens = torch.randint(0, 7, (2, 4), generator=gen)
+        logp = -torch.rand(2, 4, generator=gen)
+        parts.append(Rollouts.one_token(tokens, logp, 5))
+        general.append(_general(2, tokens, logp, 5))
+    fast, slow = Rollouts.cat(parts), Rollouts.cat(general)
+    _same(fast, slow)
+    assert Rollouts.cat(parts).token_versions is fast.token_versions  # shared per shape and version
+    fast.token_versions.add_(1)  # a writer of the batch's: the next batch gets a new one
+    again = Rollouts.cat(parts)
+    assert again.token_versions is not fast.token_versions
+    _same(again, slow)
+    own = Rollouts.one_token(parts[0].tokens[..., 0], parts[0].behaviour_logp[..., 0], 6)  # another version
+    mixed = Rollouts.cat([parts[0], own])
+    assert torch.equal(mixed.token_versions[:, :4], torch.full((2, 4, 1), 5))
+    assert torch.equal(mixed.token_versions[:, 4:], torch.full((2, 4, 1), 6))
+    parts[1].token_versions.add_(1)  # a writer of the groups' (now sixes): the concatenation of what they hold
+    written = Rollouts.cat(parts[1:])
+    assert torch.equal(written.token_versions, torch.full((2, 8, 1), 6))
+
+
 def test_cat_of_one_token_groups_is_the_general_cat():
     """The concatenation of complete one-token groups shares ones for its lengths, end flags and mask: the
     values, dtypes and shapes of the general concatenation; a write to the shared lengths makes new ones."""
