@@ -24,7 +24,8 @@ peak is then in the figures, which read the whole jobs and events tables).
 A run held in memory (no output directory: the checks, the claims, the benchmarks, many runs in one
 process) does not release: its caller holds its tables, and the next run of the process reuses the free
 heap, which, handed back, it had to fault in again page by page (the largest fixed cost of a short LM run
-after the issue 48 rounds: ``benchmarks/README.md``, section "Issue 48 round 4").
+after the issue 48 rounds: ``benchmarks/README.md`` row 13; ``benchmarks/HISTORY.md``, section "Issue 48
+round 4 (LM fixed cost)").
 """
 
 from __future__ import annotations
