@@ -266,9 +266,9 @@ def _is_monitors(masked_twice: Tensor, fmask: Tensor, full_mask: bool, cache: di
 
 
 TOKEN_LAG_KEYS = ("staleness/mean", "staleness/max")
+"""The metrics of :func:`token_lag_metrics`, or of ``PolicyLossInput.staleness`` when the caller gives it."""
 IS_MONITOR_KEYS = ("is/ess_ratio", "is/ess", "is/chi2", "is/chi2_seq", "is/kl_k3", "is/log_ratio_mean")
 """The monitors of :func:`sandbox.algorithms.diagnostics.masked_is_metrics`, computed together."""
-"""The metrics of :func:`token_lag_metrics`, or of ``PolicyLossInput.staleness`` when the caller gives it."""
 
 
 def token_lag_metrics(learner_version: int, token_versions: Tensor, fmask: Tensor) -> dict[str, Tensor]:
