@@ -10,15 +10,23 @@ bitwise golden tests pass under ``-n 2`` as in one process.
 Plugins are off (``SANDBOX_PLUGINS=0``, set before anything imports the sandbox): a component package
 installed in the same environment must not change what the project's tests see. A test that exercises
 plugins opts in (``tests/components/plugin_site.py`` removes the switch from its subprocesses'
-environment; an in-process test deletes it with ``monkeypatch.delenv``)."""
+environment; an in-process test deletes it with ``monkeypatch.delenv``).
+
+Ctrl-C reaches the tests as it reaches a terminal's foreground job: a suite started in the background by a shell
+without job control (``.ci/run &`` in a script) inherits SIGINT ignored (POSIX), and so would every ``sandbox``
+process it starts; the tests that interrupt a command with SIGINT need Python's own handler, so it is put back
+(only when the signal was ignored: a handler someone installed is left alone)."""
 
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
 os.environ["SANDBOX_PLUGINS"] = "0"
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_configure(config):
