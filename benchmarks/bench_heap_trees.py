@@ -27,7 +27,7 @@ import time
 import types
 from pathlib import Path
 
-from bench_system import engine_system  # the engine case both scripts time
+from bench_system import engine_system, plain  # the cases both scripts time
 
 import sandbox.system.delays.continuous_batching as engine_module
 from sandbox.base.gc_pause import paused_cyclic_gc
@@ -46,15 +46,6 @@ def load_module(name: str, path: Path) -> types.ModuleType:
     source = path.read_text().replace("DELAYS.register(ContinuousBatchingDelay, ContinuousBatchingDelay)", "")
     exec(compile(source, str(path), "exec"), module.__dict__)
     return module
-
-
-def plain(workers: int, capacity: int) -> SystemConfig:
-    return SystemConfig(
-        num_workers=workers,
-        generation_time={"kind": "exponential", "mean": 1.0},
-        train_time={"kind": "constant", "value": 0.2},
-        staleness={"kind": "max_lag", "k_max": 10_000, "enforcement": "drop", "queue_capacity": capacity},
-    )
 
 
 CASES = {  # name: (system, steps, groups per step, group size, record events)

@@ -121,12 +121,7 @@ def best_of(fn, repeats=3) -> float:
 
 def system_table(W: int, B: int, cap: int, steps: int, repeats: int) -> None:
     """Print one table of row 1: lean, Store and sandbox, ``repeats`` interleaved runs each."""
-    cfg = SystemConfig(
-        num_workers=W,
-        generation_time={"kind": "exponential", "mean": 1.0},
-        train_time={"kind": "constant", "value": 0.2},
-        staleness={"kind": "max_lag", "k_max": 10_000, "enforcement": "drop", "queue_capacity": cap},
-    )
+    cfg = plain(W, cap)
     times = interleaved(
         {
             "lean bare simpy (broadcast wake-up)": lambda: bare_simpy_lean(steps, W, B, cap, 0),
@@ -161,6 +156,17 @@ def system_table(W: int, B: int, cap: int, steps: int, repeats: int) -> None:
             faster = statistics.median(a / b for a, b in zip(simpy_ts, ts))
             line += f";  simpy Cluster / heap loop: {min(simpy_ts) / min(ts):5.2f}x (min/min), {faster:5.2f}x (median paired)"
         print(line)
+
+
+def plain(workers: int, capacity: int) -> SystemConfig:
+    """``workers`` plain workers (exponential generation, mean 1), constant training 0.2, ``max_lag`` that only
+    drops beyond ``capacity`` waiting groups: the system of row 6 and of the lean bare simpy model."""
+    return SystemConfig(
+        num_workers=workers,
+        generation_time={"kind": "exponential", "mean": 1.0},
+        train_time={"kind": "constant", "value": 0.2},
+        staleness={"kind": "max_lag", "k_max": 10_000, "enforcement": "drop", "queue_capacity": capacity},
+    )
 
 
 def engine_system(sync: str) -> SystemConfig:

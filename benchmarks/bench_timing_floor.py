@@ -43,7 +43,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 from _timing import interleaved
-from bench_system import bare_simpy_lean
+from bench_system import bare_simpy_lean, plain
 
 from sandbox.base.gc_pause import paused_cyclic_gc
 from sandbox.system.cluster import Cluster, ClusterResult, Job, SimulationError
@@ -381,15 +381,6 @@ def bare_run(steps: int, workers: int, B: int, capacity: int, seed: int = 0) -> 
             return now, finish_time
 
 
-def plain(workers: int, capacity: int) -> SystemConfig:
-    return SystemConfig(
-        num_workers=workers,
-        generation_time={"kind": "exponential", "mean": 1.0},
-        train_time={"kind": "constant", "value": 0.2},
-        staleness={"kind": "max_lag", "k_max": 10_000, "enforcement": "drop", "queue_capacity": capacity},
-    )
-
-
 CASES = {  # name: (system, steps, groups per step, record events)
     "16 workers, B=8, capacity 64, events": (plain(16, 64), None, 8, True),
     "16 workers, no events": (plain(16, 64), None, 8, False),
@@ -559,15 +550,20 @@ def engine_floor(steps: int, repeats: int) -> None:
                 raise SystemExit(f"{name}: {side}'s tables differ from the simpy cluster's")
         times = interleaved({side: lambda fn=fn: fn(cfg, events) for side, fn in sides.items()}, repeats)
         jobs, batches = len(ref.jobs), sum(c[1] for c in ref_engines)
-        print(f"{name}, {steps} steps ({jobs} jobs, {batches} engine decode steps):")
-        sp = times["simpy Cluster"]
-        for side, ts in times.items():
-            paired = statistics.median(a / b for a, b in zip(sp, ts))
-            print(
-                f"  {side:24s} {min(ts) * 1e3:7.1f} / {statistics.median(ts) * 1e3:7.1f}"
-                f"   simpy Cluster / it {min(sp) / min(ts):5.2f}x / {paired:5.2f}x",
-                flush=True,
-            )
+        print_against_simpy(f"{name}, {steps} steps ({jobs} jobs, {batches} engine decode steps):", times, 24)
+
+
+def print_against_simpy(title: str, times: dict[str, list[float]], width: int) -> None:
+    """Each side's min / median ms and simpy Cluster / side (min-vs-min / median of paired ratios)."""
+    print(title)
+    sp = times["simpy Cluster"]
+    for side, ts in times.items():
+        paired = statistics.median(a / b for a, b in zip(sp, ts))
+        print(
+            f"  {side:{width}s} {min(ts) * 1e3:7.1f} / {statistics.median(ts) * 1e3:7.1f}"
+            f"   simpy Cluster / it {min(sp) / min(ts):5.2f}x / {paired:5.2f}x",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -604,15 +600,7 @@ def main() -> None:
             },
             args.repeats,
         )
-        print(f"{name}, {steps} steps:")
-        sp = times["simpy Cluster"]
-        for side, ts in times.items():
-            paired = statistics.median(a / b for a, b in zip(sp, ts))
-            print(
-                f"  {side:16s} {min(ts) * 1e3:7.1f} / {statistics.median(ts) * 1e3:7.1f}"
-                f"   simpy Cluster / it {min(sp) / min(ts):5.2f}x / {paired:5.2f}x",
-                flush=True,
-            )
+        print_against_simpy(f"{name}, {steps} steps:", times, 16)
 
 
 if __name__ == "__main__":
