@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _tiny_lm import GROUPS_PER_STEP, tiny_lm_scenario
 
 import sandbox.run.runner as runner
 from sandbox.run.runner import run_scenario
@@ -20,7 +21,7 @@ from sandbox.system.heap_loop import HeapCluster
 from sandbox.tasks.lm import LMTask
 
 STALENESS = [{"kind": "sync"}, {"kind": "max_lag", "k_max": 1}, {"kind": "fixed_lag", "k": 2}]
-B, WORKERS = 3, 3
+B = GROUPS_PER_STEP
 
 
 @pytest.fixture(autouse=True)
@@ -33,32 +34,11 @@ def _cache_and_threads(tmp_path, monkeypatch):
 
 def lm_run(staleness: dict, steps: int = 3):
     """A tiny LM run whose generation time reads the decoded length (``cost_model``)."""
-    return validate_scenario(
-        {
-            "task": {
-                "name": "lm",
-                "replicas": 2,
-                "problem": {"kind": "sort", "min_len": 2, "max_len": 4},
-                "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
-                "warmstart": {"enabled": False},
-                "train_size": 32,
-                "eval_size": 4,
-                "eval_samples": 1,
-            },
-            "system": {
-                "num_workers": WORKERS,
-                "staleness": staleness,
-                "generation_time": {"kind": "cost_model", "prefill": 0.05, "per_token": 0.02, "jitter": 0.2},
-                "train_time": {"kind": "constant", "value": 0.2},
-            },
-            "algorithm": {
-                "group_size": 4,
-                "groups_per_step": B,
-                "objective": {"name": "grpo"},
-                "optimizer": {"name": "adam", "lr": 0.01},
-            },
-            "run": {"steps": steps, "seed": 2, "figures": False},
-        }
+    return tiny_lm_scenario(
+        staleness,
+        steps,
+        generation_time={"kind": "cost_model", "prefill": 0.05, "per_token": 0.02, "jitter": 0.2},
+        train_time={"kind": "constant", "value": 0.2},
     )
 
 

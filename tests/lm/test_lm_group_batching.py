@@ -9,9 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from _tiny_lm import tiny_lm_scenario
 
 from sandbox.run.runner import run_scenario
-from sandbox.scenario.api import validate_scenario
 from sandbox.system import workload as wl
 from sandbox.tasks.draws import RowGenerators
 from sandbox.tasks.lm import LMTask, LMTaskConfig
@@ -85,29 +85,8 @@ def test_a_groups_tokens_come_from_its_own_stream():
     assert isinstance(rows.info[SEEDS], list) and len(rows.info[SEEDS]) == 2
 
 
-def lm_run(steps: int = 3, staleness: dict | None = None) -> dict:
-    return validate_scenario(
-        {
-            "task": {
-                "name": "lm",
-                "replicas": 2,
-                "problem": {"kind": "sort", "min_len": 2, "max_len": 4},
-                "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
-                "warmstart": {"enabled": False},
-                "train_size": 32,
-                "eval_size": 4,
-                "eval_samples": 1,
-            },
-            "system": {"num_workers": 3, "staleness": staleness or {"kind": "sync"}},
-            "algorithm": {
-                "group_size": 4,
-                "groups_per_step": 3,
-                "objective": {"name": "grpo"},
-                "optimizer": {"name": "adam", "lr": 0.01},
-            },
-            "run": {"steps": steps, "seed": 2, "figures": False},
-        }
-    )
+def lm_run(steps: int = 3, staleness: dict | None = None):
+    return tiny_lm_scenario(staleness or {"kind": "sync"}, steps)
 
 
 @pytest.mark.parametrize(
