@@ -46,7 +46,7 @@ import math
 from collections.abc import Callable
 from functools import partial
 from heapq import heappop, heappush
-from inspect import GEN_CREATED, getgeneratorlocals, getgeneratorstate
+from inspect import GEN_CREATED, getgeneratorstate
 from itertools import count
 from typing import Any
 
@@ -470,11 +470,12 @@ class HeapCluster(Cluster):
         process would have started (its start entry keeps its key); not when ``Engine._run`` is replaced."""
         if self.engines is None or any(type(engine)._run is not _ENGINE_RUN for engine in self.engines):
             return
-        steps = {}
-        for who, generator in enumerate(self.env.processes):
-            code = getattr(generator, "gi_code", None)
-            if code is _ENGINE_RUN.__code__ and getgeneratorstate(generator) == GEN_CREATED:
-                steps[who] = EngineSteps(getgeneratorlocals(generator)["self"], self.env)
+        processes = self.env.processes
+        steps = {
+            engine.process: EngineSteps(engine, self.env)
+            for engine in self.engines
+            if getgeneratorstate(processes[engine.process]) == GEN_CREATED
+        }
         heap = self.env.heap
         for i, (time, priority, at, kind, arg) in enumerate(heap):
             if kind == _RESUME and arg in steps:

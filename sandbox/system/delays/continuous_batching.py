@@ -380,7 +380,7 @@ class Engine:
         self.steps = 0
         self.busy = 0.0  # seconds spent in decode or prefill steps
         self._wake = env.event()
-        env.process(self._run())
+        self.process = env.process(self._run())  # simpy's Process; the heap loop's process number
 
     def misfit(self, lengths: list[int]) -> str | None:
         """Why a group can never run on this engine (a sequence larger than the KV cache), or None."""
