@@ -196,7 +196,8 @@ def _single_tensor_adam_step(optimizer: torch.optim.Optimizer):
     """For a CPU ``torch.optim.Adam`` / ``AdamW`` in its default single-tensor mode: a function that runs
     ``Adam.step``'s update, ``torch.optim.adam._single_tensor_adam``, on the same tensors with the same
     arguments, without the per-call work around it that cannot change the result on CPU (the lists
-    rebuilt by ``_init_group``, ``_default_to_fused_or_foreach``, the accelerator check); it returns False,
+    rebuilt by ``_init_group``, here built once and reused while the groups, the state dict and the
+    gradient tensors are the same ones; ``_default_to_fused_or_foreach``, the accelerator check); it returns False,
     having done nothing, whenever ``Adam.step`` would do more (a parameter with no state yet: the first
     step initializes it; a sparse or complex gradient; a gradient scaler), so the caller then runs the
     full step. None when the optimizer is not such an Adam (the caller keeps the full step). torch 2.x
@@ -223,6 +224,10 @@ def _single_tensor_adam_step(optimizer: torch.optim.Optimizer):
     if not all(eligible(g) for g in groups):
         return None
     checked = [groups, len(groups), True]  # the groups last checked (load_state_dict replaces the list)
+    # The argument lists of the last step, reused while they would be built the same: the same groups list of
+    # as many groups, the same state dict (load_state_dict replaces both; a step of Adam only writes into the
+    # tensors of a parameter's state once it has one) and every parameter's gradient the same tensor (or None).
+    made: list = [None]  # (groups, number of groups, state, calls, [(parameter, its gradient)])
 
     def step() -> bool:
         groups, state = optimizer.param_groups, optimizer.state
@@ -232,24 +237,19 @@ def _single_tensor_adam_step(optimizer: torch.optim.Optimizer):
             return False
         if getattr(optimizer, "found_inf", None) is not None:
             return False
-        calls = []
-        for group in groups:
-            params, grads, avgs, sqs, steps = [], [], [], [], []
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                s = state.get(p)
-                if not s or g.is_sparse:
-                    return False
-                params.append(p)
-                grads.append(g)
-                avgs.append(s["exp_avg"])
-                sqs.append(s["exp_avg_sq"])
-                steps.append(s["step"])
-            if params:
-                calls.append((group, params, grads, avgs, sqs, steps))
-        for group, params, grads, avgs, sqs, steps in calls:
+        last = made[0]
+        if last is None or last[0] is not groups or last[1] != len(groups) or last[2] is not state:
+            last = None
+        else:
+            for p, g in last[4]:
+                if p.grad is not g:
+                    last = None
+                    break
+        if last is None:
+            last = made[0] = _adam_calls(groups, state)
+            if last is None:  # a parameter without state yet, or a sparse gradient: the full step
+                return False
+        for group, params, grads, avgs, sqs, steps in last[3]:
             beta1, beta2 = group["betas"]
             _single_tensor_adam(
                 params,
@@ -275,3 +275,28 @@ def _single_tensor_adam_step(optimizer: torch.optim.Optimizer):
         return True
 
     return step
+
+
+def _adam_calls(groups: list, state: dict) -> tuple | None:
+    """``(groups, len(groups), state, calls, [(parameter, its gradient)])``: per group with a gradient, the
+    argument lists ``Adam.step`` hands ``_single_tensor_adam`` (``torch/optim/adam.py: _init_group`` for
+    parameters whose state exists); None for a parameter without state yet or with a sparse gradient."""
+    calls, grads_of = [], []
+    for group in groups:
+        params, grads, avgs, sqs, steps = [], [], [], [], []
+        for p in group["params"]:
+            g = p.grad
+            grads_of.append((p, g))
+            if g is None:
+                continue
+            s = state.get(p)
+            if not s or g.is_sparse:
+                return None
+            params.append(p)
+            grads.append(g)
+            avgs.append(s["exp_avg"])
+            sqs.append(s["exp_avg_sq"])
+            steps.append(s["step"])
+        if params:
+            calls.append((group, params, grads, avgs, sqs, steps))
+    return groups, len(groups), state, calls, grads_of

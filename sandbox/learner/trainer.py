@@ -120,6 +120,10 @@ class Learner:
         self._last_snapshot: tuple | None = None  # (copies, the weights' version counters, the copies' ones)
         self._lr_column: tuple[float, Tensor] | None = None  # (lr, its (R,) column), reused while lr is unchanged
         self._fresh: dict = {}  # _fresh_staleness's values of this run, per shape
+        self._plan: _StepPlan | None = None  # what every optimizer step computes, decided at the first one
+        self._grad_rows: tuple[Tensor, Tensor] | None = (
+            None  # (the one gradient, its (R, n) view) of a _StepPlan.views run
+        )
         # One replica: the divergence test on Python floats, exact when both bounds are finite float32 values
         # (torch compares the float32 loss and norms with a float32 bound; float64 compares the same values alike).
         self._bounds_f32 = all(
@@ -162,6 +166,11 @@ class Learner:
     def snapshot(self) -> Params:
         """A copy of the weights (what the cluster publishes to the workers). It is kept as the weights before
         the next optimizer step (:meth:`_weights_before_step`) while neither it nor the weights change."""
+        if len(self.plist) == 1:  # one parameter (the bandit's logits): the same copy without the comprehensions
+            p = self.plist[0]
+            copy = p.detach().clone()
+            self._last_snapshot = ([copy], [p._version], [copy._version])
+            return {self.names[0]: copy}
         snap = {k: v.detach().clone() for k, v in self.params.items()}
         copies = [snap[k] for k in self.names]
         self._last_snapshot = (copies, [p._version for p in self.plist], [c._version for c in copies])
@@ -172,12 +181,15 @@ class Learner:
         while the weights and the snapshot are unchanged since it was taken (their in-place version counters),
         so that a step makes one copy (the one published to the workers), not two; otherwise new copies."""
         last = self._last_snapshot
-        if (
-            last is not None
-            and all(p._version == v for p, v in zip(self.plist, last[1]))
-            and all(c._version == v for c, v in zip(last[0], last[2]))
-        ):
-            return last[0]
+        if last is not None:
+            copies, versions, copy_versions = last
+            if len(copies) == 1:
+                if self.plist[0]._version == versions[0] and copies[0]._version == copy_versions[0]:
+                    return copies
+            elif all(p._version == v for p, v in zip(self.plist, versions)) and all(
+                c._version == v for c, v in zip(copies, copy_versions)
+            ):
+                return copies
         return [p.detach().clone() for p in self.plist]
 
     def compute_loss(
@@ -254,7 +266,8 @@ class Learner:
     def _optimizer_step(self, step: int, loss: Tensor, metrics: dict[str, Tensor]) -> dict:
         """Backward, stabilizers, optimizer step and divergence bookkeeping at learner version
         ``step``; returns the step's metrics row (means over the replicas still alive)."""
-        for p in self.plist:  # = optimizer.zero_grad(set_to_none=False), without its profiler wrapper
+        plist = self.plist
+        for p in plist:  # = optimizer.zero_grad(set_to_none=False), without its profiler wrapper
             if p.grad is not None:
                 p.grad.zero_()
         # One replica: its loss itself starts the backward with the gradient 1.0 that the sum's backward would
@@ -271,46 +284,59 @@ class Learner:
         else:
             (torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0) * self.alive.to(loss.dtype)).sum().backward()
 
-        want = self.monitors.wants
-        # GAC's diagnostic: cosine between this raw gradient and the previous one.
-        grad = None
-        if want("grad/cos_prev"):
-            grad = dg.flat_per_replica([p.grad for p in self.plist], self.R)  # a copy (torch.cat)
-            grad_norm = dg.row_norms(grad)
-            prev = self.prev_grad
-            raw = {
-                "grad/norm": grad_norm,
-                "grad/cos_prev": dg.cosine(grad, prev, grad_norm, self._prev_grad_norm)
-                if prev is not None
-                else torch.full((self.R,), math.nan),
-            }
-            self.prev_grad, self._prev_grad_norm = grad.detach(), grad_norm
-        else:  # the same norm (same layout, same reduction) without the copy the cosine keeps
-            raw = {"grad/norm": dg.row_norms(dg.flat_view([p.grad for p in self.plist], self.R))}
+        plan = self._plan
+        if plan is None or plan.monitors is not self.monitors or plan.plain != self._plain or plan.plist is not plist:
+            plan = self._plan = _StepPlan(self)
+        grad_mode = torch.is_grad_enabled()
+        # One no-grad region for everything below up to the evaluation (the stabilizers' step excepted, which
+        # runs in the caller's grad mode as it always has): nothing in it records a graph, and torch.no_grad's
+        # context manager twice a step cost more than the bookkeeping it wrapped.
+        _set_grad_enabled(False)
+        try:
+            # GAC's diagnostic: cosine between this raw gradient and the previous one.
+            grad = cos_prev = None
+            if plan.cos_prev:
+                grad = dg.flat_per_replica([p.grad for p in plist], self.R)  # a copy (torch.cat)
+                grad_norm = plan.row_norms(grad)
+                prev = self.prev_grad
+                cos_prev = (
+                    dg.cosine(grad, prev, grad_norm, self._prev_grad_norm)
+                    if prev is not None
+                    else torch.full((self.R,), math.nan)
+                )
+                self.prev_grad, self._prev_grad_norm = grad.detach(), grad_norm
+            elif plan.views:  # the same norm through the view flat_view gave for this gradient object
+                g = plist[0].grad
+                rows = self._grad_rows
+                if rows is None or rows[0] is not g:
+                    view = dg.flat_view([g], self.R)
+                    rows = self._grad_rows = (g, view) if g.is_contiguous() else (None, view)
+                grad_norm = plan.row_norms(rows[1])
+            else:  # the same norm (same layout, same reduction) without the copy the cosine keeps
+                grad_norm = plan.row_norms(dg.flat_view([p.grad for p in plist], self.R))
 
-        lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        before = self._weights_before_step()
-        if self._plain and self.monitors.lean:  # nothing reads the plain step's constant metrics
-            if any(p.grad is not None for p in self.plist):
-                with torch.no_grad():
-                    self._optimizer_step_fn()
-        elif self._plain:
-            metrics.update(self._plain_step())
-        else:
-            metrics.update(self.stabilized.step(self.step_context(metrics)))
-        metrics.update(raw)
-        with torch.no_grad():
-            if want("update/norm") or want("update/cos_grad"):
-                delta = dg.flat_view([p - b for p, b in zip(self.plist, before)], self.R)
-                update_norm = dg.row_norms(delta)
-                if want("update/norm"):
+            lr = scheduled_lr(self.opt_cfg, step, self.total_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            before = self._weights_before_step()
+            if plan.lean_plain:  # nothing reads the plain step's constant metrics
+                self._optimizer_step_fn()  # every parameter has a gradient here: the norm above read each one
+            else:
+                _set_grad_enabled(grad_mode)
+                metrics.update(self._plain_step() if self._plain else self.stabilized.step(self.step_context(metrics)))
+                _set_grad_enabled(False)
+            metrics["grad/norm"] = grad_norm
+            if cos_prev is not None:
+                metrics["grad/cos_prev"] = cos_prev
+            if plan.update:
+                delta = dg.flat_view([p - b for p, b in zip(plist, before)], self.R)
+                update_norm = plan.row_norms(delta)
+                if plan.update_norm:
                     metrics["update/norm"] = update_norm
-            pnorm = dg.row_norms(dg.flat_view(self.plist, self.R))
+            pnorm = plan.row_norms(plan.param_rows if plan.views else dg.flat_view(plist, self.R))
             metrics["param/norm"] = pnorm
-            if want("update/cos_grad") and grad is not None:  # full only
-                metrics["update/cos_grad"] = dg.cosine(delta, -grad, update_norm, raw["grad/norm"])
+            if plan.update_cos_grad and grad is not None:  # full only
+                metrics["update/cos_grad"] = dg.cosine(delta, -grad, update_norm, grad_norm)
                 metrics["update/relative"] = update_norm / pnorm
             monitored = metrics.get("loss", loss).detach()
             bounds = self.bounds
@@ -327,7 +353,7 @@ class Learner:
                 if not (
                     abs(monitored.item()) <= bounds.max_loss
                     and pnorm.item() <= bounds.max_param_norm
-                    and math.isfinite(metrics["grad/norm"].item())
+                    and math.isfinite(grad_norm.item())
                 ):
                     newly = torch.ones(1, dtype=torch.bool)
             elif self._all_alive and math.isfinite(bounds.max_loss) and math.isfinite(bounds.max_param_norm):
@@ -335,11 +361,11 @@ class Learner:
                 # ‖θ‖ <= max_param_norm are false exactly for a NaN, an infinity or a value beyond a finite
                 # bound, so ``ok`` is the negation of ``bad`` below (the same float32 comparisons).
                 ok = (monitored.abs() <= bounds.max_loss) & (pnorm <= bounds.max_param_norm)
-                ok &= torch.isfinite(metrics["grad/norm"])
+                ok &= torch.isfinite(grad_norm)
                 if not bool(ok.all()):
                     newly = ~ok
             if newly is not None or not self._all_alive:
-                bad = ~torch.isfinite(monitored) | ~torch.isfinite(pnorm) | ~torch.isfinite(metrics["grad/norm"])
+                bad = ~torch.isfinite(monitored) | ~torch.isfinite(pnorm) | ~torch.isfinite(grad_norm)
                 bad |= (monitored.abs() > bounds.max_loss) | (pnorm > bounds.max_param_norm)
                 newly = bad & self.alive
                 if newly.any():
@@ -349,9 +375,11 @@ class Learner:
                 # Frozen replicas keep their last finite weights so sampling from them stays defined.
                 frozen = ~self.alive
                 if frozen.any():
-                    for p, b in zip(self.plist, before):
+                    for p, b in zip(plist, before):
                         p[frozen] = b[frozen]
                 self._all_alive = bool(self.alive.all())
+        finally:
+            _set_grad_enabled(grad_mode)
         if "lr/scale" in metrics:
             metrics["lr"] = lr * metrics["lr/scale"]
         else:  # a constant rate: the same column while it is the same (the row copies it, nothing writes to it)
@@ -361,6 +389,13 @@ class Learner:
         if self.eval_fn is not None and (step % self.eval_every == 0 or step == self.total_steps - 1):
             metrics.update(self.eval_fn(self.params))
         if self._all_alive:
+            if plan.one_row:  # one replica: the row's Python floats straight into the columns
+                one = _one_replica_values(metrics)
+                if one is not None:
+                    values, row = one
+                    self.replica_rows.append_values(tuple(metrics), values)
+                    row["replicas/alive"] = 1.0
+                    return row
             arrays, row = _metrics_to_numpy(metrics, self.R, self._alive_np)
             self.replica_rows.append(arrays)
             row["replicas/alive"] = 1.0  # float(self.alive.float().mean()) with every replica alive
@@ -388,6 +423,63 @@ class Learner:
             self._optimizer_step_fn()  # = self.optimizer.step() under no_grad, without its per-call wrappers
             metrics["step/skipped"] = torch.zeros(norm_clipped.shape, dtype=scale.dtype, device=scale.device)
         return metrics
+
+
+class _StepPlan:
+    """What every optimizer step of a run computes, decided once from the learner's metric set, its plain flag
+    and its parameter list (the learner makes a new plan when one of them is replaced): the ``wants`` answers
+    (fixed for a :class:`~sandbox.learner.metric_levels.MetricSet`), the norm function (:func:`dg.row_norms`,
+    bound once), whether the step skips the plain wrapper's constant metrics, and:
+
+    * ``views``: one contiguous parameter, read through the ``(R, n)`` view :func:`dg.flat_view` returns for it
+      (a reshape: the same layout, so the same norms to the bit), kept for the run instead of made twice a step;
+      the gradient's view is kept while the gradient is the same tensor (``Learner._grad_rows``). Off when
+      :func:`dg.flat_view` is not the module's own (a replaced one is called every step, as the general path
+      does);
+    * ``one_row``: one replica, the row written as Python floats (:func:`_one_replica_values`,
+      :meth:`ReplicaColumns.append_values`): the values and presence flags :func:`_metrics_to_numpy` and
+      :meth:`ReplicaColumns.append` give. Off when either of those functions is not the module's own."""
+
+    __slots__ = (
+        "monitors",
+        "plain",
+        "plist",
+        "row_norms",
+        "cos_prev",
+        "update",
+        "update_norm",
+        "update_cos_grad",
+        "lean_plain",
+        "views",
+        "param_rows",
+        "one_row",
+    )
+
+    def __init__(self, learner: Learner):
+        monitors, plist = learner.monitors, learner.plist
+        self.monitors, self.plain, self.plist = monitors, learner._plain, plist
+        self.row_norms = dg.row_norms
+        want = monitors.wants
+        self.cos_prev = want("grad/cos_prev")
+        self.update_norm = want("update/norm")
+        self.update_cos_grad = want("update/cos_grad")
+        self.update = self.update_norm or self.update_cos_grad
+        self.lean_plain = learner._plain and monitors.lean
+        self.views = len(plist) == 1 and plist[0].is_contiguous() and dg.flat_view is _FLAT_VIEW
+        self.param_rows = None
+        if self.views:
+            with torch.no_grad():
+                self.param_rows = dg.flat_view(plist, learner.R)
+        self.one_row = (
+            learner.R == 1
+            and _metrics_to_numpy is _METRICS_TO_NUMPY
+            and _one_replica_row is _ONE_REPLICA_ROW
+            and isinstance(learner.replica_rows, ReplicaColumns)
+        )
+
+
+_set_grad_enabled = torch._C._set_grad_enabled
+"""``torch.set_grad_enabled(mode)`` as a call (torch 2.x: that class's ``__init__`` makes this call)."""
 
 
 def _scalar_backward(total: Tensor) -> None:
@@ -490,16 +582,32 @@ def _metrics_to_numpy(metrics: dict, replicas: int, alive: np.ndarray) -> tuple[
 
 def _one_replica_row(metrics: dict) -> tuple[dict[str, np.ndarray], dict] | None:
     """:func:`_metrics_to_numpy` of one live replica whose metrics are all floating ``(1,)`` tensors, else None
-    (the general path). Each value is read once as a Python float (``Tensor.item``: the float64 of the value,
-    as the widening copy); a row's mean is the value itself, ``(0 + x) / 1`` as numpy sums from its identity,
-    so -0.0 becomes 0.0 (hence the ``+ 0.0``), and NaN for a non-finite value, as :func:`_alive_mean` (which
-    drops it and averages nothing). A non-finite value of a dtype other than float32 / float64 takes the
-    general path (its widening there is torch's own conversion, not the hardware one ``item`` uses)."""
+    (the general path): the :func:`_one_replica_values` as ``(1,)`` float64 arrays, and the row."""
+    one = _one_replica_values(metrics)
+    if one is None:
+        return None
+    values, means = one
+    matrix = np.array(values, dtype=np.float64).reshape(-1, 1)
+    return dict(zip(metrics, matrix)), means
+
+
+def _one_replica_values(metrics: dict) -> tuple[list[float], dict] | None:
+    """One live replica whose metrics are all floating ``(1,)`` tensors: (each value read once as a Python float,
+    the row of means), else None (the general path). ``Tensor.item`` gives the float64 of the value, as the
+    widening copy; a row's mean is the value itself, ``(0 + x) / 1`` as numpy sums from its identity, so -0.0
+    becomes 0.0 (hence the ``+ 0.0``), and NaN for a non-finite value, as :func:`_alive_mean` (which drops it
+    and averages nothing). A floating tensor is one whose ``item`` is a ``float`` (an integer or bool one gives
+    an ``int`` or ``bool``, a complex one a ``complex``). A non-finite value of a dtype other than float32 /
+    float64 takes the general path (its widening there is torch's own conversion, not the hardware one ``item``
+    uses)."""
     values = []
     for v in metrics.values():
-        if not (isinstance(v, Tensor) and v.dtype.is_floating_point and v.shape == _ONE):
+        if type(v) is not Tensor or v.shape != _ONE:
             return None
-        values.append(v.item())
+        x = v.item()
+        if type(x) is not float:
+            return None
+        values.append(x)
     means = {k: x + 0.0 for k, x in zip(metrics, values)}
     if not all(map(math.isfinite, values)):
         if not all(v.dtype in _EXACT for v in metrics.values()):
@@ -507,8 +615,12 @@ def _one_replica_row(metrics: dict) -> tuple[dict[str, np.ndarray], dict] | None
         for k, x in zip(metrics, values):
             if not math.isfinite(x):
                 means[k] = math.nan
-    matrix = np.array(values, dtype=np.float64).reshape(-1, 1)
-    return dict(zip(metrics, matrix)), means
+    return values, means
+
+
+_METRICS_TO_NUMPY, _ONE_REPLICA_ROW, _FLAT_VIEW = _metrics_to_numpy, _one_replica_row, dg.flat_view
+"""The functions a :class:`_StepPlan` specialises, as this module and :mod:`sandbox.learner.diagnostics`
+define them (a replaced one turns its shortcut off)."""
 
 
 def _np(v) -> np.ndarray:

@@ -274,6 +274,8 @@ class ReplicaColumns:
         self._cols: dict[str, np.ndarray] = {}
         self._present: dict[str, np.ndarray] = {}
         self._n = 0
+        # append_values's writes per tuple of metric names: [(the column, or its one-replica 1-D view, its flags)]
+        self._layouts: dict[tuple[str, ...], list[tuple[np.ndarray, np.ndarray]]] = {}
 
     def __len__(self) -> int:
         return self._n
@@ -290,6 +292,7 @@ class ReplicaColumns:
             present[: len(a)] = self._present[k]
             self._present[k] = present
         self._capacity = capacity
+        self._layouts.clear()  # they view the replaced arrays
 
     def put(self, i: int, values: Mapping[str, Any]) -> None:
         if i >= self._capacity:
@@ -307,6 +310,23 @@ class ReplicaColumns:
 
     def append(self, values: Mapping[str, Any]) -> None:
         self.put(self._n, values)
+
+    def append_values(self, keys: tuple[str, ...], values: list[float]) -> None:
+        """``append(dict(zip(keys, values)))`` for a row of Python floats, one per metric (what a one-replica
+        learner step gives): each value is written into its column (broadcast over the replicas, cast to
+        float64 by the assignment, as ``append`` does with a ``(1,)`` array of it) and its presence flag set,
+        through the columns (or, with one replica, their 1-D views) looked up once per tuple of names."""
+        i = self._n
+        layout = self._layouts.get(keys)
+        if layout is None or i >= self._capacity:
+            self.put(i, dict(zip(keys, values)))
+            cols, present = self._cols, self._present
+            self._layouts[keys] = [(cols[k][:, 0] if self.R == 1 else cols[k], present[k]) for k in keys]
+            return
+        for (col, present), x in zip(layout, values):
+            col[i] = x
+            present[i] = True
+        self._n = i + 1
 
     def __getitem__(self, i):
         n = self._n
