@@ -438,7 +438,8 @@ class _StepPlan:
       does);
     * ``one_row``: one replica, the row written as Python floats (:func:`_one_replica_values`,
       :meth:`ReplicaColumns.append_values`): the values and presence flags :func:`_metrics_to_numpy` and
-      :meth:`ReplicaColumns.append` give. Off when either of those functions is not the module's own."""
+      :meth:`ReplicaColumns.append` give. Off when one of those, :func:`_one_replica_row` or
+      :meth:`ReplicaColumns.put` is not the one defined here (or there)."""
 
     __slots__ = (
         "monitors",
@@ -474,7 +475,8 @@ class _StepPlan:
             learner.R == 1
             and _metrics_to_numpy is _METRICS_TO_NUMPY
             and _one_replica_row is _ONE_REPLICA_ROW
-            and isinstance(learner.replica_rows, ReplicaColumns)
+            and type(learner.replica_rows).append is _REPLICA_APPEND
+            and type(learner.replica_rows).put is _REPLICA_PUT
         )
 
 
@@ -619,8 +621,9 @@ def _one_replica_values(metrics: dict) -> tuple[list[float], dict] | None:
 
 
 _METRICS_TO_NUMPY, _ONE_REPLICA_ROW, _FLAT_VIEW = _metrics_to_numpy, _one_replica_row, dg.flat_view
-"""The functions a :class:`_StepPlan` specialises, as this module and :mod:`sandbox.learner.diagnostics`
-define them (a replaced one turns its shortcut off)."""
+_REPLICA_APPEND, _REPLICA_PUT = ReplicaColumns.append, ReplicaColumns.put
+"""The functions a :class:`_StepPlan` specialises, as this module, :mod:`sandbox.learner.diagnostics` and
+:class:`~sandbox.system.records.ReplicaColumns` define them (a replaced one turns its shortcut off)."""
 
 
 def _np(v) -> np.ndarray:
