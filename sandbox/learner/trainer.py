@@ -121,9 +121,8 @@ class Learner:
         self._lr_column: tuple[float, Tensor] | None = None  # (lr, its (R,) column), reused while lr is unchanged
         self._fresh: dict = {}  # _fresh_staleness's values of this run, per shape
         self._plan: _StepPlan | None = None  # what every optimizer step computes, decided at the first one
-        self._grad_rows: tuple[Tensor, Tensor] | None = (
-            None  # (the one gradient, its (R, n) view) of a _StepPlan.views run
-        )
+        # A _StepPlan.views run: (the one parameter's gradient, its (R, n) view), kept while it is the same tensor.
+        self._grad_rows: tuple[Tensor | None, Tensor] | None = None
         # One replica: the divergence test on Python floats, exact when both bounds are finite float32 values
         # (torch compares the float32 loss and norms with a float32 bound; float64 compares the same values alike).
         self._bounds_f32 = all(
@@ -338,7 +337,7 @@ class Learner:
             if plan.update_cos_grad and grad is not None:  # full only
                 metrics["update/cos_grad"] = dg.cosine(delta, -grad, update_norm, grad_norm)
                 metrics["update/relative"] = update_norm / pnorm
-            monitored = metrics.get("loss", loss).detach()
+            monitored = metrics.get("loss", loss)  # read only, under no_grad
             bounds = self.bounds
             newly = None
             if (
