@@ -122,7 +122,7 @@ class Learner:
         self._fresh: dict = {}  # _fresh_staleness's values of this run, per shape
         self._plan: _StepPlan | None = None  # what every optimizer step computes, decided at the first one
         # A _StepPlan.views run: (the one parameter's gradient, its (R, n) view), kept while it is the same tensor.
-        self._grad_rows: tuple[Tensor | None, Tensor] | None = None
+        self._grad_rows: tuple[Tensor, Tensor] | None = None
         # One replica: the divergence test on Python floats, exact when both bounds are finite float32 values
         # (torch compares the float32 loss and norms with a float32 bound; float64 compares the same values alike).
         self._bounds_f32 = all(
@@ -308,8 +308,8 @@ class Learner:
                 g = plist[0].grad
                 rows = self._grad_rows
                 if rows is None or rows[0] is not g:
-                    view = dg.flat_view([g], self.R)
-                    rows = self._grad_rows = (g, view) if g.is_contiguous() else (None, view)
+                    rows = (g, dg.flat_view([g], self.R))
+                    self._grad_rows = rows if g.is_contiguous() else None  # a copy is not kept
                 grad_norm = plan.row_norms(rows[1])
             else:  # the same norm (same layout, same reduction) without the copy the cosine keeps
                 grad_norm = plan.row_norms(dg.flat_view([p.grad for p in plist], self.R))

@@ -145,6 +145,42 @@ def test_the_plan_follows_a_replaced_metric_set_and_plain_flag():
     assert "grad/cos_prev" not in rows[2] and "update/cos_grad" in rows[3] and "grad/norm_clipped" in rows[5]
 
 
+def _run_replacing_gradients(views: bool):
+    """A lean run whose parameter's gradient is replaced by a new tensor before step 3 and by a non-contiguous
+    one before step 6 (the backward accumulates into each); ``views``: the plan keeps its views."""
+    _, learner, cluster = prepare_run(bandit())
+    train, kept = learner.train, []
+
+    def replacing(step, jobs, now):
+        p = learner.plist[0]
+        if step == 3:
+            p.grad = torch.zeros_like(p)
+        if step == 6:
+            p.grad = torch.zeros(p.shape[0], 2 * p.shape[1])[:, ::2]
+            assert not p.grad.is_contiguous()
+        out = train(step, jobs, now)
+        kept.append(learner._grad_rows is not None)
+        return out
+
+    learner.train = replacing
+    with pytest.MonkeyPatch.context() as mp:
+        if not views:
+            mp.setattr(dg, "flat_view", lambda tensors, replicas: trainer._FLAT_VIEW(tensors, replicas))
+        rows = list(cluster.run(9).rows)
+    assert learner._plan.views == views
+    return rows, learner.params["logits"].detach().clone(), kept
+
+
+@pytest.mark.filterwarnings("ignore:grad and param do not obey the gradient layout contract")
+def test_the_gradient_view_follows_a_replaced_gradient():
+    rows, weights, kept = _run_replacing_gradients(True)
+    general_rows, general_weights, _ = _run_replacing_gradients(False)
+    assert kept == [True] * 6 + [False] * 3  # a non-contiguous gradient's flat_view is a copy: not kept
+    assert _bits(rows) == _bits(general_rows) and torch.equal(weights, general_weights)
+    # a view of a replaced gradient would repeat the norm of the step before the replacement
+    assert all(rows[k]["grad/norm"] != rows[k - 1]["grad/norm"] for k in (3, 6))
+
+
 def test_the_stabilizers_step_in_the_caller_s_grad_mode_and_it_is_restored():
     _, learner, cluster = prepare_run(bandit())
     learner._plain = False
