@@ -69,8 +69,12 @@ class PolicyLossInput:
 
     @property
     def fmask(self) -> Tensor:
-        """Float mask broadcast to ``logp``'s shape."""
-        return self.mask.to(self.logp.dtype).expand_as(self.logp)
+        """Float mask broadcast to ``logp``'s shape: ``mask.to(logp.dtype).expand_as(logp)``, which is ``mask``
+        itself when it has ``logp``'s dtype and shape (both calls would return it unchanged, as a view)."""
+        mask, logp = self.mask, self.logp
+        if mask.dtype == logp.dtype and mask.shape == logp.shape:
+            return mask
+        return mask.to(logp.dtype).expand_as(logp)
 
 
 @dataclass
