@@ -61,7 +61,9 @@ class PolicyLossInput:
     """The batch monitors the caller reads (anything answering ``name in monitors``): the advantage, IS,
     staleness, clip and loss-part statistics not in it are not computed. ``None``: all of them. The loss,
     its gradient and the metrics the correction and the objective's advantages report are the same either
-    way (the sandbox learner's ``run.metrics = "lean"``, docs/system.md#metric-levels)."""
+    way (the sandbox learner's ``run.metrics = "lean"``, docs/system.md#metric-levels). A loss reads an object's
+    answers once and keeps them while it is given the same object (its answers must not change meanwhile); a
+    ``set``, ``list`` or ``dict`` is read at every call."""
     full_mask: bool = False
     """The caller knows every position of ``mask`` to be 1.0 (complete responses of one width, e.g. the
     bandit's one-token groups): the loss's aggregation then skips its product by the mask, which changes no

@@ -129,7 +129,7 @@ class PolicyLoss:
         ):
             return plan
         plan = _CallPlan(self, monitors, injected, decoupled)
-        self._plan = None if type(monitors) in _MUTABLE_CONTAINERS else plan
+        self._plan = None if isinstance(monitors, _MUTABLE_CONTAINERS) else plan
         return plan
 
     def __call__(self, inp: PolicyLossInput) -> LossOutput:
@@ -252,9 +252,8 @@ class PolicyLoss:
             loss = loss + term
 
         metrics["loss/pg"] = pg_value = pg_loss.detach()
-        metrics["loss/total"] = (
-            pg_value if loss is pg_loss else loss.detach()
-        )  # one tensor when the loss is its pg term
+        # one tensor for both when the loss is its policy-gradient term
+        metrics["loss/total"] = pg_value if loss is pg_loss else loss.detach()
         if mult is not None and plan.coef_mean:
             metrics["is/coef_mean"] = token_mean(mult.detach(), fmask)
         if sur.clipped is not None and plan.clip_frac:
