@@ -1,6 +1,7 @@
 """The lean bandit run's loss path (the policy loss's call plan, the mask-free aggregation of one-token
 responses, the group-mean baseline) computes with the methods and functions of the model, looked up as the
-generic path looks them up: a bug planted in any one of them before a run changes that run's numbers."""
+generic path looks them up: a bug planted in any one of them before a run changes that run's numbers; the
+loss's decision of what to compute is made once per run."""
 
 from __future__ import annotations
 
@@ -91,3 +92,17 @@ def test_a_bug_in_what_the_lean_loss_calls_changes_the_run(monkeypatch, name):
     again = lean_bandit()
     for c in clean.columns:
         assert np.array_equal(again[c].to_numpy(), clean[c].to_numpy(), equal_nan=True), c
+
+
+def test_a_lean_run_plans_its_loss_once(monkeypatch):
+    """One decision per run: every step of the lean run takes the plan of its first call."""
+    made = []
+    init = policy_loss._CallPlan.__init__
+
+    def counted(self, *args):
+        made.append(args)
+        init(self, *args)
+
+    monkeypatch.setattr(policy_loss._CallPlan, "__init__", counted)
+    steps = len(lean_bandit())
+    assert steps == 12 and len(made) == 1
