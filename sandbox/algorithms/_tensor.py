@@ -60,10 +60,16 @@ def aggregate(per_token: Tensor, fmask: Tensor | None, mode: Aggregation, max_le
       padded length ``T`` when ``max_len`` is None (Dr.GRPO).
 
     ``fmask = None``: every token valid (a mask of ones). ``seq_mean_token_sum`` then sums ``ℓ`` itself, the
-    values and gradient of ``ℓ · 1.0``; the other modes take the mask of ones.
+    values and gradient of ``ℓ · 1.0``; the other modes take the mask of ones. With one position per response
+    (``T = 1``) in one contiguous block that is one mean over ``(N, 1)``: torch sums a dimension of one as
+    ``0 + x`` (``x``, and −0.0 as +0.0) and reduces the contiguous ``N × 1`` values as it reduces the contiguous
+    ``N`` sums, so the mean over both dimensions is ``sum(-1).mean(-1)`` to the bit, values and gradient, with
+    one autograd node instead of two (a strided view is reduced in another order: it takes the two steps).
     """
     if fmask is None:
         if mode == "seq_mean_token_sum":
+            if per_token.shape[-1] == 1 and per_token.is_contiguous():
+                return per_token.mean((-2, -1))
             return per_token.sum(-1).mean(-1)
         fmask = torch.ones_like(per_token)
     n = per_token.shape[-2]

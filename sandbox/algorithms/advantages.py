@@ -22,7 +22,8 @@ def group_mean_baseline(rewards: Tensor, group_size: int) -> Tensor:
     """``b_i = mean_{j in group(i)} R_j`` (includes the sample itself, O(1/G) bias; GRPO/Dr.GRPO,
     DeepSeekMath arXiv 2402.03300)."""
     g = group_view(rewards, group_size)
-    return g.mean(-1, keepdim=True).expand_as(g).reshape(rewards.shape)  # = ungroup(...): the same reshape
+    # = ungroup(...): flatten(-2) is that reshape (a copy of the broadcast means), with less argument handling
+    return g.mean(-1, keepdim=True).expand_as(g).flatten(-2)
 
 
 def leave_one_out_baseline(rewards: Tensor, group_size: int) -> Tensor:

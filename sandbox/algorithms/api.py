@@ -61,7 +61,9 @@ class PolicyLossInput:
     """The batch monitors the caller reads (anything answering ``name in monitors``): the advantage, IS,
     staleness, clip and loss-part statistics not in it are not computed. ``None``: all of them. The loss,
     its gradient and the metrics the correction and the objective's advantages report are the same either
-    way (the sandbox learner's ``run.metrics = "lean"``, docs/system.md#metric-levels)."""
+    way (the sandbox learner's ``run.metrics = "lean"``, docs/system.md#metric-levels). A loss reads an object's
+    answers once and keeps them while it is given the same object (its answers must not change meanwhile); a
+    ``set``, ``list`` or ``dict`` is read at every call."""
     full_mask: bool = False
     """The caller knows every position of ``mask`` to be 1.0 (complete responses of one width, e.g. the
     bandit's one-token groups): the loss's aggregation then skips its product by the mask, which changes no
@@ -69,8 +71,12 @@ class PolicyLossInput:
 
     @property
     def fmask(self) -> Tensor:
-        """Float mask broadcast to ``logp``'s shape."""
-        return self.mask.to(self.logp.dtype).expand_as(self.logp)
+        """Float mask broadcast to ``logp``'s shape: ``mask.to(logp.dtype).expand_as(logp)``, which is ``mask``
+        itself when it has ``logp``'s dtype and shape (both calls would return it unchanged, as a view)."""
+        mask, logp = self.mask, self.logp
+        if mask.dtype == logp.dtype and mask.shape == logp.shape:
+            return mask
+        return mask.to(logp.dtype).expand_as(logp)
 
 
 @dataclass

@@ -75,6 +75,7 @@ class PolicyLoss:
         self.correction = CORRECTIONS.build(correction)
         self._valid_group_size: int | None = None  # the last group size the objective accepted (its config is frozen)
         self._on_policy_is: dict = {}  # _is_monitors' values of this loss, per shape (per run: see there)
+        self._plan: _CallPlan | None = None  # what a call reads and computes, while its inputs are unchanged
         self.recorder = None
         """``None``, or a callable ``recorder(context, result)`` given each batch's :class:`CorrectionContext`
         (the learner's own ``log w``, ``log ρ``, mask) and the correction's :class:`CorrectionResult` (its
@@ -112,26 +113,36 @@ class PolicyLoss:
             self.recorder(context, corr)
         return corr
 
+    def _plan_for(self, monitors, injected: bool, decoupled: bool) -> _CallPlan:
+        """The :class:`_CallPlan` of a call with these ``monitors`` and kind of input: the one held while its
+        inputs are unchanged, else a new one (held unless ``monitors`` is a built-in mutable container, whose
+        answers may change between calls)."""
+        plan = self._plan
+        if (
+            plan is not None
+            and plan.monitors is monitors
+            and plan.injected is injected
+            and plan.decoupled is decoupled
+            and plan.correction is self.correction
+            and plan.method is self.objective_impl
+            and plan.recorded is (self.recorder is not None)
+        ):
+            return plan
+        plan = _CallPlan(self, monitors, injected, decoupled)
+        self._plan = None if isinstance(monitors, _MUTABLE_CONTAINERS) else plan
+        return plan
+
     def __call__(self, inp: PolicyLossInput) -> LossOutput:
         method = self.objective_impl
         logp = inp.logp
         fmask = inp.fmask
         mu = inp.behaviour_logp.detach()
-        decoupled = inp.prox_logp is not None
-        anchor = inp.prox_logp.detach() if decoupled else mu
-        monitors = inp.monitors
-        want = (lambda _: True) if monitors is None else monitors.__contains__  # noqa: E731
+        prox = inp.prox_logp
+        decoupled = prox is not None
+        anchor = prox.detach() if decoupled else mu
         injected = inp.advantages is not None
-        wants_is = any(want(k) for k in IS_MONITOR_KEYS)
-        # log ρ = log π_θ − log μ is read by a correction other than the identity, the recorder, an
-        # importance-weighted baseline and the IS monitors; when none of them runs it is not computed.
-        reads_log_rho = (
-            not getattr(self.correction, "is_identity", False)  # a plain callable correction reads it
-            or self.recorder is not None
-            or monitors is None
-            or (not injected and method.reads_log_seq_rho)
-            or wants_is
-        )
+        plan = self._plan_for(inp.monitors, injected, decoupled)
+        reads_log_rho = plan.reads_log_rho
         if reads_log_rho:
             log_rho = (logp.detach() - mu).mul_(fmask)
             log_w = (anchor - mu) * fmask if decoupled else log_rho
@@ -142,24 +153,31 @@ class PolicyLoss:
             log_rho = masked_twice = log_seq_rho = None
             log_w = (anchor - mu) * fmask if decoupled else None
         adv, metrics = (inp.advantages, {}) if injected else self.advantages(inp, log_seq_rho)
-        adv = adv.detach()
-        metrics["reward/mean"] = inp.rewards.detach().mean(-1)
-        if want("adv/mean"):
+        # Detached, unless already without gradient (the same values; detach would only make a new alias).
+        if adv.requires_grad:
+            adv = adv.detach()
+        rewards = inp.rewards
+        if rewards.requires_grad:
+            rewards = rewards.detach()
+        metrics["reward/mean"] = rewards.mean(-1)
+        if plan.adv_mean:
             metrics["adv/mean"] = adv.mean(-1)
-        if want("adv/std"):
+        if plan.adv_std:
             metrics["adv/std"] = adv.std(-1, unbiased=False)
-        if not injected and want("adv/zero_var_groups"):
-            metrics["adv/zero_var_groups"] = A.zero_variance_group_frac(inp.rewards.detach(), inp.group_size)
-        if wants_is:
+        if plan.zero_var_groups:
+            metrics["adv/zero_var_groups"] = A.zero_variance_group_frac(rewards, inp.group_size)
+        if plan.wants_is:
             # overwrites masked_twice
             metrics.update(_is_monitors(masked_twice, fmask, inp.full_mask, self._on_policy_is))
-        if decoupled and want("ppo/kl"):
+        if plan.ppo_kl:
             metrics["ppo/kl"] = token_mean((anchor - logp.detach()) * fmask, fmask)
-        if decoupled and want("is/kl_k3_prox"):
+        if plan.kl_k3_prox:
             metrics["is/kl_k3_prox"] = token_mean(k3(log_w.clamp(max=40.0)), fmask)
-        if inp.staleness is not None:
-            metrics.update({k: inp.staleness[k] for k in TOKEN_LAG_KEYS if k in inp.staleness})
-        elif inp.token_versions is not None and any(want(k) for k in TOKEN_LAG_KEYS):
+        staleness = inp.staleness
+        if staleness is not None:
+            if staleness:
+                metrics.update({k: staleness[k] for k in TOKEN_LAG_KEYS if k in staleness})
+        elif plan.token_lag and inp.token_versions is not None:
             metrics.update(token_lag_metrics(inp.learner_version, inp.token_versions, fmask))
 
         whole = method.full_loss(inp)
@@ -169,9 +187,10 @@ class PolicyLoss:
             return LossOutput(loss, metrics)
 
         # r = π_θ/π_anchor, unless no one reads it (REINFORCE with the identity correction: it is not in the loss).
-        reads_ratio = method.reads_ratio or not self.correction.is_identity
-        ratio = torch.exp((logp - anchor) * fmask) if reads_ratio else None
-        a_tok = adv.unsqueeze(-1).expand_as(logp)
+        ratio = torch.exp((logp - anchor) * fmask) if plan.reads_ratio else None
+        a_tok = adv.unsqueeze(-1)
+        if a_tok.shape != logp.shape:  # expand_as would return the same view
+            a_tok = a_tok.expand_as(logp)
         if reads_log_rho:
             context = CorrectionContext(
                 log_w=log_w,
@@ -179,7 +198,7 @@ class PolicyLoss:
                 ratio=None if ratio is None else ratio.detach(),
                 fmask=fmask,
                 adv=adv,
-                rewards=inp.rewards.detach(),
+                rewards=rewards,
                 logp=logp,
                 behaviour_logp=mu,
                 decoupled=decoupled,
@@ -215,7 +234,7 @@ class PolicyLoss:
             mult = coef
         if corr.mask is not None:
             mult = corr.mask if mult is None else mult * corr.mask
-            if want("mask/frac"):
+            if plan.mask_frac:
                 metrics["mask/frac"] = masked_frac(corr.mask <= 0, fmask)
         per_token = sur.per_token if mult is None else mult.detach() * sur.per_token
         if corr.pg_scale != 1.0:
@@ -232,16 +251,83 @@ class PolicyLoss:
             metrics.update(extra_metrics)
             loss = loss + term
 
-        metrics["loss/pg"] = pg_loss.detach()
-        metrics["loss/total"] = loss.detach()
-        if mult is not None and want("is/coef_mean"):
+        metrics["loss/pg"] = pg_value = pg_loss.detach()
+        # one tensor for both when the loss is its policy-gradient term
+        metrics["loss/total"] = pg_value if loss is pg_loss else loss.detach()
+        if mult is not None and plan.coef_mean:
             metrics["is/coef_mean"] = token_mean(mult.detach(), fmask)
-        if sur.clipped is not None and want("clip/frac"):
+        if sur.clipped is not None and plan.clip_frac:
             metrics["clip/frac"] = masked_frac(sur.clipped, fmask)
-        if sur.dual_clipped is not None and want("clip/frac_lower"):
+        if sur.dual_clipped is not None and plan.clip_frac_lower:
             metrics["clip/frac_lower"] = masked_frac(sur.dual_clipped, fmask)
         return LossOutput(loss, metrics)
 
+
+class _CallPlan:
+    """What :meth:`PolicyLoss.__call__` reads and computes for one kind of call, decided once from what the
+    decision depends on (kept with it, compared by identity): the monitors asked for, the correction, whether a
+    recorder observes, the objective, and whether the advantages are given (``injected``) and the loss is
+    decoupled. Each flag is the test the generic body made at every call, with the same answer:
+
+    * ``reads_log_rho``: log ρ = log π_θ − log μ is read by a correction other than the identity (or a plain
+      callable one), the recorder, an importance-weighted baseline (``Objective.reads_log_seq_rho``) or the IS
+      monitors; when none of them runs it is not computed;
+    * ``reads_ratio``: r = π_θ/π_anchor is read by the objective (``Objective.reads_ratio``) or a correction
+      other than the identity;
+    * the others: whether each optional monitor is asked for (every one when ``monitors`` is None).
+    """
+
+    __slots__ = (
+        "monitors",
+        "injected",
+        "decoupled",
+        "correction",
+        "method",
+        "recorded",
+        "wants_is",
+        "reads_log_rho",
+        "reads_ratio",
+        "adv_mean",
+        "adv_std",
+        "zero_var_groups",
+        "ppo_kl",
+        "kl_k3_prox",
+        "token_lag",
+        "mask_frac",
+        "coef_mean",
+        "clip_frac",
+        "clip_frac_lower",
+    )
+
+    def __init__(self, loss: PolicyLoss, monitors, injected: bool, decoupled: bool):
+        want = (lambda _: True) if monitors is None else monitors.__contains__  # noqa: E731
+        method, correction = loss.objective_impl, loss.correction
+        self.monitors, self.injected, self.decoupled = monitors, injected, decoupled
+        self.correction, self.method, self.recorded = correction, method, loss.recorder is not None
+        identity = getattr(correction, "is_identity", False)
+        self.wants_is = any(want(k) for k in IS_MONITOR_KEYS)
+        self.reads_log_rho = (
+            not identity
+            or self.recorded
+            or monitors is None
+            or (not injected and method.reads_log_seq_rho)
+            or self.wants_is
+        )
+        self.reads_ratio = method.reads_ratio or not identity
+        self.adv_mean = want("adv/mean")
+        self.adv_std = want("adv/std")
+        self.zero_var_groups = not injected and want("adv/zero_var_groups")
+        self.ppo_kl = decoupled and want("ppo/kl")
+        self.kl_k3_prox = decoupled and want("is/kl_k3_prox")
+        self.token_lag = any(want(k) for k in TOKEN_LAG_KEYS)
+        self.mask_frac = want("mask/frac")
+        self.coef_mean = want("is/coef_mean")
+        self.clip_frac = want("clip/frac")
+        self.clip_frac_lower = want("clip/frac_lower")
+
+
+_MUTABLE_CONTAINERS = (set, list, dict)
+"""Monitors of these types may change between calls: a plan made for them is used for its call only."""
 
 _IDENTITY = CorrectionResult()
 """What the identity correction returns (no factor, mask, penalty or metric): shared, never modified."""

@@ -861,8 +861,11 @@ class PolicyLearner(Learner):
         # Learner-vs-behaviour mismatch from the unclipped ratios, whatever the correction. The policy
         # loss reports exactly these (is_metrics of (log π_θ − log μ)·m) when the three tensors share a
         # dtype and shape (masking twice by a 0/1 mask changes no bit); otherwise they are computed here.
-        same = logp.dtype == mask.dtype == ro.behaviour_logp.dtype and logp.shape == mask.shape
-        if monitors.wants_any("is/") and not (same and all(k in metrics for k in IS_METRIC_KEYS)):
+        if monitors.wants_any("is/") and not (
+            logp.dtype == mask.dtype == ro.behaviour_logp.dtype
+            and logp.shape == mask.shape
+            and all(k in metrics for k in IS_METRIC_KEYS)
+        ):
             metrics.update(is_metrics(logp.detach() - ro.behaviour_logp, mask))
         metrics["loss"] = out.loss.detach()
         if (
