@@ -486,8 +486,18 @@ def _one_token_inputs(tokens: Tensor, logp: Tensor) -> bool:
     )
 
 
-_MADE = frozenset({"tokens", "behaviour_logp", "token_versions", "lengths", "ended"})
-"""The fields a :class:`OneTokenGroup` makes from its draw when one is first read or assigned."""
+def _made(name: str) -> property:
+    """The field ``name`` of a :class:`OneTokenGroup`: its first read or assignment makes the fields."""
+
+    def get(self):
+        self._make_fields()
+        return self.__dict__[name]
+
+    def put(self, value) -> None:
+        self._make_fields()
+        self.__dict__[name] = value
+
+    return property(get, put, doc=f"{name} (made from the draw when first read or assigned)")
 
 
 class OneTokenGroup(Rollouts):
@@ -530,19 +540,20 @@ class OneTokenGroup(Rollouts):
         d["group_size"], d["rewards"], d["_draw"] = group_size, rewards, (tokens, logp, version, seen)
         return group
 
-    def __getattr__(self, name: str):  # called only for what the instance does not hold yet
-        if name in _MADE:
-            self._make_fields()
-            return self.__dict__[name]
-        if name == "info":
-            info = self.__dict__["info"] = {}
-            return info
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    # Properties of this class only: once the fields are made, the group is a Rollouts that holds them.
+    tokens = _made("tokens")
+    behaviour_logp = _made("behaviour_logp")
+    token_versions = _made("token_versions")
+    lengths = _made("lengths")
+    ended = _made("ended")
 
-    def __setattr__(self, name: str, value) -> None:
-        if name in _MADE:
-            self._make_fields()
-        object.__setattr__(self, name, value)
+    @property
+    def info(self) -> dict:
+        return self.__dict__.setdefault("info", {})
+
+    @info.setter
+    def info(self, value: dict) -> None:
+        self.__dict__["info"] = value
 
     def __reduce_ex__(self, protocol):
         """A copy or pickle of the group is one of the plain group it becomes (its fields made first)."""
