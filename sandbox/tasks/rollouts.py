@@ -4,6 +4,10 @@ Every tensor carries a leading replica dimension ``R`` (independent learners und
 schedule), then ``N`` responses, then ``T`` token positions (right-padded). The behaviour
 log-probabilities and the version that produced each token are recorded at generation time, so
 staleness and importance ratios are facts of the data, never inputs to the learning code.
+
+A complete group of one-token responses (the bandit's, :meth:`Rollouts.one_token`) is kept as it was drawn,
+``(R, N)`` tensors, until one of its ``(R, N, T)`` fields is read (:class:`OneTokenGroup`): the concatenation
+of such groups, the learner's batch, is made from the draws, with the same values.
 """
 
 from __future__ import annotations

@@ -230,10 +230,12 @@ def test_bandit_rewards_and_logprobs_of_drawn_groups_are_those_of_general_groups
         _same(batch, general_batch)
 
 
-def _bandit(metrics: str) -> dict:
+def _bandit(metrics: str, staleness: dict | None = None) -> dict:
+    """Under ``max_lag`` (the default here) a batch holds groups of several versions, drawn from several
+    log-policies; under ``sync`` all of one."""
     return {
         "task": {"name": "bandit", "num_arms": 6, "replicas": 2},
-        "system": {"num_workers": 4, "staleness": {"kind": "max_lag", "k_max": 2}},
+        "system": {"num_workers": 4, "staleness": staleness or {"kind": "max_lag", "k_max": 2}},
         "algorithm": {
             "group_size": 4,
             "groups_per_step": 3,
@@ -259,19 +261,24 @@ def _tables_equal(a, b) -> bool:
     return True
 
 
-@pytest.mark.parametrize("metrics", ["lean", "standard"])
-def test_a_run_of_drawn_groups_is_the_run_of_general_groups(monkeypatch, metrics):
-    drawn = _simulate(_bandit(metrics))
-    made = []
+@pytest.mark.parametrize("metrics, staleness", [("lean", {"kind": "sync"}), ("standard", None)])
+def test_a_run_of_drawn_groups_is_the_run_of_general_groups(monkeypatch, metrics, staleness):
+    made = {"drawn": [], "generic": []}
 
-    def generic(self, params, group_size, gen, version):
-        group = PolicyTask.sample_group(self, params, group_size, gen, version)
-        made.append(type(group))
-        return group
+    def recorded(body, kind):
+        def sample_group(self, params, group_size, gen, version):
+            group = body(self, params, group_size, gen, version)
+            made[kind].append(type(group))
+            return group
 
-    monkeypatch.setattr(BanditTask, "sample_group", generic)
-    general = _simulate(_bandit(metrics))
-    assert made and set(made) == {Rollouts}  # the generic path was taken
+        return sample_group
+
+    monkeypatch.setattr(BanditTask, "sample_group", recorded(BanditTask.sample_group, "drawn"))
+    drawn = _simulate(_bandit(metrics, staleness))
+    monkeypatch.setattr(BanditTask, "sample_group", recorded(PolicyTask.sample_group, "generic"))
+    general = _simulate(_bandit(metrics, staleness))
+    assert made["drawn"] and set(made["drawn"]) == {OneTokenGroup}  # the drawn groups' path was taken
+    assert made["generic"] and set(made["generic"]) == {Rollouts}  # and then the generic one
     assert _tables_equal(drawn, general)
 
 
