@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sandbox.base.lazy_torch import lazy_import
 from sandbox.tasks import draws
 from sandbox.tasks.base import TASKS, BudgetShape, PolicyTask
-from sandbox.tasks.rollouts import Rollouts, one_token_mask
+from sandbox.tasks.rollouts import OneTokenGroup, Rollouts, one_token_mask
 
 torch = lazy_import("torch", globals())
 Tensor = lazy_import("torch:Tensor", globals())
@@ -126,17 +126,18 @@ class BanditTask(PolicyTask):
 
     def sample_group(self, params, group_size, gen, version):
         """:meth:`generate` on a new group without the empty group: the same draws, the same tensors
-        (:meth:`Rollouts.one_token`). An engine that is not exact, or per-replica versions, take the general path."""
+        (:meth:`Rollouts.one_token_drawn`: the behaviour log-probs gathered from the log-policy when first read).
+        An engine that is not exact, or per-replica versions, take the general path."""
         if self.sampling_engine() is not None or isinstance(version, Tensor):
             return super().sample_group(params, group_size, gen, version)
         logp_all, probs = self._log_policy(params["logits"])
-        actions = draws.multinomial(probs, group_size, gen)  # (R, G)
-        return Rollouts.one_token(actions, logp_all.gather(-1, actions), version)
+        return Rollouts.one_token_drawn(draws.multinomial(probs, group_size, gen), logp_all, version)
 
     def rewards(self, group, gen):
-        # ``take`` gathers the same means as ``self.means[tokens]`` in one call without advanced indexing
-        # (``select(-1, 0)``: the view ``tokens[..., 0]`` without the parsing of an index).
-        m = self.means.take(group.tokens.select(-1, 0))
+        # ``take`` gathers the same means as ``self.means[tokens]`` in one call without advanced indexing, from the
+        # ``(R, N)`` tokens as drawn (a group not yet made into fields) or the view ``tokens[..., 0]``.
+        tokens = group.drawn_tokens if type(group) is OneTokenGroup else group.tokens.select(-1, 0)
+        m = self.means.take(tokens)
         if self.cfg.reward == "bernoulli":
             # the comparison writes 1.0 / 0.0 itself: the values of ``(u < m).to(float32)`` without the bool tensor,
             # over the float32 uniforms themselves (read once, element by element) or into a new float32 tensor
@@ -148,6 +149,8 @@ class BanditTask(PolicyTask):
 
     def logprobs(self, params, rollouts):
         logp_all = torch.log_softmax(params["logits"], -1)  # (R, K)
+        if type(rollouts) is OneTokenGroup:  # complete one-token groups as drawn: a mask of ones, as below
+            return logp_all.gather(-1, rollouts.drawn_tokens).unsqueeze(-1)
         R, N, T = rollouts.tokens.shape
         lp = logp_all.gather(-1, rollouts.tokens.reshape(R, N * T)).reshape(R, N, T)
         if rollouts.mask is one_token_mask(R, N) and T == 1:

@@ -4,6 +4,10 @@ Every tensor carries a leading replica dimension ``R`` (independent learners und
 schedule), then ``N`` responses, then ``T`` token positions (right-padded). The behaviour
 log-probabilities and the version that produced each token are recorded at generation time, so
 staleness and importance ratios are facts of the data, never inputs to the learning code.
+
+A complete group of one-token responses (the bandit's, :meth:`Rollouts.one_token`) is kept as it was drawn,
+``(R, N)`` tensors, until one of its ``(R, N, T)`` fields is read (:class:`OneTokenGroup`): the concatenation
+of such groups, the learner's batch, is made from the draws, with the same values.
 """
 
 from __future__ import annotations
@@ -154,29 +158,27 @@ class Rollouts:
         """A complete group whose every response is the one token ``tokens[r, n]`` (``(R, N)`` int64), with
         behaviour log-probs ``logp`` (``(R, N)``), sampled by ``version``: the group that
         ``empty(R, N).extend(tokens[..., None], logp[..., None], ones, ones.bool(), version)`` returns, built
-        without the empty group and the concatenations (the bandit's sampling, once per group)."""
+        without the empty group and the concatenations (:class:`OneTokenGroup`: its ``(R, N, 1)`` fields are
+        made when first read)."""
+        if _one_token_inputs(tokens, logp):
+            return OneTokenGroup.of(tokens, logp, version, None, tokens.shape[1])
+        return cls._extended_one_token(tokens, logp, version)
+
+    @classmethod
+    def one_token_drawn(cls, tokens: Tensor, log_policy: Tensor, version: int) -> Rollouts:
+        """:meth:`one_token` with behaviour log-probs ``log_policy.gather(-1, tokens)`` (``log_policy``: the
+        ``(R, K)`` log-probabilities of the sampler, a tensor nobody writes to), gathered when first read: the
+        concatenation of groups drawn from one ``log_policy`` gathers once (the same values: a gather copies)."""
+        if _one_token_inputs(tokens, log_policy):
+            return OneTokenGroup.of(tokens, log_policy, version, log_policy._version, tokens.shape[1])
+        return cls._extended_one_token(tokens, log_policy.gather(-1, tokens), version)
+
+    @classmethod
+    def _extended_one_token(cls, tokens: Tensor, logp: Tensor, version: int) -> Rollouts:
+        """The general path of :meth:`one_token` (``extend`` converts or copies what it is given)."""
         R, N = tokens.shape
-        if not (
-            tokens.dtype == torch.long
-            and logp.dtype == torch.get_default_dtype()
-            and tokens.is_contiguous()
-            and logp.is_contiguous()
-        ):  # extend would convert or copy: take its path
-            ones = torch.ones(R, N, dtype=torch.long)
-            return cls.empty(R, N).extend(tokens.unsqueeze(-1), logp.unsqueeze(-1), ones, ones.bool(), version)
-        tokens = tokens.unsqueeze(-1)
-        lengths, ended = _complete_one_token(R, N)
-        out = cls(
-            tokens=tokens,
-            behaviour_logp=logp.unsqueeze(-1),
-            token_versions=one_token_versions(R, N, version),
-            lengths=lengths,
-            ended=ended,
-            group_size=N,
-        )
-        # what decode_steps and token_count would read
-        out._longest = (out.lengths, out.lengths._version, 1 if R * N else 0, R * N)
-        return out
+        ones = torch.ones(R, N, dtype=torch.long)
+        return cls.empty(R, N).extend(tokens.unsqueeze(-1), logp.unsqueeze(-1), ones, ones.bool(), version)
 
     @property
     def sampler_logp(self) -> Tensor:
@@ -319,6 +321,10 @@ class Rollouts:
         """Concatenate along responses, right-padding to the widest part."""
         if not parts:
             raise ValueError("cannot concatenate an empty list of rollouts")
+        if all(type(p) is OneTokenGroup for p in parts):
+            out = OneTokenGroup.cat(parts)
+            if out is not None:
+                return out
         width = max(p.width for p in parts)
 
         def pad(t: Tensor, value) -> Tensor:
@@ -471,3 +477,192 @@ def _append(old: Tensor, new: Tensor) -> Tensor:
     ):
         return new
     return torch.cat([old, new], -1)
+
+
+def _one_token_inputs(tokens: Tensor, logp: Tensor) -> bool:
+    """Whether ``extend`` would keep ``tokens`` (``(R, N)``) and ``logp`` (``(R, N)`` or ``(R, K)``) as they are
+    (int64 and the default float dtype, contiguous): :class:`OneTokenGroup` holds them."""
+    return (
+        tokens.dtype == torch.long
+        and logp.dtype == torch.get_default_dtype()
+        and tokens.is_contiguous()
+        and logp.is_contiguous()
+    )
+
+
+def _made(name: str) -> property:
+    """The field ``name`` of a :class:`OneTokenGroup`: its first read or assignment makes the fields."""
+
+    def get(self):
+        self._make_fields()
+        return self.__dict__[name]
+
+    def put(self, value) -> None:
+        self._make_fields()
+        self.__dict__[name] = value
+
+    return property(get, put, doc=f"{name} (made from the draw when first read or assigned)")
+
+
+class OneTokenGroup(Rollouts):
+    """A complete group of one-token responses as it was drawn, its ``(R, N, 1)`` fields not made yet.
+
+    It holds the draw ``(tokens, logp, version, seen)``: ``tokens`` ``(R, N)`` int64; ``logp`` the ``(R, N)``
+    behaviour log-probs (``seen`` None) or the ``(R, K)`` log-policy they are gathered from,
+    ``logp.gather(-1, tokens)``, a tensor nobody writes to (``seen``: its version counter at the draw, checked
+    when it is gathered); ``version`` the sampler's (an int, or the ``(R, N, 1)`` token versions of a
+    concatenation of groups of several versions).
+
+    The fields of :class:`Rollouts` that :meth:`Rollouts.one_token` defines (``tokens[..., None]``, the behaviour
+    log-probs ``[..., None]``, the token versions, ones for the lengths and end flags) are made when one of them is
+    first read or assigned; the group then becomes a plain :class:`Rollouts` holding them (its class changes), so
+    every reader sees the usual fields and every writer writes to them. Until then its sizes, mask and
+    :attr:`full` are known from the draw, :attr:`drawn_tokens` gives the ``(R, N)`` tokens (the bandit's rewards
+    and log-probs), and :meth:`Rollouts.cat` of such groups concatenates the ``(R, N)`` draws: the same values,
+    with no per-group view, and the log-probs of groups drawn from one log-policy gathered once."""
+
+    def __new__(cls, *args, **fields):
+        """``OneTokenGroup(**fields)`` (``dataclasses.replace`` of one) is a plain :class:`Rollouts`; the group of
+        a draw is made by :meth:`of`."""
+        if args or fields:
+            return Rollouts(*args, **fields)
+        return super().__new__(cls)
+
+    @classmethod
+    def of(
+        cls,
+        tokens: Tensor,
+        logp: Tensor,
+        version: int | Tensor,
+        seen: int | None,
+        group_size: int,
+        rewards: Tensor | None = None,
+    ) -> OneTokenGroup:
+        """The group of a draw (see the class)."""
+        group = object.__new__(cls)
+        d = group.__dict__
+        d["group_size"], d["rewards"], d["_draw"] = group_size, rewards, (tokens, logp, version, seen)
+        return group
+
+    # Properties of this class only: once the fields are made, the group is a Rollouts that holds them.
+    tokens = _made("tokens")
+    behaviour_logp = _made("behaviour_logp")
+    token_versions = _made("token_versions")
+    lengths = _made("lengths")
+    ended = _made("ended")
+
+    @property
+    def info(self) -> dict:
+        return self.__dict__.setdefault("info", {})
+
+    @info.setter
+    def info(self, value: dict) -> None:
+        self.__dict__["info"] = value
+
+    def __reduce_ex__(self, protocol):
+        """A copy or pickle of the group is one of the plain group it becomes (its fields made first)."""
+        self._make_fields()
+        return self.__reduce_ex__(protocol)
+
+    def _make_fields(self) -> None:
+        """Make the fields from the draw and become a plain :class:`Rollouts`."""
+        draw = self._draw
+        tokens, version = draw[0], draw[2]
+        R, N = tokens.shape
+        lengths, ended = _complete_one_token(R, N)
+        mask = one_token_mask(R, N)
+        d = self.__dict__
+        d["tokens"] = tokens.unsqueeze(-1)
+        d["behaviour_logp"] = _behaviour_logp(draw).unsqueeze(-1)
+        d["token_versions"] = version if isinstance(version, Tensor) else one_token_versions(R, N, version)
+        d["lengths"], d["ended"] = lengths, ended
+        d["_mask"] = (lengths, lengths._version, 1, mask, mask._version)
+        d["_longest"] = (lengths, lengths._version, 1 if R * N else 0, R * N)
+        if "info" not in d:
+            d["info"] = {}
+        del d["_draw"]
+        self.__class__ = Rollouts
+
+    @property
+    def num_replicas(self) -> int:
+        return self._draw[0].shape[0]
+
+    @property
+    def num_responses(self) -> int:
+        return self._draw[0].shape[1]
+
+    @property
+    def width(self) -> int:
+        return 1
+
+    @property
+    def mask(self) -> Tensor:
+        return one_token_mask(*self._draw[0].shape)
+
+    @property
+    def full(self) -> bool:
+        return True
+
+    @property
+    def padded(self) -> bool:
+        return False
+
+    @property
+    def decode_steps(self) -> int:
+        return 1 if self._draw[0].numel() else 0
+
+    @property
+    def token_count(self) -> int:
+        return self._draw[0].numel()
+
+    @property
+    def drawn_tokens(self) -> Tensor:
+        """The ``(R, N)`` tokens, ``tokens[..., 0]``, without making the fields."""
+        return self._draw[0]
+
+    @staticmethod
+    def cat(parts: list[OneTokenGroup]) -> OneTokenGroup | None:
+        """:meth:`Rollouts.cat` of such groups, itself one; None when prompts or engine log-probs were assigned to
+        one (the general concatenation then). The ``(R, N)`` tokens and behaviour log-probs are concatenated (those
+        drawn from one log-policy gathered once, from the concatenated tokens); the versions are the one int they
+        share, else the concatenation of each group's ``full((R, N, 1), version)``."""
+        group_size = parts[0].group_size
+        for p in parts:
+            if p.group_size != group_size:
+                raise ValueError(f"parts have different group sizes {sorted({p.group_size for p in parts})}")
+            if p.prompts is not None or p.version_logp is not None:
+                return None
+        draws = [p._draw for p in parts]
+        first = draws[0]
+        tokens = torch.cat([d[0] for d in draws], 1)
+        table, version = first[1], first[2]
+        if first[3] is not None and all(d[1] is table and d[3] == first[3] for d in draws):
+            logp = _behaviour_logp((tokens, table, version, first[3]))
+        else:
+            logp = torch.cat([_behaviour_logp(d) for d in draws], 1)
+        if isinstance(version, Tensor) or any(isinstance(d[2], Tensor) or d[2] != version for d in draws):
+            R = tokens.shape[0]
+            version = torch.cat(
+                [
+                    d[2] if isinstance(d[2], Tensor) else torch.full((R, d[0].shape[1], 1), d[2], dtype=torch.long)
+                    for d in draws
+                ],
+                1,
+            )
+        rewards = None
+        if all(p.rewards is not None for p in parts):
+            rewards = torch.cat([p.rewards for p in parts], 1)
+        return OneTokenGroup.of(tokens, logp, version, None, group_size, rewards)
+
+
+def _behaviour_logp(draw: tuple) -> Tensor:
+    """The ``(R, N)`` behaviour log-probs of a :class:`OneTokenGroup` draw."""
+    tokens, logp, _, seen = draw
+    if seen is None:
+        return logp
+    if logp._version != seen:
+        raise RuntimeError(
+            "the log-policy a one-token group was drawn from was written to in place before its log-probs were "
+            "gathered: a task hands Rollouts.one_token_drawn a tensor it no longer writes"
+        )
+    return logp.gather(-1, tokens)

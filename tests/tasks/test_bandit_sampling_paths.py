@@ -151,9 +151,10 @@ def test_cat_of_one_version_groups_shares_the_batch_token_versions():
     mixed = Rollouts.cat([parts[0], own])
     assert torch.equal(mixed.token_versions[:, :4], torch.full((2, 4, 1), 5))
     assert torch.equal(mixed.token_versions[:, 4:], torch.full((2, 4, 1), 6))
-    parts[1].token_versions.add_(1)  # a writer of the groups' (now sixes): the concatenation of what they hold
+    parts[1].token_versions.add_(1)  # a writer of a group's (now sixes): the concatenation of what they hold
     written = Rollouts.cat(parts[1:])
-    assert torch.equal(written.token_versions, torch.full((2, 8, 1), 6))
+    assert torch.equal(parts[1].token_versions, torch.full((2, 4, 1), 6))
+    assert torch.equal(written.token_versions, torch.cat([p.token_versions for p in parts[1:]], 1))
 
 
 def test_cat_of_one_token_groups_is_the_general_cat():
