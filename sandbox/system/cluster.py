@@ -796,8 +796,11 @@ class Cluster:
     def _bind_waits(self) -> None:
         """The waits the worker and learner processes yield, one implementation for every event loop:
         ``_sleep(d)`` (hold for ``d`` seconds), ``_park()`` (a free worker waits for admission),
-        ``_wait()`` (the learner waits for the next change) and ``_notify()`` (something changed)."""
+        ``_wait()`` (the learner waits for the next change) and ``_notify()`` (something changed); and
+        ``_could_take``: None, or ``Control.could_take``, asked before the first take of each step (a take
+        it says could change nothing is not tried: the learner waits at once)."""
         self.signal = signal = Signal(self.env, self._admissible)
+        self._could_take = None  # the learner's take is always tried (see HeapCluster._bind_waits)
         self._sleep = self.env.timeout
         self._park = lambda: signal.wait(gated=True)
         self._wait = signal.wait
@@ -835,12 +838,13 @@ class Cluster:
         samples (the sum of their :attr:`Job.num_samples`)."""
         if self.keep_payloads:
             return sum(job.num_samples for job in jobs)
-        samples = 0
+        samples, shared = 0, _RELEASED
         for job in jobs:
             # the Job (slots) stays as it is: retiring it into the column table here cost about 15 us a
             # job, about 60% of a system-only step (benchmarks/bench_system.py row 1), for ~300 B
-            job.payload = payload = released(job.payload.num_responses)
-            samples += payload.num_responses
+            n = int(job.payload.num_responses)
+            job.payload = shared.get(n) or released(n)  # released(n), its cache read here
+            samples += n
         self.jobs.retire(jobs)
         return samples
 
@@ -1077,21 +1081,25 @@ class Cluster:
         sleep, wait, notify = self._sleep, self._wait, self._notify
         tidy, utilisation = self.events.tidy, self.worker_utilisation
         last_time = 0.0
+        could_take = self._could_take
         for step in range(batches):
             self.learner_step = step  # the step the learner waits to take (HeapCluster's wake-up test)
             wait_start = env.now
+            ready = could_take is None or could_take(step, buffer)  # False: a take would change nothing
             while True:
-                taken = control.take(step, buffer)
-                if taken.dropped:
-                    for job in taken.dropped:
-                        job.dropped_at = step
-                        self._event("drop", job.worker, job.id, job.head_version, step)
-                    self._release(taken.dropped)
-                if taken.batch is not None:
-                    break
-                if taken.dropped:
-                    notify()  # drops free admission capacity
+                if ready:
+                    taken = control.take(step, buffer)
+                    if taken.dropped:
+                        for job in taken.dropped:
+                            job.dropped_at = step
+                            self._event("drop", job.worker, job.id, job.head_version, step)
+                        self._release(taken.dropped)
+                    if taken.batch is not None:
+                        break
+                    if taken.dropped:
+                        notify()  # drops free admission capacity
                 yield wait()
+                ready = True  # resumed (by the heap loop only when its take could change something)
             batch = taken.batch
             notify()  # the buffer shrank: throttled workers may go on
             now = env.now

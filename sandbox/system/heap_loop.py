@@ -50,7 +50,7 @@ from inspect import GEN_CREATED, getgeneratorstate
 from itertools import count
 from typing import Any
 
-from sandbox.system.cluster import Cluster, Job, SimulationError, WeightStore
+from sandbox.system.cluster import _CLUSTER_DRAW, Cluster, Job, SimulationError, WeightStore
 from sandbox.system.delays.continuous_batching import Engine
 
 URGENT, NORMAL = 0, 1  # simpy.events.URGENT / NORMAL
@@ -363,6 +363,7 @@ class HeapCluster(Cluster):
 
     def _bind_waits(self) -> None:
         self._sleep = float  # the hold itself: one heap entry, no object
+        self._could_take = self.control.could_take  # the learner's first take of a step: as its wake-ups
         self._park = lambda: _GATED
         self._wait = lambda: _WAIT
         self._round: list = []  # the current round's waiters: a process number, or a run (list) of parked workers
@@ -445,8 +446,12 @@ class HeapCluster(Cluster):
             env.now, _, at, kind, arg = heappop(heap)
             if kind == _DONE:
                 finish(arg)
-                if not start(arg):
-                    park(arg)
+                if not start(arg):  # park(arg), inline
+                    rnd = self._round
+                    if rnd and type(rnd[-1]) is list:
+                        rnd[-1].append(arg)
+                    else:
+                        rnd.append([arg])
             elif kind == _ROUND:
                 for entry in arg:
                     if type(entry) is not list:  # an ungated waiter: the learner, waiting to take
@@ -528,6 +533,9 @@ class HeapCluster(Cluster):
         sample, finish_payload, add_job = workload.sample, workload.finish, jobs.append
         running_since, speeds, G, log = self.running_since, self.speeds, self.G, self._log
         draw = self._draw  # the cluster's own (a subclass or a planted bug in tests/checks changes it here too)
+        # the cluster's own draw: its body below, the generation time's sample bound once (not when replaced)
+        own_draw = getattr(draw, "__func__", None) is _CLUSTER_DRAW
+        sample_time, rng, bad_draw = self.cfg.generation_time.sample, self.rng, self._bad_draw
         after_end = self._after_end()
         current: list[Job | None] = [None] * len(speeds)  # the job each worker holds
 
@@ -547,7 +555,16 @@ class HeapCluster(Cluster):
                 return True
             job.payload = payload = sample(store.get(version), version, G)
             job.tail_version = version
-            duration = draw("generation_time", payload.decode_steps, speeds[wid])
+            if own_draw:  # draw("generation_time", payload.decode_steps, speeds[wid]), one frame less
+                tokens, speed = payload.decode_steps, speeds[wid]
+                try:
+                    duration = sample_time(rng, tokens) / speed
+                except OverflowError:
+                    duration = math.inf
+                if not (math.isfinite(duration) and duration >= 0):
+                    bad_draw("generation_time", duration, tokens, speed)
+            else:
+                duration = draw("generation_time", payload.decode_steps, speeds[wid])
             current[wid] = job
             heappush(heap, (now + duration, NORMAL, next(order), _DONE, wid))
             return True
@@ -562,6 +579,9 @@ class HeapCluster(Cluster):
             buffer.append(job)
             if log is not None:
                 log((now, "finish", wid, job.id, job.tail_version, -1))
-            self._notify()
+            rnd = self._round  # self._notify(), inline (_notify_round)
+            if rnd:
+                heappush(heap, (now, NORMAL, next(order), _ROUND, rnd))
+                self._round = []
 
         return start, finish

@@ -20,7 +20,9 @@ Every column grows by doubling, so appending is amortised O(1).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -172,15 +174,12 @@ class ColumnTable:
             for col in self._cols.values():
                 col.grow(capacity)
             self._capacity = capacity
-        first = rows[0]
-        keys = tuple(first)
-        keyset = first.keys()
-        if len(keys) > 1 and all(r.keys() == keyset for r in rows):  # the usual case: every row has the same keys
-            # same key set: every key appears first in row 0, so row 0's order is the order of first appearance
-            for k, values in zip(keys, zip(*map(itemgetter(*keys), rows))):
-                self._put_column(k, start, values, None)
-        else:
-            for k in dict.fromkeys(k for r in rows for k in r):
+        n = len(rows)
+        counts = Counter(chain.from_iterable(rows))  # keys in order of first appearance, and in how many rows
+        for k, m in counts.items():
+            if m == n:  # in every row (the usual case)
+                self._put_column(k, start, list(map(itemgetter(k), rows)), None)
+            else:
                 values = [r.get(k, _ABSENT) for r in rows]
                 self._put_column(k, start, values, [v is not _ABSENT for v in values])
         if end > self._n:
