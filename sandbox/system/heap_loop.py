@@ -20,18 +20,24 @@ sync) unchanged; only what they wait on differs (:meth:`Cluster._bind_waits`):
   generator yielding an already processed event goes on at once) that the engines' wake-ups and syncs,
   a group's end on its engine, partial rollouts (``done | store.changed``) and the weight store use.
 
-Three shortcuts, each the same schedule with less work:
+Four shortcuts, each the same schedule with less work:
 
 * in a plain system (no engine, no partial rollouts, no split group) the worker process is two steps of
-  the loop itself, ``dispatch`` and ``finish`` (:meth:`HeapCluster._plain_steps`): the body of
+  the loop itself, ``start`` and ``finish`` (:meth:`HeapCluster._plain_steps`): the body of
   :meth:`Cluster._worker` with the same calls in the same order, started where the worker processes would
-  have started, without a generator to resume;
+  have started, without a generator to resume; a round tries a parked worker with its ``start`` alone,
+  whose ``control.admit`` is the round's admission test (:attr:`HeapCluster._plain_admits`), and the
+  generation time is :meth:`Cluster._draw`'s body with the delay's ``sample`` bound once (not when
+  ``Cluster._worker``, ``_admissible`` or ``_draw`` is replaced);
+* a publication's sync is one heap entry ``_VISIBLE`` where the urgent event was
+  (:class:`HeapWeightStore`), which runs the store's own ``_sync``;
 * each continuous-batching engine's process is steps of the loop (:class:`EngineSteps`): a batch is one
   heap entry where the process had a timeout, a condition ``finish | wake`` and a generator to resume,
   with the same calls in the same order; not when ``Engine._run`` is replaced;
 * the learner waiting for a batch is resumed only when ``Control.could_take`` says its take could drop
   or select something; otherwise it stays in the next round, where it would have re-parked itself (a take
-  that finds nothing changes nothing: ``tests/system/test_learner_wakeups.py``).
+  that finds nothing changes nothing: ``tests/system/test_learner_wakeups.py``); the first take of each
+  step is tried under the same test (``Cluster._could_take``).
 
 Every draw, workload, trainer and control call and every record is made in the same order as on simpy,
 so the jobs table, the event log and the rows are the simpy cluster's to the bit
