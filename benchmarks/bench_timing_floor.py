@@ -57,6 +57,7 @@ from sandbox.system.heap_loop import (
     _HOLD,
     _ROUND,
     _START,
+    _VISIBLE,
     NORMAL,
     URGENT,
     HeapCluster,
@@ -64,7 +65,7 @@ from sandbox.system.heap_loop import (
 from sandbox.system.timing_only import CountingTrainer, TimingOnlyWorkload, simulate_timing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_LEARN, _TRAINED = 20, 21  # the learner's start and the end of its training hold (the kernel's kinds are 0-8)
+_LEARN, _TRAINED = 20, 21  # the learner's start and the end of its training hold (the kernel's kinds are 0-9)
 _LEARNER = -1  # the learner's entry in a round (a worker is its id, in a run of parked workers)
 
 
@@ -267,6 +268,8 @@ def floor_run(
             callbacks, arg.callbacks = arg.callbacks, None
             for callback in callbacks:
                 callback(arg)
+        elif kind == _VISIBLE:  # a publication's sync (heap_loop.HeapWeightStore)
+            store._sync(*arg)
         elif kind == _DISPATCH:
             dispatch(arg)
         elif kind == _START:

@@ -656,15 +656,27 @@ class _Urgent(simpy.Event):
 
 
 class WeightStore:
-    """Published weight versions; version v becomes visible to workers after the sync delay."""
+    """Published weight versions; version v becomes visible to workers after the sync delay.
+
+    :attr:`changed` (an event triggered with the version each time a newer one becomes visible) is made
+    when first asked for: a visibility nobody waits on triggers no event (an event without callbacks does
+    nothing when processed; skipping it leaves the order of every other event, by time then scheduling
+    order, unchanged)."""
 
     def __init__(self, env: simpy.Environment, weights0: Any, on_visible: Callable[[int], None]):
         self.env = env
         self.snapshots: dict[int, Any] = {0: weights0}
         self.latest = 0
         self.visible = 0
-        self.changed = env.event()
+        self._changed = None
         self._on_visible = on_visible
+
+    @property
+    def changed(self):
+        """The event the next newer visible version triggers (with that version)."""
+        if self._changed is None:
+            self._changed = self.env.event()
+        return self._changed
 
     def get(self, version: int) -> Any:
         return self.snapshots[version]
@@ -672,6 +684,10 @@ class WeightStore:
     def publish(self, version: int, weights: Any, delay: float) -> None:
         self.snapshots[version] = weights
         self.latest = version
+        self._schedule_sync(version, delay)
+
+    def _schedule_sync(self, version: int, delay: float) -> None:
+        """:meth:`_sync` now, ahead of the normal events (where a sync process started now would begin)."""
         _Urgent(self.env, lambda _: self._sync(version, delay))
 
     def _sync(self, version: int, delay: float) -> None:
@@ -683,8 +699,9 @@ class WeightStore:
     def _make_visible(self, version: int) -> None:
         if version > self.visible:
             self.visible = version
-            event, self.changed = self.changed, self.env.event()
-            event.succeed(version)
+            event, self._changed = self._changed, None
+            if event is not None:
+                event.succeed(version)
             self._on_visible(version)
 
     def prune(self, oldest_needed: int) -> None:
@@ -709,6 +726,9 @@ class ClusterResult:
 
 class Cluster:
     """Runs ``steps`` learner steps of the asynchronous system described by ``cfg``."""
+
+    weight_store: type[WeightStore] = WeightStore
+    """The weight store's class (the heap event loop schedules its syncs itself)."""
 
     def __init__(
         self,
@@ -738,7 +758,7 @@ class Cluster:
         self.rng = np.random.default_rng(seed)
         self.env = self._environment()
         self.control: Control = make_control(cfg.staleness, groups_per_step)
-        self.store = WeightStore(self.env, trainer.initial_weights(), self._on_visible)
+        self.store = self.weight_store(self.env, trainer.initial_weights(), self._on_visible)
         self._bind_waits()
         self.buffer: list[Job] = []
         self.jobs = JobRecords(spill)
@@ -776,8 +796,11 @@ class Cluster:
     def _bind_waits(self) -> None:
         """The waits the worker and learner processes yield, one implementation for every event loop:
         ``_sleep(d)`` (hold for ``d`` seconds), ``_park()`` (a free worker waits for admission),
-        ``_wait()`` (the learner waits for the next change) and ``_notify()`` (something changed)."""
+        ``_wait()`` (the learner waits for the next change) and ``_notify()`` (something changed); and
+        ``_could_take``: None, or ``Control.could_take``, asked before the first take of each step (a take
+        it says could change nothing is not tried: the learner waits at once)."""
         self.signal = signal = Signal(self.env, self._admissible)
+        self._could_take = None  # the learner's take is always tried (see HeapCluster._bind_waits)
         self._sleep = self.env.timeout
         self._park = lambda: signal.wait(gated=True)
         self._wait = signal.wait
@@ -810,21 +833,26 @@ class Cluster:
         self.store.prune(self.control.oldest_needed_version(self.store.visible))
         self._notify()
 
-    def _release(self, jobs: list[Job]) -> None:
-        """Free the payloads of jobs the learner has trained on or the control dropped."""
+    def _release(self, jobs: list[Job]) -> int:
+        """Free the payloads of jobs the learner has trained on or the control dropped; returns their
+        samples (the sum of their :attr:`Job.num_samples`)."""
         if self.keep_payloads:
-            return
+            return sum(job.num_samples for job in jobs)
+        samples = 0
         for job in jobs:
             # the Job (slots) stays as it is: retiring it into the column table here cost about 15 us a
             # job, about 60% of a system-only step (benchmarks/bench_system.py row 1), for ~300 B
-            job.payload = released(job.payload.num_responses)
+            job.payload = payload = released(job.payload.num_responses)
+            samples += payload.num_responses
         self.jobs.retire(jobs)
+        return samples
 
     def worker_utilisation(self) -> float:
         now = self.env.now
         if now <= 0:
             return 0.0
-        running = sum(now - t for t in self.running_since.values())
+        running_since = self.running_since
+        running = sum(now - t for t in running_since.values()) if running_since else 0  # sum() of nothing: 0
         return (self.busy_done + running) / (len(self.speeds) * now)
 
     def _draw(self, name: str, tokens: int = 0, speed: float = 1.0) -> float:
@@ -1050,22 +1078,27 @@ class Cluster:
     def _learner(self, batches: int):
         env, control, buffer, log = self.env, self.control, self.buffer, self._log
         sleep, wait, notify = self._sleep, self._wait, self._notify
+        tidy, utilisation = self.events.tidy, self.worker_utilisation
         last_time = 0.0
+        could_take = self._could_take
         for step in range(batches):
             self.learner_step = step  # the step the learner waits to take (HeapCluster's wake-up test)
             wait_start = env.now
+            ready = could_take is None or could_take(step, buffer)  # False: a take would change nothing
             while True:
-                taken = control.take(step, buffer)
-                if taken.dropped:
-                    for job in taken.dropped:
-                        job.dropped_at = step
-                        self._event("drop", job.worker, job.id, job.head_version, step)
-                    self._release(taken.dropped)
-                if taken.batch is not None:
-                    break
-                if taken.dropped:
-                    notify()  # drops free admission capacity
+                if ready:
+                    taken = control.take(step, buffer)
+                    if taken.dropped:
+                        for job in taken.dropped:
+                            job.dropped_at = step
+                            self._event("drop", job.worker, job.id, job.head_version, step)
+                        self._release(taken.dropped)
+                    if taken.batch is not None:
+                        break
+                    if taken.dropped:
+                        notify()  # drops free admission capacity
                 yield wait()
+                ready = True  # resumed (by the heap loop only when its take could change something)
             batch = taken.batch
             notify()  # the buffer shrank: throttled workers may go on
             now = env.now
@@ -1075,7 +1108,7 @@ class Cluster:
             if log is not None:
                 log((now, "consume", -1, -1, -1, step))
             result = self.trainer.train(step, batch, now)
-            self._release(batch)
+            samples = self._release(batch)
             duration = self._draw("train_time", result.tokens * result.passes)
             if log is not None:
                 log((env.now, "train_start", -1, -1, -1, step))
@@ -1083,25 +1116,25 @@ class Cluster:
             self.learner_busy += duration
             if log is not None:
                 log((env.now, "train_end", -1, -1, -1, step))
-            self.samples_consumed += sum(j.num_samples for j in batch)
+            self.samples_consumed += samples
             self.tokens_consumed += result.tokens
-            self.control.on_publish(step + 1)
+            control.on_publish(step + 1)
             self.store.publish(step + 1, result.weights, self._draw("sync_delay"))
+            now = env.now
             if log is not None:
-                log((env.now, "publish", -1, -1, step + 1, -1))
-                self.events.tidy()
-            now = self.env.now
+                log((now, "publish", -1, -1, step + 1, -1))
+                tidy()
             row = {
                 "time": now,
                 "step": step,
                 "system/step_time": now - last_time,
                 "system/learner_wait": now - wait_start - duration,
-                "system/dropped": self.control.dropped,
-                "system/buffer": len(self.buffer),
+                "system/dropped": control.dropped,
+                "system/buffer": len(buffer),
                 "throughput/samples_per_s": self.samples_consumed / now if now > 0 else math.nan,
                 "throughput/tokens_per_s": self.tokens_consumed / now if now > 0 else math.nan,
                 "throughput/generated_per_s": self.samples_generated / now if now > 0 else math.nan,
-                "util/workers": self.worker_utilisation(),
+                "util/workers": utilisation(),
                 "util/learner": self.learner_busy / now if now > 0 else math.nan,
             }
             last_time = now

@@ -20,18 +20,24 @@ sync) unchanged; only what they wait on differs (:meth:`Cluster._bind_waits`):
   generator yielding an already processed event goes on at once) that the engines' wake-ups and syncs,
   a group's end on its engine, partial rollouts (``done | store.changed``) and the weight store use.
 
-Three shortcuts, each the same schedule with less work:
+Four shortcuts, each the same schedule with less work:
 
 * in a plain system (no engine, no partial rollouts, no split group) the worker process is two steps of
-  the loop itself, ``dispatch`` and ``finish`` (:meth:`HeapCluster._plain_steps`): the body of
+  the loop itself, ``start`` and ``finish`` (:meth:`HeapCluster._plain_steps`): the body of
   :meth:`Cluster._worker` with the same calls in the same order, started where the worker processes would
-  have started, without a generator to resume;
+  have started, without a generator to resume; a round tries a parked worker with its ``start`` alone,
+  whose ``control.admit`` is the round's admission test (:attr:`HeapCluster._plain_admits`), and the
+  generation time is :meth:`Cluster._draw`'s body with the delay's ``sample`` bound once (not when
+  ``Cluster._worker``, ``_admissible`` or ``_draw`` is replaced);
+* a publication's sync is one heap entry ``_VISIBLE`` where the urgent event was
+  (:class:`HeapWeightStore`), which runs the store's own ``_sync``;
 * each continuous-batching engine's process is steps of the loop (:class:`EngineSteps`): a batch is one
   heap entry where the process had a timeout, a condition ``finish | wake`` and a generator to resume,
   with the same calls in the same order; not when ``Engine._run`` is replaced;
 * the learner waiting for a batch is resumed only when ``Control.could_take`` says its take could drop
   or select something; otherwise it stays in the next round, where it would have re-parked itself (a take
-  that finds nothing changes nothing: ``tests/system/test_learner_wakeups.py``).
+  that finds nothing changes nothing: ``tests/system/test_learner_wakeups.py``); the first take of each
+  step is tried under the same test (``Cluster._could_take``).
 
 Every draw, workload, trainer and control call and every record is made in the same order as on simpy,
 so the jobs table, the event log and the rows are the simpy cluster's to the bit
@@ -50,11 +56,11 @@ from inspect import GEN_CREATED, getgeneratorstate
 from itertools import count
 from typing import Any
 
-from sandbox.system.cluster import Cluster, Job, SimulationError
+from sandbox.system.cluster import _CLUSTER_DRAW, Cluster, Job, SimulationError, WeightStore
 from sandbox.system.delays.continuous_batching import Engine
 
 URGENT, NORMAL = 0, 1  # simpy.events.URGENT / NORMAL
-_RESUME, _ROUND, _EVENT, _END, _DISPATCH, _DONE, _START, _HOLD, _ANY = range(9)
+_RESUME, _ROUND, _EVENT, _END, _DISPATCH, _DONE, _START, _HOLD, _ANY, _VISIBLE = range(10)
 _GATED = object()  # a worker waits for admission (Signal.wait(gated=True))
 _WAIT = object()  # the learner waits for the next round (Signal.wait())
 _PENDING = object()  # an event's value before it is triggered (simpy.events.PENDING)
@@ -162,6 +168,9 @@ class Kernel:
 
 _CLUSTER_WORKER = Cluster._worker
 """The worker process the plain steps copy (:meth:`HeapCluster._plain_steps`), as defined."""
+
+_CLUSTER_ADMISSIBLE = Cluster._admissible
+"""The admission test of a round's gated worker as defined (:attr:`HeapCluster._plain_admits`)."""
 
 _ENGINE_RUN = Engine._run
 """The engine process the engine steps copy (:class:`EngineSteps`), as defined."""
@@ -341,14 +350,26 @@ class EngineSteps:
         self.advance()
 
 
+class HeapWeightStore(WeightStore):
+    """The weight store on the heap loop: a publication's sync is one heap entry ``_VISIBLE`` with the key
+    the urgent event had (:meth:`WeightStore._schedule_sync`), no event object and no callback."""
+
+    def _schedule_sync(self, version: int, delay: float) -> None:
+        env = self.env
+        heappush(env.heap, (env.now, URGENT, next(env.order), _VISIBLE, (version, delay)))
+
+
 class HeapCluster(Cluster):
     """:class:`Cluster` run by a plain heap event loop (same arguments; see the module docstring)."""
+
+    weight_store = HeapWeightStore
 
     def _environment(self) -> Kernel:
         return Kernel()
 
     def _bind_waits(self) -> None:
         self._sleep = float  # the hold itself: one heap entry, no object
+        self._could_take = self.control.could_take  # the learner's first take of a step: as its wake-ups
         self._park = lambda: _GATED
         self._wait = lambda: _WAIT
         self._round: list = []  # the current round's waiters: a process number, or a run (list) of parked workers
@@ -418,20 +439,25 @@ class HeapCluster(Cluster):
             resume(who, event._value)
 
         wakers = [partial(wake, who) for who in range(len(processes))]  # every process has started by now
-        dispatch, finish = self._plain_steps(park) if self._plain else (None, None)
+        start = finish = None
+        if self._plain:
+            start, finish = self._plain_steps()
+        # a gated run tried by the plain step itself: its admission is the test (see _plain_admits)
+        tries = start if start is not None and self._plain_admits else None
         self._engine_steps()
+        store = self.store
         while True:
             if not heap:
                 raise SimulationError(self._stuck_reason())
             env.now, _, at, kind, arg = heappop(heap)
-            if kind == _HOLD:
-                if at == arg.hold:  # else a hold the engine stopped waiting for
-                    arg.on_hold()
-            elif kind == _ANY:
-                arg.on_any()
-            elif kind == _DONE:
+            if kind == _DONE:
                 finish(arg)
-                dispatch(arg)
+                if not start(arg):  # park(arg), inline
+                    rnd = self._round
+                    if rnd and type(rnd[-1]) is list:
+                        rnd[-1].append(arg)
+                    else:
+                        rnd.append([arg])
             elif kind == _ROUND:
                 for entry in arg:
                     if type(entry) is not list:  # an ungated waiter: the learner, waiting to take
@@ -441,25 +467,37 @@ class HeapCluster(Cluster):
                             self._round.append(entry)
                         continue
                     for i, who in enumerate(entry):
-                        if not admissible():  # the rest of the run re-parks, in order (Signal._wake)
-                            rnd = self._round
-                            if rnd and type(rnd[-1]) is list:
-                                rnd[-1].extend(entry[i:])
-                            else:
-                                rnd.append(entry[i:])
-                            break
-                        if dispatch is None:
-                            resume(who)
+                        if tries is not None:
+                            if tries(who):
+                                continue
+                        elif admissible():
+                            if start is None:
+                                resume(who)
+                            elif not start(who):
+                                park(who)
+                            continue
+                        rnd = self._round  # refused: the rest of the run re-parks, in order (Signal._wake)
+                        if rnd and type(rnd[-1]) is list:
+                            rnd[-1].extend(entry[i:])
                         else:
-                            dispatch(who)
+                            rnd.append(entry[i:])
+                        break
             elif kind == _RESUME:
                 resume(arg)
             elif kind == _EVENT:
                 callbacks, arg.callbacks = arg.callbacks, None
                 for callback in callbacks:
                     callback(arg)
+            elif kind == _VISIBLE:
+                store._sync(*arg)
+            elif kind == _HOLD:
+                if at == arg.hold:  # else a hold the engine stopped waiting for
+                    arg.on_hold()
+            elif kind == _ANY:
+                arg.on_any()
             elif kind == _DISPATCH:
-                dispatch(arg)
+                if not start(arg):
+                    park(arg)
             elif kind == _START:
                 arg.start()
             elif arg == learner:  # _END of the learner's process
@@ -481,24 +519,36 @@ class HeapCluster(Cluster):
             if kind == _RESUME and arg in steps:
                 heap[i] = (time, priority, at, _START, steps[arg])
 
-    def _plain_steps(self, park: Callable[[int], None]) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    @property
+    def _plain_admits(self) -> bool:
+        """Whether a parked worker of a plain system is tried by its dispatch step alone: in a plain system
+        no part of a split group ever waits, so the admission test a round makes before resuming a gated
+        worker (:meth:`Cluster._admissible`) is ``control.admit`` with the arguments the worker's own next
+        call has, nothing running in between; the step's own call answers both (one call instead of two,
+        ``admit`` being pure). Not when ``_admissible`` is replaced."""
+        return type(self)._admissible is _CLUSTER_ADMISSIBLE
+
+    def _plain_steps(self) -> tuple[Callable[[int], bool], Callable[[int], None]]:
         """:meth:`Cluster._worker` of a plain system (:attr:`_plain`) as two steps of the loop, the same
-        calls in the same order: ``dispatch(w)`` (ask for admission; start a job and hold for its
-        generation time, or park) and ``finish(w)`` (the held job enters the buffer)."""
+        calls in the same order: ``start(w)`` (ask for admission; start a job and hold for its generation
+        time and return True, or return False: the caller parks the worker) and ``finish(w)`` (the held job
+        enters the buffer)."""
         env, heap, order = self.env, self.env.heap, self.env.order
         control, store, workload, buffer, jobs = self.control, self.store, self.workload, self.buffer, self.jobs
         admit, on_dispatch, on_finish = control.admit, control.on_dispatch, control.on_finish
         sample, finish_payload, add_job = workload.sample, workload.finish, jobs.append
         running_since, speeds, G, log = self.running_since, self.speeds, self.G, self._log
         draw = self._draw  # the cluster's own (a subclass or a planted bug in tests/checks changes it here too)
+        # the cluster's own draw: its body below, the generation time's sample bound once (not when replaced)
+        own_draw = getattr(draw, "__func__", None) is _CLUSTER_DRAW
+        sample_time, rng, bad_draw = self.cfg.generation_time.sample, self.rng, self._bad_draw
         after_end = self._after_end()
         current: list[Job | None] = [None] * len(speeds)  # the job each worker holds
 
-        def dispatch(wid: int) -> None:
+        def start(wid: int) -> bool:
             admission = admit(store.visible, len(buffer))
             if admission is None:
-                park(wid)
-                return
+                return False
             version, target, now = admission.version, admission.target_step, env.now
             job = Job(len(jobs), wid, version, now, target)
             on_dispatch(job)
@@ -508,12 +558,22 @@ class HeapCluster(Cluster):
                 log((now, "dispatch", wid, job.id, version, -1 if target is None else target))
             if after_end is not None and self.status != "running" and (payload := after_end(G)) is not None:
                 job.payload, job.tail_version = payload, version  # never generated (Cluster._after_end)
-                return
+                return True
             job.payload = payload = sample(store.get(version), version, G)
             job.tail_version = version
-            duration = draw("generation_time", payload.decode_steps, speeds[wid])
+            if own_draw:  # draw("generation_time", payload.decode_steps, speeds[wid]), one frame less
+                tokens, speed = payload.decode_steps, speeds[wid]
+                try:
+                    duration = sample_time(rng, tokens) / speed
+                except OverflowError:
+                    duration = math.inf
+                if not (math.isfinite(duration) and duration >= 0):
+                    bad_draw("generation_time", duration, tokens, speed)
+            else:
+                duration = draw("generation_time", payload.decode_steps, speeds[wid])
             current[wid] = job
             heappush(heap, (now + duration, NORMAL, next(order), _DONE, wid))
+            return True
 
         def finish(wid: int) -> None:
             job = current[wid]
@@ -525,6 +585,9 @@ class HeapCluster(Cluster):
             buffer.append(job)
             if log is not None:
                 log((now, "finish", wid, job.id, job.tail_version, -1))
-            self._notify()
+            rnd = self._round  # self._notify(), inline (_notify_round)
+            if rnd:
+                heappush(heap, (now, NORMAL, next(order), _ROUND, rnd))
+                self._round = []
 
-        return dispatch, finish
+        return start, finish

@@ -20,13 +20,17 @@ Every column grows by doubling, so appending is amortised O(1).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 _INT64 = (-(2**63), 2**63)
 _EXACT_FLOAT_INT = 2**53  # ints a float64 holds exactly (larger ones keep their object)
+_ABSENT = object()  # a row without the column
 
 
 class _Column:
@@ -154,6 +158,61 @@ class ColumnTable:
         if i >= self._n:
             self._n = i + 1
 
+    def put_rows(self, start: int, rows: list[Mapping[str, Any]]) -> None:
+        """Write ``rows`` at indices ``start``, ``start + 1``, ...: the state :meth:`put` of each row in turn
+        leaves (columns created in order of first appearance, the same kinds, values and capacity), column
+        by column; a column whose values are all ``float`` (a float column) or all ``int`` in int64 (an int
+        column) is written with one numpy assignment, any other with :meth:`_Column.set` value by value, in
+        row order (columns are independent, so the order across columns does not matter)."""
+        if not rows:
+            return
+        end = start + len(rows)
+        if end - 1 >= self._capacity:  # the capacity put reaches at the last row (doubling is monotone)
+            capacity = self._capacity
+            while capacity <= end - 1:
+                capacity *= 2
+            for col in self._cols.values():
+                col.grow(capacity)
+            self._capacity = capacity
+        n = len(rows)
+        counts = Counter(chain.from_iterable(rows))  # keys in order of first appearance, and in how many rows
+        for k, m in counts.items():
+            if m == n:  # in every row (the usual case)
+                self._put_column(k, start, list(map(itemgetter(k), rows)), None)
+            else:
+                values = [r.get(k, _ABSENT) for r in rows]
+                self._put_column(k, start, values, [v is not _ABSENT for v in values])
+        if end > self._n:
+            self._n = end
+
+    def _put_column(self, k: str, start: int, values, present: list[bool] | None) -> None:
+        """Column ``k``'s values of rows ``start, ...`` (``present``: which rows have one; None: all)."""
+        given = values if present is None else [v for v, p in zip(values, present) if p]
+        col = self._cols.get(k)
+        types = set(map(type, given))
+        if col is None:
+            t = type(given[0])
+            col = self._cols[k] = _Column("i" if t is int else "f" if t is float else "o", self._capacity)
+        end = start + len(values)
+        if types == {float} and col.kind == "f" and col.ints is None:
+            fast = True
+        elif types == {int} and col.kind == "i":
+            fast = _INT64[0] <= min(given) and max(given) < _INT64[1]
+        else:
+            fast = False
+        if not fast:
+            for i, v in enumerate(values, start):
+                if present is None or present[i - start]:
+                    col.set(i, v)
+            return
+        if present is None:
+            col.data[start:end] = values
+            col.present[start:end] = True
+            return
+        mask = np.asarray(present)
+        col.data[start:end][mask] = given
+        col.present[start:end][mask] = True
+
     def row(self, i: int) -> dict[str, Any]:
         """Row ``i`` as the dict that was put (values of a mixed int/float column keep their type)."""
         return {k: col.get(i) for k, col in self._cols.items() if col.present[i]}
@@ -190,29 +249,55 @@ class ColumnTable:
 
 class MetricRows:
     """The metrics rows of a cluster: a sequence of dicts (``append``, ``len``, indexing, slicing,
-    iteration) stored as a :class:`ColumnTable`; :meth:`to_frame` is ``pd.DataFrame(rows)``."""
+    iteration) stored as a :class:`ColumnTable`; :meth:`to_frame` is ``pd.DataFrame(rows)``.
 
-    __slots__ = ("table",)
+    Appended rows wait as dicts (a copy of each: a caller may go on using its own) and go into the table
+    ``BLOCK`` at a time with :meth:`ColumnTable.put_rows` (one numpy assignment per column and block
+    instead of two per value), or before any read; the table is then the one :meth:`ColumnTable.put` of
+    each row would have built."""
+
+    __slots__ = ("_table", "_pending")
+
+    BLOCK = 256
+    """Rows held as dicts before they go into the columns (at most this many dicts alive at once)."""
 
     def __init__(self, capacity: int = 64):
-        self.table = ColumnTable(capacity)
+        self._table = ColumnTable(capacity)
+        self._pending: list[dict] = []
+
+    @property
+    def table(self) -> ColumnTable:
+        """The rows' :class:`ColumnTable` (every appended row in it)."""
+        self._flush()
+        return self._table
+
+    def _flush(self) -> None:
+        pending = self._pending
+        if pending:
+            self._table.put_rows(len(self._table), pending)
+            pending.clear()
 
     def append(self, row: Mapping[str, Any]) -> None:
-        self.table.put(len(self.table), row)
+        pending = self._pending
+        pending.append(dict(row))
+        if len(pending) >= self.BLOCK:
+            self._flush()
 
     def __len__(self) -> int:
-        return len(self.table)
+        return len(self._table) + len(self._pending)
 
     def __getitem__(self, i):
-        n = len(self.table)
+        table = self.table
+        n = len(table)
         if isinstance(i, slice):
-            return [self.table.row(k) for k in range(*i.indices(n))]
+            return [table.row(k) for k in range(*i.indices(n))]
         if not -n <= i < n:
             raise IndexError("row index out of range")
-        return self.table.row(i % n)
+        return table.row(i % n)
 
     def __iter__(self) -> Iterator[dict]:
-        return (self.table.row(i) for i in range(len(self.table)))
+        table = self.table
+        return (table.row(i) for i in range(len(table)))
 
     def __eq__(self, other) -> bool:
         if isinstance(other, (MetricRows, list, tuple)):
@@ -226,7 +311,8 @@ class MetricRows:
 
     def clear(self) -> None:
         """Drop every row (and the columns' buffers)."""
-        self.table = ColumnTable()
+        self._table = ColumnTable()
+        self._pending.clear()
 
     def to_frame(self):
         return self.table.to_frame()

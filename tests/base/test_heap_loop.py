@@ -350,3 +350,107 @@ def test_a_learning_run_with_mixed_version_engines_matches_simpy(tmp_path, monke
         torch.set_num_threads(threads)
     _assert_same(got, ref, "mixed-version engine, LM learning run")
     assert starts == [0] and (got[1]["kind"] == "switch").any()  # the engine steps ran; sequences were resumed
+
+
+def _refuse_with_a_group_waiting(original):
+    def admit(self, visible, buffer_len):  # pure: a function of the control's state and its arguments
+        return None if buffer_len >= 1 else original(self, visible, buffer_len)
+
+    return admit
+
+
+def test_a_gated_worker_is_tried_once_and_the_plan_stands_down_for_a_replaced_test(monkeypatch):
+    """On a plain system a round tries each parked worker with its dispatch step's own ``control.admit`` (no
+    separate ``_admissible`` call): a planted bug in ``admit`` changes the heap loop's tables as it changes
+    simpy's; a replaced ``Cluster._admissible`` is asked before each dispatch again (the plan stands down)."""
+    from sandbox.system.staleness.max_lag import MaxLagControl
+
+    cfg = SystemConfig(
+        num_workers=6, generation_time={"kind": "exponential", "mean": 1.0}, staleness={"kind": "max_lag", "k_max": 1}
+    )
+    plain = _timing(HeapCluster, cfg, 2, 4, 3, 15)
+    assert HeapCluster(cfg, TimingOnlyWorkload(), CountingTrainer(), 2, 4, 3)._plain_admits
+    monkeypatch.setattr(MaxLagControl, "admit", _refuse_with_a_group_waiting(MaxLagControl.admit))
+    bugged = _timing(HeapCluster, cfg, 2, 4, 3, 15)
+    _assert_same(bugged, _timing(Cluster, cfg, 2, 4, 3, 15), "a planted bug in admit")
+    assert not bugged[0].equals(plain[0])
+    monkeypatch.undo()
+    asked = []
+
+    class Asking(HeapCluster):
+        def _admissible(self):
+            asked.append(self.env.now)
+            return super()._admissible()
+
+    assert not Asking(cfg, TimingOnlyWorkload(), CountingTrainer(), 2, 4, 3)._plain_admits
+    _assert_same(_timing(Asking, cfg, 2, 4, 3, 15), plain, "a replaced admission test")
+    assert asked
+
+
+def test_the_plain_steps_draw_through_the_delay_and_a_sync_is_the_stores_own(monkeypatch):
+    """The plain steps' generation time is the cluster's ``_draw`` body with the delay's ``sample`` bound once
+    per run, and a publication's sync is one heap entry that runs ``WeightStore._sync``: a planted bug in the
+    delay's ``sample`` or in the store's ``_sync`` changes the heap loop's tables as it changes simpy's."""
+    from sandbox.system.cluster import WeightStore
+    from sandbox.system.delays.exponential import ExponentialDelay
+
+    cfg = SystemConfig(num_workers=4, generation_time={"kind": "exponential", "mean": 1.0}, staleness={"kind": "sync"})
+    plain = _timing(HeapCluster, cfg, 2, 4, 5, 12)
+    original_sample, original_sync = ExponentialDelay.sample, WeightStore._sync
+    monkeypatch.setattr(
+        ExponentialDelay, "sample", lambda self, rng, tokens=0: 1.5 * original_sample(self, rng, tokens)
+    )
+    bugged = _timing(HeapCluster, cfg, 2, 4, 5, 12)
+    _assert_same(bugged, _timing(Cluster, cfg, 2, 4, 5, 12), "a planted bug in the delay's sample")
+    assert not bugged[0].equals(plain[0])
+    monkeypatch.undo()
+    monkeypatch.setattr(WeightStore, "_sync", lambda self, version, delay: original_sync(self, version, delay + 0.25))
+    late = _timing(HeapCluster, cfg, 2, 4, 5, 12)
+    _assert_same(late, _timing(Cluster, cfg, 2, 4, 5, 12), "a planted bug in the store's sync")
+    assert not late[0].equals(plain[0])
+
+
+def test_the_learner_tries_a_replaced_take_as_on_simpy(monkeypatch):
+    """The learner skips the first take of a step only when ``Control.could_take`` says it would change nothing;
+    a control whose ``take`` is replaced is always asked, on both loops the same number of times."""
+    from sandbox.system.staleness.sync import SyncControl
+
+    cfg = SystemConfig(num_workers=4, generation_time={"kind": "exponential", "mean": 1.0}, staleness={"kind": "sync"})
+    plain = _timing(HeapCluster, cfg, 2, 4, 2, 10)
+    takes: dict[str, int] = {}
+    original_take = SyncControl.take
+
+    def counted(name):
+        def take(self, step, buffer):
+            takes[name] = takes.get(name, 0) + 1
+            return original_take(self, step, buffer)
+
+        return take
+
+    monkeypatch.setattr(SyncControl, "take", counted("simpy"))
+    ref = _timing(Cluster, cfg, 2, 4, 2, 10)
+    monkeypatch.setattr(SyncControl, "take", counted("heap"))
+    got = _timing(HeapCluster, cfg, 2, 4, 2, 10)
+    _assert_same(got, ref, "a replaced take")
+    _assert_same(got, plain, "a replaced take (same rule)")
+    assert takes["heap"] == takes["simpy"] > 10
+
+
+def test_the_stores_changed_event_is_made_when_asked_for():
+    """``WeightStore.changed`` is made on demand: a visibility nobody waits on schedules no event, and one
+    asked for is triggered with the version, as the event it replaces."""
+    import simpy
+
+    from sandbox.system.cluster import WeightStore
+
+    env = simpy.Environment()
+    seen = []
+    store = WeightStore(env, "w0", seen.append)
+    store.publish(1, "w1", 0.0)
+    env.run()
+    assert seen == [1] and store.visible == 1 and store._changed is None
+    changed = store.changed
+    assert store.changed is changed and not changed.triggered
+    store.publish(2, "w2", 0.5)
+    env.run()
+    assert seen == [1, 2] and changed.processed and changed.value == 2 and store.get(2) == "w2"

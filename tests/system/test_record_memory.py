@@ -160,7 +160,7 @@ def test_jobs_frame_built_at_once_is_the_row_by_row_frame(times):
 
 def _traced(steps: int) -> tuple[int, int, int, int, int, int]:
     """Bytes traced by tracemalloc that a run holds once it ended (from before its task was built,
-    the event log's waiting chunk moved into its arrays), its jobs, its events, its metrics, its
+    the event log's waiting chunk moved into its arrays, the metrics rows' into their columns), its jobs, its events, its metrics, its
     per-replica metrics and its replicas."""
     gc.collect()
     tracemalloc.start()
@@ -169,6 +169,7 @@ def _traced(steps: int) -> tuple[int, int, int, int, int, int]:
         _, learner, cluster = prepare_run(_scenario(steps))
         res = cluster.run(steps)
         res.events._flush()  # the waiting chunk holds at most EventLog.FLUSH tuples, whatever the run length
+        res.rows._flush()  # likewise at most MetricRows.BLOCK rows wait as dicts
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
@@ -311,3 +312,47 @@ def test_a_written_runs_result_holds_no_jobs_or_events_table(tmp_path):
     slope, kept, tables = (h2 - h1) / 200, (k2 - k1) / 200, (t2 - t1) / 200
     assert tables > 0.2 * kept + 256, (tables, kept)  # the bound below tells holding them from not
     assert 0 < slope <= 1.2 * kept + 256, (slope, kept, tables)
+
+
+def _table_state(table: ColumnTable):
+    """Everything a column table holds: its length, capacity and each column's kind, values, presence, int marks."""
+    cols = {}
+    for k, col in table._cols.items():
+        data = list(col.data) if col.kind == "o" else col.data.tobytes()
+        cols[k] = (col.kind, data, col.present.tobytes(), None if col.ints is None else col.ints.tobytes())
+    return len(table), table._capacity, list(table._cols), cols
+
+
+def test_rows_put_in_blocks_build_the_table_put_row_by_row():
+    """``ColumnTable.put_rows`` (MetricRows's blocks) leaves the state ``put`` of each row leaves, bit for bit:
+    uniform float/int rows (the fast path), columns turning mixed or object mid-block, missing keys, keys in
+    another order, blocks starting anywhere."""
+    rng = np.random.default_rng(0)
+    uniform = [
+        {"time": float(i) / 3, "step": i, "loss": float(rng.normal()), "n": int(rng.integers(9))} for i in range(40)
+    ]
+    uniform[17] = {"step": 17, "time": 5.0, "n": 2, "loss": math.nan}  # another key order
+    cases = [uniform, _pandas_rows() * 5, uniform[:10] + _pandas_rows() + uniform[10:20] + [{}] + uniform[20:]]
+    cases.append([{"x": 1}] * 3 + [{"x": 2.5}] + [{"x": 2**63}] + [{"x": 1.0}])  # int -> mixed -> object
+    for rows in cases:
+        for block in (1, 3, 7, 64):
+            for capacity in (1, 64):
+                one, blocks = ColumnTable(capacity), ColumnTable(capacity)
+                for i, r in enumerate(rows):
+                    one.put(i, r)
+                for s in range(0, len(rows), block):
+                    blocks.put_rows(s, rows[s : s + block])
+                assert _table_state(blocks) == _table_state(one), (block, capacity)
+                pd.testing.assert_frame_equal(blocks.to_frame(), one.to_frame(), check_exact=True)
+
+
+def test_metric_rows_keep_their_rows_as_appended():
+    """Rows waiting for their block read as appended (a caller changing its dict afterwards changes nothing)."""
+    rows = MetricRows()
+    for i in range(MetricRows.BLOCK + 5):
+        row = {"step": i, "x": i / 7}
+        rows.append(row)
+        row["x"] = -1.0
+    assert len(rows) == MetricRows.BLOCK + 5
+    assert rows[-1] == {"step": MetricRows.BLOCK + 4, "x": (MetricRows.BLOCK + 4) / 7}
+    assert [r["step"] for r in rows] == list(range(MetricRows.BLOCK + 5))

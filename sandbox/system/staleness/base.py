@@ -128,8 +128,10 @@ class ControlConfig(BaseModel):
         return 1
 
 
-@dataclass
+@dataclass(slots=True)
 class Admission:
+    """The version a free worker generates with (and, for ``fixed_lag``, the step its job is destined for)."""
+
     version: int
     target_step: int | None = None
 
