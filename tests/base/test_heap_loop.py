@@ -454,3 +454,41 @@ def test_the_stores_changed_event_is_made_when_asked_for():
     store.publish(2, "w2", 0.5)
     env.run()
     assert seen == [1, 2] and changed.processed and changed.value == 2 and store.get(2) == "w2"
+
+
+def test_a_control_rule_replaced_after_its_class_was_defined_is_always_asked(monkeypatch):
+    """``Control.could_take`` vouches for the rules as their classes define them: a drop or selection rule patched
+    onto a control class afterwards (a planted bug) is asked at every take, so the heap loop, which skips the takes
+    ``could_take`` rules out, changes its tables exactly as the simpy cluster (which always takes) does."""
+    from sandbox.system.staleness.base import Control
+    from sandbox.system.staleness.max_lag import MaxLagControl
+    from sandbox.system.staleness.sync import SyncControl
+
+    cfg = SystemConfig(
+        num_workers=6,
+        generation_time={"kind": "exponential", "mean": 1.0},
+        staleness={"kind": "max_lag", "k_max": 2, "enforcement": "drop"},
+    )
+    plain = _timing(HeapCluster, cfg, 2, 4, 3, 30)
+    original_drop = MaxLagControl.drop_stale
+
+    def drops_one_step_early(self, step, buffer):  # lag > k_max - 1: the bound off by one
+        return original_drop(self, step + 1, buffer)
+
+    monkeypatch.setattr(MaxLagControl, "drop_stale", drops_one_step_early)
+    assert MaxLagControl(cfg.staleness, 2).could_take(0, [])  # the rule as written no longer answers for it
+    bugged = _timing(HeapCluster, cfg, 2, 4, 3, 30)
+    _assert_same(bugged, _timing(Cluster, cfg, 2, 4, 3, 30), "a drop rule replaced on its class")
+    assert not bugged[0].equals(plain[0])
+    monkeypatch.undo()
+
+    def newest_first(self, step, buffer):  # LIFO instead of FIFO
+        if len(buffer) < self.B:
+            return None
+        return [buffer.pop() for _ in range(self.B)]
+
+    sync = SystemConfig(num_workers=4, generation_time={"kind": "exponential", "mean": 1.0}, staleness={"kind": "sync"})
+    assert not SyncControl(sync.staleness, 2).could_take(0, [])
+    monkeypatch.setattr(Control, "select", newest_first)
+    assert SyncControl(sync.staleness, 2).could_take(0, [])  # a base rule replaced: always asked
+    _assert_same(_timing(HeapCluster, sync, 2, 4, 2, 10), _timing(Cluster, sync, 2, 4, 2, 10), "a base select replaced")

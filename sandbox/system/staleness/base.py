@@ -212,6 +212,10 @@ class Control:
         self.dropped = 0
         self.buffered = BufferIndex()
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._rules_as_defined = _rules_of(cls)
+
     def active(self, buffer_len: int) -> int:
         return self.consumed + buffer_len + self.running
 
@@ -237,8 +241,11 @@ class Control:
         ``False`` only when it certainly would not (nothing stale: :meth:`none_stale`, and no batch:
         :meth:`no_batch`). A take that finds nothing changes nothing, so the heap event loop skips the
         learner's wake-up then (``sandbox/system/heap_loop.py``). A control with a ``take`` of its own is
-        always asked."""
-        if type(self).take is not Control.take:
+        always asked, and so is a control whose rules were replaced after its class was defined (a rule patched
+        onto the class, e.g. a planted bug: the shortcuts below vouch for the rules as written, not for a
+        replacement)."""
+        cls = type(self)
+        if cls.take is not _CONTROL_TAKE or _rules_replaced(cls):
             return True
         return not (self.none_stale(step, buffer) and self.no_batch(step, buffer))
 
@@ -246,12 +253,12 @@ class Control:
         """``True`` only when :meth:`drop_stale` would certainly drop nothing (a control with a drop rule
         overrides it with its rule's own shortcut). Default: whether the control keeps the base rule
         (drops none)."""
-        return type(self).drop_stale is Control.drop_stale
+        return type(self).drop_stale is _CONTROL_DROP_STALE
 
     def no_batch(self, step: int, buffer: list) -> bool:
         """``True`` only when :meth:`select` would certainly return ``None`` (a control with its own
         selection overrides it). Default: with the base rule (FIFO), fewer than ``B`` jobs in the buffer."""
-        return type(self).select is Control.select and len(buffer) < self.B
+        return type(self).select is _CONTROL_SELECT and len(buffer) < self.B
 
     def oldest_needed_version(self, visible: int) -> int:
         """Snapshots older than this are never handed out again."""
@@ -287,6 +294,25 @@ class Control:
         batch = buffer[: self.B]
         del buffer[: self.B]
         return batch
+
+
+_SHORTCUT_RULES = ("take", "drop_stale", "select", "none_stale", "no_batch")
+"""The rules :meth:`Control.could_take` answers for: it vouches for them as their classes define them."""
+
+
+def _rules_of(cls: type) -> tuple:
+    return tuple(getattr(cls, name) for name in _SHORTCUT_RULES)
+
+
+def _rules_replaced(cls: type) -> bool:
+    """Whether a rule of ``cls`` (its own or inherited) is no longer the function it had when ``cls`` was
+    defined: replaced on the class or on a base class since."""
+    return _rules_of(cls) != cls._rules_as_defined
+
+
+Control._rules_as_defined = _rules_of(Control)
+_CONTROL_TAKE, _CONTROL_DROP_STALE, _CONTROL_SELECT = Control.take, Control.drop_stale, Control.select
+"""The base rules as written (a replacement patched onto ``Control`` is not them)."""
 
 
 def remove_where(buffer: list, too_old) -> list:
