@@ -133,7 +133,10 @@ def phases(tree: str, repeats: int) -> None:
     timed(B.BanditTask, "logprobs", "  loss: logprobs")
     timed(PL.PolicyLoss, "__call__", "  loss: policy loss")
     timed(torch.Tensor, "backward", "  step: backward")
-    timed(T, "_metrics_to_numpy", "  step: metrics to numpy")
+    if hasattr(T, "_one_replica_values"):  # the one-replica row as floats (wrapping _metrics_to_numpy turns it off)
+        timed(T, "_one_replica_values", "  step: metrics row")
+    else:
+        timed(T, "_metrics_to_numpy", "  step: metrics to numpy")
     if hasattr(T, "unhooked_step"):
         unhooked = T.unhooked_step
 
