@@ -7,25 +7,15 @@ draws in another order, caches stale weights or builds a tensor of another dtype
 from __future__ import annotations
 
 import torch
+from _same_rollouts import same_rollouts
 
 from sandbox.tasks.bandit import BanditConfig, BanditTask
 from sandbox.tasks.draws import RowGenerators
 from sandbox.tasks.rollouts import Rollouts
 
-FIELDS = ("tokens", "behaviour_logp", "token_versions", "lengths", "ended", "prompts", "rewards", "version_logp")
-
 
 def _same(a: Rollouts, b: Rollouts) -> None:
-    assert a.group_size == b.group_size
-    for name in FIELDS:
-        x, y = getattr(a, name), getattr(b, name)
-        if x is None or y is None:
-            assert x is None and y is None, name
-            continue
-        assert x.dtype == y.dtype and x.shape == y.shape, name
-        assert torch.equal(x, y), name
-    assert torch.equal(a.mask, b.mask)
-    assert a.decode_steps == b.decode_steps and a.token_count == b.token_count
+    same_rollouts(a, b, layout=False)
 
 
 def _general(R: int, tokens: torch.Tensor, logp: torch.Tensor, version: int) -> Rollouts:

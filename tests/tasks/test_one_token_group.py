@@ -14,6 +14,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from _same_rollouts import FIELDS, same_rollouts
 
 from sandbox.run.runner import _result, prepare_run
 from sandbox.scenario.api import validate_scenario
@@ -22,21 +23,9 @@ from sandbox.tasks.bandit import BanditConfig, BanditTask
 from sandbox.tasks.base import PolicyTask
 from sandbox.tasks.rollouts import OneTokenGroup, Rollouts
 
-FIELDS = ("tokens", "behaviour_logp", "token_versions", "lengths", "ended", "prompts", "rewards", "version_logp")
-
 
 def _same(a: Rollouts, b: Rollouts) -> None:
-    assert a.group_size == b.group_size
-    for name in FIELDS:
-        x, y = getattr(a, name), getattr(b, name)
-        if x is None or y is None:
-            assert x is None and y is None, name
-            continue
-        assert x.dtype == y.dtype and x.shape == y.shape and x.is_contiguous() == y.is_contiguous(), name
-        assert torch.equal(x, y), name
-    assert torch.equal(a.mask, b.mask) and a.mask.dtype == b.mask.dtype
-    assert (a.decode_steps, a.token_count, a.width) == (b.decode_steps, b.token_count, b.width)
-    assert a.info == b.info
+    same_rollouts(a, b, layout=True)
 
 
 def _general(tokens: torch.Tensor, logp: torch.Tensor, version: int) -> Rollouts:
