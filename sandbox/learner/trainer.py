@@ -165,15 +165,9 @@ class Learner:
     def snapshot(self) -> Params:
         """A copy of the weights (what the cluster publishes to the workers). It is kept as the weights before
         the next optimizer step (:meth:`_weights_before_step`) while neither it nor the weights change."""
-        if len(self.plist) == 1:  # one parameter (the bandit's logits): the same copy without the comprehensions
-            p = self.plist[0]
-            copy = p.detach().clone()
-            self._last_snapshot = ([copy], [p._version], [copy._version])
-            return {self.names[0]: copy}
-        snap = {k: v.detach().clone() for k, v in self.params.items()}
-        copies = [snap[k] for k in self.names]
+        copies = [p.detach().clone() for p in self.plist]
         self._last_snapshot = (copies, [p._version for p in self.plist], [c._version for c in copies])
-        return snap
+        return dict(zip(self.names, copies))
 
     def _weights_before_step(self) -> list[Tensor]:
         """Copies of the weights as they are now, what a diverging replica is restored from: the last snapshot
@@ -182,12 +176,7 @@ class Learner:
         last = self._last_snapshot
         if last is not None:
             copies, versions, copy_versions = last
-            if len(copies) == 1:
-                if self.plist[0]._version == versions[0] and copies[0]._version == copy_versions[0]:
-                    return copies
-            elif all(p._version == v for p, v in zip(self.plist, versions)) and all(
-                c._version == v for c, v in zip(copies, copy_versions)
-            ):
+            if [p._version for p in self.plist] == versions and [c._version for c in copies] == copy_versions:
                 return copies
         return [p.detach().clone() for p in self.plist]
 
